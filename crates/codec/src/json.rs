@@ -1,0 +1,57 @@
+//! JSON helpers shared by the codecs: parsing with protocol-neutral errors and
+//! writing values without intermediate trees.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::DecodeError;
+
+/// Parses `body` as `T`, mapping serde errors to [`DecodeError`].
+pub fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, DecodeError> {
+    serde_json::from_slice(body).map_err(DecodeError::from)
+}
+
+/// Serialises `value` into a fresh buffer. Serialising derive-generated
+/// wire structs cannot fail (string keys, no custom errors), so a failure
+/// is turned into an empty object rather than a panic.
+pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
+}
+
+/// Parses tool-call argument text into a JSON value for protocols that carry
+/// arguments as an object. Text that is not a JSON object is wrapped so that
+/// nothing the model produced is lost.
+pub fn arguments_to_value(arguments: &str) -> serde_json::Value {
+    if arguments.trim().is_empty() {
+        return serde_json::Value::Object(serde_json::Map::new());
+    }
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(value @ serde_json::Value::Object(_)) => value,
+        Ok(other) => serde_json::json!({ "value": other }),
+        Err(_) => serde_json::json!({ "_raw_arguments": arguments }),
+    }
+}
+
+/// Serialises an argument object back to JSON text.
+pub fn value_to_arguments(value: &serde_json::Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_survive_as_objects() {
+        assert_eq!(
+            arguments_to_value(r#"{"a":1}"#),
+            serde_json::json!({"a": 1})
+        );
+        assert_eq!(arguments_to_value(""), serde_json::json!({}));
+        assert_eq!(
+            arguments_to_value("{not json"),
+            serde_json::json!({"_raw_arguments": "{not json"})
+        );
+        assert_eq!(arguments_to_value("[1]"), serde_json::json!({"value": [1]}));
+    }
+}

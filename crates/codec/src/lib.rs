@@ -1,0 +1,330 @@
+//! The contract every protocol codec implements, and the pieces they share.
+//!
+//! A codec is pure: it turns bytes into IR and IR into bytes, with no I/O, no
+//! clock (time is passed in where signing needs it), no logging and no global
+//! state. One codec per protocol lives in its own crate
+//! (`switchyard-protocol-<name>`); `switchyard-protocol` gathers them into a
+//! registry keyed by [`Protocol`].
+
+pub mod frame;
+pub mod json;
+
+use std::time::SystemTime;
+
+use http::{HeaderName, HeaderValue};
+pub use switchyard_ir as ir;
+pub use switchyard_ir::Protocol;
+use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Request, Response, StreamEvent};
+
+/// Bytes written by a codec, with what could not be expressed in them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Encoded {
+    /// The wire body.
+    pub body: Vec<u8>,
+    /// Fields the target protocol could not carry (for logs and metrics).
+    pub dropped: Vec<Dropped>,
+}
+
+/// Why bytes could not be read as the protocol's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Not JSON, or not the JSON shape the protocol defines.
+    #[error("malformed json: {0}")]
+    Json(String),
+    /// Well-formed but invalid (a missing required field, a bad value).
+    #[error("{message}")]
+    Invalid {
+        /// What is wrong, lowercase, no trailing period.
+        message: String,
+        /// The offending parameter, when known.
+        param: Option<String>,
+    },
+    /// A stream frame that breaks the framing (bad prelude, CRC mismatch).
+    #[error("malformed stream frame: {0}")]
+    Frame(String),
+}
+
+impl DecodeError {
+    /// An invalid-request error naming the parameter at fault.
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> DecodeError {
+        DecodeError::Invalid {
+            message: message.into(),
+            param: Some(param.into()),
+        }
+    }
+
+    /// The caller-facing error this decode failure becomes.
+    pub fn to_error_info(&self) -> ErrorInfo {
+        let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, self.to_string());
+        if let DecodeError::Invalid { param, .. } = self {
+            info.param = param.clone();
+        }
+        info
+    }
+}
+
+impl From<serde_json::Error> for DecodeError {
+    fn from(err: serde_json::Error) -> DecodeError {
+        DecodeError::Json(err.to_string())
+    }
+}
+
+/// Turns a protocol's stream bytes into IR events, whatever the chunking.
+pub trait StreamDecoder: Send {
+    /// Consumes one chunk (any split, even mid-frame) and appends the events
+    /// it completes.
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError>;
+    /// The upstream closed: flush what remains. A stream that ended without
+    /// its terminator yields no synthetic `MessageStop`; the caller decides.
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError>;
+}
+
+/// Turns IR events into a protocol's stream bytes.
+pub trait StreamEncoder: Send {
+    /// Appends the wire bytes for one event (possibly none, possibly several
+    /// frames). `StreamEvent::Error` becomes the protocol's in-stream error.
+    fn encode(&mut self, event: &StreamEvent, out: &mut Vec<u8>);
+    /// The stream is over: append any closing bytes the framing needs.
+    fn finish(&mut self, out: &mut Vec<u8>);
+}
+
+/// How a stream is framed on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// `text/event-stream`.
+    Sse,
+    /// A JSON array streamed element by element (Gemini without `alt=sse`).
+    JsonArray,
+    /// AWS `application/vnd.amazon.eventstream` binary frames.
+    EventStream,
+}
+
+impl Framing {
+    /// The `content-type` of a stream in this framing.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Framing::Sse => "text/event-stream",
+            Framing::JsonArray => "application/json",
+            Framing::EventStream => "application/vnd.amazon.eventstream",
+        }
+    }
+}
+
+/// The upstream's error, as its protocol reported it (stage 1a of failure
+/// disposition). Classification into a disposition happens above.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawUpstreamError {
+    /// HTTP status.
+    pub status: u16,
+    /// The class the protocol's own type/code and message imply.
+    pub kind: ErrorKind,
+    /// The vendor's error type (`invalid_request_error`, `ThrottlingException`, `RESOURCE_EXHAUSTED`).
+    pub vendor_type: Option<String>,
+    /// The vendor's finer error code, when it has one (`context_length_exceeded`).
+    pub vendor_code: Option<String>,
+    /// The vendor's message.
+    pub message: String,
+}
+
+impl RawUpstreamError {
+    /// The caller-facing error: the vendor's message and status, with its
+    /// type kept as the code.
+    pub fn to_error_info(&self) -> ErrorInfo {
+        ErrorInfo {
+            kind: self.kind,
+            status: self.status,
+            message: self.message.clone(),
+            code: self
+                .vendor_code
+                .clone()
+                .or_else(|| self.vendor_type.clone()),
+            param: None,
+        }
+    }
+}
+
+/// An error response ready to send: status, extra headers, JSON body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorResponse {
+    /// HTTP status.
+    pub status: u16,
+    /// Headers beyond `content-type: application/json` (Bedrock's `x-amzn-errortype`).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// The protocol's error JSON.
+    pub body: Vec<u8>,
+}
+
+/// The credentials a lane signs upstream calls with.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credentials {
+    /// No auth (mock and local backends).
+    None,
+    /// A static API key.
+    ApiKey(String),
+    /// AWS keys for SigV4.
+    Aws {
+        /// Access key id.
+        access_key_id: String,
+        /// Secret access key.
+        secret_access_key: String,
+        /// Session token for temporary credentials.
+        session_token: Option<String>,
+        /// Signing region.
+        region: String,
+    },
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets never reach logs, even through Debug.
+        match self {
+            Credentials::None => f.write_str("None"),
+            Credentials::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
+            Credentials::Aws { region, .. } => write!(f, "Aws {{ region: {region:?}, .. }}"),
+        }
+    }
+}
+
+/// What an auth scheme may look at to sign an outbound call.
+#[derive(Debug, Clone, Copy)]
+pub struct Outbound<'a> {
+    /// HTTP method.
+    pub method: &'a str,
+    /// Full URL.
+    pub url: &'a str,
+    /// The request body.
+    pub body: &'a [u8],
+    /// Signing time (passed in: codecs read no clock).
+    pub time: SystemTime,
+}
+
+/// Why auth headers could not be produced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The credential kind does not fit the protocol.
+    #[error("{protocol} lanes need {needed}")]
+    WrongCredentials {
+        /// The lane's protocol.
+        protocol: Protocol,
+        /// What it needs.
+        needed: &'static str,
+    },
+    /// Signing failed.
+    #[error("signing failed: {0}")]
+    Signing(String),
+    /// A key held bytes that cannot go in a header.
+    #[error("credential is not a valid header value")]
+    BadHeader,
+}
+
+/// One protocol's reader and writer.
+pub trait Codec: Send + Sync {
+    /// Which protocol this is.
+    fn protocol(&self) -> Protocol;
+
+    /// Wire request → IR. Path-model protocols leave `model` empty.
+    fn read_request(&self, body: &[u8]) -> Result<Request, DecodeError>;
+    /// IR → wire request.
+    fn write_request(&self, request: &Request) -> Encoded;
+    /// Wire response → IR.
+    fn read_response(&self, body: &[u8]) -> Result<Response, DecodeError>;
+    /// IR → wire response.
+    fn write_response(&self, response: &Response) -> Encoded;
+
+    /// A decoder for an upstream stream in this protocol.
+    fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
+    /// An encoder for a caller's stream in this protocol.
+    fn stream_encoder(&self, framing: Framing) -> Box<dyn StreamEncoder>;
+    /// The framing this protocol streams in by default.
+    fn default_framing(&self) -> Framing {
+        Framing::Sse
+    }
+
+    /// Path and query of the upstream endpoint for `model`.
+    fn upstream_path(&self, model: &str, stream: bool) -> String;
+    /// Headers that authenticate an outbound call.
+    fn auth_headers(
+        &self,
+        credentials: &Credentials,
+        outbound: &Outbound<'_>,
+    ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError>;
+
+    /// Stage 1a: what the upstream said went wrong.
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError;
+    /// The protocol's own error response for `error`.
+    fn error_response(&self, error: &ErrorInfo) -> ErrorResponse;
+}
+
+/// A request of one token, used by active health probes.
+pub fn probe_request(model: &str) -> Request {
+    Request {
+        model: model.to_owned(),
+        messages: vec![switchyard_ir::Message::text(
+            switchyard_ir::Role::User,
+            "ping",
+        )],
+        max_tokens: Some(1),
+        ..Request::default()
+    }
+}
+
+/// The `Authorization: Bearer` header, shared by the OpenAI-style protocols.
+pub fn bearer_header(
+    protocol: Protocol,
+    credentials: &Credentials,
+) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
+    match credentials {
+        Credentials::None => Ok(Vec::new()),
+        Credentials::ApiKey(key) => {
+            let mut value =
+                HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| AuthError::BadHeader)?;
+            value.set_sensitive(true);
+            Ok(vec![(http::header::AUTHORIZATION, value)])
+        }
+        Credentials::Aws { .. } => Err(AuthError::WrongCredentials {
+            protocol,
+            needed: "an api_key",
+        }),
+    }
+}
+
+/// A single header carrying the key (`x-api-key`, `x-goog-api-key`).
+pub fn key_header(
+    protocol: Protocol,
+    name: &'static str,
+    credentials: &Credentials,
+) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
+    match credentials {
+        Credentials::None => Ok(Vec::new()),
+        Credentials::ApiKey(key) => {
+            let mut value =
+                HeaderValue::try_from(key.as_str()).map_err(|_| AuthError::BadHeader)?;
+            value.set_sensitive(true);
+            Ok(vec![(HeaderName::from_static(name), value)])
+        }
+        Credentials::Aws { .. } => Err(AuthError::WrongCredentials {
+            protocol,
+            needed: "an api_key",
+        }),
+    }
+}
+
+/// True when an upstream message says the prompt did not fit the context
+/// window; vendors signal this only in prose or in codes that vary by model.
+pub fn mentions_context_length(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "maximum context",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "exceeds the maximum number of tokens",
+        "input token count",
+        "too long for the model",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+}

@@ -1,0 +1,25 @@
+//! The six protocol codecs behind one look-up: `codec(Protocol)` gives the
+//! reader and writer for a protocol. Everything above this crate is
+//! protocol-agnostic and reaches wire formats only through here.
+
+pub use switchyard_codec::*;
+pub use switchyard_ir as ir;
+
+use switchyard_protocol_anthropic::AnthropicCodec;
+use switchyard_protocol_bedrock::BedrockCodec;
+use switchyard_protocol_cohere::CohereCodec;
+use switchyard_protocol_gemini::GeminiCodec;
+use switchyard_protocol_openai::OpenAiCodec;
+use switchyard_protocol_responses::ResponsesCodec;
+
+/// The codec of `protocol`.
+pub fn codec(protocol: Protocol) -> &'static dyn Codec {
+    match protocol {
+        Protocol::OpenAi => &OpenAiCodec,
+        Protocol::Responses => &ResponsesCodec,
+        Protocol::Anthropic => &AnthropicCodec,
+        Protocol::Gemini => &GeminiCodec,
+        Protocol::Cohere => &CohereCodec,
+        Protocol::Bedrock => &BedrockCodec,
+    }
+}
