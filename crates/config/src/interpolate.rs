@@ -1,0 +1,144 @@
+//! `${VAR}` substitution in every string of the parsed YAML tree. Done on
+//! the tree, not the text, so a variable's value can never inject YAML.
+//!
+//! `${` and `}` are YAML flow indicators, so `{ key: ${VAR} }` would not
+//! parse; [`protect`] first rewrites each reference into a marker that is a
+//! valid plain scalar, and the tree pass substitutes the markers.
+
+/// Opens a protected reference (`${` in the source).
+const OPEN: &str = "$\u{27e8}";
+/// Closes a protected reference (`}` in the source).
+const CLOSE: char = '\u{27e9}';
+
+/// Rewrites `${NAME}` references so the text parses as YAML in any context.
+pub fn protect(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        match after.find('}') {
+            Some(end)
+                if after[..end]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                    && end > 0 =>
+            {
+                out.push_str(OPEN);
+                out.push_str(&after[..end]);
+                out.push(CLOSE);
+                rest = &after[end + 1..];
+            }
+            _ => {
+                out.push_str("${");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+use serde_yaml_ng::Value;
+
+use crate::Issue;
+
+/// Replaces `${NAME}` in every string scalar of `value` using `lookup`;
+/// every missing variable becomes an issue naming where it was used.
+pub fn interpolate(
+    value: &mut Value,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Vec<Issue>,
+) {
+    match value {
+        Value::String(text) => {
+            if text.contains(OPEN) || text.contains("${") {
+                *text = substitute(text, path, lookup, issues);
+            }
+        }
+        Value::Sequence(items) => {
+            for (index, item) in items.iter_mut().enumerate() {
+                interpolate(item, &format!("{path}[{index}]"), lookup, issues);
+            }
+        }
+        Value::Mapping(map) => {
+            for (key, item) in map.iter_mut() {
+                let key = key.as_str().unwrap_or("?");
+                let child = if path.is_empty() {
+                    key.to_owned()
+                } else {
+                    format!("{path}.{key}")
+                };
+                interpolate(item, &child, lookup, issues);
+            }
+        }
+        Value::Tagged(tagged) => interpolate(&mut tagged.value, path, lookup, issues),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+fn substitute(
+    text: &str,
+    path: &str,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    issues: &mut Vec<Issue>,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((start, open_len)) = next_reference(rest) {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + open_len..];
+        let Some(end) = after.find(['}', CLOSE]) else {
+            issues.push(Issue::new(
+                path,
+                "unclosed `${` in value",
+                "close it with `}` or remove it",
+            ));
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let name = &after[..end];
+        match lookup(name) {
+            Some(value) => out.push_str(&value),
+            None => issues.push(Issue::new(
+                path,
+                format!("environment variable `{name}` is not set"),
+                format!("export {name}=... before starting, or remove the reference"),
+            )),
+        }
+        let close_len = after[end..].chars().next().map_or(1, char::len_utf8);
+        rest = &after[end + close_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The next `${` or protected marker in `text`: its offset and length.
+fn next_reference(text: &str) -> Option<(usize, usize)> {
+    let plain = text.find("${").map(|at| (at, 2));
+    let marked = text.find(OPEN).map(|at| (at, OPEN.len()));
+    match (plain, marked) {
+        (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substitutes_and_reports_missing_variables() {
+        let mut value: Value =
+            serde_yaml_ng::from_str(&protect("a: x-${K}-y\nb: [${NOPE}]\nc: { k: ${K} }")).unwrap();
+        let mut issues = Vec::new();
+        let lookup = |name: &str| (name == "K").then(|| "v: 1".to_owned());
+        interpolate(&mut value, "", &lookup, &mut issues);
+        assert_eq!(value["a"].as_str(), Some("x-v: 1-y"));
+        assert_eq!(value["c"]["k"].as_str(), Some("v: 1"));
+        assert_eq!(issues.len(), 1);
+        assert_eq!(issues[0].path, "b[0]");
+        assert!(issues[0].message.contains("NOPE"));
+    }
+}

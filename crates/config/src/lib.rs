@@ -1,0 +1,959 @@
+//! Switchyard's configuration, from YAML text to validated types, once at boot.
+//!
+//! `load` runs the whole pipeline: parse YAML, substitute `${VAR}`s, decode
+//! into the raw serde forms (unknown keys refused), then validate into
+//! [`Config`], reporting every problem at once with its key path and the fix.
+//! `switchyard check` and `switchyard serve` run this very function. The crate
+//! is pure: the environment is passed in as a look-up.
+
+mod interpolate;
+mod raw;
+mod units;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use switchyard_ir::Protocol;
+pub use units::{parse_duration, parse_size};
+
+/// The embedded demo configuration served when no config file is given.
+pub const DEMO_CONFIG: &str = include_str!("demo.yaml");
+
+/// One problem found in a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issue {
+    /// Dotted key path (`pools.fast.members[1].model`).
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub fix: String,
+}
+
+impl Issue {
+    fn new(path: &str, message: impl Into<String>, fix: impl Into<String>) -> Issue {
+        Issue {
+            path: path.to_owned(),
+            message: message.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Issue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{} (fix: {})", self.message, self.fix)
+        } else {
+            write!(f, "{}: {} (fix: {})", self.path, self.message, self.fix)
+        }
+    }
+}
+
+/// Every problem in a configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", render_issues(.0))]
+pub struct ConfigError(pub Vec<Issue>);
+
+fn render_issues(issues: &[Issue]) -> String {
+    let mut out = format!(
+        "invalid configuration ({} problem{}):",
+        issues.len(),
+        if issues.len() == 1 { "" } else { "s" }
+    );
+    for issue in issues {
+        out.push_str("\n  - ");
+        out.push_str(&issue.to_string());
+    }
+    out
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Data-plane listener.
+    pub listen: SocketAddr,
+    /// Admin listener (loopback by default).
+    pub admin_listen: SocketAddr,
+    /// Listener settings.
+    pub server: Server,
+    /// Backends, in name order.
+    pub providers: Vec<Provider>,
+    /// Lanes, in name order.
+    pub models: Vec<Model>,
+    /// Pools, in name order.
+    pub pools: Vec<Pool>,
+    /// Prices per model name.
+    pub rate_card: HashMap<Arc<str>, Rate>,
+}
+
+/// Listener settings.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Largest request body accepted.
+    pub body_limit: usize,
+    /// How long in-flight requests may finish after a shutdown signal.
+    pub drain_timeout: Duration,
+}
+
+/// Where a provider is reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The in-process deterministic vendor fake.
+    Mock,
+    /// An HTTP(S) base URL without a trailing slash.
+    Http(Arc<str>),
+}
+
+/// How a provider authenticates upstream calls.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Auth {
+    /// No credentials.
+    None,
+    /// A static key.
+    ApiKey(String),
+    /// AWS SigV4.
+    Aws {
+        /// Access key id.
+        access_key_id: String,
+        /// Secret key.
+        secret_access_key: String,
+        /// Session token.
+        session_token: Option<String>,
+        /// Signing region.
+        region: String,
+    },
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::None => f.write_str("None"),
+            Auth::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
+            Auth::Aws { region, .. } => write!(f, "Aws {{ region: {region:?}, .. }}"),
+        }
+    }
+}
+
+/// Upstream timeouts of a provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// TCP + TLS connect.
+    pub connect: Duration,
+    /// From sending the request to the response headers.
+    pub response_headers: Duration,
+    /// Longest gap between two stream frames.
+    pub stream_idle: Duration,
+    /// The whole exchange, body included.
+    pub request: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Timeouts {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            response_headers: Duration::from_secs(120),
+            stream_idle: Duration::from_secs(60),
+            request: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A backend speaking one protocol.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    /// Config name.
+    pub name: Arc<str>,
+    /// Its wire protocol.
+    pub protocol: Protocol,
+    /// Where it is.
+    pub endpoint: Endpoint,
+    /// How to sign calls.
+    pub auth: Auth,
+    /// Timeouts.
+    pub timeouts: Timeouts,
+}
+
+/// How a lane is paid for (routing prefers subscription, then pay-as-you-go, then free).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Billing {
+    /// A flat-fee plan: zero marginal cost within quota.
+    Subscription,
+    /// Metered per token.
+    PayAsYouGo,
+    /// Free tier.
+    Free,
+}
+
+impl Billing {
+    /// The config and header name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Billing::Subscription => "subscription",
+            Billing::PayAsYouGo => "pay_as_you_go",
+            Billing::Free => "free",
+        }
+    }
+}
+
+/// A lane: a provider plus the upstream's wire model.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// Config name (what callers and pools use).
+    pub name: Arc<str>,
+    /// Index into `Config::providers`.
+    pub provider: usize,
+    /// The model sent upstream.
+    pub wire_model: Arc<str>,
+    /// Context window in tokens, when known.
+    pub context_window: Option<u64>,
+    /// Concurrency cap.
+    pub max_concurrent: Option<u32>,
+    /// Billing model.
+    pub billing: Billing,
+    /// Free-form size label.
+    pub tier: Option<Arc<str>>,
+    /// Free-form labels.
+    pub tags: Vec<Arc<str>>,
+}
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate {
+    /// Uncached input.
+    pub input_utok: f64,
+    /// Output.
+    pub output_utok: f64,
+    /// Cache reads (defaults to input).
+    pub cache_read_utok: f64,
+    /// Cache writes (defaults to input).
+    pub cache_write_utok: f64,
+}
+
+/// A built-in ordering strategy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Smooth weighted round-robin (the default).
+    Weighted,
+    /// Lowest rate-card cost first.
+    Cheapest,
+    /// Lowest measured latency first.
+    Fastest,
+    /// Most free concurrency first.
+    LeastBusy,
+    /// Most rate-limit headroom first.
+    Usage,
+    /// Subscription, then pay-as-you-go, then free; then cost; then name.
+    Billing,
+}
+
+impl Strategy {
+    /// All strategies with their config names.
+    pub const ALL: [(Strategy, &'static str); 6] = [
+        (Strategy::Weighted, "weighted"),
+        (Strategy::Cheapest, "cheapest"),
+        (Strategy::Fastest, "fastest"),
+        (Strategy::LeastBusy, "least_busy"),
+        (Strategy::Usage, "usage"),
+        (Strategy::Billing, "billing"),
+    ];
+
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        Strategy::ALL
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("weighted", |(_, n)| n)
+    }
+}
+
+/// A pool member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// Index into `Config::models`.
+    pub model: usize,
+    /// Relative share of traffic.
+    pub weight: u32,
+}
+
+/// Failover bounds of a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failover {
+    /// Most lanes tried for one request.
+    pub max_hops: u32,
+    /// Budget for all tries together.
+    pub timeout: Duration,
+}
+
+impl Default for Failover {
+    fn default() -> Failover {
+        Failover {
+            max_hops: 3,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A named pool of lanes.
+#[derive(Debug, Clone)]
+pub struct Pool {
+    /// Config name.
+    pub name: Arc<str>,
+    /// Members in config order.
+    pub members: Vec<Member>,
+    /// Ordering strategy.
+    pub strategy: Strategy,
+    /// Failover bounds.
+    pub failover: Failover,
+    /// Pools tried in order when every member failed (indexes into `Config::pools`).
+    pub fallback: Vec<usize>,
+}
+
+impl Config {
+    /// The model called `name`.
+    pub fn model_index(&self, name: &str) -> Option<usize> {
+        self.models.iter().position(|m| &*m.name == name)
+    }
+
+    /// The pool called `name`.
+    pub fn pool_index(&self, name: &str) -> Option<usize> {
+        self.pools.iter().position(|p| &*p.name == name)
+    }
+
+    /// The provider called `name`.
+    pub fn provider_index(&self, name: &str) -> Option<usize> {
+        self.providers.iter().position(|p| &*p.name == name)
+    }
+}
+
+/// Parses and validates a configuration. `env` looks up `${VAR}`s.
+pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let mut issues = Vec::new();
+    let mut tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&interpolate::protect(text))
+        .map_err(|err| {
+            ConfigError(vec![Issue::new(
+                "",
+                format!("not valid YAML: {err}"),
+                "fix the YAML syntax at the position given",
+            )])
+        })?;
+    if tree.is_null() {
+        tree = serde_yaml_ng::Value::Mapping(serde_yaml_ng::Mapping::new());
+    }
+    interpolate::interpolate(&mut tree, "", env, &mut issues);
+    let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        let fix = if inner.contains("unknown field") {
+            "remove or rename the key; the message lists the keys allowed here"
+        } else {
+            "give the value the type the message names"
+        };
+        let mut all = issues.clone();
+        all.push(Issue::new(if path == "." { "" } else { &path }, inner, fix));
+        ConfigError(all)
+    })?;
+    let config = validate(raw, &mut issues);
+    if issues.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError(issues))
+    }
+}
+
+fn parse_addr(
+    value: Option<&str>,
+    default: &str,
+    path: &str,
+    issues: &mut Vec<Issue>,
+) -> SocketAddr {
+    let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let text = value.unwrap_or(default);
+    text.parse().unwrap_or_else(|_| {
+        issues.push(Issue::new(
+            path,
+            format!("`{text}` is not a socket address"),
+            "write it as host:port, e.g. 127.0.0.1:8080",
+        ));
+        fallback
+    })
+}
+
+fn duration_or(
+    value: Option<&str>,
+    default: Duration,
+    path: &str,
+    issues: &mut Vec<Issue>,
+) -> Duration {
+    match value.map(parse_duration) {
+        None => default,
+        Some(Ok(duration)) => duration,
+        Some(Err(message)) => {
+            issues.push(Issue::new(
+                path,
+                message,
+                "write a number with a unit: 250ms, 30s, 5m",
+            ));
+            default
+        }
+    }
+}
+
+fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
+    let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8080", "listen", issues);
+    let admin_listen = parse_addr(
+        raw.admin_listen.as_deref(),
+        "127.0.0.1:8081",
+        "admin_listen",
+        issues,
+    );
+    if !admin_listen.ip().is_loopback() {
+        issues.push(Issue::new(
+            "admin_listen",
+            format!("the admin plane must stay on loopback, not {admin_listen}"),
+            "use 127.0.0.1:PORT and reach it through an SSH tunnel or a sidecar",
+        ));
+    }
+    if listen.port() != 0 && listen == admin_listen {
+        issues.push(Issue::new(
+            "admin_listen",
+            "admin_listen is the same socket as listen",
+            "give the admin plane its own port",
+        ));
+    }
+
+    let server = Server {
+        body_limit: match &raw.server.body_limit {
+            None => 32 << 20,
+            Some(value) => {
+                let text = match value {
+                    serde_yaml_ng::Value::Number(n) => n.to_string(),
+                    serde_yaml_ng::Value::String(s) => s.clone(),
+                    _ => String::from("?"),
+                };
+                match parse_size(&text) {
+                    Ok(size) if size > 0 => usize::try_from(size).unwrap_or(usize::MAX),
+                    Ok(_) => {
+                        issues.push(Issue::new(
+                            "server.body_limit",
+                            "body_limit must be positive",
+                            "write e.g. 32MiB",
+                        ));
+                        32 << 20
+                    }
+                    Err(message) => {
+                        issues.push(Issue::new(
+                            "server.body_limit",
+                            message,
+                            "write e.g. 32MiB, 512KiB or a byte count",
+                        ));
+                        32 << 20
+                    }
+                }
+            }
+        },
+        drain_timeout: duration_or(
+            raw.server.drain_timeout.as_deref(),
+            Duration::from_secs(30),
+            "server.drain_timeout",
+            issues,
+        ),
+    };
+
+    let providers: Vec<Provider> = raw
+        .providers
+        .iter()
+        .map(|(name, provider)| validate_provider(name, provider, issues))
+        .collect();
+    let provider_names: Vec<&str> = raw.providers.keys().map(String::as_str).collect();
+
+    let models: Vec<Model> = raw
+        .models
+        .iter()
+        .map(|(name, model)| {
+            let path = format!("models.{name}");
+            let provider = provider_names
+                .iter()
+                .position(|p| *p == model.provider)
+                .unwrap_or_else(|| {
+                    issues.push(Issue::new(
+                        &format!("{path}.provider"),
+                        format!("provider `{}` is not defined", model.provider),
+                        format!(
+                            "define providers.{} or use one of: {}",
+                            model.provider,
+                            list(&provider_names)
+                        ),
+                    ));
+                    0
+                });
+            let billing = match model.billing.as_deref() {
+                None | Some("pay_as_you_go") => Billing::PayAsYouGo,
+                Some("subscription") => Billing::Subscription,
+                Some("free") => Billing::Free,
+                Some(other) => {
+                    issues.push(Issue::new(
+                        &format!("{path}.billing"),
+                        format!("`{other}` is not a billing model"),
+                        "use subscription, pay_as_you_go or free",
+                    ));
+                    Billing::PayAsYouGo
+                }
+            };
+            if model.max_concurrent == Some(0) {
+                issues.push(Issue::new(
+                    &format!("{path}.max_concurrent"),
+                    "max_concurrent is 0, so the lane could never serve",
+                    "remove it (unlimited) or set it to 1 or more",
+                ));
+            }
+            if model.context_window == Some(0) {
+                issues.push(Issue::new(
+                    &format!("{path}.context_window"),
+                    "context_window is 0",
+                    "remove it or give the model's window in tokens",
+                ));
+            }
+            Model {
+                name: Arc::from(name.as_str()),
+                provider,
+                wire_model: Arc::from(model.model.as_deref().unwrap_or(name)),
+                context_window: model.context_window,
+                max_concurrent: model.max_concurrent,
+                billing,
+                tier: model.tier.as_deref().map(Arc::from),
+                tags: model.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
+            }
+        })
+        .collect();
+    let model_names: Vec<&str> = raw.models.keys().map(String::as_str).collect();
+
+    let mut rate_card = HashMap::new();
+    for (name, rate) in &raw.rate_card {
+        let path = format!("rate_card.{name}");
+        if !model_names.contains(&name.as_str()) {
+            issues.push(Issue::new(
+                &path,
+                format!("model `{name}` is not defined"),
+                format!("price a defined model: {}", list(&model_names)),
+            ));
+        }
+        let values = [
+            Some(rate.input_utok),
+            Some(rate.output_utok),
+            rate.cache_read_utok,
+            rate.cache_write_utok,
+        ];
+        if values.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
+            issues.push(Issue::new(
+                &path,
+                "prices must be finite and not negative",
+                "write USD per million tokens, e.g. 0.15",
+            ));
+        }
+        rate_card.insert(
+            Arc::from(name.as_str()),
+            Rate {
+                input_utok: rate.input_utok,
+                output_utok: rate.output_utok,
+                cache_read_utok: rate.cache_read_utok.unwrap_or(rate.input_utok),
+                cache_write_utok: rate.cache_write_utok.unwrap_or(rate.input_utok),
+            },
+        );
+    }
+
+    let pool_names: Vec<&str> = raw.pools.keys().map(String::as_str).collect();
+    let mut pools = Vec::new();
+    for (name, pool) in &raw.pools {
+        let path = format!("pools.{name}");
+        if model_names.contains(&name.as_str()) {
+            issues.push(Issue::new(
+                &path,
+                format!("`{name}` is both a model and a pool"),
+                "rename the pool or the model: callers name either",
+            ));
+        }
+        if pool.members.is_empty() {
+            issues.push(Issue::new(
+                &format!("{path}.members"),
+                "a pool needs at least one member",
+                "list members: [{ model: NAME }]",
+            ));
+        }
+        let mut members = Vec::new();
+        for (index, member) in pool.members.iter().enumerate() {
+            let member_path = format!("{path}.members[{index}]");
+            let Some(model) = model_names.iter().position(|m| *m == member.model) else {
+                issues.push(Issue::new(
+                    &format!("{member_path}.model"),
+                    format!("model `{}` is not defined", member.model),
+                    format!(
+                        "define models.{} or use one of: {}",
+                        member.model,
+                        list(&model_names)
+                    ),
+                ));
+                continue;
+            };
+            let weight = member.weight.unwrap_or(1);
+            if weight == 0 {
+                issues.push(Issue::new(
+                    &format!("{member_path}.weight"),
+                    "weight 0 would never be chosen",
+                    "remove the member or give it a weight of 1 or more",
+                ));
+            }
+            if members.iter().any(|m: &Member| m.model == model) {
+                issues.push(Issue::new(
+                    &member_path,
+                    format!("model `{}` is listed twice", member.model),
+                    "list each model once and raise its weight instead",
+                ));
+            }
+            members.push(Member { model, weight });
+        }
+        let strategy = validate_hooks(&path, &pool.hooks, issues);
+        let failover = match &pool.failover {
+            None => Failover::default(),
+            Some(raw_failover) => {
+                let max_hops = raw_failover.max_hops.unwrap_or(3);
+                if max_hops == 0 {
+                    issues.push(Issue::new(
+                        &format!("{path}.failover.max_hops"),
+                        "max_hops 0 would never try a lane",
+                        "set it to 1 or more",
+                    ));
+                }
+                let timeout = duration_or(
+                    raw_failover.timeout.as_deref(),
+                    Duration::from_secs(60),
+                    &format!("{path}.failover.timeout"),
+                    issues,
+                );
+                Failover { max_hops, timeout }
+            }
+        };
+        let mut fallback = Vec::new();
+        for (index, target) in pool.fallback.iter().enumerate() {
+            match pool_names.iter().position(|p| p == target) {
+                Some(found) => fallback.push(found),
+                None => issues.push(Issue::new(
+                    &format!("{path}.fallback[{index}]"),
+                    format!("pool `{target}` is not defined"),
+                    format!("name a defined pool: {}", list(&pool_names)),
+                )),
+            }
+        }
+        pools.push(Pool {
+            name: Arc::from(name.as_str()),
+            members,
+            strategy,
+            failover,
+            fallback,
+        });
+    }
+    check_fallback_cycles(&pools, issues);
+
+    Config {
+        listen,
+        admin_listen,
+        server,
+        providers,
+        models,
+        pools,
+        rate_card,
+    }
+}
+
+fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<Issue>) -> Provider {
+    let path = format!("providers.{name}");
+    let protocol = Protocol::from_name(&provider.protocol).unwrap_or_else(|| {
+        issues.push(Issue::new(
+            &format!("{path}.protocol"),
+            format!("`{}` is not a known protocol", provider.protocol),
+            "use one of: openai, responses, anthropic, gemini, cohere, bedrock",
+        ));
+        Protocol::OpenAi
+    });
+    let endpoint = if provider.base_url == "mock://" || provider.base_url.starts_with("mock://") {
+        Endpoint::Mock
+    } else if provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")
+    {
+        Endpoint::Http(Arc::from(provider.base_url.trim_end_matches('/')))
+    } else {
+        issues.push(Issue::new(
+            &format!("{path}.base_url"),
+            format!("`{}` is not an http(s) or mock:// URL", provider.base_url),
+            "write e.g. https://api.openai.com or mock:// for the built-in fake",
+        ));
+        Endpoint::Mock
+    };
+    let auth = match (&provider.api_key, &provider.aws) {
+        (Some(_), Some(_)) => {
+            issues.push(Issue::new(
+                &path,
+                "both api_key and aws are set",
+                "keep one: aws for SigV4, api_key for everything else",
+            ));
+            Auth::None
+        }
+        (Some(key), None) => Auth::ApiKey(key.clone()),
+        (None, Some(aws)) => {
+            if protocol != Protocol::Bedrock {
+                issues.push(Issue::new(
+                    &format!("{path}.aws"),
+                    "aws credentials only sign bedrock providers",
+                    "use api_key, or set protocol: bedrock",
+                ));
+            }
+            let host = provider
+                .base_url
+                .split("://")
+                .nth(1)
+                .unwrap_or("")
+                .split(['/', ':'])
+                .next()
+                .unwrap_or("");
+            let region = aws.region.clone().or_else(|| region_from_host(host)).unwrap_or_else(|| {
+                issues.push(Issue::new(
+                    &format!("{path}.aws.region"),
+                    format!("no region in host `{host}`"),
+                    "add region: us-east-1 (or use a bedrock-runtime.REGION.amazonaws.com base_url)",
+                ));
+                String::new()
+            });
+            Auth::Aws {
+                access_key_id: aws.access_key_id.clone(),
+                secret_access_key: aws.secret_access_key.clone(),
+                session_token: aws.session_token.clone(),
+                region,
+            }
+        }
+        (None, None) => Auth::None,
+    };
+    let defaults = Timeouts::default();
+    let t = &provider.timeouts;
+    let timeouts = Timeouts {
+        connect: duration_or(
+            t.connect.as_deref(),
+            defaults.connect,
+            &format!("{path}.timeouts.connect"),
+            issues,
+        ),
+        response_headers: duration_or(
+            t.response_headers.as_deref(),
+            defaults.response_headers,
+            &format!("{path}.timeouts.response_headers"),
+            issues,
+        ),
+        stream_idle: duration_or(
+            t.stream_idle.as_deref(),
+            defaults.stream_idle,
+            &format!("{path}.timeouts.stream_idle"),
+            issues,
+        ),
+        request: duration_or(
+            t.request.as_deref(),
+            defaults.request,
+            &format!("{path}.timeouts.request"),
+            issues,
+        ),
+    };
+    Provider {
+        name: Arc::from(name),
+        protocol,
+        endpoint,
+        auth,
+        timeouts,
+    }
+}
+
+/// The AWS region in a Bedrock host name (`bedrock-runtime.us-east-1.amazonaws.com`).
+pub fn region_from_host(host: &str) -> Option<String> {
+    let mut labels = host.split('.');
+    let service = labels.next()?;
+    if !service.starts_with("bedrock") {
+        return None;
+    }
+    let region = labels.next()?;
+    let looks_like_region = region.split('-').count() >= 3
+        && region
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    looks_like_region.then(|| region.to_owned())
+}
+
+fn validate_hooks(path: &str, hooks: &[serde_yaml_ng::Value], issues: &mut Vec<Issue>) -> Strategy {
+    let names: Vec<&str> = Strategy::ALL.iter().map(|(_, n)| *n).collect();
+    let mut chosen: Option<Strategy> = None;
+    for (index, hook) in hooks.iter().enumerate() {
+        let hook_path = format!("{path}.hooks[{index}]");
+        let Some(name) = hook.as_str() else {
+            issues.push(Issue::new(
+                &hook_path,
+                "external hook modules are not supported by this build",
+                format!("name a built-in strategy: {}", names.join(", ")),
+            ));
+            continue;
+        };
+        let Some((strategy, _)) = Strategy::ALL.iter().find(|(_, n)| *n == name) else {
+            issues.push(Issue::new(
+                &hook_path,
+                format!("`{name}` is not a strategy"),
+                format!("use one of: {}", names.join(", ")),
+            ));
+            continue;
+        };
+        if let Some(previous) = chosen {
+            issues.push(Issue::new(
+                &hook_path,
+                format!("a second strategy `{name}` after `{}`", previous.as_str()),
+                "keep one strategy per pool",
+            ));
+        }
+        chosen = Some(*strategy);
+    }
+    chosen.unwrap_or(Strategy::Weighted)
+}
+
+fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
+    // Depth-first search from each pool; a path that comes back to a pool on
+    // the current stack is a cycle.
+    fn visit(pools: &[Pool], at: usize, stack: &mut Vec<usize>) -> Option<Vec<usize>> {
+        if let Some(start) = stack.iter().position(|&p| p == at) {
+            let mut cycle = stack[start..].to_vec();
+            cycle.push(at);
+            return Some(cycle);
+        }
+        stack.push(at);
+        for &next in &pools[at].fallback {
+            if let Some(cycle) = visit(pools, next, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        None
+    }
+    let mut reported: BTreeMap<Vec<usize>, ()> = BTreeMap::new();
+    for start in 0..pools.len() {
+        if let Some(cycle) = visit(pools, start, &mut Vec::new()) {
+            let mut key = cycle.clone();
+            key.sort_unstable();
+            key.dedup();
+            if reported.insert(key, ()).is_none() {
+                let names: Vec<&str> = cycle.iter().map(|&p| &*pools[p].name).collect();
+                issues.push(Issue::new(
+                    &format!("pools.{}.fallback", names[0]),
+                    format!("fallback cycle: {}", names.join(" -> ")),
+                    "remove one fallback so the chain ends",
+                ));
+            }
+        }
+    }
+}
+
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "(none defined)".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn demo_config_is_valid() {
+        let config = load(DEMO_CONFIG, &no_env).unwrap();
+        for protocol in Protocol::ALL {
+            let name = format!("demo-{protocol}");
+            let model = config.model_index(&name).expect("demo lane per protocol");
+            assert_eq!(
+                config.providers[config.models[model].provider].protocol,
+                protocol
+            );
+        }
+        assert!(config.pool_index("demo").is_some());
+    }
+
+    #[test]
+    fn reports_every_problem_with_path_and_fix() {
+        let text = r#"
+providers:
+  p: { protocol: klingon, base_url: "ftp://x" }
+models:
+  m: { provider: nope, max_concurrent: 0 }
+pools:
+  a: { members: [{ model: ghost }, { model: m, weight: 0 }], hooks: [cheapest, fastest], fallback: [b] }
+  b: { members: [{ model: m }], fallback: [a] }
+"#;
+        let err = load(text, &no_env).unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        for expected in [
+            "providers.p.protocol",
+            "providers.p.base_url",
+            "models.m.provider",
+            "models.m.max_concurrent",
+            "pools.a.members[0].model",
+            "pools.a.members[1].weight",
+            "pools.a.hooks[1]",
+            "pools.a.fallback",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {paths:?}");
+        }
+        assert!(err.0.iter().all(|i| !i.fix.is_empty()));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_path() {
+        let err = load(
+            "providers:\n  p: { protocol: openai, base_url: mock://, colour: red }\n",
+            &no_env,
+        )
+        .unwrap_err();
+        assert_eq!(err.0.len(), 1);
+        assert!(err.0[0].message.contains("colour"), "{}", err.0[0]);
+        assert!(err.0[0].path.starts_with("providers.p"), "{}", err.0[0]);
+    }
+
+    #[test]
+    fn missing_variables_are_named() {
+        let err = load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &no_env).unwrap_err();
+        assert!(err.to_string().contains("OPENAI_KEY"));
+        let lookup = |name: &str| (name == "OPENAI_KEY").then(|| "sk-1".to_owned());
+        let config = load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &lookup).unwrap();
+        assert_eq!(config.providers[0].auth, Auth::ApiKey("sk-1".into()));
+    }
+
+    #[test]
+    fn bedrock_region_comes_from_the_host() {
+        assert_eq!(
+            region_from_host("bedrock-runtime.us-east-1.amazonaws.com").as_deref(),
+            Some("us-east-1")
+        );
+        assert_eq!(
+            region_from_host("bedrock-runtime-fips.eu-west-3.amazonaws.com").as_deref(),
+            Some("eu-west-3")
+        );
+        assert_eq!(region_from_host("127.0.0.1"), None);
+        let text = "providers:\n  aws: { protocol: bedrock, base_url: \"https://bedrock-runtime.eu-central-1.amazonaws.com\", aws: { access_key_id: a, secret_access_key: b } }\n";
+        let config = load(text, &no_env).unwrap();
+        assert!(
+            matches!(&config.providers[0].auth, Auth::Aws { region, .. } if region == "eu-central-1")
+        );
+    }
+
+    #[test]
+    fn admin_plane_must_stay_on_loopback() {
+        let err = load("admin_listen: 0.0.0.0:8081\n", &no_env).unwrap_err();
+        assert_eq!(err.0[0].path, "admin_listen");
+    }
+}

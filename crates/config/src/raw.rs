@@ -1,0 +1,118 @@
+//! The configuration file as written: serde forms that refuse unknown keys.
+//! Nothing here is validated beyond its YAML shape; see `validate`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    pub listen: Option<String>,
+    pub admin_listen: Option<String>,
+    #[serde(default)]
+    pub server: RawServer,
+    #[serde(default)]
+    pub providers: BTreeMap<String, RawProvider>,
+    #[serde(default)]
+    pub models: BTreeMap<String, RawModel>,
+    #[serde(default)]
+    pub rate_card: BTreeMap<String, RawRate>,
+    #[serde(default)]
+    pub pools: BTreeMap<String, RawPool>,
+}
+
+/// Listener settings.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    /// Largest request body accepted, e.g. `32MiB`, `512KiB` or a byte count.
+    pub body_limit: Option<serde_yaml_ng::Value>,
+    /// How long in-flight requests may run after a shutdown signal.
+    pub drain_timeout: Option<String>,
+}
+
+/// A backend speaking one protocol.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    pub protocol: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub aws: Option<RawAws>,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+}
+
+/// AWS credentials for SigV4.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAws {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+    pub region: Option<String>,
+}
+
+/// Upstream timeouts.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    pub connect: Option<String>,
+    pub response_headers: Option<String>,
+    pub stream_idle: Option<String>,
+    pub request: Option<String>,
+}
+
+/// A lane: a provider plus the upstream's wire model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub provider: String,
+    pub model: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_concurrent: Option<u32>,
+    pub billing: Option<String>,
+    pub tier: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+}
+
+/// USD per million tokens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRate {
+    pub input_utok: f64,
+    pub output_utok: f64,
+    pub cache_read_utok: Option<f64>,
+    pub cache_write_utok: Option<f64>,
+}
+
+/// A named pool of lanes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    #[serde(default)]
+    pub hooks: Vec<serde_yaml_ng::Value>,
+    pub failover: Option<RawFailover>,
+    #[serde(default)]
+    pub fallback: Vec<String>,
+    pub members: Vec<RawMember>,
+}
+
+/// Failover bounds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFailover {
+    pub max_hops: Option<u32>,
+    pub timeout: Option<String>,
+}
+
+/// A pool member.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMember {
+    pub model: String,
+    pub weight: Option<u32>,
+}
