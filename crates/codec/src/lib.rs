@@ -8,6 +8,7 @@
 
 pub mod frame;
 pub mod json;
+pub mod scan;
 
 use std::time::SystemTime;
 

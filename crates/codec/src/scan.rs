@@ -1,0 +1,236 @@
+//! What a same-protocol hop needs from a JSON body without parsing it into a
+//! tree: the top-level `model` and `stream` values, and a splice that
+//! replaces the model while leaving every other byte untouched.
+//!
+//! The scanner walks the top-level object once, skipping nested values by
+//! tracking strings and brackets, and borrows from the input. It validates
+//! only what it walks: a body that is broken deeper down is the upstream's
+//! to reject, which a passthrough relays verbatim.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// The top-level facts of a JSON object body.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TopLevel<'a> {
+    /// The `model` string, unescaped.
+    pub model: Option<Cow<'a, str>>,
+    /// Byte range of the `model` value, quotes included.
+    pub model_span: Option<Range<usize>>,
+    /// The `stream` flag, when it is a boolean.
+    pub stream: Option<bool>,
+}
+
+/// Why a body is not a JSON object at its top level.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed json: {message} at byte {offset}")]
+pub struct ScanError {
+    /// What was expected.
+    pub message: &'static str,
+    /// Where.
+    pub offset: usize,
+}
+
+/// Scans the top-level object of `body`.
+pub fn scan_top_level(body: &[u8]) -> Result<TopLevel<'_>, ScanError> {
+    let mut at = skip_ws(body, 0);
+    expect(body, at, b'{', "expected `{`")?;
+    at = skip_ws(body, at + 1);
+    let mut top = TopLevel::default();
+    if body.get(at) == Some(&b'}') {
+        return finish(body, at + 1, top);
+    }
+    loop {
+        expect(body, at, b'"', "expected a key")?;
+        let key_end = string_end(body, at)?;
+        let key = &body[at + 1..key_end - 1];
+        at = skip_ws(body, key_end);
+        expect(body, at, b':', "expected `:`")?;
+        at = skip_ws(body, at + 1);
+        let value_start = at;
+        let value_end = value_end(body, at)?;
+        match key {
+            b"model" if body[value_start] == b'"' => {
+                top.model = Some(unescape(&body[value_start + 1..value_end - 1], value_start)?);
+                top.model_span = Some(value_start..value_end);
+            }
+            b"stream" => {
+                top.stream = match &body[value_start..value_end] {
+                    b"true" => Some(true),
+                    b"false" => Some(false),
+                    _ => None,
+                };
+            }
+            _ => {}
+        }
+        at = skip_ws(body, value_end);
+        match body.get(at) {
+            Some(b',') => at = skip_ws(body, at + 1),
+            Some(b'}') => return finish(body, at + 1, top),
+            _ => return Err(ScanError { message: "expected `,` or `}`", offset: at }),
+        }
+    }
+}
+
+/// `body` with the top-level `model` value replaced by `model` (a JSON
+/// string is written; every other byte is copied as is).
+pub fn splice_model(body: &[u8], span: Range<usize>, model: &str) -> Vec<u8> {
+    let quoted = serde_json::to_string(model).unwrap_or_else(|_| String::from("\"\""));
+    let mut out = Vec::with_capacity(body.len() + quoted.len());
+    out.extend_from_slice(&body[..span.start]);
+    out.extend_from_slice(quoted.as_bytes());
+    out.extend_from_slice(&body[span.end..]);
+    out
+}
+
+fn finish<'a>(body: &[u8], at: usize, top: TopLevel<'a>) -> Result<TopLevel<'a>, ScanError> {
+    let at = skip_ws(body, at);
+    if at != body.len() {
+        return Err(ScanError { message: "trailing bytes after the object", offset: at });
+    }
+    Ok(top)
+}
+
+fn expect(body: &[u8], at: usize, byte: u8, message: &'static str) -> Result<(), ScanError> {
+    if body.get(at) == Some(&byte) {
+        Ok(())
+    } else {
+        Err(ScanError { message, offset: at })
+    }
+}
+
+fn skip_ws(body: &[u8], mut at: usize) -> usize {
+    while matches!(body.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+/// End (exclusive, after the closing quote) of the string starting at `at`.
+fn string_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
+    let mut i = at + 1;
+    loop {
+        match memchr::memchr2(b'"', b'\\', &body[i.min(body.len())..]) {
+            None => return Err(ScanError { message: "unterminated string", offset: at }),
+            Some(rel) => {
+                let found = i + rel;
+                if body[found] == b'\\' {
+                    i = found + 2;
+                    if i > body.len() {
+                        return Err(ScanError { message: "unterminated string", offset: at });
+                    }
+                } else {
+                    return Ok(found + 1);
+                }
+            }
+        }
+    }
+}
+
+/// End (exclusive) of the value starting at `at`.
+fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
+    match body.get(at) {
+        Some(b'"') => string_end(body, at),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = at;
+            while i < body.len() {
+                match body[i] {
+                    b'"' => {
+                        i = string_end(body, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Ok(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            Err(ScanError { message: "unterminated object or array", offset: at })
+        }
+        Some(_) => {
+            let len = body[at..]
+                .iter()
+                .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+                .unwrap_or(body.len() - at);
+            if len == 0 {
+                return Err(ScanError { message: "expected a value", offset: at });
+            }
+            Ok(at + len)
+        }
+        None => Err(ScanError { message: "expected a value", offset: at }),
+    }
+}
+
+fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return std::str::from_utf8(raw).map(Cow::Borrowed).map_err(|_| ScanError { message: "invalid utf-8", offset });
+    }
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    serde_json::from_slice::<String>(&quoted)
+        .map(Cow::Owned)
+        .map_err(|_| ScanError { message: "invalid string escape", offset })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn finds_model_and_stream_at_top_level_only() {
+        let body = br#" {"messages":[{"model":"inner","x":"}\"]"}],"model":"gpt-4o","stream":true,"n":1.5e3} "#;
+        let top = scan_top_level(body).unwrap();
+        assert_eq!(top.model.as_deref(), Some("gpt-4o"));
+        assert_eq!(top.stream, Some(true));
+        let spliced = splice_model(body, top.model_span.unwrap(), "m\"2");
+        let value: serde_json::Value = serde_json::from_slice(&spliced).unwrap();
+        assert_eq!(value["model"], "m\"2");
+        assert_eq!(value["messages"][0]["model"], "inner");
+    }
+
+    #[test]
+    fn unescapes_the_model() {
+        let top = scan_top_level(br#"{"model":"a\u00e9\/b"}"#).unwrap();
+        assert_eq!(top.model.as_deref(), Some("aé/b"));
+    }
+
+    #[test]
+    fn rejects_non_objects_and_truncation() {
+        for bad in [&b""[..], b"[]", b"{", b"{\"model\"", b"{\"model\":\"x}", b"{\"a\":1,}", b"{} x"] {
+            assert!(scan_top_level(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+        assert_eq!(scan_top_level(b"{}").unwrap(), TopLevel::default());
+    }
+
+    proptest! {
+        #[test]
+        fn agrees_with_serde_on_valid_objects(model in "[a-zA-Z0-9\"\\\\/é:.-]{0,20}", stream in any::<Option<bool>>(), other in any::<i32>()) {
+            let mut value = serde_json::json!({"messages": [{"role": "user", "content": "{\"model\":1}"}], "model": model, "x": other});
+            if let Some(stream) = stream {
+                value["stream"] = serde_json::Value::Bool(stream);
+            }
+            let body = serde_json::to_vec(&value).unwrap();
+            let top = scan_top_level(&body).unwrap();
+            prop_assert_eq!(top.model.as_deref(), Some(model.as_str()));
+            prop_assert_eq!(top.stream, stream);
+            let spliced = splice_model(&body, top.model_span.unwrap(), "new");
+            let mut expected = value.clone();
+            expected["model"] = serde_json::Value::from("new");
+            prop_assert_eq!(serde_json::from_slice::<serde_json::Value>(&spliced).unwrap(), expected);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            let _ = scan_top_level(&bytes);
+        }
+    }
+}
