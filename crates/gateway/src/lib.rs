@@ -1,0 +1,18 @@
+//! Switchyard's I/O shell. The pure crates decide (config, codecs, routing);
+//! this crate does the talking: the HTTP server and its ingress routes
+//! (`server`), the forwarding engine (`engine`), upstream transports
+//! (`transport`) and the deterministic vendor fake (`mock`).
+//!
+//! Only `server` knows axum. No lock is held across an `.await`.
+
+pub mod engine;
+pub mod mock;
+pub mod server;
+pub mod state;
+pub mod transport;
+
+pub use server::{admin_router, router};
+pub use state::{CodecFor, Gateway};
+
+/// Boxed error for bodies and transports.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

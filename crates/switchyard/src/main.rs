@@ -1,0 +1,235 @@
+//! The `switchyard` binary: command line, logging, config loading and the
+//! listeners. Everything else lives in the library crates.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand, ValueEnum};
+use switchyard_config::{Config, DEMO_CONFIG};
+use switchyard_gateway::Gateway;
+
+#[derive(Parser)]
+#[command(
+    name = "switchyard",
+    version,
+    about = "An LLM API gateway that speaks six wire protocols"
+)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the gateway (the default).
+    Serve {
+        /// Config file; without one, ./switchyard.yaml or the embedded demo.
+        #[arg(long, env = "SWITCHYARD_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Validate a config file and exit.
+    Check {
+        /// Config file to check.
+        #[arg(long, env = "SWITCHYARD_CONFIG")]
+        config: PathBuf,
+    },
+    /// Serve the deterministic vendor fake of all six protocols.
+    MockUpstream {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: String,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command.unwrap_or(Command::Serve {
+            config: std::env::var_os("SWITCHYARD_CONFIG").map(PathBuf::from),
+        }) {
+            Command::Serve { config } => serve(config).await,
+            Command::Check { config } => check(&config),
+            Command::MockUpstream { listen } => mock_upstream(&listen).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Loads the config the way `serve` does: the given file, else
+/// `./switchyard.yaml`, else the embedded demo.
+fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
+    let path = path.or_else(|| {
+        let local = PathBuf::from("switchyard.yaml");
+        local.exists().then_some(local)
+    });
+    match path {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read config file {}", path.display()))?;
+            let config = switchyard_config::load(&text, &env_lookup)
+                .with_context(|| format!("config file {}", path.display()))?;
+            Ok((config, path.display().to_string()))
+        }
+        None => Ok((
+            switchyard_config::load(DEMO_CONFIG, &env_lookup)?,
+            "embedded demo config".to_owned(),
+        )),
+    }
+}
+
+fn check(path: &PathBuf) -> anyhow::Result<()> {
+    let (config, source) = load_config(Some(path.clone()))?;
+    Gateway::new(config.clone(), switchyard_protocol::codec)
+        .context("config is valid YAML but cannot be served")?;
+    eprintln!(
+        "{source}: ok ({} providers, {} models, {} pools)",
+        config.providers.len(),
+        config.models.len(),
+        config.pools.len()
+    );
+    Ok(())
+}
+
+async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
+    let (config, source) = load_config(path)?;
+    let listen = config.listen;
+    let admin_listen = config.admin_listen;
+    let drain = config.server.drain_timeout;
+    let example_model = config
+        .pools
+        .first()
+        .map(|p| p.name.to_string())
+        .or_else(|| config.models.first().map(|m| m.name.to_string()));
+    let gateway = Arc::new(Gateway::new(config, switchyard_protocol::codec)?);
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen} (set `listen:` to a free address)"))?;
+    let admin = tokio::net::TcpListener::bind(admin_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "cannot listen on {admin_listen} (set `admin_listen:` to a free loopback address)"
+            )
+        })?;
+    let bound = listener.local_addr()?;
+    tracing::info!(config = %source, listen = %bound, admin = %admin.local_addr()?, "switchyard is listening");
+    if let Some(model) = example_model {
+        eprintln!(
+            "try: curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
+        );
+    }
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!(
+            ?drain,
+            "shutting down: no new connections, draining in-flight requests"
+        );
+        let _ = stop_tx.send(true);
+    });
+    let admin_router = switchyard_gateway::admin_router(gateway.clone());
+    let mut admin_stop = stop_rx.clone();
+    let admin_task = tokio::spawn(switchyard_gateway::server::serve(
+        admin,
+        admin_router,
+        async move {
+            let _ = admin_stop.wait_for(|stop| *stop).await;
+        },
+        Duration::from_secs(1),
+    ));
+    let mut data_stop = stop_rx;
+    switchyard_gateway::server::serve(
+        listener,
+        switchyard_gateway::router(gateway),
+        async move {
+            let _ = data_stop.wait_for(|stop| *stop).await;
+        },
+        drain,
+    )
+    .await?;
+    let _ = admin_task.await;
+    Ok(())
+}
+
+async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
+    let Ok(addr) = listen.parse::<std::net::SocketAddr>() else {
+        bail!("`{listen}` is not a socket address; write it as host:port, e.g. 127.0.0.1:9000");
+    };
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    tracing::info!(listen = %listener.local_addr()?, "vendor fake is listening (all six protocols)");
+    switchyard_gateway::server::serve(
+        listener,
+        switchyard_gateway::server::mock_router(switchyard_protocol::codec),
+        shutdown_signal(),
+        Duration::from_secs(5),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
