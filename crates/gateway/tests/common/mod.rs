@@ -1,0 +1,189 @@
+//! Shared harness for the gateway's integration tests: a gateway (and,
+//! where wanted, the vendor fake) on real TCP ports chosen by the OS, a small
+//! HTTP client, and the per-protocol request bodies a caller would send.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use switchyard_gateway::Gateway;
+use switchyard_protocol::ir::{Accumulator, Protocol, Response};
+use switchyard_protocol::codec;
+
+/// Starts a router on 127.0.0.1:0 and returns its address.
+pub async fn spawn(router: axum::Router) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(switchyard_gateway::server::serve(listener, router, std::future::pending(), Duration::from_secs(1)));
+    addr
+}
+
+/// Starts a gateway for `yaml`.
+pub async fn gateway(yaml: &str) -> SocketAddr {
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let gateway = Arc::new(Gateway::new(config, codec).unwrap());
+    spawn(switchyard_gateway::router(gateway)).await
+}
+
+/// Starts the vendor fake.
+pub async fn mock_upstream() -> SocketAddr {
+    spawn(switchyard_gateway::server::mock_router(codec)).await
+}
+
+/// A config with one lane per protocol named `lane-<protocol>`, reached at `base_url`.
+pub fn lanes_config(base_url: &str) -> String {
+    let mut yaml = String::from("providers:\n");
+    for p in Protocol::ALL {
+        yaml.push_str(&format!("  up-{p}: {{ protocol: {p}, base_url: \"{base_url}\" }}\n"));
+    }
+    yaml.push_str("models:\n");
+    for p in Protocol::ALL {
+        yaml.push_str(&format!("  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}\n"));
+    }
+    yaml.push_str("pools:\n  mixed:\n    members:\n");
+    for p in Protocol::ALL {
+        yaml.push_str(&format!("      - {{ model: lane-{p} }}\n"));
+    }
+    yaml
+}
+
+/// What came back.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// POSTs `body` to `http://addr{path}`.
+pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::post(format!("http://{addr}{path}")).header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client.request(request.body(Full::new(body.into())).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+/// GETs `http://addr{path}`.
+pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let response = client.request(Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+/// The path a caller of `protocol` posts to for `model`.
+pub fn ingress_path(protocol: Protocol, model: &str, stream: bool) -> String {
+    match protocol {
+        Protocol::OpenAi => "/v1/chat/completions".into(),
+        Protocol::Responses => "/v1/responses".into(),
+        Protocol::Anthropic => "/v1/messages".into(),
+        Protocol::Cohere => "/v2/chat".into(),
+        Protocol::Gemini if stream => format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"),
+        Protocol::Gemini => format!("/v1beta/models/{model}:generateContent"),
+        Protocol::Bedrock if stream => format!("/model/{model}/converse-stream"),
+        Protocol::Bedrock => format!("/model/{model}/converse"),
+    }
+}
+
+/// A plain chat request in `protocol`'s wire shape: a system prompt and `text`.
+pub fn chat_body(protocol: Protocol, model: &str, text: &str, stream: bool) -> String {
+    let body = match protocol {
+        Protocol::OpenAi | Protocol::Cohere => serde_json::json!({
+            "model": model, "stream": stream,
+            "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}],
+        }),
+        Protocol::Responses => serde_json::json!({"model": model, "stream": stream, "instructions": "be brief", "input": text}),
+        Protocol::Anthropic => serde_json::json!({
+            "model": model, "stream": stream, "max_tokens": 256, "system": "be brief",
+            "messages": [{"role": "user", "content": text}],
+        }),
+        Protocol::Gemini => serde_json::json!({
+            "systemInstruction": {"parts": [{"text": "be brief"}]},
+            "contents": [{"role": "user", "parts": [{"text": text}]}],
+        }),
+        Protocol::Bedrock => serde_json::json!({
+            "system": [{"text": "be brief"}],
+            "messages": [{"role": "user", "content": [{"text": text}]}],
+        }),
+    };
+    body.to_string()
+}
+
+/// A request offering one tool, `get_weather(city)`.
+pub fn tool_body(protocol: Protocol, model: &str, stream: bool) -> String {
+    let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let body = match protocol {
+        Protocol::OpenAi => serde_json::json!({
+            "model": model, "stream": stream,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": schema}}],
+        }),
+        Protocol::Cohere => serde_json::json!({
+            "model": model, "stream": stream,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": schema}}],
+        }),
+        Protocol::Responses => serde_json::json!({
+            "model": model, "stream": stream, "input": "weather in Paris?",
+            "tools": [{"type": "function", "name": "get_weather", "description": "weather", "parameters": schema}],
+        }),
+        Protocol::Anthropic => serde_json::json!({
+            "model": model, "stream": stream, "max_tokens": 256,
+            "messages": [{"role": "user", "content": "weather in Paris?"}],
+            "tools": [{"name": "get_weather", "description": "weather", "input_schema": schema}],
+        }),
+        Protocol::Gemini => serde_json::json!({
+            "contents": [{"role": "user", "parts": [{"text": "weather in Paris?"}]}],
+            "tools": [{"functionDeclarations": [{"name": "get_weather", "description": "weather", "parameters": schema}]}],
+        }),
+        Protocol::Bedrock => serde_json::json!({
+            "messages": [{"role": "user", "content": [{"text": "weather in Paris?"}]}],
+            "toolConfig": {"tools": [{"toolSpec": {"name": "get_weather", "description": "weather", "inputSchema": {"json": schema}}}]},
+        }),
+    };
+    body.to_string()
+}
+
+/// Reads a reply in `protocol`'s wire shape into IR (streams accumulated).
+pub fn decode(protocol: Protocol, stream: bool, body: &[u8]) -> Response {
+    let codec = codec(protocol);
+    if !stream {
+        return codec.read_response(body).unwrap_or_else(|err| panic!("{protocol} reply unreadable: {err}: {}", String::from_utf8_lossy(body)));
+    }
+    let mut decoder = codec.stream_decoder();
+    let mut events = Vec::new();
+    decoder.feed(body, &mut events).unwrap_or_else(|err| panic!("{protocol} stream unreadable: {err}: {}", String::from_utf8_lossy(body)));
+    decoder.finish(&mut events).unwrap();
+    let mut accumulator = Accumulator::new();
+    for event in &events {
+        accumulator.push(event);
+    }
+    assert!(accumulator.error().is_none(), "{protocol} stream carried an error: {:?}", accumulator.error());
+    assert!(accumulator.is_finished(), "{protocol} stream did not finish: {events:?}");
+    accumulator.into_response()
+}
+
+/// The text blocks of a reply joined.
+pub fn text_of(response: &Response) -> String {
+    response
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            switchyard_protocol::ir::Block::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect()
+}

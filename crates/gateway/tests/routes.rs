@@ -1,0 +1,77 @@
+//! Route-specific behaviour: path-named pools, the ad-hoc provider route,
+//! both Gemini prefixes and framings, model rewriting and passthrough.
+
+mod common;
+
+use common::*;
+use switchyard_protocol::ir::Protocol;
+
+#[tokio::test]
+async fn anthropic_path_routes_name_the_pool_and_ignore_the_body_model() {
+    let addr = gateway(&lanes_config("mock://")).await;
+    let body = chat_body(Protocol::Anthropic, "ignored-model", "hi", false);
+    let reply = post(addr, "/lane-openai/v1/messages", &[], body.clone()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-lane"], "lane-openai");
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[openai wire-openai]"));
+
+    let reply = post(addr, "/up-gemini/gemini-exp/v1/messages", &[], body).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-lane"], "up-gemini/gemini-exp");
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[gemini gemini-exp]"));
+
+    let reply = post(addr, "/nobody/x/v1/messages", &[], chat_body(Protocol::Anthropic, "x", "hi", false)).await;
+    assert_eq!(reply.status, 404);
+}
+
+#[tokio::test]
+async fn gemini_under_both_prefixes_and_both_framings() {
+    let addr = gateway(&lanes_config("mock://")).await;
+    for prefix in ["/v1", "/v1beta"] {
+        let body = chat_body(Protocol::Gemini, "", "hi", false);
+        let reply = post(addr, &format!("{prefix}/models/lane-anthropic:generateContent"), &[], body.clone()).await;
+        assert_eq!(reply.status, 200);
+        assert!(text_of(&decode(Protocol::Gemini, false, &reply.body)).contains("you said: hi"));
+        // Without alt=sse the stream is a JSON array, the SDK default.
+        let reply = post(addr, &format!("{prefix}/models/lane-anthropic:streamGenerateContent"), &[], body.clone()).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.headers["content-type"], "application/json");
+        assert_eq!(reply.body.first(), Some(&b'['));
+        assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
+        let reply = post(addr, &format!("{prefix}/models/lane-anthropic:streamGenerateContent?alt=sse"), &[], body).await;
+        assert_eq!(reply.headers["content-type"], "text/event-stream");
+        assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
+    }
+    let reply = post(addr, "/v1beta/models/lane-anthropic:countTokens", &[], "{}").await;
+    assert_eq!(reply.status, 404);
+}
+
+#[tokio::test]
+async fn same_protocol_rewrites_only_the_model_and_echoes_headers() {
+    let addr = gateway(&lanes_config("mock://")).await;
+    let reply = post(
+        addr,
+        "/v1/chat/completions",
+        &[("x-request-id", "req-42"), ("x-session-id", "s-1")],
+        chat_body(Protocol::OpenAi, "mixed", "hi", false),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-request-id"], "req-42");
+    assert_eq!(reply.headers["x-switchyard-session"], "s-1");
+    assert!(reply.headers.contains_key("x-switchyard-billing"));
+}
+
+#[tokio::test]
+async fn pools_spread_by_weight() {
+    let yaml = format!("{}\n  weighted:\n    members:\n      - {{ model: lane-openai, weight: 3 }}\n      - {{ model: lane-cohere, weight: 1 }}\n", lanes_config("mock://"));
+    let addr = gateway(&yaml).await;
+    let mut openai = 0;
+    for _ in 0..8 {
+        let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "weighted", "hi", false)).await;
+        if reply.headers["x-switchyard-lane"] == "lane-openai" {
+            openai += 1;
+        }
+    }
+    assert_eq!(openai, 6);
+}
