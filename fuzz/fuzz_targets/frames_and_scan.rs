@@ -1,0 +1,30 @@
+//! The shared framings (SSE, JSON array) and the passthrough JSON scanner on
+//! arbitrary bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use switchyard_protocol::frame::{JsonArrayDecoder, SseDecoder};
+use switchyard_protocol::scan;
+
+fuzz_target!(|data: &[u8]| {
+    let mut sse = SseDecoder::new();
+    let mut events = Vec::new();
+    let half = data.len() / 2;
+    sse.feed(&data[..half], &mut events);
+    sse.feed(&data[half..], &mut events);
+    sse.finish(&mut events);
+
+    let mut array = JsonArrayDecoder::new();
+    let mut elements = Vec::new();
+    if array.feed(data, &mut elements).is_ok() {
+        let _ = array.finish();
+    }
+
+    if let Ok(top) = scan::scan_top_level(data) {
+        if let Some(span) = top.model_span {
+            let spliced = scan::splice_model(data, span, "fuzz-model");
+            let again = scan::scan_top_level(&spliced).expect("a spliced body scans again");
+            assert_eq!(again.model.as_deref(), Some("fuzz-model"));
+        }
+    }
+});

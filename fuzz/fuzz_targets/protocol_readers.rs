@@ -1,0 +1,24 @@
+//! Every protocol's request, response and error readers on arbitrary bytes:
+//! an error is fine, a panic is a bug. The first byte picks the protocol.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use switchyard_protocol::{codec, Protocol};
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&selector, body)) = data.split_first() else { return };
+    let protocol = Protocol::ALL[selector as usize % Protocol::ALL.len()];
+    let codec = codec(protocol);
+    if let Ok(request) = codec.read_request(body) {
+        // Whatever was read must be writable in every protocol.
+        for target in Protocol::ALL {
+            let _ = switchyard_protocol::codec(target).write_request(&request);
+        }
+    }
+    if let Ok(response) = codec.read_response(body) {
+        for target in Protocol::ALL {
+            let _ = switchyard_protocol::codec(target).write_response(&response);
+        }
+    }
+    let _ = codec.extract_error(u16::from(selector) + 300, body);
+});
