@@ -1,0 +1,487 @@
+//! The circuit breaker of one (pool, lane): Closed → Open → HalfOpen →
+//! Closed. It trips on consecutive failures or on a failure rate over a
+//! rolling window with a minimum volume; cooldowns grow exponentially to a
+//! cap, with jitter, and an upstream `Retry-After` is their floor; a
+//! hard-down failure trips at once with the long cooldown. Half-open admits
+//! exactly one trial request at a time.
+//!
+//! Time and randomness come in as arguments (`now`, `jitter` in `[0, 1)`).
+
+use std::time::{Duration, Instant};
+
+/// Tuning of a breaker.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakerPolicy {
+    /// Trip after this many failures in a row.
+    pub consecutive_failures: u32,
+    /// Trip when at least this share of requests in the window failed...
+    pub failure_rate: f64,
+    /// ...and the window holds at least this many requests.
+    pub min_requests: u32,
+    /// Length of the rolling window.
+    pub window: Duration,
+    /// First cooldown; each trip in a row doubles it.
+    pub base_cooldown: Duration,
+    /// Cooldown cap.
+    pub max_cooldown: Duration,
+    /// Cooldown after a hard-down failure (credentials, billing).
+    pub hard_down_cooldown: Duration,
+    /// Cooldowns vary by ± this share, so lanes do not recover in lockstep.
+    pub jitter: f64,
+}
+
+impl Default for BreakerPolicy {
+    fn default() -> BreakerPolicy {
+        BreakerPolicy {
+            consecutive_failures: 5,
+            failure_rate: 0.5,
+            min_requests: 20,
+            window: Duration::from_secs(60),
+            base_cooldown: Duration::from_secs(5),
+            max_cooldown: Duration::from_secs(300),
+            hard_down_cooldown: Duration::from_secs(600),
+            jitter: 0.2,
+        }
+    }
+}
+
+/// The breaker's state, as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Serving.
+    Closed,
+    /// Cooling down; no traffic.
+    Open,
+    /// Cooldown over: one trial request decides.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The name used in `/stats`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerState::Closed => "closed",
+            BreakerState::Open => "open",
+            BreakerState::HalfOpen => "half_open",
+        }
+    }
+}
+
+/// Whether a request may use the lane now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Closed: go.
+    Admit,
+    /// Half-open: go, as the single trial; report its outcome.
+    Trial,
+    /// Open, or a trial is already in flight.
+    Reject {
+        /// Time until the lane may be tried again (zero while a trial runs).
+        retry_in: Duration,
+    },
+}
+
+/// What `/stats` shows of a breaker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BreakerSnapshot {
+    /// State.
+    pub state: BreakerState,
+    /// Why it last tripped.
+    pub reason: Option<String>,
+    /// Time until an open breaker goes half-open.
+    pub retry_in: Option<Duration>,
+    /// Trips in a row without a recovery.
+    pub trips: u32,
+}
+
+/// Rolling counts in ten buckets across the window.
+#[derive(Debug, Clone)]
+struct Window {
+    buckets: [(u64, u32, u32); 10],
+}
+
+impl Window {
+    fn new() -> Window {
+        Window {
+            buckets: [(u64::MAX, 0, 0); 10],
+        }
+    }
+
+    fn record(&mut self, slot: u64, failed: bool) {
+        let bucket = &mut self.buckets[(slot % 10) as usize];
+        if bucket.0 != slot {
+            *bucket = (slot, 0, 0);
+        }
+        if failed {
+            bucket.2 += 1;
+        } else {
+            bucket.1 += 1;
+        }
+    }
+
+    /// (requests, failures) in the ten slots up to `slot`.
+    fn totals(&self, slot: u64) -> (u32, u32) {
+        self.buckets
+            .iter()
+            .filter(|(s, _, _)| *s != u64::MAX && *s <= slot && slot - *s < 10)
+            .fold((0, 0), |(total, failed), (_, ok, bad)| {
+                (total + ok + bad, failed + bad)
+            })
+    }
+
+    fn clear(&mut self) {
+        *self = Window::new();
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Inner {
+    Closed,
+    Open { until: Instant },
+    HalfOpen { trial: bool },
+}
+
+/// One lane's breaker in one pool.
+#[derive(Debug, Clone)]
+pub struct Breaker {
+    policy: BreakerPolicy,
+    inner: Inner,
+    consecutive: u32,
+    trips: u32,
+    reason: Option<String>,
+    window: Window,
+    epoch: Instant,
+}
+
+impl Breaker {
+    /// A closed breaker. `epoch` anchors the rolling window's slots.
+    pub fn new(policy: BreakerPolicy, epoch: Instant) -> Breaker {
+        Breaker {
+            policy,
+            inner: Inner::Closed,
+            consecutive: 0,
+            trips: 0,
+            reason: None,
+            window: Window::new(),
+            epoch,
+        }
+    }
+
+    fn slot(&self, now: Instant) -> u64 {
+        let width = (self.policy.window.as_millis() / 10).max(1);
+        (now.saturating_duration_since(self.epoch).as_millis() / width) as u64
+    }
+
+    /// True when `admit` would not reject (does not claim the trial).
+    pub fn is_usable(&self, now: Instant) -> bool {
+        match self.inner {
+            Inner::Closed => true,
+            Inner::Open { until } => now >= until,
+            Inner::HalfOpen { trial } => !trial,
+        }
+    }
+
+    /// Time until the lane can be tried, when it cannot now.
+    pub fn retry_in(&self, now: Instant) -> Option<Duration> {
+        match self.inner {
+            Inner::Open { until } if now < until => Some(until - now),
+            Inner::Closed | Inner::Open { .. } | Inner::HalfOpen { .. } => None,
+        }
+    }
+
+    /// Asks to send a request now; half-open hands out a single trial.
+    pub fn admit(&mut self, now: Instant) -> Admission {
+        if let Inner::Open { until } = self.inner {
+            if now < until {
+                return Admission::Reject {
+                    retry_in: until - now,
+                };
+            }
+            self.inner = Inner::HalfOpen { trial: false };
+        }
+        match self.inner {
+            Inner::Closed => Admission::Admit,
+            Inner::HalfOpen { trial: false } => {
+                self.inner = Inner::HalfOpen { trial: true };
+                Admission::Trial
+            }
+            Inner::HalfOpen { trial: true } | Inner::Open { .. } => Admission::Reject {
+                retry_in: Duration::ZERO,
+            },
+        }
+    }
+
+    /// The request succeeded.
+    pub fn record_success(&mut self, now: Instant) {
+        let slot = self.slot(now);
+        self.window.record(slot, false);
+        self.consecutive = 0;
+        if let Inner::HalfOpen { .. } = self.inner {
+            self.inner = Inner::Closed;
+            self.trips = 0;
+            self.reason = None;
+            self.window.clear();
+        }
+    }
+
+    /// The request failed in a way that counts against the lane.
+    /// `retry_after` is the upstream's floor for the cooldown.
+    pub fn record_failure(
+        &mut self,
+        now: Instant,
+        reason: &str,
+        retry_after: Option<Duration>,
+        jitter: f64,
+    ) {
+        let slot = self.slot(now);
+        self.window.record(slot, true);
+        self.consecutive += 1;
+        let trip = match self.inner {
+            Inner::HalfOpen { .. } => true,
+            Inner::Open { .. } => false,
+            Inner::Closed => {
+                let (total, failed) = self.window.totals(slot);
+                self.consecutive >= self.policy.consecutive_failures
+                    || (total >= self.policy.min_requests
+                        && f64::from(failed) >= self.policy.failure_rate * f64::from(total))
+            }
+        };
+        if trip {
+            self.trips += 1;
+            let exponent = self.trips.saturating_sub(1).min(20);
+            let base = self
+                .policy
+                .base_cooldown
+                .saturating_mul(1 << exponent)
+                .min(self.policy.max_cooldown);
+            self.open(now, base, retry_after, reason, jitter);
+        }
+    }
+
+    /// The lane cannot serve until an operator acts: trip now, long cooldown.
+    pub fn record_hard_down(&mut self, now: Instant, reason: &str, jitter: f64) {
+        self.trips += 1;
+        self.open(now, self.policy.hard_down_cooldown, None, reason, jitter);
+    }
+
+    /// A trial ended without telling anything about the lane (the caller's
+    /// own mistake, or the caller left): let another request be the trial.
+    pub fn release_trial(&mut self) {
+        if let Inner::HalfOpen { trial: true } = self.inner {
+            self.inner = Inner::HalfOpen { trial: false };
+        }
+    }
+
+    /// An active probe succeeded: cut the cooldown short. The next real
+    /// request is the half-open trial, so a probe never competes with it.
+    pub fn record_probe_success(&mut self) {
+        if let Inner::Open { .. } = self.inner {
+            self.inner = Inner::HalfOpen { trial: false };
+        }
+    }
+
+    /// True while the breaker is open (what probes look for).
+    pub fn is_open(&self) -> bool {
+        matches!(self.inner, Inner::Open { .. })
+    }
+
+    /// The state for `/stats`.
+    pub fn snapshot(&self, now: Instant) -> BreakerSnapshot {
+        let state = match self.inner {
+            Inner::Closed => BreakerState::Closed,
+            Inner::Open { until } if now >= until => BreakerState::HalfOpen,
+            Inner::Open { .. } => BreakerState::Open,
+            Inner::HalfOpen { .. } => BreakerState::HalfOpen,
+        };
+        BreakerSnapshot {
+            state,
+            reason: self.reason.clone(),
+            retry_in: self.retry_in(now),
+            trips: self.trips,
+        }
+    }
+
+    fn open(
+        &mut self,
+        now: Instant,
+        base: Duration,
+        floor: Option<Duration>,
+        reason: &str,
+        jitter: f64,
+    ) {
+        let spread = self.policy.jitter.clamp(0.0, 1.0) * (2.0 * jitter.clamp(0.0, 1.0) - 1.0);
+        let cooldown = base.mul_f64((1.0 + spread).max(0.0));
+        let cooldown = floor.map_or(cooldown, |floor| cooldown.max(floor));
+        self.inner = Inner::Open {
+            until: now + cooldown,
+        };
+        self.consecutive = 0;
+        self.reason = Some(reason.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> BreakerPolicy {
+        BreakerPolicy {
+            jitter: 0.0,
+            ..BreakerPolicy::default()
+        }
+    }
+
+    #[test]
+    fn trips_after_consecutive_failures_and_recovers_through_one_trial() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(policy(), t0);
+        for _ in 0..4 {
+            breaker.record_failure(t0, "500", None, 0.5);
+            assert_eq!(breaker.admit(t0), Admission::Admit);
+        }
+        breaker.record_failure(t0, "500", None, 0.5);
+        assert_eq!(
+            breaker.admit(t0),
+            Admission::Reject {
+                retry_in: Duration::from_secs(5)
+            }
+        );
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(breaker.admit(later), Admission::Trial);
+        // Single flight: nobody else while the trial runs.
+        assert_eq!(
+            breaker.admit(later),
+            Admission::Reject {
+                retry_in: Duration::ZERO
+            }
+        );
+        breaker.record_success(later);
+        assert_eq!(breaker.admit(later), Admission::Admit);
+        assert_eq!(breaker.snapshot(later).state, BreakerState::Closed);
+    }
+
+    #[test]
+    fn cooldown_doubles_per_trip_up_to_the_cap() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 1,
+                ..policy()
+            },
+            t0,
+        );
+        let mut now = t0;
+        let mut cooldowns = Vec::new();
+        for _ in 0..9 {
+            breaker.record_failure(now, "503", None, 0.5);
+            let retry = breaker.retry_in(now).unwrap();
+            cooldowns.push(retry.as_secs());
+            now += retry;
+            assert_eq!(breaker.admit(now), Admission::Trial);
+        }
+        assert_eq!(cooldowns, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+    }
+
+    #[test]
+    fn retry_after_is_a_floor_and_jitter_spreads() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 1,
+                ..policy()
+            },
+            t0,
+        );
+        breaker.record_failure(t0, "429", Some(Duration::from_secs(42)), 0.5);
+        assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(42)));
+
+        let jittery = BreakerPolicy {
+            consecutive_failures: 1,
+            jitter: 0.2,
+            ..BreakerPolicy::default()
+        };
+        let mut low = Breaker::new(jittery, t0);
+        low.record_failure(t0, "500", None, 0.0);
+        let mut high = Breaker::new(jittery, t0);
+        high.record_failure(t0, "500", None, 0.999);
+        assert_eq!(low.retry_in(t0), Some(Duration::from_secs(4)));
+        assert!(high.retry_in(t0).unwrap() > Duration::from_millis(5990));
+    }
+
+    #[test]
+    fn failure_rate_trips_only_with_volume() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 100,
+                ..policy()
+            },
+            t0,
+        );
+        for i in 0..19 {
+            if i % 2 == 0 {
+                breaker.record_failure(t0, "500", None, 0.5);
+            } else {
+                breaker.record_success(t0);
+            }
+        }
+        assert_eq!(breaker.admit(t0), Admission::Admit, "below minimum volume");
+        breaker.record_failure(t0, "500", None, 0.5);
+        assert!(
+            matches!(breaker.admit(t0), Admission::Reject { .. }),
+            "11 of 20 failed"
+        );
+    }
+
+    #[test]
+    fn old_failures_leave_the_window() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 100,
+                ..policy()
+            },
+            t0,
+        );
+        for _ in 0..15 {
+            breaker.record_failure(t0, "500", None, 0.5);
+        }
+        let later = t0 + Duration::from_secs(61);
+        for _ in 0..10 {
+            breaker.record_success(later);
+        }
+        assert_eq!(breaker.admit(later), Admission::Admit);
+    }
+
+    #[test]
+    fn hard_down_trips_at_once_and_a_failed_trial_reopens_longer() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(policy(), t0);
+        breaker.record_hard_down(t0, "401", 0.5);
+        assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(600)));
+        let later = t0 + Duration::from_secs(600);
+        assert_eq!(breaker.admit(later), Admission::Trial);
+        breaker.record_failure(later, "401", None, 0.5);
+        assert_eq!(breaker.retry_in(later), Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn released_trials_and_probes() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(
+            BreakerPolicy {
+                consecutive_failures: 1,
+                ..policy()
+            },
+            t0,
+        );
+        breaker.record_failure(t0, "500", None, 0.5);
+        assert!(breaker.is_open());
+        breaker.record_probe_success();
+        assert_eq!(breaker.admit(t0), Admission::Trial);
+        breaker.release_trial();
+        assert_eq!(breaker.admit(t0), Admission::Trial);
+        breaker.record_success(t0);
+        assert_eq!(breaker.snapshot(t0).trips, 0);
+    }
+}

@@ -1,0 +1,14 @@
+//! Lane health as pure state machines, read and fed by the engine.
+//!
+//! `disposition` decides who is at fault for an upstream failure and what
+//! follows for the lane and the request; `breaker` is the per-(pool, lane)
+//! circuit breaker. Neither reads a clock or a random source: the caller
+//! passes `now` and a jitter sample in.
+
+pub mod breaker;
+pub mod disposition;
+
+pub use breaker::{Admission, Breaker, BreakerPolicy, BreakerSnapshot, BreakerState};
+pub use disposition::{
+    classify, effects, normalize, Disposition, ErrorMap, LaneEffect, RequestEffect, StatusClass,
+};
