@@ -1,59 +1,126 @@
-//! PLACEHOLDER: the OpenAi codec is being written.
+//! The OpenAI Chat Completions codec: `/v1/chat/completions` requests,
+//! replies, `chat.completion.chunk` streams and `{"error": {..}}` bodies.
+//!
+//! Module map:
+//! - `request`: request reader and writer (messages, tools, knobs, extras).
+//! - `response`: non-streamed reply reader and writer.
+//! - `stream`: the chunk decoder (fans flat chunks out into IR block events)
+//!   and encoder (folds block events back into chunks, then `[DONE]`).
+//! - `error`: vendor error classification and the error body writer.
+//! - `wire`: small pieces shared by the others (finish reasons, usage,
+//!   data URLs, drop reporting).
+//!
+//! Choices made where the protocol and the IR do not line up one to one:
+//! - `max_tokens` and `max_completion_tokens` are both read (the latter wins);
+//!   `max_completion_tokens` is written, because OpenAI's reasoning models
+//!   reject `max_tokens`.
+//! - `system` and `developer` messages are hoisted, in order, into
+//!   `Request::system`; they are written back as one `system` message, which
+//!   every OpenAI model accepts.
+//! - A `refusal` is read as a text block with `StopReason::Refusal`, and a
+//!   refusal reply is written back as `message.refusal`.
+//! - Reasoning text that OpenAI-compatible servers send as
+//!   `reasoning_content` (or `reasoning`) is read as a thinking block; thinking
+//!   blocks are never written (OpenAI has no field for them), which the
+//!   writers report as dropped.
+
+mod error;
+mod request;
+mod response;
+mod stream;
+mod wire;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
+    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
-/// The OpenAi codec.
+/// The OpenAI Chat Completions codec.
 pub struct OpenAiCodec;
 
 impl Codec for OpenAiCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::OpenAi
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::ChunkDecoder::new())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    /// OpenAI streams only as server-sent events, so every framing gets SSE.
+    fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::ChunkEncoder::new())
     }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+        "/v1/chat/completions".to_owned()
     }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        bearer_header(ir::Protocol::OpenAi, credentials)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
-        }
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract(status, body)
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn path_and_auth() {
+        assert_eq!(
+            OpenAiCodec.upstream_path("gpt-4o", true),
+            "/v1/chat/completions"
+        );
+        assert_eq!(
+            OpenAiCodec.upstream_path("gpt-4o", false),
+            "/v1/chat/completions"
+        );
+        let outbound = Outbound {
+            method: "POST",
+            url: "https://api.openai.com/v1/chat/completions",
+            body: b"{}",
+            time: SystemTime::UNIX_EPOCH,
+        };
+        let headers = OpenAiCodec
+            .auth_headers(&Credentials::ApiKey("sk-test".into()), &outbound)
+            .unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers[0].0, http::header::AUTHORIZATION);
+        assert_eq!(headers[0].1.to_str().unwrap(), "Bearer sk-test");
+        assert!(OpenAiCodec
+            .auth_headers(&Credentials::None, &outbound)
+            .unwrap()
+            .is_empty());
+        assert_eq!(OpenAiCodec.protocol(), ir::Protocol::OpenAi);
     }
 }

@@ -1,0 +1,1295 @@
+//! The Chat Completions request: reading a wire body into `ir::Request` and
+//! writing one back out.
+//!
+//! The reader walks the JSON object by hand rather than through derived
+//! structs so that every bad field is reported by name and every unknown field
+//! lands in `extra` untouched.
+
+use serde_json::{json, Map, Value};
+use switchyard_codec::ir::{
+    Block, Dropped, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+};
+use switchyard_codec::{DecodeError, Encoded};
+
+use crate::wire::{data_url, parse_data_url, report};
+
+/// OpenAI accepts only PDFs as chat file inputs, so raw base64 `file_data`
+/// without a data-URL header is taken to be one.
+const DEFAULT_FILE_MEDIA_TYPE: &str = "application/pdf";
+
+/// Reads a Chat Completions request body.
+pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
+    let value: Value = serde_json::from_slice(body)?;
+    let Value::Object(mut fields) = value else {
+        return Err(DecodeError::invalid(
+            "body",
+            "request body must be a json object",
+        ));
+    };
+    let mut request = Request {
+        model: take_string(&mut fields, "model")?
+            .ok_or_else(|| DecodeError::invalid("model", "model is required"))?,
+        ..Request::default()
+    };
+
+    let messages = match take(&mut fields, "messages") {
+        Some(Value::Array(messages)) => messages,
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                "messages",
+                "messages must be an array",
+            ))
+        }
+        None => return Err(DecodeError::invalid("messages", "messages is required")),
+    };
+    let mut reader = MessageReader::default();
+    for (index, message) in messages.into_iter().enumerate() {
+        reader.read(message, &format!("messages[{index}]"))?;
+    }
+    request.system = reader.system;
+    request.messages = reader.messages;
+
+    // `max_completion_tokens` supersedes the deprecated `max_tokens`.
+    let max_tokens = take_u64(&mut fields, "max_tokens")?;
+    request.max_tokens = take_u64(&mut fields, "max_completion_tokens")?.or(max_tokens);
+    request.temperature = take_f64(&mut fields, "temperature")?;
+    request.top_p = take_f64(&mut fields, "top_p")?;
+    request.seed = take_i64(&mut fields, "seed")?;
+    request.frequency_penalty = take_f64(&mut fields, "frequency_penalty")?;
+    request.presence_penalty = take_f64(&mut fields, "presence_penalty")?;
+    request.stop = read_stop(take(&mut fields, "stop"))?;
+    request.response_format = read_response_format(take(&mut fields, "response_format"))?;
+    if let Some(effort) = take_string(&mut fields, "reasoning_effort")? {
+        request.reasoning = Some(Reasoning {
+            effort: Some(effort),
+            budget_tokens: None,
+            disabled: false,
+        });
+    }
+    request.tools = read_tools(take(&mut fields, "tools"))?;
+    match take(&mut fields, "tool_choice") {
+        None => {}
+        Some(value) => match read_tool_choice(&value)? {
+            Some(choice) => request.tool_choice = Some(choice),
+            // A shape the IR does not model (`allowed_tools`, custom tools)
+            // still survives a same-protocol hop.
+            None => request
+                .extra
+                .insert(Protocol::OpenAi, "tool_choice".to_owned(), value),
+        },
+    }
+    request.parallel_tool_calls = take_bool(&mut fields, "parallel_tool_calls")?;
+    request.user = take_string(&mut fields, "user")?;
+    match take(&mut fields, "metadata") {
+        None => {}
+        Some(Value::Object(metadata)) => request.metadata = metadata,
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                "metadata",
+                "metadata must be an object",
+            ))
+        }
+    }
+    request.stream = take_bool(&mut fields, "stream")?.unwrap_or(false);
+    if let Some(options) = take(&mut fields, "stream_options") {
+        // The writer always asks for usage, so an `include_usage`-only
+        // object carries nothing worth keeping.
+        let only_usage =
+            matches!(&options, Value::Object(o) if o.keys().all(|k| k == "include_usage"));
+        if !only_usage {
+            request
+                .extra
+                .insert(Protocol::OpenAi, "stream_options".to_owned(), options);
+        }
+    }
+    for (key, value) in fields {
+        request.extra.insert(Protocol::OpenAi, key, value);
+    }
+    Ok(request)
+}
+
+/// Writes a Chat Completions request body.
+pub(crate) fn write(request: &Request) -> Encoded {
+    let mut dropped = Vec::new();
+    let extra = request.extra.for_target(Protocol::OpenAi, &mut dropped);
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(request.model.clone()));
+    body.insert(
+        "messages".into(),
+        Value::Array(write_messages(request, &mut dropped)),
+    );
+    if let Some(max_tokens) = request.max_tokens {
+        body.insert("max_completion_tokens".into(), max_tokens.into());
+    }
+    insert_f64(&mut body, "temperature", request.temperature);
+    insert_f64(&mut body, "top_p", request.top_p);
+    if request.top_k.is_some() {
+        report(&mut dropped, "top_k");
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop".into(), json!(request.stop));
+    }
+    if let Some(seed) = request.seed {
+        body.insert("seed".into(), seed.into());
+    }
+    insert_f64(&mut body, "frequency_penalty", request.frequency_penalty);
+    insert_f64(&mut body, "presence_penalty", request.presence_penalty);
+    if let Some(format) = &request.response_format {
+        body.insert("response_format".into(), write_response_format(format));
+    }
+    if let Some(reasoning) = &request.reasoning {
+        if reasoning.disabled {
+            // Non-reasoning models reject `reasoning_effort` and older
+            // reasoning models have no "off", so nothing is sent.
+            report(&mut dropped, "reasoning.disabled");
+        } else {
+            if reasoning.effort.is_some() && reasoning.budget_tokens.is_some() {
+                report(&mut dropped, "reasoning.budget_tokens");
+            }
+            if let Some(effort) = reasoning.effort_or_from_budget() {
+                body.insert("reasoning_effort".into(), Value::String(effort));
+            }
+        }
+    }
+    if !request.tools.is_empty() {
+        let tools = request
+            .tools
+            .iter()
+            .map(|tool| write_tool(tool, &mut dropped))
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = &request.tool_choice {
+        body.insert("tool_choice".into(), write_tool_choice(choice));
+    }
+    if let Some(parallel) = request.parallel_tool_calls {
+        body.insert("parallel_tool_calls".into(), Value::Bool(parallel));
+    }
+    if let Some(user) = &request.user {
+        body.insert("user".into(), Value::String(user.clone()));
+    }
+    if !request.metadata.is_empty() {
+        body.insert("metadata".into(), Value::Object(request.metadata.clone()));
+    }
+    let extra_stream_options = extra.and_then(|e| e.get("stream_options"));
+    if request.stream {
+        body.insert("stream".into(), Value::Bool(true));
+        // The gateway meters streams, so usage is always requested.
+        let mut options = match extra_stream_options {
+            Some(Value::Object(options)) => options.clone(),
+            _ => Map::new(),
+        };
+        options.insert("include_usage".into(), Value::Bool(true));
+        body.insert("stream_options".into(), Value::Object(options));
+    } else if extra_stream_options.is_some() {
+        // OpenAI rejects `stream_options` on a request that does not stream.
+        report(&mut dropped, "stream_options");
+    }
+    if let Some(extra) = extra {
+        for (key, value) in extra {
+            // Modelled fields win over a colliding pass-through field.
+            if !body.contains_key(key) && key != "stream_options" {
+                body.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Encoded {
+        body: switchyard_codec::json::to_vec(&Value::Object(body)),
+        dropped,
+    }
+}
+
+/// Folds wire messages into IR messages: system and developer messages are
+/// hoisted; tool messages (and a user message right after them) merge into
+/// one user message, the shape a writer splits them back into.
+#[derive(Default)]
+struct MessageReader {
+    system: Vec<TextBlock>,
+    messages: Vec<Message>,
+    /// The last message was opened by tool results and may take more.
+    open_tool_turn: bool,
+}
+
+impl MessageReader {
+    fn read(&mut self, message: Value, path: &str) -> Result<(), DecodeError> {
+        let Value::Object(mut message) = message else {
+            return Err(DecodeError::invalid(path, "each message must be an object"));
+        };
+        let role = match message.shift_remove("role") {
+            Some(Value::String(role)) => role,
+            _ => {
+                return Err(DecodeError::invalid(
+                    format!("{path}.role"),
+                    "message role must be a string",
+                ))
+            }
+        };
+        let content = take(&mut message, "content");
+        let content_path = format!("{path}.content");
+        match role.as_str() {
+            "system" | "developer" => {
+                for block in text_content(content, &content_path)? {
+                    self.system.push(block);
+                }
+            }
+            "user" => {
+                let blocks = user_content(content, &content_path)?;
+                self.push_user(blocks, false);
+            }
+            "assistant" => {
+                let blocks = assistant_blocks(content, &mut message, path)?;
+                self.open_tool_turn = false;
+                self.messages.push(Message {
+                    role: Role::Assistant,
+                    content: blocks,
+                });
+            }
+            "tool" => {
+                let tool_use_id = take_string(&mut message, "tool_call_id")?.ok_or_else(|| {
+                    DecodeError::invalid(
+                        format!("{path}.tool_call_id"),
+                        "tool messages need a tool_call_id",
+                    )
+                })?;
+                let result = ToolResult {
+                    tool_use_id,
+                    name: None,
+                    content: text_content(content, &content_path)?
+                        .into_iter()
+                        .map(Block::Text)
+                        .collect(),
+                    is_error: false,
+                };
+                self.push_user(vec![Block::ToolResult(result)], true);
+            }
+            // The deprecated function-calling shape: results are keyed by
+            // the function's name, which stands in for the call id.
+            "function" => {
+                let name = take_string(&mut message, "name")?.ok_or_else(|| {
+                    DecodeError::invalid(format!("{path}.name"), "function messages need a name")
+                })?;
+                let result = ToolResult {
+                    tool_use_id: name.clone(),
+                    name: Some(name),
+                    content: text_content(content, &content_path)?
+                        .into_iter()
+                        .map(Block::Text)
+                        .collect(),
+                    is_error: false,
+                };
+                self.push_user(vec![Block::ToolResult(result)], true);
+            }
+            other => {
+                return Err(DecodeError::invalid(
+                    format!("{path}.role"),
+                    format!("unknown message role `{other}`"),
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    fn push_user(&mut self, blocks: Vec<Block>, from_tool: bool) {
+        if self.open_tool_turn {
+            if let Some(last) = self.messages.last_mut() {
+                last.content.extend(blocks);
+                // Tool results keep the turn open; a user message closes it.
+                self.open_tool_turn = from_tool;
+                return;
+            }
+        }
+        self.messages.push(Message {
+            role: Role::User,
+            content: blocks,
+        });
+        self.open_tool_turn = from_tool;
+    }
+}
+
+/// Content that may only hold text: a string or an array of text parts.
+fn text_content(content: Option<Value>, path: &str) -> Result<Vec<TextBlock>, DecodeError> {
+    match content {
+        None => Ok(Vec::new()),
+        Some(Value::String(text)) => Ok(vec![TextBlock::new(text)]),
+        Some(Value::Array(parts)) => parts
+            .into_iter()
+            .enumerate()
+            .map(|(index, part)| {
+                let path = format!("{path}[{index}]");
+                let (kind, mut part) = part_type(part, &path)?;
+                match kind.as_str() {
+                    "text" => Ok(TextBlock::new(part_text(&mut part, "text", &path)?)),
+                    other => Err(DecodeError::invalid(
+                        path,
+                        format!("content part type `{other}` is not allowed here"),
+                    )),
+                }
+            })
+            .collect(),
+        Some(_) => Err(DecodeError::invalid(
+            path,
+            "content must be a string or an array of content parts",
+        )),
+    }
+}
+
+/// A user message's content: text, images and files.
+fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, DecodeError> {
+    let parts = match content {
+        None => return Ok(Vec::new()),
+        Some(Value::String(text)) => return Ok(vec![Block::text(text)]),
+        Some(Value::Array(parts)) => parts,
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                path,
+                "content must be a string or an array of content parts",
+            ))
+        }
+    };
+    let mut blocks = Vec::with_capacity(parts.len());
+    for (index, part) in parts.into_iter().enumerate() {
+        let path = format!("{path}[{index}]");
+        let (kind, mut part) = part_type(part, &path)?;
+        let block = match kind.as_str() {
+            "text" => Block::text(part_text(&mut part, "text", &path)?),
+            "image_url" => {
+                read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?
+            }
+            "file" => read_file(part.shift_remove("file"), &format!("{path}.file"))?,
+            // The IR has no audio block; refusing beats answering a prompt
+            // whose audio was silently removed.
+            "input_audio" => {
+                return Err(DecodeError::invalid(
+                    path,
+                    "input_audio content parts are not supported",
+                ))
+            }
+            other => {
+                return Err(DecodeError::invalid(
+                    path,
+                    format!("unknown content part type `{other}`"),
+                ))
+            }
+        };
+        blocks.push(block);
+    }
+    Ok(blocks)
+}
+
+fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
+    // `detail` has no IR field and is not kept.
+    let url = match image {
+        Some(Value::Object(mut image)) => take_string(&mut image, "url")?,
+        // Some clients send the URL bare.
+        Some(Value::String(url)) => Some(url),
+        _ => None,
+    }
+    .ok_or_else(|| DecodeError::invalid(format!("{path}.url"), "image_url needs a url"))?;
+    let source = match parse_data_url(&url) {
+        Some((media_type, data)) => MediaSource::Base64 { media_type, data },
+        None => MediaSource::Url {
+            url,
+            media_type: None,
+        },
+    };
+    Ok(Block::Image {
+        source,
+        cache_control: None,
+    })
+}
+
+fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
+    let Some(Value::Object(mut file)) = file else {
+        return Err(DecodeError::invalid(path, "file must be an object"));
+    };
+    let name = take_string(&mut file, "filename")?;
+    let source = if let Some(data) = take_string(&mut file, "file_data")? {
+        match parse_data_url(&data) {
+            Some((media_type, data)) => MediaSource::Base64 { media_type, data },
+            None => MediaSource::Base64 {
+                media_type: DEFAULT_FILE_MEDIA_TYPE.to_owned(),
+                data,
+            },
+        }
+    } else if let Some(file_id) = take_string(&mut file, "file_id")? {
+        // An uploaded file's id is the vendor's file URI.
+        MediaSource::Url {
+            url: file_id,
+            media_type: None,
+        }
+    } else {
+        return Err(DecodeError::invalid(
+            path,
+            "file needs file_data or file_id",
+        ));
+    };
+    Ok(Block::Document {
+        source,
+        name,
+        cache_control: None,
+    })
+}
+
+/// An assistant message's blocks: reasoning, text, refusal, then calls.
+fn assistant_blocks(
+    content: Option<Value>,
+    message: &mut Map<String, Value>,
+    path: &str,
+) -> Result<Vec<Block>, DecodeError> {
+    let mut blocks = Vec::new();
+    // OpenAI-compatible reasoning servers echo their reasoning here.
+    for key in ["reasoning_content", "reasoning"] {
+        if let Some(Value::String(text)) = message.shift_remove(key) {
+            if !text.is_empty() {
+                blocks.push(Block::Thinking {
+                    text,
+                    signature: None,
+                });
+            }
+        }
+    }
+    let content_path = format!("{path}.content");
+    match content {
+        None => {}
+        Some(Value::String(text)) => blocks.push(Block::text(text)),
+        Some(Value::Array(parts)) => {
+            for (index, part) in parts.into_iter().enumerate() {
+                let path = format!("{content_path}[{index}]");
+                let (kind, mut part) = part_type(part, &path)?;
+                let text = match kind.as_str() {
+                    "text" => part_text(&mut part, "text", &path)?,
+                    "refusal" => part_text(&mut part, "refusal", &path)?,
+                    other => {
+                        return Err(DecodeError::invalid(
+                            path,
+                            format!(
+                                "content part type `{other}` is not allowed in assistant messages"
+                            ),
+                        ))
+                    }
+                };
+                blocks.push(Block::text(text));
+            }
+        }
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                content_path,
+                "content must be a string or an array of content parts",
+            ))
+        }
+    }
+    if let Some(refusal) = take_string(message, "refusal")? {
+        blocks.push(Block::text(refusal));
+    }
+    match take(message, "tool_calls") {
+        None => {}
+        Some(Value::Array(calls)) => {
+            for (index, call) in calls.into_iter().enumerate() {
+                let path = format!("{path}.tool_calls[{index}]");
+                blocks.push(Block::ToolUse(read_tool_call(call, &path)?));
+            }
+        }
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                format!("{path}.tool_calls"),
+                "tool_calls must be an array",
+            ))
+        }
+    }
+    // The deprecated single `function_call`; its name stands in for an id.
+    if let Some(Value::Object(mut call)) = take(message, "function_call") {
+        let name = take_string(&mut call, "name")?.unwrap_or_default();
+        blocks.push(Block::ToolUse(ToolUse {
+            id: name.clone(),
+            name,
+            input: arguments_text(call.shift_remove("arguments")),
+        }));
+    }
+    Ok(blocks)
+}
+
+fn read_tool_call(call: Value, path: &str) -> Result<ToolUse, DecodeError> {
+    let Value::Object(mut call) = call else {
+        return Err(DecodeError::invalid(
+            path,
+            "each tool call must be an object",
+        ));
+    };
+    let id = take_string(&mut call, "id")?.unwrap_or_default();
+    // Custom (free-form) tool calls carry their input as plain text.
+    let (function, input_key) = match (take(&mut call, "function"), take(&mut call, "custom")) {
+        (Some(Value::Object(function)), _) => (function, "arguments"),
+        (None, Some(Value::Object(custom))) => (custom, "input"),
+        _ => {
+            return Err(DecodeError::invalid(
+                format!("{path}.function"),
+                "tool calls need a function object",
+            ))
+        }
+    };
+    let mut function = function;
+    let name = take_string(&mut function, "name")?.unwrap_or_default();
+    Ok(ToolUse {
+        id,
+        name,
+        input: arguments_text(function.shift_remove(input_key)),
+    })
+}
+
+/// Arguments are JSON text; clients that send an object get it serialised.
+fn arguments_text(arguments: Option<Value>) -> String {
+    match arguments {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text,
+        Some(other) => other.to_string(),
+    }
+}
+
+fn read_tools(tools: Option<Value>) -> Result<Vec<Tool>, DecodeError> {
+    let tools = match tools {
+        None => return Ok(Vec::new()),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(DecodeError::invalid("tools", "tools must be an array")),
+    };
+    tools
+        .into_iter()
+        .enumerate()
+        .map(|(index, tool)| {
+            let path = format!("tools[{index}]");
+            let Value::Object(mut tool) = tool else {
+                return Err(DecodeError::invalid(path, "each tool must be an object"));
+            };
+            match take_string(&mut tool, "type")?.as_deref() {
+                Some("function") | None => {}
+                Some(other) => {
+                    return Err(DecodeError::invalid(
+                        format!("{path}.type"),
+                        format!("tool type `{other}` is not supported; only function tools are"),
+                    ))
+                }
+            }
+            let Some(Value::Object(mut function)) = take(&mut tool, "function") else {
+                return Err(DecodeError::invalid(
+                    format!("{path}.function"),
+                    "function tools need a function object",
+                ));
+            };
+            let name = take_string(&mut function, "name")?.ok_or_else(|| {
+                DecodeError::invalid(format!("{path}.function.name"), "tools need a name")
+            })?;
+            // `strict` has no IR field and is not kept.
+            Ok(Tool {
+                name,
+                description: take_string(&mut function, "description")?,
+                parameters: take(&mut function, "parameters").unwrap_or(Value::Null),
+                cache_control: None,
+            })
+        })
+        .collect()
+}
+
+/// `None` for a valid shape the IR does not model.
+fn read_tool_choice(choice: &Value) -> Result<Option<ToolChoice>, DecodeError> {
+    match choice {
+        Value::String(choice) => match choice.as_str() {
+            "auto" => Ok(Some(ToolChoice::Auto)),
+            "none" => Ok(Some(ToolChoice::None)),
+            "required" => Ok(Some(ToolChoice::Any)),
+            other => Err(DecodeError::invalid(
+                "tool_choice",
+                format!("unknown tool_choice `{other}`"),
+            )),
+        },
+        Value::Object(object) => {
+            let is_function = object.get("type").and_then(Value::as_str) == Some("function");
+            let name = object
+                .get("function")
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str);
+            match (is_function, name) {
+                (true, Some(name)) => Ok(Some(ToolChoice::Tool(name.to_owned()))),
+                (true, None) => Err(DecodeError::invalid(
+                    "tool_choice.function.name",
+                    "a function tool_choice needs a function name",
+                )),
+                (false, _) => Ok(None),
+            }
+        }
+        _ => Err(DecodeError::invalid(
+            "tool_choice",
+            "tool_choice must be a string or an object",
+        )),
+    }
+}
+
+fn read_response_format(format: Option<Value>) -> Result<Option<ResponseFormat>, DecodeError> {
+    let Some(format) = format else {
+        return Ok(None);
+    };
+    let Value::Object(mut format) = format else {
+        return Err(DecodeError::invalid(
+            "response_format",
+            "response_format must be an object",
+        ));
+    };
+    match take_string(&mut format, "type")?.as_deref() {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(ResponseFormat::JsonObject)),
+        Some("json_schema") => {
+            let Some(Value::Object(mut schema)) = take(&mut format, "json_schema") else {
+                return Err(DecodeError::invalid(
+                    "response_format.json_schema",
+                    "a json_schema response_format needs a json_schema object",
+                ));
+            };
+            // `description` has no IR field and is not kept.
+            Ok(Some(ResponseFormat::JsonSchema {
+                name: take_string(&mut schema, "name")?.unwrap_or_default(),
+                schema: take(&mut schema, "schema").unwrap_or(Value::Null),
+                strict: take_bool(&mut schema, "strict")?,
+            }))
+        }
+        Some(other) => Err(DecodeError::invalid(
+            "response_format.type",
+            format!("unknown response_format type `{other}`"),
+        )),
+        None => Err(DecodeError::invalid(
+            "response_format.type",
+            "response_format needs a type",
+        )),
+    }
+}
+
+fn read_stop(stop: Option<Value>) -> Result<Vec<String>, DecodeError> {
+    match stop {
+        None => Ok(Vec::new()),
+        Some(Value::String(stop)) => Ok(vec![stop]),
+        Some(Value::Array(stops)) => stops
+            .into_iter()
+            .map(|stop| match stop {
+                Value::String(stop) => Ok(stop),
+                _ => Err(DecodeError::invalid(
+                    "stop",
+                    "stop sequences must be strings",
+                )),
+            })
+            .collect(),
+        Some(_) => Err(DecodeError::invalid(
+            "stop",
+            "stop must be a string or an array of strings",
+        )),
+    }
+}
+
+fn write_messages(request: &Request, dropped: &mut Vec<Dropped>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        let texts: Vec<&TextBlock> = request.system.iter().collect();
+        out.push(json!({"role": "system", "content": text_parts(&texts, dropped)}));
+    }
+    for message in &request.messages {
+        match message.role {
+            Role::User => write_user(message, &mut out, dropped),
+            Role::Assistant => out.push(write_assistant(message, dropped)),
+        }
+    }
+    out
+}
+
+/// One user message becomes one `tool` message per result, then a user
+/// message with whatever else it held.
+fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped>) {
+    let mut parts = Vec::new();
+    let mut texts_only = true;
+    let mut results = 0usize;
+    for block in &message.content {
+        match block {
+            Block::Text(text) => {
+                note_text_markers(text, dropped);
+                parts.push(json!({"type": "text", "text": text.text}));
+            }
+            Block::Image {
+                source,
+                cache_control,
+            } => {
+                texts_only = false;
+                if cache_control.is_some() {
+                    report(dropped, "cache_control");
+                }
+                let url = match source {
+                    MediaSource::Base64 { media_type, data } => data_url(media_type, data),
+                    MediaSource::Url { url, .. } => url.clone(),
+                };
+                parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+            }
+            Block::Document {
+                source,
+                name,
+                cache_control,
+            } => {
+                if cache_control.is_some() {
+                    report(dropped, "cache_control");
+                }
+                if let Some(part) = write_document(source, name.as_deref(), dropped) {
+                    texts_only = false;
+                    parts.push(part);
+                }
+            }
+            Block::ToolResult(result) => {
+                results += 1;
+                out.push(write_tool_result(result, dropped));
+            }
+            Block::Thinking { .. } => report(dropped, "thinking"),
+            Block::RedactedThinking { .. } => report(dropped, "redacted_thinking"),
+            Block::ToolUse(_) => report(dropped, "user.tool_use"),
+        }
+    }
+    if parts.is_empty() && results > 0 {
+        return;
+    }
+    let content = match parts.as_slice() {
+        [] => Value::String(String::new()),
+        [only] if texts_only => only.get("text").cloned().unwrap_or_default(),
+        _ => Value::Array(parts),
+    };
+    out.push(json!({"role": "user", "content": content}));
+}
+
+/// A file part. OpenAI takes inline data or an uploaded file's id, not a URL.
+fn write_document(
+    source: &MediaSource,
+    name: Option<&str>,
+    dropped: &mut Vec<Dropped>,
+) -> Option<Value> {
+    let mut file = Map::new();
+    match source {
+        MediaSource::Base64 { media_type, data } => {
+            file.insert(
+                "file_data".into(),
+                Value::String(data_url(media_type, data)),
+            );
+        }
+        MediaSource::Url { url, .. } if !url.contains("://") => {
+            file.insert("file_id".into(), Value::String(url.clone()));
+        }
+        MediaSource::Url { .. } => {
+            report(dropped, "document.url");
+            return None;
+        }
+    }
+    if let Some(name) = name {
+        file.insert("filename".into(), Value::String(name.to_owned()));
+    }
+    Some(json!({"type": "file", "file": file}))
+}
+
+fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
+    if result.is_error {
+        report(dropped, "tool_result.is_error");
+    }
+    let mut texts = Vec::new();
+    for block in &result.content {
+        match block {
+            Block::Text(text) => texts.push(text),
+            Block::Image { .. } => report(dropped, "tool_result.image"),
+            Block::Document { .. } => report(dropped, "tool_result.document"),
+            _ => report(dropped, "tool_result.content"),
+        }
+    }
+    json!({
+        "role": "tool",
+        "tool_call_id": result.tool_use_id,
+        "content": text_parts(&texts, dropped),
+    })
+}
+
+fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
+    let mut texts = Vec::new();
+    let mut calls = Vec::new();
+    for block in &message.content {
+        match block {
+            Block::Text(text) => texts.push(text),
+            Block::ToolUse(call) => calls.push(json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.input},
+            })),
+            Block::Thinking { .. } => report(dropped, "thinking"),
+            Block::RedactedThinking { .. } => report(dropped, "redacted_thinking"),
+            Block::Image { .. } => report(dropped, "assistant.image"),
+            Block::Document { .. } => report(dropped, "assistant.document"),
+            Block::ToolResult(_) => report(dropped, "assistant.tool_result"),
+        }
+    }
+    let mut out = Map::new();
+    out.insert("role".into(), Value::String("assistant".into()));
+    let content = if texts.is_empty() && !calls.is_empty() {
+        Value::Null
+    } else {
+        text_parts(&texts, dropped)
+    };
+    out.insert("content".into(), content);
+    if !calls.is_empty() {
+        out.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(out)
+}
+
+/// Text blocks as content: a plain string for one, text parts for several.
+fn text_parts(texts: &[&TextBlock], dropped: &mut Vec<Dropped>) -> Value {
+    for text in texts {
+        note_text_markers(text, dropped);
+    }
+    match texts {
+        [] => Value::String(String::new()),
+        [only] => Value::String(only.text.clone()),
+        _ => Value::Array(
+            texts
+                .iter()
+                .map(|t| json!({"type": "text", "text": t.text}))
+                .collect(),
+        ),
+    }
+}
+
+fn note_text_markers(text: &TextBlock, dropped: &mut Vec<Dropped>) {
+    if text.cache_control.is_some() {
+        report(dropped, "cache_control");
+    }
+    if !text.citations.is_empty() {
+        report(dropped, "citations");
+    }
+}
+
+fn write_tool(tool: &Tool, dropped: &mut Vec<Dropped>) -> Value {
+    if tool.cache_control.is_some() {
+        report(dropped, "cache_control");
+    }
+    let mut function = Map::new();
+    function.insert("name".into(), Value::String(tool.name.clone()));
+    if let Some(description) = &tool.description {
+        function.insert("description".into(), Value::String(description.clone()));
+    }
+    if !tool.parameters.is_null() {
+        function.insert("parameters".into(), tool.parameters.clone());
+    }
+    json!({"type": "function", "function": function})
+}
+
+fn write_tool_choice(choice: &ToolChoice) -> Value {
+    match choice {
+        ToolChoice::Auto => json!("auto"),
+        ToolChoice::None => json!("none"),
+        ToolChoice::Any => json!("required"),
+        ToolChoice::Tool(name) => json!({"type": "function", "function": {"name": name}}),
+    }
+}
+
+fn write_response_format(format: &ResponseFormat) -> Value {
+    match format {
+        ResponseFormat::JsonObject => json!({"type": "json_object"}),
+        ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict,
+        } => {
+            let mut inner = Map::new();
+            inner.insert("name".into(), Value::String(name.clone()));
+            if !schema.is_null() {
+                inner.insert("schema".into(), schema.clone());
+            }
+            if let Some(strict) = strict {
+                inner.insert("strict".into(), Value::Bool(*strict));
+            }
+            json!({"type": "json_schema", "json_schema": inner})
+        }
+    }
+}
+
+fn insert_f64(body: &mut Map<String, Value>, key: &str, value: Option<f64>) {
+    if let Some(value) = value {
+        body.insert(key.to_owned(), Value::from(value));
+    }
+}
+
+/// Removes a field, treating an explicit `null` as absent. `shift_remove`
+/// keeps the remaining fields in the caller's order for `extra`.
+fn take(fields: &mut Map<String, Value>, key: &str) -> Option<Value> {
+    match fields.shift_remove(key) {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value),
+    }
+}
+
+fn take_string(fields: &mut Map<String, Value>, key: &str) -> Result<Option<String>, DecodeError> {
+    match take(fields, key) {
+        None => Ok(None),
+        Some(Value::String(value)) => Ok(Some(value)),
+        Some(_) => Err(DecodeError::invalid(key, format!("{key} must be a string"))),
+    }
+}
+
+fn take_f64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<f64>, DecodeError> {
+    match take(fields, key) {
+        None => Ok(None),
+        Some(value) => value
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| DecodeError::invalid(key, format!("{key} must be a number"))),
+    }
+}
+
+fn take_u64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<u64>, DecodeError> {
+    match take(fields, key) {
+        None => Ok(None),
+        Some(value) => value.as_u64().map(Some).ok_or_else(|| {
+            DecodeError::invalid(key, format!("{key} must be a non-negative integer"))
+        }),
+    }
+}
+
+fn take_i64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<i64>, DecodeError> {
+    match take(fields, key) {
+        None => Ok(None),
+        Some(value) => value
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| DecodeError::invalid(key, format!("{key} must be an integer"))),
+    }
+}
+
+fn take_bool(fields: &mut Map<String, Value>, key: &str) -> Result<Option<bool>, DecodeError> {
+    match take(fields, key) {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(value)),
+        Some(_) => Err(DecodeError::invalid(
+            key,
+            format!("{key} must be a boolean"),
+        )),
+    }
+}
+
+/// A content part's `type` and the rest of its fields.
+fn part_type(part: Value, path: &str) -> Result<(String, Map<String, Value>), DecodeError> {
+    let Value::Object(mut part) = part else {
+        return Err(DecodeError::invalid(path, "content parts must be objects"));
+    };
+    match part.shift_remove("type") {
+        Some(Value::String(kind)) => Ok((kind, part)),
+        _ => Err(DecodeError::invalid(
+            format!("{path}.type"),
+            "content parts need a type",
+        )),
+    }
+}
+
+fn part_text(part: &mut Map<String, Value>, key: &str, path: &str) -> Result<String, DecodeError> {
+    match part.shift_remove(key) {
+        Some(Value::String(text)) => Ok(text),
+        _ => Err(DecodeError::invalid(
+            format!("{path}.{key}"),
+            format!("{key} parts need a string {key}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_codec::ir::DropReason;
+
+    fn read_json(value: Value) -> Result<Request, DecodeError> {
+        read(value.to_string().as_bytes())
+    }
+
+    fn written(request: &Request) -> (Value, Vec<Dropped>) {
+        let encoded = write(request);
+        (
+            serde_json::from_slice(&encoded.body).unwrap(),
+            encoded.dropped,
+        )
+    }
+
+    #[test]
+    fn reads_the_basics_and_keeps_unknown_fields() {
+        let request = read_json(json!({
+            "model": "gpt-4o",
+            "messages": [
+                {"role": "developer", "content": "be brief"},
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+            ],
+            "max_tokens": 5,
+            "stop": "END",
+            "n": 2,
+            "logit_bias": {"50256": -100},
+            "stream": true,
+            "stream_options": {"include_usage": true}
+        }))
+        .unwrap();
+        assert_eq!(request.model, "gpt-4o");
+        let system: Vec<&str> = request.system.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(system, ["be brief", "a", "b"]);
+        assert_eq!(request.messages, vec![Message::text(Role::User, "hi")]);
+        assert_eq!(request.max_tokens, Some(5));
+        assert_eq!(request.stop, ["END"]);
+        assert!(request.stream);
+        assert_eq!(request.extra.origin, Some(Protocol::OpenAi));
+        let keys: Vec<&str> = request.extra.fields.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["n", "logit_bias"]);
+    }
+
+    #[test]
+    fn max_completion_tokens_wins_and_is_what_is_written() {
+        let request = read_json(json!({
+            "model": "o3", "messages": [], "max_tokens": 5, "max_completion_tokens": 9
+        }))
+        .unwrap();
+        assert_eq!(request.max_tokens, Some(9));
+        let (body, _) = written(&request);
+        assert_eq!(body["max_completion_tokens"], 9);
+        assert!(body.get("max_tokens").is_none());
+    }
+
+    #[test]
+    fn bad_fields_are_named() {
+        let cases = [
+            (json!([]), "body"),
+            (json!({"messages": []}), "model"),
+            (json!({"model": "m"}), "messages"),
+            (json!({"model": "m", "messages": {}}), "messages"),
+            (
+                json!({"model": "m", "messages": [], "temperature": "hot"}),
+                "temperature",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}),
+                "messages[0].role",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
+                "messages[0].content[0]",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
+                "messages[0].tool_call_id",
+            ),
+            (
+                json!({"model": "m", "messages": [], "tools": [{"type": "custom", "custom": {}}]}),
+                "tools[0].type",
+            ),
+            (
+                json!({"model": "m", "messages": [], "tool_choice": "sometimes"}),
+                "tool_choice",
+            ),
+            (
+                json!({"model": "m", "messages": [], "response_format": {"type": "yaml"}}),
+                "response_format.type",
+            ),
+            (
+                json!({"model": "m", "messages": [], "metadata": []}),
+                "metadata",
+            ),
+        ];
+        for (body, param) in cases {
+            match read_json(body.clone()) {
+                Err(DecodeError::Invalid {
+                    param: Some(p),
+                    message,
+                }) => {
+                    assert_eq!(p, param, "{body}");
+                    assert!(!message.ends_with('.'));
+                    assert!(message.chars().next().is_some_and(|c| !c.is_uppercase()));
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        assert!(matches!(read(b"{not json"), Err(DecodeError::Json(_))));
+    }
+
+    #[test]
+    fn tool_messages_merge_and_split_back() {
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "c2", "type": "function", "function": {"name": "w", "arguments": "{\"city\":\"Rome\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "rainy"}]},
+                {"role": "user", "content": "thanks"},
+                {"role": "user", "content": "bye"}
+            ]
+        }))
+        .unwrap();
+        assert_eq!(request.messages.len(), 4);
+        let merged = &request.messages[2];
+        assert_eq!(merged.role, Role::User);
+        assert_eq!(merged.content.len(), 3);
+        assert!(
+            matches!(&merged.content[0], Block::ToolResult(r) if r.tool_use_id == "c1" && r.joined_text() == "sunny")
+        );
+        assert!(matches!(&merged.content[2], Block::Text(t) if t.text == "thanks"));
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty());
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "user"]);
+        assert_eq!(body["messages"][1]["content"], Value::Null);
+        assert_eq!(body["messages"][3]["content"], "rainy");
+    }
+
+    #[test]
+    fn media_reads_as_base64_url_and_file_id() {
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA", "detail": "high"}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE", "filename": "a.pdf"}},
+                {"type": "file", "file": {"file_data": "JVBE"}},
+                {"type": "file", "file": {"file_id": "file-123"}}
+            ]}]
+        }))
+        .unwrap();
+        let blocks = &request.messages[0].content;
+        assert!(
+            matches!(&blocks[0], Block::Image { source: MediaSource::Base64 { media_type, data }, .. } if media_type == "image/png" && data == "AAAA")
+        );
+        assert!(
+            matches!(&blocks[1], Block::Image { source: MediaSource::Url { url, .. }, .. } if url == "https://example.com/cat.jpg")
+        );
+        assert!(matches!(&blocks[2], Block::Document { name: Some(n), .. } if n == "a.pdf"));
+        assert!(
+            matches!(&blocks[3], Block::Document { source: MediaSource::Base64 { media_type, .. }, .. } if media_type == "application/pdf")
+        );
+        assert!(
+            matches!(&blocks[4], Block::Document { source: MediaSource::Url { url, .. }, .. } if url == "file-123")
+        );
+    }
+
+    #[test]
+    fn unrepresentable_fields_are_reported() {
+        let request = Request {
+            model: "m".into(),
+            top_k: Some(40),
+            system: vec![TextBlock {
+                text: "s".into(),
+                cache_control: Some(switchyard_codec::ir::CacheControl { ttl: None }),
+                citations: Vec::new(),
+            }],
+            messages: vec![
+                Message {
+                    role: Role::Assistant,
+                    content: vec![
+                        Block::Thinking {
+                            text: "hmm".into(),
+                            signature: Some("sig".into()),
+                        },
+                        Block::text("ok"),
+                    ],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![
+                        Block::ToolResult(ToolResult {
+                            tool_use_id: "c".into(),
+                            name: None,
+                            content: vec![Block::text("boom")],
+                            is_error: true,
+                        }),
+                        Block::Document {
+                            source: MediaSource::Url {
+                                url: "https://x/y.pdf".into(),
+                                media_type: None,
+                            },
+                            name: None,
+                            cache_control: None,
+                        },
+                    ],
+                },
+            ],
+            reasoning: Some(Reasoning {
+                effort: None,
+                budget_tokens: Some(20000),
+                disabled: false,
+            }),
+            ..Request::default()
+        };
+        let (body, dropped) = written(&request);
+        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "cache_control",
+                "thinking",
+                "tool_result.is_error",
+                "document.url",
+                "top_k"
+            ]
+        );
+        assert!(dropped.iter().all(|d| d.reason == DropReason::Unsupported));
+        assert_eq!(body["reasoning_effort"], "high");
+        assert_eq!(body["messages"][1]["content"], "ok");
+        // The results-only user message leaves just the tool message.
+        assert_eq!(body["messages"].as_array().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn extras_pass_on_same_protocol_hops_only() {
+        let mut request = read_json(json!({
+            "model": "m", "messages": [], "stream": true,
+            "stream_options": {"include_usage": false, "include_obfuscation": false},
+            "service_tier": "flex",
+            "tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}
+        }))
+        .unwrap();
+        assert!(request.tool_choice.is_none());
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty());
+        assert_eq!(body["service_tier"], "flex");
+        assert_eq!(body["tool_choice"]["type"], "allowed_tools");
+        assert_eq!(
+            body["stream_options"],
+            json!({"include_usage": true, "include_obfuscation": false})
+        );
+
+        request.extra.origin = Some(Protocol::Anthropic);
+        let (body, dropped) = written(&request);
+        assert!(body.get("service_tier").is_none());
+        assert_eq!(body["stream_options"], json!({"include_usage": true}));
+        assert_eq!(dropped.len(), 3);
+
+        request.extra.origin = Some(Protocol::OpenAi);
+        request.stream = false;
+        let (body, dropped) = written(&request);
+        assert!(body.get("stream_options").is_none());
+        assert!(body.get("stream").is_none());
+        assert_eq!(dropped[0].field, "stream_options");
+    }
+
+    #[test]
+    fn legacy_function_calls_read_as_tool_use() {
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [
+                {"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{}"}},
+                {"role": "function", "name": "f", "content": "42"}
+            ]
+        }))
+        .unwrap();
+        assert!(
+            matches!(&request.messages[0].content[0], Block::ToolUse(c) if c.id == "f" && c.input == "{}")
+        );
+        assert!(
+            matches!(&request.messages[1].content[0], Block::ToolResult(r) if r.tool_use_id == "f" && r.name.as_deref() == Some("f"))
+        );
+    }
+}

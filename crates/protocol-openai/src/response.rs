@@ -1,0 +1,372 @@
+//! The non-streamed `chat.completion` reply: reading one into `ir::Response`
+//! and writing one back out.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchyard_codec::ir::{Block, Response, StopReason, ToolUse};
+use switchyard_codec::{DecodeError, Encoded};
+
+use crate::wire::{finish_from_stop_reason, report, stop_reason_from_finish, WireUsage};
+
+#[derive(Deserialize)]
+struct WireResponse {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    created: Option<Value>,
+    #[serde(default)]
+    choices: Option<Vec<WireChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    message: Option<WireMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<Value>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<Value>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+    #[serde(default)]
+    function_call: Option<WireFunction>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+    /// Free-form (custom tool) calls carry `input` text instead.
+    #[serde(default)]
+    custom: Option<WireCustom>,
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireCustom {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<String>,
+}
+
+/// Reads a `chat.completion` body. Only the first choice is kept (the IR
+/// models one reply; `n > 1` is a pass-through request field).
+pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
+    let wire: WireResponse = serde_json::from_slice(body)?;
+    if let (Some(error), None) = (&wire.error, &wire.choices) {
+        if !error.is_null() {
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("the reply is an error");
+            return Err(DecodeError::invalid("error", message.to_owned()));
+        }
+    }
+    let mut response = Response {
+        id: wire.id.unwrap_or_default(),
+        model: wire.model.unwrap_or_default(),
+        created: wire.created.as_ref().and_then(unix_seconds),
+        usage: wire.usage.map(|u| u.to_ir()).unwrap_or_default(),
+        ..Response::default()
+    };
+    let mut choices = wire.choices.unwrap_or_default();
+    let position = choices
+        .iter()
+        .position(|c| c.index.unwrap_or(0) == 0)
+        .unwrap_or(0);
+    if position < choices.len() {
+        let choice = choices.swap_remove(position);
+        response.stop_reason = choice.finish_reason.as_deref().map(stop_reason_from_finish);
+        if let Some(message) = choice.message {
+            let refused = read_message(message, &mut response.content);
+            if refused {
+                response.stop_reason = Some(StopReason::Refusal);
+            }
+        }
+    }
+    Ok(response)
+}
+
+/// Appends the message's blocks; true when the model refused.
+fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
+    for reasoning in [&message.reasoning_content, &message.reasoning] {
+        if let Some(text) = reasoning.as_ref().and_then(Value::as_str) {
+            if !text.is_empty() {
+                content.push(Block::Thinking {
+                    text: text.to_owned(),
+                    signature: None,
+                });
+            }
+        }
+    }
+    match message.content {
+        Some(Value::String(text)) if !text.is_empty() => content.push(Block::text(text)),
+        // Some compatible servers answer with text parts.
+        Some(Value::Array(parts)) => {
+            for part in parts {
+                if let Some(text) = part.get("text").and_then(Value::as_str) {
+                    if !text.is_empty() {
+                        content.push(Block::text(text));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    let refused = match message.refusal {
+        Some(refusal) if !refusal.is_empty() => {
+            content.push(Block::text(refusal));
+            true
+        }
+        _ => false,
+    };
+    for call in message.tool_calls.unwrap_or_default() {
+        let (name, input) = match (call.function, call.custom) {
+            (Some(function), _) => (function.name, arguments_text(function.arguments)),
+            (None, Some(custom)) => (custom.name, custom.input.unwrap_or_default()),
+            (None, None) => (None, String::new()),
+        };
+        content.push(Block::ToolUse(ToolUse {
+            id: call.id.unwrap_or_default(),
+            name: name.unwrap_or_default(),
+            input,
+        }));
+    }
+    if let Some(function) = message.function_call {
+        let name = function.name.unwrap_or_default();
+        content.push(Block::ToolUse(ToolUse {
+            id: name.clone(),
+            name,
+            input: arguments_text(function.arguments),
+        }));
+    }
+    refused
+}
+
+fn arguments_text(arguments: Option<Value>) -> String {
+    match arguments {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(text)) => text,
+        Some(other) => other.to_string(),
+    }
+}
+
+/// `created` as integer seconds (some compatible servers send a float).
+pub(crate) fn unix_seconds(value: &Value) -> Option<i64> {
+    value
+        .as_i64()
+        .or_else(|| value.as_f64().map(|seconds| seconds as i64))
+}
+
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: [OutChoice<'a>; 1],
+    usage: WireUsage,
+}
+
+#[derive(Serialize)]
+struct OutChoice<'a> {
+    index: u32,
+    message: OutMessage<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct OutMessage<'a> {
+    role: &'static str,
+    content: Option<String>,
+    refusal: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutToolCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// Writes a `chat.completion` body. Text blocks join into the one `content`
+/// string; a refusal's text goes in `refusal`.
+pub(crate) fn write(response: &Response) -> Encoded {
+    let mut dropped = Vec::new();
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for block in &response.content {
+        match block {
+            Block::Text(block) => {
+                if block.cache_control.is_some() {
+                    report(&mut dropped, "cache_control");
+                }
+                if !block.citations.is_empty() {
+                    report(&mut dropped, "citations");
+                }
+                text.push_str(&block.text);
+            }
+            Block::ToolUse(call) => tool_calls.push(OutToolCall {
+                id: &call.id,
+                kind: "function",
+                function: OutFunction {
+                    name: &call.name,
+                    arguments: &call.input,
+                },
+            }),
+            Block::Thinking { .. } => report(&mut dropped, "thinking"),
+            Block::RedactedThinking { .. } => report(&mut dropped, "redacted_thinking"),
+            Block::Image { .. } => report(&mut dropped, "image"),
+            Block::Document { .. } => report(&mut dropped, "document"),
+            Block::ToolResult(_) => report(&mut dropped, "tool_result"),
+        }
+    }
+    if response.stop_sequence.is_some() {
+        report(&mut dropped, "stop_sequence");
+    }
+    if response.usage.cache_write_tokens != 0 {
+        report(&mut dropped, "usage.cache_write_tokens");
+    }
+    let (content, refusal) =
+        if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
+            (None, Some(text))
+        } else if text.is_empty() && !tool_calls.is_empty() {
+            (None, None)
+        } else {
+            (Some(text), None)
+        };
+    let out = OutResponse {
+        id: &response.id,
+        object: "chat.completion",
+        created: response.created.unwrap_or(0),
+        model: &response.model,
+        choices: [OutChoice {
+            index: 0,
+            message: OutMessage {
+                role: "assistant",
+                content,
+                refusal,
+                tool_calls,
+            },
+            logprobs: None,
+            finish_reason: response.stop_reason.map(finish_from_stop_reason),
+        }],
+        usage: WireUsage::from_ir(&response.usage),
+    };
+    Encoded {
+        body: switchyard_codec::json::to_vec(&out),
+        dropped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use switchyard_codec::ir::Usage;
+
+    #[test]
+    fn reads_refusal_reasoning_and_usage() {
+        let body = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1700000000, "model": "gpt-4o",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": null,
+                "refusal": "I can't help with that.", "reasoning_content": "thinking..."},
+                "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+                "prompt_tokens_details": {"cached_tokens": 4},
+                "completion_tokens_details": {"reasoning_tokens": 2}}
+        });
+        let response = read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.stop_reason, Some(StopReason::Refusal));
+        assert_eq!(response.created, Some(1_700_000_000));
+        assert!(
+            matches!(&response.content[0], Block::Thinking { text, .. } if text == "thinking...")
+        );
+        assert!(
+            matches!(&response.content[1], Block::Text(t) if t.text == "I can't help with that.")
+        );
+        assert_eq!(
+            response.usage,
+            Usage {
+                input_tokens: 10,
+                output_tokens: 5,
+                cache_read_tokens: 4,
+                cache_write_tokens: 0,
+                reasoning_tokens: 2
+            }
+        );
+        let encoded = write(&response);
+        assert_eq!(encoded.dropped[0].field, "thinking");
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(
+            written["choices"][0]["message"]["refusal"],
+            "I can't help with that."
+        );
+        assert_eq!(written["choices"][0]["message"]["content"], Value::Null);
+        assert_eq!(written["choices"][0]["finish_reason"], "stop");
+        assert_eq!(written["usage"]["total_tokens"], 15);
+    }
+
+    #[test]
+    fn error_bodies_and_garbage_are_decode_errors() {
+        assert!(matches!(
+            read(br#"{"error": {"message": "bad key", "type": "invalid_request_error"}}"#),
+            Err(DecodeError::Invalid { .. })
+        ));
+        assert!(matches!(read(b"<html>"), Err(DecodeError::Json(_))));
+        assert!(matches!(
+            read(br#"{"choices": "x"}"#),
+            Err(DecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn empty_reply_writes_an_empty_string() {
+        let encoded = write(&Response {
+            stop_reason: Some(StopReason::EndTurn),
+            ..Response::default()
+        });
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(written["choices"][0]["message"]["content"], "");
+        assert_eq!(written["object"], "chat.completion");
+        assert_eq!(written["created"], 0);
+    }
+}

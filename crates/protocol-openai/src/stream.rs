@@ -1,0 +1,677 @@
+//! `chat.completion.chunk` streams. The decoder fans OpenAI's flat deltas out
+//! into IR block events; the encoder folds block events back into chunks,
+//! a finish chunk, a usage chunk and `data: [DONE]`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchyard_codec::frame::{write_sse, SseDecoder, SseEvent};
+use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
+use switchyard_codec::{DecodeError, StreamDecoder, StreamEncoder};
+
+use crate::error::{body as error_body, VendorError};
+use crate::response::unix_seconds;
+use crate::wire::{finish_from_stop_reason, stop_reason_from_finish, WireUsage};
+
+const DONE: &str = "[DONE]";
+
+#[derive(Deserialize)]
+struct WireChunk {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    created: Option<Value>,
+    #[serde(default)]
+    choices: Option<Vec<WireChunkChoice>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct WireChunkChoice {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    delta: Option<WireDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    refusal: Option<String>,
+    #[serde(default)]
+    reasoning_content: Option<Value>,
+    #[serde(default)]
+    reasoning: Option<Value>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCallDelta>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCallDelta {
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionDelta {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// The block the decoder has open.
+#[derive(Debug, Clone, PartialEq)]
+enum Open {
+    Text,
+    Thinking,
+    Tool {
+        /// The call's `index` on the wire, when the server sent one.
+        wire_index: Option<u32>,
+        id: String,
+    },
+}
+
+/// Upstream chunk stream → IR events.
+#[derive(Default)]
+pub(crate) struct ChunkDecoder {
+    sse: SseDecoder,
+    frames: Vec<SseEvent>,
+    started: bool,
+    /// `[DONE]` or an error arrived; anything later is ignored.
+    ended: bool,
+    next_index: u32,
+    open: Option<(u32, Open)>,
+    /// Wire indexes of tool calls already closed.
+    closed_tools: Vec<u32>,
+    stop_reason: Option<StopReason>,
+    finished: bool,
+    refused: bool,
+    usage: Option<Usage>,
+}
+
+impl ChunkDecoder {
+    pub fn new() -> ChunkDecoder {
+        ChunkDecoder::default()
+    }
+
+    fn frame(&mut self, frame: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        if self.ended {
+            return Ok(());
+        }
+        let data = frame.data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        if data == DONE {
+            self.start(None, out);
+            self.complete(out);
+            return Ok(());
+        }
+        let value: Value = serde_json::from_str(data)?;
+        if let Some(error) = VendorError::from_value(&value) {
+            out.push(StreamEvent::Error(error.to_error_info()));
+            self.ended = true;
+            return Ok(());
+        }
+        if frame.event.as_deref() == Some("error") {
+            out.push(StreamEvent::Error(
+                VendorError {
+                    message: data.to_owned(),
+                    ..VendorError::default()
+                }
+                .to_error_info(),
+            ));
+            self.ended = true;
+            return Ok(());
+        }
+        let chunk: WireChunk = serde_json::from_value(value)?;
+        self.chunk(chunk, out)
+    }
+
+    fn start(&mut self, chunk: Option<&WireChunk>, out: &mut Vec<StreamEvent>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        out.push(StreamEvent::MessageStart {
+            id: chunk.and_then(|c| c.id.clone()).unwrap_or_default(),
+            model: chunk.and_then(|c| c.model.clone()).unwrap_or_default(),
+            created: chunk
+                .and_then(|c| c.created.as_ref())
+                .and_then(unix_seconds),
+            usage: Usage::default(),
+        });
+    }
+
+    fn chunk(&mut self, chunk: WireChunk, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.start(Some(&chunk), out);
+        if let Some(usage) = &chunk.usage {
+            self.usage
+                .get_or_insert_with(Usage::default)
+                .merge(&usage.to_ir());
+        }
+        // The IR models one reply; other choices (`n > 1`) are not kept.
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                self.delta(delta, out)?;
+            }
+            if let Some(finish) = choice.finish_reason {
+                self.close(out);
+                self.finished = true;
+                self.stop_reason = Some(stop_reason_from_finish(&finish));
+            }
+        }
+        Ok(())
+    }
+
+    fn delta(&mut self, delta: WireDelta, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        for reasoning in [delta.reasoning_content, delta.reasoning] {
+            if let Some(Value::String(text)) = reasoning {
+                if !text.is_empty() {
+                    let index = self.ensure(Open::Thinking, BlockStart::Thinking, out);
+                    out.push(StreamEvent::BlockDelta {
+                        index,
+                        delta: Delta::Thinking(text),
+                    });
+                }
+            }
+        }
+        for text in [delta.content, delta.refusal.clone()].into_iter().flatten() {
+            if !text.is_empty() {
+                let index = self.ensure(Open::Text, BlockStart::Text, out);
+                out.push(StreamEvent::BlockDelta {
+                    index,
+                    delta: Delta::Text(text),
+                });
+            }
+        }
+        if delta.refusal.is_some_and(|r| !r.is_empty()) {
+            self.refused = true;
+        }
+        for call in delta.tool_calls.unwrap_or_default() {
+            self.tool_call(call, out)?;
+        }
+        Ok(())
+    }
+
+    fn tool_call(
+        &mut self,
+        call: WireToolCallDelta,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), DecodeError> {
+        let continues = match (&self.open, call.index) {
+            (Some((_, Open::Tool { wire_index, .. })), Some(index)) => *wire_index == Some(index),
+            // Without an index, a fragment continues the open call unless it
+            // names another one.
+            (Some((_, Open::Tool { id, .. })), None) => call.id.as_ref().is_none_or(|c| c == id),
+            _ => false,
+        };
+        let (name, arguments) = match call.function {
+            Some(function) => (function.name, function.arguments),
+            None => (None, None),
+        };
+        let index = if continues {
+            self.open.as_ref().map(|(index, _)| *index).unwrap_or(0)
+        } else {
+            if let Some(wire_index) = call.index {
+                if self.closed_tools.contains(&wire_index) {
+                    return Err(DecodeError::Frame(format!(
+                        "tool call {wire_index} continued after another block started"
+                    )));
+                }
+            }
+            let id = call.id.unwrap_or_default();
+            let start = BlockStart::ToolUse {
+                id: id.clone(),
+                name: name.unwrap_or_default(),
+            };
+            self.open_block(
+                Open::Tool {
+                    wire_index: call.index,
+                    id,
+                },
+                start,
+                out,
+            )
+        };
+        if let Some(arguments) = arguments {
+            if !arguments.is_empty() {
+                out.push(StreamEvent::BlockDelta {
+                    index,
+                    delta: Delta::ToolInput(arguments),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The index of an open block of `kind`, opening one if needed.
+    fn ensure(&mut self, kind: Open, start: BlockStart, out: &mut Vec<StreamEvent>) -> u32 {
+        match &self.open {
+            Some((index, open)) if *open == kind => *index,
+            _ => self.open_block(kind, start, out),
+        }
+    }
+
+    fn open_block(&mut self, kind: Open, start: BlockStart, out: &mut Vec<StreamEvent>) -> u32 {
+        self.close(out);
+        let index = self.next_index;
+        self.next_index += 1;
+        out.push(StreamEvent::BlockStart {
+            index,
+            block: start,
+        });
+        self.open = Some((index, kind));
+        index
+    }
+
+    fn close(&mut self, out: &mut Vec<StreamEvent>) {
+        if let Some((index, open)) = self.open.take() {
+            if let Open::Tool {
+                wire_index: Some(wire_index),
+                ..
+            } = open
+            {
+                self.closed_tools.push(wire_index);
+            }
+            out.push(StreamEvent::BlockStop { index });
+        }
+    }
+
+    /// Closes the reply: usage that trailed the finish reason lands in the
+    /// `MessageDelta` before `MessageStop`.
+    fn complete(&mut self, out: &mut Vec<StreamEvent>) {
+        self.close(out);
+        if self.finished || self.usage.is_some() {
+            let stop_reason = if self.refused {
+                Some(StopReason::Refusal)
+            } else {
+                self.stop_reason
+            };
+            out.push(StreamEvent::MessageDelta {
+                stop_reason,
+                stop_sequence: None,
+                usage: self.usage.unwrap_or_default(),
+            });
+        }
+        out.push(StreamEvent::MessageStop);
+        self.ended = true;
+    }
+
+    fn drain(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        let frames = std::mem::take(&mut self.frames);
+        let mut result = Ok(());
+        for frame in &frames {
+            result = self.frame(frame, out);
+            if result.is_err() {
+                break;
+            }
+        }
+        // Keep the buffer's capacity for the next chunk.
+        self.frames = frames;
+        self.frames.clear();
+        result
+    }
+}
+
+impl StreamDecoder for ChunkDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.sse.feed(chunk, &mut self.frames);
+        self.drain(out)
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.sse.finish(&mut self.frames);
+        self.drain(out)?;
+        // A stream that finished its choice but lost `[DONE]` is complete.
+        if !self.ended && self.finished {
+            self.complete(out);
+        }
+        Ok(())
+    }
+}
+
+#[derive(Serialize)]
+struct OutChunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: Vec<OutChoice<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Serialize)]
+struct OutChoice<'a> {
+    index: u32,
+    delta: OutDelta<'a>,
+    logprobs: Option<()>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct OutDelta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<OutToolCall<'a>>,
+}
+
+#[derive(Serialize)]
+struct OutToolCall<'a> {
+    index: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    function: OutFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct OutFunction<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<&'a str>,
+    arguments: &'a str,
+}
+
+/// What the encoder knows of an IR block.
+#[derive(Clone, Copy)]
+enum Kind {
+    Text,
+    /// Thinking has no Chat Completions field and is not written.
+    Silent,
+    Tool(u32),
+}
+
+/// IR events → OpenAI chunk stream.
+#[derive(Default)]
+pub(crate) struct ChunkEncoder {
+    id: String,
+    model: String,
+    created: i64,
+    blocks: Vec<(u32, Kind)>,
+    tools: u32,
+    stop_reason: Option<StopReason>,
+    usage: Usage,
+    ended: bool,
+}
+
+impl ChunkEncoder {
+    pub fn new() -> ChunkEncoder {
+        ChunkEncoder::default()
+    }
+
+    fn kind(&self, index: u32) -> Option<Kind> {
+        self.blocks
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map(|(_, kind)| *kind)
+    }
+
+    fn write_delta(&self, delta: OutDelta<'_>, out: &mut Vec<u8>) {
+        self.write_choice(delta, None, out);
+    }
+
+    fn write_choice(
+        &self,
+        delta: OutDelta<'_>,
+        finish_reason: Option<&'static str>,
+        out: &mut Vec<u8>,
+    ) {
+        self.write_chunk(
+            vec![OutChoice {
+                index: 0,
+                delta,
+                logprobs: None,
+                finish_reason,
+            }],
+            None,
+            out,
+        );
+    }
+
+    fn write_chunk(
+        &self,
+        choices: Vec<OutChoice<'_>>,
+        usage: Option<WireUsage>,
+        out: &mut Vec<u8>,
+    ) {
+        let chunk = OutChunk {
+            id: &self.id,
+            object: "chat.completion.chunk",
+            created: self.created,
+            model: &self.model,
+            choices,
+            usage,
+        };
+        write_sse(out, None, &switchyard_codec::json::to_vec(&chunk));
+    }
+}
+
+impl StreamEncoder for ChunkEncoder {
+    fn encode(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
+        if self.ended {
+            return;
+        }
+        match event {
+            StreamEvent::MessageStart {
+                id,
+                model,
+                created,
+                usage,
+            } => {
+                self.id.clone_from(id);
+                self.model.clone_from(model);
+                self.created = created.unwrap_or(0);
+                self.usage.merge(usage);
+                // OpenAI opens with the role, so clients see a first byte early.
+                self.write_delta(
+                    OutDelta {
+                        role: Some("assistant"),
+                        content: Some(""),
+                        ..OutDelta::default()
+                    },
+                    out,
+                );
+            }
+            StreamEvent::BlockStart { index, block } => {
+                let kind = match block {
+                    BlockStart::Text => Kind::Text,
+                    BlockStart::Thinking | BlockStart::RedactedThinking { .. } => Kind::Silent,
+                    BlockStart::ToolUse { id, name } => {
+                        let tool = self.tools;
+                        self.tools += 1;
+                        self.write_delta(
+                            OutDelta {
+                                tool_calls: vec![OutToolCall {
+                                    index: tool,
+                                    id: Some(id),
+                                    kind: Some("function"),
+                                    function: OutFunction {
+                                        name: Some(name),
+                                        arguments: "",
+                                    },
+                                }],
+                                ..OutDelta::default()
+                            },
+                            out,
+                        );
+                        Kind::Tool(tool)
+                    }
+                };
+                self.blocks.push((*index, kind));
+            }
+            StreamEvent::BlockDelta { index, delta } => match (self.kind(*index), delta) {
+                (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => self.write_delta(
+                    OutDelta {
+                        content: Some(text),
+                        ..OutDelta::default()
+                    },
+                    out,
+                ),
+                (Some(Kind::Tool(tool)), Delta::ToolInput(arguments)) if !arguments.is_empty() => {
+                    self.write_delta(
+                        OutDelta {
+                            tool_calls: vec![OutToolCall {
+                                index: tool,
+                                id: None,
+                                kind: None,
+                                function: OutFunction {
+                                    name: None,
+                                    arguments,
+                                },
+                            }],
+                            ..OutDelta::default()
+                        },
+                        out,
+                    )
+                }
+                _ => {}
+            },
+            StreamEvent::BlockStop { .. } => {}
+            StreamEvent::MessageDelta {
+                stop_reason, usage, ..
+            } => {
+                if stop_reason.is_some() {
+                    self.stop_reason = *stop_reason;
+                }
+                self.usage.merge(usage);
+            }
+            StreamEvent::MessageStop => {
+                // OpenAI always names a finish reason on the last choice chunk.
+                let finish =
+                    finish_from_stop_reason(self.stop_reason.unwrap_or(StopReason::EndTurn));
+                self.write_choice(OutDelta::default(), Some(finish), out);
+                self.write_chunk(Vec::new(), Some(WireUsage::from_ir(&self.usage)), out);
+                write_sse(out, None, DONE.as_bytes());
+                self.ended = true;
+            }
+            StreamEvent::Error(error) => {
+                write_sse(
+                    out,
+                    None,
+                    &switchyard_codec::json::to_vec(&error_body(error)),
+                );
+                self.ended = true;
+            }
+        }
+    }
+
+    /// `[DONE]` is written at `MessageStop`; a stream cut short stays
+    /// visibly unterminated.
+    fn finish(&mut self, _out: &mut Vec<u8>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_codec::ir::{ErrorInfo, ErrorKind};
+
+    fn decode(input: &[u8]) -> Result<Vec<StreamEvent>, DecodeError> {
+        let mut decoder = ChunkDecoder::new();
+        let mut out = Vec::new();
+        decoder.feed(input, &mut out)?;
+        decoder.finish(&mut out)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn usage_after_finish_lands_before_stop() {
+        let input = concat!(
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":null}]}\n\n",
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n",
+            "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\n",
+            "data: [DONE]\n\n",
+        );
+        let events = decode(input.as_bytes()).unwrap();
+        assert_eq!(events.len(), 6);
+        assert_eq!(
+            events[4],
+            StreamEvent::MessageDelta {
+                stop_reason: Some(StopReason::MaxTokens),
+                stop_sequence: None,
+                usage: Usage {
+                    input_tokens: 3,
+                    output_tokens: 1,
+                    ..Usage::default()
+                }
+            }
+        );
+        assert_eq!(events[5], StreamEvent::MessageStop);
+    }
+
+    #[test]
+    fn missing_done_completes_only_after_a_finish_reason() {
+        let cut =
+            "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+        let events = decode(cut.as_bytes()).unwrap();
+        assert!(!events.contains(&StreamEvent::MessageStop));
+        let finished = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}";
+        let events = decode(finished.as_bytes()).unwrap();
+        assert_eq!(events.last(), Some(&StreamEvent::MessageStop));
+    }
+
+    #[test]
+    fn in_stream_errors_end_the_stream() {
+        let input = "data: {\"error\":{\"message\":\"The server had an error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\ndata: [DONE]\n\n";
+        let events = decode(input.as_bytes()).unwrap();
+        assert_eq!(events.len(), 1);
+        assert!(
+            matches!(&events[0], StreamEvent::Error(e) if e.kind == ErrorKind::Internal && e.message == "The server had an error")
+        );
+        assert!(matches!(
+            decode(b"data: {oops\n\n"),
+            Err(DecodeError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn interleaved_tool_calls_are_a_frame_error() {
+        let input = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n",
+        );
+        assert!(matches!(
+            decode(input.as_bytes()),
+            Err(DecodeError::Frame(_))
+        ));
+    }
+
+    #[test]
+    fn encoder_writes_error_without_done() {
+        let mut encoder = ChunkEncoder::new();
+        let mut out = Vec::new();
+        encoder.encode(
+            &StreamEvent::Error(ErrorInfo::new(ErrorKind::Overloaded, "busy")),
+            &mut out,
+        );
+        encoder.encode(&StreamEvent::MessageStop, &mut out);
+        encoder.finish(&mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "data: {\"error\":{\"message\":\"busy\",\"type\":\"server_error\",\"param\":null,\"code\":\"server_is_overloaded\"}}\n\n"
+        );
+        let events = decode(text.as_bytes()).unwrap();
+        assert!(matches!(&events[0], StreamEvent::Error(e) if e.kind == ErrorKind::Overloaded));
+    }
+}
