@@ -1,59 +1,117 @@
-//! PLACEHOLDER: the Cohere codec is being written.
+//! Switchyard's codec for Cohere's v2 Chat API (`POST /v2/chat`).
+//!
+//! Mapping decisions that are not obvious from the field names:
+//! - `system` messages, wherever they stand, become IR `system` blocks; on
+//!   write they are one leading system message.
+//! - `tool` messages become `ToolResult` blocks in one IR user message
+//!   (consecutive ones merge); on write each result is its own tool message,
+//!   written before the rest of the user turn.
+//! - `tool_plan` (the visible plan before tool calls) is an IR text block
+//!   placed before the calls; on write, the text of an assistant turn that
+//!   makes tool calls goes back into `tool_plan`.
+//! - Cohere documents (`{data, id}`, in tool results) are IR documents of
+//!   type `application/json` whose name is the document id.
+//! - Citations stay opaque: read from the message, attached to the text
+//!   block they point at, and written back only when they have Cohere's shape.
+//! - The stream's content and tool-call index sequences are separate on the
+//!   wire and one dense sequence in the IR; both directions remap.
+//! - An in-stream error is a `message-end` whose delta carries
+//!   `finish_reason: "ERROR"` and an `error` message (the only error form the
+//!   v2 stream defines).
+
+mod content;
+mod error;
+mod request;
+mod response;
+mod stream;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
+    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
-/// The Cohere codec.
+/// The Cohere v2 chat codec.
 pub struct CohereCodec;
 
 impl Codec for CohereCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Cohere
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::Decoder::new())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    /// Cohere streams only as SSE, so every framing gets SSE.
+    fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::Encoder::new())
     }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+        "/v2/chat".to_owned()
     }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        bearer_header(ir::Protocol::Cohere, credentials)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
-        }
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract(status, body)
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn path_and_auth() {
+        let codec = CohereCodec;
+        assert_eq!(codec.upstream_path("command-a", true), "/v2/chat");
+        assert_eq!(codec.upstream_path("command-a", false), "/v2/chat");
+        let outbound = Outbound {
+            method: "POST",
+            url: "https://api.cohere.com/v2/chat",
+            body: b"{}",
+            time: SystemTime::UNIX_EPOCH,
+        };
+        let headers = codec
+            .auth_headers(&Credentials::ApiKey("k1".into()), &outbound)
+            .unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers[0].0, http::header::AUTHORIZATION);
+        assert_eq!(headers[0].1, "Bearer k1");
+        assert!(codec
+            .auth_headers(&Credentials::None, &outbound)
+            .unwrap()
+            .is_empty());
+        assert_eq!(codec.protocol(), ir::Protocol::Cohere);
+        assert_eq!(codec.default_framing(), Framing::Sse);
     }
 }
