@@ -1,9 +1,34 @@
-//! PLACEHOLDER: the Anthropic codec is being written.
+//! The Anthropic Messages API codec (`POST /v1/messages`): request and reply
+//! bodies, the SSE stream, error bodies and `x-api-key` auth.
+//!
+//! Module map: `request` (request body), `response` (reply body and stop
+//! reasons), `blocks` (content blocks shared by both), `stream` (SSE decoder
+//! and encoder), `error` (error bodies), `wire` (JSON field readers, cache
+//! control, usage).
+
+mod blocks;
+mod error;
+mod request;
+mod response;
+mod stream;
+mod wire;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
+    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
 };
+
+pub use request::SCHEMA_NAME;
+
+/// The API version every call is pinned to (sent even without credentials,
+/// because the API rejects calls that lack it).
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// The output cap written when a request has none: Anthropic requires
+/// `max_tokens`, and other protocols let it be left out. A thinking budget
+/// is added on top, since the budget is counted inside the cap.
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 /// The Anthropic codec.
 pub struct AnthropicCodec;
@@ -12,48 +37,107 @@ impl Codec for AnthropicCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Anthropic
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read_request(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write_request(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read_response(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write_response(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::Decoder::default())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    /// Anthropic streams only as SSE, so the framing is not consulted.
+    fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::Encoder::default())
     }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+        // The model and the stream flag both travel in the body.
+        "/v1/messages".to_owned()
     }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        let mut headers = key_header(ir::Protocol::Anthropic, "x-api-key", credentials)?;
+        headers.push((
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        ));
+        Ok(headers)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract_error(status, body)
+    }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::error_response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    fn outbound() -> Outbound<'static> {
+        Outbound {
+            method: "POST",
+            url: "https://api.anthropic.com/v1/messages",
+            body: b"{}",
+            time: SystemTime::UNIX_EPOCH,
         }
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+
+    #[test]
+    fn auth_sends_the_key_and_always_the_version() {
+        let headers = AnthropicCodec
+            .auth_headers(&Credentials::ApiKey("sk-ant-x".into()), &outbound())
+            .unwrap();
+        assert_eq!(headers.len(), 2);
+        assert_eq!(headers[0].0, "x-api-key");
+        assert_eq!(headers[0].1, "sk-ant-x");
+        assert!(headers[0].1.is_sensitive());
+        assert_eq!(headers[1].0, "anthropic-version");
+        assert_eq!(headers[1].1, ANTHROPIC_VERSION);
+
+        let headers = AnthropicCodec
+            .auth_headers(&Credentials::None, &outbound())
+            .unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers[0].0, "anthropic-version");
+
+        let aws = Credentials::Aws {
+            access_key_id: "a".into(),
+            secret_access_key: "s".into(),
+            session_token: None,
+            region: "us-east-1".into(),
+        };
+        assert!(matches!(
+            AnthropicCodec.auth_headers(&aws, &outbound()),
+            Err(AuthError::WrongCredentials { .. })
+        ));
+    }
+
+    #[test]
+    fn path_is_fixed() {
+        assert_eq!(AnthropicCodec.upstream_path("claude", true), "/v1/messages");
+        assert_eq!(AnthropicCodec.protocol(), ir::Protocol::Anthropic);
+        assert_eq!(AnthropicCodec.default_framing(), Framing::Sse);
     }
 }

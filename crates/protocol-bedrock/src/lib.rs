@@ -1,59 +1,129 @@
-//! PLACEHOLDER: the Bedrock codec is being written.
+//! The AWS Bedrock Runtime Converse codec: `Converse` and `ConverseStream`
+//! bodies ↔ IR, event-stream framing, SigV4 / API-key auth and Bedrock's
+//! error shapes.
+//!
+//! Bedrock names the model in the URL path (`/model/{modelId}/converse`),
+//! so the reader leaves `Request::model` empty and the writer never puts it
+//! in the body. Streams are `application/vnd.amazon.eventstream` frames.
+
+mod auth;
+mod content;
+mod error;
+mod eventstream;
+mod request;
+mod response;
+mod stream;
+mod wire;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
     ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
-/// The Bedrock codec.
+pub use auth::region_from_host;
+pub use error::{exception_frame, ERROR_TYPE_HEADER};
+pub use eventstream::MAX_FRAME_BYTES;
+
+/// The Bedrock Converse codec.
 pub struct BedrockCodec;
 
 impl Codec for BedrockCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Bedrock
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read_request(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write_request(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read_response(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write_response(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::Decoder::default())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    /// ConverseStream has one framing; every `framing` gets event-stream
+    /// frames (an SSE or JSON-array Converse stream does not exist).
+    fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::Encoder::default())
     }
-    fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+
+    fn default_framing(&self) -> Framing {
+        Framing::EventStream
     }
+
+    fn upstream_path(&self, model: &str, stream: bool) -> String {
+        let action = if stream {
+            "converse-stream"
+        } else {
+            "converse"
+        };
+        format!("/model/{}/{action}", encode_path_segment(model))
+    }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        auth::auth_headers(credentials, outbound)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract_error(status, body)
+    }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::error_response(error)
+    }
+}
+
+/// Percent-encodes a model id as one path segment: ARNs and inference
+/// profiles hold `:` and `/`, which must not split the path.
+fn encode_path_segment(segment: &str) -> String {
+    let mut encoded = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
         }
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+    encoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_ids_are_one_path_segment() {
+        assert_eq!(
+            BedrockCodec.upstream_path("anthropic.claude-3-haiku-20240307-v1:0", false),
+            "/model/anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+        );
+        assert_eq!(
+            BedrockCodec.upstream_path(
+                "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.meta.llama3-2-1b-instruct-v1:0",
+                true
+            ),
+            "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.meta.llama3-2-1b-instruct-v1%3A0/converse-stream"
+        );
+    }
+
+    #[test]
+    fn streams_are_event_streams() {
+        assert_eq!(BedrockCodec.default_framing(), Framing::EventStream);
     }
 }

@@ -1,0 +1,807 @@
+//! The Messages request body: reading it into `ir::Request` and writing one.
+//!
+//! Mapping decisions (the IR crate docs give the general rules):
+//! - `max_tokens` is required by Anthropic. A request without it is still
+//!   read (IR `None`, the gateway is lenient); on write a missing cap becomes
+//!   [`DEFAULT_MAX_TOKENS`], plus the thinking budget when one is set, since
+//!   the budget is counted inside the cap and must stay below it.
+//! - `thinking`: `enabled` ↔ `Reasoning::budget_tokens`, `disabled` ↔
+//!   `Reasoning::disabled`, `adaptive` ↔ a `Reasoning` with neither. The
+//!   `output_config.effort` level is the IR effort when thinking is
+//!   configured; without `thinking` it only tunes output length, so it stays
+//!   an Anthropic extra. On write an effort with no budget selects adaptive
+//!   thinking (the form current models take; budgets are deprecated there).
+//! - `output_config.format` (`json_schema`) ↔ `ResponseFormat::JsonSchema`;
+//!   the beta top-level `output_format` is read too. Anthropic schemas have
+//!   no name, so one is read as [`SCHEMA_NAME`].
+//! - `tool_choice.disable_parallel_tool_use` ↔ `!parallel_tool_calls`.
+//! - `metadata.user_id` ↔ `user`; other metadata keys (which Anthropic
+//!   rejects) are read into IR metadata but never written.
+//! - Server tools (tools with a `type` other than `custom`) and every other
+//!   unmodelled field are Anthropic extras.
+
+use serde_json::{json, Map, Value};
+use switchyard_codec::ir::{
+    Block, DropReason, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Tool, ToolChoice,
+};
+use switchyard_codec::{DecodeError, Encoded};
+
+use crate::blocks::{
+    is_plain_text, read_block, read_text_block, write_block, write_text_block, Target, ToolNames,
+    Unknown,
+};
+use crate::wire::{
+    as_array, as_bool, as_f64, as_object, as_str, as_u64, at, opt_bool, opt_str, opt_value,
+    put_cache_control, read_cache_control, req_str,
+};
+use crate::DEFAULT_MAX_TOKENS;
+
+/// The name given to a JSON schema read from Anthropic, which has none.
+pub const SCHEMA_NAME: &str = "response";
+
+/// Top-level fields this module models; the rest become extras.
+#[derive(Default)]
+struct Known {
+    model: Option<Value>,
+    max_tokens: Option<Value>,
+    system: Option<Value>,
+    messages: Option<Value>,
+    tools: Option<Value>,
+    tool_choice: Option<Value>,
+    temperature: Option<Value>,
+    top_p: Option<Value>,
+    top_k: Option<Value>,
+    stop_sequences: Option<Value>,
+    stream: Option<Value>,
+    metadata: Option<Value>,
+    thinking: Option<Value>,
+    output_config: Option<Value>,
+    output_format: Option<Value>,
+}
+
+pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
+    let value: Value = serde_json::from_slice(body)?;
+    let Value::Object(obj) = value else {
+        return Err(DecodeError::Invalid {
+            message: "request body must be a json object".into(),
+            param: None,
+        });
+    };
+    let mut request = Request::default();
+    let mut known = Known::default();
+    for (key, value) in obj {
+        // `null` means "not given" for every modelled field.
+        let slot = match key.as_str() {
+            "model" => &mut known.model,
+            "max_tokens" => &mut known.max_tokens,
+            "system" => &mut known.system,
+            "messages" => &mut known.messages,
+            "tools" => &mut known.tools,
+            "tool_choice" => &mut known.tool_choice,
+            "temperature" => &mut known.temperature,
+            "top_p" => &mut known.top_p,
+            "top_k" => &mut known.top_k,
+            "stop_sequences" => &mut known.stop_sequences,
+            "stream" => &mut known.stream,
+            "metadata" => &mut known.metadata,
+            "thinking" => &mut known.thinking,
+            "output_config" => &mut known.output_config,
+            "output_format" => &mut known.output_format,
+            _ => {
+                request.extra.insert(Protocol::Anthropic, key, value);
+                continue;
+            }
+        };
+        if !value.is_null() {
+            *slot = Some(value);
+        }
+    }
+
+    request.model = match &known.model {
+        Some(v) => as_str(v, "model")?.to_owned(),
+        None => return Err(DecodeError::invalid("model", "model is required")),
+    };
+    request.max_tokens = known
+        .max_tokens
+        .as_ref()
+        .map(|v| as_u64(v, "max_tokens"))
+        .transpose()?;
+    if let Some(system) = &known.system {
+        request.system = read_system(system)?;
+    }
+    let Some(messages) = &known.messages else {
+        return Err(DecodeError::invalid("messages", "messages is required"));
+    };
+    request.messages = read_messages(messages)?;
+    if let Some(tools) = &known.tools {
+        read_tools(tools, &mut request)?;
+    }
+    if let Some(choice) = &known.tool_choice {
+        read_tool_choice(choice, &mut request)?;
+    }
+    request.temperature = known
+        .temperature
+        .as_ref()
+        .map(|v| as_f64(v, "temperature"))
+        .transpose()?;
+    request.top_p = known
+        .top_p
+        .as_ref()
+        .map(|v| as_f64(v, "top_p"))
+        .transpose()?;
+    request.top_k = known
+        .top_k
+        .as_ref()
+        .map(|v| as_u64(v, "top_k"))
+        .transpose()?;
+    if let Some(stops) = &known.stop_sequences {
+        for (i, stop) in as_array(stops, "stop_sequences")?.iter().enumerate() {
+            request
+                .stop
+                .push(as_str(stop, &at("stop_sequences", i))?.to_owned());
+        }
+    }
+    request.stream = known
+        .stream
+        .as_ref()
+        .map(|v| as_bool(v, "stream"))
+        .transpose()?
+        .unwrap_or(false);
+    if let Some(metadata) = &known.metadata {
+        let metadata = as_object(metadata, "metadata")?;
+        for (key, value) in metadata {
+            if key == "user_id" {
+                request.user = opt_str(metadata, "user_id", "metadata")?.map(str::to_owned);
+            } else {
+                request.metadata.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    if let Some(thinking) = &known.thinking {
+        read_thinking(thinking, &mut request)?;
+    }
+    if let Some(config) = &known.output_config {
+        read_output_config(config, &mut request)?;
+    }
+    if let Some(format) = &known.output_format {
+        let format_obj = as_object(format, "output_format")?;
+        match read_format(format_obj, "output_format")? {
+            Some(rf) if request.response_format.is_none() => request.response_format = Some(rf),
+            _ => request
+                .extra
+                .insert(Protocol::Anthropic, "output_format".into(), format.clone()),
+        }
+    }
+    Ok(request)
+}
+
+fn read_system(value: &Value) -> Result<Vec<TextBlock>, DecodeError> {
+    match value {
+        // An empty system string says nothing.
+        Value::String(text) if text.is_empty() => Ok(Vec::new()),
+        Value::String(text) => Ok(vec![TextBlock::new(text.clone())]),
+        _ => {
+            let items = as_array(value, "system")?;
+            let mut blocks = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let path = at("system", i);
+                let obj = as_object(item, &path)?;
+                let kind = req_str(obj, "type", &path)?;
+                if kind != "text" {
+                    return Err(DecodeError::invalid(
+                        format!("{path}.type"),
+                        format!("{path}.type must be text"),
+                    ));
+                }
+                blocks.push(read_text_block(obj, &path)?);
+            }
+            Ok(blocks)
+        }
+    }
+}
+
+fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
+    let items = as_array(value, "messages")?;
+    let mut names = ToolNames::new();
+    let mut messages = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let path = at("messages", i);
+        let obj = as_object(item, &path)?;
+        let role = match req_str(obj, "role", &path)? {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            _ => {
+                return Err(DecodeError::invalid(
+                    format!("{path}.role"),
+                    format!("{path}.role must be user or assistant"),
+                ))
+            }
+        };
+        let content_path = format!("{path}.content");
+        let content = match opt_value(obj, "content") {
+            None => {
+                return Err(DecodeError::invalid(
+                    content_path.clone(),
+                    format!("{content_path} is required"),
+                ))
+            }
+            Some(Value::String(text)) => vec![Block::text(text.clone())],
+            Some(value) => {
+                let parts = as_array(value, &content_path)?;
+                let mut blocks = Vec::with_capacity(parts.len());
+                for (j, part) in parts.iter().enumerate() {
+                    let part_path = at(&content_path, j);
+                    if let Some(block) = read_block(part, &part_path, Unknown::Reject, &names)? {
+                        if let Block::ToolUse(call) = &block {
+                            names.insert(call.id.clone(), call.name.clone());
+                        }
+                        blocks.push(block);
+                    }
+                }
+                blocks
+            }
+        };
+        messages.push(Message { role, content });
+    }
+    Ok(messages)
+}
+
+fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+    let mut server_tools = Vec::new();
+    for (i, item) in as_array(value, "tools")?.iter().enumerate() {
+        let path = at("tools", i);
+        let obj = as_object(item, &path)?;
+        // Versioned server tools (`web_search_20250305`, `bash_...`) have no
+        // IR form; they ride along as an extra.
+        if opt_str(obj, "type", &path)?.is_some_and(|t| t != "custom") {
+            server_tools.push(item.clone());
+            continue;
+        }
+        let parameters = opt_value(obj, "input_schema").cloned().ok_or_else(|| {
+            DecodeError::invalid(
+                format!("{path}.input_schema"),
+                format!("{path}.input_schema is required"),
+            )
+        })?;
+        request.tools.push(Tool {
+            name: req_str(obj, "name", &path)?.to_owned(),
+            description: opt_str(obj, "description", &path)?.map(str::to_owned),
+            parameters,
+            cache_control: read_cache_control(obj, &path)?,
+        });
+    }
+    if !server_tools.is_empty() {
+        request.extra.insert(
+            Protocol::Anthropic,
+            "tools".into(),
+            Value::Array(server_tools),
+        );
+    }
+    Ok(())
+}
+
+fn read_tool_choice(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+    let obj = as_object(value, "tool_choice")?;
+    request.tool_choice = Some(match req_str(obj, "type", "tool_choice")? {
+        "auto" => ToolChoice::Auto,
+        "any" => ToolChoice::Any,
+        "none" => ToolChoice::None,
+        "tool" => ToolChoice::Tool(req_str(obj, "name", "tool_choice")?.to_owned()),
+        _ => {
+            return Err(DecodeError::invalid(
+                "tool_choice.type",
+                "tool_choice.type must be auto, any, tool or none",
+            ))
+        }
+    });
+    if let Some(disable) = opt_bool(obj, "disable_parallel_tool_use", "tool_choice")? {
+        request.parallel_tool_calls = Some(!disable);
+    }
+    Ok(())
+}
+
+fn read_thinking(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+    let obj = as_object(value, "thinking")?;
+    let mut reasoning = Reasoning {
+        effort: None,
+        budget_tokens: None,
+        disabled: false,
+    };
+    match req_str(obj, "type", "thinking")? {
+        "enabled" => {
+            reasoning.budget_tokens = opt_value(obj, "budget_tokens")
+                .map(|v| as_u64(v, "thinking.budget_tokens"))
+                .transpose()?;
+        }
+        "disabled" => reasoning.disabled = true,
+        "adaptive" => {}
+        // A mode the IR does not know passes through whole.
+        _ => {
+            request
+                .extra
+                .insert(Protocol::Anthropic, "thinking".into(), value.clone());
+            return Ok(());
+        }
+    }
+    // Options beside the mode (`display`, ...) are kept as an extra that the
+    // writer merges back into the `thinking` object.
+    let rest: Map<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| k.as_str() != "type" && k.as_str() != "budget_tokens")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !rest.is_empty() {
+        request
+            .extra
+            .insert(Protocol::Anthropic, "thinking".into(), Value::Object(rest));
+    }
+    request.reasoning = Some(reasoning);
+    Ok(())
+}
+
+fn read_output_config(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+    let obj = as_object(value, "output_config")?;
+    let mut rest = Map::new();
+    for (key, item) in obj {
+        match key.as_str() {
+            "effort" if !item.is_null() => {
+                let effort = as_str(item, "output_config.effort")?.to_owned();
+                match request.reasoning.as_mut() {
+                    Some(reasoning) => reasoning.effort = Some(effort),
+                    None => {
+                        rest.insert(key.clone(), item.clone());
+                    }
+                }
+            }
+            "format" if !item.is_null() => {
+                let format = as_object(item, "output_config.format")?;
+                match read_format(format, "output_config.format")? {
+                    Some(rf) => request.response_format = Some(rf),
+                    None => {
+                        rest.insert(key.clone(), item.clone());
+                    }
+                }
+            }
+            _ => {
+                rest.insert(key.clone(), item.clone());
+            }
+        }
+    }
+    if !rest.is_empty() {
+        request.extra.insert(
+            Protocol::Anthropic,
+            "output_config".into(),
+            Value::Object(rest),
+        );
+    }
+    Ok(())
+}
+
+/// `{type: "json_schema", schema}`; other format types are not modelled.
+fn read_format(
+    obj: &Map<String, Value>,
+    path: &str,
+) -> Result<Option<ResponseFormat>, DecodeError> {
+    if req_str(obj, "type", path)? != "json_schema" {
+        return Ok(None);
+    }
+    let schema = opt_value(obj, "schema").cloned().ok_or_else(|| {
+        DecodeError::invalid(
+            format!("{path}.schema"),
+            format!("{path}.schema is required"),
+        )
+    })?;
+    Ok(Some(ResponseFormat::JsonSchema {
+        name: SCHEMA_NAME.to_owned(),
+        schema,
+        strict: None,
+    }))
+}
+
+pub(crate) fn write_request(request: &Request) -> Encoded {
+    let mut dropped = Vec::new();
+    let mut body = Map::new();
+    body.insert("model".into(), json!(request.model));
+
+    let thinking = request.reasoning.as_ref().map(write_reasoning);
+    let budget = thinking.as_ref().and_then(|t| t.budget).unwrap_or(0);
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
+    body.insert("max_tokens".into(), json!(max_tokens));
+
+    if !request.system.is_empty() {
+        body.insert("system".into(), write_system(&request.system));
+    }
+    body.insert(
+        "messages".into(),
+        Value::Array(write_messages(&request.messages, &mut dropped)),
+    );
+    if !request.tools.is_empty() {
+        let tools = request.tools.iter().map(write_tool).collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(choice) = write_tool_choice(request) {
+        body.insert("tool_choice".into(), choice);
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = request.top_p {
+        body.insert("top_p".into(), json!(p));
+    }
+    if let Some(k) = request.top_k {
+        body.insert("top_k".into(), json!(k));
+    }
+    if !request.stop.is_empty() {
+        body.insert("stop_sequences".into(), json!(request.stop));
+    }
+    if request.stream {
+        body.insert("stream".into(), json!(true));
+    }
+    if let Some(user) = &request.user {
+        body.insert("metadata".into(), json!({ "user_id": user }));
+    }
+    if !request.metadata.is_empty() {
+        // Anthropic's metadata takes `user_id` alone.
+        dropped.push(Dropped::new("metadata", DropReason::Unsupported));
+    }
+
+    let mut output_config = Map::new();
+    if let Some(thinking) = thinking {
+        if let Some(value) = thinking.thinking {
+            body.insert("thinking".into(), value);
+        }
+        if let Some(effort) = thinking.effort {
+            output_config.insert("effort".into(), json!(effort));
+        }
+    }
+    match &request.response_format {
+        None => {}
+        Some(ResponseFormat::JsonObject) => {
+            // Anthropic's structured output needs a schema.
+            dropped.push(Dropped::new("response_format", DropReason::Unsupported));
+        }
+        Some(ResponseFormat::JsonSchema { name, schema, .. }) => {
+            // Anthropic schemas are always enforced strictly and carry no
+            // name; only a name the caller chose is worth reporting.
+            if !name.is_empty() && name != SCHEMA_NAME {
+                dropped.push(Dropped::new(
+                    "response_format.name",
+                    DropReason::Unsupported,
+                ));
+            }
+            output_config.insert(
+                "format".into(),
+                json!({"type": "json_schema", "schema": schema}),
+            );
+        }
+    }
+    if !output_config.is_empty() {
+        body.insert("output_config".into(), Value::Object(output_config));
+    }
+
+    if request.seed.is_some() {
+        dropped.push(Dropped::new("seed", DropReason::Unsupported));
+    }
+    if request.frequency_penalty.is_some() {
+        dropped.push(Dropped::new("frequency_penalty", DropReason::Unsupported));
+    }
+    if request.presence_penalty.is_some() {
+        dropped.push(Dropped::new("presence_penalty", DropReason::Unsupported));
+    }
+
+    if let Some(extra) = request.extra.for_target(Protocol::Anthropic, &mut dropped) {
+        for (key, value) in extra {
+            merge_extra(&mut body, key, value);
+        }
+    }
+    Encoded {
+        body: switchyard_codec::json::to_vec(&Value::Object(body)),
+        dropped,
+    }
+}
+
+/// An extra goes in as read; where the writer already produced an object or
+/// array under the same key (`thinking` options, `output_config` fields,
+/// server tools) the extra's parts are merged into it.
+fn merge_extra(body: &mut Map<String, Value>, key: &str, value: &Value) {
+    match (body.get_mut(key), value) {
+        (Some(Value::Object(mine)), Value::Object(theirs)) => {
+            for (k, v) in theirs {
+                mine.insert(k.clone(), v.clone());
+            }
+        }
+        (Some(Value::Array(mine)), Value::Array(theirs)) => mine.extend(theirs.iter().cloned()),
+        _ => {
+            body.insert(key.to_owned(), value.clone());
+        }
+    }
+}
+
+fn write_system(system: &[TextBlock]) -> Value {
+    if let [only] = system {
+        if only.cache_control.is_none() && only.citations.is_empty() {
+            return json!(only.text);
+        }
+    }
+    Value::Array(system.iter().map(write_text_block).collect())
+}
+
+fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value> {
+    let mut out = Vec::with_capacity(messages.len());
+    for message in messages {
+        let role = match message.role {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        };
+        let content = match message.content.as_slice() {
+            [only] if is_plain_text(only).is_some() => json!(is_plain_text(only)),
+            blocks => {
+                let parts: Vec<Value> = blocks
+                    .iter()
+                    .filter_map(|b| write_block(b, Target::Request, "messages.content", dropped))
+                    .collect();
+                // A turn emptied by drops (only unsigned thinking) would be
+                // rejected; leaving it out is the lesser change.
+                if parts.is_empty() && !blocks.is_empty() {
+                    continue;
+                }
+                Value::Array(parts)
+            }
+        };
+        out.push(json!({"role": role, "content": content}));
+    }
+    out
+}
+
+fn write_tool(tool: &Tool) -> Value {
+    let mut obj = Map::new();
+    obj.insert("name".into(), json!(tool.name));
+    if let Some(description) = &tool.description {
+        obj.insert("description".into(), json!(description));
+    }
+    // Anthropic requires a schema; a tool declared without parameters takes
+    // an empty object.
+    let schema = if tool.parameters.is_null() {
+        json!({"type": "object", "properties": {}})
+    } else {
+        tool.parameters.clone()
+    };
+    obj.insert("input_schema".into(), schema);
+    put_cache_control(&mut obj, tool.cache_control.as_ref());
+    Value::Object(obj)
+}
+
+fn write_tool_choice(request: &Request) -> Option<Value> {
+    let mut obj = Map::new();
+    match &request.tool_choice {
+        Some(ToolChoice::Auto) => {
+            obj.insert("type".into(), json!("auto"));
+        }
+        Some(ToolChoice::Any) => {
+            obj.insert("type".into(), json!("any"));
+        }
+        Some(ToolChoice::Tool(name)) => {
+            obj.insert("type".into(), json!("tool"));
+            obj.insert("name".into(), json!(name));
+        }
+        // `none` takes no parallelism flag, and none is needed.
+        Some(ToolChoice::None) => return Some(json!({"type": "none"})),
+        // Parallelism alone is said with the default policy, and only
+        // matters when there are tools.
+        None if request.parallel_tool_calls.is_some() && !request.tools.is_empty() => {
+            obj.insert("type".into(), json!("auto"));
+        }
+        None => return None,
+    }
+    if let Some(parallel) = request.parallel_tool_calls {
+        obj.insert("disable_parallel_tool_use".into(), json!(!parallel));
+    }
+    Some(Value::Object(obj))
+}
+
+struct WrittenReasoning {
+    thinking: Option<Value>,
+    effort: Option<String>,
+    budget: Option<u64>,
+}
+
+fn write_reasoning(reasoning: &Reasoning) -> WrittenReasoning {
+    // Anthropic's levels are low, medium, high, xhigh, max: `minimal` is
+    // nearest to `low`, and `none` (OpenAI) means thinking off.
+    let effort = reasoning.effort.as_deref().map(|e| match e {
+        "minimal" => "low",
+        other => other,
+    });
+    if reasoning.disabled || effort == Some("none") {
+        return WrittenReasoning {
+            thinking: Some(json!({"type": "disabled"})),
+            effort: effort.filter(|e| *e != "none").map(str::to_owned),
+            budget: None,
+        };
+    }
+    let thinking = match reasoning.budget_tokens {
+        Some(budget) => json!({"type": "enabled", "budget_tokens": budget}),
+        None => json!({"type": "adaptive"}),
+    };
+    WrittenReasoning {
+        thinking: Some(thinking),
+        effort: effort.map(str::to_owned),
+        budget: reasoning.budget_tokens,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(value: Value) -> Request {
+        read_request(&serde_json::to_vec(&value).unwrap()).unwrap()
+    }
+
+    fn write(request: &Request) -> (Value, Vec<Dropped>) {
+        let encoded = write_request(request);
+        (
+            serde_json::from_slice(&encoded.body).unwrap(),
+            encoded.dropped,
+        )
+    }
+
+    #[test]
+    fn missing_max_tokens_is_read_as_none_and_defaulted_on_write() {
+        let request = read(json!({"model": "m", "messages": []}));
+        assert_eq!(request.max_tokens, None);
+        let (body, _) = write(&request);
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS);
+    }
+
+    #[test]
+    fn default_cap_leaves_room_above_the_thinking_budget() {
+        let request = Request {
+            reasoning: Some(Reasoning {
+                effort: None,
+                budget_tokens: Some(10_000),
+                disabled: false,
+            }),
+            ..Request::default()
+        };
+        let (body, _) = write(&request);
+        assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS + 10_000);
+        assert_eq!(
+            body["thinking"],
+            json!({"type": "enabled", "budget_tokens": 10_000})
+        );
+    }
+
+    #[test]
+    fn effort_without_budget_selects_adaptive_thinking() {
+        let request = Request {
+            reasoning: Some(Reasoning {
+                effort: Some("minimal".into()),
+                budget_tokens: None,
+                disabled: false,
+            }),
+            ..Request::default()
+        };
+        let (body, _) = write(&request);
+        assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+        assert_eq!(body["output_config"], json!({"effort": "low"}));
+    }
+
+    #[test]
+    fn effort_without_thinking_stays_an_extra() {
+        let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
+            "output_config": {"effort": "low"}});
+        let request = read(wire.clone());
+        assert_eq!(request.reasoning, None);
+        assert_eq!(write(&request).0, wire);
+    }
+
+    #[test]
+    fn thinking_options_and_server_tools_survive_a_same_protocol_hop() {
+        let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}},
+                      {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+            "thinking": {"type": "adaptive", "display": "omitted"},
+            "output_config": {"effort": "high", "task_budget": {"type": "tokens", "total": 9}},
+            "service_tier": "auto"});
+        let request = read(wire.clone());
+        assert_eq!(request.tools.len(), 1);
+        assert_eq!(
+            request.reasoning.as_ref().unwrap().effort.as_deref(),
+            Some("high")
+        );
+        let (body, dropped) = write(&request);
+        assert!(dropped.is_empty());
+        assert_eq!(body, wire);
+    }
+
+    #[test]
+    fn cross_protocol_extras_and_unsupported_fields_are_reported() {
+        let mut request = Request {
+            seed: Some(1),
+            frequency_penalty: Some(0.5),
+            response_format: Some(ResponseFormat::JsonObject),
+            ..Request::default()
+        };
+        request
+            .extra
+            .insert(Protocol::OpenAi, "logprobs".into(), json!(true));
+        request.metadata.insert("k".into(), json!("v"));
+        let (body, dropped) = write(&request);
+        assert!(body.get("logprobs").is_none());
+        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "metadata",
+                "response_format",
+                "seed",
+                "frequency_penalty",
+                "logprobs"
+            ]
+        );
+    }
+
+    #[test]
+    fn parallel_tool_calls_ride_on_tool_choice() {
+        let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+            "tool_choice": {"type": "any", "disable_parallel_tool_use": true}});
+        let request = read(wire.clone());
+        assert_eq!(request.tool_choice, Some(ToolChoice::Any));
+        assert_eq!(request.parallel_tool_calls, Some(false));
+        assert_eq!(write(&request).0, wire);
+    }
+
+    #[test]
+    fn tool_results_learn_the_tool_name() {
+        let request = read(json!({"model": "m", "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+        ]}));
+        let Block::ToolResult(result) = &request.messages[1].content[0] else {
+            panic!("not a result")
+        };
+        assert_eq!(result.name.as_deref(), Some("f"));
+    }
+
+    #[test]
+    fn bad_input_names_the_field() {
+        let cases = [
+            (json!([]), "request body must be a json object"),
+            (json!({"messages": []}), "model is required"),
+            (json!({"model": "m"}), "messages is required"),
+            (
+                json!({"model": "m", "messages": {}}),
+                "messages must be an array",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
+                "messages[0].role must be user or assistant",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]}),
+                "messages[0].content[0].source.media_type is required",
+            ),
+            (
+                json!({"model": "m", "messages": [], "max_tokens": -1}),
+                "max_tokens must be a non-negative integer",
+            ),
+            (
+                json!({"model": "m", "messages": [], "tool_choice": {"type": "sometimes"}}),
+                "tool_choice.type must be auto, any, tool or none",
+            ),
+        ];
+        for (body, message) in cases {
+            let err = read_request(&serde_json::to_vec(&body).unwrap()).unwrap_err();
+            assert_eq!(err.to_string(), message);
+        }
+        assert!(matches!(
+            read_request(b"{not json"),
+            Err(DecodeError::Json(_))
+        ));
+    }
+}

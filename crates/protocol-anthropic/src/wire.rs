@@ -1,0 +1,255 @@
+//! Small readers for untyped JSON that name the offending field in errors,
+//! plus the cache-control and usage shapes shared by requests, replies and
+//! streams.
+
+use serde_json::{json, Map, Value};
+use switchyard_codec::ir::{CacheControl, Usage};
+use switchyard_codec::DecodeError;
+
+/// `path.key`, or `key` at the top level.
+pub(crate) fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// `path[index]`.
+pub(crate) fn at(path: &str, index: usize) -> String {
+    format!("{path}[{index}]")
+}
+
+fn invalid(param: String, what: &str) -> DecodeError {
+    let message = format!("{param} {what}");
+    DecodeError::invalid(param, message)
+}
+
+/// A value that is absent or JSON `null` counts as not given.
+fn present<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    obj.get(key).filter(|v| !v.is_null())
+}
+
+pub(crate) fn as_object<'a>(
+    value: &'a Value,
+    param: &str,
+) -> Result<&'a Map<String, Value>, DecodeError> {
+    value
+        .as_object()
+        .ok_or_else(|| invalid(param.to_owned(), "must be an object"))
+}
+
+pub(crate) fn as_array<'a>(value: &'a Value, param: &str) -> Result<&'a [Value], DecodeError> {
+    value
+        .as_array()
+        .map(Vec::as_slice)
+        .ok_or_else(|| invalid(param.to_owned(), "must be an array"))
+}
+
+pub(crate) fn as_str<'a>(value: &'a Value, param: &str) -> Result<&'a str, DecodeError> {
+    value
+        .as_str()
+        .ok_or_else(|| invalid(param.to_owned(), "must be a string"))
+}
+
+pub(crate) fn as_u64(value: &Value, param: &str) -> Result<u64, DecodeError> {
+    value
+        .as_u64()
+        .ok_or_else(|| invalid(param.to_owned(), "must be a non-negative integer"))
+}
+
+pub(crate) fn as_f64(value: &Value, param: &str) -> Result<f64, DecodeError> {
+    value
+        .as_f64()
+        .ok_or_else(|| invalid(param.to_owned(), "must be a number"))
+}
+
+pub(crate) fn as_bool(value: &Value, param: &str) -> Result<bool, DecodeError> {
+    value
+        .as_bool()
+        .ok_or_else(|| invalid(param.to_owned(), "must be a boolean"))
+}
+
+pub(crate) fn opt_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<&'a str>, DecodeError> {
+    present(obj, key)
+        .map(|v| as_str(v, &join(path, key)))
+        .transpose()
+}
+
+pub(crate) fn req_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<&'a str, DecodeError> {
+    opt_str(obj, key, path)?.ok_or_else(|| invalid(join(path, key), "is required"))
+}
+
+pub(crate) fn opt_bool(
+    obj: &Map<String, Value>,
+    key: &str,
+    path: &str,
+) -> Result<Option<bool>, DecodeError> {
+    present(obj, key)
+        .map(|v| as_bool(v, &join(path, key)))
+        .transpose()
+}
+
+pub(crate) fn opt_value<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    present(obj, key)
+}
+
+/// `cache_control: {type: "ephemeral", ttl?}`. Only `ephemeral` exists, so
+/// the type is not checked (a future type still marks a breakpoint).
+pub(crate) fn read_cache_control(
+    obj: &Map<String, Value>,
+    path: &str,
+) -> Result<Option<CacheControl>, DecodeError> {
+    let Some(value) = present(obj, "cache_control") else {
+        return Ok(None);
+    };
+    let param = join(path, "cache_control");
+    let cc = as_object(value, &param)?;
+    let ttl = opt_str(cc, "ttl", &param)?.map(str::to_owned);
+    Ok(Some(CacheControl { ttl }))
+}
+
+pub(crate) fn write_cache_control(cc: &CacheControl) -> Value {
+    let mut obj = Map::new();
+    obj.insert("type".into(), json!("ephemeral"));
+    if let Some(ttl) = &cc.ttl {
+        obj.insert("ttl".into(), json!(ttl));
+    }
+    Value::Object(obj)
+}
+
+/// Adds `cache_control` to a block object when the IR has one.
+pub(crate) fn put_cache_control(obj: &mut Map<String, Value>, cc: Option<&CacheControl>) {
+    if let Some(cc) = cc {
+        obj.insert("cache_control".into(), write_cache_control(cc));
+    }
+}
+
+/// Anthropic's usage counts as the wire splits them: `input_tokens` is the
+/// uncached part only. Fields are `None` when the wire did not carry them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct WireUsage {
+    pub input: Option<u64>,
+    pub output: Option<u64>,
+    pub cache_read: Option<u64>,
+    pub cache_write: Option<u64>,
+    /// `output_tokens_details.thinking_tokens`, part of `output`.
+    pub reasoning: Option<u64>,
+}
+
+impl WireUsage {
+    /// Reads a `usage` object; counts that are not integers are ignored
+    /// rather than failing a reply over bookkeeping.
+    pub(crate) fn read(value: Option<&Value>) -> WireUsage {
+        let Some(obj) = value.and_then(Value::as_object) else {
+            return WireUsage::default();
+        };
+        let count = |key: &str| obj.get(key).and_then(Value::as_u64);
+        WireUsage {
+            input: count("input_tokens"),
+            output: count("output_tokens"),
+            cache_read: count("cache_read_input_tokens"),
+            cache_write: count("cache_creation_input_tokens"),
+            reasoning: obj
+                .get("output_tokens_details")
+                .and_then(|d| d.get("thinking_tokens"))
+                .and_then(Value::as_u64),
+        }
+    }
+
+    /// Folds a later report in: a field the later one carries replaces the
+    /// earlier (Anthropic's stream reports cumulative counts).
+    pub(crate) fn merge(&mut self, later: &WireUsage) {
+        fn take(mine: &mut Option<u64>, theirs: Option<u64>) {
+            if theirs.is_some() {
+                *mine = theirs;
+            }
+        }
+        take(&mut self.input, later.input);
+        take(&mut self.output, later.output);
+        take(&mut self.cache_read, later.cache_read);
+        take(&mut self.cache_write, later.cache_write);
+        take(&mut self.reasoning, later.reasoning);
+    }
+
+    /// IR usage: input includes both cache counts (see the IR crate docs).
+    pub(crate) fn to_ir(self) -> Usage {
+        let cache_read = self.cache_read.unwrap_or(0);
+        let cache_write = self.cache_write.unwrap_or(0);
+        Usage {
+            input_tokens: self
+                .input
+                .unwrap_or(0)
+                .saturating_add(cache_read)
+                .saturating_add(cache_write),
+            output_tokens: self.output.unwrap_or(0),
+            cache_read_tokens: cache_read,
+            cache_write_tokens: cache_write,
+            reasoning_tokens: self.reasoning.unwrap_or(0),
+        }
+    }
+}
+
+/// The full wire usage object for IR usage (uncached input on the wire;
+/// the thinking-token detail only when known).
+pub(crate) fn write_usage(usage: &Usage) -> Value {
+    let mut obj = Map::new();
+    obj.insert("input_tokens".into(), json!(usage.uncached_input()));
+    obj.insert(
+        "cache_creation_input_tokens".into(),
+        json!(usage.cache_write_tokens),
+    );
+    obj.insert(
+        "cache_read_input_tokens".into(),
+        json!(usage.cache_read_tokens),
+    );
+    obj.insert("output_tokens".into(), json!(usage.output_tokens));
+    put_reasoning(&mut obj, usage);
+    Value::Object(obj)
+}
+
+/// `output_tokens_details.thinking_tokens`, when the count is known.
+pub(crate) fn put_reasoning(obj: &mut Map<String, Value>, usage: &Usage) {
+    if usage.reasoning_tokens != 0 {
+        obj.insert(
+            "output_tokens_details".into(),
+            json!({"thinking_tokens": usage.reasoning_tokens}),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_adds_cache_counts_on_read_and_subtracts_on_write() {
+        let wire = json!({"input_tokens": 10, "cache_creation_input_tokens": 5,
+            "cache_read_input_tokens": 100, "output_tokens": 7,
+            "output_tokens_details": {"thinking_tokens": 3}});
+        let ir = WireUsage::read(Some(&wire)).to_ir();
+        assert_eq!(ir.input_tokens, 115);
+        assert_eq!(ir.cache_read_tokens, 100);
+        assert_eq!(ir.cache_write_tokens, 5);
+        assert_eq!(ir.reasoning_tokens, 3);
+        assert_eq!(write_usage(&ir), wire);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let obj = json!({"a": 1});
+        let obj = obj.as_object().unwrap();
+        let err = req_str(obj, "a", "messages[0]").unwrap_err();
+        assert_eq!(err.to_string(), "messages[0].a must be a string");
+        let err = req_str(obj, "b", "").unwrap_err();
+        assert_eq!(err.to_string(), "b is required");
+    }
+}
