@@ -15,6 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::Protocol;
 pub use units::{parse_duration, parse_size};
 
@@ -174,6 +175,12 @@ pub struct Provider {
     pub auth: Auth,
     /// Timeouts.
     pub timeouts: Timeouts,
+    /// Vendor error codes mapped to failure classes.
+    pub error_map: ErrorMap,
+    /// Interval of active probes of tripped lanes, when enabled.
+    pub probe_interval: Option<Duration>,
+    /// The caller's own credentials go upstream instead of the lane's.
+    pub passthrough_credentials: bool,
 }
 
 /// How a lane is paid for (routing prefers subscription, then pay-as-you-go, then free).
@@ -309,6 +316,10 @@ pub struct Pool {
     pub failover: Failover,
     /// Pools tried in order when every member failed (indexes into `Config::pools`).
     pub fallback: Vec<usize>,
+    /// Circuit-breaker tuning for this pool's lanes.
+    pub breaker: BreakerPolicy,
+    /// How long a request waits for a permit when every lane is at its cap.
+    pub queue_timeout: Duration,
 }
 
 impl Config {
@@ -646,12 +657,21 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 )),
             }
         }
+        let breaker = validate_breaker(&format!("{path}.breaker"), pool.breaker.as_ref(), issues);
+        let queue_timeout = duration_or(
+            pool.queue_timeout.as_deref(),
+            Duration::from_secs(30),
+            &format!("{path}.queue_timeout"),
+            issues,
+        );
         pools.push(Pool {
             name: Arc::from(name.as_str()),
             members,
             strategy,
             failover,
             fallback,
+            breaker,
+            queue_timeout,
         });
     }
     check_fallback_cycles(&pools, issues);
@@ -761,13 +781,135 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
             issues,
         ),
     };
+    let mut error_map = Vec::new();
+    for (code, class) in &provider.error_map {
+        match StatusClass::from_name(class) {
+            Some(class) => error_map.push((code.clone(), class)),
+            None => issues.push(Issue::new(
+                &format!("{path}.error_map.{code}"),
+                format!("`{class}` is not a failure class"),
+                "use bad_request, context_length, auth, billing, rate_limited, overloaded, server_error, timeout or network",
+            )),
+        }
+    }
+    let probe_interval = provider.health_probe.as_ref().map(|probe| {
+        let interval = duration_or(
+            probe.interval.as_deref(),
+            Duration::from_secs(10),
+            &format!("{path}.health_probe.interval"),
+            issues,
+        );
+        if interval < Duration::from_millis(100) {
+            issues.push(Issue::new(
+                &format!("{path}.health_probe.interval"),
+                "probes more often than every 100ms would hammer the upstream",
+                "use 1s or more",
+            ));
+        }
+        interval
+    });
+    let passthrough_credentials = match provider.upstream_credentials.as_deref() {
+        None | Some("own") => false,
+        Some("passthrough") => true,
+        Some(other) => {
+            issues.push(Issue::new(
+                &format!("{path}.upstream_credentials"),
+                format!("`{other}` is not a credentials mode"),
+                "use own (the lane's key) or passthrough (the caller's)",
+            ));
+            false
+        }
+    };
     Provider {
         name: Arc::from(name),
         protocol,
         endpoint,
         auth,
         timeouts,
+        error_map: ErrorMap::new(error_map),
+        probe_interval,
+        passthrough_credentials,
     }
+}
+
+fn validate_breaker(
+    path: &str,
+    raw: Option<&raw::RawBreaker>,
+    issues: &mut Vec<Issue>,
+) -> BreakerPolicy {
+    let defaults = BreakerPolicy::default();
+    let Some(raw) = raw else {
+        return defaults;
+    };
+    let duration = |value: Option<&str>, default: Duration, key: &str, issues: &mut Vec<Issue>| {
+        duration_or(value, default, &format!("{path}.{key}"), issues)
+    };
+    let policy = BreakerPolicy {
+        consecutive_failures: raw
+            .consecutive_failures
+            .unwrap_or(defaults.consecutive_failures),
+        failure_rate: raw.failure_rate.unwrap_or(defaults.failure_rate),
+        min_requests: raw.min_requests.unwrap_or(defaults.min_requests),
+        window: duration(raw.window.as_deref(), defaults.window, "window", issues),
+        base_cooldown: duration(
+            raw.base_cooldown.as_deref(),
+            defaults.base_cooldown,
+            "base_cooldown",
+            issues,
+        ),
+        max_cooldown: duration(
+            raw.max_cooldown.as_deref(),
+            defaults.max_cooldown,
+            "max_cooldown",
+            issues,
+        ),
+        hard_down_cooldown: duration(
+            raw.hard_down_cooldown.as_deref(),
+            defaults.hard_down_cooldown,
+            "hard_down_cooldown",
+            issues,
+        ),
+        jitter: raw.jitter.unwrap_or(defaults.jitter),
+    };
+    let mut problem = |key: &str, message: &str, fix: &str| {
+        issues.push(Issue::new(&format!("{path}.{key}"), message, fix))
+    };
+    if policy.consecutive_failures == 0 {
+        problem(
+            "consecutive_failures",
+            "0 would trip without a failure",
+            "set it to 1 or more",
+        );
+    }
+    if !(policy.failure_rate > 0.0 && policy.failure_rate <= 1.0) {
+        problem(
+            "failure_rate",
+            "failure_rate must be in (0, 1]",
+            "write a share such as 0.5",
+        );
+    }
+    if !(0.0..=1.0).contains(&policy.jitter) {
+        problem(
+            "jitter",
+            "jitter must be in [0, 1]",
+            "write a share such as 0.2",
+        );
+    }
+    if policy.window.is_zero() {
+        problem(
+            "window",
+            "the window must be longer than zero",
+            "write e.g. 60s",
+        );
+    }
+    if policy.base_cooldown > policy.max_cooldown {
+        problem(
+            "base_cooldown",
+            "base_cooldown is longer than max_cooldown",
+            "raise max_cooldown or lower base_cooldown",
+        );
+    }
+    policy
 }
 
 /// The AWS region in a Bedrock host name (`bedrock-runtime.us-east-1.amazonaws.com`).

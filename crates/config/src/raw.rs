@@ -43,6 +43,20 @@ pub struct RawProvider {
     pub aws: Option<RawAws>,
     #[serde(default)]
     pub timeouts: RawTimeouts,
+    /// Vendor error type or code → failure class.
+    #[serde(default)]
+    pub error_map: BTreeMap<String, String>,
+    /// Opt-in active health probes of tripped lanes.
+    pub health_probe: Option<RawProbe>,
+    /// `own` (default): the lane's key goes upstream; `passthrough`: the caller's.
+    pub upstream_credentials: Option<String>,
+}
+
+/// Active health probing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProbe {
+    pub interval: Option<String>,
 }
 
 /// AWS credentials for SigV4.
@@ -98,7 +112,24 @@ pub struct RawPool {
     pub failover: Option<RawFailover>,
     #[serde(default)]
     pub fallback: Vec<String>,
+    pub breaker: Option<RawBreaker>,
+    /// How long a request waits for a permit when every lane is at its cap.
+    pub queue_timeout: Option<String>,
     pub members: Vec<RawMember>,
+}
+
+/// Circuit-breaker tuning.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    pub consecutive_failures: Option<u32>,
+    pub failure_rate: Option<f64>,
+    pub min_requests: Option<u32>,
+    pub window: Option<String>,
+    pub base_cooldown: Option<String>,
+    pub max_cooldown: Option<String>,
+    pub hard_down_cooldown: Option<String>,
+    pub jitter: Option<f64>,
 }
 
 /// Failover bounds.

@@ -1,38 +1,40 @@
 //! The forwarding engine: from a caller's request (already framed by an
-//! ingress) to the response it gets back. Picks lanes in routing order, turns
-//! the request into the lane's protocol (byte passthrough when the protocols
-//! match), sends it, and turns the answer back, streams frame by frame.
-//! Failover happens only before the first byte reaches the caller.
+//! ingress) to the response it gets back. Walks the pool's candidates in
+//! routing order, skipping lanes that are tripped, at their cap, already
+//! tried or too small; turns the request into the lane's protocol (byte
+//! passthrough when the protocols match); sends it; classifies failures
+//! (`switchyard_health`) into lane and request effects; and turns the answer
+//! back, streams frame by frame. Failover happens only before the first
+//! byte reaches the caller.
 
 use std::ops::Range;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
-use switchyard_codec::{scan, Codec, Framing, Outbound, StreamDecoder, StreamEncoder};
+use switchyard_codec::{scan, Codec, Credentials, Framing, Outbound, StreamDecoder, StreamEncoder};
 use switchyard_config::Endpoint;
+use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
 use switchyard_ir::{
     Accumulator, Dropped, ErrorInfo, ErrorKind, Protocol, Request, StreamEvent, Usage,
 };
 use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
 
-use crate::state::{Gateway, Lane, Target};
+use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{
     full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse,
 };
 use crate::{mock, BoxError};
 
 /// The body type of every response the engine writes.
-pub type ResponseBody = UnsyncBody;
-type UnsyncBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
+pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
 /// Largest upstream body read whole (non-streamed replies and error bodies).
 const MAX_UPSTREAM_BODY: usize = 64 << 20;
-
-/// How long a request waits for a permit when every candidate is at its cap.
-const QUEUE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A caller's request as an ingress framed it.
 pub struct Call {
@@ -54,116 +56,130 @@ pub struct Call {
     pub request_id: HeaderValue,
     /// `x-switchyard-session`, echoed when sent.
     pub session: Option<HeaderValue>,
+    /// The caller's own API key, for lanes with passthrough credentials.
+    pub caller_key: Option<String>,
+}
+
+/// Where a candidate sits: its pool and member slot, for breakers and counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    pool: usize,
+    member: usize,
 }
 
 /// One candidate: a lane and the wire model to ask it for.
 struct Candidate<'a> {
     lane: &'a Lane,
+    lane_index: Option<usize>,
     wire_model: &'a str,
     lane_header: HeaderValue,
+    slot: Option<Slot>,
 }
 
-/// Serves one call end to end.
-pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
-    let started = Instant::now();
-    let candidates = match candidates(&gateway, &call) {
-        Ok(list) => list,
-        Err(info) => return error_response(&gateway, &call, &info, None),
-    };
-    let max_hops = match call
-        .direct
-        .as_ref()
-        .map(|_| None)
-        .unwrap_or_else(|| gateway.resolve(&call.name))
-    {
-        Some(Target::Pool(pool)) => gateway.pools[pool].failover.max_hops as usize,
-        _ => 1,
-    };
-    let deadline = match gateway.resolve(&call.name) {
-        Some(Target::Pool(pool)) if call.direct.is_none() => {
-            Some(started + gateway.pools[pool].failover.timeout)
-        }
-        _ => None,
-    };
-    let mut translated: Option<Request> = None;
-    let mut last_failure: Option<Failure> = None;
-    let total = candidates.len();
-    for (hop, candidate) in candidates.iter().enumerate().take(max_hops.max(1)) {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        let remaining_after = total.min(max_hops) - hop - 1;
-        let permit = match acquire(candidate.lane, remaining_after > 0).await {
-            Some(permit) => permit,
-            None if remaining_after > 0 => continue,
-            None => {
-                last_failure = Some(Failure::Gateway(
-                    ErrorInfo::new(
-                        ErrorKind::Overloaded,
-                        "every lane is at its concurrency limit",
-                    )
-                    .with_status(503),
-                ));
-                break;
-            }
-        };
-        let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
-            Ok(prepared) => prepared,
-            Err(info) => return error_response(&gateway, &call, &info, None),
-        };
-        let lane = candidate.lane;
-        let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
-            Ok(upstream) => upstream,
-            Err(err) => {
-                tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
-                last_failure = Some(Failure::Transport(err));
-                continue;
-            }
-        };
-        if upstream.status.is_success() {
-            return success(&gateway, &call, candidate, upstream, permit, started).await;
-        }
-        let status = upstream.status;
-        let headers = upstream.headers.clone();
-        let body = match collect(upstream.body).await {
-            Ok(body) => body,
-            Err(err) => {
-                last_failure = Some(Failure::Transport(TransportError::Io(err)));
-                continue;
-            }
-        };
-        let raw = gateway
-            .codec(lane.protocol)
-            .extract_error(status.as_u16(), &body);
-        tracing::info!(request_id = ?call.request_id, lane = %lane.name, status = status.as_u16(), kind = ?raw.kind, message = %raw.message, "upstream error");
-        let retryable = status.is_server_error()
-            || status == StatusCode::TOO_MANY_REQUESTS
-            || status == StatusCode::REQUEST_TIMEOUT;
-        let failure = Failure::Upstream {
-            lane_protocol: lane.protocol,
-            status,
-            headers,
-            body,
-            info: raw.to_error_info(),
-            candidate_header: (candidate.lane_header.clone(), lane.provider_header.clone()),
-        };
-        if !retryable {
-            return failure_response(&gateway, &call, failure);
-        }
-        last_failure = Some(failure);
+/// Reports a try's outcome to the lane's breaker and counters.
+#[derive(Clone)]
+struct Health {
+    gateway: Arc<Gateway>,
+    slot: Option<Slot>,
+    trial: bool,
+}
+
+impl Health {
+    fn counters(&self) -> Option<&Counters> {
+        self.slot
+            .map(|s| &self.gateway.pools[s.pool].counters[s.member])
     }
-    match last_failure {
-        Some(failure) => failure_response(&gateway, &call, failure),
-        None => error_response(
-            &gateway,
-            &call,
-            &ErrorInfo::new(
-                ErrorKind::Unavailable,
-                format!("no lane of `{}` could take the request", call.name),
-            ),
-            None,
-        ),
+
+    fn success(&self) {
+        if let Some(slot) = self.slot {
+            self.gateway.pools[slot.pool]
+                .breaker(slot.member)
+                .record_success(now());
+        }
+        if let Some(counters) = self.counters() {
+            Counters::bump(&counters.ok);
+        }
     }
+
+    fn apply(&self, effect: LaneEffect, reason: &str, retry_after: Option<Duration>) {
+        let Some(slot) = self.slot else { return };
+        let pool = &self.gateway.pools[slot.pool];
+        match effect {
+            LaneEffect::None => {
+                if self.trial {
+                    pool.breaker(slot.member).release_trial();
+                }
+                Counters::bump(&pool.counters[slot.member].client_faults);
+            }
+            LaneEffect::Failure => {
+                pool.breaker(slot.member).record_failure(
+                    now(),
+                    reason,
+                    retry_after,
+                    fastrand::f64(),
+                );
+                Counters::bump(&pool.counters[slot.member].upstream_failures);
+            }
+            LaneEffect::Trip => {
+                pool.breaker(slot.member)
+                    .record_hard_down(now(), reason, fastrand::f64());
+                Counters::bump(&pool.counters[slot.member].upstream_failures);
+            }
+        }
+    }
+
+    /// The try ended without a verdict on the lane.
+    fn abandon(&self) {
+        if let (Some(slot), true) = (self.slot, self.trial) {
+            self.gateway.pools[slot.pool]
+                .breaker(slot.member)
+                .release_trial();
+        }
+    }
+}
+
+/// The instant the request path reads (tokio's, so tests can pause time).
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+/// Counts a request in flight on a lane for as long as it lives.
+struct InFlight {
+    gateway: Arc<Gateway>,
+    lane: Option<usize>,
+}
+
+impl InFlight {
+    fn new(gateway: &Arc<Gateway>, lane: Option<usize>) -> InFlight {
+        if let Some(lane) = lane {
+            gateway.lanes[lane]
+                .in_flight
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        InFlight {
+            gateway: gateway.clone(),
+            lane,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane {
+            self.gateway.lanes[lane]
+                .in_flight
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the failed tries add up to, for the exhaustion answer.
+#[derive(Default)]
+struct Exhaustion {
+    last: Option<Failure>,
+    rate_limited: Option<Failure>,
+    cooling: Option<Duration>,
+    at_cap: bool,
 }
 
 /// Why a try did not succeed.
@@ -177,13 +193,233 @@ enum Failure {
         headers: HeaderMap,
         body: Bytes,
         info: ErrorInfo,
-        candidate_header: (HeaderValue, HeaderValue),
+        lane_header: HeaderValue,
+        provider_header: HeaderValue,
     },
-    /// The gateway gave up on its own.
-    Gateway(ErrorInfo),
 }
 
-fn candidates<'a>(gateway: &'a Gateway, call: &'a Call) -> Result<Vec<Candidate<'a>>, ErrorInfo> {
+/// Serves one call end to end.
+pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
+    let started = Instant::now();
+    let (candidates, deadline) = match candidates(&gateway, &call) {
+        Ok(found) => found,
+        Err(info) => return error_response(&gateway, &call, &info),
+    };
+    let mut hops: Vec<(usize, u32)> = Vec::new();
+    let mut tried: Vec<usize> = Vec::new();
+    let mut larger_than: Option<u64> = None;
+    let mut translated: Option<Request> = None;
+    let mut exhaustion = Exhaustion::default();
+    let total = candidates.len();
+    for (position, candidate) in candidates.iter().enumerate() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
+        }
+        let lane = candidate.lane;
+        if candidate
+            .lane_index
+            .is_some_and(|index| tried.contains(&index))
+        {
+            continue;
+        }
+        if let Some(min) = larger_than {
+            if lane.context_window.is_none_or(|window| window <= min) {
+                continue;
+            }
+        }
+        if let Some(slot) = candidate.slot {
+            let max_hops = gateway.pools[slot.pool].failover.max_hops;
+            let used = hops
+                .iter()
+                .find(|(p, _)| *p == slot.pool)
+                .map_or(0, |(_, n)| *n);
+            if used >= max_hops {
+                continue;
+            }
+        }
+        let admission = match candidate.slot {
+            Some(slot) => gateway.pools[slot.pool].breaker(slot.member).admit(now()),
+            None => Admission::Admit,
+        };
+        if let Admission::Reject { retry_in } = admission {
+            exhaustion.cooling = Some(exhaustion.cooling.map_or(retry_in, |c| c.min(retry_in)));
+            continue;
+        }
+        let health = Health {
+            gateway: gateway.clone(),
+            slot: candidate.slot,
+            trial: admission == Admission::Trial,
+        };
+        let others_left = position + 1 < total;
+        let queue = candidate.slot.map_or(Duration::from_secs(30), |s| {
+            gateway.pools[s.pool].queue_timeout
+        });
+        let Some(permit) = acquire(lane, others_left, queue).await else {
+            health.abandon();
+            exhaustion.at_cap = true;
+            continue;
+        };
+        if let Some(slot) = candidate.slot {
+            match hops.iter_mut().find(|(p, _)| *p == slot.pool) {
+                Some(entry) => entry.1 += 1,
+                None => hops.push((slot.pool, 1)),
+            }
+        }
+        tried.extend(candidate.lane_index);
+        let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
+            Ok(prepared) => prepared,
+            Err(info) => {
+                health.abandon();
+                return error_response(&gateway, &call, &info);
+            }
+        };
+        let in_flight = InFlight::new(&gateway, candidate.lane_index);
+        let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
+            Ok(upstream) => upstream,
+            Err(err) => {
+                let class = match err {
+                    TransportError::HeadersTimeout(_) => StatusClass::Timeout,
+                    TransportError::Connect(_) | TransportError::Io(_) => StatusClass::Network,
+                };
+                tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
+                health.apply(effects(class, false).0, &err.to_string(), None);
+                exhaustion.last = Some(Failure::Transport(err));
+                continue;
+            }
+        };
+        if upstream.status.is_success() {
+            health.success();
+            return success(
+                &gateway,
+                &call,
+                candidate,
+                upstream,
+                (permit, in_flight),
+                health,
+                started,
+            )
+            .await;
+        }
+        let status = upstream.status;
+        let headers = upstream.headers;
+        let body = match tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(err)) => {
+                health.apply(LaneEffect::Failure, &err, None);
+                exhaustion.last = Some(Failure::Transport(TransportError::Io(err)));
+                continue;
+            }
+            Err(_) => {
+                health.apply(LaneEffect::Failure, "error body timed out", None);
+                exhaustion.last = Some(Failure::Transport(TransportError::Io(
+                    "error body timed out".into(),
+                )));
+                continue;
+            }
+        };
+        let raw = gateway
+            .codec(lane.protocol)
+            .extract_error(status.as_u16(), &body);
+        let class = normalize(
+            status.as_u16(),
+            raw.kind,
+            raw.vendor_type.as_deref(),
+            raw.vendor_code.as_deref(),
+            &lane.error_map,
+        );
+        let retry_after = retry_after(&headers);
+        let (lane_effect, request_effect) = effects(class, lane.passthrough_credentials);
+        tracing::info!(
+            request_id = ?call.request_id, lane = %lane.name, status = status.as_u16(), class = class.as_str(),
+            message = %raw.message, "upstream error"
+        );
+        let reason = format!("{} {}", status.as_u16(), class.as_str());
+        health.apply(lane_effect, &reason, retry_after);
+        let failure = Failure::Upstream {
+            lane_protocol: lane.protocol,
+            status,
+            headers,
+            body,
+            info: raw.to_error_info(),
+            lane_header: candidate.lane_header.clone(),
+            provider_header: lane.provider_header.clone(),
+        };
+        match request_effect {
+            RequestEffect::Relay => return failure_response(&gateway, &call, failure),
+            RequestEffect::FailoverLarger => {
+                larger_than = Some(
+                    lane.context_window
+                        .unwrap_or(0)
+                        .max(larger_than.unwrap_or(0)),
+                );
+                exhaustion.last = Some(failure);
+            }
+            RequestEffect::Failover if class == StatusClass::RateLimited => {
+                exhaustion.rate_limited = Some(failure)
+            }
+            RequestEffect::Failover => exhaustion.last = Some(failure),
+        }
+    }
+    exhausted(&gateway, &call, exhaustion)
+}
+
+/// The answer when no candidate served: the honest status for why.
+fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response<ResponseBody> {
+    // A rate limit is the most useful thing to tell: the caller should back off.
+    if let Some(failure) = exhaustion.rate_limited {
+        return failure_response(gateway, call, failure);
+    }
+    if let Some(failure) = exhaustion.last {
+        return failure_response(gateway, call, failure);
+    }
+    if let Some(cooling) = exhaustion.cooling {
+        let seconds = cooling.as_secs_f64().ceil().max(1.0) as u64;
+        let info = ErrorInfo::new(
+            ErrorKind::Unavailable,
+            format!(
+                "every lane of `{}` is cooling down after failures; retry in {seconds}s",
+                call.name
+            ),
+        );
+        let mut response = error_response(gateway, call, &info);
+        if let Ok(value) = HeaderValue::try_from(seconds.to_string()) {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, value);
+        }
+        return response;
+    }
+    let message = if exhaustion.at_cap {
+        format!("every lane of `{}` is at its concurrency limit", call.name)
+    } else {
+        format!("no lane of `{}` could take the request", call.name)
+    };
+    let mut response = error_response(
+        gateway,
+        call,
+        &ErrorInfo::new(ErrorKind::Unavailable, message),
+    );
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+}
+
+/// The candidates in try order, and the failover deadline.
+fn candidates<'a>(
+    gateway: &'a Gateway,
+    call: &'a Call,
+) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
     if let Some((provider, wire_model)) = &call.direct {
         let lane = gateway
             .direct_lanes
@@ -196,77 +432,84 @@ fn candidates<'a>(gateway: &'a Gateway, call: &'a Call) -> Result<Vec<Candidate<
                     "model name is not printable ascii",
                 )
             })?;
-        return Ok(vec![Candidate {
-            lane,
-            wire_model,
-            lane_header: header,
-        }]);
+        return Ok((
+            vec![Candidate {
+                lane,
+                lane_index: None,
+                wire_model,
+                lane_header: header,
+                slot: None,
+            }],
+            None,
+        ));
     }
-    let candidate = |index: usize| {
-        let lane = &gateway.lanes[index];
-        Candidate {
-            lane,
-            wire_model: &lane.wire_model,
-            lane_header: lane.lane_header.clone(),
-        }
+    let Some(pool) = gateway.resolve(&call.name) else {
+        let message = if call.name.is_empty() {
+            "the request names no model; set `model` to a model or pool (GET /v1/models lists them)"
+                .to_owned()
+        } else {
+            format!(
+                "model or pool `{}` does not exist (GET /v1/models lists them)",
+                call.name
+            )
+        };
+        return Err(ErrorInfo::new(ErrorKind::NotFound, message));
     };
-    match gateway.resolve(&call.name) {
-        Some(Target::Lane(index)) => Ok(vec![candidate(index)]),
-        Some(Target::Pool(pool)) => {
-            let mut order = Vec::new();
-            let mut seen = Vec::new();
-            let mut queue = vec![pool];
-            while let Some(next) = queue.first().copied() {
-                queue.remove(0);
-                if seen.contains(&next) {
-                    continue;
-                }
-                seen.push(next);
-                let state = &gateway.pools[next];
-                let ranked = {
-                    let mut weighted = state
-                        .weighted
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    weighted.order(&state.weights, |_| true)
-                };
-                for member in ranked {
-                    let lane = state.members[member];
-                    if !order.contains(&lane) {
-                        order.push(lane);
-                    }
-                }
-                queue.extend(state.fallback.iter().copied());
-            }
-            Ok(order.into_iter().map(candidate).collect())
+    let at = now();
+    let mut order = Vec::new();
+    let mut seen = Vec::new();
+    let mut queue = std::collections::VecDeque::from([pool]);
+    while let Some(next) = queue.pop_front() {
+        if seen.contains(&next) {
+            continue;
         }
-        None => Err(ErrorInfo::new(
-            ErrorKind::NotFound,
-            if call.name.is_empty() {
-                "the request names no model; set `model` to a model or pool (GET /v1/models lists them)".to_owned()
-            } else {
-                format!(
-                    "model or pool `{}` does not exist (GET /v1/models lists them)",
-                    call.name
-                )
-            },
-        )),
+        seen.push(next);
+        let state = &gateway.pools[next];
+        let ranked = {
+            let usable: Vec<bool> = (0..state.members.len())
+                .map(|m| state.breaker(m).is_usable(at))
+                .collect();
+            let mut weighted = state
+                .weighted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut ranked = weighted.order(&state.weights, |m| usable[m]);
+            // Tripped members stay at the end: they report when they recover.
+            ranked.extend((0..state.members.len()).filter(|m| !usable[*m]));
+            ranked
+        };
+        for member in ranked {
+            let lane_index = state.members[member];
+            let lane = &gateway.lanes[lane_index];
+            order.push(Candidate {
+                lane,
+                lane_index: Some(lane_index),
+                wire_model: &lane.wire_model,
+                lane_header: lane.lane_header.clone(),
+                slot: Some(Slot { pool: next, member }),
+            });
+        }
+        queue.extend(state.fallback.iter().copied());
     }
+    let deadline = Instant::now() + gateway.pools[pool].failover.timeout;
+    Ok((order, Some(deadline)))
 }
 
-async fn acquire(lane: &Lane, others_left: bool) -> Option<Option<OwnedSemaphorePermit>> {
+async fn acquire(
+    lane: &Lane,
+    others_left: bool,
+    queue: Duration,
+) -> Option<Option<OwnedSemaphorePermit>> {
     let Some(permits) = &lane.permits else {
         return Some(None);
     };
     match permits.clone().try_acquire_owned() {
         Ok(permit) => Some(Some(permit)),
         Err(_) if others_left => None,
-        Err(_) => {
-            match tokio::time::timeout(QUEUE_TIMEOUT, permits.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => Some(Some(permit)),
-                _ => None,
-            }
-        }
+        Err(_) => match tokio::time::timeout(queue, permits.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Some(Some(permit)),
+            _ => None,
+        },
     }
 }
 
@@ -287,7 +530,8 @@ fn prepare(
         // Same protocol: the bytes go as they came, but for the model.
         let body = match &call.model_span {
             Some(span)
-                if &call.body[span.start + 1..span.end - 1] != candidate.wire_model.as_bytes() =>
+                if call.body.get(span.start + 1..span.end - 1)
+                    != Some(candidate.wire_model.as_bytes()) =>
             {
                 Bytes::from(scan::splice_model(
                     &call.body,
@@ -375,6 +619,16 @@ async fn send(
             match &lane.static_auth {
                 Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),
                 None => {
+                    let caller;
+                    let credentials = if lane.passthrough_credentials {
+                        caller = call
+                            .caller_key
+                            .clone()
+                            .map_or(Credentials::None, Credentials::ApiKey);
+                        &caller
+                    } else {
+                        &lane.credentials
+                    };
                     let outbound = Outbound {
                         method: "POST",
                         url: &url,
@@ -382,7 +636,7 @@ async fn send(
                         time: SystemTime::now(),
                     };
                     let auth = codec
-                        .auth_headers(&lane.credentials, &outbound)
+                        .auth_headers(credentials, &outbound)
                         .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
                     headers.extend(auth);
                 }
@@ -413,7 +667,8 @@ async fn success(
     call: &Call,
     candidate: &Candidate<'_>,
     upstream: UpstreamResponse,
-    permit: Option<OwnedSemaphorePermit>,
+    guards: (Option<OwnedSemaphorePermit>, InFlight),
+    health: Health,
     started: Instant,
 ) -> Response<ResponseBody> {
     let lane = candidate.lane;
@@ -421,14 +676,7 @@ async fn success(
     let mut builder = Response::builder().status(StatusCode::OK);
     if let Some(headers) = builder.headers_mut() {
         common_headers(headers, call);
-        headers.insert(
-            HeaderName::from_static("x-switchyard-lane"),
-            candidate.lane_header.clone(),
-        );
-        headers.insert(
-            HeaderName::from_static("x-switchyard-provider"),
-            lane.provider_header.clone(),
-        );
+        lane_headers(headers, &candidate.lane_header, &lane.provider_header);
         headers.insert(
             HeaderName::from_static("x-switchyard-billing"),
             HeaderValue::from_static(lane.billing.as_str()),
@@ -450,13 +698,25 @@ async fn success(
         }
     }
     if !call.stream {
-        let body = match collect(upstream.body).await {
-            Ok(body) => body,
-            Err(err) => {
-                let info =
-                    ErrorInfo::new(ErrorKind::Internal, format!("upstream body failed: {err}"))
-                        .with_status(502);
-                return error_response(gateway, call, &info, Some(candidate));
+        let body = match tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(err)) => {
+                return upstream_broke(
+                    gateway,
+                    call,
+                    candidate,
+                    &health,
+                    format!("upstream body failed: {err}"),
+                )
+            }
+            Err(_) => {
+                return upstream_broke(
+                    gateway,
+                    call,
+                    candidate,
+                    &health,
+                    "upstream body timed out".to_owned(),
+                )
             }
         };
         let response = match gateway.codec(lane.protocol).read_response(&body) {
@@ -466,15 +726,22 @@ async fn success(
                 switchyard_ir::Response::default()
             }
             Err(err) => {
-                let info = ErrorInfo::new(
-                    ErrorKind::Internal,
+                return upstream_broke(
+                    gateway,
+                    call,
+                    candidate,
+                    &health,
                     format!("upstream reply could not be read: {err}"),
                 )
-                .with_status(502);
-                return error_response(gateway, call, &info, Some(candidate));
             }
         };
-        log_done(call, lane, &response.usage, started, false);
+        log_done(
+            &call.request_id,
+            &lane.name,
+            &response.usage,
+            started,
+            false,
+        );
         let out = if same {
             body
         } else {
@@ -498,13 +765,13 @@ async fn success(
         accumulator: Accumulator::new(),
         events: Vec::new(),
         idle: lane.timeouts.stream_idle,
+        deadline: Instant::now() + lane.timeouts.request,
         done: false,
-        log: StreamLog {
-            request_id: call.request_id.clone(),
-            lane: lane.name.clone(),
-            started,
-        },
-        _permit: permit,
+        health,
+        request_id: call.request_id.clone(),
+        lane: lane.name.clone(),
+        started,
+        _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {
         let chunk = relay.next_chunk().await?;
@@ -515,10 +782,26 @@ async fn success(
         .unwrap_or_else(|_| internal_error())
 }
 
-struct StreamLog {
-    request_id: HeaderValue,
-    lane: Arc<str>,
-    started: Instant,
+/// A 2xx whose body failed: the lane's fault, answered as a 502.
+fn upstream_broke(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    health: &Health,
+    message: String,
+) -> Response<ResponseBody> {
+    health.apply(LaneEffect::Failure, &message, None);
+    let mut response = error_response(
+        gateway,
+        call,
+        &ErrorInfo::new(ErrorKind::Internal, message).with_status(502),
+    );
+    lane_headers(
+        response.headers_mut(),
+        &candidate.lane_header,
+        &candidate.lane.provider_header,
+    );
+    response
 }
 
 /// Pulls upstream frames and yields caller frames: verbatim on a
@@ -533,9 +816,13 @@ struct StreamRelay {
     accumulator: Accumulator,
     events: Vec<StreamEvent>,
     idle: Duration,
+    deadline: Instant,
     done: bool,
-    log: StreamLog,
-    _permit: Option<OwnedSemaphorePermit>,
+    health: Health,
+    request_id: HeaderValue,
+    lane: Arc<str>,
+    started: Instant,
+    _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
 impl StreamRelay {
@@ -544,12 +831,12 @@ impl StreamRelay {
             if self.done {
                 return None;
             }
-            let frame = match tokio::time::timeout(self.idle, self.upstream.frame()).await {
+            let wait = self
+                .idle
+                .min(self.deadline.saturating_duration_since(Instant::now()));
+            let frame = match tokio::time::timeout(wait, self.upstream.frame()).await {
                 Err(_) => {
-                    return Some(self.fail(format!(
-                        "upstream stream idle for more than {:?}",
-                        self.idle
-                    )))
+                    return Some(self.fail(format!("upstream stream idle for more than {wait:?}")))
                 }
                 Ok(None) => return self.end(),
                 Ok(Some(Err(err))) => {
@@ -574,6 +861,9 @@ impl StreamRelay {
                 self.accumulator.push(event);
             }
             let Some(encoder) = self.encoder.as_mut() else {
+                if self.accumulator.is_finished() {
+                    self.log_end();
+                }
                 return Some(data);
             };
             let mut out = Vec::new();
@@ -599,31 +889,24 @@ impl StreamRelay {
             self.accumulator.push(event);
         }
         let finished = self.accumulator.is_finished() || self.accumulator.error().is_some();
+        if !finished {
+            return Some(self.fail("upstream stream ended before its last event".to_owned()));
+        }
         let mut out = Vec::new();
         if let Some(encoder) = self.encoder.as_mut() {
             for event in &self.events {
                 encoder.encode(event, &mut out);
             }
-            if !finished {
-                encoder.encode(
-                    &StreamEvent::Error(
-                        ErrorInfo::new(ErrorKind::Internal, "upstream stream ended early")
-                            .with_status(502),
-                    ),
-                    &mut out,
-                );
-            }
             encoder.finish(&mut out);
-        } else if !finished {
-            return Some(self.fail("upstream stream ended early".to_owned()));
         }
-        self.log_end();
         (!out.is_empty()).then(|| Bytes::from(out))
     }
 
-    /// Ends the caller's stream with its protocol's in-stream error.
+    /// Ends the caller's stream with its protocol's in-stream error, and
+    /// counts the failure against the lane.
     fn fail(&mut self, message: String) -> Bytes {
-        tracing::warn!(request_id = ?self.log.request_id, lane = %self.log.lane, %message, "stream failed mid-way");
+        tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream failed mid-way");
+        self.health.apply(LaneEffect::Failure, &message, None);
         self.done = true;
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
@@ -638,23 +921,20 @@ impl StreamRelay {
     }
 
     fn log_end(&self) {
-        let usage = self.accumulator.usage();
-        tracing::info!(
-            request_id = ?self.log.request_id,
-            lane = %self.log.lane,
-            stream = true,
-            input_tokens = usage.input_tokens,
-            output_tokens = usage.output_tokens,
-            elapsed_ms = self.log.started.elapsed().as_millis() as u64,
-            "request done"
+        log_done(
+            &self.request_id,
+            &self.lane,
+            self.accumulator.usage(),
+            self.started,
+            true,
         );
     }
 }
 
-fn log_done(call: &Call, lane: &Lane, usage: &Usage, started: Instant, stream: bool) {
+fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, started: Instant, stream: bool) {
     tracing::info!(
-        request_id = ?call.request_id,
-        lane = %lane.name,
+        request_id = ?request_id,
+        lane,
         stream,
         input_tokens = usage.input_tokens,
         output_tokens = usage.output_tokens,
@@ -676,68 +956,61 @@ fn common_headers(headers: &mut HeaderMap, call: &Call) {
     }
 }
 
+fn lane_headers(headers: &mut HeaderMap, lane: &HeaderValue, provider: &HeaderValue) {
+    headers.insert(HeaderName::from_static("x-switchyard-lane"), lane.clone());
+    headers.insert(
+        HeaderName::from_static("x-switchyard-provider"),
+        provider.clone(),
+    );
+}
+
 fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Response<ResponseBody> {
     match failure {
         Failure::Transport(err) => {
-            let status = match err {
-                TransportError::HeadersTimeout(_) => 504,
-                TransportError::Connect(_) | TransportError::Io(_) => 502,
-            };
-            let kind = if status == 504 {
-                ErrorKind::Timeout
-            } else {
-                ErrorKind::Unavailable
+            let (kind, status) = match err {
+                TransportError::HeadersTimeout(_) => (ErrorKind::Timeout, 504),
+                TransportError::Connect(_) | TransportError::Io(_) => (ErrorKind::Unavailable, 502),
             };
             error_response(
                 gateway,
                 call,
                 &ErrorInfo::new(kind, err.to_string()).with_status(status),
-                None,
             )
         }
-        Failure::Gateway(info) => error_response(gateway, call, &info, None),
         Failure::Upstream {
             lane_protocol,
             status,
             headers,
             body,
             info,
-            candidate_header,
+            lane_header,
+            provider_header,
         } => {
-            let retry_after = headers.get(http::header::RETRY_AFTER).cloned();
             let mut response = if lane_protocol == call.ingress {
-                // Same protocol: the vendor's own error bytes, status and type headers.
+                // Same protocol: the vendor's own error bytes, status and type header.
                 let mut builder = Response::builder().status(status);
                 if let Some(out) = builder.headers_mut() {
-                    out.insert(
-                        http::header::CONTENT_TYPE,
-                        headers
-                            .get(http::header::CONTENT_TYPE)
-                            .cloned()
-                            .unwrap_or(HeaderValue::from_static("application/json")),
-                    );
+                    let content_type = headers
+                        .get(http::header::CONTENT_TYPE)
+                        .cloned()
+                        .unwrap_or(HeaderValue::from_static("application/json"));
+                    out.insert(http::header::CONTENT_TYPE, content_type);
                     if let Some(kind) = headers.get("x-amzn-errortype") {
                         out.insert(HeaderName::from_static("x-amzn-errortype"), kind.clone());
                     }
                 }
-                builder
+                let mut response = builder
                     .body(full_body(body))
-                    .unwrap_or_else(|_| internal_error())
+                    .unwrap_or_else(|_| internal_error());
+                common_headers(response.headers_mut(), call);
+                response
             } else {
-                error_response(gateway, call, &info, None)
+                error_response(gateway, call, &info)
             };
             let out = response.headers_mut();
-            common_headers(out, call);
-            out.insert(
-                HeaderName::from_static("x-switchyard-lane"),
-                candidate_header.0,
-            );
-            out.insert(
-                HeaderName::from_static("x-switchyard-provider"),
-                candidate_header.1,
-            );
-            if let Some(retry_after) = retry_after {
-                out.insert(http::header::RETRY_AFTER, retry_after);
+            lane_headers(out, &lane_header, &provider_header);
+            if let Some(retry_after) = headers.get(http::header::RETRY_AFTER) {
+                out.insert(http::header::RETRY_AFTER, retry_after.clone());
             }
             response
         }
@@ -745,25 +1018,9 @@ fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Respons
 }
 
 /// An error written by the gateway, in the caller's protocol.
-fn error_response(
-    gateway: &Gateway,
-    call: &Call,
-    info: &ErrorInfo,
-    candidate: Option<&Candidate<'_>>,
-) -> Response<ResponseBody> {
+fn error_response(gateway: &Gateway, call: &Call, info: &ErrorInfo) -> Response<ResponseBody> {
     let mut response = render_error(gateway.codec(call.ingress), info);
     common_headers(response.headers_mut(), call);
-    if let Some(candidate) = candidate {
-        let headers = response.headers_mut();
-        headers.insert(
-            HeaderName::from_static("x-switchyard-lane"),
-            candidate.lane_header.clone(),
-        );
-        headers.insert(
-            HeaderName::from_static("x-switchyard-provider"),
-            candidate.lane.provider_header.clone(),
-        );
-    }
     response
 }
 

@@ -299,6 +299,28 @@ fn reject(gateway: &Gateway, protocol: Protocol, headers: &HeaderMap, info: Erro
     response
 }
 
+/// The caller's API key from whichever header its SDK uses, for lanes
+/// configured with `upstream_credentials: passthrough`.
+fn caller_key(headers: &HeaderMap) -> Option<String> {
+    if let Some(bearer) = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(token) = bearer
+            .strip_prefix("Bearer ")
+            .or_else(|| bearer.strip_prefix("bearer "))
+        {
+            return Some(token.trim().to_owned());
+        }
+    }
+    ["x-api-key", "x-goog-api-key"].iter().find_map(|name| {
+        headers
+            .get(*name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_owned())
+    })
+}
+
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, ErrorInfo> {
     match crate::transport::collect_limited(body, limit).await {
         Ok(body) => Ok(body),
@@ -388,7 +410,8 @@ async fn handle(
         framing: ingress.framing,
         request_id: request_id(&headers),
         session: headers.get("x-session-id").cloned(),
-        body: body.clone(),
+        caller_key: caller_key(&headers),
+        body,
     };
     engine::forward(gateway, call).await.map(Body::new)
 }

@@ -1,13 +1,20 @@
 //! The runtime form of a validated config: lanes with their concurrency
-//! permits and pre-built header values, pools with their routing state, and
-//! the name table callers address. Built once at boot.
+//! permits and pre-built header values, pools with their routing state,
+//! breakers and counters, and the name table callers address. Built once at
+//! boot. A model named directly is served through an implicit one-member
+//! pool, so every request goes through the same pool machinery.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
-use switchyard_config::{Auth, Billing, Config, Endpoint, Failover, Timeouts};
+use switchyard_config::{
+    Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Timeouts,
+};
+use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
 use tokio::sync::Semaphore;
@@ -24,6 +31,8 @@ pub struct Lane {
     pub name: Arc<str>,
     /// Config name of its provider.
     pub provider: Arc<str>,
+    /// Index of the provider in `config.providers`.
+    pub provider_index: usize,
     /// The provider's protocol.
     pub protocol: Protocol,
     /// The model sent upstream.
@@ -34,8 +43,16 @@ pub struct Lane {
     pub credentials: Credentials,
     /// Auth headers computed once, for schemes that do not sign per request.
     pub static_auth: Option<Vec<(HeaderName, HeaderValue)>>,
+    /// The caller's credentials go upstream instead of the lane's.
+    pub passthrough_credentials: bool,
+    /// Vendor error codes mapped to failure classes.
+    pub error_map: ErrorMap,
     /// Concurrency cap, when configured.
     pub permits: Option<Arc<Semaphore>>,
+    /// The cap, for `/stats`.
+    pub max_concurrent: Option<u32>,
+    /// Context window in tokens, when known.
+    pub context_window: Option<u64>,
     /// Upstream timeouts.
     pub timeouts: Timeouts,
     /// Billing model.
@@ -44,12 +61,34 @@ pub struct Lane {
     pub lane_header: HeaderValue,
     /// Pre-built `x-switchyard-provider` value.
     pub provider_header: HeaderValue,
+    /// Requests in flight on this lane.
+    pub in_flight: AtomicU64,
+}
+
+/// Per (pool, lane) counters for `/stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Successful responses.
+    pub ok: AtomicU64,
+    /// Failures that counted against the lane.
+    pub upstream_failures: AtomicU64,
+    /// Errors that were the caller's.
+    pub client_faults: AtomicU64,
+}
+
+impl Counters {
+    /// Adds one to `counter`.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// A pool's routing state.
 pub struct PoolState {
-    /// Config name.
+    /// Config name (a model's name for implicit pools).
     pub name: Arc<str>,
+    /// True for the one-member pool of a model named directly.
+    pub implicit: bool,
     /// Lane index of each member.
     pub members: Vec<usize>,
     /// Weight of each member.
@@ -58,17 +97,23 @@ pub struct PoolState {
     pub failover: Failover,
     /// Fallback pools (indexes).
     pub fallback: Vec<usize>,
-    /// SWRR state; the lock is held only for the pick, never across `.await`.
+    /// How long to wait for a permit when every member is at its cap.
+    pub queue_timeout: Duration,
+    /// One breaker per member; locks are held briefly, never across `.await`.
+    pub breakers: Vec<Mutex<Breaker>>,
+    /// One set of counters per member.
+    pub counters: Vec<Counters>,
+    /// SWRR state; the lock is held only for the pick.
     pub weighted: Mutex<SmoothWeighted>,
 }
 
-/// What a caller's name resolves to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// A pool.
-    Pool(usize),
-    /// A model, used as a one-member pool.
-    Lane(usize),
+impl PoolState {
+    /// The breaker of member `member`.
+    pub fn breaker(&self, member: usize) -> MutexGuard<'_, Breaker> {
+        self.breakers[member]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Everything the request path reads, built once.
@@ -82,10 +127,10 @@ pub struct Gateway {
     /// One lane per provider for ad-hoc routes (`/{provider}/{model}/v1/messages`),
     /// indexed like `config.providers`; the wire model comes from the path.
     pub direct_lanes: Vec<Lane>,
-    /// Pools, indexed like `config.pools`.
+    /// Configured pools (indexed like `config.pools`), then one implicit pool per model.
     pub pools: Vec<PoolState>,
-    /// Caller-visible names.
-    pub names: HashMap<Arc<str>, Target>,
+    /// Caller-visible names → pool index.
+    pub names: HashMap<Arc<str>, usize>,
     /// The HTTP transport for non-mock lanes.
     pub transport: Arc<dyn Transport>,
 }
@@ -118,40 +163,78 @@ impl Gateway {
         codecs: CodecFor,
         transport: Arc<dyn Transport>,
     ) -> Result<Gateway, BuildError> {
+        let epoch = Instant::now();
         let mut lanes = Vec::with_capacity(config.models.len());
         for model in &config.models {
-            let provider = &config.providers[model.provider];
-            let mut lane = build_lane(provider, &model.name, codecs)?;
+            let mut lane = build_lane(&config, model.provider, &model.name, codecs)?;
             lane.wire_model = model.wire_model.clone();
             lane.permits = model
                 .max_concurrent
                 .map(|n| Arc::new(Semaphore::new(n as usize)));
+            lane.max_concurrent = model.max_concurrent;
+            lane.context_window = model.context_window;
             lane.billing = model.billing;
             lanes.push(lane);
         }
-        let direct_lanes = config
-            .providers
-            .iter()
-            .map(|provider| build_lane(provider, &provider.name, codecs))
+        let direct_lanes = (0..config.providers.len())
+            .map(|provider| build_lane(&config, provider, &config.providers[provider].name, codecs))
             .collect::<Result<Vec<_>, _>>()?;
-        let pools = config
+        let pool_state = |name: Arc<str>,
+                          implicit: bool,
+                          members: Vec<(usize, u32)>,
+                          failover,
+                          fallback,
+                          policy: BreakerPolicy,
+                          queue_timeout| PoolState {
+            name,
+            implicit,
+            weights: members.iter().map(|m| m.1).collect(),
+            breakers: members
+                .iter()
+                .map(|_| Mutex::new(Breaker::new(policy, epoch)))
+                .collect(),
+            counters: members.iter().map(|_| Counters::default()).collect(),
+            weighted: Mutex::new(SmoothWeighted::new(members.len())),
+            members: members.iter().map(|m| m.0).collect(),
+            failover,
+            fallback,
+            queue_timeout,
+        };
+        let mut pools: Vec<PoolState> = config
             .pools
             .iter()
-            .map(|pool| PoolState {
-                name: pool.name.clone(),
-                members: pool.members.iter().map(|m| m.model).collect(),
-                weights: pool.members.iter().map(|m| m.weight).collect(),
-                failover: pool.failover,
-                fallback: pool.fallback.clone(),
-                weighted: Mutex::new(SmoothWeighted::new(pool.members.len())),
+            .map(|pool| {
+                let members = pool.members.iter().map(|m| (m.model, m.weight)).collect();
+                pool_state(
+                    pool.name.clone(),
+                    false,
+                    members,
+                    pool.failover,
+                    pool.fallback.clone(),
+                    pool.breaker,
+                    pool.queue_timeout,
+                )
             })
             .collect();
         let mut names = HashMap::new();
-        for (index, model) in config.models.iter().enumerate() {
-            names.insert(model.name.clone(), Target::Lane(index));
-        }
         for (index, pool) in config.pools.iter().enumerate() {
-            names.insert(pool.name.clone(), Target::Pool(index));
+            names.insert(pool.name.clone(), index);
+        }
+        for (index, model) in config.models.iter().enumerate() {
+            names.insert(model.name.clone(), pools.len());
+            let single = Failover {
+                max_hops: 1,
+                ..Failover::default()
+            };
+            pools.push(pool_state(
+                model.name.clone(),
+                true,
+                vec![(index, 1)],
+                single,
+                Vec::new(),
+                BreakerPolicy::default(),
+                Duration::from_secs(30),
+            ));
         }
         Ok(Gateway {
             config,
@@ -169,8 +252,8 @@ impl Gateway {
         (self.codecs)(protocol)
     }
 
-    /// Resolves a caller's model or pool name.
-    pub fn resolve(&self, name: &str) -> Option<Target> {
+    /// Resolves a caller's model or pool name to a pool index.
+    pub fn resolve(&self, name: &str) -> Option<usize> {
         self.names.get(name).copied()
     }
 
@@ -180,12 +263,14 @@ impl Gateway {
     }
 }
 
-/// A lane on `provider` named `name`, with no model-specific settings yet.
+/// A lane on provider `provider` named `name`, with no model-specific settings yet.
 fn build_lane(
-    provider: &switchyard_config::Provider,
+    config: &Config,
+    provider_index: usize,
     name: &Arc<str>,
     codecs: CodecFor,
 ) -> Result<Lane, BuildError> {
+    let provider = &config.providers[provider_index];
     let credentials = match &provider.auth {
         Auth::None => Credentials::None,
         Auth::ApiKey(key) => Credentials::ApiKey(key.clone()),
@@ -201,40 +286,47 @@ fn build_lane(
             region: region.clone(),
         },
     };
-    // Static schemes are computed once; SigV4 signs every request.
-    let static_auth = if matches!(credentials, Credentials::Aws { .. }) {
-        None
-    } else {
-        let outbound = switchyard_codec::Outbound {
-            method: "POST",
-            url: "",
-            body: &[],
-            time: std::time::UNIX_EPOCH,
+    // Static schemes are computed once; SigV4 and caller keys sign every request.
+    let static_auth =
+        if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
+            None
+        } else {
+            let outbound = switchyard_codec::Outbound {
+                method: "POST",
+                url: "",
+                body: &[],
+                time: std::time::UNIX_EPOCH,
+            };
+            Some(
+                codecs(provider.protocol)
+                    .auth_headers(&credentials, &outbound)
+                    .map_err(|source| BuildError::Credentials {
+                        model: name.to_string(),
+                        source,
+                    })?,
+            )
         };
-        Some(
-            codecs(provider.protocol)
-                .auth_headers(&credentials, &outbound)
-                .map_err(|source| BuildError::Credentials {
-                    model: name.to_string(),
-                    source,
-                })?,
-        )
-    };
     let header = |text: &str| {
         HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()))
     };
     Ok(Lane {
         name: name.clone(),
         provider: provider.name.clone(),
+        provider_index,
         protocol: provider.protocol,
         wire_model: name.clone(),
         endpoint: provider.endpoint.clone(),
         credentials,
         static_auth,
+        passthrough_credentials: provider.passthrough_credentials,
+        error_map: provider.error_map.clone(),
         permits: None,
+        max_concurrent: None,
+        context_window: None,
         timeouts: provider.timeouts,
         billing: Billing::PayAsYouGo,
         lane_header: header(name)?,
         provider_header: header(&provider.name)?,
+        in_flight: AtomicU64::new(0),
     })
 }

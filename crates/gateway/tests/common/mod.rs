@@ -13,14 +13,19 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use switchyard_gateway::Gateway;
-use switchyard_protocol::ir::{Accumulator, Protocol, Response};
 use switchyard_protocol::codec;
+use switchyard_protocol::ir::{Accumulator, Protocol, Response};
 
 /// Starts a router on 127.0.0.1:0 and returns its address.
 pub async fn spawn(router: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::server::serve(listener, router, std::future::pending(), Duration::from_secs(1)));
+    tokio::spawn(switchyard_gateway::server::serve(
+        listener,
+        router,
+        std::future::pending(),
+        Duration::from_secs(1),
+    ));
     addr
 }
 
@@ -40,11 +45,15 @@ pub async fn mock_upstream() -> SocketAddr {
 pub fn lanes_config(base_url: &str) -> String {
     let mut yaml = String::from("providers:\n");
     for p in Protocol::ALL {
-        yaml.push_str(&format!("  up-{p}: {{ protocol: {p}, base_url: \"{base_url}\" }}\n"));
+        yaml.push_str(&format!(
+            "  up-{p}: {{ protocol: {p}, base_url: \"{base_url}\" }}\n"
+        ));
     }
     yaml.push_str("models:\n");
     for p in Protocol::ALL {
-        yaml.push_str(&format!("  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}\n"));
+        yaml.push_str(&format!(
+            "  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}\n"
+        ));
     }
     yaml.push_str("pools:\n  mixed:\n    members:\n");
     for p in Protocol::ALL {
@@ -61,27 +70,56 @@ pub struct Reply {
 }
 
 /// POSTs `body` to `http://addr{path}`.
-pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
+pub async fn post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let mut request = Request::post(format!("http://{addr}{path}")).header("content-type", "application/json");
+    let mut request = Request::post(format!("http://{addr}{path}"));
+    if !headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+    {
+        request = request.header("content-type", "application/json");
+    }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let response = client.request(request.body(Full::new(body.into())).unwrap()).await.unwrap();
+    let response = client
+        .request(request.body(Full::new(body.into())).unwrap())
+        .await
+        .unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply { status, headers, body }
+    Reply {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// GETs `http://addr{path}`.
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let response = client.request(Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap()).await.unwrap();
+    let response = client
+        .request(
+            Request::get(format!("http://{addr}{path}"))
+                .body(Full::new(Bytes::new()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply { status, headers, body }
+    Reply {
+        status,
+        headers,
+        body,
+    }
 }
 
 /// The path a caller of `protocol` posts to for `model`.
@@ -91,7 +129,9 @@ pub fn ingress_path(protocol: Protocol, model: &str, stream: bool) -> String {
         Protocol::Responses => "/v1/responses".into(),
         Protocol::Anthropic => "/v1/messages".into(),
         Protocol::Cohere => "/v2/chat".into(),
-        Protocol::Gemini if stream => format!("/v1beta/models/{model}:streamGenerateContent?alt=sse"),
+        Protocol::Gemini if stream => {
+            format!("/v1beta/models/{model}:streamGenerateContent?alt=sse")
+        }
         Protocol::Gemini => format!("/v1beta/models/{model}:generateContent"),
         Protocol::Bedrock if stream => format!("/model/{model}/converse-stream"),
         Protocol::Bedrock => format!("/model/{model}/converse"),
@@ -105,7 +145,9 @@ pub fn chat_body(protocol: Protocol, model: &str, text: &str, stream: bool) -> S
             "model": model, "stream": stream,
             "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}],
         }),
-        Protocol::Responses => serde_json::json!({"model": model, "stream": stream, "instructions": "be brief", "input": text}),
+        Protocol::Responses => {
+            serde_json::json!({"model": model, "stream": stream, "instructions": "be brief", "input": text})
+        }
         Protocol::Anthropic => serde_json::json!({
             "model": model, "stream": stream, "max_tokens": 256, "system": "be brief",
             "messages": [{"role": "user", "content": text}],
@@ -161,18 +203,35 @@ pub fn tool_body(protocol: Protocol, model: &str, stream: bool) -> String {
 pub fn decode(protocol: Protocol, stream: bool, body: &[u8]) -> Response {
     let codec = codec(protocol);
     if !stream {
-        return codec.read_response(body).unwrap_or_else(|err| panic!("{protocol} reply unreadable: {err}: {}", String::from_utf8_lossy(body)));
+        return codec.read_response(body).unwrap_or_else(|err| {
+            panic!(
+                "{protocol} reply unreadable: {err}: {}",
+                String::from_utf8_lossy(body)
+            )
+        });
     }
     let mut decoder = codec.stream_decoder();
     let mut events = Vec::new();
-    decoder.feed(body, &mut events).unwrap_or_else(|err| panic!("{protocol} stream unreadable: {err}: {}", String::from_utf8_lossy(body)));
+    decoder.feed(body, &mut events).unwrap_or_else(|err| {
+        panic!(
+            "{protocol} stream unreadable: {err}: {}",
+            String::from_utf8_lossy(body)
+        )
+    });
     decoder.finish(&mut events).unwrap();
     let mut accumulator = Accumulator::new();
     for event in &events {
         accumulator.push(event);
     }
-    assert!(accumulator.error().is_none(), "{protocol} stream carried an error: {:?}", accumulator.error());
-    assert!(accumulator.is_finished(), "{protocol} stream did not finish: {events:?}");
+    assert!(
+        accumulator.error().is_none(),
+        "{protocol} stream carried an error: {:?}",
+        accumulator.error()
+    );
+    assert!(
+        accumulator.is_finished(),
+        "{protocol} stream did not finish: {events:?}"
+    );
     accumulator.into_response()
 }
 
