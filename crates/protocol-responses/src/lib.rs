@@ -1,8 +1,22 @@
-//! PLACEHOLDER: the Responses codec is being written.
+//! The OpenAI Responses codec (`POST /v1/responses`): requests, responses,
+//! SSE streams and errors to and from the Switchyard IR.
+//!
+//! Module map: `request` (create body), `response` (response object, status
+//! and usage conventions), `items` (assistant items shared by both),
+//! `stream` (SSE decoder and encoder), `error` (error envelope), `wire`
+//! (JSON accessors and media helpers).
+
+mod error;
+mod items;
+mod request;
+mod response;
+mod stream;
+mod wire;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
+    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The Responses codec.
@@ -12,48 +26,76 @@ impl Codec for ResponsesCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Responses
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read_request(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write_request(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read_response(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write_response(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::ResponsesStreamDecoder::default())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    /// Responses streams only as SSE; other framings are written as SSE too.
+    fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::ResponsesStreamEncoder::default())
     }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+        "/v1/responses".to_owned()
     }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        bearer_header(ir::Protocol::Responses, credentials)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
-        }
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract_error(status, body)
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::error_response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn endpoint_and_auth() {
+        let codec = ResponsesCodec;
+        assert_eq!(codec.upstream_path("gpt-5", true), "/v1/responses");
+        let outbound = Outbound {
+            method: "POST",
+            url: "https://api.openai.com/v1/responses",
+            body: b"{}",
+            time: SystemTime::UNIX_EPOCH,
+        };
+        let headers = codec
+            .auth_headers(&Credentials::ApiKey("sk-1".into()), &outbound)
+            .unwrap();
+        assert_eq!(headers[0].0, http::header::AUTHORIZATION);
+        assert_eq!(headers[0].1, "Bearer sk-1");
+        assert!(codec
+            .auth_headers(&Credentials::None, &outbound)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -1,0 +1,347 @@
+//! Response codec: the Responses `response` object to and from
+//! `ir::Response`, plus the status, usage and item-id conventions the stream
+//! codec shares.
+
+use serde_json::{json, Map, Value};
+use switchyard_codec::ir::{self, Block, DropReason, Dropped, StopReason, Usage};
+use switchyard_codec::{json as codec_json, DecodeError, Encoded};
+
+use crate::items;
+use crate::wire::{as_object, count, text_of};
+
+/// Wire body → IR response.
+pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
+    let value: Value = codec_json::parse(body)?;
+    let map = as_object(&value, "response")?;
+    if !map.contains_key("output") {
+        // An error envelope where a response was expected.
+        if let Some(error) = map.get("error").and_then(Value::as_object) {
+            let message = text_of(error, "message").unwrap_or("upstream returned an error");
+            return Err(DecodeError::invalid("error", message.to_owned()));
+        }
+    }
+    let output = match map.get("output") {
+        None | Some(Value::Null) => &[][..],
+        Some(value) => crate::wire::as_array(value, "output")?,
+    };
+    let mut content = Vec::new();
+    let mut signals = OutputSignals::default();
+    for (index, item) in output.iter().enumerate() {
+        let item = as_object(item, &format!("output[{index}]"))?;
+        read_output_item(item, &mut content, &mut signals);
+    }
+    Ok(ir::Response {
+        id: text_of(map, "id").unwrap_or_default().to_owned(),
+        model: text_of(map, "model").unwrap_or_default().to_owned(),
+        created: map.get("created_at").and_then(unix_seconds),
+        content,
+        stop_reason: stop_reason(map, signals),
+        stop_sequence: None,
+        usage: map
+            .get("usage")
+            .and_then(Value::as_object)
+            .map(read_usage)
+            .unwrap_or_default(),
+    })
+}
+
+/// What the output items say about why generation stopped.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct OutputSignals {
+    /// A function call was made.
+    pub(crate) tool_call: bool,
+    /// A message part was a refusal.
+    pub(crate) refusal: bool,
+}
+
+/// Appends the IR blocks of one output item. Built-in tool items (web search,
+/// file search, ...) have no IR form and are skipped.
+pub(crate) fn read_output_item(
+    item: &Map<String, Value>,
+    content: &mut Vec<Block>,
+    signals: &mut OutputSignals,
+) {
+    match text_of(item, "type") {
+        Some("message") => {
+            let parts = item.get("content").and_then(Value::as_array);
+            for part in parts.into_iter().flatten().filter_map(Value::as_object) {
+                if let Some((text, refusal)) = items::read_output_part(part) {
+                    signals.refusal |= refusal;
+                    content.push(Block::Text(text));
+                }
+            }
+        }
+        Some("function_call") => {
+            signals.tool_call = true;
+            content.push(Block::ToolUse(items::read_function_call(item)));
+        }
+        Some("reasoning") => content.push(items::read_reasoning(item)),
+        _ => {}
+    }
+}
+
+/// `created_at` is documented as a number of seconds (sometimes fractional).
+fn unix_seconds(value: &Value) -> Option<i64> {
+    value
+        .as_i64()
+        .or_else(|| value.as_f64().map(|seconds| seconds as i64))
+}
+
+/// The IR stop reason of a response object.
+pub(crate) fn stop_reason(map: &Map<String, Value>, signals: OutputSignals) -> Option<StopReason> {
+    let reason = map
+        .get("incomplete_details")
+        .and_then(Value::as_object)
+        .and_then(|details| text_of(details, "reason"));
+    stop_from_status(text_of(map, "status"), reason, signals)
+}
+
+/// Status and incomplete reason → IR stop reason.
+pub(crate) fn stop_from_status(
+    status: Option<&str>,
+    incomplete_reason: Option<&str>,
+    signals: OutputSignals,
+) -> Option<StopReason> {
+    match status {
+        Some("completed") | None if signals.tool_call => Some(StopReason::ToolUse),
+        Some("completed") if signals.refusal => Some(StopReason::Refusal),
+        Some("completed") => Some(StopReason::EndTurn),
+        Some("incomplete") => match incomplete_reason {
+            Some("max_output_tokens") => Some(StopReason::MaxTokens),
+            Some("content_filter") => Some(StopReason::ContentFilter),
+            _ => None,
+        },
+        Some("failed") => Some(StopReason::Error),
+        _ => None,
+    }
+}
+
+/// IR stop reason → (status, incomplete reason). Reasons Responses cannot
+/// name fold into the nearest status: a stop sequence, pause or refusal is
+/// `completed`, an exhausted context window is `incomplete` for lack of
+/// output room.
+pub(crate) fn status_for(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
+    match stop {
+        Some(StopReason::MaxTokens | StopReason::ContextLength) => {
+            ("incomplete", Some("max_output_tokens"))
+        }
+        Some(StopReason::ContentFilter) => ("incomplete", Some("content_filter")),
+        Some(StopReason::Error) => ("failed", None),
+        _ => ("completed", None),
+    }
+}
+
+/// Responses usage → IR usage (the conventions match: input includes cached
+/// tokens, output includes reasoning tokens).
+pub(crate) fn read_usage(usage: &Map<String, Value>) -> Usage {
+    let input_details = usage.get("input_tokens_details").and_then(Value::as_object);
+    let output_details = usage
+        .get("output_tokens_details")
+        .and_then(Value::as_object);
+    Usage {
+        input_tokens: count(Some(usage), "input_tokens"),
+        output_tokens: count(Some(usage), "output_tokens"),
+        cache_read_tokens: count(input_details, "cached_tokens"),
+        cache_write_tokens: count(input_details, "cache_write_tokens"),
+        reasoning_tokens: count(output_details, "reasoning_tokens"),
+    }
+}
+
+/// IR usage → Responses usage.
+pub(crate) fn write_usage(usage: &Usage) -> Value {
+    json!({
+        "input_tokens": usage.input_tokens,
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
+        "output_tokens": usage.output_tokens,
+        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "total_tokens": usage.total(),
+    })
+}
+
+/// An output item id derived from the response id, so that ids are stable
+/// for one reply and distinct across replies (`msg_<resp>_<n>`).
+pub(crate) fn item_id(prefix: &str, response_id: &str, output_index: usize) -> String {
+    let base = response_id.strip_prefix("resp_").unwrap_or(response_id);
+    format!("{prefix}_{base}_{output_index}")
+}
+
+/// The function-call item id written for a call: `fc_` + the call id (the
+/// IR keeps only the call id).
+pub(crate) fn function_call_item_id(call_id: &str) -> String {
+    format!("fc_{call_id}")
+}
+
+/// Everything a response object is built from.
+pub(crate) struct ResponseParts<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) model: &'a str,
+    pub(crate) created: Option<i64>,
+    pub(crate) status: &'a str,
+    pub(crate) incomplete_reason: Option<&'a str>,
+    pub(crate) error: Option<Value>,
+    pub(crate) output: Vec<Value>,
+    pub(crate) usage: Option<&'a Usage>,
+}
+
+/// A full `response` object. Request echo fields the IR does not keep are
+/// written with their defaults, because the SDK's `Response` model requires
+/// them.
+pub(crate) fn response_object(parts: ResponseParts<'_>) -> Value {
+    let incomplete_details = match parts.incomplete_reason {
+        Some(reason) => json!({"reason": reason}),
+        None => Value::Null,
+    };
+    json!({
+        "id": parts.id,
+        "object": "response",
+        "created_at": parts.created.unwrap_or(0),
+        "status": parts.status,
+        "error": parts.error.unwrap_or(Value::Null),
+        "incomplete_details": incomplete_details,
+        "instructions": null,
+        "max_output_tokens": null,
+        "model": parts.model,
+        "output": parts.output,
+        "parallel_tool_calls": true,
+        "previous_response_id": null,
+        "reasoning": {"effort": null, "summary": null},
+        "temperature": null,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": null,
+        "truncation": "disabled",
+        "usage": parts.usage.map_or(Value::Null, write_usage),
+        "user": null,
+        "metadata": {},
+    })
+}
+
+/// IR response → wire body.
+pub(crate) fn write_response(response: &ir::Response) -> Encoded {
+    let mut dropped = Vec::new();
+    let output = write_output(&response.id, &response.content, &mut dropped);
+    if response.stop_sequence.is_some() {
+        dropped.push(Dropped::new("stop_sequence", DropReason::Unsupported));
+    }
+    let (status, incomplete_reason) = status_for(response.stop_reason);
+    let error = (status == "failed").then(
+        || json!({"code": "server_error", "message": "the model failed to generate a response"}),
+    );
+    let body = response_object(ResponseParts {
+        id: &response.id,
+        model: &response.model,
+        created: response.created,
+        status,
+        incomplete_reason,
+        error,
+        output,
+        usage: Some(&response.usage),
+    });
+    dedup(&mut dropped);
+    Encoded {
+        body: codec_json::to_vec(&body),
+        dropped,
+    }
+}
+
+/// Content blocks → output items: consecutive text blocks share one message
+/// item (one `output_text` part each); calls and reasoning are items of
+/// their own. Media and tool results never appear in a reply.
+fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>) -> Vec<Value> {
+    let mut output: Vec<Value> = Vec::new();
+    let mut parts: Vec<Value> = Vec::new();
+    let flush = |output: &mut Vec<Value>, parts: &mut Vec<Value>| {
+        if !parts.is_empty() {
+            output.push(json!({
+                "id": item_id("msg", response_id, output.len()),
+                "type": "message",
+                "status": "completed",
+                "role": "assistant",
+                "content": std::mem::take(parts),
+            }));
+        }
+    };
+    for block in content {
+        match block {
+            Block::Text(text) => parts.push(items::write_output_text(text, dropped)),
+            Block::ToolUse(call) => {
+                flush(&mut output, &mut parts);
+                let mut item = Map::new();
+                item.insert("id".into(), json!(function_call_item_id(&call.id)));
+                item.extend(items::write_function_call(call));
+                item.insert("status".into(), json!("completed"));
+                output.push(Value::Object(item));
+            }
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => {
+                flush(&mut output, &mut parts);
+                if let Some(reasoning) = items::write_reasoning(block) {
+                    let mut item = Map::new();
+                    item.insert("id".into(), json!(item_id("rs", response_id, output.len())));
+                    item.extend(reasoning);
+                    output.push(Value::Object(item));
+                }
+            }
+            Block::Image { .. } => {
+                dropped.push(Dropped::new("content.image", DropReason::Unsupported))
+            }
+            Block::Document { .. } => {
+                dropped.push(Dropped::new("content.document", DropReason::Unsupported));
+            }
+            Block::ToolResult(_) => {
+                dropped.push(Dropped::new("content.tool_result", DropReason::Unsupported));
+            }
+        }
+    }
+    flush(&mut output, &mut parts);
+    output
+}
+
+/// Keeps the first report of each dropped field.
+pub(crate) fn dedup(dropped: &mut Vec<Dropped>) {
+    let mut seen = std::collections::HashSet::new();
+    dropped.retain(|d| seen.insert(d.field.clone()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_and_stop_reason_agree_both_ways() {
+        let none = OutputSignals::default();
+        let tool = OutputSignals {
+            tool_call: true,
+            refusal: false,
+        };
+        for stop in [
+            StopReason::EndTurn,
+            StopReason::MaxTokens,
+            StopReason::ContentFilter,
+            StopReason::Error,
+        ] {
+            let (status, reason) = status_for(Some(stop));
+            assert_eq!(stop_from_status(Some(status), reason, none), Some(stop));
+        }
+        let (status, reason) = status_for(Some(StopReason::ToolUse));
+        assert_eq!(
+            stop_from_status(Some(status), reason, tool),
+            Some(StopReason::ToolUse)
+        );
+    }
+
+    #[test]
+    fn an_error_envelope_is_not_a_response() {
+        let body = br#"{"error":{"message":"bad key","type":"invalid_request_error"}}"#;
+        assert!(read_response(body).is_err());
+    }
+
+    #[test]
+    fn item_ids_derive_from_the_response_id() {
+        assert_eq!(item_id("msg", "resp_abc", 2), "msg_abc_2");
+        assert_eq!(function_call_item_id("call_1"), "fc_call_1");
+    }
+}
