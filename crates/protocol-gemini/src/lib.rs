@@ -1,8 +1,29 @@
-//! PLACEHOLDER: the Gemini codec is being written.
+//! The Gemini codec: `generateContent` / `streamGenerateContent` (REST,
+//! v1beta) read into and written from the Switchyard IR.
+//!
+//! Map of the crate:
+//! - `wire`: the JSON shapes (camelCase out, camelCase or snake_case in).
+//! - `parts`: parts ↔ blocks, shared by requests, replies and streams —
+//!   thought signatures, tool-call id synthesis, function-response payloads.
+//! - `request`, `response`: the two bodies, with usage and stop mappings.
+//! - `stream`: the SSE / JSON-array stream decoder and encoder.
+//! - `error`: Google RPC error bodies, both ways.
+//!
+//! Gemini keys the model in the URL path (`/v1beta/models/{model}:...`),
+//! so bodies carry none. What Gemini cannot say is reported in
+//! `Encoded::dropped`; what the IR does not model travels in `extra`.
+
+mod error;
+mod parts;
+mod request;
+mod response;
+mod stream;
+mod wire;
+
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
+    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The Gemini codec.
@@ -12,48 +33,107 @@ impl Codec for GeminiCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Gemini
     }
-    fn read_request(&self, _body: &[u8]) -> Result<ir::Request, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
+        request::read(body)
     }
-    fn write_request(&self, _r: &ir::Request) -> Encoded {
-        Encoded::default()
+
+    fn write_request(&self, request: &ir::Request) -> Encoded {
+        request::write(request)
     }
-    fn read_response(&self, _body: &[u8]) -> Result<ir::Response, DecodeError> {
-        Err(DecodeError::Json("todo".into()))
+
+    fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
+        response::read(body)
     }
-    fn write_response(&self, _r: &ir::Response) -> Encoded {
-        Encoded::default()
+
+    fn write_response(&self, response: &ir::Response) -> Encoded {
+        response::write(response)
     }
+
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        unimplemented!()
+        Box::new(stream::GeminiStreamDecoder::new())
     }
-    fn stream_encoder(&self, _f: Framing) -> Box<dyn StreamEncoder> {
-        unimplemented!()
+
+    fn stream_encoder(&self, framing: Framing) -> Box<dyn StreamEncoder> {
+        Box::new(stream::GeminiStreamEncoder::new(framing))
     }
-    fn upstream_path(&self, _model: &str, _stream: bool) -> String {
-        String::new()
+
+    /// SSE (`alt=sse`) is what the official SDKs request.
+    fn default_framing(&self) -> Framing {
+        Framing::Sse
     }
+
+    /// A bare model name goes under `models/`; a resource name that already
+    /// has a collection (`models/x`, `tunedModels/y`) is used as is.
+    fn upstream_path(&self, model: &str, stream: bool) -> String {
+        let resource = if model.contains('/') {
+            model.trim_start_matches('/').to_owned()
+        } else {
+            format!("models/{model}")
+        };
+        if stream {
+            format!("/v1beta/{resource}:streamGenerateContent?alt=sse")
+        } else {
+            format!("/v1beta/{resource}:generateContent")
+        }
+    }
+
     fn auth_headers(
         &self,
-        _c: &Credentials,
-        _o: &Outbound<'_>,
+        credentials: &Credentials,
+        _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-        Ok(Vec::new())
+        key_header(ir::Protocol::Gemini, "x-goog-api-key", credentials)
     }
-    fn extract_error(&self, status: u16, _body: &[u8]) -> RawUpstreamError {
-        RawUpstreamError {
-            status,
-            kind: ir::ErrorKind::from_status(status),
-            vendor_type: None,
-            vendor_code: None,
-            message: String::new(),
-        }
+
+    fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {
+        error::extract(status, body)
     }
-    fn error_response(&self, e: &ir::ErrorInfo) -> ErrorResponse {
-        ErrorResponse {
-            status: e.status,
-            headers: Vec::new(),
-            body: Vec::new(),
-        }
+
+    fn error_response(&self, error: &ir::ErrorInfo) -> ErrorResponse {
+        error::response(error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::SystemTime;
+
+    #[test]
+    fn paths_put_the_model_in_the_url() {
+        let codec = GeminiCodec;
+        assert_eq!(
+            codec.upstream_path("gemini-2.5-flash", false),
+            "/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        assert_eq!(
+            codec.upstream_path("gemini-2.5-flash", true),
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            codec.upstream_path("tunedModels/mine", false),
+            "/v1beta/tunedModels/mine:generateContent"
+        );
+    }
+
+    #[test]
+    fn auth_uses_the_goog_api_key_header() {
+        let outbound = Outbound {
+            method: "POST",
+            url: "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent",
+            body: b"{}",
+            time: SystemTime::UNIX_EPOCH,
+        };
+        let headers = GeminiCodec
+            .auth_headers(&Credentials::ApiKey("k".into()), &outbound)
+            .unwrap();
+        assert_eq!(headers.len(), 1);
+        assert_eq!(headers[0].0.as_str(), "x-goog-api-key");
+        assert_eq!(headers[0].1, "k");
+        assert!(GeminiCodec
+            .auth_headers(&Credentials::None, &outbound)
+            .unwrap()
+            .is_empty());
     }
 }

@@ -1,0 +1,1044 @@
+//! `generateContent` request bodies ↔ `ir::Request`.
+//!
+//! Streaming is chosen by the endpoint (`:streamGenerateContent`), not the
+//! body: the reader leaves `stream` false and the writer has no field for it.
+//!
+//! The model travels in the URL path, so the reader leaves `model` empty
+//! and the writer never puts one in the body (the writer does look at
+//! `request.model`, the wire model on egress, to pick between Gemini 2.x
+//! and Gemini 3 spellings of reasoning controls).
+//!
+//! Unmodelled fields are kept in `extra` under their wire key
+//! (`safetySettings`, `cachedContent`, `labels`, ...). Unmodelled parts of
+//! modelled objects are kept under the object's key, holding only the
+//! leftover fields: `generationConfig` (e.g. `candidateCount`,
+//! `responseModalities`, `thinkingConfig.includeThoughts` when it differs
+//! from the writer's default), `toolConfig` (e.g. `VALIDATED` mode, several
+//! `allowedFunctionNames`), `tools` (non-function tools such as
+//! `googleSearch`, appended on write) and `functionDeclarations` (per tool
+//! name, e.g. `behavior`, `response`). On a same-protocol hop the writer
+//! merges them back: the IR-derived value wins, extra fills the gaps.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use switchyard_codec::ir::{
+    Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
+    ToolChoice,
+};
+use switchyard_codec::{json, DecodeError, Encoded};
+
+use crate::parts::{
+    blocks_to_parts, drop_once, parts_to_blocks, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE,
+};
+use crate::wire::{
+    Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part,
+    ThinkingConfigIn, ToolConfigIn,
+};
+
+/// The name a JSON schema gets on read: Gemini schemas are unnamed and
+/// OpenAI-style writers need one.
+pub(crate) const SCHEMA_NAME: &str = "response";
+
+const JSON_MIME: &str = "application/json";
+
+/// Reads a request body.
+pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
+    let value: Value = json::parse(body)?;
+    let Value::Object(mut map) = value else {
+        return Err(DecodeError::Json(
+            "request body must be a json object".to_owned(),
+        ));
+    };
+    let mut request = Request::default();
+
+    let contents = take(&mut map, "contents", "contents")
+        .ok_or_else(|| DecodeError::invalid("contents", "contents is required"))?;
+    let contents: Vec<Content> = typed(
+        contents,
+        "contents",
+        "contents must be an array of contents",
+    )?;
+    let mut ledger = CallLedger::new("call_");
+    for (index, content) in contents.into_iter().enumerate() {
+        let at = format!("contents[{index}]");
+        let role = match content.role.as_deref() {
+            None | Some("") | Some("user") | Some("function") | Some("tool") => Role::User,
+            Some("model") | Some("assistant") => Role::Assistant,
+            Some(other) => {
+                return Err(DecodeError::invalid(
+                    format!("{at}.role"),
+                    format!("role must be user or model, not {other}"),
+                ))
+            }
+        };
+        let blocks = parts_to_blocks(content.parts, &mut ledger, PartMode::Request, &at)?;
+        request.messages.push(Message {
+            role,
+            content: blocks,
+        });
+    }
+
+    if let Some(system) = take(&mut map, "systemInstruction", "system_instruction") {
+        request.system = read_system(system)?;
+    }
+    if let Some(tools) = take(&mut map, "tools", "tools") {
+        read_tools(tools, &mut request)?;
+    }
+    if let Some(config) = take(&mut map, "toolConfig", "tool_config") {
+        let config: ToolConfigIn = typed(config, "toolConfig", "toolConfig is invalid")?;
+        read_tool_config(config, &mut request)?;
+    }
+    if let Some(config) = take(&mut map, "generationConfig", "generation_config") {
+        let config: GenerationConfigIn =
+            typed(config, "generationConfig", "generationConfig is invalid")?;
+        read_generation_config(config, &mut request)?;
+    }
+    // The path names the model; a body copy is redundant, not an extra.
+    map.remove("model");
+    for (key, value) in map {
+        request.extra.insert(Protocol::Gemini, key, value);
+    }
+    Ok(request)
+}
+
+fn take(map: &mut Map<String, Value>, camel: &str, snake: &str) -> Option<Value> {
+    map.remove(camel)
+        .or_else(|| map.remove(snake))
+        .filter(|v| !v.is_null())
+}
+
+fn typed<T: DeserializeOwned>(value: Value, field: &str, what: &str) -> Result<T, DecodeError> {
+    serde_json::from_value(value)
+        .map_err(|err| DecodeError::invalid(field, format!("{what}: {err}")))
+}
+
+fn read_system(value: Value) -> Result<Vec<TextBlock>, DecodeError> {
+    // The REST API takes a Content; SDKs also accept a bare string.
+    if let Value::String(text) = value {
+        return Ok(vec![TextBlock::new(text)]);
+    }
+    let content: Content = typed(value, "systemInstruction", "systemInstruction is invalid")?;
+    let mut system = Vec::with_capacity(content.parts.len());
+    for (index, part) in content.parts.into_iter().enumerate() {
+        match part.text {
+            Some(text) if part.function_call.is_none() && part.inline_data.is_none() => {
+                system.push(TextBlock::new(text));
+            }
+            _ => {
+                return Err(DecodeError::invalid(
+                    format!("systemInstruction.parts[{index}]"),
+                    "system instruction parts must be text",
+                ))
+            }
+        }
+    }
+    Ok(system)
+}
+
+fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
+    let Value::Array(tools) = value else {
+        return Err(DecodeError::invalid("tools", "tools must be an array"));
+    };
+    let mut others = Vec::new();
+    let mut declaration_extra = Map::new();
+    for (index, tool) in tools.into_iter().enumerate() {
+        let Value::Object(mut tool) = tool else {
+            return Err(DecodeError::invalid(
+                format!("tools[{index}]"),
+                "a tool must be an object",
+            ));
+        };
+        if let Some(declarations) = take(&mut tool, "functionDeclarations", "function_declarations")
+        {
+            let field = format!("tools[{index}].functionDeclarations");
+            let declarations: Vec<FunctionDeclarationIn> =
+                typed(declarations, &field, "functionDeclarations is invalid")?;
+            for declaration in declarations {
+                if declaration.name.is_empty() {
+                    return Err(DecodeError::invalid(
+                        field,
+                        "a function declaration needs a name",
+                    ));
+                }
+                if !declaration.rest.is_empty() {
+                    declaration_extra
+                        .insert(declaration.name.clone(), Value::Object(declaration.rest));
+                }
+                request.tools.push(Tool {
+                    name: declaration.name,
+                    description: declaration.description,
+                    parameters: declaration
+                        .parameters_json_schema
+                        .or(declaration.parameters)
+                        .unwrap_or(Value::Null),
+                    cache_control: None,
+                });
+            }
+        }
+        if !tool.is_empty() {
+            others.push(Value::Object(tool));
+        }
+    }
+    if !others.is_empty() {
+        request
+            .extra
+            .insert(Protocol::Gemini, "tools".to_owned(), Value::Array(others));
+    }
+    if !declaration_extra.is_empty() {
+        request.extra.insert(
+            Protocol::Gemini,
+            "functionDeclarations".to_owned(),
+            Value::Object(declaration_extra),
+        );
+    }
+    Ok(())
+}
+
+fn read_tool_config(config: ToolConfigIn, request: &mut Request) -> Result<(), DecodeError> {
+    let mut leftover = config.rest;
+    if let Some(calling) = config.function_calling_config {
+        let FunctionCallingConfigIn {
+            mode,
+            allowed_function_names,
+            rest,
+        } = calling;
+        let names = allowed_function_names.unwrap_or_default();
+        let mut calling_leftover = rest;
+        let mode = mode.map(|m| m.to_ascii_uppercase());
+        request.tool_choice = match mode.as_deref() {
+            None | Some("MODE_UNSPECIFIED") | Some("AUTO") => Some(ToolChoice::Auto),
+            Some("NONE") => Some(ToolChoice::None),
+            Some("ANY") if names.len() == 1 => names.first().cloned().map(ToolChoice::Tool),
+            Some("ANY") => Some(ToolChoice::Any),
+            // VALIDATED (auto with constrained decoding) has no IR choice:
+            // it stays unset (auto everywhere) and travels in extra.
+            Some("VALIDATED") => None,
+            Some(other) => {
+                return Err(DecodeError::invalid(
+                    "toolConfig.functionCallingConfig.mode",
+                    format!("unknown function calling mode {other}"),
+                ))
+            }
+        };
+        if request.tool_choice.is_none() {
+            if let Some(mode) = mode {
+                calling_leftover.insert("mode".to_owned(), Value::String(mode));
+            }
+        }
+        let names_kept = matches!(request.tool_choice, Some(ToolChoice::Tool(_)));
+        if !names.is_empty() && !names_kept {
+            calling_leftover.insert(
+                "allowedFunctionNames".to_owned(),
+                Value::Array(names.into_iter().map(Value::String).collect()),
+            );
+        }
+        if !calling_leftover.is_empty() {
+            leftover.insert(
+                "functionCallingConfig".to_owned(),
+                Value::Object(calling_leftover),
+            );
+        }
+    }
+    if !leftover.is_empty() {
+        request.extra.insert(
+            Protocol::Gemini,
+            "toolConfig".to_owned(),
+            Value::Object(leftover),
+        );
+    }
+    Ok(())
+}
+
+fn read_generation_config(
+    config: GenerationConfigIn,
+    request: &mut Request,
+) -> Result<(), DecodeError> {
+    let mut leftover = config.rest;
+    request.max_tokens = config.max_output_tokens;
+    request.temperature = config.temperature;
+    request.top_p = config.top_p;
+    if let Some(top_k) = config.top_k {
+        if !(top_k >= 0.0 && top_k.fract() == 0.0 && top_k <= u32::MAX as f64) {
+            return Err(DecodeError::invalid(
+                "generationConfig.topK",
+                "topK must be a non-negative integer",
+            ));
+        }
+        request.top_k = Some(top_k as u64);
+    }
+    request.stop = config.stop_sequences.unwrap_or_default();
+    request.seed = config.seed;
+    request.frequency_penalty = config.frequency_penalty;
+    request.presence_penalty = config.presence_penalty;
+
+    let schema_key = if config.response_json_schema.is_some() {
+        "responseJsonSchema"
+    } else {
+        "responseSchema"
+    };
+    let schema = config.response_json_schema.or(config.response_schema);
+    match config.response_mime_type.as_deref() {
+        Some(JSON_MIME) | None if schema.is_some() => {
+            request.response_format = Some(ResponseFormat::JsonSchema {
+                name: SCHEMA_NAME.to_owned(),
+                schema: schema.unwrap_or(Value::Null),
+                strict: None,
+            });
+        }
+        Some(JSON_MIME) => request.response_format = Some(ResponseFormat::JsonObject),
+        None => {}
+        // text/x.enum, text/plain: not a response format the IR knows.
+        Some(other) => {
+            leftover.insert(
+                "responseMimeType".to_owned(),
+                Value::String(other.to_owned()),
+            );
+            if let Some(schema) = schema {
+                leftover.insert(schema_key.to_owned(), schema);
+            }
+        }
+    }
+
+    if let Some(thinking) = config.thinking_config {
+        if let Some(thinking_leftover) = read_thinking(thinking, request)? {
+            leftover.insert(
+                "thinkingConfig".to_owned(),
+                Value::Object(thinking_leftover),
+            );
+        }
+    }
+    if !leftover.is_empty() {
+        request.extra.insert(
+            Protocol::Gemini,
+            "generationConfig".to_owned(),
+            Value::Object(leftover),
+        );
+    }
+    Ok(())
+}
+
+/// `thinkingBudget`: 0 disables, -1 is dynamic (no budget), n > 0 a budget.
+/// `thinkingLevel` is the effort. `includeThoughts` defaults to true on
+/// write when reasoning is on, so it is kept in extra only when it differs.
+fn read_thinking(
+    config: ThinkingConfigIn,
+    request: &mut Request,
+) -> Result<Option<Map<String, Value>>, DecodeError> {
+    let ThinkingConfigIn {
+        thinking_budget,
+        include_thoughts,
+        thinking_level,
+        rest,
+    } = config;
+    let mut leftover = rest;
+    let mut reasoning = Reasoning {
+        effort: thinking_level
+            .filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("thinking_level_unspecified"))
+            .map(|l| l.to_ascii_lowercase()),
+        budget_tokens: None,
+        disabled: false,
+    };
+    match thinking_budget {
+        None | Some(-1) => {}
+        Some(0) => reasoning.disabled = true,
+        Some(budget) if budget > 0 => reasoning.budget_tokens = Some(budget as u64),
+        Some(_) => {
+            return Err(DecodeError::invalid(
+                "generationConfig.thinkingConfig.thinkingBudget",
+                "thinkingBudget must be -1, 0 or a positive token count",
+            ))
+        }
+    }
+    let controls = thinking_budget.is_some() || reasoning.effort.is_some();
+    let enabled = !reasoning.disabled && (controls || include_thoughts == Some(true));
+    if controls || enabled {
+        if enabled && include_thoughts != Some(true) {
+            leftover.insert(
+                "includeThoughts".to_owned(),
+                Value::Bool(include_thoughts.unwrap_or(false)),
+            );
+        }
+        if !enabled {
+            if let Some(include) = include_thoughts {
+                leftover.insert("includeThoughts".to_owned(), Value::Bool(include));
+            }
+        }
+        request.reasoning = Some(reasoning);
+    } else if let Some(include) = include_thoughts {
+        leftover.insert("includeThoughts".to_owned(), Value::Bool(include));
+    }
+    Ok((!leftover.is_empty()).then_some(leftover))
+}
+
+/// True for model families that predate `thinkingLevel` and thought
+/// signatures (Gemini 1.x/2.x, Gemma, LearnLM). Unknown or empty names are
+/// taken for current models.
+pub(crate) fn is_legacy_model(model: &str) -> bool {
+    let name = model
+        .rsplit('/')
+        .next()
+        .unwrap_or(model)
+        .to_ascii_lowercase();
+    ["gemini-1", "gemini-2", "gemma", "learnlm"]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+}
+
+/// Writes a request body.
+pub(crate) fn write(request: &Request) -> Encoded {
+    let mut dropped = Vec::new();
+    let extra = request
+        .extra
+        .for_target(Protocol::Gemini, &mut dropped)
+        .cloned()
+        .unwrap_or_default();
+    let legacy = is_legacy_model(&request.model);
+    let mut body = Map::new();
+
+    let mut calls = Vec::new();
+    let mut contents: Vec<Content> = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        let mut parts = blocks_to_parts(
+            &message.content,
+            &mut WriteParts {
+                call_ids: false,
+                dropped: &mut dropped,
+                calls: &mut calls,
+            },
+        );
+        if parts.is_empty() {
+            // Gemini rejects a content without parts; an empty turn says nothing.
+            continue;
+        }
+        if message.role == Role::Assistant && !legacy {
+            sign_first_call(&mut parts);
+        }
+        // Gemini wants all answers to one model turn in one content; readers
+        // of protocols with a message per result may have split them.
+        if message.role == Role::User && only_results(&parts) {
+            if let Some(previous) = contents.last_mut() {
+                if previous.role.as_deref() == Some("user") && only_results(&previous.parts) {
+                    previous.parts.extend(parts);
+                    continue;
+                }
+            }
+        }
+        contents.push(Content {
+            role: Some(
+                match message.role {
+                    Role::User => "user",
+                    Role::Assistant => "model",
+                }
+                .to_owned(),
+            ),
+            parts,
+        });
+    }
+    body.insert("contents".to_owned(), to_value(&contents));
+
+    if !request.system.is_empty() {
+        let parts: Vec<Part> = request
+            .system
+            .iter()
+            .map(|block| {
+                if block.cache_control.is_some() {
+                    drop_once(&mut dropped, "cache_control");
+                }
+                Part {
+                    text: Some(block.text.clone()),
+                    ..Part::default()
+                }
+            })
+            .collect();
+        body.insert(
+            "systemInstruction".to_owned(),
+            to_value(&Content { role: None, parts }),
+        );
+    }
+
+    let tools = write_tools(request, &extra, &mut dropped);
+    if !tools.is_empty() {
+        body.insert("tools".to_owned(), Value::Array(tools));
+    }
+    if let Some(choice) = &request.tool_choice {
+        body.insert("toolConfig".to_owned(), write_tool_choice(choice));
+    }
+    if request.parallel_tool_calls == Some(false) {
+        drop_once(&mut dropped, "parallel_tool_calls");
+    }
+
+    let generation = write_generation_config(request, &extra, legacy, &mut dropped);
+    if !generation.is_empty() {
+        body.insert("generationConfig".to_owned(), Value::Object(generation));
+    }
+    if request.user.is_some() {
+        drop_once(&mut dropped, "user");
+    }
+    if !request.metadata.is_empty() {
+        drop_once(&mut dropped, "metadata");
+    }
+
+    for (key, value) in &extra {
+        if key == "tools" || key == "functionDeclarations" {
+            continue;
+        }
+        merge_missing(&mut body, key, value);
+    }
+    Encoded {
+        body: json::to_vec(&Value::Object(body)),
+        dropped,
+    }
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+fn only_results(parts: &[Part]) -> bool {
+    !parts.is_empty() && parts.iter().all(|p| p.function_response.is_some())
+}
+
+/// Gemini 3 rejects a history function call without a signature; the
+/// first call of a model turn with none gets the documented placeholder.
+fn sign_first_call(parts: &mut [Part]) {
+    if let Some(first) = parts.iter_mut().find(|p| p.function_call.is_some()) {
+        if first.thought_signature.is_none() {
+            first.thought_signature = Some(SKIP_SIGNATURE.to_owned());
+        }
+    }
+}
+
+/// Inserts `value` at `key` unless the body already has it; objects merge
+/// recursively, the body's own values winning.
+fn merge_missing(target: &mut Map<String, Value>, key: &str, value: &Value) {
+    match (target.get_mut(key), value) {
+        (None, _) => {
+            target.insert(key.to_owned(), value.clone());
+        }
+        (Some(Value::Object(existing)), Value::Object(more)) => {
+            for (inner_key, inner_value) in more {
+                merge_missing(existing, inner_key, inner_value);
+            }
+        }
+        (Some(_), _) => {}
+    }
+}
+
+fn write_tools(
+    request: &Request,
+    extra: &Map<String, Value>,
+    dropped: &mut Vec<Dropped>,
+) -> Vec<Value> {
+    let mut tools = Vec::new();
+    if !request.tools.is_empty() {
+        let declaration_extra = extra.get("functionDeclarations").and_then(Value::as_object);
+        let declarations: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                if tool.cache_control.is_some() {
+                    drop_once(dropped, "cache_control");
+                }
+                let mut declaration = Map::new();
+                declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
+                if let Some(description) = &tool.description {
+                    declaration
+                        .insert("description".to_owned(), Value::String(description.clone()));
+                }
+                if !tool.parameters.is_null() {
+                    declaration.insert(
+                        schema_field(&tool.parameters, "parameters", "parametersJsonSchema")
+                            .to_owned(),
+                        tool.parameters.clone(),
+                    );
+                }
+                if let Some(Value::Object(more)) = declaration_extra.and_then(|d| d.get(&tool.name))
+                {
+                    for (key, value) in more {
+                        merge_missing(&mut declaration, key, value);
+                    }
+                }
+                Value::Object(declaration)
+            })
+            .collect();
+        let mut tool = Map::new();
+        tool.insert(
+            "functionDeclarations".to_owned(),
+            Value::Array(declarations),
+        );
+        tools.push(Value::Object(tool));
+    }
+    if let Some(Value::Array(others)) = extra.get("tools") {
+        tools.extend(others.iter().cloned());
+    }
+    tools
+}
+
+/// Gemini has two schema fields: the OpenAPI-subset `Schema` (`parameters`,
+/// `responseSchema`) and full JSON Schema (`parametersJsonSchema`,
+/// `responseJsonSchema`). Schemas in Gemini's own OpenAPI spelling
+/// (upper-case type names such as `OBJECT`) go to the first; everything
+/// else, including all schemas from other protocols, to the second, which
+/// accepts `additionalProperties`, `$ref`, `const` and the rest.
+fn schema_field<'a>(schema: &Value, openapi: &'a str, json_schema: &'a str) -> &'a str {
+    if uses_openapi_types(schema, 0) {
+        openapi
+    } else {
+        json_schema
+    }
+}
+
+fn uses_openapi_types(schema: &Value, depth: u32) -> bool {
+    if depth > 32 {
+        return false;
+    }
+    match schema {
+        Value::Object(map) => map.iter().any(|(key, value)| match (key.as_str(), value) {
+            ("type", Value::String(kind)) => {
+                !kind.is_empty() && kind.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+            }
+            _ => uses_openapi_types(value, depth + 1),
+        }),
+        Value::Array(items) => items.iter().any(|v| uses_openapi_types(v, depth + 1)),
+        _ => false,
+    }
+}
+
+fn write_tool_choice(choice: &ToolChoice) -> Value {
+    let mut calling = Map::new();
+    let mode = match choice {
+        ToolChoice::Auto => "AUTO",
+        ToolChoice::Any => "ANY",
+        ToolChoice::None => "NONE",
+        ToolChoice::Tool(name) => {
+            calling.insert(
+                "allowedFunctionNames".to_owned(),
+                Value::Array(vec![Value::String(name.clone())]),
+            );
+            "ANY"
+        }
+    };
+    calling.insert("mode".to_owned(), Value::String(mode.to_owned()));
+    let mut config = Map::new();
+    config.insert("functionCallingConfig".to_owned(), Value::Object(calling));
+    Value::Object(config)
+}
+
+fn write_generation_config(
+    request: &Request,
+    extra: &Map<String, Value>,
+    legacy: bool,
+    dropped: &mut Vec<Dropped>,
+) -> Map<String, Value> {
+    let mut config = Map::new();
+    if let Some(max) = request.max_tokens {
+        config.insert("maxOutputTokens".to_owned(), Value::from(max));
+    }
+    if let Some(temperature) = request.temperature {
+        config.insert("temperature".to_owned(), Value::from(temperature));
+    }
+    if let Some(top_p) = request.top_p {
+        config.insert("topP".to_owned(), Value::from(top_p));
+    }
+    if let Some(top_k) = request.top_k {
+        config.insert("topK".to_owned(), Value::from(top_k));
+    }
+    if !request.stop.is_empty() {
+        config.insert(
+            "stopSequences".to_owned(),
+            Value::Array(request.stop.iter().cloned().map(Value::String).collect()),
+        );
+    }
+    if let Some(seed) = request.seed {
+        config.insert("seed".to_owned(), Value::from(seed));
+    }
+    if let Some(penalty) = request.frequency_penalty {
+        config.insert("frequencyPenalty".to_owned(), Value::from(penalty));
+    }
+    if let Some(penalty) = request.presence_penalty {
+        config.insert("presencePenalty".to_owned(), Value::from(penalty));
+    }
+    match &request.response_format {
+        None => {}
+        Some(ResponseFormat::JsonObject) => {
+            config.insert("responseMimeType".to_owned(), Value::from(JSON_MIME));
+        }
+        Some(ResponseFormat::JsonSchema { name, schema, .. }) => {
+            // Gemini always constrains output to the schema, so `strict`
+            // needs no field; a schema name has none.
+            if name != SCHEMA_NAME {
+                drop_once(dropped, "response_format.name");
+            }
+            config.insert("responseMimeType".to_owned(), Value::from(JSON_MIME));
+            config.insert(
+                schema_field(schema, "responseSchema", "responseJsonSchema").to_owned(),
+                schema.clone(),
+            );
+        }
+    }
+    if let Some(reasoning) = &request.reasoning {
+        let extra_include = extra
+            .get("generationConfig")
+            .and_then(|g| g.get("thinkingConfig"))
+            .and_then(|t| t.get("includeThoughts"))
+            .is_some();
+        let thinking = write_thinking(reasoning, legacy, extra_include, dropped);
+        config.insert("thinkingConfig".to_owned(), Value::Object(thinking));
+    }
+    if let Some(Value::Object(more)) = extra.get("generationConfig") {
+        for (key, value) in more {
+            merge_missing(&mut config, key, value);
+        }
+    }
+    config
+}
+
+/// Gemini 2.x takes a token budget, Gemini 3 a level (and still a budget).
+/// An effort alone becomes a level for current models and a budget for
+/// 2.x ones; a budget is always written as given.
+fn write_thinking(
+    reasoning: &Reasoning,
+    legacy: bool,
+    extra_include: bool,
+    dropped: &mut Vec<Dropped>,
+) -> Map<String, Value> {
+    let mut thinking = Map::new();
+    if reasoning.disabled {
+        thinking.insert("thinkingBudget".to_owned(), Value::from(0));
+        return thinking;
+    }
+    match (reasoning.budget_tokens, reasoning.effort.as_deref(), legacy) {
+        (Some(budget), effort, _) => {
+            thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+            if let Some(effort) = effort {
+                if legacy {
+                    drop_once(dropped, "reasoning.effort");
+                } else {
+                    thinking.insert("thinkingLevel".to_owned(), Value::from(level(effort)));
+                }
+            }
+        }
+        (None, Some(_), true) => {
+            if let Some(budget) = reasoning.budget_or_from_effort() {
+                thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+            }
+        }
+        (None, Some(effort), false) => {
+            thinking.insert("thinkingLevel".to_owned(), Value::from(level(effort)));
+        }
+        (None, None, _) => {}
+    }
+    if !extra_include {
+        thinking.insert("includeThoughts".to_owned(), Value::Bool(true));
+    }
+    thinking
+}
+
+/// Gemini levels are `minimal`, `low`, `medium`, `high`; OpenAI's extra
+/// `none` and `xhigh` map to the nearest.
+fn level(effort: &str) -> String {
+    match effort.to_ascii_lowercase().as_str() {
+        "none" => "minimal".to_owned(),
+        "xhigh" | "max" => "high".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use switchyard_codec::ir::Block;
+
+    fn read_json(value: Value) -> Request {
+        read(&serde_json::to_vec(&value).unwrap()).unwrap()
+    }
+
+    fn write_json(request: &Request) -> (Value, Vec<Dropped>) {
+        let encoded = write(request);
+        (
+            serde_json::from_slice(&encoded.body).unwrap(),
+            encoded.dropped,
+        )
+    }
+
+    #[test]
+    fn snake_case_fields_are_read() {
+        let request = read_json(json!({
+            "contents": [{"role": "user", "parts": [{"inline_data": {"mime_type": "image/png", "data": "AA=="}}]}],
+            "system_instruction": {"parts": [{"text": "be brief"}]},
+            "generation_config": {"max_output_tokens": 5, "stop_sequences": ["x"], "top_k": 40.0},
+            "tool_config": {"function_calling_config": {"mode": "ANY", "allowed_function_names": ["f"]}}
+        }));
+        assert_eq!(request.max_tokens, Some(5));
+        assert_eq!(request.top_k, Some(40));
+        assert_eq!(request.stop, vec!["x".to_owned()]);
+        assert_eq!(request.system[0].text, "be brief");
+        assert_eq!(request.tool_choice, Some(ToolChoice::Tool("f".into())));
+        assert!(matches!(
+            request.messages[0].content[0],
+            Block::Image { .. }
+        ));
+        assert!(request.extra.is_empty());
+    }
+
+    #[test]
+    fn missing_or_bad_contents_is_an_error_naming_the_field() {
+        let err = read(b"{}").unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::invalid("contents", "contents is required")
+        );
+        let err = read(br#"{"contents": [{"role": "robot", "parts": []}]}"#).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].role")
+        );
+        let err = read(br#"{"contents": [{"parts": [{}]}]}"#).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].parts[0]")
+        );
+        assert!(read(b"[1]").is_err());
+        assert!(read(b"not json").is_err());
+    }
+
+    #[test]
+    fn unmodelled_fields_survive_a_same_protocol_hop() {
+        let wire = json!({
+            "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "tools": [
+                {"functionDeclarations": [{"name": "f", "behavior": "NON_BLOCKING"}]},
+                {"googleSearch": {}}
+            ],
+            "toolConfig": {"functionCallingConfig": {"mode": "VALIDATED"}},
+            "generationConfig": {
+                "candidateCount": 1,
+                "responseMimeType": "text/x.enum",
+                "responseSchema": {"type": "STRING", "enum": ["a", "b"]},
+                "thinkingConfig": {"thinkingBudget": 128}
+            },
+            "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}],
+            "cachedContent": "cachedContents/abc",
+            "model": "models/gemini-2.5-flash"
+        });
+        let request = read_json(wire);
+        assert_eq!(request.tool_choice, None);
+        assert_eq!(request.model, "");
+        let (body, dropped) = write_json(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(
+            body,
+            json!({
+                "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+                "tools": [
+                    {"functionDeclarations": [{"name": "f", "behavior": "NON_BLOCKING"}]},
+                    {"googleSearch": {}}
+                ],
+                "generationConfig": {
+                    "thinkingConfig": {"thinkingBudget": 128, "includeThoughts": false},
+                    "candidateCount": 1,
+                    "responseMimeType": "text/x.enum",
+                    "responseSchema": {"type": "STRING", "enum": ["a", "b"]}
+                },
+                "toolConfig": {"functionCallingConfig": {"mode": "VALIDATED"}},
+                "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}],
+                "cachedContent": "cachedContents/abc"
+            })
+        );
+    }
+
+    #[test]
+    fn cross_protocol_extras_and_unsupported_fields_are_reported() {
+        let mut request = Request {
+            user: Some("u".into()),
+            parallel_tool_calls: Some(false),
+            ..Request::default()
+        };
+        request
+            .extra
+            .insert(Protocol::OpenAi, "logprobs".into(), json!(true));
+        request.metadata.insert("k".into(), json!("v"));
+        request.messages.push(Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::RedactedThinking { data: "x".into() },
+                Block::text("a"),
+            ],
+        });
+        let (body, dropped) = write_json(&request);
+        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "logprobs",
+                "redacted_thinking",
+                "parallel_tool_calls",
+                "user",
+                "metadata"
+            ]
+        );
+        assert!(body.get("logprobs").is_none());
+    }
+
+    #[test]
+    fn reasoning_follows_the_model_generation() {
+        let mut request = Request {
+            reasoning: Some(Reasoning {
+                effort: Some("low".into()),
+                budget_tokens: None,
+                disabled: false,
+            }),
+            ..Request::default()
+        };
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["generationConfig"]["thinkingConfig"],
+            json!({"thinkingLevel": "low", "includeThoughts": true})
+        );
+        request.model = "gemini-2.5-flash".into();
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["generationConfig"]["thinkingConfig"],
+            json!({"thinkingBudget": 2048, "includeThoughts": true})
+        );
+        request.reasoning = Some(Reasoning {
+            effort: None,
+            budget_tokens: None,
+            disabled: true,
+        });
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["generationConfig"]["thinkingConfig"],
+            json!({"thinkingBudget": 0})
+        );
+    }
+
+    #[test]
+    fn dynamic_budget_and_thought_flags_read_back() {
+        let request = read_json(json!({
+            "contents": [],
+            "generationConfig": {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": true}}
+        }));
+        assert_eq!(
+            request.reasoning,
+            Some(Reasoning {
+                effort: None,
+                budget_tokens: None,
+                disabled: false
+            })
+        );
+        assert!(request.extra.is_empty());
+        let request = read_json(json!({
+            "contents": [],
+            "generationConfig": {"thinkingConfig": {"includeThoughts": false}}
+        }));
+        assert_eq!(request.reasoning, None);
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["generationConfig"],
+            json!({"thinkingConfig": {"includeThoughts": false}})
+        );
+    }
+
+    #[test]
+    fn history_calls_get_the_placeholder_signature_on_current_models() {
+        let request = Request {
+            messages: vec![Message {
+                role: Role::Assistant,
+                content: vec![
+                    Block::ToolUse(switchyard_codec::ir::ToolUse {
+                        id: "toolu_1".into(),
+                        name: "f".into(),
+                        input: "{}".into(),
+                    }),
+                    Block::ToolUse(switchyard_codec::ir::ToolUse {
+                        id: "toolu_2".into(),
+                        name: "f".into(),
+                        input: "{}".into(),
+                    }),
+                ],
+            }],
+            ..Request::default()
+        };
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["contents"][0]["parts"],
+            json!([
+                {"thoughtSignature": SKIP_SIGNATURE, "functionCall": {"name": "f", "args": {}}},
+                {"functionCall": {"name": "f", "args": {}}}
+            ])
+        );
+        let legacy = Request {
+            model: "models/gemini-2.0-flash".into(),
+            ..request
+        };
+        let (body, _) = write_json(&legacy);
+        assert!(body["contents"][0]["parts"][0]
+            .get("thoughtSignature")
+            .is_none());
+    }
+
+    #[test]
+    fn tool_results_are_named_from_the_call() {
+        let request = Request {
+            messages: vec![
+                Message {
+                    role: Role::Assistant,
+                    content: vec![Block::ToolUse(switchyard_codec::ir::ToolUse {
+                        id: "call_abc".into(),
+                        name: "weather".into(),
+                        input: r#"{"city":"Paris"}"#.into(),
+                    })],
+                },
+                Message {
+                    role: Role::User,
+                    content: vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
+                        tool_use_id: "call_abc".into(),
+                        name: None,
+                        content: vec![Block::text("rain")],
+                        is_error: false,
+                    })],
+                },
+            ],
+            model: "gemini-2.5-pro".into(),
+            ..Request::default()
+        };
+        let (body, _) = write_json(&request);
+        assert_eq!(
+            body["contents"][1],
+            json!({"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"output": "rain"}}}]})
+        );
+        assert_eq!(
+            body["contents"][0]["parts"][0],
+            json!({"functionCall": {"name": "weather", "args": {"city": "Paris"}}})
+        );
+    }
+
+    #[test]
+    fn split_tool_results_are_sent_as_one_turn() {
+        let result = |id: &str| Message {
+            role: Role::User,
+            content: vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
+                tool_use_id: id.into(),
+                name: Some("f".into()),
+                content: vec![Block::text("ok")],
+                is_error: false,
+            })],
+        };
+        let request = Request {
+            messages: vec![result("a"), result("b"), Message::text(Role::User, "next")],
+            ..Request::default()
+        };
+        let (body, _) = write_json(&request);
+        let contents = body["contents"].as_array().unwrap();
+        assert_eq!(contents.len(), 2);
+        assert_eq!(contents[0]["parts"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn openapi_schemas_keep_their_field() {
+        let openapi = json!({"type": "OBJECT", "properties": {"a": {"type": "STRING"}}});
+        let json_schema = json!({"type": "object", "additionalProperties": false});
+        assert_eq!(schema_field(&openapi, "p", "j"), "p");
+        assert_eq!(schema_field(&json_schema, "p", "j"), "j");
+    }
+}

@@ -1,0 +1,361 @@
+//! Gemini wire types: the JSON shapes of `generateContent` contents, parts,
+//! responses, usage and errors. Field names are camelCase on output; the
+//! REST API also accepts snake_case, so every field takes a snake_case alias
+//! on input.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// One turn: `{role, parts}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Content {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    #[serde(default)]
+    pub parts: Vec<Part>,
+}
+
+/// One part of a turn. Exactly one payload field is set on the wire; the
+/// reader tolerates several and takes them in a fixed order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Part {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<bool>,
+    #[serde(
+        default,
+        alias = "thought_signature",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thought_signature: Option<String>,
+    #[serde(
+        default,
+        alias = "inline_data",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub inline_data: Option<Blob>,
+    #[serde(default, alias = "file_data", skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<FileData>,
+    #[serde(
+        default,
+        alias = "function_call",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub function_call: Option<FunctionCall>,
+    #[serde(
+        default,
+        alias = "function_response",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub function_response: Option<FunctionResponse>,
+    #[serde(
+        default,
+        alias = "executable_code",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub executable_code: Option<ExecutableCode>,
+    #[serde(
+        default,
+        alias = "code_execution_result",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub code_execution_result: Option<CodeExecutionResult>,
+}
+
+/// Inline bytes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Blob {
+    #[serde(default, alias = "mime_type")]
+    pub mime_type: String,
+    #[serde(default)]
+    pub data: String,
+}
+
+/// Bytes behind a URI (Files API, Cloud Storage, http).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FileData {
+    #[serde(default, alias = "mime_type", skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    #[serde(default, alias = "file_uri")]
+    pub file_uri: String,
+}
+
+/// A call the model made. `id` is optional and often absent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FunctionCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+}
+
+/// The caller's answer to a call, keyed by name (and `id` when present).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FunctionResponse {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
+    /// Media returned by the function (Gemini 3 multimodal results).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<FunctionResponsePart>,
+}
+
+/// A media part inside a function response.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FunctionResponsePart {
+    #[serde(
+        default,
+        alias = "inline_data",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub inline_data: Option<Blob>,
+    #[serde(default, alias = "file_data", skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<FileData>,
+}
+
+/// Code the model wrote for the code-execution tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ExecutableCode {
+    #[serde(default)]
+    pub language: Option<String>,
+    #[serde(default)]
+    pub code: String,
+}
+
+/// The output of the code-execution tool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CodeExecutionResult {
+    #[serde(default)]
+    pub outcome: Option<String>,
+    #[serde(default)]
+    pub output: Option<String>,
+}
+
+/// `generationConfig`, with the fields the IR models pulled out and the rest kept.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GenerationConfigIn {
+    #[serde(default, alias = "max_output_tokens")]
+    pub max_output_tokens: Option<u64>,
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    #[serde(default, alias = "top_p")]
+    pub top_p: Option<f64>,
+    /// A float in some SDKs (`top_k: float`), an int32 in the API.
+    #[serde(default, alias = "top_k")]
+    pub top_k: Option<f64>,
+    #[serde(default, alias = "stop_sequences")]
+    pub stop_sequences: Option<Vec<String>>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default, alias = "frequency_penalty")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default, alias = "presence_penalty")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, alias = "response_mime_type")]
+    pub response_mime_type: Option<String>,
+    #[serde(default, alias = "response_schema")]
+    pub response_schema: Option<Value>,
+    #[serde(default, alias = "response_json_schema")]
+    pub response_json_schema: Option<Value>,
+    #[serde(default, alias = "thinking_config")]
+    pub thinking_config: Option<ThinkingConfigIn>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// `generationConfig.thinkingConfig`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ThinkingConfigIn {
+    #[serde(default, alias = "thinking_budget")]
+    pub thinking_budget: Option<i64>,
+    #[serde(default, alias = "include_thoughts")]
+    pub include_thoughts: Option<bool>,
+    #[serde(default, alias = "thinking_level")]
+    pub thinking_level: Option<String>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// One entry of `tools[].functionDeclarations`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FunctionDeclarationIn {
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub parameters: Option<Value>,
+    #[serde(default, alias = "parameters_json_schema")]
+    pub parameters_json_schema: Option<Value>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// `toolConfig`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ToolConfigIn {
+    #[serde(default, alias = "function_calling_config")]
+    pub function_calling_config: Option<FunctionCallingConfigIn>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// `toolConfig.functionCallingConfig`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FunctionCallingConfigIn {
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default, alias = "allowed_function_names")]
+    pub allowed_function_names: Option<Vec<String>>,
+    #[serde(flatten)]
+    pub rest: Map<String, Value>,
+}
+
+/// A whole reply, or one streamed chunk of it (same shape). A streamed
+/// error arrives as `{"error": {...}}` in place of a chunk.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GenerateContentResponse {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub candidates: Vec<Candidate>,
+    #[serde(
+        default,
+        alias = "prompt_feedback",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prompt_feedback: Option<PromptFeedback>,
+    #[serde(
+        default,
+        alias = "usage_metadata",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage_metadata: Option<UsageMetadata>,
+    #[serde(
+        default,
+        alias = "model_version",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub model_version: Option<String>,
+    #[serde(
+        default,
+        alias = "response_id",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub response_id: Option<String>,
+    #[serde(
+        default,
+        alias = "create_time",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub create_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// One candidate reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Candidate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Content>,
+    #[serde(
+        default,
+        alias = "finish_reason",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub finish_reason: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+}
+
+/// Why a prompt was refused before any candidate.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PromptFeedback {
+    #[serde(
+        default,
+        alias = "block_reason",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub block_reason: Option<String>,
+}
+
+/// `usageMetadata`. `promptTokenCount` already includes cached tokens.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct UsageMetadata {
+    #[serde(
+        default,
+        alias = "prompt_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub prompt_token_count: Option<u64>,
+    #[serde(
+        default,
+        alias = "candidates_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub candidates_token_count: Option<u64>,
+    #[serde(
+        default,
+        alias = "total_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub total_token_count: Option<u64>,
+    #[serde(
+        default,
+        alias = "cached_content_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cached_content_token_count: Option<u64>,
+    #[serde(
+        default,
+        alias = "thoughts_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub thoughts_token_count: Option<u64>,
+    #[serde(
+        default,
+        alias = "tool_use_prompt_token_count",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub tool_use_prompt_token_count: Option<u64>,
+}
+
+/// `{"error": {...}}`: the Google RPC status shape.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ErrorEnvelope {
+    pub error: ErrorBody,
+}
+
+/// The error itself: HTTP code, message, canonical status name, details.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ErrorBody {
+    /// A number from Google; some proxies send a string.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<Value>,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<Value>,
+}
