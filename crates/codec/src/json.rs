@@ -43,15 +43,9 @@ mod tests {
 
     #[test]
     fn arguments_survive_as_objects() {
-        assert_eq!(
-            arguments_to_value(r#"{"a":1}"#),
-            serde_json::json!({"a": 1})
-        );
+        assert_eq!(arguments_to_value(r#"{"a":1}"#), serde_json::json!({"a": 1}));
         assert_eq!(arguments_to_value(""), serde_json::json!({}));
-        assert_eq!(
-            arguments_to_value("{not json"),
-            serde_json::json!({"_raw_arguments": "{not json"})
-        );
+        assert_eq!(arguments_to_value("{not json"), serde_json::json!({"_raw_arguments": "{not json"}));
         assert_eq!(arguments_to_value("[1]"), serde_json::json!({"value": [1]}));
     }
 }

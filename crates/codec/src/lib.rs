@@ -48,10 +48,7 @@ pub enum DecodeError {
 impl DecodeError {
     /// An invalid-request error naming the parameter at fault.
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> DecodeError {
-        DecodeError::Invalid {
-            message: message.into(),
-            param: Some(param.into()),
-        }
+        DecodeError::Invalid { message: message.into(), param: Some(param.into()) }
     }
 
     /// The caller-facing error this decode failure becomes.
@@ -135,10 +132,7 @@ impl RawUpstreamError {
             kind: self.kind,
             status: self.status,
             message: self.message.clone(),
-            code: self
-                .vendor_code
-                .clone()
-                .or_else(|| self.vendor_type.clone()),
+            code: self.vendor_code.clone().or_else(|| self.vendor_type.clone()),
             param: None,
         }
     }
@@ -260,10 +254,7 @@ pub trait Codec: Send + Sync {
 pub fn probe_request(model: &str) -> Request {
     Request {
         model: model.to_owned(),
-        messages: vec![switchyard_ir::Message::text(
-            switchyard_ir::Role::User,
-            "ping",
-        )],
+        messages: vec![switchyard_ir::Message::text(switchyard_ir::Role::User, "ping")],
         max_tokens: Some(1),
         ..Request::default()
     }
@@ -277,15 +268,11 @@ pub fn bearer_header(
     match credentials {
         Credentials::None => Ok(Vec::new()),
         Credentials::ApiKey(key) => {
-            let mut value =
-                HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| AuthError::BadHeader)?;
+            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| AuthError::BadHeader)?;
             value.set_sensitive(true);
             Ok(vec![(http::header::AUTHORIZATION, value)])
         }
-        Credentials::Aws { .. } => Err(AuthError::WrongCredentials {
-            protocol,
-            needed: "an api_key",
-        }),
+        Credentials::Aws { .. } => Err(AuthError::WrongCredentials { protocol, needed: "an api_key" }),
     }
 }
 
@@ -298,15 +285,11 @@ pub fn key_header(
     match credentials {
         Credentials::None => Ok(Vec::new()),
         Credentials::ApiKey(key) => {
-            let mut value =
-                HeaderValue::try_from(key.as_str()).map_err(|_| AuthError::BadHeader)?;
+            let mut value = HeaderValue::try_from(key.as_str()).map_err(|_| AuthError::BadHeader)?;
             value.set_sensitive(true);
             Ok(vec![(HeaderName::from_static(name), value)])
         }
-        Credentials::Aws { .. } => Err(AuthError::WrongCredentials {
-            protocol,
-            needed: "an api_key",
-        }),
+        Credentials::Aws { .. } => Err(AuthError::WrongCredentials { protocol, needed: "an api_key" }),
     }
 }
 

@@ -18,12 +18,7 @@ pub fn protect(text: &str) -> String {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
         match after.find('}') {
-            Some(end)
-                if after[..end]
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                    && end > 0 =>
-            {
+            Some(end) if after[..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && end > 0 => {
                 out.push_str(OPEN);
                 out.push_str(&after[..end]);
                 out.push(CLOSE);
@@ -45,12 +40,7 @@ use crate::Issue;
 
 /// Replaces `${NAME}` in every string scalar of `value` using `lookup`;
 /// every missing variable becomes an issue naming where it was used.
-pub fn interpolate(
-    value: &mut Value,
-    path: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    issues: &mut Vec<Issue>,
-) {
+pub fn interpolate(value: &mut Value, path: &str, lookup: &dyn Fn(&str) -> Option<String>, issues: &mut Vec<Issue>) {
     match value {
         Value::String(text) => {
             if text.contains(OPEN) || text.contains("${") {
@@ -65,11 +55,7 @@ pub fn interpolate(
         Value::Mapping(map) => {
             for (key, item) in map.iter_mut() {
                 let key = key.as_str().unwrap_or("?");
-                let child = if path.is_empty() {
-                    key.to_owned()
-                } else {
-                    format!("{path}.{key}")
-                };
+                let child = if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") };
                 interpolate(item, &child, lookup, issues);
             }
         }
@@ -78,23 +64,14 @@ pub fn interpolate(
     }
 }
 
-fn substitute(
-    text: &str,
-    path: &str,
-    lookup: &dyn Fn(&str) -> Option<String>,
-    issues: &mut Vec<Issue>,
-) -> String {
+fn substitute(text: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>, issues: &mut Vec<Issue>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some((start, open_len)) = next_reference(rest) {
         out.push_str(&rest[..start]);
         let after = &rest[start + open_len..];
         let Some(end) = after.find(['}', CLOSE]) else {
-            issues.push(Issue::new(
-                path,
-                "unclosed `${` in value",
-                "close it with `}` or remove it",
-            ));
+            issues.push(Issue::new(path, "unclosed `${` in value", "close it with `}` or remove it"));
             out.push_str(&rest[start..]);
             return out;
         };
@@ -130,8 +107,7 @@ mod tests {
 
     #[test]
     fn substitutes_and_reports_missing_variables() {
-        let mut value: Value =
-            serde_yaml_ng::from_str(&protect("a: x-${K}-y\nb: [${NOPE}]\nc: { k: ${K} }")).unwrap();
+        let mut value: Value = serde_yaml_ng::from_str(&protect("a: x-${K}-y\nb: [${NOPE}]\nc: { k: ${K} }")).unwrap();
         let mut issues = Vec::new();
         let lookup = |name: &str| (name == "K").then(|| "v: 1".to_owned());
         interpolate(&mut value, "", &lookup, &mut issues);

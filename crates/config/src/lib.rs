@@ -35,11 +35,7 @@ pub struct Issue {
 
 impl Issue {
     fn new(path: &str, message: impl Into<String>, fix: impl Into<String>) -> Issue {
-        Issue {
-            path: path.to_owned(),
-            message: message.into(),
-            fix: fix.into(),
-        }
+        Issue { path: path.to_owned(), message: message.into(), fix: fix.into() }
     }
 }
 
@@ -59,11 +55,8 @@ impl std::fmt::Display for Issue {
 pub struct ConfigError(pub Vec<Issue>);
 
 fn render_issues(issues: &[Issue]) -> String {
-    let mut out = format!(
-        "invalid configuration ({} problem{}):",
-        issues.len(),
-        if issues.len() == 1 { "" } else { "s" }
-    );
+    let mut out =
+        format!("invalid configuration ({} problem{}):", issues.len(), if issues.len() == 1 { "" } else { "s" });
     for issue in issues {
         out.push_str("\n  - ");
         out.push_str(&issue.to_string());
@@ -269,10 +262,7 @@ impl Strategy {
 
     /// The config name.
     pub fn as_str(self) -> &'static str {
-        Strategy::ALL
-            .iter()
-            .find(|(s, _)| *s == self)
-            .map_or("weighted", |(_, n)| n)
+        Strategy::ALL.iter().find(|(s, _)| *s == self).map_or("weighted", |(_, n)| n)
     }
 }
 
@@ -296,10 +286,7 @@ pub struct Failover {
 
 impl Default for Failover {
     fn default() -> Failover {
-        Failover {
-            max_hops: 3,
-            timeout: Duration::from_secs(60),
-        }
+        Failover { max_hops: 3, timeout: Duration::from_secs(60) }
     }
 }
 
@@ -342,14 +329,9 @@ impl Config {
 /// Parses and validates a configuration. `env` looks up `${VAR}`s.
 pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let mut issues = Vec::new();
-    let mut tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&interpolate::protect(text))
-        .map_err(|err| {
-            ConfigError(vec![Issue::new(
-                "",
-                format!("not valid YAML: {err}"),
-                "fix the YAML syntax at the position given",
-            )])
-        })?;
+    let mut tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&interpolate::protect(text)).map_err(|err| {
+        ConfigError(vec![Issue::new("", format!("not valid YAML: {err}"), "fix the YAML syntax at the position given")])
+    })?;
     if tree.is_null() {
         tree = serde_yaml_ng::Value::Mapping(serde_yaml_ng::Mapping::new());
     }
@@ -374,12 +356,7 @@ pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
     }
 }
 
-fn parse_addr(
-    value: Option<&str>,
-    default: &str,
-    path: &str,
-    issues: &mut Vec<Issue>,
-) -> SocketAddr {
+fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Vec<Issue>) -> SocketAddr {
     let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
     let text = value.unwrap_or(default);
     text.parse().unwrap_or_else(|_| {
@@ -392,21 +369,12 @@ fn parse_addr(
     })
 }
 
-fn duration_or(
-    value: Option<&str>,
-    default: Duration,
-    path: &str,
-    issues: &mut Vec<Issue>,
-) -> Duration {
+fn duration_or(value: Option<&str>, default: Duration, path: &str, issues: &mut Vec<Issue>) -> Duration {
     match value.map(parse_duration) {
         None => default,
         Some(Ok(duration)) => duration,
         Some(Err(message)) => {
-            issues.push(Issue::new(
-                path,
-                message,
-                "write a number with a unit: 250ms, 30s, 5m",
-            ));
+            issues.push(Issue::new(path, message, "write a number with a unit: 250ms, 30s, 5m"));
             default
         }
     }
@@ -414,12 +382,7 @@ fn duration_or(
 
 fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8080", "listen", issues);
-    let admin_listen = parse_addr(
-        raw.admin_listen.as_deref(),
-        "127.0.0.1:8081",
-        "admin_listen",
-        issues,
-    );
+    let admin_listen = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:8081", "admin_listen", issues);
     if !admin_listen.ip().is_loopback() {
         issues.push(Issue::new(
             "admin_listen",
@@ -447,11 +410,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 match parse_size(&text) {
                     Ok(size) if size > 0 => usize::try_from(size).unwrap_or(usize::MAX),
                     Ok(_) => {
-                        issues.push(Issue::new(
-                            "server.body_limit",
-                            "body_limit must be positive",
-                            "write e.g. 32MiB",
-                        ));
+                        issues.push(Issue::new("server.body_limit", "body_limit must be positive", "write e.g. 32MiB"));
                         32 << 20
                     }
                     Err(message) => {
@@ -473,11 +432,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         ),
     };
 
-    let providers: Vec<Provider> = raw
-        .providers
-        .iter()
-        .map(|(name, provider)| validate_provider(name, provider, issues))
-        .collect();
+    let providers: Vec<Provider> =
+        raw.providers.iter().map(|(name, provider)| validate_provider(name, provider, issues)).collect();
     let provider_names: Vec<&str> = raw.providers.keys().map(String::as_str).collect();
 
     let models: Vec<Model> = raw
@@ -485,21 +441,14 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         .iter()
         .map(|(name, model)| {
             let path = format!("models.{name}");
-            let provider = provider_names
-                .iter()
-                .position(|p| *p == model.provider)
-                .unwrap_or_else(|| {
-                    issues.push(Issue::new(
-                        &format!("{path}.provider"),
-                        format!("provider `{}` is not defined", model.provider),
-                        format!(
-                            "define providers.{} or use one of: {}",
-                            model.provider,
-                            list(&provider_names)
-                        ),
-                    ));
-                    0
-                });
+            let provider = provider_names.iter().position(|p| *p == model.provider).unwrap_or_else(|| {
+                issues.push(Issue::new(
+                    &format!("{path}.provider"),
+                    format!("provider `{}` is not defined", model.provider),
+                    format!("define providers.{} or use one of: {}", model.provider, list(&provider_names)),
+                ));
+                0
+            });
             let billing = match model.billing.as_deref() {
                 None | Some("pay_as_you_go") => Billing::PayAsYouGo,
                 Some("subscription") => Billing::Subscription,
@@ -551,12 +500,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 format!("price a defined model: {}", list(&model_names)),
             ));
         }
-        let values = [
-            Some(rate.input_utok),
-            Some(rate.output_utok),
-            rate.cache_read_utok,
-            rate.cache_write_utok,
-        ];
+        let values = [Some(rate.input_utok), Some(rate.output_utok), rate.cache_read_utok, rate.cache_write_utok];
         if values.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
             issues.push(Issue::new(
                 &path,
@@ -600,11 +544,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 issues.push(Issue::new(
                     &format!("{member_path}.model"),
                     format!("model `{}` is not defined", member.model),
-                    format!(
-                        "define models.{} or use one of: {}",
-                        member.model,
-                        list(&model_names)
-                    ),
+                    format!("define models.{} or use one of: {}", member.model, list(&model_names)),
                 ));
                 continue;
             };
@@ -676,15 +616,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     check_fallback_cycles(&pools, issues);
 
-    Config {
-        listen,
-        admin_listen,
-        server,
-        providers,
-        models,
-        pools,
-        rate_card,
-    }
+    Config { listen, admin_listen, server, providers, models, pools, rate_card }
 }
 
 fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<Issue>) -> Provider {
@@ -699,8 +631,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
     });
     let endpoint = if provider.base_url == "mock://" || provider.base_url.starts_with("mock://") {
         Endpoint::Mock
-    } else if provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://")
-    {
+    } else if provider.base_url.starts_with("http://") || provider.base_url.starts_with("https://") {
         Endpoint::Http(Arc::from(provider.base_url.trim_end_matches('/')))
     } else {
         issues.push(Issue::new(
@@ -728,14 +659,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
                     "use api_key, or set protocol: bedrock",
                 ));
             }
-            let host = provider
-                .base_url
-                .split("://")
-                .nth(1)
-                .unwrap_or("")
-                .split(['/', ':'])
-                .next()
-                .unwrap_or("");
+            let host = provider.base_url.split("://").nth(1).unwrap_or("").split(['/', ':']).next().unwrap_or("");
             let region = aws.region.clone().or_else(|| region_from_host(host)).unwrap_or_else(|| {
                 issues.push(Issue::new(
                     &format!("{path}.aws.region"),
@@ -756,12 +680,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
     let defaults = Timeouts::default();
     let t = &provider.timeouts;
     let timeouts = Timeouts {
-        connect: duration_or(
-            t.connect.as_deref(),
-            defaults.connect,
-            &format!("{path}.timeouts.connect"),
-            issues,
-        ),
+        connect: duration_or(t.connect.as_deref(), defaults.connect, &format!("{path}.timeouts.connect"), issues),
         response_headers: duration_or(
             t.response_headers.as_deref(),
             defaults.response_headers,
@@ -774,12 +693,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
             &format!("{path}.timeouts.stream_idle"),
             issues,
         ),
-        request: duration_or(
-            t.request.as_deref(),
-            defaults.request,
-            &format!("{path}.timeouts.request"),
-            issues,
-        ),
+        request: duration_or(t.request.as_deref(), defaults.request, &format!("{path}.timeouts.request"), issues),
     };
     let mut error_map = Vec::new();
     for (code, class) in &provider.error_map {
@@ -832,11 +746,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
     }
 }
 
-fn validate_breaker(
-    path: &str,
-    raw: Option<&raw::RawBreaker>,
-    issues: &mut Vec<Issue>,
-) -> BreakerPolicy {
+fn validate_breaker(path: &str, raw: Option<&raw::RawBreaker>, issues: &mut Vec<Issue>) -> BreakerPolicy {
     let defaults = BreakerPolicy::default();
     let Some(raw) = raw else {
         return defaults;
@@ -845,24 +755,12 @@ fn validate_breaker(
         duration_or(value, default, &format!("{path}.{key}"), issues)
     };
     let policy = BreakerPolicy {
-        consecutive_failures: raw
-            .consecutive_failures
-            .unwrap_or(defaults.consecutive_failures),
+        consecutive_failures: raw.consecutive_failures.unwrap_or(defaults.consecutive_failures),
         failure_rate: raw.failure_rate.unwrap_or(defaults.failure_rate),
         min_requests: raw.min_requests.unwrap_or(defaults.min_requests),
         window: duration(raw.window.as_deref(), defaults.window, "window", issues),
-        base_cooldown: duration(
-            raw.base_cooldown.as_deref(),
-            defaults.base_cooldown,
-            "base_cooldown",
-            issues,
-        ),
-        max_cooldown: duration(
-            raw.max_cooldown.as_deref(),
-            defaults.max_cooldown,
-            "max_cooldown",
-            issues,
-        ),
+        base_cooldown: duration(raw.base_cooldown.as_deref(), defaults.base_cooldown, "base_cooldown", issues),
+        max_cooldown: duration(raw.max_cooldown.as_deref(), defaults.max_cooldown, "max_cooldown", issues),
         hard_down_cooldown: duration(
             raw.hard_down_cooldown.as_deref(),
             defaults.hard_down_cooldown,
@@ -871,36 +769,19 @@ fn validate_breaker(
         ),
         jitter: raw.jitter.unwrap_or(defaults.jitter),
     };
-    let mut problem = |key: &str, message: &str, fix: &str| {
-        issues.push(Issue::new(&format!("{path}.{key}"), message, fix))
-    };
+    let mut problem =
+        |key: &str, message: &str, fix: &str| issues.push(Issue::new(&format!("{path}.{key}"), message, fix));
     if policy.consecutive_failures == 0 {
-        problem(
-            "consecutive_failures",
-            "0 would trip without a failure",
-            "set it to 1 or more",
-        );
+        problem("consecutive_failures", "0 would trip without a failure", "set it to 1 or more");
     }
     if !(policy.failure_rate > 0.0 && policy.failure_rate <= 1.0) {
-        problem(
-            "failure_rate",
-            "failure_rate must be in (0, 1]",
-            "write a share such as 0.5",
-        );
+        problem("failure_rate", "failure_rate must be in (0, 1]", "write a share such as 0.5");
     }
     if !(0.0..=1.0).contains(&policy.jitter) {
-        problem(
-            "jitter",
-            "jitter must be in [0, 1]",
-            "write a share such as 0.2",
-        );
+        problem("jitter", "jitter must be in [0, 1]", "write a share such as 0.2");
     }
     if policy.window.is_zero() {
-        problem(
-            "window",
-            "the window must be longer than zero",
-            "write e.g. 60s",
-        );
+        problem("window", "the window must be longer than zero", "write e.g. 60s");
     }
     if policy.base_cooldown > policy.max_cooldown {
         problem(
@@ -921,9 +802,7 @@ pub fn region_from_host(host: &str) -> Option<String> {
     }
     let region = labels.next()?;
     let looks_like_region = region.split('-').count() >= 3
-        && region
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        && region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
     looks_like_region.then(|| region.to_owned())
 }
 
@@ -1018,10 +897,7 @@ mod tests {
         for protocol in Protocol::ALL {
             let name = format!("demo-{protocol}");
             let model = config.model_index(&name).expect("demo lane per protocol");
-            assert_eq!(
-                config.providers[config.models[model].provider].protocol,
-                protocol
-            );
+            assert_eq!(config.providers[config.models[model].provider].protocol, protocol);
         }
         assert!(config.pool_index("demo").is_some());
     }
@@ -1056,11 +932,7 @@ pools:
 
     #[test]
     fn unknown_keys_are_refused_with_their_path() {
-        let err = load(
-            "providers:\n  p: { protocol: openai, base_url: mock://, colour: red }\n",
-            &no_env,
-        )
-        .unwrap_err();
+        let err = load("providers:\n  p: { protocol: openai, base_url: mock://, colour: red }\n", &no_env).unwrap_err();
         assert_eq!(err.0.len(), 1);
         assert!(err.0[0].message.contains("colour"), "{}", err.0[0]);
         assert!(err.0[0].path.starts_with("providers.p"), "{}", err.0[0]);
@@ -1068,29 +940,25 @@ pools:
 
     #[test]
     fn missing_variables_are_named() {
-        let err = load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &no_env).unwrap_err();
+        let err =
+            load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &no_env)
+                .unwrap_err();
         assert!(err.to_string().contains("OPENAI_KEY"));
         let lookup = |name: &str| (name == "OPENAI_KEY").then(|| "sk-1".to_owned());
-        let config = load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &lookup).unwrap();
+        let config =
+            load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &lookup)
+                .unwrap();
         assert_eq!(config.providers[0].auth, Auth::ApiKey("sk-1".into()));
     }
 
     #[test]
     fn bedrock_region_comes_from_the_host() {
-        assert_eq!(
-            region_from_host("bedrock-runtime.us-east-1.amazonaws.com").as_deref(),
-            Some("us-east-1")
-        );
-        assert_eq!(
-            region_from_host("bedrock-runtime-fips.eu-west-3.amazonaws.com").as_deref(),
-            Some("eu-west-3")
-        );
+        assert_eq!(region_from_host("bedrock-runtime.us-east-1.amazonaws.com").as_deref(), Some("us-east-1"));
+        assert_eq!(region_from_host("bedrock-runtime-fips.eu-west-3.amazonaws.com").as_deref(), Some("eu-west-3"));
         assert_eq!(region_from_host("127.0.0.1"), None);
         let text = "providers:\n  aws: { protocol: bedrock, base_url: \"https://bedrock-runtime.eu-central-1.amazonaws.com\", aws: { access_key_id: a, secret_access_key: b } }\n";
         let config = load(text, &no_env).unwrap();
-        assert!(
-            matches!(&config.providers[0].auth, Auth::Aws { region, .. } if region == "eu-central-1")
-        );
+        assert!(matches!(&config.providers[0].auth, Auth::Aws { region, .. } if region == "eu-central-1"));
     }
 
     #[test]

@@ -6,13 +6,9 @@ use std::time::Duration;
 /// Parses a duration written with a unit suffix.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a duration"))?;
+    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
     let seconds = match unit.trim() {
         "ms" => value / 1000.0,
         "s" => value,
@@ -30,13 +26,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Parses a byte size: a plain number, or a number with KiB/MiB/GiB (or KB/MB/GB).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
-    let value: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size"))?;
+    let value: u64 = number.parse().map_err(|_| format!("`{text}` is not a size"))?;
     let scale: u64 = match unit.trim() {
         "" | "B" => 1,
         "KiB" | "KB" | "k" | "K" => 1 << 10,
@@ -44,9 +36,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         "GiB" | "GB" | "G" => 1 << 30,
         other => return Err(format!("`{other}` is not a size unit")),
     };
-    value
-        .checked_mul(scale)
-        .ok_or_else(|| format!("`{text}` is too large"))
+    value.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]

@@ -18,16 +18,12 @@ use http_body_util::{BodyExt, Full};
 use switchyard_codec::{scan, Codec, Credentials, Framing, Outbound, StreamDecoder, StreamEncoder};
 use switchyard_config::Endpoint;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
-use switchyard_ir::{
-    Accumulator, Dropped, ErrorInfo, ErrorKind, Protocol, Request, StreamEvent, Usage,
-};
+use switchyard_ir::{Accumulator, Dropped, ErrorInfo, ErrorKind, Protocol, Request, StreamEvent, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::state::{Counters, Gateway, Lane};
-use crate::transport::{
-    full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse,
-};
+use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
 
 /// The body type of every response the engine writes.
@@ -86,15 +82,12 @@ struct Health {
 
 impl Health {
     fn counters(&self) -> Option<&Counters> {
-        self.slot
-            .map(|s| &self.gateway.pools[s.pool].counters[s.member])
+        self.slot.map(|s| &self.gateway.pools[s.pool].counters[s.member])
     }
 
     fn success(&self) {
         if let Some(slot) = self.slot {
-            self.gateway.pools[slot.pool]
-                .breaker(slot.member)
-                .record_success(now());
+            self.gateway.pools[slot.pool].breaker(slot.member).record_success(now());
         }
         if let Some(counters) = self.counters() {
             Counters::bump(&counters.ok);
@@ -112,17 +105,11 @@ impl Health {
                 Counters::bump(&pool.counters[slot.member].client_faults);
             }
             LaneEffect::Failure => {
-                pool.breaker(slot.member).record_failure(
-                    now(),
-                    reason,
-                    retry_after,
-                    fastrand::f64(),
-                );
+                pool.breaker(slot.member).record_failure(now(), reason, retry_after, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
             }
             LaneEffect::Trip => {
-                pool.breaker(slot.member)
-                    .record_hard_down(now(), reason, fastrand::f64());
+                pool.breaker(slot.member).record_hard_down(now(), reason, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
             }
         }
@@ -131,9 +118,7 @@ impl Health {
     /// The try ended without a verdict on the lane.
     fn abandon(&self) {
         if let (Some(slot), true) = (self.slot, self.trial) {
-            self.gateway.pools[slot.pool]
-                .breaker(slot.member)
-                .release_trial();
+            self.gateway.pools[slot.pool].breaker(slot.member).release_trial();
         }
     }
 }
@@ -152,23 +137,16 @@ struct InFlight {
 impl InFlight {
     fn new(gateway: &Arc<Gateway>, lane: Option<usize>) -> InFlight {
         if let Some(lane) = lane {
-            gateway.lanes[lane]
-                .in_flight
-                .fetch_add(1, Ordering::Relaxed);
+            gateway.lanes[lane].in_flight.fetch_add(1, Ordering::Relaxed);
         }
-        InFlight {
-            gateway: gateway.clone(),
-            lane,
-        }
+        InFlight { gateway: gateway.clone(), lane }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         if let Some(lane) = self.lane {
-            self.gateway.lanes[lane]
-                .in_flight
-                .fetch_sub(1, Ordering::Relaxed);
+            self.gateway.lanes[lane].in_flight.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -187,15 +165,18 @@ enum Failure {
     /// No response arrived.
     Transport(TransportError),
     /// The upstream answered with an error.
-    Upstream {
-        lane_protocol: Protocol,
-        status: StatusCode,
-        headers: HeaderMap,
-        body: Bytes,
-        info: ErrorInfo,
-        lane_header: HeaderValue,
-        provider_header: HeaderValue,
-    },
+    Upstream(Box<UpstreamFailure>),
+}
+
+/// An upstream's error answer, kept to relay if nothing better comes.
+struct UpstreamFailure {
+    lane_protocol: Protocol,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    info: ErrorInfo,
+    lane_header: HeaderValue,
+    provider_header: HeaderValue,
 }
 
 /// Serves one call end to end.
@@ -216,10 +197,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             break;
         }
         let lane = candidate.lane;
-        if candidate
-            .lane_index
-            .is_some_and(|index| tried.contains(&index))
-        {
+        if candidate.lane_index.is_some_and(|index| tried.contains(&index)) {
             continue;
         }
         if let Some(min) = larger_than {
@@ -229,10 +207,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
         }
         if let Some(slot) = candidate.slot {
             let max_hops = gateway.pools[slot.pool].failover.max_hops;
-            let used = hops
-                .iter()
-                .find(|(p, _)| *p == slot.pool)
-                .map_or(0, |(_, n)| *n);
+            let used = hops.iter().find(|(p, _)| *p == slot.pool).map_or(0, |(_, n)| *n);
             if used >= max_hops {
                 continue;
             }
@@ -245,15 +220,9 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             exhaustion.cooling = Some(exhaustion.cooling.map_or(retry_in, |c| c.min(retry_in)));
             continue;
         }
-        let health = Health {
-            gateway: gateway.clone(),
-            slot: candidate.slot,
-            trial: admission == Admission::Trial,
-        };
+        let health = Health { gateway: gateway.clone(), slot: candidate.slot, trial: admission == Admission::Trial };
         let others_left = position + 1 < total;
-        let queue = candidate.slot.map_or(Duration::from_secs(30), |s| {
-            gateway.pools[s.pool].queue_timeout
-        });
+        let queue = candidate.slot.map_or(Duration::from_secs(30), |s| gateway.pools[s.pool].queue_timeout);
         let Some(permit) = acquire(lane, others_left, queue).await else {
             health.abandon();
             exhaustion.at_cap = true;
@@ -289,16 +258,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
         };
         if upstream.status.is_success() {
             health.success();
-            return success(
-                &gateway,
-                &call,
-                candidate,
-                upstream,
-                (permit, in_flight),
-                health,
-                started,
-            )
-            .await;
+            return success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
         }
         let status = upstream.status;
         let headers = upstream.headers;
@@ -311,15 +271,11 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             }
             Err(_) => {
                 health.apply(LaneEffect::Failure, "error body timed out", None);
-                exhaustion.last = Some(Failure::Transport(TransportError::Io(
-                    "error body timed out".into(),
-                )));
+                exhaustion.last = Some(Failure::Transport(TransportError::Io("error body timed out".into())));
                 continue;
             }
         };
-        let raw = gateway
-            .codec(lane.protocol)
-            .extract_error(status.as_u16(), &body);
+        let raw = gateway.codec(lane.protocol).extract_error(status.as_u16(), &body);
         let class = normalize(
             status.as_u16(),
             raw.kind,
@@ -335,7 +291,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
         );
         let reason = format!("{} {}", status.as_u16(), class.as_str());
         health.apply(lane_effect, &reason, retry_after);
-        let failure = Failure::Upstream {
+        let failure = Failure::Upstream(Box::new(UpstreamFailure {
             lane_protocol: lane.protocol,
             status,
             headers,
@@ -343,20 +299,14 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             info: raw.to_error_info(),
             lane_header: candidate.lane_header.clone(),
             provider_header: lane.provider_header.clone(),
-        };
+        }));
         match request_effect {
             RequestEffect::Relay => return failure_response(&gateway, &call, failure),
             RequestEffect::FailoverLarger => {
-                larger_than = Some(
-                    lane.context_window
-                        .unwrap_or(0)
-                        .max(larger_than.unwrap_or(0)),
-                );
+                larger_than = Some(lane.context_window.unwrap_or(0).max(larger_than.unwrap_or(0)));
                 exhaustion.last = Some(failure);
             }
-            RequestEffect::Failover if class == StatusClass::RateLimited => {
-                exhaustion.rate_limited = Some(failure)
-            }
+            RequestEffect::Failover if class == StatusClass::RateLimited => exhaustion.rate_limited = Some(failure),
             RequestEffect::Failover => exhaustion.last = Some(failure),
         }
     }
@@ -376,16 +326,11 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
         let seconds = cooling.as_secs_f64().ceil().max(1.0) as u64;
         let info = ErrorInfo::new(
             ErrorKind::Unavailable,
-            format!(
-                "every lane of `{}` is cooling down after failures; retry in {seconds}s",
-                call.name
-            ),
+            format!("every lane of `{}` is cooling down after failures; retry in {seconds}s", call.name),
         );
         let mut response = error_response(gateway, call, &info);
         if let Ok(value) = HeaderValue::try_from(seconds.to_string()) {
-            response
-                .headers_mut()
-                .insert(http::header::RETRY_AFTER, value);
+            response.headers_mut().insert(http::header::RETRY_AFTER, value);
         }
         return response;
     }
@@ -394,14 +339,8 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     } else {
         format!("no lane of `{}` could take the request", call.name)
     };
-    let mut response = error_response(
-        gateway,
-        call,
-        &ErrorInfo::new(ErrorKind::Unavailable, message),
-    );
-    response
-        .headers_mut()
-        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    let mut response = error_response(gateway, call, &ErrorInfo::new(ErrorKind::Unavailable, message));
+    response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
     response
 }
 
@@ -416,42 +355,21 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The candidates in try order, and the failover deadline.
-fn candidates<'a>(
-    gateway: &'a Gateway,
-    call: &'a Call,
-) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
+fn candidates<'a>(gateway: &'a Gateway, call: &'a Call) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
     if let Some((provider, wire_model)) = &call.direct {
         let lane = gateway
             .direct_lanes
             .get(*provider)
             .ok_or_else(|| ErrorInfo::new(ErrorKind::NotFound, "unknown provider"))?;
-        let header =
-            HeaderValue::try_from(format!("{}/{}", lane.provider, wire_model)).map_err(|_| {
-                ErrorInfo::new(
-                    ErrorKind::InvalidRequest,
-                    "model name is not printable ascii",
-                )
-            })?;
-        return Ok((
-            vec![Candidate {
-                lane,
-                lane_index: None,
-                wire_model,
-                lane_header: header,
-                slot: None,
-            }],
-            None,
-        ));
+        let header = HeaderValue::try_from(format!("{}/{}", lane.provider, wire_model))
+            .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
+        return Ok((vec![Candidate { lane, lane_index: None, wire_model, lane_header: header, slot: None }], None));
     }
     let Some(pool) = gateway.resolve(&call.name) else {
         let message = if call.name.is_empty() {
-            "the request names no model; set `model` to a model or pool (GET /v1/models lists them)"
-                .to_owned()
+            "the request names no model; set `model` to a model or pool (GET /v1/models lists them)".to_owned()
         } else {
-            format!(
-                "model or pool `{}` does not exist (GET /v1/models lists them)",
-                call.name
-            )
+            format!("model or pool `{}` does not exist (GET /v1/models lists them)", call.name)
         };
         return Err(ErrorInfo::new(ErrorKind::NotFound, message));
     };
@@ -466,13 +384,8 @@ fn candidates<'a>(
         seen.push(next);
         let state = &gateway.pools[next];
         let ranked = {
-            let usable: Vec<bool> = (0..state.members.len())
-                .map(|m| state.breaker(m).is_usable(at))
-                .collect();
-            let mut weighted = state
-                .weighted
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let usable: Vec<bool> = (0..state.members.len()).map(|m| state.breaker(m).is_usable(at)).collect();
+            let mut weighted = state.weighted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let mut ranked = weighted.order(&state.weights, |m| usable[m]);
             // Tripped members stay at the end: they report when they recover.
             ranked.extend((0..state.members.len()).filter(|m| !usable[*m]));
@@ -495,11 +408,7 @@ fn candidates<'a>(
     Ok((order, Some(deadline)))
 }
 
-async fn acquire(
-    lane: &Lane,
-    others_left: bool,
-    queue: Duration,
-) -> Option<Option<OwnedSemaphorePermit>> {
+async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Option<OwnedSemaphorePermit>> {
     let Some(permits) = &lane.permits else {
         return Some(None);
     };
@@ -529,43 +438,24 @@ fn prepare(
     if lane.protocol == call.ingress {
         // Same protocol: the bytes go as they came, but for the model.
         let body = match &call.model_span {
-            Some(span)
-                if call.body.get(span.start + 1..span.end - 1)
-                    != Some(candidate.wire_model.as_bytes()) =>
-            {
-                Bytes::from(scan::splice_model(
-                    &call.body,
-                    span.clone(),
-                    candidate.wire_model,
-                ))
+            Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(candidate.wire_model.as_bytes()) => {
+                Bytes::from(scan::splice_model(&call.body, span.clone(), candidate.wire_model))
             }
             _ => call.body.clone(),
         };
-        return Ok(Prepared {
-            body,
-            dropped: Vec::new(),
-        });
+        return Ok(Prepared { body, dropped: Vec::new() });
     }
     if translated.is_none() {
-        let mut request = gateway
-            .codec(call.ingress)
-            .read_request(&call.body)
-            .map_err(|err| err.to_error_info())?;
+        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
         request.stream = call.stream;
         *translated = Some(request);
     }
     let Some(request) = translated.as_mut() else {
-        return Err(ErrorInfo::new(
-            ErrorKind::Internal,
-            "request was not translated",
-        ));
+        return Err(ErrorInfo::new(ErrorKind::Internal, "request was not translated"));
     };
     candidate.wire_model.clone_into(&mut request.model);
     let encoded = gateway.codec(lane.protocol).write_request(request);
-    Ok(Prepared {
-        body: Bytes::from(encoded.body),
-        dropped: encoded.dropped,
-    })
+    Ok(Prepared { body: Bytes::from(encoded.body), dropped: encoded.dropped })
 }
 
 async fn send(
@@ -579,87 +469,89 @@ async fn send(
         let fields: Vec<&str> = prepared.dropped.iter().map(|d| d.field.as_str()).collect();
         tracing::info!(request_id = ?call.request_id, lane = %lane.name, from = %call.ingress, to = %lane.protocol, dropped = ?fields, "fields dropped in translation");
     }
+    let outbound = Outgoing {
+        wire_model,
+        stream: call.stream,
+        request_id: &call.request_id,
+        caller_key: call.caller_key.as_deref(),
+    };
+    send_to_lane(gateway, lane, outbound, prepared.body).await
+}
+
+/// What an upstream call needs besides the lane and the body.
+struct Outgoing<'a> {
+    wire_model: &'a str,
+    stream: bool,
+    request_id: &'a HeaderValue,
+    caller_key: Option<&'a str>,
+}
+
+async fn send_to_lane(
+    gateway: &Gateway,
+    lane: &Lane,
+    out: Outgoing<'_>,
+    body: Bytes,
+) -> Result<UpstreamResponse, TransportError> {
     let codec = gateway.codec(lane.protocol);
     match &lane.endpoint {
         Endpoint::Mock => {
-            let path_model =
-                matches!(lane.protocol, Protocol::Gemini | Protocol::Bedrock).then_some(wire_model);
-            Ok(mock::respond(
-                codec,
-                path_model,
-                call.stream,
-                codec.default_framing(),
-                &prepared.body,
-            ))
+            let path_model = matches!(lane.protocol, Protocol::Gemini | Protocol::Bedrock).then_some(out.wire_model);
+            Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
         }
         Endpoint::Http(base) => {
-            let url = format!("{base}{}", codec.upstream_path(wire_model, call.stream));
-            let uri: Uri = url
-                .parse()
-                .map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
+            let url = format!("{base}{}", codec.upstream_path(out.wire_model, out.stream));
+            let uri: Uri = url.parse().map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
             let mut headers = HeaderMap::with_capacity(8);
-            headers.insert(
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             headers.insert(
                 http::header::USER_AGENT,
                 HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
             );
-            headers.insert(
-                HeaderName::from_static("x-request-id"),
-                call.request_id.clone(),
-            );
-            if call.stream {
-                headers.insert(
-                    http::header::ACCEPT,
-                    HeaderValue::from_static(codec.default_framing().content_type()),
-                );
+            headers.insert(HeaderName::from_static("x-request-id"), out.request_id.clone());
+            if out.stream {
+                headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
             }
             match &lane.static_auth {
                 Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),
                 None => {
                     let caller;
                     let credentials = if lane.passthrough_credentials {
-                        caller = call
-                            .caller_key
-                            .clone()
-                            .map_or(Credentials::None, Credentials::ApiKey);
+                        caller = out.caller_key.map_or(Credentials::None, |key| Credentials::ApiKey(key.to_owned()));
                         &caller
                     } else {
                         &lane.credentials
                     };
-                    let outbound = Outbound {
-                        method: "POST",
-                        url: &url,
-                        body: &prepared.body,
-                        time: SystemTime::now(),
-                    };
+                    let signing = Outbound { method: "POST", url: &url, body: &body, time: SystemTime::now() };
                     let auth = codec
-                        .auth_headers(credentials, &outbound)
+                        .auth_headers(credentials, &signing)
                         .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
                     headers.extend(auth);
                 }
             }
-            gateway
-                .transport
-                .send(
-                    UpstreamRequest {
-                        uri,
-                        headers,
-                        body: prepared.body,
-                    },
-                    lane.timeouts.response_headers,
-                )
-                .await
+            gateway.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
         }
     }
 }
 
+/// Sends a one-token probe to `lane`; true when it answered 2xx.
+pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
+    let request = switchyard_codec::probe_request(&lane.wire_model);
+    let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
+    let request_id = HeaderValue::from_static("switchyard-health-probe");
+    let out = Outgoing { wire_model: &lane.wire_model, stream: false, request_id: &request_id, caller_key: None };
+    match send_to_lane(gateway, lane, out, body).await {
+        Ok(response) => {
+            let ok = response.status.is_success();
+            // Drain so the connection goes back to the pool.
+            let _ = collect(response.body).await;
+            ok
+        }
+        Err(_) => false,
+    }
+}
+
 async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
-    crate::transport::collect_limited(body, MAX_UPSTREAM_BODY)
-        .await
-        .map_err(|err| err.to_string())
+    crate::transport::collect_limited(body, MAX_UPSTREAM_BODY).await.map_err(|err| err.to_string())
 }
 
 async fn success(
@@ -677,47 +569,21 @@ async fn success(
     if let Some(headers) = builder.headers_mut() {
         common_headers(headers, call);
         lane_headers(headers, &candidate.lane_header, &lane.provider_header);
-        headers.insert(
-            HeaderName::from_static("x-switchyard-billing"),
-            HeaderValue::from_static(lane.billing.as_str()),
-        );
-        let content_type = if call.stream {
-            call.framing.content_type()
-        } else {
-            "application/json"
-        };
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static(content_type),
-        );
+        headers
+            .insert(HeaderName::from_static("x-switchyard-billing"), HeaderValue::from_static(lane.billing.as_str()));
+        let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if call.stream {
-            headers.insert(
-                http::header::CACHE_CONTROL,
-                HeaderValue::from_static("no-cache"),
-            );
+            headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         }
     }
     if !call.stream {
         let body = match tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await {
             Ok(Ok(body)) => body,
             Ok(Err(err)) => {
-                return upstream_broke(
-                    gateway,
-                    call,
-                    candidate,
-                    &health,
-                    format!("upstream body failed: {err}"),
-                )
+                return upstream_broke(gateway, call, candidate, &health, format!("upstream body failed: {err}"))
             }
-            Err(_) => {
-                return upstream_broke(
-                    gateway,
-                    call,
-                    candidate,
-                    &health,
-                    "upstream body timed out".to_owned(),
-                )
-            }
+            Err(_) => return upstream_broke(gateway, call, candidate, &health, "upstream body timed out".to_owned()),
         };
         let response = match gateway.codec(lane.protocol).read_response(&body) {
             Ok(response) => response,
@@ -735,31 +601,15 @@ async fn success(
                 )
             }
         };
-        log_done(
-            &call.request_id,
-            &lane.name,
-            &response.usage,
-            started,
-            false,
-        );
-        let out = if same {
-            body
-        } else {
-            Bytes::from(gateway.codec(call.ingress).write_response(&response).body)
-        };
-        return builder
-            .body(full_body(out))
-            .unwrap_or_else(|_| internal_error());
+        log_done(&call.request_id, &lane.name, &response.usage, started, false);
+        let out = if same { body } else { Bytes::from(gateway.codec(call.ingress).write_response(&response).body) };
+        return builder.body(full_body(out)).unwrap_or_else(|_| internal_error());
     }
     let relay = StreamRelay {
         gateway: gateway.clone(),
         upstream: upstream.body,
         decoder: gateway.codec(lane.protocol).stream_decoder(),
-        encoder: if same {
-            None
-        } else {
-            Some(gateway.codec(call.ingress).stream_encoder(call.framing))
-        },
+        encoder: if same { None } else { Some(gateway.codec(call.ingress).stream_encoder(call.framing)) },
         ingress: call.ingress,
         framing: call.framing,
         accumulator: Accumulator::new(),
@@ -777,9 +627,7 @@ async fn success(
         let chunk = relay.next_chunk().await?;
         Some((Ok::<_, BoxError>(http_body::Frame::data(chunk)), relay))
     });
-    builder
-        .body(http_body_util::StreamBody::new(stream).boxed_unsync())
-        .unwrap_or_else(|_| internal_error())
+    builder.body(http_body_util::StreamBody::new(stream).boxed_unsync()).unwrap_or_else(|_| internal_error())
 }
 
 /// A 2xx whose body failed: the lane's fault, answered as a 502.
@@ -791,16 +639,8 @@ fn upstream_broke(
     message: String,
 ) -> Response<ResponseBody> {
     health.apply(LaneEffect::Failure, &message, None);
-    let mut response = error_response(
-        gateway,
-        call,
-        &ErrorInfo::new(ErrorKind::Internal, message).with_status(502),
-    );
-    lane_headers(
-        response.headers_mut(),
-        &candidate.lane_header,
-        &candidate.lane.provider_header,
-    );
+    let mut response = error_response(gateway, call, &ErrorInfo::new(ErrorKind::Internal, message).with_status(502));
+    lane_headers(response.headers_mut(), &candidate.lane_header, &candidate.lane.provider_header);
     response
 }
 
@@ -831,17 +671,11 @@ impl StreamRelay {
             if self.done {
                 return None;
             }
-            let wait = self
-                .idle
-                .min(self.deadline.saturating_duration_since(Instant::now()));
+            let wait = self.idle.min(self.deadline.saturating_duration_since(Instant::now()));
             let frame = match tokio::time::timeout(wait, self.upstream.frame()).await {
-                Err(_) => {
-                    return Some(self.fail(format!("upstream stream idle for more than {wait:?}")))
-                }
+                Err(_) => return Some(self.fail(format!("upstream stream idle for more than {wait:?}"))),
                 Ok(None) => return self.end(),
-                Ok(Some(Err(err))) => {
-                    return Some(self.fail(format!("upstream stream failed: {err}")))
-                }
+                Ok(Some(Err(err))) => return Some(self.fail(format!("upstream stream failed: {err}"))),
                 Ok(Some(Ok(frame))) => frame,
             };
             let Ok(data) = frame.into_data() else {
@@ -910,24 +744,14 @@ impl StreamRelay {
         self.done = true;
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
-        let encoder = self.encoder.get_or_insert_with(|| {
-            self.gateway
-                .codec(self.ingress)
-                .stream_encoder(self.framing)
-        });
+        let encoder = self.encoder.get_or_insert_with(|| self.gateway.codec(self.ingress).stream_encoder(self.framing));
         encoder.encode(&StreamEvent::Error(info), &mut out);
         encoder.finish(&mut out);
         Bytes::from(out)
     }
 
     fn log_end(&self) {
-        log_done(
-            &self.request_id,
-            &self.lane,
-            self.accumulator.usage(),
-            self.started,
-            true,
-        );
+        log_done(&self.request_id, &self.lane, self.accumulator.usage(), self.started, true);
     }
 }
 
@@ -944,24 +768,15 @@ fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, started: Instan
 }
 
 fn common_headers(headers: &mut HeaderMap, call: &Call) {
-    headers.insert(
-        HeaderName::from_static("x-request-id"),
-        call.request_id.clone(),
-    );
+    headers.insert(HeaderName::from_static("x-request-id"), call.request_id.clone());
     if let Some(session) = &call.session {
-        headers.insert(
-            HeaderName::from_static("x-switchyard-session"),
-            session.clone(),
-        );
+        headers.insert(HeaderName::from_static("x-switchyard-session"), session.clone());
     }
 }
 
 fn lane_headers(headers: &mut HeaderMap, lane: &HeaderValue, provider: &HeaderValue) {
     headers.insert(HeaderName::from_static("x-switchyard-lane"), lane.clone());
-    headers.insert(
-        HeaderName::from_static("x-switchyard-provider"),
-        provider.clone(),
-    );
+    headers.insert(HeaderName::from_static("x-switchyard-provider"), provider.clone());
 }
 
 fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Response<ResponseBody> {
@@ -971,21 +786,10 @@ fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Respons
                 TransportError::HeadersTimeout(_) => (ErrorKind::Timeout, 504),
                 TransportError::Connect(_) | TransportError::Io(_) => (ErrorKind::Unavailable, 502),
             };
-            error_response(
-                gateway,
-                call,
-                &ErrorInfo::new(kind, err.to_string()).with_status(status),
-            )
+            error_response(gateway, call, &ErrorInfo::new(kind, err.to_string()).with_status(status))
         }
-        Failure::Upstream {
-            lane_protocol,
-            status,
-            headers,
-            body,
-            info,
-            lane_header,
-            provider_header,
-        } => {
+        Failure::Upstream(failure) => {
+            let UpstreamFailure { lane_protocol, status, headers, body, info, lane_header, provider_header } = *failure;
             let mut response = if lane_protocol == call.ingress {
                 // Same protocol: the vendor's own error bytes, status and type header.
                 let mut builder = Response::builder().status(status);
@@ -999,9 +803,7 @@ fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Respons
                         out.insert(HeaderName::from_static("x-amzn-errortype"), kind.clone());
                     }
                 }
-                let mut response = builder
-                    .body(full_body(body))
-                    .unwrap_or_else(|_| internal_error());
+                let mut response = builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
                 common_headers(response.headers_mut(), call);
                 response
             } else {
@@ -1027,27 +829,20 @@ fn error_response(gateway: &Gateway, call: &Call, info: &ErrorInfo) -> Response<
 /// Renders `info` as `codec`'s protocol error response.
 pub fn render_error(codec: &dyn Codec, info: &ErrorInfo) -> Response<ResponseBody> {
     let rendered = codec.error_response(info);
-    let mut builder = Response::builder()
-        .status(StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    let mut builder =
+        Response::builder().status(StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     if let Some(headers) = builder.headers_mut() {
-        headers.insert(
-            http::header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in rendered.headers {
             headers.insert(name, value);
         }
     }
-    builder
-        .body(full_body(rendered.body))
-        .unwrap_or_else(|_| internal_error())
+    builder.body(full_body(rendered.body)).unwrap_or_else(|_| internal_error())
 }
 
 fn internal_error() -> Response<ResponseBody> {
     let mut response = Response::new(
-        Full::new(Bytes::from_static(b"{\"error\":\"internal error\"}"))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
+        Full::new(Bytes::from_static(b"{\"error\":\"internal error\"}")).map_err(|never| match never {}).boxed_unsync(),
     );
     *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     response

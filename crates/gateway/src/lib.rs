@@ -6,6 +6,7 @@
 //! Only `server` knows axum. No lock is held across an `.await`.
 
 pub mod engine;
+pub mod health;
 pub mod mock;
 pub mod server;
 pub mod state;

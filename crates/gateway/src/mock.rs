@@ -13,8 +13,8 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use switchyard_codec::{Codec, Framing};
 use switchyard_ir::{
-    events_from_response, Block, BlockStart, Delta, ErrorInfo, ErrorKind, Protocol, Reasoning,
-    Request, Response, StopReason, StreamEvent, ToolUse, Usage,
+    events_from_response, Block, BlockStart, Delta, ErrorInfo, ErrorKind, Protocol, Reasoning, Request, Response,
+    StopReason, StreamEvent, ToolUse, Usage,
 };
 
 use crate::transport::{chunked_body, full_body, UpstreamResponse};
@@ -36,10 +36,7 @@ pub fn respond(
         Ok(request) => request,
         Err(err) => return error(codec, &err.to_error_info()),
     };
-    let model = path_model
-        .filter(|m| !m.is_empty())
-        .unwrap_or(&request.model)
-        .to_owned();
+    let model = path_model.filter(|m| !m.is_empty()).unwrap_or(&request.model).to_owned();
     let last = request.last_user_text().unwrap_or_default();
     if let Some(info) = directive_error(&last) {
         return error(codec, &info);
@@ -47,11 +44,7 @@ pub fn respond(
     let response = reply(protocol, &model, &request);
     if !stream {
         let encoded = codec.write_response(&response);
-        return UpstreamResponse {
-            status: StatusCode::OK,
-            headers: json_headers(),
-            body: full_body(encoded.body),
-        };
+        return UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(encoded.body) };
     }
     let mut encoder = codec.stream_encoder(framing);
     let mut chunks = Vec::new();
@@ -68,15 +61,8 @@ pub fn respond(
         chunks.push(Bytes::from(tail));
     }
     let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static(framing.content_type()),
-    );
-    UpstreamResponse {
-        status: StatusCode::OK,
-        headers,
-        body: chunked_body(chunks),
-    }
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(framing.content_type()));
+    UpstreamResponse { status: StatusCode::OK, headers, body: chunked_body(chunks) }
 }
 
 /// The deterministic reply to `request`.
@@ -95,37 +81,24 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
             signature: Some("mock-signature".into()),
         });
     }
-    let stop_reason;
-    match (request.tools.first(), tool_result) {
+    let stop_reason = match (request.tools.first(), tool_result) {
         (Some(tool), None) => {
             let input = arguments_for(&tool.parameters);
-            let id = format!(
-                "call_{:016x}",
-                fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes())
-            );
-            content.push(Block::ToolUse(ToolUse {
-                id,
-                name: tool.name.clone(),
-                input,
-            }));
-            stop_reason = StopReason::ToolUse;
+            let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
+            content.push(Block::ToolUse(ToolUse { id, name: tool.name.clone(), input }));
+            StopReason::ToolUse
         }
         (_, Some(result)) => {
             let name = result.name.clone().unwrap_or_else(|| "tool".to_owned());
-            content.push(Block::text(format!(
-                "[{protocol} {model}] tool {name} returned: {}",
-                result.joined_text()
-            )));
-            stop_reason = StopReason::EndTurn;
+            content.push(Block::text(format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text())));
+            StopReason::EndTurn
         }
         (None, None) => {
             let last = request.last_user_text().unwrap_or_default();
-            content.push(Block::text(format!(
-                "[{protocol} {model}] you said: {last}"
-            )));
-            stop_reason = StopReason::EndTurn;
+            content.push(Block::text(format!("[{protocol} {model}] you said: {last}")));
+            StopReason::EndTurn
         }
-    }
+    };
     let mut stop_reason = Some(stop_reason);
     if request.max_tokens == Some(1) {
         content.retain(|b| matches!(b, Block::Text(_)));
@@ -145,10 +118,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         .sum();
     let input_tokens = (request.total_chars() as u64 / 4).max(1);
     let output_tokens = (output_chars as u64 / 4).max(1);
-    let id_seed = format!(
-        "{protocol}/{model}/{}",
-        request.last_user_text().unwrap_or_default()
-    );
+    let id_seed = format!("{protocol}/{model}/{}", request.last_user_text().unwrap_or_default());
     Response {
         id: format!("mock-{:016x}", fnv1a(id_seed.as_bytes())),
         model: model.to_owned(),
@@ -156,18 +126,12 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         content,
         stop_reason,
         stop_sequence: None,
-        usage: Usage {
-            input_tokens,
-            output_tokens,
-            ..Usage::default()
-        },
+        usage: Usage { input_tokens, output_tokens, ..Usage::default() },
     }
 }
 
 fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
-    reasoning.is_some_and(|r| {
-        !r.disabled && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0))
-    })
+    reasoning.is_some_and(|r| !r.disabled && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0)))
 }
 
 /// Splits text deltas at spaces so a streamed reply has several frames.
@@ -175,25 +139,13 @@ fn split_deltas(events: Vec<StreamEvent>) -> Vec<StreamEvent> {
     let mut out = Vec::with_capacity(events.len() * 2);
     for event in events {
         match event {
-            StreamEvent::BlockDelta {
-                index,
-                delta: Delta::Text(text),
-            } => {
+            StreamEvent::BlockDelta { index, delta: Delta::Text(text) } => {
                 for piece in text.split_inclusive(' ') {
-                    out.push(StreamEvent::BlockDelta {
-                        index,
-                        delta: Delta::Text(piece.to_owned()),
-                    });
+                    out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(piece.to_owned()) });
                 }
             }
-            StreamEvent::BlockStart {
-                index,
-                block: BlockStart::Text,
-            } => {
-                out.push(StreamEvent::BlockStart {
-                    index,
-                    block: BlockStart::Text,
-                });
+            StreamEvent::BlockStart { index, block: BlockStart::Text } => {
+                out.push(StreamEvent::BlockStart { index, block: BlockStart::Text });
             }
             other => out.push(other),
         }
@@ -211,11 +163,7 @@ fn arguments_for(schema: &serde_json::Value) -> String {
                 Some("boolean") => serde_json::json!(true),
                 Some("array") => serde_json::json!([]),
                 Some("object") => serde_json::json!({}),
-                _ => match property
-                    .get("enum")
-                    .and_then(|e| e.as_array())
-                    .and_then(|e| e.first())
-                {
+                _ => match property.get("enum").and_then(|e| e.as_array()).and_then(|e| e.first()) {
                     Some(first) => first.clone(),
                     None => serde_json::json!("mock"),
                 },
@@ -239,11 +187,8 @@ fn directive_error(text: &str) -> Option<ErrorInfo> {
         return None;
     }
     Some(
-        ErrorInfo::new(
-            ErrorKind::from_status(status),
-            format!("mock upstream answered {status} as asked"),
-        )
-        .with_status(status),
+        ErrorInfo::new(ErrorKind::from_status(status), format!("mock upstream answered {status} as asked"))
+            .with_status(status),
     )
 }
 
@@ -265,16 +210,11 @@ fn error(codec: &dyn Codec, info: &ErrorInfo) -> UpstreamResponse {
 
 fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers
 }
 
 /// FNV-1a: a stable, dependency-free hash for deterministic ids.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

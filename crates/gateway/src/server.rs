@@ -28,6 +28,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/models", get(list_models))
+        .route("/stats", get(stats))
         .route("/v1/chat/completions", post(openai))
         .route("/v1/responses", post(responses))
         .route("/v1/messages", post(anthropic))
@@ -44,10 +45,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 
 /// The admin-plane router (its own loopback listener).
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/v1/models", get(list_models))
-        .with_state(gateway)
+    Router::new().route("/healthz", get(healthz)).route("/v1/models", get(list_models)).with_state(gateway)
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets
@@ -89,31 +87,31 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
+async fn stats(State(gateway): State<Arc<Gateway>>) -> Response {
+    let body = crate::health::stats(&gateway);
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
 async fn list_models(State(gateway): State<Arc<Gateway>>) -> Response {
     let mut data = Vec::new();
     for model in &gateway.config.models {
         let provider = &gateway.config.providers[model.provider];
-        data.push(serde_json::json!({"id": &*model.name, "object": "model", "created": 0, "owned_by": &*provider.name}));
+        data.push(
+            serde_json::json!({"id": &*model.name, "object": "model", "created": 0, "owned_by": &*provider.name}),
+        );
     }
     for pool in &gateway.config.pools {
-        data.push(serde_json::json!({"id": &*pool.name, "object": "model", "created": 0, "owned_by": "switchyard-pool"}));
+        data.push(
+            serde_json::json!({"id": &*pool.name, "object": "model", "created": 0, "owned_by": "switchyard-pool"}),
+        );
     }
     let body = serde_json::json!({"object": "list", "data": data});
-    (
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {
     let body = serde_json::json!({"error": {"message": format!("no route for {}", uri.path()), "type": "not_found_error", "param": null, "code": null}});
-    (
-        StatusCode::NOT_FOUND,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    (StatusCode::NOT_FOUND, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 /// Where the caller named its model or pool.
@@ -136,40 +134,17 @@ struct Ingress {
 }
 
 async fn openai(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::OpenAi,
-        named: Named::Body,
-        stream: None,
-        framing: Framing::Sse,
-    };
+    let ingress = Ingress { protocol: Protocol::OpenAi, named: Named::Body, stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
-async fn responses(
-    State(gateway): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Responses,
-        named: Named::Body,
-        stream: None,
-        framing: Framing::Sse,
-    };
+async fn responses(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let ingress = Ingress { protocol: Protocol::Responses, named: Named::Body, stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
-async fn anthropic(
-    State(gateway): State<Arc<Gateway>>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Anthropic,
-        named: Named::Body,
-        stream: None,
-        framing: Framing::Sse,
-    };
+async fn anthropic(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
+    let ingress = Ingress { protocol: Protocol::Anthropic, named: Named::Body, stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
@@ -179,12 +154,8 @@ async fn anthropic_named(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Anthropic,
-        named: Named::Path(name),
-        stream: None,
-        framing: Framing::Sse,
-    };
+    let ingress =
+        Ingress { protocol: Protocol::Anthropic, named: Named::Path(name), stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
@@ -204,12 +175,7 @@ async fn anthropic_direct(
 }
 
 async fn cohere(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Cohere,
-        named: Named::Body,
-        stream: None,
-        framing: Framing::Sse,
-    };
+    let ingress = Ingress { protocol: Protocol::Cohere, named: Named::Body, stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
@@ -223,29 +189,35 @@ async fn gemini(
     // axum cannot split on `:` inside a segment: the model and the action
     // share the last segment, split at its last colon.
     let Some((model, action)) = target.rsplit_once(':') else {
-        return reject(&gateway, Protocol::Gemini, &headers, ErrorInfo::new(ErrorKind::NotFound, format!("`{target}` names no action; use MODEL:generateContent or MODEL:streamGenerateContent")));
+        return reject(
+            &gateway,
+            Protocol::Gemini,
+            &headers,
+            ErrorInfo::new(
+                ErrorKind::NotFound,
+                format!("`{target}` names no action; use MODEL:generateContent or MODEL:streamGenerateContent"),
+            ),
+        );
     };
     let stream = match action {
         "generateContent" => false,
         "streamGenerateContent" => true,
         other => {
-            return reject(&gateway, Protocol::Gemini, &headers, ErrorInfo::new(ErrorKind::NotFound, format!("action `{other}` is not supported; use generateContent or streamGenerateContent")));
+            return reject(
+                &gateway,
+                Protocol::Gemini,
+                &headers,
+                ErrorInfo::new(
+                    ErrorKind::NotFound,
+                    format!("action `{other}` is not supported; use generateContent or streamGenerateContent"),
+                ),
+            );
         }
     };
-    let sse = query
-        .as_deref()
-        .is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
-    let framing = if sse {
-        Framing::Sse
-    } else {
-        Framing::JsonArray
-    };
-    let ingress = Ingress {
-        protocol: Protocol::Gemini,
-        named: Named::Path(model.to_owned()),
-        stream: Some(stream),
-        framing,
-    };
+    let sse = query.as_deref().is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
+    let framing = if sse { Framing::Sse } else { Framing::JsonArray };
+    let ingress =
+        Ingress { protocol: Protocol::Gemini, named: Named::Path(model.to_owned()), stream: Some(stream), framing };
     handle(gateway, ingress, headers, body).await
 }
 
@@ -280,45 +252,30 @@ async fn bedrock_stream(
 }
 
 fn request_id(headers: &HeaderMap) -> HeaderValue {
-    headers
-        .get("x-request-id")
-        .filter(|v| !v.is_empty() && v.len() <= 200)
-        .cloned()
-        .unwrap_or_else(|| {
-            let id = format!("{:032x}", fastrand::u128(..));
-            HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("unknown"))
-        })
+    headers.get("x-request-id").filter(|v| !v.is_empty() && v.len() <= 200).cloned().unwrap_or_else(|| {
+        let id = format!("{:032x}", fastrand::u128(..));
+        HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("unknown"))
+    })
 }
 
 /// An error before the engine runs, in the caller's protocol.
 fn reject(gateway: &Gateway, protocol: Protocol, headers: &HeaderMap, info: ErrorInfo) -> Response {
     let mut response = engine::render_error(gateway.codec(protocol), &info).map(Body::new);
-    response
-        .headers_mut()
-        .insert("x-request-id", request_id(headers));
+    response.headers_mut().insert("x-request-id", request_id(headers));
     response
 }
 
 /// The caller's API key from whichever header its SDK uses, for lanes
 /// configured with `upstream_credentials: passthrough`.
 fn caller_key(headers: &HeaderMap) -> Option<String> {
-    if let Some(bearer) = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    {
-        if let Some(token) = bearer
-            .strip_prefix("Bearer ")
-            .or_else(|| bearer.strip_prefix("bearer "))
-        {
+    if let Some(bearer) = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+        if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
             return Some(token.trim().to_owned());
         }
     }
-    ["x-api-key", "x-goog-api-key"].iter().find_map(|name| {
-        headers
-            .get(*name)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim().to_owned())
-    })
+    ["x-api-key", "x-goog-api-key"]
+        .iter()
+        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned()))
 }
 
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, ErrorInfo> {
@@ -328,33 +285,19 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, ErrorInfo> {
             ErrorKind::RequestTooLarge,
             format!("request body is larger than the {limit} byte limit"),
         )),
-        Err(err) => Err(ErrorInfo::new(
-            ErrorKind::InvalidRequest,
-            format!("request body could not be read: {err}"),
-        )),
+        Err(err) => Err(ErrorInfo::new(ErrorKind::InvalidRequest, format!("request body could not be read: {err}"))),
     }
 }
 
-async fn handle(
-    gateway: Arc<Gateway>,
-    ingress: Ingress,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, body: Body) -> Response {
     let protocol = ingress.protocol;
     if let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) {
         let json = content_type.to_str().is_ok_and(|ct| {
-            ct.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-                || ct.contains("+json")
+            ct.trim_start().to_ascii_lowercase().starts_with("application/json") || ct.contains("+json")
         });
         if !json {
-            let info = ErrorInfo::new(
-                ErrorKind::InvalidRequest,
-                "content-type must be application/json",
-            )
-            .with_status(415);
+            let info =
+                ErrorInfo::new(ErrorKind::InvalidRequest, "content-type must be application/json").with_status(415);
             return reject(&gateway, protocol, &headers, info);
         }
     }
@@ -365,12 +308,7 @@ async fn handle(
     let top = match scan::scan_top_level(&body) {
         Ok(top) => top,
         Err(err) => {
-            return reject(
-                &gateway,
-                protocol,
-                &headers,
-                ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
-            )
+            return reject(&gateway, protocol, &headers, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
         }
     };
     let (name, direct) = match ingress.named {
@@ -393,10 +331,7 @@ async fn handle(
                     &gateway,
                     protocol,
                     &headers,
-                    ErrorInfo::new(
-                        ErrorKind::NotFound,
-                        format!("provider `{provider}` does not exist"),
-                    ),
+                    ErrorInfo::new(ErrorKind::NotFound, format!("provider `{provider}` does not exist")),
                 );
             }
         },
@@ -428,12 +363,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         body: Bytes,
     ) -> Response {
         let codec = codecs(protocol);
-        let stream = stream.unwrap_or_else(|| {
-            scan::scan_top_level(&body)
-                .ok()
-                .and_then(|t| t.stream)
-                .unwrap_or(false)
-        });
+        let stream = stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
         let reply = crate::mock::respond(codec, model.as_deref(), stream, framing, &body);
         let mut response = Response::new(Body::new(reply.body));
         *response.status_mut() = reply.status;
@@ -441,9 +371,18 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         response
     }
     Router::new()
-        .route("/v1/chat/completions", post(move |body: Bytes| fake(codecs, Protocol::OpenAi, None, None, Framing::Sse, body)))
-        .route("/v1/responses", post(move |body: Bytes| fake(codecs, Protocol::Responses, None, None, Framing::Sse, body)))
-        .route("/v1/messages", post(move |body: Bytes| fake(codecs, Protocol::Anthropic, None, None, Framing::Sse, body)))
+        .route(
+            "/v1/chat/completions",
+            post(move |body: Bytes| fake(codecs, Protocol::OpenAi, None, None, Framing::Sse, body)),
+        )
+        .route(
+            "/v1/responses",
+            post(move |body: Bytes| fake(codecs, Protocol::Responses, None, None, Framing::Sse, body)),
+        )
+        .route(
+            "/v1/messages",
+            post(move |body: Bytes| fake(codecs, Protocol::Anthropic, None, None, Framing::Sse, body)),
+        )
         .route("/v2/chat", post(move |body: Bytes| fake(codecs, Protocol::Cohere, None, None, Framing::Sse, body)))
         .route(
             "/v1beta/models/{*target}",
@@ -451,13 +390,28 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
                 let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
                 let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                fake(codecs, Protocol::Gemini, Some(model.to_owned()), Some(action == "streamGenerateContent"), framing, body).await
+                fake(
+                    codecs,
+                    Protocol::Gemini,
+                    Some(model.to_owned()),
+                    Some(action == "streamGenerateContent"),
+                    framing,
+                    body,
+                )
+                .await
             }),
         )
-        .route("/model/{model}/converse", post(move |Path(model): Path<String>, body: Bytes| fake(codecs, Protocol::Bedrock, Some(model), Some(false), Framing::EventStream, body)))
+        .route(
+            "/model/{model}/converse",
+            post(move |Path(model): Path<String>, body: Bytes| {
+                fake(codecs, Protocol::Bedrock, Some(model), Some(false), Framing::EventStream, body)
+            }),
+        )
         .route(
             "/model/{model}/converse-stream",
-            post(move |Path(model): Path<String>, body: Bytes| fake(codecs, Protocol::Bedrock, Some(model), Some(true), Framing::EventStream, body)),
+            post(move |Path(model): Path<String>, body: Bytes| {
+                fake(codecs, Protocol::Bedrock, Some(model), Some(true), Framing::EventStream, body)
+            }),
         )
         .route("/healthz", get(healthz))
 }

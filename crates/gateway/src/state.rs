@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
-use switchyard_config::{
-    Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Timeouts,
-};
+use switchyard_config::{Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Timeouts};
 use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
@@ -110,9 +108,7 @@ pub struct PoolState {
 impl PoolState {
     /// The breaker of member `member`.
     pub fn breaker(&self, member: usize) -> MutexGuard<'_, Breaker> {
-        self.breakers[member]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.breakers[member].lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -168,9 +164,7 @@ impl Gateway {
         for model in &config.models {
             let mut lane = build_lane(&config, model.provider, &model.name, codecs)?;
             lane.wire_model = model.wire_model.clone();
-            lane.permits = model
-                .max_concurrent
-                .map(|n| Arc::new(Semaphore::new(n as usize)));
+            lane.permits = model.max_concurrent.map(|n| Arc::new(Semaphore::new(n as usize)));
             lane.max_concurrent = model.max_concurrent;
             lane.context_window = model.context_window;
             lane.billing = model.billing;
@@ -189,10 +183,7 @@ impl Gateway {
             name,
             implicit,
             weights: members.iter().map(|m| m.1).collect(),
-            breakers: members
-                .iter()
-                .map(|_| Mutex::new(Breaker::new(policy, epoch)))
-                .collect(),
+            breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
             counters: members.iter().map(|_| Counters::default()).collect(),
             weighted: Mutex::new(SmoothWeighted::new(members.len())),
             members: members.iter().map(|m| m.0).collect(),
@@ -222,10 +213,7 @@ impl Gateway {
         }
         for (index, model) in config.models.iter().enumerate() {
             names.insert(model.name.clone(), pools.len());
-            let single = Failover {
-                max_hops: 1,
-                ..Failover::default()
-            };
+            let single = Failover { max_hops: 1, ..Failover::default() };
             pools.push(pool_state(
                 model.name.clone(),
                 true,
@@ -236,15 +224,7 @@ impl Gateway {
                 Duration::from_secs(30),
             ));
         }
-        Ok(Gateway {
-            config,
-            codecs,
-            lanes,
-            direct_lanes,
-            pools,
-            names,
-            transport,
-        })
+        Ok(Gateway { config, codecs, lanes, direct_lanes, pools, names, transport })
     }
 
     /// The codec of `protocol`.
@@ -264,22 +244,12 @@ impl Gateway {
 }
 
 /// A lane on provider `provider` named `name`, with no model-specific settings yet.
-fn build_lane(
-    config: &Config,
-    provider_index: usize,
-    name: &Arc<str>,
-    codecs: CodecFor,
-) -> Result<Lane, BuildError> {
+fn build_lane(config: &Config, provider_index: usize, name: &Arc<str>, codecs: CodecFor) -> Result<Lane, BuildError> {
     let provider = &config.providers[provider_index];
     let credentials = match &provider.auth {
         Auth::None => Credentials::None,
         Auth::ApiKey(key) => Credentials::ApiKey(key.clone()),
-        Auth::Aws {
-            access_key_id,
-            secret_access_key,
-            session_token,
-            region,
-        } => Credentials::Aws {
+        Auth::Aws { access_key_id, secret_access_key, session_token, region } => Credentials::Aws {
             access_key_id: access_key_id.clone(),
             secret_access_key: secret_access_key.clone(),
             session_token: session_token.clone(),
@@ -287,28 +257,17 @@ fn build_lane(
         },
     };
     // Static schemes are computed once; SigV4 and caller keys sign every request.
-    let static_auth =
-        if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
-            None
-        } else {
-            let outbound = switchyard_codec::Outbound {
-                method: "POST",
-                url: "",
-                body: &[],
-                time: std::time::UNIX_EPOCH,
-            };
-            Some(
-                codecs(provider.protocol)
-                    .auth_headers(&credentials, &outbound)
-                    .map_err(|source| BuildError::Credentials {
-                        model: name.to_string(),
-                        source,
-                    })?,
-            )
-        };
-    let header = |text: &str| {
-        HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()))
+    let static_auth = if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
+        None
+    } else {
+        let outbound = switchyard_codec::Outbound { method: "POST", url: "", body: &[], time: std::time::UNIX_EPOCH };
+        Some(
+            codecs(provider.protocol)
+                .auth_headers(&credentials, &outbound)
+                .map_err(|source| BuildError::Credentials { model: name.to_string(), source })?,
+        )
     };
+    let header = |text: &str| HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()));
     Ok(Lane {
         name: name.clone(),
         provider: provider.name.clone(),

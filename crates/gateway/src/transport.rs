@@ -55,8 +55,7 @@ pub enum TransportError {
 }
 
 /// Future of a transport call.
-pub type SendFuture =
-    Pin<Box<dyn Future<Output = Result<UpstreamResponse, TransportError>> + Send>>;
+pub type SendFuture = Pin<Box<dyn Future<Output = Result<UpstreamResponse, TransportError>> + Send>>;
 
 /// Sends a request upstream.
 pub trait Transport: Send + Sync {
@@ -106,22 +105,17 @@ impl Transport for HttpTransport {
         let client = self.client.clone();
         Box::pin(async move {
             let request = built.map_err(|err| TransportError::Connect(err.to_string()))?;
-            let response =
-                match tokio::time::timeout(headers_timeout, client.request(request)).await {
-                    Err(_) => return Err(TransportError::HeadersTimeout(headers_timeout)),
-                    Ok(Err(err)) if err.is_connect() => {
-                        return Err(TransportError::Connect(error_chain(&err)))
-                    }
-                    Ok(Err(err)) => return Err(TransportError::Io(error_chain(&err))),
-                    Ok(Ok(response)) => response,
-                };
+            let response = match tokio::time::timeout(headers_timeout, client.request(request)).await {
+                Err(_) => return Err(TransportError::HeadersTimeout(headers_timeout)),
+                Ok(Err(err)) if err.is_connect() => return Err(TransportError::Connect(error_chain(&err))),
+                Ok(Err(err)) => return Err(TransportError::Io(error_chain(&err))),
+                Ok(Ok(response)) => response,
+            };
             let (parts, body) = response.into_parts();
             Ok(UpstreamResponse {
                 status: parts.status,
                 headers: parts.headers,
-                body: body
-                    .map_err(|err| -> BoxError { Box::new(err) })
-                    .boxed_unsync(),
+                body: body.map_err(|err| -> BoxError { Box::new(err) }).boxed_unsync(),
             })
         })
     }
@@ -142,18 +136,12 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 
 /// A body of one complete buffer.
 pub fn full_body(bytes: impl Into<Bytes>) -> UpstreamBody {
-    Full::new(bytes.into())
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
 }
 
 /// A body yielding `chunks` one by one (each becomes its own frame).
 pub fn chunked_body(chunks: Vec<Bytes>) -> UpstreamBody {
-    let frames = futures_util::stream::iter(
-        chunks
-            .into_iter()
-            .map(|c| Ok::<_, BoxError>(http_body::Frame::data(c))),
-    );
+    let frames = futures_util::stream::iter(chunks.into_iter().map(|c| Ok::<_, BoxError>(http_body::Frame::data(c))));
     http_body_util::StreamBody::new(frames).boxed_unsync()
 }
 
@@ -197,9 +185,5 @@ where
             }
         }
     }
-    Ok(if rest.is_empty() {
-        first.unwrap_or_default()
-    } else {
-        Bytes::from(rest)
-    })
+    Ok(if rest.is_empty() { first.unwrap_or_default() } else { Bytes::from(rest) })
 }

@@ -1,5 +1,11 @@
 //! Route-specific behaviour: path-named pools, the ad-hoc provider route,
 //! both Gemini prefixes and framings, model rewriting and passthrough.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 mod common;
 
@@ -11,36 +17,16 @@ async fn anthropic_path_routes_name_the_pool_and_ignore_the_body_model() {
     let addr = gateway(&lanes_config("mock://")).await;
     let body = chat_body(Protocol::Anthropic, "ignored-model", "hi", false);
     let reply = post(addr, "/lane-openai/v1/messages", &[], body.clone()).await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
     assert_eq!(reply.headers["x-switchyard-lane"], "lane-openai");
-    assert!(
-        text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[openai wire-openai]")
-    );
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[openai wire-openai]"));
 
     let reply = post(addr, "/up-gemini/gemini-exp/v1/messages", &[], body).await;
-    assert_eq!(
-        reply.status,
-        200,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
     assert_eq!(reply.headers["x-switchyard-lane"], "up-gemini/gemini-exp");
-    assert!(
-        text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[gemini gemini-exp]")
-    );
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[gemini gemini-exp]"));
 
-    let reply = post(
-        addr,
-        "/nobody/x/v1/messages",
-        &[],
-        chat_body(Protocol::Anthropic, "x", "hi", false),
-    )
-    .await;
+    let reply = post(addr, "/nobody/x/v1/messages", &[], chat_body(Protocol::Anthropic, "x", "hi", false)).await;
     assert_eq!(reply.status, 404);
 }
 
@@ -49,34 +35,18 @@ async fn gemini_under_both_prefixes_and_both_framings() {
     let addr = gateway(&lanes_config("mock://")).await;
     for prefix in ["/v1", "/v1beta"] {
         let body = chat_body(Protocol::Gemini, "", "hi", false);
-        let reply = post(
-            addr,
-            &format!("{prefix}/models/lane-anthropic:generateContent"),
-            &[],
-            body.clone(),
-        )
-        .await;
+        let reply = post(addr, &format!("{prefix}/models/lane-anthropic:generateContent"), &[], body.clone()).await;
         assert_eq!(reply.status, 200);
         assert!(text_of(&decode(Protocol::Gemini, false, &reply.body)).contains("you said: hi"));
         // Without alt=sse the stream is a JSON array, the SDK default.
-        let reply = post(
-            addr,
-            &format!("{prefix}/models/lane-anthropic:streamGenerateContent"),
-            &[],
-            body.clone(),
-        )
-        .await;
+        let reply =
+            post(addr, &format!("{prefix}/models/lane-anthropic:streamGenerateContent"), &[], body.clone()).await;
         assert_eq!(reply.status, 200);
         assert_eq!(reply.headers["content-type"], "application/json");
         assert_eq!(reply.body.first(), Some(&b'['));
         assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
-        let reply = post(
-            addr,
-            &format!("{prefix}/models/lane-anthropic:streamGenerateContent?alt=sse"),
-            &[],
-            body,
-        )
-        .await;
+        let reply =
+            post(addr, &format!("{prefix}/models/lane-anthropic:streamGenerateContent?alt=sse"), &[], body).await;
         assert_eq!(reply.headers["content-type"], "text/event-stream");
         assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
     }
@@ -106,13 +76,7 @@ async fn pools_spread_by_weight() {
     let addr = gateway(&yaml).await;
     let mut openai = 0;
     for _ in 0..8 {
-        let reply = post(
-            addr,
-            "/v1/chat/completions",
-            &[],
-            chat_body(Protocol::OpenAi, "weighted", "hi", false),
-        )
-        .await;
+        let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "weighted", "hi", false)).await;
         if reply.headers["x-switchyard-lane"] == "lane-openai" {
             openai += 1;
         }

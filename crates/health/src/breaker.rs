@@ -102,9 +102,7 @@ struct Window {
 
 impl Window {
     fn new() -> Window {
-        Window {
-            buckets: [(u64::MAX, 0, 0); 10],
-        }
+        Window { buckets: [(u64::MAX, 0, 0); 10] }
     }
 
     fn record(&mut self, slot: u64, failed: bool) {
@@ -124,9 +122,7 @@ impl Window {
         self.buckets
             .iter()
             .filter(|(s, _, _)| *s != u64::MAX && *s <= slot && slot - *s < 10)
-            .fold((0, 0), |(total, failed), (_, ok, bad)| {
-                (total + ok + bad, failed + bad)
-            })
+            .fold((0, 0), |(total, failed), (_, ok, bad)| (total + ok + bad, failed + bad))
     }
 
     fn clear(&mut self) {
@@ -156,15 +152,7 @@ pub struct Breaker {
 impl Breaker {
     /// A closed breaker. `epoch` anchors the rolling window's slots.
     pub fn new(policy: BreakerPolicy, epoch: Instant) -> Breaker {
-        Breaker {
-            policy,
-            inner: Inner::Closed,
-            consecutive: 0,
-            trips: 0,
-            reason: None,
-            window: Window::new(),
-            epoch,
-        }
+        Breaker { policy, inner: Inner::Closed, consecutive: 0, trips: 0, reason: None, window: Window::new(), epoch }
     }
 
     fn slot(&self, now: Instant) -> u64 {
@@ -193,9 +181,7 @@ impl Breaker {
     pub fn admit(&mut self, now: Instant) -> Admission {
         if let Inner::Open { until } = self.inner {
             if now < until {
-                return Admission::Reject {
-                    retry_in: until - now,
-                };
+                return Admission::Reject { retry_in: until - now };
             }
             self.inner = Inner::HalfOpen { trial: false };
         }
@@ -205,9 +191,7 @@ impl Breaker {
                 self.inner = Inner::HalfOpen { trial: true };
                 Admission::Trial
             }
-            Inner::HalfOpen { trial: true } | Inner::Open { .. } => Admission::Reject {
-                retry_in: Duration::ZERO,
-            },
+            Inner::HalfOpen { trial: true } | Inner::Open { .. } => Admission::Reject { retry_in: Duration::ZERO },
         }
     }
 
@@ -226,13 +210,7 @@ impl Breaker {
 
     /// The request failed in a way that counts against the lane.
     /// `retry_after` is the upstream's floor for the cooldown.
-    pub fn record_failure(
-        &mut self,
-        now: Instant,
-        reason: &str,
-        retry_after: Option<Duration>,
-        jitter: f64,
-    ) {
+    pub fn record_failure(&mut self, now: Instant, reason: &str, retry_after: Option<Duration>, jitter: f64) {
         let slot = self.slot(now);
         self.window.record(slot, true);
         self.consecutive += 1;
@@ -249,11 +227,7 @@ impl Breaker {
         if trip {
             self.trips += 1;
             let exponent = self.trips.saturating_sub(1).min(20);
-            let base = self
-                .policy
-                .base_cooldown
-                .saturating_mul(1 << exponent)
-                .min(self.policy.max_cooldown);
+            let base = self.policy.base_cooldown.saturating_mul(1 << exponent).min(self.policy.max_cooldown);
             self.open(now, base, retry_after, reason, jitter);
         }
     }
@@ -293,28 +267,14 @@ impl Breaker {
             Inner::Open { .. } => BreakerState::Open,
             Inner::HalfOpen { .. } => BreakerState::HalfOpen,
         };
-        BreakerSnapshot {
-            state,
-            reason: self.reason.clone(),
-            retry_in: self.retry_in(now),
-            trips: self.trips,
-        }
+        BreakerSnapshot { state, reason: self.reason.clone(), retry_in: self.retry_in(now), trips: self.trips }
     }
 
-    fn open(
-        &mut self,
-        now: Instant,
-        base: Duration,
-        floor: Option<Duration>,
-        reason: &str,
-        jitter: f64,
-    ) {
+    fn open(&mut self, now: Instant, base: Duration, floor: Option<Duration>, reason: &str, jitter: f64) {
         let spread = self.policy.jitter.clamp(0.0, 1.0) * (2.0 * jitter.clamp(0.0, 1.0) - 1.0);
         let cooldown = base.mul_f64((1.0 + spread).max(0.0));
         let cooldown = floor.map_or(cooldown, |floor| cooldown.max(floor));
-        self.inner = Inner::Open {
-            until: now + cooldown,
-        };
+        self.inner = Inner::Open { until: now + cooldown };
         self.consecutive = 0;
         self.reason = Some(reason.to_owned());
     }
@@ -325,10 +285,7 @@ mod tests {
     use super::*;
 
     fn policy() -> BreakerPolicy {
-        BreakerPolicy {
-            jitter: 0.0,
-            ..BreakerPolicy::default()
-        }
+        BreakerPolicy { jitter: 0.0, ..BreakerPolicy::default() }
     }
 
     #[test]
@@ -340,21 +297,11 @@ mod tests {
             assert_eq!(breaker.admit(t0), Admission::Admit);
         }
         breaker.record_failure(t0, "500", None, 0.5);
-        assert_eq!(
-            breaker.admit(t0),
-            Admission::Reject {
-                retry_in: Duration::from_secs(5)
-            }
-        );
+        assert_eq!(breaker.admit(t0), Admission::Reject { retry_in: Duration::from_secs(5) });
         let later = t0 + Duration::from_secs(5);
         assert_eq!(breaker.admit(later), Admission::Trial);
         // Single flight: nobody else while the trial runs.
-        assert_eq!(
-            breaker.admit(later),
-            Admission::Reject {
-                retry_in: Duration::ZERO
-            }
-        );
+        assert_eq!(breaker.admit(later), Admission::Reject { retry_in: Duration::ZERO });
         breaker.record_success(later);
         assert_eq!(breaker.admit(later), Admission::Admit);
         assert_eq!(breaker.snapshot(later).state, BreakerState::Closed);
@@ -363,13 +310,7 @@ mod tests {
     #[test]
     fn cooldown_doubles_per_trip_up_to_the_cap() {
         let t0 = Instant::now();
-        let mut breaker = Breaker::new(
-            BreakerPolicy {
-                consecutive_failures: 1,
-                ..policy()
-            },
-            t0,
-        );
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
         let mut now = t0;
         let mut cooldowns = Vec::new();
         for _ in 0..9 {
@@ -385,21 +326,11 @@ mod tests {
     #[test]
     fn retry_after_is_a_floor_and_jitter_spreads() {
         let t0 = Instant::now();
-        let mut breaker = Breaker::new(
-            BreakerPolicy {
-                consecutive_failures: 1,
-                ..policy()
-            },
-            t0,
-        );
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
         breaker.record_failure(t0, "429", Some(Duration::from_secs(42)), 0.5);
         assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(42)));
 
-        let jittery = BreakerPolicy {
-            consecutive_failures: 1,
-            jitter: 0.2,
-            ..BreakerPolicy::default()
-        };
+        let jittery = BreakerPolicy { consecutive_failures: 1, jitter: 0.2, ..BreakerPolicy::default() };
         let mut low = Breaker::new(jittery, t0);
         low.record_failure(t0, "500", None, 0.0);
         let mut high = Breaker::new(jittery, t0);
@@ -411,13 +342,7 @@ mod tests {
     #[test]
     fn failure_rate_trips_only_with_volume() {
         let t0 = Instant::now();
-        let mut breaker = Breaker::new(
-            BreakerPolicy {
-                consecutive_failures: 100,
-                ..policy()
-            },
-            t0,
-        );
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 100, ..policy() }, t0);
         for i in 0..19 {
             if i % 2 == 0 {
                 breaker.record_failure(t0, "500", None, 0.5);
@@ -427,22 +352,13 @@ mod tests {
         }
         assert_eq!(breaker.admit(t0), Admission::Admit, "below minimum volume");
         breaker.record_failure(t0, "500", None, 0.5);
-        assert!(
-            matches!(breaker.admit(t0), Admission::Reject { .. }),
-            "11 of 20 failed"
-        );
+        assert!(matches!(breaker.admit(t0), Admission::Reject { .. }), "11 of 20 failed");
     }
 
     #[test]
     fn old_failures_leave_the_window() {
         let t0 = Instant::now();
-        let mut breaker = Breaker::new(
-            BreakerPolicy {
-                consecutive_failures: 100,
-                ..policy()
-            },
-            t0,
-        );
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 100, ..policy() }, t0);
         for _ in 0..15 {
             breaker.record_failure(t0, "500", None, 0.5);
         }
@@ -468,13 +384,7 @@ mod tests {
     #[test]
     fn released_trials_and_probes() {
         let t0 = Instant::now();
-        let mut breaker = Breaker::new(
-            BreakerPolicy {
-                consecutive_failures: 1,
-                ..policy()
-            },
-            t0,
-        );
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
         breaker.record_failure(t0, "500", None, 0.5);
         assert!(breaker.is_open());
         breaker.record_probe_success();

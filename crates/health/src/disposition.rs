@@ -80,10 +80,7 @@ impl ErrorMap {
     }
 
     fn get(&self, key: &str) -> Option<StatusClass> {
-        self.entries
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, class)| *class)
+        self.entries.iter().find(|(k, _)| k == key).map(|(_, class)| *class)
     }
 }
 
@@ -97,10 +94,7 @@ pub fn normalize(
     vendor_code: Option<&str>,
     map: &ErrorMap,
 ) -> StatusClass {
-    if let Some(class) = vendor_code
-        .and_then(|code| map.get(code))
-        .or_else(|| vendor_type.and_then(|t| map.get(t)))
-    {
+    if let Some(class) = vendor_code.and_then(|code| map.get(code)).or_else(|| vendor_type.and_then(|t| map.get(t))) {
         return class;
     }
     match kind {
@@ -201,60 +195,15 @@ mod tests {
     #[test]
     fn every_class_has_its_disposition_and_effect() {
         let table = [
-            (
-                StatusClass::BadRequest,
-                Disposition::ClientFault,
-                LaneEffect::None,
-                RequestEffect::Relay,
-            ),
-            (
-                StatusClass::ContextLength,
-                Disposition::ContextLength,
-                LaneEffect::None,
-                RequestEffect::FailoverLarger,
-            ),
-            (
-                StatusClass::Auth,
-                Disposition::HardDown,
-                LaneEffect::Trip,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::Billing,
-                Disposition::HardDown,
-                LaneEffect::Trip,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::RateLimited,
-                Disposition::TransientUpstream,
-                LaneEffect::Failure,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::Overloaded,
-                Disposition::TransientUpstream,
-                LaneEffect::Failure,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::ServerError,
-                Disposition::TransientUpstream,
-                LaneEffect::Failure,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::Timeout,
-                Disposition::TransientUpstream,
-                LaneEffect::Failure,
-                RequestEffect::Failover,
-            ),
-            (
-                StatusClass::Network,
-                Disposition::TransientUpstream,
-                LaneEffect::Failure,
-                RequestEffect::Failover,
-            ),
+            (StatusClass::BadRequest, Disposition::ClientFault, LaneEffect::None, RequestEffect::Relay),
+            (StatusClass::ContextLength, Disposition::ContextLength, LaneEffect::None, RequestEffect::FailoverLarger),
+            (StatusClass::Auth, Disposition::HardDown, LaneEffect::Trip, RequestEffect::Failover),
+            (StatusClass::Billing, Disposition::HardDown, LaneEffect::Trip, RequestEffect::Failover),
+            (StatusClass::RateLimited, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
+            (StatusClass::Overloaded, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
+            (StatusClass::ServerError, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
+            (StatusClass::Timeout, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
+            (StatusClass::Network, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
         ];
         for (class, disposition, lane, request) in table {
             assert_eq!(classify(class), disposition, "{class:?}");
@@ -265,14 +214,8 @@ mod tests {
 
     #[test]
     fn caller_credentials_make_auth_failures_the_callers() {
-        assert_eq!(
-            effects(StatusClass::Auth, true),
-            (LaneEffect::None, RequestEffect::Relay)
-        );
-        assert_eq!(
-            effects(StatusClass::Billing, true),
-            (LaneEffect::Trip, RequestEffect::Failover)
-        );
+        assert_eq!(effects(StatusClass::Auth, true), (LaneEffect::None, RequestEffect::Relay));
+        assert_eq!(effects(StatusClass::Billing, true), (LaneEffect::Trip, RequestEffect::Failover));
     }
 
     #[test]
@@ -282,44 +225,14 @@ mod tests {
             ("weird_error".into(), StatusClass::Overloaded),
         ]);
         assert_eq!(
-            normalize(
-                429,
-                ErrorKind::RateLimit,
-                Some("rate_limit_error"),
-                Some("insufficient_quota"),
-                &map
-            ),
+            normalize(429, ErrorKind::RateLimit, Some("rate_limit_error"), Some("insufficient_quota"), &map),
             StatusClass::Billing
         );
-        assert_eq!(
-            normalize(
-                400,
-                ErrorKind::InvalidRequest,
-                Some("weird_error"),
-                None,
-                &map
-            ),
-            StatusClass::Overloaded
-        );
-        assert_eq!(
-            normalize(400, ErrorKind::InvalidRequest, None, None, &map),
-            StatusClass::BadRequest
-        );
-        assert_eq!(
-            normalize(500, ErrorKind::InvalidRequest, None, None, &map),
-            StatusClass::ServerError
-        );
-        assert_eq!(
-            normalize(400, ErrorKind::ContextLength, None, None, &map),
-            StatusClass::ContextLength
-        );
-        assert_eq!(
-            normalize(529, ErrorKind::Overloaded, None, None, &map),
-            StatusClass::Overloaded
-        );
-        assert_eq!(
-            normalize(403, ErrorKind::PermissionDenied, None, None, &map),
-            StatusClass::Auth
-        );
+        assert_eq!(normalize(400, ErrorKind::InvalidRequest, Some("weird_error"), None, &map), StatusClass::Overloaded);
+        assert_eq!(normalize(400, ErrorKind::InvalidRequest, None, None, &map), StatusClass::BadRequest);
+        assert_eq!(normalize(500, ErrorKind::InvalidRequest, None, None, &map), StatusClass::ServerError);
+        assert_eq!(normalize(400, ErrorKind::ContextLength, None, None, &map), StatusClass::ContextLength);
+        assert_eq!(normalize(529, ErrorKind::Overloaded, None, None, &map), StatusClass::Overloaded);
+        assert_eq!(normalize(403, ErrorKind::PermissionDenied, None, None, &map), StatusClass::Auth);
     }
 }

@@ -9,6 +9,4 @@ pub mod breaker;
 pub mod disposition;
 
 pub use breaker::{Admission, Breaker, BreakerPolicy, BreakerSnapshot, BreakerState};
-pub use disposition::{
-    classify, effects, normalize, Disposition, ErrorMap, LaneEffect, RequestEffect, StatusClass,
-};
+pub use disposition::{classify, effects, normalize, Disposition, ErrorMap, LaneEffect, RequestEffect, StatusClass};

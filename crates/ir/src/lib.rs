@@ -107,11 +107,7 @@ impl Extra {
 
     /// The fields a writer for `target` may emit: all of them on a same-protocol
     /// hop, none on a cross-protocol hop (those are reported in `dropped`).
-    pub fn for_target(
-        &self,
-        target: Protocol,
-        dropped: &mut Vec<Dropped>,
-    ) -> Option<&Map<String, Value>> {
+    pub fn for_target(&self, target: Protocol, dropped: &mut Vec<Dropped>) -> Option<&Map<String, Value>> {
         if self.fields.is_empty() {
             return None;
         }
@@ -137,10 +133,7 @@ pub struct Dropped {
 impl Dropped {
     /// A dropped field with its reason.
     pub fn new(field: impl Into<String>, reason: DropReason) -> Dropped {
-        Dropped {
-            field: field.into(),
-            reason,
-        }
+        Dropped { field: field.into(), reason }
     }
 }
 
@@ -216,12 +209,7 @@ impl Request {
     /// Total characters of text across system and messages (routing signal).
     pub fn total_chars(&self) -> usize {
         let system: usize = self.system.iter().map(|b| b.text.chars().count()).sum();
-        let messages: usize = self
-            .messages
-            .iter()
-            .flat_map(|m| m.content.iter())
-            .map(Block::text_chars)
-            .sum();
+        let messages: usize = self.messages.iter().flat_map(|m| m.content.iter()).map(Block::text_chars).sum();
         system + messages
     }
 }
@@ -248,10 +236,7 @@ pub struct Message {
 impl Message {
     /// A message of a single text block.
     pub fn text(role: Role, text: impl Into<String>) -> Message {
-        Message {
-            role,
-            content: vec![Block::Text(TextBlock::new(text))],
-        }
+        Message { role, content: vec![Block::Text(TextBlock::new(text))] }
     }
 }
 
@@ -276,11 +261,7 @@ pub struct TextBlock {
 impl TextBlock {
     /// Plain text with no markers.
     pub fn new(text: impl Into<String>) -> TextBlock {
-        TextBlock {
-            text: text.into(),
-            cache_control: None,
-            citations: Vec::new(),
-        }
+        TextBlock { text: text.into(), cache_control: None, citations: Vec::new() }
     }
 }
 
@@ -534,9 +515,7 @@ impl Usage {
 
     /// Prompt tokens that were neither read from nor written to cache.
     pub fn uncached_input(&self) -> u64 {
-        self.input_tokens
-            .saturating_sub(self.cache_read_tokens)
-            .saturating_sub(self.cache_write_tokens)
+        self.input_tokens.saturating_sub(self.cache_read_tokens).saturating_sub(self.cache_write_tokens)
     }
 
     /// Folds a later report into this one: a non-zero count replaces the
@@ -657,13 +636,7 @@ pub struct ErrorInfo {
 impl ErrorInfo {
     /// An error of `kind` with its default status.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> ErrorInfo {
-        ErrorInfo {
-            kind,
-            status: kind.default_status(),
-            message: message.into(),
-            code: None,
-            param: None,
-        }
+        ErrorInfo { kind, status: kind.default_status(), message: message.into(), code: None, param: None }
     }
 
     /// The same error with another status.

@@ -101,11 +101,7 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
         id: response.id.clone(),
         model: response.model.clone(),
         created: response.created,
-        usage: Usage {
-            output_tokens: 0,
-            reasoning_tokens: 0,
-            ..response.usage
-        },
+        usage: Usage { output_tokens: 0, reasoning_tokens: 0, ..response.usage },
     }];
     let mut index = 0u32;
     for block in &response.content {
@@ -118,29 +114,16 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
                 }
                 (BlockStart::Thinking, deltas)
             }
-            Block::RedactedThinking { data } => (
-                BlockStart::RedactedThinking { data: data.clone() },
-                Vec::new(),
-            ),
+            Block::RedactedThinking { data } => (BlockStart::RedactedThinking { data: data.clone() }, Vec::new()),
             Block::ToolUse(call) => (
-                BlockStart::ToolUse {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                },
+                BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone() },
                 vec![Delta::ToolInput(call.input.clone())],
             ),
             // Media and tool results never appear in a model's reply.
             Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => continue,
         };
-        events.push(StreamEvent::BlockStart {
-            index,
-            block: start,
-        });
-        events.extend(
-            deltas
-                .into_iter()
-                .map(|delta| StreamEvent::BlockDelta { index, delta }),
-        );
+        events.push(StreamEvent::BlockStart { index, block: start });
+        events.extend(deltas.into_iter().map(|delta| StreamEvent::BlockDelta { index, delta }));
         events.push(StreamEvent::BlockStop { index });
         index += 1;
     }
@@ -174,12 +157,7 @@ impl Accumulator {
     pub fn push(&mut self, event: &StreamEvent) {
         use crate::{Block, TextBlock, ToolUse};
         match event {
-            StreamEvent::MessageStart {
-                id,
-                model,
-                created,
-                usage,
-            } => {
+            StreamEvent::MessageStart { id, model, created, usage } => {
                 self.response.id.clone_from(id);
                 self.response.model.clone_from(model);
                 self.response.created = *created;
@@ -188,18 +166,11 @@ impl Accumulator {
             StreamEvent::BlockStart { index, block } => {
                 let block = match block {
                     BlockStart::Text => Block::Text(TextBlock::default()),
-                    BlockStart::Thinking => Block::Thinking {
-                        text: String::new(),
-                        signature: None,
-                    },
-                    BlockStart::RedactedThinking { data } => {
-                        Block::RedactedThinking { data: data.clone() }
+                    BlockStart::Thinking => Block::Thinking { text: String::new(), signature: None },
+                    BlockStart::RedactedThinking { data } => Block::RedactedThinking { data: data.clone() },
+                    BlockStart::ToolUse { id, name } => {
+                        Block::ToolUse(ToolUse { id: id.clone(), name: name.clone(), input: String::new() })
                     }
-                    BlockStart::ToolUse { id, name } => Block::ToolUse(ToolUse {
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: String::new(),
-                    }),
                 };
                 self.open.push((*index, self.response.content.len()));
                 self.response.content.push(block);
@@ -222,11 +193,7 @@ impl Accumulator {
                 }
             }
             StreamEvent::BlockStop { .. } => {}
-            StreamEvent::MessageDelta {
-                stop_reason,
-                stop_sequence,
-                usage,
-            } => {
+            StreamEvent::MessageDelta { stop_reason, stop_sequence, usage } => {
                 if stop_reason.is_some() {
                     self.response.stop_reason = *stop_reason;
                 }
@@ -273,24 +240,13 @@ mod tests {
             model: "m".into(),
             created: Some(7),
             content: vec![
-                Block::Thinking {
-                    text: "hmm".into(),
-                    signature: Some("sig".into()),
-                },
+                Block::Thinking { text: "hmm".into(), signature: Some("sig".into()) },
                 Block::text("hello"),
-                Block::ToolUse(ToolUse {
-                    id: "t1".into(),
-                    name: "f".into(),
-                    input: "{\"a\":1}".into(),
-                }),
+                Block::ToolUse(ToolUse { id: "t1".into(), name: "f".into(), input: "{\"a\":1}".into() }),
             ],
             stop_reason: Some(StopReason::ToolUse),
             stop_sequence: None,
-            usage: Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                ..Usage::default()
-            },
+            usage: Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() },
         };
         let mut acc = Accumulator::new();
         for event in events_from_response(&response) {

@@ -5,15 +5,12 @@ use std::collections::HashMap;
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{
-    Block, CacheControl, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse,
-};
+use switchyard_codec::ir::{Block, CacheControl, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::DecodeError;
 
 use crate::wire::{
-    as_array, as_object, at, join, opt_bool, opt_str, opt_value, put_cache_control,
-    read_cache_control, req_str,
+    as_array, as_object, at, join, opt_bool, opt_str, opt_value, put_cache_control, read_cache_control, req_str,
 };
 
 /// What to do with a block type the IR cannot hold.
@@ -41,22 +38,18 @@ pub(crate) fn read_block(
     let kind = req_str(obj, "type", path)?;
     let block = match kind {
         "text" => Block::Text(read_text_block(obj, path)?),
-        "image" => Block::Image {
-            source: read_source(obj, path, false)?,
-            cache_control: read_cache_control(obj, path)?,
-        },
+        "image" => {
+            Block::Image { source: read_source(obj, path, false)?, cache_control: read_cache_control(obj, path)? }
+        }
         "document" => Block::Document {
             source: read_source(obj, path, true)?,
             name: opt_str(obj, "title", path)?.map(str::to_owned),
             cache_control: read_cache_control(obj, path)?,
         },
-        "thinking" => Block::Thinking {
-            text: req_str(obj, "thinking", path)?.to_owned(),
-            signature: read_signature(obj, path)?,
-        },
-        "redacted_thinking" => Block::RedactedThinking {
-            data: req_str(obj, "data", path)?.to_owned(),
-        },
+        "thinking" => {
+            Block::Thinking { text: req_str(obj, "thinking", path)?.to_owned(), signature: read_signature(obj, path)? }
+        }
+        "redacted_thinking" => Block::RedactedThinking { data: req_str(obj, "data", path)?.to_owned() },
         "tool_use" => Block::ToolUse(ToolUse {
             id: req_str(obj, "id", path)?.to_owned(),
             name: req_str(obj, "name", path)?.to_owned(),
@@ -77,10 +70,7 @@ pub(crate) fn read_block(
     Ok(Some(block))
 }
 
-pub(crate) fn read_text_block(
-    obj: &Map<String, Value>,
-    path: &str,
-) -> Result<TextBlock, DecodeError> {
+pub(crate) fn read_text_block(obj: &Map<String, Value>, path: &str) -> Result<TextBlock, DecodeError> {
     let citations = match opt_value(obj, "citations") {
         Some(value) => as_array(value, &join(path, "citations"))?.to_vec(),
         None => Vec::new(),
@@ -94,13 +84,8 @@ pub(crate) fn read_text_block(
 
 /// An empty signature is the same as none: replies written for callers
 /// carry `""` where the IR has no signature.
-pub(crate) fn read_signature(
-    obj: &Map<String, Value>,
-    path: &str,
-) -> Result<Option<String>, DecodeError> {
-    Ok(opt_str(obj, "signature", path)?
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned))
+pub(crate) fn read_signature(obj: &Map<String, Value>, path: &str) -> Result<Option<String>, DecodeError> {
+    Ok(opt_str(obj, "signature", path)?.filter(|s| !s.is_empty()).map(str::to_owned))
 }
 
 /// Tool input is an object on the wire and JSON text in the IR; an absent
@@ -112,11 +97,7 @@ pub(crate) fn read_input(obj: &Map<String, Value>) -> String {
     }
 }
 
-fn read_tool_result(
-    obj: &Map<String, Value>,
-    path: &str,
-    names: &ToolNames,
-) -> Result<ToolResult, DecodeError> {
+fn read_tool_result(obj: &Map<String, Value>, path: &str, names: &ToolNames) -> Result<ToolResult, DecodeError> {
     let tool_use_id = req_str(obj, "tool_use_id", path)?.to_owned();
     let content_path = join(path, "content");
     let mut content = match opt_value(obj, "content") {
@@ -158,9 +139,7 @@ fn read_tool_result(
 fn cache_control_of(block: &Block) -> Option<&CacheControl> {
     match block {
         Block::Text(t) => t.cache_control.as_ref(),
-        Block::Image { cache_control, .. } | Block::Document { cache_control, .. } => {
-            cache_control.as_ref()
-        }
+        Block::Image { cache_control, .. } | Block::Document { cache_control, .. } => cache_control.as_ref(),
         _ => None,
     }
 }
@@ -176,14 +155,10 @@ fn set_cache_control(block: &mut Block, cc: Option<CacheControl>) {
 }
 
 /// Reads `source` of an image or document.
-fn read_source(
-    obj: &Map<String, Value>,
-    path: &str,
-    document: bool,
-) -> Result<MediaSource, DecodeError> {
+fn read_source(obj: &Map<String, Value>, path: &str, document: bool) -> Result<MediaSource, DecodeError> {
     let param = join(path, "source");
-    let source = opt_value(obj, "source")
-        .ok_or_else(|| DecodeError::invalid(param.clone(), format!("{param} is required")))?;
+    let source =
+        opt_value(obj, "source").ok_or_else(|| DecodeError::invalid(param.clone(), format!("{param} is required")))?;
     let source = as_object(source, &param)?;
     let kind = req_str(source, "type", &param)?;
     match kind {
@@ -191,23 +166,14 @@ fn read_source(
             media_type: req_str(source, "media_type", &param)?.to_owned(),
             data: req_str(source, "data", &param)?.to_owned(),
         }),
-        "url" => Ok(MediaSource::Url {
-            url: req_str(source, "url", &param)?.to_owned(),
-            media_type: None,
-        }),
+        "url" => Ok(MediaSource::Url { url: req_str(source, "url", &param)?.to_owned(), media_type: None }),
         // A Files API id has no scheme, which is how the writer tells it
         // from a URL again.
-        "file" => Ok(MediaSource::Url {
-            url: req_str(source, "file_id", &param)?.to_owned(),
-            media_type: None,
-        }),
+        "file" => Ok(MediaSource::Url { url: req_str(source, "file_id", &param)?.to_owned(), media_type: None }),
         // Plain-text documents travel inline; the IR keeps media as base64.
         "text" if document => Ok(MediaSource::Base64 {
-            media_type: opt_str(source, "media_type", &param)?
-                .unwrap_or("text/plain")
-                .to_owned(),
-            data: base64::engine::general_purpose::STANDARD
-                .encode(req_str(source, "data", &param)?),
+            media_type: opt_str(source, "media_type", &param)?.unwrap_or("text/plain").to_owned(),
+            data: base64::engine::general_purpose::STANDARD.encode(req_str(source, "data", &param)?),
         }),
         other => {
             let type_param = join(&param, "type");
@@ -229,28 +195,16 @@ pub(crate) enum Target {
 
 /// Writes one block, or `None` (with a `dropped` entry) when Anthropic
 /// cannot take it.
-pub(crate) fn write_block(
-    block: &Block,
-    target: Target,
-    field: &str,
-    dropped: &mut Vec<Dropped>,
-) -> Option<Value> {
+pub(crate) fn write_block(block: &Block, target: Target, field: &str, dropped: &mut Vec<Dropped>) -> Option<Value> {
     let mut obj = Map::new();
     match block {
         Block::Text(text) => return Some(write_text_block(text)),
-        Block::Image {
-            source,
-            cache_control,
-        } => {
+        Block::Image { source, cache_control } => {
             obj.insert("type".into(), json!("image"));
             obj.insert("source".into(), write_source(source, false));
             put_cache_control(&mut obj, cache_control.as_ref());
         }
-        Block::Document {
-            source,
-            name,
-            cache_control,
-        } => {
+        Block::Document { source, name, cache_control } => {
             obj.insert("type".into(), json!("document"));
             obj.insert("source".into(), write_source(source, true));
             if let Some(name) = name {
@@ -262,18 +216,12 @@ pub(crate) fn write_block(
             // Anthropic verifies signatures on thinking sent back to it;
             // reasoning from another vendor has none and would be rejected.
             if signature.is_none() && target == Target::Request {
-                dropped.push(Dropped::new(
-                    format!("{field}.thinking"),
-                    DropReason::Unsupported,
-                ));
+                dropped.push(Dropped::new(format!("{field}.thinking"), DropReason::Unsupported));
                 return None;
             }
             obj.insert("type".into(), json!("thinking"));
             obj.insert("thinking".into(), json!(text));
-            obj.insert(
-                "signature".into(),
-                json!(signature.as_deref().unwrap_or("")),
-            );
+            obj.insert("signature".into(), json!(signature.as_deref().unwrap_or("")));
         }
         Block::RedactedThinking { data } => {
             obj.insert("type".into(), json!("redacted_thinking"));
@@ -312,12 +260,7 @@ pub(crate) fn is_plain_text(block: &Block) -> Option<&str> {
     }
 }
 
-fn write_tool_result(
-    result: &ToolResult,
-    target: Target,
-    field: &str,
-    dropped: &mut Vec<Dropped>,
-) -> Value {
+fn write_tool_result(result: &ToolResult, target: Target, field: &str, dropped: &mut Vec<Dropped>) -> Value {
     let mut obj = Map::new();
     obj.insert("type".into(), json!("tool_result"));
     obj.insert("tool_use_id".into(), json!(result.tool_use_id));
@@ -387,9 +330,7 @@ fn write_source(source: &MediaSource, document: bool) -> Value {
 }
 
 fn decode_utf8_base64(data: &str) -> Option<String> {
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(data)
-        .ok()?;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(data).ok()?;
     String::from_utf8(bytes).ok()
 }
 
@@ -416,23 +357,14 @@ mod tests {
     #[test]
     fn data_urls_become_base64_and_file_ids_file_sources() {
         let image = Block::Image {
-            source: MediaSource::Url {
-                url: "data:image/png;base64,AAAA".into(),
-                media_type: None,
-            },
+            source: MediaSource::Url { url: "data:image/png;base64,AAAA".into(), media_type: None },
             cache_control: None,
         };
         let mut dropped = Vec::new();
         let out = write_block(&image, Target::Request, "m", &mut dropped).unwrap();
-        assert_eq!(
-            out["source"],
-            json!({"type": "base64", "media_type": "image/png", "data": "AAAA"})
-        );
+        assert_eq!(out["source"], json!({"type": "base64", "media_type": "image/png", "data": "AAAA"}));
         let file = Block::Image {
-            source: MediaSource::Url {
-                url: "file_011CNha8iCJcU1wXNR6q4V8w".into(),
-                media_type: None,
-            },
+            source: MediaSource::Url { url: "file_011CNha8iCJcU1wXNR6q4V8w".into(), media_type: None },
             cache_control: None,
         };
         let out = write_block(&file, Target::Request, "m", &mut dropped).unwrap();
@@ -445,15 +377,10 @@ mod tests {
         let doc = json!({"type": "document", "title": "notes",
             "source": {"type": "text", "media_type": "text/plain", "data": "héllo"}});
         let block = read(doc.clone()).unwrap().unwrap();
-        let Block::Document { source, .. } = &block else {
-            panic!("not a document")
-        };
+        let Block::Document { source, .. } = &block else { panic!("not a document") };
         assert_eq!(source.media_type(), Some("text/plain"));
         let mut dropped = Vec::new();
-        assert_eq!(
-            write_block(&block, Target::Request, "m", &mut dropped).unwrap(),
-            doc
-        );
+        assert_eq!(write_block(&block, Target::Request, "m", &mut dropped).unwrap(), doc);
     }
 
     #[test]
@@ -461,24 +388,16 @@ mod tests {
         let wire = json!({"type": "tool_result", "tool_use_id": "t1", "content": "42",
             "is_error": true, "cache_control": {"type": "ephemeral"}});
         let block = read(wire.clone()).unwrap().unwrap();
-        let Block::ToolResult(result) = &block else {
-            panic!("not a result")
-        };
+        let Block::ToolResult(result) = &block else { panic!("not a result") };
         assert!(result.is_error);
         assert!(matches!(&result.content[0], Block::Text(t) if t.cache_control.is_some()));
         let mut dropped = Vec::new();
-        assert_eq!(
-            write_block(&block, Target::Request, "m", &mut dropped).unwrap(),
-            wire
-        );
+        assert_eq!(write_block(&block, Target::Request, "m", &mut dropped).unwrap(), wire);
     }
 
     #[test]
     fn unsigned_thinking_is_dropped_from_requests_only() {
-        let block = Block::Thinking {
-            text: "hmm".into(),
-            signature: None,
-        };
+        let block = Block::Thinking { text: "hmm".into(), signature: None };
         let mut dropped = Vec::new();
         assert!(write_block(&block, Target::Request, "messages", &mut dropped).is_none());
         assert_eq!(dropped[0].field, "messages.thinking");
@@ -491,13 +410,7 @@ mod tests {
     fn unknown_blocks_are_rejected_or_skipped() {
         let wire = json!({"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}});
         let err = read(wire.clone()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "b.type server_tool_use is not a supported content block type"
-        );
-        assert_eq!(
-            read_block(&wire, "b", Unknown::Skip, &ToolNames::new()).unwrap(),
-            None
-        );
+        assert_eq!(err.to_string(), "b.type server_tool_use is not a supported content block type");
+        assert_eq!(read_block(&wire, "b", Unknown::Skip, &ToolNames::new()).unwrap(), None);
     }
 }

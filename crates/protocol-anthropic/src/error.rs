@@ -52,10 +52,7 @@ fn refine(kind: ErrorKind, message: &str) -> ErrorKind {
     }
     let lower = message.to_ascii_lowercase();
     // Anthropic answers 400 when credit or a spend limit runs out.
-    if ["credit balance", "usage limit", "spend limit"]
-        .iter()
-        .any(|needle| lower.contains(needle))
-    {
+    if ["credit balance", "usage limit", "spend limit"].iter().any(|needle| lower.contains(needle)) {
         return ErrorKind::QuotaExceeded;
     }
     kind
@@ -70,11 +67,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     let (vendor_type, message) = match error {
         Some(Value::Object(error)) => (
             error.get("type").and_then(Value::as_str).map(str::to_owned),
-            error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+            error.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
         ),
         // Some proxies put a bare string under `error`.
         Some(Value::String(message)) => (None, message.clone()),
@@ -92,13 +85,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
         Some(t) => kind_for_type(t, status, &message),
         None => refine(ErrorKind::from_status(status), &message),
     };
-    RawUpstreamError {
-        status,
-        kind,
-        vendor_type,
-        vendor_code: None,
-        message,
-    }
+    RawUpstreamError { status, kind, vendor_type, vendor_code: None, message }
 }
 
 fn raw_message(body: &[u8]) -> String {
@@ -138,11 +125,7 @@ pub(crate) fn error_response(error: &ErrorInfo) -> ErrorResponse {
         "type": "error",
         "error": {"type": type_for_error(error), "message": error.message},
     });
-    ErrorResponse {
-        status: error.status,
-        headers: Vec::new(),
-        body: switchyard_codec::json::to_vec(&body),
-    }
+    ErrorResponse { status: error.status, headers: Vec::new(), body: switchyard_codec::json::to_vec(&body) }
 }
 
 #[cfg(test)]

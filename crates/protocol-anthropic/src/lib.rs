@@ -15,8 +15,8 @@ mod wire;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
-    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
+    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
+    RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 pub use request::SCHEMA_NAME;
@@ -74,10 +74,7 @@ impl Codec for AnthropicCodec {
         _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
         let mut headers = key_header(ir::Protocol::Anthropic, "x-api-key", credentials)?;
-        headers.push((
-            HeaderName::from_static("anthropic-version"),
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        ));
+        headers.push((HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION)));
         Ok(headers)
     }
 
@@ -106,9 +103,7 @@ mod tests {
 
     #[test]
     fn auth_sends_the_key_and_always_the_version() {
-        let headers = AnthropicCodec
-            .auth_headers(&Credentials::ApiKey("sk-ant-x".into()), &outbound())
-            .unwrap();
+        let headers = AnthropicCodec.auth_headers(&Credentials::ApiKey("sk-ant-x".into()), &outbound()).unwrap();
         assert_eq!(headers.len(), 2);
         assert_eq!(headers[0].0, "x-api-key");
         assert_eq!(headers[0].1, "sk-ant-x");
@@ -116,9 +111,7 @@ mod tests {
         assert_eq!(headers[1].0, "anthropic-version");
         assert_eq!(headers[1].1, ANTHROPIC_VERSION);
 
-        let headers = AnthropicCodec
-            .auth_headers(&Credentials::None, &outbound())
-            .unwrap();
+        let headers = AnthropicCodec.auth_headers(&Credentials::None, &outbound()).unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(headers[0].0, "anthropic-version");
 
@@ -128,10 +121,7 @@ mod tests {
             session_token: None,
             region: "us-east-1".into(),
         };
-        assert!(matches!(
-            AnthropicCodec.auth_headers(&aws, &outbound()),
-            Err(AuthError::WrongCredentials { .. })
-        ));
+        assert!(matches!(AnthropicCodec.auth_headers(&aws, &outbound()), Err(AuthError::WrongCredentials { .. })));
     }
 
     #[test]

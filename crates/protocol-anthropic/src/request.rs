@@ -22,18 +22,17 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, DropReason, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
-    TextBlock, Tool, ToolChoice,
+    Block, DropReason, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
+    ToolChoice,
 };
 use switchyard_codec::{DecodeError, Encoded};
 
 use crate::blocks::{
-    is_plain_text, read_block, read_text_block, write_block, write_text_block, Target, ToolNames,
-    Unknown,
+    is_plain_text, read_block, read_text_block, write_block, write_text_block, Target, ToolNames, Unknown,
 };
 use crate::wire::{
-    as_array, as_bool, as_f64, as_object, as_str, as_u64, at, opt_bool, opt_str, opt_value,
-    put_cache_control, read_cache_control, req_str,
+    as_array, as_bool, as_f64, as_object, as_str, as_u64, at, opt_bool, opt_str, opt_value, put_cache_control,
+    read_cache_control, req_str,
 };
 use crate::DEFAULT_MAX_TOKENS;
 
@@ -63,10 +62,7 @@ struct Known {
 pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
     let value: Value = serde_json::from_slice(body)?;
     let Value::Object(obj) = value else {
-        return Err(DecodeError::Invalid {
-            message: "request body must be a json object".into(),
-            param: None,
-        });
+        return Err(DecodeError::Invalid { message: "request body must be a json object".into(), param: None });
     };
     let mut request = Request::default();
     let mut known = Known::default();
@@ -102,11 +98,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
         Some(v) => as_str(v, "model")?.to_owned(),
         None => return Err(DecodeError::invalid("model", "model is required")),
     };
-    request.max_tokens = known
-        .max_tokens
-        .as_ref()
-        .map(|v| as_u64(v, "max_tokens"))
-        .transpose()?;
+    request.max_tokens = known.max_tokens.as_ref().map(|v| as_u64(v, "max_tokens")).transpose()?;
     if let Some(system) = &known.system {
         request.system = read_system(system)?;
     }
@@ -120,34 +112,15 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
     if let Some(choice) = &known.tool_choice {
         read_tool_choice(choice, &mut request)?;
     }
-    request.temperature = known
-        .temperature
-        .as_ref()
-        .map(|v| as_f64(v, "temperature"))
-        .transpose()?;
-    request.top_p = known
-        .top_p
-        .as_ref()
-        .map(|v| as_f64(v, "top_p"))
-        .transpose()?;
-    request.top_k = known
-        .top_k
-        .as_ref()
-        .map(|v| as_u64(v, "top_k"))
-        .transpose()?;
+    request.temperature = known.temperature.as_ref().map(|v| as_f64(v, "temperature")).transpose()?;
+    request.top_p = known.top_p.as_ref().map(|v| as_f64(v, "top_p")).transpose()?;
+    request.top_k = known.top_k.as_ref().map(|v| as_u64(v, "top_k")).transpose()?;
     if let Some(stops) = &known.stop_sequences {
         for (i, stop) in as_array(stops, "stop_sequences")?.iter().enumerate() {
-            request
-                .stop
-                .push(as_str(stop, &at("stop_sequences", i))?.to_owned());
+            request.stop.push(as_str(stop, &at("stop_sequences", i))?.to_owned());
         }
     }
-    request.stream = known
-        .stream
-        .as_ref()
-        .map(|v| as_bool(v, "stream"))
-        .transpose()?
-        .unwrap_or(false);
+    request.stream = known.stream.as_ref().map(|v| as_bool(v, "stream")).transpose()?.unwrap_or(false);
     if let Some(metadata) = &known.metadata {
         let metadata = as_object(metadata, "metadata")?;
         for (key, value) in metadata {
@@ -168,9 +141,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
         let format_obj = as_object(format, "output_format")?;
         match read_format(format_obj, "output_format")? {
             Some(rf) if request.response_format.is_none() => request.response_format = Some(rf),
-            _ => request
-                .extra
-                .insert(Protocol::Anthropic, "output_format".into(), format.clone()),
+            _ => request.extra.insert(Protocol::Anthropic, "output_format".into(), format.clone()),
         }
     }
     Ok(request)
@@ -189,10 +160,7 @@ fn read_system(value: &Value) -> Result<Vec<TextBlock>, DecodeError> {
                 let obj = as_object(item, &path)?;
                 let kind = req_str(obj, "type", &path)?;
                 if kind != "text" {
-                    return Err(DecodeError::invalid(
-                        format!("{path}.type"),
-                        format!("{path}.type must be text"),
-                    ));
+                    return Err(DecodeError::invalid(format!("{path}.type"), format!("{path}.type must be text")));
                 }
                 blocks.push(read_text_block(obj, &path)?);
             }
@@ -220,12 +188,7 @@ fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
         };
         let content_path = format!("{path}.content");
         let content = match opt_value(obj, "content") {
-            None => {
-                return Err(DecodeError::invalid(
-                    content_path.clone(),
-                    format!("{content_path} is required"),
-                ))
-            }
+            None => return Err(DecodeError::invalid(content_path.clone(), format!("{content_path} is required"))),
             Some(Value::String(text)) => vec![Block::text(text.clone())],
             Some(value) => {
                 let parts = as_array(value, &content_path)?;
@@ -259,10 +222,7 @@ fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
             continue;
         }
         let parameters = opt_value(obj, "input_schema").cloned().ok_or_else(|| {
-            DecodeError::invalid(
-                format!("{path}.input_schema"),
-                format!("{path}.input_schema is required"),
-            )
+            DecodeError::invalid(format!("{path}.input_schema"), format!("{path}.input_schema is required"))
         })?;
         request.tools.push(Tool {
             name: req_str(obj, "name", &path)?.to_owned(),
@@ -272,11 +232,7 @@ fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
         });
     }
     if !server_tools.is_empty() {
-        request.extra.insert(
-            Protocol::Anthropic,
-            "tools".into(),
-            Value::Array(server_tools),
-        );
+        request.extra.insert(Protocol::Anthropic, "tools".into(), Value::Array(server_tools));
     }
     Ok(())
 }
@@ -288,12 +244,7 @@ fn read_tool_choice(value: &Value, request: &mut Request) -> Result<(), DecodeEr
         "any" => ToolChoice::Any,
         "none" => ToolChoice::None,
         "tool" => ToolChoice::Tool(req_str(obj, "name", "tool_choice")?.to_owned()),
-        _ => {
-            return Err(DecodeError::invalid(
-                "tool_choice.type",
-                "tool_choice.type must be auto, any, tool or none",
-            ))
-        }
+        _ => return Err(DecodeError::invalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none")),
     });
     if let Some(disable) = opt_bool(obj, "disable_parallel_tool_use", "tool_choice")? {
         request.parallel_tool_calls = Some(!disable);
@@ -303,24 +254,17 @@ fn read_tool_choice(value: &Value, request: &mut Request) -> Result<(), DecodeEr
 
 fn read_thinking(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
     let obj = as_object(value, "thinking")?;
-    let mut reasoning = Reasoning {
-        effort: None,
-        budget_tokens: None,
-        disabled: false,
-    };
+    let mut reasoning = Reasoning { effort: None, budget_tokens: None, disabled: false };
     match req_str(obj, "type", "thinking")? {
         "enabled" => {
-            reasoning.budget_tokens = opt_value(obj, "budget_tokens")
-                .map(|v| as_u64(v, "thinking.budget_tokens"))
-                .transpose()?;
+            reasoning.budget_tokens =
+                opt_value(obj, "budget_tokens").map(|v| as_u64(v, "thinking.budget_tokens")).transpose()?;
         }
         "disabled" => reasoning.disabled = true,
         "adaptive" => {}
         // A mode the IR does not know passes through whole.
         _ => {
-            request
-                .extra
-                .insert(Protocol::Anthropic, "thinking".into(), value.clone());
+            request.extra.insert(Protocol::Anthropic, "thinking".into(), value.clone());
             return Ok(());
         }
     }
@@ -332,9 +276,7 @@ fn read_thinking(value: &Value, request: &mut Request) -> Result<(), DecodeError
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if !rest.is_empty() {
-        request
-            .extra
-            .insert(Protocol::Anthropic, "thinking".into(), Value::Object(rest));
+        request.extra.insert(Protocol::Anthropic, "thinking".into(), Value::Object(rest));
     }
     request.reasoning = Some(reasoning);
     Ok(())
@@ -369,34 +311,20 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
         }
     }
     if !rest.is_empty() {
-        request.extra.insert(
-            Protocol::Anthropic,
-            "output_config".into(),
-            Value::Object(rest),
-        );
+        request.extra.insert(Protocol::Anthropic, "output_config".into(), Value::Object(rest));
     }
     Ok(())
 }
 
 /// `{type: "json_schema", schema}`; other format types are not modelled.
-fn read_format(
-    obj: &Map<String, Value>,
-    path: &str,
-) -> Result<Option<ResponseFormat>, DecodeError> {
+fn read_format(obj: &Map<String, Value>, path: &str) -> Result<Option<ResponseFormat>, DecodeError> {
     if req_str(obj, "type", path)? != "json_schema" {
         return Ok(None);
     }
-    let schema = opt_value(obj, "schema").cloned().ok_or_else(|| {
-        DecodeError::invalid(
-            format!("{path}.schema"),
-            format!("{path}.schema is required"),
-        )
-    })?;
-    Ok(Some(ResponseFormat::JsonSchema {
-        name: SCHEMA_NAME.to_owned(),
-        schema,
-        strict: None,
-    }))
+    let schema = opt_value(obj, "schema")
+        .cloned()
+        .ok_or_else(|| DecodeError::invalid(format!("{path}.schema"), format!("{path}.schema is required")))?;
+    Ok(Some(ResponseFormat::JsonSchema { name: SCHEMA_NAME.to_owned(), schema, strict: None }))
 }
 
 pub(crate) fn write_request(request: &Request) -> Encoded {
@@ -406,18 +334,13 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
 
     let thinking = request.reasoning.as_ref().map(write_reasoning);
     let budget = thinking.as_ref().and_then(|t| t.budget).unwrap_or(0);
-    let max_tokens = request
-        .max_tokens
-        .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
+    let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
     body.insert("max_tokens".into(), json!(max_tokens));
 
     if !request.system.is_empty() {
         body.insert("system".into(), write_system(&request.system));
     }
-    body.insert(
-        "messages".into(),
-        Value::Array(write_messages(&request.messages, &mut dropped)),
-    );
+    body.insert("messages".into(), Value::Array(write_messages(&request.messages, &mut dropped)));
     if !request.tools.is_empty() {
         let tools = request.tools.iter().map(write_tool).collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -467,15 +390,9 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
             // Anthropic schemas are always enforced strictly and carry no
             // name; only a name the caller chose is worth reporting.
             if !name.is_empty() && name != SCHEMA_NAME {
-                dropped.push(Dropped::new(
-                    "response_format.name",
-                    DropReason::Unsupported,
-                ));
+                dropped.push(Dropped::new("response_format.name", DropReason::Unsupported));
             }
-            output_config.insert(
-                "format".into(),
-                json!({"type": "json_schema", "schema": schema}),
-            );
+            output_config.insert("format".into(), json!({"type": "json_schema", "schema": schema}));
         }
     }
     if !output_config.is_empty() {
@@ -497,10 +414,7 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
             merge_extra(&mut body, key, value);
         }
     }
-    Encoded {
-        body: switchyard_codec::json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: switchyard_codec::json::to_vec(&Value::Object(body)), dropped }
 }
 
 /// An extra goes in as read; where the writer already produced an object or
@@ -564,11 +478,8 @@ fn write_tool(tool: &Tool) -> Value {
     }
     // Anthropic requires a schema; a tool declared without parameters takes
     // an empty object.
-    let schema = if tool.parameters.is_null() {
-        json!({"type": "object", "properties": {}})
-    } else {
-        tool.parameters.clone()
-    };
+    let schema =
+        if tool.parameters.is_null() { json!({"type": "object", "properties": {}}) } else { tool.parameters.clone() };
     obj.insert("input_schema".into(), schema);
     put_cache_control(&mut obj, tool.cache_control.as_ref());
     Value::Object(obj)
@@ -626,11 +537,7 @@ fn write_reasoning(reasoning: &Reasoning) -> WrittenReasoning {
         Some(budget) => json!({"type": "enabled", "budget_tokens": budget}),
         None => json!({"type": "adaptive"}),
     };
-    WrittenReasoning {
-        thinking: Some(thinking),
-        effort: effort.map(str::to_owned),
-        budget: reasoning.budget_tokens,
-    }
+    WrittenReasoning { thinking: Some(thinking), effort: effort.map(str::to_owned), budget: reasoning.budget_tokens }
 }
 
 #[cfg(test)]
@@ -643,10 +550,7 @@ mod tests {
 
     fn write(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write_request(request);
-        (
-            serde_json::from_slice(&encoded.body).unwrap(),
-            encoded.dropped,
-        )
+        (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
     #[test]
@@ -660,29 +564,18 @@ mod tests {
     #[test]
     fn default_cap_leaves_room_above_the_thinking_budget() {
         let request = Request {
-            reasoning: Some(Reasoning {
-                effort: None,
-                budget_tokens: Some(10_000),
-                disabled: false,
-            }),
+            reasoning: Some(Reasoning { effort: None, budget_tokens: Some(10_000), disabled: false }),
             ..Request::default()
         };
         let (body, _) = write(&request);
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS + 10_000);
-        assert_eq!(
-            body["thinking"],
-            json!({"type": "enabled", "budget_tokens": 10_000})
-        );
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 10_000}));
     }
 
     #[test]
     fn effort_without_budget_selects_adaptive_thinking() {
         let request = Request {
-            reasoning: Some(Reasoning {
-                effort: Some("minimal".into()),
-                budget_tokens: None,
-                disabled: false,
-            }),
+            reasoning: Some(Reasoning { effort: Some("minimal".into()), budget_tokens: None, disabled: false }),
             ..Request::default()
         };
         let (body, _) = write(&request);
@@ -709,10 +602,7 @@ mod tests {
             "service_tier": "auto"});
         let request = read(wire.clone());
         assert_eq!(request.tools.len(), 1);
-        assert_eq!(
-            request.reasoning.as_ref().unwrap().effort.as_deref(),
-            Some("high")
-        );
+        assert_eq!(request.reasoning.as_ref().unwrap().effort.as_deref(), Some("high"));
         let (body, dropped) = write(&request);
         assert!(dropped.is_empty());
         assert_eq!(body, wire);
@@ -726,23 +616,12 @@ mod tests {
             response_format: Some(ResponseFormat::JsonObject),
             ..Request::default()
         };
-        request
-            .extra
-            .insert(Protocol::OpenAi, "logprobs".into(), json!(true));
+        request.extra.insert(Protocol::OpenAi, "logprobs".into(), json!(true));
         request.metadata.insert("k".into(), json!("v"));
         let (body, dropped) = write(&request);
         assert!(body.get("logprobs").is_none());
         let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                "metadata",
-                "response_format",
-                "seed",
-                "frequency_penalty",
-                "logprobs"
-            ]
-        );
+        assert_eq!(fields, ["metadata", "response_format", "seed", "frequency_penalty", "logprobs"]);
     }
 
     #[test]
@@ -762,9 +641,7 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
         ]}));
-        let Block::ToolResult(result) = &request.messages[1].content[0] else {
-            panic!("not a result")
-        };
+        let Block::ToolResult(result) = &request.messages[1].content[0] else { panic!("not a result") };
         assert_eq!(result.name.as_deref(), Some("f"));
     }
 
@@ -774,10 +651,7 @@ mod tests {
             (json!([]), "request body must be a json object"),
             (json!({"messages": []}), "model is required"),
             (json!({"model": "m"}), "messages is required"),
-            (
-                json!({"model": "m", "messages": {}}),
-                "messages must be an array",
-            ),
+            (json!({"model": "m", "messages": {}}), "messages must be an array"),
             (
                 json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
                 "messages[0].role must be user or assistant",
@@ -786,10 +660,7 @@ mod tests {
                 json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]}),
                 "messages[0].content[0].source.media_type is required",
             ),
-            (
-                json!({"model": "m", "messages": [], "max_tokens": -1}),
-                "max_tokens must be a non-negative integer",
-            ),
+            (json!({"model": "m", "messages": [], "max_tokens": -1}), "max_tokens must be a non-negative integer"),
             (
                 json!({"model": "m", "messages": [], "tool_choice": {"type": "sometimes"}}),
                 "tool_choice.type must be auto, any, tool or none",
@@ -799,9 +670,6 @@ mod tests {
             let err = read_request(&serde_json::to_vec(&body).unwrap()).unwrap_err();
             assert_eq!(err.to_string(), message);
         }
-        assert!(matches!(
-            read_request(b"{not json"),
-            Err(DecodeError::Json(_))
-        ));
+        assert!(matches!(read_request(b"{not json"), Err(DecodeError::Json(_))));
     }
 }

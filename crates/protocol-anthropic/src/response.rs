@@ -40,16 +40,12 @@ pub(crate) fn write_stop_reason(reason: Option<StopReason>) -> Value {
 
 pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
     let value: Value = serde_json::from_slice(body)?;
-    let obj = value.as_object().ok_or_else(|| DecodeError::Invalid {
-        message: "response body must be a json object".into(),
-        param: None,
-    })?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| DecodeError::Invalid { message: "response body must be a json object".into(), param: None })?;
     if let Some(kind) = opt_str(obj, "type", "")? {
         if kind != "message" {
-            return Err(DecodeError::invalid(
-                "type",
-                format!("type must be message, not {kind}"),
-            ));
+            return Err(DecodeError::invalid("type", format!("type must be message, not {kind}")));
         }
     }
     let mut content = Vec::new();
@@ -82,21 +78,14 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     for block in &response.content {
         match block {
             // A reply carries no media or tool results.
-            Block::Image { .. } => {
-                dropped.push(Dropped::new("content.image", DropReason::Unsupported))
-            }
+            Block::Image { .. } => dropped.push(Dropped::new("content.image", DropReason::Unsupported)),
             Block::Document { .. } => {
                 dropped.push(Dropped::new("content.document", DropReason::Unsupported));
             }
             Block::ToolResult(_) => {
                 dropped.push(Dropped::new("content.tool_result", DropReason::Unsupported));
             }
-            _ => content.extend(write_block(
-                block,
-                Target::Response,
-                "content",
-                &mut dropped,
-            )),
+            _ => content.extend(write_block(block, Target::Response, "content", &mut dropped)),
         }
     }
     if response.created.is_some() {
@@ -108,16 +97,10 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     obj.insert("role".into(), json!("assistant"));
     obj.insert("model".into(), json!(response.model));
     obj.insert("content".into(), Value::Array(content));
-    obj.insert(
-        "stop_reason".into(),
-        write_stop_reason(response.stop_reason),
-    );
+    obj.insert("stop_reason".into(), write_stop_reason(response.stop_reason));
     obj.insert("stop_sequence".into(), json!(response.stop_sequence));
     obj.insert("usage".into(), write_usage(&response.usage));
-    Encoded {
-        body: switchyard_codec::json::to_vec(&Value::Object(obj)),
-        dropped,
-    }
+    Encoded { body: switchyard_codec::json::to_vec(&Value::Object(obj)), dropped }
 }
 
 #[cfg(test)]
@@ -161,10 +144,7 @@ mod tests {
     #[test]
     fn an_error_body_is_not_a_reply() {
         let body = br#"{"type":"error","error":{"type":"api_error","message":"x"}}"#;
-        assert_eq!(
-            read_response(body).unwrap_err().to_string(),
-            "type must be message, not error"
-        );
+        assert_eq!(read_response(body).unwrap_err().to_string(), "type must be message, not error");
     }
 
     #[test]
@@ -172,19 +152,12 @@ mod tests {
         let response = Response {
             created: Some(1),
             content: vec![Block::Image {
-                source: switchyard_codec::ir::MediaSource::Url {
-                    url: "https://x".into(),
-                    media_type: None,
-                },
+                source: switchyard_codec::ir::MediaSource::Url { url: "https://x".into(), media_type: None },
                 cache_control: None,
             }],
             ..Response::default()
         };
-        let fields: Vec<String> = write_response(&response)
-            .dropped
-            .into_iter()
-            .map(|d| d.field)
-            .collect();
+        let fields: Vec<String> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
         assert_eq!(fields, ["content.image", "created"]);
     }
 }

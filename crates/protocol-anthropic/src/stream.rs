@@ -36,11 +36,7 @@ pub(crate) struct Decoder {
 
 impl Decoder {
     fn ir_index(&self, wire: u64) -> Option<u32> {
-        self.blocks
-            .iter()
-            .rev()
-            .find(|(w, _)| *w == wire)
-            .and_then(|(_, ir)| *ir)
+        self.blocks.iter().rev().find(|(w, _)| *w == wire).and_then(|(_, ir)| *ir)
     }
 
     fn handle(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
@@ -48,11 +44,7 @@ impl Decoder {
             return Ok(());
         }
         let data: Value = serde_json::from_str(&event.data)?;
-        let kind = data
-            .get("type")
-            .and_then(Value::as_str)
-            .or(event.event.as_deref())
-            .unwrap_or("");
+        let kind = data.get("type").and_then(Value::as_str).or(event.event.as_deref()).unwrap_or("");
         match kind {
             "message_start" => self.message_start(&data, out),
             "content_block_start" => self.block_start(&data, out),
@@ -82,13 +74,7 @@ impl Decoder {
 
     fn message_start(&mut self, data: &Value, out: &mut Vec<StreamEvent>) {
         let message = data.get("message");
-        let text = |key: &str| {
-            message
-                .and_then(|m| m.get(key))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let text = |key: &str| message.and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned();
         self.usage = WireUsage::read(message.and_then(|m| m.get("usage")));
         out.push(StreamEvent::MessageStart {
             id: text("id"),
@@ -103,13 +89,7 @@ impl Decoder {
             return;
         };
         let block = data.get("content_block");
-        let text = |key: &str| {
-            block
-                .and_then(|b| b.get(key))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let text = |key: &str| block.and_then(|b| b.get(key)).and_then(Value::as_str).unwrap_or_default().to_owned();
         let kind = block.and_then(|b| b.get("type")).and_then(Value::as_str);
         // What a start event may already carry (normally empty).
         let mut initial = Vec::new();
@@ -129,10 +109,7 @@ impl Decoder {
                 if let Some(input) = input.filter(|i| !is_empty_object(i)) {
                     initial.push(Delta::ToolInput(value_to_arguments(input)));
                 }
-                BlockStart::ToolUse {
-                    id: text("id"),
-                    name: text("name"),
-                }
+                BlockStart::ToolUse { id: text("id"), name: text("name") }
             }
             _ => {
                 self.blocks.push((wire, None));
@@ -142,10 +119,7 @@ impl Decoder {
         let index = self.next_index;
         self.next_index += 1;
         self.blocks.push((wire, Some(index)));
-        out.push(StreamEvent::BlockStart {
-            index,
-            block: start,
-        });
+        out.push(StreamEvent::BlockStart { index, block: start });
         for delta in initial {
             if !delta_is_empty(&delta) {
                 out.push(StreamEvent::BlockDelta { index, delta });
@@ -185,9 +159,7 @@ fn is_empty_object(value: &Value) -> bool {
 
 fn delta_is_empty(delta: &Delta) -> bool {
     match delta {
-        Delta::Text(s) | Delta::Thinking(s) | Delta::Signature(s) | Delta::ToolInput(s) => {
-            s.is_empty()
-        }
+        Delta::Text(s) | Delta::Thinking(s) | Delta::Signature(s) | Delta::ToolInput(s) => s.is_empty(),
     }
 }
 
@@ -237,9 +209,7 @@ fn frame(out: &mut Vec<u8>, event: &str, data: &Value) {
 impl StreamEncoder for Encoder {
     fn encode(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
         match event {
-            StreamEvent::MessageStart {
-                id, model, usage, ..
-            } => {
+            StreamEvent::MessageStart { id, model, usage, .. } => {
                 self.usage = *usage;
                 let message = json!({
                     "id": id,
@@ -251,11 +221,7 @@ impl StreamEncoder for Encoder {
                     "stop_sequence": null,
                     "usage": write_usage(usage),
                 });
-                frame(
-                    out,
-                    "message_start",
-                    &json!({"type": "message_start", "message": message}),
-                );
+                frame(out, "message_start", &json!({"type": "message_start", "message": message}));
             }
             StreamEvent::BlockStart { index, block } => {
                 let content_block = match block {
@@ -307,23 +273,11 @@ impl StreamEncoder for Encoder {
                             "delta": {"type": "signature_delta", "signature": signature}}),
                     );
                 }
-                frame(
-                    out,
-                    "content_block_stop",
-                    &json!({"type": "content_block_stop", "index": index}),
-                );
+                frame(out, "content_block_stop", &json!({"type": "content_block_stop", "index": index}));
             }
-            StreamEvent::MessageDelta {
-                stop_reason,
-                stop_sequence,
-                usage,
-            } => {
+            StreamEvent::MessageDelta { stop_reason, stop_sequence, usage } => {
                 self.usage.merge(usage);
-                frame(
-                    out,
-                    "message_delta",
-                    &message_delta(*stop_reason, stop_sequence.as_deref(), &self.usage),
-                );
+                frame(out, "message_delta", &message_delta(*stop_reason, stop_sequence.as_deref(), &self.usage));
             }
             StreamEvent::MessageStop => {
                 frame(out, "message_stop", &json!({"type": "message_stop"}));
@@ -345,11 +299,7 @@ impl StreamEncoder for Encoder {
 
 /// `output_tokens` is required by the SDKs; input counts are sent only once
 /// known, all three together so a reader's cumulative view stays consistent.
-fn message_delta(
-    stop_reason: Option<StopReason>,
-    stop_sequence: Option<&str>,
-    usage: &Usage,
-) -> Value {
+fn message_delta(stop_reason: Option<StopReason>, stop_sequence: Option<&str>, usage: &Usage) -> Value {
     let mut wire_usage = Map::new();
     if usage.input_tokens != 0 {
         if let Value::Object(full) = write_usage(usage) {
@@ -392,14 +342,8 @@ mod tests {
         assert_eq!(
             decode(stream.as_bytes()),
             vec![
-                StreamEvent::BlockStart {
-                    index: 0,
-                    block: BlockStart::Text
-                },
-                StreamEvent::BlockDelta {
-                    index: 0,
-                    delta: Delta::Text("hi".into())
-                },
+                StreamEvent::BlockStart { index: 0, block: BlockStart::Text },
+                StreamEvent::BlockDelta { index: 0, delta: Delta::Text("hi".into()) },
                 StreamEvent::BlockStop { index: 0 },
             ]
         );
@@ -409,9 +353,7 @@ mod tests {
     fn in_stream_errors_become_error_events() {
         let stream = b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
         let events = decode(stream);
-        let [StreamEvent::Error(info)] = events.as_slice() else {
-            panic!("{events:?}")
-        };
+        let [StreamEvent::Error(info)] = events.as_slice() else { panic!("{events:?}") };
         assert_eq!(info.kind, ErrorKind::Overloaded);
         assert_eq!(info.status, 529);
         assert_eq!(info.code.as_deref(), Some("overloaded_error"));
@@ -428,9 +370,7 @@ mod tests {
             "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":20}}\n\n",
         );
         let events = decode(stream.as_bytes());
-        let StreamEvent::MessageDelta { usage, .. } = &events[1] else {
-            panic!("{events:?}")
-        };
+        let StreamEvent::MessageDelta { usage, .. } = &events[1] else { panic!("{events:?}") };
         assert_eq!(usage.input_tokens, 110);
         assert_eq!(usage.cache_read_tokens, 100);
         assert_eq!(usage.output_tokens, 20);
@@ -441,34 +381,16 @@ mod tests {
         let mut encoder = Encoder::default();
         let mut bytes = Vec::new();
         for event in [
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::Thinking,
-            },
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Signature("ab".into()),
-            },
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Thinking("x".into()),
-            },
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Signature("cd".into()),
-            },
+            StreamEvent::BlockStart { index: 0, block: BlockStart::Thinking },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Signature("ab".into()) },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Thinking("x".into()) },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Signature("cd".into()) },
             StreamEvent::BlockStop { index: 0 },
         ] {
             encoder.encode(&event, &mut bytes);
         }
         let events = decode(&bytes);
-        assert_eq!(
-            events[2],
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Signature("abcd".into())
-            }
-        );
+        assert_eq!(events[2], StreamEvent::BlockDelta { index: 0, delta: Delta::Signature("abcd".into()) });
     }
 
     #[test]

@@ -30,72 +30,40 @@ fn present<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     obj.get(key).filter(|v| !v.is_null())
 }
 
-pub(crate) fn as_object<'a>(
-    value: &'a Value,
-    param: &str,
-) -> Result<&'a Map<String, Value>, DecodeError> {
-    value
-        .as_object()
-        .ok_or_else(|| invalid(param.to_owned(), "must be an object"))
+pub(crate) fn as_object<'a>(value: &'a Value, param: &str) -> Result<&'a Map<String, Value>, DecodeError> {
+    value.as_object().ok_or_else(|| invalid(param.to_owned(), "must be an object"))
 }
 
 pub(crate) fn as_array<'a>(value: &'a Value, param: &str) -> Result<&'a [Value], DecodeError> {
-    value
-        .as_array()
-        .map(Vec::as_slice)
-        .ok_or_else(|| invalid(param.to_owned(), "must be an array"))
+    value.as_array().map(Vec::as_slice).ok_or_else(|| invalid(param.to_owned(), "must be an array"))
 }
 
 pub(crate) fn as_str<'a>(value: &'a Value, param: &str) -> Result<&'a str, DecodeError> {
-    value
-        .as_str()
-        .ok_or_else(|| invalid(param.to_owned(), "must be a string"))
+    value.as_str().ok_or_else(|| invalid(param.to_owned(), "must be a string"))
 }
 
 pub(crate) fn as_u64(value: &Value, param: &str) -> Result<u64, DecodeError> {
-    value
-        .as_u64()
-        .ok_or_else(|| invalid(param.to_owned(), "must be a non-negative integer"))
+    value.as_u64().ok_or_else(|| invalid(param.to_owned(), "must be a non-negative integer"))
 }
 
 pub(crate) fn as_f64(value: &Value, param: &str) -> Result<f64, DecodeError> {
-    value
-        .as_f64()
-        .ok_or_else(|| invalid(param.to_owned(), "must be a number"))
+    value.as_f64().ok_or_else(|| invalid(param.to_owned(), "must be a number"))
 }
 
 pub(crate) fn as_bool(value: &Value, param: &str) -> Result<bool, DecodeError> {
-    value
-        .as_bool()
-        .ok_or_else(|| invalid(param.to_owned(), "must be a boolean"))
+    value.as_bool().ok_or_else(|| invalid(param.to_owned(), "must be a boolean"))
 }
 
-pub(crate) fn opt_str<'a>(
-    obj: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<&'a str>, DecodeError> {
-    present(obj, key)
-        .map(|v| as_str(v, &join(path, key)))
-        .transpose()
+pub(crate) fn opt_str<'a>(obj: &'a Map<String, Value>, key: &str, path: &str) -> Result<Option<&'a str>, DecodeError> {
+    present(obj, key).map(|v| as_str(v, &join(path, key))).transpose()
 }
 
-pub(crate) fn req_str<'a>(
-    obj: &'a Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<&'a str, DecodeError> {
+pub(crate) fn req_str<'a>(obj: &'a Map<String, Value>, key: &str, path: &str) -> Result<&'a str, DecodeError> {
     opt_str(obj, key, path)?.ok_or_else(|| invalid(join(path, key), "is required"))
 }
 
-pub(crate) fn opt_bool(
-    obj: &Map<String, Value>,
-    key: &str,
-    path: &str,
-) -> Result<Option<bool>, DecodeError> {
-    present(obj, key)
-        .map(|v| as_bool(v, &join(path, key)))
-        .transpose()
+pub(crate) fn opt_bool(obj: &Map<String, Value>, key: &str, path: &str) -> Result<Option<bool>, DecodeError> {
+    present(obj, key).map(|v| as_bool(v, &join(path, key))).transpose()
 }
 
 pub(crate) fn opt_value<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
@@ -104,10 +72,7 @@ pub(crate) fn opt_value<'a>(obj: &'a Map<String, Value>, key: &str) -> Option<&'
 
 /// `cache_control: {type: "ephemeral", ttl?}`. Only `ephemeral` exists, so
 /// the type is not checked (a future type still marks a breakpoint).
-pub(crate) fn read_cache_control(
-    obj: &Map<String, Value>,
-    path: &str,
-) -> Result<Option<CacheControl>, DecodeError> {
+pub(crate) fn read_cache_control(obj: &Map<String, Value>, path: &str) -> Result<Option<CacheControl>, DecodeError> {
     let Some(value) = present(obj, "cache_control") else {
         return Ok(None);
     };
@@ -158,10 +123,7 @@ impl WireUsage {
             output: count("output_tokens"),
             cache_read: count("cache_read_input_tokens"),
             cache_write: count("cache_creation_input_tokens"),
-            reasoning: obj
-                .get("output_tokens_details")
-                .and_then(|d| d.get("thinking_tokens"))
-                .and_then(Value::as_u64),
+            reasoning: obj.get("output_tokens_details").and_then(|d| d.get("thinking_tokens")).and_then(Value::as_u64),
         }
     }
 
@@ -185,11 +147,7 @@ impl WireUsage {
         let cache_read = self.cache_read.unwrap_or(0);
         let cache_write = self.cache_write.unwrap_or(0);
         Usage {
-            input_tokens: self
-                .input
-                .unwrap_or(0)
-                .saturating_add(cache_read)
-                .saturating_add(cache_write),
+            input_tokens: self.input.unwrap_or(0).saturating_add(cache_read).saturating_add(cache_write),
             output_tokens: self.output.unwrap_or(0),
             cache_read_tokens: cache_read,
             cache_write_tokens: cache_write,
@@ -203,14 +161,8 @@ impl WireUsage {
 pub(crate) fn write_usage(usage: &Usage) -> Value {
     let mut obj = Map::new();
     obj.insert("input_tokens".into(), json!(usage.uncached_input()));
-    obj.insert(
-        "cache_creation_input_tokens".into(),
-        json!(usage.cache_write_tokens),
-    );
-    obj.insert(
-        "cache_read_input_tokens".into(),
-        json!(usage.cache_read_tokens),
-    );
+    obj.insert("cache_creation_input_tokens".into(), json!(usage.cache_write_tokens));
+    obj.insert("cache_read_input_tokens".into(), json!(usage.cache_read_tokens));
     obj.insert("output_tokens".into(), json!(usage.output_tokens));
     put_reasoning(&mut obj, usage);
     Value::Object(obj)
@@ -219,10 +171,7 @@ pub(crate) fn write_usage(usage: &Usage) -> Value {
 /// `output_tokens_details.thinking_tokens`, when the count is known.
 pub(crate) fn put_reasoning(obj: &mut Map<String, Value>, usage: &Usage) {
     if usage.reasoning_tokens != 0 {
-        obj.insert(
-            "output_tokens_details".into(),
-            json!({"thinking_tokens": usage.reasoning_tokens}),
-        );
+        obj.insert("output_tokens_details".into(), json!({"thinking_tokens": usage.reasoning_tokens}));
     }
 }
 

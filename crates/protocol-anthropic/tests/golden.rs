@@ -12,9 +12,7 @@ use switchyard_codec::Codec;
 use switchyard_protocol_anthropic::AnthropicCodec;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -28,9 +26,7 @@ fn decode_stream(bytes: &[u8]) -> Vec<StreamEvent> {
 
 #[test]
 fn request_with_tools_images_documents_and_thinking() {
-    let ir = AnthropicCodec
-        .read_request(&fixture("request_tools_images_thinking.json"))
-        .unwrap();
+    let ir = AnthropicCodec.read_request(&fixture("request_tools_images_thinking.json")).unwrap();
     insta::assert_json_snapshot!(ir);
 }
 
@@ -61,9 +57,7 @@ fn request_with_sampling_and_structured_output() {
 
 #[test]
 fn response_with_a_tool_call() {
-    let ir = AnthropicCodec
-        .read_response(&fixture("response_tool_use.json"))
-        .unwrap();
+    let ir = AnthropicCodec.read_response(&fixture("response_tool_use.json")).unwrap();
     insta::assert_json_snapshot!(ir);
 }
 
@@ -100,8 +94,5 @@ fn raw_error(status: u16, name: &str) -> Value {
 #[test]
 fn error_bodies() {
     insta::assert_json_snapshot!("error_overloaded", raw_error(529, "error_overloaded.json"));
-    insta::assert_json_snapshot!(
-        "error_prompt_too_long",
-        raw_error(400, "error_prompt_too_long.json")
-    );
+    insta::assert_json_snapshot!("error_prompt_too_long", raw_error(400, "error_prompt_too_long.json"));
 }

@@ -9,9 +9,9 @@ use base64::Engine;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Accumulator, Block, CacheControl, Delta, ErrorInfo, ErrorKind,
-    MediaSource, Message, Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason,
-    StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse, Usage,
+    events_from_response, Accumulator, Block, CacheControl, Delta, ErrorInfo, ErrorKind, MediaSource, Message,
+    Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice,
+    ToolResult, ToolUse, Usage,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS, SCHEMA_NAME};
@@ -43,71 +43,39 @@ fn citation() -> impl Strategy<Value = Value> {
 }
 
 fn text_block() -> impl Strategy<Value = TextBlock> {
-    (
-        text(),
-        cache_control(),
-        prop::collection::vec(citation(), 0..2),
-    )
-        .prop_map(|(text, cache_control, citations)| TextBlock {
-            text,
-            cache_control,
-            citations,
-        })
+    (text(), cache_control(), prop::collection::vec(citation(), 0..2))
+        .prop_map(|(text, cache_control, citations)| TextBlock { text, cache_control, citations })
 }
 
 fn b64() -> impl Strategy<Value = String> {
-    prop::collection::vec(any::<u8>(), 1..24)
-        .prop_map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
+    prop::collection::vec(any::<u8>(), 1..24).prop_map(|bytes| base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
 fn image() -> impl Strategy<Value = Block> {
     let source = prop_oneof![
-        (
-            prop_oneof![Just("image/png"), Just("image/jpeg"), Just("image/webp")],
-            b64()
-        )
-            .prop_map(|(mt, data)| MediaSource::Base64 {
-                media_type: mt.to_owned(),
-                data
-            }),
-        ident().prop_map(|p| MediaSource::Url {
-            url: format!("https://example.com/{p}.png"),
-            media_type: None
-        }),
-        "[A-Za-z0-9]{8,16}".prop_map(|id| MediaSource::Url {
-            url: format!("file_{id}"),
-            media_type: None
-        }),
+        (prop_oneof![Just("image/png"), Just("image/jpeg"), Just("image/webp")], b64())
+            .prop_map(|(mt, data)| MediaSource::Base64 { media_type: mt.to_owned(), data }),
+        ident().prop_map(|p| MediaSource::Url { url: format!("https://example.com/{p}.png"), media_type: None }),
+        "[A-Za-z0-9]{8,16}".prop_map(|id| MediaSource::Url { url: format!("file_{id}"), media_type: None }),
     ];
-    (source, cache_control()).prop_map(|(source, cache_control)| Block::Image {
-        source,
-        cache_control,
-    })
+    (source, cache_control()).prop_map(|(source, cache_control)| Block::Image { source, cache_control })
 }
 
 fn document() -> impl Strategy<Value = Block> {
     let source = prop_oneof![
-        b64().prop_map(|data| MediaSource::Base64 {
-            media_type: "application/pdf".into(),
-            data
-        }),
+        b64().prop_map(|data| MediaSource::Base64 { media_type: "application/pdf".into(), data }),
         // Plain text travels as text; canonical base64 of UTF-8 reads back
         // identically.
         text().prop_map(|t| MediaSource::Base64 {
             media_type: "text/plain".into(),
             data: base64::engine::general_purpose::STANDARD.encode(t)
         }),
-        ident().prop_map(|p| MediaSource::Url {
-            url: format!("https://example.com/{p}.pdf"),
-            media_type: None
-        }),
+        ident().prop_map(|p| MediaSource::Url { url: format!("https://example.com/{p}.pdf"), media_type: None }),
     ];
-    (source, prop::option::of(text()), cache_control()).prop_map(|(source, name, cache_control)| {
-        Block::Document {
-            source,
-            name,
-            cache_control,
-        }
+    (source, prop::option::of(text()), cache_control()).prop_map(|(source, name, cache_control)| Block::Document {
+        source,
+        name,
+        cache_control,
     })
 }
 
@@ -130,18 +98,11 @@ fn json_args() -> impl Strategy<Value = String> {
 }
 
 fn tool_use() -> impl Strategy<Value = ToolUse> {
-    ("toolu_[a-zA-Z0-9]{6}", ident(), json_args()).prop_map(|(id, name, input)| ToolUse {
-        id,
-        name,
-        input,
-    })
+    ("toolu_[a-zA-Z0-9]{6}", ident(), json_args()).prop_map(|(id, name, input)| ToolUse { id, name, input })
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
-    (text(), "[A-Za-z0-9+/]{8,40}").prop_map(|(text, sig)| Block::Thinking {
-        text,
-        signature: Some(sig),
-    })
+    (text(), "[A-Za-z0-9+/]{8,40}").prop_map(|(text, sig)| Block::Thinking { text, signature: Some(sig) })
 }
 
 fn tool_result() -> impl Strategy<Value = Block> {
@@ -163,12 +124,7 @@ fn tool_result() -> impl Strategy<Value = Block> {
         any::<bool>(),
     )
         .prop_map(|(tool_use_id, content, is_error)| {
-            Block::ToolResult(ToolResult {
-                tool_use_id,
-                name: None,
-                content,
-                is_error,
-            })
+            Block::ToolResult(ToolResult { tool_use_id, name: None, content, is_error })
         })
 }
 
@@ -185,10 +141,7 @@ fn request_block() -> impl Strategy<Value = Block> {
 }
 
 fn message() -> impl Strategy<Value = Message> {
-    (
-        prop_oneof![Just(Role::User), Just(Role::Assistant)],
-        prop::collection::vec(request_block(), 0..4),
-    )
+    (prop_oneof![Just(Role::User), Just(Role::Assistant)], prop::collection::vec(request_block(), 0..4))
         .prop_map(|(role, content)| Message { role, content })
 }
 
@@ -213,13 +166,7 @@ fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
     prop::option::of(
         (
-            prop::option::of(prop_oneof![
-                Just("low"),
-                Just("medium"),
-                Just("high"),
-                Just("xhigh"),
-                Just("max")
-            ]),
+            prop::option::of(prop_oneof![Just("low"), Just("medium"), Just("high"), Just("xhigh"), Just("max")]),
             prop::option::of(1024u64..64_000),
             any::<bool>(),
         )
@@ -298,12 +245,7 @@ fn normalise_request(mut expected: Request) -> Request {
     // The cap is required on the wire: a missing one is written as the
     // default (plus the thinking budget).
     if expected.max_tokens.is_none() {
-        let budget = expected
-            .reasoning
-            .as_ref()
-            .filter(|r| !r.disabled)
-            .and_then(|r| r.budget_tokens)
-            .unwrap_or(0);
+        let budget = expected.reasoning.as_ref().filter(|r| !r.disabled).and_then(|r| r.budget_tokens).unwrap_or(0);
         expected.max_tokens = Some(DEFAULT_MAX_TOKENS + budget);
     }
     // Disabled thinking has no budget on the wire.
@@ -330,13 +272,8 @@ fn normalise_request(mut expected: Request) -> Request {
 
 fn response_block() -> impl Strategy<Value = Block> {
     prop_oneof![
-        (text(), prop::collection::vec(citation(), 0..2)).prop_map(|(text, citations)| {
-            Block::Text(TextBlock {
-                text,
-                cache_control: None,
-                citations,
-            })
-        }),
+        (text(), prop::collection::vec(citation(), 0..2))
+            .prop_map(|(text, citations)| { Block::Text(TextBlock { text, cache_control: None, citations }) }),
         // A reply may carry thinking without a signature (another vendor's
         // reasoning); it is written with an empty one and reads back as none.
         (text(), prop::option::of("[A-Za-z0-9+/]{8,40}"))
@@ -481,10 +418,7 @@ proptest! {
 #[test]
 fn context_length_errors_round_trip_when_the_message_says_so() {
     // Anthropic has no context-length type; its message is the signal.
-    let info = ErrorInfo::new(
-        ErrorKind::ContextLength,
-        "prompt is too long: 210000 tokens > 200000 maximum",
-    );
+    let info = ErrorInfo::new(ErrorKind::ContextLength, "prompt is too long: 210000 tokens > 200000 maximum");
     let response = AnthropicCodec.error_response(&info);
     let raw = AnthropicCodec.extract_error(response.status, &response.body);
     assert_eq!(raw.kind, ErrorKind::ContextLength);
@@ -496,12 +430,7 @@ fn stream_error_events_round_trip() {
     let mut info = ErrorInfo::new(ErrorKind::RateLimit, "slow down");
     info.code = Some("rate_limit_error".into());
     let events = vec![
-        StreamEvent::MessageStart {
-            id: "msg_1".into(),
-            model: "m".into(),
-            created: None,
-            usage: Usage::default(),
-        },
+        StreamEvent::MessageStart { id: "msg_1".into(), model: "m".into(), created: None, usage: Usage::default() },
         StreamEvent::Error(info),
     ];
     assert_eq!(decode_events(&encode_events(&events)), events);

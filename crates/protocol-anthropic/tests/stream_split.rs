@@ -39,9 +39,7 @@ fn byte_at_a_time_gives_the_whole_stream_events() {
 
 #[test]
 fn crlf_line_ends_give_the_same_events() {
-    let crlf: Vec<u8> = String::from_utf8_lossy(FIXTURE)
-        .replace('\n', "\r\n")
-        .into_bytes();
+    let crlf: Vec<u8> = String::from_utf8_lossy(FIXTURE).replace('\n', "\r\n").into_bytes();
     assert_eq!(decode_chunks(&[&crlf]), decode_chunks(&[FIXTURE]));
 }
 

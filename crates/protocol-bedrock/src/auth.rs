@@ -17,12 +17,7 @@ pub(crate) fn auth_headers(
 ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
     match credentials {
         Credentials::None | Credentials::ApiKey(_) => bearer_header(Protocol::Bedrock, credentials),
-        Credentials::Aws {
-            access_key_id,
-            secret_access_key,
-            session_token,
-            region,
-        } => {
+        Credentials::Aws { access_key_id, secret_access_key, session_token, region } => {
             let keys = aws_credential_types::Credentials::new(
                 access_key_id,
                 secret_access_key,
@@ -55,29 +50,19 @@ fn sign_v4(
         .build()
         .map_err(|err| failed(&err))?
         .into();
-    let request = SignableRequest::new(
-        outbound.method,
-        outbound.url,
-        std::iter::empty(),
-        SignableBody::Bytes(outbound.body),
-    )
-    .map_err(|err| failed(&err))?;
-    let (instructions, _signature) = sign(request, &params)
-        .map_err(|err| failed(&err))?
-        .into_parts();
+    let request =
+        SignableRequest::new(outbound.method, outbound.url, std::iter::empty(), SignableBody::Bytes(outbound.body))
+            .map_err(|err| failed(&err))?;
+    let (instructions, _signature) = sign(request, &params).map_err(|err| failed(&err))?.into_parts();
     let (headers, _query) = instructions.into_parts();
     headers
         .into_iter()
         .map(|header| {
-            let name = HeaderName::from_bytes(header.name().as_bytes())
-                .map_err(|_| AuthError::BadHeader)?;
-            let mut value =
-                HeaderValue::from_str(header.value()).map_err(|_| AuthError::BadHeader)?;
+            let name = HeaderName::from_bytes(header.name().as_bytes()).map_err(|_| AuthError::BadHeader)?;
+            let mut value = HeaderValue::from_str(header.value()).map_err(|_| AuthError::BadHeader)?;
             // Keep secrets out of logs even where the signer does not flag them.
             value.set_sensitive(
-                header.sensitive()
-                    || name == http::header::AUTHORIZATION
-                    || name.as_str() == "x-amz-security-token",
+                header.sensitive() || name == http::header::AUTHORIZATION || name.as_str() == "x-amz-security-token",
             );
             Ok((name, value))
         })
@@ -91,24 +76,24 @@ fn sign_v4(
 /// ignored; hosts that are not Bedrock Runtime endpoints give `None`.
 pub fn region_from_host(host: &str) -> Option<String> {
     let host = host.trim().trim_end_matches('.');
-    let host = host.rsplit_once(':').map_or(host, |(name, port)| {
-        if port.chars().all(|c| c.is_ascii_digit()) {
-            name
-        } else {
-            host
-        }
-    });
+    let host = host.rsplit_once(':').map_or(
+        host,
+        |(name, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
+        },
+    );
     let labels: Vec<&str> = host.split('.').collect();
     let position = labels.iter().position(|label| {
-        label.eq_ignore_ascii_case("bedrock-runtime")
-            || label.eq_ignore_ascii_case("bedrock-runtime-fips")
+        label.eq_ignore_ascii_case("bedrock-runtime") || label.eq_ignore_ascii_case("bedrock-runtime-fips")
     })?;
     let region = labels.get(position + 1)?;
     let looks_like_region = region.contains('-')
         && region.ends_with(|c: char| c.is_ascii_digit())
-        && region
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-');
+        && region.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     looks_like_region.then(|| region.to_ascii_lowercase())
 }
 
@@ -137,9 +122,7 @@ mod tests {
     }
 
     fn headers(list: &[(HeaderName, HeaderValue)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
-            .collect()
+        list.iter().map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned())).collect()
     }
 
     // The expected signatures were computed independently with Python's
@@ -176,35 +159,18 @@ mod tests {
     #[test]
     fn api_keys_are_bearer_tokens_and_none_is_nothing() {
         let signed = auth_headers(&Credentials::ApiKey("key".into()), &outbound(b"")).unwrap();
-        assert_eq!(
-            headers(&signed),
-            vec![("authorization".to_owned(), "Bearer key".to_owned())]
-        );
-        assert!(auth_headers(&Credentials::None, &outbound(b""))
-            .unwrap()
-            .is_empty());
+        assert_eq!(headers(&signed), vec![("authorization".to_owned(), "Bearer key".to_owned())]);
+        assert!(auth_headers(&Credentials::None, &outbound(b"")).unwrap().is_empty());
     }
 
     #[test]
     fn regions_come_from_runtime_hosts() {
         let cases = [
             ("bedrock-runtime.us-east-1.amazonaws.com", Some("us-east-1")),
-            (
-                "bedrock-runtime-fips.us-gov-west-1.amazonaws.com",
-                Some("us-gov-west-1"),
-            ),
-            (
-                "bedrock-runtime.cn-north-1.amazonaws.com.cn",
-                Some("cn-north-1"),
-            ),
-            (
-                "vpce-0a1b.bedrock-runtime.eu-west-3.vpce.amazonaws.com",
-                Some("eu-west-3"),
-            ),
-            (
-                "bedrock-runtime.ap-southeast-2.amazonaws.com:443",
-                Some("ap-southeast-2"),
-            ),
+            ("bedrock-runtime-fips.us-gov-west-1.amazonaws.com", Some("us-gov-west-1")),
+            ("bedrock-runtime.cn-north-1.amazonaws.com.cn", Some("cn-north-1")),
+            ("vpce-0a1b.bedrock-runtime.eu-west-3.vpce.amazonaws.com", Some("eu-west-3")),
+            ("bedrock-runtime.ap-southeast-2.amazonaws.com:443", Some("ap-southeast-2")),
             ("api.anthropic.com", None),
             ("bedrock-runtime.amazonaws.com", None),
             ("localhost:9000", None),

@@ -4,15 +4,13 @@
 
 use base64::Engine as _;
 use serde_json::{json, Value};
-use switchyard_codec::ir::{
-    Block, CacheControl, Dropped, MediaSource, TextBlock, ToolResult, ToolUse,
-};
+use switchyard_codec::ir::{Block, CacheControl, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::DecodeError;
 
 use crate::wire::{
-    array, document_format, document_media_type, drop_field, field, image_format, image_media_type,
-    object, opt_str, req, req_str, string, Object,
+    array, document_format, document_media_type, drop_field, field, image_format, image_media_type, object, opt_str,
+    req, req_str, string, Object,
 };
 
 /// Where blocks are read: a caller's request is held to the protocol (an
@@ -25,11 +23,7 @@ pub(crate) enum Mode {
 }
 
 /// Reads a `content` array.
-pub(crate) fn read_blocks(
-    items: &[Value],
-    path: &str,
-    mode: Mode,
-) -> Result<Vec<Block>, DecodeError> {
+pub(crate) fn read_blocks(items: &[Value], path: &str, mode: Mode) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::with_capacity(items.len());
     for (position, item) in items.iter().enumerate() {
         let path = format!("{path}[{position}]");
@@ -49,9 +43,7 @@ pub(crate) fn read_blocks(
 /// Reads a `cachePoint` body (`type` is always `default`; `ttl` is optional).
 pub(crate) fn read_cache_point(value: &Value, path: &str) -> Result<CacheControl, DecodeError> {
     let point = object(value, path)?;
-    Ok(CacheControl {
-        ttl: opt_str(point, "ttl", path)?.map(str::to_owned),
-    })
+    Ok(CacheControl { ttl: opt_str(point, "ttl", path)?.map(str::to_owned) })
 }
 
 /// The wire `cachePoint` block for a marker.
@@ -127,10 +119,7 @@ fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, D
         Mode::Response => Ok(None),
         Mode::Request => {
             let kind = block.keys().next().map_or("(empty)", String::as_str);
-            Err(DecodeError::invalid(
-                path,
-                format!("content block type `{kind}` is not supported"),
-            ))
+            Err(DecodeError::invalid(path, format!("content block type `{kind}` is not supported")))
         }
     }
 }
@@ -139,10 +128,7 @@ fn read_image(value: &Value, path: &str) -> Result<Block, DecodeError> {
     let image = object(value, path)?;
     let media_type = image_media_type(req_str(image, "format", path)?);
     let source = read_source(image, path, media_type)?;
-    Ok(Block::Image {
-        source,
-        cache_control: None,
-    })
+    Ok(Block::Image { source, cache_control: None })
 }
 
 fn read_document(value: &Value, path: &str) -> Result<Block, DecodeError> {
@@ -159,10 +145,7 @@ fn read_document(value: &Value, path: &str) -> Result<Block, DecodeError> {
     };
     let source = if let Some(text) = field(source, "text") {
         let text = string(text, &format!("{source_path}.text"))?;
-        MediaSource::Base64 {
-            media_type,
-            data: base64::engine::general_purpose::STANDARD.encode(text),
-        }
+        MediaSource::Base64 { media_type, data: base64::engine::general_purpose::STANDARD.encode(text) }
     } else if let Some(parts) = field(source, "content") {
         let parts_path = format!("{source_path}.content");
         let mut text = String::new();
@@ -170,37 +153,22 @@ fn read_document(value: &Value, path: &str) -> Result<Block, DecodeError> {
             let part_path = format!("{parts_path}[{position}]");
             text.push_str(req_str(object(part, &part_path)?, "text", &part_path)?);
         }
-        MediaSource::Base64 {
-            media_type,
-            data: base64::engine::general_purpose::STANDARD.encode(text),
-        }
+        MediaSource::Base64 { media_type, data: base64::engine::general_purpose::STANDARD.encode(text) }
     } else {
         read_source(document, path, media_type)?
     };
-    Ok(Block::Document {
-        source,
-        name: opt_str(document, "name", path)?.map(str::to_owned),
-        cache_control: None,
-    })
+    Ok(Block::Document { source, name: opt_str(document, "name", path)?.map(str::to_owned), cache_control: None })
 }
 
 /// Reads `source` as inline bytes (base64 in JSON) or an S3 location.
-fn read_source(
-    parent: &Object,
-    path: &str,
-    media_type: String,
-) -> Result<MediaSource, DecodeError> {
+fn read_source(parent: &Object, path: &str, media_type: String) -> Result<MediaSource, DecodeError> {
     let path = format!("{path}.source");
     let source = object(
-        field(parent, "source")
-            .ok_or_else(|| DecodeError::invalid(&path, format!("{path} is required")))?,
+        field(parent, "source").ok_or_else(|| DecodeError::invalid(&path, format!("{path} is required")))?,
         &path,
     )?;
     if let Some(bytes) = field(source, "bytes") {
-        return Ok(MediaSource::Base64 {
-            media_type,
-            data: string(bytes, &format!("{path}.bytes"))?.to_owned(),
-        });
+        return Ok(MediaSource::Base64 { media_type, data: string(bytes, &format!("{path}.bytes"))?.to_owned() });
     }
     if let Some(location) = field(source, "s3Location") {
         let location_path = format!("{path}.s3Location");
@@ -210,10 +178,7 @@ fn read_source(
             media_type: Some(media_type),
         });
     }
-    Err(DecodeError::invalid(
-        &path,
-        format!("{path} must hold bytes or s3Location"),
-    ))
+    Err(DecodeError::invalid(&path, format!("{path} must hold bytes or s3Location")))
 }
 
 fn read_tool_use(value: &Value, path: &str) -> Result<Block, DecodeError> {
@@ -248,21 +213,14 @@ fn read_reasoning(value: &Value, path: &str) -> Result<Block, DecodeError> {
         let text_path = format!("{path}.reasoningText");
         let text = object(text, &text_path)?;
         return Ok(Block::Thinking {
-            text: opt_str(text, "text", &text_path)?
-                .unwrap_or_default()
-                .to_owned(),
+            text: opt_str(text, "text", &text_path)?.unwrap_or_default().to_owned(),
             signature: opt_str(text, "signature", &text_path)?.map(str::to_owned),
         });
     }
     if let Some(data) = field(reasoning, "redactedContent") {
-        return Ok(Block::RedactedThinking {
-            data: string(data, &format!("{path}.redactedContent"))?.to_owned(),
-        });
+        return Ok(Block::RedactedThinking { data: string(data, &format!("{path}.redactedContent"))?.to_owned() });
     }
-    Err(DecodeError::invalid(
-        path,
-        format!("{path} must hold reasoningText or redactedContent"),
-    ))
+    Err(DecodeError::invalid(path, format!("{path} must hold reasoningText or redactedContent")))
 }
 
 fn read_citations(value: &Value, path: &str) -> Result<Block, DecodeError> {
@@ -280,11 +238,7 @@ fn read_citations(value: &Value, path: &str) -> Result<Block, DecodeError> {
         Some(citations) => array(citations, &format!("{path}.citations"))?.to_vec(),
         None => Vec::new(),
     };
-    Ok(Block::Text(TextBlock {
-        text,
-        cache_control: None,
-        citations,
-    }))
+    Ok(Block::Text(TextBlock { text, cache_control: None, citations }))
 }
 
 /// Writes a `content` array, with a `cachePoint` after each marked block.
@@ -306,9 +260,7 @@ pub(crate) fn write_blocks(blocks: &[Block], dropped: &mut Vec<Dropped>) -> Vec<
 fn block_cache(block: &Block) -> Option<&CacheControl> {
     match block {
         Block::Text(text) => text.cache_control.as_ref(),
-        Block::Image { cache_control, .. } | Block::Document { cache_control, .. } => {
-            cache_control.as_ref()
-        }
+        Block::Image { cache_control, .. } | Block::Document { cache_control, .. } => cache_control.as_ref(),
         Block::ToolResult(result) => result.content.last().and_then(block_cache),
         _ => None,
     }
@@ -330,10 +282,7 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
         Block::Document { source, name, .. } => {
             let (format, source) = write_source(source, document_format, "document", dropped)?;
             // Bedrock requires a name; the IR's is optional.
-            let name = name
-                .as_deref()
-                .filter(|name| !name.is_empty())
-                .unwrap_or("document");
+            let name = name.as_deref().filter(|name| !name.is_empty()).unwrap_or("document");
             json!({ "document": { "format": format, "name": name, "source": source } })
         }
         Block::Thinking { text, signature } => {
@@ -475,21 +424,10 @@ mod tests {
             { "cachePoint": { "type": "default" } }
         ]))
         .unwrap();
-        let Block::Text(text) = &blocks[0] else {
-            panic!("text expected")
-        };
-        assert_eq!(
-            text.cache_control,
-            Some(CacheControl {
-                ttl: Some("1h".into())
-            })
-        );
-        let Block::ToolResult(result) = &blocks[1] else {
-            panic!("result expected")
-        };
-        let Block::Text(inner) = &result.content[0] else {
-            panic!("text expected")
-        };
+        let Block::Text(text) = &blocks[0] else { panic!("text expected") };
+        assert_eq!(text.cache_control, Some(CacheControl { ttl: Some("1h".into()) }));
+        let Block::ToolResult(result) = &blocks[1] else { panic!("result expected") };
+        let Block::Text(inner) = &result.content[0] else { panic!("text expected") };
         assert_eq!(inner.cache_control, Some(CacheControl { ttl: None }));
 
         let mut dropped = Vec::new();
@@ -502,10 +440,7 @@ mod tests {
     #[test]
     fn unsupported_blocks_are_named() {
         let err = read(json!([{ "video": {} }])).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "content block type `video` is not supported"
-        );
+        assert_eq!(err.to_string(), "content block type `video` is not supported");
         let lenient = read_blocks(&[json!({ "video": {} })], "c", Mode::Response).unwrap();
         assert!(lenient.is_empty());
     }
@@ -514,24 +449,15 @@ mod tests {
     fn urls_become_bytes_s3_or_dropped() {
         let blocks = vec![
             Block::Image {
-                source: MediaSource::Url {
-                    url: "data:image/png;base64,AAAA".into(),
-                    media_type: None,
-                },
+                source: MediaSource::Url { url: "data:image/png;base64,AAAA".into(), media_type: None },
                 cache_control: None,
             },
             Block::Image {
-                source: MediaSource::Url {
-                    url: "s3://bucket/cat.jpg".into(),
-                    media_type: None,
-                },
+                source: MediaSource::Url { url: "s3://bucket/cat.jpg".into(), media_type: None },
                 cache_control: None,
             },
             Block::Image {
-                source: MediaSource::Url {
-                    url: "https://example.com/cat.png".into(),
-                    media_type: None,
-                },
+                source: MediaSource::Url { url: "https://example.com/cat.png".into(), media_type: None },
                 cache_control: None,
             },
         ];
@@ -556,10 +482,7 @@ mod tests {
         assert_eq!(
             blocks[0],
             Block::Document {
-                source: MediaSource::Base64 {
-                    media_type: "text/markdown".into(),
-                    data: "IyBoaQ==".into()
-                },
+                source: MediaSource::Base64 { media_type: "text/markdown".into(), data: "IyBoaQ==".into() },
                 name: Some("notes".into()),
                 cache_control: None,
             }

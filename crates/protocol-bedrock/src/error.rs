@@ -15,27 +15,15 @@ pub const ERROR_TYPE_HEADER: &str = "x-amzn-errortype";
 /// Bedrock exception names, their HTTP status and the kind they imply.
 const EXCEPTIONS: [(&str, u16, ErrorKind); 22] = [
     ("ValidationException", 400, ErrorKind::InvalidRequest),
-    (
-        "ServiceQuotaExceededException",
-        400,
-        ErrorKind::QuotaExceeded,
-    ),
+    ("ServiceQuotaExceededException", 400, ErrorKind::QuotaExceeded),
     ("AccessDeniedException", 403, ErrorKind::PermissionDenied),
-    (
-        "UnrecognizedClientException",
-        403,
-        ErrorKind::Authentication,
-    ),
+    ("UnrecognizedClientException", 403, ErrorKind::Authentication),
     ("InvalidSignatureException", 403, ErrorKind::Authentication),
     ("SignatureDoesNotMatch", 403, ErrorKind::Authentication),
     ("IncompleteSignature", 400, ErrorKind::Authentication),
     ("InvalidClientTokenId", 403, ErrorKind::Authentication),
     ("ExpiredTokenException", 403, ErrorKind::Authentication),
-    (
-        "MissingAuthenticationTokenException",
-        403,
-        ErrorKind::Authentication,
-    ),
+    ("MissingAuthenticationTokenException", 403, ErrorKind::Authentication),
     ("ResourceNotFoundException", 404, ErrorKind::NotFound),
     ("ModelTimeoutException", 408, ErrorKind::Timeout),
     ("ModelErrorException", 424, ErrorKind::Internal),
@@ -86,10 +74,7 @@ fn exception_for_status(status: u16) -> Option<&'static str> {
 
 /// The kind an exception name implies (any case, any namespace prefix).
 fn kind_of_exception(name: &str) -> Option<ErrorKind> {
-    EXCEPTIONS
-        .iter()
-        .find(|(known, _, _)| known.eq_ignore_ascii_case(name))
-        .map(|(_, _, kind)| *kind)
+    EXCEPTIONS.iter().find(|(known, _, _)| known.eq_ignore_ascii_case(name)).map(|(_, _, kind)| *kind)
 }
 
 /// `aws.protocols#ValidationException` and `ValidationException:http://…`
@@ -102,9 +87,7 @@ fn bare_exception_name(raw: &str) -> &str {
 /// Refines a kind by what the message says.
 fn refine(kind: ErrorKind, message: &str) -> ErrorKind {
     match kind {
-        ErrorKind::InvalidRequest | ErrorKind::RequestTooLarge
-            if mentions_context_length(message) =>
-        {
+        ErrorKind::InvalidRequest | ErrorKind::RequestTooLarge if mentions_context_length(message) => {
             ErrorKind::ContextLength
         }
         _ => kind,
@@ -114,54 +97,25 @@ fn refine(kind: ErrorKind, message: &str) -> ErrorKind {
 /// Reads an upstream error body (stage 1a).
 pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    let text = |key: &str| {
-        parsed
-            .as_ref()
-            .and_then(|value| value.get(key))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let message = text("message")
-        .or_else(|| text("Message"))
-        .or_else(|| text("errorMessage"))
-        .unwrap_or_else(|| match parsed {
+    let text = |key: &str| parsed.as_ref().and_then(|value| value.get(key)).and_then(Value::as_str).map(str::to_owned);
+    let message =
+        text("message").or_else(|| text("Message")).or_else(|| text("errorMessage")).unwrap_or_else(|| match parsed {
             // Not JSON (a proxy's HTML page, plain text): keep a bounded excerpt.
-            None => String::from_utf8_lossy(body)
-                .trim()
-                .chars()
-                .take(500)
-                .collect(),
+            None => String::from_utf8_lossy(body).trim().chars().take(500).collect(),
             Some(_) => String::new(),
         });
-    let message = if message.is_empty() {
-        format!("bedrock returned status {status}")
-    } else {
-        message
-    };
-    let named = text("__type")
-        .or_else(|| text("code"))
-        .or_else(|| text("Code"));
-    let named = named
-        .as_deref()
-        .map(bare_exception_name)
-        .filter(|name| !name.is_empty());
-    let vendor_type = named
-        .map(str::to_owned)
-        .or_else(|| exception_for_status(status).map(str::to_owned));
+    let message = if message.is_empty() { format!("bedrock returned status {status}") } else { message };
+    let named = text("__type").or_else(|| text("code")).or_else(|| text("Code"));
+    let named = named.as_deref().map(bare_exception_name).filter(|name| !name.is_empty());
+    let vendor_type = named.map(str::to_owned).or_else(|| exception_for_status(status).map(str::to_owned));
 
     let mut kind = named.and_then(kind_of_exception).unwrap_or_else(|| {
         let lower = message.to_ascii_lowercase();
         match status {
             // A 403 is a bad signature or key as often as a missing permission.
-            403 if [
-                "security token",
-                "signature",
-                "credential",
-                "api key",
-                "expired",
-            ]
-            .iter()
-            .any(|needle| lower.contains(needle)) =>
+            403 if ["security token", "signature", "credential", "api key", "expired"]
+                .iter()
+                .any(|needle| lower.contains(needle)) =>
             {
                 ErrorKind::Authentication
             }
@@ -173,13 +127,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     if status == 413 {
         kind = ErrorKind::RequestTooLarge;
     }
-    RawUpstreamError {
-        status,
-        kind: refine(kind, &message),
-        vendor_type,
-        vendor_code: None,
-        message,
-    }
+    RawUpstreamError { status, kind: refine(kind, &message), vendor_type, vendor_code: None, message }
 }
 
 /// Writes the gateway's error as Bedrock does. The body also names the
@@ -190,10 +138,7 @@ pub(crate) fn error_response(error: &ErrorInfo) -> ErrorResponse {
     let body = json!({ "message": error.message, "__type": exception });
     ErrorResponse {
         status,
-        headers: vec![(
-            HeaderName::from_static(ERROR_TYPE_HEADER),
-            HeaderValue::from_static(exception),
-        )],
+        headers: vec![(HeaderName::from_static(ERROR_TYPE_HEADER), HeaderValue::from_static(exception))],
         body: switchyard_codec::json::to_vec(&body),
     }
 }
@@ -236,22 +181,10 @@ pub(crate) fn stream_error(exception: &str, message: String) -> ErrorInfo {
     let (kind, status) = EXCEPTIONS
         .iter()
         .find(|(known, _, _)| known.eq_ignore_ascii_case(exception))
-        .map_or((ErrorKind::Internal, 500), |(_, status, kind)| {
-            (*kind, *status)
-        });
+        .map_or((ErrorKind::Internal, 500), |(_, status, kind)| (*kind, *status));
     let kind = refine(kind, &message);
-    let message = if message.is_empty() {
-        format!("bedrock stream failed with {exception}")
-    } else {
-        message
-    };
-    ErrorInfo {
-        kind,
-        status,
-        message,
-        code: Some(exception.to_owned()),
-        param: None,
-    }
+    let message = if message.is_empty() { format!("bedrock stream failed with {exception}") } else { message };
+    ErrorInfo { kind, status, message, code: Some(exception.to_owned()), param: None }
 }
 
 /// The message of an exception payload (`message` or `Message`), or the
@@ -259,19 +192,11 @@ pub(crate) fn stream_error(exception: &str, message: String) -> ErrorInfo {
 pub(crate) fn exception_message(payload: &[u8]) -> String {
     let parsed: Option<Value> = serde_json::from_slice(payload).ok();
     let from_json = parsed.as_ref().and_then(|value| {
-        value
-            .get("message")
-            .or_else(|| value.get("Message"))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
+        value.get("message").or_else(|| value.get("Message")).and_then(Value::as_str).map(str::to_owned)
     });
     from_json.unwrap_or_else(|| match parsed {
         Some(_) => String::new(),
-        None => String::from_utf8_lossy(payload)
-            .trim()
-            .chars()
-            .take(500)
-            .collect(),
+        None => String::from_utf8_lossy(payload).trim().chars().take(500).collect(),
     })
 }
 
@@ -285,46 +210,19 @@ mod tests {
 
     #[test]
     fn kinds_come_from_status_type_and_message() {
+        assert_eq!(kind(400, r#"{"message":"Input is too long for requested model."}"#), ErrorKind::ContextLength);
+        assert_eq!(kind(400, r#"{"message":"Malformed input request"}"#), ErrorKind::InvalidRequest);
         assert_eq!(
-            kind(
-                400,
-                r#"{"message":"Input is too long for requested model."}"#
-            ),
-            ErrorKind::ContextLength
-        );
-        assert_eq!(
-            kind(400, r#"{"message":"Malformed input request"}"#),
-            ErrorKind::InvalidRequest
-        );
-        assert_eq!(
-            kind(
-                429,
-                r#"{"message":"Too many tokens, please wait before trying again."}"#
-            ),
+            kind(429, r#"{"message":"Too many tokens, please wait before trying again."}"#),
             ErrorKind::RateLimit
         );
         assert_eq!(
-            kind(
-                403,
-                r#"{"Message":"The security token included in the request is invalid."}"#
-            ),
+            kind(403, r#"{"Message":"The security token included in the request is invalid."}"#),
             ErrorKind::Authentication
         );
-        assert_eq!(
-            kind(403, r#"{"message":"You don't have access to the model"}"#),
-            ErrorKind::PermissionDenied
-        );
-        assert_eq!(
-            kind(
-                400,
-                r#"{"message":"x","__type":"ServiceQuotaExceededException"}"#
-            ),
-            ErrorKind::QuotaExceeded
-        );
-        assert_eq!(
-            kind(424, r#"{"message":"model failed"}"#),
-            ErrorKind::Internal
-        );
+        assert_eq!(kind(403, r#"{"message":"You don't have access to the model"}"#), ErrorKind::PermissionDenied);
+        assert_eq!(kind(400, r#"{"message":"x","__type":"ServiceQuotaExceededException"}"#), ErrorKind::QuotaExceeded);
+        assert_eq!(kind(424, r#"{"message":"model failed"}"#), ErrorKind::Internal);
         assert_eq!(kind(503, "<html>busy</html>"), ErrorKind::Unavailable);
         assert_eq!(kind(408, r#"{"message":"timed out"}"#), ErrorKind::Timeout);
     }
@@ -334,31 +232,19 @@ mod tests {
         let raw = extract_error(502, b"  bad gateway \n");
         assert_eq!(raw.message, "bad gateway");
         assert_eq!(raw.kind, ErrorKind::Internal);
-        assert_eq!(
-            extract_error(500, b"").message,
-            "bedrock returned status 500"
-        );
+        assert_eq!(extract_error(500, b"").message, "bedrock returned status 500");
     }
 
     #[test]
     fn vendor_type_is_named_or_derived() {
-        let raw = extract_error(
-            400,
-            br#"{"message":"m","__type":"com.amazon.coral#ValidationException:http://x"}"#,
-        );
+        let raw = extract_error(400, br#"{"message":"m","__type":"com.amazon.coral#ValidationException:http://x"}"#);
         assert_eq!(raw.vendor_type.as_deref(), Some("ValidationException"));
-        assert_eq!(
-            extract_error(429, b"{}").vendor_type.as_deref(),
-            Some("ThrottlingException")
-        );
+        assert_eq!(extract_error(429, b"{}").vendor_type.as_deref(), Some("ThrottlingException"));
     }
 
     #[test]
     fn quota_is_a_400_service_quota_exception() {
-        let response = error_response(&ErrorInfo::new(
-            ErrorKind::QuotaExceeded,
-            "budget exhausted",
-        ));
+        let response = error_response(&ErrorInfo::new(ErrorKind::QuotaExceeded, "budget exhausted"));
         assert_eq!(response.status, 400);
         assert_eq!(response.headers[0].1, "ServiceQuotaExceededException");
     }

@@ -51,8 +51,7 @@ impl FrameReader {
         let Some(frame) = pending.get(..total) else {
             return Ok(None);
         };
-        let message =
-            read_message_from(frame).map_err(|err| DecodeError::Frame(err.to_string()))?;
+        let message = read_message_from(frame).map_err(|err| DecodeError::Frame(err.to_string()))?;
         self.start += total;
         Ok(Some(message))
     }
@@ -67,12 +66,7 @@ impl FrameReader {
 pub(crate) fn write_frame(headers: &[(&'static str, &str)], payload: Vec<u8>, out: &mut Vec<u8>) {
     let headers = headers
         .iter()
-        .map(|(name, value)| {
-            Header::new(
-                *name,
-                HeaderValue::String(StrBytes::from((*value).to_owned())),
-            )
-        })
+        .map(|(name, value)| Header::new(*name, HeaderValue::String(StrBytes::from((*value).to_owned()))))
         .collect();
     let message = Message::new_from_parts(headers, payload);
     // Writing fails only for a payload over 4 GiB or a header value over

@@ -17,8 +17,8 @@ mod wire;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
-    RawUpstreamError, StreamDecoder, StreamEncoder,
+    ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound, RawUpstreamError,
+    StreamDecoder, StreamEncoder,
 };
 
 pub use auth::region_from_host;
@@ -64,11 +64,7 @@ impl Codec for BedrockCodec {
     }
 
     fn upstream_path(&self, model: &str, stream: bool) -> String {
-        let action = if stream {
-            "converse-stream"
-        } else {
-            "converse"
-        };
+        let action = if stream { "converse-stream" } else { "converse" };
         format!("/model/{}/{action}", encode_path_segment(model))
     }
 

@@ -9,9 +9,7 @@ use switchyard_codec::ir::{
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{cache_point, read_blocks, read_cache_point, write_blocks, Mode};
-use crate::wire::{
-    array, drop_field, field, object, opt_f64, opt_str, opt_u64, req, req_str, string, Object,
-};
+use crate::wire::{array, drop_field, field, object, opt_f64, opt_str, opt_u64, req, req_str, string, Object};
 
 /// Top-level keys the reader models; every other key goes to `extra`.
 const MODELLED: [&str; 7] = [
@@ -27,16 +25,12 @@ const MODELLED: [&str; 7] = [
 /// Reads a Converse / ConverseStream request body.
 pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
     let root: Value = codec_json::parse(body)?;
-    let root = root
-        .as_object()
-        .ok_or_else(|| DecodeError::invalid("body", "request body must be a json object"))?;
+    let root = root.as_object().ok_or_else(|| DecodeError::invalid("body", "request body must be a json object"))?;
     let mut request = Request::default();
 
     if let Some(messages) = field(root, "messages") {
         for (position, message) in array(messages, "messages")?.iter().enumerate() {
-            request
-                .messages
-                .push(read_message(message, &format!("messages[{position}]"))?);
+            request.messages.push(read_message(message, &format!("messages[{position}]"))?);
         }
     }
     if let Some(system) = field(root, "system") {
@@ -49,10 +43,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
         read_tool_config(object(config, "toolConfig")?, &mut request)?;
     }
     if let Some(fields) = field(root, "additionalModelRequestFields") {
-        read_additional_fields(
-            object(fields, "additionalModelRequestFields")?,
-            &mut request,
-        );
+        read_additional_fields(object(fields, "additionalModelRequestFields")?, &mut request);
     }
     if let Some(config) = field(root, "outputConfig") {
         read_output_config(config, &mut request)?;
@@ -62,9 +53,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
     }
     for (key, value) in root {
         if !MODELLED.contains(&key.as_str()) {
-            request
-                .extra
-                .insert(Protocol::Bedrock, key.clone(), value.clone());
+            request.extra.insert(Protocol::Bedrock, key.clone(), value.clone());
         }
     }
     Ok(request)
@@ -84,10 +73,7 @@ fn read_message(value: &Value, path: &str) -> Result<Message, DecodeError> {
     };
     let content_path = format!("{path}.content");
     let content = array(req(message, "content", path)?, &content_path)?;
-    Ok(Message {
-        role,
-        content: read_blocks(content, &content_path, Mode::Request)?,
-    })
+    Ok(Message { role, content: read_blocks(content, &content_path, Mode::Request)? })
 }
 
 fn read_system(items: &[Value]) -> Result<Vec<TextBlock>, DecodeError> {
@@ -95,12 +81,7 @@ fn read_system(items: &[Value]) -> Result<Vec<TextBlock>, DecodeError> {
     for block in read_blocks(items, "system", Mode::Request)? {
         match block {
             Block::Text(text) => system.push(text),
-            _ => {
-                return Err(DecodeError::invalid(
-                    "system",
-                    "system blocks must be text, guardContent or cachePoint",
-                ))
-            }
+            _ => return Err(DecodeError::invalid("system", "system blocks must be text, guardContent or cachePoint")),
         }
     }
     Ok(system)
@@ -117,12 +98,7 @@ fn read_inference_config(config: &Object, request: &mut Request) -> Result<(), D
             request.stop.push(string(stop, stops_path)?.to_owned());
         }
     }
-    keep_rest(
-        config,
-        &["maxTokens", "temperature", "topP", "stopSequences"],
-        path,
-        request,
-    );
+    keep_rest(config, &["maxTokens", "temperature", "topP", "stopSequences"], path, request);
     Ok(())
 }
 
@@ -139,9 +115,8 @@ fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), Decode
                 continue;
             }
             let spec_path = format!("{path}.toolSpec");
-            let spec = field(tool, "toolSpec").ok_or_else(|| {
-                DecodeError::invalid(&path, format!("{path} must hold toolSpec or cachePoint"))
-            })?;
+            let spec = field(tool, "toolSpec")
+                .ok_or_else(|| DecodeError::invalid(&path, format!("{path} must hold toolSpec or cachePoint")))?;
             let spec = object(spec, &spec_path)?;
             let parameters = match field(spec, "inputSchema") {
                 Some(schema) => {
@@ -169,10 +144,7 @@ fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), Decode
             let tool_path = "toolConfig.toolChoice.tool";
             ToolChoice::Tool(req_str(object(tool, tool_path)?, "name", tool_path)?.to_owned())
         } else {
-            return Err(DecodeError::invalid(
-                path,
-                "toolConfig.toolChoice must hold auto, any or tool",
-            ));
+            return Err(DecodeError::invalid(path, "toolConfig.toolChoice must hold auto, any or tool"));
         });
     }
     keep_rest(config, &["tools", "toolChoice"], "toolConfig", request);
@@ -204,11 +176,7 @@ fn read_thinking(value: &Value) -> Option<Reasoning> {
             budget_tokens: Some(thinking.get("budget_tokens")?.as_u64()?),
             disabled: false,
         }),
-        ("disabled", 1) => Some(Reasoning {
-            effort: None,
-            budget_tokens: None,
-            disabled: true,
-        }),
+        ("disabled", 1) => Some(Reasoning { effort: None, budget_tokens: None, disabled: true }),
         _ => None,
     }
 }
@@ -228,16 +196,10 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
             return None;
         }
         let definition = format.get("structure")?.get("jsonSchema")?.as_object()?;
-        if definition
-            .keys()
-            .any(|key| key != "schema" && key != "name")
-        {
+        if definition.keys().any(|key| key != "schema" && key != "name") {
             return None;
         }
-        let name = definition
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let name = definition.get("name").and_then(Value::as_str).unwrap_or_default();
         Some((name, definition.get("schema")?.as_str()?))
     })();
     match format {
@@ -248,15 +210,9 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
                     "outputConfig.textFormat.structure.jsonSchema.schema must be json text",
                 )
             })?;
-            request.response_format = Some(ResponseFormat::JsonSchema {
-                name: name.to_owned(),
-                schema,
-                strict: None,
-            });
+            request.response_format = Some(ResponseFormat::JsonSchema { name: name.to_owned(), schema, strict: None });
         }
-        None => request
-            .extra
-            .insert(Protocol::Bedrock, path.into(), value.clone()),
+        None => request.extra.insert(Protocol::Bedrock, path.into(), value.clone()),
     }
     Ok(())
 }
@@ -269,9 +225,7 @@ fn keep_rest(object: &Object, taken: &[&str], key: &str, request: &mut Request) 
         .map(|(name, value)| (name.clone(), value.clone()))
         .collect();
     if !rest.is_empty() {
-        request
-            .extra
-            .insert(Protocol::Bedrock, key.into(), Value::Object(rest));
+        request.extra.insert(Protocol::Bedrock, key.into(), Value::Object(rest));
     }
 }
 
@@ -344,25 +298,15 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         if reasoning.disabled {
             additional.insert("thinking".into(), json!({ "type": "disabled" }));
         } else if let Some(budget) = reasoning.budget_or_from_effort() {
-            additional.insert(
-                "thinking".into(),
-                json!({ "type": "enabled", "budget_tokens": budget }),
-            );
+            additional.insert("thinking".into(), json!({ "type": "enabled", "budget_tokens": budget }));
         }
     }
     if !additional.is_empty() {
-        root.insert(
-            "additionalModelRequestFields".into(),
-            Value::Object(additional),
-        );
+        root.insert("additionalModelRequestFields".into(), Value::Object(additional));
     }
 
     match &request.response_format {
-        Some(ResponseFormat::JsonSchema {
-            name,
-            schema,
-            strict,
-        }) => {
+        Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
             if strict.is_some() {
                 drop_field(&mut dropped, "response_format.strict");
             }
@@ -370,10 +314,7 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         }
         // JSON mode is the schema of any object.
         Some(ResponseFormat::JsonObject) => {
-            root.insert(
-                "outputConfig".into(),
-                output_config("json_object", &json!({ "type": "object" })),
-            );
+            root.insert("outputConfig".into(), output_config("json_object", &json!({ "type": "object" })));
         }
         None => {}
     }
@@ -426,16 +367,10 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         }
     }
 
-    Encoded {
-        body: codec_json::to_vec(&Value::Object(root)),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&Value::Object(root)), dropped }
 }
 
-fn write_tool_config(
-    request: &Request,
-    dropped: &mut Vec<switchyard_codec::ir::Dropped>,
-) -> Option<Value> {
+fn write_tool_config(request: &Request, dropped: &mut Vec<switchyard_codec::ir::Dropped>) -> Option<Value> {
     if request.tools.is_empty() {
         if matches!(&request.tool_choice, Some(choice) if *choice != ToolChoice::None) {
             drop_field(dropped, "tool_choice");
@@ -450,11 +385,7 @@ fn write_tool_config(
             spec.insert("description".into(), description.clone().into());
         }
         // Bedrock requires a schema; a tool without one takes any object.
-        let schema = if tool.parameters.is_null() {
-            json!({ "type": "object" })
-        } else {
-            tool.parameters.clone()
-        };
+        let schema = if tool.parameters.is_null() { json!({ "type": "object" }) } else { tool.parameters.clone() };
         spec.insert("inputSchema".into(), json!({ "json": schema }));
         tools.push(json!({ "toolSpec": spec }));
         if let Some(cache) = &tool.cache_control {
@@ -484,10 +415,7 @@ fn write_tool_config(
 fn output_config(name: &str, schema: &Value) -> Value {
     let mut definition = Object::new();
     // Bedrock takes the schema as JSON text, not as an object.
-    definition.insert(
-        "schema".into(),
-        codec_json::value_to_arguments(schema).into(),
-    );
+    definition.insert("schema".into(), codec_json::value_to_arguments(schema).into());
     if !name.is_empty() {
         definition.insert("name".into(), name.into());
     }
@@ -508,17 +436,10 @@ mod tests {
     fn bad_input_names_the_field() {
         let err = read_request(br#"{"messages": {}}"#).unwrap_err();
         assert_eq!(err.to_string(), "messages must be an array");
-        let err =
-            read_request(br#"{"messages": [{"role": "system", "content": []}]}"#).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "messages[0].role must be user or assistant, not `system`"
-        );
+        let err = read_request(br#"{"messages": [{"role": "system", "content": []}]}"#).unwrap_err();
+        assert_eq!(err.to_string(), "messages[0].role must be user or assistant, not `system`");
         let err = read_request(br#"{"inferenceConfig": {"maxTokens": -1}}"#).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "inferenceConfig.maxTokens must be a non-negative integer"
-        );
+        assert_eq!(err.to_string(), "inferenceConfig.maxTokens must be a non-negative integer");
         assert!(matches!(read_request(b"[1"), Err(DecodeError::Json(_))));
     }
 
@@ -541,24 +462,12 @@ mod tests {
     #[test]
     fn what_converse_cannot_say_is_reported() {
         let request = Request {
-            messages: vec![
-                Message::text(Role::User, "a"),
-                Message::text(Role::User, "b"),
-            ],
-            tools: vec![Tool {
-                name: "f".into(),
-                description: None,
-                parameters: Value::Null,
-                cache_control: None,
-            }],
+            messages: vec![Message::text(Role::User, "a"), Message::text(Role::User, "b")],
+            tools: vec![Tool { name: "f".into(), description: None, parameters: Value::Null, cache_control: None }],
             tool_choice: Some(ToolChoice::None),
             seed: Some(1),
             user: Some("u".into()),
-            reasoning: Some(Reasoning {
-                effort: Some("high".into()),
-                budget_tokens: None,
-                disabled: false,
-            }),
+            reasoning: Some(Reasoning { effort: Some("high".into()), budget_tokens: None, disabled: false }),
             ..Request::default()
         };
         let encoded = write_request(&request);
@@ -568,24 +477,16 @@ mod tests {
             written["toolConfig"],
             json!({ "tools": [{ "toolSpec": { "name": "f", "inputSchema": { "json": { "type": "object" } } } }] })
         );
-        assert_eq!(
-            written["additionalModelRequestFields"]["thinking"]["budget_tokens"],
-            16384
-        );
+        assert_eq!(written["additionalModelRequestFields"]["thinking"]["budget_tokens"], 16384);
         let fields: Vec<&str> = encoded.dropped.iter().map(|d| d.field.as_str()).collect();
         assert_eq!(fields, ["tool_choice", "seed", "user"]);
-        assert!(encoded
-            .dropped
-            .iter()
-            .all(|d| d.reason == DropReason::Unsupported));
+        assert!(encoded.dropped.iter().all(|d| d.reason == DropReason::Unsupported));
     }
 
     #[test]
     fn cross_protocol_extra_is_reported() {
         let mut request = Request::default();
-        request
-            .extra
-            .insert(Protocol::OpenAi, "logprobs".into(), true.into());
+        request.extra.insert(Protocol::OpenAi, "logprobs".into(), true.into());
         let encoded = write_request(&request);
         assert_eq!(encoded.dropped[0].field, "logprobs");
         assert_eq!(encoded.dropped[0].reason, DropReason::CrossProtocolExtra);

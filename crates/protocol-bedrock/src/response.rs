@@ -7,8 +7,8 @@ use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{read_blocks, write_blocks, Mode};
 use crate::wire::{
-    array, drop_field, field, object, opt_str, req, stop_reason_from_wire, stop_reason_to_wire,
-    usage_from_wire, usage_to_wire, Object,
+    array, drop_field, field, object, opt_str, req, stop_reason_from_wire, stop_reason_to_wire, usage_from_wire,
+    usage_to_wire, Object,
 };
 
 /// Reads a Converse response body.
@@ -30,9 +30,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
         content: read_blocks(content, content_path, Mode::Response)?,
         stop_reason: opt_str(root, "stopReason", "body")?.and_then(stop_reason_from_wire),
         stop_sequence,
-        usage: field(root, "usage")
-            .map(usage_from_wire)
-            .unwrap_or_default(),
+        usage: field(root, "usage").map(usage_from_wire).unwrap_or_default(),
     })
 }
 
@@ -53,10 +51,7 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     }
     let content = write_blocks(&response.content, &mut dropped);
     let mut root = Object::new();
-    root.insert(
-        "output".into(),
-        json!({ "message": { "role": "assistant", "content": content } }),
-    );
+    root.insert("output".into(), json!({ "message": { "role": "assistant", "content": content } }));
     // `stopReason` is required; a reply without one ended normally.
     let stop_reason = response.stop_reason.map_or("end_turn", stop_reason_to_wire);
     root.insert("stopReason".into(), stop_reason.into());
@@ -64,15 +59,9 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     root.insert("metrics".into(), json!({ "latencyMs": 0 }));
     if let Some(sequence) = &response.stop_sequence {
         // Anthropic models on Bedrock report the matched sequence here.
-        root.insert(
-            "additionalModelResponseFields".into(),
-            json!({ "stop_sequence": sequence }),
-        );
+        root.insert("additionalModelResponseFields".into(), json!({ "stop_sequence": sequence }));
     }
-    Encoded {
-        body: codec_json::to_vec(&Value::Object(root)),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&Value::Object(root)), dropped }
 }
 
 #[cfg(test)]
@@ -89,18 +78,8 @@ mod tests {
         assert_eq!(response.content, vec![Block::text("hi")]);
         assert_eq!(response.stop_reason, Some(StopReason::StopSequence));
         assert_eq!(response.stop_sequence.as_deref(), Some("END"));
-        assert_eq!(
-            response.usage,
-            Usage {
-                input_tokens: 3,
-                output_tokens: 1,
-                ..Usage::default()
-            }
-        );
-        assert_eq!(
-            read_response(&write_response(&response).body).unwrap(),
-            response
-        );
+        assert_eq!(response.usage, Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() });
+        assert_eq!(read_response(&write_response(&response).body).unwrap(), response);
     }
 
     #[test]
@@ -111,16 +90,8 @@ mod tests {
 
     #[test]
     fn ids_are_reported_as_dropped() {
-        let response = Response {
-            id: "msg_1".into(),
-            model: "m".into(),
-            ..Response::default()
-        };
-        let fields: Vec<String> = write_response(&response)
-            .dropped
-            .into_iter()
-            .map(|d| d.field)
-            .collect();
+        let response = Response { id: "msg_1".into(), model: "m".into(), ..Response::default() };
+        let fields: Vec<String> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
         assert_eq!(fields, ["id", "model"]);
     }
 }

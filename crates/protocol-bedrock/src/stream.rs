@@ -104,11 +104,7 @@ impl StreamDecoder for Decoder {
                 self.usage.get_or_insert_with(Usage::default);
                 self.complete(out);
             } else if let Some(usage) = self.usage.take() {
-                out.push(StreamEvent::MessageDelta {
-                    stop_reason: None,
-                    stop_sequence: None,
-                    usage,
-                });
+                out.push(StreamEvent::MessageDelta { stop_reason: None, stop_sequence: None, usage });
             }
         }
         if self.frames.is_empty() {
@@ -130,26 +126,16 @@ impl Decoder {
         }
         let payload: &[u8] = message.payload();
         match header(message, ":message-type").unwrap_or("event") {
-            "event" => self.event(
-                header(message, ":event-type").unwrap_or_default(),
-                payload,
-                out,
-            ),
+            "event" => self.event(header(message, ":event-type").unwrap_or_default(), payload, out),
             "exception" => {
-                let exception =
-                    header(message, ":exception-type").unwrap_or("internalServerException");
-                out.push(StreamEvent::Error(stream_error(
-                    exception,
-                    exception_message(payload),
-                )));
+                let exception = header(message, ":exception-type").unwrap_or("internalServerException");
+                out.push(StreamEvent::Error(stream_error(exception, exception_message(payload))));
                 self.ended = true;
                 Ok(())
             }
             "error" => {
                 let code = header(message, ":error-code").unwrap_or("internalServerException");
-                let text = header(message, ":error-message")
-                    .unwrap_or_default()
-                    .to_owned();
+                let text = header(message, ":error-message").unwrap_or_default().to_owned();
                 out.push(StreamEvent::Error(stream_error(code, text)));
                 self.ended = true;
                 Ok(())
@@ -159,28 +145,15 @@ impl Decoder {
         }
     }
 
-    fn event(
-        &mut self,
-        kind: &str,
-        payload: &[u8],
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<(), DecodeError> {
+    fn event(&mut self, kind: &str, payload: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         match kind {
             "messageStart" => self.start(out),
             "contentBlockStart" => {
                 let event: BlockStartEvent = serde_json::from_slice(payload)?;
                 self.start(out);
                 if let Some(tool) = event.start.get("toolUse") {
-                    let text = |key: &str| {
-                        tool.get(key)
-                            .and_then(Value::as_str)
-                            .unwrap_or_default()
-                            .to_owned()
-                    };
-                    let block = BlockStart::ToolUse {
-                        id: text("toolUseId"),
-                        name: text("name"),
-                    };
+                    let text = |key: &str| tool.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let block = BlockStart::ToolUse { id: text("toolUseId"), name: text("name") };
                     self.open(event.content_block_index, block, out);
                 }
                 // Other starts open their block with the first delta.
@@ -192,11 +165,7 @@ impl Decoder {
             }
             "contentBlockStop" => {
                 let event: BlockStopEvent = serde_json::from_slice(payload)?;
-                if let Some(block) = self
-                    .blocks
-                    .iter_mut()
-                    .find(|b| b.vendor == event.content_block_index && b.open)
-                {
+                if let Some(block) = self.blocks.iter_mut().find(|b| b.vendor == event.content_block_index && b.open) {
                     block.open = false;
                     out.push(StreamEvent::BlockStop { index: block.index });
                 }
@@ -218,13 +187,7 @@ impl Decoder {
             }
             "metadata" => {
                 let event: MetadataEvent = serde_json::from_slice(payload)?;
-                self.usage = Some(
-                    event
-                        .usage
-                        .as_ref()
-                        .map(usage_from_wire)
-                        .unwrap_or_default(),
-                );
+                self.usage = Some(event.usage.as_ref().map(usage_from_wire).unwrap_or_default());
                 if self.stop.is_some() {
                     self.complete(out);
                 }
@@ -255,11 +218,7 @@ impl Decoder {
         let index = self.next_index;
         self.next_index += 1;
         self.blocks.retain(|b| b.vendor != vendor);
-        self.blocks.push(VendorBlock {
-            vendor,
-            index,
-            open: true,
-        });
+        self.blocks.push(VendorBlock { vendor, index, open: true });
         out.push(StreamEvent::BlockStart { index, block });
         index
     }
@@ -279,10 +238,7 @@ impl Decoder {
             (BlockStart::Text, Delta::Text(text))
         } else if let Some(tool) = delta.get("toolUse") {
             let input = text_of(tool.get("input")).unwrap_or_default();
-            let start = BlockStart::ToolUse {
-                id: String::new(),
-                name: String::new(),
-            };
+            let start = BlockStart::ToolUse { id: String::new(), name: String::new() };
             (start, Delta::ToolInput(input))
         } else if let Some(reasoning) = delta.get("reasoningContent") {
             if let Some(text) = text_of(reasoning.get("text")) {
@@ -350,22 +306,14 @@ pub(crate) struct Encoder {
 
 fn event(kind: &str, payload: &Value, out: &mut Vec<u8>) {
     write_frame(
-        &[
-            (":event-type", kind),
-            (":content-type", "application/json"),
-            (":message-type", "event"),
-        ],
+        &[(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")],
         switchyard_codec::json::to_vec(payload),
         out,
     );
 }
 
 fn block_delta(index: u32, delta: Value, out: &mut Vec<u8>) {
-    event(
-        "contentBlockDelta",
-        &json!({ "contentBlockIndex": index, "delta": delta }),
-        out,
-    );
+    event("contentBlockDelta", &json!({ "contentBlockIndex": index, "delta": delta }), out);
 }
 
 impl StreamEncoder for Encoder {
@@ -382,11 +330,7 @@ impl StreamEncoder for Encoder {
                     BlockStart::Text => (index, OpenKind::Text, false),
                     BlockStart::Thinking => (index, OpenKind::Thinking, false),
                     BlockStart::RedactedThinking { data } => {
-                        block_delta(
-                            index,
-                            json!({ "reasoningContent": { "redactedContent": data } }),
-                            out,
-                        );
+                        block_delta(index, json!({ "reasoningContent": { "redactedContent": data } }), out);
                         (index, OpenKind::Other, true)
                     }
                     BlockStart::ToolUse { id, name } => {
@@ -424,28 +368,16 @@ impl StreamEncoder for Encoder {
                         match kind {
                             OpenKind::Text => block_delta(open, json!({ "text": "" }), out),
                             OpenKind::Thinking => {
-                                block_delta(
-                                    open,
-                                    json!({ "reasoningContent": { "text": "" } }),
-                                    out,
-                                );
+                                block_delta(open, json!({ "reasoningContent": { "text": "" } }), out);
                             }
                             OpenKind::Other => {}
                         }
                     }
                 }
                 self.open = None;
-                event(
-                    "contentBlockStop",
-                    &json!({ "contentBlockIndex": index }),
-                    out,
-                );
+                event("contentBlockStop", &json!({ "contentBlockIndex": index }), out);
             }
-            StreamEvent::MessageDelta {
-                stop_reason,
-                stop_sequence,
-                usage,
-            } => {
+            StreamEvent::MessageDelta { stop_reason, stop_sequence, usage } => {
                 if stop_reason.is_some() {
                     self.stop_reason = *stop_reason;
                 }
@@ -459,19 +391,12 @@ impl StreamEncoder for Encoder {
                 let reason = self.stop_reason.map_or("end_turn", stop_reason_to_wire);
                 stop.insert("stopReason".into(), reason.into());
                 if let Some(sequence) = &self.stop_sequence {
-                    stop.insert(
-                        "additionalModelResponseFields".into(),
-                        json!({ "stop_sequence": sequence }),
-                    );
+                    stop.insert("additionalModelResponseFields".into(), json!({ "stop_sequence": sequence }));
                 }
                 event("messageStop", &Value::Object(stop), out);
                 let mut usage = self.start_usage;
                 usage.merge(&self.usage);
-                event(
-                    "metadata",
-                    &json!({ "usage": usage_to_wire(&usage), "metrics": { "latencyMs": 0 } }),
-                    out,
-                );
+                event("metadata", &json!({ "usage": usage_to_wire(&usage), "metrics": { "latencyMs": 0 } }), out);
             }
             StreamEvent::Error(error) => out.extend_from_slice(&exception_frame(error)),
         }
@@ -504,32 +429,19 @@ mod tests {
     #[test]
     fn text_without_block_start_is_opened_and_stop_waits_for_usage() {
         let mut bytes = frame("messageStart", json!({ "role": "assistant", "p": "abc" }));
-        bytes.extend(frame(
-            "contentBlockDelta",
-            json!({ "contentBlockIndex": 0, "delta": { "text": "hi" } }),
-        ));
+        bytes.extend(frame("contentBlockDelta", json!({ "contentBlockIndex": 0, "delta": { "text": "hi" } })));
         bytes.extend(frame("contentBlockStop", json!({ "contentBlockIndex": 0 })));
         bytes.extend(frame("messageStop", json!({ "stopReason": "end_turn" })));
         bytes.extend(frame("metadata", json!({ "usage": { "inputTokens": 3, "outputTokens": 1, "totalTokens": 4 }, "metrics": { "latencyMs": 5 } })));
         let events = decode(&bytes);
         assert_eq!(events.len(), 6);
-        assert_eq!(
-            events[1],
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::Text
-            }
-        );
+        assert_eq!(events[1], StreamEvent::BlockStart { index: 0, block: BlockStart::Text });
         assert_eq!(
             events[4],
             StreamEvent::MessageDelta {
                 stop_reason: Some(StopReason::EndTurn),
                 stop_sequence: None,
-                usage: Usage {
-                    input_tokens: 3,
-                    output_tokens: 1,
-                    ..Usage::default()
-                },
+                usage: Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() },
             }
         );
         assert_eq!(events[5], StreamEvent::MessageStop);
@@ -537,11 +449,11 @@ mod tests {
 
     #[test]
     fn sparse_vendor_indexes_become_dense() {
-        let mut bytes = frame(
-            "contentBlockDelta",
-            json!({ "contentBlockIndex": 3, "delta": { "text": "a" } }),
-        );
-        bytes.extend(frame("contentBlockStart", json!({ "contentBlockIndex": 7, "start": { "toolUse": { "toolUseId": "t", "name": "f" } } })));
+        let mut bytes = frame("contentBlockDelta", json!({ "contentBlockIndex": 3, "delta": { "text": "a" } }));
+        bytes.extend(frame(
+            "contentBlockStart",
+            json!({ "contentBlockIndex": 7, "start": { "toolUse": { "toolUseId": "t", "name": "f" } } }),
+        ));
         bytes.extend(frame("messageStop", json!({ "stopReason": "tool_use" })));
         let events = decode(&bytes);
         assert_eq!(
@@ -553,22 +465,10 @@ mod tests {
                     created: None,
                     usage: Usage::default()
                 },
-                StreamEvent::BlockStart {
-                    index: 0,
-                    block: BlockStart::Text
-                },
-                StreamEvent::BlockDelta {
-                    index: 0,
-                    delta: Delta::Text("a".into())
-                },
+                StreamEvent::BlockStart { index: 0, block: BlockStart::Text },
+                StreamEvent::BlockDelta { index: 0, delta: Delta::Text("a".into()) },
                 StreamEvent::BlockStop { index: 0 },
-                StreamEvent::BlockStart {
-                    index: 1,
-                    block: BlockStart::ToolUse {
-                        id: "t".into(),
-                        name: "f".into()
-                    }
-                },
+                StreamEvent::BlockStart { index: 1, block: BlockStart::ToolUse { id: "t".into(), name: "f".into() } },
                 StreamEvent::BlockStop { index: 1 },
                 StreamEvent::MessageDelta {
                     stop_reason: Some(StopReason::ToolUse),
@@ -587,9 +487,7 @@ mod tests {
         let mut bytes = Vec::new();
         encoder.encode(&StreamEvent::Error(error), &mut bytes);
         let events = decode(&bytes);
-        let [StreamEvent::Error(info)] = events.as_slice() else {
-            panic!("one error expected: {events:?}")
-        };
+        let [StreamEvent::Error(info)] = events.as_slice() else { panic!("one error expected: {events:?}") };
         assert_eq!(info.kind, ErrorKind::RateLimit);
         assert_eq!(info.status, 429);
         assert_eq!(info.message, "slow down");
@@ -600,9 +498,7 @@ mod tests {
     fn garbage_is_an_error_that_sticks() {
         let mut decoder = Decoder::default();
         let mut out = Vec::new();
-        assert!(decoder
-            .feed(&[0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut out)
-            .is_err());
+        assert!(decoder.feed(&[0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut out).is_err());
         assert!(decoder.feed(b"more", &mut out).is_err());
         assert!(decoder.finish(&mut out).is_err());
     }
@@ -613,9 +509,6 @@ mod tests {
         let mut decoder = Decoder::default();
         let mut out = Vec::new();
         decoder.feed(&bytes[..bytes.len() - 1], &mut out).unwrap();
-        assert!(matches!(
-            decoder.finish(&mut out),
-            Err(DecodeError::Frame(_))
-        ));
+        assert!(matches!(decoder.finish(&mut out), Err(DecodeError::Frame(_))));
     }
 }

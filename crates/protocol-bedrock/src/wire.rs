@@ -11,24 +11,17 @@ pub(crate) type Object = Map<String, Value>;
 
 /// `value` as an object, or an error naming `path`.
 pub(crate) fn object<'a>(value: &'a Value, path: &str) -> Result<&'a Object, DecodeError> {
-    value
-        .as_object()
-        .ok_or_else(|| DecodeError::invalid(path, format!("{path} must be an object")))
+    value.as_object().ok_or_else(|| DecodeError::invalid(path, format!("{path} must be an object")))
 }
 
 /// `value` as an array, or an error naming `path`.
 pub(crate) fn array<'a>(value: &'a Value, path: &str) -> Result<&'a [Value], DecodeError> {
-    value
-        .as_array()
-        .map(Vec::as_slice)
-        .ok_or_else(|| DecodeError::invalid(path, format!("{path} must be an array")))
+    value.as_array().map(Vec::as_slice).ok_or_else(|| DecodeError::invalid(path, format!("{path} must be an array")))
 }
 
 /// `value` as a string, or an error naming `path`.
 pub(crate) fn string<'a>(value: &'a Value, path: &str) -> Result<&'a str, DecodeError> {
-    value
-        .as_str()
-        .ok_or_else(|| DecodeError::invalid(path, format!("{path} must be a string")))
+    value.as_str().ok_or_else(|| DecodeError::invalid(path, format!("{path} must be a string")))
 }
 
 /// The field `key` of `obj`, treating `null` as absent.
@@ -37,28 +30,19 @@ pub(crate) fn field<'a>(obj: &'a Object, key: &str) -> Option<&'a Value> {
 }
 
 /// An optional string field.
-pub(crate) fn opt_str<'a>(
-    obj: &'a Object,
-    key: &str,
-    path: &str,
-) -> Result<Option<&'a str>, DecodeError> {
-    field(obj, key)
-        .map(|value| string(value, &format!("{path}.{key}")))
-        .transpose()
+pub(crate) fn opt_str<'a>(obj: &'a Object, key: &str, path: &str) -> Result<Option<&'a str>, DecodeError> {
+    field(obj, key).map(|value| string(value, &format!("{path}.{key}"))).transpose()
 }
 
 /// A required string field.
 pub(crate) fn req_str<'a>(obj: &'a Object, key: &str, path: &str) -> Result<&'a str, DecodeError> {
-    opt_str(obj, key, path)?.ok_or_else(|| {
-        DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} is required"))
-    })
+    opt_str(obj, key, path)?
+        .ok_or_else(|| DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} is required")))
 }
 
 /// A required field of any type.
 pub(crate) fn req<'a>(obj: &'a Object, key: &str, path: &str) -> Result<&'a Value, DecodeError> {
-    field(obj, key).ok_or_else(|| {
-        DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} is required"))
-    })
+    field(obj, key).ok_or_else(|| DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} is required")))
 }
 
 /// An optional non-negative integer field.
@@ -66,10 +50,7 @@ pub(crate) fn opt_u64(obj: &Object, key: &str, path: &str) -> Result<Option<u64>
     field(obj, key)
         .map(|value| {
             value.as_u64().ok_or_else(|| {
-                DecodeError::invalid(
-                    format!("{path}.{key}"),
-                    format!("{path}.{key} must be a non-negative integer"),
-                )
+                DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} must be a non-negative integer"))
             })
         })
         .transpose()
@@ -79,12 +60,9 @@ pub(crate) fn opt_u64(obj: &Object, key: &str, path: &str) -> Result<Option<u64>
 pub(crate) fn opt_f64(obj: &Object, key: &str, path: &str) -> Result<Option<f64>, DecodeError> {
     field(obj, key)
         .map(|value| {
-            value.as_f64().ok_or_else(|| {
-                DecodeError::invalid(
-                    format!("{path}.{key}"),
-                    format!("{path}.{key} must be a number"),
-                )
-            })
+            value
+                .as_f64()
+                .ok_or_else(|| DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} must be a number")))
         })
         .transpose()
 }
@@ -120,15 +98,9 @@ const DOCUMENT_FORMATS: [(&str, &str); 9] = [
     ("pdf", "application/pdf"),
     ("csv", "text/csv"),
     ("doc", "application/msword"),
-    (
-        "docx",
-        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    ),
+    ("docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
     ("xls", "application/vnd.ms-excel"),
-    (
-        "xlsx",
-        "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    ),
+    ("xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
     ("html", "text/html"),
     ("txt", "text/plain"),
     ("md", "text/markdown"),
@@ -140,10 +112,7 @@ pub(crate) fn document_media_type(format: &str) -> String {
     DOCUMENT_FORMATS
         .iter()
         .find(|(name, _)| *name == format)
-        .map_or_else(
-            || format!("application/{format}"),
-            |(_, mime)| (*mime).to_owned(),
-        )
+        .map_or_else(|| format!("application/{format}"), |(_, mime)| (*mime).to_owned())
 }
 
 /// The Bedrock document format of a MIME type, when Bedrock takes it.
@@ -154,20 +123,12 @@ pub(crate) fn document_format(media_type: &str) -> Option<&'static str> {
         "application/xhtml+xml" => "text/html",
         other => other,
     };
-    DOCUMENT_FORMATS
-        .iter()
-        .find(|(_, mime)| *mime == essence)
-        .map(|(name, _)| *name)
+    DOCUMENT_FORMATS.iter().find(|(_, mime)| *mime == essence).map(|(name, _)| *name)
 }
 
 /// A MIME type without parameters, lowercased.
 fn essence(media_type: &str) -> String {
-    media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
+    media_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()
 }
 
 /// The IR stop reason of a Bedrock `stopReason` (unknown values give none).
@@ -204,9 +165,7 @@ pub(crate) fn usage_from_wire(value: &Value) -> Usage {
     let cache_read_tokens = count("cacheReadInputTokens");
     let cache_write_tokens = count("cacheWriteInputTokens");
     Usage {
-        input_tokens: count("inputTokens")
-            .saturating_add(cache_read_tokens)
-            .saturating_add(cache_write_tokens),
+        input_tokens: count("inputTokens").saturating_add(cache_read_tokens).saturating_add(cache_write_tokens),
         output_tokens: count("outputTokens"),
         cache_read_tokens,
         cache_write_tokens,
@@ -219,24 +178,12 @@ pub(crate) fn usage_to_wire(usage: &Usage) -> Value {
     let mut wire = Object::new();
     wire.insert("inputTokens".into(), usage.uncached_input().into());
     wire.insert("outputTokens".into(), usage.output_tokens.into());
-    wire.insert(
-        "totalTokens".into(),
-        usage
-            .input_tokens
-            .saturating_add(usage.output_tokens)
-            .into(),
-    );
+    wire.insert("totalTokens".into(), usage.input_tokens.saturating_add(usage.output_tokens).into());
     if usage.cache_read_tokens != 0 {
-        wire.insert(
-            "cacheReadInputTokens".into(),
-            usage.cache_read_tokens.into(),
-        );
+        wire.insert("cacheReadInputTokens".into(), usage.cache_read_tokens.into());
     }
     if usage.cache_write_tokens != 0 {
-        wire.insert(
-            "cacheWriteInputTokens".into(),
-            usage.cache_write_tokens.into(),
-        );
+        wire.insert("cacheWriteInputTokens".into(), usage.cache_write_tokens.into());
     }
     Value::Object(wire)
 }
@@ -279,10 +226,7 @@ mod tests {
             StopReason::ContextLength,
             StopReason::Error,
         ] {
-            assert_eq!(
-                stop_reason_from_wire(stop_reason_to_wire(reason)),
-                Some(reason)
-            );
+            assert_eq!(stop_reason_from_wire(stop_reason_to_wire(reason)), Some(reason));
         }
         assert_eq!(stop_reason_from_wire("something_new"), None);
     }

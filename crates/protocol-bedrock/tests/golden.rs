@@ -2,11 +2,7 @@
 //! (Converse, ConverseStream, error shapes), read into the IR and
 //! snapshotted.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers outside #[test] functions fail loudly"
-)]
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test helpers outside #[test] functions fail loudly")]
 
 use std::path::Path;
 
@@ -17,9 +13,7 @@ use switchyard_codec::Codec;
 use switchyard_protocol_bedrock::BedrockCodec;
 
 fn fixture(name: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
     std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
@@ -33,23 +27,18 @@ fn decode_whole(bytes: &[u8]) -> Vec<StreamEvent> {
 
 #[test]
 fn request_with_tools_images_documents_thinking_and_cache_points() {
-    let request = BedrockCodec
-        .read_request(&fixture("request_tools_images.json"))
-        .unwrap();
+    let request = BedrockCodec.read_request(&fixture("request_tools_images.json")).unwrap();
     assert!(request.model.is_empty(), "the model is in the path");
     insta::assert_json_snapshot!(request);
 }
 
 #[test]
 fn request_is_written_back_in_converse_shape() {
-    let request = BedrockCodec
-        .read_request(&fixture("request_tools_images.json"))
-        .unwrap();
+    let request = BedrockCodec.read_request(&fixture("request_tools_images.json")).unwrap();
     let encoded = BedrockCodec.write_request(&request);
     assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
     let written: Value = serde_json::from_slice(&encoded.body).unwrap();
-    let mut expected: Value =
-        serde_json::from_slice(&fixture("request_tools_images.json")).unwrap();
+    let mut expected: Value = serde_json::from_slice(&fixture("request_tools_images.json")).unwrap();
     // The two canonicalisations: JSON tool results travel as JSON text, and
     // a successful status is the default and is left out.
     expected["messages"][2]["content"][0]["toolResult"] = json!({
@@ -61,17 +50,14 @@ fn request_is_written_back_in_converse_shape() {
 
 #[test]
 fn response_with_a_tool_call() {
-    let response = BedrockCodec
-        .read_response(&fixture("response_tool_use.json"))
-        .unwrap();
+    let response = BedrockCodec.read_response(&fixture("response_tool_use.json")).unwrap();
     insta::assert_json_snapshot!(response);
 }
 
 #[test]
 fn stream_fixture_holds_the_listed_frames() {
     let bytes = fixture("stream_text_tool.bin");
-    let listing: Vec<Value> =
-        serde_json::from_slice(&fixture("stream_text_tool.events.json")).unwrap();
+    let listing: Vec<Value> = serde_json::from_slice(&fixture("stream_text_tool.events.json")).unwrap();
     let mut rest: &[u8] = &bytes;
     for entry in &listing {
         let total = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
@@ -107,11 +93,7 @@ fn stream_with_an_exception() {
 
 #[test]
 fn error_bodies() {
-    let cases = [
-        (400, "error_context_length.json"),
-        (429, "error_throttling.json"),
-        (403, "error_access_denied.json"),
-    ];
+    let cases = [(400, "error_context_length.json"), (429, "error_throttling.json"), (403, "error_access_denied.json")];
     let errors: Vec<Value> = cases
         .iter()
         .map(|(status, name)| {

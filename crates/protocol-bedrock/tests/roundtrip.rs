@@ -2,18 +2,14 @@
 //! errors built from what Converse can represent. Each normalisation the
 //! protocol imposes is written next to the place it is applied.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers outside #[test] functions fail loudly"
-)]
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test helpers outside #[test] functions fail loudly")]
 
 use proptest::prelude::*;
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, CacheControl, ErrorInfo, ErrorKind, Extra, MediaSource, Message,
-    Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent,
-    TextBlock, Tool, ToolChoice, ToolResult, ToolUse, Usage,
+    events_from_response, Block, CacheControl, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
+    Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+    Usage,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_bedrock::BedrockCodec;
@@ -38,13 +34,7 @@ fn knob() -> impl Strategy<Value = f64> {
 }
 
 fn cache() -> impl Strategy<Value = Option<CacheControl>> {
-    prop_oneof![
-        Just(None),
-        Just(Some(CacheControl { ttl: None })),
-        Just(Some(CacheControl {
-            ttl: Some("1h".into())
-        })),
-    ]
+    prop_oneof![Just(None), Just(Some(CacheControl { ttl: None })), Just(Some(CacheControl { ttl: Some("1h".into()) })),]
 }
 
 fn json_object() -> impl Strategy<Value = Value> {
@@ -63,61 +53,32 @@ fn json_object() -> impl Strategy<Value = Value> {
 }
 
 fn text_block() -> impl Strategy<Value = TextBlock> {
-    (
-        word(),
-        cache(),
-        proptest::collection::vec(json_object(), 0..2),
-    )
-        .prop_map(|(text, cache_control, citations)| TextBlock {
-            text,
-            cache_control,
-            citations,
-        })
+    (word(), cache(), proptest::collection::vec(json_object(), 0..2))
+        .prop_map(|(text, cache_control, citations)| TextBlock { text, cache_control, citations })
 }
 
 fn image() -> impl Strategy<Value = Block> {
-    let base64 = (
-        prop_oneof![
-            Just("image/png"),
-            Just("image/jpeg"),
-            Just("image/gif"),
-            Just("image/webp")
-        ],
-        base64_data(),
-    )
-        .prop_map(|(media_type, data)| MediaSource::Base64 {
-            media_type: media_type.into(),
-            data,
-        });
+    let base64 =
+        (prop_oneof![Just("image/png"), Just("image/jpeg"), Just("image/gif"), Just("image/webp")], base64_data())
+            .prop_map(|(media_type, data)| MediaSource::Base64 { media_type: media_type.into(), data });
     // S3 locations keep their URL; the type comes back from the format.
     let s3 = name().prop_map(|key| MediaSource::Url {
         url: format!("s3://bucket/{key}.png"),
         media_type: Some("image/png".into()),
     });
-    (prop_oneof![base64, s3], cache()).prop_map(|(source, cache_control)| Block::Image {
-        source,
-        cache_control,
-    })
+    (prop_oneof![base64, s3], cache()).prop_map(|(source, cache_control)| Block::Image { source, cache_control })
 }
 
 fn document() -> impl Strategy<Value = Block> {
     // Converse requires a name, so the IR's optional one is always set here.
     (
-        prop_oneof![
-            Just("application/pdf"),
-            Just("text/plain"),
-            Just("text/csv"),
-            Just("text/markdown")
-        ],
+        prop_oneof![Just("application/pdf"), Just("text/plain"), Just("text/csv"), Just("text/markdown")],
         base64_data(),
         name(),
         cache(),
     )
         .prop_map(|(media_type, data, name, cache_control)| Block::Document {
-            source: MediaSource::Base64 {
-                media_type: media_type.into(),
-                data,
-            },
+            source: MediaSource::Base64 { media_type: media_type.into(), data },
             name: Some(name),
             cache_control,
         })
@@ -126,11 +87,7 @@ fn document() -> impl Strategy<Value = Block> {
 fn tool_use() -> impl Strategy<Value = Block> {
     // Converse carries arguments as an object: the text is canonical JSON.
     (name(), name(), json_object()).prop_map(|(id, name, input)| {
-        Block::ToolUse(ToolUse {
-            id,
-            name,
-            input: serde_json::to_string(&input).unwrap(),
-        })
+        Block::ToolUse(ToolUse { id, name, input: serde_json::to_string(&input).unwrap() })
     })
 }
 
@@ -140,47 +97,29 @@ fn tool_result() -> impl Strategy<Value = Block> {
     let inner = prop_oneof![
         word().prop_map(Block::text),
         image().prop_map(|block| match block {
-            Block::Image { source, .. } => Block::Image {
-                source,
-                cache_control: None
-            },
+            Block::Image { source, .. } => Block::Image { source, cache_control: None },
             other => other,
         }),
     ];
-    (
-        name(),
-        proptest::collection::vec(inner, 0..3),
-        cache(),
-        any::<bool>(),
-    )
-        .prop_map(|(id, mut content, cache, is_error)| {
+    (name(), proptest::collection::vec(inner, 0..3), cache(), any::<bool>()).prop_map(
+        |(id, mut content, cache, is_error)| {
             if let Some(Block::Text(text)) = content.last_mut() {
                 text.cache_control = cache;
             }
-            Block::ToolResult(ToolResult {
-                tool_use_id: id,
-                name: None,
-                content,
-                is_error,
-            })
-        })
+            Block::ToolResult(ToolResult { tool_use_id: id, name: None, content, is_error })
+        },
+    )
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
     prop_oneof![
-        (word(), proptest::option::of(base64_data()))
-            .prop_map(|(text, signature)| Block::Thinking { text, signature }),
+        (word(), proptest::option::of(base64_data())).prop_map(|(text, signature)| Block::Thinking { text, signature }),
         base64_data().prop_map(|data| Block::RedactedThinking { data }),
     ]
 }
 
 fn user_block() -> impl Strategy<Value = Block> {
-    prop_oneof![
-        text_block().prop_map(Block::Text),
-        image(),
-        document(),
-        tool_result()
-    ]
+    prop_oneof![text_block().prop_map(Block::Text), image(), document(), tool_result()]
 }
 
 fn assistant_block() -> impl Strategy<Value = Block> {
@@ -191,72 +130,52 @@ fn messages() -> impl Strategy<Value = Vec<Message>> {
     // Roles alternate: Converse requires it, and the writer merges
     // consecutive messages of one role.
     proptest::collection::vec(
-        (
-            proptest::collection::vec(user_block(), 0..4),
-            proptest::collection::vec(assistant_block(), 0..4),
-        ),
+        (proptest::collection::vec(user_block(), 0..4), proptest::collection::vec(assistant_block(), 0..4)),
         0..3,
     )
     .prop_map(|turns| {
         turns
             .into_iter()
             .flat_map(|(user, assistant)| {
-                [
-                    Message {
-                        role: Role::User,
-                        content: user,
-                    },
-                    Message {
-                        role: Role::Assistant,
-                        content: assistant,
-                    },
-                ]
+                [Message { role: Role::User, content: user }, Message { role: Role::Assistant, content: assistant }]
             })
             .collect()
     })
 }
 
 fn tools() -> impl Strategy<Value = (Vec<Tool>, Option<ToolChoice>)> {
-    proptest::collection::vec(
-        (name(), proptest::option::of(word()), json_object(), cache()),
-        0..3,
+    proptest::collection::vec((name(), proptest::option::of(word()), json_object(), cache()), 0..3).prop_flat_map(
+        |specs| {
+            let tools: Vec<Tool> = specs
+                .into_iter()
+                .map(|(name, description, parameters, cache_control)| Tool {
+                    name,
+                    description,
+                    parameters,
+                    cache_control,
+                })
+                .collect();
+            // A policy needs tools; Converse cannot say "none".
+            let choice = if tools.is_empty() {
+                Just(None).boxed()
+            } else {
+                let first = tools[0].name.clone();
+                prop_oneof![
+                    Just(None),
+                    Just(Some(ToolChoice::Auto)),
+                    Just(Some(ToolChoice::Any)),
+                    Just(Some(ToolChoice::Tool(first)))
+                ]
+                .boxed()
+            };
+            (Just(tools), choice)
+        },
     )
-    .prop_flat_map(|specs| {
-        let tools: Vec<Tool> = specs
-            .into_iter()
-            .map(|(name, description, parameters, cache_control)| Tool {
-                name,
-                description,
-                parameters,
-                cache_control,
-            })
-            .collect();
-        // A policy needs tools; Converse cannot say "none".
-        let choice = if tools.is_empty() {
-            Just(None).boxed()
-        } else {
-            let first = tools[0].name.clone();
-            prop_oneof![
-                Just(None),
-                Just(Some(ToolChoice::Auto)),
-                Just(Some(ToolChoice::Any)),
-                Just(Some(ToolChoice::Tool(first)))
-            ]
-            .boxed()
-        };
-        (Just(tools), choice)
-    })
 }
 
 fn request() -> impl Strategy<Value = Request> {
     (
-        proptest::collection::vec(
-            text_block().prop_map(|text| TextBlock {
-                citations: Vec::new(),
-                ..text
-            }),
-            0..3,
-        ),
+        proptest::collection::vec(text_block().prop_map(|text| TextBlock { citations: Vec::new(), ..text }), 0..3),
         messages(),
         tools(),
         (
@@ -266,25 +185,15 @@ fn request() -> impl Strategy<Value = Request> {
             proptest::option::of(0u64..500),
         ),
         proptest::collection::vec(word(), 0..3),
-        proptest::option::of((name(), json_object()).prop_map(|(name, schema)| {
-            ResponseFormat::JsonSchema {
-                name,
-                schema,
-                strict: None,
-            }
+        proptest::option::of((name(), json_object()).prop_map(|(name, schema)| ResponseFormat::JsonSchema {
+            name,
+            schema,
+            strict: None,
         })),
         // Budgets, or off; an effort alone is written as its budget.
         proptest::option::of(prop_oneof![
-            (1u64..100_000).prop_map(|budget| Reasoning {
-                effort: None,
-                budget_tokens: Some(budget),
-                disabled: false
-            }),
-            Just(Reasoning {
-                effort: None,
-                budget_tokens: None,
-                disabled: true
-            }),
+            (1u64..100_000).prop_map(|budget| Reasoning { effort: None, budget_tokens: Some(budget), disabled: false }),
+            Just(Reasoning { effort: None, budget_tokens: None, disabled: true }),
         ]),
         proptest::collection::vec((name(), word()), 0..3),
         proptest::option::of(json_object()),
@@ -317,10 +226,7 @@ fn request() -> impl Strategy<Value = Request> {
                     stop,
                     response_format,
                     reasoning,
-                    metadata: metadata
-                        .into_iter()
-                        .map(|(key, value)| (key, Value::String(value)))
-                        .collect(),
+                    metadata: metadata.into_iter().map(|(key, value)| (key, Value::String(value))).collect(),
                     extra,
                     ..Request::default()
                 }
@@ -330,15 +236,13 @@ fn request() -> impl Strategy<Value = Request> {
 
 fn usage() -> impl Strategy<Value = Usage> {
     // Bedrock has no reasoning count, and input includes the cache counts.
-    (0u64..100_000, 0u64..100_000, 0u64..10_000, 0u64..10_000).prop_map(
-        |(uncached, output, read, write)| Usage {
-            input_tokens: uncached + read + write,
-            output_tokens: output,
-            cache_read_tokens: read,
-            cache_write_tokens: write,
-            reasoning_tokens: 0,
-        },
-    )
+    (0u64..100_000, 0u64..100_000, 0u64..10_000, 0u64..10_000).prop_map(|(uncached, output, read, write)| Usage {
+        input_tokens: uncached + read + write,
+        output_tokens: output,
+        cache_read_tokens: read,
+        cache_write_tokens: write,
+        reasoning_tokens: 0,
+    })
 }
 
 fn response() -> impl Strategy<Value = Response> {
@@ -417,15 +321,9 @@ proptest! {
 fn errors_round_trip_through_extract_error() {
     let cases = [
         (ErrorKind::InvalidRequest, "messages must be an array"),
-        (
-            ErrorKind::ContextLength,
-            "input is too long for requested model",
-        ),
+        (ErrorKind::ContextLength, "input is too long for requested model"),
         (ErrorKind::Authentication, "invalid api key"),
-        (
-            ErrorKind::PermissionDenied,
-            "pool is not allowed for this key",
-        ),
+        (ErrorKind::PermissionDenied, "pool is not allowed for this key"),
         (ErrorKind::NotFound, "unknown pool `x`"),
         (ErrorKind::RequestTooLarge, "body is over 10 mib"),
         (ErrorKind::RateLimit, "rate limit exceeded"),
@@ -439,21 +337,10 @@ fn errors_round_trip_through_extract_error() {
     for (kind, message) in cases {
         let response = BedrockCodec.error_response(&ErrorInfo::new(kind, message));
         let raw = BedrockCodec.extract_error(response.status, &response.body);
-        let expected = if kind == ErrorKind::Overloaded {
-            ErrorKind::Unavailable
-        } else {
-            kind
-        };
-        assert_eq!(
-            (raw.kind, raw.message.as_str()),
-            (expected, message),
-            "{kind:?}"
-        );
+        let expected = if kind == ErrorKind::Overloaded { ErrorKind::Unavailable } else { kind };
+        assert_eq!((raw.kind, raw.message.as_str()), (expected, message), "{kind:?}");
         assert_eq!(response.headers[0].0, "x-amzn-errortype");
-        assert_eq!(
-            Some(response.headers[0].1.to_str().unwrap()),
-            raw.vendor_type.as_deref()
-        );
+        assert_eq!(Some(response.headers[0].1.to_str().unwrap()), raw.vendor_type.as_deref());
     }
 }
 
@@ -474,31 +361,19 @@ fn stream_errors_round_trip_to_the_five_stream_exceptions() {
     for (kind, expected, status) in cases {
         let mut encoder = BedrockCodec.stream_encoder(Framing::EventStream);
         let mut bytes = Vec::new();
-        encoder.encode(
-            &StreamEvent::Error(ErrorInfo::new(kind, "it broke")),
-            &mut bytes,
-        );
+        encoder.encode(&StreamEvent::Error(ErrorInfo::new(kind, "it broke")), &mut bytes);
         let mut decoder = BedrockCodec.stream_decoder();
         let mut events = Vec::new();
         decoder.feed(&bytes, &mut events).unwrap();
-        let [StreamEvent::Error(info)] = events.as_slice() else {
-            panic!("{events:?}")
-        };
-        assert_eq!(
-            (info.kind, info.status, info.message.as_str()),
-            (expected, status, "it broke"),
-            "{kind:?}"
-        );
+        let [StreamEvent::Error(info)] = events.as_slice() else { panic!("{events:?}") };
+        assert_eq!((info.kind, info.status, info.message.as_str()), (expected, status, "it broke"), "{kind:?}");
     }
 }
 
 #[test]
 fn every_framing_gets_event_stream_frames() {
-    let response = Response {
-        content: vec![Block::text("hi")],
-        stop_reason: Some(StopReason::EndTurn),
-        ..Response::default()
-    };
+    let response =
+        Response { content: vec![Block::text("hi")], stop_reason: Some(StopReason::EndTurn), ..Response::default() };
     let encode = |framing| {
         let mut encoder = BedrockCodec.stream_encoder(framing);
         let mut bytes = Vec::new();
@@ -515,16 +390,8 @@ fn empty_blocks_survive_the_stream() {
     // Bedrock opens text and reasoning blocks with their first delta, so
     // the encoder writes an empty one for a block that had none.
     let events = vec![
-        StreamEvent::MessageStart {
-            id: String::new(),
-            model: String::new(),
-            created: None,
-            usage: Usage::default(),
-        },
-        StreamEvent::BlockStart {
-            index: 0,
-            block: switchyard_codec::ir::BlockStart::Text,
-        },
+        StreamEvent::MessageStart { id: String::new(), model: String::new(), created: None, usage: Usage::default() },
+        StreamEvent::BlockStart { index: 0, block: switchyard_codec::ir::BlockStart::Text },
         StreamEvent::BlockStop { index: 0 },
         StreamEvent::MessageStop,
     ];
@@ -539,10 +406,7 @@ fn empty_blocks_survive_the_stream() {
     assert_eq!(decoded[1], events[1]);
     assert_eq!(
         decoded[2],
-        StreamEvent::BlockDelta {
-            index: 0,
-            delta: switchyard_codec::ir::Delta::Text(String::new())
-        }
+        StreamEvent::BlockDelta { index: 0, delta: switchyard_codec::ir::Delta::Text(String::new()) }
     );
     // A message without a MessageDelta ends normally on the wire.
     assert_eq!(

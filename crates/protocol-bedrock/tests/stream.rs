@@ -2,11 +2,7 @@
 //! fixture decodes the same whole or split anywhere, and arbitrary bytes
 //! give an error, never a panic.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers outside #[test] functions fail loudly"
-)]
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test helpers outside #[test] functions fail loudly")]
 
 use std::path::Path;
 
@@ -16,12 +12,7 @@ use switchyard_codec::{Codec, DecodeError};
 use switchyard_protocol_bedrock::BedrockCodec;
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name),
-    )
-    .unwrap()
+    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)).unwrap()
 }
 
 /// Decodes `bytes` fed in pieces ending at `cuts` (sorted offsets).
@@ -44,11 +35,7 @@ fn every_byte_boundary_gives_the_same_events() {
         let bytes = fixture(name);
         let whole = decode_split(&bytes, &[]).unwrap();
         for cut in 0..=bytes.len() {
-            assert_eq!(
-                decode_split(&bytes, &[cut]).unwrap(),
-                whole,
-                "{name} split at {cut}"
-            );
+            assert_eq!(decode_split(&bytes, &[cut]).unwrap(), whole, "{name} split at {cut}");
         }
     }
 }
@@ -57,10 +44,7 @@ fn every_byte_boundary_gives_the_same_events() {
 fn one_byte_at_a_time_gives_the_same_events() {
     let bytes = fixture("stream_text_tool.bin");
     let cuts: Vec<usize> = (1..bytes.len()).collect();
-    assert_eq!(
-        decode_split(&bytes, &cuts).unwrap(),
-        decode_split(&bytes, &[]).unwrap()
-    );
+    assert_eq!(decode_split(&bytes, &cuts).unwrap(), decode_split(&bytes, &[]).unwrap());
 }
 
 #[test]
@@ -69,10 +53,7 @@ fn a_frame_declaring_a_huge_length_fails_without_waiting() {
     let mut events = Vec::new();
     // 0x7fffffff bytes declared: rejected at the prelude.
     let prelude = [0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0];
-    assert!(matches!(
-        decoder.feed(&prelude, &mut events),
-        Err(DecodeError::Frame(_))
-    ));
+    assert!(matches!(decoder.feed(&prelude, &mut events), Err(DecodeError::Frame(_))));
     assert!(events.is_empty());
 }
 
@@ -115,9 +96,8 @@ proptest! {
 fn frame(message_type: &str, event_type: &str, payload: Vec<u8>) -> Vec<u8> {
     use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
     use aws_smithy_types::str_bytes::StrBytes;
-    let header = |name: &'static str, value: &str| {
-        Header::new(name, HeaderValue::String(StrBytes::from(value.to_owned())))
-    };
+    let header =
+        |name: &'static str, value: &str| Header::new(name, HeaderValue::String(StrBytes::from(value.to_owned())));
     let message = Message::new_from_parts(
         vec![
             header(":message-type", message_type),
@@ -135,19 +115,10 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..64),
         Just(br#"{"contentBlockIndex":0,"delta":{"text":"a"}}"#.to_vec()),
-        Just(
-            br#"{"contentBlockIndex":18446744073709551615,"delta":{"toolUse":{"input":7}}}"#
-                .to_vec()
-        ),
+        Just(br#"{"contentBlockIndex":18446744073709551615,"delta":{"toolUse":{"input":7}}}"#.to_vec()),
         Just(br#"{"contentBlockIndex":1,"start":{"toolUse":{}}}"#.to_vec()),
-        Just(
-            br#"{"contentBlockIndex":0,"delta":{"reasoningContent":{"redactedContent":"QQ=="}}}"#
-                .to_vec()
-        ),
-        Just(
-            br#"{"stopReason":"max_tokens","additionalModelResponseFields":{"stop_sequence":1}}"#
-                .to_vec()
-        ),
+        Just(br#"{"contentBlockIndex":0,"delta":{"reasoningContent":{"redactedContent":"QQ=="}}}"#.to_vec()),
+        Just(br#"{"stopReason":"max_tokens","additionalModelResponseFields":{"stop_sequence":1}}"#.to_vec()),
         Just(br#"{"usage":{"inputTokens":-1,"outputTokens":"x"}}"#.to_vec()),
         Just(br#"{"contentBlockIndex":-1}"#.to_vec()),
         Just(b"null".to_vec()),

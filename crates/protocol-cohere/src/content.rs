@@ -19,21 +19,12 @@ pub(crate) fn invalid(path: impl Into<String>, problem: &str) -> DecodeError {
 }
 
 /// The object at `path`, or an error naming it.
-pub(crate) fn object<'a>(
-    path: &str,
-    value: &'a Value,
-) -> Result<&'a Map<String, Value>, DecodeError> {
-    value
-        .as_object()
-        .ok_or_else(|| invalid(path, "must be an object"))
+pub(crate) fn object<'a>(path: &str, value: &'a Value) -> Result<&'a Map<String, Value>, DecodeError> {
+    value.as_object().ok_or_else(|| invalid(path, "must be an object"))
 }
 
 /// A required string field.
-pub(crate) fn required_str(
-    path: &str,
-    object: &Map<String, Value>,
-    key: &str,
-) -> Result<String, DecodeError> {
+pub(crate) fn required_str(path: &str, object: &Map<String, Value>, key: &str) -> Result<String, DecodeError> {
     match object.get(key) {
         Some(Value::String(text)) => Ok(text.clone()),
         None | Some(Value::Null) => Err(invalid(format!("{path}.{key}"), "is required")),
@@ -42,11 +33,7 @@ pub(crate) fn required_str(
 }
 
 /// An optional string field (`null` counts as absent).
-pub(crate) fn optional_str(
-    path: &str,
-    object: &Map<String, Value>,
-    key: &str,
-) -> Result<Option<String>, DecodeError> {
+pub(crate) fn optional_str(path: &str, object: &Map<String, Value>, key: &str) -> Result<Option<String>, DecodeError> {
     match object.get(key) {
         Some(Value::String(text)) => Ok(Some(text.clone())),
         None | Some(Value::Null) => Ok(None),
@@ -64,10 +51,7 @@ fn part_type<'a>(path: &str, part: &'a Map<String, Value>) -> Result<&'a str, De
 }
 
 /// System content: a string or a list of text parts.
-pub(crate) fn read_system(
-    path: &str,
-    content: Option<&Value>,
-) -> Result<Vec<TextBlock>, DecodeError> {
+pub(crate) fn read_system(path: &str, content: Option<&Value>) -> Result<Vec<TextBlock>, DecodeError> {
     match content {
         Some(Value::String(text)) => Ok(vec![TextBlock::new(text.clone())]),
         Some(Value::Array(parts)) => {
@@ -88,10 +72,7 @@ pub(crate) fn read_system(
             Ok(blocks)
         }
         None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
-        Some(_) => Err(invalid(
-            format!("{path}.content"),
-            "must be a string or an array",
-        )),
+        Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
     }
 }
 
@@ -114,10 +95,7 @@ pub(crate) fn read_user(path: &str, content: Option<&Value>) -> Result<Vec<Block
                         };
                         let url = required_str(&image_path, image, "url")?;
                         // `detail` has no place in the IR; it is not carried.
-                        blocks.push(Block::Image {
-                            source: image_source(&url),
-                            cache_control: None,
-                        });
+                        blocks.push(Block::Image { source: image_source(&url), cache_control: None });
                     }
                     other => {
                         return Err(invalid(
@@ -130,18 +108,12 @@ pub(crate) fn read_user(path: &str, content: Option<&Value>) -> Result<Vec<Block
             Ok(blocks)
         }
         None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
-        Some(_) => Err(invalid(
-            format!("{path}.content"),
-            "must be a string or an array",
-        )),
+        Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
     }
 }
 
 /// Tool-message content: a string or a list of text and document parts.
-pub(crate) fn read_tool_content(
-    path: &str,
-    content: Option<&Value>,
-) -> Result<Vec<Block>, DecodeError> {
+pub(crate) fn read_tool_content(path: &str, content: Option<&Value>) -> Result<Vec<Block>, DecodeError> {
     match content {
         Some(Value::String(text)) => Ok(vec![Block::text(text.clone())]),
         Some(Value::Array(parts)) => {
@@ -169,10 +141,7 @@ pub(crate) fn read_tool_content(
             Ok(blocks)
         }
         None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
-        Some(_) => Err(invalid(
-            format!("{path}.content"),
-            "must be a string or an array",
-        )),
+        Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
     }
 }
 
@@ -185,11 +154,7 @@ pub(crate) fn write_tool_content(blocks: &[Block], dropped: &mut Vec<Dropped>) -
                 note_text_markers(text, dropped);
                 parts.push(json!({"type": "text", "text": text.text}));
             }
-            Block::Document {
-                source,
-                name,
-                cache_control,
-            } => {
+            Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
                     dropped.push(unsupported("cache_control"));
                 }
@@ -199,16 +164,13 @@ pub(crate) fn write_tool_content(blocks: &[Block], dropped: &mut Vec<Dropped>) -
                 }
             }
             Block::Image { .. } => dropped.push(unsupported("tool_result.image")),
-            Block::Thinking { .. }
-            | Block::RedactedThinking { .. }
-            | Block::ToolUse(_)
-            | Block::ToolResult(_) => dropped.push(unsupported("tool_result.content")),
+            Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse(_) | Block::ToolResult(_) => {
+                dropped.push(unsupported("tool_result.content"))
+            }
         }
     }
     match parts.as_slice() {
-        [only] if only.get("type") == Some(&Value::from("text")) => {
-            only.get("text").cloned().unwrap_or_default()
-        }
+        [only] if only.get("type") == Some(&Value::from("text")) => only.get("text").cloned().unwrap_or_default(),
         _ => Value::Array(parts),
     }
 }
@@ -224,10 +186,7 @@ fn read_document(path: &str, document: &Value) -> Result<Block, DecodeError> {
     let id = optional_str(path, document, "id")?;
     let text = serde_json::to_string(data)?;
     Ok(Block::Document {
-        source: MediaSource::Base64 {
-            media_type: JSON_MEDIA_TYPE.to_owned(),
-            data: STANDARD.encode(text),
-        },
+        source: MediaSource::Base64 { media_type: JSON_MEDIA_TYPE.to_owned(), data: STANDARD.encode(text) },
         name: id,
         cache_control: None,
     })
@@ -265,15 +224,9 @@ pub(crate) fn image_source(url: &str) -> MediaSource {
         .and_then(|rest| rest.split_once(','))
         .and_then(|(meta, data)| Some((meta.strip_suffix(";base64")?, data)))
     {
-        return MediaSource::Base64 {
-            media_type: media_type.to_owned(),
-            data: data.to_owned(),
-        };
+        return MediaSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() };
     }
-    MediaSource::Url {
-        url: url.to_owned(),
-        media_type: None,
-    }
+    MediaSource::Url { url: url.to_owned(), media_type: None }
 }
 
 /// An IR image source as an `image_url` URL.
@@ -286,10 +239,7 @@ pub(crate) fn image_url(source: &MediaSource) -> String {
 
 /// An assistant turn (request message or response `message`) as IR blocks:
 /// the content parts in order, then `tool_plan` as text, then the calls.
-pub(crate) fn read_assistant(
-    path: &str,
-    message: &Map<String, Value>,
-) -> Result<Vec<Block>, DecodeError> {
+pub(crate) fn read_assistant(path: &str, message: &Map<String, Value>) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::new();
     match message.get("content") {
         None | Some(Value::Null) => {}
@@ -300,10 +250,8 @@ pub(crate) fn read_assistant(
                 let part = object(&part_path, part)?;
                 match part_type(&part_path, part)? {
                     "text" => blocks.push(Block::text(required_str(&part_path, part, "text")?)),
-                    "thinking" => blocks.push(Block::Thinking {
-                        text: required_str(&part_path, part, "thinking")?,
-                        signature: None,
-                    }),
+                    "thinking" => blocks
+                        .push(Block::Thinking { text: required_str(&part_path, part, "thinking")?, signature: None }),
                     other => {
                         return Err(invalid(
                             format!("{part_path}.type"),
@@ -313,12 +261,7 @@ pub(crate) fn read_assistant(
                 }
             }
         }
-        Some(_) => {
-            return Err(invalid(
-                format!("{path}.content"),
-                "must be a string or an array",
-            ))
-        }
+        Some(_) => return Err(invalid(format!("{path}.content"), "must be a string or an array")),
     }
     let content_len = blocks.len();
     let mut plan_index = None;
@@ -355,12 +298,7 @@ pub(crate) fn read_assistant(
 
 /// The text block a citation belongs to: the plan for `PLAN` citations, the
 /// content part at `content_index`, else the first text block.
-fn citation_target(
-    citation: &Value,
-    blocks: &[Block],
-    content_len: usize,
-    plan_index: Option<usize>,
-) -> Option<usize> {
+fn citation_target(citation: &Value, blocks: &[Block], content_len: usize, plan_index: Option<usize>) -> Option<usize> {
     if citation.get("type").and_then(Value::as_str) == Some("PLAN") && plan_index.is_some() {
         return plan_index;
     }
@@ -370,9 +308,7 @@ fn citation_target(
             return Some(index);
         }
     }
-    blocks
-        .iter()
-        .position(|block| matches!(block, Block::Text(_)))
+    blocks.iter().position(|block| matches!(block, Block::Text(_)))
 }
 
 fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
@@ -404,14 +340,8 @@ pub(crate) enum ContentForm {
 
 /// IR assistant blocks as a Cohere assistant message (without `role`).
 /// When the turn calls tools, its text is the `tool_plan`.
-pub(crate) fn write_assistant(
-    blocks: &[Block],
-    form: ContentForm,
-    dropped: &mut Vec<Dropped>,
-) -> Map<String, Value> {
-    let calls_tools = blocks
-        .iter()
-        .any(|block| matches!(block, Block::ToolUse(_)));
+pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut Vec<Dropped>) -> Map<String, Value> {
+    let calls_tools = blocks.iter().any(|block| matches!(block, Block::ToolUse(_)));
     let mut parts = Vec::new();
     let mut plan = String::new();
     let mut tool_calls = Vec::new();
@@ -455,9 +385,7 @@ pub(crate) fn write_assistant(
     let content = match (form, parts.as_slice()) {
         (ContentForm::List, []) => None,
         (ContentForm::Flexible, []) if !tool_calls.is_empty() => None,
-        (ContentForm::Flexible, [only]) if only.get("type") == Some(&Value::from("text")) => {
-            only.get("text").cloned()
-        }
+        (ContentForm::Flexible, [only]) if only.get("type") == Some(&Value::from("text")) => only.get("text").cloned(),
         _ => Some(Value::Array(parts)),
     };
     let mut message = Map::new();
@@ -529,56 +457,26 @@ mod tests {
     #[test]
     fn data_uris_become_base64_and_back() {
         let source = image_source("data:image/png;base64,iVBORw0KGgo=");
-        assert_eq!(
-            source,
-            MediaSource::Base64 {
-                media_type: "image/png".into(),
-                data: "iVBORw0KGgo=".into()
-            }
-        );
+        assert_eq!(source, MediaSource::Base64 { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() });
         assert_eq!(image_url(&source), "data:image/png;base64,iVBORw0KGgo=");
         let web = image_source("https://cohere.com/favicon-32x32.png");
-        assert_eq!(
-            web,
-            MediaSource::Url {
-                url: "https://cohere.com/favicon-32x32.png".into(),
-                media_type: None
-            }
-        );
+        assert_eq!(web, MediaSource::Url { url: "https://cohere.com/favicon-32x32.png".into(), media_type: None });
         // A data URI that is not base64 stays a URL.
-        assert!(matches!(
-            image_source("data:text/plain,hello"),
-            MediaSource::Url { .. }
-        ));
+        assert!(matches!(image_source("data:text/plain,hello"), MediaSource::Url { .. }));
     }
 
     #[test]
     fn documents_round_trip_through_base64_json() {
-        let block = read_document(
-            "d",
-            &json!({"data": {"temperature": {"madrid": "24°C"}}, "id": "w1"}),
-        )
-        .unwrap();
-        let Block::Document { source, name, .. } = &block else {
-            panic!("not a document: {block:?}")
-        };
+        let block = read_document("d", &json!({"data": {"temperature": {"madrid": "24°C"}}, "id": "w1"})).unwrap();
+        let Block::Document { source, name, .. } = &block else { panic!("not a document: {block:?}") };
         assert_eq!(source.media_type(), Some(JSON_MEDIA_TYPE));
         assert_eq!(
             cohere_document(source, name.as_deref()),
             Some(json!({"data": {"temperature": {"madrid": "24°C"}}, "id": "w1"}))
         );
-        let text = MediaSource::Base64 {
-            media_type: "text/plain".into(),
-            data: STANDARD.encode("plain words"),
-        };
-        assert_eq!(
-            cohere_document(&text, None),
-            Some(json!({"data": {"text": "plain words"}}))
-        );
-        let pdf = MediaSource::Base64 {
-            media_type: "application/pdf".into(),
-            data: STANDARD.encode("%PDF"),
-        };
+        let text = MediaSource::Base64 { media_type: "text/plain".into(), data: STANDARD.encode("plain words") };
+        assert_eq!(cohere_document(&text, None), Some(json!({"data": {"text": "plain words"}})));
+        let pdf = MediaSource::Base64 { media_type: "application/pdf".into(), data: STANDARD.encode("%PDF") };
         assert_eq!(cohere_document(&pdf, None), None);
         assert!(read_document("d", &json!({"id": "x"})).is_err());
     }
@@ -588,9 +486,7 @@ mod tests {
         assert!(is_cohere_citation(
             &json!({"start": 1, "end": 4, "text": "24°C", "sources": [], "type": "TEXT_CONTENT"})
         ));
-        assert!(!is_cohere_citation(
-            &json!({"type": "char_location", "cited_text": "x"})
-        ));
+        assert!(!is_cohere_citation(&json!({"type": "char_location", "cited_text": "x"})));
         assert!(!is_cohere_citation(&json!("text")));
     }
 
@@ -604,9 +500,7 @@ mod tests {
         });
         let blocks = read_assistant("m", message.as_object().unwrap()).unwrap();
         assert_eq!(blocks.len(), 2);
-        let Block::Text(plan) = &blocks[0] else {
-            panic!("plan is not text")
-        };
+        let Block::Text(plan) = &blocks[0] else { panic!("plan is not text") };
         assert_eq!(plan.text, "I will look it up.");
         assert_eq!(plan.citations.len(), 1);
         let mut dropped = Vec::new();

@@ -3,9 +3,7 @@
 
 use serde_json::Value;
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{
-    json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError,
-};
+use switchyard_codec::{json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError};
 
 /// The longest non-JSON body kept as a message.
 const MAX_RAW_MESSAGE: usize = 512;
@@ -15,25 +13,13 @@ const MAX_RAW_MESSAGE: usize = 512;
 /// exhausted trial quotas, from the message.
 pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
     let message = match serde_json::from_slice::<Value>(body) {
-        Ok(value) => value
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .unwrap_or_else(|| raw_message(body)),
+        Ok(value) => {
+            value.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| raw_message(body))
+        }
         Err(_) => raw_message(body),
     };
-    let message = if message.is_empty() {
-        format!("upstream answered with status {status}")
-    } else {
-        message
-    };
-    RawUpstreamError {
-        status,
-        kind: classify(status, &message),
-        vendor_type: None,
-        vendor_code: None,
-        message,
-    }
+    let message = if message.is_empty() { format!("upstream answered with status {status}") } else { message };
+    RawUpstreamError { status, kind: classify(status, &message), vendor_type: None, vendor_code: None, message }
 }
 
 fn classify(status: u16, message: &str) -> ErrorKind {
@@ -45,10 +31,7 @@ fn classify(status: u16, message: &str) -> ErrorKind {
         // Trial keys answer 429 once their monthly allowance is spent; that
         // is a quota, not a burst limit that retrying later fixes.
         let lower = message.to_ascii_lowercase();
-        if ["quota", "billing", "payment", "per month", "/ month"]
-            .iter()
-            .any(|needle| lower.contains(needle))
-        {
+        if ["quota", "billing", "payment", "per month", "/ month"].iter().any(|needle| lower.contains(needle)) {
             return ErrorKind::QuotaExceeded;
         }
     }
@@ -69,11 +52,7 @@ fn raw_message(body: &[u8]) -> String {
 /// is sent as 402 (payment required), which is how Cohere tells it apart
 /// from a rate limit.
 pub(crate) fn response(error: &ErrorInfo) -> ErrorResponse {
-    let status = if error.kind == ErrorKind::QuotaExceeded && error.status == 429 {
-        402
-    } else {
-        error.status
-    };
+    let status = if error.kind == ErrorKind::QuotaExceeded && error.status == 429 { 402 } else { error.status };
     ErrorResponse {
         status,
         headers: Vec::new(),
@@ -88,49 +67,44 @@ mod tests {
     #[test]
     fn classifies_by_status_and_message() {
         let cases: [(u16, &[u8], ErrorKind); 10] = [
-            (400, br#"{"message":"invalid request: message must be at least 1 token long"}"#, ErrorKind::InvalidRequest),
-            (400, br#"{"id":"x","message":"too many tokens: total number of tokens in the prompt cannot exceed 128000"}"#, ErrorKind::ContextLength),
+            (
+                400,
+                br#"{"message":"invalid request: message must be at least 1 token long"}"#,
+                ErrorKind::InvalidRequest,
+            ),
+            (
+                400,
+                br#"{"id":"x","message":"too many tokens: total number of tokens in the prompt cannot exceed 128000"}"#,
+                ErrorKind::ContextLength,
+            ),
             (401, br#"{"message":"invalid api token"}"#, ErrorKind::Authentication),
             (402, br#"{"message":"please add a payment method"}"#, ErrorKind::QuotaExceeded),
             (404, br#"{"message":"model 'x' not found"}"#, ErrorKind::NotFound),
             (422, br#"{"message":"unprocessable"}"#, ErrorKind::InvalidRequest),
             (429, br#"{"message":"You are past the per minute request limit"}"#, ErrorKind::RateLimit),
-            (429, br#"{"message":"You are using a Trial key, which is limited to 1000 API calls / month."}"#, ErrorKind::QuotaExceeded),
+            (
+                429,
+                br#"{"message":"You are using a Trial key, which is limited to 1000 API calls / month."}"#,
+                ErrorKind::QuotaExceeded,
+            ),
             (503, b"<html>unavailable</html>", ErrorKind::Unavailable),
             (504, b"", ErrorKind::Timeout),
         ];
         for (status, body, kind) in cases {
             let error = extract(status, body);
-            assert_eq!(
-                error.kind,
-                kind,
-                "{status} {:?}",
-                String::from_utf8_lossy(body)
-            );
+            assert_eq!(error.kind, kind, "{status} {:?}", String::from_utf8_lossy(body));
             assert!(!error.message.is_empty());
         }
-        assert_eq!(
-            extract(503, b"  <html>unavailable</html>\n").message,
-            "<html>unavailable</html>"
-        );
-        assert_eq!(
-            extract(504, b"").message,
-            "upstream answered with status 504"
-        );
+        assert_eq!(extract(503, b"  <html>unavailable</html>\n").message, "<html>unavailable</html>");
+        assert_eq!(extract(504, b"").message, "upstream answered with status 504");
         assert_eq!(extract(500, &[b'x'; 2000]).message.len(), MAX_RAW_MESSAGE);
     }
 
     #[test]
     fn quota_errors_use_payment_required() {
-        let written = response(&ErrorInfo::new(
-            ErrorKind::QuotaExceeded,
-            "budget exhausted",
-        ));
+        let written = response(&ErrorInfo::new(ErrorKind::QuotaExceeded, "budget exhausted"));
         assert_eq!(written.status, 402);
         assert_eq!(written.body, br#"{"message":"budget exhausted"}"#);
-        assert_eq!(
-            extract(written.status, &written.body).kind,
-            ErrorKind::QuotaExceeded
-        );
+        assert_eq!(extract(written.status, &written.body).kind, ErrorKind::QuotaExceeded);
     }
 }

@@ -27,8 +27,8 @@ mod stream;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
-    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
+    RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The Cohere v2 chat codec.
@@ -101,16 +101,11 @@ mod tests {
             body: b"{}",
             time: SystemTime::UNIX_EPOCH,
         };
-        let headers = codec
-            .auth_headers(&Credentials::ApiKey("k1".into()), &outbound)
-            .unwrap();
+        let headers = codec.auth_headers(&Credentials::ApiKey("k1".into()), &outbound).unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(headers[0].0, http::header::AUTHORIZATION);
         assert_eq!(headers[0].1, "Bearer k1");
-        assert!(codec
-            .auth_headers(&Credentials::None, &outbound)
-            .unwrap()
-            .is_empty());
+        assert!(codec.auth_headers(&Credentials::None, &outbound).unwrap().is_empty());
         assert_eq!(codec.protocol(), ir::Protocol::Cohere);
         assert_eq!(codec.default_framing(), Framing::Sse);
     }

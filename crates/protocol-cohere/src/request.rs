@@ -3,14 +3,13 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, ToolChoice,
-    ToolResult,
+    Block, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolResult,
 };
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{
-    self, cohere_document, dedup, invalid, note_text_markers, object, optional_str, required_str,
-    unsupported, ContentForm,
+    self, cohere_document, dedup, invalid, note_text_markers, object, optional_str, required_str, unsupported,
+    ContentForm,
 };
 
 /// The schema name given to a `json_object` format with a schema, which has
@@ -45,11 +44,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             "k" => request.top_k = Some(unsigned("k", &value)?),
             "stop_sequences" => request.stop = strings("stop_sequences", &value)?,
             "seed" => {
-                request.seed = Some(
-                    value
-                        .as_i64()
-                        .ok_or_else(|| invalid("seed", "must be an integer"))?,
-                );
+                request.seed = Some(value.as_i64().ok_or_else(|| invalid("seed", "must be an integer"))?);
             }
             "frequency_penalty" => {
                 request.frequency_penalty = Some(float("frequency_penalty", &value)?);
@@ -60,9 +55,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             "response_format" => request.response_format = read_response_format(&value)?,
             "thinking" => request.reasoning = Some(read_thinking(&value)?),
             "stream" => {
-                request.stream = value
-                    .as_bool()
-                    .ok_or_else(|| invalid("stream", "must be a boolean"))?;
+                request.stream = value.as_bool().ok_or_else(|| invalid("stream", "must be a boolean"))?;
             }
             _ => request.extra.insert(Protocol::Cohere, key, value),
         }
@@ -96,15 +89,11 @@ fn is_modelled(key: &str) -> bool {
 }
 
 fn float(key: &str, value: &Value) -> Result<f64, DecodeError> {
-    value
-        .as_f64()
-        .ok_or_else(|| invalid(key, "must be a number"))
+    value.as_f64().ok_or_else(|| invalid(key, "must be a number"))
 }
 
 fn unsigned(key: &str, value: &Value) -> Result<u64, DecodeError> {
-    value
-        .as_u64()
-        .ok_or_else(|| invalid(key, "must be a non-negative integer"))
+    value.as_u64().ok_or_else(|| invalid(key, "must be a non-negative integer"))
 }
 
 fn strings(key: &str, value: &Value) -> Result<Vec<String>, DecodeError> {
@@ -113,11 +102,7 @@ fn strings(key: &str, value: &Value) -> Result<Vec<String>, DecodeError> {
     };
     items
         .iter()
-        .map(|item| {
-            item.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| invalid(key, "must be an array of strings"))
-        })
+        .map(|item| item.as_str().map(str::to_owned).ok_or_else(|| invalid(key, "must be an array of strings")))
         .collect()
 }
 
@@ -140,18 +125,12 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
             }
             "user" => {
                 let blocks = content::read_user(&path, message.get("content"))?;
-                request.messages.push(Message {
-                    role: Role::User,
-                    content: blocks,
-                });
+                request.messages.push(Message { role: Role::User, content: blocks });
                 in_tool_results = false;
             }
             "assistant" => {
                 let blocks = content::read_assistant(&path, message)?;
-                request.messages.push(Message {
-                    role: Role::Assistant,
-                    content: blocks,
-                });
+                request.messages.push(Message { role: Role::Assistant, content: blocks });
                 in_tool_results = false;
             }
             "tool" => {
@@ -163,10 +142,7 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
                 });
                 match request.messages.last_mut() {
                     Some(last) if in_tool_results => last.content.push(result),
-                    _ => request.messages.push(Message {
-                        role: Role::User,
-                        content: vec![result],
-                    }),
+                    _ => request.messages.push(Message { role: Role::User, content: vec![result] }),
                 }
                 in_tool_results = true;
             }
@@ -207,12 +183,7 @@ fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
             parameters: match function.get("parameters") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
                 Some(parameters @ Value::Object(_)) => parameters.clone(),
-                Some(_) => {
-                    return Err(invalid(
-                        format!("{function_path}.parameters"),
-                        "must be an object",
-                    ))
-                }
+                Some(_) => return Err(invalid(format!("{function_path}.parameters"), "must be an object")),
             },
             cache_control: None,
         });
@@ -221,17 +192,14 @@ fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
 }
 
 fn read_tool_choice(value: &Value) -> Result<ToolChoice, DecodeError> {
-    let choice = value
-        .as_str()
-        .ok_or_else(|| invalid("tool_choice", "must be a string"))?;
+    let choice = value.as_str().ok_or_else(|| invalid("tool_choice", "must be a string"))?;
     match choice.to_ascii_uppercase().as_str() {
         "REQUIRED" => Ok(ToolChoice::Any),
         "NONE" => Ok(ToolChoice::None),
         "AUTO" => Ok(ToolChoice::Auto),
-        _ => Err(invalid(
-            "tool_choice",
-            &format!("{choice:?} is not a tool choice (expected \"REQUIRED\" or \"NONE\")"),
-        )),
+        _ => {
+            Err(invalid("tool_choice", &format!("{choice:?} is not a tool choice (expected \"REQUIRED\" or \"NONE\")")))
+        }
     }
 }
 
@@ -243,11 +211,9 @@ fn read_response_format(value: &Value) -> Result<Option<ResponseFormat>, DecodeE
         "text" => Ok(None),
         "json_object" => Ok(Some(match format.get("json_schema") {
             None | Some(Value::Null) => ResponseFormat::JsonObject,
-            Some(schema @ Value::Object(_)) => ResponseFormat::JsonSchema {
-                name: SCHEMA_NAME.to_owned(),
-                schema: schema.clone(),
-                strict: None,
-            },
+            Some(schema @ Value::Object(_)) => {
+                ResponseFormat::JsonSchema { name: SCHEMA_NAME.to_owned(), schema: schema.clone(), strict: None }
+            }
             Some(_) => return Err(invalid("response_format.json_schema", "must be an object")),
         })),
         _ => Err(invalid(
@@ -273,11 +239,7 @@ fn read_thinking(value: &Value) -> Result<Reasoning, DecodeError> {
         None | Some(Value::Null) => None,
         Some(budget) => Some(unsigned("thinking.token_budget", budget)?),
     };
-    Ok(Reasoning {
-        effort: None,
-        budget_tokens,
-        disabled,
-    })
+    Ok(Reasoning { effort: None, budget_tokens, disabled })
 }
 
 /// Writes a v2 chat request body.
@@ -305,8 +267,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
         match message.role {
             Role::User => write_user(message, &mut messages, &mut documents, &mut dropped),
             Role::Assistant => {
-                let written =
-                    content::write_assistant(&message.content, ContentForm::Flexible, &mut dropped);
+                let written = content::write_assistant(&message.content, ContentForm::Flexible, &mut dropped);
                 messages.push(Value::Object(written));
             }
         }
@@ -358,10 +319,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
             if *strict == Some(false) {
                 dropped.push(unsupported("response_format.strict"));
             }
-            body.insert(
-                "response_format".to_owned(),
-                json!({"type": "json_object", "json_schema": schema}),
-            );
+            body.insert("response_format".to_owned(), json!({"type": "json_object", "json_schema": schema}));
         }
     }
     if let Some(reasoning) = &request.reasoning {
@@ -388,22 +346,14 @@ pub(crate) fn write(request: &Request) -> Encoded {
         }
     }
     dedup(&mut dropped);
-    Encoded {
-        body: codec_json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&Value::Object(body)), dropped }
 }
 
 /// A user turn: each tool result as its own tool message first (Cohere wants
 /// them right after the calls), then the rest as one user message. Text and
 /// JSON documents move to the request's `documents`, the only place Cohere
 /// takes documents from the caller.
-fn write_user(
-    message: &Message,
-    messages: &mut Vec<Value>,
-    documents: &mut Vec<Value>,
-    dropped: &mut Vec<Dropped>,
-) {
+fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<Value>, dropped: &mut Vec<Dropped>) {
     let mut parts = Vec::new();
     let mut had_results = false;
     for block in &message.content {
@@ -412,10 +362,7 @@ fn write_user(
                 note_text_markers(text, dropped);
                 parts.push(json!({"type": "text", "text": text.text}));
             }
-            Block::Image {
-                source,
-                cache_control,
-            } => {
+            Block::Image { source, cache_control } => {
                 if cache_control.is_some() {
                     dropped.push(unsupported("cache_control"));
                 }
@@ -424,11 +371,7 @@ fn write_user(
                     "image_url": {"url": content::image_url(source)},
                 }));
             }
-            Block::Document {
-                source,
-                name,
-                cache_control,
-            } => {
+            Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
                     dropped.push(unsupported("cache_control"));
                 }
@@ -456,9 +399,7 @@ fn write_user(
     }
     let content = match parts.as_slice() {
         [] if had_results || !message.content.is_empty() => return,
-        [only] if only.get("type") == Some(&Value::from("text")) => {
-            only.get("text").cloned().unwrap_or_default()
-        }
+        [only] if only.get("type") == Some(&Value::from("text")) => only.get("text").cloned().unwrap_or_default(),
         _ => Value::Array(parts),
     };
     messages.push(json!({"role": "user", "content": content}));
@@ -468,10 +409,7 @@ fn write_user(
 /// choice becomes `REQUIRED` with only that tool offered, unless earlier
 /// turns call other tools (Cohere checks calls against the tools), in which
 /// case all tools stay and the name is reported as dropped.
-fn tools_and_choice(
-    request: &Request,
-    dropped: &mut Vec<Dropped>,
-) -> (Vec<Value>, Option<&'static str>) {
+fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value>, Option<&'static str>) {
     let mut only: Option<&str> = None;
     let choice = match &request.tool_choice {
         None | Some(ToolChoice::Auto) => None,
@@ -534,10 +472,7 @@ mod tests {
 
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write(request);
-        (
-            serde_json::from_slice(&encoded.body).unwrap(),
-            encoded.dropped,
-        )
+        (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
     #[test]
@@ -561,20 +496,10 @@ mod tests {
         assert_eq!(request.stop, vec!["END".to_owned()]);
         assert_eq!(request.seed, Some(7));
         assert_eq!(request.tool_choice, None);
-        assert_eq!(
-            request.reasoning,
-            Some(Reasoning {
-                effort: None,
-                budget_tokens: Some(500),
-                disabled: false
-            })
-        );
+        assert_eq!(request.reasoning, Some(Reasoning { effort: None, budget_tokens: Some(500), disabled: false }));
         assert_eq!(request.response_format, Some(ResponseFormat::JsonObject));
         assert_eq!(request.extra.origin, Some(Protocol::Cohere));
-        assert_eq!(
-            request.extra.fields.keys().collect::<Vec<_>>(),
-            vec!["safety_mode", "priority", "logprobs"]
-        );
+        assert_eq!(request.extra.fields.keys().collect::<Vec<_>>(), vec!["safety_mode", "priority", "logprobs"]);
         let (body, dropped) = written(&request);
         assert_eq!(body["safety_mode"], "STRICT");
         assert_eq!(body["k"], 40);
@@ -588,42 +513,21 @@ mod tests {
             (json!({"messages": []}), "model"),
             (json!({"model": "m"}), "messages"),
             (json!({"model": "m", "messages": {}}), "messages"),
-            (
-                json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
-                "messages[0].role",
-            ),
-            (
-                json!({"model": "m", "messages": [{"role": "user"}]}),
-                "messages[0].content",
-            ),
-            (
-                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
-                "messages[0].tool_call_id",
-            ),
+            (json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}), "messages[0].role"),
+            (json!({"model": "m", "messages": [{"role": "user"}]}), "messages[0].content"),
+            (json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "messages[0].tool_call_id"),
             (
                 json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "audio"}]}]}),
                 "messages[0].content[0].type",
             ),
             (json!({"model": "m", "messages": [], "p": "high"}), "p"),
-            (
-                json!({"model": "m", "messages": [], "tool_choice": "sometimes"}),
-                "tool_choice",
-            ),
-            (
-                json!({"model": "m", "messages": [], "tools": [{"type": "function"}]}),
-                "tools[0].function",
-            ),
-            (
-                json!({"model": "m", "messages": [], "thinking": {"type": "maybe"}}),
-                "thinking.type",
-            ),
+            (json!({"model": "m", "messages": [], "tool_choice": "sometimes"}), "tool_choice"),
+            (json!({"model": "m", "messages": [], "tools": [{"type": "function"}]}), "tools[0].function"),
+            (json!({"model": "m", "messages": [], "thinking": {"type": "maybe"}}), "thinking.type"),
         ];
         for (body, param) in cases {
             match read_json(body.clone()) {
-                Err(DecodeError::Invalid {
-                    param: Some(got),
-                    message,
-                }) => {
+                Err(DecodeError::Invalid { param: Some(got), message }) => {
                     assert_eq!(got, param, "for {body}");
                     assert!(message.starts_with(param), "{message}");
                     assert!(!message.ends_with('.'), "{message}");
@@ -686,10 +590,7 @@ mod tests {
                         cache_control: None,
                     },
                     Block::Document {
-                        source: MediaSource::Url {
-                            url: "https://x/y.pdf".into(),
-                            media_type: None,
-                        },
+                        source: MediaSource::Url { url: "https://x/y.pdf".into(), media_type: None },
                         name: None,
                         cache_control: None,
                     },
@@ -706,15 +607,9 @@ mod tests {
                 {"role": "user", "content": "see results"}
             ])
         );
-        assert_eq!(
-            body["documents"],
-            json!([{"data": {"text": "notes"}, "id": "notes.txt"}])
-        );
+        assert_eq!(body["documents"], json!([{"data": {"text": "notes"}, "id": "notes.txt"}]));
         let fields: Vec<_> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            vec!["cache_control", "tool_result.is_error", "document", "user"]
-        );
+        assert_eq!(fields, vec!["cache_control", "tool_result.is_error", "document", "user"]);
     }
 
     #[test]
@@ -739,18 +634,11 @@ mod tests {
 
         request.messages = vec![Message {
             role: Role::Assistant,
-            content: vec![Block::ToolUse(ToolUse {
-                id: "1".into(),
-                name: "a".into(),
-                input: "{}".into(),
-            })],
+            content: vec![Block::ToolUse(ToolUse { id: "1".into(), name: "a".into(), input: "{}".into() })],
         }];
         let (body, dropped) = written(&request);
         assert_eq!(body["tools"].as_array().unwrap().len(), 2);
-        assert_eq!(
-            dropped,
-            vec![Dropped::new("tool_choice.name", DropReason::Unsupported)]
-        );
+        assert_eq!(dropped, vec![Dropped::new("tool_choice.name", DropReason::Unsupported)]);
 
         request.tool_choice = Some(ToolChoice::Auto);
         let (body, _) = written(&request);
@@ -761,37 +649,18 @@ mod tests {
 
     #[test]
     fn reasoning_forms() {
-        let effort = Reasoning {
-            effort: Some("high".into()),
-            budget_tokens: None,
-            disabled: false,
-        };
-        assert_eq!(
-            write_thinking(&effort),
-            json!({"type": "enabled", "token_budget": 16384})
-        );
-        let off = Reasoning {
-            effort: None,
-            budget_tokens: Some(0),
-            disabled: false,
-        };
+        let effort = Reasoning { effort: Some("high".into()), budget_tokens: None, disabled: false };
+        assert_eq!(write_thinking(&effort), json!({"type": "enabled", "token_budget": 16384}));
+        let off = Reasoning { effort: None, budget_tokens: Some(0), disabled: false };
         assert_eq!(write_thinking(&off), json!({"type": "disabled"}));
     }
 
     #[test]
     fn cross_protocol_extras_are_reported() {
-        let mut request = Request {
-            model: "m".into(),
-            ..Request::default()
-        };
-        request
-            .extra
-            .insert(Protocol::OpenAi, "logit_bias".into(), json!({}));
+        let mut request = Request { model: "m".into(), ..Request::default() };
+        request.extra.insert(Protocol::OpenAi, "logit_bias".into(), json!({}));
         let (body, dropped) = written(&request);
         assert!(body.get("logit_bias").is_none());
-        assert_eq!(
-            dropped,
-            vec![Dropped::new("logit_bias", DropReason::CrossProtocolExtra)]
-        );
+        assert_eq!(dropped, vec![Dropped::new("logit_bias", DropReason::CrossProtocolExtra)]);
     }
 }

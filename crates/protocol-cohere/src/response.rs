@@ -23,9 +23,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         model: String::new(),
         created: None,
         content,
-        stop_reason: optional_str("response", fields, "finish_reason")?
-            .as_deref()
-            .and_then(stop_reason),
+        stop_reason: optional_str("response", fields, "finish_reason")?.as_deref().and_then(stop_reason),
         stop_sequence: None,
         usage: read_usage(fields.get("usage"))?,
     })
@@ -37,10 +35,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
     let message = content::write_assistant(&response.content, ContentForm::List, &mut dropped);
     let mut body = Map::new();
     body.insert("id".to_owned(), Value::from(response.id.as_str()));
-    body.insert(
-        "finish_reason".to_owned(),
-        Value::from(finish_reason(response.stop_reason)),
-    );
+    body.insert("finish_reason".to_owned(), Value::from(finish_reason(response.stop_reason)));
     body.insert("message".to_owned(), Value::Object(message));
     body.insert("usage".to_owned(), write_usage(&response.usage));
     if !finish_reason_is_exact(response.stop_reason) {
@@ -51,10 +46,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
     }
     note_usage(&response.usage, &mut dropped);
     dedup(&mut dropped);
-    Encoded {
-        body: codec_json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&Value::Object(body)), dropped }
 }
 
 /// A Cohere `finish_reason` as an IR stop reason. `TIMEOUT` has no IR
@@ -89,12 +81,7 @@ pub(crate) fn finish_reason(stop_reason: Option<StopReason>) -> &'static str {
 fn finish_reason_is_exact(stop_reason: Option<StopReason>) -> bool {
     !matches!(
         stop_reason,
-        Some(
-            StopReason::Refusal
-                | StopReason::Pause
-                | StopReason::ContentFilter
-                | StopReason::ContextLength
-        )
+        Some(StopReason::Refusal | StopReason::Pause | StopReason::ContentFilter | StopReason::ContextLength)
     )
 }
 
@@ -106,15 +93,9 @@ pub(crate) fn read_usage(value: Option<&Value>) -> Result<Usage, DecodeError> {
         None | Some(Value::Null) => return Ok(Usage::default()),
         Some(usage) => object("usage", usage)?,
     };
-    let count = |group: &str, key: &str| {
-        usage
-            .get(group)
-            .and_then(|group| group.get(key))
-            .and_then(Value::as_f64)
-    };
+    let count = |group: &str, key: &str| usage.get(group).and_then(|group| group.get(key)).and_then(Value::as_f64);
     let input = count("tokens", "input_tokens").or_else(|| count("billed_units", "input_tokens"));
-    let output =
-        count("tokens", "output_tokens").or_else(|| count("billed_units", "output_tokens"));
+    let output = count("tokens", "output_tokens").or_else(|| count("billed_units", "output_tokens"));
     let cached = usage.get("cached_tokens").and_then(Value::as_f64);
     Ok(Usage {
         input_tokens: whole(input),
@@ -145,10 +126,7 @@ pub(crate) fn write_usage(usage: &Usage) -> Value {
     body.insert("billed_units".to_owned(), counts.clone());
     body.insert("tokens".to_owned(), counts);
     if usage.cache_read_tokens != 0 {
-        body.insert(
-            "cached_tokens".to_owned(),
-            Value::from(usage.cache_read_tokens),
-        );
+        body.insert("cached_tokens".to_owned(), Value::from(usage.cache_read_tokens));
     }
     Value::Object(body)
 }
@@ -177,15 +155,7 @@ mod tests {
             "cached_tokens": 512.0
         })))
         .unwrap();
-        assert_eq!(
-            usage,
-            Usage {
-                input_tokens: 913,
-                output_tokens: 83,
-                cache_read_tokens: 512,
-                ..Usage::default()
-            }
-        );
+        assert_eq!(usage, Usage { input_tokens: 913, output_tokens: 83, cache_read_tokens: 512, ..Usage::default() });
         let billed_only = read_usage(Some(&json!({
             "billed_units": {"input_tokens": 5, "output_tokens": 7}
         })))
@@ -228,12 +198,7 @@ mod tests {
             ],
             stop_reason: Some(StopReason::Refusal),
             stop_sequence: Some("END".into()),
-            usage: Usage {
-                input_tokens: 10,
-                output_tokens: 5,
-                reasoning_tokens: 2,
-                ..Usage::default()
-            },
+            usage: Usage { input_tokens: 10, output_tokens: 5, reasoning_tokens: 2, ..Usage::default() },
         };
         let encoded = write(&response);
         let body: Value = serde_json::from_slice(&encoded.body).unwrap();
@@ -255,10 +220,7 @@ mod tests {
             })
         );
         let fields: Vec<_> = encoded.dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            vec!["stop_reason", "stop_sequence", "usage.reasoning_tokens"]
-        );
+        assert_eq!(fields, vec!["stop_reason", "stop_sequence", "usage.reasoning_tokens"]);
     }
 
     #[test]

@@ -9,12 +9,8 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::frame::{write_sse, SseDecoder, SseEvent};
-use switchyard_codec::ir::{
-    BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage,
-};
-use switchyard_codec::{
-    json as codec_json, mentions_context_length, DecodeError, StreamDecoder, StreamEncoder,
-};
+use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
+use switchyard_codec::{json as codec_json, mentions_context_length, DecodeError, StreamDecoder, StreamEncoder};
 
 use crate::response::{finish_reason, read_usage, stop_reason, write_usage};
 
@@ -78,13 +74,9 @@ impl Decoder {
         if data.is_empty() || data == "[DONE]" {
             return Ok(());
         }
-        let event: Value = serde_json::from_str(data)
-            .map_err(|error| DecodeError::Json(format!("stream event: {error}")))?;
-        let kind = event
-            .get("type")
-            .and_then(Value::as_str)
-            .or(frame.event.as_deref())
-            .unwrap_or_default();
+        let event: Value =
+            serde_json::from_str(data).map_err(|error| DecodeError::Json(format!("stream event: {error}")))?;
+        let kind = event.get("type").and_then(Value::as_str).or(frame.event.as_deref()).unwrap_or_default();
         let index = event.get("index").and_then(Value::as_i64).unwrap_or(0);
         match kind {
             "message-start" if !self.started => {
@@ -113,11 +105,7 @@ impl Decoder {
                 if !self.is_open(slot) {
                     let thinking = content.and_then(|c| c.get("thinking")).is_some()
                         && content.and_then(|c| c.get("text")).is_none();
-                    let kind = if thinking {
-                        BlockKind::Thinking
-                    } else {
-                        BlockKind::Text
-                    };
+                    let kind = if thinking { BlockKind::Thinking } else { BlockKind::Text };
                     self.open(slot, kind, None, out);
                 }
                 self.content_delta(slot, content, out);
@@ -130,10 +118,7 @@ impl Decoder {
                 let plan = str_at(&event, "/delta/message/tool_plan");
                 if let Some(block) = self.find(WireSlot::Plan) {
                     if !plan.is_empty() {
-                        out.push(StreamEvent::BlockDelta {
-                            index: block.index,
-                            delta: Delta::Text(plan.to_owned()),
-                        });
+                        out.push(StreamEvent::BlockDelta { index: block.index, delta: Delta::Text(plan.to_owned()) });
                     }
                 }
             }
@@ -144,15 +129,9 @@ impl Decoder {
                     other => other,
                 };
                 let field = |pointer: &str| {
-                    call.and_then(|call| call.pointer(pointer))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
+                    call.and_then(|call| call.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
                 };
-                let start = BlockStart::ToolUse {
-                    id: field("/id"),
-                    name: field("/function/name"),
-                };
+                let start = BlockStart::ToolUse { id: field("/id"), name: field("/function/name") };
                 let slot = WireSlot::Tool(index);
                 self.open(slot, BlockKind::ToolUse, Some(start), out);
                 self.tool_input(slot, &field("/function/arguments"), out);
@@ -175,10 +154,7 @@ impl Decoder {
                 if let Some(message) = event.get("message").and_then(Value::as_str) {
                     self.ensure_started(out);
                     self.close_all(out);
-                    out.push(StreamEvent::Error(ErrorInfo::new(
-                        error_kind(message, None),
-                        message,
-                    )));
+                    out.push(StreamEvent::Error(ErrorInfo::new(error_kind(message, None), message)));
                     self.finished = true;
                 }
             }
@@ -188,22 +164,14 @@ impl Decoder {
         Ok(())
     }
 
-    fn message_end(
-        &mut self,
-        event: &Value,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<(), DecodeError> {
+    fn message_end(&mut self, event: &Value, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         self.ensure_started(out);
         self.close_all(out);
         let delta = event.get("delta");
-        let finish = delta
-            .and_then(|delta| delta.get("finish_reason"))
-            .and_then(Value::as_str);
+        let finish = delta.and_then(|delta| delta.get("finish_reason")).and_then(Value::as_str);
         let usage = read_usage(delta.and_then(|delta| delta.get("usage")))?;
-        let error = delta
-            .and_then(|delta| delta.get("error"))
-            .and_then(Value::as_str)
-            .filter(|message| !message.is_empty());
+        let error =
+            delta.and_then(|delta| delta.get("error")).and_then(Value::as_str).filter(|message| !message.is_empty());
         match error {
             Some(message) => {
                 // Usage first, so that what was generated is still metered.
@@ -214,10 +182,7 @@ impl Decoder {
                         usage,
                     });
                 }
-                out.push(StreamEvent::Error(ErrorInfo::new(
-                    error_kind(message, finish),
-                    message,
-                )));
+                out.push(StreamEvent::Error(ErrorInfo::new(error_kind(message, finish), message)));
             }
             None => {
                 out.push(StreamEvent::MessageDelta {
@@ -234,13 +199,7 @@ impl Decoder {
 
     /// Blocks never interleave in the IR grammar, so opening one closes any
     /// other (Cohere sends them one after another anyway).
-    fn open(
-        &mut self,
-        slot: WireSlot,
-        kind: BlockKind,
-        start: Option<BlockStart>,
-        out: &mut Vec<StreamEvent>,
-    ) {
+    fn open(&mut self, slot: WireSlot, kind: BlockKind, start: Option<BlockStart>, out: &mut Vec<StreamEvent>) {
         self.ensure_started(out);
         self.close_all(out);
         let index = self.next_index;
@@ -248,41 +207,27 @@ impl Decoder {
         let block = start.unwrap_or(match kind {
             BlockKind::Text => BlockStart::Text,
             BlockKind::Thinking => BlockStart::Thinking,
-            BlockKind::ToolUse => BlockStart::ToolUse {
-                id: String::new(),
-                name: String::new(),
-            },
+            BlockKind::ToolUse => BlockStart::ToolUse { id: String::new(), name: String::new() },
         });
         self.open.push(OpenBlock { slot, index, kind });
         out.push(StreamEvent::BlockStart { index, block });
     }
 
-    fn content_delta(
-        &mut self,
-        slot: WireSlot,
-        content: Option<&Value>,
-        out: &mut Vec<StreamEvent>,
-    ) {
+    fn content_delta(&mut self, slot: WireSlot, content: Option<&Value>, out: &mut Vec<StreamEvent>) {
         let (Some(block), Some(content)) = (self.find(slot), content) else {
             return;
         };
         let field = |key: &str| content.get(key).and_then(Value::as_str);
         let delta = match block.kind {
-            BlockKind::Thinking => field("thinking")
-                .or_else(|| field("text"))
-                .map(|text| Delta::Thinking(text.to_owned())),
-            BlockKind::Text => field("text")
-                .or_else(|| field("thinking"))
-                .map(|text| Delta::Text(text.to_owned())),
+            BlockKind::Thinking => {
+                field("thinking").or_else(|| field("text")).map(|text| Delta::Thinking(text.to_owned()))
+            }
+            BlockKind::Text => field("text").or_else(|| field("thinking")).map(|text| Delta::Text(text.to_owned())),
             BlockKind::ToolUse => None,
         };
-        if let Some(delta) = delta
-            .filter(|delta| !matches!(delta, Delta::Text(t) | Delta::Thinking(t) if t.is_empty()))
+        if let Some(delta) = delta.filter(|delta| !matches!(delta, Delta::Text(t) | Delta::Thinking(t) if t.is_empty()))
         {
-            out.push(StreamEvent::BlockDelta {
-                index: block.index,
-                delta,
-            });
+            out.push(StreamEvent::BlockDelta { index: block.index, delta });
         }
     }
 
@@ -291,10 +236,7 @@ impl Decoder {
             return;
         }
         if let Some(block) = self.find(slot) {
-            out.push(StreamEvent::BlockDelta {
-                index: block.index,
-                delta: Delta::ToolInput(arguments.to_owned()),
-            });
+            out.push(StreamEvent::BlockDelta { index: block.index, delta: Delta::ToolInput(arguments.to_owned()) });
         }
     }
 
@@ -347,10 +289,7 @@ impl StreamDecoder for Decoder {
 
 /// The string at a JSON pointer, or empty.
 fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
-    value
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
 }
 
 /// The class of an in-stream error, from its message and finish reason.
@@ -415,15 +354,9 @@ impl Encoder {
                 let content_index = self.next_content;
                 self.next_content += 1;
                 let (wire, content) = if *block == BlockStart::Text {
-                    (
-                        WireBlock::Text(content_index),
-                        json!({"type": "text", "text": ""}),
-                    )
+                    (WireBlock::Text(content_index), json!({"type": "text", "text": ""}))
                 } else {
-                    (
-                        WireBlock::Thinking(content_index),
-                        json!({"type": "thinking", "thinking": ""}),
-                    )
+                    (WireBlock::Thinking(content_index), json!({"type": "thinking", "thinking": ""}))
                 };
                 frame(
                     out,
@@ -488,16 +421,12 @@ impl Encoder {
         };
         let (_, wire) = self.blocks.remove(position);
         match wire {
-            WireBlock::Text(content_index) | WireBlock::Thinking(content_index) => frame(
-                out,
-                "content-end",
-                &json!({"type": "content-end", "index": content_index}),
-            ),
-            WireBlock::Tool(tool_index) => frame(
-                out,
-                "tool-call-end",
-                &json!({"type": "tool-call-end", "index": tool_index}),
-            ),
+            WireBlock::Text(content_index) | WireBlock::Thinking(content_index) => {
+                frame(out, "content-end", &json!({"type": "content-end", "index": content_index}))
+            }
+            WireBlock::Tool(tool_index) => {
+                frame(out, "tool-call-end", &json!({"type": "tool-call-end", "index": tool_index}))
+            }
             WireBlock::Skipped => {}
         }
     }
@@ -516,11 +445,7 @@ impl Encoder {
             delta["error"] = Value::from(message);
         }
         delta["usage"] = write_usage(&self.usage);
-        frame(
-            out,
-            "message-end",
-            &json!({"type": "message-end", "delta": delta}),
-        );
+        frame(out, "message-end", &json!({"type": "message-end", "delta": delta}));
         self.ended = true;
     }
 }
@@ -540,9 +465,7 @@ impl StreamEncoder for Encoder {
             StreamEvent::BlockStart { index, block } => self.block_start(*index, block, out),
             StreamEvent::BlockDelta { index, delta } => self.block_delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.block_stop(*index, out),
-            StreamEvent::MessageDelta {
-                stop_reason, usage, ..
-            } => {
+            StreamEvent::MessageDelta { stop_reason, usage, .. } => {
                 if stop_reason.is_some() {
                     self.stop_reason = *stop_reason;
                 }
@@ -607,26 +530,14 @@ mod tests {
             })
             .collect();
         assert_eq!(indexes, vec![0, 1, 2]);
-        assert_eq!(
-            events[4],
-            StreamEvent::BlockStart {
-                index: 1,
-                block: BlockStart::Text
-            }
-        );
+        assert_eq!(events[4], StreamEvent::BlockStart { index: 1, block: BlockStart::Text });
         assert_eq!(events.last(), Some(&StreamEvent::MessageStop), "{events:?}");
 
         // And back: the thinking and plan text are content 0 and 1, the call is tool 0.
         let bytes = encode(&events);
         let text = String::from_utf8(bytes).unwrap();
-        assert!(
-            text.contains("\"type\":\"content-start\",\"index\":1"),
-            "{text}"
-        );
-        assert!(
-            text.contains("\"type\":\"tool-call-start\",\"index\":0"),
-            "{text}"
-        );
+        assert!(text.contains("\"type\":\"content-start\",\"index\":1"), "{text}");
+        assert!(text.contains("\"type\":\"tool-call-start\",\"index\":0"), "{text}");
         assert!(text.ends_with("\"output_tokens\":4}}}}\n\n"), "{text}");
     }
 
@@ -642,23 +553,13 @@ mod tests {
         assert_eq!(
             events[1..],
             [
-                StreamEvent::BlockStart {
-                    index: 0,
-                    block: BlockStart::Text
-                },
-                StreamEvent::BlockDelta {
-                    index: 0,
-                    delta: Delta::Text("Hi".into())
-                },
+                StreamEvent::BlockStart { index: 0, block: BlockStart::Text },
+                StreamEvent::BlockDelta { index: 0, delta: Delta::Text("Hi".into()) },
                 StreamEvent::BlockStop { index: 0 },
                 StreamEvent::MessageDelta {
                     stop_reason: Some(StopReason::Error),
                     stop_sequence: None,
-                    usage: Usage {
-                        input_tokens: 3,
-                        output_tokens: 1,
-                        ..Usage::default()
-                    }
+                    usage: Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() }
                 },
                 StreamEvent::Error(ErrorInfo::new(ErrorKind::Internal, "internal failure")),
             ]
@@ -668,16 +569,8 @@ mod tests {
     #[test]
     fn encoder_error_form_and_nothing_after_the_end() {
         let bytes = encode(&[
-            StreamEvent::MessageStart {
-                id: "x".into(),
-                model: "m".into(),
-                created: None,
-                usage: Usage::default(),
-            },
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::Text,
-            },
+            StreamEvent::MessageStart { id: "x".into(), model: "m".into(), created: None, usage: Usage::default() },
+            StreamEvent::BlockStart { index: 0, block: BlockStart::Text },
             StreamEvent::Error(ErrorInfo::new(ErrorKind::Overloaded, "upstream overloaded")),
             StreamEvent::MessageStop,
         ]);
@@ -703,10 +596,7 @@ mod tests {
         let events = decode(b"data: {\"message\":\"too many tokens in prompt\"}\n\n");
         assert_eq!(
             events[1],
-            StreamEvent::Error(ErrorInfo::new(
-                ErrorKind::ContextLength,
-                "too many tokens in prompt"
-            ))
+            StreamEvent::Error(ErrorInfo::new(ErrorKind::ContextLength, "too many tokens in prompt"))
         );
         let mut decoder = Decoder::new();
         assert!(decoder.feed(b"data: {oops\n\n", &mut Vec::new()).is_err());

@@ -2,11 +2,7 @@
 //! read into the IR and checked against a reviewed insta snapshot, and the
 //! streams are checked to decode the same however they are split.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers fail loudly"
-)]
+#![expect(clippy::unwrap_used, clippy::panic, reason = "test helpers fail loudly")]
 
 use proptest::prelude::*;
 use serde_json::Value;
@@ -41,9 +37,7 @@ fn encode(events: &[StreamEvent]) -> Vec<u8> {
 
 #[test]
 fn request_with_tools_images_system_thinking_and_history() {
-    let request = CohereCodec
-        .read_request(&fixture("request_tools_images_multiturn.json"))
-        .unwrap();
+    let request = CohereCodec.read_request(&fixture("request_tools_images_multiturn.json")).unwrap();
     insta::assert_json_snapshot!("request_tools_images_multiturn", request);
 
     // A same-protocol hop keeps everything (image `detail` aside, which the
@@ -57,9 +51,7 @@ fn request_with_tools_images_system_thinking_and_history() {
 
 #[test]
 fn response_with_thinking_plan_and_tool_calls() {
-    let response = CohereCodec
-        .read_response(&fixture("response_tool_call.json"))
-        .unwrap();
+    let response = CohereCodec.read_response(&fixture("response_tool_call.json")).unwrap();
     insta::assert_json_snapshot!("response_tool_call", response);
     let written = CohereCodec.write_response(&response);
     assert!(written.dropped.is_empty(), "{:?}", written.dropped);
@@ -68,17 +60,12 @@ fn response_with_thinking_plan_and_tool_calls() {
 
 #[test]
 fn response_with_citations() {
-    let response = CohereCodec
-        .read_response(&fixture("response_text_citations.json"))
-        .unwrap();
+    let response = CohereCodec.read_response(&fixture("response_text_citations.json")).unwrap();
     insta::assert_json_snapshot!("response_text_citations", response);
     let written = CohereCodec.write_response(&response);
     let body: Value = serde_json::from_slice(&written.body).unwrap();
     let original: Value = serde_json::from_slice(&fixture("response_text_citations.json")).unwrap();
-    assert_eq!(
-        body["message"]["citations"],
-        original["message"]["citations"]
-    );
+    assert_eq!(body["message"]["citations"], original["message"]["citations"]);
 }
 
 #[test]

@@ -26,9 +26,9 @@ use base64::Engine as _;
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, Delta, ErrorInfo, ErrorKind, Extra, MediaSource, Message,
-    Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent,
-    TextBlock, Tool, ToolChoice, ToolResult, ToolUse, Usage,
+    events_from_response, Block, Delta, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
+    Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+    Usage,
 };
 use switchyard_codec::Codec;
 use switchyard_protocol_cohere::CohereCodec;
@@ -50,77 +50,45 @@ fn image() -> impl Strategy<Value = Block> {
     prop_oneof![
         ("image/(png|jpeg|webp)", "[A-Za-z0-9+/]{0,16}={0,2}")
             .prop_map(|(media_type, data)| { MediaSource::Base64 { media_type, data } }),
-        "[a-z]{1,8}".prop_map(|name| MediaSource::Url {
-            url: format!("https://example.com/{name}.png"),
-            media_type: None,
-        }),
+        "[a-z]{1,8}"
+            .prop_map(|name| MediaSource::Url { url: format!("https://example.com/{name}.png"), media_type: None }),
     ]
-    .prop_map(|source| Block::Image {
-        source,
-        cache_control: None,
-    })
+    .prop_map(|source| Block::Image { source, cache_control: None })
 }
 
 fn json_document() -> impl Strategy<Value = Block> {
-    (
-        proptest::collection::btree_map("[a-z]{1,6}", text(), 0..3),
-        proptest::option::of(ident()),
-    )
-        .prop_map(|(fields, name)| {
+    (proptest::collection::btree_map("[a-z]{1,6}", text(), 0..3), proptest::option::of(ident())).prop_map(
+        |(fields, name)| {
             let data = serde_json::to_string(&fields).unwrap();
             Block::Document {
-                source: MediaSource::Base64 {
-                    media_type: "application/json".into(),
-                    data: STANDARD.encode(data),
-                },
+                source: MediaSource::Base64 { media_type: "application/json".into(), data: STANDARD.encode(data) },
                 name,
                 cache_control: None,
             }
-        })
+        },
+    )
 }
 
 fn tool_result() -> impl Strategy<Value = Block> {
-    (
-        ident(),
-        proptest::collection::vec(
-            prop_oneof![text().prop_map(Block::text), json_document()],
-            0..3,
-        ),
+    (ident(), proptest::collection::vec(prop_oneof![text().prop_map(Block::text), json_document()], 0..3)).prop_map(
+        |(tool_use_id, content)| Block::ToolResult(ToolResult { tool_use_id, name: None, content, is_error: false }),
     )
-        .prop_map(|(tool_use_id, content)| {
-            Block::ToolResult(ToolResult {
-                tool_use_id,
-                name: None,
-                content,
-                is_error: false,
-            })
-        })
 }
 
 fn user_message() -> impl Strategy<Value = Message> {
     prop_oneof![
-        proptest::collection::vec(
-            prop_oneof![3 => text().prop_map(Block::text), 1 => image()],
-            1..4
-        ),
+        proptest::collection::vec(prop_oneof![3 => text().prop_map(Block::text), 1 => image()], 1..4),
         proptest::collection::vec(tool_result(), 1..3),
     ]
-    .prop_map(|content| Message {
-        role: Role::User,
-        content,
-    })
+    .prop_map(|content| Message { role: Role::User, content })
 }
 
 fn tool_use() -> impl Strategy<Value = Block> {
-    (ident(), ident(), text())
-        .prop_map(|(id, name, input)| Block::ToolUse(ToolUse { id, name, input }))
+    (ident(), ident(), text()).prop_map(|(id, name, input)| Block::ToolUse(ToolUse { id, name, input }))
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
-    text().prop_map(|text| Block::Thinking {
-        text,
-        signature: None,
-    })
+    text().prop_map(|text| Block::Thinking { text, signature: None })
 }
 
 /// Assistant content in the order Cohere reads it back.
@@ -141,11 +109,7 @@ fn assistant_content() -> impl Strategy<Value = Vec<Block>> {
 }
 
 fn is_tool_results(message: &Message) -> bool {
-    message.role == Role::User
-        && message
-            .content
-            .iter()
-            .all(|block| matches!(block, Block::ToolResult(_)))
+    message.role == Role::User && message.content.iter().all(|block| matches!(block, Block::ToolResult(_)))
 }
 
 fn messages() -> impl Strategy<Value = Vec<Message>> {
@@ -338,12 +302,7 @@ proptest! {
 fn stream_errors_survive_encode_then_decode() {
     let error = ErrorInfo::new(ErrorKind::Internal, "the backend failed mid-stream");
     let events = vec![
-        StreamEvent::MessageStart {
-            id: "m1".into(),
-            model: String::new(),
-            created: None,
-            usage: Usage::default(),
-        },
+        StreamEvent::MessageStart { id: "m1".into(), model: String::new(), created: None, usage: Usage::default() },
         StreamEvent::Error(error),
     ];
     assert_eq!(decode(&encode(&events)), events);

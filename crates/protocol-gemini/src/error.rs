@@ -27,59 +27,31 @@ const TOO_LARGE_REASON: &str = "REQUEST_TOO_LARGE";
 
 /// Stage 1a: what the upstream said.
 pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
-    let parsed = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|value| {
-            // streamGenerateContent without alt=sse wraps errors in an array.
-            let value = match value {
-                Value::Array(items) => items.into_iter().next()?,
-                other => other,
-            };
-            serde_json::from_value::<ErrorEnvelope>(value).ok()
-        });
+    let parsed = serde_json::from_slice::<Value>(body).ok().and_then(|value| {
+        // streamGenerateContent without alt=sse wraps errors in an array.
+        let value = match value {
+            Value::Array(items) => items.into_iter().next()?,
+            other => other,
+        };
+        serde_json::from_value::<ErrorEnvelope>(value).ok()
+    });
     match parsed {
         Some(envelope) => {
             let error = envelope.error;
             let reason = error_reason(&error);
-            let message = if error.message.is_empty() {
-                fallback_message(status)
-            } else {
-                error.message.clone()
-            };
-            let kind = classify(
-                status,
-                error.status.as_deref(),
-                &message,
-                reason.as_deref(),
-                &error.details,
-            );
-            RawUpstreamError {
-                status,
-                kind,
-                vendor_type: error.status.clone(),
-                vendor_code: reason,
-                message,
-            }
+            let message = if error.message.is_empty() { fallback_message(status) } else { error.message.clone() };
+            let kind = classify(status, error.status.as_deref(), &message, reason.as_deref(), &error.details);
+            RawUpstreamError { status, kind, vendor_type: error.status.clone(), vendor_code: reason, message }
         }
         None => {
             let text = String::from_utf8_lossy(body);
             let text = text.trim();
-            let message = if text.is_empty() {
-                fallback_message(status)
-            } else {
-                text.chars().take(1000).collect()
-            };
+            let message = if text.is_empty() { fallback_message(status) } else { text.chars().take(1000).collect() };
             let mut kind = ErrorKind::from_status(status);
             if kind == ErrorKind::InvalidRequest && mentions_context_length(&message) {
                 kind = ErrorKind::ContextLength;
             }
-            RawUpstreamError {
-                status,
-                kind,
-                vendor_type: None,
-                vendor_code: None,
-                message,
-            }
+            RawUpstreamError { status, kind, vendor_type: None, vendor_code: None, message }
         }
     }
 }
@@ -97,19 +69,9 @@ pub(crate) fn stream_error_info(error: &ErrorBody) -> ErrorInfo {
         .or_else(|| error.status.as_deref().and_then(status_code_of))
         .unwrap_or(500);
     let reason = error_reason(error);
-    let message = if error.message.is_empty() {
-        "upstream stream failed".to_owned()
-    } else {
-        error.message.clone()
-    };
+    let message = if error.message.is_empty() { "upstream stream failed".to_owned() } else { error.message.clone() };
     ErrorInfo {
-        kind: classify(
-            status,
-            error.status.as_deref(),
-            &message,
-            reason.as_deref(),
-            &error.details,
-        ),
+        kind: classify(status, error.status.as_deref(), &message, reason.as_deref(), &error.details),
         status,
         message,
         code: reason.or_else(|| error.status.clone()),
@@ -145,18 +107,11 @@ fn status_code_of(name: &str) -> Option<u16> {
 /// The first `google.rpc.ErrorInfo` reason in `details`.
 fn error_reason(error: &ErrorBody) -> Option<String> {
     error.details.iter().find_map(|detail| {
-        let is_info = detail
-            .get("@type")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t == ERROR_INFO_TYPE);
+        let is_info = detail.get("@type").and_then(Value::as_str).is_some_and(|t| t == ERROR_INFO_TYPE);
         if !is_info {
             return None;
         }
-        detail
-            .get("reason")
-            .and_then(Value::as_str)
-            .filter(|r| !r.is_empty())
-            .map(str::to_owned)
+        detail.get("reason").and_then(Value::as_str).filter(|r| !r.is_empty()).map(str::to_owned)
     })
 }
 
@@ -167,27 +122,14 @@ fn is_quota(reason: Option<&str>, details: &[Value]) -> bool {
         upper == QUOTA_REASON || upper == "INSUFFICIENT_QUOTA" || upper.contains("BILLING")
     });
     let daily = details.iter().any(|detail| {
-        detail
-            .get("violations")
-            .and_then(Value::as_array)
-            .is_some_and(|violations| {
-                violations.iter().any(|v| {
-                    v.get("quotaId")
-                        .and_then(Value::as_str)
-                        .is_some_and(|id| id.contains("PerDay"))
-                })
-            })
+        detail.get("violations").and_then(Value::as_array).is_some_and(|violations| {
+            violations.iter().any(|v| v.get("quotaId").and_then(Value::as_str).is_some_and(|id| id.contains("PerDay")))
+        })
     });
     reason_says || daily
 }
 
-fn classify(
-    status: u16,
-    name: Option<&str>,
-    message: &str,
-    reason: Option<&str>,
-    details: &[Value],
-) -> ErrorKind {
+fn classify(status: u16, name: Option<&str>, message: &str, reason: Option<&str>, details: &[Value]) -> ErrorKind {
     let reason_is = |wanted: &str| reason.is_some_and(|r| r.eq_ignore_ascii_case(wanted));
     let upper = name.map(str::to_ascii_uppercase);
     match upper.as_deref() {
@@ -198,9 +140,7 @@ fn classify(
         }
         // Gemini reports a bad key as a 400 INVALID_ARGUMENT; it is our
         // credential that is wrong, not the caller's request.
-        Some("INVALID_ARGUMENT") if message.starts_with("API key not valid") => {
-            ErrorKind::Authentication
-        }
+        Some("INVALID_ARGUMENT") if message.starts_with("API key not valid") => ErrorKind::Authentication,
         Some("INVALID_ARGUMENT" | "FAILED_PRECONDITION" | "OUT_OF_RANGE") => {
             if reason_is(CONTEXT_LENGTH_REASON) || mentions_context_length(message) {
                 ErrorKind::ContextLength
@@ -221,10 +161,7 @@ fn classify(
             }
         }
         Some("UNAVAILABLE") => {
-            if status == 529
-                || reason_is(OVERLOADED_REASON)
-                || message.to_ascii_lowercase().contains("overloaded")
-            {
+            if status == 529 || reason_is(OVERLOADED_REASON) || message.to_ascii_lowercase().contains("overloaded") {
                 ErrorKind::Overloaded
             } else {
                 ErrorKind::Unavailable
@@ -257,9 +194,7 @@ fn api_key_kind(reason: Option<&str>) -> ErrorKind {
 /// The canonical status name a kind is written with.
 fn status_name(kind: ErrorKind) -> &'static str {
     match kind {
-        ErrorKind::InvalidRequest | ErrorKind::ContextLength | ErrorKind::RequestTooLarge => {
-            "INVALID_ARGUMENT"
-        }
+        ErrorKind::InvalidRequest | ErrorKind::ContextLength | ErrorKind::RequestTooLarge => "INVALID_ARGUMENT",
         ErrorKind::Authentication => "UNAUTHENTICATED",
         ErrorKind::PermissionDenied => "PERMISSION_DENIED",
         ErrorKind::NotFound => "NOT_FOUND",
@@ -296,11 +231,7 @@ pub(crate) fn body(error: &ErrorInfo) -> Value {
 /// The caller-facing error response.
 pub(crate) fn response(error: &ErrorInfo) -> ErrorResponse {
     let headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
-    ErrorResponse {
-        status: error.status,
-        headers,
-        body: json::to_vec(&body(error)),
-    }
+    ErrorResponse { status: error.status, headers, body: json::to_vec(&body(error)) }
 }
 
 #[cfg(test)]
@@ -317,10 +248,8 @@ mod tests {
 
     #[test]
     fn array_wrapped_and_non_json_bodies_are_tolerated() {
-        let raw = extract(
-            429,
-            br#"[{"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}]"#,
-        );
+        let raw =
+            extract(429, br#"[{"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}]"#);
         assert_eq!(raw.kind, ErrorKind::RateLimit);
         assert_eq!(raw.message, "slow down");
         let raw = extract(502, b"<html>bad gateway</html>");

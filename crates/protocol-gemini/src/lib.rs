@@ -22,8 +22,8 @@ mod wire;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
-    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
+    ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
+    RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The Gemini codec.
@@ -66,11 +66,8 @@ impl Codec for GeminiCodec {
     /// A bare model name goes under `models/`; a resource name that already
     /// has a collection (`models/x`, `tunedModels/y`) is used as is.
     fn upstream_path(&self, model: &str, stream: bool) -> String {
-        let resource = if model.contains('/') {
-            model.trim_start_matches('/').to_owned()
-        } else {
-            format!("models/{model}")
-        };
+        let resource =
+            if model.contains('/') { model.trim_start_matches('/').to_owned() } else { format!("models/{model}") };
         if stream {
             format!("/v1beta/{resource}:streamGenerateContent?alt=sse")
         } else {
@@ -103,18 +100,12 @@ mod tests {
     #[test]
     fn paths_put_the_model_in_the_url() {
         let codec = GeminiCodec;
-        assert_eq!(
-            codec.upstream_path("gemini-2.5-flash", false),
-            "/v1beta/models/gemini-2.5-flash:generateContent"
-        );
+        assert_eq!(codec.upstream_path("gemini-2.5-flash", false), "/v1beta/models/gemini-2.5-flash:generateContent");
         assert_eq!(
             codec.upstream_path("gemini-2.5-flash", true),
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
         );
-        assert_eq!(
-            codec.upstream_path("tunedModels/mine", false),
-            "/v1beta/tunedModels/mine:generateContent"
-        );
+        assert_eq!(codec.upstream_path("tunedModels/mine", false), "/v1beta/tunedModels/mine:generateContent");
     }
 
     #[test]
@@ -125,15 +116,10 @@ mod tests {
             body: b"{}",
             time: SystemTime::UNIX_EPOCH,
         };
-        let headers = GeminiCodec
-            .auth_headers(&Credentials::ApiKey("k".into()), &outbound)
-            .unwrap();
+        let headers = GeminiCodec.auth_headers(&Credentials::ApiKey("k".into()), &outbound).unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(headers[0].0.as_str(), "x-goog-api-key");
         assert_eq!(headers[0].1, "k");
-        assert!(GeminiCodec
-            .auth_headers(&Credentials::None, &outbound)
-            .unwrap()
-            .is_empty());
+        assert!(GeminiCodec.auth_headers(&Credentials::None, &outbound).unwrap().is_empty());
     }
 }

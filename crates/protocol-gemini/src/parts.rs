@@ -19,9 +19,7 @@
 //! that name, then, with no call at all, its own name is used as the id).
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{
-    Block, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse,
-};
+use switchyard_codec::ir::{Block, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::DecodeError;
 
@@ -49,10 +47,7 @@ struct Call {
 impl CallLedger {
     /// A ledger whose synthesised ids read `<prefix><ordinal>`.
     pub(crate) fn new(prefix: impl Into<String>) -> CallLedger {
-        CallLedger {
-            prefix: prefix.into(),
-            calls: Vec::new(),
-        }
+        CallLedger { prefix: prefix.into(), calls: Vec::new() }
     }
 
     /// The id of a new call: the wire id, or a synthesised one.
@@ -61,11 +56,7 @@ impl CallLedger {
             Some(id) if !id.is_empty() => id.to_owned(),
             _ => format!("{}{}", self.prefix, self.calls.len()),
         };
-        self.calls.push(Call {
-            id: id.clone(),
-            name: name.to_owned(),
-            answered: false,
-        });
+        self.calls.push(Call { id: id.clone(), name: name.to_owned(), answered: false });
         id
     }
 
@@ -77,11 +68,7 @@ impl CallLedger {
             }
             return id.to_owned();
         }
-        if let Some(call) = self
-            .calls
-            .iter_mut()
-            .find(|c| !c.answered && c.name == name)
-        {
+        if let Some(call) = self.calls.iter_mut().find(|c| !c.answered && c.name == name) {
             call.answered = true;
             return call.id.clone();
         }
@@ -95,9 +82,7 @@ impl CallLedger {
 /// Keeps only the characters an id may carry everywhere (Anthropic's
 /// `^[a-zA-Z0-9_-]+$`), so a response id can seed tool-call ids.
 pub(crate) fn id_safe(text: &str) -> String {
-    text.chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
-        .collect()
+    text.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-').collect()
 }
 
 /// The id prefix for calls synthesised in a reply: unique per reply when
@@ -129,22 +114,14 @@ pub(crate) fn parts_to_blocks(
 ) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::with_capacity(parts.len());
     for (position, part) in parts.into_iter().enumerate() {
-        let signature = part
-            .thought_signature
-            .filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
+        let signature = part.thought_signature.filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
         if part.thought == Some(true) {
-            blocks.push(Block::Thinking {
-                text: part.text.unwrap_or_default(),
-                signature,
-            });
+            blocks.push(Block::Thinking { text: part.text.unwrap_or_default(), signature });
             continue;
         }
         let had_signature = signature.is_some();
         if let Some(signature) = signature {
-            blocks.push(Block::Thinking {
-                text: String::new(),
-                signature: Some(signature),
-            });
+            blocks.push(Block::Thinking { text: String::new(), signature: Some(signature) });
         }
         let field = format!("{at}.parts[{position}]");
         if let Some(text) = part.text {
@@ -160,18 +137,12 @@ pub(crate) fn parts_to_blocks(
         } else if let Some(call) = part.function_call {
             blocks.push(Block::ToolUse(read_call(call, ledger, &field)?));
         } else if let Some(response) = part.function_response {
-            blocks.push(Block::ToolResult(read_function_response(
-                response, ledger, &field,
-            )?));
+            blocks.push(Block::ToolResult(read_function_response(response, ledger, &field)?));
         } else if let Some(code) = part.executable_code {
             // Code-execution output has no IR block; as text it stays
             // readable for the caller and for a later turn.
             let language = code.language.unwrap_or_default().to_ascii_lowercase();
-            let language = if language == "language_unspecified" {
-                String::new()
-            } else {
-                language
-            };
+            let language = if language == "language_unspecified" { String::new() } else { language };
             blocks.push(Block::text(format!("```{language}\n{}\n```", code.code)));
         } else if let Some(result) = part.code_execution_result {
             if let Some(output) = result.output.filter(|o| !o.is_empty()) {
@@ -189,72 +160,40 @@ pub(crate) fn parts_to_blocks(
 
 fn inline_source(blob: Blob, field: &str) -> Result<MediaSource, DecodeError> {
     if blob.mime_type.is_empty() {
-        return Err(DecodeError::invalid(
-            format!("{field}.inlineData.mimeType"),
-            "inlineData needs a mimeType",
-        ));
+        return Err(DecodeError::invalid(format!("{field}.inlineData.mimeType"), "inlineData needs a mimeType"));
     }
-    Ok(MediaSource::Base64 {
-        media_type: blob.mime_type,
-        data: blob.data,
-    })
+    Ok(MediaSource::Base64 { media_type: blob.mime_type, data: blob.data })
 }
 
 fn file_source(file: FileData, field: &str) -> Result<MediaSource, DecodeError> {
     if file.file_uri.is_empty() {
-        return Err(DecodeError::invalid(
-            format!("{field}.fileData.fileUri"),
-            "fileData needs a fileUri",
-        ));
+        return Err(DecodeError::invalid(format!("{field}.fileData.fileUri"), "fileData needs a fileUri"));
     }
-    Ok(MediaSource::Url {
-        url: file.file_uri,
-        media_type: file.mime_type.filter(|m| !m.is_empty()),
-    })
+    Ok(MediaSource::Url { url: file.file_uri, media_type: file.mime_type.filter(|m| !m.is_empty()) })
 }
 
 /// Images stay images; any other MIME type (PDF, text, audio, video) is a
 /// document, the IR's generic file block. A URI without a MIME type is
 /// taken for an image, the common case for URLs from other protocols.
 fn media_block(source: MediaSource) -> Block {
-    let is_image = source
-        .media_type()
-        .is_none_or(|m| m.to_ascii_lowercase().starts_with("image/"));
+    let is_image = source.media_type().is_none_or(|m| m.to_ascii_lowercase().starts_with("image/"));
     if is_image {
-        Block::Image {
-            source,
-            cache_control: None,
-        }
+        Block::Image { source, cache_control: None }
     } else {
-        Block::Document {
-            source,
-            name: None,
-            cache_control: None,
-        }
+        Block::Document { source, name: None, cache_control: None }
     }
 }
 
-fn read_call(
-    call: FunctionCall,
-    ledger: &mut CallLedger,
-    field: &str,
-) -> Result<ToolUse, DecodeError> {
+fn read_call(call: FunctionCall, ledger: &mut CallLedger, field: &str) -> Result<ToolUse, DecodeError> {
     if call.name.is_empty() {
-        return Err(DecodeError::invalid(
-            format!("{field}.functionCall.name"),
-            "functionCall needs a name",
-        ));
+        return Err(DecodeError::invalid(format!("{field}.functionCall.name"), "functionCall needs a name"));
     }
     let id = ledger.call_id(call.id.as_deref(), &call.name);
     let input = match call.args {
         None | Some(Value::Null) => "{}".to_owned(),
         Some(args) => value_to_arguments(&args),
     };
-    Ok(ToolUse {
-        id,
-        name: call.name,
-        input,
-    })
+    Ok(ToolUse { id, name: call.name, input })
 }
 
 /// `response` conventions (Gemini's FunctionResponse docs): an `output`
@@ -266,10 +205,7 @@ fn read_function_response(
     field: &str,
 ) -> Result<ToolResult, DecodeError> {
     if response.name.is_empty() {
-        return Err(DecodeError::invalid(
-            format!("{field}.functionResponse.name"),
-            "functionResponse needs a name",
-        ));
+        return Err(DecodeError::invalid(format!("{field}.functionResponse.name"), "functionResponse needs a name"));
     }
     let tool_use_id = ledger.result_id(response.id.as_deref(), &response.name);
     let (text, is_error) = match response.response {
@@ -289,12 +225,7 @@ fn read_function_response(
             content.push(media_block(file_source(file, &at)?));
         }
     }
-    Ok(ToolResult {
-        tool_use_id,
-        name: Some(response.name),
-        content,
-        is_error,
-    })
+    Ok(ToolResult { tool_use_id, name: Some(response.name), content, is_error })
 }
 
 fn response_object_text(object: Map<String, Value>) -> (String, bool) {
@@ -371,10 +302,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                     ..Part::default()
                 });
             }
-            Block::Image {
-                source,
-                cache_control,
-            } => {
+            Block::Image { source, cache_control } => {
                 if cache_control.is_some() {
                     drop_once(ctx.dropped, "cache_control");
                 }
@@ -382,11 +310,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 part.thought_signature = pending.take();
                 parts.push(part);
             }
-            Block::Document {
-                source,
-                name,
-                cache_control,
-            } => {
+            Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
                     drop_once(ctx.dropped, "cache_control");
                 }
@@ -480,38 +404,20 @@ fn note_text_markers(text: &TextBlock, dropped: &mut Vec<Dropped>) {
 
 /// A signature with no part to ride on: an empty thought part.
 fn signature_part(signature: String) -> Part {
-    Part {
-        text: Some(String::new()),
-        thought: Some(true),
-        thought_signature: Some(signature),
-        ..Part::default()
-    }
+    Part { text: Some(String::new()), thought: Some(true), thought_signature: Some(signature), ..Part::default() }
 }
 
 /// Base64 becomes `inlineData`; a `data:` URL too (Gemini fetches no data
 /// URLs); any other URL becomes `fileData`.
 fn media_part(source: &MediaSource) -> Part {
     match source {
-        MediaSource::Base64 { media_type, data } => Part {
-            inline_data: Some(Blob {
-                mime_type: media_type.clone(),
-                data: data.clone(),
-            }),
-            ..Part::default()
-        },
+        MediaSource::Base64 { media_type, data } => {
+            Part { inline_data: Some(Blob { mime_type: media_type.clone(), data: data.clone() }), ..Part::default() }
+        }
         MediaSource::Url { url, media_type } => match parse_data_url(url) {
-            Some((mime, data)) => Part {
-                inline_data: Some(Blob {
-                    mime_type: mime,
-                    data,
-                }),
-                ..Part::default()
-            },
+            Some((mime, data)) => Part { inline_data: Some(Blob { mime_type: mime, data }), ..Part::default() },
             None => Part {
-                file_data: Some(FileData {
-                    mime_type: media_type.clone(),
-                    file_uri: url.clone(),
-                }),
+                file_data: Some(FileData { mime_type: media_type.clone(), file_uri: url.clone() }),
                 ..Part::default()
             },
         },
@@ -539,10 +445,7 @@ mod tests {
         let a = ledger.call_id(None, "f");
         let b = ledger.call_id(None, "f");
         let c = ledger.call_id(Some("given"), "g");
-        assert_eq!(
-            (a.as_str(), b.as_str(), c.as_str()),
-            ("call_0", "call_1", "given")
-        );
+        assert_eq!((a.as_str(), b.as_str(), c.as_str()), ("call_0", "call_1", "given"));
         assert_eq!(ledger.result_id(None, "f"), "call_0");
         assert_eq!(ledger.result_id(None, "f"), "call_1");
         assert_eq!(ledger.result_id(None, "f"), "call_1");
@@ -552,76 +455,38 @@ mod tests {
 
     #[test]
     fn response_objects_follow_output_and_error_keys() {
-        let ok = ToolResult {
-            tool_use_id: "t".into(),
-            name: None,
-            content: vec![Block::text("sunny")],
-            is_error: false,
-        };
+        let ok =
+            ToolResult { tool_use_id: "t".into(), name: None, content: vec![Block::text("sunny")], is_error: false };
         assert_eq!(result_response(&ok), serde_json::json!({"output": "sunny"}));
-        let json = ToolResult {
-            content: vec![Block::text(r#"{"temp":21}"#)],
-            ..ok.clone()
-        };
+        let json = ToolResult { content: vec![Block::text(r#"{"temp":21}"#)], ..ok.clone() };
         assert_eq!(result_response(&json), serde_json::json!({"temp": 21}));
-        let failed = ToolResult {
-            is_error: true,
-            ..ok
-        };
-        assert_eq!(
-            result_response(&failed),
-            serde_json::json!({"error": "sunny"})
-        );
+        let failed = ToolResult { is_error: true, ..ok };
+        assert_eq!(result_response(&failed), serde_json::json!({"error": "sunny"}));
     }
 
     #[test]
     fn data_urls_become_inline_data() {
-        let part = media_part(&MediaSource::Url {
-            url: "data:image/png;base64,AAAA".into(),
-            media_type: None,
-        });
-        assert_eq!(
-            part.inline_data,
-            Some(Blob {
-                mime_type: "image/png".into(),
-                data: "AAAA".into()
-            })
-        );
+        let part = media_part(&MediaSource::Url { url: "data:image/png;base64,AAAA".into(), media_type: None });
+        assert_eq!(part.inline_data, Some(Blob { mime_type: "image/png".into(), data: "AAAA".into() }));
     }
 
     #[test]
     fn signatures_on_plain_parts_become_thinking_blocks() {
         let parts = vec![
             Part {
-                function_call: Some(FunctionCall {
-                    id: None,
-                    name: "f".into(),
-                    args: None,
-                }),
+                function_call: Some(FunctionCall { id: None, name: "f".into(), args: None }),
                 thought_signature: Some("sig".into()),
                 ..Part::default()
             },
-            Part {
-                text: Some(String::new()),
-                thought_signature: Some(SKIP_SIGNATURE.into()),
-                ..Part::default()
-            },
+            Part { text: Some(String::new()), thought_signature: Some(SKIP_SIGNATURE.into()), ..Part::default() },
         ];
         let mut ledger = CallLedger::new("call_");
-        let blocks = parts_to_blocks(parts, &mut ledger, PartMode::Request, "contents[0]")
-            .unwrap_or_default();
+        let blocks = parts_to_blocks(parts, &mut ledger, PartMode::Request, "contents[0]").unwrap_or_default();
         assert_eq!(
             blocks,
             vec![
-                Block::Thinking {
-                    text: String::new(),
-                    signature: Some("sig".into())
-                },
-                Block::ToolUse(ToolUse {
-                    id: "call_0".into(),
-                    name: "f".into(),
-                    input: "{}".into()
-                })
+                Block::Thinking { text: String::new(), signature: Some("sig".into()) },
+                Block::ToolUse(ToolUse { id: "call_0".into(), name: "f".into(), input: "{}".into() })
             ]
         );
     }

@@ -22,17 +22,13 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{
-    Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
-    ToolChoice,
+    Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool, ToolChoice,
 };
 use switchyard_codec::{json, DecodeError, Encoded};
 
-use crate::parts::{
-    blocks_to_parts, drop_once, parts_to_blocks, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE,
-};
+use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE};
 use crate::wire::{
-    Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part,
-    ThinkingConfigIn, ToolConfigIn,
+    Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part, ThinkingConfigIn, ToolConfigIn,
 };
 
 /// The name a JSON schema gets on read: Gemini schemas are unnamed and
@@ -45,19 +41,13 @@ const JSON_MIME: &str = "application/json";
 pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     let value: Value = json::parse(body)?;
     let Value::Object(mut map) = value else {
-        return Err(DecodeError::Json(
-            "request body must be a json object".to_owned(),
-        ));
+        return Err(DecodeError::Json("request body must be a json object".to_owned()));
     };
     let mut request = Request::default();
 
     let contents = take(&mut map, "contents", "contents")
         .ok_or_else(|| DecodeError::invalid("contents", "contents is required"))?;
-    let contents: Vec<Content> = typed(
-        contents,
-        "contents",
-        "contents must be an array of contents",
-    )?;
+    let contents: Vec<Content> = typed(contents, "contents", "contents must be an array of contents")?;
     let mut ledger = CallLedger::new("call_");
     for (index, content) in contents.into_iter().enumerate() {
         let at = format!("contents[{index}]");
@@ -72,10 +62,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             }
         };
         let blocks = parts_to_blocks(content.parts, &mut ledger, PartMode::Request, &at)?;
-        request.messages.push(Message {
-            role,
-            content: blocks,
-        });
+        request.messages.push(Message { role, content: blocks });
     }
 
     if let Some(system) = take(&mut map, "systemInstruction", "system_instruction") {
@@ -89,8 +76,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
         read_tool_config(config, &mut request)?;
     }
     if let Some(config) = take(&mut map, "generationConfig", "generation_config") {
-        let config: GenerationConfigIn =
-            typed(config, "generationConfig", "generationConfig is invalid")?;
+        let config: GenerationConfigIn = typed(config, "generationConfig", "generationConfig is invalid")?;
         read_generation_config(config, &mut request)?;
     }
     // The path names the model; a body copy is redundant, not an extra.
@@ -102,14 +88,11 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
 }
 
 fn take(map: &mut Map<String, Value>, camel: &str, snake: &str) -> Option<Value> {
-    map.remove(camel)
-        .or_else(|| map.remove(snake))
-        .filter(|v| !v.is_null())
+    map.remove(camel).or_else(|| map.remove(snake)).filter(|v| !v.is_null())
 }
 
 fn typed<T: DeserializeOwned>(value: Value, field: &str, what: &str) -> Result<T, DecodeError> {
-    serde_json::from_value(value)
-        .map_err(|err| DecodeError::invalid(field, format!("{what}: {err}")))
+    serde_json::from_value(value).map_err(|err| DecodeError::invalid(field, format!("{what}: {err}")))
 }
 
 fn read_system(value: Value) -> Result<Vec<TextBlock>, DecodeError> {
@@ -143,34 +126,23 @@ fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
     let mut declaration_extra = Map::new();
     for (index, tool) in tools.into_iter().enumerate() {
         let Value::Object(mut tool) = tool else {
-            return Err(DecodeError::invalid(
-                format!("tools[{index}]"),
-                "a tool must be an object",
-            ));
+            return Err(DecodeError::invalid(format!("tools[{index}]"), "a tool must be an object"));
         };
-        if let Some(declarations) = take(&mut tool, "functionDeclarations", "function_declarations")
-        {
+        if let Some(declarations) = take(&mut tool, "functionDeclarations", "function_declarations") {
             let field = format!("tools[{index}].functionDeclarations");
             let declarations: Vec<FunctionDeclarationIn> =
                 typed(declarations, &field, "functionDeclarations is invalid")?;
             for declaration in declarations {
                 if declaration.name.is_empty() {
-                    return Err(DecodeError::invalid(
-                        field,
-                        "a function declaration needs a name",
-                    ));
+                    return Err(DecodeError::invalid(field, "a function declaration needs a name"));
                 }
                 if !declaration.rest.is_empty() {
-                    declaration_extra
-                        .insert(declaration.name.clone(), Value::Object(declaration.rest));
+                    declaration_extra.insert(declaration.name.clone(), Value::Object(declaration.rest));
                 }
                 request.tools.push(Tool {
                     name: declaration.name,
                     description: declaration.description,
-                    parameters: declaration
-                        .parameters_json_schema
-                        .or(declaration.parameters)
-                        .unwrap_or(Value::Null),
+                    parameters: declaration.parameters_json_schema.or(declaration.parameters).unwrap_or(Value::Null),
                     cache_control: None,
                 });
             }
@@ -180,16 +152,10 @@ fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
         }
     }
     if !others.is_empty() {
-        request
-            .extra
-            .insert(Protocol::Gemini, "tools".to_owned(), Value::Array(others));
+        request.extra.insert(Protocol::Gemini, "tools".to_owned(), Value::Array(others));
     }
     if !declaration_extra.is_empty() {
-        request.extra.insert(
-            Protocol::Gemini,
-            "functionDeclarations".to_owned(),
-            Value::Object(declaration_extra),
-        );
+        request.extra.insert(Protocol::Gemini, "functionDeclarations".to_owned(), Value::Object(declaration_extra));
     }
     Ok(())
 }
@@ -197,11 +163,7 @@ fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
 fn read_tool_config(config: ToolConfigIn, request: &mut Request) -> Result<(), DecodeError> {
     let mut leftover = config.rest;
     if let Some(calling) = config.function_calling_config {
-        let FunctionCallingConfigIn {
-            mode,
-            allowed_function_names,
-            rest,
-        } = calling;
+        let FunctionCallingConfigIn { mode, allowed_function_names, rest } = calling;
         let names = allowed_function_names.unwrap_or_default();
         let mut calling_leftover = rest;
         let mode = mode.map(|m| m.to_ascii_uppercase());
@@ -233,36 +195,23 @@ fn read_tool_config(config: ToolConfigIn, request: &mut Request) -> Result<(), D
             );
         }
         if !calling_leftover.is_empty() {
-            leftover.insert(
-                "functionCallingConfig".to_owned(),
-                Value::Object(calling_leftover),
-            );
+            leftover.insert("functionCallingConfig".to_owned(), Value::Object(calling_leftover));
         }
     }
     if !leftover.is_empty() {
-        request.extra.insert(
-            Protocol::Gemini,
-            "toolConfig".to_owned(),
-            Value::Object(leftover),
-        );
+        request.extra.insert(Protocol::Gemini, "toolConfig".to_owned(), Value::Object(leftover));
     }
     Ok(())
 }
 
-fn read_generation_config(
-    config: GenerationConfigIn,
-    request: &mut Request,
-) -> Result<(), DecodeError> {
+fn read_generation_config(config: GenerationConfigIn, request: &mut Request) -> Result<(), DecodeError> {
     let mut leftover = config.rest;
     request.max_tokens = config.max_output_tokens;
     request.temperature = config.temperature;
     request.top_p = config.top_p;
     if let Some(top_k) = config.top_k {
         if !(top_k >= 0.0 && top_k.fract() == 0.0 && top_k <= u32::MAX as f64) {
-            return Err(DecodeError::invalid(
-                "generationConfig.topK",
-                "topK must be a non-negative integer",
-            ));
+            return Err(DecodeError::invalid("generationConfig.topK", "topK must be a non-negative integer"));
         }
         request.top_k = Some(top_k as u64);
     }
@@ -271,11 +220,7 @@ fn read_generation_config(
     request.frequency_penalty = config.frequency_penalty;
     request.presence_penalty = config.presence_penalty;
 
-    let schema_key = if config.response_json_schema.is_some() {
-        "responseJsonSchema"
-    } else {
-        "responseSchema"
-    };
+    let schema_key = if config.response_json_schema.is_some() { "responseJsonSchema" } else { "responseSchema" };
     let schema = config.response_json_schema.or(config.response_schema);
     match config.response_mime_type.as_deref() {
         Some(JSON_MIME) | None if schema.is_some() => {
@@ -289,10 +234,7 @@ fn read_generation_config(
         None => {}
         // text/x.enum, text/plain: not a response format the IR knows.
         Some(other) => {
-            leftover.insert(
-                "responseMimeType".to_owned(),
-                Value::String(other.to_owned()),
-            );
+            leftover.insert("responseMimeType".to_owned(), Value::String(other.to_owned()));
             if let Some(schema) = schema {
                 leftover.insert(schema_key.to_owned(), schema);
             }
@@ -301,18 +243,11 @@ fn read_generation_config(
 
     if let Some(thinking) = config.thinking_config {
         if let Some(thinking_leftover) = read_thinking(thinking, request)? {
-            leftover.insert(
-                "thinkingConfig".to_owned(),
-                Value::Object(thinking_leftover),
-            );
+            leftover.insert("thinkingConfig".to_owned(), Value::Object(thinking_leftover));
         }
     }
     if !leftover.is_empty() {
-        request.extra.insert(
-            Protocol::Gemini,
-            "generationConfig".to_owned(),
-            Value::Object(leftover),
-        );
+        request.extra.insert(Protocol::Gemini, "generationConfig".to_owned(), Value::Object(leftover));
     }
     Ok(())
 }
@@ -320,16 +255,8 @@ fn read_generation_config(
 /// `thinkingBudget`: 0 disables, -1 is dynamic (no budget), n > 0 a budget.
 /// `thinkingLevel` is the effort. `includeThoughts` defaults to true on
 /// write when reasoning is on, so it is kept in extra only when it differs.
-fn read_thinking(
-    config: ThinkingConfigIn,
-    request: &mut Request,
-) -> Result<Option<Map<String, Value>>, DecodeError> {
-    let ThinkingConfigIn {
-        thinking_budget,
-        include_thoughts,
-        thinking_level,
-        rest,
-    } = config;
+fn read_thinking(config: ThinkingConfigIn, request: &mut Request) -> Result<Option<Map<String, Value>>, DecodeError> {
+    let ThinkingConfigIn { thinking_budget, include_thoughts, thinking_level, rest } = config;
     let mut leftover = rest;
     let mut reasoning = Reasoning {
         effort: thinking_level
@@ -353,10 +280,7 @@ fn read_thinking(
     let enabled = !reasoning.disabled && (controls || include_thoughts == Some(true));
     if controls || enabled {
         if enabled && include_thoughts != Some(true) {
-            leftover.insert(
-                "includeThoughts".to_owned(),
-                Value::Bool(include_thoughts.unwrap_or(false)),
-            );
+            leftover.insert("includeThoughts".to_owned(), Value::Bool(include_thoughts.unwrap_or(false)));
         }
         if !enabled {
             if let Some(include) = include_thoughts {
@@ -374,24 +298,14 @@ fn read_thinking(
 /// signatures (Gemini 1.x/2.x, Gemma, LearnLM). Unknown or empty names are
 /// taken for current models.
 pub(crate) fn is_legacy_model(model: &str) -> bool {
-    let name = model
-        .rsplit('/')
-        .next()
-        .unwrap_or(model)
-        .to_ascii_lowercase();
-    ["gemini-1", "gemini-2", "gemma", "learnlm"]
-        .iter()
-        .any(|prefix| name.starts_with(prefix))
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    ["gemini-1", "gemini-2", "gemma", "learnlm"].iter().any(|prefix| name.starts_with(prefix))
 }
 
 /// Writes a request body.
 pub(crate) fn write(request: &Request) -> Encoded {
     let mut dropped = Vec::new();
-    let extra = request
-        .extra
-        .for_target(Protocol::Gemini, &mut dropped)
-        .cloned()
-        .unwrap_or_default();
+    let extra = request.extra.for_target(Protocol::Gemini, &mut dropped).cloned().unwrap_or_default();
     let legacy = is_legacy_model(&request.model);
     let mut body = Map::new();
 
@@ -400,11 +314,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
     for message in &request.messages {
         let mut parts = blocks_to_parts(
             &message.content,
-            &mut WriteParts {
-                call_ids: false,
-                dropped: &mut dropped,
-                calls: &mut calls,
-            },
+            &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls },
         );
         if parts.is_empty() {
             // Gemini rejects a content without parts; an empty turn says nothing.
@@ -444,16 +354,10 @@ pub(crate) fn write(request: &Request) -> Encoded {
                 if block.cache_control.is_some() {
                     drop_once(&mut dropped, "cache_control");
                 }
-                Part {
-                    text: Some(block.text.clone()),
-                    ..Part::default()
-                }
+                Part { text: Some(block.text.clone()), ..Part::default() }
             })
             .collect();
-        body.insert(
-            "systemInstruction".to_owned(),
-            to_value(&Content { role: None, parts }),
-        );
+        body.insert("systemInstruction".to_owned(), to_value(&Content { role: None, parts }));
     }
 
     let tools = write_tools(request, &extra, &mut dropped);
@@ -484,10 +388,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
         }
         merge_missing(&mut body, key, value);
     }
-    Encoded {
-        body: json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: json::to_vec(&Value::Object(body)), dropped }
 }
 
 fn to_value<T: serde::Serialize>(value: &T) -> Value {
@@ -524,11 +425,7 @@ fn merge_missing(target: &mut Map<String, Value>, key: &str, value: &Value) {
     }
 }
 
-fn write_tools(
-    request: &Request,
-    extra: &Map<String, Value>,
-    dropped: &mut Vec<Dropped>,
-) -> Vec<Value> {
+fn write_tools(request: &Request, extra: &Map<String, Value>, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut tools = Vec::new();
     if !request.tools.is_empty() {
         let declaration_extra = extra.get("functionDeclarations").and_then(Value::as_object);
@@ -542,18 +439,15 @@ fn write_tools(
                 let mut declaration = Map::new();
                 declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
                 if let Some(description) = &tool.description {
-                    declaration
-                        .insert("description".to_owned(), Value::String(description.clone()));
+                    declaration.insert("description".to_owned(), Value::String(description.clone()));
                 }
                 if !tool.parameters.is_null() {
                     declaration.insert(
-                        schema_field(&tool.parameters, "parameters", "parametersJsonSchema")
-                            .to_owned(),
+                        schema_field(&tool.parameters, "parameters", "parametersJsonSchema").to_owned(),
                         tool.parameters.clone(),
                     );
                 }
-                if let Some(Value::Object(more)) = declaration_extra.and_then(|d| d.get(&tool.name))
-                {
+                if let Some(Value::Object(more)) = declaration_extra.and_then(|d| d.get(&tool.name)) {
                     for (key, value) in more {
                         merge_missing(&mut declaration, key, value);
                     }
@@ -562,10 +456,7 @@ fn write_tools(
             })
             .collect();
         let mut tool = Map::new();
-        tool.insert(
-            "functionDeclarations".to_owned(),
-            Value::Array(declarations),
-        );
+        tool.insert("functionDeclarations".to_owned(), Value::Array(declarations));
         tools.push(Value::Object(tool));
     }
     if let Some(Value::Array(others)) = extra.get("tools") {
@@ -611,10 +502,7 @@ fn write_tool_choice(choice: &ToolChoice) -> Value {
         ToolChoice::Any => "ANY",
         ToolChoice::None => "NONE",
         ToolChoice::Tool(name) => {
-            calling.insert(
-                "allowedFunctionNames".to_owned(),
-                Value::Array(vec![Value::String(name.clone())]),
-            );
+            calling.insert("allowedFunctionNames".to_owned(), Value::Array(vec![Value::String(name.clone())]));
             "ANY"
         }
     };
@@ -670,10 +558,7 @@ fn write_generation_config(
                 drop_once(dropped, "response_format.name");
             }
             config.insert("responseMimeType".to_owned(), Value::from(JSON_MIME));
-            config.insert(
-                schema_field(schema, "responseSchema", "responseJsonSchema").to_owned(),
-                schema.clone(),
-            );
+            config.insert(schema_field(schema, "responseSchema", "responseJsonSchema").to_owned(), schema.clone());
         }
     }
     if let Some(reasoning) = &request.reasoning {
@@ -756,10 +641,7 @@ mod tests {
 
     fn write_json(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write(request);
-        (
-            serde_json::from_slice(&encoded.body).unwrap(),
-            encoded.dropped,
-        )
+        (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
     #[test]
@@ -775,28 +657,18 @@ mod tests {
         assert_eq!(request.stop, vec!["x".to_owned()]);
         assert_eq!(request.system[0].text, "be brief");
         assert_eq!(request.tool_choice, Some(ToolChoice::Tool("f".into())));
-        assert!(matches!(
-            request.messages[0].content[0],
-            Block::Image { .. }
-        ));
+        assert!(matches!(request.messages[0].content[0], Block::Image { .. }));
         assert!(request.extra.is_empty());
     }
 
     #[test]
     fn missing_or_bad_contents_is_an_error_naming_the_field() {
         let err = read(b"{}").unwrap_err();
-        assert_eq!(
-            err,
-            DecodeError::invalid("contents", "contents is required")
-        );
+        assert_eq!(err, DecodeError::invalid("contents", "contents is required"));
         let err = read(br#"{"contents": [{"role": "robot", "parts": []}]}"#).unwrap_err();
-        assert!(
-            matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].role")
-        );
+        assert!(matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].role"));
         let err = read(br#"{"contents": [{"parts": [{}]}]}"#).unwrap_err();
-        assert!(
-            matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].parts[0]")
-        );
+        assert!(matches!(err, DecodeError::Invalid { param: Some(p), .. } if p == "contents[0].parts[0]"));
         assert!(read(b"[1]").is_err());
         assert!(read(b"not json").is_err());
     }
@@ -848,45 +720,23 @@ mod tests {
 
     #[test]
     fn cross_protocol_extras_and_unsupported_fields_are_reported() {
-        let mut request = Request {
-            user: Some("u".into()),
-            parallel_tool_calls: Some(false),
-            ..Request::default()
-        };
-        request
-            .extra
-            .insert(Protocol::OpenAi, "logprobs".into(), json!(true));
+        let mut request = Request { user: Some("u".into()), parallel_tool_calls: Some(false), ..Request::default() };
+        request.extra.insert(Protocol::OpenAi, "logprobs".into(), json!(true));
         request.metadata.insert("k".into(), json!("v"));
         request.messages.push(Message {
             role: Role::Assistant,
-            content: vec![
-                Block::RedactedThinking { data: "x".into() },
-                Block::text("a"),
-            ],
+            content: vec![Block::RedactedThinking { data: "x".into() }, Block::text("a")],
         });
         let (body, dropped) = write_json(&request);
         let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                "logprobs",
-                "redacted_thinking",
-                "parallel_tool_calls",
-                "user",
-                "metadata"
-            ]
-        );
+        assert_eq!(fields, ["logprobs", "redacted_thinking", "parallel_tool_calls", "user", "metadata"]);
         assert!(body.get("logprobs").is_none());
     }
 
     #[test]
     fn reasoning_follows_the_model_generation() {
         let mut request = Request {
-            reasoning: Some(Reasoning {
-                effort: Some("low".into()),
-                budget_tokens: None,
-                disabled: false,
-            }),
+            reasoning: Some(Reasoning { effort: Some("low".into()), budget_tokens: None, disabled: false }),
             ..Request::default()
         };
         let (body, _) = write_json(&request);
@@ -900,16 +750,9 @@ mod tests {
             body["generationConfig"]["thinkingConfig"],
             json!({"thinkingBudget": 2048, "includeThoughts": true})
         );
-        request.reasoning = Some(Reasoning {
-            effort: None,
-            budget_tokens: None,
-            disabled: true,
-        });
+        request.reasoning = Some(Reasoning { effort: None, budget_tokens: None, disabled: true });
         let (body, _) = write_json(&request);
-        assert_eq!(
-            body["generationConfig"]["thinkingConfig"],
-            json!({"thinkingBudget": 0})
-        );
+        assert_eq!(body["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
     }
 
     #[test]
@@ -918,14 +761,7 @@ mod tests {
             "contents": [],
             "generationConfig": {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": true}}
         }));
-        assert_eq!(
-            request.reasoning,
-            Some(Reasoning {
-                effort: None,
-                budget_tokens: None,
-                disabled: false
-            })
-        );
+        assert_eq!(request.reasoning, Some(Reasoning { effort: None, budget_tokens: None, disabled: false }));
         assert!(request.extra.is_empty());
         let request = read_json(json!({
             "contents": [],
@@ -933,10 +769,7 @@ mod tests {
         }));
         assert_eq!(request.reasoning, None);
         let (body, _) = write_json(&request);
-        assert_eq!(
-            body["generationConfig"],
-            json!({"thinkingConfig": {"includeThoughts": false}})
-        );
+        assert_eq!(body["generationConfig"], json!({"thinkingConfig": {"includeThoughts": false}}));
     }
 
     #[test]
@@ -967,14 +800,9 @@ mod tests {
                 {"functionCall": {"name": "f", "args": {}}}
             ])
         );
-        let legacy = Request {
-            model: "models/gemini-2.0-flash".into(),
-            ..request
-        };
+        let legacy = Request { model: "models/gemini-2.0-flash".into(), ..request };
         let (body, _) = write_json(&legacy);
-        assert!(body["contents"][0]["parts"][0]
-            .get("thoughtSignature")
-            .is_none());
+        assert!(body["contents"][0]["parts"][0].get("thoughtSignature").is_none());
     }
 
     #[test]

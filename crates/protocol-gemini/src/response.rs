@@ -7,10 +7,7 @@
 use switchyard_codec::ir::{Response, StopReason, Usage};
 use switchyard_codec::{json, DecodeError, Encoded};
 
-use crate::parts::{
-    blocks_to_parts, drop_once, parts_to_blocks, reply_call_prefix, CallLedger, PartMode,
-    WriteParts,
-};
+use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, reply_call_prefix, CallLedger, PartMode, WriteParts};
 use crate::wire::{Candidate, Content, GenerateContentResponse, UsageMetadata};
 
 /// Reads a non-streamed reply.
@@ -28,11 +25,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         id,
         model: wire.model_version.clone().unwrap_or_default(),
         created: wire.create_time.as_deref().and_then(parse_rfc3339),
-        usage: wire
-            .usage_metadata
-            .as_ref()
-            .map(usage_from_wire)
-            .unwrap_or_default(),
+        usage: wire.usage_metadata.as_ref().map(usage_from_wire).unwrap_or_default(),
         ..Response::default()
     };
     let blocked = wire
@@ -42,21 +35,11 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         .is_some_and(|r| !r.is_empty() && r != "BLOCK_REASON_UNSPECIFIED");
     if let Some(candidate) = first_candidate(wire.candidates) {
         if let Some(content) = candidate.content {
-            response.content = parts_to_blocks(
-                content.parts,
-                &mut ledger,
-                PartMode::Response,
-                "candidates[0].content",
-            )?;
+            response.content =
+                parts_to_blocks(content.parts, &mut ledger, PartMode::Response, "candidates[0].content")?;
         }
-        let has_call = response
-            .content
-            .iter()
-            .any(|b| matches!(b, switchyard_codec::ir::Block::ToolUse(_)));
-        response.stop_reason = candidate
-            .finish_reason
-            .as_deref()
-            .and_then(|reason| stop_from_wire(reason, has_call));
+        let has_call = response.content.iter().any(|b| matches!(b, switchyard_codec::ir::Block::ToolUse(_)));
+        response.stop_reason = candidate.finish_reason.as_deref().and_then(|reason| stop_from_wire(reason, has_call));
     }
     if response.stop_reason.is_none() && blocked {
         response.stop_reason = Some(StopReason::ContentFilter);
@@ -66,10 +49,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
 
 /// The candidate with index 0, else the first one.
 pub(crate) fn first_candidate(candidates: Vec<Candidate>) -> Option<Candidate> {
-    let position = candidates
-        .iter()
-        .position(|c| c.index.unwrap_or(0) == 0)
-        .unwrap_or(0);
+    let position = candidates.iter().position(|c| c.index.unwrap_or(0) == 0).unwrap_or(0);
     candidates.into_iter().nth(position)
 }
 
@@ -79,11 +59,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
     let mut calls = Vec::new();
     let parts = blocks_to_parts(
         &response.content,
-        &mut WriteParts {
-            call_ids: true,
-            dropped: &mut dropped,
-            calls: &mut calls,
-        },
+        &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls },
     );
     if response.stop_sequence.is_some() {
         drop_once(&mut dropped, "stop_sequence");
@@ -93,10 +69,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
     }
     let wire = GenerateContentResponse {
         candidates: vec![Candidate {
-            content: Some(Content {
-                role: Some("model".to_owned()),
-                parts,
-            }),
+            content: Some(Content { role: Some("model".to_owned()), parts }),
             finish_reason: response.stop_reason.map(|r| stop_to_wire(r).to_owned()),
             index: Some(0),
         }],
@@ -106,10 +79,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
         create_time: response.created.map(format_rfc3339),
         ..GenerateContentResponse::default()
     };
-    Encoded {
-        body: json::to_vec(&wire),
-        dropped,
-    }
+    Encoded { body: json::to_vec(&wire), dropped }
 }
 
 pub(crate) fn non_empty(text: &str) -> Option<String> {
@@ -144,10 +114,7 @@ pub(crate) fn stop_from_wire(reason: &str, has_call: bool) -> Option<StopReason>
 /// "refused", "paused" or "context full": the nearest reasons stand in.
 pub(crate) fn stop_to_wire(reason: StopReason) -> &'static str {
     match reason {
-        StopReason::EndTurn
-        | StopReason::StopSequence
-        | StopReason::ToolUse
-        | StopReason::Pause => "STOP",
+        StopReason::EndTurn | StopReason::StopSequence | StopReason::ToolUse | StopReason::Pause => "STOP",
         StopReason::MaxTokens | StopReason::ContextLength => "MAX_TOKENS",
         StopReason::ContentFilter | StopReason::Refusal => "SAFETY",
         StopReason::Error => "OTHER",
@@ -160,8 +127,7 @@ pub(crate) fn usage_from_wire(usage: &UsageMetadata) -> Usage {
     let candidates = usage.candidates_token_count.unwrap_or(0);
     let thoughts = usage.thoughts_token_count.unwrap_or(0);
     Usage {
-        input_tokens: usage.prompt_token_count.unwrap_or(0)
-            + usage.tool_use_prompt_token_count.unwrap_or(0),
+        input_tokens: usage.prompt_token_count.unwrap_or(0) + usage.tool_use_prompt_token_count.unwrap_or(0),
         output_tokens: candidates + thoughts,
         cache_read_tokens: usage.cached_content_token_count.unwrap_or(0),
         cache_write_tokens: 0,
@@ -199,12 +165,7 @@ pub(crate) fn parse_rfc3339(text: &str) -> Option<i64> {
     }
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
     let mut rest = text.get(19..)?;
@@ -235,12 +196,7 @@ pub(crate) fn format_rfc3339(seconds: i64) -> String {
     let days = seconds.div_euclid(86_400);
     let time = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        time / 3600,
-        time % 3600 / 60,
-        time % 60
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z", time / 3600, time % 3600 / 60, time % 60)
 }
 
 // Howard Hinnant's days-from-civil algorithms (proleptic Gregorian).
@@ -258,16 +214,11 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let month_index = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -280,10 +231,7 @@ mod tests {
     #[test]
     fn timestamps_parse_with_fractions_and_offsets() {
         assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339("2026-03-10T14:54:45.066123Z"),
-            Some(1_773_154_485)
-        );
+        assert_eq!(parse_rfc3339("2026-03-10T14:54:45.066123Z"), Some(1_773_154_485));
         assert_eq!(parse_rfc3339("1970-01-01T01:00:00+01:00"), Some(0));
         assert_eq!(parse_rfc3339("yesterday"), None);
         assert_eq!(format_rfc3339(1_773_154_485), "2026-03-10T14:54:45Z");
@@ -302,10 +250,7 @@ mod tests {
     fn unknown_parts_in_replies_are_skipped() {
         let body = br#"{"candidates": [{"content": {"role": "model", "parts": [{"videoMetadata": {}}, {"text": "ok"}]}, "finishReason": "STOP"}]}"#;
         let response = read(body).unwrap();
-        assert_eq!(
-            response.content,
-            vec![switchyard_codec::ir::Block::text("ok")]
-        );
+        assert_eq!(response.content, vec![switchyard_codec::ir::Block::text("ok")]);
         assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
     }
 

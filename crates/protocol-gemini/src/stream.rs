@@ -33,8 +33,8 @@ use switchyard_codec::{json, DecodeError, Framing, StreamDecoder, StreamEncoder}
 use crate::error::{body as error_body, stream_error_info};
 use crate::parts::{reply_call_prefix, CallLedger, SKIP_SIGNATURE};
 use crate::response::{
-    first_candidate, format_rfc3339, non_empty, parse_rfc3339, stop_from_wire, stop_to_wire,
-    usage_from_wire, usage_to_wire,
+    first_candidate, format_rfc3339, non_empty, parse_rfc3339, stop_from_wire, stop_to_wire, usage_from_wire,
+    usage_to_wire,
 };
 use crate::wire::{Candidate, Content, FunctionCall, GenerateContentResponse, Part};
 
@@ -76,10 +76,7 @@ enum OpenBlock {
 
 impl GeminiStreamDecoder {
     pub(crate) fn new() -> GeminiStreamDecoder {
-        GeminiStreamDecoder {
-            frames: Frames::Undecided,
-            state: DecodeState::default(),
-        }
+        GeminiStreamDecoder { frames: Frames::Undecided, state: DecodeState::default() }
     }
 }
 
@@ -152,13 +149,7 @@ impl DecodeState {
             self.started = true;
             let id = chunk.response_id.clone().unwrap_or_default();
             self.ledger = CallLedger::new(reply_call_prefix(&id));
-            let start_usage = usage
-                .map(|u| Usage {
-                    output_tokens: 0,
-                    reasoning_tokens: 0,
-                    ..u
-                })
-                .unwrap_or_default();
+            let start_usage = usage.map(|u| Usage { output_tokens: 0, reasoning_tokens: 0, ..u }).unwrap_or_default();
             out.push(StreamEvent::MessageStart {
                 id,
                 model: chunk.model_version.clone().unwrap_or_default(),
@@ -191,9 +182,7 @@ impl DecodeState {
     }
 
     fn part(&mut self, part: Part, out: &mut Vec<StreamEvent>) {
-        let signature = part
-            .thought_signature
-            .filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
+        let signature = part.thought_signature.filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
         if part.thought == Some(true) {
             let continues = matches!(self.open, Some((_, OpenBlock::Thinking { sealed: false })));
             if !continues {
@@ -201,16 +190,10 @@ impl DecodeState {
             }
             let index = self.open_index();
             if let Some(text) = part.text.filter(|t| !t.is_empty()) {
-                out.push(StreamEvent::BlockDelta {
-                    index,
-                    delta: Delta::Thinking(text),
-                });
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::Thinking(text) });
             }
             if let Some(signature) = signature {
-                out.push(StreamEvent::BlockDelta {
-                    index,
-                    delta: Delta::Signature(signature),
-                });
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::Signature(signature) });
                 self.open = Some((index, OpenBlock::Thinking { sealed: true }));
             }
             return;
@@ -218,20 +201,13 @@ impl DecodeState {
         if let Some(signature) = signature {
             self.open_block(OpenBlock::Thinking { sealed: true }, out);
             let index = self.open_index();
-            out.push(StreamEvent::BlockDelta {
-                index,
-                delta: Delta::Signature(signature),
-            });
+            out.push(StreamEvent::BlockDelta { index, delta: Delta::Signature(signature) });
         }
         let text = if let Some(text) = part.text {
             Some(text)
         } else if let Some(code) = part.executable_code {
             let language = code.language.unwrap_or_default().to_ascii_lowercase();
-            let language = if language == "language_unspecified" {
-                String::new()
-            } else {
-                language
-            };
+            let language = if language == "language_unspecified" { String::new() } else { language };
             Some(format!("```{language}\n{}\n```", code.code))
         } else {
             part.code_execution_result.and_then(|r| r.output)
@@ -243,10 +219,7 @@ impl DecodeState {
             if !matches!(self.open, Some((_, OpenBlock::Text))) {
                 self.open_block(OpenBlock::Text, out);
             }
-            out.push(StreamEvent::BlockDelta {
-                index: self.open_index(),
-                delta: Delta::Text(text),
-            });
+            out.push(StreamEvent::BlockDelta { index: self.open_index(), delta: Delta::Text(text) });
             return;
         }
         if let Some(call) = part.function_call {
@@ -258,17 +231,8 @@ impl DecodeState {
             };
             let index = self.next_index;
             self.next_index += 1;
-            out.push(StreamEvent::BlockStart {
-                index,
-                block: BlockStart::ToolUse {
-                    id,
-                    name: call.name,
-                },
-            });
-            out.push(StreamEvent::BlockDelta {
-                index,
-                delta: Delta::ToolInput(input),
-            });
+            out.push(StreamEvent::BlockStart { index, block: BlockStart::ToolUse { id, name: call.name } });
+            out.push(StreamEvent::BlockDelta { index, delta: Delta::ToolInput(input) });
             out.push(StreamEvent::BlockStop { index });
             self.saw_call = true;
         }
@@ -308,11 +272,7 @@ impl DecodeState {
             Some(reason) => stop_from_wire(reason, self.saw_call),
             None => Some(StopReason::ContentFilter),
         };
-        out.push(StreamEvent::MessageDelta {
-            stop_reason,
-            stop_sequence: None,
-            usage: self.usage,
-        });
+        out.push(StreamEvent::MessageDelta { stop_reason, stop_sequence: None, usage: self.usage });
         out.push(StreamEvent::MessageStop);
         self.ended = true;
     }
@@ -377,30 +337,15 @@ impl GeminiStreamEncoder {
         self.elements += 1;
     }
 
-    fn chunk(
-        &mut self,
-        parts: Vec<Part>,
-        finish_reason: Option<&str>,
-        usage: Option<Usage>,
-        out: &mut Vec<u8>,
-    ) {
+    fn chunk(&mut self, parts: Vec<Part>, finish_reason: Option<&str>, usage: Option<Usage>, out: &mut Vec<u8>) {
         let usage = match usage {
             Some(usage) => Some(usage),
-            None if self.elements == 0 && self.start_usage != Usage::default() => {
-                Some(self.start_usage)
-            }
+            None if self.elements == 0 && self.start_usage != Usage::default() => Some(self.start_usage),
             None => None,
         };
-        let content = (!parts.is_empty()).then(|| Content {
-            role: Some("model".to_owned()),
-            parts,
-        });
+        let content = (!parts.is_empty()).then(|| Content { role: Some("model".to_owned()), parts });
         let wire = GenerateContentResponse {
-            candidates: vec![Candidate {
-                content,
-                finish_reason: finish_reason.map(str::to_owned),
-                index: Some(0),
-            }],
+            candidates: vec![Candidate { content, finish_reason: finish_reason.map(str::to_owned), index: Some(0) }],
             usage_metadata: usage.as_ref().map(usage_to_wire),
             model_version: non_empty(&self.model),
             response_id: non_empty(&self.id),
@@ -415,22 +360,13 @@ impl GeminiStreamEncoder {
         Part {
             text: Some(text),
             thought: thought.then_some(true),
-            thought_signature: if thought {
-                None
-            } else {
-                self.pending_signature.take()
-            },
+            thought_signature: if thought { None } else { self.pending_signature.take() },
             ..Part::default()
         }
     }
 
     fn signature_part(signature: String) -> Part {
-        Part {
-            text: Some(String::new()),
-            thought: Some(true),
-            thought_signature: Some(signature),
-            ..Part::default()
-        }
+        Part { text: Some(String::new()), thought: Some(true), thought_signature: Some(signature), ..Part::default() }
     }
 
     /// A signature still waiting for a part goes out on its own.
@@ -441,12 +377,7 @@ impl GeminiStreamEncoder {
     }
 
     fn final_chunk(&mut self, stop: Option<StopReason>, usage: Usage, out: &mut Vec<u8>) {
-        let parts = self
-            .pending_signature
-            .take()
-            .map(Self::signature_part)
-            .into_iter()
-            .collect();
+        let parts = self.pending_signature.take().map(Self::signature_part).into_iter().collect();
         let mut total = self.start_usage;
         total.merge(&usage);
         // Without a finish reason Gemini readers never see the end.
@@ -462,12 +393,7 @@ impl StreamEncoder for GeminiStreamEncoder {
             return;
         }
         match event {
-            StreamEvent::MessageStart {
-                id,
-                model,
-                created,
-                usage,
-            } => {
+            StreamEvent::MessageStart { id, model, created, usage } => {
                 self.id.clone_from(id);
                 self.model.clone_from(model);
                 self.created = *created;
@@ -477,11 +403,9 @@ impl StreamEncoder for GeminiStreamEncoder {
                 self.open = Some(match block {
                     BlockStart::Text => EncodeBlock::Text,
                     BlockStart::Thinking => EncodeBlock::Thinking { wrote_text: false },
-                    BlockStart::ToolUse { id, name } => EncodeBlock::Tool {
-                        id: id.clone(),
-                        name: name.clone(),
-                        input: String::new(),
-                    },
+                    BlockStart::ToolUse { id, name } => {
+                        EncodeBlock::Tool { id: id.clone(), name: name.clone(), input: String::new() }
+                    }
                     BlockStart::RedactedThinking { .. } => EncodeBlock::Skipped,
                 });
             }
@@ -504,12 +428,7 @@ impl StreamEncoder for GeminiStreamEncoder {
                 }
                 Delta::Signature(signature) => {
                     if matches!(self.open, Some(EncodeBlock::Thinking { wrote_text: true })) {
-                        self.chunk(
-                            vec![Self::signature_part(signature.clone())],
-                            None,
-                            None,
-                            out,
-                        );
+                        self.chunk(vec![Self::signature_part(signature.clone())], None, None, out);
                     } else {
                         // A signature-only block rides on the next part.
                         self.flush_signature(out);
@@ -536,9 +455,7 @@ impl StreamEncoder for GeminiStreamEncoder {
                     self.chunk(vec![part], None, None, out);
                 }
             }
-            StreamEvent::MessageDelta {
-                stop_reason, usage, ..
-            } => {
+            StreamEvent::MessageDelta { stop_reason, usage, .. } => {
                 if !self.final_sent {
                     self.final_chunk(*stop_reason, *usage, out);
                 }

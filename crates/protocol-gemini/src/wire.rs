@@ -25,43 +25,19 @@ pub(crate) struct Part {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought: Option<bool>,
-    #[serde(
-        default,
-        alias = "thought_signature",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "thought_signature", skip_serializing_if = "Option::is_none")]
     pub thought_signature: Option<String>,
-    #[serde(
-        default,
-        alias = "inline_data",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "inline_data", skip_serializing_if = "Option::is_none")]
     pub inline_data: Option<Blob>,
     #[serde(default, alias = "file_data", skip_serializing_if = "Option::is_none")]
     pub file_data: Option<FileData>,
-    #[serde(
-        default,
-        alias = "function_call",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "function_call", skip_serializing_if = "Option::is_none")]
     pub function_call: Option<FunctionCall>,
-    #[serde(
-        default,
-        alias = "function_response",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "function_response", skip_serializing_if = "Option::is_none")]
     pub function_response: Option<FunctionResponse>,
-    #[serde(
-        default,
-        alias = "executable_code",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "executable_code", skip_serializing_if = "Option::is_none")]
     pub executable_code: Option<ExecutableCode>,
-    #[serde(
-        default,
-        alias = "code_execution_result",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "code_execution_result", skip_serializing_if = "Option::is_none")]
     pub code_execution_result: Option<CodeExecutionResult>,
 }
 
@@ -116,11 +92,7 @@ pub(crate) struct FunctionResponse {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct FunctionResponsePart {
-    #[serde(
-        default,
-        alias = "inline_data",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "inline_data", skip_serializing_if = "Option::is_none")]
     pub inline_data: Option<Blob>,
     #[serde(default, alias = "file_data", skip_serializing_if = "Option::is_none")]
     pub file_data: Option<FileData>,
@@ -236,35 +208,15 @@ pub(crate) struct FunctionCallingConfigIn {
 pub(crate) struct GenerateContentResponse {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<Candidate>,
-    #[serde(
-        default,
-        alias = "prompt_feedback",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "prompt_feedback", skip_serializing_if = "Option::is_none")]
     pub prompt_feedback: Option<PromptFeedback>,
-    #[serde(
-        default,
-        alias = "usage_metadata",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "usage_metadata", skip_serializing_if = "Option::is_none")]
     pub usage_metadata: Option<UsageMetadata>,
-    #[serde(
-        default,
-        alias = "model_version",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "model_version", skip_serializing_if = "Option::is_none")]
     pub model_version: Option<String>,
-    #[serde(
-        default,
-        alias = "response_id",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "response_id", skip_serializing_if = "Option::is_none")]
     pub response_id: Option<String>,
-    #[serde(
-        default,
-        alias = "create_time",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "create_time", skip_serializing_if = "Option::is_none")]
     pub create_time: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorBody>,
@@ -276,11 +228,7 @@ pub(crate) struct GenerateContentResponse {
 pub(crate) struct Candidate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Content>,
-    #[serde(
-        default,
-        alias = "finish_reason",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "finish_reason", skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
@@ -290,11 +238,7 @@ pub(crate) struct Candidate {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PromptFeedback {
-    #[serde(
-        default,
-        alias = "block_reason",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "block_reason", skip_serializing_if = "Option::is_none")]
     pub block_reason: Option<String>,
 }
 
@@ -302,41 +246,17 @@ pub(crate) struct PromptFeedback {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct UsageMetadata {
-    #[serde(
-        default,
-        alias = "prompt_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "prompt_token_count", skip_serializing_if = "Option::is_none")]
     pub prompt_token_count: Option<u64>,
-    #[serde(
-        default,
-        alias = "candidates_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "candidates_token_count", skip_serializing_if = "Option::is_none")]
     pub candidates_token_count: Option<u64>,
-    #[serde(
-        default,
-        alias = "total_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "total_token_count", skip_serializing_if = "Option::is_none")]
     pub total_token_count: Option<u64>,
-    #[serde(
-        default,
-        alias = "cached_content_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "cached_content_token_count", skip_serializing_if = "Option::is_none")]
     pub cached_content_token_count: Option<u64>,
-    #[serde(
-        default,
-        alias = "thoughts_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "thoughts_token_count", skip_serializing_if = "Option::is_none")]
     pub thoughts_token_count: Option<u64>,
-    #[serde(
-        default,
-        alias = "tool_use_prompt_token_count",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, alias = "tool_use_prompt_token_count", skip_serializing_if = "Option::is_none")]
     pub tool_use_prompt_token_count: Option<u64>,
 }
 

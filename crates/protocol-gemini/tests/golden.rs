@@ -25,26 +25,18 @@ fn decode(chunks: &[&[u8]]) -> Vec<StreamEvent> {
     events
 }
 
-const STREAMS: [&str; 4] = [
-    "stream_text_tool.sse",
-    "stream_text_tool_array.json",
-    "stream_signature_last.sse",
-    "stream_error.sse",
-];
+const STREAMS: [&str; 4] =
+    ["stream_text_tool.sse", "stream_text_tool_array.json", "stream_signature_last.sse", "stream_error.sse"];
 
 #[test]
 fn request_with_tools_images_system_thinking_and_turns() {
-    let request = GeminiCodec
-        .read_request(&fixture("request_multiturn.json"))
-        .unwrap();
+    let request = GeminiCodec.read_request(&fixture("request_multiturn.json")).unwrap();
     insta::assert_json_snapshot!("request_multiturn_ir", request);
 }
 
 #[test]
 fn request_rewritten_for_the_same_protocol() {
-    let request = GeminiCodec
-        .read_request(&fixture("request_multiturn.json"))
-        .unwrap();
+    let request = GeminiCodec.read_request(&fixture("request_multiturn.json")).unwrap();
     let encoded = GeminiCodec.write_request(&request);
     assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
     let body: Value = serde_json::from_slice(&encoded.body).unwrap();
@@ -55,9 +47,7 @@ fn request_rewritten_for_the_same_protocol() {
 
 #[test]
 fn response_with_thinking_and_tool_calls() {
-    let response = GeminiCodec
-        .read_response(&fixture("response_tool_call.json"))
-        .unwrap();
+    let response = GeminiCodec.read_response(&fixture("response_tool_call.json")).unwrap();
     insta::assert_json_snapshot!("response_tool_call_ir", response);
     let encoded = GeminiCodec.write_response(&response);
     assert!(encoded.dropped.is_empty());
@@ -72,10 +62,7 @@ fn stream_with_thinking_text_tool_call_and_usage() {
 
 #[test]
 fn both_framings_decode_to_the_same_events() {
-    assert_eq!(
-        decode(&[&fixture("stream_text_tool_array.json")]),
-        decode(&[&fixture("stream_text_tool.sse")])
-    );
+    assert_eq!(decode(&[&fixture("stream_text_tool_array.json")]), decode(&[&fixture("stream_text_tool.sse")]));
 }
 
 #[test]
@@ -132,17 +119,12 @@ fn written_errors_are_google_rpc_statuses() {
     assert_eq!(written.status, 404);
     assert!(written.headers.is_empty());
     let body: Value = serde_json::from_slice(&written.body).unwrap();
-    assert_eq!(
-        body,
-        json!({"error": {"code": 404, "message": "no model or pool named gpt-9", "status": "NOT_FOUND"}})
-    );
+    assert_eq!(body, json!({"error": {"code": 404, "message": "no model or pool named gpt-9", "status": "NOT_FOUND"}}));
 }
 
 #[test]
 fn encoder_writes_both_framings() {
-    let response = GeminiCodec
-        .read_response(&fixture("response_tool_call.json"))
-        .unwrap();
+    let response = GeminiCodec.read_response(&fixture("response_tool_call.json")).unwrap();
     let events = switchyard_codec::ir::events_from_response(&response);
     for (framing, name) in [(Framing::Sse, "sse"), (Framing::JsonArray, "array")] {
         let mut encoder = GeminiCodec.stream_encoder(framing);

@@ -28,9 +28,9 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, Delta, ErrorInfo, ErrorKind, Extra, MediaSource, Message,
-    Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent,
-    TextBlock, Tool, ToolChoice, ToolResult, ToolUse, Usage,
+    events_from_response, Block, Delta, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
+    Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+    Usage,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_gemini::GeminiCodec;
@@ -54,8 +54,7 @@ fn arguments() -> impl Strategy<Value = String> {
         text().prop_map(Value::from),
         any::<bool>().prop_map(Value::from),
     ];
-    proptest::collection::btree_map("[a-z]{1,5}", value, 0..3)
-        .prop_map(|map| serde_json::to_string(&map).unwrap())
+    proptest::collection::btree_map("[a-z]{1,5}", value, 0..3).prop_map(|map| serde_json::to_string(&map).unwrap())
 }
 
 fn signature() -> impl Strategy<Value = String> {
@@ -85,10 +84,7 @@ fn user_piece() -> impl Strategy<Value = UserPiece> {
     prop_oneof![
         text().prop_map(UserPiece::Text),
         "[A-Za-z0-9+/]{4,16}".prop_map(UserPiece::ImageBase64),
-        (
-            "https://[a-z]{1,8}\\.example/[a-z]{1,8}\\.png",
-            proptest::option::of(Just("image/png".to_owned()))
-        )
+        ("https://[a-z]{1,8}\\.example/[a-z]{1,8}\\.png", proptest::option::of(Just("image/png".to_owned())))
             .prop_map(|(url, mime)| UserPiece::ImageUrl(url, mime)),
         "[A-Za-z0-9+/]{4,16}".prop_map(UserPiece::DocumentBase64),
         "https://[a-z]{1,8}\\.example/[a-z]{1,8}\\.pdf".prop_map(UserPiece::DocumentUrl),
@@ -108,16 +104,9 @@ fn turn() -> impl Strategy<Value = Turn> {
         (
             thinking(),
             proptest::option::of(text()),
-            proptest::collection::vec(
-                (name(), arguments(), text(), any::<bool>(), any::<bool>()),
-                0..3
-            ),
+            proptest::collection::vec((name(), arguments(), text(), any::<bool>(), any::<bool>()), 0..3),
         )
-            .prop_map(|(thinking, text, calls)| Turn::Assistant {
-                thinking,
-                text,
-                calls
-            }),
+            .prop_map(|(thinking, text, calls)| Turn::Assistant { thinking, text, calls }),
     ]
 }
 
@@ -132,71 +121,45 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                     .map(|piece| match piece {
                         UserPiece::Text(t) => Block::text(t),
                         UserPiece::ImageBase64(data) => Block::Image {
-                            source: MediaSource::Base64 {
-                                media_type: "image/png".into(),
-                                data,
-                            },
+                            source: MediaSource::Base64 { media_type: "image/png".into(), data },
                             cache_control: None,
                         },
-                        UserPiece::ImageUrl(url, media_type) => Block::Image {
-                            source: MediaSource::Url { url, media_type },
-                            cache_control: None,
-                        },
+                        UserPiece::ImageUrl(url, media_type) => {
+                            Block::Image { source: MediaSource::Url { url, media_type }, cache_control: None }
+                        }
                         UserPiece::DocumentBase64(data) => Block::Document {
-                            source: MediaSource::Base64 {
-                                media_type: "application/pdf".into(),
-                                data,
-                            },
+                            source: MediaSource::Base64 { media_type: "application/pdf".into(), data },
                             name: None,
                             cache_control: None,
                         },
                         UserPiece::DocumentUrl(url) => Block::Document {
-                            source: MediaSource::Url {
-                                url,
-                                media_type: Some("application/pdf".into()),
-                            },
+                            source: MediaSource::Url { url, media_type: Some("application/pdf".into()) },
                             name: None,
                             cache_control: None,
                         },
                     })
                     .collect();
-                messages.push(Message {
-                    role: Role::User,
-                    content,
-                });
+                messages.push(Message { role: Role::User, content });
             }
-            Turn::Assistant {
-                thinking,
-                text,
-                calls,
-            } => {
+            Turn::Assistant { thinking, text, calls } => {
                 let mut content = Vec::new();
                 if let Some((text, signature)) = thinking {
                     content.push(Block::Thinking { text, signature });
                 }
                 match text {
                     Some(text) => content.push(Block::text(text)),
-                    None if content.is_empty() && calls.is_empty() => {
-                        content.push(Block::text("ok"))
-                    }
+                    None if content.is_empty() && calls.is_empty() => content.push(Block::text("ok")),
                     None => {}
                 }
                 let mut results = Vec::new();
                 for (name, input, result, is_error, with_image) in calls {
                     let id = format!("call_{ordinal}");
                     ordinal += 1;
-                    content.push(Block::ToolUse(ToolUse {
-                        id: id.clone(),
-                        name: name.clone(),
-                        input,
-                    }));
+                    content.push(Block::ToolUse(ToolUse { id: id.clone(), name: name.clone(), input }));
                     let mut result_content = vec![Block::text(result)];
                     if with_image {
                         result_content.push(Block::Image {
-                            source: MediaSource::Base64 {
-                                media_type: "image/jpeg".into(),
-                                data: "AAAA".into(),
-                            },
+                            source: MediaSource::Base64 { media_type: "image/jpeg".into(), data: "AAAA".into() },
                             cache_control: None,
                         });
                     }
@@ -207,15 +170,9 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                         is_error,
                     }));
                 }
-                messages.push(Message {
-                    role: Role::Assistant,
-                    content,
-                });
+                messages.push(Message { role: Role::Assistant, content });
                 if !results.is_empty() {
-                    messages.push(Message {
-                        role: Role::User,
-                        content: results,
-                    });
+                    messages.push(Message { role: Role::User, content: results });
                 }
             }
         }
@@ -233,12 +190,7 @@ fn tool() -> impl Strategy<Value = Tool> {
             Just(json!({"type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}})),
         ],
     )
-        .prop_map(|(name, description, parameters)| Tool {
-            name,
-            description,
-            parameters,
-            cache_control: None,
-        })
+        .prop_map(|(name, description, parameters)| Tool { name, description, parameters, cache_control: None })
 }
 
 fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
@@ -252,28 +204,14 @@ fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
 
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
     proptest::option::of(prop_oneof![
-        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")].prop_map(
-            |effort| Reasoning {
-                effort: Some(effort.to_owned()),
-                budget_tokens: None,
-                disabled: false,
-            }
-        ),
-        (1u64..32_768).prop_map(|budget| Reasoning {
-            effort: None,
-            budget_tokens: Some(budget),
-            disabled: false,
-        }),
-        Just(Reasoning {
-            effort: None,
-            budget_tokens: None,
-            disabled: true,
-        }),
-        Just(Reasoning {
-            effort: None,
+        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")].prop_map(|effort| Reasoning {
+            effort: Some(effort.to_owned()),
             budget_tokens: None,
             disabled: false,
         }),
+        (1u64..32_768).prop_map(|budget| Reasoning { effort: None, budget_tokens: Some(budget), disabled: false }),
+        Just(Reasoning { effort: None, budget_tokens: None, disabled: true }),
+        Just(Reasoning { effort: None, budget_tokens: None, disabled: false }),
     ])
 }
 
@@ -292,18 +230,10 @@ fn extra() -> impl Strategy<Value = Extra> {
     (any::<bool>(), any::<bool>()).prop_map(|(cached, candidates)| {
         let mut extra = Extra::new();
         if cached {
-            extra.insert(
-                Protocol::Gemini,
-                "cachedContent".into(),
-                json!("cachedContents/x1"),
-            );
+            extra.insert(Protocol::Gemini, "cachedContent".into(), json!("cachedContents/x1"));
         }
         if candidates {
-            extra.insert(
-                Protocol::Gemini,
-                "generationConfig".into(),
-                json!({"candidateCount": 1}),
-            );
+            extra.insert(Protocol::Gemini, "generationConfig".into(), json!({"candidateCount": 1}));
         }
         extra
     })
@@ -384,57 +314,46 @@ fn response() -> impl Strategy<Value = Response> {
         0usize..4,
         (0u64..100_000, 0u64..100_000, 0u64..100_000, 0u64..100_000),
     )
-        .prop_map(
-            |(id, model, created, pieces, stop, (input, cached, output, reasoning))| {
-                let mut content = Vec::new();
-                let mut last_kind = None;
-                let mut calls = 0;
-                for piece in pieces {
-                    let piece_kind = kind(&piece);
-                    if piece_kind != 2 && last_kind == Some(piece_kind) {
-                        continue;
+        .prop_map(|(id, model, created, pieces, stop, (input, cached, output, reasoning))| {
+            let mut content = Vec::new();
+            let mut last_kind = None;
+            let mut calls = 0;
+            for piece in pieces {
+                let piece_kind = kind(&piece);
+                if piece_kind != 2 && last_kind == Some(piece_kind) {
+                    continue;
+                }
+                last_kind = Some(piece_kind);
+                content.push(match piece {
+                    Piece::Text(t) => Block::text(t),
+                    Piece::Thinking(text, signature) => Block::Thinking { text, signature },
+                    Piece::Call(name, input) => {
+                        calls += 1;
+                        Block::ToolUse(ToolUse { id: format!("toolu_{calls}"), name, input })
                     }
-                    last_kind = Some(piece_kind);
-                    content.push(match piece {
-                        Piece::Text(t) => Block::text(t),
-                        Piece::Thinking(text, signature) => Block::Thinking { text, signature },
-                        Piece::Call(name, input) => {
-                            calls += 1;
-                            Block::ToolUse(ToolUse {
-                                id: format!("toolu_{calls}"),
-                                name,
-                                input,
-                            })
-                        }
-                    });
-                }
-                let stop_reason = if calls > 0 {
-                    [StopReason::ToolUse, StopReason::MaxTokens][stop % 2]
-                } else {
-                    [
-                        StopReason::EndTurn,
-                        StopReason::MaxTokens,
-                        StopReason::ContentFilter,
-                        StopReason::Error,
-                    ][stop]
-                };
-                Response {
-                    id,
-                    model,
-                    created,
-                    content,
-                    stop_reason: Some(stop_reason),
-                    stop_sequence: None,
-                    usage: Usage {
-                        input_tokens: input + cached,
-                        output_tokens: output + reasoning,
-                        cache_read_tokens: cached,
-                        cache_write_tokens: 0,
-                        reasoning_tokens: reasoning,
-                    },
-                }
-            },
-        )
+                });
+            }
+            let stop_reason = if calls > 0 {
+                [StopReason::ToolUse, StopReason::MaxTokens][stop % 2]
+            } else {
+                [StopReason::EndTurn, StopReason::MaxTokens, StopReason::ContentFilter, StopReason::Error][stop]
+            };
+            Response {
+                id,
+                model,
+                created,
+                content,
+                stop_reason: Some(stop_reason),
+                stop_sequence: None,
+                usage: Usage {
+                    input_tokens: input + cached,
+                    output_tokens: output + reasoning,
+                    cache_read_tokens: cached,
+                    cache_write_tokens: 0,
+                    reasoning_tokens: reasoning,
+                },
+            }
+        })
 }
 
 fn encode(events: &[StreamEvent], framing: Framing) -> Vec<u8> {

@@ -25,13 +25,8 @@ impl VendorError {
     pub fn from_value(value: &Value) -> Option<VendorError> {
         match value.get("error") {
             Some(Value::Object(_)) => value.get("error").map(VendorError::from_fields),
-            Some(Value::String(message)) => Some(VendorError {
-                message: message.clone(),
-                ..VendorError::default()
-            }),
-            _ if value.get("object").and_then(Value::as_str) == Some("error") => {
-                Some(VendorError::from_fields(value))
-            }
+            Some(Value::String(message)) => Some(VendorError { message: message.clone(), ..VendorError::default() }),
+            _ if value.get("object").and_then(Value::as_str) == Some("error") => Some(VendorError::from_fields(value)),
             _ => None,
         }
     }
@@ -59,10 +54,7 @@ impl VendorError {
         if code == "context_length_exceeded" || code == "string_above_max_length" {
             return ErrorKind::ContextLength;
         }
-        if code == "insufficient_quota"
-            || kind == "insufficient_quota"
-            || code == "billing_hard_limit_reached"
-        {
+        if code == "insufficient_quota" || kind == "insufficient_quota" || code == "billing_hard_limit_reached" {
             return ErrorKind::QuotaExceeded;
         }
         let by_code = match code {
@@ -108,11 +100,8 @@ impl VendorError {
     /// The caller-facing form of an in-stream error.
     pub fn to_error_info(&self) -> ErrorInfo {
         let kind = self.classify(None);
-        let message = if self.message.is_empty() {
-            "the upstream stream failed".to_owned()
-        } else {
-            self.message.clone()
-        };
+        let message =
+            if self.message.is_empty() { "the upstream stream failed".to_owned() } else { self.message.clone() };
         ErrorInfo {
             kind,
             status: kind.default_status(),
@@ -125,18 +114,12 @@ impl VendorError {
 
 /// Stage 1a: what an OpenAI-style upstream said went wrong.
 pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
-    let vendor = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|value| VendorError::from_value(&value));
+    let vendor = serde_json::from_slice::<Value>(body).ok().and_then(|value| VendorError::from_value(&value));
     match vendor {
         Some(vendor) => RawUpstreamError {
             status,
             kind: vendor.classify(Some(status)),
-            message: if vendor.message.is_empty() {
-                format!("upstream answered {status}")
-            } else {
-                vendor.message
-            },
+            message: if vendor.message.is_empty() { format!("upstream answered {status}") } else { vendor.message },
             vendor_type: vendor.kind,
             vendor_code: vendor.code,
         },
@@ -153,13 +136,7 @@ pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
             } else {
                 ErrorKind::from_status(status)
             };
-            RawUpstreamError {
-                status,
-                kind,
-                vendor_type: None,
-                vendor_code: None,
-                message,
-            }
+            RawUpstreamError { status, kind, vendor_type: None, vendor_code: None, message }
         }
     }
 }
@@ -219,11 +196,7 @@ pub(crate) fn body(error: &ErrorInfo) -> ErrorBody<'_> {
 
 /// The protocol's own error response for `error`.
 pub(crate) fn response(error: &ErrorInfo) -> ErrorResponse {
-    ErrorResponse {
-        status: error.status,
-        headers: Vec::new(),
-        body: switchyard_codec::json::to_vec(&body(error)),
-    }
+    ErrorResponse { status: error.status, headers: Vec::new(), body: switchyard_codec::json::to_vec(&body(error)) }
 }
 
 #[cfg(test)]
@@ -249,7 +222,8 @@ mod tests {
         assert_eq!(raw.kind, ErrorKind::ContextLength);
         assert_eq!(raw.vendor_type.as_deref(), Some("invalid_request_error"));
         assert_eq!(raw.vendor_code.as_deref(), Some("context_length_exceeded"));
-        let server = r#"{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}"#;
+        let server =
+            r#"{"error":{"message":"The server had an error","type":"server_error","param":null,"code":null}}"#;
         assert_eq!(kind_of(500, server), ErrorKind::Internal);
         assert_eq!(kind_of(503, server), ErrorKind::Unavailable);
         let vllm = r#"{"object":"error","message":"bad","type":"BadRequestError","param":null,"code":400}"#;

@@ -32,8 +32,8 @@ mod wire;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
-    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
+    RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The OpenAI Chat Completions codec.
@@ -97,30 +97,19 @@ mod tests {
 
     #[test]
     fn path_and_auth() {
-        assert_eq!(
-            OpenAiCodec.upstream_path("gpt-4o", true),
-            "/v1/chat/completions"
-        );
-        assert_eq!(
-            OpenAiCodec.upstream_path("gpt-4o", false),
-            "/v1/chat/completions"
-        );
+        assert_eq!(OpenAiCodec.upstream_path("gpt-4o", true), "/v1/chat/completions");
+        assert_eq!(OpenAiCodec.upstream_path("gpt-4o", false), "/v1/chat/completions");
         let outbound = Outbound {
             method: "POST",
             url: "https://api.openai.com/v1/chat/completions",
             body: b"{}",
             time: SystemTime::UNIX_EPOCH,
         };
-        let headers = OpenAiCodec
-            .auth_headers(&Credentials::ApiKey("sk-test".into()), &outbound)
-            .unwrap();
+        let headers = OpenAiCodec.auth_headers(&Credentials::ApiKey("sk-test".into()), &outbound).unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(headers[0].0, http::header::AUTHORIZATION);
         assert_eq!(headers[0].1.to_str().unwrap(), "Bearer sk-test");
-        assert!(OpenAiCodec
-            .auth_headers(&Credentials::None, &outbound)
-            .unwrap()
-            .is_empty());
+        assert!(OpenAiCodec.auth_headers(&Credentials::None, &outbound).unwrap().is_empty());
         assert_eq!(OpenAiCodec.protocol(), ir::Protocol::OpenAi);
     }
 }

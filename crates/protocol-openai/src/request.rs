@@ -7,8 +7,8 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Dropped, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
-    TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+    Block, Dropped, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
+    ToolChoice, ToolResult, ToolUse,
 };
 use switchyard_codec::{DecodeError, Encoded};
 
@@ -22,25 +22,16 @@ const DEFAULT_FILE_MEDIA_TYPE: &str = "application/pdf";
 pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     let value: Value = serde_json::from_slice(body)?;
     let Value::Object(mut fields) = value else {
-        return Err(DecodeError::invalid(
-            "body",
-            "request body must be a json object",
-        ));
+        return Err(DecodeError::invalid("body", "request body must be a json object"));
     };
     let mut request = Request {
-        model: take_string(&mut fields, "model")?
-            .ok_or_else(|| DecodeError::invalid("model", "model is required"))?,
+        model: take_string(&mut fields, "model")?.ok_or_else(|| DecodeError::invalid("model", "model is required"))?,
         ..Request::default()
     };
 
     let messages = match take(&mut fields, "messages") {
         Some(Value::Array(messages)) => messages,
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                "messages",
-                "messages must be an array",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid("messages", "messages must be an array")),
         None => return Err(DecodeError::invalid("messages", "messages is required")),
     };
     let mut reader = MessageReader::default();
@@ -61,11 +52,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     request.stop = read_stop(take(&mut fields, "stop"))?;
     request.response_format = read_response_format(take(&mut fields, "response_format"))?;
     if let Some(effort) = take_string(&mut fields, "reasoning_effort")? {
-        request.reasoning = Some(Reasoning {
-            effort: Some(effort),
-            budget_tokens: None,
-            disabled: false,
-        });
+        request.reasoning = Some(Reasoning { effort: Some(effort), budget_tokens: None, disabled: false });
     }
     request.tools = read_tools(take(&mut fields, "tools"))?;
     match take(&mut fields, "tool_choice") {
@@ -74,9 +61,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             Some(choice) => request.tool_choice = Some(choice),
             // A shape the IR does not model (`allowed_tools`, custom tools)
             // still survives a same-protocol hop.
-            None => request
-                .extra
-                .insert(Protocol::OpenAi, "tool_choice".to_owned(), value),
+            None => request.extra.insert(Protocol::OpenAi, "tool_choice".to_owned(), value),
         },
     }
     request.parallel_tool_calls = take_bool(&mut fields, "parallel_tool_calls")?;
@@ -84,23 +69,15 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     match take(&mut fields, "metadata") {
         None => {}
         Some(Value::Object(metadata)) => request.metadata = metadata,
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                "metadata",
-                "metadata must be an object",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid("metadata", "metadata must be an object")),
     }
     request.stream = take_bool(&mut fields, "stream")?.unwrap_or(false);
     if let Some(options) = take(&mut fields, "stream_options") {
         // The writer always asks for usage, so an `include_usage`-only
         // object carries nothing worth keeping.
-        let only_usage =
-            matches!(&options, Value::Object(o) if o.keys().all(|k| k == "include_usage"));
+        let only_usage = matches!(&options, Value::Object(o) if o.keys().all(|k| k == "include_usage"));
         if !only_usage {
-            request
-                .extra
-                .insert(Protocol::OpenAi, "stream_options".to_owned(), options);
+            request.extra.insert(Protocol::OpenAi, "stream_options".to_owned(), options);
         }
     }
     for (key, value) in fields {
@@ -115,10 +92,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
     let extra = request.extra.for_target(Protocol::OpenAi, &mut dropped);
     let mut body = Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert(
-        "messages".into(),
-        Value::Array(write_messages(request, &mut dropped)),
-    );
+    body.insert("messages".into(), Value::Array(write_messages(request, &mut dropped)));
     if let Some(max_tokens) = request.max_tokens {
         body.insert("max_completion_tokens".into(), max_tokens.into());
     }
@@ -153,11 +127,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
         }
     }
     if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|tool| write_tool(tool, &mut dropped))
-            .collect();
+        let tools = request.tools.iter().map(|tool| write_tool(tool, &mut dropped)).collect();
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(choice) = &request.tool_choice {
@@ -194,10 +164,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
             }
         }
     }
-    Encoded {
-        body: switchyard_codec::json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: switchyard_codec::json::to_vec(&Value::Object(body)), dropped }
 }
 
 /// Folds wire messages into IR messages: system and developer messages are
@@ -218,12 +185,7 @@ impl MessageReader {
         };
         let role = match message.shift_remove("role") {
             Some(Value::String(role)) => role,
-            _ => {
-                return Err(DecodeError::invalid(
-                    format!("{path}.role"),
-                    "message role must be a string",
-                ))
-            }
+            _ => return Err(DecodeError::invalid(format!("{path}.role"), "message role must be a string")),
         };
         let content = take(&mut message, "content");
         let content_path = format!("{path}.content");
@@ -240,25 +202,16 @@ impl MessageReader {
             "assistant" => {
                 let blocks = assistant_blocks(content, &mut message, path)?;
                 self.open_tool_turn = false;
-                self.messages.push(Message {
-                    role: Role::Assistant,
-                    content: blocks,
-                });
+                self.messages.push(Message { role: Role::Assistant, content: blocks });
             }
             "tool" => {
                 let tool_use_id = take_string(&mut message, "tool_call_id")?.ok_or_else(|| {
-                    DecodeError::invalid(
-                        format!("{path}.tool_call_id"),
-                        "tool messages need a tool_call_id",
-                    )
+                    DecodeError::invalid(format!("{path}.tool_call_id"), "tool messages need a tool_call_id")
                 })?;
                 let result = ToolResult {
                     tool_use_id,
                     name: None,
-                    content: text_content(content, &content_path)?
-                        .into_iter()
-                        .map(Block::Text)
-                        .collect(),
+                    content: text_content(content, &content_path)?.into_iter().map(Block::Text).collect(),
                     is_error: false,
                 };
                 self.push_user(vec![Block::ToolResult(result)], true);
@@ -266,25 +219,18 @@ impl MessageReader {
             // The deprecated function-calling shape: results are keyed by
             // the function's name, which stands in for the call id.
             "function" => {
-                let name = take_string(&mut message, "name")?.ok_or_else(|| {
-                    DecodeError::invalid(format!("{path}.name"), "function messages need a name")
-                })?;
+                let name = take_string(&mut message, "name")?
+                    .ok_or_else(|| DecodeError::invalid(format!("{path}.name"), "function messages need a name"))?;
                 let result = ToolResult {
                     tool_use_id: name.clone(),
                     name: Some(name),
-                    content: text_content(content, &content_path)?
-                        .into_iter()
-                        .map(Block::Text)
-                        .collect(),
+                    content: text_content(content, &content_path)?.into_iter().map(Block::Text).collect(),
                     is_error: false,
                 };
                 self.push_user(vec![Block::ToolResult(result)], true);
             }
             other => {
-                return Err(DecodeError::invalid(
-                    format!("{path}.role"),
-                    format!("unknown message role `{other}`"),
-                ))
+                return Err(DecodeError::invalid(format!("{path}.role"), format!("unknown message role `{other}`")))
             }
         }
         Ok(())
@@ -299,10 +245,7 @@ impl MessageReader {
                 return;
             }
         }
-        self.messages.push(Message {
-            role: Role::User,
-            content: blocks,
-        });
+        self.messages.push(Message { role: Role::User, content: blocks });
         self.open_tool_turn = from_tool;
     }
 }
@@ -320,17 +263,13 @@ fn text_content(content: Option<Value>, path: &str) -> Result<Vec<TextBlock>, De
                 let (kind, mut part) = part_type(part, &path)?;
                 match kind.as_str() {
                     "text" => Ok(TextBlock::new(part_text(&mut part, "text", &path)?)),
-                    other => Err(DecodeError::invalid(
-                        path,
-                        format!("content part type `{other}` is not allowed here"),
-                    )),
+                    other => {
+                        Err(DecodeError::invalid(path, format!("content part type `{other}` is not allowed here")))
+                    }
                 }
             })
             .collect(),
-        Some(_) => Err(DecodeError::invalid(
-            path,
-            "content must be a string or an array of content parts",
-        )),
+        Some(_) => Err(DecodeError::invalid(path, "content must be a string or an array of content parts")),
     }
 }
 
@@ -340,12 +279,7 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
         None => return Ok(Vec::new()),
         Some(Value::String(text)) => return Ok(vec![Block::text(text)]),
         Some(Value::Array(parts)) => parts,
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                path,
-                "content must be a string or an array of content parts",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid(path, "content must be a string or an array of content parts")),
     };
     let mut blocks = Vec::with_capacity(parts.len());
     for (index, part) in parts.into_iter().enumerate() {
@@ -353,24 +287,12 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
         let (kind, mut part) = part_type(part, &path)?;
         let block = match kind.as_str() {
             "text" => Block::text(part_text(&mut part, "text", &path)?),
-            "image_url" => {
-                read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?
-            }
+            "image_url" => read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?,
             "file" => read_file(part.shift_remove("file"), &format!("{path}.file"))?,
             // The IR has no audio block; refusing beats answering a prompt
             // whose audio was silently removed.
-            "input_audio" => {
-                return Err(DecodeError::invalid(
-                    path,
-                    "input_audio content parts are not supported",
-                ))
-            }
-            other => {
-                return Err(DecodeError::invalid(
-                    path,
-                    format!("unknown content part type `{other}`"),
-                ))
-            }
+            "input_audio" => return Err(DecodeError::invalid(path, "input_audio content parts are not supported")),
+            other => return Err(DecodeError::invalid(path, format!("unknown content part type `{other}`"))),
         };
         blocks.push(block);
     }
@@ -388,15 +310,9 @@ fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
     .ok_or_else(|| DecodeError::invalid(format!("{path}.url"), "image_url needs a url"))?;
     let source = match parse_data_url(&url) {
         Some((media_type, data)) => MediaSource::Base64 { media_type, data },
-        None => MediaSource::Url {
-            url,
-            media_type: None,
-        },
+        None => MediaSource::Url { url, media_type: None },
     };
-    Ok(Block::Image {
-        source,
-        cache_control: None,
-    })
+    Ok(Block::Image { source, cache_control: None })
 }
 
 fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
@@ -407,28 +323,15 @@ fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
     let source = if let Some(data) = take_string(&mut file, "file_data")? {
         match parse_data_url(&data) {
             Some((media_type, data)) => MediaSource::Base64 { media_type, data },
-            None => MediaSource::Base64 {
-                media_type: DEFAULT_FILE_MEDIA_TYPE.to_owned(),
-                data,
-            },
+            None => MediaSource::Base64 { media_type: DEFAULT_FILE_MEDIA_TYPE.to_owned(), data },
         }
     } else if let Some(file_id) = take_string(&mut file, "file_id")? {
         // An uploaded file's id is the vendor's file URI.
-        MediaSource::Url {
-            url: file_id,
-            media_type: None,
-        }
+        MediaSource::Url { url: file_id, media_type: None }
     } else {
-        return Err(DecodeError::invalid(
-            path,
-            "file needs file_data or file_id",
-        ));
+        return Err(DecodeError::invalid(path, "file needs file_data or file_id"));
     };
-    Ok(Block::Document {
-        source,
-        name,
-        cache_control: None,
-    })
+    Ok(Block::Document { source, name, cache_control: None })
 }
 
 /// An assistant message's blocks: reasoning, text, refusal, then calls.
@@ -442,10 +345,7 @@ fn assistant_blocks(
     for key in ["reasoning_content", "reasoning"] {
         if let Some(Value::String(text)) = message.shift_remove(key) {
             if !text.is_empty() {
-                blocks.push(Block::Thinking {
-                    text,
-                    signature: None,
-                });
+                blocks.push(Block::Thinking { text, signature: None });
             }
         }
     }
@@ -463,9 +363,7 @@ fn assistant_blocks(
                     other => {
                         return Err(DecodeError::invalid(
                             path,
-                            format!(
-                                "content part type `{other}` is not allowed in assistant messages"
-                            ),
+                            format!("content part type `{other}` is not allowed in assistant messages"),
                         ))
                     }
                 };
@@ -473,10 +371,7 @@ fn assistant_blocks(
             }
         }
         Some(_) => {
-            return Err(DecodeError::invalid(
-                content_path,
-                "content must be a string or an array of content parts",
-            ))
+            return Err(DecodeError::invalid(content_path, "content must be a string or an array of content parts"))
         }
     }
     if let Some(refusal) = take_string(message, "refusal")? {
@@ -490,12 +385,7 @@ fn assistant_blocks(
                 blocks.push(Block::ToolUse(read_tool_call(call, &path)?));
             }
         }
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                format!("{path}.tool_calls"),
-                "tool_calls must be an array",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid(format!("{path}.tool_calls"), "tool_calls must be an array")),
     }
     // The deprecated single `function_call`; its name stands in for an id.
     if let Some(Value::Object(mut call)) = take(message, "function_call") {
@@ -511,30 +401,18 @@ fn assistant_blocks(
 
 fn read_tool_call(call: Value, path: &str) -> Result<ToolUse, DecodeError> {
     let Value::Object(mut call) = call else {
-        return Err(DecodeError::invalid(
-            path,
-            "each tool call must be an object",
-        ));
+        return Err(DecodeError::invalid(path, "each tool call must be an object"));
     };
     let id = take_string(&mut call, "id")?.unwrap_or_default();
     // Custom (free-form) tool calls carry their input as plain text.
     let (function, input_key) = match (take(&mut call, "function"), take(&mut call, "custom")) {
         (Some(Value::Object(function)), _) => (function, "arguments"),
         (None, Some(Value::Object(custom))) => (custom, "input"),
-        _ => {
-            return Err(DecodeError::invalid(
-                format!("{path}.function"),
-                "tool calls need a function object",
-            ))
-        }
+        _ => return Err(DecodeError::invalid(format!("{path}.function"), "tool calls need a function object")),
     };
     let mut function = function;
     let name = take_string(&mut function, "name")?.unwrap_or_default();
-    Ok(ToolUse {
-        id,
-        name,
-        input: arguments_text(function.shift_remove(input_key)),
-    })
+    Ok(ToolUse { id, name, input: arguments_text(function.shift_remove(input_key)) })
 }
 
 /// Arguments are JSON text; clients that send an object get it serialised.
@@ -570,14 +448,10 @@ fn read_tools(tools: Option<Value>) -> Result<Vec<Tool>, DecodeError> {
                 }
             }
             let Some(Value::Object(mut function)) = take(&mut tool, "function") else {
-                return Err(DecodeError::invalid(
-                    format!("{path}.function"),
-                    "function tools need a function object",
-                ));
+                return Err(DecodeError::invalid(format!("{path}.function"), "function tools need a function object"));
             };
-            let name = take_string(&mut function, "name")?.ok_or_else(|| {
-                DecodeError::invalid(format!("{path}.function.name"), "tools need a name")
-            })?;
+            let name = take_string(&mut function, "name")?
+                .ok_or_else(|| DecodeError::invalid(format!("{path}.function.name"), "tools need a name"))?;
             // `strict` has no IR field and is not kept.
             Ok(Tool {
                 name,
@@ -596,17 +470,11 @@ fn read_tool_choice(choice: &Value) -> Result<Option<ToolChoice>, DecodeError> {
             "auto" => Ok(Some(ToolChoice::Auto)),
             "none" => Ok(Some(ToolChoice::None)),
             "required" => Ok(Some(ToolChoice::Any)),
-            other => Err(DecodeError::invalid(
-                "tool_choice",
-                format!("unknown tool_choice `{other}`"),
-            )),
+            other => Err(DecodeError::invalid("tool_choice", format!("unknown tool_choice `{other}`"))),
         },
         Value::Object(object) => {
             let is_function = object.get("type").and_then(Value::as_str) == Some("function");
-            let name = object
-                .get("function")
-                .and_then(|f| f.get("name"))
-                .and_then(Value::as_str);
+            let name = object.get("function").and_then(|f| f.get("name")).and_then(Value::as_str);
             match (is_function, name) {
                 (true, Some(name)) => Ok(Some(ToolChoice::Tool(name.to_owned()))),
                 (true, None) => Err(DecodeError::invalid(
@@ -616,10 +484,7 @@ fn read_tool_choice(choice: &Value) -> Result<Option<ToolChoice>, DecodeError> {
                 (false, _) => Ok(None),
             }
         }
-        _ => Err(DecodeError::invalid(
-            "tool_choice",
-            "tool_choice must be a string or an object",
-        )),
+        _ => Err(DecodeError::invalid("tool_choice", "tool_choice must be a string or an object")),
     }
 }
 
@@ -628,10 +493,7 @@ fn read_response_format(format: Option<Value>) -> Result<Option<ResponseFormat>,
         return Ok(None);
     };
     let Value::Object(mut format) = format else {
-        return Err(DecodeError::invalid(
-            "response_format",
-            "response_format must be an object",
-        ));
+        return Err(DecodeError::invalid("response_format", "response_format must be an object"));
     };
     match take_string(&mut format, "type")?.as_deref() {
         Some("text") => Ok(None),
@@ -650,14 +512,10 @@ fn read_response_format(format: Option<Value>) -> Result<Option<ResponseFormat>,
                 strict: take_bool(&mut schema, "strict")?,
             }))
         }
-        Some(other) => Err(DecodeError::invalid(
-            "response_format.type",
-            format!("unknown response_format type `{other}`"),
-        )),
-        None => Err(DecodeError::invalid(
-            "response_format.type",
-            "response_format needs a type",
-        )),
+        Some(other) => {
+            Err(DecodeError::invalid("response_format.type", format!("unknown response_format type `{other}`")))
+        }
+        None => Err(DecodeError::invalid("response_format.type", "response_format needs a type")),
     }
 }
 
@@ -669,16 +527,10 @@ fn read_stop(stop: Option<Value>) -> Result<Vec<String>, DecodeError> {
             .into_iter()
             .map(|stop| match stop {
                 Value::String(stop) => Ok(stop),
-                _ => Err(DecodeError::invalid(
-                    "stop",
-                    "stop sequences must be strings",
-                )),
+                _ => Err(DecodeError::invalid("stop", "stop sequences must be strings")),
             })
             .collect(),
-        Some(_) => Err(DecodeError::invalid(
-            "stop",
-            "stop must be a string or an array of strings",
-        )),
+        Some(_) => Err(DecodeError::invalid("stop", "stop must be a string or an array of strings")),
     }
 }
 
@@ -709,10 +561,7 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
                 note_text_markers(text, dropped);
                 parts.push(json!({"type": "text", "text": text.text}));
             }
-            Block::Image {
-                source,
-                cache_control,
-            } => {
+            Block::Image { source, cache_control } => {
                 texts_only = false;
                 if cache_control.is_some() {
                     report(dropped, "cache_control");
@@ -723,11 +572,7 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
                 };
                 parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
             }
-            Block::Document {
-                source,
-                name,
-                cache_control,
-            } => {
+            Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
                     report(dropped, "cache_control");
                 }
@@ -757,18 +602,11 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
 }
 
 /// A file part. OpenAI takes inline data or an uploaded file's id, not a URL.
-fn write_document(
-    source: &MediaSource,
-    name: Option<&str>,
-    dropped: &mut Vec<Dropped>,
-) -> Option<Value> {
+fn write_document(source: &MediaSource, name: Option<&str>, dropped: &mut Vec<Dropped>) -> Option<Value> {
     let mut file = Map::new();
     match source {
         MediaSource::Base64 { media_type, data } => {
-            file.insert(
-                "file_data".into(),
-                Value::String(data_url(media_type, data)),
-            );
+            file.insert("file_data".into(), Value::String(data_url(media_type, data)));
         }
         MediaSource::Url { url, .. } if !url.contains("://") => {
             file.insert("file_id".into(), Value::String(url.clone()));
@@ -824,11 +662,7 @@ fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
     }
     let mut out = Map::new();
     out.insert("role".into(), Value::String("assistant".into()));
-    let content = if texts.is_empty() && !calls.is_empty() {
-        Value::Null
-    } else {
-        text_parts(&texts, dropped)
-    };
+    let content = if texts.is_empty() && !calls.is_empty() { Value::Null } else { text_parts(&texts, dropped) };
     out.insert("content".into(), content);
     if !calls.is_empty() {
         out.insert("tool_calls".into(), Value::Array(calls));
@@ -844,12 +678,7 @@ fn text_parts(texts: &[&TextBlock], dropped: &mut Vec<Dropped>) -> Value {
     match texts {
         [] => Value::String(String::new()),
         [only] => Value::String(only.text.clone()),
-        _ => Value::Array(
-            texts
-                .iter()
-                .map(|t| json!({"type": "text", "text": t.text}))
-                .collect(),
-        ),
+        _ => Value::Array(texts.iter().map(|t| json!({"type": "text", "text": t.text})).collect()),
     }
 }
 
@@ -889,11 +718,7 @@ fn write_tool_choice(choice: &ToolChoice) -> Value {
 fn write_response_format(format: &ResponseFormat) -> Value {
     match format {
         ResponseFormat::JsonObject => json!({"type": "json_object"}),
-        ResponseFormat::JsonSchema {
-            name,
-            schema,
-            strict,
-        } => {
+        ResponseFormat::JsonSchema { name, schema, strict } => {
             let mut inner = Map::new();
             inner.insert("name".into(), Value::String(name.clone()));
             if !schema.is_null() {
@@ -933,29 +758,28 @@ fn take_string(fields: &mut Map<String, Value>, key: &str) -> Result<Option<Stri
 fn take_f64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<f64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
-        Some(value) => value
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| DecodeError::invalid(key, format!("{key} must be a number"))),
+        Some(value) => {
+            value.as_f64().map(Some).ok_or_else(|| DecodeError::invalid(key, format!("{key} must be a number")))
+        }
     }
 }
 
 fn take_u64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<u64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
-        Some(value) => value.as_u64().map(Some).ok_or_else(|| {
-            DecodeError::invalid(key, format!("{key} must be a non-negative integer"))
-        }),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| DecodeError::invalid(key, format!("{key} must be a non-negative integer"))),
     }
 }
 
 fn take_i64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<i64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
-        Some(value) => value
-            .as_i64()
-            .map(Some)
-            .ok_or_else(|| DecodeError::invalid(key, format!("{key} must be an integer"))),
+        Some(value) => {
+            value.as_i64().map(Some).ok_or_else(|| DecodeError::invalid(key, format!("{key} must be an integer")))
+        }
     }
 }
 
@@ -963,10 +787,7 @@ fn take_bool(fields: &mut Map<String, Value>, key: &str) -> Result<Option<bool>,
     match take(fields, key) {
         None => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(value)),
-        Some(_) => Err(DecodeError::invalid(
-            key,
-            format!("{key} must be a boolean"),
-        )),
+        Some(_) => Err(DecodeError::invalid(key, format!("{key} must be a boolean"))),
     }
 }
 
@@ -977,20 +798,14 @@ fn part_type(part: Value, path: &str) -> Result<(String, Map<String, Value>), De
     };
     match part.shift_remove("type") {
         Some(Value::String(kind)) => Ok((kind, part)),
-        _ => Err(DecodeError::invalid(
-            format!("{path}.type"),
-            "content parts need a type",
-        )),
+        _ => Err(DecodeError::invalid(format!("{path}.type"), "content parts need a type")),
     }
 }
 
 fn part_text(part: &mut Map<String, Value>, key: &str, path: &str) -> Result<String, DecodeError> {
     match part.shift_remove(key) {
         Some(Value::String(text)) => Ok(text),
-        _ => Err(DecodeError::invalid(
-            format!("{path}.{key}"),
-            format!("{key} parts need a string {key}"),
-        )),
+        _ => Err(DecodeError::invalid(format!("{path}.{key}"), format!("{key} parts need a string {key}"))),
     }
 }
 
@@ -1005,10 +820,7 @@ mod tests {
 
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write(request);
-        (
-            serde_json::from_slice(&encoded.body).unwrap(),
-            encoded.dropped,
-        )
+        (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
     #[test]
@@ -1059,45 +871,21 @@ mod tests {
             (json!({"messages": []}), "model"),
             (json!({"model": "m"}), "messages"),
             (json!({"model": "m", "messages": {}}), "messages"),
-            (
-                json!({"model": "m", "messages": [], "temperature": "hot"}),
-                "temperature",
-            ),
-            (
-                json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}),
-                "messages[0].role",
-            ),
+            (json!({"model": "m", "messages": [], "temperature": "hot"}), "temperature"),
+            (json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}), "messages[0].role"),
             (
                 json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
                 "messages[0].content[0]",
             ),
-            (
-                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
-                "messages[0].tool_call_id",
-            ),
-            (
-                json!({"model": "m", "messages": [], "tools": [{"type": "custom", "custom": {}}]}),
-                "tools[0].type",
-            ),
-            (
-                json!({"model": "m", "messages": [], "tool_choice": "sometimes"}),
-                "tool_choice",
-            ),
-            (
-                json!({"model": "m", "messages": [], "response_format": {"type": "yaml"}}),
-                "response_format.type",
-            ),
-            (
-                json!({"model": "m", "messages": [], "metadata": []}),
-                "metadata",
-            ),
+            (json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "messages[0].tool_call_id"),
+            (json!({"model": "m", "messages": [], "tools": [{"type": "custom", "custom": {}}]}), "tools[0].type"),
+            (json!({"model": "m", "messages": [], "tool_choice": "sometimes"}), "tool_choice"),
+            (json!({"model": "m", "messages": [], "response_format": {"type": "yaml"}}), "response_format.type"),
+            (json!({"model": "m", "messages": [], "metadata": []}), "metadata"),
         ];
         for (body, param) in cases {
             match read_json(body.clone()) {
-                Err(DecodeError::Invalid {
-                    param: Some(p),
-                    message,
-                }) => {
+                Err(DecodeError::Invalid { param: Some(p), message }) => {
                     assert_eq!(p, param, "{body}");
                     assert!(!message.ends_with('.'));
                     assert!(message.chars().next().is_some_and(|c| !c.is_uppercase()));
@@ -1135,12 +923,8 @@ mod tests {
         assert!(matches!(&merged.content[2], Block::Text(t) if t.text == "thanks"));
         let (body, dropped) = written(&request);
         assert!(dropped.is_empty());
-        let roles: Vec<&str> = body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m["role"].as_str().unwrap())
-            .collect();
+        let roles: Vec<&str> =
+            body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "tool", "user", "user"]);
         assert_eq!(body["messages"][1]["content"], Value::Null);
         assert_eq!(body["messages"][3]["content"], "rainy");
@@ -1189,10 +973,7 @@ mod tests {
                 Message {
                     role: Role::Assistant,
                     content: vec![
-                        Block::Thinking {
-                            text: "hmm".into(),
-                            signature: Some("sig".into()),
-                        },
+                        Block::Thinking { text: "hmm".into(), signature: Some("sig".into()) },
                         Block::text("ok"),
                     ],
                 },
@@ -1206,35 +987,19 @@ mod tests {
                             is_error: true,
                         }),
                         Block::Document {
-                            source: MediaSource::Url {
-                                url: "https://x/y.pdf".into(),
-                                media_type: None,
-                            },
+                            source: MediaSource::Url { url: "https://x/y.pdf".into(), media_type: None },
                             name: None,
                             cache_control: None,
                         },
                     ],
                 },
             ],
-            reasoning: Some(Reasoning {
-                effort: None,
-                budget_tokens: Some(20000),
-                disabled: false,
-            }),
+            reasoning: Some(Reasoning { effort: None, budget_tokens: Some(20000), disabled: false }),
             ..Request::default()
         };
         let (body, dropped) = written(&request);
         let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                "cache_control",
-                "thinking",
-                "tool_result.is_error",
-                "document.url",
-                "top_k"
-            ]
-        );
+        assert_eq!(fields, ["cache_control", "thinking", "tool_result.is_error", "document.url", "top_k"]);
         assert!(dropped.iter().all(|d| d.reason == DropReason::Unsupported));
         assert_eq!(body["reasoning_effort"], "high");
         assert_eq!(body["messages"][1]["content"], "ok");
@@ -1256,10 +1021,7 @@ mod tests {
         assert!(dropped.is_empty());
         assert_eq!(body["service_tier"], "flex");
         assert_eq!(body["tool_choice"]["type"], "allowed_tools");
-        assert_eq!(
-            body["stream_options"],
-            json!({"include_usage": true, "include_obfuscation": false})
-        );
+        assert_eq!(body["stream_options"], json!({"include_usage": true, "include_obfuscation": false}));
 
         request.extra.origin = Some(Protocol::Anthropic);
         let (body, dropped) = written(&request);
@@ -1285,9 +1047,7 @@ mod tests {
             ]
         }))
         .unwrap();
-        assert!(
-            matches!(&request.messages[0].content[0], Block::ToolUse(c) if c.id == "f" && c.input == "{}")
-        );
+        assert!(matches!(&request.messages[0].content[0], Block::ToolUse(c) if c.id == "f" && c.input == "{}"));
         assert!(
             matches!(&request.messages[1].content[0], Block::ToolResult(r) if r.tool_use_id == "f" && r.name.as_deref() == Some("f"))
         );

@@ -83,10 +83,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
     let wire: WireResponse = serde_json::from_slice(body)?;
     if let (Some(error), None) = (&wire.error, &wire.choices) {
         if !error.is_null() {
-            let message = error
-                .get("message")
-                .and_then(Value::as_str)
-                .unwrap_or("the reply is an error");
+            let message = error.get("message").and_then(Value::as_str).unwrap_or("the reply is an error");
             return Err(DecodeError::invalid("error", message.to_owned()));
         }
     }
@@ -98,10 +95,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         ..Response::default()
     };
     let mut choices = wire.choices.unwrap_or_default();
-    let position = choices
-        .iter()
-        .position(|c| c.index.unwrap_or(0) == 0)
-        .unwrap_or(0);
+    let position = choices.iter().position(|c| c.index.unwrap_or(0) == 0).unwrap_or(0);
     if position < choices.len() {
         let choice = choices.swap_remove(position);
         response.stop_reason = choice.finish_reason.as_deref().map(stop_reason_from_finish);
@@ -120,10 +114,7 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
     for reasoning in [&message.reasoning_content, &message.reasoning] {
         if let Some(text) = reasoning.as_ref().and_then(Value::as_str) {
             if !text.is_empty() {
-                content.push(Block::Thinking {
-                    text: text.to_owned(),
-                    signature: None,
-                });
+                content.push(Block::Thinking { text: text.to_owned(), signature: None });
             }
         }
     }
@@ -162,11 +153,7 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
     }
     if let Some(function) = message.function_call {
         let name = function.name.unwrap_or_default();
-        content.push(Block::ToolUse(ToolUse {
-            id: name.clone(),
-            name,
-            input: arguments_text(function.arguments),
-        }));
+        content.push(Block::ToolUse(ToolUse { id: name.clone(), name, input: arguments_text(function.arguments) }));
     }
     refused
 }
@@ -181,9 +168,7 @@ fn arguments_text(arguments: Option<Value>) -> String {
 
 /// `created` as integer seconds (some compatible servers send a float).
 pub(crate) fn unix_seconds(value: &Value) -> Option<i64> {
-    value
-        .as_i64()
-        .or_else(|| value.as_f64().map(|seconds| seconds as i64))
+    value.as_i64().or_else(|| value.as_f64().map(|seconds| seconds as i64))
 }
 
 #[derive(Serialize)]
@@ -247,10 +232,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
             Block::ToolUse(call) => tool_calls.push(OutToolCall {
                 id: &call.id,
                 kind: "function",
-                function: OutFunction {
-                    name: &call.name,
-                    arguments: &call.input,
-                },
+                function: OutFunction { name: &call.name, arguments: &call.input },
             }),
             Block::Thinking { .. } => report(&mut dropped, "thinking"),
             Block::RedactedThinking { .. } => report(&mut dropped, "redacted_thinking"),
@@ -265,14 +247,13 @@ pub(crate) fn write(response: &Response) -> Encoded {
     if response.usage.cache_write_tokens != 0 {
         report(&mut dropped, "usage.cache_write_tokens");
     }
-    let (content, refusal) =
-        if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
-            (None, Some(text))
-        } else if text.is_empty() && !tool_calls.is_empty() {
-            (None, None)
-        } else {
-            (Some(text), None)
-        };
+    let (content, refusal) = if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
+        (None, Some(text))
+    } else if text.is_empty() && !tool_calls.is_empty() {
+        (None, None)
+    } else {
+        (Some(text), None)
+    };
     let out = OutResponse {
         id: &response.id,
         object: "chat.completion",
@@ -280,21 +261,13 @@ pub(crate) fn write(response: &Response) -> Encoded {
         model: &response.model,
         choices: [OutChoice {
             index: 0,
-            message: OutMessage {
-                role: "assistant",
-                content,
-                refusal,
-                tool_calls,
-            },
+            message: OutMessage { role: "assistant", content, refusal, tool_calls },
             logprobs: None,
             finish_reason: response.stop_reason.map(finish_from_stop_reason),
         }],
         usage: WireUsage::from_ir(&response.usage),
     };
-    Encoded {
-        body: switchyard_codec::json::to_vec(&out),
-        dropped,
-    }
+    Encoded { body: switchyard_codec::json::to_vec(&out), dropped }
 }
 
 #[cfg(test)]
@@ -317,12 +290,8 @@ mod tests {
         let response = read(body.to_string().as_bytes()).unwrap();
         assert_eq!(response.stop_reason, Some(StopReason::Refusal));
         assert_eq!(response.created, Some(1_700_000_000));
-        assert!(
-            matches!(&response.content[0], Block::Thinking { text, .. } if text == "thinking...")
-        );
-        assert!(
-            matches!(&response.content[1], Block::Text(t) if t.text == "I can't help with that.")
-        );
+        assert!(matches!(&response.content[0], Block::Thinking { text, .. } if text == "thinking..."));
+        assert!(matches!(&response.content[1], Block::Text(t) if t.text == "I can't help with that."));
         assert_eq!(
             response.usage,
             Usage {
@@ -336,10 +305,7 @@ mod tests {
         let encoded = write(&response);
         assert_eq!(encoded.dropped[0].field, "thinking");
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
-        assert_eq!(
-            written["choices"][0]["message"]["refusal"],
-            "I can't help with that."
-        );
+        assert_eq!(written["choices"][0]["message"]["refusal"], "I can't help with that.");
         assert_eq!(written["choices"][0]["message"]["content"], Value::Null);
         assert_eq!(written["choices"][0]["finish_reason"], "stop");
         assert_eq!(written["usage"]["total_tokens"], 15);
@@ -352,18 +318,12 @@ mod tests {
             Err(DecodeError::Invalid { .. })
         ));
         assert!(matches!(read(b"<html>"), Err(DecodeError::Json(_))));
-        assert!(matches!(
-            read(br#"{"choices": "x"}"#),
-            Err(DecodeError::Json(_))
-        ));
+        assert!(matches!(read(br#"{"choices": "x"}"#), Err(DecodeError::Json(_))));
     }
 
     #[test]
     fn empty_reply_writes_an_empty_string() {
-        let encoded = write(&Response {
-            stop_reason: Some(StopReason::EndTurn),
-            ..Response::default()
-        });
+        let encoded = write(&Response { stop_reason: Some(StopReason::EndTurn), ..Response::default() });
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written["choices"][0]["message"]["content"], "");
         assert_eq!(written["object"], "chat.completion");

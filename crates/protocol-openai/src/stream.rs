@@ -126,11 +126,7 @@ impl ChunkDecoder {
         }
         if frame.event.as_deref() == Some("error") {
             out.push(StreamEvent::Error(
-                VendorError {
-                    message: data.to_owned(),
-                    ..VendorError::default()
-                }
-                .to_error_info(),
+                VendorError { message: data.to_owned(), ..VendorError::default() }.to_error_info(),
             ));
             self.ended = true;
             return Ok(());
@@ -147,9 +143,7 @@ impl ChunkDecoder {
         out.push(StreamEvent::MessageStart {
             id: chunk.and_then(|c| c.id.clone()).unwrap_or_default(),
             model: chunk.and_then(|c| c.model.clone()).unwrap_or_default(),
-            created: chunk
-                .and_then(|c| c.created.as_ref())
-                .and_then(unix_seconds),
+            created: chunk.and_then(|c| c.created.as_ref()).and_then(unix_seconds),
             usage: Usage::default(),
         });
     }
@@ -157,9 +151,7 @@ impl ChunkDecoder {
     fn chunk(&mut self, chunk: WireChunk, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         self.start(Some(&chunk), out);
         if let Some(usage) = &chunk.usage {
-            self.usage
-                .get_or_insert_with(Usage::default)
-                .merge(&usage.to_ir());
+            self.usage.get_or_insert_with(Usage::default).merge(&usage.to_ir());
         }
         // The IR models one reply; other choices (`n > 1`) are not kept.
         for choice in chunk.choices.unwrap_or_default() {
@@ -183,20 +175,14 @@ impl ChunkDecoder {
             if let Some(Value::String(text)) = reasoning {
                 if !text.is_empty() {
                     let index = self.ensure(Open::Thinking, BlockStart::Thinking, out);
-                    out.push(StreamEvent::BlockDelta {
-                        index,
-                        delta: Delta::Thinking(text),
-                    });
+                    out.push(StreamEvent::BlockDelta { index, delta: Delta::Thinking(text) });
                 }
             }
         }
         for text in [delta.content, delta.refusal.clone()].into_iter().flatten() {
             if !text.is_empty() {
                 let index = self.ensure(Open::Text, BlockStart::Text, out);
-                out.push(StreamEvent::BlockDelta {
-                    index,
-                    delta: Delta::Text(text),
-                });
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(text) });
             }
         }
         if delta.refusal.is_some_and(|r| !r.is_empty()) {
@@ -208,11 +194,7 @@ impl ChunkDecoder {
         Ok(())
     }
 
-    fn tool_call(
-        &mut self,
-        call: WireToolCallDelta,
-        out: &mut Vec<StreamEvent>,
-    ) -> Result<(), DecodeError> {
+    fn tool_call(&mut self, call: WireToolCallDelta, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         let continues = match (&self.open, call.index) {
             (Some((_, Open::Tool { wire_index, .. })), Some(index)) => *wire_index == Some(index),
             // Without an index, a fragment continues the open call unless it
@@ -235,25 +217,12 @@ impl ChunkDecoder {
                 }
             }
             let id = call.id.unwrap_or_default();
-            let start = BlockStart::ToolUse {
-                id: id.clone(),
-                name: name.unwrap_or_default(),
-            };
-            self.open_block(
-                Open::Tool {
-                    wire_index: call.index,
-                    id,
-                },
-                start,
-                out,
-            )
+            let start = BlockStart::ToolUse { id: id.clone(), name: name.unwrap_or_default() };
+            self.open_block(Open::Tool { wire_index: call.index, id }, start, out)
         };
         if let Some(arguments) = arguments {
             if !arguments.is_empty() {
-                out.push(StreamEvent::BlockDelta {
-                    index,
-                    delta: Delta::ToolInput(arguments),
-                });
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::ToolInput(arguments) });
             }
         }
         Ok(())
@@ -271,21 +240,14 @@ impl ChunkDecoder {
         self.close(out);
         let index = self.next_index;
         self.next_index += 1;
-        out.push(StreamEvent::BlockStart {
-            index,
-            block: start,
-        });
+        out.push(StreamEvent::BlockStart { index, block: start });
         self.open = Some((index, kind));
         index
     }
 
     fn close(&mut self, out: &mut Vec<StreamEvent>) {
         if let Some((index, open)) = self.open.take() {
-            if let Open::Tool {
-                wire_index: Some(wire_index),
-                ..
-            } = open
-            {
+            if let Open::Tool { wire_index: Some(wire_index), .. } = open {
                 self.closed_tools.push(wire_index);
             }
             out.push(StreamEvent::BlockStop { index });
@@ -297,11 +259,7 @@ impl ChunkDecoder {
     fn complete(&mut self, out: &mut Vec<StreamEvent>) {
         self.close(out);
         if self.finished || self.usage.is_some() {
-            let stop_reason = if self.refused {
-                Some(StopReason::Refusal)
-            } else {
-                self.stop_reason
-            };
+            let stop_reason = if self.refused { Some(StopReason::Refusal) } else { self.stop_reason };
             out.push(StreamEvent::MessageDelta {
                 stop_reason,
                 stop_sequence: None,
@@ -419,41 +377,18 @@ impl ChunkEncoder {
     }
 
     fn kind(&self, index: u32) -> Option<Kind> {
-        self.blocks
-            .iter()
-            .rev()
-            .find(|(i, _)| *i == index)
-            .map(|(_, kind)| *kind)
+        self.blocks.iter().rev().find(|(i, _)| *i == index).map(|(_, kind)| *kind)
     }
 
     fn write_delta(&self, delta: OutDelta<'_>, out: &mut Vec<u8>) {
         self.write_choice(delta, None, out);
     }
 
-    fn write_choice(
-        &self,
-        delta: OutDelta<'_>,
-        finish_reason: Option<&'static str>,
-        out: &mut Vec<u8>,
-    ) {
-        self.write_chunk(
-            vec![OutChoice {
-                index: 0,
-                delta,
-                logprobs: None,
-                finish_reason,
-            }],
-            None,
-            out,
-        );
+    fn write_choice(&self, delta: OutDelta<'_>, finish_reason: Option<&'static str>, out: &mut Vec<u8>) {
+        self.write_chunk(vec![OutChoice { index: 0, delta, logprobs: None, finish_reason }], None, out);
     }
 
-    fn write_chunk(
-        &self,
-        choices: Vec<OutChoice<'_>>,
-        usage: Option<WireUsage>,
-        out: &mut Vec<u8>,
-    ) {
+    fn write_chunk(&self, choices: Vec<OutChoice<'_>>, usage: Option<WireUsage>, out: &mut Vec<u8>) {
         let chunk = OutChunk {
             id: &self.id,
             object: "chat.completion.chunk",
@@ -472,25 +407,13 @@ impl StreamEncoder for ChunkEncoder {
             return;
         }
         match event {
-            StreamEvent::MessageStart {
-                id,
-                model,
-                created,
-                usage,
-            } => {
+            StreamEvent::MessageStart { id, model, created, usage } => {
                 self.id.clone_from(id);
                 self.model.clone_from(model);
                 self.created = created.unwrap_or(0);
                 self.usage.merge(usage);
                 // OpenAI opens with the role, so clients see a first byte early.
-                self.write_delta(
-                    OutDelta {
-                        role: Some("assistant"),
-                        content: Some(""),
-                        ..OutDelta::default()
-                    },
-                    out,
-                );
+                self.write_delta(OutDelta { role: Some("assistant"), content: Some(""), ..OutDelta::default() }, out);
             }
             StreamEvent::BlockStart { index, block } => {
                 let kind = match block {
@@ -505,10 +428,7 @@ impl StreamEncoder for ChunkEncoder {
                                     index: tool,
                                     id: Some(id),
                                     kind: Some("function"),
-                                    function: OutFunction {
-                                        name: Some(name),
-                                        arguments: "",
-                                    },
+                                    function: OutFunction { name: Some(name), arguments: "" },
                                 }],
                                 ..OutDelta::default()
                             },
@@ -520,36 +440,25 @@ impl StreamEncoder for ChunkEncoder {
                 self.blocks.push((*index, kind));
             }
             StreamEvent::BlockDelta { index, delta } => match (self.kind(*index), delta) {
-                (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => self.write_delta(
+                (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => {
+                    self.write_delta(OutDelta { content: Some(text), ..OutDelta::default() }, out)
+                }
+                (Some(Kind::Tool(tool)), Delta::ToolInput(arguments)) if !arguments.is_empty() => self.write_delta(
                     OutDelta {
-                        content: Some(text),
+                        tool_calls: vec![OutToolCall {
+                            index: tool,
+                            id: None,
+                            kind: None,
+                            function: OutFunction { name: None, arguments },
+                        }],
                         ..OutDelta::default()
                     },
                     out,
                 ),
-                (Some(Kind::Tool(tool)), Delta::ToolInput(arguments)) if !arguments.is_empty() => {
-                    self.write_delta(
-                        OutDelta {
-                            tool_calls: vec![OutToolCall {
-                                index: tool,
-                                id: None,
-                                kind: None,
-                                function: OutFunction {
-                                    name: None,
-                                    arguments,
-                                },
-                            }],
-                            ..OutDelta::default()
-                        },
-                        out,
-                    )
-                }
                 _ => {}
             },
             StreamEvent::BlockStop { .. } => {}
-            StreamEvent::MessageDelta {
-                stop_reason, usage, ..
-            } => {
+            StreamEvent::MessageDelta { stop_reason, usage, .. } => {
                 if stop_reason.is_some() {
                     self.stop_reason = *stop_reason;
                 }
@@ -557,19 +466,14 @@ impl StreamEncoder for ChunkEncoder {
             }
             StreamEvent::MessageStop => {
                 // OpenAI always names a finish reason on the last choice chunk.
-                let finish =
-                    finish_from_stop_reason(self.stop_reason.unwrap_or(StopReason::EndTurn));
+                let finish = finish_from_stop_reason(self.stop_reason.unwrap_or(StopReason::EndTurn));
                 self.write_choice(OutDelta::default(), Some(finish), out);
                 self.write_chunk(Vec::new(), Some(WireUsage::from_ir(&self.usage)), out);
                 write_sse(out, None, DONE.as_bytes());
                 self.ended = true;
             }
             StreamEvent::Error(error) => {
-                write_sse(
-                    out,
-                    None,
-                    &switchyard_codec::json::to_vec(&error_body(error)),
-                );
+                write_sse(out, None, &switchyard_codec::json::to_vec(&error_body(error)));
                 self.ended = true;
             }
         }
@@ -608,11 +512,7 @@ mod tests {
             StreamEvent::MessageDelta {
                 stop_reason: Some(StopReason::MaxTokens),
                 stop_sequence: None,
-                usage: Usage {
-                    input_tokens: 3,
-                    output_tokens: 1,
-                    ..Usage::default()
-                }
+                usage: Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() }
             }
         );
         assert_eq!(events[5], StreamEvent::MessageStop);
@@ -620,8 +520,7 @@ mod tests {
 
     #[test]
     fn missing_done_completes_only_after_a_finish_reason() {
-        let cut =
-            "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
+        let cut = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\n";
         let events = decode(cut.as_bytes()).unwrap();
         assert!(!events.contains(&StreamEvent::MessageStop));
         let finished = "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}";
@@ -637,10 +536,7 @@ mod tests {
         assert!(
             matches!(&events[0], StreamEvent::Error(e) if e.kind == ErrorKind::Internal && e.message == "The server had an error")
         );
-        assert!(matches!(
-            decode(b"data: {oops\n\n"),
-            Err(DecodeError::Json(_))
-        ));
+        assert!(matches!(decode(b"data: {oops\n\n"), Err(DecodeError::Json(_))));
     }
 
     #[test]
@@ -650,20 +546,14 @@ mod tests {
             "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"b\",\"function\":{\"name\":\"g\",\"arguments\":\"\"}}]}}]}\n\n",
             "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n",
         );
-        assert!(matches!(
-            decode(input.as_bytes()),
-            Err(DecodeError::Frame(_))
-        ));
+        assert!(matches!(decode(input.as_bytes()), Err(DecodeError::Frame(_))));
     }
 
     #[test]
     fn encoder_writes_error_without_done() {
         let mut encoder = ChunkEncoder::new();
         let mut out = Vec::new();
-        encoder.encode(
-            &StreamEvent::Error(ErrorInfo::new(ErrorKind::Overloaded, "busy")),
-            &mut out,
-        );
+        encoder.encode(&StreamEvent::Error(ErrorInfo::new(ErrorKind::Overloaded, "busy")), &mut out);
         encoder.encode(&StreamEvent::MessageStop, &mut out);
         encoder.finish(&mut out);
         let text = String::from_utf8(out).unwrap();

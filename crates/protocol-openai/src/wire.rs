@@ -64,17 +64,9 @@ impl WireUsage {
         Usage {
             input_tokens: self.prompt_tokens.unwrap_or(0),
             output_tokens: self.completion_tokens.unwrap_or(0),
-            cache_read_tokens: self
-                .prompt_tokens_details
-                .as_ref()
-                .and_then(|d| d.cached_tokens)
-                .unwrap_or(0),
+            cache_read_tokens: self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0),
             cache_write_tokens: 0,
-            reasoning_tokens: self
-                .completion_tokens_details
-                .as_ref()
-                .and_then(|d| d.reasoning_tokens)
-                .unwrap_or(0),
+            reasoning_tokens: self.completion_tokens_details.as_ref().and_then(|d| d.reasoning_tokens).unwrap_or(0),
         }
     }
 
@@ -85,12 +77,8 @@ impl WireUsage {
             prompt_tokens: Some(usage.input_tokens),
             completion_tokens: Some(usage.output_tokens),
             total_tokens: Some(usage.total()),
-            prompt_tokens_details: Some(PromptDetails {
-                cached_tokens: Some(usage.cache_read_tokens),
-            }),
-            completion_tokens_details: Some(CompletionDetails {
-                reasoning_tokens: Some(usage.reasoning_tokens),
-            }),
+            prompt_tokens_details: Some(PromptDetails { cached_tokens: Some(usage.cache_read_tokens) }),
+            completion_tokens_details: Some(CompletionDetails { reasoning_tokens: Some(usage.reasoning_tokens) }),
         }
     }
 }
@@ -125,10 +113,7 @@ mod tests {
 
     #[test]
     fn data_urls() {
-        assert_eq!(
-            parse_data_url("data:image/png;base64,iVBOR"),
-            Some(("image/png".to_owned(), "iVBOR".to_owned()))
-        );
+        assert_eq!(parse_data_url("data:image/png;base64,iVBOR"), Some(("image/png".to_owned(), "iVBOR".to_owned())));
         assert_eq!(parse_data_url("data:,hello"), None);
         assert_eq!(parse_data_url("data:;base64,abc"), None);
         assert_eq!(parse_data_url("https://x/y.png"), None);
@@ -137,21 +122,10 @@ mod tests {
 
     #[test]
     fn finish_reasons_round_trip_where_openai_has_them() {
-        for reason in [
-            StopReason::EndTurn,
-            StopReason::MaxTokens,
-            StopReason::ToolUse,
-            StopReason::ContentFilter,
-        ] {
-            assert_eq!(
-                stop_reason_from_finish(finish_from_stop_reason(reason)),
-                reason
-            );
+        for reason in [StopReason::EndTurn, StopReason::MaxTokens, StopReason::ToolUse, StopReason::ContentFilter] {
+            assert_eq!(stop_reason_from_finish(finish_from_stop_reason(reason)), reason);
         }
-        assert_eq!(
-            stop_reason_from_finish("function_call"),
-            StopReason::ToolUse
-        );
+        assert_eq!(stop_reason_from_finish("function_call"), StopReason::ToolUse);
         assert_eq!(stop_reason_from_finish("eos"), StopReason::EndTurn);
     }
 

@@ -2,11 +2,7 @@
 //! read into IR and compared with reviewed insta snapshots; plus the
 //! any-split stream property over the fixture streams.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::panic,
-    reason = "test helpers outside #[test] fns fail loudly"
-)]
+#![expect(clippy::unwrap_used, clippy::panic, reason = "test helpers outside #[test] fns fail loudly")]
 
 use proptest::prelude::*;
 use switchyard_codec::ir::StreamEvent;
@@ -35,17 +31,13 @@ fn decode_whole(name: &str) -> Vec<StreamEvent> {
 
 #[test]
 fn request_with_tools_images_system_and_turns() {
-    let request = OpenAiCodec
-        .read_request(&fixture("request_tools_images.json"))
-        .unwrap();
+    let request = OpenAiCodec.read_request(&fixture("request_tools_images.json")).unwrap();
     insta::assert_json_snapshot!(request);
 }
 
 #[test]
 fn response_with_a_tool_call() {
-    let response = OpenAiCodec
-        .read_response(&fixture("response_tool_call.json"))
-        .unwrap();
+    let response = OpenAiCodec.read_response(&fixture("response_tool_call.json")).unwrap();
     insta::assert_json_snapshot!(response);
 }
 
@@ -66,10 +58,7 @@ fn stream_with_an_in_stream_error() {
 
 #[test]
 fn error_bodies() {
-    for (name, status) in [
-        ("error_context_length.json", 400),
-        ("error_quota.json", 429),
-    ] {
+    for (name, status) in [("error_context_length.json", 400), ("error_quota.json", 429)] {
         let raw = OpenAiCodec.extract_error(status, &fixture(name));
         let seen = serde_json::json!({
             "status": raw.status,
@@ -84,19 +73,11 @@ fn error_bodies() {
 
 #[test]
 fn every_two_way_split_decodes_the_same() {
-    for name in [
-        "stream_text_tool_usage.sse",
-        "stream_reasoning_compat.sse",
-        "stream_error.sse",
-    ] {
+    for name in ["stream_text_tool_usage.sse", "stream_reasoning_compat.sse", "stream_error.sse"] {
         let input = fixture(name);
         let whole = decode_chunks(&[&input]);
         for cut in 0..=input.len() {
-            assert_eq!(
-                decode_chunks(&[&input[..cut], &input[cut..]]),
-                whole,
-                "{name} split at {cut}"
-            );
+            assert_eq!(decode_chunks(&[&input[..cut], &input[cut..]]), whole, "{name} split at {cut}");
         }
     }
 }

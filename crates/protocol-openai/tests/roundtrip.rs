@@ -5,17 +5,13 @@
 //! The generators stay inside what Chat Completions can say; each place where
 //! the protocol canonicalises is named in a `normalise` comment.
 
-#![expect(
-    clippy::unwrap_used,
-    reason = "test helpers outside #[test] fns fail loudly"
-)]
+#![expect(clippy::unwrap_used, reason = "test helpers outside #[test] fns fail loudly")]
 
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, ErrorInfo, ErrorKind, MediaSource, Message, Reasoning, Request,
-    Response, ResponseFormat, Role, StopReason, StreamEvent, Tool, ToolChoice, ToolResult, ToolUse,
-    Usage,
+    events_from_response, Block, ErrorInfo, ErrorKind, MediaSource, Message, Reasoning, Request, Response,
+    ResponseFormat, Role, StopReason, StreamEvent, Tool, ToolChoice, ToolResult, ToolUse, Usage,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_openai::OpenAiCodec;
@@ -34,77 +30,49 @@ fn knob() -> impl Strategy<Value = Option<f64>> {
 }
 
 fn tool_use() -> impl Strategy<Value = ToolUse> {
-    ("call_[a-zA-Z0-9]{1,8}", "[a-z_]{1,10}", text()).prop_map(|(id, name, input)| ToolUse {
-        id,
-        name,
-        input,
-    })
+    ("call_[a-zA-Z0-9]{1,8}", "[a-z_]{1,10}", text()).prop_map(|(id, name, input)| ToolUse { id, name, input })
 }
 
 fn user_block() -> impl Strategy<Value = Block> {
     prop_oneof![
         text().prop_map(Block::text),
-        (
-            prop::sample::select(vec!["image/png", "image/jpeg"]),
-            "[A-Za-z0-9+/]{0,12}"
-        )
-            .prop_map(|(media_type, data)| Block::Image {
-                source: MediaSource::Base64 {
-                    media_type: media_type.to_owned(),
-                    data,
-                },
+        (prop::sample::select(vec!["image/png", "image/jpeg"]), "[A-Za-z0-9+/]{0,12}").prop_map(
+            |(media_type, data)| Block::Image {
+                source: MediaSource::Base64 { media_type: media_type.to_owned(), data },
                 cache_control: None,
-            }),
-        "https://example\\.com/[a-z]{1,8}\\.png".prop_map(|url| Block::Image {
-            source: MediaSource::Url {
-                url,
-                media_type: None
-            },
-            cache_control: None,
-        }),
+            }
+        ),
+        "https://example\\.com/[a-z]{1,8}\\.png"
+            .prop_map(|url| Block::Image { source: MediaSource::Url { url, media_type: None }, cache_control: None }),
         (
             prop::sample::select(vec!["application/pdf", "text/plain"]),
             "[A-Za-z0-9+/]{0,12}",
             proptest::option::of("[a-z]{1,8}\\.pdf")
         )
             .prop_map(|(media_type, data, name)| Block::Document {
-                source: MediaSource::Base64 {
-                    media_type: media_type.to_owned(),
-                    data,
-                },
+                source: MediaSource::Base64 { media_type: media_type.to_owned(), data },
                 name,
                 cache_control: None,
             }),
-        (
-            "file-[a-zA-Z0-9]{1,10}",
-            proptest::option::of("[a-z]{1,8}\\.pdf")
-        )
-            .prop_map(|(url, name)| Block::Document {
-                source: MediaSource::Url {
-                    url,
-                    media_type: None
-                },
-                name,
-                cache_control: None,
-            }),
+        ("file-[a-zA-Z0-9]{1,10}", proptest::option::of("[a-z]{1,8}\\.pdf")).prop_map(|(url, name)| Block::Document {
+            source: MediaSource::Url { url, media_type: None },
+            name,
+            cache_control: None,
+        }),
     ]
 }
 
 fn tool_result() -> impl Strategy<Value = Block> {
     // Tool messages hold text only, and at least one block (an empty
     // content string reads back as one empty text block).
-    (
-        "call_[a-zA-Z0-9]{1,8}",
-        proptest::collection::vec(text(), 1..3),
-    )
-        .prop_map(|(id, texts)| {
-            Block::ToolResult(ToolResult {
-                tool_use_id: id,
-                name: None,
-                content: texts.into_iter().map(Block::text).collect(),
-                is_error: false,
-            })
+    ("call_[a-zA-Z0-9]{1,8}", proptest::collection::vec(text(), 1..3)).prop_map(|(id, texts)| {
+        Block::ToolResult(ToolResult {
+            tool_use_id: id,
+            name: None,
+            content: texts.into_iter().map(Block::text).collect(),
+            is_error: false,
         })
+    })
 }
 
 fn user_message() -> impl Strategy<Value = Message> {
@@ -112,53 +80,32 @@ fn user_message() -> impl Strategy<Value = Message> {
     // user message that holds the rest.
     prop_oneof![
         proptest::collection::vec(user_block(), 1..4),
-        (
-            proptest::collection::vec(tool_result(), 1..3),
-            proptest::collection::vec(user_block(), 0..3)
-        )
-            .prop_map(|(mut results, rest)| {
+        (proptest::collection::vec(tool_result(), 1..3), proptest::collection::vec(user_block(), 0..3)).prop_map(
+            |(mut results, rest)| {
                 results.extend(rest);
                 results
-            }),
+            }
+        ),
     ]
-    .prop_map(|content| Message {
-        role: Role::User,
-        content,
-    })
+    .prop_map(|content| Message { role: Role::User, content })
 }
 
 fn assistant_message() -> impl Strategy<Value = Message> {
     // Text comes before calls: the wire keeps them in separate fields.
-    (
-        proptest::collection::vec(text(), 0..3),
-        proptest::collection::vec(tool_use(), 0..3),
-    )
-        .prop_filter("a turn says something", |(t, c)| {
-            !t.is_empty() || !c.is_empty()
-        })
+    (proptest::collection::vec(text(), 0..3), proptest::collection::vec(tool_use(), 0..3))
+        .prop_filter("a turn says something", |(t, c)| !t.is_empty() || !c.is_empty())
         .prop_map(|(texts, calls)| Message {
             role: Role::Assistant,
-            content: texts
-                .into_iter()
-                .map(Block::text)
-                .chain(calls.into_iter().map(Block::ToolUse))
-                .collect(),
+            content: texts.into_iter().map(Block::text).chain(calls.into_iter().map(Block::ToolUse)).collect(),
         })
 }
 
 fn messages() -> impl Strategy<Value = Vec<Message>> {
     // Roles alternate: a user message right after a results-only one
     // would be merged into it on read.
-    (
-        proptest::collection::vec((user_message(), assistant_message()), 0..3),
-        proptest::option::of(user_message()),
-    )
+    (proptest::collection::vec((user_message(), assistant_message()), 0..3), proptest::option::of(user_message()))
         .prop_map(|(pairs, last)| {
-            pairs
-                .into_iter()
-                .flat_map(|(user, assistant)| [user, assistant])
-                .chain(last)
-                .collect()
+            pairs.into_iter().flat_map(|(user, assistant)| [user, assistant]).chain(last).collect()
         })
 }
 
@@ -166,17 +113,9 @@ fn tool() -> impl Strategy<Value = Tool> {
     (
         "[a-z_]{1,10}",
         proptest::option::of(text()),
-        prop_oneof![
-            Just(Value::Null),
-            Just(json!({"type": "object", "properties": {"q": {"type": "string"}}}))
-        ],
+        prop_oneof![Just(Value::Null), Just(json!({"type": "object", "properties": {"q": {"type": "string"}}}))],
     )
-        .prop_map(|(name, description, parameters)| Tool {
-            name,
-            description,
-            parameters,
-            cache_control: None,
-        })
+        .prop_map(|(name, description, parameters)| Tool { name, description, parameters, cache_control: None })
 }
 
 fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
@@ -203,24 +142,16 @@ fn response_format() -> impl Strategy<Value = Option<ResponseFormat>> {
 
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
     // Only an effort: a budget is written as the effort it maps to.
-    proptest::option::of(
-        prop::sample::select(vec!["minimal", "low", "medium", "high"]).prop_map(|effort| {
-            Reasoning {
-                effort: Some(effort.to_owned()),
-                budget_tokens: None,
-                disabled: false,
-            }
-        }),
-    )
+    proptest::option::of(prop::sample::select(vec!["minimal", "low", "medium", "high"]).prop_map(|effort| Reasoning {
+        effort: Some(effort.to_owned()),
+        budget_tokens: None,
+        disabled: false,
+    }))
 }
 
 fn metadata() -> impl Strategy<Value = Map<String, Value>> {
-    proptest::collection::btree_map("[a-z]{1,5}", "[a-z0-9]{0,5}", 0..3).prop_map(|entries| {
-        entries
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect()
-    })
+    proptest::collection::btree_map("[a-z]{1,5}", "[a-z0-9]{0,5}", 0..3)
+        .prop_map(|entries| entries.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
 }
 
 fn request() -> impl Strategy<Value = Request> {
@@ -242,13 +173,7 @@ fn request() -> impl Strategy<Value = Request> {
             knob(),
             knob(),
         ),
-        (
-            response_format(),
-            reasoning(),
-            any::<bool>(),
-            proptest::option::of("[a-z0-9-]{1,10}"),
-            metadata(),
-        ),
+        (response_format(), reasoning(), any::<bool>(), proptest::option::of("[a-z0-9-]{1,10}"), metadata()),
     )
         .prop_map(
             |(
@@ -257,10 +182,7 @@ fn request() -> impl Strategy<Value = Request> {
                 (response_format, reasoning, stream, user, metadata),
             )| Request {
                 model,
-                system: system
-                    .into_iter()
-                    .map(switchyard_codec::ir::TextBlock::new)
-                    .collect(),
+                system: system.into_iter().map(switchyard_codec::ir::TextBlock::new).collect(),
                 messages,
                 tools,
                 tool_choice,
@@ -284,16 +206,16 @@ fn request() -> impl Strategy<Value = Request> {
 }
 
 fn usage() -> impl Strategy<Value = Usage> {
-    (0u64..100_000, 0u64..100_000, 0u64..=100, 0u64..=100).prop_map(
-        |(input, output, cached_pct, reasoning_pct)| Usage {
+    (0u64..100_000, 0u64..100_000, 0u64..=100, 0u64..=100).prop_map(|(input, output, cached_pct, reasoning_pct)| {
+        Usage {
             input_tokens: input,
             output_tokens: output,
             cache_read_tokens: input * cached_pct / 100,
             // OpenAI has no cache-write count.
             cache_write_tokens: 0,
             reasoning_tokens: output * reasoning_pct / 100,
-        },
-    )
+        }
+    })
 }
 
 fn response() -> impl Strategy<Value = Response> {
@@ -312,22 +234,16 @@ fn response() -> impl Strategy<Value = Response> {
         ])),
         usage(),
     )
-        .prop_map(
-            |(id, model, created, text, calls, stop_reason, usage)| Response {
-                id,
-                model,
-                created: Some(created),
-                // One text block at most: the wire content is one string.
-                content: text
-                    .map(Block::text)
-                    .into_iter()
-                    .chain(calls.into_iter().map(Block::ToolUse))
-                    .collect(),
-                stop_reason,
-                stop_sequence: None,
-                usage,
-            },
-        )
+        .prop_map(|(id, model, created, text, calls, stop_reason, usage)| Response {
+            id,
+            model,
+            created: Some(created),
+            // One text block at most: the wire content is one string.
+            content: text.map(Block::text).into_iter().chain(calls.into_iter().map(Block::ToolUse)).collect(),
+            stop_reason,
+            stop_sequence: None,
+            usage,
+        })
 }
 
 /// normalise: a refusal without text has nothing to put in `refusal`, so it
@@ -348,21 +264,15 @@ fn normalise_events(events: Vec<StreamEvent>) -> Vec<StreamEvent> {
     events
         .into_iter()
         .filter_map(|event| match event {
-            StreamEvent::MessageStart {
-                id, model, created, ..
-            } => Some(StreamEvent::MessageStart {
-                id,
-                model,
-                created,
-                usage: Usage::default(),
-            }),
-            StreamEvent::BlockDelta {
-                delta: switchyard_codec::ir::Delta::ToolInput(input),
-                ..
-            } if input.is_empty() => None,
-            StreamEvent::MessageDelta {
-                stop_reason, usage, ..
-            } => Some(StreamEvent::MessageDelta {
+            StreamEvent::MessageStart { id, model, created, .. } => {
+                Some(StreamEvent::MessageStart { id, model, created, usage: Usage::default() })
+            }
+            StreamEvent::BlockDelta { delta: switchyard_codec::ir::Delta::ToolInput(input), .. }
+                if input.is_empty() =>
+            {
+                None
+            }
+            StreamEvent::MessageDelta { stop_reason, usage, .. } => Some(StreamEvent::MessageDelta {
                 stop_reason: match stop_reason {
                     None | Some(StopReason::Refusal) => Some(StopReason::EndTurn),
                     other => other,
@@ -436,10 +346,7 @@ proptest! {
 
 #[test]
 fn fixture_stream_survives_re_encoding() {
-    let path = format!(
-        "{}/tests/fixtures/stream_text_tool_usage.sse",
-        env!("CARGO_MANIFEST_DIR")
-    );
+    let path = format!("{}/tests/fixtures/stream_text_tool_usage.sse", env!("CARGO_MANIFEST_DIR"));
     let events = decode(&std::fs::read(path).unwrap());
     assert_eq!(decode(&encode(&events)), events);
 }
@@ -452,19 +359,11 @@ fn encoded_stream_has_the_openai_shape() {
         created: None,
         content: vec![
             Block::text("Hi"),
-            Block::ToolUse(ToolUse {
-                id: "call_1".into(),
-                name: "f".into(),
-                input: "{}".into(),
-            }),
+            Block::ToolUse(ToolUse { id: "call_1".into(), name: "f".into(), input: "{}".into() }),
         ],
         stop_reason: Some(StopReason::ToolUse),
         stop_sequence: None,
-        usage: Usage {
-            input_tokens: 5,
-            output_tokens: 2,
-            ..Usage::default()
-        },
+        usage: Usage { input_tokens: 5, output_tokens: 2, ..Usage::default() },
     };
     let text = String::from_utf8(encode(&events_from_response(&response))).unwrap();
     let frames: Vec<&str> = text.split("\n\n").filter(|f| !f.is_empty()).collect();

@@ -4,9 +4,7 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{
-    json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError,
-};
+use switchyard_codec::{json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError};
 
 /// The error `type` written for each kind, and the `code` written when the
 /// error carries none. The codes are OpenAI's own where it has one.
@@ -66,12 +64,7 @@ fn kind_from_type(kind: &str) -> Option<ErrorKind> {
 /// order; a context-length complaint is looked for only in what would
 /// otherwise be an invalid request (a 429 saying "too many tokens" is a
 /// rate limit).
-fn classify(
-    status: u16,
-    vendor_type: Option<&str>,
-    code: Option<&str>,
-    message: &str,
-) -> ErrorKind {
+fn classify(status: u16, vendor_type: Option<&str>, code: Option<&str>, message: &str) -> ErrorKind {
     let kind = code
         .and_then(kind_from_code)
         .or_else(|| vendor_type.and_then(kind_from_type))
@@ -85,10 +78,7 @@ fn classify(
 /// Reads an upstream error body (JSON envelope or not).
 pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
-    let error = parsed
-        .as_ref()
-        .and_then(|v| v.get("error"))
-        .filter(|e| e.is_object());
+    let error = parsed.as_ref().and_then(|v| v.get("error")).filter(|e| e.is_object());
     let field = |key: &str| -> Option<String> {
         let value = error?.get(key)?;
         match value {
@@ -118,12 +108,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
         });
     RawUpstreamError {
         status,
-        kind: classify(
-            status,
-            vendor_type.as_deref(),
-            vendor_code.as_deref(),
-            &message,
-        ),
+        kind: classify(status, vendor_type.as_deref(), vendor_code.as_deref(), &message),
         vendor_type,
         vendor_code,
         message,
@@ -136,12 +121,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
 pub(crate) fn error_response(error: &ErrorInfo) -> ErrorResponse {
     let (kind_type, default_code) = wire_names(error.kind);
     let code = match error.code.as_deref() {
-        Some(code)
-            if classify(error.status, Some(kind_type), Some(code), &error.message)
-                == error.kind =>
-        {
-            code
-        }
+        Some(code) if classify(error.status, Some(kind_type), Some(code), &error.message) == error.kind => code,
         _ => default_code,
     };
     let body = json!({
@@ -152,11 +132,7 @@ pub(crate) fn error_response(error: &ErrorInfo) -> ErrorResponse {
             "code": code,
         }
     });
-    ErrorResponse {
-        status: error.status,
-        headers: Vec::new(),
-        body: codec_json::to_vec(&body),
-    }
+    ErrorResponse { status: error.status, headers: Vec::new(), body: codec_json::to_vec(&body) }
 }
 
 /// The `code` of an in-stream `error` event: the error's own code when it
@@ -183,11 +159,7 @@ fn stream_kind(code: Option<&str>, message: &str) -> ErrorKind {
 }
 
 /// An in-stream error (`error` event or failed response) → IR error.
-pub(crate) fn stream_error(
-    code: Option<&str>,
-    message: Option<&str>,
-    param: Option<&str>,
-) -> ErrorInfo {
+pub(crate) fn stream_error(code: Option<&str>, message: Option<&str>, param: Option<&str>) -> ErrorInfo {
     let message = message.unwrap_or("the upstream stream failed").to_owned();
     let kind = stream_kind(code, &message);
     ErrorInfo {
@@ -228,10 +200,7 @@ mod tests {
         assert_eq!(raw.kind, ErrorKind::Internal);
         assert_eq!(raw.message, "<html>bad gateway</html>");
         assert_eq!(extract_error(503, b"").kind, ErrorKind::Unavailable);
-        assert_eq!(
-            extract_error(503, b"").message,
-            "upstream returned status 503"
-        );
+        assert_eq!(extract_error(503, b"").message, "upstream returned status 503");
     }
 
     #[test]
@@ -239,9 +208,6 @@ mod tests {
         let mut info = ErrorInfo::new(ErrorKind::Overloaded, "busy");
         info.code = Some("overloaded_error".into());
         let code = stream_code(&info).to_owned();
-        assert_eq!(
-            stream_error(Some(&code), Some("busy"), None).kind,
-            ErrorKind::Overloaded
-        );
+        assert_eq!(stream_error(Some(&code), Some("busy"), None).kind, ErrorKind::Overloaded);
     }
 }

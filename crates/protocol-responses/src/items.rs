@@ -18,10 +18,7 @@ pub(crate) fn read_reasoning(item: &Map<String, Value>) -> Block {
     let encrypted = text_of(item, "encrypted_content").map(str::to_owned);
     match encrypted {
         Some(data) if parts.is_empty() => Block::RedactedThinking { data },
-        signature => Block::Thinking {
-            text: parts.join(SUMMARY_SEPARATOR),
-            signature,
-        },
+        signature => Block::Thinking { text: parts.join(SUMMARY_SEPARATOR), signature },
     }
 }
 
@@ -44,11 +41,8 @@ pub(crate) fn write_reasoning(block: &Block) -> Option<Map<String, Value>> {
     item.insert("type".into(), json!("reasoning"));
     match block {
         Block::Thinking { text, signature } => {
-            let summary = if text.is_empty() {
-                Vec::new()
-            } else {
-                vec![json!({"type": "summary_text", "text": text})]
-            };
+            let summary =
+                if text.is_empty() { Vec::new() } else { vec![json!({"type": "summary_text", "text": text})] };
             item.insert("summary".into(), Value::Array(summary));
             if let Some(signature) = signature {
                 item.insert("encrypted_content".into(), json!(signature));
@@ -95,10 +89,7 @@ pub(crate) fn read_output_part(part: &Map<String, Value>) -> Option<(ir::TextBlo
             }
             Some((block, false))
         }
-        Some("refusal") => Some((
-            ir::TextBlock::new(text_of(part, "refusal").unwrap_or_default()),
-            true,
-        )),
+        Some("refusal") => Some((ir::TextBlock::new(text_of(part, "refusal").unwrap_or_default()), true)),
         _ => None,
     }
 }
@@ -134,13 +125,8 @@ mod tests {
 
     #[test]
     fn reasoning_with_only_encrypted_content_is_redacted() {
-        let item = object(
-            json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc"}),
-        );
-        assert_eq!(
-            read_reasoning(&item),
-            Block::RedactedThinking { data: "enc".into() }
-        );
+        let item = object(json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc"}));
+        assert_eq!(read_reasoning(&item), Block::RedactedThinking { data: "enc".into() });
     }
 
     #[test]
@@ -150,13 +136,7 @@ mod tests {
             "summary": [{"type": "summary_text", "text": "a"}, {"type": "summary_text", "text": "b"}],
             "encrypted_content": "enc"
         }));
-        assert_eq!(
-            read_reasoning(&item),
-            Block::Thinking {
-                text: "a\n\nb".into(),
-                signature: Some("enc".into())
-            }
-        );
+        assert_eq!(read_reasoning(&item), Block::Thinking { text: "a\n\nb".into(), signature: Some("enc".into()) });
     }
 
     #[test]

@@ -15,8 +15,8 @@ mod wire;
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{
-    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing,
-    Outbound, RawUpstreamError, StreamDecoder, StreamEncoder,
+    bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
+    RawUpstreamError, StreamDecoder, StreamEncoder,
 };
 
 /// The Responses codec.
@@ -88,14 +88,9 @@ mod tests {
             body: b"{}",
             time: SystemTime::UNIX_EPOCH,
         };
-        let headers = codec
-            .auth_headers(&Credentials::ApiKey("sk-1".into()), &outbound)
-            .unwrap();
+        let headers = codec.auth_headers(&Credentials::ApiKey("sk-1".into()), &outbound).unwrap();
         assert_eq!(headers[0].0, http::header::AUTHORIZATION);
         assert_eq!(headers[0].1, "Bearer sk-1");
-        assert!(codec
-            .auth_headers(&Credentials::None, &outbound)
-            .unwrap()
-            .is_empty());
+        assert!(codec.auth_headers(&Credentials::None, &outbound).unwrap().is_empty());
     }
 }

@@ -18,16 +18,14 @@
 //! with the count of conversation items before it).
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{
-    self, Block, CacheControl, DropReason, Dropped, Message, Protocol, Role, TextBlock,
-};
+use switchyard_codec::ir::{self, Block, CacheControl, DropReason, Dropped, Message, Protocol, Role, TextBlock};
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::items;
 use crate::response::dedup;
 use crate::wire::{
-    as_array, as_object, data_url, filename_for_media_type, is_file_id, media_from_url,
-    media_type_for_filename, opt_bool, opt_f64, opt_str, opt_u64, parse_data_url, req_str,
+    as_array, as_object, data_url, filename_for_media_type, is_file_id, media_from_url, media_type_for_filename,
+    opt_bool, opt_f64, opt_str, opt_u64, parse_data_url, req_str,
 };
 
 const PROTOCOL: Protocol = Protocol::Responses;
@@ -56,13 +54,9 @@ const MERGED: [&str; 4] = ["input", "tools", "text", "reasoning"];
 /// Wire body → IR request.
 pub(crate) fn read_request(body: &[u8]) -> Result<ir::Request, DecodeError> {
     let value: Value = codec_json::parse(body)?;
-    let map = value
-        .as_object()
-        .ok_or_else(|| DecodeError::invalid("body", "request body must be a json object"))?;
-    let mut request = ir::Request {
-        model: opt_str(map, "model", "model")?.unwrap_or_default(),
-        ..ir::Request::default()
-    };
+    let map = value.as_object().ok_or_else(|| DecodeError::invalid("body", "request body must be a json object"))?;
+    let mut request =
+        ir::Request { model: opt_str(map, "model", "model")?.unwrap_or_default(), ..ir::Request::default() };
     if let Some(instructions) = opt_str(map, "instructions", "instructions")? {
         request.system.push(TextBlock::new(instructions));
     }
@@ -70,12 +64,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<ir::Request, DecodeError> {
         None | Some(Value::Null) => {}
         Some(Value::String(text)) => request.messages.push(Message::text(Role::User, text)),
         Some(Value::Array(list)) => read_input(list, &mut request)?,
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                "input",
-                "input must be a string or an array of items",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid("input", "input must be a string or an array of items")),
     }
     if let Some(tools) = map.get("tools").filter(|v| !v.is_null()) {
         read_tools(tools, &mut request)?;
@@ -98,12 +87,7 @@ pub(crate) fn read_request(body: &[u8]) -> Result<ir::Request, DecodeError> {
     match map.get("metadata") {
         None | Some(Value::Null) => {}
         Some(Value::Object(metadata)) => request.metadata = metadata.clone(),
-        Some(_) => {
-            return Err(DecodeError::invalid(
-                "metadata",
-                "metadata must be an object",
-            ))
-        }
+        Some(_) => return Err(DecodeError::invalid("metadata", "metadata must be an object")),
     }
     for (key, value) in map {
         if !MODELLED.contains(&key.as_str()) {
@@ -124,10 +108,7 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
             Some(kind) => kind,
             None if item.contains_key("role") => "message".to_owned(),
             None => {
-                return Err(DecodeError::invalid(
-                    format!("{field}.type"),
-                    format!("{field} needs a type or a role"),
-                ))
+                return Err(DecodeError::invalid(format!("{field}.type"), format!("{field} needs a type or a role")))
             }
         };
         match kind.as_str() {
@@ -141,11 +122,7 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
                         continue;
                     }
                     "user" | "assistant" => {
-                        let role = if role == "user" {
-                            Role::User
-                        } else {
-                            Role::Assistant
-                        };
+                        let role = if role == "user" { Role::User } else { Role::Assistant };
                         let blocks = read_content(content, role, &content_field)?;
                         push_message(&mut request.messages, role, blocks);
                     }
@@ -169,11 +146,7 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
                 push_block(&mut request.messages, Role::User, Block::ToolResult(result));
             }
             "reasoning" => {
-                push_block(
-                    &mut request.messages,
-                    Role::Assistant,
-                    items::read_reasoning(item),
-                );
+                push_block(&mut request.messages, Role::Assistant, items::read_reasoning(item));
             }
             _ => {
                 unmodelled.push(json!({"after": conversation_items, "item": item}));
@@ -183,9 +156,7 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
         conversation_items += 1;
     }
     if !unmodelled.is_empty() {
-        request
-            .extra
-            .insert(PROTOCOL, "input".to_owned(), Value::Array(unmodelled));
+        request.extra.insert(PROTOCOL, "input".to_owned(), Value::Array(unmodelled));
     }
     Ok(())
 }
@@ -193,47 +164,33 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
 /// True for blocks that travel inside message items (as opposed to items of
 /// their own).
 fn is_message_content(block: &Block) -> bool {
-    matches!(
-        block,
-        Block::Text(_) | Block::Image { .. } | Block::Document { .. }
-    )
+    matches!(block, Block::Text(_) | Block::Image { .. } | Block::Document { .. })
 }
 
 /// A message item's blocks: they continue the current turn only when it has
 /// the same role and ends in an item-level block (call, result, reasoning).
 fn push_message(messages: &mut Vec<Message>, role: Role, blocks: Vec<Block>) {
     if let Some(last) = messages.last_mut() {
-        let continues = last.role == role
-            && !blocks.is_empty()
-            && last.content.last().is_some_and(|b| !is_message_content(b));
+        let continues =
+            last.role == role && !blocks.is_empty() && last.content.last().is_some_and(|b| !is_message_content(b));
         if continues {
             last.content.extend(blocks);
             return;
         }
     }
-    messages.push(Message {
-        role,
-        content: blocks,
-    });
+    messages.push(Message { role, content: blocks });
 }
 
 /// An item-level block joins the current turn of its role or opens one.
 fn push_block(messages: &mut Vec<Message>, role: Role, block: Block) {
     match messages.last_mut() {
         Some(last) if last.role == role => last.content.push(block),
-        _ => messages.push(Message {
-            role,
-            content: vec![block],
-        }),
+        _ => messages.push(Message { role, content: vec![block] }),
     }
 }
 
 /// System or developer content: text only.
-fn read_system_content(
-    content: &Value,
-    field: &str,
-    system: &mut Vec<TextBlock>,
-) -> Result<(), DecodeError> {
+fn read_system_content(content: &Value, field: &str, system: &mut Vec<TextBlock>) -> Result<(), DecodeError> {
     match content {
         Value::String(text) => system.push(TextBlock::new(text.clone())),
         Value::Array(parts) => {
@@ -242,8 +199,7 @@ fn read_system_content(
                 let part = as_object(part, &part_field)?;
                 match opt_str(part, "type", &format!("{part_field}.type"))?.as_deref() {
                     Some("input_text" | "text" | "output_text") => {
-                        let mut block =
-                            TextBlock::new(req_str(part, "text", &format!("{part_field}.text"))?);
+                        let mut block = TextBlock::new(req_str(part, "text", &format!("{part_field}.text"))?);
                         block.cache_control = read_breakpoint(part);
                         system.push(block);
                     }
@@ -256,12 +212,7 @@ fn read_system_content(
                 }
             }
         }
-        _ => {
-            return Err(DecodeError::invalid(
-                field,
-                format!("{field} must be a string or an array of content parts"),
-            ))
-        }
+        _ => return Err(DecodeError::invalid(field, format!("{field} must be a string or an array of content parts"))),
     }
     Ok(())
 }
@@ -270,15 +221,10 @@ fn read_system_content(
 fn read_content(content: &Value, role: Role, field: &str) -> Result<Vec<Block>, DecodeError> {
     match content {
         Value::String(text) => Ok(vec![Block::text(text.clone())]),
-        Value::Array(parts) => parts
-            .iter()
-            .enumerate()
-            .map(|(index, part)| read_part(part, role, &format!("{field}[{index}]")))
-            .collect(),
-        _ => Err(DecodeError::invalid(
-            field,
-            format!("{field} must be a string or an array of content parts"),
-        )),
+        Value::Array(parts) => {
+            parts.iter().enumerate().map(|(index, part)| read_part(part, role, &format!("{field}[{index}]"))).collect()
+        }
+        _ => Err(DecodeError::invalid(field, format!("{field} must be a string or an array of content parts"))),
     }
 }
 
@@ -293,11 +239,7 @@ fn read_part(part: &Value, role: Role, field: &str) -> Result<Block, DecodeError
             Ok(Block::Text(block))
         }
         Some("output_text" | "refusal") => {
-            let key = if kind.as_deref() == Some("refusal") {
-                "refusal"
-            } else {
-                "text"
-            };
+            let key = if kind.as_deref() == Some("refusal") { "refusal" } else { "text" };
             req_str(part, key, &format!("{field}.{key}"))?;
             match items::read_output_part(part) {
                 Some((text, _)) => Ok(Block::Text(text)),
@@ -305,66 +247,36 @@ fn read_part(part: &Value, role: Role, field: &str) -> Result<Block, DecodeError
             }
         }
         Some("input_image") => {
-            let source =
-                if let Some(url) = opt_str(part, "image_url", &format!("{field}.image_url"))? {
-                    media_from_url(url)
-                } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
-                    ir::MediaSource::Url {
-                        url: id,
-                        media_type: None,
-                    }
-                } else {
-                    return Err(DecodeError::invalid(
-                        field,
-                        format!("{field} needs image_url or file_id"),
-                    ));
-                };
-            Ok(Block::Image {
-                source,
-                cache_control: read_breakpoint(part),
-            })
+            let source = if let Some(url) = opt_str(part, "image_url", &format!("{field}.image_url"))? {
+                media_from_url(url)
+            } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
+                ir::MediaSource::Url { url: id, media_type: None }
+            } else {
+                return Err(DecodeError::invalid(field, format!("{field} needs image_url or file_id")));
+            };
+            Ok(Block::Image { source, cache_control: read_breakpoint(part) })
         }
         Some("input_file") => {
             let name = opt_str(part, "filename", &format!("{field}.filename"))?;
-            let source =
-                if let Some(data) = opt_str(part, "file_data", &format!("{field}.file_data"))? {
-                    match parse_data_url(&data) {
-                        Some((media_type, data)) => ir::MediaSource::Base64 { media_type, data },
-                        None => ir::MediaSource::Base64 {
-                            media_type: media_type_for_filename(name.as_deref()),
-                            data,
-                        },
-                    }
-                } else if let Some(url) = opt_str(part, "file_url", &format!("{field}.file_url"))? {
-                    media_from_url(url)
-                } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
-                    ir::MediaSource::Url {
-                        url: id,
-                        media_type: None,
-                    }
-                } else {
-                    return Err(DecodeError::invalid(
-                        field,
-                        format!("{field} needs file_data, file_url or file_id"),
-                    ));
-                };
-            Ok(Block::Document {
-                source,
-                name,
-                cache_control: read_breakpoint(part),
-            })
+            let source = if let Some(data) = opt_str(part, "file_data", &format!("{field}.file_data"))? {
+                match parse_data_url(&data) {
+                    Some((media_type, data)) => ir::MediaSource::Base64 { media_type, data },
+                    None => ir::MediaSource::Base64 { media_type: media_type_for_filename(name.as_deref()), data },
+                }
+            } else if let Some(url) = opt_str(part, "file_url", &format!("{field}.file_url"))? {
+                media_from_url(url)
+            } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
+                ir::MediaSource::Url { url: id, media_type: None }
+            } else {
+                return Err(DecodeError::invalid(field, format!("{field} needs file_data, file_url or file_id")));
+            };
+            Ok(Block::Document { source, name, cache_control: read_breakpoint(part) })
         }
         Some(other) => Err(DecodeError::invalid(
             format!("{field}.type"),
-            format!(
-                "unsupported content part type {other:?} in a {} message",
-                role_name(role)
-            ),
+            format!("unsupported content part type {other:?} in a {} message", role_name(role)),
         )),
-        None => Err(DecodeError::invalid(
-            format!("{field}.type"),
-            format!("{field}.type is required"),
-        )),
+        None => Err(DecodeError::invalid(format!("{field}.type"), format!("{field}.type is required"))),
     }
 }
 
@@ -378,9 +290,7 @@ fn role_name(role: Role) -> &'static str {
 /// `prompt_cache_breakpoint` marks the end of a cacheable prefix; its TTL is
 /// request-wide (`prompt_cache_options`), so the IR marker has none.
 fn read_breakpoint(part: &Map<String, Value>) -> Option<CacheControl> {
-    part.get("prompt_cache_breakpoint")
-        .filter(|v| v.is_object())
-        .map(|_| CacheControl { ttl: None })
+    part.get("prompt_cache_breakpoint").filter(|v| v.is_object()).map(|_| CacheControl { ttl: None })
 }
 
 /// A `function_call_output` item.
@@ -401,12 +311,7 @@ fn read_call_output(item: &Map<String, Value>, field: &str) -> Result<ir::ToolRe
             ))
         }
     };
-    Ok(ir::ToolResult {
-        tool_use_id,
-        name: opt_str(item, "name", &format!("{field}.name"))?,
-        content,
-        is_error: false,
-    })
+    Ok(ir::ToolResult { tool_use_id, name: opt_str(item, "name", &format!("{field}.name"))?, content, is_error: false })
 }
 
 /// Function tools become IR tools. When any tool is not exactly what the
@@ -439,9 +344,7 @@ fn read_tools(tools: &Value, request: &mut ir::Request) -> Result<(), DecodeErro
         request.tools.push(tool);
     }
     if keep_raw {
-        request
-            .extra
-            .insert(PROTOCOL, "tools".to_owned(), tools.clone());
+        request.extra.insert(PROTOCOL, "tools".to_owned(), tools.clone());
     }
     Ok(())
 }
@@ -454,32 +357,19 @@ fn read_tool_choice(choice: &Value, request: &mut ir::Request) -> Result<(), Dec
             "auto" => ir::ToolChoice::Auto,
             "none" => ir::ToolChoice::None,
             "required" => ir::ToolChoice::Any,
-            other => {
-                return Err(DecodeError::invalid(
-                    "tool_choice",
-                    format!("unknown tool_choice {other:?}"),
-                ))
-            }
+            other => return Err(DecodeError::invalid("tool_choice", format!("unknown tool_choice {other:?}"))),
         }),
         Value::Object(map) => {
-            let is_function =
-                map.get("type").and_then(Value::as_str) == Some("function") && map.len() == 2;
+            let is_function = map.get("type").and_then(Value::as_str) == Some("function") && map.len() == 2;
             match map.get("name").and_then(Value::as_str) {
                 Some(name) if is_function => Some(ir::ToolChoice::Tool(name.to_owned())),
                 _ => {
-                    request
-                        .extra
-                        .insert(PROTOCOL, "tool_choice".to_owned(), choice.clone());
+                    request.extra.insert(PROTOCOL, "tool_choice".to_owned(), choice.clone());
                     None
                 }
             }
         }
-        _ => {
-            return Err(DecodeError::invalid(
-                "tool_choice",
-                "tool_choice must be a string or an object",
-            ))
-        }
+        _ => return Err(DecodeError::invalid("tool_choice", "tool_choice must be a string or an object")),
     };
     Ok(())
 }
@@ -507,9 +397,7 @@ fn read_text_config(text: &Value, request: &mut ir::Request) -> Result<(), Decod
         };
     }
     if keep_raw {
-        request
-            .extra
-            .insert(PROTOCOL, "text".to_owned(), text.clone());
+        request.extra.insert(PROTOCOL, "text".to_owned(), text.clone());
     }
     Ok(())
 }
@@ -520,16 +408,11 @@ fn read_reasoning_config(reasoning: &Value, request: &mut ir::Request) -> Result
     let map = as_object(reasoning, "reasoning")?;
     if let Some(effort) = opt_str(map, "effort", "reasoning.effort")? {
         let disabled = effort == "none";
-        request.reasoning = Some(ir::Reasoning {
-            effort: (!disabled).then_some(effort),
-            budget_tokens: None,
-            disabled,
-        });
+        request.reasoning =
+            Some(ir::Reasoning { effort: (!disabled).then_some(effort), budget_tokens: None, disabled });
     }
     if map.keys().any(|key| key != "effort") {
-        request
-            .extra
-            .insert(PROTOCOL, "reasoning".to_owned(), reasoning.clone());
+        request.extra.insert(PROTOCOL, "reasoning".to_owned(), reasoning.clone());
     }
     Ok(())
 }
@@ -576,11 +459,7 @@ pub(crate) fn write_request(request: &ir::Request) -> Encoded {
     if let Some(text) = write_text_config(request.response_format.as_ref(), merged("text")) {
         body.insert("text".into(), text);
     }
-    if let Some(reasoning) = write_reasoning_config(
-        request.reasoning.as_ref(),
-        merged("reasoning"),
-        &mut dropped,
-    ) {
+    if let Some(reasoning) = write_reasoning_config(request.reasoning.as_ref(), merged("reasoning"), &mut dropped) {
         body.insert("reasoning".into(), reasoning);
     }
     if request.stream {
@@ -613,19 +492,13 @@ pub(crate) fn write_request(request: &ir::Request) -> Encoded {
         }
     }
     dedup(&mut dropped);
-    Encoded {
-        body: codec_json::to_vec(&Value::Object(body)),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&Value::Object(body)), dropped }
 }
 
 /// System text: one plain block is `instructions`; several blocks, or a
 /// block with a cache breakpoint, become a leading system message (one
 /// `input_text` part per block) so that nothing is merged or lost.
-fn write_system(
-    system: &[TextBlock],
-    dropped: &mut Vec<Dropped>,
-) -> (Option<String>, Option<Value>) {
+fn write_system(system: &[TextBlock], dropped: &mut Vec<Dropped>) -> (Option<String>, Option<Value>) {
     if system.iter().any(|block| !block.citations.is_empty()) {
         dropped.push(Dropped::new("system.citations", DropReason::Unsupported));
     }
@@ -633,14 +506,8 @@ fn write_system(
         [] => (None, None),
         [only] if only.cache_control.is_none() => (Some(only.text.clone()), None),
         blocks => {
-            let parts: Vec<Value> = blocks
-                .iter()
-                .map(|block| input_text(block, dropped))
-                .collect();
-            (
-                None,
-                Some(json!({"type": "message", "role": "system", "content": parts})),
-            )
+            let parts: Vec<Value> = blocks.iter().map(|block| input_text(block, dropped)).collect();
+            (None, Some(json!({"type": "message", "role": "system", "content": parts})))
         }
     }
 }
@@ -664,11 +531,7 @@ impl InputWriter {
                 Some((after, entry.get("item")?.clone()))
             })
             .collect();
-        InputWriter {
-            items: Vec::new(),
-            conversation_items: 0,
-            pending,
-        }
+        InputWriter { items: Vec::new(), conversation_items: 0, pending }
     }
 
     fn push(&mut self, item: Value) {
@@ -685,8 +548,7 @@ impl InputWriter {
     }
 
     fn finish(mut self) -> Vec<Value> {
-        self.items
-            .extend(self.pending.into_iter().map(|(_, item)| item));
+        self.items.extend(self.pending.into_iter().map(|(_, item)| item));
         self.items
     }
 }
@@ -710,10 +572,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                 Role::User => parts.push(input_text(text, dropped)),
                 Role::Assistant => {
                     if text.cache_control.is_some() {
-                        dropped.push(Dropped::new(
-                            "assistant.cache_control",
-                            DropReason::Unsupported,
-                        ));
+                        dropped.push(Dropped::new("assistant.cache_control", DropReason::Unsupported));
                     }
                     parts.push(items::write_output_text(text, dropped));
                 }
@@ -761,19 +620,12 @@ fn input_text(text: &TextBlock, dropped: &mut Vec<Dropped>) -> Value {
 
 /// A cache marker → `prompt_cache_breakpoint` (its TTL cannot be set per
 /// breakpoint).
-fn write_breakpoint(
-    part: &mut Map<String, Value>,
-    cache_control: Option<&CacheControl>,
-    dropped: &mut Vec<Dropped>,
-) {
+fn write_breakpoint(part: &mut Map<String, Value>, cache_control: Option<&CacheControl>, dropped: &mut Vec<Dropped>) {
     if let Some(cache_control) = cache_control {
         if cache_control.ttl.is_some() {
             dropped.push(Dropped::new("cache_control.ttl", DropReason::Unsupported));
         }
-        part.insert(
-            "prompt_cache_breakpoint".into(),
-            json!({"mode": "explicit"}),
-        );
+        part.insert("prompt_cache_breakpoint".into(), json!({"mode": "explicit"}));
     }
 }
 
@@ -782,10 +634,7 @@ fn write_breakpoint(
 fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
     let mut part = Map::new();
     match block {
-        Block::Image {
-            source,
-            cache_control,
-        } => {
+        Block::Image { source, cache_control } => {
             part.insert("type".into(), json!("input_image"));
             part.insert("detail".into(), json!("auto"));
             match source {
@@ -801,17 +650,11 @@ fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
             }
             write_breakpoint(&mut part, cache_control.as_ref(), dropped);
         }
-        Block::Document {
-            source,
-            name,
-            cache_control,
-        } => {
+        Block::Document { source, name, cache_control } => {
             part.insert("type".into(), json!("input_file"));
             match source {
                 ir::MediaSource::Base64 { media_type, data } => {
-                    let filename = name
-                        .clone()
-                        .unwrap_or_else(|| filename_for_media_type(media_type));
+                    let filename = name.clone().unwrap_or_else(|| filename_for_media_type(media_type));
                     part.insert("filename".into(), json!(filename));
                     part.insert("file_data".into(), json!(data_url(media_type, data)));
                 }
@@ -819,11 +662,7 @@ fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
                     if let Some(name) = name {
                         part.insert("filename".into(), json!(name));
                     }
-                    let key = if is_file_id(url) {
-                        "file_id"
-                    } else {
-                        "file_url"
-                    };
+                    let key = if is_file_id(url) { "file_id" } else { "file_url" };
                     part.insert(key.into(), json!(url));
                 }
             }
@@ -839,10 +678,7 @@ fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
 /// flag and the IR tool name is not sent (the call id identifies the call).
 fn write_call_output(result: &ir::ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     if result.is_error {
-        dropped.push(Dropped::new(
-            "tool_result.is_error",
-            DropReason::Unsupported,
-        ));
+        dropped.push(Dropped::new("tool_result.is_error", DropReason::Unsupported));
     }
     let output = match result.content.as_slice() {
         [] => json!(""),
@@ -884,11 +720,7 @@ fn write_tool(tool: &ir::Tool) -> Map<String, Value> {
 /// Tools: on a same-protocol hop the kept raw list gives the order, the
 /// built-in tools and each function tool's own flags; IR tools not in it
 /// follow in canonical form.
-fn write_tools(
-    tools: &[ir::Tool],
-    kept: Option<&Value>,
-    dropped: &mut Vec<Dropped>,
-) -> Option<Value> {
+fn write_tools(tools: &[ir::Tool], kept: Option<&Value>, dropped: &mut Vec<Dropped>) -> Option<Value> {
     if tools.iter().any(|tool| tool.cache_control.is_some()) {
         dropped.push(Dropped::new("tools.cache_control", DropReason::Unsupported));
     }
@@ -903,10 +735,7 @@ fn write_tools(
             continue;
         }
         let name = raw_map.get("name").and_then(Value::as_str);
-        let found = tools
-            .iter()
-            .enumerate()
-            .find(|(index, tool)| !written[*index] && Some(tool.name.as_str()) == name);
+        let found = tools.iter().enumerate().find(|(index, tool)| !written[*index] && Some(tool.name.as_str()) == name);
         if let Some((index, tool)) = found {
             written[index] = true;
             let mut merged = raw_map.clone();
@@ -941,11 +770,7 @@ fn write_tool_choice(choice: &ir::ToolChoice) -> Value {
 fn write_format(format: &ir::ResponseFormat) -> Value {
     match format {
         ir::ResponseFormat::JsonObject => json!({"type": "json_object"}),
-        ir::ResponseFormat::JsonSchema {
-            name,
-            schema,
-            strict,
-        } => {
+        ir::ResponseFormat::JsonSchema { name, schema, strict } => {
             let mut map = Map::new();
             map.insert("type".into(), json!("json_schema"));
             map.insert("name".into(), json!(name));
@@ -977,10 +802,7 @@ fn write_text_config(format: Option<&ir::ResponseFormat>, kept: Option<&Value>) 
         }
         None => {
             // A kept format the IR could have carried was removed from it.
-            let kind = text
-                .get("format")
-                .and_then(|f| f.get("type"))
-                .and_then(Value::as_str);
+            let kind = text.get("format").and_then(|f| f.get("type")).and_then(Value::as_str);
             if matches!(kind, Some("json_object" | "json_schema")) {
                 text.remove("format");
             }
@@ -1000,16 +822,9 @@ fn write_reasoning_config(
     out.remove("effort");
     if let Some(reasoning) = reasoning {
         if reasoning.budget_tokens.is_some() {
-            dropped.push(Dropped::new(
-                "reasoning.budget_tokens",
-                DropReason::Unsupported,
-            ));
+            dropped.push(Dropped::new("reasoning.budget_tokens", DropReason::Unsupported));
         }
-        let effort = if reasoning.disabled {
-            Some("none".to_owned())
-        } else {
-            reasoning.effort_or_from_budget()
-        };
+        let effort = if reasoning.disabled { Some("none".to_owned()) } else { reasoning.effort_or_from_budget() };
         if let Some(effort) = effort {
             out.insert("effort".into(), json!(effort));
         }
@@ -1027,10 +842,7 @@ mod tests {
 
     fn written(request: &ir::Request) -> (Value, Vec<Dropped>) {
         let encoded = write_request(request);
-        (
-            serde_json::from_slice(&encoded.body).unwrap(),
-            encoded.dropped,
-        )
+        (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
     #[test]
@@ -1046,14 +858,9 @@ mod tests {
         assert_eq!(err.to_error_info().param.as_deref(), Some("input"));
         let err = read_request(br#"{"model":"m","temperature":"hot"}"#).unwrap_err();
         assert_eq!(err.to_error_info().param.as_deref(), Some("temperature"));
-        let err = read_request(
-            br#"{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}"#,
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_error_info().param.as_deref(),
-            Some("input[0].content[0].type")
-        );
+        let err =
+            read_request(br#"{"model":"m","input":[{"role":"user","content":[{"type":"input_audio"}]}]}"#).unwrap_err();
+        assert_eq!(err.to_error_info().param.as_deref(), Some("input[0].content[0].type"));
         assert!(read_request(b"[1]").is_err());
         assert!(read_request(b"{").is_err());
     }
@@ -1076,10 +883,7 @@ mod tests {
         });
         let request = read(body.clone());
         assert_eq!(request.tools.len(), 1);
-        assert_eq!(
-            request.reasoning.as_ref().and_then(|r| r.effort.as_deref()),
-            Some("high")
-        );
+        assert_eq!(request.reasoning.as_ref().and_then(|r| r.effort.as_deref()), Some("high"));
         let (out, dropped) = written(&request);
         assert!(dropped.is_empty(), "{dropped:?}");
         assert_eq!(out["input"][1], body["input"][1]);
@@ -1102,9 +906,7 @@ mod tests {
             presence_penalty: Some(0.5),
             ..ir::Request::default()
         };
-        request
-            .extra
-            .insert(Protocol::Anthropic, "top_logprobs".into(), json!(1));
+        request.extra.insert(Protocol::Anthropic, "top_logprobs".into(), json!(1));
         request.messages.push(Message {
             role: Role::User,
             content: vec![Block::ToolResult(ir::ToolResult {
@@ -1116,15 +918,9 @@ mod tests {
         });
         let (out, dropped) = written(&request);
         let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        for field in [
-            "top_logprobs",
-            "top_k",
-            "stop",
-            "seed",
-            "frequency_penalty",
-            "presence_penalty",
-            "tool_result.is_error",
-        ] {
+        for field in
+            ["top_logprobs", "top_k", "stop", "seed", "frequency_penalty", "presence_penalty", "tool_result.is_error"]
+        {
             assert!(fields.contains(&field), "{field} not in {fields:?}");
         }
         assert!(out.get("top_logprobs").is_none());
@@ -1140,11 +936,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
                 cache_control: None,
             }],
-            reasoning: Some(ir::Reasoning {
-                effort: None,
-                budget_tokens: Some(20000),
-                disabled: false,
-            }),
+            reasoning: Some(ir::Reasoning { effort: None, budget_tokens: Some(20000), disabled: false }),
             ..ir::Request::default()
         };
         let (out, dropped) = written(&request);
@@ -1160,17 +952,11 @@ mod tests {
     fn system_with_a_cache_marker_becomes_a_system_message() {
         let mut block = TextBlock::new("sys");
         block.cache_control = Some(CacheControl { ttl: None });
-        let request = ir::Request {
-            system: vec![block.clone(), TextBlock::new("more")],
-            ..ir::Request::default()
-        };
+        let request = ir::Request { system: vec![block.clone(), TextBlock::new("more")], ..ir::Request::default() };
         let (out, _) = written(&request);
         assert!(out.get("instructions").is_none());
         assert_eq!(out["input"][0]["role"], json!("system"));
-        assert_eq!(
-            out["input"][0]["content"][0]["prompt_cache_breakpoint"],
-            json!({"mode": "explicit"})
-        );
+        assert_eq!(out["input"][0]["content"][0]["prompt_cache_breakpoint"], json!({"mode": "explicit"}));
         let back = read_request(&write_request(&request).body).unwrap();
         assert_eq!(back.system, request.system);
     }

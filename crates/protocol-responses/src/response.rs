@@ -37,11 +37,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
         content,
         stop_reason: stop_reason(map, signals),
         stop_sequence: None,
-        usage: map
-            .get("usage")
-            .and_then(Value::as_object)
-            .map(read_usage)
-            .unwrap_or_default(),
+        usage: map.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
     })
 }
 
@@ -56,11 +52,7 @@ pub(crate) struct OutputSignals {
 
 /// Appends the IR blocks of one output item. Built-in tool items (web search,
 /// file search, ...) have no IR form and are skipped.
-pub(crate) fn read_output_item(
-    item: &Map<String, Value>,
-    content: &mut Vec<Block>,
-    signals: &mut OutputSignals,
-) {
+pub(crate) fn read_output_item(item: &Map<String, Value>, content: &mut Vec<Block>, signals: &mut OutputSignals) {
     match text_of(item, "type") {
         Some("message") => {
             let parts = item.get("content").and_then(Value::as_array);
@@ -82,17 +74,13 @@ pub(crate) fn read_output_item(
 
 /// `created_at` is documented as a number of seconds (sometimes fractional).
 fn unix_seconds(value: &Value) -> Option<i64> {
-    value
-        .as_i64()
-        .or_else(|| value.as_f64().map(|seconds| seconds as i64))
+    value.as_i64().or_else(|| value.as_f64().map(|seconds| seconds as i64))
 }
 
 /// The IR stop reason of a response object.
 pub(crate) fn stop_reason(map: &Map<String, Value>, signals: OutputSignals) -> Option<StopReason> {
-    let reason = map
-        .get("incomplete_details")
-        .and_then(Value::as_object)
-        .and_then(|details| text_of(details, "reason"));
+    let reason =
+        map.get("incomplete_details").and_then(Value::as_object).and_then(|details| text_of(details, "reason"));
     stop_from_status(text_of(map, "status"), reason, signals)
 }
 
@@ -122,9 +110,7 @@ pub(crate) fn stop_from_status(
 /// output room.
 pub(crate) fn status_for(stop: Option<StopReason>) -> (&'static str, Option<&'static str>) {
     match stop {
-        Some(StopReason::MaxTokens | StopReason::ContextLength) => {
-            ("incomplete", Some("max_output_tokens"))
-        }
+        Some(StopReason::MaxTokens | StopReason::ContextLength) => ("incomplete", Some("max_output_tokens")),
         Some(StopReason::ContentFilter) => ("incomplete", Some("content_filter")),
         Some(StopReason::Error) => ("failed", None),
         _ => ("completed", None),
@@ -135,9 +121,7 @@ pub(crate) fn status_for(stop: Option<StopReason>) -> (&'static str, Option<&'st
 /// tokens, output includes reasoning tokens).
 pub(crate) fn read_usage(usage: &Map<String, Value>) -> Usage {
     let input_details = usage.get("input_tokens_details").and_then(Value::as_object);
-    let output_details = usage
-        .get("output_tokens_details")
-        .and_then(Value::as_object);
+    let output_details = usage.get("output_tokens_details").and_then(Value::as_object);
     Usage {
         input_tokens: count(Some(usage), "input_tokens"),
         output_tokens: count(Some(usage), "output_tokens"),
@@ -228,9 +212,8 @@ pub(crate) fn write_response(response: &ir::Response) -> Encoded {
         dropped.push(Dropped::new("stop_sequence", DropReason::Unsupported));
     }
     let (status, incomplete_reason) = status_for(response.stop_reason);
-    let error = (status == "failed").then(
-        || json!({"code": "server_error", "message": "the model failed to generate a response"}),
-    );
+    let error = (status == "failed")
+        .then(|| json!({"code": "server_error", "message": "the model failed to generate a response"}));
     let body = response_object(ResponseParts {
         id: &response.id,
         model: &response.model,
@@ -242,10 +225,7 @@ pub(crate) fn write_response(response: &ir::Response) -> Encoded {
         usage: Some(&response.usage),
     });
     dedup(&mut dropped);
-    Encoded {
-        body: codec_json::to_vec(&body),
-        dropped,
-    }
+    Encoded { body: codec_json::to_vec(&body), dropped }
 }
 
 /// Content blocks → output items: consecutive text blocks share one message
@@ -285,9 +265,7 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
                     output.push(Value::Object(item));
                 }
             }
-            Block::Image { .. } => {
-                dropped.push(Dropped::new("content.image", DropReason::Unsupported))
-            }
+            Block::Image { .. } => dropped.push(Dropped::new("content.image", DropReason::Unsupported)),
             Block::Document { .. } => {
                 dropped.push(Dropped::new("content.document", DropReason::Unsupported));
             }
@@ -313,24 +291,13 @@ mod tests {
     #[test]
     fn status_and_stop_reason_agree_both_ways() {
         let none = OutputSignals::default();
-        let tool = OutputSignals {
-            tool_call: true,
-            refusal: false,
-        };
-        for stop in [
-            StopReason::EndTurn,
-            StopReason::MaxTokens,
-            StopReason::ContentFilter,
-            StopReason::Error,
-        ] {
+        let tool = OutputSignals { tool_call: true, refusal: false };
+        for stop in [StopReason::EndTurn, StopReason::MaxTokens, StopReason::ContentFilter, StopReason::Error] {
             let (status, reason) = status_for(Some(stop));
             assert_eq!(stop_from_status(Some(status), reason, none), Some(stop));
         }
         let (status, reason) = status_for(Some(StopReason::ToolUse));
-        assert_eq!(
-            stop_from_status(Some(status), reason, tool),
-            Some(StopReason::ToolUse)
-        );
+        assert_eq!(stop_from_status(Some(status), reason, tool), Some(StopReason::ToolUse));
     }
 
     #[test]

@@ -6,104 +6,64 @@ use serde_json::{Map, Value};
 use switchyard_codec::{ir, DecodeError};
 
 /// A JSON object, or an error naming `field`.
-pub(crate) fn as_object<'a>(
-    value: &'a Value,
-    field: &str,
-) -> Result<&'a Map<String, Value>, DecodeError> {
-    value
-        .as_object()
-        .ok_or_else(|| DecodeError::invalid(field, format!("{field} must be an object")))
+pub(crate) fn as_object<'a>(value: &'a Value, field: &str) -> Result<&'a Map<String, Value>, DecodeError> {
+    value.as_object().ok_or_else(|| DecodeError::invalid(field, format!("{field} must be an object")))
 }
 
 /// A JSON array, or an error naming `field`.
 pub(crate) fn as_array<'a>(value: &'a Value, field: &str) -> Result<&'a [Value], DecodeError> {
-    value
-        .as_array()
-        .map(Vec::as_slice)
-        .ok_or_else(|| DecodeError::invalid(field, format!("{field} must be an array")))
+    value.as_array().map(Vec::as_slice).ok_or_else(|| DecodeError::invalid(field, format!("{field} must be an array")))
 }
 
 /// An optional string member (`null` counts as absent).
-pub(crate) fn opt_str(
-    map: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<String>, DecodeError> {
+pub(crate) fn opt_str(map: &Map<String, Value>, key: &str, field: &str) -> Result<Option<String>, DecodeError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(DecodeError::invalid(
-            field,
-            format!("{field} must be a string"),
-        )),
+        Some(_) => Err(DecodeError::invalid(field, format!("{field} must be a string"))),
     }
 }
 
 /// A required string member.
-pub(crate) fn req_str(
-    map: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<String, DecodeError> {
-    opt_str(map, key, field)?
-        .ok_or_else(|| DecodeError::invalid(field, format!("{field} is required")))
+pub(crate) fn req_str(map: &Map<String, Value>, key: &str, field: &str) -> Result<String, DecodeError> {
+    opt_str(map, key, field)?.ok_or_else(|| DecodeError::invalid(field, format!("{field} is required")))
 }
 
 /// An optional number member, exactly as parsed.
-pub(crate) fn opt_f64(
-    map: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<f64>, DecodeError> {
+pub(crate) fn opt_f64(map: &Map<String, Value>, key: &str, field: &str) -> Result<Option<f64>, DecodeError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) => n
-            .as_f64()
-            .map(Some)
-            .ok_or_else(|| DecodeError::invalid(field, format!("{field} must be a number"))),
-        Some(_) => Err(DecodeError::invalid(
-            field,
-            format!("{field} must be a number"),
-        )),
+        Some(Value::Number(n)) => {
+            n.as_f64().map(Some).ok_or_else(|| DecodeError::invalid(field, format!("{field} must be a number")))
+        }
+        Some(_) => Err(DecodeError::invalid(field, format!("{field} must be a number"))),
     }
 }
 
 /// An optional non-negative integer member.
-pub(crate) fn opt_u64(
-    map: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<u64>, DecodeError> {
+pub(crate) fn opt_u64(map: &Map<String, Value>, key: &str, field: &str) -> Result<Option<u64>, DecodeError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(value) => value.as_u64().map(Some).ok_or_else(|| {
-            DecodeError::invalid(field, format!("{field} must be a non-negative integer"))
-        }),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| DecodeError::invalid(field, format!("{field} must be a non-negative integer"))),
     }
 }
 
 /// An optional boolean member.
-pub(crate) fn opt_bool(
-    map: &Map<String, Value>,
-    key: &str,
-    field: &str,
-) -> Result<Option<bool>, DecodeError> {
+pub(crate) fn opt_bool(map: &Map<String, Value>, key: &str, field: &str) -> Result<Option<bool>, DecodeError> {
     match map.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(DecodeError::invalid(
-            field,
-            format!("{field} must be a boolean"),
-        )),
+        Some(_) => Err(DecodeError::invalid(field, format!("{field} must be a boolean"))),
     }
 }
 
 /// A lenient count from a response body (missing or odd values count as 0:
 /// usage is informative and must never fail a reply).
 pub(crate) fn count(map: Option<&Map<String, Value>>, key: &str) -> u64 {
-    map.and_then(|m| m.get(key))
-        .and_then(Value::as_u64)
-        .unwrap_or(0)
+    map.and_then(|m| m.get(key)).and_then(Value::as_u64).unwrap_or(0)
 }
 
 /// A lenient string from a response body.
@@ -134,19 +94,14 @@ pub(crate) fn is_file_id(url: &str) -> bool {
 pub(crate) fn media_from_url(url: String) -> ir::MediaSource {
     match parse_data_url(&url) {
         Some((media_type, data)) => ir::MediaSource::Base64 { media_type, data },
-        None => ir::MediaSource::Url {
-            url,
-            media_type: None,
-        },
+        None => ir::MediaSource::Url { url, media_type: None },
     }
 }
 
 /// A MIME type guessed from a file name, for `file_data` sent without a
 /// data-URL prefix.
 pub(crate) fn media_type_for_filename(filename: Option<&str>) -> String {
-    let extension = filename
-        .and_then(|name| name.rsplit_once('.'))
-        .map(|(_, ext)| ext.to_ascii_lowercase());
+    let extension = filename.and_then(|name| name.rsplit_once('.')).map(|(_, ext)| ext.to_ascii_lowercase());
     match extension.as_deref() {
         Some("txt") => "text/plain",
         Some("md") => "text/markdown",
@@ -182,10 +137,7 @@ mod tests {
 
     #[test]
     fn data_urls_split_and_join() {
-        assert_eq!(
-            parse_data_url("data:image/png;base64,AAAA"),
-            Some(("image/png".to_owned(), "AAAA".to_owned()))
-        );
+        assert_eq!(parse_data_url("data:image/png;base64,AAAA"), Some(("image/png".to_owned(), "AAAA".to_owned())));
         assert_eq!(parse_data_url("data:text/plain,hi"), None);
         assert_eq!(parse_data_url("https://x/y.png"), None);
         assert_eq!(data_url("image/png", "AAAA"), "data:image/png;base64,AAAA");

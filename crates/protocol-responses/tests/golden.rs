@@ -44,9 +44,7 @@ fn encode(events: &[StreamEvent]) -> Vec<u8> {
 
 #[test]
 fn request_with_tools_images_files_reasoning_and_history() {
-    let request = ResponsesCodec
-        .read_request(&fixture("request_multiturn.json"))
-        .unwrap();
+    let request = ResponsesCodec.read_request(&fixture("request_multiturn.json")).unwrap();
     insta::assert_json_snapshot!(request);
 }
 
@@ -81,22 +79,14 @@ fn request_fixture_survives_a_same_protocol_hop() {
     // back as one leading system message of two parts.
     assert!(written.get("instructions").is_none());
     assert_eq!(written["input"][0]["role"], json!("system"));
-    assert_eq!(
-        written["input"][0]["content"].as_array().map(Vec::len),
-        Some(2)
-    );
-    assert_eq!(
-        written["input"].as_array().map(Vec::len),
-        original["input"].as_array().map(Vec::len)
-    );
+    assert_eq!(written["input"][0]["content"].as_array().map(Vec::len), Some(2));
+    assert_eq!(written["input"].as_array().map(Vec::len), original["input"].as_array().map(Vec::len));
     assert_eq!(ResponsesCodec.read_request(&encoded.body).unwrap(), request);
 }
 
 #[test]
 fn response_with_reasoning_text_and_a_tool_call() {
-    let response = ResponsesCodec
-        .read_response(&fixture("response_tool_call.json"))
-        .unwrap();
+    let response = ResponsesCodec.read_response(&fixture("response_tool_call.json")).unwrap();
     insta::assert_json_snapshot!(response);
 }
 
@@ -122,11 +112,7 @@ fn stream_split_at_every_byte_decodes_the_same() {
         let bytes = fixture(name);
         let whole = decode(&[&bytes]);
         for cut in 0..=bytes.len() {
-            assert_eq!(
-                decode(&[&bytes[..cut], &bytes[cut..]]),
-                whole,
-                "{name} cut at {cut}"
-            );
+            assert_eq!(decode(&[&bytes[..cut], &bytes[cut..]]), whole, "{name} cut at {cut}");
         }
     }
 }
@@ -155,9 +141,7 @@ fn error_bodies_are_classified() {
     assert_eq!(raw.kind, ErrorKind::ContextLength);
     assert_eq!(raw.vendor_type.as_deref(), Some("invalid_request_error"));
     assert_eq!(raw.vendor_code.as_deref(), Some("context_length_exceeded"));
-    assert!(raw
-        .message
-        .starts_with("Your input exceeds the context window"));
+    assert!(raw.message.starts_with("Your input exceeds the context window"));
 
     let raw = ResponsesCodec.extract_error(429, &fixture("error_rate_limit.json"));
     assert_eq!(raw.kind, ErrorKind::RateLimit);
@@ -217,10 +201,7 @@ fn assert_sdk_contract(bytes: &[u8]) {
                 assert!(items.insert(output_index, kind).is_none());
             }
             "response.content_part.added" => {
-                assert_eq!(
-                    items.get(&output_index).map(String::as_str),
-                    Some("message")
-                );
+                assert_eq!(items.get(&output_index).map(String::as_str), Some("message"));
                 parts.insert((output_index, data["content_index"].as_u64().unwrap()));
             }
             "response.output_text.delta" | "response.output_text.done" => {
@@ -228,16 +209,10 @@ fn assert_sdk_contract(bytes: &[u8]) {
                 assert!(data["logprobs"].is_array());
             }
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
-                assert_eq!(
-                    items.get(&output_index).map(String::as_str),
-                    Some("function_call")
-                );
+                assert_eq!(items.get(&output_index).map(String::as_str), Some("function_call"));
             }
             "response.reasoning_summary_part.added" | "response.reasoning_summary_text.delta" => {
-                assert_eq!(
-                    items.get(&output_index).map(String::as_str),
-                    Some("reasoning")
-                );
+                assert_eq!(items.get(&output_index).map(String::as_str), Some("reasoning"));
             }
             "response.output_item.done" => done_items += 1,
             "response.completed" | "response.incomplete" => {
@@ -273,15 +248,7 @@ fn encoded_error_is_an_error_event_then_a_failed_response() {
     ];
     let sse = sse_events(&encode(&events));
     let names: Vec<&str> = sse.iter().map(|(name, _)| name.as_str()).collect();
-    assert_eq!(
-        names,
-        [
-            "response.created",
-            "response.in_progress",
-            "error",
-            "response.failed"
-        ]
-    );
+    assert_eq!(names, ["response.created", "response.in_progress", "error", "response.failed"]);
     assert_eq!(
         sse[2].1,
         json!({"type": "error", "code": "overloaded", "message": "try later", "param": null, "sequence_number": 2})
@@ -305,8 +272,5 @@ fn max_tokens_ends_with_response_incomplete() {
     let sse = sse_events(&bytes);
     let (name, data) = sse.last().unwrap();
     assert_eq!(name, "response.incomplete");
-    assert_eq!(
-        data["response"]["incomplete_details"],
-        json!({"reason": "max_output_tokens"})
-    );
+    assert_eq!(data["response"]["incomplete_details"], json!({"reason": "max_output_tokens"}));
 }

@@ -27,8 +27,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    self, Block, CacheControl, ErrorInfo, ErrorKind, MediaSource, Message, Role, StopReason,
-    StreamEvent, TextBlock,
+    self, Block, CacheControl, ErrorInfo, ErrorKind, MediaSource, Message, Role, StopReason, StreamEvent, TextBlock,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_responses::ResponsesCodec;
@@ -46,54 +45,25 @@ fn cache() -> impl Strategy<Value = Option<CacheControl>> {
 }
 
 fn user_text() -> impl Strategy<Value = Block> {
-    (text_string(), cache()).prop_map(|(text, cache_control)| {
-        Block::Text(TextBlock {
-            text,
-            cache_control,
-            citations: Vec::new(),
-        })
-    })
+    (text_string(), cache())
+        .prop_map(|(text, cache_control)| Block::Text(TextBlock { text, cache_control, citations: Vec::new() }))
 }
 
 fn image() -> impl Strategy<Value = Block> {
     let source = prop_oneof![
-        (
-            prop_oneof![Just("image/png"), Just("image/jpeg")],
-            "[A-Za-z0-9+/]{4,16}"
-        )
-            .prop_map(|(media_type, data)| MediaSource::Base64 {
-                media_type: media_type.to_owned(),
-                data,
-            }),
-        "[a-z]{1,8}".prop_map(|name| MediaSource::Url {
-            url: format!("https://example.com/{name}.png"),
-            media_type: None,
-        }),
-        "[A-Za-z0-9]{4,10}".prop_map(|id| MediaSource::Url {
-            url: format!("file-{id}"),
-            media_type: None,
-        }),
+        (prop_oneof![Just("image/png"), Just("image/jpeg")], "[A-Za-z0-9+/]{4,16}")
+            .prop_map(|(media_type, data)| MediaSource::Base64 { media_type: media_type.to_owned(), data }),
+        "[a-z]{1,8}"
+            .prop_map(|name| MediaSource::Url { url: format!("https://example.com/{name}.png"), media_type: None }),
+        "[A-Za-z0-9]{4,10}".prop_map(|id| MediaSource::Url { url: format!("file-{id}"), media_type: None }),
     ];
-    (source, cache()).prop_map(|(source, cache_control)| Block::Image {
-        source,
-        cache_control,
-    })
+    (source, cache()).prop_map(|(source, cache_control)| Block::Image { source, cache_control })
 }
 
 fn document() -> impl Strategy<Value = Block> {
-    let with_data = (
-        prop_oneof![Just("application/pdf"), Just("text/plain")],
-        "[A-Za-z0-9+/]{4,16}",
-        "[a-z]{1,8}",
-    )
+    let with_data = (prop_oneof![Just("application/pdf"), Just("text/plain")], "[A-Za-z0-9+/]{4,16}", "[a-z]{1,8}")
         .prop_map(|(media_type, data, name)| {
-            (
-                MediaSource::Base64 {
-                    media_type: media_type.to_owned(),
-                    data,
-                },
-                Some(format!("{name}.pdf")),
-            )
+            (MediaSource::Base64 { media_type: media_type.to_owned(), data }, Some(format!("{name}.pdf")))
         });
     let by_reference = (
         prop_oneof![
@@ -102,39 +72,21 @@ fn document() -> impl Strategy<Value = Block> {
         ],
         proptest::option::of("[a-z]{1,8}\\.pdf"),
     )
-        .prop_map(|(url, name)| {
-            (
-                MediaSource::Url {
-                    url,
-                    media_type: None,
-                },
-                name,
-            )
-        });
-    (prop_oneof![with_data, by_reference], cache()).prop_map(|((source, name), cache_control)| {
-        Block::Document {
-            source,
-            name,
-            cache_control,
-        }
+        .prop_map(|(url, name)| (MediaSource::Url { url, media_type: None }, name));
+    (prop_oneof![with_data, by_reference], cache()).prop_map(|((source, name), cache_control)| Block::Document {
+        source,
+        name,
+        cache_control,
     })
 }
 
 fn tool_result() -> impl Strategy<Value = Block> {
     (
         "call_[a-z0-9]{1,8}",
-        proptest::collection::vec(
-            prop_oneof![3 => user_text(), 1 => image(), 1 => document()],
-            1..3,
-        ),
+        proptest::collection::vec(prop_oneof![3 => user_text(), 1 => image(), 1 => document()], 1..3),
     )
         .prop_map(|(tool_use_id, content)| {
-            Block::ToolResult(ir::ToolResult {
-                tool_use_id,
-                name: None,
-                content,
-                is_error: false,
-            })
+            Block::ToolResult(ir::ToolResult { tool_use_id, name: None, content, is_error: false })
         })
 }
 
@@ -149,13 +101,8 @@ fn citation() -> impl Strategy<Value = Vec<Value>> {
 }
 
 fn assistant_text() -> impl Strategy<Value = Block> {
-    (text_string(), citation()).prop_map(|(text, citations)| {
-        Block::Text(TextBlock {
-            text,
-            cache_control: None,
-            citations,
-        })
-    })
+    (text_string(), citation())
+        .prop_map(|(text, citations)| Block::Text(TextBlock { text, cache_control: None, citations }))
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
@@ -172,25 +119,13 @@ fn tool_use() -> impl Strategy<Value = Block> {
 }
 
 fn user_message() -> impl Strategy<Value = Message> {
-    proptest::collection::vec(
-        prop_oneof![4 => user_text(), 1 => image(), 1 => document(), 2 => tool_result()],
-        1..4,
-    )
-    .prop_map(|content| Message {
-        role: Role::User,
-        content,
-    })
+    proptest::collection::vec(prop_oneof![4 => user_text(), 1 => image(), 1 => document(), 2 => tool_result()], 1..4)
+        .prop_map(|content| Message { role: Role::User, content })
 }
 
 fn assistant_message() -> impl Strategy<Value = Message> {
-    proptest::collection::vec(
-        prop_oneof![3 => assistant_text(), 2 => tool_use(), 2 => thinking()],
-        1..4,
-    )
-    .prop_map(|content| Message {
-        role: Role::Assistant,
-        content,
-    })
+    proptest::collection::vec(prop_oneof![3 => assistant_text(), 2 => tool_use(), 2 => thinking()], 1..4)
+        .prop_map(|content| Message { role: Role::Assistant, content })
 }
 
 fn conversation() -> impl Strategy<Value = Vec<Message>> {
@@ -218,13 +153,11 @@ fn system() -> impl Strategy<Value = Vec<TextBlock>> {
 
 fn tools() -> impl Strategy<Value = Vec<ir::Tool>> {
     proptest::collection::vec(
-        ("[a-z_]{1,10}", proptest::option::of(text_string())).prop_map(|(name, description)| {
-            ir::Tool {
-                parameters: json!({"type": "object", "properties": {name.clone(): {"type": "string"}}}),
-                name,
-                description,
-                cache_control: None,
-            }
+        ("[a-z_]{1,10}", proptest::option::of(text_string())).prop_map(|(name, description)| ir::Tool {
+            parameters: json!({"type": "object", "properties": {name.clone(): {"type": "string"}}}),
+            name,
+            description,
+            cache_control: None,
         }),
         0..3,
     )
@@ -243,39 +176,22 @@ fn response_format() -> impl Strategy<Value = Option<ir::ResponseFormat>> {
     proptest::option::of(prop_oneof![
         Just(ir::ResponseFormat::JsonObject),
         ("[a-z_]{1,10}", proptest::option::of(any::<bool>())).prop_map(|(name, strict)| {
-            ir::ResponseFormat::JsonSchema {
-                name,
-                schema: json!({"type": "object"}),
-                strict,
-            }
+            ir::ResponseFormat::JsonSchema { name, schema: json!({"type": "object"}), strict }
         }),
     ])
 }
 
 fn reasoning() -> impl Strategy<Value = Option<ir::Reasoning>> {
     proptest::option::of(prop_oneof![
-        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")].prop_map(|e| {
-            ir::Reasoning {
-                effort: Some(e.to_owned()),
-                budget_tokens: None,
-                disabled: false,
-            }
-        }),
-        Just(ir::Reasoning {
-            effort: None,
-            budget_tokens: None,
-            disabled: true,
-        }),
+        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")]
+            .prop_map(|e| { ir::Reasoning { effort: Some(e.to_owned()), budget_tokens: None, disabled: false } }),
+        Just(ir::Reasoning { effort: None, budget_tokens: None, disabled: true }),
     ])
 }
 
 fn metadata() -> impl Strategy<Value = Map<String, Value>> {
-    proptest::collection::btree_map("[a-z]{1,6}", "[a-z0-9]{0,6}", 0..3).prop_map(|entries| {
-        entries
-            .into_iter()
-            .map(|(k, v)| (k, Value::String(v)))
-            .collect()
-    })
+    proptest::collection::btree_map("[a-z]{1,6}", "[a-z0-9]{0,6}", 0..3)
+        .prop_map(|entries| entries.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
 }
 
 prop_compose! {
@@ -306,30 +222,15 @@ prop_compose! {
 }
 
 fn usage() -> impl Strategy<Value = ir::Usage> {
-    (
-        0u64..100_000,
-        0u64..100_000,
-        0u64..1000,
-        0u64..1000,
-        0u64..1000,
+    (0u64..100_000, 0u64..100_000, 0u64..1000, 0u64..1000, 0u64..1000).prop_map(
+        |(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, reasoning_tokens)| ir::Usage {
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            reasoning_tokens,
+        },
     )
-        .prop_map(
-            |(
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                cache_write_tokens,
-                reasoning_tokens,
-            )| {
-                ir::Usage {
-                    input_tokens,
-                    output_tokens,
-                    cache_read_tokens,
-                    cache_write_tokens,
-                    reasoning_tokens,
-                }
-            },
-        )
 }
 
 prop_compose! {
@@ -471,19 +372,10 @@ fn arbitrary_events_never_panic_the_encoder() {
     // Deltas and stops for blocks that were never started, twice-started
     // messages and events after the end are ignored, not fatal.
     let events = vec![
-        StreamEvent::BlockDelta {
-            index: 3,
-            delta: ir::Delta::Text("x".into()),
-        },
+        StreamEvent::BlockDelta { index: 3, delta: ir::Delta::Text("x".into()) },
         StreamEvent::BlockStop { index: 9 },
-        StreamEvent::BlockStart {
-            index: 0,
-            block: ir::BlockStart::Text,
-        },
-        StreamEvent::BlockStart {
-            index: 1,
-            block: ir::BlockStart::Text,
-        },
+        StreamEvent::BlockStart { index: 0, block: ir::BlockStart::Text },
+        StreamEvent::BlockStart { index: 1, block: ir::BlockStart::Text },
         StreamEvent::MessageStop,
         StreamEvent::MessageStop,
     ];

@@ -31,14 +31,21 @@ fn bench_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("passthrough");
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("scan_top_level_2kb", |b| b.iter(|| scan::scan_top_level(std::hint::black_box(&body))));
-    group.bench_function("serde_value_parse_2kb_baseline", |b| b.iter(|| serde_json::from_slice::<serde_json::Value>(std::hint::black_box(&body))));
+    group.bench_function("serde_value_parse_2kb_baseline", |b| {
+        b.iter(|| serde_json::from_slice::<serde_json::Value>(std::hint::black_box(&body)))
+    });
     group.finish();
 }
 
 fn bench_requests(c: &mut Criterion) {
     let body = chat_request();
     let mut group = c.benchmark_group("request_2kb");
-    for (from, to) in [(Protocol::OpenAi, Protocol::Anthropic), (Protocol::Anthropic, Protocol::OpenAi), (Protocol::OpenAi, Protocol::Bedrock), (Protocol::OpenAi, Protocol::Gemini)] {
+    for (from, to) in [
+        (Protocol::OpenAi, Protocol::Anthropic),
+        (Protocol::Anthropic, Protocol::OpenAi),
+        (Protocol::OpenAi, Protocol::Bedrock),
+        (Protocol::OpenAi, Protocol::Gemini),
+    ] {
         let source = if from == Protocol::OpenAi {
             body.clone()
         } else {
@@ -69,9 +76,15 @@ fn bench_streams(c: &mut Criterion) {
     let mut events = Vec::new();
     for event in events_from_response(&response) {
         match event {
-            switchyard_protocol::ir::StreamEvent::BlockDelta { index, delta: switchyard_protocol::ir::Delta::Text(t) } => {
+            switchyard_protocol::ir::StreamEvent::BlockDelta {
+                index,
+                delta: switchyard_protocol::ir::Delta::Text(t),
+            } => {
                 for piece in t.split_inclusive(' ') {
-                    events.push(switchyard_protocol::ir::StreamEvent::BlockDelta { index, delta: switchyard_protocol::ir::Delta::Text(piece.to_owned()) });
+                    events.push(switchyard_protocol::ir::StreamEvent::BlockDelta {
+                        index,
+                        delta: switchyard_protocol::ir::Delta::Text(piece.to_owned()),
+                    });
                 }
             }
             other => events.push(other),
@@ -79,7 +92,11 @@ fn bench_streams(c: &mut Criterion) {
     }
     let mut group = c.benchmark_group("stream_200_events");
     group.throughput(Throughput::Elements(events.len() as u64));
-    for (from, to) in [(Protocol::Anthropic, Protocol::OpenAi), (Protocol::OpenAi, Protocol::Anthropic), (Protocol::OpenAi, Protocol::Bedrock)] {
+    for (from, to) in [
+        (Protocol::Anthropic, Protocol::OpenAi),
+        (Protocol::OpenAi, Protocol::Anthropic),
+        (Protocol::OpenAi, Protocol::Bedrock),
+    ] {
         let upstream_codec = codec(from);
         let mut encoder = upstream_codec.stream_encoder(upstream_codec.default_framing());
         let mut frames = Vec::new();

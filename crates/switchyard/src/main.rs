@@ -11,11 +11,7 @@ use switchyard_config::{Config, DEMO_CONFIG};
 use switchyard_gateway::Gateway;
 
 #[derive(Parser)]
-#[command(
-    name = "switchyard",
-    version,
-    about = "An LLM API gateway that speaks six wire protocols"
-)]
+#[command(name = "switchyard", version, about = "An LLM API gateway that speaks six wire protocols")]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
@@ -55,10 +51,7 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -66,9 +59,8 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command.unwrap_or(Command::Serve {
-            config: std::env::var_os("SWITCHYARD_CONFIG").map(PathBuf::from),
-        }) {
+        match cli.command.unwrap_or(Command::Serve { config: std::env::var_os("SWITCHYARD_CONFIG").map(PathBuf::from) })
+        {
             Command::Serve { config } => serve(config).await,
             Command::Check { config } => check(&config),
             Command::MockUpstream { listen } => mock_upstream(&listen).await,
@@ -86,9 +78,7 @@ fn main() -> std::process::ExitCode {
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
@@ -114,17 +104,13 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
                 .with_context(|| format!("config file {}", path.display()))?;
             Ok((config, path.display().to_string()))
         }
-        None => Ok((
-            switchyard_config::load(DEMO_CONFIG, &env_lookup)?,
-            "embedded demo config".to_owned(),
-        )),
+        None => Ok((switchyard_config::load(DEMO_CONFIG, &env_lookup)?, "embedded demo config".to_owned())),
     }
 }
 
-fn check(path: &PathBuf) -> anyhow::Result<()> {
-    let (config, source) = load_config(Some(path.clone()))?;
-    Gateway::new(config.clone(), switchyard_protocol::codec)
-        .context("config is valid YAML but cannot be served")?;
+fn check(path: &std::path::Path) -> anyhow::Result<()> {
+    let (config, source) = load_config(Some(path.to_path_buf()))?;
+    Gateway::new(config.clone(), switchyard_protocol::codec).context("config is valid YAML but cannot be served")?;
     eprintln!(
         "{source}: ok ({} providers, {} models, {} pools)",
         config.providers.len(),
@@ -139,22 +125,16 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let listen = config.listen;
     let admin_listen = config.admin_listen;
     let drain = config.server.drain_timeout;
-    let example_model = config
-        .pools
-        .first()
-        .map(|p| p.name.to_string())
-        .or_else(|| config.models.first().map(|m| m.name.to_string()));
+    let example_model =
+        config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
     let gateway = Arc::new(Gateway::new(config, switchyard_protocol::codec)?);
+    switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen} (set `listen:` to a free address)"))?;
     let admin = tokio::net::TcpListener::bind(admin_listen)
         .await
-        .with_context(|| {
-            format!(
-                "cannot listen on {admin_listen} (set `admin_listen:` to a free loopback address)"
-            )
-        })?;
+        .with_context(|| format!("cannot listen on {admin_listen} (set `admin_listen:` to a free loopback address)"))?;
     let bound = listener.local_addr()?;
     tracing::info!(config = %source, listen = %bound, admin = %admin.local_addr()?, "switchyard is listening");
     if let Some(model) = example_model {
@@ -165,10 +145,7 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!(
-            ?drain,
-            "shutting down: no new connections, draining in-flight requests"
-        );
+        tracing::info!(?drain, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
     let admin_router = switchyard_gateway::admin_router(gateway.clone());
@@ -199,9 +176,7 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     let Ok(addr) = listen.parse::<std::net::SocketAddr>() else {
         bail!("`{listen}` is not a socket address; write it as host:port, e.g. 127.0.0.1:9000");
     };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("cannot listen on {addr}"))?;
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     tracing::info!(listen = %listener.local_addr()?, "vendor fake is listening (all six protocols)");
     switchyard_gateway::server::serve(
         listener,

@@ -39,11 +39,7 @@ impl JsonArrayDecoder {
                         self.depth = 1;
                         self.element.push(byte);
                     }
-                    _ => {
-                        return Err(DecodeError::Frame(format!(
-                            "unexpected byte {byte:#04x} between array elements"
-                        )))
-                    }
+                    _ => return Err(DecodeError::Frame(format!("unexpected byte {byte:#04x} between array elements"))),
                 }
                 continue;
             }
@@ -81,9 +77,7 @@ impl JsonArrayDecoder {
     /// The stream closed: an element cut short is an error.
     pub fn finish(&mut self) -> Result<(), DecodeError> {
         if self.depth != 0 {
-            return Err(DecodeError::Frame(
-                "stream ended inside an array element".to_owned(),
-            ));
+            return Err(DecodeError::Frame("stream ended inside an array element".to_owned()));
         }
         Ok(())
     }
@@ -108,13 +102,7 @@ mod tests {
     fn splits_elements_with_strings_holding_braces() {
         let input = b"[{\"a\":\"}]\\\"{\"}\r\n,\r\n{\"b\":[1,{\"c\":2}]}\n]";
         let out = split(&[input]).unwrap_or_default();
-        assert_eq!(
-            out,
-            vec![
-                b"{\"a\":\"}]\\\"{\"}".to_vec(),
-                b"{\"b\":[1,{\"c\":2}]}".to_vec()
-            ]
-        );
+        assert_eq!(out, vec![b"{\"a\":\"}]\\\"{\"}".to_vec(), b"{\"b\":[1,{\"c\":2}]}".to_vec()]);
     }
 
     #[test]

@@ -100,10 +100,7 @@ impl SseDecoder {
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
         if self.has_data || self.event.is_some() {
-            out.push(SseEvent {
-                event: self.event.take(),
-                data: std::mem::take(&mut self.data),
-            });
+            out.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data) });
         }
         self.has_data = false;
         self.data.clear();
@@ -139,20 +136,13 @@ mod tests {
     }
 
     fn ev(event: Option<&str>, data: &str) -> SseEvent {
-        SseEvent {
-            event: event.map(str::to_owned),
-            data: data.to_owned(),
-        }
+        SseEvent { event: event.map(str::to_owned), data: data.to_owned() }
     }
 
     #[test]
     fn parses_fields_comments_and_multiline_data() {
-        let input =
-            b": keep-alive\nevent: message_start\ndata: {\"a\":1}\n\ndata: one\ndata: two\n\n";
-        assert_eq!(
-            decode_all(&[input]),
-            vec![ev(Some("message_start"), "{\"a\":1}"), ev(None, "one\ntwo")]
-        );
+        let input = b": keep-alive\nevent: message_start\ndata: {\"a\":1}\n\ndata: one\ndata: two\n\n";
+        assert_eq!(decode_all(&[input]), vec![ev(Some("message_start"), "{\"a\":1}"), ev(None, "one\ntwo")]);
     }
 
     #[test]
@@ -165,10 +155,7 @@ mod tests {
 
     #[test]
     fn crlf_split_between_chunks_is_one_line_end() {
-        assert_eq!(
-            decode_all(&[b"data: a\r", b"\n\r", b"\n"]),
-            vec![ev(None, "a")]
-        );
+        assert_eq!(decode_all(&[b"data: a\r", b"\n\r", b"\n"]), vec![ev(None, "a")]);
     }
 
     #[test]
@@ -181,10 +168,7 @@ mod tests {
         let mut buf = Vec::new();
         write_sse(&mut buf, Some("ping"), b"{}");
         write_sse(&mut buf, None, b"x");
-        assert_eq!(
-            decode_all(&[&buf]),
-            vec![ev(Some("ping"), "{}"), ev(None, "x")]
-        );
+        assert_eq!(decode_all(&[&buf]), vec![ev(Some("ping"), "{}"), ev(None, "x")]);
     }
 
     proptest! {

@@ -1,7 +1,8 @@
 //! Shared harness for the gateway's integration tests: a gateway (and,
 //! where wanted, the vendor fake) on real TCP ports chosen by the OS, a small
 //! HTTP client, and the per-protocol request bodies a caller would send.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses a part of the harness")]
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,12 +21,7 @@ use switchyard_protocol::ir::{Accumulator, Protocol, Response};
 pub async fn spawn(router: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::server::serve(
-        listener,
-        router,
-        std::future::pending(),
-        Duration::from_secs(1),
-    ));
+    tokio::spawn(switchyard_gateway::server::serve(listener, router, std::future::pending(), Duration::from_secs(1)));
     addr
 }
 
@@ -45,15 +41,11 @@ pub async fn mock_upstream() -> SocketAddr {
 pub fn lanes_config(base_url: &str) -> String {
     let mut yaml = String::from("providers:\n");
     for p in Protocol::ALL {
-        yaml.push_str(&format!(
-            "  up-{p}: {{ protocol: {p}, base_url: \"{base_url}\" }}\n"
-        ));
+        yaml.push_str(&format!("  up-{p}: {{ protocol: {p}, base_url: \"{base_url}\" }}\n"));
     }
     yaml.push_str("models:\n");
     for p in Protocol::ALL {
-        yaml.push_str(&format!(
-            "  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}\n"
-        ));
+        yaml.push_str(&format!("  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}\n"));
     }
     yaml.push_str("pools:\n  mixed:\n    members:\n");
     for p in Protocol::ALL {
@@ -70,56 +62,33 @@ pub struct Reply {
 }
 
 /// POSTs `body` to `http://addr{path}`.
-pub async fn post(
-    addr: SocketAddr,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<Bytes>,
-) -> Reply {
+pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: impl Into<Bytes>) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let mut request = Request::post(format!("http://{addr}{path}"));
-    if !headers
-        .iter()
-        .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-    {
+    if !headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("content-type")) {
         request = request.header("content-type", "application/json");
     }
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let response = client
-        .request(request.body(Full::new(body.into())).unwrap())
-        .await
-        .unwrap();
+    let response = client.request(request.body(Full::new(body.into())).unwrap()).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    Reply { status, headers, body }
 }
 
 /// GETs `http://addr{path}`.
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let response = client
-        .request(
-            Request::get(format!("http://{addr}{path}"))
-                .body(Full::new(Bytes::new()))
-                .unwrap(),
-        )
+        .request(Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap())
         .await
         .unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    Reply { status, headers, body }
 }
 
 /// The path a caller of `protocol` posts to for `model`.
@@ -166,7 +135,8 @@ pub fn chat_body(protocol: Protocol, model: &str, text: &str, stream: bool) -> S
 
 /// A request offering one tool, `get_weather(city)`.
 pub fn tool_body(protocol: Protocol, model: &str, stream: bool) -> String {
-    let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let schema =
+        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
     let body = match protocol {
         Protocol::OpenAi => serde_json::json!({
             "model": model, "stream": stream,
@@ -203,35 +173,22 @@ pub fn tool_body(protocol: Protocol, model: &str, stream: bool) -> String {
 pub fn decode(protocol: Protocol, stream: bool, body: &[u8]) -> Response {
     let codec = codec(protocol);
     if !stream {
-        return codec.read_response(body).unwrap_or_else(|err| {
-            panic!(
-                "{protocol} reply unreadable: {err}: {}",
-                String::from_utf8_lossy(body)
-            )
-        });
+        return codec
+            .read_response(body)
+            .unwrap_or_else(|err| panic!("{protocol} reply unreadable: {err}: {}", String::from_utf8_lossy(body)));
     }
     let mut decoder = codec.stream_decoder();
     let mut events = Vec::new();
-    decoder.feed(body, &mut events).unwrap_or_else(|err| {
-        panic!(
-            "{protocol} stream unreadable: {err}: {}",
-            String::from_utf8_lossy(body)
-        )
-    });
+    decoder
+        .feed(body, &mut events)
+        .unwrap_or_else(|err| panic!("{protocol} stream unreadable: {err}: {}", String::from_utf8_lossy(body)));
     decoder.finish(&mut events).unwrap();
     let mut accumulator = Accumulator::new();
     for event in &events {
         accumulator.push(event);
     }
-    assert!(
-        accumulator.error().is_none(),
-        "{protocol} stream carried an error: {:?}",
-        accumulator.error()
-    );
-    assert!(
-        accumulator.is_finished(),
-        "{protocol} stream did not finish: {events:?}"
-    );
+    assert!(accumulator.error().is_none(), "{protocol} stream carried an error: {:?}", accumulator.error());
+    assert!(accumulator.is_finished(), "{protocol} stream did not finish: {events:?}");
     accumulator.into_response()
 }
 

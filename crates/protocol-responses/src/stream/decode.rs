@@ -60,10 +60,7 @@ struct Open {
 impl Open {
     fn delta(&mut self, out: &mut Vec<StreamEvent>, delta: Delta) {
         if self.open {
-            out.push(StreamEvent::BlockDelta {
-                index: self.index,
-                delta,
-            });
+            out.push(StreamEvent::BlockDelta { index: self.index, delta });
             self.streamed = true;
         }
     }
@@ -105,12 +102,9 @@ impl ResponsesStreamDecoder {
             return Ok(());
         }
         let value: Value = serde_json::from_str(data)?;
-        let map = value
-            .as_object()
-            .ok_or_else(|| DecodeError::Frame("stream event must be a json object".to_owned()))?;
-        let kind = text_of(map, "type")
-            .or(frame.event.as_deref())
-            .unwrap_or_default();
+        let map =
+            value.as_object().ok_or_else(|| DecodeError::Frame("stream event must be a json object".to_owned()))?;
+        let kind = text_of(map, "type").or(frame.event.as_deref()).unwrap_or_default();
         let output_index = index_of(map, "output_index");
         match kind {
             "response.created" | "response.in_progress" | "response.queued" => {
@@ -152,8 +146,7 @@ impl ResponsesStreamDecoder {
             "response.output_text.done" | "response.refusal.done" => {
                 self.start(None, out);
                 let refusal = kind == "response.refusal.done";
-                let text =
-                    text_of(map, if refusal { "refusal" } else { "text" }).unwrap_or_default();
+                let text = text_of(map, if refusal { "refusal" } else { "text" }).unwrap_or_default();
                 let content_index = index_of(map, "content_index");
                 if let Some(part) = self.text_part(output_index, content_index, refusal, out) {
                     if !part.streamed && !text.is_empty() {
@@ -163,8 +156,7 @@ impl ResponsesStreamDecoder {
             }
             "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
                 let done = kind.ends_with(".done");
-                let text =
-                    text_of(map, if done { "arguments" } else { "delta" }).unwrap_or_default();
+                let text = text_of(map, if done { "arguments" } else { "delta" }).unwrap_or_default();
                 if let Some(Item::FunctionCall(call)) = self.items.get_mut(&output_index) {
                     if !done || (!call.streamed && !text.is_empty()) {
                         call.delta(out, Delta::ToolInput(text.to_owned()));
@@ -174,11 +166,8 @@ impl ResponsesStreamDecoder {
             "response.reasoning_summary_part.added" | "response.reasoning_summary_part.done" => {
                 self.start(None, out);
                 let key = format!("s{}", index_of(map, "summary_index"));
-                let text = map
-                    .get("part")
-                    .and_then(Value::as_object)
-                    .and_then(|p| text_of(p, "text"))
-                    .unwrap_or_default();
+                let text =
+                    map.get("part").and_then(Value::as_object).and_then(|p| text_of(p, "text")).unwrap_or_default();
                 self.reasoning_text(output_index, &key, text, false, out);
             }
             "response.reasoning_summary_text.delta"
@@ -192,8 +181,7 @@ impl ResponsesStreamDecoder {
                     format!("c{}", index_of(map, "content_index"))
                 };
                 let is_delta = kind.ends_with(".delta");
-                let text =
-                    text_of(map, if is_delta { "delta" } else { "text" }).unwrap_or_default();
+                let text = text_of(map, if is_delta { "delta" } else { "text" }).unwrap_or_default();
                 self.reasoning_text(output_index, &key, text, is_delta, out);
             }
             "response.output_item.done" => {
@@ -207,10 +195,7 @@ impl ResponsesStreamDecoder {
                 self.complete(map.get("response").and_then(Value::as_object), out);
             }
             "response.failed" => {
-                let error = map
-                    .get("response")
-                    .and_then(|r| r.get("error"))
-                    .and_then(Value::as_object);
+                let error = map.get("response").and_then(|r| r.get("error")).and_then(Value::as_object);
                 let code = error.and_then(|e| text_of(e, "code"));
                 let message = error.and_then(|e| text_of(e, "message"));
                 out.push(StreamEvent::Error(stream_error(code, message, None)));
@@ -241,41 +226,21 @@ impl ResponsesStreamDecoder {
         out.push(StreamEvent::MessageStart {
             id: text_of(&response, "id").unwrap_or_default().to_owned(),
             model: text_of(&response, "model").unwrap_or_default().to_owned(),
-            created: response.get("created_at").and_then(|v| {
-                v.as_i64()
-                    .or_else(|| v.as_f64().map(|seconds| seconds as i64))
-            }),
-            usage: response
-                .get("usage")
-                .and_then(Value::as_object)
-                .map(read_usage)
-                .unwrap_or_default(),
+            created: response
+                .get("created_at")
+                .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|seconds| seconds as i64))),
+            usage: response.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
         });
     }
 
-    fn item_added(
-        &mut self,
-        output_index: u64,
-        item: &Map<String, Value>,
-        out: &mut Vec<StreamEvent>,
-    ) {
+    fn item_added(&mut self, output_index: u64, item: &Map<String, Value>, out: &mut Vec<StreamEvent>) {
         let state = match text_of(item, "type") {
             Some("message") => Item::Message(BTreeMap::new()),
             Some("function_call") => {
                 self.signals.tool_call = true;
                 let call = items::read_function_call(item);
-                let index = self.blocks.open(
-                    out,
-                    BlockStart::ToolUse {
-                        id: call.id,
-                        name: call.name,
-                    },
-                );
-                let mut open = Open {
-                    index,
-                    open: true,
-                    streamed: false,
-                };
+                let index = self.blocks.open(out, BlockStart::ToolUse { id: call.id, name: call.name });
+                let mut open = Open { index, open: true, streamed: false };
                 if !call.input.is_empty() {
                     open.delta(out, Delta::ToolInput(call.input));
                 }
@@ -295,10 +260,7 @@ impl ResponsesStreamDecoder {
         refusal: bool,
         out: &mut Vec<StreamEvent>,
     ) -> Option<&mut Open> {
-        let item = self
-            .items
-            .entry(output_index)
-            .or_insert_with(|| Item::Message(BTreeMap::new()));
+        let item = self.items.entry(output_index).or_insert_with(|| Item::Message(BTreeMap::new()));
         let Item::Message(parts) = item else {
             return None;
         };
@@ -335,18 +297,8 @@ impl ResponsesStreamDecoder {
     /// A piece of reasoning text for part `key`: a new part after the first
     /// is preceded by the separator a whole response joins parts with. A
     /// `.done` or part event supplies text only when none streamed.
-    fn reasoning_text(
-        &mut self,
-        output_index: u64,
-        key: &str,
-        text: &str,
-        is_delta: bool,
-        out: &mut Vec<StreamEvent>,
-    ) {
-        let item = self
-            .items
-            .entry(output_index)
-            .or_insert_with(|| Item::Reasoning(Reasoning::default()));
+    fn reasoning_text(&mut self, output_index: u64, key: &str, text: &str, is_delta: bool, out: &mut Vec<StreamEvent>) {
+        let item = self.items.entry(output_index).or_insert_with(|| Item::Reasoning(Reasoning::default()));
         let Item::Reasoning(reasoning) = item else {
             return;
         };
@@ -375,12 +327,7 @@ impl ResponsesStreamDecoder {
 
     /// `output_item.done`: closes the item's blocks, first supplying whatever
     /// the item holds that did not stream.
-    fn item_done(
-        &mut self,
-        output_index: u64,
-        item: &Map<String, Value>,
-        out: &mut Vec<StreamEvent>,
-    ) {
+    fn item_done(&mut self, output_index: u64, item: &Map<String, Value>, out: &mut Vec<StreamEvent>) {
         let state = self.items.insert(output_index, Item::Ignored);
         match (text_of(item, "type"), state) {
             (Some("message"), Some(Item::Message(mut parts))) if !parts.is_empty() => {
@@ -395,13 +342,7 @@ impl ResponsesStreamDecoder {
                 }
                 call.close(out);
             }
-            (
-                Some("reasoning"),
-                Some(Item::Reasoning(Reasoning {
-                    block: Some(mut block),
-                    ..
-                })),
-            ) => {
+            (Some("reasoning"), Some(Item::Reasoning(Reasoning { block: Some(mut block), .. }))) => {
                 if let Some(signature) = text_of(item, "encrypted_content") {
                     block.delta(out, Delta::Signature(signature.to_owned()));
                 }
@@ -425,9 +366,7 @@ impl ResponsesStreamDecoder {
             match item {
                 Item::Message(parts) => parts.values_mut().for_each(|part| part.close(out)),
                 Item::FunctionCall(call) => call.close(out),
-                Item::Reasoning(Reasoning {
-                    block: Some(block), ..
-                }) => block.close(out),
+                Item::Reasoning(Reasoning { block: Some(block), .. }) => block.close(out),
                 Item::Reasoning(_) | Item::Ignored => {}
             }
         }
@@ -451,11 +390,7 @@ impl ResponsesStreamDecoder {
         out.push(StreamEvent::MessageDelta {
             stop_reason: stop_reason(&response, self.signals),
             stop_sequence: None,
-            usage: response
-                .get("usage")
-                .and_then(Value::as_object)
-                .map(read_usage)
-                .unwrap_or_default(),
+            usage: response.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
         });
         out.push(StreamEvent::MessageStop);
         self.ended = true;
@@ -476,20 +411,10 @@ fn emit_block(blocks: &mut Blocks, block: &ir::Block, out: &mut Vec<StreamEvent>
             }
             (BlockStart::Thinking, deltas)
         }
-        ir::Block::RedactedThinking { data } => (
-            BlockStart::RedactedThinking { data: data.clone() },
-            Vec::new(),
-        ),
+        ir::Block::RedactedThinking { data } => (BlockStart::RedactedThinking { data: data.clone() }, Vec::new()),
         ir::Block::ToolUse(call) => (
-            BlockStart::ToolUse {
-                id: call.id.clone(),
-                name: call.name.clone(),
-            },
-            if call.input.is_empty() {
-                Vec::new()
-            } else {
-                vec![Delta::ToolInput(call.input.clone())]
-            },
+            BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone() },
+            if call.input.is_empty() { Vec::new() } else { vec![Delta::ToolInput(call.input.clone())] },
         ),
         _ => return,
     };
@@ -529,11 +454,7 @@ mod tests {
         let mut bytes = Vec::new();
         for event in events {
             let kind = event["type"].as_str().unwrap_or_default();
-            switchyard_codec::frame::write_sse(
-                &mut bytes,
-                Some(kind),
-                event.to_string().as_bytes(),
-            );
+            switchyard_codec::frame::write_sse(&mut bytes, Some(kind), event.to_string().as_bytes());
         }
         let mut decoder = ResponsesStreamDecoder::default();
         let mut out = Vec::new();
@@ -554,20 +475,8 @@ mod tests {
             json!({"type": "response.output_item.done", "output_index": 0, "item": message}),
             completed(json!([message])),
         ]);
-        assert_eq!(
-            events[1],
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::Text
-            }
-        );
-        assert_eq!(
-            events[2],
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Text("hi".into())
-            }
-        );
+        assert_eq!(events[1], StreamEvent::BlockStart { index: 0, block: BlockStart::Text });
+        assert_eq!(events[2], StreamEvent::BlockDelta { index: 0, delta: Delta::Text("hi".into()) });
         assert_eq!(events[3], StreamEvent::BlockStop { index: 0 });
         assert_eq!(events.len(), 6);
     }
@@ -579,21 +488,9 @@ mod tests {
         assert!(matches!(events[0], StreamEvent::MessageStart { .. }));
         assert_eq!(
             events[1],
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::ToolUse {
-                    id: "c".into(),
-                    name: "f".into()
-                }
-            }
+            StreamEvent::BlockStart { index: 0, block: BlockStart::ToolUse { id: "c".into(), name: "f".into() } }
         );
-        assert!(matches!(
-            events[4],
-            StreamEvent::MessageDelta {
-                stop_reason: Some(ir::StopReason::ToolUse),
-                ..
-            }
-        ));
+        assert!(matches!(events[4], StreamEvent::MessageDelta { stop_reason: Some(ir::StopReason::ToolUse), .. }));
     }
 
     #[test]
@@ -604,10 +501,7 @@ mod tests {
         ]);
         assert_eq!(
             events[1],
-            StreamEvent::BlockStart {
-                index: 0,
-                block: BlockStart::RedactedThinking { data: "enc".into() }
-            }
+            StreamEvent::BlockStart { index: 0, block: BlockStart::RedactedThinking { data: "enc".into() } }
         );
         assert_eq!(events[2], StreamEvent::BlockStop { index: 0 });
     }
@@ -620,18 +514,9 @@ mod tests {
             part(0, "a"),
             part(1, "b"),
         ]);
-        let deltas: Vec<&StreamEvent> = events
-            .iter()
-            .filter(|e| matches!(e, StreamEvent::BlockDelta { .. }))
-            .collect();
+        let deltas: Vec<&StreamEvent> = events.iter().filter(|e| matches!(e, StreamEvent::BlockDelta { .. })).collect();
         assert_eq!(deltas.len(), 3);
-        assert_eq!(
-            *deltas[1],
-            StreamEvent::BlockDelta {
-                index: 0,
-                delta: Delta::Thinking(SUMMARY_SEPARATOR.into())
-            }
-        );
+        assert_eq!(*deltas[1], StreamEvent::BlockDelta { index: 0, delta: Delta::Thinking(SUMMARY_SEPARATOR.into()) });
     }
 
     #[test]

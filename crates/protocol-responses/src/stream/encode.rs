@@ -44,23 +44,9 @@ pub(crate) struct ResponsesStreamEncoder {
 
 /// An output item still being written.
 enum OpenItem {
-    Message {
-        id: String,
-        parts: Vec<String>,
-        part_open: bool,
-    },
-    FunctionCall {
-        id: String,
-        call_id: String,
-        name: String,
-        arguments: String,
-    },
-    Reasoning {
-        id: String,
-        text: String,
-        signature: Option<String>,
-        summary_open: bool,
-    },
+    Message { id: String, parts: Vec<String>, part_open: bool },
+    FunctionCall { id: String, call_id: String, name: String, arguments: String },
+    Reasoning { id: String, text: String, signature: Option<String>, summary_open: bool },
 }
 
 impl ResponsesStreamEncoder {
@@ -80,14 +66,8 @@ impl ResponsesStreamEncoder {
         self.output.len()
     }
 
-    fn snapshot(
-        &self,
-        status: &str,
-        incomplete_reason: Option<&str>,
-        error: Option<Value>,
-    ) -> Value {
-        let usage =
-            (status != "in_progress" || self.usage != Usage::default()).then_some(&self.usage);
+    fn snapshot(&self, status: &str, incomplete_reason: Option<&str>, error: Option<Value>) -> Value {
+        let usage = (status != "in_progress" || self.usage != Usage::default()).then_some(&self.usage);
         response_object(ResponseParts {
             id: &self.id,
             model: &self.model,
@@ -95,11 +75,7 @@ impl ResponsesStreamEncoder {
             status,
             incomplete_reason,
             error,
-            output: if status == "in_progress" {
-                Vec::new()
-            } else {
-                self.output.clone()
-            },
+            output: if status == "in_progress" { Vec::new() } else { self.output.clone() },
             usage,
         })
     }
@@ -130,12 +106,7 @@ impl ResponsesStreamEncoder {
                 "role": "assistant",
                 "content": parts.iter().map(|text| output_text(text)).collect::<Vec<_>>(),
             }),
-            OpenItem::FunctionCall {
-                id,
-                call_id,
-                name,
-                arguments,
-            } => {
+            OpenItem::FunctionCall { id, call_id, name, arguments } => {
                 self.emit(
                     out,
                     "response.function_call_arguments.done",
@@ -150,12 +121,7 @@ impl ResponsesStreamEncoder {
                     "arguments": arguments,
                 })
             }
-            OpenItem::Reasoning {
-                id,
-                text,
-                signature,
-                summary_open,
-            } => {
+            OpenItem::Reasoning { id, text, signature, summary_open } => {
                 let mut summary = Vec::new();
                 if summary_open {
                     let part = json!({"type": "summary_text", "text": text});
@@ -178,23 +144,14 @@ impl ResponsesStreamEncoder {
                 item
             }
         };
-        self.emit(
-            out,
-            "response.output_item.done",
-            json!({"output_index": output_index, "item": done}),
-        );
+        self.emit(out, "response.output_item.done", json!({"output_index": output_index, "item": done}));
         self.output.push(done);
     }
 
     /// Closes the open `output_text` part of the open message, if any.
     fn close_text_part(&mut self, out: &mut Vec<u8>) {
         let output_index = self.output_index();
-        let Some(OpenItem::Message {
-            id,
-            parts,
-            part_open,
-        }) = &mut self.item
-        else {
+        let Some(OpenItem::Message { id, parts, part_open }) = &mut self.item else {
             return;
         };
         if !*part_open {
@@ -218,9 +175,7 @@ impl ResponsesStreamEncoder {
 
     fn block_start(&mut self, index: u32, block: &BlockStart, out: &mut Vec<u8>) {
         self.block = Some(index);
-        if !matches!(block, BlockStart::Text)
-            || !matches!(self.item, Some(OpenItem::Message { .. }))
-        {
+        if !matches!(block, BlockStart::Text) || !matches!(self.item, Some(OpenItem::Message { .. })) {
             self.close_item(out);
         }
         let output_index = self.output_index();
@@ -235,19 +190,10 @@ impl ResponsesStreamEncoder {
                             "id": id, "type": "message", "status": "in_progress", "role": "assistant", "content": []
                         }}),
                     );
-                    self.item = Some(OpenItem::Message {
-                        id,
-                        parts: Vec::new(),
-                        part_open: false,
-                    });
+                    self.item = Some(OpenItem::Message { id, parts: Vec::new(), part_open: false });
                 }
                 self.close_text_part(out);
-                if let Some(OpenItem::Message {
-                    id,
-                    parts,
-                    part_open,
-                }) = &mut self.item
-                {
+                if let Some(OpenItem::Message { id, parts, part_open }) = &mut self.item {
                     parts.push(String::new());
                     *part_open = true;
                     let fields = json!({"item_id": id, "output_index": output_index, "content_index": parts.len() - 1, "part": output_text("")});
@@ -281,17 +227,8 @@ impl ResponsesStreamEncoder {
                 if let (Some(signature), Some(map)) = (&signature, item.as_object_mut()) {
                     map.insert("encrypted_content".into(), json!(signature));
                 }
-                self.emit(
-                    out,
-                    "response.output_item.added",
-                    json!({"output_index": output_index, "item": item}),
-                );
-                self.item = Some(OpenItem::Reasoning {
-                    id,
-                    text: String::new(),
-                    signature,
-                    summary_open: false,
-                });
+                self.emit(out, "response.output_item.added", json!({"output_index": output_index, "item": item}));
+                self.item = Some(OpenItem::Reasoning { id, text: String::new(), signature, summary_open: false });
             }
         }
     }
@@ -305,14 +242,7 @@ impl ResponsesStreamEncoder {
             return;
         };
         match (item, delta) {
-            (
-                OpenItem::Message {
-                    id,
-                    parts,
-                    part_open: true,
-                },
-                Delta::Text(text),
-            ) => {
+            (OpenItem::Message { id, parts, part_open: true }, Delta::Text(text)) => {
                 if let Some(last) = parts.last_mut() {
                     last.push_str(text);
                 }
@@ -324,15 +254,7 @@ impl ResponsesStreamEncoder {
                 let fields = json!({"item_id": id, "output_index": output_index, "delta": more});
                 self.emit(out, "response.function_call_arguments.delta", fields);
             }
-            (
-                OpenItem::Reasoning {
-                    id,
-                    text,
-                    summary_open,
-                    ..
-                },
-                Delta::Thinking(more),
-            ) => {
+            (OpenItem::Reasoning { id, text, summary_open, .. }, Delta::Thinking(more)) => {
                 text.push_str(more);
                 let id = id.clone();
                 if !*summary_open {
@@ -377,9 +299,7 @@ impl ResponsesStreamEncoder {
             "incomplete" => ("response.incomplete", None),
             "failed" => (
                 "response.failed",
-                Some(
-                    json!({"code": "server_error", "message": "the model failed to generate a response"}),
-                ),
+                Some(json!({"code": "server_error", "message": "the model failed to generate a response"})),
             ),
             _ => ("response.completed", None),
         };
@@ -390,11 +310,7 @@ impl ResponsesStreamEncoder {
 
     fn error(&mut self, error: &ErrorInfo, out: &mut Vec<u8>) {
         let code = stream_code(error).to_owned();
-        self.emit(
-            out,
-            "error",
-            json!({"code": code, "message": error.message, "param": error.param}),
-        );
+        self.emit(out, "error", json!({"code": code, "message": error.message, "param": error.param}));
         if self.started {
             // The open item is left unfinished: its `.done` events would
             // claim a completion that never happened.
@@ -418,12 +334,7 @@ impl StreamEncoder for ResponsesStreamEncoder {
             return;
         }
         match event {
-            StreamEvent::MessageStart {
-                id,
-                model,
-                created,
-                usage,
-            } => {
+            StreamEvent::MessageStart { id, model, created, usage } => {
                 if !self.started {
                     self.id.clone_from(id);
                     self.model.clone_from(model);
@@ -438,9 +349,7 @@ impl StreamEncoder for ResponsesStreamEncoder {
             }
             StreamEvent::BlockDelta { index, delta } => self.block_delta(*index, delta, out),
             StreamEvent::BlockStop { index } => self.block_stop(*index, out),
-            StreamEvent::MessageDelta {
-                stop_reason, usage, ..
-            } => {
+            StreamEvent::MessageDelta { stop_reason, usage, .. } => {
                 if stop_reason.is_some() {
                     self.stop_reason = *stop_reason;
                 }

@@ -1,0 +1,93 @@
+//! Background health work: active probes of tripped lanes (opt-in per
+//! provider) and the `/stats` lane-state view. A probe only runs while a
+//! breaker is open; its success moves the breaker to half-open, where the
+//! next real request is the single trial, so a probe never competes with it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use crate::engine;
+use crate::state::Gateway;
+
+/// Starts one probe loop per provider that enabled `health_probe`.
+pub fn spawn_probes(gateway: &Arc<Gateway>) {
+    for (provider, config) in gateway.config.providers.iter().enumerate() {
+        let Some(interval) = config.probe_interval else { continue };
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                probe_provider(&gateway, provider).await;
+            }
+        });
+    }
+}
+
+/// Probes every lane of `provider` that has an open breaker in some pool.
+pub async fn probe_provider(gateway: &Gateway, provider: usize) {
+    for (index, lane) in gateway.lanes.iter().enumerate() {
+        if lane.provider_index != provider {
+            continue;
+        }
+        let open: Vec<(usize, usize)> = open_breakers(gateway, index);
+        if open.is_empty() {
+            continue;
+        }
+        let healthy = engine::probe(gateway, lane).await;
+        tracing::info!(lane = %lane.name, healthy, "health probe");
+        if healthy {
+            for (pool, member) in open {
+                gateway.pools[pool].breaker(member).record_probe_success();
+            }
+        }
+    }
+}
+
+fn open_breakers(gateway: &Gateway, lane: usize) -> Vec<(usize, usize)> {
+    let mut open = Vec::new();
+    for (pool_index, pool) in gateway.pools.iter().enumerate() {
+        for (member, &member_lane) in pool.members.iter().enumerate() {
+            if member_lane == lane && pool.breaker(member).is_open() {
+                open.push((pool_index, member));
+            }
+        }
+    }
+    open
+}
+
+/// The lane-state view: every pool's lanes with breaker state, reason, time
+/// to recovery, in-flight requests, free permits and outcome counters.
+pub fn stats(gateway: &Gateway) -> Value {
+    let now = tokio::time::Instant::now().into_std();
+    let mut pools = Vec::new();
+    for pool in &gateway.pools {
+        let mut lanes = Vec::new();
+        for (member, &lane_index) in pool.members.iter().enumerate() {
+            let lane = &gateway.lanes[lane_index];
+            let snapshot = pool.breaker(member).snapshot(now);
+            let counters = &pool.counters[member];
+            lanes.push(json!({
+                "lane": &*lane.name,
+                "provider": &*lane.provider,
+                "protocol": lane.protocol.as_str(),
+                "weight": pool.weights[member],
+                "breaker": snapshot.state.as_str(),
+                "reason": snapshot.reason,
+                "retry_in_ms": snapshot.retry_in.map(|d| d.as_millis() as u64),
+                "trips": snapshot.trips,
+                "in_flight": lane.in_flight.load(Ordering::Relaxed),
+                "max_concurrent": lane.max_concurrent,
+                "free_permits": lane.permits.as_ref().map(|p| p.available_permits()),
+                "ok": counters.ok.load(Ordering::Relaxed),
+                "upstream_failures": counters.upstream_failures.load(Ordering::Relaxed),
+                "client_faults": counters.client_faults.load(Ordering::Relaxed),
+            }));
+        }
+        pools.push(json!({"pool": &*pool.name, "implicit": pool.implicit, "lanes": lanes}));
+    }
+    json!({"pools": pools})
+}

@@ -1,0 +1,345 @@
+//! Reliability under injected faults, over real TCP. A fault-injecting
+//! OpenAI-protocol upstream behaves by the wire model it is asked for
+//! (`healthy`, `fail500`, `limited`, `context`, `hang`, `cut`, `slow`,
+//! `switch`), counts the hits per model, and the tests assert the
+//! invariants: a caller's mistake never touches lane health, a pool with one
+//! healthy lane never fails a request, a tripped lane gets no traffic during
+//! its cooldown and exactly one trial after it, and recovers.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use common::*;
+use switchyard_protocol::ir::Protocol;
+
+#[derive(Default)]
+struct Faults {
+    hits: Mutex<HashMap<String, u32>>,
+    /// While set, the `switch` model fails with 500s.
+    switch_failing: AtomicBool,
+}
+
+impl Faults {
+    fn hits(&self, model: &str) -> u32 {
+        self.hits.lock().unwrap().get(model).copied().unwrap_or(0)
+    }
+}
+
+fn openai_error(status: StatusCode, message: &str, code: &str) -> Response {
+    let body = serde_json::json!({"error": {"message": message, "type": "server_error", "param": null, "code": code}});
+    (status, [("content-type", "application/json")], body.to_string()).into_response()
+}
+
+fn healthy_reply(body: &[u8], stream: bool) -> Response {
+    let reply = switchyard_gateway::mock::respond(
+        switchyard_protocol::codec(Protocol::OpenAi),
+        None,
+        stream,
+        switchyard_protocol::Framing::Sse,
+        body,
+    );
+    let mut response = Response::new(Body::new(reply.body));
+    *response.status_mut() = reply.status;
+    *response.headers_mut() = reply.headers;
+    response
+}
+
+async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, body: Bytes) -> Response {
+    let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let model = value["model"].as_str().unwrap_or_default().to_owned();
+    let stream = value["stream"].as_bool().unwrap_or(false);
+    *faults.hits.lock().unwrap().entry(model.clone()).or_default() += 1;
+    match model.as_str() {
+        "fail500" => openai_error(StatusCode::INTERNAL_SERVER_ERROR, "boom", "server_error"),
+        "limited" => {
+            let mut response = openai_error(StatusCode::TOO_MANY_REQUESTS, "slow down", "rate_limit_exceeded");
+            response.headers_mut().insert("retry-after", "7".parse().unwrap());
+            response
+        }
+        "context" => {
+            let body = serde_json::json!({"error": {"message": "This model's maximum context length is 1000 tokens", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
+            (StatusCode::BAD_REQUEST, [("content-type", "application/json")], body.to_string()).into_response()
+        }
+        "hang" => {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            healthy_reply(&body, stream)
+        }
+        "slow" => {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            healthy_reply(&body, stream)
+        }
+        "switch" if faults.switch_failing.load(Ordering::SeqCst) => {
+            openai_error(StatusCode::SERVICE_UNAVAILABLE, "down for maintenance", "server_error")
+        }
+        "switch" => {
+            // A slow success, so that concurrent requests overlap the trial.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            healthy_reply(&body, stream)
+        }
+        "cut" => {
+            // Two frames of a real stream, then the connection breaks.
+            let first = Bytes::from_static(b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"par\"},\"finish_reason\":null}]}\n\n");
+            let chunks = futures_util::stream::unfold(0, move |step| {
+                let first = first.clone();
+                async move {
+                    match step {
+                        0 => Some((Ok(first), 1)),
+                        1 => {
+                            // Let the headers and first frame reach the gateway before the break.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            Some((Err(std::io::Error::other("connection reset")), 2))
+                        }
+                        _ => None,
+                    }
+                }
+            });
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
+        _ => healthy_reply(&body, stream),
+    }
+}
+
+async fn fault_upstream() -> (std::net::SocketAddr, Arc<Faults>) {
+    let faults = Arc::new(Faults::default());
+    let router = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(fault_handler))
+        .with_state(faults.clone());
+    (spawn(router).await, faults)
+}
+
+/// A config whose lanes are the fault upstream's models, plus `pools` YAML.
+fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
+    let mut yaml = format!(
+        "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ response_headers: 300ms }} }}\nmodels:\n"
+    );
+    for model in ["healthy", "fail500", "limited", "hang", "slow", "switch", "cut"] {
+        yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
+    }
+    yaml.push_str("  context: { provider: faulty, context_window: 1000 }\n");
+    yaml.push_str("  small: { provider: faulty, model: context, context_window: 500 }\n");
+    yaml.push_str("  large: { provider: faulty, model: healthy, context_window: 100000 }\n");
+    yaml.push_str("  capped: { provider: faulty, model: slow, max_concurrent: 1 }\n");
+    yaml.push_str("pools:\n");
+    yaml.push_str(pools);
+    yaml
+}
+
+async fn chat(addr: std::net::SocketAddr, model: &str, text: &str) -> Reply {
+    post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, text, false)).await
+}
+
+async fn stats(addr: std::net::SocketAddr) -> serde_json::Value {
+    serde_json::from_slice(&get(addr, "/stats").await.body).unwrap()
+}
+
+fn lane_stats<'a>(stats: &'a serde_json::Value, pool: &str, lane: &str) -> &'a serde_json::Value {
+    let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == pool).unwrap();
+    pool["lanes"].as_array().unwrap().iter().find(|l| l["lane"] == lane).unwrap()
+}
+
+#[tokio::test]
+async fn a_callers_bad_request_never_changes_lane_state() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(
+        upstream,
+        "  one: { breaker: { consecutive_failures: 1 }, members: [{ model: healthy }] }\n",
+    ))
+    .await;
+    for _ in 0..20 {
+        let reply = chat(addr, "one", "oops [mock:status=400]").await;
+        assert_eq!(reply.status, 400);
+    }
+    let stats = stats(addr).await;
+    let lane = lane_stats(&stats, "one", "healthy");
+    assert_eq!(lane["breaker"], "closed");
+    assert_eq!(lane["client_faults"], 20);
+    assert_eq!(lane["upstream_failures"], 0);
+    assert_eq!(chat(addr, "one", "hello").await.status, 200);
+}
+
+#[tokio::test]
+async fn one_healthy_lane_keeps_a_pool_answering() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools =
+        "  mixed: { failover: { max_hops: 3 }, members: [{ model: fail500 }, { model: hang }, { model: healthy }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    let mut failures = 0;
+    for batch in 0..50 {
+        let replies = futures_util::future::join_all(
+            (0..20).map(|i| async move { chat(addr, "mixed", &format!("req {batch}-{i}")).await }),
+        )
+        .await;
+        failures += replies.iter().filter(|r| r.status != 200).count();
+    }
+    assert_eq!(failures, 0, "1,000 requests with one healthy lane left must all succeed");
+    assert_eq!(faults.hits("healthy"), 1000);
+    // The failing lanes tripped within the first batch (20 requests may be in
+    // flight before the fifth failure lands) and were left alone while
+    // cooling down, but for single half-open trials.
+    assert!(faults.hits("fail500") <= 25, "fail500 got {}", faults.hits("fail500"));
+    assert!(faults.hits("hang") <= 25, "hang got {}", faults.hits("hang"));
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "mixed", "fail500")["breaker"], "open");
+    assert_eq!(lane_stats(&stats, "mixed", "hang")["breaker"], "open");
+}
+
+#[tokio::test]
+async fn tripped_lane_gets_no_traffic_then_exactly_one_trial_then_recovers() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  pair:\n    breaker: { consecutive_failures: 1, base_cooldown: 700ms, jitter: 0 }\n    members: [{ model: switch }, { model: healthy }]\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    faults.switch_failing.store(true, Ordering::SeqCst);
+    // Until `switch` is tried once it may be picked; its first failure trips it.
+    for i in 0..4 {
+        assert_eq!(chat(addr, "pair", &format!("warm {i}")).await.status, 200);
+    }
+    assert_eq!(faults.hits("switch"), 1);
+    let tripped = stats(addr).await;
+    assert_eq!(lane_stats(&tripped, "pair", "switch")["breaker"], "open");
+    // During the cooldown: no traffic at all.
+    for i in 0..30 {
+        assert_eq!(chat(addr, "pair", &format!("cooling {i}")).await.status, 200);
+    }
+    assert_eq!(faults.hits("switch"), 1, "a tripped lane received traffic during its cooldown");
+
+    faults.switch_failing.store(false, Ordering::SeqCst);
+    let retry_in = lane_stats(&stats(addr).await, "pair", "switch")["retry_in_ms"].as_u64().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(retry_in + 50)).await;
+    // After it: many concurrent requests, exactly one of which is the trial.
+    let replies =
+        futures_util::future::join_all((0..12).map(|i| async move { chat(addr, "pair", &format!("after {i}")).await }))
+            .await;
+    assert!(replies.iter().all(|r| r.status == 200));
+    assert_eq!(faults.hits("switch"), 2, "half-open must admit exactly one trial");
+    // The trial succeeded: the lane is closed and takes its share again.
+    assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
+    for i in 0..4 {
+        chat(addr, "pair", &format!("recovered {i}")).await;
+    }
+    assert!(faults.hits("switch") >= 3, "a recovered lane takes traffic again");
+}
+
+#[tokio::test]
+async fn rate_limits_are_relayed_with_retry_after_and_floor_the_cooldown() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(
+        upstream,
+        "  lim: { breaker: { consecutive_failures: 1 }, members: [{ model: limited }] }\n",
+    ))
+    .await;
+    let reply = chat(addr, "lim", "hi").await;
+    assert_eq!(reply.status, 429);
+    assert_eq!(reply.headers["retry-after"], "7");
+    let stats = stats(addr).await;
+    let lane = lane_stats(&stats, "lim", "limited");
+    assert_eq!(lane["breaker"], "open");
+    assert!(lane["retry_in_ms"].as_u64().unwrap() >= 6_500, "retry-after is the cooldown's floor: {lane}");
+    // Now every lane is cooling down: an honest 503 with the time to recovery.
+    let reply = chat(addr, "lim", "again").await;
+    assert_eq!(reply.status, 503, "{}", String::from_utf8_lossy(&reply.body));
+    let retry: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((6..=7).contains(&retry), "retry-after {retry}");
+}
+
+#[tokio::test]
+async fn context_length_moves_to_a_larger_lane_without_penalty() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  sized: { hooks: [weighted], members: [{ model: small, weight: 100 }, { model: context, weight: 1 }, { model: large, weight: 1 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    let reply = chat(addr, "sized", "a very long prompt").await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-lane"], "large");
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "sized", "small")["breaker"], "closed");
+    assert_eq!(lane_stats(&stats, "sized", "small")["upstream_failures"], 0);
+    // `context` (window 1000) is larger than `small` (500), so it may be tried;
+    // what matters is that `large` ends up serving and nobody is penalised.
+    assert!(faults.hits("healthy") >= 1);
+}
+
+#[tokio::test]
+async fn hung_backends_time_out_and_fail_over() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(
+        upstream,
+        "  h: { members: [{ model: hang, weight: 10 }, { model: healthy, weight: 1 }] }\n",
+    ))
+    .await;
+    let started = std::time::Instant::now();
+    let reply = chat(addr, "h", "hi").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-lane"], "healthy");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let alone = gateway(&chaos_config(upstream, "  h: { members: [{ model: hang }] }\n")).await;
+    assert_eq!(chat(alone, "h", "hi").await.status, 504);
+}
+
+#[tokio::test]
+async fn a_stream_cut_midway_ends_with_the_callers_error_and_counts() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(upstream, "  c: { members: [{ model: cut }] }\n")).await;
+    for ingress in [Protocol::OpenAi, Protocol::Anthropic] {
+        let path = ingress_path(ingress, "c", true);
+        let reply = post(addr, &path, &[], chat_body(ingress, "c", "hi", true)).await;
+        assert_eq!(reply.status, 200);
+        let text = String::from_utf8_lossy(&reply.body);
+        assert!(text.contains("par"), "{ingress}: first frame relayed: {text}");
+        assert!(text.contains("error"), "{ingress}: stream must end with an error event: {text}");
+    }
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "c", "cut")["upstream_failures"], 2);
+}
+
+#[tokio::test]
+async fn fallback_pools_and_connection_failures() {
+    let (upstream, _faults) = fault_upstream().await;
+    let pools = "  primary: { fallback: [backup], members: [{ model: fail500 }] }\n  backup: { members: [{ model: healthy }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    let reply = chat(addr, "primary", "hi").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-lane"], "healthy");
+
+    // A provider nobody listens on: connection refused, failover to the next.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let yaml = format!(
+        "providers:\n  gone: {{ protocol: openai, base_url: \"http://{closed}\" }}\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  dead: {{ provider: gone }}\n  healthy: {{ provider: up }}\npools:\n  p: {{ members: [{{ model: dead, weight: 5 }}, {{ model: healthy }}] }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let reply = chat(addr, "p", "hi").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-lane"], "healthy");
+    let alone = gateway(
+        &yaml.replace("{ model: healthy }", "{ model: dead, weight: 1 }").replace("[{ model: dead, weight: 5 }, ", "["),
+    )
+    .await;
+    assert_eq!(chat(alone, "p", "hi").await.status, 502);
+}
+
+#[tokio::test]
+async fn a_lane_at_its_cap_is_skipped_when_another_is_free() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  cap: { members: [{ model: capped, weight: 100 }, { model: healthy, weight: 1 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    let replies =
+        futures_util::future::join_all((0..4).map(|i| async move { chat(addr, "cap", &format!("c{i}")).await })).await;
+    assert!(replies.iter().all(|r| r.status == 200));
+    let lanes: Vec<&str> = replies.iter().map(|r| r.headers["x-switchyard-lane"].to_str().unwrap()).collect();
+    assert!(lanes.contains(&"healthy"), "{lanes:?}");
+    assert!(faults.hits("slow") >= 1);
+}
