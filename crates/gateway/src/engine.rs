@@ -585,7 +585,7 @@ async fn success(
             }
             Err(_) => return upstream_broke(gateway, call, candidate, &health, "upstream body timed out".to_owned()),
         };
-        let response = match gateway.codec(lane.protocol).read_response(&body) {
+        let mut response = match gateway.codec(lane.protocol).read_response(&body) {
             Ok(response) => response,
             Err(err) if same => {
                 tracing::debug!(error = %err, "usage tap could not read a passthrough reply");
@@ -602,7 +602,12 @@ async fn success(
             }
         };
         log_done(&call.request_id, &lane.name, &response.usage, started, false);
-        let out = if same { body } else { Bytes::from(gateway.codec(call.ingress).write_response(&response).body) };
+        let out = if same {
+            body
+        } else {
+            fill_identity(&mut response.id, &mut response.created, &call.request_id);
+            Bytes::from(gateway.codec(call.ingress).write_response(&response).body)
+        };
         return builder.body(full_body(out)).unwrap_or_else(|_| internal_error());
     }
     let relay = StreamRelay {
@@ -691,8 +696,11 @@ impl StreamRelay {
                 }
                 tracing::debug!(error = %err, "usage tap could not read a passthrough stream");
             }
-            for event in &self.events {
+            for event in &mut self.events {
                 self.accumulator.push(event);
+                if let (StreamEvent::MessageStart { id, created, .. }, true) = (event, self.encoder.is_some()) {
+                    fill_identity(id, created, &self.request_id);
+                }
             }
             let Some(encoder) = self.encoder.as_mut() else {
                 if self.accumulator.is_finished() {
@@ -752,6 +760,18 @@ impl StreamRelay {
 
     fn log_end(&self) {
         log_done(&self.request_id, &self.lane, self.accumulator.usage(), self.started, true);
+    }
+}
+
+/// Some protocols (Bedrock, Cohere) have no reply id or creation time, and
+/// their callers' SDKs need both: the request id and the current time stand in.
+fn fill_identity(id: &mut String, created: &mut Option<i64>, request_id: &HeaderValue) {
+    if id.is_empty() {
+        *id = format!("sy-{}", request_id.to_str().unwrap_or("reply"));
+    }
+    if created.is_none() {
+        let now = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        *created = i64::try_from(now).ok();
     }
 }
 
