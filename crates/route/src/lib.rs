@@ -1,8 +1,16 @@
-//! Routing decisions as pure functions: given a pool's members, which of them
-//! are usable and the state the caller keeps, produce the order in which the
-//! candidates are tried. No I/O, no clock, no locks: the engine owns the state
-//! and passes it in.
+//! Routing decisions as pure functions: given a pool's members, the
+//! request's shape and the candidates' live signals, produce the order in
+//! which candidates are tried. No I/O, no clock, no locks: the engine owns
+//! the state and passes it in.
+//!
+//! - `weighted`: smooth weighted round-robin, the zero-cost default floor.
+//! - `strategy`: the native rankings (cheapest, fastest, least busy, usage,
+//!   billing) and how a ranked preference is applied.
+//! - `hook`: the external gate contract (payload, reply parsing, reconcile).
 
+pub mod hook;
+mod strategy;
 mod weighted;
 
+pub use strategy::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
 pub use weighted::SmoothWeighted;
