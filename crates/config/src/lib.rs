@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+mod hooks;
 mod interpolate;
 mod raw;
 mod units;
@@ -15,6 +16,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use hooks::{check_hook_url, is_public, Hook, OnError, PromptAccess};
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::Protocol;
 pub use units::{parse_duration, parse_size};
@@ -81,6 +83,10 @@ pub struct Config {
     pub pools: Vec<Pool>,
     /// Prices per model name.
     pub rate_card: HashMap<Arc<str>, Rate>,
+    /// Every external gate, pool-level and global.
+    pub hooks: Vec<Hook>,
+    /// Gates attached to every request (indexes into `hooks`).
+    pub global_hooks: Vec<usize>,
 }
 
 /// Listener settings.
@@ -307,6 +313,19 @@ pub struct Pool {
     pub breaker: BreakerPolicy,
     /// How long a request waits for a permit when every lane is at its cap.
     pub queue_timeout: Duration,
+    /// The pool's own gates (indexes into `Config::hooks`).
+    pub gates: Vec<usize>,
+    /// Session affinity, when enabled.
+    pub affinity: Option<Affinity>,
+}
+
+/// Session affinity: a session header pins a session to the lane that served it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Affinity {
+    /// The request header carrying the session id (lowercase).
+    pub header: Arc<str>,
+    /// How long a pin lasts after its last use.
+    pub ttl: Duration,
 }
 
 impl Config {
@@ -520,6 +539,10 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
 
     let pool_names: Vec<&str> = raw.pools.keys().map(String::as_str).collect();
+    let mut all_hooks = Vec::new();
+    let mut pending = Vec::new();
+    let (_, global_hooks) =
+        hooks::parse_list("global_hooks", &raw.global_hooks, true, &mut all_hooks, &mut pending, issues);
     let mut pools = Vec::new();
     for (name, pool) in &raw.pools {
         let path = format!("pools.{name}");
@@ -565,7 +588,29 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             }
             members.push(Member { model, weight });
         }
-        let strategy = validate_hooks(&path, &pool.hooks, issues);
+        let (strategy, gates) =
+            hooks::parse_list(&format!("{path}.hooks"), &pool.hooks, false, &mut all_hooks, &mut pending, issues);
+        let affinity = match &pool.affinity {
+            Some(raw::RawAffinity { enabled: Some(false), .. }) => None,
+            raw_affinity => {
+                let header =
+                    raw_affinity.as_ref().and_then(|a| a.header.clone()).unwrap_or_else(|| "x-session-id".to_owned());
+                if header.is_empty() || !header.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+                    issues.push(Issue::new(
+                        &format!("{path}.affinity.header"),
+                        format!("`{header}` is not a header name"),
+                        "use e.g. x-session-id",
+                    ));
+                }
+                let ttl = duration_or(
+                    raw_affinity.as_ref().and_then(|a| a.ttl.as_deref()),
+                    Duration::from_secs(1800),
+                    &format!("{path}.affinity.ttl"),
+                    issues,
+                );
+                Some(Affinity { header: Arc::from(header.to_ascii_lowercase().as_str()), ttl })
+            }
+        };
         let failover = match &pool.failover {
             None => Failover::default(),
             Some(raw_failover) => {
@@ -612,11 +657,14 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             fallback,
             breaker,
             queue_timeout,
+            gates,
+            affinity,
         });
     }
     check_fallback_cycles(&pools, issues);
+    hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
-    Config { listen, admin_listen, server, providers, models, pools, rate_card }
+    Config { listen, admin_listen, server, providers, models, pools, rate_card, hooks: all_hooks, global_hooks }
 }
 
 fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<Issue>) -> Provider {
@@ -806,39 +854,6 @@ pub fn region_from_host(host: &str) -> Option<String> {
     looks_like_region.then(|| region.to_owned())
 }
 
-fn validate_hooks(path: &str, hooks: &[serde_yaml_ng::Value], issues: &mut Vec<Issue>) -> Strategy {
-    let names: Vec<&str> = Strategy::ALL.iter().map(|(_, n)| *n).collect();
-    let mut chosen: Option<Strategy> = None;
-    for (index, hook) in hooks.iter().enumerate() {
-        let hook_path = format!("{path}.hooks[{index}]");
-        let Some(name) = hook.as_str() else {
-            issues.push(Issue::new(
-                &hook_path,
-                "external hook modules are not supported by this build",
-                format!("name a built-in strategy: {}", names.join(", ")),
-            ));
-            continue;
-        };
-        let Some((strategy, _)) = Strategy::ALL.iter().find(|(_, n)| *n == name) else {
-            issues.push(Issue::new(
-                &hook_path,
-                format!("`{name}` is not a strategy"),
-                format!("use one of: {}", names.join(", ")),
-            ));
-            continue;
-        };
-        if let Some(previous) = chosen {
-            issues.push(Issue::new(
-                &hook_path,
-                format!("a second strategy `{name}` after `{}`", previous.as_str()),
-                "keep one strategy per pool",
-            ));
-        }
-        chosen = Some(*strategy);
-    }
-    chosen.unwrap_or(Strategy::Weighted)
-}
-
 fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
     // Depth-first search from each pool; a path that comes back to a pool on
     // the current stack is a cycle.
@@ -959,6 +974,62 @@ pools:
         let text = "providers:\n  aws: { protocol: bedrock, base_url: \"https://bedrock-runtime.eu-central-1.amazonaws.com\", aws: { access_key_id: a, secret_access_key: b } }\n";
         let config = load(text, &no_env).unwrap();
         assert!(matches!(&config.providers[0].auth, Auth::Aws { region, .. } if region == "eu-central-1"));
+    }
+
+    #[test]
+    fn hook_misconfiguration_fails_the_boot() {
+        let text = r#"
+providers: { p: { protocol: openai, base_url: "mock://" } }
+models: { m: { provider: p } }
+global_hooks:
+  - { module: webrequest, name: a, settings: { url: "http://127.0.0.1:1/a" }, on_error: b }
+pools:
+  x:
+    hooks:
+      - cheapest
+      - { module: webrequest, name: b, settings: { url: "http://127.0.0.1:1/b" }, on_error: a }
+      - { module: webrequest, settings: { url: "https://169.254.169.254/" }, rewrite: true }
+      - { module: plugin-x, settings: { url: "http://127.0.0.1:1/" } }
+      - { module: webrequest, kind: tap, settings: { url: "http://127.0.0.1:1/" }, on_error: ghost }
+    members: [{ model: m }]
+"#;
+        let err = load(text, &no_env).unwrap_err();
+        let messages: Vec<String> = err.0.iter().map(ToString::to_string).collect();
+        let has = |needle: &str| messages.iter().any(|m| m.contains(needle));
+        assert!(has("on_error chain never ends: a -> b -> a"), "{messages:#?}");
+        assert!(has("pools.x.hooks[2].settings.url"), "{messages:#?}");
+        assert!(has("pools.x.hooks[2].rewrite"), "{messages:#?}");
+        assert!(has("`plugin-x` is not a hook module"), "{messages:#?}");
+        assert!(has("pools.x.hooks[4].kind"), "{messages:#?}");
+        assert!(has("`ghost` is neither"), "{messages:#?}");
+    }
+
+    #[test]
+    fn hooks_and_affinity_parse() {
+        let text = r#"
+providers: { p: { protocol: openai, base_url: "mock://" } }
+models: { m: { provider: p } }
+pools:
+  x:
+    affinity: { header: X-Conversation, ttl: 5m }
+    hooks: [least_busy, { module: webrequest, name: guard, settings: { url: "http://127.0.0.1:1/" }, prompt: ro, user: ro, on_error: reject, priority: 2, timeout_ms: 50 }]
+    members: [{ model: m }]
+  y: { affinity: { enabled: false }, members: [{ model: m }] }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let x = &config.pools[config.pool_index("x").unwrap()];
+        assert_eq!(x.strategy, Strategy::LeastBusy);
+        assert_eq!(
+            x.affinity.as_ref().map(|a| (&*a.header, a.ttl)),
+            Some(("x-conversation", Duration::from_secs(300)))
+        );
+        let guard = &config.hooks[x.gates[0]];
+        assert_eq!(
+            (guard.on_error, guard.prompt, guard.user, guard.priority),
+            (OnError::Reject, PromptAccess::ReadOnly, true, 2)
+        );
+        assert_eq!(guard.timeout, Duration::from_millis(50));
+        assert!(config.pools[config.pool_index("y").unwrap()].affinity.is_none());
     }
 
     #[test]

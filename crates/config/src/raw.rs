@@ -21,6 +21,9 @@ pub struct RawConfig {
     pub rate_card: BTreeMap<String, RawRate>,
     #[serde(default)]
     pub pools: BTreeMap<String, RawPool>,
+    /// Gates attached to every request.
+    #[serde(default)]
+    pub global_hooks: Vec<serde_yaml_ng::Value>,
 }
 
 /// Listener settings.
@@ -113,6 +116,7 @@ pub struct RawPool {
     #[serde(default)]
     pub fallback: Vec<String>,
     pub breaker: Option<RawBreaker>,
+    pub affinity: Option<RawAffinity>,
     /// How long a request waits for a permit when every lane is at its cap.
     pub queue_timeout: Option<String>,
     pub members: Vec<RawMember>,
@@ -146,4 +150,31 @@ pub struct RawFailover {
 pub struct RawMember {
     pub model: String,
     pub weight: Option<u32>,
+}
+
+/// Session affinity of a pool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAffinity {
+    pub enabled: Option<bool>,
+    pub header: Option<String>,
+    pub ttl: Option<String>,
+}
+
+/// An external hook reference in a `hooks:` list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHookRef {
+    pub module: String,
+    pub name: Option<String>,
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    pub kind: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub on_error: Option<String>,
+    pub prompt: Option<String>,
+    pub user: Option<String>,
+    pub priority: Option<i32>,
+    /// The hook may answer with the `rewrite` arm (needs `prompt: rw`).
+    pub rewrite: Option<bool>,
 }
