@@ -22,6 +22,7 @@ use switchyard_ir::{Accumulator, Dropped, ErrorInfo, ErrorKind, Protocol, Reques
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use crate::routing::{self, Plan, Slot};
 use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
@@ -50,17 +51,25 @@ pub struct Call {
     pub framing: Framing,
     /// `x-request-id` to echo.
     pub request_id: HeaderValue,
-    /// `x-switchyard-session`, echoed when sent.
+    /// The caller's request headers (session ids, passthrough credentials).
+    pub headers: HeaderMap,
+    /// The session id echoed as `x-switchyard-session`, when the caller sent one.
     pub session: Option<HeaderValue>,
-    /// The caller's own API key, for lanes with passthrough credentials.
-    pub caller_key: Option<String>,
 }
 
-/// Where a candidate sits: its pool and member slot, for breakers and counters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Slot {
-    pool: usize,
-    member: usize,
+impl Call {
+    /// The caller's own API key from whichever header its SDK uses, for
+    /// lanes configured with `upstream_credentials: passthrough`.
+    pub fn caller_key(&self) -> Option<&str> {
+        if let Some(bearer) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
+                return Some(token.trim());
+            }
+        }
+        ["x-api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|name| self.headers.get(*name).and_then(|v| v.to_str().ok()).map(str::trim))
+    }
 }
 
 /// One candidate: a lane and the wire model to ask it for.
@@ -180,16 +189,28 @@ struct UpstreamFailure {
 }
 
 /// Serves one call end to end.
-pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
+pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<ResponseBody> {
     let started = Instant::now();
-    let (candidates, deadline) = match candidates(&gateway, &call) {
+    let mut translated: Option<Request> = None;
+    let plan = match call.direct {
+        Some(_) => None,
+        None => {
+            let Some(pool) = gateway.resolve(&call.name) else {
+                return error_response(&gateway, &call, &unknown_name(&call.name));
+            };
+            match routing::plan(&gateway, &mut call, pool, &mut translated).await {
+                Ok(plan) => Some(plan),
+                Err(info) => return error_response(&gateway, &call, &info),
+            }
+        }
+    };
+    let (candidates, deadline) = match candidates(&gateway, &call, plan.as_ref()) {
         Ok(found) => found,
         Err(info) => return error_response(&gateway, &call, &info),
     };
     let mut hops: Vec<(usize, u32)> = Vec::new();
     let mut tried: Vec<usize> = Vec::new();
     let mut larger_than: Option<u64> = None;
-    let mut translated: Option<Request> = None;
     let mut exhaustion = Exhaustion::default();
     let total = candidates.len();
     for (position, candidate) in candidates.iter().enumerate() {
@@ -243,6 +264,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             }
         };
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
+        let sent = Instant::now();
         let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
             Ok(upstream) => upstream,
             Err(err) => {
@@ -258,7 +280,23 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
         };
         if upstream.status.is_success() {
             health.success();
-            return success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
+            lane.record_latency(sent.elapsed());
+            if let (Some(plan), Some(slot)) = (&plan, candidate.slot) {
+                if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
+                    routing::pin(&gateway, plan.pool, session, slot.member);
+                }
+            }
+            let policy = plan.as_ref().and_then(|p| p.policy.clone());
+            let mut response =
+                success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
+            if let Some(policy) = policy {
+                let headers = response.headers_mut();
+                if let Ok(value) = HeaderValue::try_from(&*policy) {
+                    headers.insert(HeaderName::from_static("x-switchyard-route-policy"), value);
+                }
+                headers.insert(HeaderName::from_static("x-switchyard-route-target"), candidate.lane_header.clone());
+            }
+            return response;
         }
         let status = upstream.status;
         let headers = upstream.headers;
@@ -354,9 +392,26 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
         .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
 }
 
-/// The candidates in try order, and the failover deadline.
-fn candidates<'a>(gateway: &'a Gateway, call: &'a Call) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
-    if let Some((provider, wire_model)) = &call.direct {
+fn unknown_name(name: &str) -> ErrorInfo {
+    let message = if name.is_empty() {
+        "the request names no model; set `model` to a model or pool (GET /v1/models lists them)".to_owned()
+    } else {
+        format!("model or pool `{name}` does not exist (GET /v1/models lists them)")
+    };
+    ErrorInfo::new(ErrorKind::NotFound, message)
+}
+
+/// The candidates in try order (from the routing plan, or the one ad-hoc
+/// lane), and the failover deadline.
+fn candidates<'a>(
+    gateway: &'a Gateway,
+    call: &'a Call,
+    plan: Option<&Plan>,
+) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
+    let Some(plan) = plan else {
+        let Some((provider, wire_model)) = &call.direct else {
+            return Err(unknown_name(&call.name));
+        };
         let lane = gateway
             .direct_lanes
             .get(*provider)
@@ -364,48 +419,23 @@ fn candidates<'a>(gateway: &'a Gateway, call: &'a Call) -> Result<(Vec<Candidate
         let header = HeaderValue::try_from(format!("{}/{}", lane.provider, wire_model))
             .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
         return Ok((vec![Candidate { lane, lane_index: None, wire_model, lane_header: header, slot: None }], None));
-    }
-    let Some(pool) = gateway.resolve(&call.name) else {
-        let message = if call.name.is_empty() {
-            "the request names no model; set `model` to a model or pool (GET /v1/models lists them)".to_owned()
-        } else {
-            format!("model or pool `{}` does not exist (GET /v1/models lists them)", call.name)
-        };
-        return Err(ErrorInfo::new(ErrorKind::NotFound, message));
     };
-    let at = now();
-    let mut order = Vec::new();
-    let mut seen = Vec::new();
-    let mut queue = std::collections::VecDeque::from([pool]);
-    while let Some(next) = queue.pop_front() {
-        if seen.contains(&next) {
-            continue;
-        }
-        seen.push(next);
-        let state = &gateway.pools[next];
-        let ranked = {
-            let usable: Vec<bool> = (0..state.members.len()).map(|m| state.breaker(m).is_usable(at)).collect();
-            let mut weighted = state.weighted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut ranked = weighted.order(&state.weights, |m| usable[m]);
-            // Tripped members stay at the end: they report when they recover.
-            ranked.extend((0..state.members.len()).filter(|m| !usable[*m]));
-            ranked
-        };
-        for member in ranked {
-            let lane_index = state.members[member];
+    let order = plan
+        .slots
+        .iter()
+        .map(|&slot| {
+            let lane_index = gateway.pools[slot.pool].members[slot.member];
             let lane = &gateway.lanes[lane_index];
-            order.push(Candidate {
+            Candidate {
                 lane,
                 lane_index: Some(lane_index),
                 wire_model: &lane.wire_model,
                 lane_header: lane.lane_header.clone(),
-                slot: Some(Slot { pool: next, member }),
-            });
-        }
-        queue.extend(state.fallback.iter().copied());
-    }
-    let deadline = Instant::now() + gateway.pools[pool].failover.timeout;
-    Ok((order, Some(deadline)))
+                slot: Some(slot),
+            }
+        })
+        .collect();
+    Ok((order, Some(plan.deadline)))
 }
 
 async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Option<OwnedSemaphorePermit>> {
@@ -469,12 +499,8 @@ async fn send(
         let fields: Vec<&str> = prepared.dropped.iter().map(|d| d.field.as_str()).collect();
         tracing::info!(request_id = ?call.request_id, lane = %lane.name, from = %call.ingress, to = %lane.protocol, dropped = ?fields, "fields dropped in translation");
     }
-    let outbound = Outgoing {
-        wire_model,
-        stream: call.stream,
-        request_id: &call.request_id,
-        caller_key: call.caller_key.as_deref(),
-    };
+    let outbound =
+        Outgoing { wire_model, stream: call.stream, request_id: &call.request_id, caller_key: call.caller_key() };
     send_to_lane(gateway, lane, outbound, prepared.body).await
 }
 

@@ -85,9 +85,24 @@ pub fn stats(gateway: &Gateway) -> Value {
                 "ok": counters.ok.load(Ordering::Relaxed),
                 "upstream_failures": counters.upstream_failures.load(Ordering::Relaxed),
                 "client_faults": counters.client_faults.load(Ordering::Relaxed),
+                "latency_ms": lane.latency_ms(),
             }));
         }
-        pools.push(json!({"pool": &*pool.name, "implicit": pool.implicit, "lanes": lanes}));
+        let routing: serde_json::Map<String, Value> = pool
+            .routing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(policy, c)| (policy.to_string(), json!({"selections": c.selections, "rejections": c.rejections})))
+            .collect();
+        pools.push(json!({
+            "pool": &*pool.name,
+            "implicit": pool.implicit,
+            "strategy": pool.strategy.as_str(),
+            "routing": routing,
+            "affinity_switches": pool.affinity_switches.load(Ordering::Relaxed),
+            "lanes": lanes,
+        }));
     }
     json!({"pools": pools})
 }

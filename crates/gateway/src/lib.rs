@@ -7,7 +7,9 @@
 
 pub mod engine;
 pub mod health;
+pub mod hooks;
 pub mod mock;
+pub mod routing;
 pub mod server;
 pub mod state;
 pub mod transport;

@@ -265,17 +265,14 @@ fn reject(gateway: &Gateway, protocol: Protocol, headers: &HeaderMap, info: Erro
     response
 }
 
-/// The caller's API key from whichever header its SDK uses, for lanes
-/// configured with `upstream_credentials: passthrough`.
-fn caller_key(headers: &HeaderMap) -> Option<String> {
-    if let Some(bearer) = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-        if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
-            return Some(token.trim().to_owned());
-        }
-    }
-    ["x-api-key", "x-goog-api-key"]
-        .iter()
-        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()).map(|v| v.trim().to_owned()))
+/// The session id the caller sent, in the header its pool's affinity reads
+/// (`x-session-id` unless configured otherwise).
+fn session_of(gateway: &Gateway, name: &str, headers: &HeaderMap) -> Option<HeaderValue> {
+    let header = gateway
+        .resolve(name)
+        .and_then(|pool| gateway.pools[pool].affinity.as_ref())
+        .map_or("x-session-id", |a| &*a.header);
+    headers.get(header).cloned()
 }
 
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, ErrorInfo> {
@@ -336,6 +333,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, bod
             }
         },
     };
+    let session = session_of(&gateway, &name, &headers);
     let call = Call {
         ingress: protocol,
         name,
@@ -344,8 +342,8 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, bod
         stream: ingress.stream.or(top.stream).unwrap_or(false),
         framing: ingress.framing,
         request_id: request_id(&headers),
-        session: headers.get("x-session-id").cloned(),
-        caller_key: caller_key(&headers),
+        session,
+        headers,
         body,
     };
     engine::forward(gateway, call).await.map(Body::new)

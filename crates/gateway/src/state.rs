@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
-use switchyard_config::{Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Timeouts};
+use switchyard_config::{
+    Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
+};
 use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
@@ -61,6 +63,34 @@ pub struct Lane {
     pub provider_header: HeaderValue,
     /// Requests in flight on this lane.
     pub in_flight: AtomicU64,
+    /// Rolling latency to response headers in ms, as `f64` bits (0 = none yet).
+    pub latency_ewma: AtomicU64,
+    /// Free-form labels.
+    pub tags: Vec<Arc<str>>,
+    /// Free-form size label.
+    pub tier: Option<Arc<str>>,
+}
+
+impl Lane {
+    /// Weight of the newest sample in the latency average.
+    const EWMA_ALPHA: f64 = 0.3;
+
+    /// The rolling latency, once measured.
+    pub fn latency_ms(&self) -> Option<f64> {
+        let bits = self.latency_ewma.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    /// Folds a new latency sample into the rolling average.
+    pub fn record_latency(&self, sample: Duration) {
+        let sample = sample.as_secs_f64() * 1000.0;
+        // A lost race only drops one sample from the average: no CAS loop needed.
+        let next = match self.latency_ms() {
+            None => sample,
+            Some(average) => average + Lane::EWMA_ALPHA * (sample - average),
+        };
+        self.latency_ewma.store(next.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
+    }
 }
 
 /// Per (pool, lane) counters for `/stats`.
@@ -103,9 +133,62 @@ pub struct PoolState {
     pub counters: Vec<Counters>,
     /// SWRR state; the lock is held only for the pick.
     pub weighted: Mutex<SmoothWeighted>,
+    /// Ordering strategy.
+    pub strategy: Strategy,
+    /// The pool's own gates (indexes into `config.hooks`).
+    pub gates: Vec<usize>,
+    /// Session affinity settings.
+    pub affinity: Option<Affinity>,
+    /// Session id → (member, last use). Held briefly, never across `.await`.
+    pub sessions: Mutex<HashMap<String, (usize, Instant)>>,
+    /// Routing counters per policy.
+    pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
+    /// Sessions moved off their pinned lane.
+    pub affinity_switches: AtomicU64,
+}
+
+/// Per-policy routing counters of a pool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RouteCounters {
+    /// Requests ordered by this policy.
+    pub selections: u64,
+    /// Requests the policy rejected.
+    pub rejections: u64,
 }
 
 impl PoolState {
+    /// A pool with the weighted floor, no gates and default affinity.
+    #[expect(clippy::too_many_arguments, reason = "one constructor for configured and implicit pools")]
+    fn new(
+        name: Arc<str>,
+        implicit: bool,
+        members: Vec<(usize, u32)>,
+        failover: Failover,
+        fallback: Vec<usize>,
+        policy: BreakerPolicy,
+        queue_timeout: Duration,
+        epoch: Instant,
+    ) -> PoolState {
+        PoolState {
+            name,
+            implicit,
+            weights: members.iter().map(|m| m.1).collect(),
+            breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
+            counters: members.iter().map(|_| Counters::default()).collect(),
+            weighted: Mutex::new(SmoothWeighted::new(members.len())),
+            members: members.iter().map(|m| m.0).collect(),
+            failover,
+            fallback,
+            queue_timeout,
+            strategy: Strategy::Weighted,
+            gates: Vec::new(),
+            affinity: None,
+            sessions: Mutex::new(HashMap::new()),
+            routing: Mutex::new(HashMap::new()),
+            affinity_switches: AtomicU64::new(0),
+        }
+    }
+
     /// The breaker of member `member`.
     pub fn breaker(&self, member: usize) -> MutexGuard<'_, Breaker> {
         self.breakers[member].lock().unwrap_or_else(PoisonError::into_inner)
@@ -129,6 +212,8 @@ pub struct Gateway {
     pub names: HashMap<Arc<str>, usize>,
     /// The HTTP transport for non-mock lanes.
     pub transport: Arc<dyn Transport>,
+    /// The client for external routing hooks (SSRF-guarded).
+    pub hooks: crate::hooks::HookClient,
 }
 
 /// Why a gateway could not be built from a config.
@@ -168,42 +253,29 @@ impl Gateway {
             lane.max_concurrent = model.max_concurrent;
             lane.context_window = model.context_window;
             lane.billing = model.billing;
+            lane.tags.clone_from(&model.tags);
+            lane.tier.clone_from(&model.tier);
             lanes.push(lane);
         }
         let direct_lanes = (0..config.providers.len())
             .map(|provider| build_lane(&config, provider, &config.providers[provider].name, codecs))
             .collect::<Result<Vec<_>, _>>()?;
-        let pool_state = |name: Arc<str>,
-                          implicit: bool,
-                          members: Vec<(usize, u32)>,
-                          failover,
-                          fallback,
-                          policy: BreakerPolicy,
-                          queue_timeout| PoolState {
-            name,
-            implicit,
-            weights: members.iter().map(|m| m.1).collect(),
-            breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
-            counters: members.iter().map(|_| Counters::default()).collect(),
-            weighted: Mutex::new(SmoothWeighted::new(members.len())),
-            members: members.iter().map(|m| m.0).collect(),
-            failover,
-            fallback,
-            queue_timeout,
-        };
         let mut pools: Vec<PoolState> = config
             .pools
             .iter()
-            .map(|pool| {
-                let members = pool.members.iter().map(|m| (m.model, m.weight)).collect();
-                pool_state(
+            .map(|pool| PoolState {
+                strategy: pool.strategy,
+                gates: pool.gates.clone(),
+                affinity: pool.affinity.clone(),
+                ..PoolState::new(
                     pool.name.clone(),
                     false,
-                    members,
+                    pool.members.iter().map(|m| (m.model, m.weight)).collect(),
                     pool.failover,
                     pool.fallback.clone(),
                     pool.breaker,
                     pool.queue_timeout,
+                    epoch,
                 )
             })
             .collect();
@@ -214,17 +286,32 @@ impl Gateway {
         for (index, model) in config.models.iter().enumerate() {
             names.insert(model.name.clone(), pools.len());
             let single = Failover { max_hops: 1, ..Failover::default() };
-            pools.push(pool_state(
-                model.name.clone(),
-                true,
-                vec![(index, 1)],
-                single,
-                Vec::new(),
-                BreakerPolicy::default(),
-                Duration::from_secs(30),
-            ));
+            pools.push(PoolState {
+                // Global gates see every request, models named directly included.
+                gates: config.global_hooks.clone(),
+                affinity: None,
+                ..PoolState::new(
+                    model.name.clone(),
+                    true,
+                    vec![(index, 1)],
+                    single,
+                    Vec::new(),
+                    BreakerPolicy::default(),
+                    Duration::from_secs(30),
+                    epoch,
+                )
+            });
         }
-        Ok(Gateway { config, codecs, lanes, direct_lanes, pools, names, transport })
+        Ok(Gateway {
+            config,
+            codecs,
+            lanes,
+            direct_lanes,
+            pools,
+            names,
+            transport,
+            hooks: crate::hooks::HookClient::new(),
+        })
     }
 
     /// The codec of `protocol`.
@@ -287,5 +374,8 @@ fn build_lane(config: &Config, provider_index: usize, name: &Arc<str>, codecs: C
         lane_header: header(name)?,
         provider_header: header(&provider.name)?,
         in_flight: AtomicU64::new(0),
+        latency_ewma: AtomicU64::new(0),
+        tags: Vec::new(),
+        tier: None,
     })
 }

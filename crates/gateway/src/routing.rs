@@ -1,0 +1,394 @@
+//! Orders a call's candidates: the pool's strategy (or the weighted floor),
+//! then its gates (external hooks, fired concurrently and reconciled), then
+//! session affinity, then the tripped members and the fallback pools. The
+//! decisions themselves are pure (`switchyard_route`); this module gathers
+//! the live signals, calls the hooks and keeps the counters.
+//!
+//! A pool with the weighted floor and no gates builds no projection and
+//! calls nothing: it pays only for the SWRR pick.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
+
+use bytes::Bytes;
+use switchyard_codec::scan;
+use switchyard_config::{Billing, OnError, PromptAccess, Strategy};
+use switchyard_ir::{Block, ErrorInfo, ErrorKind, Request, Role};
+use switchyard_route::hook::{self, Access, CandidateView, Decision, Grants, RequestView};
+use switchyard_route::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
+use tokio::time::Instant;
+
+use crate::engine::Call;
+use crate::state::{Gateway, PoolState};
+
+/// Where a candidate sits: its pool and member slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Pool index.
+    pub pool: usize,
+    /// Member index in the pool.
+    pub member: usize,
+}
+
+/// The try order for one call.
+#[derive(Debug)]
+pub struct Plan {
+    /// Candidates in try order.
+    pub slots: Vec<Slot>,
+    /// The strategy or hook that ordered them, when not the weighted floor.
+    pub policy: Option<Arc<str>>,
+    /// When failover must stop.
+    pub deadline: Instant,
+    /// The session to pin to whichever lane of the primary pool serves.
+    pub session: Option<String>,
+    /// The primary pool.
+    pub pool: usize,
+}
+
+/// Orders the candidates of `pool` for `call`. `translated` caches the
+/// call's IR when a projection needs it. An `Err` is the caller's answer
+/// (a hook's rejection, a malformed request a projection could not read).
+pub async fn plan(
+    gateway: &Gateway,
+    call: &mut Call,
+    pool: usize,
+    translated: &mut Option<Request>,
+) -> Result<Plan, ErrorInfo> {
+    let state = &gateway.pools[pool];
+    let at = Instant::now().into_std();
+    let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
+    let needs_projection = state.strategy == Strategy::Billing || !state.gates.is_empty();
+    let projection =
+        if needs_projection && !usable.is_empty() { Some(projection_of(gateway, call, translated)?) } else { None };
+    let mut policy: Option<Arc<str>> = None;
+    let mut order = match ranking_of(state.strategy) {
+        Some(ranking) => {
+            match rank_members(gateway, state, &usable, ranking, projection.as_ref().unwrap_or(&Projection::default()))
+            {
+                Some(ranked) => {
+                    policy = Some(Arc::from(state.strategy.as_str()));
+                    ranked
+                }
+                None => weighted_order(state, &usable),
+            }
+        }
+        None => weighted_order(state, &usable),
+    };
+
+    if let (false, Some(projection)) = (state.gates.is_empty() || usable.is_empty(), projection.as_ref()) {
+        let (decision, orderer) = run_gates(gateway, call, pool, &usable, projection, translated.as_ref()).await;
+        if let Some((status, message)) = decision.reject {
+            let name = orderer.unwrap_or_else(|| Arc::from("hook"));
+            count(state, &name, |c| c.rejections += 1);
+            tracing::info!(request_id = ?call.request_id, pool = %state.name, hook = %name, status, %message, "request rejected by a routing hook");
+            let kind = ErrorKind::from_status(status);
+            return Err(ErrorInfo::new(kind, message).with_status(status));
+        }
+        if let Some(preferred) = &decision.order {
+            let preferred: Vec<usize> =
+                preferred.iter().filter_map(|&position| usable.get(position).copied()).collect();
+            order = apply_preference(&order, &preferred);
+            policy = orderer;
+        }
+        if let Some(restrict) = &decision.restrict {
+            order.retain(|&member| hook::passes_restrict(restrict, &gateway.lanes[state.members[member]].tags));
+            if order.is_empty() {
+                return Err(ErrorInfo::new(
+                    ErrorKind::Unavailable,
+                    format!("no lane of `{}` carries the tags a routing hook asked for", state.name),
+                ));
+            }
+        }
+        if let Some(body) = decision.rewrite {
+            let bytes = serde_json::to_vec(&body).unwrap_or_default();
+            call.body = Bytes::from(bytes);
+            call.model_span = scan::scan_top_level(&call.body).ok().and_then(|top| top.model_span);
+            *translated = None;
+        }
+    }
+
+    let session = affinity(state, call, &mut order, &mut policy, at);
+    if let Some(name) = &policy {
+        count(state, name, |c| c.selections += 1);
+    }
+    let mut slots: Vec<Slot> = order.iter().map(|&member| Slot { pool, member }).collect();
+    // Tripped members go last: they only tell the exhaustion answer when they recover.
+    slots.extend((0..state.members.len()).filter(|m| !usable.contains(m)).map(|member| Slot { pool, member }));
+    for fallback in fallback_chain(gateway, pool) {
+        let fallback_state = &gateway.pools[fallback];
+        let usable: Vec<usize> =
+            (0..fallback_state.members.len()).filter(|&m| fallback_state.breaker(m).is_usable(at)).collect();
+        let mut order = weighted_order(fallback_state, &usable);
+        order.extend((0..fallback_state.members.len()).filter(|m| !usable.contains(m)));
+        slots.extend(order.into_iter().map(|member| Slot { pool: fallback, member }));
+    }
+    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool })
+}
+
+/// Pins `session` to `member` of `pool` after it served.
+pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
+    let state = &gateway.pools[pool];
+    let Some(affinity) = &state.affinity else { return };
+    let now = Instant::now().into_std();
+    let mut sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+    if sessions.len() >= MAX_SESSIONS {
+        sessions.retain(|_, (_, used)| now.saturating_duration_since(*used) < affinity.ttl);
+        if sessions.len() >= MAX_SESSIONS {
+            return;
+        }
+    }
+    sessions.insert(session.to_owned(), (member, now));
+}
+
+/// Sessions a pool remembers at most (expired pins are swept when full).
+const MAX_SESSIONS: usize = 100_000;
+
+fn affinity(
+    state: &PoolState,
+    call: &Call,
+    order: &mut Vec<usize>,
+    policy: &mut Option<Arc<str>>,
+    at: std::time::Instant,
+) -> Option<String> {
+    let affinity = state.affinity.as_ref()?;
+    let session = call.headers.get(&*affinity.header)?.to_str().ok()?.to_owned();
+    let pinned = {
+        let sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        sessions
+            .get(&session)
+            .filter(|(_, used)| at.saturating_duration_since(*used) < affinity.ttl)
+            .map(|(member, _)| *member)
+    };
+    if let Some(member) = pinned {
+        if let Some(position) = order.iter().position(|&m| m == member) {
+            order.remove(position);
+            order.insert(0, member);
+            *policy = Some(Arc::from("affinity"));
+        } else {
+            // Affinity is a preference: it never resurrects a tripped lane.
+            state.affinity_switches.fetch_add(1, Ordering::Relaxed);
+            let reason =
+                if state.breaker(member).is_usable(at) { "excluded by a routing hook" } else { "lane is tripped" };
+            tracing::info!(request_id = ?call.request_id, pool = %state.name, %session, reason, "session moved off its pinned lane");
+        }
+    }
+    Some(session)
+}
+
+fn count(state: &PoolState, policy: &Arc<str>, update: impl FnOnce(&mut crate::state::RouteCounters)) {
+    let mut counters = state.routing.lock().unwrap_or_else(PoisonError::into_inner);
+    update(counters.entry(policy.clone()).or_default());
+}
+
+fn fallback_chain(gateway: &Gateway, pool: usize) -> Vec<usize> {
+    let mut chain = Vec::new();
+    let mut queue = std::collections::VecDeque::from(gateway.pools[pool].fallback.clone());
+    while let Some(next) = queue.pop_front() {
+        if next != pool && !chain.contains(&next) {
+            chain.push(next);
+            queue.extend(gateway.pools[next].fallback.iter().copied());
+        }
+    }
+    chain
+}
+
+fn weighted_order(state: &PoolState, usable: &[usize]) -> Vec<usize> {
+    let mut weighted = state.weighted.lock().unwrap_or_else(PoisonError::into_inner);
+    weighted.order(&state.weights, |m| usable.contains(&m))
+}
+
+fn ranking_of(strategy: Strategy) -> Option<Ranking> {
+    match strategy {
+        Strategy::Weighted => None,
+        Strategy::Cheapest => Some(Ranking::Cheapest),
+        Strategy::Fastest => Some(Ranking::Fastest),
+        Strategy::LeastBusy => Some(Ranking::LeastBusy),
+        Strategy::Usage => Some(Ranking::Usage),
+        Strategy::Billing => Some(Ranking::Billing),
+    }
+}
+
+/// Ranks `members` (member indexes) by `ranking`; `None` when it abstains.
+fn rank_members(
+    gateway: &Gateway,
+    state: &PoolState,
+    members: &[usize],
+    ranking: Ranking,
+    projection: &Projection,
+) -> Option<Vec<usize>> {
+    let signals: Vec<Signals<'_>> = members.iter().map(|&m| signals(gateway, state.members[m])).collect();
+    rank(ranking, projection, &signals).map(|order| order.into_iter().map(|position| members[position]).collect())
+}
+
+fn signals(gateway: &Gateway, lane_index: usize) -> Signals<'_> {
+    let lane = &gateway.lanes[lane_index];
+    let rate = gateway.config.rate_card.get(&lane.name);
+    Signals {
+        model: &lane.name,
+        input_utok: rate.map(|r| r.input_utok),
+        output_utok: rate.map(|r| r.output_utok),
+        latency_ms: lane.latency_ms(),
+        available_concurrency: lane.permits.as_ref().map(|p| p.available_permits() as u64),
+        // Rate headroom comes with governance; without it `usage` abstains.
+        rate_headroom: None,
+        billing: match lane.billing {
+            Billing::Subscription => BillingRank::Subscription,
+            Billing::PayAsYouGo => BillingRank::PayAsYouGo,
+            Billing::Free => BillingRank::Free,
+        },
+    }
+}
+
+fn projection_of(gateway: &Gateway, call: &Call, translated: &mut Option<Request>) -> Result<Projection, ErrorInfo> {
+    if translated.is_none() {
+        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
+        request.stream = call.stream;
+        *translated = Some(request);
+    }
+    let Some(request) = translated.as_ref() else {
+        return Err(ErrorInfo::new(ErrorKind::Internal, "request was not read"));
+    };
+    Ok(Projection {
+        message_count: request.messages.len(),
+        has_tools: !request.tools.is_empty(),
+        total_chars: request.total_chars(),
+        max_tokens: request.max_tokens,
+        stream: call.stream,
+    })
+}
+
+/// Fires every gate of the pool concurrently and reconciles their
+/// decisions in priority order. Returns the decision and the name of the
+/// gate whose order (or rejection) won.
+async fn run_gates(
+    gateway: &Gateway,
+    call: &Call,
+    pool: usize,
+    usable: &[usize],
+    projection: &Projection,
+    request: Option<&Request>,
+) -> (Decision, Option<Arc<str>>) {
+    let state = &gateway.pools[pool];
+    let views: Vec<CandidateView<'_>> = usable
+        .iter()
+        .map(|&member| {
+            let lane = &gateway.lanes[state.members[member]];
+            let signal = signals(gateway, state.members[member]);
+            CandidateView {
+                model: &lane.name,
+                tier: lane.tier.as_deref(),
+                cost_per_mtok: signal.cost_per_mtok(),
+                latency_ms: signal.latency_ms,
+                available_concurrency: signal.available_concurrency,
+                budget_remaining: None,
+                rate_headroom: None,
+                tags: &lane.tags,
+            }
+        })
+        .collect();
+    let (system, messages) = request.map(flatten).unwrap_or_default();
+    let view = RequestView {
+        pool: &state.name,
+        ingress_protocol: call.ingress.as_str(),
+        projection,
+        system,
+        messages,
+        end_user: request.and_then(|r| r.user.as_deref()),
+        body: serde_json::from_slice(&call.body).ok(),
+    };
+    let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state));
+    let results = futures_util::future::join_all(runs).await;
+    let mut orderer = None;
+    let mut rejecter = None;
+    for (decision, name) in &results {
+        if decision.order.is_some() {
+            orderer = Some(name.clone());
+        }
+        if decision.reject.is_some() && rejecter.is_none() {
+            rejecter = Some(name.clone());
+        }
+    }
+    let decision = hook::reconcile(results.into_iter().map(|(decision, _)| decision));
+    let winner = if rejecter.is_some() { rejecter } else { orderer };
+    (decision, winner)
+}
+
+/// Calls one gate, following its `on_error` chain (proven finite at boot).
+async fn run_gate(
+    gateway: &Gateway,
+    gate: usize,
+    view: &RequestView<'_>,
+    candidates: &[CandidateView<'_>],
+    usable: &[usize],
+    state: &PoolState,
+) -> (Decision, Arc<str>) {
+    let mut current = gate;
+    loop {
+        let hook = &gateway.config.hooks[current];
+        let grants = Grants {
+            prompt: match hook.prompt {
+                PromptAccess::No => Access::No,
+                PromptAccess::ReadOnly => Access::ReadOnly,
+                PromptAccess::ReadWrite => Access::ReadWrite,
+            },
+            user: hook.user,
+        };
+        let payload = serde_json::to_vec(&hook::payload(view, candidates, grants)).unwrap_or_default();
+        let failure = match gateway.hooks.call(&hook.url, payload, hook.timeout).await {
+            Ok(reply) => match hook::parse_reply(&reply, grants) {
+                Ok(decision) => return (decision, hook.name.clone()),
+                Err(err) => err.to_string(),
+            },
+            Err(err) => err.to_string(),
+        };
+        tracing::warn!(hook = %hook.name, error = %failure, on_error = ?hook.on_error, "routing hook failed");
+        let decision = match hook.on_error {
+            OnError::Nothing | OnError::Weighted => Decision::abstain(),
+            OnError::First => Decision { order: Some((0..usable.len()).collect()), ..Decision::default() },
+            OnError::Reject => Decision {
+                reject: Some((503, format!("routing hook `{}` is unavailable and fails closed", hook.name))),
+                ..Decision::default()
+            },
+            OnError::Strategy(strategy) => {
+                let order = ranking_of(strategy)
+                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection));
+                // Positions into `usable`, as a hook's order would be.
+                let order =
+                    order.map(|members| members.iter().filter_map(|m| usable.iter().position(|u| u == m)).collect());
+                Decision { order, ..Decision::default() }
+            }
+            OnError::Hook(next) => {
+                current = next;
+                continue;
+            }
+        };
+        return (decision, hook.name.clone());
+    }
+}
+
+/// System text and `(role, text)` per message, for `prompt` grants; images
+/// and other binary blocks are skipped.
+fn flatten(request: &Request) -> (Option<String>, Vec<(&'static str, String)>) {
+    let system = (!request.system.is_empty())
+        .then(|| request.system.iter().map(|b| b.text.as_str()).collect::<Vec<_>>().join("\n"));
+    let messages = request
+        .messages
+        .iter()
+        .map(|message| {
+            let role = match message.role {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+            };
+            let mut text = String::new();
+            for block in &message.content {
+                match block {
+                    Block::Text(t) => text.push_str(&t.text),
+                    Block::ToolResult(result) => text.push_str(&result.joined_text()),
+                    _ => {}
+                }
+            }
+            (role, text)
+        })
+        .collect();
+    (system, messages)
+}
