@@ -137,7 +137,13 @@ pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
             return;
         }
     }
-    sessions.insert(session.to_owned(), (member, now));
+    if let Some((previous, used)) = sessions.insert(session.to_owned(), (member, now)) {
+        if previous != member && now.saturating_duration_since(used) < affinity.ttl {
+            // The pinned lane failed and another one served: the session moves.
+            state.affinity_switches.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
+        }
+    }
 }
 
 /// Sessions a pool remembers at most (expired pins are swept when full).

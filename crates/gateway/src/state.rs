@@ -265,7 +265,7 @@ impl Gateway {
             .iter()
             .map(|pool| PoolState {
                 strategy: pool.strategy,
-                gates: pool.gates.clone(),
+                gates: gate_chain(&config, &pool.gates),
                 affinity: pool.affinity.clone(),
                 ..PoolState::new(
                     pool.name.clone(),
@@ -288,7 +288,7 @@ impl Gateway {
             let single = Failover { max_hops: 1, ..Failover::default() };
             pools.push(PoolState {
                 // Global gates see every request, models named directly included.
-                gates: config.global_hooks.clone(),
+                gates: gate_chain(&config, &[]),
                 affinity: None,
                 ..PoolState::new(
                     model.name.clone(),
@@ -328,6 +328,14 @@ impl Gateway {
     pub fn provider_index(&self, name: &str) -> Option<usize> {
         self.config.provider_index(name)
     }
+}
+
+/// A pool's gates in reconcile order: global hooks and the pool's own,
+/// by ascending priority, globals first on ties, then config order.
+fn gate_chain(config: &Config, own: &[usize]) -> Vec<usize> {
+    let mut chain: Vec<usize> = config.global_hooks.iter().chain(own).copied().collect();
+    chain.sort_by_key(|&hook| (config.hooks[hook].priority, !config.hooks[hook].global));
+    chain
 }
 
 /// A lane on provider `provider` named `name`, with no model-specific settings yet.
