@@ -29,14 +29,34 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/healthz", get(healthz))
         .route("/v1/models", get(list_models))
         .route("/stats", get(stats))
-        .route("/v1/chat/completions", post(openai))
-        .route("/v1/responses", post(responses))
-        .route("/v1/messages", post(anthropic))
+        .route(
+            "/v1/chat/completions",
+            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
+                handle(gateway, Ingress::body(Protocol::OpenAi), headers, body)
+            }),
+        )
+        .route(
+            "/v1/responses",
+            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
+                handle(gateway, Ingress::body(Protocol::Responses), headers, body)
+            }),
+        )
+        .route(
+            "/v1/messages",
+            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
+                handle(gateway, Ingress::body(Protocol::Anthropic), headers, body)
+            }),
+        )
         .route("/{name}/v1/messages", post(anthropic_named))
         .route("/{provider}/{model}/v1/messages", post(anthropic_direct))
         .route("/v1/models/{*target}", post(gemini))
         .route("/v1beta/models/{*target}", post(gemini))
-        .route("/v2/chat", post(cohere))
+        .route(
+            "/v2/chat",
+            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
+                handle(gateway, Ingress::body(Protocol::Cohere), headers, body)
+            }),
+        )
         .route("/model/{model}/converse", post(bedrock))
         .route("/model/{model}/converse-stream", post(bedrock_stream))
         .fallback(not_found)
@@ -133,19 +153,11 @@ struct Ingress {
     framing: Framing,
 }
 
-async fn openai(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress { protocol: Protocol::OpenAi, named: Named::Body, stream: None, framing: Framing::Sse };
-    handle(gateway, ingress, headers, body).await
-}
-
-async fn responses(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress { protocol: Protocol::Responses, named: Named::Body, stream: None, framing: Framing::Sse };
-    handle(gateway, ingress, headers, body).await
-}
-
-async fn anthropic(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress { protocol: Protocol::Anthropic, named: Named::Body, stream: None, framing: Framing::Sse };
-    handle(gateway, ingress, headers, body).await
+impl Ingress {
+    /// A protocol whose body names the model.
+    fn body(protocol: Protocol) -> Ingress {
+        Ingress { protocol, named: Named::Body, stream: None, framing: Framing::Sse }
+    }
 }
 
 async fn anthropic_named(
@@ -171,11 +183,6 @@ async fn anthropic_direct(
         stream: None,
         framing: Framing::Sse,
     };
-    handle(gateway, ingress, headers, body).await
-}
-
-async fn cohere(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body) -> Response {
-    let ingress = Ingress { protocol: Protocol::Cohere, named: Named::Body, stream: None, framing: Framing::Sse };
     handle(gateway, ingress, headers, body).await
 }
 
