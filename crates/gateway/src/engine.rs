@@ -631,7 +631,13 @@ async fn success(
         let out = if same {
             body
         } else {
-            fill_identity(&mut response.id, &mut response.created, &call.request_id);
+            fill_identity(
+                &mut response.id,
+                &mut response.model,
+                &mut response.created,
+                &call.request_id,
+                candidate.wire_model,
+            );
             Bytes::from(gateway.codec(call.ingress).write_response(&response).body)
         };
         return builder.body(full_body(out)).unwrap_or_else(|_| internal_error());
@@ -651,6 +657,7 @@ async fn success(
         health,
         request_id: call.request_id.clone(),
         lane: lane.name.clone(),
+        wire_model: Arc::from(candidate.wire_model),
         started,
         _guards: guards,
     };
@@ -692,6 +699,7 @@ struct StreamRelay {
     health: Health,
     request_id: HeaderValue,
     lane: Arc<str>,
+    wire_model: Arc<str>,
     started: Instant,
     _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
@@ -724,8 +732,8 @@ impl StreamRelay {
             }
             for event in &mut self.events {
                 self.accumulator.push(event);
-                if let (StreamEvent::MessageStart { id, created, .. }, true) = (event, self.encoder.is_some()) {
-                    fill_identity(id, created, &self.request_id);
+                if let (StreamEvent::MessageStart { id, model, created, .. }, true) = (event, self.encoder.is_some()) {
+                    fill_identity(id, model, created, &self.request_id, &self.wire_model);
                 }
             }
             let Some(encoder) = self.encoder.as_mut() else {
@@ -789,9 +797,19 @@ impl StreamRelay {
     }
 }
 
-/// Some protocols (Bedrock, Cohere) have no reply id or creation time, and
-/// their callers' SDKs need both: the request id and the current time stand in.
-fn fill_identity(id: &mut String, created: &mut Option<i64>, request_id: &HeaderValue) {
+/// Some protocols (Bedrock, Cohere) have no reply id, model or creation
+/// time, and their callers' SDKs need them: the request id, the lane's wire
+/// model and the current time stand in.
+fn fill_identity(
+    id: &mut String,
+    model: &mut String,
+    created: &mut Option<i64>,
+    request_id: &HeaderValue,
+    wire_model: &str,
+) {
+    if model.is_empty() {
+        wire_model.clone_into(model);
+    }
     if id.is_empty() {
         *id = format!("sy-{}", request_id.to_str().unwrap_or("reply"));
     }

@@ -1,0 +1,128 @@
+"""Session fixtures: the real `switchyard` binary on free loopback ports,
+configured with one `mock://` lane per protocol, and one client per SDK.
+
+Every client records the HTTP requests it sends (through public hooks: an
+httpx event hook or a botocore `before-send` handler), so a failing test can
+replay the exact request and show the gateway's raw answer as evidence.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from sdk_support import PROTOCOLS, RATE_LIMIT_LANES, Recorder, make_drivers
+
+HEALTH_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def lanes_config(listen: str, admin: str) -> str:
+    """The Python twin of `lanes_config("mock://")` in crates/gateway/tests/common."""
+    lines = [
+        f"listen: {listen}",
+        f"admin_listen: {admin}",
+        "server: { drain_timeout: 2s }",
+        "providers:",
+    ]
+    lines += [f'  up-{p}: {{ protocol: {p}, base_url: "mock://" }}' for p in PROTOCOLS]
+    lines.append("models:")
+    lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
+    # private lanes for the 429 tests, so their breakers trip nobody else's
+    lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
+    return "\n".join(lines) + "\n"
+
+
+def healthy(addr: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{addr}/healthz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def start(binary: str, workdir: Path, attempt: int):
+    addr = f"127.0.0.1:{free_port()}"
+    admin = f"127.0.0.1:{free_port()}"
+    config = workdir / "switchyard.yaml"
+    config.write_text(lanes_config(addr, admin))
+    log_path = workdir / f"switchyard-{attempt}.log"
+    log = open(log_path, "wb")
+    env = dict(os.environ, SWITCHYARD_LOG=os.environ.get("SWITCHYARD_LOG", "info"), NO_COLOR="1")
+    proc = subprocess.Popen(
+        [binary, "serve", "--config", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    deadline = time.monotonic() + HEALTH_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        if healthy(addr):
+            return proc, addr, log, log_path
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    log.close()
+    return None, addr, None, log_path
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory):
+    binary = os.environ.get("SWITCHYARD_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        pytest.fail("SWITCHYARD_BIN must name the built switchyard binary (run ./scripts/sdk-tests.sh)")
+    workdir = tmp_path_factory.mktemp("switchyard")
+    proc = None
+    for attempt in range(3):  # a freed port can be taken before the gateway binds it
+        proc, addr, log, log_path = start(binary, workdir, attempt)
+        if proc is not None:
+            break
+    if proc is None:
+        pytest.fail(f"switchyard did not become healthy; log:\n{log_path.read_text(errors='replace')}")
+    try:
+        yield addr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = None
+        log.close()
+        if rc != 0:
+            pytest.fail(
+                f"switchyard did not exit cleanly on SIGTERM (rc={rc}); log tail:\n"
+                + log_path.read_text(errors="replace")[-3000:]
+            )
+
+
+@pytest.fixture(scope="session")
+def recorder():
+    return Recorder()
+
+
+@pytest.fixture(scope="session")
+def drivers(gateway, recorder):
+    made = make_drivers(gateway, recorder)
+    try:
+        yield made
+    finally:
+        for driver in made.values():
+            driver.close()
