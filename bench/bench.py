@@ -1,0 +1,1072 @@
+#!/usr/bin/env python3
+"""Switchyard end-to-end benchmark driver (standard library only).
+
+Run it through bench/run.sh, which installs the public tools, builds the
+release binary and pins this driver (and so wrk, the upstream and the Python
+clients it starts) to the client core. This script starts every server
+itself, measures, and writes bench/results/latest.{md,json}. See
+bench/README.md for what each figure means.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+class BenchError(Exception):
+    """A run that must not produce figures (errors, wrong replies, a server that died)."""
+
+
+def log(msg):
+    print("[bench %s] %s" % (time.strftime("%H:%M:%S"), msg), file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Requests: what each protocol's caller sends.
+# --------------------------------------------------------------------------
+
+
+def words(n):
+    return " ".join("tok%d" % i for i in range(n))
+
+
+# The mock's reply is "[<protocol> <model>] you said: <text>", split into one
+# stream delta per space-separated word: 4 prefix words plus the echoed ones.
+PREFIX_WORDS = 4
+CHAT_TEXT = "hello there, this is a small benchmark chat"  # 8 words: a small chat completion
+
+
+def stream_text(deltas):
+    return words(deltas - PREFIX_WORDS)
+
+
+def body_openai(model, text, stream):
+    b = {"model": model, "messages": [{"role": "user", "content": text}]}
+    if stream:
+        b["stream"] = True
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
+def body_anthropic(model, text, stream):
+    b = {"model": model, "max_tokens": 1024, "messages": [{"role": "user", "content": text}]}
+    if stream:
+        b["stream"] = True
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
+def body_bedrock(text):
+    b = {"messages": [{"role": "user", "content": [{"text": text}]}]}
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
+OPENAI_MODEL = "gpt-4o-mini"  # lane name == wire model: byte passthrough
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
+
+
+def request(protocol, model, text, stream):
+    """(path, body) of a caller's request in `protocol`."""
+    if protocol == "openai":
+        return "/v1/chat/completions", body_openai(model, text, stream)
+    if protocol == "anthropic":
+        return "/v1/messages", body_anthropic(model, text, stream)
+    if protocol == "bedrock":
+        return "/model/%s/%s" % (model, "converse-stream" if stream else "converse"), body_bedrock(text)
+    raise ValueError(protocol)
+
+
+# Baselines: the upstream exchange a case's lane performs, sent straight to
+# the upstream (direct) and through nginx. A case's gateway figures are
+# compared with the baseline of the same upstream exchange.
+BASELINES = {
+    "chat-openai": dict(protocol="openai", model=OPENAI_MODEL, text=CHAT_TEXT, stream=False, deltas=None),
+    "chat-anthropic": dict(protocol="anthropic", model=ANTHROPIC_MODEL, text=CHAT_TEXT, stream=False, deltas=None),
+    "stream64-openai": dict(protocol="openai", model=OPENAI_MODEL, text=stream_text(64), stream=True, deltas=64),
+    "stream64-anthropic": dict(
+        protocol="anthropic", model=ANTHROPIC_MODEL, text=stream_text(64), stream=True, deltas=64
+    ),
+    "stream20-openai": dict(protocol="openai", model=OPENAI_MODEL, text=stream_text(20), stream=True, deltas=20),
+}
+
+# Gateway cases: (id, title, ingress protocol, name the caller uses, baseline).
+CASES = [
+    ("1-passthrough", "1. OpenAI → openai lane, exact wire model (byte passthrough)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("2-pool-alias", "2. OpenAI → openai lane via pool alias (model spliced)", "openai", POOL_ALIAS, "chat-openai"),
+    ("3a-openai-to-anthropic", "3a. OpenAI → anthropic lane (cross)", "openai", ANTHROPIC_MODEL, "chat-anthropic"),
+    ("3b-anthropic-to-openai", "3b. Anthropic → openai lane (cross)", "anthropic", OPENAI_MODEL, "chat-openai"),
+    ("4-bedrock-to-openai", "4. Bedrock Converse → openai lane", "bedrock", OPENAI_MODEL, "chat-openai"),
+    ("5-1-stream64-passthrough", "5/1. stream 64 deltas, OpenAI → openai (passthrough)", "openai", OPENAI_MODEL, "stream64-openai"),
+    ("5-1-stream20-passthrough", "5/1. stream 20 deltas, OpenAI → openai (passthrough)", "openai", OPENAI_MODEL, "stream20-openai"),
+    ("5-3a-stream64-openai-to-anthropic", "5/3a. stream 64, OpenAI → anthropic lane", "openai", ANTHROPIC_MODEL, "stream64-anthropic"),
+    ("5-3b-stream64-anthropic-to-openai", "5/3b. stream 64, Anthropic → openai lane", "anthropic", OPENAI_MODEL, "stream64-openai"),
+    ("5-4-stream64-bedrock-to-openai", "5/4. stream 64, Bedrock converse-stream → openai lane", "bedrock", OPENAI_MODEL, "stream64-openai"),
+]
+
+
+# --------------------------------------------------------------------------
+# Processes and /proc.
+# --------------------------------------------------------------------------
+
+
+class Procs:
+    """Every process this driver started, stopped by pid on exit."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self, argv, cpu=None, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw):
+        if cpu is not None:
+            argv = ["taskset", "-c", str(cpu)] + list(argv)
+        p = subprocess.Popen(argv, stdout=stdout, stderr=stderr, **kw)
+        self.procs.append(p)
+        return p
+
+    def stop(self, p, sig=signal.SIGTERM, wait=5.0):
+        if p.poll() is None:
+            try:
+                p.send_signal(sig)
+                p.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.procs:
+            self.procs.remove(p)
+
+    def stop_all(self):
+        for p in list(reversed(self.procs)):
+            self.stop(p, wait=2.0)
+
+
+def cpu_seconds(pid):
+    """utime + stime of the whole process (all threads, dead ones included)."""
+    with open("/proc/%d/stat" % pid) as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def mem_kib(pid):
+    out = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                name, value = line.split(":", 1)
+                out[name] = int(value.split()[0])
+    return out["VmRSS"], out["VmHWM"]
+
+
+def core_ticks():
+    """{cpu: (busy, total)} jiffies from /proc/stat (every process on the core, not just ours)."""
+    out = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu") and line[3].isdigit():
+                name, *vals = line.split()
+                vals = [int(v) for v in vals[:8]]
+                total = sum(vals)
+                out[name[3:]] = (total - vals[3] - vals[4], total)
+    return out
+
+
+def core_busy(before, after, cpu):
+    b0, t0 = before.get(str(cpu), (0, 0))
+    b1, t1 = after.get(str(cpu), (0, 0))
+    return (b1 - b0) / (t1 - t0) if t1 > t0 else None
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(port, path="/healthz", proc=None, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise BenchError("a server on port %d exited with %s while starting" % (port, proc.returncode))
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise BenchError("nothing answered http://127.0.0.1:%d%s within %.0fs" % (port, path, timeout))
+
+
+# --------------------------------------------------------------------------
+# A minimal HTTP/1.1 client over a raw socket: validation and TTFB.
+# --------------------------------------------------------------------------
+
+
+class RawClient:
+    def __init__(self, port):
+        self.port = port
+        self.sock = None
+        self.buf = b""
+
+    def connect(self):
+        self.sock = socket.create_connection(("127.0.0.1", self.port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self):
+        if self.sock:
+            self.sock.close()
+            self.sock = None
+
+    def _recv(self):
+        data = self.sock.recv(262144)
+        if not data:
+            raise BenchError("connection to port %d closed mid-response" % self.port)
+        return data
+
+    def post(self, path, body):
+        """Sends one request; returns (status, headers, body, t_first_byte_ns, t_first_body_ns) with times from send."""
+        if self.sock is None:
+            self.connect()
+        req = (
+            b"POST %s HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+            % (path.encode(), self.port, len(body))
+        ) + body
+        t0 = time.perf_counter_ns()
+        self.sock.sendall(req)
+        buf = self.buf
+        t_first = t_body = None
+        while b"\r\n\r\n" not in buf:
+            buf += self._recv()
+            if t_first is None:
+                t_first = time.perf_counter_ns()
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        if buf:
+            t_body = t_first
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split(b" ")[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(b":")
+            headers[k.strip().lower().decode()] = v.strip().decode()
+        body_out = bytearray()
+        if headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                while b"\r\n" not in buf:
+                    buf += self._recv()
+                    if t_body is None:
+                        t_body = time.perf_counter_ns()
+                size_line, buf = buf.split(b"\r\n", 1)
+                size = int(size_line.split(b";")[0], 16)
+                while len(buf) < size + 2:
+                    buf += self._recv()
+                body_out += buf[:size]
+                buf = buf[size + 2 :]
+                if size == 0:
+                    break
+        else:
+            length = int(headers.get("content-length", "0"))
+            while len(buf) < length:
+                buf += self._recv()
+                if t_body is None:
+                    t_body = time.perf_counter_ns()
+            body_out += buf[:length]
+            buf = buf[length:]
+        self.buf = buf
+        if headers.get("connection", "").lower() == "close":
+            self.close()
+        if t_body is None:
+            t_body = t_first
+        return status, headers, bytes(body_out), t_first - t0, t_body - t0
+
+
+def count_frames(body, headers):
+    ctype = headers.get("content-type", "")
+    if "amazon.eventstream" in ctype:
+        n, i = 0, 0
+        while i + 4 <= len(body):
+            n += 1
+            i += int.from_bytes(body[i : i + 4], "big")
+        return n
+    if "text/event-stream" in ctype:
+        return sum(1 for ev in body.split(b"\n\n") if b"data:" in ev)
+    return None
+
+
+def validate(port, path, body, text, stream, what):
+    """One request: 200, the echoed words all present, and the frame count. Fails loudly."""
+    c = RawClient(port)
+    try:
+        status, headers, reply, _, _ = c.post(path, body)
+    finally:
+        c.close()
+    if status != 200:
+        raise BenchError("%s: status %d: %s" % (what, status, reply[:300]))
+    want = text.split()
+    got = re.findall(rb"tok\d+", reply) if stream else None
+    if stream and len(got) != len(want):
+        raise BenchError("%s: expected %d echoed words in the stream, found %d" % (what, len(want), len(got)))
+    if not stream and want[-1].encode() not in reply:
+        raise BenchError("%s: reply does not echo the message: %s" % (what, reply[:300]))
+    return {
+        "status": status,
+        "content_type": headers.get("content-type"),
+        "bytes": len(reply),
+        "frames": count_frames(reply, headers) if stream else None,
+        "lane": headers.get("x-switchyard-lane"),
+    }
+
+
+def percentile(values, q):
+    s = sorted(values)
+    if not s:
+        return None
+    k = (len(s) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def ttfb(port, path, body, n, warmup):
+    """Sequential requests on one keep-alive connection: time to the first
+    response byte and to the first body byte (the first streamed frame)."""
+    c = RawClient(port)
+    first, frame = [], []
+    try:
+        for i in range(warmup + n):
+            status, _, _, t_first, t_body = c.post(path, body)
+            if status != 200:
+                raise BenchError("TTFB run on port %d: status %d" % (port, status))
+            if i >= warmup:
+                first.append(t_first / 1000.0)
+                frame.append(t_body / 1000.0)
+    finally:
+        c.close()
+    return {
+        "n": n,
+        "first_byte_us": {"p50": percentile(first, 50), "p90": percentile(first, 90), "p99": percentile(first, 99)},
+        "first_frame_us": {"p50": percentile(frame, 50), "p90": percentile(frame, 90), "p99": percentile(frame, 99)},
+    }
+
+
+# --------------------------------------------------------------------------
+# wrk.
+# --------------------------------------------------------------------------
+
+
+class Wrk:
+    def __init__(self, tmp):
+        self.tmp = tmp
+        self.n = 0
+
+    def run(self, port, path, body, conns, secs, what, check=True):
+        self.n += 1
+        secs = max(1, int(round(secs)))  # wrk takes whole seconds
+        body_file = os.path.join(self.tmp, "body-%d.json" % self.n)
+        out_file = os.path.join(self.tmp, "wrk-%d.json" % self.n)
+        with open(body_file, "wb") as f:
+            f.write(body)
+        env = dict(os.environ, BENCH_BODY=body_file, BENCH_OUT=out_file)
+        argv = [
+            "wrk", "-t1", "-c%d" % conns, "-d%ds" % secs, "--timeout", "5s", "--latency",
+            "-s", os.path.join(HERE, "wrk_post.lua"), "http://127.0.0.1:%d%s" % (port, path),
+        ]
+        p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=secs + 30)
+        if p.returncode != 0 or not os.path.exists(out_file):
+            raise BenchError("%s: wrk failed (%s):\n%s" % (what, p.returncode, p.stdout.decode(errors="replace")))
+        with open(out_file) as f:
+            r = json.load(f)
+        errors = sum(r["errors"].values())
+        if check and (errors or r["requests"] == 0):
+            raise BenchError(
+                "%s: wrk saw %d errors in %d requests (%s); every run must be error-free"
+                % (what, errors, r["requests"], r["errors"])
+            )
+        r["rps"] = r["requests"] / (r["duration_us"] / 1e6)
+        return r
+
+
+# --------------------------------------------------------------------------
+# The servers under test.
+# --------------------------------------------------------------------------
+
+NGINX_CONF = """
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+worker_rlimit_nofile {nofile};
+events {{ worker_connections {conns}; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream backend {{
+        server 127.0.0.1:{upstream};
+        keepalive 128;
+        keepalive_requests 1000000;
+    }}
+    keepalive_requests 1000000;
+    # Whole replies: nginx's default (buffered) proxying.
+    server {{
+        listen 127.0.0.1:{port_buffered};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+    # Streams: unbuffered, every upstream frame relayed as it arrives.
+    server {{
+        listen 127.0.0.1:{port_stream};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
+}}
+"""
+
+GATEWAY_CONF = """# Generated by bench/bench.py: every lane points at a loopback upstream over http.
+listen: 127.0.0.1:{port}
+admin_listen: 127.0.0.1:{admin_port}
+providers:
+  up-openai:    {{ protocol: openai,    base_url: "http://127.0.0.1:{upstream}" }}
+  up-anthropic: {{ protocol: anthropic, base_url: "http://127.0.0.1:{upstream}" }}
+  slow-openai:  {{ protocol: openai,    base_url: "http://127.0.0.1:{slow}" }}
+models:
+  # Named exactly as their wire models, so a caller naming them gets byte passthrough.
+  {openai_model}: {{ provider: up-openai }}
+  {anthropic_model}: {{ provider: up-anthropic }}
+  slow-gpt: {{ provider: slow-openai }}
+pools:
+  {pool}:
+    members: [{{ model: {openai_model} }}]
+"""
+
+
+class Nginx:
+    def __init__(self, procs, tmp, upstream, cpu, streams=False):
+        self.dir = tempfile.mkdtemp(prefix="nginx-", dir=tmp)
+        os.chmod(tmp, 0o755)
+        os.chmod(self.dir, 0o755)  # the worker may run as another user
+        self.port_buffered = free_port()
+        self.port_stream = free_port()
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(
+                NGINX_CONF.format(
+                    tmp=self.dir, upstream=upstream, port_buffered=self.port_buffered,
+                    port_stream=self.port_stream, conns=16384 if streams else 1024,
+                    nofile=max(4096, nofile_limit()),
+                )
+            )
+        self.procs = procs
+        self.master = procs.start(
+            ["nginx", "-p", self.dir, "-e", os.path.join(self.dir, "nginx-error.log"), "-c", conf, "-g", "daemon off;"],
+            cpu=cpu, stderr=open(os.path.join(self.dir, "stderr.log"), "wb"),
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            kids = children(self.master.pid)
+            if kids:
+                self.worker = kids[0]
+                break
+            if self.master.poll() is not None or time.monotonic() > deadline:
+                raise BenchError("nginx did not start: %s" % self.error_log())
+            time.sleep(0.02)
+        self._wait(self.port_buffered)
+        self._wait(self.port_stream)
+
+    def _wait(self, port):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise BenchError("nginx is not listening on %d: %s" % (port, self.error_log()))
+
+    def error_log(self):
+        try:
+            with open(os.path.join(self.dir, "nginx-error.log")) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def port_for(self, stream):
+        return self.port_stream if stream else self.port_buffered
+
+    def stop(self):
+        self.procs.stop(self.master, sig=signal.SIGQUIT)
+
+
+def nofile_limit():
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+# --------------------------------------------------------------------------
+# Measurements.
+# --------------------------------------------------------------------------
+
+
+def measure(wrk, port, path, body, pid, opts, what, extra_pids=()):
+    """c=64 warm-up, c=1 latency, c=64 throughput with CPU of `pid` around each run."""
+    wrk.run(port, path, body, 64, opts.warmup, what + " warm-up")
+    cpu0 = cpu_seconds(pid)
+    c1 = wrk.run(port, path, body, 1, opts.c1_secs, what + " c=1")
+    cpu1 = cpu_seconds(pid)
+    extra0 = {p: cpu_seconds(p) for p in extra_pids}
+    ticks0 = core_ticks()
+    c64 = wrk.run(port, path, body, 64, opts.c64_secs, what + " c=64")
+    cpu2 = cpu_seconds(pid)
+    ticks1 = core_ticks()
+    extra = {p: (cpu_seconds(p) - extra0[p]) / c64["requests"] * 1e6 for p in extra_pids}
+    pct = c1["latency_us"]["percentiles"]
+    return {
+        "c1": {
+            "requests": c1["requests"],
+            "rps": c1["rps"],
+            "p50_us": pct["50"],
+            "p90_us": pct["90"],
+            "p99_us": pct["99"],
+            "mean_us": c1["latency_us"]["mean"],
+            "cpu_us_per_req": (cpu1 - cpu0) / c1["requests"] * 1e6,
+        },
+        "c64": {
+            "requests": c64["requests"],
+            "duration_s": c64["duration_us"] / 1e6,
+            "rps": c64["rps"],
+            "p50_us": c64["latency_us"]["percentiles"]["50"],
+            "p99_us": c64["latency_us"]["percentiles"]["99"],
+            "cpu_us_per_req": (cpu2 - cpu1) / c64["requests"] * 1e6,
+            "core_busy": (cpu2 - cpu1) / (c64["duration_us"] / 1e6),
+            "proxy_core_total_busy": core_busy(ticks0, ticks1, opts.proxy_cpu),
+            "client_core_total_busy": core_busy(ticks0, ticks1, opts.client_cpu),
+        },
+        "extra_cpu_us_per_req": extra,
+    }
+
+
+def machine():
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+
+    def cmd(argv):
+        try:
+            return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout.strip()
+        except OSError:
+            return None
+
+    wrk_version = (cmd(["wrk", "-v"]) or "").splitlines()
+    return {
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "loadavg_at_start": open("/proc/loadavg").read().split()[:3],
+        "wrk": re.sub(r"\s*\[.*$", "", wrk_version[0]).replace("debian/", "") if wrk_version else None,
+        "nginx": cmd(["nginx", "-v"]),
+        "python": platform.python_version(),
+        "switchyard_commit": cmd(["git", "-C", REPO, "rev-parse", "--short", "HEAD"]),
+        "switchyard_tree_dirty": bool(cmd(["git", "-C", REPO, "status", "--porcelain", "--", "crates", "Cargo.toml", "Cargo.lock"])),
+    }
+
+
+def ratio(a, b):
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def run(opts):
+    tmp = tempfile.mkdtemp(prefix="switchyard-bench-")
+    procs = Procs()
+    wrk = Wrk(tmp)
+    results = {"machine": machine(), "settings": vars(opts).copy(), "layout": {}, "baselines": {}, "cases": []}
+    sy = opts.switchyard
+    P, C = opts.proxy_cpu, opts.client_cpu
+    results["layout"] = {
+        "proxy_cpu": P,
+        "client_cpu": C,
+        "note": "gateway or nginx on the proxy core; wrk, the upstream and the Python clients on the client core",
+    }
+    mock_log = open(os.path.join(tmp, "mock.log"), "wb")
+    try:
+        # ---- 1. The upstream on its own: is it fast enough to stay out of the way?
+        log("upstream check: switchyard mock-upstream alone on cpu %s, wrk on cpu %s" % (P, C))
+        up_port = free_port()
+        mock = procs.start([sy, "mock-upstream", "--listen", "127.0.0.1:%d" % up_port], cpu=P, stderr=mock_log)
+        wait_http(up_port, proc=mock)
+        check = {}
+        for key in ("chat-openai", "stream64-openai"):
+            b = BASELINES[key]
+            path, body = request(b["protocol"], b["model"], b["text"], b["stream"])
+            wrk.run(up_port, path, body, 64, opts.warmup, "upstream check warm-up")
+            c0 = cpu_seconds(mock.pid)
+            r = wrk.run(up_port, path, body, 64, opts.c64_secs, "upstream check %s" % key)
+            cpu = cpu_seconds(mock.pid) - c0
+            check[key] = {
+                "rps": r["rps"],
+                "cpu_us_per_req": cpu / r["requests"] * 1e6,
+                "core_busy": cpu / (r["duration_us"] / 1e6),
+                "capacity_rps_per_core": r["requests"] / cpu if cpu > 0 else None,
+            }
+            log("  %s: %.0f req/s, upstream %.1f µs CPU/req (%.0f%% of its core)"
+                % (key, r["rps"], check[key]["cpu_us_per_req"], 100 * check[key]["core_busy"]))
+        procs.stop(mock)
+        results["upstream_check"] = check
+
+        # ---- 2. The main layout: upstream on the client core.
+        up_port = free_port()
+        mock = procs.start([sy, "mock-upstream", "--listen", "127.0.0.1:%d" % up_port], cpu=C, stderr=mock_log)
+        wait_http(up_port, proc=mock)
+        results["upstream_rss_kib"] = mem_kib(mock.pid)[0]
+        slow_port = free_port()
+        gw_conf = os.path.join(tmp, "switchyard-bench.yaml")
+        gw_port, gw_admin = free_port(), free_port()
+        with open(gw_conf, "w") as f:
+            f.write(
+                GATEWAY_CONF.format(
+                    port=gw_port, admin_port=gw_admin, upstream=up_port, slow=slow_port,
+                    openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS,
+                )
+            )
+        with open(gw_conf) as fh:
+            results["gateway_config"] = fh.read()
+        gw_env = dict(os.environ)
+        gw_env.setdefault("SWITCHYARD_LOG", opts.gateway_log_level)
+        gw_stderr_path = os.path.join(tmp, "gateway.log") if opts.keep_gateway_log else os.devnull
+
+        def start_gateway():
+            gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(gw_stderr_path, "ab"))
+            wait_http(gw_port, proc=gw)
+            time.sleep(0.2)
+            return gw
+
+        for key, b in BASELINES.items():
+            path, body = request(b["protocol"], b["model"], b["text"], b["stream"])
+            base = {"request": {"protocol": b["protocol"], "path": path, "model": b["model"], "stream": b["stream"],
+                                "deltas": b["deltas"], "body_bytes": len(body)}}
+            # direct
+            log("%s: direct" % key)
+            base["direct_check"] = validate(up_port, path, body, b["text"], b["stream"], key + " direct")
+            d = measure(wrk, up_port, path, body, mock.pid, opts, key + " direct")
+            d["rss_kib"], d["hwm_kib"] = mem_kib(mock.pid)
+            if b["stream"]:
+                d["ttfb"] = ttfb(up_port, path, body, opts.ttfb_n, opts.ttfb_warmup)
+            base["direct"] = d
+            # nginx
+            log("%s: nginx" % key)
+            ng = Nginx(procs, tmp, up_port, P)
+            try:
+                nport = ng.port_for(b["stream"])
+                n_idle = mem_kib(ng.worker)[0]
+                base["nginx_check"] = validate(nport, path, body, b["text"], b["stream"], key + " nginx")
+                n = measure(wrk, nport, path, body, ng.worker, opts, key + " nginx", extra_pids=(mock.pid,))
+                n["idle_rss_kib"] = n_idle
+                n["rss_kib"], n["hwm_kib"] = mem_kib(ng.worker)
+                n["master_rss_kib"] = mem_kib(ng.master.pid)[0]
+                if b["stream"]:
+                    n["ttfb"] = ttfb(nport, path, body, opts.ttfb_n, opts.ttfb_warmup)
+            finally:
+                ng.stop()
+            base["nginx"] = n
+            results["baselines"][key] = base
+
+            # gateway cases on this baseline, right after it
+            for cid, title, ingress, name, bkey in CASES:
+                if bkey != key:
+                    continue
+                if opts.only and not any(o in cid for o in opts.only):
+                    continue
+                log("%s: switchyard" % cid)
+                gpath, gbody = request(ingress, name, b["text"], b["stream"])
+                gw = start_gateway()
+                try:
+                    idle_rss, _ = mem_kib(gw.pid)
+                    chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid)
+                    g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,))
+                    g["idle_rss_kib"] = idle_rss
+                    g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
+                    if b["stream"]:
+                        g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup)
+                    if gw.poll() is not None:
+                        raise BenchError("%s: the gateway exited" % cid)
+                finally:
+                    procs.stop(gw)
+                results["cases"].append({
+                    "id": cid, "title": title, "ingress": ingress, "name": name, "baseline": key,
+                    "request": {"path": gpath, "body_bytes": len(gbody), "stream": b["stream"], "deltas": b["deltas"]},
+                    "check": chk, "gateway": g,
+                })
+
+        # ---- 3. Open streams.
+        if opts.streams > 0:
+            results["open_streams"] = open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C)
+        procs.stop(mock)
+    finally:
+        procs.stop_all()
+    derive(results)
+    return results, tmp
+
+
+def open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C):
+    out = {"count": opts.streams, "upstream": "bench/slow_upstream.py (first frame at once, then one per second)"}
+    slow = procs.start(
+        [sys.executable, os.path.join(HERE, "slow_upstream.py"), "--listen", "127.0.0.1:%d" % slow_port,
+         "--interval", "1", "--frames", "600"],
+        cpu=C, stderr=open(os.path.join(tmp, "slow.log"), "wb"),
+    )
+    wait_http(slow_port, proc=slow)
+
+    def hold(port, pid, what, idle):
+        log("open streams: %d through %s" % (opts.streams, what))
+        client = procs.start(
+            [sys.executable, os.path.join(HERE, "open_streams.py"), "--target", "127.0.0.1:%d" % port,
+             "--count", str(opts.streams), "--model", "slow-gpt"],
+            cpu=C, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "streams.log"), "ab"),
+        )
+        line = client.stdout.readline()
+        if not line:
+            raise BenchError("open-streams client through %s died" % what)
+        rep = json.loads(line)
+        time.sleep(0.5)
+        rss, hwm = mem_kib(pid)
+        client.stdin.write(b"close\n")
+        client.stdin.flush()
+        client.stdout.readline()
+        procs.stop(client)
+        time.sleep(1.0)
+        after, _ = mem_kib(pid)
+        if rep["failed"]:
+            raise BenchError("open streams through %s: %d of %d failed: %s" % (what, rep["failed"], opts.streams, rep["errors"]))
+        return {
+            "open": rep["open"], "ramp_s": rep["elapsed_s"], "idle_rss_kib": idle, "rss_open_kib": rss,
+            "hwm_kib": hwm, "rss_after_close_kib": after,
+            "kib_per_stream": (rss - idle) / max(rep["open"], 1),
+        }
+
+    try:
+        gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+        wait_http(gw_port, proc=gw)
+        time.sleep(0.2)
+        try:
+            out["switchyard"] = hold(gw_port, gw.pid, "switchyard", mem_kib(gw.pid)[0])
+        finally:
+            procs.stop(gw)
+        ng = Nginx(procs, tmp, slow_port, P, streams=True)
+        try:
+            out["nginx"] = hold(ng.port_stream, ng.worker, "nginx", mem_kib(ng.worker)[0])
+        finally:
+            ng.stop()
+    finally:
+        procs.stop(slow)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Derived figures and the report.
+# --------------------------------------------------------------------------
+
+
+def derive(results):
+    for case in results["cases"]:
+        base = results["baselines"][case["baseline"]]
+        d, n, g = base["direct"], base["nginx"], case["gateway"]
+        added = lambda x, k: x["c1"][k] - d["c1"][k]  # noqa: E731
+        out = {
+            "added_p50_us": added(g, "p50_us"),
+            "added_p99_us": added(g, "p99_us"),
+            "nginx_added_p50_us": added(n, "p50_us"),
+            "nginx_added_p99_us": added(n, "p99_us"),
+        }
+        r = {
+            "p50_vs_direct": ratio(g["c1"]["p50_us"], d["c1"]["p50_us"]),
+            "p99_vs_direct": ratio(g["c1"]["p99_us"], d["c1"]["p99_us"]),
+            "p50_vs_nginx": ratio(g["c1"]["p50_us"], n["c1"]["p50_us"]),
+            "p99_vs_nginx": ratio(g["c1"]["p99_us"], n["c1"]["p99_us"]),
+            "added_p50_vs_nginx": ratio(out["added_p50_us"], out["nginx_added_p50_us"]),
+            "added_p99_vs_nginx": ratio(out["added_p99_us"], out["nginx_added_p99_us"]),
+            "rps_vs_direct": ratio(g["c64"]["rps"], d["c64"]["rps"]),
+            "rps_vs_nginx": ratio(g["c64"]["rps"], n["c64"]["rps"]),
+            "cpu_vs_upstream": ratio(g["c64"]["cpu_us_per_req"], d["c64"]["cpu_us_per_req"]),
+            "cpu_vs_nginx": ratio(g["c64"]["cpu_us_per_req"], n["c64"]["cpu_us_per_req"]),
+            "cpu_c1_vs_nginx": ratio(g["c1"]["cpu_us_per_req"], n["c1"]["cpu_us_per_req"]),
+            "idle_rss_vs_upstream": ratio(g["idle_rss_kib"], d["rss_kib"]),
+            "idle_rss_vs_nginx": ratio(g["idle_rss_kib"], n["idle_rss_kib"]),
+            "peak_rss_vs_upstream": ratio(g["hwm_kib"], d["hwm_kib"]),
+            "peak_rss_vs_nginx": ratio(g["hwm_kib"], n["hwm_kib"]),
+        }
+        if "ttfb" in g:
+            gf, df, nf = (x["ttfb"]["first_frame_us"]["p50"] for x in (g, d, n))
+            out["added_ttfb_p50_us"] = gf - df
+            out["nginx_added_ttfb_p50_us"] = nf - df
+            r["ttfb_vs_direct"] = ratio(gf, df)
+            r["ttfb_vs_nginx"] = ratio(gf, nf)
+            r["added_ttfb_vs_nginx"] = ratio(out["added_ttfb_p50_us"], out["nginx_added_ttfb_p50_us"])
+        case["added"] = out
+        case["ratios"] = r
+    cases = {c["id"]: c for c in results["cases"]}
+    goals = []
+
+    def goal(label, value, target):
+        goals.append({"goal": label, "measured": value, "target": target})
+
+    def cpu(cid):
+        return cases[cid]["gateway"]["c64"]["cpu_us_per_req"] if cid in cases else None
+
+    if "1-passthrough" in cases:
+        c = cases["1-passthrough"]
+        goal("passthrough CPU/req ÷ nginx", c["ratios"]["cpu_vs_nginx"], "≤ 2")
+        goal("passthrough added p50 ÷ nginx added p50", c["ratios"]["added_p50_vs_nginx"], "≤ 1.2")
+    for cid in ("3a-openai-to-anthropic", "3b-anthropic-to-openai"):
+        if cid in cases and "1-passthrough" in cases:
+            goal("%s CPU/req ÷ passthrough" % cid, ratio(cpu(cid), cpu("1-passthrough")), "≤ 1.5")
+    for cid, c in cases.items():
+        if c["request"]["stream"]:
+            goal("%s CPU/req ÷ nginx" % cid, c["ratios"]["cpu_vs_nginx"], "≤ 2.5")
+            goal("%s added TTFB ÷ nginx added TTFB" % cid, c["ratios"].get("added_ttfb_vs_nginx"), "≤ 1.2")
+    idle = [c["gateway"]["idle_rss_kib"] / 1024 for c in cases.values()]
+    if idle:
+        goal("idle RSS MiB (max over cases)", max(idle), "≤ 10")
+    os_ = results.get("open_streams", {}).get("switchyard")
+    if os_:
+        goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 150")
+    results["goals"] = goals
+
+
+def f(x, nd=0, suffix=""):
+    if x is None:
+        return "–"
+    return ("%%.%df%%s" % nd) % (x, suffix)
+
+
+def x_(r):
+    return "–" if r is None else "%.2f×" % r
+
+
+def busy(c64):
+    return "%s / %s / %s" % (f(100 * c64["core_busy"], 0, "%"), f(100 * (c64.get("proxy_core_total_busy") or 0), 0, "%"),
+                             f(100 * (c64.get("client_core_total_busy") or 0), 0, "%"))
+
+
+def mib(kib):
+    return None if kib is None else kib / 1024.0
+
+
+def render(results):
+    m = results["machine"]
+    s = results["settings"]
+    L = []
+    L.append("# Switchyard benchmark results\n")
+    L.append(
+        "Machine: %s × %s, kernel %s, %s; load average at start %s. Switchyard %s%s; %s; %s.\n"
+        % (m["nproc"], m["cpu_model"], m["kernel"], m["date"], " ".join(m["loadavg_at_start"]),
+           m["switchyard_commit"], " (uncommitted changes)" if m["switchyard_tree_dirty"] else "", m["wrk"], m["nginx"])
+    )
+    L.append(
+        "Layout: proxy (Switchyard or nginx) pinned to cpu %s; wrk, the upstream (`switchyard mock-upstream`) and "
+        "the Python clients pinned to cpu %s. c=1 runs %ss, c=64 runs %ss (wrk -t1), TTFB over %d sequential "
+        "keep-alive requests. Gateway log level `%s`. Every wrk run had zero socket errors and zero non-2xx replies (the harness stops otherwise). Ratios compare figures "
+        "from this same run only: the machine is shared and noisy, so absolute numbers move between runs.\n"
+        % (results["layout"]["proxy_cpu"], results["layout"]["client_cpu"], s["c1_secs"], s["c64_secs"],
+           s["ttfb_n"], s["gateway_log_level"])
+    )
+    uc = results.get("upstream_check", {})
+    if uc:
+        L.append("## Upstream check (mock-upstream alone on the proxy core, wrk c=64 on the other)\n")
+        L.append("| request | req/s | upstream CPU µs/req | upstream core busy | req/s per upstream core |")
+        L.append("|---|---:|---:|---:|---:|")
+        for k, v in uc.items():
+            L.append("| %s | %s | %s | %s | %s |" % (k, f(v["rps"]), f(v["cpu_us_per_req"], 1),
+                                                   f(100 * v["core_busy"], 0, "%"), f(v["capacity_rps_per_core"])))
+        L.append("")
+
+    base = results["baselines"]
+    L.append("## Latency at c=1 (µs; added = minus direct on the same baseline)\n")
+    L.append("| case | p50 | p99 | added p50 | added p99 | p50 ÷ direct | p50 ÷ nginx | added p50 ÷ nginx's | added p99 ÷ nginx's |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for key, b in base.items():
+        d, n = b["direct"], b["nginx"]
+        L.append("| **direct** %s | %s | %s | | | 1.00× | %s | | |" % (key, f(d["c1"]["p50_us"]), f(d["c1"]["p99_us"]),
+                                                               x_(ratio(d["c1"]["p50_us"], n["c1"]["p50_us"]))))
+        L.append("| **nginx** %s | %s | %s | %s | %s | %s | 1.00× | 1.00× | 1.00× |" % (
+            key, f(n["c1"]["p50_us"]), f(n["c1"]["p99_us"]), f(n["c1"]["p50_us"] - d["c1"]["p50_us"]),
+            f(n["c1"]["p99_us"] - d["c1"]["p99_us"]), x_(ratio(n["c1"]["p50_us"], d["c1"]["p50_us"]))))
+        for c in results["cases"]:
+            if c["baseline"] != key:
+                continue
+            g, a, r = c["gateway"], c["added"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(g["c1"]["p50_us"]), f(g["c1"]["p99_us"]), f(a["added_p50_us"]), f(a["added_p99_us"]),
+                x_(r["p50_vs_direct"]), x_(r["p50_vs_nginx"]), x_(r["added_p50_vs_nginx"]), x_(r["added_p99_vs_nginx"])))
+    L.append("")
+
+    L.append("## Throughput at c=64 and CPU per request\n")
+    L.append("Proxy CPU is utime+stime of the gateway process (nginx: its worker) over the c=64 run ÷ requests; "
+             "\"direct\" rows show the upstream's own CPU. A proxy process well under 100% busy means the client core (wrk + upstream) or another user "
+             "was the limit. Busy: the proxy process (upstream process on direct rows) / all of the proxy core / "
+             "all of the client core, over the c=64 run; the whole-core figures include other users' processes.\n")
+    L.append("| case | req/s | ÷ direct | ÷ nginx | CPU µs/req (c=64) | ÷ upstream | ÷ nginx | CPU µs/req (c=1) | ÷ nginx (c=1) | busy: process / proxy core / client core |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for key, b in base.items():
+        d, n = b["direct"], b["nginx"]
+        L.append("| **direct** %s | %s | 1.00× | %s | %s (upstream) | 1.00× | | %s (upstream) | | %s |" % (
+            key, f(d["c64"]["rps"]), x_(ratio(d["c64"]["rps"], n["c64"]["rps"])), f(d["c64"]["cpu_us_per_req"], 1),
+            f(d["c1"]["cpu_us_per_req"], 1), busy(d["c64"])))
+        L.append("| **nginx** %s | %s | %s | 1.00× | %s | %s | 1.00× | %s | 1.00× | %s |" % (
+            key, f(n["c64"]["rps"]), x_(ratio(n["c64"]["rps"], d["c64"]["rps"])), f(n["c64"]["cpu_us_per_req"], 1),
+            x_(ratio(n["c64"]["cpu_us_per_req"], d["c64"]["cpu_us_per_req"])), f(n["c1"]["cpu_us_per_req"], 1),
+            busy(n["c64"])))
+        for c in results["cases"]:
+            if c["baseline"] != key:
+                continue
+            g, r = c["gateway"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(g["c64"]["rps"]), x_(r["rps_vs_direct"]), x_(r["rps_vs_nginx"]),
+                f(g["c64"]["cpu_us_per_req"], 1), x_(r["cpu_vs_upstream"]), x_(r["cpu_vs_nginx"]),
+                f(g["c1"]["cpu_us_per_req"], 1), x_(r["cpu_c1_vs_nginx"]), busy(g["c64"])))
+    L.append("")
+
+    L.append("## Memory (MiB)\n")
+    L.append("Idle = VmRSS right after start; peak = VmHWM after the case's runs (each case starts a fresh gateway). "
+             "\"÷ upstream\" compares with the mock upstream process (also a switchyard binary).\n")
+    L.append("| case | idle RSS | peak RSS | idle ÷ upstream | idle ÷ nginx | peak ÷ upstream | peak ÷ nginx |")
+    L.append("|---|---:|---:|---:|---:|---:|---:|")
+    for key, b in base.items():
+        d, n = b["direct"], b["nginx"]
+        L.append("| **upstream** (mock) %s | %s | %s | | | | |" % (key, f(mib(results.get("upstream_rss_kib")), 1), f(mib(d["hwm_kib"]), 1)))
+        L.append("| **nginx** worker %s | %s | %s | | 1.00× | | 1.00× |" % (key, f(mib(n["idle_rss_kib"]), 1), f(mib(n["hwm_kib"]), 1)))
+        for c in results["cases"]:
+            if c["baseline"] != key:
+                continue
+            g, r = c["gateway"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(mib(g["idle_rss_kib"]), 1), f(mib(g["hwm_kib"]), 1), x_(r["idle_rss_vs_upstream"]),
+                x_(r["idle_rss_vs_nginx"]), x_(r["peak_rss_vs_upstream"]), x_(r["peak_rss_vs_nginx"])))
+    L.append("")
+
+    streams = [c for c in results["cases"] if c["request"]["stream"]]
+    if streams:
+        L.append("## Time to first streamed byte (µs, p50 of %d sequential requests)\n" % s["ttfb_n"])
+        L.append("First frame = first body byte after the response headers; first byte = status line.\n")
+        L.append("| case | first frame | added | ÷ direct | ÷ nginx | added ÷ nginx's | first byte |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|")
+        seen = set()
+        for c in streams:
+            key = c["baseline"]
+            d, n = base[key]["direct"]["ttfb"], base[key]["nginx"]["ttfb"]
+            if key not in seen:
+                seen.add(key)
+                df, nf = d["first_frame_us"]["p50"], n["first_frame_us"]["p50"]
+                L.append("| **direct** %s | %s | | 1.00× | %s | | %s |" % (key, f(df), x_(ratio(df, nf)), f(d["first_byte_us"]["p50"])))
+                L.append("| **nginx** %s | %s | %s | %s | 1.00× | 1.00× | %s |" % (key, f(nf), f(nf - df), x_(ratio(nf, df)), f(n["first_byte_us"]["p50"])))
+            g, a, r = c["gateway"]["ttfb"], c["added"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(g["first_frame_us"]["p50"]), f(a["added_ttfb_p50_us"]), x_(r["ttfb_vs_direct"]),
+                x_(r["ttfb_vs_nginx"]), x_(r["added_ttfb_vs_nginx"]), f(g["first_byte_us"]["p50"])))
+        L.append("")
+
+    os_ = results.get("open_streams")
+    if os_:
+        L.append("## %d concurrent open streams (MiB)\n" % os_["count"])
+        L.append("Upstream: %s. The client holds every stream open after its first frame.\n" % os_["upstream"])
+        L.append("| proxy | open | idle RSS | RSS while open | peak (VmHWM) | RSS after close | KiB per stream | RSS open ÷ nginx |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        nref = os_.get("nginx", {}).get("rss_open_kib")
+        for who in ("switchyard", "nginx"):
+            v = os_.get(who)
+            if not v:
+                continue
+            L.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
+                who, v["open"], f(mib(v["idle_rss_kib"]), 1), f(mib(v["rss_open_kib"]), 1), f(mib(v["hwm_kib"]), 1),
+                f(mib(v["rss_after_close_kib"]), 1), f(v["kib_per_stream"], 1), x_(ratio(v["rss_open_kib"], nref))))
+        L.append("")
+
+    if results.get("goals"):
+        L.append("## Issue #6 goals (measured, this run)\n")
+        L.append("| goal | measured | target |")
+        L.append("|---|---:|---|")
+        for g in results["goals"]:
+            L.append("| %s | %s | %s |" % (g["goal"], f(g["measured"], 2), g["target"]))
+        L.append("")
+    return "\n".join(L)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--switchyard", default=os.path.join(REPO, "target", "release", "switchyard"))
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--proxy-cpu", default=os.environ.get("BENCH_PROXY_CPU", "0"))
+    ap.add_argument("--client-cpu", default=os.environ.get("BENCH_CLIENT_CPU", "1"))
+    ap.add_argument("--c1-secs", type=int, default=int(os.environ.get("BENCH_C1_SECS", "2")))
+    ap.add_argument("--c64-secs", type=int, default=int(os.environ.get("BENCH_C64_SECS", "3")))
+    ap.add_argument("--warmup", type=int, default=int(os.environ.get("BENCH_WARMUP_SECS", "1")))
+    ap.add_argument("--ttfb-n", type=int, default=int(os.environ.get("BENCH_TTFB_N", "300")))
+    ap.add_argument("--ttfb-warmup", type=int, default=20)
+    ap.add_argument("--streams", type=int, default=int(os.environ.get("BENCH_STREAMS", "5000")))
+    ap.add_argument("--gateway-log-level", default=os.environ.get("BENCH_GATEWAY_LOG", "info"),
+                    help="SWITCHYARD_LOG for the gateway (default info: what it ships with)")
+    ap.add_argument("--keep-gateway-log", action="store_true", help="write gateway stderr to the temp dir")
+    ap.add_argument("--only", action="append", help="run only cases whose id contains this (repeatable)")
+    opts = ap.parse_args()
+    if not os.access(opts.switchyard, os.X_OK):
+        sys.exit("no switchyard binary at %s (run bench/run.sh, or cargo build --release -p switchyard)" % opts.switchyard)
+    os.makedirs(opts.out, exist_ok=True)
+    started = time.monotonic()
+    try:
+        results, tmp = run(opts)
+    except BenchError as err:
+        log("FAILED: %s" % err)
+        sys.exit(1)
+    results["elapsed_s"] = round(time.monotonic() - started, 1)
+    md = render(results)
+    with open(os.path.join(opts.out, "latest.json"), "w") as fh:
+        json.dump(results, fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+    with open(os.path.join(opts.out, "latest.md"), "w") as fh:
+        fh.write(md + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(md)
+    log("done in %.0fs: %s" % (results["elapsed_s"], os.path.join(opts.out, "latest.md")))
+
+
+if __name__ == "__main__":
+    main()
