@@ -9,6 +9,7 @@
 pub mod frame;
 pub mod json;
 pub mod scan;
+pub mod tap;
 
 use std::time::SystemTime;
 

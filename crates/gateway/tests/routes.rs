@@ -50,6 +50,16 @@ async fn gemini_under_both_prefixes_and_both_framings() {
         assert_eq!(reply.headers["content-type"], "text/event-stream");
         assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
     }
+    // Same protocol, but the caller reads a JSON array while upstreams stream SSE.
+    let reply = post(
+        addr,
+        "/v1beta/models/lane-gemini:streamGenerateContent",
+        &[],
+        chat_body(Protocol::Gemini, "", "hi", true),
+    )
+    .await;
+    assert_eq!(reply.body.first(), Some(&b'['), "{}", String::from_utf8_lossy(&reply.body));
+    assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
     let reply = post(addr, "/v1beta/models/lane-anthropic:countTokens", &[], "{}").await;
     assert_eq!(reply.status, 404);
 }

@@ -270,3 +270,74 @@ fn errors_keep_their_kind_across_every_pair() {
         }
     }
 }
+
+#[test]
+fn the_passthrough_usage_tap_agrees_with_the_full_decoder() {
+    use switchyard_protocol::tap::UsageTap;
+    use switchyard_protocol::StreamDecoder;
+    // Text that looks like the markers the tap searches for.
+    let tricky = "usage \"usage\": [DONE] data: [DONE] message_stop \"error\": finish_reason error ";
+    let response = Response {
+        id: "r".into(),
+        model: "m".into(),
+        content: vec![
+            Block::text(tricky.repeat(3)),
+            Block::ToolUse(ToolUse { id: "t".into(), name: "f".into(), input: "{\"usage\":1}".into() }),
+        ],
+        stop_reason: Some(StopReason::ToolUse),
+        usage: Usage { input_tokens: 77, output_tokens: 33, ..Usage::default() },
+        ..Response::default()
+    };
+    for protocol in Protocol::ALL {
+        let codec = codec(protocol);
+        let mut encoder = codec.stream_encoder(codec.default_framing());
+        let mut frames = Vec::new();
+        let mut events = events_from_response(&response);
+        // One delta per word, as real streams arrive.
+        events = events
+            .into_iter()
+            .flat_map(|event| match event {
+                switchyard_protocol::ir::StreamEvent::BlockDelta {
+                    index,
+                    delta: switchyard_protocol::ir::Delta::Text(text),
+                } => text
+                    .split_inclusive(' ')
+                    .map(|w| switchyard_protocol::ir::StreamEvent::BlockDelta {
+                        index,
+                        delta: switchyard_protocol::ir::Delta::Text(w.to_owned()),
+                    })
+                    .collect::<Vec<_>>(),
+                other => vec![other],
+            })
+            .collect();
+        for event in &events {
+            let mut out = Vec::new();
+            encoder.encode(event, &mut out);
+            frames.push(out);
+        }
+        let mut tail = Vec::new();
+        encoder.finish(&mut tail);
+        frames.push(tail);
+        let run = |decoder: &mut dyn StreamDecoder| {
+            let mut accumulator = Accumulator::new();
+            let mut out = Vec::new();
+            for frame in &frames {
+                // Split each frame in two to exercise the carry.
+                let (a, b) = frame.split_at(frame.len() / 2);
+                decoder.feed(a, &mut out).unwrap();
+                decoder.feed(b, &mut out).unwrap();
+            }
+            decoder.finish(&mut out).unwrap();
+            for event in &out {
+                accumulator.push(event);
+            }
+            (*accumulator.usage(), accumulator.is_finished())
+        };
+        let full = run(&mut *codec.stream_decoder());
+        let mut tap = UsageTap::new(codec.stream_decoder(), codec.default_framing());
+        let tapped = run(&mut tap);
+        assert_eq!(tapped, full, "{protocol}");
+        assert!(full.1, "{protocol}: stream finished");
+        assert_eq!(full.0.output_tokens, 33, "{protocol}");
+    }
+}
