@@ -43,6 +43,20 @@ impl Decoder {
         if event.data.trim().is_empty() {
             return Ok(());
         }
+        // Deltas are nearly every event: read them into a borrowed typed
+        // shape instead of a JSON tree.
+        if event.event.as_deref() == Some("content_block_delta") {
+            if let Ok(fast) = serde_json::from_str::<FastDelta<'_>>(&event.data) {
+                if let Some(delta) = fast.delta.into_delta() {
+                    if let Some(index) = self.ir_index(fast.index) {
+                        if !delta_is_empty(&delta) {
+                            out.push(StreamEvent::BlockDelta { index, delta });
+                        }
+                    }
+                    return Ok(());
+                }
+            }
+        }
         let data: Value = serde_json::from_str(&event.data)?;
         let kind = data.get("type").and_then(Value::as_str).or(event.event.as_deref()).unwrap_or("");
         match kind {
@@ -149,6 +163,41 @@ impl Decoder {
     }
 }
 
+/// A `content_block_delta` event, borrowed from the frame.
+#[derive(serde::Deserialize)]
+struct FastDelta<'a> {
+    index: u64,
+    #[serde(borrow)]
+    delta: FastDeltaBody<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastDeltaBody<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    partial_json: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    thinking: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, borrow)]
+    signature: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl FastDeltaBody<'_> {
+    /// The IR delta, or `None` for a delta type the fast path does not know.
+    fn into_delta(self) -> Option<Delta> {
+        match &*self.kind {
+            "text_delta" => self.text.map(|t| Delta::Text(t.into_owned())),
+            "input_json_delta" => self.partial_json.map(|t| Delta::ToolInput(t.into_owned())),
+            "thinking_delta" => self.thinking.map(|t| Delta::Thinking(t.into_owned())),
+            "signature_delta" => self.signature.map(|t| Delta::Signature(t.into_owned())),
+            _ => None,
+        }
+    }
+}
+
 fn wire_index(data: &Value) -> Option<u64> {
     data.get("index").and_then(Value::as_u64)
 }
@@ -243,12 +292,12 @@ impl StreamEncoder for Encoder {
                 );
             }
             StreamEvent::BlockDelta { index, delta } => {
-                let delta = match delta {
-                    Delta::Text(text) => json!({"type": "text_delta", "text": text}),
-                    Delta::Thinking(text) => json!({"type": "thinking_delta", "thinking": text}),
-                    Delta::ToolInput(json) => {
-                        json!({"type": "input_json_delta", "partial_json": json})
-                    }
+                // Deltas are most of a stream: written from a typed shape,
+                // with no JSON tree in between.
+                let (kind, key, text) = match delta {
+                    Delta::Text(text) => ("text_delta", "text", text),
+                    Delta::Thinking(text) => ("thinking_delta", "thinking", text),
+                    Delta::ToolInput(json) => ("input_json_delta", "partial_json", json),
                     Delta::Signature(piece) => {
                         match self.signatures.iter_mut().find(|(i, _)| i == index) {
                             Some((_, sig)) => sig.push_str(piece),
@@ -257,11 +306,17 @@ impl StreamEncoder for Encoder {
                         return;
                     }
                 };
-                frame(
-                    out,
-                    "content_block_delta",
-                    &json!({"type": "content_block_delta", "index": index, "delta": delta}),
-                );
+                let mut data = Vec::with_capacity(text.len() + 96);
+                data.extend_from_slice(b"{\"type\":\"content_block_delta\",\"index\":");
+                data.extend_from_slice(index.to_string().as_bytes());
+                data.extend_from_slice(b",\"delta\":{\"type\":\"");
+                data.extend_from_slice(kind.as_bytes());
+                data.extend_from_slice(b"\",\"");
+                data.extend_from_slice(key.as_bytes());
+                data.extend_from_slice(b"\":");
+                data.extend_from_slice(&switchyard_codec::json::to_vec(text.as_str()));
+                data.extend_from_slice(b"}}");
+                write_sse(out, Some("content_block_delta"), &data);
             }
             StreamEvent::BlockStop { index } => {
                 if let Some(pos) = self.signatures.iter().position(|(i, _)| i == index) {

@@ -26,6 +26,12 @@ struct WireChunk {
     choices: Option<Vec<WireChunkChoice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// Present only on in-stream errors (`{"error": ...}`).
+    #[serde(default)]
+    error: Option<Value>,
+    /// `"error"` on the flat error form some servers send.
+    #[serde(default)]
+    object: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -118,11 +124,16 @@ impl ChunkDecoder {
             self.complete(out);
             return Ok(());
         }
-        let value: Value = serde_json::from_str(data)?;
-        if let Some(error) = VendorError::from_value(&value) {
-            out.push(StreamEvent::Error(error.to_error_info()));
-            self.ended = true;
-            return Ok(());
+        // One typed parse per chunk; the error forms are rare enough to be
+        // read again as a tree.
+        let chunk: WireChunk = serde_json::from_str(data)?;
+        if chunk.error.is_some() || chunk.object.as_deref() == Some("error") {
+            let value: Value = serde_json::from_str(data)?;
+            if let Some(error) = VendorError::from_value(&value) {
+                out.push(StreamEvent::Error(error.to_error_info()));
+                self.ended = true;
+                return Ok(());
+            }
         }
         if frame.event.as_deref() == Some("error") {
             out.push(StreamEvent::Error(
@@ -131,7 +142,6 @@ impl ChunkDecoder {
             self.ended = true;
             return Ok(());
         }
-        let chunk: WireChunk = serde_json::from_value(value)?;
         self.chunk(chunk, out)
     }
 
