@@ -245,6 +245,12 @@ pub trait Codec: Send + Sync {
         outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError>;
 
+    /// The usage of a complete reply, for metering a passthrough. The default
+    /// reads the whole reply; codecs override it to read only the usage.
+    fn read_usage(&self, body: &[u8]) -> Option<switchyard_ir::Usage> {
+        self.read_response(body).ok().map(|response| response.usage)
+    }
+
     /// Stage 1a: what the upstream said went wrong.
     fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError;
     /// The protocol's own error response for `error`.

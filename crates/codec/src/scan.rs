@@ -33,22 +33,8 @@ pub struct ScanError {
 
 /// Scans the top-level object of `body`.
 pub fn scan_top_level(body: &[u8]) -> Result<TopLevel<'_>, ScanError> {
-    let mut at = skip_ws(body, 0);
-    expect(body, at, b'{', "expected `{`")?;
-    at = skip_ws(body, at + 1);
     let mut top = TopLevel::default();
-    if body.get(at) == Some(&b'}') {
-        return finish(body, at + 1, top);
-    }
-    loop {
-        expect(body, at, b'"', "expected a key")?;
-        let key_end = string_end(body, at)?;
-        let key = &body[at + 1..key_end - 1];
-        at = skip_ws(body, key_end);
-        expect(body, at, b':', "expected `:`")?;
-        at = skip_ws(body, at + 1);
-        let value_start = at;
-        let value_end = value_end(body, at)?;
+    walk_top_level(body, |key, value_start, value_end| {
         match key {
             b"model" if body[value_start] == b'"' => {
                 top.model = Some(unescape(&body[value_start + 1..value_end - 1], value_start)?);
@@ -63,10 +49,54 @@ pub fn scan_top_level(body: &[u8]) -> Result<TopLevel<'_>, ScanError> {
             }
             _ => {}
         }
+        Ok(true)
+    })?;
+    Ok(top)
+}
+
+/// The raw bytes of the top-level value under `key` (the first one, for a
+/// key given twice), without parsing the rest of the body. A usage tap reads
+/// just `usage` from a reply this way.
+pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>, ScanError> {
+    let mut found = None;
+    walk_top_level(body, |name, value_start, value_end| {
+        if name == key.as_bytes() {
+            found = Some(&body[value_start..value_end]);
+            return Ok(false);
+        }
+        Ok(true)
+    })?;
+    Ok(found)
+}
+
+/// Calls `visit(key, value_start, value_end)` for each top-level member
+/// until it returns `false`. Keys are raw (escapes not resolved).
+fn walk_top_level<'a>(
+    body: &'a [u8],
+    mut visit: impl FnMut(&'a [u8], usize, usize) -> Result<bool, ScanError>,
+) -> Result<(), ScanError> {
+    let mut at = skip_ws(body, 0);
+    expect(body, at, b'{', "expected `{`")?;
+    at = skip_ws(body, at + 1);
+    if body.get(at) == Some(&b'}') {
+        return finish(body, at + 1);
+    }
+    loop {
+        expect(body, at, b'"', "expected a key")?;
+        let key_end = string_end(body, at)?;
+        let key = &body[at + 1..key_end - 1];
+        at = skip_ws(body, key_end);
+        expect(body, at, b':', "expected `:`")?;
+        at = skip_ws(body, at + 1);
+        let value_start = at;
+        let value_end = value_end(body, at)?;
+        if !visit(key, value_start, value_end)? {
+            return Ok(());
+        }
         at = skip_ws(body, value_end);
         match body.get(at) {
             Some(b',') => at = skip_ws(body, at + 1),
-            Some(b'}') => return finish(body, at + 1, top),
+            Some(b'}') => return finish(body, at + 1),
             _ => return Err(ScanError { message: "expected `,` or `}`", offset: at }),
         }
     }
@@ -83,12 +113,12 @@ pub fn splice_model(body: &[u8], span: Range<usize>, model: &str) -> Vec<u8> {
     out
 }
 
-fn finish<'a>(body: &[u8], at: usize, top: TopLevel<'a>) -> Result<TopLevel<'a>, ScanError> {
+fn finish(body: &[u8], at: usize) -> Result<(), ScanError> {
     let at = skip_ws(body, at);
     if at != body.len() {
         return Err(ScanError { message: "trailing bytes after the object", offset: at });
     }
-    Ok(top)
+    Ok(())
 }
 
 fn expect(body: &[u8], at: usize, byte: u8, message: &'static str) -> Result<(), ScanError> {
@@ -195,6 +225,14 @@ mod tests {
         let value: serde_json::Value = serde_json::from_slice(&spliced).unwrap();
         assert_eq!(value["model"], "m\"2");
         assert_eq!(value["messages"][0]["model"], "inner");
+    }
+
+    #[test]
+    fn finds_one_top_level_value() {
+        let body = br#"{"choices":[{"usage":1}],"usage":{"prompt_tokens":3},"id":"x"}"#;
+        assert_eq!(top_level_value(body, "usage").unwrap(), Some(&br#"{"prompt_tokens":3}"#[..]));
+        assert_eq!(top_level_value(body, "missing").unwrap(), None);
+        assert!(top_level_value(b"[1]", "usage").is_err());
     }
 
     #[test]

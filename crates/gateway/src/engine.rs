@@ -616,35 +616,28 @@ async fn success(
             }
             Err(_) => return upstream_broke(gateway, call, candidate, &health, "upstream body timed out".to_owned()),
         };
+        if same {
+            // Passthrough: the bytes go back as they came; only usage is read.
+            let usage = gateway.codec(lane.protocol).read_usage(&body).unwrap_or_default();
+            log_done(&call.request_id, &lane.name, &usage, started, false);
+            return builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
+        }
         let mut response = match gateway.codec(lane.protocol).read_response(&body) {
             Ok(response) => response,
-            Err(err) if same => {
-                tracing::debug!(error = %err, "usage tap could not read a passthrough reply");
-                switchyard_ir::Response::default()
-            }
             Err(err) => {
-                return upstream_broke(
-                    gateway,
-                    call,
-                    candidate,
-                    &health,
-                    format!("upstream reply could not be read: {err}"),
-                )
+                let message = format!("upstream reply could not be read: {err}");
+                return upstream_broke(gateway, call, candidate, &health, message);
             }
         };
         log_done(&call.request_id, &lane.name, &response.usage, started, false);
-        let out = if same {
-            body
-        } else {
-            fill_identity(
-                &mut response.id,
-                &mut response.model,
-                &mut response.created,
-                &call.request_id,
-                candidate.wire_model,
-            );
-            Bytes::from(gateway.codec(call.ingress).write_response(&response).body)
-        };
+        fill_identity(
+            &mut response.id,
+            &mut response.model,
+            &mut response.created,
+            &call.request_id,
+            candidate.wire_model,
+        );
+        let out = Bytes::from(gateway.codec(call.ingress).write_response(&response).body);
         return builder.body(full_body(out)).unwrap_or_else(|_| internal_error());
     }
     let relay = StreamRelay {

@@ -50,6 +50,13 @@ impl Codec for AnthropicCodec {
         response::read_response(body)
     }
 
+    fn read_usage(&self, body: &[u8]) -> Option<ir::Usage> {
+        // Only the `usage` member is parsed: a passthrough needs nothing else.
+        let raw = switchyard_codec::scan::top_level_value(body, "usage").ok()??;
+        let value: serde_json::Value = serde_json::from_slice(raw).ok()?;
+        Some(wire::WireUsage::read(Some(&value)).to_ir())
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write_response(response)
     }

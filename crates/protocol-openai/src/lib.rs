@@ -56,6 +56,12 @@ impl Codec for OpenAiCodec {
         response::read(body)
     }
 
+    fn read_usage(&self, body: &[u8]) -> Option<ir::Usage> {
+        // Only the `usage` member is parsed: a passthrough needs nothing else.
+        let raw = switchyard_codec::scan::top_level_value(body, "usage").ok()??;
+        serde_json::from_slice::<wire::WireUsage>(raw).ok().map(|usage| usage.to_ir())
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write(response)
     }

@@ -341,3 +341,14 @@ fn the_passthrough_usage_tap_agrees_with_the_full_decoder() {
         assert_eq!(full.0.output_tokens, 33, "{protocol}");
     }
 }
+
+#[test]
+fn usage_reads_agree_with_whole_reads() {
+    for original in replies() {
+        for protocol in Protocol::ALL {
+            let wire = codec(protocol).write_response(&original);
+            let whole = codec(protocol).read_response(&wire.body).unwrap().usage;
+            assert_eq!(codec(protocol).read_usage(&wire.body), Some(whole), "{protocol}");
+        }
+    }
+}
