@@ -556,7 +556,7 @@ async fn send_to_lane(
                     headers.extend(auth);
                 }
             }
-            gateway.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
+            lane.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
         }
     }
 }

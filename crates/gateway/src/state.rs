@@ -69,6 +69,8 @@ pub struct Lane {
     pub tags: Vec<Arc<str>>,
     /// Free-form size label.
     pub tier: Option<Arc<str>>,
+    /// The transport that reaches this lane's provider.
+    pub transport: Arc<dyn Transport>,
 }
 
 impl Lane {
@@ -210,8 +212,6 @@ pub struct Gateway {
     pub pools: Vec<PoolState>,
     /// Caller-visible names → pool index.
     pub names: HashMap<Arc<str>, usize>,
-    /// The HTTP transport for non-mock lanes.
-    pub transport: Arc<dyn Transport>,
     /// The client for external routing hooks (SSRF-guarded).
     pub hooks: crate::hooks::HookClient,
 }
@@ -233,21 +233,45 @@ pub enum BuildError {
 }
 
 impl Gateway {
-    /// Builds the runtime state with the default HTTP transport.
+    /// Builds the runtime state with pooled HTTP transports, one per
+    /// distinct provider connect timeout (connections are pooled per host
+    /// within each).
     pub fn new(config: Config, codecs: CodecFor) -> Result<Gateway, BuildError> {
-        Gateway::with_transport(config, codecs, Arc::new(HttpTransport::new()))
+        let mut transports: Vec<(Duration, Arc<dyn Transport>)> = Vec::new();
+        for provider in &config.providers {
+            if !transports.iter().any(|(connect, _)| *connect == provider.timeouts.connect) {
+                let transport: Arc<dyn Transport> =
+                    Arc::new(HttpTransport::with_connect_timeout(provider.timeouts.connect));
+                transports.push((provider.timeouts.connect, transport));
+            }
+        }
+        let connects: Vec<Duration> = config.providers.iter().map(|p| p.timeouts.connect).collect();
+        Gateway::build(config, codecs, |provider| {
+            transports
+                .iter()
+                .find(|(connect, _)| Some(connect) == connects.get(provider))
+                .map_or_else(|| Arc::new(HttpTransport::new()) as Arc<dyn Transport>, |(_, t)| t.clone())
+        })
     }
 
-    /// Builds the runtime state over a given transport.
+    /// Builds the runtime state with every lane over `transport` (tests).
     pub fn with_transport(
         config: Config,
         codecs: CodecFor,
         transport: Arc<dyn Transport>,
     ) -> Result<Gateway, BuildError> {
+        Gateway::build(config, codecs, |_| transport.clone())
+    }
+
+    fn build(
+        config: Config,
+        codecs: CodecFor,
+        transport_for: impl Fn(usize) -> Arc<dyn Transport>,
+    ) -> Result<Gateway, BuildError> {
         let epoch = Instant::now();
         let mut lanes = Vec::with_capacity(config.models.len());
         for model in &config.models {
-            let mut lane = build_lane(&config, model.provider, &model.name, codecs)?;
+            let mut lane = build_lane(&config, model.provider, &model.name, codecs, transport_for(model.provider))?;
             lane.wire_model = model.wire_model.clone();
             lane.permits = model.max_concurrent.map(|n| Arc::new(Semaphore::new(n as usize)));
             lane.max_concurrent = model.max_concurrent;
@@ -258,7 +282,9 @@ impl Gateway {
             lanes.push(lane);
         }
         let direct_lanes = (0..config.providers.len())
-            .map(|provider| build_lane(&config, provider, &config.providers[provider].name, codecs))
+            .map(|provider| {
+                build_lane(&config, provider, &config.providers[provider].name, codecs, transport_for(provider))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut pools: Vec<PoolState> = config
             .pools
@@ -302,16 +328,7 @@ impl Gateway {
                 )
             });
         }
-        Ok(Gateway {
-            config,
-            codecs,
-            lanes,
-            direct_lanes,
-            pools,
-            names,
-            transport,
-            hooks: crate::hooks::HookClient::new(),
-        })
+        Ok(Gateway { config, codecs, lanes, direct_lanes, pools, names, hooks: crate::hooks::HookClient::new() })
     }
 
     /// The codec of `protocol`.
@@ -339,7 +356,13 @@ fn gate_chain(config: &Config, own: &[usize]) -> Vec<usize> {
 }
 
 /// A lane on provider `provider` named `name`, with no model-specific settings yet.
-fn build_lane(config: &Config, provider_index: usize, name: &Arc<str>, codecs: CodecFor) -> Result<Lane, BuildError> {
+fn build_lane(
+    config: &Config,
+    provider_index: usize,
+    name: &Arc<str>,
+    codecs: CodecFor,
+    transport: Arc<dyn Transport>,
+) -> Result<Lane, BuildError> {
     let provider = &config.providers[provider_index];
     let credentials = match &provider.auth {
         Auth::None => Credentials::None,
@@ -385,5 +408,6 @@ fn build_lane(config: &Config, provider_index: usize, name: &Arc<str>, codecs: C
         latency_ewma: AtomicU64::new(0),
         tags: Vec::new(),
         tier: None,
+        transport,
     })
 }

@@ -69,12 +69,18 @@ pub struct HttpTransport {
 }
 
 impl HttpTransport {
-    /// A client with keep-alive pooling, `TCP_NODELAY` and rustls (webpki roots).
+    /// A client with keep-alive pooling, `TCP_NODELAY` and rustls (webpki
+    /// roots), connecting within 10 seconds.
     pub fn new() -> HttpTransport {
+        HttpTransport::with_connect_timeout(Duration::from_secs(10))
+    }
+
+    /// The same, with its own connect timeout (TCP plus TLS).
+    pub fn with_connect_timeout(connect: Duration) -> HttpTransport {
         let mut http = HttpConnector::new();
         http.set_nodelay(true);
         http.enforce_http(false);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
+        http.set_connect_timeout(Some(connect));
         http.set_keepalive(Some(Duration::from_secs(60)));
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_webpki_roots()

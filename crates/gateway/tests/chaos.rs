@@ -343,3 +343,36 @@ async fn a_lane_at_its_cap_is_skipped_when_another_is_free() {
     assert!(lanes.contains(&"healthy"), "{lanes:?}");
     assert!(faults.hits("slow") >= 1);
 }
+
+#[tokio::test]
+async fn active_probes_recover_a_tripped_lane_before_its_cooldown_ends() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  pair:\n    breaker: { consecutive_failures: 1, base_cooldown: 60s, jitter: 0 }\n    members: [{ model: switch, weight: 5 }, { model: healthy }]\n";
+    let yaml = chaos_config(upstream, pools).replace(
+        "timeouts: { response_headers: 300ms }",
+        "timeouts: { response_headers: 300ms }, health_probe: { interval: 100ms }",
+    );
+    let (addr, gateway) = gateway_handle(&yaml).await;
+    faults.switch_failing.store(true, Ordering::SeqCst);
+    assert_eq!(chat(addr, "pair", "trip it").await.status, 200);
+    assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "open");
+    // A probe of a still-failing backend changes nothing.
+    switchyard_gateway::health::probe_provider(&gateway, 0).await;
+    assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "open");
+    // The backend comes back; without probes it would wait out 60 seconds.
+    faults.switch_failing.store(false, Ordering::SeqCst);
+    // One probe round (what the probe loop runs every `interval`).
+    switchyard_gateway::health::probe_provider(&gateway, 0).await;
+    assert_eq!(
+        lane_stats(&stats(addr).await, "pair", "switch")["breaker"],
+        "half_open",
+        "a successful probe moves the breaker to half-open"
+    );
+    // The next real request is the single trial, and closes the breaker.
+    let before = faults.hits("switch");
+    let reply = chat(addr, "pair", "trial").await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-lane"], "switch");
+    assert_eq!(faults.hits("switch"), before + 1);
+    assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
+}

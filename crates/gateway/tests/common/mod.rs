@@ -32,6 +32,13 @@ pub async fn gateway(yaml: &str) -> SocketAddr {
     spawn(switchyard_gateway::router(gateway)).await
 }
 
+/// Starts a gateway for `yaml` and keeps a handle on its state.
+pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let gateway = Arc::new(Gateway::new(config, codec).unwrap());
+    (spawn(switchyard_gateway::router(gateway.clone())).await, gateway)
+}
+
 /// Starts the vendor fake.
 pub async fn mock_upstream() -> SocketAddr {
     spawn(switchyard_gateway::server::mock_router(codec)).await
