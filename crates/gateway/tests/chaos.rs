@@ -376,3 +376,55 @@ async fn active_probes_recover_a_tripped_lane_before_its_cooldown_ends() {
     assert_eq!(faults.hits("switch"), before + 1);
     assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
 }
+
+#[tokio::test]
+async fn a_caller_that_disconnects_cancels_the_upstream_call() {
+    // An upstream that streams one frame every 20 ms, forever, and reports
+    // when its body is dropped (its connection closed).
+    struct Dropped(Option<tokio::sync::oneshot::Sender<()>>);
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                let _ = tx.send(());
+            }
+        }
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let guard = Arc::new(Mutex::new(Some(Dropped(Some(tx)))));
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let guard = guard.lock().unwrap().take();
+            async move {
+                let frames = futures_util::stream::unfold((0u64, guard), |(n, guard)| async move {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    let chunk = format!("data: {{\"id\":\"x\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"t{n} \"}},\"finish_reason\":null}}]}}\n\n");
+                    Some((Ok::<_, std::io::Error>(Bytes::from(chunk)), (n + 1, guard)))
+                });
+                let mut response = Response::new(Body::from_stream(frames));
+                response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+                response
+            }
+        }),
+    );
+    let upstream = spawn(router).await;
+    let addr = gateway(&format!("providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  endless: {{ provider: up }}\n")).await;
+    // Read the first frames over a raw socket, then hang up.
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = chat_body(Protocol::Anthropic, "endless", "go", true);
+    let request = format!(
+        "POST /v1/messages HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("t2 ") {
+        let mut buf = [0u8; 4096];
+        let n = socket.read(&mut buf).await.unwrap();
+        assert!(n > 0, "stream ended early");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    drop(socket);
+    tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the upstream call was not cancelled").unwrap();
+}
