@@ -231,6 +231,14 @@ pub trait Codec: Send + Sync {
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
     /// An encoder for a caller's stream in this protocol.
     fn stream_encoder(&self, framing: Framing) -> Box<dyn StreamEncoder>;
+    /// An encoder for a caller whose request body was `request`: protocols
+    /// whose stream shape depends on request options read them here
+    /// (OpenAI sends its usage chunk only when `stream_options.include_usage`
+    /// asked for it).
+    fn stream_encoder_for(&self, framing: Framing, request: &[u8]) -> Box<dyn StreamEncoder> {
+        let _ = request;
+        self.stream_encoder(framing)
+    }
     /// The framing this protocol streams in by default.
     fn default_framing(&self) -> Framing {
         Framing::Sse

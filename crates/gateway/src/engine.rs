@@ -648,7 +648,11 @@ async fn success(
         } else {
             gateway.codec(lane.protocol).stream_decoder()
         },
-        encoder: if same { None } else { Some(gateway.codec(call.ingress).stream_encoder(call.framing)) },
+        encoder: if same {
+            None
+        } else {
+            Some(gateway.codec(call.ingress).stream_encoder_for(call.framing, &call.body))
+        },
         ingress: call.ingress,
         framing: call.framing,
         tally: Tally::default(),

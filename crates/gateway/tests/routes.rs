@@ -93,3 +93,18 @@ async fn pools_spread_by_weight() {
     }
     assert_eq!(openai, 6);
 }
+
+#[tokio::test]
+async fn openai_callers_get_a_usage_chunk_only_when_they_ask() {
+    let addr = gateway(&lanes_config("mock://")).await;
+    for (options, expect_usage) in
+        [(serde_json::Value::Null, false), (serde_json::json!({"include_usage": true}), true)]
+    {
+        let body = serde_json::json!({"model": "lane-anthropic", "stream": true, "stream_options": options,
+            "messages": [{"role": "user", "content": "hi"}]});
+        let reply = post(addr, "/v1/chat/completions", &[], body.to_string()).await;
+        let text = String::from_utf8_lossy(&reply.body).to_string();
+        assert_eq!(text.contains("\"choices\":[]"), expect_usage, "{text}");
+        assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+    }
+}

@@ -75,6 +75,19 @@ impl Codec for OpenAiCodec {
         Box::new(stream::ChunkEncoder::new())
     }
 
+    fn stream_encoder_for(&self, _framing: Framing, request: &[u8]) -> Box<dyn StreamEncoder> {
+        // Like OpenAI, send the trailing usage chunk (`choices: []`) only to a
+        // caller that asked for it: clients that read `choices[0]` of every
+        // chunk break on it otherwise.
+        let include_usage = switchyard_codec::scan::top_level_value(request, "stream_options")
+            .ok()
+            .flatten()
+            .and_then(|raw| serde_json::from_slice::<serde_json::Value>(raw).ok())
+            .and_then(|options| options.get("include_usage").and_then(serde_json::Value::as_bool))
+            .unwrap_or(false);
+        Box::new(stream::ChunkEncoder::with_usage_chunk(include_usage))
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/chat/completions".to_owned()
     }

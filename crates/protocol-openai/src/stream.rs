@@ -379,11 +379,20 @@ pub(crate) struct ChunkEncoder {
     stop_reason: Option<StopReason>,
     usage: Usage,
     ended: bool,
+    /// Write the trailing `choices: []` usage chunk.
+    usage_chunk: bool,
 }
 
 impl ChunkEncoder {
+    /// An encoder that always writes the usage chunk (what an upstream
+    /// asked with `include_usage`, which the writer always sets, sends).
     pub fn new() -> ChunkEncoder {
-        ChunkEncoder::default()
+        ChunkEncoder::with_usage_chunk(true)
+    }
+
+    /// An encoder that writes the usage chunk only when `usage_chunk`.
+    pub fn with_usage_chunk(usage_chunk: bool) -> ChunkEncoder {
+        ChunkEncoder { usage_chunk, ..ChunkEncoder::default() }
     }
 
     fn kind(&self, index: u32) -> Option<Kind> {
@@ -478,7 +487,9 @@ impl StreamEncoder for ChunkEncoder {
                 // OpenAI always names a finish reason on the last choice chunk.
                 let finish = finish_from_stop_reason(self.stop_reason.unwrap_or(StopReason::EndTurn));
                 self.write_choice(OutDelta::default(), Some(finish), out);
-                self.write_chunk(Vec::new(), Some(WireUsage::from_ir(&self.usage)), out);
+                if self.usage_chunk {
+                    self.write_chunk(Vec::new(), Some(WireUsage::from_ir(&self.usage)), out);
+                }
                 write_sse(out, None, DONE.as_bytes());
                 self.ended = true;
             }

@@ -117,7 +117,11 @@ pub fn ingress_path(protocol: Protocol, model: &str, stream: bool) -> String {
 /// A plain chat request in `protocol`'s wire shape: a system prompt and `text`.
 pub fn chat_body(protocol: Protocol, model: &str, text: &str, stream: bool) -> String {
     let body = match protocol {
-        Protocol::OpenAi | Protocol::Cohere => serde_json::json!({
+        Protocol::OpenAi => serde_json::json!({
+            "model": model, "stream": stream, "stream_options": if stream { serde_json::json!({"include_usage": true}) } else { serde_json::Value::Null },
+            "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}],
+        }),
+        Protocol::Cohere => serde_json::json!({
             "model": model, "stream": stream,
             "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}],
         }),
