@@ -228,31 +228,26 @@ async fn gemini(
     handle(gateway, ingress, headers, body).await
 }
 
-async fn bedrock(
-    State(gateway): State<Arc<Gateway>>,
-    Path(model): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Bedrock,
-        named: Named::Path(model),
-        stream: Some(false),
-        framing: Framing::EventStream,
-    };
-    handle(gateway, ingress, headers, body).await
+async fn bedrock(state: State<Arc<Gateway>>, path: Path<String>, headers: HeaderMap, body: Body) -> Response {
+    bedrock_ingress(state, path, false, headers, body).await
 }
 
-async fn bedrock_stream(
+async fn bedrock_stream(state: State<Arc<Gateway>>, path: Path<String>, headers: HeaderMap, body: Body) -> Response {
+    bedrock_ingress(state, path, true, headers, body).await
+}
+
+/// Bedrock names the model in the path and streams by endpoint (`converse-stream`).
+async fn bedrock_ingress(
     State(gateway): State<Arc<Gateway>>,
     Path(model): Path<String>,
+    stream: bool,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let ingress = Ingress {
         protocol: Protocol::Bedrock,
         named: Named::Path(model),
-        stream: Some(true),
+        stream: Some(stream),
         framing: Framing::EventStream,
     };
     handle(gateway, ingress, headers, body).await
