@@ -30,6 +30,10 @@ impl SseDecoder {
 
     /// Consumes a chunk and appends every event it completes.
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
+        if chunk.is_empty() {
+            // Nothing to read, and a pending CR must still meet its LF.
+            return;
+        }
         if self.after_cr {
             self.after_cr = false;
             if let Some(rest) = chunk.strip_prefix(b"\n") {
@@ -156,6 +160,12 @@ mod tests {
     #[test]
     fn crlf_split_between_chunks_is_one_line_end() {
         assert_eq!(decode_all(&[b"data: a\r", b"\n\r", b"\n"]), vec![ev(None, "a")]);
+    }
+
+    #[test]
+    fn an_empty_chunk_between_cr_and_lf_changes_nothing() {
+        // Found by the split proptest: cuts at the same point give an empty chunk.
+        assert_eq!(decode_all(&[b"event: a\r", b"", b"\ndata: x\n\n"]), vec![ev(Some("a"), "x")]);
     }
 
     #[test]
