@@ -21,4 +21,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = codec.extract_error(u16::from(selector) + 300, body);
+    // The passthrough paths: usage of a reply, stream options of a request.
+    let _ = codec.read_usage(body);
+    let _ = codec.stream_encoder_for(codec.default_framing(), body);
 });

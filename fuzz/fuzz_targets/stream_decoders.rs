@@ -3,7 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchyard_protocol::{codec, Protocol};
+use switchyard_protocol::tap::UsageTap;
+use switchyard_protocol::{codec, Protocol, StreamDecoder};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&selector, rest)) = data.split_first() else { return };
@@ -15,6 +16,12 @@ fuzz_target!(|data: &[u8]| {
     let ok = decoder.feed(&body[..cut], &mut events).is_ok() && decoder.feed(&body[cut..], &mut events).is_ok();
     if ok {
         let _ = decoder.finish(&mut events);
+    }
+    // The passthrough usage tap over the same split.
+    let mut tap = UsageTap::new(codec(protocol).stream_decoder(), codec(protocol).default_framing());
+    let mut tapped = Vec::new();
+    if tap.feed(&body[..cut], &mut tapped).is_ok() && tap.feed(&body[cut..], &mut tapped).is_ok() {
+        let _ = tap.finish(&mut tapped);
     }
     for target in Protocol::ALL {
         let target_codec = codec(target);
