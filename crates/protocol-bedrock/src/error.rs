@@ -170,7 +170,7 @@ pub fn exception_frame(error: &ErrorInfo) -> Vec<u8> {
             (":exception-type", stream_exception_for(error.kind)),
             (":content-type", "application/json"),
         ],
-        switchyard_codec::json::to_vec(&json!({ "message": error.message })),
+        &switchyard_codec::json::to_vec(&json!({ "message": error.message })),
         &mut out,
     );
     out

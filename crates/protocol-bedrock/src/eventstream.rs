@@ -2,8 +2,8 @@
 //! reassembles frames split at any byte and writes frames. Prelude and
 //! message CRCs are checked and computed by `aws-smithy-eventstream`.
 
-use aws_smithy_eventstream::frame::{read_message_from, write_message_to};
-use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+use aws_smithy_eventstream::frame::read_message_from;
+use aws_smithy_types::event_stream::Message;
 use aws_smithy_types::str_bytes::StrBytes;
 use switchyard_codec::DecodeError;
 
@@ -63,19 +63,39 @@ impl FrameReader {
 }
 
 /// Appends one frame with string headers and a payload.
-pub(crate) fn write_frame(headers: &[(&'static str, &str)], payload: Vec<u8>, out: &mut Vec<u8>) {
-    let headers = headers
-        .iter()
-        .map(|(name, value)| Header::new(*name, HeaderValue::String(StrBytes::from((*value).to_owned()))))
-        .collect();
-    let message = Message::new_from_parts(headers, payload);
-    // Writing fails only for a payload over 4 GiB or a header value over
-    // 32 KiB, which no event here comes near; the frame is then left out
-    // rather than written half.
-    let mut frame = Vec::new();
-    if write_message_to(&message, &mut frame).is_ok() {
-        out.extend_from_slice(&frame);
+///
+/// Written by hand rather than through `aws_smithy_eventstream`'s `Message`
+/// (which wants owned headers and an intermediate buffer): this runs once
+/// per streamed delta. The layout is the event-stream spec's: total length,
+/// headers length, prelude CRC32, headers (name length, name, type 7 =
+/// string, value length, value), payload, message CRC32. The reader checks
+/// every frame with the crate's decoder, and the tests read these frames
+/// back with it.
+pub(crate) fn write_frame(headers: &[(&'static str, &str)], payload: &[u8], out: &mut Vec<u8>) {
+    let headers_len: usize = headers.iter().map(|(name, value)| 1 + name.len() + 1 + 2 + value.len()).sum();
+    let total = 12 + headers_len + payload.len() + 4;
+    let (Ok(total32), Ok(headers32)) = (u32::try_from(total), u32::try_from(headers_len)) else {
+        return;
+    };
+    if headers.iter().any(|(name, value)| name.len() > 255 || value.len() > usize::from(u16::MAX)) {
+        return;
     }
+    let start = out.len();
+    out.reserve(total);
+    out.extend_from_slice(&total32.to_be_bytes());
+    out.extend_from_slice(&headers32.to_be_bytes());
+    let prelude_crc = crc32fast::hash(&out[start..start + 8]);
+    out.extend_from_slice(&prelude_crc.to_be_bytes());
+    for (name, value) in headers {
+        out.push(name.len() as u8);
+        out.extend_from_slice(name.as_bytes());
+        out.push(7);
+        out.extend_from_slice(&(value.len() as u16).to_be_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+    out.extend_from_slice(payload);
+    let message_crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&message_crc.to_be_bytes());
 }
 
 /// A string header of a frame.
@@ -93,10 +113,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn hand_written_frames_match_the_crates_writer() {
+        use aws_smithy_eventstream::frame::write_message_to;
+        use aws_smithy_types::event_stream::{Header, HeaderValue};
+        use aws_smithy_types::str_bytes::StrBytes;
+        let headers =
+            [(":event-type", "contentBlockDelta"), (":content-type", "application/json"), (":message-type", "event")];
+        let payload = br#"{"contentBlockIndex":0,"delta":{"text":"hi \u00e9"}}"#;
+        let mut ours = Vec::new();
+        write_frame(&headers, payload, &mut ours);
+        let message = Message::new_from_parts(
+            headers
+                .iter()
+                .map(|(n, v)| Header::new(*n, HeaderValue::String(StrBytes::from((*v).to_owned()))))
+                .collect(),
+            payload.to_vec(),
+        );
+        let mut theirs = Vec::new();
+        write_message_to(&message, &mut theirs).unwrap();
+        assert_eq!(ours, theirs);
+    }
+
+    #[test]
     fn frames_round_trip_across_any_split() {
         let mut bytes = Vec::new();
-        write_frame(&[(":event-type", "a")], b"{}".to_vec(), &mut bytes);
-        write_frame(&[(":event-type", "b")], b"[1]".to_vec(), &mut bytes);
+        write_frame(&[(":event-type", "a")], b"{}", &mut bytes);
+        write_frame(&[(":event-type", "b")], b"[1]", &mut bytes);
         for split in 0..=bytes.len() {
             let mut reader = FrameReader::default();
             let mut names = Vec::new();
@@ -124,7 +166,7 @@ mod tests {
     #[test]
     fn corrupt_crc_is_an_error() {
         let mut bytes = Vec::new();
-        write_frame(&[(":event-type", "a")], b"{}".to_vec(), &mut bytes);
+        write_frame(&[(":event-type", "a")], b"{}", &mut bytes);
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         let mut reader = FrameReader::default();

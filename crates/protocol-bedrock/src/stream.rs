@@ -305,11 +305,29 @@ pub(crate) struct Encoder {
 }
 
 fn event(kind: &str, payload: &Value, out: &mut Vec<u8>) {
+    event_bytes(kind, &switchyard_codec::json::to_vec(payload), out);
+}
+
+fn event_bytes(kind: &str, payload: &[u8], out: &mut Vec<u8>) {
     write_frame(
         &[(":event-type", kind), (":content-type", "application/json"), (":message-type", "event")],
-        switchyard_codec::json::to_vec(payload),
+        payload,
         out,
     );
+}
+
+/// A text-like delta (`{"contentBlockIndex":N,"delta":{...}}`), written
+/// without a JSON tree: deltas are most of a stream.
+fn text_delta(index: u32, prefix: &[u8], text: &str, suffix: &[u8], out: &mut Vec<u8>) {
+    let mut payload = Vec::with_capacity(text.len() + 64);
+    payload.extend_from_slice(b"{\"contentBlockIndex\":");
+    payload.extend_from_slice(index.to_string().as_bytes());
+    payload.extend_from_slice(b",\"delta\":");
+    payload.extend_from_slice(prefix);
+    payload.extend_from_slice(&switchyard_codec::json::to_vec(text));
+    payload.extend_from_slice(suffix);
+    payload.extend_from_slice(b"}");
+    event_bytes("contentBlockDelta", &payload, out);
 }
 
 fn block_delta(index: u32, delta: Value, out: &mut Vec<u8>) {
@@ -347,15 +365,14 @@ impl StreamEncoder for Encoder {
                 });
             }
             StreamEvent::BlockDelta { index, delta } => {
-                let wire = match delta {
-                    Delta::Text(text) => json!({ "text": text }),
-                    Delta::Thinking(text) => json!({ "reasoningContent": { "text": text } }),
+                match delta {
+                    Delta::Text(text) => text_delta(*index, b"{\"text\":", text, b"}", out),
+                    Delta::Thinking(text) => text_delta(*index, b"{\"reasoningContent\":{\"text\":", text, b"}}", out),
                     Delta::Signature(signature) => {
-                        json!({ "reasoningContent": { "signature": signature } })
+                        text_delta(*index, b"{\"reasoningContent\":{\"signature\":", signature, b"}}", out)
                     }
-                    Delta::ToolInput(input) => json!({ "toolUse": { "input": input } }),
-                };
-                block_delta(*index, wire, out);
+                    Delta::ToolInput(input) => text_delta(*index, b"{\"toolUse\":{\"input\":", input, b"}}", out),
+                }
                 if let Some((open, _, written)) = &mut self.open {
                     if open == index {
                         *written = true;
