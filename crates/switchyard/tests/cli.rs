@@ -1,0 +1,91 @@
+//! The command line as users meet it: `switchyard check` on good and bad
+//! configs (exit codes, messages that name the key and the fix), and the
+//! contract's example config.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed unwrap is a failed test")]
+
+use std::process::Command;
+
+fn check(yaml: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let dir = std::env::temp_dir().join(format!("switchyard-cli-{}-{}", std::process::id(), yaml.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("switchyard.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
+    command.arg("check").arg("--config").arg(&path).env_remove("SWITCHYARD_CONFIG");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+/// The example of the external contract, as users copy it.
+const CONTRACT_EXAMPLE: &str = r#"
+listen: 127.0.0.1:8080
+admin_listen: 127.0.0.1:8081
+providers:
+  openai:
+    protocol: openai
+    base_url: https://api.openai.com
+    api_key: ${OPENAI_API_KEY}
+  claude:
+    protocol: anthropic
+    base_url: https://api.anthropic.com
+    api_key: ${ANTHROPIC_API_KEY}
+  aws:
+    protocol: bedrock
+    base_url: https://bedrock-runtime.us-east-1.amazonaws.com
+    aws: { access_key_id: ${AWS_ACCESS_KEY_ID}, secret_access_key: ${AWS_SECRET_ACCESS_KEY} }
+  demo:
+    protocol: openai
+    base_url: mock://
+models:
+  gpt-4o-mini:
+    provider: openai
+    model: gpt-4o-mini
+    context_window: 128000
+    max_concurrent: 256
+    billing: pay_as_you_go
+    tier: small
+    tags: [us]
+  claude-sonnet: { provider: claude, model: claude-sonnet-4-5 }
+  backup-model: { provider: demo }
+rate_card:
+  gpt-4o-mini: { input_utok: 0.15, output_utok: 0.6, cache_read_utok: 0.075 }
+pools:
+  fast:
+    hooks: [cheapest]
+    failover: { max_hops: 3, timeout: 60s }
+    fallback: [backup]
+    members:
+      - { model: gpt-4o-mini, weight: 3 }
+      - { model: claude-sonnet, weight: 1 }
+  backup:
+    members: [{ model: backup-model }]
+"#;
+
+#[test]
+fn the_contract_example_checks_once_its_variables_are_set() {
+    let env = [
+        ("OPENAI_API_KEY", "sk-x"),
+        ("ANTHROPIC_API_KEY", "sk-y"),
+        ("AWS_ACCESS_KEY_ID", "AKIA"),
+        ("AWS_SECRET_ACCESS_KEY", "s"),
+    ];
+    let (ok, stderr) = check(CONTRACT_EXAMPLE, &env);
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("ok (4 providers, 3 models, 2 pools)"), "{stderr}");
+    let (ok, stderr) = check(CONTRACT_EXAMPLE, &env[1..]);
+    assert!(!ok);
+    assert!(stderr.contains("OPENAI_API_KEY") && stderr.contains("fix:"), "{stderr}");
+}
+
+#[test]
+fn a_bad_config_exits_1_naming_every_problem() {
+    let (ok, stderr) =
+        check("providers:\n  p: { protocol: grpc, base_url: \"mock://\" }\nmodels:\n  m: { provider: q }\n", &[]);
+    assert!(!ok);
+    assert!(stderr.contains("providers.p.protocol") && stderr.contains("models.m.provider"), "{stderr}");
+    assert!(stderr.contains("2 problems"), "{stderr}");
+}
