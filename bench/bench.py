@@ -619,7 +619,13 @@ def run(opts):
     tmp = tempfile.mkdtemp(prefix="switchyard-bench-")
     procs = Procs()
     wrk = Wrk(tmp)
-    results = {"machine": machine(), "settings": vars(opts).copy(), "layout": {}, "baselines": {}, "cases": []}
+    settings = vars(opts).copy()
+    # Paths are recorded relative to the repository: results are committed,
+    # and no path of the machine that ran them belongs in the repository.
+    for key in ("switchyard", "out"):
+        if isinstance(settings.get(key), str) and os.path.isabs(settings[key]):
+            settings[key] = os.path.relpath(settings[key], REPO)
+    results = {"machine": machine(), "settings": settings, "layout": {}, "baselines": {}, "cases": []}
     sy = opts.switchyard
     P, C = opts.proxy_cpu, opts.client_cpu
     results["layout"] = {
