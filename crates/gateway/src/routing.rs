@@ -300,7 +300,15 @@ async fn run_gates(
         system,
         messages,
         end_user: request.and_then(|r| r.user.as_deref()),
-        body: serde_json::from_slice(&call.body).ok(),
+        // Only a hook that may rewrite sees the body (a gate, or a fallback it
+        // names): parse it only when one exists.
+        body: gateway
+            .config
+            .hooks
+            .iter()
+            .any(|hook| hook.prompt == PromptAccess::ReadWrite)
+            .then(|| serde_json::from_slice(&call.body).ok())
+            .flatten(),
     };
     let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state));
     let results = futures_util::future::join_all(runs).await;
