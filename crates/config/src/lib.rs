@@ -19,6 +19,8 @@ use std::time::Duration;
 pub use hooks::{check_hook_url, is_public, Hook, OnError, PromptAccess};
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::Protocol;
+/// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
+pub use switchyard_protocol_bedrock::region_from_host;
 pub use units::{parse_duration, parse_size};
 
 /// The embedded demo configuration served when no config file is given.
@@ -839,19 +841,6 @@ fn validate_breaker(path: &str, raw: Option<&raw::RawBreaker>, issues: &mut Vec<
         );
     }
     policy
-}
-
-/// The AWS region in a Bedrock host name (`bedrock-runtime.us-east-1.amazonaws.com`).
-pub fn region_from_host(host: &str) -> Option<String> {
-    let mut labels = host.split('.');
-    let service = labels.next()?;
-    if !service.starts_with("bedrock") {
-        return None;
-    }
-    let region = labels.next()?;
-    let looks_like_region = region.split('-').count() >= 3
-        && region.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    looks_like_region.then(|| region.to_owned())
 }
 
 fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
