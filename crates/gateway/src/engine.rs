@@ -90,7 +90,6 @@ struct Candidate<'a> {
 pub(crate) struct Health {
     gateway: Arc<Gateway>,
     slot: Option<Slot>,
-    trial: bool,
 }
 
 impl Health {
@@ -111,12 +110,8 @@ impl Health {
         let Some(slot) = self.slot else { return };
         let pool = &self.gateway.pools[slot.pool];
         match effect {
-            LaneEffect::None => {
-                if self.trial {
-                    pool.breaker(slot.member).release_trial();
-                }
-                Counters::bump(&pool.counters[slot.member].client_faults);
-            }
+            // Not a verdict on the lane: a half-open trial is released by its guard.
+            LaneEffect::None => Counters::bump(&pool.counters[slot.member].client_faults),
             LaneEffect::Failure => {
                 pool.breaker(slot.member).record_failure(now(), reason, retry_after, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
@@ -127,10 +122,29 @@ impl Health {
             }
         }
     }
+}
 
-    /// The try ended without a verdict on the lane.
-    fn abandon(&self) {
-        if let (Some(slot), true) = (self.slot, self.trial) {
+/// Holds a half-open breaker's single trial. A try that ends without a
+/// verdict on the lane — the caller's own mistake, a lane at its cap, or the
+/// caller hanging up while the request is in flight (the future is dropped)
+/// — releases the trial, so the next request can be it; otherwise the lane
+/// would stay half-open with a trial nobody finishes.
+struct TrialGuard {
+    gateway: Arc<Gateway>,
+    slot: Option<Slot>,
+    armed: bool,
+}
+
+impl TrialGuard {
+    /// The trial got its verdict (success or failure was recorded).
+    fn settle(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for TrialGuard {
+    fn drop(&mut self) {
+        if let (Some(slot), true) = (self.slot, self.armed) {
             self.gateway.pools[slot.pool].breaker(slot.member).release_trial();
         }
     }
@@ -245,11 +259,12 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             exhaustion.cooling = Some(exhaustion.cooling.map_or(retry_in, |c| c.min(retry_in)));
             continue;
         }
-        let health = Health { gateway: gateway.clone(), slot: candidate.slot, trial: admission == Admission::Trial };
+        let health = Health { gateway: gateway.clone(), slot: candidate.slot };
+        let mut trial =
+            TrialGuard { gateway: gateway.clone(), slot: candidate.slot, armed: admission == Admission::Trial };
         let others_left = position + 1 < total;
         let queue = candidate.slot.map_or(Duration::from_secs(30), |s| gateway.pools[s.pool].queue_timeout);
         let Some(permit) = acquire(lane, others_left, queue).await else {
-            health.abandon();
             exhaustion.at_cap = true;
             continue;
         };
@@ -263,7 +278,6 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
         let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
             Ok(prepared) => prepared,
             Err(info) => {
-                health.abandon();
                 return error_response(&gateway, &call, &info);
             }
         };
@@ -278,12 +292,14 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
                 };
                 tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
                 health.apply(effects(class, false).0, &err.to_string(), None);
+                trial.settle();
                 exhaustion.last = Some(Failure::Transport(err));
                 continue;
             }
         };
         if upstream.status.is_success() {
             health.success();
+            trial.settle();
             lane.record_latency(sent.elapsed());
             if let (Some(plan), Some(slot)) = (&plan, candidate.slot) {
                 if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
@@ -308,11 +324,13 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             Ok(Ok(body)) => body,
             Ok(Err(err)) => {
                 health.apply(LaneEffect::Failure, &err, None);
+                trial.settle();
                 exhaustion.last = Some(Failure::Transport(TransportError::Io(err)));
                 continue;
             }
             Err(_) => {
                 health.apply(LaneEffect::Failure, "error body timed out", None);
+                trial.settle();
                 exhaustion.last = Some(Failure::Transport(TransportError::Io("error body timed out".into())));
                 continue;
             }
@@ -333,6 +351,9 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
         );
         let reason = format!("{} {}", status.as_u16(), class.as_str());
         health.apply(lane_effect, &reason, retry_after);
+        if lane_effect != LaneEffect::None {
+            trial.settle();
+        }
         let failure = Failure::Upstream(Box::new(UpstreamFailure {
             lane_protocol: lane.protocol,
             status,

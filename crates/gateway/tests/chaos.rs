@@ -428,3 +428,42 @@ async fn a_caller_that_disconnects_cancels_the_upstream_call() {
     drop(socket);
     tokio::time::timeout(Duration::from_secs(5), rx).await.expect("the upstream call was not cancelled").unwrap();
 }
+
+#[tokio::test]
+async fn a_trial_whose_caller_hangs_up_is_released_not_stuck() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  pair:\n    breaker: { consecutive_failures: 1, base_cooldown: 300ms, jitter: 0 }\n    members: [{ model: switch, weight: 100 }, { model: healthy }]\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    faults.switch_failing.store(true, Ordering::SeqCst);
+    assert_eq!(chat(addr, "pair", "trip").await.status, 200);
+    faults.switch_failing.store(false, Ordering::SeqCst);
+    let retry_in = lane_stats(&stats(addr).await, "pair", "switch")["retry_in_ms"].as_u64().unwrap_or(0);
+    tokio::time::sleep(Duration::from_millis(retry_in + 50)).await;
+    // The trial goes to `switch`, which takes 200 ms; its caller hangs up first.
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = chat_body(Protocol::OpenAi, "pair", "impatient", false);
+        let request = format!("POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        socket.write_all(request.as_bytes()).await.unwrap();
+        while faults.hits("switch") < 2 {
+            tokio::task::yield_now().await;
+        }
+    }
+    // The next request may be the trial again (the lane is not stuck half-open).
+    let mut served_by_switch = false;
+    for _ in 0..20 {
+        let reply = chat(addr, "pair", "next").await;
+        assert_eq!(reply.status, 200);
+        if reply.headers["x-switchyard-lane"] == "switch" {
+            served_by_switch = true;
+            break;
+        }
+    }
+    assert!(
+        served_by_switch,
+        "the abandoned trial was never released: {}",
+        lane_stats(&stats(addr).await, "pair", "switch")
+    );
+    assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
+}
