@@ -50,99 +50,71 @@ fn part_type<'a>(path: &str, part: &'a Map<String, Value>) -> Result<&'a str, De
     }
 }
 
-/// System content: a string or a list of text parts.
-pub(crate) fn read_system(path: &str, content: Option<&Value>) -> Result<Vec<TextBlock>, DecodeError> {
+/// Content that is a string (one text) or a list of typed parts. `part`
+/// reads one part given its path, type and fields; `None` means the type is
+/// not allowed here, and the error lists `allowed`.
+fn read_parts<T>(
+    path: &str,
+    content: Option<&Value>,
+    text: impl Fn(String) -> T,
+    allowed: &str,
+    mut part: impl FnMut(&str, &str, &Map<String, Value>) -> Option<Result<T, DecodeError>>,
+) -> Result<Vec<T>, DecodeError> {
     match content {
-        Some(Value::String(text)) => Ok(vec![TextBlock::new(text.clone())]),
+        Some(Value::String(string)) => Ok(vec![text(string.clone())]),
         Some(Value::Array(parts)) => {
-            let mut blocks = Vec::with_capacity(parts.len());
-            for (i, part) in parts.iter().enumerate() {
+            let mut out = Vec::with_capacity(parts.len());
+            for (i, value) in parts.iter().enumerate() {
                 let part_path = format!("{path}.content[{i}]");
-                let part = object(&part_path, part)?;
-                match part_type(&part_path, part)? {
-                    "text" => blocks.push(TextBlock::new(required_str(&part_path, part, "text")?)),
-                    other => {
-                        return Err(invalid(
+                let fields = object(&part_path, value)?;
+                let kind = part_type(&part_path, fields)?;
+                let read = match kind {
+                    "text" => Ok(text(required_str(&part_path, fields, "text")?)),
+                    other => part(&part_path, other, fields).unwrap_or_else(|| {
+                        Err(invalid(
                             format!("{part_path}.type"),
-                            &format!("{other:?} is not a system content type (expected \"text\")"),
+                            &format!("{other:?} is not allowed here (expected {allowed})"),
                         ))
-                    }
-                }
+                    }),
+                };
+                out.push(read?);
             }
-            Ok(blocks)
+            Ok(out)
         }
         None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
         Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
     }
+}
+
+/// A required object member of a part (`image_url`, `document`).
+fn member<'a>(path: &str, fields: &'a Map<String, Value>, key: &str) -> Result<&'a Value, DecodeError> {
+    fields.get(key).ok_or_else(|| invalid(format!("{path}.{key}"), "is required"))
+}
+
+/// System content: a string or a list of text parts.
+pub(crate) fn read_system(path: &str, content: Option<&Value>) -> Result<Vec<TextBlock>, DecodeError> {
+    read_parts(path, content, TextBlock::new, "\"text\"", |_, _, _| None)
 }
 
 /// User content: a string or a list of text and `image_url` parts.
 pub(crate) fn read_user(path: &str, content: Option<&Value>) -> Result<Vec<Block>, DecodeError> {
-    match content {
-        Some(Value::String(text)) => Ok(vec![Block::text(text.clone())]),
-        Some(Value::Array(parts)) => {
-            let mut blocks = Vec::with_capacity(parts.len());
-            for (i, part) in parts.iter().enumerate() {
-                let part_path = format!("{path}.content[{i}]");
-                let part = object(&part_path, part)?;
-                match part_type(&part_path, part)? {
-                    "text" => blocks.push(Block::text(required_str(&part_path, part, "text")?)),
-                    "image_url" => {
-                        let image_path = format!("{part_path}.image_url");
-                        let image = match part.get("image_url") {
-                            Some(image) => object(&image_path, image)?,
-                            None => return Err(invalid(image_path, "is required")),
-                        };
-                        let url = required_str(&image_path, image, "url")?;
-                        // `detail` has no place in the IR; it is not carried.
-                        blocks.push(Block::Image { source: image_source(&url), cache_control: None });
-                    }
-                    other => {
-                        return Err(invalid(
-                            format!("{part_path}.type"),
-                            &format!("{other:?} is not a user content type (expected \"text\" or \"image_url\")"),
-                        ))
-                    }
-                }
-            }
-            Ok(blocks)
-        }
-        None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
-        Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
-    }
+    read_parts(path, content, Block::text, "\"text\" or \"image_url\"", |part_path, kind, fields| {
+        (kind == "image_url").then(|| {
+            let image_path = format!("{part_path}.image_url");
+            let image = object(&image_path, member(part_path, fields, "image_url")?)?;
+            let url = required_str(&image_path, image, "url")?;
+            // `detail` has no place in the IR; it is not carried.
+            Ok(Block::Image { source: image_source(&url), cache_control: None })
+        })
+    })
 }
 
 /// Tool-message content: a string or a list of text and document parts.
 pub(crate) fn read_tool_content(path: &str, content: Option<&Value>) -> Result<Vec<Block>, DecodeError> {
-    match content {
-        Some(Value::String(text)) => Ok(vec![Block::text(text.clone())]),
-        Some(Value::Array(parts)) => {
-            let mut blocks = Vec::with_capacity(parts.len());
-            for (i, part) in parts.iter().enumerate() {
-                let part_path = format!("{path}.content[{i}]");
-                let part = object(&part_path, part)?;
-                match part_type(&part_path, part)? {
-                    "text" => blocks.push(Block::text(required_str(&part_path, part, "text")?)),
-                    "document" => {
-                        let document_path = format!("{part_path}.document");
-                        match part.get("document") {
-                            Some(document) => blocks.push(read_document(&document_path, document)?),
-                            None => return Err(invalid(document_path, "is required")),
-                        }
-                    }
-                    other => {
-                        return Err(invalid(
-                            format!("{part_path}.type"),
-                            &format!("{other:?} is not a tool content type (expected \"text\" or \"document\")"),
-                        ))
-                    }
-                }
-            }
-            Ok(blocks)
-        }
-        None | Some(Value::Null) => Err(invalid(format!("{path}.content"), "is required")),
-        Some(_) => Err(invalid(format!("{path}.content"), "must be a string or an array")),
-    }
+    read_parts(path, content, Block::text, "\"text\" or \"document\"", |part_path, kind, fields| {
+        (kind == "document")
+            .then(|| read_document(&format!("{part_path}.document"), member(part_path, fields, "document")?))
+    })
 }
 
 /// Tool content written back: one string for a lone text, parts otherwise.
@@ -453,6 +425,22 @@ pub(crate) fn dedup(dropped: &mut Vec<Dropped>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_are_read_by_where_they_may_stand() {
+        let user =
+            json!([{"type": "text", "text": "hi"}, {"type": "image_url", "image_url": {"url": "https://x/y.png"}}]);
+        assert_eq!(read_user("messages[0]", Some(&user)).map(|b| b.len()), Ok(2));
+        let err = read_system("messages[0]", Some(&user)).unwrap_err();
+        assert!(err.to_string().contains("messages[0].content[1].type"), "{err}");
+        let missing = json!([{"type": "image_url"}]);
+        let err = read_user("messages[1]", Some(&missing)).unwrap_err();
+        assert!(err.to_string().contains("messages[1].content[0].image_url is required"), "{err}");
+        let tool = json!([{"type": "document", "document": {"data": {"a": 1}, "id": "d"}}]);
+        assert_eq!(read_tool_content("messages[2]", Some(&tool)).map(|b| b.len()), Ok(1));
+        assert!(read_tool_content("messages[2]", Some(&json!(7))).is_err());
+        assert_eq!(read_system("m", Some(&json!("plain"))), Ok(vec![TextBlock::new("plain")]));
+    }
 
     #[test]
     fn data_uris_become_base64_and_back() {
