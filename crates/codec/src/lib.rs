@@ -244,6 +244,28 @@ pub trait Codec: Send + Sync {
         Framing::Sse
     }
 
+    /// Decodes a stream given as `chunks`, in order, and finishes it.
+    fn decode_stream(&self, chunks: &[&[u8]]) -> Result<Vec<StreamEvent>, DecodeError> {
+        let mut decoder = self.stream_decoder();
+        let mut events = Vec::new();
+        for chunk in chunks {
+            decoder.feed(chunk, &mut events)?;
+        }
+        decoder.finish(&mut events)?;
+        Ok(events)
+    }
+
+    /// Encodes a whole event sequence in `framing`, closing bytes included.
+    fn encode_stream(&self, framing: Framing, events: &[StreamEvent]) -> Vec<u8> {
+        let mut encoder = self.stream_encoder(framing);
+        let mut out = Vec::new();
+        for event in events {
+            encoder.encode(event, &mut out);
+        }
+        encoder.finish(&mut out);
+        out
+    }
+
     /// Path and query of the upstream endpoint for `model`.
     fn upstream_path(&self, model: &str, stream: bool) -> String;
     /// Headers that authenticate an outbound call.

@@ -17,11 +17,7 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn decode_stream(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = AnthropicCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    AnthropicCodec.decode_stream(&[bytes]).unwrap()
 }
 
 #[test]

@@ -13,7 +13,7 @@ use switchyard_codec::ir::{
     Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice,
     ToolResult, ToolUse, Usage,
 };
-use switchyard_codec::{Codec, Framing};
+use switchyard_codec::Codec;
 use switchyard_protocol_anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS, SCHEMA_NAME};
 
 fn text() -> impl Strategy<Value = String> {
@@ -327,21 +327,11 @@ prop_compose! {
 }
 
 fn encode_events(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = AnthropicCodec.stream_encoder(Framing::Sse);
-    let mut bytes = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut bytes);
-    }
-    encoder.finish(&mut bytes);
-    bytes
+    AnthropicCodec.encode_stream(AnthropicCodec.default_framing(), events)
 }
 
 fn decode_events(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = AnthropicCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    AnthropicCodec.decode_stream(&[bytes]).unwrap()
 }
 
 proptest! {

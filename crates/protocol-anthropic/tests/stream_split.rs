@@ -11,13 +11,7 @@ use switchyard_protocol_anthropic::AnthropicCodec;
 const FIXTURE: &[u8] = include_bytes!("fixtures/stream_thinking_text_tool.sse");
 
 fn decode_chunks(chunks: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut decoder = AnthropicCodec.stream_decoder();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        decoder.feed(chunk, &mut events).unwrap();
-    }
-    decoder.finish(&mut events).unwrap();
-    events
+    AnthropicCodec.decode_stream(chunks).unwrap()
 }
 
 #[test]

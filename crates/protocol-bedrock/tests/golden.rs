@@ -18,11 +18,7 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn decode_whole(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = BedrockCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    BedrockCodec.decode_stream(&[bytes]).unwrap()
 }
 
 #[test]

@@ -16,23 +16,11 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn decode_chunks(chunks: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut decoder = CohereCodec.stream_decoder();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        decoder.feed(chunk, &mut events).unwrap();
-    }
-    decoder.finish(&mut events).unwrap();
-    events
+    CohereCodec.decode_stream(chunks).unwrap()
 }
 
 fn encode(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = CohereCodec.stream_encoder(CohereCodec.default_framing());
-    let mut bytes = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut bytes);
-    }
-    encoder.finish(&mut bytes);
-    bytes
+    CohereCodec.encode_stream(CohereCodec.default_framing(), events)
 }
 
 #[test]

@@ -229,21 +229,11 @@ prop_compose! {
 }
 
 fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = CohereCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    CohereCodec.decode_stream(&[bytes]).unwrap()
 }
 
 fn encode(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = CohereCodec.stream_encoder(CohereCodec.default_framing());
-    let mut bytes = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut bytes);
-    }
-    encoder.finish(&mut bytes);
-    bytes
+    CohereCodec.encode_stream(CohereCodec.default_framing(), events)
 }
 
 /// What a Cohere stream can say of these events (see the module docs).

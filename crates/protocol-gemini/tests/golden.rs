@@ -16,13 +16,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 #[expect(clippy::unwrap_used, reason = "fixtures are valid streams")]
 fn decode(chunks: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut decoder = GeminiCodec.stream_decoder();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        decoder.feed(chunk, &mut events).unwrap();
-    }
-    decoder.finish(&mut events).unwrap();
-    events
+    GeminiCodec.decode_stream(chunks).unwrap()
 }
 
 const STREAMS: [&str; 4] =

@@ -357,22 +357,12 @@ fn response() -> impl Strategy<Value = Response> {
 }
 
 fn encode(events: &[StreamEvent], framing: Framing) -> Vec<u8> {
-    let mut encoder = GeminiCodec.stream_encoder(framing);
-    let mut bytes = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut bytes);
-    }
-    encoder.finish(&mut bytes);
-    bytes
+    GeminiCodec.encode_stream(framing, events)
 }
 
 #[expect(clippy::unwrap_used, reason = "the encoder's output must decode")]
 fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = GeminiCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    GeminiCodec.decode_stream(&[bytes]).unwrap()
 }
 
 /// Empty text and thinking deltas carry nothing on the wire.

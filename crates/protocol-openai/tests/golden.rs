@@ -16,13 +16,7 @@ fn fixture(name: &str) -> Vec<u8> {
 
 /// Decodes `input` fed as the given chunks.
 fn decode_chunks(chunks: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut decoder = OpenAiCodec.stream_decoder();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        decoder.feed(chunk, &mut events).unwrap();
-    }
-    decoder.finish(&mut events).unwrap();
-    events
+    OpenAiCodec.decode_stream(chunks).unwrap()
 }
 
 fn decode_whole(name: &str) -> Vec<StreamEvent> {

@@ -13,7 +13,7 @@ use switchyard_codec::ir::{
     events_from_response, Block, ErrorInfo, ErrorKind, MediaSource, Message, Reasoning, Request, Response,
     ResponseFormat, Role, StopReason, StreamEvent, Tool, ToolChoice, ToolResult, ToolUse, Usage,
 };
-use switchyard_codec::{Codec, Framing};
+use switchyard_codec::Codec;
 use switchyard_protocol_openai::OpenAiCodec;
 
 fn text() -> impl Strategy<Value = String> {
@@ -286,21 +286,11 @@ fn normalise_events(events: Vec<StreamEvent>) -> Vec<StreamEvent> {
 }
 
 fn encode(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = OpenAiCodec.stream_encoder(Framing::Sse);
-    let mut out = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut out);
-    }
-    encoder.finish(&mut out);
-    out
+    OpenAiCodec.encode_stream(OpenAiCodec.default_framing(), events)
 }
 
 fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = OpenAiCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    OpenAiCodec.decode_stream(&[bytes]).unwrap()
 }
 
 proptest! {

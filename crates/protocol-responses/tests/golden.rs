@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use switchyard_codec::ir::{self, ErrorKind, StreamEvent};
-use switchyard_codec::{Codec, Framing};
+use switchyard_codec::Codec;
 use switchyard_protocol_responses::ResponsesCodec;
 
 fn fixture(name: &str) -> Vec<u8> {
@@ -23,23 +23,11 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 fn decode(chunks: &[&[u8]]) -> Vec<StreamEvent> {
-    let mut decoder = ResponsesCodec.stream_decoder();
-    let mut events = Vec::new();
-    for chunk in chunks {
-        decoder.feed(chunk, &mut events).unwrap();
-    }
-    decoder.finish(&mut events).unwrap();
-    events
+    ResponsesCodec.decode_stream(chunks).unwrap()
 }
 
 fn encode(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = ResponsesCodec.stream_encoder(Framing::Sse);
-    let mut out = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut out);
-    }
-    encoder.finish(&mut out);
-    out
+    ResponsesCodec.encode_stream(ResponsesCodec.default_framing(), events)
 }
 
 #[test]

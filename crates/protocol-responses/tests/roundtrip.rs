@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
     self, Block, CacheControl, ErrorInfo, ErrorKind, MediaSource, Message, Role, StopReason, StreamEvent, TextBlock,
 };
-use switchyard_codec::{Codec, Framing};
+use switchyard_codec::Codec;
 use switchyard_protocol_responses::ResponsesCodec;
 
 fn text_string() -> impl Strategy<Value = String> {
@@ -284,21 +284,11 @@ prop_compose! {
 }
 
 fn encode(events: &[StreamEvent]) -> Vec<u8> {
-    let mut encoder = ResponsesCodec.stream_encoder(Framing::Sse);
-    let mut out = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut out);
-    }
-    encoder.finish(&mut out);
-    out
+    ResponsesCodec.encode_stream(ResponsesCodec.default_framing(), events)
 }
 
 fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
-    let mut decoder = ResponsesCodec.stream_decoder();
-    let mut events = Vec::new();
-    decoder.feed(bytes, &mut events).unwrap();
-    decoder.finish(&mut events).unwrap();
-    events
+    ResponsesCodec.decode_stream(&[bytes]).unwrap()
 }
 
 proptest! {

@@ -202,20 +202,10 @@ fn through_stream(
     events: &[switchyard_protocol::ir::StreamEvent],
 ) -> Vec<switchyard_protocol::ir::StreamEvent> {
     let codec = codec(protocol);
-    let mut encoder = codec.stream_encoder(codec.default_framing());
-    let mut wire = Vec::new();
-    for event in events {
-        encoder.encode(event, &mut wire);
-    }
-    encoder.finish(&mut wire);
-    let mut decoder = codec.stream_decoder();
-    let mut out = Vec::new();
+    let wire = codec.encode_stream(codec.default_framing(), events);
     // Byte by byte: the hardest split.
-    for byte in wire.chunks(1) {
-        decoder.feed(byte, &mut out).unwrap_or_else(|e| panic!("{protocol}: {e}"));
-    }
-    decoder.finish(&mut out).unwrap();
-    out
+    let bytes: Vec<&[u8]> = wire.chunks(1).collect();
+    codec.decode_stream(&bytes).unwrap_or_else(|e| panic!("{protocol}: {e}"))
 }
 
 #[test]

@@ -188,12 +188,9 @@ pub fn decode(protocol: Protocol, stream: bool, body: &[u8]) -> Response {
             .read_response(body)
             .unwrap_or_else(|err| panic!("{protocol} reply unreadable: {err}: {}", String::from_utf8_lossy(body)));
     }
-    let mut decoder = codec.stream_decoder();
-    let mut events = Vec::new();
-    decoder
-        .feed(body, &mut events)
+    let events = codec
+        .decode_stream(&[body])
         .unwrap_or_else(|err| panic!("{protocol} stream unreadable: {err}: {}", String::from_utf8_lossy(body)));
-    decoder.finish(&mut events).unwrap();
     let mut accumulator = Accumulator::new();
     for event in &events {
         accumulator.push(event);
