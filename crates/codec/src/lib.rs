@@ -331,6 +331,30 @@ pub fn key_header(
     }
 }
 
+/// Percent-encodes caller-influenced text (a model name) as one URL path
+/// segment: every byte but the unreserved `A-Z a-z 0-9 - . _ ~` is encoded,
+/// so `/`, `?`, `#`, `:` and `%` can neither add a segment, start a query
+/// or fragment, nor be decoded into one upstream. Borrowed when nothing
+/// needs encoding (the common case).
+pub fn path_segment(raw: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |byte: u8| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~');
+    if raw.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut encoded = String::with_capacity(raw.len() + 16);
+    for byte in raw.bytes() {
+        if plain(byte) {
+            encoded.push(char::from(byte));
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            encoded.push('%');
+            encoded.push(char::from(HEX[usize::from(byte >> 4)]));
+            encoded.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+    }
+    std::borrow::Cow::Owned(encoded)
+}
+
 /// The longest excerpt, in characters, of an error body that is not the
 /// protocol's error JSON (a proxy's HTML page, plain text) kept as a message.
 pub const MAX_ERROR_EXCERPT: usize = 1000;
@@ -379,6 +403,14 @@ pub fn mentions_context_length(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_cannot_leave_their_segment() {
+        assert!(matches!(path_segment("gemini-2.5-flash"), std::borrow::Cow::Borrowed("gemini-2.5-flash")));
+        assert_eq!(path_segment("a/b?c#d"), "a%2Fb%3Fc%23d");
+        assert_eq!(path_segment("a%2Fb"), "a%252Fb");
+        assert_eq!(path_segment("v1:0 é"), "v1%3A0%20%C3%A9");
+    }
 
     #[test]
     fn error_bodies_become_bounded_messages() {
