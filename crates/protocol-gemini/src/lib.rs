@@ -17,6 +17,7 @@ mod error;
 mod parts;
 mod request;
 mod response;
+mod schema;
 mod stream;
 mod wire;
 
@@ -38,8 +39,12 @@ impl Codec for GeminiCodec {
         request::read(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        request::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
