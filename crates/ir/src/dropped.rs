@@ -97,7 +97,7 @@ pub enum Field {
 
 impl Field {
     /// The request parameters, in the order of the docs' parameter table.
-    pub const PARAMETERS: [Field; 20] = [
+    pub const PARAMETERS: [Field; 19] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -117,7 +117,6 @@ impl Field {
         Field::ParallelToolCalls,
         Field::User,
         Field::Metadata,
-        Field::StreamOptions,
     ];
 
     /// The fixed name: a metric label, and the path of a field the caller's

@@ -446,6 +446,13 @@ pub enum StopReason {
     Error,
 }
 
+impl ResponseFormat {
+    /// The name a JSON schema is read with from a protocol whose schemas
+    /// have none (Anthropic, Gemini, Cohere); writers of those protocols
+    /// report only a name other than this one as lost.
+    pub const UNNAMED: &'static str = "response";
+}
+
 /// Token accounting. See the crate docs for what each count includes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {

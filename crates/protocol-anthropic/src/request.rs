@@ -41,8 +41,8 @@ use crate::wire::{
 };
 use crate::DEFAULT_MAX_TOKENS;
 
-/// The name given to a JSON schema read from Anthropic, which has none.
-pub const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
 
 /// Where Messages requests carry each parameter.
 pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {

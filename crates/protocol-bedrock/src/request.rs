@@ -35,7 +35,6 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::TopP => "inferenceConfig.topP",
         Field::TopK => "additionalModelRequestFields.top_k",
         Field::Stop => "inferenceConfig.stopSequences",
-        Field::JsonMode => "outputConfig.textFormat",
         Field::JsonSchema => "outputConfig.textFormat.structure.jsonSchema.schema",
         Field::JsonSchemaName => "outputConfig.textFormat.structure.jsonSchema.name",
         Field::ReasoningEffort => "outputConfig.effort",
@@ -373,8 +372,10 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
             }
             output.insert("textFormat".into(), text_format(name, schema));
         }
-        // JSON mode is the schema of any object.
+        // JSON mode is said as the schema of any object; a caller of
+        // Converse reads that back as a schema, so it is reported.
         Some(ResponseFormat::JsonObject) => {
+            Dropped::push_once(&mut dropped, Field::JsonMode, DropReason::Converted);
             output.insert("textFormat".into(), text_format("json_object", &json!({ "type": "object" })));
         }
         None => {}

@@ -190,10 +190,7 @@ fn request() -> impl Strategy<Value = Request> {
             strict: None,
         })),
         // Budgets, or off; an effort alone is written as its budget.
-        proptest::option::of(prop_oneof![
-            (1u64..100_000).prop_map(Reasoning::with_budget),
-            Just(Reasoning::off()),
-        ]),
+        proptest::option::of(prop_oneof![(1u64..100_000).prop_map(Reasoning::with_budget), Just(Reasoning::off()),]),
         proptest::collection::vec((name(), word()), 0..3),
         proptest::option::of(json_object()),
     )

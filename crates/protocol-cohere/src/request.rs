@@ -14,9 +14,8 @@ use crate::content::{
     ContentForm,
 };
 
-/// The schema name given to a `json_object` format with a schema, which has
-/// no name on Cohere's wire but needs one in the IR.
-pub(crate) const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub(crate) const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
 
 /// Reads a v2 chat request body.
 pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
@@ -337,10 +336,13 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
         Some(ResponseFormat::JsonObject) => {
             body.insert("response_format".to_owned(), json!({"type": "json_object"}));
         }
-        Some(ResponseFormat::JsonSchema { schema, strict, .. }) => {
+        Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
             // Cohere enforces a schema strictly and gives it no name.
             if *strict == Some(false) {
                 dropped.push(unsupported(Field::JsonSchemaStrict));
+            }
+            if !name.is_empty() && name != SCHEMA_NAME {
+                dropped.push(unsupported(Field::JsonSchemaName));
             }
             body.insert("response_format".to_owned(), json!({"type": "json_object", "json_schema": schema}));
         }

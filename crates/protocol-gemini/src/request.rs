@@ -41,9 +41,8 @@ use crate::wire::{
     Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part, ThinkingConfigIn, ToolConfigIn,
 };
 
-/// The name a JSON schema gets on read: Gemini schemas are unnamed and
-/// OpenAI-style writers need one.
-pub(crate) const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub(crate) const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
 
 const JSON_MIME: &str = "application/json";
 
