@@ -8,6 +8,7 @@
 //! byte reaches the caller. Streams are relayed by `relay`.
 
 mod relay;
+mod translation;
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -21,7 +22,7 @@ use switchyard_codec::tap::UsageTap;
 use switchyard_codec::{scan, Codec, Credentials, Framing, Outbound};
 use switchyard_config::Endpoint;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
-use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Protocol, Request, Usage};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
@@ -281,6 +282,7 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
                 return error_response(&gateway, &call, &info);
             }
         };
+        let dropped_header = prepared.dropped_header.clone();
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
         let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
@@ -309,6 +311,7 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             let policy = plan.as_ref().and_then(|p| p.policy.clone());
             let mut response =
                 success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
+            translation::annotate(response.headers_mut(), dropped_header);
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
                 if let Ok(value) = HeaderValue::try_from(&*policy) {
@@ -480,7 +483,8 @@ async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Opti
 /// The upstream body and what was dropped translating it.
 struct Prepared {
     body: Bytes,
-    dropped: Vec<Dropped>,
+    /// The `x-switchyard-dropped` value, when something was.
+    dropped_header: Option<HeaderValue>,
 }
 
 fn prepare(
@@ -498,7 +502,7 @@ fn prepare(
             }
             _ => call.body.clone(),
         };
-        return Ok(Prepared { body, dropped: Vec::new() });
+        return Ok(Prepared { body, dropped_header: None });
     }
     if translated.is_none() {
         let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
@@ -509,8 +513,10 @@ fn prepare(
         return Err(ErrorInfo::new(ErrorKind::Internal, "request was not translated"));
     };
     candidate.wire_model.clone_into(&mut request.model);
-    let encoded = gateway.codec(lane.protocol).write_request(request);
-    Ok(Prepared { body: Bytes::from(encoded.body), dropped: encoded.dropped })
+    let encoded =
+        gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
+    Ok(Prepared { body: Bytes::from(encoded.body), dropped_header })
 }
 
 async fn send(
@@ -520,10 +526,6 @@ async fn send(
     wire_model: &str,
     prepared: Prepared,
 ) -> Result<UpstreamResponse, TransportError> {
-    if !prepared.dropped.is_empty() {
-        let fields: Vec<&str> = prepared.dropped.iter().map(|d| d.field.as_str()).collect();
-        tracing::info!(request_id = ?call.request_id, lane = %lane.name, from = %call.ingress, to = %lane.protocol, dropped = ?fields, "fields dropped in translation");
-    }
     let outbound =
         Outgoing { wire_model, stream: call.stream, request_id: &call.request_id, caller_key: call.caller_key() };
     send_to_lane(gateway, lane, outbound, prepared.body).await
