@@ -10,10 +10,14 @@ use switchyard_ir::{Tool, ToolUse};
 
 use crate::DecodeError;
 
-/// Reads a function tool at `path`. A missing or `null` `parameters` is
-/// `Value::Null` (a function without arguments); `strict` has no IR field.
-pub fn read_tool(value: &Value, path: &str) -> Result<Tool, DecodeError> {
-    let tool = object(value, path)?;
+/// Reads a function tool at `path`, taking its parts (a tool's parameters
+/// are its largest member; moved, not copied). A missing or `null`
+/// `parameters` is `Value::Null` (a function without arguments); `strict`
+/// has no IR field.
+pub fn read_tool(value: Value, path: &str) -> Result<Tool, DecodeError> {
+    let Value::Object(mut tool) = value else {
+        return Err(DecodeError::invalid(path, format!("{path} must be an object")));
+    };
     match tool.get("type") {
         None | Some(Value::Null) => {}
         Some(Value::String(kind)) if kind == "function" => {}
@@ -25,23 +29,24 @@ pub fn read_tool(value: &Value, path: &str) -> Result<Tool, DecodeError> {
         }
     }
     let function_path = format!("{path}.function");
-    let function = match tool.get("function") {
-        Some(function) => object(function, &function_path)?,
+    let mut function = match tool.remove("function") {
+        Some(Value::Object(function)) => function,
+        Some(_) => return Err(DecodeError::invalid(&function_path, format!("{function_path} must be an object"))),
         None => return Err(DecodeError::invalid(&function_path, format!("{function_path} is required"))),
     };
-    let parameters = match function.get("parameters") {
+    let parameters = match function.remove("parameters") {
         None | Some(Value::Null) => Value::Null,
-        Some(parameters @ Value::Object(_)) => parameters.clone(),
+        Some(parameters @ Value::Object(_)) => parameters,
         Some(_) => {
             let param = format!("{function_path}.parameters");
             return Err(DecodeError::invalid(&param, format!("{param} must be an object")));
         }
     };
     Ok(Tool {
-        name: string(function, "name", &function_path)?.ok_or_else(|| {
+        name: take_string(&mut function, "name", &function_path)?.ok_or_else(|| {
             DecodeError::invalid(format!("{function_path}.name"), format!("{function_path}.name is required"))
         })?,
-        description: string(function, "description", &function_path)?,
+        description: take_string(&mut function, "description", &function_path)?,
         parameters,
         cache_control: None,
     })
@@ -60,19 +65,23 @@ pub fn tool_value(tool: &Tool) -> Value {
     json!({"type": "function", "function": function})
 }
 
-/// Reads a function call at `path`: its `id` (empty when missing), name and
-/// argument text (an object where text belongs is kept as its JSON text).
-pub fn read_call(value: &Value, path: &str) -> Result<ToolUse, DecodeError> {
-    let call = object(value, path)?;
+/// Reads a function call at `path`, taking its parts: its `id` (empty when
+/// missing), name and argument text (an object where text belongs is kept
+/// as its JSON text).
+pub fn read_call(value: Value, path: &str) -> Result<ToolUse, DecodeError> {
+    let Value::Object(mut call) = value else {
+        return Err(DecodeError::invalid(path, format!("{path} must be an object")));
+    };
     let function_path = format!("{path}.function");
-    let function = match call.get("function") {
-        Some(function) => object(function, &function_path)?,
+    let mut function = match call.remove("function") {
+        Some(Value::Object(function)) => function,
+        Some(_) => return Err(DecodeError::invalid(&function_path, format!("{function_path} must be an object"))),
         None => return Err(DecodeError::invalid(&function_path, format!("{function_path} is required"))),
     };
     Ok(ToolUse::new(
-        string(call, "id", path)?.unwrap_or_default(),
-        string(function, "name", &function_path)?.unwrap_or_default(),
-        arguments_text(function.get("arguments")),
+        take_string(&mut call, "id", path)?.unwrap_or_default(),
+        take_string(&mut function, "name", &function_path)?.unwrap_or_default(),
+        arguments_text(function.remove("arguments")),
     ))
 }
 
@@ -82,22 +91,18 @@ pub fn call_value(id: &str, call: &ToolUse) -> Value {
 }
 
 /// Argument text: a string as it is, anything else as its JSON text.
-pub fn arguments_text(arguments: Option<&Value>) -> String {
+pub fn arguments_text(arguments: Option<Value>) -> String {
     match arguments {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) => text.clone(),
+        Some(Value::String(text)) => text,
         Some(other) => other.to_string(),
     }
 }
 
-fn object<'a>(value: &'a Value, path: &str) -> Result<&'a Map<String, Value>, DecodeError> {
-    value.as_object().ok_or_else(|| DecodeError::invalid(path, format!("{path} must be an object")))
-}
-
-fn string(object: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, DecodeError> {
-    match object.get(key) {
+fn take_string(object: &mut Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, DecodeError> {
+    match object.remove(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(Value::String(text)) => Ok(Some(text)),
         Some(_) => Err(DecodeError::invalid(format!("{path}.{key}"), format!("{path}.{key} must be a string"))),
     }
 }
@@ -114,13 +119,13 @@ mod tests {
             parameters: json!({"type": "object"}),
             cache_control: None,
         };
-        assert_eq!(read_tool(&tool_value(&tool), "tools[0]"), Ok(tool));
+        assert_eq!(read_tool(tool_value(&tool), "tools[0]"), Ok(tool));
         let bare = Tool { name: "g".into(), description: None, parameters: Value::Null, cache_control: None };
         assert_eq!(tool_value(&bare), json!({"type": "function", "function": {"name": "g"}}));
         let call = ToolUse::new("c1", "f", "{\"a\":1}");
-        assert_eq!(read_call(&call_value("c1", &call), "tool_calls[0]"), Ok(call));
+        assert_eq!(read_call(call_value("c1", &call), "tool_calls[0]"), Ok(call));
         let object_arguments = json!({"id": "c", "function": {"name": "f", "arguments": {"a": 1}}});
-        assert_eq!(read_call(&object_arguments, "t").map(|c| c.input), Ok("{\"a\":1}".to_owned()));
+        assert_eq!(read_call(object_arguments, "t").map(|c| c.input), Ok("{\"a\":1}".to_owned()));
     }
 
     #[test]
@@ -134,7 +139,7 @@ mod tests {
         ];
         for (tool, param) in cases {
             assert!(
-                matches!(read_tool(&tool, "tools[0]"), Err(DecodeError::Invalid { param: Some(ref p), .. }) if p == param),
+                matches!(read_tool(tool.clone(), "tools[0]"), Err(DecodeError::Invalid { param: Some(ref p), .. }) if p == param),
                 "{tool}"
             );
         }

@@ -267,7 +267,7 @@ fn citation_target(citation: &Value, blocks: &[Block], content_len: usize, plan_
 fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
     // Cohere requires the id and the name.
     required_str(path, object(path, call)?, "id")?;
-    let mut read = function::read_call(call, path)?;
+    let mut read = function::read_call(call.clone(), path)?;
     if read.name.is_empty() {
         return Err(invalid(format!("{path}.function.name"), "is required"));
     }

@@ -37,7 +37,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
                 _ => return Err(invalid("model", "must be a string")),
             },
             "messages" => messages = Some(value),
-            "tools" => read_tools(&value, &mut request)?,
+            "tools" => read_tools(value, &mut request)?,
             "tool_choice" => request.tool_choice = Some(read_tool_choice(&value)?),
             "max_tokens" => request.max_tokens = Some(unsigned("max_tokens", &value)?),
             "temperature" => request.temperature = Some(float("temperature", &value)?),
@@ -158,11 +158,11 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
     Ok(())
 }
 
-fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
     let Value::Array(items) = value else {
         return Err(invalid("tools", "must be an array"));
     };
-    for (i, item) in items.iter().enumerate() {
+    for (i, item) in items.into_iter().enumerate() {
         request.tools.push(function::read_tool(item, &format!("tools[{i}]"))?);
     }
     Ok(())

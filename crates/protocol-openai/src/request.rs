@@ -385,20 +385,28 @@ fn assistant_blocks(
     // The deprecated single `function_call`; its name stands in for an id.
     if let Some(Value::Object(mut call)) = take(message, "function_call") {
         let name = take_string(&mut call, "name")?.unwrap_or_default();
-        blocks.push(Block::ToolUse(ToolUse::new(name.clone(), name, function::arguments_text(call.get("arguments")))));
+        blocks.push(Block::ToolUse(ToolUse::new(
+            name.clone(),
+            name,
+            function::arguments_text(take(&mut call, "arguments")),
+        )));
     }
     Ok(blocks)
 }
 
-fn read_tool_call(call: Value, path: &str) -> Result<ToolUse, DecodeError> {
+fn read_tool_call(mut call: Value, path: &str) -> Result<ToolUse, DecodeError> {
+    let signature = carried_signature(call.get("extra_content"));
     // Custom (free-form) tool calls carry their input as plain text.
-    if let Some(custom) = call.get("custom").filter(|_| call.get("function").is_none()) {
-        let name = custom.get("name").and_then(Value::as_str).unwrap_or_default();
-        let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-        return Ok(ToolUse::new(id, name, function::arguments_text(custom.get("input"))));
+    if call.get("function").is_none() {
+        if let Some(Value::Object(custom)) = call.get_mut("custom") {
+            let name = take_string(custom, "name")?.unwrap_or_default();
+            let input = function::arguments_text(take(custom, "input"));
+            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+            return Ok(ToolUse::new(id, name, input));
+        }
     }
-    let mut read = function::read_call(&call, path)?;
-    read.signature = carried_signature(call.get("extra_content"));
+    let mut read = function::read_call(call, path)?;
+    read.signature = signature;
     Ok(read)
 }
 
@@ -406,7 +414,7 @@ fn read_tools(tools: Option<Value>) -> Result<Vec<Tool>, DecodeError> {
     match tools {
         None => Ok(Vec::new()),
         Some(Value::Array(tools)) => tools
-            .iter()
+            .into_iter()
             .enumerate()
             .map(|(index, tool)| function::read_tool(tool, &format!("tools[{index}]")))
             .collect(),
