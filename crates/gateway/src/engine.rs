@@ -9,7 +9,6 @@
 
 mod relay;
 
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -18,14 +17,15 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use switchyard_codec::tap::UsageTap;
-use switchyard_codec::{scan, Codec, Credentials, Framing, Outbound};
+use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
 use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::routing::{self, Plan, Slot};
+use crate::call::{Call, Slot};
+use crate::routing::{self, Plan};
 use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
@@ -36,45 +36,6 @@ pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxErr
 
 /// Largest upstream body read whole (non-streamed replies and error bodies).
 const MAX_UPSTREAM_BODY: usize = 64 << 20;
-
-/// A caller's request as an ingress framed it.
-pub struct Call {
-    /// The caller's protocol.
-    pub ingress: Protocol,
-    /// The model or pool the caller named.
-    pub name: String,
-    /// An ad-hoc route straight to a provider's wire model.
-    pub direct: Option<(usize, String)>,
-    /// The request body as received.
-    pub body: Bytes,
-    /// Byte range of the body's `model` value, when the body carries one.
-    pub model_span: Option<Range<usize>>,
-    /// The caller wants a stream.
-    pub stream: bool,
-    /// The stream framing the caller reads.
-    pub framing: Framing,
-    /// `x-request-id` to echo.
-    pub request_id: HeaderValue,
-    /// The caller's request headers (session ids, passthrough credentials).
-    pub headers: HeaderMap,
-    /// The session id echoed as `x-switchyard-session`, when the caller sent one.
-    pub session: Option<HeaderValue>,
-}
-
-impl Call {
-    /// The caller's own API key from whichever header its SDK uses, for
-    /// lanes configured with `upstream_credentials: passthrough`.
-    pub fn caller_key(&self) -> Option<&str> {
-        if let Some(bearer) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-            if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
-                return Some(token.trim());
-            }
-        }
-        ["x-api-key", "x-goog-api-key"]
-            .iter()
-            .find_map(|name| self.headers.get(*name).and_then(|v| v.to_str().ok()).map(str::trim))
-    }
-}
 
 /// One candidate: a lane and the wire model to ask it for.
 struct Candidate<'a> {

@@ -18,17 +18,8 @@ use switchyard_route::hook::{self, Access, CandidateView, Decision, Grants, Requ
 use switchyard_route::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
 use tokio::time::Instant;
 
-use crate::engine::Call;
+use crate::call::{Call, Slot};
 use crate::state::{Gateway, PoolState};
-
-/// Where a candidate sits: its pool and member slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
-    /// Pool index.
-    pub pool: usize,
-    /// Member index in the pool.
-    pub member: usize,
-}
 
 /// The try order for one call.
 #[derive(Debug)]

@@ -19,7 +19,8 @@ use std::future::IntoFuture;
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
-use crate::engine::{self, Call};
+use crate::call::Call;
+use crate::engine;
 use crate::state::Gateway;
 use crate::transport::CollectError;
 

@@ -1,0 +1,58 @@
+//! A caller's request as an ingress framed it, and where a candidate sits:
+//! the values every stage of the request path reads. A leaf module, so
+//! routing and the engine both depend on it and not on each other.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use switchyard_codec::Framing;
+use switchyard_ir::Protocol;
+
+/// A caller's request as an ingress framed it.
+pub struct Call {
+    /// The caller's protocol.
+    pub ingress: Protocol,
+    /// The model or pool the caller named.
+    pub name: String,
+    /// An ad-hoc route straight to a provider's wire model.
+    pub direct: Option<(usize, String)>,
+    /// The request body as received.
+    pub body: Bytes,
+    /// Byte range of the body's `model` value, when the body carries one.
+    pub model_span: Option<Range<usize>>,
+    /// The caller wants a stream.
+    pub stream: bool,
+    /// The stream framing the caller reads.
+    pub framing: Framing,
+    /// `x-request-id` to echo.
+    pub request_id: HeaderValue,
+    /// The caller's request headers (session ids, passthrough credentials).
+    pub headers: HeaderMap,
+    /// The session id echoed as `x-switchyard-session`, when the caller sent one.
+    pub session: Option<HeaderValue>,
+}
+
+impl Call {
+    /// The caller's own API key from whichever header its SDK uses, for
+    /// lanes configured with `upstream_credentials: passthrough`.
+    pub fn caller_key(&self) -> Option<&str> {
+        if let Some(bearer) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
+                return Some(token.trim());
+            }
+        }
+        ["x-api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|name| self.headers.get(*name).and_then(|v| v.to_str().ok()).map(str::trim))
+    }
+}
+
+/// Where a candidate sits: its pool and member slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Pool index.
+    pub pool: usize,
+    /// Member index in the pool.
+    pub member: usize,
+}
