@@ -102,8 +102,8 @@ pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>
 
 /// Calls `visit(key, value_start, value_end)` for each top-level member
 /// until it returns `false`. Keys come with their escapes resolved.
-fn walk_top_level<'a>(
-    body: &'a [u8],
+fn walk_top_level(
+    body: &[u8],
     mut visit: impl FnMut(&[u8], usize, usize) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     let mut at = skip_ws(body, 0);

@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use switchyard_codec::tap::UsageTap;
 use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
+use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass, Unavailable};
 use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
@@ -80,6 +80,10 @@ impl Health {
             LaneEffect::Trip => {
                 pool.breaker(slot.member).record_hard_down(now(), reason, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
+            }
+            LaneEffect::Rest => {
+                pool.breaker(slot.member).record_rate_limited(now(), retry_after);
+                Counters::bump(&pool.counters[slot.member].rate_limited);
             }
         }
     }
@@ -144,8 +148,21 @@ impl Drop for InFlight {
 struct Exhaustion {
     last: Option<Failure>,
     rate_limited: Option<Failure>,
+    /// Earliest recovery of a candidate skipped because it is down for faults.
     cooling: Option<Duration>,
+    /// Earliest end of rest of a candidate skipped after a rate limit.
+    resting: Option<Duration>,
     at_cap: bool,
+}
+
+impl Exhaustion {
+    fn skipped(&mut self, retry_in: Duration, cause: Unavailable) {
+        let earliest = |current: Option<Duration>| Some(current.map_or(retry_in, |c| c.min(retry_in)));
+        match cause {
+            Unavailable::RateLimited => self.resting = earliest(self.resting),
+            Unavailable::Cooling | Unavailable::TrialInFlight => self.cooling = earliest(self.cooling),
+        }
+    }
 }
 
 /// Why a try did not succeed.
@@ -216,8 +233,8 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             Some(slot) => gateway.pools[slot.pool].breaker(slot.member).admit(now()),
             None => Admission::Admit,
         };
-        if let Admission::Reject { retry_in } = admission {
-            exhaustion.cooling = Some(exhaustion.cooling.map_or(retry_in, |c| c.min(retry_in)));
+        if let Admission::Reject { retry_in, cause } = admission {
+            exhaustion.skipped(retry_in, cause);
             continue;
         }
         let health = Health { gateway: gateway.clone(), slot: candidate.slot };
@@ -346,14 +363,32 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     if let Some(failure) = exhaustion.last {
         return failure_response(gateway, call, failure);
     }
-    if let Some(cooling) = exhaustion.cooling {
-        let seconds = cooling.as_secs_f64().ceil().max(1.0) as u64;
-        let info = ErrorInfo::new(
-            ErrorKind::Unavailable,
-            format!("every lane of `{}` is cooling down after failures; retry in {seconds}s", call.name),
-        );
-        let mut response = error_response(gateway, call, &info);
-        if let Ok(value) = HeaderValue::try_from(seconds.to_string()) {
+    // Every lane left is resting after rate limits: that is a rate limit for
+    // the caller too (SDKs back off on a 429; a 503 reads as an outage).
+    // A lane down for faults makes it a 503.
+    let unavailable = match (exhaustion.cooling, exhaustion.resting) {
+        (None, Some(resting)) => Some((
+            ErrorKind::RateLimit,
+            resting,
+            format!("every lane of `{}` is rate-limited upstream; retry in {}s", call.name, whole_seconds(resting)),
+        )),
+        (Some(cooling), resting) => {
+            let wait = resting.map_or(cooling, |r| r.min(cooling));
+            Some((
+                ErrorKind::Unavailable,
+                wait,
+                format!(
+                    "every lane of `{}` is cooling down after failures; retry in {}s",
+                    call.name,
+                    whole_seconds(wait)
+                ),
+            ))
+        }
+        (None, None) => None,
+    };
+    if let Some((kind, wait, message)) = unavailable {
+        let mut response = error_response(gateway, call, &ErrorInfo::new(kind, message));
+        if let Ok(value) = HeaderValue::try_from(whole_seconds(wait).to_string()) {
             response.headers_mut().insert(http::header::RETRY_AFTER, value);
         }
         return response;
@@ -368,14 +403,25 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     response
 }
 
+/// A wait as the whole seconds a `Retry-After` carries, at least one.
+fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
+/// An upstream's `Retry-After`: delay-seconds or an HTTP-date (RFC 9110
+/// 10.2.3), at most a day.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+    parse_retry_after(headers.get(http::header::RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
+}
+
+fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    const DAY: f64 = 86_400.0;
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(DAY)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO).min(Duration::from_secs_f64(DAY)))
 }
 
 fn unknown_name(name: &str) -> ErrorInfo {
@@ -790,4 +836,21 @@ fn internal_error() -> Response<ResponseBody> {
     );
     *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), Some(Duration::ZERO), "in the past");
+        assert_eq!(parse_retry_after("99999999", now), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+    }
 }

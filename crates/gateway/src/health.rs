@@ -85,6 +85,8 @@ pub fn stats(gateway: &Gateway) -> Value {
                 "ok": counters.ok.load(Ordering::Relaxed),
                 "upstream_failures": counters.upstream_failures.load(Ordering::Relaxed),
                 "client_faults": counters.client_faults.load(Ordering::Relaxed),
+                "rate_limited": counters.rate_limited.load(Ordering::Relaxed),
+                "resting_ms": snapshot.resting.map(|d| d.as_millis() as u64),
                 "latency_ms": lane.latency_ms(),
             }));
         }

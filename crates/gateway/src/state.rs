@@ -104,6 +104,8 @@ pub struct Counters {
     pub upstream_failures: AtomicU64,
     /// Errors that were the caller's.
     pub client_faults: AtomicU64,
+    /// Upstream rate limits (the lane rested; not failures).
+    pub rate_limited: AtomicU64,
 }
 
 impl Counters {

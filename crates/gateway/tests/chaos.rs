@@ -70,6 +70,16 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("retry-after", "7".parse().unwrap());
             response
         }
+        "limited_date" => {
+            let mut response = openai_error(StatusCode::TOO_MANY_REQUESTS, "slow down", "rate_limit_exceeded");
+            let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
+            response.headers_mut().insert("retry-after", at.parse().unwrap());
+            response
+        }
+        "quota" => {
+            let body = serde_json::json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+            (StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], body.to_string()).into_response()
+        }
         "context" => {
             let body = serde_json::json!({"error": {"message": "This model's maximum context length is 1000 tokens", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
             (StatusCode::BAD_REQUEST, [("content-type", "application/json")], body.to_string()).into_response()
@@ -128,7 +138,7 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
     let mut yaml = format!(
         "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ response_headers: 300ms }} }}\nmodels:\n"
     );
-    for model in ["healthy", "fail500", "limited", "hang", "slow", "switch", "cut"] {
+    for model in ["healthy", "fail500", "limited", "limited_date", "hang", "slow", "switch", "cut"] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
     yaml.push_str("  context: { provider: faulty, context_window: 1000 }\n");
@@ -236,8 +246,8 @@ async fn tripped_lane_gets_no_traffic_then_exactly_one_trial_then_recovers() {
 }
 
 #[tokio::test]
-async fn rate_limits_are_relayed_with_retry_after_and_floor_the_cooldown() {
-    let (upstream, _faults) = fault_upstream().await;
+async fn rate_limits_rest_the_lane_and_answer_429_never_503() {
+    let (upstream, faults) = fault_upstream().await;
     let addr = gateway(&chaos_config(
         upstream,
         "  lim: { breaker: { consecutive_failures: 1 }, members: [{ model: limited }] }\n",
@@ -248,13 +258,74 @@ async fn rate_limits_are_relayed_with_retry_after_and_floor_the_cooldown() {
     assert_eq!(reply.headers["retry-after"], "7");
     let stats = stats(addr).await;
     let lane = lane_stats(&stats, "lim", "limited");
-    assert_eq!(lane["breaker"], "open");
-    assert!(lane["retry_in_ms"].as_u64().unwrap() >= 6_500, "retry-after is the cooldown's floor: {lane}");
-    // Now every lane is cooling down: an honest 503 with the time to recovery.
-    let reply = chat(addr, "lim", "again").await;
+    assert_eq!(lane["breaker"], "closed", "a rate limit is not a failure: {lane}");
+    assert_eq!(lane["trips"], 0);
+    assert!(lane["resting_ms"].as_u64().unwrap() >= 6_500, "the lane rests for its retry-after: {lane}");
+    // Resting: the caller gets a rate limit in its own protocol, not an outage.
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic, Protocol::Gemini, Protocol::Bedrock] {
+        let reply =
+            post(addr, &ingress_path(protocol, "lim", false), &[], chat_body(protocol, "lim", "again", false)).await;
+        assert_eq!(reply.status, 429, "{protocol}: {}", String::from_utf8_lossy(&reply.body));
+        let kind = switchyard_protocol::codec(protocol).extract_error(reply.status.as_u16(), &reply.body).kind;
+        assert_eq!(kind, switchyard_protocol::ir::ErrorKind::RateLimit, "{protocol}");
+        let retry: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((6..=7).contains(&retry), "retry-after {retry}");
+    }
+    assert_eq!(faults.hits("limited"), 1, "a resting lane gets no traffic");
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_rests_the_lane() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(upstream, "  lim: { members: [{ model: limited_date }] }\n")).await;
+    let reply = chat(addr, "lim", "hi").await;
+    assert_eq!(reply.status, 429);
+    let stats = stats(addr).await;
+    let lane = lane_stats(&stats, "lim", "limited_date");
+    let resting = lane["resting_ms"].as_u64().unwrap();
+    assert!((8_000..=10_000).contains(&resting), "rests until the date: {lane}");
+}
+
+#[tokio::test]
+async fn a_lane_down_for_faults_makes_exhaustion_a_503() {
+    let (upstream, _faults) = fault_upstream().await;
+    let pools = "  mixed: { breaker: { consecutive_failures: 1 }, failover: { max_hops: 1 }, members: [{ model: limited }, { model: fail500 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    // One request each (max_hops 1): one lane rests, the other trips.
+    let first = chat(addr, "mixed", "one").await;
+    let second = chat(addr, "mixed", "two").await;
+    let mut statuses = [first.status.as_u16(), second.status.as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [429, 500]);
+    let reply = chat(addr, "mixed", "three").await;
     assert_eq!(reply.status, 503, "{}", String::from_utf8_lossy(&reply.body));
-    let retry: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((6..=7).contains(&retry), "retry-after {retry}");
+    assert!(reply.headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_callers_own_rate_limit_never_touches_the_lane() {
+    let (upstream, faults) = fault_upstream().await;
+    let yaml = format!(
+        "providers:\n  theirs: {{ protocol: openai, base_url: \"http://{upstream}\", upstream_credentials: passthrough }}\nmodels:\n  limited: {{ provider: theirs }}\n  quota: {{ provider: theirs }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    for model in ["limited", "quota"] {
+        for _ in 0..3 {
+            let reply = post(
+                addr,
+                "/v1/chat/completions",
+                &[("authorization", "Bearer sk-caller")],
+                chat_body(Protocol::OpenAi, model, "hi", false),
+            )
+            .await;
+            assert_eq!(reply.status, 429, "{model}: relayed as the caller's own");
+        }
+        let stats = stats(addr).await;
+        let lane = lane_stats(&stats, model, model);
+        assert_eq!(lane["breaker"], "closed", "{lane}");
+        assert!(lane["resting_ms"].is_null(), "{lane}");
+    }
+    assert_eq!(faults.hits("limited"), 3, "every call reached the upstream");
 }
 
 #[tokio::test]
