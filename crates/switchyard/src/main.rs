@@ -112,6 +112,9 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let (config, source) = load_config(Some(path.to_path_buf()))?;
     Gateway::new(config.clone(), switchyard_protocol::codec).context("config is valid YAML but cannot be served")?;
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
     eprintln!(
         "{source}: ok ({} providers, {} models, {} pools)",
         config.providers.len(),
@@ -123,6 +126,9 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
 
 async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let (config, source) = load_config(path)?;
+    for warning in &config.warnings {
+        tracing::warn!(config = %source, "{warning}");
+    }
     let listen = config.listen;
     let admin_listen = config.admin_listen;
     let drain = config.server.drain_timeout;
