@@ -680,6 +680,22 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         });
     }
     check_fallback_cycles(&pools, issues);
+    for provider in &providers {
+        let adhoc_names: Vec<String> = match &provider.adhoc {
+            Adhoc::Off => Vec::new(),
+            Adhoc::Any => vec![format!("{}/*", provider.name)],
+            Adhoc::Models(models) => models.iter().map(|m| format!("{}/{m}", provider.name)).collect(),
+        };
+        for name in adhoc_names {
+            if model_names.contains(&name.as_str()) || pool_names.contains(&name.as_str()) {
+                issues.push(Issue::new(
+                    &format!("providers.{}.adhoc", provider.name),
+                    format!("the ad-hoc route's name `{name}` is also a model or pool"),
+                    "rename the model or pool, or leave that wire model off the ad-hoc list",
+                ));
+            }
+        }
+    }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
     Config {

@@ -15,8 +15,9 @@ pub struct Call {
     pub ingress: Protocol,
     /// The model or pool the caller named.
     pub name: String,
-    /// An ad-hoc route straight to a provider's wire model.
-    pub direct: Option<(usize, String)>,
+    /// The wire model an ad-hoc caller named (`/{provider}/{model}/v1/messages`),
+    /// sent to a provider's any-model ad-hoc lane.
+    pub wire_model: Option<String>,
     /// The request body as received.
     pub body: Bytes,
     /// Byte range of the body's `model` value, when the body carries one.

@@ -40,35 +40,28 @@ const MAX_UPSTREAM_BODY: usize = 64 << 20;
 /// One candidate: a lane and the wire model to ask it for.
 struct Candidate<'a> {
     lane: &'a Lane,
-    lane_index: Option<usize>,
+    lane_index: usize,
     wire_model: &'a str,
     lane_header: HeaderValue,
-    slot: Option<Slot>,
+    slot: Slot,
 }
 
 /// Reports a try's outcome to the lane's breaker and counters.
 #[derive(Clone)]
 pub(crate) struct Health {
     gateway: Arc<Gateway>,
-    slot: Option<Slot>,
+    slot: Slot,
 }
 
 impl Health {
-    fn counters(&self) -> Option<&Counters> {
-        self.slot.map(|s| &self.gateway.pools[s.pool].counters[s.member])
-    }
-
     fn success(&self) {
-        if let Some(slot) = self.slot {
-            self.gateway.pools[slot.pool].breaker(slot.member).record_success(now());
-        }
-        if let Some(counters) = self.counters() {
-            Counters::bump(&counters.ok);
-        }
+        let pool = &self.gateway.pools[self.slot.pool];
+        pool.breaker(self.slot.member).record_success(now());
+        Counters::bump(&pool.counters[self.slot.member].ok);
     }
 
     pub(crate) fn apply(&self, effect: LaneEffect, reason: &str, retry_after: Option<Duration>) {
-        let Some(slot) = self.slot else { return };
+        let slot = self.slot;
         let pool = &self.gateway.pools[slot.pool];
         match effect {
             // Not a verdict on the lane: a half-open trial is released by its guard.
@@ -96,7 +89,7 @@ impl Health {
 /// would stay half-open with a trial nobody finishes.
 struct TrialGuard {
     gateway: Arc<Gateway>,
-    slot: Option<Slot>,
+    slot: Slot,
     armed: bool,
 }
 
@@ -109,8 +102,8 @@ impl TrialGuard {
 
 impl Drop for TrialGuard {
     fn drop(&mut self) {
-        if let (Some(slot), true) = (self.slot, self.armed) {
-            self.gateway.pools[slot.pool].breaker(slot.member).release_trial();
+        if self.armed {
+            self.gateway.pools[self.slot.pool].breaker(self.slot.member).release_trial();
         }
     }
 }
@@ -123,23 +116,19 @@ fn now() -> std::time::Instant {
 /// Counts a request in flight on a lane for as long as it lives.
 pub(crate) struct InFlight {
     gateway: Arc<Gateway>,
-    lane: Option<usize>,
+    lane: usize,
 }
 
 impl InFlight {
-    fn new(gateway: &Arc<Gateway>, lane: Option<usize>) -> InFlight {
-        if let Some(lane) = lane {
-            gateway.lanes[lane].in_flight.fetch_add(1, Ordering::Relaxed);
-        }
+    fn new(gateway: &Arc<Gateway>, lane: usize) -> InFlight {
+        gateway.lanes[lane].in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight { gateway: gateway.clone(), lane }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Some(lane) = self.lane {
-            self.gateway.lanes[lane].in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.gateway.lanes[self.lane].in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -153,6 +142,8 @@ struct Exhaustion {
     /// Earliest end of rest of a candidate skipped after a rate limit.
     resting: Option<Duration>,
     at_cap: bool,
+    /// The pool's failover deadline passed.
+    deadline: bool,
 }
 
 impl Exhaustion {
@@ -188,33 +179,31 @@ struct UpstreamFailure {
 pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<ResponseBody> {
     let started = Instant::now();
     let mut translated: Option<Request> = None;
-    let plan = match call.direct {
-        Some(_) => None,
-        None => {
-            let Some(pool) = gateway.resolve(&call.name) else {
-                return error_response(&gateway, &call, &unknown_name(&call.name));
-            };
-            match routing::plan(&gateway, &mut call, pool, &mut translated).await {
-                Ok(plan) => Some(plan),
-                Err(info) => return error_response(&gateway, &call, &info),
-            }
-        }
+    let Some(pool) = gateway.resolve(&call.name) else {
+        return error_response(&gateway, &call, &unknown_name(&call.name));
     };
-    let (candidates, deadline) = match candidates(&gateway, &call, plan.as_ref()) {
+    let plan = match routing::plan(&gateway, &mut call, pool, &mut translated).await {
+        Ok(plan) => plan,
+        Err(info) => return error_response(&gateway, &call, &info),
+    };
+    let candidates = match candidates(&gateway, &call, &plan) {
         Ok(found) => found,
         Err(info) => return error_response(&gateway, &call, &info),
     };
+    let deadline = plan.deadline;
     let mut hops: Vec<(usize, u32)> = Vec::new();
     let mut tried: Vec<usize> = Vec::new();
     let mut larger_than: Option<u64> = None;
     let mut exhaustion = Exhaustion::default();
     let total = candidates.len();
     for (position, candidate) in candidates.iter().enumerate() {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if Instant::now() >= deadline {
+            exhaustion.deadline = true;
             break;
         }
         let lane = candidate.lane;
-        if candidate.lane_index.is_some_and(|index| tried.contains(&index)) {
+        let slot = candidate.slot;
+        if tried.contains(&candidate.lane_index) {
             continue;
         }
         if let Some(min) = larger_than {
@@ -222,37 +211,28 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
                 continue;
             }
         }
-        if let Some(slot) = candidate.slot {
-            let max_hops = gateway.pools[slot.pool].failover.max_hops;
-            let used = hops.iter().find(|(p, _)| *p == slot.pool).map_or(0, |(_, n)| *n);
-            if used >= max_hops {
-                continue;
-            }
+        let max_hops = gateway.pools[slot.pool].failover.max_hops;
+        if hops.iter().find(|(p, _)| *p == slot.pool).map_or(0, |(_, n)| *n) >= max_hops {
+            continue;
         }
-        let admission = match candidate.slot {
-            Some(slot) => gateway.pools[slot.pool].breaker(slot.member).admit(now()),
-            None => Admission::Admit,
-        };
+        let admission = gateway.pools[slot.pool].breaker(slot.member).admit(now());
         if let Admission::Reject { retry_in, cause } = admission {
             exhaustion.skipped(retry_in, cause);
             continue;
         }
-        let health = Health { gateway: gateway.clone(), slot: candidate.slot };
-        let mut trial =
-            TrialGuard { gateway: gateway.clone(), slot: candidate.slot, armed: admission == Admission::Trial };
+        let health = Health { gateway: gateway.clone(), slot };
+        let mut trial = TrialGuard { gateway: gateway.clone(), slot, armed: admission == Admission::Trial };
         let others_left = position + 1 < total;
-        let queue = candidate.slot.map_or(Duration::from_secs(30), |s| gateway.pools[s.pool].queue_timeout);
+        let queue = gateway.pools[slot.pool].queue_timeout.min(deadline.saturating_duration_since(Instant::now()));
         let Some(permit) = acquire(lane, others_left, queue).await else {
             exhaustion.at_cap = true;
             continue;
         };
-        if let Some(slot) = candidate.slot {
-            match hops.iter_mut().find(|(p, _)| *p == slot.pool) {
-                Some(entry) => entry.1 += 1,
-                None => hops.push((slot.pool, 1)),
-            }
+        match hops.iter_mut().find(|(p, _)| *p == slot.pool) {
+            Some(entry) => entry.1 += 1,
+            None => hops.push((slot.pool, 1)),
         }
-        tried.extend(candidate.lane_index);
+        tried.push(candidate.lane_index);
         let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
             Ok(prepared) => prepared,
             Err(info) => {
@@ -261,9 +241,18 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
         };
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
-        let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
-            Ok(upstream) => upstream,
-            Err(err) => {
+        // The failover deadline binds an attempt in flight too.
+        let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared);
+        let upstream = match tokio::time::timeout_at(deadline, attempt).await {
+            Err(_) => {
+                // The pool's budget ran out, not necessarily the lane's patience:
+                // no verdict on the lane (the trial guard releases a trial).
+                tracing::warn!(request_id = ?call.request_id, lane = %lane.name, "failover deadline reached mid-attempt");
+                exhaustion.deadline = true;
+                break;
+            }
+            Ok(Ok(upstream)) => upstream,
+            Ok(Err(err)) => {
                 let class = match err {
                     TransportError::HeadersTimeout(_) => StatusClass::Timeout,
                     TransportError::Connect(_) | TransportError::Io(_) => StatusClass::Network,
@@ -279,12 +268,10 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             health.success();
             trial.settle();
             lane.record_latency(sent.elapsed());
-            if let (Some(plan), Some(slot)) = (&plan, candidate.slot) {
-                if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
-                    routing::pin(&gateway, plan.pool, session, slot.member);
-                }
+            if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
+                routing::pin(&gateway, plan.pool, session, slot.member);
             }
-            let policy = plan.as_ref().and_then(|p| p.policy.clone());
+            let policy = plan.policy.clone();
             let mut response =
                 success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
             if let Some(policy) = policy {
@@ -363,6 +350,13 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     if let Some(failure) = exhaustion.last {
         return failure_response(gateway, call, failure);
     }
+    if exhaustion.deadline {
+        let info = ErrorInfo::new(
+            ErrorKind::Timeout,
+            format!("no lane of `{}` answered within the pool's failover timeout", call.name),
+        );
+        return error_response(gateway, call, &info);
+    }
     // Every lane left is resting after rate limits: that is a rate limit for
     // the caller too (SDKs back off on a 429; a 503 reads as an outage).
     // A lane down for faults makes it a 503.
@@ -433,41 +427,30 @@ fn unknown_name(name: &str) -> ErrorInfo {
     ErrorInfo::new(ErrorKind::NotFound, message)
 }
 
-/// The candidates in try order (from the routing plan, or the one ad-hoc
-/// lane), and the failover deadline.
-fn candidates<'a>(
-    gateway: &'a Gateway,
-    call: &'a Call,
-    plan: Option<&Plan>,
-) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
-    let Some(plan) = plan else {
-        let Some((provider, wire_model)) = &call.direct else {
-            return Err(unknown_name(&call.name));
-        };
-        let lane = gateway
-            .direct_lanes
-            .get(*provider)
-            .ok_or_else(|| ErrorInfo::new(ErrorKind::NotFound, "unknown provider"))?;
-        let header = HeaderValue::try_from(format!("{}/{}", lane.provider, wire_model))
-            .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
-        return Ok((vec![Candidate { lane, lane_index: None, wire_model, lane_header: header, slot: None }], None));
-    };
-    let order = plan
-        .slots
+/// The candidates in try order, from the routing plan.
+fn candidates<'a>(gateway: &'a Gateway, call: &'a Call, plan: &Plan) -> Result<Vec<Candidate<'a>>, ErrorInfo> {
+    plan.slots
         .iter()
         .map(|&slot| {
             let lane_index = gateway.pools[slot.pool].members[slot.member];
             let lane = &gateway.lanes[lane_index];
-            Candidate {
-                lane,
-                lane_index: Some(lane_index),
-                wire_model: &lane.wire_model,
-                lane_header: lane.lane_header.clone(),
-                slot: Some(slot),
+            match (&call.wire_model, lane.any_wire_model) {
+                // An ad-hoc lane open to any model: the caller's path names it.
+                (Some(wire_model), true) => {
+                    let header = HeaderValue::try_from(format!("{}/{wire_model}", lane.provider))
+                        .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
+                    Ok(Candidate { lane, lane_index, wire_model, lane_header: header, slot })
+                }
+                _ => Ok(Candidate {
+                    lane,
+                    lane_index,
+                    wire_model: &lane.wire_model,
+                    lane_header: lane.lane_header.clone(),
+                    slot,
+                }),
             }
         })
-        .collect();
-    Ok((order, Some(plan.deadline)))
+        .collect()
 }
 
 async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Option<OwnedSemaphorePermit>> {

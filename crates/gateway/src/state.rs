@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
 use switchyard_config::{
-    Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
+    Adhoc, Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
 };
 use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
@@ -71,6 +71,10 @@ pub struct Lane {
     pub tier: Option<Arc<str>>,
     /// The transport that reaches this lane's provider.
     pub transport: Arc<dyn Transport>,
+    /// A lane of the ad-hoc route (`provider/model` or `provider/*`).
+    pub adhoc: bool,
+    /// An ad-hoc lane open to any wire model: the caller's path names it.
+    pub any_wire_model: bool,
 }
 
 impl Lane {
@@ -205,12 +209,10 @@ pub struct Gateway {
     pub config: Config,
     /// The codec registry.
     pub codecs: CodecFor,
-    /// Lanes, indexed like `config.models`.
+    /// Lanes: indexed like `config.models`, then the ad-hoc lanes.
     pub lanes: Vec<Lane>,
-    /// One lane per provider for ad-hoc routes (`/{provider}/{model}/v1/messages`),
-    /// indexed like `config.providers`; the wire model comes from the path.
-    pub direct_lanes: Vec<Lane>,
-    /// Configured pools (indexed like `config.pools`), then one implicit pool per model.
+    /// Configured pools (indexed like `config.pools`), then one implicit
+    /// pool per lane (models, then ad-hoc lanes).
     pub pools: Vec<PoolState>,
     /// Caller-visible names → pool index.
     pub names: HashMap<Arc<str>, usize>,
@@ -283,11 +285,29 @@ impl Gateway {
             lane.tier.clone_from(&model.tier);
             lanes.push(lane);
         }
-        let direct_lanes = (0..config.providers.len())
-            .map(|provider| {
-                build_lane(&config, provider, &config.providers[provider].name, codecs, transport_for(provider))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // The ad-hoc route, where a provider opened it: one lane per allowed
+        // wire model (`provider/model`), or one lane for any model
+        // (`provider/*`, the wire model from the caller's path). Each goes
+        // through the same pool machinery as a configured model.
+        for (provider, config_provider) in config.providers.iter().enumerate() {
+            let names: Vec<(Arc<str>, Option<Arc<str>>)> = match &config_provider.adhoc {
+                Adhoc::Off => Vec::new(),
+                Adhoc::Any => vec![(Arc::from(format!("{}/*", config_provider.name)), None)],
+                Adhoc::Models(models) => models
+                    .iter()
+                    .map(|wire| (Arc::from(format!("{}/{wire}", config_provider.name)), Some(wire.clone())))
+                    .collect(),
+            };
+            for (name, wire_model) in names {
+                let mut lane = build_lane(&config, provider, &name, codecs, transport_for(provider))?;
+                lane.adhoc = true;
+                match wire_model {
+                    Some(wire_model) => lane.wire_model = wire_model,
+                    None => lane.any_wire_model = true,
+                }
+                lanes.push(lane);
+            }
+        }
         let mut pools: Vec<PoolState> = config
             .pools
             .iter()
@@ -311,15 +331,15 @@ impl Gateway {
         for (index, pool) in config.pools.iter().enumerate() {
             names.insert(pool.name.clone(), index);
         }
-        for (index, model) in config.models.iter().enumerate() {
-            names.insert(model.name.clone(), pools.len());
+        for (index, lane) in lanes.iter().enumerate() {
+            names.insert(lane.name.clone(), pools.len());
             let single = Failover { max_hops: 1, ..Failover::default() };
             pools.push(PoolState {
                 // Global gates see every request, models named directly included.
                 gates: gate_chain(&config, &[]),
                 affinity: None,
                 ..PoolState::new(
-                    model.name.clone(),
+                    lane.name.clone(),
                     true,
                     vec![(index, 1)],
                     single,
@@ -330,7 +350,7 @@ impl Gateway {
                 )
             });
         }
-        Ok(Gateway { config, codecs, lanes, direct_lanes, pools, names, hooks: crate::hooks::HookClient::new() })
+        Ok(Gateway { config, codecs, lanes, pools, names, hooks: crate::hooks::HookClient::new() })
     }
 
     /// The codec of `protocol`.
@@ -343,9 +363,18 @@ impl Gateway {
         self.names.get(name).copied()
     }
 
-    /// The provider called `name`.
-    pub fn provider_index(&self, name: &str) -> Option<usize> {
-        self.config.provider_index(name)
+    /// Resolves the ad-hoc route `/{provider}/{model}/v1/messages` to the
+    /// name of its pool: the allowed `provider/model` lane's, or the
+    /// provider's any-model lane's (`provider/*`, sent the wire model the
+    /// caller named). `None` when the provider did not open the route to
+    /// that model.
+    pub fn resolve_adhoc(&self, provider: &str, wire_model: &str) -> Option<Arc<str>> {
+        [format!("{provider}/{wire_model}"), format!("{provider}/*")].into_iter().find_map(|name| {
+            let pool = self.resolve(&name)?;
+            let state = &self.pools[pool];
+            state.members.first().filter(|&&lane| state.implicit && self.lanes[lane].adhoc)?;
+            Some(self.pools[pool].name.clone())
+        })
     }
 }
 
@@ -411,5 +440,7 @@ fn build_lane(
         tags: Vec::new(),
         tier: None,
         transport,
+        adhoc: false,
+        any_wire_model: false,
     })
 }

@@ -154,10 +154,6 @@ async fn chat(addr: std::net::SocketAddr, model: &str, text: &str) -> Reply {
     post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, text, false)).await
 }
 
-async fn stats(addr: std::net::SocketAddr) -> serde_json::Value {
-    serde_json::from_slice(&get(addr, "/stats").await.body).unwrap()
-}
-
 fn lane_stats<'a>(stats: &'a serde_json::Value, pool: &str, lane: &str) -> &'a serde_json::Value {
     let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == pool).unwrap();
     pool["lanes"].as_array().unwrap().iter().find(|l| l["lane"] == lane).unwrap()

@@ -97,7 +97,7 @@ async fn native_strategies_order_by_their_signal() {
     assert_eq!(ask(addr, "busy", &[]).await.headers["x-switchyard-route-policy"], "least_busy");
     // `weighted` named explicitly is the default: no policy header.
     assert!(ask(addr, "plain", &[]).await.headers.get("x-switchyard-route-policy").is_none());
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let cheap = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "cheap").unwrap();
     assert_eq!(cheap["routing"]["cheapest"]["selections"], 3);
 }
@@ -167,7 +167,7 @@ async fn affinity_never_resurrects_a_tripped_lane() {
     // x is now tripped: the session stays off it, and the switch is counted.
     let reply = ask(addr, "p", &[("x-session-id", "conv")]).await;
     assert_eq!(lane(&reply), "y");
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "p").unwrap();
     assert!(pool["affinity_switches"].as_u64().unwrap() >= 1, "{pool}");
 }
@@ -228,7 +228,7 @@ async fn rejections_are_clamped_and_in_the_callers_protocol() {
     assert_eq!(reply.status, 400);
     let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(body["type"], "error", "anthropic error shape: {body}");
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "guarded").unwrap();
     assert_eq!(pool["routing"]["pii"]["rejections"], 2);
 }

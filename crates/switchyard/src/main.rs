@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
-use switchyard_config::{Config, DEMO_CONFIG};
+use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
+use switchyard_gateway::server::Settings;
 use switchyard_gateway::Gateway;
 
 #[derive(Parser)]
@@ -131,7 +132,8 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     }
     let listen = config.listen;
     let admin_listen = config.admin_listen;
-    let drain = config.server.drain_timeout;
+    let limits = config.server.clone();
+    let drain_timeout = limits.drain_timeout;
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
     let gateway = Arc::new(Gateway::new(config, switchyard_protocol::codec)?);
@@ -152,28 +154,25 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!(?drain, "shutting down: no new connections, draining in-flight requests");
+        tracing::info!(drain = ?drain_timeout, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
     let admin_router = switchyard_gateway::admin_router(gateway.clone());
     let mut admin_stop = stop_rx.clone();
+    let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
     let admin_task = tokio::spawn(switchyard_gateway::server::serve(
         admin,
         admin_router,
+        Settings::plain(admin_limits),
         async move {
             let _ = admin_stop.wait_for(|stop| *stop).await;
         },
-        Duration::from_secs(1),
     ));
     let mut data_stop = stop_rx;
-    switchyard_gateway::server::serve(
-        listener,
-        switchyard_gateway::router(gateway),
-        async move {
-            let _ = data_stop.wait_for(|stop| *stop).await;
-        },
-        drain,
-    )
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway), settings, async move {
+        let _ = data_stop.wait_for(|stop| *stop).await;
+    })
     .await?;
     let _ = admin_task.await;
     Ok(())
@@ -185,11 +184,18 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     tracing::info!(listen = %listener.local_addr()?, "vendor fake is listening (all six protocols)");
+    // The fake stands in for vendors under load tests: no caps of its own.
+    let limits = Limits {
+        drain_timeout: Duration::from_secs(5),
+        max_connections: 1 << 20,
+        max_in_flight: 1 << 20,
+        ..Limits::default()
+    };
     switchyard_gateway::server::serve(
         listener,
         switchyard_gateway::server::mock_router(switchyard_protocol::codec),
+        Settings::plain(limits),
         shutdown_signal(),
-        Duration::from_secs(5),
     )
     .await?;
     Ok(())

@@ -4,39 +4,61 @@
 #![allow(dead_code, reason = "each test binary uses a part of the harness")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use switchyard_gateway::server::Settings;
 use switchyard_gateway::Gateway;
 use switchyard_protocol::codec;
 use switchyard_protocol::ir::{Accumulator, Protocol, Response};
 
-/// Starts a router on 127.0.0.1:0 and returns its address.
+/// Starts a router on 127.0.0.1:0 with the default limits and returns its address.
 pub async fn spawn(router: axum::Router) -> SocketAddr {
+    spawn_with(router, Settings::plain(switchyard_config::Server::default())).await
+}
+
+/// Starts a router on 127.0.0.1:0 with `settings`.
+pub async fn spawn_with(router: axum::Router, settings: Settings) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::server::serve(listener, router, std::future::pending(), Duration::from_secs(1)));
+    tokio::spawn(switchyard_gateway::server::serve(listener, router, settings, std::future::pending()));
     addr
+}
+
+/// The admin listener of each gateway a test started, by data address.
+static ADMINS: LazyLock<Mutex<HashMap<SocketAddr, SocketAddr>>> = LazyLock::new(Mutex::default);
+
+/// The admin address of the gateway serving data at `addr`.
+pub fn admin(addr: SocketAddr) -> SocketAddr {
+    ADMINS.lock().unwrap()[&addr]
 }
 
 /// Starts a gateway for `yaml`.
 pub async fn gateway(yaml: &str) -> SocketAddr {
-    let config = switchyard_config::load(yaml, &|_| None).unwrap();
-    let gateway = Arc::new(Gateway::new(config, codec).unwrap());
-    spawn(switchyard_gateway::router(gateway)).await
+    gateway_handle(yaml).await.0
 }
 
-/// Starts a gateway for `yaml` and keeps a handle on its state.
+/// Starts a gateway for `yaml` (data and admin listeners, as the binary
+/// does) and keeps a handle on its state.
 pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = switchyard_config::load(yaml, &|_| None).unwrap();
     let gateway = Arc::new(Gateway::new(config, codec).unwrap());
-    (spawn(switchyard_gateway::router(gateway.clone())).await, gateway)
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, gateway)
+}
+
+/// The admin plane's `/stats` of the gateway serving data at `addr`.
+pub async fn stats(addr: SocketAddr) -> serde_json::Value {
+    serde_json::from_slice(&get(admin(addr), "/stats").await.body).unwrap()
 }
 
 /// Starts the vendor fake.
