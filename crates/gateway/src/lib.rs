@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod mock;
 pub mod routing;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod transport;
 

@@ -19,6 +19,7 @@ use switchyard_route::{apply_preference, rank, BillingRank, Projection, Ranking,
 use tokio::time::Instant;
 
 use crate::call::{Call, Slot};
+use crate::sessions::Pinned;
 use crate::state::{Gateway, PoolState};
 
 /// The try order for one call.
@@ -119,26 +120,15 @@ pub async fn plan(
 /// Pins `session` to `member` of `pool` after it served.
 pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
     let state = &gateway.pools[pool];
-    let Some(affinity) = &state.affinity else { return };
-    let now = Instant::now().into_std();
-    let mut sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-    if sessions.len() >= MAX_SESSIONS {
-        sessions.retain(|_, (_, used)| now.saturating_duration_since(*used) < affinity.ttl);
-        if sessions.len() >= MAX_SESSIONS {
-            return;
-        }
+    if state.affinity.is_none() {
+        return;
     }
-    if let Some((previous, used)) = sessions.insert(session.to_owned(), (member, now)) {
-        if previous != member && now.saturating_duration_since(used) < affinity.ttl {
-            // The pinned lane failed and another one served: the session moves.
-            state.affinity_switches.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
-        }
+    if state.sessions.pin(session, member, Instant::now().into_std()) == Pinned::Moved {
+        // The pinned lane failed and another one served: the session moves.
+        state.affinity_switches.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
     }
 }
-
-/// Sessions a pool remembers at most (expired pins are swept when full).
-const MAX_SESSIONS: usize = 100_000;
 
 fn affinity(
     state: &PoolState,
@@ -149,13 +139,7 @@ fn affinity(
 ) -> Option<String> {
     let affinity = state.affinity.as_ref()?;
     let session = call.headers.get(&*affinity.header)?.to_str().ok()?.to_owned();
-    let pinned = {
-        let sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .get(&session)
-            .filter(|(_, used)| at.saturating_duration_since(*used) < affinity.ttl)
-            .map(|(member, _)| *member)
-    };
+    let pinned = state.sessions.get(&session, at);
     if let Some(member) = pinned {
         if let Some(position) = order.iter().position(|&m| m == member) {
             order.remove(position);
@@ -166,7 +150,8 @@ fn affinity(
             state.affinity_switches.fetch_add(1, Ordering::Relaxed);
             let reason =
                 if state.breaker(member).is_usable(at) { "excluded by a routing hook" } else { "lane is tripped" };
-            tracing::info!(request_id = ?call.request_id, pool = %state.name, %session, reason, "session moved off its pinned lane");
+            // Session ids are the caller's data: not at info.
+            tracing::info!(request_id = ?call.request_id, pool = %state.name, reason, "session moved off its pinned lane");
         }
     }
     Some(session)

@@ -385,6 +385,13 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         },
     };
     let session = session_of(&gateway, &name, &headers);
+    if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
+        let info = ErrorInfo::new(
+            ErrorKind::InvalidRequest,
+            format!("the session id is longer than {} bytes", crate::sessions::MAX_SESSION_ID),
+        );
+        return reject(&gateway, protocol, &headers, info);
+    }
     let call = Call {
         ingress: protocol,
         name,

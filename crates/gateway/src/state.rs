@@ -19,6 +19,7 @@ use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
 use tokio::sync::Semaphore;
 
+use crate::sessions::{SessionTable, MAX_SESSIONS};
 use crate::transport::{HttpTransport, Transport};
 
 /// Looks up the codec of a protocol (the registry is injected so this crate
@@ -147,8 +148,8 @@ pub struct PoolState {
     pub gates: Vec<usize>,
     /// Session affinity settings.
     pub affinity: Option<Affinity>,
-    /// Session id → (member, last use). Held briefly, never across `.await`.
-    pub sessions: Mutex<HashMap<String, (usize, Instant)>>,
+    /// Session pins (empty without affinity).
+    pub sessions: SessionTable,
     /// Routing counters per policy.
     pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
     /// Sessions moved off their pinned lane.
@@ -191,7 +192,7 @@ impl PoolState {
             strategy: Strategy::Weighted,
             gates: Vec::new(),
             affinity: None,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: SessionTable::new(Duration::ZERO, 1),
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
         }
@@ -315,6 +316,10 @@ impl Gateway {
                 strategy: pool.strategy,
                 gates: gate_chain(&config, &pool.gates),
                 affinity: pool.affinity.clone(),
+                sessions: pool
+                    .affinity
+                    .as_ref()
+                    .map_or_else(|| SessionTable::new(Duration::ZERO, 1), |a| SessionTable::new(a.ttl, MAX_SESSIONS)),
                 ..PoolState::new(
                     pool.name.clone(),
                     false,
