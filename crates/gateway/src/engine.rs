@@ -574,21 +574,23 @@ async fn send_to_lane(
     }
 }
 
-/// Sends a one-token probe to `lane`; true when it answered 2xx.
+/// Sends a one-token probe to `lane`; true when a 2xx reply arrived whole
+/// within the lane's response-headers timeout (a probe whose body hangs is
+/// not a healthy lane, and must not hang the probe loop).
 pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
     let request = switchyard_codec::probe_request(&lane.wire_model);
     let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
     let request_id = HeaderValue::from_static("switchyard-health-probe");
     let out = Outgoing { wire_model: &lane.wire_model, stream: false, request_id: &request_id, caller_key: None };
-    match send_to_lane(gateway, lane, out, body).await {
-        Ok(response) => {
-            let ok = response.status.is_success();
-            // Drain so the connection goes back to the pool.
-            let _ = collect(response.body).await;
-            ok
-        }
-        Err(_) => false,
-    }
+    let exchange = async {
+        let response = send_to_lane(gateway, lane, out, body).await.ok()?;
+        let ok = response.status.is_success();
+        // Read it whole: the connection goes back to the pool, and a body
+        // that never comes is a failed probe.
+        collect(response.body).await.ok()?;
+        Some(ok)
+    };
+    tokio::time::timeout(lane.timeouts.response_headers, exchange).await.ok().flatten().unwrap_or(false)
 }
 
 async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
@@ -672,7 +674,6 @@ async fn success(
         first_sent: false,
         events: Vec::new(),
         idle: lane.timeouts.stream_idle,
-        deadline: Instant::now() + lane.timeouts.request,
         done: false,
         health,
         request_id: call.request_id.clone(),

@@ -24,6 +24,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use common::*;
+use futures_util::StreamExt;
 use switchyard_protocol::ir::Protocol;
 
 #[derive(Default)]
@@ -100,6 +101,25 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             tokio::time::sleep(Duration::from_millis(200)).await;
             healthy_reply(&body, stream)
         }
+        "trickle" => {
+            // A healthy stream that takes longer than the lane's whole-request timeout.
+            let reply = healthy_reply(&body, true);
+            let whole = axum::body::to_bytes(reply.into_body(), usize::MAX).await.unwrap();
+            let frames: Vec<Bytes> = whole.split_inclusive(|b| *b == b'\n').map(Bytes::copy_from_slice).collect();
+            let chunks = futures_util::stream::iter(frames).then(|frame| async move {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                Ok::<_, std::io::Error>(frame)
+            });
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
+        "hangbody" => {
+            let chunks = futures_util::stream::pending::<Result<Bytes, std::io::Error>>();
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            response
+        }
         "cut" => {
             // Two frames of a real stream, then the connection breaks.
             let first = Bytes::from_static(b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"par\"},\"finish_reason\":null}]}\n\n");
@@ -138,7 +158,7 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
     let mut yaml = format!(
         "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ response_headers: 300ms }} }}\nmodels:\n"
     );
-    for model in ["healthy", "fail500", "limited", "limited_date", "hang", "slow", "switch", "cut"] {
+    for model in ["healthy", "fail500", "limited", "limited_date", "hang", "slow", "switch", "cut", "hangbody"] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
     yaml.push_str("  context: { provider: faulty, context_window: 1000 }\n");
@@ -533,4 +553,31 @@ async fn a_trial_whose_caller_hangs_up_is_released_not_stuck() {
         lane_stats(&stats(addr).await, "pair", "switch")
     );
     assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
+}
+
+#[tokio::test]
+async fn a_stream_still_producing_outlives_the_whole_request_timeout() {
+    let (upstream, _faults) = fault_upstream().await;
+    let yaml = format!(
+        "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ request: 300ms, stream_idle: 2s }} }}\nmodels:\n  trickle: {{ provider: faulty }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let started = std::time::Instant::now();
+    let words = "one two three four five six seven eight nine ten eleven twelve";
+    let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "trickle", words, true)).await;
+    assert!(started.elapsed() > Duration::from_millis(300), "the stream took longer than `request`");
+    let response = decode(Protocol::OpenAi, true, &reply.body);
+    assert!(text_of(&response).contains("twelve"), "{}", text_of(&response));
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "trickle", "trickle")["upstream_failures"], 0);
+}
+
+#[tokio::test]
+async fn a_probe_whose_reply_hangs_fails_in_time() {
+    let (upstream, _faults) = fault_upstream().await;
+    let (_addr, gateway) = gateway_handle(&chaos_config(upstream, "  p: { members: [{ model: hangbody }] }\n")).await;
+    let lane = gateway.lanes.iter().find(|l| &*l.name == "hangbody").unwrap();
+    let started = std::time::Instant::now();
+    assert!(!switchyard_gateway::engine::probe(&gateway, lane).await);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
 }

@@ -96,7 +96,6 @@ pub(super) struct StreamRelay {
     pub(super) first_sent: bool,
     pub(super) events: Vec<StreamEvent>,
     pub(super) idle: Duration,
-    pub(super) deadline: Instant,
     pub(super) done: bool,
     pub(super) health: Health,
     pub(super) request_id: HeaderValue,
@@ -118,9 +117,12 @@ impl StreamRelay {
                 Some(Pending::End) => return self.end(),
                 Some(Pending::Failed(message)) => return Some(self.fail(message)),
                 None => {
-                    let wait = self.idle.min(self.deadline.saturating_duration_since(Instant::now()));
-                    match tokio::time::timeout(wait, self.upstream.frame()).await {
-                        Err(_) => return Some(self.fail(format!("upstream stream idle for more than {wait:?}"))),
+                    // A stream that is still producing is governed by the idle
+                    // timeout alone: the whole-request timeout bounds replies
+                    // read whole, never a live stream.
+                    let idle = self.idle;
+                    match tokio::time::timeout(idle, self.upstream.frame()).await {
+                        Err(_) => return Some(self.fail(format!("upstream stream idle for more than {idle:?}"))),
                         Ok(None) => return self.end(),
                         Ok(Some(Err(err))) => return Some(self.fail(format!("upstream stream failed: {err}"))),
                         Ok(Some(Ok(frame))) => frame,
