@@ -10,9 +10,9 @@ fuzz_target!(|data: &[u8]| {
     let mut sse = SseDecoder::new();
     let mut events = Vec::new();
     let half = data.len() / 2;
-    sse.feed(&data[..half], &mut events);
-    sse.feed(&data[half..], &mut events);
-    sse.finish(&mut events);
+    let _ = sse.feed(&data[..half], &mut events);
+    let _ = sse.feed(&data[half..], &mut events);
+    let _ = sse.finish(&mut events);
 
     let mut array = JsonArrayDecoder::new();
     let mut elements = Vec::new();

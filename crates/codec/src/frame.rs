@@ -1,8 +1,21 @@
 //! Stream framings shared by several protocols. Each decoder reassembles
-//! frames split at any byte and never panics on arbitrary input.
+//! frames split at any byte, never panics on arbitrary input, and holds at
+//! most [`MAX_EVENT_BYTES`] of one frame.
 
 mod json_array;
 mod sse;
 
 pub use json_array::JsonArrayDecoder;
-pub use sse::{write_sse, SseDecoder, SseEvent};
+pub use sse::{write_sse, SseDecoder, SseEvent, SseHandler, SseStream};
+
+/// The largest single event, line, array element or binary frame a stream
+/// decoder holds. Generous: one event may carry a whole tool call's
+/// arguments or a generated image in base64, which run to a few MiB; past
+/// this, the stream fails with a framing error instead of buffering what an
+/// upstream (or a hostile one) keeps sending.
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// The largest whole reply a stream encoder accumulates (the Responses
+/// encoder repeats the output in its terminal event). The same bound as a
+/// non-streamed reply read whole.
+pub const MAX_REPLY_BYTES: usize = 64 << 20;

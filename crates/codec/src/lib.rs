@@ -8,6 +8,7 @@
 
 pub mod frame;
 pub mod json;
+pub mod media;
 pub mod scan;
 pub mod tap;
 
@@ -330,6 +331,31 @@ pub fn key_header(
     }
 }
 
+/// The longest excerpt, in characters, of an error body that is not the
+/// protocol's error JSON (a proxy's HTML page, plain text) kept as a message.
+pub const MAX_ERROR_EXCERPT: usize = 1000;
+
+/// The text of an error body that is not the protocol's error JSON, trimmed
+/// and cut at [`MAX_ERROR_EXCERPT`] characters (empty for a blank body).
+pub fn body_excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(MAX_ERROR_EXCERPT) {
+        Some((cut, _)) => text[..cut].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+/// An upstream's error message, or a sentence naming the status when the
+/// upstream gave none.
+pub fn message_or_status(message: String, status: u16) -> String {
+    if message.is_empty() {
+        format!("upstream returned status {status}")
+    } else {
+        message
+    }
+}
+
 /// True when an upstream message says the prompt did not fit the context
 /// window; vendors signal this only in prose or in codes that vary by model.
 pub fn mentions_context_length(message: &str) -> bool {
@@ -348,4 +374,17 @@ pub fn mentions_context_length(message: &str) -> bool {
     ]
     .iter()
     .any(|needle| lower.contains(needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies_become_bounded_messages() {
+        assert_eq!(body_excerpt(b"  <html>bad gateway</html>\n"), "<html>bad gateway</html>");
+        assert_eq!(body_excerpt("é".repeat(5000).as_bytes()).chars().count(), MAX_ERROR_EXCERPT);
+        assert_eq!(message_or_status(body_excerpt(b" \n"), 504), "upstream returned status 504");
+        assert_eq!(message_or_status("no".to_owned(), 504), "no");
+    }
 }

@@ -4,6 +4,11 @@
 //! streams the tap splits events by their blank lines (a byte search) and
 //! hands the protocol's decoder only the events that can carry usage, a
 //! terminator or an error. Other framings are decoded whole.
+//!
+//! Memory is bounded: the tap holds at most [`MAX_CARRY`] of an unfinished
+//! event; a longer event goes to the decoder as it arrives (its rest too,
+//! whatever it says), and the decoder's own caps end a stream whose event
+//! never ends.
 
 use std::sync::LazyLock;
 
@@ -34,28 +39,48 @@ static MARKERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
     .collect()
 });
 
-/// An SSE event longer than this without a blank line is decoded as it is.
-const MAX_CARRY: usize = 1 << 20;
+/// An SSE event longer than this without a blank line is decoded as it
+/// arrives instead of being held whole.
+pub const MAX_CARRY: usize = 1 << 20;
 
 /// Reads usage and completion from a stream that passes through.
 pub struct UsageTap {
     decoder: Box<dyn StreamDecoder>,
     filter: bool,
     carry: Vec<u8>,
+    /// The start of the current event went to the decoder (it outgrew the
+    /// carry): the rest of it must follow, or the decoder would join it to
+    /// the next relevant event.
+    streaming: bool,
 }
 
 impl UsageTap {
     /// A tap over `decoder` for a stream in `framing`.
     pub fn new(decoder: Box<dyn StreamDecoder>, framing: Framing) -> UsageTap {
-        UsageTap { decoder, filter: framing == Framing::Sse, carry: Vec::new() }
+        UsageTap { decoder, filter: framing == Framing::Sse, carry: Vec::new(), streaming: false }
+    }
+
+    /// Bytes the tap itself holds (the decoder's buffers aside).
+    pub fn buffered(&self) -> usize {
+        self.carry.capacity()
     }
 }
 
 impl StreamDecoder for UsageTap {
     /// Taps one chunk; appends the events of the relevant frames it completes.
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+    fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         if !self.filter {
             return self.decoder.feed(chunk, out);
+        }
+        if self.streaming {
+            match event_end(chunk) {
+                Some((_, next)) => {
+                    self.streaming = false;
+                    self.decoder.feed(&chunk[..next], out)?;
+                    chunk = &chunk[next..];
+                }
+                None => return self.decoder.feed(chunk, out),
+            }
         }
         if self.carry.is_empty() {
             let consumed = self.scan(chunk, out)?;
@@ -69,6 +94,7 @@ impl StreamDecoder for UsageTap {
         }
         if self.carry.len() > MAX_CARRY {
             let carry = std::mem::take(&mut self.carry);
+            self.streaming = true;
             self.decoder.feed(&carry, out)?;
         }
         Ok(())
@@ -108,5 +134,83 @@ fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
     match (lf, crlf) {
         (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::{SseEvent, SseHandler, SseStream, MAX_EVENT_BYTES};
+    use switchyard_ir::Delta;
+
+    /// Every event's data as a text delta, so a test sees which events
+    /// reached the decoder.
+    #[derive(Default)]
+    struct Echo;
+
+    impl SseHandler for Echo {
+        fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+            out.push(StreamEvent::BlockDelta { index: 0, delta: Delta::Text(event.data.clone()) });
+            Ok(())
+        }
+    }
+
+    fn tap() -> UsageTap {
+        UsageTap::new(Box::new(SseStream::new(Echo)), Framing::Sse)
+    }
+
+    fn texts(events: &[StreamEvent]) -> Vec<String> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockDelta { delta: Delta::Text(t), .. } => Some(t.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn only_relevant_events_are_decoded() {
+        let mut tap = tap();
+        let mut out = Vec::new();
+        tap.feed(b"data: {\"text\":\"a\"}\n\ndata: {\"usage\":1}\n\n", &mut out).unwrap();
+        tap.finish(&mut out).unwrap();
+        assert_eq!(texts(&out), vec!["{\"usage\":1}".to_owned()]);
+    }
+
+    #[test]
+    fn an_event_longer_than_the_carry_is_decoded_whole_and_the_next_one_clean() {
+        // Before: the start of a long irrelevant event reached the decoder
+        // and its end did not, so the decoder glued it to the usage event.
+        let long = format!("data: {}\n\n", "x".repeat(MAX_CARRY + 10));
+        let mut tap = tap();
+        let mut out = Vec::new();
+        let (head, tail) = long.as_bytes().split_at(MAX_CARRY + 5);
+        tap.feed(head, &mut out).unwrap();
+        tap.feed(tail, &mut out).unwrap();
+        tap.feed(b"data: {\"usage\":7}\n\n", &mut out).unwrap();
+        tap.finish(&mut out).unwrap();
+        let seen = texts(&out);
+        assert_eq!(seen.last().map(String::as_str), Some("{\"usage\":7}"), "{:?}", seen.len());
+        assert_eq!(seen.len(), 2);
+    }
+
+    #[test]
+    fn an_endless_event_fails_cleanly_with_bounded_memory() {
+        let mut tap = tap();
+        let mut out = Vec::new();
+        tap.feed(b"data: ", &mut out).unwrap();
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut fed = 0usize;
+        let failure = loop {
+            assert!(fed < 100 << 20, "no error after {fed} bytes");
+            if let Err(err) = tap.feed(&chunk, &mut out) {
+                break err;
+            }
+            fed += chunk.len();
+            assert!(tap.buffered() <= 2 * MAX_CARRY + chunk.len(), "{} bytes held", tap.buffered());
+        };
+        assert!(matches!(failure, DecodeError::Frame(_)));
+        assert!(fed <= MAX_EVENT_BYTES + MAX_CARRY);
     }
 }

@@ -7,6 +7,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{Block, CacheControl, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
+use switchyard_codec::media::parse_data_url;
 use switchyard_codec::DecodeError;
 
 use crate::wire::{
@@ -332,18 +333,6 @@ fn write_source(source: &MediaSource, document: bool) -> Value {
 fn decode_utf8_base64(data: &str) -> Option<String> {
     let bytes = base64::engine::general_purpose::STANDARD.decode(data).ok()?;
     String::from_utf8(bytes).ok()
-}
-
-/// `data:<media type>[;params];base64,<data>` → (media type, data).
-fn parse_data_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (header, data) = rest.split_once(',')?;
-    let media_type = header.strip_suffix(";base64")?;
-    let media_type = media_type.split(';').next().unwrap_or(media_type);
-    if media_type.is_empty() {
-        return None;
-    }
-    Some((media_type, data))
 }
 
 #[cfg(test)]

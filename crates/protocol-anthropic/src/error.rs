@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{mentions_context_length, ErrorResponse, RawUpstreamError};
+use switchyard_codec::{body_excerpt, mentions_context_length, ErrorResponse, RawUpstreamError};
 
 /// Every error type the Messages API documents.
 const VENDOR_TYPES: [&str; 11] = [
@@ -58,9 +58,6 @@ fn refine(kind: ErrorKind, message: &str) -> ErrorKind {
     kind
 }
 
-/// Longest non-JSON body kept as a message (proxies answer with HTML pages).
-const MAX_RAW_MESSAGE: usize = 1024;
-
 pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
@@ -77,7 +74,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
                 .and_then(|v| v.get("message"))
                 .and_then(Value::as_str)
                 .map(str::to_owned)
-                .unwrap_or_else(|| raw_message(body));
+                .unwrap_or_else(|| body_excerpt(body));
             (None, message)
         }
     };
@@ -86,15 +83,6 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
         None => refine(ErrorKind::from_status(status), &message),
     };
     RawUpstreamError { status, kind, vendor_type, vendor_code: None, message }
-}
-
-fn raw_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    match text.char_indices().nth(MAX_RAW_MESSAGE) {
-        Some((cut, _)) => text[..cut].to_owned(),
-        None => text.to_owned(),
-    }
 }
 
 /// The Anthropic error type for an error: a relayed Anthropic type is kept,
@@ -171,7 +159,7 @@ mod tests {
         assert_eq!(raw.vendor_type, None);
         let raw = extract_error(429, &[b'x'; 5000]);
         assert_eq!(raw.kind, ErrorKind::RateLimit);
-        assert_eq!(raw.message.len(), MAX_RAW_MESSAGE);
+        assert_eq!(raw.message.len(), switchyard_codec::MAX_ERROR_EXCERPT);
         let raw = extract_error(503, br#"{"error":"upstream connect error"}"#);
         assert_eq!(raw.kind, ErrorKind::Unavailable);
         assert_eq!(raw.message, "upstream connect error");

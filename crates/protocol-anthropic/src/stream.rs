@@ -14,32 +14,33 @@
 //! - `citations_delta` has no IR delta and is not carried.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::frame::{write_sse, SseDecoder, SseEvent};
+use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, StopReason, StreamEvent, Usage};
 use switchyard_codec::json::value_to_arguments;
-use switchyard_codec::{DecodeError, StreamDecoder, StreamEncoder};
+use switchyard_codec::{DecodeError, StreamEncoder};
 
 use crate::error::{kind_for_type, type_for_error};
 use crate::response::{read_stop_reason, write_stop_reason};
 use crate::wire::{put_reasoning, write_usage, WireUsage};
 
 /// Decodes an Anthropic SSE stream.
+pub(crate) type Decoder = SseStream<Events>;
+
+/// What the decoder knows across the events of one stream.
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {
-    sse: SseDecoder,
-    pending: Vec<SseEvent>,
+pub(crate) struct Events {
     /// Wire block index → IR index, `None` for a skipped block.
     blocks: Vec<(u64, Option<u32>)>,
     next_index: u32,
     usage: WireUsage,
 }
 
-impl Decoder {
+impl Events {
     fn ir_index(&self, wire: u64) -> Option<u32> {
         self.blocks.iter().rev().find(|(w, _)| *w == wire).and_then(|(_, ir)| *ir)
     }
 
-    fn handle(&mut self, event: SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+    fn handle(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         if event.data.trim().is_empty() {
             return Ok(());
         }
@@ -224,21 +225,9 @@ fn read_stream_error(data: &Value) -> ErrorInfo {
     info
 }
 
-impl StreamDecoder for Decoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.feed(chunk, &mut self.pending);
-        for event in std::mem::take(&mut self.pending) {
-            self.handle(event, out)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.finish(&mut self.pending);
-        for event in std::mem::take(&mut self.pending) {
-            self.handle(event, out)?;
-        }
-        Ok(())
+impl SseHandler for Events {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.handle(event, out)
     }
 }
 
@@ -375,6 +364,7 @@ fn message_delta(stop_reason: Option<StopReason>, stop_sequence: Option<&str>, u
 mod tests {
     use super::*;
     use switchyard_codec::ir::ErrorKind;
+    use switchyard_codec::StreamDecoder;
 
     fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
         let mut decoder = Decoder::default();

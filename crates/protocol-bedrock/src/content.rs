@@ -6,6 +6,7 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 use switchyard_codec::ir::{Block, CacheControl, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
+use switchyard_codec::media::parse_data_url;
 use switchyard_codec::DecodeError;
 
 use crate::wire::{
@@ -376,14 +377,6 @@ fn write_source(
             None
         }
     }
-}
-
-/// Splits `data:<type>;base64,<data>`.
-fn parse_data_url(url: &str) -> Option<(&str, &str)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let media_type = meta.strip_suffix(";base64")?;
-    Some((media_type, data))
 }
 
 /// A MIME type guessed from an S3 key's extension (S3 URLs carry no type).

@@ -5,7 +5,7 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{mentions_context_length, ErrorResponse, RawUpstreamError};
+use switchyard_codec::{body_excerpt, mentions_context_length, message_or_status, ErrorResponse, RawUpstreamError};
 
 use crate::eventstream::write_frame;
 
@@ -101,10 +101,10 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
     let message =
         text("message").or_else(|| text("Message")).or_else(|| text("errorMessage")).unwrap_or_else(|| match parsed {
             // Not JSON (a proxy's HTML page, plain text): keep a bounded excerpt.
-            None => String::from_utf8_lossy(body).trim().chars().take(500).collect(),
+            None => body_excerpt(body),
             Some(_) => String::new(),
         });
-    let message = if message.is_empty() { format!("bedrock returned status {status}") } else { message };
+    let message = message_or_status(message, status);
     let named = text("__type").or_else(|| text("code")).or_else(|| text("Code"));
     let named = named.as_deref().map(bare_exception_name).filter(|name| !name.is_empty());
     let vendor_type = named.map(str::to_owned).or_else(|| exception_for_status(status).map(str::to_owned));
@@ -196,7 +196,7 @@ pub(crate) fn exception_message(payload: &[u8]) -> String {
     });
     from_json.unwrap_or_else(|| match parsed {
         Some(_) => String::new(),
-        None => String::from_utf8_lossy(payload).trim().chars().take(500).collect(),
+        None => body_excerpt(payload),
     })
 }
 
@@ -232,7 +232,7 @@ mod tests {
         let raw = extract_error(502, b"  bad gateway \n");
         assert_eq!(raw.message, "bad gateway");
         assert_eq!(raw.kind, ErrorKind::Internal);
-        assert_eq!(extract_error(500, b"").message, "bedrock returned status 500");
+        assert_eq!(extract_error(500, b"").message, "upstream returned status 500");
     }
 
     #[test]

@@ -7,10 +7,11 @@ use aws_smithy_types::event_stream::Message;
 use aws_smithy_types::str_bytes::StrBytes;
 use switchyard_codec::DecodeError;
 
-/// The largest frame accepted. Bedrock's frames are a few kilobytes; the cap
-/// keeps a corrupt length prefix from making the reader wait for (and
-/// buffer) gigabytes.
-pub const MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
+/// The largest frame accepted: the limit every stream decoder holds to.
+/// Bedrock's frames are a few kilobytes; the cap keeps a corrupt or hostile
+/// length prefix from making the reader wait for (and buffer) gigabytes, so
+/// the reader holds at most one frame plus the chunk that arrived.
+pub const MAX_FRAME_BYTES: usize = switchyard_codec::frame::MAX_EVENT_BYTES;
 /// Total length, headers length, prelude CRC.
 const PRELUDE_BYTES: usize = 12;
 /// A prelude and a message CRC, with no headers and no payload.
@@ -54,6 +55,12 @@ impl FrameReader {
         let message = read_message_from(frame).map_err(|err| DecodeError::Frame(err.to_string()))?;
         self.start += total;
         Ok(Some(message))
+    }
+
+    /// Bytes held.
+    #[cfg(test)]
+    pub(crate) fn buffered(&self) -> usize {
+        self.buffer.capacity()
     }
 
     /// True when no partial frame is held.

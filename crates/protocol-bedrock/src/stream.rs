@@ -87,6 +87,8 @@ impl StreamDecoder for Decoder {
                 Err(err) => Err(err),
             };
             if let Err(err) = step {
+                // The stream cannot be resynchronised; what it held goes.
+                self.frames = FrameReader::default();
                 self.failed = Some(err.clone());
                 return Err(err);
             }
@@ -427,6 +429,7 @@ impl StreamEncoder for Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eventstream::MAX_FRAME_BYTES;
     use switchyard_codec::ir::{ErrorInfo, ErrorKind};
 
     fn frame(kind: &str, payload: Value) -> Vec<u8> {
@@ -518,6 +521,32 @@ mod tests {
         assert!(decoder.feed(&[0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], &mut out).is_err());
         assert!(decoder.feed(b"more", &mut out).is_err());
         assert!(decoder.finish(&mut out).is_err());
+    }
+
+    #[test]
+    fn a_frame_that_never_ends_fails_cleanly_with_bounded_memory() {
+        let mut decoder = Decoder::default();
+        let mut out = Vec::new();
+        // A prelude declaring the largest frame allowed, then 100 MB of
+        // filler in 64 KiB chunks: the frame completes at the cap, fails its
+        // CRC, and nothing more is held.
+        let declared = u32::try_from(MAX_FRAME_BYTES).unwrap();
+        let mut prelude = declared.to_be_bytes().to_vec();
+        prelude.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0]);
+        decoder.feed(&prelude, &mut out).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        let mut fed = prelude.len();
+        let failure = loop {
+            assert!(fed < 100 << 20, "no error after {fed} bytes");
+            if let Err(err) = decoder.feed(&chunk, &mut out) {
+                break err;
+            }
+            fed += chunk.len();
+            assert!(decoder.frames.buffered() <= 2 * MAX_FRAME_BYTES, "{} bytes held", decoder.frames.buffered());
+        };
+        assert!(matches!(failure, DecodeError::Frame(_)), "{failure:?}");
+        assert!(fed <= MAX_FRAME_BYTES);
+        assert_eq!(decoder.frames.buffered(), 0);
     }
 
     #[test]

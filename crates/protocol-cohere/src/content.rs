@@ -6,6 +6,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{Block, DropReason, Dropped, MediaSource, TextBlock, ToolUse};
+use switchyard_codec::media::source_from_url;
 use switchyard_codec::DecodeError;
 
 /// The media type of a Cohere document (`{data, id}`) held as an IR document.
@@ -104,7 +105,7 @@ pub(crate) fn read_user(path: &str, content: Option<&Value>) -> Result<Vec<Block
             let image = object(&image_path, member(part_path, fields, "image_url")?)?;
             let url = required_str(&image_path, image, "url")?;
             // `detail` has no place in the IR; it is not carried.
-            Ok(Block::Image { source: image_source(&url), cache_control: None })
+            Ok(Block::Image { source: source_from_url(url), cache_control: None })
         })
     })
 }
@@ -187,26 +188,6 @@ pub(crate) fn cohere_document(source: &MediaSource, name: Option<&str>) -> Optio
         document.insert("id".to_owned(), Value::from(name));
     }
     Some(Value::Object(document))
-}
-
-/// An `image_url` URL as an IR image source: `data:` URIs carry base64.
-pub(crate) fn image_source(url: &str) -> MediaSource {
-    if let Some((media_type, data)) = url
-        .strip_prefix("data:")
-        .and_then(|rest| rest.split_once(','))
-        .and_then(|(meta, data)| Some((meta.strip_suffix(";base64")?, data)))
-    {
-        return MediaSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() };
-    }
-    MediaSource::Url { url: url.to_owned(), media_type: None }
-}
-
-/// An IR image source as an `image_url` URL.
-pub(crate) fn image_url(source: &MediaSource) -> String {
-    match source {
-        MediaSource::Base64 { media_type, data } => format!("data:{media_type};base64,{data}"),
-        MediaSource::Url { url, .. } => url.clone(),
-    }
 }
 
 /// An assistant turn (request message or response `message`) as IR blocks:
@@ -440,17 +421,6 @@ mod tests {
         assert_eq!(read_tool_content("messages[2]", Some(&tool)).map(|b| b.len()), Ok(1));
         assert!(read_tool_content("messages[2]", Some(&json!(7))).is_err());
         assert_eq!(read_system("m", Some(&json!("plain"))), Ok(vec![TextBlock::new("plain")]));
-    }
-
-    #[test]
-    fn data_uris_become_base64_and_back() {
-        let source = image_source("data:image/png;base64,iVBORw0KGgo=");
-        assert_eq!(source, MediaSource::Base64 { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() });
-        assert_eq!(image_url(&source), "data:image/png;base64,iVBORw0KGgo=");
-        let web = image_source("https://cohere.com/favicon-32x32.png");
-        assert_eq!(web, MediaSource::Url { url: "https://cohere.com/favicon-32x32.png".into(), media_type: None });
-        // A data URI that is not base64 stays a URL.
-        assert!(matches!(image_source("data:text/plain,hello"), MediaSource::Url { .. }));
     }
 
     #[test]

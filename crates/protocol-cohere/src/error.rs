@@ -3,10 +3,9 @@
 
 use serde_json::Value;
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError};
-
-/// The longest non-JSON body kept as a message.
-const MAX_RAW_MESSAGE: usize = 512;
+use switchyard_codec::{
+    body_excerpt, json as codec_json, mentions_context_length, message_or_status, ErrorResponse, RawUpstreamError,
+};
 
 /// What a Cohere error response says went wrong. The body has no type or
 /// code, so the class comes from the status and, for context length and
@@ -14,11 +13,11 @@ const MAX_RAW_MESSAGE: usize = 512;
 pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
     let message = match serde_json::from_slice::<Value>(body) {
         Ok(value) => {
-            value.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| raw_message(body))
+            value.get("message").and_then(Value::as_str).map(str::to_owned).unwrap_or_else(|| body_excerpt(body))
         }
-        Err(_) => raw_message(body),
+        Err(_) => body_excerpt(body),
     };
-    let message = if message.is_empty() { format!("upstream answered with status {status}") } else { message };
+    let message = message_or_status(message, status);
     RawUpstreamError { status, kind: classify(status, &message), vendor_type: None, vendor_code: None, message }
 }
 
@@ -36,16 +35,6 @@ fn classify(status: u16, message: &str) -> ErrorKind {
         }
     }
     kind
-}
-
-/// A non-JSON body, trimmed and cut short, as a message.
-fn raw_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    match text.char_indices().nth(MAX_RAW_MESSAGE) {
-        Some((cut, _)) => text[..cut].to_owned(),
-        None => text.to_owned(),
-    }
 }
 
 /// The gateway's error in Cohere's shape. A quota error on its default 429
@@ -96,8 +85,8 @@ mod tests {
             assert!(!error.message.is_empty());
         }
         assert_eq!(extract(503, b"  <html>unavailable</html>\n").message, "<html>unavailable</html>");
-        assert_eq!(extract(504, b"").message, "upstream answered with status 504");
-        assert_eq!(extract(500, &[b'x'; 2000]).message.len(), MAX_RAW_MESSAGE);
+        assert_eq!(extract(504, b"").message, "upstream returned status 504");
+        assert_eq!(extract(500, &[b'x'; 2000]).message.len(), switchyard_codec::MAX_ERROR_EXCERPT);
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl Codec for CohereCodec {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(stream::Decoder::new())
+        Box::new(stream::Decoder::default())
     }
 
     /// Cohere streams only as SSE, so every framing gets SSE.

@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
     Block, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolResult,
 };
+use switchyard_codec::media::url_of;
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{
@@ -368,7 +369,7 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
                 }
                 parts.push(json!({
                     "type": "image_url",
-                    "image_url": {"url": content::image_url(source)},
+                    "image_url": {"url": url_of(source)},
                 }));
             }
             Block::Document { source, name, cache_control } => {

@@ -8,9 +8,9 @@
 //! wire kind.
 
 use serde_json::{json, Value};
-use switchyard_codec::frame::{write_sse, SseDecoder, SseEvent};
+use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
-use switchyard_codec::{json as codec_json, mentions_context_length, DecodeError, StreamDecoder, StreamEncoder};
+use switchyard_codec::{json as codec_json, mentions_context_length, DecodeError, StreamEncoder};
 
 use crate::response::{finish_reason, read_usage, stop_reason, write_usage};
 
@@ -41,29 +41,18 @@ struct OpenBlock {
 }
 
 /// Cohere SSE bytes → IR stream events.
+pub(crate) type Decoder = SseStream<Events>;
+
+/// What the decoder knows across the events of one stream.
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {
-    sse: SseDecoder,
-    frames: Vec<SseEvent>,
+pub(crate) struct Events {
     started: bool,
     finished: bool,
     next_index: u32,
     open: Vec<OpenBlock>,
 }
 
-impl Decoder {
-    pub(crate) fn new() -> Decoder {
-        Decoder::default()
-    }
-
-    fn drain(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        let frames = std::mem::take(&mut self.frames);
-        for frame in &frames {
-            self.frame(frame, out)?;
-        }
-        Ok(())
-    }
-
+impl Events {
     fn frame(&mut self, frame: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         if self.finished {
             return Ok(());
@@ -275,15 +264,9 @@ impl Decoder {
     }
 }
 
-impl StreamDecoder for Decoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.feed(chunk, &mut self.frames);
-        self.drain(out)
-    }
-
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.finish(&mut self.frames);
-        self.drain(out)
+impl SseHandler for Events {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.frame(event, out)
     }
 }
 
@@ -489,9 +472,10 @@ fn frame(out: &mut Vec<u8>, kind: &str, event: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_codec::StreamDecoder;
 
     fn decode(bytes: &[u8]) -> Vec<StreamEvent> {
-        let mut decoder = Decoder::new();
+        let mut decoder = Decoder::default();
         let mut out = Vec::new();
         decoder.feed(bytes, &mut out).unwrap();
         decoder.finish(&mut out).unwrap();
@@ -598,7 +582,7 @@ mod tests {
             events[1],
             StreamEvent::Error(ErrorInfo::new(ErrorKind::ContextLength, "too many tokens in prompt"))
         );
-        let mut decoder = Decoder::new();
+        let mut decoder = Decoder::default();
         assert!(decoder.feed(b"data: {oops\n\n", &mut Vec::new()).is_err());
     }
 }

@@ -13,7 +13,9 @@
 use http::{HeaderName, HeaderValue};
 use serde_json::{json, Value};
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{json, mentions_context_length, ErrorResponse, RawUpstreamError};
+use switchyard_codec::{
+    body_excerpt, json, mentions_context_length, message_or_status, ErrorResponse, RawUpstreamError,
+};
 
 use crate::wire::{ErrorBody, ErrorEnvelope};
 
@@ -39,14 +41,12 @@ pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
         Some(envelope) => {
             let error = envelope.error;
             let reason = error_reason(&error);
-            let message = if error.message.is_empty() { fallback_message(status) } else { error.message.clone() };
+            let message = message_or_status(error.message.clone(), status);
             let kind = classify(status, error.status.as_deref(), &message, reason.as_deref(), &error.details);
             RawUpstreamError { status, kind, vendor_type: error.status.clone(), vendor_code: reason, message }
         }
         None => {
-            let text = String::from_utf8_lossy(body);
-            let text = text.trim();
-            let message = if text.is_empty() { fallback_message(status) } else { text.chars().take(1000).collect() };
+            let message = message_or_status(body_excerpt(body), status);
             let mut kind = ErrorKind::from_status(status);
             if kind == ErrorKind::InvalidRequest && mentions_context_length(&message) {
                 kind = ErrorKind::ContextLength;
@@ -54,10 +54,6 @@ pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
             RawUpstreamError { status, kind, vendor_type: None, vendor_code: None, message }
         }
     }
-}
-
-fn fallback_message(status: u16) -> String {
-    format!("upstream returned status {status}")
 }
 
 /// The caller-facing error for an error object met inside a stream.

@@ -21,6 +21,7 @@
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{Block, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
+use switchyard_codec::media::parse_data_url;
 use switchyard_codec::DecodeError;
 
 use crate::wire::{Blob, FileData, FunctionCall, FunctionResponse, FunctionResponsePart, Part};
@@ -415,24 +416,16 @@ fn media_part(source: &MediaSource) -> Part {
             Part { inline_data: Some(Blob { mime_type: media_type.clone(), data: data.clone() }), ..Part::default() }
         }
         MediaSource::Url { url, media_type } => match parse_data_url(url) {
-            Some((mime, data)) => Part { inline_data: Some(Blob { mime_type: mime, data }), ..Part::default() },
+            Some((mime, data)) => Part {
+                inline_data: Some(Blob { mime_type: mime.to_owned(), data: data.to_owned() }),
+                ..Part::default()
+            },
             None => Part {
                 file_data: Some(FileData { mime_type: media_type.clone(), file_uri: url.clone() }),
                 ..Part::default()
             },
         },
     }
-}
-
-/// `data:<mime>;base64,<data>` → (mime, data).
-fn parse_data_url(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("data:")?;
-    let (header, data) = rest.split_once(',')?;
-    let mime = header.strip_suffix(";base64")?;
-    if mime.is_empty() {
-        return None;
-    }
-    Some((mime.to_owned(), data.to_owned()))
 }
 
 #[cfg(test)]

@@ -98,11 +98,12 @@ impl StreamDecoder for GeminiStreamDecoder {
             Frames::Undecided => Ok(()),
             Frames::Sse(decoder) => {
                 let mut events = Vec::new();
-                decoder.feed(chunk, &mut events);
+                let framed = decoder.feed(chunk, &mut events);
+                // Events completed before a framing error still count.
                 for event in events {
                     self.state.data(event.data.trim().as_bytes(), out)?;
                 }
-                Ok(())
+                framed
             }
             Frames::Array(decoder) => {
                 let mut elements = Vec::new();
@@ -121,7 +122,7 @@ impl StreamDecoder for GeminiStreamDecoder {
             Frames::Undecided => {}
             Frames::Sse(decoder) => {
                 let mut events = Vec::new();
-                decoder.finish(&mut events);
+                decoder.finish(&mut events)?;
                 for event in events {
                     self.state.data(event.data.trim().as_bytes(), out)?;
                 }

@@ -4,10 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{mentions_context_length, ErrorResponse, RawUpstreamError};
-
-/// Non-JSON error bodies are quoted up to this many bytes.
-const MAX_RAW_MESSAGE: usize = 512;
+use switchyard_codec::{body_excerpt, mentions_context_length, message_or_status, ErrorResponse, RawUpstreamError};
 
 /// The fields of an OpenAI-style error object, wherever a server put them.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -119,18 +116,12 @@ pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
         Some(vendor) => RawUpstreamError {
             status,
             kind: vendor.classify(Some(status)),
-            message: if vendor.message.is_empty() { format!("upstream answered {status}") } else { vendor.message },
+            message: message_or_status(vendor.message, status),
             vendor_type: vendor.kind,
             vendor_code: vendor.code,
         },
         None => {
-            let text = String::from_utf8_lossy(body);
-            let text = text.trim();
-            let message = if text.is_empty() {
-                format!("upstream answered {status}")
-            } else {
-                truncate(text, MAX_RAW_MESSAGE).to_owned()
-            };
+            let message = message_or_status(body_excerpt(body), status);
             let kind = if mentions_context_length(&message) {
                 ErrorKind::ContextLength
             } else {
@@ -139,17 +130,6 @@ pub(crate) fn extract(status: u16, body: &[u8]) -> RawUpstreamError {
             RawUpstreamError { status, kind, vendor_type: None, vendor_code: None, message }
         }
     }
-}
-
-fn truncate(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 #[derive(Serialize)]
@@ -239,9 +219,9 @@ mod tests {
         assert_eq!(raw.message, "<html>bad gateway</html>");
         let raw = extract(503, b"");
         assert_eq!(raw.kind, ErrorKind::Unavailable);
-        assert_eq!(raw.message, "upstream answered 503");
-        let long = "é".repeat(600);
-        assert!(extract(500, long.as_bytes()).message.len() <= MAX_RAW_MESSAGE);
+        assert_eq!(raw.message, "upstream returned status 503");
+        let long = "é".repeat(1500);
+        assert_eq!(extract(500, long.as_bytes()).message.chars().count(), switchyard_codec::MAX_ERROR_EXCERPT);
     }
 
     #[test]

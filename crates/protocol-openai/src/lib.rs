@@ -67,7 +67,7 @@ impl Codec for OpenAiCodec {
     }
 
     fn stream_decoder(&self) -> Box<dyn StreamDecoder> {
-        Box::new(stream::ChunkDecoder::new())
+        Box::new(stream::ChunkDecoder::default())
     }
 
     /// OpenAI streams only as server-sent events, so every framing gets SSE.

@@ -12,7 +12,9 @@ use switchyard_codec::ir::{
 };
 use switchyard_codec::{DecodeError, Encoded};
 
-use crate::wire::{data_url, parse_data_url, report};
+use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
+
+use crate::wire::report;
 
 /// OpenAI accepts only PDFs as chat file inputs, so raw base64 `file_data`
 /// without a data-URL header is taken to be one.
@@ -308,11 +310,7 @@ fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
         _ => None,
     }
     .ok_or_else(|| DecodeError::invalid(format!("{path}.url"), "image_url needs a url"))?;
-    let source = match parse_data_url(&url) {
-        Some((media_type, data)) => MediaSource::Base64 { media_type, data },
-        None => MediaSource::Url { url, media_type: None },
-    };
-    Ok(Block::Image { source, cache_control: None })
+    Ok(Block::Image { source: source_from_url(url), cache_control: None })
 }
 
 fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
@@ -322,7 +320,9 @@ fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
     let name = take_string(&mut file, "filename")?;
     let source = if let Some(data) = take_string(&mut file, "file_data")? {
         match parse_data_url(&data) {
-            Some((media_type, data)) => MediaSource::Base64 { media_type, data },
+            Some((media_type, data)) => {
+                MediaSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() }
+            }
             None => MediaSource::Base64 { media_type: DEFAULT_FILE_MEDIA_TYPE.to_owned(), data },
         }
     } else if let Some(file_id) = take_string(&mut file, "file_id")? {
@@ -566,11 +566,7 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
                 if cache_control.is_some() {
                     report(dropped, "cache_control");
                 }
-                let url = match source {
-                    MediaSource::Base64 { media_type, data } => data_url(media_type, data),
-                    MediaSource::Url { url, .. } => url.clone(),
-                };
-                parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+                parts.push(json!({"type": "image_url", "image_url": {"url": url_of(source)}}));
             }
             Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {

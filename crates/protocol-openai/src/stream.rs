@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::frame::{write_sse, SseDecoder, SseEvent};
+use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
-use switchyard_codec::{DecodeError, StreamDecoder, StreamEncoder};
+use switchyard_codec::{DecodeError, StreamEncoder};
 
 use crate::error::{body as error_body, VendorError};
 use crate::response::unix_seconds;
@@ -89,10 +89,11 @@ enum Open {
 }
 
 /// Upstream chunk stream → IR events.
+pub(crate) type ChunkDecoder = SseStream<Chunks>;
+
+/// What the decoder knows across the chunks of one stream.
 #[derive(Default)]
-pub(crate) struct ChunkDecoder {
-    sse: SseDecoder,
-    frames: Vec<SseEvent>,
+pub(crate) struct Chunks {
     started: bool,
     /// `[DONE]` or an error arrived; anything later is ignored.
     ended: bool,
@@ -106,11 +107,7 @@ pub(crate) struct ChunkDecoder {
     usage: Option<Usage>,
 }
 
-impl ChunkDecoder {
-    pub fn new() -> ChunkDecoder {
-        ChunkDecoder::default()
-    }
-
+impl Chunks {
     fn frame(&mut self, frame: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         if self.ended {
             return Ok(());
@@ -279,32 +276,14 @@ impl ChunkDecoder {
         out.push(StreamEvent::MessageStop);
         self.ended = true;
     }
-
-    fn drain(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        let frames = std::mem::take(&mut self.frames);
-        let mut result = Ok(());
-        for frame in &frames {
-            result = self.frame(frame, out);
-            if result.is_err() {
-                break;
-            }
-        }
-        // Keep the buffer's capacity for the next chunk.
-        self.frames = frames;
-        self.frames.clear();
-        result
-    }
 }
 
-impl StreamDecoder for ChunkDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.feed(chunk, &mut self.frames);
-        self.drain(out)
+impl SseHandler for Chunks {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.frame(event, out)
     }
 
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.finish(&mut self.frames);
-        self.drain(out)?;
+    fn end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         // A stream that finished its choice but lost `[DONE]` is complete.
         if !self.ended && self.finished {
             self.complete(out);
@@ -509,9 +488,10 @@ impl StreamEncoder for ChunkEncoder {
 mod tests {
     use super::*;
     use switchyard_codec::ir::{ErrorInfo, ErrorKind};
+    use switchyard_codec::StreamDecoder;
 
     fn decode(input: &[u8]) -> Result<Vec<StreamEvent>, DecodeError> {
-        let mut decoder = ChunkDecoder::new();
+        let mut decoder = ChunkDecoder::default();
         let mut out = Vec::new();
         decoder.feed(input, &mut out)?;
         decoder.finish(&mut out)?;

@@ -83,23 +83,6 @@ impl WireUsage {
     }
 }
 
-/// Splits a `data:<media type>;base64,<data>` URL. Anything else (including
-/// percent-encoded data URLs) is `None` and stays a URL.
-pub(crate) fn parse_data_url(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("data:")?;
-    let (header, data) = rest.split_once(',')?;
-    let media_type = header.strip_suffix(";base64")?;
-    if media_type.is_empty() {
-        return None;
-    }
-    Some((media_type.to_owned(), data.to_owned()))
-}
-
-/// The data URL of inline base64 bytes.
-pub(crate) fn data_url(media_type: &str, data: &str) -> String {
-    format!("data:{media_type};base64,{data}")
-}
-
 /// Records that `field` could not be written, once per field.
 pub(crate) fn report(dropped: &mut Vec<Dropped>, field: &str) {
     if !dropped.iter().any(|d| d.field == field) {
@@ -110,15 +93,6 @@ pub(crate) fn report(dropped: &mut Vec<Dropped>, field: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn data_urls() {
-        assert_eq!(parse_data_url("data:image/png;base64,iVBOR"), Some(("image/png".to_owned(), "iVBOR".to_owned())));
-        assert_eq!(parse_data_url("data:,hello"), None);
-        assert_eq!(parse_data_url("data:;base64,abc"), None);
-        assert_eq!(parse_data_url("https://x/y.png"), None);
-        assert_eq!(data_url("image/png", "abc"), "data:image/png;base64,abc");
-    }
 
     #[test]
     fn finish_reasons_round_trip_where_openai_has_them() {

@@ -4,7 +4,9 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::ir::{ErrorInfo, ErrorKind};
-use switchyard_codec::{json as codec_json, mentions_context_length, ErrorResponse, RawUpstreamError};
+use switchyard_codec::{
+    body_excerpt, json as codec_json, mentions_context_length, message_or_status, ErrorResponse, RawUpstreamError,
+};
 
 /// The error `type` written for each kind, and the `code` written when the
 /// error carries none. The codes are OpenAI's own where it has one.
@@ -98,14 +100,7 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         })
-        .unwrap_or_else(|| {
-            let text = String::from_utf8_lossy(body).trim().to_owned();
-            if text.is_empty() {
-                format!("upstream returned status {status}")
-            } else {
-                text
-            }
-        });
+        .unwrap_or_else(|| message_or_status(body_excerpt(body), status));
     RawUpstreamError {
         status,
         kind: classify(status, vendor_type.as_deref(), vendor_code.as_deref(), &message),

@@ -19,13 +19,14 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{self, Block, CacheControl, DropReason, Dropped, Message, Protocol, Role, TextBlock};
+use switchyard_codec::media::{data_url, parse_data_url, source_from_url};
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::items;
 use crate::response::dedup;
 use crate::wire::{
-    as_array, as_object, data_url, filename_for_media_type, is_file_id, media_from_url, media_type_for_filename,
-    opt_bool, opt_f64, opt_str, opt_u64, parse_data_url, req_str,
+    as_array, as_object, filename_for_media_type, is_file_id, media_type_for_filename, opt_bool, opt_f64, opt_str,
+    opt_u64, req_str,
 };
 
 const PROTOCOL: Protocol = Protocol::Responses;
@@ -248,7 +249,7 @@ fn read_part(part: &Value, role: Role, field: &str) -> Result<Block, DecodeError
         }
         Some("input_image") => {
             let source = if let Some(url) = opt_str(part, "image_url", &format!("{field}.image_url"))? {
-                media_from_url(url)
+                source_from_url(url)
             } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
                 ir::MediaSource::Url { url: id, media_type: None }
             } else {
@@ -260,11 +261,13 @@ fn read_part(part: &Value, role: Role, field: &str) -> Result<Block, DecodeError
             let name = opt_str(part, "filename", &format!("{field}.filename"))?;
             let source = if let Some(data) = opt_str(part, "file_data", &format!("{field}.file_data"))? {
                 match parse_data_url(&data) {
-                    Some((media_type, data)) => ir::MediaSource::Base64 { media_type, data },
+                    Some((media_type, data)) => {
+                        ir::MediaSource::Base64 { media_type: media_type.to_owned(), data: data.to_owned() }
+                    }
                     None => ir::MediaSource::Base64 { media_type: media_type_for_filename(name.as_deref()), data },
                 }
             } else if let Some(url) = opt_str(part, "file_url", &format!("{field}.file_url"))? {
-                media_from_url(url)
+                source_from_url(url)
             } else if let Some(id) = opt_str(part, "file_id", &format!("{field}.file_id"))? {
                 ir::MediaSource::Url { url: id, media_type: None }
             } else {

@@ -3,7 +3,7 @@
 //! request and response codecs share.
 
 use serde_json::{Map, Value};
-use switchyard_codec::{ir, DecodeError};
+use switchyard_codec::DecodeError;
 
 /// A JSON object, or an error naming `field`.
 pub(crate) fn as_object<'a>(value: &'a Value, field: &str) -> Result<&'a Map<String, Value>, DecodeError> {
@@ -71,31 +71,10 @@ pub(crate) fn text_of<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a 
     map.get(key).and_then(Value::as_str)
 }
 
-/// Splits a `data:<type>;base64,<data>` URL.
-pub(crate) fn parse_data_url(url: &str) -> Option<(String, String)> {
-    let rest = url.strip_prefix("data:")?;
-    let (meta, data) = rest.split_once(',')?;
-    let media_type = meta.strip_suffix(";base64")?;
-    Some((media_type.to_owned(), data.to_owned()))
-}
-
-/// Formats a base64 payload as a data URL.
-pub(crate) fn data_url(media_type: &str, data: &str) -> String {
-    format!("data:{media_type};base64,{data}")
-}
-
 /// True for a bare OpenAI file id (`file-abc`): the IR keeps uploaded-file
 /// references as a scheme-less `MediaSource::Url`, which no real URL is.
 pub(crate) fn is_file_id(url: &str) -> bool {
     !url.is_empty() && !url.contains(':') && !url.contains('/')
-}
-
-/// A media source from an image or file part's URL-ish member.
-pub(crate) fn media_from_url(url: String) -> ir::MediaSource {
-    match parse_data_url(&url) {
-        Some((media_type, data)) => ir::MediaSource::Base64 { media_type, data },
-        None => ir::MediaSource::Url { url, media_type: None },
-    }
 }
 
 /// A MIME type guessed from a file name, for `file_data` sent without a
@@ -134,14 +113,6 @@ pub(crate) fn filename_for_media_type(media_type: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn data_urls_split_and_join() {
-        assert_eq!(parse_data_url("data:image/png;base64,AAAA"), Some(("image/png".to_owned(), "AAAA".to_owned())));
-        assert_eq!(parse_data_url("data:text/plain,hi"), None);
-        assert_eq!(parse_data_url("https://x/y.png"), None);
-        assert_eq!(data_url("image/png", "AAAA"), "data:image/png;base64,AAAA");
-    }
 
     #[test]
     fn file_ids_are_told_from_urls() {

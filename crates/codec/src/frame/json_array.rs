@@ -1,7 +1,9 @@
 //! A JSON array streamed element by element (`[{..},\r\n{..}]`), as Gemini's
 //! `streamGenerateContent` sends it without `alt=sse`. The decoder yields each
-//! top-level element's bytes as soon as its closing brace arrives.
+//! top-level element's bytes as soon as its closing brace arrives, and
+//! holds at most [`MAX_EVENT_BYTES`] of an element.
 
+use super::MAX_EVENT_BYTES;
 use crate::DecodeError;
 
 /// Incremental splitter of a streamed JSON array into its elements.
@@ -28,6 +30,20 @@ impl JsonArrayDecoder {
 
     /// Consumes a chunk and appends each element it completes.
     pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), DecodeError> {
+        let result = self.split(chunk, out);
+        if result.is_err() {
+            // The stream is over; what was held goes.
+            *self = JsonArrayDecoder::default();
+        }
+        result
+    }
+
+    /// Bytes held for an incomplete element.
+    pub fn buffered(&self) -> usize {
+        self.element.capacity()
+    }
+
+    fn split(&mut self, chunk: &[u8], out: &mut Vec<Vec<u8>>) -> Result<(), DecodeError> {
         for &byte in chunk {
             if self.depth == 0 {
                 match byte {
@@ -42,6 +58,11 @@ impl JsonArrayDecoder {
                     _ => return Err(DecodeError::Frame(format!("unexpected byte {byte:#04x} between array elements"))),
                 }
                 continue;
+            }
+            if self.element.len() >= MAX_EVENT_BYTES {
+                return Err(DecodeError::Frame(format!(
+                    "an array element is longer than the {MAX_EVENT_BYTES}-byte limit"
+                )));
             }
             self.element.push(byte);
             if self.in_string {
@@ -109,6 +130,26 @@ mod tests {
     fn rejects_garbage_and_truncation() {
         assert!(split(&[b"x"]).is_err());
         assert!(split(&[b"[{\"a\":1"]).is_err());
+    }
+
+    #[test]
+    fn an_endless_element_fails_cleanly_with_bounded_memory() {
+        let mut decoder = JsonArrayDecoder::new();
+        let mut out = Vec::new();
+        decoder.feed(b"[{\"text\": \"", &mut out).unwrap();
+        let chunk = vec![b'a'; 64 * 1024];
+        let mut fed = 0usize;
+        let failure = loop {
+            assert!(fed < 100 << 20, "no error after {fed} bytes");
+            if let Err(err) = decoder.feed(&chunk, &mut out) {
+                break err;
+            }
+            fed += chunk.len();
+            assert!(decoder.buffered() <= 2 * MAX_EVENT_BYTES);
+        };
+        assert!(matches!(failure, DecodeError::Frame(_)));
+        assert!(fed <= MAX_EVENT_BYTES);
+        assert_eq!(decoder.buffered(), 0);
     }
 
     proptest! {

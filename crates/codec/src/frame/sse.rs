@@ -1,5 +1,14 @@
 //! Server-sent events (the WHATWG `text/event-stream` grammar): `event:` and
 //! `data:` fields, LF, CRLF or CR line ends, multi-line data, comments.
+//!
+//! Memory is bounded: a line or an event's data longer than
+//! [`MAX_EVENT_BYTES`] is a framing error, so an upstream that streams one
+//! endless line costs at most that much before the stream fails cleanly.
+
+use switchyard_ir::StreamEvent;
+
+use super::MAX_EVENT_BYTES;
+use crate::{DecodeError, StreamDecoder};
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -28,11 +37,13 @@ impl SseDecoder {
         SseDecoder::default()
     }
 
-    /// Consumes a chunk and appends every event it completes.
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) {
+    /// Consumes a chunk and appends every event it completes. Events
+    /// completed before a line or an event grew past [`MAX_EVENT_BYTES`] are
+    /// appended before that error is returned.
+    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), DecodeError> {
         if chunk.is_empty() {
             // Nothing to read, and a pending CR must still meet its LF.
-            return;
+            return Ok(());
         }
         if self.after_cr {
             self.after_cr = false;
@@ -52,35 +63,55 @@ impl SseDecoder {
                 }
             }
             if self.line.is_empty() {
-                self.process_line(line, out);
+                self.process_line(line, out)?;
             } else {
+                self.check_line(line.len())?;
                 let mut whole = std::mem::take(&mut self.line);
                 whole.extend_from_slice(line);
-                self.process_line(&whole, out);
+                let processed = self.process_line(&whole, out);
                 whole.clear();
                 self.line = whole;
+                processed?;
             }
         }
+        self.check_line(chunk.len())?;
         self.line.extend_from_slice(chunk);
+        Ok(())
     }
 
     /// The stream closed: a pending event without its blank line is still
     /// dispatched (upstreams that close right after the last `data:` line).
-    pub fn finish(&mut self, out: &mut Vec<SseEvent>) {
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), DecodeError> {
         if !self.line.is_empty() {
             let line = std::mem::take(&mut self.line);
-            self.process_line(&line, out);
+            self.process_line(&line, out)?;
         }
         self.dispatch(out);
+        Ok(())
     }
 
-    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) {
+    /// Bytes held for an incomplete line and event.
+    pub fn buffered(&self) -> usize {
+        self.line.capacity() + self.data.capacity()
+    }
+
+    /// Refuses to hold a line longer than the cap, and lets go of what was
+    /// held: the stream is over.
+    fn check_line(&mut self, more: usize) -> Result<(), DecodeError> {
+        if self.line.len().saturating_add(more) > MAX_EVENT_BYTES {
+            *self = SseDecoder::default();
+            return Err(too_large("an sse line"));
+        }
+        Ok(())
+    }
+
+    fn process_line(&mut self, line: &[u8], out: &mut Vec<SseEvent>) -> Result<(), DecodeError> {
         if line.is_empty() {
             self.dispatch(out);
-            return;
+            return Ok(());
         }
         if line[0] == b':' {
-            return;
+            return Ok(());
         }
         let (field, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
@@ -91,6 +122,10 @@ impl SseDecoder {
         };
         match field {
             b"data" => {
+                if self.data.len().saturating_add(value.len()) > MAX_EVENT_BYTES {
+                    *self = SseDecoder::default();
+                    return Err(too_large("an sse event"));
+                }
                 if self.has_data {
                     self.data.push('\n');
                 }
@@ -100,6 +135,7 @@ impl SseDecoder {
             b"event" => self.event = Some(String::from_utf8_lossy(value).into_owned()),
             _ => {}
         }
+        Ok(())
     }
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
@@ -108,6 +144,61 @@ impl SseDecoder {
         }
         self.has_data = false;
         self.data.clear();
+    }
+}
+
+fn too_large(what: &str) -> DecodeError {
+    DecodeError::Frame(format!("{what} is longer than the {MAX_EVENT_BYTES}-byte limit"))
+}
+
+/// What a protocol does with the events of its SSE stream.
+pub trait SseHandler: Send {
+    /// One dispatched event.
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError>;
+    /// The stream closed, after its last event was handled.
+    fn end(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        let _ = out;
+        Ok(())
+    }
+}
+
+/// The stream decoder of an SSE protocol: frames bytes into events and hands
+/// each to the protocol's handler, whatever the chunking.
+#[derive(Debug, Default)]
+pub struct SseStream<H> {
+    sse: SseDecoder,
+    events: Vec<SseEvent>,
+    /// The protocol's event handler.
+    pub handler: H,
+}
+
+impl<H: SseHandler> SseStream<H> {
+    /// A decoder handing events to `handler`.
+    pub fn new(handler: H) -> SseStream<H> {
+        SseStream { sse: SseDecoder::new(), events: Vec::new(), handler }
+    }
+
+    fn drain(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        for event in self.events.drain(..) {
+            self.handler.event(&event, out)?;
+        }
+        Ok(())
+    }
+}
+
+impl<H: SseHandler> StreamDecoder for SseStream<H> {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        // Events completed before a framing error still count.
+        let framed = self.sse.feed(chunk, &mut self.events);
+        self.drain(out)?;
+        framed
+    }
+
+    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        let framed = self.sse.finish(&mut self.events);
+        self.drain(out)?;
+        framed?;
+        self.handler.end(out)
     }
 }
 
@@ -133,9 +224,9 @@ mod tests {
         let mut decoder = SseDecoder::new();
         let mut out = Vec::new();
         for chunk in chunks {
-            decoder.feed(chunk, &mut out);
+            decoder.feed(chunk, &mut out).unwrap_or_default();
         }
-        decoder.finish(&mut out);
+        decoder.finish(&mut out).unwrap_or_default();
         out
     }
 
@@ -179,6 +270,56 @@ mod tests {
         write_sse(&mut buf, Some("ping"), b"{}");
         write_sse(&mut buf, None, b"x");
         assert_eq!(decode_all(&[&buf]), vec![ev(Some("ping"), "{}"), ev(None, "x")]);
+    }
+
+    #[test]
+    fn an_endless_line_fails_cleanly_with_bounded_memory() {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        let chunk = vec![b'x'; 64 * 1024];
+        decoder.feed(b"data: ", &mut out).unwrap();
+        let mut fed = 0usize;
+        let failure = loop {
+            // 100 MB in 64 KiB chunks: the error must come long before.
+            assert!(fed < 100 << 20, "no error after {fed} bytes");
+            if let Err(err) = decoder.feed(&chunk, &mut out) {
+                break err;
+            }
+            fed += chunk.len();
+            assert!(decoder.buffered() <= 2 * MAX_EVENT_BYTES, "{} bytes held", decoder.buffered());
+        };
+        assert!(matches!(failure, DecodeError::Frame(_)), "{failure:?}");
+        assert!(fed <= MAX_EVENT_BYTES);
+        assert!(decoder.buffered() < MAX_EVENT_BYTES, "the buffers are released");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn an_endless_event_of_short_lines_fails_cleanly() {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        let line = format!("data: {}\n", "y".repeat(1000));
+        let chunk = line.repeat(64);
+        let mut fed = 0usize;
+        let failure = loop {
+            assert!(fed < 100 << 20, "no error after {fed} bytes");
+            if let Err(err) = decoder.feed(chunk.as_bytes(), &mut out) {
+                break err;
+            }
+            fed += chunk.len();
+        };
+        assert!(matches!(failure, DecodeError::Frame(_)));
+        assert!(fed <= MAX_EVENT_BYTES + chunk.len());
+    }
+
+    #[test]
+    fn events_before_the_limit_are_kept() {
+        let mut decoder = SseDecoder::new();
+        let mut out = Vec::new();
+        let mut input = b"data: first\n\ndata: ".to_vec();
+        input.extend(std::iter::repeat_n(b'z', MAX_EVENT_BYTES + 1));
+        assert!(decoder.feed(&input, &mut out).is_err());
+        assert_eq!(out, vec![ev(None, "first")]);
     }
 
     proptest! {

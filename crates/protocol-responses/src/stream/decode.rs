@@ -11,20 +11,21 @@
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
-use switchyard_codec::frame::{SseDecoder, SseEvent};
+use switchyard_codec::frame::{SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{self, BlockStart, Delta, StreamEvent};
-use switchyard_codec::{DecodeError, StreamDecoder};
+use switchyard_codec::DecodeError;
 
 use crate::error::stream_error;
 use crate::items::{self, SUMMARY_SEPARATOR};
 use crate::response::{read_output_item, read_usage, stop_reason, OutputSignals};
 use crate::wire::text_of;
 
-/// Decoder state across chunks.
+/// Responses SSE events → IR stream events.
+pub(crate) type ResponsesStreamDecoder = SseStream<Events>;
+
+/// Decoder state across the events of one stream.
 #[derive(Default)]
-pub(crate) struct ResponsesStreamDecoder {
-    sse: SseDecoder,
-    frames: Vec<SseEvent>,
+pub(crate) struct Events {
     started: bool,
     ended: bool,
     blocks: Blocks,
@@ -95,7 +96,7 @@ fn index_of(map: &Map<String, Value>, key: &str) -> u64 {
     map.get(key).and_then(Value::as_u64).unwrap_or(0)
 }
 
-impl ResponsesStreamDecoder {
+impl Events {
     fn handle(&mut self, frame: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         let data = frame.data.trim();
         if self.ended || data.is_empty() || data == "[DONE]" {
@@ -425,23 +426,9 @@ fn emit_block(blocks: &mut Blocks, block: &ir::Block, out: &mut Vec<StreamEvent>
     out.push(StreamEvent::BlockStop { index });
 }
 
-impl StreamDecoder for ResponsesStreamDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.feed(chunk, &mut self.frames);
-        let frames = std::mem::take(&mut self.frames);
-        for frame in &frames {
-            self.handle(frame, out)?;
-        }
-        Ok(())
-    }
-
-    fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        self.sse.finish(&mut self.frames);
-        let frames = std::mem::take(&mut self.frames);
-        for frame in &frames {
-            self.handle(frame, out)?;
-        }
-        Ok(())
+impl SseHandler for Events {
+    fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
+        self.handle(event, out)
     }
 }
 
@@ -449,6 +436,7 @@ impl StreamDecoder for ResponsesStreamDecoder {
 mod tests {
     use super::*;
     use serde_json::json;
+    use switchyard_codec::StreamDecoder;
 
     fn decode(events: &[Value]) -> Vec<StreamEvent> {
         let mut bytes = Vec::new();

@@ -14,10 +14,14 @@
 //! without raising) followed, once the response has started, by
 //! `response.failed` carrying the items finished so far, so clients waiting
 //! for a terminal response event see one.
+//!
+//! Memory is bounded: the output kept for those events is counted, and a
+//! reply that grows past [`MAX_REPLY_BYTES`] ends with that same in-stream
+//! error instead of growing without end.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::frame::write_sse;
-use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, StopReason, StreamEvent, Usage};
+use switchyard_codec::frame::{write_sse, MAX_REPLY_BYTES};
+use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
 use switchyard_codec::{json as codec_json, StreamEncoder};
 
 use crate::error::stream_code;
@@ -40,6 +44,9 @@ pub(crate) struct ResponsesStreamEncoder {
     item: Option<OpenItem>,
     /// The IR block being written, by index.
     block: Option<u32>,
+    /// Bytes of text, arguments and signatures kept for the `.done` and
+    /// terminal events.
+    kept: usize,
 }
 
 /// An output item still being written.
@@ -328,9 +335,26 @@ fn output_text(text: &str) -> Value {
     json!({"type": "output_text", "text": text, "annotations": []})
 }
 
+/// The bytes of a delta the encoder keeps.
+fn kept_bytes(event: &StreamEvent) -> usize {
+    match event {
+        StreamEvent::BlockDelta { delta, .. } => match delta {
+            Delta::Text(text) | Delta::Thinking(text) | Delta::Signature(text) | Delta::ToolInput(text) => text.len(),
+        },
+        StreamEvent::BlockStart { block: BlockStart::RedactedThinking { data }, .. } => data.len(),
+        _ => 0,
+    }
+}
+
 impl StreamEncoder for ResponsesStreamEncoder {
     fn encode(&mut self, event: &StreamEvent, out: &mut Vec<u8>) {
         if self.finished {
+            return;
+        }
+        self.kept = self.kept.saturating_add(kept_bytes(event));
+        if self.kept > MAX_REPLY_BYTES {
+            let message = format!("the streamed reply is longer than the gateway's {MAX_REPLY_BYTES}-byte limit");
+            self.error(&ErrorInfo::new(ErrorKind::Internal, message).with_status(502), out);
             return;
         }
         match event {
@@ -366,5 +390,37 @@ impl StreamEncoder for ResponsesStreamEncoder {
     fn finish(&mut self, _out: &mut Vec<u8>) {
         // Responses streams end with their terminal event; there is no
         // closing sentinel to add.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endless_reply_ends_with_the_in_stream_error_and_bounded_memory() {
+        let mut encoder = ResponsesStreamEncoder::default();
+        let mut out = Vec::new();
+        let start =
+            StreamEvent::MessageStart { id: "r".into(), model: "m".into(), created: None, usage: Usage::default() };
+        encoder.encode(&start, &mut out);
+        encoder.encode(&StreamEvent::BlockStart { index: 0, block: BlockStart::Text }, &mut out);
+        let delta = StreamEvent::BlockDelta { index: 0, delta: Delta::Text("x".repeat(64 * 1024)) };
+        let mut sent = 0usize;
+        while !encoder.finished {
+            assert!(sent < 100 << 20, "no error after {sent} bytes");
+            out.clear();
+            encoder.encode(&delta, &mut out);
+            sent += 64 * 1024;
+        }
+        let tail = String::from_utf8_lossy(&out);
+        assert!(tail.contains("event: error"), "{}", &tail[..tail.len().min(300)]);
+        assert!(tail.contains("event: response.failed"));
+        assert!(sent <= MAX_REPLY_BYTES + 64 * 1024);
+        // Nothing more is written or kept once the stream failed.
+        out.clear();
+        encoder.encode(&delta, &mut out);
+        assert!(out.is_empty());
+        assert!(encoder.item.is_none());
     }
 }
