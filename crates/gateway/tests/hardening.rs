@@ -350,3 +350,58 @@ async fn session_ids_are_capped_in_length_and_in_number() {
     let pool = gateway.resolve("sticky").unwrap();
     assert_eq!(gateway.pools[pool].sessions.len(), 1);
 }
+
+/// An OpenAI upstream that streams one SSE line of `total` bytes and
+/// counts what it managed to send before the gateway hung up.
+async fn one_line_upstream(total: usize) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = sent.clone();
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move || {
+            let counter = counter.clone();
+            async move {
+                let chunk = Bytes::from(vec![b'x'; 64 << 10]);
+                let head = Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"");
+                let frames = futures_util::stream::unfold(0usize, move |at| {
+                    let (chunk, head, counter) = (chunk.clone(), head.clone(), counter.clone());
+                    async move {
+                        if at >= total {
+                            return None;
+                        }
+                        let next = if at == 0 { head } else { chunk };
+                        counter.fetch_add(next.len(), Ordering::SeqCst);
+                        Some((Ok::<_, std::io::Error>(next.clone()), at + next.len()))
+                    }
+                });
+                let mut response = Response::new(Body::from_stream(frames));
+                response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+                response
+            }
+        }),
+    );
+    (spawn(router).await, sent)
+}
+
+#[tokio::test]
+async fn an_upstream_streaming_one_100mb_line_ends_in_a_clean_error() {
+    for caller in [Protocol::Anthropic, Protocol::OpenAi] {
+        let (upstream, sent) = one_line_upstream(100 << 20).await;
+        let yaml = format!(
+            "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  huge: {{ provider: up }}\n"
+        );
+        let addr = gateway(&yaml).await;
+        let reply = post(addr, &ingress_path(caller, "huge", true), &[], chat_body(caller, "huge", "hi", true)).await;
+        assert_eq!(reply.status, 200);
+        // The caller's stream ends with its protocol's in-stream error...
+        let tail = String::from_utf8_lossy(&reply.body[reply.body.len().saturating_sub(600)..]).to_string();
+        assert!(tail.contains("could not be read"), "{caller}: {tail}");
+        // ...long before the upstream got its 100 MB out: the gateway held at
+        // most one capped event, then hung up.
+        let sent = sent.load(Ordering::SeqCst);
+        assert!(sent < 60 << 20, "{caller}: the upstream sent {sent} bytes before the gateway stopped reading");
+        let stats = stats(addr).await;
+        let lane = &stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "huge").unwrap()["lanes"][0];
+        assert_eq!(lane["upstream_failures"], 1, "{caller}: {lane}");
+    }
+}

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::HeaderValue;
 use http_body_util::BodyExt;
-use switchyard_codec::{Framing, StreamDecoder, StreamEncoder};
+use switchyard_codec::{DecodeError, Framing, StreamDecoder, StreamEncoder};
 use switchyard_health::LaneEffect;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StreamEvent, Usage};
 use tokio::sync::OwnedSemaphorePermit;
@@ -191,7 +191,11 @@ impl StreamRelay {
         }
         self.events.clear();
         if let Err(err) = self.decoder.feed(&data, &mut self.events) {
-            if self.encoder.is_some() {
+            // A broken framing (an event past the size cap) ends even a
+            // passthrough: what follows cannot be metered, and a caller's
+            // SDK could not read it either. An odd event the tap could not
+            // parse does not: the bytes still pass as they came.
+            if self.encoder.is_some() || matches!(err, DecodeError::Frame(_)) {
                 return Err(format!("upstream stream could not be read: {err}"));
             }
             tracing::debug!(error = %err, "usage tap could not read a passthrough stream");
