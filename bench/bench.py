@@ -622,7 +622,7 @@ def run(opts):
     settings = vars(opts).copy()
     # Paths are recorded relative to the repository: results are committed,
     # and no path of the machine that ran them belongs in the repository.
-    for key in ("switchyard", "out"):
+    for key in ("switchyard", "out", "before"):
         if isinstance(settings.get(key), str) and os.path.isabs(settings[key]):
             settings[key] = os.path.relpath(settings[key], REPO)
     results = {"machine": machine(), "settings": settings, "layout": {}, "baselines": {}, "cases": []}
@@ -680,11 +680,27 @@ def run(opts):
         gw_env.setdefault("SWITCHYARD_LOG", opts.gateway_log_level)
         gw_stderr_path = os.path.join(tmp, "gateway.log") if opts.keep_gateway_log else os.devnull
 
-        def start_gateway():
-            gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(gw_stderr_path, "ab"))
+        def start_gateway(binary):
+            gw = procs.start([binary, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(gw_stderr_path, "ab"))
             wait_http(gw_port, proc=gw)
             time.sleep(0.2)
             return gw
+
+        def gateway_case(binary, cid, gpath, gbody, b):
+            gw = start_gateway(binary)
+            try:
+                idle_rss, _ = mem_kib(gw.pid)
+                chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid)
+                g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,))
+                g["idle_rss_kib"] = idle_rss
+                g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
+                if b["stream"]:
+                    g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup)
+                if gw.poll() is not None:
+                    raise BenchError("%s: the gateway exited" % cid)
+            finally:
+                procs.stop(gw)
+            return chk, g
 
         for key, b in BASELINES.items():
             path, body = request(b["protocol"], b["model"], b["text"], b["stream"])
@@ -722,25 +738,17 @@ def run(opts):
                     continue
                 if opts.only and not any(o in cid for o in opts.only):
                     continue
-                log("%s: switchyard" % cid)
                 gpath, gbody = request(ingress, name, b["text"], b["stream"])
-                gw = start_gateway()
-                try:
-                    idle_rss, _ = mem_kib(gw.pid)
-                    chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid)
-                    g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,))
-                    g["idle_rss_kib"] = idle_rss
-                    g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
-                    if b["stream"]:
-                        g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup)
-                    if gw.poll() is not None:
-                        raise BenchError("%s: the gateway exited" % cid)
-                finally:
-                    procs.stop(gw)
+                before = None
+                if opts.before:
+                    log("%s: switchyard before (%s)" % (cid, opts.before))
+                    _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b)
+                log("%s: switchyard" % cid)
+                chk, g = gateway_case(sy, cid, gpath, gbody, b)
                 results["cases"].append({
                     "id": cid, "title": title, "ingress": ingress, "name": name, "baseline": key,
                     "request": {"path": gpath, "body_bytes": len(gbody), "stream": b["stream"], "deltas": b["deltas"]},
-                    "check": chk, "gateway": g,
+                    "check": chk, "gateway": g, "before": before,
                 })
 
         # ---- 3. Open streams.
@@ -790,13 +798,15 @@ def open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C
         }
 
     try:
-        gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
-        wait_http(gw_port, proc=gw)
-        time.sleep(0.2)
-        try:
-            out["switchyard"] = hold(gw_port, gw.pid, "switchyard", mem_kib(gw.pid)[0])
-        finally:
-            procs.stop(gw)
+        runs = [("switchyard_before", opts.before)] if opts.before else []
+        for who, binary in runs + [("switchyard", sy)]:
+            gw = procs.start([binary, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+            wait_http(gw_port, proc=gw)
+            time.sleep(0.2)
+            try:
+                out[who] = hold(gw_port, gw.pid, who, mem_kib(gw.pid)[0])
+            finally:
+                procs.stop(gw)
         ng = Nginx(procs, tmp, slow_port, P, streams=True)
         try:
             out["nginx"] = hold(ng.port_stream, ng.worker, "nginx", mem_kib(ng.worker)[0])
@@ -847,6 +857,13 @@ def derive(results):
             r["ttfb_vs_direct"] = ratio(gf, df)
             r["ttfb_vs_nginx"] = ratio(gf, nf)
             r["added_ttfb_vs_nginx"] = ratio(out["added_ttfb_p50_us"], out["nginx_added_ttfb_p50_us"])
+        bf = case.get("before")
+        if bf:
+            r["cpu_vs_before"] = ratio(g["c64"]["cpu_us_per_req"], bf["c64"]["cpu_us_per_req"])
+            r["cpu_c1_vs_before"] = ratio(g["c1"]["cpu_us_per_req"], bf["c1"]["cpu_us_per_req"])
+            r["p99_vs_before"] = ratio(g["c1"]["p99_us"], bf["c1"]["p99_us"])
+            if "ttfb" in g and "ttfb" in bf:
+                r["ttfb_vs_before"] = ratio(g["ttfb"]["first_frame_us"]["p50"], bf["ttfb"]["first_frame_us"]["p50"])
         case["added"] = out
         case["ratios"] = r
     cases = {c["id"]: c for c in results["cases"]}
@@ -874,7 +891,12 @@ def derive(results):
         goal("idle RSS MiB (max over cases)", max(idle), "≤ 10")
     os_ = results.get("open_streams", {}).get("switchyard")
     if os_:
-        goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 150")
+        goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 120")
+    for cid, c in cases.items():
+        if "added_p99_vs_nginx" in c["ratios"] and not c["request"]["stream"]:
+            goal("%s added p99 (c=1) ÷ nginx's" % cid, c["ratios"]["added_p99_vs_nginx"], "≤ 2")
+        if c["ratios"].get("cpu_vs_before") is not None:
+            goal("%s CPU/req ÷ before" % cid, c["ratios"]["cpu_vs_before"], "≤ 1.05")
     results["goals"] = goals
 
 
@@ -1017,7 +1039,7 @@ def render(results):
         L.append("| proxy | open | idle RSS | RSS while open | peak (VmHWM) | RSS after close | KiB per stream | RSS open ÷ nginx |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         nref = os_.get("nginx", {}).get("rss_open_kib")
-        for who in ("switchyard", "nginx"):
+        for who in ("switchyard_before", "switchyard", "nginx"):
             v = os_.get(who)
             if not v:
                 continue
@@ -1026,8 +1048,22 @@ def render(results):
                 f(mib(v["rss_after_close_kib"]), 1), f(v["kib_per_stream"], 1), x_(ratio(v["rss_open_kib"], nref))))
         L.append("")
 
+    befores = [c for c in results["cases"] if c.get("before")]
+    if befores:
+        L.append("## Before and after, same run\n")
+        L.append("The same cases through the `--before` binary (%s), each run right before the current one.\n" % s.get("before"))
+        L.append("| case | CPU µs/req c=64 before | after | ÷ before | CPU c=1 ÷ before | p99 c=1 before | after | TTFB p50 before | after |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in befores:
+            g, bf, r = c["gateway"], c["before"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(bf["c64"]["cpu_us_per_req"], 1), f(g["c64"]["cpu_us_per_req"], 1), x_(r.get("cpu_vs_before")),
+                x_(r.get("cpu_c1_vs_before")), f(bf["c1"]["p99_us"]), f(g["c1"]["p99_us"]),
+                f(bf.get("ttfb", {}).get("first_frame_us", {}).get("p50")), f(g.get("ttfb", {}).get("first_frame_us", {}).get("p50"))))
+        L.append("")
+
     if results.get("goals"):
-        L.append("## Issue #6 goals (measured, this run)\n")
+        L.append("## Goals (measured, this run)\n")
         L.append("| goal | measured | target |")
         L.append("|---|---:|---|")
         for g in results["goals"]:
@@ -1052,6 +1088,8 @@ def main():
                     help="SWITCHYARD_LOG for the gateway (default info: what it ships with)")
     ap.add_argument("--keep-gateway-log", action="store_true", help="write gateway stderr to the temp dir")
     ap.add_argument("--only", action="append", help="run only cases whose id contains this (repeatable)")
+    ap.add_argument("--before", default=os.environ.get("BENCH_BEFORE"),
+                    help="another switchyard binary to run every case with too, right before the current one")
     opts = ap.parse_args()
     if not os.access(opts.switchyard, os.X_OK):
         sys.exit("no switchyard binary at %s (run bench/run.sh, or cargo build --release -p switchyard)" % opts.switchyard)
