@@ -100,6 +100,16 @@ pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>
     Ok(found)
 }
 
+/// A whole number at a member path (`["generationConfig", "maxOutputTokens"]`),
+/// walking one object level at a time without parsing anything else.
+pub fn member_u64(body: &[u8], path: &[&str]) -> Option<u64> {
+    let mut value = body;
+    for key in path {
+        value = top_level_value(value, key).ok()??;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 /// Calls `visit(key, value_start, value_end)` for each top-level member
 /// until it returns `false`. Keys come with their escapes resolved.
 fn walk_top_level(
@@ -264,6 +274,15 @@ mod tests {
         assert_eq!(top_level_value(body, "usage").unwrap(), Some(&br#"{"prompt_tokens":3}"#[..]));
         assert_eq!(top_level_value(body, "missing").unwrap(), None);
         assert!(top_level_value(b"[1]", "usage").is_err());
+    }
+
+    #[test]
+    fn whole_numbers_at_member_paths() {
+        let body = br#"{"generationConfig":{"temperature":0.2,"maxOutputTokens":512},"max_tokens":7}"#;
+        assert_eq!(member_u64(body, &["generationConfig", "maxOutputTokens"]), Some(512));
+        assert_eq!(member_u64(body, &["max_tokens"]), Some(7));
+        assert_eq!(member_u64(body, &["generationConfig", "temperature"]), None);
+        assert_eq!(member_u64(body, &["missing", "x"]), None);
     }
 
     #[test]

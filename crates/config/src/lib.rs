@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+mod governance;
 mod hooks;
 mod interpolate;
 mod raw;
@@ -18,6 +19,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use server::{Http2, Server};
 pub use ssrf::{check_outbound_url, is_public};
@@ -93,6 +95,16 @@ pub struct Config {
     pub hooks: Vec<Hook>,
     /// Gates attached to every request (indexes into `hooks`).
     pub global_hooks: Vec<usize>,
+    /// How callers authenticate.
+    pub auth: AuthMode,
+    /// The admin plane.
+    pub admin: Admin,
+    /// Where records live.
+    pub storage: Storage,
+    /// The budget tree declared in the file.
+    pub groups: Vec<Group>,
+    /// Admission and ledger tuning.
+    pub governance: Governance,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
 }
@@ -452,13 +464,18 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let mut warnings = Vec::new();
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8080", "listen", issues);
     let admin_listen = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:8081", "admin_listen", issues);
-    if !admin_listen.ip().is_loopback() {
+    let admin = governance::admin(&raw.admin, issues);
+    if !admin_listen.ip().is_loopback() && admin.tls.is_none() && !admin.insecure {
         issues.push(Issue::new(
             "admin_listen",
-            format!("the admin plane must stay on loopback, not {admin_listen}"),
-            "use 127.0.0.1:PORT and reach it through an SSH tunnel or a sidecar",
+            format!("the admin plane is off loopback ({admin_listen}) without client-certificate TLS"),
+            "use 127.0.0.1:PORT, or set admin.tls { cert, key, client_ca }, or (behind your own mesh) admin.insecure: true",
         ));
     }
+    let auth = governance::auth_mode(raw.auth.as_ref(), issues);
+    let storage = governance::storage(&raw.storage, issues);
+    let groups = governance::groups(&raw.groups, issues);
+    let governance = governance::governance(&raw.governance, issues);
     if listen.port() != 0 && listen == admin_listen {
         issues.push(Issue::new(
             "admin_listen",
@@ -680,6 +697,24 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         });
     }
     check_fallback_cycles(&pools, issues);
+    if auth == AuthMode::Keys {
+        for provider in providers.iter().filter(|p| p.passthrough_credentials) {
+            issues.push(Issue::new(
+                &format!("providers.{}.upstream_credentials", provider.name),
+                "with auth.mode: keys a caller's credential is its virtual key, so it cannot go upstream",
+                "use upstream_credentials: own (the provider's api_key), or leave auth open",
+            ));
+        }
+        for model in &models {
+            if !rate_card.contains_key(&model.name) {
+                warnings.push(Issue::new(
+                    &format!("models.{}", model.name),
+                    "the lane has no rate_card entry, so what it serves costs nothing against budgets",
+                    format!("add rate_card.{} with input_utok and output_utok", model.name),
+                ));
+            }
+        }
+    }
     for provider in &providers {
         let adhoc_names: Vec<String> = match &provider.adhoc {
             Adhoc::Off => Vec::new(),
@@ -708,6 +743,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         rate_card,
         hooks: all_hooks,
         global_hooks,
+        auth,
+        admin,
+        storage,
+        groups,
+        governance,
         warnings,
     }
 }

@@ -24,6 +24,15 @@ pub struct RawConfig {
     /// Gates attached to every request.
     #[serde(default)]
     pub global_hooks: Vec<serde_yaml_ng::Value>,
+    pub auth: Option<crate::governance::RawAuth>,
+    #[serde(default)]
+    pub admin: crate::governance::RawAdmin,
+    #[serde(default)]
+    pub storage: crate::governance::RawStorage,
+    #[serde(default)]
+    pub groups: BTreeMap<String, crate::governance::RawGroup>,
+    #[serde(default)]
+    pub governance: crate::governance::RawGovernance,
 }
 
 /// Listener settings.

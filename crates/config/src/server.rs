@@ -54,7 +54,7 @@ impl Default for Server {
             body_read_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
             max_connections: 10_000,
-            max_in_flight: 4_096,
+            max_in_flight: 10_000,
             max_connection_body: 64 << 20,
             http2: Http2 { max_concurrent_streams: 128, max_header_list_size: 64 << 10 },
         }

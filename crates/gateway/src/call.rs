@@ -9,6 +9,8 @@ use http::{HeaderMap, HeaderValue};
 use switchyard_codec::Framing;
 use switchyard_ir::Protocol;
 
+use crate::governance::Caller;
+
 /// A caller's request as an ingress framed it.
 pub struct Call {
     /// The caller's protocol.
@@ -32,6 +34,8 @@ pub struct Call {
     pub headers: HeaderMap,
     /// The session id echoed as `x-switchyard-session`, when the caller sent one.
     pub session: Option<HeaderValue>,
+    /// Who is calling, when governance authenticated a key.
+    pub caller: Option<Caller>,
 }
 
 impl Call {

@@ -19,12 +19,14 @@ use http_body_util::{BodyExt, Full};
 use switchyard_codec::tap::UsageTap;
 use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
+use switchyard_governance::Estimate;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass, Unavailable};
 use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::call::{Call, Slot};
+use crate::governance::{Denied, Ticket};
 use crate::routing::{self, Plan};
 use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
@@ -175,13 +177,64 @@ struct UpstreamFailure {
     provider_header: HeaderValue,
 }
 
-/// Serves one call end to end.
-pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<ResponseBody> {
-    let started = Instant::now();
-    let mut translated: Option<Request> = None;
+/// Serves one call end to end: admit (governance), then attempt the
+/// candidates; the request's ticket is settled whatever the outcome (by
+/// the stream relay when the answer is a stream).
+pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
     let Some(pool) = gateway.resolve(&call.name) else {
         return error_response(&gateway, &call, &unknown_name(&call.name));
     };
+    let mut ticket = match admit(&gateway, &call, pool) {
+        Ok(ticket) => ticket,
+        Err(denied) => {
+            let mut response = error_response(&gateway, &call, &denied.info);
+            if let Some(seconds) = denied.retry_after {
+                response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
+            }
+            return response;
+        }
+    };
+    let response = attempt(&gateway, call, pool, &mut ticket).await;
+    // A stream's ticket went with its relay; any other settles here.
+    if let Some(ticket) = ticket {
+        ticket.finish(response.status().as_u16()).await;
+    }
+    response
+}
+
+/// Governance's admission of a call: its key may name the pool, and its
+/// chain has room for what the request may cost. `None`: nothing to account
+/// (no governance configured).
+fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize) -> Result<Option<Ticket>, Denied> {
+    let Some(governance) = &gateway.governance else {
+        return Ok(None);
+    };
+    let state = &gateway.pools[pool];
+    let input = switchyard_governance::estimate::input_tokens(&call.body);
+    let reservation = match &call.caller {
+        None => None,
+        Some(caller) => {
+            let output =
+                gateway.codec(call.ingress).max_output_tokens(&call.body).unwrap_or(governance.default_max_tokens);
+            let tokens = switchyard_governance::money::Tokens { input, output, cache_read: 0, cache_write: 0 };
+            let estimate = Estimate { tokens: tokens.total(), cost: state.price_ceiling.cost(&tokens) };
+            Some(governance.admit(caller, &call.name, estimate)?)
+        }
+    };
+    let request_id = call.request_id.to_str().unwrap_or_default().to_owned();
+    Ok(Some(Ticket::new(governance.clone(), call.caller.as_ref(), reservation, state.name.clone(), request_id, input)))
+}
+
+/// Tries the plan's candidates in order until one answers.
+async fn attempt(
+    gateway: &Arc<Gateway>,
+    mut call: Call,
+    pool: usize,
+    ticket: &mut Option<Ticket>,
+) -> Response<ResponseBody> {
+    let gateway = gateway.clone();
+    let started = Instant::now();
+    let mut translated: Option<Request> = None;
     let plan = match routing::plan(&gateway, &mut call, pool, &mut translated).await {
         Ok(plan) => plan,
         Err(info) => return error_response(&gateway, &call, &info),
@@ -272,8 +325,12 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
                 routing::pin(&gateway, plan.pool, session, slot.member);
             }
             let policy = plan.policy.clone();
-            let mut response =
-                success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
+            if let Some(ticket) = ticket.as_mut() {
+                let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
+                ticket.serving(lane.name.clone(), Arc::from(candidate.wire_model), lane.price, failovers);
+            }
+            let guards = (permit, in_flight);
+            let mut response = success(&gateway, &call, candidate, upstream, guards, health, started, ticket).await;
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
                 if let Ok(value) = HeaderValue::try_from(&*policy) {
@@ -597,6 +654,7 @@ async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
     crate::transport::collect_limited(body, MAX_UPSTREAM_BODY).await.map_err(|err| err.to_string())
 }
 
+#[expect(clippy::too_many_arguments, reason = "the one place a success is assembled")]
 async fn success(
     gateway: &Arc<Gateway>,
     call: &Call,
@@ -605,6 +663,7 @@ async fn success(
     guards: (Option<OwnedSemaphorePermit>, InFlight),
     health: Health,
     started: Instant,
+    ticket: &mut Option<Ticket>,
 ) -> Response<ResponseBody> {
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
@@ -635,6 +694,9 @@ async fn success(
             // Passthrough: the bytes go back as they came; only usage is read.
             let usage = gateway.codec(lane.protocol).read_usage(&body).unwrap_or_default();
             log_done(&call.request_id, &lane.name, &usage, started, false);
+            if let Some(ticket) = ticket.as_mut() {
+                ticket.record_usage(usage, false);
+            }
             return builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
         }
         let mut response = match gateway.codec(lane.protocol).read_response(&body) {
@@ -645,6 +707,9 @@ async fn success(
             }
         };
         log_done(&call.request_id, &lane.name, &response.usage, started, false);
+        if let Some(ticket) = ticket.as_mut() {
+            ticket.record_usage(response.usage, false);
+        }
         fill_identity(
             &mut response.id,
             &mut response.model,
@@ -681,6 +746,8 @@ async fn success(
         wire_model: Arc::from(candidate.wire_model),
         started,
         pending: None,
+        ticket: ticket.take(),
+        delivered_events: 0,
         _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {

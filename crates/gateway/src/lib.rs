@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod engine;
+pub mod governance;
 pub mod health;
 pub mod hooks;
 pub mod mock;

@@ -5,6 +5,7 @@
 //! it to the engine; every error written here is in the caller's own
 //! protocol. `listener` owns sockets and connections.
 
+pub mod admin;
 mod conn_io;
 pub mod listener;
 
@@ -22,9 +23,11 @@ use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
 use crate::call::Call;
 use crate::engine;
+use crate::governance::{Caller, Presented};
 use crate::state::Gateway;
 pub use listener::{serve, ListenerStats, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
+use switchyard_governance::sigv4::Inbound;
 
 /// The data-plane router.
 pub fn router(gateway: Arc<Gateway>) -> Router {
@@ -69,11 +72,13 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 /// lives here, off the data plane, because topology and breaker reasons are
 /// the operator's business.
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
+    let guarded = Router::new()
         .route("/v1/models", get(list_models))
         .route("/stats", get(stats))
-        .with_state(gateway)
+        .with_state(gateway.clone())
+        .merge(admin::routes(gateway.clone()))
+        .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
+    Router::new().route("/healthz", get(healthz)).with_state(gateway).merge(guarded).fallback(admin::not_found)
 }
 
 /// The data listener's settings: the config's limits, with refusals
@@ -338,6 +343,7 @@ async fn read_body(
 async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
     let protocol = ingress.protocol;
     let (parts, body) = request.into_parts();
+    let budget = parts.extensions.get::<ConnBudget>().cloned();
     let headers = parts.headers;
     if let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) {
         let json = content_type.to_str().is_ok_and(|ct| {
@@ -349,8 +355,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             return reject(&gateway, protocol, &headers, info);
         }
     }
-    let budget = parts.extensions.get::<ConnBudget>();
-    let (body, _charge) = match read_body(body, &gateway.config.server, budget).await {
+    let (body, _charge) = match read_body(body, &gateway.config.server, budget.as_ref()).await {
         Ok(read) => read,
         Err(info) => return reject(&gateway, protocol, &headers, info),
     };
@@ -384,6 +389,10 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             }
         },
     };
+    let caller = match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
+        Ok(caller) => caller,
+        Err(info) => return reject(&gateway, protocol, &headers, info),
+    };
     let session = session_of(&gateway, &name, &headers);
     if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
         let info = ErrorInfo::new(
@@ -401,10 +410,38 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         framing: ingress.framing,
         request_id: request_id(&headers),
         session,
+        caller,
         headers,
         body,
     };
     engine::forward(gateway, call).await.map(Body::new)
+}
+
+/// Who is calling (governance's "authenticate" stage): `None` on an open
+/// data plane.
+fn authenticate(
+    gateway: &Gateway,
+    protocol: Protocol,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<Caller>, ErrorInfo> {
+    let Some(governance) = &gateway.governance else {
+        return Ok(None);
+    };
+    let signed =
+        headers.get(axum::http::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256"));
+    let pairs: Vec<(&str, &[u8])> =
+        if signed { headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect() } else { Vec::new() };
+    let inbound = signed.then(|| Inbound {
+        method: "POST",
+        path: uri.path(),
+        query: uri.query(),
+        headers: &pairs,
+        authority: uri.authority().map(|a| a.as_str()),
+        body,
+    });
+    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound })
 }
 
 /// The vendor fake as an HTTP server: every protocol's upstream path,

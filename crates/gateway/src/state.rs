@@ -14,6 +14,7 @@ use switchyard_codec::{Codec, Credentials};
 use switchyard_config::{
     Adhoc, Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
 };
+use switchyard_governance::money::Price;
 use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
@@ -76,6 +77,8 @@ pub struct Lane {
     pub adhoc: bool,
     /// An ad-hoc lane open to any wire model: the caller's path names it.
     pub any_wire_model: bool,
+    /// Its rate-card prices, when priced.
+    pub price: Option<Price>,
 }
 
 impl Lane {
@@ -154,6 +157,9 @@ pub struct PoolState {
     pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
     /// Sessions moved off their pinned lane.
     pub affinity_switches: AtomicU64,
+    /// The dearest prices among the lanes a request may reach through this
+    /// pool (fallbacks included): what admission reserves at.
+    pub price_ceiling: Price,
 }
 
 /// Per-policy routing counters of a pool.
@@ -195,6 +201,7 @@ impl PoolState {
             sessions: SessionTable::new(Duration::ZERO, 1),
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
+            price_ceiling: Price::default(),
         }
     }
 
@@ -219,6 +226,9 @@ pub struct Gateway {
     pub names: HashMap<Arc<str>, usize>,
     /// The client for external routing hooks (SSRF-guarded).
     pub hooks: crate::hooks::HookClient,
+    /// Keys, budgets, limits and the ledger (`None`: an open gateway with
+    /// nothing to account).
+    pub governance: Option<Arc<crate::governance::Governance>>,
 }
 
 /// Why a gateway could not be built from a config.
@@ -355,7 +365,33 @@ impl Gateway {
                 )
             });
         }
-        Ok(Gateway { config, codecs, lanes, pools, names, hooks: crate::hooks::HookClient::new() })
+        for index in 0..pools.len() {
+            let mut reachable: Vec<usize> = vec![index];
+            let mut at = 0;
+            while at < reachable.len() {
+                let next: Vec<usize> =
+                    pools[reachable[at]].fallback.iter().copied().filter(|f| !reachable.contains(f)).collect();
+                reachable.extend(next);
+                at += 1;
+            }
+            let prices: Vec<Price> = reachable
+                .iter()
+                .flat_map(|&pool| pools[pool].members.iter().filter_map(|&lane| lanes[lane].price))
+                .collect();
+            pools[index].price_ceiling = Price::ceiling(&prices);
+        }
+        Ok(Gateway { config, codecs, lanes, pools, names, hooks: crate::hooks::HookClient::new(), governance: None })
+    }
+
+    /// Attaches governance (built after the gateway, since it reads the stores).
+    pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Gateway {
+        self.governance = Some(governance);
+        self
+    }
+
+    /// The price of lane `name`, for pricing ledger totals.
+    pub fn price_of(&self, name: &str) -> Option<Price> {
+        self.lanes.iter().find(|lane| &*lane.name == name).and_then(|lane| lane.price)
     }
 
     /// The codec of `protocol`.
@@ -447,5 +483,11 @@ fn build_lane(
         transport,
         adhoc: false,
         any_wire_model: false,
+        price: config.rate_card.get(name).map(|rate| Price {
+            input_utok: rate.input_utok,
+            output_utok: rate.output_utok,
+            cache_read_utok: rate.cache_read_utok,
+            cache_write_utok: rate.cache_write_utok,
+        }),
     })
 }

@@ -300,6 +300,16 @@ impl Breaker {
         }
     }
 
+    /// An operator closed the breaker by hand: closed, no trips, no rest.
+    pub fn reset(&mut self) {
+        self.inner = Inner::Closed;
+        self.consecutive = 0;
+        self.trips = 0;
+        self.reason = None;
+        self.window.clear();
+        self.rest_until = None;
+    }
+
     /// An active probe succeeded: cut the cooldown short. The next real
     /// request is the half-open trial, so a probe never competes with it.
     pub fn record_probe_success(&mut self) {
@@ -480,6 +490,20 @@ mod tests {
         let rested = later + Duration::from_secs(1);
         assert_eq!(breaker.admit(rested), Admission::Trial, "the next request is the trial");
         assert_eq!(breaker.snapshot(rested).trips, 1, "the rate limit added no trip");
+    }
+
+    #[test]
+    fn an_operator_reset_closes_at_once() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(policy(), t0);
+        breaker.record_hard_down(t0, "401", 0.5);
+        breaker.record_rate_limited(t0, None);
+        breaker.reset();
+        assert_eq!(breaker.admit(t0), Admission::Admit);
+        assert_eq!(
+            breaker.snapshot(t0),
+            BreakerSnapshot { state: BreakerState::Closed, reason: None, retry_in: None, trips: 0, resting: None }
+        );
     }
 
     #[test]

@@ -44,6 +44,10 @@ impl Codec for OpenAiCodec {
         ir::Protocol::OpenAi
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["max_completion_tokens"], &["max_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

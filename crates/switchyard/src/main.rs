@@ -136,7 +136,18 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let drain_timeout = limits.drain_timeout;
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
-    let gateway = Arc::new(Gateway::new(config, switchyard_protocol::codec)?);
+    let mut gateway = Gateway::new(config, switchyard_protocol::codec)?;
+    let governance = switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
+        .await
+        .context("governance could not start")?;
+    let ledger_writer = match governance {
+        Some((governance, writer)) => {
+            gateway = gateway.with_governance(governance);
+            Some(writer)
+        }
+        None => None,
+    };
+    let gateway = Arc::new(gateway);
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -175,6 +186,10 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     })
     .await?;
     let _ = admin_task.await;
+    // Every request has settled: let the ledger writer flush the last rows.
+    if let Some(writer) = ledger_writer {
+        writer.finish().await;
+    }
     Ok(())
 }
 

@@ -18,6 +18,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::{fill_identity, log_done, Health, InFlight};
+use crate::governance::Ticket;
 use crate::state::Gateway;
 use crate::transport::UpstreamBody;
 
@@ -28,6 +29,9 @@ pub(super) struct Tally {
     usage: Usage,
     finished: bool,
     failed: bool,
+    /// Content deltas decoded (translated streams), for an estimate of what
+    /// was delivered when the upstream never reports usage.
+    deltas: u64,
 }
 
 impl Tally {
@@ -38,7 +42,8 @@ impl Tally {
             }
             StreamEvent::MessageStop => self.finished = true,
             StreamEvent::Error(_) => self.failed = true,
-            StreamEvent::BlockStart { .. } | StreamEvent::BlockDelta { .. } | StreamEvent::BlockStop { .. } => {}
+            StreamEvent::BlockDelta { .. } => self.deltas += 1,
+            StreamEvent::BlockStart { .. } | StreamEvent::BlockStop { .. } => {}
         }
     }
 
@@ -104,6 +109,10 @@ pub(super) struct StreamRelay {
     pub(super) started: Instant,
     /// What the upstream did after the frames coalesced into the last chunk.
     pub(super) pending: Option<Pending>,
+    /// The request's accounting, settled when the stream ends or is dropped.
+    pub(super) ticket: Option<Ticket>,
+    /// SSE events passed through verbatim (each is about one token).
+    pub(super) delivered_events: u64,
     pub(super) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -207,6 +216,9 @@ impl StreamRelay {
             }
         }
         let Some(encoder) = self.encoder.as_mut() else {
+            if self.ticket.is_some() {
+                self.delivered_events += memchr::memmem::find_iter(&data, b"data:").count() as u64;
+            }
             if self.tally.finished {
                 self.log_end();
             }
@@ -251,6 +263,7 @@ impl StreamRelay {
         tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream failed mid-way");
         self.health.apply(LaneEffect::Failure, &message, None);
         self.done = true;
+        self.tally.failed = true;
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
         let encoder = self.encoder.get_or_insert_with(|| self.gateway.codec(self.ingress).stream_encoder(self.framing));
@@ -259,7 +272,31 @@ impl StreamRelay {
         Bytes::from(out)
     }
 
-    fn log_end(&self) {
+    fn log_end(&mut self) {
         log_done(&self.request_id, &self.lane, &self.tally.usage, self.started, true);
+        if let Some(mut ticket) = self.ticket.take() {
+            ticket.record_usage(self.tally.usage, false);
+            ticket.finish_detached(200);
+        }
+    }
+}
+
+impl Drop for StreamRelay {
+    /// A stream that did not end (the caller hung up, or it failed) is billed
+    /// for what was delivered: the usage seen so far, or else an estimate
+    /// from the prompt and the deltas that reached the caller.
+    fn drop(&mut self) {
+        let Some(mut ticket) = self.ticket.take() else { return };
+        let mut usage = self.tally.usage;
+        let estimated = usage.output_tokens == 0;
+        if estimated {
+            usage.output_tokens = self.tally.deltas.max(self.delivered_events);
+            if usage.input_tokens == 0 {
+                usage.input_tokens = ticket.input_estimate;
+            }
+        }
+        let status = if self.tally.failed { 502 } else { 499 };
+        ticket.record_usage(usage, estimated);
+        ticket.finish_detached(status);
     }
 }

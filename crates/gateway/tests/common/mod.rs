@@ -44,10 +44,18 @@ pub async fn gateway(yaml: &str) -> SocketAddr {
     gateway_handle(yaml).await.0
 }
 
+/// The admin token every test gateway accepts (unless its config names its own).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
 /// Starts a gateway for `yaml` (data and admin listeners, as the binary
 /// does) and keeps a handle on its state.
 pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
-    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let yaml = if yaml.lines().any(|l| l.starts_with("admin:")) {
+        yaml.to_owned()
+    } else {
+        format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
+    };
+    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
     let gateway = Arc::new(Gateway::new(config, codec).unwrap());
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
@@ -58,7 +66,9 @@ pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
 
 /// The admin plane's `/stats` of the gateway serving data at `addr`.
 pub async fn stats(addr: SocketAddr) -> serde_json::Value {
-    serde_json::from_slice(&get(admin(addr), "/stats").await.body).unwrap()
+    let reply = get_with(admin(addr), "/stats", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    serde_json::from_slice(&reply.body).unwrap()
 }
 
 /// Starts the vendor fake.
@@ -109,11 +119,17 @@ pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: 
 
 /// GETs `http://addr{path}`.
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    get_with(addr, path, &[]).await
+}
+
+/// GETs `http://addr{path}` with `headers`.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let response = client
-        .request(Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap())
-        .await
-        .unwrap();
+    let mut request = Request::get(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client.request(request.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
