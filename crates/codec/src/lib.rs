@@ -240,6 +240,16 @@ pub trait Codec: Send + Sync {
         let _ = request;
         self.stream_encoder(framing)
     }
+    /// True when a passthrough stream for a caller whose request body was
+    /// `request` carries the upstream's usage (OpenAI Chat sends it only
+    /// when `stream_options.include_usage` asked). A stream that does not
+    /// is translated instead when it must be metered: the writer asks for
+    /// usage, and the caller's encoder leaves the usage chunk out.
+    fn stream_reports_usage(&self, request: &[u8]) -> bool {
+        let _ = request;
+        true
+    }
+
     /// The framing this protocol streams in by default.
     fn default_framing(&self) -> Framing {
         Framing::Sse

@@ -36,9 +36,18 @@ pub struct Call {
     pub session: Option<HeaderValue>,
     /// Who is calling, when governance authenticated a key.
     pub caller: Option<Caller>,
+    /// The request is metered and its stream would not carry usage if
+    /// passed through: translate it even to a lane of the same protocol.
+    pub meter_stream: bool,
 }
 
 impl Call {
+    /// True when the request body may go to a lane of `protocol` as it came
+    /// (same protocol, and nothing forces a translation).
+    pub fn passes_through_to(&self, protocol: Protocol) -> bool {
+        protocol == self.ingress && !self.meter_stream
+    }
+
     /// The caller's own API key from whichever header its SDK uses, for
     /// lanes configured with `upstream_credentials: passthrough`.
     pub fn caller_key(&self) -> Option<&str> {

@@ -194,6 +194,11 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody
             return response;
         }
     };
+    // A metered stream must carry usage: one that would not if passed
+    // through (an OpenAI caller that did not ask for it) is translated.
+    let mut call = call;
+    call.meter_stream =
+        ticket.is_some() && call.stream && !gateway.codec(call.ingress).stream_reports_usage(&call.body);
     let response = attempt(&gateway, call, pool, &mut ticket).await;
     // A stream's ticket went with its relay; any other settles here.
     if let Some(ticket) = ticket {
@@ -537,7 +542,7 @@ fn prepare(
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
     let lane = candidate.lane;
-    if lane.protocol == call.ingress {
+    if call.passes_through_to(lane.protocol) {
         // Same protocol: the bytes go as they came, but for the model.
         let body = match &call.model_span {
             Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(candidate.wire_model.as_bytes()) => {
@@ -668,7 +673,7 @@ async fn success(
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
-    let same = lane.protocol == call.ingress
+    let same = call.passes_through_to(lane.protocol)
         && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
     let mut builder = Response::builder().status(StatusCode::OK);
     if let Some(headers) = builder.headers_mut() {

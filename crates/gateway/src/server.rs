@@ -411,6 +411,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         request_id: request_id(&headers),
         session,
         caller,
+        meter_stream: false,
         headers,
         body,
     };

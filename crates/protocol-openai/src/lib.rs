@@ -83,13 +83,16 @@ impl Codec for OpenAiCodec {
         // Like OpenAI, send the trailing usage chunk (`choices: []`) only to a
         // caller that asked for it: clients that read `choices[0]` of every
         // chunk break on it otherwise.
-        let include_usage = switchyard_codec::scan::top_level_value(request, "stream_options")
+        Box::new(stream::ChunkEncoder::with_usage_chunk(self.stream_reports_usage(request)))
+    }
+
+    fn stream_reports_usage(&self, request: &[u8]) -> bool {
+        switchyard_codec::scan::top_level_value(request, "stream_options")
             .ok()
             .flatten()
             .and_then(|raw| serde_json::from_slice::<serde_json::Value>(raw).ok())
             .and_then(|options| options.get("include_usage").and_then(serde_json::Value::as_bool))
-            .unwrap_or(false);
-        Box::new(stream::ChunkEncoder::with_usage_chunk(include_usage))
+            .unwrap_or(false)
     }
 
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {

@@ -64,6 +64,63 @@ pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     (addr, gateway)
 }
 
+/// Starts a gateway for `yaml` with governance as the binary builds it
+/// (stores, ledger writer, caches), data and admin listeners.
+pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
+    let yaml = if yaml.lines().any(|l| l.starts_with("admin:")) {
+        yaml.to_owned()
+    } else {
+        format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
+    };
+    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
+    let mut gateway = Gateway::new(config, codec).unwrap();
+    let (governance, writer) =
+        switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
+            .await
+            .unwrap()
+            .unwrap();
+    // The writer runs for the test's life.
+    std::mem::forget(writer);
+    gateway = gateway.with_governance(governance);
+    let gateway = Arc::new(gateway);
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, gateway)
+}
+
+/// Calls the admin API of the gateway serving data at `addr`.
+pub async fn admin_call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> Reply {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder().method(method).uri(format!("http://{}{path}", admin(addr)));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let bytes = body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string()));
+    let response = client
+        .request(request.header("content-type", "application/json").body(Full::new(bytes)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+/// Creates a virtual key through the admin API and returns its answer.
+pub async fn create_key(addr: SocketAddr, spec: serde_json::Value) -> serde_json::Value {
+    let reply = admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(spec)).await;
+    assert_eq!(reply.status, 201, "{}", String::from_utf8_lossy(&reply.body));
+    serde_json::from_slice(&reply.body).unwrap()
+}
+
 /// The admin plane's `/stats` of the gateway serving data at `addr`.
 pub async fn stats(addr: SocketAddr) -> serde_json::Value {
     let reply = get_with(admin(addr), "/stats", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
