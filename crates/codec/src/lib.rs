@@ -6,10 +6,12 @@
 //! (`switchyard-protocol-<name>`); `switchyard-protocol` gathers them into a
 //! registry keyed by [`Protocol`].
 
+pub mod effort;
 pub mod frame;
 pub mod json;
 pub mod media;
 pub mod scan;
+pub mod signature;
 pub mod tap;
 
 use std::time::SystemTime;
@@ -17,7 +19,18 @@ use std::time::SystemTime;
 use http::{HeaderName, HeaderValue};
 pub use switchyard_ir as ir;
 pub use switchyard_ir::Protocol;
-use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Request, Response, StreamEvent};
+use switchyard_ir::{Capabilities, Dropped, ErrorInfo, ErrorKind, Field, Request, Response, StreamEvent};
+
+/// The leaf path of a dropped field as the caller of `codec`'s protocol
+/// wrote it: the protocol's own path for a modelled parameter, the caller's
+/// path for an unmodelled field, else the field's fixed name.
+pub fn dropped_path<'a>(codec: &dyn Codec, dropped: &'a Dropped) -> std::borrow::Cow<'a, str> {
+    match (&dropped.extra_path, codec.parameter_path(dropped.field)) {
+        (Some(path), _) => std::borrow::Cow::Borrowed(path.as_str()),
+        (None, Some(path)) => std::borrow::Cow::Borrowed(path),
+        (None, None) => std::borrow::Cow::Borrowed(dropped.field.as_str()),
+    }
+}
 
 /// Bytes written by a codec, with what could not be expressed in them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -221,8 +234,19 @@ pub trait Codec: Send + Sync {
 
     /// Wire request → IR. Path-model protocols leave `model` empty.
     fn read_request(&self, body: &[u8]) -> Result<Request, DecodeError>;
-    /// IR → wire request.
-    fn write_request(&self, request: &Request) -> Encoded;
+    /// IR → wire request for a model that takes `capabilities`: what the
+    /// model is not said to take is not sent, and is reported in `dropped`.
+    fn write_request_for(&self, request: &Request, capabilities: &Capabilities) -> Encoded;
+    /// IR → wire request for a model that takes only what every model of
+    /// the protocol takes.
+    fn write_request(&self, request: &Request) -> Encoded {
+        self.write_request_for(request, &Capabilities::default())
+    }
+    /// Where this protocol's requests carry a parameter, as a dotted leaf
+    /// path (`generationConfig.topK`); `None` where it has no field for it.
+    /// Drop reports name the caller's field with it, and the docs'
+    /// parameter table is generated from it.
+    fn parameter_path(&self, field: Field) -> Option<&'static str>;
     /// Wire response → IR.
     fn read_response(&self, body: &[u8]) -> Result<Response, DecodeError>;
     /// IR → wire response.
@@ -358,6 +382,30 @@ pub fn key_header(
     }
 }
 
+/// Percent-encodes caller-influenced text (a model name) as one URL path
+/// segment: every byte but the unreserved `A-Z a-z 0-9 - . _ ~` is encoded,
+/// so `/`, `?`, `#`, `:` and `%` can neither add a segment, start a query
+/// or fragment, nor be decoded into one upstream. Borrowed when nothing
+/// needs encoding (the common case).
+pub fn path_segment(raw: &str) -> std::borrow::Cow<'_, str> {
+    let plain = |byte: u8| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~');
+    if raw.bytes().all(plain) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut encoded = String::with_capacity(raw.len() + 16);
+    for byte in raw.bytes() {
+        if plain(byte) {
+            encoded.push(char::from(byte));
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            encoded.push('%');
+            encoded.push(char::from(HEX[usize::from(byte >> 4)]));
+            encoded.push(char::from(HEX[usize::from(byte & 0xf)]));
+        }
+    }
+    std::borrow::Cow::Owned(encoded)
+}
+
 /// The longest excerpt, in characters, of an error body that is not the
 /// protocol's error JSON (a proxy's HTML page, plain text) kept as a message.
 pub const MAX_ERROR_EXCERPT: usize = 1000;
@@ -406,6 +454,14 @@ pub fn mentions_context_length(message: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_segments_cannot_leave_their_segment() {
+        assert!(matches!(path_segment("gemini-2.5-flash"), std::borrow::Cow::Borrowed("gemini-2.5-flash")));
+        assert_eq!(path_segment("a/b?c#d"), "a%2Fb%3Fc%23d");
+        assert_eq!(path_segment("a%2Fb"), "a%252Fb");
+        assert_eq!(path_segment("v1:0 é"), "v1%3A0%20%C3%A9");
+    }
 
     #[test]
     fn error_bodies_become_bounded_messages() {

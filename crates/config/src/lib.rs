@@ -12,6 +12,7 @@ mod interpolate;
 mod raw;
 mod server;
 mod ssrf;
+mod translation;
 mod units;
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,9 +25,10 @@ pub use hooks::{Hook, OnError, PromptAccess};
 pub use server::{Http2, Server};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
-pub use switchyard_ir::Protocol;
+pub use switchyard_ir::{Capabilities, Protocol};
 /// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
 pub use switchyard_protocol_bedrock::region_from_host;
+pub use translation::Translation;
 pub use units::{parse_duration, parse_size, MAX_DURATION};
 
 /// The embedded demo configuration served when no config file is given.
@@ -261,6 +263,8 @@ pub struct Model {
     pub tier: Option<Arc<str>>,
     /// Free-form labels.
     pub tags: Vec<Arc<str>>,
+    /// What the model takes where models of its protocol differ.
+    pub capabilities: Capabilities,
 }
 
 /// Prices in USD per million tokens.
@@ -355,6 +359,8 @@ pub struct Pool {
     pub gates: Vec<usize>,
     /// Session affinity, when enabled.
     pub affinity: Option<Affinity>,
+    /// What a lane that cannot carry the whole request does.
+    pub translation: Translation,
 }
 
 /// Session affinity: a session header pins a session to the lane that served it.
@@ -539,6 +545,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 billing,
                 tier: model.tier.as_deref().map(Arc::from),
                 tags: model.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
+                capabilities: translation::capabilities(model.capabilities.as_ref()),
             }
         })
         .collect();
@@ -694,6 +701,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             queue_timeout,
             gates,
             affinity,
+            translation: translation::translation(pool.translation.as_deref(), &format!("{path}.translation"), issues),
         });
     }
     check_fallback_cycles(&pools, issues);

@@ -122,6 +122,17 @@ pub struct RawModel {
     pub tier: Option<String>,
     #[serde(default)]
     pub tags: Vec<String>,
+    /// What the model takes where models of its protocol differ.
+    pub capabilities: Option<RawCapabilities>,
+}
+
+/// A model's capabilities; a key left out is the common ground.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapabilities {
+    pub adaptive_thinking: Option<bool>,
+    pub effort: Option<bool>,
+    pub temperature_with_top_p: Option<bool>,
 }
 
 /// USD per million tokens.
@@ -147,6 +158,8 @@ pub struct RawPool {
     pub affinity: Option<RawAffinity>,
     /// How long a request waits for a permit when every lane is at its cap.
     pub queue_timeout: Option<String>,
+    /// `lenient` (default) or `strict`.
+    pub translation: Option<String>,
     pub members: Vec<RawMember>,
 }
 

@@ -8,6 +8,7 @@
 //! byte reaches the caller. Streams are relayed by `relay`.
 
 mod relay;
+mod translation;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
 use switchyard_governance::Estimate;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass, Unavailable};
-use switchyard_ir::{Dropped, ErrorInfo, ErrorKind, Protocol, Request, Usage};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
@@ -297,6 +298,7 @@ async fn attempt(
                 return error_response(&gateway, &call, &info);
             }
         };
+        let dropped_header = prepared.dropped_header.clone();
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
         // The failover deadline binds an attempt in flight too.
@@ -336,6 +338,7 @@ async fn attempt(
             }
             let guards = (permit, in_flight);
             let mut response = success(&gateway, &call, candidate, upstream, guards, health, started, ticket).await;
+            translation::annotate(response.headers_mut(), dropped_header);
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
                 if let Ok(value) = HeaderValue::try_from(&*policy) {
@@ -532,7 +535,8 @@ async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Opti
 /// The upstream body and what was dropped translating it.
 struct Prepared {
     body: Bytes,
-    dropped: Vec<Dropped>,
+    /// The `x-switchyard-dropped` value, when something was.
+    dropped_header: Option<HeaderValue>,
 }
 
 fn prepare(
@@ -550,7 +554,7 @@ fn prepare(
             }
             _ => call.body.clone(),
         };
-        return Ok(Prepared { body, dropped: Vec::new() });
+        return Ok(Prepared { body, dropped_header: None });
     }
     if translated.is_none() {
         let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
@@ -561,8 +565,10 @@ fn prepare(
         return Err(ErrorInfo::new(ErrorKind::Internal, "request was not translated"));
     };
     candidate.wire_model.clone_into(&mut request.model);
-    let encoded = gateway.codec(lane.protocol).write_request(request);
-    Ok(Prepared { body: Bytes::from(encoded.body), dropped: encoded.dropped })
+    let encoded =
+        gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
+    Ok(Prepared { body: Bytes::from(encoded.body), dropped_header })
 }
 
 async fn send(
@@ -572,10 +578,6 @@ async fn send(
     wire_model: &str,
     prepared: Prepared,
 ) -> Result<UpstreamResponse, TransportError> {
-    if !prepared.dropped.is_empty() {
-        let fields: Vec<&str> = prepared.dropped.iter().map(|d| d.field.as_str()).collect();
-        tracing::info!(request_id = ?call.request_id, lane = %lane.name, from = %call.ingress, to = %lane.protocol, dropped = ?fields, "fields dropped in translation");
-    }
     let outbound =
         Outgoing { wire_model, stream: call.stream, request_id: &call.request_id, caller_key: call.caller_key() };
     send_to_lane(gateway, lane, outbound, prepared.body).await

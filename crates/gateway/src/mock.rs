@@ -85,7 +85,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         (Some(tool), None) => {
             let input = arguments_for(&tool.parameters);
             let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
-            content.push(Block::ToolUse(ToolUse { id, name: tool.name.clone(), input }));
+            content.push(Block::ToolUse(ToolUse::new(id, tool.name.clone(), input)));
             StopReason::ToolUse
         }
         (_, Some(result)) => {
@@ -131,7 +131,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
 }
 
 fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
-    reasoning.is_some_and(|r| !r.disabled && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0)))
+    reasoning.is_some_and(|r| !r.is_off() && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0)))
 }
 
 /// Splits text deltas at spaces so a streamed reply has several frames.

@@ -21,7 +21,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod capabilities;
+mod dropped;
+mod reasoning;
 mod stream;
+pub use capabilities::Capabilities;
+pub use dropped::{DropReason, Dropped, Field};
+pub use reasoning::{Effort, Reasoning, Thinking};
 pub use stream::{events_from_response, Accumulator, BlockStart, Delta, StreamEvent};
 
 /// The protocol a message was read from. Used to tag pass-through fields so
@@ -106,7 +112,8 @@ impl Extra {
     }
 
     /// The fields a writer for `target` may emit: all of them on a same-protocol
-    /// hop, none on a cross-protocol hop (those are reported in `dropped`).
+    /// hop, none on a cross-protocol hop (those are reported in `dropped`,
+    /// one per leaf: `generationConfig.candidateCount`, not the object).
     pub fn for_target(&self, target: Protocol, dropped: &mut Vec<Dropped>) -> Option<&Map<String, Value>> {
         if self.fields.is_empty() {
             return None;
@@ -114,37 +121,11 @@ impl Extra {
         if self.origin == Some(target) {
             return Some(&self.fields);
         }
-        for key in self.fields.keys() {
-            dropped.push(Dropped::new(key.clone(), DropReason::CrossProtocolExtra));
+        for (key, value) in &self.fields {
+            dropped::leaf_paths(key, value, dropped);
         }
         None
     }
-}
-
-/// A field that a translation could not carry into the target protocol.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Dropped {
-    /// The field, in IR or source-protocol terms (`top_k`, `extra.logprobs`).
-    pub field: String,
-    /// Why it was dropped.
-    pub reason: DropReason,
-}
-
-impl Dropped {
-    /// A dropped field with its reason.
-    pub fn new(field: impl Into<String>, reason: DropReason) -> Dropped {
-        Dropped { field: field.into(), reason }
-    }
-}
-
-/// Why a field did not survive a translation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DropReason {
-    /// The target protocol has no way to say it.
-    Unsupported,
-    /// An unmodelled field from another protocol; only same-protocol hops keep those.
-    CrossProtocolExtra,
 }
 
 /// A chat request in canonical form.
@@ -359,6 +340,18 @@ pub struct ToolUse {
     pub name: String,
     /// Arguments as JSON text, exactly as produced.
     pub input: String,
+    /// The opaque signature the vendor attached to this call (Gemini's
+    /// `thoughtSignature`), which it wants back with the call on a later
+    /// turn. Callers of other protocols carry it as their protocol allows
+    /// (`codec::signature`).
+    pub signature: Option<String>,
+}
+
+impl ToolUse {
+    /// A call without a signature.
+    pub fn new(id: impl Into<String>, name: impl Into<String>, input: impl Into<String>) -> ToolUse {
+        ToolUse { id: id.into(), name: name.into(), input: input.into(), signature: None }
+    }
 }
 
 /// The result of a tool call.
@@ -429,45 +422,6 @@ pub enum ResponseFormat {
     },
 }
 
-/// Reasoning controls.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reasoning {
-    /// `minimal`, `low`, `medium`, `high` as the caller wrote it.
-    pub effort: Option<String>,
-    /// A thinking-token budget.
-    pub budget_tokens: Option<u64>,
-    /// Explicitly off (Anthropic `disabled`, Gemini budget 0).
-    pub disabled: bool,
-}
-
-impl Reasoning {
-    /// The budget to use where a protocol only takes a budget.
-    pub fn budget_or_from_effort(&self) -> Option<u64> {
-        self.budget_tokens.or_else(|| {
-            self.effort.as_deref().map(|effort| match effort {
-                "minimal" => 1024,
-                "low" => 2048,
-                "high" => 16384,
-                _ => 8192,
-            })
-        })
-    }
-
-    /// The effort to use where a protocol only takes an effort.
-    pub fn effort_or_from_budget(&self) -> Option<String> {
-        self.effort.clone().or_else(|| {
-            self.budget_tokens.map(|budget| {
-                match budget {
-                    0..=2048 => "low",
-                    2049..=12000 => "medium",
-                    _ => "high",
-                }
-                .to_owned()
-            })
-        })
-    }
-}
-
 /// Why generation stopped, normalised across protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -490,6 +444,13 @@ pub enum StopReason {
     ContextLength,
     /// An error ended generation.
     Error,
+}
+
+impl ResponseFormat {
+    /// The name a JSON schema is read with from a protocol whose schemas
+    /// have none (Anthropic, Gemini, Cohere); writers of those protocols
+    /// report only a name other than this one as lost.
+    pub const UNNAMED: &'static str = "response";
 }
 
 /// Token accounting. See the crate docs for what each count includes.

@@ -77,6 +77,9 @@ pub enum BlockStart {
         id: String,
         /// Tool name.
         name: String,
+        /// The vendor's signature of the call (`ToolUse::signature`), known
+        /// when the call starts so a caller's encoder can fold it into the id.
+        signature: Option<String>,
     },
 }
 
@@ -116,7 +119,7 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
             }
             Block::RedactedThinking { data } => (BlockStart::RedactedThinking { data: data.clone() }, Vec::new()),
             Block::ToolUse(call) => (
-                BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone() },
+                BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone(), signature: call.signature.clone() },
                 vec![Delta::ToolInput(call.input.clone())],
             ),
             // Media and tool results never appear in a model's reply.
@@ -168,9 +171,12 @@ impl Accumulator {
                     BlockStart::Text => Block::Text(TextBlock::default()),
                     BlockStart::Thinking => Block::Thinking { text: String::new(), signature: None },
                     BlockStart::RedactedThinking { data } => Block::RedactedThinking { data: data.clone() },
-                    BlockStart::ToolUse { id, name } => {
-                        Block::ToolUse(ToolUse { id: id.clone(), name: name.clone(), input: String::new() })
-                    }
+                    BlockStart::ToolUse { id, name, signature } => Block::ToolUse(ToolUse {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: String::new(),
+                        signature: signature.clone(),
+                    }),
                 };
                 self.open.push((*index, self.response.content.len()));
                 self.response.content.push(block);
@@ -242,7 +248,12 @@ mod tests {
             content: vec![
                 Block::Thinking { text: "hmm".into(), signature: Some("sig".into()) },
                 Block::text("hello"),
-                Block::ToolUse(ToolUse { id: "t1".into(), name: "f".into(), input: "{\"a\":1}".into() }),
+                Block::ToolUse(ToolUse {
+                    id: "t1".into(),
+                    name: "f".into(),
+                    input: "{\"a\":1}".into(),
+                    signature: Some("c2ln".into()),
+                }),
             ],
             stop_reason: Some(StopReason::ToolUse),
             stop_sequence: None,

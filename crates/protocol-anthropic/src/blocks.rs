@@ -5,10 +5,12 @@ use std::collections::HashMap;
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{Block, CacheControl, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{
+    Block, CacheControl, DropReason, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse,
+};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
-use switchyard_codec::DecodeError;
+use switchyard_codec::{signature, DecodeError};
 
 use crate::wire::{
     as_array, as_object, at, join, opt_bool, opt_str, opt_value, put_cache_control, read_cache_control, req_str,
@@ -51,11 +53,16 @@ pub(crate) fn read_block(
             Block::Thinking { text: req_str(obj, "thinking", path)?.to_owned(), signature: read_signature(obj, path)? }
         }
         "redacted_thinking" => Block::RedactedThinking { data: req_str(obj, "data", path)?.to_owned() },
-        "tool_use" => Block::ToolUse(ToolUse {
-            id: req_str(obj, "id", path)?.to_owned(),
-            name: req_str(obj, "name", path)?.to_owned(),
-            input: read_input(obj),
-        }),
+        "tool_use" => {
+            // A call's thought signature may ride in its id (see `write_block`).
+            let (id, signature) = signature::split_id(req_str(obj, "id", path)?);
+            Block::ToolUse(ToolUse {
+                id: id.to_owned(),
+                name: req_str(obj, "name", path)?.to_owned(),
+                input: read_input(obj),
+                signature,
+            })
+        }
         "tool_result" => Block::ToolResult(read_tool_result(obj, path, names)?),
         other => match unknown {
             Unknown::Reject => {
@@ -99,7 +106,7 @@ pub(crate) fn read_input(obj: &Map<String, Value>) -> String {
 }
 
 fn read_tool_result(obj: &Map<String, Value>, path: &str, names: &ToolNames) -> Result<ToolResult, DecodeError> {
-    let tool_use_id = req_str(obj, "tool_use_id", path)?.to_owned();
+    let tool_use_id = signature::split_id(req_str(obj, "tool_use_id", path)?).0.to_owned();
     let content_path = join(path, "content");
     let mut content = match opt_value(obj, "content") {
         None => Vec::new(),
@@ -195,8 +202,11 @@ pub(crate) enum Target {
 }
 
 /// Writes one block, or `None` (with a `dropped` entry) when Anthropic
-/// cannot take it.
-pub(crate) fn write_block(block: &Block, target: Target, field: &str, dropped: &mut Vec<Dropped>) -> Option<Value> {
+/// cannot take it. A call's thought signature (a Gemini upstream's) is
+/// folded into its id in a reply to the caller, who echoes the id with the
+/// call and its result (`switchyard_codec::signature`); Anthropic ids have
+/// no length limit, and the fold keeps to their `[a-zA-Z0-9_-]` pattern.
+pub(crate) fn write_block(block: &Block, target: Target, dropped: &mut Vec<Dropped>) -> Option<Value> {
     let mut obj = Map::new();
     match block {
         Block::Text(text) => return Some(write_text_block(text)),
@@ -217,7 +227,7 @@ pub(crate) fn write_block(block: &Block, target: Target, field: &str, dropped: &
             // Anthropic verifies signatures on thinking sent back to it;
             // reasoning from another vendor has none and would be rejected.
             if signature.is_none() && target == Target::Request {
-                dropped.push(Dropped::new(format!("{field}.thinking"), DropReason::Unsupported));
+                Dropped::push_once(dropped, Field::Thinking, DropReason::Unsupported);
                 return None;
             }
             obj.insert("type".into(), json!("thinking"));
@@ -229,13 +239,17 @@ pub(crate) fn write_block(block: &Block, target: Target, field: &str, dropped: &
             obj.insert("data".into(), json!(data));
         }
         Block::ToolUse(call) => {
+            let folded = match (target, &call.signature) {
+                (Target::Response, Some(signature)) => signature::fold_into_id(&call.id, signature, None),
+                _ => None,
+            };
             obj.insert("type".into(), json!("tool_use"));
-            obj.insert("id".into(), json!(call.id));
+            obj.insert("id".into(), json!(folded.as_deref().unwrap_or(&call.id)));
             obj.insert("name".into(), json!(call.name));
             obj.insert("input".into(), arguments_to_value(&call.input));
         }
         Block::ToolResult(result) => {
-            return Some(write_tool_result(result, target, field, dropped));
+            return Some(write_tool_result(result, target, dropped));
         }
     }
     Some(Value::Object(obj))
@@ -261,7 +275,7 @@ pub(crate) fn is_plain_text(block: &Block) -> Option<&str> {
     }
 }
 
-fn write_tool_result(result: &ToolResult, target: Target, field: &str, dropped: &mut Vec<Dropped>) -> Value {
+fn write_tool_result(result: &ToolResult, target: Target, dropped: &mut Vec<Dropped>) -> Value {
     let mut obj = Map::new();
     obj.insert("type".into(), json!("tool_result"));
     obj.insert("tool_use_id".into(), json!(result.tool_use_id));
@@ -273,7 +287,6 @@ fn write_tool_result(result: &ToolResult, target: Target, field: &str, dropped: 
             set_cache_control(last, None);
         }
     }
-    let inner_field = format!("{field}.tool_result.content");
     match content.as_slice() {
         [] => {}
         [only] if is_plain_text(only).is_some_and(str::is_empty) => {}
@@ -285,9 +298,9 @@ fn write_tool_result(result: &ToolResult, target: Target, field: &str, dropped: 
             for part in parts {
                 match part {
                     Block::Text(_) | Block::Image { .. } | Block::Document { .. } => {
-                        items.extend(write_block(part, target, &inner_field, dropped));
+                        items.extend(write_block(part, target, dropped));
                     }
-                    _ => dropped.push(Dropped::new(inner_field.clone(), DropReason::Unsupported)),
+                    _ => Dropped::push_once(dropped, Field::MisplacedBlock, DropReason::Unsupported),
                 }
             }
             obj.insert("content".into(), Value::Array(items));
@@ -350,13 +363,13 @@ mod tests {
             cache_control: None,
         };
         let mut dropped = Vec::new();
-        let out = write_block(&image, Target::Request, "m", &mut dropped).unwrap();
+        let out = write_block(&image, Target::Request, &mut dropped).unwrap();
         assert_eq!(out["source"], json!({"type": "base64", "media_type": "image/png", "data": "AAAA"}));
         let file = Block::Image {
             source: MediaSource::Url { url: "file_011CNha8iCJcU1wXNR6q4V8w".into(), media_type: None },
             cache_control: None,
         };
-        let out = write_block(&file, Target::Request, "m", &mut dropped).unwrap();
+        let out = write_block(&file, Target::Request, &mut dropped).unwrap();
         assert_eq!(out["source"]["type"], "file");
         assert_eq!(read(out).unwrap(), Some(file));
     }
@@ -369,7 +382,7 @@ mod tests {
         let Block::Document { source, .. } = &block else { panic!("not a document") };
         assert_eq!(source.media_type(), Some("text/plain"));
         let mut dropped = Vec::new();
-        assert_eq!(write_block(&block, Target::Request, "m", &mut dropped).unwrap(), doc);
+        assert_eq!(write_block(&block, Target::Request, &mut dropped).unwrap(), doc);
     }
 
     #[test]
@@ -381,18 +394,37 @@ mod tests {
         assert!(result.is_error);
         assert!(matches!(&result.content[0], Block::Text(t) if t.cache_control.is_some()));
         let mut dropped = Vec::new();
-        assert_eq!(write_block(&block, Target::Request, "m", &mut dropped).unwrap(), wire);
+        assert_eq!(write_block(&block, Target::Request, &mut dropped).unwrap(), wire);
     }
 
     #[test]
     fn unsigned_thinking_is_dropped_from_requests_only() {
         let block = Block::Thinking { text: "hmm".into(), signature: None };
         let mut dropped = Vec::new();
-        assert!(write_block(&block, Target::Request, "messages", &mut dropped).is_none());
-        assert_eq!(dropped[0].field, "messages.thinking");
-        let out = write_block(&block, Target::Response, "content", &mut dropped).unwrap();
+        assert!(write_block(&block, Target::Request, &mut dropped).is_none());
+        assert_eq!(dropped[0].field, Field::Thinking);
+        let out = write_block(&block, Target::Response, &mut dropped).unwrap();
         assert_eq!(out["signature"], "");
         assert_eq!(read(out).unwrap(), Some(block));
+    }
+
+    #[test]
+    fn a_call_signature_rides_in_the_reply_id_and_reads_back_off_it() {
+        let mut call = ToolUse::new("call_0", "f", "{}");
+        call.signature = Some("CiQB0e2Kb7LlVw==".into());
+        let block = Block::ToolUse(call.clone());
+        let mut dropped = Vec::new();
+        let reply = write_block(&block, Target::Response, &mut dropped).unwrap();
+        let id = reply["id"].as_str().unwrap().to_owned();
+        assert!(id.starts_with("call_0") && id.len() > "call_0".len(), "{id}");
+        assert!(id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'), "{id}");
+        assert_eq!(read(reply).unwrap(), Some(block));
+        let result = read(json!({"type": "tool_result", "tool_use_id": id, "content": "ok"})).unwrap().unwrap();
+        assert!(matches!(result, Block::ToolResult(r) if r.tool_use_id == "call_0"));
+        // Upstream requests carry the plain id: the signature means nothing there.
+        let request = write_block(&Block::ToolUse(call), Target::Request, &mut dropped).unwrap();
+        assert_eq!(request["id"], "call_0");
+        assert!(dropped.is_empty());
     }
 
     #[test]

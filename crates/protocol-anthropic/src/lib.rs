@@ -46,8 +46,12 @@ impl Codec for AnthropicCodec {
         request::read_request(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write_request(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write_request(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        request::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {

@@ -5,12 +5,17 @@
 //!   read (IR `None`, the gateway is lenient); on write a missing cap becomes
 //!   [`DEFAULT_MAX_TOKENS`], plus the thinking budget when one is set, since
 //!   the budget is counted inside the cap and must stay below it.
-//! - `thinking`: `enabled` ↔ `Reasoning::budget_tokens`, `disabled` ↔
-//!   `Reasoning::disabled`, `adaptive` ↔ a `Reasoning` with neither. The
-//!   `output_config.effort` level is the IR effort when thinking is
-//!   configured; without `thinking` it only tunes output length, so it stays
-//!   an Anthropic extra. On write an effort with no budget selects adaptive
-//!   thinking (the form current models take; budgets are deprecated there).
+//! - `thinking`: `enabled` ↔ thinking on with `Reasoning::budget_tokens`,
+//!   `disabled` ↔ off, `adaptive` ↔ on with no budget. `output_config.effort`
+//!   is the IR effort, with or without `thinking` (without it, thinking is
+//!   `Unset`: the effort tunes the whole reply). What the writer sends
+//!   follows the lane's capabilities: an effort only to models that take
+//!   one (`capabilities.effort`), adaptive thinking only to models that take
+//!   it (`capabilities.adaptive_thinking`); otherwise thinking on is
+//!   `enabled` with the budget its effort stands for, and what could not be
+//!   said is reported.
+//! - `temperature` and `top_p` together go only to models that take both
+//!   (`capabilities.temperature_with_top_p`); otherwise `top_p` is reported.
 //! - `output_config.format` (`json_schema`) ↔ `ResponseFormat::JsonSchema`;
 //!   the beta top-level `output_format` is read too. Anthropic schemas have
 //!   no name, so one is read as [`SCHEMA_NAME`].
@@ -22,10 +27,10 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, DropReason, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
-    ToolChoice,
+    Block, Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
+    Role, TextBlock, Thinking, Tool, ToolChoice,
 };
-use switchyard_codec::{DecodeError, Encoded};
+use switchyard_codec::{effort, DecodeError, Encoded};
 
 use crate::blocks::{
     is_plain_text, read_block, read_text_block, write_block, write_text_block, Target, ToolNames, Unknown,
@@ -36,8 +41,29 @@ use crate::wire::{
 };
 use crate::DEFAULT_MAX_TOKENS;
 
-/// The name given to a JSON schema read from Anthropic, which has none.
-pub const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
+
+/// Where Messages requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "max_tokens",
+        Field::Temperature => "temperature",
+        Field::TopP => "top_p",
+        Field::TopK => "top_k",
+        Field::Stop => "stop_sequences",
+        Field::JsonSchema => "output_config.format",
+        Field::ReasoningEffort => "output_config.effort",
+        Field::ReasoningBudget => "thinking.budget_tokens",
+        Field::ReasoningOff => "thinking.type",
+        Field::ToolChoice => "tool_choice",
+        Field::ParallelToolCalls => "tool_choice.disable_parallel_tool_use",
+        Field::User => "metadata.user_id",
+        Field::Thinking => "messages.content.thinking",
+        Field::CacheControl => "cache_control",
+        _ => return None,
+    })
+}
 
 /// Top-level fields this module models; the rest become extras.
 #[derive(Default)]
@@ -254,13 +280,13 @@ fn read_tool_choice(value: &Value, request: &mut Request) -> Result<(), DecodeEr
 
 fn read_thinking(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
     let obj = as_object(value, "thinking")?;
-    let mut reasoning = Reasoning { effort: None, budget_tokens: None, disabled: false };
+    let mut reasoning = Reasoning::on();
     match req_str(obj, "type", "thinking")? {
         "enabled" => {
             reasoning.budget_tokens =
                 opt_value(obj, "budget_tokens").map(|v| as_u64(v, "thinking.budget_tokens")).transpose()?;
         }
-        "disabled" => reasoning.disabled = true,
+        "disabled" => reasoning.thinking = Thinking::Off,
         "adaptive" => {}
         // A mode the IR does not know passes through whole.
         _ => {
@@ -288,13 +314,15 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
     for (key, item) in obj {
         match key.as_str() {
             "effort" if !item.is_null() => {
-                let effort = as_str(item, "output_config.effort")?.to_owned();
-                match request.reasoning.as_mut() {
-                    Some(reasoning) => reasoning.effort = Some(effort),
-                    None => {
-                        rest.insert(key.clone(), item.clone());
-                    }
-                }
+                let level = as_str(item, "output_config.effort")?;
+                let effort = Effort::parse(level).ok_or_else(|| {
+                    DecodeError::invalid(
+                        "output_config.effort",
+                        format!("output_config.effort must be low, medium, high, xhigh or max, not `{level}`"),
+                    )
+                })?;
+                // Without `thinking`, the effort alone tunes the reply.
+                request.reasoning.get_or_insert_with(Reasoning::default).effort = Some(effort);
             }
             "format" if !item.is_null() => {
                 let format = as_object(item, "output_config.format")?;
@@ -327,12 +355,12 @@ fn read_format(obj: &Map<String, Value>, path: &str) -> Result<Option<ResponseFo
     Ok(Some(ResponseFormat::JsonSchema { name: SCHEMA_NAME.to_owned(), schema, strict: None }))
 }
 
-pub(crate) fn write_request(request: &Request) -> Encoded {
+pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
 
-    let thinking = request.reasoning.as_ref().map(write_reasoning);
+    let thinking = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
     let budget = thinking.as_ref().and_then(|t| t.budget).unwrap_or(0);
     let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -352,7 +380,13 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         body.insert("temperature".into(), json!(t));
     }
     if let Some(p) = request.top_p {
-        body.insert("top_p".into(), json!(p));
+        if request.temperature.is_some() && !capabilities.temperature_with_top_p {
+            // The model refuses both at once; the temperature is the knob
+            // Anthropic documents first.
+            Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
+        } else {
+            body.insert("top_p".into(), json!(p));
+        }
     }
     if let Some(k) = request.top_k {
         body.insert("top_k".into(), json!(k));
@@ -368,7 +402,7 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
     }
     if !request.metadata.is_empty() {
         // Anthropic's metadata takes `user_id` alone.
-        dropped.push(Dropped::new("metadata", DropReason::Unsupported));
+        Dropped::push_once(&mut dropped, Field::Metadata, DropReason::Unsupported);
     }
 
     let mut output_config = Map::new();
@@ -377,20 +411,20 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
             body.insert("thinking".into(), value);
         }
         if let Some(effort) = thinking.effort {
-            output_config.insert("effort".into(), json!(effort));
+            output_config.insert("effort".into(), json!(effort.as_str()));
         }
     }
     match &request.response_format {
         None => {}
         Some(ResponseFormat::JsonObject) => {
             // Anthropic's structured output needs a schema.
-            dropped.push(Dropped::new("response_format", DropReason::Unsupported));
+            Dropped::push_once(&mut dropped, Field::JsonMode, DropReason::Unsupported);
         }
         Some(ResponseFormat::JsonSchema { name, schema, .. }) => {
             // Anthropic schemas are always enforced strictly and carry no
             // name; only a name the caller chose is worth reporting.
             if !name.is_empty() && name != SCHEMA_NAME {
-                dropped.push(Dropped::new("response_format.name", DropReason::Unsupported));
+                Dropped::push_once(&mut dropped, Field::JsonSchemaName, DropReason::Unsupported);
             }
             output_config.insert("format".into(), json!({"type": "json_schema", "schema": schema}));
         }
@@ -399,14 +433,14 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         body.insert("output_config".into(), Value::Object(output_config));
     }
 
-    if request.seed.is_some() {
-        dropped.push(Dropped::new("seed", DropReason::Unsupported));
-    }
-    if request.frequency_penalty.is_some() {
-        dropped.push(Dropped::new("frequency_penalty", DropReason::Unsupported));
-    }
-    if request.presence_penalty.is_some() {
-        dropped.push(Dropped::new("presence_penalty", DropReason::Unsupported));
+    for (field, present) in [
+        (Field::Seed, request.seed.is_some()),
+        (Field::FrequencyPenalty, request.frequency_penalty.is_some()),
+        (Field::PresencePenalty, request.presence_penalty.is_some()),
+    ] {
+        if present {
+            Dropped::push_once(&mut dropped, field, DropReason::Unsupported);
+        }
     }
 
     if let Some(extra) = request.extra.for_target(Protocol::Anthropic, &mut dropped) {
@@ -453,10 +487,8 @@ fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value
         let content = match message.content.as_slice() {
             [only] if is_plain_text(only).is_some() => json!(is_plain_text(only)),
             blocks => {
-                let parts: Vec<Value> = blocks
-                    .iter()
-                    .filter_map(|b| write_block(b, Target::Request, "messages.content", dropped))
-                    .collect();
+                let parts: Vec<Value> =
+                    blocks.iter().filter_map(|b| write_block(b, Target::Request, dropped)).collect();
                 // A turn emptied by drops (only unsigned thinking) would be
                 // rejected; leaving it out is the lesser change.
                 if parts.is_empty() && !blocks.is_empty() {
@@ -513,33 +545,6 @@ fn write_tool_choice(request: &Request) -> Option<Value> {
     Some(Value::Object(obj))
 }
 
-struct WrittenReasoning {
-    thinking: Option<Value>,
-    effort: Option<String>,
-    budget: Option<u64>,
-}
-
-fn write_reasoning(reasoning: &Reasoning) -> WrittenReasoning {
-    // Anthropic's levels are low, medium, high, xhigh, max: `minimal` is
-    // nearest to `low`, and `none` (OpenAI) means thinking off.
-    let effort = reasoning.effort.as_deref().map(|e| match e {
-        "minimal" => "low",
-        other => other,
-    });
-    if reasoning.disabled || effort == Some("none") {
-        return WrittenReasoning {
-            thinking: Some(json!({"type": "disabled"})),
-            effort: effort.filter(|e| *e != "none").map(str::to_owned),
-            budget: None,
-        };
-    }
-    let thinking = match reasoning.budget_tokens {
-        Some(budget) => json!({"type": "enabled", "budget_tokens": budget}),
-        None => json!({"type": "adaptive"}),
-    };
-    WrittenReasoning { thinking: Some(thinking), effort: effort.map(str::to_owned), budget: reasoning.budget_tokens }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,7 +554,11 @@ mod tests {
     }
 
     fn write(request: &Request) -> (Value, Vec<Dropped>) {
-        let encoded = write_request(request);
+        write_for(request, &Capabilities::default())
+    }
+
+    fn write_for(request: &Request, capabilities: &Capabilities) -> (Value, Vec<Dropped>) {
+        let encoded = write_request(request, capabilities);
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
@@ -563,33 +572,69 @@ mod tests {
 
     #[test]
     fn default_cap_leaves_room_above_the_thinking_budget() {
-        let request = Request {
-            reasoning: Some(Reasoning { effort: None, budget_tokens: Some(10_000), disabled: false }),
-            ..Request::default()
-        };
+        let request = Request { reasoning: Some(Reasoning::with_budget(10_000)), ..Request::default() };
         let (body, _) = write(&request);
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS + 10_000);
         assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 10_000}));
     }
 
     #[test]
-    fn effort_without_budget_selects_adaptive_thinking() {
-        let request = Request {
-            reasoning: Some(Reasoning { effort: Some("minimal".into()), budget_tokens: None, disabled: false }),
-            ..Request::default()
-        };
-        let (body, _) = write(&request);
+    fn an_effort_follows_what_the_model_takes() {
+        let request = Request { reasoning: Some(Reasoning::with_effort(Effort::High)), ..Request::default() };
+        // A current model: adaptive thinking at that effort, nothing lost.
+        let (body, dropped) = write_for(&request, &Capabilities::ALL);
         assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+        assert_eq!(body["output_config"], json!({"effort": "high"}));
+        assert!(dropped.is_empty(), "{dropped:?}");
+        // A model that takes neither: enabled with the budget `high` stands for.
+        let (body, dropped) = write(&request);
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": Effort::High.budget()}));
+        assert!(body.get("output_config").is_none());
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
+        // Effort without adaptive thinking (Opus 4.5): a budget and the effort.
+        let effort_only = Capabilities { effort: true, ..Capabilities::default() };
+        let (body, dropped) = write_for(&request, &effort_only);
+        assert_eq!(body["thinking"]["type"], "enabled");
+        assert_eq!(body["output_config"], json!({"effort": "high"}));
+        assert!(dropped.is_empty());
+        // `minimal` has no Anthropic level: the nearest one, reported.
+        let minimal = Request { reasoning: Some(Reasoning::with_effort(Effort::Minimal)), ..Request::default() };
+        let (body, dropped) = write_for(&minimal, &Capabilities::ALL);
         assert_eq!(body["output_config"], json!({"effort": "low"}));
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
     }
 
     #[test]
-    fn effort_without_thinking_stays_an_extra() {
+    fn an_effort_without_thinking_is_read_and_written_back() {
         let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
             "output_config": {"effort": "low"}});
         let request = read(wire.clone());
-        assert_eq!(request.reasoning, None);
-        assert_eq!(write(&request).0, wire);
+        assert_eq!(
+            request.reasoning,
+            Some(Reasoning { thinking: Thinking::Unset, effort: Some(Effort::Low), budget_tokens: None })
+        );
+        assert_eq!(write_for(&request, &Capabilities::ALL).0, wire);
+        // A model without effort cannot be told; thinking is not switched on for it.
+        let (body, dropped) = write(&request);
+        assert!(body.get("output_config").is_none() && body.get("thinking").is_none());
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Capability)]);
+        let bad = json!({"model": "m", "messages": [], "output_config": {"effort": "extreme"}});
+        assert!(read_request(&serde_json::to_vec(&bad).unwrap()).is_err());
+    }
+
+    #[test]
+    fn temperature_and_top_p_go_together_only_where_the_model_takes_both() {
+        let request = Request { temperature: Some(0.5), top_p: Some(0.9), ..Request::default() };
+        let (body, dropped) = write(&request);
+        assert_eq!((body["temperature"].clone(), body["top_p"].clone()), (json!(0.5), json!(0.9)));
+        assert!(dropped.is_empty());
+        let one_knob = Capabilities { temperature_with_top_p: false, ..Capabilities::default() };
+        let (body, dropped) = write_for(&request, &one_knob);
+        assert_eq!(body["temperature"], 0.5);
+        assert!(body.get("top_p").is_none());
+        assert_eq!(dropped, vec![Dropped::new(Field::TopP, DropReason::Capability)]);
+        let top_p_only = Request { top_p: Some(0.9), ..Request::default() };
+        assert_eq!(write_for(&top_p_only, &one_knob).0["top_p"], 0.9);
     }
 
     #[test]
@@ -602,8 +647,8 @@ mod tests {
             "service_tier": "auto"});
         let request = read(wire.clone());
         assert_eq!(request.tools.len(), 1);
-        assert_eq!(request.reasoning.as_ref().unwrap().effort.as_deref(), Some("high"));
-        let (body, dropped) = write(&request);
+        assert_eq!(request.reasoning.as_ref().unwrap().effort, Some(Effort::High));
+        let (body, dropped) = write_for(&request, &Capabilities::ALL);
         assert!(dropped.is_empty());
         assert_eq!(body, wire);
     }
@@ -621,7 +666,8 @@ mod tests {
         let (body, dropped) = write(&request);
         assert!(body.get("logprobs").is_none());
         let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(fields, ["metadata", "response_format", "seed", "frequency_penalty", "logprobs"]);
+        assert_eq!(fields, ["metadata", "json_mode", "seed", "frequency_penalty", "unmodelled"]);
+        assert_eq!(dropped[4].extra_path.as_deref(), Some("logprobs"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! the stream.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{Block, DropReason, Dropped, Response, StopReason};
+use switchyard_codec::ir::{Block, DropReason, Dropped, Field, Response, StopReason};
 use switchyard_codec::{DecodeError, Encoded};
 
 use crate::blocks::{read_block, write_block, Target, ToolNames, Unknown};
@@ -78,18 +78,14 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     for block in &response.content {
         match block {
             // A reply carries no media or tool results.
-            Block::Image { .. } => dropped.push(Dropped::new("content.image", DropReason::Unsupported)),
-            Block::Document { .. } => {
-                dropped.push(Dropped::new("content.document", DropReason::Unsupported));
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+                Dropped::push_once(&mut dropped, Field::MisplacedBlock, DropReason::Unsupported);
             }
-            Block::ToolResult(_) => {
-                dropped.push(Dropped::new("content.tool_result", DropReason::Unsupported));
-            }
-            _ => content.extend(write_block(block, Target::Response, "content", &mut dropped)),
+            _ => content.extend(write_block(block, Target::Response, &mut dropped)),
         }
     }
     if response.created.is_some() {
-        dropped.push(Dropped::new("created", DropReason::Unsupported));
+        Dropped::push_once(&mut dropped, Field::ReplyCreated, DropReason::Unsupported);
     }
     let mut obj = Map::new();
     obj.insert("id".into(), json!(response.id));
@@ -157,7 +153,7 @@ mod tests {
             }],
             ..Response::default()
         };
-        let fields: Vec<String> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
-        assert_eq!(fields, ["content.image", "created"]);
+        let fields: Vec<Field> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
+        assert_eq!(fields, [Field::MisplacedBlock, Field::ReplyCreated]);
     }
 }

@@ -124,7 +124,7 @@ impl Events {
                 if let Some(input) = input.filter(|i| !is_empty_object(i)) {
                     initial.push(Delta::ToolInput(value_to_arguments(input)));
                 }
-                BlockStart::ToolUse { id: text("id"), name: text("name") }
+                BlockStart::ToolUse { id: text("id"), name: text("name"), signature: None }
             }
             _ => {
                 self.blocks.push((wire, None));
@@ -270,8 +270,11 @@ impl StreamEncoder for Encoder {
                     BlockStart::RedactedThinking { data } => {
                         json!({"type": "redacted_thinking", "data": data})
                     }
-                    BlockStart::ToolUse { id, name } => {
-                        json!({"type": "tool_use", "id": id, "name": name, "input": {}})
+                    BlockStart::ToolUse { id, name, signature } => {
+                        // As in a whole reply: the call's signature rides in its id.
+                        let folded =
+                            signature.as_deref().and_then(|s| switchyard_codec::signature::fold_into_id(id, s, None));
+                        json!({"type": "tool_use", "id": folded.as_deref().unwrap_or(id), "name": name, "input": {}})
                     }
                 };
                 frame(

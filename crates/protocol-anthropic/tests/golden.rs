@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
-use switchyard_codec::ir::{Accumulator, StreamEvent};
+use switchyard_codec::ir::{Accumulator, Capabilities, StreamEvent};
 use switchyard_codec::Codec;
 use switchyard_protocol_anthropic::AnthropicCodec;
 
@@ -47,7 +47,9 @@ fn request_with_sampling_and_structured_output() {
     let body = fixture("request_sampling_structured.json");
     let ir = AnthropicCodec.read_request(&body).unwrap();
     insta::assert_json_snapshot!(ir);
-    let written: Value = serde_json::from_slice(&AnthropicCodec.write_request(&ir).body).unwrap();
+    // The fixture's model (Opus 4.6) takes adaptive thinking and an effort.
+    let written: Value =
+        serde_json::from_slice(&AnthropicCodec.write_request_for(&ir, &Capabilities::ALL).body).unwrap();
     assert_eq!(written, serde_json::from_slice::<Value>(&body).unwrap());
 }
 

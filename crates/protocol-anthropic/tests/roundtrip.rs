@@ -9,9 +9,9 @@ use base64::Engine;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Accumulator, Block, CacheControl, Delta, ErrorInfo, ErrorKind, MediaSource, Message,
-    Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice,
-    ToolResult, ToolUse, Usage,
+    events_from_response, Accumulator, Block, CacheControl, Capabilities, Delta, Effort, ErrorInfo, ErrorKind,
+    MediaSource, Message, Protocol, Reasoning, Request, Response, ResponseFormat, Role, StopReason, StreamEvent,
+    TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse, Usage,
 };
 use switchyard_codec::Codec;
 use switchyard_protocol_anthropic::{AnthropicCodec, DEFAULT_MAX_TOKENS, SCHEMA_NAME};
@@ -98,7 +98,7 @@ fn json_args() -> impl Strategy<Value = String> {
 }
 
 fn tool_use() -> impl Strategy<Value = ToolUse> {
-    ("toolu_[a-zA-Z0-9]{6}", ident(), json_args()).prop_map(|(id, name, input)| ToolUse { id, name, input })
+    ("toolu_[a-zA-Z0-9]{6}", ident(), json_args()).prop_map(|(id, name, input)| ToolUse::new(id, name, input))
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
@@ -166,15 +166,17 @@ fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
     prop::option::of(
         (
-            prop::option::of(prop_oneof![Just("low"), Just("medium"), Just("high"), Just("xhigh"), Just("max")]),
+            prop::option::of(prop::sample::select(vec![
+                Effort::Low,
+                Effort::Medium,
+                Effort::High,
+                Effort::XHigh,
+                Effort::Max,
+            ])),
             prop::option::of(1024u64..64_000),
-            any::<bool>(),
+            prop::sample::select(vec![Thinking::Unset, Thinking::On, Thinking::Off]),
         )
-            .prop_map(|(effort, budget_tokens, disabled)| Reasoning {
-                effort: effort.map(str::to_owned),
-                budget_tokens,
-                disabled,
-            }),
+            .prop_map(|(effort, budget_tokens, thinking)| Reasoning { thinking, effort, budget_tokens }),
     )
 }
 
@@ -245,14 +247,21 @@ fn normalise_request(mut expected: Request) -> Request {
     // The cap is required on the wire: a missing one is written as the
     // default (plus the thinking budget).
     if expected.max_tokens.is_none() {
-        let budget = expected.reasoning.as_ref().filter(|r| !r.disabled).and_then(|r| r.budget_tokens).unwrap_or(0);
+        let budget = expected.reasoning.as_ref().filter(|r| !r.is_off()).and_then(|r| r.budget_tokens).unwrap_or(0);
         expected.max_tokens = Some(DEFAULT_MAX_TOKENS + budget);
     }
-    // Disabled thinking has no budget on the wire.
+    // Disabled thinking has no budget on the wire; a budget is thinking on;
+    // nothing at all is no reasoning.
     if let Some(r) = expected.reasoning.as_mut() {
-        if r.disabled {
+        if r.is_off() {
             r.budget_tokens = None;
         }
+        if r.budget_tokens.is_some() {
+            r.thinking = Thinking::On;
+        }
+    }
+    if expected.reasoning.as_ref().is_some_and(|r| r.thinking == Thinking::Unset && r.effort.is_none()) {
+        expected.reasoning = None;
     }
     // Parallelism rides on tool_choice: alone it is written as `auto`, and
     // it is not written at all for `none` or when there are no tools.
@@ -337,7 +346,7 @@ fn decode_events(bytes: &[u8]) -> Vec<StreamEvent> {
 proptest! {
     #[test]
     fn request_round_trips(ir in request()) {
-        let encoded = AnthropicCodec.write_request(&ir);
+        let encoded = AnthropicCodec.write_request_for(&ir, &Capabilities::ALL);
         prop_assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
         let back = AnthropicCodec.read_request(&encoded.body).unwrap();
         prop_assert_eq!(back, normalise_request(ir));

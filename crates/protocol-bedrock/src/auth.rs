@@ -143,6 +143,26 @@ mod tests {
         assert!(!signed[0].1.is_sensitive());
     }
 
+    // The canonical path of an inference-profile ARN: the sent path
+    // (`%3A`, `%2F`) encoded once more (`%253A`, `%252F`). Expected value
+    // computed independently with Python's hmac/hashlib from the SigV4
+    // specification; signing the sent path as is gives another signature.
+    #[test]
+    fn sigv4_signs_the_encoded_path_as_aws_canonicalises_it() {
+        let url = concat!(
+            "https://bedrock-runtime.us-east-1.amazonaws.com/model/",
+            "arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2F",
+            "us.anthropic.claude-3-haiku-20240307-v1%3A0/converse"
+        );
+        let outbound = Outbound { url, ..outbound(b"{}") };
+        let signed = auth_headers(&aws(None), &outbound).unwrap();
+        let authorization = signed[1].1.to_str().unwrap();
+        assert!(
+            authorization.ends_with("Signature=bd48b79be742f8285de46d3156dde5ebfa48cea5d05c558257955315866e777b"),
+            "{authorization}"
+        );
+    }
+
     #[test]
     fn sigv4_signs_the_session_token() {
         let signed = auth_headers(&aws(Some("TOKEN")), &outbound(b"{}")).unwrap();

@@ -4,19 +4,22 @@
 
 use base64::Engine as _;
 use serde_json::{json, Value};
-use switchyard_codec::ir::{Block, CacheControl, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{Block, CacheControl, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
-use switchyard_codec::DecodeError;
+use switchyard_codec::{signature, DecodeError};
 
 use crate::wire::{
     array, document_format, document_media_type, drop_field, field, image_format, image_media_type, object, opt_str,
     req, req_str, string, Object,
 };
 
-/// Where blocks are read: a caller's request is held to the protocol (an
-/// unsupported block is an error), an upstream reply is read leniently (a
-/// block type added after this codec was written is skipped).
+/// Which message blocks belong to. Read: a caller's request is held to the
+/// protocol (an unsupported block is an error), an upstream reply is read
+/// leniently (a block type added after this codec was written is skipped).
+/// Written: a reply to the caller carries each call's thought signature in
+/// a `reasoningContent` block right before the call (`toolUseId` is at most
+/// 64 characters, too short for one; see `switchyard_codec::signature`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
     Request,
@@ -38,6 +41,7 @@ pub(crate) fn read_blocks(items: &[Value], path: &str, mode: Mode) -> Result<Vec
             blocks.push(block);
         }
     }
+    signature::attach_carried(&mut blocks);
     Ok(blocks)
 }
 
@@ -184,11 +188,11 @@ fn read_source(parent: &Object, path: &str, media_type: String) -> Result<MediaS
 
 fn read_tool_use(value: &Value, path: &str) -> Result<Block, DecodeError> {
     let tool_use = object(value, path)?;
-    Ok(Block::ToolUse(ToolUse {
-        id: req_str(tool_use, "toolUseId", path)?.to_owned(),
-        name: req_str(tool_use, "name", path)?.to_owned(),
-        input: field(tool_use, "input").map_or_else(|| "{}".to_owned(), value_to_arguments),
-    }))
+    Ok(Block::ToolUse(ToolUse::new(
+        req_str(tool_use, "toolUseId", path)?,
+        req_str(tool_use, "name", path)?,
+        field(tool_use, "input").map_or_else(|| "{}".to_owned(), value_to_arguments),
+    )))
 }
 
 fn read_tool_result(value: &Value, path: &str, mode: Mode) -> Result<Block, DecodeError> {
@@ -242,10 +246,14 @@ fn read_citations(value: &Value, path: &str) -> Result<Block, DecodeError> {
     Ok(Block::Text(TextBlock { text, cache_control: None, citations }))
 }
 
-/// Writes a `content` array, with a `cachePoint` after each marked block.
-pub(crate) fn write_blocks(blocks: &[Block], dropped: &mut Vec<Dropped>) -> Vec<Value> {
+/// Writes a `content` array, with a `cachePoint` after each marked block
+/// and, in a reply, a signature carrier before each signed call.
+pub(crate) fn write_blocks(blocks: &[Block], mode: Mode, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut out = Vec::with_capacity(blocks.len());
     for block in blocks {
+        if let (Mode::Response, Block::ToolUse(ToolUse { signature: Some(signature), .. })) = (mode, block) {
+            out.push(signature_carrier(signature));
+        }
         let Some(value) = write_block(block, dropped) else {
             continue;
         };
@@ -255,6 +263,11 @@ pub(crate) fn write_blocks(blocks: &[Block], dropped: &mut Vec<Dropped>) -> Vec<
         }
     }
     out
+}
+
+/// The `reasoningContent` block that carries a call's thought signature.
+pub(crate) fn signature_carrier(signature: &str) -> Value {
+    json!({ "reasoningContent": { "reasoningText": { "text": "", "signature": signature::in_reasoning(signature) } } })
 }
 
 /// The cache marker that goes after `block` on the wire.
@@ -277,11 +290,11 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
             }
         }),
         Block::Image { source, .. } => {
-            let (format, source) = write_source(source, image_format, "image", dropped)?;
+            let (format, source) = write_source(source, image_format, dropped)?;
             json!({ "image": { "format": format, "source": source } })
         }
         Block::Document { source, name, .. } => {
-            let (format, source) = write_source(source, document_format, "document", dropped)?;
+            let (format, source) = write_source(source, document_format, dropped)?;
             // Bedrock requires a name; the IR's is optional.
             let name = name.as_deref().filter(|name| !name.is_empty()).unwrap_or("document");
             json!({ "document": { "format": format, "name": name, "source": source } })
@@ -309,22 +322,21 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
 }
 
 fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
-    if result.name.is_some() {
-        drop_field(dropped, "tool_result.name");
-    }
+    // A result's tool name is not reported: Converse keys results by id,
+    // and the name follows from the call.
     let last = result.content.len().saturating_sub(1);
     let mut content = Vec::with_capacity(result.content.len());
     for (position, block) in result.content.iter().enumerate() {
         match block {
             Block::Text(_) | Block::Image { .. } | Block::Document { .. } => {}
             _ => {
-                drop_field(dropped, "tool_result.content");
+                drop_field(dropped, Field::MisplacedBlock);
                 continue;
             }
         }
         // Only the last block's marker has a place (after the result).
         if position != last && block_cache(block).is_some() {
-            drop_field(dropped, "tool_result.content.cache_control");
+            drop_field(dropped, Field::CacheControl);
         }
         let value = match block {
             // Citations cannot be sent inside a tool result.
@@ -350,7 +362,6 @@ fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
 fn write_source(
     source: &MediaSource,
     format_of: fn(&str) -> Option<&'static str>,
-    kind: &str,
     dropped: &mut Vec<Dropped>,
 ) -> Option<(&'static str, Value)> {
     let (media_type, wire) = match source {
@@ -365,7 +376,7 @@ fn write_source(
                     .unwrap_or_default();
                 (media_type, json!({ "s3Location": { "uri": url } }))
             } else {
-                drop_field(dropped, &format!("{kind}.url"));
+                drop_field(dropped, Field::MediaUrl);
                 return None;
             }
         }
@@ -373,7 +384,7 @@ fn write_source(
     match format_of(&media_type) {
         Some(format) => Some((format, wire)),
         None => {
-            drop_field(dropped, &format!("{kind}.media_type"));
+            drop_field(dropped, Field::MediaType);
             None
         }
     }
@@ -424,7 +435,7 @@ mod tests {
         assert_eq!(inner.cache_control, Some(CacheControl { ttl: None }));
 
         let mut dropped = Vec::new();
-        let written = write_blocks(&blocks, &mut dropped);
+        let written = write_blocks(&blocks, Mode::Request, &mut dropped);
         assert_eq!(written.len(), 4);
         assert_eq!(written[3], json!({ "cachePoint": { "type": "default" } }));
         assert!(dropped.is_empty());
@@ -455,7 +466,7 @@ mod tests {
             },
         ];
         let mut dropped = Vec::new();
-        let written = write_blocks(&blocks, &mut dropped);
+        let written = write_blocks(&blocks, Mode::Request, &mut dropped);
         assert_eq!(
             written,
             vec![
@@ -463,7 +474,7 @@ mod tests {
                 json!({ "image": { "format": "jpeg", "source": { "s3Location": { "uri": "s3://bucket/cat.jpg" } } } }),
             ]
         );
-        assert_eq!(dropped[0].field, "image.url");
+        assert_eq!(dropped[0].field, Field::MediaUrl);
     }
 
     #[test]

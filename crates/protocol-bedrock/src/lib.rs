@@ -41,8 +41,12 @@ impl Codec for BedrockCodec {
         request::read_request(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write_request(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write_request(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        request::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
@@ -69,7 +73,10 @@ impl Codec for BedrockCodec {
 
     fn upstream_path(&self, model: &str, stream: bool) -> String {
         let action = if stream { "converse-stream" } else { "converse" };
-        format!("/model/{}/{action}", encode_path_segment(model))
+        // ARNs and inference profiles hold `:` and `/`, which must not split
+        // the path. SigV4 signs this path with each segment encoded once
+        // more, as AWS does for every service but S3.
+        format!("/model/{}/{action}", switchyard_codec::path_segment(model))
     }
 
     fn auth_headers(
@@ -89,20 +96,6 @@ impl Codec for BedrockCodec {
     }
 }
 
-/// Percent-encodes a model id as one path segment: ARNs and inference
-/// profiles hold `:` and `/`, which must not split the path.
-fn encode_path_segment(segment: &str) -> String {
-    let mut encoded = String::with_capacity(segment.len());
-    for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    encoded
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +113,18 @@ mod tests {
             ),
             "/model/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Ainference-profile%2Fus.meta.llama3-2-1b-instruct-v1%3A0/converse-stream"
         );
+    }
+
+    #[test]
+    fn caller_text_in_a_model_id_cannot_change_the_path_or_query() {
+        for model in ["m#frag", "m?x=1", "../../v1/other", "m%2F..%2Fx", "m/converse-stream?"] {
+            let path = BedrockCodec.upstream_path(model, false);
+            let segments: Vec<&str> = path.split('/').collect();
+            assert_eq!(segments.len(), 4, "{model}: {path}");
+            assert_eq!((segments[1], segments[3]), ("model", "converse"), "{model}: {path}");
+            assert!(!path.contains(['?', '#']), "{model}: {path}");
+        }
+        assert_eq!(BedrockCodec.upstream_path("m%2Fx", true), "/model/m%252Fx/converse-stream");
     }
 
     #[test]

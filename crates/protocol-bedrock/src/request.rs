@@ -1,15 +1,53 @@
 //! Converse request body ↔ `ir::Request`. The model travels in the URL path,
 //! never in the body; fields the IR does not model are kept in `extra`
 //! under their top-level key (for nested objects, only the unmodelled part).
+//!
+//! - `outputConfig` is read member by member: `textFormat` (a JSON schema)
+//!   ↔ `ResponseFormat::JsonSchema`, `effort` ↔ the IR effort (thinking
+//!   `Unset` unless `additionalModelRequestFields.thinking` says more);
+//!   what is left stays in `extra`.
+//! - `requestMetadata.user` ↔ `Request::user` (so invocation logs can be
+//!   filtered by the caller's user whatever protocol the caller speaks); the
+//!   other keys ↔ `Request::metadata`.
+//! - Reasoning on write follows the lane's capabilities, as Anthropic's
+//!   writer does: `outputConfig.effort` only for models that take an effort,
+//!   adaptive thinking only for models that take it, else `thinking` enabled
+//!   with the budget the effort stands for.
 
 use serde_json::{json, Value};
 use switchyard_codec::ir::{
-    Block, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool, ToolChoice,
+    Block, Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
+    Role, TextBlock, Tool, ToolChoice,
 };
-use switchyard_codec::{json as codec_json, DecodeError, Encoded};
+use switchyard_codec::{effort, json as codec_json, DecodeError, Encoded};
 
 use crate::content::{cache_point, read_blocks, read_cache_point, write_blocks, Mode};
 use crate::wire::{array, drop_field, field, object, opt_f64, opt_str, opt_u64, req, req_str, string, Object};
+
+/// The `requestMetadata` key that carries the caller's end user.
+const USER_KEY: &str = "user";
+
+/// Where Converse requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "inferenceConfig.maxTokens",
+        Field::Temperature => "inferenceConfig.temperature",
+        Field::TopP => "inferenceConfig.topP",
+        Field::TopK => "additionalModelRequestFields.top_k",
+        Field::Stop => "inferenceConfig.stopSequences",
+        Field::JsonSchema => "outputConfig.textFormat.structure.jsonSchema.schema",
+        Field::JsonSchemaName => "outputConfig.textFormat.structure.jsonSchema.name",
+        Field::ReasoningEffort => "outputConfig.effort",
+        Field::ReasoningBudget => "additionalModelRequestFields.thinking.budget_tokens",
+        Field::ReasoningOff => "additionalModelRequestFields.thinking.type",
+        Field::ToolChoice => "toolConfig.toolChoice",
+        Field::User => "requestMetadata.user",
+        Field::Metadata => "requestMetadata",
+        Field::Thinking => "messages.content.reasoningContent",
+        Field::CacheControl => "cachePoint",
+        _ => return None,
+    })
+}
 
 /// Top-level keys the reader models; every other key goes to `extra`.
 const MODELLED: [&str; 7] = [
@@ -49,7 +87,13 @@ pub(crate) fn read_request(body: &[u8]) -> Result<Request, DecodeError> {
         read_output_config(config, &mut request)?;
     }
     if let Some(metadata) = field(root, "requestMetadata") {
-        request.metadata = object(metadata, "requestMetadata")?.clone();
+        for (key, value) in object(metadata, "requestMetadata")? {
+            if key == USER_KEY {
+                request.user = Some(string(value, "requestMetadata.user")?.to_owned());
+            } else {
+                request.metadata.insert(key.clone(), value.clone());
+            }
+        }
     }
     for (key, value) in root {
         if !MODELLED.contains(&key.as_str()) {
@@ -166,55 +210,65 @@ fn read_additional_fields(fields: &Object, request: &mut Request) {
     keep_rest(fields, &taken, "additionalModelRequestFields", request);
 }
 
-/// `{"type":"enabled","budget_tokens":N}` or `{"type":"disabled"}`; any
-/// other shape is not the IR's to interpret.
+/// `{"type":"enabled","budget_tokens":N}`, `{"type":"adaptive"}` or
+/// `{"type":"disabled"}`; any other shape is not the IR's to interpret.
 fn read_thinking(value: &Value) -> Option<Reasoning> {
     let thinking = value.as_object()?;
     match (thinking.get("type")?.as_str()?, thinking.len()) {
-        ("enabled", 2) => Some(Reasoning {
-            effort: None,
-            budget_tokens: Some(thinking.get("budget_tokens")?.as_u64()?),
-            disabled: false,
-        }),
-        ("disabled", 1) => Some(Reasoning { effort: None, budget_tokens: None, disabled: true }),
+        ("enabled", 2) => Some(Reasoning::with_budget(thinking.get("budget_tokens")?.as_u64()?)),
+        ("adaptive", 1) => Some(Reasoning::on()),
+        ("disabled", 1) => Some(Reasoning::off()),
         _ => None,
     }
 }
 
-/// `outputConfig.textFormat` with a JSON schema becomes `response_format`;
-/// any other shape (or a schema description, which the IR has no place
-/// for) is kept whole in `extra`.
+/// `outputConfig`, member by member: a JSON-schema `textFormat` becomes
+/// `response_format` and `effort` the IR effort; the members left (or a
+/// `textFormat` in a shape the IR does not model, such as one with a
+/// schema `description`) stay in `extra` and merge back on write.
 fn read_output_config(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
     let path = "outputConfig";
     let config = object(value, path)?;
-    let format = (|| {
-        if config.len() != 1 {
-            return None;
-        }
-        let format = config.get("textFormat")?.as_object()?;
-        if format.get("type")?.as_str()? != "json_schema" || format.len() != 2 {
-            return None;
-        }
-        let definition = format.get("structure")?.get("jsonSchema")?.as_object()?;
-        if definition.keys().any(|key| key != "schema" && key != "name") {
-            return None;
-        }
-        let name = definition.get("name").and_then(Value::as_str).unwrap_or_default();
-        Some((name, definition.get("schema")?.as_str()?))
-    })();
-    match format {
-        Some((name, schema)) => {
-            let schema: Value = serde_json::from_str(schema).map_err(|_| {
-                DecodeError::invalid(
-                    "outputConfig.textFormat.structure.jsonSchema.schema",
-                    "outputConfig.textFormat.structure.jsonSchema.schema must be json text",
-                )
-            })?;
-            request.response_format = Some(ResponseFormat::JsonSchema { name: name.to_owned(), schema, strict: None });
-        }
-        None => request.extra.insert(Protocol::Bedrock, path.into(), value.clone()),
+    let mut taken: Vec<&str> = Vec::new();
+    if let Some(format) = field(config, "textFormat").and_then(json_schema_format) {
+        let (name, schema) = format;
+        let schema: Value = serde_json::from_str(schema).map_err(|_| {
+            DecodeError::invalid(
+                "outputConfig.textFormat.structure.jsonSchema.schema",
+                "outputConfig.textFormat.structure.jsonSchema.schema must be json text",
+            )
+        })?;
+        request.response_format = Some(ResponseFormat::JsonSchema { name: name.to_owned(), schema, strict: None });
+        taken.push("textFormat");
     }
+    if let Some(level) = field(config, "effort") {
+        let level = string(level, "outputConfig.effort")?;
+        let effort = Effort::parse(level).ok_or_else(|| {
+            DecodeError::invalid(
+                "outputConfig.effort",
+                format!("outputConfig.effort must be low, medium, high, xhigh or max, not `{level}`"),
+            )
+        })?;
+        request.reasoning.get_or_insert_with(Reasoning::default).effort = Some(effort);
+        taken.push("effort");
+    }
+    keep_rest(config, &taken, path, request);
     Ok(())
+}
+
+/// A `textFormat` of type `json_schema` holding only a name and a schema
+/// (JSON text): (name, schema text).
+fn json_schema_format(format: &Value) -> Option<(&str, &str)> {
+    let format = format.as_object()?;
+    if format.get("type")?.as_str()? != "json_schema" || format.len() != 2 {
+        return None;
+    }
+    let definition = format.get("structure")?.get("jsonSchema")?.as_object()?;
+    if definition.keys().any(|key| key != "schema" && key != "name") {
+        return None;
+    }
+    let name = definition.get("name").and_then(Value::as_str).unwrap_or_default();
+    Some((name, definition.get("schema")?.as_str()?))
 }
 
 /// Keeps the keys of a nested object that were not read into the IR.
@@ -231,13 +285,13 @@ fn keep_rest(object: &Object, taken: &[&str], key: &str, request: &mut Request) 
 
 /// Writes a Converse request body. Consecutive messages of one role are
 /// merged, because Converse requires the roles to alternate.
-pub(crate) fn write_request(request: &Request) -> Encoded {
+pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut root = Object::new();
 
     let mut turns: Vec<(Role, Vec<Value>)> = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
-        let content = write_blocks(&message.content, &mut dropped);
+        let content = write_blocks(&message.content, Mode::Request, &mut dropped);
         match turns.last_mut() {
             Some((role, blocks)) if *role == message.role => blocks.extend(content),
             _ => turns.push((message.role, content)),
@@ -274,7 +328,11 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
         inference.insert("temperature".into(), temperature.into());
     }
     if let Some(top_p) = request.top_p {
-        inference.insert("topP".into(), top_p.into());
+        if request.temperature.is_some() && !capabilities.temperature_with_top_p {
+            Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
+        } else {
+            inference.insert("topP".into(), top_p.into());
+        }
     }
     if !request.stop.is_empty() {
         inference.insert("stopSequences".into(), request.stop.clone().into());
@@ -291,14 +349,16 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
     if let Some(top_k) = request.top_k {
         additional.insert("top_k".into(), top_k.into());
     }
+    let mut output = Object::new();
     if let Some(reasoning) = &request.reasoning {
-        // Bedrock passes these fields to the model; the Anthropic `thinking`
-        // shape is what its reasoning models take. An effort alone becomes
-        // the IR's budget equivalent.
-        if reasoning.disabled {
-            additional.insert("thinking".into(), json!({ "type": "disabled" }));
-        } else if let Some(budget) = reasoning.budget_or_from_effort() {
-            additional.insert("thinking".into(), json!({ "type": "enabled", "budget_tokens": budget }));
+        // Bedrock passes `thinking` to the model; the Anthropic shape is
+        // what its reasoning models take.
+        let claude = effort::claude_thinking(reasoning, capabilities, &mut dropped);
+        if let Some(thinking) = claude.thinking {
+            additional.insert("thinking".into(), thinking);
+        }
+        if let Some(effort) = claude.effort {
+            output.insert("effort".into(), effort.as_str().into());
         }
     }
     if !additional.is_empty() {
@@ -308,20 +368,25 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
     match &request.response_format {
         Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
             if strict.is_some() {
-                drop_field(&mut dropped, "response_format.strict");
+                drop_field(&mut dropped, Field::JsonSchemaStrict);
             }
-            root.insert("outputConfig".into(), output_config(name, schema));
+            output.insert("textFormat".into(), text_format(name, schema));
         }
-        // JSON mode is the schema of any object.
+        // JSON mode is said as the schema of any object; a caller of
+        // Converse reads that back as a schema, so it is reported.
         Some(ResponseFormat::JsonObject) => {
-            root.insert("outputConfig".into(), output_config("json_object", &json!({ "type": "object" })));
+            Dropped::push_once(&mut dropped, Field::JsonMode, DropReason::Converted);
+            output.insert("textFormat".into(), text_format("json_object", &json!({ "type": "object" })));
         }
         None => {}
     }
+    if !output.is_empty() {
+        root.insert("outputConfig".into(), Value::Object(output));
+    }
 
-    if !request.metadata.is_empty() {
+    if !request.metadata.is_empty() || request.user.is_some() {
         // Bedrock's request metadata is string to string.
-        let metadata: Object = request
+        let mut metadata: Object = request
             .metadata
             .iter()
             .map(|(key, value)| {
@@ -332,23 +397,21 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
                 (key.clone(), Value::String(value))
             })
             .collect();
+        if let Some(user) = &request.user {
+            metadata.insert(USER_KEY.into(), Value::String(user.clone()));
+        }
         root.insert("requestMetadata".into(), Value::Object(metadata));
     }
 
-    if request.parallel_tool_calls.is_some() {
-        drop_field(&mut dropped, "parallel_tool_calls");
-    }
-    if request.seed.is_some() {
-        drop_field(&mut dropped, "seed");
-    }
-    if request.frequency_penalty.is_some() {
-        drop_field(&mut dropped, "frequency_penalty");
-    }
-    if request.presence_penalty.is_some() {
-        drop_field(&mut dropped, "presence_penalty");
-    }
-    if request.user.is_some() {
-        drop_field(&mut dropped, "user");
+    for (field, present) in [
+        (Field::ParallelToolCalls, request.parallel_tool_calls.is_some()),
+        (Field::Seed, request.seed.is_some()),
+        (Field::FrequencyPenalty, request.frequency_penalty.is_some()),
+        (Field::PresencePenalty, request.presence_penalty.is_some()),
+    ] {
+        if present {
+            drop_field(&mut dropped, field);
+        }
     }
 
     if let Some(extra) = request.extra.for_target(Protocol::Bedrock, &mut dropped) {
@@ -373,7 +436,7 @@ pub(crate) fn write_request(request: &Request) -> Encoded {
 fn write_tool_config(request: &Request, dropped: &mut Vec<switchyard_codec::ir::Dropped>) -> Option<Value> {
     if request.tools.is_empty() {
         if matches!(&request.tool_choice, Some(choice) if *choice != ToolChoice::None) {
-            drop_field(dropped, "tool_choice");
+            drop_field(dropped, Field::ToolChoice);
         }
         return None;
     }
@@ -406,31 +469,26 @@ fn write_tool_config(request: &Request, dropped: &mut Vec<switchyard_codec::ir::
         }
         // Converse has no "none". The tools stay (Converse rejects tool
         // blocks in the history without a toolConfig); the policy is lost.
-        Some(ToolChoice::None) => drop_field(dropped, "tool_choice"),
+        Some(ToolChoice::None) => drop_field(dropped, Field::ToolChoice),
         None => {}
     }
     Some(Value::Object(config))
 }
 
-fn output_config(name: &str, schema: &Value) -> Value {
+/// `outputConfig.textFormat` for a JSON schema.
+fn text_format(name: &str, schema: &Value) -> Value {
     let mut definition = Object::new();
     // Bedrock takes the schema as JSON text, not as an object.
     definition.insert("schema".into(), codec_json::value_to_arguments(schema).into());
     if !name.is_empty() {
         definition.insert("name".into(), name.into());
     }
-    json!({
-        "textFormat": {
-            "type": "json_schema",
-            "structure": { "jsonSchema": definition },
-        }
-    })
+    json!({ "type": "json_schema", "structure": { "jsonSchema": definition } })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_codec::ir::DropReason;
 
     #[test]
     fn bad_input_names_the_field() {
@@ -455,7 +513,7 @@ mod tests {
         let request = read_request(body.to_string().as_bytes()).unwrap();
         assert_eq!(request.top_k, Some(3));
         assert_eq!(request.response_format, None);
-        let written: Value = serde_json::from_slice(&write_request(&request).body).unwrap();
+        let written: Value = serde_json::from_slice(&write_request(&request, &Capabilities::default()).body).unwrap();
         assert_eq!(written, body);
     }
 
@@ -467,10 +525,10 @@ mod tests {
             tool_choice: Some(ToolChoice::None),
             seed: Some(1),
             user: Some("u".into()),
-            reasoning: Some(Reasoning { effort: Some("high".into()), budget_tokens: None, disabled: false }),
+            reasoning: Some(Reasoning::with_effort(Effort::High)),
             ..Request::default()
         };
-        let encoded = write_request(&request);
+        let encoded = write_request(&request, &Capabilities::default());
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written["messages"].as_array().unwrap().len(), 1);
         assert_eq!(
@@ -478,17 +536,48 @@ mod tests {
             json!({ "tools": [{ "toolSpec": { "name": "f", "inputSchema": { "json": { "type": "object" } } } }] })
         );
         assert_eq!(written["additionalModelRequestFields"]["thinking"]["budget_tokens"], 16384);
-        let fields: Vec<&str> = encoded.dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(fields, ["tool_choice", "seed", "user"]);
-        assert!(encoded.dropped.iter().all(|d| d.reason == DropReason::Unsupported));
+        assert_eq!(written["requestMetadata"], json!({ "user": "u" }));
+        let fields: Vec<Field> = encoded.dropped.iter().map(|d| d.field).collect();
+        assert_eq!(fields, [Field::ToolChoice, Field::ReasoningEffort, Field::Seed]);
+        assert_eq!(encoded.dropped[1].reason, DropReason::Converted);
+    }
+
+    #[test]
+    fn output_config_is_read_member_by_member() {
+        let body = json!({
+            "messages": [],
+            "outputConfig": {
+                "effort": "high",
+                "textFormat": { "type": "json_schema", "structure": { "jsonSchema": { "schema": "{\"type\":\"object\"}", "name": "r" } } },
+                "somethingNew": true
+            },
+            "requestMetadata": { "user": "u-1", "team": "a" }
+        });
+        let request = read_request(body.to_string().as_bytes()).unwrap();
+        assert_eq!(request.reasoning, Some(Reasoning { effort: Some(Effort::High), ..Reasoning::default() }));
+        assert!(matches!(&request.response_format, Some(ResponseFormat::JsonSchema { name, .. }) if name == "r"));
+        assert_eq!(request.user.as_deref(), Some("u-1"));
+        assert_eq!(request.metadata.get("team"), Some(&json!("a")));
+        let extra = request.extra.fields.get("outputConfig");
+        assert_eq!(extra, Some(&json!({ "somethingNew": true })));
+        // A model that takes an effort gets the same body back.
+        let written: Value = serde_json::from_slice(&write_request(&request, &Capabilities::ALL).body).unwrap();
+        assert_eq!(written, body);
+        // One that does not is not told, and that is reported.
+        let encoded = write_request(&request, &Capabilities::default());
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert!(written["outputConfig"].get("effort").is_none());
+        assert_eq!(encoded.dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Capability)]);
+        let bad = json!({ "messages": [], "outputConfig": { "effort": "extreme" } });
+        assert!(read_request(bad.to_string().as_bytes()).is_err());
     }
 
     #[test]
     fn cross_protocol_extra_is_reported() {
         let mut request = Request::default();
         request.extra.insert(Protocol::OpenAi, "logprobs".into(), true.into());
-        let encoded = write_request(&request);
-        assert_eq!(encoded.dropped[0].field, "logprobs");
+        let encoded = write_request(&request, &Capabilities::default());
+        assert_eq!(encoded.dropped[0], Dropped::unmodelled("logprobs".into()));
         assert_eq!(encoded.dropped[0].reason, DropReason::CrossProtocolExtra);
     }
 }

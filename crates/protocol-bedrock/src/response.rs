@@ -2,7 +2,7 @@
 //! response nor the model, so the IR's id and model stay empty on read.
 
 use serde_json::{json, Value};
-use switchyard_codec::ir::Response;
+use switchyard_codec::ir::{Field, Response};
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{read_blocks, write_blocks, Mode};
@@ -38,18 +38,18 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
 pub(crate) fn write_response(response: &Response) -> Encoded {
     let mut dropped = Vec::new();
     if !response.id.is_empty() {
-        drop_field(&mut dropped, "id");
+        drop_field(&mut dropped, Field::ReplyId);
     }
     if !response.model.is_empty() {
-        drop_field(&mut dropped, "model");
+        drop_field(&mut dropped, Field::ReplyModel);
     }
     if response.created.is_some() {
-        drop_field(&mut dropped, "created");
+        drop_field(&mut dropped, Field::ReplyCreated);
     }
     if response.usage.reasoning_tokens != 0 {
-        drop_field(&mut dropped, "usage.reasoning_tokens");
+        drop_field(&mut dropped, Field::ReasoningTokens);
     }
-    let content = write_blocks(&response.content, &mut dropped);
+    let content = write_blocks(&response.content, Mode::Response, &mut dropped);
     let mut root = Object::new();
     root.insert("output".into(), json!({ "message": { "role": "assistant", "content": content } }));
     // `stopReason` is required; a reply without one ended normally.
@@ -91,7 +91,7 @@ mod tests {
     #[test]
     fn ids_are_reported_as_dropped() {
         let response = Response { id: "msg_1".into(), model: "m".into(), ..Response::default() };
-        let fields: Vec<String> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
-        assert_eq!(fields, ["id", "model"]);
+        let fields: Vec<Field> = write_response(&response).dropped.into_iter().map(|d| d.field).collect();
+        assert_eq!(fields, [Field::ReplyId, Field::ReplyModel]);
     }
 }

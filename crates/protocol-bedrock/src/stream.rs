@@ -6,7 +6,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
-use switchyard_codec::{DecodeError, StreamDecoder, StreamEncoder};
+use switchyard_codec::{signature, DecodeError, StreamDecoder, StreamEncoder};
 
 use crate::error::{exception_frame, exception_message, stream_error};
 use crate::eventstream::{header, write_frame, FrameReader};
@@ -72,6 +72,9 @@ pub(crate) struct Decoder {
     ended: bool,
     /// The framing broke; the stream cannot be resynchronised.
     failed: Option<DecodeError>,
+    /// A thought signature carried by the reasoning block just read, for
+    /// the call that follows it (`switchyard_codec::signature`).
+    carried: Option<String>,
 }
 
 impl StreamDecoder for Decoder {
@@ -155,7 +158,8 @@ impl Decoder {
                 self.start(out);
                 if let Some(tool) = event.start.get("toolUse") {
                     let text = |key: &str| tool.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
-                    let block = BlockStart::ToolUse { id: text("toolUseId"), name: text("name") };
+                    let signature = self.carried.take();
+                    let block = BlockStart::ToolUse { id: text("toolUseId"), name: text("name"), signature };
                     self.open(event.content_block_index, block, out);
                 }
                 // Other starts open their block with the first delta.
@@ -240,12 +244,18 @@ impl Decoder {
             (BlockStart::Text, Delta::Text(text))
         } else if let Some(tool) = delta.get("toolUse") {
             let input = text_of(tool.get("input")).unwrap_or_default();
-            let start = BlockStart::ToolUse { id: String::new(), name: String::new() };
+            let start = BlockStart::ToolUse { id: String::new(), name: String::new(), signature: None };
             (start, Delta::ToolInput(input))
         } else if let Some(reasoning) = delta.get("reasoningContent") {
             if let Some(text) = text_of(reasoning.get("text")) {
                 (BlockStart::Thinking, Delta::Thinking(text))
             } else if let Some(signature) = text_of(reasoning.get("signature")) {
+                let open = self.blocks.iter().any(|b| b.vendor == vendor && b.open);
+                if let (false, Some(carried)) = (open, signature::from_reasoning(&signature)) {
+                    // The next call's signature, not reasoning of its own.
+                    self.carried = Some(carried.to_owned());
+                    return;
+                }
                 (BlockStart::Thinking, Delta::Signature(signature))
             } else if let Some(data) = text_of(reasoning.get("redactedContent")) {
                 // Redacted reasoning is whole in its start event in the IR.
@@ -302,8 +312,11 @@ pub(crate) struct Encoder {
     usage: Usage,
     stop_reason: Option<StopReason>,
     stop_sequence: Option<String>,
-    /// The open block: index, kind, whether anything was written for it.
+    /// The open block: wire index, kind, whether anything was written for it.
     open: Option<(u32, OpenKind, bool)>,
+    /// Blocks written before the IR's: signature carriers, each one place
+    /// ahead of the call it belongs to.
+    shift: u32,
 }
 
 fn event(kind: &str, payload: &Value, out: &mut Vec<u8>) {
@@ -345,7 +358,16 @@ impl StreamEncoder for Encoder {
                 event("messageStart", &json!({ "role": "assistant" }), out);
             }
             StreamEvent::BlockStart { index, block } => {
-                let index = *index;
+                if let BlockStart::ToolUse { signature: Some(signature), .. } = block {
+                    // A whole reasoning block carrying the call's signature,
+                    // as in a whole reply: `toolUseId` is too short for it.
+                    let carrier = index + self.shift;
+                    let content = signature::in_reasoning(signature);
+                    text_delta(carrier, b"{\"reasoningContent\":{\"signature\":", &content, b"}}", out);
+                    event("contentBlockStop", &json!({ "contentBlockIndex": carrier }), out);
+                    self.shift += 1;
+                }
+                let index = index + self.shift;
                 self.open = Some(match block {
                     BlockStart::Text => (index, OpenKind::Text, false),
                     BlockStart::Thinking => (index, OpenKind::Thinking, false),
@@ -353,7 +375,7 @@ impl StreamEncoder for Encoder {
                         block_delta(index, json!({ "reasoningContent": { "redactedContent": data } }), out);
                         (index, OpenKind::Other, true)
                     }
-                    BlockStart::ToolUse { id, name } => {
+                    BlockStart::ToolUse { id, name, .. } => {
                         event(
                             "contentBlockStart",
                             &json!({
@@ -367,23 +389,25 @@ impl StreamEncoder for Encoder {
                 });
             }
             StreamEvent::BlockDelta { index, delta } => {
+                let index = index + self.shift;
                 match delta {
-                    Delta::Text(text) => text_delta(*index, b"{\"text\":", text, b"}", out),
-                    Delta::Thinking(text) => text_delta(*index, b"{\"reasoningContent\":{\"text\":", text, b"}}", out),
+                    Delta::Text(text) => text_delta(index, b"{\"text\":", text, b"}", out),
+                    Delta::Thinking(text) => text_delta(index, b"{\"reasoningContent\":{\"text\":", text, b"}}", out),
                     Delta::Signature(signature) => {
-                        text_delta(*index, b"{\"reasoningContent\":{\"signature\":", signature, b"}}", out)
+                        text_delta(index, b"{\"reasoningContent\":{\"signature\":", signature, b"}}", out)
                     }
-                    Delta::ToolInput(input) => text_delta(*index, b"{\"toolUse\":{\"input\":", input, b"}}", out),
+                    Delta::ToolInput(input) => text_delta(index, b"{\"toolUse\":{\"input\":", input, b"}}", out),
                 }
                 if let Some((open, _, written)) = &mut self.open {
-                    if open == index {
+                    if *open == index {
                         *written = true;
                     }
                 }
             }
             StreamEvent::BlockStop { index } => {
+                let index = index + self.shift;
                 if let Some((open, kind, false)) = self.open {
-                    if open == *index {
+                    if open == index {
                         match kind {
                             OpenKind::Text => block_delta(open, json!({ "text": "" }), out),
                             OpenKind::Thinking => {
@@ -488,7 +512,10 @@ mod tests {
                 StreamEvent::BlockStart { index: 0, block: BlockStart::Text },
                 StreamEvent::BlockDelta { index: 0, delta: Delta::Text("a".into()) },
                 StreamEvent::BlockStop { index: 0 },
-                StreamEvent::BlockStart { index: 1, block: BlockStart::ToolUse { id: "t".into(), name: "f".into() } },
+                StreamEvent::BlockStart {
+                    index: 1,
+                    block: BlockStart::ToolUse { id: "t".into(), name: "f".into(), signature: None }
+                },
                 StreamEvent::BlockStop { index: 1 },
                 StreamEvent::MessageDelta {
                     stop_reason: Some(StopReason::ToolUse),

@@ -3,7 +3,7 @@
 //! stop-reason table and the usage mapping.
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{DropReason, Dropped, StopReason, Usage};
+use switchyard_codec::ir::{DropReason, Dropped, Field, StopReason, Usage};
 use switchyard_codec::DecodeError;
 
 /// A JSON object.
@@ -68,10 +68,8 @@ pub(crate) fn opt_f64(obj: &Object, key: &str, path: &str) -> Result<Option<f64>
 }
 
 /// Records a dropped field once, however often it is met.
-pub(crate) fn drop_field(dropped: &mut Vec<Dropped>, field: &str) {
-    if !dropped.iter().any(|d| d.field == field) {
-        dropped.push(Dropped::new(field, DropReason::Unsupported));
-    }
+pub(crate) fn drop_field(dropped: &mut Vec<Dropped>, field: Field) {
+    Dropped::push_once(dropped, field, DropReason::Unsupported);
 }
 
 /// The MIME type of a Bedrock image format.

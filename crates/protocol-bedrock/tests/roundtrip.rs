@@ -86,9 +86,8 @@ fn document() -> impl Strategy<Value = Block> {
 
 fn tool_use() -> impl Strategy<Value = Block> {
     // Converse carries arguments as an object: the text is canonical JSON.
-    (name(), name(), json_object()).prop_map(|(id, name, input)| {
-        Block::ToolUse(ToolUse { id, name, input: serde_json::to_string(&input).unwrap() })
-    })
+    (name(), name(), json_object())
+        .prop_map(|(id, name, input)| Block::ToolUse(ToolUse::new(id, name, serde_json::to_string(&input).unwrap())))
 }
 
 fn tool_result() -> impl Strategy<Value = Block> {
@@ -191,10 +190,7 @@ fn request() -> impl Strategy<Value = Request> {
             strict: None,
         })),
         // Budgets, or off; an effort alone is written as its budget.
-        proptest::option::of(prop_oneof![
-            (1u64..100_000).prop_map(|budget| Reasoning { effort: None, budget_tokens: Some(budget), disabled: false }),
-            Just(Reasoning { effort: None, budget_tokens: None, disabled: true }),
-        ]),
+        proptest::option::of(prop_oneof![(1u64..100_000).prop_map(Reasoning::with_budget), Just(Reasoning::off()),]),
         proptest::collection::vec((name(), word()), 0..3),
         proptest::option::of(json_object()),
     )

@@ -5,9 +5,9 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{Block, DropReason, Dropped, MediaSource, TextBlock, ToolUse};
+use switchyard_codec::ir::{Block, Dropped, Field, MediaSource, TextBlock, ToolUse};
 use switchyard_codec::media::source_from_url;
-use switchyard_codec::DecodeError;
+use switchyard_codec::{signature, DecodeError};
 
 /// The media type of a Cohere document (`{data, id}`) held as an IR document.
 pub(crate) const JSON_MEDIA_TYPE: &str = "application/json";
@@ -129,16 +129,16 @@ pub(crate) fn write_tool_content(blocks: &[Block], dropped: &mut Vec<Dropped>) -
             }
             Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
-                    dropped.push(unsupported("cache_control"));
+                    dropped.push(unsupported(Field::CacheControl));
                 }
                 match cohere_document(source, name.as_deref()) {
                     Some(document) => parts.push(json!({"type": "document", "document": document})),
-                    None => dropped.push(unsupported("tool_result.document")),
+                    None => dropped.push(unsupported(Field::ToolResultMedia)),
                 }
             }
-            Block::Image { .. } => dropped.push(unsupported("tool_result.image")),
+            Block::Image { .. } => dropped.push(unsupported(Field::ToolResultMedia)),
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse(_) | Block::ToolResult(_) => {
-                dropped.push(unsupported("tool_result.content"))
+                dropped.push(unsupported(Field::MisplacedBlock))
             }
         }
     }
@@ -267,6 +267,9 @@ fn citation_target(citation: &Value, blocks: &[Block], content_len: usize, plan_
 fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
     let call = object(path, call)?;
     let id = required_str(path, call, "id")?;
+    // A call's thought signature may ride in its id (see `write_assistant`).
+    let (plain, signature) = signature::split_id(&id);
+    let id = plain.to_owned();
     let function_path = format!("{path}.function");
     let function = match call.get("function") {
         Some(function) => object(&function_path, function)?,
@@ -279,7 +282,7 @@ fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
         // Lenient: an object where a string belongs is kept as its JSON text.
         Some(other) => other.to_string(),
     };
-    Ok(ToolUse { id, name, input })
+    Ok(ToolUse { id, name, input, signature })
 }
 
 /// How an assistant turn's content is written.
@@ -292,7 +295,10 @@ pub(crate) enum ContentForm {
 }
 
 /// IR assistant blocks as a Cohere assistant message (without `role`).
-/// When the turn calls tools, its text is the `tool_plan`.
+/// When the turn calls tools, its text is the `tool_plan`. In a response to
+/// the caller, a call's thought signature (a Gemini upstream's) is folded
+/// into its id, which the caller echoes with the call and its result
+/// (`switchyard_codec::signature`).
 pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut Vec<Dropped>) -> Map<String, Value> {
     let calls_tools = blocks.iter().any(|block| matches!(block, Block::ToolUse(_)));
     let mut parts = Vec::new();
@@ -303,13 +309,13 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
         match block {
             Block::Text(text) => {
                 if text.cache_control.is_some() {
-                    dropped.push(unsupported("cache_control"));
+                    dropped.push(unsupported(Field::CacheControl));
                 }
                 for citation in &text.citations {
                     if is_cohere_citation(citation) {
                         citations.push(citation.clone());
                     } else {
-                        dropped.push(unsupported("citations"));
+                        dropped.push(unsupported(Field::Citations));
                     }
                 }
                 if calls_tools {
@@ -320,19 +326,25 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
             }
             Block::Thinking { text, signature } => {
                 if signature.is_some() {
-                    dropped.push(unsupported("thinking.signature"));
+                    dropped.push(unsupported(Field::Thinking));
                 }
                 parts.push(json!({"type": "thinking", "thinking": text}));
             }
-            Block::RedactedThinking { .. } => dropped.push(unsupported("redacted_thinking")),
-            Block::ToolUse(call) => tool_calls.push(json!({
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.input},
-            })),
-            Block::Image { .. } => dropped.push(unsupported("assistant.image")),
-            Block::Document { .. } => dropped.push(unsupported("assistant.document")),
-            Block::ToolResult(_) => dropped.push(unsupported("assistant.tool_result")),
+            Block::RedactedThinking { .. } => dropped.push(unsupported(Field::RedactedThinking)),
+            Block::ToolUse(call) => {
+                let folded = match (form, &call.signature) {
+                    (ContentForm::List, Some(signature)) => signature::fold_into_id(&call.id, signature, None),
+                    _ => None,
+                };
+                tool_calls.push(json!({
+                    "id": folded.as_deref().unwrap_or(&call.id),
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.input},
+                }));
+            }
+            Block::Image { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
+            Block::Document { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
+            Block::ToolResult(_) => dropped.push(unsupported(Field::MisplacedBlock)),
         }
     }
     let content = match (form, parts.as_slice()) {
@@ -378,16 +390,16 @@ pub(crate) fn is_cohere_citation(citation: &Value) -> bool {
 /// Reports the markers a Cohere text part cannot carry.
 pub(crate) fn note_text_markers(text: &TextBlock, dropped: &mut Vec<Dropped>) {
     if text.cache_control.is_some() {
-        dropped.push(unsupported("cache_control"));
+        dropped.push(unsupported(Field::CacheControl));
     }
     if !text.citations.is_empty() {
-        dropped.push(unsupported("citations"));
+        dropped.push(unsupported(Field::Citations));
     }
 }
 
 /// A field Cohere has no way to say.
-pub(crate) fn unsupported(field: &str) -> Dropped {
-    Dropped::new(field, DropReason::Unsupported)
+pub(crate) fn unsupported(field: Field) -> Dropped {
+    Dropped::unsupported(field)
 }
 
 /// Drops repeated reports of the same field, keeping the first.

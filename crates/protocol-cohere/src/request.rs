@@ -3,19 +3,19 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, ToolChoice, ToolResult,
+    Block, Capabilities, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role, Thinking,
+    ToolChoice, ToolResult,
 };
 use switchyard_codec::media::url_of;
-use switchyard_codec::{json as codec_json, DecodeError, Encoded};
+use switchyard_codec::{effort, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::content::{
     self, cohere_document, dedup, invalid, note_text_markers, object, optional_str, required_str, unsupported,
     ContentForm,
 };
 
-/// The schema name given to a `json_object` format with a schema, which has
-/// no name on Cohere's wire but needs one in the IR.
-pub(crate) const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub(crate) const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
 
 /// Reads a v2 chat request body.
 pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
@@ -136,7 +136,7 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
             }
             "tool" => {
                 let result = Block::ToolResult(ToolResult {
-                    tool_use_id: required_str(&path, message, "tool_call_id")?,
+                    tool_use_id: signature::split_id(&required_str(&path, message, "tool_call_id")?).0.to_owned(),
                     name: None,
                     content: content::read_tool_content(&path, message.get("content"))?,
                     is_error: false,
@@ -226,9 +226,9 @@ fn read_response_format(value: &Value) -> Result<Option<ResponseFormat>, DecodeE
 
 fn read_thinking(value: &Value) -> Result<Reasoning, DecodeError> {
     let thinking = object("thinking", value)?;
-    let disabled = match optional_str("thinking", thinking, "type")?.as_deref() {
-        None | Some("enabled") => false,
-        Some("disabled") => true,
+    let mode = match optional_str("thinking", thinking, "type")?.as_deref() {
+        None | Some("enabled") => Thinking::On,
+        Some("disabled") => Thinking::Off,
         Some(other) => {
             return Err(invalid(
                 "thinking.type",
@@ -240,11 +240,32 @@ fn read_thinking(value: &Value) -> Result<Reasoning, DecodeError> {
         None | Some(Value::Null) => None,
         Some(budget) => Some(unsigned("thinking.token_budget", budget)?),
     };
-    Ok(Reasoning { effort: None, budget_tokens, disabled })
+    Ok(Reasoning { thinking: mode, effort: None, budget_tokens })
+}
+
+/// Where v2 chat requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "max_tokens",
+        Field::Temperature => "temperature",
+        Field::TopP => "p",
+        Field::TopK => "k",
+        Field::Stop => "stop_sequences",
+        Field::Seed => "seed",
+        Field::FrequencyPenalty => "frequency_penalty",
+        Field::PresencePenalty => "presence_penalty",
+        Field::JsonMode => "response_format",
+        Field::JsonSchema => "response_format.json_schema",
+        Field::ReasoningBudget => "thinking.token_budget",
+        Field::ReasoningOff => "thinking.type",
+        Field::ToolChoice => "tool_choice",
+        Field::Thinking => "messages.content.thinking",
+        _ => return None,
+    })
 }
 
 /// Writes a v2 chat request body.
-pub(crate) fn write(request: &Request) -> Encoded {
+pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut body = Map::new();
     body.insert("stream".to_owned(), Value::Bool(request.stream));
@@ -284,7 +305,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
     }
     if request.parallel_tool_calls == Some(false) {
         // Cohere may always call several tools in one turn.
-        dropped.push(unsupported("parallel_tool_calls"));
+        dropped.push(unsupported(Field::ParallelToolCalls));
     }
     if let Some(max_tokens) = request.max_tokens {
         body.insert("max_tokens".to_owned(), Value::from(max_tokens));
@@ -315,22 +336,27 @@ pub(crate) fn write(request: &Request) -> Encoded {
         Some(ResponseFormat::JsonObject) => {
             body.insert("response_format".to_owned(), json!({"type": "json_object"}));
         }
-        Some(ResponseFormat::JsonSchema { schema, strict, .. }) => {
+        Some(ResponseFormat::JsonSchema { name, schema, strict }) => {
             // Cohere enforces a schema strictly and gives it no name.
             if *strict == Some(false) {
-                dropped.push(unsupported("response_format.strict"));
+                dropped.push(unsupported(Field::JsonSchemaStrict));
+            }
+            if !name.is_empty() && name != SCHEMA_NAME {
+                dropped.push(unsupported(Field::JsonSchemaName));
             }
             body.insert("response_format".to_owned(), json!({"type": "json_object", "json_schema": schema}));
         }
     }
     if let Some(reasoning) = &request.reasoning {
-        body.insert("thinking".to_owned(), write_thinking(reasoning));
+        if let Some(thinking) = write_thinking(reasoning, &mut dropped) {
+            body.insert("thinking".to_owned(), thinking);
+        }
     }
     if request.user.is_some() {
-        dropped.push(unsupported("user"));
+        dropped.push(unsupported(Field::User));
     }
     if !request.metadata.is_empty() {
-        dropped.push(unsupported("metadata"));
+        dropped.push(unsupported(Field::Metadata));
     }
     if let Some(extra) = request.extra.for_target(Protocol::Cohere, &mut dropped) {
         for (key, value) in extra {
@@ -365,7 +391,7 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
             }
             Block::Image { source, cache_control } => {
                 if cache_control.is_some() {
-                    dropped.push(unsupported("cache_control"));
+                    dropped.push(unsupported(Field::CacheControl));
                 }
                 parts.push(json!({
                     "type": "image_url",
@@ -374,17 +400,17 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
             }
             Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
-                    dropped.push(unsupported("cache_control"));
+                    dropped.push(unsupported(Field::CacheControl));
                 }
                 match cohere_document(source, name.as_deref()) {
                     Some(document) => documents.push(document),
-                    None => dropped.push(unsupported("document")),
+                    None => dropped.push(unsupported(Field::Document)),
                 }
             }
             Block::ToolResult(result) => {
                 had_results = true;
                 if result.is_error {
-                    dropped.push(unsupported("tool_result.is_error"));
+                    dropped.push(unsupported(Field::ToolResultError));
                 }
                 messages.push(json!({
                     "role": "tool",
@@ -393,9 +419,9 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
                 }));
             }
             Block::Thinking { .. } | Block::RedactedThinking { .. } => {
-                dropped.push(unsupported("user.thinking"));
+                dropped.push(unsupported(Field::MisplacedBlock));
             }
-            Block::ToolUse(_) => dropped.push(unsupported("user.tool_use")),
+            Block::ToolUse(_) => dropped.push(unsupported(Field::MisplacedBlock)),
         }
     }
     let content = match parts.as_slice() {
@@ -426,7 +452,7 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
             if offered && !history_uses_others {
                 only = Some(name);
             } else {
-                dropped.push(unsupported("tool_choice.name"));
+                dropped.push(unsupported(Field::ToolChoice));
             }
             Some("REQUIRED")
         }
@@ -437,7 +463,7 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
             continue;
         }
         if tool.cache_control.is_some() {
-            dropped.push(unsupported("cache_control"));
+            dropped.push(unsupported(Field::CacheControl));
         }
         let mut function = Map::new();
         function.insert("name".to_owned(), Value::from(tool.name.as_str()));
@@ -450,16 +476,24 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
     (tools, choice)
 }
 
-/// `thinking`: off, or on with a budget (an effort is turned into one).
-fn write_thinking(reasoning: &Reasoning) -> Value {
-    let budget = reasoning.budget_or_from_effort();
-    if reasoning.disabled || budget == Some(0) {
-        return json!({"type": "disabled"});
+/// `thinking`: off, or on with a budget (an effort is turned into one, and
+/// reported). An effort alone that does not ask for thinking (Anthropic's
+/// without `thinking`) leaves the model's default.
+fn write_thinking(reasoning: &Reasoning, dropped: &mut Vec<Dropped>) -> Option<Value> {
+    if reasoning.thinking == Thinking::Unset && reasoning.budget_tokens.is_none() {
+        if reasoning.effort.is_some() {
+            dropped.push(unsupported(Field::ReasoningEffort));
+        }
+        return None;
     }
-    match budget {
+    let budget = effort::budget_to_write(reasoning, dropped);
+    if reasoning.is_off() || budget == Some(0) {
+        return Some(json!({"type": "disabled"}));
+    }
+    Some(match budget {
         Some(budget) => json!({"type": "enabled", "token_budget": budget}),
         None => json!({"type": "enabled"}),
-    }
+    })
 }
 
 #[cfg(test)]
@@ -472,7 +506,7 @@ mod tests {
     }
 
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
-        let encoded = write(request);
+        let encoded = write(request, &Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
@@ -497,7 +531,7 @@ mod tests {
         assert_eq!(request.stop, vec!["END".to_owned()]);
         assert_eq!(request.seed, Some(7));
         assert_eq!(request.tool_choice, None);
-        assert_eq!(request.reasoning, Some(Reasoning { effort: None, budget_tokens: Some(500), disabled: false }));
+        assert_eq!(request.reasoning, Some(Reasoning::with_budget(500)));
         assert_eq!(request.response_format, Some(ResponseFormat::JsonObject));
         assert_eq!(request.extra.origin, Some(Protocol::Cohere));
         assert_eq!(request.extra.fields.keys().collect::<Vec<_>>(), vec!["safety_mode", "priority", "logprobs"]);
@@ -609,8 +643,8 @@ mod tests {
             ])
         );
         assert_eq!(body["documents"], json!([{"data": {"text": "notes"}, "id": "notes.txt"}]));
-        let fields: Vec<_> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(fields, vec!["cache_control", "tool_result.is_error", "document", "user"]);
+        let fields: Vec<_> = dropped.iter().map(|d| d.field).collect();
+        assert_eq!(fields, vec![Field::CacheControl, Field::ToolResultError, Field::Document, Field::User]);
     }
 
     #[test]
@@ -633,13 +667,11 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["name"], "b");
         assert!(dropped.is_empty());
 
-        request.messages = vec![Message {
-            role: Role::Assistant,
-            content: vec![Block::ToolUse(ToolUse { id: "1".into(), name: "a".into(), input: "{}".into() })],
-        }];
+        request.messages =
+            vec![Message { role: Role::Assistant, content: vec![Block::ToolUse(ToolUse::new("1", "a", "{}"))] }];
         let (body, dropped) = written(&request);
         assert_eq!(body["tools"].as_array().unwrap().len(), 2);
-        assert_eq!(dropped, vec![Dropped::new("tool_choice.name", DropReason::Unsupported)]);
+        assert_eq!(dropped, vec![Dropped::new(Field::ToolChoice, DropReason::Unsupported)]);
 
         request.tool_choice = Some(ToolChoice::Auto);
         let (body, _) = written(&request);
@@ -650,10 +682,17 @@ mod tests {
 
     #[test]
     fn reasoning_forms() {
-        let effort = Reasoning { effort: Some("high".into()), budget_tokens: None, disabled: false };
-        assert_eq!(write_thinking(&effort), json!({"type": "enabled", "token_budget": 16384}));
-        let off = Reasoning { effort: None, budget_tokens: Some(0), disabled: false };
-        assert_eq!(write_thinking(&off), json!({"type": "disabled"}));
+        let mut dropped = Vec::new();
+        let effort = Reasoning::with_effort(switchyard_codec::ir::Effort::High);
+        assert_eq!(write_thinking(&effort, &mut dropped), Some(json!({"type": "enabled", "token_budget": 16384})));
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
+        let off = Reasoning::with_budget(0);
+        assert_eq!(write_thinking(&off, &mut dropped), Some(json!({"type": "disabled"})));
+        // An effort that only tunes the reply (no thinking asked for) has no Cohere form.
+        dropped.clear();
+        let tune = Reasoning { effort: Some(switchyard_codec::ir::Effort::Low), ..Reasoning::default() };
+        assert_eq!(write_thinking(&tune, &mut dropped), None);
+        assert_eq!(dropped, vec![Dropped::unsupported(Field::ReasoningEffort)]);
     }
 
     #[test]
@@ -662,6 +701,6 @@ mod tests {
         request.extra.insert(Protocol::OpenAi, "logit_bias".into(), json!({}));
         let (body, dropped) = written(&request);
         assert!(body.get("logit_bias").is_none());
-        assert_eq!(dropped, vec![Dropped::new("logit_bias", DropReason::CrossProtocolExtra)]);
+        assert_eq!(dropped, vec![Dropped::unmodelled("logit_bias".into())]);
     }
 }

@@ -2,7 +2,7 @@
 //! mappings the stream shares.
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{Response, StopReason, Usage};
+use switchyard_codec::ir::{Field, Response, StopReason, Usage};
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{self, dedup, invalid, object, optional_str, unsupported, ContentForm};
@@ -39,10 +39,10 @@ pub(crate) fn write(response: &Response) -> Encoded {
     body.insert("message".to_owned(), Value::Object(message));
     body.insert("usage".to_owned(), write_usage(&response.usage));
     if !finish_reason_is_exact(response.stop_reason) {
-        dropped.push(unsupported("stop_reason"));
+        dropped.push(unsupported(Field::StopReason));
     }
     if response.stop_sequence.is_some() {
-        dropped.push(unsupported("stop_sequence"));
+        dropped.push(unsupported(Field::StopSequence));
     }
     note_usage(&response.usage, &mut dropped);
     dedup(&mut dropped);
@@ -134,10 +134,10 @@ pub(crate) fn write_usage(usage: &Usage) -> Value {
 /// Reports the usage parts Cohere has no field for.
 fn note_usage(usage: &Usage, dropped: &mut Vec<switchyard_codec::ir::Dropped>) {
     if usage.cache_write_tokens != 0 {
-        dropped.push(unsupported("usage.cache_write_tokens"));
+        dropped.push(unsupported(Field::CacheWriteTokens));
     }
     if usage.reasoning_tokens != 0 {
-        dropped.push(unsupported("usage.reasoning_tokens"));
+        dropped.push(unsupported(Field::ReasoningTokens));
     }
 }
 
@@ -190,11 +190,7 @@ mod tests {
             created: Some(1),
             content: vec![
                 Block::text("I will check."),
-                Block::ToolUse(ToolUse {
-                    id: "c1".into(),
-                    name: "get_weather".into(),
-                    input: "{\"location\":\"Madrid\"}".into(),
-                }),
+                Block::ToolUse(ToolUse::new("c1", "get_weather", "{\"location\":\"Madrid\"}")),
             ],
             stop_reason: Some(StopReason::Refusal),
             stop_sequence: Some("END".into()),
@@ -221,6 +217,17 @@ mod tests {
         );
         let fields: Vec<_> = encoded.dropped.iter().map(|d| d.field.as_str()).collect();
         assert_eq!(fields, vec!["stop_reason", "stop_sequence", "usage.reasoning_tokens"]);
+    }
+
+    #[test]
+    fn a_call_signature_rides_in_the_reply_id_and_reads_back_off_it() {
+        let mut call = ToolUse::new("c1", "f", "{}");
+        call.signature = Some("CiQB0e2Kb7LlVw==".into());
+        let response = Response { content: vec![Block::ToolUse(call.clone())], ..Response::default() };
+        let body: Value = serde_json::from_slice(&write(&response).body).unwrap();
+        let id = body["message"]["tool_calls"][0]["id"].as_str().unwrap().to_owned();
+        assert!(id.starts_with("c1") && id.len() > 2, "{id}");
+        assert_eq!(read(&serde_json::to_vec(&body).unwrap()).unwrap().content, vec![Block::ToolUse(call)]);
     }
 
     #[test]

@@ -120,7 +120,7 @@ impl Events {
                 let field = |pointer: &str| {
                     call.and_then(|call| call.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
                 };
-                let start = BlockStart::ToolUse { id: field("/id"), name: field("/function/name") };
+                let start = BlockStart::ToolUse { id: field("/id"), name: field("/function/name"), signature: None };
                 let slot = WireSlot::Tool(index);
                 self.open(slot, BlockKind::ToolUse, Some(start), out);
                 self.tool_input(slot, &field("/function/arguments"), out);
@@ -196,7 +196,7 @@ impl Events {
         let block = start.unwrap_or(match kind {
             BlockKind::Text => BlockStart::Text,
             BlockKind::Thinking => BlockStart::Thinking,
-            BlockKind::ToolUse => BlockStart::ToolUse { id: String::new(), name: String::new() },
+            BlockKind::ToolUse => BlockStart::ToolUse { id: String::new(), name: String::new(), signature: None },
         });
         self.open.push(OpenBlock { slot, index, kind });
         out.push(StreamEvent::BlockStart { index, block });
@@ -349,14 +349,16 @@ impl Encoder {
                 );
                 wire
             }
-            BlockStart::ToolUse { id, name } => {
+            BlockStart::ToolUse { id, name, signature } => {
                 let tool_index = self.next_tool;
                 self.next_tool += 1;
+                // As in a whole reply: the call's signature rides in its id.
+                let folded = signature.as_deref().and_then(|s| switchyard_codec::signature::fold_into_id(id, s, None));
                 frame(
                     out,
                     "tool-call-start",
                     &json!({"type": "tool-call-start", "index": tool_index,
-                        "delta": {"message": {"tool_calls": {"id": id, "type": "function",
+                        "delta": {"message": {"tool_calls": {"id": folded.as_deref().unwrap_or(id), "type": "function",
                             "function": {"name": name, "arguments": ""}}}}}),
                 );
                 WireBlock::Tool(tool_index)

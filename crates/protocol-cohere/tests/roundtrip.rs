@@ -84,7 +84,7 @@ fn user_message() -> impl Strategy<Value = Message> {
 }
 
 fn tool_use() -> impl Strategy<Value = Block> {
-    (ident(), ident(), text()).prop_map(|(id, name, input)| Block::ToolUse(ToolUse { id, name, input }))
+    (ident(), ident(), text()).prop_map(|(id, name, input)| Block::ToolUse(ToolUse::new(id, name, input)))
 }
 
 fn thinking() -> impl Strategy<Value = Block> {
@@ -178,9 +178,9 @@ prop_compose! {
         ],
         reasoning in prop_oneof![
             Just(None),
-            (1u64..32_000).prop_map(|budget| Some(Reasoning { effort: None, budget_tokens: Some(budget), disabled: false })),
-            Just(Some(Reasoning { effort: None, budget_tokens: None, disabled: true })),
-            Just(Some(Reasoning { effort: None, budget_tokens: None, disabled: false })),
+            (1u64..32_000).prop_map(|budget| Some(Reasoning::with_budget(budget))),
+            Just(Some(Reasoning::off())),
+            Just(Some(Reasoning::on())),
         ],
         stream in any::<bool>(),
         safety_mode in proptest::option::of(prop_oneof![Just("CONTEXTUAL"), Just("STRICT")]),

@@ -17,6 +17,7 @@ mod error;
 mod parts;
 mod request;
 mod response;
+mod schema;
 mod stream;
 mod wire;
 
@@ -42,8 +43,12 @@ impl Codec for GeminiCodec {
         request::read(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        request::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {
@@ -67,15 +72,21 @@ impl Codec for GeminiCodec {
         Framing::Sse
     }
 
-    /// A bare model name goes under `models/`; a resource name that already
-    /// has a collection (`models/x`, `tunedModels/y`) is used as is.
+    /// A bare model name goes under `models/`; a resource name with its
+    /// collection (`models/x`, `tunedModels/y`) keeps it. The id is one
+    /// percent-encoded segment, so no `/`, `?`, `#`, `:` or `%` in it can
+    /// change the upstream path, action or query.
     fn upstream_path(&self, model: &str, stream: bool) -> String {
-        let resource =
-            if model.contains('/') { model.trim_start_matches('/').to_owned() } else { format!("models/{model}") };
+        let name = model.trim_start_matches('/');
+        let (collection, id) = match name.split_once('/') {
+            Some((collection @ ("models" | "tunedModels"), id)) => (collection, id),
+            _ => ("models", name),
+        };
+        let id = switchyard_codec::path_segment(id);
         if stream {
-            format!("/v1beta/{resource}:streamGenerateContent?alt=sse")
+            format!("/v1beta/{collection}/{id}:streamGenerateContent?alt=sse")
         } else {
-            format!("/v1beta/{resource}:generateContent")
+            format!("/v1beta/{collection}/{id}:generateContent")
         }
     }
 
@@ -110,6 +121,30 @@ mod tests {
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
         );
         assert_eq!(codec.upstream_path("tunedModels/mine", false), "/v1beta/tunedModels/mine:generateContent");
+        assert_eq!(
+            codec.upstream_path("models/gemini-2.5-pro", false),
+            "/v1beta/models/gemini-2.5-pro:generateContent"
+        );
+    }
+
+    #[test]
+    fn caller_text_in_a_model_name_cannot_change_the_path_or_query() {
+        let cases = [
+            ("m#frag", "m%23frag"),
+            ("m?key=stolen", "m%3Fkey%3Dstolen"),
+            ("m%2F..%2Fcached", "m%252F..%252Fcached"),
+            ("../../v1/files", "..%2F..%2Fv1%2Ffiles"),
+            ("models/../../files", "..%2F..%2Ffiles"),
+            ("m:countTokens", "m%3AcountTokens"),
+        ];
+        for (model, id) in cases {
+            assert_eq!(
+                GeminiCodec.upstream_path(model, true),
+                format!("/v1beta/models/{id}:streamGenerateContent?alt=sse"),
+                "{model}"
+            );
+            assert_eq!(GeminiCodec.upstream_path(model, false), format!("/v1beta/models/{id}:generateContent"));
+        }
     }
 
     #[test]

@@ -3,13 +3,15 @@
 //! matching, media, and function-response payloads.
 //!
 //! Thought signatures. Gemini attaches an opaque `thoughtSignature` to any
-//! part (a thought, a text, a function call). The IR keeps signatures on
-//! thinking blocks only, so a signature on a non-thought part is read as a
+//! part (a thought, a text, a function call). A function call's signature
+//! is the call's own (`ToolUse::signature`): callers of other protocols
+//! carry it back (`switchyard_codec::signature`), and Gemini refuses a later
+//! turn whose first call has none. A thought part is a `Thinking` block with
+//! its own signature. A signature on another part (text, media) is read as a
 //! `Thinking { text: "", signature }` block placed right before the part's
 //! own block; the writer folds such a signature-only thinking block back
 //! onto the next part it writes (or, with nothing after it, writes it as an
-//! empty thought part). A thought part is a `Thinking` block with its own
-//! signature.
+//! empty thought part).
 //!
 //! Tool-call ids. Gemini usually omits `functionCall.id`. The reader uses
 //! the id when present and otherwise synthesises `<prefix><n>`, `n` being
@@ -19,7 +21,7 @@
 //! that name, then, with no call at all, its own name is used as the id).
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{Block, DropReason, Dropped, MediaSource, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{Block, DropReason, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
 use switchyard_codec::DecodeError;
@@ -121,10 +123,16 @@ pub(crate) fn parts_to_blocks(
             continue;
         }
         let had_signature = signature.is_some();
+        let field = format!("{at}.parts[{position}]");
+        if let Some(call) = part.function_call {
+            let mut call = read_call(call, ledger, &field)?;
+            call.signature = signature;
+            blocks.push(Block::ToolUse(call));
+            continue;
+        }
         if let Some(signature) = signature {
             blocks.push(Block::Thinking { text: String::new(), signature: Some(signature) });
         }
-        let field = format!("{at}.parts[{position}]");
         if let Some(text) = part.text {
             // Empty text parts carry nothing (Gemini ends streams with one
             // that only holds a signature); they are not kept as blocks.
@@ -135,8 +143,6 @@ pub(crate) fn parts_to_blocks(
             blocks.push(media_block(inline_source(blob, &field)?));
         } else if let Some(file) = part.file_data {
             blocks.push(media_block(file_source(file, &field)?));
-        } else if let Some(call) = part.function_call {
-            blocks.push(Block::ToolUse(read_call(call, ledger, &field)?));
         } else if let Some(response) = part.function_response {
             blocks.push(Block::ToolResult(read_function_response(response, ledger, &field)?));
         } else if let Some(code) = part.executable_code {
@@ -194,7 +200,7 @@ fn read_call(call: FunctionCall, ledger: &mut CallLedger, field: &str) -> Result
         None | Some(Value::Null) => "{}".to_owned(),
         Some(args) => value_to_arguments(&args),
     };
-    Ok(ToolUse { id, name: call.name, input })
+    Ok(ToolUse { id, name: call.name, input, signature: None })
 }
 
 /// `response` conventions (Gemini's FunctionResponse docs): an `output`
@@ -269,10 +275,8 @@ fn single(key: &str, value: Value) -> Value {
 }
 
 /// Records a dropped field once per message written.
-pub(crate) fn drop_once(dropped: &mut Vec<Dropped>, field: &str) {
-    if !dropped.iter().any(|d| d.field == field) {
-        dropped.push(Dropped::new(field, DropReason::Unsupported));
-    }
+pub(crate) fn drop_once(dropped: &mut Vec<Dropped>, field: Field) {
+    Dropped::push_once(dropped, field, DropReason::Unsupported);
 }
 
 /// How to write blocks.
@@ -305,7 +309,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
             }
             Block::Image { source, cache_control } => {
                 if cache_control.is_some() {
-                    drop_once(ctx.dropped, "cache_control");
+                    drop_once(ctx.dropped, Field::CacheControl);
                 }
                 let mut part = media_part(source);
                 part.thought_signature = pending.take();
@@ -313,10 +317,10 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
             }
             Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
-                    drop_once(ctx.dropped, "cache_control");
+                    drop_once(ctx.dropped, Field::CacheControl);
                 }
                 if name.is_some() {
-                    drop_once(ctx.dropped, "document.name");
+                    drop_once(ctx.dropped, Field::DocumentName);
                 }
                 let mut part = media_part(source);
                 part.thought_signature = pending.take();
@@ -337,7 +341,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                     ..Part::default()
                 });
             }
-            Block::RedactedThinking { .. } => drop_once(ctx.dropped, "redacted_thinking"),
+            Block::RedactedThinking { .. } => drop_once(ctx.dropped, Field::RedactedThinking),
             Block::ToolUse(call) => {
                 ctx.calls.push((call.id.clone(), call.name.clone()));
                 parts.push(Part {
@@ -346,9 +350,12 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                         name: call.name.clone(),
                         args: Some(arguments_to_value(&call.input)),
                     }),
-                    thought_signature: pending.take(),
+                    // The call's own signature; one that came before it as a
+                    // signature-only thinking block belongs to it too.
+                    thought_signature: call.signature.clone().or(pending.take()),
                     ..Part::default()
                 });
+                pending = None;
             }
             Block::ToolResult(result) => {
                 let name = result.name.clone().unwrap_or_else(|| {
@@ -372,7 +379,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                                 file_data: part.file_data,
                             });
                         }
-                        _ => drop_once(ctx.dropped, "tool_result.content"),
+                        _ => drop_once(ctx.dropped, Field::MisplacedBlock),
                     }
                 }
                 parts.push(Part {
@@ -396,10 +403,10 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
 
 fn note_text_markers(text: &TextBlock, dropped: &mut Vec<Dropped>) {
     if text.cache_control.is_some() {
-        drop_once(dropped, "cache_control");
+        drop_once(dropped, Field::CacheControl);
     }
     if !text.citations.is_empty() {
-        drop_once(dropped, "citations");
+        drop_once(dropped, Field::Citations);
     }
 }
 
@@ -464,7 +471,7 @@ mod tests {
     }
 
     #[test]
-    fn signatures_on_plain_parts_become_thinking_blocks() {
+    fn a_call_signature_stays_on_its_call_and_the_placeholder_is_not_surfaced() {
         let parts = vec![
             Part {
                 function_call: Some(FunctionCall { id: None, name: "f".into(), args: None }),
@@ -475,12 +482,24 @@ mod tests {
         ];
         let mut ledger = CallLedger::new("call_");
         let blocks = parts_to_blocks(parts, &mut ledger, PartMode::Request, "contents[0]").unwrap_or_default();
+        let mut call = ToolUse::new("call_0", "f", "{}");
+        call.signature = Some("sig".into());
+        assert_eq!(blocks, vec![Block::ToolUse(call)]);
+    }
+
+    #[test]
+    fn a_signature_on_a_text_part_becomes_a_thinking_block_and_folds_back() {
+        let parts = vec![Part { text: Some("hi".into()), thought_signature: Some("sig".into()), ..Part::default() }];
+        let mut ledger = CallLedger::new("call_");
+        let blocks = parts_to_blocks(parts.clone(), &mut ledger, PartMode::Request, "c").unwrap_or_default();
         assert_eq!(
             blocks,
-            vec![
-                Block::Thinking { text: String::new(), signature: Some("sig".into()) },
-                Block::ToolUse(ToolUse { id: "call_0".into(), name: "f".into(), input: "{}".into() })
-            ]
+            vec![Block::Thinking { text: String::new(), signature: Some("sig".into()) }, Block::text("hi")]
         );
+        let mut dropped = Vec::new();
+        let mut calls = Vec::new();
+        let written =
+            blocks_to_parts(&blocks, &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls });
+        assert_eq!(written, parts);
     }
 }

@@ -18,24 +18,59 @@
 //! `googleSearch`, appended on write) and `functionDeclarations` (per tool
 //! name, e.g. `behavior`, `response`). On a same-protocol hop the writer
 //! merges them back: the IR-derived value wins, extra fills the gaps.
+//!
+//! Schemas in Gemini's OpenAPI subset (`parameters`, `responseSchema`) are
+//! read as JSON Schema and written back in the form the target model takes
+//! (see `schema`). Reasoning: `thinkingBudget` 0 is thinking off, -1 on with
+//! no budget, n a budget; `thinkingLevel` is the effort. Gemini 3 takes a
+//! level (the nearest of minimal, low, medium, high); 2.x only a budget, the
+//! one an effort stands for. `includeThoughts` is kept only when the caller
+//! set it to other than what the writer sends (true with thinking on).
 
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{
-    Dropped, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool, ToolChoice,
+    Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Thinking, Tool, ToolChoice,
 };
-use switchyard_codec::{json, DecodeError, Encoded};
+use switchyard_codec::{effort, json, DecodeError, Encoded};
 
 use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE};
+use crate::schema;
 use crate::wire::{
     Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part, ThinkingConfigIn, ToolConfigIn,
 };
 
-/// The name a JSON schema gets on read: Gemini schemas are unnamed and
-/// OpenAI-style writers need one.
-pub(crate) const SCHEMA_NAME: &str = "response";
+/// The name a JSON schema read from this protocol, which names none, gets.
+pub(crate) const SCHEMA_NAME: &str = ResponseFormat::UNNAMED;
 
 const JSON_MIME: &str = "application/json";
+
+/// The levels `thinkingLevel` takes.
+const LEVELS: [Effort; 4] = [Effort::Minimal, Effort::Low, Effort::Medium, Effort::High];
+
+/// Where generateContent requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "generationConfig.maxOutputTokens",
+        Field::Temperature => "generationConfig.temperature",
+        Field::TopP => "generationConfig.topP",
+        Field::TopK => "generationConfig.topK",
+        Field::Stop => "generationConfig.stopSequences",
+        Field::Seed => "generationConfig.seed",
+        Field::FrequencyPenalty => "generationConfig.frequencyPenalty",
+        Field::PresencePenalty => "generationConfig.presencePenalty",
+        Field::JsonMode => "generationConfig.responseMimeType",
+        Field::JsonSchema => "generationConfig.responseJsonSchema",
+        Field::ReasoningEffort => "generationConfig.thinkingConfig.thinkingLevel",
+        Field::ReasoningBudget => "generationConfig.thinkingConfig.thinkingBudget",
+        Field::ReasoningOff => "generationConfig.thinkingConfig.thinkingBudget",
+        Field::ToolChoice => "toolConfig.functionCallingConfig",
+        Field::Thinking => "contents.parts.thought",
+        Field::SchemaKeyword => "tools.functionDeclarations.parameters",
+        _ => return None,
+    })
+}
 
 /// Reads a request body.
 pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
@@ -142,7 +177,11 @@ fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
                 request.tools.push(Tool {
                     name: declaration.name,
                     description: declaration.description,
-                    parameters: declaration.parameters_json_schema.or(declaration.parameters).unwrap_or(Value::Null),
+                    parameters: match (declaration.parameters_json_schema, declaration.parameters) {
+                        (Some(json_schema), _) => json_schema,
+                        (None, Some(openapi)) => schema::to_json_schema(&openapi),
+                        (None, None) => Value::Null,
+                    },
                     cache_control: None,
                 });
             }
@@ -221,18 +260,20 @@ fn read_generation_config(config: GenerationConfigIn, request: &mut Request) -> 
     request.presence_penalty = config.presence_penalty;
 
     let schema_key = if config.response_json_schema.is_some() { "responseJsonSchema" } else { "responseSchema" };
+    let from_openapi = config.response_json_schema.is_none();
     let schema = config.response_json_schema.or(config.response_schema);
-    match config.response_mime_type.as_deref() {
+    // `text/plain` is the default, not a format.
+    let mime = config.response_mime_type.filter(|m| !m.eq_ignore_ascii_case("text/plain"));
+    match mime.as_deref() {
         Some(JSON_MIME) | None if schema.is_some() => {
-            request.response_format = Some(ResponseFormat::JsonSchema {
-                name: SCHEMA_NAME.to_owned(),
-                schema: schema.unwrap_or(Value::Null),
-                strict: None,
-            });
+            let schema = schema.unwrap_or(Value::Null);
+            let schema = if from_openapi { schema::to_json_schema(&schema) } else { schema };
+            request.response_format =
+                Some(ResponseFormat::JsonSchema { name: SCHEMA_NAME.to_owned(), schema, strict: None });
         }
         Some(JSON_MIME) => request.response_format = Some(ResponseFormat::JsonObject),
         None => {}
-        // text/x.enum, text/plain: not a response format the IR knows.
+        // text/x.enum: not a response format the IR knows.
         Some(other) => {
             leftover.insert("responseMimeType".to_owned(), Value::String(other.to_owned()));
             if let Some(schema) = schema {
@@ -253,21 +294,26 @@ fn read_generation_config(config: GenerationConfigIn, request: &mut Request) -> 
 }
 
 /// `thinkingBudget`: 0 disables, -1 is dynamic (no budget), n > 0 a budget.
-/// `thinkingLevel` is the effort. `includeThoughts` defaults to true on
-/// write when reasoning is on, so it is kept in extra only when it differs.
+/// `thinkingLevel` is the effort. `includeThoughts` is kept in extra only
+/// when the caller set it and it differs from what the writer sends (true
+/// with thinking on), so a request that left it out reports nothing lost.
 fn read_thinking(config: ThinkingConfigIn, request: &mut Request) -> Result<Option<Map<String, Value>>, DecodeError> {
     let ThinkingConfigIn { thinking_budget, include_thoughts, thinking_level, rest } = config;
     let mut leftover = rest;
-    let mut reasoning = Reasoning {
-        effort: thinking_level
-            .filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("thinking_level_unspecified"))
-            .map(|l| l.to_ascii_lowercase()),
-        budget_tokens: None,
-        disabled: false,
+    let level = thinking_level.filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("thinking_level_unspecified"));
+    let effort = match level {
+        None => None,
+        Some(level) => Some(Effort::parse(&level).ok_or_else(|| {
+            DecodeError::invalid(
+                "generationConfig.thinkingConfig.thinkingLevel",
+                format!("thinkingLevel must be minimal, low, medium or high, not `{level}`"),
+            )
+        })?),
     };
+    let mut reasoning = Reasoning { thinking: Thinking::On, effort, budget_tokens: None };
     match thinking_budget {
         None | Some(-1) => {}
-        Some(0) => reasoning.disabled = true,
+        Some(0) => reasoning.thinking = Thinking::Off,
         Some(budget) if budget > 0 => reasoning.budget_tokens = Some(budget as u64),
         Some(_) => {
             return Err(DecodeError::invalid(
@@ -277,15 +323,10 @@ fn read_thinking(config: ThinkingConfigIn, request: &mut Request) -> Result<Opti
         }
     }
     let controls = thinking_budget.is_some() || reasoning.effort.is_some();
-    let enabled = !reasoning.disabled && (controls || include_thoughts == Some(true));
-    if controls || enabled {
-        if enabled && include_thoughts != Some(true) {
-            leftover.insert("includeThoughts".to_owned(), Value::Bool(include_thoughts.unwrap_or(false)));
-        }
-        if !enabled {
-            if let Some(include) = include_thoughts {
-                leftover.insert("includeThoughts".to_owned(), Value::Bool(include));
-            }
+    if controls || include_thoughts == Some(true) {
+        let written = !reasoning.is_off();
+        if let Some(include) = include_thoughts.filter(|include| *include != written) {
+            leftover.insert("includeThoughts".to_owned(), Value::Bool(include));
         }
         request.reasoning = Some(reasoning);
     } else if let Some(include) = include_thoughts {
@@ -302,11 +343,20 @@ pub(crate) fn is_legacy_model(model: &str) -> bool {
     ["gemini-1", "gemini-2", "gemma", "learnlm"].iter().any(|prefix| name.starts_with(prefix))
 }
 
+/// True for models that predate `parametersJsonSchema` and
+/// `responseJsonSchema` (Gemini 1.x and 2.0): they take only the OpenAPI
+/// subset.
+fn schema_subset_only(model: &str) -> bool {
+    let name = model.rsplit('/').next().unwrap_or(model).to_ascii_lowercase();
+    ["gemini-1", "gemini-2.0"].iter().any(|prefix| name.starts_with(prefix))
+}
+
 /// Writes a request body.
-pub(crate) fn write(request: &Request) -> Encoded {
+pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(Protocol::Gemini, &mut dropped).cloned().unwrap_or_default();
     let legacy = is_legacy_model(&request.model);
+    let subset = schema_subset_only(&request.model);
     let mut body = Map::new();
 
     let mut calls = Vec::new();
@@ -352,7 +402,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
             .iter()
             .map(|block| {
                 if block.cache_control.is_some() {
-                    drop_once(&mut dropped, "cache_control");
+                    drop_once(&mut dropped, Field::CacheControl);
                 }
                 Part { text: Some(block.text.clone()), ..Part::default() }
             })
@@ -360,7 +410,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
         body.insert("systemInstruction".to_owned(), to_value(&Content { role: None, parts }));
     }
 
-    let tools = write_tools(request, &extra, &mut dropped);
+    let tools = write_tools(request, &extra, subset, &mut dropped);
     if !tools.is_empty() {
         body.insert("tools".to_owned(), Value::Array(tools));
     }
@@ -368,18 +418,18 @@ pub(crate) fn write(request: &Request) -> Encoded {
         body.insert("toolConfig".to_owned(), write_tool_choice(choice));
     }
     if request.parallel_tool_calls == Some(false) {
-        drop_once(&mut dropped, "parallel_tool_calls");
+        drop_once(&mut dropped, Field::ParallelToolCalls);
     }
 
-    let generation = write_generation_config(request, &extra, legacy, &mut dropped);
+    let generation = write_generation_config(request, &extra, Model { legacy, subset }, &mut dropped);
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }
     if request.user.is_some() {
-        drop_once(&mut dropped, "user");
+        drop_once(&mut dropped, Field::User);
     }
     if !request.metadata.is_empty() {
-        drop_once(&mut dropped, "metadata");
+        drop_once(&mut dropped, Field::Metadata);
     }
 
     for (key, value) in &extra {
@@ -425,7 +475,7 @@ fn merge_missing(target: &mut Map<String, Value>, key: &str, value: &Value) {
     }
 }
 
-fn write_tools(request: &Request, extra: &Map<String, Value>, dropped: &mut Vec<Dropped>) -> Vec<Value> {
+fn write_tools(request: &Request, extra: &Map<String, Value>, subset: bool, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut tools = Vec::new();
     if !request.tools.is_empty() {
         let declaration_extra = extra.get("functionDeclarations").and_then(Value::as_object);
@@ -434,7 +484,7 @@ fn write_tools(request: &Request, extra: &Map<String, Value>, dropped: &mut Vec<
             .iter()
             .map(|tool| {
                 if tool.cache_control.is_some() {
-                    drop_once(dropped, "cache_control");
+                    drop_once(dropped, Field::CacheControl);
                 }
                 let mut declaration = Map::new();
                 declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
@@ -442,10 +492,9 @@ fn write_tools(request: &Request, extra: &Map<String, Value>, dropped: &mut Vec<
                     declaration.insert("description".to_owned(), Value::String(description.clone()));
                 }
                 if !tool.parameters.is_null() {
-                    declaration.insert(
-                        schema_field(&tool.parameters, "parameters", "parametersJsonSchema").to_owned(),
-                        tool.parameters.clone(),
-                    );
+                    let (key, schema) =
+                        write_schema(&tool.parameters, subset, ("parameters", "parametersJsonSchema"), dropped);
+                    declaration.insert(key.to_owned(), schema);
                 }
                 if let Some(Value::Object(more)) = declaration_extra.and_then(|d| d.get(&tool.name)) {
                     for (key, value) in more {
@@ -465,34 +514,28 @@ fn write_tools(request: &Request, extra: &Map<String, Value>, dropped: &mut Vec<
     tools
 }
 
-/// Gemini has two schema fields: the OpenAPI-subset `Schema` (`parameters`,
-/// `responseSchema`) and full JSON Schema (`parametersJsonSchema`,
-/// `responseJsonSchema`). Schemas in Gemini's own OpenAPI spelling
-/// (upper-case type names such as `OBJECT`) go to the first; everything
-/// else, including all schemas from other protocols, to the second, which
-/// accepts `additionalProperties`, `$ref`, `const` and the rest.
-fn schema_field<'a>(schema: &Value, openapi: &'a str, json_schema: &'a str) -> &'a str {
-    if uses_openapi_types(schema, 0) {
-        openapi
+/// A JSON Schema in the field the model takes: the JSON-Schema field as it
+/// is, or (`subset`) the OpenAPI-subset field with the schema converted.
+fn write_schema(
+    schema: &Value,
+    subset: bool,
+    (openapi, json_schema): (&'static str, &'static str),
+    dropped: &mut Vec<Dropped>,
+) -> (&'static str, Value) {
+    if subset {
+        (openapi, schema::to_openapi(schema, dropped))
     } else {
-        json_schema
+        (json_schema, schema.clone())
     }
 }
 
-fn uses_openapi_types(schema: &Value, depth: u32) -> bool {
-    if depth > 32 {
-        return false;
-    }
-    match schema {
-        Value::Object(map) => map.iter().any(|(key, value)| match (key.as_str(), value) {
-            ("type", Value::String(kind)) => {
-                !kind.is_empty() && kind.chars().all(|c| c.is_ascii_uppercase() || c == '_')
-            }
-            _ => uses_openapi_types(value, depth + 1),
-        }),
-        Value::Array(items) => items.iter().any(|v| uses_openapi_types(v, depth + 1)),
-        _ => false,
-    }
+/// What the target model takes where Gemini generations differ.
+#[derive(Debug, Clone, Copy)]
+struct Model {
+    /// Predates `thinkingLevel` (Gemini 1.x, 2.x).
+    legacy: bool,
+    /// Takes only the OpenAPI schema subset (Gemini 1.x, 2.0).
+    subset: bool,
 }
 
 fn write_tool_choice(choice: &ToolChoice) -> Value {
@@ -515,7 +558,7 @@ fn write_tool_choice(choice: &ToolChoice) -> Value {
 fn write_generation_config(
     request: &Request,
     extra: &Map<String, Value>,
-    legacy: bool,
+    model: Model,
     dropped: &mut Vec<Dropped>,
 ) -> Map<String, Value> {
     let mut config = Map::new();
@@ -555,10 +598,11 @@ fn write_generation_config(
             // Gemini always constrains output to the schema, so `strict`
             // needs no field; a schema name has none.
             if name != SCHEMA_NAME {
-                drop_once(dropped, "response_format.name");
+                drop_once(dropped, Field::JsonSchemaName);
             }
             config.insert("responseMimeType".to_owned(), Value::from(JSON_MIME));
-            config.insert(schema_field(schema, "responseSchema", "responseJsonSchema").to_owned(), schema.clone());
+            let (key, schema) = write_schema(schema, model.subset, ("responseSchema", "responseJsonSchema"), dropped);
+            config.insert(key.to_owned(), schema);
         }
     }
     if let Some(reasoning) = &request.reasoning {
@@ -567,7 +611,7 @@ fn write_generation_config(
             .and_then(|g| g.get("thinkingConfig"))
             .and_then(|t| t.get("includeThoughts"))
             .is_some();
-        let thinking = write_thinking(reasoning, legacy, extra_include, dropped);
+        let thinking = write_thinking(reasoning, model.legacy, extra_include, dropped);
         config.insert("thinkingConfig".to_owned(), Value::Object(thinking));
     }
     if let Some(Value::Object(more)) = extra.get("generationConfig") {
@@ -579,8 +623,8 @@ fn write_generation_config(
 }
 
 /// Gemini 2.x takes a token budget, Gemini 3 a level (and still a budget).
-/// An effort alone becomes a level for current models and a budget for
-/// 2.x ones; a budget is always written as given.
+/// An effort becomes the nearest level for current models and the budget it
+/// stands for on 2.x ones; a budget is always written as given.
 fn write_thinking(
     reasoning: &Reasoning,
     legacy: bool,
@@ -588,45 +632,33 @@ fn write_thinking(
     dropped: &mut Vec<Dropped>,
 ) -> Map<String, Value> {
     let mut thinking = Map::new();
-    if reasoning.disabled {
+    if reasoning.is_off() {
         thinking.insert("thinkingBudget".to_owned(), Value::from(0));
         return thinking;
     }
-    match (reasoning.budget_tokens, reasoning.effort.as_deref(), legacy) {
-        (Some(budget), effort, _) => {
+    if legacy {
+        if let Some(budget) = effort::budget_to_write(reasoning, dropped) {
             thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
-            if let Some(effort) = effort {
-                if legacy {
-                    drop_once(dropped, "reasoning.effort");
-                } else {
-                    thinking.insert("thinkingLevel".to_owned(), Value::from(level(effort)));
-                }
+            if reasoning.budget_tokens.is_some() && reasoning.effort.is_some() {
+                Dropped::push_once(dropped, Field::ReasoningEffort, DropReason::Unsupported);
             }
         }
-        (None, Some(_), true) => {
-            if let Some(budget) = reasoning.budget_or_from_effort() {
-                thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+    } else {
+        if let Some(budget) = reasoning.budget_tokens {
+            thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+        }
+        if let Some(effort) = reasoning.effort {
+            let level = effort.nearest(&LEVELS);
+            if level != effort {
+                Dropped::push_once(dropped, Field::ReasoningEffort, DropReason::Converted);
             }
+            thinking.insert("thinkingLevel".to_owned(), Value::from(level.as_str()));
         }
-        (None, Some(effort), false) => {
-            thinking.insert("thinkingLevel".to_owned(), Value::from(level(effort)));
-        }
-        (None, None, _) => {}
     }
     if !extra_include {
         thinking.insert("includeThoughts".to_owned(), Value::Bool(true));
     }
     thinking
-}
-
-/// Gemini levels are `minimal`, `low`, `medium`, `high`; OpenAI's extra
-/// `none` and `xhigh` map to the nearest.
-fn level(effort: &str) -> String {
-    match effort.to_ascii_lowercase().as_str() {
-        "none" => "minimal".to_owned(),
-        "xhigh" | "max" => "high".to_owned(),
-        other => other.to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -640,7 +672,7 @@ mod tests {
     }
 
     fn write_json(request: &Request) -> (Value, Vec<Dropped>) {
-        let encoded = write(request);
+        let encoded = write(request, &Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
@@ -706,7 +738,8 @@ mod tests {
                     {"googleSearch": {}}
                 ],
                 "generationConfig": {
-                    "thinkingConfig": {"thinkingBudget": 128, "includeThoughts": false},
+                    // The writer asks for thoughts unless the caller said no.
+                    "thinkingConfig": {"thinkingBudget": 128, "includeThoughts": true},
                     "candidateCount": 1,
                     "responseMimeType": "text/x.enum",
                     "responseSchema": {"type": "STRING", "enum": ["a", "b"]}
@@ -728,17 +761,18 @@ mod tests {
             content: vec![Block::RedactedThinking { data: "x".into() }, Block::text("a")],
         });
         let (body, dropped) = write_json(&request);
-        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(fields, ["logprobs", "redacted_thinking", "parallel_tool_calls", "user", "metadata"]);
+        let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
+        assert_eq!(
+            fields,
+            [Field::Unmodelled, Field::RedactedThinking, Field::ParallelToolCalls, Field::User, Field::Metadata]
+        );
+        assert_eq!(dropped[0].extra_path.as_deref(), Some("logprobs"));
         assert!(body.get("logprobs").is_none());
     }
 
     #[test]
     fn reasoning_follows_the_model_generation() {
-        let mut request = Request {
-            reasoning: Some(Reasoning { effort: Some("low".into()), budget_tokens: None, disabled: false }),
-            ..Request::default()
-        };
+        let mut request = Request { reasoning: Some(Reasoning::with_effort(Effort::Low)), ..Request::default() };
         let (body, _) = write_json(&request);
         assert_eq!(
             body["generationConfig"]["thinkingConfig"],
@@ -750,7 +784,7 @@ mod tests {
             body["generationConfig"]["thinkingConfig"],
             json!({"thinkingBudget": 2048, "includeThoughts": true})
         );
-        request.reasoning = Some(Reasoning { effort: None, budget_tokens: None, disabled: true });
+        request.reasoning = Some(Reasoning::off());
         let (body, _) = write_json(&request);
         assert_eq!(body["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
     }
@@ -761,7 +795,7 @@ mod tests {
             "contents": [],
             "generationConfig": {"thinkingConfig": {"thinkingBudget": -1, "includeThoughts": true}}
         }));
-        assert_eq!(request.reasoning, Some(Reasoning { effort: None, budget_tokens: None, disabled: false }));
+        assert_eq!(request.reasoning, Some(Reasoning::on()));
         assert!(request.extra.is_empty());
         let request = read_json(json!({
             "contents": [],
@@ -778,16 +812,8 @@ mod tests {
             messages: vec![Message {
                 role: Role::Assistant,
                 content: vec![
-                    Block::ToolUse(switchyard_codec::ir::ToolUse {
-                        id: "toolu_1".into(),
-                        name: "f".into(),
-                        input: "{}".into(),
-                    }),
-                    Block::ToolUse(switchyard_codec::ir::ToolUse {
-                        id: "toolu_2".into(),
-                        name: "f".into(),
-                        input: "{}".into(),
-                    }),
+                    Block::ToolUse(switchyard_codec::ir::ToolUse::new("toolu_1", "f", "{}")),
+                    Block::ToolUse(switchyard_codec::ir::ToolUse::new("toolu_2", "f", "{}")),
                 ],
             }],
             ..Request::default()
@@ -811,11 +837,11 @@ mod tests {
             messages: vec![
                 Message {
                     role: Role::Assistant,
-                    content: vec![Block::ToolUse(switchyard_codec::ir::ToolUse {
-                        id: "call_abc".into(),
-                        name: "weather".into(),
-                        input: r#"{"city":"Paris"}"#.into(),
-                    })],
+                    content: vec![Block::ToolUse(switchyard_codec::ir::ToolUse::new(
+                        "call_abc",
+                        "weather",
+                        r#"{"city":"Paris"}"#,
+                    ))],
                 },
                 Message {
                     role: Role::User,
@@ -863,10 +889,53 @@ mod tests {
     }
 
     #[test]
-    fn openapi_schemas_keep_their_field() {
-        let openapi = json!({"type": "OBJECT", "properties": {"a": {"type": "STRING"}}});
-        let json_schema = json!({"type": "object", "additionalProperties": false});
-        assert_eq!(schema_field(&openapi, "p", "j"), "p");
-        assert_eq!(schema_field(&json_schema, "p", "j"), "j");
+    fn openapi_schemas_are_read_as_json_schema_and_written_as_the_model_takes_them() {
+        let request = read_json(json!({
+            "contents": [],
+            "tools": [{"functionDeclarations": [{"name": "f", "parameters": {
+                "type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": true}}}}]}],
+            "generationConfig": {"responseMimeType": "application/json",
+                "responseSchema": {"type": "ARRAY", "items": {"type": "INTEGER"}}}
+        }));
+        let expected = json!({"type": "object", "properties": {"a": {"type": ["string", "null"]}}});
+        assert_eq!(request.tools[0].parameters, expected);
+        let Some(ResponseFormat::JsonSchema { schema, .. }) = &request.response_format else { panic!("no schema") };
+        assert_eq!(schema, &json!({"type": "array", "items": {"type": "integer"}}));
+        // Current models take JSON Schema as it is.
+        let (body, dropped) = write_json(&Request { model: "gemini-2.5-flash".into(), ..request.clone() });
+        assert_eq!(body["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"], expected);
+        assert_eq!(
+            body["generationConfig"]["responseJsonSchema"],
+            json!({"type": "array", "items": {"type": "integer"}})
+        );
+        assert!(dropped.is_empty());
+        // Gemini 2.0 takes only the subset.
+        let (body, dropped) = write_json(&Request { model: "gemini-2.0-flash".into(), ..request });
+        assert_eq!(
+            body["tools"][0]["functionDeclarations"][0]["parameters"],
+            json!({"type": "OBJECT", "properties": {"a": {"type": "STRING", "nullable": true}}})
+        );
+        assert_eq!(body["generationConfig"]["responseSchema"], json!({"type": "ARRAY", "items": {"type": "INTEGER"}}));
+        assert!(dropped.is_empty());
+    }
+
+    #[test]
+    fn every_generation_config_member_that_arrives_is_not_reported() {
+        // Before: `includeThoughts` the caller never sent was kept (and
+        // reported as `generationConfig`) whenever a budget was set.
+        let request = read_json(json!({
+            "contents": [],
+            "generationConfig": {"temperature": 0.5, "topK": 3, "responseMimeType": "text/plain",
+                "thinkingConfig": {"thinkingBudget": 1024}}
+        }));
+        assert!(request.extra.is_empty(), "{:?}", request.extra);
+        let request = read_json(json!({
+            "contents": [],
+            "generationConfig": {"candidateCount": 2, "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": false}}
+        }));
+        let mut dropped = Vec::new();
+        request.extra.for_target(Protocol::OpenAi, &mut dropped);
+        let paths: Vec<&str> = dropped.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, ["generationConfig.candidateCount", "generationConfig.thinkingConfig.includeThoughts"]);
     }
 }

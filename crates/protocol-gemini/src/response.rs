@@ -4,7 +4,7 @@
 //! Only the first candidate is read (the IR has one reply); `candidateCount`
 //! above 1 still travels in `extra` but its other candidates are not kept.
 
-use switchyard_codec::ir::{Response, StopReason, Usage};
+use switchyard_codec::ir::{Field, Response, StopReason, Usage};
 use switchyard_codec::{json, DecodeError, Encoded};
 
 use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, reply_call_prefix, CallLedger, PartMode, WriteParts};
@@ -62,10 +62,10 @@ pub(crate) fn write(response: &Response) -> Encoded {
         &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls },
     );
     if response.stop_sequence.is_some() {
-        drop_once(&mut dropped, "stop_sequence");
+        drop_once(&mut dropped, Field::StopSequence);
     }
     if response.usage.cache_write_tokens != 0 {
-        drop_once(&mut dropped, "usage.cache_write_tokens");
+        drop_once(&mut dropped, Field::CacheWriteTokens);
     }
     let wire = GenerateContentResponse {
         candidates: vec![Candidate {

@@ -199,6 +199,23 @@ impl DecodeState {
             }
             return;
         }
+        if let Some(call) = part.function_call {
+            self.close_open(out);
+            let id = self.ledger.call_id(call.id.as_deref(), &call.name);
+            let input = match call.args {
+                None | Some(serde_json::Value::Null) => "{}".to_owned(),
+                Some(args) => value_to_arguments(&args),
+            };
+            let index = self.next_index;
+            self.next_index += 1;
+            // The call's signature is its own (see `parts`).
+            let start = BlockStart::ToolUse { id, name: call.name, signature };
+            out.push(StreamEvent::BlockStart { index, block: start });
+            out.push(StreamEvent::BlockDelta { index, delta: Delta::ToolInput(input) });
+            out.push(StreamEvent::BlockStop { index });
+            self.saw_call = true;
+            return;
+        }
         if let Some(signature) = signature {
             self.open_block(OpenBlock::Thinking { sealed: true }, out);
             let index = self.open_index();
@@ -221,21 +238,6 @@ impl DecodeState {
                 self.open_block(OpenBlock::Text, out);
             }
             out.push(StreamEvent::BlockDelta { index: self.open_index(), delta: Delta::Text(text) });
-            return;
-        }
-        if let Some(call) = part.function_call {
-            self.close_open(out);
-            let id = self.ledger.call_id(call.id.as_deref(), &call.name);
-            let input = match call.args {
-                None | Some(serde_json::Value::Null) => "{}".to_owned(),
-                Some(args) => value_to_arguments(&args),
-            };
-            let index = self.next_index;
-            self.next_index += 1;
-            out.push(StreamEvent::BlockStart { index, block: BlockStart::ToolUse { id, name: call.name } });
-            out.push(StreamEvent::BlockDelta { index, delta: Delta::ToolInput(input) });
-            out.push(StreamEvent::BlockStop { index });
-            self.saw_call = true;
         }
         // Media in a streamed reply has no stream event; it is skipped.
     }
@@ -303,6 +305,7 @@ enum EncodeBlock {
         id: String,
         name: String,
         input: String,
+        signature: Option<String>,
     },
     /// Redacted reasoning: Gemini has no form for it.
     Skipped,
@@ -404,9 +407,12 @@ impl StreamEncoder for GeminiStreamEncoder {
                 self.open = Some(match block {
                     BlockStart::Text => EncodeBlock::Text,
                     BlockStart::Thinking => EncodeBlock::Thinking { wrote_text: false },
-                    BlockStart::ToolUse { id, name } => {
-                        EncodeBlock::Tool { id: id.clone(), name: name.clone(), input: String::new() }
-                    }
+                    BlockStart::ToolUse { id, name, signature } => EncodeBlock::Tool {
+                        id: id.clone(),
+                        name: name.clone(),
+                        input: String::new(),
+                        signature: signature.clone(),
+                    },
                     BlockStart::RedactedThinking { .. } => EncodeBlock::Skipped,
                 });
             }
@@ -443,14 +449,15 @@ impl StreamEncoder for GeminiStreamEncoder {
                 }
             },
             StreamEvent::BlockStop { .. } => {
-                if let Some(EncodeBlock::Tool { id, name, input }) = self.open.take() {
+                if let Some(EncodeBlock::Tool { id, name, input, signature }) = self.open.take() {
+                    let pending = self.pending_signature.take();
                     let part = Part {
                         function_call: Some(FunctionCall {
                             id: Some(id),
                             name,
                             args: Some(arguments_to_value(&input)),
                         }),
-                        thought_signature: self.pending_signature.take(),
+                        thought_signature: signature.or(pending),
                         ..Part::default()
                     };
                     self.chunk(vec![part], None, None, out);

@@ -28,7 +28,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, Delta, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
+    events_from_response, Block, Delta, Effort, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
     Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
     Usage,
 };
@@ -155,7 +155,7 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                 for (name, input, result, is_error, with_image) in calls {
                     let id = format!("call_{ordinal}");
                     ordinal += 1;
-                    content.push(Block::ToolUse(ToolUse { id: id.clone(), name: name.clone(), input }));
+                    content.push(Block::ToolUse(ToolUse::new(id.clone(), name.clone(), input)));
                     let mut result_content = vec![Block::text(result)];
                     if with_image {
                         result_content.push(Block::Image {
@@ -170,7 +170,7 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                         is_error,
                     }));
                 }
-                messages.push(Message { role: Role::Assistant, content });
+                messages.push(Message { role: Role::Assistant, content: fold_call_signatures(content) });
                 if !results.is_empty() {
                     messages.push(Message { role: Role::User, content: results });
                 }
@@ -193,6 +193,24 @@ fn tool() -> impl Strategy<Value = Tool> {
         .prop_map(|(name, description, parameters)| Tool { name, description, parameters, cache_control: None })
 }
 
+/// A signature-only thinking block right before a call is the call's own
+/// signature: the canonical form the reader gives back.
+fn fold_call_signatures(content: Vec<Block>) -> Vec<Block> {
+    let mut out: Vec<Block> = Vec::with_capacity(content.len());
+    for block in content {
+        match (out.last(), block) {
+            (Some(Block::Thinking { text, signature: Some(_) }), Block::ToolUse(mut call)) if text.is_empty() => {
+                if let Some(Block::Thinking { signature, .. }) = out.pop() {
+                    call.signature = signature;
+                }
+                out.push(Block::ToolUse(call));
+            }
+            (_, block) => out.push(block),
+        }
+    }
+    out
+}
+
 fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
     proptest::option::of(prop_oneof![
         Just(ToolChoice::Auto),
@@ -204,14 +222,11 @@ fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
 
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
     proptest::option::of(prop_oneof![
-        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")].prop_map(|effort| Reasoning {
-            effort: Some(effort.to_owned()),
-            budget_tokens: None,
-            disabled: false,
-        }),
-        (1u64..32_768).prop_map(|budget| Reasoning { effort: None, budget_tokens: Some(budget), disabled: false }),
-        Just(Reasoning { effort: None, budget_tokens: None, disabled: true }),
-        Just(Reasoning { effort: None, budget_tokens: None, disabled: false }),
+        prop::sample::select(vec![Effort::Minimal, Effort::Low, Effort::Medium, Effort::High])
+            .prop_map(Reasoning::with_effort),
+        (1u64..32_768).prop_map(Reasoning::with_budget),
+        Just(Reasoning::off()),
+        Just(Reasoning::on()),
     ])
 }
 
@@ -329,10 +344,11 @@ fn response() -> impl Strategy<Value = Response> {
                     Piece::Thinking(text, signature) => Block::Thinking { text, signature },
                     Piece::Call(name, input) => {
                         calls += 1;
-                        Block::ToolUse(ToolUse { id: format!("toolu_{calls}"), name, input })
+                        Block::ToolUse(ToolUse::new(format!("toolu_{calls}"), name, input))
                     }
                 });
             }
+            let content = fold_call_signatures(content);
             let stop_reason = if calls > 0 {
                 [StopReason::ToolUse, StopReason::MaxTokens][stop % 2]
             } else {

@@ -23,6 +23,13 @@
 //!   `reasoning_content` (or `reasoning`) is read as a thinking block; thinking
 //!   blocks are never written (OpenAI has no field for them), which the
 //!   writers report as dropped.
+//! - `reasoning_effort` is an ordered level (`none` is thinking off); a
+//!   level Chat Completions lacks is sent as its nearest one, a budget as
+//!   the level it stands for, and both changes are reported.
+//! - A tool call's thought signature (a Gemini upstream's) travels to the
+//!   caller in `extra_content.google.thought_signature`, as on Google's own
+//!   OpenAI-compatible endpoint, and is read back from there
+//!   (`switchyard_codec::signature` explains the carriers).
 
 mod error;
 mod request;
@@ -52,8 +59,12 @@ impl Codec for OpenAiCodec {
         request::read(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        wire::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {

@@ -7,14 +7,14 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Dropped, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role, TextBlock, Tool,
-    ToolChoice, ToolResult, ToolUse,
+    Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Request, ResponseFormat, Role, TextBlock,
+    Tool, ToolChoice, ToolResult, ToolUse,
 };
-use switchyard_codec::{DecodeError, Encoded};
+use switchyard_codec::{effort, DecodeError, Encoded};
 
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
 
-use crate::wire::report;
+use crate::wire::{carried_signature, report, EFFORTS};
 
 /// OpenAI accepts only PDFs as chat file inputs, so raw base64 `file_data`
 /// without a data-URL header is taken to be one.
@@ -54,7 +54,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     request.stop = read_stop(take(&mut fields, "stop"))?;
     request.response_format = read_response_format(take(&mut fields, "response_format"))?;
     if let Some(effort) = take_string(&mut fields, "reasoning_effort")? {
-        request.reasoning = Some(Reasoning { effort: Some(effort), budget_tokens: None, disabled: false });
+        request.reasoning = Some(effort::read_level(&effort, "reasoning_effort")?);
     }
     request.tools = read_tools(take(&mut fields, "tools"))?;
     match take(&mut fields, "tool_choice") {
@@ -89,7 +89,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
 }
 
 /// Writes a Chat Completions request body.
-pub(crate) fn write(request: &Request) -> Encoded {
+pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(Protocol::OpenAi, &mut dropped);
     let mut body = Map::new();
@@ -101,7 +101,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
     insert_f64(&mut body, "temperature", request.temperature);
     insert_f64(&mut body, "top_p", request.top_p);
     if request.top_k.is_some() {
-        report(&mut dropped, "top_k");
+        report(&mut dropped, Field::TopK);
     }
     if !request.stop.is_empty() {
         body.insert("stop".into(), json!(request.stop));
@@ -115,17 +115,12 @@ pub(crate) fn write(request: &Request) -> Encoded {
         body.insert("response_format".into(), write_response_format(format));
     }
     if let Some(reasoning) = &request.reasoning {
-        if reasoning.disabled {
-            // Non-reasoning models reject `reasoning_effort` and older
-            // reasoning models have no "off", so nothing is sent.
-            report(&mut dropped, "reasoning.disabled");
-        } else {
-            if reasoning.effort.is_some() && reasoning.budget_tokens.is_some() {
-                report(&mut dropped, "reasoning.budget_tokens");
-            }
-            if let Some(effort) = reasoning.effort_or_from_budget() {
-                body.insert("reasoning_effort".into(), Value::String(effort));
-            }
+        if reasoning.is_off() {
+            // Models without reasoning refuse `reasoning_effort` and older
+            // reasoning models have no "none": thinking off cannot be said.
+            report(&mut dropped, Field::ReasoningOff);
+        } else if let Some(level) = effort::level_to_write(reasoning, &EFFORTS, &mut dropped) {
+            body.insert("reasoning_effort".into(), Value::String(level.as_str().to_owned()));
         }
     }
     if !request.tools.is_empty() {
@@ -156,7 +151,7 @@ pub(crate) fn write(request: &Request) -> Encoded {
         body.insert("stream_options".into(), Value::Object(options));
     } else if extra_stream_options.is_some() {
         // OpenAI rejects `stream_options` on a request that does not stream.
-        report(&mut dropped, "stream_options");
+        report(&mut dropped, Field::StreamOptions);
     }
     if let Some(extra) = extra {
         for (key, value) in extra {
@@ -390,11 +385,7 @@ fn assistant_blocks(
     // The deprecated single `function_call`; its name stands in for an id.
     if let Some(Value::Object(mut call)) = take(message, "function_call") {
         let name = take_string(&mut call, "name")?.unwrap_or_default();
-        blocks.push(Block::ToolUse(ToolUse {
-            id: name.clone(),
-            name,
-            input: arguments_text(call.shift_remove("arguments")),
-        }));
+        blocks.push(Block::ToolUse(ToolUse::new(name.clone(), name, arguments_text(call.shift_remove("arguments")))));
     }
     Ok(blocks)
 }
@@ -412,7 +403,8 @@ fn read_tool_call(call: Value, path: &str) -> Result<ToolUse, DecodeError> {
     };
     let mut function = function;
     let name = take_string(&mut function, "name")?.unwrap_or_default();
-    Ok(ToolUse { id, name, input: arguments_text(function.shift_remove(input_key)) })
+    let signature = carried_signature(call.get("extra_content"));
+    Ok(ToolUse { id, name, input: arguments_text(function.shift_remove(input_key)), signature })
 }
 
 /// Arguments are JSON text; clients that send an object get it serialised.
@@ -564,13 +556,13 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
             Block::Image { source, cache_control } => {
                 texts_only = false;
                 if cache_control.is_some() {
-                    report(dropped, "cache_control");
+                    report(dropped, Field::CacheControl);
                 }
                 parts.push(json!({"type": "image_url", "image_url": {"url": url_of(source)}}));
             }
             Block::Document { source, name, cache_control } => {
                 if cache_control.is_some() {
-                    report(dropped, "cache_control");
+                    report(dropped, Field::CacheControl);
                 }
                 if let Some(part) = write_document(source, name.as_deref(), dropped) {
                     texts_only = false;
@@ -581,9 +573,9 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
                 results += 1;
                 out.push(write_tool_result(result, dropped));
             }
-            Block::Thinking { .. } => report(dropped, "thinking"),
-            Block::RedactedThinking { .. } => report(dropped, "redacted_thinking"),
-            Block::ToolUse(_) => report(dropped, "user.tool_use"),
+            Block::Thinking { .. } => report(dropped, Field::Thinking),
+            Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
+            Block::ToolUse(_) => report(dropped, Field::MisplacedBlock),
         }
     }
     if parts.is_empty() && results > 0 {
@@ -608,7 +600,7 @@ fn write_document(source: &MediaSource, name: Option<&str>, dropped: &mut Vec<Dr
             file.insert("file_id".into(), Value::String(url.clone()));
         }
         MediaSource::Url { .. } => {
-            report(dropped, "document.url");
+            report(dropped, Field::MediaUrl);
             return None;
         }
     }
@@ -620,15 +612,14 @@ fn write_document(source: &MediaSource, name: Option<&str>, dropped: &mut Vec<Dr
 
 fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     if result.is_error {
-        report(dropped, "tool_result.is_error");
+        report(dropped, Field::ToolResultError);
     }
     let mut texts = Vec::new();
     for block in &result.content {
         match block {
             Block::Text(text) => texts.push(text),
-            Block::Image { .. } => report(dropped, "tool_result.image"),
-            Block::Document { .. } => report(dropped, "tool_result.document"),
-            _ => report(dropped, "tool_result.content"),
+            Block::Image { .. } | Block::Document { .. } => report(dropped, Field::ToolResultMedia),
+            _ => report(dropped, Field::MisplacedBlock),
         }
     }
     json!({
@@ -644,16 +635,17 @@ fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
     for block in &message.content {
         match block {
             Block::Text(text) => texts.push(text),
+            // A vendor's call signature means nothing to an OpenAI upstream.
             Block::ToolUse(call) => calls.push(json!({
                 "id": call.id,
                 "type": "function",
                 "function": {"name": call.name, "arguments": call.input},
             })),
-            Block::Thinking { .. } => report(dropped, "thinking"),
-            Block::RedactedThinking { .. } => report(dropped, "redacted_thinking"),
-            Block::Image { .. } => report(dropped, "assistant.image"),
-            Block::Document { .. } => report(dropped, "assistant.document"),
-            Block::ToolResult(_) => report(dropped, "assistant.tool_result"),
+            Block::Thinking { .. } => report(dropped, Field::Thinking),
+            Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+                report(dropped, Field::MisplacedBlock)
+            }
         }
     }
     let mut out = Map::new();
@@ -680,16 +672,16 @@ fn text_parts(texts: &[&TextBlock], dropped: &mut Vec<Dropped>) -> Value {
 
 fn note_text_markers(text: &TextBlock, dropped: &mut Vec<Dropped>) {
     if text.cache_control.is_some() {
-        report(dropped, "cache_control");
+        report(dropped, Field::CacheControl);
     }
     if !text.citations.is_empty() {
-        report(dropped, "citations");
+        report(dropped, Field::Citations);
     }
 }
 
 fn write_tool(tool: &Tool, dropped: &mut Vec<Dropped>) -> Value {
     if tool.cache_control.is_some() {
-        report(dropped, "cache_control");
+        report(dropped, Field::CacheControl);
     }
     let mut function = Map::new();
     function.insert("name".into(), Value::String(tool.name.clone()));
@@ -808,14 +800,14 @@ fn part_text(part: &mut Map<String, Value>, key: &str, path: &str) -> Result<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_codec::ir::DropReason;
+    use switchyard_codec::ir::Reasoning;
 
     fn read_json(value: Value) -> Result<Request, DecodeError> {
         read(value.to_string().as_bytes())
     }
 
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
-        let encoded = write(request);
+        let encoded = write(request, &Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
@@ -990,13 +982,24 @@ mod tests {
                     ],
                 },
             ],
-            reasoning: Some(Reasoning { effort: None, budget_tokens: Some(20000), disabled: false }),
+            reasoning: Some(Reasoning::with_budget(20000)),
             ..Request::default()
         };
         let (body, dropped) = written(&request);
-        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        assert_eq!(fields, ["cache_control", "thinking", "tool_result.is_error", "document.url", "top_k"]);
-        assert!(dropped.iter().all(|d| d.reason == DropReason::Unsupported));
+        let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
+        assert_eq!(
+            fields,
+            [
+                Field::CacheControl,
+                Field::Thinking,
+                Field::ToolResultError,
+                Field::MediaUrl,
+                Field::TopK,
+                Field::ReasoningBudget
+            ]
+        );
+        assert!(dropped[..5].iter().all(|d| d.reason == switchyard_codec::ir::DropReason::Unsupported));
+        assert_eq!(dropped[5].reason, switchyard_codec::ir::DropReason::Converted);
         assert_eq!(body["reasoning_effort"], "high");
         assert_eq!(body["messages"][1]["content"], "ok");
         // The results-only user message leaves just the tool message.
@@ -1023,14 +1026,60 @@ mod tests {
         let (body, dropped) = written(&request);
         assert!(body.get("service_tier").is_none());
         assert_eq!(body["stream_options"], json!({"include_usage": true}));
-        assert_eq!(dropped.len(), 3);
+        let paths: Vec<&str> = dropped.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(
+            paths,
+            [
+                "tool_choice.type",
+                "tool_choice.allowed_tools.mode",
+                "tool_choice.allowed_tools.tools",
+                "stream_options.include_usage",
+                "stream_options.include_obfuscation",
+                "service_tier"
+            ]
+        );
 
         request.extra.origin = Some(Protocol::OpenAi);
         request.stream = false;
         let (body, dropped) = written(&request);
         assert!(body.get("stream_options").is_none());
         assert!(body.get("stream").is_none());
-        assert_eq!(dropped[0].field, "stream_options");
+        assert_eq!(dropped[0].field, Field::StreamOptions);
+    }
+
+    #[test]
+    fn efforts_read_as_ordered_levels_and_none_as_off() {
+        let read_effort_of =
+            |effort: &str| read_json(json!({"model": "m", "messages": [], "reasoning_effort": effort}));
+        let high = switchyard_codec::ir::Effort::High;
+        assert_eq!(read_effort_of("high").unwrap().reasoning, Some(Reasoning::with_effort(high)));
+        assert_eq!(read_effort_of("none").unwrap().reasoning, Some(Reasoning::off()));
+        assert!(
+            matches!(read_effort_of("extreme"), Err(DecodeError::Invalid { param: Some(p), .. }) if p == "reasoning_effort")
+        );
+        // Anthropic's `max` has no Chat Completions level: the nearest one is sent and the change reported.
+        let max = switchyard_codec::ir::Effort::Max;
+        let request = Request { reasoning: Some(Reasoning::with_effort(max)), ..Request::default() };
+        let (body, dropped) = written(&request);
+        assert_eq!(body["reasoning_effort"], "xhigh");
+        let converted = switchyard_codec::ir::DropReason::Converted;
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, converted)]);
+        let (body, dropped) = written(&Request { reasoning: Some(Reasoning::off()), ..Request::default() });
+        assert!(body.get("reasoning_effort").is_none());
+        assert_eq!(dropped, vec![Dropped::unsupported(Field::ReasoningOff)]);
+    }
+
+    #[test]
+    fn a_thought_signature_in_extra_content_is_read_onto_the_call() {
+        let request =
+            read_json(json!({"model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"},
+                 "extra_content": {"google": {"thought_signature": "c2ln"}}}
+            ]}]}))
+            .unwrap();
+        let Block::ToolUse(call) = &request.messages[0].content[0] else { panic!("no call") };
+        assert_eq!(call.signature.as_deref(), Some("c2ln"));
+        assert!(request.extra.is_empty());
     }
 
     #[test]

@@ -3,10 +3,12 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::ir::{Block, Response, StopReason, ToolUse};
+use switchyard_codec::ir::{Block, Field, Response, StopReason, ToolUse};
 use switchyard_codec::{DecodeError, Encoded};
 
-use crate::wire::{finish_from_stop_reason, report, stop_reason_from_finish, WireUsage};
+use crate::wire::{
+    carried_signature, finish_from_stop_reason, report, stop_reason_from_finish, ExtraContent, WireUsage,
+};
 
 #[derive(Deserialize)]
 struct WireResponse {
@@ -59,6 +61,9 @@ struct WireToolCall {
     /// Free-form (custom tool) calls carry `input` text instead.
     #[serde(default)]
     custom: Option<WireCustom>,
+    /// A Gemini thought signature, from Google's OpenAI-compatible endpoint.
+    #[serde(default)]
+    extra_content: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -149,11 +154,12 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
             id: call.id.unwrap_or_default(),
             name: name.unwrap_or_default(),
             input,
+            signature: carried_signature(call.extra_content.as_ref()),
         }));
     }
     if let Some(function) = message.function_call {
         let name = function.name.unwrap_or_default();
-        content.push(Block::ToolUse(ToolUse { id: name.clone(), name, input: arguments_text(function.arguments) }));
+        content.push(Block::ToolUse(ToolUse::new(name.clone(), name, arguments_text(function.arguments))));
     }
     refused
 }
@@ -204,6 +210,8 @@ struct OutToolCall<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     function: OutFunction<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_content: Option<ExtraContent<&'a str>>,
 }
 
 #[derive(Serialize)]
@@ -222,10 +230,10 @@ pub(crate) fn write(response: &Response) -> Encoded {
         match block {
             Block::Text(block) => {
                 if block.cache_control.is_some() {
-                    report(&mut dropped, "cache_control");
+                    report(&mut dropped, Field::CacheControl);
                 }
                 if !block.citations.is_empty() {
-                    report(&mut dropped, "citations");
+                    report(&mut dropped, Field::Citations);
                 }
                 text.push_str(&block.text);
             }
@@ -233,19 +241,20 @@ pub(crate) fn write(response: &Response) -> Encoded {
                 id: &call.id,
                 kind: "function",
                 function: OutFunction { name: &call.name, arguments: &call.input },
+                extra_content: ExtraContent::of(call.signature.as_deref()),
             }),
-            Block::Thinking { .. } => report(&mut dropped, "thinking"),
-            Block::RedactedThinking { .. } => report(&mut dropped, "redacted_thinking"),
-            Block::Image { .. } => report(&mut dropped, "image"),
-            Block::Document { .. } => report(&mut dropped, "document"),
-            Block::ToolResult(_) => report(&mut dropped, "tool_result"),
+            Block::Thinking { .. } => report(&mut dropped, Field::Thinking),
+            Block::RedactedThinking { .. } => report(&mut dropped, Field::RedactedThinking),
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+                report(&mut dropped, Field::MisplacedBlock)
+            }
         }
     }
     if response.stop_sequence.is_some() {
-        report(&mut dropped, "stop_sequence");
+        report(&mut dropped, Field::StopSequence);
     }
     if response.usage.cache_write_tokens != 0 {
-        report(&mut dropped, "usage.cache_write_tokens");
+        report(&mut dropped, Field::CacheWriteTokens);
     }
     let (content, refusal) = if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
         (None, Some(text))
@@ -303,12 +312,28 @@ mod tests {
             }
         );
         let encoded = write(&response);
-        assert_eq!(encoded.dropped[0].field, "thinking");
+        assert_eq!(encoded.dropped[0].field, Field::Thinking);
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written["choices"][0]["message"]["refusal"], "I can't help with that.");
         assert_eq!(written["choices"][0]["message"]["content"], Value::Null);
         assert_eq!(written["choices"][0]["finish_reason"], "stop");
         assert_eq!(written["usage"]["total_tokens"], 15);
+    }
+
+    #[test]
+    fn a_call_signature_travels_in_extra_content_both_ways() {
+        let mut call = ToolUse::new("call_1", "f", "{}");
+        call.signature = Some("c2ln".into());
+        let response = Response { content: vec![Block::ToolUse(call.clone())], ..Response::default() };
+        let written: Value = serde_json::from_slice(&write(&response).body).unwrap();
+        let wire_call = &written["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(wire_call["id"], "call_1");
+        assert_eq!(wire_call["extra_content"], json!({"google": {"thought_signature": "c2ln"}}));
+        let back = read(&serde_json::to_vec(&written).unwrap()).unwrap();
+        assert_eq!(back.content, vec![Block::ToolUse(call)]);
+        let plain = Response { content: vec![Block::ToolUse(ToolUse::new("c", "f", "{}"))], ..Response::default() };
+        let written: Value = serde_json::from_slice(&write(&plain).body).unwrap();
+        assert!(written["choices"][0]["message"]["tool_calls"][0].get("extra_content").is_none());
     }
 
     #[test]

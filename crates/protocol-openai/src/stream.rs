@@ -10,7 +10,7 @@ use switchyard_codec::{DecodeError, StreamEncoder};
 
 use crate::error::{body as error_body, VendorError};
 use crate::response::unix_seconds;
-use crate::wire::{finish_from_stop_reason, stop_reason_from_finish, WireUsage};
+use crate::wire::{carried_signature, finish_from_stop_reason, stop_reason_from_finish, ExtraContent, WireUsage};
 
 const DONE: &str = "[DONE]";
 
@@ -66,6 +66,9 @@ struct WireToolCallDelta {
     id: Option<String>,
     #[serde(default)]
     function: Option<WireFunctionDelta>,
+    /// A Gemini thought signature, on the call's first fragment.
+    #[serde(default)]
+    extra_content: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -224,7 +227,8 @@ impl Chunks {
                 }
             }
             let id = call.id.unwrap_or_default();
-            let start = BlockStart::ToolUse { id: id.clone(), name: name.unwrap_or_default() };
+            let signature = carried_signature(call.extra_content.as_ref());
+            let start = BlockStart::ToolUse { id: id.clone(), name: name.unwrap_or_default(), signature };
             self.open_block(Open::Tool { wire_index: call.index, id }, start, out)
         };
         if let Some(arguments) = arguments {
@@ -329,6 +333,8 @@ struct OutToolCall<'a> {
     #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
     kind: Option<&'static str>,
     function: OutFunction<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_content: Option<ExtraContent<&'a str>>,
 }
 
 #[derive(Serialize)]
@@ -417,7 +423,7 @@ impl StreamEncoder for ChunkEncoder {
                 let kind = match block {
                     BlockStart::Text => Kind::Text,
                     BlockStart::Thinking | BlockStart::RedactedThinking { .. } => Kind::Silent,
-                    BlockStart::ToolUse { id, name } => {
+                    BlockStart::ToolUse { id, name, signature } => {
                         let tool = self.tools;
                         self.tools += 1;
                         self.write_delta(
@@ -427,6 +433,7 @@ impl StreamEncoder for ChunkEncoder {
                                     id: Some(id),
                                     kind: Some("function"),
                                     function: OutFunction { name: Some(name), arguments: "" },
+                                    extra_content: ExtraContent::of(signature.as_deref()),
                                 }],
                                 ..OutDelta::default()
                             },
@@ -448,6 +455,7 @@ impl StreamEncoder for ChunkEncoder {
                             id: None,
                             kind: None,
                             function: OutFunction { name: None, arguments },
+                            extra_content: None,
                         }],
                         ..OutDelta::default()
                     },

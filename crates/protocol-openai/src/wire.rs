@@ -1,8 +1,10 @@
 //! Wire pieces shared by the request, response and stream modules: finish
-//! reasons, the usage object, data URLs and drop reporting.
+//! reasons, the usage object, the thought-signature carrier, the parameter
+//! table and drop reporting.
 
 use serde::{Deserialize, Serialize};
-use switchyard_codec::ir::{DropReason, Dropped, StopReason, Usage};
+use serde_json::Value;
+use switchyard_codec::ir::{DropReason, Dropped, Effort, Field, StopReason, Usage};
 
 /// Reads a `finish_reason`. Values from OpenAI-compatible servers that OpenAI
 /// does not define still ended the turn, so they read as `EndTurn`.
@@ -84,10 +86,64 @@ impl WireUsage {
 }
 
 /// Records that `field` could not be written, once per field.
-pub(crate) fn report(dropped: &mut Vec<Dropped>, field: &str) {
-    if !dropped.iter().any(|d| d.field == field) {
-        dropped.push(Dropped::new(field, DropReason::Unsupported));
+pub(crate) fn report(dropped: &mut Vec<Dropped>, field: Field) {
+    Dropped::push_once(dropped, field, DropReason::Unsupported);
+}
+
+/// The reasoning levels `reasoning_effort` takes (`none` is thinking off).
+pub(crate) const EFFORTS: [Effort; 5] = [Effort::Minimal, Effort::Low, Effort::Medium, Effort::High, Effort::XHigh];
+
+/// Where Chat Completions requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "max_completion_tokens",
+        Field::Temperature => "temperature",
+        Field::TopP => "top_p",
+        Field::Stop => "stop",
+        Field::Seed => "seed",
+        Field::FrequencyPenalty => "frequency_penalty",
+        Field::PresencePenalty => "presence_penalty",
+        Field::JsonMode => "response_format",
+        Field::JsonSchema => "response_format.json_schema",
+        Field::JsonSchemaName => "response_format.json_schema.name",
+        Field::JsonSchemaStrict => "response_format.json_schema.strict",
+        Field::ReasoningEffort => "reasoning_effort",
+        Field::ToolChoice => "tool_choice",
+        Field::ParallelToolCalls => "parallel_tool_calls",
+        Field::User => "user",
+        Field::Metadata => "metadata",
+        Field::StreamOptions => "stream_options",
+        Field::Thinking => "messages.reasoning_content",
+        _ => return None,
+    })
+}
+
+/// A tool call's `extra_content`, where Google's OpenAI-compatible endpoint
+/// puts a Gemini thought signature (`extra_content.google.thought_signature`):
+/// the carrier of `ToolUse::signature` for OpenAI callers, whose 40-character
+/// ids cannot hold one.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ExtraContent<S> {
+    pub google: GoogleExtra<S>,
+}
+
+/// The `google` member of `extra_content`.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct GoogleExtra<S> {
+    pub thought_signature: S,
+}
+
+impl<'a> ExtraContent<&'a str> {
+    /// The carrier of a call's signature, when it has one.
+    pub(crate) fn of(signature: Option<&'a str>) -> Option<ExtraContent<&'a str>> {
+        signature.map(|thought_signature| ExtraContent { google: GoogleExtra { thought_signature } })
     }
+}
+
+/// The signature in a tool call's `extra_content`, when one is there.
+pub(crate) fn carried_signature(extra_content: Option<&Value>) -> Option<String> {
+    let signature = extra_content?.get("google")?.get("thought_signature")?.as_str()?;
+    (!signature.is_empty()).then(|| signature.to_owned())
 }
 
 #[cfg(test)]
@@ -104,10 +160,18 @@ mod tests {
     }
 
     #[test]
+    fn signatures_ride_in_extra_content() {
+        let written = serde_json::to_value(ExtraContent::of(Some("c2ln"))).unwrap_or_default();
+        assert_eq!(written, serde_json::json!({"google": {"thought_signature": "c2ln"}}));
+        assert_eq!(carried_signature(Some(&written)), Some("c2ln".to_owned()));
+        assert_eq!(carried_signature(Some(&serde_json::json!({"google": {}}))), None);
+    }
+
+    #[test]
     fn report_dedupes() {
         let mut dropped = Vec::new();
-        report(&mut dropped, "top_k");
-        report(&mut dropped, "top_k");
+        report(&mut dropped, Field::TopK);
+        report(&mut dropped, Field::TopK);
         assert_eq!(dropped.len(), 1);
     }
 }

@@ -10,7 +10,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    events_from_response, Block, ErrorInfo, ErrorKind, MediaSource, Message, Reasoning, Request, Response,
+    events_from_response, Block, Effort, ErrorInfo, ErrorKind, MediaSource, Message, Reasoning, Request, Response,
     ResponseFormat, Role, StopReason, StreamEvent, Tool, ToolChoice, ToolResult, ToolUse, Usage,
 };
 use switchyard_codec::Codec;
@@ -30,7 +30,7 @@ fn knob() -> impl Strategy<Value = Option<f64>> {
 }
 
 fn tool_use() -> impl Strategy<Value = ToolUse> {
-    ("call_[a-zA-Z0-9]{1,8}", "[a-z_]{1,10}", text()).prop_map(|(id, name, input)| ToolUse { id, name, input })
+    ("call_[a-zA-Z0-9]{1,8}", "[a-z_]{1,10}", text()).prop_map(|(id, name, input)| ToolUse::new(id, name, input))
 }
 
 fn user_block() -> impl Strategy<Value = Block> {
@@ -141,12 +141,10 @@ fn response_format() -> impl Strategy<Value = Option<ResponseFormat>> {
 }
 
 fn reasoning() -> impl Strategy<Value = Option<Reasoning>> {
-    // Only an effort: a budget is written as the effort it maps to.
-    proptest::option::of(prop::sample::select(vec!["minimal", "low", "medium", "high"]).prop_map(|effort| Reasoning {
-        effort: Some(effort.to_owned()),
-        budget_tokens: None,
-        disabled: false,
-    }))
+    // Only a level Chat Completions has: a budget is written as the level it
+    // stands for, thinking off not at all.
+    let levels = vec![Effort::Minimal, Effort::Low, Effort::Medium, Effort::High, Effort::XHigh];
+    proptest::option::of(prop::sample::select(levels).prop_map(Reasoning::with_effort))
 }
 
 fn metadata() -> impl Strategy<Value = Map<String, Value>> {
@@ -347,10 +345,7 @@ fn encoded_stream_has_the_openai_shape() {
         id: "chatcmpl-1".into(),
         model: "gpt-4o".into(),
         created: None,
-        content: vec![
-            Block::text("Hi"),
-            Block::ToolUse(ToolUse { id: "call_1".into(), name: "f".into(), input: "{}".into() }),
-        ],
+        content: vec![Block::text("Hi"), Block::ToolUse(ToolUse::new("call_1", "f", "{}"))],
         stop_reason: Some(StopReason::ToolUse),
         stop_sequence: None,
         usage: Usage { input_tokens: 5, output_tokens: 2, ..Usage::default() },

@@ -2,7 +2,8 @@
 //! responses and streams: assistant text parts, function calls, reasoning.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{self, Block, DropReason, Dropped};
+use switchyard_codec::ir::{self, Block, Dropped, Field};
+use switchyard_codec::signature;
 
 use crate::wire::text_of;
 
@@ -12,14 +13,28 @@ pub(crate) const SUMMARY_SEPARATOR: &str = "\n\n";
 
 /// A reasoning item → a thinking block: summaries (then raw reasoning text)
 /// become the text, `encrypted_content` the signature; an item with only
-/// encrypted content is redacted thinking.
+/// encrypted content is redacted thinking, unless it is the carrier of the
+/// next call's thought signature (`switchyard_codec::signature`), which
+/// reads as a signature-only thinking block for `attach_carried`.
 pub(crate) fn read_reasoning(item: &Map<String, Value>) -> Block {
     let parts = reasoning_texts(item);
     let encrypted = text_of(item, "encrypted_content").map(str::to_owned);
     match encrypted {
-        Some(data) if parts.is_empty() => Block::RedactedThinking { data },
+        Some(data) if parts.is_empty() && signature::from_reasoning(&data).is_none() => {
+            Block::RedactedThinking { data }
+        }
         signature => Block::Thinking { text: parts.join(SUMMARY_SEPARATOR), signature },
     }
+}
+
+/// The reasoning item that carries a call's thought signature to a
+/// Responses caller, whose 64-character call ids cannot hold one.
+pub(crate) fn signature_carrier(signature: &str) -> Map<String, Value> {
+    let mut item = Map::new();
+    item.insert("type".into(), json!("reasoning"));
+    item.insert("summary".into(), json!([]));
+    item.insert("encrypted_content".into(), json!(signature::in_reasoning(signature)));
+    item
 }
 
 /// The texts of a reasoning item's summary parts, then of its raw
@@ -60,11 +75,11 @@ pub(crate) fn write_reasoning(block: &Block) -> Option<Map<String, Value>> {
 /// A function-call item → a tool use (`call_id` is the IR id; the item's own
 /// `id` is not kept).
 pub(crate) fn read_function_call(item: &Map<String, Value>) -> ir::ToolUse {
-    ir::ToolUse {
-        id: text_of(item, "call_id").unwrap_or_default().to_owned(),
-        name: text_of(item, "name").unwrap_or_default().to_owned(),
-        input: text_of(item, "arguments").unwrap_or_default().to_owned(),
-    }
+    ir::ToolUse::new(
+        text_of(item, "call_id").unwrap_or_default(),
+        text_of(item, "name").unwrap_or_default(),
+        text_of(item, "arguments").unwrap_or_default(),
+    )
 }
 
 /// A tool use → a function-call item body (no `id`; callers add one where
@@ -101,7 +116,7 @@ pub(crate) fn write_output_text(text: &ir::TextBlock, dropped: &mut Vec<Dropped>
     let annotations = if text.citations.iter().all(is_annotation) {
         text.citations.clone()
     } else {
-        dropped.push(Dropped::new("citations", DropReason::Unsupported));
+        Dropped::push_once(dropped, Field::Citations, ir::DropReason::Unsupported);
         Vec::new()
     };
     json!({"type": "output_text", "text": text.text, "annotations": annotations})

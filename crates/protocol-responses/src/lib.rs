@@ -4,7 +4,15 @@
 //! Module map: `request` (create body), `response` (response object, status
 //! and usage conventions), `items` (assistant items shared by both),
 //! `stream` (SSE decoder and encoder), `error` (error envelope), `wire`
-//! (JSON accessors and media helpers).
+//! (JSON accessors, media helpers, the parameter table).
+//!
+//! `reasoning.effort` is an ordered level (`none` is thinking off); a level
+//! the API lacks is sent as its nearest one, a budget as the level it
+//! stands for, and both are reported. A tool call's thought signature (a
+//! Gemini upstream's) reaches the caller as a `reasoning` item right before
+//! the `function_call`, its `encrypted_content` marked as a carrier; call ids
+//! (at most 64 characters) cannot hold one. The reader puts it back on the
+//! call (`switchyard_codec::signature`).
 
 mod error;
 mod items;
@@ -35,8 +43,12 @@ impl Codec for ResponsesCodec {
         request::read_request(body)
     }
 
-    fn write_request(&self, request: &ir::Request) -> Encoded {
-        request::write_request(request)
+    fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
+        request::write_request(request, capabilities)
+    }
+
+    fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
+        wire::parameter_path(field)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {

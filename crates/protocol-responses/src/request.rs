@@ -18,15 +18,14 @@
 //! with the count of conversation items before it).
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{self, Block, CacheControl, DropReason, Dropped, Message, Protocol, Role, TextBlock};
+use switchyard_codec::ir::{self, Block, CacheControl, Dropped, Field, Message, Protocol, Role, TextBlock};
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url};
-use switchyard_codec::{json as codec_json, DecodeError, Encoded};
+use switchyard_codec::{effort, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::items;
-use crate::response::dedup;
 use crate::wire::{
     as_array, as_object, filename_for_media_type, is_file_id, media_type_for_filename, opt_bool, opt_f64, opt_str,
-    opt_u64, req_str,
+    opt_u64, report, req_str, EFFORTS,
 };
 
 const PROTOCOL: Protocol = Protocol::Responses;
@@ -158,6 +157,9 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
     }
     if !unmodelled.is_empty() {
         request.extra.insert(PROTOCOL, "input".to_owned(), Value::Array(unmodelled));
+    }
+    for message in &mut request.messages {
+        signature::attach_carried(&mut message.content);
     }
     Ok(())
 }
@@ -409,10 +411,8 @@ fn read_text_config(text: &Value, request: &mut ir::Request) -> Result<(), Decod
 /// `reasoning` stays in `extra`.
 fn read_reasoning_config(reasoning: &Value, request: &mut ir::Request) -> Result<(), DecodeError> {
     let map = as_object(reasoning, "reasoning")?;
-    if let Some(effort) = opt_str(map, "effort", "reasoning.effort")? {
-        let disabled = effort == "none";
-        request.reasoning =
-            Some(ir::Reasoning { effort: (!disabled).then_some(effort), budget_tokens: None, disabled });
+    if let Some(level) = opt_str(map, "effort", "reasoning.effort")? {
+        request.reasoning = Some(effort::read_level(&level, "reasoning.effort")?);
     }
     if map.keys().any(|key| key != "effort") {
         request.extra.insert(PROTOCOL, "reasoning".to_owned(), reasoning.clone());
@@ -421,7 +421,7 @@ fn read_reasoning_config(reasoning: &Value, request: &mut ir::Request) -> Result
 }
 
 /// IR request → wire body.
-pub(crate) fn write_request(request: &ir::Request) -> Encoded {
+pub(crate) fn write_request(request: &ir::Request, _capabilities: &ir::Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(PROTOCOL, &mut dropped);
     let merged = |key: &str| extra.and_then(|fields| fields.get(key));
@@ -477,15 +477,15 @@ pub(crate) fn write_request(request: &ir::Request) -> Encoded {
 
     // Knobs the Responses API does not have.
     let unsupported = [
-        ("top_k", request.top_k.is_some()),
-        ("stop", !request.stop.is_empty()),
-        ("seed", request.seed.is_some()),
-        ("frequency_penalty", request.frequency_penalty.is_some()),
-        ("presence_penalty", request.presence_penalty.is_some()),
+        (Field::TopK, request.top_k.is_some()),
+        (Field::Stop, !request.stop.is_empty()),
+        (Field::Seed, request.seed.is_some()),
+        (Field::FrequencyPenalty, request.frequency_penalty.is_some()),
+        (Field::PresencePenalty, request.presence_penalty.is_some()),
     ];
     for (field, present) in unsupported {
         if present {
-            dropped.push(Dropped::new(field, DropReason::Unsupported));
+            report(&mut dropped, field);
         }
     }
 
@@ -494,7 +494,6 @@ pub(crate) fn write_request(request: &ir::Request) -> Encoded {
             body.insert(key.clone(), value.clone());
         }
     }
-    dedup(&mut dropped);
     Encoded { body: codec_json::to_vec(&Value::Object(body)), dropped }
 }
 
@@ -503,7 +502,7 @@ pub(crate) fn write_request(request: &ir::Request) -> Encoded {
 /// `input_text` part per block) so that nothing is merged or lost.
 fn write_system(system: &[TextBlock], dropped: &mut Vec<Dropped>) -> (Option<String>, Option<Value>) {
     if system.iter().any(|block| !block.citations.is_empty()) {
-        dropped.push(Dropped::new("system.citations", DropReason::Unsupported));
+        report(dropped, Field::Citations);
     }
     match system {
         [] => (None, None),
@@ -575,7 +574,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                 Role::User => parts.push(input_text(text, dropped)),
                 Role::Assistant => {
                     if text.cache_control.is_some() {
-                        dropped.push(Dropped::new("assistant.cache_control", DropReason::Unsupported));
+                        report(dropped, Field::CacheControl);
                     }
                     parts.push(items::write_output_text(text, dropped));
                 }
@@ -587,7 +586,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                     }
                 }
                 Role::Assistant => {
-                    dropped.push(Dropped::new("assistant.media", DropReason::Unsupported));
+                    report(dropped, Field::MisplacedBlock);
                 }
             },
             Block::ToolUse(call) => {
@@ -612,7 +611,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
 /// A user text block → `input_text`.
 fn input_text(text: &TextBlock, dropped: &mut Vec<Dropped>) -> Value {
     if !text.citations.is_empty() {
-        dropped.push(Dropped::new("citations", DropReason::Unsupported));
+        report(dropped, Field::Citations);
     }
     let mut part = Map::new();
     part.insert("type".into(), json!("input_text"));
@@ -626,7 +625,7 @@ fn input_text(text: &TextBlock, dropped: &mut Vec<Dropped>) -> Value {
 fn write_breakpoint(part: &mut Map<String, Value>, cache_control: Option<&CacheControl>, dropped: &mut Vec<Dropped>) {
     if let Some(cache_control) = cache_control {
         if cache_control.ttl.is_some() {
-            dropped.push(Dropped::new("cache_control.ttl", DropReason::Unsupported));
+            report(dropped, Field::CacheControl);
         }
         part.insert("prompt_cache_breakpoint".into(), json!({"mode": "explicit"}));
     }
@@ -681,7 +680,7 @@ fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
 /// flag and the IR tool name is not sent (the call id identifies the call).
 fn write_call_output(result: &ir::ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     if result.is_error {
-        dropped.push(Dropped::new("tool_result.is_error", DropReason::Unsupported));
+        report(dropped, Field::ToolResultError);
     }
     let output = match result.content.as_slice() {
         [] => json!(""),
@@ -695,7 +694,7 @@ fn write_call_output(result: &ir::ToolResult, dropped: &mut Vec<Dropped>) -> Val
                     Block::Text(text) => Some(input_text(text, dropped)),
                     Block::Image { .. } | Block::Document { .. } => media_part(block, dropped),
                     _ => {
-                        dropped.push(Dropped::new("tool_result.content", DropReason::Unsupported));
+                        report(dropped, Field::MisplacedBlock);
                         None
                     }
                 })
@@ -725,7 +724,7 @@ fn write_tool(tool: &ir::Tool) -> Map<String, Value> {
 /// follow in canonical form.
 fn write_tools(tools: &[ir::Tool], kept: Option<&Value>, dropped: &mut Vec<Dropped>) -> Option<Value> {
     if tools.iter().any(|tool| tool.cache_control.is_some()) {
-        dropped.push(Dropped::new("tools.cache_control", DropReason::Unsupported));
+        report(dropped, Field::CacheControl);
     }
     let mut out = Vec::new();
     let mut written = vec![false; tools.len()];
@@ -824,12 +823,13 @@ fn write_reasoning_config(
     let mut out = kept.and_then(Value::as_object).cloned().unwrap_or_default();
     out.remove("effort");
     if let Some(reasoning) = reasoning {
-        if reasoning.budget_tokens.is_some() {
-            dropped.push(Dropped::new("reasoning.budget_tokens", DropReason::Unsupported));
-        }
-        let effort = if reasoning.disabled { Some("none".to_owned()) } else { reasoning.effort_or_from_budget() };
-        if let Some(effort) = effort {
-            out.insert("effort".into(), json!(effort));
+        let level = if reasoning.is_off() {
+            Some("none")
+        } else {
+            effort::level_to_write(reasoning, &EFFORTS, dropped).map(ir::Effort::as_str)
+        };
+        if let Some(level) = level {
+            out.insert("effort".into(), json!(level));
         }
     }
     (!out.is_empty()).then_some(Value::Object(out))
@@ -844,7 +844,7 @@ mod tests {
     }
 
     fn written(request: &ir::Request) -> (Value, Vec<Dropped>) {
-        let encoded = write_request(request);
+        let encoded = write_request(request, &ir::Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
@@ -886,7 +886,7 @@ mod tests {
         });
         let request = read(body.clone());
         assert_eq!(request.tools.len(), 1);
-        assert_eq!(request.reasoning.as_ref().and_then(|r| r.effort.as_deref()), Some("high"));
+        assert_eq!(request.reasoning.as_ref().and_then(|r| r.effort), Some(ir::Effort::High));
         let (out, dropped) = written(&request);
         assert!(dropped.is_empty(), "{dropped:?}");
         assert_eq!(out["input"][1], body["input"][1]);
@@ -920,12 +920,19 @@ mod tests {
             })],
         });
         let (out, dropped) = written(&request);
-        let fields: Vec<&str> = dropped.iter().map(|d| d.field.as_str()).collect();
-        for field in
-            ["top_logprobs", "top_k", "stop", "seed", "frequency_penalty", "presence_penalty", "tool_result.is_error"]
-        {
+        let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
+        for field in [
+            Field::Unmodelled,
+            Field::TopK,
+            Field::Stop,
+            Field::Seed,
+            Field::FrequencyPenalty,
+            Field::PresencePenalty,
+            Field::ToolResultError,
+        ] {
             assert!(fields.contains(&field), "{field} not in {fields:?}");
         }
+        assert_eq!(dropped[0].extra_path.as_deref(), Some("top_logprobs"));
         assert!(out.get("top_logprobs").is_none());
         assert_eq!(out["input"][0]["output"], json!("boom"));
     }
@@ -939,7 +946,7 @@ mod tests {
                 parameters: json!({"type": "object"}),
                 cache_control: None,
             }],
-            reasoning: Some(ir::Reasoning { effort: None, budget_tokens: Some(20000), disabled: false }),
+            reasoning: Some(ir::Reasoning::with_budget(20000)),
             ..ir::Request::default()
         };
         let (out, dropped) = written(&request);
@@ -948,7 +955,7 @@ mod tests {
             json!([{"type": "function", "name": "f", "description": "d", "parameters": {"type": "object"}, "strict": false}])
         );
         assert_eq!(out["reasoning"], json!({"effort": "high"}));
-        assert_eq!(dropped[0].field, "reasoning.budget_tokens");
+        assert_eq!(dropped[0], Dropped::new(Field::ReasoningBudget, ir::DropReason::Converted));
     }
 
     #[test]
@@ -960,7 +967,7 @@ mod tests {
         assert!(out.get("instructions").is_none());
         assert_eq!(out["input"][0]["role"], json!("system"));
         assert_eq!(out["input"][0]["content"][0]["prompt_cache_breakpoint"], json!({"mode": "explicit"}));
-        let back = read_request(&write_request(&request).body).unwrap();
+        let back = read_request(&write_request(&request, &ir::Capabilities::default()).body).unwrap();
         assert_eq!(back.system, request.system);
     }
 }

@@ -3,11 +3,11 @@
 //! codec shares.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{self, Block, DropReason, Dropped, StopReason, Usage};
-use switchyard_codec::{json as codec_json, DecodeError, Encoded};
+use switchyard_codec::ir::{self, Block, Dropped, Field, StopReason, Usage};
+use switchyard_codec::{json as codec_json, signature, DecodeError, Encoded};
 
 use crate::items;
-use crate::wire::{as_object, count, text_of};
+use crate::wire::{as_object, count, report, text_of};
 
 /// Wire body → IR response.
 pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
@@ -30,6 +30,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
         let item = as_object(item, &format!("output[{index}]"))?;
         read_output_item(item, &mut content, &mut signals);
     }
+    signature::attach_carried(&mut content);
     Ok(ir::Response {
         id: text_of(map, "id").unwrap_or_default().to_owned(),
         model: text_of(map, "model").unwrap_or_default().to_owned(),
@@ -209,7 +210,7 @@ pub(crate) fn write_response(response: &ir::Response) -> Encoded {
     let mut dropped = Vec::new();
     let output = write_output(&response.id, &response.content, &mut dropped);
     if response.stop_sequence.is_some() {
-        dropped.push(Dropped::new("stop_sequence", DropReason::Unsupported));
+        report(&mut dropped, Field::StopSequence);
     }
     let (status, incomplete_reason) = status_for(response.stop_reason);
     let error = (status == "failed")
@@ -224,7 +225,6 @@ pub(crate) fn write_response(response: &ir::Response) -> Encoded {
         output,
         usage: Some(&response.usage),
     });
-    dedup(&mut dropped);
     Encoded { body: codec_json::to_vec(&body), dropped }
 }
 
@@ -250,6 +250,12 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
             Block::Text(text) => parts.push(items::write_output_text(text, dropped)),
             Block::ToolUse(call) => {
                 flush(&mut output, &mut parts);
+                if let Some(signature) = &call.signature {
+                    let mut carrier = Map::new();
+                    carrier.insert("id".into(), json!(item_id("rs", response_id, output.len())));
+                    carrier.extend(items::signature_carrier(signature));
+                    output.push(Value::Object(carrier));
+                }
                 let mut item = Map::new();
                 item.insert("id".into(), json!(function_call_item_id(&call.id)));
                 item.extend(items::write_function_call(call));
@@ -265,23 +271,13 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
                     output.push(Value::Object(item));
                 }
             }
-            Block::Image { .. } => dropped.push(Dropped::new("content.image", DropReason::Unsupported)),
-            Block::Document { .. } => {
-                dropped.push(Dropped::new("content.document", DropReason::Unsupported));
-            }
-            Block::ToolResult(_) => {
-                dropped.push(Dropped::new("content.tool_result", DropReason::Unsupported));
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+                report(dropped, Field::MisplacedBlock);
             }
         }
     }
     flush(&mut output, &mut parts);
     output
-}
-
-/// Keeps the first report of each dropped field.
-pub(crate) fn dedup(dropped: &mut Vec<Dropped>) {
-    let mut seen = std::collections::HashSet::new();
-    dropped.retain(|d| seen.insert(d.field.clone()));
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! request and response codecs share.
 
 use serde_json::{Map, Value};
+use switchyard_codec::ir::{DropReason, Dropped, Effort, Field};
 use switchyard_codec::DecodeError;
 
 /// A JSON object, or an error naming `field`.
@@ -108,6 +109,35 @@ pub(crate) fn filename_for_media_type(media_type: &str) -> String {
         _ => "pdf",
     };
     format!("document.{extension}")
+}
+
+/// Records that `field` could not be written, once per field.
+pub(crate) fn report(dropped: &mut Vec<Dropped>, field: Field) {
+    Dropped::push_once(dropped, field, DropReason::Unsupported);
+}
+
+/// The levels `reasoning.effort` takes (`none` is thinking off).
+pub(crate) const EFFORTS: [Effort; 5] = [Effort::Minimal, Effort::Low, Effort::Medium, Effort::High, Effort::XHigh];
+
+/// Where Responses requests carry each parameter.
+pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
+    Some(match field {
+        Field::MaxTokens => "max_output_tokens",
+        Field::Temperature => "temperature",
+        Field::TopP => "top_p",
+        Field::JsonMode => "text.format",
+        Field::JsonSchema => "text.format.schema",
+        Field::JsonSchemaName => "text.format.name",
+        Field::JsonSchemaStrict => "text.format.strict",
+        Field::ReasoningEffort => "reasoning.effort",
+        Field::ReasoningOff => "reasoning.effort",
+        Field::ToolChoice => "tool_choice",
+        Field::ParallelToolCalls => "parallel_tool_calls",
+        Field::User => "user",
+        Field::Metadata => "metadata",
+        Field::Thinking => "input.reasoning",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

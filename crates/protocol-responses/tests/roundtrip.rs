@@ -115,7 +115,7 @@ fn thinking() -> impl Strategy<Value = Block> {
 
 fn tool_use() -> impl Strategy<Value = Block> {
     ("call_[a-z0-9]{1,8}", "[a-z_]{1,10}", text_string())
-        .prop_map(|(id, name, input)| Block::ToolUse(ir::ToolUse { id, name, input }))
+        .prop_map(|(id, name, input)| Block::ToolUse(ir::ToolUse::new(id, name, input)))
 }
 
 fn user_message() -> impl Strategy<Value = Message> {
@@ -183,9 +183,15 @@ fn response_format() -> impl Strategy<Value = Option<ir::ResponseFormat>> {
 
 fn reasoning() -> impl Strategy<Value = Option<ir::Reasoning>> {
     proptest::option::of(prop_oneof![
-        prop_oneof![Just("minimal"), Just("low"), Just("medium"), Just("high")]
-            .prop_map(|e| { ir::Reasoning { effort: Some(e.to_owned()), budget_tokens: None, disabled: false } }),
-        Just(ir::Reasoning { effort: None, budget_tokens: None, disabled: true }),
+        prop::sample::select(vec![
+            ir::Effort::Minimal,
+            ir::Effort::Low,
+            ir::Effort::Medium,
+            ir::Effort::High,
+            ir::Effort::XHigh
+        ])
+        .prop_map(ir::Reasoning::with_effort),
+        Just(ir::Reasoning::off()),
     ])
 }
 

@@ -9,11 +9,11 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-use switchyard_protocol::codec;
 use switchyard_protocol::ir::{
     events_from_response, Accumulator, Block, MediaSource, Message, Protocol, Request, Response, Role, StopReason,
     TextBlock, Tool, ToolResult, ToolUse, Usage,
 };
+use switchyard_protocol::{codec, Framing};
 
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -34,11 +34,7 @@ fn conversation() -> Request {
             },
             Message {
                 role: Role::Assistant,
-                content: vec![Block::ToolUse(ToolUse {
-                    id: "call_1".into(),
-                    name: "get_weather".into(),
-                    input: r#"{"city":"Paris"}"#.into(),
-                })],
+                content: vec![Block::ToolUse(ToolUse::new("call_1", "get_weather", r#"{"city":"Paris"}"#))],
             },
             Message {
                 role: Role::User,
@@ -140,11 +136,7 @@ fn replies() -> Vec<Response> {
             model: "m".into(),
             content: vec![
                 Block::text("let me check"),
-                Block::ToolUse(ToolUse {
-                    id: "call_9".into(),
-                    name: "get_weather".into(),
-                    input: r#"{"city":"Oslo"}"#.into(),
-                }),
+                Block::ToolUse(ToolUse::new("call_9", "get_weather", r#"{"city":"Oslo"}"#)),
             ],
             stop_reason: Some(StopReason::ToolUse),
             usage,
@@ -270,10 +262,7 @@ fn the_passthrough_usage_tap_agrees_with_the_full_decoder() {
     let response = Response {
         id: "r".into(),
         model: "m".into(),
-        content: vec![
-            Block::text(tricky.repeat(3)),
-            Block::ToolUse(ToolUse { id: "t".into(), name: "f".into(), input: "{\"usage\":1}".into() }),
-        ],
+        content: vec![Block::text(tricky.repeat(3)), Block::ToolUse(ToolUse::new("t", "f", "{\"usage\":1}"))],
         stop_reason: Some(StopReason::ToolUse),
         usage: Usage { input_tokens: 77, output_tokens: 33, ..Usage::default() },
         ..Response::default()
@@ -339,6 +328,213 @@ fn usage_reads_agree_with_whole_reads() {
             let wire = codec(protocol).write_response(&original);
             let whole = codec(protocol).read_response(&wire.body).unwrap().usage;
             assert_eq!(codec(protocol).read_usage(&wire.body), Some(whole), "{protocol}");
+        }
+    }
+}
+
+/// A Gemini reply with parallel calls: Gemini signs the first call of a
+/// step only.
+const SIGNATURE: &str = "CiQB0e2Kb7LlVwq8H5F9lHqS1o2Y0zW8rX2vJ4p0QmK3dZs/aGVsbG8gd29ybGQ+";
+
+fn gemini_reply_with_parallel_calls() -> serde_json::Value {
+    serde_json::json!({
+        "candidates": [{
+            "content": {"role": "model", "parts": [
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}}, "thoughtSignature": SIGNATURE},
+                {"functionCall": {"name": "get_time", "args": {"zone": "CET"}}}
+            ]},
+            "finishReason": "STOP"
+        }],
+        "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5},
+        "responseId": "resp-1",
+        "modelVersion": "gemini-3-pro-preview"
+    })
+}
+
+/// The next request a caller of `protocol` sends after `reply` (its own
+/// wire reply, echoed the way its SDK keeps history), with a result for
+/// every call.
+fn next_turn(protocol: Protocol, reply: &serde_json::Value) -> serde_json::Value {
+    use serde_json::json;
+    let question = "weather and time?";
+    match protocol {
+        Protocol::OpenAi => {
+            let message = reply["choices"][0]["message"].clone();
+            let mut messages = vec![json!({"role": "user", "content": question}), message.clone()];
+            for call in message["tool_calls"].as_array().unwrap() {
+                messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+            }
+            json!({"model": "m", "messages": messages})
+        }
+        Protocol::Responses => {
+            let mut input = vec![json!({"role": "user", "content": question})];
+            for item in reply["output"].as_array().unwrap() {
+                input.push(item.clone());
+            }
+            for item in reply["output"].as_array().unwrap() {
+                if item["type"] == "function_call" {
+                    input.push(json!({"type": "function_call_output", "call_id": item["call_id"], "output": "ok"}));
+                }
+            }
+            json!({"model": "m", "input": input})
+        }
+        Protocol::Anthropic => {
+            let content = reply["content"].clone();
+            let results: Vec<_> = content
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| json!({"type": "tool_result", "tool_use_id": b["id"], "content": "ok"}))
+                .collect();
+            json!({"model": "m", "max_tokens": 100, "messages": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": content},
+                {"role": "user", "content": results}
+            ]})
+        }
+        Protocol::Gemini => {
+            let content = reply["candidates"][0]["content"].clone();
+            let results: Vec<_> = content["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|p| p.get("functionCall"))
+                .map(|c| json!({"functionResponse": {"name": c["name"], "response": {"output": "ok"}}}))
+                .collect();
+            json!({"contents": [
+                {"role": "user", "parts": [{"text": question}]},
+                content,
+                {"role": "user", "parts": results}
+            ]})
+        }
+        Protocol::Cohere => {
+            let mut message = reply["message"].clone();
+            message["role"] = json!("assistant");
+            let mut messages = vec![json!({"role": "user", "content": question}), message.clone()];
+            for call in message["tool_calls"].as_array().unwrap() {
+                messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "ok"}));
+            }
+            json!({"model": "m", "messages": messages})
+        }
+        Protocol::Bedrock => {
+            let message = reply["output"]["message"].clone();
+            let results: Vec<_> = message["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b.get("toolUse"))
+                .map(|t| json!({"toolResult": {"toolUseId": t["toolUseId"], "content": [{"text": "ok"}]}}))
+                .collect();
+            json!({"messages": [
+                {"role": "user", "content": [{"text": question}]},
+                message,
+                {"role": "user", "content": results}
+            ]})
+        }
+    }
+}
+
+/// The Gemini request written from `caller`'s next turn: its model turn
+/// must carry the first call's signature and nothing else.
+fn assert_signature_reaches_gemini(caller: Protocol, reply_body: &[u8], how: &str) {
+    let reply: serde_json::Value = serde_json::from_slice(reply_body).unwrap();
+    let request = next_turn(caller, &reply);
+    let mut read = codec(caller)
+        .read_request(&serde_json::to_vec(&request).unwrap())
+        .unwrap_or_else(|e| panic!("{caller} {how}: {e}: {request}"));
+    read.model = "gemini-3-pro-preview".into();
+    let written = codec(Protocol::Gemini).write_request(&read);
+    let body: serde_json::Value = serde_json::from_slice(&written.body).unwrap();
+    let model_turn = body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["role"] == "model")
+        .unwrap_or_else(|| panic!("{caller} {how}: no model turn in {body}"));
+    let parts = model_turn["parts"].as_array().unwrap();
+    let calls: Vec<(&str, Option<&str>)> = parts
+        .iter()
+        .filter(|p| p.get("functionCall").is_some())
+        .map(|p| (p["functionCall"]["name"].as_str().unwrap(), p["thoughtSignature"].as_str()))
+        .collect();
+    assert_eq!(calls, [("get_weather", Some(SIGNATURE)), ("get_time", None)], "{caller} {how}: {model_turn}");
+    assert!(parts.iter().all(|p| p.get("functionCall").is_some()), "{caller} {how}: stray parts {model_turn}");
+    // Results answer the calls they were given for.
+    let results: Vec<&str> = body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["parts"].as_array().unwrap())
+        .filter_map(|p| p["functionResponse"]["name"].as_str())
+        .collect();
+    assert_eq!(results, ["get_weather", "get_time"], "{caller} {how}");
+}
+
+#[test]
+fn gemini_thought_signatures_come_back_through_every_caller_protocol() {
+    let upstream = serde_json::to_vec(&gemini_reply_with_parallel_calls()).unwrap();
+    let reply = codec(Protocol::Gemini).read_response(&upstream).unwrap();
+    for caller in Protocol::ALL {
+        let wire = codec(caller).write_response(&reply);
+        assert_signature_reaches_gemini(caller, &wire.body, "whole");
+    }
+}
+
+#[test]
+fn gemini_thought_signatures_come_back_through_every_caller_protocol_streamed() {
+    let gemini = codec(Protocol::Gemini);
+    let upstream = gemini.encode_stream(
+        Framing::Sse,
+        &events_from_response(
+            &gemini.read_response(&serde_json::to_vec(&gemini_reply_with_parallel_calls()).unwrap()).unwrap(),
+        ),
+    );
+    let events = gemini.decode_stream(&[&upstream]).unwrap();
+    for caller in Protocol::ALL {
+        let caller_codec = codec(caller);
+        let wire = caller_codec.encode_stream(caller_codec.default_framing(), &events);
+        // Byte by byte: the carriers must survive any split.
+        let chunks: Vec<&[u8]> = wire.chunks(1).collect();
+        let mut accumulator = Accumulator::new();
+        for event in caller_codec.decode_stream(&chunks).unwrap() {
+            accumulator.push(&event);
+        }
+        let response = accumulator.into_response();
+        // What the caller's SDK assembles from the stream, echoed as its wire reply.
+        let assembled = caller_codec.write_response(&response);
+        assert_signature_reaches_gemini(caller, &assembled.body, "streamed");
+    }
+}
+
+#[test]
+fn carried_signatures_keep_every_callers_id_alphabet() {
+    let upstream = serde_json::to_vec(&gemini_reply_with_parallel_calls()).unwrap();
+    let reply = codec(Protocol::Gemini).read_response(&upstream).unwrap();
+    let id_ok = |id: &str| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let anthropic: serde_json::Value =
+        serde_json::from_slice(&codec(Protocol::Anthropic).write_response(&reply).body).unwrap();
+    for block in anthropic["content"].as_array().unwrap() {
+        assert!(id_ok(block["id"].as_str().unwrap()), "{block}");
+    }
+    // Where ids are short (OpenAI 40, Responses and Bedrock 64), they stay short.
+    let openai: serde_json::Value =
+        serde_json::from_slice(&codec(Protocol::OpenAi).write_response(&reply).body).unwrap();
+    for call in openai["choices"][0]["message"]["tool_calls"].as_array().unwrap() {
+        assert!(call["id"].as_str().unwrap().len() <= 40, "{call}");
+    }
+    let bedrock: serde_json::Value =
+        serde_json::from_slice(&codec(Protocol::Bedrock).write_response(&reply).body).unwrap();
+    for block in bedrock["output"]["message"]["content"].as_array().unwrap() {
+        if let Some(id) = block["toolUse"]["toolUseId"].as_str() {
+            assert!(id.len() <= 64 && id_ok(id), "{block}");
+        }
+    }
+    let responses: serde_json::Value =
+        serde_json::from_slice(&codec(Protocol::Responses).write_response(&reply).body).unwrap();
+    for item in responses["output"].as_array().unwrap() {
+        if let Some(id) = item["call_id"].as_str() {
+            assert!(id.len() <= 64, "{item}");
         }
     }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 use switchyard_codec::frame::{SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{self, BlockStart, Delta, StreamEvent};
-use switchyard_codec::DecodeError;
+use switchyard_codec::{signature, DecodeError};
 
 use crate::error::stream_error;
 use crate::items::{self, SUMMARY_SEPARATOR};
@@ -32,6 +32,9 @@ pub(crate) struct Events {
     /// Output index → what is known of that item.
     items: BTreeMap<u64, Item>,
     signals: OutputSignals,
+    /// A thought signature carried by the reasoning item just done, for the
+    /// function call that follows it (`switchyard_codec::signature`).
+    carried: Option<String>,
 }
 
 /// Hands out dense block indexes.
@@ -240,7 +243,8 @@ impl Events {
             Some("function_call") => {
                 self.signals.tool_call = true;
                 let call = items::read_function_call(item);
-                let index = self.blocks.open(out, BlockStart::ToolUse { id: call.id, name: call.name });
+                let start = BlockStart::ToolUse { id: call.id, name: call.name, signature: self.carried.take() };
+                let index = self.blocks.open(out, start);
                 let mut open = Open { index, open: true, streamed: false };
                 if !call.input.is_empty() {
                     open.delta(out, Delta::ToolInput(call.input));
@@ -330,6 +334,11 @@ impl Events {
     /// the item holds that did not stream.
     fn item_done(&mut self, output_index: u64, item: &Map<String, Value>, out: &mut Vec<StreamEvent>) {
         let state = self.items.insert(output_index, Item::Ignored);
+        let carried = text_of(item, "encrypted_content").and_then(signature::from_reasoning);
+        if let (Some("reasoning"), Some(carried)) = (text_of(item, "type"), carried) {
+            self.carried = Some(carried.to_owned());
+            return;
+        }
         match (text_of(item, "type"), state) {
             (Some("message"), Some(Item::Message(mut parts))) if !parts.is_empty() => {
                 for part in parts.values_mut() {
@@ -379,6 +388,7 @@ impl Events {
             for item in output.into_iter().flatten().filter_map(Value::as_object) {
                 read_output_item(item, &mut content, &mut self.signals);
             }
+            signature::attach_carried(&mut content);
             for block in &content {
                 emit_block(&mut self.blocks, block, out);
             }
@@ -414,7 +424,7 @@ fn emit_block(blocks: &mut Blocks, block: &ir::Block, out: &mut Vec<StreamEvent>
         }
         ir::Block::RedactedThinking { data } => (BlockStart::RedactedThinking { data: data.clone() }, Vec::new()),
         ir::Block::ToolUse(call) => (
-            BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone() },
+            BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone(), signature: call.signature.clone() },
             if call.input.is_empty() { Vec::new() } else { vec![Delta::ToolInput(call.input.clone())] },
         ),
         _ => return,
@@ -476,7 +486,10 @@ mod tests {
         assert!(matches!(events[0], StreamEvent::MessageStart { .. }));
         assert_eq!(
             events[1],
-            StreamEvent::BlockStart { index: 0, block: BlockStart::ToolUse { id: "c".into(), name: "f".into() } }
+            StreamEvent::BlockStart {
+                index: 0,
+                block: BlockStart::ToolUse { id: "c".into(), name: "f".into(), signature: None }
+            }
         );
         assert!(matches!(events[4], StreamEvent::MessageDelta { stop_reason: Some(ir::StopReason::ToolUse), .. }));
     }

@@ -207,7 +207,11 @@ impl ResponsesStreamEncoder {
                     self.emit(out, "response.content_part.added", fields);
                 }
             }
-            BlockStart::ToolUse { id: call_id, name } => {
+            BlockStart::ToolUse { id: call_id, name, signature } => {
+                if let Some(signature) = signature {
+                    self.signature_carrier(signature, out);
+                }
+                let output_index = self.output_index();
                 let id = function_call_item_id(call_id);
                 self.emit(
                     out,
@@ -238,6 +242,18 @@ impl ResponsesStreamEncoder {
                 self.item = Some(OpenItem::Reasoning { id, text: String::new(), signature, summary_open: false });
             }
         }
+    }
+
+    /// A whole reasoning item carrying the next call's thought signature
+    /// (`switchyard_codec::signature`): Responses call ids are too short.
+    fn signature_carrier(&mut self, signature: &str, out: &mut Vec<u8>) {
+        let output_index = self.output_index();
+        let mut item = crate::items::signature_carrier(signature);
+        item.insert("id".into(), json!(item_id("rs", &self.id, output_index)));
+        let item = Value::Object(item);
+        self.emit(out, "response.output_item.added", json!({"output_index": output_index, "item": item}));
+        self.emit(out, "response.output_item.done", json!({"output_index": output_index, "item": item}));
+        self.output.push(item);
     }
 
     fn block_delta(&mut self, index: u32, delta: &Delta, out: &mut Vec<u8>) {

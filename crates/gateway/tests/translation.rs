@@ -1,0 +1,105 @@
+//! Translation at the engine over real TCP: what a lane cannot carry is told
+//! in `x-switchyard-dropped` (in the caller's own terms), strict mode
+//! refuses it with a 400 in the caller's protocol, and a lane's capabilities
+//! shape the request it gets.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+const CONFIG: &str = r#"
+providers:
+  claude: { protocol: anthropic, base_url: "mock://" }
+  gpt: { protocol: openai, base_url: "mock://" }
+models:
+  sonnet: { provider: claude, model: claude-sonnet-4-5, capabilities: { temperature_with_top_p: false } }
+  gpt: { provider: gpt, model: gpt-4o }
+pools:
+  lenient: { members: [{ model: sonnet }] }
+  exact: { translation: strict, members: [{ model: sonnet }] }
+"#;
+
+fn openai_body(model: &str) -> Vec<u8> {
+    serde_json::to_vec(&json!({
+        "model": model,
+        "messages": [{"role": "user", "content": "hi"}],
+        "seed": 7,
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "frequency_penalty": 0.1
+    }))
+    .unwrap()
+}
+
+#[tokio::test]
+async fn what_a_lane_cannot_carry_is_told_in_the_callers_terms() {
+    let addr = gateway(CONFIG).await;
+    let reply = post(addr, "/v1/chat/completions", &[], openai_body("lenient")).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    // top_p is the lane model's capability; seed and the penalty Anthropic has no field for.
+    assert_eq!(reply.headers["x-switchyard-dropped"], "top_p, seed, frequency_penalty");
+
+    // A Gemini caller's topK reaches an OpenAI lane as its own path.
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"topK": 3, "temperature": 0.2}});
+    let reply = post(addr, "/v1beta/models/gpt:generateContent", &[], serde_json::to_vec(&gemini).unwrap()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "generationConfig.topK");
+}
+
+#[tokio::test]
+async fn nothing_lost_means_no_header() {
+    let addr = gateway(CONFIG).await;
+    let body = json!({"model": "lenient", "messages": [{"role": "user", "content": "hi"}], "temperature": 0.5});
+    let reply = post(addr, "/v1/chat/completions", &[], serde_json::to_vec(&body).unwrap()).await;
+    assert_eq!(reply.status, 200);
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+    // A same-protocol hop carries everything.
+    let reply = post(addr, "/v1/chat/completions", &[], openai_body("gpt")).await;
+    assert_eq!(reply.status, 200);
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+}
+
+#[tokio::test]
+async fn strict_translation_refuses_in_the_callers_protocol() {
+    let addr = gateway(CONFIG).await;
+    for (pool, headers) in [("exact", &[][..]), ("lenient", &[("x-switchyard-strict", "1")][..])] {
+        let reply = post(addr, "/v1/chat/completions", headers, openai_body(pool)).await;
+        assert_eq!(reply.status, 400, "{pool}");
+        let error: Value = serde_json::from_slice(&reply.body).unwrap();
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("seed") && message.contains("frequency_penalty"), "{message}");
+        assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
+        assert_eq!(error["error"]["param"], "top_p", "{error}");
+    }
+    // An Anthropic caller gets Anthropic's error shape.
+    let anthropic = json!({"model": "exact", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.5, "top_p": 0.9});
+    let reply = post(addr, "/v1/messages", &[], serde_json::to_vec(&anthropic).unwrap()).await;
+    // Same protocol: nothing to refuse.
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "generationConfig": {"seed": 3}});
+    let reply = post(addr, "/v1beta/models/exact:generateContent", &[], serde_json::to_vec(&gemini).unwrap()).await;
+    assert_eq!(reply.status, 400);
+    let error: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(error["error"]["status"], "INVALID_ARGUMENT", "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("generationConfig.seed"), "{error}");
+}
+
+#[tokio::test]
+async fn a_strict_request_that_loses_nothing_is_served() {
+    let addr = gateway(CONFIG).await;
+    let body = json!({"model": "exact", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 20});
+    let reply =
+        post(addr, "/v1/chat/completions", &[("x-switchyard-strict", "true")], serde_json::to_vec(&body).unwrap())
+            .await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+}
