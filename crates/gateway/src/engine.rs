@@ -328,6 +328,7 @@ async fn attempt(
             health.success();
             trial.settle();
             lane.record_latency(sent.elapsed());
+            lane.record_headroom(&upstream.headers);
             if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
                 routing::pin(&gateway, plan.pool, session, slot.member);
             }

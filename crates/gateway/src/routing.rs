@@ -52,11 +52,23 @@ pub async fn plan(
     let needs_projection = state.strategy == Strategy::Billing || !state.gates.is_empty();
     let projection =
         if needs_projection && !usable.is_empty() { Some(projection_of(gateway, call, translated)?) } else { None };
+    // What the caller's key has left, read once, only where it is used.
+    let headroom = if state.strategy == Strategy::Usage || !state.gates.is_empty() {
+        Headroom::of(gateway, call)
+    } else {
+        Headroom::default()
+    };
     let mut policy: Option<Arc<str>> = None;
     let mut order = match ranking_of(state.strategy) {
         Some(ranking) => {
-            match rank_members(gateway, state, &usable, ranking, projection.as_ref().unwrap_or(&Projection::default()))
-            {
+            match rank_members(
+                gateway,
+                state,
+                &usable,
+                ranking,
+                projection.as_ref().unwrap_or(&Projection::default()),
+                &headroom,
+            ) {
                 Some(ranked) => {
                     policy = Some(Arc::from(state.strategy.as_str()));
                     ranked
@@ -68,7 +80,8 @@ pub async fn plan(
     };
 
     if let (false, Some(projection)) = (state.gates.is_empty() || usable.is_empty(), projection.as_ref()) {
-        let (decision, orderer) = run_gates(gateway, call, pool, &usable, projection, translated.as_ref()).await;
+        let (decision, orderer) =
+            run_gates(gateway, call, pool, &usable, projection, translated.as_ref(), &headroom).await;
         if let Some((status, message)) = decision.reject {
             let name = orderer.unwrap_or_else(|| Arc::from("hook"));
             count(state, &name, |c| c.rejections += 1);
@@ -197,12 +210,53 @@ fn rank_members(
     members: &[usize],
     ranking: Ranking,
     projection: &Projection,
+    headroom: &Headroom,
 ) -> Option<Vec<usize>> {
-    let signals: Vec<Signals<'_>> = members.iter().map(|&m| signals(gateway, state.members[m])).collect();
+    // A lane whose upstream has not reported its rate limit yet counts as
+    // untouched once another lane's has: it is tried, and so measured.
+    let reported = members.iter().any(|&m| gateway.lanes[state.members[m]].upstream_headroom().is_some());
+    let signals: Vec<Signals<'_>> = members
+        .iter()
+        .map(|&m| {
+            let mut signal = signals(gateway, state.members[m], headroom);
+            if reported && gateway.lanes[state.members[m]].upstream_headroom().is_none() {
+                signal.rate_headroom = least(Some(1.0), headroom.rate);
+            }
+            signal
+        })
+        .collect();
     rank(ranking, projection, &signals).map(|order| order.into_iter().map(|position| members[position]).collect())
 }
 
-fn signals(gateway: &Gateway, lane_index: usize) -> Signals<'_> {
+/// What governance says the caller has left, for routing signals: the
+/// least budget (USD) and rate headroom (a share) on its key's chain.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Headroom {
+    budget: Option<f64>,
+    rate: Option<f64>,
+}
+
+impl Headroom {
+    fn of(gateway: &Gateway, call: &Call) -> Headroom {
+        match (&gateway.governance, &call.caller) {
+            (Some(governance), Some(caller)) => {
+                let (budget, rate) = governance.headroom(caller);
+                Headroom { budget, rate }
+            }
+            _ => Headroom::default(),
+        }
+    }
+}
+
+/// The smaller of two optional shares.
+fn least(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn signals<'a>(gateway: &'a Gateway, lane_index: usize, headroom: &Headroom) -> Signals<'a> {
     let lane = &gateway.lanes[lane_index];
     let rate = gateway.config.rate_card.get(&lane.name);
     Signals {
@@ -211,8 +265,9 @@ fn signals(gateway: &Gateway, lane_index: usize) -> Signals<'_> {
         output_utok: rate.map(|r| r.output_utok),
         latency_ms: lane.latency_ms(),
         available_concurrency: lane.permits.as_ref().map(|p| p.available_permits() as u64),
-        // Rate headroom comes with governance; without it `usage` abstains.
-        rate_headroom: None,
+        // The lane's own headroom as its upstream reports it, bounded by the
+        // caller's key chain; without either, `usage` abstains.
+        rate_headroom: least(lane.upstream_headroom(), headroom.rate),
         billing: match lane.billing {
             Billing::Subscription => BillingRank::Subscription,
             Billing::PayAsYouGo => BillingRank::PayAsYouGo,
@@ -249,21 +304,22 @@ async fn run_gates(
     usable: &[usize],
     projection: &Projection,
     request: Option<&Request>,
+    headroom: &Headroom,
 ) -> (Decision, Option<Arc<str>>) {
     let state = &gateway.pools[pool];
     let views: Vec<CandidateView<'_>> = usable
         .iter()
         .map(|&member| {
             let lane = &gateway.lanes[state.members[member]];
-            let signal = signals(gateway, state.members[member]);
+            let signal = signals(gateway, state.members[member], headroom);
             CandidateView {
                 model: &lane.name,
                 tier: lane.tier.as_deref(),
                 cost_per_mtok: signal.cost_per_mtok(),
                 latency_ms: signal.latency_ms,
                 available_concurrency: signal.available_concurrency,
-                budget_remaining: None,
-                rate_headroom: None,
+                budget_remaining: headroom.budget,
+                rate_headroom: signal.rate_headroom,
                 tags: &lane.tags,
             }
         })
@@ -276,6 +332,7 @@ async fn run_gates(
         system,
         messages,
         end_user: request.and_then(|r| r.user.as_deref()),
+        key: call.caller.as_ref().map(|c| (c.key.record.id.as_str(), c.key.record.name.as_str())),
         // Only a hook that may rewrite sees the body (a gate, or a fallback it
         // names): parse it only when one exists.
         body: gateway
@@ -286,7 +343,7 @@ async fn run_gates(
             .then(|| serde_json::from_slice(&call.body).ok())
             .flatten(),
     };
-    let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state));
+    let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state, headroom));
     let results = futures_util::future::join_all(runs).await;
     let mut orderer = None;
     let mut rejecter = None;
@@ -311,6 +368,7 @@ async fn run_gate(
     candidates: &[CandidateView<'_>],
     usable: &[usize],
     state: &PoolState,
+    headroom: &Headroom,
 ) -> (Decision, Arc<str>) {
     let mut current = gate;
     loop {
@@ -341,7 +399,7 @@ async fn run_gate(
             },
             OnError::Strategy(strategy) => {
                 let order = ranking_of(strategy)
-                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection));
+                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection, headroom));
                 // Positions into `usable`, as a hook's order would be.
                 let order =
                     order.map(|members| members.iter().filter_map(|m| usable.iter().position(|u| u == m)).collect());

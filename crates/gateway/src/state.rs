@@ -79,9 +79,42 @@ pub struct Lane {
     pub any_wire_model: bool,
     /// Its rate-card prices, when priced.
     pub price: Option<Price>,
+    /// The share of its upstream rate limit left, as the upstream's own
+    /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
+    pub upstream_headroom: AtomicU64,
 }
 
+/// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
+const RATE_HEADERS: [(&str, &str); 4] = [
+    ("x-ratelimit-remaining-requests", "x-ratelimit-limit-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-limit-tokens"),
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-limit"),
+    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-limit"),
+];
+
 impl Lane {
+    /// The share of its upstream rate limit left, when the upstream says.
+    pub fn upstream_headroom(&self) -> Option<f64> {
+        let bits = self.upstream_headroom.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
+    }
+
+    /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
+    /// Anthropic's `anthropic-ratelimit-*`): the least share left.
+    pub fn record_headroom(&self, headers: &http::HeaderMap) {
+        let number = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+        let least = RATE_HEADERS
+            .iter()
+            .filter_map(|(remaining, limit)| {
+                let (remaining, limit) = (number(remaining)?, number(limit)?);
+                (limit > 0.0).then(|| (remaining / limit).clamp(0.0, 1.0))
+            })
+            .reduce(f64::min);
+        if let Some(share) = least {
+            self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
+        }
+    }
+
     /// Weight of the newest sample in the latency average.
     const EWMA_ALPHA: f64 = 0.3;
 
@@ -483,6 +516,7 @@ fn build_lane(
         transport,
         adhoc: false,
         any_wire_model: false,
+        upstream_headroom: AtomicU64::new(u64::MAX),
         price: config.rate_card.get(name).map(|rate| Price {
             input_utok: rate.input_utok,
             output_utok: rate.output_utok,

@@ -344,3 +344,44 @@ async fn gates_fire_concurrently_and_the_last_order_by_priority_wins() {
     assert_eq!(lane(&reply), "b");
     assert_eq!(reply.headers["x-switchyard-route-policy"], "high");
 }
+
+#[tokio::test]
+async fn the_usage_strategy_prefers_the_lane_its_upstream_says_has_room() {
+    // An OpenAI upstream that reports how much of its rate limit is left:
+    // plenty for `roomy`, almost none for `tight`.
+    let upstream = spawn(axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|body: Bytes| async move {
+            let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let remaining = if value["model"] == "roomy" { "900" } else { "10" };
+            let reply = switchyard_gateway::mock::respond(
+                switchyard_protocol::codec(Protocol::OpenAi),
+                None,
+                false,
+                switchyard_protocol::Framing::Sse,
+                &body,
+            );
+            let mut response = Response::new(axum::body::Body::new(reply.body));
+            *response.headers_mut() = reply.headers;
+            response.headers_mut().insert("x-ratelimit-limit-requests", "1000".parse().unwrap());
+            response.headers_mut().insert("x-ratelimit-remaining-requests", remaining.parse().unwrap());
+            response
+        }),
+    ))
+    .await;
+    let yaml = format!(
+        "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  tight: {{ provider: up }}\n  roomy: {{ provider: up }}\npools:\n  smart: {{ hooks: [usage], members: [{{ model: tight }}, {{ model: roomy }}] }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let mut lanes = Vec::new();
+    for i in 0..8 {
+        let reply =
+            post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "smart", &format!("q{i}"), false))
+                .await;
+        lanes.push(reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned());
+    }
+    // Until both lanes have answered once, `usage` has no signal for one of
+    // them; from then on the roomy lane is first.
+    assert!(lanes[..2].contains(&"tight".to_owned()), "{lanes:?}");
+    assert!(lanes[4..].iter().all(|l| l == "roomy"), "{lanes:?}");
+}
