@@ -24,7 +24,7 @@ use switchyard_governance::key::{looks_like_key, KeyState};
 use switchyard_governance::money::{Price, Tokens};
 use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
 use switchyard_governance::{
-    Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation, Window,
+    Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation,
 };
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Usage};
 use switchyard_store::{GroupRecord, LedgerRow, SpendBy, StoreError, Stores, TotalsQuery};
@@ -515,11 +515,6 @@ impl Governance {
     /// How many keys are cached.
     pub fn key_count(&self) -> usize {
         self.keys.load().by_id.len()
-    }
-
-    /// Budget windows in use (for spend views).
-    pub fn windows(&self) -> Vec<Window> {
-        Window::ALL.iter().map(|(w, _)| *w).collect()
     }
 }
 

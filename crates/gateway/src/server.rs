@@ -8,6 +8,7 @@
 pub mod admin;
 mod conn_io;
 pub mod listener;
+pub mod tls;
 
 use std::sync::Arc;
 
@@ -98,7 +99,7 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static("1"));
         response
     });
-    Settings { limits: gateway.config.server.clone(), refuse, stats }
+    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None }
 }
 
 /// The caller's protocol, from a data-plane path.

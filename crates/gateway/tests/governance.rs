@@ -380,3 +380,81 @@ async fn sqlite_keeps_keys_groups_and_spend_across_a_restart() {
     assert_eq!(key.status, 200);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An OpenAI upstream that streams one word every 20 ms and never ends.
+async fn trickling_upstream() -> std::net::SocketAddr {
+    spawn(axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            let frames = futures_util::stream::unfold(0u64, |n| async move {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let frame = format!(
+                    "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"w{n} \"}},\"finish_reason\":null}}]}}\n\n"
+                );
+                Some((Ok::<_, std::io::Error>(bytes::Bytes::from(frame)), n + 1))
+            });
+            let mut response = axum::response::Response::new(axum::body::Body::from_stream(frames));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }),
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn a_caller_that_hangs_up_mid_stream_is_billed_for_what_was_delivered() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let upstream = trickling_upstream().await;
+    let yaml = format!(
+        "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  m: {{ provider: up }}\n\
+         rate_card:\n  m: {{ input_utok: 1000, output_utok: 1000 }}\nauth: {{ mode: keys }}\n\
+         governance: {{ ledger_flush_interval: 20ms }}\n"
+    );
+    let (addr, gateway) = governed(&yaml).await;
+    let key = create_key(addr, json!({"name": "leaver"})).await;
+    let secret = key["key"].as_str().unwrap();
+    // One caller translated (Anthropic), one passed through (OpenAI asking for usage).
+    let bodies = [
+        (
+            "/v1/messages",
+            format!("x-api-key: {secret}"),
+            json!({"model": "m", "max_tokens": 500, "stream": true, "messages": [{"role": "user", "content": "talk"}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            format!("authorization: Bearer {secret}"),
+            json!({"model": "m", "stream": true, "stream_options": {"include_usage": true}, "messages": [{"role": "user", "content": "talk"}]}),
+        ),
+    ];
+    for (path, auth, body) in &bodies {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = body.to_string();
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\n{auth}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        // Read for a while (about ten words), then hang up.
+        let mut received = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(250);
+        let mut buf = [0u8; 4096];
+        while let Ok(Ok(n)) = tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            if n == 0 {
+                break;
+            }
+            received.extend_from_slice(&buf[..n]);
+        }
+        assert!(String::from_utf8_lossy(&received).starts_with("HTTP/1.1 200"), "{path}");
+        drop(stream);
+    }
+    let rows = ledger_rows(addr, &format!("key={}", key["id"].as_str().unwrap()), 2).await;
+    for row in &rows {
+        assert_eq!(row["status"], 499, "{row}");
+        assert_eq!(row["estimated"], true, "{row}");
+        let output = row["output_tokens"].as_u64().unwrap();
+        assert!((3..=40).contains(&output), "billed for the words delivered, about ten: {row}");
+        assert!(row["input_tokens"].as_u64().unwrap() > 0, "{row}");
+        assert!(row["usd"].as_f64().unwrap() > 0.0, "{row}");
+    }
+    assert_eq!(gateway.governance.as_ref().unwrap().reserved_usd(), 0.0, "the reservations settled");
+}

@@ -13,12 +13,30 @@ use switchyard_gateway::Gateway;
 
 #[derive(Parser)]
 #[command(name = "switchyard", version, about = "An LLM API gateway that speaks six wire protocols")]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
+    /// With no command: serve, as `switchyard serve` would.
+    #[command(flatten)]
+    serve: ServeArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// What `serve` (and the bare command) take.
+#[derive(clap::Args, Clone, Default)]
+struct ServeArgs {
+    /// Config file; without one, ./switchyard.yaml or the embedded demo.
+    #[arg(long, env = "SWITCHYARD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data-plane address, over the config's `listen` (e.g. 127.0.0.1:18080).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Admin-plane address, over the config's `admin_listen`.
+    #[arg(long)]
+    admin_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -30,11 +48,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the gateway (the default).
-    Serve {
-        /// Config file; without one, ./switchyard.yaml or the embedded demo.
-        #[arg(long, env = "SWITCHYARD_CONFIG")]
-        config: Option<PathBuf>,
-    },
+    Serve(ServeArgs),
     /// Validate a config file and exit.
     Check {
         /// Config file to check.
@@ -47,6 +61,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: String,
     },
+    /// Print the embedded demo config (a starting point for your own).
+    DemoConfig,
 }
 
 fn main() -> std::process::ExitCode {
@@ -60,11 +76,14 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command.unwrap_or(Command::Serve { config: std::env::var_os("SWITCHYARD_CONFIG").map(PathBuf::from) })
-        {
-            Command::Serve { config } => serve(config).await,
+        match cli.command.unwrap_or(Command::Serve(cli.serve)) {
+            Command::Serve(args) => serve(args).await,
             Command::Check { config } => check(&config),
             Command::MockUpstream { listen } => mock_upstream(&listen).await,
+            Command::DemoConfig => {
+                use std::io::Write;
+                std::io::stdout().write_all(DEMO_CONFIG.as_bytes()).context("cannot write to stdout")
+            }
         }
     });
     match result {
@@ -113,20 +132,31 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let (config, source) = load_config(Some(path.to_path_buf()))?;
     Gateway::new(config.clone(), switchyard_protocol::codec).context("config is valid YAML but cannot be served")?;
+    if let Some(tls) = &config.admin.tls {
+        switchyard_gateway::server::tls::acceptor(tls).context("the admin TLS settings cannot be used")?;
+    }
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
-    eprintln!(
+    use std::io::Write;
+    writeln!(
+        std::io::stdout(),
         "{source}: ok ({} providers, {} models, {} pools)",
         config.providers.len(),
         config.models.len(),
         config.pools.len()
-    );
-    Ok(())
+    )
+    .context("cannot write to stdout")
 }
 
-async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
-    let (config, source) = load_config(path)?;
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (mut config, source) = load_config(args.config)?;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(admin_listen) = args.admin_listen {
+        config.admin_listen = admin_listen;
+    }
     for warning in &config.warnings {
         tracing::warn!(config = %source, "{warning}");
     }
@@ -158,9 +188,10 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let bound = listener.local_addr()?;
     tracing::info!(config = %source, listen = %bound, admin = %admin.local_addr()?, "switchyard is listening");
     if let Some(model) = example_model {
-        eprintln!(
-            "try: curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
+        let example = format!(
+            "curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
         );
+        tracing::info!(%example, "try it");
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -171,14 +202,13 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let admin_router = switchyard_gateway::admin_router(gateway.clone());
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
-    let admin_task = tokio::spawn(switchyard_gateway::server::serve(
-        admin,
-        admin_router,
-        Settings::plain(admin_limits),
-        async move {
-            let _ = admin_stop.wait_for(|stop| *stop).await;
-        },
-    ));
+    let mut admin_settings = Settings::plain(admin_limits);
+    if let Some(tls) = &gateway.config.admin.tls {
+        admin_settings.tls = Some(switchyard_gateway::server::tls::acceptor(tls).context("admin TLS cannot start")?);
+    }
+    let admin_task = tokio::spawn(switchyard_gateway::server::serve(admin, admin_router, admin_settings, async move {
+        let _ = admin_stop.wait_for(|stop| *stop).await;
+    }));
     let mut data_stop = stop_rx;
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway), settings, async move {

@@ -61,12 +61,14 @@ pub struct Settings {
     pub refuse: Refuse,
     /// Counters.
     pub stats: Arc<ListenerStats>,
+    /// TLS (with client certificates) in front of HTTP, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Settings {
     /// Settings whose refusals are plain JSON (the admin plane, the vendor fake).
     pub fn plain(limits: Limits) -> Settings {
-        Settings { limits, refuse: Arc::new(|_, refusal| plain_refusal(refusal)), stats: Arc::default() }
+        Settings { limits, refuse: Arc::new(|_, refusal| plain_refusal(refusal)), stats: Arc::default(), tls: None }
     }
 }
 
@@ -137,31 +139,50 @@ pub async fn serve(
         let _ = tcp.set_nodelay(true);
         settings.stats.accepted.fetch_add(1, Ordering::Relaxed);
         let state = ConnState::new(limits.max_connection_body);
-        let io = TokioIo::new(ConnIo::new(tcp, state.clone(), timeouts));
         match connections.clone().try_acquire_owned() {
             Ok(slot) => {
                 let service = ConnService {
                     router: router.clone(),
-                    state,
+                    state: state.clone(),
                     in_flight: in_flight.clone(),
                     settings: settings.clone(),
                 };
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
                 let stats = settings.stats.clone();
+                let tls = settings.tls.clone();
                 stats.open.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(async move {
-                    let connection = builder.serve_connection(io, service);
-                    let _ = watcher.watch(connection).await;
+                    match tls {
+                        None => {
+                            let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
+                            let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                        }
+                        // A client that cannot finish the handshake with a
+                        // certificate the CA signed is closed before HTTP.
+                        Some(acceptor) => {
+                            if let Ok(Ok(stream)) =
+                                tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await
+                            {
+                                let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
+                                let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                            }
+                        }
+                    }
                     stats.open.fetch_sub(1, Ordering::Relaxed);
                     drop(slot);
                 });
             }
             Err(_) => {
                 settings.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
+                // Over TLS there is no HTTP to answer before a handshake: close.
+                if settings.tls.is_some() {
+                    continue;
+                }
                 let Ok(slot) = overflow.clone().try_acquire_owned() else {
                     continue;
                 };
+                let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
                 let refuse = settings.refuse.clone();
                 let builder = overflow_builder.clone();
                 tokio::spawn(async move {
