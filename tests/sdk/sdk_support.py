@@ -63,20 +63,22 @@ def stop_name(stop: Any) -> str:
     return getattr(stop, "name", None) or str(stop)
 
 
-def rate_limit_lane(ingress: str, protocol: str) -> str:
-    """A lane used only by the 429 tests of one (ingress, protocol) pair.
+def rate_limit_lane(ingress: str, protocol: str, stream: bool) -> str:
+    """A lane used only by one 429 test (an ingress, a lane protocol, plain
+    or streamed).
 
-    Upstream 429s count against a lane's circuit breaker (5 in a row open it
-    for a cooldown), so they must not land on the shared lane-<protocol>
-    lanes the other tests use: each pair gets its own lane, which sees only
-    two 429s (plain and streaming)."""
-    return f"rl-{ingress}-{protocol}"
+    An upstream 429 rests its lane for the Retry-After (1 s from the mock),
+    and a rested lane answers the next caller with the gateway's own 429
+    instead of reaching the upstream; each test gets its own lane so it sees
+    the upstream's answer."""
+    return f"rl-{ingress}-{protocol}-{'stream' if stream else 'plain'}"
 
 
 RATE_LIMIT_LANES = [
-    (rate_limit_lane(ingress, lanes[ingress]), lanes[ingress])
+    (rate_limit_lane(ingress, lanes[ingress], stream), lanes[ingress])
     for ingress in INGRESSES
     for lanes in (OTHER_LANE, SAME_LANE)
+    for stream in (False, True)
 ]
 
 SCHEMA = {
