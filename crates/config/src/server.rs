@@ -40,7 +40,8 @@ pub struct Server {
 pub struct Http2 {
     /// Concurrent streams per connection.
     pub max_concurrent_streams: u32,
-    /// Largest header list (HTTP/1.1 header block too).
+    /// Largest header list of an HTTP/2 request (an HTTP/1.1 head is
+    /// capped at 8 KiB, as nginx's header buffers are).
     pub max_header_list_size: u32,
 }
 
@@ -56,7 +57,7 @@ impl Default for Server {
             max_connections: 10_000,
             max_in_flight: 10_000,
             max_connection_body: 64 << 20,
-            http2: Http2 { max_concurrent_streams: 128, max_header_list_size: 64 << 10 },
+            http2: Http2 { max_concurrent_streams: 128, max_header_list_size: 16 << 10 },
         }
     }
 }
