@@ -115,7 +115,18 @@ CASES = [
     ("5-3a-stream64-openai-to-anthropic", "5/3a. stream 64, OpenAI → anthropic lane", "openai", ANTHROPIC_MODEL, "stream64-anthropic"),
     ("5-3b-stream64-anthropic-to-openai", "5/3b. stream 64, Anthropic → openai lane", "anthropic", OPENAI_MODEL, "stream64-openai"),
     ("5-4-stream64-bedrock-to-openai", "5/4. stream 64, Bedrock converse-stream → openai lane", "bedrock", OPENAI_MODEL, "stream64-openai"),
+    # Governed: the same exchanges with a virtual key, a budget, rate limits and the SQLite ledger.
+    ("6-governed-passthrough", "6. case 1 governed (key + budget + limits + ledger)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("6-governed-anthropic-to-openai", "6. case 3b governed", "anthropic", OPENAI_MODEL, "chat-openai"),
+    ("6-governed-stream64", "6. case 5/1 stream 64 governed", "openai", OPENAI_MODEL, "stream64-openai"),
 ]
+
+# What each governed case is compared with (same run): the open case.
+GOVERNED_OF = {
+    "6-governed-passthrough": "1-passthrough",
+    "6-governed-anthropic-to-openai": "3b-anthropic-to-openai",
+    "6-governed-stream64": "5-1-stream64-passthrough",
+}
 
 
 # --------------------------------------------------------------------------
@@ -245,13 +256,14 @@ class RawClient:
             raise BenchError("connection to port %d closed mid-response" % self.port)
         return data
 
-    def post(self, path, body):
+    def post(self, path, body, headers=None):
         """Sends one request; returns (status, headers, body, t_first_byte_ns, t_first_body_ns) with times from send."""
         if self.sock is None:
             self.connect()
+        extra = "".join("%s: %s\r\n" % kv for kv in (headers or {}).items()).encode()
         req = (
-            b"POST %s HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
-            % (path.encode(), self.port, len(body))
+            b"POST %s HTTP/1.1\r\nhost: 127.0.0.1:%d\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s\r\n"
+            % (path.encode(), self.port, len(body), extra)
         ) + body
         t0 = time.perf_counter_ns()
         self.sock.sendall(req)
@@ -314,11 +326,11 @@ def count_frames(body, headers):
     return None
 
 
-def validate(port, path, body, text, stream, what):
+def validate(port, path, body, text, stream, what, headers=None):
     """One request: 200, the echoed words all present, and the frame count. Fails loudly."""
     c = RawClient(port)
     try:
-        status, headers, reply, _, _ = c.post(path, body)
+        status, headers, reply, _, _ = c.post(path, body, headers)
     finally:
         c.close()
     if status != 200:
@@ -347,14 +359,14 @@ def percentile(values, q):
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-def ttfb(port, path, body, n, warmup):
+def ttfb(port, path, body, n, warmup, headers=None):
     """Sequential requests on one keep-alive connection: time to the first
     response byte and to the first body byte (the first streamed frame)."""
     c = RawClient(port)
     first, frame = [], []
     try:
         for i in range(warmup + n):
-            status, _, _, t_first, t_body = c.post(path, body)
+            status, _, _, t_first, t_body = c.post(path, body, headers)
             if status != 200:
                 raise BenchError("TTFB run on port %d: status %d" % (port, status))
             if i >= warmup:
@@ -379,14 +391,15 @@ class Wrk:
         self.tmp = tmp
         self.n = 0
 
-    def run(self, port, path, body, conns, secs, what, check=True):
+    def run(self, port, path, body, conns, secs, what, check=True, headers=None):
         self.n += 1
         secs = max(1, int(round(secs)))  # wrk takes whole seconds
         body_file = os.path.join(self.tmp, "body-%d.json" % self.n)
         out_file = os.path.join(self.tmp, "wrk-%d.json" % self.n)
         with open(body_file, "wb") as f:
             f.write(body)
-        env = dict(os.environ, BENCH_BODY=body_file, BENCH_OUT=out_file)
+        env = dict(os.environ, BENCH_BODY=body_file, BENCH_OUT=out_file,
+                   BENCH_HEADERS="\n".join("%s: %s" % kv for kv in (headers or {}).items()))
         argv = [
             "wrk", "-t1", "-c%d" % conns, "-d%ds" % secs, "--timeout", "5s", "--latency",
             "-s", os.path.join(HERE, "wrk_post.lua"), "http://127.0.0.1:%d%s" % (port, path),
@@ -469,6 +482,19 @@ pools:
     members: [{{ model: {openai_model} }}]
 """
 
+# The governed cases add keys, a group budget and limits, and the SQLite ledger.
+GOVERNED_EXTRA = """
+auth: {{ mode: keys }}
+admin: {{ tokens: [{admin_token}] }}
+storage: {{ sqlite_path: "{db}" }}
+rate_card:
+  {openai_model}: {{ input_utok: 0.15, output_utok: 0.6 }}
+  {anthropic_model}: {{ input_utok: 3, output_utok: 15 }}
+groups:
+  bench: {{ budget: {{ usd: 1000000, window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }} }}
+"""
+BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+
 
 class Nginx:
     def __init__(self, procs, tmp, upstream, cpu, streams=False):
@@ -538,15 +564,15 @@ def nofile_limit():
 # --------------------------------------------------------------------------
 
 
-def measure(wrk, port, path, body, pid, opts, what, extra_pids=()):
+def measure(wrk, port, path, body, pid, opts, what, extra_pids=(), headers=None):
     """c=64 warm-up, c=1 latency, c=64 throughput with CPU of `pid` around each run."""
-    wrk.run(port, path, body, 64, opts.warmup, what + " warm-up")
+    wrk.run(port, path, body, 64, opts.warmup, what + " warm-up", headers=headers)
     cpu0 = cpu_seconds(pid)
-    c1 = wrk.run(port, path, body, 1, opts.c1_secs, what + " c=1")
+    c1 = wrk.run(port, path, body, 1, opts.c1_secs, what + " c=1", headers=headers)
     cpu1 = cpu_seconds(pid)
     extra0 = {p: cpu_seconds(p) for p in extra_pids}
     ticks0 = core_ticks()
-    c64 = wrk.run(port, path, body, 64, opts.c64_secs, what + " c=64")
+    c64 = wrk.run(port, path, body, 64, opts.c64_secs, what + " c=64", headers=headers)
     cpu2 = cpu_seconds(pid)
     ticks1 = core_ticks()
     extra = {p: (cpu_seconds(p) - extra0[p]) / c64["requests"] * 1e6 for p in extra_pids}
@@ -622,7 +648,7 @@ def run(opts):
     settings = vars(opts).copy()
     # Paths are recorded relative to the repository: results are committed,
     # and no path of the machine that ran them belongs in the repository.
-    for key in ("switchyard", "out"):
+    for key in ("switchyard", "out", "before"):
         if isinstance(settings.get(key), str) and os.path.isabs(settings[key]):
             settings[key] = os.path.relpath(settings[key], REPO)
     results = {"machine": machine(), "settings": settings, "layout": {}, "baselines": {}, "cases": []}
@@ -676,15 +702,50 @@ def run(opts):
             )
         with open(gw_conf) as fh:
             results["gateway_config"] = fh.read()
+        gw_governed_conf = os.path.join(tmp, "switchyard-bench-governed.yaml")
+        with open(gw_governed_conf, "w") as f:
+            f.write(results["gateway_config"] + GOVERNED_EXTRA.format(
+                admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed.db"),
+                openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL))
         gw_env = dict(os.environ)
         gw_env.setdefault("SWITCHYARD_LOG", opts.gateway_log_level)
         gw_stderr_path = os.path.join(tmp, "gateway.log") if opts.keep_gateway_log else os.devnull
 
-        def start_gateway():
-            gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(gw_stderr_path, "ab"))
+        def start_gateway(binary, conf=gw_conf):
+            gw = procs.start([binary, "serve", "--config", conf], cpu=P, env=gw_env, stderr=open(gw_stderr_path, "ab"))
             wait_http(gw_port, proc=gw)
             time.sleep(0.2)
             return gw
+
+        def bench_key():
+            req = urllib.request.Request(
+                "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
+                data=json.dumps({"name": "bench", "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
+                                 "limits": {"rpm": 1000000000}}).encode(),
+                headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return json.loads(r.read())["key"]
+
+        def gateway_case(binary, cid, gpath, gbody, b):
+            governed = cid in GOVERNED_OF
+            gw = start_gateway(binary, gw_governed_conf if governed else gw_conf)
+            try:
+                idle_rss, _ = mem_kib(gw.pid)
+                headers = None
+                if governed:
+                    key = bench_key()
+                    headers = {"x-api-key": key} if "anthropic" in cid else {"authorization": "Bearer " + key}
+                chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
+                g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,), headers=headers)
+                g["idle_rss_kib"] = idle_rss
+                g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
+                if b["stream"]:
+                    g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup, headers)
+                if gw.poll() is not None:
+                    raise BenchError("%s: the gateway exited" % cid)
+            finally:
+                procs.stop(gw)
+            return chk, g
 
         for key, b in BASELINES.items():
             path, body = request(b["protocol"], b["model"], b["text"], b["stream"])
@@ -722,25 +783,17 @@ def run(opts):
                     continue
                 if opts.only and not any(o in cid for o in opts.only):
                     continue
-                log("%s: switchyard" % cid)
                 gpath, gbody = request(ingress, name, b["text"], b["stream"])
-                gw = start_gateway()
-                try:
-                    idle_rss, _ = mem_kib(gw.pid)
-                    chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid)
-                    g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,))
-                    g["idle_rss_kib"] = idle_rss
-                    g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
-                    if b["stream"]:
-                        g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup)
-                    if gw.poll() is not None:
-                        raise BenchError("%s: the gateway exited" % cid)
-                finally:
-                    procs.stop(gw)
+                before = None
+                if opts.before and cid not in GOVERNED_OF:
+                    log("%s: switchyard before (%s)" % (cid, opts.before))
+                    _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b)
+                log("%s: switchyard" % cid)
+                chk, g = gateway_case(sy, cid, gpath, gbody, b)
                 results["cases"].append({
                     "id": cid, "title": title, "ingress": ingress, "name": name, "baseline": key,
                     "request": {"path": gpath, "body_bytes": len(gbody), "stream": b["stream"], "deltas": b["deltas"]},
-                    "check": chk, "gateway": g,
+                    "check": chk, "gateway": g, "before": before,
                 })
 
         # ---- 3. Open streams.
@@ -790,13 +843,15 @@ def open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C
         }
 
     try:
-        gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
-        wait_http(gw_port, proc=gw)
-        time.sleep(0.2)
-        try:
-            out["switchyard"] = hold(gw_port, gw.pid, "switchyard", mem_kib(gw.pid)[0])
-        finally:
-            procs.stop(gw)
+        runs = [("switchyard_before", opts.before)] if opts.before else []
+        for who, binary in runs + [("switchyard", sy)]:
+            gw = procs.start([binary, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+            wait_http(gw_port, proc=gw)
+            time.sleep(0.2)
+            try:
+                out[who] = hold(gw_port, gw.pid, who, mem_kib(gw.pid)[0])
+            finally:
+                procs.stop(gw)
         ng = Nginx(procs, tmp, slow_port, P, streams=True)
         try:
             out["nginx"] = hold(ng.port_stream, ng.worker, "nginx", mem_kib(ng.worker)[0])
@@ -847,6 +902,13 @@ def derive(results):
             r["ttfb_vs_direct"] = ratio(gf, df)
             r["ttfb_vs_nginx"] = ratio(gf, nf)
             r["added_ttfb_vs_nginx"] = ratio(out["added_ttfb_p50_us"], out["nginx_added_ttfb_p50_us"])
+        bf = case.get("before")
+        if bf:
+            r["cpu_vs_before"] = ratio(g["c64"]["cpu_us_per_req"], bf["c64"]["cpu_us_per_req"])
+            r["cpu_c1_vs_before"] = ratio(g["c1"]["cpu_us_per_req"], bf["c1"]["cpu_us_per_req"])
+            r["p99_vs_before"] = ratio(g["c1"]["p99_us"], bf["c1"]["p99_us"])
+            if "ttfb" in g and "ttfb" in bf:
+                r["ttfb_vs_before"] = ratio(g["ttfb"]["first_frame_us"]["p50"], bf["ttfb"]["first_frame_us"]["p50"])
         case["added"] = out
         case["ratios"] = r
     cases = {c["id"]: c for c in results["cases"]}
@@ -874,7 +936,15 @@ def derive(results):
         goal("idle RSS MiB (max over cases)", max(idle), "≤ 10")
     os_ = results.get("open_streams", {}).get("switchyard")
     if os_:
-        goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 150")
+        goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 120")
+    for cid, open_cid in GOVERNED_OF.items():
+        if cid in cases and open_cid in cases:
+            goal("%s CPU/req ÷ open (%s)" % (cid, open_cid), ratio(cpu(cid), cpu(open_cid)), "≤ 1.15")
+    for cid, c in cases.items():
+        if "added_p99_vs_nginx" in c["ratios"] and not c["request"]["stream"]:
+            goal("%s added p99 (c=1) ÷ nginx's" % cid, c["ratios"]["added_p99_vs_nginx"], "≤ 2")
+        if c["ratios"].get("cpu_vs_before") is not None:
+            goal("%s CPU/req ÷ before" % cid, c["ratios"]["cpu_vs_before"], "≤ 1.05")
     results["goals"] = goals
 
 
@@ -1017,7 +1087,7 @@ def render(results):
         L.append("| proxy | open | idle RSS | RSS while open | peak (VmHWM) | RSS after close | KiB per stream | RSS open ÷ nginx |")
         L.append("|---|---:|---:|---:|---:|---:|---:|---:|")
         nref = os_.get("nginx", {}).get("rss_open_kib")
-        for who in ("switchyard", "nginx"):
+        for who in ("switchyard_before", "switchyard", "nginx"):
             v = os_.get(who)
             if not v:
                 continue
@@ -1026,8 +1096,22 @@ def render(results):
                 f(mib(v["rss_after_close_kib"]), 1), f(v["kib_per_stream"], 1), x_(ratio(v["rss_open_kib"], nref))))
         L.append("")
 
+    befores = [c for c in results["cases"] if c.get("before")]
+    if befores:
+        L.append("## Before and after, same run\n")
+        L.append("The same cases through the `--before` binary (%s), each run right before the current one.\n" % s.get("before"))
+        L.append("| case | CPU µs/req c=64 before | after | ÷ before | CPU c=1 ÷ before | p99 c=1 before | after | TTFB p50 before | after |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in befores:
+            g, bf, r = c["gateway"], c["before"], c["ratios"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(bf["c64"]["cpu_us_per_req"], 1), f(g["c64"]["cpu_us_per_req"], 1), x_(r.get("cpu_vs_before")),
+                x_(r.get("cpu_c1_vs_before")), f(bf["c1"]["p99_us"]), f(g["c1"]["p99_us"]),
+                f(bf.get("ttfb", {}).get("first_frame_us", {}).get("p50")), f(g.get("ttfb", {}).get("first_frame_us", {}).get("p50"))))
+        L.append("")
+
     if results.get("goals"):
-        L.append("## Issue #6 goals (measured, this run)\n")
+        L.append("## Goals (measured, this run)\n")
         L.append("| goal | measured | target |")
         L.append("|---|---:|---|")
         for g in results["goals"]:
@@ -1052,6 +1136,8 @@ def main():
                     help="SWITCHYARD_LOG for the gateway (default info: what it ships with)")
     ap.add_argument("--keep-gateway-log", action="store_true", help="write gateway stderr to the temp dir")
     ap.add_argument("--only", action="append", help="run only cases whose id contains this (repeatable)")
+    ap.add_argument("--before", default=os.environ.get("BENCH_BEFORE"),
+                    help="another switchyard binary to run every case with too, right before the current one")
     opts = ap.parse_args()
     if not os.access(opts.switchyard, os.X_OK):
         sys.exit("no switchyard binary at %s (run bench/run.sh, or cargo build --release -p switchyard)" % opts.switchyard)

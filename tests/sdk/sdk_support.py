@@ -63,20 +63,22 @@ def stop_name(stop: Any) -> str:
     return getattr(stop, "name", None) or str(stop)
 
 
-def rate_limit_lane(ingress: str, protocol: str) -> str:
-    """A lane used only by the 429 tests of one (ingress, protocol) pair.
+def rate_limit_lane(ingress: str, protocol: str, stream: bool) -> str:
+    """A lane used only by one 429 test (an ingress, a lane protocol, plain
+    or streamed).
 
-    Upstream 429s count against a lane's circuit breaker (5 in a row open it
-    for a cooldown), so they must not land on the shared lane-<protocol>
-    lanes the other tests use: each pair gets its own lane, which sees only
-    two 429s (plain and streaming)."""
-    return f"rl-{ingress}-{protocol}"
+    An upstream 429 rests its lane for the Retry-After (1 s from the mock),
+    and a rested lane answers the next caller with the gateway's own 429
+    instead of reaching the upstream; each test gets its own lane so it sees
+    the upstream's answer."""
+    return f"rl-{ingress}-{protocol}-{'stream' if stream else 'plain'}"
 
 
 RATE_LIMIT_LANES = [
-    (rate_limit_lane(ingress, lanes[ingress]), lanes[ingress])
+    (rate_limit_lane(ingress, lanes[ingress], stream), lanes[ingress])
     for ingress in INGRESSES
     for lanes in (OTHER_LANE, SAME_LANE)
+    for stream in (False, True)
 ]
 
 SCHEMA = {
@@ -198,12 +200,12 @@ class Driver:
 class OpenAIChat(Driver):
     name = "openai-chat"
 
-    def __init__(self, addr: str, rec: Recorder) -> None:
+    def __init__(self, addr: str, rec: Recorder, api_key: str = "x") -> None:
         import openai
 
         self.client = openai.OpenAI(
             base_url=f"http://{addr}/v1",
-            api_key="x",
+            api_key=api_key,
             max_retries=0,
             http_client=openai.DefaultHttpxClient(event_hooks={"request": [rec.httpx_hook]}),
         )
@@ -273,12 +275,12 @@ class OpenAIChat(Driver):
 class OpenAIResponses(Driver):
     name = "openai-responses"
 
-    def __init__(self, addr: str, rec: Recorder) -> None:
+    def __init__(self, addr: str, rec: Recorder, api_key: str = "x") -> None:
         import openai
 
         self.client = openai.OpenAI(
             base_url=f"http://{addr}/v1",
-            api_key="x",
+            api_key=api_key,
             max_retries=0,
             http_client=openai.DefaultHttpxClient(event_hooks={"request": [rec.httpx_hook]}),
         )
@@ -337,12 +339,12 @@ class OpenAIResponses(Driver):
 class Anthropic(Driver):
     name = "anthropic"
 
-    def __init__(self, addr: str, rec: Recorder, base_path: str = "") -> None:
+    def __init__(self, addr: str, rec: Recorder, base_path: str = "", api_key: str = "x") -> None:
         import anthropic
 
         self.client = anthropic.Anthropic(
             base_url=f"http://{addr}{base_path}",
-            api_key="x",
+            api_key=api_key,
             max_retries=0,
             http_client=anthropic.DefaultHttpxClient(event_hooks={"request": [rec.httpx_hook]}),
         )
@@ -390,13 +392,13 @@ class Anthropic(Driver):
 class Gemini(Driver):
     name = "gemini"
 
-    def __init__(self, addr: str, rec: Recorder) -> None:
+    def __init__(self, addr: str, rec: Recorder, api_key: str = "x") -> None:
         from google import genai
         from google.genai import types
 
         self.types = types
         self.client = genai.Client(
-            api_key="x",
+            api_key=api_key,
             http_options=types.HttpOptions(
                 base_url=f"http://{addr}",
                 api_version="v1beta",
@@ -485,12 +487,12 @@ class Gemini(Driver):
 class Cohere(Driver):
     name = "cohere"
 
-    def __init__(self, addr: str, rec: Recorder) -> None:
+    def __init__(self, addr: str, rec: Recorder, api_key: str = "x") -> None:
         import cohere
 
         # cohere takes a plain httpx client; 300 s is its own default timeout
         self.http = httpx.Client(timeout=300, event_hooks={"request": [rec.httpx_hook]})
-        self.client = cohere.ClientV2(api_key="x", base_url=f"http://{addr}", max_retries=0, httpx_client=self.http)
+        self.client = cohere.ClientV2(api_key=api_key, base_url=f"http://{addr}", max_retries=0, httpx_client=self.http)
 
     TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": SCHEMA}}]
 
@@ -562,7 +564,7 @@ class Cohere(Driver):
 class Bedrock(Driver):
     name = "bedrock"
 
-    def __init__(self, addr: str, rec: Recorder) -> None:
+    def __init__(self, addr: str, rec: Recorder, aws: tuple[str, str] = ("x", "x")) -> None:
         import boto3
         from botocore.config import Config
 
@@ -570,8 +572,8 @@ class Bedrock(Driver):
             "bedrock-runtime",
             endpoint_url=f"http://{addr}",
             region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
+            aws_access_key_id=aws[0],
+            aws_secret_access_key=aws[1],
             # total_max_attempts=1: no retries (`max_attempts` counts retries, so 1 would retry once)
             config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
         )
@@ -641,15 +643,16 @@ class Bedrock(Driver):
         self.client.close()
 
 
-def make_drivers(addr: str, rec: Recorder) -> dict[str, Driver]:
+def make_drivers(addr: str, rec: Recorder, api_key: str = "x", aws: tuple[str, str] = ("x", "x")) -> dict[str, Driver]:
+    """One driver per ingress, presenting `api_key` (Bedrock: signing with `aws`)."""
     return {
-        "openai-chat": OpenAIChat(addr, rec),
-        "openai-responses": OpenAIResponses(addr, rec),
-        "anthropic": Anthropic(addr, rec),
-        "anthropic-path": Anthropic(addr, rec, base_path="/lane-openai"),
-        "gemini": Gemini(addr, rec),
-        "cohere": Cohere(addr, rec),
-        "bedrock": Bedrock(addr, rec),
+        "openai-chat": OpenAIChat(addr, rec, api_key),
+        "openai-responses": OpenAIResponses(addr, rec, api_key),
+        "anthropic": Anthropic(addr, rec, api_key=api_key),
+        "anthropic-path": Anthropic(addr, rec, base_path="/lane-openai", api_key=api_key),
+        "gemini": Gemini(addr, rec, api_key),
+        "cohere": Cohere(addr, rec, api_key),
+        "bedrock": Bedrock(addr, rec, aws),
     }
 
 

@@ -14,9 +14,9 @@ CASES = [(ingress, lanes[ingress]) for ingress in INGRESSES for lanes in (OTHER_
 @pytest.mark.parametrize("status", [400, 429])
 @pytest.mark.parametrize(("ingress", "lane"), CASES, ids=[f"{i}-{l}" for i, l in CASES])
 def test_upstream_error(drivers, recorder, ingress, lane, status, stream):
-    # 400 is the caller's fault and leaves the lane alone; 429 counts against
-    # the lane's breaker, so it goes to a lane of the same protocol kept for it.
-    model = f"lane-{lane}" if status == 400 else rate_limit_lane(ingress, lane)
+    # 400 is the caller's fault and leaves the lane alone; 429 rests the lane,
+    # so it goes to a lane of the same protocol kept for this one test.
+    model = f"lane-{lane}" if status == 400 else rate_limit_lane(ingress, lane, stream)
     with recorder.capture():
         with pytest.raises(Exception) as caught:
             drivers[ingress].chat(model, f"hello [mock:status={status}]", stream)

@@ -265,6 +265,16 @@ pub trait Codec: Send + Sync {
         let _ = request;
         self.stream_encoder(framing)
     }
+    /// True when a passthrough stream for a caller whose request body was
+    /// `request` carries the upstream's usage (OpenAI Chat sends it only
+    /// when `stream_options.include_usage` asked). A stream that does not
+    /// is translated instead when it must be metered: the writer asks for
+    /// usage, and the caller's encoder leaves the usage chunk out.
+    fn stream_reports_usage(&self, request: &[u8]) -> bool {
+        let _ = request;
+        true
+    }
+
     /// The framing this protocol streams in by default.
     fn default_framing(&self) -> Framing {
         Framing::Sse
@@ -300,6 +310,23 @@ pub trait Codec: Send + Sync {
         credentials: &Credentials,
         outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError>;
+
+    /// Where a request names its most output tokens: member paths from the
+    /// top level, tried in order (`[["max_completion_tokens"], ["max_tokens"]]`,
+    /// `[["generationConfig", "maxOutputTokens"]]`). Empty: read the request.
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[]
+    }
+
+    /// The most output tokens a request allows, read without a full parse
+    /// where the protocol says where it is (admission reserves for it).
+    fn max_output_tokens(&self, body: &[u8]) -> Option<u64> {
+        let members = self.max_tokens_members();
+        if members.is_empty() {
+            return self.read_request(body).ok()?.max_tokens;
+        }
+        members.iter().find_map(|path| scan::member_u64(body, path))
+    }
 
     /// The usage of a complete reply, for metering a passthrough. The default
     /// reads the whole reply; codecs override it to read only the usage.

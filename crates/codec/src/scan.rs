@@ -6,6 +6,13 @@
 //! tracking strings and brackets, and borrows from the input. It validates
 //! only what it walks: a body that is broken deeper down is the upstream's
 //! to reject, which a passthrough relays verbatim.
+//!
+//! The gateway and the upstream must read the same request: keys are
+//! compared with their escapes resolved (`"mod\u0065l"` is `model`), and a
+//! body that names a member the gateway reads ([`WATCHED`]) twice is refused,
+//! because JSON parsers disagree on which of the two wins (most upstreams
+//! keep the last; a scanner that stopped at the first would route by one
+//! model and bill by it while the upstream served another).
 
 use std::borrow::Cow;
 use std::ops::Range;
@@ -21,26 +28,50 @@ pub struct TopLevel<'a> {
     pub stream: Option<bool>,
 }
 
-/// Why a body is not a JSON object at its top level.
+/// The top-level members the gateway itself reads from a caller's body
+/// (routing, streaming, metering): each may appear at most once.
+pub const WATCHED: [&str; 3] = ["model", "stream", "stream_options"];
+
+/// Why a body cannot be scanned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed json: {message} at byte {offset}")]
-pub struct ScanError {
-    /// What was expected.
-    pub message: &'static str,
-    /// Where.
-    pub offset: usize,
+pub enum ScanError {
+    /// Not a JSON object at its top level.
+    #[error("malformed json: {message} at byte {offset}")]
+    Malformed {
+        /// What was expected.
+        message: &'static str,
+        /// Where.
+        offset: usize,
+    },
+    /// A member the gateway reads is named more than once.
+    #[error("the body names `{0}` more than once; name each member once")]
+    Duplicate(&'static str),
 }
 
-/// Scans the top-level object of `body`.
+impl ScanError {
+    fn at(message: &'static str, offset: usize) -> ScanError {
+        ScanError::Malformed { message, offset }
+    }
+}
+
+/// Scans the top-level object of `body`. A member of [`WATCHED`] named
+/// twice (escapes resolved) is an error.
 pub fn scan_top_level(body: &[u8]) -> Result<TopLevel<'_>, ScanError> {
     let mut top = TopLevel::default();
+    let mut seen = [false; WATCHED.len()];
     walk_top_level(body, |key, value_start, value_end| {
-        match key {
-            b"model" if body[value_start] == b'"' => {
+        let Some(watched) = WATCHED.iter().position(|name| key == name.as_bytes()) else {
+            return Ok(true);
+        };
+        if std::mem::replace(&mut seen[watched], true) {
+            return Err(ScanError::Duplicate(WATCHED[watched]));
+        }
+        match WATCHED[watched] {
+            "model" if body[value_start] == b'"' => {
                 top.model = Some(unescape(&body[value_start + 1..value_end - 1], value_start)?);
                 top.model_span = Some(value_start..value_end);
             }
-            b"stream" => {
+            "stream" => {
                 top.stream = match &body[value_start..value_end] {
                     b"true" => Some(true),
                     b"false" => Some(false),
@@ -69,11 +100,21 @@ pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>
     Ok(found)
 }
 
+/// A whole number at a member path (`["generationConfig", "maxOutputTokens"]`),
+/// walking one object level at a time without parsing anything else.
+pub fn member_u64(body: &[u8], path: &[&str]) -> Option<u64> {
+    let mut value = body;
+    for key in path {
+        value = top_level_value(value, key).ok()??;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 /// Calls `visit(key, value_start, value_end)` for each top-level member
-/// until it returns `false`. Keys are raw (escapes not resolved).
-fn walk_top_level<'a>(
-    body: &'a [u8],
-    mut visit: impl FnMut(&'a [u8], usize, usize) -> Result<bool, ScanError>,
+/// until it returns `false`. Keys come with their escapes resolved.
+fn walk_top_level(
+    body: &[u8],
+    mut visit: impl FnMut(&[u8], usize, usize) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
     let mut at = skip_ws(body, 0);
     expect(body, at, b'{', "expected `{`")?;
@@ -84,20 +125,20 @@ fn walk_top_level<'a>(
     loop {
         expect(body, at, b'"', "expected a key")?;
         let key_end = string_end(body, at)?;
-        let key = &body[at + 1..key_end - 1];
+        let key = unescape(&body[at + 1..key_end - 1], at)?;
         at = skip_ws(body, key_end);
         expect(body, at, b':', "expected `:`")?;
         at = skip_ws(body, at + 1);
         let value_start = at;
         let value_end = value_end(body, at)?;
-        if !visit(key, value_start, value_end)? {
+        if !visit(key.as_bytes(), value_start, value_end)? {
             return Ok(());
         }
         at = skip_ws(body, value_end);
         match body.get(at) {
             Some(b',') => at = skip_ws(body, at + 1),
             Some(b'}') => return finish(body, at + 1),
-            _ => return Err(ScanError { message: "expected `,` or `}`", offset: at }),
+            _ => return Err(ScanError::at("expected `,` or `}`", at)),
         }
     }
 }
@@ -116,7 +157,7 @@ pub fn splice_model(body: &[u8], span: Range<usize>, model: &str) -> Vec<u8> {
 fn finish(body: &[u8], at: usize) -> Result<(), ScanError> {
     let at = skip_ws(body, at);
     if at != body.len() {
-        return Err(ScanError { message: "trailing bytes after the object", offset: at });
+        return Err(ScanError::at("trailing bytes after the object", at));
     }
     Ok(())
 }
@@ -125,7 +166,7 @@ fn expect(body: &[u8], at: usize, byte: u8, message: &'static str) -> Result<(),
     if body.get(at) == Some(&byte) {
         Ok(())
     } else {
-        Err(ScanError { message, offset: at })
+        Err(ScanError::at(message, at))
     }
 }
 
@@ -141,13 +182,13 @@ fn string_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
     let mut i = at + 1;
     loop {
         match memchr::memchr2(b'"', b'\\', &body[i.min(body.len())..]) {
-            None => return Err(ScanError { message: "unterminated string", offset: at }),
+            None => return Err(ScanError::at("unterminated string", at)),
             Some(rel) => {
                 let found = i + rel;
                 if body[found] == b'\\' {
                     i = found + 2;
                     if i > body.len() {
-                        return Err(ScanError { message: "unterminated string", offset: at });
+                        return Err(ScanError::at("unterminated string", at));
                     }
                 } else {
                     return Ok(found + 1);
@@ -181,7 +222,7 @@ fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
                 }
                 i += 1;
             }
-            Err(ScanError { message: "unterminated object or array", offset: at })
+            Err(ScanError::at("unterminated object or array", at))
         }
         Some(_) => {
             let len = body[at..]
@@ -189,17 +230,17 @@ fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
                 .position(|b| matches!(b, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
                 .unwrap_or(body.len() - at);
             if len == 0 {
-                return Err(ScanError { message: "expected a value", offset: at });
+                return Err(ScanError::at("expected a value", at));
             }
             Ok(at + len)
         }
-        None => Err(ScanError { message: "expected a value", offset: at }),
+        None => Err(ScanError::at("expected a value", at)),
     }
 }
 
 fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {
     if memchr::memchr(b'\\', raw).is_none() {
-        return std::str::from_utf8(raw).map(Cow::Borrowed).map_err(|_| ScanError { message: "invalid utf-8", offset });
+        return std::str::from_utf8(raw).map(Cow::Borrowed).map_err(|_| ScanError::at("invalid utf-8", offset));
     }
     let mut quoted = Vec::with_capacity(raw.len() + 2);
     quoted.push(b'"');
@@ -207,7 +248,7 @@ fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {
     quoted.push(b'"');
     serde_json::from_slice::<String>(&quoted)
         .map(Cow::Owned)
-        .map_err(|_| ScanError { message: "invalid string escape", offset })
+        .map_err(|_| ScanError::at("invalid string escape", offset))
 }
 
 #[cfg(test)]
@@ -236,9 +277,41 @@ mod tests {
     }
 
     #[test]
+    fn whole_numbers_at_member_paths() {
+        let body = br#"{"generationConfig":{"temperature":0.2,"maxOutputTokens":512},"max_tokens":7}"#;
+        assert_eq!(member_u64(body, &["generationConfig", "maxOutputTokens"]), Some(512));
+        assert_eq!(member_u64(body, &["max_tokens"]), Some(7));
+        assert_eq!(member_u64(body, &["generationConfig", "temperature"]), None);
+        assert_eq!(member_u64(body, &["missing", "x"]), None);
+    }
+
+    #[test]
     fn unescapes_the_model() {
         let top = scan_top_level(br#"{"model":"a\u00e9\/b"}"#).unwrap();
         assert_eq!(top.model.as_deref(), Some("aé/b"));
+    }
+
+    #[test]
+    fn escaped_keys_are_the_members_they_spell() {
+        let top = scan_top_level(br#"{"mod\u0065l":"m","\u0073tream":true}"#).unwrap();
+        assert_eq!(top.model.as_deref(), Some("m"));
+        assert_eq!(top.stream, Some(true));
+        assert_eq!(top_level_value(br#"{"us\u0061ge":{"a":1}}"#, "usage").unwrap(), Some(&br#"{"a":1}"#[..]));
+    }
+
+    #[test]
+    fn a_watched_member_named_twice_is_refused() {
+        for body in [
+            &br#"{"model":"pool","mod\u0065l":"gpt-4o"}"#[..],
+            br#"{"model":"a","model":"b"}"#,
+            br#"{"stream":false,"messages":[],"str\u0065am":true}"#,
+            br#"{"stream_options":{},"stream_options":{"include_usage":true}}"#,
+        ] {
+            let err = scan_top_level(body).unwrap_err();
+            assert!(matches!(err, ScanError::Duplicate(_)), "{err}");
+        }
+        // Members the gateway does not read may repeat: the upstream decides.
+        assert!(scan_top_level(br#"{"model":"m","n":1,"n":2}"#).is_ok());
     }
 
     #[test]
@@ -264,6 +337,50 @@ mod tests {
             let mut expected = value.clone();
             expected["model"] = serde_json::Value::from("new");
             prop_assert_eq!(serde_json::from_slice::<serde_json::Value>(&spliced).unwrap(), expected);
+        }
+
+        /// The gateway reads what an upstream's JSON parser reads: for bodies
+        /// with escaped keys and repeated members, either the scanner refuses a
+        /// repeated watched member, or its `model` and `stream` are serde_json's
+        /// (which, like most parsers, keeps the last of a repeated member).
+        #[test]
+        fn agrees_with_serde_on_escaped_and_repeated_keys(
+            members in proptest::collection::vec((0usize..5, any::<bool>(), 0usize..4), 0..8),
+        ) {
+            const KEYS: [&str; 5] = ["model", "stream", "stream_options", "messages", "n"];
+            let mut body = String::from("{");
+            let mut names = Vec::new();
+            for (index, (key, escape, value)) in members.iter().enumerate() {
+                if index > 0 {
+                    body.push(',');
+                }
+                let name = KEYS[*key];
+                names.push(name);
+                let written: String = if *escape {
+                    name.chars().map(|c| format!("\\u{:04x}", c as u32)).collect()
+                } else {
+                    name.to_owned()
+                };
+                let value = match value {
+                    0 => format!("\"m{index}\""),
+                    1 => "true".to_owned(),
+                    2 => "false".to_owned(),
+                    _ => format!("{{\"model\":\"inner{index}\"}}"),
+                };
+                body.push_str(&format!("\"{written}\":{value}"));
+            }
+            body.push('}');
+            let parsed: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let repeated = WATCHED.iter().any(|w| names.iter().filter(|n| *n == w).count() > 1);
+            match scan_top_level(body.as_bytes()) {
+                Err(ScanError::Duplicate(_)) => prop_assert!(repeated, "{}", body),
+                Err(err) => prop_assert!(false, "{} on {}", err, body),
+                Ok(top) => {
+                    prop_assert!(!repeated, "{}", body);
+                    prop_assert_eq!(top.model.as_deref(), parsed.get("model").and_then(|m| m.as_str()));
+                    prop_assert_eq!(top.stream, parsed.get("stream").and_then(serde_json::Value::as_bool));
+                }
+            }
         }
 
         #[test]

@@ -165,7 +165,7 @@ fn parse_ref(
         ));
         return None;
     };
-    if let Err(message) = check_hook_url(url) {
+    if let Err(message) = crate::ssrf::check_outbound_url(url) {
         issues.push(Issue::new(
             &format!("{path}.settings.url"),
             message,
@@ -269,98 +269,6 @@ pub(crate) fn resolve_fallbacks(hooks: &mut [Hook], pending: Vec<PendingFallback
             }
             seen.push(next);
             at = next;
-        }
-    }
-}
-
-/// The boot-time SSRF check of a hook URL: http only to loopback; https to
-/// a host name (its addresses are checked again when resolved) or a public
-/// literal address; never private, link-local, CGNAT or metadata addresses.
-pub fn check_hook_url(url: &str) -> Result<(), String> {
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not an absolute url"))?;
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
-    let host = if let Some(bracketed) = authority.strip_prefix('[') {
-        bracketed.split(']').next().unwrap_or("")
-    } else {
-        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
-    };
-    if host.is_empty() || authority.contains('@') {
-        return Err(format!("`{url}` has no plain host"));
-    }
-    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
-    match scheme {
-        "http" if loopback => Ok(()),
-        "http" => Err(format!("`{url}` is plain http to a remote host")),
-        "https" => match host.parse::<std::net::IpAddr>() {
-            Ok(ip) if !loopback && !is_public(ip) => {
-                Err(format!("`{host}` is a private, link-local or metadata address"))
-            }
-            _ => Ok(()),
-        },
-        other => Err(format!("`{other}` is not http or https")),
-    }
-}
-
-/// True for addresses a hook may reach remotely (not private, link-local,
-/// CGNAT, metadata, unspecified, multicast or documentation ranges).
-pub fn is_public(ip: std::net::IpAddr) -> bool {
-    match ip {
-        std::net::IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || (a == 100 && (64..128).contains(&b))
-                || a == 0
-                || a >= 240)
-        }
-        std::net::IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(std::net::IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80)
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ssrf_guard_on_hook_urls() {
-        for ok in [
-            "http://127.0.0.1:8731/route",
-            "http://localhost:9/x",
-            "http://[::1]:80/",
-            "https://router.example.com/rank",
-            "https://8.8.8.8/",
-        ] {
-            assert!(check_hook_url(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "http://router.example.com/rank",
-            "https://10.0.0.5/",
-            "https://192.168.1.1/",
-            "https://172.16.0.1/",
-            "https://169.254.169.254/latest/meta-data",
-            "https://100.64.0.1/",
-            "https://[fd00:ec2::254]/",
-            "https://[fe80::1]/",
-            "ftp://127.0.0.1/",
-            "https://user@host/",
-            "not a url",
-        ] {
-            assert!(check_hook_url(bad).is_err(), "{bad}");
         }
     }
 }

@@ -6,9 +6,12 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+mod governance;
 mod hooks;
 mod interpolate;
 mod raw;
+mod server;
+mod ssrf;
 mod translation;
 mod units;
 
@@ -17,13 +20,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use hooks::{check_hook_url, is_public, Hook, OnError, PromptAccess};
+pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, Scope, Storage};
+pub use hooks::{Hook, OnError, PromptAccess};
+pub use server::{Http2, Server};
+pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::{Capabilities, Protocol};
 /// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
 pub use switchyard_protocol_bedrock::region_from_host;
 pub use translation::Translation;
-pub use units::{parse_duration, parse_size};
+pub use units::{parse_duration, parse_size, MAX_DURATION};
 
 /// The embedded demo configuration served when no config file is given.
 pub const DEMO_CONFIG: &str = include_str!("demo.yaml");
@@ -91,15 +97,18 @@ pub struct Config {
     pub hooks: Vec<Hook>,
     /// Gates attached to every request (indexes into `hooks`).
     pub global_hooks: Vec<usize>,
-}
-
-/// Listener settings.
-#[derive(Debug, Clone)]
-pub struct Server {
-    /// Largest request body accepted.
-    pub body_limit: usize,
-    /// How long in-flight requests may finish after a shutdown signal.
-    pub drain_timeout: Duration,
+    /// How callers authenticate.
+    pub auth: AuthMode,
+    /// The admin plane.
+    pub admin: Admin,
+    /// Where records live.
+    pub storage: Storage,
+    /// The budget tree declared in the file.
+    pub groups: Vec<Group>,
+    /// Admission and ledger tuning.
+    pub governance: Governance,
+    /// What is valid but risky, for the binary to log at boot.
+    pub warnings: Vec<Issue>,
 }
 
 /// Where a provider is reached.
@@ -184,6 +193,33 @@ pub struct Provider {
     pub probe_interval: Option<Duration>,
     /// The caller's own credentials go upstream instead of the lane's.
     pub passthrough_credentials: bool,
+    /// What the ad-hoc route `/{provider}/{model}/v1/messages` may reach.
+    pub adhoc: Adhoc,
+}
+
+/// The ad-hoc route of a provider: a caller names a provider and a wire
+/// model in the path. Off unless the operator opens it, because it lets a
+/// caller spend the provider's key on any model.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Adhoc {
+    /// Closed (the default).
+    #[default]
+    Off,
+    /// Any wire model.
+    Any,
+    /// Only these wire models.
+    Models(Vec<Arc<str>>),
+}
+
+impl Adhoc {
+    /// True when `wire_model` may be reached ad hoc.
+    pub fn allows(&self, wire_model: &str) -> bool {
+        match self {
+            Adhoc::Off => false,
+            Adhoc::Any => true,
+            Adhoc::Models(models) => models.iter().any(|m| &**m == wire_model),
+        }
+    }
 }
 
 /// How a lane is paid for (routing prefers subscription, then pay-as-you-go, then free).
@@ -407,16 +443,45 @@ fn duration_or(value: Option<&str>, default: Duration, path: &str, issues: &mut 
     }
 }
 
+/// A size from a YAML number or string (`32MiB`), at most `max`, above zero.
+fn size_or(value: Option<&serde_yaml_ng::Value>, default: u64, max: u64, path: &str, issues: &mut Vec<Issue>) -> u64 {
+    let Some(value) = value else {
+        return default;
+    };
+    let text = match value {
+        serde_yaml_ng::Value::Number(n) => n.to_string(),
+        serde_yaml_ng::Value::String(s) => s.clone(),
+        _ => String::from("?"),
+    };
+    match parse_size(&text, max) {
+        Ok(0) => {
+            issues.push(Issue::new(path, "a size of 0 would refuse everything", "write e.g. 32MiB"));
+            default
+        }
+        Ok(size) => size,
+        Err(message) => {
+            issues.push(Issue::new(path, message, "write e.g. 32MiB, 512KiB or a byte count"));
+            default
+        }
+    }
+}
+
 fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
+    let mut warnings = Vec::new();
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8080", "listen", issues);
     let admin_listen = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:8081", "admin_listen", issues);
-    if !admin_listen.ip().is_loopback() {
+    let admin = governance::admin(&raw.admin, issues);
+    if !admin_listen.ip().is_loopback() && admin.tls.is_none() && !admin.insecure {
         issues.push(Issue::new(
             "admin_listen",
-            format!("the admin plane must stay on loopback, not {admin_listen}"),
-            "use 127.0.0.1:PORT and reach it through an SSH tunnel or a sidecar",
+            format!("the admin plane is off loopback ({admin_listen}) without client-certificate TLS"),
+            "use 127.0.0.1:PORT, or set admin.tls { cert, key, client_ca }, or (behind your own mesh) admin.insecure: true",
         ));
     }
+    let auth = governance::auth_mode(raw.auth.as_ref(), issues);
+    let storage = governance::storage(&raw.storage, issues);
+    let groups = governance::groups(&raw.groups, issues);
+    let governance = governance::governance(&raw.governance, issues);
     if listen.port() != 0 && listen == admin_listen {
         issues.push(Issue::new(
             "admin_listen",
@@ -425,42 +490,10 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         ));
     }
 
-    let server = Server {
-        body_limit: match &raw.server.body_limit {
-            None => 32 << 20,
-            Some(value) => {
-                let text = match value {
-                    serde_yaml_ng::Value::Number(n) => n.to_string(),
-                    serde_yaml_ng::Value::String(s) => s.clone(),
-                    _ => String::from("?"),
-                };
-                match parse_size(&text) {
-                    Ok(size) if size > 0 => usize::try_from(size).unwrap_or(usize::MAX),
-                    Ok(_) => {
-                        issues.push(Issue::new("server.body_limit", "body_limit must be positive", "write e.g. 32MiB"));
-                        32 << 20
-                    }
-                    Err(message) => {
-                        issues.push(Issue::new(
-                            "server.body_limit",
-                            message,
-                            "write e.g. 32MiB, 512KiB or a byte count",
-                        ));
-                        32 << 20
-                    }
-                }
-            }
-        },
-        drain_timeout: duration_or(
-            raw.server.drain_timeout.as_deref(),
-            Duration::from_secs(30),
-            "server.drain_timeout",
-            issues,
-        ),
-    };
+    let server = server::validate(&raw.server, issues);
 
     let providers: Vec<Provider> =
-        raw.providers.iter().map(|(name, provider)| validate_provider(name, provider, issues)).collect();
+        raw.providers.iter().map(|(name, provider)| validate_provider(name, provider, issues, &mut warnings)).collect();
     let provider_names: Vec<&str> = raw.providers.keys().map(String::as_str).collect();
 
     let models: Vec<Model> = raw
@@ -672,12 +705,78 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         });
     }
     check_fallback_cycles(&pools, issues);
+    if auth == AuthMode::Keys {
+        for provider in providers.iter().filter(|p| p.passthrough_credentials) {
+            issues.push(Issue::new(
+                &format!("providers.{}.upstream_credentials", provider.name),
+                "with auth.mode: keys a caller's credential is its virtual key, so it cannot go upstream",
+                "use upstream_credentials: own (the provider's api_key), or leave auth open",
+            ));
+        }
+        for model in &models {
+            if !rate_card.contains_key(&model.name) {
+                warnings.push(Issue::new(
+                    &format!("models.{}", model.name),
+                    "the lane has no rate_card entry, so what it serves costs nothing against budgets",
+                    format!("add rate_card.{} with input_utok and output_utok", model.name),
+                ));
+            }
+        }
+    }
+    for provider in &providers {
+        let adhoc_names: Vec<String> = match &provider.adhoc {
+            Adhoc::Off => Vec::new(),
+            Adhoc::Any => vec![format!("{}/*", provider.name)],
+            Adhoc::Models(models) => models.iter().map(|m| format!("{}/{m}", provider.name)).collect(),
+        };
+        for name in adhoc_names {
+            if model_names.contains(&name.as_str()) || pool_names.contains(&name.as_str()) {
+                issues.push(Issue::new(
+                    &format!("providers.{}.adhoc", provider.name),
+                    format!("the ad-hoc route's name `{name}` is also a model or pool"),
+                    "rename the model or pool, or leave that wire model off the ad-hoc list",
+                ));
+            }
+        }
+    }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
-    Config { listen, admin_listen, server, providers, models, pools, rate_card, hooks: all_hooks, global_hooks }
+    Config {
+        listen,
+        admin_listen,
+        server,
+        providers,
+        models,
+        pools,
+        rate_card,
+        hooks: all_hooks,
+        global_hooks,
+        auth,
+        admin,
+        storage,
+        groups,
+        governance,
+        warnings,
+    }
 }
 
-fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<Issue>) -> Provider {
+/// True when an `http://host[:port]/...` URL names a loopback host.
+fn host_is_loopback(url: &str) -> bool {
+    let rest = url.split("://").nth(1).unwrap_or("");
+    let authority = rest.split('/').next().unwrap_or("");
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn validate_provider(
+    name: &str,
+    provider: &raw::RawProvider,
+    issues: &mut Vec<Issue>,
+    warnings: &mut Vec<Issue>,
+) -> Provider {
     let path = format!("providers.{name}");
     let protocol = Protocol::from_name(&provider.protocol).unwrap_or_else(|| {
         issues.push(Issue::new(
@@ -792,6 +891,38 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
             false
         }
     };
+    let adhoc = match &provider.adhoc {
+        None | Some(serde_yaml_ng::Value::Bool(false)) => Adhoc::Off,
+        Some(serde_yaml_ng::Value::Bool(true)) => Adhoc::Any,
+        Some(serde_yaml_ng::Value::Sequence(models)) => {
+            let names: Vec<Arc<str>> = models.iter().filter_map(|m| m.as_str().map(Arc::from)).collect();
+            if names.len() != models.len() || names.iter().any(|n| n.is_empty()) {
+                issues.push(Issue::new(
+                    &format!("{path}.adhoc"),
+                    "the ad-hoc allow-list holds something that is not a wire model name",
+                    "list wire model names as strings, e.g. adhoc: [claude-sonnet-4-5]",
+                ));
+            }
+            Adhoc::Models(names)
+        }
+        Some(_) => {
+            issues.push(Issue::new(
+                &format!("{path}.adhoc"),
+                "adhoc is neither true, false nor a list of wire models",
+                "write adhoc: true (any model) or adhoc: [MODEL, ...]",
+            ));
+            Adhoc::Off
+        }
+    };
+    if let (Endpoint::Http(base), false) = (&endpoint, matches!(auth, Auth::None)) {
+        if base.starts_with("http://") && !host_is_loopback(base) {
+            warnings.push(Issue::new(
+                &format!("{path}.base_url"),
+                format!("`{base}` is plain http, so this provider's credential crosses the network unencrypted"),
+                "use https://, or reach the provider through a local proxy on loopback",
+            ));
+        }
+    }
     Provider {
         name: Arc::from(name),
         protocol,
@@ -801,6 +932,7 @@ fn validate_provider(name: &str, provider: &raw::RawProvider, issues: &mut Vec<I
         error_map: ErrorMap::new(error_map),
         probe_interval,
         passthrough_credentials,
+        adhoc,
     }
 }
 
@@ -1027,6 +1159,74 @@ pools:
         );
         assert_eq!(guard.timeout, Duration::from_millis(50));
         assert!(config.pools[config.pool_index("y").unwrap()].affinity.is_none());
+    }
+
+    #[test]
+    fn huge_durations_and_sizes_are_config_errors() {
+        let text = r#"
+server: { body_limit: "99999999999999999999", drain_timeout: 99999999999999999999s, write_timeout: 400000000h }
+providers: { p: { protocol: openai, base_url: "mock://", timeouts: { request: 1e30s } } }
+models: { m: { provider: p } }
+pools: { x: { failover: { timeout: 100000000000000h }, members: [{ model: m }], breaker: { max_cooldown: 99999999d } } }
+"#;
+        let err = load(text, &no_env).unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        for expected in [
+            "server.body_limit",
+            "server.drain_timeout",
+            "server.write_timeout",
+            "providers.p.timeouts.request",
+            "pools.x.failover.timeout",
+            "pools.x.breaker.max_cooldown",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {err}");
+        }
+    }
+
+    #[test]
+    fn server_limits_parse_with_safe_defaults() {
+        let config = load("server: { header_read_timeout: 5s, max_connections: 10, http2: { max_concurrent_streams: 8, max_header_list_size: 32KiB } }\n", &no_env).unwrap();
+        assert_eq!(config.server.header_read_timeout, Duration::from_secs(5));
+        assert_eq!(config.server.max_connections, 10);
+        assert_eq!(config.server.http2, Http2 { max_concurrent_streams: 8, max_header_list_size: 32 << 10 });
+        assert_eq!(config.server.keepalive_idle, Server::default().keepalive_idle);
+        let err = load("server: { body_limit: 128MiB, max_connection_body: 64MiB, max_in_flight: 0 }\n", &no_env)
+            .unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["server.max_connection_body", "server.max_in_flight"]);
+        // A larger body limit raises the connection's default budget with it.
+        let config = load("server: { body_limit: 128MiB }\n", &no_env).unwrap();
+        assert_eq!(config.server.max_connection_body, 128 << 20);
+    }
+
+    #[test]
+    fn the_adhoc_route_is_opt_in() {
+        let text = r#"
+providers:
+  closed: { protocol: anthropic, base_url: "mock://" }
+  open: { protocol: anthropic, base_url: "mock://", adhoc: true }
+  listed: { protocol: anthropic, base_url: "mock://", adhoc: [claude-a, claude-b] }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let adhoc = |name: &str| config.providers[config.provider_index(name).unwrap()].adhoc.clone();
+        assert!(!adhoc("closed").allows("anything"));
+        assert!(adhoc("open").allows("anything"));
+        assert!(adhoc("listed").allows("claude-b") && !adhoc("listed").allows("claude-c"));
+        let err = load("providers: { p: { protocol: openai, base_url: \"mock://\", adhoc: yes-please } }\n", &no_env);
+        assert_eq!(err.unwrap_err().0[0].path, "providers.p.adhoc");
+    }
+
+    #[test]
+    fn a_credential_over_plain_http_warns() {
+        let text = r#"
+providers:
+  remote: { protocol: openai, base_url: "http://api.example.com", api_key: sk-1 }
+  local: { protocol: openai, base_url: "http://127.0.0.1:9000", api_key: sk-1 }
+  open: { protocol: openai, base_url: "http://api.example.com" }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let paths: Vec<&str> = config.warnings.iter().map(|w| w.path.as_str()).collect();
+        assert_eq!(paths, ["providers.remote.base_url"]);
     }
 
     #[test]

@@ -24,6 +24,15 @@ pub struct RawConfig {
     /// Gates attached to every request.
     #[serde(default)]
     pub global_hooks: Vec<serde_yaml_ng::Value>,
+    pub auth: Option<crate::governance::RawAuth>,
+    #[serde(default)]
+    pub admin: crate::governance::RawAdmin,
+    #[serde(default)]
+    pub storage: crate::governance::RawStorage,
+    #[serde(default)]
+    pub groups: BTreeMap<String, crate::governance::RawGroup>,
+    #[serde(default)]
+    pub governance: crate::governance::RawGovernance,
 }
 
 /// Listener settings.
@@ -34,6 +43,22 @@ pub struct RawServer {
     pub body_limit: Option<serde_yaml_ng::Value>,
     /// How long in-flight requests may run after a shutdown signal.
     pub drain_timeout: Option<String>,
+    pub header_read_timeout: Option<String>,
+    pub keepalive_idle: Option<String>,
+    pub body_read_timeout: Option<String>,
+    pub write_timeout: Option<String>,
+    pub max_connections: Option<u64>,
+    pub max_in_flight: Option<u64>,
+    pub max_connection_body: Option<serde_yaml_ng::Value>,
+    pub http2: Option<RawHttp2>,
+}
+
+/// HTTP/2 limits.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp2 {
+    pub max_concurrent_streams: Option<u32>,
+    pub max_header_list_size: Option<serde_yaml_ng::Value>,
 }
 
 /// A backend speaking one protocol.
@@ -53,6 +78,9 @@ pub struct RawProvider {
     pub health_probe: Option<RawProbe>,
     /// `own` (default): the lane's key goes upstream; `passthrough`: the caller's.
     pub upstream_credentials: Option<String>,
+    /// The ad-hoc route `/{provider}/{model}/v1/messages`: `true` for any
+    /// wire model, or a list of the wire models it may reach. Off by default.
+    pub adhoc: Option<serde_yaml_ng::Value>,
 }
 
 /// Active health probing.

@@ -1,42 +1,36 @@
-//! Parsing of durations (`250ms`, `30s`, `5m`, `1h`) and byte sizes
-//! (`32MiB`, `512KiB`, `1000`).
+//! Durations (`250ms`, `30s`, `5m`, `1h30m`, parsed by `humantime`) and
+//! byte sizes (`32MiB`, `512KiB`, `64MB`, a plain byte count, parsed by
+//! `bytesize`), each with an upper bound: a value no deployment means (a
+//! timeout of centuries, a body of a terabyte) is a config error at boot,
+//! never an overflow at run time.
 
 use std::time::Duration;
 
-/// Parses a duration written with a unit suffix.
+/// Longer than any timeout, cooldown or window a gateway means.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Parses a duration written with a unit, at most [`MAX_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
-    let seconds = match unit.trim() {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        "" => return Err(format!("`{text}` has no unit")),
-        other => return Err(format!("`{other}` is not a duration unit")),
-    };
-    if !seconds.is_finite() || seconds < 0.0 {
-        return Err(format!("`{text}` is not a valid duration"));
+    if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!("`{text}` has no unit"));
     }
-    Ok(Duration::from_secs_f64(seconds))
+    let duration = humantime::parse_duration(text).map_err(|err| format!("`{text}` is not a duration: {err}"))?;
+    if duration > MAX_DURATION {
+        return Err(format!("`{text}` is longer than a year"));
+    }
+    Ok(duration)
 }
 
-/// Parses a byte size: a plain number, or a number with KiB/MiB/GiB (or KB/MB/GB).
-pub fn parse_size(text: &str) -> Result<u64, String> {
+/// Parses a byte size: a plain byte count, or a number with a unit
+/// (`KiB`/`MiB`/`GiB` binary, `KB`/`MB`/`GB` decimal), at most `max`.
+pub fn parse_size(text: &str, max: u64) -> Result<u64, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: u64 = number.parse().map_err(|_| format!("`{text}` is not a size"))?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" | "KB" | "k" | "K" => 1 << 10,
-        "MiB" | "MB" | "M" => 1 << 20,
-        "GiB" | "GB" | "G" => 1 << 30,
-        other => return Err(format!("`{other}` is not a size unit")),
-    };
-    value.checked_mul(scale).ok_or_else(|| format!("`{text}` is too large"))
+    let size: bytesize::ByteSize = text.parse().map_err(|err| format!("`{text}` is not a size: {err}"))?;
+    if size.as_u64() > max {
+        return Err(format!("`{text}` is more than {}", bytesize::ByteSize(max).display().iec()));
+    }
+    Ok(size.as_u64())
 }
 
 #[cfg(test)]
@@ -44,14 +38,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_sizes() {
+    fn durations() {
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h 30m"), Ok(Duration::from_secs(5400)));
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("5 parsecs").is_err());
-        assert_eq!(parse_size("32MiB"), Ok(32 << 20));
-        assert_eq!(parse_size("1000"), Ok(1000));
-        assert!(parse_size("lots").is_err());
+        assert!(parse_duration("-5s").is_err());
+        // Representable, but an `Instant` plus it would overflow at run time.
+        assert!(parse_duration("500000000000h").is_err());
+        assert!(parse_duration("99999999999999999999999999s").is_err());
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("32MiB", u64::MAX), Ok(32 << 20));
+        assert_eq!(parse_size("64KB", u64::MAX), Ok(64_000));
+        assert_eq!(parse_size("1000", u64::MAX), Ok(1000));
+        assert!(parse_size("lots", u64::MAX).is_err());
+        assert!(parse_size("2GiB", 1 << 30).is_err());
+        assert!(parse_size("99999999999999999999999", u64::MAX).is_err());
     }
 }

@@ -10,7 +10,6 @@
 mod relay;
 mod translation;
 
-use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -19,14 +18,17 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, Uri};
 use http_body_util::{BodyExt, Full};
 use switchyard_codec::tap::UsageTap;
-use switchyard_codec::{scan, Codec, Credentials, Framing, Outbound};
+use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass};
+use switchyard_governance::Estimate;
+use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass, Unavailable};
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::routing::{self, Plan, Slot};
+use crate::call::{Call, Slot};
+use crate::governance::{Denied, Ticket};
+use crate::routing::{self, Plan};
 use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
@@ -38,77 +40,31 @@ pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxErr
 /// Largest upstream body read whole (non-streamed replies and error bodies).
 const MAX_UPSTREAM_BODY: usize = 64 << 20;
 
-/// A caller's request as an ingress framed it.
-pub struct Call {
-    /// The caller's protocol.
-    pub ingress: Protocol,
-    /// The model or pool the caller named.
-    pub name: String,
-    /// An ad-hoc route straight to a provider's wire model.
-    pub direct: Option<(usize, String)>,
-    /// The request body as received.
-    pub body: Bytes,
-    /// Byte range of the body's `model` value, when the body carries one.
-    pub model_span: Option<Range<usize>>,
-    /// The caller wants a stream.
-    pub stream: bool,
-    /// The stream framing the caller reads.
-    pub framing: Framing,
-    /// `x-request-id` to echo.
-    pub request_id: HeaderValue,
-    /// The caller's request headers (session ids, passthrough credentials).
-    pub headers: HeaderMap,
-    /// The session id echoed as `x-switchyard-session`, when the caller sent one.
-    pub session: Option<HeaderValue>,
-}
-
-impl Call {
-    /// The caller's own API key from whichever header its SDK uses, for
-    /// lanes configured with `upstream_credentials: passthrough`.
-    pub fn caller_key(&self) -> Option<&str> {
-        if let Some(bearer) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-            if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
-                return Some(token.trim());
-            }
-        }
-        ["x-api-key", "x-goog-api-key"]
-            .iter()
-            .find_map(|name| self.headers.get(*name).and_then(|v| v.to_str().ok()).map(str::trim))
-    }
-}
-
 /// One candidate: a lane and the wire model to ask it for.
 struct Candidate<'a> {
     lane: &'a Lane,
-    lane_index: Option<usize>,
+    lane_index: usize,
     wire_model: &'a str,
     lane_header: HeaderValue,
-    slot: Option<Slot>,
+    slot: Slot,
 }
 
 /// Reports a try's outcome to the lane's breaker and counters.
 #[derive(Clone)]
 pub(crate) struct Health {
     gateway: Arc<Gateway>,
-    slot: Option<Slot>,
+    slot: Slot,
 }
 
 impl Health {
-    fn counters(&self) -> Option<&Counters> {
-        self.slot.map(|s| &self.gateway.pools[s.pool].counters[s.member])
-    }
-
     fn success(&self) {
-        if let Some(slot) = self.slot {
-            self.gateway.pools[slot.pool].breaker(slot.member).record_success(now());
-        }
-        if let Some(counters) = self.counters() {
-            Counters::bump(&counters.ok);
-        }
+        let pool = &self.gateway.pools[self.slot.pool];
+        pool.breaker(self.slot.member).record_success(now());
+        Counters::bump(&pool.counters[self.slot.member].ok);
     }
 
     pub(crate) fn apply(&self, effect: LaneEffect, reason: &str, retry_after: Option<Duration>) {
-        let Some(slot) = self.slot else { return };
+        let slot = self.slot;
         let pool = &self.gateway.pools[slot.pool];
         match effect {
             // Not a verdict on the lane: a half-open trial is released by its guard.
@@ -121,6 +77,10 @@ impl Health {
                 pool.breaker(slot.member).record_hard_down(now(), reason, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
             }
+            LaneEffect::Rest => {
+                pool.breaker(slot.member).record_rate_limited(now(), retry_after);
+                Counters::bump(&pool.counters[slot.member].rate_limited);
+            }
         }
     }
 }
@@ -132,7 +92,7 @@ impl Health {
 /// would stay half-open with a trial nobody finishes.
 struct TrialGuard {
     gateway: Arc<Gateway>,
-    slot: Option<Slot>,
+    slot: Slot,
     armed: bool,
 }
 
@@ -145,8 +105,8 @@ impl TrialGuard {
 
 impl Drop for TrialGuard {
     fn drop(&mut self) {
-        if let (Some(slot), true) = (self.slot, self.armed) {
-            self.gateway.pools[slot.pool].breaker(slot.member).release_trial();
+        if self.armed {
+            self.gateway.pools[self.slot.pool].breaker(self.slot.member).release_trial();
         }
     }
 }
@@ -159,23 +119,19 @@ fn now() -> std::time::Instant {
 /// Counts a request in flight on a lane for as long as it lives.
 pub(crate) struct InFlight {
     gateway: Arc<Gateway>,
-    lane: Option<usize>,
+    lane: usize,
 }
 
 impl InFlight {
-    fn new(gateway: &Arc<Gateway>, lane: Option<usize>) -> InFlight {
-        if let Some(lane) = lane {
-            gateway.lanes[lane].in_flight.fetch_add(1, Ordering::Relaxed);
-        }
+    fn new(gateway: &Arc<Gateway>, lane: usize) -> InFlight {
+        gateway.lanes[lane].in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight { gateway: gateway.clone(), lane }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if let Some(lane) = self.lane {
-            self.gateway.lanes[lane].in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
+        self.gateway.lanes[self.lane].in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -184,8 +140,23 @@ impl Drop for InFlight {
 struct Exhaustion {
     last: Option<Failure>,
     rate_limited: Option<Failure>,
+    /// Earliest recovery of a candidate skipped because it is down for faults.
     cooling: Option<Duration>,
+    /// Earliest end of rest of a candidate skipped after a rate limit.
+    resting: Option<Duration>,
     at_cap: bool,
+    /// The pool's failover deadline passed.
+    deadline: bool,
+}
+
+impl Exhaustion {
+    fn skipped(&mut self, retry_in: Duration, cause: Unavailable) {
+        let earliest = |current: Option<Duration>| Some(current.map_or(retry_in, |c| c.min(retry_in)));
+        match cause {
+            Unavailable::RateLimited => self.resting = earliest(self.resting),
+            Unavailable::Cooling | Unavailable::TrialInFlight => self.cooling = earliest(self.cooling),
+        }
+    }
 }
 
 /// Why a try did not succeed.
@@ -207,37 +178,91 @@ struct UpstreamFailure {
     provider_header: HeaderValue,
 }
 
-/// Serves one call end to end.
-pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<ResponseBody> {
-    let started = Instant::now();
-    let mut translated: Option<Request> = None;
-    let plan = match call.direct {
-        Some(_) => None,
-        None => {
-            let Some(pool) = gateway.resolve(&call.name) else {
-                return error_response(&gateway, &call, &unknown_name(&call.name));
-            };
-            match routing::plan(&gateway, &mut call, pool, &mut translated).await {
-                Ok(plan) => Some(plan),
-                Err(info) => return error_response(&gateway, &call, &info),
+/// Serves one call end to end: admit (governance), then attempt the
+/// candidates; the request's ticket is settled whatever the outcome (by
+/// the stream relay when the answer is a stream).
+pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
+    let Some(pool) = gateway.resolve(&call.name) else {
+        return error_response(&gateway, &call, &unknown_name(&call.name));
+    };
+    let mut ticket = match admit(&gateway, &call, pool) {
+        Ok(ticket) => ticket,
+        Err(denied) => {
+            let mut response = error_response(&gateway, &call, &denied.info);
+            if let Some(seconds) = denied.retry_after {
+                response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
             }
+            return response;
         }
     };
-    let (candidates, deadline) = match candidates(&gateway, &call, plan.as_ref()) {
+    // A metered stream must carry usage: one that would not if passed
+    // through (an OpenAI caller that did not ask for it) is translated.
+    let mut call = call;
+    call.meter_stream =
+        ticket.is_some() && call.stream && !gateway.codec(call.ingress).stream_reports_usage(&call.body);
+    let response = attempt(&gateway, call, pool, &mut ticket).await;
+    // A stream's ticket went with its relay; any other settles here.
+    if let Some(ticket) = ticket {
+        ticket.finish(response.status().as_u16()).await;
+    }
+    response
+}
+
+/// Governance's admission of a call: its key may name the pool, and its
+/// chain has room for what the request may cost. `None`: nothing to account
+/// (no governance configured).
+fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize) -> Result<Option<Ticket>, Denied> {
+    let Some(governance) = &gateway.governance else {
+        return Ok(None);
+    };
+    let state = &gateway.pools[pool];
+    let input = switchyard_governance::estimate::input_tokens(&call.body);
+    let reservation = match &call.caller {
+        None => None,
+        Some(caller) => {
+            let output =
+                gateway.codec(call.ingress).max_output_tokens(&call.body).unwrap_or(governance.default_max_tokens);
+            let tokens = switchyard_governance::money::Tokens { input, output, cache_read: 0, cache_write: 0 };
+            let estimate = Estimate { tokens: tokens.total(), cost: state.price_ceiling.cost(&tokens) };
+            Some(governance.admit(caller, &call.name, estimate)?)
+        }
+    };
+    let request_id = call.request_id.to_str().unwrap_or_default().to_owned();
+    Ok(Some(Ticket::new(governance.clone(), call.caller.as_ref(), reservation, state.name.clone(), request_id, input)))
+}
+
+/// Tries the plan's candidates in order until one answers.
+async fn attempt(
+    gateway: &Arc<Gateway>,
+    mut call: Call,
+    pool: usize,
+    ticket: &mut Option<Ticket>,
+) -> Response<ResponseBody> {
+    let gateway = gateway.clone();
+    let started = Instant::now();
+    let mut translated: Option<Request> = None;
+    let plan = match routing::plan(&gateway, &mut call, pool, &mut translated).await {
+        Ok(plan) => plan,
+        Err(info) => return error_response(&gateway, &call, &info),
+    };
+    let candidates = match candidates(&gateway, &call, &plan) {
         Ok(found) => found,
         Err(info) => return error_response(&gateway, &call, &info),
     };
+    let deadline = plan.deadline;
     let mut hops: Vec<(usize, u32)> = Vec::new();
     let mut tried: Vec<usize> = Vec::new();
     let mut larger_than: Option<u64> = None;
     let mut exhaustion = Exhaustion::default();
     let total = candidates.len();
     for (position, candidate) in candidates.iter().enumerate() {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
+        if Instant::now() >= deadline {
+            exhaustion.deadline = true;
             break;
         }
         let lane = candidate.lane;
-        if candidate.lane_index.is_some_and(|index| tried.contains(&index)) {
+        let slot = candidate.slot;
+        if tried.contains(&candidate.lane_index) {
             continue;
         }
         if let Some(min) = larger_than {
@@ -245,37 +270,28 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
                 continue;
             }
         }
-        if let Some(slot) = candidate.slot {
-            let max_hops = gateway.pools[slot.pool].failover.max_hops;
-            let used = hops.iter().find(|(p, _)| *p == slot.pool).map_or(0, |(_, n)| *n);
-            if used >= max_hops {
-                continue;
-            }
-        }
-        let admission = match candidate.slot {
-            Some(slot) => gateway.pools[slot.pool].breaker(slot.member).admit(now()),
-            None => Admission::Admit,
-        };
-        if let Admission::Reject { retry_in } = admission {
-            exhaustion.cooling = Some(exhaustion.cooling.map_or(retry_in, |c| c.min(retry_in)));
+        let max_hops = gateway.pools[slot.pool].failover.max_hops;
+        if hops.iter().find(|(p, _)| *p == slot.pool).map_or(0, |(_, n)| *n) >= max_hops {
             continue;
         }
-        let health = Health { gateway: gateway.clone(), slot: candidate.slot };
-        let mut trial =
-            TrialGuard { gateway: gateway.clone(), slot: candidate.slot, armed: admission == Admission::Trial };
+        let admission = gateway.pools[slot.pool].breaker(slot.member).admit(now());
+        if let Admission::Reject { retry_in, cause } = admission {
+            exhaustion.skipped(retry_in, cause);
+            continue;
+        }
+        let health = Health { gateway: gateway.clone(), slot };
+        let mut trial = TrialGuard { gateway: gateway.clone(), slot, armed: admission == Admission::Trial };
         let others_left = position + 1 < total;
-        let queue = candidate.slot.map_or(Duration::from_secs(30), |s| gateway.pools[s.pool].queue_timeout);
+        let queue = gateway.pools[slot.pool].queue_timeout.min(deadline.saturating_duration_since(Instant::now()));
         let Some(permit) = acquire(lane, others_left, queue).await else {
             exhaustion.at_cap = true;
             continue;
         };
-        if let Some(slot) = candidate.slot {
-            match hops.iter_mut().find(|(p, _)| *p == slot.pool) {
-                Some(entry) => entry.1 += 1,
-                None => hops.push((slot.pool, 1)),
-            }
+        match hops.iter_mut().find(|(p, _)| *p == slot.pool) {
+            Some(entry) => entry.1 += 1,
+            None => hops.push((slot.pool, 1)),
         }
-        tried.extend(candidate.lane_index);
+        tried.push(candidate.lane_index);
         let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
             Ok(prepared) => prepared,
             Err(info) => {
@@ -285,9 +301,18 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
         let dropped_header = prepared.dropped_header.clone();
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
-        let upstream = match send(&gateway, lane, &call, candidate.wire_model, prepared).await {
-            Ok(upstream) => upstream,
-            Err(err) => {
+        // The failover deadline binds an attempt in flight too.
+        let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared);
+        let upstream = match tokio::time::timeout_at(deadline, attempt).await {
+            Err(_) => {
+                // The pool's budget ran out, not necessarily the lane's patience:
+                // no verdict on the lane (the trial guard releases a trial).
+                tracing::warn!(request_id = ?call.request_id, lane = %lane.name, "failover deadline reached mid-attempt");
+                exhaustion.deadline = true;
+                break;
+            }
+            Ok(Ok(upstream)) => upstream,
+            Ok(Err(err)) => {
                 let class = match err {
                     TransportError::HeadersTimeout(_) => StatusClass::Timeout,
                     TransportError::Connect(_) | TransportError::Io(_) => StatusClass::Network,
@@ -303,14 +328,17 @@ pub async fn forward(gateway: Arc<Gateway>, mut call: Call) -> Response<Response
             health.success();
             trial.settle();
             lane.record_latency(sent.elapsed());
-            if let (Some(plan), Some(slot)) = (&plan, candidate.slot) {
-                if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
-                    routing::pin(&gateway, plan.pool, session, slot.member);
-                }
+            lane.record_headroom(&upstream.headers);
+            if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
+                routing::pin(&gateway, plan.pool, session, slot.member);
             }
-            let policy = plan.as_ref().and_then(|p| p.policy.clone());
-            let mut response =
-                success(&gateway, &call, candidate, upstream, (permit, in_flight), health, started).await;
+            let policy = plan.policy.clone();
+            if let Some(ticket) = ticket.as_mut() {
+                let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
+                ticket.serving(lane.name.clone(), Arc::from(candidate.wire_model), lane.price, failovers);
+            }
+            let guards = (permit, in_flight);
+            let mut response = success(&gateway, &call, candidate, upstream, guards, health, started, ticket).await;
             translation::annotate(response.headers_mut(), dropped_header);
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
@@ -388,14 +416,39 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     if let Some(failure) = exhaustion.last {
         return failure_response(gateway, call, failure);
     }
-    if let Some(cooling) = exhaustion.cooling {
-        let seconds = cooling.as_secs_f64().ceil().max(1.0) as u64;
+    if exhaustion.deadline {
         let info = ErrorInfo::new(
-            ErrorKind::Unavailable,
-            format!("every lane of `{}` is cooling down after failures; retry in {seconds}s", call.name),
+            ErrorKind::Timeout,
+            format!("no lane of `{}` answered within the pool's failover timeout", call.name),
         );
-        let mut response = error_response(gateway, call, &info);
-        if let Ok(value) = HeaderValue::try_from(seconds.to_string()) {
+        return error_response(gateway, call, &info);
+    }
+    // Every lane left is resting after rate limits: that is a rate limit for
+    // the caller too (SDKs back off on a 429; a 503 reads as an outage).
+    // A lane down for faults makes it a 503.
+    let unavailable = match (exhaustion.cooling, exhaustion.resting) {
+        (None, Some(resting)) => Some((
+            ErrorKind::RateLimit,
+            resting,
+            format!("every lane of `{}` is rate-limited upstream; retry in {}s", call.name, whole_seconds(resting)),
+        )),
+        (Some(cooling), resting) => {
+            let wait = resting.map_or(cooling, |r| r.min(cooling));
+            Some((
+                ErrorKind::Unavailable,
+                wait,
+                format!(
+                    "every lane of `{}` is cooling down after failures; retry in {}s",
+                    call.name,
+                    whole_seconds(wait)
+                ),
+            ))
+        }
+        (None, None) => None,
+    };
+    if let Some((kind, wait, message)) = unavailable {
+        let mut response = error_response(gateway, call, &ErrorInfo::new(kind, message));
+        if let Ok(value) = HeaderValue::try_from(whole_seconds(wait).to_string()) {
             response.headers_mut().insert(http::header::RETRY_AFTER, value);
         }
         return response;
@@ -410,14 +463,25 @@ fn exhausted(gateway: &Gateway, call: &Call, exhaustion: Exhaustion) -> Response
     response
 }
 
+/// A wait as the whole seconds a `Retry-After` carries, at least one.
+fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
+/// An upstream's `Retry-After`: delay-seconds or an HTTP-date (RFC 9110
+/// 10.2.3), at most a day.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(http::header::RETRY_AFTER)?.to_str().ok()?;
-    value
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(|s| Duration::from_secs_f64(s.min(86_400.0)))
+    parse_retry_after(headers.get(http::header::RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
+}
+
+fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    const DAY: f64 = 86_400.0;
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<f64>() {
+        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(DAY)));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO).min(Duration::from_secs_f64(DAY)))
 }
 
 fn unknown_name(name: &str) -> ErrorInfo {
@@ -429,41 +493,30 @@ fn unknown_name(name: &str) -> ErrorInfo {
     ErrorInfo::new(ErrorKind::NotFound, message)
 }
 
-/// The candidates in try order (from the routing plan, or the one ad-hoc
-/// lane), and the failover deadline.
-fn candidates<'a>(
-    gateway: &'a Gateway,
-    call: &'a Call,
-    plan: Option<&Plan>,
-) -> Result<(Vec<Candidate<'a>>, Option<Instant>), ErrorInfo> {
-    let Some(plan) = plan else {
-        let Some((provider, wire_model)) = &call.direct else {
-            return Err(unknown_name(&call.name));
-        };
-        let lane = gateway
-            .direct_lanes
-            .get(*provider)
-            .ok_or_else(|| ErrorInfo::new(ErrorKind::NotFound, "unknown provider"))?;
-        let header = HeaderValue::try_from(format!("{}/{}", lane.provider, wire_model))
-            .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
-        return Ok((vec![Candidate { lane, lane_index: None, wire_model, lane_header: header, slot: None }], None));
-    };
-    let order = plan
-        .slots
+/// The candidates in try order, from the routing plan.
+fn candidates<'a>(gateway: &'a Gateway, call: &'a Call, plan: &Plan) -> Result<Vec<Candidate<'a>>, ErrorInfo> {
+    plan.slots
         .iter()
         .map(|&slot| {
             let lane_index = gateway.pools[slot.pool].members[slot.member];
             let lane = &gateway.lanes[lane_index];
-            Candidate {
-                lane,
-                lane_index: Some(lane_index),
-                wire_model: &lane.wire_model,
-                lane_header: lane.lane_header.clone(),
-                slot: Some(slot),
+            match (&call.wire_model, lane.any_wire_model) {
+                // An ad-hoc lane open to any model: the caller's path names it.
+                (Some(wire_model), true) => {
+                    let header = HeaderValue::try_from(format!("{}/{wire_model}", lane.provider))
+                        .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "model name is not printable ascii"))?;
+                    Ok(Candidate { lane, lane_index, wire_model, lane_header: header, slot })
+                }
+                _ => Ok(Candidate {
+                    lane,
+                    lane_index,
+                    wire_model: &lane.wire_model,
+                    lane_header: lane.lane_header.clone(),
+                    slot,
+                }),
             }
         })
-        .collect();
-    Ok((order, Some(plan.deadline)))
+        .collect()
 }
 
 async fn acquire(lane: &Lane, others_left: bool, queue: Duration) -> Option<Option<OwnedSemaphorePermit>> {
@@ -494,7 +547,7 @@ fn prepare(
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
     let lane = candidate.lane;
-    if lane.protocol == call.ingress {
+    if call.passes_through_to(lane.protocol) {
         // Same protocol: the bytes go as they came, but for the model.
         let body = match &call.model_span {
             Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(candidate.wire_model.as_bytes()) => {
@@ -586,27 +639,30 @@ async fn send_to_lane(
     }
 }
 
-/// Sends a one-token probe to `lane`; true when it answered 2xx.
+/// Sends a one-token probe to `lane`; true when a 2xx reply arrived whole
+/// within the lane's response-headers timeout (a probe whose body hangs is
+/// not a healthy lane, and must not hang the probe loop).
 pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
     let request = switchyard_codec::probe_request(&lane.wire_model);
     let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
     let request_id = HeaderValue::from_static("switchyard-health-probe");
     let out = Outgoing { wire_model: &lane.wire_model, stream: false, request_id: &request_id, caller_key: None };
-    match send_to_lane(gateway, lane, out, body).await {
-        Ok(response) => {
-            let ok = response.status.is_success();
-            // Drain so the connection goes back to the pool.
-            let _ = collect(response.body).await;
-            ok
-        }
-        Err(_) => false,
-    }
+    let exchange = async {
+        let response = send_to_lane(gateway, lane, out, body).await.ok()?;
+        let ok = response.status.is_success();
+        // Read it whole: the connection goes back to the pool, and a body
+        // that never comes is a failed probe.
+        collect(response.body).await.ok()?;
+        Some(ok)
+    };
+    tokio::time::timeout(lane.timeouts.response_headers, exchange).await.ok().flatten().unwrap_or(false)
 }
 
 async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
     crate::transport::collect_limited(body, MAX_UPSTREAM_BODY).await.map_err(|err| err.to_string())
 }
 
+#[expect(clippy::too_many_arguments, reason = "the one place a success is assembled")]
 async fn success(
     gateway: &Arc<Gateway>,
     call: &Call,
@@ -615,11 +671,12 @@ async fn success(
     guards: (Option<OwnedSemaphorePermit>, InFlight),
     health: Health,
     started: Instant,
+    ticket: &mut Option<Ticket>,
 ) -> Response<ResponseBody> {
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
-    let same = lane.protocol == call.ingress
+    let same = call.passes_through_to(lane.protocol)
         && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
     let mut builder = Response::builder().status(StatusCode::OK);
     if let Some(headers) = builder.headers_mut() {
@@ -645,6 +702,9 @@ async fn success(
             // Passthrough: the bytes go back as they came; only usage is read.
             let usage = gateway.codec(lane.protocol).read_usage(&body).unwrap_or_default();
             log_done(&call.request_id, &lane.name, &usage, started, false);
+            if let Some(ticket) = ticket.as_mut() {
+                ticket.record_usage(usage, false);
+            }
             return builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
         }
         let mut response = match gateway.codec(lane.protocol).read_response(&body) {
@@ -655,6 +715,9 @@ async fn success(
             }
         };
         log_done(&call.request_id, &lane.name, &response.usage, started, false);
+        if let Some(ticket) = ticket.as_mut() {
+            ticket.record_usage(response.usage, false);
+        }
         fill_identity(
             &mut response.id,
             &mut response.model,
@@ -684,7 +747,6 @@ async fn success(
         first_sent: false,
         events: Vec::new(),
         idle: lane.timeouts.stream_idle,
-        deadline: Instant::now() + lane.timeouts.request,
         done: false,
         health,
         request_id: call.request_id.clone(),
@@ -692,6 +754,8 @@ async fn success(
         wire_model: Arc::from(candidate.wire_model),
         started,
         pending: None,
+        ticket: ticket.take(),
+        delivered_events: 0,
         _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {
@@ -831,4 +895,21 @@ fn internal_error() -> Response<ResponseBody> {
     );
     *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_http_dates() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        assert_eq!(parse_retry_after("120", now), Some(Duration::from_secs(120)));
+        assert_eq!(parse_retry_after(" 1.5 ", now), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:50:07 GMT", now), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:00:00 GMT", now), Some(Duration::ZERO), "in the past");
+        assert_eq!(parse_retry_after("99999999", now), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-3", now), None);
+    }
 }

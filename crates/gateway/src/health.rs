@@ -85,6 +85,8 @@ pub fn stats(gateway: &Gateway) -> Value {
                 "ok": counters.ok.load(Ordering::Relaxed),
                 "upstream_failures": counters.upstream_failures.load(Ordering::Relaxed),
                 "client_faults": counters.client_faults.load(Ordering::Relaxed),
+                "rate_limited": counters.rate_limited.load(Ordering::Relaxed),
+                "resting_ms": snapshot.resting.map(|d| d.as_millis() as u64),
                 "latency_ms": lane.latency_ms(),
             }));
         }
@@ -104,5 +106,37 @@ pub fn stats(gateway: &Gateway) -> Value {
             "lanes": lanes,
         }));
     }
-    json!({"pools": pools})
+    let mut out = json!({"pools": pools});
+    if let Some(governance) = &gateway.governance {
+        out["governance"] = governance_stats(governance);
+    }
+    out
+}
+
+/// Governance's figures: refusals by reason, reservations outstanding, the
+/// ledger queue and writer.
+fn governance_stats(governance: &crate::governance::Governance) -> Value {
+    let refused: serde_json::Map<String, Value> = crate::governance::Refused::ALL
+        .iter()
+        .enumerate()
+        .map(|(index, why)| (why.as_str().to_owned(), json!(governance.stats.refused[index].load(Ordering::Relaxed))))
+        .collect();
+    let ledger = governance.ledger.as_ref().map(|queue| {
+        json!({
+            "queue_depth": queue.depth(),
+            "queue_full_waits": queue.stats.queue_full.load(Ordering::Relaxed),
+            "rows_written": queue.stats.written.load(Ordering::Relaxed),
+            "write_errors": queue.stats.write_errors.load(Ordering::Relaxed),
+        })
+    });
+    json!({
+        "mode": match governance.mode {
+            switchyard_config::AuthMode::Open => "open",
+            switchyard_config::AuthMode::Keys => "keys",
+        },
+        "keys": governance.key_count(),
+        "reserved_usd": governance.reserved_usd(),
+        "refused": refused,
+        "ledger": ledger,
+    })
 }

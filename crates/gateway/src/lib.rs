@@ -5,12 +5,15 @@
 //!
 //! Only `server` knows axum. No lock is held across an `.await`.
 
+pub mod call;
 pub mod engine;
+pub mod governance;
 pub mod health;
 pub mod hooks;
 pub mod mock;
 pub mod routing;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod transport;
 

@@ -18,17 +18,9 @@ use switchyard_route::hook::{self, Access, CandidateView, Decision, Grants, Requ
 use switchyard_route::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
 use tokio::time::Instant;
 
-use crate::engine::Call;
+use crate::call::{Call, Slot};
+use crate::sessions::Pinned;
 use crate::state::{Gateway, PoolState};
-
-/// Where a candidate sits: its pool and member slot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
-    /// Pool index.
-    pub pool: usize,
-    /// Member index in the pool.
-    pub member: usize,
-}
 
 /// The try order for one call.
 #[derive(Debug)]
@@ -60,11 +52,23 @@ pub async fn plan(
     let needs_projection = state.strategy == Strategy::Billing || !state.gates.is_empty();
     let projection =
         if needs_projection && !usable.is_empty() { Some(projection_of(gateway, call, translated)?) } else { None };
+    // What the caller's key has left, read once, only where it is used.
+    let headroom = if state.strategy == Strategy::Usage || !state.gates.is_empty() {
+        Headroom::of(gateway, call)
+    } else {
+        Headroom::default()
+    };
     let mut policy: Option<Arc<str>> = None;
     let mut order = match ranking_of(state.strategy) {
         Some(ranking) => {
-            match rank_members(gateway, state, &usable, ranking, projection.as_ref().unwrap_or(&Projection::default()))
-            {
+            match rank_members(
+                gateway,
+                state,
+                &usable,
+                ranking,
+                projection.as_ref().unwrap_or(&Projection::default()),
+                &headroom,
+            ) {
                 Some(ranked) => {
                     policy = Some(Arc::from(state.strategy.as_str()));
                     ranked
@@ -76,7 +80,8 @@ pub async fn plan(
     };
 
     if let (false, Some(projection)) = (state.gates.is_empty() || usable.is_empty(), projection.as_ref()) {
-        let (decision, orderer) = run_gates(gateway, call, pool, &usable, projection, translated.as_ref()).await;
+        let (decision, orderer) =
+            run_gates(gateway, call, pool, &usable, projection, translated.as_ref(), &headroom).await;
         if let Some((status, message)) = decision.reject {
             let name = orderer.unwrap_or_else(|| Arc::from("hook"));
             count(state, &name, |c| c.rejections += 1);
@@ -128,26 +133,15 @@ pub async fn plan(
 /// Pins `session` to `member` of `pool` after it served.
 pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
     let state = &gateway.pools[pool];
-    let Some(affinity) = &state.affinity else { return };
-    let now = Instant::now().into_std();
-    let mut sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-    if sessions.len() >= MAX_SESSIONS {
-        sessions.retain(|_, (_, used)| now.saturating_duration_since(*used) < affinity.ttl);
-        if sessions.len() >= MAX_SESSIONS {
-            return;
-        }
+    if state.affinity.is_none() {
+        return;
     }
-    if let Some((previous, used)) = sessions.insert(session.to_owned(), (member, now)) {
-        if previous != member && now.saturating_duration_since(used) < affinity.ttl {
-            // The pinned lane failed and another one served: the session moves.
-            state.affinity_switches.fetch_add(1, Ordering::Relaxed);
-            tracing::info!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
-        }
+    if state.sessions.pin(session, member, Instant::now().into_std()) == Pinned::Moved {
+        // The pinned lane failed and another one served: the session moves.
+        state.affinity_switches.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
     }
 }
-
-/// Sessions a pool remembers at most (expired pins are swept when full).
-const MAX_SESSIONS: usize = 100_000;
 
 fn affinity(
     state: &PoolState,
@@ -158,13 +152,7 @@ fn affinity(
 ) -> Option<String> {
     let affinity = state.affinity.as_ref()?;
     let session = call.headers.get(&*affinity.header)?.to_str().ok()?.to_owned();
-    let pinned = {
-        let sessions = state.sessions.lock().unwrap_or_else(PoisonError::into_inner);
-        sessions
-            .get(&session)
-            .filter(|(_, used)| at.saturating_duration_since(*used) < affinity.ttl)
-            .map(|(member, _)| *member)
-    };
+    let pinned = state.sessions.get(&session, at);
     if let Some(member) = pinned {
         if let Some(position) = order.iter().position(|&m| m == member) {
             order.remove(position);
@@ -175,7 +163,8 @@ fn affinity(
             state.affinity_switches.fetch_add(1, Ordering::Relaxed);
             let reason =
                 if state.breaker(member).is_usable(at) { "excluded by a routing hook" } else { "lane is tripped" };
-            tracing::info!(request_id = ?call.request_id, pool = %state.name, %session, reason, "session moved off its pinned lane");
+            // Session ids are the caller's data: not at info.
+            tracing::info!(request_id = ?call.request_id, pool = %state.name, reason, "session moved off its pinned lane");
         }
     }
     Some(session)
@@ -221,12 +210,53 @@ fn rank_members(
     members: &[usize],
     ranking: Ranking,
     projection: &Projection,
+    headroom: &Headroom,
 ) -> Option<Vec<usize>> {
-    let signals: Vec<Signals<'_>> = members.iter().map(|&m| signals(gateway, state.members[m])).collect();
+    // A lane whose upstream has not reported its rate limit yet counts as
+    // untouched once another lane's has: it is tried, and so measured.
+    let reported = members.iter().any(|&m| gateway.lanes[state.members[m]].upstream_headroom().is_some());
+    let signals: Vec<Signals<'_>> = members
+        .iter()
+        .map(|&m| {
+            let mut signal = signals(gateway, state.members[m], headroom);
+            if reported && gateway.lanes[state.members[m]].upstream_headroom().is_none() {
+                signal.rate_headroom = least(Some(1.0), headroom.rate);
+            }
+            signal
+        })
+        .collect();
     rank(ranking, projection, &signals).map(|order| order.into_iter().map(|position| members[position]).collect())
 }
 
-fn signals(gateway: &Gateway, lane_index: usize) -> Signals<'_> {
+/// What governance says the caller has left, for routing signals: the
+/// least budget (USD) and rate headroom (a share) on its key's chain.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Headroom {
+    budget: Option<f64>,
+    rate: Option<f64>,
+}
+
+impl Headroom {
+    fn of(gateway: &Gateway, call: &Call) -> Headroom {
+        match (&gateway.governance, &call.caller) {
+            (Some(governance), Some(caller)) => {
+                let (budget, rate) = governance.headroom(caller);
+                Headroom { budget, rate }
+            }
+            _ => Headroom::default(),
+        }
+    }
+}
+
+/// The smaller of two optional shares.
+fn least(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn signals<'a>(gateway: &'a Gateway, lane_index: usize, headroom: &Headroom) -> Signals<'a> {
     let lane = &gateway.lanes[lane_index];
     let rate = gateway.config.rate_card.get(&lane.name);
     Signals {
@@ -235,8 +265,9 @@ fn signals(gateway: &Gateway, lane_index: usize) -> Signals<'_> {
         output_utok: rate.map(|r| r.output_utok),
         latency_ms: lane.latency_ms(),
         available_concurrency: lane.permits.as_ref().map(|p| p.available_permits() as u64),
-        // Rate headroom comes with governance; without it `usage` abstains.
-        rate_headroom: None,
+        // The lane's own headroom as its upstream reports it, bounded by the
+        // caller's key chain; without either, `usage` abstains.
+        rate_headroom: least(lane.upstream_headroom(), headroom.rate),
         billing: match lane.billing {
             Billing::Subscription => BillingRank::Subscription,
             Billing::PayAsYouGo => BillingRank::PayAsYouGo,
@@ -273,21 +304,22 @@ async fn run_gates(
     usable: &[usize],
     projection: &Projection,
     request: Option<&Request>,
+    headroom: &Headroom,
 ) -> (Decision, Option<Arc<str>>) {
     let state = &gateway.pools[pool];
     let views: Vec<CandidateView<'_>> = usable
         .iter()
         .map(|&member| {
             let lane = &gateway.lanes[state.members[member]];
-            let signal = signals(gateway, state.members[member]);
+            let signal = signals(gateway, state.members[member], headroom);
             CandidateView {
                 model: &lane.name,
                 tier: lane.tier.as_deref(),
                 cost_per_mtok: signal.cost_per_mtok(),
                 latency_ms: signal.latency_ms,
                 available_concurrency: signal.available_concurrency,
-                budget_remaining: None,
-                rate_headroom: None,
+                budget_remaining: headroom.budget,
+                rate_headroom: signal.rate_headroom,
                 tags: &lane.tags,
             }
         })
@@ -300,6 +332,7 @@ async fn run_gates(
         system,
         messages,
         end_user: request.and_then(|r| r.user.as_deref()),
+        key: call.caller.as_ref().map(|c| (c.key.record.id.as_str(), c.key.record.name.as_str())),
         // Only a hook that may rewrite sees the body (a gate, or a fallback it
         // names): parse it only when one exists.
         body: gateway
@@ -310,7 +343,7 @@ async fn run_gates(
             .then(|| serde_json::from_slice(&call.body).ok())
             .flatten(),
     };
-    let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state));
+    let runs = state.gates.iter().map(|&gate| run_gate(gateway, gate, &view, &views, usable, state, headroom));
     let results = futures_util::future::join_all(runs).await;
     let mut orderer = None;
     let mut rejecter = None;
@@ -335,6 +368,7 @@ async fn run_gate(
     candidates: &[CandidateView<'_>],
     usable: &[usize],
     state: &PoolState,
+    headroom: &Headroom,
 ) -> (Decision, Arc<str>) {
     let mut current = gate;
     loop {
@@ -365,7 +399,7 @@ async fn run_gate(
             },
             OnError::Strategy(strategy) => {
                 let order = ranking_of(strategy)
-                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection));
+                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection, headroom));
                 // Positions into `usable`, as a hook's order would be.
                 let order =
                     order.map(|members| members.iter().filter_map(|m| usable.iter().position(|u| u == m)).collect());

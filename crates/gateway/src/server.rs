@@ -1,50 +1,56 @@
 //! The HTTP surface: the six ingress routes of the contract, the model list,
 //! health, the admin listener and the vendor-fake server. Each ingress frames
-//! the caller's request (body limit, content type, where the model and the
-//! stream flag are) and hands it to the engine; every error written here is
-//! in the caller's own protocol.
+//! the caller's request (body limit and read timeout, the connection's body
+//! budget, content type, where the model and the stream flag are) and hands
+//! it to the engine; every error written here is in the caller's own
+//! protocol. `listener` owns sockets and connections.
 
-use std::future::Future;
+pub mod admin;
+mod conn_io;
+pub mod listener;
+pub mod tls;
+
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, RawQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
-use std::future::IntoFuture;
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
-use crate::engine::{self, Call};
+use crate::call::Call;
+use crate::engine;
+use crate::governance::{Caller, Presented};
 use crate::state::Gateway;
-use crate::transport::CollectError;
+pub use listener::{serve, ListenerStats, Settings};
+use listener::{ConnBudget, Refusal, Refuse};
+use switchyard_governance::sigv4::Inbound;
 
 /// The data-plane router.
 pub fn router(gateway: Arc<Gateway>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/v1/models", get(list_models))
-        .route("/stats", get(stats))
         .route(
             "/v1/chat/completions",
-            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
-                handle(gateway, Ingress::body(Protocol::OpenAi), headers, body)
+            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
+                handle(gateway, Ingress::body(Protocol::OpenAi), request)
             }),
         )
         .route(
             "/v1/responses",
-            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
-                handle(gateway, Ingress::body(Protocol::Responses), headers, body)
+            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
+                handle(gateway, Ingress::body(Protocol::Responses), request)
             }),
         )
         .route(
             "/v1/messages",
-            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
-                handle(gateway, Ingress::body(Protocol::Anthropic), headers, body)
+            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
+                handle(gateway, Ingress::body(Protocol::Anthropic), request)
             }),
         )
         .route("/{name}/v1/messages", post(anthropic_named))
@@ -53,8 +59,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/v1beta/models/{*target}", post(gemini))
         .route(
             "/v2/chat",
-            post(|State(gateway): State<Arc<Gateway>>, headers: HeaderMap, body: Body| {
-                handle(gateway, Ingress::body(Protocol::Cohere), headers, body)
+            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
+                handle(gateway, Ingress::body(Protocol::Cohere), request)
             }),
         )
         .route("/model/{model}/converse", post(bedrock))
@@ -63,44 +69,50 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway)
 }
 
-/// The admin-plane router (its own loopback listener).
+/// The admin-plane router (its own loopback listener): the lane-state view
+/// lives here, off the data plane, because topology and breaker reasons are
+/// the operator's business.
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/v1/models", get(list_models)).with_state(gateway)
+    let guarded = Router::new()
+        .route("/v1/models", get(list_models))
+        .route("/stats", get(stats))
+        .with_state(gateway.clone())
+        .merge(admin::routes(gateway.clone()))
+        .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
+    Router::new().route("/healthz", get(healthz)).with_state(gateway).merge(guarded).fallback(admin::not_found)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, then lets
-/// in-flight requests and streams finish for up to `drain`.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-    drain: Duration,
-) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
-    let listener = listener.tap_io(|tcp| {
-        // Nagle plus delayed ACK would add ~40 ms to every streamed frame.
-        let _ = tcp.set_nodelay(true);
+/// The data listener's settings: the config's limits, with refusals
+/// answered in the caller's protocol (told by the request's path).
+pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Settings {
+    let codecs = gateway.codecs;
+    let refuse: Refuse = Arc::new(move |parts: &http::request::Parts, refusal: Refusal| {
+        let Some(protocol) = protocol_of(parts.uri.path()) else {
+            return listener::plain_refusal(refusal);
+        };
+        let message = match refusal {
+            Refusal::Connections => "the gateway has too many open connections; retry shortly",
+            Refusal::InFlight => "the gateway has too many requests in flight; retry shortly",
+        };
+        let info = ErrorInfo::new(ErrorKind::Overloaded, message).with_status(503);
+        let mut response = engine::render_error(codecs(protocol), &info).map(Body::new);
+        response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        response
     });
-    let (signalled_tx, signalled_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        shutdown.await;
-        let _ = signalled_tx.send(());
-    });
-    let server = std::pin::pin!(server.into_future());
-    let drained = async move {
-        if signalled_rx.await.is_ok() {
-            tokio::time::sleep(drain).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        result = server => result,
-        () = drained => {
-            tracing::warn!(?drain, "drain timeout reached; closing remaining connections");
-            Ok(())
-        }
-    }
+    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None }
+}
+
+/// The caller's protocol, from a data-plane path.
+fn protocol_of(path: &str) -> Option<Protocol> {
+    Some(match path {
+        "/v1/chat/completions" => Protocol::OpenAi,
+        "/v1/responses" => Protocol::Responses,
+        "/v2/chat" => Protocol::Cohere,
+        _ if path.ends_with("/v1/messages") => Protocol::Anthropic,
+        _ if path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/") => Protocol::Gemini,
+        _ if path.starts_with("/model/") => Protocol::Bedrock,
+        _ => return None,
+    })
 }
 
 async fn healthz() -> &'static str {
@@ -160,22 +172,16 @@ impl Ingress {
     }
 }
 
-async fn anthropic_named(
-    State(gateway): State<Arc<Gateway>>,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
+async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
     let ingress =
         Ingress { protocol: Protocol::Anthropic, named: Named::Path(name), stream: None, framing: Framing::Sse };
-    handle(gateway, ingress, headers, body).await
+    handle(gateway, ingress, request).await
 }
 
 async fn anthropic_direct(
     State(gateway): State<Arc<Gateway>>,
     Path((provider, model)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
@@ -183,15 +189,14 @@ async fn anthropic_direct(
         stream: None,
         framing: Framing::Sse,
     };
-    handle(gateway, ingress, headers, body).await
+    handle(gateway, ingress, request).await
 }
 
 async fn gemini(
     State(gateway): State<Arc<Gateway>>,
     Path(target): Path<String>,
     RawQuery(query): RawQuery,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
     // axum cannot split on `:` inside a segment: the model and the action
     // share the last segment, split at its last colon.
@@ -199,7 +204,7 @@ async fn gemini(
         return reject(
             &gateway,
             Protocol::Gemini,
-            &headers,
+            request.headers(),
             ErrorInfo::new(
                 ErrorKind::NotFound,
                 format!("`{target}` names no action; use MODEL:generateContent or MODEL:streamGenerateContent"),
@@ -213,7 +218,7 @@ async fn gemini(
             return reject(
                 &gateway,
                 Protocol::Gemini,
-                &headers,
+                request.headers(),
                 ErrorInfo::new(
                     ErrorKind::NotFound,
                     format!("action `{other}` is not supported; use generateContent or streamGenerateContent"),
@@ -225,15 +230,15 @@ async fn gemini(
     let framing = if sse { Framing::Sse } else { Framing::JsonArray };
     let ingress =
         Ingress { protocol: Protocol::Gemini, named: Named::Path(model.to_owned()), stream: Some(stream), framing };
-    handle(gateway, ingress, headers, body).await
+    handle(gateway, ingress, request).await
 }
 
-async fn bedrock(state: State<Arc<Gateway>>, path: Path<String>, headers: HeaderMap, body: Body) -> Response {
-    bedrock_ingress(state, path, false, headers, body).await
+async fn bedrock(state: State<Arc<Gateway>>, path: Path<String>, request: Request) -> Response {
+    bedrock_ingress(state, path, false, request).await
 }
 
-async fn bedrock_stream(state: State<Arc<Gateway>>, path: Path<String>, headers: HeaderMap, body: Body) -> Response {
-    bedrock_ingress(state, path, true, headers, body).await
+async fn bedrock_stream(state: State<Arc<Gateway>>, path: Path<String>, request: Request) -> Response {
+    bedrock_ingress(state, path, true, request).await
 }
 
 /// Bedrock names the model in the path and streams by endpoint (`converse-stream`).
@@ -241,8 +246,7 @@ async fn bedrock_ingress(
     State(gateway): State<Arc<Gateway>>,
     Path(model): Path<String>,
     stream: bool,
-    headers: HeaderMap,
-    body: Body,
+    request: Request,
 ) -> Response {
     let ingress = Ingress {
         protocol: Protocol::Bedrock,
@@ -250,7 +254,7 @@ async fn bedrock_ingress(
         stream: Some(stream),
         framing: Framing::EventStream,
     };
-    handle(gateway, ingress, headers, body).await
+    handle(gateway, ingress, request).await
 }
 
 fn request_id(headers: &HeaderMap) -> HeaderValue {
@@ -277,19 +281,71 @@ fn session_of(gateway: &Gateway, name: &str, headers: &HeaderMap) -> Option<Head
     headers.get(header).cloned()
 }
 
-async fn read_body(body: Body, limit: usize) -> Result<Bytes, ErrorInfo> {
-    match crate::transport::collect_limited(body, limit).await {
-        Ok(body) => Ok(body),
-        Err(CollectError::TooLarge(_)) => Err(ErrorInfo::new(
-            ErrorKind::RequestTooLarge,
-            format!("request body is larger than the {limit} byte limit"),
-        )),
-        Err(err) => Err(ErrorInfo::new(ErrorKind::InvalidRequest, format!("request body could not be read: {err}"))),
+/// Reads a request body under the body limit, the body read timeout and
+/// the connection's body budget (all its HTTP/2 streams together). The
+/// charge against the budget lasts as long as the returned guard.
+async fn read_body(
+    body: Body,
+    limits: &switchyard_config::Server,
+    budget: Option<&ConnBudget>,
+) -> Result<(Bytes, Option<conn_io::BodyCharge>), ErrorInfo> {
+    use http_body_util::BodyExt;
+    let limit = limits.body_limit;
+    let read = async {
+        let mut body = body;
+        let mut charge: Option<conn_io::BodyCharge> = None;
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut total = 0usize;
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|err| {
+                ErrorInfo::new(ErrorKind::InvalidRequest, format!("request body could not be read: {err}"))
+            })?;
+            let Ok(data) = frame.into_data() else { continue };
+            total += data.len();
+            if total > limit {
+                return Err(ErrorInfo::new(
+                    ErrorKind::RequestTooLarge,
+                    format!("request body is larger than the {limit} byte limit"),
+                ));
+            }
+            if let Some(ConnBudget(state)) = budget {
+                let charged = match &mut charge {
+                    Some(charge) => charge.grow(data.len()),
+                    None => state.charge_body(data.len()).map(|new| charge = Some(new)).is_some(),
+                };
+                if !charged {
+                    return Err(ErrorInfo::new(
+                        ErrorKind::Overloaded,
+                        "this connection's requests hold too much body at once; retry, or spread requests over connections",
+                    )
+                    .with_status(503));
+                }
+            }
+            chunks.push(data);
+        }
+        // One chunk (the common case) is kept without a copy.
+        let body = match chunks.len() {
+            0 => Bytes::new(),
+            1 => chunks.pop().unwrap_or_default(),
+            _ => Bytes::from(chunks.concat()),
+        };
+        Ok((body, charge))
+    };
+    match tokio::time::timeout(limits.body_read_timeout, read).await {
+        Ok(result) => result,
+        Err(_) => Err(ErrorInfo::new(
+            ErrorKind::Timeout,
+            format!("the request body did not arrive within {:?}", limits.body_read_timeout),
+        )
+        .with_status(408)),
     }
 }
 
-async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, body: Body) -> Response {
+async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
     let protocol = ingress.protocol;
+    let (parts, body) = request.into_parts();
+    let budget = parts.extensions.get::<ConnBudget>().cloned();
+    let headers = parts.headers;
     if let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) {
         let json = content_type.to_str().is_ok_and(|ct| {
             ct.trim_start().to_ascii_lowercase().starts_with("application/json") || ct.contains("+json")
@@ -300,8 +356,8 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, bod
             return reject(&gateway, protocol, &headers, info);
         }
     }
-    let body = match read_body(body, gateway.config.server.body_limit).await {
-        Ok(body) => body,
+    let (body, _charge) = match read_body(body, &gateway.config.server, budget.as_ref()).await {
+        Ok(read) => read,
         Err(info) => return reject(&gateway, protocol, &headers, info),
     };
     let top = match scan::scan_top_level(&body) {
@@ -310,7 +366,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, bod
             return reject(&gateway, protocol, &headers, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
         }
     };
-    let (name, direct) = match ingress.named {
+    let (name, wire_model) = match ingress.named {
         Named::Body => match &top.model {
             Some(model) if !model.is_empty() => (model.to_string(), None),
             _ => {
@@ -323,32 +379,71 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, headers: HeaderMap, bod
             }
         },
         Named::Path(name) => (name, None),
-        Named::Direct { provider, model } => match gateway.provider_index(&provider) {
-            Some(index) => (format!("{provider}/{model}"), Some((index, model))),
+        Named::Direct { provider, model } => match gateway.resolve_adhoc(&provider, &model) {
+            Some(pool) => (pool.to_string(), Some(model)),
             None => {
-                return reject(
-                    &gateway,
-                    protocol,
-                    &headers,
-                    ErrorInfo::new(ErrorKind::NotFound, format!("provider `{provider}` does not exist")),
+                let info = ErrorInfo::new(
+                    ErrorKind::NotFound,
+                    format!("provider `{provider}` does not serve `{model}` on the ad-hoc route"),
                 );
+                return reject(&gateway, protocol, &headers, info);
             }
         },
     };
+    let caller = match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
+        Ok(caller) => caller,
+        Err(info) => return reject(&gateway, protocol, &headers, info),
+    };
     let session = session_of(&gateway, &name, &headers);
+    if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
+        let info = ErrorInfo::new(
+            ErrorKind::InvalidRequest,
+            format!("the session id is longer than {} bytes", crate::sessions::MAX_SESSION_ID),
+        );
+        return reject(&gateway, protocol, &headers, info);
+    }
     let call = Call {
         ingress: protocol,
         name,
-        direct,
+        wire_model,
         model_span: top.model_span.clone(),
         stream: ingress.stream.or(top.stream).unwrap_or(false),
         framing: ingress.framing,
         request_id: request_id(&headers),
         session,
+        caller,
+        meter_stream: false,
         headers,
         body,
     };
     engine::forward(gateway, call).await.map(Body::new)
+}
+
+/// Who is calling (governance's "authenticate" stage): `None` on an open
+/// data plane.
+fn authenticate(
+    gateway: &Gateway,
+    protocol: Protocol,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Option<Caller>, ErrorInfo> {
+    let Some(governance) = &gateway.governance else {
+        return Ok(None);
+    };
+    let signed =
+        headers.get(axum::http::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256"));
+    let pairs: Vec<(&str, &[u8])> =
+        if signed { headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect() } else { Vec::new() };
+    let inbound = signed.then(|| Inbound {
+        method: "POST",
+        path: uri.path(),
+        query: uri.query(),
+        headers: &pairs,
+        authority: uri.authority().map(|a| a.as_str()),
+        body,
+    });
+    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound })
 }
 
 /// The vendor fake as an HTTP server: every protocol's upstream path,

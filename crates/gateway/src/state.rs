@@ -12,13 +12,15 @@ use std::time::{Duration, Instant};
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
 use switchyard_config::{
-    Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
+    Adhoc, Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
 };
+use switchyard_governance::money::Price;
 use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
 use switchyard_route::SmoothWeighted;
 use tokio::sync::Semaphore;
 
+use crate::sessions::{SessionTable, MAX_SESSIONS};
 use crate::transport::{HttpTransport, Transport};
 
 /// Looks up the codec of a protocol (the registry is injected so this crate
@@ -71,9 +73,48 @@ pub struct Lane {
     pub tier: Option<Arc<str>>,
     /// The transport that reaches this lane's provider.
     pub transport: Arc<dyn Transport>,
+    /// A lane of the ad-hoc route (`provider/model` or `provider/*`).
+    pub adhoc: bool,
+    /// An ad-hoc lane open to any wire model: the caller's path names it.
+    pub any_wire_model: bool,
+    /// Its rate-card prices, when priced.
+    pub price: Option<Price>,
+    /// The share of its upstream rate limit left, as the upstream's own
+    /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
+    pub upstream_headroom: AtomicU64,
 }
 
+/// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
+const RATE_HEADERS: [(&str, &str); 4] = [
+    ("x-ratelimit-remaining-requests", "x-ratelimit-limit-requests"),
+    ("x-ratelimit-remaining-tokens", "x-ratelimit-limit-tokens"),
+    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-limit"),
+    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-limit"),
+];
+
 impl Lane {
+    /// The share of its upstream rate limit left, when the upstream says.
+    pub fn upstream_headroom(&self) -> Option<f64> {
+        let bits = self.upstream_headroom.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
+    }
+
+    /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
+    /// Anthropic's `anthropic-ratelimit-*`): the least share left.
+    pub fn record_headroom(&self, headers: &http::HeaderMap) {
+        let number = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+        let least = RATE_HEADERS
+            .iter()
+            .filter_map(|(remaining, limit)| {
+                let (remaining, limit) = (number(remaining)?, number(limit)?);
+                (limit > 0.0).then(|| (remaining / limit).clamp(0.0, 1.0))
+            })
+            .reduce(f64::min);
+        if let Some(share) = least {
+            self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
+        }
+    }
+
     /// Weight of the newest sample in the latency average.
     const EWMA_ALPHA: f64 = 0.3;
 
@@ -104,6 +145,8 @@ pub struct Counters {
     pub upstream_failures: AtomicU64,
     /// Errors that were the caller's.
     pub client_faults: AtomicU64,
+    /// Upstream rate limits (the lane rested; not failures).
+    pub rate_limited: AtomicU64,
 }
 
 impl Counters {
@@ -141,12 +184,15 @@ pub struct PoolState {
     pub gates: Vec<usize>,
     /// Session affinity settings.
     pub affinity: Option<Affinity>,
-    /// Session id → (member, last use). Held briefly, never across `.await`.
-    pub sessions: Mutex<HashMap<String, (usize, Instant)>>,
+    /// Session pins (empty without affinity).
+    pub sessions: SessionTable,
     /// Routing counters per policy.
     pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
     /// Sessions moved off their pinned lane.
     pub affinity_switches: AtomicU64,
+    /// The dearest prices among the lanes a request may reach through this
+    /// pool (fallbacks included): what admission reserves at.
+    pub price_ceiling: Price,
 }
 
 /// Per-policy routing counters of a pool.
@@ -185,9 +231,10 @@ impl PoolState {
             strategy: Strategy::Weighted,
             gates: Vec::new(),
             affinity: None,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: SessionTable::new(Duration::ZERO, 1),
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
+            price_ceiling: Price::default(),
         }
     }
 
@@ -203,17 +250,18 @@ pub struct Gateway {
     pub config: Config,
     /// The codec registry.
     pub codecs: CodecFor,
-    /// Lanes, indexed like `config.models`.
+    /// Lanes: indexed like `config.models`, then the ad-hoc lanes.
     pub lanes: Vec<Lane>,
-    /// One lane per provider for ad-hoc routes (`/{provider}/{model}/v1/messages`),
-    /// indexed like `config.providers`; the wire model comes from the path.
-    pub direct_lanes: Vec<Lane>,
-    /// Configured pools (indexed like `config.pools`), then one implicit pool per model.
+    /// Configured pools (indexed like `config.pools`), then one implicit
+    /// pool per lane (models, then ad-hoc lanes).
     pub pools: Vec<PoolState>,
     /// Caller-visible names → pool index.
     pub names: HashMap<Arc<str>, usize>,
     /// The client for external routing hooks (SSRF-guarded).
     pub hooks: crate::hooks::HookClient,
+    /// Keys, budgets, limits and the ledger (`None`: an open gateway with
+    /// nothing to account).
+    pub governance: Option<Arc<crate::governance::Governance>>,
 }
 
 /// Why a gateway could not be built from a config.
@@ -281,11 +329,29 @@ impl Gateway {
             lane.tier.clone_from(&model.tier);
             lanes.push(lane);
         }
-        let direct_lanes = (0..config.providers.len())
-            .map(|provider| {
-                build_lane(&config, provider, &config.providers[provider].name, codecs, transport_for(provider))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        // The ad-hoc route, where a provider opened it: one lane per allowed
+        // wire model (`provider/model`), or one lane for any model
+        // (`provider/*`, the wire model from the caller's path). Each goes
+        // through the same pool machinery as a configured model.
+        for (provider, config_provider) in config.providers.iter().enumerate() {
+            let names: Vec<(Arc<str>, Option<Arc<str>>)> = match &config_provider.adhoc {
+                Adhoc::Off => Vec::new(),
+                Adhoc::Any => vec![(Arc::from(format!("{}/*", config_provider.name)), None)],
+                Adhoc::Models(models) => models
+                    .iter()
+                    .map(|wire| (Arc::from(format!("{}/{wire}", config_provider.name)), Some(wire.clone())))
+                    .collect(),
+            };
+            for (name, wire_model) in names {
+                let mut lane = build_lane(&config, provider, &name, codecs, transport_for(provider))?;
+                lane.adhoc = true;
+                match wire_model {
+                    Some(wire_model) => lane.wire_model = wire_model,
+                    None => lane.any_wire_model = true,
+                }
+                lanes.push(lane);
+            }
+        }
         let mut pools: Vec<PoolState> = config
             .pools
             .iter()
@@ -293,6 +359,10 @@ impl Gateway {
                 strategy: pool.strategy,
                 gates: gate_chain(&config, &pool.gates),
                 affinity: pool.affinity.clone(),
+                sessions: pool
+                    .affinity
+                    .as_ref()
+                    .map_or_else(|| SessionTable::new(Duration::ZERO, 1), |a| SessionTable::new(a.ttl, MAX_SESSIONS)),
                 ..PoolState::new(
                     pool.name.clone(),
                     false,
@@ -309,15 +379,15 @@ impl Gateway {
         for (index, pool) in config.pools.iter().enumerate() {
             names.insert(pool.name.clone(), index);
         }
-        for (index, model) in config.models.iter().enumerate() {
-            names.insert(model.name.clone(), pools.len());
+        for (index, lane) in lanes.iter().enumerate() {
+            names.insert(lane.name.clone(), pools.len());
             let single = Failover { max_hops: 1, ..Failover::default() };
             pools.push(PoolState {
                 // Global gates see every request, models named directly included.
                 gates: gate_chain(&config, &[]),
                 affinity: None,
                 ..PoolState::new(
-                    model.name.clone(),
+                    lane.name.clone(),
                     true,
                     vec![(index, 1)],
                     single,
@@ -328,7 +398,33 @@ impl Gateway {
                 )
             });
         }
-        Ok(Gateway { config, codecs, lanes, direct_lanes, pools, names, hooks: crate::hooks::HookClient::new() })
+        for index in 0..pools.len() {
+            let mut reachable: Vec<usize> = vec![index];
+            let mut at = 0;
+            while at < reachable.len() {
+                let next: Vec<usize> =
+                    pools[reachable[at]].fallback.iter().copied().filter(|f| !reachable.contains(f)).collect();
+                reachable.extend(next);
+                at += 1;
+            }
+            let prices: Vec<Price> = reachable
+                .iter()
+                .flat_map(|&pool| pools[pool].members.iter().filter_map(|&lane| lanes[lane].price))
+                .collect();
+            pools[index].price_ceiling = Price::ceiling(&prices);
+        }
+        Ok(Gateway { config, codecs, lanes, pools, names, hooks: crate::hooks::HookClient::new(), governance: None })
+    }
+
+    /// Attaches governance (built after the gateway, since it reads the stores).
+    pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Gateway {
+        self.governance = Some(governance);
+        self
+    }
+
+    /// The price of lane `name`, for pricing ledger totals.
+    pub fn price_of(&self, name: &str) -> Option<Price> {
+        self.lanes.iter().find(|lane| &*lane.name == name).and_then(|lane| lane.price)
     }
 
     /// The codec of `protocol`.
@@ -341,9 +437,18 @@ impl Gateway {
         self.names.get(name).copied()
     }
 
-    /// The provider called `name`.
-    pub fn provider_index(&self, name: &str) -> Option<usize> {
-        self.config.provider_index(name)
+    /// Resolves the ad-hoc route `/{provider}/{model}/v1/messages` to the
+    /// name of its pool: the allowed `provider/model` lane's, or the
+    /// provider's any-model lane's (`provider/*`, sent the wire model the
+    /// caller named). `None` when the provider did not open the route to
+    /// that model.
+    pub fn resolve_adhoc(&self, provider: &str, wire_model: &str) -> Option<Arc<str>> {
+        [format!("{provider}/{wire_model}"), format!("{provider}/*")].into_iter().find_map(|name| {
+            let pool = self.resolve(&name)?;
+            let state = &self.pools[pool];
+            state.members.first().filter(|&&lane| state.implicit && self.lanes[lane].adhoc)?;
+            Some(self.pools[pool].name.clone())
+        })
     }
 }
 
@@ -409,5 +514,14 @@ fn build_lane(
         tags: Vec::new(),
         tier: None,
         transport,
+        adhoc: false,
+        any_wire_model: false,
+        upstream_headroom: AtomicU64::new(u64::MAX),
+        price: config.rate_card.get(name).map(|rate| Price {
+            input_utok: rate.input_utok,
+            output_utok: rate.output_utok,
+            cache_read_utok: rate.cache_read_utok,
+            cache_write_utok: rate.cache_write_utok,
+        }),
     })
 }

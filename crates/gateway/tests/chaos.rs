@@ -24,6 +24,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use common::*;
+use futures_util::StreamExt;
 use switchyard_protocol::ir::Protocol;
 
 #[derive(Default)]
@@ -70,6 +71,16 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("retry-after", "7".parse().unwrap());
             response
         }
+        "limited_date" => {
+            let mut response = openai_error(StatusCode::TOO_MANY_REQUESTS, "slow down", "rate_limit_exceeded");
+            let at = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(10));
+            response.headers_mut().insert("retry-after", at.parse().unwrap());
+            response
+        }
+        "quota" => {
+            let body = serde_json::json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "param": null, "code": "insufficient_quota"}});
+            (StatusCode::TOO_MANY_REQUESTS, [("content-type", "application/json")], body.to_string()).into_response()
+        }
         "context" => {
             let body = serde_json::json!({"error": {"message": "This model's maximum context length is 1000 tokens", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}});
             (StatusCode::BAD_REQUEST, [("content-type", "application/json")], body.to_string()).into_response()
@@ -89,6 +100,25 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             // A slow success, so that concurrent requests overlap the trial.
             tokio::time::sleep(Duration::from_millis(200)).await;
             healthy_reply(&body, stream)
+        }
+        "trickle" => {
+            // A healthy stream that takes longer than the lane's whole-request timeout.
+            let reply = healthy_reply(&body, true);
+            let whole = axum::body::to_bytes(reply.into_body(), usize::MAX).await.unwrap();
+            let frames: Vec<Bytes> = whole.split_inclusive(|b| *b == b'\n').map(Bytes::copy_from_slice).collect();
+            let chunks = futures_util::stream::iter(frames).then(|frame| async move {
+                tokio::time::sleep(Duration::from_millis(40)).await;
+                Ok::<_, std::io::Error>(frame)
+            });
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
+        "hangbody" => {
+            let chunks = futures_util::stream::pending::<Result<Bytes, std::io::Error>>();
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            response
         }
         "cut" => {
             // Two frames of a real stream, then the connection breaks.
@@ -128,7 +158,7 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
     let mut yaml = format!(
         "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ response_headers: 300ms }} }}\nmodels:\n"
     );
-    for model in ["healthy", "fail500", "limited", "hang", "slow", "switch", "cut"] {
+    for model in ["healthy", "fail500", "limited", "limited_date", "hang", "slow", "switch", "cut", "hangbody"] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
     yaml.push_str("  context: { provider: faulty, context_window: 1000 }\n");
@@ -142,10 +172,6 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
 
 async fn chat(addr: std::net::SocketAddr, model: &str, text: &str) -> Reply {
     post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, text, false)).await
-}
-
-async fn stats(addr: std::net::SocketAddr) -> serde_json::Value {
-    serde_json::from_slice(&get(addr, "/stats").await.body).unwrap()
 }
 
 fn lane_stats<'a>(stats: &'a serde_json::Value, pool: &str, lane: &str) -> &'a serde_json::Value {
@@ -236,8 +262,8 @@ async fn tripped_lane_gets_no_traffic_then_exactly_one_trial_then_recovers() {
 }
 
 #[tokio::test]
-async fn rate_limits_are_relayed_with_retry_after_and_floor_the_cooldown() {
-    let (upstream, _faults) = fault_upstream().await;
+async fn rate_limits_rest_the_lane_and_answer_429_never_503() {
+    let (upstream, faults) = fault_upstream().await;
     let addr = gateway(&chaos_config(
         upstream,
         "  lim: { breaker: { consecutive_failures: 1 }, members: [{ model: limited }] }\n",
@@ -248,13 +274,74 @@ async fn rate_limits_are_relayed_with_retry_after_and_floor_the_cooldown() {
     assert_eq!(reply.headers["retry-after"], "7");
     let stats = stats(addr).await;
     let lane = lane_stats(&stats, "lim", "limited");
-    assert_eq!(lane["breaker"], "open");
-    assert!(lane["retry_in_ms"].as_u64().unwrap() >= 6_500, "retry-after is the cooldown's floor: {lane}");
-    // Now every lane is cooling down: an honest 503 with the time to recovery.
-    let reply = chat(addr, "lim", "again").await;
+    assert_eq!(lane["breaker"], "closed", "a rate limit is not a failure: {lane}");
+    assert_eq!(lane["trips"], 0);
+    assert!(lane["resting_ms"].as_u64().unwrap() >= 6_500, "the lane rests for its retry-after: {lane}");
+    // Resting: the caller gets a rate limit in its own protocol, not an outage.
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic, Protocol::Gemini, Protocol::Bedrock] {
+        let reply =
+            post(addr, &ingress_path(protocol, "lim", false), &[], chat_body(protocol, "lim", "again", false)).await;
+        assert_eq!(reply.status, 429, "{protocol}: {}", String::from_utf8_lossy(&reply.body));
+        let kind = switchyard_protocol::codec(protocol).extract_error(reply.status.as_u16(), &reply.body).kind;
+        assert_eq!(kind, switchyard_protocol::ir::ErrorKind::RateLimit, "{protocol}");
+        let retry: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
+        assert!((6..=7).contains(&retry), "retry-after {retry}");
+    }
+    assert_eq!(faults.hits("limited"), 1, "a resting lane gets no traffic");
+}
+
+#[tokio::test]
+async fn retry_after_as_an_http_date_rests_the_lane() {
+    let (upstream, _faults) = fault_upstream().await;
+    let addr = gateway(&chaos_config(upstream, "  lim: { members: [{ model: limited_date }] }\n")).await;
+    let reply = chat(addr, "lim", "hi").await;
+    assert_eq!(reply.status, 429);
+    let stats = stats(addr).await;
+    let lane = lane_stats(&stats, "lim", "limited_date");
+    let resting = lane["resting_ms"].as_u64().unwrap();
+    assert!((8_000..=10_000).contains(&resting), "rests until the date: {lane}");
+}
+
+#[tokio::test]
+async fn a_lane_down_for_faults_makes_exhaustion_a_503() {
+    let (upstream, _faults) = fault_upstream().await;
+    let pools = "  mixed: { breaker: { consecutive_failures: 1 }, failover: { max_hops: 1 }, members: [{ model: limited }, { model: fail500 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    // One request each (max_hops 1): one lane rests, the other trips.
+    let first = chat(addr, "mixed", "one").await;
+    let second = chat(addr, "mixed", "two").await;
+    let mut statuses = [first.status.as_u16(), second.status.as_u16()];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [429, 500]);
+    let reply = chat(addr, "mixed", "three").await;
     assert_eq!(reply.status, 503, "{}", String::from_utf8_lossy(&reply.body));
-    let retry: u64 = reply.headers["retry-after"].to_str().unwrap().parse().unwrap();
-    assert!((6..=7).contains(&retry), "retry-after {retry}");
+    assert!(reply.headers.contains_key("retry-after"));
+}
+
+#[tokio::test]
+async fn a_callers_own_rate_limit_never_touches_the_lane() {
+    let (upstream, faults) = fault_upstream().await;
+    let yaml = format!(
+        "providers:\n  theirs: {{ protocol: openai, base_url: \"http://{upstream}\", upstream_credentials: passthrough }}\nmodels:\n  limited: {{ provider: theirs }}\n  quota: {{ provider: theirs }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    for model in ["limited", "quota"] {
+        for _ in 0..3 {
+            let reply = post(
+                addr,
+                "/v1/chat/completions",
+                &[("authorization", "Bearer sk-caller")],
+                chat_body(Protocol::OpenAi, model, "hi", false),
+            )
+            .await;
+            assert_eq!(reply.status, 429, "{model}: relayed as the caller's own");
+        }
+        let stats = stats(addr).await;
+        let lane = lane_stats(&stats, model, model);
+        assert_eq!(lane["breaker"], "closed", "{lane}");
+        assert!(lane["resting_ms"].is_null(), "{lane}");
+    }
+    assert_eq!(faults.hits("limited"), 3, "every call reached the upstream");
 }
 
 #[tokio::test]
@@ -466,4 +553,31 @@ async fn a_trial_whose_caller_hangs_up_is_released_not_stuck() {
         lane_stats(&stats(addr).await, "pair", "switch")
     );
     assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "closed");
+}
+
+#[tokio::test]
+async fn a_stream_still_producing_outlives_the_whole_request_timeout() {
+    let (upstream, _faults) = fault_upstream().await;
+    let yaml = format!(
+        "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ request: 300ms, stream_idle: 2s }} }}\nmodels:\n  trickle: {{ provider: faulty }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let started = std::time::Instant::now();
+    let words = "one two three four five six seven eight nine ten eleven twelve";
+    let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "trickle", words, true)).await;
+    assert!(started.elapsed() > Duration::from_millis(300), "the stream took longer than `request`");
+    let response = decode(Protocol::OpenAi, true, &reply.body);
+    assert!(text_of(&response).contains("twelve"), "{}", text_of(&response));
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "trickle", "trickle")["upstream_failures"], 0);
+}
+
+#[tokio::test]
+async fn a_probe_whose_reply_hangs_fails_in_time() {
+    let (upstream, _faults) = fault_upstream().await;
+    let (_addr, gateway) = gateway_handle(&chaos_config(upstream, "  p: { members: [{ model: hangbody }] }\n")).await;
+    let lane = gateway.lanes.iter().find(|l| &*l.name == "hangbody").unwrap();
+    let started = std::time::Instant::now();
+    assert!(!switchyard_gateway::engine::probe(&gateway, lane).await);
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
 }

@@ -21,13 +21,40 @@ async fn anthropic_path_routes_name_the_pool_and_ignore_the_body_model() {
     assert_eq!(reply.headers["x-switchyard-lane"], "lane-openai");
     assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[openai wire-openai]"));
 
+    // The ad-hoc route is closed unless a provider opens it.
     let reply = post(addr, "/up-gemini/gemini-exp/v1/messages", &[], body).await;
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
-    assert_eq!(reply.headers["x-switchyard-lane"], "up-gemini/gemini-exp");
-    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[gemini gemini-exp]"));
+    assert_eq!(reply.status, 404, "{}", String::from_utf8_lossy(&reply.body));
+}
 
-    let reply = post(addr, "/nobody/x/v1/messages", &[], chat_body(Protocol::Anthropic, "x", "hi", false)).await;
-    assert_eq!(reply.status, 404);
+#[tokio::test]
+async fn the_adhoc_route_is_opt_in_and_takes_the_engine_path() {
+    let yaml = r#"
+providers:
+  any: { protocol: gemini, base_url: "mock://", adhoc: true }
+  listed: { protocol: openai, base_url: "mock://", adhoc: [gpt-x] }
+  closed: { protocol: openai, base_url: "mock://" }
+"#;
+    let addr = gateway(yaml).await;
+    let body = chat_body(Protocol::Anthropic, "ignored", "hi", false);
+    let reply = post(addr, "/any/gemini-exp/v1/messages", &[], body.clone()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-lane"], "any/gemini-exp");
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[gemini gemini-exp]"));
+    let reply = post(addr, "/listed/gpt-x/v1/messages", &[], body.clone()).await;
+    assert_eq!(reply.status, 200);
+    assert!(text_of(&decode(Protocol::Anthropic, false, &reply.body)).contains("[openai gpt-x]"));
+    for refused in ["/listed/gpt-y/v1/messages", "/closed/gpt-x/v1/messages", "/nobody/x/v1/messages"] {
+        let reply = post(addr, refused, &[], body.clone()).await;
+        assert_eq!(reply.status, 404, "{refused}");
+    }
+    // Ad-hoc lanes have breakers and counters like any other lane.
+    let stats = stats(addr).await;
+    let pools = stats["pools"].as_array().unwrap();
+    let any = pools.iter().find(|p| p["pool"] == "any/*").unwrap();
+    assert_eq!(any["lanes"][0]["ok"], 1);
+    assert_eq!(any["lanes"][0]["breaker"], "closed");
+    let listed = pools.iter().find(|p| p["pool"] == "listed/gpt-x").unwrap();
+    assert_eq!(listed["lanes"][0]["ok"], 1);
 }
 
 #[tokio::test]

@@ -97,7 +97,7 @@ async fn native_strategies_order_by_their_signal() {
     assert_eq!(ask(addr, "busy", &[]).await.headers["x-switchyard-route-policy"], "least_busy");
     // `weighted` named explicitly is the default: no policy header.
     assert!(ask(addr, "plain", &[]).await.headers.get("x-switchyard-route-policy").is_none());
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let cheap = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "cheap").unwrap();
     assert_eq!(cheap["routing"]["cheapest"]["selections"], 3);
 }
@@ -167,7 +167,7 @@ async fn affinity_never_resurrects_a_tripped_lane() {
     // x is now tripped: the session stays off it, and the switch is counted.
     let reply = ask(addr, "p", &[("x-session-id", "conv")]).await;
     assert_eq!(lane(&reply), "y");
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "p").unwrap();
     assert!(pool["affinity_switches"].as_u64().unwrap() >= 1, "{pool}");
 }
@@ -228,7 +228,7 @@ async fn rejections_are_clamped_and_in_the_callers_protocol() {
     assert_eq!(reply.status, 400);
     let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
     assert_eq!(body["type"], "error", "anthropic error shape: {body}");
-    let stats: serde_json::Value = serde_json::from_slice(&get(addr, "/stats").await.body).unwrap();
+    let stats = stats(addr).await;
     let pool = stats["pools"].as_array().unwrap().iter().find(|p| p["pool"] == "guarded").unwrap();
     assert_eq!(pool["routing"]["pii"]["rejections"], 2);
 }
@@ -343,4 +343,45 @@ async fn gates_fire_concurrently_and_the_last_order_by_priority_wins() {
     );
     assert_eq!(lane(&reply), "b");
     assert_eq!(reply.headers["x-switchyard-route-policy"], "high");
+}
+
+#[tokio::test]
+async fn the_usage_strategy_prefers_the_lane_its_upstream_says_has_room() {
+    // An OpenAI upstream that reports how much of its rate limit is left:
+    // plenty for `roomy`, almost none for `tight`.
+    let upstream = spawn(axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|body: Bytes| async move {
+            let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let remaining = if value["model"] == "roomy" { "900" } else { "10" };
+            let reply = switchyard_gateway::mock::respond(
+                switchyard_protocol::codec(Protocol::OpenAi),
+                None,
+                false,
+                switchyard_protocol::Framing::Sse,
+                &body,
+            );
+            let mut response = Response::new(axum::body::Body::new(reply.body));
+            *response.headers_mut() = reply.headers;
+            response.headers_mut().insert("x-ratelimit-limit-requests", "1000".parse().unwrap());
+            response.headers_mut().insert("x-ratelimit-remaining-requests", remaining.parse().unwrap());
+            response
+        }),
+    ))
+    .await;
+    let yaml = format!(
+        "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  tight: {{ provider: up }}\n  roomy: {{ provider: up }}\npools:\n  smart: {{ hooks: [usage], members: [{{ model: tight }}, {{ model: roomy }}] }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let mut lanes = Vec::new();
+    for i in 0..8 {
+        let reply =
+            post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "smart", &format!("q{i}"), false))
+                .await;
+        lanes.push(reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned());
+    }
+    // Until both lanes have answered once, `usage` has no signal for one of
+    // them; from then on the roomy lane is first.
+    assert!(lanes[..2].contains(&"tight".to_owned()), "{lanes:?}");
+    assert!(lanes[4..].iter().all(|l| l == "roomy"), "{lanes:?}");
 }

@@ -5,6 +5,10 @@
 //! hard-down failure trips at once with the long cooldown. Half-open admits
 //! exactly one trial request at a time.
 //!
+//! A rate limit is not a failure: the lane *rests* for the upstream's
+//! `Retry-After` (capped by the maximum cooldown), beside whatever state the
+//! breaker is in, and the rest never counts toward a trip.
+//!
 //! Time and randomness come in as arguments (`now`, `jitter` in `[0, 1)`).
 
 use std::time::{Duration, Instant};
@@ -74,11 +78,24 @@ pub enum Admission {
     Admit,
     /// Half-open: go, as the single trial; report its outcome.
     Trial,
-    /// Open, or a trial is already in flight.
+    /// Not now.
     Reject {
         /// Time until the lane may be tried again (zero while a trial runs).
         retry_in: Duration,
+        /// Why.
+        cause: Unavailable,
     },
+}
+
+/// Why a breaker turned a request away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unavailable {
+    /// Open after failures, cooling down.
+    Cooling,
+    /// Half-open with its one trial in flight.
+    TrialInFlight,
+    /// Resting after the upstream rate-limited us.
+    RateLimited,
 }
 
 /// What `/stats` shows of a breaker.
@@ -92,6 +109,8 @@ pub struct BreakerSnapshot {
     pub retry_in: Option<Duration>,
     /// Trips in a row without a recovery.
     pub trips: u32,
+    /// Time left resting after a rate limit.
+    pub resting: Option<Duration>,
 }
 
 /// Rolling counts in ten buckets across the window.
@@ -147,12 +166,23 @@ pub struct Breaker {
     reason: Option<String>,
     window: Window,
     epoch: Instant,
+    /// Resting after a rate limit until then.
+    rest_until: Option<Instant>,
 }
 
 impl Breaker {
     /// A closed breaker. `epoch` anchors the rolling window's slots.
     pub fn new(policy: BreakerPolicy, epoch: Instant) -> Breaker {
-        Breaker { policy, inner: Inner::Closed, consecutive: 0, trips: 0, reason: None, window: Window::new(), epoch }
+        Breaker {
+            policy,
+            inner: Inner::Closed,
+            consecutive: 0,
+            trips: 0,
+            reason: None,
+            window: Window::new(),
+            epoch,
+            rest_until: None,
+        }
     }
 
     fn slot(&self, now: Instant) -> u64 {
@@ -160,8 +190,15 @@ impl Breaker {
         (now.saturating_duration_since(self.epoch).as_millis() / width) as u64
     }
 
+    fn resting(&self, now: Instant) -> Option<Duration> {
+        self.rest_until.filter(|until| now < *until).map(|until| until - now)
+    }
+
     /// True when `admit` would not reject (does not claim the trial).
     pub fn is_usable(&self, now: Instant) -> bool {
+        if self.resting(now).is_some() {
+            return false;
+        }
         match self.inner {
             Inner::Closed => true,
             Inner::Open { until } => now >= until,
@@ -171,19 +208,23 @@ impl Breaker {
 
     /// Time until the lane can be tried, when it cannot now.
     pub fn retry_in(&self, now: Instant) -> Option<Duration> {
-        match self.inner {
+        let cooling = match self.inner {
             Inner::Open { until } if now < until => Some(until - now),
             Inner::Closed | Inner::Open { .. } | Inner::HalfOpen { .. } => None,
-        }
+        };
+        cooling.max(self.resting(now))
     }
 
     /// Asks to send a request now; half-open hands out a single trial.
     pub fn admit(&mut self, now: Instant) -> Admission {
         if let Inner::Open { until } = self.inner {
             if now < until {
-                return Admission::Reject { retry_in: until - now };
+                return Admission::Reject { retry_in: until - now, cause: Unavailable::Cooling };
             }
             self.inner = Inner::HalfOpen { trial: false };
+        }
+        if let Some(rest) = self.resting(now) {
+            return Admission::Reject { retry_in: rest, cause: Unavailable::RateLimited };
         }
         match self.inner {
             Inner::Closed => Admission::Admit,
@@ -191,8 +232,21 @@ impl Breaker {
                 self.inner = Inner::HalfOpen { trial: true };
                 Admission::Trial
             }
-            Inner::HalfOpen { trial: true } | Inner::Open { .. } => Admission::Reject { retry_in: Duration::ZERO },
+            Inner::HalfOpen { trial: true } | Inner::Open { .. } => {
+                Admission::Reject { retry_in: Duration::ZERO, cause: Unavailable::TrialInFlight }
+            }
         }
+    }
+
+    /// The upstream rate-limited us: rest for `retry_after` (the base
+    /// cooldown when it gave none), capped by the maximum cooldown. Not a
+    /// failure: nothing counts toward a trip, and a half-open trial that met
+    /// the limit is released for the next request after the rest.
+    pub fn record_rate_limited(&mut self, now: Instant, retry_after: Option<Duration>) {
+        let rest = retry_after.unwrap_or(self.policy.base_cooldown).min(self.policy.max_cooldown);
+        let until = now + rest;
+        self.rest_until = Some(self.rest_until.map_or(until, |current| current.max(until)));
+        self.release_trial();
     }
 
     /// The request succeeded.
@@ -246,6 +300,16 @@ impl Breaker {
         }
     }
 
+    /// An operator closed the breaker by hand: closed, no trips, no rest.
+    pub fn reset(&mut self) {
+        self.inner = Inner::Closed;
+        self.consecutive = 0;
+        self.trips = 0;
+        self.reason = None;
+        self.window.clear();
+        self.rest_until = None;
+    }
+
     /// An active probe succeeded: cut the cooldown short. The next real
     /// request is the half-open trial, so a probe never competes with it.
     pub fn record_probe_success(&mut self) {
@@ -267,7 +331,13 @@ impl Breaker {
             Inner::Open { .. } => BreakerState::Open,
             Inner::HalfOpen { .. } => BreakerState::HalfOpen,
         };
-        BreakerSnapshot { state, reason: self.reason.clone(), retry_in: self.retry_in(now), trips: self.trips }
+        BreakerSnapshot {
+            state,
+            reason: self.reason.clone(),
+            retry_in: self.retry_in(now),
+            trips: self.trips,
+            resting: self.resting(now),
+        }
     }
 
     fn open(&mut self, now: Instant, base: Duration, floor: Option<Duration>, reason: &str, jitter: f64) {
@@ -297,11 +367,17 @@ mod tests {
             assert_eq!(breaker.admit(t0), Admission::Admit);
         }
         breaker.record_failure(t0, "500", None, 0.5);
-        assert_eq!(breaker.admit(t0), Admission::Reject { retry_in: Duration::from_secs(5) });
+        assert_eq!(
+            breaker.admit(t0),
+            Admission::Reject { retry_in: Duration::from_secs(5), cause: Unavailable::Cooling }
+        );
         let later = t0 + Duration::from_secs(5);
         assert_eq!(breaker.admit(later), Admission::Trial);
         // Single flight: nobody else while the trial runs.
-        assert_eq!(breaker.admit(later), Admission::Reject { retry_in: Duration::ZERO });
+        assert_eq!(
+            breaker.admit(later),
+            Admission::Reject { retry_in: Duration::ZERO, cause: Unavailable::TrialInFlight }
+        );
         breaker.record_success(later);
         assert_eq!(breaker.admit(later), Admission::Admit);
         assert_eq!(breaker.snapshot(later).state, BreakerState::Closed);
@@ -379,6 +455,55 @@ mod tests {
         assert_eq!(breaker.admit(later), Admission::Trial);
         breaker.record_failure(later, "401", None, 0.5);
         assert_eq!(breaker.retry_in(later), Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_rate_limit_rests_the_lane_and_never_trips_it() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
+        for _ in 0..50 {
+            breaker.record_rate_limited(t0, Some(Duration::from_secs(7)));
+        }
+        assert_eq!(
+            breaker.admit(t0 + Duration::from_secs(1)),
+            Admission::Reject { retry_in: Duration::from_secs(6), cause: Unavailable::RateLimited }
+        );
+        let after = t0 + Duration::from_secs(7);
+        assert_eq!(breaker.admit(after), Admission::Admit, "rested, not tripped");
+        assert_eq!(breaker.snapshot(after).trips, 0);
+        // No Retry-After: the base cooldown; a huge one: the maximum cooldown.
+        breaker.record_rate_limited(after, None);
+        assert_eq!(breaker.retry_in(after), Some(Duration::from_secs(5)));
+        breaker.record_rate_limited(after, Some(Duration::from_secs(86_400)));
+        assert_eq!(breaker.retry_in(after), Some(Duration::from_secs(300)));
+    }
+
+    #[test]
+    fn a_rate_limited_trial_is_released_not_failed() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
+        breaker.record_failure(t0, "500", None, 0.5);
+        let later = t0 + Duration::from_secs(5);
+        assert_eq!(breaker.admit(later), Admission::Trial);
+        breaker.record_rate_limited(later, Some(Duration::from_secs(1)));
+        assert!(!breaker.is_usable(later));
+        let rested = later + Duration::from_secs(1);
+        assert_eq!(breaker.admit(rested), Admission::Trial, "the next request is the trial");
+        assert_eq!(breaker.snapshot(rested).trips, 1, "the rate limit added no trip");
+    }
+
+    #[test]
+    fn an_operator_reset_closes_at_once() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(policy(), t0);
+        breaker.record_hard_down(t0, "401", 0.5);
+        breaker.record_rate_limited(t0, None);
+        breaker.reset();
+        assert_eq!(breaker.admit(t0), Admission::Admit);
+        assert_eq!(
+            breaker.snapshot(t0),
+            BreakerSnapshot { state: BreakerState::Closed, reason: None, retry_in: None, trips: 0, resting: None }
+        );
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub enum Disposition {
     HardDown,
     /// The lane is healthy but too small for this prompt: try a larger one.
     ContextLength,
+    /// The upstream is limiting our rate: the lane is healthy but rests for
+    /// its `Retry-After`, and a rate limit never counts toward a trip.
+    RateLimited,
 }
 
 /// Stage 2: the disposition of a class.
@@ -135,11 +138,10 @@ pub fn classify(class: StatusClass) -> Disposition {
         StatusClass::BadRequest => Disposition::ClientFault,
         StatusClass::ContextLength => Disposition::ContextLength,
         StatusClass::Auth | StatusClass::Billing => Disposition::HardDown,
-        StatusClass::RateLimited
-        | StatusClass::Overloaded
-        | StatusClass::ServerError
-        | StatusClass::Timeout
-        | StatusClass::Network => Disposition::TransientUpstream,
+        StatusClass::RateLimited => Disposition::RateLimited,
+        StatusClass::Overloaded | StatusClass::ServerError | StatusClass::Timeout | StatusClass::Network => {
+            Disposition::TransientUpstream
+        }
     }
 }
 
@@ -152,6 +154,8 @@ pub enum LaneEffect {
     Failure,
     /// Trip at once with the long cooldown.
     Trip,
+    /// Rest the lane for the upstream's `Retry-After` (not a failure).
+    Rest,
 }
 
 /// What a failure does to the request.
@@ -166,14 +170,17 @@ pub enum RequestEffect {
 }
 
 /// The lane and request effects of a failure. With `caller_credentials`
-/// (the caller's own key went upstream) an auth failure is the caller's.
+/// (the caller's own key went upstream) an auth, quota or rate-limit failure
+/// is the caller's own: relayed, and it says nothing about the lane.
 pub fn effects(class: StatusClass, caller_credentials: bool) -> (LaneEffect, RequestEffect) {
     match classify(class) {
         Disposition::ClientFault => (LaneEffect::None, RequestEffect::Relay),
         Disposition::ContextLength => (LaneEffect::None, RequestEffect::FailoverLarger),
         Disposition::TransientUpstream => (LaneEffect::Failure, RequestEffect::Failover),
+        Disposition::RateLimited if caller_credentials => (LaneEffect::None, RequestEffect::Relay),
+        Disposition::RateLimited => (LaneEffect::Rest, RequestEffect::Failover),
+        Disposition::HardDown if caller_credentials => (LaneEffect::None, RequestEffect::Relay),
         Disposition::HardDown => match class {
-            StatusClass::Auth if caller_credentials => (LaneEffect::None, RequestEffect::Relay),
             // Our own key or account failing is the lane's problem, not the
             // caller's: take the lane out and let another one answer.
             StatusClass::Auth | StatusClass::Billing => (LaneEffect::Trip, RequestEffect::Failover),
@@ -199,7 +206,7 @@ mod tests {
             (StatusClass::ContextLength, Disposition::ContextLength, LaneEffect::None, RequestEffect::FailoverLarger),
             (StatusClass::Auth, Disposition::HardDown, LaneEffect::Trip, RequestEffect::Failover),
             (StatusClass::Billing, Disposition::HardDown, LaneEffect::Trip, RequestEffect::Failover),
-            (StatusClass::RateLimited, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
+            (StatusClass::RateLimited, Disposition::RateLimited, LaneEffect::Rest, RequestEffect::Failover),
             (StatusClass::Overloaded, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
             (StatusClass::ServerError, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
             (StatusClass::Timeout, Disposition::TransientUpstream, LaneEffect::Failure, RequestEffect::Failover),
@@ -213,9 +220,12 @@ mod tests {
     }
 
     #[test]
-    fn caller_credentials_make_auth_failures_the_callers() {
-        assert_eq!(effects(StatusClass::Auth, true), (LaneEffect::None, RequestEffect::Relay));
-        assert_eq!(effects(StatusClass::Billing, true), (LaneEffect::Trip, RequestEffect::Failover));
+    fn caller_credentials_make_auth_quota_and_rate_failures_the_callers() {
+        for class in [StatusClass::Auth, StatusClass::Billing, StatusClass::RateLimited] {
+            assert_eq!(effects(class, true), (LaneEffect::None, RequestEffect::Relay), "{class:?}");
+        }
+        // A server fault is the lane's whoever's key went upstream.
+        assert_eq!(effects(StatusClass::ServerError, true), (LaneEffect::Failure, RequestEffect::Failover));
     }
 
     #[test]

@@ -8,5 +8,5 @@
 pub mod breaker;
 pub mod disposition;
 
-pub use breaker::{Admission, Breaker, BreakerPolicy, BreakerSnapshot, BreakerState};
+pub use breaker::{Admission, Breaker, BreakerPolicy, BreakerSnapshot, BreakerState, Unavailable};
 pub use disposition::{classify, effects, normalize, Disposition, ErrorMap, LaneEffect, RequestEffect, StatusClass};

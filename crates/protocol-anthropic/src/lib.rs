@@ -38,6 +38,10 @@ impl Codec for AnthropicCodec {
         ir::Protocol::Anthropic
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["max_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

@@ -133,8 +133,13 @@ pub(crate) fn extract_error(status: u16, body: &[u8]) -> RawUpstreamError {
 /// Writes the gateway's error as Bedrock does. The body also names the
 /// exception in `__type` (as AWS JSON protocols may), so a reader without
 /// the headers still tells a quota error from a validation error.
+/// A code naming a Bedrock exception of the error's own kind is kept (an
+/// `InvalidSignatureException` stays one, not the kind's generic name).
 pub(crate) fn error_response(error: &ErrorInfo) -> ErrorResponse {
-    let (exception, status) = exception_for(error.kind);
+    let named = error.code.as_deref().and_then(|code| {
+        EXCEPTIONS.iter().find(|(name, _, kind)| name.eq_ignore_ascii_case(code) && *kind == error.kind)
+    });
+    let (exception, status) = named.map_or_else(|| exception_for(error.kind), |(name, status, _)| (*name, *status));
     let body = json!({ "message": error.message, "__type": exception });
     ErrorResponse {
         status,
@@ -244,6 +249,15 @@ mod tests {
 
     #[test]
     fn quota_is_a_400_service_quota_exception() {
+        let mut signature = ErrorInfo::new(ErrorKind::Authentication, "bad signature");
+        signature.code = Some("InvalidSignatureException".into());
+        assert_eq!(error_response(&signature).headers[0].1, "InvalidSignatureException");
+        signature.code = Some("ThrottlingException".into());
+        assert_eq!(
+            error_response(&signature).headers[0].1,
+            "UnrecognizedClientException",
+            "a code of another kind is not kept"
+        );
         let response = error_response(&ErrorInfo::new(ErrorKind::QuotaExceeded, "budget exhausted"));
         assert_eq!(response.status, 400);
         assert_eq!(response.headers[0].1, "ServiceQuotaExceededException");

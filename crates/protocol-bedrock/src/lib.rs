@@ -33,6 +33,10 @@ impl Codec for BedrockCodec {
         ir::Protocol::Bedrock
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["inferenceConfig", "maxTokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

@@ -30,20 +30,21 @@ fn classify(status: u16, message: &str) -> ErrorKind {
         // Trial keys answer 429 once their monthly allowance is spent; that
         // is a quota, not a burst limit that retrying later fixes.
         let lower = message.to_ascii_lowercase();
-        if ["quota", "billing", "payment", "per month", "/ month"].iter().any(|needle| lower.contains(needle)) {
+        if ["quota", "billing", "payment", "per month", "/ month", "budget"].iter().any(|needle| lower.contains(needle))
+        {
             return ErrorKind::QuotaExceeded;
         }
     }
     kind
 }
 
-/// The gateway's error in Cohere's shape. A quota error on its default 429
-/// is sent as 402 (payment required), which is how Cohere tells it apart
-/// from a rate limit.
+/// The gateway's error in Cohere's shape, with the error's own status: a
+/// quota error is a 429 (the SDK's `TooManyRequestsError`), never a 402,
+/// which no client treats as retryable-later and which would tell a caller a
+/// gateway stands in the way.
 pub(crate) fn response(error: &ErrorInfo) -> ErrorResponse {
-    let status = if error.kind == ErrorKind::QuotaExceeded && error.status == 429 { 402 } else { error.status };
     ErrorResponse {
-        status,
+        status: error.status,
         headers: Vec::new(),
         body: codec_json::to_vec(&serde_json::json!({ "message": error.message })),
     }
@@ -90,10 +91,11 @@ mod tests {
     }
 
     #[test]
-    fn quota_errors_use_payment_required() {
+    fn quota_errors_are_429_never_402() {
         let written = response(&ErrorInfo::new(ErrorKind::QuotaExceeded, "budget exhausted"));
-        assert_eq!(written.status, 402);
+        assert_eq!(written.status, 429);
         assert_eq!(written.body, br#"{"message":"budget exhausted"}"#);
-        assert_eq!(extract(written.status, &written.body).kind, ErrorKind::QuotaExceeded);
+        // The message still tells a quota from a rate limit.
+        assert_eq!(extract(402, br#"{"message":"budget exhausted"}"#).kind, ErrorKind::QuotaExceeded);
     }
 }

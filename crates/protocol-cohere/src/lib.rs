@@ -39,6 +39,10 @@ impl Codec for CohereCodec {
         ir::Protocol::Cohere
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["max_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

@@ -319,6 +319,8 @@ fn error_responses_read_back_with_kind_and_message() {
         // message, as Cohere's own errors do.
         let message = match kind {
             ErrorKind::ContextLength => "too many tokens: the prompt exceeds the context window",
+            // A quota and a rate limit share the 429: the message tells them apart.
+            ErrorKind::QuotaExceeded => "the monthly quota is spent",
             _ => "something went wrong",
         };
         let error = ErrorInfo::new(kind, message);

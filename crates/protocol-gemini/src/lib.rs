@@ -35,6 +35,10 @@ impl Codec for GeminiCodec {
         ir::Protocol::Gemini
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["generationConfig", "maxOutputTokens"], &["generation_config", "max_output_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

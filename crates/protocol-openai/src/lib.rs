@@ -51,6 +51,10 @@ impl Codec for OpenAiCodec {
         ir::Protocol::OpenAi
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["max_completion_tokens"], &["max_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }
@@ -90,13 +94,16 @@ impl Codec for OpenAiCodec {
         // Like OpenAI, send the trailing usage chunk (`choices: []`) only to a
         // caller that asked for it: clients that read `choices[0]` of every
         // chunk break on it otherwise.
-        let include_usage = switchyard_codec::scan::top_level_value(request, "stream_options")
+        Box::new(stream::ChunkEncoder::with_usage_chunk(self.stream_reports_usage(request)))
+    }
+
+    fn stream_reports_usage(&self, request: &[u8]) -> bool {
+        switchyard_codec::scan::top_level_value(request, "stream_options")
             .ok()
             .flatten()
             .and_then(|raw| serde_json::from_slice::<serde_json::Value>(raw).ok())
             .and_then(|options| options.get("include_usage").and_then(serde_json::Value::as_bool))
-            .unwrap_or(false);
-        Box::new(stream::ChunkEncoder::with_usage_chunk(include_usage))
+            .unwrap_or(false)
     }
 
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {

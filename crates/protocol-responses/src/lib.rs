@@ -35,6 +35,10 @@ impl Codec for ResponsesCodec {
         ir::Protocol::Responses
     }
 
+    fn max_tokens_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["max_output_tokens"]]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

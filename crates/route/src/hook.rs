@@ -67,6 +67,9 @@ pub struct RequestView<'a> {
     pub messages: Vec<(&'static str, String)>,
     /// The end-user id the body named, for `user` grants.
     pub end_user: Option<&'a str>,
+    /// The virtual key's id and name, when the caller authenticated with one
+    /// (built from the key's record, never from the secret).
+    pub key: Option<(&'a str, &'a str)>,
     /// The caller's request body, for `prompt: rw` grants (what a rewrite replaces).
     pub body: Option<Value>,
 }
@@ -99,6 +102,10 @@ pub fn payload(request: &RequestView<'_>, candidates: &[CandidateView<'_>], gran
         let mut user = Map::new();
         if let Some(end_user) = request.end_user {
             user.insert("end_user".into(), json!(end_user));
+        }
+        if let Some((id, name)) = request.key {
+            user.insert("id".into(), json!(id));
+            user.insert("name".into(), json!(name));
         }
         req.insert("user".into(), Value::Object(user));
     }
@@ -351,6 +358,7 @@ mod tests {
             system: Some("be nice".into()),
             messages: vec![("user", "hello".into())],
             end_user: Some("u-1"),
+            key: Some(("key_01", "ci")),
             body: Some(json!({"model": "smart"})),
         };
         let tags = [Arc::<str>::from("eu")];
@@ -370,6 +378,8 @@ mod tests {
         let all = payload(&request, &candidates, Grants { prompt: Access::ReadWrite, user: true });
         assert_eq!(all["request"]["messages"][0]["text"], "hello");
         assert_eq!(all["request"]["user"]["end_user"], "u-1");
+        assert_eq!(all["request"]["user"]["id"], "key_01");
+        assert_eq!(all["request"]["user"]["name"], "ci");
         assert_eq!(all["request"]["body"]["model"], "smart");
     }
 }

@@ -7,17 +7,36 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
-use switchyard_config::{Config, DEMO_CONFIG};
+use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
+use switchyard_gateway::server::Settings;
 use switchyard_gateway::Gateway;
 
 #[derive(Parser)]
 #[command(name = "switchyard", version, about = "An LLM API gateway that speaks six wire protocols")]
+#[command(args_conflicts_with_subcommands = true)]
 struct Cli {
     /// Log format on stderr.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
     log_format: LogFormat,
+    /// With no command: serve, as `switchyard serve` would.
+    #[command(flatten)]
+    serve: ServeArgs,
     #[command(subcommand)]
     command: Option<Command>,
+}
+
+/// What `serve` (and the bare command) take.
+#[derive(clap::Args, Clone, Default)]
+struct ServeArgs {
+    /// Config file; without one, ./switchyard.yaml or the embedded demo.
+    #[arg(long, env = "SWITCHYARD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Data-plane address, over the config's `listen` (e.g. 127.0.0.1:18080).
+    #[arg(long)]
+    listen: Option<std::net::SocketAddr>,
+    /// Admin-plane address, over the config's `admin_listen`.
+    #[arg(long)]
+    admin_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -29,11 +48,7 @@ enum LogFormat {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the gateway (the default).
-    Serve {
-        /// Config file; without one, ./switchyard.yaml or the embedded demo.
-        #[arg(long, env = "SWITCHYARD_CONFIG")]
-        config: Option<PathBuf>,
-    },
+    Serve(ServeArgs),
     /// Validate a config file and exit.
     Check {
         /// Config file to check.
@@ -46,6 +61,8 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: String,
     },
+    /// Print the embedded demo config (a starting point for your own).
+    DemoConfig,
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,11 +76,14 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command.unwrap_or(Command::Serve { config: std::env::var_os("SWITCHYARD_CONFIG").map(PathBuf::from) })
-        {
-            Command::Serve { config } => serve(config).await,
+        match cli.command.unwrap_or(Command::Serve(cli.serve)) {
+            Command::Serve(args) => serve(args).await,
             Command::Check { config } => check(&config),
             Command::MockUpstream { listen } => mock_upstream(&listen).await,
+            Command::DemoConfig => {
+                use std::io::Write;
+                std::io::stdout().write_all(DEMO_CONFIG.as_bytes()).context("cannot write to stdout")
+            }
         }
     });
     match result {
@@ -112,23 +132,52 @@ fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
     let (config, source) = load_config(Some(path.to_path_buf()))?;
     Gateway::new(config.clone(), switchyard_protocol::codec).context("config is valid YAML but cannot be served")?;
-    eprintln!(
+    if let Some(tls) = &config.admin.tls {
+        switchyard_gateway::server::tls::acceptor(tls).context("the admin TLS settings cannot be used")?;
+    }
+    for warning in &config.warnings {
+        eprintln!("warning: {warning}");
+    }
+    use std::io::Write;
+    writeln!(
+        std::io::stdout(),
         "{source}: ok ({} providers, {} models, {} pools)",
         config.providers.len(),
         config.models.len(),
         config.pools.len()
-    );
-    Ok(())
+    )
+    .context("cannot write to stdout")
 }
 
-async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
-    let (config, source) = load_config(path)?;
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let (mut config, source) = load_config(args.config)?;
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    if let Some(admin_listen) = args.admin_listen {
+        config.admin_listen = admin_listen;
+    }
+    for warning in &config.warnings {
+        tracing::warn!(config = %source, "{warning}");
+    }
     let listen = config.listen;
     let admin_listen = config.admin_listen;
-    let drain = config.server.drain_timeout;
+    let limits = config.server.clone();
+    let drain_timeout = limits.drain_timeout;
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
-    let gateway = Arc::new(Gateway::new(config, switchyard_protocol::codec)?);
+    let mut gateway = Gateway::new(config, switchyard_protocol::codec)?;
+    let governance = switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
+        .await
+        .context("governance could not start")?;
+    let ledger_writer = match governance {
+        Some((governance, writer)) => {
+            gateway = gateway.with_governance(governance);
+            Some(writer)
+        }
+        None => None,
+    };
+    let gateway = Arc::new(gateway);
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -139,37 +188,38 @@ async fn serve(path: Option<PathBuf>) -> anyhow::Result<()> {
     let bound = listener.local_addr()?;
     tracing::info!(config = %source, listen = %bound, admin = %admin.local_addr()?, "switchyard is listening");
     if let Some(model) = example_model {
-        eprintln!(
-            "try: curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
+        let example = format!(
+            "curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
         );
+        tracing::info!(%example, "try it");
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         shutdown_signal().await;
-        tracing::info!(?drain, "shutting down: no new connections, draining in-flight requests");
+        tracing::info!(drain = ?drain_timeout, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
     let admin_router = switchyard_gateway::admin_router(gateway.clone());
     let mut admin_stop = stop_rx.clone();
-    let admin_task = tokio::spawn(switchyard_gateway::server::serve(
-        admin,
-        admin_router,
-        async move {
-            let _ = admin_stop.wait_for(|stop| *stop).await;
-        },
-        Duration::from_secs(1),
-    ));
+    let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
+    let mut admin_settings = Settings::plain(admin_limits);
+    if let Some(tls) = &gateway.config.admin.tls {
+        admin_settings.tls = Some(switchyard_gateway::server::tls::acceptor(tls).context("admin TLS cannot start")?);
+    }
+    let admin_task = tokio::spawn(switchyard_gateway::server::serve(admin, admin_router, admin_settings, async move {
+        let _ = admin_stop.wait_for(|stop| *stop).await;
+    }));
     let mut data_stop = stop_rx;
-    switchyard_gateway::server::serve(
-        listener,
-        switchyard_gateway::router(gateway),
-        async move {
-            let _ = data_stop.wait_for(|stop| *stop).await;
-        },
-        drain,
-    )
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway), settings, async move {
+        let _ = data_stop.wait_for(|stop| *stop).await;
+    })
     .await?;
     let _ = admin_task.await;
+    // Every request has settled: let the ledger writer flush the last rows.
+    if let Some(writer) = ledger_writer {
+        writer.finish().await;
+    }
     Ok(())
 }
 
@@ -179,11 +229,18 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}"))?;
     tracing::info!(listen = %listener.local_addr()?, "vendor fake is listening (all six protocols)");
+    // The fake stands in for vendors under load tests: no caps of its own.
+    let limits = Limits {
+        drain_timeout: Duration::from_secs(5),
+        max_connections: 1 << 20,
+        max_in_flight: 1 << 20,
+        ..Limits::default()
+    };
     switchyard_gateway::server::serve(
         listener,
         switchyard_gateway::server::mock_router(switchyard_protocol::codec),
+        Settings::plain(limits),
         shutdown_signal(),
-        Duration::from_secs(5),
     )
     .await?;
     Ok(())

@@ -17,7 +17,10 @@ fn check(yaml: &str, env: &[(&str, &str)]) -> (bool, String) {
     }
     let output = command.output().unwrap();
     std::fs::remove_dir_all(&dir).ok();
-    (output.status.success(), String::from_utf8_lossy(&output.stderr).into_owned())
+    // The verdict goes to stdout, problems and warnings to stderr.
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    (output.status.success(), text)
 }
 
 /// The example of the external contract, as users copy it.

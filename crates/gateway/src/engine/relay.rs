@@ -11,13 +11,14 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::HeaderValue;
 use http_body_util::BodyExt;
-use switchyard_codec::{Framing, StreamDecoder, StreamEncoder};
+use switchyard_codec::{DecodeError, Framing, StreamDecoder, StreamEncoder};
 use switchyard_health::LaneEffect;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StreamEvent, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::{fill_identity, log_done, Health, InFlight};
+use crate::governance::Ticket;
 use crate::state::Gateway;
 use crate::transport::UpstreamBody;
 
@@ -28,6 +29,9 @@ pub(super) struct Tally {
     usage: Usage,
     finished: bool,
     failed: bool,
+    /// Content deltas decoded (translated streams), for an estimate of what
+    /// was delivered when the upstream never reports usage.
+    deltas: u64,
 }
 
 impl Tally {
@@ -38,7 +42,8 @@ impl Tally {
             }
             StreamEvent::MessageStop => self.finished = true,
             StreamEvent::Error(_) => self.failed = true,
-            StreamEvent::BlockStart { .. } | StreamEvent::BlockDelta { .. } | StreamEvent::BlockStop { .. } => {}
+            StreamEvent::BlockDelta { .. } => self.deltas += 1,
+            StreamEvent::BlockStart { .. } | StreamEvent::BlockStop { .. } => {}
         }
     }
 
@@ -96,7 +101,6 @@ pub(super) struct StreamRelay {
     pub(super) first_sent: bool,
     pub(super) events: Vec<StreamEvent>,
     pub(super) idle: Duration,
-    pub(super) deadline: Instant,
     pub(super) done: bool,
     pub(super) health: Health,
     pub(super) request_id: HeaderValue,
@@ -105,6 +109,10 @@ pub(super) struct StreamRelay {
     pub(super) started: Instant,
     /// What the upstream did after the frames coalesced into the last chunk.
     pub(super) pending: Option<Pending>,
+    /// The request's accounting, settled when the stream ends or is dropped.
+    pub(super) ticket: Option<Ticket>,
+    /// SSE events passed through verbatim (each is about one token).
+    pub(super) delivered_events: u64,
     pub(super) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -118,9 +126,12 @@ impl StreamRelay {
                 Some(Pending::End) => return self.end(),
                 Some(Pending::Failed(message)) => return Some(self.fail(message)),
                 None => {
-                    let wait = self.idle.min(self.deadline.saturating_duration_since(Instant::now()));
-                    match tokio::time::timeout(wait, self.upstream.frame()).await {
-                        Err(_) => return Some(self.fail(format!("upstream stream idle for more than {wait:?}"))),
+                    // A stream that is still producing is governed by the idle
+                    // timeout alone: the whole-request timeout bounds replies
+                    // read whole, never a live stream.
+                    let idle = self.idle;
+                    match tokio::time::timeout(idle, self.upstream.frame()).await {
+                        Err(_) => return Some(self.fail(format!("upstream stream idle for more than {idle:?}"))),
                         Ok(None) => return self.end(),
                         Ok(Some(Err(err))) => return Some(self.fail(format!("upstream stream failed: {err}"))),
                         Ok(Some(Ok(frame))) => frame,
@@ -189,7 +200,11 @@ impl StreamRelay {
         }
         self.events.clear();
         if let Err(err) = self.decoder.feed(&data, &mut self.events) {
-            if self.encoder.is_some() {
+            // A broken framing (an event past the size cap) ends even a
+            // passthrough: what follows cannot be metered, and a caller's
+            // SDK could not read it either. An odd event the tap could not
+            // parse does not: the bytes still pass as they came.
+            if self.encoder.is_some() || matches!(err, DecodeError::Frame(_)) {
                 return Err(format!("upstream stream could not be read: {err}"));
             }
             tracing::debug!(error = %err, "usage tap could not read a passthrough stream");
@@ -201,6 +216,9 @@ impl StreamRelay {
             }
         }
         let Some(encoder) = self.encoder.as_mut() else {
+            if self.ticket.is_some() {
+                self.delivered_events += memchr::memmem::find_iter(&data, b"data:").count() as u64;
+            }
             if self.tally.finished {
                 self.log_end();
             }
@@ -245,6 +263,7 @@ impl StreamRelay {
         tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream failed mid-way");
         self.health.apply(LaneEffect::Failure, &message, None);
         self.done = true;
+        self.tally.failed = true;
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
         let encoder = self.encoder.get_or_insert_with(|| self.gateway.codec(self.ingress).stream_encoder(self.framing));
@@ -253,7 +272,31 @@ impl StreamRelay {
         Bytes::from(out)
     }
 
-    fn log_end(&self) {
+    fn log_end(&mut self) {
         log_done(&self.request_id, &self.lane, &self.tally.usage, self.started, true);
+        if let Some(mut ticket) = self.ticket.take() {
+            ticket.record_usage(self.tally.usage, false);
+            ticket.finish_detached(200);
+        }
+    }
+}
+
+impl Drop for StreamRelay {
+    /// A stream that did not end (the caller hung up, or it failed) is billed
+    /// for what was delivered: the usage seen so far, or else an estimate
+    /// from the prompt and the deltas that reached the caller.
+    fn drop(&mut self) {
+        let Some(mut ticket) = self.ticket.take() else { return };
+        let mut usage = self.tally.usage;
+        let estimated = usage.output_tokens == 0;
+        if estimated {
+            usage.output_tokens = self.tally.deltas.max(self.delivered_events);
+            if usage.input_tokens == 0 {
+                usage.input_tokens = ticket.input_estimate;
+            }
+        }
+        let status = if self.tally.failed { 502 } else { 499 };
+        ticket.record_usage(usage, estimated);
+        ticket.finish_detached(status);
     }
 }

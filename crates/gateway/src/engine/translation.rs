@@ -28,10 +28,8 @@ pub(crate) const TRUNCATED: &str = ", ...";
 /// What the candidate's model takes: its lane's `capabilities:`, or the
 /// common ground for an ad-hoc lane.
 pub(super) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capabilities {
-    candidate
-        .lane_index
-        .and_then(|lane| gateway.config.models.get(lane))
-        .map_or_else(Capabilities::default, |model| model.capabilities)
+    // Lanes are indexed like `config.models`, ad-hoc lanes after them.
+    gateway.config.models.get(candidate.lane_index).map_or_else(Capabilities::default, |model| model.capabilities)
 }
 
 /// Judges what translating the call for the candidate dropped: a strict
@@ -93,10 +91,8 @@ fn is_strict(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> bool 
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.trim() == "1" || value.trim().eq_ignore_ascii_case("true"));
     // Configured pools come first in the gateway's pools, indexed as in config.
-    let configured = candidate
-        .slot
-        .and_then(|slot| gateway.config.pools.get(slot.pool))
-        .is_some_and(|pool| pool.translation == Translation::Strict);
+    let configured =
+        gateway.config.pools.get(candidate.slot.pool).is_some_and(|pool| pool.translation == Translation::Strict);
     asked || configured
 }
 

@@ -4,39 +4,128 @@
 #![allow(dead_code, reason = "each test binary uses a part of the harness")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use switchyard_gateway::server::Settings;
 use switchyard_gateway::Gateway;
 use switchyard_protocol::codec;
 use switchyard_protocol::ir::{Accumulator, Protocol, Response};
 
-/// Starts a router on 127.0.0.1:0 and returns its address.
+/// Starts a router on 127.0.0.1:0 with the default limits and returns its address.
 pub async fn spawn(router: axum::Router) -> SocketAddr {
+    spawn_with(router, Settings::plain(switchyard_config::Server::default())).await
+}
+
+/// Starts a router on 127.0.0.1:0 with `settings`.
+pub async fn spawn_with(router: axum::Router, settings: Settings) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(switchyard_gateway::server::serve(listener, router, std::future::pending(), Duration::from_secs(1)));
+    tokio::spawn(switchyard_gateway::server::serve(listener, router, settings, std::future::pending()));
     addr
+}
+
+/// The admin listener of each gateway a test started, by data address.
+static ADMINS: LazyLock<Mutex<HashMap<SocketAddr, SocketAddr>>> = LazyLock::new(Mutex::default);
+
+/// The admin address of the gateway serving data at `addr`.
+pub fn admin(addr: SocketAddr) -> SocketAddr {
+    ADMINS.lock().unwrap()[&addr]
 }
 
 /// Starts a gateway for `yaml`.
 pub async fn gateway(yaml: &str) -> SocketAddr {
-    let config = switchyard_config::load(yaml, &|_| None).unwrap();
-    let gateway = Arc::new(Gateway::new(config, codec).unwrap());
-    spawn(switchyard_gateway::router(gateway)).await
+    gateway_handle(yaml).await.0
 }
 
-/// Starts a gateway for `yaml` and keeps a handle on its state.
+/// The admin token every test gateway accepts (unless its config names its own).
+pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
+
+/// Starts a gateway for `yaml` (data and admin listeners, as the binary
+/// does) and keeps a handle on its state.
 pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
-    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let yaml = if yaml.lines().any(|l| l.starts_with("admin:")) {
+        yaml.to_owned()
+    } else {
+        format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
+    };
+    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
     let gateway = Arc::new(Gateway::new(config, codec).unwrap());
-    (spawn(switchyard_gateway::router(gateway.clone())).await, gateway)
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, gateway)
+}
+
+/// Starts a gateway for `yaml` with governance as the binary builds it
+/// (stores, ledger writer, caches), data and admin listeners.
+pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
+    let yaml = if yaml.lines().any(|l| l.starts_with("admin:")) {
+        yaml.to_owned()
+    } else {
+        format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
+    };
+    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
+    let mut gateway = Gateway::new(config, codec).unwrap();
+    let (governance, writer) =
+        switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
+            .await
+            .unwrap()
+            .unwrap();
+    // The writer runs for the test's life.
+    std::mem::forget(writer);
+    gateway = gateway.with_governance(governance);
+    let gateway = Arc::new(gateway);
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, gateway)
+}
+
+/// Calls the admin API of the gateway serving data at `addr`.
+pub async fn admin_call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<serde_json::Value>,
+) -> Reply {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let mut request = Request::builder().method(method).uri(format!("http://{}{path}", admin(addr)));
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let bytes = body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string()));
+    let response = client
+        .request(request.header("content-type", "application/json").body(Full::new(bytes)).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+/// Creates a virtual key through the admin API and returns its answer.
+pub async fn create_key(addr: SocketAddr, spec: serde_json::Value) -> serde_json::Value {
+    let reply = admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(spec)).await;
+    assert_eq!(reply.status, 201, "{}", String::from_utf8_lossy(&reply.body));
+    serde_json::from_slice(&reply.body).unwrap()
+}
+
+/// The admin plane's `/stats` of the gateway serving data at `addr`.
+pub async fn stats(addr: SocketAddr) -> serde_json::Value {
+    let reply = get_with(admin(addr), "/stats", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    serde_json::from_slice(&reply.body).unwrap()
 }
 
 /// Starts the vendor fake.
@@ -87,11 +176,17 @@ pub async fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)], body: 
 
 /// GETs `http://addr{path}`.
 pub async fn get(addr: SocketAddr, path: &str) -> Reply {
+    get_with(addr, path, &[]).await
+}
+
+/// GETs `http://addr{path}` with `headers`.
+pub async fn get_with(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Reply {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let response = client
-        .request(Request::get(format!("http://{addr}{path}")).body(Full::new(Bytes::new())).unwrap())
-        .await
-        .unwrap();
+    let mut request = Request::get(format!("http://{addr}{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = client.request(request.body(Full::new(Bytes::new())).unwrap()).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();

@@ -1,0 +1,387 @@
+//! Who may call, who may administer, where records live, and the budget
+//! tree: `auth:`, `admin:`, `storage:`, `groups:` and `governance:`.
+//! Absent `auth:`, the data plane is open (the embedded demo).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+use switchyard_governance::{Budget, Limits, Window};
+
+use crate::{duration_or, Issue};
+
+/// How callers are authenticated on the data plane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// Anyone who reaches the port (the default without `auth:`).
+    #[default]
+    Open,
+    /// A virtual key (or, for Bedrock, a SigV4 signature by a minted pair).
+    Keys,
+}
+
+/// An admin token's scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Reads only.
+    Read,
+    /// Reads and changes.
+    Full,
+}
+
+/// An admin token.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AdminToken {
+    /// Its name in the audit log (never the token).
+    pub name: Arc<str>,
+    /// The token.
+    pub token: String,
+    /// What it may do.
+    pub scope: Scope,
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AdminToken {{ name: {:?}, scope: {:?}, .. }}", self.name, self.scope)
+    }
+}
+
+/// TLS with client certificates on the admin listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminTls {
+    /// The server certificate chain (PEM).
+    pub cert: String,
+    /// Its private key (PEM).
+    pub key: String,
+    /// The CA that signs client certificates (PEM).
+    pub client_ca: String,
+}
+
+/// The admin plane's settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admin {
+    /// Tokens that open it.
+    pub tokens: Vec<AdminToken>,
+    /// Client-certificate TLS (required off loopback unless `insecure`).
+    pub tls: Option<AdminTls>,
+    /// The operator's waiver for an off-loopback listener without mTLS.
+    pub insecure: bool,
+}
+
+/// Where records live.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Storage {
+    /// SQLite file for keys, groups and the ledger.
+    pub sqlite_path: Option<String>,
+    /// PostgreSQL for a fleet.
+    pub postgres_url: Option<String>,
+    /// Redis for a fleet's shared counters.
+    pub redis_url: Option<String>,
+}
+
+/// A group of the budget tree, as configured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// Unique name.
+    pub name: Arc<str>,
+    /// The group above.
+    pub parent: Option<Arc<str>>,
+    /// Spending cap.
+    pub budget: Option<Budget>,
+    /// Limits.
+    pub limits: Limits,
+}
+
+/// Tuning of admission and the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Governance {
+    /// Output tokens reserved for a request that names no maximum.
+    pub default_max_tokens: u64,
+    /// How often buffered ledger rows are written (the most a `kill -9` loses).
+    pub ledger_flush_interval: Duration,
+    /// Ledger rows buffered before settlement waits (backpressure).
+    pub ledger_queue: usize,
+}
+
+impl Default for Governance {
+    fn default() -> Governance {
+        Governance { default_max_tokens: 4096, ledger_flush_interval: Duration::from_secs(1), ledger_queue: 65_536 }
+    }
+}
+
+/// The raw sections.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAuth {
+    pub mode: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawToken {
+    Plain(String),
+    Named {
+        name: String,
+        token: String,
+        #[serde(default)]
+        scope: Option<String>,
+    },
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAdmin {
+    #[serde(default)]
+    pub tokens: Vec<RawToken>,
+    #[serde(default)]
+    pub read_only_tokens: Vec<String>,
+    pub tls: Option<RawAdminTls>,
+    pub insecure: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAdminTls {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawStorage {
+    pub sqlite_path: Option<String>,
+    pub postgres_url: Option<String>,
+    pub redis_url: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBudget {
+    pub usd: f64,
+    pub window: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub rpm: Option<u64>,
+    pub tpm: Option<u64>,
+    pub concurrent: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGroup {
+    pub parent: Option<String>,
+    pub budget: Option<RawBudget>,
+    #[serde(default)]
+    pub limits: RawLimits,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawGovernance {
+    pub default_max_tokens: Option<u64>,
+    pub ledger_flush_interval: Option<String>,
+    pub ledger_queue: Option<usize>,
+}
+
+pub(crate) fn auth_mode(raw: Option<&RawAuth>, issues: &mut Vec<Issue>) -> AuthMode {
+    match raw.and_then(|a| a.mode.as_deref()) {
+        None | Some("open") => AuthMode::Open,
+        Some("keys") => AuthMode::Keys,
+        Some(other) => {
+            issues.push(Issue::new("auth.mode", format!("`{other}` is not an auth mode"), "use open or keys"));
+            AuthMode::Open
+        }
+    }
+}
+
+pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
+    let mut tokens = Vec::new();
+    for (index, token) in raw.tokens.iter().enumerate() {
+        let path = format!("admin.tokens[{index}]");
+        let (name, token, scope) = match token {
+            RawToken::Plain(token) => (format!("token-{}", index + 1), token.clone(), Scope::Full),
+            RawToken::Named { name, token, scope } => {
+                let scope = match scope.as_deref() {
+                    None | Some("full") => Scope::Full,
+                    Some("read") => Scope::Read,
+                    Some(other) => {
+                        issues.push(Issue::new(
+                            &format!("{path}.scope"),
+                            format!("`{other}` is not a scope"),
+                            "use read or full",
+                        ));
+                        Scope::Read
+                    }
+                };
+                (name.clone(), token.clone(), scope)
+            }
+        };
+        tokens.push(AdminToken { name: Arc::from(name.as_str()), token, scope });
+    }
+    for (index, token) in raw.read_only_tokens.iter().enumerate() {
+        tokens.push(AdminToken {
+            name: Arc::from(format!("read-{}", index + 1).as_str()),
+            token: token.clone(),
+            scope: Scope::Read,
+        });
+    }
+    for (index, token) in tokens.iter().enumerate() {
+        if token.token.len() < 16 {
+            issues.push(Issue::new(
+                "admin.tokens",
+                format!("admin token `{}` is shorter than 16 characters", token.name),
+                "use a long random token, e.g. `openssl rand -hex 32`",
+            ));
+        }
+        if tokens[..index].iter().any(|t| t.token == token.token) {
+            issues.push(Issue::new(
+                "admin.tokens",
+                "the same admin token is listed twice",
+                "give each token its own value",
+            ));
+        }
+    }
+    Admin {
+        tokens,
+        tls: raw.tls.as_ref().map(|t| AdminTls {
+            cert: t.cert.clone(),
+            key: t.key.clone(),
+            client_ca: t.client_ca.clone(),
+        }),
+        insecure: raw.insecure.unwrap_or(false),
+    }
+}
+
+pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
+    for (key, value) in
+        [("sqlite_path", &raw.sqlite_path), ("postgres_url", &raw.postgres_url), ("redis_url", &raw.redis_url)]
+    {
+        if value.as_deref() == Some("") {
+            issues.push(Issue::new(&format!("storage.{key}"), "empty", "remove the key or give it a value"));
+        }
+    }
+    if raw.redis_url.is_some() && raw.postgres_url.is_none() {
+        issues.push(Issue::new(
+            "storage.redis_url",
+            "redis holds a fleet's counters, but the fleet's records have no postgres_url",
+            "add storage.postgres_url, or remove redis_url for a single node",
+        ));
+    }
+    Storage {
+        sqlite_path: raw.sqlite_path.clone(),
+        postgres_url: raw.postgres_url.clone(),
+        redis_url: raw.redis_url.clone(),
+    }
+}
+
+/// Validates a budget (`path` names it).
+pub(crate) fn budget(raw: &RawBudget, path: &str, issues: &mut Vec<Issue>) -> Option<Budget> {
+    let window = Window::from_name(&raw.window).or_else(|| {
+        issues.push(Issue::new(
+            &format!("{path}.window"),
+            format!("`{}` is not a window", raw.window),
+            "use 1m, 1h, 1d, 7d, 1mo or total",
+        ));
+        None
+    })?;
+    if !raw.usd.is_finite() || raw.usd < 0.0 {
+        issues.push(Issue::new(
+            &format!("{path}.usd"),
+            "a budget must be a finite amount, 0 or more",
+            "write USD, e.g. 100",
+        ));
+        return None;
+    }
+    Some(Budget { usd: raw.usd, window })
+}
+
+pub(crate) fn limits(raw: &RawLimits, path: &str, issues: &mut Vec<Issue>) -> Limits {
+    for (key, value) in [("rpm", raw.rpm), ("tpm", raw.tpm), ("concurrent", raw.concurrent)] {
+        if value == Some(0) {
+            issues.push(Issue::new(
+                &format!("{path}.{key}"),
+                "a limit of 0 refuses everything",
+                "remove it (no limit) or set 1 or more",
+            ));
+        }
+    }
+    Limits { rpm: raw.rpm, tpm: raw.tpm, concurrent: raw.concurrent }
+}
+
+pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) -> Vec<Group> {
+    let groups: Vec<Group> = raw
+        .iter()
+        .map(|(name, group)| {
+            let path = format!("groups.{name}");
+            if let Some(parent) = &group.parent {
+                if !raw.contains_key(parent) {
+                    issues.push(Issue::new(
+                        &format!("{path}.parent"),
+                        format!("group `{parent}` is not defined"),
+                        "define it under groups:, or remove parent",
+                    ));
+                }
+            }
+            Group {
+                name: Arc::from(name.as_str()),
+                parent: group.parent.as_deref().map(Arc::from),
+                budget: group.budget.as_ref().and_then(|b| budget(b, &format!("{path}.budget"), issues)),
+                limits: limits(&group.limits, &format!("{path}.limits"), issues),
+            }
+        })
+        .collect();
+    // A parent chain must end.
+    for group in &groups {
+        let mut seen = vec![group.name.clone()];
+        let mut at = group.parent.clone();
+        while let Some(parent) = at {
+            if seen.contains(&parent) {
+                issues.push(Issue::new(
+                    &format!("groups.{}.parent", group.name),
+                    format!(
+                        "the parent chain loops: {} -> {parent}",
+                        seen.iter().map(|s| &**s).collect::<Vec<_>>().join(" -> ")
+                    ),
+                    "remove one parent so the chain ends",
+                ));
+                break;
+            }
+            seen.push(parent.clone());
+            at = groups.iter().find(|g| g.name == parent).and_then(|g| g.parent.clone());
+        }
+    }
+    groups
+}
+
+pub(crate) fn governance(raw: &RawGovernance, issues: &mut Vec<Issue>) -> Governance {
+    let defaults = Governance::default();
+    let flush = duration_or(
+        raw.ledger_flush_interval.as_deref(),
+        defaults.ledger_flush_interval,
+        "governance.ledger_flush_interval",
+        issues,
+    );
+    if flush.is_zero() || flush > Duration::from_secs(60) {
+        issues.push(Issue::new("governance.ledger_flush_interval", "must be between 1ms and 60s", "write e.g. 1s"));
+    }
+    if raw.ledger_queue == Some(0) {
+        issues.push(Issue::new("governance.ledger_queue", "a queue of 0 rows", "set it to 1024 or more"));
+    }
+    if raw.default_max_tokens == Some(0) {
+        issues.push(Issue::new(
+            "governance.default_max_tokens",
+            "0 reserves nothing for output",
+            "set it to e.g. 4096",
+        ));
+    }
+    Governance {
+        default_max_tokens: raw.default_max_tokens.unwrap_or(defaults.default_max_tokens),
+        ledger_flush_interval: flush,
+        ledger_queue: raw.ledger_queue.unwrap_or(defaults.ledger_queue).max(1),
+    }
+}

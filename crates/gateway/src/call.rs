@@ -1,0 +1,72 @@
+//! A caller's request as an ingress framed it, and where a candidate sits:
+//! the values every stage of the request path reads. A leaf module, so
+//! routing and the engine both depend on it and not on each other.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue};
+use switchyard_codec::Framing;
+use switchyard_ir::Protocol;
+
+use crate::governance::Caller;
+
+/// A caller's request as an ingress framed it.
+pub struct Call {
+    /// The caller's protocol.
+    pub ingress: Protocol,
+    /// The model or pool the caller named.
+    pub name: String,
+    /// The wire model an ad-hoc caller named (`/{provider}/{model}/v1/messages`),
+    /// sent to a provider's any-model ad-hoc lane.
+    pub wire_model: Option<String>,
+    /// The request body as received.
+    pub body: Bytes,
+    /// Byte range of the body's `model` value, when the body carries one.
+    pub model_span: Option<Range<usize>>,
+    /// The caller wants a stream.
+    pub stream: bool,
+    /// The stream framing the caller reads.
+    pub framing: Framing,
+    /// `x-request-id` to echo.
+    pub request_id: HeaderValue,
+    /// The caller's request headers (session ids, passthrough credentials).
+    pub headers: HeaderMap,
+    /// The session id echoed as `x-switchyard-session`, when the caller sent one.
+    pub session: Option<HeaderValue>,
+    /// Who is calling, when governance authenticated a key.
+    pub caller: Option<Caller>,
+    /// The request is metered and its stream would not carry usage if
+    /// passed through: translate it even to a lane of the same protocol.
+    pub meter_stream: bool,
+}
+
+impl Call {
+    /// True when the request body may go to a lane of `protocol` as it came
+    /// (same protocol, and nothing forces a translation).
+    pub fn passes_through_to(&self, protocol: Protocol) -> bool {
+        protocol == self.ingress && !self.meter_stream
+    }
+
+    /// The caller's own API key from whichever header its SDK uses, for
+    /// lanes configured with `upstream_credentials: passthrough`.
+    pub fn caller_key(&self) -> Option<&str> {
+        if let Some(bearer) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if let Some(token) = bearer.strip_prefix("Bearer ").or_else(|| bearer.strip_prefix("bearer ")) {
+                return Some(token.trim());
+            }
+        }
+        ["x-api-key", "x-goog-api-key"]
+            .iter()
+            .find_map(|name| self.headers.get(*name).and_then(|v| v.to_str().ok()).map(str::trim))
+    }
+}
+
+/// Where a candidate sits: its pool and member slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    /// Pool index.
+    pub pool: usize,
+    /// Member index in the pool.
+    pub member: usize,
+}

@@ -1,0 +1,708 @@
+//! Governance on the request path and behind the admin API: who is
+//! calling (a virtual key from whichever header its SDK uses, or a SigV4
+//! signature by a minted AWS pair), whether the key may name the pool,
+//! and whether its chain of budget and limit buckets has room — all
+//! answered from memory. Keys are cached (a change made here is effective
+//! at once), counters live in a [`Governor`] behind one short lock, and
+//! ledger rows are written behind ([`ledger`]).
+//!
+//! An admitted request holds a [`Ticket`]: its reservation until it is
+//! settled to what the request really cost (or released when it cost
+//! nothing), and its ledger row. A ticket that is dropped unsettled (the
+//! caller went away) settles with what was seen so far.
+
+pub mod ledger;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use switchyard_config::{AuthMode, Config};
+use switchyard_governance::key::{looks_like_key, KeyState};
+use switchyard_governance::money::{Price, Tokens};
+use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
+use switchyard_governance::{
+    Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation,
+};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Usage};
+use switchyard_store::{GroupRecord, LedgerRow, SpendBy, StoreError, Stores, TotalsQuery};
+
+use ledger::{LedgerQueue, LedgerWriter};
+
+/// Milliseconds since the Unix epoch (the governance clock).
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A cached key: its record and its bucket chain, computed once per change.
+#[derive(Debug)]
+pub struct CachedKey {
+    /// The record.
+    pub record: KeyRecord,
+    /// Its id, shared.
+    pub id: Arc<str>,
+    /// Its buckets: the key's own, its group's, then the group's parents.
+    pub chain: Arc<[BucketId]>,
+}
+
+/// Keys by what a caller presents.
+#[derive(Default)]
+struct KeyIndex {
+    by_hash: HashMap<KeyHash, Arc<CachedKey>>,
+    by_aws: HashMap<String, Arc<CachedKey>>,
+    by_id: HashMap<String, Arc<CachedKey>>,
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Its key.
+    pub key: Arc<CachedKey>,
+}
+
+/// What governance counts, for `/stats` and metrics.
+#[derive(Debug, Default)]
+pub struct GovernanceStats {
+    /// Refusals by reason, indexed by [`Refused::index`].
+    pub refused: [AtomicU64; Refused::ALL.len()],
+}
+
+/// Why governance turned a request away (a bounded label set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No key presented.
+    MissingKey,
+    /// A key nobody issued, or a bad signature.
+    InvalidKey,
+    /// Past its expiry.
+    ExpiredKey,
+    /// Revoked.
+    RevokedKey,
+    /// The key may not name the pool.
+    PoolNotAllowed,
+    /// A budget on the chain is spent.
+    Budget,
+    /// Requests or tokens per minute.
+    Rate,
+    /// Requests in flight.
+    Concurrency,
+}
+
+impl Refused {
+    /// Every reason, in counter order.
+    pub const ALL: [Refused; 8] = [
+        Refused::MissingKey,
+        Refused::InvalidKey,
+        Refused::ExpiredKey,
+        Refused::RevokedKey,
+        Refused::PoolNotAllowed,
+        Refused::Budget,
+        Refused::Rate,
+        Refused::Concurrency,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::MissingKey => "missing_key",
+            Refused::InvalidKey => "invalid_key",
+            Refused::ExpiredKey => "expired_key",
+            Refused::RevokedKey => "revoked_key",
+            Refused::PoolNotAllowed => "pool_not_allowed",
+            Refused::Budget => "budget",
+            Refused::Rate => "rate",
+            Refused::Concurrency => "concurrency",
+        }
+    }
+
+    fn index(self) -> usize {
+        Refused::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// Why governance could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Governance's state.
+pub struct Governance {
+    /// How callers authenticate.
+    pub mode: AuthMode,
+    /// The stores.
+    pub stores: Stores,
+    keys: ArcSwap<KeyIndex>,
+    groups: ArcSwap<HashMap<String, GroupRecord>>,
+    governor: Mutex<Governor>,
+    /// The ledger writer, when there is a ledger.
+    pub ledger: Option<LedgerQueue>,
+    /// Output tokens reserved for a request that names no maximum.
+    pub default_max_tokens: u64,
+    /// Counters.
+    pub stats: GovernanceStats,
+    /// Serialises admin writes (reads of the caches never wait for it).
+    pub(crate) writes: tokio::sync::Mutex<()>,
+}
+
+/// Governance as the config asks for it: `None` when nothing is to be
+/// governed or accounted (no `auth: keys`, no `storage:`, no admin tokens),
+/// else the stores opened (SQLite at `storage.sqlite_path`, or memory), the
+/// ledger writer started and the caches loaded.
+pub async fn from_config(
+    config: &Config,
+    price_of: &dyn Fn(&str) -> Option<Price>,
+) -> Result<Option<(Arc<Governance>, LedgerWriter)>, StartError> {
+    let wanted = config.auth == AuthMode::Keys
+        || config.storage.sqlite_path.is_some()
+        || config.storage.postgres_url.is_some()
+        || !config.admin.tokens.is_empty();
+    if !wanted {
+        return Ok(None);
+    }
+    if config.storage.postgres_url.is_some() {
+        return Err(StartError::Store(StoreError::Unavailable(
+            "storage.postgres_url is not supported by this build yet; use storage.sqlite_path".into(),
+        )));
+    }
+    let stores = match &config.storage.sqlite_path {
+        Some(path) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        None => Stores::of(switchyard_store::memory::MemoryStore::new()),
+    };
+    let (queue, writer) = LedgerQueue::start(
+        stores.ledger.clone(),
+        config.governance.ledger_queue,
+        config.governance.ledger_flush_interval,
+    );
+    let governance = Governance::start(config, stores, Some(queue), price_of).await?;
+    Ok(Some((Arc::new(governance), writer)))
+}
+
+impl Governance {
+    /// Loads keys and groups (config groups first written to the store),
+    /// and seeds every budget with what the ledger holds for its current
+    /// window at today's prices (`price_of` prices a lane).
+    pub async fn start(
+        config: &Config,
+        stores: Stores,
+        ledger: Option<LedgerQueue>,
+        price_of: &dyn Fn(&str) -> Option<Price>,
+    ) -> Result<Governance, StartError> {
+        let now = now_ms();
+        let existing = stores.groups.list_groups().await?;
+        for group in &config.groups {
+            let record = GroupRecord {
+                name: group.name.to_string(),
+                parent: group.parent.as_deref().map(str::to_owned),
+                budget: group.budget,
+                limits: group.limits,
+                from_config: true,
+                created_at: existing
+                    .iter()
+                    .find(|g| *g.name == *group.name)
+                    .map_or((now / 1000) as i64, |g| g.created_at),
+            };
+            stores.groups.put_group(record).await?;
+        }
+        let groups: HashMap<String, GroupRecord> =
+            stores.groups.list_groups().await?.into_iter().map(|g| (g.name.clone(), g)).collect();
+        let mut records = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = stores.keys.list_keys(after.as_deref(), 1000).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.id.clone());
+            records.extend(page);
+        }
+        let governance = Governance {
+            mode: config.auth,
+            stores,
+            keys: ArcSwap::from_pointee(KeyIndex::default()),
+            groups: ArcSwap::from_pointee(groups),
+            governor: Mutex::new(Governor::new()),
+            ledger,
+            default_max_tokens: config.governance.default_max_tokens,
+            stats: GovernanceStats::default(),
+            writes: tokio::sync::Mutex::new(()),
+        };
+        governance.reindex(records);
+        governance.seed_spend(price_of, now).await?;
+        Ok(governance)
+    }
+
+    fn governor(&self) -> std::sync::MutexGuard<'_, Governor> {
+        self.governor.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The bucket chain of a key in `groups`.
+    fn chain_of(record: &KeyRecord, groups: &HashMap<String, GroupRecord>) -> Arc<[BucketId]> {
+        let mut chain = vec![BucketId::Key(Arc::from(record.id.as_str()))];
+        let mut at = record.group.clone();
+        while let Some(name) = at {
+            if chain.iter().any(|b| matches!(b, BucketId::Group(g) if **g == *name)) {
+                break;
+            }
+            let Some(group) = groups.get(&name) else { break };
+            chain.push(BucketId::Group(Arc::from(name.as_str())));
+            at = group.parent.clone();
+        }
+        chain.into()
+    }
+
+    /// Rebuilds the key index from `records` and the governor's bucket specs.
+    pub(crate) fn reindex(&self, records: Vec<KeyRecord>) {
+        let groups = self.groups.load();
+        let mut index = KeyIndex::default();
+        let mut governor = self.governor();
+        for group in groups.values() {
+            governor.set_spec(
+                BucketId::Group(Arc::from(group.name.as_str())),
+                BucketSpec { budget: group.budget, limits: group.limits },
+            );
+        }
+        for record in records {
+            let chain = Governance::chain_of(&record, &groups);
+            let id: Arc<str> = Arc::from(record.id.as_str());
+            governor.set_spec(BucketId::Key(id.clone()), BucketSpec { budget: record.budget, limits: record.limits });
+            let cached = Arc::new(CachedKey { record, id, chain });
+            index.by_hash.insert(cached.record.hash, cached.clone());
+            if let Some(aws) = &cached.record.aws {
+                index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
+            }
+            index.by_id.insert(cached.record.id.clone(), cached);
+        }
+        drop(governor);
+        self.keys.store(Arc::new(index));
+    }
+
+    /// Every cached key record.
+    pub(crate) fn records(&self) -> Vec<KeyRecord> {
+        self.keys.load().by_id.values().map(|k| k.record.clone()).collect()
+    }
+
+    /// Puts one changed or new record into the cache at once.
+    pub(crate) fn cache(&self, record: KeyRecord) {
+        let mut records: Vec<KeyRecord> =
+            self.keys.load().by_id.values().filter(|k| k.record.id != record.id).map(|k| k.record.clone()).collect();
+        records.push(record);
+        self.reindex(records);
+    }
+
+    /// Replaces the group cache (after an admin change) and re-derives chains.
+    pub(crate) fn set_groups(&self, groups: Vec<GroupRecord>) {
+        let names: Vec<String> = self.groups.load().keys().cloned().collect();
+        self.groups.store(Arc::new(groups.into_iter().map(|g| (g.name.clone(), g)).collect()));
+        let current = self.groups.load();
+        let mut governor = self.governor();
+        for gone in names.iter().filter(|n| !current.contains_key(*n)) {
+            governor.remove(&BucketId::Group(Arc::from(gone.as_str())));
+        }
+        drop(governor);
+        self.reindex(self.records());
+    }
+
+    /// Every group.
+    pub fn groups(&self) -> Vec<GroupRecord> {
+        let mut groups: Vec<GroupRecord> = self.groups.load().values().cloned().collect();
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        groups
+    }
+
+    /// The names of `group` and every group below it.
+    pub fn subtree(&self, group: &str) -> Vec<String> {
+        let groups = self.groups.load();
+        let mut names = vec![group.to_owned()];
+        let mut index = 0;
+        while index < names.len() {
+            let parent = names[index].clone();
+            names.extend(groups.values().filter(|g| g.parent.as_deref() == Some(&parent)).map(|g| g.name.clone()));
+            index += 1;
+        }
+        names
+    }
+
+    /// Sets every budget's spend for its current window from the ledger.
+    async fn seed_spend(&self, price_of: &dyn Fn(&str) -> Option<Price>, now: u64) -> Result<(), StoreError> {
+        let now_s = (now / 1000) as i64;
+        let priced = |totals: Vec<switchyard_store::Total>| -> u64 {
+            totals.iter().map(|t| price_of(&t.lane).map_or(0, |p| p.cost(&t.tokens))).sum()
+        };
+        let keys: Vec<Arc<CachedKey>> = self.keys.load().by_id.values().cloned().collect();
+        for key in keys {
+            let Some(budget) = key.record.budget else { continue };
+            let start = budget.window.start(now_s);
+            let query = TotalsQuery {
+                by: SpendBy::Key,
+                from_ms: start * 1000,
+                to_ms: i64::MAX,
+                key: Some(key.record.id.clone()),
+                groups: None,
+            };
+            let spent = priced(self.stores.ledger.totals(query).await?);
+            self.governor().seed_spent(&BucketId::Key(key.id.clone()), start, spent);
+        }
+        for group in self.groups() {
+            let Some(budget) = group.budget else { continue };
+            let start = budget.window.start(now_s);
+            let query = TotalsQuery {
+                by: SpendBy::Group,
+                from_ms: start * 1000,
+                to_ms: i64::MAX,
+                key: None,
+                groups: Some(self.subtree(&group.name)),
+            };
+            let spent = priced(self.stores.ledger.totals(query).await?);
+            self.governor().seed_spent(&BucketId::Group(Arc::from(group.name.as_str())), start, spent);
+        }
+        Ok(())
+    }
+
+    /// A SigV4 refusal, with the AWS error type as its code.
+    fn sigv4_refusal(&self, err: &SigV4Error) -> ErrorInfo {
+        let code = match err {
+            SigV4Error::UnknownAccessKey => "UnrecognizedClientException",
+            SigV4Error::Missing | SigV4Error::Malformed(_) => "IncompleteSignatureException",
+            SigV4Error::Stale(_) | SigV4Error::BodyHash | SigV4Error::Signature => "InvalidSignatureException",
+        };
+        let mut info = ErrorInfo::new(ErrorKind::Authentication, err.to_string());
+        info.code = Some(code.to_owned());
+        self.refuse(Refused::InvalidKey, info)
+    }
+
+    fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
+        self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
+        info
+    }
+
+    /// Who is calling. `None` on an open data plane; an error (in the
+    /// caller's protocol once rendered) when keys are required and the
+    /// request carries none that is valid.
+    pub fn authenticate(&self, request: &Presented<'_>) -> Result<Option<Caller>, ErrorInfo> {
+        if self.mode == AuthMode::Open {
+            return Ok(None);
+        }
+        let index = self.keys.load();
+        let key = match request.credential() {
+            Credential::None => {
+                let hint = match request.protocol {
+                    Protocol::Anthropic => "x-api-key",
+                    Protocol::Gemini => "x-goog-api-key (or ?key=)",
+                    Protocol::Bedrock => "a SigV4 signature made with the AWS key pair minted for your key",
+                    Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
+                };
+                let message = format!("no API key: send your Switchyard key as {hint}");
+                return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+            }
+            Credential::Key(secret) => {
+                let invalid = || {
+                    let message = if looks_like_key(secret) {
+                        "invalid API key"
+                    } else {
+                        "invalid API key: this gateway takes Switchyard keys (sy-...), not a vendor's"
+                    };
+                    self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message))
+                };
+                let hash = KeyHash::of(secret);
+                let key = index.by_hash.get(&hash).ok_or_else(invalid)?;
+                if !key.record.hash.matches(&hash) {
+                    return Err(invalid());
+                }
+                key.clone()
+            }
+            Credential::SigV4 => {
+                let inbound = request.inbound.as_ref().ok_or_else(|| {
+                    ErrorInfo::new(ErrorKind::Authentication, "a signed request needs its body and path")
+                })?;
+                let mut found = None;
+                let verified = sigv4::verify(
+                    inbound,
+                    |access_key_id| {
+                        let key = index.by_aws.get(access_key_id)?;
+                        found = Some(key.clone());
+                        key.record.aws.as_ref().map(|aws| aws.secret_access_key.clone())
+                    },
+                    (now_ms() / 1000) as i64,
+                );
+                match (verified, found) {
+                    (Ok(_), Some(key)) => key,
+                    (Ok(_), None) => return Err(self.sigv4_refusal(&SigV4Error::UnknownAccessKey)),
+                    (Err(err), _) => return Err(self.sigv4_refusal(&err)),
+                }
+            }
+        };
+        match key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(Caller { key })),
+            KeyState::Expired => Err(self.refuse(
+                Refused::ExpiredKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),
+            )),
+            KeyState::Revoked => Err(self.refuse(
+                Refused::RevokedKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has been revoked", key.record.prefix)),
+            )),
+        }
+    }
+
+    /// Admits a call from `caller` naming `pool` that may cost `estimate`:
+    /// the pool allow-list, then budgets, then rate and concurrency limits.
+    pub fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Reservation, Denied> {
+        if !caller.key.record.may_use(pool) {
+            let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
+            let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
+            return Err(Denied { info, retry_after: None });
+        }
+        let now = now_ms();
+        let refusal = match self.governor().admit(&caller.key.chain, estimate, now) {
+            Ok(reservation) => return Ok(reservation),
+            Err(refusal) => refusal,
+        };
+        Err(self.refusal_error(&refusal))
+    }
+
+    fn refusal_error(&self, refusal: &Refusal) -> Denied {
+        let message = refusal.to_string();
+        let (why, kind, retry_in_ms) = match refusal.kind {
+            RefusalKind::Budget { retry_in_ms } => (Refused::Budget, ErrorKind::QuotaExceeded, retry_in_ms),
+            RefusalKind::Requests { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, Some(retry_in_ms)),
+            RefusalKind::Tokens { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, retry_in_ms),
+            RefusalKind::Concurrency => (Refused::Concurrency, ErrorKind::RateLimit, Some(1000)),
+        };
+        let mut info = ErrorInfo::new(kind, message);
+        if kind == ErrorKind::QuotaExceeded {
+            info.code = Some("insufficient_quota".to_owned());
+        }
+        Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)) }
+    }
+
+    /// Settles a reservation to what the request cost.
+    pub fn settle(&self, reservation: &Reservation, tokens: u64, cost: u64) {
+        self.governor().settle(reservation, Actual { tokens, cost }, now_ms());
+    }
+
+    /// Releases a reservation that cost nothing.
+    pub fn release(&self, reservation: &Reservation) {
+        self.governor().release(reservation, now_ms());
+    }
+
+    /// A bucket's live figures.
+    pub fn bucket(&self, id: &BucketId) -> Option<switchyard_governance::admission::BucketView> {
+        self.governor().view(id, now_ms())
+    }
+
+    /// The least budget left on a caller's chain (USD), and the least rate
+    /// headroom (a share), for routing signals.
+    pub fn headroom(&self, caller: &Caller) -> (Option<f64>, Option<f64>) {
+        let now = now_ms();
+        let mut governor = self.governor();
+        let budget = governor.budget_left(&caller.key.chain, now).map(switchyard_governance::money::usd);
+        (budget, governor.rate_headroom(&caller.key.chain, now))
+    }
+
+    /// Reservations outstanding, in USD.
+    pub fn reserved_usd(&self) -> f64 {
+        switchyard_governance::money::usd(self.governor().reserved_total())
+    }
+
+    /// A key by id, from the cache.
+    pub fn key(&self, id: &str) -> Option<Arc<CachedKey>> {
+        self.keys.load().by_id.get(id).cloned()
+    }
+
+    /// How many keys are cached.
+    pub fn key_count(&self) -> usize {
+        self.keys.load().by_id.len()
+    }
+}
+
+/// A refusal at admission: the error, and when to retry (seconds).
+#[derive(Debug, Clone)]
+pub struct Denied {
+    /// The error for the caller.
+    pub info: ErrorInfo,
+    /// `Retry-After`, when waiting helps.
+    pub retry_after: Option<u64>,
+}
+
+/// What a request presents to authenticate.
+pub struct Presented<'a> {
+    /// The caller's protocol (for the hint in a refusal).
+    pub protocol: Protocol,
+    /// Its headers.
+    pub headers: &'a http::HeaderMap,
+    /// Its query string.
+    pub query: Option<&'a str>,
+    /// What a SigV4 check needs, when the request is signed.
+    pub inbound: Option<Inbound<'a>>,
+}
+
+enum Credential<'a> {
+    None,
+    Key(&'a str),
+    SigV4,
+}
+
+impl Presented<'_> {
+    fn credential(&self) -> Credential<'_> {
+        if let Some(value) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if value.starts_with("AWS4-HMAC-SHA256") {
+                return Credential::SigV4;
+            }
+            if let Some(token) = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")) {
+                return Credential::Key(token.trim());
+            }
+        }
+        for name in ["x-api-key", "x-goog-api-key"] {
+            if let Some(value) = self.headers.get(name).and_then(|v| v.to_str().ok()) {
+                return Credential::Key(value.trim());
+            }
+        }
+        if let Some(query) = self.query {
+            if let Some(key) = query.split('&').find_map(|pair| pair.strip_prefix("key=")) {
+                return Credential::Key(key);
+            }
+        }
+        Credential::None
+    }
+}
+
+/// A request's accounting from admission to settlement.
+pub struct Ticket {
+    governance: Arc<Governance>,
+    reservation: Option<Reservation>,
+    key_id: Option<Arc<str>>,
+    group: Option<String>,
+    pool: Arc<str>,
+    request_id: String,
+    started_ms: u64,
+    /// Estimated input tokens (for an estimate when no usage arrives).
+    pub input_estimate: u64,
+    /// The lane that served, once known: (name, wire model, price).
+    served: Option<(Arc<str>, Arc<str>, Option<Price>)>,
+    failovers: u32,
+    ttfb_ms: Option<u64>,
+    usage: Option<Usage>,
+    estimated: bool,
+    done: bool,
+}
+
+impl Ticket {
+    /// A ticket for an admitted request (with its reservation), or for an
+    /// open request (no key: only its ledger row).
+    pub fn new(
+        governance: Arc<Governance>,
+        caller: Option<&Caller>,
+        reservation: Option<Reservation>,
+        pool: Arc<str>,
+        request_id: String,
+        input_estimate: u64,
+    ) -> Ticket {
+        Ticket {
+            governance,
+            reservation,
+            key_id: caller.map(|c| c.key.id.clone()),
+            group: caller.and_then(|c| c.key.record.group.clone()),
+            pool,
+            request_id,
+            started_ms: now_ms(),
+            input_estimate,
+            served: None,
+            failovers: 0,
+            ttfb_ms: None,
+            usage: None,
+            estimated: false,
+            done: false,
+        }
+    }
+
+    /// What the request used (`estimated`: the gateway's estimate, because
+    /// the caller left before the upstream reported usage).
+    pub fn record_usage(&mut self, usage: Usage, estimated: bool) {
+        self.usage = Some(usage);
+        self.estimated = estimated;
+    }
+
+    /// The lane that is serving (or last tried), its wire model and price.
+    pub fn serving(&mut self, lane: Arc<str>, wire_model: Arc<str>, price: Option<Price>, failovers: u32) {
+        self.served = Some((lane, wire_model, price));
+        self.failovers = failovers;
+    }
+
+    /// The first byte reached the caller.
+    pub fn first_byte(&mut self) {
+        self.ttfb_ms.get_or_insert_with(|| now_ms().saturating_sub(self.started_ms));
+    }
+
+    /// Settles the reservation and queues the ledger row; waits while the
+    /// ledger queue is full.
+    pub async fn finish(mut self, status: u16) {
+        let row = self.settle(status);
+        if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
+            queue.push(row).await;
+        }
+    }
+
+    /// The same from a context that cannot wait.
+    pub fn finish_detached(mut self, status: u16) {
+        let row = self.settle(status);
+        if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
+            queue.push_detached(row);
+        }
+    }
+
+    fn settle(&mut self, status: u16) -> Option<LedgerRow> {
+        if std::mem::replace(&mut self.done, true) {
+            return None;
+        }
+        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        });
+        let price = self.served.as_ref().and_then(|(_, _, price)| *price);
+        let cost = price.map_or(0, |p| p.cost(&tokens));
+        if let Some(reservation) = &self.reservation {
+            if tokens.total() == 0 {
+                self.governance.release(reservation);
+            } else {
+                self.governance.settle(reservation, tokens.total(), cost);
+            }
+        }
+        self.governance.ledger.as_ref()?;
+        let (lane, model) =
+            self.served.as_ref().map_or((String::new(), String::new()), |(l, m, _)| (l.to_string(), m.to_string()));
+        let now = now_ms();
+        Some(LedgerRow {
+            at_ms: now as i64,
+            request_id: std::mem::take(&mut self.request_id),
+            key_id: self.key_id.as_deref().map(str::to_owned),
+            group: self.group.take(),
+            pool: self.pool.to_string(),
+            lane,
+            model,
+            tokens,
+            status,
+            latency_ms: now.saturating_sub(self.started_ms),
+            ttfb_ms: self.ttfb_ms,
+            failovers: self.failovers,
+            estimated: self.estimated,
+        })
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if !self.done {
+            // Nobody settled: the caller went away before the answer was
+            // complete (499, as nginx logs it).
+            let row = self.settle(499);
+            if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
+                queue.push_detached(row);
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! The accept loop, built on hyper-util's connection builders rather than
+//! `axum::serve`: every connection gets the deadlines of [`ConnIo`], the
+//! listener caps open connections and requests in flight (answering past
+//! either with an overload error in the caller's protocol and closing,
+//! never hanging), HTTP/2 gets its stream and header-list limits, and the
+//! router is shared by every connection, never rebuilt per connection.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::Router;
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use switchyard_config::Server as Limits;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tower_service::Service;
+
+use super::conn_io::{ActiveRequest, ConnIo, ConnState, IoTimeouts};
+
+/// Why the listener refused a request before it reached the router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Every connection slot is taken.
+    Connections,
+    /// Every in-flight slot is taken.
+    InFlight,
+}
+
+/// Renders a refusal for a request (by its path, in the caller's protocol).
+pub type Refuse = Arc<dyn Fn(&http::request::Parts, Refusal) -> Response<Body> + Send + Sync>;
+
+/// What a listener counts, for `/stats` and metrics.
+#[derive(Debug, Default)]
+pub struct ListenerStats {
+    /// Connections open now.
+    pub open: AtomicUsize,
+    /// Connections accepted in all.
+    pub accepted: AtomicU64,
+    /// Connections answered with an overload error because the cap was reached.
+    pub refused_connections: AtomicU64,
+    /// Requests answered with an overload error because the in-flight cap was reached.
+    pub refused_requests: AtomicU64,
+}
+
+/// A listener's limits, refusal renderer and counters.
+#[derive(Clone)]
+pub struct Settings {
+    /// Timeouts and caps (`server:`).
+    pub limits: Limits,
+    /// How a refused request is answered.
+    pub refuse: Refuse,
+    /// Counters.
+    pub stats: Arc<ListenerStats>,
+    /// TLS (with client certificates) in front of HTTP, when configured.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Settings {
+    /// Settings whose refusals are plain JSON (the admin plane, the vendor fake).
+    pub fn plain(limits: Limits) -> Settings {
+        Settings { limits, refuse: Arc::new(|_, refusal| plain_refusal(refusal)), stats: Arc::default(), tls: None }
+    }
+}
+
+/// A refusal as a plain JSON error.
+pub fn plain_refusal(refusal: Refusal) -> Response<Body> {
+    let message = match refusal {
+        Refusal::Connections => "too many open connections; retry shortly",
+        Refusal::InFlight => "too many requests in flight; retry shortly",
+    };
+    let body = serde_json::json!({"error": {"message": message, "type": "overloaded"}}).to_string();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+    response
+}
+
+/// The HTTP/1 read buffer and largest request head.
+pub const HTTP1_READ_BUFFER: usize = 8 << 10;
+
+/// Connections past the cap that are still answered (with an overload
+/// error); beyond these, an extra connection is closed at once.
+const OVERFLOW_CONNECTIONS: usize = 1024;
+
+/// Serves `router` on `listener` until `shutdown` resolves, then lets
+/// in-flight requests and streams finish for up to `limits.drain_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    settings: Settings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let limits = &settings.limits;
+    let timeouts = IoTimeouts {
+        header_read: limits.header_read_timeout,
+        keepalive_idle: limits.keepalive_idle,
+        write: limits.write_timeout,
+    };
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // hyper's HTTP/1 read buffer, which also bounds a request head (a larger
+    // one is a 431, as nginx's 8k header buffers would). Left adaptive it
+    // grows to 16 KiB on most connections and a long stream holds it for its
+    // whole life: 8 KiB saves 5 KiB per open stream, measured.
+    builder.http1().max_buf_size(HTTP1_READ_BUFFER);
+    builder
+        .http2()
+        .max_concurrent_streams(limits.http2.max_concurrent_streams)
+        .max_header_list_size(limits.http2.max_header_list_size);
+    let builder = Arc::new(builder);
+    let mut overflow_builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    overflow_builder.http1().keep_alive(false);
+    let overflow_builder = Arc::new(overflow_builder);
+
+    let connections = Arc::new(Semaphore::new(limits.max_connections));
+    let overflow = Arc::new(Semaphore::new(OVERFLOW_CONNECTIONS));
+    let in_flight = Arc::new(Semaphore::new(limits.max_in_flight));
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (tcp, _peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of descriptors or a connection reset before accept:
+                    // back off a moment rather than spin.
+                    tracing::warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        // Nagle plus delayed ACK would add ~40 ms to every streamed frame.
+        let _ = tcp.set_nodelay(true);
+        settings.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        let state = ConnState::new(limits.max_connection_body);
+        match connections.clone().try_acquire_owned() {
+            Ok(slot) => {
+                let service = ConnService {
+                    router: router.clone(),
+                    state: state.clone(),
+                    in_flight: in_flight.clone(),
+                    settings: settings.clone(),
+                };
+                let builder = builder.clone();
+                let watcher = graceful.watcher();
+                let stats = settings.stats.clone();
+                let tls = settings.tls.clone();
+                stats.open.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    match tls {
+                        None => {
+                            let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
+                            let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                        }
+                        // A client that cannot finish the handshake with a
+                        // certificate the CA signed is closed before HTTP.
+                        Some(acceptor) => {
+                            if let Ok(Ok(stream)) =
+                                tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await
+                            {
+                                let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
+                                let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                            }
+                        }
+                    }
+                    stats.open.fetch_sub(1, Ordering::Relaxed);
+                    drop(slot);
+                });
+            }
+            Err(_) => {
+                settings.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
+                // Over TLS there is no HTTP to answer before a handshake: close.
+                if settings.tls.is_some() {
+                    continue;
+                }
+                let Ok(slot) = overflow.clone().try_acquire_owned() else {
+                    continue;
+                };
+                let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
+                let refuse = settings.refuse.clone();
+                let builder = overflow_builder.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                        let (parts, _) = request.into_parts();
+                        let mut response = refuse(&parts, Refusal::Connections);
+                        response
+                            .headers_mut()
+                            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                        std::future::ready(Ok::<_, std::convert::Infallible>(response))
+                    });
+                    let _ = builder.serve_connection(io, service).await;
+                    drop(slot);
+                });
+            }
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(settings.limits.drain_timeout, graceful.shutdown()).await.is_err() {
+        tracing::warn!(drain = ?settings.limits.drain_timeout, "drain timeout reached; closing remaining connections");
+    }
+    Ok(())
+}
+
+/// One connection's service: the shared router, behind the in-flight cap,
+/// with each response body holding what marks its request active.
+#[derive(Clone)]
+struct ConnService {
+    router: Router,
+    state: Arc<ConnState>,
+    in_flight: Arc<Semaphore>,
+    settings: Settings,
+}
+
+impl hyper::service::Service<Request<Incoming>> for ConnService {
+    type Response = Response<Guarded>;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Guarded>, std::convert::Infallible>> + Send>>;
+
+    fn call(&self, mut request: Request<Incoming>) -> Self::Future {
+        let active = self.state.begin_request();
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            self.settings.stats.refused_requests.fetch_add(1, Ordering::Relaxed);
+            let (parts, _) = request.into_parts();
+            let response = (self.settings.refuse)(&parts, Refusal::InFlight);
+            return Box::pin(std::future::ready(Ok(response.map(|body| Guarded { body, _held: (active, None) }))));
+        };
+        request.extensions_mut().insert(ConnBudget(self.state.clone()));
+        let mut router = self.router.clone();
+        Box::pin(async move {
+            let response = match router.call(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            Ok(response.map(|body| Guarded { body, _held: (active, Some(permit)) }))
+        })
+    }
+}
+
+/// The connection a request arrived on, for its body budget.
+#[derive(Clone)]
+pub struct ConnBudget(pub Arc<ConnState>);
+
+/// A response body that keeps its request active and its in-flight slot
+/// taken until the body is finished or dropped.
+pub struct Guarded {
+    body: Body,
+    _held: (ActiveRequest, Option<OwnedSemaphorePermit>),
+}
+
+impl http_body::Body for Guarded {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}

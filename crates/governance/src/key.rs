@@ -1,0 +1,218 @@
+//! Virtual keys: the secret a caller presents, the hash a store keeps, and
+//! the record that says what the key may do. Secrets are made from random
+//! bytes the caller draws from the OS RNG (this module has no randomness of
+//! its own); only [`KeyHash`] is ever stored, compared in constant time.
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::admission::{Budget, Limits};
+
+/// Every virtual key starts with this.
+pub const KEY_PREFIX: &str = "sy-";
+
+/// Characters of a secret shown as its visible prefix (`sy-` and five more).
+pub const VISIBLE: usize = 8;
+
+/// A new secret from 32 random bytes: `sy-` and 43 url-safe characters.
+pub fn new_secret(random: &[u8; 32]) -> String {
+    let mut secret = String::with_capacity(KEY_PREFIX.len() + 43);
+    secret.push_str(KEY_PREFIX);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_string(random, &mut secret);
+    secret
+}
+
+/// The part of a secret that stays visible: enough to tell keys apart in a
+/// list, never enough to use one.
+pub fn visible_prefix(secret: &str) -> &str {
+    secret.get(..VISIBLE).unwrap_or(secret)
+}
+
+/// True when `text` has the shape of a virtual key (the check before
+/// hashing, so a vendor key a caller sends by mistake is named as such).
+pub fn looks_like_key(text: &str) -> bool {
+    text.len() >= KEY_PREFIX.len() + 32
+        && text.starts_with(KEY_PREFIX)
+        && text.bytes().skip(KEY_PREFIX.len()).all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// True when two secrets (admin tokens) are equal, in time that depends on
+/// neither their contents nor their lengths (both are hashed first).
+pub fn secrets_match(presented: &str, expected: &str) -> bool {
+    KeyHash::of(presented).matches(&KeyHash::of(expected))
+}
+
+/// The SHA-256 of a secret. A lookup by hash is safe (an attacker cannot
+/// choose a hash); the final comparison is constant-time all the same.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyHash(pub [u8; 32]);
+
+impl KeyHash {
+    /// The hash of `secret`.
+    pub fn of(secret: &str) -> KeyHash {
+        KeyHash(Sha256::digest(secret.as_bytes()).into())
+    }
+
+    /// Equal, in time that does not depend on where the bytes differ.
+    pub fn matches(&self, other: &KeyHash) -> bool {
+        self.0.ct_eq(&other.0).into()
+    }
+
+    /// Lowercase hex, as stores keep it.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses lowercase or uppercase hex.
+    pub fn from_hex(text: &str) -> Option<KeyHash> {
+        if text.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (index, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
+        }
+        Some(KeyHash(out))
+    }
+}
+
+impl std::fmt::Debug for KeyHash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KeyHash({}…)", &self.to_hex()[..8])
+    }
+}
+
+impl Serialize for KeyHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<KeyHash, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        KeyHash::from_hex(&text).ok_or_else(|| serde::de::Error::custom("not a 64-character hex hash"))
+    }
+}
+
+/// A minted AWS key pair for a Bedrock caller (SigV4 needs the secret
+/// itself to check a signature, so unlike a virtual key it is kept).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwsCredential {
+    /// `AKSY` and 16 upper-case letters and digits, the shape AWS SDKs expect.
+    pub access_key_id: String,
+    /// 40 characters.
+    pub secret_access_key: String,
+}
+
+impl std::fmt::Debug for AwsCredential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AwsCredential {{ access_key_id: {:?}, .. }}", self.access_key_id)
+    }
+}
+
+impl AwsCredential {
+    /// A new pair from 40 random bytes.
+    pub fn new(random: &[u8; 40]) -> AwsCredential {
+        const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let mut access_key_id = String::from("AKSY");
+        access_key_id.extend(random[..16].iter().map(|b| char::from(ALPHABET[usize::from(b % 32)])));
+        let secret_access_key = base64::engine::general_purpose::STANDARD.encode(&random[10..40]);
+        AwsCredential { access_key_id, secret_access_key }
+    }
+}
+
+/// What a store keeps of a virtual key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    /// Stable id (`key_` and hex); survives rotation.
+    pub id: String,
+    /// Human name.
+    pub name: String,
+    /// The visible start of the current secret.
+    pub prefix: String,
+    /// The hash of the current secret.
+    pub hash: KeyHash,
+    /// The group whose budget tree the key draws on.
+    pub group: Option<String>,
+    /// Pools (and models) the key may name; `None`: every one.
+    pub pools: Option<Vec<String>>,
+    /// The key's own budget.
+    pub budget: Option<Budget>,
+    /// The key's own limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// When it stops working (Unix seconds).
+    pub expires_at: Option<i64>,
+    /// When it was revoked (final).
+    pub revoked_at: Option<i64>,
+    /// Operator's free-form data.
+    #[serde(default)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// When it was created (Unix seconds).
+    pub created_at: i64,
+    /// When its secret last changed (Unix seconds).
+    pub rotated_at: Option<i64>,
+    /// The minted AWS pair, for Bedrock callers.
+    pub aws: Option<AwsCredential>,
+}
+
+/// Why a presented key does not open the door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyState {
+    /// Usable.
+    Active,
+    /// Past its expiry.
+    Expired,
+    /// Revoked.
+    Revoked,
+}
+
+impl KeyRecord {
+    /// The key's state at `now` (Unix seconds).
+    pub fn state(&self, now: i64) -> KeyState {
+        if self.revoked_at.is_some() {
+            KeyState::Revoked
+        } else if self.expires_at.is_some_and(|at| now >= at) {
+            KeyState::Expired
+        } else {
+            KeyState::Active
+        }
+    }
+
+    /// True when the key may name `pool`.
+    pub fn may_use(&self, pool: &str) -> bool {
+        self.pools.as_ref().is_none_or(|pools| pools.iter().any(|p| p == pool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_have_their_shape_and_hash_stably() {
+        let secret = new_secret(&[7u8; 32]);
+        assert_eq!(secret.len(), 46);
+        assert!(looks_like_key(&secret));
+        assert_eq!(visible_prefix(&secret).len(), 8);
+        assert!(!looks_like_key("sk-proj-abc"));
+        let hash = KeyHash::of(&secret);
+        assert!(hash.matches(&KeyHash::of(&secret)));
+        assert!(!hash.matches(&KeyHash::of(&new_secret(&[8u8; 32]))));
+        assert_eq!(KeyHash::from_hex(&hash.to_hex()), Some(hash));
+        assert!(!format!("{hash:?}").contains(&hash.to_hex()), "Debug shows only a prefix of the hash");
+    }
+
+    #[test]
+    fn aws_pairs_have_the_shapes_sdks_expect() {
+        let pair = AwsCredential::new(&[200u8; 40]);
+        assert_eq!(pair.access_key_id.len(), 20);
+        assert!(pair.access_key_id.starts_with("AKSY"));
+        assert!(pair.access_key_id.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));
+        assert_eq!(pair.secret_access_key.len(), 40);
+        assert!(!format!("{pair:?}").contains(&pair.secret_access_key));
+    }
+}

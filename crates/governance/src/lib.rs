@@ -1,0 +1,28 @@
+//! Governance as pure logic, fed by the gateway and unit-tested with no
+//! network and no clock it does not receive:
+//!
+//! - [`key`]: virtual key secrets (generated from bytes the caller draws
+//!   from the OS RNG), their SHA-256 hashes compared in constant time, the
+//!   minted AWS key pairs, and the key record a store keeps;
+//! - [`window`]: calendar budget windows in UTC;
+//! - [`rate`]: GCRA for requests and tokens per minute;
+//! - [`money`]: prices and costs in nano-USD (integers: sums never drift);
+//! - [`admission`]: a request admitted only when every bucket of its chain
+//!   (key, group, parents) has room, with a reservation settled to the
+//!   actual usage or released;
+//! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers.
+
+pub mod admission;
+pub mod estimate;
+pub mod key;
+pub mod money;
+pub mod rate;
+pub mod sigv4;
+pub mod window;
+
+pub use admission::{
+    Actual, BucketId, BucketSpec, Budget, Estimate, Governor, Limits, Refusal, RefusalKind, Reservation,
+};
+pub use key::{KeyHash, KeyRecord};
+pub use money::{NanoUsd, Price};
+pub use window::Window;

@@ -1,0 +1,270 @@
+//! Switchyard's durable records behind small traits, one per concern:
+//! [`KeyStore`] (virtual keys, with idempotent create and rotate),
+//! [`GroupStore`] (the budget tree), [`Ledger`] (tokens per request; spend
+//! is derived from it when read, never stored) and [`AuditLog`] (every
+//! admin mutation attempt). [`memory::MemoryStore`] is the in-process
+//! default, [`sqlite::SqliteStore`] the single-node one; one conformance
+//! suite (`tests/conformance.rs`) runs over every backend.
+//!
+//! The request path never waits on a store: keys are cached by the
+//! gateway, counters live in memory, and ledger rows are written behind in
+//! batches.
+
+pub mod memory;
+pub mod sqlite;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+pub use switchyard_governance::money::Tokens;
+use switchyard_governance::{Budget, KeyRecord, Limits};
+
+/// What every store call returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// No such record.
+    #[error("not found")]
+    NotFound,
+    /// The write conflicts with what is stored (a duplicate, a reused
+    /// idempotency key with another request).
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The backend cannot be reached or failed.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// A group: one bucket of the budget tree.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// Unique name.
+    pub name: String,
+    /// The group above it.
+    pub parent: Option<String>,
+    /// Its spending cap.
+    pub budget: Option<Budget>,
+    /// Its rate and concurrency limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Declared in the config file (changed there, not over the API).
+    #[serde(default)]
+    pub from_config: bool,
+    /// When it was created (Unix seconds).
+    pub created_at: i64,
+}
+
+/// One request, as the ledger keeps it: tokens, never money.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerRow {
+    /// When it finished (Unix milliseconds).
+    pub at_ms: i64,
+    /// The request id.
+    pub request_id: String,
+    /// The virtual key, when one was used.
+    pub key_id: Option<String>,
+    /// The key's group at the time.
+    pub group: Option<String>,
+    /// The pool the caller named.
+    pub pool: String,
+    /// The lane that served (or last failed).
+    pub lane: String,
+    /// The wire model.
+    pub model: String,
+    /// Tokens by kind.
+    pub tokens: Tokens,
+    /// The status the caller got.
+    pub status: u16,
+    /// Total time in ms.
+    pub latency_ms: u64,
+    /// Time to first byte in ms, for streams.
+    pub ttfb_ms: Option<u64>,
+    /// Lanes tried before the one that answered.
+    pub failovers: u32,
+    /// True when the tokens are the gateway's estimate (the caller left
+    /// before the upstream reported usage).
+    pub estimated: bool,
+}
+
+/// A ledger row with its position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredRow {
+    /// Increasing id (the cursor for pagination).
+    pub id: i64,
+    /// The row.
+    #[serde(flatten)]
+    pub row: LedgerRow,
+}
+
+/// Which recent rows to read, newest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RowFilter {
+    /// Only this key's.
+    pub key: Option<String>,
+    /// Only this pool's.
+    pub pool: Option<String>,
+    /// Only this lane's.
+    pub lane: Option<String>,
+    /// Only this status.
+    pub status: Option<u16>,
+    /// Only rows with a smaller id (the cursor).
+    pub before: Option<i64>,
+    /// At most this many.
+    pub limit: usize,
+}
+
+/// What spend is grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SpendBy {
+    /// Virtual key.
+    Key,
+    /// Group.
+    Group,
+    /// Wire model.
+    Model,
+    /// Lane.
+    Lane,
+}
+
+/// A ledger sum: tokens by dimension value and lane (so the reader can
+/// price each lane with the current rate card).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Total {
+    /// The dimension's value (`None`: rows without one, e.g. no key).
+    pub value: Option<String>,
+    /// The lane.
+    pub lane: String,
+    /// Requests.
+    pub requests: u64,
+    /// Tokens.
+    pub tokens: Tokens,
+}
+
+/// A spend question.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TotalsQuery {
+    /// Group by.
+    pub by: SpendBy,
+    /// From (Unix ms, inclusive).
+    pub from_ms: i64,
+    /// To (Unix ms, exclusive).
+    pub to_ms: i64,
+    /// Only rows of this key.
+    pub key: Option<String>,
+    /// Only rows of these groups.
+    pub groups: Option<Vec<String>>,
+}
+
+/// One admin mutation attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditEntry {
+    /// When (Unix ms).
+    pub at_ms: i64,
+    /// Who: the admin token's name, never the token.
+    pub actor: String,
+    /// What (`POST /api/v1/admin/keys`).
+    pub action: String,
+    /// On what (a key id, a group name), when known.
+    pub target: Option<String>,
+    /// The status answered.
+    pub outcome: u16,
+}
+
+/// An audit entry with its position.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredAudit {
+    /// Increasing id (the cursor).
+    pub id: i64,
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: AuditEntry,
+}
+
+/// An idempotency key on a create or rotate: a retried request with the
+/// same key and the same fingerprint gets the first outcome back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Idempotency {
+    /// The caller's `Idempotency-Key`.
+    pub key: String,
+    /// What the request asked (a hash of its method, path and body).
+    pub fingerprint: String,
+}
+
+/// What an idempotent write did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Written {
+    /// It wrote this record.
+    New(KeyRecord),
+    /// An earlier request with the same idempotency key wrote this record.
+    Replayed(KeyRecord),
+}
+
+/// Virtual keys.
+pub trait KeyStore: Send + Sync {
+    /// Creates a key (its id and hash must be new).
+    fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written>;
+    /// Replaces a key's secret (the old one stops at once).
+    fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written>;
+    /// Replaces a key's record (changes, revocation).
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()>;
+    /// One key.
+    fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>>;
+    /// Keys by id, after `after`, at most `limit`.
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> StoreFuture<'_, Vec<KeyRecord>>;
+}
+
+/// The budget tree.
+pub trait GroupStore: Send + Sync {
+    /// Creates or replaces a group.
+    fn put_group(&self, group: GroupRecord) -> StoreFuture<'_, ()>;
+    /// Deletes a group.
+    fn delete_group(&self, name: &str) -> StoreFuture<'_, ()>;
+    /// Every group.
+    fn list_groups(&self) -> StoreFuture<'_, Vec<GroupRecord>>;
+}
+
+/// Tokens per request.
+pub trait Ledger: Send + Sync {
+    /// Appends rows (one batch, one transaction).
+    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()>;
+    /// Recent rows, newest first.
+    fn rows(&self, filter: RowFilter) -> StoreFuture<'_, Vec<StoredRow>>;
+    /// Token sums.
+    fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>>;
+    /// How many rows it holds.
+    fn count(&self) -> StoreFuture<'_, u64>;
+}
+
+/// Admin mutation attempts.
+pub trait AuditLog: Send + Sync {
+    /// Appends an entry.
+    fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()>;
+    /// Entries newest first, before `before`, at most `limit`.
+    fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>>;
+}
+
+/// A backend: every concern, usually served by one object.
+#[derive(Clone)]
+pub struct Stores {
+    /// Keys.
+    pub keys: Arc<dyn KeyStore>,
+    /// Groups.
+    pub groups: Arc<dyn GroupStore>,
+    /// The ledger.
+    pub ledger: Arc<dyn Ledger>,
+    /// The audit log.
+    pub audit: Arc<dyn AuditLog>,
+}
+
+impl Stores {
+    /// Every concern served by `backend`.
+    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + 'static>(backend: B) -> Stores {
+        let backend = Arc::new(backend);
+        Stores { keys: backend.clone(), groups: backend.clone(), ledger: backend.clone(), audit: backend }
+    }
+}

@@ -1,0 +1,233 @@
+//! The in-process store: the demo's default, and the reference the
+//! conformance suite holds every other backend to. Nothing survives a
+//! restart, and the ledger keeps only the newest [`MEMORY_LEDGER_ROWS`]
+//! rows (older ones are dropped, so spend over longer spans undercounts:
+//! configure `storage.sqlite_path` to keep them).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use switchyard_governance::KeyRecord;
+
+use crate::{
+    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow, RowFilter, SpendBy,
+    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+};
+
+/// Ledger rows the memory store keeps.
+pub const MEMORY_LEDGER_ROWS: usize = 1_000_000;
+
+#[derive(Default)]
+struct Inner {
+    keys: BTreeMap<String, KeyRecord>,
+    /// (scope, idempotency key) → (fingerprint, key id).
+    idempotency: HashMap<(String, String), (String, String)>,
+    groups: BTreeMap<String, GroupRecord>,
+    ledger: std::collections::VecDeque<StoredRow>,
+    next_row: i64,
+    audit: Vec<StoredAudit>,
+}
+
+/// Everything in memory.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut Inner) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        f(&mut self.inner.lock().unwrap_or_else(PoisonError::into_inner))
+    }
+}
+
+fn ready<'a, T: Send + 'a>(result: Result<T, StoreError>) -> StoreFuture<'a, T> {
+    Box::pin(std::future::ready(result))
+}
+
+/// Applies an idempotent key write in `inner`.
+fn write_key(
+    inner: &mut Inner,
+    scope: &str,
+    record: KeyRecord,
+    idempotency: Option<Idempotency>,
+    write: impl FnOnce(&mut Inner, KeyRecord) -> Result<(), StoreError>,
+) -> Result<Written, StoreError> {
+    if let Some(idem) = &idempotency {
+        if let Some((fingerprint, id)) = inner.idempotency.get(&(scope.to_owned(), idem.key.clone())) {
+            if *fingerprint != idem.fingerprint {
+                return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
+            }
+            return inner.keys.get(id).cloned().map(Written::Replayed).ok_or(StoreError::NotFound);
+        }
+    }
+    let id = record.id.clone();
+    write(inner, record.clone())?;
+    if let Some(idem) = idempotency {
+        inner.idempotency.insert((scope.to_owned(), idem.key), (idem.fingerprint, id));
+    }
+    Ok(Written::New(record))
+}
+
+impl KeyStore for MemoryStore {
+    fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        ready(self.with(|inner| {
+            write_key(inner, "create", record, idempotency, |inner, record| {
+                if inner.keys.contains_key(&record.id) || inner.keys.values().any(|k| k.hash == record.hash) {
+                    return Err(StoreError::Conflict(format!("key `{}` exists", record.id)));
+                }
+                inner.keys.insert(record.id.clone(), record);
+                Ok(())
+            })
+        }))
+    }
+
+    fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        let scope = format!("rotate:{}", record.id);
+        ready(self.with(|inner| {
+            write_key(inner, &scope, record, idempotency, |inner, record| {
+                let slot = inner.keys.get_mut(&record.id).ok_or(StoreError::NotFound)?;
+                *slot = record;
+                Ok(())
+            })
+        }))
+    }
+
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            let slot = inner.keys.get_mut(&record.id).ok_or(StoreError::NotFound)?;
+            *slot = record;
+            Ok(())
+        }))
+    }
+
+    fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>> {
+        ready(self.with(|inner| Ok(inner.keys.get(id).cloned())))
+    }
+
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> StoreFuture<'_, Vec<KeyRecord>> {
+        ready(self.with(|inner| {
+            let start = after.map_or(std::ops::Bound::Unbounded, |a| std::ops::Bound::Excluded(a.to_owned()));
+            Ok(inner.keys.range((start, std::ops::Bound::Unbounded)).take(limit).map(|(_, k)| k.clone()).collect())
+        }))
+    }
+}
+
+impl GroupStore for MemoryStore {
+    fn put_group(&self, group: GroupRecord) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            inner.groups.insert(group.name.clone(), group);
+            Ok(())
+        }))
+    }
+
+    fn delete_group(&self, name: &str) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| inner.groups.remove(name).map(|_| ()).ok_or(StoreError::NotFound)))
+    }
+
+    fn list_groups(&self) -> StoreFuture<'_, Vec<GroupRecord>> {
+        ready(self.with(|inner| Ok(inner.groups.values().cloned().collect())))
+    }
+}
+
+/// The value of `row` in dimension `by`.
+pub(crate) fn dimension(row: &LedgerRow, by: SpendBy) -> Option<String> {
+    match by {
+        SpendBy::Key => row.key_id.clone(),
+        SpendBy::Group => row.group.clone(),
+        SpendBy::Model => Some(row.model.clone()),
+        SpendBy::Lane => Some(row.lane.clone()),
+    }
+}
+
+fn add(tokens: &mut Tokens, more: &Tokens) {
+    tokens.input += more.input;
+    tokens.output += more.output;
+    tokens.cache_read += more.cache_read;
+    tokens.cache_write += more.cache_write;
+}
+
+impl Ledger for MemoryStore {
+    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            for row in rows {
+                inner.next_row += 1;
+                let id = inner.next_row;
+                if inner.ledger.len() == MEMORY_LEDGER_ROWS {
+                    inner.ledger.pop_front();
+                }
+                inner.ledger.push_back(StoredRow { id, row });
+            }
+            Ok(())
+        }))
+    }
+
+    fn rows(&self, filter: RowFilter) -> StoreFuture<'_, Vec<StoredRow>> {
+        ready(self.with(|inner| {
+            Ok(inner
+                .ledger
+                .iter()
+                .rev()
+                .filter(|r| filter.before.is_none_or(|before| r.id < before))
+                .filter(|r| filter.key.as_ref().is_none_or(|k| r.row.key_id.as_ref() == Some(k)))
+                .filter(|r| filter.pool.as_ref().is_none_or(|p| &r.row.pool == p))
+                .filter(|r| filter.lane.as_ref().is_none_or(|l| &r.row.lane == l))
+                .filter(|r| filter.status.is_none_or(|s| r.row.status == s))
+                .take(filter.limit)
+                .cloned()
+                .collect())
+        }))
+    }
+
+    fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>> {
+        ready(self.with(|inner| {
+            let mut sums: BTreeMap<(Option<String>, String), Total> = BTreeMap::new();
+            for stored in &inner.ledger {
+                let row = &stored.row;
+                if row.at_ms < query.from_ms || row.at_ms >= query.to_ms {
+                    continue;
+                }
+                if query.key.as_ref().is_some_and(|k| row.key_id.as_ref() != Some(k)) {
+                    continue;
+                }
+                if query.groups.as_ref().is_some_and(|gs| !row.group.as_ref().is_some_and(|g| gs.contains(g))) {
+                    continue;
+                }
+                let value = dimension(row, query.by);
+                let total = sums.entry((value.clone(), row.lane.clone())).or_insert_with(|| Total {
+                    value,
+                    lane: row.lane.clone(),
+                    requests: 0,
+                    tokens: Tokens::default(),
+                });
+                total.requests += 1;
+                add(&mut total.tokens, &row.tokens);
+            }
+            Ok(sums.into_values().collect())
+        }))
+    }
+
+    fn count(&self) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| Ok(inner.ledger.len() as u64)))
+    }
+}
+
+impl AuditLog for MemoryStore {
+    fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            let id = inner.audit.len() as i64 + 1;
+            inner.audit.push(StoredAudit { id, entry });
+            Ok(())
+        }))
+    }
+
+    fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>> {
+        ready(self.with(|inner| {
+            Ok(inner.audit.iter().rev().filter(|e| before.is_none_or(|b| e.id < b)).take(limit).cloned().collect())
+        }))
+    }
+}

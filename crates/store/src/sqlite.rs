@@ -1,0 +1,411 @@
+//! The single-node store: one SQLite file in WAL mode, migrations embedded
+//! and applied at open (`PRAGMA user_version` records the schema). SQLite
+//! calls block, so each runs on tokio's blocking pool, one at a time on the
+//! one connection (writes are batched by the caller, reads are rare).
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use switchyard_governance::KeyRecord;
+
+use crate::{
+    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow, RowFilter, SpendBy,
+    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+};
+
+/// The schema, in order; `user_version` is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+
+/// A store in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+fn unavailable(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(err.to_string())
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and brings its
+    /// schema up to date.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path).map_err(|err| unavailable(format!("{}: {err}", path.display())))?;
+        SqliteStore::init(conn)
+    }
+
+    /// A private in-memory database (tests).
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        SqliteStore::init(Connection::open_in_memory().map_err(unavailable)?)
+    }
+
+    fn init(conn: Connection) -> Result<SqliteStore, StoreError> {
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(unavailable)?;
+        // WAL with NORMAL sync: a crash of the process loses nothing
+        // committed; a power loss may lose the last transactions.
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(unavailable)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(unavailable)?;
+        let applied: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(unavailable)?;
+        let applied = usize::try_from(applied).unwrap_or(0);
+        if applied > MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "the database has schema version {applied}, newer than this binary's {}; run a newer switchyard",
+                MIGRATIONS.len()
+            )));
+        }
+        for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
+            conn.execute_batch(&format!("BEGIN;\n{migration}\nPRAGMA user_version = {};\nCOMMIT;", index + 1))
+                .map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
+        }
+        Ok(SqliteStore { conn: Arc::new(Mutex::new(conn)) })
+    }
+
+    /// Runs `f` on the connection on the blocking pool.
+    fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        let conn = self.conn.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || f(&mut conn.lock().unwrap_or_else(PoisonError::into_inner)))
+                .await
+                .map_err(unavailable)?
+        })
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(unavailable)
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError::Unavailable(format!("corrupt record: {err}")))
+}
+
+fn conflict_or_unavailable(err: rusqlite::Error) -> StoreError {
+    match err.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => StoreError::Conflict(err.to_string()),
+        _ => unavailable(err),
+    }
+}
+
+/// An idempotent key write inside one transaction.
+fn write_key(
+    conn: &mut Connection,
+    scope: &str,
+    record: KeyRecord,
+    idempotency: Option<Idempotency>,
+    write: impl FnOnce(&rusqlite::Transaction<'_>, &KeyRecord) -> Result<(), StoreError>,
+) -> Result<Written, StoreError> {
+    let tx = conn.transaction().map_err(unavailable)?;
+    if let Some(idem) = &idempotency {
+        let earlier: Option<(String, String)> = tx
+            .query_row(
+                "SELECT fingerprint, key_id FROM idempotency WHERE scope = ?1 AND key = ?2",
+                params![scope, idem.key],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .optional()
+            .map_err(unavailable)?;
+        if let Some((fingerprint, id)) = earlier {
+            if fingerprint != idem.fingerprint {
+                return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
+            }
+            let text: Option<String> = tx
+                .query_row("SELECT record FROM keys WHERE id = ?1", params![id], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)?;
+            return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
+        }
+    }
+    write(&tx, &record)?;
+    if let Some(idem) = idempotency {
+        tx.execute(
+            "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                scope,
+                idem.key,
+                idem.fingerprint,
+                record.id,
+                record.rotated_at.unwrap_or(record.created_at) * 1000
+            ],
+        )
+        .map_err(conflict_or_unavailable)?;
+    }
+    tx.commit().map_err(unavailable)?;
+    Ok(Written::New(record))
+}
+
+fn store_key(tx: &rusqlite::Transaction<'_>, record: &KeyRecord, insert: bool) -> Result<(), StoreError> {
+    let json = to_json(record)?;
+    let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
+    let changed = if insert {
+        tx.execute(
+            "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES (?1, ?2, ?3, ?4)",
+            params![record.id, record.hash.to_hex(), aws, json],
+        )
+    } else {
+        tx.execute(
+            "UPDATE keys SET hash = ?2, aws_access_key_id = ?3, record = ?4 WHERE id = ?1",
+            params![record.id, record.hash.to_hex(), aws, json],
+        )
+    }
+    .map_err(conflict_or_unavailable)?;
+    if changed == 0 {
+        return Err(StoreError::NotFound);
+    }
+    Ok(())
+}
+
+impl KeyStore for SqliteStore {
+    fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        self.run(move |conn| write_key(conn, "create", record, idempotency, |tx, r| store_key(tx, r, true)))
+    }
+
+    fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        let scope = format!("rotate:{}", record.id);
+        self.run(move |conn| write_key(conn, &scope, record, idempotency, |tx, r| store_key(tx, r, false)))
+    }
+
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            store_key(&tx, &record, false)?;
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let text: Option<String> = conn
+                .query_row("SELECT record FROM keys WHERE id = ?1", params![id], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)?;
+            text.map(|t| from_json(&t)).transpose()
+        })
+    }
+
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> StoreFuture<'_, Vec<KeyRecord>> {
+        let after = after.unwrap_or("").to_owned();
+        self.run(move |conn| {
+            let mut statement =
+                conn.prepare("SELECT record FROM keys WHERE id > ?1 ORDER BY id LIMIT ?2").map_err(unavailable)?;
+            let texts = statement
+                .query_map(params![after, limit as i64], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            texts.iter().map(|t| from_json(t)).collect()
+        })
+    }
+}
+
+impl GroupStore for SqliteStore {
+    fn put_group(&self, group: GroupRecord) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO groups (name, record) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+                params![group.name, to_json(&group)?],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn delete_group(&self, name: &str) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        self.run(move |conn| match conn.execute("DELETE FROM groups WHERE name = ?1", params![name]) {
+            Ok(0) => Err(StoreError::NotFound),
+            Ok(_) => Ok(()),
+            Err(err) => Err(unavailable(err)),
+        })
+    }
+
+    fn list_groups(&self) -> StoreFuture<'_, Vec<GroupRecord>> {
+        self.run(move |conn| {
+            let mut statement = conn.prepare("SELECT record FROM groups ORDER BY name").map_err(unavailable)?;
+            let texts = statement
+                .query_map([], |row| row.get::<_, String>(0))
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            texts.iter().map(|t| from_json(t)).collect()
+        })
+    }
+}
+
+fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
+    let count = |index: usize| -> rusqlite::Result<u64> { Ok(row.get::<_, i64>(index)?.max(0) as u64) };
+    Ok(StoredRow {
+        id: row.get(0)?,
+        row: LedgerRow {
+            at_ms: row.get(1)?,
+            request_id: row.get(2)?,
+            key_id: row.get(3)?,
+            group: row.get(4)?,
+            pool: row.get(5)?,
+            lane: row.get(6)?,
+            model: row.get(7)?,
+            tokens: Tokens { input: count(8)?, output: count(9)?, cache_read: count(10)?, cache_write: count(11)? },
+            status: row.get(12)?,
+            latency_ms: count(13)?,
+            ttfb_ms: row.get::<_, Option<i64>>(14)?.map(|t| t.max(0) as u64),
+            failovers: row.get(15)?,
+            estimated: row.get(16)?,
+        },
+    })
+}
+
+const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated";
+
+impl Ledger for SqliteStore {
+    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
+                         output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
+                         estimated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                    )
+                    .map_err(unavailable)?;
+                for row in &rows {
+                    insert
+                        .execute(params![
+                            row.at_ms,
+                            row.request_id,
+                            row.key_id,
+                            row.group,
+                            row.pool,
+                            row.lane,
+                            row.model,
+                            row.tokens.input as i64,
+                            row.tokens.output as i64,
+                            row.tokens.cache_read as i64,
+                            row.tokens.cache_write as i64,
+                            row.status,
+                            row.latency_ms as i64,
+                            row.ttfb_ms.map(|t| t as i64),
+                            row.failovers,
+                            row.estimated,
+                        ])
+                        .map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn rows(&self, filter: RowFilter) -> StoreFuture<'_, Vec<StoredRow>> {
+        self.run(move |conn| {
+            let sql = format!(
+                "SELECT {ROW_COLUMNS} FROM ledger WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR key_id = ?2) \
+                 AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) AND (?5 IS NULL OR status = ?5) \
+                 ORDER BY id DESC LIMIT ?6"
+            );
+            let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let rows = statement
+                .query_map(
+                    params![filter.before, filter.key, filter.pool, filter.lane, filter.status, filter.limit as i64],
+                    row_of,
+                )
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            Ok(rows)
+        })
+    }
+
+    fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>> {
+        self.run(move |conn| {
+            let column = match query.by {
+                SpendBy::Key => "key_id",
+                SpendBy::Group => "grp",
+                SpendBy::Model => "model",
+                SpendBy::Lane => "lane",
+            };
+            let groups = query.groups.as_ref().map(|gs| serde_json::to_string(gs).unwrap_or_default());
+            let sql = format!(
+                "SELECT {column}, lane, count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
+                 sum(cache_write_tokens) FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 AND (?3 IS NULL OR key_id = ?3) \
+                 AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane \
+                 ORDER BY {column}, lane"
+            );
+            let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let count = |row: &rusqlite::Row<'_>, index: usize| -> rusqlite::Result<u64> {
+                Ok(row.get::<_, i64>(index)?.max(0) as u64)
+            };
+            let totals = statement
+                .query_map(params![query.from_ms, query.to_ms, query.key, groups], |row| {
+                    Ok(Total {
+                        value: row.get(0)?,
+                        lane: row.get(1)?,
+                        requests: count(row, 2)?,
+                        tokens: Tokens {
+                            input: count(row, 3)?,
+                            output: count(row, 4)?,
+                            cache_read: count(row, 5)?,
+                            cache_write: count(row, 6)?,
+                        },
+                    })
+                })
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            Ok(totals)
+        })
+    }
+
+    fn count(&self) -> StoreFuture<'_, u64> {
+        self.run(|conn| {
+            conn.query_row("SELECT count(*) FROM ledger", [], |row| row.get::<_, i64>(0))
+                .map(|n| n.max(0) as u64)
+                .map_err(unavailable)
+        })
+    }
+}
+
+impl AuditLog for SqliteStore {
+    fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            conn.execute(
+                "INSERT INTO audit (at_ms, actor, action, target, outcome) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![entry.at_ms, entry.actor, entry.action, entry.target, entry.outcome],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>> {
+        self.run(move |conn| {
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT id, at_ms, actor, action, target, outcome FROM audit WHERE (?1 IS NULL OR id < ?1) \
+                     ORDER BY id DESC LIMIT ?2",
+                )
+                .map_err(unavailable)?;
+            let entries = statement
+                .query_map(params![before, limit as i64], |row| {
+                    Ok(StoredAudit {
+                        id: row.get(0)?,
+                        entry: AuditEntry {
+                            at_ms: row.get(1)?,
+                            actor: row.get(2)?,
+                            action: row.get(3)?,
+                            target: row.get(4)?,
+                            outcome: row.get(5)?,
+                        },
+                    })
+                })
+                .map_err(unavailable)?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(unavailable)?;
+            Ok(entries)
+        })
+    }
+}

@@ -1,0 +1,254 @@
+//! One suite, every backend: what a store must do, checked the same way
+//! over memory and SQLite (and any backend added later: add it to
+//! `backends!`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code")]
+
+use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential};
+use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
+use switchyard_store::{
+    AuditEntry, GroupRecord, Idempotency, LedgerRow, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery,
+    Written,
+};
+
+fn key(n: u8) -> KeyRecord {
+    let secret = new_secret(&[n; 32]);
+    KeyRecord {
+        id: format!("key_{n:04}"),
+        name: format!("key {n}"),
+        prefix: visible_prefix(&secret).to_owned(),
+        hash: KeyHash::of(&secret),
+        group: Some("team".into()),
+        pools: Some(vec!["fast".into()]),
+        budget: Some(Budget { usd: 5.0, window: Window::Day }),
+        limits: Limits { rpm: Some(60), tpm: None, concurrent: Some(4) },
+        expires_at: None,
+        revoked_at: None,
+        metadata: serde_json::json!({"owner": "ana"}).as_object().unwrap().clone(),
+        created_at: 1_000,
+        rotated_at: None,
+        aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; 40])),
+    }
+}
+
+fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u64, output: u64) -> LedgerRow {
+    LedgerRow {
+        at_ms,
+        request_id: format!("r{at_ms}"),
+        key_id: key.map(str::to_owned),
+        group: group.map(str::to_owned),
+        pool: "fast".into(),
+        lane: lane.into(),
+        model: format!("wire-{lane}"),
+        tokens: Tokens { input, output, cache_read: 1, cache_write: 0 },
+        status: 200,
+        latency_ms: 12,
+        ttfb_ms: Some(3),
+        failovers: 0,
+        estimated: false,
+    }
+}
+
+async fn keys_round_trip_with_idempotency_and_pagination(stores: Stores) {
+    let first = key(1);
+    let idem = Idempotency { key: "create-1".into(), fingerprint: "f1".into() };
+    assert_eq!(stores.keys.create_key(first.clone(), Some(idem.clone())).await.unwrap(), Written::New(first.clone()));
+    // A retried create with the same idempotency key mints nothing new.
+    let mut retry = key(2);
+    retry.id = "key_other".into();
+    assert_eq!(stores.keys.create_key(retry, Some(idem)).await.unwrap(), Written::Replayed(first.clone()));
+    assert!(stores.keys.get_key("key_other").await.unwrap().is_none());
+    // The same idempotency key with another request is a conflict.
+    let reused = Idempotency { key: "create-1".into(), fingerprint: "f2".into() };
+    assert!(matches!(stores.keys.create_key(key(3), Some(reused)).await, Err(StoreError::Conflict(_))));
+    // A duplicate id or hash is a conflict.
+    assert!(matches!(stores.keys.create_key(first.clone(), None).await, Err(StoreError::Conflict(_))));
+    for n in 10..15 {
+        stores.keys.create_key(key(n), None).await.unwrap();
+    }
+    let page = stores.keys.list_keys(None, 3).await.unwrap();
+    assert_eq!(page.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(), ["key_0001", "key_0010", "key_0011"]);
+    let next = stores.keys.list_keys(Some("key_0011"), 10).await.unwrap();
+    assert_eq!(next.len(), 3);
+    assert_eq!(stores.keys.get_key("key_0012").await.unwrap(), Some(key(12)));
+}
+
+async fn rotation_and_revocation(stores: Stores) {
+    let original = key(4);
+    stores.keys.create_key(original.clone(), None).await.unwrap();
+    let mut rotated = original.clone();
+    rotated.hash = KeyHash::of("sy-rotated");
+    rotated.prefix = "sy-rotat".into();
+    rotated.rotated_at = Some(2_000);
+    let idem = Idempotency { key: "rot-1".into(), fingerprint: "r".into() };
+    assert_eq!(
+        stores.keys.rotate_key(rotated.clone(), Some(idem.clone())).await.unwrap(),
+        Written::New(rotated.clone())
+    );
+    let mut again = rotated.clone();
+    again.hash = KeyHash::of("sy-rotated-twice");
+    assert_eq!(stores.keys.rotate_key(again, Some(idem)).await.unwrap(), Written::Replayed(rotated.clone()));
+    let mut revoked = rotated.clone();
+    revoked.revoked_at = Some(3_000);
+    stores.keys.update_key(revoked.clone()).await.unwrap();
+    assert_eq!(stores.keys.get_key(&original.id).await.unwrap(), Some(revoked));
+    let mut ghost = key(99);
+    ghost.id = "key_ghost".into();
+    assert_eq!(stores.keys.update_key(ghost).await, Err(StoreError::NotFound));
+}
+
+async fn groups_are_put_listed_and_deleted(stores: Stores) {
+    let team = GroupRecord {
+        name: "team".into(),
+        parent: Some("org".into()),
+        budget: Some(Budget { usd: 20.0, window: Window::Month }),
+        limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20) },
+        from_config: true,
+        created_at: 1,
+    };
+    let org = GroupRecord {
+        name: "org".into(),
+        parent: None,
+        budget: None,
+        limits: Limits::default(),
+        from_config: false,
+        created_at: 1,
+    };
+    stores.groups.put_group(team.clone()).await.unwrap();
+    stores.groups.put_group(org.clone()).await.unwrap();
+    let mut changed = team.clone();
+    changed.budget = Some(Budget { usd: 30.0, window: Window::Month });
+    stores.groups.put_group(changed.clone()).await.unwrap();
+    assert_eq!(stores.groups.list_groups().await.unwrap(), vec![org.clone(), changed]);
+    stores.groups.delete_group("team").await.unwrap();
+    assert_eq!(stores.groups.delete_group("team").await, Err(StoreError::NotFound));
+    assert_eq!(stores.groups.list_groups().await.unwrap(), vec![org]);
+}
+
+async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
+    let rows = [
+        row(1_000, Some("k1"), Some("team"), "gpt", 100, 10),
+        row(2_000, Some("k1"), Some("team"), "claude", 200, 20),
+        row(3_000, Some("k2"), Some("other"), "gpt", 300, 30),
+        row(4_000, None, None, "gpt", 400, 40),
+        row(9_000, Some("k1"), Some("team"), "gpt", 1, 1),
+    ];
+    stores.ledger.append(rows[..3].to_vec()).await.unwrap();
+    stores.ledger.append(rows[3..].to_vec()).await.unwrap();
+    assert_eq!(stores.ledger.count().await.unwrap(), 5);
+
+    let by_key = stores
+        .ledger
+        .totals(TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 5_000, key: None, groups: None })
+        .await
+        .unwrap();
+    let k1_gpt = by_key.iter().find(|t| t.value.as_deref() == Some("k1") && t.lane == "gpt").unwrap();
+    assert_eq!((k1_gpt.requests, k1_gpt.tokens.input, k1_gpt.tokens.output, k1_gpt.tokens.cache_read), (1, 100, 10, 1));
+    assert!(by_key.iter().any(|t| t.value.is_none() && t.tokens.input == 400), "rows without a key count too");
+    assert_eq!(by_key.len(), 4);
+
+    let team = stores
+        .ledger
+        .totals(TotalsQuery {
+            by: SpendBy::Group,
+            from_ms: 0,
+            to_ms: 10_000,
+            key: None,
+            groups: Some(vec!["team".into()]),
+        })
+        .await
+        .unwrap();
+    let input: u64 = team.iter().map(|t| t.tokens.input).sum();
+    assert_eq!(input, 301);
+    let one_key = stores
+        .ledger
+        .totals(TotalsQuery { by: SpendBy::Lane, from_ms: 1_500, to_ms: 10_000, key: Some("k1".into()), groups: None })
+        .await
+        .unwrap();
+    assert_eq!(one_key.iter().map(|t| t.requests).sum::<u64>(), 2);
+
+    let recent = stores.ledger.rows(RowFilter { limit: 2, ..RowFilter::default() }).await.unwrap();
+    assert_eq!(recent.iter().map(|r| r.row.at_ms).collect::<Vec<_>>(), [9_000, 4_000]);
+    let older =
+        stores.ledger.rows(RowFilter { before: Some(recent[1].id), limit: 10, ..RowFilter::default() }).await.unwrap();
+    assert_eq!(older.len(), 3);
+    let filtered = stores
+        .ledger
+        .rows(RowFilter { key: Some("k1".into()), lane: Some("gpt".into()), limit: 10, ..RowFilter::default() })
+        .await
+        .unwrap();
+    assert_eq!(filtered.len(), 2);
+    assert_eq!(filtered[1].row, rows[0]);
+}
+
+async fn the_audit_log_keeps_every_attempt(stores: Stores) {
+    for outcome in [201, 403, 200] {
+        let entry = AuditEntry {
+            at_ms: 5,
+            actor: "ops".into(),
+            action: "POST /api/v1/admin/keys".into(),
+            target: None,
+            outcome,
+        };
+        stores.audit.record(entry).await.unwrap();
+    }
+    let entries = stores.audit.entries(None, 2).await.unwrap();
+    assert_eq!(entries.iter().map(|e| e.entry.outcome).collect::<Vec<_>>(), [200, 403]);
+    assert_eq!(stores.audit.entries(Some(entries[1].id), 10).await.unwrap().len(), 1);
+}
+
+macro_rules! backends {
+    ($($backend:ident => $make:expr),* $(,)?) => {
+        $(
+            mod $backend {
+                use super::*;
+
+                #[tokio::test]
+                async fn keys() {
+                    keys_round_trip_with_idempotency_and_pagination($make).await;
+                }
+
+                #[tokio::test]
+                async fn rotation() {
+                    rotation_and_revocation($make).await;
+                }
+
+                #[tokio::test]
+                async fn groups() {
+                    groups_are_put_listed_and_deleted($make).await;
+                }
+
+                #[tokio::test]
+                async fn ledger() {
+                    the_ledger_sums_tokens_by_dimension_and_lane($make).await;
+                }
+
+                #[tokio::test]
+                async fn audit() {
+                    the_audit_log_keeps_every_attempt($make).await;
+                }
+            }
+        )*
+    };
+}
+
+backends! {
+    memory => Stores::of(switchyard_store::memory::MemoryStore::new()),
+    sqlite => Stores::of(switchyard_store::sqlite::SqliteStore::in_memory().unwrap()),
+}
+
+#[tokio::test]
+async fn sqlite_keeps_everything_across_a_reopen() {
+    let dir = std::env::temp_dir().join(format!("switchyard-store-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("reopen.db");
+    let _ = std::fs::remove_file(&path);
+    {
+        let stores = Stores::of(switchyard_store::sqlite::SqliteStore::open(&path).unwrap());
+        stores.keys.create_key(key(7), None).await.unwrap();
+        stores.ledger.append(vec![row(1, Some("key_0007"), None, "gpt", 5, 5)]).await.unwrap();
+    }
+    let stores = Stores::of(switchyard_store::sqlite::SqliteStore::open(&path).unwrap());
+    assert_eq!(stores.keys.get_key("key_0007").await.unwrap(), Some(key(7)));
+    assert_eq!(stores.ledger.count().await.unwrap(), 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

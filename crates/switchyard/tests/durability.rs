@@ -1,0 +1,201 @@
+//! The ledger across the ways a process ends, with the real binary on
+//! SQLite: SIGTERM loses nothing; `kill -9` loses at most the rows settled
+//! in the last flush interval (the bound README states).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ADMIN_TOKEN: &str = "durability-admin-token-0123456789";
+const FLUSH: Duration = Duration::from_millis(300);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One HTTP/1.1 exchange on its own connection: (status, body); status 0
+/// when the gateway cannot be reached (it was killed).
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+    let Ok(mut stream) = TcpStream::connect(addr) else {
+        return (0, String::new());
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    if stream.write_all(request.as_bytes()).is_err() {
+        return (0, String::new());
+    }
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+struct Gateway {
+    child: Child,
+    data: SocketAddr,
+    admin: SocketAddr,
+}
+
+fn start(dir: &Path, db: &Path) -> Gateway {
+    let data: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        "listen: {data}\nadmin_listen: {admin}\nproviders:\n  up: {{ protocol: openai, base_url: \"mock://\" }}\n\
+         models:\n  m: {{ provider: up }}\nrate_card:\n  m: {{ input_utok: 1, output_utok: 1 }}\n\
+         auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
+         governance: {{ ledger_flush_interval: {}ms }}\nserver: {{ drain_timeout: 5s }}\n",
+        db.display(),
+        FLUSH.as_millis()
+    );
+    let path = dir.join(format!("switchyard-{}.yaml", data.port()));
+    std::fs::write(&path, config).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .env("SWITCHYARD_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http_ok(data).is_none() {
+        assert!(Instant::now() < deadline, "the gateway did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Gateway { child, data, admin }
+}
+
+fn http_ok(addr: SocketAddr) -> Option<()> {
+    TcpStream::connect(addr).ok()?;
+    (http(addr, "GET", "/healthz", &[], "").0 == 200).then_some(())
+}
+
+fn workdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("switchyard-durability-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn new_key(gateway: &Gateway) -> String {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let (status, body) =
+        http(gateway.admin, "POST", "/api/v1/admin/keys", &[("authorization", &auth)], r#"{"name":"load"}"#);
+    assert_eq!(status, 201, "{body}");
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+    value["key"].as_str().unwrap().to_owned()
+}
+
+fn chat(gateway: &Gateway, key: &str, n: usize) -> u16 {
+    let auth = format!("Bearer {key}");
+    let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"request {n}"}}]}}"#);
+    http(gateway.data, "POST", "/v1/chat/completions", &[("authorization", &auth)], &body).0
+}
+
+/// Ledger rows the restarted gateway holds.
+fn rows(gateway: &Gateway) -> usize {
+    let auth = format!("Bearer {ADMIN_TOKEN}");
+    let (status, body) =
+        http(gateway.admin, "GET", "/api/v1/admin/spend?by=lane&from=0", &[("authorization", &auth)], "");
+    assert_eq!(status, 200, "{body}");
+    let value: serde_json::Value = serde_json::from_str(&body).unwrap();
+    value["data"].as_array().unwrap().iter().map(|l| l["requests"].as_u64().unwrap() as usize).sum()
+}
+
+fn stop(mut gateway: Gateway, signal: &str) {
+    let pid = gateway.child.id().to_string();
+    Command::new("kill").args([signal, &pid]).status().unwrap();
+    let status = gateway.child.wait().unwrap();
+    if signal == "-TERM" {
+        assert!(status.success(), "SIGTERM exits cleanly: {status}");
+    }
+}
+
+#[test]
+fn sigterm_loses_no_ledger_row() {
+    let dir = workdir("term");
+    let db = dir.join("ledger.db");
+    let gateway = start(&dir, &db);
+    let key = new_key(&gateway);
+    for n in 0..150 {
+        assert_eq!(chat(&gateway, &key, n), 200);
+    }
+    stop(gateway, "-TERM");
+    let gateway = start(&dir, &db);
+    assert_eq!(rows(&gateway), 150);
+    stop(gateway, "-TERM");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn kill_9_under_load_loses_at_most_the_last_flush_interval() {
+    let dir = workdir("kill");
+    let db = dir.join("ledger.db");
+    let gateway = start(&dir, &db);
+    let key = new_key(&gateway);
+    // Load from four threads; each records when its answers arrived.
+    let started = Instant::now();
+    let stop_at = started + Duration::from_millis(1500);
+    let completions: Vec<Duration> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|worker| {
+                let (gateway, key) = (&gateway, &key);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    let mut n = worker * 1_000_000;
+                    while Instant::now() < stop_at {
+                        if chat(gateway, key, n) == 200 {
+                            done.push(started.elapsed());
+                        }
+                        n += 1;
+                    }
+                    done
+                })
+            })
+            .collect();
+        // Kill mid-load.
+        std::thread::sleep(Duration::from_millis(1000));
+        let killed_at = started.elapsed();
+        Command::new("kill").args(["-9", &gateway.child.id().to_string()]).status().unwrap();
+        let mut all: Vec<Duration> = workers.into_iter().flat_map(|w| w.join().unwrap()).collect();
+        all.retain(|at| *at <= killed_at);
+        all.push(killed_at);
+        all
+    });
+    let killed_at = *completions.last().unwrap();
+    let answered = completions.len() - 1;
+    let mut gateway = gateway;
+    let _ = gateway.child.wait();
+    let restarted = start(&dir, &db);
+    let kept = rows(&restarted);
+    // Every request answered more than a flush interval (plus the write
+    // itself) before the kill is in the ledger; nothing is counted twice (a
+    // request settled as the kill came may be kept without its answer
+    // having reached the caller: one per worker at most).
+    let margin = FLUSH + Duration::from_millis(200);
+    let must_keep = completions[..answered].iter().filter(|at| **at + margin <= killed_at).count();
+    eprintln!("kill -9: {answered} answered before the kill, {kept} rows kept, {must_keep} answered over {margin:?} before it");
+    assert!(answered > 50, "the load ran: {answered} answers");
+    assert!(
+        kept >= must_keep,
+        "kept {kept} rows, but {must_keep} requests were answered over {margin:?} before the kill"
+    );
+    assert!(kept <= answered + 4, "kept {kept} rows for {answered} answers");
+    stop(restarted, "-TERM");
+    std::fs::remove_dir_all(&dir).ok();
+}
