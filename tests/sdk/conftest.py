@@ -42,6 +42,9 @@ def lanes_config(listen: str, admin: str) -> str:
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
+    # strict translation: a request a lane cannot fully carry is refused
+    lines.append("pools:")
+    lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     return "\n".join(lines) + "\n"
 
 

@@ -10,18 +10,21 @@ use switchyard_ir::{Capabilities, DropReason, Dropped, Effort, Field, Reasoning,
 
 use crate::DecodeError;
 
+/// An effort level a caller wrote in `field`; an unknown one is the
+/// caller's mistake, named.
+pub fn read_effort(text: &str, field: &str) -> Result<Effort, DecodeError> {
+    Effort::parse(text).ok_or_else(|| {
+        DecodeError::invalid(field, format!("{field} must be minimal, low, medium, high, xhigh or max, not `{text}`"))
+    })
+}
+
 /// An OpenAI-style effort (`reasoning_effort`, `reasoning.effort`): `none` is
 /// thinking off, any other level thinking on at that level.
 pub fn read_level(text: &str, field: &str) -> Result<Reasoning, DecodeError> {
     if text.eq_ignore_ascii_case("none") {
         return Ok(Reasoning::off());
     }
-    Effort::parse(text).map(Reasoning::with_effort).ok_or_else(|| {
-        DecodeError::invalid(
-            field,
-            format!("{field} must be none, minimal, low, medium, high, xhigh or max, not `{text}`"),
-        )
-    })
+    read_effort(text, field).map(Reasoning::with_effort)
 }
 
 /// A level to write for a protocol taking `levels`: the caller's level, or

@@ -19,3 +19,25 @@ pub const MAX_EVENT_BYTES: usize = 16 << 20;
 /// encoder repeats the output in its terminal event). The same bound as a
 /// non-streamed reply read whole.
 pub const MAX_REPLY_BYTES: usize = 64 << 20;
+
+/// Test support: feeds `chunk` to `decoder` over and over, up to 100 MB,
+/// until `feed` fails, checking after each chunk that `held` stays within
+/// `bound`. Returns the error and how many bytes were fed before it.
+#[cfg(test)]
+pub(crate) fn feed_until_error<D>(
+    decoder: &mut D,
+    chunk: &[u8],
+    mut feed: impl FnMut(&mut D, &[u8]) -> Result<(), crate::DecodeError>,
+    held: impl Fn(&D) -> usize,
+    bound: usize,
+) -> (crate::DecodeError, usize) {
+    let mut fed = 0usize;
+    loop {
+        assert!(fed < 100 << 20, "no error after {fed} bytes");
+        if let Err(err) = feed(decoder, chunk) {
+            return (err, fed);
+        }
+        fed += chunk.len();
+        assert!(held(decoder) <= bound, "{} bytes held", held(decoder));
+    }
+}

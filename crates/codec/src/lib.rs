@@ -8,6 +8,7 @@
 
 pub mod effort;
 pub mod frame;
+pub mod function;
 pub mod json;
 pub mod media;
 pub mod scan;

@@ -140,7 +140,7 @@ fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{SseEvent, SseHandler, SseStream, MAX_EVENT_BYTES};
+    use crate::frame::{feed_until_error, SseEvent, SseHandler, SseStream, MAX_EVENT_BYTES};
     use switchyard_ir::Delta;
 
     /// Every event's data as a text delta, so a test sees which events
@@ -201,15 +201,8 @@ mod tests {
         let mut out = Vec::new();
         tap.feed(b"data: ", &mut out).unwrap();
         let chunk = vec![b'x'; 64 * 1024];
-        let mut fed = 0usize;
-        let failure = loop {
-            assert!(fed < 100 << 20, "no error after {fed} bytes");
-            if let Err(err) = tap.feed(&chunk, &mut out) {
-                break err;
-            }
-            fed += chunk.len();
-            assert!(tap.buffered() <= 2 * MAX_CARRY + chunk.len(), "{} bytes held", tap.buffered());
-        };
+        let bound = 2 * MAX_CARRY + chunk.len();
+        let (failure, fed) = feed_until_error(&mut tap, &chunk, |t, c| t.feed(c, &mut out), |t| t.buffered(), bound);
         assert!(matches!(failure, DecodeError::Frame(_)));
         assert!(fed <= MAX_EVENT_BYTES + MAX_CARRY);
     }

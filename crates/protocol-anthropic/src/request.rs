@@ -27,8 +27,8 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
-    Role, TextBlock, Thinking, Tool, ToolChoice,
+    Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Thinking, Tool, ToolChoice,
 };
 use switchyard_codec::{effort, DecodeError, Encoded};
 
@@ -314,13 +314,7 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
     for (key, item) in obj {
         match key.as_str() {
             "effort" if !item.is_null() => {
-                let level = as_str(item, "output_config.effort")?;
-                let effort = Effort::parse(level).ok_or_else(|| {
-                    DecodeError::invalid(
-                        "output_config.effort",
-                        format!("output_config.effort must be low, medium, high, xhigh or max, not `{level}`"),
-                    )
-                })?;
+                let effort = effort::read_effort(as_str(item, "output_config.effort")?, "output_config.effort")?;
                 // Without `thinking`, the effort alone tunes the reply.
                 request.reasoning.get_or_insert_with(Reasoning::default).effort = Some(effort);
             }
@@ -548,6 +542,7 @@ fn write_tool_choice(request: &Request) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_codec::ir::Effort;
 
     fn read(value: Value) -> Request {
         read_request(&serde_json::to_vec(&value).unwrap()).unwrap()

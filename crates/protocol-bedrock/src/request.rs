@@ -16,8 +16,8 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::ir::{
-    Block, Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
-    Role, TextBlock, Tool, ToolChoice,
+    Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Tool, ToolChoice,
 };
 use switchyard_codec::{effort, json as codec_json, DecodeError, Encoded};
 
@@ -242,13 +242,7 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
         taken.push("textFormat");
     }
     if let Some(level) = field(config, "effort") {
-        let level = string(level, "outputConfig.effort")?;
-        let effort = Effort::parse(level).ok_or_else(|| {
-            DecodeError::invalid(
-                "outputConfig.effort",
-                format!("outputConfig.effort must be low, medium, high, xhigh or max, not `{level}`"),
-            )
-        })?;
+        let effort = effort::read_effort(string(level, "outputConfig.effort")?, "outputConfig.effort")?;
         request.reasoning.get_or_insert_with(Reasoning::default).effort = Some(effort);
         taken.push("effort");
     }
@@ -489,6 +483,7 @@ fn text_format(name: &str, schema: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_codec::ir::Effort;
 
     #[test]
     fn bad_input_names_the_field() {

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{Block, Dropped, Field, MediaSource, TextBlock, ToolUse};
 use switchyard_codec::media::source_from_url;
-use switchyard_codec::{signature, DecodeError};
+use switchyard_codec::{function, signature, DecodeError};
 
 /// The media type of a Cohere document (`{data, id}`) held as an IR document.
 pub(crate) const JSON_MEDIA_TYPE: &str = "application/json";
@@ -265,24 +265,18 @@ fn citation_target(citation: &Value, blocks: &[Block], content_len: usize, plan_
 }
 
 fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
-    let call = object(path, call)?;
-    let id = required_str(path, call, "id")?;
+    // Cohere requires the id and the name.
+    required_str(path, object(path, call)?, "id")?;
+    let mut read = function::read_call(call.clone(), path)?;
+    if read.name.is_empty() {
+        return Err(invalid(format!("{path}.function.name"), "is required"));
+    }
     // A call's thought signature may ride in its id (see `write_assistant`).
-    let (plain, signature) = signature::split_id(&id);
-    let id = plain.to_owned();
-    let function_path = format!("{path}.function");
-    let function = match call.get("function") {
-        Some(function) => object(&function_path, function)?,
-        None => return Err(invalid(function_path, "is required")),
-    };
-    let name = required_str(&function_path, function, "name")?;
-    let input = match function.get("arguments") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(arguments)) => arguments.clone(),
-        // Lenient: an object where a string belongs is kept as its JSON text.
-        Some(other) => other.to_string(),
-    };
-    Ok(ToolUse { id, name, input, signature })
+    if let (plain, Some(signature)) = signature::split_id(&read.id) {
+        read.id = plain.to_owned();
+        read.signature = Some(signature);
+    }
+    Ok(read)
 }
 
 /// How an assistant turn's content is written.
@@ -336,11 +330,7 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
                     (ContentForm::List, Some(signature)) => signature::fold_into_id(&call.id, signature, None),
                     _ => None,
                 };
-                tool_calls.push(json!({
-                    "id": folded.as_deref().unwrap_or(&call.id),
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": call.input},
-                }));
+                tool_calls.push(function::call_value(folded.as_deref().unwrap_or(&call.id), call));
             }
             Block::Image { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::Document { .. } => dropped.push(unsupported(Field::MisplacedBlock)),

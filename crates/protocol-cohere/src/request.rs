@@ -7,7 +7,7 @@ use switchyard_codec::ir::{
     ToolChoice, ToolResult,
 };
 use switchyard_codec::media::url_of;
-use switchyard_codec::{effort, json as codec_json, signature, DecodeError, Encoded};
+use switchyard_codec::{effort, function, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::content::{
     self, cohere_document, dedup, invalid, note_text_markers, object, optional_str, required_str, unsupported,
@@ -37,7 +37,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
                 _ => return Err(invalid("model", "must be a string")),
             },
             "messages" => messages = Some(value),
-            "tools" => read_tools(&value, &mut request)?,
+            "tools" => read_tools(value, &mut request)?,
             "tool_choice" => request.tool_choice = Some(read_tool_choice(&value)?),
             "max_tokens" => request.max_tokens = Some(unsigned("max_tokens", &value)?),
             "temperature" => request.temperature = Some(float("temperature", &value)?),
@@ -158,36 +158,12 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
     Ok(())
 }
 
-fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
+fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
     let Value::Array(items) = value else {
         return Err(invalid("tools", "must be an array"));
     };
-    for (i, item) in items.iter().enumerate() {
-        let path = format!("tools[{i}]");
-        let tool = object(&path, item)?;
-        if let Some(kind) = optional_str(&path, tool, "type")? {
-            if kind != "function" {
-                return Err(invalid(
-                    format!("{path}.type"),
-                    &format!("{kind:?} is not a tool type (expected \"function\")"),
-                ));
-            }
-        }
-        let function_path = format!("{path}.function");
-        let function = match tool.get("function") {
-            Some(function) => object(&function_path, function)?,
-            None => return Err(invalid(function_path, "is required")),
-        };
-        request.tools.push(switchyard_codec::ir::Tool {
-            name: required_str(&function_path, function, "name")?,
-            description: optional_str(&function_path, function, "description")?,
-            parameters: match function.get("parameters") {
-                None | Some(Value::Null) => Value::Object(Map::new()),
-                Some(parameters @ Value::Object(_)) => parameters.clone(),
-                Some(_) => return Err(invalid(format!("{function_path}.parameters"), "must be an object")),
-            },
-            cache_control: None,
-        });
+    for (i, item) in items.into_iter().enumerate() {
+        request.tools.push(function::read_tool(item, &format!("tools[{i}]"))?);
     }
     Ok(())
 }
@@ -465,13 +441,12 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
         if tool.cache_control.is_some() {
             dropped.push(unsupported(Field::CacheControl));
         }
-        let mut function = Map::new();
-        function.insert("name".to_owned(), Value::from(tool.name.as_str()));
-        if let Some(description) = &tool.description {
-            function.insert("description".to_owned(), Value::from(description.as_str()));
+        let mut value = function::tool_value(tool);
+        if tool.parameters.is_null() {
+            // Cohere wants a schema even for a function without arguments.
+            value["function"]["parameters"] = json!({});
         }
-        function.insert("parameters".to_owned(), tool.parameters.clone());
-        tools.push(json!({"type": "function", "function": function}));
+        tools.push(value);
     }
     (tools, choice)
 }

@@ -303,12 +303,7 @@ fn read_thinking(config: ThinkingConfigIn, request: &mut Request) -> Result<Opti
     let level = thinking_level.filter(|l| !l.is_empty() && !l.eq_ignore_ascii_case("thinking_level_unspecified"));
     let effort = match level {
         None => None,
-        Some(level) => Some(Effort::parse(&level).ok_or_else(|| {
-            DecodeError::invalid(
-                "generationConfig.thinkingConfig.thinkingLevel",
-                format!("thinkingLevel must be minimal, low, medium or high, not `{level}`"),
-            )
-        })?),
+        Some(level) => Some(effort::read_effort(&level, "generationConfig.thinkingConfig.thinkingLevel")?),
     };
     let mut reasoning = Reasoning { thinking: Thinking::On, effort, budget_tokens: None };
     match thinking_budget {

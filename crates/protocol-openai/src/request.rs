@@ -10,7 +10,7 @@ use switchyard_codec::ir::{
     Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Request, ResponseFormat, Role, TextBlock,
     Tool, ToolChoice, ToolResult, ToolUse,
 };
-use switchyard_codec::{effort, DecodeError, Encoded};
+use switchyard_codec::{effort, function, DecodeError, Encoded};
 
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
 
@@ -385,74 +385,41 @@ fn assistant_blocks(
     // The deprecated single `function_call`; its name stands in for an id.
     if let Some(Value::Object(mut call)) = take(message, "function_call") {
         let name = take_string(&mut call, "name")?.unwrap_or_default();
-        blocks.push(Block::ToolUse(ToolUse::new(name.clone(), name, arguments_text(call.shift_remove("arguments")))));
+        blocks.push(Block::ToolUse(ToolUse::new(
+            name.clone(),
+            name,
+            function::arguments_text(take(&mut call, "arguments")),
+        )));
     }
     Ok(blocks)
 }
 
-fn read_tool_call(call: Value, path: &str) -> Result<ToolUse, DecodeError> {
-    let Value::Object(mut call) = call else {
-        return Err(DecodeError::invalid(path, "each tool call must be an object"));
-    };
-    let id = take_string(&mut call, "id")?.unwrap_or_default();
-    // Custom (free-form) tool calls carry their input as plain text.
-    let (function, input_key) = match (take(&mut call, "function"), take(&mut call, "custom")) {
-        (Some(Value::Object(function)), _) => (function, "arguments"),
-        (None, Some(Value::Object(custom))) => (custom, "input"),
-        _ => return Err(DecodeError::invalid(format!("{path}.function"), "tool calls need a function object")),
-    };
-    let mut function = function;
-    let name = take_string(&mut function, "name")?.unwrap_or_default();
+fn read_tool_call(mut call: Value, path: &str) -> Result<ToolUse, DecodeError> {
     let signature = carried_signature(call.get("extra_content"));
-    Ok(ToolUse { id, name, input: arguments_text(function.shift_remove(input_key)), signature })
-}
-
-/// Arguments are JSON text; clients that send an object get it serialised.
-fn arguments_text(arguments: Option<Value>) -> String {
-    match arguments {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) => text,
-        Some(other) => other.to_string(),
+    // Custom (free-form) tool calls carry their input as plain text.
+    if call.get("function").is_none() {
+        if let Some(Value::Object(custom)) = call.get_mut("custom") {
+            let name = take_string(custom, "name")?.unwrap_or_default();
+            let input = function::arguments_text(take(custom, "input"));
+            let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
+            return Ok(ToolUse::new(id, name, input));
+        }
     }
+    let mut read = function::read_call(call, path)?;
+    read.signature = signature;
+    Ok(read)
 }
 
 fn read_tools(tools: Option<Value>) -> Result<Vec<Tool>, DecodeError> {
-    let tools = match tools {
-        None => return Ok(Vec::new()),
-        Some(Value::Array(tools)) => tools,
-        Some(_) => return Err(DecodeError::invalid("tools", "tools must be an array")),
-    };
-    tools
-        .into_iter()
-        .enumerate()
-        .map(|(index, tool)| {
-            let path = format!("tools[{index}]");
-            let Value::Object(mut tool) = tool else {
-                return Err(DecodeError::invalid(path, "each tool must be an object"));
-            };
-            match take_string(&mut tool, "type")?.as_deref() {
-                Some("function") | None => {}
-                Some(other) => {
-                    return Err(DecodeError::invalid(
-                        format!("{path}.type"),
-                        format!("tool type `{other}` is not supported; only function tools are"),
-                    ))
-                }
-            }
-            let Some(Value::Object(mut function)) = take(&mut tool, "function") else {
-                return Err(DecodeError::invalid(format!("{path}.function"), "function tools need a function object"));
-            };
-            let name = take_string(&mut function, "name")?
-                .ok_or_else(|| DecodeError::invalid(format!("{path}.function.name"), "tools need a name"))?;
-            // `strict` has no IR field and is not kept.
-            Ok(Tool {
-                name,
-                description: take_string(&mut function, "description")?,
-                parameters: take(&mut function, "parameters").unwrap_or(Value::Null),
-                cache_control: None,
-            })
-        })
-        .collect()
+    match tools {
+        None => Ok(Vec::new()),
+        Some(Value::Array(tools)) => tools
+            .into_iter()
+            .enumerate()
+            .map(|(index, tool)| function::read_tool(tool, &format!("tools[{index}]")))
+            .collect(),
+        Some(_) => Err(DecodeError::invalid("tools", "tools must be an array")),
+    }
 }
 
 /// `None` for a valid shape the IR does not model.
@@ -636,11 +603,7 @@ fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
         match block {
             Block::Text(text) => texts.push(text),
             // A vendor's call signature means nothing to an OpenAI upstream.
-            Block::ToolUse(call) => calls.push(json!({
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": call.input},
-            })),
+            Block::ToolUse(call) => calls.push(function::call_value(&call.id, call)),
             Block::Thinking { .. } => report(dropped, Field::Thinking),
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
             Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
@@ -683,15 +646,7 @@ fn write_tool(tool: &Tool, dropped: &mut Vec<Dropped>) -> Value {
     if tool.cache_control.is_some() {
         report(dropped, Field::CacheControl);
     }
-    let mut function = Map::new();
-    function.insert("name".into(), Value::String(tool.name.clone()));
-    if let Some(description) = &tool.description {
-        function.insert("description".into(), Value::String(description.clone()));
-    }
-    if !tool.parameters.is_null() {
-        function.insert("parameters".into(), tool.parameters.clone());
-    }
-    json!({"type": "function", "function": function})
+    function::tool_value(tool)
 }
 
 fn write_tool_choice(choice: &ToolChoice) -> Value {

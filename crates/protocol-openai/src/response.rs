@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_codec::ir::{Block, Field, Response, StopReason, ToolUse};
-use switchyard_codec::{DecodeError, Encoded};
+use switchyard_codec::{function, DecodeError, Encoded};
 
 use crate::wire::{
     carried_signature, finish_from_stop_reason, report, stop_reason_from_finish, ExtraContent, WireUsage,
@@ -146,7 +146,7 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
     };
     for call in message.tool_calls.unwrap_or_default() {
         let (name, input) = match (call.function, call.custom) {
-            (Some(function), _) => (function.name, arguments_text(function.arguments)),
+            (Some(function), _) => (function.name, function::arguments_text(function.arguments)),
             (None, Some(custom)) => (custom.name, custom.input.unwrap_or_default()),
             (None, None) => (None, String::new()),
         };
@@ -159,17 +159,9 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
     }
     if let Some(function) = message.function_call {
         let name = function.name.unwrap_or_default();
-        content.push(Block::ToolUse(ToolUse::new(name.clone(), name, arguments_text(function.arguments))));
+        content.push(Block::ToolUse(ToolUse::new(name.clone(), name, function::arguments_text(function.arguments))));
     }
     refused
-}
-
-fn arguments_text(arguments: Option<Value>) -> String {
-    match arguments {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) => text,
-        Some(other) => other.to_string(),
-    }
 }
 
 /// `created` as integer seconds (some compatible servers send a float).

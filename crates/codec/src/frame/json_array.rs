@@ -107,6 +107,7 @@ impl JsonArrayDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::feed_until_error;
     use proptest::prelude::*;
 
     fn split(chunks: &[&[u8]]) -> Result<Vec<Vec<u8>>, DecodeError> {
@@ -138,15 +139,13 @@ mod tests {
         let mut out = Vec::new();
         decoder.feed(b"[{\"text\": \"", &mut out).unwrap();
         let chunk = vec![b'a'; 64 * 1024];
-        let mut fed = 0usize;
-        let failure = loop {
-            assert!(fed < 100 << 20, "no error after {fed} bytes");
-            if let Err(err) = decoder.feed(&chunk, &mut out) {
-                break err;
-            }
-            fed += chunk.len();
-            assert!(decoder.buffered() <= 2 * MAX_EVENT_BYTES);
-        };
+        let (failure, fed) = feed_until_error(
+            &mut decoder,
+            &chunk,
+            |d, c| d.feed(c, &mut out),
+            JsonArrayDecoder::buffered,
+            2 * MAX_EVENT_BYTES,
+        );
         assert!(matches!(failure, DecodeError::Frame(_)));
         assert!(fed <= MAX_EVENT_BYTES);
         assert_eq!(decoder.buffered(), 0);

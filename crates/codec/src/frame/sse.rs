@@ -218,6 +218,7 @@ pub fn write_sse(out: &mut Vec<u8>, event: Option<&str>, data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::feed_until_error;
     use proptest::prelude::*;
 
     fn decode_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
@@ -278,16 +279,14 @@ mod tests {
         let mut out = Vec::new();
         let chunk = vec![b'x'; 64 * 1024];
         decoder.feed(b"data: ", &mut out).unwrap();
-        let mut fed = 0usize;
-        let failure = loop {
-            // 100 MB in 64 KiB chunks: the error must come long before.
-            assert!(fed < 100 << 20, "no error after {fed} bytes");
-            if let Err(err) = decoder.feed(&chunk, &mut out) {
-                break err;
-            }
-            fed += chunk.len();
-            assert!(decoder.buffered() <= 2 * MAX_EVENT_BYTES, "{} bytes held", decoder.buffered());
-        };
+        // 100 MB in 64 KiB chunks: the error must come long before.
+        let (failure, fed) = feed_until_error(
+            &mut decoder,
+            &chunk,
+            |d, c| d.feed(c, &mut out),
+            SseDecoder::buffered,
+            2 * MAX_EVENT_BYTES,
+        );
         assert!(matches!(failure, DecodeError::Frame(_)), "{failure:?}");
         assert!(fed <= MAX_EVENT_BYTES);
         assert!(decoder.buffered() < MAX_EVENT_BYTES, "the buffers are released");
@@ -300,14 +299,13 @@ mod tests {
         let mut out = Vec::new();
         let line = format!("data: {}\n", "y".repeat(1000));
         let chunk = line.repeat(64);
-        let mut fed = 0usize;
-        let failure = loop {
-            assert!(fed < 100 << 20, "no error after {fed} bytes");
-            if let Err(err) = decoder.feed(chunk.as_bytes(), &mut out) {
-                break err;
-            }
-            fed += chunk.len();
-        };
+        let (failure, fed) = feed_until_error(
+            &mut decoder,
+            chunk.as_bytes(),
+            |d, c| d.feed(c, &mut out),
+            SseDecoder::buffered,
+            2 * MAX_EVENT_BYTES,
+        );
         assert!(matches!(failure, DecodeError::Frame(_)));
         assert!(fed <= MAX_EVENT_BYTES + chunk.len());
     }
