@@ -12,6 +12,7 @@ mod interpolate;
 mod raw;
 mod server;
 mod ssrf;
+mod telemetry;
 mod translation;
 mod units;
 
@@ -28,6 +29,7 @@ pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::{Capabilities, Protocol};
 /// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
 pub use switchyard_protocol_bedrock::region_from_host;
+pub use telemetry::{FileSink, Otlp, RequestLog, Telemetry, WebhookSink};
 pub use translation::Translation;
 pub use units::{parse_duration, parse_size, MAX_DURATION};
 
@@ -107,6 +109,8 @@ pub struct Config {
     pub groups: Vec<Group>,
     /// Admission and ledger tuning.
     pub governance: Governance,
+    /// Metrics, traces, logs and sinks.
+    pub telemetry: Telemetry,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
 }
@@ -482,6 +486,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let storage = governance::storage(&raw.storage, issues);
     let groups = governance::groups(&raw.groups, issues);
     let governance = governance::governance(&raw.governance, issues);
+    let telemetry = telemetry::validate(&raw.telemetry, issues);
     if listen.port() != 0 && listen == admin_listen {
         issues.push(Issue::new(
             "admin_listen",
@@ -756,6 +761,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         storage,
         groups,
         governance,
+        telemetry,
         warnings,
     }
 }

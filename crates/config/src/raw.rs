@@ -33,6 +33,8 @@ pub struct RawConfig {
     pub groups: BTreeMap<String, crate::governance::RawGroup>,
     #[serde(default)]
     pub governance: crate::governance::RawGovernance,
+    #[serde(default)]
+    pub telemetry: crate::telemetry::RawTelemetry,
 }
 
 /// Listener settings.

@@ -27,8 +27,9 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::call::{Call, Slot};
-use crate::governance::{Denied, Ticket};
+use crate::governance::Denied;
 use crate::routing::{self, Plan};
+use crate::settle::Record;
 use crate::state::{Counters, Gateway, Lane};
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
@@ -70,12 +71,18 @@ impl Health {
             // Not a verdict on the lane: a half-open trial is released by its guard.
             LaneEffect::None => Counters::bump(&pool.counters[slot.member].client_faults),
             LaneEffect::Failure => {
-                pool.breaker(slot.member).record_failure(now(), reason, retry_after, fastrand::f64());
+                let tripped = pool.breaker(slot.member).record_failure(now(), reason, retry_after, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
+                if let (true, Some(metrics)) = (tripped, self.gateway.metrics()) {
+                    metrics.trip(metrics.place(Some(slot.pool), Some(slot.member)), false);
+                }
             }
             LaneEffect::Trip => {
                 pool.breaker(slot.member).record_hard_down(now(), reason, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
+                if let Some(metrics) = self.gateway.metrics() {
+                    metrics.trip(metrics.place(Some(slot.pool), Some(slot.member)), true);
+                }
             }
             LaneEffect::Rest => {
                 pool.breaker(slot.member).record_rate_limited(now(), retry_after);
@@ -179,43 +186,50 @@ struct UpstreamFailure {
 }
 
 /// Serves one call end to end: admit (governance), then attempt the
-/// candidates; the request's ticket is settled whatever the outcome (by
-/// the stream relay when the answer is a stream).
-pub async fn forward(gateway: Arc<Gateway>, call: Call) -> Response<ResponseBody> {
+/// candidates. The request's record is settled whatever the outcome (by the
+/// stream relay when the answer is a stream, by its drop when the caller
+/// goes away first).
+pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Record) -> Response<ResponseBody> {
     let Some(pool) = gateway.resolve(&call.name) else {
-        return error_response(&gateway, &call, &unknown_name(&call.name));
+        let response = error_response(&gateway, &call, &unknown_name(&call.name));
+        record.finish(response.status().as_u16()).await;
+        return response;
     };
-    let mut ticket = match admit(&gateway, &call, pool) {
-        Ok(ticket) => ticket,
-        Err(denied) => {
-            let mut response = error_response(&gateway, &call, &denied.info);
-            if let Some(seconds) = denied.retry_after {
-                response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
-            }
-            return response;
+    record.named(pool, call.stream);
+    record.keep_request(&call.body);
+    if let Err(denied) = admit(&gateway, &call, pool, &mut record) {
+        let mut response = error_response(&gateway, &call, &denied.info);
+        if let Some(seconds) = denied.retry_after {
+            response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
         }
-    };
+        record.finish(response.status().as_u16()).await;
+        return response;
+    }
     // A metered stream must carry usage: one that would not if passed
     // through (an OpenAI caller that did not ask for it) is translated.
     let mut call = call;
-    call.meter_stream =
-        ticket.is_some() && call.stream && !gateway.codec(call.ingress).stream_reports_usage(&call.body);
-    let response = attempt(&gateway, call, pool, &mut ticket).await;
-    // A stream's ticket went with its relay; any other settles here.
-    if let Some(ticket) = ticket {
-        ticket.finish(response.status().as_u16()).await;
+    call.meter_stream = gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some())
+        && call.stream
+        && !gateway.codec(call.ingress).stream_reports_usage(&call.body);
+    let mut record = Some(record);
+    let mut response = attempt(&gateway, call, pool, &mut record).await;
+    // A stream's record went with its relay; any other settles here.
+    if let Some(record) = record {
+        if let Some(timing) = record.server_timing() {
+            response.headers_mut().insert(HeaderName::from_static("server-timing"), timing);
+        }
+        record.finish(response.status().as_u16()).await;
     }
     response
 }
 
 /// Governance's admission of a call: its key may name the pool, and its
-/// chain has room for what the request may cost. `None`: nothing to account
-/// (no governance configured).
-fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize) -> Result<Option<Ticket>, Denied> {
+/// chain has room for what the request may cost, which is reserved on the
+/// record.
+fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) -> Result<(), Denied> {
     let Some(governance) = &gateway.governance else {
-        return Ok(None);
+        return Ok(());
     };
-    let state = &gateway.pools[pool];
     let input = switchyard_governance::estimate::input_tokens(&call.body);
     let reservation = match &call.caller {
         None => None,
@@ -223,12 +237,12 @@ fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize) -> Result<Option<Tick
             let output =
                 gateway.codec(call.ingress).max_output_tokens(&call.body).unwrap_or(governance.default_max_tokens);
             let tokens = switchyard_governance::money::Tokens { input, output, cache_read: 0, cache_write: 0 };
-            let estimate = Estimate { tokens: tokens.total(), cost: state.price_ceiling.cost(&tokens) };
+            let estimate = Estimate { tokens: tokens.total(), cost: gateway.pools[pool].price_ceiling.cost(&tokens) };
             Some(governance.admit(caller, &call.name, estimate)?)
         }
     };
-    let request_id = call.request_id.to_str().unwrap_or_default().to_owned();
-    Ok(Some(Ticket::new(governance.clone(), call.caller.as_ref(), reservation, state.name.clone(), request_id, input)))
+    record.admitted(call.caller.clone(), reservation, input);
+    Ok(())
 }
 
 /// Tries the plan's candidates in order until one answers.
@@ -236,7 +250,7 @@ async fn attempt(
     gateway: &Arc<Gateway>,
     mut call: Call,
     pool: usize,
-    ticket: &mut Option<Ticket>,
+    record: &mut Option<Record>,
 ) -> Response<ResponseBody> {
     let gateway = gateway.clone();
     let started = Instant::now();
@@ -254,6 +268,8 @@ async fn attempt(
     let mut tried: Vec<usize> = Vec::new();
     let mut larger_than: Option<u64> = None;
     let mut exhaustion = Exhaustion::default();
+    // Why the last attempt failed over, counted when the next one starts.
+    let mut moved_on: Option<StatusClass> = None;
     let total = candidates.len();
     for (position, candidate) in candidates.iter().enumerate() {
         if Instant::now() >= deadline {
@@ -292,6 +308,9 @@ async fn attempt(
             None => hops.push((slot.pool, 1)),
         }
         tried.push(candidate.lane_index);
+        if let (Some(cause), Some(metrics)) = (moved_on.take(), gateway.metrics()) {
+            metrics.failover(metrics.place(Some(plan.pool), None), cause);
+        }
         let prepared = match prepare(&gateway, &call, candidate, &mut translated) {
             Ok(prepared) => prepared,
             Err(info) => {
@@ -301,9 +320,26 @@ async fn attempt(
         let dropped_header = prepared.dropped_header.clone();
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
+        let trace = record.as_mut().and_then(|r| r.trace.as_mut());
+        let traceparent = trace.and_then(|trace| trace.begin_attempt(&lane.name));
         // The failover deadline binds an attempt in flight too.
-        let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared);
-        let upstream = match tokio::time::timeout_at(deadline, attempt).await {
+        let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared, traceparent);
+        let outcome = tokio::time::timeout_at(deadline, attempt).await;
+        if let Some(record) = record.as_mut() {
+            record.waited(sent.elapsed());
+            let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
+            record.serving(slot, candidate.lane_index, Arc::from(candidate.wire_model), failovers);
+            if let Some(trace) = record.trace.as_mut() {
+                let (status, failure) = match &outcome {
+                    Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
+                    Ok(Ok(upstream)) => (upstream.status.as_u16(), Some("upstream_error")),
+                    Ok(Err(_)) => (0, Some("unreachable")),
+                    Err(_) => (0, Some("deadline")),
+                };
+                trace.end_attempt(status, failure);
+            }
+        }
+        let upstream = match outcome {
             Err(_) => {
                 // The pool's budget ran out, not necessarily the lane's patience:
                 // no verdict on the lane (the trial guard releases a trial).
@@ -320,6 +356,10 @@ async fn attempt(
                 tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
                 health.apply(effects(class, false).0, &err.to_string(), None);
                 trial.settle();
+                if let Some(metrics) = gateway.metrics() {
+                    metrics.attempt(candidate.lane_index, Some(class));
+                }
+                moved_on = Some(class);
                 exhaustion.last = Some(Failure::Transport(err));
                 continue;
             }
@@ -327,18 +367,17 @@ async fn attempt(
         if upstream.status.is_success() {
             health.success();
             trial.settle();
+            if let Some(metrics) = gateway.metrics() {
+                metrics.attempt(candidate.lane_index, None);
+            }
             lane.record_latency(sent.elapsed());
             lane.record_headroom(&upstream.headers);
             if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
                 routing::pin(&gateway, plan.pool, session, slot.member);
             }
             let policy = plan.policy.clone();
-            if let Some(ticket) = ticket.as_mut() {
-                let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
-                ticket.serving(lane.name.clone(), Arc::from(candidate.wire_model), lane.price, failovers);
-            }
             let guards = (permit, in_flight);
-            let mut response = success(&gateway, &call, candidate, upstream, guards, health, started, ticket).await;
+            let mut response = success(&gateway, &call, candidate, upstream, guards, health, started, record).await;
             translation::annotate(response.headers_mut(), dropped_header);
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
@@ -356,12 +395,14 @@ async fn attempt(
             Ok(Err(err)) => {
                 health.apply(LaneEffect::Failure, &err, None);
                 trial.settle();
+                moved_on = Some(StatusClass::Network);
                 exhaustion.last = Some(Failure::Transport(TransportError::Io(err)));
                 continue;
             }
             Err(_) => {
                 health.apply(LaneEffect::Failure, "error body timed out", None);
                 trial.settle();
+                moved_on = Some(StatusClass::Timeout);
                 exhaustion.last = Some(Failure::Transport(TransportError::Io("error body timed out".into())));
                 continue;
             }
@@ -376,6 +417,10 @@ async fn attempt(
         );
         let retry_after = retry_after(&headers);
         let (lane_effect, request_effect) = effects(class, lane.passthrough_credentials);
+        if let Some(metrics) = gateway.metrics() {
+            metrics.attempt(candidate.lane_index, Some(class));
+        }
+        moved_on = Some(class);
         tracing::info!(
             request_id = ?call.request_id, lane = %lane.name, status = status.as_u16(), class = class.as_str(),
             message = %raw.message, "upstream error"
@@ -568,6 +613,9 @@ fn prepare(
     candidate.wire_model.clone_into(&mut request.model);
     let encoded =
         gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    if let Some(metrics) = gateway.metrics() {
+        metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
+    }
     let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
     Ok(Prepared { body: Bytes::from(encoded.body), dropped_header })
 }
@@ -578,9 +626,15 @@ async fn send(
     call: &Call,
     wire_model: &str,
     prepared: Prepared,
+    traceparent: Option<HeaderValue>,
 ) -> Result<UpstreamResponse, TransportError> {
-    let outbound =
-        Outgoing { wire_model, stream: call.stream, request_id: &call.request_id, caller_key: call.caller_key() };
+    let outbound = Outgoing {
+        wire_model,
+        stream: call.stream,
+        request_id: &call.request_id,
+        caller_key: call.caller_key(),
+        traceparent,
+    };
     send_to_lane(gateway, lane, outbound, prepared.body).await
 }
 
@@ -590,6 +644,8 @@ struct Outgoing<'a> {
     stream: bool,
     request_id: &'a HeaderValue,
     caller_key: Option<&'a str>,
+    /// The attempt span's W3C trace context, when the request is traced.
+    traceparent: Option<HeaderValue>,
 }
 
 async fn send_to_lane(
@@ -614,6 +670,9 @@ async fn send_to_lane(
                 HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
             );
             headers.insert(HeaderName::from_static("x-request-id"), out.request_id.clone());
+            if let Some(traceparent) = out.traceparent {
+                headers.insert(HeaderName::from_static("traceparent"), traceparent);
+            }
             if out.stream {
                 headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
             }
@@ -646,7 +705,13 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
     let request = switchyard_codec::probe_request(&lane.wire_model);
     let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
     let request_id = HeaderValue::from_static("switchyard-health-probe");
-    let out = Outgoing { wire_model: &lane.wire_model, stream: false, request_id: &request_id, caller_key: None };
+    let out = Outgoing {
+        wire_model: &lane.wire_model,
+        stream: false,
+        request_id: &request_id,
+        caller_key: None,
+        traceparent: None,
+    };
     let exchange = async {
         let response = send_to_lane(gateway, lane, out, body).await.ok()?;
         let ok = response.status.is_success();
@@ -671,7 +736,7 @@ async fn success(
     guards: (Option<OwnedSemaphorePermit>, InFlight),
     health: Health,
     started: Instant,
-    ticket: &mut Option<Ticket>,
+    record: &mut Option<Record>,
 ) -> Response<ResponseBody> {
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
@@ -691,7 +756,12 @@ async fn success(
         }
     }
     if !call.stream {
-        let body = match tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await {
+        let reading = Instant::now();
+        let read = tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await;
+        if let Some(record) = record.as_mut() {
+            record.waited(reading.elapsed());
+        }
+        let body = match read {
             Ok(Ok(body)) => body,
             Ok(Err(err)) => {
                 return upstream_broke(gateway, call, candidate, &health, format!("upstream body failed: {err}"))
@@ -702,8 +772,10 @@ async fn success(
             // Passthrough: the bytes go back as they came; only usage is read.
             let usage = gateway.codec(lane.protocol).read_usage(&body).unwrap_or_default();
             log_done(&call.request_id, &lane.name, &usage, started, false);
-            if let Some(ticket) = ticket.as_mut() {
-                ticket.record_usage(usage, false);
+            if let Some(record) = record.as_mut() {
+                record.record_usage(usage, false);
+                record.keep_response(&body);
+                record.first_byte();
             }
             return builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
         }
@@ -715,8 +787,12 @@ async fn success(
             }
         };
         log_done(&call.request_id, &lane.name, &response.usage, started, false);
-        if let Some(ticket) = ticket.as_mut() {
-            ticket.record_usage(response.usage, false);
+        if let Some(record) = record.as_mut() {
+            record.record_usage(response.usage, false);
+            if let Some(reason) = response.stop_reason {
+                record.stop_reason(reason.as_str());
+            }
+            record.first_byte();
         }
         fill_identity(
             &mut response.id,
@@ -726,7 +802,15 @@ async fn success(
             candidate.wire_model,
         );
         let out = Bytes::from(gateway.codec(call.ingress).write_response(&response).body);
+        if let Some(record) = record.as_mut() {
+            record.keep_response(&out);
+        }
         return builder.body(full_body(out)).unwrap_or_else(|_| internal_error());
+    }
+    // A stream's timing so far: the gateway's and the upstream's time to
+    // the response head (its body is still to come).
+    if let (Some(headers), Some(timing)) = (builder.headers_mut(), record.as_ref().and_then(Record::server_timing)) {
+        headers.insert(HeaderName::from_static("server-timing"), timing);
     }
     let relay = StreamRelay {
         gateway: gateway.clone(),
@@ -754,7 +838,7 @@ async fn success(
         wire_model: Arc::from(candidate.wire_model),
         started,
         pending: None,
-        ticket: ticket.take(),
+        record: record.take(),
         delivered_events: 0,
         _guards: guards,
     };

@@ -6,10 +6,9 @@
 //! at once), counters live in a [`Governor`] behind one short lock, and
 //! ledger rows are written behind ([`ledger`]).
 //!
-//! An admitted request holds a [`Ticket`]: its reservation until it is
-//! settled to what the request really cost (or released when it cost
-//! nothing), and its ledger row. A ticket that is dropped unsettled (the
-//! caller went away) settles with what was seen so far.
+//! An admitted request's reservation is held by its `settle::Record` until
+//! it is settled to what the request really cost (or released when it cost
+//! nothing).
 
 pub mod ledger;
 
@@ -21,13 +20,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use arc_swap::ArcSwap;
 use switchyard_config::{AuthMode, Config};
 use switchyard_governance::key::{looks_like_key, KeyState};
-use switchyard_governance::money::{Price, Tokens};
+use switchyard_governance::money::Price;
 use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
 use switchyard_governance::{
     Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation,
 };
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Usage};
-use switchyard_store::{GroupRecord, LedgerRow, SpendBy, StoreError, Stores, TotalsQuery};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_store::{GroupRecord, SpendBy, StoreError, Stores, TotalsQuery};
 
 use ledger::{LedgerQueue, LedgerWriter};
 
@@ -569,140 +568,82 @@ impl Presented<'_> {
     }
 }
 
-/// A request's accounting from admission to settlement.
-pub struct Ticket {
-    governance: Arc<Governance>,
-    reservation: Option<Reservation>,
-    key_id: Option<Arc<str>>,
-    group: Option<String>,
-    pool: Arc<str>,
-    request_id: String,
-    started_ms: u64,
-    /// Estimated input tokens (for an estimate when no usage arrives).
-    pub input_estimate: u64,
-    /// The lane that served, once known: (name, wire model, price).
-    served: Option<(Arc<str>, Arc<str>, Option<Price>)>,
-    failovers: u32,
-    ttfb_ms: Option<u64>,
-    usage: Option<Usage>,
-    estimated: bool,
-    done: bool,
-}
-
-impl Ticket {
-    /// A ticket for an admitted request (with its reservation), or for an
-    /// open request (no key: only its ledger row).
-    pub fn new(
-        governance: Arc<Governance>,
-        caller: Option<&Caller>,
-        reservation: Option<Reservation>,
-        pool: Arc<str>,
-        request_id: String,
-        input_estimate: u64,
-    ) -> Ticket {
-        Ticket {
-            governance,
-            reservation,
-            key_id: caller.map(|c| c.key.id.clone()),
-            group: caller.and_then(|c| c.key.record.group.clone()),
-            pool,
-            request_id,
-            started_ms: now_ms(),
-            input_estimate,
-            served: None,
-            failovers: 0,
-            ttfb_ms: None,
-            usage: None,
-            estimated: false,
-            done: false,
-        }
-    }
-
-    /// What the request used (`estimated`: the gateway's estimate, because
-    /// the caller left before the upstream reported usage).
-    pub fn record_usage(&mut self, usage: Usage, estimated: bool) {
-        self.usage = Some(usage);
-        self.estimated = estimated;
-    }
-
-    /// The lane that is serving (or last tried), its wire model and price.
-    pub fn serving(&mut self, lane: Arc<str>, wire_model: Arc<str>, price: Option<Price>, failovers: u32) {
-        self.served = Some((lane, wire_model, price));
-        self.failovers = failovers;
-    }
-
-    /// The first byte reached the caller.
-    pub fn first_byte(&mut self) {
-        self.ttfb_ms.get_or_insert_with(|| now_ms().saturating_sub(self.started_ms));
-    }
-
-    /// Settles the reservation and queues the ledger row; waits while the
-    /// ledger queue is full.
-    pub async fn finish(mut self, status: u16) {
-        let row = self.settle(status);
-        if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
-            queue.push(row).await;
-        }
-    }
-
-    /// The same from a context that cannot wait.
-    pub fn finish_detached(mut self, status: u16) {
-        let row = self.settle(status);
-        if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
-            queue.push_detached(row);
-        }
-    }
-
-    fn settle(&mut self, status: u16) -> Option<LedgerRow> {
-        if std::mem::replace(&mut self.done, true) {
-            return None;
-        }
-        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
-            input: usage.input_tokens,
-            output: usage.output_tokens,
-            cache_read: usage.cache_read_tokens,
-            cache_write: usage.cache_write_tokens,
-        });
-        let price = self.served.as_ref().and_then(|(_, _, price)| *price);
-        let cost = price.map_or(0, |p| p.cost(&tokens));
-        if let Some(reservation) = &self.reservation {
-            if tokens.total() == 0 {
-                self.governance.release(reservation);
-            } else {
-                self.governance.settle(reservation, tokens.total(), cost);
-            }
-        }
-        self.governance.ledger.as_ref()?;
-        let (lane, model) =
-            self.served.as_ref().map_or((String::new(), String::new()), |(l, m, _)| (l.to_string(), m.to_string()));
-        let now = now_ms();
-        Some(LedgerRow {
-            at_ms: now as i64,
-            request_id: std::mem::take(&mut self.request_id),
-            key_id: self.key_id.as_deref().map(str::to_owned),
-            group: self.group.take(),
-            pool: self.pool.to_string(),
-            lane,
-            model,
-            tokens,
-            status,
-            latency_ms: now.saturating_sub(self.started_ms),
-            ttfb_ms: self.ttfb_ms,
-            failovers: self.failovers,
-            estimated: self.estimated,
+/// Governance's series for `/metrics`: refusals by reason, spend by key and
+/// group in their current budget windows, reservations outstanding, and the
+/// ledger queue and writer.
+pub(crate) fn encode_metrics(
+    governance: &Governance,
+    e: &mut prometheus_client::encoding::DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    use crate::telemetry::metrics::{encode_counters, encode_gauges};
+    encode_counters(
+        e,
+        "switchyard_governance_refusals",
+        "Requests governance refused, by reason.",
+        Refused::ALL.iter().enumerate().map(|(index, why)| {
+            (vec![("reason", why.as_str())], governance.stats.refused[index].load(Ordering::Relaxed))
+        }),
+    )?;
+    let now = now_ms();
+    let keys: Vec<Arc<CachedKey>> = governance.keys.load().by_id.values().cloned().collect();
+    let key_spend: Vec<(Arc<CachedKey>, f64)> = keys
+        .into_iter()
+        .filter_map(|key| {
+            let view = governance.governor().view(&BucketId::Key(key.id.clone()), now)?;
+            (view.spent > 0).then(|| (key, switchyard_governance::money::usd(view.spent)))
         })
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_key_spend_usd",
+        "Spend of each key in its budget's current window (USD, derived from tokens at today's prices).",
+        key_spend.iter().map(|(key, usd)| (vec![("key", &*key.id)], *usd)),
+    )?;
+    let groups = governance.groups();
+    let group_spend: Vec<(&str, f64)> = groups
+        .iter()
+        .filter_map(|group| {
+            let view = governance.governor().view(&BucketId::Group(Arc::from(group.name.as_str())), now)?;
+            (view.spent > 0).then(|| (group.name.as_str(), switchyard_governance::money::usd(view.spent)))
+        })
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_group_spend_usd",
+        "Spend of each group's subtree in its budget's current window (USD).",
+        group_spend.iter().map(|(name, usd)| (vec![("group", *name)], *usd)),
+    )?;
+    encode_gauges(
+        e,
+        "switchyard_reservations_usd",
+        "Budget reserved by requests in flight, summed over every bucket (USD).",
+        std::iter::once((Vec::new(), governance.reserved_usd())),
+    )?;
+    if let Some(queue) = &governance.ledger {
+        encode_gauges(
+            e,
+            "switchyard_ledger_queue_depth",
+            "Ledger rows waiting to be written.",
+            std::iter::once((Vec::new(), queue.depth() as f64)),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_rows_written",
+            "Ledger rows written to the store.",
+            std::iter::once((Vec::new(), queue.stats.written.load(Ordering::Relaxed))),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_queue_full",
+            "Settlements that waited because the ledger queue was full.",
+            std::iter::once((Vec::new(), queue.stats.queue_full.load(Ordering::Relaxed))),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_write_errors",
+            "Failed ledger writes (retried).",
+            std::iter::once((Vec::new(), queue.stats.write_errors.load(Ordering::Relaxed))),
+        )?;
     }
-}
-
-impl Drop for Ticket {
-    fn drop(&mut self) {
-        if !self.done {
-            // Nobody settled: the caller went away before the answer was
-            // complete (499, as nginx logs it).
-            let row = self.settle(499);
-            if let (Some(queue), Some(row)) = (&self.governance.ledger, row) {
-                queue.push_detached(row);
-            }
-        }
-    }
+    Ok(())
 }

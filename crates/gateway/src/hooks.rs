@@ -1,5 +1,6 @@
-//! The HTTP client for external routing gates (`module: webrequest`). Hook
-//! URLs come from operator config only, never from a request. Every name is
+//! The HTTP client for URLs an operator configured: routing gates
+//! (`module: webrequest`), the OTLP collector and request-log webhooks.
+//! These URLs come from operator config only, never from a request. Every name is
 //! resolved through a guard that refuses private, link-local, CGNAT and
 //! metadata addresses (loopback only for `localhost`), so DNS cannot point
 //! a hook inside the network; replies are read under a size cap and within
@@ -94,15 +95,27 @@ impl HookClient {
         HookClient { client: Client::builder(TokioExecutor::new()).build(https) }
     }
 
-    /// POSTs `payload` to `url` and returns the reply body.
+    /// POSTs a JSON `payload` to a hook at `url` and returns the reply body.
     pub async fn call(&self, url: &str, payload: Vec<u8>, timeout: Duration) -> Result<Bytes, HookError> {
+        self.post(url, "application/json", Full::new(Bytes::from(payload)), timeout).await
+    }
+
+    /// POSTs `body` of `content_type` to `url` within `timeout`; a 2xx
+    /// answer's body (at most the hook reply cap) comes back.
+    pub async fn post(
+        &self,
+        url: &str,
+        content_type: &'static str,
+        body: Full<Bytes>,
+        timeout: Duration,
+    ) -> Result<Bytes, HookError> {
         let request = Request::post(url)
-            .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type))
             .header(
                 http::header::USER_AGENT,
                 HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
             )
-            .body(Full::new(Bytes::from(payload)))
+            .body(body)
             .map_err(|err| HookError::Transport(err.to_string()))?;
         let exchange = async {
             let response = self.client.request(request).await.map_err(|err| HookError::Transport(err.to_string()))?;

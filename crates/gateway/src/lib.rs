@@ -14,7 +14,9 @@ pub mod mock;
 pub mod routing;
 pub mod server;
 pub mod sessions;
+pub mod settle;
 pub mod state;
+pub mod telemetry;
 pub mod transport;
 
 pub use server::{admin_router, router};

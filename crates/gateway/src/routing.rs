@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use crate::call::{Call, Slot};
 use crate::sessions::Pinned;
 use crate::state::{Gateway, PoolState};
+use crate::telemetry::metrics::HookOutcome;
 
 /// The try order for one call.
 #[derive(Debug)]
@@ -382,12 +383,17 @@ async fn run_gate(
             user: hook.user,
         };
         let payload = serde_json::to_vec(&hook::payload(view, candidates, grants)).unwrap_or_default();
-        let failure = match gateway.hooks.call(&hook.url, payload, hook.timeout).await {
-            Ok(reply) => match hook::parse_reply(&reply, grants) {
-                Ok(decision) => return (decision, hook.name.clone()),
-                Err(err) => err.to_string(),
-            },
-            Err(err) => err.to_string(),
+        let called = gateway.hooks.call(&hook.url, payload, hook.timeout).await;
+        let parsed = match called {
+            Ok(reply) => hook::parse_reply(&reply, grants).map_err(|err| (HookOutcome::InvalidReply, err.to_string())),
+            Err(err) => Err((HookOutcome::of(&err), err.to_string())),
+        };
+        if let Some(metrics) = gateway.metrics() {
+            metrics.hook_call(current, parsed.as_ref().map_or_else(|(outcome, _)| *outcome, |_| HookOutcome::Ok));
+        }
+        let failure = match parsed {
+            Ok(decision) => return (decision, hook.name.clone()),
+            Err((_, failure)) => failure,
         };
         tracing::warn!(hook = %hook.name, error = %failure, on_error = ?hook.on_error, "routing hook failed");
         let decision = match hook.on_error {

@@ -25,6 +25,7 @@ use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 use crate::call::Call;
 use crate::engine;
 use crate::governance::{Caller, Presented};
+use crate::settle::Record;
 use crate::state::Gateway;
 pub use listener::{serve, ListenerStats, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
@@ -76,6 +77,7 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
     let guarded = Router::new()
         .route("/v1/models", get(list_models))
         .route("/stats", get(stats))
+        .route("/metrics", get(metrics))
         .with_state(gateway.clone())
         .merge(admin::routes(gateway.clone()))
         .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
@@ -85,6 +87,8 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
 /// The data listener's settings: the config's limits, with refusals
 /// answered in the caller's protocol (told by the request's path).
 pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Settings {
+    // `/metrics` reads the data listener's counters.
+    let _ = gateway.listener_stats.set(stats.clone());
     let codecs = gateway.codecs;
     let refuse: Refuse = Arc::new(move |parts: &http::request::Parts, refusal: Refusal| {
         let Some(protocol) = protocol_of(parts.uri.path()) else {
@@ -122,6 +126,13 @@ async fn healthz() -> &'static str {
 async fn stats(State(gateway): State<Arc<Gateway>>) -> Response {
     let body = crate::health::stats(&gateway);
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
+    let registry = crate::telemetry::metrics::registry(&gateway);
+    let body = crate::telemetry::metrics::render(&registry);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
 async fn list_models(State(gateway): State<Arc<Gateway>>) -> Response {
@@ -204,7 +215,7 @@ async fn gemini(
         return reject(
             &gateway,
             Protocol::Gemini,
-            request.headers(),
+            Record::begin(&gateway, Protocol::Gemini, request_id(request.headers()), request.headers()),
             ErrorInfo::new(
                 ErrorKind::NotFound,
                 format!("`{target}` names no action; use MODEL:generateContent or MODEL:streamGenerateContent"),
@@ -218,7 +229,7 @@ async fn gemini(
             return reject(
                 &gateway,
                 Protocol::Gemini,
-                request.headers(),
+                Record::begin(&gateway, Protocol::Gemini, request_id(request.headers()), request.headers()),
                 ErrorInfo::new(
                     ErrorKind::NotFound,
                     format!("action `{other}` is not supported; use generateContent or streamGenerateContent"),
@@ -264,10 +275,11 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
     })
 }
 
-/// An error before the engine runs, in the caller's protocol.
-fn reject(gateway: &Gateway, protocol: Protocol, headers: &HeaderMap, info: ErrorInfo) -> Response {
+/// An error before the engine runs, in the caller's protocol (recorded).
+fn reject(gateway: &Gateway, protocol: Protocol, record: Record, info: ErrorInfo) -> Response {
     let mut response = engine::render_error(gateway.codec(protocol), &info).map(Body::new);
-    response.headers_mut().insert("x-request-id", request_id(headers));
+    response.headers_mut().insert("x-request-id", record.request_id().clone());
+    record.finish_detached(response.status().as_u16());
     response
 }
 
@@ -346,6 +358,8 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
     let (parts, body) = request.into_parts();
     let budget = parts.extensions.get::<ConnBudget>().cloned();
     let headers = parts.headers;
+    let request_id = request_id(&headers);
+    let record = Record::begin(&gateway, protocol, request_id.clone(), &headers);
     if let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) {
         let json = content_type.to_str().is_ok_and(|ct| {
             ct.trim_start().to_ascii_lowercase().starts_with("application/json") || ct.contains("+json")
@@ -353,17 +367,17 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         if !json {
             let info =
                 ErrorInfo::new(ErrorKind::InvalidRequest, "content-type must be application/json").with_status(415);
-            return reject(&gateway, protocol, &headers, info);
+            return reject(&gateway, protocol, record, info);
         }
     }
     let (body, _charge) = match read_body(body, &gateway.config.server, budget.as_ref()).await {
         Ok(read) => read,
-        Err(info) => return reject(&gateway, protocol, &headers, info),
+        Err(info) => return reject(&gateway, protocol, record, info),
     };
     let top = match scan::scan_top_level(&body) {
         Ok(top) => top,
         Err(err) => {
-            return reject(&gateway, protocol, &headers, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
+            return reject(&gateway, protocol, record, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
         }
     };
     let (name, wire_model) = match ingress.named {
@@ -375,7 +389,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
                     "`model` is required: name a model or pool (GET /v1/models lists them)",
                 );
                 info.param = Some("model".to_owned());
-                return reject(&gateway, protocol, &headers, info);
+                return reject(&gateway, protocol, record, info);
             }
         },
         Named::Path(name) => (name, None),
@@ -386,13 +400,13 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
                     ErrorKind::NotFound,
                     format!("provider `{provider}` does not serve `{model}` on the ad-hoc route"),
                 );
-                return reject(&gateway, protocol, &headers, info);
+                return reject(&gateway, protocol, record, info);
             }
         },
     };
     let caller = match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
         Ok(caller) => caller,
-        Err(info) => return reject(&gateway, protocol, &headers, info),
+        Err(info) => return reject(&gateway, protocol, record, info),
     };
     let session = session_of(&gateway, &name, &headers);
     if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
@@ -400,7 +414,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             ErrorKind::InvalidRequest,
             format!("the session id is longer than {} bytes", crate::sessions::MAX_SESSION_ID),
         );
-        return reject(&gateway, protocol, &headers, info);
+        return reject(&gateway, protocol, record, info);
     }
     let call = Call {
         ingress: protocol,
@@ -409,14 +423,14 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         model_span: top.model_span.clone(),
         stream: ingress.stream.or(top.stream).unwrap_or(false),
         framing: ingress.framing,
-        request_id: request_id(&headers),
+        request_id,
         session,
         caller,
         meter_stream: false,
         headers,
         body,
     };
-    engine::forward(gateway, call).await.map(Body::new)
+    engine::forward(gateway, call, record).await.map(Body::new)
 }
 
 /// Who is calling (governance's "authenticate" stage): `None` on an open

@@ -262,6 +262,12 @@ pub struct Gateway {
     /// Keys, budgets, limits and the ledger (`None`: an open gateway with
     /// nothing to account).
     pub governance: Option<Arc<crate::governance::Governance>>,
+    /// The request path's counters, laid out for this config.
+    pub metrics: crate::telemetry::metrics::Metrics,
+    /// Metrics switch, access log, traces and sinks.
+    pub telemetry: crate::telemetry::Telemetry,
+    /// The data listener's counters, once it runs (for `/metrics`).
+    pub listener_stats: std::sync::OnceLock<Arc<crate::server::ListenerStats>>,
 }
 
 /// Why a gateway could not be built from a config.
@@ -413,7 +419,35 @@ impl Gateway {
                 .collect();
             pools[index].price_ceiling = Price::ceiling(&prices);
         }
-        Ok(Gateway { config, codecs, lanes, pools, names, hooks: crate::hooks::HookClient::new(), governance: None })
+        let metrics = crate::telemetry::metrics::Metrics::new(
+            &pools.iter().map(|p| (p.name.clone(), p.members.clone())).collect::<Vec<_>>(),
+            &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
+            &config.hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
+        );
+        let telemetry = crate::telemetry::Telemetry::local(&config);
+        Ok(Gateway {
+            config,
+            codecs,
+            lanes,
+            pools,
+            names,
+            hooks: crate::hooks::HookClient::new(),
+            governance: None,
+            metrics,
+            telemetry,
+            listener_stats: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The request path's counters, when metrics are on.
+    pub fn metrics(&self) -> Option<&crate::telemetry::metrics::Metrics> {
+        self.telemetry.metrics_on.then_some(&self.metrics)
+    }
+
+    /// Starts the exporters and writers the config asks for (traces, sinks).
+    pub fn with_telemetry(mut self) -> Gateway {
+        self.telemetry = crate::telemetry::Telemetry::start(&self.config, &self.hooks);
+        self
     }
 
     /// Attaches governance (built after the gateway, since it reads the stores).

@@ -263,8 +263,9 @@ impl Breaker {
     }
 
     /// The request failed in a way that counts against the lane.
-    /// `retry_after` is the upstream's floor for the cooldown.
-    pub fn record_failure(&mut self, now: Instant, reason: &str, retry_after: Option<Duration>, jitter: f64) {
+    /// `retry_after` is the upstream's floor for the cooldown. True when
+    /// this failure opened the breaker.
+    pub fn record_failure(&mut self, now: Instant, reason: &str, retry_after: Option<Duration>, jitter: f64) -> bool {
         let slot = self.slot(now);
         self.window.record(slot, true);
         self.consecutive += 1;
@@ -284,6 +285,7 @@ impl Breaker {
             let base = self.policy.base_cooldown.saturating_mul(1 << exponent).min(self.policy.max_cooldown);
             self.open(now, base, retry_after, reason, jitter);
         }
+        trip
     }
 
     /// The lane cannot serve until an operator acts: trip now, long cooldown.

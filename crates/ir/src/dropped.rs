@@ -96,6 +96,56 @@ pub enum Field {
 }
 
 impl Field {
+    /// Every field, in declaration order (`ALL[f.index()] == f`).
+    pub const ALL: [Field; 41] = [
+        Field::MaxTokens,
+        Field::Temperature,
+        Field::TopP,
+        Field::TopK,
+        Field::Stop,
+        Field::Seed,
+        Field::FrequencyPenalty,
+        Field::PresencePenalty,
+        Field::JsonMode,
+        Field::JsonSchema,
+        Field::JsonSchemaName,
+        Field::JsonSchemaStrict,
+        Field::SchemaKeyword,
+        Field::ReasoningEffort,
+        Field::ReasoningBudget,
+        Field::ReasoningOff,
+        Field::ToolChoice,
+        Field::ParallelToolCalls,
+        Field::User,
+        Field::Metadata,
+        Field::StreamOptions,
+        Field::CacheControl,
+        Field::Citations,
+        Field::Thinking,
+        Field::RedactedThinking,
+        Field::MisplacedBlock,
+        Field::Document,
+        Field::DocumentName,
+        Field::MediaUrl,
+        Field::MediaType,
+        Field::ToolResultMedia,
+        Field::ToolResultError,
+        Field::ToolResultName,
+        Field::StopReason,
+        Field::StopSequence,
+        Field::CacheWriteTokens,
+        Field::ReasoningTokens,
+        Field::ReplyId,
+        Field::ReplyModel,
+        Field::ReplyCreated,
+        Field::Unmodelled,
+    ];
+
+    /// The field's position in [`Field::ALL`] (a dense index for counters).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The request parameters, in the order of the docs' parameter table.
     pub const PARAMETERS: [Field; 19] = [
         Field::MaxTokens,
@@ -247,6 +297,13 @@ pub(crate) fn leaf_paths(key: &str, value: &serde_json::Value, out: &mut Vec<Dro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_field_is_listed_at_its_index() {
+        for (index, field) in Field::ALL.iter().enumerate() {
+            assert_eq!(field.index(), index, "{field:?}");
+        }
+    }
     use serde_json::json;
 
     #[test]

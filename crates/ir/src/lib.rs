@@ -61,6 +61,11 @@ impl Protocol {
         Protocol::Bedrock,
     ];
 
+    /// The protocol's position in [`Protocol::ALL`] (a dense index for counters).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The config and log name of the protocol.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -446,6 +451,23 @@ pub enum StopReason {
     Error,
 }
 
+impl StopReason {
+    /// A stable lowercase name (telemetry's finish reason).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::StopSequence => "stop_sequence",
+            StopReason::ToolUse => "tool_use",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Refusal => "refusal",
+            StopReason::Pause => "pause_turn",
+            StopReason::ContextLength => "context_length",
+            StopReason::Error => "error",
+        }
+    }
+}
+
 impl ResponseFormat {
     /// The name a JSON schema is read with from a protocol whose schemas
     /// have none (Anthropic, Gemini, Cohere); writers of those protocols
@@ -604,5 +626,18 @@ impl ErrorInfo {
     pub fn with_status(mut self, status: u16) -> ErrorInfo {
         self.status = status;
         self
+    }
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::*;
+
+    #[test]
+    fn every_protocol_is_listed_at_its_index() {
+        for (index, protocol) in Protocol::ALL.iter().enumerate() {
+            assert_eq!(protocol.index(), index, "{protocol:?}");
+            assert_eq!(Protocol::from_name(protocol.as_str()), Some(*protocol));
+        }
     }
 }

@@ -177,7 +177,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let gateway = Arc::new(gateway);
+    let gateway = Arc::new(gateway.with_telemetry());
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -211,7 +211,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }));
     let mut data_stop = stop_rx;
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
-    switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway), settings, async move {
+    switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway.clone()), settings, async move {
         let _ = data_stop.wait_for(|stop| *stop).await;
     })
     .await?;
@@ -220,6 +220,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(writer) = ledger_writer {
         writer.finish().await;
     }
+    // And the last spans and request-log records leave.
+    gateway.telemetry.flush(Duration::from_secs(5)).await;
     Ok(())
 }
 

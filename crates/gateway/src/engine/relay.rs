@@ -13,12 +13,12 @@ use http::HeaderValue;
 use http_body_util::BodyExt;
 use switchyard_codec::{DecodeError, Framing, StreamDecoder, StreamEncoder};
 use switchyard_health::LaneEffect;
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StreamEvent, Usage};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use super::{fill_identity, log_done, Health, InFlight};
-use crate::governance::Ticket;
+use crate::settle::Record;
 use crate::state::Gateway;
 use crate::transport::UpstreamBody;
 
@@ -27,6 +27,7 @@ use crate::transport::UpstreamBody;
 #[derive(Default)]
 pub(super) struct Tally {
     usage: Usage,
+    stop_reason: Option<StopReason>,
     finished: bool,
     failed: bool,
     /// Content deltas decoded (translated streams), for an estimate of what
@@ -37,8 +38,12 @@ pub(super) struct Tally {
 impl Tally {
     fn push(&mut self, event: &StreamEvent) {
         match event {
-            StreamEvent::MessageStart { usage, .. } | StreamEvent::MessageDelta { usage, .. } => {
-                self.usage.merge(usage)
+            StreamEvent::MessageStart { usage, .. } => self.usage.merge(usage),
+            StreamEvent::MessageDelta { usage, stop_reason, .. } => {
+                self.usage.merge(usage);
+                if stop_reason.is_some() {
+                    self.stop_reason = *stop_reason;
+                }
             }
             StreamEvent::MessageStop => self.finished = true,
             StreamEvent::Error(_) => self.failed = true,
@@ -109,8 +114,8 @@ pub(super) struct StreamRelay {
     pub(super) started: Instant,
     /// What the upstream did after the frames coalesced into the last chunk.
     pub(super) pending: Option<Pending>,
-    /// The request's accounting, settled when the stream ends or is dropped.
-    pub(super) ticket: Option<Ticket>,
+    /// The request's record, settled when the stream ends or is dropped.
+    pub(super) record: Option<Record>,
     /// SSE events passed through verbatim (each is about one token).
     pub(super) delivered_events: u64,
     pub(super) _guards: (Option<OwnedSemaphorePermit>, InFlight),
@@ -209,6 +214,11 @@ impl StreamRelay {
             }
             tracing::debug!(error = %err, "usage tap could not read a passthrough stream");
         }
+        if !self.first_sent {
+            if let Some(record) = self.record.as_mut() {
+                record.first_byte();
+            }
+        }
         for event in &mut self.events {
             self.tally.push(event);
             if let (StreamEvent::MessageStart { id, model, created, .. }, true) = (event, self.encoder.is_some()) {
@@ -216,7 +226,7 @@ impl StreamRelay {
             }
         }
         let Some(encoder) = self.encoder.as_mut() else {
-            if self.ticket.is_some() {
+            if self.record.as_ref().is_some_and(Record::bills) {
                 self.delivered_events += memchr::memmem::find_iter(&data, b"data:").count() as u64;
             }
             if self.tally.finished {
@@ -274,9 +284,12 @@ impl StreamRelay {
 
     fn log_end(&mut self) {
         log_done(&self.request_id, &self.lane, &self.tally.usage, self.started, true);
-        if let Some(mut ticket) = self.ticket.take() {
-            ticket.record_usage(self.tally.usage, false);
-            ticket.finish_detached(200);
+        if let Some(mut record) = self.record.take() {
+            record.record_usage(self.tally.usage, false);
+            if let Some(reason) = self.tally.stop_reason {
+                record.stop_reason(reason.as_str());
+            }
+            record.finish_detached(200);
         }
     }
 }
@@ -286,17 +299,17 @@ impl Drop for StreamRelay {
     /// for what was delivered: the usage seen so far, or else an estimate
     /// from the prompt and the deltas that reached the caller.
     fn drop(&mut self) {
-        let Some(mut ticket) = self.ticket.take() else { return };
+        let Some(mut record) = self.record.take() else { return };
         let mut usage = self.tally.usage;
         let estimated = usage.output_tokens == 0;
         if estimated {
             usage.output_tokens = self.tally.deltas.max(self.delivered_events);
             if usage.input_tokens == 0 {
-                usage.input_tokens = ticket.input_estimate;
+                usage.input_tokens = record.input_estimate();
             }
         }
         let status = if self.tally.failed { 502 } else { 499 };
-        ticket.record_usage(usage, estimated);
-        ticket.finish_detached(status);
+        record.record_usage(usage, estimated);
+        record.finish_detached(status);
     }
 }

@@ -1,0 +1,361 @@
+//! The settle stage: what one request did, recorded once when it ends —
+//! whatever the way it ends (answered, refused, failed, or abandoned by its
+//! caller mid-stream). A [`Record`] is opened at ingress and filled along
+//! the request path (the pool, the key and its reservation, the lane that
+//! served, the usage, the first byte); finishing it settles the budget
+//! reservation, queues the ledger row, counts the metrics, writes the
+//! access line, ends the trace and feeds the request-log sinks. A record
+//! dropped unfinished finishes itself (status 499, what was seen so far).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use switchyard_governance::money::Tokens;
+use switchyard_governance::Reservation;
+use switchyard_ir::{Protocol, Usage};
+use switchyard_store::LedgerRow;
+use tokio::time::Instant;
+
+use crate::call::Slot;
+use crate::governance::{now_ms, Caller};
+use crate::state::Gateway;
+use crate::telemetry::sink::SinkRecord;
+use crate::telemetry::trace::{Trace, Value};
+
+/// One request, from ingress to settlement.
+pub struct Record {
+    gateway: Arc<Gateway>,
+    ingress: Protocol,
+    request_id: HeaderValue,
+    started: Instant,
+    started_ms: u64,
+    pool: Option<usize>,
+    /// The requested name's pool slot and lane that served (or last failed).
+    served: Option<(Slot, usize, Arc<str>)>,
+    caller: Option<Caller>,
+    reservation: Option<Reservation>,
+    /// Governance admitted it (only admitted requests get a ledger row:
+    /// refusals cost nothing, and a flood of them must not fill the store).
+    admitted: bool,
+    /// Estimated prompt tokens (billed when a caller leaves before usage).
+    pub input_estimate: u64,
+    failovers: u32,
+    ttfb: Option<Duration>,
+    /// Time spent waiting for upstream answers (for `Server-Timing`).
+    upstream: Duration,
+    usage: Option<Usage>,
+    estimated: bool,
+    stream: bool,
+    stop_reason: Option<&'static str>,
+    /// The trace, when this request is sampled.
+    pub trace: Option<Trace>,
+    request_body: Option<Bytes>,
+    response_body: Option<Bytes>,
+    done: bool,
+}
+
+impl Record {
+    /// Opens the record of a request in `ingress` (continuing the caller's
+    /// `traceparent`, when traces are on).
+    pub fn begin(
+        gateway: &Arc<Gateway>,
+        ingress: Protocol,
+        request_id: HeaderValue,
+        headers: &http::HeaderMap,
+    ) -> Record {
+        let trace = gateway.telemetry.tracer.as_ref().and_then(|tracer| tracer.begin(headers.get("traceparent")));
+        Record {
+            gateway: gateway.clone(),
+            ingress,
+            request_id,
+            started: Instant::now(),
+            started_ms: now_ms(),
+            pool: None,
+            served: None,
+            caller: None,
+            reservation: None,
+            admitted: false,
+            input_estimate: 0,
+            failovers: 0,
+            ttfb: None,
+            upstream: Duration::ZERO,
+            usage: None,
+            estimated: false,
+            stream: false,
+            stop_reason: None,
+            trace,
+            request_body: None,
+            response_body: None,
+            done: false,
+        }
+    }
+
+    /// The request's id (`x-request-id`).
+    pub fn request_id(&self) -> &HeaderValue {
+        &self.request_id
+    }
+
+    /// The request named gateway pool `pool` (streamed or not).
+    pub fn named(&mut self, pool: usize, stream: bool) {
+        self.pool = Some(pool);
+        self.stream = stream;
+    }
+
+    /// Governance admitted the request for `caller`, holding `reservation`.
+    pub fn admitted(&mut self, caller: Option<Caller>, reservation: Option<Reservation>, input_estimate: u64) {
+        self.caller = caller;
+        self.reservation = reservation;
+        self.admitted = true;
+        self.input_estimate = input_estimate;
+    }
+
+    /// The request body, kept for the request log when it includes text.
+    pub fn keep_request(&mut self, body: &Bytes) {
+        if self.gateway.telemetry.keeps_text() {
+            self.request_body = Some(body.clone());
+        }
+    }
+
+    /// A whole reply's body, kept for the request log when it includes text.
+    pub fn keep_response(&mut self, body: &Bytes) {
+        if self.gateway.telemetry.keeps_text() {
+            self.response_body = Some(body.clone());
+        }
+    }
+
+    /// The lane at `slot` (lane index `lane`, wire model `wire_model`) is
+    /// serving, after `failovers` lanes failed before it.
+    pub fn serving(&mut self, slot: Slot, lane: usize, wire_model: Arc<str>, failovers: u32) {
+        self.served = Some((slot, lane, wire_model));
+        self.failovers = failovers;
+    }
+
+    /// Time spent waiting for one upstream's answer.
+    pub fn waited(&mut self, upstream: Duration) {
+        self.upstream += upstream;
+    }
+
+    /// The `Server-Timing` value: the gateway's own time so far and the
+    /// upstream's, so a caller can tell them apart.
+    pub fn server_timing(&self) -> Option<HeaderValue> {
+        let total = self.started.elapsed();
+        let gateway = total.saturating_sub(self.upstream);
+        let text = format!(
+            "gateway;dur={:.3}, upstream;dur={:.3}",
+            gateway.as_secs_f64() * 1000.0,
+            self.upstream.as_secs_f64() * 1000.0
+        );
+        HeaderValue::from_str(&text).ok()
+    }
+
+    /// What the request used (`estimated`: the gateway's estimate, because
+    /// the caller left before the upstream reported usage).
+    pub fn record_usage(&mut self, usage: Usage, estimated: bool) {
+        self.usage = Some(usage);
+        self.estimated = estimated;
+    }
+
+    /// Why the model stopped, when known.
+    pub fn stop_reason(&mut self, reason: &'static str) {
+        self.stop_reason = Some(reason);
+    }
+
+    /// The first byte of the answer's body reached the caller.
+    pub fn first_byte(&mut self) {
+        if self.ttfb.is_none() {
+            self.ttfb = Some(self.started.elapsed());
+        }
+    }
+
+    /// Whether this request holds a budget reservation (and so must be
+    /// billed even for a stream its caller abandons).
+    pub fn bills(&self) -> bool {
+        self.reservation.is_some()
+    }
+
+    /// Estimated prompt tokens, for a request billed without usage.
+    pub fn input_estimate(&self) -> u64 {
+        self.input_estimate
+    }
+
+    /// Settles and records; waits while the ledger queue is full.
+    pub async fn finish(mut self, status: u16) {
+        if let Some(row) = self.settle(status) {
+            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                queue.push(row).await;
+            }
+        }
+    }
+
+    /// The same from a context that cannot wait.
+    pub fn finish_detached(mut self, status: u16) {
+        if let Some(row) = self.settle(status) {
+            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                queue.push_detached(row);
+            }
+        }
+    }
+
+    /// Everything but the ledger push; returns the ledger row, if any.
+    fn settle(&mut self, status: u16) -> Option<LedgerRow> {
+        if std::mem::replace(&mut self.done, true) {
+            return None;
+        }
+        let gateway = self.gateway.clone();
+        let total = self.started.elapsed();
+        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        });
+        let lane = self.served.as_ref().map(|(_, lane, _)| &gateway.lanes[*lane]);
+        let cost = lane.and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+        let usd = switchyard_governance::money::usd(cost);
+
+        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
+            if tokens.total() == 0 {
+                governance.release(reservation);
+            } else {
+                governance.settle(reservation, tokens.total(), cost);
+            }
+        }
+
+        let telemetry = &gateway.telemetry;
+        if telemetry.metrics_on {
+            let member =
+                self.served.as_ref().filter(|(slot, _, _)| Some(slot.pool) == self.pool).map(|(s, _, _)| s.member);
+            let place = gateway.metrics.place(self.pool, member);
+            gateway.metrics.request(place, self.ingress, status, total, self.ttfb);
+            if let (Some((_, lane, _)), Some(usage)) = (&self.served, &self.usage) {
+                gateway.metrics.tokens(*lane, usage);
+            }
+        }
+        let pool_name = self.pool.map(|p| gateway.pools[p].name.clone());
+        let lane_name = lane.map(|l| l.name.clone());
+        let key_id = self.caller.as_ref().map(|c| c.key.id.clone());
+        if telemetry.access_log {
+            tracing::info!(
+                target: "switchyard::access",
+                request_id = self.request_id.to_str().unwrap_or(""),
+                key = key_id.as_deref().unwrap_or("-"),
+                ingress = self.ingress.as_str(),
+                pool = pool_name.as_deref().unwrap_or("-"),
+                lane = lane_name.as_deref().unwrap_or("-"),
+                status,
+                stream = self.stream,
+                input_tokens = tokens.input,
+                output_tokens = tokens.output,
+                usd,
+                ttfb_ms = self.ttfb.map(|t| t.as_secs_f64() * 1000.0),
+                total_ms = total.as_secs_f64() * 1000.0,
+                failovers = self.failovers,
+                estimated = self.estimated,
+                "request"
+            );
+        }
+        if let (Some(mut trace), Some(tracer)) = (self.trace.take(), &telemetry.tracer) {
+            let provider = lane.map(|l| genai_provider(l.protocol));
+            let attributes = &mut trace.attributes;
+            attributes.push(("gen_ai.operation.name", Value::from("chat")));
+            if let Some(provider) = provider {
+                attributes.push(("gen_ai.provider.name", Value::from(provider)));
+            }
+            if let Some(pool) = &pool_name {
+                attributes.push(("gen_ai.request.model", Value::from(pool.clone())));
+                attributes.push(("switchyard.pool", Value::from(pool.clone())));
+            }
+            if let Some((_, _, wire)) = &self.served {
+                attributes.push(("gen_ai.response.model", Value::from(wire.clone())));
+            }
+            if let Some(lane) = &lane_name {
+                attributes.push(("switchyard.lane", Value::from(lane.clone())));
+            }
+            if self.usage.is_some() {
+                attributes.push(("gen_ai.usage.input_tokens", Value::from(tokens.input)));
+                attributes.push(("gen_ai.usage.output_tokens", Value::from(tokens.output)));
+            }
+            if let Some(reason) = self.stop_reason {
+                attributes.push(("gen_ai.response.finish_reasons", Value::Strs(vec![Arc::from(reason)])));
+            }
+            attributes.push(("switchyard.ingress", Value::from(self.ingress.as_str())));
+            attributes.push(("switchyard.failovers", Value::from(u64::from(self.failovers))));
+            attributes.push(("http.response.status_code", Value::from(u64::from(status))));
+            let name = format!("chat {}", pool_name.as_deref().unwrap_or("-"));
+            let error = (status >= 500).then(|| format!("status {status}"));
+            tracer.finish(trace, name, error);
+        }
+        if let Some(sinks) = &telemetry.sinks {
+            sinks.push(SinkRecord {
+                at_ms: now_ms(),
+                request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+                key_id: key_id.as_deref().map(str::to_owned),
+                ingress: self.ingress.as_str(),
+                pool: pool_name.as_deref().map(str::to_owned),
+                lane: lane_name.as_deref().map(str::to_owned),
+                model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()),
+                status,
+                stream: self.stream,
+                input_tokens: tokens.input,
+                output_tokens: tokens.output,
+                cache_read_tokens: tokens.cache_read,
+                cache_write_tokens: tokens.cache_write,
+                usd,
+                ttfb_ms: self.ttfb.map(|t| t.as_secs_f64() * 1000.0),
+                total_ms: total.as_secs_f64() * 1000.0,
+                failovers: self.failovers,
+                estimated: self.estimated,
+                request_body: self.request_body.take(),
+                response_body: self.response_body.take(),
+            });
+        }
+
+        if !self.admitted {
+            return None;
+        }
+        let governance = gateway.governance.as_ref()?;
+        governance.ledger.as_ref()?;
+        Some(LedgerRow {
+            at_ms: now_ms() as i64,
+            request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+            key_id: key_id.as_deref().map(str::to_owned),
+            group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
+            pool: pool_name.as_deref().unwrap_or("-").to_owned(),
+            lane: lane_name.as_deref().unwrap_or("").to_owned(),
+            model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
+            tokens,
+            status,
+            latency_ms: now_ms().saturating_sub(self.started_ms),
+            ttfb_ms: self.ttfb.map(|t| t.as_millis() as u64),
+            failovers: self.failovers,
+            estimated: self.estimated,
+        })
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if !self.done {
+            // Nobody finished it: the caller went away before the answer was
+            // complete (499, as nginx logs it).
+            if let Some(row) = self.settle(499) {
+                if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                    queue.push_detached(row);
+                }
+            }
+        }
+    }
+}
+
+/// The GenAI semantic conventions' `gen_ai.provider.name` of a lane's protocol.
+fn genai_provider(protocol: Protocol) -> &'static str {
+    match protocol {
+        Protocol::OpenAi | Protocol::Responses => "openai",
+        Protocol::Anthropic => "anthropic",
+        Protocol::Gemini => "gcp.gemini",
+        Protocol::Cohere => "cohere",
+        Protocol::Bedrock => "aws.bedrock",
+    }
+}

@@ -1,0 +1,65 @@
+//! What the gateway tells operators: Prometheus metrics ([`metrics`]),
+//! OpenTelemetry traces over OTLP ([`trace`]) and request-log sinks
+//! ([`sink`]), plus the access line the settle stage writes. The request
+//! path only fills counters and plain records; every export happens off it.
+
+pub mod metrics;
+pub mod sink;
+pub mod trace;
+
+use switchyard_config::Config;
+
+/// The telemetry a gateway runs with.
+pub struct Telemetry {
+    /// Count requests for `/metrics`.
+    pub metrics_on: bool,
+    /// One access line per request at info.
+    pub access_log: bool,
+    /// Traces, when an OTLP endpoint is configured.
+    pub tracer: Option<trace::Tracer>,
+    /// Request-log sinks, when configured.
+    pub sinks: Option<sink::Sinks>,
+    include_text: bool,
+}
+
+impl Telemetry {
+    /// What `config` asks for that needs no task of its own (metrics and
+    /// the access line): the default until [`Telemetry::start`] runs.
+    pub fn local(config: &Config) -> Telemetry {
+        Telemetry {
+            metrics_on: config.telemetry.metrics,
+            access_log: config.telemetry.access_log,
+            tracer: None,
+            sinks: None,
+            include_text: config.telemetry.request_log.include_text,
+        }
+    }
+
+    /// Everything `config` asks for, exporters and writers started.
+    pub fn start(config: &Config, client: &crate::hooks::HookClient) -> Telemetry {
+        Telemetry {
+            tracer: config.telemetry.otlp.as_ref().map(|otlp| trace::Tracer::start(otlp, client.clone())),
+            sinks: sink::Sinks::start(&config.telemetry.request_log, client),
+            ..Telemetry::local(config)
+        }
+    }
+
+    /// Waits (at most `limit`) until the spans and records of finished
+    /// requests have left: called at shutdown, after the listeners drained.
+    pub async fn flush(&self, limit: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        let pending = || {
+            self.tracer.as_ref().map_or(0, |t| t.stats.pending.load(Ordering::Relaxed))
+                + self.sinks.as_ref().map_or(0, |s| s.stats.pending.load(Ordering::Relaxed))
+        };
+        let deadline = tokio::time::Instant::now() + limit;
+        while pending() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
+    /// True when the request log keeps prompt and reply text.
+    pub fn keeps_text(&self) -> bool {
+        self.include_text && self.sinks.is_some()
+    }
+}
