@@ -776,6 +776,13 @@ async fn success(
                 record.record_usage(usage, false);
                 record.keep_response(&body);
                 record.first_byte();
+                // The finish reason is read (a whole parse) only for a trace.
+                if record.trace.is_some() {
+                    let reason = gateway.codec(lane.protocol).read_response(&body).ok().and_then(|r| r.stop_reason);
+                    if let Some(reason) = reason {
+                        record.stop_reason(reason.as_str());
+                    }
+                }
             }
             return builder.body(full_body(body)).unwrap_or_else(|_| internal_error());
         }

@@ -318,14 +318,11 @@ fn encode_histograms<'a>(
     }
     let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
     for (labels, histogram) in series {
-        let mut cumulative = 0;
+        // Per-bucket counts: the encoder writes them cumulated.
         let buckets: Vec<(f64, u64)> = BUCKETS
             .iter()
             .zip(histogram.buckets.iter())
-            .map(|(bound, count)| {
-                cumulative += count.load(Ordering::Relaxed);
-                (*bound, cumulative)
-            })
+            .map(|(bound, count)| (*bound, count.load(Ordering::Relaxed)))
             .collect();
         let count = histogram.count.load(Ordering::Relaxed);
         let sum = histogram.sum_us.load(Ordering::Relaxed) as f64 / 1e6;

@@ -56,7 +56,7 @@ pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
         format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
     };
     let config = switchyard_config::load(&yaml, &|_| None).unwrap();
-    let gateway = Arc::new(Gateway::new(config, codec).unwrap());
+    let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_telemetry());
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
     let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
@@ -81,7 +81,7 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
             .unwrap();
     // The writer runs for the test's life.
     std::mem::forget(writer);
-    gateway = gateway.with_governance(governance);
+    gateway = gateway.with_governance(governance).with_telemetry();
     let gateway = Arc::new(gateway);
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
