@@ -119,14 +119,28 @@ CASES = [
     ("6-governed-passthrough", "6. case 1 governed (key + budget + limits + ledger)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-governed-anthropic-to-openai", "6. case 3b governed", "anthropic", OPENAI_MODEL, "chat-openai"),
     ("6-governed-stream64", "6. case 5/1 stream 64 governed", "openai", OPENAI_MODEL, "stream64-openai"),
+    # Telemetry: the default (metrics and the access line on) against everything off,
+    # metrics alone, and traces at a 100 % sample exported to a collector.
+    ("7-quiet-passthrough", "7. case 1 without metrics", "openai", OPENAI_MODEL, "chat-openai"),
+    ("7-access-line-passthrough", "7. case 1 + the access line (the default)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("7-traced-passthrough", "7. case 1 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "chat-openai"),
+    ("7-traced-stream64", "7. case 5/1 stream 64 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "stream64-openai"),
 ]
 
-# What each governed case is compared with (same run): the open case.
-GOVERNED_OF = {
-    "6-governed-passthrough": "1-passthrough",
-    "6-governed-anthropic-to-openai": "3b-anthropic-to-openai",
-    "6-governed-stream64": "5-1-stream64-passthrough",
+# Cases that run the same exchange as another case with something added to
+# the config, and the goal for their CPU per request against it (same run).
+# "extra" names a config addition below; "governed" cases send a virtual key.
+VARIANTS = {
+    "6-governed-passthrough": dict(of="1-passthrough", extra="governed", goal="≤ 1.15"),
+    "6-governed-anthropic-to-openai": dict(of="3b-anthropic-to-openai", extra="governed", goal="≤ 1.15"),
+    "6-governed-stream64": dict(of="5-1-stream64-passthrough", extra="governed", goal="≤ 1.15"),
+    "7-quiet-passthrough": dict(of=None, extra="quiet"),
+    "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),
+    "7-traced-passthrough": dict(of="1-passthrough", extra="traced", goal="≤ 1.15"),
+    "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
 }
+# Metrics' own cost: the base case (metrics on) against the case without.
+METRICS_ON_OFF = ("1-passthrough", "7-quiet-passthrough")
 
 
 # --------------------------------------------------------------------------
@@ -480,6 +494,7 @@ models:
 pools:
   {pool}:
     members: [{{ model: {openai_model} }}]
+{telemetry}
 """
 
 # The governed cases add keys, a group budget and limits, and the SQLite ledger.
@@ -494,6 +509,35 @@ groups:
   bench: {{ budget: {{ usd: 1000000, window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }} }}
 """
 BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+
+# The gateway's telemetry in each setup. The cases run without the access
+# line, as nginx runs with `access_log off`; its cost is a case of its own.
+# The mock upstream also answers OTLP's POST /v1/traces.
+TELEMETRY = {
+    "base": "telemetry: {{ access_log: false }}",
+    "quiet": "telemetry: {{ metrics: false, access_log: false }}",
+    "access_line": "telemetry: {{ access_log: true }}",
+    "traced": 'telemetry: {{ access_log: false, otlp_endpoint: "http://127.0.0.1:{upstream}", sample_ratio: 1.0 }}',
+}
+# Setups a case can run with: "open" is the base config; "before" is the
+# same without a `telemetry:` key, for a binary that predates it (--before).
+SETUPS = ("open", "governed", "quiet", "access_line", "traced", "before")
+
+
+def gateway_config(setup, tmp, port, admin_port, upstream, slow):
+    """The gateway config of `setup` (see SETUPS)."""
+    telemetry = "" if setup == "before" else TELEMETRY.get(setup, TELEMETRY["base"]).format(upstream=upstream)
+    text = GATEWAY_CONF.format(
+        port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,
+        openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS,
+    )
+    if setup == "governed":
+        text += GOVERNED_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL)
+    elif setup not in SETUPS:
+        raise BenchError("unknown setup %s (have %s)" % (setup, ", ".join(SETUPS)))
+    return text
 
 
 class Nginx:
@@ -694,19 +738,15 @@ def run(opts):
         gw_conf = os.path.join(tmp, "switchyard-bench.yaml")
         gw_port, gw_admin = free_port(), free_port()
         with open(gw_conf, "w") as f:
-            f.write(
-                GATEWAY_CONF.format(
-                    port=gw_port, admin_port=gw_admin, upstream=up_port, slow=slow_port,
-                    openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS,
-                )
-            )
+            f.write(gateway_config("open", tmp, gw_port, gw_admin, up_port, slow_port))
         with open(gw_conf) as fh:
             results["gateway_config"] = fh.read()
-        gw_governed_conf = os.path.join(tmp, "switchyard-bench-governed.yaml")
-        with open(gw_governed_conf, "w") as f:
-            f.write(results["gateway_config"] + GOVERNED_EXTRA.format(
-                admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed.db"),
-                openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL))
+        variant_confs = {}
+        for setup in SETUPS[1:]:
+            variant_confs[setup] = os.path.join(tmp, "switchyard-bench-%s.yaml" % setup)
+            with open(variant_confs[setup], "w") as f:
+                f.write(gateway_config(setup, tmp, gw_port, gw_admin, up_port, slow_port))
+        results["telemetry"] = TELEMETRY
         gw_env = dict(os.environ)
         gw_env.setdefault("SWITCHYARD_LOG", opts.gateway_log_level)
         gw_stderr_path = os.path.join(tmp, "gateway.log") if opts.keep_gateway_log else os.devnull
@@ -726,9 +766,10 @@ def run(opts):
             with urllib.request.urlopen(req, timeout=10) as r:
                 return json.loads(r.read())["key"]
 
-        def gateway_case(binary, cid, gpath, gbody, b):
-            governed = cid in GOVERNED_OF
-            gw = start_gateway(binary, gw_governed_conf if governed else gw_conf)
+        def gateway_case(binary, cid, gpath, gbody, b, before=False):
+            extra = "before" if before else VARIANTS.get(cid, {}).get("extra")
+            governed = extra == "governed"
+            gw = start_gateway(binary, variant_confs[extra] if extra else gw_conf)
             try:
                 idle_rss, _ = mem_kib(gw.pid)
                 headers = None
@@ -785,9 +826,9 @@ def run(opts):
                     continue
                 gpath, gbody = request(ingress, name, b["text"], b["stream"])
                 before = None
-                if opts.before and cid not in GOVERNED_OF:
+                if opts.before and cid not in VARIANTS:
                     log("%s: switchyard before (%s)" % (cid, opts.before))
-                    _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b)
+                    _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b, before=True)
                 log("%s: switchyard" % cid)
                 chk, g = gateway_case(sy, cid, gpath, gbody, b)
                 results["cases"].append({
@@ -798,7 +839,8 @@ def run(opts):
 
         # ---- 3. Open streams.
         if opts.streams > 0:
-            results["open_streams"] = open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C)
+            results["open_streams"] = open_streams(
+                opts, procs, tmp, sy, gw_conf, variant_confs["before"], gw_port, gw_env, slow_port, P, C)
         procs.stop(mock)
     finally:
         procs.stop_all()
@@ -806,7 +848,7 @@ def run(opts):
     return results, tmp
 
 
-def open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C):
+def open_streams(opts, procs, tmp, sy, gw_conf, before_conf, gw_port, gw_env, slow_port, P, C):
     out = {"count": opts.streams, "upstream": "bench/slow_upstream.py (first frame at once, then one per second)"}
     slow = procs.start(
         [sys.executable, os.path.join(HERE, "slow_upstream.py"), "--listen", "127.0.0.1:%d" % slow_port,
@@ -845,7 +887,8 @@ def open_streams(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, slow_port, P, C
     try:
         runs = [("switchyard_before", opts.before)] if opts.before else []
         for who, binary in runs + [("switchyard", sy)]:
-            gw = procs.start([binary, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+            conf = before_conf if who == "switchyard_before" else gw_conf
+            gw = procs.start([binary, "serve", "--config", conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
             wait_http(gw_port, proc=gw)
             time.sleep(0.2)
             try:
@@ -937,9 +980,13 @@ def derive(results):
     os_ = results.get("open_streams", {}).get("switchyard")
     if os_:
         goal("RSS MiB with %d open streams" % os_["open"], os_["rss_open_kib"] / 1024, "≤ 120")
-    for cid, open_cid in GOVERNED_OF.items():
-        if cid in cases and open_cid in cases:
-            goal("%s CPU/req ÷ open (%s)" % (cid, open_cid), ratio(cpu(cid), cpu(open_cid)), "≤ 1.15")
+    for cid, variant in VARIANTS.items():
+        of = variant["of"]
+        if of and cid in cases and of in cases:
+            goal("%s CPU/req ÷ %s" % (cid, of), ratio(cpu(cid), cpu(of)), variant["goal"])
+    on, off = METRICS_ON_OFF
+    if on in cases and off in cases:
+        goal("metrics on (%s) CPU/req ÷ off (%s)" % (on, off), ratio(cpu(on), cpu(off)), "≤ 1.05")
     for cid, c in cases.items():
         if "added_p99_vs_nginx" in c["ratios"] and not c["request"]["stream"]:
             goal("%s added p99 (c=1) ÷ nginx's" % cid, c["ratios"]["added_p99_vs_nginx"], "≤ 2")

@@ -334,6 +334,12 @@ pub trait Codec: Send + Sync {
         self.read_response(body).ok().map(|response| response.usage)
     }
 
+    /// Why a whole reply stopped, read cheaply when the protocol allows
+    /// (a passthrough reply is not parsed otherwise; traces want it).
+    fn read_stop_reason(&self, body: &[u8]) -> Option<switchyard_ir::StopReason> {
+        self.read_response(body).ok()?.stop_reason
+    }
+
     /// Stage 1a: what the upstream said went wrong.
     fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError;
     /// The protocol's own error response for `error`.

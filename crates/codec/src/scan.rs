@@ -100,6 +100,31 @@ pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>
     Ok(found)
 }
 
+/// The string value of the first member named `key` anywhere in `body`,
+/// found without parsing: in valid JSON a raw `"key"` followed by `:` can
+/// only be a member name (a quote inside a string is escaped, and a string
+/// value is never followed by a colon). `None` when there is none, or its
+/// value is not a string without escapes (no finish reason has one). For
+/// replies whose member sits in an array (`choices[0].finish_reason`).
+pub fn first_string_member<'a>(body: &'a [u8], key: &str) -> Option<&'a str> {
+    let mut needle = Vec::with_capacity(key.len() + 2);
+    needle.push(b'"');
+    needle.extend_from_slice(key.as_bytes());
+    needle.push(b'"');
+    for at in memchr::memmem::find_iter(body, &needle) {
+        let mut rest = &body[at + needle.len()..];
+        rest = rest.trim_ascii_start();
+        let Some(after_colon) = rest.strip_prefix(b":") else { continue };
+        let value = after_colon.trim_ascii_start().strip_prefix(b"\"")?;
+        let end = memchr::memchr2(b'"', b'\\', value)?;
+        if value[end] != b'"' {
+            return None;
+        }
+        return std::str::from_utf8(&value[..end]).ok();
+    }
+    None
+}
+
 /// A whole number at a member path (`["generationConfig", "maxOutputTokens"]`),
 /// walking one object level at a time without parsing anything else.
 pub fn member_u64(body: &[u8], path: &[&str]) -> Option<u64> {
@@ -266,6 +291,30 @@ mod tests {
         let value: serde_json::Value = serde_json::from_slice(&spliced).unwrap();
         assert_eq!(value["model"], "m\"2");
         assert_eq!(value["messages"][0]["model"], "inner");
+    }
+
+    #[test]
+    fn finds_the_first_string_member_and_never_one_inside_a_string() {
+        let body =
+            br#"{"choices":[{"message":{"content":"say \"finish_reason\": \"evil\""},"finish_reason" : "stop"}]}"#;
+        assert_eq!(first_string_member(body, "finish_reason"), Some("stop"));
+        assert_eq!(first_string_member(br#"{"finish_reason":null}"#, "finish_reason"), None);
+        assert_eq!(first_string_member(br#"{"finish_reason":"a\"b"}"#, "finish_reason"), None);
+        assert_eq!(
+            first_string_member(br#"{"x":"finish_reason","finish_reason":"length"}"#, "finish_reason"),
+            Some("length")
+        );
+        assert_eq!(first_string_member(br#"{"other":"stop"}"#, "finish_reason"), None);
+    }
+
+    proptest! {
+        /// Whatever text a reply carries, the member found is the member
+        /// serde sees.
+        #[test]
+        fn the_member_found_is_the_member_parsed(text in ".*", reason in "[a-z_]{1,12}") {
+            let body = serde_json::json!({"choices": [{"message": {"content": text}, "finish_reason": reason}]}).to_string();
+            prop_assert_eq!(first_string_member(body.as_bytes(), "finish_reason"), Some(reason.as_str()));
+        }
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::governance::Denied;
 use crate::routing::{self, Plan};
 use crate::settle::Record;
 use crate::state::{Counters, Gateway, Lane};
+use crate::telemetry::trace::genai_provider;
 use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
 use crate::{mock, BoxError};
 use relay::{StreamRelay, Tally};
@@ -321,7 +322,8 @@ async fn attempt(
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
         let trace = record.as_mut().and_then(|r| r.trace.as_mut());
-        let traceparent = trace.and_then(|trace| trace.begin_attempt(&lane.name));
+        let traceparent = trace
+            .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model, genai_provider(lane.protocol)));
         // The failover deadline binds an attempt in flight too.
         let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared, traceparent);
         let outcome = tokio::time::timeout_at(deadline, attempt).await;
@@ -776,10 +778,9 @@ async fn success(
                 record.record_usage(usage, false);
                 record.keep_response(&body);
                 record.first_byte();
-                // The finish reason is read (a whole parse) only for a trace.
+                // Only a trace wants the finish reason.
                 if record.trace.is_some() {
-                    let reason = gateway.codec(lane.protocol).read_response(&body).ok().and_then(|r| r.stop_reason);
-                    if let Some(reason) = reason {
+                    if let Some(reason) = gateway.codec(lane.protocol).read_stop_reason(&body) {
                         record.stop_reason(reason.as_str());
                     }
                 }

@@ -484,6 +484,9 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             "/v1/chat/completions",
             post(move |body: Bytes| fake(codecs, Protocol::OpenAi, None, None, Framing::Sse, body)),
         )
+        // A collector too: OTLP/HTTP trace exports are accepted and discarded
+        // (benchmarks trace to it).
+        .route("/v1/traces", post(|| async { StatusCode::OK }))
         .route(
             "/v1/responses",
             post(move |body: Bytes| fake(codecs, Protocol::Responses, None, None, Framing::Sse, body)),

@@ -21,8 +21,9 @@ use tokio::time::Instant;
 use crate::call::Slot;
 use crate::governance::{now_ms, Caller};
 use crate::state::Gateway;
+use crate::telemetry::access::Line;
 use crate::telemetry::sink::SinkRecord;
-use crate::telemetry::trace::{Trace, Value};
+use crate::telemetry::trace::{genai_provider, Summary, Trace};
 
 /// One request, from ingress to settlement.
 pub struct Record {
@@ -236,56 +237,39 @@ impl Record {
         let pool_name = self.pool.map(|p| gateway.pools[p].name.clone());
         let lane_name = lane.map(|l| l.name.clone());
         let key_id = self.caller.as_ref().map(|c| c.key.id.clone());
-        if telemetry.access_log {
-            tracing::info!(
-                target: "switchyard::access",
-                request_id = self.request_id.to_str().unwrap_or(""),
-                key = key_id.as_deref().unwrap_or("-"),
-                ingress = self.ingress.as_str(),
-                pool = pool_name.as_deref().unwrap_or("-"),
-                lane = lane_name.as_deref().unwrap_or("-"),
+        if let Some(access) = &telemetry.access {
+            access.write(&Line {
+                request_id: self.request_id.to_str().unwrap_or(""),
+                key: key_id.as_deref().unwrap_or("-"),
+                ingress: self.ingress.as_str(),
+                pool: pool_name.as_deref().unwrap_or("-"),
+                lane: lane_name.as_deref().unwrap_or("-"),
                 status,
-                stream = self.stream,
-                input_tokens = tokens.input,
-                output_tokens = tokens.output,
+                stream: self.stream,
+                input_tokens: tokens.input,
+                output_tokens: tokens.output,
                 usd,
-                ttfb_ms = self.ttfb.map(|t| t.as_secs_f64() * 1000.0),
-                total_ms = total.as_secs_f64() * 1000.0,
-                failovers = self.failovers,
-                estimated = self.estimated,
-                "request"
-            );
+                ttfb: self.ttfb,
+                total,
+                failovers: self.failovers,
+                estimated: self.estimated,
+            });
         }
-        if let (Some(mut trace), Some(tracer)) = (self.trace.take(), &telemetry.tracer) {
-            let provider = lane.map(|l| genai_provider(l.protocol));
-            let attributes = &mut trace.attributes;
-            attributes.push(("gen_ai.operation.name", Value::from("chat")));
-            if let Some(provider) = provider {
-                attributes.push(("gen_ai.provider.name", Value::from(provider)));
-            }
-            if let Some(pool) = &pool_name {
-                attributes.push(("gen_ai.request.model", Value::from(pool.clone())));
-                attributes.push(("switchyard.pool", Value::from(pool.clone())));
-            }
-            if let Some((_, _, wire)) = &self.served {
-                attributes.push(("gen_ai.response.model", Value::from(wire.clone())));
-            }
-            if let Some(lane) = &lane_name {
-                attributes.push(("switchyard.lane", Value::from(lane.clone())));
-            }
-            if self.usage.is_some() {
-                attributes.push(("gen_ai.usage.input_tokens", Value::from(tokens.input)));
-                attributes.push(("gen_ai.usage.output_tokens", Value::from(tokens.output)));
-            }
-            if let Some(reason) = self.stop_reason {
-                attributes.push(("gen_ai.response.finish_reasons", Value::Strs(vec![Arc::from(reason)])));
-            }
-            attributes.push(("switchyard.ingress", Value::from(self.ingress.as_str())));
-            attributes.push(("switchyard.failovers", Value::from(u64::from(self.failovers))));
-            attributes.push(("http.response.status_code", Value::from(u64::from(status))));
-            let name = format!("chat {}", pool_name.as_deref().unwrap_or("-"));
-            let error = (status >= 500).then(|| format!("status {status}"));
-            tracer.finish(trace, name, error);
+        if let (Some(trace), Some(tracer)) = (self.trace.take(), &telemetry.tracer) {
+            tracer.finish(
+                trace,
+                Summary {
+                    ingress: self.ingress.as_str(),
+                    pool: pool_name.clone(),
+                    lane: lane_name.clone(),
+                    provider: lane.map(|l| genai_provider(l.protocol)),
+                    response_model: self.served.as_ref().map(|(_, _, wire)| wire.clone()),
+                    usage: self.usage.is_some().then_some((tokens.input, tokens.output)),
+                    finish_reason: self.stop_reason,
+                    failovers: self.failovers,
+                    status,
+                },
+            );
         }
         if let Some(sinks) = &telemetry.sinks {
             sinks.push(SinkRecord {
@@ -303,8 +287,8 @@ impl Record {
                 cache_read_tokens: tokens.cache_read,
                 cache_write_tokens: tokens.cache_write,
                 usd,
-                ttfb_ms: self.ttfb.map(|t| t.as_secs_f64() * 1000.0),
-                total_ms: total.as_secs_f64() * 1000.0,
+                ttfb_ms: self.ttfb.map(millis),
+                total_ms: millis(total),
                 failovers: self.failovers,
                 estimated: self.estimated,
                 request_body: self.request_body.take(),
@@ -349,13 +333,7 @@ impl Drop for Record {
     }
 }
 
-/// The GenAI semantic conventions' `gen_ai.provider.name` of a lane's protocol.
-fn genai_provider(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::OpenAi | Protocol::Responses => "openai",
-        Protocol::Anthropic => "anthropic",
-        Protocol::Gemini => "gcp.gemini",
-        Protocol::Cohere => "cohere",
-        Protocol::Bedrock => "aws.bedrock",
-    }
+/// Milliseconds to the microsecond (what a log reader wants to see).
+fn millis(duration: Duration) -> f64 {
+    duration.as_micros() as f64 / 1000.0
 }

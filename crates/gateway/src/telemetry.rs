@@ -3,7 +3,9 @@
 //! ([`sink`]), plus the access line the settle stage writes. The request
 //! path only fills counters and plain records; every export happens off it.
 
+pub mod access;
 pub mod metrics;
+pub mod otlp;
 pub mod sink;
 pub mod trace;
 
@@ -13,8 +15,8 @@ use switchyard_config::Config;
 pub struct Telemetry {
     /// Count requests for `/metrics`.
     pub metrics_on: bool,
-    /// One access line per request at info.
-    pub access_log: bool,
+    /// One access line per request at info, when on.
+    pub access: Option<access::AccessLog>,
     /// Traces, when an OTLP endpoint is configured.
     pub tracer: Option<trace::Tracer>,
     /// Request-log sinks, when configured.
@@ -28,7 +30,10 @@ impl Telemetry {
     pub fn local(config: &Config) -> Telemetry {
         Telemetry {
             metrics_on: config.telemetry.metrics,
-            access_log: config.telemetry.access_log,
+            access: config
+                .telemetry
+                .access_log
+                .then(|| access::AccessLog::new(access::LineFormat::Human, std::sync::Arc::new(access::TracingLines))),
             tracer: None,
             sinks: None,
             include_text: config.telemetry.request_log.include_text,
@@ -42,6 +47,13 @@ impl Telemetry {
             sinks: sink::Sinks::start(&config.telemetry.request_log, client),
             ..Telemetry::local(config)
         }
+    }
+
+    /// Sends access lines in `format` to `writer` (the binary's
+    /// non-blocking log writer) when the config and the log filter want them.
+    pub fn write_access_lines(&mut self, format: access::LineFormat, writer: std::sync::Arc<dyn access::LineWriter>) {
+        let wanted = tracing::enabled!(target: access::TARGET, tracing::Level::INFO);
+        self.access = self.access.take().filter(|_| wanted).map(|_| access::AccessLog::new(format, writer));
     }
 
     /// Waits (at most `limit`) until the spans and records of finished

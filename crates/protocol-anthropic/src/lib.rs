@@ -65,6 +65,10 @@ impl Codec for AnthropicCodec {
         Some(wire::WireUsage::read(Some(&value)).to_ir())
     }
 
+    fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
+        switchyard_codec::scan::first_string_member(body, "stop_reason").and_then(response::read_stop_reason)
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write_response(response)
     }

@@ -53,6 +53,10 @@ impl Codec for BedrockCodec {
         response::read_response(body)
     }
 
+    fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
+        switchyard_codec::scan::first_string_member(body, "stopReason").and_then(wire::stop_reason_from_wire)
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write_response(response)
     }

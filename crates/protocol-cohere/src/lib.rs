@@ -59,6 +59,10 @@ impl Codec for CohereCodec {
         response::read(body)
     }
 
+    fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
+        switchyard_codec::scan::first_string_member(body, "finish_reason").and_then(response::stop_reason)
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write(response)
     }

@@ -77,6 +77,10 @@ impl Codec for OpenAiCodec {
         serde_json::from_slice::<wire::WireUsage>(raw).ok().map(|usage| usage.to_ir())
     }
 
+    fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
+        switchyard_codec::scan::first_string_member(body, "finish_reason").map(wire::stop_reason_from_finish)
+    }
+
     fn write_response(&self, response: &ir::Response) -> Encoded {
         response::write(response)
     }

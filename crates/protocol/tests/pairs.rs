@@ -332,6 +332,20 @@ fn usage_reads_agree_with_whole_reads() {
     }
 }
 
+#[test]
+fn stop_reason_reads_agree_with_whole_reads() {
+    for mut original in replies() {
+        for reason in [StopReason::EndTurn, StopReason::MaxTokens, StopReason::ToolUse, StopReason::StopSequence] {
+            original.stop_reason = Some(reason);
+            for protocol in Protocol::ALL {
+                let wire = codec(protocol).write_response(&original);
+                let whole = codec(protocol).read_response(&wire.body).unwrap().stop_reason;
+                assert_eq!(codec(protocol).read_stop_reason(&wire.body), whole, "{protocol} {reason:?}");
+            }
+        }
+    }
+}
+
 /// A Gemini reply with parallel calls: Gemini signs the first call of a
 /// step only.
 const SIGNATURE: &str = "CiQB0e2Kb7LlVwq8H5F9lHqS1o2Y0zW8rX2vJ4p0QmK3dZs/aGVsbG8gd29ybGQ+";

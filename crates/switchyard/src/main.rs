@@ -9,7 +9,9 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
 use switchyard_gateway::server::Settings;
+use switchyard_gateway::telemetry::access::{LineFormat, LineWriter};
 use switchyard_gateway::Gateway;
+use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Parser)]
 #[command(name = "switchyard", version, about = "An LLM API gateway that speaks six wire protocols")]
@@ -67,7 +69,8 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    // Dropping the guard flushes the log lines still queued.
+    let (log_writer, log_lines) = init_logging(cli.log_format);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
@@ -77,7 +80,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command.unwrap_or(Command::Serve(cli.serve)) {
-            Command::Serve(args) => serve(args).await,
+            Command::Serve(args) => serve(args, log_lines).await,
             Command::Check { config } => check(&config),
             Command::MockUpstream { listen } => mock_upstream(&listen).await,
             Command::DemoConfig => {
@@ -86,6 +89,9 @@ fn main() -> std::process::ExitCode {
             }
         }
     });
+    // The last log lines first, then the verdict.
+    drop(runtime);
+    drop(log_writer);
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(err) => {
@@ -95,14 +101,36 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs go to stderr from a writer thread: a request formats its access
+/// line but never waits on a slow stderr (a pipe to a log collector). Past
+/// 128k queued lines, lines are dropped rather than blocking requests.
+fn init_logging(format: LogFormat) -> (tracing_appender::non_blocking::WorkerGuard, AccessLines) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let (writer, guard) = tracing_appender::non_blocking(std::io::stderr());
+    let lines = AccessLines { writer: writer.clone(), format };
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).with_ansi(ansi);
     match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+    (guard, lines)
+}
+
+/// The access log's way into the log writer: lines the gateway formats
+/// itself (see `telemetry::access`) join every other line's queue.
+#[derive(Clone)]
+struct AccessLines {
+    writer: tracing_appender::non_blocking::NonBlocking,
+    format: LogFormat,
+}
+
+impl LineWriter for AccessLines {
+    fn write_line(&self, line: &[u8]) {
+        use std::io::Write;
+        // A full queue drops the line (the writer is lossy by design).
+        let _ = self.writer.make_writer().write_all(line);
     }
 }
 
@@ -149,7 +177,7 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
     .context("cannot write to stdout")
 }
 
-async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()> {
     let (mut config, source) = load_config(args.config)?;
     if let Some(listen) = args.listen {
         config.listen = listen;
@@ -177,7 +205,13 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let gateway = Arc::new(gateway.with_telemetry());
+    let mut gateway = gateway.with_telemetry();
+    let format = match access_lines.format {
+        LogFormat::Human => LineFormat::Human,
+        LogFormat::Json => LineFormat::Json,
+    };
+    gateway.telemetry.write_access_lines(format, Arc::new(access_lines));
+    let gateway = Arc::new(gateway);
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Instructions per request: the gateway runs under valgrind (cachegrind,
+no cache simulation) while a client sends N requests one after another;
+the same with no requests gives the fixed cost (boot, shutdown), and the
+difference over N is what one request costs, in instructions. Unlike CPU
+time this does not move with a shared machine's load, so it can tell a
+1 % change; it does not see what instructions cost (cache misses,
+syscalls' time in the kernel), so it complements `bench/run.sh`, never
+replaces it.
+
+    bench/instructions.sh --case 1-passthrough --setups quiet,open,access_line,traced
+
+Setups: bench.py's SETUPS. Standard library only; needs valgrind.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bench  # noqa: E402
+
+
+def instructions(out_file):
+    with open(out_file) as f:
+        for line in f:
+            if line.startswith("summary:"):
+                return int(line.split()[1])
+    raise RuntimeError("no summary in %s" % out_file)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--switchyard", required=True)
+    ap.add_argument("--b-bin", help="a second binary, measured with every setup too")
+    ap.add_argument("--case", default="1-passthrough")
+    ap.add_argument("--setups", default="open")
+    ap.add_argument("-n", type=int, default=2000, help="requests per measurement")
+    ap.add_argument("--log", default="info")
+    ap.add_argument("--keep", action="store_true", help="keep the cachegrind outputs (for cg_annotate)")
+    opts = ap.parse_args()
+
+    case = next((c for c in bench.CASES if c[0] == opts.case), None)
+    if case is None:
+        sys.exit("instructions: no case %s" % opts.case)
+    _, title, ingress, name, bkey = case
+    b = bench.BASELINES[bkey]
+    path, body = bench.request(ingress, name, b["text"], b["stream"])
+
+    tmp = tempfile.mkdtemp(prefix="switchyard-instr-")
+    procs = bench.Procs()
+    try:
+        up_port = bench.free_port()
+        mock = procs.start([opts.switchyard, "mock-upstream", "--listen", "127.0.0.1:%d" % up_port])
+        bench.wait_http(up_port, proc=mock)
+        gw_port, gw_admin = bench.free_port(), bench.free_port()
+        env = dict(os.environ, SWITCHYARD_LOG=opts.log)
+
+        def measure(binary, setup, n):
+            conf = os.path.join(tmp, "%s.yaml" % setup)
+            with open(conf, "w") as f:
+                f.write(bench.gateway_config(setup, tmp, gw_port, gw_admin, up_port, bench.free_port()))
+            out = os.path.join(tmp, "cg-%s-%d-%d.out" % (setup, n, time.monotonic_ns()))
+            gw = procs.start(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out,
+                              binary, "serve", "--config", conf], env=env)
+            bench.wait_http(gw_port, proc=gw, timeout=60)
+            headers = {}
+            if setup == "governed":
+                req = urllib.request.Request(
+                    "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
+                    data=json.dumps({"name": "instr", "group": "bench"}).encode(),
+                    headers={"authorization": "Bearer " + bench.BENCH_ADMIN_TOKEN, "content-type": "application/json"})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    key = json.loads(r.read())["key"]
+                headers = {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+            client = bench.RawClient(gw_port)
+            client.connect()
+            for _ in range(n):
+                status, _, _ = client.post(path, body, headers)[:3]
+                if status != 200:
+                    raise RuntimeError("%s: status %s" % (setup, status))
+            client.close()
+            time.sleep(0.5)  # let queued work (exports, log lines) run before the count stops
+            gw.send_signal(signal.SIGTERM)
+            gw.wait(timeout=60)
+            return instructions(out)
+
+        binaries = [("", opts.switchyard)] + ([("b:", opts.b_bin)] if opts.b_bin else [])
+        results = {}
+        print("%s: instructions per request over %d requests" % (title, opts.n))
+        for setup in opts.setups.split(","):
+            for label, binary in binaries:
+                fixed = measure(binary, setup, 0)
+                loaded = measure(binary, setup, opts.n)
+                per = (loaded - fixed) / opts.n
+                results[label + setup] = per
+                print("  %-16s %10.0f instructions/request" % (label + setup, per), flush=True)
+        first = next(iter(results.values()))
+        for key, per in results.items():
+            print("  %-16s %.3f× %s" % (key, per / first, next(iter(results))))
+        if opts.keep:
+            print("cachegrind outputs in %s" % tmp)
+    finally:
+        procs.stop_all()
+
+
+if __name__ == "__main__":
+    main()
