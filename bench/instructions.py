@@ -32,7 +32,7 @@ import bench  # noqa: E402
 def instructions(out_file):
     with open(out_file) as f:
         for line in f:
-            if line.startswith("summary:"):
+            if line.startswith("summary:") or line.startswith("totals:"):
                 return int(line.split()[1])
     raise RuntimeError("no summary in %s" % out_file)
 
@@ -46,6 +46,8 @@ def main():
     ap.add_argument("-n", type=int, default=2000, help="requests per measurement")
     ap.add_argument("--log", default="info")
     ap.add_argument("--keep", action="store_true", help="keep the cachegrind outputs (for cg_annotate)")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="run callgrind instead (inclusive costs with callgrind_annotate --inclusive=yes; slower)")
     opts = ap.parse_args()
 
     case = next((c for c in bench.CASES if c[0] == opts.case), None)
@@ -69,8 +71,11 @@ def main():
             with open(conf, "w") as f:
                 f.write(bench.gateway_config(setup, tmp, gw_port, gw_admin, up_port, bench.free_port()))
             out = os.path.join(tmp, "cg-%s-%d-%d.out" % (setup, n, time.monotonic_ns()))
-            gw = procs.start(["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out,
-                              binary, "serve", "--config", conf], env=env)
+            if opts.callgrind:
+                tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
+            else:
+                tool = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out]
+            gw = procs.start(tool + [binary, "serve", "--config", conf], env=env)
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}
             if setup == "governed":

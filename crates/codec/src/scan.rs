@@ -150,13 +150,13 @@ fn walk_top_level(
     loop {
         expect(body, at, b'"', "expected a key")?;
         let key_end = string_end(body, at)?;
-        let key = unescape(&body[at + 1..key_end - 1], at)?;
+        let key = unescape_key(&body[at + 1..key_end - 1], at)?;
         at = skip_ws(body, key_end);
         expect(body, at, b':', "expected `:`")?;
         at = skip_ws(body, at + 1);
         let value_start = at;
         let value_end = value_end(body, at)?;
-        if !visit(key.as_bytes(), value_start, value_end)? {
+        if !visit(&key, value_start, value_end)? {
             return Ok(());
         }
         at = skip_ws(body, value_end);
@@ -261,6 +261,16 @@ fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
         }
         None => Err(ScanError::at("expected a value", at)),
     }
+}
+
+/// A member name's bytes, escapes resolved. Names are only compared with
+/// the ASCII names the gateway reads, so one without escapes is used as it
+/// is, unvalidated (the common case, on every member of every body scanned).
+fn unescape_key(raw: &[u8], offset: usize) -> Result<Cow<'_, [u8]>, ScanError> {
+    if memchr::memchr(b'\\', raw).is_none() {
+        return Ok(Cow::Borrowed(raw));
+    }
+    unescape(raw, offset).map(|name| Cow::Owned(name.into_owned().into_bytes()))
 }
 
 fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {

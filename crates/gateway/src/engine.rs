@@ -36,6 +36,18 @@ use crate::transport::{full_body, TransportError, UpstreamBody, UpstreamRequest,
 use crate::{mock, BoxError};
 use relay::{StreamRelay, Tally};
 
+// Header names built at compile time (a name built at run time is parsed each time).
+const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
+const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+const X_AMZN_ERRORTYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+const X_SWITCHYARD_BILLING: HeaderName = HeaderName::from_static("x-switchyard-billing");
+const X_SWITCHYARD_LANE: HeaderName = HeaderName::from_static("x-switchyard-lane");
+const X_SWITCHYARD_PROVIDER: HeaderName = HeaderName::from_static("x-switchyard-provider");
+const X_SWITCHYARD_ROUTE_POLICY: HeaderName = HeaderName::from_static("x-switchyard-route-policy");
+const X_SWITCHYARD_ROUTE_TARGET: HeaderName = HeaderName::from_static("x-switchyard-route-target");
+const X_SWITCHYARD_SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
+
 /// The body type of every response the engine writes.
 pub type ResponseBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BoxError>;
 
@@ -49,6 +61,18 @@ struct Candidate<'a> {
     wire_model: &'a str,
     lane_header: HeaderValue,
     slot: Slot,
+}
+
+impl Candidate<'_> {
+    /// The wire model, shared (an ad-hoc lane's model from the path is
+    /// the one copy made).
+    fn wire_model_arc(&self) -> Arc<str> {
+        if *self.lane.wire_model == *self.wire_model {
+            self.lane.wire_model.clone()
+        } else {
+            Arc::from(self.wire_model)
+        }
+    }
 }
 
 /// Reports a try's outcome to the lane's breaker and counters.
@@ -190,7 +214,7 @@ struct UpstreamFailure {
 /// candidates. The request's record is settled whatever the outcome (by the
 /// stream relay when the answer is a stream, by its drop when the caller
 /// goes away first).
-pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Record) -> Response<ResponseBody> {
+pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Box<Record>) -> Response<ResponseBody> {
     let Some(pool) = gateway.resolve(&call.name) else {
         let response = error_response(&gateway, &call, &unknown_name(&call.name));
         record.finish(response.status().as_u16()).await;
@@ -217,7 +241,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Record) -> R
     // A stream's record went with its relay; any other settles here.
     if let Some(record) = record {
         if let Some(timing) = record.server_timing() {
-            response.headers_mut().insert(HeaderName::from_static("server-timing"), timing);
+            response.headers_mut().insert(SERVER_TIMING, timing);
         }
         record.finish(response.status().as_u16()).await;
     }
@@ -251,7 +275,7 @@ async fn attempt(
     gateway: &Arc<Gateway>,
     mut call: Call,
     pool: usize,
-    record: &mut Option<Record>,
+    record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
     let gateway = gateway.clone();
     let started = Instant::now();
@@ -323,14 +347,14 @@ async fn attempt(
         let sent = Instant::now();
         let trace = record.as_mut().and_then(|r| r.trace.as_mut());
         let traceparent = trace
-            .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model, genai_provider(lane.protocol)));
+            .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol)));
         // The failover deadline binds an attempt in flight too.
         let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared, traceparent);
         let outcome = tokio::time::timeout_at(deadline, attempt).await;
         if let Some(record) = record.as_mut() {
             record.waited(sent.elapsed());
             let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
-            record.serving(slot, candidate.lane_index, Arc::from(candidate.wire_model), failovers);
+            record.serving(slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
             if let Some(trace) = record.trace.as_mut() {
                 let (status, failure) = match &outcome {
                     Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
@@ -384,9 +408,9 @@ async fn attempt(
             if let Some(policy) = policy {
                 let headers = response.headers_mut();
                 if let Ok(value) = HeaderValue::try_from(&*policy) {
-                    headers.insert(HeaderName::from_static("x-switchyard-route-policy"), value);
+                    headers.insert(X_SWITCHYARD_ROUTE_POLICY, value);
                 }
-                headers.insert(HeaderName::from_static("x-switchyard-route-target"), candidate.lane_header.clone());
+                headers.insert(X_SWITCHYARD_ROUTE_TARGET, candidate.lane_header.clone());
             }
             return response;
         }
@@ -671,9 +695,9 @@ async fn send_to_lane(
                 http::header::USER_AGENT,
                 HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
             );
-            headers.insert(HeaderName::from_static("x-request-id"), out.request_id.clone());
+            headers.insert(X_REQUEST_ID, out.request_id.clone());
             if let Some(traceparent) = out.traceparent {
-                headers.insert(HeaderName::from_static("traceparent"), traceparent);
+                headers.insert(TRACEPARENT, traceparent);
             }
             if out.stream {
                 headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
@@ -738,7 +762,7 @@ async fn success(
     guards: (Option<OwnedSemaphorePermit>, InFlight),
     health: Health,
     started: Instant,
-    record: &mut Option<Record>,
+    record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
@@ -750,7 +774,7 @@ async fn success(
         common_headers(headers, call);
         lane_headers(headers, &candidate.lane_header, &lane.provider_header);
         headers
-            .insert(HeaderName::from_static("x-switchyard-billing"), HeaderValue::from_static(lane.billing.as_str()));
+            .insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if call.stream {
@@ -817,8 +841,8 @@ async fn success(
     }
     // A stream's timing so far: the gateway's and the upstream's time to
     // the response head (its body is still to come).
-    if let (Some(headers), Some(timing)) = (builder.headers_mut(), record.as_ref().and_then(Record::server_timing)) {
-        headers.insert(HeaderName::from_static("server-timing"), timing);
+    if let (Some(headers), Some(timing)) = (builder.headers_mut(), record.as_deref().and_then(Record::server_timing)) {
+        headers.insert(SERVER_TIMING, timing);
     }
     let relay = StreamRelay {
         gateway: gateway.clone(),
@@ -843,7 +867,7 @@ async fn success(
         health,
         request_id: call.request_id.clone(),
         lane: lane.name.clone(),
-        wire_model: Arc::from(candidate.wire_model),
+        wire_model: candidate.wire_model_arc(),
         started,
         pending: None,
         record: record.take(),
@@ -909,15 +933,15 @@ pub(crate) fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, star
 }
 
 fn common_headers(headers: &mut HeaderMap, call: &Call) {
-    headers.insert(HeaderName::from_static("x-request-id"), call.request_id.clone());
+    headers.insert(X_REQUEST_ID, call.request_id.clone());
     if let Some(session) = &call.session {
-        headers.insert(HeaderName::from_static("x-switchyard-session"), session.clone());
+        headers.insert(X_SWITCHYARD_SESSION, session.clone());
     }
 }
 
 fn lane_headers(headers: &mut HeaderMap, lane: &HeaderValue, provider: &HeaderValue) {
-    headers.insert(HeaderName::from_static("x-switchyard-lane"), lane.clone());
-    headers.insert(HeaderName::from_static("x-switchyard-provider"), provider.clone());
+    headers.insert(X_SWITCHYARD_LANE, lane.clone());
+    headers.insert(X_SWITCHYARD_PROVIDER, provider.clone());
 }
 
 fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Response<ResponseBody> {
@@ -941,7 +965,7 @@ fn failure_response(gateway: &Gateway, call: &Call, failure: Failure) -> Respons
                         .unwrap_or(HeaderValue::from_static("application/json"));
                     out.insert(http::header::CONTENT_TYPE, content_type);
                     if let Some(kind) = headers.get("x-amzn-errortype") {
-                        out.insert(HeaderName::from_static("x-amzn-errortype"), kind.clone());
+                        out.insert(X_AMZN_ERRORTYPE, kind.clone());
                     }
                 }
                 let mut response = builder.body(full_body(body)).unwrap_or_else(|_| internal_error());

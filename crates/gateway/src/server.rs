@@ -269,16 +269,26 @@ async fn bedrock_ingress(
 }
 
 fn request_id(headers: &HeaderMap) -> HeaderValue {
-    headers.get("x-request-id").filter(|v| !v.is_empty() && v.len() <= 200).cloned().unwrap_or_else(|| {
-        let id = format!("{:032x}", fastrand::u128(..));
-        HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("unknown"))
+    headers.get(X_REQUEST_ID).filter(|v| !v.is_empty() && v.len() <= 200).cloned().unwrap_or_else(|| {
+        // 32 hex digits of a random number, without a format string.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut id = fastrand::u128(..);
+        let mut digits = [0u8; 32];
+        for digit in digits.iter_mut().rev() {
+            *digit = HEX[(id & 0xf) as usize];
+            id >>= 4;
+        }
+        HeaderValue::from_maybe_shared(Bytes::copy_from_slice(&digits)).unwrap_or(HeaderValue::from_static("unknown"))
     })
 }
 
+const X_REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
+const X_SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-session-id");
+
 /// An error before the engine runs, in the caller's protocol (recorded).
-fn reject(gateway: &Gateway, protocol: Protocol, record: Record, info: ErrorInfo) -> Response {
+fn reject(gateway: &Gateway, protocol: Protocol, record: Box<Record>, info: ErrorInfo) -> Response {
     let mut response = engine::render_error(gateway.codec(protocol), &info).map(Body::new);
-    response.headers_mut().insert("x-request-id", record.request_id().clone());
+    response.headers_mut().insert(X_REQUEST_ID, record.request_id().clone());
     record.finish_detached(response.status().as_u16());
     response
 }
@@ -286,11 +296,10 @@ fn reject(gateway: &Gateway, protocol: Protocol, record: Record, info: ErrorInfo
 /// The session id the caller sent, in the header its pool's affinity reads
 /// (`x-session-id` unless configured otherwise).
 fn session_of(gateway: &Gateway, name: &str, headers: &HeaderMap) -> Option<HeaderValue> {
-    let header = gateway
-        .resolve(name)
-        .and_then(|pool| gateway.pools[pool].affinity.as_ref())
-        .map_or("x-session-id", |a| &*a.header);
-    headers.get(header).cloned()
+    match gateway.resolve(name).and_then(|pool| gateway.pools[pool].affinity.as_ref()) {
+        Some(affinity) => headers.get(&*affinity.header).cloned(),
+        None => headers.get(X_SESSION_ID).cloned(),
+    }
 }
 
 /// Reads a request body under the body limit, the body read timeout and

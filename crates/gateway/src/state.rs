@@ -82,14 +82,25 @@ pub struct Lane {
     /// The share of its upstream rate limit left, as the upstream's own
     /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
     pub upstream_headroom: AtomicU64,
+    /// Whether anything reads the headroom (a `usage` strategy or a gate).
+    pub reads_headroom: bool,
 }
 
 /// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
-const RATE_HEADERS: [(&str, &str); 4] = [
-    ("x-ratelimit-remaining-requests", "x-ratelimit-limit-requests"),
-    ("x-ratelimit-remaining-tokens", "x-ratelimit-limit-tokens"),
-    ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-limit"),
-    ("anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-limit"),
+const RATE_HEADERS: [(HeaderName, HeaderName); 4] = [
+    (
+        HeaderName::from_static("x-ratelimit-remaining-requests"),
+        HeaderName::from_static("x-ratelimit-limit-requests"),
+    ),
+    (HeaderName::from_static("x-ratelimit-remaining-tokens"), HeaderName::from_static("x-ratelimit-limit-tokens")),
+    (
+        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-requests-limit"),
+    ),
+    (
+        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-tokens-limit"),
+    ),
 ];
 
 impl Lane {
@@ -102,7 +113,10 @@ impl Lane {
     /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
     /// Anthropic's `anthropic-ratelimit-*`): the least share left.
     pub fn record_headroom(&self, headers: &http::HeaderMap) {
-        let number = |name: &str| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+        if !self.reads_headroom {
+            return;
+        }
+        let number = |name: &HeaderName| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
         let least = RATE_HEADERS
             .iter()
             .filter_map(|(remaining, limit)| {
@@ -419,6 +433,16 @@ impl Gateway {
                 .collect();
             pools[index].price_ceiling = Price::ceiling(&prices);
         }
+        // Rate headroom is read from replies only where a strategy or a
+        // gate uses it (four header lookups per reply otherwise).
+        let every_lane = !config.global_hooks.is_empty();
+        for pool in &pools {
+            if every_lane || pool.strategy == Strategy::Usage || !pool.gates.is_empty() {
+                for &lane in &pool.members {
+                    lanes[lane].reads_headroom = true;
+                }
+            }
+        }
         let metrics = crate::telemetry::metrics::Metrics::new(
             &pools.iter().map(|p| (p.name.clone(), p.members.clone())).collect::<Vec<_>>(),
             &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
@@ -551,6 +575,7 @@ fn build_lane(
         adhoc: false,
         any_wire_model: false,
         upstream_headroom: AtomicU64::new(u64::MAX),
+        reads_headroom: false,
         price: config.rate_card.get(name).map(|rate| Price {
             input_utok: rate.input_utok,
             output_utok: rate.output_utok,

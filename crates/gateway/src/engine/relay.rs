@@ -115,7 +115,7 @@ pub(super) struct StreamRelay {
     /// What the upstream did after the frames coalesced into the last chunk.
     pub(super) pending: Option<Pending>,
     /// The request's record, settled when the stream ends or is dropped.
-    pub(super) record: Option<Record>,
+    pub(super) record: Option<Box<Record>>,
     /// SSE events passed through verbatim (each is about one token).
     pub(super) delivered_events: u64,
     pub(super) _guards: (Option<OwnedSemaphorePermit>, InFlight),
@@ -226,7 +226,7 @@ impl StreamRelay {
             }
         }
         let Some(encoder) = self.encoder.as_mut() else {
-            if self.record.as_ref().is_some_and(Record::bills) {
+            if self.record.as_deref().is_some_and(Record::bills) {
                 self.delivered_events += memchr::memmem::find_iter(&data, b"data:").count() as u64;
             }
             if self.tally.finished {

@@ -236,7 +236,12 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
             let response = (self.settings.refuse)(&parts, Refusal::InFlight);
             return Box::pin(std::future::ready(Ok(response.map(|body| Guarded { body, _held: (active, None) }))));
         };
-        request.extensions_mut().insert(ConnBudget(self.state.clone()));
+        // An HTTP/1 connection carries one request at a time: its budget only
+        // binds when one body may be larger than the whole connection's.
+        let limits = &self.settings.limits;
+        if request.version() == http::Version::HTTP_2 || limits.body_limit > limits.max_connection_body {
+            request.extensions_mut().insert(ConnBudget(self.state.clone()));
+        }
         let mut router = self.router.clone();
         Box::pin(async move {
             let response = match router.call(request).await {

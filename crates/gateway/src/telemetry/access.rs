@@ -158,13 +158,7 @@ impl Line<'_> {
                 // Neither can be NaN or infinite; JSON could not say so anyway.
                 Field::Float(x) if !x.is_finite() => out.push_str(if json { "null" } else { "NaN" }),
                 Field::Float(x) => out.push_str(floats.format_finite(x)),
-                Field::Millis(duration) => {
-                    let micros = duration.as_micros();
-                    out.push_str(numbers.format(micros / 1000));
-                    out.push('.');
-                    let fraction = numbers.format(1000 + micros % 1000);
-                    out.push_str(&fraction[1..]);
-                }
+                Field::Millis(duration) => push_millis(out, duration),
                 Field::Bool(b) => out.push_str(if b { "true" } else { "false" }),
             }
         }
@@ -175,6 +169,17 @@ impl Line<'_> {
         }
         out.push('\n');
     }
+}
+
+/// `duration` in milliseconds to the microsecond (`12.034`), written
+/// without float formatting.
+pub(crate) fn push_millis(out: &mut String, duration: Duration) {
+    let micros = duration.as_micros();
+    let mut numbers = itoa::Buffer::new();
+    out.push_str(numbers.format(micros / 1000));
+    out.push('.');
+    let fraction = numbers.format(1000 + micros % 1000);
+    out.push_str(&fraction[1..]);
 }
 
 /// The target access lines are filed under (a log filter can single them out).

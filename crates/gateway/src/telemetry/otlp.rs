@@ -49,24 +49,33 @@ impl Proto {
         self.buf.extend_from_slice(&value.to_le_bytes());
     }
 
-    /// A nested message: written in place, then its length is put in front.
+    /// A nested message: written in place after a one-byte length, which
+    /// is right for most (attributes, values); a longer one moves its body
+    /// up to make room for the longer varint.
     fn nested(&mut self, field: u32, body: impl FnOnce(&mut Proto)) {
         self.key(field, LEN);
-        let start = self.buf.len();
+        let at = self.buf.len();
+        self.buf.push(0);
         body(self);
-        let mut length = (self.buf.len() - start) as u64;
+        let length = self.buf.len() - at - 1;
+        if length < 0x80 {
+            self.buf[at] = length as u8;
+            return;
+        }
         let mut head = [0u8; 10];
         let mut used = 0;
-        loop {
-            let byte = (length & 0x7f) as u8;
-            length >>= 7;
-            head[used] = if length == 0 { byte } else { byte | 0x80 };
+        let mut rest = length as u64;
+        while rest >= 0x80 {
+            head[used] = (rest as u8) | 0x80;
+            rest >>= 7;
             used += 1;
-            if length == 0 {
-                break;
-            }
         }
-        self.buf.splice(start..start, head[..used].iter().copied());
+        head[used] = rest as u8;
+        used += 1;
+        let end = self.buf.len();
+        self.buf.resize(end + used - 1, 0);
+        self.buf.copy_within(at + 1..end, at + used);
+        self.buf[at..at + used].copy_from_slice(&head[..used]);
     }
 
     /// A `KeyValue` with a string value, as message field `field`.

@@ -137,12 +137,12 @@ impl Trace {
     /// Starts the span of an attempt on `lane` (wire model `model`, a
     /// `provider` in GenAI's names); returns the `traceparent` to send
     /// upstream (the attempt is the upstream's parent).
-    pub fn begin_attempt(&mut self, lane: &Arc<str>, model: &str, provider: &'static str) -> Option<HeaderValue> {
+    pub fn begin_attempt(&mut self, lane: &Arc<str>, model: Arc<str>, provider: &'static str) -> Option<HeaderValue> {
         let id = span_id();
         self.attempts.push(Attempt {
             span_id: id,
             lane: lane.clone(),
-            model: Arc::from(model),
+            model,
             provider,
             start_ns: unix_ns(),
             end_ns: 0,
@@ -287,7 +287,7 @@ impl Finished {
     pub(crate) fn sample(pool: &str) -> Finished {
         let mut trace =
             Trace { trace_id: [1; 16], span_id: [2; 8], parent: Some([7; 8]), start_ns: 1_000, attempts: Vec::new() };
-        trace.begin_attempt(&Arc::from("lane-a"), "wire-a", "openai");
+        trace.begin_attempt(&Arc::from("lane-a"), Arc::from("wire-a"), "openai");
         trace.end_attempt(500, Some("upstream_error"));
         let summary = Summary {
             ingress: "openai",
@@ -448,7 +448,7 @@ mod tests {
     fn an_attempt_sends_its_own_span_as_the_upstreams_parent() {
         let mut trace =
             Trace { trace_id: [0xab; 16], span_id: [1; 8], parent: None, start_ns: 0, attempts: Vec::new() };
-        let sent = trace.begin_attempt(&Arc::from("lane"), "model", "openai").unwrap();
+        let sent = trace.begin_attempt(&Arc::from("lane"), Arc::from("model"), "openai").unwrap();
         let (trace_id, parent, sampled) = parse_traceparent(sent.to_str().unwrap()).unwrap();
         assert_eq!(trace_id, [0xab; 16]);
         assert_eq!(parent, trace.attempts[0].span_id);
