@@ -5,7 +5,7 @@ alike; reports each round's ratio and their median. Use it to state what a
 feature costs when one bench run is too noisy to tell.
 
     bench/ab.sh --case 1-passthrough --a quiet --b open          # setups
-    bench/ab.sh --case 1-passthrough --a open --b open --b-bin OLD_BINARY
+    bench/ab.sh --case 1-passthrough --a before --a-bin OLD_BINARY --b open   # binary to binary
 
 Setups: `open` (the bench's gateway config), or another of bench.py's
 SETUPS (see its TELEMETRY and GOVERNED_EXTRA). Standard
@@ -29,7 +29,8 @@ import bench  # noqa: E402
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--switchyard", required=True)
-    ap.add_argument("--b-bin", help="binary for B (default: the same)")
+    ap.add_argument("--a-bin", help="binary for A (default: --switchyard)")
+    ap.add_argument("--b-bin", help="binary for B (default: --switchyard)")
     ap.add_argument("--case", default="1-passthrough", help="a case id of bench.py's CASES")
     ap.add_argument("--a", default="open")
     ap.add_argument("--b", default="open")
@@ -85,17 +86,18 @@ def main():
                 procs.stop(gw)
                 time.sleep(0.2)
 
+        a_bin = opts.a_bin or opts.switchyard
         b_bin = opts.b_bin or opts.switchyard
         ratios = []
         print("%s: A=%s B=%s, %d rounds of %.0fs at c=64" % (title, opts.a, opts.b, opts.rounds, opts.secs))
         for n in range(opts.rounds):
             # Alternate which goes first, so warm-up order favours neither.
             if n % 2 == 0:
-                a = one(opts.switchyard, opts.a)
+                a = one(a_bin, opts.a)
                 bb = one(b_bin, opts.b)
             else:
                 bb = one(b_bin, opts.b)
-                a = one(opts.switchyard, opts.a)
+                a = one(a_bin, opts.a)
             ratios.append(bb / a)
             print("  round %d: A %.1f µs/req, B %.1f µs/req, B/A %.3f" % (n + 1, a, bb, bb / a), flush=True)
         print("median B/A %.3f (min %.3f, max %.3f)" % (statistics.median(ratios), min(ratios), max(ratios)))

@@ -9,6 +9,7 @@
 pub mod effort;
 pub mod frame;
 pub mod function;
+pub mod hide;
 pub mod json;
 pub mod media;
 pub mod scan;
@@ -273,6 +274,20 @@ pub trait Codec: Send + Sync {
     fn stream_reports_usage(&self, request: &[u8]) -> bool {
         let _ = request;
         true
+    }
+
+    /// A streaming request rewritten to ask the upstream for usage, for a
+    /// metered stream that does not (see [`Codec::stream_reports_usage`]);
+    /// `None` when this protocol cannot, and the stream is translated.
+    fn request_stream_usage(&self, request: &[u8]) -> Option<Vec<u8>> {
+        let _ = request;
+        None
+    }
+
+    /// Takes out of a passthrough stream what [`Codec::request_stream_usage`]
+    /// added, so the caller gets the stream it asked for.
+    fn stream_usage_filter(&self) -> Option<hide::EventFilter> {
+        None
     }
 
     /// The framing this protocol streams in by default.

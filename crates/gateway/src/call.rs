@@ -37,8 +37,13 @@ pub struct Call {
     /// Who is calling, when governance authenticated a key.
     pub caller: Option<Caller>,
     /// The request is metered and its stream would not carry usage if
-    /// passed through: translate it even to a lane of the same protocol.
+    /// passed through, and its protocol cannot ask for usage and hide it
+    /// again: translate it even to a lane of the same protocol.
     pub meter_stream: bool,
+    /// The request is metered and its stream would not carry usage: a
+    /// same-protocol lane is asked for usage and the caller's stream has it
+    /// taken out again (`Codec::request_stream_usage`).
+    pub hide_usage: bool,
 }
 
 impl Call {

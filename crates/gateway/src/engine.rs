@@ -230,12 +230,18 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Box<Record>)
         record.finish(response.status().as_u16()).await;
         return response;
     }
-    // A metered stream must carry usage: one that would not if passed
-    // through (an OpenAI caller that did not ask for it) is translated.
+    // A metered stream must carry usage. One that would not (an OpenAI
+    // caller that did not ask for it) asks the upstream for it and hides it
+    // from the caller again; a protocol that cannot do that is translated.
     let mut call = call;
-    call.meter_stream = gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some())
+    let codec = gateway.codec(call.ingress);
+    let needs_usage = gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some())
         && call.stream
-        && !gateway.codec(call.ingress).stream_reports_usage(&call.body);
+        && !codec.stream_reports_usage(&call.body);
+    if needs_usage {
+        call.hide_usage = codec.stream_usage_filter().is_some();
+        call.meter_stream = !call.hide_usage;
+    }
     let mut record = Some(record);
     let mut response = attempt(&gateway, call, pool, &mut record).await;
     // A stream's record went with its relay; any other settles here.
@@ -346,8 +352,9 @@ async fn attempt(
         let in_flight = InFlight::new(&gateway, candidate.lane_index);
         let sent = Instant::now();
         let trace = record.as_mut().and_then(|r| r.trace.as_mut());
-        let traceparent = trace
-            .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol)));
+        let traceparent = trace.and_then(|trace| {
+            trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol))
+        });
         // The failover deadline binds an attempt in flight too.
         let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared, traceparent);
         let outcome = tokio::time::timeout_at(deadline, attempt).await;
@@ -626,6 +633,10 @@ fn prepare(
             }
             _ => call.body.clone(),
         };
+        let body = match call.hide_usage {
+            true => gateway.codec(lane.protocol).request_stream_usage(&body).map_or(body, Bytes::from),
+            false => body,
+        };
         return Ok(Prepared { body, dropped_header: None });
     }
     if translated.is_none() {
@@ -773,8 +784,7 @@ async fn success(
     if let Some(headers) = builder.headers_mut() {
         common_headers(headers, call);
         lane_headers(headers, &candidate.lane_header, &lane.provider_header);
-        headers
-            .insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
+        headers.insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if call.stream {
@@ -852,6 +862,7 @@ async fn success(
         } else {
             gateway.codec(lane.protocol).stream_decoder()
         },
+        hide: if same && call.hide_usage { gateway.codec(lane.protocol).stream_usage_filter() } else { None },
         encoder: if same {
             None
         } else {

@@ -12,7 +12,9 @@
 
 pub mod ledger;
 
-use std::collections::HashMap;
+/// Maps on the admission path hash with foldhash: their keys are key
+/// hashes and ids the gateway made, and SipHash cost more than the lookup.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -436,6 +436,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         session,
         caller,
         meter_stream: false,
+        hide_usage: false,
         headers,
         body,
     };

@@ -88,10 +88,7 @@ pub struct Lane {
 
 /// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
 const RATE_HEADERS: [(HeaderName, HeaderName); 4] = [
-    (
-        HeaderName::from_static("x-ratelimit-remaining-requests"),
-        HeaderName::from_static("x-ratelimit-limit-requests"),
-    ),
+    (HeaderName::from_static("x-ratelimit-remaining-requests"), HeaderName::from_static("x-ratelimit-limit-requests")),
     (HeaderName::from_static("x-ratelimit-remaining-tokens"), HeaderName::from_static("x-ratelimit-limit-tokens")),
     (
         HeaderName::from_static("anthropic-ratelimit-requests-remaining"),

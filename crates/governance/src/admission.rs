@@ -11,7 +11,9 @@
 //! then rate and concurrency limits. Time is passed in (milliseconds since
 //! the Unix epoch); nothing here reads a clock.
 
-use std::collections::HashMap;
+/// Maps on the admission path hash with foldhash: their keys are key
+/// hashes and ids the gateway made, and SipHash cost more than the lookup.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::fmt;
 use std::sync::Arc;
 

@@ -110,6 +110,14 @@ impl Codec for OpenAiCodec {
             .unwrap_or(false)
     }
 
+    fn request_stream_usage(&self, request: &[u8]) -> Option<Vec<u8>> {
+        stream::ask_for_usage(request)
+    }
+
+    fn stream_usage_filter(&self) -> Option<switchyard_codec::hide::EventFilter> {
+        Some(stream::usage_chunk_filter())
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/chat/completions".to_owned()
     }

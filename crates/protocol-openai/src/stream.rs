@@ -492,9 +492,81 @@ impl StreamEncoder for ChunkEncoder {
     fn finish(&mut self, _out: &mut Vec<u8>) {}
 }
 
+/// `request` (a streaming Chat request) with `stream_options.include_usage`
+/// set, other bytes as they were; `None` when it is not a JSON object.
+pub(crate) fn ask_for_usage(request: &[u8]) -> Option<Vec<u8>> {
+    let options = switchyard_codec::scan::top_level_value(request, "stream_options").ok()?;
+    match options {
+        None => {
+            // Insert the member first: nothing else moves.
+            let open = request.iter().position(|b| !b.is_ascii_whitespace())?;
+            if request[open] != b'{' {
+                return None;
+            }
+            let rest = &request[open + 1..];
+            let empty = rest.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'}');
+            let mut out = Vec::with_capacity(request.len() + 40);
+            out.extend_from_slice(&request[..=open]);
+            out.extend_from_slice(br#""stream_options":{"include_usage":true}"#);
+            if !empty {
+                out.push(b',');
+            }
+            out.extend_from_slice(rest);
+            Some(out)
+        }
+        Some(raw) => {
+            // Rare: the caller sent other stream options; rewrite that value.
+            let mut value: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(raw).ok()?;
+            value.insert("include_usage".to_owned(), serde_json::Value::Bool(true));
+            let start = raw.as_ptr() as usize - request.as_ptr() as usize;
+            let mut out = Vec::with_capacity(request.len() + 24);
+            out.extend_from_slice(&request[..start]);
+            serde_json::to_writer(&mut out, &value).ok()?;
+            out.extend_from_slice(&request[start + raw.len()..]);
+            Some(out)
+        }
+    }
+}
+
+/// Drops the chunk OpenAI sends only for usage (`"choices": []` with a
+/// `usage`), which a caller that did not ask for it must not see.
+pub(crate) fn usage_chunk_filter() -> switchyard_codec::hide::EventFilter {
+    switchyard_codec::hide::EventFilter::new(b"\"usage\"", |event| {
+        let Some(at) = memchr::memmem::find(event, b"\"choices\"") else { return false };
+        let rest = event[at + 9..].trim_ascii_start();
+        let Some(rest) = rest.strip_prefix(b":") else { return false };
+        let Some(rest) = rest.trim_ascii_start().strip_prefix(b"[") else { return false };
+        rest.trim_ascii_start().starts_with(b"]")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_is_asked_for_without_moving_other_bytes() {
+        let asked = ask_for_usage(br#"{"model":"m","stream":true}"#).unwrap();
+        assert_eq!(asked, br#"{"stream_options":{"include_usage":true},"model":"m","stream":true}"#);
+        let asked = ask_for_usage(br#" { "stream_options" : {"include_obfuscation":false}, "stream":true}"#).unwrap();
+        let value: serde_json::Value = serde_json::from_slice(&asked).unwrap();
+        assert_eq!(value["stream_options"], serde_json::json!({"include_obfuscation": false, "include_usage": true}));
+        assert_eq!(ask_for_usage(b"{}").unwrap(), br#"{"stream_options":{"include_usage":true}}"#);
+        assert!(ask_for_usage(b"[1]").is_none());
+    }
+
+    #[test]
+    fn the_usage_chunk_is_hidden_however_it_is_spaced() {
+        let mut filter = usage_chunk_filter();
+        let stream = "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}]}\n\n\
+                      data: {\"choices\": [ ], \"usage\": {\"prompt_tokens\": 1}}\n\n\
+                      data: [DONE]\n\n";
+        let out = filter.filter(bytes::Bytes::from(stream));
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            "data: {\"choices\":[{\"delta\":{\"content\":\"usage\"}}]}\n\ndata: [DONE]\n\n"
+        );
+    }
     use switchyard_codec::ir::{ErrorInfo, ErrorKind};
     use switchyard_codec::StreamDecoder;
 

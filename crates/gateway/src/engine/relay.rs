@@ -11,6 +11,7 @@ use bytes::Bytes;
 use futures_util::FutureExt;
 use http::HeaderValue;
 use http_body_util::BodyExt;
+use switchyard_codec::hide::EventFilter;
 use switchyard_codec::{DecodeError, Framing, StreamDecoder, StreamEncoder};
 use switchyard_health::LaneEffect;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
@@ -57,6 +58,10 @@ impl Tally {
     }
 }
 
+/// An SSE data line: each one is about a token, for a hang-up's estimate.
+static DATA_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+    std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"data:"));
+
 /// Largest caller chunk built from upstream frames that arrived together.
 const COALESCE_LIMIT: usize = 64 << 10;
 
@@ -99,6 +104,8 @@ pub(super) struct StreamRelay {
     pub(super) upstream: UpstreamBody,
     pub(super) decoder: Box<dyn StreamDecoder>,
     pub(super) encoder: Option<Box<dyn StreamEncoder>>,
+    /// Takes out of a passthrough what was only asked for metering.
+    pub(super) hide: Option<EventFilter>,
     pub(super) ingress: Protocol,
     pub(super) framing: Framing,
     pub(super) tally: Tally,
@@ -227,12 +234,18 @@ impl StreamRelay {
         }
         let Some(encoder) = self.encoder.as_mut() else {
             if self.record.as_deref().is_some_and(Record::bills) {
-                self.delivered_events += memchr::memmem::find_iter(&data, b"data:").count() as u64;
+                self.delivered_events += DATA_LINE.find_iter(&data).count() as u64;
             }
             if self.tally.finished {
                 self.log_end();
             }
-            out.push_passthrough(data);
+            let data = match self.hide.as_mut() {
+                Some(hide) => hide.filter(data),
+                None => data,
+            };
+            if !data.is_empty() {
+                out.push_passthrough(data);
+            }
             return Ok(());
         };
         for event in &self.events {
@@ -263,6 +276,8 @@ impl StreamRelay {
                 encoder.encode(event, &mut out);
             }
             encoder.finish(&mut out);
+        } else if let Some(hide) = self.hide.as_mut() {
+            out.extend_from_slice(&hide.finish());
         }
         (!out.is_empty()).then(|| Bytes::from(out))
     }

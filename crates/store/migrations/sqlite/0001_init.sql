@@ -23,7 +23,9 @@ CREATE TABLE groups (
 
 -- Tokens per request; spend is derived from these when read.
 CREATE TABLE ledger (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    -- The rowid: rows are only appended, so ids grow with time without
+    -- AUTOINCREMENT's extra write per insert.
+    id INTEGER PRIMARY KEY,
     at_ms INTEGER NOT NULL,
     request_id TEXT NOT NULL,
     key_id TEXT,
@@ -43,7 +45,6 @@ CREATE TABLE ledger (
 );
 CREATE INDEX ledger_at ON ledger (at_ms);
 CREATE INDEX ledger_key_at ON ledger (key_id, at_ms);
-CREATE INDEX ledger_grp_at ON ledger (grp, at_ms);
 
 CREATE TABLE audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
