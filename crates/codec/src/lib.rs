@@ -6,6 +6,7 @@
 //! (`switchyard-protocol-<name>`); `switchyard-protocol` gathers them into a
 //! registry keyed by [`Protocol`].
 
+pub mod auth;
 pub mod effort;
 pub mod frame;
 pub mod function;
@@ -16,8 +17,7 @@ pub mod scan;
 pub mod signature;
 pub mod tap;
 
-use std::time::SystemTime;
-
+pub use auth::{bearer_header, key_header, AuthError, Credentials, Outbound};
 use http::{HeaderName, HeaderValue};
 pub use switchyard_ir as ir;
 pub use switchyard_ir::Protocol;
@@ -166,69 +166,6 @@ pub struct ErrorResponse {
     pub body: Vec<u8>,
 }
 
-/// The credentials a lane signs upstream calls with.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Credentials {
-    /// No auth (mock and local backends).
-    None,
-    /// A static API key.
-    ApiKey(String),
-    /// AWS keys for SigV4.
-    Aws {
-        /// Access key id.
-        access_key_id: String,
-        /// Secret access key.
-        secret_access_key: String,
-        /// Session token for temporary credentials.
-        session_token: Option<String>,
-        /// Signing region.
-        region: String,
-    },
-}
-
-impl std::fmt::Debug for Credentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Secrets never reach logs, even through Debug.
-        match self {
-            Credentials::None => f.write_str("None"),
-            Credentials::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
-            Credentials::Aws { region, .. } => write!(f, "Aws {{ region: {region:?}, .. }}"),
-        }
-    }
-}
-
-/// What an auth scheme may look at to sign an outbound call.
-#[derive(Debug, Clone, Copy)]
-pub struct Outbound<'a> {
-    /// HTTP method.
-    pub method: &'a str,
-    /// Full URL.
-    pub url: &'a str,
-    /// The request body.
-    pub body: &'a [u8],
-    /// Signing time (passed in: codecs read no clock).
-    pub time: SystemTime,
-}
-
-/// Why auth headers could not be produced.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// The credential kind does not fit the protocol.
-    #[error("{protocol} lanes need {needed}")]
-    WrongCredentials {
-        /// The lane's protocol.
-        protocol: Protocol,
-        /// What it needs.
-        needed: &'static str,
-    },
-    /// Signing failed.
-    #[error("signing failed: {0}")]
-    Signing(String),
-    /// A key held bytes that cannot go in a header.
-    #[error("credential is not a valid header value")]
-    BadHeader,
-}
-
 /// One protocol's reader and writer.
 pub trait Codec: Send + Sync {
     /// Which protocol this is.
@@ -317,6 +254,9 @@ pub trait Codec: Send + Sync {
         out
     }
 
+    /// Whether the upstream path names the model (Gemini, Bedrock) rather
+    /// than the body: the vendor fake reads it from there too.
+    fn model_in_path(&self) -> bool;
     /// Path and query of the upstream endpoint for `model`.
     fn upstream_path(&self, model: &str, stream: bool) -> String;
     /// Headers that authenticate an outbound call.
@@ -368,39 +308,6 @@ pub fn probe_request(model: &str) -> Request {
         messages: vec![switchyard_ir::Message::text(switchyard_ir::Role::User, "ping")],
         max_tokens: Some(1),
         ..Request::default()
-    }
-}
-
-/// The `Authorization: Bearer` header, shared by the OpenAI-style protocols.
-pub fn bearer_header(
-    protocol: Protocol,
-    credentials: &Credentials,
-) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-    match credentials {
-        Credentials::None => Ok(Vec::new()),
-        Credentials::ApiKey(key) => {
-            let mut value = HeaderValue::try_from(format!("Bearer {key}")).map_err(|_| AuthError::BadHeader)?;
-            value.set_sensitive(true);
-            Ok(vec![(http::header::AUTHORIZATION, value)])
-        }
-        Credentials::Aws { .. } => Err(AuthError::WrongCredentials { protocol, needed: "an api_key" }),
-    }
-}
-
-/// A single header carrying the key (`x-api-key`, `x-goog-api-key`).
-pub fn key_header(
-    protocol: Protocol,
-    name: &'static str,
-    credentials: &Credentials,
-) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
-    match credentials {
-        Credentials::None => Ok(Vec::new()),
-        Credentials::ApiKey(key) => {
-            let mut value = HeaderValue::try_from(key.as_str()).map_err(|_| AuthError::BadHeader)?;
-            value.set_sensitive(true);
-            Ok(vec![(HeaderName::from_static(name), value)])
-        }
-        Credentials::Aws { .. } => Err(AuthError::WrongCredentials { protocol, needed: "an api_key" }),
     }
 }
 

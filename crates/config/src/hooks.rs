@@ -73,13 +73,13 @@ pub(crate) fn parse_list(
     pending: &mut Vec<PendingFallback>,
     issues: &mut Vec<Issue>,
 ) -> (Strategy, Vec<usize>) {
-    let names: Vec<&str> = Strategy::ALL.iter().map(|(_, n)| *n).collect();
+    let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.as_str()).collect();
     let mut chosen: Option<Strategy> = None;
     let mut gates = Vec::new();
     for (index, value) in values.iter().enumerate() {
         let hook_path = format!("{path}[{index}]");
         if let Some(name) = value.as_str() {
-            let Some((strategy, _)) = Strategy::ALL.iter().find(|(_, n)| *n == name) else {
+            let Some(strategy) = Strategy::from_name(name) else {
                 issues.push(Issue::new(
                     &hook_path,
                     format!("`{name}` is not a strategy"),
@@ -101,7 +101,7 @@ pub(crate) fn parse_list(
                     "keep one strategy per pool",
                 ));
             }
-            chosen = Some(*strategy);
+            chosen = Some(strategy);
             continue;
         }
         let raw: raw::RawHookRef = match serde_yaml_ng::from_value(value.clone()) {
@@ -213,8 +213,8 @@ fn parse_ref(
         Some("weighted") => OnError::Weighted,
         Some("first") => OnError::First,
         Some("reject") => OnError::Reject,
-        Some(name) => match Strategy::ALL.iter().find(|(_, n)| *n == name) {
-            Some((strategy, _)) => OnError::Strategy(*strategy),
+        Some(name) => match Strategy::from_name(name) {
+            Some(strategy) => OnError::Strategy(strategy),
             None => {
                 pending.push(PendingFallback { hook: index, name: name.to_owned(), path: format!("{path}.on_error") });
                 OnError::Nothing

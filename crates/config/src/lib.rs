@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+mod decode;
 mod governance;
 mod hooks;
 mod interpolate;
@@ -25,10 +26,12 @@ pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, S
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use server::{Http2, Server};
 pub use ssrf::{check_outbound_url, is_public};
+pub use switchyard_codec::Credentials;
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::{Capabilities, Protocol};
 /// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
 pub use switchyard_protocol_bedrock::region_from_host;
+pub use switchyard_route::Strategy;
 pub use telemetry::{FileSink, Otlp, RequestLog, Telemetry, WebhookSink};
 pub use translation::Translation;
 pub use units::{parse_duration, parse_size, MAX_DURATION};
@@ -124,36 +127,6 @@ pub enum Endpoint {
     Http(Arc<str>),
 }
 
-/// How a provider authenticates upstream calls.
-#[derive(Clone, PartialEq, Eq)]
-pub enum Auth {
-    /// No credentials.
-    None,
-    /// A static key.
-    ApiKey(String),
-    /// AWS SigV4.
-    Aws {
-        /// Access key id.
-        access_key_id: String,
-        /// Secret key.
-        secret_access_key: String,
-        /// Session token.
-        session_token: Option<String>,
-        /// Signing region.
-        region: String,
-    },
-}
-
-impl std::fmt::Debug for Auth {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Auth::None => f.write_str("None"),
-            Auth::ApiKey(_) => f.write_str("ApiKey(<redacted>)"),
-            Auth::Aws { region, .. } => write!(f, "Aws {{ region: {region:?}, .. }}"),
-        }
-    }
-}
-
 /// Upstream timeouts of a provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
@@ -188,7 +161,9 @@ pub struct Provider {
     /// Where it is.
     pub endpoint: Endpoint,
     /// How to sign calls.
-    pub auth: Auth,
+    pub auth: Credentials,
+    /// Extra headers sent on every upstream call (an org or project id, a beta flag).
+    pub headers: Vec<(String, String)>,
     /// Timeouts.
     pub timeouts: Timeouts,
     /// Vendor error codes mapped to failure classes.
@@ -284,40 +259,6 @@ pub struct Rate {
     pub cache_write_utok: f64,
 }
 
-/// A built-in ordering strategy.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Strategy {
-    /// Smooth weighted round-robin (the default).
-    Weighted,
-    /// Lowest rate-card cost first.
-    Cheapest,
-    /// Lowest measured latency first.
-    Fastest,
-    /// Most free concurrency first.
-    LeastBusy,
-    /// Most rate-limit headroom first.
-    Usage,
-    /// Subscription, then pay-as-you-go, then free; then cost; then name.
-    Billing,
-}
-
-impl Strategy {
-    /// All strategies with their config names.
-    pub const ALL: [(Strategy, &'static str); 6] = [
-        (Strategy::Weighted, "weighted"),
-        (Strategy::Cheapest, "cheapest"),
-        (Strategy::Fastest, "fastest"),
-        (Strategy::LeastBusy, "least_busy"),
-        (Strategy::Usage, "usage"),
-        (Strategy::Billing, "billing"),
-    ];
-
-    /// The config name.
-    pub fn as_str(self) -> &'static str {
-        Strategy::ALL.iter().find(|(s, _)| *s == self).map_or("weighted", |(_, n)| n)
-    }
-}
-
 /// A pool member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
@@ -403,18 +344,9 @@ pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
         tree = serde_yaml_ng::Value::Mapping(serde_yaml_ng::Mapping::new());
     }
     interpolate::interpolate(&mut tree, "", env, &mut issues);
-    let raw: raw::RawConfig = serde_path_to_error::deserialize(tree).map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner().to_string();
-        let fix = if inner.contains("unknown field") {
-            "remove or rename the key; the message lists the keys allowed here"
-        } else {
-            "give the value the type the message names"
-        };
-        let mut all = issues.clone();
-        all.push(Issue::new(if path == "." { "" } else { &path }, inner, fix));
-        ConfigError(all)
-    })?;
+    let Some(raw) = decode::decode(tree, &mut issues) else {
+        return Err(ConfigError(issues));
+    };
     let config = validate(raw, &mut issues);
     if issues.is_empty() {
         Ok(config)
@@ -811,9 +743,18 @@ fn validate_provider(
                 "both api_key and aws are set",
                 "keep one: aws for SigV4, api_key for everything else",
             ));
-            Auth::None
+            Credentials::None
         }
-        (Some(key), None) => Auth::ApiKey(key.clone()),
+        (Some(key), None) => {
+            if key.trim().is_empty() {
+                issues.push(Issue::new(
+                    &format!("{path}.api_key"),
+                    "api_key is empty (a `${VAR}` set to an empty string?)",
+                    "set the variable to the provider's key, or remove api_key for a backend without auth",
+                ));
+            }
+            Credentials::ApiKey(key.clone())
+        }
         (None, Some(aws)) => {
             if protocol != Protocol::Bedrock {
                 issues.push(Issue::new(
@@ -831,14 +772,14 @@ fn validate_provider(
                 ));
                 String::new()
             });
-            Auth::Aws {
+            Credentials::Aws {
                 access_key_id: aws.access_key_id.clone(),
                 secret_access_key: aws.secret_access_key.clone(),
                 session_token: aws.session_token.clone(),
                 region,
             }
         }
-        (None, None) => Auth::None,
+        (None, None) => Credentials::None,
     };
     let defaults = Timeouts::default();
     let t = &provider.timeouts;
@@ -920,7 +861,7 @@ fn validate_provider(
             Adhoc::Off
         }
     };
-    if let (Endpoint::Http(base), false) = (&endpoint, matches!(auth, Auth::None)) {
+    if let (Endpoint::Http(base), false) = (&endpoint, matches!(auth, Credentials::None)) {
         if base.starts_with("http://") && !host_is_loopback(base) {
             warnings.push(Issue::new(
                 &format!("{path}.base_url"),
@@ -929,17 +870,82 @@ fn validate_provider(
             ));
         }
     }
+    let headers = validate_headers(&path, &provider.headers, !matches!(auth, Credentials::None), issues);
     Provider {
         name: Arc::from(name),
         protocol,
         endpoint,
         auth,
+        headers,
         timeouts,
         error_map: ErrorMap::new(error_map),
         probe_interval,
         passthrough_credentials,
         adhoc,
     }
+}
+
+/// Headers the gateway or its transport own on every upstream call.
+const RESERVED_HEADERS: [&str; 9] = [
+    "host",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+];
+
+/// Headers that carry a provider's credential; an operator may set one only
+/// on a provider without `api_key` or `aws` (a scheme of their own).
+const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "x-amz-security-token"];
+
+/// `providers.<p>.headers`: names are HTTP tokens (kept lower-case), values
+/// visible ASCII, and none replaces what framing or the credential owns.
+fn validate_headers(
+    path: &str,
+    raw: &BTreeMap<String, String>,
+    has_credential: bool,
+    issues: &mut Vec<Issue>,
+) -> Vec<(String, String)> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    let mut headers = Vec::with_capacity(raw.len());
+    for (name, value) in raw {
+        let at = format!("{path}.headers.{name}");
+        let lower = name.to_ascii_lowercase();
+        if name.is_empty() || !name.chars().all(token) {
+            issues.push(Issue::new(&at, format!("`{name}` is not a header name"), "use letters, digits and -"));
+            continue;
+        }
+        if RESERVED_HEADERS.contains(&lower.as_str()) {
+            issues.push(Issue::new(&at, format!("`{name}` is set by the gateway itself"), "remove it"));
+            continue;
+        }
+        if has_credential && (CREDENTIAL_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-amz-")) {
+            issues.push(Issue::new(
+                &at,
+                format!("`{name}` would clash with the credential this provider already sends"),
+                "remove the header, or remove api_key/aws and send your own credential here",
+            ));
+            continue;
+        }
+        if value.chars().any(|c| !(c == ' ' || c == '\t' || c.is_ascii_graphic())) {
+            issues.push(Issue::new(
+                &at,
+                "the value holds a character a header cannot carry",
+                "use visible ASCII (no line breaks)",
+            ));
+            continue;
+        }
+        if value.trim().is_empty() {
+            issues.push(Issue::new(&at, "the value is empty (a `${VAR}` set to nothing?)", "give it a value"));
+            continue;
+        }
+        headers.push((lower, value.clone()));
+    }
+    headers
 }
 
 fn validate_breaker(path: &str, raw: Option<&raw::RawBreaker>, issues: &mut Vec<Issue>) -> BreakerPolicy {
@@ -1089,6 +1095,70 @@ pools:
     }
 
     #[test]
+    fn every_problem_in_one_run_unknown_keys_included() {
+        let text = "colour: red\nproviders:\n  p: { protocol: openai, base_url: mock://, flavour: x }\nmodels:\n  m: { provider: ghost }\n";
+        let err = load(text, &no_env).unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(err.0.len(), 3, "{err}");
+        assert!(err.0.iter().any(|i| i.message.contains("colour")), "{err}");
+        assert!(err.0.iter().any(|i| i.message.contains("flavour") && i.path.starts_with("providers.p")), "{err}");
+        assert!(paths.contains(&"models.m.provider"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_required_key_says_what_to_write() {
+        let err = load("pools:\n  fast:\n    failover: { max_hops: 2 }\n", &no_env).unwrap_err();
+        assert_eq!(err.0.len(), 1, "{err}");
+        let issue = &err.0[0];
+        assert_eq!(issue.path, "pools.fast");
+        assert!(issue.message.contains("`members` is required"), "{issue}");
+        assert!(issue.fix.contains("members: [{ model:"), "{issue}");
+    }
+
+    #[test]
+    fn a_wrong_type_is_reported_once_with_the_rest() {
+        let text = "providers:\n  p: { protocol: openai, base_url: mock://, timeouts: 5 }\nmodels:\n  m: { provider: ghost }\n";
+        let err = load(text, &no_env).unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
+        assert!(err.0.iter().any(|i| i.path == "providers.p.timeouts"), "{err}");
+        assert!(err.0.iter().any(|i| i.path == "models.m.provider"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_key_variable_is_an_error() {
+        let lookup = |name: &str| (name == "OPENAI_KEY").then(String::new);
+        let err =
+            load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &lookup)
+                .unwrap_err();
+        assert_eq!(err.0[0].path, "providers.p.api_key", "{err}");
+        assert!(err.0[0].message.contains("empty"), "{err}");
+    }
+
+    #[test]
+    fn provider_headers_are_checked_and_kept() {
+        let ok = "providers:\n  p:\n    protocol: openai\n    base_url: mock://\n    api_key: sk-1\n    headers:\n      OpenAI-Organization: org-1\n      User-Agent: mine/1\n";
+        let config = load(ok, &no_env).unwrap();
+        assert_eq!(
+            config.providers[0].headers,
+            vec![
+                ("openai-organization".to_owned(), "org-1".to_owned()),
+                ("user-agent".to_owned(), "mine/1".to_owned())
+            ]
+        );
+        let bad = "providers:\n  p:\n    protocol: openai\n    base_url: mock://\n    api_key: sk-1\n    headers: { Authorization: x, host: y, \"bad name\": z }\n";
+        let err = load(bad, &no_env).unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["providers.p.headers.Authorization", "providers.p.headers.bad name", "providers.p.headers.host"],
+            "{err}"
+        );
+        // Without a key of its own, a provider may carry its own credential.
+        let own = "providers:\n  p:\n    protocol: openai\n    base_url: mock://\n    headers: { Authorization: Token abc }\n";
+        assert_eq!(load(own, &no_env).unwrap().providers[0].headers[0].0, "authorization");
+    }
+
+    #[test]
     fn missing_variables_are_named() {
         let err =
             load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &no_env)
@@ -1098,7 +1168,7 @@ pools:
         let config =
             load("providers:\n  p: { protocol: openai, base_url: mock://, api_key: \"${OPENAI_KEY}\" }\n", &lookup)
                 .unwrap();
-        assert_eq!(config.providers[0].auth, Auth::ApiKey("sk-1".into()));
+        assert_eq!(config.providers[0].auth, Credentials::ApiKey("sk-1".into()));
     }
 
     #[test]
@@ -1108,7 +1178,7 @@ pools:
         assert_eq!(region_from_host("127.0.0.1"), None);
         let text = "providers:\n  aws: { protocol: bedrock, base_url: \"https://bedrock-runtime.eu-central-1.amazonaws.com\", aws: { access_key_id: a, secret_access_key: b } }\n";
         let config = load(text, &no_env).unwrap();
-        assert!(matches!(&config.providers[0].auth, Auth::Aws { region, .. } if region == "eu-central-1"));
+        assert!(matches!(&config.providers[0].auth, Credentials::Aws { region, .. } if region == "eu-central-1"));
     }
 
     #[test]

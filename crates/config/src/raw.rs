@@ -71,6 +71,9 @@ pub struct RawProvider {
     pub base_url: String,
     pub api_key: Option<String>,
     pub aws: Option<RawAws>,
+    /// Extra headers on every upstream call.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
     #[serde(default)]
     pub timeouts: RawTimeouts,
     /// Vendor error type or code → failure class.

@@ -694,7 +694,7 @@ async fn send_to_lane(
     let codec = gateway.codec(lane.protocol);
     match &lane.endpoint {
         Endpoint::Mock => {
-            let path_model = matches!(lane.protocol, Protocol::Gemini | Protocol::Bedrock).then_some(out.wire_model);
+            let path_model = codec.model_in_path().then_some(out.wire_model);
             Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
         }
         Endpoint::Http(base) => {
@@ -712,6 +712,12 @@ async fn send_to_lane(
             }
             if out.stream {
                 headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
+            }
+            // The operator's headers may replace the defaults above (a
+            // user agent); config refuses the ones that carry credentials
+            // or framing, which the codec and transport own.
+            for (name, value) in &lane.extra_headers {
+                headers.insert(name.clone(), value.clone());
             }
             match &lane.static_auth {
                 Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),

@@ -15,7 +15,7 @@ use switchyard_codec::scan;
 use switchyard_config::{Billing, OnError, PromptAccess, Strategy};
 use switchyard_ir::{Block, ErrorInfo, ErrorKind, Request, Role};
 use switchyard_route::hook::{self, Access, CandidateView, Decision, Grants, RequestView};
-use switchyard_route::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
+use switchyard_route::{apply_preference, rank, BillingRank, Projection, Signals};
 use tokio::time::Instant;
 
 use crate::call::{Call, Slot};
@@ -50,32 +50,26 @@ pub async fn plan(
     let state = &gateway.pools[pool];
     let at = Instant::now().into_std();
     let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
-    let needs_projection = state.strategy == Strategy::Billing || !state.gates.is_empty();
+    let needs = state.strategy.needs();
+    let needs_projection = needs.projection || !state.gates.is_empty();
     let projection =
         if needs_projection && !usable.is_empty() { Some(projection_of(gateway, call, translated)?) } else { None };
     // What the caller's key has left, read once, only where it is used.
-    let headroom = if state.strategy == Strategy::Usage || !state.gates.is_empty() {
-        Headroom::of(gateway, call)
-    } else {
-        Headroom::default()
-    };
+    let headroom =
+        if needs.headroom || !state.gates.is_empty() { Headroom::of(gateway, call) } else { Headroom::default() };
     let mut policy: Option<Arc<str>> = None;
-    let mut order = match ranking_of(state.strategy) {
-        Some(ranking) => {
-            match rank_members(
-                gateway,
-                state,
-                &usable,
-                ranking,
-                projection.as_ref().unwrap_or(&Projection::default()),
-                &headroom,
-            ) {
-                Some(ranked) => {
-                    policy = Some(Arc::from(state.strategy.as_str()));
-                    ranked
-                }
-                None => weighted_order(state, &usable),
-            }
+    let ranked = rank_members(
+        gateway,
+        state,
+        &usable,
+        state.strategy,
+        projection.as_ref().unwrap_or(&Projection::default()),
+        &headroom,
+    );
+    let mut order = match ranked {
+        Some(ranked) => {
+            policy = Some(Arc::from(state.strategy.as_str()));
+            ranked
         }
         None => weighted_order(state, &usable),
     };
@@ -193,26 +187,19 @@ fn weighted_order(state: &PoolState, usable: &[usize]) -> Vec<usize> {
     weighted.order(&state.weights, |m| usable.contains(&m))
 }
 
-fn ranking_of(strategy: Strategy) -> Option<Ranking> {
-    match strategy {
-        Strategy::Weighted => None,
-        Strategy::Cheapest => Some(Ranking::Cheapest),
-        Strategy::Fastest => Some(Ranking::Fastest),
-        Strategy::LeastBusy => Some(Ranking::LeastBusy),
-        Strategy::Usage => Some(Ranking::Usage),
-        Strategy::Billing => Some(Ranking::Billing),
-    }
-}
-
 /// Ranks `members` (member indexes) by `ranking`; `None` when it abstains.
 fn rank_members(
     gateway: &Gateway,
     state: &PoolState,
     members: &[usize],
-    ranking: Ranking,
+    strategy: Strategy,
     projection: &Projection,
     headroom: &Headroom,
 ) -> Option<Vec<usize>> {
+    if strategy == Strategy::Weighted {
+        // The floor, not a ranking: no signals are gathered for it.
+        return None;
+    }
     // A lane whose upstream has not reported its rate limit yet counts as
     // untouched once another lane's has: it is tried, and so measured.
     let reported = members.iter().any(|&m| gateway.lanes[state.members[m]].upstream_headroom().is_some());
@@ -226,7 +213,7 @@ fn rank_members(
             signal
         })
         .collect();
-    rank(ranking, projection, &signals).map(|order| order.into_iter().map(|position| members[position]).collect())
+    rank(strategy, projection, &signals).map(|order| order.into_iter().map(|position| members[position]).collect())
 }
 
 /// What governance says the caller has left, for routing signals: the
@@ -404,8 +391,7 @@ async fn run_gate(
                 ..Decision::default()
             },
             OnError::Strategy(strategy) => {
-                let order = ranking_of(strategy)
-                    .and_then(|ranking| rank_members(gateway, state, usable, ranking, view.projection, headroom));
+                let order = rank_members(gateway, state, usable, strategy, view.projection, headroom);
                 // Positions into `usable`, as a hook's order would be.
                 let order =
                     order.map(|members| members.iter().filter_map(|m| usable.iter().position(|u| u == m)).collect());

@@ -31,43 +31,52 @@ pub use listener::{serve, ListenerStats, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
 use switchyard_governance::sigv4::Inbound;
 
-/// The data-plane router.
+/// The data-plane router: every protocol's ingress routes, the model list
+/// and health.
 pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/v1/models", get(list_models))
-        .route(
-            "/v1/chat/completions",
-            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
-                handle(gateway, Ingress::body(Protocol::OpenAi), request)
-            }),
-        )
-        .route(
-            "/v1/responses",
-            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
-                handle(gateway, Ingress::body(Protocol::Responses), request)
-            }),
-        )
-        .route(
-            "/v1/messages",
-            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
-                handle(gateway, Ingress::body(Protocol::Anthropic), request)
-            }),
-        )
-        .route("/{name}/v1/messages", post(anthropic_named))
-        .route("/{provider}/{model}/v1/messages", post(anthropic_direct))
-        .route("/v1/models/{*target}", post(gemini))
-        .route("/v1beta/models/{*target}", post(gemini))
-        .route(
-            "/v2/chat",
-            post(|State(gateway): State<Arc<Gateway>>, request: Request| {
-                handle(gateway, Ingress::body(Protocol::Cohere), request)
-            }),
-        )
-        .route("/model/{model}/converse", post(bedrock))
-        .route("/model/{model}/converse-stream", post(bedrock_stream))
+    let base = Router::new().route("/healthz", get(healthz)).route("/v1/models", get(list_models));
+    Protocol::ALL
+        .into_iter()
+        .fold(base, ingress_routes)
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(gateway)
+}
+
+/// A protocol's ingress routes: the contract's paths, and where each finds
+/// the model and the stream flag. A new protocol fails to compile here, in
+/// [`owns`] and in [`mock_routes`] until it says what its routes are.
+fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Arc<Gateway>> {
+    let by_body =
+        move |State(gateway): State<Arc<Gateway>>, request: Request| handle(gateway, Ingress::body(protocol), request);
+    match protocol {
+        Protocol::OpenAi => router.route("/v1/chat/completions", post(by_body)),
+        Protocol::Responses => router.route("/v1/responses", post(by_body)),
+        Protocol::Anthropic => router
+            .route("/v1/messages", post(by_body))
+            .route("/{name}/v1/messages", post(anthropic_named))
+            .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
+        Protocol::Gemini => {
+            router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
+        }
+        Protocol::Cohere => router.route("/v2/chat", post(by_body)),
+        Protocol::Bedrock => router
+            .route("/model/{model}/converse", post(bedrock))
+            .route("/model/{model}/converse-stream", post(bedrock_stream)),
+    }
+}
+
+/// Whether a data-plane path is one of `protocol`'s ingress routes (an
+/// error the listener or router writes itself is then in that protocol).
+fn owns(protocol: Protocol, path: &str) -> bool {
+    match protocol {
+        Protocol::OpenAi => path == "/v1/chat/completions",
+        Protocol::Responses => path == "/v1/responses",
+        Protocol::Anthropic => path.ends_with("/v1/messages"),
+        Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
+        Protocol::Cohere => path == "/v2/chat",
+        Protocol::Bedrock => path.starts_with("/model/"),
+    }
 }
 
 /// The admin-plane router (its own loopback listener): the lane-state view
@@ -81,7 +90,12 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway.clone())
         .merge(admin::routes(gateway.clone()))
         .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
-    Router::new().route("/healthz", get(healthz)).with_state(gateway).merge(guarded).fallback(admin::not_found)
+    Router::new()
+        .route("/healthz", get(healthz))
+        .with_state(gateway)
+        .merge(guarded)
+        .fallback(admin::not_found)
+        .method_not_allowed_fallback(admin::method_not_allowed)
 }
 
 /// The data listener's settings: the config's limits, with refusals
@@ -108,15 +122,7 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
 
 /// The caller's protocol, from a data-plane path.
 fn protocol_of(path: &str) -> Option<Protocol> {
-    Some(match path {
-        "/v1/chat/completions" => Protocol::OpenAi,
-        "/v1/responses" => Protocol::Responses,
-        "/v2/chat" => Protocol::Cohere,
-        _ if path.ends_with("/v1/messages") => Protocol::Anthropic,
-        _ if path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/") => Protocol::Gemini,
-        _ if path.starts_with("/model/") => Protocol::Bedrock,
-        _ => return None,
-    })
+    Protocol::ALL.into_iter().find(|&protocol| owns(protocol, path))
 }
 
 async fn healthz() -> &'static str {
@@ -155,6 +161,29 @@ async fn list_models(State(gateway): State<Arc<Gateway>>) -> Response {
 async fn not_found(uri: axum::http::Uri) -> Response {
     let body = serde_json::json!({"error": {"message": format!("no route for {}", uri.path()), "type": "not_found_error", "param": null, "code": null}});
     (StatusCode::NOT_FOUND, [(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+/// A known route called with the wrong method: an error in the route's own
+/// protocol (an SDK reads it as its usual error), plain JSON elsewhere.
+async fn method_not_allowed(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+    let path = request.uri().path();
+    let (allow, mut response) = match protocol_of(path) {
+        Some(protocol) => {
+            let info =
+                ErrorInfo::new(ErrorKind::InvalidRequest, format!("{path} takes POST, not {}", request.method()))
+                    .with_status(405);
+            ("POST", engine::render_error(gateway.codec(protocol), &info).map(Body::new))
+        }
+        None => {
+            let body = serde_json::json!({"error": {"message": format!("{path} takes GET, not {}", request.method()), "type": "invalid_request_error", "param": null, "code": null}});
+            let headers = [(axum::http::header::CONTENT_TYPE, "application/json")];
+            ("GET", (StatusCode::METHOD_NOT_ALLOWED, headers, body.to_string()).into_response())
+        }
+    };
+    // Some protocols map every invalid request to 400; the method is wrong, whatever the protocol.
+    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+    response.headers_mut().insert(axum::http::header::ALLOW, HeaderValue::from_static(allow));
+    response
 }
 
 /// Where the caller named its model or pool.
@@ -389,6 +418,11 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             return reject(&gateway, protocol, record, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
         }
     };
+    if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
+        if by_path != in_body {
+            return reject(&gateway, protocol, record, stream_by_endpoint(protocol, by_path));
+        }
+    }
     let (name, wire_model) = match ingress.named {
         Named::Body => match &top.model {
             Some(model) if !model.is_empty() => (model.to_string(), None),
@@ -443,6 +477,24 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
     engine::forward(gateway, call, record).await.map(Body::new)
 }
 
+/// A body whose `stream` contradicts the endpoint, in a protocol that
+/// streams by endpoint: refused, as the vendor would, rather than ignored.
+fn stream_by_endpoint(protocol: Protocol, by_path: bool) -> ErrorInfo {
+    let endpoints = match protocol {
+        Protocol::Bedrock => {
+            "POST /model/{model}/converse streams nothing; POST /model/{model}/converse-stream streams"
+        }
+        _ => "POST .../models/{model}:generateContent answers whole; :streamGenerateContent streams",
+    };
+    let what = if by_path { "this endpoint streams" } else { "this endpoint does not stream" };
+    let mut info = ErrorInfo::new(
+        ErrorKind::InvalidRequest,
+        format!("`stream` is not a member of this request and {what}: {endpoints}"),
+    );
+    info.param = Some("stream".to_owned());
+    info
+}
+
 /// Who is calling (governance's "authenticate" stage): `None` on an open
 /// data plane.
 fn authenticate(
@@ -489,51 +541,40 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         *response.headers_mut() = reply.headers;
         response
     }
-    Router::new()
-        .route(
-            "/v1/chat/completions",
-            post(move |body: Bytes| fake(codecs, Protocol::OpenAi, None, None, Framing::Sse, body)),
-        )
-        // A collector too: OTLP/HTTP trace exports are accepted and discarded
-        // (benchmarks trace to it).
-        .route("/v1/traces", post(|| async { StatusCode::OK }))
-        .route(
-            "/v1/responses",
-            post(move |body: Bytes| fake(codecs, Protocol::Responses, None, None, Framing::Sse, body)),
-        )
-        .route(
-            "/v1/messages",
-            post(move |body: Bytes| fake(codecs, Protocol::Anthropic, None, None, Framing::Sse, body)),
-        )
-        .route("/v2/chat", post(move |body: Bytes| fake(codecs, Protocol::Cohere, None, None, Framing::Sse, body)))
-        .route(
-            "/v1beta/models/{*target}",
-            post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
-                let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
-                let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
-                let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                fake(
-                    codecs,
-                    Protocol::Gemini,
-                    Some(model.to_owned()),
-                    Some(action == "streamGenerateContent"),
-                    framing,
-                    body,
+    // A collector too: OTLP/HTTP trace exports are accepted and discarded
+    // (benchmarks trace to it).
+    let base = Router::new().route("/v1/traces", post(|| async { StatusCode::OK }));
+    let routes = move |router: Router, protocol: Protocol| -> Router {
+        let by_body = move |body: Bytes| fake(codecs, protocol, None, None, Framing::Sse, body);
+        match protocol {
+            Protocol::OpenAi => router.route("/v1/chat/completions", post(by_body)),
+            Protocol::Responses => router.route("/v1/responses", post(by_body)),
+            Protocol::Anthropic => router.route("/v1/messages", post(by_body)),
+            Protocol::Cohere => router.route("/v2/chat", post(by_body)),
+            Protocol::Gemini => router.route(
+                "/v1beta/models/{*target}",
+                post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
+                    let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
+                    let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
+                    let framing = if sse { Framing::Sse } else { Framing::JsonArray };
+                    let stream = Some(action == "streamGenerateContent");
+                    fake(codecs, Protocol::Gemini, Some(model.to_owned()), stream, framing, body).await
+                }),
+            ),
+            Protocol::Bedrock => router
+                .route(
+                    "/model/{model}/converse",
+                    post(move |Path(model): Path<String>, body: Bytes| {
+                        fake(codecs, Protocol::Bedrock, Some(model), Some(false), Framing::EventStream, body)
+                    }),
                 )
-                .await
-            }),
-        )
-        .route(
-            "/model/{model}/converse",
-            post(move |Path(model): Path<String>, body: Bytes| {
-                fake(codecs, Protocol::Bedrock, Some(model), Some(false), Framing::EventStream, body)
-            }),
-        )
-        .route(
-            "/model/{model}/converse-stream",
-            post(move |Path(model): Path<String>, body: Bytes| {
-                fake(codecs, Protocol::Bedrock, Some(model), Some(true), Framing::EventStream, body)
-            }),
-        )
-        .route("/healthz", get(healthz))
+                .route(
+                    "/model/{model}/converse-stream",
+                    post(move |Path(model): Path<String>, body: Bytes| {
+                        fake(codecs, Protocol::Bedrock, Some(model), Some(true), Framing::EventStream, body)
+                    }),
+                ),
+        }
+    };
+    Protocol::ALL.into_iter().fold(base, routes).route("/healthz", get(healthz))
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::{Codec, Credentials};
 use switchyard_config::{
-    Adhoc, Affinity, Auth, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
+    Adhoc, Affinity, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
 };
 use switchyard_governance::money::Price;
 use switchyard_health::Breaker;
@@ -45,6 +45,8 @@ pub struct Lane {
     pub credentials: Credentials,
     /// Auth headers computed once, for schemes that do not sign per request.
     pub static_auth: Option<Vec<(HeaderName, HeaderValue)>>,
+    /// The provider's configured extra headers (`providers.<p>.headers`).
+    pub extra_headers: Vec<(HeaderName, HeaderValue)>,
     /// The caller's credentials go upstream instead of the lane's.
     pub passthrough_credentials: bool,
     /// Vendor error codes mapped to failure classes.
@@ -434,7 +436,7 @@ impl Gateway {
         // gate uses it (four header lookups per reply otherwise).
         let every_lane = !config.global_hooks.is_empty();
         for pool in &pools {
-            if every_lane || pool.strategy == Strategy::Usage || !pool.gates.is_empty() {
+            if every_lane || pool.strategy.needs().headroom || !pool.gates.is_empty() {
                 for &lane in &pool.members {
                     lanes[lane].reads_headroom = true;
                 }
@@ -524,16 +526,13 @@ fn build_lane(
     transport: Arc<dyn Transport>,
 ) -> Result<Lane, BuildError> {
     let provider = &config.providers[provider_index];
-    let credentials = match &provider.auth {
-        Auth::None => Credentials::None,
-        Auth::ApiKey(key) => Credentials::ApiKey(key.clone()),
-        Auth::Aws { access_key_id, secret_access_key, session_token, region } => Credentials::Aws {
-            access_key_id: access_key_id.clone(),
-            secret_access_key: secret_access_key.clone(),
-            session_token: session_token.clone(),
-            region: region.clone(),
-        },
-    };
+    let credentials = provider.auth.clone();
+    let mut extra_headers = Vec::with_capacity(provider.headers.len());
+    for (name, value) in &provider.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::HeaderName(name.clone()))?;
+        let value = HeaderValue::from_str(value).map_err(|_| BuildError::HeaderName(name.to_string()))?;
+        extra_headers.push((name, value));
+    }
     // Static schemes are computed once; SigV4 and caller keys sign every request.
     let static_auth = if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
         None
@@ -555,6 +554,7 @@ fn build_lane(
         endpoint: provider.endpoint.clone(),
         credentials,
         static_auth,
+        extra_headers,
         passthrough_credentials: provider.passthrough_credentials,
         error_map: provider.error_map.clone(),
         permits: None,

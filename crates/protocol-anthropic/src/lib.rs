@@ -82,6 +82,10 @@ impl Codec for AnthropicCodec {
         Box::new(stream::Encoder::default())
     }
 
+    fn model_in_path(&self) -> bool {
+        false
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         // The model and the stream flag both travel in the body.
         "/v1/messages".to_owned()

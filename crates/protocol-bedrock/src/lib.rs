@@ -75,6 +75,10 @@ impl Codec for BedrockCodec {
         Framing::EventStream
     }
 
+    fn model_in_path(&self) -> bool {
+        true
+    }
+
     fn upstream_path(&self, model: &str, stream: bool) -> String {
         let action = if stream { "converse-stream" } else { "converse" };
         // ARNs and inference profiles hold `:` and `/`, which must not split

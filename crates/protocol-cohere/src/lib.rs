@@ -76,6 +76,10 @@ impl Codec for CohereCodec {
         Box::new(stream::Encoder::new())
     }
 
+    fn model_in_path(&self) -> bool {
+        false
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v2/chat".to_owned()
     }

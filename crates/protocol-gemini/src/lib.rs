@@ -76,6 +76,10 @@ impl Codec for GeminiCodec {
     /// collection (`models/x`, `tunedModels/y`) keeps it. The id is one
     /// percent-encoded segment, so no `/`, `?`, `#`, `:` or `%` in it can
     /// change the upstream path, action or query.
+    fn model_in_path(&self) -> bool {
+        true
+    }
+
     fn upstream_path(&self, model: &str, stream: bool) -> String {
         let name = model.trim_start_matches('/');
         let (collection, id) = match name.split_once('/') {

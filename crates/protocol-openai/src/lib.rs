@@ -118,6 +118,10 @@ impl Codec for OpenAiCodec {
         Some(stream::usage_chunk_filter())
     }
 
+    fn model_in_path(&self) -> bool {
+        false
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/chat/completions".to_owned()
     }

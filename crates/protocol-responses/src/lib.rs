@@ -68,6 +68,10 @@ impl Codec for ResponsesCodec {
         Box::new(stream::ResponsesStreamEncoder::default())
     }
 
+    fn model_in_path(&self) -> bool {
+        false
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/responses".to_owned()
     }

@@ -12,5 +12,5 @@ pub mod hook;
 mod strategy;
 mod weighted;
 
-pub use strategy::{apply_preference, rank, BillingRank, Projection, Ranking, Signals};
+pub use strategy::{apply_preference, rank, BillingRank, Needs, Projection, Signals, Strategy};
 pub use weighted::SmoothWeighted;

@@ -77,9 +77,16 @@ impl Signals<'_> {
     }
 }
 
-/// A native strategy other than the weighted floor.
+/// A pool's built-in ordering strategy: one enum from config name to ranking.
+///
+/// To add one: add a variant and its config name in [`Strategy::ALL`]; the
+/// compiler then asks for its name in [`Strategy::as_str`], what it reads in
+/// [`Strategy::needs`] and its order in [`rank`]. A signal no candidate
+/// carries yet is a field of [`Signals`], filled in `gateway::routing::signals`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ranking {
+pub enum Strategy {
+    /// Smooth weighted round-robin (the default, and the floor every other falls back to).
+    Weighted,
     /// Lowest rate-card cost first.
     Cheapest,
     /// Lowest rolling latency first.
@@ -92,12 +99,63 @@ pub enum Ranking {
     Billing,
 }
 
-/// Ranks `candidates` (indexes into the slice), or abstains with `None`.
-pub fn rank(ranking: Ranking, projection: &Projection, candidates: &[Signals<'_>]) -> Option<Vec<usize>> {
-    match ranking {
-        Ranking::Cheapest => by_signal(candidates, |c| c.cost_per_mtok(), Order::Ascending),
-        Ranking::Fastest => by_signal(candidates, |c| c.latency_ms, Order::Ascending),
-        Ranking::LeastBusy => {
+/// What a strategy reads beyond the lanes' own signals, so the gateway
+/// computes it only for pools that use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Needs {
+    /// The request's [`Projection`] (parses the body).
+    pub projection: bool,
+    /// Rate headroom: the caller's key chain (governance) and the lane's
+    /// upstream-reported limits (rate-limit headers read from every reply).
+    pub headroom: bool,
+}
+
+impl Strategy {
+    /// Every strategy, in the order the docs list them.
+    pub const ALL: [Strategy; 6] = [
+        Strategy::Weighted,
+        Strategy::Cheapest,
+        Strategy::Fastest,
+        Strategy::LeastBusy,
+        Strategy::Usage,
+        Strategy::Billing,
+    ];
+
+    /// The config name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Weighted => "weighted",
+            Strategy::Cheapest => "cheapest",
+            Strategy::Fastest => "fastest",
+            Strategy::LeastBusy => "least_busy",
+            Strategy::Usage => "usage",
+            Strategy::Billing => "billing",
+        }
+    }
+
+    /// The strategy a config name means.
+    pub fn from_name(name: &str) -> Option<Strategy> {
+        Strategy::ALL.into_iter().find(|strategy| strategy.as_str() == name)
+    }
+
+    /// What ranking by this strategy reads.
+    pub fn needs(self) -> Needs {
+        match self {
+            Strategy::Weighted | Strategy::Cheapest | Strategy::Fastest | Strategy::LeastBusy => Needs::default(),
+            Strategy::Usage => Needs { projection: false, headroom: true },
+            Strategy::Billing => Needs { projection: true, headroom: false },
+        }
+    }
+}
+
+/// Ranks `candidates` (indexes into the slice), or abstains with `None`
+/// (the weighted floor decides): `Weighted` always abstains.
+pub fn rank(strategy: Strategy, projection: &Projection, candidates: &[Signals<'_>]) -> Option<Vec<usize>> {
+    match strategy {
+        Strategy::Weighted => None,
+        Strategy::Cheapest => by_signal(candidates, |c| c.cost_per_mtok(), Order::Ascending),
+        Strategy::Fastest => by_signal(candidates, |c| c.latency_ms, Order::Ascending),
+        Strategy::LeastBusy => {
             // Concurrency is always known: an uncapped lane has unlimited room.
             by_signal(
                 candidates,
@@ -105,8 +163,8 @@ pub fn rank(ranking: Ranking, projection: &Projection, candidates: &[Signals<'_>
                 Order::Descending,
             )
         }
-        Ranking::Usage => by_signal(candidates, |c| c.rate_headroom, Order::Descending),
-        Ranking::Billing => {
+        Strategy::Usage => by_signal(candidates, |c| c.rate_headroom, Order::Descending),
+        Strategy::Billing => {
             let mut order: Vec<usize> = (0..candidates.len()).collect();
             order.sort_by(|&a, &b| {
                 let (x, y) = (&candidates[a], &candidates[b]);
@@ -180,6 +238,7 @@ pub fn apply_preference(base: &[usize], preference: &[usize]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
+    use super::Strategy;
     use super::*;
     use proptest::prelude::*;
 
@@ -202,8 +261,8 @@ mod tests {
         let b = signals("unpriced");
         let mut c = signals("mini");
         (c.input_utok, c.output_utok) = (Some(0.15), Some(0.6));
-        assert_eq!(rank(Ranking::Cheapest, &Projection::default(), &[a, b, c]), Some(vec![2, 0, 1]));
-        assert_eq!(rank(Ranking::Cheapest, &Projection::default(), &[signals("x"), signals("y")]), None);
+        assert_eq!(rank(Strategy::Cheapest, &Projection::default(), &[a, b, c]), Some(vec![2, 0, 1]));
+        assert_eq!(rank(Strategy::Cheapest, &Projection::default(), &[signals("x"), signals("y")]), None);
     }
 
     #[test]
@@ -216,9 +275,9 @@ mod tests {
         b.available_concurrency = Some(10);
         let c = signals("c");
         let list = [a, b, c];
-        assert_eq!(rank(Ranking::Fastest, &Projection::default(), &list), Some(vec![1, 0, 2]));
-        assert_eq!(rank(Ranking::LeastBusy, &Projection::default(), &list), Some(vec![2, 1, 0]));
-        assert_eq!(rank(Ranking::Usage, &Projection::default(), &list), None, "no governance, no signal");
+        assert_eq!(rank(Strategy::Fastest, &Projection::default(), &list), Some(vec![1, 0, 2]));
+        assert_eq!(rank(Strategy::LeastBusy, &Projection::default(), &list), Some(vec![2, 1, 0]));
+        assert_eq!(rank(Strategy::Usage, &Projection::default(), &list), None, "no governance, no signal");
     }
 
     #[test]
@@ -233,7 +292,7 @@ mod tests {
         let mut cheap = signals("cheap");
         (cheap.input_utok, cheap.output_utok) = (Some(0.15), Some(0.6));
         let unpriced = signals("a-unpriced");
-        let order = rank(Ranking::Billing, &projection, &[free, pricey, unpriced, sub, cheap]);
+        let order = rank(Strategy::Billing, &projection, &[free, pricey, unpriced, sub, cheap]);
         assert_eq!(order, Some(vec![3, 4, 1, 2, 0]));
     }
 
@@ -243,7 +302,8 @@ mod tests {
         assert_eq!(apply_preference(&[3, 1], &[]), vec![3, 1]);
     }
 
-    fn arb_signals() -> impl Strategy<Value = (Option<f64>, Option<f64>, Option<f64>, Option<u64>, u8)> {
+    fn arb_signals(
+    ) -> impl proptest::strategy::Strategy<Value = (Option<f64>, Option<f64>, Option<f64>, Option<u64>, u8)> {
         (
             proptest::option::of(0.0f64..20.0),
             proptest::option::of(0.0f64..80.0),
@@ -267,7 +327,7 @@ mod tests {
                 billing: match b { 0 => BillingRank::Subscription, 1 => BillingRank::PayAsYouGo, _ => BillingRank::Free },
             }).collect();
             let projection = Projection { total_chars: chars, ..Projection::default() };
-            for ranking in [Ranking::Cheapest, Ranking::Fastest, Ranking::LeastBusy, Ranking::Usage, Ranking::Billing] {
+            for ranking in Strategy::ALL {
                 let first = rank(ranking, &projection, &list);
                 prop_assert_eq!(&first, &rank(ranking, &projection, &list));
                 if let Some(order) = first {
