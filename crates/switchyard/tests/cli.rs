@@ -92,3 +92,65 @@ fn a_bad_config_exits_1_naming_every_problem() {
     assert!(stderr.contains("providers.p.protocol") && stderr.contains("models.m.provider"), "{stderr}");
     assert!(stderr.contains("2 problems"), "{stderr}");
 }
+
+/// Every YAML block of the README and every file in `examples/`, by name.
+fn documented_configs() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut configs = Vec::new();
+    let mut block: Option<(usize, String)> = None;
+    for (number, line) in readme.lines().enumerate() {
+        match &mut block {
+            None if line.trim_end() == "```yaml" => block = Some((number + 1, String::new())),
+            Some((start, text)) if line.starts_with("```") => {
+                configs.push((format!("README.md block at line {start}"), std::mem::take(text)));
+                block = None;
+            }
+            Some((_, text)) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            None => {}
+        }
+    }
+    let mut examples: Vec<_> =
+        std::fs::read_dir(root.join("examples")).unwrap().map(|entry| entry.unwrap().path()).collect();
+    examples.sort();
+    for path in examples.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+        let name = format!("examples/{}", path.file_name().unwrap().to_string_lossy());
+        configs.push((name, std::fs::read_to_string(&path).unwrap()));
+    }
+    configs
+}
+
+/// The `${VAR}` names a config refers to.
+fn variables(yaml: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = yaml;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        let end = after.find('}').unwrap();
+        names.push(after[..end].to_owned());
+        rest = &after[end..];
+    }
+    names
+}
+
+#[test]
+fn every_documented_config_is_yaml_and_passes_check() {
+    let configs = documented_configs();
+    assert!(configs.len() >= 12, "README blocks and examples found: {}", configs.len());
+    for (name, yaml) in configs {
+        // Plain YAML to editors and linters, not only to Switchyard.
+        if let Err(err) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&yaml) {
+            panic!("{name} is not standard YAML: {err}\n{yaml}");
+        }
+        let values: Vec<(String, String)> = variables(&yaml)
+            .into_iter()
+            .map(|var| (var.clone(), format!("{}-0123456789abcdef", var.to_lowercase())))
+            .collect();
+        let env: Vec<(&str, &str)> = values.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        let (ok, output) = check(&yaml, &env);
+        assert!(ok, "{name} fails `switchyard check`:\n{output}\n{yaml}");
+    }
+}
