@@ -15,12 +15,14 @@ use crate::state::Gateway;
 pub fn spawn_probes(gateway: &Arc<Gateway>) {
     for (provider, config) in gateway.config.providers.iter().enumerate() {
         let Some(interval) = config.probe_interval else { continue };
-        let gateway = gateway.clone();
+        // A probe loop ends with its gateway: a config reload replaces it.
+        let gateway = Arc::downgrade(gateway);
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticker.tick().await;
+                let Some(gateway) = gateway.upgrade() else { return };
                 probe_provider(&gateway, provider).await;
             }
         });
@@ -107,6 +109,12 @@ pub fn stats(gateway: &Gateway) -> Value {
         }));
     }
     let mut out = json!({"pools": pools});
+    if let Some(reloader) = gateway.reloader.get().and_then(std::sync::Weak::upgrade) {
+        out["config_reloads"] = json!({
+            "done": reloader.done.load(Ordering::Relaxed),
+            "refused": reloader.refused.load(Ordering::Relaxed),
+        });
+    }
     if let Some(governance) = &gateway.governance {
         out["governance"] = governance_stats(governance);
     }

@@ -11,6 +11,7 @@ pub mod governance;
 pub mod health;
 pub mod hooks;
 pub mod mock;
+pub mod reload;
 pub mod routing;
 pub mod server;
 pub mod sessions;

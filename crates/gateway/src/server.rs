@@ -27,7 +27,7 @@ use crate::engine;
 use crate::governance::{Caller, Presented};
 use crate::settle::Record;
 use crate::state::Gateway;
-pub use listener::{serve, ListenerStats, Settings};
+pub use listener::{serve, ListenerStats, LiveRouter, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
 use switchyard_governance::sigv4::Inbound;
 

@@ -167,6 +167,18 @@ impl Counters {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Carries `before`'s counts over (a config reload).
+    fn copy_from(&self, before: &Counters) {
+        for (to, from) in [
+            (&self.ok, &before.ok),
+            (&self.upstream_failures, &before.upstream_failures),
+            (&self.client_faults, &before.client_faults),
+            (&self.rate_limited, &before.rate_limited),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
 }
 
 /// A pool's routing state.
@@ -187,6 +199,8 @@ pub struct PoolState {
     pub queue_timeout: Duration,
     /// One breaker per member; locks are held briefly, never across `.await`.
     pub breakers: Vec<Mutex<Breaker>>,
+    /// The breakers' tuning.
+    pub policy: BreakerPolicy,
     /// One set of counters per member.
     pub counters: Vec<Counters>,
     /// SWRR state; the lock is held only for the pick.
@@ -198,7 +212,7 @@ pub struct PoolState {
     /// Session affinity settings.
     pub affinity: Option<Affinity>,
     /// Session pins (empty without affinity).
-    pub sessions: SessionTable,
+    pub sessions: Arc<SessionTable>,
     /// Routing counters per policy.
     pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
     /// Sessions moved off their pinned lane.
@@ -235,6 +249,7 @@ impl PoolState {
             implicit,
             weights: members.iter().map(|m| m.1).collect(),
             breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
+            policy,
             counters: members.iter().map(|_| Counters::default()).collect(),
             weighted: Mutex::new(SmoothWeighted::new(members.len())),
             members: members.iter().map(|m| m.0).collect(),
@@ -244,7 +259,7 @@ impl PoolState {
             strategy: Strategy::Weighted,
             gates: Vec::new(),
             affinity: None,
-            sessions: SessionTable::new(Duration::ZERO, 1),
+            sessions: Arc::new(SessionTable::new(Duration::ZERO, 1)),
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
             price_ceiling: Price::default(),
@@ -277,10 +292,13 @@ pub struct Gateway {
     pub governance: Option<Arc<crate::governance::Governance>>,
     /// The request path's counters, laid out for this config.
     pub metrics: crate::telemetry::metrics::Metrics,
-    /// Metrics switch, access log, traces and sinks.
-    pub telemetry: crate::telemetry::Telemetry,
+    /// Metrics switch, access log, traces and sinks (shared with the
+    /// gateway a reload replaces: its exporters keep running).
+    pub telemetry: Arc<crate::telemetry::Telemetry>,
     /// The data listener's counters, once it runs (for `/metrics`).
     pub listener_stats: std::sync::OnceLock<Arc<crate::server::ListenerStats>>,
+    /// What reloads this gateway's config, when the binary runs one.
+    pub reloader: std::sync::OnceLock<std::sync::Weak<crate::reload::Reloader>>,
 }
 
 /// Why a gateway could not be built from a config.
@@ -371,29 +389,30 @@ impl Gateway {
                 lanes.push(lane);
             }
         }
-        let mut pools: Vec<PoolState> = config
-            .pools
-            .iter()
-            .map(|pool| PoolState {
-                strategy: pool.strategy,
-                gates: gate_chain(&config, &pool.gates),
-                affinity: pool.affinity.clone(),
-                sessions: pool
-                    .affinity
-                    .as_ref()
-                    .map_or_else(|| SessionTable::new(Duration::ZERO, 1), |a| SessionTable::new(a.ttl, MAX_SESSIONS)),
-                ..PoolState::new(
-                    pool.name.clone(),
-                    false,
-                    pool.members.iter().map(|m| (m.model, m.weight)).collect(),
-                    pool.failover,
-                    pool.fallback.clone(),
-                    pool.breaker,
-                    pool.queue_timeout,
-                    epoch,
-                )
-            })
-            .collect();
+        let mut pools: Vec<PoolState> =
+            config
+                .pools
+                .iter()
+                .map(|pool| PoolState {
+                    strategy: pool.strategy,
+                    gates: gate_chain(&config, &pool.gates),
+                    affinity: pool.affinity.clone(),
+                    sessions: Arc::new(pool.affinity.as_ref().map_or_else(
+                        || SessionTable::new(Duration::ZERO, 1),
+                        |a| SessionTable::new(a.ttl, MAX_SESSIONS),
+                    )),
+                    ..PoolState::new(
+                        pool.name.clone(),
+                        false,
+                        pool.members.iter().map(|m| (m.model, m.weight)).collect(),
+                        pool.failover,
+                        pool.fallback.clone(),
+                        pool.breaker,
+                        pool.queue_timeout,
+                        epoch,
+                    )
+                })
+                .collect();
         let mut names = HashMap::new();
         for (index, pool) in config.pools.iter().enumerate() {
             names.insert(pool.name.clone(), index);
@@ -447,7 +466,7 @@ impl Gateway {
             &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
             &config.hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
         );
-        let telemetry = crate::telemetry::Telemetry::local(&config);
+        let telemetry = Arc::new(crate::telemetry::Telemetry::local(&config));
         Ok(Gateway {
             config,
             codecs,
@@ -459,6 +478,7 @@ impl Gateway {
             metrics,
             telemetry,
             listener_stats: std::sync::OnceLock::new(),
+            reloader: std::sync::OnceLock::new(),
         })
     }
 
@@ -469,7 +489,66 @@ impl Gateway {
 
     /// Starts the exporters and writers the config asks for (traces, sinks).
     pub fn with_telemetry(mut self) -> Gateway {
-        self.telemetry = crate::telemetry::Telemetry::start(&self.config, &self.hooks);
+        self.telemetry = Arc::new(crate::telemetry::Telemetry::start(&self.config, &self.hooks));
+        self
+    }
+
+    /// Writes the access line through `writer` (the binary's log writer),
+    /// when the config and the log filter want it. Before the gateway is
+    /// shared: later it is a no-op.
+    pub fn with_access_lines(
+        mut self,
+        format: crate::telemetry::access::LineFormat,
+        writer: Arc<dyn crate::telemetry::access::LineWriter>,
+    ) -> Gateway {
+        if let Some(telemetry) = Arc::get_mut(&mut self.telemetry) {
+            telemetry.write_access_lines(format, writer);
+        }
+        self
+    }
+
+    /// Takes over what the running gateway `old` learned and keeps, for a
+    /// config reload: governance (keys, counters, the ledger queue),
+    /// telemetry and the listener's counters are shared; a lane that still
+    /// exists keeps its latency, rate headroom and (same cap) its permits; a
+    /// pool member that still exists keeps its breaker (under the new
+    /// tuning) and counters; a pool whose members are unchanged keeps its
+    /// session pins. Metrics are laid out anew for the new config.
+    pub fn adopt(mut self, old: &Gateway) -> Gateway {
+        self.governance.clone_from(&old.governance);
+        self.telemetry = old.telemetry.clone();
+        if let Some(stats) = old.listener_stats.get() {
+            let _ = self.listener_stats.set(stats.clone());
+        }
+        for lane in &mut self.lanes {
+            let Some(before) = old.lanes.iter().find(|l| l.name == lane.name) else { continue };
+            if before.max_concurrent == lane.max_concurrent {
+                lane.permits.clone_from(&before.permits);
+            }
+            lane.latency_ewma.store(before.latency_ewma.load(Ordering::Relaxed), Ordering::Relaxed);
+            lane.upstream_headroom.store(before.upstream_headroom.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        let lanes = &self.lanes;
+        for pool in &mut self.pools {
+            let Some(before) = old.pools.iter().find(|p| p.name == pool.name && p.implicit == pool.implicit) else {
+                continue;
+            };
+            let names = |members: &[usize], lanes: &[Lane]| -> Vec<Arc<str>> {
+                members.iter().map(|&lane| lanes[lane].name.clone()).collect()
+            };
+            let now = names(&pool.members, lanes);
+            let then = names(&before.members, &old.lanes);
+            for (member, name) in now.iter().enumerate() {
+                let Some(previous) = then.iter().position(|n| n == name) else { continue };
+                let mut breaker = before.breaker(previous).clone();
+                breaker.adopt_policy(pool.policy);
+                *pool.breaker(member) = breaker;
+                pool.counters[member].copy_from(&before.counters[previous]);
+            }
+            if now == then && pool.affinity == before.affinity {
+                pool.sessions = before.sessions.clone();
+            }
+        }
         self
     }
 

@@ -302,6 +302,16 @@ impl Breaker {
         }
     }
 
+    /// A reloaded config's tuning for a breaker that keeps its state: its
+    /// trip, cooldown and rest stand; a window of another length starts
+    /// empty, since its slots would be misread.
+    pub fn adopt_policy(&mut self, policy: BreakerPolicy) {
+        if policy.window != self.policy.window {
+            self.window.clear();
+        }
+        self.policy = policy;
+    }
+
     /// An operator closed the breaker by hand: closed, no trips, no rest.
     pub fn reset(&mut self) {
         self.inner = Inner::Closed;
@@ -383,6 +393,24 @@ mod tests {
         breaker.record_success(later);
         assert_eq!(breaker.admit(later), Admission::Admit);
         assert_eq!(breaker.snapshot(later).state, BreakerState::Closed);
+    }
+
+    #[test]
+    fn a_new_policy_keeps_the_trip_and_restarts_a_resized_window() {
+        let t0 = Instant::now();
+        let mut tripped = Breaker::new(policy(), t0);
+        for _ in 0..5 {
+            tripped.record_failure(t0, "500", None, 0.5);
+        }
+        tripped.adopt_policy(BreakerPolicy { consecutive_failures: 2, ..policy() });
+        assert!(!tripped.is_usable(t0), "a reload does not close an open breaker");
+        assert_eq!(tripped.snapshot(t0).state, BreakerState::Open);
+
+        let mut counting = Breaker::new(policy(), t0);
+        counting.record_failure(t0, "500", None, 0.5);
+        counting.record_success(t0);
+        counting.adopt_policy(BreakerPolicy { window: Duration::from_secs(10), ..policy() });
+        assert_eq!(counting.window.buckets, Window::new().buckets, "slots of another width are not reread");
     }
 
     #[test]

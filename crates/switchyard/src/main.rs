@@ -8,7 +8,8 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
-use switchyard_gateway::server::Settings;
+use switchyard_gateway::reload::{LoadError, Reloader};
+use switchyard_gateway::server::{LiveRouter, Settings};
 use switchyard_gateway::telemetry::access::{LineFormat, LineWriter};
 use switchyard_gateway::Gateway;
 use tracing_subscriber::fmt::MakeWriter;
@@ -149,20 +150,28 @@ fn env_lookup(name: &str) -> Option<String> {
 /// Loads the config the way `serve` does: the given file, else
 /// `./switchyard.yaml`, else the embedded demo.
 fn load_config(path: Option<PathBuf>) -> anyhow::Result<(Config, String)> {
-    let path = path.or_else(|| {
+    let path = config_path(path);
+    let config = read_config(path.as_deref())?;
+    Ok((config, path.map_or_else(|| "embedded demo config".to_owned(), |p| p.display().to_string())))
+}
+
+/// The file a config comes from: the one named, else `./switchyard.yaml`
+/// when it exists, else none (the embedded demo).
+fn config_path(path: Option<PathBuf>) -> Option<PathBuf> {
+    path.or_else(|| {
         let local = PathBuf::from("switchyard.yaml");
         local.exists().then_some(local)
-    });
-    match path {
-        Some(path) => {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("cannot read config file {}", path.display()))?;
-            let config = switchyard_config::load(&text, &env_lookup)
-                .with_context(|| format!("config file {}", path.display()))?;
-            Ok((config, path.display().to_string()))
-        }
-        None => Ok((switchyard_config::load(DEMO_CONFIG, &env_lookup)?, "embedded demo config".to_owned())),
-    }
+    })
+}
+
+/// Reads and validates the config (`check`, `serve` and every reload).
+fn read_config(path: Option<&std::path::Path>) -> Result<Config, LoadError> {
+    let text = match path {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|err| LoadError::Read { path: path.display().to_string(), reason: err.to_string() })?,
+        None => DEMO_CONFIG.to_owned(),
+    };
+    Ok(switchyard_config::load(&text, &env_lookup)?)
 }
 
 fn check(path: &std::path::Path) -> anyhow::Result<()> {
@@ -186,7 +195,9 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
 }
 
 async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()> {
-    let (mut config, source) = load_config(args.config)?;
+    let path = config_path(args.config);
+    let source = path.as_ref().map_or_else(|| "embedded demo config".to_owned(), |p| p.display().to_string());
+    let mut config = read_config(path.as_deref()).with_context(|| format!("config {source}"))?;
     if let Some(listen) = args.listen {
         config.listen = listen;
     }
@@ -213,13 +224,11 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         }
         None => None,
     };
-    let mut gateway = gateway.with_telemetry();
     let format = match access_lines.format {
         LogFormat::Human => LineFormat::Human,
         LogFormat::Json => LineFormat::Json,
     };
-    gateway.telemetry.write_access_lines(format, Arc::new(access_lines));
-    let gateway = Arc::new(gateway);
+    let gateway = Arc::new(gateway.with_telemetry().with_access_lines(format, Arc::new(access_lines)));
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -241,7 +250,17 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         tracing::info!(drain = ?drain_timeout, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
-    let admin_router = switchyard_gateway::admin_router(gateway.clone());
+    // Both listeners serve swappable routers: SIGHUP and the admin API reload the file.
+    let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
+    let reload_path = path.clone();
+    let reloader = Reloader::new(
+        gateway.clone(),
+        data_router.clone(),
+        admin_router.clone(),
+        Box::new(move || read_config(reload_path.as_deref())),
+    );
+    tokio::spawn(reload_on_sighup(reloader.clone()));
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
     let mut admin_settings = Settings::plain(admin_limits);
@@ -253,7 +272,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     }));
     let mut data_stop = stop_rx;
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
-    switchyard_gateway::server::serve(listener, switchyard_gateway::router(gateway.clone()), settings, async move {
+    switchyard_gateway::server::serve(listener, data_router, settings, async move {
         let _ = data_stop.wait_for(|stop| *stop).await;
     })
     .await?;
@@ -263,7 +282,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         writer.finish().await;
     }
     // And the last spans and request-log records leave.
-    gateway.telemetry.flush(Duration::from_secs(5)).await;
+    reloader.current().telemetry.flush(Duration::from_secs(5)).await;
     Ok(())
 }
 
@@ -288,6 +307,23 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     )
     .await?;
     Ok(())
+}
+
+/// Reloads the config on every SIGHUP (a bad file is logged and refused).
+async fn reload_on_sighup(reloader: Arc<Reloader>) {
+    #[cfg(unix)]
+    {
+        let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+            tracing::warn!("SIGHUP cannot be watched; reload with POST /api/v1/admin/config/reload");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            // The outcome is logged by the reloader.
+            let _ = reloader.reload().await;
+        }
+    }
+    #[cfg(not(unix))]
+    drop(reloader);
 }
 
 async fn shutdown_signal() {

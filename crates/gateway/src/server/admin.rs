@@ -43,6 +43,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
+        .route("/api/v1/admin/config/reload", post(reload_config))
         .route("/api/v1/admin/openapi.json", get(openapi))
         .with_state(state)
 }
@@ -1108,6 +1109,35 @@ async fn reset_lane(State(admin): State<Admin>, Path((pool, lane)): Path<(String
     Ok(audited(&target, Json(serde_json::json!({"pool": pool, "lane": lane, "breaker": "closed"}))))
 }
 
+#[utoipa::path(post, path = "/api/v1/admin/config/reload",
+    responses((status = 200, description = "the file was valid and is now served; `restart_required` names changed sections that keep their running values"),
+        (status = 422, description = "the file was refused, with every problem as `switchyard check` lists them; the running config keeps serving"),
+        (status = 404, description = "this gateway was not started by the binary (no file to read)")))]
+async fn reload_config(State(admin): State<Admin>) -> ApiResult<Response> {
+    let reloader = admin.gateway.reloader.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "this gateway has no config file to reload (it was not started by the binary)".into(),
+        )
+    })?;
+    match reloader.reload().await {
+        Ok(outcome) => Ok(audited("config", Json(serde_json::json!({"reloaded": true, "outcome": outcome})))),
+        Err(err) => {
+            let problems: Vec<serde_json::Value> = err
+                .problems()
+                .iter()
+                .map(|issue| serde_json::json!({"path": issue.path, "message": issue.message, "fix": issue.fix}))
+                .collect();
+            let body = serde_json::json!({"error": {
+                "message": "the config was refused; the running config keeps serving",
+                "status": 422,
+                "problems": problems,
+            }});
+            Ok(audited("config", (StatusCode::UNPROCESSABLE_ENTITY, Json(body))))
+        }
+    }
+}
+
 #[utoipa::path(get, path = "/api/v1/admin/audit", params(("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, description = "admin mutation attempts, newest first")))]
 async fn audit(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> ApiResult<Json<serde_json::Value>> {
@@ -1143,6 +1173,7 @@ async fn audit(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> Api
         requests,
         lanes,
         reset_lane,
+        reload_config,
         audit
     ),
     components(schemas(

@@ -93,14 +93,44 @@ pub const HTTP1_READ_BUFFER: usize = 8 << 10;
 /// error); beyond these, an extra connection is closed at once.
 const OVERFLOW_CONNECTIONS: usize = 1024;
 
+/// The router a listener serves, swappable while it serves: a config
+/// reload stores a new one, each request takes whichever is current when it
+/// arrives (one atomic load), and requests in flight keep the one they began
+/// with, state included.
+#[derive(Clone)]
+pub struct LiveRouter(Arc<arc_swap::ArcSwap<Router>>);
+
+impl LiveRouter {
+    /// A listener's router, before any reload.
+    pub fn new(router: Router) -> LiveRouter {
+        LiveRouter(Arc::new(arc_swap::ArcSwap::from_pointee(router)))
+    }
+
+    /// Serve `router` from the next request on.
+    pub fn swap(&self, router: Router) {
+        self.0.store(Arc::new(router));
+    }
+
+    fn current(&self) -> Router {
+        Router::clone(&self.0.load())
+    }
+}
+
+impl From<Router> for LiveRouter {
+    fn from(router: Router) -> LiveRouter {
+        LiveRouter::new(router)
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown` resolves, then lets
 /// in-flight requests and streams finish for up to `limits.drain_timeout`.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: impl Into<LiveRouter>,
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let router = router.into();
     let limits = &settings.limits;
     let timeouts = IoTimeouts {
         header_read: limits.header_read_timeout,
@@ -217,7 +247,7 @@ pub async fn serve(
 /// with each response body holding what marks its request active.
 #[derive(Clone)]
 struct ConnService {
-    router: Router,
+    router: LiveRouter,
     state: Arc<ConnState>,
     in_flight: Arc<Semaphore>,
     settings: Settings,
@@ -242,7 +272,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         if request.version() == http::Version::HTTP_2 || limits.body_limit > limits.max_connection_body {
             request.extensions_mut().insert(ConnBudget(self.state.clone()));
         }
-        let mut router = self.router.clone();
+        let mut router = self.router.current();
         Box::pin(async move {
             let response = match router.call(request).await {
                 Ok(response) => response,

@@ -1,0 +1,155 @@
+//! Live config reload over real TCP: a reload under load fails no request,
+//! a lane that survives keeps its breaker, a bad file is refused with every
+//! problem while the running config keeps serving, and sections the process
+//! is built around wait for a restart.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{chat_body, post, ADMIN_TOKEN};
+use http::StatusCode;
+use switchyard_gateway::reload::{LoadError, Reloader};
+use switchyard_gateway::server::{serve, LiveRouter, Settings};
+use switchyard_gateway::Gateway;
+use switchyard_protocol::codec;
+use switchyard_protocol::ir::Protocol;
+
+/// A gateway as the binary runs it, whose "file" is `text`.
+struct Running {
+    data: SocketAddr,
+    admin: SocketAddr,
+    text: Arc<Mutex<String>>,
+    reloader: Arc<Reloader>,
+}
+
+async fn start(yaml: &str) -> Running {
+    let text = Arc::new(Mutex::new(yaml.to_owned()));
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_telemetry());
+    let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
+    let file = text.clone();
+    let reloader = Reloader::new(
+        gateway.clone(),
+        data_router.clone(),
+        admin_router.clone(),
+        Box::new(move || Ok::<_, LoadError>(switchyard_config::load(&file.lock().unwrap(), &|_| None)?)),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let data = listener.local_addr().unwrap();
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    tokio::spawn(serve(listener, data_router, settings, std::future::pending()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let admin = listener.local_addr().unwrap();
+    let plain = Settings::plain(switchyard_config::Server::default());
+    tokio::spawn(serve(listener, admin_router, plain, std::future::pending()));
+    Running { data, admin, text, reloader }
+}
+
+async fn reload(running: &Running, yaml: &str) -> (StatusCode, serde_json::Value) {
+    *running.text.lock().unwrap() = yaml.to_owned();
+    let reply =
+        post(running.admin, "/api/v1/admin/config/reload", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))], "")
+            .await;
+    (reply.status, serde_json::from_slice(&reply.body).unwrap())
+}
+
+async fn chat(addr: SocketAddr, model: &str) -> StatusCode {
+    post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, "hi", false)).await.status
+}
+
+fn config(pool_members: &str, extra: &str) -> String {
+    format!(
+        "admin: {{ tokens: [{ADMIN_TOKEN}] }}\nproviders:\n  fake: {{ protocol: openai, base_url: mock:// }}\n  fake-claude: {{ protocol: anthropic, base_url: mock:// }}\n\
+         models:\n  a: {{ provider: fake }}\n  b: {{ provider: fake-claude }}\npools:\n  p:\n    members: [{pool_members}]\n{extra}"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_reloads_under_load_fail_no_request() {
+    let one = config("{ model: a }", "");
+    let two = config("{ model: a }, { model: b }", "  q:\n    members: [{ model: b }]\n");
+    let running = start(&one).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let served = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(Mutex::new(Vec::new()));
+    let mut clients = Vec::new();
+    for _ in 0..8 {
+        let (stop, served, failed, data) = (stop.clone(), served.clone(), failed.clone(), running.data);
+        clients.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                match chat(data, "p").await {
+                    StatusCode::OK => served.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        failed.lock().unwrap().push(other);
+                        0
+                    }
+                };
+            }
+        }));
+    }
+    for round in 0..20 {
+        let (status, body) = reload(&running, if round % 2 == 0 { &two } else { &one }).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    assert!(failed.lock().unwrap().is_empty(), "failed requests: {:?}", failed.lock().unwrap());
+    assert!(served.load(Ordering::Relaxed) >= 100, "only {} requests ran", served.load(Ordering::Relaxed));
+    assert_eq!(running.reloader.done.load(Ordering::Relaxed), 20);
+    // The last reload (round 19) served `one`: no pool `q`.
+    assert_eq!(chat(running.data, "q").await, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_surviving_lane_keeps_its_breaker_and_a_bad_file_changes_nothing() {
+    // A lane whose upstream refuses connections trips after two failures.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let extra = "  d:\n    breaker: { consecutive_failures: 2 }\n    members: [{ model: dead }]\n";
+    let with_dead = |extra_pool: &str| {
+        config("{ model: a }", &format!("{extra}{extra_pool}"))
+            .replace("models:\n", "models:\n  dead: { provider: gone }\n")
+            .replace(
+                "providers:\n",
+                &format!("providers:\n  gone: {{ protocol: openai, base_url: \"http://{dead}\" }}\n"),
+            )
+    };
+    let running = start(&with_dead("")).await;
+    for _ in 0..2 {
+        assert_ne!(chat(running.data, "d").await, StatusCode::OK);
+    }
+    let breaker = |gateway: &Gateway| {
+        let pool = &gateway.pools[gateway.resolve("d").unwrap()];
+        pool.breaker(0).snapshot(std::time::Instant::now()).state
+    };
+    assert_eq!(breaker(&running.reloader.current()).as_str(), "open");
+
+    let (status, body) = reload(&running, &with_dead("  q:\n    members: [{ model: b }]\n")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(chat(running.data, "q").await, StatusCode::OK, "the new pool serves");
+    assert_eq!(breaker(&running.reloader.current()).as_str(), "open", "the surviving lane stays tripped");
+
+    let bad =
+        "providers:\n  fake: { protocol: openai, base_url: mock://, colour: red }\nmodels:\n  a: { provider: ghost }\n";
+    let (status, body) = reload(&running, bad).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let problems = body["error"]["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 2, "{body}");
+    assert!(problems.iter().any(|p| p["path"] == "models.a.provider"), "{body}");
+    assert_eq!(chat(running.data, "q").await, StatusCode::OK, "the running config keeps serving");
+    assert_eq!(running.reloader.refused.load(Ordering::Relaxed), 1);
+
+    let moved = format!("listen: 127.0.0.1:1\n{}", with_dead(""));
+    let (status, body) = reload(&running, &moved).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["outcome"]["restart_required"], serde_json::json!(["listen"]));
+    assert_eq!(chat(running.data, "a").await, StatusCode::OK, "still on the running listener");
+}
