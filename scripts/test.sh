@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Every test Switchyard has: formatting, lints, the Rust test suites, and the
-# conformance suite that drives the binary with the official vendor SDKs.
+# Every test Switchyard has: formatting, lints, the Rust test suites (with a
+# real PostgreSQL for the store and fleet tests), and the conformance suite
+# that drives the binary with the official vendor SDKs.
 # Works on a fresh machine: it installs what it needs (a Python virtualenv
 # with pinned SDKs) on first use.
 set -euo pipefail
@@ -17,6 +18,12 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 if [ "${CI:-}" = "true" ]; then
   export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-20261129}"
 fi
+
+# Real servers for the store and fleet tests: throwaway PostgreSQL on a
+# free port (installed from Debian's packages when missing), stopped on exit.
+echo "== services"
+eval "$(./scripts/services.sh start)"
+trap './scripts/services.sh stop "$SWITCHYARD_TEST_SERVICES_DIR"' EXIT
 
 echo "== cargo test"
 cargo test --workspace --locked

@@ -165,22 +165,77 @@ pub async fn from_config(
     if !wanted {
         return Ok(None);
     }
-    if config.storage.postgres_url.is_some() {
-        return Err(StartError::Store(StoreError::Unavailable(
-            "storage.postgres_url is not supported by this build yet; use storage.sqlite_path".into(),
-        )));
-    }
-    let stores = match &config.storage.sqlite_path {
-        Some(path) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
-        None => Stores::of(switchyard_store::memory::MemoryStore::new()),
+    let stores = match (&config.storage.postgres_url, &config.storage.sqlite_path) {
+        (Some(url), _) => Stores::shared(switchyard_store::postgres::PostgresStore::connect(url).await?),
+        (None, Some(path)) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
     };
     let (queue, writer) = LedgerQueue::start(
         stores.ledger.clone(),
         config.governance.ledger_queue,
         config.governance.ledger_flush_interval,
     );
-    let governance = Governance::start(config, stores, Some(queue), price_of).await?;
-    Ok(Some((Arc::new(governance), writer)))
+    let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
+    let governance = Arc::new(Governance::start(config, stores, Some(queue), price_of).await?);
+    if let Some(changes) = changes {
+        tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
+    }
+    Ok(Some((governance, writer)))
+}
+
+/// Keeps this instance's key and group caches in step with a store other
+/// instances write (a revocation anywhere is refused here as soon as its
+/// notification arrives). Ends with the governance it follows.
+async fn follow_changes(
+    governance: std::sync::Weak<Governance>,
+    mut changes: tokio::sync::broadcast::Receiver<switchyard_store::Change>,
+) {
+    use switchyard_store::Change;
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            // Missed some: reread everything.
+            Err(RecvError::Lagged(_)) => Change::Resync,
+            Err(RecvError::Closed) => return,
+        };
+        let Some(governance) = governance.upgrade() else { return };
+        let applied = match &change {
+            Change::Key(id) => match governance.stores.keys.get_key(id).await {
+                Ok(Some(record)) => {
+                    governance.cache(record);
+                    Ok(())
+                }
+                Ok(None) => Ok(()),
+                Err(err) => Err(err),
+            },
+            Change::Groups => governance.stores.groups.list_groups().await.map(|groups| governance.set_groups(groups)),
+            Change::Resync => {
+                async {
+                    governance.set_groups(governance.stores.groups.list_groups().await?);
+                    governance.reindex(all_keys(&governance.stores).await?);
+                    Ok(())
+                }
+                .await
+            }
+        };
+        if let Err(err) = applied {
+            tracing::warn!(error = %err, ?change, "a change from another instance could not be read; the cache keeps its last state");
+        }
+    }
+}
+
+/// Every key record in the store, page by page.
+async fn all_keys(stores: &Stores) -> Result<Vec<KeyRecord>, StoreError> {
+    let mut records = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = stores.keys.list_keys(after.as_deref(), 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        records.extend(page);
+    }
+    Ok(records)
 }
 
 impl Governance {
@@ -211,14 +266,7 @@ impl Governance {
         }
         let groups: HashMap<String, GroupRecord> =
             stores.groups.list_groups().await?.into_iter().map(|g| (g.name.clone(), g)).collect();
-        let mut records = Vec::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = stores.keys.list_keys(after.as_deref(), 1000).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.id.clone());
-            records.extend(page);
-        }
+        let records = all_keys(&stores).await?;
         let governance = Governance {
             mode: config.auth,
             stores,

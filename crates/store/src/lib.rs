@@ -3,14 +3,17 @@
 //! [`GroupStore`] (the budget tree), [`Ledger`] (tokens per request; spend
 //! is derived from it when read, never stored) and [`AuditLog`] (every
 //! admin mutation attempt). [`memory::MemoryStore`] is the in-process
-//! default, [`sqlite::SqliteStore`] the single-node one; one conformance
-//! suite (`tests/conformance.rs`) runs over every backend.
+//! default, [`sqlite::SqliteStore`] the single-node one and
+//! [`postgres::PostgresStore`] a fleet's, which also announces every change
+//! ([`ChangeFeed`]) so each instance's caches follow; one conformance suite
+//! (`tests/conformance.rs`) runs over every backend.
 //!
 //! The request path never waits on a store: keys are cached by the
 //! gateway, counters live in memory, and ledger rows are written behind in
 //! batches.
 
 pub mod memory;
+pub mod postgres;
 pub mod sqlite;
 
 use std::future::Future;
@@ -259,12 +262,57 @@ pub struct Stores {
     pub ledger: Arc<dyn Ledger>,
     /// The audit log.
     pub audit: Arc<dyn AuditLog>,
+    /// Changes other instances make, when the store is shared.
+    pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Stores {
     /// Every concern served by `backend`.
     pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + 'static>(backend: B) -> Stores {
         let backend = Arc::new(backend);
-        Stores { keys: backend.clone(), groups: backend.clone(), ledger: backend.clone(), audit: backend }
+        Stores {
+            keys: backend.clone(),
+            groups: backend.clone(),
+            ledger: backend.clone(),
+            audit: backend,
+            changes: None,
+        }
     }
+
+    /// A store other instances write too: its changes are announced.
+    pub fn shared<B: KeyStore + GroupStore + Ledger + AuditLog + ChangeFeed + 'static>(backend: B) -> Stores {
+        let backend = Arc::new(backend);
+        Stores {
+            keys: backend.clone(),
+            groups: backend.clone(),
+            ledger: backend.clone(),
+            audit: backend.clone(),
+            changes: Some(backend),
+        }
+    }
+}
+
+/// A change to the records, made by this instance or another one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// The key with this id was created or changed.
+    Key(String),
+    /// The group tree changed.
+    Groups,
+    /// Changes may have been missed (the feed reconnected): reread everything.
+    Resync,
+}
+
+/// Announces changes to a store several instances share.
+pub trait ChangeFeed: Send + Sync {
+    /// Changes from now on.
+    fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change>;
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|err| StoreError::Unavailable(err.to_string()))
+}
+
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| StoreError::Unavailable(format!("corrupt record: {err}")))
 }

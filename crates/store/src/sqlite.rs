@@ -10,8 +10,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow, RowFilter, SpendBy,
-    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow,
+    RowFilter, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `user_version` is the count applied.
@@ -73,14 +73,6 @@ impl SqliteStore {
                 .map_err(unavailable)?
         })
     }
-}
-
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
-    serde_json::to_string(value).map_err(unavailable)
-}
-
-fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
-    serde_json::from_str(text).map_err(|err| StoreError::Unavailable(format!("corrupt record: {err}")))
 }
 
 fn conflict_or_unavailable(err: rusqlite::Error) -> StoreError {

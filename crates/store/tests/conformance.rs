@@ -1,13 +1,17 @@
 //! One suite, every backend: what a store must do, checked the same way
-//! over memory and SQLite (and any backend added later: add it to
-//! `backends!`).
+//! over memory, SQLite and PostgreSQL (and any backend added later: add it
+//! to `backends!`). PostgreSQL is the real server `scripts/services.sh`
+//! starts (`SWITCHYARD_TEST_POSTGRES_URL`); each test gets a fresh database.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code")]
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential};
 use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
+
+use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
-    AuditEntry, GroupRecord, Idempotency, LedgerRow, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery,
-    Written,
+    AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeyStore, LedgerRow, RowFilter, SpendBy, StoreError,
+    Stores, Tokens, TotalsQuery, Written,
 };
 
 fn key(n: u8) -> KeyRecord {
@@ -234,6 +238,73 @@ macro_rules! backends {
 backends! {
     memory => Stores::of(switchyard_store::memory::MemoryStore::new()),
     sqlite => Stores::of(switchyard_store::sqlite::SqliteStore::in_memory().unwrap()),
+    postgres => match fresh_postgres().await {
+        Some(store) => Stores::shared(store),
+        None => return,
+    },
+}
+
+/// A PostgreSQL store on a database of its own, on the test server; `None`
+/// (with a note) outside the test command, a failure under CI.
+async fn fresh_postgres() -> Option<PostgresStore> {
+    Some(PostgresStore::connect(&fresh_database().await?).await.unwrap())
+}
+
+/// The URL of a new, empty database on the test server.
+async fn fresh_database() -> Option<String> {
+    let Ok(url) = std::env::var("SWITCHYARD_TEST_POSTGRES_URL") else {
+        assert!(std::env::var("CI").is_err(), "CI runs PostgreSQL: run the tests through scripts/test.sh");
+        eprintln!(
+            "SWITCHYARD_TEST_POSTGRES_URL is not set: PostgreSQL cases skipped (scripts/test.sh starts a server)"
+        );
+        return None;
+    };
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let name = format!("conformance_{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+    Some(format!("{base}/{name}"))
+}
+
+#[tokio::test]
+async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
+    let Some(url) = fresh_database().await else { return };
+    let first = PostgresStore::connect(&url).await.unwrap();
+    // A second instance on the same database: the schema is already there.
+    let second = PostgresStore::connect(&url).await.unwrap();
+    let mut heard = second.subscribe();
+    // Give the listening connection a moment to subscribe.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let stores = Stores::shared(first);
+    let mut record = key(3);
+    stores.keys.create_key(record.clone(), None).await.unwrap();
+    record.revoked_at = Some(2_000);
+    stores.keys.update_key(record.clone()).await.unwrap();
+    stores
+        .groups
+        .put_group(GroupRecord {
+            name: "g".into(),
+            parent: None,
+            budget: None,
+            limits: Limits::default(),
+            from_config: false,
+            created_at: 1,
+        })
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let change = tokio::time::timeout(std::time::Duration::from_secs(1), heard.recv())
+            .await
+            .expect("within a second")
+            .unwrap();
+        seen.push(change);
+    }
+    assert_eq!(seen, [Change::Key(record.id.clone()), Change::Key(record.id.clone()), Change::Groups]);
+    // And the other instance reads the revoked record.
+    assert_eq!(second.get_key(&record.id).await.unwrap().unwrap().revoked_at, Some(2_000));
 }
 
 #[tokio::test]

@@ -1,0 +1,526 @@
+//! A fleet's store: PostgreSQL through a connection pool (deadpool), the
+//! schema migrated at connect under an advisory lock (instances booting
+//! together apply it once). Every key or group write sends a `NOTIFY` in
+//! its transaction; one listening connection per instance turns those into
+//! [`Change`]s, so a revocation on one instance reaches every instance's
+//! key cache within the notification's round trip. When that connection
+//! drops it reconnects with backoff and announces [`Change::Resync`].
+//!
+//! Plain TCP only (`sslmode=disable`/`prefer`); a URL that requires TLS is
+//! refused at connect with that message.
+
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use switchyard_governance::KeyRecord;
+use tokio::sync::broadcast;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+use crate::{
+    from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, GroupRecord, GroupStore, Idempotency, KeyStore,
+    Ledger, LedgerRow, RowFilter, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery,
+    Written,
+};
+
+/// The schema, in order; `switchyard_schema.version` is the count applied.
+const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_init.sql")];
+
+/// Serialises migrations across instances (`pg_advisory_xact_lock`).
+const MIGRATION_LOCK: i64 = 0x5357_5943_4844;
+
+/// The notification channels.
+const KEYS_CHANNEL: &str = "switchyard_keys";
+const GROUPS_CHANNEL: &str = "switchyard_groups";
+
+/// Connections per instance: admin calls and batched ledger writes are few.
+const POOL_SIZE: usize = 8;
+
+/// How long a store call may wait for a connection or an answer.
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A store in one PostgreSQL database.
+#[derive(Clone)]
+pub struct PostgresStore {
+    pool: Pool,
+    changes: broadcast::Sender<Change>,
+}
+
+fn unavailable(err: impl std::fmt::Display) -> StoreError {
+    StoreError::Unavailable(err.to_string())
+}
+
+fn conflict_or_unavailable(err: tokio_postgres::Error) -> StoreError {
+    match err.code() {
+        Some(code) if *code == tokio_postgres::error::SqlState::UNIQUE_VIOLATION => {
+            StoreError::Conflict(err.to_string())
+        }
+        _ => unavailable(err),
+    }
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user:pass@host:port/db`), brings the
+    /// schema up to date and starts listening for other instances' changes.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|err| StoreError::Unavailable(format!("storage.postgres_url: {err}")))?;
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(StoreError::Unavailable(
+                "storage.postgres_url asks for TLS (sslmode=require), which this build does not speak; reach \
+                 PostgreSQL over a private network or a local proxy with sslmode=disable"
+                    .into(),
+            ));
+        }
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .wait_timeout(Some(CALL_TIMEOUT))
+            .create_timeout(Some(CALL_TIMEOUT))
+            .recycle_timeout(Some(CALL_TIMEOUT))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(unavailable)?;
+        migrate(&pool).await?;
+        let (changes, _) = broadcast::channel(1024);
+        tokio::spawn(listen(config, changes.clone()));
+        Ok(PostgresStore { pool, changes })
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
+        self.pool.get().await.map_err(|err| StoreError::Unavailable(format!("postgres: {err}")))
+    }
+}
+
+/// Applies the migrations this database lacks, once across instances.
+async fn migrate(pool: &Pool) -> Result<(), StoreError> {
+    let mut client = pool.get().await.map_err(|err| StoreError::Unavailable(format!("postgres: {err}")))?;
+    let tx = client.transaction().await.map_err(unavailable)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(unavailable)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS switchyard_schema (version INTEGER NOT NULL)")
+        .await
+        .map_err(unavailable)?;
+    let applied: i32 = tx
+        .query_opt("SELECT version FROM switchyard_schema", &[])
+        .await
+        .map_err(unavailable)?
+        .map_or(0, |row| row.get(0));
+    let applied = usize::try_from(applied).unwrap_or(0);
+    if applied > MIGRATIONS.len() {
+        return Err(StoreError::Unavailable(format!(
+            "the database has schema version {applied}, newer than this binary's {}; run a newer switchyard",
+            MIGRATIONS.len()
+        )));
+    }
+    for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
+        tx.batch_execute(migration).await.map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
+    }
+    let version = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+    tx.execute("DELETE FROM switchyard_schema", &[]).await.map_err(unavailable)?;
+    tx.execute("INSERT INTO switchyard_schema (version) VALUES ($1)", &[&version]).await.map_err(unavailable)?;
+    tx.commit().await.map_err(unavailable)
+}
+
+/// One connection that LISTENs for the other instances' changes, for the
+/// life of the process; reconnects with backoff and asks for a resync.
+async fn listen(config: tokio_postgres::Config, changes: broadcast::Sender<Change>) {
+    let mut backoff = Duration::from_millis(100);
+    let mut connected_before = false;
+    loop {
+        match config.connect(NoTls).await {
+            Ok((client, mut connection)) => {
+                let statement = format!("LISTEN {KEYS_CHANNEL}; LISTEN {GROUPS_CHANNEL}");
+                let subscribe = client.batch_execute(&statement);
+                // The connection must be polled for the LISTEN to complete.
+                let subscribed = tokio::select! {
+                    result = subscribe => result.is_ok(),
+                    _ = std::future::poll_fn(|cx| connection.poll_message(cx)) => false,
+                };
+                if subscribed {
+                    backoff = Duration::from_millis(100);
+                    if connected_before {
+                        let _ = changes.send(Change::Resync);
+                    }
+                    connected_before = true;
+                    while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                        let Ok(AsyncMessage::Notification(note)) = message else {
+                            if message.is_err() {
+                                break;
+                            }
+                            continue;
+                        };
+                        let change = match note.channel() {
+                            KEYS_CHANNEL => Change::Key(note.payload().to_owned()),
+                            _ => Change::Groups,
+                        };
+                        let _ = changes.send(change);
+                    }
+                }
+                drop(client);
+                tracing::warn!("postgres change feed lost its connection; reconnecting");
+            }
+            Err(err) => tracing::warn!(error = %err, ?backoff, "postgres change feed cannot connect; retrying"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+impl ChangeFeed for PostgresStore {
+    fn subscribe(&self) -> broadcast::Receiver<Change> {
+        self.changes.subscribe()
+    }
+}
+
+/// An idempotent key write inside one transaction, announced on commit.
+async fn write_key(
+    store: &PostgresStore,
+    scope: &str,
+    record: KeyRecord,
+    idempotency: Option<Idempotency>,
+    insert: bool,
+) -> Result<Written, StoreError> {
+    let mut client = store.client().await?;
+    let tx = client.transaction().await.map_err(unavailable)?;
+    if let Some(idem) = &idempotency {
+        // Two instances retrying one create: the second waits on this row.
+        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1 || ':' || $2))", &[&scope, &idem.key])
+            .await
+            .map_err(unavailable)?;
+        let earlier = tx
+            .query_opt(
+                "SELECT fingerprint, key_id FROM idempotency WHERE scope = $1 AND key = $2",
+                &[&scope, &idem.key],
+            )
+            .await
+            .map_err(unavailable)?;
+        if let Some(row) = earlier {
+            let (fingerprint, id): (String, String) = (row.get(0), row.get(1));
+            if fingerprint != idem.fingerprint {
+                return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
+            }
+            let text: Option<String> = tx
+                .query_opt("SELECT record FROM keys WHERE id = $1", &[&id])
+                .await
+                .map_err(unavailable)?
+                .map(|row| row.get(0));
+            return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
+        }
+    }
+    store_key(&tx, &record, insert).await?;
+    if let Some(idem) = idempotency {
+        let at_ms = record.rotated_at.unwrap_or(record.created_at) * 1000;
+        tx.execute(
+            "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES ($1, $2, $3, $4, $5)",
+            &[&scope, &idem.key, &idem.fingerprint, &record.id, &at_ms],
+        )
+        .await
+        .map_err(conflict_or_unavailable)?;
+    }
+    tx.commit().await.map_err(unavailable)?;
+    Ok(Written::New(record))
+}
+
+async fn store_key(
+    tx: &deadpool_postgres::Transaction<'_>,
+    record: &KeyRecord,
+    insert: bool,
+) -> Result<(), StoreError> {
+    let json = to_json(record)?;
+    let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
+    let hash = record.hash.to_hex();
+    let changed = if insert {
+        tx.execute(
+            "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES ($1, $2, $3, $4)",
+            &[&record.id, &hash, &aws, &json],
+        )
+        .await
+    } else {
+        tx.execute(
+            "UPDATE keys SET hash = $2, aws_access_key_id = $3, record = $4 WHERE id = $1",
+            &[&record.id, &hash, &aws, &json],
+        )
+        .await
+    }
+    .map_err(conflict_or_unavailable)?;
+    if changed == 0 {
+        return Err(StoreError::NotFound);
+    }
+    // Delivered to every listener when the transaction commits.
+    tx.execute("SELECT pg_notify($1, $2)", &[&KEYS_CHANNEL, &record.id]).await.map_err(unavailable)?;
+    Ok(())
+}
+
+impl KeyStore for PostgresStore {
+    fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        Box::pin(write_key(self, "create", record, idempotency, true))
+    }
+
+    fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
+        Box::pin(async move {
+            let scope = format!("rotate:{}", record.id);
+            write_key(self, &scope, record, idempotency, false).await
+        })
+    }
+
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            store_key(&tx, &record, false).await?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client.query_opt("SELECT record FROM keys WHERE id = $1", &[&id]).await.map_err(unavailable)?;
+            row.map(|row| from_json(row.get::<_, &str>(0))).transpose()
+        })
+    }
+
+    fn list_keys(&self, after: Option<&str>, limit: usize) -> StoreFuture<'_, Vec<KeyRecord>> {
+        let after = after.unwrap_or("").to_owned();
+        Box::pin(async move {
+            let client = self.client().await?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = client
+                .query("SELECT record FROM keys WHERE id > $1 ORDER BY id LIMIT $2", &[&after, &limit])
+                .await
+                .map_err(unavailable)?;
+            rows.iter().map(|row| from_json(row.get::<_, &str>(0))).collect()
+        })
+    }
+}
+
+impl GroupStore for PostgresStore {
+    fn put_group(&self, group: GroupRecord) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            tx.execute(
+                "INSERT INTO groups (name, record) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET record = excluded.record",
+                &[&group.name, &to_json(&group)?],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.execute("SELECT pg_notify($1, '')", &[&GROUPS_CHANNEL]).await.map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn delete_group(&self, name: &str) -> StoreFuture<'_, ()> {
+        let name = name.to_owned();
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            if tx.execute("DELETE FROM groups WHERE name = $1", &[&name]).await.map_err(unavailable)? == 0 {
+                return Err(StoreError::NotFound);
+            }
+            tx.execute("SELECT pg_notify($1, '')", &[&GROUPS_CHANNEL]).await.map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn list_groups(&self) -> StoreFuture<'_, Vec<GroupRecord>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client.query("SELECT record FROM groups ORDER BY name", &[]).await.map_err(unavailable)?;
+            rows.iter().map(|row| from_json(row.get::<_, &str>(0))).collect()
+        })
+    }
+}
+
+/// A token count as a column (BIGINT).
+fn column(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
+/// A column as a token count.
+fn count(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+fn row_of(row: &tokio_postgres::Row) -> StoredRow {
+    StoredRow {
+        id: row.get(0),
+        row: LedgerRow {
+            at_ms: row.get(1),
+            request_id: row.get(2),
+            key_id: row.get(3),
+            group: row.get(4),
+            pool: row.get(5),
+            lane: row.get(6),
+            model: row.get(7),
+            tokens: Tokens {
+                input: count(row.get(8)),
+                output: count(row.get(9)),
+                cache_read: count(row.get(10)),
+                cache_write: count(row.get(11)),
+            },
+            status: u16::try_from(row.get::<_, i32>(12)).unwrap_or(0),
+            latency_ms: count(row.get(13)),
+            ttfb_ms: row.get::<_, Option<i64>>(14).map(count),
+            failovers: u32::try_from(row.get::<_, i32>(15)).unwrap_or(0),
+            estimated: row.get(16),
+        },
+    }
+}
+
+const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated";
+
+impl Ledger for PostgresStore {
+    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let insert = tx
+                .prepare_cached(
+                    "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
+                     output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
+                     estimated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                )
+                .await
+                .map_err(unavailable)?;
+            for row in &rows {
+                let status = i32::from(row.status);
+                let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
+                let ttfb = row.ttfb_ms.map(column);
+                tx.execute(
+                    &insert,
+                    &[
+                        &row.at_ms,
+                        &row.request_id,
+                        &row.key_id,
+                        &row.group,
+                        &row.pool,
+                        &row.lane,
+                        &row.model,
+                        &column(row.tokens.input),
+                        &column(row.tokens.output),
+                        &column(row.tokens.cache_read),
+                        &column(row.tokens.cache_write),
+                        &status,
+                        &column(row.latency_ms),
+                        &ttfb,
+                        &failovers,
+                        &row.estimated,
+                    ],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn rows(&self, filter: RowFilter) -> StoreFuture<'_, Vec<StoredRow>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let sql = format!(
+                "SELECT {ROW_COLUMNS} FROM ledger WHERE ($1::BIGINT IS NULL OR id < $1) AND ($2::TEXT IS NULL OR key_id = $2) \
+                 AND ($3::TEXT IS NULL OR pool = $3) AND ($4::TEXT IS NULL OR lane = $4) \
+                 AND ($5::INTEGER IS NULL OR status = $5) ORDER BY id DESC LIMIT $6"
+            );
+            let status = filter.status.map(i32::from);
+            let limit = column(filter.limit as u64);
+            let rows = client
+                .query(&sql, &[&filter.before, &filter.key, &filter.pool, &filter.lane, &status, &limit])
+                .await
+                .map_err(unavailable)?;
+            Ok(rows.iter().map(row_of).collect())
+        })
+    }
+
+    fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let by = match query.by {
+                SpendBy::Key => "key_id",
+                SpendBy::Group => "grp",
+                SpendBy::Model => "model",
+                SpendBy::Lane => "lane",
+            };
+            let sql = format!(
+                "SELECT {by}, lane, count(*), sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, \
+                 sum(cache_read_tokens)::BIGINT, sum(cache_write_tokens)::BIGINT FROM ledger \
+                 WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
+                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane ORDER BY {by}, lane"
+            );
+            let rows = client
+                .query(&sql, &[&query.from_ms, &query.to_ms, &query.key, &query.groups])
+                .await
+                .map_err(unavailable)?;
+            Ok(rows
+                .iter()
+                .map(|row| Total {
+                    value: row.get(0),
+                    lane: row.get(1),
+                    requests: count(row.get(2)),
+                    tokens: Tokens {
+                        input: count(row.get(3)),
+                        output: count(row.get(4)),
+                        cache_read: count(row.get(5)),
+                        cache_write: count(row.get(6)),
+                    },
+                })
+                .collect())
+        })
+    }
+
+    fn count(&self) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client.query_one("SELECT count(*) FROM ledger", &[]).await.map_err(unavailable)?;
+            Ok(count(row.get(0)))
+        })
+    }
+}
+
+impl AuditLog for PostgresStore {
+    fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let outcome = i32::from(entry.outcome);
+            client
+                .execute(
+                    "INSERT INTO audit (at_ms, actor, action, target, outcome) VALUES ($1, $2, $3, $4, $5)",
+                    &[&entry.at_ms, &entry.actor, &entry.action, &entry.target, &outcome],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let limit = column(limit as u64);
+            let rows = client
+                .query(
+                    "SELECT id, at_ms, actor, action, target, outcome FROM audit \
+                     WHERE ($1::BIGINT IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
+                    &[&before, &limit],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(rows
+                .iter()
+                .map(|row| StoredAudit {
+                    id: row.get(0),
+                    entry: AuditEntry {
+                        at_ms: row.get(1),
+                        actor: row.get(2),
+                        action: row.get(3),
+                        target: row.get(4),
+                        outcome: u16::try_from(row.get::<_, i32>(5)).unwrap_or(0),
+                    },
+                })
+                .collect())
+        })
+    }
+}
