@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Throwaway servers for the tests: PostgreSQL (and Redis when asked) on free
-# loopback ports, data in a temp dir, nothing kept. Installs them from
-# Debian's packages when missing (needs root; otherwise names the package).
+# Throwaway servers for the tests: PostgreSQL and Redis on free loopback
+# ports, data in a temp dir, nothing kept. Installs them from Debian's
+# packages when missing (needs root; otherwise names the package).
 #
 #   eval "$(scripts/services.sh start)"    # exports SWITCHYARD_TEST_POSTGRES_URL,
+#                                          # SWITCHYARD_TEST_REDIS_URL,
+#                                          # SWITCHYARD_TEST_REDIS_SERVER,
 #                                          # SWITCHYARD_TEST_SERVICES_DIR
 #   scripts/services.sh stop "$SWITCHYARD_TEST_SERVICES_DIR"
 set -euo pipefail
@@ -60,6 +62,19 @@ start() {
     -o "-p $port -k $dir/pg -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null \
     || { cat "$dir/pg/server.log" >&2; exit 1; }
   log "PostgreSQL on 127.0.0.1:$port (data in $dir/pg)"
+  need redis-server redis-server
+  local redis_port
+  redis_port=$(free_port)
+  mkdir -p "$dir/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir/redis" \
+    --daemonize yes --pidfile "$dir/redis/redis.pid" --logfile "$dir/redis/redis.log" >&2
+  for _ in $(seq 50); do
+    redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  log "Redis on 127.0.0.1:$redis_port"
+  echo "export SWITCHYARD_TEST_REDIS_URL=redis://127.0.0.1:$redis_port"
+  echo "export SWITCHYARD_TEST_REDIS_SERVER=$(command -v redis-server)"
   echo "export SWITCHYARD_TEST_SERVICES_DIR=$dir"
   echo "export SWITCHYARD_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:$port/postgres"
   echo "export SWITCHYARD_TEST_PG_BIN=$bin"
@@ -68,6 +83,9 @@ start() {
 stop() {
   local dir=${1:?usage: services.sh stop DIR}
   [ -d "$dir" ] || return 0
+  if [ -f "$dir/redis/redis.pid" ]; then
+    kill "$(cat "$dir/redis/redis.pid")" 2>/dev/null || true
+  fi
   if [ -d "$dir/pg/data" ]; then
     as_pg "$(pg_bin)/pg_ctl" -D "$dir/pg/data" -m immediate stop >/dev/null 2>&1 || true
   fi

@@ -78,6 +78,20 @@ pub struct Storage {
     pub postgres_url: Option<String>,
     /// Redis for a fleet's shared counters.
     pub redis_url: Option<String>,
+    /// What admission does while Redis cannot be reached.
+    pub on_redis_error: OnRedisError,
+}
+
+/// What admission does while Redis cannot be reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnRedisError {
+    /// Admit against this instance's own counters and add what they
+    /// settled to Redis when it returns (the default: serving goes on, and
+    /// a fleet may overshoot by what instances admit alone meanwhile).
+    #[default]
+    FailOpen,
+    /// Refuse with a 503 until Redis answers again.
+    FailClosed,
 }
 
 /// A group of the budget tree, as configured.
@@ -154,6 +168,7 @@ pub(crate) struct RawStorage {
     pub sqlite_path: Option<String>,
     pub postgres_url: Option<String>,
     pub redis_url: Option<String>,
+    pub on_redis_error: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,6 +280,13 @@ pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
             issues.push(Issue::new(&format!("storage.{key}"), "empty", "remove the key or give it a value"));
         }
     }
+    if raw.sqlite_path.is_some() && raw.postgres_url.is_some() {
+        issues.push(Issue::new(
+            "storage",
+            "both sqlite_path and postgres_url are set",
+            "keep postgres_url for a fleet, or sqlite_path for a single node",
+        ));
+    }
     if raw.redis_url.is_some() && raw.postgres_url.is_none() {
         issues.push(Issue::new(
             "storage.redis_url",
@@ -272,10 +294,48 @@ pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
             "add storage.postgres_url, or remove redis_url for a single node",
         ));
     }
+    let on_redis_error = match raw.on_redis_error.as_deref() {
+        None | Some("fail_open") => OnRedisError::FailOpen,
+        Some("fail_closed") => OnRedisError::FailClosed,
+        Some(other) => {
+            issues.push(Issue::new(
+                "storage.on_redis_error",
+                format!("`{other}` is not a choice"),
+                "use fail_open (admit on local counters) or fail_closed (refuse with 503)",
+            ));
+            OnRedisError::FailOpen
+        }
+    };
+    if raw.on_redis_error.is_some() && raw.redis_url.is_none() {
+        issues.push(Issue::new(
+            "storage.on_redis_error",
+            "there is no redis_url for it to apply to",
+            "add storage.redis_url, or remove on_redis_error",
+        ));
+    }
+    if let Some(url) = &raw.redis_url {
+        if !(url.starts_with("redis://") || url.starts_with("unix://") || url.starts_with("redis+unix://")) {
+            issues.push(Issue::new(
+                "storage.redis_url",
+                format!("`{url}` is not a redis:// URL"),
+                "write redis://host:port/db (TLS to Redis is not in this build)",
+            ));
+        }
+    }
+    if let Some(url) = &raw.postgres_url {
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            issues.push(Issue::new(
+                "storage.postgres_url",
+                format!("`{url}` is not a postgres:// URL"),
+                "write postgres://user:password@host:port/database",
+            ));
+        }
+    }
     Storage {
         sqlite_path: raw.sqlite_path.clone(),
         postgres_url: raw.postgres_url.clone(),
         redis_url: raw.redis_url.clone(),
+        on_redis_error,
     }
 }
 

@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, Scope, Storage};
+pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use server::{Http2, Server};
 pub use ssrf::{check_outbound_url, is_public};

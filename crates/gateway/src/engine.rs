@@ -222,7 +222,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Box<Record>)
     };
     record.named(pool, call.stream);
     record.keep_request(&call.body);
-    if let Err(denied) = admit(&gateway, &call, pool, &mut record) {
+    if let Err(denied) = admit(&gateway, &call, pool, &mut record).await {
         let mut response = error_response(&gateway, &call, &denied.info);
         if let Some(seconds) = denied.retry_after {
             response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
@@ -257,7 +257,7 @@ pub async fn forward(gateway: Arc<Gateway>, call: Call, mut record: Box<Record>)
 /// Governance's admission of a call: its key may name the pool, and its
 /// chain has room for what the request may cost, which is reserved on the
 /// record.
-fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) -> Result<(), Denied> {
+async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) -> Result<(), Denied> {
     let Some(governance) = &gateway.governance else {
         return Ok(());
     };
@@ -269,7 +269,7 @@ fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) 
                 gateway.codec(call.ingress).max_output_tokens(&call.body).unwrap_or(governance.default_max_tokens);
             let tokens = switchyard_governance::money::Tokens { input, output, cache_read: 0, cache_write: 0 };
             let estimate = Estimate { tokens: tokens.total(), cost: gateway.pools[pool].price_ceiling.cost(&tokens) };
-            Some(governance.admit(caller, &call.name, estimate)?)
+            Some(governance.admit(caller, &call.name, estimate).await?)
         }
     };
     record.admitted(call.caller.clone(), reservation, input);

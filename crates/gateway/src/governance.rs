@@ -10,6 +10,7 @@
 //! it is settled to what the request really cost (or released when it cost
 //! nothing).
 
+pub mod fleet;
 pub mod ledger;
 
 /// Maps on the admission path hash with foldhash: their keys are key
@@ -148,6 +149,18 @@ pub struct Governance {
     pub stats: GovernanceStats,
     /// Serialises admin writes (reads of the caches never wait for it).
     pub(crate) writes: tokio::sync::Mutex<()>,
+    /// The fleet's shared counters (`storage.redis_url`); `None`: this
+    /// instance's own counters decide.
+    pub fleet: Option<Arc<fleet::Fleet>>,
+}
+
+/// An admitted request's hold on its chain, and whose counters hold it.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// What is held.
+    pub reservation: Reservation,
+    /// Held in the fleet's counters (else this instance's).
+    pub in_fleet: bool,
 }
 
 /// Governance as the config asks for it: `None` when nothing is to be
@@ -176,7 +189,14 @@ pub async fn from_config(
         config.governance.ledger_flush_interval,
     );
     let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
-    let governance = Arc::new(Governance::start(config, stores, Some(queue), price_of).await?);
+    let mut governance = Governance::start(config, stores, Some(queue), price_of).await?;
+    if let Some(url) = &config.storage.redis_url {
+        let fleet = fleet::Fleet::connect(url, config.storage.on_redis_error)
+            .await
+            .map_err(|err| StartError::Store(StoreError::Unavailable(format!("storage.redis_url: {err}"))))?;
+        governance.fleet = Some(fleet);
+    }
+    let governance = Arc::new(governance);
     if let Some(changes) = changes {
         tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
     }
@@ -277,6 +297,7 @@ impl Governance {
             default_max_tokens: config.governance.default_max_tokens,
             stats: GovernanceStats::default(),
             writes: tokio::sync::Mutex::new(()),
+            fleet: None,
         };
         governance.reindex(records);
         governance.seed_spend(price_of, now).await?;
@@ -498,18 +519,52 @@ impl Governance {
 
     /// Admits a call from `caller` naming `pool` that may cost `estimate`:
     /// the pool allow-list, then budgets, then rate and concurrency limits.
-    pub fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Reservation, Denied> {
+    pub async fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Hold, Denied> {
         if !caller.key.record.may_use(pool) {
             let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
             let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
             return Err(Denied { info, retry_after: None });
         }
         let now = now_ms();
-        let refusal = match self.governor().admit(&caller.key.chain, estimate, now) {
-            Ok(reservation) => return Ok(reservation),
-            Err(refusal) => refusal,
-        };
-        Err(self.refusal_error(&refusal))
+        let chain = &caller.key.chain;
+        if let Some(fleet) = &self.fleet {
+            match fleet.admit(chain, &self.shared_buckets(chain, now), estimate, now).await {
+                Ok(None) => {
+                    return Ok(Hold { reservation: Reservation { chain: chain.clone(), estimate }, in_fleet: true })
+                }
+                Ok(Some(refusal)) => return Err(self.refusal_error(&refusal)),
+                Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
+                    let info = ErrorInfo::new(
+                        ErrorKind::Unavailable,
+                        "budgets and rate limits cannot be checked right now (their store is unreachable); retry shortly",
+                    )
+                    .with_status(503);
+                    return Err(Denied { info, retry_after: Some(1) });
+                }
+                // Fail open: this instance's own counters decide meanwhile.
+                Err(_) => {
+                    fleet.local_admissions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        match self.governor().admit(chain, estimate, now) {
+            Ok(reservation) => Ok(Hold { reservation, in_fleet: false }),
+            Err(refusal) => Err(self.refusal_error(&refusal)),
+        }
+    }
+
+    /// The chain's buckets as the fleet's scripts take them: this
+    /// instance's specs (from the shared store) and, for a bucket Redis has
+    /// never seen, the spend the ledger holds for its window.
+    fn shared_buckets(&self, chain: &[BucketId], now: u64) -> Vec<switchyard_governance::fleet::SharedBucket> {
+        let mut governor = self.governor();
+        chain
+            .iter()
+            .map(|id| switchyard_governance::fleet::SharedBucket {
+                spec: governor.spec(id),
+                seed_spent: governor.view(id, now).map_or(0, |view| view.spent),
+            })
+            .collect()
     }
 
     fn refusal_error(&self, refusal: &Refusal) -> Denied {
@@ -527,14 +582,21 @@ impl Governance {
         Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)) }
     }
 
-    /// Settles a reservation to what the request cost.
-    pub fn settle(&self, reservation: &Reservation, tokens: u64, cost: u64) {
-        self.governor().settle(reservation, Actual { tokens, cost }, now_ms());
-    }
-
-    /// Releases a reservation that cost nothing.
-    pub fn release(&self, reservation: &Reservation) {
-        self.governor().release(reservation, now_ms());
+    /// Settles a hold to what the request cost (nothing: a release). In a
+    /// fleet the shared counters are settled in the background, and what a
+    /// request admitted locally while Redis was away cost is added there too.
+    pub fn settle(&self, hold: &Hold, tokens: u64, cost: u64) {
+        let now = now_ms();
+        if !hold.in_fleet {
+            self.governor().settle(&hold.reservation, Actual { tokens, cost }, now);
+        }
+        if let Some(fleet) = &self.fleet {
+            let chain = &hold.reservation.chain;
+            let buckets = self.shared_buckets(chain, now);
+            let settlement =
+                fleet::Fleet::settlement(chain, &buckets, hold.reservation.estimate, cost, tokens, hold.in_fleet, now);
+            fleet.settle(settlement);
+        }
     }
 
     /// A bucket's live figures.

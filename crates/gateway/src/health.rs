@@ -137,7 +137,16 @@ fn governance_stats(governance: &crate::governance::Governance) -> Value {
             "write_errors": queue.stats.write_errors.load(Ordering::Relaxed),
         })
     });
+    let redis = governance.fleet.as_ref().map(|fleet| {
+        json!({
+            "up": fleet.up.load(Ordering::Relaxed),
+            "errors": fleet.errors.load(Ordering::Relaxed),
+            "local_admissions": fleet.local_admissions.load(Ordering::Relaxed),
+            "pending_settlements": fleet.pending(),
+        })
+    });
     json!({
+        "redis": redis,
         "mode": match governance.mode {
             switchyard_config::AuthMode::Open => "open",
             switchyard_config::AuthMode::Keys => "keys",

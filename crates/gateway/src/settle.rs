@@ -13,7 +13,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::HeaderValue;
 use switchyard_governance::money::Tokens;
-use switchyard_governance::Reservation;
 use switchyard_ir::{Protocol, Usage};
 use switchyard_store::LedgerRow;
 use tokio::time::Instant;
@@ -38,7 +37,7 @@ pub struct Record {
     /// The requested name's pool slot and lane that served (or last failed).
     served: Option<(Slot, usize, Arc<str>)>,
     caller: Option<Caller>,
-    reservation: Option<Reservation>,
+    reservation: Option<crate::governance::Hold>,
     /// Governance admitted it (only admitted requests get a ledger row:
     /// refusals cost nothing, and a flood of them must not fill the store).
     admitted: bool,
@@ -109,7 +108,12 @@ impl Record {
     }
 
     /// Governance admitted the request for `caller`, holding `reservation`.
-    pub fn admitted(&mut self, caller: Option<Caller>, reservation: Option<Reservation>, input_estimate: u64) {
+    pub fn admitted(
+        &mut self,
+        caller: Option<Caller>,
+        reservation: Option<crate::governance::Hold>,
+        input_estimate: u64,
+    ) {
         self.caller = caller;
         self.reservation = reservation;
         self.admitted = true;
@@ -220,11 +224,7 @@ impl Record {
         let usd = switchyard_governance::money::usd(cost);
 
         if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
-            if tokens.total() == 0 {
-                governance.release(reservation);
-            } else {
-                governance.settle(reservation, tokens.total(), cost);
-            }
+            governance.settle(reservation, tokens.total(), cost);
         }
 
         let telemetry = &gateway.telemetry;

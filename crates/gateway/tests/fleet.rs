@@ -1,12 +1,15 @@
 //! Two gateway instances sharing one real PostgreSQL (the server
-//! `scripts/services.sh` starts): a key made on one works on the other, a
-//! revocation on one is refused by the other within a second, and both
-//! write one ledger.
+//! `scripts/services.sh` starts) and a real Redis of the test's own: a key
+//! made on one works on the other, a revocation on one is refused by the
+//! other within a second, both write one ledger, a budget holds fleet-wide
+//! under 400 concurrent requests, a rate limit of N holds as N, and Redis
+//! killed mid-load behaves as `on_redis_error` says, then recovers.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 mod common;
 
 use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{admin_call, chat_body, create_key, governed, post, ADMIN_TOKEN};
@@ -79,6 +82,194 @@ async fn two_instances_share_keys_revocations_and_the_ledger() {
             break;
         }
         assert!(Instant::now() < deadline, "ledger rows: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A Redis server of the test's own, on a fixed port so it can come back.
+struct Redis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    fn start() -> Option<Redis> {
+        let Ok(server) = std::env::var("SWITCHYARD_TEST_REDIS_SERVER") else {
+            assert!(std::env::var("CI").is_err(), "CI runs Redis: run the tests through scripts/test.sh");
+            eprintln!("SWITCHYARD_TEST_REDIS_SERVER is not set: Redis cases skipped (scripts/test.sh installs it)");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut redis = Redis { port, child: None };
+        redis.up(&server);
+        Some(redis)
+    }
+
+    fn up(&mut self, server: &str) {
+        let child = Command::new(server)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "redis did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    fn restart(&mut self) {
+        self.up(&std::env::var("SWITCHYARD_TEST_REDIS_SERVER").unwrap());
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Prices that make each request's reservation (its `max_tokens`) far
+/// larger than what it costs, as in real traffic.
+fn fleet_config(database: &str, redis: &str, on_error: &str) -> String {
+    format!(
+        "auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n\
+         storage: {{ postgres_url: \"{database}\", redis_url: \"{redis}\", on_redis_error: {on_error} }}\n\
+         governance: {{ ledger_flush_interval: 100ms }}\n\
+         providers:\n  fake: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  m: {{ provider: fake }}\n\
+         rate_card:\n  m: {{ input_utok: 1000, output_utok: 1000 }}\n"
+    )
+}
+
+async fn ask(addr: SocketAddr, key: &str) -> (StatusCode, String) {
+    let auth = format!("Bearer {key}");
+    let body = serde_json::json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}]});
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body.to_string()).await;
+    (reply.status, String::from_utf8_lossy(&reply.body).into_owned())
+}
+
+/// The ledger's spend in USD, from the admin API of `addr`, once the rows
+/// of `requests` requests are in.
+async fn spend(addr: SocketAddr, requests: u64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = body["data"].as_array().unwrap();
+        let seen: u64 = rows.iter().map(|row| row["requests"].as_u64().unwrap()).sum();
+        if seen >= requests {
+            return rows.iter().map(|row| row["usd"].as_f64().unwrap()).sum();
+        }
+        assert!(Instant::now() < deadline, "ledger rows {seen} of {requests}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_holds_fleet_wide_under_400_concurrent_requests() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    // Each request reserves about $0.1 and costs about $0.01: a $1 budget
+    // fits ten at once and a hundred in all.
+    let created = create_key(one, serde_json::json!({"name": "capped", "budget": {"usd": 1.0, "window": "1d"}})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    while ask(two, &key).await.0 == StatusCode::UNAUTHORIZED {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut calls = Vec::new();
+    for n in 0..400 {
+        let (addr, key) = (if n % 2 == 0 { one } else { two }, key.clone());
+        calls.push(tokio::spawn(async move { ask(addr, &key).await }));
+    }
+    let (mut ok, mut refused) = (1, 0);
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(body.contains("insufficient_quota"), "{body}");
+                refused += 1;
+            }
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert!(refused > 0 && ok > 10, "{ok} served, {refused} refused");
+    let spent = spend(one, ok).await;
+    eprintln!("fleet budget: {ok} served, {refused} refused, ${spent:.4} spent of $1");
+    assert!(spent <= 1.0, "the fleet spent ${spent} of a $1 budget ({ok} served)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_of_n_holds_as_n_across_instances() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let created = create_key(one, serde_json::json!({"name": "limited", "limits": {"rpm": 30}})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    // The key reaches the second instance by its notification (milliseconds).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut served = 0;
+    for n in 0..80 {
+        let (status, body) = ask(if n % 2 == 0 { one } else { two }, &key).await;
+        match status {
+            StatusCode::OK => served += 1,
+            StatusCode::TOO_MANY_REQUESTS => assert!(body.contains("requests-per-minute"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(served, 30, "30 per minute across two instances, not 60");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_load_follows_on_redis_error_and_recovers() {
+    let (Some(database), Some(mut redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (open, open_gateway) = governed(&fleet_config(&database, &redis.url(), "fail_open")).await;
+    let (closed, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let created = create_key(open, serde_json::json!({"name": "k", "budget": {"usd": 100.0, "window": "1d"}})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    while ask(closed, &key).await.0 != StatusCode::OK {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    redis.kill();
+    let started = Instant::now();
+    let (status, body) = ask(closed, &key).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2), "a dead Redis costs a bounded wait, not a hang");
+    for _ in 0..5 {
+        assert_eq!(ask(open, &key).await.0, StatusCode::OK, "fail_open serves on local counters");
+    }
+    let fleet = open_gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
+    assert!(!fleet.up.load(std::sync::atomic::Ordering::Relaxed));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fleet.pending() < 5 {
+        assert!(Instant::now() < deadline, "what was served meanwhile waits for Redis: {}", fleet.pending());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    redis.restart();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Calls that were waiting on the dead server may still fail after the
+    // first success: recovery is all three, held together.
+    while fleet.pending() > 0
+        || !fleet.up.load(std::sync::atomic::Ordering::Relaxed)
+        || ask(closed, &key).await.0 != StatusCode::OK
+    {
+        assert!(Instant::now() < deadline, "service did not recover by itself");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

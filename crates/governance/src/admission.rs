@@ -33,7 +33,8 @@ pub struct Budget {
 }
 
 impl Budget {
-    fn cap(&self) -> NanoUsd {
+    /// The cap in nano-USD.
+    pub fn cap(&self) -> NanoUsd {
         crate::money::from_usd(self.usd)
     }
 }

@@ -10,10 +10,13 @@
 //! - [`admission`]: a request admitted only when every bucket of its chain
 //!   (key, group, parents) has room, with a reservation settled to the
 //!   actual usage or released;
+//! - [`fleet`]: the same admission on counters a fleet shares (the
+//!   arguments of its scripts and the reading of their answers);
 //! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers.
 
 pub mod admission;
 pub mod estimate;
+pub mod fleet;
 pub mod key;
 pub mod money;
 pub mod rate;

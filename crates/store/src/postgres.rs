@@ -83,8 +83,14 @@ impl PostgresStore {
             .map_err(unavailable)?;
         migrate(&pool).await?;
         let (changes, _) = broadcast::channel(1024);
-        tokio::spawn(listen(config, changes.clone()));
-        Ok(PostgresStore { pool, changes })
+        // Listening before the caller reads anything: a change made between
+        // its first read and the subscription would otherwise be missed.
+        let (subscribed, listening) = tokio::sync::oneshot::channel();
+        tokio::spawn(listen(config, changes.clone(), subscribed));
+        match tokio::time::timeout(CALL_TIMEOUT, listening).await {
+            Ok(Ok(())) => Ok(PostgresStore { pool, changes }),
+            _ => Err(StoreError::Unavailable("postgres: the change feed could not LISTEN".into())),
+        }
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
@@ -123,7 +129,12 @@ async fn migrate(pool: &Pool) -> Result<(), StoreError> {
 
 /// One connection that LISTENs for the other instances' changes, for the
 /// life of the process; reconnects with backoff and asks for a resync.
-async fn listen(config: tokio_postgres::Config, changes: broadcast::Sender<Change>) {
+async fn listen(
+    config: tokio_postgres::Config,
+    changes: broadcast::Sender<Change>,
+    ready: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut ready = Some(ready);
     let mut backoff = Duration::from_millis(100);
     let mut connected_before = false;
     loop {
@@ -142,6 +153,9 @@ async fn listen(config: tokio_postgres::Config, changes: broadcast::Sender<Chang
                         let _ = changes.send(Change::Resync);
                     }
                     connected_before = true;
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
                     while let Some(message) = std::future::poll_fn(|cx| connection.poll_message(cx)).await {
                         let Ok(AsyncMessage::Notification(note)) = message else {
                             if message.is_err() {

@@ -1,0 +1,186 @@
+//! Admission for a fleet: the same rules as [`Governor`](crate::admission::Governor),
+//! applied by two scripts to counters every instance shares (Redis). This
+//! module is their pure half: the bucket names, the arguments a chain's
+//! specs become, and the reading of an admission's answer. The scripts live
+//! beside the gateway's Redis client, which only sends what is built here.
+
+use crate::admission::{BucketId, BucketSpec, Estimate, Refusal, RefusalKind};
+use crate::money::NanoUsd;
+
+/// Arguments per bucket in an admission.
+pub const ADMIT_ARGS_PER_BUCKET: usize = 7;
+/// Arguments per bucket in a settlement.
+pub const SETTLE_ARGS_PER_BUCKET: usize = 3;
+
+/// The name of a bucket's counters in the shared store.
+pub fn bucket_key(prefix: &str, id: &BucketId) -> String {
+    match id {
+        BucketId::Key(key) => format!("{prefix}:bucket:key:{key}"),
+        BucketId::Group(group) => format!("{prefix}:bucket:group:{group}"),
+    }
+}
+
+/// One bucket of a chain as the scripts see it: its spec (none: a bucket
+/// this instance does not know, which limits nothing) and the spend to seed
+/// it with if the shared store has never seen it (from the ledger).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SharedBucket {
+    /// What it enforces.
+    pub spec: Option<BucketSpec>,
+    /// Settled spend in the current window, as this instance knows it.
+    pub seed_spent: NanoUsd,
+}
+
+/// A number as a script argument (integers stay exact up to 2^53 in Lua).
+fn num(value: impl Into<i128>) -> String {
+    value.into().to_string()
+}
+
+/// The admission script's arguments (after the keys) for `buckets` at `now_ms`.
+pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> Vec<String> {
+    let now_s = (now_ms / 1000) as i64;
+    let mut args = Vec::with_capacity(3 + buckets.len() * ADMIT_ARGS_PER_BUCKET);
+    args.extend([num(now_ms), num(estimate.cost), num(estimate.tokens)]);
+    for bucket in buckets {
+        let spec = bucket.spec.unwrap_or_default();
+        let (cap, window_start, retry) = match spec.budget {
+            Some(budget) => {
+                let retry =
+                    budget.window.next_start(now_s).map_or(-1, |next| i128::from(next) * 1000 - i128::from(now_ms));
+                (i128::from(budget.cap()), i128::from(budget.window.start(now_s)), retry)
+            }
+            None => (-1, 0, -1),
+        };
+        args.extend([
+            num(cap),
+            num(window_start),
+            num(retry),
+            num(spec.limits.rpm.unwrap_or(0)),
+            num(spec.limits.tpm.unwrap_or(0)),
+            num(spec.limits.concurrent.unwrap_or(0)),
+            num(bucket.seed_spent),
+        ]);
+    }
+    args
+}
+
+/// The settlement script's arguments (after the keys): the reservation
+/// `held` (in the shared store, or only this instance's while it was
+/// away) is replaced by `actual_cost` and `actual_tokens`.
+pub fn settle_args(
+    buckets: &[SharedBucket],
+    reserved: Estimate,
+    actual_cost: NanoUsd,
+    actual_tokens: u64,
+    held: bool,
+    now_ms: u64,
+) -> Vec<String> {
+    let now_s = (now_ms / 1000) as i64;
+    let mut args = Vec::with_capacity(6 + buckets.len() * SETTLE_ARGS_PER_BUCKET);
+    args.extend([
+        num(now_ms),
+        num(reserved.cost),
+        num(reserved.tokens),
+        num(actual_cost),
+        num(actual_tokens),
+        String::from(if held { "1" } else { "0" }),
+    ]);
+    for bucket in buckets {
+        let spec = bucket.spec.unwrap_or_default();
+        let (cap, window_start) = match spec.budget {
+            Some(budget) => (i128::from(budget.cap()), i128::from(budget.window.start(now_s))),
+            None => (-1, 0),
+        };
+        args.extend([num(cap), num(window_start), num(spec.limits.tpm.unwrap_or(0))]);
+    }
+    args
+}
+
+/// Why an admission's answer could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unexpected answer from the admission script: {0:?}")]
+pub struct BadAnswer(pub Vec<i64>);
+
+/// Reads the admission script's answer for `chain`: `Ok(None)` admitted,
+/// `Ok(Some(refusal))` refused by the named bucket.
+pub fn read_admit(answer: &[i64], chain: &[BucketId]) -> Result<Option<Refusal>, BadAnswer> {
+    let bad = || BadAnswer(answer.to_vec());
+    match answer {
+        [0] => Ok(None),
+        [why, index, retry] => {
+            let bucket = usize::try_from(*index).ok().and_then(|i| i.checked_sub(1)).and_then(|i| chain.get(i));
+            let bucket = bucket.ok_or_else(bad)?.clone();
+            let retry_in_ms = u64::try_from(*retry).ok();
+            let kind = match why {
+                1 => RefusalKind::Budget { retry_in_ms },
+                2 => RefusalKind::Requests { retry_in_ms: retry_in_ms.unwrap_or(1000) },
+                3 => RefusalKind::Tokens { retry_in_ms },
+                4 => RefusalKind::Concurrency,
+                _ => return Err(bad()),
+            };
+            Ok(Some(Refusal { kind, bucket }))
+        }
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::admission::{Budget, Limits};
+    use crate::money::from_usd;
+    use crate::window::Window;
+
+    const NOW: u64 = 1_796_067_065_000;
+
+    #[test]
+    fn a_chain_becomes_one_argument_row_per_bucket() {
+        let key = SharedBucket {
+            spec: Some(BucketSpec {
+                budget: Some(Budget { usd: 2.0, window: Window::Day }),
+                limits: Limits { rpm: Some(60), tpm: Some(1000), concurrent: Some(3) },
+            }),
+            seed_spent: 7,
+        };
+        let unknown = SharedBucket { spec: None, seed_spent: 0 };
+        let args = admit_args(&[key, unknown], Estimate { tokens: 10, cost: 20 }, NOW);
+        assert_eq!(args.len(), 3 + 2 * ADMIT_ARGS_PER_BUCKET);
+        assert_eq!(&args[..3], ["1796067065000", "20", "10"]);
+        let day = Window::Day.start((NOW / 1000) as i64);
+        let next = Window::Day.next_start((NOW / 1000) as i64).unwrap();
+        assert_eq!(
+            &args[3..10],
+            [
+                from_usd(2.0).to_string(),
+                day.to_string(),
+                (i128::from(next) * 1000 - i128::from(NOW)).to_string(),
+                "60".into(),
+                "1000".into(),
+                "3".into(),
+                "7".into()
+            ]
+        );
+        assert_eq!(&args[10..], ["-1", "0", "-1", "0", "0", "0", "0"]);
+        let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, true, NOW);
+        assert_eq!(
+            settle,
+            ["1796067065000", "20", "10", "5", "4", "1", &from_usd(2.0).to_string(), &day.to_string(), "1000"]
+        );
+    }
+
+    #[test]
+    fn an_answer_names_the_refusing_bucket() {
+        let chain = [BucketId::Key(Arc::from("k")), BucketId::Group(Arc::from("team"))];
+        assert_eq!(read_admit(&[0], &chain), Ok(None));
+        let refused = read_admit(&[1, 2, 5000], &chain).unwrap().unwrap();
+        assert_eq!(refused.bucket, chain[1]);
+        assert_eq!(refused.kind, RefusalKind::Budget { retry_in_ms: Some(5000) });
+        assert_eq!(read_admit(&[3, 1, -1], &chain).unwrap().unwrap().kind, RefusalKind::Tokens { retry_in_ms: None });
+        assert_eq!(read_admit(&[4, 1, -1], &chain).unwrap().unwrap().kind, RefusalKind::Concurrency);
+        assert!(read_admit(&[1, 3, 0], &chain).is_err(), "no third bucket");
+        assert!(read_admit(&[9, 1, 0], &chain).is_err());
+        assert!(read_admit(&[], &chain).is_err());
+    }
+}
