@@ -85,8 +85,19 @@ pub(crate) struct Health {
 impl Health {
     fn success(&self) {
         let pool = &self.gateway.pools[self.slot.pool];
-        pool.breaker(self.slot.member).record_success(now());
+        let closed = pool.breaker(self.slot.member).record_success(now());
         Counters::bump(&pool.counters[self.slot.member].ok);
+        if let (true, Some(shared)) = (closed, &self.gateway.fleet_state) {
+            shared.closed(&pool.name, &self.gateway.lanes[pool.members[self.slot.member]].name);
+        }
+    }
+
+    /// Tells the fleet this instance opened the lane's breaker.
+    fn share_trip(&self, reason: &str) {
+        let Some(shared) = &self.gateway.fleet_state else { return };
+        let pool = &self.gateway.pools[self.slot.pool];
+        let open_for = pool.breaker(self.slot.member).retry_in(now()).unwrap_or_default();
+        shared.tripped(&pool.name, &self.gateway.lanes[pool.members[self.slot.member]].name, open_for, reason);
     }
 
     pub(crate) fn apply(&self, effect: LaneEffect, reason: &str, retry_after: Option<Duration>) {
@@ -98,6 +109,9 @@ impl Health {
             LaneEffect::Failure => {
                 let tripped = pool.breaker(slot.member).record_failure(now(), reason, retry_after, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
+                if tripped {
+                    self.share_trip(reason);
+                }
                 if let (true, Some(metrics)) = (tripped, self.gateway.metrics()) {
                     metrics.trip(metrics.place(Some(slot.pool), Some(slot.member)), false);
                 }
@@ -105,6 +119,7 @@ impl Health {
             LaneEffect::Trip => {
                 pool.breaker(slot.member).record_hard_down(now(), reason, fastrand::f64());
                 Counters::bump(&pool.counters[slot.member].upstream_failures);
+                self.share_trip(reason);
                 if let Some(metrics) = self.gateway.metrics() {
                     metrics.trip(metrics.place(Some(slot.pool), Some(slot.member)), true);
                 }
@@ -325,6 +340,16 @@ async fn attempt(
         if let Admission::Reject { retry_in, cause } = admission {
             exhaustion.skipped(retry_in, cause);
             continue;
+        }
+        // One instance of the fleet sends a half-open lane's trial.
+        if let (Admission::Trial, Some(shared)) = (&admission, &gateway.fleet_state) {
+            let pool = &gateway.pools[slot.pool];
+            let hold = lane.timeouts.request.min(deadline.saturating_duration_since(Instant::now()));
+            if !shared.claim_trial(&pool.name, &lane.name, hold).await {
+                pool.breaker(slot.member).release_trial();
+                exhaustion.skipped(Duration::ZERO, Unavailable::TrialInFlight);
+                continue;
+            }
         }
         let health = Health { gateway: gateway.clone(), slot };
         let mut trial = TrialGuard { gateway: gateway.clone(), slot, armed: admission == Admission::Trial };

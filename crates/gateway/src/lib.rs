@@ -7,6 +7,7 @@
 
 pub mod call;
 pub mod engine;
+pub mod fleet_state;
 pub mod governance;
 pub mod health;
 pub mod hooks;

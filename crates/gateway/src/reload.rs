@@ -139,6 +139,9 @@ impl Reloader {
         let gateway = Gateway::new(config, old.codecs)?.adopt(&old);
         let gateway = Arc::new(gateway);
         let _ = gateway.reloader.set(Arc::downgrade(self));
+        if let Some(shared) = &gateway.fleet_state {
+            shared.attach(&gateway);
+        }
         crate::health::spawn_probes(&gateway);
         self.data.swap(crate::server::router(gateway.clone()));
         self.admin.swap(crate::server::admin_router(gateway.clone()));

@@ -107,6 +107,9 @@ pub async fn plan(
         }
     }
 
+    if let Some(fleet) = &gateway.fleet_state {
+        learn_session(gateway, fleet, state, call, at).await;
+    }
     let session = affinity(state, call, &mut order, &mut policy, at);
     if let Some(name) = &policy {
         count(state, name, |c| c.selections += 1);
@@ -130,6 +133,9 @@ pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
     let state = &gateway.pools[pool];
     if state.affinity.is_none() {
         return;
+    }
+    if let (Some(fleet), Some(affinity)) = (&gateway.fleet_state, &state.affinity) {
+        fleet.pin_session(&state.name, session, &gateway.lanes[state.members[member]].name, affinity.ttl);
     }
     if state.sessions.pin(session, member, Instant::now().into_std()) == Pinned::Moved {
         // The pinned lane failed and another one served: the session moves.
@@ -163,6 +169,26 @@ fn affinity(
         }
     }
     Some(session)
+}
+
+/// A session this instance has not seen may have been pinned by another
+/// instance of the fleet: its pin is learned before affinity reads the table.
+async fn learn_session(
+    gateway: &Gateway,
+    fleet: &crate::fleet_state::FleetState,
+    state: &PoolState,
+    call: &Call,
+    at: std::time::Instant,
+) {
+    let Some(affinity) = state.affinity.as_ref() else { return };
+    let Some(session) = call.headers.get(&*affinity.header).and_then(|v| v.to_str().ok()) else { return };
+    if state.sessions.get(session, at).is_some() {
+        return;
+    }
+    let Some(lane) = fleet.session_lane(&state.name, session).await else { return };
+    if let Some(member) = state.members.iter().position(|&l| *gateway.lanes[l].name == *lane) {
+        state.sessions.pin(session, member, at);
+    }
 }
 
 fn count(state: &PoolState, policy: &Arc<str>, update: impl FnOnce(&mut crate::state::RouteCounters)) {

@@ -299,6 +299,8 @@ pub struct Gateway {
     pub listener_stats: std::sync::OnceLock<Arc<crate::server::ListenerStats>>,
     /// What reloads this gateway's config, when the binary runs one.
     pub reloader: std::sync::OnceLock<std::sync::Weak<crate::reload::Reloader>>,
+    /// The fleet's breaker channel (`storage.redis_url`).
+    pub fleet_state: Option<Arc<crate::fleet_state::FleetState>>,
 }
 
 /// Why a gateway could not be built from a config.
@@ -479,6 +481,7 @@ impl Gateway {
             telemetry,
             listener_stats: std::sync::OnceLock::new(),
             reloader: std::sync::OnceLock::new(),
+            fleet_state: None,
         })
     }
 
@@ -516,6 +519,7 @@ impl Gateway {
     /// session pins. Metrics are laid out anew for the new config.
     pub fn adopt(mut self, old: &Gateway) -> Gateway {
         self.governance.clone_from(&old.governance);
+        self.fleet_state.clone_from(&old.fleet_state);
         self.telemetry = old.telemetry.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
@@ -549,6 +553,12 @@ impl Gateway {
                 pool.sessions = before.sessions.clone();
             }
         }
+        self
+    }
+
+    /// Shares breaker changes with the fleet (attach it once the gateway is shared).
+    pub fn with_fleet_state(mut self, shared: Arc<crate::fleet_state::FleetState>) -> Gateway {
+        self.fleet_state = Some(shared);
         self
     }
 

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{admin_call, chat_body, create_key, governed, post, ADMIN_TOKEN};
+use common::{admin_call, chat_body, create_key, fleet_state_gateway, governed, post, ADMIN_TOKEN};
 use http::StatusCode;
 use switchyard_protocol::ir::Protocol;
 
@@ -271,5 +271,80 @@ async fn redis_killed_mid_load_follows_on_redis_error_and_recovers() {
     {
         assert!(Instant::now() < deadline, "service did not recover by itself");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_tripped_by_one_instance_is_skipped_by_the_other_and_one_sends_the_trial() {
+    let Some(redis) = Redis::start() else { return };
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let yaml = format!(
+        "providers:\n  gone: {{ protocol: openai, base_url: \"http://{dead}\" }}\n  fake: {{ protocol: openai, base_url: mock:// }}\n\
+         models:\n  dead: {{ provider: gone }}\n  live: {{ provider: fake }}\n\
+         pools:\n  p:\n    breaker: {{ consecutive_failures: 2, base_cooldown: 30s }}\n    members: [{{ model: dead }}, {{ model: live }}]\n"
+    );
+    let (one, one_gateway) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let (_two, two_gateway) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let state = |gateway: &switchyard_gateway::Gateway| {
+        let pool = &gateway.pools[gateway.resolve("p").unwrap()];
+        pool.breaker(0).snapshot(std::time::Instant::now())
+    };
+    // Two failures on instance one trip `dead` there (round-robin puts it
+    // first on every other request, which fails over to `live`).
+    for _ in 0..4 {
+        assert_eq!(open_chat(one, "p").await, StatusCode::OK);
+    }
+    assert_eq!(state(&one_gateway).state.as_str(), "open");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while state(&two_gateway).state.as_str() != "open" {
+        assert!(Instant::now() < deadline, "instance two did not hear of the trip within 1 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let heard = state(&two_gateway);
+    assert!(heard.reason.unwrap().contains("another instance"));
+    assert!(heard.retry_in.unwrap() > Duration::from_secs(20), "open until the same moment as on instance one");
+
+    // The half-open trial is claimed once across the fleet.
+    let (one_shared, two_shared) = (one_gateway.fleet_state.clone().unwrap(), two_gateway.fleet_state.clone().unwrap());
+    assert!(one_shared.claim_trial("p", "live", Duration::from_secs(5)).await);
+    assert!(!two_shared.claim_trial("p", "live", Duration::from_secs(5)).await, "one trial in the fleet");
+
+    // A trial that passes on one instance closes the lane on the other.
+    one_shared.closed("p", "dead");
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while state(&two_gateway).state.as_str() != "closed" {
+        assert!(Instant::now() < deadline, "instance two did not hear the lane closed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn open_chat(addr: SocketAddr, model: &str) -> StatusCode {
+    post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, "hi", false)).await.status
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_stays_on_its_lane_across_instances() {
+    let Some(redis) = Redis::start() else { return };
+    let yaml = "providers:\n  fake: { protocol: openai, base_url: mock:// }\n  fake-claude: { protocol: anthropic, base_url: mock:// }\n\
+                models:\n  a: { provider: fake }\n  b: { provider: fake-claude }\n\
+                pools:\n  p:\n    members: [{ model: a }, { model: b }]\n";
+    let (one, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let (two, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let lane = |reply: &common::Reply| reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned();
+    let body = chat_body(Protocol::OpenAi, "p", "hi", false);
+    // Out of step: instance one's round-robin is one pick ahead of two's,
+    // so without a shared pin every session would change lanes.
+    assert_eq!(post(one, "/v1/chat/completions", &[], body.clone()).await.status, StatusCode::OK);
+    for n in 0..6 {
+        let session = format!("session-{n}");
+        let first = post(one, "/v1/chat/completions", &[("x-session-id", &session)], body.clone()).await;
+        assert_eq!(first.status, StatusCode::OK);
+        let pinned = lane(&first);
+        // The pin is written in the background: give it a moment.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for _ in 0..3 {
+            let next = post(two, "/v1/chat/completions", &[("x-session-id", &session)], body.clone()).await;
+            assert_eq!(lane(&next), pinned, "{session} moved lanes between instances");
+        }
     }
 }

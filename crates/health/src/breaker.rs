@@ -249,16 +249,43 @@ impl Breaker {
         self.release_trial();
     }
 
-    /// The request succeeded.
-    pub fn record_success(&mut self, now: Instant) {
+    /// The request succeeded. True when it closed a half-open breaker
+    /// (its trial passed).
+    pub fn record_success(&mut self, now: Instant) -> bool {
         let slot = self.slot(now);
         self.window.record(slot, false);
         self.consecutive = 0;
         if let Inner::HalfOpen { .. } = self.inner {
-            self.inner = Inner::Closed;
-            self.trips = 0;
-            self.reason = None;
-            self.window.clear();
+            self.close();
+            return true;
+        }
+        false
+    }
+
+    fn close(&mut self) {
+        self.inner = Inner::Closed;
+        self.trips = 0;
+        self.reason = None;
+        self.window.clear();
+    }
+
+    /// Another instance of the fleet tripped this lane: open until `until`
+    /// too (a later opening of our own stands), so no instance sends it
+    /// traffic during the cooldown.
+    pub fn open_remotely(&mut self, until: Instant, reason: &str) {
+        match self.inner {
+            Inner::Open { until: own } if own >= until => {}
+            _ => {
+                self.inner = Inner::Open { until };
+                self.reason = Some(reason.to_owned());
+            }
+        }
+    }
+
+    /// Another instance's trial passed: the lane is closed fleet-wide.
+    pub fn close_remotely(&mut self) {
+        if !matches!(self.inner, Inner::Closed) {
+            self.close();
         }
     }
 
@@ -411,6 +438,30 @@ mod tests {
         counting.record_success(t0);
         counting.adopt_policy(BreakerPolicy { window: Duration::from_secs(10), ..policy() });
         assert_eq!(counting.window.buckets, Window::new().buckets, "slots of another width are not reread");
+    }
+
+    #[test]
+    fn another_instances_trip_and_trial_apply_here() {
+        let t0 = Instant::now();
+        let mut breaker = Breaker::new(policy(), t0);
+        breaker.open_remotely(t0 + Duration::from_secs(7), "500 (another instance)");
+        assert!(!breaker.is_usable(t0));
+        assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(7)));
+        // An earlier remote opening never shortens ours.
+        breaker.open_remotely(t0 + Duration::from_secs(1), "x");
+        assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(7)));
+        let later = t0 + Duration::from_secs(7);
+        assert_eq!(breaker.admit(later), Admission::Trial);
+        breaker.close_remotely();
+        assert_eq!(breaker.admit(later), Admission::Admit);
+        // A trial that passes here reports it, for the fleet.
+        for _ in 0..5 {
+            breaker.record_failure(later, "500", None, 0.5);
+        }
+        let after = later + Duration::from_secs(60);
+        assert_eq!(breaker.admit(after), Admission::Trial);
+        assert!(breaker.record_success(after));
+        assert!(!breaker.record_success(after));
     }
 
     #[test]

@@ -224,11 +224,20 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         }
         None => None,
     };
+    if let Some(url) = &gateway.config.storage.redis_url {
+        let shared = switchyard_gateway::fleet_state::FleetState::connect(url)
+            .await
+            .context("storage.redis_url: the fleet's breaker channel could not start")?;
+        gateway = gateway.with_fleet_state(shared);
+    }
     let format = match access_lines.format {
         LogFormat::Human => LineFormat::Human,
         LogFormat::Json => LineFormat::Json,
     };
     let gateway = Arc::new(gateway.with_telemetry().with_access_lines(format, Arc::new(access_lines)));
+    if let Some(shared) = &gateway.fleet_state {
+        shared.attach(&gateway);
+    }
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await

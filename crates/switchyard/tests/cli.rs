@@ -123,6 +123,17 @@ fn documented_configs() -> Vec<(String, String)> {
     configs
 }
 
+/// A value a variable named `name` would plausibly hold.
+fn sample_value(name: &str) -> String {
+    if name.ends_with("POSTGRES_URL") {
+        "postgres://switchyard:secret@127.0.0.1:5432/switchyard".into()
+    } else if name.ends_with("REDIS_URL") {
+        "redis://127.0.0.1:6379".into()
+    } else {
+        format!("{}-0123456789abcdef", name.to_lowercase())
+    }
+}
+
 /// The `${VAR}` names a config refers to.
 fn variables(yaml: &str) -> Vec<String> {
     let mut names = Vec::new();
@@ -147,10 +158,44 @@ fn every_documented_config_is_yaml_and_passes_check() {
         }
         let values: Vec<(String, String)> = variables(&yaml)
             .into_iter()
-            .map(|var| (var.clone(), format!("{}-0123456789abcdef", var.to_lowercase())))
+            .map(|var| {
+                let value = sample_value(&var);
+                (var, value)
+            })
             .collect();
         let env: Vec<(&str, &str)> = values.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         let (ok, output) = check(&yaml, &env);
         assert!(ok, "{name} fails `switchyard check`:\n{output}\n{yaml}");
     }
+}
+
+#[test]
+fn the_compose_file_runs_the_checked_fleet_config_with_its_variables() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let compose: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root.join("deploy/compose.yaml")).unwrap()).unwrap();
+    let fleet = std::fs::read_to_string(root.join("examples/fleet.yaml")).unwrap();
+    let services = compose["services"].as_mapping().unwrap();
+    for name in ["postgres", "redis", "nginx"] {
+        assert!(services.contains_key(name), "compose has no {name}");
+    }
+    let instances: Vec<_> =
+        services.iter().filter(|(name, _)| name.as_str().unwrap().starts_with("switchyard-")).collect();
+    assert_eq!(instances.len(), 2, "two instances");
+    for (name, service) in instances {
+        let mounted = service["volumes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .any(|v| v.as_str().unwrap().starts_with("../examples/fleet.yaml:/etc/switchyard/fleet.yaml"));
+        assert!(mounted, "{name:?} mounts examples/fleet.yaml");
+        let command: Vec<&str> =
+            service["command"].as_sequence().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert_eq!(command, ["serve", "--config", "/etc/switchyard/fleet.yaml"]);
+        for var in variables(&fleet) {
+            assert!(service["environment"][var.as_str()].is_string(), "{name:?} sets {var}");
+        }
+    }
+    let nginx = std::fs::read_to_string(root.join("deploy/nginx.conf")).unwrap();
+    assert!(nginx.contains("server switchyard-1:8080") && nginx.contains("server switchyard-2:8080"));
 }

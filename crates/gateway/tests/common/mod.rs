@@ -90,6 +90,18 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     (addr, gateway)
 }
 
+/// Starts a gateway for `yaml` whose breakers are shared with the fleet
+/// over the Redis at `redis`.
+pub async fn fleet_state_gateway(yaml: &str, redis: &str) -> (SocketAddr, Arc<Gateway>) {
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let shared = switchyard_gateway::fleet_state::FleetState::connect(redis).await.unwrap();
+    let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_fleet_state(shared.clone()).with_telemetry());
+    shared.attach(&gateway);
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    (addr, gateway)
+}
+
 /// Calls the admin API of the gateway serving data at `addr`.
 pub async fn admin_call(
     addr: SocketAddr,

@@ -1,0 +1,219 @@
+//! Routing state a fleet shares (`storage.redis_url`): breakers and
+//! session pins. Reads stay local: every instance keeps its own breakers
+//! and session table on the request path.
+//!
+//! - Breakers: what changes them travels over Redis pub/sub. A trip on one
+//!   instance opens that lane's breaker on every instance until the same
+//!   moment, and a passed trial closes it everywhere. The half-open trial
+//!   is claimed with `SET NX`, so one instance in the fleet sends it; that
+//!   claim is a round trip only while a lane is half-open.
+//! - Sessions: each pin is written to Redis in the background (with the
+//!   pool's TTL); a session this instance has not seen is looked up there
+//!   once, so a session stays on its lane whichever instance it reaches.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::state::Gateway;
+
+const CHANNEL: &str = "switchyard:breakers";
+
+/// How long a Redis call may take.
+const CALL_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// One breaker change, as published.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Event {
+    /// The publishing instance (its own events are not applied twice).
+    instance: String,
+    pool: String,
+    lane: String,
+    /// Opened for this long; `None`: closed.
+    open_for_ms: Option<u64>,
+    reason: Option<String>,
+}
+
+/// The fleet's breaker channel.
+pub struct FleetState {
+    redis: ConnectionManager,
+    instance: String,
+    gateway: Mutex<Weak<Gateway>>,
+    /// Changes published by this instance.
+    pub sent: AtomicU64,
+    /// Changes from other instances applied here.
+    pub applied: AtomicU64,
+}
+
+impl FleetState {
+    /// Connects to `url` and starts following the other instances' changes.
+    pub async fn connect(url: &str) -> Result<Arc<FleetState>, redis::RedisError> {
+        let client = redis::Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CALL_TIMEOUT))
+            .set_response_timeout(Some(CALL_TIMEOUT))
+            .set_number_of_retries(1);
+        let redis = ConnectionManager::new_with_config(client.clone(), config).await?;
+        let shared = Arc::new(FleetState {
+            redis,
+            instance: format!("{:032x}", fastrand::u128(..)),
+            gateway: Mutex::new(Weak::new()),
+            sent: AtomicU64::new(0),
+            applied: AtomicU64::new(0),
+        });
+        let (ready, subscribed) = tokio::sync::oneshot::channel();
+        tokio::spawn(follow(client, Arc::downgrade(&shared), ready));
+        // Subscribed before the first request, so no trip goes unheard.
+        let _ = tokio::time::timeout(Duration::from_secs(2), subscribed).await;
+        Ok(shared)
+    }
+
+    /// The gateway whose breakers the fleet's changes apply to (at boot and
+    /// after every config reload).
+    pub fn attach(&self, gateway: &Arc<Gateway>) {
+        *self.gateway.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(gateway);
+    }
+
+    fn publish(self: &Arc<Self>, pool: &str, lane: &str, open_for: Option<Duration>, reason: Option<&str>) {
+        let event = Event {
+            instance: self.instance.clone(),
+            pool: pool.to_owned(),
+            lane: lane.to_owned(),
+            open_for_ms: open_for.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+            reason: reason.map(str::to_owned),
+        };
+        let Ok(text) = serde_json::to_string(&event) else { return };
+        let shared = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let mut redis = shared.redis.clone();
+            match redis::cmd("PUBLISH").arg(CHANNEL).arg(text).query_async::<i64>(&mut redis).await {
+                Ok(_) => {
+                    shared.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(err) => tracing::warn!(error = %err, "a breaker change could not be shared with the fleet"),
+            }
+        });
+    }
+
+    /// This instance tripped `lane` of `pool` for `open_for`.
+    pub fn tripped(self: &Arc<Self>, pool: &str, lane: &str, open_for: Duration, reason: &str) {
+        self.publish(pool, lane, Some(open_for), Some(reason));
+    }
+
+    /// This instance's trial of `lane` passed.
+    pub fn closed(self: &Arc<Self>, pool: &str, lane: &str) {
+        self.publish(pool, lane, None, None);
+    }
+
+    /// Writes a session's pin in the background (`ttl`: the pool's).
+    pub fn pin_session(self: &Arc<Self>, pool: &str, session: &str, lane: &str, ttl: Duration) {
+        let key = session_key(pool, session);
+        let (lane, millis) = (lane.to_owned(), u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
+        let shared = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let mut redis = shared.redis.clone();
+            let written =
+                redis::cmd("SET").arg(key).arg(lane).arg("PX").arg(millis).query_async::<()>(&mut redis).await;
+            if let Err(err) = written {
+                tracing::debug!(error = %err, "a session pin could not be shared with the fleet");
+            }
+        });
+    }
+
+    /// The lane another instance pinned `session` to, if any (one round
+    /// trip, for a session this instance has not seen).
+    pub async fn session_lane(&self, pool: &str, session: &str) -> Option<String> {
+        let mut redis = self.redis.clone();
+        redis::cmd("GET").arg(session_key(pool, session)).query_async::<Option<String>>(&mut redis).await.ok().flatten()
+    }
+
+    /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
+    /// another instance is sending it. When Redis cannot answer, this
+    /// instance's own breaker decides (true).
+    pub async fn claim_trial(&self, pool: &str, lane: &str, hold: Duration) -> bool {
+        let key = format!("switchyard:trial:{pool}:{lane}");
+        let mut redis = self.redis.clone();
+        let millis = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1);
+        let claimed = redis::cmd("SET")
+            .arg(&key)
+            .arg(&self.instance)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis)
+            .query_async::<Option<String>>(&mut redis)
+            .await;
+        match claimed {
+            Ok(answer) => answer.is_some(),
+            Err(err) => {
+                tracing::debug!(error = %err, "trial claim not shared; this instance decides");
+                true
+            }
+        }
+    }
+
+    fn apply(&self, event: &Event) {
+        if event.instance == self.instance {
+            return;
+        }
+        let Some(gateway) = self.gateway.lock().unwrap_or_else(PoisonError::into_inner).upgrade() else { return };
+        let Some(pool) = gateway.pools.iter().find(|p| *p.name == *event.pool) else { return };
+        let Some(member) = pool.members.iter().position(|&lane| *gateway.lanes[lane].name == *event.lane) else {
+            return;
+        };
+        let mut breaker = pool.breaker(member);
+        match event.open_for_ms {
+            Some(ms) => {
+                let until = std::time::Instant::now() + Duration::from_millis(ms);
+                let reason = format!("{} (tripped by another instance)", event.reason.as_deref().unwrap_or("failures"));
+                breaker.open_remotely(until, &reason);
+            }
+            None => breaker.close_remotely(),
+        }
+        self.applied.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Where a session's pin is kept (ids are at most 256 bytes: refused
+/// longer at ingress).
+fn session_key(pool: &str, session: &str) -> String {
+    format!("switchyard:session:{pool}:{session}")
+}
+
+/// Follows the channel for the life of the process, resubscribing after
+/// Redis comes back.
+async fn follow(client: redis::Client, shared: Weak<FleetState>, ready: tokio::sync::oneshot::Sender<()>) {
+    let mut ready = Some(ready);
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => {
+                if pubsub.subscribe(CHANNEL).await.is_ok() {
+                    backoff = Duration::from_millis(100);
+                    if let Some(ready) = ready.take() {
+                        let _ = ready.send(());
+                    }
+                    let mut messages = pubsub.on_message();
+                    while let Some(message) = messages.next().await {
+                        let Some(shared) = shared.upgrade() else { return };
+                        let Ok(text) = message.get_payload::<String>() else { continue };
+                        if let Ok(event) = serde_json::from_str::<Event>(&text) {
+                            shared.apply(&event);
+                        }
+                    }
+                }
+            }
+            Err(err) => tracing::debug!(error = %err, "breaker channel: redis unreachable; retrying"),
+        }
+        if shared.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
