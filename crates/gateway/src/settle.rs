@@ -305,6 +305,8 @@ impl Record {
         let governance = gateway.governance.as_ref()?;
         governance.ledger.as_ref()?;
         Some(LedgerRow {
+            // Positive, so every store keeps it as it is.
+            entry: fastrand::i64(1..),
             at_ms: now_ms() as i64,
             request_id: self.request_id.to_str().unwrap_or("").to_owned(),
             key_id: key_id.as_deref().map(str::to_owned),

@@ -348,3 +348,121 @@ async fn a_session_stays_on_its_lane_across_instances() {
         }
     }
 }
+
+/// A PostgreSQL server of the test's own, so it can be killed and started
+/// again (`-m immediate`: as a crash, without a clean shutdown).
+struct Postgres {
+    dir: std::path::PathBuf,
+    bin: String,
+    port: u16,
+}
+
+impl Postgres {
+    fn start() -> Option<Postgres> {
+        let Ok(bin) = std::env::var("SWITCHYARD_TEST_PG_BIN") else {
+            assert!(std::env::var("CI").is_err(), "CI runs PostgreSQL: run the tests through scripts/test.sh");
+            return None;
+        };
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = std::env::temp_dir().join(format!("switchyard-pg-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let postgres = Postgres { dir, bin, port };
+        if postgres.root() {
+            Command::new("chown").arg("postgres").arg(&postgres.dir).status().unwrap();
+        }
+        let data = postgres.dir.join("data");
+        let initdb = postgres
+            .run(&format!("{}/initdb", postgres.bin), &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "postgres"]);
+        assert!(initdb.success(), "initdb failed");
+        postgres.up();
+        Some(postgres)
+    }
+
+    fn root(&self) -> bool {
+        Command::new("id").arg("-u").output().is_ok_and(|out| out.stdout.starts_with(b"0"))
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> std::process::ExitStatus {
+        let mut command = if self.root() {
+            let mut command = Command::new("runuser");
+            command.args(["-u", "postgres", "--", program]);
+            command
+        } else {
+            Command::new(program)
+        };
+        command.args(args).stdout(Stdio::null()).stderr(Stdio::null()).status().unwrap()
+    }
+
+    fn pg_ctl(&self, args: &[&str]) -> std::process::ExitStatus {
+        let data = self.dir.join("data");
+        let mut all = vec!["-D", data.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let program = format!("{}/pg_ctl", self.bin);
+        self.run(&program, &all)
+    }
+
+    fn up(&self) {
+        let options = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.display());
+        let log = self.dir.join("server.log");
+        assert!(self.pg_ctl(&["-l", log.to_str().unwrap(), "-w", "-o", &options, "start"]).success(), "postgres start");
+    }
+
+    fn kill(&self) {
+        assert!(self.pg_ctl(&["-m", "immediate", "-w", "stop"]).success(), "postgres stop");
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let _ = self.pg_ctl(&["-m", "immediate", "stop"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_killed_mid_load_loses_no_ledger_row() {
+    let Some(postgres) = Postgres::start() else { return };
+    let (addr, _) = governed(&config(&postgres.url())).await;
+    let created = create_key(addr, serde_json::json!({"name": "load"})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    let mut served = 0u64;
+    for n in 0..300 {
+        if n == 100 {
+            postgres.kill();
+            // Keys are cached: serving goes on. Creating one needs the store.
+            let refused = admin_call(
+                addr,
+                "POST",
+                "/api/v1/admin/keys",
+                Some(ADMIN_TOKEN),
+                Some(serde_json::json!({"name": "late"})),
+            )
+            .await;
+            assert_eq!(refused.status, StatusCode::SERVICE_UNAVAILABLE);
+            assert!(String::from_utf8_lossy(&refused.body).contains("store is unavailable"));
+        }
+        if n == 200 {
+            postgres.up();
+        }
+        if chat(addr, &key).await == StatusCode::OK {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 300, "the data plane served through the outage");
+    let (client, connection) = tokio_postgres::connect(&postgres.url(), tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let rows: i64 = client.query_one("SELECT count(*) FROM ledger", &[]).await.unwrap().get(0);
+        if rows as u64 == served {
+            break;
+        }
+        assert!(rows as u64 <= served, "{rows} ledger rows for {served} requests: a batch was written twice");
+        assert!(Instant::now() < deadline, "{rows} of {served} ledger rows after PostgreSQL came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

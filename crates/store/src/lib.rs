@@ -64,6 +64,10 @@ pub struct GroupRecord {
 /// One request, as the ledger keeps it: tokens, never money.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerRow {
+    /// A random id the gateway gives the row once: a batch written again
+    /// after a lost commit acknowledgement stores each row once.
+    #[serde(default)]
+    pub entry: i64,
     /// When it finished (Unix milliseconds).
     pub at_ms: i64,
     /// The request id.

@@ -361,29 +361,30 @@ fn row_of(row: &tokio_postgres::Row) -> StoredRow {
     StoredRow {
         id: row.get(0),
         row: LedgerRow {
-            at_ms: row.get(1),
-            request_id: row.get(2),
-            key_id: row.get(3),
-            group: row.get(4),
-            pool: row.get(5),
-            lane: row.get(6),
-            model: row.get(7),
+            entry: row.get(1),
+            at_ms: row.get(2),
+            request_id: row.get(3),
+            key_id: row.get(4),
+            group: row.get(5),
+            pool: row.get(6),
+            lane: row.get(7),
+            model: row.get(8),
             tokens: Tokens {
-                input: count(row.get(8)),
-                output: count(row.get(9)),
-                cache_read: count(row.get(10)),
-                cache_write: count(row.get(11)),
+                input: count(row.get(9)),
+                output: count(row.get(10)),
+                cache_read: count(row.get(11)),
+                cache_write: count(row.get(12)),
             },
-            status: u16::try_from(row.get::<_, i32>(12)).unwrap_or(0),
-            latency_ms: count(row.get(13)),
-            ttfb_ms: row.get::<_, Option<i64>>(14).map(count),
-            failovers: u32::try_from(row.get::<_, i32>(15)).unwrap_or(0),
-            estimated: row.get(16),
+            status: u16::try_from(row.get::<_, i32>(13)).unwrap_or(0),
+            latency_ms: count(row.get(14)),
+            ttfb_ms: row.get::<_, Option<i64>>(15).map(count),
+            failovers: u32::try_from(row.get::<_, i32>(16)).unwrap_or(0),
+            estimated: row.get(17),
         },
     }
 }
 
-const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
+const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated";
 
 impl Ledger for PostgresStore {
@@ -393,9 +394,10 @@ impl Ledger for PostgresStore {
             let tx = client.transaction().await.map_err(unavailable)?;
             let insert = tx
                 .prepare_cached(
-                    "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
+                    "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)",
+                     estimated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+                     ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
                 .map_err(unavailable)?;
@@ -406,6 +408,7 @@ impl Ledger for PostgresStore {
                 tx.execute(
                     &insert,
                     &[
+                        &row.entry,
                         &row.at_ms,
                         &row.request_id,
                         &row.key_id,

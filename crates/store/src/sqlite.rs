@@ -15,7 +15,8 @@ use crate::{
 };
 
 /// The schema, in order; `user_version` is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/sqlite/0001_init.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../migrations/sqlite/0001_init.sql"), include_str!("../migrations/sqlite/0002_ledger_entry.sql")];
 
 /// A store in one SQLite file.
 #[derive(Clone)]
@@ -246,12 +247,13 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             ttfb_ms: row.get::<_, Option<i64>>(14)?.map(|t| t.max(0) as u64),
             failovers: row.get(15)?,
             estimated: row.get(16)?,
+            entry: row.get(17)?,
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated";
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -262,7 +264,7 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                         estimated, entry) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -284,6 +286,7 @@ impl Ledger for SqliteStore {
                             row.ttfb_ms.map(|t| t as i64),
                             row.failovers,
                             row.estimated,
+                            row.entry,
                         ])
                         .map_err(unavailable)?;
                 }

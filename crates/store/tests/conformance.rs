@@ -36,6 +36,7 @@ fn key(n: u8) -> KeyRecord {
 
 fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u64, output: u64) -> LedgerRow {
     LedgerRow {
+        entry: at_ms + 1,
         at_ms,
         request_id: format!("r{at_ms}"),
         key_id: key.map(str::to_owned),
@@ -322,4 +323,16 @@ async fn sqlite_keeps_everything_across_a_reopen() {
     assert_eq!(stores.keys.get_key("key_0007").await.unwrap(), Some(key(7)));
     assert_eq!(stores.ledger.count().await.unwrap(), 1);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn postgres_stores_a_batch_written_again_once() {
+    // A commit whose acknowledgement was lost is retried by the ledger
+    // writer: the rows' entries make the second write a no-op.
+    let Some(store) = fresh_postgres().await else { return };
+    let stores = Stores::shared(store);
+    let batch = vec![row(1, Some("k"), None, "gpt", 5, 5), row(2, Some("k"), None, "gpt", 5, 5)];
+    stores.ledger.append(batch.clone()).await.unwrap();
+    stores.ledger.append(batch).await.unwrap();
+    assert_eq!(stores.ledger.count().await.unwrap(), 2);
 }

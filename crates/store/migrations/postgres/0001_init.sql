@@ -24,6 +24,9 @@ CREATE TABLE groups (
 -- Tokens per request; spend is derived from these when read.
 CREATE TABLE ledger (
     id BIGSERIAL PRIMARY KEY,
+    -- The gateway's id for the row: a batch retried after a lost commit
+    -- acknowledgement inserts nothing twice.
+    entry BIGINT NOT NULL UNIQUE,
     at_ms BIGINT NOT NULL,
     request_id TEXT NOT NULL,
     key_id TEXT,
