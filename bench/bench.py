@@ -119,6 +119,9 @@ CASES = [
     ("6-governed-passthrough", "6. case 1 governed (key + budget + limits + ledger)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-governed-anthropic-to-openai", "6. case 3b governed", "anthropic", OPENAI_MODEL, "chat-openai"),
     ("6-governed-stream64", "6. case 5/1 stream 64 governed", "openai", OPENAI_MODEL, "stream64-openai"),
+    # Fleet: governed on PostgreSQL and Redis (loopback) instead of SQLite and in-process counters.
+    ("6-fleet-passthrough", "6. case 1 governed as a fleet (PostgreSQL + Redis)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("6-fleet-stream64", "6. case 5/1 stream 64 governed as a fleet", "openai", OPENAI_MODEL, "stream64-openai"),
     # Telemetry: the default (metrics and the access line on) against everything off,
     # metrics alone, and traces at a 100 % sample exported to a collector.
     ("7-quiet-passthrough", "7. case 1 without metrics", "openai", OPENAI_MODEL, "chat-openai"),
@@ -134,6 +137,8 @@ VARIANTS = {
     "6-governed-passthrough": dict(of="1-passthrough", extra="governed", goal="≤ 1.15"),
     "6-governed-anthropic-to-openai": dict(of="3b-anthropic-to-openai", extra="governed", goal="≤ 1.15"),
     "6-governed-stream64": dict(of="5-1-stream64-passthrough", extra="governed", goal="≤ 1.15"),
+    "6-fleet-passthrough": dict(of="6-governed-passthrough", extra="fleet", goal="≤ 1.3"),
+    "6-fleet-stream64": dict(of="6-governed-stream64", extra="fleet", goal="≤ 1.3"),
     "7-quiet-passthrough": dict(of=None, extra="quiet"),
     "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),
     "7-traced-passthrough": dict(of="1-passthrough", extra="traced", goal="≤ 1.15"),
@@ -510,6 +515,10 @@ groups:
 """
 BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 
+# The fleet cases: the same governance on the servers run.sh starts
+# (scripts/services.sh: PostgreSQL and Redis on loopback).
+FLEET_EXTRA = GOVERNED_EXTRA.replace('storage: {{ sqlite_path: "{db}" }}', 'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}')
+
 # The gateway's telemetry in each setup. The cases run without the access
 # line, as nginx runs with `access_log off`; its cost is a case of its own.
 # The mock upstream also answers OTLP's POST /v1/traces.
@@ -521,7 +530,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "quiet", "access_line", "traced", "before")
+SETUPS = ("open", "governed", "fleet", "quiet", "access_line", "traced", "before")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow):
@@ -534,6 +543,13 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow):
     if setup == "governed":
         text += GOVERNED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL)
+    elif setup == "fleet":
+        postgres, redis = os.environ.get("BENCH_POSTGRES_URL"), os.environ.get("BENCH_REDIS_URL")
+        if not (postgres and redis):
+            raise BenchError("the fleet setup needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)")
+        text += FLEET_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, postgres=postgres, redis=redis,
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL)
     elif setup not in SETUPS:
         raise BenchError("unknown setup %s (have %s)" % (setup, ", ".join(SETUPS)))
@@ -743,6 +759,8 @@ def run(opts):
             results["gateway_config"] = fh.read()
         variant_confs = {}
         for setup in SETUPS[1:]:
+            if setup == "fleet" and not os.environ.get("BENCH_POSTGRES_URL"):
+                continue  # no servers: the fleet cases say so if selected
             variant_confs[setup] = os.path.join(tmp, "switchyard-bench-%s.yaml" % setup)
             with open(variant_confs[setup], "w") as f:
                 f.write(gateway_config(setup, tmp, gw_port, gw_admin, up_port, slow_port))
@@ -768,7 +786,9 @@ def run(opts):
 
         def gateway_case(binary, cid, gpath, gbody, b, before=False):
             extra = "before" if before else VARIANTS.get(cid, {}).get("extra")
-            governed = extra == "governed"
+            governed = extra in ("governed", "fleet")
+            if extra and extra not in variant_confs:
+                raise BenchError("%s needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)" % cid)
             gw = start_gateway(binary, variant_confs[extra] if extra else gw_conf)
             try:
                 idle_rss, _ = mem_kib(gw.pid)

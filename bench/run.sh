@@ -63,7 +63,13 @@ if [ "$streams" -gt 0 ] && [ "$(ulimit -n)" != unlimited ] && [ "$(ulimit -n)" -
     die "open-streams test needs ulimit -n >= $need (have $(ulimit -n)); raise the hard limit or set BENCH_STREAMS lower"
 fi
 
+# The fleet cases govern through PostgreSQL and Redis on loopback, started
+# on the client core (throwaway data, stopped on exit).
+eval "$(taskset -c "$client_cpu" "$repo/scripts/services.sh" start)"
+trap '"$repo/scripts/services.sh" stop "$SWITCHYARD_TEST_SERVICES_DIR"' EXIT
+export BENCH_POSTGRES_URL="$SWITCHYARD_TEST_POSTGRES_URL" BENCH_REDIS_URL="$SWITCHYARD_TEST_REDIS_URL"
+
 # The driver, and so wrk, the upstream and the Python clients it starts, on the
 # client core; it starts the proxies with taskset -c $proxy_cpu.
-exec taskset -c "$client_cpu" python3 "$here/bench.py" --switchyard "$bin" \
+taskset -c "$client_cpu" python3 "$here/bench.py" --switchyard "$bin" \
     --proxy-cpu "$proxy_cpu" --client-cpu "$client_cpu" "$@"
