@@ -731,6 +731,26 @@ pub(crate) fn encode_metrics(
         "Budget reserved by requests in flight, summed over every bucket (USD).",
         std::iter::once((Vec::new(), governance.reserved_usd())),
     )?;
+    if let Some(fleet) = &governance.fleet {
+        encode_gauges(
+            e,
+            "switchyard_fleet_redis_up",
+            "1 when the fleet's Redis answered the last call, else 0 (admission follows storage.on_redis_error).",
+            std::iter::once((Vec::new(), if fleet.up.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_fleet_local_admissions",
+            "Requests admitted on this instance's own counters while Redis was away (fail_open).",
+            std::iter::once((Vec::new(), fleet.local_admissions.load(Ordering::Relaxed))),
+        )?;
+        encode_gauges(
+            e,
+            "switchyard_fleet_pending_settlements",
+            "Settlements waiting for Redis to come back.",
+            std::iter::once((Vec::new(), fleet.pending() as f64)),
+        )?;
+    }
     if let Some(queue) = &governance.ledger {
         encode_gauges(
             e,

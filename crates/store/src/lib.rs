@@ -313,6 +313,18 @@ pub trait ChangeFeed: Send + Sync {
     fn subscribe(&self) -> tokio::sync::broadcast::Receiver<Change>;
 }
 
+/// How many of `known` migrations a database at schema version `applied`
+/// already has; an error when it is newer than this binary.
+pub(crate) fn applied_migrations(applied: i64, known: usize) -> Result<usize, StoreError> {
+    let applied = usize::try_from(applied).unwrap_or(0);
+    if applied > known {
+        return Err(StoreError::Unavailable(format!(
+            "the database has schema version {applied}, newer than this binary's {known}; run a newer switchyard"
+        )));
+    }
+    Ok(applied)
+}
+
 pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value).map_err(|err| StoreError::Unavailable(err.to_string()))
 }

@@ -111,13 +111,7 @@ async fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .await
         .map_err(unavailable)?
         .map_or(0, |row| row.get(0));
-    let applied = usize::try_from(applied).unwrap_or(0);
-    if applied > MIGRATIONS.len() {
-        return Err(StoreError::Unavailable(format!(
-            "the database has schema version {applied}, newer than this binary's {}; run a newer switchyard",
-            MIGRATIONS.len()
-        )));
-    }
+    let applied = crate::applied_migrations(i64::from(applied), MIGRATIONS.len())?;
     for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
         tx.batch_execute(migration).await.map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
     }

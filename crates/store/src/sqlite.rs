@@ -48,13 +48,7 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(unavailable)?;
         conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(unavailable)?;
         let applied: i64 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(unavailable)?;
-        let applied = usize::try_from(applied).unwrap_or(0);
-        if applied > MIGRATIONS.len() {
-            return Err(StoreError::Unavailable(format!(
-                "the database has schema version {applied}, newer than this binary's {}; run a newer switchyard",
-                MIGRATIONS.len()
-            )));
-        }
+        let applied = crate::applied_migrations(applied, MIGRATIONS.len())?;
         for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
             conn.execute_batch(&format!("BEGIN;\n{migration}\nPRAGMA user_version = {};\nCOMMIT;", index + 1))
                 .map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
