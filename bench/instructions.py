@@ -78,7 +78,7 @@ def main():
             gw = procs.start(tool + [binary, "serve", "--config", conf], env=env)
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}
-            if setup == "governed":
+            if setup in ("governed", "fleet"):
                 req = urllib.request.Request(
                     "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
                     data=json.dumps({"name": "instr", "group": "bench"}).encode(),

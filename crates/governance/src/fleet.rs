@@ -31,13 +31,14 @@ pub struct SharedBucket {
     pub seed_spent: NanoUsd,
 }
 
-/// A number as a script argument (integers stay exact up to 2^53 in Lua).
-fn num(value: impl Into<i128>) -> String {
-    value.into().to_string()
+/// A number as a script argument (integers stay exact up to 2^53 in Lua;
+/// nano-USD reach that only past nine million dollars).
+fn num(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// The admission script's arguments (after the keys) for `buckets` at `now_ms`.
-pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> Vec<String> {
+pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> Vec<i64> {
     let now_s = (now_ms / 1000) as i64;
     let mut args = Vec::with_capacity(3 + buckets.len() * ADMIT_ARGS_PER_BUCKET);
     args.extend([num(now_ms), num(estimate.cost), num(estimate.tokens)]);
@@ -45,16 +46,15 @@ pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> 
         let spec = bucket.spec.unwrap_or_default();
         let (cap, window_start, retry) = match spec.budget {
             Some(budget) => {
-                let retry =
-                    budget.window.next_start(now_s).map_or(-1, |next| i128::from(next) * 1000 - i128::from(now_ms));
-                (i128::from(budget.cap()), i128::from(budget.window.start(now_s)), retry)
+                let retry = budget.window.next_start(now_s).map_or(-1, |next| next * 1000 - num(now_ms));
+                (num(budget.cap()), budget.window.start(now_s), retry)
             }
             None => (-1, 0, -1),
         };
         args.extend([
-            num(cap),
-            num(window_start),
-            num(retry),
+            cap,
+            window_start,
+            retry,
             num(spec.limits.rpm.unwrap_or(0)),
             num(spec.limits.tpm.unwrap_or(0)),
             num(spec.limits.concurrent.unwrap_or(0)),
@@ -74,7 +74,7 @@ pub fn settle_args(
     actual_tokens: u64,
     held: bool,
     now_ms: u64,
-) -> Vec<String> {
+) -> Vec<i64> {
     let now_s = (now_ms / 1000) as i64;
     let mut args = Vec::with_capacity(6 + buckets.len() * SETTLE_ARGS_PER_BUCKET);
     args.extend([
@@ -83,15 +83,15 @@ pub fn settle_args(
         num(reserved.tokens),
         num(actual_cost),
         num(actual_tokens),
-        String::from(if held { "1" } else { "0" }),
+        i64::from(held),
     ]);
     for bucket in buckets {
         let spec = bucket.spec.unwrap_or_default();
         let (cap, window_start) = match spec.budget {
-            Some(budget) => (i128::from(budget.cap()), i128::from(budget.window.start(now_s))),
+            Some(budget) => (num(budget.cap()), budget.window.start(now_s)),
             None => (-1, 0),
         };
-        args.extend([num(cap), num(window_start), num(spec.limits.tpm.unwrap_or(0))]);
+        args.extend([cap, window_start, num(spec.limits.tpm.unwrap_or(0))]);
     }
     args
 }
@@ -147,27 +147,14 @@ mod tests {
         let unknown = SharedBucket { spec: None, seed_spent: 0 };
         let args = admit_args(&[key, unknown], Estimate { tokens: 10, cost: 20 }, NOW);
         assert_eq!(args.len(), 3 + 2 * ADMIT_ARGS_PER_BUCKET);
-        assert_eq!(&args[..3], ["1796067065000", "20", "10"]);
+        assert_eq!(&args[..3], [1_796_067_065_000, 20, 10]);
         let day = Window::Day.start((NOW / 1000) as i64);
         let next = Window::Day.next_start((NOW / 1000) as i64).unwrap();
-        assert_eq!(
-            &args[3..10],
-            [
-                from_usd(2.0).to_string(),
-                day.to_string(),
-                (i128::from(next) * 1000 - i128::from(NOW)).to_string(),
-                "60".into(),
-                "1000".into(),
-                "3".into(),
-                "7".into()
-            ]
-        );
-        assert_eq!(&args[10..], ["-1", "0", "-1", "0", "0", "0", "0"]);
+        let cap = i64::try_from(from_usd(2.0)).unwrap();
+        assert_eq!(&args[3..10], [cap, day, next * 1000 - NOW as i64, 60, 1000, 3, 7]);
+        assert_eq!(&args[10..], [-1, 0, -1, 0, 0, 0, 0]);
         let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, true, NOW);
-        assert_eq!(
-            settle,
-            ["1796067065000", "20", "10", "5", "4", "1", &from_usd(2.0).to_string(), &day.to_string(), "1000"]
-        );
+        assert_eq!(settle, [1_796_067_065_000, 20, 10, 5, 4, 1, cap, day, 1000]);
     }
 
     #[test]

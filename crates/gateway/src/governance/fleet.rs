@@ -22,6 +22,7 @@ use redis::Script;
 use switchyard_config::OnRedisError;
 use switchyard_governance::fleet::{admit_args, bucket_key, read_admit, settle_args, SharedBucket};
 use switchyard_governance::{BucketId, Estimate, NanoUsd, Refusal};
+use tokio::sync::mpsc;
 
 /// Namespace of every key Switchyard writes.
 const PREFIX: &str = "switchyard";
@@ -31,6 +32,12 @@ const CALL_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Settlements kept for Redis's return, at most.
 const MAX_PENDING: usize = 100_000;
+
+/// Settlements sent in one pipelined round trip, at most.
+const SETTLE_BATCH: usize = 64;
+
+const ADMIT_SCRIPT: &str = include_str!("fleet_admit.lua");
+const SETTLE_SCRIPT: &str = include_str!("fleet_settle.lua");
 
 /// The fleet's counters and the client that reaches them.
 pub struct Fleet {
@@ -47,6 +54,8 @@ pub struct Fleet {
     pub local_admissions: AtomicU64,
     /// Settlements waiting for Redis.
     pending: Mutex<Vec<Settlement>>,
+    /// Settlements on their way (one task sends them in pipelined batches).
+    settlements: mpsc::Sender<Settlement>,
 }
 
 /// One settlement for the shared counters.
@@ -55,7 +64,7 @@ pub struct Settlement {
     /// The chain's bucket names.
     pub keys: Vec<String>,
     /// The script's arguments.
-    pub args: Vec<String>,
+    pub args: Vec<i64>,
 }
 
 /// Why Redis could not be used.
@@ -77,18 +86,24 @@ impl Fleet {
             .set_connection_timeout(Some(CALL_TIMEOUT))
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(1);
-        let redis = ConnectionManager::new_with_config(client, config).await?;
+        let mut redis = ConnectionManager::new_with_config(client, config).await?;
+        for code in [ADMIT_SCRIPT, SETTLE_SCRIPT] {
+            redis::cmd("SCRIPT").arg("LOAD").arg(code).query_async::<String>(&mut redis).await?;
+        }
+        let (settlements, queue) = mpsc::channel(MAX_PENDING);
         let fleet = Arc::new(Fleet {
             redis,
-            admit: Script::new(include_str!("fleet_admit.lua")),
-            settle: Script::new(include_str!("fleet_settle.lua")),
+            admit: Script::new(ADMIT_SCRIPT),
+            settle: Script::new(SETTLE_SCRIPT),
             on_error,
             up: AtomicBool::new(true),
             errors: AtomicU64::new(0),
             local_admissions: AtomicU64::new(0),
             pending: Mutex::new(Vec::new()),
+            settlements,
         });
         tokio::spawn(reconcile(Arc::downgrade(&fleet)));
+        tokio::spawn(send_settlements(Arc::downgrade(&fleet), queue));
         Ok(fleet)
     }
 
@@ -114,15 +129,13 @@ impl Fleet {
         estimate: Estimate,
         now_ms: u64,
     ) -> Result<Option<Refusal>, FleetError> {
-        let mut invocation = self.admit.prepare_invoke();
+        let mut command = redis::cmd("EVALSHA");
+        command.arg(self.admit.get_hash()).arg(chain.len());
         for id in chain {
-            invocation.key(bucket_key(PREFIX, id));
+            command.arg(bucket_key(PREFIX, id));
         }
-        for arg in admit_args(buckets, estimate, now_ms) {
-            invocation.arg(arg);
-        }
-        let mut redis = self.redis.clone();
-        let answer = invocation.invoke_async::<Vec<i64>>(&mut redis).await.map_err(FleetError::from);
+        command.arg(admit_args(buckets, estimate, now_ms));
+        let answer = self.run::<Vec<i64>>(&command, &[(&self.admit, ADMIT_SCRIPT)]).await;
         let result = answer.and_then(|answer| Ok(read_admit(&answer, chain)?));
         self.noted(result)
     }
@@ -144,31 +157,58 @@ impl Fleet {
         }
     }
 
-    async fn apply(&self, settlement: &Settlement) -> Result<(), FleetError> {
-        let mut invocation = self.settle.prepare_invoke();
-        for key in &settlement.keys {
-            invocation.key(key);
-        }
-        for arg in &settlement.args {
-            invocation.arg(arg);
-        }
+    /// Runs `command`; a server that lost the scripts (a restart) is sent
+    /// them and the command again.
+    async fn run<T: redis::FromRedisValue>(
+        &self,
+        command: &redis::Cmd,
+        scripts: &[(&Script, &str)],
+    ) -> Result<T, FleetError> {
         let mut redis = self.redis.clone();
-        let result = invocation.invoke_async::<i64>(&mut redis).await.map(drop).map_err(FleetError::from);
-        self.noted(result)
+        match command.query_async::<T>(&mut redis).await {
+            Err(err) if lost_scripts(&err) => {
+                for (_, code) in scripts {
+                    redis::cmd("SCRIPT").arg("LOAD").arg(*code).query_async::<String>(&mut redis).await?;
+                }
+                Ok(command.query_async::<T>(&mut redis).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
-    /// Settles in the background; kept for Redis's return if it is away.
-    pub fn settle(self: &Arc<Self>, settlement: Settlement) {
-        let fleet = self.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            fleet.keep(settlement);
-            return;
-        };
-        runtime.spawn(async move {
-            if fleet.apply(&settlement).await.is_err() {
-                fleet.keep(settlement);
+    /// Applies `batch` in one round trip, all or nothing (MULTI/EXEC).
+    async fn apply(&self, batch: &[Settlement]) -> Result<(), FleetError> {
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        for settlement in batch {
+            pipe.cmd("EVALSHA")
+                .arg(self.settle.get_hash())
+                .arg(settlement.keys.len())
+                .arg(&settlement.keys)
+                .arg(&settlement.args)
+                .ignore();
+        }
+        let mut redis = self.redis.clone();
+        let result = match pipe.query_async::<()>(&mut redis).await {
+            Err(err) if lost_scripts(&err) => {
+                let loaded =
+                    redis::cmd("SCRIPT").arg("LOAD").arg(SETTLE_SCRIPT).query_async::<String>(&mut redis).await;
+                match loaded {
+                    Ok(_) => pipe.query_async::<()>(&mut redis).await,
+                    Err(err) => Err(err),
+                }
             }
-        });
+            other => other,
+        };
+        self.noted(result.map_err(FleetError::from))
+    }
+
+    /// Settles in the background (batched with others); kept for Redis's
+    /// return if it is away.
+    pub fn settle(&self, settlement: Settlement) {
+        if let Err(full) = self.settlements.try_send(settlement) {
+            self.keep(full.into_inner());
+        }
     }
 
     fn keep(&self, settlement: Settlement) {
@@ -197,15 +237,30 @@ async fn reconcile(fleet: std::sync::Weak<Fleet>) {
         if waiting.is_empty() {
             continue;
         }
-        let mut left = waiting.into_iter();
-        for settlement in left.by_ref() {
-            if fleet.apply(&settlement).await.is_err() {
-                fleet.keep(settlement);
+        let mut chunks = waiting.chunks(SETTLE_BATCH);
+        for chunk in chunks.by_ref() {
+            if fleet.apply(chunk).await.is_err() {
+                chunk.iter().cloned().for_each(|settlement| fleet.keep(settlement));
                 break;
             }
         }
-        for settlement in left {
-            fleet.keep(settlement);
+        chunks.flatten().cloned().for_each(|settlement| fleet.keep(settlement));
+    }
+}
+
+/// The server does not know the scripts (it restarted, or was flushed).
+fn lost_scripts(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) || err.to_string().contains("NOSCRIPT")
+}
+
+/// Sends settlements as they come, in pipelined batches of what is waiting.
+async fn send_settlements(fleet: std::sync::Weak<Fleet>, mut queue: mpsc::Receiver<Settlement>) {
+    let mut batch = Vec::with_capacity(SETTLE_BATCH);
+    while queue.recv_many(&mut batch, SETTLE_BATCH).await > 0 {
+        let Some(fleet) = fleet.upgrade() else { return };
+        if fleet.apply(&batch).await.is_err() {
+            batch.drain(..).for_each(|settlement| fleet.keep(settlement));
         }
+        batch.clear();
     }
 }
