@@ -47,6 +47,8 @@ pub struct CachedKey {
     pub id: Arc<str>,
     /// Its buckets: the key's own, its group's, then the group's parents.
     pub chain: Arc<[BucketId]>,
+    /// The same buckets' names in a fleet's Redis.
+    pub fleet_keys: Arc<[String]>,
 }
 
 /// Keys by what a caller presents.
@@ -161,6 +163,8 @@ pub struct Hold {
     pub reservation: Reservation,
     /// Held in the fleet's counters (else this instance's).
     pub in_fleet: bool,
+    /// The chain's bucket names in the fleet's Redis.
+    pub fleet_keys: Arc<[String]>,
 }
 
 /// Governance as the config asks for it: `None` when nothing is to be
@@ -338,7 +342,8 @@ impl Governance {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
             governor.set_spec(BucketId::Key(id.clone()), BucketSpec { budget: record.budget, limits: record.limits });
-            let cached = Arc::new(CachedKey { record, id, chain });
+            let fleet_keys = fleet::bucket_names(&chain);
+            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys });
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
                 index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
@@ -528,9 +533,11 @@ impl Governance {
         let now = now_ms();
         let chain = &caller.key.chain;
         if let Some(fleet) = &self.fleet {
-            match fleet.admit(chain, &self.shared_buckets(chain, now), estimate, now).await {
+            let keys = &caller.key.fleet_keys;
+            match fleet.admit(keys, chain, &self.shared_buckets(chain, now), estimate, now).await {
                 Ok(None) => {
-                    return Ok(Hold { reservation: Reservation { chain: chain.clone(), estimate }, in_fleet: true })
+                    let reservation = Reservation { chain: chain.clone(), estimate };
+                    return Ok(Hold { reservation, in_fleet: true, fleet_keys: keys.clone() });
                 }
                 Ok(Some(refusal)) => return Err(self.refusal_error(&refusal)),
                 Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
@@ -548,7 +555,7 @@ impl Governance {
             }
         }
         match self.governor().admit(chain, estimate, now) {
-            Ok(reservation) => Ok(Hold { reservation, in_fleet: false }),
+            Ok(reservation) => Ok(Hold { reservation, in_fleet: false, fleet_keys: caller.key.fleet_keys.clone() }),
             Err(refusal) => Err(self.refusal_error(&refusal)),
         }
     }
@@ -593,8 +600,9 @@ impl Governance {
         if let Some(fleet) = &self.fleet {
             let chain = &hold.reservation.chain;
             let buckets = self.shared_buckets(chain, now);
+            let keys = hold.fleet_keys.clone();
             let settlement =
-                fleet::Fleet::settlement(chain, &buckets, hold.reservation.estimate, cost, tokens, hold.in_fleet, now);
+                fleet::Fleet::settlement(keys, &buckets, hold.reservation.estimate, cost, tokens, hold.in_fleet, now);
             fleet.settle(settlement);
         }
     }

@@ -62,7 +62,7 @@ pub struct Fleet {
 #[derive(Debug, Clone)]
 pub struct Settlement {
     /// The chain's bucket names.
-    pub keys: Vec<String>,
+    pub keys: Arc<[String]>,
     /// The script's arguments.
     pub args: Vec<i64>,
 }
@@ -124,16 +124,14 @@ impl Fleet {
     /// (the reservation is held in Redis), `Ok(Some(_))` refused.
     pub async fn admit(
         &self,
+        keys: &[String],
         chain: &[BucketId],
         buckets: &[SharedBucket],
         estimate: Estimate,
         now_ms: u64,
     ) -> Result<Option<Refusal>, FleetError> {
         let mut command = redis::cmd("EVALSHA");
-        command.arg(self.admit.get_hash()).arg(chain.len());
-        for id in chain {
-            command.arg(bucket_key(PREFIX, id));
-        }
+        command.arg(self.admit.get_hash()).arg(keys.len()).arg(keys);
         command.arg(admit_args(buckets, estimate, now_ms));
         let answer = self.run::<Vec<i64>>(&command, &[(&self.admit, ADMIT_SCRIPT)]).await;
         let result = answer.and_then(|answer| Ok(read_admit(&answer, chain)?));
@@ -143,7 +141,7 @@ impl Fleet {
     /// The settlement of a request on `chain`; `held` says whether Redis
     /// holds its reservation (false: admitted locally while Redis was away).
     pub fn settlement(
-        chain: &[BucketId],
+        keys: Arc<[String]>,
         buckets: &[SharedBucket],
         reserved: Estimate,
         cost: NanoUsd,
@@ -151,10 +149,7 @@ impl Fleet {
         held: bool,
         now_ms: u64,
     ) -> Settlement {
-        Settlement {
-            keys: chain.iter().map(|id| bucket_key(PREFIX, id)).collect(),
-            args: settle_args(buckets, reserved, cost, tokens, held, now_ms),
-        }
+        Settlement { keys, args: settle_args(buckets, reserved, cost, tokens, held, now_ms) }
     }
 
     /// Runs `command`; a server that lost the scripts (a restart) is sent
@@ -224,6 +219,11 @@ impl Fleet {
     pub fn pending(&self) -> usize {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
+}
+
+/// The names of a chain's buckets in Redis (computed once per cached key).
+pub fn bucket_names(chain: &[BucketId]) -> Arc<[String]> {
+    chain.iter().map(|id| bucket_key(PREFIX, id)).collect()
 }
 
 /// Applies the settlements kept while Redis was away, once it answers.
