@@ -80,6 +80,8 @@ pub struct Storage {
     pub redis_url: Option<String>,
     /// What admission does while Redis cannot be reached.
     pub on_redis_error: OnRedisError,
+    /// Where ledger rows wait on local disk while PostgreSQL is away.
+    pub ledger_spool: Option<String>,
 }
 
 /// What admission does while Redis cannot be reached.
@@ -169,6 +171,7 @@ pub(crate) struct RawStorage {
     pub postgres_url: Option<String>,
     pub redis_url: Option<String>,
     pub on_redis_error: Option<String>,
+    pub ledger_spool: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -331,11 +334,25 @@ pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
             ));
         }
     }
+    if raw.ledger_spool.is_some() && raw.postgres_url.is_none() {
+        issues.push(Issue::new(
+            "storage.ledger_spool",
+            "a spool keeps ledger rows while PostgreSQL is away, but there is no postgres_url",
+            "add storage.postgres_url, or remove ledger_spool",
+        ));
+    }
+    // A fleet's ledger waits on local disk during an outage, by default
+    // beside the process.
+    let ledger_spool = raw
+        .ledger_spool
+        .clone()
+        .or_else(|| raw.postgres_url.as_ref().map(|_| String::from("switchyard-ledger-spool.db")));
     Storage {
         sqlite_path: raw.sqlite_path.clone(),
         postgres_url: raw.postgres_url.clone(),
         redis_url: raw.redis_url.clone(),
         on_redis_error,
+        ledger_spool,
     }
 }
 

@@ -187,10 +187,16 @@ pub async fn from_config(
         (None, Some(path)) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
         (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
     };
+    // A fleet's ledger rows wait on local disk while PostgreSQL is away.
+    let spool = match (&config.storage.postgres_url, &config.storage.ledger_spool) {
+        (Some(_), Some(path)) => Some(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        _ => None,
+    };
     let (queue, writer) = LedgerQueue::start(
         stores.ledger.clone(),
         config.governance.ledger_queue,
         config.governance.ledger_flush_interval,
+        spool,
     );
     let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
     let mut governance = Governance::start(config, stores, Some(queue), price_of).await?;

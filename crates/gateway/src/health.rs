@@ -135,6 +135,8 @@ fn governance_stats(governance: &crate::governance::Governance) -> Value {
             "queue_full_waits": queue.stats.queue_full.load(Ordering::Relaxed),
             "rows_written": queue.stats.written.load(Ordering::Relaxed),
             "write_errors": queue.stats.write_errors.load(Ordering::Relaxed),
+            "spooled": queue.stats.spooled.load(Ordering::Relaxed),
+            "replayed": queue.stats.replayed.load(Ordering::Relaxed),
         })
     });
     let redis = governance.fleet.as_ref().map(|fleet| {

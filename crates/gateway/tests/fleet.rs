@@ -30,9 +30,18 @@ async fn fresh_database() -> Option<String> {
     Some(format!("{}/{name}", url.rsplit_once('/').unwrap().0))
 }
 
+/// A spool file of the test's own (the default sits beside the process).
+fn spool_path() -> String {
+    std::env::temp_dir()
+        .join(format!("switchyard-spool-{}-{}.db", std::process::id(), fastrand::u32(..)))
+        .display()
+        .to_string()
+}
+
 fn config(database: &str) -> String {
+    let spool = spool_path();
     format!(
-        "auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ postgres_url: \"{database}\" }}\n\
+        "auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ postgres_url: \"{database}\", ledger_spool: \"{spool}\" }}\n\
          governance: {{ ledger_flush_interval: 100ms }}\n\
          providers:\n  fake: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  m: {{ provider: fake }}\n\
          rate_card:\n  m: {{ input_utok: 1, output_utok: 1 }}\n"
@@ -145,9 +154,10 @@ impl Drop for Redis {
 /// Prices that make each request's reservation (its `max_tokens`) far
 /// larger than what it costs, as in real traffic.
 fn fleet_config(database: &str, redis: &str, on_error: &str) -> String {
+    let spool = spool_path();
     format!(
         "auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n\
-         storage: {{ postgres_url: \"{database}\", redis_url: \"{redis}\", on_redis_error: {on_error} }}\n\
+         storage: {{ postgres_url: \"{database}\", redis_url: \"{redis}\", on_redis_error: {on_error}, ledger_spool: \"{spool}\" }}\n\
          governance: {{ ledger_flush_interval: 100ms }}\n\
          providers:\n  fake: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  m: {{ provider: fake }}\n\
          rate_card:\n  m: {{ input_utok: 1000, output_utok: 1000 }}\n"
@@ -426,9 +436,15 @@ impl Drop for Postgres {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_killed_mid_load_loses_no_ledger_row() {
     let Some(postgres) = Postgres::start() else { return };
-    let (addr, _) = governed(&config(&postgres.url())).await;
+    let yaml = config(&postgres.url());
+    let spool = spool_path_in(&yaml);
+    let (addr, _) = governed(&yaml).await;
     let created = create_key(addr, serde_json::json!({"name": "load"})).await;
     let key = created["key"].as_str().unwrap().to_owned();
+    let spooled = || {
+        let store = switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(&spool)).unwrap();
+        async move { switchyard_store::Ledger::count(&store).await.unwrap() }
+    };
     let mut served = 0u64;
     for n in 0..300 {
         if n == 100 {
@@ -446,6 +462,13 @@ async fn postgres_killed_mid_load_loses_no_ledger_row() {
             assert!(String::from_utf8_lossy(&refused.body).contains("store is unavailable"));
         }
         if n == 200 {
+            // What was served meanwhile is on local disk, so a crash now
+            // would lose none of it: the next start replays the spool.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while spooled().await < 100 {
+                assert!(Instant::now() < deadline, "rows served during the outage are not in the spool");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
             postgres.up();
         }
         if chat(addr, &key).await == StatusCode::OK {
@@ -458,11 +481,17 @@ async fn postgres_killed_mid_load_loses_no_ledger_row() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let rows: i64 = client.query_one("SELECT count(*) FROM ledger", &[]).await.unwrap().get(0);
-        if rows as u64 == served {
+        if rows as u64 == served && spooled().await == 0 {
             break;
         }
-        assert!(rows as u64 <= served, "{rows} ledger rows for {served} requests: a batch was written twice");
+        assert!(rows as u64 <= served, "{rows} ledger rows for {served} requests: a row was written twice");
         assert!(Instant::now() < deadline, "{rows} of {served} ledger rows after PostgreSQL came back");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let _ = std::fs::remove_file(&spool);
+}
+
+/// The spool path `config` chose.
+fn spool_path_in(yaml: &str) -> String {
+    yaml.split("ledger_spool: \"").nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_owned()
 }

@@ -36,6 +36,20 @@ impl SqliteStore {
         SqliteStore::init(conn)
     }
 
+    /// Deletes ledger rows by id (a spool's rows once another store took them).
+    pub fn delete_rows(&self, ids: Vec<i64>) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            {
+                let mut delete = tx.prepare_cached("DELETE FROM ledger WHERE id = ?1").map_err(unavailable)?;
+                for id in &ids {
+                    delete.execute(params![id]).map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
     /// A private in-memory database (tests).
     pub fn in_memory() -> Result<SqliteStore, StoreError> {
         SqliteStore::init(Connection::open_in_memory().map_err(unavailable)?)

@@ -2,15 +2,20 @@
 //! bounded channel, and one task writes them in batches every flush
 //! interval (or sooner when a batch fills). A full queue makes settlement
 //! wait (backpressure on the requests that produce rows) and is counted;
-//! nothing is dropped. A store that fails keeps the batch and retries.
-//! On shutdown the queue is drained and flushed; after `kill -9`, at most
-//! the rows settled in the last flush interval are lost.
+//! nothing is dropped. A store that fails keeps the batch and retries; a
+//! fleet's writer has a spool instead (a local SQLite file): a batch
+//! PostgreSQL refuses is written there at once, durable on local disk, and
+//! a replay task moves spooled rows over when PostgreSQL answers again
+//! (rows carry their entry id, so a replay that repeats stores nothing
+//! twice). On shutdown the queue is drained and flushed; after `kill -9`,
+//! at most the rows settled in the last flush interval are lost.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_store::{Ledger, LedgerRow};
+use switchyard_store::sqlite::SqliteStore;
+use switchyard_store::{Ledger, LedgerRow, RowFilter};
 use tokio::sync::mpsc;
 
 /// Rows written in one transaction at most.
@@ -25,6 +30,10 @@ pub struct LedgerStats {
     pub queue_full: AtomicU64,
     /// Failed writes (retried).
     pub write_errors: AtomicU64,
+    /// Rows written to the spool while the store was away.
+    pub spooled: AtomicU64,
+    /// Spooled rows moved to the store since.
+    pub replayed: AtomicU64,
 }
 
 /// The sending side, held by the gateway.
@@ -38,11 +47,20 @@ pub struct LedgerQueue {
 
 impl LedgerQueue {
     /// Starts the writer over `ledger`.
-    pub fn start(ledger: Arc<dyn Ledger>, capacity: usize, flush: Duration) -> (LedgerQueue, LedgerWriter) {
+    pub fn start(
+        ledger: Arc<dyn Ledger>,
+        capacity: usize,
+        flush: Duration,
+        spool: Option<SqliteStore>,
+    ) -> (LedgerQueue, LedgerWriter) {
         let (tx, rx) = mpsc::channel(capacity);
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let stats = Arc::new(LedgerStats::default());
-        let task = tokio::spawn(write_behind(ledger, rx, stopped, flush, stats.clone()));
+        let target = Target { ledger, spool, stats: stats.clone() };
+        if target.spool.is_some() {
+            tokio::spawn(replay(target.clone()));
+        }
+        let task = tokio::spawn(write_behind(target, rx, stopped, flush));
         (LedgerQueue { tx, capacity, stats }, LedgerWriter { stop, task })
     }
 
@@ -91,12 +109,19 @@ impl LedgerWriter {
     }
 }
 
-async fn write_behind(
+/// Where the writer puts rows: the store, and a fleet's spool.
+#[derive(Clone)]
+struct Target {
     ledger: Arc<dyn Ledger>,
+    spool: Option<SqliteStore>,
+    stats: Arc<LedgerStats>,
+}
+
+async fn write_behind(
+    target: Target,
     mut rx: mpsc::Receiver<LedgerRow>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
     flush: Duration,
-    stats: Arc<LedgerStats>,
 ) {
     let mut batch: Vec<LedgerRow> = Vec::with_capacity(BATCH);
     let mut closed = false;
@@ -113,10 +138,10 @@ async fn write_behind(
                 while let Ok(row) = rx.try_recv() {
                     batch.push(row);
                     if batch.len() == BATCH {
-                        write(&*ledger, &mut batch, &stats).await;
+                        write(&target, &mut batch).await;
                     }
                 }
-                write(&*ledger, &mut batch, &stats).await;
+                write(&target, &mut batch).await;
                 return;
             }
         }
@@ -128,18 +153,20 @@ async fn write_behind(
                 Err(_) => break,
             }
         }
-        write(&*ledger, &mut batch, &stats).await;
+        write(&target, &mut batch).await;
     }
 }
 
-/// Writes `batch`, retrying with backoff until the store takes it.
-async fn write(ledger: &dyn Ledger, batch: &mut Vec<LedgerRow>, stats: &LedgerStats) {
+/// Writes `batch` to the store; when the store fails, to the spool if
+/// there is one, else again with backoff until the store takes it.
+async fn write(target: &Target, batch: &mut Vec<LedgerRow>) {
     if batch.is_empty() {
         return;
     }
+    let stats = &target.stats;
     let mut backoff = Duration::from_millis(100);
     loop {
-        match ledger.append(batch.clone()).await {
+        match target.ledger.append(batch.clone()).await {
             Ok(()) => {
                 stats.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
                 batch.clear();
@@ -147,10 +174,52 @@ async fn write(ledger: &dyn Ledger, batch: &mut Vec<LedgerRow>, stats: &LedgerSt
             }
             Err(err) => {
                 stats.write_errors.fetch_add(1, Ordering::Relaxed);
+                if let Some(spool) = &target.spool {
+                    match spool.append(batch.clone()).await {
+                        Ok(()) => {
+                            stats.spooled.fetch_add(batch.len() as u64, Ordering::Relaxed);
+                            tracing::warn!(error = %err, rows = batch.len(), "ledger store unreachable; rows spooled to local disk");
+                            batch.clear();
+                            return;
+                        }
+                        Err(spool_err) => {
+                            tracing::warn!(error = %spool_err, "the ledger spool cannot be written either; retrying");
+                        }
+                    }
+                }
                 tracing::warn!(error = %err, rows = batch.len(), ?backoff, "ledger write failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
+        }
+    }
+}
+
+/// Moves spooled rows to the store while there are any (rows a crashed
+/// process left in the spool too, from its next start).
+async fn replay(target: Target) {
+    let Some(spool) = &target.spool else { return };
+    let mut ticker = tokio::time::interval(Duration::from_millis(500));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        loop {
+            let filter = RowFilter { limit: BATCH, ..RowFilter::default() };
+            let Ok(stored) = spool.rows(filter).await else { break };
+            if stored.is_empty() {
+                break;
+            }
+            let ids: Vec<i64> = stored.iter().map(|s| s.id).collect();
+            let rows: Vec<LedgerRow> = stored.into_iter().map(|s| s.row).collect();
+            let count = rows.len() as u64;
+            if target.ledger.append(rows).await.is_err() {
+                break;
+            }
+            if spool.delete_rows(ids).await.is_err() {
+                break;
+            }
+            target.stats.replayed.fetch_add(count, Ordering::Relaxed);
+            target.stats.written.fetch_add(count, Ordering::Relaxed);
         }
     }
 }
