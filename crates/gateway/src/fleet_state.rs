@@ -19,8 +19,6 @@ use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::state::Gateway;
-
 const CHANNEL: &str = "switchyard:breakers";
 
 /// How long a Redis call may take.
@@ -38,11 +36,19 @@ struct Event {
     reason: Option<String>,
 }
 
+/// The breakers the fleet's changes apply to (the serving gateway's).
+pub trait Breakers: Send + Sync {
+    /// Opens `lane` of `pool` until `until` (another instance tripped it).
+    fn open_remotely(&self, pool: &str, lane: &str, until: std::time::Instant, reason: &str);
+    /// Closes `lane` of `pool` (another instance's trial passed).
+    fn close_remotely(&self, pool: &str, lane: &str);
+}
+
 /// The fleet's breaker channel.
 pub struct FleetState {
     redis: ConnectionManager,
     instance: String,
-    gateway: Mutex<Weak<Gateway>>,
+    breakers: Mutex<Weak<dyn Breakers>>,
     /// Changes published by this instance.
     pub sent: AtomicU64,
     /// Changes from other instances applied here.
@@ -61,7 +67,7 @@ impl FleetState {
         let shared = Arc::new(FleetState {
             redis,
             instance: format!("{:032x}", fastrand::u128(..)),
-            gateway: Mutex::new(Weak::new()),
+            breakers: Mutex::new(Weak::<Unattached>::new()),
             sent: AtomicU64::new(0),
             applied: AtomicU64::new(0),
         });
@@ -72,10 +78,10 @@ impl FleetState {
         Ok(shared)
     }
 
-    /// The gateway whose breakers the fleet's changes apply to (at boot and
-    /// after every config reload).
-    pub fn attach(&self, gateway: &Arc<Gateway>) {
-        *self.gateway.lock().unwrap_or_else(PoisonError::into_inner) = Arc::downgrade(gateway);
+    /// The breakers the fleet's changes apply to: the serving gateway's, at
+    /// boot and after every config reload.
+    pub fn attach(&self, breakers: Weak<dyn Breakers>) {
+        *self.breakers.lock().unwrap_or_else(PoisonError::into_inner) = breakers;
     }
 
     fn publish(self: &Arc<Self>, pool: &str, lane: &str, open_for: Option<Duration>, reason: Option<&str>) {
@@ -161,19 +167,14 @@ impl FleetState {
         if event.instance == self.instance {
             return;
         }
-        let Some(gateway) = self.gateway.lock().unwrap_or_else(PoisonError::into_inner).upgrade() else { return };
-        let Some(pool) = gateway.pools.iter().find(|p| *p.name == *event.pool) else { return };
-        let Some(member) = pool.members.iter().position(|&lane| *gateway.lanes[lane].name == *event.lane) else {
-            return;
-        };
-        let mut breaker = pool.breaker(member);
+        let Some(breakers) = self.breakers.lock().unwrap_or_else(PoisonError::into_inner).upgrade() else { return };
         match event.open_for_ms {
             Some(ms) => {
                 let until = std::time::Instant::now() + Duration::from_millis(ms);
                 let reason = format!("{} (tripped by another instance)", event.reason.as_deref().unwrap_or("failures"));
-                breaker.open_remotely(until, &reason);
+                breakers.open_remotely(&event.pool, &event.lane, until, &reason);
             }
-            None => breaker.close_remotely(),
+            None => breakers.close_remotely(&event.pool, &event.lane),
         }
         self.applied.fetch_add(1, Ordering::Relaxed);
     }
@@ -183,6 +184,14 @@ impl FleetState {
 /// longer at ingress).
 fn session_key(pool: &str, session: &str) -> String {
     format!("switchyard:session:{pool}:{session}")
+}
+
+/// Breakers before a gateway is attached: changes go nowhere.
+struct Unattached;
+
+impl Breakers for Unattached {
+    fn open_remotely(&self, _: &str, _: &str, _: std::time::Instant, _: &str) {}
+    fn close_remotely(&self, _: &str, _: &str) {}
 }
 
 /// Follows the channel for the life of the process, resubscribing after

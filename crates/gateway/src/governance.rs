@@ -701,7 +701,7 @@ pub(crate) fn encode_metrics(
     governance: &Governance,
     e: &mut prometheus_client::encoding::DescriptorEncoder,
 ) -> Result<(), std::fmt::Error> {
-    use crate::telemetry::metrics::{encode_counters, encode_gauges};
+    use crate::telemetry::encode::{encode_counters, encode_gauges};
     encode_counters(
         e,
         "switchyard_governance_refusals",

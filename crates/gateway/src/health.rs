@@ -110,10 +110,8 @@ pub fn stats(gateway: &Gateway) -> Value {
     }
     let mut out = json!({"pools": pools});
     if let Some(reloader) = gateway.reloader.get().and_then(std::sync::Weak::upgrade) {
-        out["config_reloads"] = json!({
-            "done": reloader.done.load(Ordering::Relaxed),
-            "refused": reloader.refused.load(Ordering::Relaxed),
-        });
+        let (done, refused) = reloader.counts();
+        out["config_reloads"] = json!({"done": done, "refused": refused});
     }
     if let Some(governance) = &gateway.governance {
         out["governance"] = governance_stats(governance);

@@ -20,7 +20,7 @@ use arc_swap::ArcSwap;
 use switchyard_config::{Config, ConfigError, Issue};
 
 use crate::server::LiveRouter;
-use crate::state::{BuildError, Gateway};
+use crate::state::{BuildError, ConfigReload, Gateway};
 
 /// Reads and validates the config file again (the binary's `check` pipeline).
 pub type Load = Box<dyn Fn() -> Result<Config, LoadError> + Send + Sync>;
@@ -87,13 +87,15 @@ pub struct Reloader {
     pub done: AtomicU64,
     /// Reloads refused.
     pub refused: AtomicU64,
+    /// Itself, for the gateways it builds to reach it.
+    me: std::sync::Weak<Reloader>,
 }
 
 impl Reloader {
     /// A reloader for `gateway`, served by `data` and `admin`; `load`
     /// reads the file again.
     pub fn new(gateway: Arc<Gateway>, data: LiveRouter, admin: LiveRouter, load: Load) -> Arc<Reloader> {
-        let reloader = Arc::new(Reloader {
+        let reloader = Arc::new_cyclic(|me| Reloader {
             current: ArcSwap::new(gateway.clone()),
             data,
             admin,
@@ -101,8 +103,9 @@ impl Reloader {
             lock: tokio::sync::Mutex::new(()),
             done: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            me: me.clone(),
         });
-        let _ = gateway.reloader.set(Arc::downgrade(&reloader));
+        let _ = gateway.reloader.set(reloader.me.clone() as std::sync::Weak<dyn ConfigReload>);
         reloader
     }
 
@@ -138,15 +141,35 @@ impl Reloader {
         let warnings = config.warnings.iter().map(ToString::to_string).collect();
         let gateway = Gateway::new(config, old.codecs)?.adopt(&old);
         let gateway = Arc::new(gateway);
-        let _ = gateway.reloader.set(Arc::downgrade(self));
+        let _ = gateway.reloader.set(self.me.clone() as std::sync::Weak<dyn ConfigReload>);
         if let Some(shared) = &gateway.fleet_state {
-            shared.attach(&gateway);
+            shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn crate::fleet_state::Breakers>);
         }
         crate::health::spawn_probes(&gateway);
         self.data.swap(crate::server::router(gateway.clone()));
         self.admin.swap(crate::server::admin_router(gateway.clone()));
         self.current.store(gateway.clone());
         Ok(Outcome { pools: gateway.config.pools.len(), lanes: gateway.lanes.len(), restart_required, warnings })
+    }
+}
+
+impl ConfigReload for Reloader {
+    fn reload(
+        &self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, Vec<Issue>>> + Send + '_>> {
+        Box::pin(async move {
+            let Some(me) = self.me.upgrade() else {
+                return Err(vec![Issue { path: String::new(), message: "shutting down".into(), fix: "retry".into() }]);
+            };
+            match Reloader::reload(&me).await {
+                Ok(outcome) => Ok(serde_json::to_value(outcome).unwrap_or_default()),
+                Err(err) => Err(err.problems()),
+            }
+        })
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        (self.done.load(Ordering::Relaxed), self.refused.load(Ordering::Relaxed))
     }
 }
 

@@ -136,8 +136,8 @@ async fn stats(State(gateway): State<Arc<Gateway>>) -> Response {
 
 /// `GET /metrics`: the Prometheus text exposition.
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    let registry = crate::telemetry::metrics::registry(&gateway);
-    let body = crate::telemetry::metrics::render(&registry);
+    let registry = crate::telemetry::scrape::registry(&gateway);
+    let body = crate::telemetry::scrape::render(&registry);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 

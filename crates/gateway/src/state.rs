@@ -296,11 +296,40 @@ pub struct Gateway {
     /// gateway a reload replaces: its exporters keep running).
     pub telemetry: Arc<crate::telemetry::Telemetry>,
     /// The data listener's counters, once it runs (for `/metrics`).
-    pub listener_stats: std::sync::OnceLock<Arc<crate::server::ListenerStats>>,
+    pub listener_stats: std::sync::OnceLock<Arc<crate::server::listener::ListenerStats>>,
     /// What reloads this gateway's config, when the binary runs one.
-    pub reloader: std::sync::OnceLock<std::sync::Weak<crate::reload::Reloader>>,
+    pub reloader: std::sync::OnceLock<std::sync::Weak<dyn ConfigReload>>,
     /// The fleet's breaker channel (`storage.redis_url`).
     pub fleet_state: Option<Arc<crate::fleet_state::FleetState>>,
+}
+
+/// Reloads the config of the process this gateway serves (the binary's
+/// reloader, `reload::Reloader`): the admin API and `/stats` reach it
+/// through this, so they need not know how a reload is done.
+pub trait ConfigReload: Send + Sync {
+    /// Reads the file again and serves it: what was done, or every problem
+    /// (the running config keeps serving).
+    fn reload(
+        &self,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<serde_json::Value, Vec<switchyard_config::Issue>>> + Send + '_>,
+    >;
+    /// Reloads done and refused.
+    fn counts(&self) -> (u64, u64);
+}
+
+impl crate::fleet_state::Breakers for Gateway {
+    fn open_remotely(&self, pool: &str, lane: &str, until: Instant, reason: &str) {
+        if let Some((pool, member)) = self.member(pool, lane) {
+            self.pools[pool].breaker(member).open_remotely(until, reason);
+        }
+    }
+
+    fn close_remotely(&self, pool: &str, lane: &str) {
+        if let Some((pool, member)) = self.member(pool, lane) {
+            self.pools[pool].breaker(member).close_remotely();
+        }
+    }
 }
 
 /// Why a gateway could not be built from a config.
@@ -566,6 +595,13 @@ impl Gateway {
     pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Gateway {
         self.governance = Some(governance);
         self
+    }
+
+    /// The pool called `pool` and the position of lane `lane` in it.
+    fn member(&self, pool: &str, lane: &str) -> Option<(usize, usize)> {
+        let index = self.pools.iter().position(|p| *p.name == *pool)?;
+        let member = self.pools[index].members.iter().position(|&l| *self.lanes[l].name == *lane)?;
+        Some((index, member))
     }
 
     /// The price of lane `name`, for pricing ledger totals.

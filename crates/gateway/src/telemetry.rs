@@ -4,8 +4,10 @@
 //! path only fills counters and plain records; every export happens off it.
 
 pub mod access;
+pub mod encode;
 pub mod metrics;
 pub mod otlp;
+pub mod scrape;
 pub mod sink;
 pub mod trace;
 
@@ -43,7 +45,11 @@ impl Telemetry {
     /// Everything `config` asks for, exporters and writers started.
     pub fn start(config: &Config, client: &crate::hooks::HookClient) -> Telemetry {
         Telemetry {
-            tracer: config.telemetry.otlp.as_ref().map(|otlp| trace::Tracer::start(otlp, client.clone())),
+            tracer: config
+                .telemetry
+                .otlp
+                .as_ref()
+                .map(|otlp| trace::Tracer::start(otlp, client.clone(), crate::telemetry::otlp::encode)),
             sinks: sink::Sinks::start(&config.telemetry.request_log, client),
             ..Telemetry::local(config)
         }

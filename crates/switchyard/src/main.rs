@@ -236,7 +236,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     };
     let gateway = Arc::new(gateway.with_telemetry().with_access_lines(format, Arc::new(access_lines)));
     if let Some(shared) = &gateway.fleet_state {
-        shared.attach(&gateway);
+        shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_gateway::fleet_state::Breakers>);
     }
     switchyard_gateway::health::spawn_probes(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)

@@ -1122,9 +1122,8 @@ async fn reload_config(State(admin): State<Admin>) -> ApiResult<Response> {
     })?;
     match reloader.reload().await {
         Ok(outcome) => Ok(audited("config", Json(serde_json::json!({"reloaded": true, "outcome": outcome})))),
-        Err(err) => {
-            let problems: Vec<serde_json::Value> = err
-                .problems()
+        Err(issues) => {
+            let problems: Vec<serde_json::Value> = issues
                 .iter()
                 .map(|issue| serde_json::json!({"path": issue.path, "message": issue.message, "fix": issue.fix}))
                 .collect();

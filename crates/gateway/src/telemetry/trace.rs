@@ -1,6 +1,6 @@
 //! Traces: a server span per request and a client span per upstream
 //! attempt, with the OpenTelemetry GenAI attributes, exported over
-//! OTLP/HTTP (protobuf, encoded by [`super::otlp`]) to
+//! OTLP/HTTP (protobuf, encoded by `telemetry::otlp`, handed in) to
 //! `{otlp_endpoint}/v1/traces`.
 //!
 //! The request path fills typed structs (no attribute lists, no strings
@@ -327,12 +327,13 @@ pub struct Tracer {
 }
 
 impl Tracer {
-    /// A tracer exporting to `otlp` (spawns the exporter task).
-    pub fn start(otlp: &Otlp, hooks: crate::hooks::HookClient) -> Tracer {
+    /// A tracer exporting to `otlp` (spawns the exporter task); `encode`
+    /// writes a batch as the export body (`otlp::encode`).
+    pub fn start(otlp: &Otlp, hooks: crate::hooks::HookClient, encode: Encode) -> Tracer {
         let (tx, rx) = mpsc::channel(otlp.queue);
         let stats = Arc::new(TraceStats::default());
         let url = format!("{}/v1/traces", otlp.endpoint);
-        tokio::spawn(export(rx, url, otlp.service_name.clone(), hooks, stats.clone()));
+        tokio::spawn(export(rx, url, otlp.service_name.clone(), hooks, encode, stats.clone()));
         Tracer { tx, sample_ratio: otlp.sample_ratio, stats }
     }
 
@@ -371,11 +372,15 @@ impl Tracer {
 /// The exporter: batches queued traces and posts them; a failed post is
 /// counted and its batch dropped (the collector's outage never backs up
 /// into the request path).
+/// Writes a batch of finished traces as an export body.
+pub type Encode = fn(&str, &[Finished]) -> Vec<u8>;
+
 async fn export(
     mut rx: mpsc::Receiver<Finished>,
     url: String,
     service: String,
     client: crate::hooks::HookClient,
+    encode: Encode,
     stats: Arc<TraceStats>,
 ) {
     while let Some(first) = rx.recv().await {
@@ -391,7 +396,7 @@ async fn export(
                 Ok(None) | Err(_) => break,
             }
         }
-        let body = Bytes::from(super::otlp::encode(&service, &batch));
+        let body = Bytes::from(encode(&service, &batch));
         drop(batch);
         match client.post(&url, "application/x-protobuf", Full::new(body), Duration::from_secs(10)).await {
             Ok(_) => {

@@ -96,7 +96,7 @@ pub async fn fleet_state_gateway(yaml: &str, redis: &str) -> (SocketAddr, Arc<Ga
     let config = switchyard_config::load(yaml, &|_| None).unwrap();
     let shared = switchyard_gateway::fleet_state::FleetState::connect(redis).await.unwrap();
     let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_fleet_state(shared.clone()).with_telemetry());
-    shared.attach(&gateway);
+    shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_gateway::fleet_state::Breakers>);
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
     (addr, gateway)
