@@ -36,8 +36,8 @@ const MAX_PENDING: usize = 100_000;
 /// Settlements sent in one pipelined round trip, at most.
 const SETTLE_BATCH: usize = 64;
 
-const ADMIT_SCRIPT: &str = include_str!("fleet_admit.lua");
-const SETTLE_SCRIPT: &str = include_str!("fleet_settle.lua");
+const ADMIT_SCRIPT: &str = concat!(include_str!("fleet_prelude.lua"), include_str!("fleet_admit.lua"));
+const SETTLE_SCRIPT: &str = concat!(include_str!("fleet_prelude.lua"), include_str!("fleet_settle.lua"));
 
 /// The fleet's counters and the client that reaches them.
 pub struct Fleet {

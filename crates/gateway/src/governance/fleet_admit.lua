@@ -14,15 +14,11 @@
 -- Bucket hash fields: ws (window start), spent, reserved, rtat, ttat,
 -- inflight.
 
-local PERIOD = 60000
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local tokens = tonumber(ARGV[3])
 local function arg(i, j)
   return tonumber(ARGV[3 + (i - 1) * 7 + j])
-end
-local function field(key, name)
-  return tonumber(redis.call('HGET', key, name) or 0)
 end
 
 -- Budgets first, anywhere on the chain.

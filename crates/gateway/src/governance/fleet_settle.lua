@@ -9,7 +9,6 @@
 --           away, and only its cost and tokens are added now
 -- then 3 per bucket: budget cap (-1: none), window start (s), tpm (0: none)
 
-local PERIOD = 60000
 local now = tonumber(ARGV[1])
 local reserved_cost = tonumber(ARGV[2])
 local reserved_tokens = tonumber(ARGV[3])
@@ -18,9 +17,6 @@ local actual_tokens = tonumber(ARGV[5])
 local held = ARGV[6] == '1'
 local function arg(i, j)
   return tonumber(ARGV[6 + (i - 1) * 3 + j])
-end
-local function field(key, name)
-  return tonumber(redis.call('HGET', key, name) or 0)
 end
 
 for i = 1, #KEYS do
