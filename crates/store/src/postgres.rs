@@ -45,6 +45,12 @@ pub struct PostgresStore {
     changes: broadcast::Sender<Change>,
 }
 
+/// Column `index` of `row`, as `T`; a schema this binary does not expect is
+/// an error, never a panic.
+fn col<'a, T: tokio_postgres::types::FromSql<'a>>(row: &'a tokio_postgres::Row, index: usize) -> Result<T, StoreError> {
+    row.try_get(index).map_err(|err| StoreError::Unavailable(format!("postgres: column {index}: {err}")))
+}
+
 fn unavailable(err: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(err.to_string())
 }
@@ -110,7 +116,7 @@ async fn migrate(pool: &Pool) -> Result<(), StoreError> {
         .query_opt("SELECT version FROM switchyard_schema", &[])
         .await
         .map_err(unavailable)?
-        .map_or(0, |row| row.get(0));
+        .map_or(Ok(0), |row| col(&row, 0))?;
     let applied = crate::applied_migrations(i64::from(applied), MIGRATIONS.len())?;
     for (index, migration) in MIGRATIONS.iter().enumerate().skip(applied) {
         tx.batch_execute(migration).await.map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
@@ -203,7 +209,7 @@ async fn write_key(
             .await
             .map_err(unavailable)?;
         if let Some(row) = earlier {
-            let (fingerprint, id): (String, String) = (row.get(0), row.get(1));
+            let (fingerprint, id): (String, String) = (col(&row, 0)?, col(&row, 1)?);
             if fingerprint != idem.fingerprint {
                 return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
             }
@@ -211,7 +217,8 @@ async fn write_key(
                 .query_opt("SELECT record FROM keys WHERE id = $1", &[&id])
                 .await
                 .map_err(unavailable)?
-                .map(|row| row.get(0));
+                .map(|row| col(&row, 0))
+                .transpose()?;
             return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
         }
     }
@@ -285,7 +292,7 @@ impl KeyStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client.query_opt("SELECT record FROM keys WHERE id = $1", &[&id]).await.map_err(unavailable)?;
-            row.map(|row| from_json(row.get::<_, &str>(0))).transpose()
+            row.map(|row| from_json(col::<&str>(&row, 0)?)).transpose()
         })
     }
 
@@ -298,7 +305,7 @@ impl KeyStore for PostgresStore {
                 .query("SELECT record FROM keys WHERE id > $1 ORDER BY id LIMIT $2", &[&after, &limit])
                 .await
                 .map_err(unavailable)?;
-            rows.iter().map(|row| from_json(row.get::<_, &str>(0))).collect()
+            rows.iter().map(|row| from_json(col::<&str>(row, 0)?)).collect()
         })
     }
 }
@@ -336,7 +343,7 @@ impl GroupStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let rows = client.query("SELECT record FROM groups ORDER BY name", &[]).await.map_err(unavailable)?;
-            rows.iter().map(|row| from_json(row.get::<_, &str>(0))).collect()
+            rows.iter().map(|row| from_json(col::<&str>(row, 0)?)).collect()
         })
     }
 }
@@ -351,31 +358,31 @@ fn count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-fn row_of(row: &tokio_postgres::Row) -> StoredRow {
-    StoredRow {
-        id: row.get(0),
+fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
+    Ok(StoredRow {
+        id: col(row, 0)?,
         row: LedgerRow {
-            entry: row.get(1),
-            at_ms: row.get(2),
-            request_id: row.get(3),
-            key_id: row.get(4),
-            group: row.get(5),
-            pool: row.get(6),
-            lane: row.get(7),
-            model: row.get(8),
+            entry: col(row, 1)?,
+            at_ms: col(row, 2)?,
+            request_id: col(row, 3)?,
+            key_id: col(row, 4)?,
+            group: col(row, 5)?,
+            pool: col(row, 6)?,
+            lane: col(row, 7)?,
+            model: col(row, 8)?,
             tokens: Tokens {
-                input: count(row.get(9)),
-                output: count(row.get(10)),
-                cache_read: count(row.get(11)),
-                cache_write: count(row.get(12)),
+                input: count(col(row, 9)?),
+                output: count(col(row, 10)?),
+                cache_read: count(col(row, 11)?),
+                cache_write: count(col(row, 12)?),
             },
-            status: u16::try_from(row.get::<_, i32>(13)).unwrap_or(0),
-            latency_ms: count(row.get(14)),
-            ttfb_ms: row.get::<_, Option<i64>>(15).map(count),
-            failovers: u32::try_from(row.get::<_, i32>(16)).unwrap_or(0),
-            estimated: row.get(17),
+            status: u16::try_from(col::<i32>(row, 13)?).unwrap_or(0),
+            latency_ms: count(col(row, 14)?),
+            ttfb_ms: col::<Option<i64>>(row, 15)?.map(count),
+            failovers: u32::try_from(col::<i32>(row, 16)?).unwrap_or(0),
+            estimated: col(row, 17)?,
         },
-    }
+    })
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
@@ -442,7 +449,7 @@ impl Ledger for PostgresStore {
                 .query(&sql, &[&filter.before, &filter.key, &filter.pool, &filter.lane, &status, &limit])
                 .await
                 .map_err(unavailable)?;
-            Ok(rows.iter().map(row_of).collect())
+            rows.iter().map(row_of).collect()
         })
     }
 
@@ -465,20 +472,21 @@ impl Ledger for PostgresStore {
                 .query(&sql, &[&query.from_ms, &query.to_ms, &query.key, &query.groups])
                 .await
                 .map_err(unavailable)?;
-            Ok(rows
-                .iter()
-                .map(|row| Total {
-                    value: row.get(0),
-                    lane: row.get(1),
-                    requests: count(row.get(2)),
-                    tokens: Tokens {
-                        input: count(row.get(3)),
-                        output: count(row.get(4)),
-                        cache_read: count(row.get(5)),
-                        cache_write: count(row.get(6)),
-                    },
+            rows.iter()
+                .map(|row| {
+                    Ok(Total {
+                        value: col(row, 0)?,
+                        lane: col(row, 1)?,
+                        requests: count(col(row, 2)?),
+                        tokens: Tokens {
+                            input: count(col(row, 3)?),
+                            output: count(col(row, 4)?),
+                            cache_read: count(col(row, 5)?),
+                            cache_write: count(col(row, 6)?),
+                        },
+                    })
                 })
-                .collect())
+                .collect()
         })
     }
 
@@ -486,7 +494,7 @@ impl Ledger for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client.query_one("SELECT count(*) FROM ledger", &[]).await.map_err(unavailable)?;
-            Ok(count(row.get(0)))
+            Ok(count(col(&row, 0)?))
         })
     }
 }
@@ -519,19 +527,20 @@ impl AuditLog for PostgresStore {
                 )
                 .await
                 .map_err(unavailable)?;
-            Ok(rows
-                .iter()
-                .map(|row| StoredAudit {
-                    id: row.get(0),
-                    entry: AuditEntry {
-                        at_ms: row.get(1),
-                        actor: row.get(2),
-                        action: row.get(3),
-                        target: row.get(4),
-                        outcome: u16::try_from(row.get::<_, i32>(5)).unwrap_or(0),
-                    },
+            rows.iter()
+                .map(|row| {
+                    Ok(StoredAudit {
+                        id: col(row, 0)?,
+                        entry: AuditEntry {
+                            at_ms: col(row, 1)?,
+                            actor: col(row, 2)?,
+                            action: col(row, 3)?,
+                            target: col(row, 4)?,
+                            outcome: u16::try_from(col::<i32>(row, 5)?).unwrap_or(0),
+                        },
+                    })
                 })
-                .collect())
+                .collect()
         })
     }
 }
