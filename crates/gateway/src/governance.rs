@@ -255,6 +255,23 @@ async fn follow_changes(
     }
 }
 
+/// Writes the config file's groups to the store (creation times kept).
+async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group], now: u64) -> Result<(), StoreError> {
+    let existing = stores.groups.list_groups().await?;
+    for group in groups {
+        let record = GroupRecord {
+            name: group.name.to_string(),
+            parent: group.parent.as_deref().map(str::to_owned),
+            budget: group.budget,
+            limits: group.limits,
+            from_config: true,
+            created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
+        };
+        stores.groups.put_group(record).await?;
+    }
+    Ok(())
+}
+
 /// Every key record in the store, page by page.
 async fn all_keys(stores: &Stores) -> Result<Vec<KeyRecord>, StoreError> {
     let mut records = Vec::new();
@@ -279,21 +296,7 @@ impl Governance {
         price_of: &dyn Fn(&str) -> Option<Price>,
     ) -> Result<Governance, StartError> {
         let now = now_ms();
-        let existing = stores.groups.list_groups().await?;
-        for group in &config.groups {
-            let record = GroupRecord {
-                name: group.name.to_string(),
-                parent: group.parent.as_deref().map(str::to_owned),
-                budget: group.budget,
-                limits: group.limits,
-                from_config: true,
-                created_at: existing
-                    .iter()
-                    .find(|g| *g.name == *group.name)
-                    .map_or((now / 1000) as i64, |g| g.created_at),
-            };
-            stores.groups.put_group(record).await?;
-        }
+        write_config_groups(&stores, &config.groups, now).await?;
         let groups: HashMap<String, GroupRecord> =
             stores.groups.list_groups().await?.into_iter().map(|g| (g.name.clone(), g)).collect();
         let records = all_keys(&stores).await?;
@@ -384,6 +387,15 @@ impl Governance {
         }
         drop(governor);
         self.reindex(self.records());
+    }
+
+    /// A reloaded file's groups: written to the store and the caches (a
+    /// group the file no longer names stays until deleted over the API).
+    pub async fn reload_groups(&self, groups: &[switchyard_config::Group]) -> Result<(), StoreError> {
+        let _writes = self.writes.lock().await;
+        write_config_groups(&self.stores, groups, now_ms()).await?;
+        self.set_groups(self.stores.groups.list_groups().await?);
+        Ok(())
     }
 
     /// Every group.

@@ -50,6 +50,9 @@ pub enum ReloadError {
     /// A valid config the gateway cannot be built from.
     #[error("config is valid but cannot be served: {0}")]
     Build(#[from] BuildError),
+    /// The file's groups could not be written to the store.
+    #[error("the config's groups could not be stored: {0}")]
+    Groups(switchyard_store::StoreError),
 }
 
 impl ReloadError {
@@ -140,6 +143,10 @@ impl Reloader {
         let (config, restart_required) = keep_running(&old.config, config);
         let warnings = config.warnings.iter().map(ToString::to_string).collect();
         let gateway = Gateway::new(config, old.codecs)?.adopt(&old);
+        // The file's budget tree changes with it (keys and counters stay).
+        if let (Some(governance), true) = (&gateway.governance, gateway.config.groups != old.config.groups) {
+            governance.reload_groups(&gateway.config.groups).await.map_err(ReloadError::Groups)?;
+        }
         let gateway = Arc::new(gateway);
         let _ = gateway.reloader.set(self.me.clone() as std::sync::Weak<dyn ConfigReload>);
         if let Some(shared) = &gateway.fleet_state {
@@ -191,7 +198,6 @@ fn keep_running(running: &Config, mut new: Config) -> (Config, Vec<&'static str>
     keep!(auth, "auth");
     keep!(storage, "storage");
     keep!(governance, "governance");
-    keep!(groups, "groups");
     keep!(admin.tls, "admin.tls");
     keep!(admin.insecure, "admin.insecure");
     keep!(telemetry, "telemetry");

@@ -153,3 +153,37 @@ async fn a_surviving_lane_keeps_its_breaker_and_a_bad_file_changes_nothing() {
     assert_eq!(body["outcome"]["restart_required"], serde_json::json!(["listen"]));
     assert_eq!(chat(running.data, "a").await, StatusCode::OK, "still on the running listener");
 }
+
+#[tokio::test]
+async fn a_reloaded_budget_tree_takes_effect() {
+    let file = |usd: u32| {
+        format!(
+            "admin: {{ tokens: [{ADMIN_TOKEN}] }}\nauth: {{ mode: keys }}\nproviders:\n  fake: {{ protocol: openai, base_url: mock:// }}\n\
+             models:\n  a: {{ provider: fake }}\ngroups:\n  team: {{ budget: {{ usd: {usd}, window: 1d }} }}\n"
+        )
+    };
+    let text = Arc::new(Mutex::new(file(10)));
+    let config = switchyard_config::load(&file(10), &|_| None).unwrap();
+    let mut gateway = Gateway::new(config, codec).unwrap();
+    let (governance, writer) =
+        switchyard_gateway::governance::from_config(&gateway.config, &|_| None).await.unwrap().unwrap();
+    std::mem::forget(writer);
+    gateway = gateway.with_governance(governance.clone());
+    let gateway = Arc::new(gateway);
+    let data = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    let admin = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
+    let source = text.clone();
+    let reloader = Reloader::new(
+        gateway,
+        data,
+        admin,
+        Box::new(move || Ok::<_, LoadError>(switchyard_config::load(&source.lock().unwrap(), &|_| None)?)),
+    );
+    let budget = || governance.groups().iter().find(|g| g.name == "team").and_then(|g| g.budget).map(|b| b.usd);
+    assert_eq!(budget(), Some(10.0));
+    *text.lock().unwrap() = file(25);
+    let outcome = reloader.reload().await.unwrap();
+    assert!(outcome.restart_required.is_empty(), "{outcome:?}");
+    assert_eq!(budget(), Some(25.0), "the file's new budget is in force");
+    assert!(Arc::ptr_eq(reloader.current().governance.as_ref().unwrap(), &governance), "keys and counters carry on");
+}
