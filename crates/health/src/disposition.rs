@@ -34,6 +34,24 @@ pub enum StatusClass {
 }
 
 impl StatusClass {
+    /// Every class, in declaration order (`ALL[c.index()] == c`).
+    pub const ALL: [StatusClass; 9] = [
+        StatusClass::BadRequest,
+        StatusClass::ContextLength,
+        StatusClass::Auth,
+        StatusClass::Billing,
+        StatusClass::RateLimited,
+        StatusClass::Overloaded,
+        StatusClass::ServerError,
+        StatusClass::Timeout,
+        StatusClass::Network,
+    ];
+
+    /// The class's position in [`StatusClass::ALL`] (a dense index for counters).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The config name used in `error_map`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,19 +69,7 @@ impl StatusClass {
 
     /// Parses a config name.
     pub fn from_name(name: &str) -> Option<StatusClass> {
-        [
-            StatusClass::BadRequest,
-            StatusClass::ContextLength,
-            StatusClass::Auth,
-            StatusClass::Billing,
-            StatusClass::RateLimited,
-            StatusClass::Overloaded,
-            StatusClass::ServerError,
-            StatusClass::Timeout,
-            StatusClass::Network,
-        ]
-        .into_iter()
-        .find(|class| class.as_str() == name)
+        StatusClass::ALL.into_iter().find(|class| class.as_str() == name)
     }
 }
 
@@ -198,6 +204,14 @@ pub fn effects(class: StatusClass, caller_credentials: bool) -> (LaneEffect, Req
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_class_is_listed_once_and_named_back() {
+        for (index, class) in StatusClass::ALL.into_iter().enumerate() {
+            assert_eq!(class.index(), index);
+            assert_eq!(StatusClass::from_name(class.as_str()), Some(class));
+        }
+    }
 
     #[test]
     fn every_class_has_its_disposition_and_effect() {

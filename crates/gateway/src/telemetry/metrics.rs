@@ -18,20 +18,8 @@ pub(crate) const STATUSES: [u16; 18] =
 /// Slots per status: the named ones and `other`.
 pub(crate) const STATUS_SLOTS: usize = STATUSES.len() + 1;
 pub(crate) const INGRESSES: usize = Protocol::ALL.len();
-/// Failure classes, for attempt outcomes and failover causes.
-pub const CLASSES: [StatusClass; 9] = [
-    StatusClass::BadRequest,
-    StatusClass::ContextLength,
-    StatusClass::Auth,
-    StatusClass::Billing,
-    StatusClass::RateLimited,
-    StatusClass::Overloaded,
-    StatusClass::ServerError,
-    StatusClass::Timeout,
-    StatusClass::Network,
-];
 /// Attempt outcomes: `ok`, then the failure classes.
-pub(crate) const OUTCOMES: usize = CLASSES.len() + 1;
+pub(crate) const OUTCOMES: usize = StatusClass::ALL.len() + 1;
 /// Token kinds.
 pub(crate) const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
 /// What opened a breaker.
@@ -184,7 +172,7 @@ impl Metrics {
             duration: histograms(pool_labels.len() * INGRESSES),
             ttfb: histograms(pool_labels.len() * INGRESSES),
             attempts: zeros(lanes.len() * OUTCOMES),
-            failovers: zeros(pool_labels.len() * CLASSES.len()),
+            failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -222,14 +210,14 @@ impl Metrics {
 
     /// One upstream attempt on lane `lane`: `None` for a success.
     pub fn attempt(&self, lane: usize, failure: Option<StatusClass>) {
-        let outcome = failure.map_or(0, |class| 1 + CLASSES.iter().position(|c| *c == class).unwrap_or(0));
+        let outcome = failure.map_or(0, |class| 1 + class.index());
         add(&self.attempts, lane * OUTCOMES + outcome, 1);
     }
 
     /// A request moved on from a failed lane of `pool` because of `cause`.
     pub fn failover(&self, place: Place, cause: StatusClass) {
-        let cause = CLASSES.iter().position(|c| *c == cause).unwrap_or(0);
-        add(&self.failovers, place.pool * CLASSES.len() + cause, 1);
+        let cause = cause.index();
+        add(&self.failovers, place.pool * StatusClass::ALL.len() + cause, 1);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).

@@ -12,6 +12,7 @@ use prometheus_client::registry::Registry;
 
 use super::encode::{encode_counters, encode_gauges};
 use super::metrics::*;
+use switchyard_health::StatusClass;
 use switchyard_ir::{Field, Protocol};
 
 use crate::state::Gateway;
@@ -95,7 +96,7 @@ impl Collector for Scrape {
             "Upstream attempts by lane and outcome (ok, or the failure class).",
             m.attempts.iter().enumerate().map(|(index, value)| {
                 let outcome = index % OUTCOMES;
-                let label = if outcome == 0 { "ok" } else { CLASSES[outcome - 1].as_str() };
+                let label = if outcome == 0 { "ok" } else { StatusClass::ALL[outcome - 1].as_str() };
                 (vec![("lane", &*m.lanes[index / OUTCOMES]), ("outcome", label)], value.load(Ordering::Relaxed))
             }),
         )?;
@@ -104,8 +105,11 @@ impl Collector for Scrape {
             "switchyard_failovers",
             "Requests that moved on from a failed lane, by pool and the failure's class.",
             m.failovers.iter().enumerate().map(|(index, value)| {
-                let cause = CLASSES[index % CLASSES.len()].as_str();
-                (vec![("pool", &*m.pools[index / CLASSES.len()]), ("cause", cause)], value.load(Ordering::Relaxed))
+                let cause = StatusClass::ALL[index % StatusClass::ALL.len()].as_str();
+                (
+                    vec![("pool", &*m.pools[index / StatusClass::ALL.len()]), ("cause", cause)],
+                    value.load(Ordering::Relaxed),
+                )
             }),
         )?;
         encode_counters(
