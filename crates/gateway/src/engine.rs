@@ -141,6 +141,9 @@ struct TrialGuard {
     gateway: Arc<Gateway>,
     slot: Slot,
     armed: bool,
+    /// The fleet's claim on the trial, given back when the try ends (its
+    /// verdict, if any, reaches the other instances as a trip or a close).
+    claimed: bool,
 }
 
 impl TrialGuard {
@@ -152,8 +155,12 @@ impl TrialGuard {
 
 impl Drop for TrialGuard {
     fn drop(&mut self) {
+        let pool = &self.gateway.pools[self.slot.pool];
         if self.armed {
-            self.gateway.pools[self.slot.pool].breaker(self.slot.member).release_trial();
+            pool.breaker(self.slot.member).release_trial();
+        }
+        if let (true, Some(fleet)) = (self.claimed, &self.gateway.fleet_state) {
+            fleet.release_trial(&pool.name, &self.gateway.lanes[pool.members[self.slot.member]].name);
         }
     }
 }
@@ -342,6 +349,7 @@ async fn attempt(
             continue;
         }
         // One instance of the fleet sends a half-open lane's trial.
+        let mut claimed = false;
         if let (Admission::Trial, Some(shared)) = (&admission, &gateway.fleet_state) {
             let pool = &gateway.pools[slot.pool];
             let hold = lane.timeouts.request.min(deadline.saturating_duration_since(Instant::now()));
@@ -350,9 +358,10 @@ async fn attempt(
                 exhaustion.skipped(Duration::ZERO, Unavailable::TrialInFlight);
                 continue;
             }
+            claimed = true;
         }
         let health = Health { gateway: gateway.clone(), slot };
-        let mut trial = TrialGuard { gateway: gateway.clone(), slot, armed: admission == Admission::Trial };
+        let mut trial = TrialGuard { gateway: gateway.clone(), slot, armed: admission == Admission::Trial, claimed };
         let others_left = position + 1 < total;
         let queue = gateway.pools[slot.pool].queue_timeout.min(deadline.saturating_duration_since(Instant::now()));
         let Some(permit) = acquire(lane, others_left, queue).await else {

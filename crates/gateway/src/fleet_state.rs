@@ -143,7 +143,7 @@ impl FleetState {
     /// another instance is sending it. When Redis cannot answer, this
     /// instance's own breaker decides (true).
     pub async fn claim_trial(&self, pool: &str, lane: &str, hold: Duration) -> bool {
-        let key = format!("switchyard:trial:{pool}:{lane}");
+        let key = trial_key(pool, lane);
         let mut redis = self.redis.clone();
         let millis = u64::try_from(hold.as_millis()).unwrap_or(u64::MAX).max(1);
         let claimed = redis::cmd("SET")
@@ -163,6 +163,30 @@ impl FleetState {
         }
     }
 
+    /// Gives back this instance's claim on a trial that ended, so the next
+    /// half-open period's trial can be claimed by any instance (a claim is
+    /// otherwise held until it expires). In the background.
+    pub fn release_trial(self: &Arc<Self>, pool: &str, lane: &str) {
+        const RELEASE: &str =
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+        let key = trial_key(pool, lane);
+        let shared = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let mut redis = shared.redis.clone();
+            let released = redis::cmd("EVAL")
+                .arg(RELEASE)
+                .arg(1)
+                .arg(key)
+                .arg(&shared.instance)
+                .query_async::<i64>(&mut redis)
+                .await;
+            if let Err(err) = released {
+                tracing::debug!(error = %err, "a trial claim could not be given back; it expires by itself");
+            }
+        });
+    }
+
     fn apply(&self, event: &Event) {
         if event.instance == self.instance {
             return;
@@ -178,6 +202,11 @@ impl FleetState {
         }
         self.applied.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Where the fleet's claim on a lane's half-open trial is kept.
+fn trial_key(pool: &str, lane: &str) -> String {
+    format!("switchyard:trial:{pool}:{lane}")
 }
 
 /// Where a session's pin is kept (ids are at most 256 bytes: refused

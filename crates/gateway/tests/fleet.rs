@@ -10,8 +10,11 @@ mod common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use axum::extract::State;
 use common::{admin_call, chat_body, create_key, fleet_state_gateway, governed, post, ADMIN_TOKEN};
 use http::StatusCode;
 use switchyard_protocol::ir::Protocol;
@@ -494,4 +497,40 @@ async fn postgres_killed_mid_load_loses_no_ledger_row() {
 /// The spool path `config` chose.
 fn spool_path_in(yaml: &str) -> String {
     yaml.split("ledger_spool: \"").nth(1).and_then(|rest| rest.split('"').next()).unwrap().to_owned()
+}
+
+/// Counts the calls it fails with a 500.
+async fn failing(State(hits): State<Arc<AtomicUsize>>) -> StatusCode {
+    hits.fetch_add(1, Ordering::SeqCst);
+    StatusCode::INTERNAL_SERVER_ERROR
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_trial_gives_its_claim_back_to_the_fleet() {
+    let Some(redis) = Redis::start() else { return };
+    let hits = Arc::new(AtomicUsize::new(0));
+    let upstream = common::spawn(
+        axum::Router::new().route("/v1/chat/completions", axum::routing::post(failing)).with_state(hits.clone()),
+    )
+    .await;
+    let yaml = format!(
+        "providers:\n  flaky: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  f: {{ provider: flaky }}\n\
+         pools:\n  p:\n    breaker: {{ consecutive_failures: 1, base_cooldown: 300ms, max_cooldown: 300ms, jitter: 0 }}\n    members: [{{ model: f }}]\n"
+    );
+    let (one, _) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let (two, two_gateway) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let hit = || hits.load(Ordering::SeqCst);
+    open_chat(one, "p").await; // trips `f` on one, and so on two
+    assert_eq!(hit(), 1);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while two_gateway.pools[two_gateway.resolve("p").unwrap()].breaker(0).is_usable(std::time::Instant::now()) {
+        assert!(Instant::now() < deadline, "instance two did not hear of the trip");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(350)).await;
+    open_chat(one, "p").await; // one's trial: fails, trips again, gives the claim back
+    assert_eq!(hit(), 2);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    open_chat(two, "p").await; // the next trial is two's to claim
+    assert_eq!(hit(), 3, "the claim of a finished trial kept every later trial from the fleet");
 }
