@@ -552,7 +552,7 @@ impl Governance {
         let chain = &caller.key.chain;
         if let Some(fleet) = &self.fleet {
             let keys = &caller.key.fleet_keys;
-            match fleet.admit(keys, chain, &self.shared_buckets(chain, now), estimate, now).await {
+            match fleet.admit(keys, chain, &self.shared_buckets(chain, now, true), estimate, now).await {
                 Ok(None) => {
                     let reservation = Reservation { chain: chain.clone(), estimate };
                     return Ok(Hold { reservation, in_fleet: true, fleet_keys: keys.clone() });
@@ -581,13 +581,20 @@ impl Governance {
     /// The chain's buckets as the fleet's scripts take them: this
     /// instance's specs (from the shared store) and, for a bucket Redis has
     /// never seen, the spend the ledger holds for its window.
-    fn shared_buckets(&self, chain: &[BucketId], now: u64) -> Vec<switchyard_governance::fleet::SharedBucket> {
+    /// (A settlement takes no seed: only an admission can meet a bucket
+    /// Redis has never seen.)
+    fn shared_buckets(
+        &self,
+        chain: &[BucketId],
+        now: u64,
+        seed: bool,
+    ) -> Vec<switchyard_governance::fleet::SharedBucket> {
         let mut governor = self.governor();
         chain
             .iter()
             .map(|id| switchyard_governance::fleet::SharedBucket {
                 spec: governor.spec(id),
-                seed_spent: governor.view(id, now).map_or(0, |view| view.spent),
+                seed_spent: if seed { governor.spent(id, now).unwrap_or(0) } else { 0 },
             })
             .collect()
     }
@@ -617,7 +624,7 @@ impl Governance {
         }
         if let Some(fleet) = &self.fleet {
             let chain = &hold.reservation.chain;
-            let buckets = self.shared_buckets(chain, now);
+            let buckets = self.shared_buckets(chain, now, false);
             let keys = hold.fleet_keys.clone();
             let settlement =
                 fleet::Fleet::settlement(keys, &buckets, hold.reservation.estimate, cost, tokens, hold.in_fleet, now);

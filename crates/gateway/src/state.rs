@@ -542,7 +542,8 @@ impl Gateway {
     /// Takes over what the running gateway `old` learned and keeps, for a
     /// config reload: governance (keys, counters, the ledger queue),
     /// telemetry and the listener's counters are shared; a lane that still
-    /// exists keeps its latency, rate headroom and (same cap) its permits; a
+    /// exists keeps its latency, rate headroom, (same cap) its permits and
+    /// (same endpoint and connect timeout) its warm upstream connections; a
     /// pool member that still exists keeps its breaker (under the new
     /// tuning) and counters; a pool whose members are unchanged keeps its
     /// session pins. Metrics are laid out anew for the new config.
@@ -557,6 +558,10 @@ impl Gateway {
             let Some(before) = old.lanes.iter().find(|l| l.name == lane.name) else { continue };
             if before.max_concurrent == lane.max_concurrent {
                 lane.permits.clone_from(&before.permits);
+            }
+            // Its warm upstream connections too, when it dials the same way.
+            if before.endpoint == lane.endpoint && before.timeouts.connect == lane.timeouts.connect {
+                lane.transport = before.transport.clone();
             }
             lane.latency_ewma.store(before.latency_ewma.load(Ordering::Relaxed), Ordering::Relaxed);
             lane.upstream_headroom.store(before.upstream_headroom.load(Ordering::Relaxed), Ordering::Relaxed);

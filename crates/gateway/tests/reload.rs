@@ -132,8 +132,13 @@ async fn a_surviving_lane_keeps_its_breaker_and_a_bad_file_changes_nothing() {
     };
     assert_eq!(breaker(&running.reloader.current()).as_str(), "open");
 
+    let dialer = |gateway: &Gateway| {
+        gateway.lanes[gateway.resolve("dead").map(|p| gateway.pools[p].members[0]).unwrap()].transport.clone()
+    };
+    let before = dialer(&running.reloader.current());
     let (status, body) = reload(&running, &with_dead("  q:\n    members: [{ model: b }]\n")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(Arc::ptr_eq(&before, &dialer(&running.reloader.current())), "a surviving lane keeps its connection pool");
     assert_eq!(chat(running.data, "q").await, StatusCode::OK, "the new pool serves");
     assert_eq!(breaker(&running.reloader.current()).as_str(), "open", "the surviving lane stays tripped");
 

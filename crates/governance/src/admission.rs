@@ -351,6 +351,13 @@ impl Governor {
         self.settle(reservation, Actual::default(), now_ms);
     }
 
+    /// A bucket's settled spend in its current window at `now_ms`.
+    pub fn spent(&mut self, id: &BucketId, now_ms: u64) -> Option<NanoUsd> {
+        let state = self.buckets.get_mut(id)?;
+        state.roll(now_ms);
+        Some(state.spent)
+    }
+
     /// A bucket's figures at `now_ms`.
     pub fn view(&mut self, id: &BucketId, now_ms: u64) -> Option<BucketView> {
         let state = self.buckets.get_mut(id)?;
