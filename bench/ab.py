@@ -18,8 +18,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
-import json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -41,12 +39,10 @@ def main():
     ap.add_argument("--log", default="info", help="gateway log level (SWITCHYARD_LOG)")
     opts = ap.parse_args()
 
-    case = next((c for c in bench.CASES if c[0] == opts.case), None)
+    case = bench.case_request(opts.case)
     if case is None:
         sys.exit("ab: no case %s" % opts.case)
-    _, title, ingress, name, bkey = case
-    b = bench.BASELINES[bkey]
-    path, body = bench.request(ingress, name, b["text"], b["stream"])
+    title, ingress, path, body = case
 
     tmp = tempfile.mkdtemp(prefix="switchyard-ab-")
     procs = bench.Procs()
@@ -69,15 +65,8 @@ def main():
             try:
                 bench.wait_http(gw_port, proc=gw)
                 headers = None
-                if setup == "governed":
-                    req = urllib.request.Request(
-                        "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
-                        data=json.dumps({"name": "ab", "group": "bench"}).encode(),
-                        headers={"authorization": "Bearer " + bench.BENCH_ADMIN_TOKEN,
-                                 "content-type": "application/json"})
-                    with urllib.request.urlopen(req, timeout=10) as r:
-                        key = json.loads(r.read())["key"]
-                    headers = {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+                if setup in bench.GOVERNED_SETUPS:
+                    headers = bench.key_headers(gw_admin, ingress, "ab")
                 wrk.run(gw_port, path, body, 64, 1, "warm-up", headers=headers)
                 c0 = bench.cpu_seconds(gw.pid)
                 r = wrk.run(gw_port, path, body, 64, opts.secs, setup, headers=headers)

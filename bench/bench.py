@@ -79,6 +79,34 @@ ANTHROPIC_MODEL = "claude-sonnet-4-5"
 POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
 
 
+# The setups that govern: their requests carry a virtual key.
+GOVERNED_SETUPS = ("governed", "fleet")
+
+
+def key_headers(admin_port, ingress, name="bench"):
+    """Mints a virtual key (a big budget and limits, in the `bench` group)
+    on the gateway's admin port; the headers an `ingress` caller sends it in."""
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/api/v1/admin/keys" % admin_port, method="POST",
+        data=json.dumps({"name": name, "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
+                         "limits": {"rpm": 1000000000}}).encode(),
+        headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        key = json.loads(r.read())["key"]
+    return {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+
+
+def case_request(cid):
+    """The case `cid` as (title, ingress protocol, path, body), or None."""
+    case = next((c for c in CASES if c[0] == cid), None)
+    if case is None:
+        return None
+    _, title, ingress, name, bkey = case
+    b = BASELINES[bkey]
+    path, body = request(ingress, name, b["text"], b["stream"])
+    return title, ingress, path, body
+
+
 def request(protocol, model, text, stream):
     """(path, body) of a caller's request in `protocol`."""
     if protocol == "openai":
@@ -775,18 +803,9 @@ def run(opts):
             time.sleep(0.2)
             return gw
 
-        def bench_key():
-            req = urllib.request.Request(
-                "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
-                data=json.dumps({"name": "bench", "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
-                                 "limits": {"rpm": 1000000000}}).encode(),
-                headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
-            with urllib.request.urlopen(req, timeout=10) as r:
-                return json.loads(r.read())["key"]
-
         def gateway_case(binary, cid, gpath, gbody, b, before=False):
             extra = "before" if before else VARIANTS.get(cid, {}).get("extra")
-            governed = extra in ("governed", "fleet")
+            governed = extra in GOVERNED_SETUPS
             if extra and extra not in variant_confs:
                 raise BenchError("%s needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)" % cid)
             gw = start_gateway(binary, variant_confs[extra] if extra else gw_conf)
@@ -794,8 +813,7 @@ def run(opts):
                 idle_rss, _ = mem_kib(gw.pid)
                 headers = None
                 if governed:
-                    key = bench_key()
-                    headers = {"x-api-key": key} if "anthropic" in cid else {"authorization": "Bearer " + key}
+                    headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai")
                 chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
                 g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,), headers=headers)
                 g["idle_rss_kib"] = idle_rss

@@ -14,7 +14,6 @@ Setups: bench.py's SETUPS. Standard library only; needs valgrind.
 """
 
 import argparse
-import json
 import os
 import re
 import signal
@@ -22,7 +21,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -50,12 +48,10 @@ def main():
                     help="run callgrind instead (inclusive costs with callgrind_annotate --inclusive=yes; slower)")
     opts = ap.parse_args()
 
-    case = next((c for c in bench.CASES if c[0] == opts.case), None)
+    case = bench.case_request(opts.case)
     if case is None:
         sys.exit("instructions: no case %s" % opts.case)
-    _, title, ingress, name, bkey = case
-    b = bench.BASELINES[bkey]
-    path, body = bench.request(ingress, name, b["text"], b["stream"])
+    title, ingress, path, body = case
 
     tmp = tempfile.mkdtemp(prefix="switchyard-instr-")
     procs = bench.Procs()
@@ -78,14 +74,8 @@ def main():
             gw = procs.start(tool + [binary, "serve", "--config", conf], env=env)
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}
-            if setup in ("governed", "fleet"):
-                req = urllib.request.Request(
-                    "http://127.0.0.1:%d/api/v1/admin/keys" % gw_admin, method="POST",
-                    data=json.dumps({"name": "instr", "group": "bench"}).encode(),
-                    headers={"authorization": "Bearer " + bench.BENCH_ADMIN_TOKEN, "content-type": "application/json"})
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    key = json.loads(r.read())["key"]
-                headers = {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+            if setup in bench.GOVERNED_SETUPS:
+                headers = bench.key_headers(gw_admin, ingress, "instr")
             client = bench.RawClient(gw_port)
             client.connect()
             for _ in range(n):
