@@ -1125,6 +1125,15 @@ pools:
     }
 
     #[test]
+    fn a_bad_list_item_is_taken_out_and_the_rest_still_checked() {
+        let text = "providers:\n  p: { protocol: openai, base_url: mock:// }\nmodels:\n  m: { provider: p }\n  n: { provider: ghost }\n\
+                    pools:\n  a:\n    members: [{ model: m, weight: heavy }, { model: n }]\n";
+        let err = load(text, &no_env).unwrap_err();
+        let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["pools.a.members[0].weight", "models.n.provider"], "{err}");
+    }
+
+    #[test]
     fn an_empty_key_variable_is_an_error() {
         let lookup = |name: &str| (name == "OPENAI_KEY").then(String::new);
         let err =
