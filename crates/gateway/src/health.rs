@@ -113,6 +113,12 @@ pub fn stats(gateway: &Gateway) -> Value {
         let (done, refused) = reloader.counts();
         out["config_reloads"] = json!({"done": done, "refused": refused});
     }
+    if let Some(fleet) = &gateway.fleet_state {
+        out["fleet_breakers"] = json!({
+            "changes_sent": fleet.sent.load(Ordering::Relaxed),
+            "changes_applied": fleet.applied.load(Ordering::Relaxed),
+        });
+    }
     if let Some(governance) = &gateway.governance {
         out["governance"] = governance_stats(governance);
     }

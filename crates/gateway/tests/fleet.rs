@@ -315,6 +315,8 @@ async fn a_lane_tripped_by_one_instance_is_skipped_by_the_other_and_one_sends_th
     }
     let heard = state(&two_gateway);
     assert!(heard.reason.unwrap().contains("another instance"));
+    let stats = switchyard_gateway::health::stats(&two_gateway);
+    assert_eq!(stats["fleet_breakers"]["changes_applied"], 1, "{stats}");
     assert!(heard.retry_in.unwrap() > Duration::from_secs(20), "open until the same moment as on instance one");
 
     // The half-open trial is claimed once across the fleet.
