@@ -263,11 +263,19 @@ async fn redis_killed_mid_load_follows_on_redis_error_and_recovers() {
     let (status, body) = ask(closed, &key).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(started.elapsed() < Duration::from_secs(2), "a dead Redis costs a bounded wait, not a hang");
-    for _ in 0..5 {
+    let fleet = open_gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
+    assert_eq!(ask(open, &key).await.0, StatusCode::OK, "fail_open serves on local counters");
+    assert!(!fleet.up.load(std::sync::atomic::Ordering::Relaxed));
+    // Once Redis is known to be away, requests stop calling it: only the
+    // background check does (every 250 ms).
+    let errors = fleet.errors.load(std::sync::atomic::Ordering::Relaxed);
+    let burst = Instant::now();
+    for _ in 0..4 {
         assert_eq!(ask(open, &key).await.0, StatusCode::OK, "fail_open serves on local counters");
     }
-    let fleet = open_gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
-    assert!(!fleet.up.load(std::sync::atomic::Ordering::Relaxed));
+    let checks = burst.elapsed().as_millis() as u64 / 250 + 1;
+    let calls = fleet.errors.load(std::sync::atomic::Ordering::Relaxed) - errors;
+    assert!(calls <= checks, "{calls} failed Redis calls for 4 requests in {:?}", burst.elapsed());
     let deadline = Instant::now() + Duration::from_secs(5);
     while fleet.pending() < 5 {
         assert!(Instant::now() < deadline, "what was served meanwhile waits for Redis: {}", fleet.pending());

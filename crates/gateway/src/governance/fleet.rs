@@ -76,6 +76,9 @@ pub enum FleetError {
     /// The script's answer made no sense.
     #[error(transparent)]
     Answer(#[from] switchyard_governance::fleet::BadAnswer),
+    /// Redis was away at the last call; a background check brings it back.
+    #[error("redis is unreachable")]
+    Away,
 }
 
 impl Fleet {
@@ -130,6 +133,11 @@ impl Fleet {
         estimate: Estimate,
         now_ms: u64,
     ) -> Result<Option<Refusal>, FleetError> {
+        // While Redis is away, requests do not each wait for it to time
+        // out: the reconciler checks it in the background.
+        if !self.up.load(Ordering::Relaxed) {
+            return Err(FleetError::Away);
+        }
         let mut command = redis::cmd("EVALSHA");
         command.arg(self.admit.get_hash()).arg(keys.len()).arg(keys);
         command.arg(admit_args(buckets, estimate, now_ms));
@@ -226,13 +234,21 @@ pub fn bucket_names(chain: &[BucketId]) -> Arc<[String]> {
     chain.iter().map(|id| bucket_key(PREFIX, id)).collect()
 }
 
-/// Applies the settlements kept while Redis was away, once it answers.
+/// While Redis is away, checks it every tick; once it answers, applies the
+/// settlements kept meanwhile.
 async fn reconcile(fleet: std::sync::Weak<Fleet>) {
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
         let Some(fleet) = fleet.upgrade() else { return };
+        if !fleet.up.load(Ordering::Relaxed) {
+            let mut redis = fleet.redis.clone();
+            let pong = redis::cmd("PING").query_async::<String>(&mut redis).await.map(drop).map_err(FleetError::from);
+            if fleet.noted(pong).is_err() {
+                continue;
+            }
+        }
         let waiting = std::mem::take(&mut *fleet.pending.lock().unwrap_or_else(PoisonError::into_inner));
         if waiting.is_empty() {
             continue;
@@ -258,7 +274,8 @@ async fn send_settlements(fleet: std::sync::Weak<Fleet>, mut queue: mpsc::Receiv
     let mut batch = Vec::with_capacity(SETTLE_BATCH);
     while queue.recv_many(&mut batch, SETTLE_BATCH).await > 0 {
         let Some(fleet) = fleet.upgrade() else { return };
-        if fleet.apply(&batch).await.is_err() {
+        // While Redis is away the reconciler sends them once it is back.
+        if !fleet.up.load(Ordering::Relaxed) || fleet.apply(&batch).await.is_err() {
             batch.drain(..).for_each(|settlement| fleet.keep(settlement));
         }
         batch.clear();
