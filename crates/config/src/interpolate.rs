@@ -92,6 +92,21 @@ fn substitute(text: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>, i
 }
 
 /// The next `${` or protected marker in `text`: its offset and length.
+/// Undoes [`protect`] in text written out again.
+pub fn unprotect(text: &str) -> String {
+    text.replace(OPEN, "${").replace(CLOSE, "}")
+}
+
+/// True when `text` is one `${NAME}` reference and nothing else (protected
+/// or not).
+pub fn is_reference(text: &str) -> bool {
+    let inner = text
+        .strip_prefix(OPEN)
+        .and_then(|t| t.strip_suffix(CLOSE))
+        .or_else(|| text.strip_prefix("${").and_then(|t| t.strip_suffix('}')));
+    inner.is_some_and(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+}
+
 fn next_reference(text: &str) -> Option<(usize, usize)> {
     let plain = text.find("${").map(|at| (at, 2));
     let marked = text.find(OPEN).map(|at| (at, OPEN.len()));

@@ -11,11 +11,14 @@ mod governance;
 mod hooks;
 mod interpolate;
 mod raw;
+mod redact;
 mod server;
 mod ssrf;
 mod telemetry;
 mod translation;
 mod units;
+
+pub use redact::{redacted, REDACTED};
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -116,6 +119,9 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
+    /// The text this config was loaded from (secrets and all: show it only
+    /// through [`redacted`]).
+    pub source: Arc<str>,
 }
 
 /// Where a provider is reached.
@@ -347,7 +353,8 @@ pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
     let Some(raw) = decode::decode(tree, &mut issues) else {
         return Err(ConfigError(issues));
     };
-    let config = validate(raw, &mut issues);
+    let mut config = validate(raw, &mut issues);
+    config.source = Arc::from(text);
     if issues.is_empty() {
         Ok(config)
     } else {
@@ -695,6 +702,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         governance,
         telemetry,
         warnings,
+        source: Arc::from(""),
     }
 }
 

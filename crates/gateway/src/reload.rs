@@ -153,6 +153,7 @@ impl Reloader {
             shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn crate::fleet_state::Breakers>);
         }
         crate::health::spawn_probes(&gateway);
+        crate::telemetry::sampler::spawn(&gateway);
         self.data.swap(crate::server::router(gateway.clone()));
         self.admin.swap(crate::server::admin_router(gateway.clone()));
         self.current.store(gateway.clone());

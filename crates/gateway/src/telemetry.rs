@@ -5,8 +5,10 @@
 
 pub mod access;
 pub mod encode;
+pub mod history;
 pub mod metrics;
 pub mod otlp;
+pub mod sampler;
 pub mod scrape;
 pub mod sink;
 pub mod trace;
@@ -23,6 +25,8 @@ pub struct Telemetry {
     pub tracer: Option<trace::Tracer>,
     /// Request-log sinks, when configured.
     pub sinks: Option<sink::Sinks>,
+    /// Per-minute aggregates for the console (fed by `sampler`).
+    pub history: history::History,
     include_text: bool,
 }
 
@@ -38,6 +42,7 @@ impl Telemetry {
                 .then(|| access::AccessLog::new(access::LineFormat::Human, std::sync::Arc::new(access::TracingLines))),
             tracer: None,
             sinks: None,
+            history: history::History::default(),
             include_text: config.telemetry.request_log.include_text,
         }
     }

@@ -239,6 +239,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_gateway::fleet_state::Breakers>);
     }
     switchyard_gateway::health::spawn_probes(&gateway);
+    switchyard_gateway::telemetry::sampler::spawn(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen} (set `listen:` to a free address)"))?;
