@@ -17,6 +17,7 @@ pub mod routing;
 pub mod server;
 pub mod sessions;
 pub mod settle;
+pub mod sign_ins;
 pub mod state;
 pub mod telemetry;
 pub mod transport;

@@ -6,6 +6,7 @@
 //! protocol. `listener` owns sockets and connections.
 
 pub mod admin;
+pub mod console;
 mod conn_io;
 pub mod listener;
 pub mod tls;
@@ -92,7 +93,8 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
         .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
     Router::new()
         .route("/healthz", get(healthz))
-        .with_state(gateway)
+        .with_state(gateway.clone())
+        .merge(console::routes(gateway))
         .merge(guarded)
         .fallback(admin::not_found)
         .method_not_allowed_fallback(admin::method_not_allowed)

@@ -301,6 +301,8 @@ pub struct Gateway {
     pub reloader: std::sync::OnceLock<std::sync::Weak<dyn ConfigReload>>,
     /// The fleet's breaker channel (`storage.redis_url`).
     pub fleet_state: Option<Arc<crate::fleet_state::FleetState>>,
+    /// The console's signed-in sessions (kept across reloads).
+    pub sign_ins: Arc<crate::sign_ins::SignIns>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -511,6 +513,7 @@ impl Gateway {
             listener_stats: std::sync::OnceLock::new(),
             reloader: std::sync::OnceLock::new(),
             fleet_state: None,
+            sign_ins: Arc::default(),
         })
     }
 
@@ -551,6 +554,7 @@ impl Gateway {
         self.governance.clone_from(&old.governance);
         self.fleet_state.clone_from(&old.fleet_state);
         self.telemetry = old.telemetry.clone();
+        self.sign_ins = old.sign_ins.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
         }

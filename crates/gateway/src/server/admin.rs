@@ -27,6 +27,9 @@ use switchyard_store::{AuditEntry, GroupRecord, Idempotency, RowFilter, SpendBy,
 use utoipa::{OpenApi, ToSchema};
 
 use crate::governance::{now_ms, Governance};
+use crate::sign_ins::{cookie_value, SignIn, COOKIE};
+use crate::telemetry::history::{Point, Span};
+use crate::telemetry::sampler::now_minute;
 use crate::state::Gateway;
 
 /// The admin API's routes (merged into the admin listener's router).
@@ -40,9 +43,13 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/groups/{name}", get(get_group).patch(patch_group).delete(delete_group))
         .route("/api/v1/admin/spend", get(spend))
         .route("/api/v1/admin/requests", get(requests))
+        .route("/api/v1/admin/requests/{id}", get(request_detail))
+        .route("/api/v1/admin/history", get(history))
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
+        .route("/api/v1/admin/config", get(running_config))
+        .route("/api/v1/admin/config/validate", post(validate_config))
         .route("/api/v1/admin/config/reload", post(reload_config))
         .route("/api/v1/admin/openapi.json", get(openapi))
         .with_state(state)
@@ -103,8 +110,9 @@ fn bad(message: impl Into<String>) -> ApiError {
 type ApiResult<T> = Result<T, ApiError>;
 
 /// The admin plane's token check and audit: every route but `/healthz`
-/// needs a valid token; mutations need a full-scope one and are audited,
-/// refused or not.
+/// needs a valid token (a header, or the console's session cookie);
+/// mutations need a full-scope one, through the console also its anti-CSRF
+/// token, and are audited, refused or not.
 pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Request, next: Next) -> Response {
     let presented = request
         .headers()
@@ -122,6 +130,13 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     }
     let method = request.method().clone();
     let mutation = !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let mut csrf_refused = false;
+    if presented.is_none() {
+        if let Some(sign_in) = signed_in(&gateway, request.headers()) {
+            csrf_refused = mutation && !csrf_ok(request.headers(), &sign_in.csrf);
+            actor = Some(Actor { name: sign_in.name, scope: sign_in.scope });
+        }
+    }
     let action = format!("{method} {}", request.uri().path());
     let response = match &actor {
         None => ApiError(
@@ -132,6 +147,11 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         Some(actor) if mutation && actor.scope == Scope::Read => {
             ApiError(StatusCode::FORBIDDEN, format!("token `{}` is read-only", actor.name)).into_response()
         }
+        Some(_) if csrf_refused => ApiError(
+            StatusCode::FORBIDDEN,
+            "the console's anti-CSRF token is missing or wrong: reload the page and try again".into(),
+        )
+        .into_response(),
         Some(actor) => {
             request.extensions_mut().insert(actor.clone());
             next.run(request).await
@@ -152,6 +172,36 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         }
     }
     response
+}
+
+/// The console session a request's cookie names, with the scope its admin
+/// token has now (a token taken out of the config ends its sessions).
+pub fn signed_in(gateway: &Gateway, headers: &HeaderMap) -> Option<SignIn> {
+    let cookies = headers.get(axum::http::header::COOKIE)?.to_str().ok()?;
+    let cookie = cookie_value(cookies, COOKIE)?;
+    let mut sign_in = gateway.sign_ins.find(cookie, Instant::now())?;
+    let mut current = None;
+    for token in &gateway.config.admin.tokens {
+        if KeyHash::of(&token.token).matches(&sign_in.token) && current.is_none() {
+            current = Some((token.name.clone(), token.scope));
+        }
+    }
+    let Some((name, scope)) = current else {
+        gateway.sign_ins.close(cookie);
+        return None;
+    };
+    (sign_in.name, sign_in.scope) = (name, scope);
+    Some(sign_in)
+}
+
+/// A console mutation echoes the session's anti-CSRF token in a header a
+/// cross-site form cannot set, and (where the browser says) comes from the
+/// console's own origin.
+fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
+    let echoed = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).is_some_and(|v| secrets_match(v, expected));
+    let same_origin =
+        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_none_or(|site| site == "same-origin");
+    echoed && same_origin
 }
 
 /// The record a mutation touched, for the audit entry.
@@ -388,6 +438,8 @@ pub struct SpendQuery {
     pub from: Option<String>,
     /// To: RFC 3339 or Unix seconds (default: now).
     pub to: Option<String>,
+    /// `json` (the default) or `csv`.
+    pub format: Option<String>,
 }
 
 /// One spend line: tokens and their price today.
@@ -972,7 +1024,12 @@ async fn delete_group(State(admin): State<Admin>, Path(name): Path<String>) -> A
 #[utoipa::path(get, path = "/api/v1/admin/spend",
     params(("by" = Option<String>, Query, description = "key, group, model or lane"), ("from" = Option<String>, Query), ("to" = Option<String>, Query)),
     responses((status = 200, body = SpendReport)))]
-async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Json<SpendReport>> {
+async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Response> {
+    let csv = match query.format.as_deref() {
+        None | Some("json") => false,
+        Some("csv") => true,
+        Some(other) => return Err(bad(format!("format: `{other}` is not json or csv"))),
+    };
     let governance = governance(&admin)?;
     let by = match query.by.as_deref().unwrap_or("key") {
         "key" => SpendBy::Key,
@@ -1038,7 +1095,43 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
         SpendBy::Model => "model",
         SpendBy::Lane => "lane",
     };
-    Ok(Json(SpendReport { by: by.to_owned(), from, to, data, total_usd }))
+    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd };
+    if csv {
+        let name = format!("attachment; filename=\"switchyard-spend-by-{by}-{from}-{to}.csv\"");
+        let headers = [
+            (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ];
+        return Ok((headers, spend_csv(&report)).into_response());
+    }
+    Ok(Json(report).into_response())
+}
+
+/// A spend report as CSV (RFC 4180), one line per value.
+fn spend_csv(report: &SpendReport) -> String {
+    use std::fmt::Write;
+    let mut out = format!(
+        "{},requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n",
+        report.by
+    );
+    for line in &report.data {
+        let value = line.value.as_deref().unwrap_or("");
+        // A value is quoted, with quotes doubled, and a leading formula
+        // character defused, so a spreadsheet never runs a key's name.
+        let defused = if value.starts_with(['=', '+', '-', '@']) { format!("'{value}") } else { value.to_owned() };
+        let _ = write!(
+            out,
+            "\"{}\",{},{},{},{},{},{:.9}\r\n",
+            defused.replace('"', "\"\""),
+            line.requests,
+            line.input_tokens,
+            line.output_tokens,
+            line.cache_read_tokens,
+            line.cache_write_tokens,
+            line.usd
+        );
+    }
+    out
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/requests",
@@ -1056,39 +1149,117 @@ async fn requests(State(admin): State<Admin>, Query(query): Query<RequestsQuery>
         .rows(RowFilter { key: query.key, pool: query.pool, lane: query.lane, status: query.status, before, limit })
         .await?;
     let next_cursor = (rows.len() == limit).then(|| rows.last().map(|r| r.id.to_string())).flatten();
-    let data = rows
-        .into_iter()
-        .map(|stored| {
-            let row = stored.row;
-            let price = admin.gateway.price_of(&row.lane);
-            RequestView {
-                id: stored.id,
-                at_ms: row.at_ms,
-                usd: price.map_or(0.0, |p| usd(p.cost(&row.tokens))),
-                request_id: row.request_id,
-                key_id: row.key_id,
-                group: row.group,
-                pool: row.pool,
-                lane: row.lane,
-                model: row.model,
-                input_tokens: row.tokens.input,
-                output_tokens: row.tokens.output,
-                cache_read_tokens: row.tokens.cache_read,
-                cache_write_tokens: row.tokens.cache_write,
-                status: row.status,
-                latency_ms: row.latency_ms,
-                ttfb_ms: row.ttfb_ms,
-                failovers: row.failovers,
-                estimated: row.estimated,
-            }
-        })
-        .collect();
+    let data = rows.into_iter().map(|stored| request_view(&admin.gateway, stored)).collect();
     Ok(Json(RequestPage { data, next_cursor }))
+}
+
+/// A ledger row priced at today's rate.
+fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRow) -> RequestView {
+    let row = stored.row;
+    let price = gateway.price_of(&row.lane);
+    RequestView {
+        id: stored.id,
+        at_ms: row.at_ms,
+        usd: price.map_or(0.0, |p| usd(p.cost(&row.tokens))),
+        request_id: row.request_id,
+        key_id: row.key_id,
+        group: row.group,
+        pool: row.pool,
+        lane: row.lane,
+        model: row.model,
+        input_tokens: row.tokens.input,
+        output_tokens: row.tokens.output,
+        cache_read_tokens: row.tokens.cache_read,
+        cache_write_tokens: row.tokens.cache_write,
+        status: row.status,
+        latency_ms: row.latency_ms,
+        ttfb_ms: row.ttfb_ms,
+        failovers: row.failovers,
+        estimated: row.estimated,
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/requests/{id}", responses((status = 200, body = RequestView), (status = 404)))]
+async fn request_detail(State(admin): State<Admin>, Path(id): Path<i64>) -> ApiResult<Json<RequestView>> {
+    let governance = governance(&admin)?;
+    let rows = governance
+        .stores
+        .ledger
+        .rows(RowFilter { key: None, pool: None, lane: None, status: None, before: id.checked_add(1), limit: 1 })
+        .await?;
+    let stored = rows
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
+    Ok(Json(request_view(&admin.gateway, stored)))
+}
+
+/// `GET /api/v1/admin/history` query.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct HistoryQuery {
+    /// `1h` (points of a minute, the default) or `1d` (points of 15 minutes).
+    pub window: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/history", params(("window" = Option<String>, Query, description = "1h or 1d")),
+    responses((status = 200, body = Span)))]
+async fn history(State(admin): State<Admin>, Query(query): Query<HistoryQuery>) -> ApiResult<Json<Span>> {
+    let (minutes, step) = match query.window.as_deref().unwrap_or("1h") {
+        "1h" => (60, 1),
+        "1d" => (24 * 60, 15),
+        other => return Err(bad(format!("window: `{other}` is not 1h or 1d"))),
+    };
+    Ok(Json(admin.gateway.telemetry.history.span(now_minute(), minutes, step)))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the running config's text, secrets replaced by `<redacted>`")))]
+async fn running_config(State(admin): State<Admin>) -> Json<serde_json::Value> {
+    let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
+    Json(serde_json::json!({ "yaml": yaml, "metrics": admin.gateway.metrics().is_some() }))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/config/validate", request_body(content = String, content_type = "application/yaml"),
+    responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them; nothing is applied")))]
+async fn validate_config(State(admin): State<Admin>, body: axum::body::Bytes) -> ApiResult<Json<serde_json::Value>> {
+    let text = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
+    let env = |name: &str| std::env::var(name).ok();
+    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": i.path, "message": i.message, "fix": i.fix});
+    let answer = match switchyard_config::load(text, &env) {
+        Ok(config) => {
+            let warnings: Vec<_> = config.warnings.iter().map(issue).collect();
+            match Gateway::new(config, admin.gateway.codecs) {
+                Ok(_) => serde_json::json!({"valid": true, "problems": [], "warnings": warnings}),
+                Err(err) => serde_json::json!({"valid": false, "warnings": warnings,
+                    "problems": [{"path": "", "message": format!("valid but cannot be served: {err}"), "fix": "fix the file"}]}),
+            }
+        }
+        Err(err) => serde_json::json!({"valid": false, "problems": err.0.iter().map(issue).collect::<Vec<_>>(), "warnings": []}),
+    };
+    Ok(Json(answer))
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/lanes", responses((status = 200, description = "every pool's lanes with breaker state")))]
 async fn lanes(State(admin): State<Admin>) -> Json<serde_json::Value> {
-    Json(crate::health::stats(&admin.gateway)["pools"].clone())
+    let mut pools = crate::health::stats(&admin.gateway)["pools"].take();
+    // Each lane's share of its pool's traffic over the last minutes.
+    let served = admin.gateway.telemetry.history.lane_counts(now_minute());
+    for pool in pools.as_array_mut().into_iter().flatten() {
+        let name: Arc<str> = Arc::from(pool["pool"].as_str().unwrap_or_default());
+        let Some(lanes) = pool["lanes"].as_array_mut() else { continue };
+        let counts: Vec<u64> = lanes
+            .iter()
+            .map(|lane| {
+                let lane: Arc<str> = Arc::from(lane["lane"].as_str().unwrap_or_default());
+                served.get(&(name.clone(), lane)).copied().unwrap_or(0)
+            })
+            .collect();
+        let total: u64 = counts.iter().sum();
+        for (lane, count) in lanes.iter_mut().zip(counts) {
+            lane["recent_requests"] = count.into();
+            lane["share"] = if total == 0 { serde_json::Value::Null } else { (count as f64 / total as f64).into() };
+        }
+    }
+    Json(pools)
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/lanes/{pool}/{lane}/reset", responses((status = 200), (status = 404)))]
@@ -1170,8 +1341,12 @@ async fn audit(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> Api
         delete_group,
         spend,
         requests,
+        request_detail,
+        history,
         lanes,
         reset_lane,
+        running_config,
+        validate_config,
         reload_config,
         audit
     ),
@@ -1190,7 +1365,9 @@ async fn audit(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> Api
         SpendLine,
         SpendReport,
         RequestView,
-        RequestPage
+        RequestPage,
+        Span,
+        Point
     ))
 )]
 struct ApiDoc;

@@ -1,0 +1,505 @@
+// Switchyard console: draws the page its path names from the admin API.
+// Every node is built with DOM calls (never parsed HTML), so nothing the API
+// returns can run as markup; mutations echo the session's anti-CSRF token.
+'use strict';
+
+(() => {
+  const API = '/api/v1/admin';
+  const SVG = 'http://www.w3.org/2000/svg';
+  let session = null;
+  let refreshTimer = null;
+
+  // ---------------------------------------------------------------- dom --
+
+  function h(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (name.startsWith('on')) node.addEventListener(name.slice(2), value);
+      else if (name === 'text') node.textContent = value;
+      else if (name === 'class') node.className = value;
+      else node.setAttribute(name, value === true ? '' : String(value));
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function s(tag, attrs, ...children) {
+    const node = document.createElementNS(SVG, tag);
+    for (const [name, value] of Object.entries(attrs || {})) {
+      if (name === 'text') node.textContent = value;
+      else node.setAttribute(name, String(value));
+    }
+    for (const child of children.flat()) if (child) node.append(child);
+    return node;
+  }
+
+  const $ = (id) => document.getElementById(id);
+
+  function show(...nodes) {
+    $('content').replaceChildren(...nodes);
+  }
+
+  function say(message, kind) {
+    const status = $('status');
+    status.className = kind || '';
+    status.textContent = message || '';
+  }
+
+  // ---------------------------------------------------------------- api --
+
+  async function api(path, options) {
+    const init = Object.assign({ method: 'GET', headers: {} }, options || {});
+    if (init.method !== 'GET') init.headers['x-csrf-token'] = session ? session.csrf : '';
+    if (init.json !== undefined) {
+      init.headers['content-type'] = 'application/json';
+      init.body = JSON.stringify(init.json);
+    }
+    const response = await fetch(path.startsWith('/') ? path : `${API}/${path}`, init);
+    if (response.status === 401) {
+      location.assign('/ui/login');
+      throw new Error('signed out');
+    }
+    const type = response.headers.get('content-type') || '';
+    const body = type.includes('json') ? await response.json() : await response.text();
+    if (!response.ok) {
+      const message = body && body.error ? body.error.message : `HTTP ${response.status}`;
+      const error = new Error(message);
+      error.status = response.status;
+      error.body = body;
+      throw error;
+    }
+    return body;
+  }
+
+  const canChange = () => session && session.scope === 'full';
+
+  // ------------------------------------------------------------- format --
+
+  const number = new Intl.NumberFormat('en-US');
+  const fmt = {
+    n: (v) => (v === null || v === undefined ? '–' : number.format(v)),
+    usd: (v) => (v === null || v === undefined ? '–' : `$${v < 1 && v > 0 ? v.toFixed(6) : v.toFixed(2)}`),
+    ms: (v) => (v === null || v === undefined ? '–' : v < 10 ? `${v.toFixed(2)} ms` : `${Math.round(v)} ms`),
+    pct: (v) => (v === null || v === undefined ? '–' : `${(v * 100).toFixed(v < 0.1 && v > 0 ? 2 : 1)} %`),
+    rps: (v) => (v === null || v === undefined ? '–' : v.toFixed(v < 10 ? 2 : 0)),
+    time: (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19),
+    clock: (s) => new Date(s * 1000).toISOString().slice(11, 16),
+  };
+
+  function meter(value, max, label) {
+    if (max === null || max === undefined || max <= 0) return h('span', { class: 'muted', text: 'no cap' });
+    const share = Math.min(value / max, 1);
+    return h('span', { class: 'bar' },
+      h('meter', { min: 0, max: 1, low: 0.7, high: 0.9, optimum: 0, value: String(share), 'aria-label': label }),
+      h('span', { class: 'bar-text', text: `${fmt.usd(value)} of ${fmt.usd(max)}` }));
+  }
+
+  function headroom(share, label) {
+    if (share === null || share === undefined) return h('span', { class: 'muted', text: 'no limit' });
+    return h('span', { class: 'bar' },
+      h('meter', { min: 0, max: 1, low: 0.2, high: 0.5, optimum: 1, value: share.toFixed(4), 'aria-label': label }),
+      h('span', { class: 'bar-text', text: `${fmt.pct(share)} left` }));
+  }
+
+  function table(caption, columns, rows, empty) {
+    if (!rows.length) return h('p', { class: 'muted', text: empty || 'Nothing yet.' });
+    return h('div', { class: 'scroll' }, h('table', {},
+      h('caption', { text: caption }),
+      h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', text: c })))),
+      h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+  }
+
+  function button(label, onclick, extra) {
+    const disabled = !canChange();
+    return h('button', Object.assign({
+      type: 'button',
+      onclick,
+      disabled,
+      title: disabled ? 'Your token is read-only' : null,
+    }, extra || {}), label);
+  }
+
+  // -------------------------------------------------------------- chart --
+
+  // A line chart of `series` over `points` (each point has `at` in seconds).
+  function lineChart(title, points, series, format) {
+    const width = 640, height = 170, left = 56, bottom = 22, top = 10, right = 10;
+    const values = points.flatMap((p) => series.map((x) => p[x.key]).filter((v) => v !== null && v !== undefined));
+    const max = Math.max(...values, 0) || 1;
+    const x = (i) => left + (i * (width - left - right)) / Math.max(points.length - 1, 1);
+    const y = (v) => top + (height - top - bottom) * (1 - v / max);
+    const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `${title}, peak ${format(max)}`, class: 'chart' },
+      s('line', { x1: left, y1: y(0), x2: width - right, y2: y(0), class: 'axis' }),
+      s('line', { x1: left, y1: y(max), x2: width - right, y2: y(max), class: 'grid' }),
+      s('text', { x: left - 6, y: y(max) + 4, 'text-anchor': 'end', class: 'label', text: format(max) }),
+      s('text', { x: left - 6, y: y(0) + 4, 'text-anchor': 'end', class: 'label', text: format(0) }));
+    if (points.length) {
+      svg.append(s('text', { x: left, y: height - 4, class: 'label', text: fmt.clock(points[0].at) }));
+      svg.append(s('text', { x: width - right, y: height - 4, 'text-anchor': 'end', class: 'label', text: fmt.clock(points[points.length - 1].at) }));
+    }
+    for (const line of series) {
+      const coords = points.map((p, i) => (p[line.key] === null || p[line.key] === undefined ? null : `${x(i).toFixed(1)},${y(p[line.key]).toFixed(1)}`))
+        .filter(Boolean).join(' ');
+      if (coords) svg.append(s('polyline', { points: coords, class: `series ${line.cls}` }));
+    }
+    const legend = h('ul', { class: 'legend' }, series.map((line) => h('li', { class: line.cls, text: line.label })));
+    return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), svg, legend);
+  }
+
+  // Horizontal bars of `rows` ({label, value}).
+  function barChart(title, rows, format) {
+    const shown = rows.slice(0, 12);
+    const max = Math.max(...shown.map((r) => r.value), 0) || 1;
+    const rowHeight = 22, left = 170, width = 640;
+    const svg = s('svg', { viewBox: `0 0 ${width} ${shown.length * rowHeight + 6}`, role: 'img', 'aria-label': title, class: 'chart' });
+    shown.forEach((row, i) => {
+      const y = i * rowHeight + 3;
+      const w = Math.max(((width - left - 90) * row.value) / max, row.value > 0 ? 1 : 0);
+      svg.append(s('text', { x: left - 8, y: y + 14, 'text-anchor': 'end', class: 'label', text: row.label.length > 24 ? `${row.label.slice(0, 23)}…` : row.label }));
+      svg.append(s('rect', { x: left, y, width: w.toFixed(1), height: rowHeight - 6, class: 'bar-fill' }));
+      svg.append(s('text', { x: left + w + 6, y: y + 14, class: 'label', text: format(row.value) }));
+    });
+    return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), svg);
+  }
+
+  // -------------------------------------------------------------- pages --
+
+  function tiles(label, total) {
+    const tile = (name, value) => h('div', { class: 'tile' }, h('dt', { text: name }), h('dd', { text: value }));
+    return h('section', { class: 'window', 'aria-label': label }, h('h2', { text: label }), h('dl', { class: 'tiles' },
+      tile('Requests/s', fmt.rps(total.rps)),
+      tile('Requests', fmt.n(total.requests)),
+      tile('Error rate (5xx)', fmt.pct(total.error_rate)),
+      tile('Refused (4xx)', fmt.pct(total.client_error_rate)),
+      tile('Latency p50 / p99', `${fmt.ms(total.p50_ms)} / ${fmt.ms(total.p99_ms)}`),
+      tile('First byte p50 / p99', `${fmt.ms(total.ttfb_p50_ms)} / ${fmt.ms(total.ttfb_p99_ms)}`),
+      tile('Tokens in / out', `${fmt.n(total.input_tokens)} / ${fmt.n(total.output_tokens)}`),
+      tile('Spend', fmt.usd(total.usd))));
+  }
+
+  function downLanes(pools) {
+    const rows = [];
+    for (const pool of pools) {
+      for (const lane of pool.lanes) {
+        if (lane.breaker === 'closed' && !lane.resting_ms) continue;
+        rows.push([pool.pool, lane.lane, badge(lane), lane.reason || (lane.resting_ms ? 'rate limited upstream' : '–'),
+          lane.retry_in_ms !== null ? `${Math.ceil(lane.retry_in_ms / 1000)} s` : lane.resting_ms ? `${Math.ceil(lane.resting_ms / 1000)} s` : '–']);
+      }
+    }
+    return h('section', { 'aria-label': 'Lanes down' }, h('h2', { text: 'Lanes down now' }),
+      table('Lanes whose breaker is not closed', ['Pool', 'Lane', 'Breaker', 'Why', 'Next try in'], rows, 'Every lane is up.'));
+  }
+
+  function badge(lane) {
+    const state = lane.resting_ms && lane.breaker === 'closed' ? 'resting' : lane.breaker;
+    return h('span', { class: `badge ${state}`, text: state.replace('_', '-') });
+  }
+
+  async function overview() {
+    const [hour, day, pools] = await Promise.all([api('history?window=1h'), api('history?window=1d'), api('lanes')]);
+    const parts = [];
+    if (!session.metrics) parts.push(h('p', { class: 'note', text: 'Metrics are off (telemetry.metrics: false): the history stays empty.' }));
+    parts.push(downLanes(pools.filter((p) => !p.implicit || p.lanes.some((l) => l.breaker !== 'closed'))));
+    parts.push(h('div', { class: 'windows' }, tiles('Last hour', hour.total), tiles('Last day', day.total)));
+    parts.push(h('div', { class: 'charts' },
+      lineChart('Requests per second, last hour', hour.points, [{ key: 'rps', label: 'requests/s', cls: 'a' }], fmt.rps),
+      lineChart('Latency, last hour', hour.points, [{ key: 'p50_ms', label: 'p50', cls: 'a' }, { key: 'p99_ms', label: 'p99', cls: 'b' }, { key: 'ttfb_p50_ms', label: 'first byte p50', cls: 'c' }], fmt.ms),
+      lineChart('Error rate, last hour', hour.points, [{ key: 'error_rate', label: '5xx', cls: 'b' }, { key: 'client_error_rate', label: '4xx', cls: 'c' }], fmt.pct),
+      lineChart('Spend, last day (per 15 minutes)', day.points, [{ key: 'usd', label: 'USD', cls: 'a' }], fmt.usd)));
+    show(...parts);
+  }
+
+  async function poolsPage() {
+    const pools = await api('lanes');
+    const shown = pools.filter((p) => !p.implicit);
+    const sections = (shown.length ? shown : pools).map((pool) => h('section', { class: 'pool' },
+      h('h2', {}, pool.pool, h('span', { class: 'muted', text: ` · ${pool.strategy}` })),
+      table(`Lanes of ${pool.pool}`, ['Lane', 'Provider', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Trips', 'In flight', 'Latency', 'Actions'],
+        pool.lanes.map((lane) => [
+          lane.lane,
+          `${lane.provider} (${lane.protocol})`,
+          fmt.n(lane.weight),
+          lane.share === null ? h('span', { class: 'muted', text: 'no traffic' })
+            : h('span', { class: 'bar' }, h('meter', { min: 0, max: 1, value: lane.share.toFixed(4), 'aria-label': `${lane.lane} share` }), h('span', { class: 'bar-text', text: fmt.pct(lane.share) })),
+          badge(lane),
+          lane.reason || '–',
+          fmt.n(lane.trips),
+          lane.max_concurrent ? `${lane.in_flight} / ${lane.max_concurrent}` : `${lane.in_flight}`,
+          fmt.ms(lane.latency_ms),
+          lane.breaker === 'closed' ? '' : button('Reset breaker', async () => {
+            try {
+              await api(`lanes/${encodeURIComponent(pool.pool)}/${encodeURIComponent(lane.lane)}/reset`, { method: 'POST' });
+              say(`Breaker of ${lane.lane} in ${pool.pool} reset.`, 'ok');
+              await render();
+            } catch (err) {
+              say(`Could not reset: ${err.message}`, 'error');
+            }
+          }, { 'aria-label': `Reset breaker of ${lane.lane} in ${pool.pool}` }),
+        ]))));
+    show(...sections);
+  }
+
+  function field(label, input) {
+    return h('label', { class: 'field' }, h('span', { text: label }), input);
+  }
+
+  async function keysPage() {
+    if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: set auth.mode: keys or storage: in the config to keep keys.' }));
+    const [keys, groups] = await Promise.all([api('keys?limit=1000'), api('groups')]);
+    const created = h('div', { id: 'created' });
+    const form = h('form', { class: 'card', 'aria-label': 'Create a key' },
+      h('h2', { text: 'Create a key' }),
+      h('div', { class: 'fields' },
+        field('Name', h('input', { name: 'name', required: true, autocomplete: 'off' })),
+        field('Group', h('select', { name: 'group' }, h('option', { value: '', text: '(none)' }), groups.map((g) => h('option', { value: g.name, text: g.name })))),
+        field('Pools (comma-separated, empty: all)', h('input', { name: 'pools', autocomplete: 'off' })),
+        field('Budget USD', h('input', { name: 'usd', type: 'number', min: '0', step: 'any' })),
+        field('Budget window', h('select', { name: 'window' }, ['1mo', '1d', '7d', '1h', 'total'].map((w) => h('option', { value: w, text: w })))),
+        field('Requests per minute', h('input', { name: 'rpm', type: 'number', min: '1' })),
+        field('Tokens per minute', h('input', { name: 'tpm', type: 'number', min: '1' }))),
+      button('Create key', null, { type: 'submit' }));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      const body = { name: data.get('name') };
+      if (data.get('group')) body.group = data.get('group');
+      const pools = String(data.get('pools') || '').split(',').map((p) => p.trim()).filter(Boolean);
+      if (pools.length) body.pools = pools;
+      if (data.get('usd')) body.budget = { usd: Number(data.get('usd')), window: data.get('window') };
+      const limits = {};
+      if (data.get('rpm')) limits.rpm = Number(data.get('rpm'));
+      if (data.get('tpm')) limits.tpm = Number(data.get('tpm'));
+      if (Object.keys(limits).length) body.limits = limits;
+      try {
+        const key = await api('keys', { method: 'POST', json: body, headers: { 'idempotency-key': crypto.randomUUID() } });
+        await render();
+        secretShown(key, 'created');
+      } catch (err) {
+        say(`Could not create the key: ${err.message}`, 'error');
+      }
+    });
+    const rows = keys.data.map((key) => [
+      h('span', {}, h('strong', { text: key.name }), h('br'), h('code', { class: 'muted', text: key.id })),
+      h('code', { text: `${key.prefix}…` }),
+      h('span', { class: `badge ${key.state}`, text: key.state }),
+      key.group || '–',
+      key.pools ? key.pools.join(', ') : 'all',
+      key.budget && key.usage ? meter(key.usage.spent_usd, key.budget.usd, `${key.name} budget used`) : key.usage ? `${fmt.usd(key.usage.spent_usd)} spent` : '–',
+      key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–',
+      key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–',
+      key.state === 'revoked' ? '' : h('span', { class: 'actions' },
+        button('Rotate', async () => {
+          if (!confirm(`Rotate ${key.name}? Its current secret stops working at once.`)) return;
+          try {
+            const rotated = await api(`keys/${encodeURIComponent(key.id)}/rotate`, { method: 'POST', headers: { 'idempotency-key': crypto.randomUUID() } });
+            await render();
+            secretShown(rotated, 'rotated');
+          } catch (err) { say(`Could not rotate: ${err.message}`, 'error'); }
+        }, { 'aria-label': `Rotate ${key.name}` }),
+        button('Revoke', async () => {
+          if (!confirm(`Revoke ${key.name}? This is final.`)) return;
+          try {
+            await api(`keys/${encodeURIComponent(key.id)}`, { method: 'DELETE' });
+            say(`${key.name} is revoked.`, 'ok');
+            await render();
+          } catch (err) { say(`Could not revoke: ${err.message}`, 'error'); }
+        }, { class: 'danger', 'aria-label': `Revoke ${key.name}` })),
+    ]);
+    show(created, form, h('h2', { text: 'Keys' }),
+      table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows, 'No keys yet.'));
+  }
+
+  // The secret of a key just created or rotated, shown this once.
+  function secretShown(key, verb) {
+    const secret = h('code', { id: 'secret', text: key.key || '' });
+    const copy = h('button', { type: 'button', id: 'copy', text: 'Copy' });
+    copy.addEventListener('click', async () => {
+      try {
+        await navigator.clipboard.writeText(key.key);
+        copy.textContent = 'Copied';
+      } catch {
+        getSelection().selectAllChildren(secret);
+        copy.textContent = 'Selected: press Ctrl+C';
+      }
+    });
+    const parts = [h('h2', { text: `Key ${key.name} ${verb}` }),
+      h('p', { text: 'This is the only time the secret is shown. Copy it now.' }),
+      h('p', { class: 'secret' }, secret, copy)];
+    if (key.aws_secret_access_key) parts.push(h('p', {}, 'AWS: ', h('code', { text: `${key.aws_access_key_id} / ${key.aws_secret_access_key}` })));
+    $('created').replaceChildren(h('section', { class: 'card secret-card', role: 'alert' }, ...parts));
+  }
+
+  async function groupsPage() {
+    if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: no groups.' }));
+    const groups = await api('groups');
+    const children = (parent) => groups.filter((g) => (g.parent || null) === parent);
+    const node = (group) => h('li', {},
+      h('div', { class: 'group' },
+        h('strong', { text: group.name }),
+        group.from_config ? h('span', { class: 'muted', text: ' (config file)' }) : null,
+        h('span', { class: 'group-bar' }, group.budget && group.usage ? meter(group.usage.spent_usd, group.budget.usd, `${group.name} budget used`)
+          : h('span', { class: 'muted', text: group.usage ? `${fmt.usd(group.usage.spent_usd)} spent, no cap` : 'no cap' })),
+        group.budget ? h('span', { class: 'muted', text: ` per ${group.budget.window}` }) : null),
+      children(group.name).length ? h('ul', {}, children(group.name).map(node)) : null);
+    const roots = children(null);
+    show(roots.length ? h('ul', { class: 'tree', 'aria-label': 'Budget tree' }, roots.map(node)) : h('p', { class: 'muted', text: 'No groups yet.' }));
+  }
+
+  function isoDate(seconds) {
+    return new Date(seconds * 1000).toISOString().slice(0, 10);
+  }
+
+  async function spendPage() {
+    if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: there is no ledger to read spend from.' }));
+    const params = new URLSearchParams(location.search);
+    const by = params.get('by') || 'key';
+    const now = Date.now() / 1000;
+    const from = params.get('from') || isoDate(now - 29 * 86400);
+    const to = params.get('to') || isoDate(now);
+    const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${to}T23:59:59Z` });
+    const report = await api(`spend?${query}`);
+    const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
+      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
+      field('From', h('input', { type: 'date', name: 'from', value: from })),
+      field('To', h('input', { type: 'date', name: 'to', value: to })),
+      h('button', { type: 'submit', text: 'Show' }),
+      h('a', { class: 'download', href: `${API}/spend?${query}&format=csv`, download: '', text: 'Download CSV' }));
+    const label = (line) => line.value || '(none)';
+    show(form,
+      h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) })),
+      barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),
+      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'USD'],
+        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.usd(line.usd)]),
+        'No spend in this range.'));
+  }
+
+  async function requestsPage() {
+    if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: there is no ledger of requests.' }));
+    const params = new URLSearchParams(location.search);
+    if (params.get('id')) return requestDetail(params.get('id'));
+    const query = new URLSearchParams();
+    for (const name of ['key', 'pool', 'lane', 'status', 'cursor']) if (params.get(name)) query.set(name, params.get(name));
+    query.set('limit', '50');
+    const page = await api(`requests?${query}`);
+    const filter = (name, label) => field(label, h('input', { name, value: params.get(name) || '', autocomplete: 'off' }));
+    const form = h('form', { class: 'card filters', method: 'get', action: '/ui/requests', 'aria-label': 'Filter requests' },
+      filter('key', 'Key id'), filter('pool', 'Pool'), filter('lane', 'Lane'), filter('status', 'Status'),
+      h('button', { type: 'submit', text: 'Filter' }));
+    const rows = page.data.map((r) => [
+      h('a', { href: `/ui/requests?id=${r.id}`, text: fmt.time(r.at_ms) }),
+      h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }),
+      r.key_id || '–', r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.ms(r.latency_ms), fmt.n(r.failovers),
+    ]);
+    const more = [];
+    if (page.next_cursor) {
+      const next = new URLSearchParams(params);
+      next.set('cursor', page.next_cursor);
+      more.push(h('a', { href: `/ui/requests?${next}`, text: 'Older requests →' }));
+    }
+    show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
+  }
+
+  async function requestDetail(id) {
+    const r = await api(`requests/${encodeURIComponent(id)}`);
+    const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
+    $('title').textContent = `Request ${r.request_id}`;
+    show(h('p', {}, h('a', { href: '/ui/requests', text: '← All requests' })),
+      h('dl', { class: 'detail' },
+        item('Request id', h('code', { text: r.request_id })),
+        item('Finished (UTC)', fmt.time(r.at_ms)),
+        item('Status', String(r.status)),
+        item('Key', r.key_id || '–'), item('Group', r.group || '–'),
+        item('Pool named', r.pool), item('Lane that answered', r.lane), item('Wire model', r.model),
+        item('Lanes tried before it (failovers)', String(r.failovers)),
+        item('Input tokens', fmt.n(r.input_tokens)), item('Output tokens', fmt.n(r.output_tokens)),
+        item('Cache reads / writes', `${fmt.n(r.cache_read_tokens)} / ${fmt.n(r.cache_write_tokens)}`),
+        item('Tokens estimated by the gateway', r.estimated ? 'yes (the caller left before usage came)' : 'no'),
+        item('Cost at today\'s rate card', fmt.usd(r.usd)),
+        item('Total time', fmt.ms(r.latency_ms)), item('Time to first byte', fmt.ms(r.ttfb_ms))),
+      h('p', { class: 'muted', text: 'Prompt and reply text are never kept in the ledger; turn on telemetry.request_log.include_text to send them to a request-log sink.' }));
+  }
+
+  async function configPage() {
+    const running = await api('config');
+    const candidate = h('textarea', { id: 'candidate', rows: 14, spellcheck: 'false', 'aria-label': 'Candidate config (YAML)' });
+    const result = h('div', { id: 'config-result', role: 'status' });
+    const problems = (list) => h('ul', { class: 'problems' }, list.map((p) => h('li', {}, h('code', { text: p.path || '(file)' }), `: ${p.message}`, p.fix ? h('span', { class: 'muted', text: ` — ${p.fix}` }) : null)));
+    const validate = button('Validate candidate', async () => {
+      try {
+        const answer = await api('config/validate', { method: 'POST', body: candidate.value, headers: { 'content-type': 'application/yaml' } });
+        result.replaceChildren(answer.valid ? h('p', { class: 'ok', text: 'The candidate is valid.' }) : h('p', { class: 'error', text: 'The candidate has problems:' }),
+          answer.valid ? '' : problems(answer.problems), answer.warnings.length ? problems(answer.warnings) : '');
+      } catch (err) { result.replaceChildren(h('p', { class: 'error', text: err.message })); }
+    });
+    const reload = button('Reload the config file', async () => {
+      try {
+        const answer = await api('config/reload', { method: 'POST' });
+        const o = answer.outcome;
+        result.replaceChildren(h('p', { class: 'ok', text: `Reloaded: ${o.pools} pools, ${o.lanes} lanes.${o.restart_required.length ? ` Needs a restart to change: ${o.restart_required.join(', ')}.` : ''}` }));
+      } catch (err) {
+        result.replaceChildren(h('p', { class: 'error', text: `Refused, the running config keeps serving: ${err.message}` }), err.body && err.body.error && err.body.error.problems ? problems(err.body.error.problems) : '');
+      }
+    });
+    show(h('section', { class: 'card' }, h('h2', { text: 'Check a change' }),
+      h('p', { class: 'muted', text: 'Paste a candidate file to check it as `switchyard check` would (nothing is applied). Reload reads the config file on disk again, as SIGHUP does.' }),
+      candidate, h('p', { class: 'actions' }, validate, reload), result),
+    h('section', {}, h('h2', { text: 'Running config (secrets redacted)' }), h('pre', { class: 'yaml', tabindex: '0', text: running.yaml })));
+  }
+
+  const PAGES = {
+    '': ['Overview', overview, true],
+    pools: ['Pools & lanes', poolsPage, true],
+    keys: ['Keys', keysPage, false],
+    groups: ['Groups', groupsPage, false],
+    spend: ['Spend', spendPage, false],
+    requests: ['Requests', requestsPage, false],
+    config: ['Config', configPage, false],
+  };
+
+  const pageName = () => location.pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');
+
+  async function render() {
+    const [title, draw] = PAGES[pageName()] || ['Not found', async () => show(h('p', { text: 'No such page.' }))];
+    if (!$('title').dataset.fixed) $('title').textContent = title;
+    try {
+      await draw();
+      if (!document.body.dataset.ready) performance.mark('switchyard-ready');
+      document.body.dataset.ready = 'true';
+    } catch (err) {
+      if (err.message !== 'signed out') say(`Could not load: ${err.message}`, 'error');
+    }
+  }
+
+  async function start() {
+    // The document carries who is signed in; without it, ask.
+    const meta = document.querySelector('meta[name="switchyard-session"]');
+    if (meta && meta.content) {
+      session = JSON.parse(meta.content);
+    } else {
+      const response = await fetch('/ui/session');
+      if (!response.ok) return location.assign('/ui/login');
+      session = await response.json();
+    }
+    $('who').textContent = `${session.name} (${session.scope === 'full' ? 'full access' : 'read-only'})`;
+    for (const link of document.querySelectorAll('nav a')) {
+      if (link.dataset.page === pageName()) link.setAttribute('aria-current', 'page');
+    }
+    $('logout').addEventListener('click', async () => {
+      await fetch('/ui/logout', { method: 'POST', headers: { 'x-csrf-token': session.csrf } });
+      location.assign('/ui/login?ended=1');
+    });
+    await render();
+    // Live pages redraw every 5 seconds while visible.
+    const live = (PAGES[pageName()] || [])[2];
+    if (live) {
+      refreshTimer = setInterval(() => { if (!document.hidden) render(); }, 5000);
+    }
+  }
+
+  document.addEventListener('DOMContentLoaded', start);
+  window.addEventListener('pagehide', () => clearInterval(refreshTimer));
+})();

@@ -1,0 +1,395 @@
+// The console, end to end, in a real browser: Debian's headless Chromium
+// driven by playwright-core, against the switchyard binary with offline
+// upstreams (the in-process vendor fake, and a lane whose port refuses).
+//
+//   SWITCHYARD_BIN=target/debug/switchyard node tests/console/console.test.mjs
+//
+// Scenario: sign in; a failing lane goes red with its breaker's reason and
+// is reset; a key is created, its secret shown once and used from the
+// official OpenAI SDK; its spend appears; it is revoked and the SDK's next
+// call is refused; a read-only token can change nothing. Every page loads
+// in under 300 ms with 10,000 ledger rows, passes axe-core, and is saved as
+// a screenshot under CONSOLE_ARTIFACTS (default target/console-artifacts).
+
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import OpenAI from 'openai';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '../..');
+const bin = process.env.SWITCHYARD_BIN || path.join(root, 'target/debug/switchyard');
+const artifacts = process.env.CONSOLE_ARTIFACTS || path.join(root, 'target/console-artifacts');
+const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
+const LEDGER_ROWS = Number(process.env.CONSOLE_LEDGER_ROWS || 10000);
+const PAGE_BUDGET_MS = 300;
+const FULL = 'ops-token-for-the-console-test-0001';
+const READ = 'viewer-token-for-the-console-test-01';
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'requests', 'config'];
+
+const freePort = () => new Promise((resolve, reject) => {
+  const server = createServer();
+  server.listen(0, '127.0.0.1', () => {
+    const { port } = server.address();
+    server.close(() => resolve(port));
+  });
+  server.on('error', reject);
+});
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, check, timeoutMs = 15000) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(100);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last})`);
+}
+
+function step(name) {
+  console.log(`-- ${name}`);
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-console-'));
+mkdirSync(artifacts, { recursive: true });
+const [dataPort, adminPort] = [await freePort(), await freePort()];
+const refusedPort = await freePort(); // nothing listens there: the broken lane's upstream
+const data = `http://127.0.0.1:${dataPort}`;
+const admin = `http://127.0.0.1:${adminPort}`;
+
+writeFileSync(path.join(dir, 'switchyard.yaml'), `
+listen: 127.0.0.1:${dataPort}
+admin_listen: 127.0.0.1:${adminPort}
+auth: { mode: keys }
+admin:
+  tokens:
+    - { name: ops, token: ${FULL}, scope: full }
+    - { name: viewer, token: ${READ}, scope: read }
+storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
+governance: { ledger_flush_interval: 200ms }
+providers:
+  mock-openai: { protocol: openai, base_url: "mock://" }
+  mock-anthropic: { protocol: anthropic, base_url: "mock://" }
+  refusing: { protocol: openai, base_url: "http://127.0.0.1:${refusedPort}" }
+models:
+  demo-openai: { provider: mock-openai, model: gpt-4o-mini }
+  demo-anthropic: { provider: mock-anthropic, model: claude-sonnet-4-5 }
+  broken-openai: { provider: refusing, model: gpt-4o-mini }
+rate_card:
+  demo-openai: { input_utok: 0.15, output_utok: 0.6 }
+  demo-anthropic: { input_utok: 3, output_utok: 15 }
+  broken-openai: { input_utok: 0.15, output_utok: 0.6 }
+pools:
+  demo: { members: [{ model: demo-openai, weight: 3 }, { model: demo-anthropic, weight: 1 }] }
+  flaky: { members: [{ model: broken-openai, weight: 9 }, { model: demo-openai, weight: 1 }] }
+groups:
+  acme: { budget: { usd: 100, window: 1mo } }
+  acme-research: { parent: acme, budget: { usd: 20, window: 1d } }
+`);
+
+const gateway = spawn(bin, ['--config', path.join(dir, 'switchyard.yaml')], {
+  stdio: ['ignore', 'pipe', 'pipe'],
+  env: { ...process.env, SWITCHYARD_LOG: 'warn' },
+});
+let gatewayLog = '';
+gateway.stdout.on('data', (d) => { gatewayLog += d; });
+gateway.stderr.on('data', (d) => { gatewayLog += d; });
+
+let browser;
+let failed = false;
+try {
+  await until('the admin listener', async () => (await fetch(`${admin}/healthz`)).ok);
+  const adminApi = async (method, route, body, token = FULL) => {
+    const response = await fetch(`${admin}/api/v1/admin/${route}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null };
+  };
+
+  step(`${LEDGER_ROWS} requests of traffic, so the ledger has its rows`);
+  const bulk = await adminApi('POST', 'keys', { name: 'bulk-traffic', group: 'acme-research' });
+  assert.equal(bulk.status, 201);
+  const chat = (key, model) => fetch(`${data}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: [{ role: 'user', content: 'hello from the console test' }], max_tokens: 16 }),
+  });
+  let sent = 0;
+  const worker = async () => {
+    while (sent < LEDGER_ROWS) {
+      sent += 1;
+      const response = await chat(bulk.body.key, 'demo');
+      assert.equal(response.status, 200, await response.text());
+    }
+  };
+  const started = Date.now();
+  await Promise.all(Array.from({ length: 16 }, worker));
+  console.log(`   ${LEDGER_ROWS} requests in ${Date.now() - started} ms`);
+  await until('every row in the ledger', async () => {
+    const stats = await (await fetch(`${admin}/stats`, { headers: { authorization: `Bearer ${FULL}` } })).json();
+    return stats.governance.ledger.rows_written >= LEDGER_ROWS;
+  }, 60000);
+
+  browser = await chromium.launch({
+    executablePath: chromiumPath,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  const axeSource = readFileSync(path.join(here, 'node_modules/axe-core/axe.min.js'), 'utf8');
+
+  const signIn = async (token) => {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+    const page = await context.newPage();
+    const errors = [];
+    page.on('console', (message) => { if (message.type() === 'error') errors.push(message.text()); });
+    page.on('pageerror', (err) => errors.push(String(err)));
+    page.on('dialog', (dialog) => dialog.accept());
+    await page.goto(`${admin}/ui/`);
+    assert.equal(new URL(page.url()).pathname, '/ui/login', 'an anonymous browser is sent to the login form');
+    await page.getByLabel('Admin token').fill(token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForSelector('body[data-ready="true"]');
+    return { context, page, errors };
+  };
+
+  // A page's load time: from the start of its navigation to the moment it
+  // has drawn its data (the mark the console sets), read in the page.
+  const open = async (page, name) => {
+    await page.goto(`${admin}/ui/${name}`);
+    await page.waitForSelector('body[data-ready="true"]');
+    return page.evaluate(() => performance.getEntriesByName('switchyard-ready')[0].startTime);
+  };
+
+  step('a wrong token is refused at the login form');
+  {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${admin}/ui/login`);
+    await page.getByLabel('Admin token').fill('not-a-token');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').waitFor();
+    assert.match(await page.getByRole('alert').textContent(), /not one of this gateway's admin tokens/);
+    await page.screenshot({ path: path.join(artifacts, 'login-refused.png') });
+    await context.close();
+  }
+
+  step('sign in with the full token: the session is an HttpOnly, SameSite=Strict cookie');
+  const ops = await signIn(FULL);
+  const cookies = await ops.context.cookies();
+  const session = cookies.find((c) => c.name === 'switchyard_session');
+  assert.ok(session && session.httpOnly && session.sameSite === 'Strict', JSON.stringify(cookies));
+  assert.ok(!session.value.includes(FULL), 'the cookie is a session id, not the admin token');
+  assert.equal(await ops.page.evaluate(() => document.cookie), '', 'script cannot read the session');
+  assert.equal(await ops.page.evaluate(() => localStorage.length + sessionStorage.length), 0);
+  const headers = (await ops.page.request.get(`${admin}/ui/`)).headers();
+  assert.match(headers['content-security-policy'], /script-src 'self'/);
+  assert.doesNotMatch(headers['content-security-policy'], /unsafe-inline|unsafe-eval/);
+  assert.match(headers['content-security-policy'], /frame-ancestors 'none'/);
+
+  step('a mutation without the anti-CSRF token is refused');
+  const noCsrf = await ops.page.evaluate(async () => (await fetch('/api/v1/admin/keys', {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ name: 'forged' }),
+  })).status);
+  assert.equal(noCsrf, 403);
+  ops.errors.length = 0; // the browser logged that refusal; any later error is real
+
+  step('the overview shows the traffic');
+  await ops.page.getByRole('heading', { name: 'Last hour' }).waitFor();
+  await until('the sampler to count the traffic', async () => {
+    await open(ops.page, '');
+    const counted = await ops.page.evaluate(() => {
+      const tile = [...document.querySelectorAll('section[aria-label="Last hour"] .tile')]
+        .find((t) => t.querySelector('dt').textContent === 'Requests');
+      return Number(tile.querySelector('dd').textContent.replace(/,/g, ''));
+    });
+    return counted >= LEDGER_ROWS;
+  }, 20000);
+  assert.match(await ops.page.locator('#content').textContent(), /Every lane is up/);
+
+  step('a failing lane goes red with its reason, and is reset');
+  for (let i = 0; i < 20; i += 1) {
+    const response = await chat(bulk.body.key, 'flaky');
+    assert.equal(response.status, 200, 'the pool fails over to its healthy lane');
+  }
+  await open(ops.page, 'pools');
+  const brokenRow = ops.page.getByRole('row').filter({ hasText: 'broken-openai' }).first();
+  await until('the broken lane to open', async () => {
+    await open(ops.page, 'pools');
+    return (await brokenRow.locator('.badge').textContent()) === 'open';
+  });
+  const reason = await brokenRow.textContent();
+  assert.match(reason, /refused|connect|transport|unreachable/i, `the breaker says why: ${reason}`);
+  const red = await brokenRow.locator('.badge').evaluate((el) => getComputedStyle(el).backgroundColor);
+  assert.equal(red, 'rgb(176, 0, 32)', 'an open breaker is red');
+  await ops.page.screenshot({ path: path.join(artifacts, 'pools-lane-down.png'), fullPage: true });
+  await open(ops.page, '');
+  assert.match(await ops.page.locator('section[aria-label="Lanes down"]').textContent(), /broken-openai/);
+  await ops.page.screenshot({ path: path.join(artifacts, 'overview-lane-down.png'), fullPage: true });
+  await open(ops.page, 'pools');
+  await ops.page.getByRole('button', { name: 'Reset breaker of broken-openai in flaky' }).click();
+  await until('the breaker to close', async () => (await brokenRow.locator('.badge').textContent()) === 'closed');
+  assert.match(await ops.page.locator('#status').textContent(), /reset/);
+
+  step('create a key: its secret is shown once, with a copy button');
+  await open(ops.page, 'keys');
+  await ops.page.getByLabel('Name').fill('console-e2e');
+  await ops.page.getByLabel('Group').selectOption('acme');
+  await ops.page.getByLabel('Budget USD').fill('5');
+  await ops.page.getByLabel('Requests per minute').fill('100');
+  await ops.page.getByRole('button', { name: 'Create key' }).click();
+  await ops.page.locator('#secret').waitFor();
+  const secret = await ops.page.locator('#secret').textContent();
+  assert.match(secret, /^sy-/);
+  await ops.page.getByRole('button', { name: 'Copy' }).click();
+  await until('the copy button to answer', async () => /Copied|Selected/.test(await ops.page.locator('#copy').textContent()));
+  await ops.page.screenshot({ path: path.join(artifacts, 'keys-created.png'), fullPage: true });
+  await open(ops.page, 'keys');
+  assert.equal(await ops.page.locator('#secret').count(), 0, 'the secret is not shown again');
+  const keyRow = ops.page.getByRole('row').filter({ hasText: 'console-e2e' });
+  const keyId = (await keyRow.locator('code').first().textContent()).trim();
+
+  step('use the key from the official OpenAI SDK');
+  const client = new OpenAI({ apiKey: secret, baseURL: `${data}/v1`, maxRetries: 0 });
+  for (let i = 0; i < 3; i += 1) {
+    const completion = await client.chat.completions.create({
+      model: 'demo', messages: [{ role: 'user', content: 'spend a little' }], max_tokens: 32,
+    });
+    assert.ok(completion.choices[0].message.content.length > 0);
+  }
+
+  step('its spend appears');
+  await until('the key on the spend page', async () => {
+    await open(ops.page, 'spend?by=key');
+    const row = ops.page.getByRole('row').filter({ hasText: keyId });
+    if (await row.count() === 0) return false;
+    const cells = await row.locator('td').allTextContents();
+    return cells[1] === '3' && /\$0\.0000\d\d|\$0\.\d+/.test(cells[5]);
+  });
+  const csv = await ops.page.evaluate(async () => {
+    const href = document.querySelector('a.download').getAttribute('href');
+    const response = await fetch(href);
+    return { type: response.headers.get('content-type'), text: await response.text() };
+  });
+  assert.match(csv.type, /text\/csv/);
+  assert.match(csv.text, new RegExp(`^key,requests,`));
+  assert.match(csv.text, new RegExp(`"${keyId}",3,`));
+  await ops.page.screenshot({ path: path.join(artifacts, 'spend.png'), fullPage: true });
+  await open(ops.page, 'keys');
+  const bars = keyRow.locator('meter');
+  assert.equal(await bars.count(), 2, 'a budget bar and a rate headroom bar');
+  const used = Number(await bars.first().getAttribute('value'));
+  assert.ok(used > 0 && used < 0.01, `the budget bar shows the spend: ${used}`);
+
+  step('revoke it: the SDK call after is refused');
+  await ops.page.getByRole('button', { name: 'Revoke console-e2e' }).click();
+  await until('the key to show revoked', async () => (await keyRow.locator('.badge').textContent()) === 'revoked');
+  await assert.rejects(
+    client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'again' }] }),
+    (err) => err instanceof OpenAI.AuthenticationError && err.status === 401,
+  );
+
+  step('requests: filters and one request\'s detail');
+  await open(ops.page, `requests?key=${keyId}`);
+  const rows = ops.page.locator('tbody tr');
+  assert.equal(await rows.count(), 3);
+  await rows.first().getByRole('link').click();
+  await ops.page.waitForSelector('body[data-ready="true"]');
+  await ops.page.locator('dl.detail').waitFor();
+  const detail = await ops.page.locator('dl.detail').textContent();
+  assert.match(detail, new RegExp(keyId));
+  assert.match(detail, /demo-openai|demo-anthropic/);
+  await ops.page.screenshot({ path: path.join(artifacts, 'request-detail.png'), fullPage: true });
+
+  step('config: the running file is redacted; a candidate is validated');
+  await open(ops.page, 'config');
+  const yaml = await ops.page.locator('pre.yaml').textContent();
+  assert.ok(!yaml.includes(FULL) && !yaml.includes(READ) && yaml.includes('<redacted>'));
+  await ops.page.getByLabel('Candidate config (YAML)').fill('pools:\n  p: { members: [{ model: nowhere }] }\n');
+  await ops.page.getByRole('button', { name: 'Validate candidate' }).click();
+  await ops.page.locator('#config-result .problems').waitFor();
+  assert.match(await ops.page.locator('#config-result').textContent(), /nowhere/);
+  await ops.page.getByRole('button', { name: 'Reload the config file' }).click();
+  await until('the reload outcome', async () => /Reloaded: 2 pools/.test(await ops.page.locator('#config-result').textContent()));
+
+  step(`every page loads in under ${PAGE_BUDGET_MS} ms with ${LEDGER_ROWS} ledger rows, passes axe-core, and is saved`);
+  const timings = {};
+  for (const name of PAGES) {
+    await open(ops.page, name); // warm: the first visit after a reload
+    const samples = [];
+    for (let i = 0; i < 5; i += 1) samples.push(await open(ops.page, name));
+    samples.sort((a, b) => a - b);
+    timings[name || 'overview'] = Math.round(samples[2]);
+    assert.ok(samples[4] < PAGE_BUDGET_MS, `/ui/${name} took ${samples.map(Math.round).join(', ')} ms`);
+    await ops.page.evaluate(axeSource);
+    const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+    const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+    assert.deepEqual(violations, [], `axe-core on /ui/${name}`);
+    await ops.page.screenshot({ path: path.join(artifacts, `page-${name || 'overview'}.png`), fullPage: true });
+  }
+  console.log(`   median load, navigation start to data drawn (ms): ${JSON.stringify(timings)}`);
+  writeFileSync(path.join(artifacts, 'page-load-ms.json'), `${JSON.stringify({ ledger_rows: LEDGER_ROWS, median_ms: timings }, null, 2)}\n`);
+  assert.deepEqual(ops.errors, [], 'no script errors on any page');
+
+  step('a read-only token sees everything and changes nothing');
+  for (let i = 0; i < 20; i += 1) await chat(bulk.body.key, 'flaky');
+  const viewer = await signIn(READ);
+  assert.match(await viewer.page.locator('#who').textContent(), /viewer \(read-only\)/);
+  await open(viewer.page, 'pools');
+  const reset = viewer.page.getByRole('button', { name: /Reset breaker of broken-openai/ });
+  await until('the broken lane to open again', async () => {
+    await open(viewer.page, 'pools');
+    return (await reset.count()) === 1;
+  });
+  assert.ok(await reset.isDisabled(), 'reset is disabled for a read-only token');
+  await open(viewer.page, 'keys');
+  assert.ok(await viewer.page.getByRole('button', { name: 'Create key' }).isDisabled());
+  assert.ok(await viewer.page.getByRole('button', { name: /Rotate bulk-traffic/ }).isDisabled());
+  const attempts = await viewer.page.evaluate(async () => {
+    const { csrf } = await (await fetch('/ui/session')).json();
+    const send = async (method, url, body) => (await fetch(url, {
+      method, headers: { 'x-csrf-token': csrf, 'content-type': 'application/json' }, body,
+    })).status;
+    return [
+      await send('POST', '/api/v1/admin/keys', JSON.stringify({ name: 'nope' })),
+      await send('POST', '/api/v1/admin/lanes/flaky/broken-openai/reset'),
+      await send('POST', '/api/v1/admin/config/reload'),
+    ];
+  });
+  assert.deepEqual(attempts, [403, 403, 403]);
+  await viewer.page.screenshot({ path: path.join(artifacts, 'read-only-keys.png'), fullPage: true });
+  const audit = await adminApi('GET', 'audit?limit=50');
+  assert.ok(audit.body.data.some((e) => e.actor === 'viewer' && e.outcome === 403), 'refused attempts are audited');
+
+  step('sign out ends the session');
+  await viewer.page.getByRole('button', { name: 'Sign out' }).click();
+  await viewer.page.waitForURL(/\/ui\/login/);
+  const after = await viewer.page.evaluate(async () => (await fetch('/api/v1/admin/keys')).status);
+  assert.equal(after, 401);
+  console.log(`console tests passed; screenshots in ${path.relative(root, artifacts) || artifacts}`);
+} catch (err) {
+  failed = true;
+  console.error(err);
+  console.error(`--- gateway log (last 3000 bytes)\n${gatewayLog.slice(-3000)}`);
+} finally {
+  if (browser) await browser.close();
+  gateway.kill('SIGTERM');
+  await sleep(300);
+  rmSync(dir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
