@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Every test Switchyard has: formatting, lints, the Rust test suites (with a
 # real PostgreSQL for the store and fleet tests), and the conformance suite
-# that drives the binary with the official vendor SDKs.
+# that drives the binary with the official vendor SDKs, and the console
+# driven in headless Chromium.
 # Works on a fresh machine: it installs what it needs (a Python virtualenv
-# with pinned SDKs) on first use.
+# with pinned SDKs, Debian's chromium, pinned npm packages) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,3 +31,6 @@ cargo test --workspace --locked
 
 echo "== SDK conformance"
 ./scripts/sdk-tests.sh
+
+echo "== console in a real browser"
+./scripts/console-tests.sh

@@ -105,10 +105,27 @@ storage:
   redis_url: redis://${REDIS_HOST}:6379
 "#;
         let out = redacted(text).unwrap_or_default();
-        for secret in ["literal-admin-token-123", "ops-secret-xyz", "sk-live-abc", "hdr-secret", "Bearer b", "aws-secret", "pg-password"] {
+        for secret in [
+            "literal-admin-token-123",
+            "ops-secret-xyz",
+            "sk-live-abc",
+            "hdr-secret",
+            "Bearer b",
+            "aws-secret",
+            "pg-password",
+        ] {
             assert!(!out.contains(secret), "{secret} leaked:\n{out}");
         }
-        for kept in ["${ADMIN_TOKEN}", "${ANTHROPIC_KEY}", "${REDIS_HOST}", "2023-06-01", "AKIAEXAMPLE", "name: ops", "scope: read", "postgres://sy:<redacted>@db:5432/sy"] {
+        for kept in [
+            "${ADMIN_TOKEN}",
+            "${ANTHROPIC_KEY}",
+            "${REDIS_HOST}",
+            "2023-06-01",
+            "AKIAEXAMPLE",
+            "name: ops",
+            "scope: read",
+            "postgres://sy:<redacted>@db:5432/sy",
+        ] {
             assert!(out.contains(kept), "{kept} missing:\n{out}");
         }
     }

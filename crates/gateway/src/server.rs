@@ -6,8 +6,8 @@
 //! protocol. `listener` owns sockets and connections.
 
 pub mod admin;
-pub mod console;
 mod conn_io;
+pub mod console;
 pub mod listener;
 pub mod tls;
 

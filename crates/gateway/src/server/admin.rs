@@ -28,9 +28,9 @@ use utoipa::{OpenApi, ToSchema};
 
 use crate::governance::{now_ms, Governance};
 use crate::sign_ins::{cookie_value, SignIn, COOKIE};
+use crate::state::Gateway;
 use crate::telemetry::history::{Point, Span};
 use crate::telemetry::sampler::now_minute;
-use crate::state::Gateway;
 
 /// The admin API's routes (merged into the admin listener's router).
 pub fn routes(gateway: Arc<Gateway>) -> Router {
@@ -1110,10 +1110,8 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
 /// A spend report as CSV (RFC 4180), one line per value.
 fn spend_csv(report: &SpendReport) -> String {
     use std::fmt::Write;
-    let mut out = format!(
-        "{},requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n",
-        report.by
-    );
+    let mut out =
+        format!("{},requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n", report.by);
     for line in &report.data {
         let value = line.value.as_deref().unwrap_or("");
         // A value is quoted, with quotes doubled, and a leading formula
@@ -1233,7 +1231,9 @@ async fn validate_config(State(admin): State<Admin>, body: axum::body::Bytes) ->
                     "problems": [{"path": "", "message": format!("valid but cannot be served: {err}"), "fix": "fix the file"}]}),
             }
         }
-        Err(err) => serde_json::json!({"valid": false, "problems": err.0.iter().map(issue).collect::<Vec<_>>(), "warnings": []}),
+        Err(err) => {
+            serde_json::json!({"valid": false, "problems": err.0.iter().map(issue).collect::<Vec<_>>(), "warnings": []})
+        }
     };
     Ok(Json(answer))
 }

@@ -131,7 +131,8 @@ async fn login_page(Query(query): Query<LoginQuery>) -> Response {
             ""
         };
         let role = if message.is_empty() { "" } else { " role=\"alert\"" };
-        let html = LOGIN_VERSIONED.replace("<p class=\"message\"></p>", &format!("<p class=\"message\"{role}>{message}</p>"));
+        let html =
+            LOGIN_VERSIONED.replace("<p class=\"message\"></p>", &format!("<p class=\"message\"{role}>{message}</p>"));
         html_response(html)
     }
 }
@@ -251,8 +252,9 @@ async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Resp
 /// Who is signed in, and the anti-CSRF token the page echoes.
 async fn session(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
     match signed_in(&gateway, &headers) {
-        None => (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": {"message": "not signed in"}})))
-            .into_response(),
+        None => {
+            (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": {"message": "not signed in"}}))).into_response()
+        }
         Some(sign_in) => Json(session_json(&gateway, &sign_in)).into_response(),
     }
 }
@@ -274,8 +276,13 @@ fn html_attribute(text: &str) -> String {
 
 async fn audit(gateway: &Gateway, actor: &str, action: &str, outcome: u16) {
     let Some(governance) = &gateway.governance else { return };
-    let entry =
-        AuditEntry { at_ms: now_ms() as i64, actor: actor.to_owned(), action: action.to_owned(), target: None, outcome };
+    let entry = AuditEntry {
+        at_ms: now_ms() as i64,
+        actor: actor.to_owned(),
+        action: action.to_owned(),
+        target: None,
+        outcome,
+    };
     if let Err(err) = governance.stores.audit.record(entry).await {
         tracing::warn!(error = %err, "audit entry could not be stored");
     }

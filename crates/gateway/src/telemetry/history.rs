@@ -278,7 +278,10 @@ fn histogram_slots(into: &mut [u64; SLOTS], histogram: &Histogram) {
 
 /// What `metrics` have counted so far, priced by `price` (per lane index),
 /// and the requests each (pool, lane) combination served.
-pub(crate) fn read(metrics: &Metrics, price: impl Fn(usize) -> Option<switchyard_governance::Price>) -> (Totals, Vec<u64>) {
+pub(crate) fn read(
+    metrics: &Metrics,
+    price: impl Fn(usize) -> Option<switchyard_governance::Price>,
+) -> (Totals, Vec<u64>) {
     let mut totals = Totals::default();
     let mut per_combo = vec![0u64; metrics.combos.len()];
     for (index, slot) in metrics.requests.iter().enumerate() {

@@ -41,13 +41,16 @@ pub fn spawn(gateway: &Arc<Gateway>) {
             let history = &gateway.telemetry.history;
             history.add(minute, &now.since(&before));
             before_combos.resize(combos.len(), 0);
-            let served = gateway.metrics.combos.iter().zip(combos.iter().zip(&before_combos)).filter_map(
-                |((pool, lane), (now, before))| (&**lane != "-").then(|| ((pool.clone(), lane.clone()), now.saturating_sub(*before))),
-            );
+            let served = gateway
+                .metrics
+                .combos
+                .iter()
+                .zip(combos.iter().zip(&before_combos))
+                .filter(|((_, lane), _)| &**lane != "-")
+                .map(|((pool, lane), (now, before))| ((pool.clone(), lane.clone()), now.saturating_sub(*before)));
             history.add_lanes(minute, served);
             before = now;
             before_combos = combos;
         }
     });
 }
-
