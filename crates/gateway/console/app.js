@@ -84,6 +84,8 @@
     n: (v) => (v === null || v === undefined ? '–' : number.format(v)),
     usd: (v) => (v === null || v === undefined ? '–' : `$${v < 1 && v > 0 ? v.toFixed(6) : v.toFixed(2)}`),
     ms: (v) => (v === null || v === undefined ? '–' : v < 10 ? `${v.toFixed(2)} ms` : `${Math.round(v)} ms`),
+    // Whole milliseconds, as the ledger keeps them.
+    wholeMs: (v) => (v === null || v === undefined ? '–' : v < 1 ? '< 1 ms' : `${number.format(v)} ms`),
     pct: (v) => (v === null || v === undefined ? '–' : `${(v * 100).toFixed(v < 0.1 && v > 0 ? 2 : 1)} %`),
     rps: (v) => (v === null || v === undefined ? '–' : v.toFixed(v < 10 ? 2 : 0)),
     time: (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19),
@@ -392,7 +394,7 @@
     const rows = page.data.map((r) => [
       h('a', { href: `/ui/requests?id=${r.id}`, text: fmt.time(r.at_ms) }),
       h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }),
-      r.key_id || '–', r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.ms(r.latency_ms), fmt.n(r.failovers),
+      r.key_id || '–', r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
     ]);
     const more = [];
     if (page.next_cursor) {
@@ -405,6 +407,7 @@
 
   async function requestDetail(id) {
     const r = await api(`requests/${encodeURIComponent(id)}`);
+    const text = r.text || null;
     const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
     $('title').textContent = `Request ${r.request_id}`;
     show(h('p', {}, h('a', { href: '/ui/requests', text: '← All requests' })),
@@ -419,8 +422,18 @@
         item('Cache reads / writes', `${fmt.n(r.cache_read_tokens)} / ${fmt.n(r.cache_write_tokens)}`),
         item('Tokens estimated by the gateway', r.estimated ? 'yes (the caller left before usage came)' : 'no'),
         item('Cost at today\'s rate card', fmt.usd(r.usd)),
-        item('Total time', fmt.ms(r.latency_ms)), item('Time to first byte', fmt.ms(r.ttfb_ms))),
-      h('p', { class: 'muted', text: 'Prompt and reply text are never kept in the ledger; turn on telemetry.request_log.include_text to send them to a request-log sink.' }));
+        item('Total time', fmt.wholeMs(r.latency_ms)), item('Time to first byte', fmt.wholeMs(r.ttfb_ms))),
+      h('h2', { text: 'Attempts' }),
+      r.attempts && r.attempts.length
+        ? table('Upstream attempts in order', ['#', 'Lane', 'Status', 'Outcome', 'Time'], r.attempts.map((a, i) => [
+          String(i + 1), a.lane, a.status === null || a.status === undefined ? 'no answer' : String(a.status),
+          a.failure ? h('span', { class: 'badge open', text: a.failure.replace('_', ' ') }) : h('span', { class: 'badge closed', text: 'answered' }),
+          fmt.wholeMs(a.ms)]))
+        : h('p', { text: `One attempt: ${r.lane} answered ${r.status}.` }),
+      text ? [h('h2', { text: 'Prompt and reply' }),
+        h('h3', { text: 'Request body' }), h('pre', { class: 'yaml', tabindex: '0', text: text.request || '(none kept)' }),
+        h('h3', { text: 'Reply body' }), h('pre', { class: 'yaml', tabindex: '0', text: text.response || '(none kept: a stream, or not yet)' })]
+        : h('p', { class: 'muted', text: 'Prompt and reply text are not kept for this request: they are kept in memory for the most recent requests only when telemetry.request_log.include_text is on.' }));
   }
 
   async function configPage() {

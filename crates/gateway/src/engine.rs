@@ -393,16 +393,18 @@ async fn attempt(
         let attempt = send(&gateway, lane, &call, candidate.wire_model, prepared, traceparent);
         let outcome = tokio::time::timeout_at(deadline, attempt).await;
         if let Some(record) = record.as_mut() {
-            record.waited(sent.elapsed());
+            let took = sent.elapsed();
+            record.waited(took);
             let failovers = hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1);
             record.serving(slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
+            let (status, failure) = match &outcome {
+                Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
+                Ok(Ok(upstream)) => (upstream.status.as_u16(), Some("upstream_error")),
+                Ok(Err(_)) => (0, Some("unreachable")),
+                Err(_) => (0, Some("deadline")),
+            };
+            record.attempted(candidate.lane_index, status, failure, took);
             if let Some(trace) = record.trace.as_mut() {
-                let (status, failure) = match &outcome {
-                    Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
-                    Ok(Ok(upstream)) => (upstream.status.as_u16(), Some("upstream_error")),
-                    Ok(Err(_)) => (0, Some("unreachable")),
-                    Err(_) => (0, Some("deadline")),
-                };
                 trace.end_attempt(status, failure);
             }
         }

@@ -44,6 +44,10 @@ pub struct Record {
     /// Estimated prompt tokens (billed when a caller leaves before usage).
     pub input_estimate: u64,
     failovers: u32,
+    /// The latest upstream attempt, and the ones before it (kept apart so
+    /// the usual single attempt allocates nothing).
+    last_attempt: Option<AttemptNote>,
+    earlier_attempts: Vec<AttemptNote>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -56,6 +60,15 @@ pub struct Record {
     request_body: Option<Bytes>,
     response_body: Option<Bytes>,
     done: bool,
+}
+
+/// One upstream attempt, as the record keeps it until the ledger row.
+#[derive(Debug, Clone, Copy)]
+struct AttemptNote {
+    lane: usize,
+    status: u16,
+    failure: Option<&'static str>,
+    ms: u64,
 }
 
 impl Record {
@@ -83,6 +96,8 @@ impl Record {
             admitted: false,
             input_estimate: 0,
             failovers: 0,
+            last_attempt: None,
+            earlier_attempts: Vec::new(),
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -139,6 +154,32 @@ impl Record {
     pub fn serving(&mut self, slot: Slot, lane: usize, wire_model: Arc<str>, failovers: u32) {
         self.served = Some((slot, lane, wire_model));
         self.failovers = failovers;
+    }
+
+    /// An upstream attempt on lane `lane` ended with `status` (0: no
+    /// answer) and, when the gateway moved on or gave up, `failure`.
+    pub fn attempted(&mut self, lane: usize, status: u16, failure: Option<&'static str>, took: Duration) {
+        let note = AttemptNote { lane, status, failure, ms: took.as_millis() as u64 };
+        if let Some(previous) = self.last_attempt.replace(note) {
+            self.earlier_attempts.push(previous);
+        }
+    }
+
+    /// Every attempt, for the ledger, when there was more than one.
+    fn attempts(&self) -> Vec<switchyard_store::Attempt> {
+        if self.earlier_attempts.is_empty() {
+            return Vec::new();
+        }
+        self.earlier_attempts
+            .iter()
+            .chain(&self.last_attempt)
+            .map(|note| switchyard_store::Attempt {
+                lane: self.gateway.lanes.get(note.lane).map(|l| l.name.to_string()).unwrap_or_default(),
+                status: (note.status != 0).then_some(note.status),
+                failure: note.failure.map(str::to_owned),
+                ms: note.ms,
+            })
+            .collect()
     }
 
     /// Time spent waiting for one upstream's answer.
@@ -274,6 +315,13 @@ impl Record {
                 },
             );
         }
+        if let Some(recent) = &telemetry.recent_text {
+            recent.keep(
+                self.request_id.to_str().unwrap_or(""),
+                self.request_body.as_ref(),
+                self.response_body.as_ref(),
+            );
+        }
         if let Some(sinks) = &telemetry.sinks {
             sinks.push(SinkRecord {
                 at_ms: now_ms(),
@@ -320,6 +368,7 @@ impl Record {
             ttfb_ms: self.ttfb.map(|t| t.as_millis() as u64),
             failovers: self.failovers,
             estimated: self.estimated,
+            attempts: self.attempts(),
         })
     }
 }

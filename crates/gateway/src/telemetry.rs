@@ -8,6 +8,7 @@ pub mod encode;
 pub mod history;
 pub mod metrics;
 pub mod otlp;
+pub mod recent_text;
 pub mod sampler;
 pub mod scrape;
 pub mod sink;
@@ -27,6 +28,8 @@ pub struct Telemetry {
     pub sinks: Option<sink::Sinks>,
     /// Per-minute aggregates for the console (fed by `sampler`).
     pub history: history::History,
+    /// The newest requests' text, only with `request_log.include_text`.
+    pub recent_text: Option<recent_text::RecentText>,
     include_text: bool,
 }
 
@@ -43,6 +46,7 @@ impl Telemetry {
             tracer: None,
             sinks: None,
             history: history::History::default(),
+            recent_text: config.telemetry.request_log.include_text.then(recent_text::RecentText::default),
             include_text: config.telemetry.request_log.include_text,
         }
     }
@@ -81,8 +85,9 @@ impl Telemetry {
         }
     }
 
-    /// True when the request log keeps prompt and reply text.
+    /// True when prompt and reply text are kept (for the request-log
+    /// sinks and the console's recent requests).
     pub fn keeps_text(&self) -> bool {
-        self.include_text && self.sinks.is_some()
+        self.include_text
     }
 }

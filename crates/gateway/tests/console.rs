@@ -23,7 +23,13 @@ const READER: &str = "reader-token-0123456789abcdef";
 fn console_config() -> String {
     let mut yaml = lanes_config("mock://");
     yaml.push_str("  solo: { members: [{ model: lane-openai }] }\n");
-    yaml.push_str("rate_card:\n  lane-openai: { input_utok: 1000, output_utok: 2000 }\n");
+    // A lane whose port refuses, first in its pool: every request fails over.
+    yaml.push_str("  shaky: { hooks: [cheapest], members: [{ model: lane-refusing }, { model: lane-openai }] }\n");
+    yaml = yaml.replace("models:\n", "models:\n  lane-refusing: { provider: refusing, model: wire-refusing }\n");
+    yaml = yaml
+        .replace("providers:\n", "providers:\n  refusing: { protocol: openai, base_url: \"http://127.0.0.1:1\" }\n");
+    yaml.push_str("rate_card:\n  lane-openai: { input_utok: 1000, output_utok: 2000 }\n  lane-refusing: { input_utok: 1, output_utok: 1 }\n");
+    yaml.push_str("telemetry: { request_log: { include_text: true } }\n");
     yaml.push_str("auth: { mode: keys }\ngovernance: { ledger_flush_interval: 20ms }\n");
     yaml.push_str(&format!(
         "admin: {{ tokens: [{{ name: ops, token: {ADMIN_TOKEN}, scope: full }}, {{ name: viewer, token: {READER}, scope: read }}] }}\n"
@@ -136,6 +142,19 @@ async fn the_login_form_opens_a_session_and_every_mutation_needs_its_csrf_token(
     assert_eq!(get_with(admin, "/ui/", &[("cookie", &cookie)]).await.status, 303);
 }
 
+/// The ledger page for `query`, once the writer stored a row.
+async fn ledger_page(addr: std::net::SocketAddr, query: &str) -> serde_json::Value {
+    for _ in 0..200 {
+        let reply = admin_call(addr, "GET", &format!("/api/v1/admin/requests?{query}"), Some(ADMIN_TOKEN), None).await;
+        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        if !page["data"].as_array().unwrap().is_empty() {
+            return page;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no ledger row for {query}");
+}
+
 #[tokio::test]
 async fn the_api_the_pages_draw_from() {
     let (addr, gateway) = governed(&console_config()).await;
@@ -183,9 +202,30 @@ async fn the_api_the_pages_draw_from() {
     // One request's row, by id.
     let page = read(format!("/api/v1/admin/requests?key={}&limit=5", key["id"].as_str().unwrap())).await;
     let first = &page["data"][0];
-    let detail = read(format!("/api/v1/admin/requests/{}", first["id"])).await;
+    let mut detail = read(format!("/api/v1/admin/requests/{}", first["id"])).await;
+    assert!(detail["text"]["request"].as_str().unwrap().contains("\"hi\""), "{detail}");
+    detail.as_object_mut().unwrap().remove("text");
     assert_eq!(&detail, first);
     assert_eq!(admin_call(addr, "GET", "/api/v1/admin/requests/987654", Some(READER), None).await.status, 404);
+
+    // A request that failed over keeps its attempts; its text is kept
+    // while include_text is on.
+    let body = chat_body(switchyard_protocol::ir::Protocol::OpenAi, "shaky", "tell the console", false);
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body).await;
+    assert_eq!(reply.status, 200);
+    let page = ledger_page(addr, "pool=shaky").await;
+    let detail = read(format!("/api/v1/admin/requests/{}", page["data"][0]["id"])).await;
+    let attempts = detail["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{detail}");
+    assert_eq!(
+        (attempts[0]["lane"].as_str(), attempts[0]["failure"].as_str()),
+        (Some("lane-refusing"), Some("unreachable"))
+    );
+    assert_eq!((attempts[1]["lane"].as_str(), attempts[1]["status"].as_u64()), (Some("lane-openai"), Some(200)));
+    assert!(attempts[1]["failure"].is_null());
+    assert!(detail["text"]["request"].as_str().unwrap().contains("tell the console"), "{detail}");
+    assert!(detail["text"]["response"].as_str().is_some());
+    assert!(first.get("attempts").is_none(), "a single attempt is the row itself");
 
     // Spend as CSV.
     let csv = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&format=csv", Some(READER), None).await;
@@ -194,7 +234,7 @@ async fn the_api_the_pages_draw_from() {
     assert!(csv.headers["content-disposition"].to_str().unwrap().starts_with("attachment"));
     let text = String::from_utf8_lossy(&csv.body).to_string();
     assert!(text.starts_with("key,requests,input_tokens,"), "{text}");
-    assert!(text.contains(&format!("\"{}\",5,", key["id"].as_str().unwrap())), "{text}");
+    assert!(text.contains(&format!("\"{}\",6,", key["id"].as_str().unwrap())), "{text}");
 
     // The running config, redacted.
     let config = read("/api/v1/admin/config".into()).await;

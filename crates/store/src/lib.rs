@@ -95,6 +95,39 @@ pub struct LedgerRow {
     /// True when the tokens are the gateway's estimate (the caller left
     /// before the upstream reported usage).
     pub estimated: bool,
+    /// Every upstream attempt, in order, when there was more than one (a
+    /// single attempt is the row's lane and status).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attempts: Vec<Attempt>,
+}
+
+/// One upstream attempt of a request that tried more than one lane.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// The lane tried.
+    pub lane: String,
+    /// The upstream's status (absent: no answer).
+    pub status: Option<u16>,
+    /// Why the gateway moved on: `upstream_error`, `unreachable` or
+    /// `deadline` (absent: this attempt answered).
+    pub failure: Option<String>,
+    /// How long it took (ms).
+    pub ms: u64,
+}
+
+/// The attempts column: JSON, or nothing for a single attempt.
+pub(crate) fn attempts_column(attempts: &[Attempt]) -> Option<String> {
+    if attempts.is_empty() {
+        None
+    } else {
+        serde_json::to_string(attempts).ok()
+    }
+}
+
+/// The attempts column read back (a corrupt one reads as none: it is detail,
+/// never money).
+pub(crate) fn attempts_of(column: Option<String>) -> Vec<Attempt> {
+    column.and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default()
 }
 
 /// A ledger row with its position.

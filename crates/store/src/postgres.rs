@@ -23,7 +23,10 @@ use crate::{
 };
 
 /// The schema, in order; `switchyard_schema.version` is the count applied.
-const MIGRATIONS: &[&str] = &[include_str!("../migrations/postgres/0001_init.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/postgres/0001_init.sql"),
+    include_str!("../migrations/postgres/0002_ledger_attempts.sql"),
+];
 
 /// Serialises migrations across instances (`pg_advisory_xact_lock`).
 const MIGRATION_LOCK: i64 = 0x5357_5943_4844;
@@ -381,12 +384,13 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
             ttfb_ms: col::<Option<i64>>(row, 15)?.map(count),
             failovers: u32::try_from(col::<i32>(row, 16)?).unwrap_or(0),
             estimated: col(row, 17)?,
+            attempts: crate::attempts_of(col(row, 18)?),
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated";
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts";
 
 impl Ledger for PostgresStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -397,7 +401,8 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+                     estimated, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                     $17, $18) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -406,6 +411,7 @@ impl Ledger for PostgresStore {
                 let status = i32::from(row.status);
                 let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
                 let ttfb = row.ttfb_ms.map(column);
+                let attempts = crate::attempts_column(&row.attempts);
                 tx.execute(
                     &insert,
                     &[
@@ -426,6 +432,7 @@ impl Ledger for PostgresStore {
                         &ttfb,
                         &failovers,
                         &row.estimated,
+                        &attempts,
                     ],
                 )
                 .await

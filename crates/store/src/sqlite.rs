@@ -15,8 +15,11 @@ use crate::{
 };
 
 /// The schema, in order; `user_version` is the count applied.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../migrations/sqlite/0001_init.sql"), include_str!("../migrations/sqlite/0002_ledger_entry.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../migrations/sqlite/0001_init.sql"),
+    include_str!("../migrations/sqlite/0002_ledger_entry.sql"),
+    include_str!("../migrations/sqlite/0003_ledger_attempts.sql"),
+];
 
 /// A store in one SQLite file.
 #[derive(Clone)]
@@ -256,12 +259,13 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             failovers: row.get(15)?,
             estimated: row.get(16)?,
             entry: row.get(17)?,
+            attempts: crate::attempts_of(row.get(18)?),
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry";
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -272,7 +276,8 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                         estimated, entry, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
+                         ?16, ?17, ?18)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -295,6 +300,7 @@ impl Ledger for SqliteStore {
                             row.failovers,
                             row.estimated,
                             row.entry,
+                            crate::attempts_column(&row.attempts),
                         ])
                         .map_err(unavailable)?;
                 }

@@ -10,8 +10,8 @@ use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
 
 use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
-    AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeyStore, LedgerRow, RowFilter, SpendBy, StoreError,
-    Stores, Tokens, TotalsQuery, Written,
+    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeyStore, LedgerRow, RowFilter, SpendBy,
+    StoreError, Stores, Tokens, TotalsQuery, Written,
 };
 
 fn key(n: u8) -> KeyRecord {
@@ -50,6 +50,7 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         ttfb_ms: Some(3),
         failovers: 0,
         estimated: false,
+        attempts: Vec::new(),
     }
 }
 
@@ -130,8 +131,15 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
 }
 
 async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
+    // A request that failed over keeps its attempts.
+    let mut failed_over = row(1_000, Some("k1"), Some("team"), "gpt", 100, 10);
+    failed_over.failovers = 1;
+    failed_over.attempts = vec![
+        Attempt { lane: "claude".into(), status: Some(503), failure: Some("upstream_error".into()), ms: 40 },
+        Attempt { lane: "gpt".into(), status: Some(200), failure: None, ms: 120 },
+    ];
     let rows = [
-        row(1_000, Some("k1"), Some("team"), "gpt", 100, 10),
+        failed_over,
         row(2_000, Some("k1"), Some("team"), "claude", 200, 20),
         row(3_000, Some("k2"), Some("other"), "gpt", 300, 30),
         row(4_000, None, None, "gpt", 400, 40),

@@ -533,6 +533,10 @@ pub struct RequestView {
     pub estimated: bool,
     /// USD at the current rate card.
     pub usd: f64,
+    /// Every upstream attempt in order, when there was more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub attempts: Vec<switchyard_store::Attempt>,
 }
 
 /// A page of requests.
@@ -1174,11 +1178,13 @@ fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRow) -> Reque
         ttfb_ms: row.ttfb_ms,
         failovers: row.failovers,
         estimated: row.estimated,
+        attempts: row.attempts,
     }
 }
 
-#[utoipa::path(get, path = "/api/v1/admin/requests/{id}", responses((status = 200, body = RequestView), (status = 404)))]
-async fn request_detail(State(admin): State<Admin>, Path(id): Path<i64>) -> ApiResult<Json<RequestView>> {
+#[utoipa::path(get, path = "/api/v1/admin/requests/{id}",
+    responses((status = 200, body = RequestView, description = "the row, with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`"), (status = 404)))]
+async fn request_detail(State(admin): State<Admin>, Path(id): Path<i64>) -> ApiResult<Json<serde_json::Value>> {
     let governance = governance(&admin)?;
     let rows = governance
         .stores
@@ -1189,7 +1195,14 @@ async fn request_detail(State(admin): State<Admin>, Path(id): Path<i64>) -> ApiR
         .into_iter()
         .find(|r| r.id == id)
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
-    Ok(Json(request_view(&admin.gateway, stored)))
+    let mut view = serde_json::to_value(request_view(&admin.gateway, stored)).unwrap_or_default();
+    // Its text, while the newest requests' text is kept (include_text).
+    if let (Some(recent), Some(id)) = (&admin.gateway.telemetry.recent_text, view["request_id"].as_str()) {
+        if let Some(text) = recent.find(id) {
+            view["text"] = serde_json::to_value(text).unwrap_or_default();
+        }
+    }
+    Ok(Json(view))
 }
 
 /// `GET /api/v1/admin/history` query.

@@ -1,0 +1,86 @@
+//! Prompt and reply text of the most recent requests, for the console's
+//! request detail. Kept only when the operator turned on
+//! `telemetry.request_log.include_text`, in memory only, bounded in count
+//! ([`KEPT`]) and in size per body ([`BODY_BYTES`]): it is never written to
+//! the ledger.
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use bytes::Bytes;
+
+/// Requests whose text is kept.
+pub const KEPT: usize = 256;
+/// Bytes kept of each body (the rest is cut off, marked as such).
+pub const BODY_BYTES: usize = 32 * 1024;
+
+/// One request's text.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Text {
+    /// The request body, as sent.
+    pub request: Option<String>,
+    /// A whole reply's body (streams keep none).
+    pub response: Option<String>,
+}
+
+/// The ring of recent texts.
+#[derive(Debug, Default)]
+pub struct RecentText {
+    ring: Mutex<VecDeque<(String, Option<Bytes>, Option<Bytes>)>>,
+}
+
+impl RecentText {
+    /// Keeps `request_id`'s bodies, forgetting the oldest past [`KEPT`].
+    pub fn keep(&self, request_id: &str, request: Option<&Bytes>, response: Option<&Bytes>) {
+        if request.is_none() && response.is_none() {
+            return;
+        }
+        let cut = |body: &Bytes| body.slice(..body.len().min(BODY_BYTES));
+        let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        if ring.len() == KEPT {
+            ring.pop_front();
+        }
+        ring.push_back((request_id.to_owned(), request.map(cut), response.map(cut)));
+    }
+
+    /// The text kept for `request_id`.
+    pub fn find(&self, request_id: &str) -> Option<Text> {
+        let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
+        let (_, request, response) = ring.iter().rev().find(|(id, _, _)| id == request_id)?;
+        let text = |body: &Option<Bytes>| {
+            body.as_ref().map(|b| {
+                let mut text = String::from_utf8_lossy(b).into_owned();
+                if b.len() == BODY_BYTES {
+                    text.push_str("\n… (cut at 32 KiB)");
+                }
+                text
+            })
+        };
+        Some(Text { request: text(request), response: text(response) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ring_keeps_the_newest_and_cuts_long_bodies() {
+        let recent = RecentText::default();
+        for i in 0..KEPT + 1 {
+            recent.keep(&format!("r{i}"), Some(&Bytes::from(format!("prompt {i}"))), None);
+        }
+        assert!(recent.find("r0").is_none());
+        assert_eq!(
+            recent.find(&format!("r{KEPT}")).and_then(|t| t.request).as_deref(),
+            Some(format!("prompt {KEPT}").as_str())
+        );
+        let long = Bytes::from(vec![b'a'; BODY_BYTES * 2]);
+        recent.keep("long", Some(&long), Some(&Bytes::from_static(b"reply")));
+        let text = recent.find("long").unwrap_or_else(|| Text { request: None, response: None });
+        assert!(text.request.is_some_and(|t| t.len() < BODY_BYTES + 40 && t.ends_with("(cut at 32 KiB)")));
+        assert_eq!(text.response.as_deref(), Some("reply"));
+        recent.keep("nothing", None, None);
+        assert!(recent.find("nothing").is_none());
+    }
+}
