@@ -23,10 +23,13 @@ pub struct Text {
     pub response: Option<String>,
 }
 
+/// A request id with its request and reply bodies.
+type Kept = (String, Option<Bytes>, Option<Bytes>);
+
 /// The ring of recent texts.
 #[derive(Debug, Default)]
 pub struct RecentText {
-    ring: Mutex<VecDeque<(String, Option<Bytes>, Option<Bytes>)>>,
+    ring: Mutex<VecDeque<Kept>>,
 }
 
 impl RecentText {
@@ -77,7 +80,7 @@ mod tests {
         );
         let long = Bytes::from(vec![b'a'; BODY_BYTES * 2]);
         recent.keep("long", Some(&long), Some(&Bytes::from_static(b"reply")));
-        let text = recent.find("long").unwrap_or_else(|| Text { request: None, response: None });
+        let text = recent.find("long").unwrap_or(Text { request: None, response: None });
         assert!(text.request.is_some_and(|t| t.len() < BODY_BYTES + 40 && t.ends_with("(cut at 32 KiB)")));
         assert_eq!(text.response.as_deref(), Some("reply"));
         recent.keep("nothing", None, None);
