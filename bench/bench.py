@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -156,6 +157,8 @@ CASES = [
     ("7-access-line-passthrough", "7. case 1 + the access line (the default)", "openai", OPENAI_MODEL, "chat-openai"),
     ("7-traced-passthrough", "7. case 1 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "chat-openai"),
     ("7-traced-stream64", "7. case 5/1 stream 64 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "stream64-openai"),
+    # The console: case 6 while an operator watches (every page's API calls, each second).
+    ("8-console-watched-governed", "8. case 6 governed, the console polled every second", "openai", OPENAI_MODEL, "chat-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -171,7 +174,39 @@ VARIANTS = {
     "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),
     "7-traced-passthrough": dict(of="1-passthrough", extra="traced", goal="≤ 1.15"),
     "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
+    "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
 }
+
+# What the console asks for while a page is open (the overview redraws every
+# 5 s; the watcher asks for every page's data every second, a heavier load).
+CONSOLE_POLLS = (
+    "/api/v1/admin/history?window=1h", "/api/v1/admin/history?window=1d", "/api/v1/admin/lanes",
+    "/api/v1/admin/keys?limit=1000", "/api/v1/admin/groups", "/api/v1/admin/spend?by=key",
+    "/api/v1/admin/requests?limit=50",
+)
+
+
+class ConsoleWatcher(threading.Thread):
+    """Polls the admin API the way an open console does, once a second."""
+
+    def __init__(self, admin_port):
+        super().__init__(daemon=True)
+        self.admin_port, self.polls, self.stopping = admin_port, 0, threading.Event()
+
+    def run(self):
+        while not self.stopping.is_set():
+            for path in CONSOLE_POLLS:
+                req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.admin_port, path),
+                                             headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN})
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    r.read()
+                self.polls += 1
+            self.stopping.wait(1.0)
+
+    def stop(self):
+        self.stopping.set()
+        self.join(timeout=30)
+        return self.polls
 # Metrics' own cost: the base case (metrics on) against the case without.
 METRICS_ON_OFF = ("1-passthrough", "7-quiet-passthrough")
 
@@ -815,7 +850,13 @@ def run(opts):
                 if governed:
                     headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai")
                 chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
+                watcher = None
+                if not before and VARIANTS.get(cid, {}).get("watch"):
+                    watcher = ConsoleWatcher(gw_admin)
+                    watcher.start()
                 g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,), headers=headers)
+                if watcher:
+                    g["console_polls"] = watcher.stop()
                 g["idle_rss_kib"] = idle_rss
                 g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
                 if b["stream"]:

@@ -217,8 +217,9 @@
 
   async function poolsPage() {
     const pools = await api('lanes');
-    const shown = pools.filter((p) => !p.implicit);
-    const sections = (shown.length ? shown : pools).map((pool) => h('section', { class: 'pool' },
+    const configured = pools.filter((p) => !p.implicit);
+    const direct = pools.filter((p) => p.implicit);
+    const section = (pool) => h('section', { class: 'pool' },
       h('h2', {}, pool.pool, h('span', { class: 'muted', text: ` · ${pool.strategy}` })),
       table(`Lanes of ${pool.pool}`, ['Lane', 'Provider', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Trips', 'In flight', 'Latency', 'Actions'],
         pool.lanes.map((lane) => [
@@ -241,8 +242,15 @@
               say(`Could not reset: ${err.message}`, 'error');
             }
           }, { 'aria-label': `Reset breaker of ${lane.lane} in ${pool.pool}` }),
-        ]))));
-    show(...sections);
+        ])));
+    const parts = configured.map(section);
+    // A model named directly is a pool of one lane of its own.
+    if (direct.length) {
+      const down = direct.some((p) => p.lanes.some((l) => l.breaker !== 'closed'));
+      parts.push(h('details', { class: 'direct', open: down || !configured.length },
+        h('summary', { text: `Models named directly (${direct.length})` }), direct.map(section)));
+    }
+    show(...parts);
   }
 
   function field(label, input) {

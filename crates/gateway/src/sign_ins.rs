@@ -53,7 +53,7 @@ impl SignIns {
     /// Opens a session for `sign_in` with `id` (random, from the caller):
     /// the cookie value to hand the browser.
     pub fn open(&self, id: &[u8; 32], sign_in: SignIn, now: Instant) -> String {
-        let cookie: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let cookie = hex(id);
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         table.retain(|_, e| live(e, now));
         if table.len() >= MAX_SESSIONS {
@@ -96,6 +96,18 @@ impl SignIns {
 
 fn live(entry: &Entry, now: Instant) -> bool {
     now.saturating_duration_since(entry.used) < IDLE && now.saturating_duration_since(entry.opened) < LIFETIME
+}
+
+/// `N` bytes from the OS random source (`None`: it failed).
+pub fn random<const N: usize>() -> Option<[u8; N]> {
+    let mut bytes = [0u8; N];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The value of cookie `name` in a `Cookie` header.

@@ -158,20 +158,20 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         }
     };
     if mutation {
-        if let Some(governance) = &gateway.governance {
-            let entry = AuditEntry {
-                at_ms: now_ms() as i64,
-                actor: actor.as_ref().map_or_else(|| "unauthenticated".to_owned(), |a| a.name.to_string()),
-                action,
-                target: response.extensions().get::<AuditTarget>().map(|t| t.0.clone()),
-                outcome: response.status().as_u16(),
-            };
-            if let Err(err) = governance.stores.audit.record(entry).await {
-                tracing::warn!(error = %err, "audit entry could not be stored");
-            }
-        }
+        let actor = actor.as_ref().map_or("unauthenticated", |a| &a.name);
+        let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
+        audit_entry(&gateway, actor, action, target, response.status().as_u16()).await;
     }
     response
+}
+
+/// Records an admin mutation attempt (when governance keeps an audit log).
+pub(crate) async fn audit_entry(gateway: &Gateway, actor: &str, action: String, target: Option<String>, outcome: u16) {
+    let Some(governance) = &gateway.governance else { return };
+    let entry = AuditEntry { at_ms: now_ms() as i64, actor: actor.to_owned(), action, target, outcome };
+    if let Err(err) = governance.stores.audit.record(entry).await {
+        tracing::warn!(error = %err, "audit entry could not be stored");
+    }
 }
 
 /// The console session a request's cookie names, with the scope its admin
@@ -197,7 +197,7 @@ pub fn signed_in(gateway: &Gateway, headers: &HeaderMap) -> Option<SignIn> {
 /// A console mutation echoes the session's anti-CSRF token in a header a
 /// cross-site form cannot set, and (where the browser says) comes from the
 /// console's own origin.
-fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
+pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
     let echoed = headers.get("x-csrf-token").and_then(|v| v.to_str().ok()).is_some_and(|v| secrets_match(v, expected));
     let same_origin =
         headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()).is_none_or(|site| site == "same-origin");
@@ -605,10 +605,8 @@ fn parse_time_text(text: &str, path: &str) -> ApiResult<i64> {
 }
 
 fn random<const N: usize>() -> ApiResult<[u8; N]> {
-    let mut bytes = [0u8; N];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-        .map_err(|_| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "the OS random source failed".into()))?;
-    Ok(bytes)
+    crate::sign_ins::random()
+        .ok_or_else(|| ApiError(StatusCode::INTERNAL_SERVER_ERROR, "the OS random source failed".into()))
 }
 
 fn usage_view(governance: &Governance, id: &BucketId) -> Option<UsageView> {

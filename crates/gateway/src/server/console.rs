@@ -24,11 +24,9 @@ use axum::{Form, Json, Router};
 use serde::Deserialize;
 use switchyard_governance::key::secrets_match;
 use switchyard_governance::KeyHash;
-use switchyard_store::AuditEntry;
 
-use super::admin::signed_in;
-use crate::governance::now_ms;
-use crate::sign_ins::{cookie_value, SignIn, COOKIE, LIFETIME};
+use super::admin::{audit_entry, csrf_ok, signed_in};
+use crate::sign_ins::{cookie_value, hex, random, SignIn, COOKIE, LIFETIME};
 use crate::state::Gateway;
 
 /// What a console page may load: its own script, style and images, and
@@ -120,21 +118,21 @@ async fn page(State(gateway): State<Arc<Gateway>>, Path(page): Path<String>, hea
     document(&gateway, &headers, &page)
 }
 
-/// The login form, with why it is shown again.
-async fn login_page(Query(query): Query<LoginQuery>) -> Response {
-    {
-        let message = if query.failed.is_some() {
-            "That token is not one of this gateway's admin tokens."
-        } else if query.ended.is_some() {
-            "You are signed out."
-        } else {
-            ""
-        };
-        let role = if message.is_empty() { "" } else { " role=\"alert\"" };
-        let html =
-            LOGIN_VERSIONED.replace("<p class=\"message\"></p>", &format!("<p class=\"message\"{role}>{message}</p>"));
-        html_response(html)
-    }
+/// The login form, with why it is shown again (or why nobody can sign in).
+async fn login_page(State(gateway): State<Arc<Gateway>>, Query(query): Query<LoginQuery>) -> Response {
+    let message = if gateway.config.admin.tokens.is_empty() {
+        "This gateway has no admin tokens, so nobody can sign in: add one under admin.tokens in the config and reload."
+    } else if query.failed.is_some() {
+        "That token is not one of this gateway's admin tokens."
+    } else if query.ended.is_some() {
+        "You are signed out."
+    } else {
+        ""
+    };
+    let role = if message.is_empty() { "" } else { " role=\"alert\"" };
+    let html =
+        LOGIN_VERSIONED.replace("<p class=\"message\"></p>", &format!("<p class=\"message\"{role}>{message}</p>"));
+    html_response(html)
 }
 
 /// The console document for `page`, or the login form for a browser that
@@ -210,12 +208,12 @@ async fn login(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Form(for
         }
     }
     let Some(token) = matched else {
-        audit(&gateway, "unauthenticated", "POST /ui/login", 401).await;
+        audit_entry(&gateway, "unauthenticated", "POST /ui/login".into(), None, 401).await;
         // A wrong guess costs the guesser time.
         tokio::time::sleep(Duration::from_millis(250)).await;
         return Redirect::to("/ui/login?failed=1").into_response();
     };
-    let (Ok(id), Ok(csrf)) = (random::<32>(), random::<32>()) else {
+    let (Some(id), Some(csrf)) = (random::<32>(), random::<32>()) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "the OS random source failed").into_response();
     };
     let sign_in = SignIn {
@@ -225,7 +223,7 @@ async fn login(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Form(for
         csrf: Arc::from(hex(&csrf)),
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
-    audit(&gateway, &token.name, "POST /ui/login", 303).await;
+    audit_entry(&gateway, &token.name, "POST /ui/login".into(), None, 303).await;
     let secure = if gateway.config.admin.tls.is_some() { "; Secure" } else { "" };
     let set_cookie =
         format!("{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", LIFETIME.as_secs());
@@ -236,8 +234,7 @@ async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Resp
     let Some(sign_in) = signed_in(&gateway, &headers) else {
         return (StatusCode::UNAUTHORIZED, "not signed in").into_response();
     };
-    let echoed = headers.get("x-csrf-token").and_then(|v| v.to_str().ok());
-    if !echoed.is_some_and(|v| secrets_match(v, &sign_in.csrf)) {
+    if !csrf_ok(&headers, &sign_in.csrf) {
         return (StatusCode::FORBIDDEN, "the anti-CSRF token is missing or wrong").into_response();
     }
     if let Some(cookie) =
@@ -272,30 +269,6 @@ fn session_json(gateway: &Gateway, sign_in: &SignIn) -> serde_json::Value {
 /// `text` escaped for a double-quoted HTML attribute.
 fn html_attribute(text: &str) -> String {
     text.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
-}
-
-async fn audit(gateway: &Gateway, actor: &str, action: &str, outcome: u16) {
-    let Some(governance) = &gateway.governance else { return };
-    let entry = AuditEntry {
-        at_ms: now_ms() as i64,
-        actor: actor.to_owned(),
-        action: action.to_owned(),
-        target: None,
-        outcome,
-    };
-    if let Err(err) = governance.stores.audit.record(entry).await {
-        tracing::warn!(error = %err, "audit entry could not be stored");
-    }
-}
-
-fn random<const N: usize>() -> Result<[u8; N], ring::error::Unspecified> {
-    let mut bytes = [0u8; N];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)?;
-    Ok(bytes)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
