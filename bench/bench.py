@@ -193,14 +193,32 @@ class ConsoleWatcher(threading.Thread):
         super().__init__(daemon=True)
         self.admin_port, self.polls, self.stopping = admin_port, 0, threading.Event()
 
+    def cycle(self):
+        """One refresh of every page's data."""
+        for path in CONSOLE_POLLS:
+            req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.admin_port, path),
+                                         headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN})
+            with urllib.request.urlopen(req, timeout=30) as r:
+                r.read()
+        self.polls += 1
+
+    def cost(self, pid, cycles=20):
+        """The gateway's CPU ms per refresh, measured with no traffic, and
+        the ledger rows the refresh read."""
+        cpu0 = cpu_seconds(pid)
+        for _ in range(cycles):
+            self.cycle()
+        cpu_ms = (cpu_seconds(pid) - cpu0) / cycles * 1e3
+        req = urllib.request.Request("http://127.0.0.1:%d/stats" % self.admin_port,
+                                     headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            rows = json.loads(r.read())["governance"]["ledger"]["rows_written"]
+        self.polls = 0
+        return {"cpu_ms_per_refresh": cpu_ms, "ledger_rows": rows}
+
     def run(self):
         while not self.stopping.is_set():
-            for path in CONSOLE_POLLS:
-                req = urllib.request.Request("http://127.0.0.1:%d%s" % (self.admin_port, path),
-                                             headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN})
-                with urllib.request.urlopen(req, timeout=30) as r:
-                    r.read()
-                self.polls += 1
+            self.cycle()
             self.stopping.wait(1.0)
 
     def stop(self):
@@ -850,13 +868,17 @@ def run(opts):
                 if governed:
                     headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai")
                 chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
-                watcher = None
+                watcher, refresh = None, None
                 if not before and VARIANTS.get(cid, {}).get("watch"):
+                    # Fill the ledger first, so the refresh reads a busy one.
+                    wrk.run(gw_port, gpath, gbody, 64, opts.c64_secs, cid + " ledger fill", headers=headers)
+                    time.sleep(1.5)
                     watcher = ConsoleWatcher(gw_admin)
+                    refresh = watcher.cost(gw.pid)
                     watcher.start()
                 g = measure(wrk, gw_port, gpath, gbody, gw.pid, opts, cid, extra_pids=(mock.pid,), headers=headers)
                 if watcher:
-                    g["console_polls"] = watcher.stop()
+                    g["console"] = dict(refresh, refreshes_during_runs=watcher.stop())
                 g["idle_rss_kib"] = idle_rss
                 g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
                 if b["stream"]:
@@ -1234,6 +1256,20 @@ def render(results):
                 c["title"], f(bf["c64"]["cpu_us_per_req"], 1), f(g["c64"]["cpu_us_per_req"], 1), x_(r.get("cpu_vs_before")),
                 x_(r.get("cpu_c1_vs_before")), f(bf["c1"]["p99_us"]), f(g["c1"]["p99_us"]),
                 f(bf.get("ttfb", {}).get("first_frame_us", {}).get("p50")), f(g.get("ttfb", {}).get("first_frame_us", {}).get("p50"))))
+        L.append("")
+
+    watched = [c for c in results["cases"] if c["gateway"].get("console")]
+    if watched:
+        L.append("## The console\n")
+        L.append("What an open console costs the gateway: one refresh asks for every page's data (%s), measured "
+                 "with no traffic over a ledger filled by the case's own load; during the case's runs it refreshes "
+                 "every second (the overview itself redraws every 5 s).\n" % ", ".join("`%s`" % p for p in CONSOLE_POLLS))
+        L.append("| case | ledger rows | CPU ms per refresh | share of a core at one refresh/s | refreshes during the runs |")
+        L.append("|---|---:|---:|---:|---:|")
+        for c in watched:
+            w = c["gateway"]["console"]
+            L.append("| %s | %s | %s | %s | %s |" % (c["title"], f(w["ledger_rows"]), f(w["cpu_ms_per_refresh"], 2),
+                                                 f(w["cpu_ms_per_refresh"] / 10, 2, " %"), f(w["refreshes_during_runs"])))
         L.append("")
 
     if results.get("goals"):

@@ -370,7 +370,9 @@
     const now = Date.now() / 1000;
     const from = params.get('from') || isoDate(now - 29 * 86400);
     const to = params.get('to') || isoDate(now);
-    const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${to}T23:59:59Z` });
+    // Whole days (UTC), the last one included: whole hours read from the ledger's hourly rollup.
+    const end = isoDate(Date.parse(`${to}T00:00:00Z`) / 1000 + 86400);
+    const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
     const report = await api(`spend?${query}`);
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
       field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane'].map((b) => h('option', { value: b, text: b, selected: b === by })))),

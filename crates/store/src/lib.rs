@@ -16,6 +16,7 @@ pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -113,6 +114,76 @@ pub struct Attempt {
     pub failure: Option<String>,
     /// How long it took (ms).
     pub ms: u64,
+}
+
+/// One hour in milliseconds: the grain of the spend rollup.
+pub const HOUR_MS: i64 = 3_600_000;
+
+/// How a spend question over `[from_ms, to_ms)` is answered: the whole
+/// hours inside it from the hourly rollup (`hours`, as hour numbers,
+/// end exclusive), and the ragged edges from the ledger's rows (`rows`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SpendPlan {
+    pub hours: Option<(i64, i64)>,
+    pub rows: Vec<(i64, i64)>,
+}
+
+pub(crate) fn spend_plan(from_ms: i64, to_ms: i64) -> SpendPlan {
+    let first = from_ms.div_euclid(HOUR_MS) + i64::from(from_ms.rem_euclid(HOUR_MS) != 0);
+    let end = to_ms.div_euclid(HOUR_MS);
+    if from_ms >= to_ms || first >= end {
+        return SpendPlan { hours: None, rows: vec![(from_ms, to_ms)] };
+    }
+    let rows = [(from_ms, first * HOUR_MS), (end * HOUR_MS, to_ms)].into_iter().filter(|(a, b)| a < b).collect();
+    SpendPlan { hours: Some((first, end)), rows }
+}
+
+/// The rollup's key of a ledger row: hour, key, group ('' for none), lane,
+/// model (borrowed from the rows: a batch is summed without copying).
+pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str);
+
+/// Sums `rows` by rollup key (requests, then the four token kinds).
+pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> HashMap<HourKey<'a>, [i64; 5]> {
+    let mut sums: HashMap<HourKey<'a>, [i64; 5]> = HashMap::new();
+    for row in rows {
+        let key = (
+            row.at_ms.div_euclid(HOUR_MS),
+            row.key_id.as_deref().unwrap_or_default(),
+            row.group.as_deref().unwrap_or_default(),
+            row.lane.as_str(),
+            row.model.as_str(),
+        );
+        let sum = sums.entry(key).or_default();
+        let t = &row.tokens;
+        for (slot, n) in sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write]) {
+            *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+    sums
+}
+
+/// Adds up totals that answer parts of one question (the same value and
+/// lane in two parts become one line), ordered by value, then lane.
+pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total> {
+    let mut merged: HashMap<(Option<String>, String), Total> = HashMap::new();
+    for total in parts {
+        match merged.entry((total.value.clone(), total.lane.clone())) {
+            std::collections::hash_map::Entry::Occupied(mut entry) => {
+                let line = entry.get_mut();
+                line.requests += total.requests;
+                line.tokens.input += total.tokens.input;
+                line.tokens.output += total.tokens.output;
+                line.tokens.cache_read += total.tokens.cache_read;
+                line.tokens.cache_write += total.tokens.cache_write;
+            }
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(total);
+            }
+        }
+    }
+    let mut out: Vec<Total> = merged.into_values().collect();
+    out.sort_by(|a, b| a.value.cmp(&b.value).then_with(|| a.lane.cmp(&b.lane)));
+    out
 }
 
 /// The attempts column: JSON, or nothing for a single attempt.
@@ -364,4 +435,37 @@ pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<String, StoreError> {
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|err| StoreError::Unavailable(format!("corrupt record: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spend_question_reads_whole_hours_from_the_rollup_and_edges_from_rows() {
+        let h = HOUR_MS;
+        // Inside one hour: rows only.
+        assert_eq!(spend_plan(10, 20), SpendPlan { hours: None, rows: vec![(10, 20)] });
+        assert_eq!(spend_plan(h / 2, h + h / 2), SpendPlan { hours: None, rows: vec![(h / 2, h + h / 2)] });
+        // Aligned: the rollup alone.
+        assert_eq!(spend_plan(0, 3 * h), SpendPlan { hours: Some((0, 3)), rows: vec![] });
+        // Ragged on both sides.
+        assert_eq!(
+            spend_plan(h / 2, 3 * h + 5),
+            SpendPlan { hours: Some((1, 3)), rows: vec![(h / 2, h), (3 * h, 3 * h + 5)] }
+        );
+        assert_eq!(spend_plan(5, 5), SpendPlan { hours: None, rows: vec![(5, 5)] });
+    }
+
+    #[test]
+    fn parts_of_an_answer_merge_by_value_and_lane() {
+        let total = |value: Option<&str>, lane: &str, n: u64| Total {
+            value: value.map(str::to_owned),
+            lane: lane.into(),
+            requests: n,
+            tokens: Tokens { input: n, output: 2 * n, cache_read: 0, cache_write: 0 },
+        };
+        let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
+        assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);
+    }
 }

@@ -26,6 +26,7 @@ use crate::{
 const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0001_init.sql"),
     include_str!("../migrations/postgres/0002_ledger_attempts.sql"),
+    include_str!("../migrations/postgres/0003_spend_hourly.sql"),
 ];
 
 /// Serialises migrations across instances (`pg_advisory_xact_lock`).
@@ -361,6 +362,21 @@ fn count(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
+/// A spend line: value, lane, requests and the four token sums.
+fn total_of(row: &tokio_postgres::Row) -> Result<Total, StoreError> {
+    Ok(Total {
+        value: col(row, 0)?,
+        lane: col(row, 1)?,
+        requests: count(col(row, 2)?),
+        tokens: Tokens {
+            input: count(col(row, 3)?),
+            output: count(col(row, 4)?),
+            cache_read: count(col(row, 5)?),
+            cache_write: count(col(row, 6)?),
+        },
+    })
+}
+
 fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
     Ok(StoredRow {
         id: col(row, 0)?,
@@ -407,36 +423,61 @@ impl Ledger for PostgresStore {
                 )
                 .await
                 .map_err(unavailable)?;
+            // Rows a retried batch already stored are skipped, and so is
+            // their share of the hourly rollup.
+            let mut stored = Vec::with_capacity(rows.len());
             for row in &rows {
                 let status = i32::from(row.status);
                 let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
                 let ttfb = row.ttfb_ms.map(column);
                 let attempts = crate::attempts_column(&row.attempts);
-                tx.execute(
-                    &insert,
-                    &[
-                        &row.entry,
-                        &row.at_ms,
-                        &row.request_id,
-                        &row.key_id,
-                        &row.group,
-                        &row.pool,
-                        &row.lane,
-                        &row.model,
-                        &column(row.tokens.input),
-                        &column(row.tokens.output),
-                        &column(row.tokens.cache_read),
-                        &column(row.tokens.cache_write),
-                        &status,
-                        &column(row.latency_ms),
-                        &ttfb,
-                        &failovers,
-                        &row.estimated,
-                        &attempts,
-                    ],
+                let inserted = tx
+                    .execute(
+                        &insert,
+                        &[
+                            &row.entry,
+                            &row.at_ms,
+                            &row.request_id,
+                            &row.key_id,
+                            &row.group,
+                            &row.pool,
+                            &row.lane,
+                            &row.model,
+                            &column(row.tokens.input),
+                            &column(row.tokens.output),
+                            &column(row.tokens.cache_read),
+                            &column(row.tokens.cache_write),
+                            &status,
+                            &column(row.latency_ms),
+                            &ttfb,
+                            &failovers,
+                            &row.estimated,
+                            &attempts,
+                        ],
+                    )
+                    .await
+                    .map_err(unavailable)?;
+                if inserted == 1 {
+                    stored.push(row);
+                }
+            }
+            let upsert = tx
+                .prepare_cached(
+                    "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, requests, input_tokens, output_tokens, \
+                     cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                     ON CONFLICT (hour, key_id, grp, lane, model) DO UPDATE SET \
+                     requests = spend_hourly.requests + excluded.requests, \
+                     input_tokens = spend_hourly.input_tokens + excluded.input_tokens, \
+                     output_tokens = spend_hourly.output_tokens + excluded.output_tokens, \
+                     cache_read_tokens = spend_hourly.cache_read_tokens + excluded.cache_read_tokens, \
+                     cache_write_tokens = spend_hourly.cache_write_tokens + excluded.cache_write_tokens",
                 )
                 .await
                 .map_err(unavailable)?;
+            for ((hour, key, group, lane, model), [n, input, output, read, write]) in crate::by_hour(stored) {
+                tx.execute(&upsert, &[&hour, &key, &group, &lane, &model, &n, &input, &output, &read, &write])
+                    .await
+                    .map_err(unavailable)?;
             }
             tx.commit().await.map_err(unavailable)
         })
@@ -469,31 +510,31 @@ impl Ledger for PostgresStore {
                 SpendBy::Model => "model",
                 SpendBy::Lane => "lane",
             };
+            let plan = crate::spend_plan(query.from_ms, query.to_ms);
+            let mut parts = Vec::new();
+            // Whole hours from the rollup ('' is its "none").
+            if let Some((first, end)) = plan.hours {
+                let sql = format!(
+                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, sum(input_tokens)::BIGINT, \
+                     sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, sum(cache_write_tokens)::BIGINT \
+                     FROM spend_hourly WHERE hour >= $1 AND hour < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
+                     AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
+                );
+                let rows = client.query(&sql, &[&first, &end, &query.key, &query.groups]).await.map_err(unavailable)?;
+                parts.extend(rows.iter().map(total_of).collect::<Result<Vec<_>, _>>()?);
+            }
+            // The ragged edges from the rows.
             let sql = format!(
                 "SELECT {by}, lane, count(*), sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, \
                  sum(cache_read_tokens)::BIGINT, sum(cache_write_tokens)::BIGINT FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
-                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane ORDER BY {by}, lane"
+                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
             );
-            let rows = client
-                .query(&sql, &[&query.from_ms, &query.to_ms, &query.key, &query.groups])
-                .await
-                .map_err(unavailable)?;
-            rows.iter()
-                .map(|row| {
-                    Ok(Total {
-                        value: col(row, 0)?,
-                        lane: col(row, 1)?,
-                        requests: count(col(row, 2)?),
-                        tokens: Tokens {
-                            input: count(col(row, 3)?),
-                            output: count(col(row, 4)?),
-                            cache_read: count(col(row, 5)?),
-                            cache_write: count(col(row, 6)?),
-                        },
-                    })
-                })
-                .collect()
+            for (from, to) in plan.rows {
+                let rows = client.query(&sql, &[&from, &to, &query.key, &query.groups]).await.map_err(unavailable)?;
+                parts.extend(rows.iter().map(total_of).collect::<Result<Vec<_>, _>>()?);
+            }
+            Ok(crate::merge_totals(parts))
         })
     }
 

@@ -19,6 +19,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0001_init.sql"),
     include_str!("../migrations/sqlite/0002_ledger_entry.sql"),
     include_str!("../migrations/sqlite/0003_ledger_attempts.sql"),
+    include_str!("../migrations/sqlite/0004_spend_hourly.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -240,6 +241,33 @@ impl GroupStore for SqliteStore {
     }
 }
 
+/// Runs a spend query whose columns are value, lane, requests and the
+/// four token sums.
+fn sums(conn: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -> Result<Vec<Total>, StoreError> {
+    let mut statement = conn.prepare_cached(sql).map_err(unavailable)?;
+    let count = |row: &rusqlite::Row<'_>, index: usize| -> rusqlite::Result<u64> {
+        Ok(row.get::<_, Option<i64>>(index)?.unwrap_or(0).max(0) as u64)
+    };
+    let totals = statement
+        .query_map(params, |row| {
+            Ok(Total {
+                value: row.get(0)?,
+                lane: row.get(1)?,
+                requests: count(row, 2)?,
+                tokens: Tokens {
+                    input: count(row, 3)?,
+                    output: count(row, 4)?,
+                    cache_read: count(row, 5)?,
+                    cache_write: count(row, 6)?,
+                },
+            })
+        })
+        .map_err(unavailable)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(unavailable)?;
+    Ok(totals)
+}
+
 fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
     let count = |index: usize| -> rusqlite::Result<u64> { Ok(row.get::<_, i64>(index)?.max(0) as u64) };
     Ok(StoredRow {
@@ -304,6 +332,24 @@ impl Ledger for SqliteStore {
                         ])
                         .map_err(unavailable)?;
                 }
+                // The hourly rollup moves with the rows, in the same transaction.
+                let mut upsert = tx
+                    .prepare_cached(
+                        "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, requests, input_tokens, \
+                         output_tokens, cache_read_tokens, cache_write_tokens) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
+                         ON CONFLICT (hour, key_id, grp, lane, model) DO UPDATE SET \
+                         requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
+                         output_tokens = output_tokens + excluded.output_tokens, \
+                         cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, \
+                         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens",
+                    )
+                    .map_err(unavailable)?;
+                for ((hour, key, group, lane, model), [n, input, output, read, write]) in crate::by_hour(&rows) {
+                    upsert
+                        .execute(params![hour, key, group, lane, model, n, input, output, read, write])
+                        .map_err(unavailable)?;
+                }
             }
             tx.commit().map_err(unavailable)
         })
@@ -338,34 +384,28 @@ impl Ledger for SqliteStore {
                 SpendBy::Lane => "lane",
             };
             let groups = query.groups.as_ref().map(|gs| serde_json::to_string(gs).unwrap_or_default());
+            let plan = crate::spend_plan(query.from_ms, query.to_ms);
+            let mut parts = Vec::new();
+            // Whole hours from the rollup ('' is its "none").
+            if let Some((first, end)) = plan.hours {
+                let sql = format!(
+                    "SELECT NULLIF({column}, ''), lane, sum(requests), sum(input_tokens), sum(output_tokens), \
+                     sum(cache_read_tokens), sum(cache_write_tokens) FROM spend_hourly WHERE hour >= ?1 AND hour < ?2 \
+                     AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
+                     GROUP BY {column}, lane"
+                );
+                parts.extend(sums(conn, &sql, params![first, end, query.key, groups])?);
+            }
+            // The ragged edges from the rows.
             let sql = format!(
                 "SELECT {column}, lane, count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
                  sum(cache_write_tokens) FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 AND (?3 IS NULL OR key_id = ?3) \
-                 AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane \
-                 ORDER BY {column}, lane"
+                 AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane"
             );
-            let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
-            let count = |row: &rusqlite::Row<'_>, index: usize| -> rusqlite::Result<u64> {
-                Ok(row.get::<_, i64>(index)?.max(0) as u64)
-            };
-            let totals = statement
-                .query_map(params![query.from_ms, query.to_ms, query.key, groups], |row| {
-                    Ok(Total {
-                        value: row.get(0)?,
-                        lane: row.get(1)?,
-                        requests: count(row, 2)?,
-                        tokens: Tokens {
-                            input: count(row, 3)?,
-                            output: count(row, 4)?,
-                            cache_read: count(row, 5)?,
-                            cache_write: count(row, 6)?,
-                        },
-                    })
-                })
-                .map_err(unavailable)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(unavailable)?;
-            Ok(totals)
+            for (from, to) in plan.rows {
+                parts.extend(sums(conn, &sql, params![from, to, query.key, groups])?);
+            }
+            Ok(crate::merge_totals(parts))
         })
     }
 

@@ -193,6 +193,77 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(filtered[1].row, rows[0]);
 }
 
+/// Spend over ranges that cross hour boundaries: whole hours come from the
+/// rollup and the edges from the rows, and the two must add up to what the
+/// rows alone say, for every dimension and filter.
+async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
+    const H: i64 = 3_600_000;
+    let mut rows = Vec::new();
+    for i in 0..60i64 {
+        let at = 1_800_000_000_000 + i * (H / 4) + i; // every quarter hour or so, over 15 hours
+        let key = ["k1", "k2"][(i % 2) as usize];
+        let group = (i % 3 != 0).then_some("team");
+        let mut r = row(
+            at,
+            (i % 5 != 0).then_some(key),
+            group,
+            ["gpt", "claude"][(i % 4 / 2) as usize],
+            10 + i as u64,
+            i as u64,
+        );
+        r.entry = 10_000 + i;
+        rows.push(r);
+    }
+    // In batches, as the writer sends them.
+    for batch in rows.chunks(7) {
+        stores.ledger.append(batch.to_vec()).await.unwrap();
+    }
+    let start = rows[0].at_ms;
+    let ranges = [
+        (start, start + 15 * H),
+        (start - start % H, start - start % H + 6 * H),
+        (start + H / 3, start + 9 * H + 17),
+        (start + 10, start + 20),
+    ];
+    for by in [SpendBy::Key, SpendBy::Group, SpendBy::Model, SpendBy::Lane] {
+        for (from_ms, to_ms) in ranges {
+            for (key, groups) in [(None, None), (Some("k1".to_owned()), None), (None, Some(vec!["team".to_owned()]))] {
+                let query = TotalsQuery { by, from_ms, to_ms, key: key.clone(), groups: groups.clone() };
+                let got = stores.ledger.totals(query).await.unwrap();
+                // What the rows alone say.
+                let mut want: std::collections::BTreeMap<(Option<String>, String), (u64, u64, u64)> =
+                    Default::default();
+                for r in rows.iter().filter(|r| r.at_ms >= from_ms && r.at_ms < to_ms) {
+                    if key.as_ref().is_some_and(|k| r.key_id.as_ref() != Some(k)) {
+                        continue;
+                    }
+                    if groups.as_ref().is_some_and(|gs| !r.group.as_ref().is_some_and(|g| gs.contains(g))) {
+                        continue;
+                    }
+                    let value = match by {
+                        SpendBy::Key => r.key_id.clone(),
+                        SpendBy::Group => r.group.clone(),
+                        SpendBy::Model => Some(r.model.clone()),
+                        SpendBy::Lane => Some(r.lane.clone()),
+                    };
+                    let line = want.entry((value, r.lane.clone())).or_default();
+                    *line = (line.0 + 1, line.1 + r.tokens.input, line.2 + r.tokens.output);
+                }
+                let mut got: Vec<_> = got
+                    .iter()
+                    .map(|t| ((t.value.clone(), t.lane.clone()), (t.requests, t.tokens.input, t.tokens.output)))
+                    .collect();
+                got.sort();
+                assert_eq!(
+                    got,
+                    want.into_iter().collect::<Vec<_>>(),
+                    "{by:?} over [{from_ms}, {to_ms}) key {key:?} groups {groups:?}"
+                );
+            }
+        }
+    }
+}
+
 async fn the_audit_log_keeps_every_attempt(stores: Stores) {
     for outcome in [201, 403, 200] {
         let entry = AuditEntry {
@@ -233,6 +304,11 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn ledger() {
                     the_ledger_sums_tokens_by_dimension_and_lane($make).await;
+                }
+
+                #[tokio::test]
+                async fn spend_over_hours() {
+                    spend_over_many_hours_equals_the_sum_of_its_rows($make).await;
                 }
 
                 #[tokio::test]
@@ -343,4 +419,8 @@ async fn postgres_stores_a_batch_written_again_once() {
     stores.ledger.append(batch.clone()).await.unwrap();
     stores.ledger.append(batch).await.unwrap();
     assert_eq!(stores.ledger.count().await.unwrap(), 2);
+    // Nor does the hourly rollup count them twice.
+    let whole_hours = TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3_600_000, key: None, groups: None };
+    let totals = stores.ledger.totals(whole_hours).await.unwrap();
+    assert_eq!(totals.iter().map(|t| t.requests).sum::<u64>(), 2);
 }

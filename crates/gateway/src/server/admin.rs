@@ -436,7 +436,7 @@ pub struct SpendQuery {
     pub by: Option<String>,
     /// From: RFC 3339 or Unix seconds (default: the start of this month, UTC).
     pub from: Option<String>,
-    /// To: RFC 3339 or Unix seconds (default: now).
+    /// To, exclusive: RFC 3339 or Unix seconds (default: the end of this hour).
     pub to: Option<String>,
     /// `json` (the default) or `csv`.
     pub format: Option<String>,
@@ -1043,7 +1043,9 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
     let now = (now_ms() / 1000) as i64;
     let from =
         query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(Window::Month.start(now));
-    let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or(now + 1);
+    // No row is later than now, so the default end is the next whole hour:
+    // a range of whole hours is read from the hourly rollup alone.
+    let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
     let totals = governance
         .stores
         .ledger
