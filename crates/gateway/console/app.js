@@ -156,12 +156,12 @@
   function barChart(title, rows, format) {
     const shown = rows.slice(0, 12);
     const max = Math.max(...shown.map((r) => r.value), 0) || 1;
-    const rowHeight = 22, left = 170, width = 640;
-    const svg = s('svg', { viewBox: `0 0 ${width} ${shown.length * rowHeight + 6}`, role: 'img', 'aria-label': title, class: 'chart' });
+    const rowHeight = 22, left = 200, width = 760;
+    const svg = s('svg', { viewBox: `0 0 ${width} ${shown.length * rowHeight + 6}`, role: 'img', 'aria-label': title, class: 'chart bars' });
     shown.forEach((row, i) => {
       const y = i * rowHeight + 3;
       const w = Math.max(((width - left - 90) * row.value) / max, row.value > 0 ? 1 : 0);
-      svg.append(s('text', { x: left - 8, y: y + 14, 'text-anchor': 'end', class: 'label', text: row.label.length > 24 ? `${row.label.slice(0, 23)}…` : row.label }));
+      svg.append(s('text', { x: left - 8, y: y + 14, 'text-anchor': 'end', class: 'label', text: row.label.length > 28 ? `${row.label.slice(0, 27)}…` : row.label }));
       svg.append(s('rect', { x: left, y, width: w.toFixed(1), height: rowHeight - 6, class: 'bar-fill' }));
       svg.append(s('text', { x: left + w + 6, y: y + 14, class: 'label', text: format(row.value) }));
     });
@@ -373,14 +373,15 @@
     // Whole days (UTC), the last one included: whole hours read from the ledger's hourly rollup.
     const end = isoDate(Date.parse(`${to}T00:00:00Z`) / 1000 + 86400);
     const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
-    const report = await api(`spend?${query}`);
+    const [report, keys] = await Promise.all([api(`spend?${query}`), by === 'key' ? api('keys?limit=1000') : null]);
+    const names = new Map((keys ? keys.data : []).map((k) => [k.id, k.name]));
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
       field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
       field('From', h('input', { type: 'date', name: 'from', value: from })),
       field('To', h('input', { type: 'date', name: 'to', value: to })),
       h('button', { type: 'submit', text: 'Show' }),
       h('a', { class: 'download', href: `${API}/spend?${query}&format=csv`, download: '', text: 'Download CSV' }));
-    const label = (line) => line.value || '(none)';
+    const label = (line) => (line.value ? (names.has(line.value) ? `${names.get(line.value)} (${line.value})` : line.value) : '(none)');
     show(form,
       h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) })),
       barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),
