@@ -186,6 +186,9 @@ try {
     await page.getByRole('alert').waitFor();
     assert.match(await page.getByRole('alert').textContent(), /not one of this gateway's admin tokens/);
     await page.screenshot({ path: path.join(artifacts, 'login-refused.png') });
+    await page.evaluate(readFileSync(path.join(here, 'node_modules/axe-core/axe.min.js'), 'utf8'));
+    const login = await page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+    assert.deepEqual(login.violations.map((v) => v.id), [], 'axe-core on /ui/login');
     await context.close();
   }
 
