@@ -242,6 +242,18 @@ pub enum SpendBy {
     Lane,
 }
 
+impl SpendBy {
+    /// The ledger's (and the hourly rollup's) column for it.
+    pub(crate) fn column(self) -> &'static str {
+        match self {
+            SpendBy::Key => "key_id",
+            SpendBy::Group => "grp",
+            SpendBy::Model => "model",
+            SpendBy::Lane => "lane",
+        }
+    }
+}
+
 /// A ledger sum: tokens by dimension value and lane (so the reader can
 /// price each lane with the current rate card).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

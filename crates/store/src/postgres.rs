@@ -18,8 +18,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, GroupRecord, GroupStore, Idempotency, KeyStore,
-    Ledger, LedgerRow, RowFilter, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery,
-    Written,
+    Ledger, LedgerRow, RowFilter, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `switchyard_schema.version` is the count applied.
@@ -504,12 +503,7 @@ impl Ledger for PostgresStore {
     fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let by = match query.by {
-                SpendBy::Key => "key_id",
-                SpendBy::Group => "grp",
-                SpendBy::Model => "model",
-                SpendBy::Lane => "lane",
-            };
+            let by = query.by.column();
             let plan = crate::spend_plan(query.from_ms, query.to_ms);
             let mut parts = Vec::new();
             // Whole hours from the rollup ('' is its "none").

@@ -11,7 +11,7 @@ use switchyard_governance::KeyRecord;
 
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow,
-    RowFilter, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    RowFilter, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `user_version` is the count applied.
@@ -377,12 +377,7 @@ impl Ledger for SqliteStore {
 
     fn totals(&self, query: TotalsQuery) -> StoreFuture<'_, Vec<Total>> {
         self.run(move |conn| {
-            let column = match query.by {
-                SpendBy::Key => "key_id",
-                SpendBy::Group => "grp",
-                SpendBy::Model => "model",
-                SpendBy::Lane => "lane",
-            };
+            let column = query.by.column();
             let groups = query.groups.as_ref().map(|gs| serde_json::to_string(gs).unwrap_or_default());
             let plan = crate::spend_plan(query.from_ms, query.to_ms);
             let mut parts = Vec::new();
