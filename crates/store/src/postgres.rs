@@ -28,6 +28,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0003_spend_hourly.sql"),
 ];
 
+/// Serialises ledger batches across instances (see `append`).
+const LEDGER_LOCK: i64 = 0x5357_4c45_4447_4552; // "SWLEDGER"
+
 /// Serialises migrations across instances (`pg_advisory_xact_lock`).
 const MIGRATION_LOCK: i64 = 0x5357_5943_4844;
 
@@ -412,6 +415,10 @@ impl Ledger for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
+            // One batch at a time across the fleet: the hourly rollup's
+            // trigger locks its rows in the batch's order, and two batches
+            // locking the same rows in different orders would deadlock.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LEDGER_LOCK]).await.map_err(unavailable)?;
             let insert = tx
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
@@ -422,61 +429,36 @@ impl Ledger for PostgresStore {
                 )
                 .await
                 .map_err(unavailable)?;
-            // Rows a retried batch already stored are skipped, and so is
-            // their share of the hourly rollup.
-            let mut stored = Vec::with_capacity(rows.len());
             for row in &rows {
                 let status = i32::from(row.status);
                 let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
                 let ttfb = row.ttfb_ms.map(column);
                 let attempts = crate::attempts_column(&row.attempts);
-                let inserted = tx
-                    .execute(
-                        &insert,
-                        &[
-                            &row.entry,
-                            &row.at_ms,
-                            &row.request_id,
-                            &row.key_id,
-                            &row.group,
-                            &row.pool,
-                            &row.lane,
-                            &row.model,
-                            &column(row.tokens.input),
-                            &column(row.tokens.output),
-                            &column(row.tokens.cache_read),
-                            &column(row.tokens.cache_write),
-                            &status,
-                            &column(row.latency_ms),
-                            &ttfb,
-                            &failovers,
-                            &row.estimated,
-                            &attempts,
-                        ],
-                    )
-                    .await
-                    .map_err(unavailable)?;
-                if inserted == 1 {
-                    stored.push(row);
-                }
-            }
-            let upsert = tx
-                .prepare_cached(
-                    "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, requests, input_tokens, output_tokens, \
-                     cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
-                     ON CONFLICT (hour, key_id, grp, lane, model) DO UPDATE SET \
-                     requests = spend_hourly.requests + excluded.requests, \
-                     input_tokens = spend_hourly.input_tokens + excluded.input_tokens, \
-                     output_tokens = spend_hourly.output_tokens + excluded.output_tokens, \
-                     cache_read_tokens = spend_hourly.cache_read_tokens + excluded.cache_read_tokens, \
-                     cache_write_tokens = spend_hourly.cache_write_tokens + excluded.cache_write_tokens",
+                tx.execute(
+                    &insert,
+                    &[
+                        &row.entry,
+                        &row.at_ms,
+                        &row.request_id,
+                        &row.key_id,
+                        &row.group,
+                        &row.pool,
+                        &row.lane,
+                        &row.model,
+                        &column(row.tokens.input),
+                        &column(row.tokens.output),
+                        &column(row.tokens.cache_read),
+                        &column(row.tokens.cache_write),
+                        &status,
+                        &column(row.latency_ms),
+                        &ttfb,
+                        &failovers,
+                        &row.estimated,
+                        &attempts,
+                    ],
                 )
                 .await
                 .map_err(unavailable)?;
-            for ((hour, key, group, lane, model), [n, input, output, read, write]) in crate::by_hour(stored) {
-                tx.execute(&upsert, &[&hour, &key, &group, &lane, &model, &n, &input, &output, &read, &write])
-                    .await
-                    .map_err(unavailable)?;
             }
             tx.commit().await.map_err(unavailable)
         })

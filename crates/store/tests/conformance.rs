@@ -424,3 +424,27 @@ async fn postgres_stores_a_batch_written_again_once() {
     let totals = stores.ledger.totals(whole_hours).await.unwrap();
     assert_eq!(totals.iter().map(|t| t.requests).sum::<u64>(), 2);
 }
+
+#[tokio::test]
+async fn postgres_keeps_the_hourly_rollup_for_every_writer() {
+    // An instance of an older version, still writing during a rolling
+    // upgrade, inserts rows without knowing the rollup: the database's
+    // trigger counts them all the same.
+    let Some(url) = fresh_database().await else { return };
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+        .batch_execute(
+            "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
+             cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated) \
+             VALUES (77, 7200001, 'old', 'k', NULL, 'p', 'gpt', 'wire-gpt', 40, 4, 0, 0, 200, 3, NULL, 0, false)",
+        )
+        .await
+        .unwrap();
+    let stores = Stores::shared(store);
+    stores.ledger.append(vec![row(7_200_002, Some("k"), None, "gpt", 2, 2)]).await.unwrap();
+    let whole_hours = TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3 * 3_600_000, key: None, groups: None };
+    let totals = stores.ledger.totals(whole_hours).await.unwrap();
+    assert_eq!(totals.iter().map(|t| (t.requests, t.tokens.input)).collect::<Vec<_>>(), [(2, 42)]);
+}
