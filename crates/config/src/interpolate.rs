@@ -91,7 +91,6 @@ fn substitute(text: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>, i
     out
 }
 
-/// The next `${` or protected marker in `text`: its offset and length.
 /// Undoes [`protect`] in text written out again.
 pub fn unprotect(text: &str) -> String {
     text.replace(OPEN, "${").replace(CLOSE, "}")
@@ -107,6 +106,7 @@ pub fn is_reference(text: &str) -> bool {
     inner.is_some_and(|name| !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
 }
 
+/// The next `${` or protected marker in `text`: its offset and length.
 fn next_reference(text: &str) -> Option<(usize, usize)> {
     let plain = text.find("${").map(|at| (at, 2));
     let marked = text.find(OPEN).map(|at| (at, OPEN.len()));

@@ -121,7 +121,25 @@ pub struct Config {
     pub warnings: Vec<Issue>,
     /// The text this config was loaded from (secrets and all: show it only
     /// through [`redacted`]).
-    pub source: Arc<str>,
+    pub source: Source,
+}
+
+/// A config file's text. It may hold literal secrets, so its `Debug` shows
+/// only its length; read it through [`redacted`].
+#[derive(Clone, Default)]
+pub struct Source(Arc<str>);
+
+impl std::ops::Deref for Source {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Source({} bytes)", self.0.len())
+    }
 }
 
 /// Where a provider is reached.
@@ -354,7 +372,7 @@ pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
         return Err(ConfigError(issues));
     };
     let mut config = validate(raw, &mut issues);
-    config.source = Arc::from(text);
+    config.source = Source(Arc::from(text));
     if issues.is_empty() {
         Ok(config)
     } else {
@@ -702,7 +720,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         governance,
         telemetry,
         warnings,
-        source: Arc::from(""),
+        source: Source::default(),
     }
 }
 

@@ -16,8 +16,23 @@ pub const REDACTED: &str = "<redacted>";
 const SECRET_MEMBERS: [&str; 6] = ["api_key", "secret_access_key", "session_token", "token", "password", "secret"];
 /// Members holding a list of secrets (or of `{name, token, scope}`).
 const SECRET_LISTS: [&str; 2] = ["tokens", "read_only_tokens"];
-/// Header names whose value is a credential (matched as parts of the name).
-const SECRET_HEADER_PARTS: [&str; 6] = ["authorization", "key", "token", "secret", "cookie", "signature"];
+/// Headers whose value is shown; every other header's value is hidden (a
+/// vendor's credential header can have any name).
+const PLAIN_HEADERS: [&str; 9] = [
+    "anthropic-version",
+    "anthropic-beta",
+    "openai-organization",
+    "openai-project",
+    "openai-beta",
+    "api-version",
+    "user-agent",
+    "http-referer",
+    "x-title",
+];
+/// Query parameters whose value is shown; every other one is hidden.
+const PLAIN_QUERY: [&str; 3] = ["api-version", "alt", "version"];
+/// Members holding a URL whose path may itself be the secret (chat webhooks).
+const URL_MEMBERS: [&str; 1] = ["url"];
 
 /// `text` (a config file) with its secrets replaced; `None` when it is not
 /// YAML (it could not have been loaded then).
@@ -34,7 +49,7 @@ fn redact(value: &mut Value, member: Option<&str>) {
             if member.is_some_and(|m| SECRET_MEMBERS.contains(&m)) {
                 hide(text);
             } else {
-                hide_url_password(text);
+                hide_in_url(text, member.is_some_and(|m| URL_MEMBERS.contains(&m)));
             }
         }
         Value::Sequence(items) => {
@@ -62,8 +77,7 @@ fn redact(value: &mut Value, member: Option<&str>) {
 }
 
 fn is_secret_header(name: &str) -> bool {
-    let name = name.to_ascii_lowercase();
-    SECRET_HEADER_PARTS.iter().any(|part| name.contains(part))
+    !PLAIN_HEADERS.contains(&name.to_ascii_lowercase().as_str())
 }
 
 /// Replaces a literal secret; a lone `${VAR}` reference stays.
@@ -73,16 +87,59 @@ fn hide(text: &mut String) {
     }
 }
 
-/// `scheme://user:password@host…` loses its password.
-fn hide_url_password(text: &mut String) {
+/// A URL loses what can carry a credential: the password of its userinfo
+/// (all of a userinfo without one: `https://TOKEN@host`), every query value
+/// but a few plain ones, and (for a webhook's `url`) its path.
+fn hide_in_url(text: &mut String, hide_path: bool) {
     let Some(scheme_end) = text.find("://") else { return };
     let authority_start = scheme_end + 3;
     let authority_end = text[authority_start..].find(['/', '?', '#']).map_or(text.len(), |i| authority_start + i);
-    let Some(at) = text[authority_start..authority_end].rfind('@').map(|i| authority_start + i) else { return };
-    let Some(colon) = text[authority_start..at].find(':').map(|i| authority_start + i) else { return };
-    if !interpolate::is_reference(&text[colon + 1..at]) {
-        text.replace_range(colon + 1..at, REDACTED);
+    let (head, rest) = text.split_at(authority_end);
+    let mut out = String::with_capacity(text.len());
+    match head[authority_start..].rfind('@') {
+        Some(at) => {
+            let userinfo = &head[authority_start..authority_start + at];
+            out.push_str(&head[..authority_start]);
+            match userinfo.split_once(':') {
+                Some((user, password)) if !interpolate::is_reference(password) => {
+                    out.push_str(user);
+                    out.push(':');
+                    out.push_str(REDACTED);
+                }
+                None if !interpolate::is_reference(userinfo) => out.push_str(REDACTED),
+                _ => out.push_str(userinfo),
+            }
+            out.push_str(&head[authority_start + at..]);
+        }
+        None => out.push_str(head),
     }
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    if hide_path && !path.is_empty() && path != "/" {
+        out.push('/');
+        out.push_str(REDACTED);
+    } else {
+        out.push_str(path);
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, value))
+                    if !PLAIN_QUERY.contains(&name.to_ascii_lowercase().as_str())
+                        && !interpolate::is_reference(value) =>
+                {
+                    format!("{name}={REDACTED}")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    *text = out;
 }
 
 #[cfg(test)]
@@ -100,12 +157,17 @@ providers:
                headers: { anthropic-version: "2023-06-01", x-api-key: hdr-secret, Authorization: "Bearer b" } }
   bedrock: { protocol: bedrock, base_url: "https://bedrock-runtime.us-east-1.amazonaws.com",
              api_key: { access_key_id: AKIAEXAMPLE, secret_access_key: aws-secret } }
+  gemini: { protocol: gemini, base_url: "https://generativelanguage.googleapis.com?key=AIzaQuery&alt=sse",
+            headers: { Helicone-Auth: helicone-secret } }
+  proxied: { protocol: openai, base_url: "https://tok3n@proxy.example", api_key: "${PROXIED_KEY}" }
 storage:
-  postgres_url: postgres://sy:pg-password@db:5432/sy
+  postgres_url: postgres://sy:pg-password@db:5432/sy?password=qpass
   redis_url: redis://${REDIS_HOST}:6379
+telemetry:
+  request_log: { webhook: { url: "https://hooks.slack.com/services/T000/B000/XXXX" } }
 "#;
         let out = redacted(text).unwrap_or_default();
-        for secret in [
+        let secrets = [
             "literal-admin-token-123",
             "ops-secret-xyz",
             "sk-live-abc",
@@ -113,19 +175,31 @@ storage:
             "Bearer b",
             "aws-secret",
             "pg-password",
-        ] {
+            "qpass",
+            "AIzaQuery",
+            "helicone-secret",
+            "tok3n",
+            "T000/B000/XXXX",
+        ];
+        for secret in secrets {
             assert!(!out.contains(secret), "{secret} leaked:\n{out}");
         }
-        for kept in [
+        let kept = [
             "${ADMIN_TOKEN}",
             "${ANTHROPIC_KEY}",
             "${REDIS_HOST}",
+            "${PROXIED_KEY}",
             "2023-06-01",
             "AKIAEXAMPLE",
             "name: ops",
             "scope: read",
-            "postgres://sy:<redacted>@db:5432/sy",
-        ] {
+            "postgres://sy:<redacted>@db:5432/sy?password=<redacted>",
+            "alt=sse",
+            "https://<redacted>@proxy.example",
+            "https://hooks.slack.com/<redacted>",
+            "https://api.openai.com",
+        ];
+        for kept in kept {
             assert!(out.contains(kept), "{kept} missing:\n{out}");
         }
     }

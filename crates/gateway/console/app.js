@@ -77,6 +77,9 @@
 
   const canChange = () => session && session.scope === 'full';
 
+  // An idempotency key (crypto.randomUUID needs a secure context; this does not).
+  const freshId = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
+
   // ------------------------------------------------------------- format --
 
   const number = new Intl.NumberFormat('en-US');
@@ -285,7 +288,7 @@
       if (data.get('tpm')) limits.tpm = Number(data.get('tpm'));
       if (Object.keys(limits).length) body.limits = limits;
       try {
-        const key = await api('keys', { method: 'POST', json: body, headers: { 'idempotency-key': crypto.randomUUID() } });
+        const key = await api('keys', { method: 'POST', json: body, headers: { 'idempotency-key': freshId() } });
         await render();
         secretShown(key, 'created');
       } catch (err) {
@@ -305,7 +308,7 @@
         button('Rotate', async () => {
           if (!confirm(`Rotate ${key.name}? Its current secret stops working at once.`)) return;
           try {
-            const rotated = await api(`keys/${encodeURIComponent(key.id)}/rotate`, { method: 'POST', headers: { 'idempotency-key': crypto.randomUUID() } });
+            const rotated = await api(`keys/${encodeURIComponent(key.id)}/rotate`, { method: 'POST', headers: { 'idempotency-key': freshId() } });
             await render();
             secretShown(rotated, 'rotated');
           } catch (err) { say(`Could not rotate: ${err.message}`, 'error'); }
@@ -368,8 +371,9 @@
     const params = new URLSearchParams(location.search);
     const by = params.get('by') || 'key';
     const now = Date.now() / 1000;
-    const from = params.get('from') || isoDate(now - 29 * 86400);
-    const to = params.get('to') || isoDate(now);
+    const day = (text) => (/^\d{4}-\d{2}-\d{2}$/.test(text || '') && !Number.isNaN(Date.parse(`${text}T00:00:00Z`)) ? text : null);
+    const from = day(params.get('from')) || isoDate(now - 29 * 86400);
+    const to = day(params.get('to')) || isoDate(now);
     // Whole days (UTC), the last one included: whole hours read from the ledger's hourly rollup.
     const end = isoDate(Date.parse(`${to}T00:00:00Z`) / 1000 + 86400);
     const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
@@ -471,7 +475,11 @@
     show(h('section', { class: 'card' }, h('h2', { text: 'Check a change' }),
       h('p', { class: 'muted', text: 'Paste a candidate file to check it as `switchyard check` would (nothing is applied). Reload reads the config file on disk again, as SIGHUP does.' }),
       candidate, h('p', { class: 'actions' }, validate, reload), result),
-    h('section', {}, h('h2', { text: 'Running config (secrets redacted)' }), h('pre', { class: 'yaml', tabindex: '0', text: running.yaml })));
+    h('section', {}, h('h2', { text: 'Running config (secrets redacted)' }),
+      running.restart_pending && running.restart_pending.length
+        ? h('p', { class: 'note', text: `The file below changes ${running.restart_pending.join(', ')}; these keep their running values until a restart.` })
+        : null,
+      h('pre', { class: 'yaml', tabindex: '0', text: running.yaml })));
   }
 
   const PAGES = {

@@ -142,7 +142,8 @@ impl Reloader {
         let old = self.current();
         let (config, restart_required) = keep_running(&old.config, config);
         let warnings = config.warnings.iter().map(ToString::to_string).collect();
-        let gateway = Gateway::new(config, old.codecs)?.adopt(&old);
+        let mut gateway = Gateway::new(config, old.codecs)?.adopt(&old);
+        gateway.restart_pending.clone_from(&restart_required);
         // The file's budget tree changes with it (keys and counters stay).
         if let (Some(governance), true) = (&gateway.governance, gateway.config.groups != old.config.groups) {
             governance.reload_groups(&gateway.config.groups).await.map_err(ReloadError::Groups)?;

@@ -44,6 +44,9 @@ pub struct Record {
     /// Estimated prompt tokens (billed when a caller leaves before usage).
     pub input_estimate: u64,
     failovers: u32,
+    /// The ledger row's id, drawn by the gateway (never the caller's
+    /// request id): positive, so every store keeps it as it is.
+    entry: i64,
     /// The latest upstream attempt, and the ones before it (kept apart so
     /// the usual single attempt allocates nothing).
     last_attempt: Option<AttemptNote>,
@@ -96,6 +99,7 @@ impl Record {
             admitted: false,
             input_estimate: 0,
             failovers: 0,
+            entry: fastrand::i64(1..),
             last_attempt: None,
             earlier_attempts: Vec::new(),
             ttfb: None,
@@ -316,11 +320,7 @@ impl Record {
             );
         }
         if let Some(recent) = &telemetry.recent_text {
-            recent.keep(
-                self.request_id.to_str().unwrap_or(""),
-                self.request_body.as_ref(),
-                self.response_body.as_ref(),
-            );
+            recent.keep(self.entry, self.request_body.as_ref(), self.response_body.as_ref());
         }
         if let Some(sinks) = &telemetry.sinks {
             sinks.push(SinkRecord {
@@ -353,8 +353,7 @@ impl Record {
         let governance = gateway.governance.as_ref()?;
         governance.ledger.as_ref()?;
         Some(LedgerRow {
-            // Positive, so every store keeps it as it is.
-            entry: fastrand::i64(1..),
+            entry: self.entry,
             at_ms: now_ms() as i64,
             request_id: self.request_id.to_str().unwrap_or("").to_owned(),
             key_id: key_id.as_deref().map(str::to_owned),

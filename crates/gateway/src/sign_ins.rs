@@ -20,6 +20,9 @@ pub const IDLE: Duration = Duration::from_secs(2 * 3600);
 pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Sessions kept at most; the least recently used goes first.
 pub const MAX_SESSIONS: usize = 1024;
+/// Sessions one admin token keeps at most (its least recently used goes
+/// first), so one token's holder cannot push everyone else out.
+pub const MAX_PER_TOKEN: usize = 32;
 /// The session cookie's name.
 pub const COOKIE: &str = "switchyard_session";
 
@@ -56,6 +59,13 @@ impl SignIns {
         let cookie = hex(id);
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         table.retain(|_, e| live(e, now));
+        let token = sign_in.token;
+        if table.values().filter(|e| e.sign_in.token == token).count() >= MAX_PER_TOKEN {
+            let oldest = table.iter().filter(|(_, e)| e.sign_in.token == token).min_by_key(|(_, e)| e.used);
+            if let Some(key) = oldest.map(|(k, _)| *k) {
+                table.remove(&key);
+            }
+        }
         if table.len() >= MAX_SESSIONS {
             if let Some(oldest) = table.iter().min_by_key(|(_, e)| e.used).map(|(k, _)| *k) {
                 table.remove(&oldest);
@@ -148,17 +158,33 @@ mod tests {
     }
 
     #[test]
-    fn the_table_is_bounded() {
+    fn the_table_is_bounded_in_all_and_per_token() {
         let sessions = SignIns::default();
         let t0 = Instant::now();
         let first = sessions.open(&[0; 32], sign_in("first"), t0);
         for i in 1..=MAX_SESSIONS {
             let mut id = [0u8; 32];
             id[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            sessions.open(&id, sign_in("n"), t0 + Duration::from_millis(i as u64));
+            // Each from a token of its own.
+            let mut one = sign_in("n");
+            one.token = KeyHash::of(&format!("token-{i}"));
+            sessions.open(&id, one, t0 + Duration::from_millis(i as u64));
         }
         assert_eq!(sessions.len(), MAX_SESSIONS);
         assert!(sessions.find(&first, t0 + Duration::from_secs(1)).is_none());
+
+        // One token's holder signing in again and again pushes out only its own sessions.
+        let sessions = SignIns::default();
+        let mut other = sign_in("other");
+        other.token = KeyHash::of("other-token");
+        let bystander = sessions.open(&[1; 32], other, t0);
+        for i in 0..(MAX_PER_TOKEN * 3) {
+            let mut id = [2u8; 32];
+            id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            sessions.open(&id, sign_in("greedy"), t0 + Duration::from_millis(i as u64 + 1));
+        }
+        assert_eq!(sessions.len(), MAX_PER_TOKEN + 1);
+        assert!(sessions.find(&bystander, t0 + Duration::from_secs(1)).is_some());
     }
 
     #[test]

@@ -303,6 +303,9 @@ pub struct Gateway {
     pub fleet_state: Option<Arc<crate::fleet_state::FleetState>>,
     /// The console's signed-in sessions (kept across reloads).
     pub sign_ins: Arc<crate::sign_ins::SignIns>,
+    /// Sections the file (`config.source`) changes that keep their running
+    /// values until a restart (set by a reload).
+    pub restart_pending: Vec<&'static str>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -514,6 +517,7 @@ impl Gateway {
             reloader: std::sync::OnceLock::new(),
             fleet_state: None,
             sign_ins: Arc::default(),
+            restart_pending: Vec::new(),
         })
     }
 

@@ -256,6 +256,13 @@ async fn the_api_the_pages_draw_from() {
     let good =
         validate("providers:\n  p: { protocol: openai, base_url: \"mock://\" }\nmodels:\n  m: { provider: p }\n").await;
     assert_eq!(good["valid"], true, "{good}");
+    // A value from the environment never comes back in a message.
+    // (PATH stands for a secret: every process has one, so nothing is set here.)
+    let path = std::env::var("PATH").unwrap();
+    let leaky = validate("listen: ${PATH}\n").await;
+    assert_eq!(leaky["valid"], false);
+    assert!(!leaky.to_string().contains(&path), "{leaky}");
+    assert!(leaky.to_string().contains("${PATH}"), "{leaky}");
     let refused = admin_call(addr, "POST", "/api/v1/admin/config/validate", Some(READER), None).await;
     assert_eq!(refused.status, 403);
 }

@@ -157,6 +157,8 @@ async fn a_surviving_lane_keeps_its_breaker_and_a_bad_file_changes_nothing() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["outcome"]["restart_required"], serde_json::json!(["listen"]));
     assert_eq!(chat(running.data, "a").await, StatusCode::OK, "still on the running listener");
+    // The console's config view says so.
+    assert_eq!(running.reloader.current().restart_pending, ["listen"]);
 }
 
 #[tokio::test]

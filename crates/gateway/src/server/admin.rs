@@ -1046,11 +1046,11 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
     // No row is later than now, so the default end is the next whole hour:
     // a range of whole hours is read from the hourly rollup alone.
     let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
-    let totals = governance
-        .stores
-        .ledger
-        .totals(TotalsQuery { by, from_ms: from * 1000, to_ms: to * 1000, key: None, groups: None })
-        .await?;
+    let ms = |seconds: i64, path: &str| {
+        seconds.checked_mul(1000).ok_or_else(|| bad(format!("{path}: `{seconds}` is out of range")))
+    };
+    let (from_ms, to_ms) = (ms(from, "from")?, ms(to, "to")?);
+    let totals = governance.stores.ledger.totals(TotalsQuery { by, from_ms, to_ms, key: None, groups: None }).await?;
     let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
     let mut add = |value: Option<String>, total: &switchyard_store::Total| {
         let price = admin.gateway.price_of(&total.lane);
@@ -1120,7 +1120,8 @@ fn spend_csv(report: &SpendReport) -> String {
         let value = line.value.as_deref().unwrap_or("");
         // A value is quoted, with quotes doubled, and a leading formula
         // character defused, so a spreadsheet never runs a key's name.
-        let defused = if value.starts_with(['=', '+', '-', '@']) { format!("'{value}") } else { value.to_owned() };
+        let defused =
+            if value.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{value}") } else { value.to_owned() };
         let _ = write!(
             out,
             "\"{}\",{},{},{},{},{},{:.9}\r\n",
@@ -1195,12 +1196,11 @@ async fn request_detail(State(admin): State<Admin>, Path(id): Path<i64>) -> ApiR
         .into_iter()
         .find(|r| r.id == id)
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
+    let entry = stored.row.entry;
     let mut view = serde_json::to_value(request_view(&admin.gateway, stored)).unwrap_or_default();
     // Its text, while the newest requests' text is kept (include_text).
-    if let (Some(recent), Some(id)) = (&admin.gateway.telemetry.recent_text, view["request_id"].as_str()) {
-        if let Some(text) = recent.find(id) {
-            view["text"] = serde_json::to_value(text).unwrap_or_default();
-        }
+    if let Some(text) = admin.gateway.telemetry.recent_text.as_ref().and_then(|recent| recent.find(entry)) {
+        view["text"] = serde_json::to_value(text).unwrap_or_default();
     }
     Ok(Json(view))
 }
@@ -1223,25 +1223,46 @@ async fn history(State(admin): State<Admin>, Query(query): Query<HistoryQuery>) 
     Ok(Json(admin.gateway.telemetry.history.span(now_minute(), minutes, step)))
 }
 
-#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the running config's text, secrets replaced by `<redacted>`")))]
+#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded, secrets replaced by `<redacted>`, and `restart_pending`: sections it changes that keep their running values until a restart")))]
 async fn running_config(State(admin): State<Admin>) -> Json<serde_json::Value> {
     let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
-    Json(serde_json::json!({ "yaml": yaml, "metrics": admin.gateway.metrics().is_some() }))
+    Json(serde_json::json!({
+        "yaml": yaml,
+        "metrics": admin.gateway.metrics().is_some(),
+        "restart_pending": admin.gateway.restart_pending,
+    }))
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/validate", request_body(content = String, content_type = "application/yaml"),
     responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them; nothing is applied")))]
 async fn validate_config(State(admin): State<Admin>, body: axum::body::Bytes) -> ApiResult<Json<serde_json::Value>> {
     let text = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
-    let env = |name: &str| std::env::var(name).ok();
-    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": i.path, "message": i.message, "fix": i.fix});
+    // The candidate sees the real environment (so it is checked as it
+    // would run), but no value it substituted may come back in a message:
+    // each is written back as its `${NAME}`.
+    let substituted: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+    let env = |name: &str| {
+        let value = std::env::var(name).ok()?;
+        substituted.lock().unwrap_or_else(PoisonError::into_inner).push((name.to_owned(), value.clone()));
+        Some(value)
+    };
+    let hide = |text: &str| {
+        let mut out = text.to_owned();
+        for (name, value) in substituted.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            if !value.is_empty() {
+                out = out.replace(value.as_str(), &format!("${{{name}}}"));
+            }
+        }
+        out
+    };
+    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": hide(&i.path), "message": hide(&i.message), "fix": hide(&i.fix)});
     let answer = match switchyard_config::load(text, &env) {
         Ok(config) => {
             let warnings: Vec<_> = config.warnings.iter().map(issue).collect();
             match Gateway::new(config, admin.gateway.codecs) {
                 Ok(_) => serde_json::json!({"valid": true, "problems": [], "warnings": warnings}),
                 Err(err) => serde_json::json!({"valid": false, "warnings": warnings,
-                    "problems": [{"path": "", "message": format!("valid but cannot be served: {err}"), "fix": "fix the file"}]}),
+                    "problems": [{"path": "", "message": hide(&format!("valid but cannot be served: {err}")), "fix": "fix the file"}]}),
             }
         }
         Err(err) => {

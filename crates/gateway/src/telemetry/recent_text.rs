@@ -1,5 +1,6 @@
 //! Prompt and reply text of the most recent requests, for the console's
-//! request detail. Kept only when the operator turned on
+//! request detail, found by the ledger row's entry (an id the gateway
+//! draws, so a caller's chosen request id cannot reach another's text). Kept only when the operator turned on
 //! `telemetry.request_log.include_text`, in memory only, bounded in count
 //! ([`KEPT`]) and in size per body ([`BODY_BYTES`]): it is never written to
 //! the ledger.
@@ -23,8 +24,8 @@ pub struct Text {
     pub response: Option<String>,
 }
 
-/// A request id with its request and reply bodies.
-type Kept = (String, Option<Bytes>, Option<Bytes>);
+/// A ledger entry with its request and reply bodies.
+type Kept = (i64, Option<Bytes>, Option<Bytes>);
 
 /// The ring of recent texts.
 #[derive(Debug, Default)]
@@ -33,8 +34,8 @@ pub struct RecentText {
 }
 
 impl RecentText {
-    /// Keeps `request_id`'s bodies, forgetting the oldest past [`KEPT`].
-    pub fn keep(&self, request_id: &str, request: Option<&Bytes>, response: Option<&Bytes>) {
+    /// Keeps entry `entry`'s bodies, forgetting the oldest past [`KEPT`].
+    pub fn keep(&self, entry: i64, request: Option<&Bytes>, response: Option<&Bytes>) {
         if request.is_none() && response.is_none() {
             return;
         }
@@ -43,13 +44,13 @@ impl RecentText {
         if ring.len() == KEPT {
             ring.pop_front();
         }
-        ring.push_back((request_id.to_owned(), request.map(cut), response.map(cut)));
+        ring.push_back((entry, request.map(cut), response.map(cut)));
     }
 
-    /// The text kept for `request_id`.
-    pub fn find(&self, request_id: &str) -> Option<Text> {
+    /// The text kept for entry `entry`.
+    pub fn find(&self, entry: i64) -> Option<Text> {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
-        let (_, request, response) = ring.iter().rev().find(|(id, _, _)| id == request_id)?;
+        let (_, request, response) = ring.iter().rev().find(|(id, _, _)| *id == entry)?;
         let text = |body: &Option<Bytes>| {
             body.as_ref().map(|b| {
                 let mut text = String::from_utf8_lossy(b).into_owned();
@@ -70,20 +71,20 @@ mod tests {
     #[test]
     fn the_ring_keeps_the_newest_and_cuts_long_bodies() {
         let recent = RecentText::default();
-        for i in 0..KEPT + 1 {
-            recent.keep(&format!("r{i}"), Some(&Bytes::from(format!("prompt {i}"))), None);
+        for i in 0..=KEPT {
+            recent.keep(i as i64, Some(&Bytes::from(format!("prompt {i}"))), None);
         }
-        assert!(recent.find("r0").is_none());
+        assert!(recent.find(0).is_none());
         assert_eq!(
-            recent.find(&format!("r{KEPT}")).and_then(|t| t.request).as_deref(),
+            recent.find(KEPT as i64).and_then(|t| t.request).as_deref(),
             Some(format!("prompt {KEPT}").as_str())
         );
         let long = Bytes::from(vec![b'a'; BODY_BYTES * 2]);
-        recent.keep("long", Some(&long), Some(&Bytes::from_static(b"reply")));
-        let text = recent.find("long").unwrap_or(Text { request: None, response: None });
+        recent.keep(-1, Some(&long), Some(&Bytes::from_static(b"reply")));
+        let text = recent.find(-1).unwrap_or(Text { request: None, response: None });
         assert!(text.request.is_some_and(|t| t.len() < BODY_BYTES + 40 && t.ends_with("(cut at 32 KiB)")));
         assert_eq!(text.response.as_deref(), Some("reply"));
-        recent.keep("nothing", None, None);
-        assert!(recent.find("nothing").is_none());
+        recent.keep(-2, None, None);
+        assert!(recent.find(-2).is_none());
     }
 }
