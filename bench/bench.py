@@ -181,7 +181,7 @@ VARIANTS = {
 # 5 s; the watcher asks for every page's data every second, a heavier load).
 CONSOLE_POLLS = (
     "/api/v1/admin/history?window=1h", "/api/v1/admin/history?window=1d", "/api/v1/admin/lanes",
-    "/api/v1/admin/keys?limit=1000", "/api/v1/admin/groups", "/api/v1/admin/spend?by=key",
+    "/api/v1/admin/keys?limit=100", "/api/v1/admin/groups", "/api/v1/admin/spend?by=key",
     "/api/v1/admin/requests?limit=50",
 )
 

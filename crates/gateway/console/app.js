@@ -262,7 +262,10 @@
 
   async function keysPage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: set auth.mode: keys or storage: in the config to keep keys.' }));
-    const [keys, groups] = await Promise.all([api('keys?limit=1000'), api('groups')]);
+    const cursor = new URLSearchParams(location.search).get('cursor');
+    const page = new URLSearchParams({ limit: '100' });
+    if (cursor) page.set('cursor', cursor);
+    const [keys, groups] = await Promise.all([api(`keys?${page}`), api('groups')]);
     const created = h('div', { id: 'created' });
     const form = h('form', { class: 'card', 'aria-label': 'Create a key' },
       h('h2', { text: 'Create a key' }),
@@ -322,8 +325,9 @@
           } catch (err) { say(`Could not revoke: ${err.message}`, 'error'); }
         }, { class: 'danger', 'aria-label': `Revoke ${key.name}` })),
     ]);
+    const more = keys.next_cursor ? h('p', {}, h('a', { href: `/ui/keys?cursor=${encodeURIComponent(keys.next_cursor)}`, text: 'More keys →' })) : null;
     show(created, form, h('h2', { text: 'Keys' }),
-      table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows, 'No keys yet.'));
+      table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows, 'No keys yet.'), more);
   }
 
   // The secret of a key just created or rotated, shown this once.
@@ -377,15 +381,14 @@
     // Whole days (UTC), the last one included: whole hours read from the ledger's hourly rollup.
     const end = isoDate(Date.parse(`${to}T00:00:00Z`) / 1000 + 86400);
     const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
-    const [report, keys] = await Promise.all([api(`spend?${query}`), by === 'key' ? api('keys?limit=1000') : null]);
-    const names = new Map((keys ? keys.data : []).map((k) => [k.id, k.name]));
+    const report = await api(`spend?${query}`);
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
       field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
       field('From', h('input', { type: 'date', name: 'from', value: from })),
       field('To', h('input', { type: 'date', name: 'to', value: to })),
       h('button', { type: 'submit', text: 'Show' }),
       h('a', { class: 'download', href: `${API}/spend?${query}&format=csv`, download: '', text: 'Download CSV' }));
-    const label = (line) => (line.value ? (names.has(line.value) ? `${names.get(line.value)} (${line.value})` : line.value) : '(none)');
+    const label = (line) => (line.value ? (line.name ? `${line.name} (${line.value})` : line.value) : '(none)');
     show(form,
       h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) })),
       barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),

@@ -368,6 +368,11 @@ impl Governance {
         self.keys.load().by_id.values().map(|k| k.record.clone()).collect()
     }
 
+    /// The name of key `id`, from the cache.
+    pub(crate) fn key_name(&self, id: &str) -> Option<String> {
+        self.keys.load().by_id.get(id).map(|k| k.record.name.clone())
+    }
+
     /// Puts one changed or new record into the cache at once.
     pub(crate) fn cache(&self, record: KeyRecord) {
         let mut records: Vec<KeyRecord> =

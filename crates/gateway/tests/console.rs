@@ -227,6 +227,11 @@ async fn the_api_the_pages_draw_from() {
     assert!(detail["text"]["response"].as_str().is_some());
     assert!(first.get("attempts").is_none(), "a single attempt is the row itself");
 
+    // Spend by key names each key.
+    let spend = read("/api/v1/admin/spend?by=key".into()).await;
+    let line = spend["data"].as_array().unwrap().iter().find(|l| l["value"] == key["id"]).unwrap();
+    assert_eq!(line["name"], "charted", "{spend}");
+
     // Spend as CSV.
     let csv = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&format=csv", Some(READER), None).await;
     assert_eq!(csv.status, 200);

@@ -447,6 +447,9 @@ pub struct SpendQuery {
 pub struct SpendLine {
     /// The key id, group, model or lane (absent: requests without one).
     pub value: Option<String>,
+    /// The key's name, when the lines are by key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// Requests.
     pub requests: u64,
     /// Input tokens (cached included).
@@ -1055,6 +1058,7 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
     let mut add = |value: Option<String>, total: &switchyard_store::Total| {
         let price = admin.gateway.price_of(&total.lane);
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
+            name: (by == SpendBy::Key).then(|| value.as_deref().and_then(|id| governance.key_name(id))).flatten(),
             value,
             requests: 0,
             input_tokens: 0,
