@@ -162,6 +162,18 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
     sums
 }
 
+impl Total {
+    /// A spend line from a query's columns: value, lane, then requests and
+    /// the four token sums (as the SQL stores return them).
+    pub(crate) fn of_columns(
+        value: Option<String>,
+        lane: String,
+        [requests, input, output, read, write]: [u64; 5],
+    ) -> Total {
+        Total { value, lane, requests, tokens: Tokens { input, output, cache_read: read, cache_write: write } }
+    }
+}
+
 /// Adds up totals that answer parts of one question (the same value and
 /// lane in two parts become one line), ordered by value, then lane.
 pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total> {

@@ -366,17 +366,9 @@ fn count(value: i64) -> u64 {
 
 /// A spend line: value, lane, requests and the four token sums.
 fn total_of(row: &tokio_postgres::Row) -> Result<Total, StoreError> {
-    Ok(Total {
-        value: col(row, 0)?,
-        lane: col(row, 1)?,
-        requests: count(col(row, 2)?),
-        tokens: Tokens {
-            input: count(col(row, 3)?),
-            output: count(col(row, 4)?),
-            cache_read: count(col(row, 5)?),
-            cache_write: count(col(row, 6)?),
-        },
-    })
+    let counts =
+        [count(col(row, 2)?), count(col(row, 3)?), count(col(row, 4)?), count(col(row, 5)?), count(col(row, 6)?)];
+    Ok(Total::of_columns(col(row, 0)?, col(row, 1)?, counts))
 }
 
 fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {

@@ -250,17 +250,8 @@ fn sums(conn: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -
     };
     let totals = statement
         .query_map(params, |row| {
-            Ok(Total {
-                value: row.get(0)?,
-                lane: row.get(1)?,
-                requests: count(row, 2)?,
-                tokens: Tokens {
-                    input: count(row, 3)?,
-                    output: count(row, 4)?,
-                    cache_read: count(row, 5)?,
-                    cache_write: count(row, 6)?,
-                },
-            })
+            let counts = [count(row, 2)?, count(row, 3)?, count(row, 4)?, count(row, 5)?, count(row, 6)?];
+            Ok(Total::of_columns(row.get(0)?, row.get(1)?, counts))
         })
         .map_err(unavailable)?
         .collect::<Result<Vec<_>, _>>()
