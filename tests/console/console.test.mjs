@@ -290,8 +290,8 @@ try {
     return { type: response.headers.get('content-type'), text: await response.text() };
   });
   assert.match(csv.type, /text\/csv/);
-  assert.match(csv.text, new RegExp(`^key,requests,`));
-  assert.match(csv.text, new RegExp(`"${keyId}",3,`));
+  assert.match(csv.text, new RegExp(`^key,name,requests,`));
+  assert.match(csv.text, new RegExp(`"${keyId}","console-e2e",3,`));
   await ops.page.screenshot({ path: path.join(artifacts, 'spend.png'), fullPage: true });
   await open(ops.page, 'keys');
   const bars = keyRow.locator('meter');

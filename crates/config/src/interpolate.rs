@@ -91,6 +91,21 @@ fn substitute(text: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>, i
     out
 }
 
+/// Values shorter than this are not hidden (they would garble messages and
+/// are no secret: a port, a flag).
+const HIDDEN_FROM: usize = 6;
+
+/// `text` with each substituted value written back as its `${NAME}`.
+pub fn hide_values(text: &str, substituted: &[(String, String)]) -> String {
+    let mut out = text.to_owned();
+    for (name, value) in substituted {
+        if value.len() >= HIDDEN_FROM && out.contains(value.as_str()) {
+            out = out.replace(value.as_str(), &format!("${{{name}}}"));
+        }
+    }
+    out
+}
+
 /// Undoes [`protect`] in text written out again.
 pub fn unprotect(text: &str) -> String {
     text.replace(OPEN, "${").replace(CLOSE, "}")

@@ -358,8 +358,37 @@ impl Config {
     }
 }
 
-/// Parses and validates a configuration. `env` looks up `${VAR}`s.
+/// Parses and validates a configuration. `env` looks up `${VAR}`s; no
+/// value it gives comes back in an issue (each is written as its `${NAME}`),
+/// so problems can be logged and shown without leaking a secret.
 pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let substituted = std::cell::RefCell::new(Vec::new());
+    let recording = |name: &str| {
+        let value = env(name)?;
+        substituted.borrow_mut().push((name.to_owned(), value.clone()));
+        Some(value)
+    };
+    let result = load_with(text, &recording);
+    let hide = |issues: &mut Vec<Issue>| {
+        for issue in issues {
+            for text in [&mut issue.path, &mut issue.message, &mut issue.fix] {
+                *text = interpolate::hide_values(text, &substituted.borrow());
+            }
+        }
+    };
+    match result {
+        Ok(mut config) => {
+            hide(&mut config.warnings);
+            Ok(config)
+        }
+        Err(ConfigError(mut issues)) => {
+            hide(&mut issues);
+            Err(ConfigError(issues))
+        }
+    }
+}
+
+fn load_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     let mut issues = Vec::new();
     let mut tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&interpolate::protect(text)).map_err(|err| {
         ConfigError(vec![Issue::new("", format!("not valid YAML: {err}"), "fix the YAML syntax at the position given")])
@@ -1067,6 +1096,17 @@ fn list(names: &[&str]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_issue_never_echoes_a_value_from_the_environment() {
+        let env = |name: &str| (name == "SECRET").then(|| "sk-super-secret-value".to_owned());
+        let Err(err) = load("listen: ${SECRET}\nadmin_listen: 127.0.0.1:1\n", &env) else {
+            panic!("a secret is not a socket address")
+        };
+        let text = format!("{err:?}");
+        assert!(!text.contains("sk-super-secret-value"), "{text}");
+        assert!(text.contains("${SECRET}"), "{text}");
+    }
+
     use super::*;
 
     fn no_env(_: &str) -> Option<String> {

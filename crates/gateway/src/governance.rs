@@ -230,8 +230,14 @@ async fn follow_changes(
             Err(RecvError::Closed) => return,
         };
         let Some(governance) = governance.upgrade() else { return };
+        // As an admin write does: read the store and update the cache under
+        // the write lock, so a change arriving here never overwrites a newer
+        // one this instance just made (the cache update is load-modify-store).
+        let _write = governance.writes.lock().await;
         let applied = match &change {
             Change::Key(id) => match governance.stores.keys.get_key(id).await {
+                // This instance's own write comes back too: nothing to do.
+                Ok(Some(record)) if governance.key(id).is_some_and(|cached| cached.record == record) => Ok(()),
                 Ok(Some(record)) => {
                     governance.cache(record);
                     Ok(())
@@ -366,11 +372,6 @@ impl Governance {
     /// Every cached key record.
     pub(crate) fn records(&self) -> Vec<KeyRecord> {
         self.keys.load().by_id.values().map(|k| k.record.clone()).collect()
-    }
-
-    /// The name of key `id`, from the cache.
-    pub(crate) fn key_name(&self, id: &str) -> Option<String> {
-        self.keys.load().by_id.get(id).map(|k| k.record.name.clone())
     }
 
     /// Puts one changed or new record into the cache at once.

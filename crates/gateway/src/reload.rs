@@ -150,16 +150,24 @@ impl Reloader {
         }
         let gateway = Arc::new(gateway);
         let _ = gateway.reloader.set(self.me.clone() as std::sync::Weak<dyn ConfigReload>);
-        if let Some(shared) = &gateway.fleet_state {
-            shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn crate::fleet_state::Breakers>);
-        }
-        crate::health::spawn_probes(&gateway);
-        crate::telemetry::sampler::spawn(&gateway);
+        start_tasks(&gateway);
         self.data.swap(crate::server::router(gateway.clone()));
         self.admin.swap(crate::server::admin_router(gateway.clone()));
         self.current.store(gateway.clone());
         Ok(Outcome { pools: gateway.config.pools.len(), lanes: gateway.lanes.len(), restart_required, warnings })
     }
+}
+
+/// What a serving gateway runs beside its requests: the fleet's breaker
+/// channel pointed at it, its probes and the console's sampler. Each task
+/// ends with its gateway, so the binary calls this at boot and a reload
+/// for each gateway it builds.
+pub fn start_tasks(gateway: &Arc<Gateway>) {
+    if let Some(shared) = &gateway.fleet_state {
+        shared.attach(Arc::downgrade(gateway) as std::sync::Weak<dyn crate::fleet_state::Breakers>);
+    }
+    crate::health::spawn_probes(gateway);
+    crate::telemetry::sampler::spawn(gateway);
 }
 
 impl ConfigReload for Reloader {

@@ -45,7 +45,7 @@ pub struct Record {
     pub input_estimate: u64,
     failovers: u32,
     /// The ledger row's id, drawn by the gateway (never the caller's
-    /// request id): positive, so every store keeps it as it is.
+    /// request id; see [`next_entry`]).
     entry: i64,
     /// The latest upstream attempt, and the ones before it (kept apart so
     /// the usual single attempt allocates nothing).
@@ -63,6 +63,19 @@ pub struct Record {
     request_body: Option<Bytes>,
     response_body: Option<Bytes>,
     done: bool,
+}
+
+/// A ledger entry id: this process's random 31-bit prefix above a 32-bit
+/// sequence. Positive, so every store keeps it as it is; unique within the
+/// process for 2³² rows, and across a fleet unless two processes draw the
+/// same prefix. (64 random bits alone repeat by chance, about 5 % of the
+/// time over 10⁹ rows, and a repeated entry is a row the store skips.)
+fn next_entry() -> i64 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static PREFIX: std::sync::LazyLock<i64> =
+        std::sync::LazyLock::new(|| i64::from(fastrand::u32(1..=i32::MAX as u32)));
+    static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+    (*PREFIX << 32) | i64::from(SEQUENCE.fetch_add(1, Ordering::Relaxed))
 }
 
 /// One upstream attempt, as the record keeps it until the ledger row.
@@ -99,7 +112,7 @@ impl Record {
             admitted: false,
             input_estimate: 0,
             failovers: 0,
-            entry: fastrand::i64(1..),
+            entry: next_entry(),
             last_attempt: None,
             earlier_attempts: Vec::new(),
             ttfb: None,
@@ -319,7 +332,9 @@ impl Record {
                 },
             );
         }
-        if let Some(recent) = &telemetry.recent_text {
+        // Only a request with a ledger row has a detail to show its text.
+        let has_row = self.admitted && gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some());
+        if let (Some(recent), true) = (&telemetry.recent_text, has_row) {
             recent.keep(self.entry, self.request_body.as_ref(), self.response_body.as_ref());
         }
         if let Some(sinks) = &telemetry.sinks {

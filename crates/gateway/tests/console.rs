@@ -238,8 +238,8 @@ async fn the_api_the_pages_draw_from() {
     assert!(csv.headers["content-type"].to_str().unwrap().starts_with("text/csv"));
     assert!(csv.headers["content-disposition"].to_str().unwrap().starts_with("attachment"));
     let text = String::from_utf8_lossy(&csv.body).to_string();
-    assert!(text.starts_with("key,requests,input_tokens,"), "{text}");
-    assert!(text.contains(&format!("\"{}\",6,", key["id"].as_str().unwrap())), "{text}");
+    assert!(text.starts_with("key,name,requests,input_tokens,"), "{text}");
+    assert!(text.contains(&format!("\"{}\",\"charted\",6,", key["id"].as_str().unwrap())), "{text}");
 
     // The running config, redacted.
     let config = read("/api/v1/admin/config".into()).await;
@@ -261,6 +261,8 @@ async fn the_api_the_pages_draw_from() {
     let good =
         validate("providers:\n  p: { protocol: openai, base_url: \"mock://\" }\nmodels:\n  m: { provider: p }\n").await;
     assert_eq!(good["valid"], true, "{good}");
+    // Nothing was applied: the running config is what it was.
+    assert_eq!(read("/api/v1/admin/config".into()).await["yaml"], config["yaml"]);
     // A value from the environment never comes back in a message.
     // (PATH stands for a secret: every process has one, so nothing is set here.)
     let path = std::env::var("PATH").unwrap();

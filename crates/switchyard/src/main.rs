@@ -235,11 +235,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         LogFormat::Json => LineFormat::Json,
     };
     let gateway = Arc::new(gateway.with_telemetry().with_access_lines(format, Arc::new(access_lines)));
-    if let Some(shared) = &gateway.fleet_state {
-        shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_gateway::fleet_state::Breakers>);
-    }
-    switchyard_gateway::health::spawn_probes(&gateway);
-    switchyard_gateway::telemetry::sampler::spawn(&gateway);
+    switchyard_gateway::reload::start_tasks(&gateway);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen} (set `listen:` to a free address)"))?;

@@ -1027,7 +1027,8 @@ async fn delete_group(State(admin): State<Admin>, Path(name): Path<String>) -> A
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/spend",
-    params(("by" = Option<String>, Query, description = "key, group, model or lane"), ("from" = Option<String>, Query), ("to" = Option<String>, Query)),
+    params(("by" = Option<String>, Query, description = "key, group, model or lane"), ("from" = Option<String>, Query), ("to" = Option<String>, Query),
+        ("format" = Option<String>, Query, description = "json (the default) or csv")),
     responses((status = 200, body = SpendReport)))]
 async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Response> {
     let csv = match query.format.as_deref() {
@@ -1058,7 +1059,9 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
     let mut add = |value: Option<String>, total: &switchyard_store::Total| {
         let price = admin.gateway.price_of(&total.lane);
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
-            name: (by == SpendBy::Key).then(|| value.as_deref().and_then(|id| governance.key_name(id))).flatten(),
+            name: (by == SpendBy::Key)
+                .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
+                .flatten(),
             value,
             requests: 0,
             input_tokens: 0,
@@ -1115,21 +1118,25 @@ async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> A
     Ok(Json(report).into_response())
 }
 
-/// A spend report as CSV (RFC 4180), one line per value.
+/// A spend report as CSV (RFC 4180), one line per value (and, by key, the
+/// key's name).
 fn spend_csv(report: &SpendReport) -> String {
     use std::fmt::Write;
-    let mut out =
-        format!("{},requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n", report.by);
-    for line in &report.data {
-        let value = line.value.as_deref().unwrap_or("");
-        // A value is quoted, with quotes doubled, and a leading formula
-        // character defused, so a spreadsheet never runs a key's name.
+    // Text cells are quoted, with quotes doubled, and a leading formula
+    // character defused, so a spreadsheet never runs a key's name.
+    let cell = |text: &str| {
         let defused =
-            if value.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{value}") } else { value.to_owned() };
+            if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text.to_owned() };
+        format!("\"{}\"", defused.replace('"', "\"\""))
+    };
+    let mut out =
+        format!("{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n", report.by);
+    for line in &report.data {
         let _ = write!(
             out,
-            "\"{}\",{},{},{},{},{},{:.9}\r\n",
-            defused.replace('"', "\"\""),
+            "{},{},{},{},{},{},{},{:.9}\r\n",
+            cell(line.value.as_deref().unwrap_or("")),
+            cell(line.name.as_deref().unwrap_or("")),
             line.requests,
             line.input_tokens,
             line.output_tokens,
@@ -1241,32 +1248,17 @@ async fn running_config(State(admin): State<Admin>) -> Json<serde_json::Value> {
     responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them; nothing is applied")))]
 async fn validate_config(State(admin): State<Admin>, body: axum::body::Bytes) -> ApiResult<Json<serde_json::Value>> {
     let text = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
-    // The candidate sees the real environment (so it is checked as it
-    // would run), but no value it substituted may come back in a message:
-    // each is written back as its `${NAME}`.
-    let substituted: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
-    let env = |name: &str| {
-        let value = std::env::var(name).ok()?;
-        substituted.lock().unwrap_or_else(PoisonError::into_inner).push((name.to_owned(), value.clone()));
-        Some(value)
-    };
-    let hide = |text: &str| {
-        let mut out = text.to_owned();
-        for (name, value) in substituted.lock().unwrap_or_else(PoisonError::into_inner).iter() {
-            if !value.is_empty() {
-                out = out.replace(value.as_str(), &format!("${{{name}}}"));
-            }
-        }
-        out
-    };
-    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": hide(&i.path), "message": hide(&i.message), "fix": hide(&i.fix)});
+    // The real environment, so the candidate is checked as it would run
+    // (`load` never echoes a value it substituted).
+    let env = |name: &str| std::env::var(name).ok();
+    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": i.path, "message": i.message, "fix": i.fix});
     let answer = match switchyard_config::load(text, &env) {
         Ok(config) => {
             let warnings: Vec<_> = config.warnings.iter().map(issue).collect();
             match Gateway::new(config, admin.gateway.codecs) {
                 Ok(_) => serde_json::json!({"valid": true, "problems": [], "warnings": warnings}),
                 Err(err) => serde_json::json!({"valid": false, "warnings": warnings,
-                    "problems": [{"path": "", "message": hide(&format!("valid but cannot be served: {err}")), "fix": "fix the file"}]}),
+                    "problems": [{"path": "", "message": format!("valid but cannot be served: {err}"), "fix": "fix the file"}]}),
             }
         }
         Err(err) => {
@@ -1431,6 +1423,32 @@ pub async fn method_not_allowed(body: Body) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spend_csv_quotes_and_defuses_every_text_cell() {
+        let line = |value: &str, name: Option<&str>| SpendLine {
+            value: Some(value.to_owned()),
+            name: name.map(str::to_owned),
+            requests: 2,
+            input_tokens: 3,
+            output_tokens: 4,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            usd: 0.5,
+        };
+        let report = SpendReport {
+            by: "key".into(),
+            from: 0,
+            to: 1,
+            data: vec![line("key_1", Some("=cmd|' /C calc'!A0")), line("say \"hi\"", None)],
+            total_usd: 1.0,
+        };
+        let csv = spend_csv(&report);
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(lines[0], "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd");
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0.500000000");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0.500000000");
+    }
 
     #[test]
     fn the_openapi_document_lists_every_route() {

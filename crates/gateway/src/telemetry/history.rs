@@ -25,7 +25,7 @@ pub const SHARE_MINUTES: i64 = 5;
 const SLOTS: usize = BUCKETS.len() + 1;
 
 /// Counts over some span: requests by outcome, durations, tokens, spend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Totals {
     /// Requests answered.
     pub requests: u64,
@@ -43,21 +43,6 @@ pub struct Totals {
     pub output_tokens: u64,
     /// Their price at the lanes' rates, nano-USD.
     pub nano_usd: u64,
-}
-
-impl Default for Totals {
-    fn default() -> Totals {
-        Totals {
-            requests: 0,
-            client_errors: 0,
-            server_errors: 0,
-            duration: [0; SLOTS],
-            ttfb: [0; SLOTS],
-            input_tokens: 0,
-            output_tokens: 0,
-            nano_usd: 0,
-        }
-    }
 }
 
 impl Totals {

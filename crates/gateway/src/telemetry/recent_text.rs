@@ -24,8 +24,11 @@ pub struct Text {
     pub response: Option<String>,
 }
 
+/// A body as kept: its first [`BODY_BYTES`] (copied, so the request's
+/// buffer is not held) and whether there was more.
+type Body = (Bytes, bool);
 /// A ledger entry with its request and reply bodies.
-type Kept = (i64, Option<Bytes>, Option<Bytes>);
+type Kept = (i64, Option<Body>, Option<Body>);
 
 /// The ring of recent texts.
 #[derive(Debug, Default)]
@@ -39,7 +42,7 @@ impl RecentText {
         if request.is_none() && response.is_none() {
             return;
         }
-        let cut = |body: &Bytes| body.slice(..body.len().min(BODY_BYTES));
+        let cut = |body: &Bytes| (Bytes::copy_from_slice(&body[..body.len().min(BODY_BYTES)]), body.len() > BODY_BYTES);
         let mut ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         if ring.len() == KEPT {
             ring.pop_front();
@@ -51,10 +54,10 @@ impl RecentText {
     pub fn find(&self, entry: i64) -> Option<Text> {
         let ring = self.ring.lock().unwrap_or_else(PoisonError::into_inner);
         let (_, request, response) = ring.iter().rev().find(|(id, _, _)| *id == entry)?;
-        let text = |body: &Option<Bytes>| {
-            body.as_ref().map(|b| {
+        let text = |body: &Option<Body>| {
+            body.as_ref().map(|(b, cut)| {
                 let mut text = String::from_utf8_lossy(b).into_owned();
-                if b.len() == BODY_BYTES {
+                if *cut {
                     text.push_str("\n… (cut at 32 KiB)");
                 }
                 text
@@ -79,6 +82,9 @@ mod tests {
             recent.find(KEPT as i64).and_then(|t| t.request).as_deref(),
             Some(format!("prompt {KEPT}").as_str())
         );
+        let exact = Bytes::from(vec![b'b'; BODY_BYTES]);
+        recent.keep(-3, Some(&exact), None);
+        assert!(recent.find(-3).and_then(|t| t.request).is_some_and(|t| t.len() == BODY_BYTES), "not cut");
         let long = Bytes::from(vec![b'a'; BODY_BYTES * 2]);
         recent.keep(-1, Some(&long), Some(&Bytes::from_static(b"reply")));
         let text = recent.find(-1).unwrap_or(Text { request: None, response: None });

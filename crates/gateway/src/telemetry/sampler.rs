@@ -46,8 +46,8 @@ pub fn spawn(gateway: &Arc<Gateway>) {
                 .combos
                 .iter()
                 .zip(combos.iter().zip(&before_combos))
-                .filter(|((_, lane), _)| &**lane != "-")
-                .map(|((pool, lane), (now, before))| ((pool.clone(), lane.clone()), now.saturating_sub(*before)));
+                .filter(|((_, lane), (now, before))| &**lane != "-" && now > before)
+                .map(|((pool, lane), (now, before))| ((pool.clone(), lane.clone()), now - before));
             history.add_lanes(minute, served);
             before = now;
             before_combos = combos;
