@@ -372,7 +372,7 @@ try {
   assert.ok(await viewer.page.getByRole('button', { name: 'Create key' }).isDisabled());
   assert.ok(await viewer.page.getByRole('button', { name: /Rotate bulk-traffic/ }).isDisabled());
   const attempts = await viewer.page.evaluate(async () => {
-    const { csrf } = await (await fetch('/ui/session')).json();
+    const { csrf } = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     const send = async (method, url, body) => (await fetch(url, {
       method, headers: { 'x-csrf-token': csrf, 'content-type': 'application/json' }, body,
     })).status;

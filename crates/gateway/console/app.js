@@ -510,15 +510,8 @@
   }
 
   async function start() {
-    // The document carries who is signed in; without it, ask.
-    const meta = document.querySelector('meta[name="switchyard-session"]');
-    if (meta && meta.content) {
-      session = JSON.parse(meta.content);
-    } else {
-      const response = await fetch('/ui/session');
-      if (!response.ok) return location.assign('/ui/login');
-      session = await response.json();
-    }
+    // The document carries who is signed in (it is served only to a session).
+    session = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     $('who').textContent = `${session.name} (${session.scope === 'full' ? 'full access' : 'read-only'})`;
     for (const link of document.querySelectorAll('nav a')) {
       if (link.dataset.page === pageName()) link.setAttribute('aria-current', 'page');

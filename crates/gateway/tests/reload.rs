@@ -194,3 +194,26 @@ async fn a_reloaded_budget_tree_takes_effect() {
     assert_eq!(budget(), Some(25.0), "the file's new budget is in force");
     assert!(Arc::ptr_eq(reloader.current().governance.as_ref().unwrap(), &governance), "keys and counters carry on");
 }
+
+#[tokio::test]
+async fn a_token_taken_out_of_the_config_ends_its_console_sessions() {
+    let second = "second-admin-token-0123456789";
+    let both = |tokens: &str| {
+        format!("admin: {{ tokens: [{tokens}] }}\nproviders:\n  fake: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  a: {{ provider: fake }}\n")
+    };
+    let running = start(&both(&format!("{ADMIN_TOKEN}, {second}"))).await;
+    let form = [("content-type", "application/x-www-form-urlencoded"), ("sec-fetch-site", "same-origin")];
+    let signed = post(running.admin, "/ui/login", &form, format!("token={second}")).await;
+    let cookie = signed.headers["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    let console =
+        |cookie: String| async move { common::get_with(running.admin, "/ui/", &[("cookie", &cookie)]).await.status };
+    assert_eq!(console(cookie.clone()).await, StatusCode::OK);
+    // The session survives a reload that keeps its token...
+    let (status, body) = reload(&running, &both(&format!("{ADMIN_TOKEN}, {second}"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(console(cookie.clone()).await, StatusCode::OK);
+    // ...and ends with one that takes it out.
+    let (status, body) = reload(&running, &both(ADMIN_TOKEN)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(console(cookie).await, StatusCode::SEE_OTHER, "sent back to the login form");
+}

@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::{Form, Json, Router};
+use axum::{Form, Router};
 use serde::Deserialize;
 use switchyard_governance::key::secrets_match;
 use switchyard_governance::KeyHash;
@@ -82,7 +82,6 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/ui/{page}", get(page))
         .route("/ui/login", get(login_page).post(login))
         .route("/ui/logout", post(logout))
-        .route("/ui/session", get(session))
         .route("/ui/assets/{file}", get(asset))
         .with_state(gateway)
         .layer(axum::middleware::from_fn(secure_headers))
@@ -247,15 +246,6 @@ async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Resp
 }
 
 /// Who is signed in, and the anti-CSRF token the page echoes.
-async fn session(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    match signed_in(&gateway, &headers) {
-        None => {
-            (StatusCode::UNAUTHORIZED, Json(serde_json::json!({"error": {"message": "not signed in"}}))).into_response()
-        }
-        Some(sign_in) => Json(session_json(&gateway, &sign_in)).into_response(),
-    }
-}
-
 fn session_json(gateway: &Gateway, sign_in: &SignIn) -> serde_json::Value {
     serde_json::json!({
         "name": &*sign_in.name,
