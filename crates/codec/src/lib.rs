@@ -166,6 +166,17 @@ pub struct ErrorResponse {
     pub body: Vec<u8>,
 }
 
+/// What admission reads of a request: the largest output it allows and how
+/// many replies it asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metered {
+    /// The most output tokens per reply the request allows, when it says
+    /// (the largest of the members that name it).
+    pub max_tokens: Option<u64>,
+    /// Replies asked for (at least 1).
+    pub choices: u64,
+}
+
 /// One protocol's reader and writer.
 pub trait Codec: Send + Sync {
     /// Which protocol this is.
@@ -273,14 +284,43 @@ pub trait Codec: Send + Sync {
         &[]
     }
 
-    /// The most output tokens a request allows, read without a full parse
-    /// where the protocol says where it is (admission reserves for it).
-    fn max_output_tokens(&self, body: &[u8]) -> Option<u64> {
+    /// Where a request asks for several replies at once (OpenAI `n`, Gemini
+    /// `candidateCount`): each is billed its own output. Empty: one reply.
+    fn choices_members(&self) -> &'static [&'static [&'static str]] {
+        &[]
+    }
+
+    /// Member names whose string values carry inline media (base64 images,
+    /// documents, audio) in this protocol: the prompt estimate counts those
+    /// as media and every other string as text.
+    fn media_members(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// What admission reads of a request, without a full parse where the
+    /// protocol says where it is. Every member it reads must be named once
+    /// (as `model` must): a body that names one twice is refused, because
+    /// the upstream may read the other one.
+    fn metered(&self, body: &[u8]) -> Result<Metered, scan::ScanError> {
         let members = self.max_tokens_members();
-        if members.is_empty() {
-            return self.read_request(body).ok()?.max_tokens;
+        let max_tokens = if members.is_empty() {
+            self.read_request(body).ok().and_then(|request| request.max_tokens)
+        } else {
+            let mut most: Option<u64> = None;
+            for path in members {
+                if let Some(value) = scan::member_once(body, path)?.and_then(scan::count) {
+                    most = Some(most.map_or(value, |m| m.max(value)));
+                }
+            }
+            most
+        };
+        let mut choices = 1;
+        for path in self.choices_members() {
+            if let Some(value) = scan::member_once(body, path)?.and_then(scan::count) {
+                choices = choices.max(value);
+            }
         }
-        members.iter().find_map(|path| scan::member_u64(body, path))
+        Ok(Metered { max_tokens, choices })
     }
 
     /// The usage of a complete reply, for metering a passthrough. The default

@@ -135,6 +135,47 @@ pub fn member_u64(body: &[u8], path: &[&str]) -> Option<u64> {
     std::str::from_utf8(value).ok()?.parse().ok()
 }
 
+/// The raw value at a member path, each key of the path named at most once
+/// at its level (a body that names one twice is an error: parsers disagree
+/// on which wins, and the gateway must read what the upstream reads).
+/// `Ok(None)` when a level is missing or is not an object.
+pub fn member_once<'a>(body: &'a [u8], path: &[&'static str]) -> Result<Option<&'a [u8]>, ScanError> {
+    let mut value = body;
+    for key in path {
+        if value.first() != Some(&b'{') {
+            return Ok(None);
+        }
+        let mut found: Option<&'a [u8]> = None;
+        walk_top_level(value, |name, start, end| {
+            if name == key.as_bytes() {
+                if found.is_some() {
+                    return Err(ScanError::Duplicate(key));
+                }
+                found = Some(&value[start..end]);
+            }
+            Ok(true)
+        })?;
+        match found {
+            Some(inner) => value = inner,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(value))
+}
+
+/// A JSON number read as a count: integers as they are, other numbers
+/// (`1e18`, `12.5`) rounded up and saturated at `u64::MAX`. `None` for
+/// anything that is not a non-negative number: the upstream refuses it.
+pub fn count(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    if let Ok(whole) = text.parse::<u64>() {
+        return Some(whole);
+    }
+    let number = text.parse::<f64>().ok()?;
+    // `as` saturates: 1e300 is u64::MAX, and NaN was refused above.
+    (number.is_finite() && number >= 0.0).then(|| number.ceil() as u64)
+}
+
 /// Calls `visit(key, value_start, value_end)` for each top-level member
 /// until it returns `false`. Keys come with their escapes resolved.
 fn walk_top_level(

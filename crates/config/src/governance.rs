@@ -118,11 +118,20 @@ pub struct Governance {
     pub ledger_flush_interval: Duration,
     /// Ledger rows buffered before settlement waits (backpressure).
     pub ledger_queue: usize,
+    /// How long a fleet's reservation outlives the instance holding it:
+    /// renewed while its request lives, given back this long after its
+    /// instance died (`kill -9`, a lost host).
+    pub hold_lease: Duration,
 }
 
 impl Default for Governance {
     fn default() -> Governance {
-        Governance { default_max_tokens: 4096, ledger_flush_interval: Duration::from_secs(1), ledger_queue: 65_536 }
+        Governance {
+            default_max_tokens: 4096,
+            ledger_flush_interval: Duration::from_secs(1),
+            ledger_queue: 65_536,
+            hold_lease: Duration::from_secs(60),
+        }
     }
 }
 
@@ -204,6 +213,7 @@ pub(crate) struct RawGovernance {
     pub default_max_tokens: Option<u64>,
     pub ledger_flush_interval: Option<String>,
     pub ledger_queue: Option<usize>,
+    pub hold_lease: Option<String>,
 }
 
 pub(crate) fn auth_mode(raw: Option<&RawAuth>, issues: &mut Vec<Issue>) -> AuthMode {
@@ -456,9 +466,14 @@ pub(crate) fn governance(raw: &RawGovernance, issues: &mut Vec<Issue>) -> Govern
             "set it to e.g. 4096",
         ));
     }
+    let hold_lease = duration_or(raw.hold_lease.as_deref(), defaults.hold_lease, "governance.hold_lease", issues);
+    if hold_lease < Duration::from_secs(1) || hold_lease > Duration::from_secs(3600) {
+        issues.push(Issue::new("governance.hold_lease", "must be between 1s and 1h", "write e.g. 60s"));
+    }
     Governance {
         default_max_tokens: raw.default_max_tokens.unwrap_or(defaults.default_max_tokens),
         ledger_flush_interval: flush,
         ledger_queue: raw.ledger_queue.unwrap_or(defaults.ledger_queue).max(1),
+        hold_lease,
     }
 }

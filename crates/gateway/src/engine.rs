@@ -20,7 +20,6 @@ use http_body_util::{BodyExt, Full};
 use switchyard_codec::tap::UsageTap;
 use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_governance::Estimate;
 use switchyard_health::{effects, normalize, Admission, LaneEffect, RequestEffect, StatusClass, Unavailable};
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Request, Usage};
 use tokio::sync::OwnedSemaphorePermit;
@@ -283,14 +282,23 @@ async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Re
     let Some(governance) = &gateway.governance else {
         return Ok(());
     };
-    let input = switchyard_governance::estimate::input_tokens(&call.body);
+    let codec = gateway.codec(call.ingress);
+    let input = switchyard_governance::estimate::input_tokens(&call.body, codec.media_members());
     let reservation = match &call.caller {
         None => None,
         Some(caller) => {
-            let output =
-                gateway.codec(call.ingress).max_output_tokens(&call.body).unwrap_or(governance.default_max_tokens);
-            let tokens = switchyard_governance::money::Tokens { input, output, cache_read: 0, cache_write: 0 };
-            let estimate = Estimate { tokens: tokens.total(), cost: gateway.pools[pool].price_ceiling.cost(&tokens) };
+            // What admission reads is read once, each member named once.
+            let metered = codec.metered(&call.body).map_err(|err| Denied {
+                info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
+                retry_after: None,
+            })?;
+            let estimate = switchyard_governance::estimate::worst_case(
+                input,
+                metered.max_tokens,
+                governance.default_max_tokens,
+                metered.choices,
+                &gateway.pools[pool].price_ceiling,
+            );
             Some(governance.admit(caller, &call.name, estimate).await?)
         }
     };

@@ -163,6 +163,8 @@ pub struct Hold {
     pub reservation: Reservation,
     /// Held in the fleet's counters (else this instance's).
     pub in_fleet: bool,
+    /// The hold's id in the fleet (its settlement is applied once by it).
+    pub hold: u64,
     /// The chain's bucket names in the fleet's Redis.
     pub fleet_keys: Arc<[String]>,
 }
@@ -201,7 +203,7 @@ pub async fn from_config(
     let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
     let mut governance = Governance::start(config, stores, Some(queue), price_of).await?;
     if let Some(url) = &config.storage.redis_url {
-        let fleet = fleet::Fleet::connect(url, config.storage.on_redis_error)
+        let fleet = fleet::Fleet::connect(url, config.storage.on_redis_error, config.governance.hold_lease)
             .await
             .map_err(|err| StartError::Store(StoreError::Unavailable(format!("storage.redis_url: {err}"))))?;
         governance.fleet = Some(fleet);
@@ -556,14 +558,20 @@ impl Governance {
         }
         let now = now_ms();
         let chain = &caller.key.chain;
+        let mut hold = 0;
         if let Some(fleet) = &self.fleet {
             let keys = &caller.key.fleet_keys;
-            match fleet.admit(keys, chain, &self.shared_buckets(chain, now, true), estimate, now).await {
-                Ok(None) => {
+            hold = fleet.new_hold();
+            let buckets = self.shared_buckets(chain, now, true);
+            match fleet.admit(keys, chain, &buckets, estimate, hold, now).await {
+                Ok(fleet::Admitted::Held(hold)) => {
                     let reservation = Reservation { chain: chain.clone(), estimate };
-                    return Ok(Hold { reservation, in_fleet: true, fleet_keys: keys.clone() });
+                    return Ok(Hold { reservation, in_fleet: true, hold, fleet_keys: keys.clone() });
                 }
-                Ok(Some(refusal)) => return Err(self.refusal_error(&refusal)),
+                Ok(fleet::Admitted::Refused(refusal)) => return Err(self.refusal_error(&refusal)),
+                // Redis away, or a script refusing this one request: the
+                // operator's choice decides for this request (only an
+                // outage marks Redis away for the others).
                 Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
                     let info = ErrorInfo::new(
                         ErrorKind::Unavailable,
@@ -579,7 +587,9 @@ impl Governance {
             }
         }
         match self.governor().admit(chain, estimate, now) {
-            Ok(reservation) => Ok(Hold { reservation, in_fleet: false, fleet_keys: caller.key.fleet_keys.clone() }),
+            Ok(reservation) => {
+                Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: caller.key.fleet_keys.clone() })
+            }
             Err(refusal) => Err(self.refusal_error(&refusal)),
         }
     }
@@ -631,10 +641,17 @@ impl Governance {
         if let Some(fleet) = &self.fleet {
             let chain = &hold.reservation.chain;
             let buckets = self.shared_buckets(chain, now, false);
-            let keys = hold.fleet_keys.clone();
-            let settlement =
-                fleet::Fleet::settlement(keys, &buckets, hold.reservation.estimate, cost, tokens, hold.in_fleet, now);
-            fleet.settle(settlement);
+            let settlement = fleet.settlement(
+                &hold.fleet_keys,
+                &buckets,
+                hold.hold,
+                hold.reservation.estimate,
+                cost,
+                tokens,
+                hold.in_fleet,
+                now,
+            );
+            fleet.settle(hold.hold, settlement);
         }
     }
 

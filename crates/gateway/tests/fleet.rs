@@ -544,3 +544,146 @@ async fn a_finished_trial_gives_its_claim_back_to_the_fleet() {
     open_chat(two, "p").await; // the next trial is two's to claim
     assert_eq!(hit(), 3, "the claim of a finished trial kept every later trial from the fleet");
 }
+
+/// A chat body with the raw JSON `max_tokens` text given (a number no
+/// serde type would take, say).
+async fn ask_with_max(addr: SocketAddr, key: &str, max_tokens: &str) -> (StatusCode, String) {
+    let auth = format!("Bearer {key}");
+    let body = format!(r#"{{"model":"m","max_tokens":{max_tokens},"messages":[{{"role":"user","content":"hi"}}]}}"#);
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body).await;
+    (reply.status, String::from_utf8_lossy(&reply.body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_number_a_caller_sends_takes_redis_out_of_the_fleet() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (addr, gateway) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    // No USD budget and no tpm: nothing on the key clamps the estimate.
+    let wild = create_key(addr, serde_json::json!({"name": "wild"})).await["key"].as_str().unwrap().to_owned();
+    let calm = create_key(addr, serde_json::json!({"name": "calm"})).await["key"].as_str().unwrap().to_owned();
+    let fleet = gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
+    for max_tokens in ["1e18", "1000000000000000000", "18446744073709551615", "1.7976931348623157e308", "-5", "2.5"] {
+        let (status, body) = ask_with_max(addr, &wild, max_tokens).await;
+        assert!(status == StatusCode::OK || status.is_client_error(), "max_tokens {max_tokens}: {status} {body}");
+        assert!(fleet.up.load(Ordering::Relaxed), "max_tokens {max_tokens} made the instance think Redis is away");
+        let (status, body) = ask(addr, &calm).await;
+        assert_eq!(status, StatusCode::OK, "another caller after max_tokens {max_tokens}: {body}");
+    }
+    assert_eq!(fleet.refused_settlements.load(Ordering::Relaxed), 0, "every settlement was an integer Redis takes");
+}
+
+/// A fleet client of the test's own on `redis`, with a short lease.
+async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_gateway::governance::fleet::Fleet> {
+    switchyard_gateway::governance::fleet::Fleet::connect(
+        &redis.url(),
+        switchyard_config::OnRedisError::FailClosed,
+        lease,
+    )
+    .await
+    .unwrap()
+}
+
+fn one_key_chain(id: &str) -> (Vec<switchyard_governance::BucketId>, Arc<[String]>) {
+    let chain = vec![switchyard_governance::BucketId::Key(Arc::from(id))];
+    let keys = switchyard_gateway::governance::fleet::bucket_names(&chain);
+    (chain, keys)
+}
+
+fn bucket(concurrent: Option<u64>, usd: Option<f64>) -> switchyard_governance::fleet::SharedBucket {
+    let budget = usd.map(|usd| switchyard_governance::Budget { usd, window: switchyard_governance::Window::Total });
+    let limits = switchyard_governance::Limits { rpm: None, tpm: None, concurrent };
+    switchyard_governance::fleet::SharedBucket {
+        spec: Some(switchyard_governance::BucketSpec { budget, limits }),
+        seed_spent: 0,
+    }
+}
+
+async fn field(redis: &Redis, key: &str, name: &str) -> i64 {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("HGET").arg(key).arg(name).query_async::<Option<i64>>(&mut connection).await.unwrap().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
+    use switchyard_gateway::governance::fleet::Admitted;
+    let Some(redis) = Redis::start() else { return };
+    let (chain, keys) = one_key_chain("lease");
+    let buckets = [bucket(Some(1), None)];
+    let estimate = switchyard_governance::Estimate { tokens: 10, cost: 7 };
+    let now = || switchyard_gateway::governance::now_ms();
+
+    let dying = fleet_client(&redis, Duration::from_secs(1)).await;
+    let hold = dying.new_hold();
+    assert!(matches!(dying.admit(&keys, &chain, &buckets, estimate, hold, now()).await.unwrap(), Admitted::Held(_)));
+    // A living instance renews its holds: past two leases, the key is still busy.
+    let other = fleet_client(&redis, Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let busy = other.admit(&keys, &chain, &buckets, estimate, other.new_hold(), now()).await.unwrap();
+    assert!(matches!(busy, Admitted::Refused(_)), "a renewed hold lasts as long as its request: {busy:?}");
+
+    // The instance dies (its renewals stop with it) without settling.
+    drop(dying);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let admitted = loop {
+        match other.admit(&keys, &chain, &buckets, estimate, other.new_hold(), now()).await.unwrap() {
+            Admitted::Held(hold) => break hold,
+            Admitted::Refused(_) => {
+                assert!(Instant::now() < deadline, "a dead instance's hold never came back");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(field(&redis, &keys[0], "inflight").await, 1, "the dead hold was given back, the new one held");
+    assert_eq!(field(&redis, &keys[0], "reserved").await, 7);
+    // Settling the new hold leaves nothing held.
+    let settlement = other.settlement(&keys, &buckets, admitted, estimate, 3, 5, true, now());
+    other.settle(admitted, settlement);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while field(&redis, &keys[0], "inflight").await != 0 || field(&redis, &keys[0], "reserved").await != 0 {
+        assert!(Instant::now() < deadline, "the settlement did not release its hold");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_applies_once_and_a_refused_one_stands_alone() {
+    use switchyard_gateway::governance::fleet::Admitted;
+    let Some(redis) = Redis::start() else { return };
+    let fleet = fleet_client(&redis, Duration::from_secs(60)).await;
+    let (chain, keys) = one_key_chain("once");
+    let buckets = [bucket(None, Some(100.0))];
+    let estimate = switchyard_governance::Estimate { tokens: 10, cost: 1_000 };
+    let now = switchyard_gateway::governance::now_ms();
+    let Admitted::Held(hold) = fleet.admit(&keys, &chain, &buckets, estimate, fleet.new_hold(), now).await.unwrap()
+    else {
+        panic!("refused")
+    };
+    let good = fleet.settlement(&keys, &buckets, hold, estimate, 400, 8, true, now);
+
+    // A poison settlement: its bucket's name holds a string, so its script fails.
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let (_, bad_keys) = one_key_chain("poison");
+    redis::cmd("SET").arg(&bad_keys[0]).arg("not a hash").query_async::<()>(&mut connection).await.unwrap();
+    let poison = fleet.settlement(&bad_keys, &buckets, fleet.new_hold(), estimate, 400, 8, true, now);
+
+    // The same settlement three times (a lost answer, a retried batch) and
+    // the poison one among them.
+    fleet.settle(hold, good.clone());
+    fleet.settle(0, poison);
+    fleet.settle(hold, good.clone());
+    fleet.settle(hold, good);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while fleet.refused_settlements.load(Ordering::Relaxed) < 1 || field(&redis, &keys[0], "spent").await == 0 {
+        assert!(Instant::now() < deadline, "settlements were not applied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Give a retry loop time to show itself.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(field(&redis, &keys[0], "spent").await, 400, "applied once, not once per send");
+    assert_eq!(field(&redis, &keys[0], "reserved").await, 0);
+    assert_eq!(fleet.refused_settlements.load(Ordering::Relaxed), 1, "the poison one is set aside, once");
+    assert_eq!(fleet.pending(), 0, "nothing is retried forever");
+    assert!(fleet.up.load(Ordering::Relaxed), "a refused script is not an outage");
+}

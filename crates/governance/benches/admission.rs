@@ -71,7 +71,7 @@ fn fixture() -> Fixture {
 fn admit_and_settle(f: &mut Fixture, now_ms: u64) {
     let hash = KeyHash::of(&f.secret);
     let chain = f.keys.get(&hash).cloned().unwrap_or_else(|| Arc::from([]));
-    let tokens = Tokens { input: estimate::input_tokens(&f.body), output: 512, ..Tokens::default() };
+    let tokens = Tokens { input: estimate::input_tokens(&f.body, &["url", "data"]), output: 512, ..Tokens::default() };
     let reservation =
         f.governor.admit(&chain, Estimate { tokens: tokens.total(), cost: f.price.cost(&tokens) }, now_ms);
     if let Ok(reservation) = reservation {

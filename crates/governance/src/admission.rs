@@ -97,6 +97,18 @@ pub struct Estimate {
     pub cost: NanoUsd,
 }
 
+impl Estimate {
+    /// An estimate within the bounds every store and script can hold
+    /// ([`MAX_REQUEST_TOKENS`](crate::estimate::MAX_REQUEST_TOKENS) twice,
+    /// for input and output, and [`MAX_REQUEST_COST`](crate::estimate::MAX_REQUEST_COST)).
+    pub fn bounded(tokens: u64, cost: NanoUsd) -> Estimate {
+        Estimate {
+            tokens: tokens.min(2 * crate::estimate::MAX_REQUEST_TOKENS),
+            cost: cost.min(crate::estimate::MAX_REQUEST_COST),
+        }
+    }
+}
+
 /// What a request really cost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Actual {
@@ -332,6 +344,9 @@ impl Governor {
 
     /// The request finished: replace its reservation with what it cost.
     pub fn settle(&mut self, reservation: &Reservation, actual: Actual, now_ms: u64) {
+        // An upstream's usage is bounded like a caller's numbers.
+        let bounded = Estimate::bounded(actual.tokens, actual.cost);
+        let actual = Actual { tokens: bounded.tokens, cost: bounded.cost };
         for id in reservation.chain.iter() {
             let Some(state) = self.buckets.get_mut(id) else { continue };
             state.reserved = state.reserved.saturating_sub(reservation.estimate.cost);

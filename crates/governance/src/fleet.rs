@@ -12,12 +12,31 @@ pub const ADMIT_ARGS_PER_BUCKET: usize = 7;
 /// Arguments per bucket in a settlement.
 pub const SETTLE_ARGS_PER_BUCKET: usize = 3;
 
-/// The name of a bucket's counters in the shared store.
-pub fn bucket_key(prefix: &str, id: &BucketId) -> String {
-    match id {
+/// The largest number a script is given, either sign: every sum the
+/// scripts form from such numbers stays below 2⁶³, where Lua's `%d` and
+/// Redis's integers end.
+pub const SCRIPT_MAX: i64 = 1 << 60;
+
+/// The names of a bucket's counters and of its holds (the reservations in
+/// flight, each under a lease) in the shared store.
+pub fn bucket_keys(prefix: &str, id: &BucketId) -> [String; 2] {
+    let counters = match id {
         BucketId::Key(key) => format!("{prefix}:bucket:key:{key}"),
         BucketId::Group(group) => format!("{prefix}:bucket:group:{group}"),
-    }
+    };
+    let holds = format!("{counters}:holds");
+    [counters, holds]
+}
+
+/// The name of a settlement's once-only marker.
+pub fn settled_key(prefix: &str, hold: u64) -> String {
+    format!("{prefix}:settled:{hold:x}")
+}
+
+/// A hold's member in a bucket's holds: its id and the cost it reserves
+/// (what a reclaim gives back when its lease runs out).
+pub fn hold_member(hold: u64, estimate: Estimate) -> String {
+    format!("{hold:x}|{}", num(estimate.cost))
 }
 
 /// One bucket of a chain as the scripts see it: its spec (none: a bucket
@@ -31,23 +50,33 @@ pub struct SharedBucket {
     pub seed_spent: NanoUsd,
 }
 
-/// A number as a script argument (integers stay exact up to 2^53 in Lua;
-/// nano-USD reach that only past nine million dollars).
+/// A number as a script argument, clamped to [`SCRIPT_MAX`]: whatever a
+/// caller, an upstream's usage or an operator's budget says, a script never
+/// meets a number it cannot add or write back as an integer.
 fn num(value: u64) -> i64 {
-    i64::try_from(value).unwrap_or(i64::MAX)
+    i64::try_from(value).unwrap_or(i64::MAX).min(SCRIPT_MAX)
 }
 
-/// The admission script's arguments (after the keys) for `buckets` at `now_ms`.
-pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> Vec<i64> {
+fn signed(value: i64) -> i64 {
+    value.clamp(-SCRIPT_MAX, SCRIPT_MAX)
+}
+
+/// The admission script's numeric arguments (after the keys; the hold's
+/// member follows them) for `buckets` at `now_ms`, the hold leased until
+/// `lease_end_ms`.
+pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, lease_end_ms: u64, now_ms: u64) -> Vec<i64> {
     let now_s = (now_ms / 1000) as i64;
-    let mut args = Vec::with_capacity(3 + buckets.len() * ADMIT_ARGS_PER_BUCKET);
-    args.extend([num(now_ms), num(estimate.cost), num(estimate.tokens)]);
+    let mut args = Vec::with_capacity(4 + buckets.len() * ADMIT_ARGS_PER_BUCKET);
+    args.extend([num(now_ms), num(estimate.cost), num(estimate.tokens), num(lease_end_ms)]);
     for bucket in buckets {
         let spec = bucket.spec.unwrap_or_default();
         let (cap, window_start, retry) = match spec.budget {
             Some(budget) => {
-                let retry = budget.window.next_start(now_s).map_or(-1, |next| next * 1000 - num(now_ms));
-                (num(budget.cap()), budget.window.start(now_s), retry)
+                let retry = budget
+                    .window
+                    .next_start(now_s)
+                    .map_or(-1, |next| signed(next.saturating_mul(1000)).saturating_sub(num(now_ms)));
+                (num(budget.cap()), signed(budget.window.start(now_s)), retry)
             }
             None => (-1, 0, -1),
         };
@@ -64,15 +93,16 @@ pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, now_ms: u64) -> 
     args
 }
 
-/// The settlement script's arguments (after the keys): the reservation
-/// `held` (in the shared store, or only this instance's while it was
-/// away) is replaced by `actual_cost` and `actual_tokens`.
+/// The settlement script's numeric arguments (after the keys; the hold's
+/// member, or `-` for a request admitted on local counters, follows them):
+/// the reservation is replaced by `actual_cost` and `actual_tokens`, and
+/// the settlement's marker is kept `marker_ms`.
 pub fn settle_args(
     buckets: &[SharedBucket],
     reserved: Estimate,
     actual_cost: NanoUsd,
     actual_tokens: u64,
-    held: bool,
+    marker_ms: u64,
     now_ms: u64,
 ) -> Vec<i64> {
     let now_s = (now_ms / 1000) as i64;
@@ -83,12 +113,12 @@ pub fn settle_args(
         num(reserved.tokens),
         num(actual_cost),
         num(actual_tokens),
-        i64::from(held),
+        num(marker_ms).max(1),
     ]);
     for bucket in buckets {
         let spec = bucket.spec.unwrap_or_default();
         let (cap, window_start) = match spec.budget {
-            Some(budget) => (num(budget.cap()), budget.window.start(now_s)),
+            Some(budget) => (num(budget.cap()), signed(budget.window.start(now_s))),
             None => (-1, 0),
         };
         args.extend([cap, window_start, num(spec.limits.tpm.unwrap_or(0))]);
@@ -145,16 +175,38 @@ mod tests {
             seed_spent: 7,
         };
         let unknown = SharedBucket { spec: None, seed_spent: 0 };
-        let args = admit_args(&[key, unknown], Estimate { tokens: 10, cost: 20 }, NOW);
-        assert_eq!(args.len(), 3 + 2 * ADMIT_ARGS_PER_BUCKET);
-        assert_eq!(&args[..3], [1_796_067_065_000, 20, 10]);
+        let args = admit_args(&[key, unknown], Estimate { tokens: 10, cost: 20 }, NOW + 60_000, NOW);
+        assert_eq!(args.len(), 4 + 2 * ADMIT_ARGS_PER_BUCKET);
+        assert_eq!(&args[..4], [1_796_067_065_000, 20, 10, 1_796_067_125_000]);
         let day = Window::Day.start((NOW / 1000) as i64);
         let next = Window::Day.next_start((NOW / 1000) as i64).unwrap();
         let cap = i64::try_from(from_usd(2.0)).unwrap();
-        assert_eq!(&args[3..10], [cap, day, next * 1000 - NOW as i64, 60, 1000, 3, 7]);
-        assert_eq!(&args[10..], [-1, 0, -1, 0, 0, 0, 0]);
-        let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, true, NOW);
-        assert_eq!(settle, [1_796_067_065_000, 20, 10, 5, 4, 1, cap, day, 1000]);
+        assert_eq!(&args[4..11], [cap, day, next * 1000 - NOW as i64, 60, 1000, 3, 7]);
+        assert_eq!(&args[11..], [-1, 0, -1, 0, 0, 0, 0]);
+        let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, 3_600_000, NOW);
+        assert_eq!(settle, [1_796_067_065_000, 20, 10, 5, 4, 3_600_000, cap, day, 1000]);
+        assert_eq!(hold_member(0xab, Estimate { tokens: 10, cost: 20 }), "ab|20");
+        assert_eq!(bucket_keys("sy", &BucketId::Key(Arc::from("k1")))[1], "sy:bucket:key:k1:holds");
+    }
+
+    #[test]
+    fn no_number_reaches_a_script_unbounded() {
+        // Whatever a caller, an upstream or an operator says, every argument
+        // stays an integer a script can add and write back.
+        let huge = SharedBucket {
+            spec: Some(BucketSpec {
+                budget: Some(Budget { usd: 1e300, window: Window::Total }),
+                limits: Limits { rpm: Some(u64::MAX), tpm: Some(u64::MAX), concurrent: Some(u64::MAX) },
+            }),
+            seed_spent: u64::MAX,
+        };
+        let estimate = Estimate { tokens: u64::MAX, cost: u64::MAX };
+        for args in [
+            admit_args(&[huge, huge], estimate, u64::MAX, u64::MAX),
+            settle_args(&[huge], estimate, u64::MAX, u64::MAX, u64::MAX, u64::MAX),
+        ] {
+            assert!(args.iter().all(|n| (-SCRIPT_MAX..=SCRIPT_MAX).contains(n)), "{args:?}");
+        }
     }
 
     #[test]

@@ -42,6 +42,11 @@ impl Codec for AnthropicCodec {
         &[&["max_tokens"]]
     }
 
+    fn media_members(&self) -> &'static [&'static str] {
+        // An image's or a document's base64 `source.data`.
+        &["data"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

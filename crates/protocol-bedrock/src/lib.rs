@@ -37,6 +37,11 @@ impl Codec for BedrockCodec {
         &[&["inferenceConfig", "maxTokens"]]
     }
 
+    fn media_members(&self) -> &'static [&'static str] {
+        // image.source.bytes and document.source.bytes (base64).
+        &["bytes"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

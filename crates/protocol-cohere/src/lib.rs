@@ -43,6 +43,11 @@ impl Codec for CohereCodec {
         &[&["max_tokens"]]
     }
 
+    fn media_members(&self) -> &'static [&'static str] {
+        // image_url.url (a data URL).
+        &["url"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

@@ -39,6 +39,15 @@ impl Codec for GeminiCodec {
         &[&["generationConfig", "maxOutputTokens"], &["generation_config", "max_output_tokens"]]
     }
 
+    fn choices_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["generationConfig", "candidateCount"], &["generation_config", "candidate_count"]]
+    }
+
+    fn media_members(&self) -> &'static [&'static str] {
+        // inlineData.data (inline_data.data in snake case).
+        &["data"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

@@ -55,6 +55,15 @@ impl Codec for OpenAiCodec {
         &[&["max_completion_tokens"], &["max_tokens"]]
     }
 
+    fn choices_members(&self) -> &'static [&'static [&'static str]] {
+        &[&["n"]]
+    }
+
+    fn media_members(&self) -> &'static [&'static str] {
+        // image_url.url and file.file_data (data URLs), input_audio.data.
+        &["url", "file_data", "data"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }

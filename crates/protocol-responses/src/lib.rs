@@ -39,6 +39,11 @@ impl Codec for ResponsesCodec {
         &[&["max_output_tokens"]]
     }
 
+    fn media_members(&self) -> &'static [&'static str] {
+        // input_image.image_url and input_file.file_data (data URLs).
+        &["image_url", "file_data"]
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
     }

@@ -2,13 +2,18 @@
 -- same rules as governance::admission::Governor::admit, on counters every
 -- instance shares. One call per request (EVALSHA: one round trip).
 --
--- KEYS[i]   the chain's bucket hashes, key first, then its groups upward
+-- KEYS[2i-1] bucket i's counters (key first, then its groups upward)
+-- KEYS[2i]   bucket i's holds: a sorted set of `id|cost`, scored by the
+--            end of their lease (ms)
 -- ARGV[1]   now (ms)        ARGV[2] estimated cost (nano-USD)
 -- ARGV[3]   estimated tokens
+-- ARGV[4]   the end of the hold's lease (ms)
 -- then 7 per bucket: budget cap (-1: none), window start (s), ms until the
 -- next window (-1: never), rpm (0: none), tpm (0: none), concurrency cap
 -- (0: none), spend to seed a bucket Redis has never seen (nano-USD)
+-- and last, the hold's member (`id|cost`)
 --
+-- Every number is an integer the gateway bounded (estimate::MAX_REQUEST_*).
 -- Returns {0} admitted, or {why, bucket index, retry ms (-1: none)} with
 -- why = 1 budget, 2 requests per minute, 3 tokens per minute, 4 concurrency.
 -- Bucket hash fields: ws (window start), spent, reserved, rtat, ttat,
@@ -17,22 +22,29 @@
 local now = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local tokens = tonumber(ARGV[3])
+local buckets = #KEYS / 2
 local function arg(i, j)
-  return tonumber(ARGV[3 + (i - 1) * 7 + j])
+  return tonumber(ARGV[4 + (i - 1) * 7 + j])
 end
 
--- Budgets first, anywhere on the chain.
-for i = 1, #KEYS do
+-- What dead instances held comes back first.
+for i = 1, buckets do
+  reclaim(KEYS[2 * i - 1], KEYS[2 * i], now)
+end
+
+-- Budgets, anywhere on the chain.
+for i = 1, buckets do
+  local key = KEYS[2 * i - 1]
   local cap = arg(i, 1)
   if cap >= 0 then
     local ws = arg(i, 2)
-    local stored = redis.call('HGET', KEYS[i], 'ws')
+    local stored = redis.call('HGET', key, 'ws')
     if not stored then
-      redis.call('HSET', KEYS[i], 'ws', ws, 'spent', arg(i, 7))
+      redis.call('HSET', key, 'ws', int(ws), 'spent', ARGV[4 + (i - 1) * 7 + 7])
     elseif tonumber(stored) ~= ws then
-      redis.call('HSET', KEYS[i], 'ws', ws, 'spent', 0)
+      redis.call('HSET', key, 'ws', int(ws), 'spent', 0)
     end
-    local left = cap - field(KEYS[i], 'spent') - field(KEYS[i], 'reserved')
+    local left = cap - field(key, 'spent') - field(key, 'reserved')
     if left < 0 then
       left = 0
     end
@@ -43,10 +55,11 @@ for i = 1, #KEYS do
 end
 
 -- Then rates and concurrency.
-for i = 1, #KEYS do
+for i = 1, buckets do
+  local key = KEYS[2 * i - 1]
   local rpm = arg(i, 4)
   if rpm > 0 then
-    local later = math.max(field(KEYS[i], 'rtat'), now) + PERIOD / rpm
+    local later = math.max(field(key, 'rtat'), now) + PERIOD / rpm
     if later - now > PERIOD then
       return {2, i, math.ceil(later - now - PERIOD)}
     end
@@ -56,30 +69,32 @@ for i = 1, #KEYS do
     if tokens > tpm then
       return {3, i, -1}
     end
-    local later = math.max(field(KEYS[i], 'ttat'), now) + tokens * PERIOD / tpm
+    local later = math.max(field(key, 'ttat'), now) + tokens * PERIOD / tpm
     if later - now > PERIOD then
       return {3, i, math.ceil(later - now - PERIOD)}
     end
   end
   local cap = arg(i, 6)
-  if cap > 0 and field(KEYS[i], 'inflight') >= cap then
+  if cap > 0 and field(key, 'inflight') >= cap then
     return {4, i, -1}
   end
 end
 
--- Every bucket has room: hold the reservation on all of them.
-for i = 1, #KEYS do
-  redis.call('HINCRBY', KEYS[i], 'reserved', cost)
-  redis.call('HINCRBY', KEYS[i], 'inflight', 1)
+-- Every bucket has room: hold the reservation on all of them, under a lease.
+for i = 1, buckets do
+  local key = KEYS[2 * i - 1]
+  redis.call('HINCRBY', key, 'reserved', ARGV[2])
+  redis.call('HINCRBY', key, 'inflight', 1)
+  redis.call('ZADD', KEYS[2 * i], ARGV[4], ARGV[#ARGV])
   local rpm = arg(i, 4)
   if rpm > 0 then
-    local tat = math.max(field(KEYS[i], 'rtat'), now) + PERIOD / rpm
-    redis.call('HSET', KEYS[i], 'rtat', string.format('%.3f', tat))
+    local tat = math.max(field(key, 'rtat'), now) + PERIOD / rpm
+    redis.call('HSET', key, 'rtat', string.format('%.3f', tat))
   end
   local tpm = arg(i, 5)
   if tpm > 0 then
-    local tat = math.max(field(KEYS[i], 'ttat'), now) + tokens * PERIOD / tpm
-    redis.call('HSET', KEYS[i], 'ttat', string.format('%.3f', tat))
+    local tat = math.max(field(key, 'ttat'), now) + tokens * PERIOD / tpm
+    redis.call('HSET', key, 'ttat', string.format('%.3f', tat))
   end
 end
 return {0}

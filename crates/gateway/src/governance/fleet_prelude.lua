@@ -1,7 +1,30 @@
--- Prepended to both fleet scripts: the GCRA period (ms) and a bucket hash
--- field read as a number (0 when absent).
+-- Prepended to both fleet scripts: the GCRA period (ms), a bucket hash
+-- field read as a number (0 when absent), and an integer written so Redis
+-- reads it back as one (Lua prints numbers of 10^14 and more with an
+-- exponent, which HINCRBY refuses).
 local PERIOD = 60000
 local function field(key, name)
   return tonumber(redis.call('HGET', key, name) or 0)
 end
-
+local function int(n)
+  return string.format('%d', n)
+end
+-- Lowers a counter by `by`, never below zero.
+local function lower(key, name, by)
+  if redis.call('HINCRBY', key, name, -by) < 0 then
+    redis.call('HSET', key, name, 0)
+  end
+end
+-- Gives back the holds of `holds` whose lease ran out before `now` (their
+-- instance stopped renewing them: it died): each member is `id|cost`.
+local function reclaim(bucket, holds, now)
+  local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now)
+  for _, member in ipairs(expired) do
+    local cost = tonumber(string.match(member, '|(%d+)$') or 0)
+    lower(bucket, 'reserved', cost)
+    lower(bucket, 'inflight', 1)
+  end
+  if #expired > 0 then
+    redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)
+  end
+end

@@ -1,46 +1,57 @@
--- Settlement of one request on the fleet's counters, atomically: its
--- reservation (when Redis holds one) is replaced by what it cost.
+-- Settlement of one request on the fleet's counters, atomically and once:
+-- its reservation (when Redis holds one) is replaced by what it cost.
 --
--- KEYS[i]   the chain's bucket hashes
+-- KEYS[1]    the settlement's marker (set once: a settlement sent again,
+--            after a lost answer or in a retried batch, changes nothing)
+-- KEYS[2i]   bucket i's counters     KEYS[2i+1] bucket i's holds
 -- ARGV[1]   now (ms)            ARGV[2] reserved cost (nano-USD)
 -- ARGV[3]   reserved tokens     ARGV[4] actual cost (nano-USD)
--- ARGV[5]   actual tokens       ARGV[6] 1: Redis holds the reservation;
---           0: the request was admitted on local counters while Redis was
---           away, and only its cost and tokens are added now
+-- ARGV[5]   actual tokens       ARGV[6] how long the marker is kept (ms)
 -- then 3 per bucket: budget cap (-1: none), window start (s), tpm (0: none)
+-- and last, the hold's member (`id|cost`), or `-` when the request was
+-- admitted on local counters while Redis was away (only its cost and
+-- tokens are added now)
+--
+-- Returns 1 settled, 0 already settled.
 
+if not redis.call('SET', KEYS[1], 1, 'NX', 'PX', ARGV[6]) then
+  return 0
+end
 local now = tonumber(ARGV[1])
 local reserved_cost = tonumber(ARGV[2])
 local reserved_tokens = tonumber(ARGV[3])
-local actual_cost = tonumber(ARGV[4])
 local actual_tokens = tonumber(ARGV[5])
-local held = ARGV[6] == '1'
+local member = ARGV[#ARGV]
+local buckets = (#KEYS - 1) / 2
 local function arg(i, j)
   return tonumber(ARGV[6 + (i - 1) * 3 + j])
 end
 
-for i = 1, #KEYS do
+for i = 1, buckets do
+  local key = KEYS[2 * i]
+  -- A hold whose lease ran out was already given back by a reclaim.
+  local held = member ~= '-' and redis.call('ZREM', KEYS[2 * i + 1], member) == 1
   if held then
-    redis.call('HSET', KEYS[i], 'reserved', math.max(field(KEYS[i], 'reserved') - reserved_cost, 0))
-    redis.call('HSET', KEYS[i], 'inflight', math.max(field(KEYS[i], 'inflight') - 1, 0))
+    lower(key, 'reserved', reserved_cost)
+    lower(key, 'inflight', 1)
   end
   if arg(i, 1) >= 0 then
     local ws = arg(i, 2)
-    local stored = redis.call('HGET', KEYS[i], 'ws')
+    local stored = redis.call('HGET', key, 'ws')
     if not stored or tonumber(stored) ~= ws then
-      redis.call('HSET', KEYS[i], 'ws', ws, 'spent', 0)
+      redis.call('HSET', key, 'ws', int(ws), 'spent', 0)
     end
-    redis.call('HINCRBY', KEYS[i], 'spent', actual_cost)
+    redis.call('HINCRBY', key, 'spent', ARGV[4])
   end
   local tpm = arg(i, 3)
   if tpm > 0 then
     local delta = actual_tokens
-    if held then
+    if member ~= '-' then
       delta = actual_tokens - reserved_tokens
     end
-    local tat = field(KEYS[i], 'ttat') + delta * PERIOD / tpm
+    local tat = field(key, 'ttat') + delta * PERIOD / tpm
     tat = math.max(tat, now - PERIOD, 0)
-    redis.call('HSET', KEYS[i], 'ttat', string.format('%.3f', tat))
+    redis.call('HSET', key, 'ttat', string.format('%.3f', tat))
   end
 end
 return 1
