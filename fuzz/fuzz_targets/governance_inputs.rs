@@ -8,7 +8,7 @@ use switchyard_governance::sigv4::{parse_authorization, verify, Inbound};
 use switchyard_governance::{estimate, KeyHash};
 
 fuzz_target!(|data: &[u8]| {
-    let _ = estimate::input_tokens(data);
+    let _ = estimate::input_tokens(data, &["data", "url", "bytes"]);
     let text = String::from_utf8_lossy(data);
     let _ = parse_authorization(&text);
     let _ = KeyHash::from_hex(&text);

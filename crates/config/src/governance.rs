@@ -59,7 +59,7 @@ pub struct AdminTls {
 }
 
 /// The admin plane's settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admin {
     /// Tokens that open it.
     pub tokens: Vec<AdminToken>,
@@ -67,7 +67,18 @@ pub struct Admin {
     pub tls: Option<AdminTls>,
     /// The operator's waiver for an off-loopback listener without mTLS.
     pub insecure: bool,
+    /// How long audit entries are kept (older ones are purged hourly).
+    pub audit_retention: Duration,
 }
+
+impl Default for Admin {
+    fn default() -> Admin {
+        Admin { tokens: Vec::new(), tls: None, insecure: false, audit_retention: DEFAULT_AUDIT_RETENTION }
+    }
+}
+
+/// How long audit entries are kept unless `admin.audit_retention` says.
+pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(90 * 86_400);
 
 /// Where records live.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -163,6 +174,7 @@ pub(crate) struct RawAdmin {
     pub read_only_tokens: Vec<String>,
     pub tls: Option<RawAdminTls>,
     pub insecure: Option<bool>,
+    pub audit_retention: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -274,6 +286,11 @@ pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
             ));
         }
     }
+    let audit_retention =
+        duration_or(raw.audit_retention.as_deref(), DEFAULT_AUDIT_RETENTION, "admin.audit_retention", issues);
+    if audit_retention < Duration::from_secs(3600) {
+        issues.push(Issue::new("admin.audit_retention", "must be at least 1h", "write e.g. 90d"));
+    }
     Admin {
         tokens,
         tls: raw.tls.as_ref().map(|t| AdminTls {
@@ -282,6 +299,7 @@ pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
             client_ca: t.client_ca.clone(),
         }),
         insecure: raw.insecure.unwrap_or(false),
+        audit_retention,
     }
 }
 

@@ -18,7 +18,7 @@ mod telemetry;
 mod translation;
 mod units;
 
-pub use redact::{redacted, REDACTED};
+pub use redact::{redacted, shown_url, REDACTED};
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -362,18 +362,17 @@ impl Config {
 /// value it gives comes back in an issue (each is written as its `${NAME}`),
 /// so problems can be logged and shown without leaking a secret.
 pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-    let substituted = std::cell::RefCell::new(Vec::new());
+    let values = std::cell::RefCell::new(Vec::new());
     let recording = |name: &str| {
         let value = env(name)?;
-        substituted.borrow_mut().push((name.to_owned(), value.clone()));
+        values.borrow_mut().push((name.to_owned(), value.clone()));
         Some(value)
     };
-    let result = load_with(text, &recording);
+    let mut used = Vec::new();
+    let result = load_with(text, &recording, &mut used);
     let hide = |issues: &mut Vec<Issue>| {
         for issue in issues {
-            for text in [&mut issue.path, &mut issue.message, &mut issue.fix] {
-                *text = interpolate::hide_values(text, &substituted.borrow());
-            }
+            interpolate::shown_issue(issue, &values.borrow(), &used);
         }
     };
     match result {
@@ -388,7 +387,11 @@ pub fn load(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, 
     }
 }
 
-fn load_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+fn load_with(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    used: &mut Vec<interpolate::Substituted>,
+) -> Result<Config, ConfigError> {
     let mut issues = Vec::new();
     let mut tree: serde_yaml_ng::Value = serde_yaml_ng::from_str(&interpolate::protect(text)).map_err(|err| {
         ConfigError(vec![Issue::new("", format!("not valid YAML: {err}"), "fix the YAML syntax at the position given")])
@@ -396,7 +399,7 @@ fn load_with(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Config,
     if tree.is_null() {
         tree = serde_yaml_ng::Value::Mapping(serde_yaml_ng::Mapping::new());
     }
-    interpolate::interpolate(&mut tree, "", env, &mut issues);
+    interpolate::interpolate(&mut tree, "", env, &mut issues, used);
     let Some(raw) = decode::decode(tree, &mut issues) else {
         return Err(ConfigError(issues));
     };
@@ -461,25 +464,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let listen = parse_addr(raw.listen.as_deref(), "127.0.0.1:8080", "listen", issues);
     let admin_listen = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:8081", "admin_listen", issues);
     let admin = governance::admin(&raw.admin, issues);
-    if !admin_listen.ip().is_loopback() && admin.tls.is_none() && !admin.insecure {
-        issues.push(Issue::new(
-            "admin_listen",
-            format!("the admin plane is off loopback ({admin_listen}) without client-certificate TLS"),
-            "use 127.0.0.1:PORT, or set admin.tls { cert, key, client_ca }, or (behind your own mesh) admin.insecure: true",
-        ));
-    }
     let auth = governance::auth_mode(raw.auth.as_ref(), issues);
     let storage = governance::storage(&raw.storage, issues);
     let groups = governance::groups(&raw.groups, issues);
     let governance = governance::governance(&raw.governance, issues);
     let telemetry = telemetry::validate(&raw.telemetry, issues);
-    if listen.port() != 0 && listen == admin_listen {
-        issues.push(Issue::new(
-            "admin_listen",
-            "admin_listen is the same socket as listen",
-            "give the admin plane its own port",
-        ));
-    }
 
     let server = server::validate(&raw.server, issues);
 
@@ -545,11 +534,23 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let mut rate_card = HashMap::new();
     for (name, rate) in &raw.rate_card {
         let path = format!("rate_card.{name}");
-        if !model_names.contains(&name.as_str()) {
+        // A model, or the ad-hoc route's lanes: `provider/model` for one
+        // wire model, `provider/*` for every one the provider opened.
+        let adhoc = name.split_once('/').is_some_and(|(provider, wire)| {
+            providers.iter().find(|p| &*p.name == provider).is_some_and(|p| match &p.adhoc {
+                Adhoc::Off => false,
+                Adhoc::Any => true,
+                Adhoc::Models(models) => wire == "*" || models.iter().any(|m| &**m == wire),
+            })
+        });
+        if !model_names.contains(&name.as_str()) && !adhoc {
             issues.push(Issue::new(
                 &path,
                 format!("model `{name}` is not defined"),
-                format!("price a defined model: {}", list(&model_names)),
+                format!(
+                    "price a defined model ({}), or an ad-hoc lane as provider/model or provider/*",
+                    list(&model_names)
+                ),
             ));
         }
         let values = [Some(rate.input_utok), Some(rate.output_utok), rate.cache_read_utok, rate.cache_write_utok];
@@ -697,13 +698,6 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     check_fallback_cycles(&pools, issues);
     if auth == AuthMode::Keys {
-        for provider in providers.iter().filter(|p| p.passthrough_credentials) {
-            issues.push(Issue::new(
-                &format!("providers.{}.upstream_credentials", provider.name),
-                "with auth.mode: keys a caller's credential is its virtual key, so it cannot go upstream",
-                "use upstream_credentials: own (the provider's api_key), or leave auth open",
-            ));
-        }
         for model in &models {
             if !rate_card.contains_key(&model.name) {
                 warnings.push(Issue::new(
@@ -732,7 +726,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
-    Config {
+    let config = Config {
         listen,
         admin_listen,
         server,
@@ -750,7 +744,44 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         telemetry,
         warnings,
         source: Source::default(),
+    };
+    issues.extend(effective_issues(&config));
+    config
+}
+
+/// The checks that span sections of a config, run on the config as it
+/// will really serve: at load, and again wherever it changes after load
+/// (command-line overrides of the listeners, a reload that keeps the
+/// sections the process is built around at their running values). A
+/// combination each part of which is valid alone is refused here, whichever
+/// way it came about.
+pub fn effective_issues(config: &Config) -> Vec<Issue> {
+    let mut issues = Vec::new();
+    let admin_listen = config.admin_listen;
+    if !admin_listen.ip().is_loopback() && config.admin.tls.is_none() && !config.admin.insecure {
+        issues.push(Issue::new(
+            "admin_listen",
+            format!("the admin plane is off loopback ({admin_listen}) without client-certificate TLS"),
+            "use 127.0.0.1:PORT, or set admin.tls { cert, key, client_ca }, or (behind your own mesh) admin.insecure: true",
+        ));
     }
+    if config.listen.port() != 0 && config.listen == admin_listen {
+        issues.push(Issue::new(
+            "admin_listen",
+            "admin_listen is the same socket as listen",
+            "give the admin plane its own port",
+        ));
+    }
+    if config.auth == AuthMode::Keys {
+        for provider in config.providers.iter().filter(|p| p.passthrough_credentials) {
+            issues.push(Issue::new(
+                &format!("providers.{}.upstream_credentials", provider.name),
+                "with auth.mode: keys a caller's credential is its virtual key, so it cannot go upstream",
+                "use upstream_credentials: own (the provider's api_key), or leave auth open",
+            ));
+        }
+    }
+    issues
 }
 
 /// True when an `http://host[:port]/...` URL names a loopback host.
@@ -1105,6 +1136,30 @@ mod tests {
         let text = format!("{err:?}");
         assert!(!text.contains("sk-super-secret-value"), "{text}");
         assert!(text.contains("${SECRET}"), "{text}");
+    }
+
+    #[test]
+    fn an_issue_never_echoes_a_value_that_formatting_would_escape() {
+        // JSON credentials and PEM keys hold quotes, backslashes and newlines:
+        // a message that quotes them escapes them, and no search for the raw
+        // value finds the escaped form. Every shape of message is tried: a
+        // decode error (a string where a number goes), a validation error
+        // (not a socket address), and one about a name another key uses.
+        let secret = "{\"private_key\": \"-----BEGIN KEY-----\\nMIIsecretpart\\n\"}\nline-two-of-it";
+        let env = |name: &str| (name == "CREDS").then(|| secret.to_owned());
+        for yaml in [
+            "governance: { ledger_queue: \"${CREDS}\" }\n",
+            "listen: \"${CREDS}\"\n",
+            "providers:\n  p: { protocol: \"${CREDS}\", base_url: mock:// }\n",
+            "providers:\n  p: { protocol: openai, base_url: mock:// }\nmodels:\n  m: { provider: \"${CREDS}\" }\n",
+        ] {
+            let Err(err) = load(yaml, &env) else { panic!("{yaml} loads") };
+            let text = format!("{err:?} {err}");
+            for part in ["MIIsecretpart", "line-two-of-it", "private_key"] {
+                assert!(!text.contains(part), "{yaml}: {text}");
+            }
+            assert!(text.contains("${CREDS}"), "{yaml}: {text}");
+        }
     }
 
     use super::*;

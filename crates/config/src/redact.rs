@@ -43,6 +43,16 @@ pub fn redacted(text: &str) -> Option<String> {
     Some(interpolate::unprotect(&written))
 }
 
+/// An operator's URL as logs and errors may name it: scheme and host, with
+/// its credentials, path and query values hidden (a webhook's path is often
+/// its secret). Every log line that names a sink, hook or exporter URL
+/// writes it through here.
+pub fn shown_url(url: &str) -> String {
+    let mut text = url.to_owned();
+    hide_in_url(&mut text, true);
+    text
+}
+
 fn redact(value: &mut Value, member: Option<&str>) {
     match value {
         Value::String(text) => {
@@ -207,5 +217,12 @@ telemetry:
     #[test]
     fn what_is_not_yaml_has_no_redacted_form() {
         assert_eq!(redacted("a: [unclosed"), None);
+    }
+
+    #[test]
+    fn a_url_in_a_log_line_names_only_its_host() {
+        let shown = shown_url("https://user:pw@hooks.example.com/services/T0/B0/SECRETPATH?token=abc&alt=json");
+        assert_eq!(shown, "https://user:<redacted>@hooks.example.com/<redacted>?token=<redacted>&alt=json");
+        assert_eq!(shown_url("http://127.0.0.1:9000/"), "http://127.0.0.1:9000/");
     }
 }

@@ -287,6 +287,14 @@ async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Re
     let reservation = match &call.caller {
         None => None,
         Some(caller) => {
+            // A lane without a price would serve a budgeted key for free.
+            if let (true, Some(lane)) = (caller.key.budgeted, &gateway.pools[pool].unpriced) {
+                let message = format!(
+                    "`{}` can reach lane `{lane}`, which has no rate_card price, so API key {} (which has a USD budget) may not use it",
+                    call.name, caller.key.record.prefix
+                );
+                return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
+            }
             // What admission reads is read once, each member named once.
             let metered = codec.metered(&call.body).map_err(|err| Denied {
                 info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
@@ -849,10 +857,17 @@ async fn success(
         }
         let body = match read {
             Ok(Ok(body)) => body,
-            Ok(Err(err)) => {
-                return upstream_broke(gateway, call, candidate, &health, format!("upstream body failed: {err}"))
+            broken => {
+                // The upstream took the request and may have done the work.
+                if let Some(record) = record.as_mut() {
+                    record.charge_reservation();
+                }
+                let message = match broken {
+                    Ok(Err(err)) => format!("upstream body failed: {err}"),
+                    _ => "upstream body timed out".to_owned(),
+                };
+                return upstream_broke(gateway, call, candidate, &health, message);
             }
-            Err(_) => return upstream_broke(gateway, call, candidate, &health, "upstream body timed out".to_owned()),
         };
         if same {
             // Passthrough: the bytes go back as they came; only usage is read.

@@ -49,6 +49,8 @@ pub struct CachedKey {
     pub chain: Arc<[BucketId]>,
     /// The same buckets' names in a fleet's Redis.
     pub fleet_keys: Arc<[String]>,
+    /// A bucket of the chain has a USD budget.
+    pub budgeted: bool,
 }
 
 /// Keys by what a caller presents.
@@ -154,7 +156,14 @@ pub struct Governance {
     /// The fleet's shared counters (`storage.redis_url`); `None`: this
     /// instance's own counters decide.
     pub fleet: Option<Arc<fleet::Fleet>>,
+    /// The audit log's per-source budget of refused attempts.
+    pub audit_gate: crate::audit::AuditGate,
+    /// Each lane's rate-card price, for spend read back from the ledger.
+    prices: ArcSwap<Prices>,
 }
+
+/// Each lane's rate-card price, by lane name.
+pub type Prices = std::collections::HashMap<Arc<str>, Price>;
 
 /// An admitted request's hold on its chain, and whose counters hold it.
 #[derive(Debug, Clone)]
@@ -175,7 +184,7 @@ pub struct Hold {
 /// ledger writer started and the caches loaded.
 pub async fn from_config(
     config: &Config,
-    price_of: &dyn Fn(&str) -> Option<Price>,
+    prices: Prices,
 ) -> Result<Option<(Arc<Governance>, LedgerWriter)>, StartError> {
     let wanted = config.auth == AuthMode::Keys
         || config.storage.sqlite_path.is_some()
@@ -201,7 +210,7 @@ pub async fn from_config(
         spool,
     );
     let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
-    let mut governance = Governance::start(config, stores, Some(queue), price_of).await?;
+    let mut governance = Governance::start(config, stores, Some(queue), prices).await?;
     if let Some(url) = &config.storage.redis_url {
         let fleet = fleet::Fleet::connect(url, config.storage.on_redis_error, config.governance.hold_lease)
             .await
@@ -209,6 +218,7 @@ pub async fn from_config(
         governance.fleet = Some(fleet);
     }
     let governance = Arc::new(governance);
+    crate::audit::spawn_purge(Arc::downgrade(&governance), config.admin.audit_retention);
     if let Some(changes) = changes {
         tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
     }
@@ -240,19 +250,18 @@ async fn follow_changes(
             Change::Key(id) => match governance.stores.keys.get_key(id).await {
                 // This instance's own write comes back too: nothing to do.
                 Ok(Some(record)) if governance.key(id).is_some_and(|cached| cached.record == record) => Ok(()),
-                Ok(Some(record)) => {
-                    governance.cache(record);
-                    Ok(())
-                }
+                Ok(Some(record)) => governance.cache(record).await,
                 Ok(None) => Ok(()),
                 Err(err) => Err(err),
             },
-            Change::Groups => governance.stores.groups.list_groups().await.map(|groups| governance.set_groups(groups)),
+            Change::Groups => match governance.stores.groups.list_groups().await {
+                Ok(groups) => governance.set_groups(groups).await,
+                Err(err) => Err(err),
+            },
             Change::Resync => {
                 async {
-                    governance.set_groups(governance.stores.groups.list_groups().await?);
-                    governance.reindex(all_keys(&governance.stores).await?);
-                    Ok(())
+                    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+                    governance.reindex_and_seed(all_keys(&governance.stores).await?).await
                 }
                 .await
             }
@@ -296,12 +305,12 @@ async fn all_keys(stores: &Stores) -> Result<Vec<KeyRecord>, StoreError> {
 impl Governance {
     /// Loads keys and groups (config groups first written to the store),
     /// and seeds every budget with what the ledger holds for its current
-    /// window at today's prices (`price_of` prices a lane).
+    /// window at today's `prices`.
     pub async fn start(
         config: &Config,
         stores: Stores,
         ledger: Option<LedgerQueue>,
-        price_of: &dyn Fn(&str) -> Option<Price>,
+        prices: Prices,
     ) -> Result<Governance, StartError> {
         let now = now_ms();
         write_config_groups(&stores, &config.groups, now).await?;
@@ -319,10 +328,17 @@ impl Governance {
             stats: GovernanceStats::default(),
             writes: tokio::sync::Mutex::new(()),
             fleet: None,
+            audit_gate: crate::audit::AuditGate::default(),
+            prices: ArcSwap::from_pointee(prices),
         };
-        governance.reindex(records);
-        governance.seed_spend(price_of, now).await?;
+        let unseeded = governance.reindex(records);
+        governance.seed(&unseeded, now).await?;
         Ok(governance)
+    }
+
+    /// Prices lanes from now on (a reload's rate card).
+    pub fn set_prices(&self, prices: Prices) {
+        self.prices.store(Arc::new(prices));
     }
 
     fn governor(&self) -> std::sync::MutexGuard<'_, Governor> {
@@ -344,23 +360,31 @@ impl Governance {
         chain.into()
     }
 
-    /// Rebuilds the key index from `records` and the governor's bucket specs.
-    pub(crate) fn reindex(&self, records: Vec<KeyRecord>) {
+    /// Rebuilds the key index from `records` and the governor's bucket
+    /// specs; returns the buckets whose spend must be read from the ledger
+    /// (see [`Governance::seed`]).
+    #[must_use]
+    fn reindex(&self, records: Vec<KeyRecord>) -> Vec<BucketId> {
         let groups = self.groups.load();
         let mut index = KeyIndex::default();
+        let mut unseeded = Vec::new();
         let mut governor = self.governor();
         for group in groups.values() {
-            governor.set_spec(
-                BucketId::Group(Arc::from(group.name.as_str())),
-                BucketSpec { budget: group.budget, limits: group.limits },
-            );
+            let id = BucketId::Group(Arc::from(group.name.as_str()));
+            if governor.set_spec(id.clone(), BucketSpec { budget: group.budget, limits: group.limits }) {
+                unseeded.push(id);
+            }
         }
         for record in records {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
-            governor.set_spec(BucketId::Key(id.clone()), BucketSpec { budget: record.budget, limits: record.limits });
+            let spec = BucketSpec { budget: record.budget, limits: record.limits };
+            if governor.set_spec(BucketId::Key(id.clone()), spec) {
+                unseeded.push(BucketId::Key(id.clone()));
+            }
             let fleet_keys = fleet::bucket_names(&chain);
-            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys });
+            let budgeted = chain.iter().any(|bucket| governor.spec(bucket).is_some_and(|s| s.budget.is_some()));
+            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted });
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
                 index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
@@ -369,6 +393,15 @@ impl Governance {
         }
         drop(governor);
         self.keys.store(Arc::new(index));
+        unseeded
+    }
+
+    /// Rebuilds the caches from `records` and reads the spend of every
+    /// bucket that does not know its window's spend yet (a new budget, a
+    /// changed window) from the ledger, so a change never forgets spend.
+    pub(crate) async fn reindex_and_seed(&self, records: Vec<KeyRecord>) -> Result<(), StoreError> {
+        let unseeded = self.reindex(records);
+        self.seed(&unseeded, now_ms()).await
     }
 
     /// Every cached key record.
@@ -377,24 +410,25 @@ impl Governance {
     }
 
     /// Puts one changed or new record into the cache at once.
-    pub(crate) fn cache(&self, record: KeyRecord) {
+    pub(crate) async fn cache(&self, record: KeyRecord) -> Result<(), StoreError> {
         let mut records: Vec<KeyRecord> =
             self.keys.load().by_id.values().filter(|k| k.record.id != record.id).map(|k| k.record.clone()).collect();
         records.push(record);
-        self.reindex(records);
+        self.reindex_and_seed(records).await
     }
 
     /// Replaces the group cache (after an admin change) and re-derives chains.
-    pub(crate) fn set_groups(&self, groups: Vec<GroupRecord>) {
+    pub(crate) async fn set_groups(&self, groups: Vec<GroupRecord>) -> Result<(), StoreError> {
         let names: Vec<String> = self.groups.load().keys().cloned().collect();
         self.groups.store(Arc::new(groups.into_iter().map(|g| (g.name.clone(), g)).collect()));
-        let current = self.groups.load();
-        let mut governor = self.governor();
-        for gone in names.iter().filter(|n| !current.contains_key(*n)) {
-            governor.remove(&BucketId::Group(Arc::from(gone.as_str())));
+        {
+            let current = self.groups.load();
+            let mut governor = self.governor();
+            for gone in names.iter().filter(|n| !current.contains_key(*n)) {
+                governor.remove(&BucketId::Group(Arc::from(gone.as_str())));
+            }
         }
-        drop(governor);
-        self.reindex(self.records());
+        self.reindex_and_seed(self.records()).await
     }
 
     /// A reloaded file's groups: written to the store and the caches (a
@@ -402,8 +436,7 @@ impl Governance {
     pub async fn reload_groups(&self, groups: &[switchyard_config::Group]) -> Result<(), StoreError> {
         let _writes = self.writes.lock().await;
         write_config_groups(&self.stores, groups, now_ms()).await?;
-        self.set_groups(self.stores.groups.list_groups().await?);
-        Ok(())
+        self.set_groups(self.stores.groups.list_groups().await?).await
     }
 
     /// Every group.
@@ -426,38 +459,22 @@ impl Governance {
         names
     }
 
-    /// Sets every budget's spend for its current window from the ledger.
-    async fn seed_spend(&self, price_of: &dyn Fn(&str) -> Option<Price>, now: u64) -> Result<(), StoreError> {
+    /// Sets the spend of each of `buckets` for its budget's current window
+    /// from the ledger, at today's prices.
+    async fn seed(&self, buckets: &[BucketId], now: u64) -> Result<(), StoreError> {
         let now_s = (now / 1000) as i64;
-        let priced = |totals: Vec<switchyard_store::Total>| -> u64 {
-            totals.iter().map(|t| price_of(&t.lane).map_or(0, |p| p.cost(&t.tokens))).sum()
-        };
-        let keys: Vec<Arc<CachedKey>> = self.keys.load().by_id.values().cloned().collect();
-        for key in keys {
-            let Some(budget) = key.record.budget else { continue };
+        for id in buckets {
+            let Some(budget) = self.governor().spec(id).and_then(|spec| spec.budget) else { continue };
             let start = budget.window.start(now_s);
-            let query = TotalsQuery {
-                by: SpendBy::Key,
-                from_ms: start * 1000,
-                to_ms: i64::MAX,
-                key: Some(key.record.id.clone()),
-                groups: None,
+            let (by, key, groups) = match id {
+                BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None),
+                BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group))),
             };
-            let spent = priced(self.stores.ledger.totals(query).await?);
-            self.governor().seed_spent(&BucketId::Key(key.id.clone()), start, spent);
-        }
-        for group in self.groups() {
-            let Some(budget) = group.budget else { continue };
-            let start = budget.window.start(now_s);
-            let query = TotalsQuery {
-                by: SpendBy::Group,
-                from_ms: start * 1000,
-                to_ms: i64::MAX,
-                key: None,
-                groups: Some(self.subtree(&group.name)),
-            };
-            let spent = priced(self.stores.ledger.totals(query).await?);
-            self.governor().seed_spent(&BucketId::Group(Arc::from(group.name.as_str())), start, spent);
+            let query = TotalsQuery { by, from_ms: start * 1000, to_ms: i64::MAX, key, groups };
+            let totals = self.stores.ledger.totals(query).await?;
+            let prices = self.prices.load();
+            let spent = totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum();
+            self.governor().seed_spent(id, start, spent);
         }
         Ok(())
     }

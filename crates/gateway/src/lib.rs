@@ -5,6 +5,7 @@
 //!
 //! Only `server` knows axum. No lock is held across an `.await`.
 
+pub mod audit;
 pub mod call;
 pub mod engine;
 pub mod fleet_state;

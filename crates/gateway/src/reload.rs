@@ -141,9 +141,19 @@ impl Reloader {
             .map_err(|err| LoadError::Read { path: "the config".into(), reason: err.to_string() })??;
         let old = self.current();
         let (config, restart_required) = keep_running(&old.config, config);
+        // The file was checked alone; what will serve is the file with the
+        // running sections kept, and it passes the same checks a boot does.
+        let problems = switchyard_config::effective_issues(&config);
+        if !problems.is_empty() {
+            return Err(LoadError::Invalid(ConfigError(problems)).into());
+        }
         let warnings = config.warnings.iter().map(ToString::to_string).collect();
         let mut gateway = Gateway::new(config, old.codecs)?.adopt(&old);
         gateway.restart_pending.clone_from(&restart_required);
+        // Spend read back from the ledger is priced by the new rate card.
+        if let (Some(governance), true) = (&gateway.governance, gateway.config.rate_card != old.config.rate_card) {
+            governance.set_prices(gateway.prices());
+        }
         // The file's budget tree changes with it (keys and counters stay).
         if let (Some(governance), true) = (&gateway.governance, gateway.config.groups != old.config.groups) {
             governance.reload_groups(&gateway.config.groups).await.map_err(ReloadError::Groups)?;

@@ -119,7 +119,7 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static("1"));
         response
     });
-    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None }
+    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None, peer: false }
 }
 
 /// The caller's protocol, from a data-plane path.
@@ -143,15 +143,30 @@ async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
-async fn list_models(State(gateway): State<Arc<Gateway>>) -> Response {
+/// `GET /v1/models`: the models and pools a caller may use. Under
+/// `auth: keys` the list needs a key (from the header its SDK sends) and
+/// shows only what the key may name; on the admin listener the admin token
+/// already stood at the door and every entry shows.
+async fn list_models(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+    let admin = request.extensions().get::<admin::Actor>().is_some();
+    let mut caller = None;
+    if !admin {
+        let protocol =
+            if request.headers().contains_key("anthropic-version") { Protocol::Anthropic } else { Protocol::OpenAi };
+        match authenticate(&gateway, protocol, request.uri(), request.headers(), &[]) {
+            Ok(found) => caller = found,
+            Err(info) => return engine::render_error(gateway.codec(protocol), &info).map(Body::new),
+        }
+    }
+    let may_use = |name: &str| caller.as_ref().is_none_or(|c: &Caller| c.key.record.may_use(name));
     let mut data = Vec::new();
-    for model in &gateway.config.models {
+    for model in gateway.config.models.iter().filter(|m| may_use(&m.name)) {
         let provider = &gateway.config.providers[model.provider];
         data.push(
             serde_json::json!({"id": &*model.name, "object": "model", "created": 0, "owned_by": &*provider.name}),
         );
     }
-    for pool in &gateway.config.pools {
+    for pool in gateway.config.pools.iter().filter(|p| may_use(&p.name)) {
         data.push(
             serde_json::json!({"id": &*pool.name, "object": "model", "created": 0, "owned_by": "switchyard-pool"}),
         );
@@ -410,6 +425,17 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             return reject(&gateway, protocol, record, info);
         }
     }
+    // A key carried in a header is checked before the body is read: an
+    // unauthenticated caller never makes the gateway hold its body. Only a
+    // SigV4 signature covers the body, and waits for it.
+    let signed = is_signed(&headers);
+    let mut caller = None;
+    if !signed {
+        match authenticate(&gateway, protocol, &parts.uri, &headers, &[]) {
+            Ok(found) => caller = found,
+            Err(info) => return reject(&gateway, protocol, record, info),
+        }
+    }
     let (body, _charge) = match read_body(body, &gateway.config.server, budget.as_ref()).await {
         Ok(read) => read,
         Err(info) => return reject(&gateway, protocol, record, info),
@@ -449,10 +475,12 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             }
         },
     };
-    let caller = match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
-        Ok(caller) => caller,
-        Err(info) => return reject(&gateway, protocol, record, info),
-    };
+    if signed {
+        match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
+            Ok(found) => caller = found,
+            Err(info) => return reject(&gateway, protocol, record, info),
+        }
+    }
     let session = session_of(&gateway, &name, &headers);
     if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
         let info = ErrorInfo::new(
@@ -497,6 +525,12 @@ fn stream_by_endpoint(protocol: Protocol, by_path: bool) -> ErrorInfo {
     info
 }
 
+/// Whether the request is signed with SigV4 (its key is checked against
+/// the body, so only after the body is read).
+fn is_signed(headers: &HeaderMap) -> bool {
+    headers.get(axum::http::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256"))
+}
+
 /// Who is calling (governance's "authenticate" stage): `None` on an open
 /// data plane.
 fn authenticate(
@@ -509,8 +543,7 @@ fn authenticate(
     let Some(governance) = &gateway.governance else {
         return Ok(None);
     };
-    let signed =
-        headers.get(axum::http::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256"));
+    let signed = is_signed(headers);
     let pairs: Vec<(&str, &[u8])> =
         if signed { headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect() } else { Vec::new() };
     let inbound = signed.then(|| Inbound {

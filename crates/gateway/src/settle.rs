@@ -56,6 +56,10 @@ pub struct Record {
     upstream: Duration,
     usage: Option<Usage>,
     estimated: bool,
+    /// The upstream accepted the request and its answer never came whole
+    /// (a body that timed out or broke): what it did is unknown, so the
+    /// request is charged at its reservation.
+    at_reservation: bool,
     stream: bool,
     stop_reason: Option<&'static str>,
     /// The trace, when this request is sampled.
@@ -119,6 +123,7 @@ impl Record {
             upstream: Duration::ZERO,
             usage: None,
             estimated: false,
+            at_reservation: false,
             stream: false,
             stop_reason: None,
             trace,
@@ -223,6 +228,12 @@ impl Record {
         self.estimated = estimated;
     }
 
+    /// The upstream accepted the request but its answer never came whole:
+    /// without usage, the request is charged at its reservation.
+    pub fn charge_reservation(&mut self) {
+        self.at_reservation = true;
+    }
+
     /// Why the model stopped, when known.
     pub fn stop_reason(&mut self, reason: &'static str) {
         self.stop_reason = Some(reason);
@@ -278,7 +289,18 @@ impl Record {
             cache_write: usage.cache_write_tokens,
         });
         let lane = self.served.as_ref().map(|(_, lane, _)| &gateway.lanes[*lane]);
-        let cost = lane.and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+        let mut cost = lane.and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+        let reserved = self.reservation.as_ref().map(|hold| hold.reservation.estimate);
+        let (tokens, estimated) = match (self.usage.is_none() && self.at_reservation, reserved) {
+            // No usage came: the reservation is the most it can have cost.
+            (true, Some(estimate)) => {
+                cost = estimate.cost;
+                let input = self.input_estimate.min(estimate.tokens);
+                (Tokens { input, output: estimate.tokens - input, cache_read: 0, cache_write: 0 }, true)
+            }
+            _ => (tokens, self.estimated),
+        };
+        self.estimated = estimated;
         let usd = switchyard_governance::money::usd(cost);
 
         if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {

@@ -220,6 +220,9 @@ pub struct PoolState {
     /// The dearest prices among the lanes a request may reach through this
     /// pool (fallbacks included): what admission reserves at.
     pub price_ceiling: Price,
+    /// A lane the pool may reach that has no price: a key with a USD
+    /// budget cannot use the pool (what that lane serves would cost nothing).
+    pub unpriced: Option<Arc<str>>,
 }
 
 /// Per-policy routing counters of a pool.
@@ -263,6 +266,7 @@ impl PoolState {
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
             price_ceiling: Price::default(),
+            unpriced: None,
         }
     }
 
@@ -486,6 +490,11 @@ impl Gateway {
                 .flat_map(|&pool| pools[pool].members.iter().filter_map(|&lane| lanes[lane].price))
                 .collect();
             pools[index].price_ceiling = Price::ceiling(&prices);
+            pools[index].unpriced = reachable
+                .iter()
+                .flat_map(|&pool| pools[pool].members.iter())
+                .find(|&&lane| lanes[lane].price.is_none())
+                .map(|&lane| lanes[lane].name.clone());
         }
         // Rate headroom is read from replies only where a strategy or a
         // gate uses it (four header lookups per reply otherwise).
@@ -617,6 +626,12 @@ impl Gateway {
         Some((index, member))
     }
 
+    /// Every priced lane's price, by name (what governance prices the
+    /// ledger's spend with).
+    pub fn prices(&self) -> crate::governance::Prices {
+        self.lanes.iter().filter_map(|lane| Some((lane.name.clone(), lane.price?))).collect()
+    }
+
     /// The price of lane `name`, for pricing ledger totals.
     pub fn price_of(&self, name: &str) -> Option<Price> {
         self.lanes.iter().find(|lane| &*lane.name == name).and_then(|lane| lane.price)
@@ -711,11 +726,14 @@ fn build_lane(
         any_wire_model: false,
         upstream_headroom: AtomicU64::new(u64::MAX),
         reads_headroom: false,
-        price: config.rate_card.get(name).map(|rate| Price {
-            input_utok: rate.input_utok,
-            output_utok: rate.output_utok,
-            cache_read_utok: rate.cache_read_utok,
-            cache_write_utok: rate.cache_write_utok,
-        }),
+        // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
+        price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(
+            |rate| Price {
+                input_utok: rate.input_utok,
+                output_utok: rate.output_utok,
+                cache_read_utok: rate.cache_read_utok,
+                cache_write_utok: rate.cache_write_utok,
+            },
+        ),
     })
 }

@@ -272,9 +272,9 @@ async fn bedrock_callers_sign_with_the_minted_pair() {
     let secret_access_key = key["aws_secret_access_key"].as_str().unwrap().to_owned();
     let path = "/model/lane-openai/converse";
     let body = chat_body(Protocol::Bedrock, "", "hi", false);
-    let signed = |secret: &str, body: &str, at: SystemTime| {
+    let signed = |access_key_id: &str, secret: &str, body: &str, at: SystemTime| {
         let credentials = switchyard_protocol::Credentials::Aws {
-            access_key_id: access_key_id.clone(),
+            access_key_id: access_key_id.to_owned(),
             secret_access_key: secret.to_owned(),
             session_token: None,
             region: "us-east-1".into(),
@@ -289,13 +289,18 @@ async fn bedrock_callers_sign_with_the_minted_pair() {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         post(addr, path, &headers, body).await
     };
-    let reply = send(signed(&secret_access_key, &body, SystemTime::now()), body.clone()).await;
+    let reply = send(signed(&access_key_id, &secret_access_key, &body, SystemTime::now()), body.clone()).await;
     assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
 
-    let wrong = send(signed("not-the-secret-0000000000000000000000000", &body, SystemTime::now()), body.clone()).await;
-    let changed = send(signed(&secret_access_key, &body, SystemTime::now()), body.replace("hi", "ho")).await;
-    let stale =
-        send(signed(&secret_access_key, &body, SystemTime::now() - Duration::from_secs(3600)), body.clone()).await;
+    let wrong = send(
+        signed(&access_key_id, "not-the-secret-0000000000000000000000000", &body, SystemTime::now()),
+        body.clone(),
+    )
+    .await;
+    let changed =
+        send(signed(&access_key_id, &secret_access_key, &body, SystemTime::now()), body.replace("hi", "ho")).await;
+    let an_hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    let stale = send(signed(&access_key_id, &secret_access_key, &body, an_hour_ago), body.clone()).await;
     for (what, reply) in [("wrong secret", wrong), ("changed body", changed), ("stale date", stale)] {
         assert_eq!(reply.status, 403, "{what}: {}", String::from_utf8_lossy(&reply.body));
         assert_eq!(
@@ -304,6 +309,75 @@ async fn bedrock_callers_sign_with_the_minted_pair() {
             "{what}"
         );
     }
+
+    // A rotation replaces every credential the key has: the old pair stops.
+    let id = key["id"].as_str().unwrap();
+    let rotate = |body: Option<serde_json::Value>| async move {
+        let reply = admin_call(addr, "POST", &format!("/api/v1/admin/keys/{id}/rotate"), Some(ADMIN_TOKEN), body).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        serde_json::from_slice::<serde_json::Value>(&reply.body).unwrap()
+    };
+    let both = rotate(None).await;
+    let (new_id, new_secret) =
+        (both["aws_access_key_id"].as_str().unwrap(), both["aws_secret_access_key"].as_str().unwrap());
+    assert_ne!(new_id, access_key_id);
+    let old = send(signed(&access_key_id, &secret_access_key, &body, SystemTime::now()), body.clone()).await;
+    assert_eq!(old.status, 403, "the rotated-out pair must stop: {}", String::from_utf8_lossy(&old.body));
+    let new = send(signed(new_id, new_secret, &body, SystemTime::now()), body.clone()).await;
+    assert_eq!(new.status, 200, "{}", String::from_utf8_lossy(&new.body));
+    // Each credential can be rotated on its own.
+    let virtual_key = both["key"].as_str().unwrap().to_owned();
+    let aws_only = rotate(Some(json!({"rotate": "aws"}))).await;
+    assert!(aws_only["key"].is_null() && aws_only["aws_secret_access_key"].is_string(), "{aws_only}");
+    assert_eq!(call(addr, Protocol::OpenAi, "lane-openai", Some(&virtual_key)).await.status, 200);
+    let key_only = rotate(Some(json!({"rotate": "key"}))).await;
+    assert!(key_only["aws_secret_access_key"].is_null() && key_only["key"].is_string(), "{key_only}");
+    assert_eq!(key_only["aws_access_key_id"], aws_only["aws_access_key_id"]);
+    assert_eq!(call(addr, Protocol::OpenAi, "lane-openai", Some(&virtual_key)).await.status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revocation_is_never_undone_by_a_concurrent_change() {
+    let (addr, _) = governed(&governed_config("")).await;
+    for round in 0..10 {
+        let key = create_key(addr, json!({"name": format!("raced-{round}")})).await;
+        let id = key["id"].as_str().unwrap().to_owned();
+        let mut changes = Vec::new();
+        for n in 0..8 {
+            let path = format!("/api/v1/admin/keys/{id}");
+            changes.push(tokio::spawn(async move {
+                admin_call(addr, "PATCH", &path, Some(ADMIN_TOKEN), Some(json!({"name": format!("n{n}")}))).await.status
+            }));
+        }
+        let revoked = admin_call(addr, "DELETE", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+        assert_eq!(revoked.status, 200);
+        for change in changes {
+            let status = change.await.unwrap();
+            assert!(status == 200 || status == 409, "{status}");
+        }
+        let now = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+        let now: serde_json::Value = serde_json::from_slice(&now.body).unwrap();
+        assert_eq!(now["state"], "revoked", "round {round}: {now}");
+        assert_eq!(call(addr, Protocol::OpenAi, "lane-openai", key["key"].as_str()).await.status, 401);
+    }
+}
+
+#[tokio::test]
+async fn refused_attempts_cannot_grow_the_audit_log_without_bound() {
+    let (addr, _) = governed(&governed_config("")).await;
+    let long = "x".repeat(6_000);
+    for _ in 0..200 {
+        let path = format!("/api/v1/admin/keys/{long}");
+        let reply = admin_call(addr, "PATCH", &path, Some("not-a-token-000000"), Some(json!({}))).await;
+        assert_eq!(reply.status, 401);
+    }
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=1000", Some(ADMIN_TOKEN), None).await;
+    let audit: serde_json::Value = serde_json::from_slice(&audit.body).unwrap();
+    let entries = audit["data"].as_array().unwrap();
+    let bytes: usize = entries.iter().map(|e| e.to_string().len()).sum();
+    assert!(entries.len() <= switchyard_gateway::audit::REFUSED_PER_MINUTE as usize + 1, "{} rows", entries.len());
+    assert!(entries.iter().all(|e| e["action"].as_str().unwrap().len() <= 256), "a row keeps a bounded path");
+    assert!(bytes < 20_000, "200 refused attempts stored {bytes} bytes");
 }
 
 #[tokio::test]
@@ -457,4 +531,108 @@ async fn a_caller_that_hangs_up_mid_stream_is_billed_for_what_was_delivered() {
         assert!(row["usd"].as_f64().unwrap() > 0.0, "{row}");
     }
     assert_eq!(gateway.governance.as_ref().unwrap().reserved_usd(), 0.0, "the reservations settled");
+}
+
+#[tokio::test]
+async fn a_key_without_a_valid_credential_is_refused_before_its_body_arrives() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, _) = governed(&governed_config("")).await;
+    for (path, header) in [
+        ("/v1/chat/completions", "authorization: Bearer sy-0000000000000000000000000000000000000000000"),
+        ("/v1/messages", "x-api-key: sy-0000000000000000000000000000000000000000000"),
+        ("/v2/chat", "content-language: en"),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        // A body of 10 MB is announced and never sent.
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 10000000\r\n{header}\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut answer)).await;
+        let read = read.unwrap_or_else(|_| panic!("{path}: no answer before the body: the body was awaited first"));
+        let text = String::from_utf8_lossy(&answer[..read.unwrap()]).to_string();
+        assert!(text.starts_with("HTTP/1.1 401"), "{path}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn the_model_list_needs_a_key_and_shows_what_it_may_use() {
+    let (addr, _) = governed(&governed_config("")).await;
+    assert_eq!(get(addr, "/v1/models").await.status, 401);
+    let anthropic = get_with(addr, "/v1/models", &[("anthropic-version", "2023-06-01")]).await;
+    assert_eq!(kind(Protocol::Anthropic, &anthropic), ErrorKind::Authentication);
+    let key = create_key(addr, json!({"name": "narrow", "pools": ["lane-openai", "mixed"]})).await;
+    let auth = format!("Bearer {}", key["key"].as_str().unwrap());
+    let list = get_with(addr, "/v1/models", &[("authorization", &auth)]).await;
+    assert_eq!(list.status, 200);
+    let list: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    let mut ids: Vec<&str> = list["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["lane-openai", "mixed"]);
+}
+
+#[tokio::test]
+async fn a_budget_added_to_a_key_counts_what_the_key_already_spent() {
+    let (addr, _) = governed(&governed_config("")).await;
+    let key = create_key(addr, json!({"name": "grown"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    for _ in 0..5 {
+        assert_eq!(call(addr, Protocol::OpenAi, "lane-openai", Some(secret)).await.status, 200);
+    }
+    let rows = ledger_rows(addr, &format!("key={id}"), 5).await;
+    assert_eq!(rows.len(), 5);
+    // A budget smaller than today's spend: the key is out of budget at once,
+    // not after spending the budget again.
+    let patch = json!({"budget": {"usd": 0.000001, "window": "1d"}});
+    let reply = admin_call(addr, "PATCH", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), Some(patch)).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let view: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert!(view["usage"]["spent_usd"].as_f64().unwrap() > 0.0, "{view}");
+    let refused = call(addr, Protocol::OpenAi, "lane-openai", Some(secret)).await;
+    assert_eq!(
+        kind(Protocol::OpenAi, &refused),
+        ErrorKind::QuotaExceeded,
+        "{}",
+        String::from_utf8_lossy(&refused.body)
+    );
+    // And a changed window reads that window's spend again.
+    let patch = json!({"budget": {"usd": 0.000001, "window": "1mo"}});
+    let reply = admin_call(addr, "PATCH", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), Some(patch)).await;
+    let view: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert!(view["usage"]["spent_usd"].as_f64().unwrap() > 0.0, "{view}");
+}
+
+#[tokio::test]
+async fn the_adhoc_route_is_priced_or_closed_to_budgeted_keys() {
+    let adhoc = |rate_card: &str| {
+        format!(
+            "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
+             claude: {{ protocol: anthropic, base_url: \"mock://\", adhoc: true }}\n{rate_card}"
+        )
+    };
+    let ask = |addr: std::net::SocketAddr, key: String| async move {
+        let body = chat_body(Protocol::Anthropic, "claude-x", "hi", false);
+        post(addr, "/claude/claude-x/v1/messages", &[("x-api-key", &key)], body).await
+    };
+    // Unpriced: a key with a USD budget may not use it (it would be free);
+    // a key without one may.
+    let (addr, _) = governed(&adhoc("")).await;
+    let budgeted = create_key(addr, json!({"name": "b", "budget": {"usd": 1.0, "window": "1d"}})).await;
+    let refused = ask(addr, budgeted["key"].as_str().unwrap().to_owned()).await;
+    assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+    assert!(String::from_utf8_lossy(&refused.body).contains("rate_card"));
+    let free = create_key(addr, json!({"name": "f"})).await;
+    assert_eq!(ask(addr, free["key"].as_str().unwrap().to_owned()).await.status, 200);
+
+    // Priced by the provider's `claude/*` row: served, billed, and its budget holds.
+    let (addr, _) = governed(&adhoc("rate_card:\n  claude/*: { input_utok: 1000000, output_utok: 1000000 }\n")).await;
+    let key = create_key(addr, json!({"name": "p", "budget": {"usd": 1000.0, "window": "1d"}})).await;
+    let (id, secret) = (key["id"].as_str().unwrap().to_owned(), key["key"].as_str().unwrap().to_owned());
+    assert_eq!(ask(addr, secret.clone()).await.status, 200);
+    ledger_rows(addr, &format!("key={id}"), 1).await;
+    let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+    let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+    let usd: f64 = spend["data"].as_array().unwrap().iter().map(|r| r["usd"].as_f64().unwrap()).sum();
+    assert!(usd > 1.0, "the ad-hoc lane is priced: {spend}");
 }

@@ -173,7 +173,7 @@ async fn a_reloaded_budget_tree_takes_effect() {
     let config = switchyard_config::load(&file(10), &|_| None).unwrap();
     let mut gateway = Gateway::new(config, codec).unwrap();
     let (governance, writer) =
-        switchyard_gateway::governance::from_config(&gateway.config, &|_| None).await.unwrap().unwrap();
+        switchyard_gateway::governance::from_config(&gateway.config, Default::default()).await.unwrap().unwrap();
     std::mem::forget(writer);
     gateway = gateway.with_governance(governance.clone());
     let gateway = Arc::new(gateway);
@@ -216,4 +216,23 @@ async fn a_token_taken_out_of_the_config_ends_its_console_sessions() {
     let (status, body) = reload(&running, &both(ADMIN_TOKEN)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(console(cookie).await, StatusCode::SEE_OTHER, "sent back to the login form");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_passes_the_boot_checks_on_the_config_that_will_serve() {
+    // Running with `auth: keys`; the new file says `auth: open` (so it is
+    // valid alone) and turns on caller credentials upstream. Auth is kept at
+    // its running value, and keys with passthrough must be refused, as at boot.
+    let keys = format!("{}auth: {{ mode: keys }}\n", config("{ model: a }", ""));
+    let running = start(&keys).await;
+    let passthrough = config("{ model: a }", "").replace(
+        "fake: { protocol: openai, base_url: mock:// }",
+        "fake: { protocol: openai, base_url: mock://, upstream_credentials: passthrough }",
+    );
+    assert!(passthrough.contains("passthrough") && switchyard_config::load(&passthrough, &|_| None).is_ok());
+    let (status, body) = reload(&running, &format!("{passthrough}auth: {{ mode: open }}\n")).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(body.to_string().contains("upstream_credentials"), "{body}");
+    let served = running.reloader.current();
+    assert!(served.lanes.iter().all(|lane| !lane.passthrough_credentials), "the running config keeps serving");
 }

@@ -250,19 +250,25 @@ impl Governor {
     }
 
     /// Creates a bucket or changes its spec, keeping its counters.
-    pub fn set_spec(&mut self, id: BucketId, spec: BucketSpec) {
+    /// Returns true when the bucket's spend must be read again (from the
+    /// ledger, for its window: [`Governor::seed_spent`]): a new bucket with
+    /// a budget, or a budget whose window changed, knows no spend yet.
+    pub fn set_spec(&mut self, id: BucketId, spec: BucketSpec) -> bool {
         match self.buckets.get_mut(&id) {
             Some(state) => {
-                if state.spec.budget.map(|b| b.window) != spec.budget.map(|b| b.window) {
+                let reset = state.spec.budget.map(|b| b.window) != spec.budget.map(|b| b.window);
+                if reset {
                     state.window_start = i64::MIN;
                     state.spent = 0;
                 }
                 state.requests = spec.limits.rpm.map(|n| state.requests.map_or(Gcra::new(n), |g| g.resized(n)));
                 state.tokens = spec.limits.tpm.map(|n| state.tokens.map_or(Gcra::new(n), |g| g.resized(n)));
                 state.spec = spec;
+                reset && spec.budget.is_some()
             }
             None => {
                 self.buckets.insert(id, BucketState::new(spec));
+                spec.budget.is_some()
             }
         }
     }

@@ -113,13 +113,19 @@ impl std::fmt::Debug for AwsCredential {
     }
 }
 
+/// Random bytes a minted AWS pair is made from: 16 for the access key id,
+/// then 30 of its own for the secret (the id is public; it shares none of
+/// the secret's bits).
+pub const AWS_RANDOM_BYTES: usize = 16 + 30;
+
 impl AwsCredential {
-    /// A new pair from 40 random bytes.
-    pub fn new(random: &[u8; 40]) -> AwsCredential {
+    /// A new pair from [`AWS_RANDOM_BYTES`] random bytes.
+    pub fn new(random: &[u8; AWS_RANDOM_BYTES]) -> AwsCredential {
         const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+        let (id, secret) = random.split_at(16);
         let mut access_key_id = String::from("AKSY");
-        access_key_id.extend(random[..16].iter().map(|b| char::from(ALPHABET[usize::from(b % 32)])));
-        let secret_access_key = base64::engine::general_purpose::STANDARD.encode(&random[10..40]);
+        access_key_id.extend(id.iter().map(|b| char::from(ALPHABET[usize::from(b % 32)])));
+        let secret_access_key = base64::engine::general_purpose::STANDARD.encode(secret);
         AwsCredential { access_key_id, secret_access_key }
     }
 }
@@ -157,6 +163,11 @@ pub struct KeyRecord {
     pub rotated_at: Option<i64>,
     /// The minted AWS pair, for Bedrock callers.
     pub aws: Option<AwsCredential>,
+    /// How many times the record was written: a write carries the version
+    /// it read, and a store refuses it when another write came between
+    /// (two instances changing one key never lose either change).
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// Why a presented key does not open the door.
@@ -207,8 +218,23 @@ mod tests {
     }
 
     #[test]
+    fn an_aws_pairs_id_reveals_nothing_of_its_secret() {
+        // Change only the id's bytes: the secret stays; only the secret's: the id stays.
+        let mut random = [7u8; AWS_RANDOM_BYTES];
+        let base = AwsCredential::new(&random);
+        random[..16].fill(9);
+        let other_id = AwsCredential::new(&random);
+        assert_ne!(base.access_key_id, other_id.access_key_id);
+        assert_eq!(base.secret_access_key, other_id.secret_access_key);
+        random[16..].fill(11);
+        let other_secret = AwsCredential::new(&random);
+        assert_eq!(other_id.access_key_id, other_secret.access_key_id);
+        assert_ne!(other_id.secret_access_key, other_secret.secret_access_key);
+    }
+
+    #[test]
     fn aws_pairs_have_the_shapes_sdks_expect() {
-        let pair = AwsCredential::new(&[200u8; 40]);
+        let pair = AwsCredential::new(&[200u8; AWS_RANDOM_BYTES]);
         assert_eq!(pair.access_key_id.len(), 20);
         assert!(pair.access_key_id.starts_with("AKSY"));
         assert!(pair.access_key_id.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit()));

@@ -38,9 +38,32 @@ pub enum StoreError {
     /// idempotency key with another request).
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The record changed since it was read (another write came first):
+    /// read it again and redo the change.
+    #[error("the record changed since it was read")]
+    Stale,
     /// The backend cannot be reached or failed.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+}
+
+/// How long an idempotency key holds: a create or rotation sent again
+/// within a day is answered by the first; after that the key is free (a
+/// client that reuses one for a later rotation rotates).
+pub const IDEMPOTENCY_TTL_MS: i64 = 24 * 3_600_000;
+
+/// The write of `next` over `stored`, checked the same way by every store:
+/// `next` must carry the version it read (`Stale` otherwise), and a revoked
+/// key never changes again (revocation is final). Returns the record to
+/// store, one version on.
+pub(crate) fn checked_write(stored: &KeyRecord, next: KeyRecord) -> Result<KeyRecord, StoreError> {
+    if stored.revoked_at.is_some() && (next.revoked_at != stored.revoked_at || next.hash != stored.hash) {
+        return Err(StoreError::Conflict(format!("key `{}` is revoked; revocation is final", stored.id)));
+    }
+    if next.version != stored.version {
+        return Err(StoreError::Stale);
+    }
+    Ok(KeyRecord { version: stored.version + 1, ..next })
 }
 
 /// A group: one bucket of the budget tree.
@@ -310,6 +333,36 @@ pub struct AuditEntry {
     pub outcome: u16,
 }
 
+/// The most an audit entry keeps of each of its texts (bytes): a longer
+/// path, actor or target is cut, so no caller's request can make a row of
+/// more than a few hundred bytes.
+pub const AUDIT_TEXT_BYTES: usize = 256;
+
+impl AuditEntry {
+    /// The entry with each text cut to [`AUDIT_TEXT_BYTES`] (at a character
+    /// boundary, marked with `…`).
+    pub fn bounded(self) -> AuditEntry {
+        AuditEntry {
+            actor: cut(self.actor, AUDIT_TEXT_BYTES),
+            action: cut(self.action, AUDIT_TEXT_BYTES),
+            target: self.target.map(|t| cut(t, AUDIT_TEXT_BYTES)),
+            ..self
+        }
+    }
+}
+
+fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max - '…'.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
+
 /// An audit entry with its position.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredAudit {
@@ -321,13 +374,23 @@ pub struct StoredAudit {
 }
 
 /// An idempotency key on a create or rotate: a retried request with the
-/// same key and the same fingerprint gets the first outcome back.
+/// same key and the same fingerprint, within [`IDEMPOTENCY_TTL_MS`], gets
+/// the first outcome back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Idempotency {
     /// The caller's `Idempotency-Key`.
     pub key: String,
     /// What the request asked (a hash of its method, path and body).
     pub fingerprint: String,
+    /// When the request came (Unix ms): earlier records past the TTL are gone.
+    pub at_ms: i64,
+}
+
+impl Idempotency {
+    /// The oldest record time still honoured.
+    pub(crate) fn oldest_ms(&self) -> i64 {
+        self.at_ms.saturating_sub(IDEMPOTENCY_TTL_MS)
+    }
 }
 
 /// What an idempotent write did.
@@ -343,10 +406,13 @@ pub enum Written {
 pub trait KeyStore: Send + Sync {
     /// Creates a key (its id and hash must be new).
     fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written>;
-    /// Replaces a key's secret (the old one stops at once).
+    /// Replaces a key's secret (the old one stops at once), when the
+    /// stored record is still the version `record` carries.
     fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written>;
-    /// Replaces a key's record (changes, revocation).
-    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()>;
+    /// Replaces a key's record (changes, revocation) when the stored one is
+    /// still the version `record` carries ([`StoreError::Stale`] otherwise;
+    /// a revoked key never changes): returns what was stored.
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, KeyRecord>;
     /// One key.
     fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>>;
     /// Keys by id, after `after`, at most `limit`.
@@ -381,6 +447,8 @@ pub trait AuditLog: Send + Sync {
     fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()>;
     /// Entries newest first, before `before`, at most `limit`.
     fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>>;
+    /// Removes the entries older than `before_ms`; returns how many.
+    fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64>;
 }
 
 /// A backend: every concern, usually served by one object.
@@ -491,5 +559,20 @@ mod tests {
         };
         let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
         assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);
+    }
+
+    #[test]
+    fn an_audit_entry_keeps_a_few_hundred_bytes_of_each_text() {
+        let long = AuditEntry {
+            at_ms: 1,
+            actor: "unauthenticated".into(),
+            action: format!("POST /api/v1/admin/{}", "é".repeat(10_000)),
+            target: Some("x".repeat(1_000)),
+            outcome: 401,
+        }
+        .bounded();
+        assert!(long.action.len() <= AUDIT_TEXT_BYTES && long.action.ends_with('…'), "{}", long.action.len());
+        assert!(long.target.as_ref().is_some_and(|t| t.len() <= AUDIT_TEXT_BYTES));
+        assert_eq!(long.actor, "unauthenticated");
     }
 }

@@ -20,8 +20,8 @@ pub const MEMORY_LEDGER_ROWS: usize = 1_000_000;
 #[derive(Default)]
 struct Inner {
     keys: BTreeMap<String, KeyRecord>,
-    /// (scope, idempotency key) → (fingerprint, key id).
-    idempotency: HashMap<(String, String), (String, String)>,
+    /// (scope, idempotency key) → (fingerprint, key id, when).
+    idempotency: HashMap<(String, String), (String, String, i64)>,
     groups: BTreeMap<String, GroupRecord>,
     ledger: std::collections::VecDeque<StoredRow>,
     next_row: i64,
@@ -49,16 +49,18 @@ fn ready<'a, T: Send + 'a>(result: Result<T, StoreError>) -> StoreFuture<'a, T> 
     Box::pin(std::future::ready(result))
 }
 
-/// Applies an idempotent key write in `inner`.
+/// Applies an idempotent key write in `inner`; `write` returns what it stored.
 fn write_key(
     inner: &mut Inner,
     scope: &str,
     record: KeyRecord,
     idempotency: Option<Idempotency>,
-    write: impl FnOnce(&mut Inner, KeyRecord) -> Result<(), StoreError>,
+    write: impl FnOnce(&mut Inner, KeyRecord) -> Result<KeyRecord, StoreError>,
 ) -> Result<Written, StoreError> {
     if let Some(idem) = &idempotency {
-        if let Some((fingerprint, id)) = inner.idempotency.get(&(scope.to_owned(), idem.key.clone())) {
+        let oldest = idem.oldest_ms();
+        inner.idempotency.retain(|_, (_, _, at)| *at >= oldest);
+        if let Some((fingerprint, id, _)) = inner.idempotency.get(&(scope.to_owned(), idem.key.clone())) {
             if *fingerprint != idem.fingerprint {
                 return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
             }
@@ -66,11 +68,19 @@ fn write_key(
         }
     }
     let id = record.id.clone();
-    write(inner, record.clone())?;
+    let stored = write(inner, record)?;
     if let Some(idem) = idempotency {
-        inner.idempotency.insert((scope.to_owned(), idem.key), (idem.fingerprint, id));
+        inner.idempotency.insert((scope.to_owned(), idem.key), (idem.fingerprint, id, idem.at_ms));
     }
-    Ok(Written::New(record))
+    Ok(Written::New(stored))
+}
+
+/// Replaces a stored key with `record` when the checks allow it.
+fn replace_key(inner: &mut Inner, record: KeyRecord) -> Result<KeyRecord, StoreError> {
+    let slot = inner.keys.get_mut(&record.id).ok_or(StoreError::NotFound)?;
+    let stored = crate::checked_write(slot, record)?;
+    *slot = stored.clone();
+    Ok(stored)
 }
 
 impl KeyStore for MemoryStore {
@@ -80,29 +90,19 @@ impl KeyStore for MemoryStore {
                 if inner.keys.contains_key(&record.id) || inner.keys.values().any(|k| k.hash == record.hash) {
                     return Err(StoreError::Conflict(format!("key `{}` exists", record.id)));
                 }
-                inner.keys.insert(record.id.clone(), record);
-                Ok(())
+                inner.keys.insert(record.id.clone(), record.clone());
+                Ok(record)
             })
         }))
     }
 
     fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
         let scope = format!("rotate:{}", record.id);
-        ready(self.with(|inner| {
-            write_key(inner, &scope, record, idempotency, |inner, record| {
-                let slot = inner.keys.get_mut(&record.id).ok_or(StoreError::NotFound)?;
-                *slot = record;
-                Ok(())
-            })
-        }))
+        ready(self.with(|inner| write_key(inner, &scope, record, idempotency, replace_key)))
     }
 
-    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
-        ready(self.with(|inner| {
-            let slot = inner.keys.get_mut(&record.id).ok_or(StoreError::NotFound)?;
-            *slot = record;
-            Ok(())
-        }))
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, KeyRecord> {
+        ready(self.with(|inner| replace_key(inner, record)))
     }
 
     fn get_key(&self, id: &str) -> StoreFuture<'_, Option<KeyRecord>> {
@@ -219,9 +219,17 @@ impl Ledger for MemoryStore {
 impl AuditLog for MemoryStore {
     fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
-            let id = inner.audit.len() as i64 + 1;
+            let id = inner.audit.last().map_or(1, |last| last.id + 1);
             inner.audit.push(StoredAudit { id, entry });
             Ok(())
+        }))
+    }
+
+    fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let before = inner.audit.len();
+            inner.audit.retain(|e| e.entry.at_ms >= before_ms);
+            Ok((before - inner.audit.len()) as u64)
         }))
     }
 

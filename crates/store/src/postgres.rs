@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0001_init.sql"),
     include_str!("../migrations/postgres/0002_ledger_attempts.sql"),
     include_str!("../migrations/postgres/0003_spend_hourly.sql"),
+    include_str!("../migrations/postgres/0004_audit_at.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -207,6 +208,7 @@ async fn write_key(
         tx.execute("SELECT pg_advisory_xact_lock(hashtext($1 || ':' || $2))", &[&scope, &idem.key])
             .await
             .map_err(unavailable)?;
+        tx.execute("DELETE FROM idempotency WHERE at_ms < $1", &[&idem.oldest_ms()]).await.map_err(unavailable)?;
         let earlier = tx
             .query_opt(
                 "SELECT fingerprint, key_id FROM idempotency WHERE scope = $1 AND key = $2",
@@ -228,26 +230,39 @@ async fn write_key(
             return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
         }
     }
-    store_key(&tx, &record, insert).await?;
+    let stored = store_key(&tx, record, insert).await?;
     if let Some(idem) = idempotency {
-        let at_ms = record.rotated_at.unwrap_or(record.created_at) * 1000;
         tx.execute(
             "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES ($1, $2, $3, $4, $5)",
-            &[&scope, &idem.key, &idem.fingerprint, &record.id, &at_ms],
+            &[&scope, &idem.key, &idem.fingerprint, &stored.id, &idem.at_ms],
         )
         .await
         .map_err(conflict_or_unavailable)?;
     }
     tx.commit().await.map_err(unavailable)?;
-    Ok(Written::New(record))
+    Ok(Written::New(stored))
 }
 
+/// Inserts `record`, or replaces the stored one when the checks allow it
+/// (the row locked for the transaction, so two instances' writes of one
+/// key are ordered and the later one sees the earlier).
 async fn store_key(
     tx: &deadpool_postgres::Transaction<'_>,
-    record: &KeyRecord,
+    record: KeyRecord,
     insert: bool,
-) -> Result<(), StoreError> {
-    let json = to_json(record)?;
+) -> Result<KeyRecord, StoreError> {
+    let record = if insert {
+        record
+    } else {
+        let row = tx
+            .query_opt("SELECT record FROM keys WHERE id = $1 FOR UPDATE", &[&record.id])
+            .await
+            .map_err(unavailable)?
+            .ok_or(StoreError::NotFound)?;
+        let stored: KeyRecord = from_json(col::<&str>(&row, 0)?)?;
+        crate::checked_write(&stored, record)?
+    };
+    let json = to_json(&record)?;
     let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
     let hash = record.hash.to_hex();
     let changed = if insert {
@@ -269,7 +284,7 @@ async fn store_key(
     }
     // Delivered to every listener when the transaction commits.
     tx.execute("SELECT pg_notify($1, $2)", &[&KEYS_CHANNEL, &record.id]).await.map_err(unavailable)?;
-    Ok(())
+    Ok(record)
 }
 
 impl KeyStore for PostgresStore {
@@ -284,12 +299,13 @@ impl KeyStore for PostgresStore {
         })
     }
 
-    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, KeyRecord> {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            store_key(&tx, &record, false).await?;
-            tx.commit().await.map_err(unavailable)
+            let stored = store_key(&tx, record, false).await?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(stored)
         })
     }
 
@@ -528,6 +544,13 @@ impl AuditLog for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client.execute("DELETE FROM audit WHERE at_ms < $1", &[&before_ms]).await.map_err(unavailable)
         })
     }
 

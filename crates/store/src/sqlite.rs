@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0002_ledger_entry.sql"),
     include_str!("../migrations/sqlite/0003_ledger_attempts.sql"),
     include_str!("../migrations/sqlite/0004_spend_hourly.sql"),
+    include_str!("../migrations/sqlite/0005_audit_at.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -101,10 +102,11 @@ fn write_key(
     scope: &str,
     record: KeyRecord,
     idempotency: Option<Idempotency>,
-    write: impl FnOnce(&rusqlite::Transaction<'_>, &KeyRecord) -> Result<(), StoreError>,
+    write: impl FnOnce(&rusqlite::Transaction<'_>, KeyRecord) -> Result<KeyRecord, StoreError>,
 ) -> Result<Written, StoreError> {
     let tx = conn.transaction().map_err(unavailable)?;
     if let Some(idem) = &idempotency {
+        tx.execute("DELETE FROM idempotency WHERE at_ms < ?1", params![idem.oldest_ms()]).map_err(unavailable)?;
         let earlier: Option<(String, String)> = tx
             .query_row(
                 "SELECT fingerprint, key_id FROM idempotency WHERE scope = ?1 AND key = ?2",
@@ -124,60 +126,62 @@ fn write_key(
             return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
         }
     }
-    write(&tx, &record)?;
+    let stored = write(&tx, record)?;
     if let Some(idem) = idempotency {
         tx.execute(
             "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![
-                scope,
-                idem.key,
-                idem.fingerprint,
-                record.id,
-                record.rotated_at.unwrap_or(record.created_at) * 1000
-            ],
+            params![scope, idem.key, idem.fingerprint, stored.id, idem.at_ms],
         )
         .map_err(conflict_or_unavailable)?;
     }
     tx.commit().map_err(unavailable)?;
-    Ok(Written::New(record))
+    Ok(Written::New(stored))
 }
 
-fn store_key(tx: &rusqlite::Transaction<'_>, record: &KeyRecord, insert: bool) -> Result<(), StoreError> {
-    let json = to_json(record)?;
+fn insert_key(tx: &rusqlite::Transaction<'_>, record: KeyRecord) -> Result<KeyRecord, StoreError> {
     let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
-    let changed = if insert {
-        tx.execute(
-            "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES (?1, ?2, ?3, ?4)",
-            params![record.id, record.hash.to_hex(), aws, json],
-        )
-    } else {
-        tx.execute(
-            "UPDATE keys SET hash = ?2, aws_access_key_id = ?3, record = ?4 WHERE id = ?1",
-            params![record.id, record.hash.to_hex(), aws, json],
-        )
-    }
+    tx.execute(
+        "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES (?1, ?2, ?3, ?4)",
+        params![record.id, record.hash.to_hex(), aws, to_json(&record)?],
+    )
     .map_err(conflict_or_unavailable)?;
-    if changed == 0 {
-        return Err(StoreError::NotFound);
-    }
-    Ok(())
+    Ok(record)
+}
+
+/// Replaces a stored key with `record` when the checks allow it (read and
+/// written in one transaction).
+fn replace_key(tx: &rusqlite::Transaction<'_>, record: KeyRecord) -> Result<KeyRecord, StoreError> {
+    let text: Option<String> = tx
+        .query_row("SELECT record FROM keys WHERE id = ?1", params![record.id], |row| row.get(0))
+        .optional()
+        .map_err(unavailable)?;
+    let stored: KeyRecord = from_json(&text.ok_or(StoreError::NotFound)?)?;
+    let next = crate::checked_write(&stored, record)?;
+    let aws = next.aws.as_ref().map(|a| a.access_key_id.clone());
+    tx.execute(
+        "UPDATE keys SET hash = ?2, aws_access_key_id = ?3, record = ?4 WHERE id = ?1",
+        params![next.id, next.hash.to_hex(), aws, to_json(&next)?],
+    )
+    .map_err(conflict_or_unavailable)?;
+    Ok(next)
 }
 
 impl KeyStore for SqliteStore {
     fn create_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
-        self.run(move |conn| write_key(conn, "create", record, idempotency, |tx, r| store_key(tx, r, true)))
+        self.run(move |conn| write_key(conn, "create", record, idempotency, insert_key))
     }
 
     fn rotate_key(&self, record: KeyRecord, idempotency: Option<Idempotency>) -> StoreFuture<'_, Written> {
         let scope = format!("rotate:{}", record.id);
-        self.run(move |conn| write_key(conn, &scope, record, idempotency, |tx, r| store_key(tx, r, false)))
+        self.run(move |conn| write_key(conn, &scope, record, idempotency, replace_key))
     }
 
-    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, ()> {
+    fn update_key(&self, record: KeyRecord) -> StoreFuture<'_, KeyRecord> {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
-            store_key(&tx, &record, false)?;
-            tx.commit().map_err(unavailable)
+            let stored = replace_key(&tx, record)?;
+            tx.commit().map_err(unavailable)?;
+            Ok(stored)
         })
     }
 
@@ -413,6 +417,14 @@ impl AuditLog for SqliteStore {
             )
             .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let removed =
+                conn.execute("DELETE FROM audit WHERE at_ms < ?1", params![before_ms]).map_err(unavailable)?;
+            Ok(removed as u64)
         })
     }
 

@@ -30,9 +30,13 @@ fn key(n: u8) -> KeyRecord {
         metadata: serde_json::json!({"owner": "ana"}).as_object().unwrap().clone(),
         created_at: 1_000,
         rotated_at: None,
-        aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; 40])),
+        aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
+        version: 0,
     }
 }
+
+/// A request time for idempotency keys.
+const NOW_MS: i64 = 1_796_067_065_000;
 
 fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u64, output: u64) -> LedgerRow {
     LedgerRow {
@@ -56,7 +60,7 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
 
 async fn keys_round_trip_with_idempotency_and_pagination(stores: Stores) {
     let first = key(1);
-    let idem = Idempotency { key: "create-1".into(), fingerprint: "f1".into() };
+    let idem = Idempotency { key: "create-1".into(), fingerprint: "f1".into(), at_ms: NOW_MS };
     assert_eq!(stores.keys.create_key(first.clone(), Some(idem.clone())).await.unwrap(), Written::New(first.clone()));
     // A retried create with the same idempotency key mints nothing new.
     let mut retry = key(2);
@@ -64,7 +68,7 @@ async fn keys_round_trip_with_idempotency_and_pagination(stores: Stores) {
     assert_eq!(stores.keys.create_key(retry, Some(idem)).await.unwrap(), Written::Replayed(first.clone()));
     assert!(stores.keys.get_key("key_other").await.unwrap().is_none());
     // The same idempotency key with another request is a conflict.
-    let reused = Idempotency { key: "create-1".into(), fingerprint: "f2".into() };
+    let reused = Idempotency { key: "create-1".into(), fingerprint: "f2".into(), at_ms: NOW_MS };
     assert!(matches!(stores.keys.create_key(key(3), Some(reused)).await, Err(StoreError::Conflict(_))));
     // A duplicate id or hash is a conflict.
     assert!(matches!(stores.keys.create_key(first.clone(), None).await, Err(StoreError::Conflict(_))));
@@ -85,21 +89,69 @@ async fn rotation_and_revocation(stores: Stores) {
     rotated.hash = KeyHash::of("sy-rotated");
     rotated.prefix = "sy-rotat".into();
     rotated.rotated_at = Some(2_000);
-    let idem = Idempotency { key: "rot-1".into(), fingerprint: "r".into() };
+    let idem = Idempotency { key: "rot-1".into(), fingerprint: "r".into(), at_ms: NOW_MS };
+    let stored = KeyRecord { version: 1, ..rotated.clone() };
     assert_eq!(
         stores.keys.rotate_key(rotated.clone(), Some(idem.clone())).await.unwrap(),
-        Written::New(rotated.clone())
+        Written::New(stored.clone())
     );
     let mut again = rotated.clone();
     again.hash = KeyHash::of("sy-rotated-twice");
-    assert_eq!(stores.keys.rotate_key(again, Some(idem)).await.unwrap(), Written::Replayed(rotated.clone()));
-    let mut revoked = rotated.clone();
+    assert_eq!(stores.keys.rotate_key(again, Some(idem)).await.unwrap(), Written::Replayed(stored.clone()));
+    let mut revoked = stored.clone();
     revoked.revoked_at = Some(3_000);
-    stores.keys.update_key(revoked.clone()).await.unwrap();
-    assert_eq!(stores.keys.get_key(&original.id).await.unwrap(), Some(revoked));
+    assert_eq!(stores.keys.update_key(revoked.clone()).await.unwrap(), KeyRecord { version: 2, ..revoked.clone() });
+    assert_eq!(stores.keys.get_key(&original.id).await.unwrap(), Some(KeyRecord { version: 2, ..revoked }));
     let mut ghost = key(99);
     ghost.id = "key_ghost".into();
     assert_eq!(stores.keys.update_key(ghost).await, Err(StoreError::NotFound));
+}
+
+/// Two writers of one key: the one that read an older version is refused
+/// (`Stale`), never silently undoing the other; and a revoked key takes no
+/// change at all, not even from a writer that read it before the revocation.
+async fn key_writes_are_conditional_and_revocation_is_final(stores: Stores) {
+    let read = key(5);
+    stores.keys.create_key(read.clone(), None).await.unwrap();
+    // Instance A revokes while instance B holds what it read before.
+    let revoked = KeyRecord { revoked_at: Some(4_000), ..read.clone() };
+    stores.keys.update_key(revoked).await.unwrap();
+    let renamed = KeyRecord { name: "renamed".into(), ..read.clone() };
+    assert!(stores.keys.update_key(renamed).await.is_err(), "a write over a revocation must fail");
+    let mut rotated = read.clone();
+    rotated.hash = KeyHash::of("sy-sneaky");
+    assert!(stores.keys.rotate_key(rotated, None).await.is_err(), "a rotation over a revocation must fail");
+    let now = stores.keys.get_key(&read.id).await.unwrap().unwrap();
+    assert_eq!((now.revoked_at, now.name.as_str(), now.hash), (Some(4_000), read.name.as_str(), read.hash));
+    // Even a writer that read the revoked record cannot take it back.
+    let unrevoked = KeyRecord { revoked_at: None, ..now.clone() };
+    assert!(matches!(stores.keys.update_key(unrevoked).await, Err(StoreError::Conflict(_))));
+
+    // Without a revocation: the later writer of an old read is stale.
+    let other = key(6);
+    stores.keys.create_key(other.clone(), None).await.unwrap();
+    let first = stores.keys.update_key(KeyRecord { name: "first".into(), ..other.clone() }).await.unwrap();
+    assert_eq!(first.version, 1);
+    let late = KeyRecord { name: "late".into(), ..other.clone() };
+    assert_eq!(stores.keys.update_key(late).await, Err(StoreError::Stale));
+    let second = stores.keys.update_key(KeyRecord { name: "second".into(), ..first }).await.unwrap();
+    assert_eq!((second.version, second.name.as_str()), (2, "second"));
+}
+
+/// An idempotency key holds for a day: after that, a request that reuses
+/// it is a new request.
+async fn idempotency_keys_expire(stores: Stores) {
+    let original = key(8);
+    let day = switchyard_store::IDEMPOTENCY_TTL_MS;
+    let at = |ms: i64| Idempotency { key: "reused".into(), fingerprint: "rot".into(), at_ms: ms };
+    stores.keys.create_key(original.clone(), None).await.unwrap();
+    let rotation = |n: &str, version: u64| KeyRecord { hash: KeyHash::of(n), version, ..original.clone() };
+    let first = stores.keys.rotate_key(rotation("sy-one", 0), Some(at(NOW_MS))).await.unwrap();
+    assert!(matches!(first, Written::New(_)));
+    let retried = stores.keys.rotate_key(rotation("sy-two", 1), Some(at(NOW_MS + day - 1))).await.unwrap();
+    assert!(matches!(retried, Written::Replayed(_)), "within a day the key replays");
+    let later = stores.keys.rotate_key(rotation("sy-three", 1), Some(at(NOW_MS + day + 1))).await.unwrap();
+    assert!(matches!(later, Written::New(ref r) if r.hash == KeyHash::of("sy-three")), "a day later it rotates");
 }
 
 async fn groups_are_put_listed_and_deleted(stores: Stores) {
@@ -294,6 +346,16 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn rotation() {
                     rotation_and_revocation($make).await;
+                }
+
+                #[tokio::test]
+                async fn conditional_writes() {
+                    key_writes_are_conditional_and_revocation_is_final($make).await;
+                }
+
+                #[tokio::test]
+                async fn idempotency_expiry() {
+                    idempotency_keys_expire($make).await;
                 }
 
                 #[tokio::test]

@@ -204,6 +204,12 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     if let Some(admin_listen) = args.admin_listen {
         config.admin_listen = admin_listen;
     }
+    // The overrides pass the same checks the file's own values did.
+    let problems = switchyard_config::effective_issues(&config);
+    if !problems.is_empty() {
+        return Err(switchyard_config::ConfigError(problems))
+            .with_context(|| format!("config {source} with the command line's listeners"));
+    }
     for warning in &config.warnings {
         tracing::warn!(config = %source, "{warning}");
     }
@@ -214,7 +220,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
     let mut gateway = Gateway::new(config, switchyard_protocol::codec)?;
-    let governance = switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
+    let governance = switchyard_gateway::governance::from_config(&gateway.config, gateway.prices())
         .await
         .context("governance could not start")?;
     let ledger_writer = match governance {

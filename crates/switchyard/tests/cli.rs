@@ -199,3 +199,75 @@ fn the_compose_file_runs_the_checked_fleet_config_with_its_variables() {
     let nginx = std::fs::read_to_string(root.join("deploy/nginx.conf")).unwrap();
     assert!(nginx.contains("server switchyard-1:8080") && nginx.contains("server switchyard-2:8080"));
 }
+
+/// The binary serving `yaml` with `args`, its stderr captured; killed after
+/// `for_` (or when it exits by itself).
+fn serve_for(yaml: &str, args: &[&str], for_: std::time::Duration, poke: impl FnOnce(u16)) -> (Option<i32>, String) {
+    let dir = std::env::temp_dir().join(format!("switchyard-serve-{}-{}", std::process::id(), yaml.len() + args.len()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("switchyard.yaml");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    std::fs::write(&path, format!("listen: 127.0.0.1:{port}\nadmin_listen: 127.0.0.1:{admin}\n{yaml}")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&path)
+        .args(args)
+        .env("SWITCHYARD_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut poke = Some(poke);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            if let Some(poke) = poke.take() {
+                poke(port);
+            }
+        }
+        if started.elapsed() > for_ {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    (code, stderr)
+}
+
+#[test]
+fn the_command_line_s_listeners_pass_the_boot_checks() {
+    // Off loopback without mTLS is refused whether the file or the flag says it.
+    let (code, stderr) = serve_for("", &["--admin-listen", "0.0.0.0:0"], std::time::Duration::from_secs(20), |_| {});
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("off loopback") && stderr.contains("admin.tls"), "{stderr}");
+}
+
+#[test]
+fn a_webhook_that_fails_is_logged_by_its_host_alone() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let yaml = format!(
+        "telemetry:\n  request_log:\n    webhook: {{ url: \"http://127.0.0.1:{closed}/services/T000/B000/XSECRETPATHX?token=QSECRETQ\", batch: 1, interval: 10ms }}\n"
+    );
+    let (_, stderr) = serve_for(&yaml, &[], std::time::Duration::from_secs(8), |port| {
+        let body = r#"{"model":"demo-openai","messages":[{"role":"user","content":"hi"}]}"#;
+        let request = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+        let _ = std::io::Read::read_to_end(&mut stream, &mut Vec::new());
+    });
+    assert!(stderr.contains("request-log webhook unreachable"), "{stderr}");
+    assert!(!stderr.contains("XSECRETPATHX") && !stderr.contains("QSECRETQ"), "{stderr}");
+    assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
+}

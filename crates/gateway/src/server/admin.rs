@@ -96,6 +96,9 @@ impl From<StoreError> for ApiError {
         match err {
             StoreError::NotFound => ApiError(StatusCode::NOT_FOUND, "not found".into()),
             StoreError::Conflict(message) => ApiError(StatusCode::CONFLICT, message),
+            StoreError::Stale => {
+                ApiError(StatusCode::CONFLICT, "the record changed while this request was applied; retry".into())
+            }
             StoreError::Unavailable(message) => {
                 ApiError(StatusCode::SERVICE_UNAVAILABLE, format!("the store is unavailable: {message}"))
             }
@@ -138,6 +141,7 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         }
     }
     let action = format!("{method} {}", request.uri().path());
+    let source = request.extensions().get::<super::listener::Peer>().map(|peer| peer.0);
     let response = match &actor {
         None => ApiError(
             StatusCode::UNAUTHORIZED,
@@ -160,18 +164,24 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     if mutation {
         let actor = actor.as_ref().map_or("unauthenticated", |a| &a.name);
         let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
-        audit_entry(&gateway, actor, action, target, response.status().as_u16()).await;
+        audit_entry(&gateway, source, actor, action, target, response.status().as_u16()).await;
     }
     response
 }
 
-/// Records an admin mutation attempt (when governance keeps an audit log).
-pub(crate) async fn audit_entry(gateway: &Gateway, actor: &str, action: String, target: Option<String>, outcome: u16) {
+/// Records an admin mutation attempt from `source` (when governance keeps
+/// an audit log), through the log's one door (`crate::audit::record`).
+pub(crate) async fn audit_entry(
+    gateway: &Gateway,
+    source: Option<std::net::IpAddr>,
+    actor: &str,
+    action: String,
+    target: Option<String>,
+    outcome: u16,
+) {
     let Some(governance) = &gateway.governance else { return };
     let entry = AuditEntry { at_ms: now_ms() as i64, actor: actor.to_owned(), action, target, outcome };
-    if let Err(err) = governance.stores.audit.record(entry).await {
-        tracing::warn!(error = %err, "audit entry could not be stored");
-    }
+    crate::audit::record(&governance.stores, &governance.audit_gate, entry, source).await;
 }
 
 /// The console session a request's cookie names, with the scope its admin
@@ -663,6 +673,7 @@ fn idempotency(headers: &HeaderMap, what: &str, body: &[u8]) -> ApiResult<Option
     Ok(Some(Idempotency {
         key: key.to_owned(),
         fingerprint: KeyHash::of(&String::from_utf8_lossy(&material)).to_hex(),
+        at_ms: now_ms() as i64,
     }))
 }
 
@@ -749,7 +760,7 @@ async fn create_key(State(admin): State<Admin>, headers: HeaderMap, body: axum::
     }
     let _write = governance.writes.lock().await;
     let secret = new_secret(&random::<32>()?);
-    let aws = if request.issue_aws_credential { Some(AwsCredential::new(&random::<40>()?)) } else { None };
+    let aws = if request.issue_aws_credential { Some(new_aws_pair()?) } else { None };
     let now = (now_ms() / 1000) as i64;
     let record = KeyRecord {
         id: format!("key_{}", random::<8>()?.iter().map(|b| format!("{b:02x}")).collect::<String>()),
@@ -766,10 +777,11 @@ async fn create_key(State(admin): State<Admin>, headers: HeaderMap, body: axum::
         created_at: now,
         rotated_at: None,
         aws: aws.clone(),
+        version: 0,
     };
     match governance.stores.keys.create_key(record, idem.clone()).await? {
         Written::New(record) => {
-            governance.cache(record.clone());
+            governance.cache(record.clone()).await?;
             let answer = KeyWithSecret {
                 key: key_view(governance, &record),
                 secret: Some(secret),
@@ -812,38 +824,67 @@ async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResul
     Ok(Json(key_view(governance, &stored_key(governance, &id).await?)))
 }
 
+/// Tries of a key change read again after another write came first.
+const CHANGE_TRIES: usize = 8;
+
+/// Applies `change` to key `id` as it is stored, and writes the result
+/// only if nobody wrote the key since it was read (another instance, a
+/// concurrent request): otherwise it is read again and `change` redone.
+/// Every change to a stored key goes through here; a revoked key refuses
+/// every change (the store checks it too).
+async fn change_key(
+    governance: &Governance,
+    id: &str,
+    mut change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
+) -> ApiResult<KeyRecord> {
+    for _ in 0..CHANGE_TRIES {
+        let mut record = stored_key(governance, id).await?;
+        if record.revoked_at.is_some() {
+            return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
+        }
+        change(&mut record)?;
+        match governance.stores.keys.update_key(record).await {
+            Ok(stored) => {
+                governance.cache(stored.clone()).await?;
+                return Ok(stored);
+            }
+            Err(StoreError::Stale) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Stale.into())
+}
+
 #[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, responses((status = 200, body = KeyView)))]
 async fn patch_key(State(admin): State<Admin>, Path(id): Path<String>, body: axum::body::Bytes) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let patch: PatchKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let _write = governance.writes.lock().await;
-    let mut record = stored_key(governance, &id).await?;
-    if record.revoked_at.is_some() {
-        return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
-    }
-    if let Some(name) = patch.name {
-        record.name = name;
-    }
-    if let Some(group) = patch.group {
-        record.group = checked_group(governance, group)?;
-    }
-    if let Some(pools) = patch.pools {
-        record.pools = checked_pools(&admin, pools)?;
-    }
-    if let Some(budget) = patch.budget {
-        record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;
-    }
-    if let Some(limits) = patch.limits {
-        record.limits = limits_of(&limits, "limits")?;
-    }
-    if let Some(expires_at) = patch.expires_at {
-        record.expires_at = expires_at.as_ref().map(|t| parse_time(t, "expires_at")).transpose()?;
-    }
-    if let Some(metadata) = patch.metadata {
-        record.metadata = metadata;
-    }
-    governance.stores.keys.update_key(record.clone()).await?;
-    governance.cache(record.clone());
+    let record = change_key(governance, &id, |record| {
+        if let Some(name) = &patch.name {
+            record.name.clone_from(name);
+        }
+        if let Some(group) = &patch.group {
+            record.group = checked_group(governance, group.clone())?;
+        }
+        if let Some(pools) = &patch.pools {
+            record.pools = checked_pools(&admin, pools.clone())?;
+        }
+        if let Some(budget) = &patch.budget {
+            record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;
+        }
+        if let Some(limits) = &patch.limits {
+            record.limits = limits_of(limits, "limits")?;
+        }
+        if let Some(expires_at) = &patch.expires_at {
+            record.expires_at = expires_at.as_ref().map(|t| parse_time(t, "expires_at")).transpose()?;
+        }
+        if let Some(metadata) = &patch.metadata {
+            record.metadata.clone_from(metadata);
+        }
+        Ok(())
+    })
+    .await?;
     Ok(audited(&id, Json(key_view(governance, &record))))
 }
 
@@ -851,47 +892,112 @@ async fn patch_key(State(admin): State<Admin>, Path(id): Path<String>, body: axu
 async fn revoke_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
-    let mut record = stored_key(governance, &id).await?;
-    record.revoked_at.get_or_insert((now_ms() / 1000) as i64);
-    governance.stores.keys.update_key(record.clone()).await?;
-    // Refused from the next request on, on this node.
-    governance.cache(record.clone());
+    let at = (now_ms() / 1000) as i64;
+    let record = match change_key(governance, &id, |record| {
+        record.revoked_at = Some(at);
+        Ok(())
+    })
+    .await
+    {
+        Ok(record) => record,
+        // Revoking a revoked key changes nothing and says so.
+        Err(ApiError(StatusCode::CONFLICT, _)) if stored_key(governance, &id).await?.revoked_at.is_some() => {
+            stored_key(governance, &id).await?
+        }
+        Err(err) => return Err(err),
+    };
+    // Refused from the next request on, on this node (others hear the change).
     Ok(audited(&id, Json(key_view(governance, &record))))
 }
 
-#[utoipa::path(post, path = "/api/v1/admin/keys/{id}/rotate",
+/// Which of a key's credentials a rotation replaces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rotate {
+    /// The virtual key's secret and, when the key has one, its AWS pair.
+    #[default]
+    Both,
+    /// The virtual key's secret only.
+    Key,
+    /// The AWS pair only (minted when the key has none).
+    Aws,
+}
+
+/// The body of a rotation (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateKey {
+    /// What to replace (default `both`).
+    #[serde(default)]
+    pub rotate: Rotate,
+}
+
+fn new_aws_pair() -> ApiResult<AwsCredential> {
+    Ok(AwsCredential::new(&random::<{ switchyard_governance::key::AWS_RANDOM_BYTES }>()?))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/keys/{id}/rotate", request_body = Option<RotateKey>,
     responses((status = 200, body = KeyWithSecret)),
     params(("Idempotency-Key" = Option<String>, Header, description = "a retried rotation with the same key rotates once")))]
-async fn rotate_key(State(admin): State<Admin>, Path(id): Path<String>, headers: HeaderMap) -> ApiResult<Response> {
+async fn rotate_key(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
+    let what = if body.iter().all(u8::is_ascii_whitespace) {
+        RotateKey::default()
+    } else {
+        serde_json::from_slice::<RotateKey>(&body).map_err(|err| bad(format!("body: {err}")))?
+    };
     let scope = format!("rotate:{id}");
-    let idem = idempotency(&headers, &scope, b"")?;
+    let idem = idempotency(&headers, &scope, &body)?;
     let _write = governance.writes.lock().await;
-    let mut record = stored_key(governance, &id).await?;
-    if record.revoked_at.is_some() {
-        return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
-    }
-    let secret = new_secret(&random::<32>()?);
-    record.hash = KeyHash::of(&secret);
-    record.prefix = visible_prefix(&secret).to_owned();
-    record.rotated_at = Some((now_ms() / 1000) as i64);
-    match governance.stores.keys.rotate_key(record, idem.clone()).await? {
-        Written::New(record) => {
-            // The old secret stops with this swap.
-            governance.cache(record.clone());
-            let answer = KeyWithSecret {
-                key: key_view(governance, &record),
-                secret: Some(secret),
-                aws_secret_access_key: None,
-                replayed: false,
-            };
-            Ok(created(&admin, &scope, &idem, StatusCode::OK, &answer))
+    for _ in 0..CHANGE_TRIES {
+        let mut record = stored_key(governance, &id).await?;
+        if record.revoked_at.is_some() {
+            return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
         }
-        Written::Replayed(record) => match &idem {
-            Some(idem) => Ok(replayed(&admin, &scope, idem, governance, &record)),
-            None => Err(ApiError(StatusCode::CONFLICT, "rotation conflict".into())),
-        },
+        let secret = match what.rotate {
+            Rotate::Both | Rotate::Key => Some(new_secret(&random::<32>()?)),
+            Rotate::Aws => None,
+        };
+        if let Some(secret) = &secret {
+            record.hash = KeyHash::of(secret);
+            record.prefix = visible_prefix(secret).to_owned();
+        }
+        let aws = match (what.rotate, &record.aws) {
+            (Rotate::Aws, _) | (Rotate::Both, Some(_)) => Some(new_aws_pair()?),
+            (Rotate::Key, _) | (Rotate::Both, None) => None,
+        };
+        if let Some(pair) = &aws {
+            record.aws = Some(pair.clone());
+        }
+        record.rotated_at = Some((now_ms() / 1000) as i64);
+        match governance.stores.keys.rotate_key(record, idem.clone()).await {
+            Ok(Written::New(record)) => {
+                // The old secrets stop with this swap.
+                governance.cache(record.clone()).await?;
+                let answer = KeyWithSecret {
+                    key: key_view(governance, &record),
+                    secret,
+                    aws_secret_access_key: aws.map(|a| a.secret_access_key),
+                    replayed: false,
+                };
+                return Ok(created(&admin, &scope, &idem, StatusCode::OK, &answer));
+            }
+            Ok(Written::Replayed(record)) => {
+                return match &idem {
+                    Some(idem) => Ok(replayed(&admin, &scope, idem, governance, &record)),
+                    None => Err(ApiError(StatusCode::CONFLICT, "rotation conflict".into())),
+                }
+            }
+            Err(StoreError::Stale) => continue,
+            Err(err) => return Err(err.into()),
+        }
     }
+    Err(StoreError::Stale.into())
 }
 
 fn group_view(governance: &Governance, group: &GroupRecord) -> GroupView {
@@ -964,7 +1070,7 @@ async fn create_group(State(admin): State<Admin>, body: axum::body::Bytes) -> Ap
         name: request.name,
     };
     governance.stores.groups.put_group(group.clone()).await?;
-    governance.set_groups(governance.stores.groups.list_groups().await?);
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
     Ok(audited(&group.name, (StatusCode::CREATED, Json(group_view(governance, &group)))))
 }
 
@@ -994,7 +1100,7 @@ async fn patch_group(
         group.limits = limits_of(&limits, "limits")?;
     }
     governance.stores.groups.put_group(group.clone()).await?;
-    governance.set_groups(governance.stores.groups.list_groups().await?);
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
     Ok(audited(&name, Json(group_view(governance, &group))))
 }
 
@@ -1022,7 +1128,7 @@ async fn delete_group(State(admin): State<Admin>, Path(name): Path<String>) -> A
         ));
     }
     governance.stores.groups.delete_group(&name).await?;
-    governance.set_groups(governance.stores.groups.list_groups().await?);
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
     Ok(audited(&name, StatusCode::NO_CONTENT))
 }
 
@@ -1383,6 +1489,8 @@ async fn audit(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> Api
     components(schemas(
         CreateKey,
         PatchKey,
+        RotateKey,
+        Rotate,
         KeyView,
         KeyWithSecret,
         KeyPage,

@@ -194,7 +194,13 @@ fn same_origin(headers: &HeaderMap) -> bool {
     })
 }
 
-async fn login(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Form(form): Form<LoginForm>) -> Response {
+async fn login(
+    State(gateway): State<Arc<Gateway>>,
+    peer: Option<axum::Extension<super::listener::Peer>>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let source = peer.map(|axum::Extension(peer)| peer.0);
     if !same_origin(&headers) {
         return (StatusCode::FORBIDDEN, "a sign-in must come from the console's own page").into_response();
     }
@@ -207,7 +213,7 @@ async fn login(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Form(for
         }
     }
     let Some(token) = matched else {
-        audit_entry(&gateway, "unauthenticated", "POST /ui/login".into(), None, 401).await;
+        audit_entry(&gateway, source, "unauthenticated", "POST /ui/login".into(), None, 401).await;
         // A wrong guess costs the guesser time.
         tokio::time::sleep(Duration::from_millis(250)).await;
         return Redirect::to("/ui/login?failed=1").into_response();
@@ -222,7 +228,7 @@ async fn login(State(gateway): State<Arc<Gateway>>, headers: HeaderMap, Form(for
         csrf: Arc::from(hex(&csrf)),
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
-    audit_entry(&gateway, &token.name, "POST /ui/login".into(), None, 303).await;
+    audit_entry(&gateway, source, &token.name, "POST /ui/login".into(), None, 303).await;
     let secure = if gateway.config.admin.tls.is_some() { "; Secure" } else { "" };
     let set_cookie =
         format!("{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", LIFETIME.as_secs());

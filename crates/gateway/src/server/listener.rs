@@ -63,12 +63,25 @@ pub struct Settings {
     pub stats: Arc<ListenerStats>,
     /// TLS (with client certificates) in front of HTTP, when configured.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Each request carries its connection's [`Peer`] (the admin plane's
+    /// audit reads it; the data plane does not pay for it).
+    pub peer: bool,
 }
+
+/// The address a request's connection came from.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub std::net::IpAddr);
 
 impl Settings {
     /// Settings whose refusals are plain JSON (the admin plane, the vendor fake).
     pub fn plain(limits: Limits) -> Settings {
-        Settings { limits, refuse: Arc::new(|_, refusal| plain_refusal(refusal)), stats: Arc::default(), tls: None }
+        Settings {
+            limits,
+            refuse: Arc::new(|_, refusal| plain_refusal(refusal)),
+            stats: Arc::default(),
+            tls: None,
+            peer: true,
+        }
     }
 }
 
@@ -158,7 +171,7 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let (tcp, _peer) = tokio::select! {
+        let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(accepted) => accepted,
                 Err(err) => {
@@ -182,6 +195,7 @@ pub async fn serve(
                     state: state.clone(),
                     in_flight: in_flight.clone(),
                     settings: settings.clone(),
+                    peer: settings.peer.then_some(Peer(peer.ip())),
                 };
                 let builder = builder.clone();
                 let watcher = graceful.watcher();
@@ -251,6 +265,7 @@ struct ConnService {
     state: Arc<ConnState>,
     in_flight: Arc<Semaphore>,
     settings: Settings,
+    peer: Option<Peer>,
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -271,6 +286,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         let limits = &self.settings.limits;
         if request.version() == http::Version::HTTP_2 || limits.body_limit > limits.max_connection_body {
             request.extensions_mut().insert(ConnBudget(self.state.clone()));
+        }
+        if let Some(peer) = self.peer {
+            request.extensions_mut().insert(peer);
         }
         let mut router = self.router.current();
         Box::pin(async move {

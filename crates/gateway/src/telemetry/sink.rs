@@ -241,7 +241,8 @@ async fn post_batches(
             stats.webhook_delivered.fetch_add(count, Ordering::Relaxed);
         } else {
             stats.webhook_dropped.fetch_add(count, Ordering::Relaxed);
-            tracing::warn!(url = %hook.url, records = count, "request-log webhook unreachable; batch dropped");
+            let url = switchyard_config::shown_url(&hook.url);
+            tracing::warn!(%url, records = count, "request-log webhook unreachable; batch dropped");
         }
         stats.pending.fetch_sub(count, Ordering::Relaxed);
     }

@@ -75,10 +75,7 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = switchyard_config::load(&yaml, &|_| None).unwrap();
     let mut gateway = Gateway::new(config, codec).unwrap();
     let (governance, writer) =
-        switchyard_gateway::governance::from_config(&gateway.config, &|lane| gateway.price_of(lane))
-            .await
-            .unwrap()
-            .unwrap();
+        switchyard_gateway::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
     // The writer runs for the test's life.
     std::mem::forget(writer);
     gateway = gateway.with_governance(governance).with_telemetry();

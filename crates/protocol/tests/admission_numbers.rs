@@ -1,0 +1,64 @@
+//! Admission's arithmetic under arbitrary numbers in every member it reads,
+//! for every protocol: integers of any size, negatives, fractions, exponent
+//! forms, and members named twice (see `support/admission.rs`). The fuzz
+//! target `admission_numbers` drives the same checks for longer.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code")]
+
+#[path = "support/admission.rs"]
+mod admission;
+
+use proptest::prelude::*;
+use switchyard_protocol::ir::Protocol;
+
+/// A JSON number as a caller may write it.
+fn number() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<u64>().prop_map(|n| n.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        any::<f64>().prop_filter("a JSON number", |f| f.is_finite()).prop_map(|f| format!("{f:e}")),
+        (0u32..400).prop_map(|e| format!("1e{e}")),
+        (0u64..1_000_000).prop_map(|n| format!("{n}.5")),
+        Just("18446744073709551616".to_owned()),
+        Just("-0".to_owned()),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_number_admission_reads_is_bounded(
+        protocol in 0..Protocol::ALL.len(),
+        max in number(),
+        n in number(),
+        actual_cost in any::<u64>(),
+        actual_tokens in any::<u64>(),
+    ) {
+        let protocol = Protocol::ALL[protocol];
+        let body = admission::body_with_numbers(protocol, &max, &n);
+        admission::drive(protocol, body.as_bytes(), (actual_cost, actual_tokens));
+    }
+}
+
+#[test]
+fn a_member_named_twice_is_refused_by_every_protocol_that_reads_it() {
+    for protocol in Protocol::ALL {
+        let body = admission::body_with_numbers(protocol, "1", "1");
+        // The output cap's member, named again at the end of its object.
+        let twice = match protocol {
+            Protocol::Gemini => {
+                body.replacen("\"maxOutputTokens\":1", "\"maxOutputTokens\":1,\"maxOutputTokens\":99", 1)
+            }
+            Protocol::Bedrock => body.replacen("\"maxTokens\":1", "\"maxTokens\":1,\"maxTokens\":99", 1),
+            Protocol::Responses => {
+                body.replacen("\"max_output_tokens\":1", "\"max_output_tokens\":1,\"max_output_tokens\":99", 1)
+            }
+            _ => body.replacen("\"max_tokens\":1", "\"max_tokens\":1,\"max_tokens\":99", 1),
+        };
+        assert_ne!(body, twice, "{protocol}");
+        let codec = switchyard_protocol::codec(protocol);
+        assert!(codec.metered(twice.as_bytes()).is_err(), "{protocol}: {twice}");
+        assert!(codec.metered(body.as_bytes()).is_ok(), "{protocol}: {body}");
+        admission::drive(protocol, twice.as_bytes(), (1, 1));
+    }
+}

@@ -1,0 +1,2 @@
+-- The audit log's retention purges by time.
+CREATE INDEX audit_at ON audit (at_ms);
