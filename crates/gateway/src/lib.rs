@@ -1,30 +1,17 @@
-//! Switchyard's I/O shell. The pure crates decide (config, codecs, routing);
-//! this crate does the talking: the HTTP server and its ingress routes
-//! (`server`), the forwarding engine (`engine`), upstream transports
-//! (`transport`) and the deterministic vendor fake (`mock`).
+//! Switchyard's HTTP surface: the listeners (`server::listener`: the
+//! accept loop, connection and in-flight caps, graceful drain; `conn_io`:
+//! header, keep-alive and write-stall deadlines; `tls`), the ingress routes
+//! of the six protocols and the model list (`server`), which frame a
+//! caller's request and hand it to the engine (`switchyard_engine`), the
+//! admin listener's router (the admin plane is `switchyard_admin`), and
+//! live reload (`reload`), which swaps both routers under running
+//! listeners.
 //!
-//! Only `server` knows axum. No lock is held across an `.await`.
+//! Only this crate and the admin plane know axum. No lock is held across an
+//! `.await`.
 
-pub mod audit;
-pub mod call;
-pub mod engine;
-pub mod fleet_state;
-pub mod governance;
-pub mod health;
-pub mod hooks;
-pub mod mock;
 pub mod reload;
-pub mod routing;
 pub mod server;
-pub mod sessions;
-pub mod settle;
-pub mod sign_ins;
-pub mod state;
-pub mod telemetry;
-pub mod transport;
 
 pub use server::{admin_router, router};
-pub use state::{CodecFor, Gateway};
-
-/// Boxed error for bodies and transports.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub use switchyard_state::{CodecFor, Gateway};

@@ -20,7 +20,7 @@ use arc_swap::ArcSwap;
 use switchyard_config::{Config, ConfigError, Issue};
 
 use crate::server::LiveRouter;
-use crate::state::{BuildError, ConfigReload, Gateway};
+use switchyard_state::{BuildError, ConfigReload, Gateway};
 
 /// Reads and validates the config file again (the binary's `check` pipeline).
 pub type Load = Box<dyn Fn() -> Result<Config, LoadError> + Send + Sync>;
@@ -174,10 +174,10 @@ impl Reloader {
 /// for each gateway it builds.
 pub fn start_tasks(gateway: &Arc<Gateway>) {
     if let Some(shared) = &gateway.fleet_state {
-        shared.attach(Arc::downgrade(gateway) as std::sync::Weak<dyn crate::fleet_state::Breakers>);
+        shared.attach(Arc::downgrade(gateway) as std::sync::Weak<dyn switchyard_fleet::shared::Breakers>);
     }
-    crate::health::spawn_probes(gateway);
-    crate::telemetry::sampler::spawn(gateway);
+    switchyard_engine::probe::spawn_probes(gateway);
+    switchyard_admin::sampler::spawn(gateway);
 }
 
 impl ConfigReload for Reloader {

@@ -5,9 +5,7 @@
 //! it to the engine; every error written here is in the caller's own
 //! protocol. `listener` owns sockets and connections.
 
-pub mod admin;
 mod conn_io;
-pub mod console;
 pub mod listener;
 pub mod tls;
 
@@ -23,14 +21,14 @@ use bytes::Bytes;
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
-use crate::call::Call;
-use crate::engine;
-use crate::governance::{Caller, Presented};
-use crate::settle::Record;
-use crate::state::Gateway;
 pub use listener::{serve, ListenerStats, LiveRouter, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
+use switchyard_engine;
+use switchyard_engine::settle::Record;
 use switchyard_governance::sigv4::Inbound;
+use switchyard_state::call::Call;
+use switchyard_state::governance::{Caller, Presented};
+use switchyard_state::Gateway;
 
 /// The data-plane router: every protocol's ingress routes, the model list
 /// and health.
@@ -89,15 +87,15 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone())
-        .merge(admin::routes(gateway.clone()))
-        .layer(axum::middleware::from_fn_with_state(gateway.clone(), admin::require_token));
+        .merge(switchyard_admin::api::routes(gateway.clone()))
+        .layer(axum::middleware::from_fn_with_state(gateway.clone(), switchyard_admin::api::require_token));
     Router::new()
         .route("/healthz", get(healthz))
         .with_state(gateway.clone())
-        .merge(console::routes(gateway))
+        .merge(switchyard_admin::console::routes(gateway))
         .merge(guarded)
-        .fallback(admin::not_found)
-        .method_not_allowed_fallback(admin::method_not_allowed)
+        .fallback(switchyard_admin::api::not_found)
+        .method_not_allowed_fallback(switchyard_admin::api::method_not_allowed)
 }
 
 /// The data listener's settings: the config's limits, with refusals
@@ -115,7 +113,7 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
             Refusal::InFlight => "the gateway has too many requests in flight; retry shortly",
         };
         let info = ErrorInfo::new(ErrorKind::Overloaded, message).with_status(503);
-        let mut response = engine::render_error(codecs(protocol), &info).map(Body::new);
+        let mut response = switchyard_engine::render_error(codecs(protocol), &info).map(Body::new);
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static("1"));
         response
     });
@@ -132,14 +130,14 @@ async fn healthz() -> &'static str {
 }
 
 async fn stats(State(gateway): State<Arc<Gateway>>) -> Response {
-    let body = crate::health::stats(&gateway);
+    let body = switchyard_admin::stats::stats(&gateway);
     ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 /// `GET /metrics`: the Prometheus text exposition.
 async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
-    let registry = crate::telemetry::scrape::registry(&gateway);
-    let body = crate::telemetry::scrape::render(&registry);
+    let registry = switchyard_admin::scrape::registry(&gateway);
+    let body = switchyard_admin::scrape::render(&registry);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
 }
 
@@ -148,14 +146,14 @@ async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
 /// shows only what the key may name; on the admin listener the admin token
 /// already stood at the door and every entry shows.
 async fn list_models(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    let admin = request.extensions().get::<admin::Actor>().is_some();
+    let admin = request.extensions().get::<switchyard_admin::api::Actor>().is_some();
     let mut caller = None;
     if !admin {
         let protocol =
             if request.headers().contains_key("anthropic-version") { Protocol::Anthropic } else { Protocol::OpenAi };
         match authenticate(&gateway, protocol, request.uri(), request.headers(), &[]) {
             Ok(found) => caller = found,
-            Err(info) => return engine::render_error(gateway.codec(protocol), &info).map(Body::new),
+            Err(info) => return switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new),
         }
     }
     let may_use = |name: &str| caller.as_ref().is_none_or(|c: &Caller| c.key.record.may_use(name));
@@ -189,7 +187,7 @@ async fn method_not_allowed(State(gateway): State<Arc<Gateway>>, request: Reques
             let info =
                 ErrorInfo::new(ErrorKind::InvalidRequest, format!("{path} takes POST, not {}", request.method()))
                     .with_status(405);
-            ("POST", engine::render_error(gateway.codec(protocol), &info).map(Body::new))
+            ("POST", switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new))
         }
         None => {
             let body = serde_json::json!({"error": {"message": format!("{path} takes GET, not {}", request.method()), "type": "invalid_request_error", "param": null, "code": null}});
@@ -333,7 +331,7 @@ const X_SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static
 
 /// An error before the engine runs, in the caller's protocol (recorded).
 fn reject(gateway: &Gateway, protocol: Protocol, record: Box<Record>, info: ErrorInfo) -> Response {
-    let mut response = engine::render_error(gateway.codec(protocol), &info).map(Body::new);
+    let mut response = switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new);
     response.headers_mut().insert(X_REQUEST_ID, record.request_id().clone());
     record.finish_detached(response.status().as_u16());
     response
@@ -482,10 +480,10 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         }
     }
     let session = session_of(&gateway, &name, &headers);
-    if session.as_ref().is_some_and(|s| s.len() > crate::sessions::MAX_SESSION_ID) {
+    if session.as_ref().is_some_and(|s| s.len() > switchyard_state::sessions::MAX_SESSION_ID) {
         let info = ErrorInfo::new(
             ErrorKind::InvalidRequest,
-            format!("the session id is longer than {} bytes", crate::sessions::MAX_SESSION_ID),
+            format!("the session id is longer than {} bytes", switchyard_state::sessions::MAX_SESSION_ID),
         );
         return reject(&gateway, protocol, record, info);
     }
@@ -504,7 +502,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         headers,
         body,
     };
-    engine::forward(gateway, call, record).await.map(Body::new)
+    switchyard_engine::forward(gateway, call, record).await.map(Body::new)
 }
 
 /// A body whose `stream` contradicts the endpoint, in a protocol that
@@ -570,7 +568,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
     ) -> Response {
         let codec = codecs(protocol);
         let stream = stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
-        let reply = crate::mock::respond(codec, model.as_deref(), stream, framing, &body);
+        let reply = switchyard_transport::mock::respond(codec, model.as_deref(), stream, framing, &body);
         let mut response = Response::new(Body::new(reply.body));
         *response.status_mut() = reply.status;
         *response.headers_mut() = reply.headers;

@@ -46,7 +46,7 @@ fn openai_error(status: StatusCode, message: &str, code: &str) -> Response {
 }
 
 fn healthy_reply(body: &[u8], stream: bool) -> Response {
-    let reply = switchyard_gateway::mock::respond(
+    let reply = switchyard_transport::mock::respond(
         switchyard_protocol::codec(Protocol::OpenAi),
         None,
         stream,
@@ -444,12 +444,12 @@ async fn active_probes_recover_a_tripped_lane_before_its_cooldown_ends() {
     assert_eq!(chat(addr, "pair", "trip it").await.status, 200);
     assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "open");
     // A probe of a still-failing backend changes nothing.
-    switchyard_gateway::health::probe_provider(&gateway, 0).await;
+    switchyard_engine::probe::probe_provider(&gateway, 0).await;
     assert_eq!(lane_stats(&stats(addr).await, "pair", "switch")["breaker"], "open");
     // The backend comes back; without probes it would wait out 60 seconds.
     faults.switch_failing.store(false, Ordering::SeqCst);
     // One probe round (what the probe loop runs every `interval`).
-    switchyard_gateway::health::probe_provider(&gateway, 0).await;
+    switchyard_engine::probe::probe_provider(&gateway, 0).await;
     assert_eq!(
         lane_stats(&stats(addr).await, "pair", "switch")["breaker"],
         "half_open",
@@ -578,6 +578,6 @@ async fn a_probe_whose_reply_hangs_fails_in_time() {
     let (_addr, gateway) = gateway_handle(&chaos_config(upstream, "  p: { members: [{ model: hangbody }] }\n")).await;
     let lane = gateway.lanes.iter().find(|l| &*l.name == "hangbody").unwrap();
     let started = std::time::Instant::now();
-    assert!(!switchyard_gateway::engine::probe(&gateway, lane).await);
+    assert!(!switchyard_engine::probe(&gateway, lane).await);
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
 }

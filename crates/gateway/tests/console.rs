@@ -163,7 +163,7 @@ async fn ledger_page(addr: std::net::SocketAddr, query: &str) -> serde_json::Val
 #[tokio::test]
 async fn the_api_the_pages_draw_from() {
     let (addr, gateway) = governed(&console_config()).await;
-    switchyard_gateway::telemetry::sampler::spawn(&gateway);
+    switchyard_admin::sampler::spawn(&gateway);
     let key = create_key(addr, json!({"name": "charted"})).await;
     let secret = key["key"].as_str().unwrap();
     let auth = format!("Bearer {secret}");

@@ -323,7 +323,7 @@ async fn a_lane_tripped_by_one_instance_is_skipped_by_the_other_and_one_sends_th
     }
     let heard = state(&two_gateway);
     assert!(heard.reason.unwrap().contains("another instance"));
-    let stats = switchyard_gateway::health::stats(&two_gateway);
+    let stats = switchyard_admin::stats::stats(&two_gateway);
     assert_eq!(stats["fleet_breakers"]["changes_applied"], 1, "{stats}");
     assert!(heard.retry_in.unwrap() > Duration::from_secs(20), "open until the same moment as on instance one");
 
@@ -573,19 +573,15 @@ async fn no_number_a_caller_sends_takes_redis_out_of_the_fleet() {
 }
 
 /// A fleet client of the test's own on `redis`, with a short lease.
-async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_gateway::governance::fleet::Fleet> {
-    switchyard_gateway::governance::fleet::Fleet::connect(
-        &redis.url(),
-        switchyard_config::OnRedisError::FailClosed,
-        lease,
-    )
-    .await
-    .unwrap()
+async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_fleet::counters::Fleet> {
+    switchyard_fleet::counters::Fleet::connect(&redis.url(), switchyard_config::OnRedisError::FailClosed, lease)
+        .await
+        .unwrap()
 }
 
 fn one_key_chain(id: &str) -> (Vec<switchyard_governance::BucketId>, Arc<[String]>) {
     let chain = vec![switchyard_governance::BucketId::Key(Arc::from(id))];
-    let keys = switchyard_gateway::governance::fleet::bucket_names(&chain);
+    let keys = switchyard_fleet::counters::bucket_names(&chain);
     (chain, keys)
 }
 
@@ -606,12 +602,12 @@ async fn field(redis: &Redis, key: &str, name: &str) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
-    use switchyard_gateway::governance::fleet::Admitted;
+    use switchyard_fleet::counters::Admitted;
     let Some(redis) = Redis::start() else { return };
     let (chain, keys) = one_key_chain("lease");
     let buckets = [bucket(Some(1), None)];
     let estimate = switchyard_governance::Estimate { tokens: 10, cost: 7 };
-    let now = || switchyard_gateway::governance::now_ms();
+    let now = || switchyard_state::governance::now_ms();
 
     let dying = fleet_client(&redis, Duration::from_secs(1)).await;
     let hold = dying.new_hold();
@@ -648,13 +644,13 @@ async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_settlement_applies_once_and_a_refused_one_stands_alone() {
-    use switchyard_gateway::governance::fleet::Admitted;
+    use switchyard_fleet::counters::Admitted;
     let Some(redis) = Redis::start() else { return };
     let fleet = fleet_client(&redis, Duration::from_secs(60)).await;
     let (chain, keys) = one_key_chain("once");
     let buckets = [bucket(None, Some(100.0))];
     let estimate = switchyard_governance::Estimate { tokens: 10, cost: 1_000 };
-    let now = switchyard_gateway::governance::now_ms();
+    let now = switchyard_state::governance::now_ms();
     let Admitted::Held(hold) = fleet.admit(&keys, &chain, &buckets, estimate, fleet.new_hold(), now).await.unwrap()
     else {
         panic!("refused")

@@ -375,7 +375,7 @@ async fn refused_attempts_cannot_grow_the_audit_log_without_bound() {
     let audit: serde_json::Value = serde_json::from_slice(&audit.body).unwrap();
     let entries = audit["data"].as_array().unwrap();
     let bytes: usize = entries.iter().map(|e| e.to_string().len()).sum();
-    assert!(entries.len() <= switchyard_gateway::audit::REFUSED_PER_MINUTE as usize + 1, "{} rows", entries.len());
+    assert!(entries.len() <= switchyard_state::audit::REFUSED_PER_MINUTE as usize + 1, "{} rows", entries.len());
     assert!(entries.iter().all(|e| e["action"].as_str().unwrap().len() <= 256), "a row keeps a bounded path");
     assert!(bytes < 20_000, "200 refused attempts stored {bytes} bytes");
 }

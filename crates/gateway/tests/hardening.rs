@@ -227,7 +227,7 @@ async fn past_the_in_flight_cap_a_caller_gets_an_overload_error() {
         "/v1/chat/completions",
         axum::routing::post(|body: Bytes| async move {
             tokio::time::sleep(Duration::from_millis(400)).await;
-            let reply = switchyard_gateway::mock::respond(
+            let reply = switchyard_transport::mock::respond(
                 codec(Protocol::OpenAi),
                 None,
                 false,

@@ -173,7 +173,7 @@ async fn a_reloaded_budget_tree_takes_effect() {
     let config = switchyard_config::load(&file(10), &|_| None).unwrap();
     let mut gateway = Gateway::new(config, codec).unwrap();
     let (governance, writer) =
-        switchyard_gateway::governance::from_config(&gateway.config, Default::default()).await.unwrap().unwrap();
+        switchyard_state::governance::from_config(&gateway.config, Default::default()).await.unwrap().unwrap();
     std::mem::forget(writer);
     gateway = gateway.with_governance(governance.clone());
     let gateway = Arc::new(gateway);

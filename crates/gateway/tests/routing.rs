@@ -139,7 +139,7 @@ async fn affinity_never_resurrects_a_tripped_lane() {
                         )
                             .into_response();
                     }
-                    let reply = switchyard_gateway::mock::respond(
+                    let reply = switchyard_transport::mock::respond(
                         switchyard_protocol::codec(Protocol::OpenAi),
                         None,
                         false,
@@ -354,7 +354,7 @@ async fn the_usage_strategy_prefers_the_lane_its_upstream_says_has_room() {
         axum::routing::post(|body: Bytes| async move {
             let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
             let remaining = if value["model"] == "roomy" { "900" } else { "10" };
-            let reply = switchyard_gateway::mock::respond(
+            let reply = switchyard_transport::mock::respond(
                 switchyard_protocol::codec(Protocol::OpenAi),
                 None,
                 false,

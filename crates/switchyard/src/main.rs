@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
 use switchyard_gateway::reload::{LoadError, Reloader};
 use switchyard_gateway::server::{LiveRouter, Settings};
-use switchyard_gateway::telemetry::access::{LineFormat, LineWriter};
 use switchyard_gateway::Gateway;
+use switchyard_telemetry::access::{LineFormat, LineWriter};
 use tracing_subscriber::fmt::MakeWriter;
 
 #[derive(Parser)]
@@ -220,7 +220,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
     let mut gateway = Gateway::new(config, switchyard_protocol::codec)?;
-    let governance = switchyard_gateway::governance::from_config(&gateway.config, gateway.prices())
+    let governance = switchyard_state::governance::from_config(&gateway.config, gateway.prices())
         .await
         .context("governance could not start")?;
     let ledger_writer = match governance {
@@ -231,7 +231,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         None => None,
     };
     if let Some(url) = &gateway.config.storage.redis_url {
-        let shared = switchyard_gateway::fleet_state::FleetState::connect(url)
+        let shared = switchyard_fleet::shared::FleetState::connect(url)
             .await
             .context("storage.redis_url: the fleet's breaker channel could not start")?;
         gateway = gateway.with_fleet_state(shared);

@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -21,6 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use switchyard_config::Server as Limits;
+pub use switchyard_telemetry::ListenerStats;
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tower_service::Service;
@@ -39,19 +40,6 @@ pub enum Refusal {
 /// Renders a refusal for a request (by its path, in the caller's protocol).
 pub type Refuse = Arc<dyn Fn(&http::request::Parts, Refusal) -> Response<Body> + Send + Sync>;
 
-/// What a listener counts, for `/stats` and metrics.
-#[derive(Debug, Default)]
-pub struct ListenerStats {
-    /// Connections open now.
-    pub open: AtomicUsize,
-    /// Connections accepted in all.
-    pub accepted: AtomicU64,
-    /// Connections answered with an overload error because the cap was reached.
-    pub refused_connections: AtomicU64,
-    /// Requests answered with an overload error because the in-flight cap was reached.
-    pub refused_requests: AtomicU64,
-}
-
 /// A listener's limits, refusal renderer and counters.
 #[derive(Clone)]
 pub struct Settings {
@@ -68,9 +56,7 @@ pub struct Settings {
     pub peer: bool,
 }
 
-/// The address a request's connection came from.
-#[derive(Debug, Clone, Copy)]
-pub struct Peer(pub std::net::IpAddr);
+pub use switchyard_state::Peer;
 
 impl Settings {
     /// Settings whose refusals are plain JSON (the admin plane, the vendor fake).

@@ -75,7 +75,7 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = switchyard_config::load(&yaml, &|_| None).unwrap();
     let mut gateway = Gateway::new(config, codec).unwrap();
     let (governance, writer) =
-        switchyard_gateway::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
+        switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
     // The writer runs for the test's life.
     std::mem::forget(writer);
     gateway = gateway.with_governance(governance).with_telemetry();
@@ -91,9 +91,9 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
 /// over the Redis at `redis`.
 pub async fn fleet_state_gateway(yaml: &str, redis: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = switchyard_config::load(yaml, &|_| None).unwrap();
-    let shared = switchyard_gateway::fleet_state::FleetState::connect(redis).await.unwrap();
+    let shared = switchyard_fleet::shared::FleetState::connect(redis).await.unwrap();
     let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_fleet_state(shared.clone()).with_telemetry());
-    shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_gateway::fleet_state::Breakers>);
+    shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_fleet::shared::Breakers>);
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
     (addr, gateway)

@@ -1,0 +1,13 @@
+//! The admin plane, on its own loopback listener: the admin API ([`api`]:
+//! keys, groups, spend, requests, lanes, config, with token scopes, audit,
+//! idempotency and its OpenAPI document), the operator's console
+//! ([`console`]), `/metrics` ([`scrape`]), `/stats` ([`stats`]) and the
+//! sampler that turns the request path's counters into the console's
+//! history ([`sampler`]). It reads the runtime (`switchyard_state`) and
+//! never the request path's code.
+
+pub mod api;
+pub mod console;
+pub mod sampler;
+pub mod scrape;
+pub mod stats;

@@ -1,0 +1,58 @@
+//! Active probes of tripped lanes (opt-in per provider). A probe only runs
+//! while a breaker is open; its success moves the breaker to half-open,
+//! where the next real request is the single trial, so a probe never
+//! competes with it.
+
+use std::sync::Arc;
+
+use switchyard_state::Gateway;
+
+/// Starts one probe loop per provider that enabled `health_probe`.
+pub fn spawn_probes(gateway: &Arc<Gateway>) {
+    for (provider, config) in gateway.config.providers.iter().enumerate() {
+        let Some(interval) = config.probe_interval else { continue };
+        // A probe loop ends with its gateway: a config reload replaces it.
+        let gateway = Arc::downgrade(gateway);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(interval);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                let Some(gateway) = gateway.upgrade() else { return };
+                probe_provider(&gateway, provider).await;
+            }
+        });
+    }
+}
+
+/// Probes every lane of `provider` that has an open breaker in some pool.
+pub async fn probe_provider(gateway: &Gateway, provider: usize) {
+    for (index, lane) in gateway.lanes.iter().enumerate() {
+        if lane.provider_index != provider {
+            continue;
+        }
+        let open: Vec<(usize, usize)> = open_breakers(gateway, index);
+        if open.is_empty() {
+            continue;
+        }
+        let healthy = crate::probe(gateway, lane).await;
+        tracing::info!(lane = %lane.name, healthy, "health probe");
+        if healthy {
+            for (pool, member) in open {
+                gateway.pools[pool].breaker(member).record_probe_success();
+            }
+        }
+    }
+}
+
+fn open_breakers(gateway: &Gateway, lane: usize) -> Vec<(usize, usize)> {
+    let mut open = Vec::new();
+    for (pool_index, pool) in gateway.pools.iter().enumerate() {
+        for (member, &member_lane) in pool.members.iter().enumerate() {
+            if member_lane == lane && pool.breaker(member).is_open() {
+                open.push((pool_index, member));
+            }
+        }
+    }
+    open
+}

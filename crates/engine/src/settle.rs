@@ -1,0 +1,429 @@
+//! The settle stage: what one request did, recorded once when it ends —
+//! whatever the way it ends (answered, refused, failed, or abandoned by its
+//! caller mid-stream). A [`Record`] is opened at ingress and filled along
+//! the request path (the pool, the key and its reservation, the lane that
+//! served, the usage, the first byte); finishing it settles the budget
+//! reservation, queues the ledger row, counts the metrics, writes the
+//! access line, ends the trace and feeds the request-log sinks. A record
+//! dropped unfinished finishes itself (status 499, what was seen so far).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use switchyard_governance::money::Tokens;
+use switchyard_ir::{Protocol, Usage};
+use switchyard_store::LedgerRow;
+use tokio::time::Instant;
+
+use switchyard_state::call::Slot;
+use switchyard_state::governance::{now_ms, Caller};
+use switchyard_state::Gateway;
+use switchyard_telemetry::access::{push_millis, Line};
+use switchyard_telemetry::sink::SinkRecord;
+use switchyard_telemetry::trace::{genai_provider, Summary, Trace};
+
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+
+/// One request, from ingress to settlement.
+pub struct Record {
+    gateway: Arc<Gateway>,
+    ingress: Protocol,
+    request_id: HeaderValue,
+    started: Instant,
+    started_ms: u64,
+    pool: Option<usize>,
+    /// The requested name's pool slot and lane that served (or last failed).
+    served: Option<(Slot, usize, Arc<str>)>,
+    caller: Option<Caller>,
+    reservation: Option<switchyard_state::governance::Hold>,
+    /// Governance admitted it (only admitted requests get a ledger row:
+    /// refusals cost nothing, and a flood of them must not fill the store).
+    admitted: bool,
+    /// Estimated prompt tokens (billed when a caller leaves before usage).
+    pub input_estimate: u64,
+    failovers: u32,
+    /// The ledger row's id, drawn by the gateway (never the caller's
+    /// request id; see [`next_entry`]).
+    entry: i64,
+    /// The latest upstream attempt, and the ones before it (kept apart so
+    /// the usual single attempt allocates nothing).
+    last_attempt: Option<AttemptNote>,
+    earlier_attempts: Vec<AttemptNote>,
+    ttfb: Option<Duration>,
+    /// Time spent waiting for upstream answers (for `Server-Timing`).
+    upstream: Duration,
+    usage: Option<Usage>,
+    estimated: bool,
+    /// The upstream accepted the request and its answer never came whole
+    /// (a body that timed out or broke): what it did is unknown, so the
+    /// request is charged at its reservation.
+    at_reservation: bool,
+    stream: bool,
+    stop_reason: Option<&'static str>,
+    /// The trace, when this request is sampled.
+    pub trace: Option<Trace>,
+    request_body: Option<Bytes>,
+    response_body: Option<Bytes>,
+    done: bool,
+}
+
+/// A ledger entry id: this process's random 31-bit prefix above a 32-bit
+/// sequence. Positive, so every store keeps it as it is; unique within the
+/// process for 2³² rows, and across a fleet unless two processes draw the
+/// same prefix. (64 random bits alone repeat by chance, about 5 % of the
+/// time over 10⁹ rows, and a repeated entry is a row the store skips.)
+fn next_entry() -> i64 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static PREFIX: std::sync::LazyLock<i64> =
+        std::sync::LazyLock::new(|| i64::from(fastrand::u32(1..=i32::MAX as u32)));
+    static SEQUENCE: AtomicU32 = AtomicU32::new(0);
+    (*PREFIX << 32) | i64::from(SEQUENCE.fetch_add(1, Ordering::Relaxed))
+}
+
+/// One upstream attempt, as the record keeps it until the ledger row.
+#[derive(Debug, Clone, Copy)]
+struct AttemptNote {
+    lane: usize,
+    status: u16,
+    failure: Option<&'static str>,
+    ms: u64,
+}
+
+impl Record {
+    /// Opens the record of a request in `ingress` (continuing the caller's
+    /// `traceparent`, when traces are on).
+    /// Boxed: it travels from the handler through the engine into a stream's
+    /// relay, and a pointer moves cheaper than the record.
+    pub fn begin(
+        gateway: &Arc<Gateway>,
+        ingress: Protocol,
+        request_id: HeaderValue,
+        headers: &http::HeaderMap,
+    ) -> Box<Record> {
+        let trace = gateway.telemetry.tracer.as_ref().and_then(|tracer| tracer.begin(headers.get(TRACEPARENT)));
+        Box::new(Record {
+            gateway: gateway.clone(),
+            ingress,
+            request_id,
+            started: Instant::now(),
+            started_ms: now_ms(),
+            pool: None,
+            served: None,
+            caller: None,
+            reservation: None,
+            admitted: false,
+            input_estimate: 0,
+            failovers: 0,
+            entry: next_entry(),
+            last_attempt: None,
+            earlier_attempts: Vec::new(),
+            ttfb: None,
+            upstream: Duration::ZERO,
+            usage: None,
+            estimated: false,
+            at_reservation: false,
+            stream: false,
+            stop_reason: None,
+            trace,
+            request_body: None,
+            response_body: None,
+            done: false,
+        })
+    }
+
+    /// The request's id (`x-request-id`).
+    pub fn request_id(&self) -> &HeaderValue {
+        &self.request_id
+    }
+
+    /// The request named gateway pool `pool` (streamed or not).
+    pub fn named(&mut self, pool: usize, stream: bool) {
+        self.pool = Some(pool);
+        self.stream = stream;
+    }
+
+    /// Governance admitted the request for `caller`, holding `reservation`.
+    pub fn admitted(
+        &mut self,
+        caller: Option<Caller>,
+        reservation: Option<switchyard_state::governance::Hold>,
+        input_estimate: u64,
+    ) {
+        self.caller = caller;
+        self.reservation = reservation;
+        self.admitted = true;
+        self.input_estimate = input_estimate;
+    }
+
+    /// The request body, kept for the request log when it includes text.
+    pub fn keep_request(&mut self, body: &Bytes) {
+        if self.gateway.telemetry.keeps_text() {
+            self.request_body = Some(body.clone());
+        }
+    }
+
+    /// A whole reply's body, kept for the request log when it includes text.
+    pub fn keep_response(&mut self, body: &Bytes) {
+        if self.gateway.telemetry.keeps_text() {
+            self.response_body = Some(body.clone());
+        }
+    }
+
+    /// The lane at `slot` (lane index `lane`, wire model `wire_model`) is
+    /// serving, after `failovers` lanes failed before it.
+    pub fn serving(&mut self, slot: Slot, lane: usize, wire_model: Arc<str>, failovers: u32) {
+        self.served = Some((slot, lane, wire_model));
+        self.failovers = failovers;
+    }
+
+    /// An upstream attempt on lane `lane` ended with `status` (0: no
+    /// answer) and, when the gateway moved on or gave up, `failure`.
+    pub fn attempted(&mut self, lane: usize, status: u16, failure: Option<&'static str>, took: Duration) {
+        let note = AttemptNote { lane, status, failure, ms: took.as_millis() as u64 };
+        if let Some(previous) = self.last_attempt.replace(note) {
+            self.earlier_attempts.push(previous);
+        }
+    }
+
+    /// Every attempt, for the ledger, when there was more than one.
+    fn attempts(&self) -> Vec<switchyard_store::Attempt> {
+        if self.earlier_attempts.is_empty() {
+            return Vec::new();
+        }
+        self.earlier_attempts
+            .iter()
+            .chain(&self.last_attempt)
+            .map(|note| switchyard_store::Attempt {
+                lane: self.gateway.lanes.get(note.lane).map(|l| l.name.to_string()).unwrap_or_default(),
+                status: (note.status != 0).then_some(note.status),
+                failure: note.failure.map(str::to_owned),
+                ms: note.ms,
+            })
+            .collect()
+    }
+
+    /// Time spent waiting for one upstream's answer.
+    pub fn waited(&mut self, upstream: Duration) {
+        self.upstream += upstream;
+    }
+
+    /// The `Server-Timing` value: the gateway's own time so far and the
+    /// upstream's, so a caller can tell them apart.
+    pub fn server_timing(&self) -> Option<HeaderValue> {
+        let total = self.started.elapsed();
+        let mut text = String::with_capacity(48);
+        text.push_str("gateway;dur=");
+        push_millis(&mut text, total.saturating_sub(self.upstream));
+        text.push_str(", upstream;dur=");
+        push_millis(&mut text, self.upstream);
+        HeaderValue::from_maybe_shared(Bytes::from(text)).ok()
+    }
+
+    /// What the request used (`estimated`: the gateway's estimate, because
+    /// the caller left before the upstream reported usage).
+    pub fn record_usage(&mut self, usage: Usage, estimated: bool) {
+        self.usage = Some(usage);
+        self.estimated = estimated;
+    }
+
+    /// The upstream accepted the request but its answer never came whole:
+    /// without usage, the request is charged at its reservation.
+    pub fn charge_reservation(&mut self) {
+        self.at_reservation = true;
+    }
+
+    /// Why the model stopped, when known.
+    pub fn stop_reason(&mut self, reason: &'static str) {
+        self.stop_reason = Some(reason);
+    }
+
+    /// The first byte of the answer's body reached the caller.
+    pub fn first_byte(&mut self) {
+        if self.ttfb.is_none() {
+            self.ttfb = Some(self.started.elapsed());
+        }
+    }
+
+    /// Whether this request holds a budget reservation (and so must be
+    /// billed even for a stream its caller abandons).
+    pub fn bills(&self) -> bool {
+        self.reservation.is_some()
+    }
+
+    /// Estimated prompt tokens, for a request billed without usage.
+    pub fn input_estimate(&self) -> u64 {
+        self.input_estimate
+    }
+
+    /// Settles and records; waits while the ledger queue is full.
+    pub async fn finish(mut self: Box<Self>, status: u16) {
+        if let Some(row) = self.settle(status) {
+            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                queue.push(row).await;
+            }
+        }
+    }
+
+    /// The same from a context that cannot wait.
+    pub fn finish_detached(mut self: Box<Self>, status: u16) {
+        if let Some(row) = self.settle(status) {
+            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                queue.push_detached(row);
+            }
+        }
+    }
+
+    /// Everything but the ledger push; returns the ledger row, if any.
+    fn settle(&mut self, status: u16) -> Option<LedgerRow> {
+        if std::mem::replace(&mut self.done, true) {
+            return None;
+        }
+        let gateway = self.gateway.clone();
+        let total = self.started.elapsed();
+        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
+            input: usage.input_tokens,
+            output: usage.output_tokens,
+            cache_read: usage.cache_read_tokens,
+            cache_write: usage.cache_write_tokens,
+        });
+        let lane = self.served.as_ref().map(|(_, lane, _)| &gateway.lanes[*lane]);
+        let mut cost = lane.and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+        let reserved = self.reservation.as_ref().map(|hold| hold.reservation.estimate);
+        let (tokens, estimated) = match (self.usage.is_none() && self.at_reservation, reserved) {
+            // No usage came: the reservation is the most it can have cost.
+            (true, Some(estimate)) => {
+                cost = estimate.cost;
+                let input = self.input_estimate.min(estimate.tokens);
+                (Tokens { input, output: estimate.tokens - input, cache_read: 0, cache_write: 0 }, true)
+            }
+            _ => (tokens, self.estimated),
+        };
+        self.estimated = estimated;
+        let usd = switchyard_governance::money::usd(cost);
+
+        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
+            governance.settle(reservation, tokens.total(), cost);
+        }
+
+        let telemetry = &gateway.telemetry;
+        if telemetry.metrics_on {
+            let member =
+                self.served.as_ref().filter(|(slot, _, _)| Some(slot.pool) == self.pool).map(|(s, _, _)| s.member);
+            let place = gateway.metrics.place(self.pool, member);
+            gateway.metrics.request(place, self.ingress, status, total, self.ttfb);
+            if let (Some((_, lane, _)), Some(usage)) = (&self.served, &self.usage) {
+                gateway.metrics.tokens(*lane, usage);
+            }
+        }
+        let pool_name = self.pool.map(|p| gateway.pools[p].name.clone());
+        let lane_name = lane.map(|l| l.name.clone());
+        let key_id = self.caller.as_ref().map(|c| c.key.id.clone());
+        if let Some(access) = &telemetry.access {
+            access.write(&Line {
+                request_id: self.request_id.to_str().unwrap_or(""),
+                key: key_id.as_deref().unwrap_or("-"),
+                ingress: self.ingress.as_str(),
+                pool: pool_name.as_deref().unwrap_or("-"),
+                lane: lane_name.as_deref().unwrap_or("-"),
+                status,
+                stream: self.stream,
+                input_tokens: tokens.input,
+                output_tokens: tokens.output,
+                usd,
+                ttfb: self.ttfb,
+                total,
+                failovers: self.failovers,
+                estimated: self.estimated,
+            });
+        }
+        if let (Some(trace), Some(tracer)) = (self.trace.take(), &telemetry.tracer) {
+            tracer.finish(
+                trace,
+                Summary {
+                    ingress: self.ingress.as_str(),
+                    pool: pool_name.clone(),
+                    lane: lane_name.clone(),
+                    provider: lane.map(|l| genai_provider(l.protocol)),
+                    response_model: self.served.as_ref().map(|(_, _, wire)| wire.clone()),
+                    usage: self.usage.is_some().then_some((tokens.input, tokens.output)),
+                    finish_reason: self.stop_reason,
+                    failovers: self.failovers,
+                    status,
+                },
+            );
+        }
+        // Only a request with a ledger row has a detail to show its text.
+        let has_row = self.admitted && gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some());
+        if let (Some(recent), true) = (&telemetry.recent_text, has_row) {
+            recent.keep(self.entry, self.request_body.as_ref(), self.response_body.as_ref());
+        }
+        if let Some(sinks) = &telemetry.sinks {
+            sinks.push(SinkRecord {
+                at_ms: now_ms(),
+                request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+                key_id: key_id.as_deref().map(str::to_owned),
+                ingress: self.ingress.as_str(),
+                pool: pool_name.as_deref().map(str::to_owned),
+                lane: lane_name.as_deref().map(str::to_owned),
+                model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()),
+                status,
+                stream: self.stream,
+                input_tokens: tokens.input,
+                output_tokens: tokens.output,
+                cache_read_tokens: tokens.cache_read,
+                cache_write_tokens: tokens.cache_write,
+                usd,
+                ttfb_ms: self.ttfb.map(millis),
+                total_ms: millis(total),
+                failovers: self.failovers,
+                estimated: self.estimated,
+                request_body: self.request_body.take(),
+                response_body: self.response_body.take(),
+            });
+        }
+
+        if !self.admitted {
+            return None;
+        }
+        let governance = gateway.governance.as_ref()?;
+        governance.ledger.as_ref()?;
+        Some(LedgerRow {
+            entry: self.entry,
+            at_ms: now_ms() as i64,
+            request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+            key_id: key_id.as_deref().map(str::to_owned),
+            group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
+            pool: pool_name.as_deref().unwrap_or("-").to_owned(),
+            lane: lane_name.as_deref().unwrap_or("").to_owned(),
+            model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
+            tokens,
+            status,
+            latency_ms: now_ms().saturating_sub(self.started_ms),
+            ttfb_ms: self.ttfb.map(|t| t.as_millis() as u64),
+            failovers: self.failovers,
+            estimated: self.estimated,
+            attempts: self.attempts(),
+        })
+    }
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        if !self.done {
+            // Nobody finished it: the caller went away before the answer was
+            // complete (499, as nginx logs it).
+            if let Some(row) = self.settle(499) {
+                if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+                    queue.push_detached(row);
+                }
+            }
+        }
+    }
+}
+
+/// Milliseconds to the microsecond (what a log reader wants to see).
+fn millis(duration: Duration) -> f64 {
+    duration.as_micros() as f64 / 1000.0
+}

@@ -1,0 +1,138 @@
+//! Translation policy at the engine, per candidate lane: the request writer
+//! gets the lane's model capabilities; a translation that loses fields is
+//! refused in strict mode (`translation: strict` on the pool, or
+//! `x-switchyard-strict: 1` on the request) with a 400 in the caller's
+//! protocol naming them, and is otherwise told to the caller in
+//! `x-switchyard-dropped` and logged with the labels of
+//! `switchyard_translation_dropped_total{from,to,field}` (`field` from the
+//! fixed `ir::Field` table, never from caller input).
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use switchyard_codec::dropped_path;
+use switchyard_config::Translation;
+use switchyard_ir::{Capabilities, Dropped, ErrorInfo, ErrorKind};
+
+use super::{Call, Candidate};
+use switchyard_state::Gateway;
+
+/// The response header listing what translating the request dropped.
+pub(crate) const DROPPED_HEADER: &str = "x-switchyard-dropped";
+/// The request header asking for strict translation (`1` or `true`).
+pub(crate) const STRICT_HEADER: &str = "x-switchyard-strict";
+/// The longest `x-switchyard-dropped` value; a longer list is cut after a
+/// whole path and ends in [`TRUNCATED`].
+pub(crate) const MAX_DROPPED_HEADER: usize = 1024;
+/// The end of a cut `x-switchyard-dropped` list.
+pub(crate) const TRUNCATED: &str = ", ...";
+
+/// What the candidate's model takes: its lane's `capabilities:`, or the
+/// common ground for an ad-hoc lane.
+pub(super) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capabilities {
+    // Lanes are indexed like `config.models`, ad-hoc lanes after them.
+    gateway.config.models.get(candidate.lane_index).map_or_else(Capabilities::default, |model| model.capabilities)
+}
+
+/// Judges what translating the call for the candidate dropped: a strict
+/// call is refused (the caller's 400, naming the fields in its own terms);
+/// otherwise the `x-switchyard-dropped` value (none when nothing was lost).
+pub(super) fn check(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    dropped: &[Dropped],
+) -> Result<Option<HeaderValue>, ErrorInfo> {
+    if dropped.is_empty() {
+        return Ok(None);
+    }
+    let caller = gateway.codec(call.ingress);
+    let mut paths: Vec<String> = Vec::with_capacity(dropped.len());
+    for entry in dropped {
+        let path = dropped_path(caller, entry);
+        if !paths.iter().any(|seen| *seen == path) {
+            paths.push(path.into_owned());
+        }
+    }
+    let to = candidate.lane.protocol;
+    let fields: Vec<&'static str> = dropped.iter().map(|entry| entry.field.as_str()).collect();
+    tracing::info!(
+        request_id = ?call.request_id, lane = %candidate.lane.name, from = %call.ingress, to = %to,
+        fields = ?fields, paths = ?paths, "fields dropped in translation"
+    );
+    if is_strict(gateway, call, candidate) {
+        let mut info = ErrorInfo::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "strict translation: the {to} lane `{}` cannot carry {}; send the request without them, \
+                 or to a pool whose lanes speak {}",
+                candidate.lane.name,
+                paths.join(", "),
+                call.ingress
+            ),
+        );
+        info.param = paths.first().cloned();
+        return Err(info);
+    }
+    Ok(Some(header_value(&paths)))
+}
+
+/// Adds `x-switchyard-dropped` to a response.
+pub(super) fn annotate(headers: &mut HeaderMap, dropped: Option<HeaderValue>) {
+    if let Some(value) = dropped {
+        headers.insert(HeaderName::from_static(DROPPED_HEADER), value);
+    }
+}
+
+/// Strict by the pool's config or the caller's header (which can make a
+/// lenient pool strict, never the reverse).
+fn is_strict(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> bool {
+    let asked = call
+        .headers
+        .get(STRICT_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.trim() == "1" || value.trim().eq_ignore_ascii_case("true"));
+    // Configured pools come first in the gateway's pools, indexed as in config.
+    let configured =
+        gateway.config.pools.get(candidate.slot.pool).is_some_and(|pool| pool.translation == Translation::Strict);
+    asked || configured
+}
+
+/// The paths, comma-separated, in printable ASCII (an unmodelled field's
+/// path is caller input), at most [`MAX_DROPPED_HEADER`] bytes.
+fn header_value(paths: &[String]) -> HeaderValue {
+    let mut value = String::new();
+    for path in paths {
+        let clean: String =
+            path.chars().map(|c| if c.is_ascii_graphic() && c != ',' && c != '"' { c } else { '?' }).collect();
+        let separator = if value.is_empty() { "" } else { ", " };
+        if value.len() + separator.len() + clean.len() > MAX_DROPPED_HEADER - TRUNCATED.len() {
+            value.push_str(TRUNCATED);
+            break;
+        }
+        value.push_str(separator);
+        value.push_str(&clean);
+    }
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static("?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_header_lists_paths_and_is_capped_after_a_whole_path() {
+        let value = header_value(&["generationConfig.topK".into(), "output_config.effort".into()]);
+        assert_eq!(value, "generationConfig.topK, output_config.effort");
+        let many: Vec<String> = (0..200).map(|i| format!("generationConfig.field{i}")).collect();
+        let value = header_value(&many);
+        let text = value.to_str().unwrap_or_default();
+        assert!(text.len() <= MAX_DROPPED_HEADER, "{}", text.len());
+        assert!(text.ends_with(TRUNCATED), "{text}");
+        assert!(text.trim_end_matches(TRUNCATED).split(", ").all(|p| many.iter().any(|m| m == p)));
+    }
+
+    #[test]
+    fn caller_chosen_keys_cannot_break_the_header() {
+        let value = header_value(&["weird\nkey,\"é\"".into()]);
+        assert_eq!(value, "weird?key????");
+    }
+}

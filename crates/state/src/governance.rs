@@ -1,0 +1,857 @@
+//! Governance on the request path and behind the admin API: who is
+//! calling (a virtual key from whichever header its SDK uses, or a SigV4
+//! signature by a minted AWS pair), whether the key may name the pool,
+//! and whether its chain of budget and limit buckets has room — all
+//! answered from memory. Keys are cached (a change made here is effective
+//! at once), counters live in a [`Governor`] behind one short lock, and
+//! ledger rows are written behind ([`ledger`]).
+//!
+//! An admitted request's reservation is held by its `settle::Record` until
+//! it is settled to what the request really cost (or released when it cost
+//! nothing).
+
+pub mod ledger;
+
+/// Maps on the admission path hash with foldhash: their keys are key
+/// hashes and ids the gateway made, and SipHash cost more than the lookup.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use switchyard_config::{AuthMode, Config};
+use switchyard_governance::key::{looks_like_key, KeyState};
+use switchyard_governance::money::Price;
+use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
+use switchyard_governance::{
+    Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation,
+};
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_store::{GroupRecord, SpendBy, StoreError, Stores, TotalsQuery};
+
+use ledger::{LedgerQueue, LedgerWriter};
+
+/// Milliseconds since the Unix epoch (the governance clock).
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A cached key: its record and its bucket chain, computed once per change.
+#[derive(Debug)]
+pub struct CachedKey {
+    /// The record.
+    pub record: KeyRecord,
+    /// Its id, shared.
+    pub id: Arc<str>,
+    /// Its buckets: the key's own, its group's, then the group's parents.
+    pub chain: Arc<[BucketId]>,
+    /// The same buckets' names in a fleet's Redis.
+    pub fleet_keys: Arc<[String]>,
+    /// A bucket of the chain has a USD budget.
+    pub budgeted: bool,
+}
+
+/// Keys by what a caller presents.
+#[derive(Default)]
+struct KeyIndex {
+    by_hash: HashMap<KeyHash, Arc<CachedKey>>,
+    by_aws: HashMap<String, Arc<CachedKey>>,
+    by_id: HashMap<String, Arc<CachedKey>>,
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Its key.
+    pub key: Arc<CachedKey>,
+}
+
+/// What governance counts, for `/stats` and metrics.
+#[derive(Debug, Default)]
+pub struct GovernanceStats {
+    /// Refusals by reason, indexed by [`Refused::index`].
+    pub refused: [AtomicU64; Refused::ALL.len()],
+}
+
+/// Why governance turned a request away (a bounded label set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No key presented.
+    MissingKey,
+    /// A key nobody issued, or a bad signature.
+    InvalidKey,
+    /// Past its expiry.
+    ExpiredKey,
+    /// Revoked.
+    RevokedKey,
+    /// The key may not name the pool.
+    PoolNotAllowed,
+    /// A budget on the chain is spent.
+    Budget,
+    /// Requests or tokens per minute.
+    Rate,
+    /// Requests in flight.
+    Concurrency,
+}
+
+impl Refused {
+    /// Every reason, in counter order.
+    pub const ALL: [Refused; 8] = [
+        Refused::MissingKey,
+        Refused::InvalidKey,
+        Refused::ExpiredKey,
+        Refused::RevokedKey,
+        Refused::PoolNotAllowed,
+        Refused::Budget,
+        Refused::Rate,
+        Refused::Concurrency,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::MissingKey => "missing_key",
+            Refused::InvalidKey => "invalid_key",
+            Refused::ExpiredKey => "expired_key",
+            Refused::RevokedKey => "revoked_key",
+            Refused::PoolNotAllowed => "pool_not_allowed",
+            Refused::Budget => "budget",
+            Refused::Rate => "rate",
+            Refused::Concurrency => "concurrency",
+        }
+    }
+
+    fn index(self) -> usize {
+        Refused::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// Why governance could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Governance's state.
+pub struct Governance {
+    /// How callers authenticate.
+    pub mode: AuthMode,
+    /// The stores.
+    pub stores: Stores,
+    keys: ArcSwap<KeyIndex>,
+    groups: ArcSwap<HashMap<String, GroupRecord>>,
+    governor: Mutex<Governor>,
+    /// The ledger writer, when there is a ledger.
+    pub ledger: Option<LedgerQueue>,
+    /// Output tokens reserved for a request that names no maximum.
+    pub default_max_tokens: u64,
+    /// Counters.
+    pub stats: GovernanceStats,
+    /// Serialises admin writes (reads of the caches never wait for it).
+    pub writes: tokio::sync::Mutex<()>,
+    /// The fleet's shared counters (`storage.redis_url`); `None`: this
+    /// instance's own counters decide.
+    pub fleet: Option<Arc<switchyard_fleet::counters::Fleet>>,
+    /// The audit log's per-source budget of refused attempts.
+    pub audit_gate: crate::audit::AuditGate,
+    /// Each lane's rate-card price, for spend read back from the ledger.
+    prices: ArcSwap<Prices>,
+}
+
+/// Each lane's rate-card price, by lane name.
+pub type Prices = std::collections::HashMap<Arc<str>, Price>;
+
+/// An admitted request's hold on its chain, and whose counters hold it.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// What is held.
+    pub reservation: Reservation,
+    /// Held in the fleet's counters (else this instance's).
+    pub in_fleet: bool,
+    /// The hold's id in the fleet (its settlement is applied once by it).
+    pub hold: u64,
+    /// The chain's bucket names in the fleet's Redis.
+    pub fleet_keys: Arc<[String]>,
+}
+
+/// Governance as the config asks for it: `None` when nothing is to be
+/// governed or accounted (no `auth: keys`, no `storage:`, no admin tokens),
+/// else the stores opened (SQLite at `storage.sqlite_path`, or memory), the
+/// ledger writer started and the caches loaded.
+pub async fn from_config(
+    config: &Config,
+    prices: Prices,
+) -> Result<Option<(Arc<Governance>, LedgerWriter)>, StartError> {
+    let wanted = config.auth == AuthMode::Keys
+        || config.storage.sqlite_path.is_some()
+        || config.storage.postgres_url.is_some()
+        || !config.admin.tokens.is_empty();
+    if !wanted {
+        return Ok(None);
+    }
+    let stores = match (&config.storage.postgres_url, &config.storage.sqlite_path) {
+        (Some(url), _) => Stores::shared(switchyard_store::postgres::PostgresStore::connect(url).await?),
+        (None, Some(path)) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
+    };
+    // A fleet's ledger rows wait on local disk while PostgreSQL is away.
+    let spool = match (&config.storage.postgres_url, &config.storage.ledger_spool) {
+        (Some(_), Some(path)) => Some(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        _ => None,
+    };
+    let (queue, writer) = LedgerQueue::start(
+        stores.ledger.clone(),
+        config.governance.ledger_queue,
+        config.governance.ledger_flush_interval,
+        spool,
+    );
+    let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
+    let mut governance = Governance::start(config, stores, Some(queue), prices).await?;
+    if let Some(url) = &config.storage.redis_url {
+        let fleet = switchyard_fleet::counters::Fleet::connect(
+            url,
+            config.storage.on_redis_error,
+            config.governance.hold_lease,
+        )
+        .await
+        .map_err(|err| StartError::Store(StoreError::Unavailable(format!("storage.redis_url: {err}"))))?;
+        governance.fleet = Some(fleet);
+    }
+    let governance = Arc::new(governance);
+    crate::audit::spawn_purge(Arc::downgrade(&governance), config.admin.audit_retention);
+    if let Some(changes) = changes {
+        tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
+    }
+    Ok(Some((governance, writer)))
+}
+
+/// Keeps this instance's key and group caches in step with a store other
+/// instances write (a revocation anywhere is refused here as soon as its
+/// notification arrives). Ends with the governance it follows.
+async fn follow_changes(
+    governance: std::sync::Weak<Governance>,
+    mut changes: tokio::sync::broadcast::Receiver<switchyard_store::Change>,
+) {
+    use switchyard_store::Change;
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        let change = match changes.recv().await {
+            Ok(change) => change,
+            // Missed some: reread everything.
+            Err(RecvError::Lagged(_)) => Change::Resync,
+            Err(RecvError::Closed) => return,
+        };
+        let Some(governance) = governance.upgrade() else { return };
+        // As an admin write does: read the store and update the cache under
+        // the write lock, so a change arriving here never overwrites a newer
+        // one this instance just made (the cache update is load-modify-store).
+        let _write = governance.writes.lock().await;
+        let applied = match &change {
+            Change::Key(id) => match governance.stores.keys.get_key(id).await {
+                // This instance's own write comes back too: nothing to do.
+                Ok(Some(record)) if governance.key(id).is_some_and(|cached| cached.record == record) => Ok(()),
+                Ok(Some(record)) => governance.cache(record).await,
+                Ok(None) => Ok(()),
+                Err(err) => Err(err),
+            },
+            Change::Groups => match governance.stores.groups.list_groups().await {
+                Ok(groups) => governance.set_groups(groups).await,
+                Err(err) => Err(err),
+            },
+            Change::Resync => {
+                async {
+                    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+                    governance.reindex_and_seed(all_keys(&governance.stores).await?).await
+                }
+                .await
+            }
+        };
+        if let Err(err) = applied {
+            tracing::warn!(error = %err, ?change, "a change from another instance could not be read; the cache keeps its last state");
+        }
+    }
+}
+
+/// Writes the config file's groups to the store (creation times kept).
+async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group], now: u64) -> Result<(), StoreError> {
+    let existing = stores.groups.list_groups().await?;
+    for group in groups {
+        let record = GroupRecord {
+            name: group.name.to_string(),
+            parent: group.parent.as_deref().map(str::to_owned),
+            budget: group.budget,
+            limits: group.limits,
+            from_config: true,
+            created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
+        };
+        stores.groups.put_group(record).await?;
+    }
+    Ok(())
+}
+
+/// Every key record in the store, page by page.
+async fn all_keys(stores: &Stores) -> Result<Vec<KeyRecord>, StoreError> {
+    let mut records = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = stores.keys.list_keys(after.as_deref(), 1000).await?;
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        records.extend(page);
+    }
+    Ok(records)
+}
+
+impl Governance {
+    /// Loads keys and groups (config groups first written to the store),
+    /// and seeds every budget with what the ledger holds for its current
+    /// window at today's `prices`.
+    pub async fn start(
+        config: &Config,
+        stores: Stores,
+        ledger: Option<LedgerQueue>,
+        prices: Prices,
+    ) -> Result<Governance, StartError> {
+        let now = now_ms();
+        write_config_groups(&stores, &config.groups, now).await?;
+        let groups: HashMap<String, GroupRecord> =
+            stores.groups.list_groups().await?.into_iter().map(|g| (g.name.clone(), g)).collect();
+        let records = all_keys(&stores).await?;
+        let governance = Governance {
+            mode: config.auth,
+            stores,
+            keys: ArcSwap::from_pointee(KeyIndex::default()),
+            groups: ArcSwap::from_pointee(groups),
+            governor: Mutex::new(Governor::new()),
+            ledger,
+            default_max_tokens: config.governance.default_max_tokens,
+            stats: GovernanceStats::default(),
+            writes: tokio::sync::Mutex::new(()),
+            fleet: None,
+            audit_gate: crate::audit::AuditGate::default(),
+            prices: ArcSwap::from_pointee(prices),
+        };
+        let unseeded = governance.reindex(records);
+        governance.seed(&unseeded, now).await?;
+        Ok(governance)
+    }
+
+    /// Prices lanes from now on (a reload's rate card).
+    pub fn set_prices(&self, prices: Prices) {
+        self.prices.store(Arc::new(prices));
+    }
+
+    fn governor(&self) -> std::sync::MutexGuard<'_, Governor> {
+        self.governor.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The bucket chain of a key in `groups`.
+    fn chain_of(record: &KeyRecord, groups: &HashMap<String, GroupRecord>) -> Arc<[BucketId]> {
+        let mut chain = vec![BucketId::Key(Arc::from(record.id.as_str()))];
+        let mut at = record.group.clone();
+        while let Some(name) = at {
+            if chain.iter().any(|b| matches!(b, BucketId::Group(g) if **g == *name)) {
+                break;
+            }
+            let Some(group) = groups.get(&name) else { break };
+            chain.push(BucketId::Group(Arc::from(name.as_str())));
+            at = group.parent.clone();
+        }
+        chain.into()
+    }
+
+    /// Rebuilds the key index from `records` and the governor's bucket
+    /// specs; returns the buckets whose spend must be read from the ledger
+    /// (see [`Governance::seed`]).
+    #[must_use]
+    fn reindex(&self, records: Vec<KeyRecord>) -> Vec<BucketId> {
+        let groups = self.groups.load();
+        let mut index = KeyIndex::default();
+        let mut unseeded = Vec::new();
+        let mut governor = self.governor();
+        for group in groups.values() {
+            let id = BucketId::Group(Arc::from(group.name.as_str()));
+            if governor.set_spec(id.clone(), BucketSpec { budget: group.budget, limits: group.limits }) {
+                unseeded.push(id);
+            }
+        }
+        for record in records {
+            let chain = Governance::chain_of(&record, &groups);
+            let id: Arc<str> = Arc::from(record.id.as_str());
+            let spec = BucketSpec { budget: record.budget, limits: record.limits };
+            if governor.set_spec(BucketId::Key(id.clone()), spec) {
+                unseeded.push(BucketId::Key(id.clone()));
+            }
+            let fleet_keys = switchyard_fleet::counters::bucket_names(&chain);
+            let budgeted = chain.iter().any(|bucket| governor.spec(bucket).is_some_and(|s| s.budget.is_some()));
+            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted });
+            index.by_hash.insert(cached.record.hash, cached.clone());
+            if let Some(aws) = &cached.record.aws {
+                index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
+            }
+            index.by_id.insert(cached.record.id.clone(), cached);
+        }
+        drop(governor);
+        self.keys.store(Arc::new(index));
+        unseeded
+    }
+
+    /// Rebuilds the caches from `records` and reads the spend of every
+    /// bucket that does not know its window's spend yet (a new budget, a
+    /// changed window) from the ledger, so a change never forgets spend.
+    pub async fn reindex_and_seed(&self, records: Vec<KeyRecord>) -> Result<(), StoreError> {
+        let unseeded = self.reindex(records);
+        self.seed(&unseeded, now_ms()).await
+    }
+
+    /// Every cached key record.
+    pub fn records(&self) -> Vec<KeyRecord> {
+        self.keys.load().by_id.values().map(|k| k.record.clone()).collect()
+    }
+
+    /// Puts one changed or new record into the cache at once.
+    pub async fn cache(&self, record: KeyRecord) -> Result<(), StoreError> {
+        let mut records: Vec<KeyRecord> =
+            self.keys.load().by_id.values().filter(|k| k.record.id != record.id).map(|k| k.record.clone()).collect();
+        records.push(record);
+        self.reindex_and_seed(records).await
+    }
+
+    /// Replaces the group cache (after an admin change) and re-derives chains.
+    pub async fn set_groups(&self, groups: Vec<GroupRecord>) -> Result<(), StoreError> {
+        let names: Vec<String> = self.groups.load().keys().cloned().collect();
+        self.groups.store(Arc::new(groups.into_iter().map(|g| (g.name.clone(), g)).collect()));
+        {
+            let current = self.groups.load();
+            let mut governor = self.governor();
+            for gone in names.iter().filter(|n| !current.contains_key(*n)) {
+                governor.remove(&BucketId::Group(Arc::from(gone.as_str())));
+            }
+        }
+        self.reindex_and_seed(self.records()).await
+    }
+
+    /// A reloaded file's groups: written to the store and the caches (a
+    /// group the file no longer names stays until deleted over the API).
+    pub async fn reload_groups(&self, groups: &[switchyard_config::Group]) -> Result<(), StoreError> {
+        let _writes = self.writes.lock().await;
+        write_config_groups(&self.stores, groups, now_ms()).await?;
+        self.set_groups(self.stores.groups.list_groups().await?).await
+    }
+
+    /// Every group.
+    pub fn groups(&self) -> Vec<GroupRecord> {
+        let mut groups: Vec<GroupRecord> = self.groups.load().values().cloned().collect();
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        groups
+    }
+
+    /// The names of `group` and every group below it.
+    pub fn subtree(&self, group: &str) -> Vec<String> {
+        let groups = self.groups.load();
+        let mut names = vec![group.to_owned()];
+        let mut index = 0;
+        while index < names.len() {
+            let parent = names[index].clone();
+            names.extend(groups.values().filter(|g| g.parent.as_deref() == Some(&parent)).map(|g| g.name.clone()));
+            index += 1;
+        }
+        names
+    }
+
+    /// Sets the spend of each of `buckets` for its budget's current window
+    /// from the ledger, at today's prices.
+    async fn seed(&self, buckets: &[BucketId], now: u64) -> Result<(), StoreError> {
+        let now_s = (now / 1000) as i64;
+        for id in buckets {
+            let Some(budget) = self.governor().spec(id).and_then(|spec| spec.budget) else { continue };
+            let start = budget.window.start(now_s);
+            let (by, key, groups) = match id {
+                BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None),
+                BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group))),
+            };
+            let query = TotalsQuery { by, from_ms: start * 1000, to_ms: i64::MAX, key, groups };
+            let totals = self.stores.ledger.totals(query).await?;
+            let prices = self.prices.load();
+            let spent = totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum();
+            self.governor().seed_spent(id, start, spent);
+        }
+        Ok(())
+    }
+
+    /// A SigV4 refusal, with the AWS error type as its code.
+    fn sigv4_refusal(&self, err: &SigV4Error) -> ErrorInfo {
+        let code = match err {
+            SigV4Error::UnknownAccessKey => "UnrecognizedClientException",
+            SigV4Error::Missing | SigV4Error::Malformed(_) => "IncompleteSignatureException",
+            SigV4Error::Stale(_) | SigV4Error::BodyHash | SigV4Error::Signature => "InvalidSignatureException",
+        };
+        let mut info = ErrorInfo::new(ErrorKind::Authentication, err.to_string());
+        info.code = Some(code.to_owned());
+        self.refuse(Refused::InvalidKey, info)
+    }
+
+    fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
+        self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
+        info
+    }
+
+    /// Who is calling. `None` on an open data plane; an error (in the
+    /// caller's protocol once rendered) when keys are required and the
+    /// request carries none that is valid.
+    pub fn authenticate(&self, request: &Presented<'_>) -> Result<Option<Caller>, ErrorInfo> {
+        if self.mode == AuthMode::Open {
+            return Ok(None);
+        }
+        let index = self.keys.load();
+        let key = match request.credential() {
+            Credential::None => {
+                let hint = match request.protocol {
+                    Protocol::Anthropic => "x-api-key",
+                    Protocol::Gemini => "x-goog-api-key (or ?key=)",
+                    Protocol::Bedrock => "a SigV4 signature made with the AWS key pair minted for your key",
+                    Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
+                };
+                let message = format!("no API key: send your Switchyard key as {hint}");
+                return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+            }
+            Credential::Key(secret) => {
+                let invalid = || {
+                    let message = if looks_like_key(secret) {
+                        "invalid API key"
+                    } else {
+                        "invalid API key: this gateway takes Switchyard keys (sy-...), not a vendor's"
+                    };
+                    self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message))
+                };
+                let hash = KeyHash::of(secret);
+                let key = index.by_hash.get(&hash).ok_or_else(invalid)?;
+                if !key.record.hash.matches(&hash) {
+                    return Err(invalid());
+                }
+                key.clone()
+            }
+            Credential::SigV4 => {
+                let inbound = request.inbound.as_ref().ok_or_else(|| {
+                    ErrorInfo::new(ErrorKind::Authentication, "a signed request needs its body and path")
+                })?;
+                let mut found = None;
+                let verified = sigv4::verify(
+                    inbound,
+                    |access_key_id| {
+                        let key = index.by_aws.get(access_key_id)?;
+                        found = Some(key.clone());
+                        key.record.aws.as_ref().map(|aws| aws.secret_access_key.clone())
+                    },
+                    (now_ms() / 1000) as i64,
+                );
+                match (verified, found) {
+                    (Ok(_), Some(key)) => key,
+                    (Ok(_), None) => return Err(self.sigv4_refusal(&SigV4Error::UnknownAccessKey)),
+                    (Err(err), _) => return Err(self.sigv4_refusal(&err)),
+                }
+            }
+        };
+        match key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(Caller { key })),
+            KeyState::Expired => Err(self.refuse(
+                Refused::ExpiredKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),
+            )),
+            KeyState::Revoked => Err(self.refuse(
+                Refused::RevokedKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has been revoked", key.record.prefix)),
+            )),
+        }
+    }
+
+    /// Admits a call from `caller` naming `pool` that may cost `estimate`:
+    /// the pool allow-list, then budgets, then rate and concurrency limits.
+    pub async fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Hold, Denied> {
+        if !caller.key.record.may_use(pool) {
+            let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
+            let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
+            return Err(Denied { info, retry_after: None });
+        }
+        let now = now_ms();
+        let chain = &caller.key.chain;
+        let mut hold = 0;
+        if let Some(fleet) = &self.fleet {
+            let keys = &caller.key.fleet_keys;
+            hold = fleet.new_hold();
+            let buckets = self.shared_buckets(chain, now, true);
+            match fleet.admit(keys, chain, &buckets, estimate, hold, now).await {
+                Ok(switchyard_fleet::counters::Admitted::Held(hold)) => {
+                    let reservation = Reservation { chain: chain.clone(), estimate };
+                    return Ok(Hold { reservation, in_fleet: true, hold, fleet_keys: keys.clone() });
+                }
+                Ok(switchyard_fleet::counters::Admitted::Refused(refusal)) => return Err(self.refusal_error(&refusal)),
+                // Redis away, or a script refusing this one request: the
+                // operator's choice decides for this request (only an
+                // outage marks Redis away for the others).
+                Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
+                    let info = ErrorInfo::new(
+                        ErrorKind::Unavailable,
+                        "budgets and rate limits cannot be checked right now (their store is unreachable); retry shortly",
+                    )
+                    .with_status(503);
+                    return Err(Denied { info, retry_after: Some(1) });
+                }
+                // Fail open: this instance's own counters decide meanwhile.
+                Err(_) => {
+                    fleet.local_admissions.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        match self.governor().admit(chain, estimate, now) {
+            Ok(reservation) => {
+                Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: caller.key.fleet_keys.clone() })
+            }
+            Err(refusal) => Err(self.refusal_error(&refusal)),
+        }
+    }
+
+    /// The chain's buckets as the fleet's scripts take them: this
+    /// instance's specs (from the shared store) and, for a bucket Redis has
+    /// never seen, the spend the ledger holds for its window.
+    /// (A settlement takes no seed: only an admission can meet a bucket
+    /// Redis has never seen.)
+    fn shared_buckets(
+        &self,
+        chain: &[BucketId],
+        now: u64,
+        seed: bool,
+    ) -> Vec<switchyard_governance::fleet::SharedBucket> {
+        let mut governor = self.governor();
+        chain
+            .iter()
+            .map(|id| switchyard_governance::fleet::SharedBucket {
+                spec: governor.spec(id),
+                seed_spent: if seed { governor.spent(id, now).unwrap_or(0) } else { 0 },
+            })
+            .collect()
+    }
+
+    fn refusal_error(&self, refusal: &Refusal) -> Denied {
+        let message = refusal.to_string();
+        let (why, kind, retry_in_ms) = match refusal.kind {
+            RefusalKind::Budget { retry_in_ms } => (Refused::Budget, ErrorKind::QuotaExceeded, retry_in_ms),
+            RefusalKind::Requests { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, Some(retry_in_ms)),
+            RefusalKind::Tokens { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, retry_in_ms),
+            RefusalKind::Concurrency => (Refused::Concurrency, ErrorKind::RateLimit, Some(1000)),
+        };
+        let mut info = ErrorInfo::new(kind, message);
+        if kind == ErrorKind::QuotaExceeded {
+            info.code = Some("insufficient_quota".to_owned());
+        }
+        Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)) }
+    }
+
+    /// Settles a hold to what the request cost (nothing: a release). In a
+    /// fleet the shared counters are settled in the background, and what a
+    /// request admitted locally while Redis was away cost is added there too.
+    pub fn settle(&self, hold: &Hold, tokens: u64, cost: u64) {
+        let now = now_ms();
+        if !hold.in_fleet {
+            self.governor().settle(&hold.reservation, Actual { tokens, cost }, now);
+        }
+        if let Some(fleet) = &self.fleet {
+            let chain = &hold.reservation.chain;
+            let buckets = self.shared_buckets(chain, now, false);
+            let settlement = fleet.settlement(
+                &hold.fleet_keys,
+                &buckets,
+                hold.hold,
+                hold.reservation.estimate,
+                cost,
+                tokens,
+                hold.in_fleet,
+                now,
+            );
+            fleet.settle(hold.hold, settlement);
+        }
+    }
+
+    /// A bucket's live figures.
+    pub fn bucket(&self, id: &BucketId) -> Option<switchyard_governance::admission::BucketView> {
+        self.governor().view(id, now_ms())
+    }
+
+    /// The least budget left on a caller's chain (USD), and the least rate
+    /// headroom (a share), for routing signals.
+    pub fn headroom(&self, caller: &Caller) -> (Option<f64>, Option<f64>) {
+        let now = now_ms();
+        let mut governor = self.governor();
+        let budget = governor.budget_left(&caller.key.chain, now).map(switchyard_governance::money::usd);
+        (budget, governor.rate_headroom(&caller.key.chain, now))
+    }
+
+    /// Reservations outstanding, in USD.
+    pub fn reserved_usd(&self) -> f64 {
+        switchyard_governance::money::usd(self.governor().reserved_total())
+    }
+
+    /// A key by id, from the cache.
+    pub fn key(&self, id: &str) -> Option<Arc<CachedKey>> {
+        self.keys.load().by_id.get(id).cloned()
+    }
+
+    /// How many keys are cached.
+    pub fn key_count(&self) -> usize {
+        self.keys.load().by_id.len()
+    }
+}
+
+/// A refusal at admission: the error, and when to retry (seconds).
+#[derive(Debug, Clone)]
+pub struct Denied {
+    /// The error for the caller.
+    pub info: ErrorInfo,
+    /// `Retry-After`, when waiting helps.
+    pub retry_after: Option<u64>,
+}
+
+/// What a request presents to authenticate.
+pub struct Presented<'a> {
+    /// The caller's protocol (for the hint in a refusal).
+    pub protocol: Protocol,
+    /// Its headers.
+    pub headers: &'a http::HeaderMap,
+    /// Its query string.
+    pub query: Option<&'a str>,
+    /// What a SigV4 check needs, when the request is signed.
+    pub inbound: Option<Inbound<'a>>,
+}
+
+enum Credential<'a> {
+    None,
+    Key(&'a str),
+    SigV4,
+}
+
+impl Presented<'_> {
+    fn credential(&self) -> Credential<'_> {
+        if let Some(value) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if value.starts_with("AWS4-HMAC-SHA256") {
+                return Credential::SigV4;
+            }
+            if let Some(token) = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")) {
+                return Credential::Key(token.trim());
+            }
+        }
+        for name in ["x-api-key", "x-goog-api-key"] {
+            if let Some(value) = self.headers.get(name).and_then(|v| v.to_str().ok()) {
+                return Credential::Key(value.trim());
+            }
+        }
+        if let Some(query) = self.query {
+            if let Some(key) = query.split('&').find_map(|pair| pair.strip_prefix("key=")) {
+                return Credential::Key(key);
+            }
+        }
+        Credential::None
+    }
+}
+
+/// Governance's series for `/metrics`: refusals by reason, spend by key and
+/// group in their current budget windows, reservations outstanding, and the
+/// ledger queue and writer.
+pub fn encode_metrics(
+    governance: &Governance,
+    e: &mut prometheus_client::encoding::DescriptorEncoder,
+) -> Result<(), std::fmt::Error> {
+    use switchyard_telemetry::encode::{encode_counters, encode_gauges};
+    encode_counters(
+        e,
+        "switchyard_governance_refusals",
+        "Requests governance refused, by reason.",
+        Refused::ALL.iter().enumerate().map(|(index, why)| {
+            (vec![("reason", why.as_str())], governance.stats.refused[index].load(Ordering::Relaxed))
+        }),
+    )?;
+    let now = now_ms();
+    let keys: Vec<Arc<CachedKey>> = governance.keys.load().by_id.values().cloned().collect();
+    let key_spend: Vec<(Arc<CachedKey>, f64)> = keys
+        .into_iter()
+        .filter_map(|key| {
+            let view = governance.governor().view(&BucketId::Key(key.id.clone()), now)?;
+            (view.spent > 0).then(|| (key, switchyard_governance::money::usd(view.spent)))
+        })
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_key_spend_usd",
+        "Spend of each key in its budget's current window (USD, derived from tokens at today's prices).",
+        key_spend.iter().map(|(key, usd)| (vec![("key", &*key.id)], *usd)),
+    )?;
+    let groups = governance.groups();
+    let group_spend: Vec<(&str, f64)> = groups
+        .iter()
+        .filter_map(|group| {
+            let view = governance.governor().view(&BucketId::Group(Arc::from(group.name.as_str())), now)?;
+            (view.spent > 0).then(|| (group.name.as_str(), switchyard_governance::money::usd(view.spent)))
+        })
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_group_spend_usd",
+        "Spend of each group's subtree in its budget's current window (USD).",
+        group_spend.iter().map(|(name, usd)| (vec![("group", *name)], *usd)),
+    )?;
+    encode_gauges(
+        e,
+        "switchyard_reservations_usd",
+        "Budget reserved by requests in flight, summed over every bucket (USD).",
+        std::iter::once((Vec::new(), governance.reserved_usd())),
+    )?;
+    if let Some(fleet) = &governance.fleet {
+        encode_gauges(
+            e,
+            "switchyard_fleet_redis_up",
+            "1 when the fleet's Redis answered the last call, else 0 (admission follows storage.on_redis_error).",
+            std::iter::once((Vec::new(), if fleet.up.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_fleet_local_admissions",
+            "Requests admitted on this instance's own counters while Redis was away (fail_open).",
+            std::iter::once((Vec::new(), fleet.local_admissions.load(Ordering::Relaxed))),
+        )?;
+        encode_gauges(
+            e,
+            "switchyard_fleet_pending_settlements",
+            "Settlements waiting for Redis to come back.",
+            std::iter::once((Vec::new(), fleet.pending() as f64)),
+        )?;
+    }
+    if let Some(queue) = &governance.ledger {
+        encode_gauges(
+            e,
+            "switchyard_ledger_queue_depth",
+            "Ledger rows waiting to be written.",
+            std::iter::once((Vec::new(), queue.depth() as f64)),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_rows_written",
+            "Ledger rows written to the store.",
+            std::iter::once((Vec::new(), queue.stats.written.load(Ordering::Relaxed))),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_queue_full",
+            "Settlements that waited because the ledger queue was full.",
+            std::iter::once((Vec::new(), queue.stats.queue_full.load(Ordering::Relaxed))),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_ledger_write_errors",
+            "Failed ledger writes (retried).",
+            std::iter::once((Vec::new(), queue.stats.write_errors.load(Ordering::Relaxed))),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! The deterministic vendor fake behind `mock://` lanes and
+//! `switchyard mock-upstream`. It reads the request with the protocol's own
+//! codec and answers in the same protocol, deriving everything from the
+//! request: the reply names the protocol and model and echoes the last user
+//! message; with tools it calls the first tool; with reasoning it thinks.
+//!
+//! Directives in the last user message drive failure tests:
+//! `[mock:status=429]` answers that status in the protocol's error shape
+//! (with `retry-after: 1` on 429/503), `[mock:context]` answers a
+//! context-length error.
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use switchyard_codec::{Codec, Framing};
+use switchyard_ir::{
+    events_from_response, Block, BlockStart, Delta, ErrorInfo, ErrorKind, Protocol, Reasoning, Request, Response,
+    StopReason, StreamEvent, ToolUse, Usage,
+};
+
+use crate::{chunked_body, full_body, UpstreamResponse};
+
+/// Fixed creation time so replies are byte-for-byte reproducible.
+const CREATED: i64 = 1_700_000_000;
+
+/// Answers one upstream call. `path_model` is the model from the URL for
+/// path protocols; `framing` is the stream framing the caller asked for.
+pub fn respond(
+    codec: &dyn Codec,
+    path_model: Option<&str>,
+    stream: bool,
+    framing: Framing,
+    body: &[u8],
+) -> UpstreamResponse {
+    let protocol = codec.protocol();
+    let request = match codec.read_request(body) {
+        Ok(request) => request,
+        Err(err) => return error(codec, &err.to_error_info()),
+    };
+    let model = path_model.filter(|m| !m.is_empty()).unwrap_or(&request.model).to_owned();
+    let last = request.last_user_text().unwrap_or_default();
+    if let Some(info) = directive_error(&last) {
+        return error(codec, &info);
+    }
+    let response = reply(protocol, &model, &request);
+    if !stream {
+        let encoded = codec.write_response(&response);
+        return UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(encoded.body) };
+    }
+    let mut encoder = codec.stream_encoder(framing);
+    let mut chunks = Vec::new();
+    for event in split_deltas(events_from_response(&response)) {
+        let mut out = Vec::new();
+        encoder.encode(&event, &mut out);
+        if !out.is_empty() {
+            chunks.push(Bytes::from(out));
+        }
+    }
+    let mut tail = Vec::new();
+    encoder.finish(&mut tail);
+    if !tail.is_empty() {
+        chunks.push(Bytes::from(tail));
+    }
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(framing.content_type()));
+    UpstreamResponse { status: StatusCode::OK, headers, body: chunked_body(chunks) }
+}
+
+/// The deterministic reply to `request`.
+pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
+    let last_message = request.messages.last();
+    let tool_result = last_message.and_then(|m| {
+        m.content.iter().find_map(|b| match b {
+            Block::ToolResult(result) => Some(result),
+            _ => None,
+        })
+    });
+    let mut content = Vec::new();
+    if wants_reasoning(request.reasoning.as_ref()) {
+        content.push(Block::Thinking {
+            text: "the user wants a deterministic answer".into(),
+            signature: Some("mock-signature".into()),
+        });
+    }
+    let stop_reason = match (request.tools.first(), tool_result) {
+        (Some(tool), None) => {
+            let input = arguments_for(&tool.parameters);
+            let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
+            content.push(Block::ToolUse(ToolUse::new(id, tool.name.clone(), input)));
+            StopReason::ToolUse
+        }
+        (_, Some(result)) => {
+            let name = result.name.clone().unwrap_or_else(|| "tool".to_owned());
+            content.push(Block::text(format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text())));
+            StopReason::EndTurn
+        }
+        (None, None) => {
+            let last = request.last_user_text().unwrap_or_default();
+            content.push(Block::text(format!("[{protocol} {model}] you said: {last}")));
+            StopReason::EndTurn
+        }
+    };
+    let mut stop_reason = Some(stop_reason);
+    if request.max_tokens == Some(1) {
+        content.retain(|b| matches!(b, Block::Text(_)));
+        if let Some(Block::Text(text)) = content.first_mut() {
+            text.text = text.text.split(' ').next().unwrap_or("").to_owned();
+        }
+        stop_reason = Some(StopReason::MaxTokens);
+    }
+    let output_chars: usize = content
+        .iter()
+        .map(|b| match b {
+            Block::Text(t) => t.text.len(),
+            Block::ToolUse(t) => t.input.len() + t.name.len(),
+            Block::Thinking { text, .. } => text.len(),
+            _ => 0,
+        })
+        .sum();
+    let input_tokens = (request.total_chars() as u64 / 4).max(1);
+    let output_tokens = (output_chars as u64 / 4).max(1);
+    let id_seed = format!("{protocol}/{model}/{}", request.last_user_text().unwrap_or_default());
+    Response {
+        id: format!("mock-{:016x}", fnv1a(id_seed.as_bytes())),
+        model: model.to_owned(),
+        created: Some(CREATED),
+        content,
+        stop_reason,
+        stop_sequence: None,
+        usage: Usage { input_tokens, output_tokens, ..Usage::default() },
+    }
+}
+
+fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
+    reasoning.is_some_and(|r| !r.is_off() && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0)))
+}
+
+/// Splits text deltas at spaces so a streamed reply has several frames.
+fn split_deltas(events: Vec<StreamEvent>) -> Vec<StreamEvent> {
+    let mut out = Vec::with_capacity(events.len() * 2);
+    for event in events {
+        match event {
+            StreamEvent::BlockDelta { index, delta: Delta::Text(text) } => {
+                for piece in text.split_inclusive(' ') {
+                    out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(piece.to_owned()) });
+                }
+            }
+            StreamEvent::BlockStart { index, block: BlockStart::Text } => {
+                out.push(StreamEvent::BlockStart { index, block: BlockStart::Text });
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Tool arguments that satisfy a simple JSON schema's required properties.
+fn arguments_for(schema: &serde_json::Value) -> String {
+    let mut args = serde_json::Map::new();
+    if let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) {
+        for (name, property) in properties {
+            let value = match property.get("type").and_then(|t| t.as_str()) {
+                Some("integer") | Some("number") => serde_json::json!(1),
+                Some("boolean") => serde_json::json!(true),
+                Some("array") => serde_json::json!([]),
+                Some("object") => serde_json::json!({}),
+                _ => match property.get("enum").and_then(|e| e.as_array()).and_then(|e| e.first()) {
+                    Some(first) => first.clone(),
+                    None => serde_json::json!("mock"),
+                },
+            };
+            args.insert(name.clone(), value);
+        }
+    }
+    serde_json::Value::Object(args).to_string()
+}
+
+fn directive_error(text: &str) -> Option<ErrorInfo> {
+    if text.contains("[mock:context]") {
+        return Some(ErrorInfo::new(
+            ErrorKind::ContextLength,
+            "prompt is too long: the input exceeds the context window of this mock model",
+        ));
+    }
+    let start = text.find("[mock:status=")? + "[mock:status=".len();
+    let status: u16 = text[start..].split(']').next()?.parse().ok()?;
+    if !(400..=599).contains(&status) {
+        return None;
+    }
+    Some(
+        ErrorInfo::new(ErrorKind::from_status(status), format!("mock upstream answered {status} as asked"))
+            .with_status(status),
+    )
+}
+
+fn error(codec: &dyn Codec, info: &ErrorInfo) -> UpstreamResponse {
+    let rendered = codec.error_response(info);
+    let mut headers = json_headers();
+    for (name, value) in rendered.headers {
+        headers.insert(name, value);
+    }
+    if matches!(info.status, 429 | 503 | 529) {
+        headers.insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    UpstreamResponse {
+        status: StatusCode::from_u16(rendered.status).unwrap_or(StatusCode::BAD_REQUEST),
+        headers,
+        body: full_body(rendered.body),
+    }
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers
+}
+
+/// FNV-1a: a stable, dependency-free hash for deterministic ids.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
