@@ -5,7 +5,11 @@
 
 use std::sync::Arc;
 
-use switchyard_state::Gateway;
+use bytes::Bytes;
+use http::HeaderValue;
+use switchyard_state::{Gateway, Lane};
+
+use crate::send::{collect, send_to_lane, Outgoing};
 
 /// Starts one probe loop per provider that enabled `health_probe`.
 pub fn spawn_probes(gateway: &Arc<Gateway>) {
@@ -35,7 +39,7 @@ pub async fn probe_provider(gateway: &Gateway, provider: usize) {
         if open.is_empty() {
             continue;
         }
-        let healthy = crate::probe(gateway, lane).await;
+        let healthy = probe(gateway, lane).await;
         tracing::info!(lane = %lane.name, healthy, "health probe");
         if healthy {
             for (pool, member) in open {
@@ -55,4 +59,29 @@ fn open_breakers(gateway: &Gateway, lane: usize) -> Vec<(usize, usize)> {
         }
     }
     open
+}
+
+/// Sends a one-token probe to `lane`; true when a 2xx reply arrived whole
+/// within the lane's response-headers timeout (a probe whose body hangs is
+/// not a healthy lane, and must not hang the probe loop).
+pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
+    let request = switchyard_codec::probe_request(&lane.wire_model);
+    let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
+    let request_id = HeaderValue::from_static("switchyard-health-probe");
+    let out = Outgoing {
+        wire_model: &lane.wire_model,
+        stream: false,
+        request_id: &request_id,
+        caller_key: None,
+        traceparent: None,
+    };
+    let exchange = async {
+        let response = send_to_lane(gateway, lane, out, body).await.ok()?;
+        let ok = response.status.is_success();
+        // Read it whole: the connection goes back to the pool, and a body
+        // that never comes is a failed probe.
+        collect(response.body).await.ok()?;
+        Some(ok)
+    };
+    tokio::time::timeout(lane.timeouts.response_headers, exchange).await.ok().flatten().unwrap_or(false)
 }

@@ -18,7 +18,8 @@ use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usa
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use super::{fill_identity, log_done, Health, InFlight};
+use crate::lane_health::{Health, InFlight};
+use crate::reply::{fill_identity, log_done};
 use crate::settle::Record;
 use switchyard_state::Gateway;
 use switchyard_transport::UpstreamBody;
@@ -26,7 +27,7 @@ use switchyard_transport::UpstreamBody;
 /// What a relayed stream must know of its events: usage for metering, and
 /// whether it ended (an `Accumulator` would also copy every delta's text).
 #[derive(Default)]
-pub(super) struct Tally {
+pub(crate) struct Tally {
     usage: Usage,
     stop_reason: Option<StopReason>,
     finished: bool,
@@ -66,7 +67,7 @@ static DATA_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
 const COALESCE_LIMIT: usize = 64 << 10;
 
 /// An upstream ending seen while coalescing, handled on the next pull.
-pub(super) enum Pending {
+pub(crate) enum Pending {
     End,
     Failed(String),
 }
@@ -99,37 +100,37 @@ impl Out {
 
 /// Pulls upstream frames and yields caller frames: verbatim on a
 /// same-protocol hop (the decoder only taps usage), re-encoded otherwise.
-pub(super) struct StreamRelay {
-    pub(super) gateway: Arc<Gateway>,
-    pub(super) upstream: UpstreamBody,
-    pub(super) decoder: Box<dyn StreamDecoder>,
-    pub(super) encoder: Option<Box<dyn StreamEncoder>>,
+pub(crate) struct StreamRelay {
+    pub(crate) gateway: Arc<Gateway>,
+    pub(crate) upstream: UpstreamBody,
+    pub(crate) decoder: Box<dyn StreamDecoder>,
+    pub(crate) encoder: Option<Box<dyn StreamEncoder>>,
     /// Takes out of a passthrough what was only asked for metering.
-    pub(super) hide: Option<EventFilter>,
-    pub(super) ingress: Protocol,
-    pub(super) framing: Framing,
-    pub(super) tally: Tally,
+    pub(crate) hide: Option<EventFilter>,
+    pub(crate) ingress: Protocol,
+    pub(crate) framing: Framing,
+    pub(crate) tally: Tally,
     /// The first caller chunk went out (it is never held back to coalesce).
-    pub(super) first_sent: bool,
-    pub(super) events: Vec<StreamEvent>,
-    pub(super) idle: Duration,
-    pub(super) done: bool,
-    pub(super) health: Health,
-    pub(super) request_id: HeaderValue,
-    pub(super) lane: Arc<str>,
-    pub(super) wire_model: Arc<str>,
-    pub(super) started: Instant,
+    pub(crate) first_sent: bool,
+    pub(crate) events: Vec<StreamEvent>,
+    pub(crate) idle: Duration,
+    pub(crate) done: bool,
+    pub(crate) health: Health,
+    pub(crate) request_id: HeaderValue,
+    pub(crate) lane: Arc<str>,
+    pub(crate) wire_model: Arc<str>,
+    pub(crate) started: Instant,
     /// What the upstream did after the frames coalesced into the last chunk.
-    pub(super) pending: Option<Pending>,
+    pub(crate) pending: Option<Pending>,
     /// The request's record, settled when the stream ends or is dropped.
-    pub(super) record: Option<Box<Record>>,
+    pub(crate) record: Option<Box<Record>>,
     /// SSE events passed through verbatim (each is about one token).
-    pub(super) delivered_events: u64,
-    pub(super) _guards: (Option<OwnedSemaphorePermit>, InFlight),
+    pub(crate) delivered_events: u64,
+    pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
 impl StreamRelay {
-    pub(super) async fn next_chunk(&mut self) -> Option<Bytes> {
+    pub(crate) async fn next_chunk(&mut self) -> Option<Bytes> {
         loop {
             if self.done {
                 return None;

@@ -12,7 +12,8 @@ use switchyard_codec::dropped_path;
 use switchyard_config::Translation;
 use switchyard_ir::{Capabilities, Dropped, ErrorInfo, ErrorKind};
 
-use super::{Call, Candidate};
+use crate::candidate::Candidate;
+use switchyard_state::call::Call;
 use switchyard_state::Gateway;
 
 /// The response header listing what translating the request dropped.
@@ -27,7 +28,7 @@ pub(crate) const TRUNCATED: &str = ", ...";
 
 /// What the candidate's model takes: its lane's `capabilities:`, or the
 /// common ground for an ad-hoc lane.
-pub(super) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capabilities {
+pub(crate) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capabilities {
     // Lanes are indexed like `config.models`, ad-hoc lanes after them.
     gateway.config.models.get(candidate.lane_index).map_or_else(Capabilities::default, |model| model.capabilities)
 }
@@ -35,7 +36,7 @@ pub(super) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capa
 /// Judges what translating the call for the candidate dropped: a strict
 /// call is refused (the caller's 400, naming the fields in its own terms);
 /// otherwise the `x-switchyard-dropped` value (none when nothing was lost).
-pub(super) fn check(
+pub(crate) fn check(
     gateway: &Gateway,
     call: &Call,
     candidate: &Candidate<'_>,
@@ -76,7 +77,7 @@ pub(super) fn check(
 }
 
 /// Adds `x-switchyard-dropped` to a response.
-pub(super) fn annotate(headers: &mut HeaderMap, dropped: Option<HeaderValue>) {
+pub(crate) fn annotate(headers: &mut HeaderMap, dropped: Option<HeaderValue>) {
     if let Some(value) = dropped {
         headers.insert(HeaderName::from_static(DROPPED_HEADER), value);
     }

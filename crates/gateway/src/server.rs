@@ -25,9 +25,8 @@ pub use listener::{serve, ListenerStats, LiveRouter, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
 use switchyard_engine;
 use switchyard_engine::settle::Record;
-use switchyard_governance::sigv4::Inbound;
 use switchyard_state::call::Call;
-use switchyard_state::governance::{Caller, Presented};
+use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
 /// The data-plane router: every protocol's ingress routes, the model list
@@ -151,7 +150,7 @@ async fn list_models(State(gateway): State<Arc<Gateway>>, request: Request) -> R
     if !admin {
         let protocol =
             if request.headers().contains_key("anthropic-version") { Protocol::Anthropic } else { Protocol::OpenAi };
-        match authenticate(&gateway, protocol, request.uri(), request.headers(), &[]) {
+        match switchyard_engine::authenticate::caller(&gateway, protocol, request.uri(), request.headers(), &[]) {
             Ok(found) => caller = found,
             Err(info) => return switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new),
         }
@@ -426,10 +425,10 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
     // A key carried in a header is checked before the body is read: an
     // unauthenticated caller never makes the gateway hold its body. Only a
     // SigV4 signature covers the body, and waits for it.
-    let signed = is_signed(&headers);
+    let signed = switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
     if !signed {
-        match authenticate(&gateway, protocol, &parts.uri, &headers, &[]) {
+        match switchyard_engine::authenticate::caller(&gateway, protocol, &parts.uri, &headers, &[]) {
             Ok(found) => caller = found,
             Err(info) => return reject(&gateway, protocol, record, info),
         }
@@ -474,7 +473,7 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         },
     };
     if signed {
-        match authenticate(&gateway, protocol, &parts.uri, &headers, &body) {
+        match switchyard_engine::authenticate::caller(&gateway, protocol, &parts.uri, &headers, &body) {
             Ok(found) => caller = found,
             Err(info) => return reject(&gateway, protocol, record, info),
         }
@@ -521,38 +520,6 @@ fn stream_by_endpoint(protocol: Protocol, by_path: bool) -> ErrorInfo {
     );
     info.param = Some("stream".to_owned());
     info
-}
-
-/// Whether the request is signed with SigV4 (its key is checked against
-/// the body, so only after the body is read).
-fn is_signed(headers: &HeaderMap) -> bool {
-    headers.get(axum::http::header::AUTHORIZATION).is_some_and(|v| v.as_bytes().starts_with(b"AWS4-HMAC-SHA256"))
-}
-
-/// Who is calling (governance's "authenticate" stage): `None` on an open
-/// data plane.
-fn authenticate(
-    gateway: &Gateway,
-    protocol: Protocol,
-    uri: &axum::http::Uri,
-    headers: &HeaderMap,
-    body: &[u8],
-) -> Result<Option<Caller>, ErrorInfo> {
-    let Some(governance) = &gateway.governance else {
-        return Ok(None);
-    };
-    let signed = is_signed(headers);
-    let pairs: Vec<(&str, &[u8])> =
-        if signed { headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect() } else { Vec::new() };
-    let inbound = signed.then(|| Inbound {
-        method: "POST",
-        path: uri.path(),
-        query: uri.query(),
-        headers: &pairs,
-        authority: uri.authority().map(|a| a.as_str()),
-        body,
-    });
-    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound })
 }
 
 /// The vendor fake as an HTTP server: every protocol's upstream path,

@@ -25,16 +25,26 @@ pub enum Verdict {
     Answer(ErrorInfo),
 }
 
+/// A whole answer a stage gives instead of routing (a cache's hit).
+pub type Stored = http::Response<bytes::Bytes>;
+
 /// A concern on the request path. Every point has a default that does
-/// nothing, so a stage implements only the points it joins.
+/// nothing, so a stage implements only the points it joins; a point that
+/// returns `None` allocates nothing.
 pub trait Stage: Send + Sync {
     /// Its name, for logs.
     fn name(&self) -> &'static str;
 
     /// Request policy, after admission and before routing: the stage may
-    /// rewrite the call or end it. `None` (the default) when the stage has
-    /// nothing to do here, so an idle stage allocates nothing.
+    /// rewrite the call or end it.
     fn on_request<'a>(&'a self, call: &'a mut Call) -> Option<StageFuture<'a, Verdict>> {
+        let _ = call;
+        None
+    }
+
+    /// Cache lookup, after request policy: an answer that stands in for
+    /// routing the request at all.
+    fn lookup<'a>(&'a self, call: &'a Call) -> Option<StageFuture<'a, Option<Stored>>> {
         let _ = call;
         None
     }
@@ -43,5 +53,10 @@ pub trait Stage: Send + Sync {
     /// leaves for the caller, whatever produced it.
     fn on_response(&self, call: &Call, head: &mut http::response::Parts) {
         let _ = (call, head);
+    }
+
+    /// Cache store: a whole reply as the caller gets it.
+    fn store(&self, call: &Call, reply: &bytes::Bytes) {
+        let _ = (call, reply);
     }
 }

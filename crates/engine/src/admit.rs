@@ -1,0 +1,55 @@
+//! The admit stage: governance's yes or no before anything is routed. The
+//! key may name the pool (and, with a USD budget, only a pool whose every
+//! reachable lane is priced); what admission reads of the body is read once,
+//! each member named once, and bounded (`Codec::metered`,
+//! `estimate::worst_case`); and every bucket of the key's chain has budget,
+//! rate and concurrency room for that worst case, which is reserved on the
+//! request's record until it settles.
+
+use std::sync::Arc;
+
+use switchyard_ir::{ErrorInfo, ErrorKind};
+use switchyard_state::call::Call;
+use switchyard_state::governance::Denied;
+use switchyard_state::Gateway;
+
+use crate::settle::Record;
+
+/// Governance's admission of a call: its key may name the pool, and its
+/// chain has room for what the request may cost, which is reserved on the
+/// record.
+pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) -> Result<(), Denied> {
+    let Some(governance) = &gateway.governance else {
+        return Ok(());
+    };
+    let codec = gateway.codec(call.ingress);
+    let input = switchyard_governance::estimate::input_tokens(&call.body, codec.media_members());
+    let reservation = match &call.caller {
+        None => None,
+        Some(caller) => {
+            // A lane without a price would serve a budgeted key for free.
+            if let (true, Some(lane)) = (caller.key.budgeted, &gateway.pools[pool].unpriced) {
+                let message = format!(
+                    "`{}` can reach lane `{lane}`, which has no rate_card price, so API key {} (which has a USD budget) may not use it",
+                    call.name, caller.key.record.prefix
+                );
+                return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
+            }
+            // What admission reads is read once, each member named once.
+            let metered = codec.metered(&call.body).map_err(|err| Denied {
+                info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
+                retry_after: None,
+            })?;
+            let estimate = switchyard_governance::estimate::worst_case(
+                input,
+                metered.max_tokens,
+                governance.default_max_tokens,
+                metered.choices,
+                &gateway.pools[pool].price_ceiling,
+            );
+            Some(governance.admit(caller, &call.name, estimate).await?)
+        }
+    };
+    record.admitted(call.caller.clone(), reservation, input);
+    Ok(())
+}

@@ -1,0 +1,370 @@
+//! The attempt stage: the plan's candidates tried in order until one
+//! answers, within the pool's failover bounds (`max_hops` per pool, the
+//! failover deadline over all). Each candidate passes the lane gate
+//! (`lane_gate`: its breaker, the fleet's trial claim, a permit), is sent
+//! the request in its own protocol (`send`), and its answer is judged once
+//! (`switchyard_health`): a success is answered (`reply`), a caller's fault
+//! relayed, anything else tried on the next candidate (only a larger lane
+//! after a context overflow). Failover happens only before the first byte
+//! reaches the caller.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use switchyard_health::{effects, normalize, LaneEffect, RequestEffect, StatusClass};
+use switchyard_ir::Request;
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+use switchyard_telemetry::trace::genai_provider;
+use switchyard_transport::{TransportError, UpstreamResponse};
+use tokio::time::Instant;
+
+use crate::candidate::{candidates, Candidate};
+use crate::disposition::{failure_response, retry_after, Failure, UpstreamFailure};
+use crate::exhausted::{exhausted, Exhaustion};
+use crate::lane_gate::{self, Entry};
+use crate::lane_health::{Health, InFlight};
+use crate::plan::Plan;
+use crate::render::{error_response, ResponseBody, X_SWITCHYARD_ROUTE_POLICY, X_SWITCHYARD_ROUTE_TARGET};
+use crate::send::{collect, prepare, send};
+use crate::settle::Record;
+use crate::{plan, reply, translation};
+
+/// What the tries so far add up to: the failover bounds spent, and why the
+/// last one moved on.
+struct Tries {
+    deadline: Instant,
+    /// Tries per pool (each pool has its own `max_hops`).
+    hops: Vec<(usize, u32)>,
+    /// Lanes tried (a lane in two pools is tried once).
+    tried: Vec<usize>,
+    /// After a context overflow, only lanes larger than this.
+    larger_than: Option<u64>,
+    exhaustion: Exhaustion,
+    /// Why the last try failed over, counted when the next one starts.
+    moved_on: Option<StatusClass>,
+}
+
+impl Tries {
+    fn new(deadline: Instant) -> Tries {
+        Tries {
+            deadline,
+            hops: Vec::new(),
+            tried: Vec::new(),
+            larger_than: None,
+            exhaustion: Exhaustion::default(),
+            moved_on: None,
+        }
+    }
+
+    /// Whether `candidate` is out of bounds: its lane tried already, no
+    /// larger than a lane that overflowed its context, or its pool out of hops.
+    fn skips(&self, gateway: &Gateway, candidate: &Candidate<'_>) -> bool {
+        if self.tried.contains(&candidate.lane_index) {
+            return true;
+        }
+        if self.larger_than.is_some_and(|min| candidate.lane.context_window.is_none_or(|window| window <= min)) {
+            return true;
+        }
+        let pool = candidate.slot.pool;
+        let hops = self.hops.iter().find(|(p, _)| *p == pool).map_or(0, |(_, n)| *n);
+        hops >= gateway.pools[pool].failover.max_hops
+    }
+
+    /// A try on `candidate` starts (`primary`: the pool the caller named).
+    fn start(&mut self, gateway: &Gateway, candidate: &Candidate<'_>, primary: usize) {
+        let pool = candidate.slot.pool;
+        match self.hops.iter_mut().find(|(p, _)| *p == pool) {
+            Some(entry) => entry.1 += 1,
+            None => self.hops.push((pool, 1)),
+        }
+        self.tried.push(candidate.lane_index);
+        if let (Some(cause), Some(metrics)) = (self.moved_on.take(), gateway.metrics()) {
+            metrics.failover(metrics.place(Some(primary), None), cause);
+        }
+    }
+
+    /// Lanes that failed before the one trying now.
+    fn failovers(&self) -> u32 {
+        self.hops.iter().map(|(_, n)| n).sum::<u32>().saturating_sub(1)
+    }
+
+    /// A try failed over for `class`, leaving `failure`.
+    fn moved_on(&mut self, class: StatusClass, failure: Failure) {
+        self.moved_on = Some(class);
+        match (&failure, class) {
+            (Failure::Upstream(_), StatusClass::RateLimited) => self.exhaustion.rate_limited = Some(failure),
+            _ => self.exhaustion.last = Some(failure),
+        }
+    }
+}
+
+/// What one try came to.
+enum Tried {
+    /// The caller's answer.
+    Answered(Response<ResponseBody>),
+    /// It failed over: the next candidate is tried.
+    Next,
+    /// The pool's failover deadline passed.
+    Stop,
+}
+
+/// The request the try is for, as the stages before built it.
+struct Attempting<'a> {
+    call: &'a Call,
+    plan: &'a Plan,
+    started: Instant,
+}
+
+/// Tries the plan's candidates in order until one answers; the honest
+/// exhaustion answer when none does. `translated` caches the call's IR.
+pub(crate) async fn attempt(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    plan: &Plan,
+    translated: &mut Option<Request>,
+    record: &mut Option<Box<Record>>,
+) -> Response<ResponseBody> {
+    let request = Attempting { call, plan, started: Instant::now() };
+    let candidates = match candidates(gateway, call, plan) {
+        Ok(found) => found,
+        Err(info) => return error_response(gateway, call, &info),
+    };
+    let mut tries = Tries::new(plan.deadline);
+    let total = candidates.len();
+    for (position, candidate) in candidates.iter().enumerate() {
+        if Instant::now() >= tries.deadline {
+            tries.exhaustion.deadline = true;
+            break;
+        }
+        if tries.skips(gateway, candidate) {
+            continue;
+        }
+        let others_left = position + 1 < total;
+        let Some(entry) =
+            lane_gate::enter(gateway, candidate, tries.deadline, &mut tries.exhaustion, others_left).await
+        else {
+            continue;
+        };
+        tries.start(gateway, candidate, plan.pool);
+        match try_one(gateway, &request, candidate, entry, translated, &mut tries, record).await {
+            Tried::Answered(response) => return response,
+            Tried::Next => {}
+            Tried::Stop => break,
+        }
+    }
+    exhausted(gateway, call, tries.exhaustion)
+}
+
+/// One try: the request sent to `candidate` in its protocol, within the
+/// failover deadline, and its answer judged.
+async fn try_one(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    entry: Entry,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Tried {
+    let call = request.call;
+    let prepared = match prepare(gateway, call, candidate, translated) {
+        Ok(prepared) => prepared,
+        Err(info) => return Tried::Answered(error_response(gateway, call, &info)),
+    };
+    let dropped_header = prepared.dropped_header.clone();
+    let in_flight = InFlight::new(gateway, candidate.lane_index);
+    let sent = Instant::now();
+    let lane = candidate.lane;
+    let traceparent = record
+        .as_mut()
+        .and_then(|r| r.trace.as_mut())
+        .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol)));
+    // The failover deadline binds an attempt in flight too.
+    let sending = send(gateway, lane, call, candidate.wire_model, prepared, traceparent);
+    let outcome = tokio::time::timeout_at(tries.deadline, sending).await;
+    note_attempt(record, candidate, &outcome, sent, tries.failovers());
+    let Entry { health, mut trial, permit } = entry;
+    match outcome {
+        Err(_) => {
+            // The pool's budget ran out, not necessarily the lane's patience:
+            // no verdict on the lane (the trial guard releases a trial).
+            tracing::warn!(request_id = ?call.request_id, lane = %lane.name, "failover deadline reached mid-attempt");
+            tries.exhaustion.deadline = true;
+            Tried::Stop
+        }
+        Ok(Err(err)) => {
+            let class = match err {
+                TransportError::HeadersTimeout(_) => StatusClass::Timeout,
+                TransportError::Connect(_) | TransportError::Io(_) => StatusClass::Network,
+            };
+            tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
+            health.apply(effects(class, false).0, &err.to_string(), None);
+            trial.settle();
+            if let Some(metrics) = gateway.metrics() {
+                metrics.attempt(candidate.lane_index, Some(class));
+            }
+            tries.moved_on(class, Failure::Transport(err));
+            Tried::Next
+        }
+        Ok(Ok(upstream)) if upstream.status.is_success() => {
+            health.success();
+            trial.settle();
+            let guards = (permit, in_flight);
+            let response = answered(gateway, request, candidate, upstream, sent, guards, health, record).await;
+            Tried::Answered(with_translation(response, dropped_header))
+        }
+        Ok(Ok(upstream)) => {
+            let judged = judge(gateway, call, candidate, upstream, &health, tries).await;
+            if judged.settles_trial {
+                trial.settle();
+            }
+            judged.tried
+        }
+    }
+}
+
+/// Notes a finished attempt on the record (the lane that answered or last
+/// failed, its status, why it moved on) and in its trace.
+fn note_attempt(
+    record: &mut Option<Box<Record>>,
+    candidate: &Candidate<'_>,
+    outcome: &Result<Result<UpstreamResponse, TransportError>, tokio::time::error::Elapsed>,
+    sent: Instant,
+    failovers: u32,
+) {
+    let Some(record) = record.as_mut() else { return };
+    let took = sent.elapsed();
+    record.waited(took);
+    record.serving(candidate.slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
+    let (status, failure) = match outcome {
+        Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
+        Ok(Ok(upstream)) => (upstream.status.as_u16(), Some("upstream_error")),
+        Ok(Err(_)) => (0, Some("unreachable")),
+        Err(_) => (0, Some("deadline")),
+    };
+    record.attempted(candidate.lane_index, status, failure, took);
+    if let Some(trace) = record.trace.as_mut() {
+        trace.end_attempt(status, failure);
+    }
+}
+
+/// A 2xx head: the lane learns its latency and headroom, a session is
+/// pinned to it, and the answer is built, named by the policy that ordered
+/// the candidates.
+#[expect(clippy::too_many_arguments, reason = "a success's every part")]
+async fn answered(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    sent: Instant,
+    guards: reply::Guards,
+    health: Health,
+    record: &mut Option<Box<Record>>,
+) -> Response<ResponseBody> {
+    let (call, plan, lane, slot) = (request.call, request.plan, candidate.lane, candidate.slot);
+    if let Some(metrics) = gateway.metrics() {
+        metrics.attempt(candidate.lane_index, None);
+    }
+    lane.record_latency(sent.elapsed());
+    lane.record_headroom(&upstream.headers);
+    if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
+        plan::pin(gateway, plan.pool, session, slot.member);
+    }
+    let mut response =
+        reply::success(gateway, call, candidate, upstream, guards, health, request.started, record).await;
+    if let Some(policy) = &plan.policy {
+        let headers = response.headers_mut();
+        if let Ok(value) = HeaderValue::try_from(&**policy) {
+            headers.insert(X_SWITCHYARD_ROUTE_POLICY, value);
+        }
+        headers.insert(X_SWITCHYARD_ROUTE_TARGET, candidate.lane_header.clone());
+    }
+    response
+}
+
+fn with_translation(mut response: Response<ResponseBody>, dropped: Option<HeaderValue>) -> Response<ResponseBody> {
+    translation::annotate(response.headers_mut(), dropped);
+    response
+}
+
+/// An upstream error answer, judged.
+struct Judged {
+    tried: Tried,
+    /// The answer was a verdict on the lane (a half-open trial is spent).
+    settles_trial: bool,
+}
+
+/// Reads an upstream's error answer and judges it once: the lane effect
+/// feeds its breaker, the request effect relays it (the caller's own fault)
+/// or fails over (to a larger lane after a context overflow).
+async fn judge(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    health: &Health,
+    tries: &mut Tries,
+) -> Judged {
+    let lane = candidate.lane;
+    let (status, headers) = (upstream.status, upstream.headers);
+    let body = match tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await {
+        Ok(Ok(body)) => body,
+        broken => {
+            let (class, message) = match broken {
+                Ok(Err(err)) => (StatusClass::Network, err),
+                _ => (StatusClass::Timeout, "error body timed out".to_owned()),
+            };
+            health.apply(LaneEffect::Failure, &message, None);
+            tries.moved_on(class, Failure::Transport(TransportError::Io(message)));
+            return Judged { tried: Tried::Next, settles_trial: true };
+        }
+    };
+    let raw = gateway.codec(lane.protocol).extract_error(status.as_u16(), &body);
+    let class =
+        normalize(status.as_u16(), raw.kind, raw.vendor_type.as_deref(), raw.vendor_code.as_deref(), &lane.error_map);
+    let (lane_effect, request_effect) = effects(class, lane.passthrough_credentials);
+    if let Some(metrics) = gateway.metrics() {
+        metrics.attempt(candidate.lane_index, Some(class));
+    }
+    tracing::info!(
+        request_id = ?call.request_id, lane = %lane.name, status = status.as_u16(), class = class.as_str(),
+        message = %raw.message, "upstream error"
+    );
+    health.apply(lane_effect, &format!("{} {}", status.as_u16(), class.as_str()), retry_after(&headers));
+    let failure = upstream_failure(candidate, status, headers, body, raw.to_error_info());
+    let settles_trial = lane_effect != LaneEffect::None;
+    let tried = match request_effect {
+        RequestEffect::Relay => Tried::Answered(failure_response(gateway, call, failure)),
+        RequestEffect::FailoverLarger => {
+            tries.larger_than = Some(lane.context_window.unwrap_or(0).max(tries.larger_than.unwrap_or(0)));
+            tries.moved_on(class, failure);
+            Tried::Next
+        }
+        RequestEffect::Failover => {
+            tries.moved_on(class, failure);
+            Tried::Next
+        }
+    };
+    Judged { tried, settles_trial }
+}
+
+fn upstream_failure(
+    candidate: &Candidate<'_>,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    info: switchyard_ir::ErrorInfo,
+) -> Failure {
+    Failure::Upstream(Box::new(UpstreamFailure {
+        lane_protocol: candidate.lane.protocol,
+        status,
+        headers,
+        body,
+        info,
+        lane_header: candidate.lane_header.clone(),
+        provider_header: candidate.lane.provider_header.clone(),
+    }))
+}

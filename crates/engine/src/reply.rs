@@ -1,0 +1,250 @@
+//! A successful answer on its way back: the response head (the lane that
+//! served, its billing model, the caller's content type), then either the
+//! whole reply (a passthrough's bytes as they came, only `usage` read; or
+//! read and written again in the caller's protocol) or the stream, handed
+//! to the relay (`relay`), which owns the request's record from then on.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use switchyard_codec::tap::UsageTap;
+use switchyard_health::LaneEffect;
+use switchyard_ir::{ErrorInfo, ErrorKind, Usage};
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+use switchyard_transport::{full_body, BoxError, UpstreamResponse};
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::Instant;
+
+use crate::candidate::Candidate;
+use crate::lane_health::{Health, InFlight};
+use crate::relay::{StreamRelay, Tally};
+use crate::render::{
+    common_headers, error_response, internal_error, lane_headers, ResponseBody, SERVER_TIMING, X_SWITCHYARD_BILLING,
+};
+use crate::send::collect;
+use crate::settle::Record;
+
+/// What a successful try holds while its answer is relayed: the lane's
+/// permit and its in-flight count.
+pub(crate) type Guards = (Option<OwnedSemaphorePermit>, InFlight);
+
+/// A successful try's answer: the head, then the whole reply or the stream.
+#[expect(clippy::too_many_arguments, reason = "the one place a success is assembled")]
+pub(crate) async fn success(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    guards: Guards,
+    health: Health,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> Response<ResponseBody> {
+    let lane = candidate.lane;
+    // A stream passes through only in the framing the caller reads (a Gemini
+    // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
+    let same = call.passes_through_to(lane.protocol)
+        && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
+    let mut builder = Response::builder().status(StatusCode::OK);
+    if let Some(headers) = builder.headers_mut() {
+        common_headers(headers, call);
+        lane_headers(headers, &candidate.lane_header, &lane.provider_header);
+        headers.insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
+        let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        if call.stream {
+            headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        }
+    }
+    let body = if call.stream {
+        // A stream's timing so far: the gateway's and the upstream's time to
+        // the response head (its body is still to come).
+        if let (Some(headers), Some(timing)) =
+            (builder.headers_mut(), record.as_deref().and_then(Record::server_timing))
+        {
+            headers.insert(SERVER_TIMING, timing);
+        }
+        stream(gateway, call, candidate, upstream, same, guards, health, started, record)
+    } else {
+        match whole(gateway, call, candidate, upstream, same, started, record).await {
+            Ok(body) => full_body(body),
+            Err(message) => return upstream_broke(gateway, call, candidate, &health, message),
+        }
+    };
+    builder.body(body).unwrap_or_else(|_| internal_error())
+}
+
+/// A whole reply, read within the lane's request timeout: the passthrough's
+/// bytes as they came (only its usage read), or read and written again for
+/// the caller. `Err`: the upstream's body broke after its 2xx head.
+async fn whole(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    same: bool,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> Result<Bytes, String> {
+    let lane = candidate.lane;
+    let reading = Instant::now();
+    let read = tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await;
+    if let Some(record) = record.as_mut() {
+        record.waited(reading.elapsed());
+    }
+    let body = match read {
+        Ok(Ok(body)) => body,
+        broken => {
+            // The upstream took the request and may have done the work.
+            if let Some(record) = record.as_mut() {
+                record.charge_reservation();
+            }
+            return Err(match broken {
+                Ok(Err(err)) => format!("upstream body failed: {err}"),
+                _ => "upstream body timed out".to_owned(),
+            });
+        }
+    };
+    let codec = gateway.codec(lane.protocol);
+    if same {
+        // Passthrough: the bytes go back as they came; only usage is read.
+        let usage = codec.read_usage(&body).unwrap_or_default();
+        log_done(&call.request_id, &lane.name, &usage, started, false);
+        if let Some(record) = record.as_mut() {
+            record.record_usage(usage, false);
+            record.keep_response(&body);
+            record.first_byte();
+            // Only a trace wants the finish reason.
+            if record.trace.is_some() {
+                if let Some(reason) = codec.read_stop_reason(&body) {
+                    record.stop_reason(reason.as_str());
+                }
+            }
+        }
+        crate::cache::store(gateway, call, &body);
+        return Ok(body);
+    }
+    let mut response = codec.read_response(&body).map_err(|err| format!("upstream reply could not be read: {err}"))?;
+    log_done(&call.request_id, &lane.name, &response.usage, started, false);
+    fill_identity(&mut response.id, &mut response.model, &mut response.created, &call.request_id, candidate.wire_model);
+    let out = Bytes::from(gateway.codec(call.ingress).write_response(&response).body);
+    if let Some(record) = record.as_mut() {
+        record.record_usage(response.usage, false);
+        if let Some(reason) = response.stop_reason {
+            record.stop_reason(reason.as_str());
+        }
+        record.first_byte();
+        record.keep_response(&out);
+    }
+    crate::cache::store(gateway, call, &out);
+    Ok(out)
+}
+
+/// The stream's body: a relay that pulls the upstream's frames and yields
+/// the caller's, and settles the record when the stream ends.
+#[expect(clippy::too_many_arguments, reason = "what a relay is built from")]
+fn stream(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    same: bool,
+    guards: Guards,
+    health: Health,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> ResponseBody {
+    let lane = candidate.lane;
+    let codec = gateway.codec(lane.protocol);
+    let relay = StreamRelay {
+        gateway: gateway.clone(),
+        upstream: upstream.body,
+        decoder: if same {
+            Box::new(UsageTap::new(codec.stream_decoder(), call.framing))
+        } else {
+            codec.stream_decoder()
+        },
+        hide: if same && call.hide_usage { codec.stream_usage_filter() } else { None },
+        encoder: if same {
+            None
+        } else {
+            Some(gateway.codec(call.ingress).stream_encoder_for(call.framing, &call.body))
+        },
+        ingress: call.ingress,
+        framing: call.framing,
+        tally: Tally::default(),
+        first_sent: false,
+        events: Vec::new(),
+        idle: lane.timeouts.stream_idle,
+        done: false,
+        health,
+        request_id: call.request_id.clone(),
+        lane: lane.name.clone(),
+        wire_model: candidate.wire_model_arc(),
+        started,
+        pending: None,
+        record: record.take(),
+        delivered_events: 0,
+        _guards: guards,
+    };
+    let stream = futures_util::stream::unfold(relay, |mut relay| async move {
+        let chunk = relay.next_chunk().await?;
+        Some((Ok::<_, BoxError>(http_body::Frame::data(chunk)), relay))
+    });
+    http_body_util::StreamBody::new(stream).boxed_unsync()
+}
+
+/// A 2xx whose body failed: the lane's fault, answered as a 502.
+fn upstream_broke(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    health: &Health,
+    message: String,
+) -> Response<ResponseBody> {
+    health.apply(LaneEffect::Failure, &message, None);
+    let mut response = error_response(gateway, call, &ErrorInfo::new(ErrorKind::Internal, message).with_status(502));
+    lane_headers(response.headers_mut(), &candidate.lane_header, &candidate.lane.provider_header);
+    response
+}
+
+/// Some protocols (Bedrock, Cohere) have no reply id, model or creation
+/// time, and their callers' SDKs need them: the request id, the lane's wire
+/// model and the current time stand in.
+pub(crate) fn fill_identity(
+    id: &mut String,
+    model: &mut String,
+    created: &mut Option<i64>,
+    request_id: &HeaderValue,
+    wire_model: &str,
+) {
+    if model.is_empty() {
+        wire_model.clone_into(model);
+    }
+    if id.is_empty() {
+        *id = format!("sy-{}", request_id.to_str().unwrap_or("reply"));
+    }
+    if created.is_none() {
+        let now = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        *created = i64::try_from(now).ok();
+    }
+}
+
+/// The per-request access line. Debug level: formatting a log line per
+/// request was an eighth of the gateway's CPU on small replies; enable it
+/// with `SWITCHYARD_LOG=info,switchyard_gateway::engine=debug`.
+pub(crate) fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, started: Instant, stream: bool) {
+    tracing::debug!(
+        request_id = ?request_id,
+        lane,
+        stream,
+        input_tokens = usage.input_tokens,
+        output_tokens = usage.output_tokens,
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "request done"
+    );
+}

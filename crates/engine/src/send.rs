@@ -1,0 +1,158 @@
+//! The send step of an attempt: the request made for one lane (the
+//! caller's bytes as they came on a same-protocol hop, but for the model;
+//! else read once into the IR and written in the lane's protocol with its
+//! capabilities, what was dropped reported or refused), sent with the
+//! lane's own credentials (never the caller's, unless the provider passes
+//! them through), or answered in-process on a `mock://` lane.
+
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Uri};
+use switchyard_codec::{scan, Credentials, Outbound};
+use switchyard_config::Endpoint;
+use switchyard_ir::{ErrorInfo, ErrorKind, Request};
+use switchyard_state::call::Call;
+use switchyard_state::{Gateway, Lane};
+use switchyard_transport::{mock, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
+
+use crate::candidate::Candidate;
+use crate::render::{TRACEPARENT, X_REQUEST_ID};
+use crate::translation;
+
+/// Largest upstream body read whole (non-streamed replies and error bodies).
+pub(crate) const MAX_UPSTREAM_BODY: usize = 64 << 20;
+
+/// The upstream body and what was dropped translating it.
+pub(crate) struct Prepared {
+    pub(crate) body: Bytes,
+    /// The `x-switchyard-dropped` value, when something was.
+    pub(crate) dropped_header: Option<HeaderValue>,
+}
+
+pub(crate) fn prepare(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    translated: &mut Option<Request>,
+) -> Result<Prepared, ErrorInfo> {
+    let lane = candidate.lane;
+    if call.passes_through_to(lane.protocol) {
+        // Same protocol: the bytes go as they came, but for the model.
+        let body = match &call.model_span {
+            Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(candidate.wire_model.as_bytes()) => {
+                Bytes::from(scan::splice_model(&call.body, span.clone(), candidate.wire_model))
+            }
+            _ => call.body.clone(),
+        };
+        let body = match call.hide_usage {
+            true => gateway.codec(lane.protocol).request_stream_usage(&body).map_or(body, Bytes::from),
+            false => body,
+        };
+        return Ok(Prepared { body, dropped_header: None });
+    }
+    if translated.is_none() {
+        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
+        request.stream = call.stream;
+        *translated = Some(request);
+    }
+    let Some(request) = translated.as_mut() else {
+        return Err(ErrorInfo::new(ErrorKind::Internal, "request was not translated"));
+    };
+    candidate.wire_model.clone_into(&mut request.model);
+    let encoded =
+        gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    if let Some(metrics) = gateway.metrics() {
+        metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
+    }
+    let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
+    Ok(Prepared { body: Bytes::from(encoded.body), dropped_header })
+}
+
+pub(crate) async fn send(
+    gateway: &Gateway,
+    lane: &Lane,
+    call: &Call,
+    wire_model: &str,
+    prepared: Prepared,
+    traceparent: Option<HeaderValue>,
+) -> Result<UpstreamResponse, TransportError> {
+    let outbound = Outgoing {
+        wire_model,
+        stream: call.stream,
+        request_id: &call.request_id,
+        caller_key: call.caller_key(),
+        traceparent,
+    };
+    send_to_lane(gateway, lane, outbound, prepared.body).await
+}
+
+/// What an upstream call needs besides the lane and the body.
+pub(crate) struct Outgoing<'a> {
+    pub(crate) wire_model: &'a str,
+    pub(crate) stream: bool,
+    pub(crate) request_id: &'a HeaderValue,
+    pub(crate) caller_key: Option<&'a str>,
+    /// The attempt span's W3C trace context, when the request is traced.
+    pub(crate) traceparent: Option<HeaderValue>,
+}
+
+pub(crate) async fn send_to_lane(
+    gateway: &Gateway,
+    lane: &Lane,
+    out: Outgoing<'_>,
+    body: Bytes,
+) -> Result<UpstreamResponse, TransportError> {
+    let codec = gateway.codec(lane.protocol);
+    match &lane.endpoint {
+        Endpoint::Mock => {
+            let path_model = codec.model_in_path().then_some(out.wire_model);
+            Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
+        }
+        Endpoint::Http(base) => {
+            let url = format!("{base}{}", codec.upstream_path(out.wire_model, out.stream));
+            let uri: Uri = url.parse().map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
+            let mut headers = HeaderMap::with_capacity(8);
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.insert(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
+            );
+            headers.insert(X_REQUEST_ID, out.request_id.clone());
+            if let Some(traceparent) = out.traceparent {
+                headers.insert(TRACEPARENT, traceparent);
+            }
+            if out.stream {
+                headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
+            }
+            // The operator's headers may replace the defaults above (a
+            // user agent); config refuses the ones that carry credentials
+            // or framing, which the codec and transport own.
+            for (name, value) in &lane.extra_headers {
+                headers.insert(name.clone(), value.clone());
+            }
+            match &lane.static_auth {
+                Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),
+                None => {
+                    let caller;
+                    let credentials = if lane.passthrough_credentials {
+                        caller = out.caller_key.map_or(Credentials::None, |key| Credentials::ApiKey(key.to_owned()));
+                        &caller
+                    } else {
+                        &lane.credentials
+                    };
+                    let signing = Outbound { method: "POST", url: &url, body: &body, time: SystemTime::now() };
+                    let auth = codec
+                        .auth_headers(credentials, &signing)
+                        .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
+                    headers.extend(auth);
+                }
+            }
+            lane.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
+        }
+    }
+}
+
+pub(crate) async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
+    switchyard_transport::collect_limited(body, MAX_UPSTREAM_BODY).await.map_err(|err| err.to_string())
+}
