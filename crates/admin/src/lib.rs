@@ -8,6 +8,10 @@
 
 pub mod api;
 pub mod console;
+pub mod groups;
+pub mod keys;
+pub mod operations;
+pub mod reports;
 pub mod sampler;
 pub mod scrape;
 pub mod stats;

@@ -10,27 +10,28 @@
 //! it is settled to what the request really cost (or released when it cost
 //! nothing).
 
+pub mod admission;
+pub mod authenticate;
 pub mod ledger;
+mod metrics;
 
 /// Maps on the admission path hash with foldhash: their keys are key
 /// hashes and ids the gateway made, and SipHash cost more than the lookup.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use switchyard_config::{AuthMode, Config};
-use switchyard_governance::key::{looks_like_key, KeyState};
 use switchyard_governance::money::Price;
-use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
-use switchyard_governance::{
-    Actual, BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Refusal, RefusalKind, Reservation,
-};
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_governance::{BucketId, BucketSpec, Governor, KeyHash, KeyRecord, Reservation};
 use switchyard_store::{GroupRecord, SpendBy, StoreError, Stores, TotalsQuery};
 
+pub use admission::Denied;
+pub use authenticate::{Presented, Refused};
 use ledger::{LedgerQueue, LedgerWriter};
+pub use metrics::encode_metrics;
 
 /// Milliseconds since the Unix epoch (the governance clock).
 pub fn now_ms() -> u64 {
@@ -72,59 +73,6 @@ pub struct Caller {
 pub struct GovernanceStats {
     /// Refusals by reason, indexed by [`Refused::index`].
     pub refused: [AtomicU64; Refused::ALL.len()],
-}
-
-/// Why governance turned a request away (a bounded label set).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refused {
-    /// No key presented.
-    MissingKey,
-    /// A key nobody issued, or a bad signature.
-    InvalidKey,
-    /// Past its expiry.
-    ExpiredKey,
-    /// Revoked.
-    RevokedKey,
-    /// The key may not name the pool.
-    PoolNotAllowed,
-    /// A budget on the chain is spent.
-    Budget,
-    /// Requests or tokens per minute.
-    Rate,
-    /// Requests in flight.
-    Concurrency,
-}
-
-impl Refused {
-    /// Every reason, in counter order.
-    pub const ALL: [Refused; 8] = [
-        Refused::MissingKey,
-        Refused::InvalidKey,
-        Refused::ExpiredKey,
-        Refused::RevokedKey,
-        Refused::PoolNotAllowed,
-        Refused::Budget,
-        Refused::Rate,
-        Refused::Concurrency,
-    ];
-
-    /// The label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Refused::MissingKey => "missing_key",
-            Refused::InvalidKey => "invalid_key",
-            Refused::ExpiredKey => "expired_key",
-            Refused::RevokedKey => "revoked_key",
-            Refused::PoolNotAllowed => "pool_not_allowed",
-            Refused::Budget => "budget",
-            Refused::Rate => "rate",
-            Refused::Concurrency => "concurrency",
-        }
-    }
-
-    fn index(self) -> usize {
-        Refused::ALL.iter().position(|r| *r == self).unwrap_or(0)
-    }
 }
 
 /// Why governance could not start.
@@ -482,218 +430,6 @@ impl Governance {
         Ok(())
     }
 
-    /// A SigV4 refusal, with the AWS error type as its code.
-    fn sigv4_refusal(&self, err: &SigV4Error) -> ErrorInfo {
-        let code = match err {
-            SigV4Error::UnknownAccessKey => "UnrecognizedClientException",
-            SigV4Error::Missing | SigV4Error::Malformed(_) => "IncompleteSignatureException",
-            SigV4Error::Stale(_) | SigV4Error::BodyHash | SigV4Error::Signature => "InvalidSignatureException",
-        };
-        let mut info = ErrorInfo::new(ErrorKind::Authentication, err.to_string());
-        info.code = Some(code.to_owned());
-        self.refuse(Refused::InvalidKey, info)
-    }
-
-    fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
-        self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
-        info
-    }
-
-    /// Who is calling. `None` on an open data plane; an error (in the
-    /// caller's protocol once rendered) when keys are required and the
-    /// request carries none that is valid.
-    pub fn authenticate(&self, request: &Presented<'_>) -> Result<Option<Caller>, ErrorInfo> {
-        if self.mode == AuthMode::Open {
-            return Ok(None);
-        }
-        let index = self.keys.load();
-        let key = match request.credential() {
-            Credential::None => {
-                let hint = match request.protocol {
-                    Protocol::Anthropic => "x-api-key",
-                    Protocol::Gemini => "x-goog-api-key (or ?key=)",
-                    Protocol::Bedrock => "a SigV4 signature made with the AWS key pair minted for your key",
-                    Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
-                };
-                let message = format!("no API key: send your Switchyard key as {hint}");
-                return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
-            }
-            Credential::Key(secret) => {
-                let invalid = || {
-                    let message = if looks_like_key(secret) {
-                        "invalid API key"
-                    } else {
-                        "invalid API key: this gateway takes Switchyard keys (sy-...), not a vendor's"
-                    };
-                    self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message))
-                };
-                let hash = KeyHash::of(secret);
-                let key = index.by_hash.get(&hash).ok_or_else(invalid)?;
-                if !key.record.hash.matches(&hash) {
-                    return Err(invalid());
-                }
-                key.clone()
-            }
-            Credential::SigV4 => {
-                let inbound = request.inbound.as_ref().ok_or_else(|| {
-                    ErrorInfo::new(ErrorKind::Authentication, "a signed request needs its body and path")
-                })?;
-                let mut found = None;
-                let verified = sigv4::verify(
-                    inbound,
-                    |access_key_id| {
-                        let key = index.by_aws.get(access_key_id)?;
-                        found = Some(key.clone());
-                        key.record.aws.as_ref().map(|aws| aws.secret_access_key.clone())
-                    },
-                    (now_ms() / 1000) as i64,
-                );
-                match (verified, found) {
-                    (Ok(_), Some(key)) => key,
-                    (Ok(_), None) => return Err(self.sigv4_refusal(&SigV4Error::UnknownAccessKey)),
-                    (Err(err), _) => return Err(self.sigv4_refusal(&err)),
-                }
-            }
-        };
-        match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller { key })),
-            KeyState::Expired => Err(self.refuse(
-                Refused::ExpiredKey,
-                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),
-            )),
-            KeyState::Revoked => Err(self.refuse(
-                Refused::RevokedKey,
-                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has been revoked", key.record.prefix)),
-            )),
-        }
-    }
-
-    /// Admits a call from `caller` naming `pool` that may cost `estimate`:
-    /// the pool allow-list, then budgets, then rate and concurrency limits.
-    pub async fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Hold, Denied> {
-        if !caller.key.record.may_use(pool) {
-            let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
-            let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
-            return Err(Denied { info, retry_after: None });
-        }
-        let now = now_ms();
-        let chain = &caller.key.chain;
-        let mut hold = 0;
-        if let Some(fleet) = &self.fleet {
-            let keys = &caller.key.fleet_keys;
-            hold = fleet.new_hold();
-            let buckets = self.shared_buckets(chain, now, true);
-            match fleet.admit(keys, chain, &buckets, estimate, hold, now).await {
-                Ok(switchyard_fleet::counters::Admitted::Held(hold)) => {
-                    let reservation = Reservation { chain: chain.clone(), estimate };
-                    return Ok(Hold { reservation, in_fleet: true, hold, fleet_keys: keys.clone() });
-                }
-                Ok(switchyard_fleet::counters::Admitted::Refused(refusal)) => return Err(self.refusal_error(&refusal)),
-                // Redis away, or a script refusing this one request: the
-                // operator's choice decides for this request (only an
-                // outage marks Redis away for the others).
-                Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
-                    let info = ErrorInfo::new(
-                        ErrorKind::Unavailable,
-                        "budgets and rate limits cannot be checked right now (their store is unreachable); retry shortly",
-                    )
-                    .with_status(503);
-                    return Err(Denied { info, retry_after: Some(1) });
-                }
-                // Fail open: this instance's own counters decide meanwhile.
-                Err(_) => {
-                    fleet.local_admissions.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }
-        match self.governor().admit(chain, estimate, now) {
-            Ok(reservation) => {
-                Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: caller.key.fleet_keys.clone() })
-            }
-            Err(refusal) => Err(self.refusal_error(&refusal)),
-        }
-    }
-
-    /// The chain's buckets as the fleet's scripts take them: this
-    /// instance's specs (from the shared store) and, for a bucket Redis has
-    /// never seen, the spend the ledger holds for its window.
-    /// (A settlement takes no seed: only an admission can meet a bucket
-    /// Redis has never seen.)
-    fn shared_buckets(
-        &self,
-        chain: &[BucketId],
-        now: u64,
-        seed: bool,
-    ) -> Vec<switchyard_governance::fleet::SharedBucket> {
-        let mut governor = self.governor();
-        chain
-            .iter()
-            .map(|id| switchyard_governance::fleet::SharedBucket {
-                spec: governor.spec(id),
-                seed_spent: if seed { governor.spent(id, now).unwrap_or(0) } else { 0 },
-            })
-            .collect()
-    }
-
-    fn refusal_error(&self, refusal: &Refusal) -> Denied {
-        let message = refusal.to_string();
-        let (why, kind, retry_in_ms) = match refusal.kind {
-            RefusalKind::Budget { retry_in_ms } => (Refused::Budget, ErrorKind::QuotaExceeded, retry_in_ms),
-            RefusalKind::Requests { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, Some(retry_in_ms)),
-            RefusalKind::Tokens { retry_in_ms } => (Refused::Rate, ErrorKind::RateLimit, retry_in_ms),
-            RefusalKind::Concurrency => (Refused::Concurrency, ErrorKind::RateLimit, Some(1000)),
-        };
-        let mut info = ErrorInfo::new(kind, message);
-        if kind == ErrorKind::QuotaExceeded {
-            info.code = Some("insufficient_quota".to_owned());
-        }
-        Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)) }
-    }
-
-    /// Settles a hold to what the request cost (nothing: a release). In a
-    /// fleet the shared counters are settled in the background, and what a
-    /// request admitted locally while Redis was away cost is added there too.
-    pub fn settle(&self, hold: &Hold, tokens: u64, cost: u64) {
-        let now = now_ms();
-        if !hold.in_fleet {
-            self.governor().settle(&hold.reservation, Actual { tokens, cost }, now);
-        }
-        if let Some(fleet) = &self.fleet {
-            let chain = &hold.reservation.chain;
-            let buckets = self.shared_buckets(chain, now, false);
-            let settlement = fleet.settlement(
-                &hold.fleet_keys,
-                &buckets,
-                hold.hold,
-                hold.reservation.estimate,
-                cost,
-                tokens,
-                hold.in_fleet,
-                now,
-            );
-            fleet.settle(hold.hold, settlement);
-        }
-    }
-
-    /// A bucket's live figures.
-    pub fn bucket(&self, id: &BucketId) -> Option<switchyard_governance::admission::BucketView> {
-        self.governor().view(id, now_ms())
-    }
-
-    /// The least budget left on a caller's chain (USD), and the least rate
-    /// headroom (a share), for routing signals.
-    pub fn headroom(&self, caller: &Caller) -> (Option<f64>, Option<f64>) {
-        let now = now_ms();
-        let mut governor = self.governor();
-        let budget = governor.budget_left(&caller.key.chain, now).map(switchyard_governance::money::usd);
-        (budget, governor.rate_headroom(&caller.key.chain, now))
-    }
-
-    /// Reservations outstanding, in USD.
-    pub fn reserved_usd(&self) -> f64 {
-        switchyard_governance::money::usd(self.governor().reserved_total())
-    }
-
     /// A key by id, from the cache.
     pub fn key(&self, id: &str) -> Option<Arc<CachedKey>> {
         self.keys.load().by_id.get(id).cloned()
@@ -703,155 +439,4 @@ impl Governance {
     pub fn key_count(&self) -> usize {
         self.keys.load().by_id.len()
     }
-}
-
-/// A refusal at admission: the error, and when to retry (seconds).
-#[derive(Debug, Clone)]
-pub struct Denied {
-    /// The error for the caller.
-    pub info: ErrorInfo,
-    /// `Retry-After`, when waiting helps.
-    pub retry_after: Option<u64>,
-}
-
-/// What a request presents to authenticate.
-pub struct Presented<'a> {
-    /// The caller's protocol (for the hint in a refusal).
-    pub protocol: Protocol,
-    /// Its headers.
-    pub headers: &'a http::HeaderMap,
-    /// Its query string.
-    pub query: Option<&'a str>,
-    /// What a SigV4 check needs, when the request is signed.
-    pub inbound: Option<Inbound<'a>>,
-}
-
-enum Credential<'a> {
-    None,
-    Key(&'a str),
-    SigV4,
-}
-
-impl Presented<'_> {
-    fn credential(&self) -> Credential<'_> {
-        if let Some(value) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
-            if value.starts_with("AWS4-HMAC-SHA256") {
-                return Credential::SigV4;
-            }
-            if let Some(token) = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")) {
-                return Credential::Key(token.trim());
-            }
-        }
-        for name in ["x-api-key", "x-goog-api-key"] {
-            if let Some(value) = self.headers.get(name).and_then(|v| v.to_str().ok()) {
-                return Credential::Key(value.trim());
-            }
-        }
-        if let Some(query) = self.query {
-            if let Some(key) = query.split('&').find_map(|pair| pair.strip_prefix("key=")) {
-                return Credential::Key(key);
-            }
-        }
-        Credential::None
-    }
-}
-
-/// Governance's series for `/metrics`: refusals by reason, spend by key and
-/// group in their current budget windows, reservations outstanding, and the
-/// ledger queue and writer.
-pub fn encode_metrics(
-    governance: &Governance,
-    e: &mut prometheus_client::encoding::DescriptorEncoder,
-) -> Result<(), std::fmt::Error> {
-    use switchyard_telemetry::encode::{encode_counters, encode_gauges};
-    encode_counters(
-        e,
-        "switchyard_governance_refusals",
-        "Requests governance refused, by reason.",
-        Refused::ALL.iter().enumerate().map(|(index, why)| {
-            (vec![("reason", why.as_str())], governance.stats.refused[index].load(Ordering::Relaxed))
-        }),
-    )?;
-    let now = now_ms();
-    let keys: Vec<Arc<CachedKey>> = governance.keys.load().by_id.values().cloned().collect();
-    let key_spend: Vec<(Arc<CachedKey>, f64)> = keys
-        .into_iter()
-        .filter_map(|key| {
-            let view = governance.governor().view(&BucketId::Key(key.id.clone()), now)?;
-            (view.spent > 0).then(|| (key, switchyard_governance::money::usd(view.spent)))
-        })
-        .collect();
-    encode_gauges(
-        e,
-        "switchyard_key_spend_usd",
-        "Spend of each key in its budget's current window (USD, derived from tokens at today's prices).",
-        key_spend.iter().map(|(key, usd)| (vec![("key", &*key.id)], *usd)),
-    )?;
-    let groups = governance.groups();
-    let group_spend: Vec<(&str, f64)> = groups
-        .iter()
-        .filter_map(|group| {
-            let view = governance.governor().view(&BucketId::Group(Arc::from(group.name.as_str())), now)?;
-            (view.spent > 0).then(|| (group.name.as_str(), switchyard_governance::money::usd(view.spent)))
-        })
-        .collect();
-    encode_gauges(
-        e,
-        "switchyard_group_spend_usd",
-        "Spend of each group's subtree in its budget's current window (USD).",
-        group_spend.iter().map(|(name, usd)| (vec![("group", *name)], *usd)),
-    )?;
-    encode_gauges(
-        e,
-        "switchyard_reservations_usd",
-        "Budget reserved by requests in flight, summed over every bucket (USD).",
-        std::iter::once((Vec::new(), governance.reserved_usd())),
-    )?;
-    if let Some(fleet) = &governance.fleet {
-        encode_gauges(
-            e,
-            "switchyard_fleet_redis_up",
-            "1 when the fleet's Redis answered the last call, else 0 (admission follows storage.on_redis_error).",
-            std::iter::once((Vec::new(), if fleet.up.load(Ordering::Relaxed) { 1.0 } else { 0.0 })),
-        )?;
-        encode_counters(
-            e,
-            "switchyard_fleet_local_admissions",
-            "Requests admitted on this instance's own counters while Redis was away (fail_open).",
-            std::iter::once((Vec::new(), fleet.local_admissions.load(Ordering::Relaxed))),
-        )?;
-        encode_gauges(
-            e,
-            "switchyard_fleet_pending_settlements",
-            "Settlements waiting for Redis to come back.",
-            std::iter::once((Vec::new(), fleet.pending() as f64)),
-        )?;
-    }
-    if let Some(queue) = &governance.ledger {
-        encode_gauges(
-            e,
-            "switchyard_ledger_queue_depth",
-            "Ledger rows waiting to be written.",
-            std::iter::once((Vec::new(), queue.depth() as f64)),
-        )?;
-        encode_counters(
-            e,
-            "switchyard_ledger_rows_written",
-            "Ledger rows written to the store.",
-            std::iter::once((Vec::new(), queue.stats.written.load(Ordering::Relaxed))),
-        )?;
-        encode_counters(
-            e,
-            "switchyard_ledger_queue_full",
-            "Settlements that waited because the ledger queue was full.",
-            std::iter::once((Vec::new(), queue.stats.queue_full.load(Ordering::Relaxed))),
-        )?;
-        encode_counters(
-            e,
-            "switchyard_ledger_write_errors",
-            "Failed ledger writes (retried).",
-            std::iter::once((Vec::new(), queue.stats.write_errors.load(Ordering::Relaxed))),
-        )?;
-    }
-    Ok(())
 }

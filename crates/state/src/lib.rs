@@ -13,24 +13,21 @@
 pub mod audit;
 pub mod call;
 pub mod governance;
+mod lane;
+mod pool;
 pub mod sessions;
 pub mod sign_ins;
 pub mod stage;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use http::{HeaderName, HeaderValue};
-use switchyard_codec::{Codec, Credentials};
-use switchyard_config::{
-    Adhoc, Affinity, Billing, BreakerPolicy, Config, Endpoint, ErrorMap, Failover, Strategy, Timeouts,
-};
+use switchyard_codec::Codec;
+use switchyard_config::{Adhoc, BreakerPolicy, Config, Failover};
 use switchyard_governance::money::Price;
-use switchyard_health::Breaker;
 use switchyard_ir::Protocol;
-use switchyard_route::SmoothWeighted;
 use tokio::sync::Semaphore;
 
 use crate::sessions::{SessionTable, MAX_SESSIONS};
@@ -45,254 +42,9 @@ pub struct Peer(pub std::net::IpAddr);
 /// depends only on the codec contract, never on the six implementations).
 pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
 
-/// A lane: one model on one provider, as the engine uses it.
-pub struct Lane {
-    /// Config name of the model.
-    pub name: Arc<str>,
-    /// Config name of its provider.
-    pub provider: Arc<str>,
-    /// Index of the provider in `config.providers`.
-    pub provider_index: usize,
-    /// The provider's protocol.
-    pub protocol: Protocol,
-    /// The model sent upstream.
-    pub wire_model: Arc<str>,
-    /// Where the provider is.
-    pub endpoint: Endpoint,
-    /// How calls are signed.
-    pub credentials: Credentials,
-    /// Auth headers computed once, for schemes that do not sign per request.
-    pub static_auth: Option<Vec<(HeaderName, HeaderValue)>>,
-    /// The provider's configured extra headers (`providers.<p>.headers`).
-    pub extra_headers: Vec<(HeaderName, HeaderValue)>,
-    /// The caller's credentials go upstream instead of the lane's.
-    pub passthrough_credentials: bool,
-    /// Vendor error codes mapped to failure classes.
-    pub error_map: ErrorMap,
-    /// Concurrency cap, when configured.
-    pub permits: Option<Arc<Semaphore>>,
-    /// The cap, for `/stats`.
-    pub max_concurrent: Option<u32>,
-    /// Context window in tokens, when known.
-    pub context_window: Option<u64>,
-    /// Upstream timeouts.
-    pub timeouts: Timeouts,
-    /// Billing model.
-    pub billing: Billing,
-    /// Pre-built `x-switchyard-lane` value.
-    pub lane_header: HeaderValue,
-    /// Pre-built `x-switchyard-provider` value.
-    pub provider_header: HeaderValue,
-    /// Requests in flight on this lane.
-    pub in_flight: AtomicU64,
-    /// Rolling latency to response headers in ms, as `f64` bits (0 = none yet).
-    pub latency_ewma: AtomicU64,
-    /// Free-form labels.
-    pub tags: Vec<Arc<str>>,
-    /// Free-form size label.
-    pub tier: Option<Arc<str>>,
-    /// The transport that reaches this lane's provider.
-    pub transport: Arc<dyn Transport>,
-    /// A lane of the ad-hoc route (`provider/model` or `provider/*`).
-    pub adhoc: bool,
-    /// An ad-hoc lane open to any wire model: the caller's path names it.
-    pub any_wire_model: bool,
-    /// Its rate-card prices, when priced.
-    pub price: Option<Price>,
-    /// The share of its upstream rate limit left, as the upstream's own
-    /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
-    pub upstream_headroom: AtomicU64,
-    /// Whether anything reads the headroom (a `usage` strategy or a gate).
-    pub reads_headroom: bool,
-}
-
-/// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
-const RATE_HEADERS: [(HeaderName, HeaderName); 4] = [
-    (HeaderName::from_static("x-ratelimit-remaining-requests"), HeaderName::from_static("x-ratelimit-limit-requests")),
-    (HeaderName::from_static("x-ratelimit-remaining-tokens"), HeaderName::from_static("x-ratelimit-limit-tokens")),
-    (
-        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-requests-limit"),
-    ),
-    (
-        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-tokens-limit"),
-    ),
-];
-
-impl Lane {
-    /// The share of its upstream rate limit left, when the upstream says.
-    pub fn upstream_headroom(&self) -> Option<f64> {
-        let bits = self.upstream_headroom.load(Ordering::Relaxed);
-        (bits != u64::MAX).then(|| f64::from_bits(bits))
-    }
-
-    /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
-    /// Anthropic's `anthropic-ratelimit-*`): the least share left.
-    pub fn record_headroom(&self, headers: &http::HeaderMap) {
-        if !self.reads_headroom {
-            return;
-        }
-        let number = |name: &HeaderName| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-        let least = RATE_HEADERS
-            .iter()
-            .filter_map(|(remaining, limit)| {
-                let (remaining, limit) = (number(remaining)?, number(limit)?);
-                (limit > 0.0).then(|| (remaining / limit).clamp(0.0, 1.0))
-            })
-            .reduce(f64::min);
-        if let Some(share) = least {
-            self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
-        }
-    }
-
-    /// Weight of the newest sample in the latency average.
-    const EWMA_ALPHA: f64 = 0.3;
-
-    /// The rolling latency, once measured.
-    pub fn latency_ms(&self) -> Option<f64> {
-        let bits = self.latency_ewma.load(Ordering::Relaxed);
-        (bits != 0).then(|| f64::from_bits(bits))
-    }
-
-    /// Folds a new latency sample into the rolling average.
-    pub fn record_latency(&self, sample: Duration) {
-        let sample = sample.as_secs_f64() * 1000.0;
-        // A lost race only drops one sample from the average: no CAS loop needed.
-        let next = match self.latency_ms() {
-            None => sample,
-            Some(average) => average + Lane::EWMA_ALPHA * (sample - average),
-        };
-        self.latency_ewma.store(next.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
-    }
-}
-
-/// Per (pool, lane) counters for `/stats`.
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Successful responses.
-    pub ok: AtomicU64,
-    /// Failures that counted against the lane.
-    pub upstream_failures: AtomicU64,
-    /// Errors that were the caller's.
-    pub client_faults: AtomicU64,
-    /// Upstream rate limits (the lane rested; not failures).
-    pub rate_limited: AtomicU64,
-}
-
-impl Counters {
-    /// Adds one to `counter`.
-    pub fn bump(counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Carries `before`'s counts over (a config reload).
-    fn copy_from(&self, before: &Counters) {
-        for (to, from) in [
-            (&self.ok, &before.ok),
-            (&self.upstream_failures, &before.upstream_failures),
-            (&self.client_faults, &before.client_faults),
-            (&self.rate_limited, &before.rate_limited),
-        ] {
-            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-    }
-}
-
-/// A pool's routing state.
-pub struct PoolState {
-    /// Config name (a model's name for implicit pools).
-    pub name: Arc<str>,
-    /// True for the one-member pool of a model named directly.
-    pub implicit: bool,
-    /// Lane index of each member.
-    pub members: Vec<usize>,
-    /// Weight of each member.
-    pub weights: Vec<u32>,
-    /// Failover bounds.
-    pub failover: Failover,
-    /// Fallback pools (indexes).
-    pub fallback: Vec<usize>,
-    /// How long to wait for a permit when every member is at its cap.
-    pub queue_timeout: Duration,
-    /// One breaker per member; locks are held briefly, never across `.await`.
-    pub breakers: Vec<Mutex<Breaker>>,
-    /// The breakers' tuning.
-    pub policy: BreakerPolicy,
-    /// One set of counters per member.
-    pub counters: Vec<Counters>,
-    /// SWRR state; the lock is held only for the pick.
-    pub weighted: Mutex<SmoothWeighted>,
-    /// Ordering strategy.
-    pub strategy: Strategy,
-    /// The pool's own gates (indexes into `config.hooks`).
-    pub gates: Vec<usize>,
-    /// Session affinity settings.
-    pub affinity: Option<Affinity>,
-    /// Session pins (empty without affinity).
-    pub sessions: Arc<SessionTable>,
-    /// Routing counters per policy.
-    pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
-    /// Sessions moved off their pinned lane.
-    pub affinity_switches: AtomicU64,
-    /// The dearest prices among the lanes a request may reach through this
-    /// pool (fallbacks included): what admission reserves at.
-    pub price_ceiling: Price,
-    /// A lane the pool may reach that has no price: a key with a USD
-    /// budget cannot use the pool (what that lane serves would cost nothing).
-    pub unpriced: Option<Arc<str>>,
-}
-
-/// Per-policy routing counters of a pool.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct RouteCounters {
-    /// Requests ordered by this policy.
-    pub selections: u64,
-    /// Requests the policy rejected.
-    pub rejections: u64,
-}
-
-impl PoolState {
-    /// A pool with the weighted floor, no gates and default affinity.
-    #[expect(clippy::too_many_arguments, reason = "one constructor for configured and implicit pools")]
-    fn new(
-        name: Arc<str>,
-        implicit: bool,
-        members: Vec<(usize, u32)>,
-        failover: Failover,
-        fallback: Vec<usize>,
-        policy: BreakerPolicy,
-        queue_timeout: Duration,
-        epoch: Instant,
-    ) -> PoolState {
-        PoolState {
-            name,
-            implicit,
-            weights: members.iter().map(|m| m.1).collect(),
-            breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
-            policy,
-            counters: members.iter().map(|_| Counters::default()).collect(),
-            weighted: Mutex::new(SmoothWeighted::new(members.len())),
-            members: members.iter().map(|m| m.0).collect(),
-            failover,
-            fallback,
-            queue_timeout,
-            strategy: Strategy::Weighted,
-            gates: Vec::new(),
-            affinity: None,
-            sessions: Arc::new(SessionTable::new(Duration::ZERO, 1)),
-            routing: Mutex::new(HashMap::new()),
-            affinity_switches: AtomicU64::new(0),
-            price_ceiling: Price::default(),
-            unpriced: None,
-        }
-    }
-
-    /// The breaker of member `member`.
-    pub fn breaker(&self, member: usize) -> MutexGuard<'_, Breaker> {
-        self.breakers[member].lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
+use lane::build_lane;
+pub use lane::{Counters, Lane};
+pub use pool::{PoolState, RouteCounters};
 
 /// Everything the request path reads, built once.
 pub struct Gateway {
@@ -695,72 +447,4 @@ fn gate_chain(config: &Config, own: &[usize]) -> Vec<usize> {
     let mut chain: Vec<usize> = config.global_hooks.iter().chain(own).copied().collect();
     chain.sort_by_key(|&hook| (config.hooks[hook].priority, !config.hooks[hook].global));
     chain
-}
-
-/// A lane on provider `provider` named `name`, with no model-specific settings yet.
-fn build_lane(
-    config: &Config,
-    provider_index: usize,
-    name: &Arc<str>,
-    codecs: CodecFor,
-    transport: Arc<dyn Transport>,
-) -> Result<Lane, BuildError> {
-    let provider = &config.providers[provider_index];
-    let credentials = provider.auth.clone();
-    let mut extra_headers = Vec::with_capacity(provider.headers.len());
-    for (name, value) in &provider.headers {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::HeaderName(name.clone()))?;
-        let value = HeaderValue::from_str(value).map_err(|_| BuildError::HeaderName(name.to_string()))?;
-        extra_headers.push((name, value));
-    }
-    // Static schemes are computed once; SigV4 and caller keys sign every request.
-    let static_auth = if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
-        None
-    } else {
-        let outbound = switchyard_codec::Outbound { method: "POST", url: "", body: &[], time: std::time::UNIX_EPOCH };
-        Some(
-            codecs(provider.protocol)
-                .auth_headers(&credentials, &outbound)
-                .map_err(|source| BuildError::Credentials { model: name.to_string(), source })?,
-        )
-    };
-    let header = |text: &str| HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()));
-    Ok(Lane {
-        name: name.clone(),
-        provider: provider.name.clone(),
-        provider_index,
-        protocol: provider.protocol,
-        wire_model: name.clone(),
-        endpoint: provider.endpoint.clone(),
-        credentials,
-        static_auth,
-        extra_headers,
-        passthrough_credentials: provider.passthrough_credentials,
-        error_map: provider.error_map.clone(),
-        permits: None,
-        max_concurrent: None,
-        context_window: None,
-        timeouts: provider.timeouts,
-        billing: Billing::PayAsYouGo,
-        lane_header: header(name)?,
-        provider_header: header(&provider.name)?,
-        in_flight: AtomicU64::new(0),
-        latency_ewma: AtomicU64::new(0),
-        tags: Vec::new(),
-        tier: None,
-        transport,
-        adhoc: false,
-        any_wire_model: false,
-        upstream_headroom: AtomicU64::new(u64::MAX),
-        reads_headroom: false,
-        // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
-        price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(
-            |rate| Price {
-                input_utok: rate.input_utok,
-                output_utok: rate.output_utok,
-                cache_read_utok: rate.cache_read_utok,
-                cache_write_utok: rate.cache_write_utok,
-            },
-        ),
-    })
 }

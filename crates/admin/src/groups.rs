@@ -1,0 +1,196 @@
+//! The budget tree over the admin API: groups created, read, changed (a
+//! parent never made its own descendant) and deleted (only when no key
+//! draws on them).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use switchyard_governance::BucketId;
+use switchyard_store::GroupRecord;
+use utoipa::ToSchema;
+
+use crate::api::*;
+use switchyard_state::governance::{now_ms, Governance};
+
+/// `POST /api/v1/admin/groups`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateGroup {
+    /// Unique name.
+    pub name: String,
+    /// The group above.
+    pub parent: Option<String>,
+    /// Spending cap.
+    pub budget: Option<BudgetBody>,
+    /// Limits.
+    pub limits: Option<LimitsBody>,
+}
+
+/// `PATCH /api/v1/admin/groups/{name}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchGroup {
+    /// New parent (`null`: a root).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub parent: Option<Option<String>>,
+    /// New budget (`null`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<BudgetBody>)]
+    pub budget: Option<Option<BudgetBody>>,
+    /// New limits.
+    pub limits: Option<LimitsBody>,
+}
+
+/// A group as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GroupView {
+    /// Name.
+    pub name: String,
+    /// Parent.
+    pub parent: Option<String>,
+    /// Budget.
+    pub budget: Option<BudgetBody>,
+    /// Limits.
+    pub limits: LimitsBody,
+    /// Declared in the config file (change it there).
+    pub from_config: bool,
+    /// Live figures of the group's bucket.
+    pub usage: Option<UsageView>,
+}
+
+pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupView {
+    GroupView {
+        name: group.name.clone(),
+        parent: group.parent.clone(),
+        budget: group.budget.as_ref().map(budget_body),
+        limits: limits_body(&group.limits),
+        from_config: group.from_config,
+        usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/groups", responses((status = 200, body = [GroupView])))]
+pub(crate) async fn list_groups(State(admin): State<Admin>) -> ApiResult<Json<Vec<GroupView>>> {
+    let governance = governance(&admin)?;
+    Ok(Json(governance.groups().iter().map(|g| group_view(governance, g)).collect()))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/groups/{name}", responses((status = 200, body = GroupView), (status = 404)))]
+pub(crate) async fn get_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Json<GroupView>> {
+    let governance = governance(&admin)?;
+    let group = find_group(governance, &name)?;
+    Ok(Json(group_view(governance, &group)))
+}
+
+pub(crate) fn find_group(governance: &Governance, name: &str) -> ApiResult<GroupRecord> {
+    governance
+        .groups()
+        .into_iter()
+        .find(|g| g.name == name)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("group `{name}` does not exist")))
+}
+
+/// Refuses a parent that does not exist or would close a loop.
+pub(crate) fn checked_parent(governance: &Governance, name: &str, parent: Option<String>) -> ApiResult<Option<String>> {
+    let Some(parent) = parent else { return Ok(None) };
+    let groups = governance.groups();
+    let mut at = Some(parent.clone());
+    while let Some(current) = at {
+        if current == name {
+            return Err(bad(format!("parent: `{parent}` is below `{name}`; the tree would loop")));
+        }
+        let group = groups
+            .iter()
+            .find(|g| g.name == current)
+            .ok_or_else(|| bad(format!("parent: `{current}` does not exist")))?;
+        at = group.parent.clone();
+    }
+    Ok(Some(parent))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/groups", request_body = CreateGroup, responses((status = 201, body = GroupView)))]
+pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::Bytes) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let request: CreateGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    if request.name.trim().is_empty() {
+        return Err(bad("name: give the group a name"));
+    }
+    let _write = governance.writes.lock().await;
+    if governance.groups().iter().any(|g| g.name == request.name) {
+        return Err(ApiError(StatusCode::CONFLICT, format!("group `{}` exists", request.name)));
+    }
+    let group = GroupRecord {
+        parent: checked_parent(governance, &request.name, request.parent)?,
+        budget: request.budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?,
+        limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
+        from_config: false,
+        created_at: (now_ms() / 1000) as i64,
+        name: request.name,
+    };
+    governance.stores.groups.put_group(group.clone()).await?;
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+    Ok(audited(&group.name, (StatusCode::CREATED, Json(group_view(governance, &group)))))
+}
+
+#[utoipa::path(patch, path = "/api/v1/admin/groups/{name}", request_body = PatchGroup, responses((status = 200, body = GroupView)))]
+pub(crate) async fn patch_group(
+    State(admin): State<Admin>,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let patch: PatchGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let _write = governance.writes.lock().await;
+    let mut group = find_group(governance, &name)?;
+    if group.from_config {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("group `{name}` is declared in the config file; change it there"),
+        ));
+    }
+    if let Some(parent) = patch.parent {
+        group.parent = checked_parent(governance, &name, parent)?;
+    }
+    if let Some(budget) = patch.budget {
+        group.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;
+    }
+    if let Some(limits) = patch.limits {
+        group.limits = limits_of(&limits, "limits")?;
+    }
+    governance.stores.groups.put_group(group.clone()).await?;
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+    Ok(audited(&name, Json(group_view(governance, &group))))
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/groups/{name}", responses((status = 204), (status = 409)))]
+pub(crate) async fn delete_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let _write = governance.writes.lock().await;
+    let group = find_group(governance, &name)?;
+    if group.from_config {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("group `{name}` is declared in the config file; remove it there"),
+        ));
+    }
+    if governance.groups().iter().any(|g| g.parent.as_deref() == Some(name.as_str())) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("group `{name}` has child groups; move or delete them first"),
+        ));
+    }
+    if governance.records().iter().any(|k| k.group.as_deref() == Some(name.as_str()) && k.revoked_at.is_none()) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("keys still draw on group `{name}`; move or revoke them first"),
+        ));
+    }
+    governance.stores.groups.delete_group(&name).await?;
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+    Ok(audited(&name, StatusCode::NO_CONTENT))
+}

@@ -1,0 +1,515 @@
+//! Virtual keys over the admin API: create (the secret shown once, an AWS
+//! pair minted when asked), list, read, change, revoke for good and rotate
+//! (the secret, the AWS pair, or both). Every change to a stored key goes
+//! through one read-modify-write door that the store checks (`change_key`).
+//! Create and rotate take an `Idempotency-Key`.
+
+use std::sync::{Arc, PoisonError};
+use std::time::Instant;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential, KeyState};
+use switchyard_governance::{BucketId, KeyHash, KeyRecord};
+use switchyard_store::{Idempotency, StoreError, Written};
+use utoipa::ToSchema;
+
+use crate::api::*;
+use switchyard_state::governance::{now_ms, Governance};
+
+/// `POST /api/v1/admin/keys`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateKey {
+    /// A name for people.
+    pub name: String,
+    /// The group whose budget tree the key draws on.
+    pub group: Option<String>,
+    /// Pools and models the key may name (absent: every one).
+    pub pools: Option<Vec<String>>,
+    /// The key's own budget.
+    pub budget: Option<BudgetBody>,
+    /// The key's own limits.
+    pub limits: Option<LimitsBody>,
+    /// When it stops working: RFC 3339 or Unix seconds.
+    #[schema(value_type = Option<String>)]
+    pub expires_at: Option<serde_json::Value>,
+    /// Free-form data.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Mint an AWS key pair for Bedrock callers.
+    #[serde(default)]
+    pub issue_aws_credential: bool,
+}
+
+/// `PATCH /api/v1/admin/keys/{id}`: absent fields stay; `null` clears.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchKey {
+    /// New name.
+    pub name: Option<String>,
+    /// New group (`null`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub group: Option<Option<String>>,
+    /// New allow-list (`null`: every pool).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub pools: Option<Option<Vec<String>>>,
+    /// New budget (`null`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<BudgetBody>)]
+    pub budget: Option<Option<BudgetBody>>,
+    /// New limits.
+    pub limits: Option<LimitsBody>,
+    /// New expiry (`null`: never).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub expires_at: Option<Option<serde_json::Value>>,
+    /// New metadata (replaces the old).
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A key as the API shows it: never its secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyView {
+    /// Stable id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// The visible start of the secret.
+    pub prefix: String,
+    /// `active`, `expired` or `revoked`.
+    pub state: &'static str,
+    /// Group.
+    pub group: Option<String>,
+    /// Allow-list.
+    pub pools: Option<Vec<String>>,
+    /// Own budget.
+    pub budget: Option<BudgetBody>,
+    /// Own limits.
+    pub limits: LimitsBody,
+    /// Expiry (Unix seconds).
+    pub expires_at: Option<i64>,
+    /// Revocation time (Unix seconds).
+    pub revoked_at: Option<i64>,
+    /// Creation time (Unix seconds).
+    pub created_at: i64,
+    /// Last rotation (Unix seconds).
+    pub rotated_at: Option<i64>,
+    /// Metadata.
+    #[schema(value_type = Object)]
+    pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// The minted AWS access key id (the secret is shown only at creation).
+    pub aws_access_key_id: Option<String>,
+    /// Live figures of the key's own bucket.
+    pub usage: Option<UsageView>,
+}
+
+/// A create or rotate answer: the key and, this once, its secrets.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyWithSecret {
+    /// The key.
+    #[serde(flatten)]
+    pub key: KeyView,
+    /// The secret: shown once, never stored.
+    #[serde(rename = "key")]
+    pub secret: Option<String>,
+    /// The minted AWS secret, once.
+    pub aws_secret_access_key: Option<String>,
+    /// True when this answers a retried request whose secret can no longer be shown.
+    pub replayed: bool,
+}
+
+/// A page of keys.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct KeyPage {
+    /// The keys.
+    pub data: Vec<KeyView>,
+    /// Pass as `cursor` for the next page; absent on the last.
+    pub next_cursor: Option<String>,
+}
+
+pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
+    let state = match record.state((now_ms() / 1000) as i64) {
+        KeyState::Active => "active",
+        KeyState::Expired => "expired",
+        KeyState::Revoked => "revoked",
+    };
+    KeyView {
+        id: record.id.clone(),
+        name: record.name.clone(),
+        prefix: record.prefix.clone(),
+        state,
+        group: record.group.clone(),
+        pools: record.pools.clone(),
+        budget: record.budget.as_ref().map(budget_body),
+        limits: limits_body(&record.limits),
+        expires_at: record.expires_at,
+        revoked_at: record.revoked_at,
+        created_at: record.created_at,
+        rotated_at: record.rotated_at,
+        metadata: record.metadata.clone(),
+        aws_access_key_id: record.aws.as_ref().map(|a| a.access_key_id.clone()),
+        usage: usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))),
+    }
+}
+
+/// The idempotency key and request fingerprint of a create or rotate.
+pub(crate) fn idempotency(headers: &HeaderMap, what: &str, body: &[u8]) -> ApiResult<Option<Idempotency>> {
+    let Some(key) = headers.get("idempotency-key") else { return Ok(None) };
+    let key = key
+        .to_str()
+        .ok()
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| bad("Idempotency-Key must be 1 to 255 printable characters"))?;
+    let mut material = what.as_bytes().to_vec();
+    material.push(0);
+    material.extend_from_slice(body);
+    Ok(Some(Idempotency {
+        key: key.to_owned(),
+        fingerprint: KeyHash::of(&String::from_utf8_lossy(&material)).to_hex(),
+        at_ms: now_ms() as i64,
+    }))
+}
+
+pub(crate) fn checked_pools(admin: &Admin, pools: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    if let Some(pools) = &pools {
+        for pool in pools {
+            if admin.gateway.resolve(pool).is_none() {
+                return Err(bad(format!("pools: `{pool}` is neither a pool nor a model")));
+            }
+        }
+    }
+    Ok(pools)
+}
+
+pub(crate) fn checked_group(governance: &Governance, group: Option<String>) -> ApiResult<Option<String>> {
+    if let Some(name) = &group {
+        if !governance.groups().iter().any(|g| &g.name == name) {
+            return Err(bad(format!("group: `{name}` does not exist")));
+        }
+    }
+    Ok(group)
+}
+
+pub(crate) fn created(
+    admin: &Admin,
+    scope: &str,
+    idem: &Option<Idempotency>,
+    status: StatusCode,
+    answer: &KeyWithSecret,
+) -> Response {
+    let body = serde_json::to_vec(answer).unwrap_or_default();
+    if let Some(idem) = idem {
+        let mut replays = admin.replays.lock().unwrap_or_else(PoisonError::into_inner);
+        replays.retain(|_, (at, _, _)| at.elapsed() < REPLAY_FOR);
+        replays.insert((scope.to_owned(), idem.key.clone()), (Instant::now(), idem.fingerprint.clone(), body.clone()));
+    }
+    let mut response = (status, body).into_response();
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    audited(&answer.key.id, response)
+}
+
+/// A replayed create or rotate: the full first answer while it is kept in
+/// memory, else the key without its secret.
+pub(crate) fn replayed(
+    admin: &Admin,
+    scope: &str,
+    idem: &Idempotency,
+    governance: &Governance,
+    record: &KeyRecord,
+) -> Response {
+    let kept = admin
+        .replays
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&(scope.to_owned(), idem.key.clone()))
+        .filter(|(at, fingerprint, _)| at.elapsed() < REPLAY_FOR && *fingerprint == idem.fingerprint)
+        .map(|(_, _, body)| body.clone());
+    let mut response = match kept {
+        Some(body) => (StatusCode::OK, body).into_response(),
+        None => {
+            let answer = KeyWithSecret {
+                key: key_view(governance, record),
+                secret: None,
+                aws_secret_access_key: None,
+                replayed: true,
+            };
+            (StatusCode::OK, serde_json::to_vec(&answer).unwrap_or_default()).into_response()
+        }
+    };
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONTENT_TYPE, axum::http::HeaderValue::from_static("application/json"));
+    response.headers_mut().insert("idempotent-replayed", axum::http::HeaderValue::from_static("true"));
+    audited(&record.id, response)
+}
+
+// ------------------------------------------------------------- handlers --
+
+#[utoipa::path(post, path = "/api/v1/admin/keys", request_body = CreateKey,
+    responses((status = 201, body = KeyWithSecret), (status = 200, description = "an idempotent replay", body = KeyWithSecret)),
+    params(("Idempotency-Key" = Option<String>, Header, description = "a retried create with the same key mints nothing new")))]
+pub(crate) async fn create_key(
+    State(admin): State<Admin>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let request: CreateKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let idem = idempotency(&headers, "create", &body)?;
+    if request.name.trim().is_empty() {
+        return Err(bad("name: give the key a name"));
+    }
+    let _write = governance.writes.lock().await;
+    let secret = new_secret(&random::<32>()?);
+    let aws = if request.issue_aws_credential { Some(new_aws_pair()?) } else { None };
+    let now = (now_ms() / 1000) as i64;
+    let record = KeyRecord {
+        id: format!("key_{}", random::<8>()?.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        name: request.name,
+        prefix: visible_prefix(&secret).to_owned(),
+        hash: KeyHash::of(&secret),
+        group: checked_group(governance, request.group)?,
+        pools: checked_pools(&admin, request.pools)?,
+        budget: request.budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?,
+        limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
+        expires_at: request.expires_at.as_ref().map(|t| parse_time(t, "expires_at")).transpose()?,
+        revoked_at: None,
+        metadata: request.metadata.unwrap_or_default(),
+        created_at: now,
+        rotated_at: None,
+        aws: aws.clone(),
+        version: 0,
+    };
+    match governance.stores.keys.create_key(record, idem.clone()).await? {
+        Written::New(record) => {
+            governance.cache(record.clone()).await?;
+            let answer = KeyWithSecret {
+                key: key_view(governance, &record),
+                secret: Some(secret),
+                aws_secret_access_key: aws.map(|a| a.secret_access_key),
+                replayed: false,
+            };
+            Ok(created(&admin, "create", &idem, StatusCode::CREATED, &answer))
+        }
+        Written::Replayed(record) => match &idem {
+            Some(idem) => Ok(replayed(&admin, "create", idem, governance, &record)),
+            None => Err(ApiError(StatusCode::CONFLICT, "the key exists".into())),
+        },
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/keys", params(("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = KeyPage)))]
+pub(crate) async fn list_keys(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> ApiResult<Json<KeyPage>> {
+    let governance = governance(&admin)?;
+    let limit = page.limit.unwrap_or(50).clamp(1, 1000);
+    let records = governance.stores.keys.list_keys(page.cursor.as_deref(), limit + 1).await?;
+    let more = records.len() > limit;
+    let data: Vec<KeyView> = records.iter().take(limit).map(|r| key_view(governance, r)).collect();
+    let next_cursor = if more { data.last().map(|k| k.id.clone()) } else { None };
+    Ok(Json(KeyPage { data, next_cursor }))
+}
+
+pub(crate) async fn stored_key(governance: &Governance, id: &str) -> ApiResult<KeyRecord> {
+    governance
+        .stores
+        .keys
+        .get_key(id)
+        .await?
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("key `{id}` does not exist")))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView), (status = 404)))]
+pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Json<KeyView>> {
+    let governance = governance(&admin)?;
+    Ok(Json(key_view(governance, &stored_key(governance, &id).await?)))
+}
+
+/// Tries of a key change read again after another write came first.
+pub(crate) const CHANGE_TRIES: usize = 8;
+
+/// Applies `change` to key `id` as it is stored, and writes the result
+/// only if nobody wrote the key since it was read (another instance, a
+/// concurrent request): otherwise it is read again and `change` redone.
+/// Every change to a stored key goes through here; a revoked key refuses
+/// every change (the store checks it too).
+pub(crate) async fn change_key(
+    governance: &Governance,
+    id: &str,
+    mut change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
+) -> ApiResult<KeyRecord> {
+    for _ in 0..CHANGE_TRIES {
+        let mut record = stored_key(governance, id).await?;
+        if record.revoked_at.is_some() {
+            return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
+        }
+        change(&mut record)?;
+        match governance.stores.keys.update_key(record).await {
+            Ok(stored) => {
+                governance.cache(stored.clone()).await?;
+                return Ok(stored);
+            }
+            Err(StoreError::Stale) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Stale.into())
+}
+
+#[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, responses((status = 200, body = KeyView)))]
+pub(crate) async fn patch_key(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let patch: PatchKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let _write = governance.writes.lock().await;
+    let record = change_key(governance, &id, |record| {
+        if let Some(name) = &patch.name {
+            record.name.clone_from(name);
+        }
+        if let Some(group) = &patch.group {
+            record.group = checked_group(governance, group.clone())?;
+        }
+        if let Some(pools) = &patch.pools {
+            record.pools = checked_pools(&admin, pools.clone())?;
+        }
+        if let Some(budget) = &patch.budget {
+            record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;
+        }
+        if let Some(limits) = &patch.limits {
+            record.limits = limits_of(limits, "limits")?;
+        }
+        if let Some(expires_at) = &patch.expires_at {
+            record.expires_at = expires_at.as_ref().map(|t| parse_time(t, "expires_at")).transpose()?;
+        }
+        if let Some(metadata) = &patch.metadata {
+            record.metadata.clone_from(metadata);
+        }
+        Ok(())
+    })
+    .await?;
+    Ok(audited(&id, Json(key_view(governance, &record))))
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView)))]
+pub(crate) async fn revoke_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let _write = governance.writes.lock().await;
+    let at = (now_ms() / 1000) as i64;
+    let record = match change_key(governance, &id, |record| {
+        record.revoked_at = Some(at);
+        Ok(())
+    })
+    .await
+    {
+        Ok(record) => record,
+        // Revoking a revoked key changes nothing and says so.
+        Err(ApiError(StatusCode::CONFLICT, _)) if stored_key(governance, &id).await?.revoked_at.is_some() => {
+            stored_key(governance, &id).await?
+        }
+        Err(err) => return Err(err),
+    };
+    // Refused from the next request on, on this node (others hear the change).
+    Ok(audited(&id, Json(key_view(governance, &record))))
+}
+
+/// Which of a key's credentials a rotation replaces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Rotate {
+    /// The virtual key's secret and, when the key has one, its AWS pair.
+    #[default]
+    Both,
+    /// The virtual key's secret only.
+    Key,
+    /// The AWS pair only (minted when the key has none).
+    Aws,
+}
+
+/// The body of a rotation (optional).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateKey {
+    /// What to replace (default `both`).
+    #[serde(default)]
+    pub rotate: Rotate,
+}
+
+pub(crate) fn new_aws_pair() -> ApiResult<AwsCredential> {
+    Ok(AwsCredential::new(&random::<{ switchyard_governance::key::AWS_RANDOM_BYTES }>()?))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/keys/{id}/rotate", request_body = Option<RotateKey>,
+    responses((status = 200, body = KeyWithSecret)),
+    params(("Idempotency-Key" = Option<String>, Header, description = "a retried rotation with the same key rotates once")))]
+pub(crate) async fn rotate_key(
+    State(admin): State<Admin>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let what = if body.iter().all(u8::is_ascii_whitespace) {
+        RotateKey::default()
+    } else {
+        serde_json::from_slice::<RotateKey>(&body).map_err(|err| bad(format!("body: {err}")))?
+    };
+    let scope = format!("rotate:{id}");
+    let idem = idempotency(&headers, &scope, &body)?;
+    let _write = governance.writes.lock().await;
+    for _ in 0..CHANGE_TRIES {
+        let mut record = stored_key(governance, &id).await?;
+        if record.revoked_at.is_some() {
+            return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
+        }
+        let secret = match what.rotate {
+            Rotate::Both | Rotate::Key => Some(new_secret(&random::<32>()?)),
+            Rotate::Aws => None,
+        };
+        if let Some(secret) = &secret {
+            record.hash = KeyHash::of(secret);
+            record.prefix = visible_prefix(secret).to_owned();
+        }
+        let aws = match (what.rotate, &record.aws) {
+            (Rotate::Aws, _) | (Rotate::Both, Some(_)) => Some(new_aws_pair()?),
+            (Rotate::Key, _) | (Rotate::Both, None) => None,
+        };
+        if let Some(pair) = &aws {
+            record.aws = Some(pair.clone());
+        }
+        record.rotated_at = Some((now_ms() / 1000) as i64);
+        match governance.stores.keys.rotate_key(record, idem.clone()).await {
+            Ok(Written::New(record)) => {
+                // The old secrets stop with this swap.
+                governance.cache(record.clone()).await?;
+                let answer = KeyWithSecret {
+                    key: key_view(governance, &record),
+                    secret,
+                    aws_secret_access_key: aws.map(|a| a.secret_access_key),
+                    replayed: false,
+                };
+                return Ok(created(&admin, &scope, &idem, StatusCode::OK, &answer));
+            }
+            Ok(Written::Replayed(record)) => {
+                return match &idem {
+                    Some(idem) => Ok(replayed(&admin, &scope, idem, governance, &record)),
+                    None => Err(ApiError(StatusCode::CONFLICT, "rotation conflict".into())),
+                }
+            }
+            Err(StoreError::Stale) => continue,
+            Err(err) => return Err(err.into()),
+        }
+    }
+    Err(StoreError::Stale.into())
+}

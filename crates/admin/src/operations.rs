@@ -1,0 +1,139 @@
+//! The running gateway over the admin API: its config (redacted), a
+//! candidate validated without applying it, a reload of the file, lane
+//! states with a manual breaker reset, and the audit log.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+
+use crate::api::*;
+use crate::sampler::now_minute;
+use switchyard_state::Gateway;
+
+#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded, secrets replaced by `<redacted>`, and `restart_pending`: sections it changes that keep their running values until a restart")))]
+pub(crate) async fn running_config(State(admin): State<Admin>) -> Json<serde_json::Value> {
+    let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
+    Json(serde_json::json!({
+        "yaml": yaml,
+        "metrics": admin.gateway.metrics().is_some(),
+        "restart_pending": admin.gateway.restart_pending,
+    }))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/config/validate", request_body(content = String, content_type = "application/yaml"),
+    responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them; nothing is applied")))]
+pub(crate) async fn validate_config(
+    State(admin): State<Admin>,
+    body: axum::body::Bytes,
+) -> ApiResult<Json<serde_json::Value>> {
+    let text = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
+    // The real environment, so the candidate is checked as it would run
+    // (`load` never echoes a value it substituted).
+    let env = |name: &str| std::env::var(name).ok();
+    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": i.path, "message": i.message, "fix": i.fix});
+    let answer = match switchyard_config::load(text, &env) {
+        Ok(config) => {
+            let warnings: Vec<_> = config.warnings.iter().map(issue).collect();
+            match Gateway::new(config, admin.gateway.codecs) {
+                Ok(_) => serde_json::json!({"valid": true, "problems": [], "warnings": warnings}),
+                Err(err) => serde_json::json!({"valid": false, "warnings": warnings,
+                    "problems": [{"path": "", "message": format!("valid but cannot be served: {err}"), "fix": "fix the file"}]}),
+            }
+        }
+        Err(err) => {
+            serde_json::json!({"valid": false, "problems": err.0.iter().map(issue).collect::<Vec<_>>(), "warnings": []})
+        }
+    };
+    Ok(Json(answer))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/lanes", responses((status = 200, description = "every pool's lanes with breaker state")))]
+pub(crate) async fn lanes(State(admin): State<Admin>) -> Json<serde_json::Value> {
+    let mut pools = crate::stats::stats(&admin.gateway)["pools"].take();
+    // Each lane's share of its pool's traffic over the last minutes.
+    let served = admin.gateway.telemetry.history.lane_counts(now_minute());
+    for pool in pools.as_array_mut().into_iter().flatten() {
+        let name: Arc<str> = Arc::from(pool["pool"].as_str().unwrap_or_default());
+        let Some(lanes) = pool["lanes"].as_array_mut() else { continue };
+        let counts: Vec<u64> = lanes
+            .iter()
+            .map(|lane| {
+                let lane: Arc<str> = Arc::from(lane["lane"].as_str().unwrap_or_default());
+                served.get(&(name.clone(), lane)).copied().unwrap_or(0)
+            })
+            .collect();
+        let total: u64 = counts.iter().sum();
+        for (lane, count) in lanes.iter_mut().zip(counts) {
+            lane["recent_requests"] = count.into();
+            lane["share"] = if total == 0 { serde_json::Value::Null } else { (count as f64 / total as f64).into() };
+        }
+    }
+    Json(pools)
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/lanes/{pool}/{lane}/reset", responses((status = 200), (status = 404)))]
+pub(crate) async fn reset_lane(
+    State(admin): State<Admin>,
+    Path((pool, lane)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let target = format!("{pool}/{lane}");
+    let state = admin
+        .gateway
+        .resolve(&pool)
+        .map(|index| &admin.gateway.pools[index])
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` does not exist")))?;
+    let member = state
+        .members
+        .iter()
+        .position(|&l| *admin.gateway.lanes[l].name == *lane)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` has no lane `{lane}`")))?;
+    state.breaker(member).reset();
+    tracing::info!(pool = %pool, lane = %lane, "breaker reset by an operator");
+    Ok(audited(&target, Json(serde_json::json!({"pool": pool, "lane": lane, "breaker": "closed"}))))
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/config/reload",
+    responses((status = 200, description = "the file was valid and is now served; `restart_required` names changed sections that keep their running values"),
+        (status = 422, description = "the file was refused, with every problem as `switchyard check` lists them; the running config keeps serving"),
+        (status = 404, description = "this gateway was not started by the binary (no file to read)")))]
+pub(crate) async fn reload_config(State(admin): State<Admin>) -> ApiResult<Response> {
+    let reloader = admin.gateway.reloader.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            "this gateway has no config file to reload (it was not started by the binary)".into(),
+        )
+    })?;
+    match reloader.reload().await {
+        Ok(outcome) => Ok(audited("config", Json(serde_json::json!({"reloaded": true, "outcome": outcome})))),
+        Err(issues) => {
+            let problems: Vec<serde_json::Value> = issues
+                .iter()
+                .map(|issue| serde_json::json!({"path": issue.path, "message": issue.message, "fix": issue.fix}))
+                .collect();
+            let body = serde_json::json!({"error": {
+                "message": "the config was refused; the running config keeps serving",
+                "status": 422,
+                "problems": problems,
+            }});
+            Ok(audited("config", (StatusCode::UNPROCESSABLE_ENTITY, Json(body))))
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/audit", params(("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, description = "admin mutation attempts, newest first")))]
+pub(crate) async fn audit(
+    State(admin): State<Admin>,
+    Query(page): Query<PageQuery>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let governance = governance(&admin)?;
+    let limit = page.limit.unwrap_or(50).clamp(1, 1000);
+    let before =
+        page.cursor.as_deref().map(|c| c.parse::<i64>().map_err(|_| bad("cursor: not a cursor"))).transpose()?;
+    let entries = governance.stores.audit.entries(before, limit).await?;
+    let next_cursor = (entries.len() == limit).then(|| entries.last().map(|e| e.id.to_string())).flatten();
+    Ok(Json(serde_json::json!({"data": entries, "next_cursor": next_cursor})))
+}

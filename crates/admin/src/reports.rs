@@ -1,0 +1,389 @@
+//! What the ledger says, over the admin API: spend by key, group, model or
+//! lane at today's prices (whole hours from the rollup, ragged edges from
+//! the rows; JSON or CSV), recent requests with their attempts, one
+//! request's detail, and the console's history.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use switchyard_governance::money::usd;
+use switchyard_governance::Window;
+use switchyard_store::{RowFilter, SpendBy, TotalsQuery};
+use utoipa::ToSchema;
+
+use crate::api::*;
+use crate::sampler::now_minute;
+use switchyard_state::governance::now_ms;
+use switchyard_state::Gateway;
+use switchyard_telemetry::history::Span;
+
+/// `GET /api/v1/admin/spend` query.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct SpendQuery {
+    /// `key`, `group`, `model` or `lane`.
+    pub by: Option<String>,
+    /// From: RFC 3339 or Unix seconds (default: the start of this month, UTC).
+    pub from: Option<String>,
+    /// To, exclusive: RFC 3339 or Unix seconds (default: the end of this hour).
+    pub to: Option<String>,
+    /// `json` (the default) or `csv`.
+    pub format: Option<String>,
+}
+
+/// One spend line: tokens and their price today.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SpendLine {
+    /// The key id, group, model or lane (absent: requests without one).
+    pub value: Option<String>,
+    /// The key's name, when the lines are by key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Requests.
+    pub requests: u64,
+    /// Input tokens (cached included).
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cache reads.
+    pub cache_read_tokens: u64,
+    /// Cache writes.
+    pub cache_write_tokens: u64,
+    /// USD at the current rate card.
+    pub usd: f64,
+}
+
+/// Spend over a range.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SpendReport {
+    /// The dimension.
+    pub by: String,
+    /// From (Unix seconds).
+    pub from: i64,
+    /// To (Unix seconds).
+    pub to: i64,
+    /// One line per value, largest spend first. A group's line is its
+    /// whole subtree (what its budget sees).
+    pub data: Vec<SpendLine>,
+    /// Total USD.
+    pub total_usd: f64,
+}
+
+/// `GET /api/v1/admin/requests` query.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RequestsQuery {
+    /// Only this key's.
+    pub key: Option<String>,
+    /// Only this pool's.
+    pub pool: Option<String>,
+    /// Only this lane's.
+    pub lane: Option<String>,
+    /// Only this status.
+    pub status: Option<u16>,
+    /// At most this many (default 50, at most 1000).
+    pub limit: Option<usize>,
+    /// From a previous page's `next_cursor`.
+    pub cursor: Option<String>,
+}
+
+/// One request from the ledger, priced today.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RequestView {
+    /// Row id.
+    pub id: i64,
+    /// When it finished (Unix ms).
+    pub at_ms: i64,
+    /// Request id.
+    pub request_id: String,
+    /// Key id.
+    pub key_id: Option<String>,
+    /// Group.
+    pub group: Option<String>,
+    /// Pool named.
+    pub pool: String,
+    /// Lane that served.
+    pub lane: String,
+    /// Wire model.
+    pub model: String,
+    /// Input tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Cache reads.
+    pub cache_read_tokens: u64,
+    /// Cache writes.
+    pub cache_write_tokens: u64,
+    /// Status.
+    pub status: u16,
+    /// Total time (ms).
+    pub latency_ms: u64,
+    /// Time to first byte (ms).
+    pub ttfb_ms: Option<u64>,
+    /// Lanes tried before the one that answered.
+    pub failovers: u32,
+    /// Tokens estimated by the gateway (the caller left before usage came).
+    pub estimated: bool,
+    /// USD at the current rate card.
+    pub usd: f64,
+    /// Every upstream attempt in order, when there was more than one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<Object>)]
+    pub attempts: Vec<switchyard_store::Attempt>,
+}
+
+/// A page of requests.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RequestPage {
+    /// Newest first.
+    pub data: Vec<RequestView>,
+    /// For the next (older) page.
+    pub next_cursor: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/spend",
+    params(("by" = Option<String>, Query, description = "key, group, model or lane"), ("from" = Option<String>, Query), ("to" = Option<String>, Query),
+        ("format" = Option<String>, Query, description = "json (the default) or csv")),
+    responses((status = 200, body = SpendReport)))]
+pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Response> {
+    let csv = match query.format.as_deref() {
+        None | Some("json") => false,
+        Some("csv") => true,
+        Some(other) => return Err(bad(format!("format: `{other}` is not json or csv"))),
+    };
+    let governance = governance(&admin)?;
+    let by = match query.by.as_deref().unwrap_or("key") {
+        "key" => SpendBy::Key,
+        "group" => SpendBy::Group,
+        "model" => SpendBy::Model,
+        "lane" => SpendBy::Lane,
+        other => return Err(bad(format!("by: `{other}` is not key, group, model or lane"))),
+    };
+    let now = (now_ms() / 1000) as i64;
+    let from =
+        query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(Window::Month.start(now));
+    // No row is later than now, so the default end is the next whole hour:
+    // a range of whole hours is read from the hourly rollup alone.
+    let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
+    let ms = |seconds: i64, path: &str| {
+        seconds.checked_mul(1000).ok_or_else(|| bad(format!("{path}: `{seconds}` is out of range")))
+    };
+    let (from_ms, to_ms) = (ms(from, "from")?, ms(to, "to")?);
+    let totals = governance.stores.ledger.totals(TotalsQuery { by, from_ms, to_ms, key: None, groups: None }).await?;
+    let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
+    let mut add = |value: Option<String>, total: &switchyard_store::Total| {
+        let price = admin.gateway.price_of(&total.lane);
+        let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
+            name: (by == SpendBy::Key)
+                .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
+                .flatten(),
+            value,
+            requests: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            usd: 0.0,
+        });
+        line.requests += total.requests;
+        line.input_tokens += total.tokens.input;
+        line.output_tokens += total.tokens.output;
+        line.cache_read_tokens += total.tokens.cache_read;
+        line.cache_write_tokens += total.tokens.cache_write;
+        line.usd += price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
+    };
+    let groups = governance.groups();
+    for total in &totals {
+        if by == SpendBy::Group {
+            // A group's spend is its subtree's: credit the row's group and every ancestor.
+            let mut at = total.value.clone();
+            let mut seen = Vec::new();
+            add(at.clone(), total);
+            while let Some(name) = at.take() {
+                seen.push(name.clone());
+                at =
+                    groups.iter().find(|g| g.name == name).and_then(|g| g.parent.clone()).filter(|p| !seen.contains(p));
+                if at.is_some() {
+                    add(at.clone(), total);
+                }
+            }
+        } else {
+            add(total.value.clone(), total);
+        }
+    }
+    let mut data: Vec<SpendLine> = lines.into_values().collect();
+    data.sort_by(|a, b| b.usd.total_cmp(&a.usd).then_with(|| a.value.cmp(&b.value)));
+    let total_usd =
+        totals.iter().map(|t| admin.gateway.price_of(&t.lane).map_or(0.0, |p| usd(p.cost(&t.tokens)))).sum();
+    let by = match by {
+        SpendBy::Key => "key",
+        SpendBy::Group => "group",
+        SpendBy::Model => "model",
+        SpendBy::Lane => "lane",
+    };
+    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd };
+    if csv {
+        let name = format!("attachment; filename=\"switchyard-spend-by-{by}-{from}-{to}.csv\"");
+        let headers = [
+            (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
+            (axum::http::header::CONTENT_DISPOSITION, name),
+        ];
+        return Ok((headers, spend_csv(&report)).into_response());
+    }
+    Ok(Json(report).into_response())
+}
+
+/// A spend report as CSV (RFC 4180), one line per value (and, by key, the
+/// key's name).
+pub(crate) fn spend_csv(report: &SpendReport) -> String {
+    use std::fmt::Write;
+    // Text cells are quoted, with quotes doubled, and a leading formula
+    // character defused, so a spreadsheet never runs a key's name.
+    let cell = |text: &str| {
+        let defused =
+            if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text.to_owned() };
+        format!("\"{}\"", defused.replace('"', "\"\""))
+    };
+    let mut out =
+        format!("{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n", report.by);
+    for line in &report.data {
+        let _ = write!(
+            out,
+            "{},{},{},{},{},{},{},{:.9}\r\n",
+            cell(line.value.as_deref().unwrap_or("")),
+            cell(line.name.as_deref().unwrap_or("")),
+            line.requests,
+            line.input_tokens,
+            line.output_tokens,
+            line.cache_read_tokens,
+            line.cache_write_tokens,
+            line.usd
+        );
+    }
+    out
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/requests",
+    params(("key" = Option<String>, Query), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
+        ("status" = Option<u16>, Query), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = RequestPage)))]
+pub(crate) async fn requests(
+    State(admin): State<Admin>,
+    Query(query): Query<RequestsQuery>,
+) -> ApiResult<Json<RequestPage>> {
+    let governance = governance(&admin)?;
+    let limit = query.limit.unwrap_or(50).clamp(1, 1000);
+    let before =
+        query.cursor.as_deref().map(|c| c.parse::<i64>().map_err(|_| bad("cursor: not a cursor"))).transpose()?;
+    let rows = governance
+        .stores
+        .ledger
+        .rows(RowFilter { key: query.key, pool: query.pool, lane: query.lane, status: query.status, before, limit })
+        .await?;
+    let next_cursor = (rows.len() == limit).then(|| rows.last().map(|r| r.id.to_string())).flatten();
+    let data = rows.into_iter().map(|stored| request_view(&admin.gateway, stored)).collect();
+    Ok(Json(RequestPage { data, next_cursor }))
+}
+
+/// A ledger row priced at today's rate.
+pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRow) -> RequestView {
+    let row = stored.row;
+    let price = gateway.price_of(&row.lane);
+    RequestView {
+        id: stored.id,
+        at_ms: row.at_ms,
+        usd: price.map_or(0.0, |p| usd(p.cost(&row.tokens))),
+        request_id: row.request_id,
+        key_id: row.key_id,
+        group: row.group,
+        pool: row.pool,
+        lane: row.lane,
+        model: row.model,
+        input_tokens: row.tokens.input,
+        output_tokens: row.tokens.output,
+        cache_read_tokens: row.tokens.cache_read,
+        cache_write_tokens: row.tokens.cache_write,
+        status: row.status,
+        latency_ms: row.latency_ms,
+        ttfb_ms: row.ttfb_ms,
+        failovers: row.failovers,
+        estimated: row.estimated,
+        attempts: row.attempts,
+    }
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/requests/{id}",
+    responses((status = 200, body = RequestView, description = "the row, with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`"), (status = 404)))]
+pub(crate) async fn request_detail(
+    State(admin): State<Admin>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let governance = governance(&admin)?;
+    let rows = governance
+        .stores
+        .ledger
+        .rows(RowFilter { key: None, pool: None, lane: None, status: None, before: id.checked_add(1), limit: 1 })
+        .await?;
+    let stored = rows
+        .into_iter()
+        .find(|r| r.id == id)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
+    let entry = stored.row.entry;
+    let mut view = serde_json::to_value(request_view(&admin.gateway, stored)).unwrap_or_default();
+    // Its text, while the newest requests' text is kept (include_text).
+    if let Some(text) = admin.gateway.telemetry.recent_text.as_ref().and_then(|recent| recent.find(entry)) {
+        view["text"] = serde_json::to_value(text).unwrap_or_default();
+    }
+    Ok(Json(view))
+}
+
+/// `GET /api/v1/admin/history` query.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct HistoryQuery {
+    /// `1h` (points of a minute, the default) or `1d` (points of 15 minutes).
+    pub window: Option<String>,
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/history", params(("window" = Option<String>, Query, description = "1h or 1d")),
+    responses((status = 200, body = Span)))]
+pub(crate) async fn history(State(admin): State<Admin>, Query(query): Query<HistoryQuery>) -> ApiResult<Json<Span>> {
+    let (minutes, step) = match query.window.as_deref().unwrap_or("1h") {
+        "1h" => (60, 1),
+        "1d" => (24 * 60, 15),
+        other => return Err(bad(format!("window: `{other}` is not 1h or 1d"))),
+    };
+    Ok(Json(admin.gateway.telemetry.history.span(now_minute(), minutes, step)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spend_csv_quotes_and_defuses_every_text_cell() {
+        let line = |value: &str, name: Option<&str>| SpendLine {
+            value: Some(value.to_owned()),
+            name: name.map(str::to_owned),
+            requests: 2,
+            input_tokens: 3,
+            output_tokens: 4,
+            cache_read_tokens: 0,
+            cache_write_tokens: 0,
+            usd: 0.5,
+        };
+        let report = SpendReport {
+            by: "key".into(),
+            from: 0,
+            to: 1,
+            data: vec![line("key_1", Some("=cmd|' /C calc'!A0")), line("say \"hi\"", None)],
+            total_usd: 1.0,
+        };
+        let csv = spend_csv(&report);
+        let lines: Vec<&str> = csv.split("\r\n").collect();
+        assert_eq!(lines[0], "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd");
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0.500000000");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0.500000000");
+    }
+}

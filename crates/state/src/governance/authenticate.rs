@@ -1,0 +1,197 @@
+//! Who is calling: the credential a request presents (a virtual key from
+//! whichever header its SDK uses, or a SigV4 signature by a minted AWS
+//! pair), checked against the key cache, and every refusal counted by a
+//! bounded reason.
+
+use std::sync::atomic::Ordering;
+
+use switchyard_config::AuthMode;
+use switchyard_governance::key::{looks_like_key, KeyState};
+use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
+use switchyard_governance::KeyHash;
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+
+use super::{now_ms, Caller, Governance};
+
+/// Why governance turned a request away (a bounded label set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// No key presented.
+    MissingKey,
+    /// A key nobody issued, or a bad signature.
+    InvalidKey,
+    /// Past its expiry.
+    ExpiredKey,
+    /// Revoked.
+    RevokedKey,
+    /// The key may not name the pool.
+    PoolNotAllowed,
+    /// A budget on the chain is spent.
+    Budget,
+    /// Requests or tokens per minute.
+    Rate,
+    /// Requests in flight.
+    Concurrency,
+}
+
+impl Refused {
+    /// Every reason, in counter order.
+    pub const ALL: [Refused; 8] = [
+        Refused::MissingKey,
+        Refused::InvalidKey,
+        Refused::ExpiredKey,
+        Refused::RevokedKey,
+        Refused::PoolNotAllowed,
+        Refused::Budget,
+        Refused::Rate,
+        Refused::Concurrency,
+    ];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refused::MissingKey => "missing_key",
+            Refused::InvalidKey => "invalid_key",
+            Refused::ExpiredKey => "expired_key",
+            Refused::RevokedKey => "revoked_key",
+            Refused::PoolNotAllowed => "pool_not_allowed",
+            Refused::Budget => "budget",
+            Refused::Rate => "rate",
+            Refused::Concurrency => "concurrency",
+        }
+    }
+
+    pub(super) fn index(self) -> usize {
+        Refused::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+/// What a request presents to authenticate.
+pub struct Presented<'a> {
+    /// The caller's protocol (for the hint in a refusal).
+    pub protocol: Protocol,
+    /// Its headers.
+    pub headers: &'a http::HeaderMap,
+    /// Its query string.
+    pub query: Option<&'a str>,
+    /// What a SigV4 check needs, when the request is signed.
+    pub inbound: Option<Inbound<'a>>,
+}
+
+enum Credential<'a> {
+    None,
+    Key(&'a str),
+    SigV4,
+}
+
+impl Presented<'_> {
+    fn credential(&self) -> Credential<'_> {
+        if let Some(value) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            if value.starts_with("AWS4-HMAC-SHA256") {
+                return Credential::SigV4;
+            }
+            if let Some(token) = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")) {
+                return Credential::Key(token.trim());
+            }
+        }
+        for name in ["x-api-key", "x-goog-api-key"] {
+            if let Some(value) = self.headers.get(name).and_then(|v| v.to_str().ok()) {
+                return Credential::Key(value.trim());
+            }
+        }
+        if let Some(query) = self.query {
+            if let Some(key) = query.split('&').find_map(|pair| pair.strip_prefix("key=")) {
+                return Credential::Key(key);
+            }
+        }
+        Credential::None
+    }
+}
+
+impl Governance {
+    /// A SigV4 refusal, with the AWS error type as its code.
+    fn sigv4_refusal(&self, err: &SigV4Error) -> ErrorInfo {
+        let code = match err {
+            SigV4Error::UnknownAccessKey => "UnrecognizedClientException",
+            SigV4Error::Missing | SigV4Error::Malformed(_) => "IncompleteSignatureException",
+            SigV4Error::Stale(_) | SigV4Error::BodyHash | SigV4Error::Signature => "InvalidSignatureException",
+        };
+        let mut info = ErrorInfo::new(ErrorKind::Authentication, err.to_string());
+        info.code = Some(code.to_owned());
+        self.refuse(Refused::InvalidKey, info)
+    }
+
+    pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
+        self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
+        info
+    }
+
+    /// Who is calling. `None` on an open data plane; an error (in the
+    /// caller's protocol once rendered) when keys are required and the
+    /// request carries none that is valid.
+    pub fn authenticate(&self, request: &Presented<'_>) -> Result<Option<Caller>, ErrorInfo> {
+        if self.mode == AuthMode::Open {
+            return Ok(None);
+        }
+        let index = self.keys.load();
+        let key = match request.credential() {
+            Credential::None => {
+                let hint = match request.protocol {
+                    Protocol::Anthropic => "x-api-key",
+                    Protocol::Gemini => "x-goog-api-key (or ?key=)",
+                    Protocol::Bedrock => "a SigV4 signature made with the AWS key pair minted for your key",
+                    Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
+                };
+                let message = format!("no API key: send your Switchyard key as {hint}");
+                return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+            }
+            Credential::Key(secret) => {
+                let invalid = || {
+                    let message = if looks_like_key(secret) {
+                        "invalid API key"
+                    } else {
+                        "invalid API key: this gateway takes Switchyard keys (sy-...), not a vendor's"
+                    };
+                    self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message))
+                };
+                let hash = KeyHash::of(secret);
+                let key = index.by_hash.get(&hash).ok_or_else(invalid)?;
+                if !key.record.hash.matches(&hash) {
+                    return Err(invalid());
+                }
+                key.clone()
+            }
+            Credential::SigV4 => {
+                let inbound = request.inbound.as_ref().ok_or_else(|| {
+                    ErrorInfo::new(ErrorKind::Authentication, "a signed request needs its body and path")
+                })?;
+                let mut found = None;
+                let verified = sigv4::verify(
+                    inbound,
+                    |access_key_id| {
+                        let key = index.by_aws.get(access_key_id)?;
+                        found = Some(key.clone());
+                        key.record.aws.as_ref().map(|aws| aws.secret_access_key.clone())
+                    },
+                    (now_ms() / 1000) as i64,
+                );
+                match (verified, found) {
+                    (Ok(_), Some(key)) => key,
+                    (Ok(_), None) => return Err(self.sigv4_refusal(&SigV4Error::UnknownAccessKey)),
+                    (Err(err), _) => return Err(self.sigv4_refusal(&err)),
+                }
+            }
+        };
+        match key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(Caller { key })),
+            KeyState::Expired => Err(self.refuse(
+                Refused::ExpiredKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),
+            )),
+            KeyState::Revoked => Err(self.refuse(
+                Refused::RevokedKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has been revoked", key.record.prefix)),
+            )),
+        }
+    }
+}

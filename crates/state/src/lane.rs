@@ -1,0 +1,241 @@
+//! A lane: one model on one provider, as the request path uses it (its
+//! endpoint, credentials and headers built once, its concurrency permits,
+//! what it learned of its latency and its upstream's rate headroom), and
+//! the counters each pool member keeps.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue};
+use switchyard_codec::Credentials;
+use switchyard_config::{Billing, Config, Endpoint, ErrorMap, Timeouts};
+use switchyard_governance::money::Price;
+use switchyard_ir::Protocol;
+use tokio::sync::Semaphore;
+
+use crate::BuildError;
+use crate::CodecFor;
+use switchyard_transport::Transport;
+
+/// A lane: one model on one provider, as the engine uses it.
+pub struct Lane {
+    /// Config name of the model.
+    pub name: Arc<str>,
+    /// Config name of its provider.
+    pub provider: Arc<str>,
+    /// Index of the provider in `config.providers`.
+    pub provider_index: usize,
+    /// The provider's protocol.
+    pub protocol: Protocol,
+    /// The model sent upstream.
+    pub wire_model: Arc<str>,
+    /// Where the provider is.
+    pub endpoint: Endpoint,
+    /// How calls are signed.
+    pub credentials: Credentials,
+    /// Auth headers computed once, for schemes that do not sign per request.
+    pub static_auth: Option<Vec<(HeaderName, HeaderValue)>>,
+    /// The provider's configured extra headers (`providers.<p>.headers`).
+    pub extra_headers: Vec<(HeaderName, HeaderValue)>,
+    /// The caller's credentials go upstream instead of the lane's.
+    pub passthrough_credentials: bool,
+    /// Vendor error codes mapped to failure classes.
+    pub error_map: ErrorMap,
+    /// Concurrency cap, when configured.
+    pub permits: Option<Arc<Semaphore>>,
+    /// The cap, for `/stats`.
+    pub max_concurrent: Option<u32>,
+    /// Context window in tokens, when known.
+    pub context_window: Option<u64>,
+    /// Upstream timeouts.
+    pub timeouts: Timeouts,
+    /// Billing model.
+    pub billing: Billing,
+    /// Pre-built `x-switchyard-lane` value.
+    pub lane_header: HeaderValue,
+    /// Pre-built `x-switchyard-provider` value.
+    pub provider_header: HeaderValue,
+    /// Requests in flight on this lane.
+    pub in_flight: AtomicU64,
+    /// Rolling latency to response headers in ms, as `f64` bits (0 = none yet).
+    pub latency_ewma: AtomicU64,
+    /// Free-form labels.
+    pub tags: Vec<Arc<str>>,
+    /// Free-form size label.
+    pub tier: Option<Arc<str>>,
+    /// The transport that reaches this lane's provider.
+    pub transport: Arc<dyn Transport>,
+    /// A lane of the ad-hoc route (`provider/model` or `provider/*`).
+    pub adhoc: bool,
+    /// An ad-hoc lane open to any wire model: the caller's path names it.
+    pub any_wire_model: bool,
+    /// Its rate-card prices, when priced.
+    pub price: Option<Price>,
+    /// The share of its upstream rate limit left, as the upstream's own
+    /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
+    pub upstream_headroom: AtomicU64,
+    /// Whether anything reads the headroom (a `usage` strategy or a gate).
+    pub reads_headroom: bool,
+}
+
+/// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
+const RATE_HEADERS: [(HeaderName, HeaderName); 4] = [
+    (HeaderName::from_static("x-ratelimit-remaining-requests"), HeaderName::from_static("x-ratelimit-limit-requests")),
+    (HeaderName::from_static("x-ratelimit-remaining-tokens"), HeaderName::from_static("x-ratelimit-limit-tokens")),
+    (
+        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-requests-limit"),
+    ),
+    (
+        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
+        HeaderName::from_static("anthropic-ratelimit-tokens-limit"),
+    ),
+];
+
+impl Lane {
+    /// The share of its upstream rate limit left, when the upstream says.
+    pub fn upstream_headroom(&self) -> Option<f64> {
+        let bits = self.upstream_headroom.load(Ordering::Relaxed);
+        (bits != u64::MAX).then(|| f64::from_bits(bits))
+    }
+
+    /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
+    /// Anthropic's `anthropic-ratelimit-*`): the least share left.
+    pub fn record_headroom(&self, headers: &http::HeaderMap) {
+        if !self.reads_headroom {
+            return;
+        }
+        let number = |name: &HeaderName| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
+        let least = RATE_HEADERS
+            .iter()
+            .filter_map(|(remaining, limit)| {
+                let (remaining, limit) = (number(remaining)?, number(limit)?);
+                (limit > 0.0).then(|| (remaining / limit).clamp(0.0, 1.0))
+            })
+            .reduce(f64::min);
+        if let Some(share) = least {
+            self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Weight of the newest sample in the latency average.
+    const EWMA_ALPHA: f64 = 0.3;
+
+    /// The rolling latency, once measured.
+    pub fn latency_ms(&self) -> Option<f64> {
+        let bits = self.latency_ewma.load(Ordering::Relaxed);
+        (bits != 0).then(|| f64::from_bits(bits))
+    }
+
+    /// Folds a new latency sample into the rolling average.
+    pub fn record_latency(&self, sample: Duration) {
+        let sample = sample.as_secs_f64() * 1000.0;
+        // A lost race only drops one sample from the average: no CAS loop needed.
+        let next = match self.latency_ms() {
+            None => sample,
+            Some(average) => average + Lane::EWMA_ALPHA * (sample - average),
+        };
+        self.latency_ewma.store(next.max(f64::MIN_POSITIVE).to_bits(), Ordering::Relaxed);
+    }
+}
+
+/// Per (pool, lane) counters for `/stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Successful responses.
+    pub ok: AtomicU64,
+    /// Failures that counted against the lane.
+    pub upstream_failures: AtomicU64,
+    /// Errors that were the caller's.
+    pub client_faults: AtomicU64,
+    /// Upstream rate limits (the lane rested; not failures).
+    pub rate_limited: AtomicU64,
+}
+
+impl Counters {
+    /// Adds one to `counter`.
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Carries `before`'s counts over (a config reload).
+    pub(crate) fn copy_from(&self, before: &Counters) {
+        for (to, from) in [
+            (&self.ok, &before.ok),
+            (&self.upstream_failures, &before.upstream_failures),
+            (&self.client_faults, &before.client_faults),
+            (&self.rate_limited, &before.rate_limited),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+}
+
+/// A lane on provider `provider` named `name`, with no model-specific settings yet.
+pub(crate) fn build_lane(
+    config: &Config,
+    provider_index: usize,
+    name: &Arc<str>,
+    codecs: CodecFor,
+    transport: Arc<dyn Transport>,
+) -> Result<Lane, BuildError> {
+    let provider = &config.providers[provider_index];
+    let credentials = provider.auth.clone();
+    let mut extra_headers = Vec::with_capacity(provider.headers.len());
+    for (name, value) in &provider.headers {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::HeaderName(name.clone()))?;
+        let value = HeaderValue::from_str(value).map_err(|_| BuildError::HeaderName(name.to_string()))?;
+        extra_headers.push((name, value));
+    }
+    // Static schemes are computed once; SigV4 and caller keys sign every request.
+    let static_auth = if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
+        None
+    } else {
+        let outbound = switchyard_codec::Outbound { method: "POST", url: "", body: &[], time: std::time::UNIX_EPOCH };
+        Some(
+            codecs(provider.protocol)
+                .auth_headers(&credentials, &outbound)
+                .map_err(|source| BuildError::Credentials { model: name.to_string(), source })?,
+        )
+    };
+    let header = |text: &str| HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()));
+    Ok(Lane {
+        name: name.clone(),
+        provider: provider.name.clone(),
+        provider_index,
+        protocol: provider.protocol,
+        wire_model: name.clone(),
+        endpoint: provider.endpoint.clone(),
+        credentials,
+        static_auth,
+        extra_headers,
+        passthrough_credentials: provider.passthrough_credentials,
+        error_map: provider.error_map.clone(),
+        permits: None,
+        max_concurrent: None,
+        context_window: None,
+        timeouts: provider.timeouts,
+        billing: Billing::PayAsYouGo,
+        lane_header: header(name)?,
+        provider_header: header(&provider.name)?,
+        in_flight: AtomicU64::new(0),
+        latency_ewma: AtomicU64::new(0),
+        tags: Vec::new(),
+        tier: None,
+        transport,
+        adhoc: false,
+        any_wire_model: false,
+        upstream_headroom: AtomicU64::new(u64::MAX),
+        reads_headroom: false,
+        // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
+        price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(
+            |rate| Price {
+                input_utok: rate.input_utok,
+                output_utok: rate.output_utok,
+                cache_read_utok: rate.cache_read_utok,
+                cache_write_utok: rate.cache_write_utok,
+            },
+        ),
+    })
+}

@@ -1,0 +1,112 @@
+//! A pool's routing state: its members and weights, failover bounds and
+//! fallbacks, one breaker and one set of counters per member, the strategy
+//! and gates that order them, session pins, and the prices admission
+//! reserves at.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use switchyard_config::{Affinity, BreakerPolicy, Failover, Strategy};
+use switchyard_governance::money::Price;
+use switchyard_health::Breaker;
+use switchyard_route::SmoothWeighted;
+
+use crate::sessions::SessionTable;
+use crate::Counters;
+
+/// A pool's routing state.
+pub struct PoolState {
+    /// Config name (a model's name for implicit pools).
+    pub name: Arc<str>,
+    /// True for the one-member pool of a model named directly.
+    pub implicit: bool,
+    /// Lane index of each member.
+    pub members: Vec<usize>,
+    /// Weight of each member.
+    pub weights: Vec<u32>,
+    /// Failover bounds.
+    pub failover: Failover,
+    /// Fallback pools (indexes).
+    pub fallback: Vec<usize>,
+    /// How long to wait for a permit when every member is at its cap.
+    pub queue_timeout: Duration,
+    /// One breaker per member; locks are held briefly, never across `.await`.
+    pub breakers: Vec<Mutex<Breaker>>,
+    /// The breakers' tuning.
+    pub policy: BreakerPolicy,
+    /// One set of counters per member.
+    pub counters: Vec<Counters>,
+    /// SWRR state; the lock is held only for the pick.
+    pub weighted: Mutex<SmoothWeighted>,
+    /// Ordering strategy.
+    pub strategy: Strategy,
+    /// The pool's own gates (indexes into `config.hooks`).
+    pub gates: Vec<usize>,
+    /// Session affinity settings.
+    pub affinity: Option<Affinity>,
+    /// Session pins (empty without affinity).
+    pub sessions: Arc<SessionTable>,
+    /// Routing counters per policy.
+    pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
+    /// Sessions moved off their pinned lane.
+    pub affinity_switches: AtomicU64,
+    /// The dearest prices among the lanes a request may reach through this
+    /// pool (fallbacks included): what admission reserves at.
+    pub price_ceiling: Price,
+    /// A lane the pool may reach that has no price: a key with a USD
+    /// budget cannot use the pool (what that lane serves would cost nothing).
+    pub unpriced: Option<Arc<str>>,
+}
+
+/// Per-policy routing counters of a pool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RouteCounters {
+    /// Requests ordered by this policy.
+    pub selections: u64,
+    /// Requests the policy rejected.
+    pub rejections: u64,
+}
+
+impl PoolState {
+    /// A pool with the weighted floor, no gates and default affinity.
+    #[expect(clippy::too_many_arguments, reason = "one constructor for configured and implicit pools")]
+    pub(crate) fn new(
+        name: Arc<str>,
+        implicit: bool,
+        members: Vec<(usize, u32)>,
+        failover: Failover,
+        fallback: Vec<usize>,
+        policy: BreakerPolicy,
+        queue_timeout: Duration,
+        epoch: Instant,
+    ) -> PoolState {
+        PoolState {
+            name,
+            implicit,
+            weights: members.iter().map(|m| m.1).collect(),
+            breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
+            policy,
+            counters: members.iter().map(|_| Counters::default()).collect(),
+            weighted: Mutex::new(SmoothWeighted::new(members.len())),
+            members: members.iter().map(|m| m.0).collect(),
+            failover,
+            fallback,
+            queue_timeout,
+            strategy: Strategy::Weighted,
+            gates: Vec::new(),
+            affinity: None,
+            sessions: Arc::new(SessionTable::new(Duration::ZERO, 1)),
+            routing: Mutex::new(HashMap::new()),
+            affinity_switches: AtomicU64::new(0),
+            price_ceiling: Price::default(),
+            unpriced: None,
+        }
+    }
+
+    /// The breaker of member `member`.
+    pub fn breaker(&self, member: usize) -> MutexGuard<'_, Breaker> {
+        self.breakers[member].lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
