@@ -77,34 +77,7 @@ pub async fn plan(
     if let (false, Some(projection)) = (state.gates.is_empty() || usable.is_empty(), projection.as_ref()) {
         let (decision, orderer) =
             run_gates(gateway, call, pool, &usable, projection, translated.as_ref(), &headroom).await;
-        if let Some((status, message)) = decision.reject {
-            let name = orderer.unwrap_or_else(|| Arc::from("hook"));
-            count(state, &name, |c| c.rejections += 1);
-            tracing::info!(request_id = ?call.request_id, pool = %state.name, hook = %name, status, %message, "request rejected by a routing hook");
-            let kind = ErrorKind::from_status(status);
-            return Err(ErrorInfo::new(kind, message).with_status(status));
-        }
-        if let Some(preferred) = &decision.order {
-            let preferred: Vec<usize> =
-                preferred.iter().filter_map(|&position| usable.get(position).copied()).collect();
-            order = apply_preference(&order, &preferred);
-            policy = orderer;
-        }
-        if let Some(restrict) = &decision.restrict {
-            order.retain(|&member| hook::passes_restrict(restrict, &gateway.lanes[state.members[member]].tags));
-            if order.is_empty() {
-                return Err(ErrorInfo::new(
-                    ErrorKind::Unavailable,
-                    format!("no lane of `{}` carries the tags a routing hook asked for", state.name),
-                ));
-            }
-        }
-        if let Some(body) = decision.rewrite {
-            let bytes = serde_json::to_vec(&body).unwrap_or_default();
-            call.body = Bytes::from(bytes);
-            call.model_span = scan::scan_top_level(&call.body).ok().and_then(|top| top.model_span);
-            *translated = None;
-        }
+        apply_decision(gateway, call, pool, &usable, decision, orderer, (&mut order, &mut policy), translated)?;
     }
 
     if let Some(fleet) = &gateway.fleet_state {
@@ -117,15 +90,67 @@ pub async fn plan(
     let mut slots: Vec<Slot> = order.iter().map(|&member| Slot { pool, member }).collect();
     // Tripped members go last: they only tell the exhaustion answer when they recover.
     slots.extend((0..state.members.len()).filter(|m| !usable.contains(m)).map(|member| Slot { pool, member }));
+    slots.extend(fallback_slots(gateway, pool, at));
+    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool })
+}
+
+/// The gates' reconciled decision applied: a rejection ends the request; an
+/// order is preferred, a restriction filters by tags, a rewrite replaces
+/// the body (and the IR read from it).
+#[expect(clippy::too_many_arguments, reason = "what a decision changes")]
+fn apply_decision(
+    gateway: &Gateway,
+    call: &mut Call,
+    pool: usize,
+    usable: &[usize],
+    decision: Decision,
+    orderer: Option<Arc<str>>,
+    (order, policy): (&mut Vec<usize>, &mut Option<Arc<str>>),
+    translated: &mut Option<Request>,
+) -> Result<(), ErrorInfo> {
+    let state = &gateway.pools[pool];
+    if let Some((status, message)) = decision.reject {
+        let name = orderer.unwrap_or_else(|| Arc::from("hook"));
+        count(state, &name, |c| c.rejections += 1);
+        tracing::info!(request_id = ?call.request_id, pool = %state.name, hook = %name, status, %message, "request rejected by a routing hook");
+        let kind = ErrorKind::from_status(status);
+        return Err(ErrorInfo::new(kind, message).with_status(status));
+    }
+    if let Some(preferred) = &decision.order {
+        let preferred: Vec<usize> = preferred.iter().filter_map(|&position| usable.get(position).copied()).collect();
+        *order = apply_preference(order, &preferred);
+        *policy = orderer;
+    }
+    if let Some(restrict) = &decision.restrict {
+        order.retain(|&member| hook::passes_restrict(restrict, &gateway.lanes[state.members[member]].tags));
+        if order.is_empty() {
+            return Err(ErrorInfo::new(
+                ErrorKind::Unavailable,
+                format!("no lane of `{}` carries the tags a routing hook asked for", state.name),
+            ));
+        }
+    }
+    if let Some(body) = decision.rewrite {
+        let bytes = serde_json::to_vec(&body).unwrap_or_default();
+        call.body = Bytes::from(bytes);
+        call.model_span = scan::scan_top_level(&call.body).ok().and_then(|top| top.model_span);
+        *translated = None;
+    }
+    Ok(())
+}
+
+/// The fallback pools' members, each pool's usable ones in weighted order,
+/// its tripped ones after.
+fn fallback_slots(gateway: &Gateway, pool: usize, at: std::time::Instant) -> Vec<Slot> {
+    let mut slots = Vec::new();
     for fallback in fallback_chain(gateway, pool) {
-        let fallback_state = &gateway.pools[fallback];
-        let usable: Vec<usize> =
-            (0..fallback_state.members.len()).filter(|&m| fallback_state.breaker(m).is_usable(at)).collect();
-        let mut order = weighted_order(fallback_state, &usable);
-        order.extend((0..fallback_state.members.len()).filter(|m| !usable.contains(m)));
+        let state = &gateway.pools[fallback];
+        let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
+        let mut order = weighted_order(state, &usable);
+        order.extend((0..state.members.len()).filter(|m| !usable.contains(m)));
         slots.extend(order.into_iter().map(|member| Slot { pool: fallback, member }));
     }
-    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool })
+    slots
 }
 
 /// Pins `session` to `member` of `pool` after it served.

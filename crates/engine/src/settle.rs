@@ -282,121 +282,148 @@ impl Record {
         }
         let gateway = self.gateway.clone();
         let total = self.started.elapsed();
+        let bill = self.bill(&gateway);
+        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
+            governance.settle(reservation, bill.tokens.total(), bill.cost);
+        }
+        let names = Names {
+            pool: self.pool.map(|p| gateway.pools[p].name.clone()),
+            lane: bill.lane.map(|l| gateway.lanes[l].name.clone()),
+            key: self.caller.as_ref().map(|c| c.key.id.clone()),
+        };
+        self.count(&gateway, status, total);
+        self.log(&gateway, &bill, &names, status, total);
+        self.end_trace(&gateway, &bill, &names, status);
+        self.feed_sinks(&gateway, &bill, &names, status, total);
+        self.ledger_row(&gateway, bill.tokens, &names, status)
+    }
+
+    /// What the request cost: the usage the reply reported at the serving
+    /// lane's price, or (when the upstream took the request and its answer
+    /// never came whole) the reservation.
+    fn bill(&mut self, gateway: &Gateway) -> Bill {
         let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
             input: usage.input_tokens,
             output: usage.output_tokens,
             cache_read: usage.cache_read_tokens,
             cache_write: usage.cache_write_tokens,
         });
-        let lane = self.served.as_ref().map(|(_, lane, _)| &gateway.lanes[*lane]);
-        let mut cost = lane.and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+        let lane = self.served.as_ref().map(|(_, lane, _)| *lane);
+        let cost = lane.and_then(|l| gateway.lanes[l].price).map_or(0, |p| p.cost(&tokens));
         let reserved = self.reservation.as_ref().map(|hold| hold.reservation.estimate);
-        let (tokens, estimated) = match (self.usage.is_none() && self.at_reservation, reserved) {
+        match (self.usage.is_none() && self.at_reservation, reserved) {
             // No usage came: the reservation is the most it can have cost.
             (true, Some(estimate)) => {
-                cost = estimate.cost;
+                self.estimated = true;
                 let input = self.input_estimate.min(estimate.tokens);
-                (Tokens { input, output: estimate.tokens - input, cache_read: 0, cache_write: 0 }, true)
+                let tokens = Tokens { input, output: estimate.tokens - input, cache_read: 0, cache_write: 0 };
+                Bill { tokens, cost: estimate.cost, lane }
             }
-            _ => (tokens, self.estimated),
-        };
-        self.estimated = estimated;
-        let usd = switchyard_governance::money::usd(cost);
-
-        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
-            governance.settle(reservation, tokens.total(), cost);
+            _ => Bill { tokens, cost, lane },
         }
+    }
 
-        let telemetry = &gateway.telemetry;
-        if telemetry.metrics_on {
-            let member =
-                self.served.as_ref().filter(|(slot, _, _)| Some(slot.pool) == self.pool).map(|(s, _, _)| s.member);
-            let place = gateway.metrics.place(self.pool, member);
-            gateway.metrics.request(place, self.ingress, status, total, self.ttfb);
-            if let (Some((_, lane, _)), Some(usage)) = (&self.served, &self.usage) {
-                gateway.metrics.tokens(*lane, usage);
-            }
+    /// The request in the metrics.
+    fn count(&self, gateway: &Gateway, status: u16, total: Duration) {
+        if !gateway.telemetry.metrics_on {
+            return;
         }
-        let pool_name = self.pool.map(|p| gateway.pools[p].name.clone());
-        let lane_name = lane.map(|l| l.name.clone());
-        let key_id = self.caller.as_ref().map(|c| c.key.id.clone());
-        if let Some(access) = &telemetry.access {
-            access.write(&Line {
-                request_id: self.request_id.to_str().unwrap_or(""),
-                key: key_id.as_deref().unwrap_or("-"),
+        let member = self.served.as_ref().filter(|(slot, _, _)| Some(slot.pool) == self.pool).map(|(s, _, _)| s.member);
+        let place = gateway.metrics.place(self.pool, member);
+        gateway.metrics.request(place, self.ingress, status, total, self.ttfb);
+        if let (Some((_, lane, _)), Some(usage)) = (&self.served, &self.usage) {
+            gateway.metrics.tokens(*lane, usage);
+        }
+    }
+
+    /// The access line.
+    fn log(&self, gateway: &Gateway, bill: &Bill, names: &Names, status: u16, total: Duration) {
+        let Some(access) = &gateway.telemetry.access else { return };
+        access.write(&Line {
+            request_id: self.request_id.to_str().unwrap_or(""),
+            key: names.key.as_deref().unwrap_or("-"),
+            ingress: self.ingress.as_str(),
+            pool: names.pool.as_deref().unwrap_or("-"),
+            lane: names.lane.as_deref().unwrap_or("-"),
+            status,
+            stream: self.stream,
+            input_tokens: bill.tokens.input,
+            output_tokens: bill.tokens.output,
+            usd: switchyard_governance::money::usd(bill.cost),
+            ttfb: self.ttfb,
+            total,
+            failovers: self.failovers,
+            estimated: self.estimated,
+        });
+    }
+
+    /// The request's trace, when it is sampled.
+    fn end_trace(&mut self, gateway: &Gateway, bill: &Bill, names: &Names, status: u16) {
+        let (Some(trace), Some(tracer)) = (self.trace.take(), &gateway.telemetry.tracer) else { return };
+        tracer.finish(
+            trace,
+            Summary {
                 ingress: self.ingress.as_str(),
-                pool: pool_name.as_deref().unwrap_or("-"),
-                lane: lane_name.as_deref().unwrap_or("-"),
-                status,
-                stream: self.stream,
-                input_tokens: tokens.input,
-                output_tokens: tokens.output,
-                usd,
-                ttfb: self.ttfb,
-                total,
+                pool: names.pool.clone(),
+                lane: names.lane.clone(),
+                provider: bill.lane.map(|l| genai_provider(gateway.lanes[l].protocol)),
+                response_model: self.served.as_ref().map(|(_, _, wire)| wire.clone()),
+                usage: self.usage.is_some().then_some((bill.tokens.input, bill.tokens.output)),
+                finish_reason: self.stop_reason,
                 failovers: self.failovers,
-                estimated: self.estimated,
-            });
-        }
-        if let (Some(trace), Some(tracer)) = (self.trace.take(), &telemetry.tracer) {
-            tracer.finish(
-                trace,
-                Summary {
-                    ingress: self.ingress.as_str(),
-                    pool: pool_name.clone(),
-                    lane: lane_name.clone(),
-                    provider: lane.map(|l| genai_provider(l.protocol)),
-                    response_model: self.served.as_ref().map(|(_, _, wire)| wire.clone()),
-                    usage: self.usage.is_some().then_some((tokens.input, tokens.output)),
-                    finish_reason: self.stop_reason,
-                    failovers: self.failovers,
-                    status,
-                },
-            );
-        }
+                status,
+            },
+        );
+    }
+
+    /// The newest requests' text (for the console) and the request-log sinks.
+    fn feed_sinks(&mut self, gateway: &Gateway, bill: &Bill, names: &Names, status: u16, total: Duration) {
+        let telemetry = &gateway.telemetry;
         // Only a request with a ledger row has a detail to show its text.
         let has_row = self.admitted && gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some());
         if let (Some(recent), true) = (&telemetry.recent_text, has_row) {
             recent.keep(self.entry, self.request_body.as_ref(), self.response_body.as_ref());
         }
-        if let Some(sinks) = &telemetry.sinks {
-            sinks.push(SinkRecord {
-                at_ms: now_ms(),
-                request_id: self.request_id.to_str().unwrap_or("").to_owned(),
-                key_id: key_id.as_deref().map(str::to_owned),
-                ingress: self.ingress.as_str(),
-                pool: pool_name.as_deref().map(str::to_owned),
-                lane: lane_name.as_deref().map(str::to_owned),
-                model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()),
-                status,
-                stream: self.stream,
-                input_tokens: tokens.input,
-                output_tokens: tokens.output,
-                cache_read_tokens: tokens.cache_read,
-                cache_write_tokens: tokens.cache_write,
-                usd,
-                ttfb_ms: self.ttfb.map(millis),
-                total_ms: millis(total),
-                failovers: self.failovers,
-                estimated: self.estimated,
-                request_body: self.request_body.take(),
-                response_body: self.response_body.take(),
-            });
-        }
+        let Some(sinks) = &telemetry.sinks else { return };
+        let tokens = &bill.tokens;
+        sinks.push(SinkRecord {
+            at_ms: now_ms(),
+            request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+            key_id: names.key.as_deref().map(str::to_owned),
+            ingress: self.ingress.as_str(),
+            pool: names.pool.as_deref().map(str::to_owned),
+            lane: names.lane.as_deref().map(str::to_owned),
+            model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()),
+            status,
+            stream: self.stream,
+            input_tokens: tokens.input,
+            output_tokens: tokens.output,
+            cache_read_tokens: tokens.cache_read,
+            cache_write_tokens: tokens.cache_write,
+            usd: switchyard_governance::money::usd(bill.cost),
+            ttfb_ms: self.ttfb.map(millis),
+            total_ms: millis(total),
+            failovers: self.failovers,
+            estimated: self.estimated,
+            request_body: self.request_body.take(),
+            response_body: self.response_body.take(),
+        });
+    }
 
+    /// The ledger row of an admitted request, when there is a ledger.
+    fn ledger_row(&self, gateway: &Gateway, tokens: Tokens, names: &Names, status: u16) -> Option<LedgerRow> {
         if !self.admitted {
             return None;
         }
-        let governance = gateway.governance.as_ref()?;
-        governance.ledger.as_ref()?;
+        gateway.governance.as_ref()?.ledger.as_ref()?;
         Some(LedgerRow {
             entry: self.entry,
             at_ms: now_ms() as i64,
             request_id: self.request_id.to_str().unwrap_or("").to_owned(),
-            key_id: key_id.as_deref().map(str::to_owned),
+            key_id: names.key.as_deref().map(str::to_owned),
             group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
-            pool: pool_name.as_deref().unwrap_or("-").to_owned(),
-            lane: lane_name.as_deref().unwrap_or("").to_owned(),
+            pool: names.pool.as_deref().unwrap_or("-").to_owned(),
+            lane: names.lane.as_deref().unwrap_or("").to_owned(),
             model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
             tokens,
             status,
@@ -407,6 +434,20 @@ impl Record {
             attempts: self.attempts(),
         })
     }
+}
+
+/// What a finished request cost, and the lane it is billed to.
+struct Bill {
+    tokens: Tokens,
+    cost: switchyard_governance::NanoUsd,
+    lane: Option<usize>,
+}
+
+/// The names a finished request is recorded under.
+struct Names {
+    pool: Option<Arc<str>>,
+    lane: Option<Arc<str>>,
+    key: Option<Arc<str>>,
 }
 
 impl Drop for Record {

@@ -405,86 +405,58 @@ async fn read_body(
     }
 }
 
+/// The ingress stage: the request framed into a [`Call`] (content type,
+/// the key on its headers, the body under its limits, the top-level scan,
+/// where the name is), then handed to the engine; a refusal is answered in
+/// the caller's protocol and recorded.
 async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
     let protocol = ingress.protocol;
     let (parts, body) = request.into_parts();
+    let request_id = request_id(&parts.headers);
+    let record = Record::begin(&gateway, protocol, request_id.clone(), &parts.headers);
+    match frame(&gateway, ingress, parts, body, request_id).await {
+        // The body's charge against its connection's budget lasts until the answer's head.
+        Ok((call, _charge)) => switchyard_engine::forward(gateway, call, record).await.map(Body::new),
+        Err(info) => reject(&gateway, protocol, record, info),
+    }
+}
+
+/// Frames a caller's request into a [`Call`] (with its body's charge
+/// against the connection's budget), or the reason it cannot be.
+async fn frame(
+    gateway: &Gateway,
+    ingress: Ingress,
+    parts: axum::http::request::Parts,
+    body: Body,
+    request_id: HeaderValue,
+) -> Result<(Call, Option<conn_io::BodyCharge>), ErrorInfo> {
+    let protocol = ingress.protocol;
     let budget = parts.extensions.get::<ConnBudget>().cloned();
     let headers = parts.headers;
-    let request_id = request_id(&headers);
-    let record = Record::begin(&gateway, protocol, request_id.clone(), &headers);
-    if let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) {
-        let json = content_type.to_str().is_ok_and(|ct| {
-            ct.trim_start().to_ascii_lowercase().starts_with("application/json") || ct.contains("+json")
-        });
-        if !json {
-            let info =
-                ErrorInfo::new(ErrorKind::InvalidRequest, "content-type must be application/json").with_status(415);
-            return reject(&gateway, protocol, record, info);
-        }
-    }
+    json_content_type(&headers)?;
     // A key carried in a header is checked before the body is read: an
     // unauthenticated caller never makes the gateway hold its body. Only a
     // SigV4 signature covers the body, and waits for it.
     let signed = switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
     if !signed {
-        match switchyard_engine::authenticate::caller(&gateway, protocol, &parts.uri, &headers, &[]) {
-            Ok(found) => caller = found,
-            Err(info) => return reject(&gateway, protocol, record, info),
-        }
+        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &[])?;
     }
-    let (body, _charge) = match read_body(body, &gateway.config.server, budget.as_ref()).await {
-        Ok(read) => read,
-        Err(info) => return reject(&gateway, protocol, record, info),
-    };
-    let top = match scan::scan_top_level(&body) {
-        Ok(top) => top,
-        Err(err) => {
-            return reject(&gateway, protocol, record, ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))
-        }
-    };
+    let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
+    let top = scan::scan_top_level(&body).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
         if by_path != in_body {
-            return reject(&gateway, protocol, record, stream_by_endpoint(protocol, by_path));
+            return Err(stream_by_endpoint(protocol, by_path));
         }
     }
-    let (name, wire_model) = match ingress.named {
-        Named::Body => match &top.model {
-            Some(model) if !model.is_empty() => (model.to_string(), None),
-            _ => {
-                let mut info = ErrorInfo::new(
-                    ErrorKind::InvalidRequest,
-                    "`model` is required: name a model or pool (GET /v1/models lists them)",
-                );
-                info.param = Some("model".to_owned());
-                return reject(&gateway, protocol, record, info);
-            }
-        },
-        Named::Path(name) => (name, None),
-        Named::Direct { provider, model } => match gateway.resolve_adhoc(&provider, &model) {
-            Some(pool) => (pool.to_string(), Some(model)),
-            None => {
-                let info = ErrorInfo::new(
-                    ErrorKind::NotFound,
-                    format!("provider `{provider}` does not serve `{model}` on the ad-hoc route"),
-                );
-                return reject(&gateway, protocol, record, info);
-            }
-        },
-    };
+    let (name, wire_model) = named(gateway, ingress.named, &top)?;
     if signed {
-        match switchyard_engine::authenticate::caller(&gateway, protocol, &parts.uri, &headers, &body) {
-            Ok(found) => caller = found,
-            Err(info) => return reject(&gateway, protocol, record, info),
-        }
+        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &body)?;
     }
-    let session = session_of(&gateway, &name, &headers);
+    let session = session_of(gateway, &name, &headers);
     if session.as_ref().is_some_and(|s| s.len() > switchyard_state::sessions::MAX_SESSION_ID) {
-        let info = ErrorInfo::new(
-            ErrorKind::InvalidRequest,
-            format!("the session id is longer than {} bytes", switchyard_state::sessions::MAX_SESSION_ID),
-        );
-        return reject(&gateway, protocol, record, info);
+        let limit = switchyard_state::sessions::MAX_SESSION_ID;
+        return Err(ErrorInfo::new(ErrorKind::InvalidRequest, format!("the session id is longer than {limit} bytes")));
     }
     let call = Call {
         ingress: protocol,
@@ -501,7 +473,44 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
         headers,
         body,
     };
-    switchyard_engine::forward(gateway, call, record).await.map(Body::new)
+    Ok((call, charge))
+}
+
+/// A body must be JSON when its type is given.
+fn json_content_type(headers: &HeaderMap) -> Result<(), ErrorInfo> {
+    let Some(content_type) = headers.get(axum::http::header::CONTENT_TYPE) else { return Ok(()) };
+    let json = content_type
+        .to_str()
+        .is_ok_and(|ct| ct.trim_start().to_ascii_lowercase().starts_with("application/json") || ct.contains("+json"));
+    if json {
+        return Ok(());
+    }
+    Err(ErrorInfo::new(ErrorKind::InvalidRequest, "content-type must be application/json").with_status(415))
+}
+
+/// The pool name the caller gave (and an ad-hoc lane's wire model).
+fn named(gateway: &Gateway, named: Named, top: &scan::TopLevel<'_>) -> Result<(String, Option<String>), ErrorInfo> {
+    match named {
+        Named::Body => match &top.model {
+            Some(model) if !model.is_empty() => Ok((model.to_string(), None)),
+            _ => {
+                let mut info = ErrorInfo::new(
+                    ErrorKind::InvalidRequest,
+                    "`model` is required: name a model or pool (GET /v1/models lists them)",
+                );
+                info.param = Some("model".to_owned());
+                Err(info)
+            }
+        },
+        Named::Path(name) => Ok((name, None)),
+        Named::Direct { provider, model } => match gateway.resolve_adhoc(&provider, &model) {
+            Some(pool) => Ok((pool.to_string(), Some(model))),
+            None => Err(ErrorInfo::new(
+                ErrorKind::NotFound,
+                format!("provider `{provider}` does not serve `{model}` on the ad-hoc route"),
+            )),
+        },
+    }
 }
 
 /// A body whose `stream` contradicts the endpoint, in a protocol that

@@ -19,7 +19,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use switchyard_config::Server as Limits;
 pub use switchyard_telemetry::ListenerStats;
 use tokio::net::TcpListener;
@@ -183,31 +183,9 @@ pub async fn serve(
                     settings: settings.clone(),
                     peer: settings.peer.then_some(Peer(peer.ip())),
                 };
-                let builder = builder.clone();
-                let watcher = graceful.watcher();
-                let stats = settings.stats.clone();
-                let tls = settings.tls.clone();
-                stats.open.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(async move {
-                    match tls {
-                        None => {
-                            let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
-                            let _ = watcher.watch(builder.serve_connection(io, service)).await;
-                        }
-                        // A client that cannot finish the handshake with a
-                        // certificate the CA signed is closed before HTTP.
-                        Some(acceptor) => {
-                            if let Ok(Ok(stream)) =
-                                tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await
-                            {
-                                let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
-                                let _ = watcher.watch(builder.serve_connection(io, service)).await;
-                            }
-                        }
-                    }
-                    stats.open.fetch_sub(1, Ordering::Relaxed);
-                    drop(slot);
-                });
+                let connection = Connection { tcp, state, timeouts, service, slot };
+                settings.stats.open.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(connection.serve(builder.clone(), graceful.watcher(), settings.clone()));
             }
             Err(_) => {
                 settings.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
@@ -219,20 +197,7 @@ pub async fn serve(
                     continue;
                 };
                 let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
-                let refuse = settings.refuse.clone();
-                let builder = overflow_builder.clone();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-                        let (parts, _) = request.into_parts();
-                        let mut response = refuse(&parts, Refusal::Connections);
-                        response
-                            .headers_mut()
-                            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-                        std::future::ready(Ok::<_, std::convert::Infallible>(response))
-                    });
-                    let _ = builder.serve_connection(io, service).await;
-                    drop(slot);
-                });
+                tokio::spawn(refuse_connection(io, overflow_builder.clone(), settings.refuse.clone(), slot));
             }
         }
     }
@@ -241,6 +206,58 @@ pub async fn serve(
         tracing::warn!(drain = ?settings.limits.drain_timeout, "drain timeout reached; closing remaining connections");
     }
     Ok(())
+}
+
+/// An accepted connection within the cap, to be served.
+struct Connection {
+    tcp: tokio::net::TcpStream,
+    state: Arc<ConnState>,
+    timeouts: IoTimeouts,
+    service: ConnService,
+    slot: OwnedSemaphorePermit,
+}
+
+impl Connection {
+    /// Serves HTTP on it (counted open until it closes; after the TLS handshake, when the listener has
+    /// TLS: a client that cannot finish one with a certificate the CA
+    /// signed is closed before HTTP), watched for a graceful drain.
+    async fn serve(self, builder: Arc<auto::Builder<TokioExecutor>>, watcher: Watcher, settings: Settings) {
+        let Connection { tcp, state, timeouts, service, slot } = self;
+        match settings.tls {
+            None => {
+                let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
+                let _ = watcher.watch(builder.serve_connection(io, service)).await;
+            }
+            Some(acceptor) => {
+                if let Ok(Ok(stream)) = tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await {
+                    let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
+                    let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                }
+            }
+        }
+        settings.stats.open.fetch_sub(1, Ordering::Relaxed);
+        drop(slot);
+    }
+}
+
+/// A connection past the cap: each request on it answered with an overload
+/// error in its protocol, then closed.
+async fn refuse_connection<I>(
+    io: I,
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    refuse: Refuse,
+    slot: OwnedSemaphorePermit,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let (parts, _) = request.into_parts();
+        let mut response = refuse(&parts, Refusal::Connections);
+        response.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        std::future::ready(Ok::<_, std::convert::Infallible>(response))
+    });
+    let _ = builder.serve_connection(io, service).await;
+    drop(slot);
 }
 
 /// One connection's service: the shared router, behind the in-flight cap,

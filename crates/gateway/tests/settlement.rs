@@ -1,0 +1,110 @@
+//! Every admitted request settles, however it ends, over real TCP: a
+//! caller that hangs up before a whole reply is billed what the upstream
+//! reported (the request runs to its end on its own task), and a reply
+//! whose body never comes whole is charged at its reservation.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
+
+mod common;
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::response::Response;
+use common::*;
+use serde_json::json;
+use switchyard_protocol::ir::Protocol;
+use tokio::io::AsyncWriteExt;
+
+/// An OpenAI upstream: `slow` answers whole after 600 ms; `stall` sends a
+/// 200 head and then never its body.
+async fn upstream() -> std::net::SocketAddr {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|body: Bytes| async move {
+            let model = switchyard_codec::scan::scan_top_level(&body).unwrap().model.unwrap().to_string();
+            if model == "stall" {
+                let mut response =
+                    Response::new(Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>()));
+                response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+                return response;
+            }
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let reply = switchyard_transport::mock::respond(
+                switchyard_protocol::codec(Protocol::OpenAi),
+                None,
+                false,
+                switchyard_protocol::Framing::Sse,
+                &body,
+            );
+            let mut response = Response::new(Body::new(reply.body));
+            *response.headers_mut() = reply.headers;
+            response
+        }),
+    );
+    spawn(app).await
+}
+
+fn config(upstream: std::net::SocketAddr) -> String {
+    format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
+         up: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ request: 400ms }} }}\n\
+         models:\n  slow: {{ provider: up }}\n  stall: {{ provider: up }}\n\
+         rate_card:\n  slow: {{ input_utok: 1000, output_utok: 1000 }}\n  stall: {{ input_utok: 1000, output_utok: 1000 }}\n"
+    )
+}
+
+/// The ledger's rows of key `id`, once there are `n`.
+async fn rows(addr: std::net::SocketAddr, id: &str, n: usize) -> Vec<serde_json::Value> {
+    for _ in 0..300 {
+        let reply = admin_call(addr, "GET", &format!("/api/v1/admin/requests?key={id}"), Some(ADMIN_TOKEN), None).await;
+        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = page["data"].as_array().unwrap().clone();
+        if rows.len() >= n {
+            return rows;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("no ledger row for {id}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_that_hangs_up_is_billed_what_the_upstream_did() {
+    let up = upstream().await;
+    let (addr, _) = governed(&config(up)).await;
+    let key = create_key(addr, json!({"name": "impatient"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    // The caller sends its request and hangs up long before the reply.
+    let body = json!({"model": "slow", "max_tokens": 50, "messages": [{"role": "user", "content": "take your time"}]});
+    let body = body.to_string();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nauthorization: Bearer {secret}\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(stream);
+    let row = rows(addr, id, 1).await.remove(0);
+    assert_eq!(row["estimated"], false, "{row}");
+    assert!(row["output_tokens"].as_u64().unwrap() > 0 && row["input_tokens"].as_u64().unwrap() > 0, "{row}");
+    assert_eq!(row["lane"], "slow");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_that_never_comes_whole_is_charged_at_its_reservation() {
+    let up = upstream().await;
+    let (addr, _) = governed(&config(up)).await;
+    let key = create_key(addr, json!({"name": "stalled"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let body = json!({"model": "stall", "max_tokens": 50, "messages": [{"role": "user", "content": "hello"}]});
+    let reply =
+        post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body.to_string()).await;
+    assert_eq!(reply.status, 502, "{}", String::from_utf8_lossy(&reply.body));
+    let row = rows(addr, id, 1).await.remove(0);
+    assert_eq!(row["estimated"], true, "{row}");
+    assert!(row["output_tokens"].as_u64().unwrap() >= 50, "the reservation's output is charged: {row}");
+    let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+    let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+    assert!(spend["data"][0]["usd"].as_f64().unwrap() > 0.0, "{spend}");
+}
