@@ -236,7 +236,7 @@ pub(crate) fn fill_identity(
 
 /// The per-request access line. Debug level: formatting a log line per
 /// request was an eighth of the gateway's CPU on small replies; enable it
-/// with `SWITCHYARD_LOG=info,switchyard_gateway::engine=debug`.
+/// with `SWITCHYARD_LOG=info,switchyard_engine=debug`.
 pub(crate) fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, started: Instant, stream: bool) {
     tracing::debug!(
         request_id = ?request_id,
