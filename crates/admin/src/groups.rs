@@ -13,7 +13,7 @@ use switchyard_governance::BucketId;
 use switchyard_store::GroupRecord;
 use utoipa::ToSchema;
 
-use crate::api::*;
+use crate::shared::*;
 use switchyard_state::governance::{now_ms, Governance};
 
 /// `POST /api/v1/admin/groups`.

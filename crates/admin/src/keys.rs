@@ -17,7 +17,7 @@ use switchyard_governance::{BucketId, KeyHash, KeyRecord};
 use switchyard_store::{Idempotency, StoreError, Written};
 use utoipa::ToSchema;
 
-use crate::api::*;
+use crate::shared::*;
 use switchyard_state::governance::{now_ms, Governance};
 
 /// `POST /api/v1/admin/keys`.

@@ -14,4 +14,5 @@ pub mod operations;
 pub mod reports;
 pub mod sampler;
 pub mod scrape;
+pub mod shared;
 pub mod stats;

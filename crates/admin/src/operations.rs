@@ -9,8 +9,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use axum::Json;
 
-use crate::api::*;
 use crate::sampler::now_minute;
+use crate::shared::*;
 use switchyard_state::Gateway;
 
 #[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded, secrets replaced by `<redacted>`, and `restart_pending`: sections it changes that keep their running values until a restart")))]

@@ -15,8 +15,8 @@ use switchyard_governance::Window;
 use switchyard_store::{RowFilter, SpendBy, TotalsQuery};
 use utoipa::ToSchema;
 
-use crate::api::*;
 use crate::sampler::now_minute;
+use crate::shared::*;
 use switchyard_state::governance::now_ms;
 use switchyard_state::Gateway;
 use switchyard_telemetry::history::Span;

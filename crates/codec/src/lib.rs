@@ -297,18 +297,42 @@ pub trait Codec: Send + Sync {
         &[]
     }
 
+    /// The top-level members whose values admission reads: the first
+    /// name of each path in [`Codec::max_tokens_members`] and
+    /// [`Codec::choices_members`] (at most [`scan::FOUND`]). The ingress
+    /// finds them in the scan it makes anyway ([`scan::scan_request`]).
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &[]
+    }
+
     /// What admission reads of a request, without a full parse where the
     /// protocol says where it is. Every member it reads must be named once
     /// (as `model` must): a body that names one twice is refused, because
     /// the upstream may read the other one.
     fn metered(&self, body: &[u8]) -> Result<Metered, scan::ScanError> {
+        let top = scan::scan_request(body, self.metered_heads())?;
+        self.metered_from(body, &top.found)
+    }
+
+    /// [`Codec::metered`] from the members a scan already found (`found`,
+    /// in [`Codec::metered_heads`] order): only nested objects are walked.
+    fn metered_from(&self, body: &[u8], found: &scan::Found) -> Result<Metered, scan::ScanError> {
+        let heads = self.metered_heads();
+        let value = |path: &[&'static str]| -> Result<Option<u64>, scan::ScanError> {
+            let Some((head, rest)) = path.split_first() else { return Ok(None) };
+            let Some(span) = heads.iter().position(|h| h == head).and_then(|at| found.get(at)?.clone()) else {
+                return Ok(None);
+            };
+            let Some(value) = body.get(span) else { return Ok(None) };
+            Ok(scan::member_once(value, rest)?.and_then(scan::count))
+        };
         let members = self.max_tokens_members();
         let max_tokens = if members.is_empty() {
             self.read_request(body).ok().and_then(|request| request.max_tokens)
         } else {
             let mut most: Option<u64> = None;
             for path in members {
-                if let Some(value) = scan::member_once(body, path)?.and_then(scan::count) {
+                if let Some(value) = value(path)? {
                     most = Some(most.map_or(value, |m| m.max(value)));
                 }
             }
@@ -316,7 +340,7 @@ pub trait Codec: Send + Sync {
         };
         let mut choices = 1;
         for path in self.choices_members() {
-            if let Some(value) = scan::member_once(body, path)?.and_then(scan::count) {
+            if let Some(value) = value(path)? {
                 choices = choices.max(value);
             }
         }

@@ -26,7 +26,16 @@ pub struct TopLevel<'a> {
     pub model_span: Option<Range<usize>>,
     /// The `stream` flag, when it is a boolean.
     pub stream: Option<bool>,
+    /// Byte ranges of the members [`scan_request`] was asked to find, in
+    /// the order it was given their names.
+    pub found: Found,
 }
+
+/// The most member names [`scan_request`] finds besides [`WATCHED`].
+pub const FOUND: usize = 4;
+
+/// Byte ranges of the values of members a scan was asked to find.
+pub type Found = [Option<Range<usize>>; FOUND];
 
 /// The top-level members the gateway itself reads from a caller's body
 /// (routing, streaming, metering): each may appear at most once.
@@ -57,10 +66,22 @@ impl ScanError {
 /// Scans the top-level object of `body`. A member of [`WATCHED`] named
 /// twice (escapes resolved) is an error.
 pub fn scan_top_level(body: &[u8]) -> Result<TopLevel<'_>, ScanError> {
+    scan_request(body, &[])
+}
+
+/// Scans the top-level object of `body` as [`scan_top_level`] does, and
+/// also finds the members named `find` (at most [`FOUND`]: those admission
+/// reads), each of which may appear once too. One walk of the body.
+pub fn scan_request<'a>(body: &'a [u8], find: &[&'static str]) -> Result<TopLevel<'a>, ScanError> {
     let mut top = TopLevel::default();
     let mut seen = [false; WATCHED.len()];
     walk_top_level(body, |key, value_start, value_end| {
         let Some(watched) = WATCHED.iter().position(|name| key == name.as_bytes()) else {
+            if let Some(at) = find.iter().take(FOUND).position(|name| key == name.as_bytes()) {
+                if top.found[at].replace(value_start..value_end).is_some() {
+                    return Err(ScanError::Duplicate(find[at]));
+                }
+            }
             return Ok(true);
         };
         if std::mem::replace(&mut seen[watched], true) {

@@ -36,7 +36,7 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
             }
             // What admission reads is read once, each member named once.
-            let metered = codec.metered(&call.body).map_err(|err| Denied {
+            let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
                 info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
                 retry_after: None,
             })?;

@@ -18,10 +18,10 @@
 //! 10. [`settle`]: the request's record settles once, however it ended.
 //!
 //! A stage that refuses ends the request with an answer in the caller's
-//! protocol ([`render`]). A request that may be billed runs on its own
-//! task, so a caller that hangs up never stops its accounting: the upstream
-//! call finishes and settles (bounded by the lane's timeouts), or is charged
-//! at its reservation.
+//! protocol ([`render`]). A request that may be billed moves onto a task of
+//! its own if its caller hangs up, so a hang-up never stops its accounting:
+//! the upstream call finishes and settles (bounded by the lane's timeouts),
+//! or is charged at its reservation.
 
 pub mod admit;
 pub mod attempt;
@@ -30,6 +30,7 @@ pub mod cache;
 pub mod candidate;
 pub mod disposition;
 pub mod exhausted;
+mod identity;
 pub mod lane_gate;
 pub mod lane_health;
 pub mod plan;
@@ -42,7 +43,10 @@ pub mod send;
 pub mod settle;
 mod translation;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use http::{HeaderValue, Response};
 use switchyard_ir::{ErrorInfo, ErrorKind, Request};
@@ -56,16 +60,43 @@ use settle::Record;
 
 /// Serves one call end to end through the stages. The request's record is
 /// settled exactly once whatever the outcome (by the stream relay when the
-/// answer is a stream). A request that may be billed runs on a task of its
-/// own: if the caller goes away, the task still finishes the upstream call
-/// and settles what it cost.
+/// answer is a stream). A request that may be billed is [`Detachable`]: if
+/// the caller goes away, its stages move onto a task of their own, finish
+/// the upstream call and settle what it cost.
 pub async fn forward(gateway: Arc<Gateway>, call: Call, record: Box<Record>) -> Response<ResponseBody> {
     let billed = gateway.governance.as_ref().is_some_and(|governance| governance.ledger.is_some());
     if !billed {
         return stages(gateway, call, record).await;
     }
-    // A dropped handle detaches the task: it runs to its end.
-    tokio::spawn(stages(gateway, call, record)).await.unwrap_or_else(|_| internal_error())
+    Detachable(Some(Box::pin(stages(gateway, call, record)))).await
+}
+
+/// A billed request's stages, boxed so that they can outlive their caller:
+/// polled in place while the caller waits (no task, no hand-off), and moved
+/// onto a task of their own when the caller goes away first, where they
+/// run to their end and settle.
+struct Detachable(Option<Pin<Box<dyn Future<Output = Response<ResponseBody>> + Send>>>);
+
+impl Future for Detachable {
+    type Output = Response<ResponseBody>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(stages) = self.0.as_mut() else { return Poll::Ready(internal_error()) };
+        let answer = std::task::ready!(stages.as_mut().poll(cx));
+        self.0 = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl Drop for Detachable {
+    fn drop(&mut self) {
+        let Some(stages) = self.0.take() else { return };
+        // The caller hung up mid-request: the upstream call finishes (bounded
+        // by the lane's timeouts) and settles, and its answer is dropped.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { drop(stages.await) });
+        }
+    }
 }
 
 /// The stages in order; each one that refuses answers the caller.

@@ -18,8 +18,8 @@ use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usa
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use crate::identity::{fill_identity, log_done};
 use crate::lane_health::{Health, InFlight};
-use crate::reply::{fill_identity, log_done};
 use crate::settle::Record;
 use switchyard_state::Gateway;
 use switchyard_transport::UpstreamBody;

@@ -5,14 +5,13 @@
 //! to the relay (`relay`), which owns the request's record from then on.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::BodyExt;
 use switchyard_codec::tap::UsageTap;
 use switchyard_health::LaneEffect;
-use switchyard_ir::{ErrorInfo, ErrorKind, Usage};
+use switchyard_ir::{ErrorInfo, ErrorKind};
 use switchyard_state::call::Call;
 use switchyard_state::Gateway;
 use switchyard_transport::{full_body, BoxError, UpstreamResponse};
@@ -20,6 +19,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
 use crate::candidate::Candidate;
+use crate::identity::{fill_identity, log_done};
 use crate::lane_health::{Health, InFlight};
 use crate::relay::{StreamRelay, Tally};
 use crate::render::{
@@ -210,41 +210,4 @@ fn upstream_broke(
     let mut response = error_response(gateway, call, &ErrorInfo::new(ErrorKind::Internal, message).with_status(502));
     lane_headers(response.headers_mut(), &candidate.lane_header, &candidate.lane.provider_header);
     response
-}
-
-/// Some protocols (Bedrock, Cohere) have no reply id, model or creation
-/// time, and their callers' SDKs need them: the request id, the lane's wire
-/// model and the current time stand in.
-pub(crate) fn fill_identity(
-    id: &mut String,
-    model: &mut String,
-    created: &mut Option<i64>,
-    request_id: &HeaderValue,
-    wire_model: &str,
-) {
-    if model.is_empty() {
-        wire_model.clone_into(model);
-    }
-    if id.is_empty() {
-        *id = format!("sy-{}", request_id.to_str().unwrap_or("reply"));
-    }
-    if created.is_none() {
-        let now = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        *created = i64::try_from(now).ok();
-    }
-}
-
-/// The per-request access line. Debug level: formatting a log line per
-/// request was an eighth of the gateway's CPU on small replies; enable it
-/// with `SWITCHYARD_LOG=info,switchyard_engine=debug`.
-pub(crate) fn log_done(request_id: &HeaderValue, lane: &str, usage: &Usage, started: Instant, stream: bool) {
-    tracing::debug!(
-        request_id = ?request_id,
-        lane,
-        stream,
-        input_tokens = usage.input_tokens,
-        output_tokens = usage.output_tokens,
-        elapsed_ms = started.elapsed().as_millis() as u64,
-        "request done"
-    );
 }

@@ -145,7 +145,7 @@ async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
 /// shows only what the key may name; on the admin listener the admin token
 /// already stood at the door and every entry shows.
 async fn list_models(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    let admin = request.extensions().get::<switchyard_admin::api::Actor>().is_some();
+    let admin = request.extensions().get::<switchyard_admin::shared::Actor>().is_some();
     let mut caller = None;
     if !admin {
         let protocol =
@@ -443,7 +443,10 @@ async fn frame(
         caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &[])?;
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
-    let top = scan::scan_top_level(&body).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
+    // With governance on, the one scan also finds what admission reads.
+    let heads = if gateway.governance.is_some() { gateway.codec(protocol).metered_heads() } else { &[] };
+    let top =
+        scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
         if by_path != in_body {
             return Err(stream_by_endpoint(protocol, by_path));
@@ -463,6 +466,7 @@ async fn frame(
         name,
         wire_model,
         model_span: top.model_span.clone(),
+        metered: top.found.clone(),
         stream: ingress.stream.or(top.stream).unwrap_or(false),
         framing: ingress.framing,
         request_id,

@@ -97,15 +97,27 @@ pub struct Estimate {
     pub cost: NanoUsd,
 }
 
+/// The most output tokens one reply is reserved for, whatever the caller
+/// asks (no model writes 2³² tokens in one reply).
+pub const MAX_OUTPUT_TOKENS: u64 = 1 << 32;
+
+/// The most replies one request is reserved for (OpenAI allows 128).
+pub const MAX_CHOICES: u64 = 128;
+
+/// The most tokens one request is reserved for.
+pub const MAX_REQUEST_TOKENS: u64 = 1 << 40;
+
+/// The most one request is reserved for (nano-USD, about $70,000): below
+/// 10¹⁴, so every sum a fleet's script computes from it stays an exact
+/// integer that Lua prints without an exponent.
+pub const MAX_REQUEST_COST: u64 = 1 << 46;
+
 impl Estimate {
     /// An estimate within the bounds every store and script can hold
-    /// ([`MAX_REQUEST_TOKENS`](crate::estimate::MAX_REQUEST_TOKENS) twice,
-    /// for input and output, and [`MAX_REQUEST_COST`](crate::estimate::MAX_REQUEST_COST)).
+    /// ([`MAX_REQUEST_TOKENS`] twice, for input and output, and
+    /// [`MAX_REQUEST_COST`]).
     pub fn bounded(tokens: u64, cost: NanoUsd) -> Estimate {
-        Estimate {
-            tokens: tokens.min(2 * crate::estimate::MAX_REQUEST_TOKENS),
-            cost: cost.min(crate::estimate::MAX_REQUEST_COST),
-        }
+        Estimate { tokens: tokens.min(2 * MAX_REQUEST_TOKENS), cost: cost.min(MAX_REQUEST_COST) }
     }
 }
 

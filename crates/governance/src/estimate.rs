@@ -13,6 +13,7 @@
 //! arithmetic, a store or a script: see [`worst_case`].
 
 use crate::admission::Estimate;
+pub use crate::admission::{MAX_CHOICES, MAX_OUTPUT_TOKENS, MAX_REQUEST_COST, MAX_REQUEST_TOKENS};
 use crate::money::{Price, Tokens};
 
 /// Tokens an inline image or file is reserved at (vendors charge a few
@@ -21,21 +22,6 @@ pub const INLINE_MEDIA_TOKENS: u64 = 2_000;
 
 /// A media member's value shorter than this is text (a URL, a file id).
 const MEDIA_MIN_BYTES: usize = 1_024;
-
-/// The most output tokens one reply is reserved for, whatever the caller
-/// asks (no model writes 2³² tokens in one reply).
-pub const MAX_OUTPUT_TOKENS: u64 = 1 << 32;
-
-/// The most replies one request is reserved for (OpenAI allows 128).
-pub const MAX_CHOICES: u64 = 128;
-
-/// The most tokens one request is reserved for.
-pub const MAX_REQUEST_TOKENS: u64 = 1 << 40;
-
-/// The most one request is reserved for (nano-USD, about $70,000): below
-/// 10¹⁴, so every sum a fleet's script computes from it stays an exact
-/// integer that Lua prints without an exponent.
-pub const MAX_REQUEST_COST: u64 = 1 << 46;
 
 /// Estimated prompt tokens of a JSON request body whose inline media sits
 /// under the member names `media` (the protocol's own).

@@ -42,6 +42,10 @@ impl Codec for AnthropicCodec {
         &[&["max_tokens"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["max_tokens"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // An image's or a document's base64 `source.data`.
         &["data"]

@@ -37,6 +37,10 @@ impl Codec for BedrockCodec {
         &[&["inferenceConfig", "maxTokens"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["inferenceConfig"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image.source.bytes and document.source.bytes (base64).
         &["bytes"]

@@ -43,6 +43,10 @@ impl Codec for CohereCodec {
         &[&["max_tokens"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["max_tokens"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url (a data URL).
         &["url"]

@@ -43,6 +43,10 @@ impl Codec for GeminiCodec {
         &[&["generationConfig", "candidateCount"], &["generation_config", "candidate_count"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["generationConfig", "generation_config"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // inlineData.data (inline_data.data in snake case).
         &["data"]

@@ -59,6 +59,10 @@ impl Codec for OpenAiCodec {
         &[&["n"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["max_completion_tokens", "max_tokens", "n"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url and file.file_data (data URLs), input_audio.data.
         &["url", "file_data", "data"]

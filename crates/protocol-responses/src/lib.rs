@@ -39,6 +39,10 @@ impl Codec for ResponsesCodec {
         &[&["max_output_tokens"]]
     }
 
+    fn metered_heads(&self) -> &'static [&'static str] {
+        &["max_output_tokens"]
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // input_image.image_url and input_file.file_data (data URLs).
         &["image_url", "file_data"]

@@ -62,3 +62,19 @@ fn a_member_named_twice_is_refused_by_every_protocol_that_reads_it() {
         admission::drive(protocol, twice.as_bytes(), (1, 1));
     }
 }
+
+#[test]
+fn every_member_admission_reads_is_found_by_the_ingress_scan() {
+    for protocol in Protocol::ALL {
+        let codec = switchyard_protocol::codec(protocol);
+        let mut heads: Vec<&str> =
+            codec.max_tokens_members().iter().chain(codec.choices_members()).map(|path| path[0]).collect();
+        heads.dedup();
+        let mut declared = codec.metered_heads().to_vec();
+        heads.sort_unstable();
+        heads.dedup();
+        declared.sort_unstable();
+        assert_eq!(heads, declared, "{protocol}: metered_heads must name every path's first member");
+        assert!(declared.len() <= switchyard_protocol::scan::FOUND, "{protocol}");
+    }
+}

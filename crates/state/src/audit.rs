@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use switchyard_store::{AuditEntry, Stores};
+use switchyard_store::{AuditEntry, AuditLog, Stores};
 
 /// Refused attempts from one source written to the log per minute, at most.
 pub const REFUSED_PER_MINUTE: u32 = 30;
@@ -80,17 +80,17 @@ pub async fn record(stores: &Stores, gate: &AuditGate, mut entry: AuditEntry, so
     }
 }
 
-/// Purges entries older than `retention`, now and every hour, for as long
-/// as governance lives.
-pub fn spawn_purge(governance: Weak<crate::governance::Governance>, retention: Duration) {
+/// Purges entries older than `retention` from `log`, now and every hour,
+/// for as long as the log lives.
+pub fn spawn_purge(log: Weak<dyn AuditLog>, retention: Duration) {
     tokio::spawn(async move {
         let mut ticker = tokio::time::interval(PURGE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticker.tick().await;
-            let Some(governance) = governance.upgrade() else { return };
-            let before = crate::governance::now_ms().saturating_sub(retention.as_millis() as u64) as i64;
-            match governance.stores.audit.purge(before).await {
+            let Some(log) = log.upgrade() else { return };
+            let before = crate::clock::now_ms().saturating_sub(retention.as_millis() as u64) as i64;
+            match log.purge(before).await {
                 Ok(0) => {}
                 Ok(removed) => tracing::info!(removed, "audit entries past their retention purged"),
                 Err(err) => tracing::warn!(error = %err, "audit retention purge failed; retried in an hour"),

@@ -24,6 +24,9 @@ pub struct Call {
     pub body: Bytes,
     /// Byte range of the body's `model` value, when the body carries one.
     pub model_span: Option<Range<usize>>,
+    /// Where the members admission reads are (`Codec::metered_heads`),
+    /// found by the ingress scan when governance is on.
+    pub metered: switchyard_codec::scan::Found,
     /// The caller wants a stream.
     pub stream: bool,
     /// The stream framing the caller reads.

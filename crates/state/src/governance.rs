@@ -20,7 +20,6 @@ mod metrics;
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use switchyard_config::{AuthMode, Config};
@@ -33,10 +32,7 @@ pub use authenticate::{Presented, Refused};
 use ledger::{LedgerQueue, LedgerWriter};
 pub use metrics::encode_metrics;
 
-/// Milliseconds since the Unix epoch (the governance clock).
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+pub use crate::clock::now_ms;
 
 /// A cached key: its record and its bucket chain, computed once per change.
 #[derive(Debug)]
@@ -169,7 +165,7 @@ pub async fn from_config(
         governance.fleet = Some(fleet);
     }
     let governance = Arc::new(governance);
-    crate::audit::spawn_purge(Arc::downgrade(&governance), config.admin.audit_retention);
+    crate::audit::spawn_purge(Arc::downgrade(&governance.stores.audit), config.admin.audit_retention);
     if let Some(changes) = changes {
         tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
     }

@@ -12,6 +12,7 @@
 
 pub mod audit;
 pub mod call;
+pub mod clock;
 pub mod governance;
 mod lane;
 mod pool;
