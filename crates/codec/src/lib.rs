@@ -320,10 +320,10 @@ pub trait Codec: Send + Sync {
         let heads = self.metered_heads();
         let value = |path: &[&'static str]| -> Result<Option<u64>, scan::ScanError> {
             let Some((head, rest)) = path.split_first() else { return Ok(None) };
-            let Some(span) = heads.iter().position(|h| h == head).and_then(|at| found.get(at)?.clone()) else {
+            let Some((start, end)) = heads.iter().position(|h| h == head).and_then(|at| *found.get(at)?) else {
                 return Ok(None);
             };
-            let Some(value) = body.get(span) else { return Ok(None) };
+            let Some(value) = body.get(start as usize..end as usize) else { return Ok(None) };
             Ok(scan::member_once(value, rest)?.and_then(scan::count))
         };
         let members = self.max_tokens_members();

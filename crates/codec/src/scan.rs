@@ -34,8 +34,9 @@ pub struct TopLevel<'a> {
 /// The most member names [`scan_request`] finds besides [`WATCHED`].
 pub const FOUND: usize = 4;
 
-/// Byte ranges of the values of members a scan was asked to find.
-pub type Found = [Option<Range<usize>>; FOUND];
+/// Where the values of members a scan was asked to find are: (start, end)
+/// byte offsets (a body is far below 4 GiB: the body limit caps it).
+pub type Found = [Option<(u32, u32)>; FOUND];
 
 /// The top-level members the gateway itself reads from a caller's body
 /// (routing, streaming, metering): each may appear at most once.
@@ -78,7 +79,8 @@ pub fn scan_request<'a>(body: &'a [u8], find: &[&'static str]) -> Result<TopLeve
     walk_top_level(body, |key, value_start, value_end| {
         let Some(watched) = WATCHED.iter().position(|name| key == name.as_bytes()) else {
             if let Some(at) = find.iter().take(FOUND).position(|name| key == name.as_bytes()) {
-                if top.found[at].replace(value_start..value_end).is_some() {
+                let span = (u32::try_from(value_start).unwrap_or(u32::MAX), u32::try_from(value_end).unwrap_or(u32::MAX));
+                if top.found[at].replace(span).is_some() {
                     return Err(ScanError::Duplicate(find[at]));
                 }
             }

@@ -109,11 +109,14 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
     }
-    if let Err(info) = policy::request(&gateway, &mut call).await {
-        return refused(&gateway, &call, record, &info, None).await;
-    }
-    if let Some(stored) = cache::lookup(&gateway, &call).await {
-        return finished(&gateway, &call, Some(record), stored).await;
+    // Without stages, the policy and cache points are not even entered.
+    if !gateway.stages.is_empty() {
+        if let Err(info) = policy::request(&gateway, &mut call).await {
+            return refused(&gateway, &call, record, &info, None).await;
+        }
+        if let Some(stored) = cache::lookup(&gateway, &call).await {
+            return finished(&gateway, &call, Some(record), stored).await;
+        }
     }
     meter_stream(&gateway, &mut call);
     let mut translated: Option<Request> = None;

@@ -466,7 +466,7 @@ async fn frame(
         name,
         wire_model,
         model_span: top.model_span.clone(),
-        metered: top.found.clone(),
+        metered: top.found,
         stream: ingress.stream.or(top.stream).unwrap_or(false),
         framing: ingress.framing,
         request_id,
