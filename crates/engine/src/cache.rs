@@ -27,7 +27,7 @@ pub(crate) async fn lookup(gateway: &Gateway, call: &Call) -> Option<Response<Re
 
 /// Offers a whole reply, as the caller gets it, to every stage.
 pub(crate) fn store(gateway: &Gateway, call: &Call, reply: &Bytes) {
-    for stage in &gateway.stages {
+    for stage in gateway.stages.iter() {
         stage.store(call, reply);
     }
 }

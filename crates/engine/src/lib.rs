@@ -63,12 +63,17 @@ use settle::Record;
 /// answer is a stream). A request that may be billed is [`Detachable`]: if
 /// the caller goes away, its stages move onto a task of their own, finish
 /// the upstream call and settle what it cost.
-pub async fn forward(gateway: Arc<Gateway>, call: Call, record: Box<Record>) -> Response<ResponseBody> {
+pub fn forward(
+    gateway: Arc<Gateway>,
+    call: Call,
+    record: Box<Record>,
+) -> impl Future<Output = Response<ResponseBody>> + Send {
     let billed = gateway.governance.as_ref().is_some_and(|governance| governance.ledger.is_some());
-    if !billed {
-        return stages(gateway, call, record).await;
+    if billed {
+        futures_util::future::Either::Right(Detachable(Some(Box::pin(stages(gateway, call, record)))))
+    } else {
+        futures_util::future::Either::Left(stages(gateway, call, record))
     }
-    Detachable(Some(Box::pin(stages(gateway, call, record)))).await
 }
 
 /// A billed request's stages, boxed so that they can outlive their caller:
@@ -150,7 +155,10 @@ async fn finished(
     record: Option<Box<Record>>,
     response: Response<ResponseBody>,
 ) -> Response<ResponseBody> {
-    let mut response = policy::response(gateway, call, response);
+    let mut response = response;
+    if !gateway.stages.is_empty() {
+        response = policy::response(gateway, call, response);
+    }
     if let Some(record) = record {
         if let Some(timing) = record.server_timing() {
             response.headers_mut().insert(SERVER_TIMING, timing);

@@ -437,14 +437,15 @@ async fn frame(
     // A key carried in a header is checked before the body is read: an
     // unauthenticated caller never makes the gateway hold its body. Only a
     // SigV4 signature covers the body, and waits for it.
-    let signed = switchyard_engine::authenticate::is_signed(&headers);
+    let governed = gateway.governance.is_some();
+    let signed = governed && switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
-    if !signed {
+    if governed && !signed {
         caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &[])?;
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
     // With governance on, the one scan also finds what admission reads.
-    let heads = if gateway.governance.is_some() { gateway.codec(protocol).metered_heads() } else { &[] };
+    let heads = if governed { gateway.codec(protocol).metered_heads() } else { &[] };
     let top =
         scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {

@@ -174,7 +174,8 @@ impl Line<'_> {
 /// `duration` in milliseconds to the microsecond (`12.034`), written
 /// without float formatting.
 pub fn push_millis(out: &mut String, duration: Duration) {
-    let micros = duration.as_micros();
+    // In u64 (585,000 years of microseconds): itoa formats u128 far slower.
+    let micros = u64::try_from(duration.as_micros()).unwrap_or(u64::MAX);
     let mut numbers = itoa::Buffer::new();
     out.push_str(numbers.format(micros / 1000));
     out.push('.');
