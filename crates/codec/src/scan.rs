@@ -79,7 +79,8 @@ pub fn scan_request<'a>(body: &'a [u8], find: &[&'static str]) -> Result<TopLeve
     walk_top_level(body, |key, value_start, value_end| {
         let Some(watched) = WATCHED.iter().position(|name| key == name.as_bytes()) else {
             if let Some(at) = find.iter().take(FOUND).position(|name| key == name.as_bytes()) {
-                let span = (u32::try_from(value_start).unwrap_or(u32::MAX), u32::try_from(value_end).unwrap_or(u32::MAX));
+                let span =
+                    (u32::try_from(value_start).unwrap_or(u32::MAX), u32::try_from(value_end).unwrap_or(u32::MAX));
                 if top.found[at].replace(span).is_some() {
                     return Err(ScanError::Duplicate(find[at]));
                 }
