@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod effort;
+pub mod embed;
 pub mod frame;
 pub mod function;
 pub mod hide;
@@ -357,6 +358,11 @@ pub trait Codec: Send + Sync {
     /// (a passthrough reply is not parsed otherwise; traces want it).
     fn read_stop_reason(&self, body: &[u8]) -> Option<switchyard_ir::StopReason> {
         self.read_response(body).ok()?.stop_reason
+    }
+
+    /// This protocol's embeddings, when it has them.
+    fn embed(&self) -> Option<&dyn embed::EmbedCodec> {
+        None
     }
 
     /// Stage 1a: what the upstream said went wrong.

@@ -91,13 +91,27 @@ pub enum Field {
     ReplyModel,
     /// A reply's creation time.
     ReplyCreated,
+    /// An embedding's vector size.
+    Dimensions,
+    /// What embedded text is for (query or document).
+    InputType,
+    /// What to do with an input longer than the model takes.
+    Truncate,
+    /// A title for embedded documents.
+    EmbedTitle,
+    /// How vectors come back (float or base64).
+    Encoding,
+    /// How many rerank results to return.
+    TopN,
+    /// Whether rerank results carry their documents.
+    ReturnDocuments,
     /// A field outside the modelled subset, read from another protocol.
     Unmodelled,
 }
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 41] = [
+    pub const ALL: [Field; 48] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -138,6 +152,13 @@ impl Field {
         Field::ReplyId,
         Field::ReplyModel,
         Field::ReplyCreated,
+        Field::Dimensions,
+        Field::InputType,
+        Field::Truncate,
+        Field::EmbedTitle,
+        Field::Encoding,
+        Field::TopN,
+        Field::ReturnDocuments,
         Field::Unmodelled,
     ];
 
@@ -213,6 +234,13 @@ impl Field {
             Field::ReplyId => "id",
             Field::ReplyModel => "model",
             Field::ReplyCreated => "created",
+            Field::Dimensions => "dimensions",
+            Field::InputType => "input_type",
+            Field::Truncate => "truncate",
+            Field::EmbedTitle => "title",
+            Field::Encoding => "encoding_format",
+            Field::TopN => "top_n",
+            Field::ReturnDocuments => "return_documents",
             Field::Unmodelled => "unmodelled",
         }
     }

@@ -23,10 +23,15 @@ use serde_json::{Map, Value};
 
 mod capabilities;
 mod dropped;
+mod operation;
 mod reasoning;
 mod stream;
 pub use capabilities::Capabilities;
 pub use dropped::{DropReason, Dropped, Field};
+pub use operation::{
+    Document, EmbedRequest, EmbedResponse, Encoding, InputType, Operation, Ranked, RerankRequest, RerankResponse,
+    Truncate,
+};
 pub use reasoning::{Effort, Reasoning, Thinking};
 pub use stream::{events_from_response, Accumulator, BlockStart, Delta, StreamEvent};
 

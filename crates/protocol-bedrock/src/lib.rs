@@ -8,6 +8,7 @@
 
 mod auth;
 mod content;
+mod embed;
 mod error;
 mod eventstream;
 mod request;
@@ -86,6 +87,10 @@ impl Codec for BedrockCodec {
 
     fn model_in_path(&self) -> bool {
         true
+    }
+
+    fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
+        Some(&embed::BedrockEmbed)
     }
 
     fn upstream_path(&self, model: &str, stream: bool) -> String {

@@ -20,6 +20,7 @@
 //!   v2 stream defines).
 
 mod content;
+pub(crate) mod embed;
 mod error;
 mod request;
 mod response;
@@ -62,6 +63,10 @@ impl Codec for CohereCodec {
 
     fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
         request::parameter_path(field)
+    }
+
+    fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
+        Some(&embed::CohereEmbed)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {

@@ -236,6 +236,8 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ReasoningOff => "thinking.type",
         Field::ToolChoice => "tool_choice",
         Field::Thinking => "messages.content.thinking",
+        Field::Dimensions => "output_dimension",
+        Field::Encoding => "embedding_types",
         _ => return None,
     })
 }

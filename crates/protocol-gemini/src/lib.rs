@@ -13,6 +13,7 @@
 //! so bodies carry none. What Gemini cannot say is reported in
 //! `Encoded::dropped`; what the IR does not model travels in `extra`.
 
+mod embed;
 mod error;
 mod parts;
 mod request;
@@ -62,6 +63,10 @@ impl Codec for GeminiCodec {
 
     fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
         request::parameter_path(field)
+    }
+
+    fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
+        Some(&embed::GeminiEmbed)
     }
 
     fn read_response(&self, body: &[u8]) -> Result<ir::Response, DecodeError> {

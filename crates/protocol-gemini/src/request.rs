@@ -68,6 +68,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ToolChoice => "toolConfig.functionCallingConfig",
         Field::Thinking => "contents.parts.thought",
         Field::SchemaKeyword => "tools.functionDeclarations.parameters",
+        Field::Dimensions => "outputDimensionality",
+        Field::InputType => "taskType",
+        Field::Truncate => "autoTruncate",
         _ => return None,
     })
 }

@@ -31,6 +31,7 @@
 //!   OpenAI-compatible endpoint, and is read back from there
 //!   (`switchyard_codec::signature` explains the carriers).
 
+mod embed;
 mod error;
 mod request;
 mod response;
@@ -57,6 +58,10 @@ impl Codec for OpenAiCodec {
 
     fn choices_members(&self) -> &'static [&'static [&'static str]] {
         &[&["n"]]
+    }
+
+    fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
+        Some(&embed::OpenAiEmbed)
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {

@@ -1,0 +1,240 @@
+//! The operations a lane serves beyond chat, and the IR of the ones that
+//! translate between protocols: embeddings (several inputs, in order, each
+//! turned into one vector) and rerank (documents scored against a query).
+//! Like chat, each protocol reads its wire form into these types and writes
+//! them back; what a writer cannot say is reported as `Dropped`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Extra;
+
+/// What a lane (and so a pool) serves. A request names its operation by
+/// the route it comes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Operation {
+    /// Chat (and, on the same lanes, token counting).
+    #[default]
+    Chat,
+    /// Embeddings.
+    Embed,
+    /// Rerank.
+    Rerank,
+    /// Moderation.
+    Moderation,
+    /// Image generation.
+    Image,
+    /// Text to speech.
+    Speech,
+    /// Speech to text.
+    Transcription,
+}
+
+impl Operation {
+    /// Every operation, in a fixed order (dense indexes for counters).
+    pub const ALL: [Operation; 7] = [
+        Operation::Chat,
+        Operation::Embed,
+        Operation::Rerank,
+        Operation::Moderation,
+        Operation::Image,
+        Operation::Speech,
+        Operation::Transcription,
+    ];
+
+    /// Its position in [`Operation::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The config and label name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Chat => "chat",
+            Operation::Embed => "embed",
+            Operation::Rerank => "rerank",
+            Operation::Moderation => "moderation",
+            Operation::Image => "image",
+            Operation::Speech => "speech",
+            Operation::Transcription => "transcription",
+        }
+    }
+
+    /// The operation called `name` in config.
+    pub fn from_name(name: &str) -> Option<Operation> {
+        Operation::ALL.into_iter().find(|op| op.as_str() == name)
+    }
+
+    /// The OpenTelemetry GenAI `gen_ai.operation.name`.
+    pub fn genai_name(self) -> &'static str {
+        match self {
+            Operation::Chat => "chat",
+            Operation::Embed => "embeddings",
+            Operation::Rerank => "rerank",
+            Operation::Moderation => "moderation",
+            Operation::Image => "generate_image",
+            Operation::Speech => "text_to_speech",
+            Operation::Transcription => "speech_to_text",
+        }
+    }
+}
+
+impl std::fmt::Display for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the embedded text is for: vendors embed a query and a document
+/// differently, and some ask which it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputType {
+    /// A search query (Cohere `search_query`, Gemini `RETRIEVAL_QUERY`).
+    Query,
+    /// A document to search (Cohere `search_document`, Gemini `RETRIEVAL_DOCUMENT`).
+    Document,
+    /// Text to classify.
+    Classification,
+    /// Text to cluster.
+    Clustering,
+    /// Text compared for similarity (Gemini `SEMANTIC_SIMILARITY`).
+    Similarity,
+}
+
+/// What a vendor does with an input longer than the model takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Truncate {
+    /// Refuse it.
+    None,
+    /// Cut its start.
+    Start,
+    /// Cut its end.
+    End,
+}
+
+/// How the vectors come back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// JSON numbers.
+    #[default]
+    Float,
+    /// Base64 of little-endian float32s.
+    Base64,
+}
+
+/// An embeddings request: inputs in order, each embedded to one vector.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EmbedRequest {
+    /// The model or pool the caller named.
+    pub model: String,
+    /// The texts, in order.
+    pub inputs: Vec<String>,
+    /// The vector size asked for.
+    pub dimensions: Option<u32>,
+    /// What the texts are for.
+    pub input_type: Option<InputType>,
+    /// What to do with an input longer than the model takes.
+    pub truncate: Option<Truncate>,
+    /// How the caller wants the vectors.
+    pub encoding: Encoding,
+    /// A title for the documents (Gemini).
+    pub title: Option<String>,
+    /// The end user.
+    pub user: Option<String>,
+    /// Which of its protocol's request forms the caller used (Gemini's one
+    /// `content`, Bedrock's Titan or Cohere body, Cohere's embedding
+    /// types), so the reply takes the same form.
+    pub form: Option<String>,
+    /// Fields outside the model, by protocol.
+    pub extra: Extra,
+}
+
+/// An embeddings reply: one vector per input, in input order.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EmbedResponse {
+    /// The model that answered.
+    pub model: String,
+    /// The vectors, exactly as the lane produced them, in input order.
+    pub vectors: Vec<Vec<f64>>,
+    /// Prompt tokens the vendor counted, when it says.
+    pub input_tokens: Option<u64>,
+}
+
+impl EmbedResponse {
+    /// `other` appended after this one (a batch split into several calls).
+    pub fn extend(&mut self, other: EmbedResponse) {
+        if self.model.is_empty() {
+            self.model = other.model;
+        }
+        self.vectors.extend(other.vectors);
+        self.input_tokens = match (self.input_tokens, other.input_tokens) {
+            (Some(a), Some(b)) => Some(a.saturating_add(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// A document to rerank: text, or an object the caller sent whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Document {
+    /// Plain text.
+    Text(String),
+    /// A structured document (its text is what is ranked; the object comes back).
+    Object(serde_json::Map<String, serde_json::Value>),
+}
+
+impl Document {
+    /// The text a ranker reads: the text itself, or the object's `text`
+    /// member (else the object as JSON).
+    pub fn text(&self) -> String {
+        match self {
+            Document::Text(text) => text.clone(),
+            Document::Object(object) => match object.get("text").and_then(|t| t.as_str()) {
+                Some(text) => text.to_owned(),
+                None => serde_json::Value::Object(object.clone()).to_string(),
+            },
+        }
+    }
+}
+
+/// A rerank request: documents scored against a query.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RerankRequest {
+    /// The model or pool the caller named.
+    pub model: String,
+    /// The query.
+    pub query: String,
+    /// The documents, in order.
+    pub documents: Vec<Document>,
+    /// How many results to return (all when unset).
+    pub top_n: Option<u32>,
+    /// Whether each result carries its document.
+    pub return_documents: bool,
+    /// Fields outside the model, by protocol.
+    pub extra: Extra,
+}
+
+/// One ranked document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ranked {
+    /// The document's position in the request.
+    pub index: usize,
+    /// Its relevance, exactly as the lane scored it.
+    pub score: f64,
+}
+
+/// A rerank reply: results, most relevant first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RerankResponse {
+    /// The reply's id.
+    pub id: String,
+    /// The model that answered.
+    pub model: String,
+    /// The results, most relevant first.
+    pub results: Vec<Ranked>,
+    /// Search units billed, when the vendor says.
+    pub search_units: Option<u64>,
+}
