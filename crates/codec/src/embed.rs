@@ -32,9 +32,32 @@ pub trait EmbedCodec: Send + Sync {
     /// The most inputs one upstream call may carry for `model`: a longer
     /// batch is split, and the vectors are put back in input order.
     fn max_inputs(&self, model: &str) -> usize;
+    /// The most inputs a caller of this protocol may send in one request
+    /// (the vendor's own limit, as the caller's SDK knows it).
+    fn caller_limit(&self, request: &EmbedRequest) -> usize {
+        self.max_inputs(&request.model)
+    }
     /// The prompt tokens a reply reports, read cheaply (a passthrough's).
     fn read_input_tokens(&self, body: &[u8], headers: &HeaderMap) -> Option<u64> {
         self.read_response(body, headers).ok()?.input_tokens
+    }
+    /// Whether a caller's `body` in this protocol may go as it came to a
+    /// lane of this protocol serving `model` (a body `model` is spliced by
+    /// the gateway). Never so when it would need splitting: same-protocol
+    /// batch limits are the vendor's own.
+    fn sends_as_came(&self, body: &[u8], model: &str) -> bool {
+        let _ = (body, model);
+        true
+    }
+    /// Whether a lane's reply to a request translated from `body` is
+    /// already in the form its caller reads (and so passes back as it came).
+    fn replies_as_came(&self, body: &[u8], model: &str) -> bool {
+        self.sends_as_came(body, model)
+    }
+    /// The response header that carries the input token count, in a
+    /// protocol that counts there (Bedrock's).
+    fn token_header(&self) -> Option<&'static str> {
+        None
     }
 }
 
@@ -71,11 +94,7 @@ pub fn batches(request: &EmbedRequest, max: usize) -> Vec<EmbedRequest> {
     if request.inputs.len() <= max {
         return vec![request.clone()];
     }
-    request
-        .inputs
-        .chunks(max)
-        .map(|inputs| EmbedRequest { inputs: inputs.to_vec(), ..request.clone() })
-        .collect()
+    request.inputs.chunks(max).map(|inputs| EmbedRequest { inputs: inputs.to_vec(), ..request.clone() }).collect()
 }
 
 #[cfg(test)]

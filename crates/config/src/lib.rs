@@ -31,7 +31,7 @@ pub use server::{Http2, Server};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_codec::Credentials;
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
-pub use switchyard_ir::{Capabilities, Protocol};
+pub use switchyard_ir::{Capabilities, Operation, Protocol};
 /// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
 pub use switchyard_protocol_bedrock::region_from_host;
 pub use switchyard_route::Strategy;
@@ -268,10 +268,13 @@ pub struct Model {
     pub tags: Vec<Arc<str>>,
     /// What the model takes where models of its protocol differ.
     pub capabilities: Capabilities,
+    /// What the lane serves.
+    pub operation: Operation,
 }
 
-/// Prices in USD per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Prices: USD per million tokens, and per unit of what an operation
+/// bills beyond tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Rate {
     /// Uncached input.
     pub input_utok: f64,
@@ -281,6 +284,16 @@ pub struct Rate {
     pub cache_read_utok: f64,
     /// Cache writes (defaults to input).
     pub cache_write_utok: f64,
+    /// Per request.
+    pub per_request_usd: f64,
+    /// Per rerank search unit.
+    pub per_search_unit_usd: f64,
+    /// Per generated image.
+    pub per_image_usd: f64,
+    /// Per million characters of speech input.
+    pub per_million_chars_usd: f64,
+    /// Per minute of transcribed audio.
+    pub per_minute_usd: f64,
 }
 
 /// A pool member.
@@ -330,6 +343,8 @@ pub struct Pool {
     pub affinity: Option<Affinity>,
     /// What a lane that cannot carry the whole request does.
     pub translation: Translation,
+    /// What its members serve (all the same one).
+    pub operation: Operation,
 }
 
 /// Session affinity: a session header pins a session to the lane that served it.
@@ -516,6 +531,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     "remove it or give the model's window in tokens",
                 ));
             }
+            let operation = match model.operation.as_deref() {
+                None => Operation::Chat,
+                Some(text) => Operation::from_name(text).unwrap_or_else(|| {
+                    issues.push(Issue::new(
+                        &format!("{path}.operation"),
+                        format!("`{text}` is not an operation"),
+                        "use chat, embed, rerank, moderation, image, speech or transcription",
+                    ));
+                    Operation::Chat
+                }),
+            };
+            if let Some(protocol) = providers.get(provider).map(|p| p.protocol) {
+                if !operation.served_by(protocol) {
+                    issues.push(Issue::new(
+                        &format!("{path}.operation"),
+                        format!("a {protocol} provider does not serve {operation}"),
+                        format!("serve {operation} from a provider of a protocol that has it, or change the operation"),
+                    ));
+                }
+            }
             Model {
                 name: Arc::from(name.as_str()),
                 provider,
@@ -526,6 +561,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 tier: model.tier.as_deref().map(Arc::from),
                 tags: model.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
                 capabilities: translation::capabilities(model.capabilities.as_ref()),
+                operation,
             }
         })
         .collect();
@@ -553,7 +589,17 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 ),
             ));
         }
-        let values = [Some(rate.input_utok), Some(rate.output_utok), rate.cache_read_utok, rate.cache_write_utok];
+        let values = [
+            rate.input_utok,
+            rate.output_utok,
+            rate.cache_read_utok,
+            rate.cache_write_utok,
+            rate.per_request_usd,
+            rate.per_search_unit_usd,
+            rate.per_image_usd,
+            rate.per_million_chars_usd,
+            rate.per_minute_usd,
+        ];
         if values.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
             issues.push(Issue::new(
                 &path,
@@ -561,13 +607,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 "write USD per million tokens, e.g. 0.15",
             ));
         }
+        if values.iter().all(Option::is_none) {
+            issues.push(Issue::new(
+                &path,
+                "the row prices nothing",
+                "give input_utok and output_utok (chat), input_utok (embed), or the unit price its operation bills",
+            ));
+        }
+        let input = rate.input_utok.unwrap_or(0.0);
         rate_card.insert(
             Arc::from(name.as_str()),
             Rate {
-                input_utok: rate.input_utok,
-                output_utok: rate.output_utok,
-                cache_read_utok: rate.cache_read_utok.unwrap_or(rate.input_utok),
-                cache_write_utok: rate.cache_write_utok.unwrap_or(rate.input_utok),
+                input_utok: input,
+                output_utok: rate.output_utok.unwrap_or(0.0),
+                cache_read_utok: rate.cache_read_utok.unwrap_or(input),
+                cache_write_utok: rate.cache_write_utok.unwrap_or(input),
+                per_request_usd: rate.per_request_usd.unwrap_or(0.0),
+                per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
+                per_image_usd: rate.per_image_usd.unwrap_or(0.0),
+                per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
+                per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
             },
         );
     }
@@ -683,8 +742,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             &format!("{path}.queue_timeout"),
             issues,
         );
+        let operation =
+            members.first().and_then(|m: &Member| models.get(m.model)).map_or(Operation::Chat, |m| m.operation);
         pools.push(Pool {
             name: Arc::from(name.as_str()),
+            operation,
             members,
             strategy,
             failover,
@@ -697,6 +759,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         });
     }
     check_fallback_cycles(&pools, issues);
+    check_pool_operations(&pools, &models, issues);
     if auth == AuthMode::Keys {
         for model in &models {
             if !rate_card.contains_key(&model.name) {
@@ -1117,6 +1180,36 @@ fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
     }
 }
 
+/// A pool's members, and its fallback pools', all serve one operation: a
+/// caller on an embed route never lands on a chat lane.
+fn check_pool_operations(pools: &[Pool], models: &[Model], issues: &mut Vec<Issue>) {
+    for pool in pools {
+        let mixed: Vec<String> = pool
+            .members
+            .iter()
+            .filter_map(|m| models.get(m.model))
+            .filter(|m| m.operation != pool.operation)
+            .map(|m| format!("{} ({})", m.name, m.operation))
+            .collect();
+        if !mixed.is_empty() {
+            issues.push(Issue::new(
+                &format!("pools.{}.members", pool.name),
+                format!("the pool serves {} but mixes in {}", pool.operation, mixed.join(", ")),
+                "put lanes of one operation in a pool (a pool per operation)",
+            ));
+        }
+        for &fallback in &pool.fallback {
+            if let Some(other) = pools.get(fallback).filter(|other| other.operation != pool.operation) {
+                issues.push(Issue::new(
+                    &format!("pools.{}.fallback", pool.name),
+                    format!("fallback `{}` serves {}, not {}", other.name, other.operation, pool.operation),
+                    "fall back to a pool of the same operation",
+                ));
+            }
+        }
+    }
+}
+
 fn list(names: &[&str]) -> String {
     if names.is_empty() {
         "(none defined)".to_owned()
@@ -1166,6 +1259,43 @@ mod tests {
 
     fn no_env(_: &str) -> Option<String> {
         None
+    }
+
+    #[test]
+    fn operations_are_known_at_boot() {
+        let base = "providers:\n  o: { protocol: openai, base_url: mock:// }\n  a: { protocol: anthropic, base_url: mock:// }\n";
+        let ok = format!(
+            "{base}models:\n  e: {{ provider: o, model: text-embedding-3-small, operation: embed }}\n  \
+             c: {{ provider: o, model: gpt-4o-mini }}\nrate_card:\n  e: {{ input_utok: 0.02 }}\n  \
+             c: {{ input_utok: 0.15, output_utok: 0.6 }}\npools:\n  vectors: {{ members: [{{ model: e }}] }}\n"
+        );
+        let config = load(&ok, &no_env).unwrap();
+        let embed = config.model_index("e").unwrap();
+        assert_eq!(config.models[embed].operation, Operation::Embed);
+        assert_eq!(config.pools[0].operation, Operation::Embed);
+        assert_eq!(config.rate_card["e"].output_utok, 0.0, "an embed row needs no output price");
+        for (yaml, says) in [
+            (format!("{base}models:\n  e: {{ provider: a, model: x, operation: embed }}\n"), "does not serve embed"),
+            (format!("{base}models:\n  e: {{ provider: o, model: x, operation: translate }}\n"), "not an operation"),
+            (
+                format!(
+                    "{base}models:\n  e: {{ provider: o, model: x, operation: embed }}\n  c: {{ provider: o, model: y }}\n\
+                     pools:\n  p: {{ members: [{{ model: e }}, {{ model: c }}] }}\n"
+                ),
+                "mixes in c (chat)",
+            ),
+            (
+                format!(
+                    "{base}models:\n  e: {{ provider: o, model: x, operation: embed }}\n  c: {{ provider: o, model: y }}\n\
+                     pools:\n  p: {{ members: [{{ model: e }}], fallback: [q] }}\n  q: {{ members: [{{ model: c }}] }}\n"
+                ),
+                "serves chat, not embed",
+            ),
+            (format!("{base}models:\n  e: {{ provider: o, model: x }}\nrate_card:\n  e: {{}}\n"), "prices nothing"),
+        ] {
+            let Err(err) = load(&yaml, &no_env) else { panic!("{yaml} loads") };
+            assert!(err.to_string().contains(says), "{yaml}: {err}");
+        }
     }
 
     #[test]

@@ -129,6 +129,9 @@ pub struct RawModel {
     pub tags: Vec<String>,
     /// What the model takes where models of its protocol differ.
     pub capabilities: Option<RawCapabilities>,
+    /// What it serves: chat (the default), embed, rerank, moderation,
+    /// image, speech or transcription.
+    pub operation: Option<String>,
 }
 
 /// A model's capabilities; a key left out is the common ground.
@@ -144,10 +147,15 @@ pub struct RawCapabilities {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRate {
-    pub input_utok: f64,
-    pub output_utok: f64,
+    pub input_utok: Option<f64>,
+    pub output_utok: Option<f64>,
     pub cache_read_utok: Option<f64>,
     pub cache_write_utok: Option<f64>,
+    pub per_request_usd: Option<f64>,
+    pub per_search_unit_usd: Option<f64>,
+    pub per_image_usd: Option<f64>,
+    pub per_million_chars_usd: Option<f64>,
+    pub per_minute_usd: Option<f64>,
 }
 
 /// A named pool of lanes.

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use switchyard_ir::{ErrorInfo, ErrorKind};
+use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 use switchyard_state::call::Call;
 use switchyard_state::governance::Denied;
 use switchyard_state::Gateway;
@@ -36,15 +36,21 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
             }
             // What admission reads is read once, each member named once.
-            let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
-                info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
-                retry_after: None,
-            })?;
+            // Only chat generates tokens: another operation's reply is none.
+            let (max_tokens, choices) = if call.operation == Operation::Chat {
+                let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
+                    info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
+                    retry_after: None,
+                })?;
+                (metered.max_tokens, metered.choices)
+            } else {
+                (Some(0), 1)
+            };
             let estimate = switchyard_governance::estimate::worst_case(
                 input,
-                metered.max_tokens,
+                max_tokens,
                 governance.default_max_tokens,
-                metered.choices,
+                choices,
                 &gateway.pools[pool].price_ceiling,
             );
             Some(governance.admit(caller, &call.name, estimate).await?)

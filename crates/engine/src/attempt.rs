@@ -27,7 +27,7 @@ use crate::lane_gate::{self, Entry};
 use crate::lane_health::{Health, InFlight};
 use crate::plan::Plan;
 use crate::render::{error_response, ResponseBody, X_SWITCHYARD_ROUTE_POLICY, X_SWITCHYARD_ROUTE_TARGET};
-use crate::send::{collect, prepare, send};
+use crate::send::{collect, prepare, send, Sent};
 use crate::settle::Record;
 use crate::{plan, reply, translation};
 
@@ -208,14 +208,15 @@ async fn try_one(
             tries.moved_on(class, Failure::Transport(err));
             Tried::Next
         }
-        Ok(Ok(upstream)) if upstream.status.is_success() => {
+        Ok(Ok(Sent { head: upstream, more })) if upstream.status.is_success() => {
             health.success();
             trial.settle();
             let guards = (permit, in_flight);
-            let response = answered(gateway, request, candidate, upstream, sent, guards, health, record).await;
+            let answer = reply::Answer { upstream, more };
+            let response = answered(gateway, request, candidate, answer, sent, guards, health, record).await;
             Tried::Answered(with_translation(response, dropped_header))
         }
-        Ok(Ok(upstream)) => {
+        Ok(Ok(Sent { head: upstream, .. })) => {
             let judged = judge(gateway, call, candidate, upstream, &health, tries).await;
             if judged.settles_trial {
                 trial.settle();
@@ -230,7 +231,7 @@ async fn try_one(
 fn note_attempt(
     record: &mut Option<Box<Record>>,
     candidate: &Candidate<'_>,
-    outcome: &Result<Result<UpstreamResponse, TransportError>, tokio::time::error::Elapsed>,
+    outcome: &Result<Result<Sent, TransportError>, tokio::time::error::Elapsed>,
     sent: Instant,
     failovers: u32,
 ) {
@@ -239,8 +240,8 @@ fn note_attempt(
     record.waited(took);
     record.serving(candidate.slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
     let (status, failure) = match outcome {
-        Ok(Ok(upstream)) if upstream.status.is_success() => (upstream.status.as_u16(), None),
-        Ok(Ok(upstream)) => (upstream.status.as_u16(), Some("upstream_error")),
+        Ok(Ok(sent)) if sent.head.status.is_success() => (sent.head.status.as_u16(), None),
+        Ok(Ok(sent)) => (sent.head.status.as_u16(), Some("upstream_error")),
         Ok(Err(_)) => (0, Some("unreachable")),
         Err(_) => (0, Some("deadline")),
     };
@@ -258,7 +259,7 @@ async fn answered(
     gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
-    upstream: UpstreamResponse,
+    answer: reply::Answer,
     sent: Instant,
     guards: reply::Guards,
     health: Health,
@@ -269,12 +270,11 @@ async fn answered(
         metrics.attempt(candidate.lane_index, None);
     }
     lane.record_latency(sent.elapsed());
-    lane.record_headroom(&upstream.headers);
+    lane.record_headroom(&answer.upstream.headers);
     if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
         plan::pin(gateway, plan.pool, session, slot.member);
     }
-    let mut response =
-        reply::success(gateway, call, candidate, upstream, guards, health, request.started, record).await;
+    let mut response = reply::success(gateway, call, candidate, answer, guards, health, request.started, record).await;
     if let Some(policy) = &plan.policy {
         let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::try_from(&**policy) {

@@ -29,10 +29,12 @@ pub mod authenticate;
 pub mod cache;
 pub mod candidate;
 pub mod disposition;
+mod embed;
 pub mod exhausted;
 mod identity;
 pub mod lane_gate;
 pub mod lane_health;
+mod operation;
 pub mod plan;
 pub mod policy;
 pub mod probe;
@@ -109,6 +111,10 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     let Some(pool) = gateway.resolve(&call.name) else {
         return refused(&gateway, &call, record, &unknown_name(&call.name), None).await;
     };
+    let serves = gateway.pools[pool].operation;
+    if serves != call.operation {
+        return refused(&gateway, &call, record, &wrong_operation(&call, serves), None).await;
+    }
     record.named(pool, call.stream);
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
@@ -141,6 +147,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
 fn meter_stream(gateway: &Gateway, call: &mut Call) {
     let codec = gateway.codec(call.ingress);
     let metered = gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some());
+    // Only chat streams.
     if metered && call.stream && !codec.stream_reports_usage(&call.body) {
         call.hide_usage = codec.stream_usage_filter().is_some();
         call.meter_stream = !call.hide_usage;
@@ -184,6 +191,16 @@ async fn refused(
     let response = policy::response(gateway, call, response);
     record.finish(response.status().as_u16()).await;
     response
+}
+
+/// A pool asked for what its lanes do not serve: the caller's not-found,
+/// naming both operations.
+fn wrong_operation(call: &Call, serves: switchyard_ir::Operation) -> ErrorInfo {
+    let message = format!(
+        "`{}` serves {serves}, not {}; name a model or pool that serves {} (GET /v1/models lists each one's operation)",
+        call.name, call.operation, call.operation
+    );
+    ErrorInfo::new(ErrorKind::NotFound, message)
 }
 
 fn unknown_name(name: &str) -> ErrorInfo {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::HeaderValue;
+use switchyard_ir::{EmbedRequest, Operation};
 use switchyard_state::{Gateway, Lane};
 
 use crate::send::{collect, send_to_lane, Outgoing};
@@ -65,8 +66,10 @@ fn open_breakers(gateway: &Gateway, lane: usize) -> Vec<(usize, usize)> {
 /// within the lane's response-headers timeout (a probe whose body hangs is
 /// not a healthy lane, and must not hang the probe loop).
 pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
-    let request = switchyard_codec::probe_request(&lane.wire_model);
-    let body = Bytes::from(gateway.codec(lane.protocol).write_request(&request).body);
+    let Some((body, path)) = probe_request(gateway, lane) else {
+        // Nothing cheap to ask: the breaker's cooldown brings the lane back.
+        return false;
+    };
     let request_id = HeaderValue::from_static("switchyard-health-probe");
     let out = Outgoing {
         wire_model: &lane.wire_model,
@@ -74,6 +77,9 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
         request_id: &request_id,
         caller_key: None,
         traceparent: None,
+        operation: lane.operation,
+        path: path.as_deref(),
+        content_type: None,
     };
     let exchange = async {
         let response = send_to_lane(gateway, lane, out, body).await.ok()?;
@@ -84,4 +90,27 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
         Some(ok)
     };
     tokio::time::timeout(lane.timeouts.response_headers, exchange).await.ok().flatten().unwrap_or(false)
+}
+
+/// The cheapest request of the lane's operation (one token of chat, one
+/// word to embed) and its path; `None` for an operation whose every call
+/// costs real money (images, speech, transcription).
+fn probe_request(gateway: &Gateway, lane: &Lane) -> Option<(Bytes, Option<String>)> {
+    let codec = gateway.codec(lane.protocol);
+    match lane.operation {
+        Operation::Chat => {
+            let request = switchyard_codec::probe_request(&lane.wire_model);
+            Some((Bytes::from(codec.write_request(&request).body), None))
+        }
+        Operation::Embed => {
+            let embed = codec.embed()?;
+            let request = EmbedRequest {
+                model: lane.wire_model.to_string(),
+                inputs: vec!["ping".to_owned()],
+                ..EmbedRequest::default()
+            };
+            Some((Bytes::from(embed.write_request(&request).body), Some(embed.upstream_path(&lane.wire_model))))
+        }
+        _ => None,
+    }
 }

@@ -16,6 +16,7 @@ pub(crate) const SERVER_TIMING: HeaderName = HeaderName::from_static("server-tim
 pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
 pub(crate) const X_AMZN_ERRORTYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
 pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(crate) const X_SWITCHYARD_ESTIMATED: HeaderName = HeaderName::from_static("x-switchyard-estimated");
 pub(crate) const X_SWITCHYARD_BILLING: HeaderName = HeaderName::from_static("x-switchyard-billing");
 pub(crate) const X_SWITCHYARD_LANE: HeaderName = HeaderName::from_static("x-switchyard-lane");
 pub(crate) const X_SWITCHYARD_PROVIDER: HeaderName = HeaderName::from_static("x-switchyard-provider");

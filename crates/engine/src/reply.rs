@@ -32,18 +32,26 @@ use crate::settle::Record;
 /// permit and its in-flight count.
 pub(crate) type Guards = (Option<OwnedSemaphorePermit>, InFlight);
 
+/// A lane's successful answer: its response, and the bodies of a split
+/// request's other parts.
+pub(crate) struct Answer {
+    pub(crate) upstream: UpstreamResponse,
+    pub(crate) more: Vec<(http::HeaderMap, Bytes)>,
+}
+
 /// A successful try's answer: the head, then the whole reply or the stream.
 #[expect(clippy::too_many_arguments, reason = "the one place a success is assembled")]
 pub(crate) async fn success(
     gateway: &Arc<Gateway>,
     call: &Call,
     candidate: &Candidate<'_>,
-    upstream: UpstreamResponse,
+    answer: Answer,
     guards: Guards,
     health: Health,
     started: Instant,
     record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
+    let Answer { upstream, more } = answer;
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
@@ -69,6 +77,16 @@ pub(crate) async fn success(
             headers.insert(SERVER_TIMING, timing);
         }
         stream(gateway, call, candidate, upstream, same, guards, health, started, record)
+    } else if call.operation != switchyard_ir::Operation::Chat {
+        match operation(gateway, call, candidate, upstream, more, started, record).await {
+            Ok(whole) => {
+                if let Some(headers) = builder.headers_mut() {
+                    headers.extend(whole.headers);
+                }
+                full_body(whole.body)
+            }
+            Err(message) => return upstream_broke(gateway, call, candidate, &health, message),
+        }
     } else {
         match whole(gateway, call, candidate, upstream, same, started, record).await {
             Ok(body) => full_body(body),
@@ -91,24 +109,7 @@ async fn whole(
     record: &mut Option<Box<Record>>,
 ) -> Result<Bytes, String> {
     let lane = candidate.lane;
-    let reading = Instant::now();
-    let read = tokio::time::timeout(lane.timeouts.request, collect(upstream.body)).await;
-    if let Some(record) = record.as_mut() {
-        record.waited(reading.elapsed());
-    }
-    let body = match read {
-        Ok(Ok(body)) => body,
-        broken => {
-            // The upstream took the request and may have done the work.
-            if let Some(record) = record.as_mut() {
-                record.charge_reservation();
-            }
-            return Err(match broken {
-                Ok(Err(err)) => format!("upstream body failed: {err}"),
-                _ => "upstream body timed out".to_owned(),
-            });
-        }
-    };
+    let body = read_whole(candidate, upstream.body, record).await?;
     let codec = gateway.codec(lane.protocol);
     if same {
         // Passthrough: the bytes go back as they came; only usage is read.
@@ -142,6 +143,47 @@ async fn whole(
     }
     crate::cache::store(gateway, call, &out);
     Ok(out)
+}
+
+/// An operation's whole reply, read within the lane's request timeout.
+async fn operation(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    upstream: UpstreamResponse,
+    more: Vec<(http::HeaderMap, Bytes)>,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> Result<crate::operation::Whole, String> {
+    let body = read_whole(candidate, upstream.body, record).await?;
+    crate::operation::whole(gateway, call, candidate, (&upstream.headers, body), more, started, record)
+}
+
+/// The upstream's body, read whole within the lane's request timeout.
+/// `Err`: it broke or timed out (the upstream took the request and may
+/// have done the work: it is charged at its reservation).
+async fn read_whole(
+    candidate: &Candidate<'_>,
+    body: switchyard_transport::UpstreamBody,
+    record: &mut Option<Box<Record>>,
+) -> Result<Bytes, String> {
+    let reading = Instant::now();
+    let read = tokio::time::timeout(candidate.lane.timeouts.request, collect(body)).await;
+    if let Some(record) = record.as_mut() {
+        record.waited(reading.elapsed());
+    }
+    match read {
+        Ok(Ok(body)) => Ok(body),
+        broken => {
+            if let Some(record) = record.as_mut() {
+                record.charge_reservation();
+            }
+            Err(match broken {
+                Ok(Err(err)) => format!("upstream body failed: {err}"),
+                _ => "upstream body timed out".to_owned(),
+            })
+        }
+    }
 }
 
 /// The stream's body: a relay that pulls the upstream's frames and yields

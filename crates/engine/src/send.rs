@@ -14,7 +14,9 @@ use switchyard_config::Endpoint;
 use switchyard_ir::{ErrorInfo, ErrorKind, Request};
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Lane};
-use switchyard_transport::{mock, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse};
+use switchyard_transport::{
+    full_body, mock, mock_operation, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse,
+};
 
 use crate::candidate::Candidate;
 use crate::render::{TRACEPARENT, X_REQUEST_ID};
@@ -28,6 +30,38 @@ pub(crate) struct Prepared {
     pub(crate) body: Bytes,
     /// The `x-switchyard-dropped` value, when something was.
     pub(crate) dropped_header: Option<HeaderValue>,
+    /// The upstream path, when the operation's endpoint is not chat's.
+    pub(crate) path: Option<String>,
+    /// The body's content type, when not JSON (a multipart form).
+    pub(crate) content_type: Option<HeaderValue>,
+    /// Further bodies of a request split into the lane's batch size,
+    /// sent with the first; their answers come back in order.
+    pub(crate) more: Vec<Bytes>,
+}
+
+impl Prepared {
+    /// A chat body for the lane's own endpoint.
+    pub(crate) fn chat(body: Bytes, dropped_header: Option<HeaderValue>) -> Prepared {
+        Prepared { body, dropped_header, path: None, content_type: None, more: Vec::new() }
+    }
+}
+
+/// What the lane answered: the first (or only) call's response, and the
+/// bodies of the rest of a split request, all of them successes.
+pub(crate) struct Sent {
+    pub(crate) head: UpstreamResponse,
+    pub(crate) more: Vec<(HeaderMap, Bytes)>,
+}
+
+/// The caller's body as it came, but for its `model`, which becomes the
+/// lane's wire model.
+pub(crate) fn as_came(call: &Call, wire_model: &str) -> Bytes {
+    match &call.model_span {
+        Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(wire_model.as_bytes()) => {
+            Bytes::from(scan::splice_model(&call.body, span.clone(), wire_model))
+        }
+        _ => call.body.clone(),
+    }
 }
 
 pub(crate) fn prepare(
@@ -36,20 +70,18 @@ pub(crate) fn prepare(
     candidate: &Candidate<'_>,
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
+    if call.operation != switchyard_ir::Operation::Chat {
+        return crate::operation::prepare(gateway, call, candidate);
+    }
     let lane = candidate.lane;
     if call.passes_through_to(lane.protocol) {
         // Same protocol: the bytes go as they came, but for the model.
-        let body = match &call.model_span {
-            Some(span) if call.body.get(span.start + 1..span.end - 1) != Some(candidate.wire_model.as_bytes()) => {
-                Bytes::from(scan::splice_model(&call.body, span.clone(), candidate.wire_model))
-            }
-            _ => call.body.clone(),
-        };
+        let body = as_came(call, candidate.wire_model);
         let body = match call.hide_usage {
             true => gateway.codec(lane.protocol).request_stream_usage(&body).map_or(body, Bytes::from),
             false => body,
         };
-        return Ok(Prepared { body, dropped_header: None });
+        return Ok(Prepared::chat(body, None));
     }
     if translated.is_none() {
         let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
@@ -66,8 +98,11 @@ pub(crate) fn prepare(
         metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
     }
     let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
-    Ok(Prepared { body: Bytes::from(encoded.body), dropped_header })
+    Ok(Prepared::chat(Bytes::from(encoded.body), dropped_header))
 }
+
+/// The most parts of a split request in flight at once.
+const SPLIT_CONCURRENCY: usize = 4;
 
 pub(crate) async fn send(
     gateway: &Gateway,
@@ -76,18 +111,65 @@ pub(crate) async fn send(
     wire_model: &str,
     prepared: Prepared,
     traceparent: Option<HeaderValue>,
-) -> Result<UpstreamResponse, TransportError> {
+) -> Result<Sent, TransportError> {
+    let Prepared { body, path, content_type, more, .. } = prepared;
     let outbound = Outgoing {
         wire_model,
         stream: call.stream,
         request_id: &call.request_id,
         caller_key: call.caller_key(),
         traceparent,
+        operation: call.operation,
+        path: path.as_deref(),
+        content_type,
     };
-    send_to_lane(gateway, lane, outbound, prepared.body).await
+    if more.is_empty() {
+        let head = send_to_lane(gateway, lane, outbound, body).await?;
+        return Ok(Sent { head, more: Vec::new() });
+    }
+    send_split(gateway, lane, outbound, body, more).await
+}
+
+/// A request split into the lane's batch size: every part is sent (a few
+/// at a time) and answered before the reply is built. The first part that
+/// fails is the lane's answer, judged like any other.
+async fn send_split(
+    gateway: &Gateway,
+    lane: &Lane,
+    outbound: Outgoing<'_>,
+    body: Bytes,
+    more: Vec<Bytes>,
+) -> Result<Sent, TransportError> {
+    use futures_util::StreamExt;
+    let rest = futures_util::stream::iter(more)
+        .map(|part| {
+            let outbound = outbound.clone();
+            async move {
+                let answer = send_to_lane(gateway, lane, outbound, part).await?;
+                let body = tokio::time::timeout(lane.timeouts.request, collect(answer.body))
+                    .await
+                    .map_err(|_| TransportError::Io("a split part's body timed out".to_owned()))?
+                    .map_err(TransportError::Io)?;
+                Ok::<_, TransportError>((answer.status, answer.headers, body))
+            }
+        })
+        .buffered(SPLIT_CONCURRENCY)
+        .collect::<Vec<_>>();
+    let (head, rest) = futures_util::future::join(send_to_lane(gateway, lane, outbound.clone(), body), rest).await;
+    let head = head?;
+    let mut parts = Vec::with_capacity(rest.len());
+    for answer in rest {
+        let (status, headers, body) = answer?;
+        if !status.is_success() {
+            return Ok(Sent { head: UpstreamResponse { status, headers, body: full_body(body) }, more: Vec::new() });
+        }
+        parts.push((headers, body));
+    }
+    Ok(Sent { head, more: parts })
 }
 
 /// What an upstream call needs besides the lane and the body.
+#[derive(Clone)]
 pub(crate) struct Outgoing<'a> {
     pub(crate) wire_model: &'a str,
     pub(crate) stream: bool,
@@ -95,6 +177,12 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) caller_key: Option<&'a str>,
     /// The attempt span's W3C trace context, when the request is traced.
     pub(crate) traceparent: Option<HeaderValue>,
+    /// What the call asks the lane for.
+    pub(crate) operation: switchyard_ir::Operation,
+    /// The operation's upstream path, when not chat's.
+    pub(crate) path: Option<&'a str>,
+    /// The body's content type, when not JSON.
+    pub(crate) content_type: Option<HeaderValue>,
 }
 
 pub(crate) async fn send_to_lane(
@@ -107,13 +195,20 @@ pub(crate) async fn send_to_lane(
     match &lane.endpoint {
         Endpoint::Mock => {
             let path_model = codec.model_in_path().then_some(out.wire_model);
+            if out.operation != switchyard_ir::Operation::Chat {
+                return Ok(mock_operation::respond(codec, out.operation, path_model, &body));
+            }
             Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
         }
         Endpoint::Http(base) => {
-            let url = format!("{base}{}", codec.upstream_path(out.wire_model, out.stream));
+            let url = match out.path {
+                Some(path) => format!("{base}{path}"),
+                None => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+            };
             let uri: Uri = url.parse().map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
             let mut headers = HeaderMap::with_capacity(8);
-            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            let content_type = out.content_type.unwrap_or(HeaderValue::from_static("application/json"));
+            headers.insert(http::header::CONTENT_TYPE, content_type);
             headers.insert(
                 http::header::USER_AGENT,
                 HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),

@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use switchyard_codec::{scan, Framing};
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_ir::{ErrorInfo, ErrorKind, Operation, Protocol};
 
 pub use listener::{serve, ListenerStats, LiveRouter, Settings};
 use listener::{ConnBudget, Refusal, Refuse};
@@ -45,22 +45,30 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 /// the model and the stream flag. A new protocol fails to compile here, in
 /// [`owns`] and in [`mock_routes`] until it says what its routes are.
 fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Arc<Gateway>> {
-    let by_body =
-        move |State(gateway): State<Arc<Gateway>>, request: Request| handle(gateway, Ingress::body(protocol), request);
+    let by_body = move |operation: Operation| {
+        move |State(gateway): State<Arc<Gateway>>, request: Request| {
+            handle(gateway, Ingress::body(protocol, operation), request)
+        }
+    };
     match protocol {
-        Protocol::OpenAi => router.route("/v1/chat/completions", post(by_body)),
-        Protocol::Responses => router.route("/v1/responses", post(by_body)),
+        Protocol::OpenAi => router
+            .route("/v1/chat/completions", post(by_body(Operation::Chat)))
+            .route("/v1/embeddings", post(by_body(Operation::Embed))),
+        Protocol::Responses => router.route("/v1/responses", post(by_body(Operation::Chat))),
         Protocol::Anthropic => router
-            .route("/v1/messages", post(by_body))
+            .route("/v1/messages", post(by_body(Operation::Chat)))
             .route("/{name}/v1/messages", post(anthropic_named))
             .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
         Protocol::Gemini => {
             router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
         }
-        Protocol::Cohere => router.route("/v2/chat", post(by_body)),
+        Protocol::Cohere => {
+            router.route("/v2/chat", post(by_body(Operation::Chat))).route("/v2/embed", post(by_body(Operation::Embed)))
+        }
         Protocol::Bedrock => router
             .route("/model/{model}/converse", post(bedrock))
-            .route("/model/{model}/converse-stream", post(bedrock_stream)),
+            .route("/model/{model}/converse-stream", post(bedrock_stream))
+            .route("/model/{model}/invoke", post(bedrock_invoke)),
     }
 }
 
@@ -68,11 +76,11 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
 /// error the listener or router writes itself is then in that protocol).
 fn owns(protocol: Protocol, path: &str) -> bool {
     match protocol {
-        Protocol::OpenAi => path == "/v1/chat/completions",
+        Protocol::OpenAi => matches!(path, "/v1/chat/completions" | "/v1/embeddings"),
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages"),
         Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
-        Protocol::Cohere => path == "/v2/chat",
+        Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed"),
         Protocol::Bedrock => path.starts_with("/model/"),
     }
 }
@@ -213,6 +221,8 @@ enum Named {
 /// What an ingress knows before reading the body.
 struct Ingress {
     protocol: Protocol,
+    /// What the route asks for; `None`: the body says (Bedrock `InvokeModel`).
+    operation: Option<Operation>,
     named: Named,
     /// The stream flag when the path decides it (Gemini, Bedrock).
     stream: Option<bool>,
@@ -221,14 +231,24 @@ struct Ingress {
 
 impl Ingress {
     /// A protocol whose body names the model.
-    fn body(protocol: Protocol) -> Ingress {
-        Ingress { protocol, named: Named::Body, stream: None, framing: Framing::Sse }
+    fn body(protocol: Protocol, operation: Operation) -> Ingress {
+        Ingress { protocol, operation: Some(operation), named: Named::Body, stream: None, framing: Framing::Sse }
+    }
+
+    /// A route whose path names the model, answering whole.
+    fn path(protocol: Protocol, operation: Option<Operation>, model: String, framing: Framing) -> Ingress {
+        Ingress { protocol, operation, named: Named::Path(model), stream: Some(false), framing }
     }
 }
 
 async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
-    let ingress =
-        Ingress { protocol: Protocol::Anthropic, named: Named::Path(name), stream: None, framing: Framing::Sse };
+    let ingress = Ingress {
+        protocol: Protocol::Anthropic,
+        operation: Some(Operation::Chat),
+        named: Named::Path(name),
+        stream: None,
+        framing: Framing::Sse,
+    };
     handle(gateway, ingress, request).await
 }
 
@@ -239,6 +259,7 @@ async fn anthropic_direct(
 ) -> Response {
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
+        operation: Some(Operation::Chat),
         named: Named::Direct { provider, model },
         stream: None,
         framing: Framing::Sse,
@@ -265,9 +286,10 @@ async fn gemini(
             ),
         );
     };
-    let stream = match action {
-        "generateContent" => false,
-        "streamGenerateContent" => true,
+    let (operation, stream) = match action {
+        "generateContent" => (Operation::Chat, false),
+        "streamGenerateContent" => (Operation::Chat, true),
+        "embedContent" | "batchEmbedContents" => (Operation::Embed, false),
         other => {
             return reject(
                 &gateway,
@@ -275,15 +297,18 @@ async fn gemini(
                 Record::begin(&gateway, Protocol::Gemini, request_id(request.headers()), request.headers()),
                 ErrorInfo::new(
                     ErrorKind::NotFound,
-                    format!("action `{other}` is not supported; use generateContent or streamGenerateContent"),
+                    format!(
+                        "action `{other}` is not supported; use generateContent, streamGenerateContent, \
+                         embedContent or batchEmbedContents"
+                    ),
                 ),
             );
         }
     };
     let sse = query.as_deref().is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
     let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-    let ingress =
-        Ingress { protocol: Protocol::Gemini, named: Named::Path(model.to_owned()), stream: Some(stream), framing };
+    let mut ingress = Ingress::path(Protocol::Gemini, Some(operation), model.to_owned(), framing);
+    ingress.stream = Some(stream);
     handle(gateway, ingress, request).await
 }
 
@@ -302,13 +327,33 @@ async fn bedrock_ingress(
     stream: bool,
     request: Request,
 ) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Bedrock,
-        named: Named::Path(model),
-        stream: Some(stream),
-        framing: Framing::EventStream,
-    };
+    let mut ingress = Ingress::path(Protocol::Bedrock, Some(Operation::Chat), model, Framing::EventStream);
+    ingress.stream = Some(stream);
     handle(gateway, ingress, request).await
+}
+
+/// Bedrock `InvokeModel`: the body says what it asks for (see
+/// [`invoked_operation`]).
+async fn bedrock_invoke(State(gateway): State<Arc<Gateway>>, Path(model): Path<String>, request: Request) -> Response {
+    let ingress = Ingress::path(Protocol::Bedrock, None, model, Framing::EventStream);
+    handle(gateway, ingress, request).await
+}
+
+/// The operation an `InvokeModel` body asks for: `inputText` (Titan) or
+/// `texts` (Cohere) embeds, `query` with `documents` reranks.
+fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
+    let has = |key: &str| scan::top_level_value(body, key).ok().flatten().is_some();
+    if has("inputText") || has("texts") {
+        return Ok(Operation::Embed);
+    }
+    if has("query") && has("documents") {
+        return Ok(Operation::Rerank);
+    }
+    Err(ErrorInfo::new(
+        ErrorKind::InvalidRequest,
+        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere) or a rerank body \
+         (`query` and `documents`); chat goes to /model/{model}/converse",
+    ))
 }
 
 fn request_id(headers: &HeaderMap) -> HeaderValue {
@@ -444,8 +489,12 @@ async fn frame(
         caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &[])?;
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
-    // With governance on, the one scan also finds what admission reads.
-    let heads = if governed { gateway.codec(protocol).metered_heads() } else { &[] };
+    let operation = match ingress.operation {
+        Some(operation) => operation,
+        None => invoked_operation(&body)?,
+    };
+    // With governance on, the one scan also finds what admission reads of a chat.
+    let heads = if governed && operation == Operation::Chat { gateway.codec(protocol).metered_heads() } else { &[] };
     let top =
         scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
@@ -464,6 +513,7 @@ async fn frame(
     }
     let call = Call {
         ingress: protocol,
+        operation,
         name,
         wire_model,
         model_span: top.model_span.clone(),
@@ -537,19 +587,26 @@ fn stream_by_endpoint(protocol: Protocol, by_path: bool) -> ErrorInfo {
 }
 
 /// The vendor fake as an HTTP server: every protocol's upstream path,
-/// answered by `mock::respond` (used by `switchyard mock-upstream`).
+/// answered by `mock::respond` (chat) and `mock_operation::respond` (the
+/// other operations) (used by `switchyard mock-upstream`).
 pub fn mock_router(codecs: crate::CodecFor) -> Router {
-    async fn fake(
-        codecs: crate::CodecFor,
+    /// What one fake route answers.
+    #[derive(Clone, Copy)]
+    struct Fake {
         protocol: Protocol,
-        model: Option<String>,
+        operation: Operation,
         stream: Option<bool>,
         framing: Framing,
-        body: Bytes,
-    ) -> Response {
-        let codec = codecs(protocol);
-        let stream = stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
-        let reply = switchyard_transport::mock::respond(codec, model.as_deref(), stream, framing, &body);
+    }
+    fn answer(codecs: crate::CodecFor, fake: Fake, model: Option<String>, body: Bytes) -> Response {
+        let codec = codecs(fake.protocol);
+        let reply = if fake.operation == Operation::Chat {
+            let stream =
+                fake.stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
+            switchyard_transport::mock::respond(codec, model.as_deref(), stream, fake.framing, &body)
+        } else {
+            switchyard_transport::mock_operation::respond(codec, fake.operation, model.as_deref(), &body)
+        };
         let mut response = Response::new(Body::new(reply.body));
         *response.status_mut() = reply.status;
         *response.headers_mut() = reply.headers;
@@ -559,33 +616,52 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
     // (benchmarks trace to it).
     let base = Router::new().route("/v1/traces", post(|| async { StatusCode::OK }));
     let routes = move |router: Router, protocol: Protocol| -> Router {
-        let by_body = move |body: Bytes| fake(codecs, protocol, None, None, Framing::Sse, body);
+        let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
+            protocol,
+            operation,
+            stream,
+            framing,
+        };
+        let by_body = move |operation: Operation| {
+            let fake = fake(operation, None, Framing::Sse);
+            post(move |body: Bytes| async move { answer(codecs, fake, None, body) })
+        };
+        let by_path = move |fake: Fake| {
+            post(move |Path(model): Path<String>, body: Bytes| async move { answer(codecs, fake, Some(model), body) })
+        };
         match protocol {
-            Protocol::OpenAi => router.route("/v1/chat/completions", post(by_body)),
-            Protocol::Responses => router.route("/v1/responses", post(by_body)),
-            Protocol::Anthropic => router.route("/v1/messages", post(by_body)),
-            Protocol::Cohere => router.route("/v2/chat", post(by_body)),
+            Protocol::OpenAi => router
+                .route("/v1/chat/completions", by_body(Operation::Chat))
+                .route("/v1/embeddings", by_body(Operation::Embed)),
+            Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
+            Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)),
+            Protocol::Cohere => {
+                router.route("/v2/chat", by_body(Operation::Chat)).route("/v2/embed", by_body(Operation::Embed))
+            }
             Protocol::Gemini => router.route(
                 "/v1beta/models/{*target}",
                 post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
                     let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
                     let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
                     let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                    let stream = Some(action == "streamGenerateContent");
-                    fake(codecs, Protocol::Gemini, Some(model.to_owned()), stream, framing, body).await
+                    let (operation, stream) = match action {
+                        "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
+                        other => (Operation::Chat, other == "streamGenerateContent"),
+                    };
+                    answer(codecs, fake(operation, Some(stream), framing), Some(model.to_owned()), body)
                 }),
             ),
             Protocol::Bedrock => router
-                .route(
-                    "/model/{model}/converse",
-                    post(move |Path(model): Path<String>, body: Bytes| {
-                        fake(codecs, Protocol::Bedrock, Some(model), Some(false), Framing::EventStream, body)
-                    }),
-                )
+                .route("/model/{model}/converse", by_path(fake(Operation::Chat, Some(false), Framing::EventStream)))
                 .route(
                     "/model/{model}/converse-stream",
-                    post(move |Path(model): Path<String>, body: Bytes| {
-                        fake(codecs, Protocol::Bedrock, Some(model), Some(true), Framing::EventStream, body)
+                    by_path(fake(Operation::Chat, Some(true), Framing::EventStream)),
+                )
+                .route(
+                    "/model/{model}/invoke",
+                    post(move |Path(model): Path<String>, body: Bytes| async move {
+                        let operation = invoked_operation(&body).unwrap_or(Operation::Embed);
+                        answer(codecs, fake(operation, Some(false), Framing::EventStream), Some(model), body)
                     }),
                 ),
         }

@@ -65,6 +65,23 @@ impl Operation {
         Operation::ALL.into_iter().find(|op| op.as_str() == name)
     }
 
+    /// Whether a lane of `protocol` can serve this operation: chat
+    /// everywhere; embeddings on OpenAI, Gemini, Cohere and Bedrock
+    /// (`InvokeModel`); rerank on Cohere, Bedrock and OpenAI-compatible
+    /// rerank servers; the rest on OpenAI only. The codec registry's test
+    /// holds every codec to this table.
+    pub fn served_by(self, protocol: crate::Protocol) -> bool {
+        use crate::Protocol::{Bedrock, Cohere, Gemini, OpenAi};
+        match self {
+            Operation::Chat => true,
+            Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
+            Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
+            Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
+                protocol == OpenAi
+            }
+        }
+    }
+
     /// The OpenTelemetry GenAI `gen_ai.operation.name`.
     pub fn genai_name(self) -> &'static str {
         match self {

@@ -90,7 +90,9 @@ impl EmbedCodec for BedrockEmbed {
             Some("NONE") => Some(Truncate::None),
             Some("START") => Some(Truncate::Start),
             Some("END") => Some(Truncate::End),
-            Some(other) => return Err(DecodeError::invalid("truncate", format!("`{other}` is not NONE, START or END"))),
+            Some(other) => {
+                return Err(DecodeError::invalid("truncate", format!("`{other}` is not NONE, START or END")))
+            }
         };
         Ok(EmbedRequest {
             inputs: cohere.texts,
@@ -182,6 +184,29 @@ impl EmbedCodec for BedrockEmbed {
         format!("/model/{}/invoke", switchyard_codec::path_segment(model))
     }
 
+    /// A body passes as it came only in the form the lane's model takes.
+    fn sends_as_came(&self, body: &[u8], model: &str) -> bool {
+        let cohere_body = switchyard_codec::scan::top_level_value(body, "texts").ok().flatten().is_some();
+        cohere_body == is_cohere(model)
+    }
+
+    fn caller_limit(&self, request: &EmbedRequest) -> usize {
+        if request.form.as_deref() == Some(COHERE) {
+            96
+        } else {
+            1
+        }
+    }
+
+    fn token_header(&self) -> Option<&'static str> {
+        Some(TOKEN_COUNT)
+    }
+
+    fn read_input_tokens(&self, body: &[u8], headers: &HeaderMap) -> Option<u64> {
+        let header = headers.get(TOKEN_COUNT).and_then(|v| v.to_str().ok()?.trim().parse().ok());
+        header.or_else(|| switchyard_codec::scan::member_u64(body, &["inputTextTokenCount"]))
+    }
+
     fn max_inputs(&self, model: &str) -> usize {
         if is_cohere(model) {
             96
@@ -212,7 +237,12 @@ mod tests {
     fn the_wire_model_picks_the_body_and_the_batch_size() {
         assert_eq!(BedrockEmbed.max_inputs("amazon.titan-embed-text-v2:0"), 1);
         assert_eq!(BedrockEmbed.max_inputs("cohere.embed-english-v3"), 96);
-        let request = EmbedRequest { model: "cohere.embed-english-v3".into(), inputs: vec!["x".into()], dimensions: Some(8), ..EmbedRequest::default() };
+        let request = EmbedRequest {
+            model: "cohere.embed-english-v3".into(),
+            inputs: vec!["x".into()],
+            dimensions: Some(8),
+            ..EmbedRequest::default()
+        };
         let encoded = BedrockEmbed.write_request(&request);
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written["input_type"], "search_document");

@@ -162,7 +162,8 @@ impl EmbedCodec for CohereEmbed {
         if let Some(truncate) = request.truncate {
             body["truncate"] = json!(truncate_name(truncate));
         }
-        if let (Some(extra), Value::Object(out)) = (request.extra.for_target(Protocol::Cohere, &mut dropped), &mut body) {
+        if let (Some(extra), Value::Object(out)) = (request.extra.for_target(Protocol::Cohere, &mut dropped), &mut body)
+        {
             out.extend(extra.clone());
         }
         Encoded { body: serde_json::to_vec(&body).unwrap_or_default(), dropped }
@@ -196,6 +197,10 @@ impl EmbedCodec for CohereEmbed {
 
     fn upstream_path(&self, _model: &str) -> String {
         "/v2/embed".to_owned()
+    }
+
+    fn read_input_tokens(&self, body: &[u8], _headers: &HeaderMap) -> Option<u64> {
+        switchyard_codec::scan::member_u64(body, &["meta", "billed_units", "input_tokens"])
     }
 
     fn max_inputs(&self, _model: &str) -> usize {

@@ -185,6 +185,22 @@ impl EmbedCodec for GeminiEmbed {
     fn max_inputs(&self, _model: &str) -> usize {
         MAX_INPUTS
     }
+
+    fn read_input_tokens(&self, body: &[u8], _headers: &HeaderMap) -> Option<u64> {
+        switchyard_codec::scan::member_u64(body, &["usageMetadata", "promptTokenCount"])
+    }
+
+    /// Each of a batch's requests names its model, which must be the
+    /// lane's: the body is always written again.
+    fn sends_as_came(&self, _body: &[u8], _model: &str) -> bool {
+        false
+    }
+
+    /// A batch caller reads the lane's batch reply as it came; a single
+    /// `content` caller reads another form.
+    fn replies_as_came(&self, body: &[u8], _model: &str) -> bool {
+        switchyard_codec::scan::top_level_value(body, "requests").ok().flatten().is_some()
+    }
 }
 
 #[cfg(test)]

@@ -23,3 +23,18 @@ pub fn codec(protocol: Protocol) -> &'static dyn Codec {
         Protocol::Bedrock => &BedrockCodec,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_ir::Operation;
+
+    /// Config trusts `Operation::served_by` to know at boot which lanes can
+    /// serve an operation: every codec must agree with it.
+    #[test]
+    fn every_codec_has_the_operations_the_table_says() {
+        for protocol in Protocol::ALL {
+            assert_eq!(codec(protocol).embed().is_some(), Operation::Embed.served_by(protocol), "{protocol} embed");
+        }
+    }
+}

@@ -15,6 +15,8 @@ use crate::governance::Caller;
 pub struct Call {
     /// The caller's protocol.
     pub ingress: Protocol,
+    /// What the caller asks for (the route it came to decides).
+    pub operation: switchyard_ir::Operation,
     /// The model or pool the caller named.
     pub name: String,
     /// The wire model an ad-hoc caller named (`/{provider}/{model}/v1/messages`),

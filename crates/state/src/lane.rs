@@ -77,6 +77,8 @@ pub struct Lane {
     pub upstream_headroom: AtomicU64,
     /// Whether anything reads the headroom (a `usage` strategy or a gate).
     pub reads_headroom: bool,
+    /// What the lane serves.
+    pub operation: switchyard_ir::Operation,
 }
 
 /// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
@@ -228,6 +230,7 @@ pub(crate) fn build_lane(
         any_wire_model: false,
         upstream_headroom: AtomicU64::new(u64::MAX),
         reads_headroom: false,
+        operation: switchyard_ir::Operation::Chat,
         // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
         price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(
             |rate| Price {

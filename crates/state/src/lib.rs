@@ -177,6 +177,7 @@ impl Gateway {
             lane.billing = model.billing;
             lane.tags.clone_from(&model.tags);
             lane.tier.clone_from(&model.tier);
+            lane.operation = model.operation;
             lanes.push(lane);
         }
         // The ad-hoc route, where a provider opened it: one lane per allowed
@@ -207,6 +208,7 @@ impl Gateway {
                 .pools
                 .iter()
                 .map(|pool| PoolState {
+                    operation: pool.operation,
                     strategy: pool.strategy,
                     gates: gate_chain(&config, &pool.gates),
                     affinity: pool.affinity.clone(),
@@ -234,6 +236,7 @@ impl Gateway {
             names.insert(lane.name.clone(), pools.len());
             let single = Failover { max_hops: 1, ..Failover::default() };
             pools.push(PoolState {
+                operation: lane.operation,
                 // Global gates see every request, models named directly included.
                 gates: gate_chain(&config, &[]),
                 affinity: None,

@@ -58,6 +58,8 @@ pub struct PoolState {
     /// A lane the pool may reach that has no price: a key with a USD
     /// budget cannot use the pool (what that lane serves would cost nothing).
     pub unpriced: Option<Arc<str>>,
+    /// What its members serve.
+    pub operation: switchyard_ir::Operation,
 }
 
 /// Per-policy routing counters of a pool.
@@ -102,6 +104,7 @@ impl PoolState {
             affinity_switches: AtomicU64::new(0),
             price_ceiling: Price::default(),
             unpriced: None,
+            operation: switchyard_ir::Operation::Chat,
         }
     }
 

@@ -5,6 +5,7 @@
 
 pub mod hooks;
 pub mod mock;
+pub mod mock_operation;
 
 use std::future::Future;
 use std::pin::Pin;

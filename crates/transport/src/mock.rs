@@ -174,7 +174,7 @@ fn arguments_for(schema: &serde_json::Value) -> String {
     serde_json::Value::Object(args).to_string()
 }
 
-fn directive_error(text: &str) -> Option<ErrorInfo> {
+pub(crate) fn directive_error(text: &str) -> Option<ErrorInfo> {
     if text.contains("[mock:context]") {
         return Some(ErrorInfo::new(
             ErrorKind::ContextLength,
@@ -192,7 +192,7 @@ fn directive_error(text: &str) -> Option<ErrorInfo> {
     )
 }
 
-fn error(codec: &dyn Codec, info: &ErrorInfo) -> UpstreamResponse {
+pub(crate) fn error(codec: &dyn Codec, info: &ErrorInfo) -> UpstreamResponse {
     let rendered = codec.error_response(info);
     let mut headers = json_headers();
     for (name, value) in rendered.headers {
@@ -208,13 +208,13 @@ fn error(codec: &dyn Codec, info: &ErrorInfo) -> UpstreamResponse {
     }
 }
 
-fn json_headers() -> HeaderMap {
+pub(crate) fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers
 }
 
 /// FNV-1a: a stable, dependency-free hash for deterministic ids.
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

@@ -1,0 +1,163 @@
+//! Embeddings on the request path. A caller's request goes to a lane of
+//! its own protocol as it came (but for the model) when the lane takes
+//! that form; otherwise it is read into the IR once, split into the lane's
+//! batch size (vectors come back in input order), and written in the
+//! lane's protocol, what it cannot carry reported like a dropped chat
+//! field. The reply passes back as it came when it is in the caller's
+//! form, else the parts are read, joined and written for the caller, with
+//! its usage in the caller's own fields (estimated, and marked so, when the
+//! lane counts none).
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use switchyard_codec::embed::{batches, EmbedCodec};
+use switchyard_ir::{EmbedRequest, EmbedResponse, ErrorInfo, ErrorKind, Usage};
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+use tokio::time::Instant;
+
+use crate::candidate::Candidate;
+use crate::identity::log_done;
+use crate::operation::Whole;
+use crate::render::X_SWITCHYARD_ESTIMATED;
+use crate::send::{as_came, Prepared};
+use crate::settle::Record;
+use crate::translation;
+
+/// A protocol's embeddings codec; config proved at boot that every embed
+/// lane's protocol has one, and an ingress only routes embed callers whose
+/// protocol has one.
+fn codec_of(gateway: &Gateway, protocol: switchyard_ir::Protocol) -> Result<&dyn EmbedCodec, ErrorInfo> {
+    gateway
+        .codec(protocol)
+        .embed()
+        .ok_or_else(|| ErrorInfo::new(ErrorKind::NotFound, format!("{protocol} has no embeddings")).with_status(404))
+}
+
+/// The caller's request, read (its model left to the lane's).
+fn read_caller(gateway: &Gateway, call: &Call) -> Result<EmbedRequest, ErrorInfo> {
+    let caller = codec_of(gateway, call.ingress)?;
+    let request = caller.read_request(&call.body).map_err(|err| err.to_error_info())?;
+    if request.inputs.is_empty() {
+        let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, "the request has no input to embed");
+        info.param = Some("input".to_owned());
+        return Err(info);
+    }
+    let limit = caller.caller_limit(&request);
+    if request.inputs.len() > limit {
+        let info = ErrorInfo::new(
+            ErrorKind::InvalidRequest,
+            format!(
+                "{} inputs is more than the {limit} one request may carry; send them in batches",
+                request.inputs.len()
+            ),
+        );
+        return Err(info);
+    }
+    Ok(request)
+}
+
+/// The request made for `candidate`'s lane.
+pub(crate) fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<Prepared, ErrorInfo> {
+    let lane = candidate.lane;
+    let lane_codec = codec_of(gateway, lane.protocol)?;
+    let path = Some(lane_codec.upstream_path(candidate.wire_model));
+    if call.ingress == lane.protocol && lane_codec.sends_as_came(&call.body, candidate.wire_model) {
+        let body = as_came(call, candidate.wire_model);
+        return Ok(Prepared { body, dropped_header: None, path, content_type: None, more: Vec::new() });
+    }
+    let mut request = read_caller(gateway, call)?;
+    candidate.wire_model.clone_into(&mut request.model);
+    let mut dropped = Vec::new();
+    let mut bodies = Vec::new();
+    for (position, part) in batches(&request, lane_codec.max_inputs(candidate.wire_model)).iter().enumerate() {
+        let encoded = lane_codec.write_request(part);
+        // Every part drops the same fields: they are told once.
+        if position == 0 {
+            dropped = encoded.dropped;
+        }
+        bodies.push(Bytes::from(encoded.body));
+    }
+    if let Some(metrics) = gateway.metrics() {
+        metrics.translation(call.ingress, lane.protocol, &dropped);
+    }
+    let dropped_header = translation::check(gateway, call, candidate, &dropped)?;
+    let mut bodies = bodies.into_iter();
+    let body = bodies.next().unwrap_or_default();
+    Ok(Prepared { body, dropped_header, path, content_type: None, more: bodies.collect() })
+}
+
+/// The lane's reply for the caller.
+pub(crate) fn whole(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    (headers, body): (&HeaderMap, Bytes),
+    more: Vec<(HeaderMap, Bytes)>,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> Result<Whole, String> {
+    let lane = candidate.lane;
+    let lane_codec = codec_of(gateway, lane.protocol).map_err(|info| info.message)?;
+    let caller_codec = codec_of(gateway, call.ingress).map_err(|info| info.message)?;
+    let as_came = call.ingress == lane.protocol
+        && more.is_empty()
+        && lane_codec.replies_as_came(&call.body, candidate.wire_model);
+    let mut out_headers = HeaderMap::new();
+    let (out, tokens) = if as_came {
+        (body.clone(), lane_codec.read_input_tokens(&body, headers))
+    } else {
+        let request = read_caller(gateway, call).map_err(|info| info.message)?;
+        let mut response = read_parts(lane_codec, (headers, &body), &more)?;
+        if response.vectors.len() != request.inputs.len() {
+            return Err(format!(
+                "the lane returned {} vectors for {} inputs",
+                response.vectors.len(),
+                request.inputs.len()
+            ));
+        }
+        if response.model.is_empty() {
+            candidate.wire_model.clone_into(&mut response.model);
+        }
+        if response.input_tokens.is_none() {
+            // The lane counts none: the caller's fields carry the estimate, said so.
+            response.input_tokens = Some(estimate(&request));
+            out_headers.insert(X_SWITCHYARD_ESTIMATED, HeaderValue::from_static("true"));
+        }
+        (Bytes::from(caller_codec.write_response(&response, &request)), response.input_tokens)
+    };
+    let estimated = tokens.is_none();
+    let input_tokens = tokens.unwrap_or_else(|| record.as_ref().map_or(0, |r| r.input_estimate()));
+    if let Some(name) = caller_codec.token_header() {
+        out_headers.insert(HeaderName::from_static(name), HeaderValue::from(input_tokens));
+    }
+    let usage = Usage { input_tokens, ..Usage::default() };
+    log_done(&call.request_id, &lane.name, &usage, started, false);
+    if let Some(record) = record.as_mut() {
+        record.record_usage(usage, estimated);
+        record.first_byte();
+        record.keep_response(&out);
+    }
+    Ok(Whole { body: out, headers: out_headers })
+}
+
+/// Every part's vectors, in order.
+fn read_parts(
+    codec: &dyn EmbedCodec,
+    (headers, body): (&HeaderMap, &Bytes),
+    more: &[(HeaderMap, Bytes)],
+) -> Result<EmbedResponse, String> {
+    let read = |headers: &HeaderMap, body: &[u8]| {
+        codec.read_response(body, headers).map_err(|err| format!("upstream reply could not be read: {err}"))
+    };
+    let mut response = read(headers, body)?;
+    for (headers, body) in more {
+        response.extend(read(headers, body)?);
+    }
+    Ok(response)
+}
+
+/// About four bytes a token, rounded up, at least one a text.
+fn estimate(request: &EmbedRequest) -> u64 {
+    request.inputs.iter().map(|text| (text.len() as u64).div_ceil(4).max(1)).sum()
+}

@@ -1,0 +1,49 @@
+//! Operations beyond chat on the request path. Every operation goes
+//! through the same stages as chat (keys, admission, routing, breakers,
+//! failover, settlement); only two steps differ, and they are dispatched
+//! here: the request made for a lane ([`prepare`]) and the whole reply
+//! read back for the caller ([`whole`]). None of them streams.
+
+use bytes::Bytes;
+use http::HeaderMap;
+use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+use tokio::time::Instant;
+
+use crate::candidate::Candidate;
+use crate::send::Prepared;
+use crate::settle::Record;
+
+/// A whole reply for the caller, and the headers it adds (a content type
+/// other than JSON, a token count a protocol carries in a header).
+pub(crate) struct Whole {
+    pub(crate) body: Bytes,
+    pub(crate) headers: HeaderMap,
+}
+
+/// The request for `candidate`'s lane.
+pub(crate) fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<Prepared, ErrorInfo> {
+    match call.operation {
+        Operation::Embed => crate::embed::prepare(gateway, call, candidate),
+        other => Err(ErrorInfo::new(ErrorKind::NotFound, format!("{other} is not served on this route"))),
+    }
+}
+
+/// The lane's reply (`body` and the bodies of a split request's other
+/// parts, in order), for the caller. `Err`: the lane's reply could not be
+/// read (its fault, answered as a 502).
+pub(crate) fn whole(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    reply: (&HeaderMap, Bytes),
+    more: Vec<(HeaderMap, Bytes)>,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) -> Result<Whole, String> {
+    match call.operation {
+        Operation::Embed => crate::embed::whole(gateway, call, candidate, reply, more, started, record),
+        other => Err(format!("{other} replies are not read on this route")),
+    }
+}

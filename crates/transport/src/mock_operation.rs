@@ -1,0 +1,85 @@
+//! The vendor fake for operations beyond chat, answering in the lane's own
+//! protocol and form, derived from the request alone: an embedding is a
+//! vector of float32-exact values hashed from its text (`dimensions` long,
+//! 8 by default), so the same text always embeds the same and a test can
+//! compare vectors exactly across protocols and encodings. The chat fake's
+//! `[mock:status=N]` directive in any input answers that error.
+
+use http::{HeaderName, HeaderValue, StatusCode};
+use switchyard_codec::Codec;
+use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation};
+
+use crate::mock::{directive_error, error, fnv1a, json_headers};
+use crate::{full_body, UpstreamResponse};
+
+/// The longest vector the fake makes.
+const MAX_DIMENSIONS: u32 = 4096;
+
+/// Answers one upstream call of `operation` in `codec`'s protocol
+/// (`path_model`: the model from the URL, for path protocols).
+pub fn respond(codec: &dyn Codec, operation: Operation, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
+    match operation {
+        Operation::Embed => embed(codec, path_model, body),
+        other => error(
+            codec,
+            &ErrorInfo::new(ErrorKind::NotFound, format!("the mock upstream does not serve {other}")).with_status(404),
+        ),
+    }
+}
+
+fn embed(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
+    let Some(embed) = codec.embed() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::NotFound, "this protocol has no embeddings").with_status(404));
+    };
+    let mut request = match embed.read_request(body) {
+        Ok(request) => request,
+        Err(err) => return error(codec, &err.to_error_info()),
+    };
+    if let Some(model) = path_model.filter(|m| !m.is_empty()) {
+        model.clone_into(&mut request.model);
+    }
+    if let Some(info) = request.inputs.iter().find_map(|text| directive_error(text)) {
+        return error(codec, &info);
+    }
+    let dimensions = request.dimensions.unwrap_or(8).clamp(1, MAX_DIMENSIONS);
+    let response = EmbedResponse {
+        model: request.model.clone(),
+        vectors: request.inputs.iter().map(|text| vector(text, dimensions)).collect(),
+        input_tokens: Some(request.inputs.iter().map(|text| words(text)).sum()),
+    };
+    let mut headers = json_headers();
+    if let (Some(name), Some(tokens)) = (embed.token_header(), response.input_tokens) {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from(tokens));
+    }
+    UpstreamResponse { status: StatusCode::OK, headers, body: full_body(embed.write_response(&response, &request)) }
+}
+
+/// A text's vector: each value a multiple of 1/1024 in [-1, 1], exact in
+/// float32 and so in every encoding.
+pub fn vector(text: &str, dimensions: u32) -> Vec<f64> {
+    let seed = fnv1a(text.as_bytes());
+    (0..u64::from(dimensions))
+        .map(|i| {
+            let hash = fnv1a(&(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15)).to_le_bytes());
+            ((hash % 2049) as f64 - 1024.0) / 1024.0
+        })
+        .collect()
+}
+
+/// The fake's token count: one per word, at least one per text.
+fn words(text: &str) -> u64 {
+    (text.split_whitespace().count() as u64).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_are_stable_exact_in_float32_and_differ_by_text() {
+        let a = vector("hello", 16);
+        assert_eq!(a, vector("hello", 16));
+        assert_ne!(a, vector("world", 16));
+        assert!(a.iter().all(|v| f64::from(*v as f32) == *v && (-1.0..=1.0).contains(v)));
+    }
+}
