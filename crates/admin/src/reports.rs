@@ -52,6 +52,9 @@ pub struct SpendLine {
     pub cache_read_tokens: u64,
     /// Cache writes.
     pub cache_write_tokens: u64,
+    /// Units billed beyond tokens (search units, images, characters,
+    /// seconds of audio).
+    pub units: u64,
     /// USD at the current rate card.
     pub usd: f64,
 }
@@ -108,6 +111,10 @@ pub struct RequestView {
     pub lane: String,
     /// Wire model.
     pub model: String,
+    /// What it asked for (`chat`, `embed`, ..., `count_tokens`).
+    pub operation: String,
+    /// Units billed beyond tokens.
+    pub units: u64,
     /// Input tokens.
     pub input_tokens: u64,
     /// Output tokens.
@@ -159,7 +166,8 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         "group" => SpendBy::Group,
         "model" => SpendBy::Model,
         "lane" => SpendBy::Lane,
-        other => return Err(bad(format!("by: `{other}` is not key, group, model or lane"))),
+        "operation" => SpendBy::Operation,
+        other => return Err(bad(format!("by: `{other}` is not key, group, model, lane or operation"))),
     };
     let now = (now_ms() / 1000) as i64;
     let from =
@@ -185,6 +193,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             output_tokens: 0,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            units: 0,
             usd: 0.0,
         });
         line.requests += total.requests;
@@ -192,6 +201,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         line.output_tokens += total.tokens.output;
         line.cache_read_tokens += total.tokens.cache_read;
         line.cache_write_tokens += total.tokens.cache_write;
+        line.units += total.tokens.units;
         line.usd += price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
     };
     let groups = governance.groups();
@@ -222,6 +232,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         SpendBy::Group => "group",
         SpendBy::Model => "model",
         SpendBy::Lane => "lane",
+        SpendBy::Operation => "operation",
     };
     let report = SpendReport { by: by.to_owned(), from, to, data, total_usd };
     if csv {
@@ -246,12 +257,14 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
             if text.starts_with(['=', '+', '-', '@', '\t', '\r']) { format!("'{text}") } else { text.to_owned() };
         format!("\"{}\"", defused.replace('"', "\"\""))
     };
-    let mut out =
-        format!("{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd\r\n", report.by);
+    let mut out = format!(
+        "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd\r\n",
+        report.by
+    );
     for line in &report.data {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{:.9}\r\n",
+            "{},{},{},{},{},{},{},{},{:.9}\r\n",
             cell(line.value.as_deref().unwrap_or("")),
             cell(line.name.as_deref().unwrap_or("")),
             line.requests,
@@ -259,6 +272,7 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
             line.output_tokens,
             line.cache_read_tokens,
             line.cache_write_tokens,
+            line.units,
             line.usd
         );
     }
@@ -301,6 +315,8 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
         pool: row.pool,
         lane: row.lane,
         model: row.model,
+        operation: row.operation,
+        units: row.tokens.units,
         input_tokens: row.tokens.input,
         output_tokens: row.tokens.output,
         cache_read_tokens: row.tokens.cache_read,
@@ -371,6 +387,7 @@ mod tests {
             output_tokens: 4,
             cache_read_tokens: 0,
             cache_write_tokens: 0,
+            units: 0,
             usd: 0.5,
         };
         let report = SpendReport {
@@ -382,8 +399,11 @@ mod tests {
         };
         let csv = spend_csv(&report);
         let lines: Vec<&str> = csv.split("\r\n").collect();
-        assert_eq!(lines[0], "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,usd");
-        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0.500000000");
-        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0.500000000");
+        assert_eq!(
+            lines[0],
+            "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd"
+        );
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000");
     }
 }

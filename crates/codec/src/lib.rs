@@ -14,6 +14,7 @@ pub mod function;
 pub mod hide;
 pub mod json;
 pub mod media;
+pub mod rerank;
 pub mod scan;
 pub mod signature;
 pub mod tap;
@@ -358,6 +359,11 @@ pub trait Codec: Send + Sync {
     /// (a passthrough reply is not parsed otherwise; traces want it).
     fn read_stop_reason(&self, body: &[u8]) -> Option<switchyard_ir::StopReason> {
         self.read_response(body).ok()?.stop_reason
+    }
+
+    /// This protocol's rerank, when it has one.
+    fn rerank(&self) -> Option<&dyn rerank::RerankCodec> {
+        None
     }
 
     /// This protocol's embeddings, when it has them.

@@ -296,6 +296,15 @@ pub struct Rate {
     pub per_minute_usd: f64,
 }
 
+impl Rate {
+    /// USD per billed unit of the lane's operation: a search unit, an
+    /// image, a character of speech, a second of audio (config proves a row
+    /// sets only its own operation's unit).
+    pub fn per_unit_usd(&self) -> f64 {
+        self.per_search_unit_usd + self.per_image_usd + self.per_million_chars_usd / 1e6 + self.per_minute_usd / 60.0
+    }
+}
+
 /// A pool member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Member {
@@ -607,6 +616,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 "write USD per million tokens, e.g. 0.15",
             ));
         }
+        let operation = model_names.iter().position(|m| *m == name).and_then(|i| models.get(i)).map(|m| m.operation);
+        check_unit_prices(&path, rate, operation.unwrap_or(Operation::Chat), issues);
         if values.iter().all(Option::is_none) {
             issues.push(Issue::new(
                 &path,
@@ -1176,6 +1187,26 @@ fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
                     "remove one fallback so the chain ends",
                 ));
             }
+        }
+    }
+}
+
+/// A row's unit prices are those its operation bills: a search unit for
+/// rerank, an image, a million characters of speech, a minute of audio.
+fn check_unit_prices(path: &str, rate: &raw::RawRate, operation: Operation, issues: &mut Vec<Issue>) {
+    let units = [
+        ("per_search_unit_usd", rate.per_search_unit_usd, Operation::Rerank),
+        ("per_image_usd", rate.per_image_usd, Operation::Image),
+        ("per_million_chars_usd", rate.per_million_chars_usd, Operation::Speech),
+        ("per_minute_usd", rate.per_minute_usd, Operation::Transcription),
+    ];
+    for (key, value, bills) in units {
+        if value.is_some() && bills != operation {
+            issues.push(Issue::new(
+                &format!("{path}.{key}"),
+                format!("a {operation} lane bills no {key}; it prices {bills}"),
+                "price the lane in the units its operation bills (tokens, per_request_usd, or its own unit)",
+            ));
         }
     }
 }

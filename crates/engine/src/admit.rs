@@ -35,24 +35,20 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 );
                 return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
             }
-            // What admission reads is read once, each member named once.
-            // Only chat generates tokens: another operation's reply is none.
-            let (max_tokens, choices) = if call.operation == Operation::Chat {
+            let price = &gateway.pools[pool].price_ceiling;
+            let estimate = if call.operation == Operation::Chat {
+                // What admission reads is read once, each member named once.
                 let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
                     info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
                     retry_after: None,
                 })?;
-                (metered.max_tokens, metered.choices)
+                let default = governance.default_max_tokens;
+                switchyard_governance::estimate::worst_case(input, metered.max_tokens, default, metered.choices, price)
             } else {
-                (Some(0), 1)
+                // Another operation generates no tokens; it may bill units.
+                let units = crate::operation::worst_units(call);
+                switchyard_governance::estimate::worst_case_units(input, units, price)
             };
-            let estimate = switchyard_governance::estimate::worst_case(
-                input,
-                max_tokens,
-                governance.default_max_tokens,
-                choices,
-                &gateway.pools[pool].price_ceiling,
-            );
             Some(governance.admit(caller, &call.name, estimate).await?)
         }
     };

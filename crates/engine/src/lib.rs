@@ -41,6 +41,7 @@ pub mod probe;
 mod relay;
 pub mod render;
 pub mod reply;
+mod rerank;
 pub mod send;
 pub mod settle;
 mod translation;
@@ -115,7 +116,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if serves != call.operation {
         return refused(&gateway, &call, record, &wrong_operation(&call, serves), None).await;
     }
-    record.named(pool, call.stream);
+    record.named(pool, call.operation.as_str(), call.stream);
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;

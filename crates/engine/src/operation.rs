@@ -22,10 +22,20 @@ pub(crate) struct Whole {
     pub(crate) headers: HeaderMap,
 }
 
+/// The most units `call` may bill (what admission reserves for): a search
+/// unit per hundred documents to rerank; none for what bills only tokens.
+pub(crate) fn worst_units(call: &Call) -> u64 {
+    match call.operation {
+        Operation::Rerank => switchyard_codec::rerank::search_units_for(crate::rerank::documents_in(&call.body)),
+        _ => 0,
+    }
+}
+
 /// The request for `candidate`'s lane.
 pub(crate) fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<Prepared, ErrorInfo> {
     match call.operation {
         Operation::Embed => crate::embed::prepare(gateway, call, candidate),
+        Operation::Rerank => crate::rerank::prepare(gateway, call, candidate),
         other => Err(ErrorInfo::new(ErrorKind::NotFound, format!("{other} is not served on this route"))),
     }
 }
@@ -44,6 +54,7 @@ pub(crate) fn whole(
 ) -> Result<Whole, String> {
     match call.operation {
         Operation::Embed => crate::embed::whole(gateway, call, candidate, reply, more, started, record),
+        Operation::Rerank => crate::rerank::whole(gateway, call, candidate, reply.1, started, record),
         other => Err(format!("{other} replies are not read on this route")),
     }
 }

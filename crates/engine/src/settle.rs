@@ -55,6 +55,10 @@ pub struct Record {
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
     usage: Option<Usage>,
+    /// Units its operation billed beyond tokens.
+    units: u64,
+    /// What it asked for (`chat`, `embed`, ..., `count_tokens`).
+    operation: &'static str,
     estimated: bool,
     /// The upstream accepted the request and its answer never came whole
     /// (a body that timed out or broke): what it did is unknown, so the
@@ -122,6 +126,8 @@ impl Record {
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
+            units: 0,
+            operation: "chat",
             estimated: false,
             at_reservation: false,
             stream: false,
@@ -138,9 +144,11 @@ impl Record {
         &self.request_id
     }
 
-    /// The request named gateway pool `pool` (streamed or not).
-    pub fn named(&mut self, pool: usize, stream: bool) {
+    /// The request named gateway pool `pool` for `operation` (an
+    /// operation's name, or `count_tokens`), streamed or not.
+    pub fn named(&mut self, pool: usize, operation: &'static str, stream: bool) {
         self.pool = Some(pool);
+        self.operation = operation;
         self.stream = stream;
     }
 
@@ -228,6 +236,12 @@ impl Record {
         self.estimated = estimated;
     }
 
+    /// The units its operation billed beyond tokens (search units, images,
+    /// characters, seconds of audio).
+    pub fn record_units(&mut self, units: u64) {
+        self.units = units;
+    }
+
     /// The upstream accepted the request but its answer never came whole:
     /// without usage, the request is charged at its reservation.
     pub fn charge_reservation(&mut self) {
@@ -302,11 +316,15 @@ impl Record {
     /// lane's price, or (when the upstream took the request and its answer
     /// never came whole) the reservation.
     fn bill(&mut self, gateway: &Gateway) -> Bill {
+        // A lane served it when usage came: only then are its units and
+        // its request billed.
         let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
             input: usage.input_tokens,
             output: usage.output_tokens,
             cache_read: usage.cache_read_tokens,
             cache_write: usage.cache_write_tokens,
+            units: self.units,
+            requests: 1,
         });
         let lane = self.served.as_ref().map(|(_, lane, _)| *lane);
         let cost = lane.and_then(|l| gateway.lanes[l].price).map_or(0, |p| p.cost(&tokens));
@@ -316,7 +334,7 @@ impl Record {
             (true, Some(estimate)) => {
                 self.estimated = true;
                 let input = self.input_estimate.min(estimate.tokens);
-                let tokens = Tokens { input, output: estimate.tokens - input, cache_read: 0, cache_write: 0 };
+                let tokens = Tokens { input, output: estimate.tokens - input, ..Tokens::default() };
                 Bill { tokens, cost: estimate.cost, lane }
             }
             _ => Bill { tokens, cost, lane },
@@ -425,6 +443,7 @@ impl Record {
             pool: names.pool.as_deref().unwrap_or("-").to_owned(),
             lane: names.lane.as_deref().unwrap_or("").to_owned(),
             model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
+            operation: self.operation.to_owned(),
             tokens,
             status,
             latency_ms: now_ms().saturating_sub(self.started_ms),

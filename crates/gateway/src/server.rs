@@ -62,9 +62,11 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
         Protocol::Gemini => {
             router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
         }
-        Protocol::Cohere => {
-            router.route("/v2/chat", post(by_body(Operation::Chat))).route("/v2/embed", post(by_body(Operation::Embed)))
-        }
+        Protocol::Cohere => router
+            .route("/v2/chat", post(by_body(Operation::Chat)))
+            .route("/v2/embed", post(by_body(Operation::Embed)))
+            .route("/v2/rerank", post(by_body(Operation::Rerank)))
+            .route("/v1/rerank", post(by_body(Operation::Rerank))),
         Protocol::Bedrock => router
             .route("/model/{model}/converse", post(bedrock))
             .route("/model/{model}/converse-stream", post(bedrock_stream))
@@ -80,7 +82,7 @@ fn owns(protocol: Protocol, path: &str) -> bool {
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages"),
         Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
-        Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed"),
+        Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed" | "/v2/rerank" | "/v1/rerank"),
         Protocol::Bedrock => path.starts_with("/model/"),
     }
 }
@@ -632,12 +634,14 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         match protocol {
             Protocol::OpenAi => router
                 .route("/v1/chat/completions", by_body(Operation::Chat))
-                .route("/v1/embeddings", by_body(Operation::Embed)),
+                .route("/v1/embeddings", by_body(Operation::Embed))
+                .route("/v1/rerank", by_body(Operation::Rerank)),
             Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
             Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)),
-            Protocol::Cohere => {
-                router.route("/v2/chat", by_body(Operation::Chat)).route("/v2/embed", by_body(Operation::Embed))
-            }
+            Protocol::Cohere => router
+                .route("/v2/chat", by_body(Operation::Chat))
+                .route("/v2/embed", by_body(Operation::Embed))
+                .route("/v2/rerank", by_body(Operation::Rerank)),
             Protocol::Gemini => router.route(
                 "/v1beta/models/{*target}",
                 post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {

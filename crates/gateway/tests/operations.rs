@@ -8,9 +8,9 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{gateway, mock_upstream, post, Reply};
+use common::{admin_call, create_key, gateway, governed, mock_upstream, post, Reply, ADMIN_TOKEN};
 use serde_json::{json, Value};
-use switchyard_transport::mock_operation::vector;
+use switchyard_transport::mock_operation::{score, vector};
 
 /// The embed lanes, each a protocol (and Bedrock body form), and whether it
 /// carries `dimensions`.
@@ -37,6 +37,9 @@ models:
   embed-cohere: {{ provider: up-cohere, model: embed-v4.0, operation: embed }}
   embed-titan: {{ provider: up-bedrock, model: "amazon.titan-embed-text-v2:0", operation: embed }}
   embed-bedrock-cohere: {{ provider: up-bedrock, model: cohere.embed-english-v3, operation: embed }}
+  rerank-cohere: {{ provider: up-cohere, model: rerank-v3.5, operation: rerank }}
+  rerank-bedrock: {{ provider: up-bedrock, model: "cohere.rerank-v3-5:0", operation: rerank }}
+  rerank-server: {{ provider: up-openai, model: BAAI/bge-reranker-v2-m3, operation: rerank }}
   chat: {{ provider: up-openai, model: gpt-4o-mini }}
 pools:
   embeddings:
@@ -238,4 +241,160 @@ async fn an_embed_lane_that_fails_fails_over_to_the_next() {
     assert!(matches!(reply.status.as_u16(), 502 | 503), "{}", String::from_utf8_lossy(&reply.body));
     let body: Value = serde_json::from_slice(&reply.body).unwrap();
     assert!(body["error"]["message"].is_string(), "an OpenAI-shaped error: {body}");
+}
+
+const RERANK_LANES: [&str; 3] = ["rerank-cohere", "rerank-bedrock", "rerank-server"];
+
+#[tokio::test]
+async fn every_rerank_caller_reaches_every_rerank_lane_with_scores_as_the_lane_gave_them() {
+    let upstream = mock_upstream().await;
+    let addr = gateway(&embed_config(upstream)).await;
+    let query = "which is the capital of France";
+    let texts = ["Paris is the capital of France", "Berlin is in Germany", "Madrid is in Spain", "Rome"];
+    // The fake's ranking, most relevant first.
+    let mut ranked: Vec<(usize, f64)> = texts.iter().enumerate().map(|(i, t)| (i, score(query, t))).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let objects: Vec<Value> = texts.iter().enumerate().map(|(i, t)| json!({"text": t, "id": i})).collect();
+    for lane in RERANK_LANES {
+        let callers = [
+            ("/v2/rerank".to_owned(), json!({"model": lane, "query": query, "documents": texts, "top_n": 3}), false),
+            (
+                "/v1/rerank".to_owned(),
+                json!({"model": lane, "query": query, "documents": objects, "top_n": 3, "return_documents": true}),
+                true,
+            ),
+            (
+                format!("/model/{lane}/invoke"),
+                json!({"query": query, "documents": texts, "top_n": 3, "api_version": 2}),
+                false,
+            ),
+        ];
+        for (path, body, documents) in callers {
+            let reply = post(addr, &path, &[], body.to_string()).await;
+            let context = format!("{path} -> {lane}: {}", String::from_utf8_lossy(&reply.body));
+            assert_eq!(reply.status, 200, "{context}");
+            let body: Value = serde_json::from_slice(&reply.body).unwrap();
+            let results = body["results"].as_array().unwrap();
+            let got: Vec<(usize, f64)> = results
+                .iter()
+                .map(|r| (r["index"].as_u64().unwrap() as usize, r["relevance_score"].as_f64().unwrap()))
+                .collect();
+            assert_eq!(got, ranked[..3].to_vec(), "{context}");
+            if documents {
+                for result in results {
+                    let index = result["index"].as_u64().unwrap() as usize;
+                    assert_eq!(result["document"], objects[index], "{context}");
+                }
+            } else {
+                assert!(results.iter().all(|r| r.get("document").is_none()), "{context}");
+            }
+            if !path.starts_with("/model/") {
+                assert_eq!(body["meta"]["billed_units"]["search_units"], 1, "{context}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn bad_rerank_input_is_the_callers_400() {
+    let upstream = mock_upstream().await;
+    let addr = gateway(&embed_config(upstream)).await;
+    for body in [
+        json!({"model": "rerank-bedrock", "query": "q", "documents": []}),
+        json!({"model": "rerank-bedrock", "query": "", "documents": ["a"]}),
+        json!({"model": "rerank-bedrock", "query": "q", "documents": [1, 2]}),
+        json!({"model": "rerank-bedrock", "documents": ["a"]}),
+    ] {
+        let reply = post(addr, "/v2/rerank", &[], body.to_string()).await;
+        assert_eq!(reply.status, 400, "{body}: {}", String::from_utf8_lossy(&reply.body));
+    }
+    // An embed body on the rerank route names the wrong pool's operation or fails to read: never a 5xx.
+    let reply = post(addr, "/v2/rerank", &[], json!({"model": "embed-cohere", "texts": ["a"]}).to_string()).await;
+    assert_eq!(reply.status, 404, "{}", String::from_utf8_lossy(&reply.body));
+}
+
+/// The embed config, governed: keys, a ledger, and every lane priced.
+fn governed_config(upstream: SocketAddr) -> String {
+    let rates = "rate_card:\n  embed-openai: { input_utok: 0.02 }\n  embed-gemini: { input_utok: 0.15 }\n  \
+        embed-cohere: { input_utok: 0.1 }\n  embed-titan: { input_utok: 0.02 }\n  embed-bedrock-cohere: { input_utok: 0.1 }\n  \
+        rerank-cohere: { per_search_unit_usd: 0.002 }\n  rerank-bedrock: { per_search_unit_usd: 0.002 }\n  \
+        rerank-server: { per_request_usd: 0.0005 }\n  chat: { input_utok: 0.15, output_utok: 0.6 }\n";
+    format!("auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\n{}{rates}", embed_config(upstream))
+}
+
+/// The admin API's ledger rows of key `id`, once there are `n`.
+async fn rows_of(addr: SocketAddr, id: &str, n: usize) -> Vec<Value> {
+    for _ in 0..300 {
+        let reply = admin_call(addr, "GET", &format!("/api/v1/admin/requests?key={id}"), Some(ADMIN_TOKEN), None).await;
+        let page: Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = page["data"].as_array().unwrap().clone();
+        if rows.len() >= n {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("no {n} ledger rows for {id}")
+}
+
+#[tokio::test]
+async fn keys_allow_lists_limits_and_the_ledger_apply_to_every_operation() {
+    let upstream = mock_upstream().await;
+    let (addr, _) = governed(&governed_config(upstream)).await;
+    let key =
+        create_key(addr, json!({"name": "rag", "pools": ["embed-openai", "rerank-cohere", "rerank-server"]})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let bearer = format!("Bearer {secret}");
+    let auth = [("authorization", bearer.as_str())];
+    // No key, no embedding.
+    let embed = json!({"model": "embed-openai", "input": ["alpha beta", "gamma"]}).to_string();
+    assert_eq!(post(addr, "/v1/embeddings", &[], embed.clone()).await.status, 401);
+    // The allow-list holds on every route.
+    let reply = post(addr, "/v1/embeddings", &auth, embed.clone()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let elsewhere = json!({"model": "embed-gemini", "input": "x"}).to_string();
+    assert_eq!(post(addr, "/v1/embeddings", &auth, elsewhere).await.status, 403);
+    let rerank = json!({"model": "rerank-cohere", "query": "q", "documents": ["a", "b"]}).to_string();
+    let reply = post(addr, "/v2/rerank", &[("authorization", &bearer)], rerank).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let server = json!({"model": "rerank-server", "query": "q", "documents": ["a"]}).to_string();
+    assert_eq!(post(addr, "/v2/rerank", &auth, server).await.status, 200);
+    // Each is a ledger row with its operation and billed units, priced by its unit.
+    let rows = rows_of(addr, id, 3).await;
+    let by_lane = |lane: &str| rows.iter().find(|r| r["lane"] == lane).unwrap().clone();
+    let embedded = by_lane("embed-openai");
+    assert_eq!((embedded["operation"].as_str(), embedded["input_tokens"].as_u64()), (Some("embed"), Some(3)));
+    assert!((embedded["usd"].as_f64().unwrap() - 3.0 * 0.02 / 1e6).abs() < 1e-12, "{embedded}");
+    let reranked = by_lane("rerank-cohere");
+    assert_eq!((reranked["operation"].as_str(), reranked["units"].as_u64()), (Some("rerank"), Some(1)));
+    assert!((reranked["usd"].as_f64().unwrap() - 0.002).abs() < 1e-12, "{reranked}");
+    let served = by_lane("rerank-server");
+    assert!((served["usd"].as_f64().unwrap() - 0.0005).abs() < 1e-12, "{served}");
+    // Spend by operation.
+    let report = admin_call(addr, "GET", "/api/v1/admin/spend?by=operation", Some(ADMIN_TOKEN), None).await;
+    let report: Value = serde_json::from_slice(&report.body).unwrap();
+    let line = |op: &str| report["data"].as_array().unwrap().iter().find(|l| l["value"] == op).cloned().unwrap();
+    assert_eq!(line("embed")["requests"], 1);
+    assert_eq!((line("rerank")["requests"].as_u64(), line("rerank")["units"].as_u64()), (Some(2), Some(2)));
+    assert!((line("rerank")["usd"].as_f64().unwrap() - 0.0025).abs() < 1e-12, "{report}");
+}
+
+#[tokio::test]
+async fn rate_limits_and_budgets_hold_for_embeddings() {
+    let upstream = mock_upstream().await;
+    let (addr, _) = governed(&governed_config(upstream)).await;
+    let key = create_key(addr, json!({"name": "slow", "limits": {"rpm": 2}})).await;
+    let bearer = format!("Bearer {}", key["key"].as_str().unwrap());
+    let body = json!({"model": "embed-cohere", "texts": ["a"], "input_type": "search_query"}).to_string();
+    for _ in 0..2 {
+        assert_eq!(post(addr, "/v2/embed", &[("authorization", &bearer)], body.clone()).await.status, 200);
+    }
+    let reply = post(addr, "/v2/embed", &[("authorization", &bearer)], body.clone()).await;
+    assert_eq!(reply.status, 429, "{}", String::from_utf8_lossy(&reply.body));
+    assert!(reply.headers.contains_key("retry-after"));
+    // A budget too small for one rerank's worst case refuses it before any lane is asked.
+    let poor = create_key(addr, json!({"name": "poor", "budget": {"usd": 0.001, "window": "1d"}})).await;
+    let bearer = format!("Bearer {}", poor["key"].as_str().unwrap());
+    let rerank = json!({"model": "rerank-cohere", "query": "q", "documents": ["a"]}).to_string();
+    let reply = post(addr, "/v2/rerank", &[("authorization", &bearer)], rerank).await;
+    assert_eq!(reply.status, 429, "{}", String::from_utf8_lossy(&reply.body));
 }

@@ -89,8 +89,24 @@ pub fn worst_case(
     let tokens = Tokens {
         input: input.min(MAX_REQUEST_TOKENS),
         output: output.min(MAX_REQUEST_TOKENS),
-        cache_read: 0,
-        cache_write: 0,
+        requests: 1,
+        ..Tokens::default()
+    };
+    Estimate::bounded(tokens.total(), price.cost(&tokens))
+}
+
+/// The most units beyond tokens one request may be reserved for.
+pub const MAX_REQUEST_UNITS: u64 = 1 << 32;
+
+/// The most an operation billed by units may cost (rerank, images, speech,
+/// transcription): its prompt estimate, its worst-case `units` (clamped to
+/// [`MAX_REQUEST_UNITS`]) and one request, at `price`; no output tokens.
+pub fn worst_case_units(input: u64, units: u64, price: &Price) -> Estimate {
+    let tokens = Tokens {
+        input: input.min(MAX_REQUEST_TOKENS),
+        units: units.min(MAX_REQUEST_UNITS),
+        requests: 1,
+        ..Tokens::default()
     };
     Estimate::bounded(tokens.total(), price.cost(&tokens))
 }
@@ -137,7 +153,7 @@ mod tests {
 
     #[test]
     fn the_worst_case_is_bounded_whatever_the_caller_sends() {
-        let price = Price { input_utok: 1e9, output_utok: 1e9, cache_read_utok: 0.0, cache_write_utok: 0.0 };
+        let price = Price { input_utok: 1e9, output_utok: 1e9, ..Price::default() };
         let huge = worst_case(u64::MAX, Some(u64::MAX), 4096, u64::MAX, &price);
         assert!(huge.tokens <= 2 * MAX_REQUEST_TOKENS);
         assert_eq!(huge.cost, MAX_REQUEST_COST);
@@ -145,11 +161,16 @@ mod tests {
         assert_eq!(free.tokens, 10 + MAX_OUTPUT_TOKENS);
         assert_eq!(free.cost, 0);
         // Each reply is reserved for: `n` multiplies the output, not the prompt.
-        let cheap = Price { input_utok: 1.0, output_utok: 1.0, cache_read_utok: 0.0, cache_write_utok: 0.0 };
+        let cheap = Price { input_utok: 1.0, output_utok: 1.0, ..Price::default() };
         let one = worst_case(100, Some(50), 4096, 1, &cheap);
         let hundred = worst_case(100, Some(50), 4096, 100, &cheap);
         assert_eq!((one.tokens, hundred.tokens), (150, 5_100));
         assert_eq!(hundred.cost, 5_100_000);
         assert_eq!(worst_case(0, None, 4096, 0, &cheap).tokens, 4096, "no n is one reply");
+        // Units are bounded as tokens are, and a unit price is reserved for.
+        let per_unit = Price { per_unit_usd: 1e9, per_request_usd: 1e9, ..Price::default() };
+        assert_eq!(worst_case_units(u64::MAX, u64::MAX, &per_unit).cost, MAX_REQUEST_COST);
+        let rerank = Price { per_unit_usd: 0.002, ..Price::default() };
+        assert_eq!(worst_case_units(0, 3, &rerank).cost, 6_000_000);
     }
 }

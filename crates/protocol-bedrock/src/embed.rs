@@ -29,7 +29,7 @@ const COHERE: &str = "cohere";
 const TOKEN_COUNT: &str = "x-amzn-bedrock-input-token-count";
 
 /// Whether `model` takes Cohere's body (else Titan's).
-fn is_cohere(model: &str) -> bool {
+pub(crate) fn is_cohere(model: &str) -> bool {
     model.split(['.', ':', '/']).any(|part| part == "cohere")
 }
 

@@ -12,6 +12,7 @@ mod embed;
 mod error;
 mod eventstream;
 mod request;
+mod rerank;
 mod response;
 mod stream;
 mod wire;
@@ -87,6 +88,10 @@ impl Codec for BedrockCodec {
 
     fn model_in_path(&self) -> bool {
         true
+    }
+
+    fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
+        Some(&rerank::BedrockRerank)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

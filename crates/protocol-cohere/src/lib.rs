@@ -23,6 +23,7 @@ mod content;
 pub(crate) mod embed;
 mod error;
 mod request;
+pub(crate) mod rerank;
 mod response;
 mod stream;
 
@@ -63,6 +64,10 @@ impl Codec for CohereCodec {
 
     fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
         request::parameter_path(field)
+    }
+
+    fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
+        Some(&rerank::CohereRerank)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

@@ -34,6 +34,7 @@
 mod embed;
 mod error;
 mod request;
+mod rerank;
 mod response;
 mod stream;
 mod wire;
@@ -58,6 +59,10 @@ impl Codec for OpenAiCodec {
 
     fn choices_members(&self) -> &'static [&'static [&'static str]] {
         &[&["n"]]
+    }
+
+    fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
+        Some(&rerank::OpenAiRerank)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

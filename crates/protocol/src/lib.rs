@@ -35,6 +35,7 @@ mod tests {
     fn every_codec_has_the_operations_the_table_says() {
         for protocol in Protocol::ALL {
             assert_eq!(codec(protocol).embed().is_some(), Operation::Embed.served_by(protocol), "{protocol} embed");
+            assert_eq!(codec(protocol).rerank().is_some(), Operation::Rerank.served_by(protocol), "{protocol} rerank");
         }
     }
 }

@@ -238,6 +238,8 @@ pub(crate) fn build_lane(
                 output_utok: rate.output_utok,
                 cache_read_utok: rate.cache_read_utok,
                 cache_write_utok: rate.cache_write_utok,
+                per_request_usd: rate.per_request_usd,
+                per_unit_usd: rate.per_unit_usd(),
             },
         ),
     })

@@ -106,7 +106,11 @@ pub struct LedgerRow {
     pub lane: String,
     /// The wire model.
     pub model: String,
-    /// Tokens by kind.
+    /// What it asked for: an operation (`chat`, `embed`, `rerank`, ...)
+    /// or `count_tokens`.
+    #[serde(default = "chat")]
+    pub operation: String,
+    /// Tokens by kind, and the units and requests it billed.
     pub tokens: Tokens,
     /// The status the caller got.
     pub status: u16,
@@ -123,6 +127,10 @@ pub struct LedgerRow {
     /// single attempt is the row's lane and status).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+}
+
+fn chat() -> String {
+    "chat".to_owned()
 }
 
 /// One upstream attempt of a request that tried more than one lane.
@@ -162,12 +170,18 @@ pub(crate) fn spend_plan(from_ms: i64, to_ms: i64) -> SpendPlan {
 }
 
 /// The rollup's key of a ledger row: hour, key, group ('' for none), lane,
-/// model (borrowed from the rows: a batch is summed without copying).
-pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str);
+/// model, operation (borrowed from the rows: a batch is summed without
+/// copying).
+pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str, &'a str);
 
-/// Sums `rows` by rollup key (requests, then the four token kinds).
-pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> HashMap<HourKey<'a>, [i64; 5]> {
-    let mut sums: HashMap<HourKey<'a>, [i64; 5]> = HashMap::new();
+/// The sums a spend line holds: requests, the four token kinds, units and
+/// billed requests.
+pub(crate) const SUMS: usize = 7;
+
+/// Sums `rows` by rollup key (requests, the four token kinds, units,
+/// billed requests).
+pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> HashMap<HourKey<'a>, [i64; SUMS]> {
+    let mut sums: HashMap<HourKey<'a>, [i64; SUMS]> = HashMap::new();
     for row in rows {
         let key = (
             row.at_ms.div_euclid(HOUR_MS),
@@ -175,25 +189,32 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
             row.group.as_deref().unwrap_or_default(),
             row.lane.as_str(),
             row.model.as_str(),
+            row.operation.as_str(),
         );
         let sum = sums.entry(key).or_default();
         let t = &row.tokens;
-        for (slot, n) in sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write]) {
+        for (slot, n) in sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests]) {
             *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
     sums
 }
 
+/// The spend columns a totals query selects after value and lane.
+pub(crate) const SUM_COLUMNS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
+     sum(cache_write_tokens), sum(units), sum(billed_requests)";
+
 impl Total {
-    /// A spend line from a query's columns: value, lane, then requests and
-    /// the four token sums (as the SQL stores return them).
+    /// A spend line from a query's columns: value, lane, then requests, the
+    /// four token sums, units and billed requests (as the SQL stores
+    /// return them).
     pub(crate) fn of_columns(
         value: Option<String>,
         lane: String,
-        [requests, input, output, read, write]: [u64; 5],
+        [requests, input, output, cache_read, cache_write, units, billed]: [u64; SUMS],
     ) -> Total {
-        Total { value, lane, requests, tokens: Tokens { input, output, cache_read: read, cache_write: write } }
+        let tokens = Tokens { input, output, cache_read, cache_write, units, requests: billed };
+        Total { value, lane, requests, tokens }
     }
 }
 
@@ -210,6 +231,8 @@ pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total>
                 line.tokens.output += total.tokens.output;
                 line.tokens.cache_read += total.tokens.cache_read;
                 line.tokens.cache_write += total.tokens.cache_write;
+                line.tokens.units += total.tokens.units;
+                line.tokens.requests += total.tokens.requests;
             }
             std::collections::hash_map::Entry::Vacant(entry) => {
                 entry.insert(total);
@@ -275,6 +298,8 @@ pub enum SpendBy {
     Model,
     /// Lane.
     Lane,
+    /// Operation (`chat`, `embed`, ..., `count_tokens`).
+    Operation,
 }
 
 impl SpendBy {
@@ -285,6 +310,7 @@ impl SpendBy {
             SpendBy::Group => "grp",
             SpendBy::Model => "model",
             SpendBy::Lane => "lane",
+            SpendBy::Operation => "operation",
         }
     }
 }
@@ -555,7 +581,7 @@ mod tests {
             value: value.map(str::to_owned),
             lane: lane.into(),
             requests: n,
-            tokens: Tokens { input: n, output: 2 * n, cache_read: 0, cache_write: 0 },
+            tokens: Tokens { input: n, output: 2 * n, ..Tokens::default() },
         };
         let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
         assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);

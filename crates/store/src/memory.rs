@@ -141,6 +141,7 @@ pub(crate) fn dimension(row: &LedgerRow, by: SpendBy) -> Option<String> {
         SpendBy::Group => row.group.clone(),
         SpendBy::Model => Some(row.model.clone()),
         SpendBy::Lane => Some(row.lane.clone()),
+        SpendBy::Operation => Some(row.operation.clone()),
     }
 }
 
@@ -149,6 +150,8 @@ fn add(tokens: &mut Tokens, more: &Tokens) {
     tokens.output += more.output;
     tokens.cache_read += more.cache_read;
     tokens.cache_write += more.cache_write;
+    tokens.units += more.units;
+    tokens.requests += more.requests;
 }
 
 impl Ledger for MemoryStore {

@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0002_ledger_attempts.sql"),
     include_str!("../migrations/postgres/0003_spend_hourly.sql"),
     include_str!("../migrations/postgres/0004_audit_at.sql"),
+    include_str!("../migrations/postgres/0005_operations.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -382,8 +383,10 @@ fn count(value: i64) -> u64 {
 
 /// A spend line: value, lane, requests and the four token sums.
 fn total_of(row: &tokio_postgres::Row) -> Result<Total, StoreError> {
-    let counts =
-        [count(col(row, 2)?), count(col(row, 3)?), count(col(row, 4)?), count(col(row, 5)?), count(col(row, 6)?)];
+    let mut counts = [0u64; crate::SUMS];
+    for (slot, value) in counts.iter_mut().enumerate() {
+        *value = count(col::<Option<i64>>(row, 2 + slot)?.unwrap_or(0));
+    }
     Ok(Total::of_columns(col(row, 0)?, col(row, 1)?, counts))
 }
 
@@ -404,7 +407,10 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
                 output: count(col(row, 10)?),
                 cache_read: count(col(row, 11)?),
                 cache_write: count(col(row, 12)?),
+                units: count(col(row, 19)?),
+                requests: count(col(row, 20)?),
             },
+            operation: col(row, 21)?,
             status: u16::try_from(col::<i32>(row, 13)?).unwrap_or(0),
             latency_ms: count(col(row, 14)?),
             ttfb_ms: col::<Option<i64>>(row, 15)?.map(count),
@@ -416,7 +422,12 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts";
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
+     billed_requests, operation";
+
+/// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
+const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
+     sum(cache_write_tokens)::BIGINT, sum(units)::BIGINT, sum(billed_requests)::BIGINT";
 
 impl Ledger for PostgresStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -431,8 +442,8 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-                     $17, $18) \
+                     estimated, attempts, units, billed_requests, operation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+                     $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -463,6 +474,9 @@ impl Ledger for PostgresStore {
                         &failovers,
                         &row.estimated,
                         &attempts,
+                        &column(row.tokens.units),
+                        &column(row.tokens.requests),
+                        &row.operation,
                     ],
                 )
                 .await
@@ -499,8 +513,7 @@ impl Ledger for PostgresStore {
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
                 let sql = format!(
-                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, sum(input_tokens)::BIGINT, \
-                     sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, sum(cache_write_tokens)::BIGINT \
+                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS} \
                      FROM spend_hourly WHERE hour >= $1 AND hour < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                      AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
                 );
@@ -509,8 +522,7 @@ impl Ledger for PostgresStore {
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {by}, lane, count(*), sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, \
-                 sum(cache_read_tokens)::BIGINT, sum(cache_write_tokens)::BIGINT FROM ledger \
+                "SELECT {by}, lane, count(*), {SUMS} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                  AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
             );

@@ -21,6 +21,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0003_ledger_attempts.sql"),
     include_str!("../migrations/sqlite/0004_spend_hourly.sql"),
     include_str!("../migrations/sqlite/0005_audit_at.sql"),
+    include_str!("../migrations/sqlite/0006_operations.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -254,7 +255,10 @@ fn sums(conn: &rusqlite::Connection, sql: &str, params: impl rusqlite::Params) -
     };
     let totals = statement
         .query_map(params, |row| {
-            let counts = [count(row, 2)?, count(row, 3)?, count(row, 4)?, count(row, 5)?, count(row, 6)?];
+            let mut counts = [0u64; crate::SUMS];
+            for (slot, value) in counts.iter_mut().enumerate() {
+                *value = count(row, 2 + slot)?;
+            }
             Ok(Total::of_columns(row.get(0)?, row.get(1)?, counts))
         })
         .map_err(unavailable)?
@@ -275,7 +279,15 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             pool: row.get(5)?,
             lane: row.get(6)?,
             model: row.get(7)?,
-            tokens: Tokens { input: count(8)?, output: count(9)?, cache_read: count(10)?, cache_write: count(11)? },
+            tokens: Tokens {
+                input: count(8)?,
+                output: count(9)?,
+                cache_read: count(10)?,
+                cache_write: count(11)?,
+                units: count(19)?,
+                requests: count(20)?,
+            },
+            operation: row.get(21)?,
             status: row.get(12)?,
             latency_ms: count(13)?,
             ttfb_ms: row.get::<_, Option<i64>>(14)?.map(|t| t.max(0) as u64),
@@ -288,7 +300,8 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
-     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts";
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
+     billed_requests, operation";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -299,8 +312,8 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, \
-                         ?16, ?17, ?18)",
+                         estimated, entry, attempts, units, billed_requests, operation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+                         ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -324,25 +337,32 @@ impl Ledger for SqliteStore {
                             row.estimated,
                             row.entry,
                             crate::attempts_column(&row.attempts),
+                            row.tokens.units as i64,
+                            row.tokens.requests as i64,
+                            row.operation,
                         ])
                         .map_err(unavailable)?;
                 }
                 // The hourly rollup moves with the rows, in the same transaction.
                 let mut upsert = tx
                     .prepare_cached(
-                        "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, requests, input_tokens, \
-                         output_tokens, cache_read_tokens, cache_write_tokens) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) \
-                         ON CONFLICT (hour, key_id, grp, lane, model) DO UPDATE SET \
+                        "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
+                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+                         ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
                          requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
                          output_tokens = output_tokens + excluded.output_tokens, \
                          cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, \
-                         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens",
+                         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, \
+                         units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests",
                     )
                     .map_err(unavailable)?;
-                for ((hour, key, group, lane, model), [n, input, output, read, write]) in crate::by_hour(&rows) {
+                for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(&rows) {
+                    let [n, input, output, read, write, units, billed] = sums;
                     upsert
-                        .execute(params![hour, key, group, lane, model, n, input, output, read, write])
+                        .execute(params![
+                            hour, key, group, lane, model, operation, n, input, output, read, write, units, billed
+                        ])
                         .map_err(unavailable)?;
                 }
             }
@@ -379,18 +399,19 @@ impl Ledger for SqliteStore {
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
                 let sql = format!(
-                    "SELECT NULLIF({column}, ''), lane, sum(requests), sum(input_tokens), sum(output_tokens), \
-                     sum(cache_read_tokens), sum(cache_write_tokens) FROM spend_hourly WHERE hour >= ?1 AND hour < ?2 \
-                     AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
-                     GROUP BY {column}, lane"
+                    "SELECT NULLIF({column}, ''), lane, sum(requests), {} FROM spend_hourly WHERE hour >= ?1 \
+                     AND hour < ?2 AND (?3 IS NULL OR key_id = ?3) \
+                     AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane",
+                    crate::SUM_COLUMNS
                 );
                 parts.extend(sums(conn, &sql, params![first, end, query.key, groups])?);
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {column}, lane, count(*), sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
-                 sum(cache_write_tokens) FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 AND (?3 IS NULL OR key_id = ?3) \
-                 AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane"
+                "SELECT {column}, lane, count(*), {} FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 \
+                 AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
+                 GROUP BY {column}, lane",
+                crate::SUM_COLUMNS
             );
             for (from, to) in plan.rows {
                 parts.extend(sums(conn, &sql, params![from, to, query.key, groups])?);

@@ -48,7 +48,8 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         pool: "fast".into(),
         lane: lane.into(),
         model: format!("wire-{lane}"),
-        tokens: Tokens { input, output, cache_read: 1, cache_write: 0 },
+        operation: "chat".into(),
+        tokens: Tokens { input, output, cache_read: 1, requests: 1, ..Tokens::default() },
         status: 200,
         latency_ms: 12,
         ttfb_ms: Some(3),
@@ -245,6 +246,9 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(filtered[1].row, rows[0]);
 }
 
+/// Requests, input, output, units and billed requests of a spend line.
+type Sums = (u64, u64, u64, u64, u64);
+
 /// Spend over ranges that cross hour boundaries: whole hours come from the
 /// rollup and the edges from the rows, and the two must add up to what the
 /// rows alone say, for every dimension and filter.
@@ -264,6 +268,11 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
             i as u64,
         );
         r.entry = 10_000 + i;
+        // Some rows are another operation's, billed in units too.
+        if i % 3 == 1 {
+            r.operation = "rerank".into();
+            r.tokens.units = (i % 7) as u64;
+        }
         rows.push(r);
     }
     // In batches, as the writer sends them.
@@ -277,14 +286,13 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         (start + H / 3, start + 9 * H + 17),
         (start + 10, start + 20),
     ];
-    for by in [SpendBy::Key, SpendBy::Group, SpendBy::Model, SpendBy::Lane] {
+    for by in [SpendBy::Key, SpendBy::Group, SpendBy::Model, SpendBy::Lane, SpendBy::Operation] {
         for (from_ms, to_ms) in ranges {
             for (key, groups) in [(None, None), (Some("k1".to_owned()), None), (None, Some(vec!["team".to_owned()]))] {
                 let query = TotalsQuery { by, from_ms, to_ms, key: key.clone(), groups: groups.clone() };
                 let got = stores.ledger.totals(query).await.unwrap();
                 // What the rows alone say.
-                let mut want: std::collections::BTreeMap<(Option<String>, String), (u64, u64, u64)> =
-                    Default::default();
+                let mut want: std::collections::BTreeMap<(Option<String>, String), Sums> = Default::default();
                 for r in rows.iter().filter(|r| r.at_ms >= from_ms && r.at_ms < to_ms) {
                     if key.as_ref().is_some_and(|k| r.key_id.as_ref() != Some(k)) {
                         continue;
@@ -297,13 +305,18 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                         SpendBy::Group => r.group.clone(),
                         SpendBy::Model => Some(r.model.clone()),
                         SpendBy::Lane => Some(r.lane.clone()),
+                        SpendBy::Operation => Some(r.operation.clone()),
                     };
                     let line = want.entry((value, r.lane.clone())).or_default();
-                    *line = (line.0 + 1, line.1 + r.tokens.input, line.2 + r.tokens.output);
+                    let t = &r.tokens;
+                    *line = (line.0 + 1, line.1 + t.input, line.2 + t.output, line.3 + t.units, line.4 + t.requests);
                 }
                 let mut got: Vec<_> = got
                     .iter()
-                    .map(|t| ((t.value.clone(), t.lane.clone()), (t.requests, t.tokens.input, t.tokens.output)))
+                    .map(|t| {
+                        let sums = (t.requests, t.tokens.input, t.tokens.output, t.tokens.units, t.tokens.requests);
+                        ((t.value.clone(), t.lane.clone()), sums)
+                    })
                     .collect();
                 got.sort();
                 assert_eq!(

@@ -289,7 +289,8 @@ pub fn read(metrics: &Metrics, price: impl Fn(usize) -> Option<switchyard_govern
     }
     for lane in 0..metrics.lanes.len() {
         let kind = |k: usize| metrics.tokens.get(lane * TOKEN_KINDS.len() + k).map_or(0, |a| a.load(Ordering::Relaxed));
-        let tokens = Tokens { input: kind(0), output: kind(1), cache_read: kind(2), cache_write: kind(3) };
+        let tokens =
+            Tokens { input: kind(0), output: kind(1), cache_read: kind(2), cache_write: kind(3), ..Tokens::default() };
         totals.input_tokens += tokens.input;
         totals.output_tokens += tokens.output;
         if let Some(price) = price(lane) {

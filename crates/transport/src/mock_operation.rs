@@ -7,7 +7,7 @@
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use switchyard_codec::Codec;
-use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation};
+use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation, Ranked, RerankResponse};
 
 use crate::mock::{directive_error, error, fnv1a, json_headers};
 use crate::{full_body, UpstreamResponse};
@@ -20,6 +20,7 @@ const MAX_DIMENSIONS: u32 = 4096;
 pub fn respond(codec: &dyn Codec, operation: Operation, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
     match operation {
         Operation::Embed => embed(codec, path_model, body),
+        Operation::Rerank => rerank(codec, path_model, body),
         other => error(
             codec,
             &ErrorInfo::new(ErrorKind::NotFound, format!("the mock upstream does not serve {other}")).with_status(404),
@@ -52,6 +53,51 @@ fn embed(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamRe
         headers.insert(HeaderName::from_static(name), HeaderValue::from(tokens));
     }
     UpstreamResponse { status: StatusCode::OK, headers, body: full_body(embed.write_response(&response, &request)) }
+}
+
+fn rerank(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
+    let Some(rerank) = codec.rerank() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::NotFound, "this protocol has no rerank").with_status(404));
+    };
+    let mut request = match rerank.read_request(body) {
+        Ok(request) => request,
+        Err(err) => return error(codec, &err.to_error_info()),
+    };
+    if let Some(model) = path_model.filter(|m| !m.is_empty()) {
+        model.clone_into(&mut request.model);
+    }
+    if let Some(info) = directive_error(&request.query) {
+        return error(codec, &info);
+    }
+    let mut results: Vec<Ranked> = request
+        .documents
+        .iter()
+        .enumerate()
+        .map(|(index, document)| Ranked { index, score: score(&request.query, &document.text()) })
+        .collect();
+    // Most relevant first; equal scores in document order.
+    results.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    if let Some(top_n) = request.top_n {
+        results.truncate(top_n as usize);
+    }
+    let response = RerankResponse {
+        id: format!("rerank-{:016x}", fnv1a(body)),
+        model: request.model.clone(),
+        results,
+        search_units: Some(switchyard_codec::rerank::search_units_for(request.documents.len())),
+    };
+    UpstreamResponse {
+        status: StatusCode::OK,
+        headers: json_headers(),
+        body: full_body(rerank.write_response(&response, &request)),
+    }
+}
+
+/// A document's relevance to a query: a multiple of 1/1024 in [0, 1],
+/// hashed from both (exact in every encoding).
+pub fn score(query: &str, document: &str) -> f64 {
+    let hash = fnv1a(&[query.as_bytes(), &[0], document.as_bytes()].concat());
+    (hash % 1025) as f64 / 1024.0
 }
 
 /// A text's vector: each value a multiple of 1/1024 in [-1, 1], exact in

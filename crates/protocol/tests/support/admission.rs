@@ -16,9 +16,30 @@ use switchyard_protocol::ir::Protocol;
 
 /// Prices from free to absurd: every estimate must stay bounded at each.
 const PRICES: [Price; 3] = [
-    Price { input_utok: 0.0, output_utok: 0.0, cache_read_utok: 0.0, cache_write_utok: 0.0 },
-    Price { input_utok: 3.0, output_utok: 15.0, cache_read_utok: 0.3, cache_write_utok: 3.75 },
-    Price { input_utok: 1e12, output_utok: 1e300, cache_read_utok: 0.0, cache_write_utok: 0.0 },
+    Price {
+        input_utok: 0.0,
+        output_utok: 0.0,
+        cache_read_utok: 0.0,
+        cache_write_utok: 0.0,
+        per_request_usd: 0.0,
+        per_unit_usd: 0.0,
+    },
+    Price {
+        input_utok: 3.0,
+        output_utok: 15.0,
+        cache_read_utok: 0.3,
+        cache_write_utok: 3.75,
+        per_request_usd: 0.01,
+        per_unit_usd: 0.002,
+    },
+    Price {
+        input_utok: 1e12,
+        output_utok: 1e300,
+        cache_read_utok: 0.0,
+        cache_write_utok: 0.0,
+        per_request_usd: 1e300,
+        per_unit_usd: 1e300,
+    },
 ];
 
 /// A body naming each member admission reads, in `protocol`'s own place,
