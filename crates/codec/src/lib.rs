@@ -7,6 +7,7 @@
 //! registry keyed by [`Protocol`].
 
 pub mod auth;
+pub mod count;
 pub mod effort;
 pub mod embed;
 pub mod frame;
@@ -359,6 +360,11 @@ pub trait Codec: Send + Sync {
     /// (a passthrough reply is not parsed otherwise; traces want it).
     fn read_stop_reason(&self, body: &[u8]) -> Option<switchyard_ir::StopReason> {
         self.read_response(body).ok()?.stop_reason
+    }
+
+    /// This protocol's native token counting, when it has one.
+    fn count(&self) -> Option<&dyn count::CountCodec> {
+        None
     }
 
     /// This protocol's rerank, when it has one.

@@ -23,7 +23,13 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
         return Ok(());
     };
     let codec = gateway.codec(call.ingress);
-    let input = switchyard_governance::estimate::input_tokens(&call.body, codec.media_members());
+    // A token count is never billed: it reserves nothing, and only the
+    // request rate limits see it.
+    let input = if call.count_tokens {
+        0
+    } else {
+        switchyard_governance::estimate::input_tokens(&call.body, codec.media_members())
+    };
     let reservation = match &call.caller {
         None => None,
         Some(caller) => {
@@ -36,7 +42,7 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
             }
             let price = &gateway.pools[pool].price_ceiling;
-            let estimate = if call.operation == Operation::Chat {
+            let estimate = if call.operation == Operation::Chat && !call.count_tokens {
                 // What admission reads is read once, each member named once.
                 let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
                     info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
@@ -45,7 +51,8 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 let default = governance.default_max_tokens;
                 switchyard_governance::estimate::worst_case(input, metered.max_tokens, default, metered.choices, price)
             } else {
-                // Another operation generates no tokens; it may bill units.
+                // Another operation generates no tokens; it may bill units
+                // (a token count bills nothing: its reservation is empty).
                 let units = crate::operation::worst_units(call);
                 switchyard_governance::estimate::worst_case_units(input, units, price)
             };

@@ -141,6 +141,10 @@ pub(crate) async fn attempt(
         if tries.skips(gateway, candidate) {
             continue;
         }
+        // A lane that cannot count is not asked: the gateway counts for it.
+        if call.count_tokens && !crate::count::lane_counts(gateway, candidate) {
+            return crate::count::local(gateway, call, candidate, record);
+        }
         let others_left = position + 1 < total;
         let Some(entry) =
             lane_gate::enter(gateway, candidate, tries.deadline, &mut tries.exhaustion, others_left).await

@@ -28,6 +28,7 @@ pub mod attempt;
 pub mod authenticate;
 pub mod cache;
 pub mod candidate;
+mod count;
 pub mod disposition;
 mod embed;
 pub mod exhausted;
@@ -116,7 +117,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if serves != call.operation {
         return refused(&gateway, &call, record, &wrong_operation(&call, serves), None).await;
     }
-    record.named(pool, call.operation.as_str(), call.stream);
+    record.named(pool, call.task(), call.stream);
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;

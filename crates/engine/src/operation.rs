@@ -2,7 +2,8 @@
 //! through the same stages as chat (keys, admission, routing, breakers,
 //! failover, settlement); only two steps differ, and they are dispatched
 //! here: the request made for a lane ([`prepare`]) and the whole reply
-//! read back for the caller ([`whole`]). None of them streams.
+//! read back for the caller ([`whole`]). None of them streams. Token
+//! counting (a chat pool's) is dispatched here too.
 
 use bytes::Bytes;
 use http::HeaderMap;
@@ -25,6 +26,9 @@ pub(crate) struct Whole {
 /// The most units `call` may bill (what admission reserves for): a search
 /// unit per hundred documents to rerank; none for what bills only tokens.
 pub(crate) fn worst_units(call: &Call) -> u64 {
+    if call.count_tokens {
+        return 0;
+    }
     match call.operation {
         Operation::Rerank => switchyard_codec::rerank::search_units_for(crate::rerank::documents_in(&call.body)),
         _ => 0,
@@ -33,6 +37,9 @@ pub(crate) fn worst_units(call: &Call) -> u64 {
 
 /// The request for `candidate`'s lane.
 pub(crate) fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<Prepared, ErrorInfo> {
+    if call.count_tokens {
+        return crate::count::prepare(gateway, call, candidate);
+    }
     match call.operation {
         Operation::Embed => crate::embed::prepare(gateway, call, candidate),
         Operation::Rerank => crate::rerank::prepare(gateway, call, candidate),
@@ -52,6 +59,9 @@ pub(crate) fn whole(
     started: Instant,
     record: &mut Option<Box<Record>>,
 ) -> Result<Whole, String> {
+    if call.count_tokens {
+        return crate::count::whole(gateway, call, candidate, reply.1, record);
+    }
     match call.operation {
         Operation::Embed => crate::embed::whole(gateway, call, candidate, reply, more, started, record),
         Operation::Rerank => crate::rerank::whole(gateway, call, candidate, reply.1, started, record),

@@ -316,8 +316,8 @@ fn signals<'a>(gateway: &'a Gateway, lane_index: usize, headroom: &Headroom) -> 
 }
 
 fn projection_of(gateway: &Gateway, call: &Call, translated: &mut Option<Request>) -> Result<Projection, ErrorInfo> {
-    if call.operation != switchyard_ir::Operation::Chat {
-        // Not a conversation: its size is what a strategy or hook can weigh.
+    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
+        // Not a conversation to answer: its size is what a strategy or hook can weigh.
         return Ok(Projection { total_chars: call.body.len(), ..Projection::default() });
     }
     if translated.is_none() {

@@ -78,6 +78,7 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
         caller_key: None,
         traceparent: None,
         operation: lane.operation,
+        count_tokens: false,
         path: path.as_deref(),
         content_type: None,
     };

@@ -77,7 +77,7 @@ pub(crate) async fn success(
             headers.insert(SERVER_TIMING, timing);
         }
         stream(gateway, call, candidate, upstream, same, guards, health, started, record)
-    } else if call.operation != switchyard_ir::Operation::Chat {
+    } else if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         match operation(gateway, call, candidate, upstream, more, started, record).await {
             Ok(whole) => {
                 if let Some(headers) = builder.headers_mut() {

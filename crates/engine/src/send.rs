@@ -70,7 +70,7 @@ pub(crate) fn prepare(
     candidate: &Candidate<'_>,
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
-    if call.operation != switchyard_ir::Operation::Chat {
+    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         return crate::operation::prepare(gateway, call, candidate);
     }
     let lane = candidate.lane;
@@ -120,6 +120,7 @@ pub(crate) async fn send(
         caller_key: call.caller_key(),
         traceparent,
         operation: call.operation,
+        count_tokens: call.count_tokens,
         path: path.as_deref(),
         content_type,
     };
@@ -179,6 +180,8 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) traceparent: Option<HeaderValue>,
     /// What the call asks the lane for.
     pub(crate) operation: switchyard_ir::Operation,
+    /// It asks the lane to count a chat request's tokens.
+    pub(crate) count_tokens: bool,
     /// The operation's upstream path, when not chat's.
     pub(crate) path: Option<&'a str>,
     /// The body's content type, when not JSON.
@@ -195,6 +198,9 @@ pub(crate) async fn send_to_lane(
     match &lane.endpoint {
         Endpoint::Mock => {
             let path_model = codec.model_in_path().then_some(out.wire_model);
+            if out.count_tokens {
+                return Ok(mock_operation::count(codec, &body));
+            }
             if out.operation != switchyard_ir::Operation::Chat {
                 return Ok(mock_operation::respond(codec, out.operation, path_model, &body));
             }

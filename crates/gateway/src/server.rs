@@ -57,7 +57,9 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
         Protocol::Responses => router.route("/v1/responses", post(by_body(Operation::Chat))),
         Protocol::Anthropic => router
             .route("/v1/messages", post(by_body(Operation::Chat)))
+            .route("/v1/messages/count_tokens", post(anthropic_count))
             .route("/{name}/v1/messages", post(anthropic_named))
+            .route("/{name}/v1/messages/count_tokens", post(anthropic_named_count))
             .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
         Protocol::Gemini => {
             router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
@@ -70,7 +72,8 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
         Protocol::Bedrock => router
             .route("/model/{model}/converse", post(bedrock))
             .route("/model/{model}/converse-stream", post(bedrock_stream))
-            .route("/model/{model}/invoke", post(bedrock_invoke)),
+            .route("/model/{model}/invoke", post(bedrock_invoke))
+            .route("/model/{model}/count-tokens", post(bedrock_count)),
     }
 }
 
@@ -80,7 +83,7 @@ fn owns(protocol: Protocol, path: &str) -> bool {
     match protocol {
         Protocol::OpenAi => matches!(path, "/v1/chat/completions" | "/v1/embeddings"),
         Protocol::Responses => path == "/v1/responses",
-        Protocol::Anthropic => path.ends_with("/v1/messages"),
+        Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
         Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
         Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed" | "/v2/rerank" | "/v1/rerank"),
         Protocol::Bedrock => path.starts_with("/model/"),
@@ -225,6 +228,8 @@ struct Ingress {
     protocol: Protocol,
     /// What the route asks for; `None`: the body says (Bedrock `InvokeModel`).
     operation: Option<Operation>,
+    /// The route counts a chat request's tokens.
+    count: bool,
     named: Named,
     /// The stream flag when the path decides it (Gemini, Bedrock).
     stream: Option<bool>,
@@ -234,19 +239,50 @@ struct Ingress {
 impl Ingress {
     /// A protocol whose body names the model.
     fn body(protocol: Protocol, operation: Operation) -> Ingress {
-        Ingress { protocol, operation: Some(operation), named: Named::Body, stream: None, framing: Framing::Sse }
+        Ingress {
+            protocol,
+            operation: Some(operation),
+            count: false,
+            named: Named::Body,
+            stream: None,
+            framing: Framing::Sse,
+        }
     }
 
     /// A route whose path names the model, answering whole.
     fn path(protocol: Protocol, operation: Option<Operation>, model: String, framing: Framing) -> Ingress {
-        Ingress { protocol, operation, named: Named::Path(model), stream: Some(false), framing }
+        Ingress { protocol, operation, count: false, named: Named::Path(model), stream: Some(false), framing }
     }
+
+    /// A token-count route (of a chat request; answered whole).
+    fn count(protocol: Protocol, named: Named) -> Ingress {
+        let operation = Some(Operation::Chat);
+        Ingress { protocol, operation, count: true, named, stream: Some(false), framing: Framing::Sse }
+    }
+}
+
+async fn anthropic_count(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+    handle(gateway, Ingress::count(Protocol::Anthropic, Named::Body), request).await
+}
+
+/// `base_url = http://host/{pool}`: the pool in the path, the body's `model` ignored.
+async fn anthropic_named_count(
+    State(gateway): State<Arc<Gateway>>,
+    Path(name): Path<String>,
+    request: Request,
+) -> Response {
+    handle(gateway, Ingress::count(Protocol::Anthropic, Named::Path(name)), request).await
+}
+
+async fn bedrock_count(State(gateway): State<Arc<Gateway>>, Path(model): Path<String>, request: Request) -> Response {
+    handle(gateway, Ingress::count(Protocol::Bedrock, Named::Path(model)), request).await
 }
 
 async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
+        count: false,
         named: Named::Path(name),
         stream: None,
         framing: Framing::Sse,
@@ -262,6 +298,7 @@ async fn anthropic_direct(
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
+        count: false,
         named: Named::Direct { provider, model },
         stream: None,
         framing: Framing::Sse,
@@ -288,6 +325,9 @@ async fn gemini(
             ),
         );
     };
+    if action == "countTokens" {
+        return handle(gateway, Ingress::count(Protocol::Gemini, Named::Path(model.to_owned())), request).await;
+    }
     let (operation, stream) = match action {
         "generateContent" => (Operation::Chat, false),
         "streamGenerateContent" => (Operation::Chat, true),
@@ -301,7 +341,7 @@ async fn gemini(
                     ErrorKind::NotFound,
                     format!(
                         "action `{other}` is not supported; use generateContent, streamGenerateContent, \
-                         embedContent or batchEmbedContents"
+                         countTokens, embedContent or batchEmbedContents"
                     ),
                 ),
             );
@@ -496,7 +536,8 @@ async fn frame(
         None => invoked_operation(&body)?,
     };
     // With governance on, the one scan also finds what admission reads of a chat.
-    let heads = if governed && operation == Operation::Chat { gateway.codec(protocol).metered_heads() } else { &[] };
+    let chat = operation == Operation::Chat && !ingress.count;
+    let heads = if governed && chat { gateway.codec(protocol).metered_heads() } else { &[] };
     let top =
         scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
@@ -516,6 +557,7 @@ async fn frame(
     let call = Call {
         ingress: protocol,
         operation,
+        count_tokens: ingress.count,
         name,
         wire_model,
         model_span: top.model_span.clone(),
@@ -597,12 +639,15 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
     struct Fake {
         protocol: Protocol,
         operation: Operation,
+        count: bool,
         stream: Option<bool>,
         framing: Framing,
     }
     fn answer(codecs: crate::CodecFor, fake: Fake, model: Option<String>, body: Bytes) -> Response {
         let codec = codecs(fake.protocol);
-        let reply = if fake.operation == Operation::Chat {
+        let reply = if fake.count {
+            switchyard_transport::mock_operation::count(codec, &body)
+        } else if fake.operation == Operation::Chat {
             let stream =
                 fake.stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
             switchyard_transport::mock::respond(codec, model.as_deref(), stream, fake.framing, &body)
@@ -621,6 +666,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
             protocol,
             operation,
+            count: false,
             stream,
             framing,
         };
@@ -637,7 +683,12 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 .route("/v1/embeddings", by_body(Operation::Embed))
                 .route("/v1/rerank", by_body(Operation::Rerank)),
             Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
-            Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)),
+            Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)).route(
+                "/v1/messages/count_tokens",
+                post(move |body: Bytes| async move {
+                    answer(codecs, Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::Sse) }, None, body)
+                }),
+            ),
             Protocol::Cohere => router
                 .route("/v2/chat", by_body(Operation::Chat))
                 .route("/v2/embed", by_body(Operation::Embed))
@@ -652,7 +703,8 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                         "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
                         other => (Operation::Chat, other == "streamGenerateContent"),
                     };
-                    answer(codecs, fake(operation, Some(stream), framing), Some(model.to_owned()), body)
+                    let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
+                    answer(codecs, fake, Some(model.to_owned()), body)
                 }),
             ),
             Protocol::Bedrock => router
@@ -660,6 +712,10 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 .route(
                     "/model/{model}/converse-stream",
                     by_path(fake(Operation::Chat, Some(true), Framing::EventStream)),
+                )
+                .route(
+                    "/model/{model}/count-tokens",
+                    by_path(Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::EventStream) }),
                 )
                 .route(
                     "/model/{model}/invoke",

@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 
 use common::{admin_call, create_key, gateway, governed, mock_upstream, post, Reply, ADMIN_TOKEN};
 use serde_json::{json, Value};
+use switchyard_protocol::ir::Protocol;
 use switchyard_transport::mock_operation::{score, vector};
 
 /// The embed lanes, each a protocol (and Bedrock body form), and whether it
@@ -397,4 +398,106 @@ async fn rate_limits_and_budgets_hold_for_embeddings() {
     let rerank = json!({"model": "rerank-cohere", "query": "q", "documents": ["a"]}).to_string();
     let reply = post(addr, "/v2/rerank", &[("authorization", &bearer)], rerank).await;
     assert_eq!(reply.status, 429, "{}", String::from_utf8_lossy(&reply.body));
+}
+
+/// A chat request of each counting caller, and where it posts.
+fn count_request(caller: Protocol, pool: &str, named_in_path: bool) -> (String, Value) {
+    let system = "be brief";
+    let text = "hello there general kenobi";
+    match caller {
+        Protocol::Anthropic if named_in_path => (
+            format!("/{pool}/v1/messages/count_tokens"),
+            json!({"model": "ignored", "system": system, "messages": [{"role": "user", "content": text}]}),
+        ),
+        Protocol::Anthropic => (
+            "/v1/messages/count_tokens".into(),
+            json!({"model": pool, "system": system, "messages": [{"role": "user", "content": text}]}),
+        ),
+        Protocol::Gemini if named_in_path => (
+            format!("/v1beta/models/{pool}:countTokens"),
+            json!({"contents": [{"role": "user", "parts": [{"text": format!("{system} {text}")}]}]}),
+        ),
+        Protocol::Gemini => (
+            format!("/v1beta/models/{pool}:countTokens"),
+            json!({"generateContentRequest": {"model": format!("models/{pool}"), "systemInstruction": {"parts": [{"text": system}]},
+                "contents": [{"role": "user", "parts": [{"text": text}]}]}}),
+        ),
+        _ => (
+            format!("/model/{pool}/count-tokens"),
+            json!({"input": {"converse": {"system": [{"text": system}], "messages": [{"role": "user", "content": [{"text": text}]}]}}}),
+        ),
+    }
+}
+
+/// The count a caller's reply says.
+fn count_of(caller: Protocol, body: &[u8]) -> u64 {
+    let body: Value = serde_json::from_slice(body).unwrap();
+    let field = match caller {
+        Protocol::Anthropic => "input_tokens",
+        Protocol::Gemini => "totalTokens",
+        _ => "inputTokens",
+    };
+    body[field].as_u64().unwrap_or_else(|| panic!("no {field} in {body}"))
+}
+
+#[tokio::test]
+async fn every_counting_caller_counts_on_every_chat_lane_natively_or_marked_estimated() {
+    let upstream = mock_upstream().await;
+    let addr = gateway(&common::lanes_config(&format!("http://{upstream}"))).await;
+    for caller in [Protocol::Anthropic, Protocol::Gemini, Protocol::Bedrock] {
+        for variant in [false, true] {
+            for lane in Protocol::ALL {
+                let pool = format!("lane-{lane}");
+                let (path, body) = count_request(caller, &pool, variant);
+                let reply = post(addr, &path, &[("anthropic-version", "2023-06-01")], body.to_string()).await;
+                let context = format!("{caller} ({path}) -> {lane}: {}", String::from_utf8_lossy(&reply.body));
+                assert_eq!(reply.status, 200, "{context}");
+                assert_eq!(reply.headers["x-switchyard-lane"], pool.as_str(), "{context}");
+                let native = matches!(lane, Protocol::Anthropic | Protocol::Gemini | Protocol::Bedrock);
+                let counted = count_of(caller, &reply.body);
+                if native {
+                    // The fake counts a token a word: the lane's own count, not the gateway's.
+                    assert_eq!(counted, 6, "{context}");
+                    assert!(reply.headers.get("x-switchyard-estimated").is_none(), "{context}");
+                } else {
+                    assert_eq!(reply.headers["x-switchyard-estimated"], "true", "{context}");
+                    let codec = switchyard_protocol::codec(caller);
+                    let chat =
+                        codec.count().unwrap().chat_body(&serde_json::to_vec(&body).unwrap()).unwrap().into_owned();
+                    let request = codec.read_request(&chat).unwrap();
+                    assert_eq!(
+                        counted,
+                        switchyard_tokenize::count_request(&request, &format!("wire-{lane}")),
+                        "{context}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_count_is_rate_limited_and_recorded_but_never_billed() {
+    let upstream = mock_upstream().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
+         up: {{ protocol: anthropic, base_url: \"http://{upstream}\" }}\nmodels:\n  \
+         lane-anthropic: {{ provider: up, model: claude-sonnet-4-5 }}\nrate_card:\n  \
+         lane-anthropic: {{ input_utok: 3, output_utok: 15 }}\n"
+    );
+    let (addr, _) = governed(&yaml).await;
+    let key = create_key(addr, json!({"name": "claude-code", "limits": {"rpm": 2}})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let (path, body) = count_request(Protocol::Anthropic, "lane-anthropic", false);
+    let auth = [("x-api-key", secret), ("anthropic-version", "2023-06-01")];
+    for _ in 0..2 {
+        let reply = post(addr, &path, &auth, body.to_string()).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    }
+    assert_eq!(post(addr, &path, &auth, body.to_string()).await.status, 429);
+    let rows = rows_of(addr, id, 2).await;
+    for row in &rows {
+        assert_eq!(row["operation"], "count_tokens", "{row}");
+        assert_eq!((row["input_tokens"].as_u64(), row["usd"].as_f64()), (Some(0), Some(0.0)), "{row}");
+    }
 }

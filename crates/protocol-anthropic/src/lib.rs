@@ -7,6 +7,7 @@
 //! control, usage).
 
 mod blocks;
+mod count;
 mod error;
 mod request;
 mod response;
@@ -108,6 +109,10 @@ impl Codec for AnthropicCodec {
         let mut headers = key_header(ir::Protocol::Anthropic, "x-api-key", credentials)?;
         headers.push((HeaderName::from_static("anthropic-version"), HeaderValue::from_static(ANTHROPIC_VERSION)));
         Ok(headers)
+    }
+
+    fn count(&self) -> Option<&dyn switchyard_codec::count::CountCodec> {
+        Some(&count::AnthropicCount)
     }
 
     fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {

@@ -8,6 +8,7 @@
 
 mod auth;
 mod content;
+mod count;
 mod embed;
 mod error;
 mod eventstream;
@@ -112,6 +113,10 @@ impl Codec for BedrockCodec {
         outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
         auth::auth_headers(credentials, outbound)
+    }
+
+    fn count(&self) -> Option<&dyn switchyard_codec::count::CountCodec> {
+        Some(&count::BedrockCount)
     }
 
     fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {

@@ -13,6 +13,7 @@
 //! so bodies carry none. What Gemini cannot say is reported in
 //! `Encoded::dropped`; what the IR does not model travels in `extra`.
 
+mod count;
 mod embed;
 mod error;
 mod parts;
@@ -118,6 +119,10 @@ impl Codec for GeminiCodec {
         _outbound: &Outbound<'_>,
     ) -> Result<Vec<(HeaderName, HeaderValue)>, AuthError> {
         key_header(ir::Protocol::Gemini, "x-goog-api-key", credentials)
+    }
+
+    fn count(&self) -> Option<&dyn switchyard_codec::count::CountCodec> {
+        Some(&count::GeminiCount)
     }
 
     fn extract_error(&self, status: u16, body: &[u8]) -> RawUpstreamError {

@@ -17,6 +17,9 @@ pub struct Call {
     pub ingress: Protocol,
     /// What the caller asks for (the route it came to decides).
     pub operation: switchyard_ir::Operation,
+    /// The caller asks only for the token count of a chat request (a
+    /// chat pool answers it, never billed).
+    pub count_tokens: bool,
     /// The model or pool the caller named.
     pub name: String,
     /// The wire model an ad-hoc caller named (`/{provider}/{model}/v1/messages`),
@@ -52,6 +55,16 @@ pub struct Call {
 }
 
 impl Call {
+    /// What the request is, as the ledger and the logs name it: its
+    /// operation, or `count_tokens`.
+    pub fn task(&self) -> &'static str {
+        if self.count_tokens {
+            "count_tokens"
+        } else {
+            self.operation.as_str()
+        }
+    }
+
     /// True when the request body may go to a lane of `protocol` as it came
     /// (same protocol, and nothing forces a translation).
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {

@@ -100,6 +100,39 @@ pub fn score(query: &str, document: &str) -> f64 {
     (hash % 1025) as f64 / 1024.0
 }
 
+/// Answers a count request in `codec`'s protocol: one token a word of
+/// every text the chat request holds, at least one.
+pub fn count(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
+    let Some(counter) = codec.count() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::NotFound, "this protocol counts no tokens").with_status(404));
+    };
+    let request = match counter.chat_body(body).and_then(|chat| codec.read_request(&chat)) {
+        Ok(request) => request,
+        Err(err) => return error(codec, &err.to_error_info()),
+    };
+    UpstreamResponse {
+        status: StatusCode::OK,
+        headers: json_headers(),
+        body: full_body(counter.write_count(count_words(&request))),
+    }
+}
+
+/// The fake's count of a chat request: a token a word of its system text
+/// and of every text block (at least one).
+pub fn count_words(request: &switchyard_ir::Request) -> u64 {
+    let system: u64 = request.system.iter().map(|b| words(&b.text)).sum();
+    let messages: u64 = request
+        .messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .map(|block| match block {
+            switchyard_ir::Block::Text(text) => words(&text.text),
+            _ => 0,
+        })
+        .sum();
+    (system + messages).max(1)
+}
+
 /// A text's vector: each value a multiple of 1/1024 in [-1, 1], exact in
 /// float32 and so in every encoding.
 pub fn vector(text: &str, dimensions: u32) -> Vec<f64> {
