@@ -35,7 +35,8 @@ echo "== SDK conformance"
 echo "== console in a real browser"
 ./scripts/console-tests.sh
 
-# A short run of the admission fuzz target (the property test runs the same
-# checks above; scripts/fuzz.sh runs every target for longer).
-echo "== fuzz: admission under arbitrary numbers"
-./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers
+# Short runs of the admission fuzz target (the property test runs the same
+# checks above) and of the readers of operations beyond chat (multipart
+# forms included); scripts/fuzz.sh runs every target for longer.
+echo "== fuzz: admission under arbitrary numbers, operation readers"
+./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers

@@ -10,6 +10,7 @@ pub mod auth;
 pub mod count;
 pub mod effort;
 pub mod embed;
+pub mod form;
 pub mod frame;
 pub mod function;
 pub mod hide;

@@ -35,6 +35,7 @@ pub mod exhausted;
 mod identity;
 pub mod lane_gate;
 pub mod lane_health;
+mod media;
 mod operation;
 pub mod plan;
 pub mod policy;

@@ -31,7 +31,8 @@ pub(crate) fn worst_units(call: &Call) -> u64 {
     }
     match call.operation {
         Operation::Rerank => switchyard_codec::rerank::search_units_for(crate::rerank::documents_in(&call.body)),
-        _ => 0,
+        Operation::Image | Operation::Speech | Operation::Transcription => crate::media::worst_units(call),
+        Operation::Chat | Operation::Embed | Operation::Moderation => 0,
     }
 }
 
@@ -43,6 +44,9 @@ pub(crate) fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>)
     match call.operation {
         Operation::Embed => crate::embed::prepare(gateway, call, candidate),
         Operation::Rerank => crate::rerank::prepare(gateway, call, candidate),
+        Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
+            crate::media::prepare(gateway, call, candidate)
+        }
         other => Err(ErrorInfo::new(ErrorKind::NotFound, format!("{other} is not served on this route"))),
     }
 }
@@ -65,6 +69,9 @@ pub(crate) fn whole(
     match call.operation {
         Operation::Embed => crate::embed::whole(gateway, call, candidate, reply, more, started, record),
         Operation::Rerank => crate::rerank::whole(gateway, call, candidate, reply.1, started, record),
+        Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
+            crate::media::whole(call, candidate, reply, started, record)
+        }
         other => Err(format!("{other} replies are not read on this route")),
     }
 }

@@ -202,7 +202,8 @@ pub(crate) async fn send_to_lane(
                 return Ok(mock_operation::count(codec, &body));
             }
             if out.operation != switchyard_ir::Operation::Chat {
-                return Ok(mock_operation::respond(codec, out.operation, path_model, &body));
+                let content_type = out.content_type.as_ref().and_then(|v| v.to_str().ok());
+                return Ok(mock_operation::respond(codec, out.operation, path_model, content_type, &body));
             }
             Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
         }

@@ -51,9 +51,17 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
         }
     };
     match protocol {
-        Protocol::OpenAi => router
-            .route("/v1/chat/completions", post(by_body(Operation::Chat)))
-            .route("/v1/embeddings", post(by_body(Operation::Embed))),
+        Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
+            router
+                .route("/v1/chat/completions", post(by_body(Operation::Chat)))
+                .route("/v1/embeddings", post(by_body(Operation::Embed))),
+            |router, &(route, operation, form)| {
+                let handler = move |State(gateway): State<Arc<Gateway>>, request: Request| {
+                    handle(gateway, Ingress::openai(operation, route, form), request)
+                };
+                router.route(route, post(handler))
+            },
+        ),
         Protocol::Responses => router.route("/v1/responses", post(by_body(Operation::Chat))),
         Protocol::Anthropic => router
             .route("/v1/messages", post(by_body(Operation::Chat)))
@@ -77,11 +85,23 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
     }
 }
 
+/// OpenAI's own operations: each route, what it asks for, and whether its
+/// body is a multipart form. The lane is asked at the same path.
+const OPENAI_ROUTES: [(&str, Operation, bool); 5] = [
+    ("/v1/moderations", Operation::Moderation, false),
+    ("/v1/images/generations", Operation::Image, false),
+    ("/v1/audio/speech", Operation::Speech, false),
+    ("/v1/audio/transcriptions", Operation::Transcription, true),
+    ("/v1/audio/translations", Operation::Transcription, true),
+];
+
 /// Whether a data-plane path is one of `protocol`'s ingress routes (an
 /// error the listener or router writes itself is then in that protocol).
 fn owns(protocol: Protocol, path: &str) -> bool {
     match protocol {
-        Protocol::OpenAi => matches!(path, "/v1/chat/completions" | "/v1/embeddings"),
+        Protocol::OpenAi => {
+            matches!(path, "/v1/chat/completions" | "/v1/embeddings") || OPENAI_ROUTES.iter().any(|r| r.0 == path)
+        }
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
         Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
@@ -230,6 +250,10 @@ struct Ingress {
     operation: Option<Operation>,
     /// The route counts a chat request's tokens.
     count: bool,
+    /// The body is a multipart form (audio), not JSON.
+    form: bool,
+    /// The route, when the lane is asked at the same path.
+    route: Option<&'static str>,
     named: Named,
     /// The stream flag when the path decides it (Gemini, Bedrock).
     stream: Option<bool>,
@@ -243,6 +267,8 @@ impl Ingress {
             protocol,
             operation: Some(operation),
             count: false,
+            form: false,
+            route: None,
             named: Named::Body,
             stream: None,
             framing: Framing::Sse,
@@ -251,13 +277,20 @@ impl Ingress {
 
     /// A route whose path names the model, answering whole.
     fn path(protocol: Protocol, operation: Option<Operation>, model: String, framing: Framing) -> Ingress {
-        Ingress { protocol, operation, count: false, named: Named::Path(model), stream: Some(false), framing }
+        let named = Named::Path(model);
+        Ingress { protocol, operation, count: false, form: false, route: None, named, stream: Some(false), framing }
     }
 
     /// A token-count route (of a chat request; answered whole).
     fn count(protocol: Protocol, named: Named) -> Ingress {
         let operation = Some(Operation::Chat);
-        Ingress { protocol, operation, count: true, named, stream: Some(false), framing: Framing::Sse }
+        let framing = Framing::Sse;
+        Ingress { protocol, operation, count: true, form: false, route: None, named, stream: Some(false), framing }
+    }
+
+    /// One of OpenAI's own routes, sent to the same path upstream.
+    fn openai(operation: Operation, route: &'static str, form: bool) -> Ingress {
+        Ingress { form, route: Some(route), stream: Some(false), ..Ingress::body(Protocol::OpenAi, operation) }
     }
 }
 
@@ -283,6 +316,8 @@ async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<S
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
         count: false,
+        form: false,
+        route: None,
         named: Named::Path(name),
         stream: None,
         framing: Framing::Sse,
@@ -299,6 +334,8 @@ async fn anthropic_direct(
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
         count: false,
+        form: false,
+        route: None,
         named: Named::Direct { provider, model },
         stream: None,
         framing: Framing::Sse,
@@ -520,7 +557,11 @@ async fn frame(
     let protocol = ingress.protocol;
     let budget = parts.extensions.get::<ConnBudget>().cloned();
     let headers = parts.headers;
-    json_content_type(&headers)?;
+    if ingress.form {
+        form_content_type(&headers)?;
+    } else {
+        json_content_type(&headers)?;
+    }
     // A key carried in a header is checked before the body is read: an
     // unauthenticated caller never makes the gateway hold its body. Only a
     // SigV4 signature covers the body, and waits for it.
@@ -538,8 +579,11 @@ async fn frame(
     // With governance on, the one scan also finds what admission reads of a chat.
     let chat = operation == Operation::Chat && !ingress.count;
     let heads = if governed && chat { gateway.codec(protocol).metered_heads() } else { &[] };
-    let top =
-        scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
+    let top = if ingress.form {
+        form_top(&headers, &body)?
+    } else {
+        scan::scan_request(&body, heads).map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?
+    };
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
         if by_path != in_body {
             return Err(stream_by_endpoint(protocol, by_path));
@@ -558,6 +602,7 @@ async fn frame(
         ingress: protocol,
         operation,
         count_tokens: ingress.count,
+        route: ingress.route,
         name,
         wire_model,
         model_span: top.model_span.clone(),
@@ -573,6 +618,41 @@ async fn frame(
         body,
     };
     Ok((call, charge))
+}
+
+/// A form route's body must be a multipart form.
+fn form_content_type(headers: &HeaderMap) -> Result<(), ErrorInfo> {
+    let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    match switchyard_codec::form::boundary(content_type) {
+        Ok(_) => Ok(()),
+        Err(err) => Err(ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()).with_status(415)),
+    }
+}
+
+/// The largest audio file OpenAI takes (25 MB).
+const MAX_AUDIO_FILE: usize = 25 * 1000 * 1000;
+
+/// What the gateway reads of an audio form: its `model` field, and that its
+/// `file` is there and within the vendor's size.
+fn form_top(headers: &HeaderMap, body: &[u8]) -> Result<scan::TopLevel<'static>, ErrorInfo> {
+    use switchyard_codec::form;
+    let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let invalid = |message: String| ErrorInfo::new(ErrorKind::InvalidRequest, message);
+    let boundary = form::boundary(content_type).map_err(|err| invalid(err.to_string()))?;
+    let parts = form::parts(body, boundary).map_err(|err| invalid(err.to_string()))?;
+    let Some(file) = parts.iter().find(|p| p.name == "file") else {
+        let mut info = invalid("the form has no `file`: attach the audio to transcribe".to_owned());
+        info.param = Some("file".to_owned());
+        return Err(info);
+    };
+    if file.value.len() > MAX_AUDIO_FILE {
+        return Err(ErrorInfo::new(
+            ErrorKind::RequestTooLarge,
+            format!("the audio file is {} bytes; the most is {MAX_AUDIO_FILE} (25 MB)", file.value.len()),
+        ));
+    }
+    let model = form::text_field(body, &parts, "model").map(|m| std::borrow::Cow::Owned(m.to_owned()));
+    Ok(scan::TopLevel { model, model_span: None, stream: None, found: scan::Found::default() })
 }
 
 /// A body must be JSON when its type is given.
@@ -644,6 +724,15 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         framing: Framing,
     }
     fn answer(codecs: crate::CodecFor, fake: Fake, model: Option<String>, body: Bytes) -> Response {
+        answer_typed(codecs, fake, model, None, body)
+    }
+    fn answer_typed(
+        codecs: crate::CodecFor,
+        fake: Fake,
+        model: Option<String>,
+        content_type: Option<&str>,
+        body: Bytes,
+    ) -> Response {
         let codec = codecs(fake.protocol);
         let reply = if fake.count {
             switchyard_transport::mock_operation::count(codec, &body)
@@ -652,7 +741,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 fake.stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
             switchyard_transport::mock::respond(codec, model.as_deref(), stream, fake.framing, &body)
         } else {
-            switchyard_transport::mock_operation::respond(codec, fake.operation, model.as_deref(), &body)
+            switchyard_transport::mock_operation::respond(codec, fake.operation, model.as_deref(), content_type, &body)
         };
         let mut response = Response::new(Body::new(reply.body));
         *response.status_mut() = reply.status;
@@ -678,10 +767,22 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             post(move |Path(model): Path<String>, body: Bytes| async move { answer(codecs, fake, Some(model), body) })
         };
         match protocol {
-            Protocol::OpenAi => router
-                .route("/v1/chat/completions", by_body(Operation::Chat))
-                .route("/v1/embeddings", by_body(Operation::Embed))
-                .route("/v1/rerank", by_body(Operation::Rerank)),
+            Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
+                router
+                    .route("/v1/chat/completions", by_body(Operation::Chat))
+                    .route("/v1/embeddings", by_body(Operation::Embed))
+                    .route("/v1/rerank", by_body(Operation::Rerank)),
+                |router, &(route, operation, _)| {
+                    let fake = fake(operation, Some(false), Framing::Sse);
+                    router.route(
+                        route,
+                        post(move |headers: HeaderMap, body: Bytes| async move {
+                            let content_type = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+                            answer_typed(codecs, fake, None, content_type, body)
+                        }),
+                    )
+                },
+            ),
             Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
             Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)).route(
                 "/v1/messages/count_tokens",

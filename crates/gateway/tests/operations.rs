@@ -501,3 +501,137 @@ async fn a_count_is_rate_limited_and_recorded_but_never_billed() {
         assert_eq!((row["input_tokens"].as_u64(), row["usd"].as_f64()), (Some(0), Some(0.0)), "{row}");
     }
 }
+
+fn media_config(upstream: SocketAddr) -> String {
+    format!(
+        r#"
+auth: {{ mode: keys }}
+governance: {{ ledger_flush_interval: 20ms }}
+providers:
+  up: {{ protocol: openai, base_url: "http://{upstream}" }}
+models:
+  image: {{ provider: up, model: gpt-image-1, operation: image }}
+  tts: {{ provider: up, model: gpt-4o-mini-tts, operation: speech }}
+  stt: {{ provider: up, model: gpt-4o-transcribe, operation: transcription }}
+  moderation: {{ provider: up, model: omni-moderation-latest, operation: moderation }}
+rate_card:
+  image: {{ per_image_usd: 0.04 }}
+  tts: {{ per_million_chars_usd: 15 }}
+  stt: {{ per_minute_usd: 0.006 }}
+  moderation: {{ per_request_usd: 0 }}
+"#
+    )
+}
+
+/// A multipart form of `fields` and a `file`, with its content type.
+fn audio_form(fields: &[(&str, &str)], file: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "----switchyard-test-boundary";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.mp3\"\r\nContent-Type: audio/mpeg\r\n\r\n").as_bytes(),
+    );
+    body.extend_from_slice(file);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[tokio::test]
+async fn openai_media_operations_pass_through_and_bill_their_units() {
+    let upstream = mock_upstream().await;
+    let (addr, _) = governed(&media_config(upstream)).await;
+    let key = create_key(addr, json!({"name": "media"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let bearer = format!("Bearer {secret}");
+    let auth = [("authorization", bearer.as_str())];
+    // Images: two made, two billed.
+    let reply =
+        post(addr, "/v1/images/generations", &auth, json!({"model": "image", "prompt": "a cat", "n": 2}).to_string())
+            .await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let images: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(images["data"].as_array().unwrap().len(), 2);
+    // Speech: binary audio, its content type kept.
+    let reply =
+        post(addr, "/v1/audio/speech", &auth, json!({"model": "tts", "input": "héllo", "voice": "alloy"}).to_string())
+            .await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["content-type"], "audio/mpeg");
+    assert_eq!(&reply.body[..], &[&b"ID3\x04"[..], "héllo".as_bytes()].concat()[..]);
+    // Transcription: the form goes up with the lane's model in it.
+    let audio = vec![7u8; 48_000];
+    let (content_type, form) = audio_form(&[("model", "stt")], &audio);
+    let reply =
+        post(addr, "/v1/audio/transcriptions", &[("authorization", &bearer), ("content-type", &content_type)], form)
+            .await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let text: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(text["text"], "48000 bytes of audio for gpt-4o-transcribe");
+    let (content_type, form) = audio_form(&[("model", "stt"), ("response_format", "text")], &audio);
+    let reply =
+        post(addr, "/v1/audio/translations", &[("authorization", &bearer), ("content-type", &content_type)], form)
+            .await;
+    assert_eq!(
+        (reply.status.as_u16(), reply.headers["content-type"].to_str().unwrap()),
+        (200, "text/plain; charset=utf-8")
+    );
+    // Moderation.
+    let reply = post(
+        addr,
+        "/v1/moderations",
+        &auth,
+        json!({"model": "moderation", "input": ["fine", "[mock:flag]"]}).to_string(),
+    )
+    .await;
+    let moderated: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(
+        (moderated["results"][0]["flagged"].as_bool(), moderated["results"][1]["flagged"].as_bool()),
+        (Some(false), Some(true))
+    );
+    // The ledger bills each in its units.
+    let rows = rows_of(addr, id, 5).await;
+    let row = |operation: &str| rows.iter().find(|r| r["operation"] == operation).cloned().unwrap();
+    assert_eq!(row("image")["units"], 2);
+    assert!((row("image")["usd"].as_f64().unwrap() - 0.08).abs() < 1e-12);
+    assert_eq!(row("speech")["units"], 5, "characters, not bytes");
+    assert!((row("speech")["usd"].as_f64().unwrap() - 5.0 * 15.0 / 1e6).abs() < 1e-12);
+    let heard = rows.iter().filter(|r| r["operation"] == "transcription").collect::<Vec<_>>();
+    assert_eq!(heard.len(), 2);
+    // The lane said 3 seconds (JSON); the text reply said none: 48,000 bytes at 16 kbit/s bound it at 24.
+    let mut seconds: Vec<u64> = heard.iter().map(|r| r["units"].as_u64().unwrap()).collect();
+    seconds.sort_unstable();
+    assert_eq!(seconds, vec![3, 24]);
+}
+
+#[tokio::test]
+async fn bad_media_input_is_the_callers_4xx() {
+    let upstream = mock_upstream().await;
+    let addr =
+        gateway(&embed_config(upstream).replace(
+            "  chat: {",
+            "  stt: { provider: up-openai, model: whisper-1, operation: transcription }\n  chat: {",
+        ))
+        .await;
+    // JSON to the form route.
+    let reply = post(addr, "/v1/audio/transcriptions", &[], json!({"model": "stt"}).to_string()).await;
+    assert_eq!(reply.status, 415, "{}", String::from_utf8_lossy(&reply.body));
+    // A form without its file.
+    let boundary = "b0";
+    let form =
+        format!("--{boundary}\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nstt\r\n--{boundary}--\r\n");
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    let reply = post(addr, "/v1/audio/transcriptions", &[("content-type", &content_type)], form).await;
+    assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
+    // An audio file over OpenAI's 25 MB.
+    let (content_type, form) = audio_form(&[("model", "stt")], &vec![0u8; 25_000_001]);
+    let reply = post(addr, "/v1/audio/transcriptions", &[("content-type", &content_type)], form).await;
+    assert_eq!(reply.status, 413, "{}", String::from_utf8_lossy(&reply.body));
+    // A pool of another operation.
+    let (content_type, form) = audio_form(&[("model", "embed-openai")], b"x");
+    let reply = post(addr, "/v1/audio/transcriptions", &[("content-type", &content_type)], form).await;
+    assert_eq!(reply.status, 404);
+}

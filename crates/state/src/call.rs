@@ -20,6 +20,9 @@ pub struct Call {
     /// The caller asks only for the token count of a chat request (a
     /// chat pool answers it, never billed).
     pub count_tokens: bool,
+    /// The caller's route, for an operation sent to the same path upstream
+    /// (OpenAI's own endpoints: `/v1/audio/translations`).
+    pub route: Option<&'static str>,
     /// The model or pool the caller named.
     pub name: String,
     /// The wire model an ad-hoc caller named (`/{provider}/{model}/v1/messages`),

@@ -6,6 +6,7 @@
 //! `[mock:status=N]` directive in any input answers that error.
 
 use http::{HeaderName, HeaderValue, StatusCode};
+use serde_json::{json, Value};
 use switchyard_codec::Codec;
 use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation, Ranked, RerankResponse};
 
@@ -16,16 +17,123 @@ use crate::{full_body, UpstreamResponse};
 const MAX_DIMENSIONS: u32 = 4096;
 
 /// Answers one upstream call of `operation` in `codec`'s protocol
-/// (`path_model`: the model from the URL, for path protocols).
-pub fn respond(codec: &dyn Codec, operation: Operation, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
+/// (`path_model`: the model from the URL, for path protocols;
+/// `content_type`: the body's, for a multipart form).
+pub fn respond(
+    codec: &dyn Codec,
+    operation: Operation,
+    path_model: Option<&str>,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> UpstreamResponse {
     match operation {
         Operation::Embed => embed(codec, path_model, body),
         Operation::Rerank => rerank(codec, path_model, body),
-        other => error(
-            codec,
-            &ErrorInfo::new(ErrorKind::NotFound, format!("the mock upstream does not serve {other}")).with_status(404),
-        ),
+        Operation::Moderation => moderation(codec, body),
+        Operation::Image => image(codec, body),
+        Operation::Speech => speech(codec, body),
+        Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
+        Operation::Chat => {
+            error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat is the chat fake's").with_status(404))
+        }
     }
+}
+
+/// A JSON body, or the caller's 400 in `codec`'s shape.
+fn json_body(codec: &dyn Codec, body: &[u8]) -> Result<Value, UpstreamResponse> {
+    serde_json::from_slice(body)
+        .map_err(|err| error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, format!("malformed json: {err}"))))
+}
+
+fn ok_json(body: &Value) -> UpstreamResponse {
+    UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(body.to_string()) }
+}
+
+/// Flags an input that says `[mock:flag]`.
+fn moderation(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
+    let request = match json_body(codec, body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let inputs: Vec<String> = match &request["input"] {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items.iter().map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned)).collect(),
+        _ => return error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, "`input` is required")),
+    };
+    let results: Vec<Value> = inputs
+        .iter()
+        .map(|text| {
+            let flagged = text.contains("[mock:flag]");
+            json!({"flagged": flagged, "categories": {"harassment": flagged}, "category_scores": {"harassment": if flagged { 0.9 } else { 0.001 }}})
+        })
+        .collect();
+    ok_json(&json!({"id": format!("modr-{:016x}", fnv1a(body)), "model": request["model"], "results": results}))
+}
+
+/// A one-pixel PNG, base64.
+pub const PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+/// `n` images (a pixel each), with token usage as gpt-image-1 reports it.
+fn image(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
+    let request = match json_body(codec, body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let Some(prompt) = request["prompt"].as_str() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, "`prompt` is required"));
+    };
+    if let Some(info) = directive_error(prompt) {
+        return error(codec, &info);
+    }
+    let n = request["n"].as_u64().unwrap_or(1).clamp(1, 10);
+    let data: Vec<Value> = (0..n).map(|_| json!({"b64_json": PIXEL_PNG})).collect();
+    let usage =
+        json!({"input_tokens": words(prompt), "output_tokens": 272 * n, "total_tokens": words(prompt) + 272 * n});
+    ok_json(&json!({"created": 1_700_000_000, "data": data, "usage": usage}))
+}
+
+/// Audio bytes: an MP3 frame header, then the text spoken.
+fn speech(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
+    let request = match json_body(codec, body) {
+        Ok(request) => request,
+        Err(refused) => return refused,
+    };
+    let Some(input) = request["input"].as_str() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, "`input` is required"));
+    };
+    let (content_type, head): (&'static str, &[u8]) = match request["response_format"].as_str() {
+        Some("wav") => ("audio/wav", b"RIFF"),
+        Some("opus") => ("audio/ogg", b"OggS"),
+        _ => ("audio/mpeg", b"ID3\x04"),
+    };
+    let mut headers = http::HeaderMap::new();
+    headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    UpstreamResponse { status: StatusCode::OK, headers, body: full_body([head, input.as_bytes()].concat()) }
+}
+
+/// What a transcription of the form's file says: its size and the model
+/// asked, and a second
+/// of audio per 16,000 bytes; `response_format: text` answers plain text.
+fn transcription(codec: &dyn Codec, content_type: &str, body: &[u8]) -> UpstreamResponse {
+    let invalid = |message: String| error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, message));
+    let Ok(boundary) = switchyard_codec::form::boundary(content_type) else {
+        return invalid("content-type must be multipart/form-data".into());
+    };
+    let parts = match switchyard_codec::form::parts(body, boundary) {
+        Ok(parts) => parts,
+        Err(err) => return invalid(err.to_string()),
+    };
+    let Some(file) = parts.iter().find(|p| p.name == "file") else { return invalid("`file` is required".into()) };
+    let bytes = file.value.len() as u64;
+    let model = switchyard_codec::form::text_field(body, &parts, "model").unwrap_or("");
+    let text = format!("{bytes} bytes of audio for {model}");
+    if switchyard_codec::form::text_field(body, &parts, "response_format") == Some("text") {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        return UpstreamResponse { status: StatusCode::OK, headers, body: full_body(text) };
+    }
+    ok_json(&json!({"text": text, "usage": {"type": "duration", "seconds": bytes.div_ceil(16_000)}}))
 }
 
 fn embed(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
