@@ -87,8 +87,11 @@ async fn gemini_under_both_prefixes_and_both_framings() {
     .await;
     assert_eq!(reply.body.first(), Some(&b'['), "{}", String::from_utf8_lossy(&reply.body));
     assert!(text_of(&decode(Protocol::Gemini, true, &reply.body)).contains("you said: hi"));
-    let reply = post(addr, "/v1beta/models/lane-anthropic:countTokens", &[], "{}").await;
+    let reply = post(addr, "/v1beta/models/lane-anthropic:predict", &[], "{}").await;
     assert_eq!(reply.status, 404);
+    // Counting is an action of its own; a body with nothing to count is the caller's 400.
+    let reply = post(addr, "/v1beta/models/lane-anthropic:countTokens", &[], "{}").await;
+    assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
 }
 
 #[tokio::test]
