@@ -7,6 +7,7 @@
 
 mod conn_io;
 pub mod listener;
+mod models;
 pub mod tls;
 
 use std::sync::Arc;
@@ -26,13 +27,18 @@ use listener::{ConnBudget, Refusal, Refuse};
 use switchyard_engine;
 use switchyard_engine::settle::Record;
 use switchyard_state::call::Call;
-use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
 /// The data-plane router: every protocol's ingress routes, the model list
 /// and health.
 pub fn router(gateway: Arc<Gateway>) -> Router {
-    let base = Router::new().route("/healthz", get(healthz)).route("/v1/models", get(list_models));
+    let base = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/models", get(models::list))
+        .route("/v1beta/models", get(models::list_gemini))
+        // The same paths as Gemini's POST actions (the method tells them apart).
+        .route("/v1/models/{*target}", get(models::get))
+        .route("/v1beta/models/{*target}", get(models::get_gemini));
     Protocol::ALL
         .into_iter()
         .fold(base, ingress_routes)
@@ -115,7 +121,7 @@ fn owns(protocol: Protocol, path: &str) -> bool {
 /// the operator's business.
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
     let guarded = Router::new()
-        .route("/v1/models", get(list_models))
+        .route("/v1/models", get(models::list))
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone())
@@ -171,38 +177,6 @@ async fn metrics(State(gateway): State<Arc<Gateway>>) -> Response {
     let registry = switchyard_admin::scrape::registry(&gateway);
     let body = switchyard_admin::scrape::render(&registry);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], body).into_response()
-}
-
-/// `GET /v1/models`: the models and pools a caller may use. Under
-/// `auth: keys` the list needs a key (from the header its SDK sends) and
-/// shows only what the key may name; on the admin listener the admin token
-/// already stood at the door and every entry shows.
-async fn list_models(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    let admin = request.extensions().get::<switchyard_admin::shared::Actor>().is_some();
-    let mut caller = None;
-    if !admin {
-        let protocol =
-            if request.headers().contains_key("anthropic-version") { Protocol::Anthropic } else { Protocol::OpenAi };
-        match switchyard_engine::authenticate::caller(&gateway, protocol, request.uri(), request.headers(), &[]) {
-            Ok(found) => caller = found,
-            Err(info) => return switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new),
-        }
-    }
-    let may_use = |name: &str| caller.as_ref().is_none_or(|c: &Caller| c.key.record.may_use(name));
-    let mut data = Vec::new();
-    for model in gateway.config.models.iter().filter(|m| may_use(&m.name)) {
-        let provider = &gateway.config.providers[model.provider];
-        data.push(
-            serde_json::json!({"id": &*model.name, "object": "model", "created": 0, "owned_by": &*provider.name}),
-        );
-    }
-    for pool in gateway.config.pools.iter().filter(|p| may_use(&p.name)) {
-        data.push(
-            serde_json::json!({"id": &*pool.name, "object": "model", "created": 0, "owned_by": "switchyard-pool"}),
-        );
-    }
-    let body = serde_json::json!({"object": "list", "data": data});
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
 }
 
 async fn not_found(uri: axum::http::Uri) -> Response {

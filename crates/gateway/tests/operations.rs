@@ -8,7 +8,7 @@ mod common;
 
 use std::net::SocketAddr;
 
-use common::{admin_call, create_key, gateway, governed, mock_upstream, post, Reply, ADMIN_TOKEN};
+use common::{admin_call, create_key, gateway, get_with, governed, mock_upstream, post, Reply, ADMIN_TOKEN};
 use serde_json::{json, Value};
 use switchyard_protocol::ir::Protocol;
 use switchyard_transport::mock_operation::{score, vector};
@@ -634,4 +634,79 @@ async fn bad_media_input_is_the_callers_4xx() {
     let (content_type, form) = audio_form(&[("model", "embed-openai")], b"x");
     let reply = post(addr, "/v1/audio/transcriptions", &[("content-type", &content_type)], form).await;
     assert_eq!(reply.status, 404);
+}
+
+#[tokio::test]
+async fn model_lists_speak_each_dialect_and_say_each_operation() {
+    let upstream = mock_upstream().await;
+    let addr = gateway(&embed_config(upstream).replace(
+        "  chat: { provider: up-openai, model: gpt-4o-mini }",
+        "  chat: { provider: up-openai, model: gpt-4o-mini, context_window: 128000 }",
+    ))
+    .await;
+    let openai: Value = serde_json::from_slice(&get_with(addr, "/v1/models", &[]).await.body).unwrap();
+    let entry = |id: &str| openai["data"].as_array().unwrap().iter().find(|e| e["id"] == id).cloned().unwrap();
+    assert_eq!(
+        (entry("embed-titan")["operation"].as_str(), entry("chat")["operation"].as_str()),
+        (Some("embed"), Some("chat"))
+    );
+    assert_eq!(entry("rerank-cohere")["operation"], "rerank");
+    assert_eq!(entry("chat")["context_window"], 128000);
+    assert_eq!(entry("embeddings")["owned_by"], "switchyard-pool");
+    // Anthropic's: chat entries only, paged.
+    let headers = [("anthropic-version", "2023-06-01")];
+    let anthropic: Value = serde_json::from_slice(&get_with(addr, "/v1/models?limit=1", &headers).await.body).unwrap();
+    assert_eq!(
+        anthropic["data"],
+        json!([{"type": "model", "id": "chat", "display_name": "chat", "created_at": "1970-01-01T00:00:00Z"}])
+    );
+    assert_eq!((anthropic["has_more"].as_bool(), anthropic["last_id"].as_str()), (Some(false), Some("chat")));
+    // Gemini's: chat and embed entries with their methods, paged by token.
+    let mut names = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = get_with(addr, &format!("/v1beta/models?pageSize=2&pageToken={token}"), &[]).await;
+        let page: Value = serde_json::from_slice(&page.body).unwrap();
+        for model in page["models"].as_array().unwrap() {
+            names.push(model["name"].as_str().unwrap().to_owned());
+            let methods = model["supportedGenerationMethods"].as_array().unwrap();
+            assert!(!methods.is_empty(), "{model}");
+        }
+        match page["nextPageToken"].as_str() {
+            Some(next) => token = next.to_owned(),
+            None => break,
+        }
+    }
+    assert!(
+        names.contains(&"models/embed-gemini".to_owned()) && names.contains(&"models/chat".to_owned()),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.contains("rerank")), "a Gemini caller cannot rerank: {names:?}");
+    let one: Value = serde_json::from_slice(&get_with(addr, "/v1beta/models/embed-gemini", &[]).await.body).unwrap();
+    assert_eq!(one["supportedGenerationMethods"], json!(["embedContent", "batchEmbedContents"]));
+    // A Gemini key on /v1/models asks for Gemini's shape.
+    let keyed: Value = serde_json::from_slice(&get_with(addr, "/v1/models?key=x", &[]).await.body).unwrap();
+    assert!(keyed["models"].is_array(), "{keyed}");
+}
+
+#[tokio::test]
+async fn under_keys_a_list_needs_a_key_and_shows_what_it_may_use() {
+    let upstream = mock_upstream().await;
+    let (addr, _) = governed(&governed_config(upstream)).await;
+    let key = create_key(addr, json!({"name": "narrow", "pools": ["embed-gemini", "chat"]})).await;
+    let secret = key["key"].as_str().unwrap();
+    assert_eq!(get_with(addr, "/v1/models", &[]).await.status, 401);
+    let anonymous = get_with(addr, "/v1beta/models", &[]).await;
+    assert_eq!(anonymous.status, 401);
+    let bearer = format!("Bearer {secret}");
+    let listed: Value =
+        serde_json::from_slice(&get_with(addr, "/v1/models", &[("authorization", &bearer)]).await.body).unwrap();
+    let ids: Vec<&str> = listed["data"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["chat", "embed-gemini"]);
+    let gemini = get_with(addr, "/v1beta/models", &[("x-goog-api-key", secret)]).await;
+    let gemini: Value = serde_json::from_slice(&gemini.body).unwrap();
+    assert_eq!(gemini["models"].as_array().unwrap().len(), 2, "{gemini}");
+    let anthropic = get_with(addr, "/v1/models", &[("x-api-key", secret), ("anthropic-version", "2023-06-01")]).await;
+    let anthropic: Value = serde_json::from_slice(&anthropic.body).unwrap();
+    assert_eq!(anthropic["data"].as_array().unwrap().len(), 1, "chat only: {anthropic}");
 }
