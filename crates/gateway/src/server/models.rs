@@ -68,16 +68,13 @@ impl Dialect {
 }
 
 /// The entries `request`'s caller may name, in config order (models, then
-/// pools), or the refusal in the dialect's own error shape.
-fn entries(gateway: &Gateway, request: &Request, dialect: Dialect) -> Result<Vec<Entry>, Response> {
+/// pools), or why it may not list them.
+fn entries(gateway: &Gateway, request: &Request, dialect: Dialect) -> Result<Vec<Entry>, ErrorInfo> {
     let admin = request.extensions().get::<switchyard_admin::shared::Actor>().is_some();
     let mut caller = None;
     if !admin {
         let protocol = dialect.protocol();
-        match switchyard_engine::authenticate::caller(gateway, protocol, request.uri(), request.headers(), &[]) {
-            Ok(found) => caller = found,
-            Err(info) => return Err(switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new)),
-        }
+        caller = switchyard_engine::authenticate::caller(gateway, protocol, request.uri(), request.headers(), &[])?;
     }
     let may_use = |name: &str| caller.as_ref().is_none_or(|c: &Caller| c.key.record.may_use(name));
     let config = &gateway.config;
@@ -109,7 +106,7 @@ pub(super) async fn list(State(gateway): State<Arc<Gateway>>, request: Request) 
     let dialect = Dialect::of(request.headers(), request.uri().query());
     let entries = match entries(&gateway, &request, dialect) {
         Ok(entries) => entries,
-        Err(refused) => return refused,
+        Err(info) => return refusal(&gateway, dialect, &info),
     };
     let query = request.uri().query().unwrap_or("");
     match dialect {
@@ -126,7 +123,7 @@ pub(super) async fn list(State(gateway): State<Arc<Gateway>>, request: Request) 
 pub(super) async fn list_gemini(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
     match entries(&gateway, &request, Dialect::Gemini) {
         Ok(entries) => gemini_page(&entries, request.uri().query().unwrap_or("")),
-        Err(refused) => refused,
+        Err(info) => refusal(&gateway, Dialect::Gemini, &info),
     }
 }
 
@@ -157,17 +154,22 @@ fn one(gateway: &Gateway, request: &Request, dialect: Dialect, id: &str) -> Resp
     }
     let entries = match entries(gateway, request, dialect) {
         Ok(entries) => entries,
-        Err(refused) => return refused,
+        Err(info) => return refusal(gateway, dialect, &info),
     };
     let Some(entry) = entries.iter().find(|e| &*e.id == id) else {
         let info = ErrorInfo::new(ErrorKind::NotFound, format!("model `{id}` does not exist (list them to see)"));
-        return switchyard_engine::render_error(gateway.codec(dialect.protocol()), &info).map(Body::new);
+        return refusal(gateway, dialect, &info);
     };
     json_response(&match dialect {
         Dialect::OpenAi => openai_entry(entry),
         Dialect::Anthropic => anthropic_entry(entry),
         Dialect::Gemini => gemini_entry(entry),
     })
+}
+
+/// `info` in the dialect's own error shape.
+fn refusal(gateway: &Gateway, dialect: Dialect, info: &ErrorInfo) -> Response {
+    switchyard_engine::render_error(gateway.codec(dialect.protocol()), info).map(Body::new)
 }
 
 fn json_response(body: &Value) -> Response {
