@@ -55,10 +55,13 @@ impl Collector for Scrape {
         let m = &gateway.metrics;
         let e = &mut encoder;
         let status_label = |index: usize| STATUS_NAMES.get(index).copied().unwrap_or("other");
+        // A pool serves one operation: the label is the pool's.
+        let operation_of =
+            |pool: &str| gateway.resolve(pool).map_or("-", |index| gateway.pools[index].operation.as_str());
         encode_counters(
             e,
             "switchyard_requests",
-            "Requests answered, by ingress protocol, pool, lane and status.",
+            "Requests answered, by ingress protocol, pool, its operation, lane and status.",
             m.requests.iter().enumerate().map(|(index, value)| {
                 let status = index % STATUS_SLOTS;
                 let ingress = (index / STATUS_SLOTS) % INGRESSES;
@@ -68,6 +71,7 @@ impl Collector for Scrape {
                     vec![
                         ("ingress", Protocol::ALL[ingress].as_str()),
                         ("pool", &**pool),
+                        ("operation", operation_of(pool)),
                         ("lane", &**lane),
                         ("status", status_label(status)),
                     ],
@@ -76,7 +80,12 @@ impl Collector for Scrape {
             }),
         )?;
         let histogram_labels = |index: usize| {
-            vec![("ingress", Protocol::ALL[index % INGRESSES].as_str()), ("pool", &*m.pools[index / INGRESSES])]
+            let pool = &*m.pools[index / INGRESSES];
+            vec![
+                ("ingress", Protocol::ALL[index % INGRESSES].as_str()),
+                ("pool", pool),
+                ("operation", operation_of(pool)),
+            ]
         };
         encode_histograms(
             e,

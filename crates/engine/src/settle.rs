@@ -382,6 +382,7 @@ impl Record {
             trace,
             Summary {
                 ingress: self.ingress.as_str(),
+                operation: self.operation,
                 pool: names.pool.clone(),
                 lane: names.lane.clone(),
                 provider: bill.lane.map(|l| genai_provider(gateway.lanes[l].protocol)),

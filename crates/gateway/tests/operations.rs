@@ -370,6 +370,14 @@ async fn keys_allow_lists_limits_and_the_ledger_apply_to_every_operation() {
     assert!((reranked["usd"].as_f64().unwrap() - 0.002).abs() < 1e-12, "{reranked}");
     let served = by_lane("rerank-server");
     assert!((served["usd"].as_f64().unwrap() - 0.0005).abs() < 1e-12, "{served}");
+    // Metrics say each pool's operation.
+    let scrape =
+        get_with(common::admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    let text = String::from_utf8_lossy(&scrape.body);
+    assert!(
+        text.lines().any(|l| l.starts_with("switchyard_requests_total{") && l.contains("operation=\"rerank\"")),
+        "{text}"
+    );
     // Spend by operation.
     let report = admin_call(addr, "GET", "/api/v1/admin/spend?by=operation", Some(ADMIN_TOKEN), None).await;
     let report: Value = serde_json::from_slice(&report.body).unwrap();

@@ -114,8 +114,9 @@ impl Proto {
                 p.bytes(4, parent);
             }
             p.key(5, LEN);
-            p.varint((span.name_prefix.len() + span.name.len()) as u64);
-            p.buf.extend_from_slice(span.name_prefix.as_bytes());
+            p.varint((span.operation.len() + 1 + span.name.len()) as u64);
+            p.buf.extend_from_slice(span.operation.as_bytes());
+            p.buf.push(b' ');
             p.buf.extend_from_slice(span.name.as_bytes());
             p.uint(6, span.kind as u64);
             p.fixed64(7, span.start_ns);

@@ -168,6 +168,8 @@ impl Trace {
 pub struct Summary {
     /// The caller's protocol.
     pub ingress: &'static str,
+    /// What it asked for (`chat`, `embed`, ..., `count_tokens`).
+    pub operation: &'static str,
     /// The name the caller used, when it named a pool.
     pub pool: Option<Arc<str>>,
     /// The lane that served (or last failed).
@@ -186,6 +188,17 @@ pub struct Summary {
     pub status: u16,
 }
 
+/// The GenAI `gen_ai.operation.name` of a request's task (`embed` is
+/// `embeddings`; a token count, which the conventions do not name, is
+/// `count_tokens`).
+fn genai_operation(task: &str) -> &'static str {
+    match switchyard_ir::Operation::from_name(task) {
+        Some(operation) => operation.genai_name(),
+        None if task == "count_tokens" => "count_tokens",
+        None => "chat",
+    }
+}
+
 /// A request's trace, ended.
 #[derive(Debug)]
 pub struct Finished {
@@ -200,7 +213,8 @@ pub struct SpanView<'a> {
     pub trace_id: &'a [u8],
     pub span_id: &'a [u8],
     pub parent: Option<&'a [u8]>,
-    pub name_prefix: &'static str,
+    /// The GenAI operation: the span's name is `{operation} {name}`.
+    pub operation: &'static str,
     pub name: &'a str,
     pub kind: Kind,
     pub start_ns: u64,
@@ -219,18 +233,19 @@ impl Finished {
     /// Every span of the request: its attempts, then itself.
     pub fn each_span(&self, mut visit: impl FnMut(SpanView<'_>)) {
         let trace = &self.trace;
+        let operation = genai_operation(self.summary.operation);
         for attempt in &trace.attempts {
             visit(SpanView {
                 trace_id: &trace.trace_id,
                 span_id: &attempt.span_id,
                 parent: Some(&trace.span_id),
-                name_prefix: "chat ",
+                operation,
                 name: &attempt.model,
                 kind: Kind::Client,
                 start_ns: attempt.start_ns,
                 end_ns: if attempt.end_ns == 0 { self.end_ns } else { attempt.end_ns },
                 strings: [
-                    Some(("gen_ai.operation.name", "chat")),
+                    Some(("gen_ai.operation.name", operation)),
                     Some(("gen_ai.provider.name", attempt.provider)),
                     Some(("gen_ai.request.model", &attempt.model)),
                     Some(("switchyard.lane", &attempt.lane)),
@@ -253,13 +268,13 @@ impl Finished {
             trace_id: &trace.trace_id,
             span_id: &trace.span_id,
             parent: trace.parent.as_ref().map(|p| p.as_slice()),
-            name_prefix: "chat ",
+            operation,
             name: s.pool.as_deref().unwrap_or("-"),
             kind: Kind::Server,
             start_ns: trace.start_ns,
             end_ns: self.end_ns,
             strings: [
-                Some(("gen_ai.operation.name", "chat")),
+                Some(("gen_ai.operation.name", operation)),
                 s.provider.map(|p| ("gen_ai.provider.name", p)),
                 s.pool.as_deref().map(|p| ("gen_ai.request.model", p)),
                 s.response_model.as_deref().map(|m| ("gen_ai.response.model", m)),
@@ -290,6 +305,7 @@ impl Finished {
         trace.begin_attempt(&Arc::from("lane-a"), Arc::from("wire-a"), "openai");
         trace.end_attempt(500, Some("upstream_error"));
         let summary = Summary {
+            operation: "chat",
             ingress: "openai",
             pool: Some(Arc::from(pool)),
             lane: Some(Arc::from("lane-a")),
@@ -415,6 +431,14 @@ async fn export(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_task_has_its_genai_operation_name() {
+        assert_eq!(genai_operation("embed"), "embeddings");
+        assert_eq!(genai_operation("transcription"), "speech_to_text");
+        assert_eq!(genai_operation("count_tokens"), "count_tokens");
+        assert_eq!(genai_operation("chat"), "chat");
+    }
 
     fn hex(bytes: &[u8]) -> String {
         let mut out = Vec::new();
