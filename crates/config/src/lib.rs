@@ -1338,6 +1338,8 @@ mod tests {
             assert_eq!(config.providers[config.models[model].provider].protocol, protocol);
         }
         assert!(config.pool_index("demo").is_some());
+        let embed = config.pool_index("demo-embed").unwrap();
+        assert_eq!(config.pools[embed].operation, Operation::Embed);
     }
 
     #[test]
