@@ -75,6 +75,24 @@ def body_bedrock(text):
     return json.dumps(b, separators=(",", ":")).encode()
 
 
+# Embeddings: 16 inputs of a sentence each, vectors of 1024 floats (a
+# common size) from the fake, about 330 kB of JSON a reply.
+EMBED_MODEL = "text-embedding-3-small"  # an embed lane, named as its wire model
+EMBED_INPUTS = ["sentence %d of the corpus that a retrieval system embeds for search" % i for i in range(16)]
+EMBED_DIMS = 1024
+
+
+def body_openai_embed(model):
+    b = {"model": model, "input": EMBED_INPUTS, "dimensions": EMBED_DIMS}
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
+def body_cohere_embed(model):
+    b = {"model": model, "texts": EMBED_INPUTS, "input_type": "search_document",
+         "embedding_types": ["float"], "output_dimension": EMBED_DIMS}
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
 OPENAI_MODEL = "gpt-4o-mini"  # lane name == wire model: byte passthrough
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
@@ -116,6 +134,10 @@ def request(protocol, model, text, stream):
         return "/v1/messages", body_anthropic(model, text, stream)
     if protocol == "bedrock":
         return "/model/%s/%s" % (model, "converse-stream" if stream else "converse"), body_bedrock(text)
+    if protocol == "openai-embed":
+        return "/v1/embeddings", body_openai_embed(model)
+    if protocol == "cohere-embed":
+        return "/v2/embed", body_cohere_embed(model)
     raise ValueError(protocol)
 
 
@@ -130,6 +152,8 @@ BASELINES = {
         protocol="anthropic", model=ANTHROPIC_MODEL, text=stream_text(64), stream=True, deltas=64
     ),
     "stream20-openai": dict(protocol="openai", model=OPENAI_MODEL, text=stream_text(20), stream=True, deltas=20),
+    # text=None: an embeddings reply is checked by its vectors, not an echo.
+    "embed16-openai": dict(protocol="openai-embed", model=EMBED_MODEL, text=None, stream=False, deltas=None),
 }
 
 # Gateway cases: (id, title, ingress protocol, name the caller uses, baseline).
@@ -159,6 +183,10 @@ CASES = [
     ("7-traced-stream64", "7. case 5/1 stream 64 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "stream64-openai"),
     # The console: case 6 while an operator watches (every page's API calls, each second).
     ("8-console-watched-governed", "8. case 6 governed, the console polled every second", "openai", OPENAI_MODEL, "chat-openai"),
+    # Embeddings: 16 inputs, 1024-float vectors.
+    ("9-embed16-passthrough", "9. embeddings, 16 inputs, OpenAI → openai embed lane (passthrough)", "openai-embed", EMBED_MODEL, "embed16-openai"),
+    ("9-embed16-cohere-to-openai", "9. embeddings, 16 inputs, Cohere → openai embed lane (translated)", "cohere-embed", EMBED_MODEL, "embed16-openai"),
+    ("9-governed-embed16", "9. case 9 passthrough governed", "openai-embed", EMBED_MODEL, "embed16-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -175,6 +203,7 @@ VARIANTS = {
     "7-traced-passthrough": dict(of="1-passthrough", extra="traced", goal="≤ 1.15"),
     "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
     "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
+    "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
 }
 
 # What the console asks for while a page is open (the overview redraws every
@@ -435,6 +464,12 @@ def validate(port, path, body, text, stream, what, headers=None):
         c.close()
     if status != 200:
         raise BenchError("%s: status %d: %s" % (what, status, reply[:300]))
+    if text is None:
+        vectors = embedded(reply)
+        if len(vectors) != len(EMBED_INPUTS) or any(len(v) != EMBED_DIMS for v in vectors):
+            raise BenchError("%s: expected %d vectors of %d floats: %s" % (what, len(EMBED_INPUTS), EMBED_DIMS, reply[:300]))
+        return {"status": status, "content_type": headers.get("content-type"), "bytes": len(reply),
+                "frames": None, "lane": headers.get("x-switchyard-lane")}
     want = text.split()
     got = re.findall(rb"tok\d+", reply) if stream else None
     if stream and len(got) != len(want):
@@ -448,6 +483,14 @@ def validate(port, path, body, text, stream, what, headers=None):
         "frames": count_frames(reply, headers) if stream else None,
         "lane": headers.get("x-switchyard-lane"),
     }
+
+
+def embedded(reply):
+    """The vectors of an OpenAI or Cohere embeddings reply."""
+    body = json.loads(reply)
+    if "data" in body:
+        return [item["embedding"] for item in body["data"]]
+    return body["embeddings"]["float"]
 
 
 def percentile(values, q):
@@ -576,7 +619,7 @@ models:
   # Named exactly as their wire models, so a caller naming them gets byte passthrough.
   {openai_model}: {{ provider: up-openai }}
   {anthropic_model}: {{ provider: up-anthropic }}
-  slow-gpt: {{ provider: slow-openai }}
+{embed_lane}  slow-gpt: {{ provider: slow-openai }}
 pools:
   {pool}:
     members: [{{ model: {openai_model} }}]
@@ -591,7 +634,7 @@ storage: {{ sqlite_path: "{db}" }}
 rate_card:
   {openai_model}: {{ input_utok: 0.15, output_utok: 0.6 }}
   {anthropic_model}: {{ input_utok: 3, output_utok: 15 }}
-groups:
+{embed_rate}groups:
   bench: {{ budget: {{ usd: 1000000, window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }} }}
 """
 BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
@@ -614,24 +657,30 @@ TELEMETRY = {
 SETUPS = ("open", "governed", "fleet", "quiet", "access_line", "traced", "before")
 
 
-def gateway_config(setup, tmp, port, admin_port, upstream, slow):
-    """The gateway config of `setup` (see SETUPS)."""
+def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
+    """The gateway config of `setup` (see SETUPS). The embed lane is there
+    unless `embed` is False (by default, but for "before": a binary that
+    predates operations would refuse it)."""
     telemetry = "" if setup == "before" else TELEMETRY.get(setup, TELEMETRY["base"]).format(upstream=upstream)
+    if embed is None:
+        embed = setup != "before"
+    embed_lane = "  %s: { provider: up-openai, operation: embed }\n" % EMBED_MODEL if embed else ""
+    embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,
-        openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS,
+        openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,
     )
     if setup == "governed":
         text += GOVERNED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
-            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL)
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "fleet":
         postgres, redis = os.environ.get("BENCH_POSTGRES_URL"), os.environ.get("BENCH_REDIS_URL")
         if not (postgres and redis):
             raise BenchError("the fleet setup needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)")
         text += FLEET_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, postgres=postgres, redis=redis,
-            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL)
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup not in SETUPS:
         raise BenchError("unknown setup %s (have %s)" % (setup, ", ".join(SETUPS)))
     return text
@@ -927,7 +976,8 @@ def run(opts):
                     continue
                 gpath, gbody = request(ingress, name, b["text"], b["stream"])
                 before = None
-                if opts.before and cid not in VARIANTS:
+                # A binary from before operations serves no embeddings.
+                if opts.before and cid not in VARIANTS and b["text"] is not None:
                     log("%s: switchyard before (%s)" % (cid, opts.before))
                     _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b, before=True)
                 log("%s: switchyard" % cid)

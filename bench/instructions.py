@@ -43,6 +43,8 @@ def main():
     ap.add_argument("--setups", default="open")
     ap.add_argument("-n", type=int, default=2000, help="requests per measurement")
     ap.add_argument("--log", default="info")
+    ap.add_argument("--no-embed-lane", action="store_true",
+                    help="leave the embed lane out of the config (for a --b-bin from before operations)")
     ap.add_argument("--keep", action="store_true", help="keep the cachegrind outputs (for cg_annotate)")
     ap.add_argument("--callgrind", action="store_true",
                     help="run callgrind instead (inclusive costs with callgrind_annotate --inclusive=yes; slower)")
@@ -65,7 +67,8 @@ def main():
         def measure(binary, setup, n):
             conf = os.path.join(tmp, "%s.yaml" % setup)
             with open(conf, "w") as f:
-                f.write(bench.gateway_config(setup, tmp, gw_port, gw_admin, up_port, bench.free_port()))
+                f.write(bench.gateway_config(setup, tmp, gw_port, gw_admin, up_port, bench.free_port(),
+                                             embed=not opts.no_embed_lane))
             out = os.path.join(tmp, "cg-%s-%d-%d.out" % (setup, n, time.monotonic_ns()))
             if opts.callgrind:
                 tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]

@@ -87,10 +87,12 @@ models:
   demo-openai: { provider: mock-openai, model: gpt-4o-mini }
   demo-anthropic: { provider: mock-anthropic, model: claude-sonnet-4-5 }
   broken-openai: { provider: refusing, model: gpt-4o-mini }
+  demo-embed: { provider: mock-openai, model: text-embedding-3-small, operation: embed }
 rate_card:
   demo-openai: { input_utok: 0.15, output_utok: 0.6 }
   demo-anthropic: { input_utok: 3, output_utok: 15 }
   broken-openai: { input_utok: 0.15, output_utok: 0.6 }
+  demo-embed: { input_utok: 0.02 }
 pools:
   demo: { members: [{ model: demo-openai, weight: 3 }, { model: demo-anthropic, weight: 1 }] }
   flaky: { members: [{ model: broken-openai, weight: 9 }, { model: demo-openai, weight: 1 }] }
@@ -275,6 +277,8 @@ try {
     });
     assert.ok(completion.choices[0].message.content.length > 0);
   }
+  const embedded = await client.embeddings.create({ model: 'demo-embed', input: ['one passage', 'another passage'] });
+  assert.equal(embedded.data.length, 2);
 
   step('its spend appears');
   await until('the key on the spend page', async () => {
@@ -282,7 +286,7 @@ try {
     const row = ops.page.getByRole('row').filter({ hasText: keyId });
     if (await row.count() === 0) return false;
     const cells = await row.locator('td').allTextContents();
-    return cells[1] === '3' && /\$0\.0000\d\d|\$0\.\d+/.test(cells[5]);
+    return cells[1] === '4' && /\$0\.0000\d\d|\$0\.\d+/.test(cells[6]);
   });
   const csv = await ops.page.evaluate(async () => {
     const href = document.querySelector('a.download').getAttribute('href');
@@ -291,8 +295,17 @@ try {
   });
   assert.match(csv.type, /text\/csv/);
   assert.match(csv.text, new RegExp(`^key,name,requests,`));
-  assert.match(csv.text, new RegExp(`"${keyId}","console-e2e",3,`));
+  assert.match(csv.text, new RegExp(`"${keyId}","console-e2e",4,`));
   await ops.page.screenshot({ path: path.join(artifacts, 'spend.png'), fullPage: true });
+  // Spend by operation: the chat calls and the embeddings call apart.
+  await open(ops.page, 'spend?by=operation');
+  const chatRow = ops.page.getByRole('row').filter({ hasText: /^chat/ });
+  const embedRow = ops.page.getByRole('row').filter({ hasText: /^embed/ });
+  assert.equal((await chatRow.locator('td').allTextContents())[1], '3');
+  const embedCells = await embedRow.locator('td').allTextContents();
+  assert.equal(embedCells[1], '1');
+  assert.equal(embedCells[3], '0', 'an embedding has no output tokens');
+  await ops.page.screenshot({ path: path.join(artifacts, 'spend-by-operation.png'), fullPage: true });
   await open(ops.page, 'keys');
   const bars = keyRow.locator('meter');
   assert.equal(await bars.count(), 2, 'a budget bar and a rate headroom bar');

@@ -383,7 +383,7 @@
     const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
     const report = await api(`spend?${query}`);
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
-      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
+      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
       field('From', h('input', { type: 'date', name: 'from', value: from })),
       field('To', h('input', { type: 'date', name: 'to', value: to })),
       h('button', { type: 'submit', text: 'Show' }),
@@ -392,8 +392,8 @@
     show(form,
       h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) })),
       barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),
-      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'USD'],
-        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.usd(line.usd)]),
+      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units', 'USD'],
+        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units), fmt.usd(line.usd)]),
         'No spend in this range.'));
   }
 

@@ -96,6 +96,12 @@ pub trait StreamDecoder: Send {
     /// The upstream closed: flush what remains. A stream that ended without
     /// its terminator yields no synthetic `MessageStop`; the caller decides.
     fn finish(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError>;
+    /// The answer is complete (its finish reason arrived) and only the
+    /// stream's terminator is still to come: a relay that hears nothing
+    /// more finishes the stream instead of failing it.
+    fn answered(&self) -> bool {
+        false
+    }
 }
 
 /// Turns IR events into a protocol's stream bytes.
@@ -210,6 +216,14 @@ pub trait Codec: Send + Sync {
     fn stream_decoder(&self) -> Box<dyn StreamDecoder>;
     /// An encoder for a caller's stream in this protocol.
     fn stream_encoder(&self, framing: Framing) -> Box<dyn StreamEncoder>;
+    /// The bytes that end a stream of this protocol when they stand alone
+    /// (`data: [DONE]`), for a passthrough whose upstream never sent them.
+    /// `None` where the last event carries the reply itself, or the close
+    /// of the connection is the end.
+    fn stream_terminator(&self, framing: Framing) -> Option<&'static [u8]> {
+        let _ = framing;
+        None
+    }
     /// An encoder for a caller whose request body was `request`: protocols
     /// whose stream shape depends on request options read them here
     /// (OpenAI sends its usage chunk only when `stream_options.include_usage`

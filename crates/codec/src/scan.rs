@@ -124,6 +124,37 @@ pub fn top_level_value<'a>(body: &'a [u8], key: &str) -> Result<Option<&'a [u8]>
     Ok(found)
 }
 
+/// The raw bytes of `key`'s value when it is the last member of the
+/// top-level object, found from the end: a reply whose usage comes last
+/// (an embeddings reply: megabytes of numbers, then `usage`) is read
+/// without walking what comes before. `None` when the last `"key"` is not
+/// followed by a value and the top-level object's closing brace alone
+/// (then [`top_level_value`] walks the body).
+pub fn last_top_level_value<'a>(body: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    let mut needle = Vec::with_capacity(key.len() + 2);
+    needle.push(b'"');
+    needle.extend_from_slice(key.as_bytes());
+    needle.push(b'"');
+    let at = memchr::memmem::rfind(body, &needle)?;
+    let after_key = at + needle.len();
+    let rest = body.get(after_key..)?;
+    let colon = after_key + (rest.len() - rest.trim_ascii_start().len());
+    if body.get(colon) != Some(&b':') {
+        return None;
+    }
+    let value_at = colon + 1 + (body.get(colon + 1..)?.len() - body.get(colon + 1..)?.trim_ascii_start().len());
+    let end = value_end(body, value_at).ok()?;
+    // Only the top-level object's `}` may follow: any other closing
+    // bracket means the member was nested.
+    (body.get(end..)?.trim_ascii() == b"}").then(|| &body[value_at..end])
+}
+
+/// The raw bytes of `key`'s top-level value: from the end when it is the
+/// last member (the common place of a reply's usage), else by a walk.
+pub fn top_level_value_from_end<'a>(body: &'a [u8], key: &str) -> Option<&'a [u8]> {
+    last_top_level_value(body, key).or_else(|| top_level_value(body, key).ok().flatten())
+}
+
 /// The string value of the first member named `key` anywhere in `body`,
 /// found without parsing: in valid JSON a raw `"key"` followed by `:` can
 /// only be a member name (a quote inside a string is escaped, and a string
@@ -390,6 +421,21 @@ mod tests {
             let body = serde_json::json!({"choices": [{"message": {"content": text}, "finish_reason": reason}]}).to_string();
             prop_assert_eq!(first_string_member(body.as_bytes(), "finish_reason"), Some(reason.as_str()));
         }
+    }
+
+    #[test]
+    fn a_last_member_is_found_from_the_end_and_only_at_the_top_level() {
+        let body = br#"{"data":[{"usage":{"x":1}}],"model":"m","usage" : {"prompt_tokens":3} }"#;
+        assert_eq!(last_top_level_value(body, "usage"), Some(&br#"{"prompt_tokens":3}"#[..]));
+        // Nested last: not the top level's.
+        assert_eq!(last_top_level_value(br#"{"a":{"usage":{"p":1}}}"#, "usage"), None);
+        // Not last: the walk finds it.
+        let first = br#"{"usage":{"p":2},"data":[1,2]}"#;
+        assert_eq!(last_top_level_value(first, "usage"), None);
+        assert_eq!(top_level_value_from_end(first, "usage"), Some(&br#"{"p":2}"#[..]));
+        // A quoted name inside a string is never a member.
+        assert_eq!(last_top_level_value(br#"{"a":""usage":{}"}"#, "usage"), None);
+        assert_eq!(last_top_level_value(b"{\"usage\":", "usage"), None);
     }
 
     #[test]

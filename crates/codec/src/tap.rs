@@ -17,27 +17,64 @@ use switchyard_ir::StreamEvent;
 
 use crate::{DecodeError, Framing, StreamDecoder};
 
-/// Substrings of the SSE events a tap must decode: usage, terminators and
-/// errors in each protocol's wording. They are JSON *keys* (a quote, the
-/// name, a quote and a colon) or event names: inside a JSON string every
-/// quote is escaped, so generated text can never look like a key.
-static MARKERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+/// What makes an SSE event worth decoding: usage, terminators and errors in
+/// each protocol's wording. A quoted name is a JSON member name or string
+/// (inside a JSON string every quote is escaped, so generated text can never
+/// look like one); JSON allows whitespace around a colon, and servers write
+/// it (`"finish_reason": "stop"`), so a marker never includes the colon.
+/// A false match only costs a decode; a missed one loses usage or the end.
+static MARKERS: LazyLock<Vec<(Finder<'static>, Wants)>> = LazyLock::new(|| {
     [
-        &b"\"usage\":"[..],
-        b"\"usageMetadata\":",
-        b"\"finish_reason\":\"",
-        b"\"finishReason\":",
-        b"\"error\":",
-        b"\"type\":\"error\"",
-        b"data: [DONE]",
-        b"data:[DONE]",
-        b"event: message_stop",
-        b"\"type\":\"message_stop\"",
+        (&b"\"usage\""[..], Wants::Value),
+        (b"\"usageMetadata\"", Wants::Value),
+        (b"\"finish_reason\"", Wants::StringValue),
+        (b"\"finishReason\"", Wants::Value),
+        (b"\"error\"", Wants::Anything),
+        (b"message_stop", Wants::Anything),
+        (b"[DONE]", Wants::Anything),
     ]
     .into_iter()
-    .map(Finder::new)
+    .map(|(marker, wants)| (Finder::new(marker), wants))
     .collect()
 });
+
+/// What must follow a marker for the event to matter.
+#[derive(Clone, Copy)]
+enum Wants {
+    /// Nothing: the marker alone is enough.
+    Anything,
+    /// A member with a value other than `null` (OpenAI writes
+    /// `"usage":null` in every chunk of a stream that asked for usage).
+    Value,
+    /// A member whose value is a string (`"finish_reason":null` is in every
+    /// chunk; only the last one names a reason).
+    StringValue,
+}
+
+impl Wants {
+    /// Whether the bytes after a marker satisfy it.
+    fn met_by(self, after: &[u8]) -> bool {
+        let value = match self {
+            Wants::Anything => return true,
+            Wants::Value | Wants::StringValue => match after.trim_ascii_start().strip_prefix(b":") {
+                Some(value) => value.trim_ascii_start(),
+                None => return false,
+            },
+        };
+        match self {
+            Wants::StringValue => value.first() == Some(&b'"'),
+            _ => !value.is_empty() && !value.starts_with(b"null"),
+        }
+    }
+}
+
+/// Whether the tap must decode `event`.
+pub fn relevant(event: &[u8]) -> bool {
+    MARKERS.iter().any(|(finder, wants)| {
+        let len = finder.needle().len();
+        finder.find_iter(event).any(|at| wants.met_by(&event[at + len..]))
+    })
+}
 
 /// An SSE event longer than this without a blank line is decoded as it
 /// arrives instead of being held whole.
@@ -108,6 +145,10 @@ impl StreamDecoder for UsageTap {
         }
         self.decoder.finish(out)
     }
+
+    fn answered(&self) -> bool {
+        self.decoder.answered()
+    }
 }
 
 impl UsageTap {
@@ -117,7 +158,7 @@ impl UsageTap {
         let mut start = 0;
         while let Some((end, next)) = event_end(&bytes[start..]) {
             let event = &bytes[start..start + end];
-            if MARKERS.iter().any(|marker| marker.find(event).is_some()) {
+            if relevant(event) {
                 self.decoder.feed(&bytes[start..start + next], out)?;
             }
             start += next;
@@ -176,6 +217,29 @@ mod tests {
         tap.feed(b"data: {\"text\":\"a\"}\n\ndata: {\"usage\":1}\n\n", &mut out).unwrap();
         tap.finish(&mut out).unwrap();
         assert_eq!(texts(&out), vec!["{\"usage\":1}".to_owned()]);
+    }
+
+    #[test]
+    fn markers_tolerate_json_whitespace_and_skip_empty_members() {
+        for event in [
+            &br#"data: {"choices":[{"delta":{},"finish_reason": "stop"}]}"#[..],
+            br#"data: {"choices":[{"delta":{},"finish_reason"  :	"length"}]}"#,
+            br#"data: {"usage" : {"prompt_tokens":1}}"#,
+            br#"data: { "type" : "error", "error" : {} }"#,
+            br#"data: {"type": "message_stop"}"#,
+            br#"data: {"candidates":[{"finishReason" : "STOP"}]}"#,
+            b"data:[DONE]",
+            b"event:message_stop\ndata: {}",
+        ] {
+            assert!(relevant(event), "{}", String::from_utf8_lossy(event));
+        }
+        for event in [
+            &br#"data: {"choices":[{"delta":{"content":"hi"},"finish_reason":null}],"usage":null}"#[..],
+            br#"data: {"choices":[{"delta":{"content":"hi"},"finish_reason" : null}],"usage" : null}"#,
+            br#"data: {"choices":[{"delta":{"content":"the \"usage\": field"}}]}"#,
+        ] {
+            assert!(!relevant(event), "{}", String::from_utf8_lossy(event));
+        }
     }
 
     #[test]

@@ -1116,13 +1116,20 @@ fn validate_breaker(path: &str, raw: Option<&raw::RawBreaker>, issues: &mut Vec<
     let duration = |value: Option<&str>, default: Duration, key: &str, issues: &mut Vec<Issue>| {
         duration_or(value, default, &format!("{path}.{key}"), issues)
     };
+    let base_cooldown = duration(raw.base_cooldown.as_deref(), defaults.base_cooldown, "base_cooldown", issues);
     let policy = BreakerPolicy {
         consecutive_failures: raw.consecutive_failures.unwrap_or(defaults.consecutive_failures),
         failure_rate: raw.failure_rate.unwrap_or(defaults.failure_rate),
         min_requests: raw.min_requests.unwrap_or(defaults.min_requests),
         window: duration(raw.window.as_deref(), defaults.window, "window", issues),
-        base_cooldown: duration(raw.base_cooldown.as_deref(), defaults.base_cooldown, "base_cooldown", issues),
-        max_cooldown: duration(raw.max_cooldown.as_deref(), defaults.max_cooldown, "max_cooldown", issues),
+        base_cooldown,
+        // Unsaid, the cap is never below the cooldown the operator chose.
+        max_cooldown: duration(
+            raw.max_cooldown.as_deref(),
+            defaults.max_cooldown.max(base_cooldown),
+            "max_cooldown",
+            issues,
+        ),
         hard_down_cooldown: duration(
             raw.hard_down_cooldown.as_deref(),
             defaults.hard_down_cooldown,

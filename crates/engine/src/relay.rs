@@ -63,6 +63,12 @@ impl Tally {
 static DATA_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
     std::sync::LazyLock::new(|| memchr::memmem::Finder::new(b"data:"));
 
+/// How long a stream whose answer is complete (its finish reason arrived)
+/// waits for the terminator before it is finished without it: a backend
+/// that never sends `[DONE]` must not hold the caller for `stream_idle` and
+/// then turn a whole answer into an error.
+const TERMINATOR_GRACE: Duration = Duration::from_secs(2);
+
 /// Largest caller chunk built from upstream frames that arrived together.
 const COALESCE_LIMIT: usize = 64 << 10;
 
@@ -142,8 +148,10 @@ impl StreamRelay {
                     // A stream that is still producing is governed by the idle
                     // timeout alone: the whole-request timeout bounds replies
                     // read whole, never a live stream.
-                    let idle = self.idle;
+                    let answered = self.answered();
+                    let idle = if answered { self.idle.min(TERMINATOR_GRACE) } else { self.idle };
                     match tokio::time::timeout(idle, self.upstream.frame()).await {
+                        Err(_) if answered => return self.end(),
                         Err(_) => return Some(self.fail(format!("upstream stream idle for more than {idle:?}"))),
                         Ok(None) => return self.end(),
                         Ok(Some(Err(err))) => return Some(self.fail(format!("upstream stream failed: {err}"))),
@@ -260,15 +268,29 @@ impl StreamRelay {
         Ok(())
     }
 
+    /// The answer is complete and only the stream's terminator is missing.
+    fn answered(&self) -> bool {
+        self.tally.stop_reason.is_some() || self.decoder.answered()
+    }
+
+    /// The upstream closed, or went quiet after a complete answer. A stream
+    /// that answered in full but lost its terminator is finished (the
+    /// caller's protocol's terminator added to a passthrough), billed and
+    /// not charged to the lane; anything shorter is a failure.
     fn end(&mut self) -> Option<Bytes> {
         self.done = true;
+        let terminated = self.tally.ended();
+        let answered = self.answered();
         self.events.clear();
         let _ = self.decoder.finish(&mut self.events);
         for event in &self.events {
             self.tally.push(event);
         }
-        let finished = self.tally.ended();
-        if !finished {
+        if !self.tally.ended() && answered {
+            self.events.push(StreamEvent::MessageStop);
+            self.tally.finished = true;
+        }
+        if !self.tally.ended() {
             return Some(self.fail("upstream stream ended before its last event".to_owned()));
         }
         let mut out = Vec::new();
@@ -277,8 +299,19 @@ impl StreamRelay {
                 encoder.encode(event, &mut out);
             }
             encoder.finish(&mut out);
-        } else if let Some(hide) = self.hide.as_mut() {
-            out.extend_from_slice(&hide.finish());
+        } else {
+            if let Some(hide) = self.hide.as_mut() {
+                out.extend_from_slice(&hide.finish());
+            }
+            if !terminated {
+                // The upstream's terminator never came: the caller still gets one.
+                out.extend_from_slice(
+                    self.gateway.codec(self.ingress).stream_terminator(self.framing).unwrap_or_default(),
+                );
+            }
+        }
+        if !terminated {
+            self.log_end();
         }
         (!out.is_empty()).then(|| Bytes::from(out))
     }

@@ -141,6 +141,27 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
             response
         }
+        "nodone" | "nodone_close" => {
+            // A Python-served backend: spaced JSON, a complete answer and its
+            // usage, then no `[DONE]`; `nodone` also holds the connection open.
+            let frames = [
+                "data: {\"id\": \"c2\", \"object\": \"chat.completion.chunk\", \"created\": 0, \"model\": \"m\", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", \"content\": \"whole answer\"}, \"finish_reason\": null}], \"usage\": null}\n\n",
+                "data: {\"id\": \"c2\", \"object\": \"chat.completion.chunk\", \"created\": 0, \"model\": \"m\", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"stop\"}], \"usage\": null}\n\n",
+                "data: {\"id\": \"c2\", \"object\": \"chat.completion.chunk\", \"created\": 0, \"model\": \"m\", \"choices\": [], \"usage\": {\"prompt_tokens\": 11, \"completion_tokens\": 2, \"total_tokens\": 13}}\n\n",
+            ];
+            let held = model == "nodone";
+            let chunks =
+                futures_util::stream::iter(frames.map(|f| Ok::<_, std::io::Error>(Bytes::from_static(f.as_bytes()))))
+                    .chain(futures_util::stream::once(async move {
+                        if held {
+                            futures_util::future::pending::<()>().await;
+                        }
+                        Ok(Bytes::new())
+                    }));
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
         _ => healthy_reply(&body, stream),
     }
 }
@@ -158,7 +179,19 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
     let mut yaml = format!(
         "providers:\n  faulty: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ response_headers: 300ms }} }}\nmodels:\n"
     );
-    for model in ["healthy", "fail500", "limited", "limited_date", "hang", "slow", "switch", "cut", "hangbody"] {
+    for model in [
+        "healthy",
+        "fail500",
+        "limited",
+        "limited_date",
+        "hang",
+        "slow",
+        "switch",
+        "cut",
+        "hangbody",
+        "nodone",
+        "nodone_close",
+    ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
     yaml.push_str("  context: { provider: faulty, context_window: 1000 }\n");
@@ -391,6 +424,37 @@ async fn a_stream_cut_midway_ends_with_the_callers_error_and_counts() {
     }
     let stats = stats(addr).await;
     assert_eq!(lane_stats(&stats, "c", "cut")["upstream_failures"], 2);
+}
+
+#[tokio::test]
+async fn a_complete_stream_without_its_terminator_is_finished_not_failed() {
+    // Spaced JSON (`"finish_reason": "stop"`) and no `[DONE]`: before, the
+    // tap missed the finish reason and the stream became an error after a
+    // complete answer, charged to a healthy lane.
+    let (upstream, _faults) = fault_upstream().await;
+    let pools = "  held: { members: [{ model: nodone }] }\n  closed: { members: [{ model: nodone_close }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    for pool in ["held", "closed"] {
+        for ingress in [Protocol::OpenAi, Protocol::Anthropic] {
+            let started = std::time::Instant::now();
+            let path = ingress_path(ingress, pool, true);
+            let reply = post(addr, &path, &[], chat_body(ingress, pool, "hi", true)).await;
+            assert!(started.elapsed() < Duration::from_secs(5), "{pool} {ingress}: finished promptly");
+            assert_eq!(reply.status, 200);
+            let text = String::from_utf8_lossy(&reply.body);
+            assert!(text.contains("whole answer"), "{pool} {ingress}: {text}");
+            assert!(!text.contains("error"), "{pool} {ingress}: a complete answer is no error: {text}");
+            let terminator = if ingress == Protocol::OpenAi { "data: [DONE]" } else { "event: message_stop" };
+            assert_eq!(text.matches(terminator).count(), 1, "{pool} {ingress}: one terminator: {text}");
+            if ingress == Protocol::Anthropic {
+                assert!(text.contains("\"output_tokens\":2"), "{pool}: usage carried: {text}");
+            }
+        }
+    }
+    let stats = stats(addr).await;
+    for (pool, lane) in [("held", "nodone"), ("closed", "nodone_close")] {
+        assert_eq!(lane_stats(&stats, pool, lane)["upstream_failures"], 0, "{lane}");
+    }
 }
 
 #[tokio::test]

@@ -42,7 +42,10 @@ impl Default for BreakerPolicy {
             min_requests: 20,
             window: Duration::from_secs(60),
             base_cooldown: Duration::from_secs(5),
-            max_cooldown: Duration::from_secs(300),
+            // Short enough that a lane whose outage outlasted a few doubled
+            // cooldowns is tried again within 20 s of recovering, whatever
+            // the jitter (the cap holds after jitter and Retry-After).
+            max_cooldown: Duration::from_secs(20),
             hard_down_cooldown: Duration::from_secs(600),
             jitter: 0.2,
         }
@@ -310,7 +313,7 @@ impl Breaker {
             self.trips += 1;
             let exponent = self.trips.saturating_sub(1).min(20);
             let base = self.policy.base_cooldown.saturating_mul(1 << exponent).min(self.policy.max_cooldown);
-            self.open(now, base, retry_after, reason, jitter);
+            self.open(now, base, retry_after, self.policy.max_cooldown, reason, jitter);
         }
         trip
     }
@@ -318,7 +321,7 @@ impl Breaker {
     /// The lane cannot serve until an operator acts: trip now, long cooldown.
     pub fn record_hard_down(&mut self, now: Instant, reason: &str, jitter: f64) {
         self.trips += 1;
-        self.open(now, self.policy.hard_down_cooldown, None, reason, jitter);
+        self.open(now, self.policy.hard_down_cooldown, None, Duration::MAX, reason, jitter);
     }
 
     /// A trial ended without telling anything about the lane (the caller's
@@ -379,9 +382,21 @@ impl Breaker {
         }
     }
 
-    fn open(&mut self, now: Instant, base: Duration, floor: Option<Duration>, reason: &str, jitter: f64) {
+    /// Opens for `base` spread by the jitter and at most `cap`, or for the
+    /// upstream's `Retry-After` (`floor`) when that is longer: its own word
+    /// on when it will serve again.
+    fn open(
+        &mut self,
+        now: Instant,
+        base: Duration,
+        floor: Option<Duration>,
+        cap: Duration,
+        reason: &str,
+        jitter: f64,
+    ) {
         let spread = self.policy.jitter.clamp(0.0, 1.0) * (2.0 * jitter.clamp(0.0, 1.0) - 1.0);
         let cooldown = base.mul_f64((1.0 + spread).max(0.0));
+        let cooldown = cooldown.min(cap);
         let cooldown = floor.map_or(cooldown, |floor| cooldown.max(floor));
         self.inner = Inner::Open { until: now + cooldown };
         self.consecutive = 0;
@@ -477,7 +492,53 @@ mod tests {
             now += retry;
             assert_eq!(breaker.admit(now), Admission::Trial);
         }
+        assert_eq!(cooldowns, vec![5, 10, 20, 20, 20, 20, 20, 20, 20]);
+        let wide = BreakerPolicy { consecutive_failures: 1, max_cooldown: Duration::from_secs(300), ..policy() };
+        let mut breaker = Breaker::new(wide, t0);
+        let mut cooldowns = Vec::new();
+        for _ in 0..9 {
+            breaker.record_failure(now, "503", None, 0.5);
+            let retry = breaker.retry_in(now).unwrap();
+            cooldowns.push(retry.as_secs());
+            now += retry;
+            assert_eq!(breaker.admit(now), Admission::Trial);
+        }
         assert_eq!(cooldowns, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+    }
+
+    /// A lane down for 60 s, asked every 100 ms: whatever the jitter draws,
+    /// it serves again within 30 s of recovering (before, a cooldown that
+    /// had doubled to 80-160 s stranded it for minutes).
+    #[test]
+    fn a_lane_down_for_a_minute_serves_within_30_s_of_recovering_under_any_jitter() {
+        for seed in 0..500u64 {
+            let t0 = Instant::now();
+            let mut breaker = Breaker::new(BreakerPolicy::default(), t0);
+            // A small LCG: the jitter draws of one run.
+            let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let mut draw = || {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (state >> 11) as f64 / (1u64 << 53) as f64
+            };
+            let outage = Duration::from_secs(60);
+            let mut served = None;
+            for tick in 0..3000u64 {
+                let now = t0 + Duration::from_millis(100 * tick);
+                match breaker.admit(now) {
+                    Admission::Admit | Admission::Trial if now < t0 + outage => {
+                        breaker.record_failure(now, "503", None, draw());
+                    }
+                    Admission::Admit | Admission::Trial => {
+                        breaker.record_success(now);
+                        served = Some(now);
+                        break;
+                    }
+                    Admission::Reject { .. } => {}
+                }
+            }
+            let served = served.unwrap_or_else(|| panic!("seed {seed}: never served again"));
+            assert!(served - (t0 + outage) <= Duration::from_secs(30), "seed {seed}: {:?}", served - t0);
+        }
     }
 
     #[test]
@@ -485,6 +546,7 @@ mod tests {
         let t0 = Instant::now();
         let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
         breaker.record_failure(t0, "429", Some(Duration::from_secs(42)), 0.5);
+        // The upstream's own word holds past the cap.
         assert_eq!(breaker.retry_in(t0), Some(Duration::from_secs(42)));
 
         let jittery = BreakerPolicy { consecutive_failures: 1, jitter: 0.2, ..BreakerPolicy::default() };
@@ -556,7 +618,7 @@ mod tests {
         breaker.record_rate_limited(after, None);
         assert_eq!(breaker.retry_in(after), Some(Duration::from_secs(5)));
         breaker.record_rate_limited(after, Some(Duration::from_secs(86_400)));
-        assert_eq!(breaker.retry_in(after), Some(Duration::from_secs(300)));
+        assert_eq!(breaker.retry_in(after), Some(Duration::from_secs(20)));
     }
 
     #[test]

@@ -92,6 +92,10 @@ impl Codec for AnthropicCodec {
         Box::new(stream::Encoder::default())
     }
 
+    fn stream_terminator(&self, _framing: Framing) -> Option<&'static [u8]> {
+        Some(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+    }
+
     fn model_in_path(&self) -> bool {
         false
     }

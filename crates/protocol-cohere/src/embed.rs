@@ -200,7 +200,8 @@ impl EmbedCodec for CohereEmbed {
     }
 
     fn read_input_tokens(&self, body: &[u8], _headers: &HeaderMap) -> Option<u64> {
-        switchyard_codec::scan::member_u64(body, &["meta", "billed_units", "input_tokens"])
+        let meta = switchyard_codec::scan::top_level_value_from_end(body, "meta")?;
+        switchyard_codec::scan::member_u64(meta, &["billed_units", "input_tokens"])
     }
 
     fn max_inputs(&self, _model: &str) -> usize {

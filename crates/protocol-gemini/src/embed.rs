@@ -187,7 +187,8 @@ impl EmbedCodec for GeminiEmbed {
     }
 
     fn read_input_tokens(&self, body: &[u8], _headers: &HeaderMap) -> Option<u64> {
-        switchyard_codec::scan::member_u64(body, &["usageMetadata", "promptTokenCount"])
+        let usage = switchyard_codec::scan::top_level_value_from_end(body, "usageMetadata")?;
+        switchyard_codec::scan::member_u64(usage, &["promptTokenCount"])
     }
 
     /// Each of a batch's requests names its model, which must be the

@@ -174,7 +174,8 @@ impl EmbedCodec for OpenAiEmbed {
     }
 
     fn read_input_tokens(&self, body: &[u8], _headers: &HeaderMap) -> Option<u64> {
-        let raw = switchyard_codec::scan::top_level_value(body, "usage").ok()??;
+        // Usage comes last, after megabytes of vectors: read from the end.
+        let raw = switchyard_codec::scan::top_level_value_from_end(body, "usage")?;
         serde_json::from_slice::<WireUsage>(raw).ok().map(|u| u.prompt_tokens)
     }
 }

@@ -117,6 +117,10 @@ impl Codec for OpenAiCodec {
         Box::new(stream::ChunkEncoder::new())
     }
 
+    fn stream_terminator(&self, _framing: Framing) -> Option<&'static [u8]> {
+        Some(b"data: [DONE]\n\n")
+    }
+
     fn stream_encoder_for(&self, _framing: Framing, request: &[u8]) -> Box<dyn StreamEncoder> {
         // Like OpenAI, send the trailing usage chunk (`choices: []`) only to a
         // caller that asked for it: clients that read `choices[0]` of every

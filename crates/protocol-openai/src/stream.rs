@@ -294,6 +294,10 @@ impl SseHandler for Chunks {
         }
         Ok(())
     }
+
+    fn answered(&self) -> bool {
+        self.finished && !self.ended
+    }
 }
 
 #[derive(Serialize)]

@@ -177,6 +177,9 @@ where
     let mut body = body;
     let mut first: Option<Bytes> = None;
     let mut rest: Vec<u8> = Vec::new();
+    // A body that says its length (`content-length`) is gathered into one
+    // buffer of that size: no regrowth copies a large reply again.
+    let expected = body.size_hint().exact().and_then(|n| usize::try_from(n).ok()).filter(|&n| n <= limit);
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|err| CollectError::Read(err.to_string()))?;
         let Ok(data) = frame.into_data() else {
@@ -191,6 +194,7 @@ where
             None => first = Some(data),
             Some(head) => {
                 if rest.is_empty() {
+                    rest.reserve_exact(expected.unwrap_or(0).max(head.len() + data.len()));
                     rest.extend_from_slice(head);
                 }
                 rest.extend_from_slice(&data);

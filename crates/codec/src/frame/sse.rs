@@ -160,6 +160,10 @@ pub trait SseHandler: Send {
         let _ = out;
         Ok(())
     }
+    /// See [`StreamDecoder::answered`].
+    fn answered(&self) -> bool {
+        false
+    }
 }
 
 /// The stream decoder of an SSE protocol: frames bytes into events and hands
@@ -199,6 +203,10 @@ impl<H: SseHandler> StreamDecoder for SseStream<H> {
         self.drain(out)?;
         framed?;
         self.handler.end(out)
+    }
+
+    fn answered(&self) -> bool {
+        self.handler.answered()
     }
 }
 
