@@ -123,6 +123,18 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_same_lane_retries",
+            "Tries again on the same lane after a transient failure (failover.retries), by lane and the failure.",
+            m.retries.iter().enumerate().map(|(index, value)| {
+                let cause = StatusClass::ALL[index % StatusClass::ALL.len()].as_str();
+                (
+                    vec![("lane", &*m.lanes[index / StatusClass::ALL.len()]), ("cause", cause)],
+                    value.load(Ordering::Relaxed),
+                )
+            }),
+        )?;
+        encode_counters(
+            e,
             "switchyard_breaker_trips",
             "Breakers opened, by pool, lane and what opened them.",
             m.trips.iter().enumerate().map(|(index, value)| {

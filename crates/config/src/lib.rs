@@ -321,11 +321,18 @@ pub struct Failover {
     pub max_hops: u32,
     /// Budget for all tries together.
     pub timeout: Duration,
+    /// Tries again on the same lane after a transient failure (a 5xx, a
+    /// connection lost before headers, a 429) before failing over. Off (0)
+    /// unless asked: a retry adds latency a failover would not.
+    pub retries: u32,
 }
+
+/// Most same-lane retries a pool may ask for.
+pub const MAX_RETRIES: u32 = 10;
 
 impl Default for Failover {
     fn default() -> Failover {
-        Failover { max_hops: 3, timeout: Duration::from_secs(60) }
+        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0 }
     }
 }
 
@@ -732,7 +739,17 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     &format!("{path}.failover.timeout"),
                     issues,
                 );
-                Failover { max_hops, timeout }
+                let retries = raw_failover.retries.unwrap_or(0);
+                if retries > MAX_RETRIES {
+                    issues.push(Issue::new(
+                        &format!("{path}.failover.retries"),
+                        &format!("{retries} retries on one lane would hold a caller through a long outage"),
+                        &format!(
+                            "set it to {MAX_RETRIES} or fewer; failover to another lane is the remedy beyond that"
+                        ),
+                    ));
+                }
+                Failover { max_hops, timeout, retries }
             }
         };
         let mut fallback = Vec::new();

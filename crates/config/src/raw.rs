@@ -196,6 +196,7 @@ pub struct RawBreaker {
 pub struct RawFailover {
     pub max_hops: Option<u32>,
     pub timeout: Option<String>,
+    pub retries: Option<u32>,
 }
 
 /// A pool member.

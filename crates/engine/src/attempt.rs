@@ -9,6 +9,7 @@
 //! reaches the caller.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -44,6 +45,8 @@ struct Tries {
     exhaustion: Exhaustion,
     /// Why the last try failed over, counted when the next one starts.
     moved_on: Option<StatusClass>,
+    /// The last failure's class and `Retry-After`, for a same-lane retry.
+    last_failure: Option<(StatusClass, Option<Duration>)>,
 }
 
 impl Tries {
@@ -55,6 +58,7 @@ impl Tries {
             larger_than: None,
             exhaustion: Exhaustion::default(),
             moved_on: None,
+            last_failure: None,
         }
     }
 
@@ -93,6 +97,7 @@ impl Tries {
     /// A try failed over for `class`, leaving `failure`.
     fn moved_on(&mut self, class: StatusClass, failure: Failure) {
         self.moved_on = Some(class);
+        self.last_failure = Some((class, None));
         match (&failure, class) {
             (Failure::Upstream(_), StatusClass::RateLimited) => self.exhaustion.rate_limited = Some(failure),
             _ => self.exhaustion.last = Some(failure),
@@ -152,13 +157,57 @@ pub(crate) async fn attempt(
             continue;
         };
         tries.start(gateway, candidate, plan.pool);
-        match try_one(gateway, &request, candidate, entry, translated, &mut tries, record).await {
+        match on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await {
             Tried::Answered(response) => return response,
             Tried::Next => {}
             Tried::Stop => break,
         }
     }
     exhausted(gateway, call, tries.exhaustion)
+}
+
+/// Tries `candidate`, and again after a transient failure while its pool's
+/// `failover.retries` and the failover deadline allow: after a backoff that
+/// honours the upstream's `Retry-After`, through the lane gate again (a
+/// breaker that tripped or a rest that outlasts the wait moves on).
+async fn on_lane(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    mut entry: Entry,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Tried {
+    let retries = gateway.pools[candidate.slot.pool].failover.retries;
+    let mut retry = 0;
+    loop {
+        tries.last_failure = None;
+        let tried = try_one(gateway, request, candidate, entry, translated, tries, record).await;
+        let Tried::Next = tried else { return tried };
+        let Some((class, retry_after)) = tries.last_failure else { return tried };
+        if retry >= retries || !switchyard_health::retry::retryable(class) {
+            return tried;
+        }
+        let wait = switchyard_health::retry::backoff(retry, retry_after, fastrand::f64());
+        if Instant::now() + wait >= tries.deadline {
+            return tried;
+        }
+        tracing::info!(
+            request_id = ?request.call.request_id, lane = %candidate.lane.name, class = class.as_str(),
+            wait_ms = wait.as_millis() as u64, "retrying on the same lane"
+        );
+        tokio::time::sleep(wait).await;
+        retry += 1;
+        let mut unused = Exhaustion::default();
+        entry = match lane_gate::enter(gateway, candidate, tries.deadline, &mut unused, true).await {
+            Some(entry) => entry,
+            None => return Tried::Next,
+        };
+        if let Some(metrics) = gateway.metrics() {
+            metrics.retry(candidate.lane_index, class);
+        }
+    }
 }
 
 /// One try: the request sent to `candidate` in its protocol, within the
@@ -337,7 +386,8 @@ async fn judge(
         request_id = ?call.request_id, lane = %lane.name, status = status.as_u16(), class = class.as_str(),
         message = %raw.message, "upstream error"
     );
-    health.apply(lane_effect, &format!("{} {}", status.as_u16(), class.as_str()), retry_after(&headers));
+    let waited = retry_after(&headers);
+    health.apply(lane_effect, &format!("{} {}", status.as_u16(), class.as_str()), waited);
     let failure = upstream_failure(candidate, status, headers, body, raw.to_error_info());
     let settles_trial = lane_effect != LaneEffect::None;
     let tried = match request_effect {
@@ -352,6 +402,9 @@ async fn judge(
             Tried::Next
         }
     };
+    if let Some((_, after)) = tries.last_failure.as_mut() {
+        *after = waited;
+    }
     Judged { tried, settles_trial }
 }
 

@@ -63,8 +63,20 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
     let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
     let model = value["model"].as_str().unwrap_or_default().to_owned();
     let stream = value["stream"].as_bool().unwrap_or(false);
-    *faults.hits.lock().unwrap().entry(model.clone()).or_default() += 1;
+    let hit = {
+        let mut hits = faults.hits.lock().unwrap();
+        let hit = hits.entry(model.clone()).or_default();
+        *hit += 1;
+        *hit
+    };
     match model.as_str() {
+        // Odd hits fail, even ones serve: a transient fault a retry cures.
+        "every_other" if hit % 2 == 1 => openai_error(StatusCode::INTERNAL_SERVER_ERROR, "blip", "server_error"),
+        "limited_once" if hit % 2 == 1 => {
+            let mut response = openai_error(StatusCode::TOO_MANY_REQUESTS, "slow down", "rate_limit_exceeded");
+            response.headers_mut().insert("retry-after", "1".parse().unwrap());
+            response
+        }
         "fail500" => openai_error(StatusCode::INTERNAL_SERVER_ERROR, "boom", "server_error"),
         "limited" => {
             let mut response = openai_error(StatusCode::TOO_MANY_REQUESTS, "slow down", "rate_limit_exceeded");
@@ -191,6 +203,8 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "hangbody",
         "nodone",
         "nodone_close",
+        "every_other",
+        "limited_once",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -455,6 +469,43 @@ async fn a_complete_stream_without_its_terminator_is_finished_not_failed() {
     for (pool, lane) in [("held", "nodone"), ("closed", "nodone_close")] {
         assert_eq!(lane_stats(&stats, pool, lane)["upstream_failures"], 0, "{lane}");
     }
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_on_the_same_lane_when_asked() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  retried: { failover: { retries: 2 }, members: [{ model: every_other }] }\n\
+                 \x20 rested: { failover: { retries: 1 }, members: [{ model: limited_once }] }\n\
+                 \x20 silent: { failover: { retries: 2, timeout: 5s }, members: [{ model: hang }] }\n\
+                 \x20 bad: { failover: { retries: 2 }, members: [{ model: context }] }\n\
+                 \x20 plain: { members: [{ model: fail500 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    // A 500, then the same lane serves: the caller never sees the blip.
+    for round in 1..=3 {
+        let reply = chat(addr, "retried", "hi").await;
+        assert_eq!(reply.status, 200, "round {round}");
+        assert_eq!(faults.hits("every_other"), 2 * round);
+    }
+    // A 429 whose Retry-After is honoured before the retry.
+    let started = std::time::Instant::now();
+    let reply = chat(addr, "rested", "hi").await;
+    assert_eq!(reply.status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(950), "waited {:?}", started.elapsed());
+    assert_eq!(faults.hits("limited_once"), 2);
+    // A silent lane is never retried in place, nor a fault of the request.
+    assert_eq!(chat(addr, "silent", "hi").await.status, 504);
+    assert_eq!(faults.hits("hang"), 1);
+    assert_eq!(chat(addr, "bad", "hi").await.status, 400);
+    assert_eq!(faults.hits("context"), 1);
+    // Without `retries`, nothing changes: one try.
+    assert_eq!(chat(addr, "plain", "hi").await.status, 500);
+    assert_eq!(faults.hits("fail500"), 1);
+    let reply = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    let metrics = String::from_utf8_lossy(&reply.body);
+    assert!(
+        metrics.contains("switchyard_same_lane_retries_total{lane=\"every_other\",cause=\"server_error\"} 3"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

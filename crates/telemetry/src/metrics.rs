@@ -143,6 +143,8 @@ pub struct Metrics {
     pub ttfb: Box<[Histogram]>,
     pub attempts: Box<[AtomicU64]>,
     pub failovers: Box<[AtomicU64]>,
+    /// Same-lane retries, by lane and the failure retried.
+    pub retries: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
     pub translations: Box<[AtomicU64]>,
@@ -173,6 +175,7 @@ impl Metrics {
             ttfb: histograms(pool_labels.len() * INGRESSES),
             attempts: zeros(lanes.len() * OUTCOMES),
             failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
+            retries: zeros(lanes.len() * StatusClass::ALL.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -218,6 +221,11 @@ impl Metrics {
     pub fn failover(&self, place: Place, cause: StatusClass) {
         let cause = cause.index();
         add(&self.failovers, place.pool * StatusClass::ALL.len() + cause, 1);
+    }
+
+    /// A request tried `lane` again after a transient failure of `cause`.
+    pub fn retry(&self, lane: usize, cause: StatusClass) {
+        add(&self.retries, lane * StatusClass::ALL.len() + cause.index(), 1);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).
