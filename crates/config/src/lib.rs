@@ -743,10 +743,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 if retries > MAX_RETRIES {
                     issues.push(Issue::new(
                         &format!("{path}.failover.retries"),
-                        &format!("{retries} retries on one lane would hold a caller through a long outage"),
-                        &format!(
-                            "set it to {MAX_RETRIES} or fewer; failover to another lane is the remedy beyond that"
-                        ),
+                        format!("{retries} retries on one lane would hold a caller through a long outage"),
+                        format!("set it to {MAX_RETRIES} or fewer; failover to another lane is the remedy beyond that"),
                     ));
                 }
                 Failover { max_hops, timeout, retries }
