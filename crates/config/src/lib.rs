@@ -162,6 +162,10 @@ pub struct Timeouts {
     pub stream_idle: Duration,
     /// The whole exchange, body included.
     pub request: Duration,
+    /// From sending a streamed request to its first content (text,
+    /// thinking or a tool call); a lane that misses it is left for the next
+    /// candidate. Overrides the pool's `failover.first_token`.
+    pub first_token: Option<Duration>,
 }
 
 impl Default for Timeouts {
@@ -171,6 +175,7 @@ impl Default for Timeouts {
             response_headers: Duration::from_secs(120),
             stream_idle: Duration::from_secs(60),
             request: Duration::from_secs(600),
+            first_token: None,
         }
     }
 }
@@ -325,6 +330,10 @@ pub struct Failover {
     /// connection lost before headers, a 429) before failing over. Off (0)
     /// unless asked: a retry adds latency a failover would not.
     pub retries: u32,
+    /// Longest wait from sending a streamed request to its first content
+    /// before the next candidate takes over (unset: only `stream_idle`
+    /// and the failover deadline bound it).
+    pub first_token: Option<Duration>,
 }
 
 /// Most same-lane retries a pool may ask for.
@@ -332,7 +341,7 @@ pub const MAX_RETRIES: u32 = 10;
 
 impl Default for Failover {
     fn default() -> Failover {
-        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0 }
+        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0, first_token: None }
     }
 }
 
@@ -747,7 +756,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                         format!("set it to {MAX_RETRIES} or fewer; failover to another lane is the remedy beyond that"),
                     ));
                 }
-                Failover { max_hops, timeout, retries }
+                let first_token = raw_failover
+                    .first_token
+                    .as_deref()
+                    .map(|text| duration_or(Some(text), timeout, &format!("{path}.failover.first_token"), issues));
+                Failover { max_hops, timeout, retries, first_token }
             }
         };
         let mut fallback = Vec::new();
@@ -973,6 +986,10 @@ fn validate_provider(
             issues,
         ),
         request: duration_or(t.request.as_deref(), defaults.request, &format!("{path}.timeouts.request"), issues),
+        first_token: t
+            .first_token
+            .as_deref()
+            .map(|text| duration_or(Some(text), defaults.request, &format!("{path}.timeouts.first_token"), issues)),
     };
     let mut error_map = Vec::new();
     for (code, class) in &provider.error_map {

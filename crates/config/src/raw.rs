@@ -113,6 +113,7 @@ pub struct RawTimeouts {
     pub response_headers: Option<String>,
     pub stream_idle: Option<String>,
     pub request: Option<String>,
+    pub first_token: Option<String>,
 }
 
 /// A lane: a provider plus the upstream's wire model.
@@ -197,6 +198,7 @@ pub struct RawFailover {
     pub max_hops: Option<u32>,
     pub timeout: Option<String>,
     pub retries: Option<u32>,
+    pub first_token: Option<String>,
 }
 
 /// A pool member.

@@ -30,7 +30,7 @@ use crate::plan::Plan;
 use crate::render::{error_response, ResponseBody, X_SWITCHYARD_ROUTE_POLICY, X_SWITCHYARD_ROUTE_TARGET};
 use crate::send::{collect, prepare, send, Sent};
 use crate::settle::Record;
-use crate::{plan, reply, translation};
+use crate::{first_token, plan, reply, translation};
 
 /// What the tries so far add up to: the failover bounds spent, and why the
 /// last one moved on.
@@ -47,6 +47,9 @@ struct Tries {
     moved_on: Option<StatusClass>,
     /// The last failure's class and `Retry-After`, for a same-lane retry.
     last_failure: Option<(StatusClass, Option<Duration>)>,
+    /// Candidates remain after the one trying now (a stream's frames
+    /// before content are held only while one could take over).
+    others_left: bool,
 }
 
 impl Tries {
@@ -59,6 +62,7 @@ impl Tries {
             exhaustion: Exhaustion::default(),
             moved_on: None,
             last_failure: None,
+            others_left: false,
         }
     }
 
@@ -157,6 +161,7 @@ pub(crate) async fn attempt(
             continue;
         };
         tries.start(gateway, candidate, plan.pool);
+        tries.others_left = others_left;
         match on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await {
             Tried::Answered(response) => return response,
             Tried::Next => {}
@@ -261,11 +266,30 @@ async fn try_one(
             tries.moved_on(class, Failure::Transport(err));
             Tried::Next
         }
-        Ok(Ok(Sent { head: upstream, more })) if upstream.status.is_success() => {
+        Ok(Ok(Sent { head: mut upstream, more })) if upstream.status.is_success() => {
+            let mut held = Vec::new();
+            if let Some(bounds) = hold_bounds(gateway, call, candidate, tries, sent) {
+                match first_token::hold(gateway.codec(lane.protocol), &mut upstream.body, &bounds).await {
+                    first_token::Held::Released(chunks) => held = chunks,
+                    first_token::Held::Failed { class, message } => {
+                        tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
+                        health.apply(effects(class, false).0, &message, None);
+                        trial.settle();
+                        if let Some(metrics) = gateway.metrics() {
+                            metrics.attempt(candidate.lane_index, Some(class));
+                        }
+                        if let Some(record) = record.as_mut() {
+                            record.last_attempt_failed("before_content");
+                        }
+                        tries.moved_on(class, Failure::BeforeContent(class, message));
+                        return Tried::Next;
+                    }
+                }
+            }
             health.success();
             trial.settle();
             let guards = (permit, in_flight);
-            let answer = reply::Answer { upstream, more };
+            let answer = reply::Answer { upstream, more, held };
             let response = answered(gateway, request, candidate, answer, sent, guards, health, record).await;
             Tried::Answered(with_translation(response, dropped_header))
         }
@@ -277,6 +301,32 @@ async fn try_one(
             judged.tried
         }
     }
+}
+
+/// When a stream's frames before its first content are held: while
+/// another candidate could still take over, or under a first-token
+/// deadline (the lane's `timeouts.first_token`, else the pool's
+/// `failover.first_token`), counted from when the request was sent.
+fn hold_bounds(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    tries: &Tries,
+    sent: Instant,
+) -> Option<first_token::Bounds> {
+    if !call.stream {
+        return None;
+    }
+    let lane = candidate.lane;
+    let first_token = lane.timeouts.first_token.or(gateway.pools[candidate.slot.pool].failover.first_token);
+    if first_token.is_none() && !tries.others_left {
+        return None;
+    }
+    Some(first_token::Bounds {
+        until: first_token.map(|limit| sent + limit),
+        first_token,
+        idle: lane.timeouts.stream_idle,
+    })
 }
 
 /// Notes a finished attempt on the record (the lane that answered or last

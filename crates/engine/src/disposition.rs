@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use switchyard_health::StatusClass;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 use switchyard_state::call::Call;
 use switchyard_state::Gateway;
@@ -21,6 +22,9 @@ pub(crate) enum Failure {
     Transport(TransportError),
     /// The upstream answered with an error.
     Upstream(Box<UpstreamFailure>),
+    /// A stream's 2xx head came, then no content: it failed, ended or
+    /// missed its first-token deadline (`class` says which).
+    BeforeContent(StatusClass, String),
 }
 
 /// An upstream's error answer, kept to relay if nothing better comes.
@@ -42,6 +46,15 @@ pub(crate) fn failure_response(gateway: &Gateway, call: &Call, failure: Failure)
                 TransportError::Connect(_) | TransportError::Io(_) => (ErrorKind::Unavailable, 502),
             };
             error_response(gateway, call, &ErrorInfo::new(kind, err.to_string()).with_status(status))
+        }
+        Failure::BeforeContent(class, message) => {
+            let (kind, status) = match class {
+                StatusClass::Timeout => (ErrorKind::Timeout, 504),
+                StatusClass::RateLimited => (ErrorKind::RateLimit, 429),
+                StatusClass::Overloaded => (ErrorKind::Overloaded, 503),
+                _ => (ErrorKind::Unavailable, 502),
+            };
+            error_response(gateway, call, &ErrorInfo::new(kind, message).with_status(status))
         }
         Failure::Upstream(failure) => {
             let UpstreamFailure { lane_protocol, status, headers, body, info, lane_header, provider_header } = *failure;

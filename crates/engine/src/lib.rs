@@ -32,6 +32,7 @@ mod count;
 pub mod disposition;
 mod embed;
 pub mod exhausted;
+pub mod first_token;
 mod identity;
 pub mod lane_gate;
 pub mod lane_health;

@@ -109,6 +109,9 @@ impl Out {
 pub(crate) struct StreamRelay {
     pub(crate) gateway: Arc<Gateway>,
     pub(crate) upstream: UpstreamBody,
+    /// Chunks read before the first content (the pre-content hold), sent
+    /// before anything else.
+    pub(crate) held: Vec<Bytes>,
     pub(crate) decoder: Box<dyn StreamDecoder>,
     pub(crate) encoder: Option<Box<dyn StreamEncoder>>,
     /// Takes out of a passthrough what was only asked for metering.
@@ -140,6 +143,19 @@ impl StreamRelay {
         loop {
             if self.done {
                 return None;
+            }
+            if !self.held.is_empty() {
+                let mut out = Out::default();
+                for data in std::mem::take(&mut self.held) {
+                    if let Err(message) = self.absorb(data, &mut out) {
+                        return Some(self.fail(message));
+                    }
+                }
+                self.first_sent = true;
+                match out.into_bytes() {
+                    Some(bytes) => return Some(bytes),
+                    None => continue,
+                }
             }
             let first = match self.pending.take() {
                 Some(Pending::End) => return self.end(),

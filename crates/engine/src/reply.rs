@@ -37,6 +37,9 @@ pub(crate) type Guards = (Option<OwnedSemaphorePermit>, InFlight);
 pub(crate) struct Answer {
     pub(crate) upstream: UpstreamResponse,
     pub(crate) more: Vec<(http::HeaderMap, Bytes)>,
+    /// A stream's first chunks, read before its first content
+    /// (`first_token`): the relay sends them first.
+    pub(crate) held: Vec<Bytes>,
 }
 
 /// A successful try's answer: the head, then the whole reply or the stream.
@@ -51,7 +54,7 @@ pub(crate) async fn success(
     started: Instant,
     record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
-    let Answer { upstream, more } = answer;
+    let Answer { upstream, more, held } = answer;
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
@@ -76,7 +79,7 @@ pub(crate) async fn success(
         {
             headers.insert(SERVER_TIMING, timing);
         }
-        stream(gateway, call, candidate, upstream, same, guards, health, started, record)
+        stream(gateway, call, candidate, (upstream, held), same, guards, health, started, record)
     } else if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         match operation(gateway, call, candidate, upstream, more, started, record).await {
             Ok(whole) => {
@@ -193,7 +196,7 @@ fn stream(
     gateway: &Arc<Gateway>,
     call: &Call,
     candidate: &Candidate<'_>,
-    upstream: UpstreamResponse,
+    (upstream, held): (UpstreamResponse, Vec<Bytes>),
     same: bool,
     guards: Guards,
     health: Health,
@@ -205,6 +208,7 @@ fn stream(
     let relay = StreamRelay {
         gateway: gateway.clone(),
         upstream: upstream.body,
+        held,
         decoder: if same {
             Box::new(UsageTap::new(codec.stream_decoder(), call.framing))
         } else {

@@ -195,6 +195,14 @@ impl Record {
         }
     }
 
+    /// The last attempt, noted as answered, failed after all (`failure`):
+    /// a stream's 2xx head whose content never came.
+    pub fn last_attempt_failed(&mut self, failure: &'static str) {
+        if let Some(note) = self.last_attempt.as_mut() {
+            note.failure = Some(failure);
+        }
+    }
+
     /// Every attempt, for the ledger, when there was more than one.
     fn attempts(&self) -> Vec<switchyard_store::Attempt> {
         if self.earlier_attempts.is_empty() {

@@ -153,6 +153,35 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
             response
         }
+        "stall_first" | "cut_first" | "error_first" => {
+            // The role chunk comes at once; then no content: a stall, a
+            // reset, or the vendor's in-stream error.
+            let role = Bytes::from_static(b"data: {\"id\":\"abandoned\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n");
+            let kind = model.clone();
+            let chunks = futures_util::stream::unfold(0, move |step| {
+                let (role, kind) = (role.clone(), kind.clone());
+                async move {
+                    match step {
+                        0 => Some((Ok(role), 1)),
+                        1 => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            match kind.as_str() {
+                                "stall_first" => {
+                                    futures_util::future::pending::<()>().await;
+                                    None
+                                }
+                                "cut_first" => Some((Err(std::io::Error::other("connection reset")), 2)),
+                                _ => Some((Ok(Bytes::from_static(b"data: {\"error\":{\"message\":\"overloaded\",\"type\":\"server_error\",\"param\":null,\"code\":null}}\n\n")), 2)),
+                            }
+                        }
+                        _ => None,
+                    }
+                }
+            });
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
         "nodone" | "nodone_close" => {
             // A Python-served backend: spaced JSON, a complete answer and its
             // usage, then no `[DONE]`; `nodone` also holds the connection open.
@@ -205,6 +234,9 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "nodone_close",
         "every_other",
         "limited_once",
+        "stall_first",
+        "cut_first",
+        "error_first",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -506,6 +538,45 @@ async fn transient_failures_are_retried_on_the_same_lane_when_asked() {
         metrics.contains("switchyard_same_lane_retries_total{lane=\"every_other\",cause=\"server_error\"} 3"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn a_stream_that_fails_before_content_moves_on_unseen() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  deadline: { failover: { first_token: 400ms }, members: [{ model: stall_first, weight: 100 }, { model: healthy }] }\n\
+                 \x20 reset: { members: [{ model: cut_first, weight: 100 }, { model: healthy }] }\n\
+                 \x20 error: { members: [{ model: error_first, weight: 100 }, { model: healthy }] }\n\
+                 \x20 alone: { failover: { first_token: 300ms }, members: [{ model: stall_first }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    for ingress in [Protocol::OpenAi, Protocol::Anthropic] {
+        for pool in ["deadline", "reset", "error"] {
+            let started = std::time::Instant::now();
+            let path = ingress_path(ingress, pool, true);
+            let reply = post(addr, &path, &[], chat_body(ingress, pool, "hello there", true)).await;
+            assert_eq!(reply.status, 200, "{pool} {ingress}");
+            assert_eq!(reply.headers["x-switchyard-lane"], "healthy", "{pool} {ingress}");
+            let text = String::from_utf8_lossy(&reply.body);
+            assert!(text.contains("hello") && text.contains("there"), "{pool} {ingress}: {text}");
+            assert!(!text.contains("error"), "{pool} {ingress}: {text}");
+            // The abandoned lane's role chunk never reached the caller.
+            assert!(!text.contains("abandoned"), "{pool} {ingress}: {text}");
+            assert!(started.elapsed() < Duration::from_secs(3), "{pool} {ingress}: {:?}", started.elapsed());
+        }
+    }
+    // With no other candidate the deadline still holds: the caller's own 504.
+    let started = std::time::Instant::now();
+    let reply = post(addr, "/v1/messages", &[], chat_body(Protocol::Anthropic, "alone", "hi", true)).await;
+    assert_eq!(reply.status, 504, "{}", String::from_utf8_lossy(&reply.body));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("first token"), "{body}");
+    // Each abandoned stream counted against its lane.
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "deadline", "stall_first")["upstream_failures"], 2);
+    assert_eq!(lane_stats(&stats, "reset", "cut_first")["upstream_failures"], 2);
+    assert_eq!(lane_stats(&stats, "error", "error_first")["upstream_failures"], 2);
+    assert_eq!(faults.hits("stall_first"), 3);
 }
 
 #[tokio::test]
