@@ -96,6 +96,11 @@ def body_cohere_embed(model):
 OPENAI_MODEL = "gpt-4o-mini"  # lane name == wire model: byte passthrough
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
+HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a first-token deadline
+HELD_POOL_CONF = """  {pool}:
+    failover: {{ first_token: 15s }}
+    members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
+"""
 
 
 # The setups that govern: their requests carry a virtual key.
@@ -187,6 +192,11 @@ CASES = [
     ("9-embed16-passthrough", "9. embeddings, 16 inputs, OpenAI → openai embed lane (passthrough)", "openai-embed", EMBED_MODEL, "embed16-openai"),
     ("9-embed16-cohere-to-openai", "9. embeddings, 16 inputs, Cohere → openai embed lane (translated)", "cohere-embed", EMBED_MODEL, "embed16-openai"),
     ("9-governed-embed16", "9. case 9 passthrough governed", "openai-embed", EMBED_MODEL, "embed16-openai"),
+    # The pre-content hold and first-token deadline on streams that do not
+    # fail: a one-lane pool (nothing held) against a two-lane pool with
+    # first_token: 15s (frames held until the first content), same upstream.
+    ("10-stream64-one-lane-pool", "10. stream 64 via a one-lane pool (no hold)", "openai", POOL_ALIAS, "stream64-openai"),
+    ("10-stream64-held", "10. stream 64 via a two-lane pool with first_token (held until content)", "openai", HELD_POOL, "stream64-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -204,6 +214,7 @@ VARIANTS = {
     "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
     "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
+    "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
 }
 
 # What the console asks for while a page is open (the overview redraws every
@@ -623,7 +634,7 @@ models:
 pools:
   {pool}:
     members: [{{ model: {openai_model} }}]
-{telemetry}
+{held_pool}{telemetry}
 """
 
 # The governed cases add keys, a group budget and limits, and the SQLite ledger.
@@ -665,10 +676,16 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
     if embed is None:
         embed = setup != "before"
     embed_lane = "  %s: { provider: up-openai, operation: embed }\n" % EMBED_MODEL if embed else ""
+    # A second lane to the same upstream, so a stream has a fallback and is
+    # held until its first content (with a first-token deadline).
+    if embed:
+        embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
+    held_pool = (HELD_POOL_CONF.format(pool=HELD_POOL, openai_model=OPENAI_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,
         openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,
+        held_pool=held_pool,
     )
     if setup == "governed":
         text += GOVERNED_EXTRA.format(
@@ -1135,6 +1152,10 @@ def derive(results):
         of = variant["of"]
         if of and cid in cases and of in cases:
             goal("%s CPU/req ÷ %s" % (cid, of), ratio(cpu(cid), cpu(of)), variant["goal"])
+            if variant.get("ttfb_goal") and "ttfb" in cases[cid]["gateway"] and "ttfb" in cases[of]["gateway"]:
+                goal("%s TTFB p50 ÷ %s" % (cid, of), ratio(cases[cid]["gateway"]["ttfb"]["first_frame_us"]["p50"],
+                                                          cases[of]["gateway"]["ttfb"]["first_frame_us"]["p50"]),
+                     variant["ttfb_goal"])
     on, off = METRICS_ON_OFF
     if on in cases and off in cases:
         goal("metrics on (%s) CPU/req ÷ off (%s)" % (on, off), ratio(cpu(on), cpu(off)), "≤ 1.05")

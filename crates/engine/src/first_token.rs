@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use switchyard_codec::Codec;
+use switchyard_codec::{Codec, Framing, StreamDecoder};
 use switchyard_health::StatusClass;
 use switchyard_ir::{BlockStart, ErrorKind, StreamEvent};
 use switchyard_transport::UpstreamBody;
@@ -53,6 +53,7 @@ pub(crate) struct Bounds {
 /// Reads `body` until its first content, holding what came before.
 pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bounds) -> Held {
     let mut decoder = codec.stream_decoder();
+    let sse = codec.default_framing() == Framing::Sse;
     let mut events = Vec::new();
     let mut held = Vec::new();
     let mut size = 0;
@@ -70,7 +71,12 @@ pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bo
             Ok(None) => {
                 // An answer that ends without content (an empty reply) is
                 // still an answer; a stream that just stops is not.
+                events.clear();
                 let _ = decoder.finish(&mut events);
+                if let Some(StreamEvent::Error(info)) = events.iter().find(|e| matches!(e, StreamEvent::Error(_))) {
+                    let message = format!("upstream stream error before its first token: {}", info.message);
+                    return Held::Failed { class: StatusClass::ServerError, message };
+                }
                 if events.iter().any(|e| matches!(e, StreamEvent::MessageStop)) || decoder.answered() {
                     return Held::Released(held);
                 }
@@ -87,16 +93,48 @@ pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bo
         if data.is_empty() {
             continue;
         }
-        events.clear();
-        let decoded = decoder.feed(&data, &mut events);
         size += data.len();
+        let verdict = decode_until_content(&mut *decoder, &data, sse, &mut events);
         held.push(data);
-        // A frame the decoder cannot read is the relay's to judge, as it
-        // would have been without the hold.
-        if decoded.is_err() || size > MAX_HELD {
-            return Held::Released(held);
+        match verdict {
+            Some(Verdict::Content) => return Held::Released(held),
+            Some(Verdict::Error(class, message)) => return Held::Failed { class, message },
+            None if size > MAX_HELD => return Held::Released(held),
+            None => {}
         }
-        for event in &events {
+    }
+}
+
+/// What the events of the hold so far say.
+enum Verdict {
+    /// Content arrived (or the frame could not be read: the relay's to
+    /// judge, as it would have been without the hold).
+    Content,
+    /// The upstream's own error, before content.
+    Error(StatusClass, String),
+}
+
+/// Feeds `data` to the decoder, one SSE event at a time when `sse`, and
+/// stops at the first content: the hold decodes the stream's head, never
+/// the rest of a chunk that already carries the answer.
+fn decode_until_content(
+    decoder: &mut dyn StreamDecoder,
+    data: &[u8],
+    sse: bool,
+    events: &mut Vec<StreamEvent>,
+) -> Option<Verdict> {
+    let ends = sse.then(|| memchr::memmem::find_iter(data, b"\n\n").map(|at| at + 2)).into_iter().flatten();
+    let mut start = 0;
+    for end in ends.chain(std::iter::once(data.len())) {
+        if end <= start {
+            continue;
+        }
+        events.clear();
+        if decoder.feed(&data[start..end], events).is_err() {
+            return Some(Verdict::Content);
+        }
+        start = end;
+        for event in events.iter() {
             match event {
                 StreamEvent::Error(info) => {
                     let class = match info.kind {
@@ -105,13 +143,14 @@ pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bo
                         _ => StatusClass::ServerError,
                     };
                     let message = format!("upstream stream error before its first token: {}", info.message);
-                    return Held::Failed { class, message };
+                    return Some(Verdict::Error(class, message));
                 }
-                event if is_content(event) => return Held::Released(held),
+                event if is_content(event) => return Some(Verdict::Content),
                 _ => {}
             }
         }
     }
+    None
 }
 
 /// Whether `event` is the first thing a caller reads as the answer: a
