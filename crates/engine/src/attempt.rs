@@ -373,7 +373,10 @@ async fn answered(
         metrics.attempt(candidate.lane_index, None);
     }
     lane.record_latency(sent.elapsed());
-    lane.record_headroom(&answer.upstream.headers);
+    if let Some(rest) = lane.record_quota(&answer.upstream.headers, std::time::SystemTime::now()) {
+        // Spent (or asked to pause) on a success: rest before it ever 429s.
+        health.apply(LaneEffect::Rest, "upstream rate limit spent", Some(rest));
+    }
     if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
         plan::pin(gateway, plan.pool, session, slot.member);
     }

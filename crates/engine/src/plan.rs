@@ -84,6 +84,14 @@ pub async fn plan(
         learn_session(gateway, fleet, state, call, at).await;
     }
     let session = affinity(state, call, &mut order, &mut policy, at);
+    // A lane whose upstream said it has next to nothing left goes after
+    // every other, affinity or not: better another lane than its 429.
+    if order.iter().any(|&m| gateway.lanes[state.members[m]].nearly_spent()) {
+        let (spent, rest): (Vec<usize>, Vec<usize>) =
+            order.iter().partition(|&&m| gateway.lanes[state.members[m]].nearly_spent());
+        order = rest;
+        order.extend(spent);
+    }
     if let Some(name) = &policy {
         count(state, name, |c| c.selections += 1);
     }

@@ -182,6 +182,17 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
             response
         }
+        "spent" | "low" => {
+            // A success whose rate-limit headers say the lane is spent (its
+            // reset in a second) or nearly so.
+            let mut response = healthy_reply(&body, stream);
+            let headers = response.headers_mut();
+            headers.insert("x-ratelimit-limit-requests", "100".parse().unwrap());
+            let remaining = if model == "spent" { "0" } else { "2" };
+            headers.insert("x-ratelimit-remaining-requests", remaining.parse().unwrap());
+            headers.insert("x-ratelimit-reset-requests", "1s".parse().unwrap());
+            response
+        }
         "nodone" | "nodone_close" => {
             // A Python-served backend: spaced JSON, a complete answer and its
             // usage, then no `[DONE]`; `nodone` also holds the connection open.
@@ -237,6 +248,8 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "stall_first",
         "cut_first",
         "error_first",
+        "spent",
+        "low",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -577,6 +590,31 @@ async fn a_stream_that_fails_before_content_moves_on_unseen() {
     assert_eq!(lane_stats(&stats, "reset", "cut_first")["upstream_failures"], 2);
     assert_eq!(lane_stats(&stats, "error", "error_first")["upstream_failures"], 2);
     assert_eq!(faults.hits("stall_first"), 3);
+}
+
+#[tokio::test]
+async fn a_lane_whose_upstream_says_it_is_spent_rests_before_it_ever_429s() {
+    let (upstream, faults) = fault_upstream().await;
+    let pools = "  steer: { members: [{ model: spent, weight: 100 }, { model: healthy }] }\n\
+                 \x20 scarce: { members: [{ model: low, weight: 100 }, { model: healthy, weight: 1 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    let lane = |reply: &Reply| reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned();
+    // It served, and said it has nothing left until its reset: it rests.
+    assert_eq!(lane(&chat(addr, "steer", "one").await), "spent");
+    for _ in 0..3 {
+        let reply = chat(addr, "steer", "two").await;
+        assert_eq!((reply.status.as_u16(), lane(&reply)), (200, "healthy".to_owned()));
+    }
+    assert_eq!(faults.hits("spent"), 1, "never asked while spent");
+    // After its reset it serves again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(lane(&chat(addr, "steer", "three").await), "spent");
+    // Nearly spent (2 %): ranked after every other lane, whatever its weight.
+    assert_eq!(lane(&chat(addr, "scarce", "one").await), "low");
+    for _ in 0..3 {
+        assert_eq!(lane(&chat(addr, "scarce", "two").await), "healthy");
+    }
+    assert_eq!(faults.hits("low"), 1);
 }
 
 #[tokio::test]

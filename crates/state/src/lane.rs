@@ -75,50 +75,43 @@ pub struct Lane {
     /// The share of its upstream rate limit left, as the upstream's own
     /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
     pub upstream_headroom: AtomicU64,
-    /// Whether anything reads the headroom (a `usage` strategy or a gate).
-    pub reads_headroom: bool,
+    /// Until when (Unix ms) that share holds: its limit's reset.
+    pub headroom_until_ms: AtomicU64,
     /// What the lane serves.
     pub operation: switchyard_ir::Operation,
 }
-
-/// Rate-limit headers vendors send on every answer: (remaining, limit) pairs.
-const RATE_HEADERS: [(HeaderName, HeaderName); 4] = [
-    (HeaderName::from_static("x-ratelimit-remaining-requests"), HeaderName::from_static("x-ratelimit-limit-requests")),
-    (HeaderName::from_static("x-ratelimit-remaining-tokens"), HeaderName::from_static("x-ratelimit-limit-tokens")),
-    (
-        HeaderName::from_static("anthropic-ratelimit-requests-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-requests-limit"),
-    ),
-    (
-        HeaderName::from_static("anthropic-ratelimit-tokens-remaining"),
-        HeaderName::from_static("anthropic-ratelimit-tokens-limit"),
-    ),
-];
 
 impl Lane {
     /// The share of its upstream rate limit left, when the upstream says.
     pub fn upstream_headroom(&self) -> Option<f64> {
         let bits = self.upstream_headroom.load(Ordering::Relaxed);
-        (bits != u64::MAX).then(|| f64::from_bits(bits))
+        // Past its limit's reset, the share says nothing any more.
+        (bits != u64::MAX && crate::clock::now_ms() < self.headroom_until_ms.load(Ordering::Relaxed))
+            .then(|| f64::from_bits(bits))
     }
 
-    /// Reads the upstream's rate-limit headers (OpenAI's `x-ratelimit-*`,
-    /// Anthropic's `anthropic-ratelimit-*`): the least share left.
-    pub fn record_headroom(&self, headers: &http::HeaderMap) {
-        if !self.reads_headroom {
-            return;
+    /// Reads what the upstream's rate-limit headers say on an answer
+    /// (`switchyard_health::quota`): the least share left is kept for
+    /// routing (a lane near zero goes last; the `usage` strategy and hooks
+    /// see it), and a spent limit's reset, or a `retry-after`, comes back
+    /// for the lane to rest before it ever answers 429. An answer without
+    /// such headers costs one scan of its header names.
+    pub fn record_quota(&self, headers: &http::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+        if !headers.keys().any(|name| switchyard_health::quota::is_quota_header(name.as_str())) {
+            return None;
         }
-        let number = |name: &HeaderName| headers.get(name)?.to_str().ok()?.trim().parse::<f64>().ok();
-        let least = RATE_HEADERS
-            .iter()
-            .filter_map(|(remaining, limit)| {
-                let (remaining, limit) = (number(remaining)?, number(limit)?);
-                (limit > 0.0).then(|| (remaining / limit).clamp(0.0, 1.0))
-            })
-            .reduce(f64::min);
-        if let Some(share) = least {
+        let quota = switchyard_health::quota::read(|name| headers.get(name)?.to_str().ok(), now);
+        if let (Some(share), Some(fresh_for)) = (quota.share, quota.fresh_for) {
+            let until = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default() + fresh_for;
+            self.headroom_until_ms.store(until.as_millis() as u64, Ordering::Relaxed);
             self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
         }
+        quota.rest
+    }
+
+    /// Whether the upstream last said it has next to nothing left.
+    pub fn nearly_spent(&self) -> bool {
+        self.upstream_headroom().is_some_and(|share| share < switchyard_health::quota::NEAR_ZERO)
     }
 
     /// Weight of the newest sample in the latency average.
@@ -229,7 +222,7 @@ pub(crate) fn build_lane(
         adhoc: false,
         any_wire_model: false,
         upstream_headroom: AtomicU64::new(u64::MAX),
-        reads_headroom: false,
+        headroom_until_ms: AtomicU64::new(0),
         operation: switchyard_ir::Operation::Chat,
         // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
         price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(

@@ -272,16 +272,6 @@ impl Gateway {
                 .find(|&&lane| lanes[lane].price.is_none())
                 .map(|&lane| lanes[lane].name.clone());
         }
-        // Rate headroom is read from replies only where a strategy or a
-        // gate uses it (four header lookups per reply otherwise).
-        let every_lane = !config.global_hooks.is_empty();
-        for pool in &pools {
-            if every_lane || pool.strategy.needs().headroom || !pool.gates.is_empty() {
-                for &lane in &pool.members {
-                    lanes[lane].reads_headroom = true;
-                }
-            }
-        }
         let metrics = switchyard_telemetry::metrics::Metrics::new(
             &pools.iter().map(|p| (p.name.clone(), p.members.clone())).collect::<Vec<_>>(),
             &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
@@ -359,6 +349,7 @@ impl Gateway {
             }
             lane.latency_ewma.store(before.latency_ewma.load(Ordering::Relaxed), Ordering::Relaxed);
             lane.upstream_headroom.store(before.upstream_headroom.load(Ordering::Relaxed), Ordering::Relaxed);
+            lane.headroom_until_ms.store(before.headroom_until_ms.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         let lanes = &self.lanes;
         for pool in &mut self.pools {
