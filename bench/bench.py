@@ -97,7 +97,11 @@ OPENAI_MODEL = "gpt-4o-mini"  # lane name == wire model: byte passthrough
 ANTHROPIC_MODEL = "claude-sonnet-4-5"
 POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
 HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a first-token deadline
-HELD_POOL_CONF = """  {pool}:
+PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
+HELD_POOL_CONF = """  {prefix_pool}:
+    affinity: {{ prefix: 5m }}
+    members: [{{ model: {openai_model} }}]
+  {pool}:
     failover: {{ first_token: 15s }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
 """
@@ -197,6 +201,8 @@ CASES = [
     # first_token: 15s (frames held until the first content), same upstream.
     ("10-stream64-one-lane-pool", "10. stream 64 via a one-lane pool (no hold)", "openai", POOL_ALIAS, "stream64-openai"),
     ("10-stream64-held", "10. stream 64 via a two-lane pool with first_token (held until content)", "openai", HELD_POOL, "stream64-openai"),
+    # Prompt-cache affinity: case 2 with the prompt's head hashed and pinned.
+    ("11-prefix-affinity", "11. case 2 with prompt-cache affinity (affinity.prefix)", "openai", PREFIX_POOL, "chat-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -214,6 +220,7 @@ VARIANTS = {
     "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
     "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
+    "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
 }
 
@@ -680,7 +687,7 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
     # held until its first content (with a first-token deadline).
     if embed:
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
-    held_pool = (HELD_POOL_CONF.format(pool=HELD_POOL, openai_model=OPENAI_MODEL) if embed else "")
+    held_pool = (HELD_POOL_CONF.format(pool=HELD_POOL, prefix_pool=PREFIX_POOL, openai_model=OPENAI_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,

@@ -16,6 +16,7 @@ pub mod function;
 pub mod hide;
 pub mod json;
 pub mod media;
+pub mod prefix;
 pub mod rerank;
 pub mod scan;
 pub mod signature;
@@ -306,6 +307,18 @@ pub trait Codec: Send + Sync {
     /// `candidateCount`): each is billed its own output. Empty: one reply.
     fn choices_members(&self) -> &'static [&'static [&'static str]] {
         &[]
+    }
+
+    /// Where this protocol keeps a conversation's head (system prompt,
+    /// tools, first turn), for prompt-cache affinity; `None`: not a
+    /// conversation.
+    fn prefix_shape(&self) -> Option<prefix::PrefixShape> {
+        None
+    }
+
+    /// A conversation's head in `body`, hashed (`prefix::prefix`).
+    fn prompt_prefix(&self, body: &[u8]) -> Option<prefix::Prefix> {
+        prefix::prefix(body, &self.prefix_shape()?)
     }
 
     /// Member names whose string values carry inline media (base64 images,

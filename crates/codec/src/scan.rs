@@ -320,7 +320,7 @@ fn string_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
 }
 
 /// End (exclusive) of the value starting at `at`.
-fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
+pub(crate) fn value_end(body: &[u8], at: usize) -> Result<usize, ScanError> {
     match body.get(at) {
         Some(b'"') => string_end(body, at),
         Some(b'{' | b'[') => {

@@ -379,6 +379,11 @@ pub struct Affinity {
     pub header: Arc<str>,
     /// How long a pin lasts after its last use.
     pub ttl: Duration,
+    /// Prompt-cache affinity: requests without a session header that share
+    /// a prompt prefix (system prompt, tools, first turn) go to the lane
+    /// that served it for this long, the provider's cache lifetime (an hour
+    /// where the caller asked its provider for one). Off unless set.
+    pub prefix: Option<Duration>,
 }
 
 impl Config {
@@ -728,7 +733,10 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     &format!("{path}.affinity.ttl"),
                     issues,
                 );
-                Some(Affinity { header: Arc::from(header.to_ascii_lowercase().as_str()), ttl })
+                let prefix = raw_affinity.as_ref().and_then(|a| a.prefix.as_deref()).map(|text| {
+                    duration_or(Some(text), Duration::from_secs(300), &format!("{path}.affinity.prefix"), issues)
+                });
+                Some(Affinity { header: Arc::from(header.to_ascii_lowercase().as_str()), ttl, prefix })
             }
         };
         let failover = match &pool.failover {

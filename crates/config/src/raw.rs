@@ -216,6 +216,7 @@ pub struct RawAffinity {
     pub enabled: Option<bool>,
     pub header: Option<String>,
     pub ttl: Option<String>,
+    pub prefix: Option<String>,
 }
 
 /// An external hook reference in a `hooks:` list.

@@ -9,6 +9,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
 use switchyard_codec::scan;
@@ -33,9 +34,37 @@ pub struct Plan {
     /// When failover must stop.
     pub deadline: Instant,
     /// The session to pin to whichever lane of the primary pool serves.
-    pub session: Option<String>,
+    pub session: Option<Session>,
     /// The primary pool.
     pub pool: usize,
+}
+
+/// What a pin is keyed by: the caller's session header, or the hash of
+/// its prompt's head (prompt-cache affinity), and how long it lasts.
+#[derive(Debug, Clone)]
+pub struct Session {
+    /// The key (`prefix:` and a hash for a prompt prefix).
+    pub id: String,
+    /// How long the pin lasts after its last use.
+    pub ttl: Duration,
+}
+
+/// How long a prefix pin lasts when the caller asked its provider for a
+/// one-hour cache (Anthropic's `cache_control.ttl: 1h`).
+const LONG_CACHE: Duration = Duration::from_secs(3600);
+
+/// The session `call` belongs to in `state`'s affinity: its header, else
+/// (with `affinity.prefix`) its prompt's head. Nothing is read when the
+/// pool has no affinity, and no prefix is hashed unless asked for.
+fn session_of(gateway: &Gateway, state: &PoolState, call: &Call) -> Option<Session> {
+    let affinity = state.affinity.as_ref()?;
+    if let Some(id) = call.headers.get(&*affinity.header).and_then(|v| v.to_str().ok()) {
+        return Some(Session { id: id.to_owned(), ttl: affinity.ttl });
+    }
+    let window = affinity.prefix?;
+    let prefix = gateway.codec(call.ingress).prompt_prefix(&call.body)?;
+    let ttl = if prefix.long { window.max(LONG_CACHE) } else { window };
+    Some(Session { id: format!("prefix:{:016x}", prefix.hash), ttl })
 }
 
 /// Orders the candidates of `pool` for `call`. `translated` caches the
@@ -80,10 +109,11 @@ pub async fn plan(
         apply_decision(gateway, call, pool, &usable, decision, orderer, (&mut order, &mut policy), translated)?;
     }
 
-    if let Some(fleet) = &gateway.fleet_state {
-        learn_session(gateway, fleet, state, call, at).await;
+    let session = session_of(gateway, state, call);
+    if let (Some(fleet), Some(session)) = (&gateway.fleet_state, &session) {
+        learn_session(gateway, fleet, state, session, at).await;
     }
-    let session = affinity(state, call, &mut order, &mut policy, at);
+    affinity(state, call, session.as_ref(), &mut order, &mut policy, at);
     // A lane whose upstream said it has next to nothing left goes after
     // every other, affinity or not: better another lane than its 429.
     if order.iter().any(|&m| gateway.lanes[state.members[m]].nearly_spent()) {
@@ -162,31 +192,32 @@ fn fallback_slots(gateway: &Gateway, pool: usize, at: std::time::Instant) -> Vec
 }
 
 /// Pins `session` to `member` of `pool` after it served.
-pub fn pin(gateway: &Gateway, pool: usize, session: &str, member: usize) {
+pub fn pin(gateway: &Gateway, pool: usize, session: &Session, member: usize) {
     let state = &gateway.pools[pool];
     if state.affinity.is_none() {
         return;
     }
-    if let (Some(fleet), Some(affinity)) = (&gateway.fleet_state, &state.affinity) {
-        fleet.pin_session(&state.name, session, &gateway.lanes[state.members[member]].name, affinity.ttl);
+    if let Some(fleet) = &gateway.fleet_state {
+        fleet.pin_session(&state.name, &session.id, &gateway.lanes[state.members[member]].name, session.ttl);
     }
-    if state.sessions.pin(session, member, Instant::now().into_std()) == Pinned::Moved {
+    if state.sessions.pin_for(&session.id, member, Instant::now().into_std(), session.ttl) == Pinned::Moved {
         // The pinned lane failed and another one served: the session moves.
         state.affinity_switches.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(pool = %state.name, %session, reason = "pinned lane failed", "session moved off its pinned lane");
+        tracing::debug!(pool = %state.name, session = %session.id, reason = "pinned lane failed", "session moved off its pinned lane");
     }
 }
 
+/// Puts the lane `session` is pinned to first, when it is usable.
 fn affinity(
     state: &PoolState,
     call: &Call,
+    session: Option<&Session>,
     order: &mut Vec<usize>,
     policy: &mut Option<Arc<str>>,
     at: std::time::Instant,
-) -> Option<String> {
-    let affinity = state.affinity.as_ref()?;
-    let session = call.headers.get(&*affinity.header)?.to_str().ok()?.to_owned();
-    let pinned = state.sessions.get(&session, at);
+) {
+    let Some(session) = session else { return };
+    let pinned = state.sessions.get(&session.id, at);
     if let Some(member) = pinned {
         if let Some(position) = order.iter().position(|&m| m == member) {
             order.remove(position);
@@ -201,7 +232,6 @@ fn affinity(
             tracing::info!(request_id = ?call.request_id, pool = %state.name, reason, "session moved off its pinned lane");
         }
     }
-    Some(session)
 }
 
 /// A session this instance has not seen may have been pinned by another
@@ -210,17 +240,15 @@ async fn learn_session(
     gateway: &Gateway,
     fleet: &switchyard_fleet::shared::FleetState,
     state: &PoolState,
-    call: &Call,
+    session: &Session,
     at: std::time::Instant,
 ) {
-    let Some(affinity) = state.affinity.as_ref() else { return };
-    let Some(session) = call.headers.get(&*affinity.header).and_then(|v| v.to_str().ok()) else { return };
-    if state.sessions.get(session, at).is_some() {
+    if state.sessions.get(&session.id, at).is_some() {
         return;
     }
-    let Some(lane) = fleet.session_lane(&state.name, session).await else { return };
+    let Some(lane) = fleet.session_lane(&state.name, &session.id).await else { return };
     if let Some(member) = state.members.iter().position(|&l| *gateway.lanes[l].name == *lane) {
-        state.sessions.pin(session, member, at);
+        state.sessions.pin_for(&session.id, member, at, session.ttl);
     }
 }
 

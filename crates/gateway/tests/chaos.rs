@@ -32,6 +32,10 @@ struct Faults {
     hits: Mutex<HashMap<String, u32>>,
     /// While set, the `switch` model fails with 500s.
     switch_failing: AtomicBool,
+    /// The `cache_*` models' prompt caches: (model, first message) seen.
+    cached: Mutex<std::collections::HashSet<(String, String)>>,
+    /// Requests a `cache_*` model answered from its cache.
+    cache_hits: std::sync::atomic::AtomicU32,
 }
 
 impl Faults {
@@ -69,6 +73,13 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
         *hit += 1;
         *hit
     };
+    if model.starts_with("cache_") {
+        // A provider's prompt cache: the head it saw before is a cache read.
+        let head = value["messages"][0].to_string();
+        if !faults.cached.lock().unwrap().insert((model.clone(), head)) {
+            faults.cache_hits.fetch_add(1, Ordering::SeqCst);
+        }
+    }
     match model.as_str() {
         // Odd hits fail, even ones serve: a transient fault a retry cures.
         "every_other" if hit % 2 == 1 => openai_error(StatusCode::INTERNAL_SERVER_ERROR, "blip", "server_error"),
@@ -250,6 +261,10 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "error_first",
         "spent",
         "low",
+        "cache_a",
+        "cache_b",
+        "cache_c",
+        "cache_d",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -615,6 +630,40 @@ async fn a_lane_whose_upstream_says_it_is_spent_rests_before_it_ever_429s() {
         assert_eq!(lane(&chat(addr, "scarce", "two").await), "healthy");
     }
     assert_eq!(faults.hits("low"), 1);
+}
+
+/// 20 conversations of 4 turns each, one after another, over a 4-lane pool
+/// whose upstream models a prompt cache per lane: with prompt-cache
+/// affinity every later turn reads the cache its first turn wrote; without
+/// it, weighted round-robin sends each turn to another lane.
+#[tokio::test]
+async fn prompt_cache_affinity_sends_a_conversation_back_to_its_cache() {
+    let (upstream, faults) = fault_upstream().await;
+    let members = "members: [{ model: cache_a }, { model: cache_b }, { model: cache_c }, { model: cache_d }]";
+    let pools = format!("  sticky: {{ affinity: {{ prefix: 5m }}, {members} }}\n  spread: {{ {members} }}\n");
+    let addr = gateway(&chaos_config(upstream, &pools)).await;
+    let mut hits = Vec::new();
+    for pool in ["spread", "sticky"] {
+        let before = faults.cache_hits.load(Ordering::SeqCst);
+        for conversation in 0..20 {
+            let mut messages = vec![
+                serde_json::json!({"role": "system", "content": format!("{pool} conversation {conversation}")}),
+                serde_json::json!({"role": "user", "content": "turn 1"}),
+            ];
+            for turn in 1..=4 {
+                let body = serde_json::json!({"model": pool, "messages": messages});
+                let reply = post(addr, "/v1/chat/completions", &[], body.to_string().into_bytes()).await;
+                assert_eq!(reply.status, 200);
+                messages.push(serde_json::json!({"role": "assistant", "content": format!("answer {turn}")}));
+                messages.push(serde_json::json!({"role": "user", "content": format!("turn {}", turn + 1)}));
+            }
+        }
+        hits.push(faults.cache_hits.load(Ordering::SeqCst) - before);
+    }
+    eprintln!("cache reads of 80: without affinity {}, with {}", hits[0], hits[1]);
+    // Without affinity the four turns of a conversation meet four lanes.
+    assert!(hits[0] <= 10, "without affinity: {} cache reads of 80", hits[0]);
+    assert_eq!(hits[1], 60, "with affinity every turn after the first reads the cache");
 }
 
 #[tokio::test]

@@ -47,6 +47,10 @@ impl Codec for AnthropicCodec {
         &["max_tokens"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["system", "tools"], turns: "messages" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // An image's or a document's base64 `source.data`.
         &["data"]

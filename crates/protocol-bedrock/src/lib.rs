@@ -44,6 +44,10 @@ impl Codec for BedrockCodec {
         &["inferenceConfig"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["system", "toolConfig"], turns: "messages" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image.source.bytes and document.source.bytes (base64).
         &["bytes"]

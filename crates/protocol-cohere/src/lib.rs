@@ -49,6 +49,10 @@ impl Codec for CohereCodec {
         &["max_tokens"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["tools"], turns: "messages" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url (a data URL).
         &["url"]

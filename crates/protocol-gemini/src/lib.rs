@@ -49,6 +49,10 @@ impl Codec for GeminiCodec {
         &["generationConfig", "generation_config"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["systemInstruction", "tools"], turns: "contents" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // inlineData.data (inline_data.data in snake case).
         &["data"]

@@ -73,6 +73,10 @@ impl Codec for OpenAiCodec {
         &["max_completion_tokens", "max_tokens", "n"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["tools"], turns: "messages" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url and file.file_data (data URLs), input_audio.data.
         &["url", "file_data", "data"]

@@ -43,6 +43,10 @@ impl Codec for ResponsesCodec {
         &["max_output_tokens"]
     }
 
+    fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {
+        Some(switchyard_codec::prefix::PrefixShape { whole: &["instructions", "tools"], turns: "input" })
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // input_image.image_url and input_file.file_data (data URLs).
         &["image_url", "file_data"]

@@ -27,7 +27,8 @@ pub enum Pinned {
 
 /// One pool's session pins.
 pub struct SessionTable {
-    pins: Mutex<LruCache<Box<str>, (usize, Instant)>>,
+    /// Member, last use, and how long the pin lasts after it.
+    pins: Mutex<LruCache<Box<str>, (usize, Instant, Duration)>>,
     ttl: Duration,
 }
 
@@ -42,7 +43,7 @@ impl SessionTable {
     pub fn get(&self, session: &str, now: Instant) -> Option<usize> {
         let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         match pins.get(session) {
-            Some(&(member, used)) if now.saturating_duration_since(used) < self.ttl => Some(member),
+            Some(&(member, used, ttl)) if now.saturating_duration_since(used) < ttl => Some(member),
             Some(_) => {
                 pins.pop(session);
                 None
@@ -54,11 +55,17 @@ impl SessionTable {
     /// Pins `session` to `member` at `now` (evicting the least recently used
     /// session when full).
     pub fn pin(&self, session: &str, member: usize, now: Instant) -> Pinned {
+        self.pin_for(session, member, now, self.ttl)
+    }
+
+    /// Pins `session` to `member` at `now` for `ttl` after its last use (a
+    /// prompt-prefix pin lasts as long as the provider's cache).
+    pub fn pin_for(&self, session: &str, member: usize, now: Instant, ttl: Duration) -> Pinned {
         let mut pins = self.pins.lock().unwrap_or_else(PoisonError::into_inner);
         match pins.get_mut(session) {
             Some(pin) => {
-                let moved = pin.0 != member && now.saturating_duration_since(pin.1) < self.ttl;
-                *pin = (member, now);
+                let moved = pin.0 != member && now.saturating_duration_since(pin.1) < pin.2;
+                *pin = (member, now, ttl);
                 if moved {
                     Pinned::Moved
                 } else {
@@ -66,7 +73,7 @@ impl SessionTable {
                 }
             }
             None => {
-                pins.push(Box::from(session), (member, now));
+                pins.push(Box::from(session), (member, now, ttl));
                 Pinned::Kept
             }
         }
@@ -101,6 +108,9 @@ mod tests {
         assert_eq!(table.len(), 3);
         assert_eq!(table.get("b", t0), None, "least recently used went first");
         assert_eq!(table.get("e", t0), Some(3));
+        // A pin of its own lifetime.
+        table.pin_for("p", 0, t0, Duration::from_secs(3600));
+        assert_eq!(table.get("p", t0 + Duration::from_secs(600)), Some(0));
     }
 
     #[test]
