@@ -479,31 +479,26 @@ mod tests {
         assert!(!breaker.record_success(after));
     }
 
+    /// The cooldowns of nine trips in a row, each trial failing at once.
+    fn cooldowns(policy: BreakerPolicy) -> Vec<u64> {
+        let mut now = Instant::now();
+        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy }, now);
+        (0..9)
+            .map(|_| {
+                breaker.record_failure(now, "503", None, 0.5);
+                let retry = breaker.retry_in(now).unwrap();
+                now += retry;
+                assert_eq!(breaker.admit(now), Admission::Trial);
+                retry.as_secs()
+            })
+            .collect()
+    }
+
     #[test]
     fn cooldown_doubles_per_trip_up_to_the_cap() {
-        let t0 = Instant::now();
-        let mut breaker = Breaker::new(BreakerPolicy { consecutive_failures: 1, ..policy() }, t0);
-        let mut now = t0;
-        let mut cooldowns = Vec::new();
-        for _ in 0..9 {
-            breaker.record_failure(now, "503", None, 0.5);
-            let retry = breaker.retry_in(now).unwrap();
-            cooldowns.push(retry.as_secs());
-            now += retry;
-            assert_eq!(breaker.admit(now), Admission::Trial);
-        }
-        assert_eq!(cooldowns, vec![5, 10, 20, 20, 20, 20, 20, 20, 20]);
-        let wide = BreakerPolicy { consecutive_failures: 1, max_cooldown: Duration::from_secs(300), ..policy() };
-        let mut breaker = Breaker::new(wide, t0);
-        let mut cooldowns = Vec::new();
-        for _ in 0..9 {
-            breaker.record_failure(now, "503", None, 0.5);
-            let retry = breaker.retry_in(now).unwrap();
-            cooldowns.push(retry.as_secs());
-            now += retry;
-            assert_eq!(breaker.admit(now), Admission::Trial);
-        }
-        assert_eq!(cooldowns, vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(cooldowns(policy()), vec![5, 10, 20, 20, 20, 20, 20, 20, 20]);
+        let wide = BreakerPolicy { max_cooldown: Duration::from_secs(300), ..policy() };
+        assert_eq!(cooldowns(wide), vec![5, 10, 20, 40, 80, 160, 300, 300, 300]);
     }
 
     /// A lane down for 60 s, asked every 100 ms: whatever the jitter draws,
