@@ -227,7 +227,13 @@ async fn try_one(
     record: &mut Option<Box<Record>>,
 ) -> Tried {
     let call = request.call;
-    let prepared = match prepare(gateway, call, candidate, translated) {
+    // Chat is prepared by `send`; every other operation by its own module.
+    let prepared = if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
+        crate::operation::prepare(gateway, call, candidate)
+    } else {
+        prepare(gateway, call, candidate, translated)
+    };
+    let prepared = match prepared {
         Ok(prepared) => prepared,
         Err(info) => return Tried::Answered(error_response(gateway, call, &info)),
     };

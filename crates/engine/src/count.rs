@@ -15,7 +15,7 @@ use switchyard_state::Gateway;
 use switchyard_transport::full_body;
 
 use crate::candidate::Candidate;
-use crate::operation::Whole;
+use crate::render::Whole;
 use crate::render::{common_headers, error_response, lane_headers, ResponseBody, X_SWITCHYARD_ESTIMATED};
 use crate::send::{as_came, Prepared};
 use crate::settle::Record;

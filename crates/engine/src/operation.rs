@@ -16,13 +16,6 @@ use crate::candidate::Candidate;
 use crate::send::Prepared;
 use crate::settle::Record;
 
-/// A whole reply for the caller, and the headers it adds (a content type
-/// other than JSON, a token count a protocol carries in a header).
-pub(crate) struct Whole {
-    pub(crate) body: Bytes,
-    pub(crate) headers: HeaderMap,
-}
-
 /// The most units `call` may bill (what admission reserves for): a search
 /// unit per hundred documents to rerank; none for what bills only tokens.
 pub(crate) fn worst_units(call: &Call) -> u64 {
@@ -62,7 +55,7 @@ pub(crate) fn whole(
     more: Vec<(HeaderMap, Bytes)>,
     started: Instant,
     record: &mut Option<Box<Record>>,
-) -> Result<Whole, String> {
+) -> Result<crate::render::Whole, String> {
     if call.count_tokens {
         return crate::count::whole(gateway, call, candidate, reply.1, record);
     }

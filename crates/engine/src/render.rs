@@ -67,3 +67,10 @@ pub(crate) fn internal_error() -> Response<ResponseBody> {
     *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
     response
 }
+
+/// A whole reply for the caller, and the headers it adds (a content type
+/// other than JSON, a token count a protocol carries in a header).
+pub(crate) struct Whole {
+    pub(crate) body: Bytes,
+    pub(crate) headers: HeaderMap,
+}

@@ -157,7 +157,7 @@ async fn operation(
     more: Vec<(http::HeaderMap, Bytes)>,
     started: Instant,
     record: &mut Option<Box<Record>>,
-) -> Result<crate::operation::Whole, String> {
+) -> Result<crate::render::Whole, String> {
     let body = read_whole(candidate, upstream.body, record).await?;
     crate::operation::whole(gateway, call, candidate, (&upstream.headers, body), more, started, record)
 }

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::candidate::Candidate;
 use crate::identity::log_done;
-use crate::operation::Whole;
+use crate::render::Whole;
 use crate::render::X_SWITCHYARD_ESTIMATED;
 use crate::send::{as_came, Prepared};
 use crate::settle::Record;

@@ -70,9 +70,6 @@ pub(crate) fn prepare(
     candidate: &Candidate<'_>,
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
-    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
-        return crate::operation::prepare(gateway, call, candidate);
-    }
     let lane = candidate.lane;
     if call.passes_through_to(lane.protocol) {
         // Same protocol: the bytes go as they came, but for the model.
