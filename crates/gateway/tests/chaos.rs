@@ -143,9 +143,14 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             response.headers_mut().insert("content-type", "application/json".parse().unwrap());
             response
         }
-        "cut" => {
-            // Two frames of a real stream, then the connection breaks.
-            let first = Bytes::from_static(b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"par\"},\"finish_reason\":null}]}\n\n");
+        "cut" | "cut_tool" | "cut_thinking" => {
+            // A frame of a real stream (text, a tool call's start, or
+            // reasoning), then the connection breaks.
+            let first = Bytes::from_static(match model.as_str() {
+                "cut" => b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"par\"},\"finish_reason\":null}]}\n\n",
+                "cut_tool" => b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_par\",\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"arguments\":\"{\\\"q\\\":\"}}]},\"finish_reason\":null}]}\n\n",
+                _ => b"data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"cut\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"reasoning_content\":\"par\"},\"finish_reason\":null}]}\n\n",
+            });
             let chunks = futures_util::stream::unfold(0, move |step| {
                 let first = first.clone();
                 async move {
@@ -265,6 +270,8 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "cache_b",
         "cache_c",
         "cache_d",
+        "cut_tool",
+        "cut_thinking",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -664,6 +671,52 @@ async fn prompt_cache_affinity_sends_a_conversation_back_to_its_cache() {
     // Without affinity the four turns of a conversation meet four lanes.
     assert!(hits[0] <= 10, "without affinity: {} cache reads of 80", hits[0]);
     assert_eq!(hits[1], 60, "with affinity every turn after the first reads the cache");
+}
+
+/// The cut-or-complete contract (`docs/protocols.md`) in every dialect: a
+/// stream cut mid-text, mid-tool-call or mid-thinking ends with the
+/// caller's own in-stream error and never with a terminator, and the lane
+/// hears of each cut.
+#[tokio::test]
+async fn a_cut_stream_is_told_apart_from_a_complete_one_in_every_dialect() {
+    let (upstream, _faults) = fault_upstream().await;
+    let patient = "breaker: { consecutive_failures: 1000, min_requests: 1000 }";
+    let pools = format!(
+        "  text: {{ {patient}, members: [{{ model: cut }}] }}\n  tool: {{ {patient}, members: [{{ model: cut_tool }}] }}\n  thinking: {{ {patient}, members: [{{ model: cut_thinking }}] }}\n"
+    );
+    let addr = gateway(&chaos_config(upstream, &pools)).await;
+    // What the caller's stream shows for a cut, and what only a complete one ends with.
+    let contract = |ingress: Protocol| -> (&'static str, &'static str) {
+        match ingress {
+            Protocol::OpenAi => ("\"error\"", "[DONE]"),
+            Protocol::Responses => ("response.failed", "response.completed"),
+            Protocol::Anthropic => ("event: error", "message_stop"),
+            Protocol::Gemini => ("\"error\"", "finishReason"),
+            Protocol::Cohere => ("\"finish_reason\":\"ERROR\"", "COMPLETE"),
+            Protocol::Bedrock => ("exception", "metadata"),
+        }
+    };
+    for ingress in Protocol::ALL {
+        for pool in ["text", "tool", "thinking"] {
+            let path = ingress_path(ingress, pool, true);
+            let reply = post(addr, &path, &[], chat_body(ingress, pool, "hi", true)).await;
+            assert_eq!(reply.status, 200, "{ingress} {pool}");
+            let text = String::from_utf8_lossy(&reply.body);
+            let (cut, complete) = contract(ingress);
+            assert!(text.contains(cut), "{ingress} {pool}: the cut is told: {text}");
+            assert!(!text.contains(complete), "{ingress} {pool}: no terminator after a cut: {text}");
+            // Text streams in every dialect; a partial tool call or
+            // reasoning only where the dialect streams them (Gemini sends a
+            // tool call whole, so a cut one is never shown half-made).
+            if pool == "text" {
+                assert!(text.contains("par"), "{ingress}: what came before the cut was relayed: {text}");
+            }
+        }
+    }
+    let stats = stats(addr).await;
+    for (pool, lane) in [("text", "cut"), ("tool", "cut_tool"), ("thinking", "cut_thinking")] {
+        assert_eq!(lane_stats(&stats, pool, lane)["upstream_failures"], 6, "{lane}: one failure per dialect");
+    }
 }
 
 #[tokio::test]
