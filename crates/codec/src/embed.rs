@@ -2,15 +2,16 @@
 //! requests and replies ([`EmbedCodec`]), and the vector forms every
 //! protocol shares (JSON floats, base64 of little-endian float32s).
 //!
-//! A vector crosses protocols as the lane produced it: JSON numbers are
-//! read as `f64` and written back as the same double; base64 is decoded
-//! to the float32s it holds. Base64 the caller asks for is made by the
-//! gateway from floats when the lane sends floats, so the encoding is
-//! never lost.
+//! A vector crosses protocols as the lane produced it: a JSON array of
+//! numbers is carried as its bytes (`Vector::Json`: never parsed, written
+//! back byte for byte); base64 is decoded to the float32s it holds. Base64
+//! the caller asks for is made by the gateway from the numbers when the
+//! lane sends JSON, so the encoding is never lost.
 
 use base64::Engine;
 use http::HeaderMap;
-use switchyard_ir::{EmbedRequest, EmbedResponse, InputType};
+use serde_json::value::RawValue;
+use switchyard_ir::{EmbedRequest, EmbedResponse, InputType, Vector};
 
 use crate::{DecodeError, Encoded};
 
@@ -82,6 +83,23 @@ pub fn from_base64(text: &str) -> Result<Vec<f64>, DecodeError> {
     Ok(bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect())
 }
 
+/// A vector as a reply member holds it: a JSON array of numbers (kept as
+/// its bytes) or a base64 string of float32s.
+pub fn vector_of(raw: Box<RawValue>) -> Result<Vector, DecodeError> {
+    if raw.get().starts_with('"') {
+        let text: String = serde_json::from_str(raw.get())?;
+        return from_base64(&text).map(Vector::Floats);
+    }
+    Vector::from_json(raw)
+        .ok_or_else(|| DecodeError::Json("an embedding is neither a list of numbers nor base64".into()))
+}
+
+/// `vector` as base64 of float32s (empty when a lane's array held
+/// something other than numbers: nothing to encode).
+pub fn base64_of(vector: &Vector) -> String {
+    vector.floats().map(|floats| to_base64(&floats)).unwrap_or_default()
+}
+
 /// The input type a text is embedded as when the caller says none: a
 /// document (what a RAG system embeds most).
 pub fn input_type_or_document(input_type: Option<InputType>) -> InputType {
@@ -106,6 +124,18 @@ mod tests {
         let vector = [0.1f32, -2.5, 1e-7, 3.4e38].map(f64::from);
         assert_eq!(from_base64(&to_base64(&vector)).unwrap(), vector);
         assert!(from_base64("AAA=").is_err(), "three bytes are not a float32");
+    }
+
+    #[test]
+    fn a_json_vector_keeps_its_bytes_and_base64_is_decoded() {
+        let raw = |text: &str| RawValue::from_string(text.to_owned()).unwrap();
+        let json = vector_of(raw("[0.10000000149011612, -2.5e-3 ,1]")).unwrap();
+        assert_eq!(serde_json::to_string(&json).unwrap(), "[0.10000000149011612, -2.5e-3 ,1]");
+        assert_eq!(json, vec![0.10000000149011612, -2.5e-3, 1.0]);
+        let encoded = base64_of(&json);
+        let decoded = vector_of(raw(&format!("\"{encoded}\""))).unwrap();
+        assert_eq!(decoded, vec![f64::from(0.1f32), f64::from(-2.5e-3f32), 1.0]);
+        assert!(vector_of(raw("{}")).is_err());
     }
 
     #[test]

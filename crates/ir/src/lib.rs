@@ -30,7 +30,7 @@ pub use capabilities::Capabilities;
 pub use dropped::{DropReason, Dropped, Field};
 pub use operation::{
     Document, EmbedRequest, EmbedResponse, Encoding, InputType, Operation, Ranked, RerankRequest, RerankResponse,
-    Truncate,
+    Truncate, Vector,
 };
 pub use reasoning::{Effort, Reasoning, Thinking};
 pub use stream::{events_from_response, Accumulator, BlockStart, Delta, StreamEvent};

@@ -175,7 +175,7 @@ pub struct EmbedResponse {
     /// The model that answered.
     pub model: String,
     /// The vectors, exactly as the lane produced them, in input order.
-    pub vectors: Vec<Vec<f64>>,
+    pub vectors: Vec<Vector>,
     /// Prompt tokens the vendor counted, when it says.
     pub input_tokens: Option<u64>,
 }
@@ -191,6 +191,73 @@ impl EmbedResponse {
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),
         };
+    }
+}
+
+/// One embedding. A lane's JSON array of numbers is carried as the bytes
+/// it wrote (`Json`): a translation copies it, byte for byte, and never
+/// reads the numbers; the gateway holds numbers (`Floats`) only where it
+/// made them (base64 decoded, the vendor fake).
+#[derive(Debug, Clone)]
+pub enum Vector {
+    /// Numbers the gateway holds.
+    Floats(Vec<f64>),
+    /// A JSON array of numbers as the lane wrote it.
+    Json(Box<serde_json::value::RawValue>),
+}
+
+impl Vector {
+    /// A vector from a JSON value as a reply carries it: an array of
+    /// numbers, kept as its bytes. `None` for anything but an array.
+    pub fn from_json(raw: Box<serde_json::value::RawValue>) -> Option<Vector> {
+        raw.get().starts_with('[').then_some(Vector::Json(raw))
+    }
+
+    /// Its numbers (read from the bytes of a `Json` vector: only for base64
+    /// the caller asked for, and for comparisons).
+    pub fn floats(&self) -> Result<std::borrow::Cow<'_, [f64]>, serde_json::Error> {
+        match self {
+            Vector::Floats(floats) => Ok(std::borrow::Cow::Borrowed(floats)),
+            Vector::Json(raw) => serde_json::from_str::<Vec<f64>>(raw.get()).map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
+impl From<Vec<f64>> for Vector {
+    fn from(floats: Vec<f64>) -> Vector {
+        Vector::Floats(floats)
+    }
+}
+
+/// Two vectors are equal when their numbers are.
+impl PartialEq for Vector {
+    fn eq(&self, other: &Vector) -> bool {
+        match (self, other) {
+            (Vector::Json(a), Vector::Json(b)) if a.get() == b.get() => true,
+            _ => matches!((self.floats(), other.floats()), (Ok(a), Ok(b)) if a == b),
+        }
+    }
+}
+
+impl PartialEq<Vec<f64>> for Vector {
+    fn eq(&self, other: &Vec<f64>) -> bool {
+        self.floats().is_ok_and(|floats| *floats == **other)
+    }
+}
+
+/// Written as a JSON array of numbers: a `Json` vector's own bytes.
+impl Serialize for Vector {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Vector::Floats(floats) => floats.serialize(serializer),
+            Vector::Json(raw) => raw.serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Vector {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vector, D::Error> {
+        Vec::<f64>::deserialize(deserializer).map(Vector::Floats)
     }
 }
 

@@ -11,11 +11,12 @@
 //! (`cohere.embed-*` is Cohere's, every other model Titan's).
 
 use http::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchyard_codec::embed::{input_type_or_document, EmbedCodec};
+use switchyard_codec::embed::{input_type_or_document, vector_of, EmbedCodec};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType, Truncate};
+use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType, Truncate, Vector};
 
 /// Bedrock's embeddings.
 pub(crate) struct BedrockEmbed;
@@ -143,39 +144,73 @@ impl EmbedCodec for BedrockEmbed {
     }
 
     fn read_response(&self, body: &[u8], headers: &HeaderMap) -> Result<EmbedResponse, DecodeError> {
-        let mut value: Value = serde_json::from_slice(body)?;
-        let header_tokens = headers.get(TOKEN_COUNT).and_then(|v| v.to_str().ok()?.trim().parse().ok());
-        if let Some(embedding) = value.get_mut("embedding").map(Value::take) {
-            let tokens = value.get("inputTextTokenCount").and_then(Value::as_u64).or(header_tokens);
-            let vector: Vec<f64> = serde_json::from_value(embedding)?;
-            return Ok(EmbedResponse { model: String::new(), vectors: vec![vector], input_tokens: tokens });
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Wire {
+            embedding: Option<Box<RawValue>>,
+            input_text_token_count: Option<u64>,
+            embeddings: Option<Box<RawValue>>,
         }
-        let embeddings = value
-            .get_mut("embeddings")
-            .map(Value::take)
-            .ok_or_else(|| DecodeError::Json("the reply holds no embedding".into()))?;
-        let vectors = match embeddings {
-            Value::Object(mut by_type) => serde_json::from_value(by_type.remove("float").unwrap_or(Value::Null))?,
-            other => serde_json::from_value(other)?,
+        #[derive(Deserialize)]
+        struct ByType {
+            float: Option<Vec<Box<RawValue>>>,
+        }
+        let wire: Wire = serde_json::from_slice(body)?;
+        let header_tokens = headers.get(TOKEN_COUNT).and_then(|v| v.to_str().ok()?.trim().parse().ok());
+        if let Some(embedding) = wire.embedding {
+            let tokens = wire.input_text_token_count.or(header_tokens);
+            return Ok(EmbedResponse {
+                model: String::new(),
+                vectors: vec![vector_of(embedding)?],
+                input_tokens: tokens,
+            });
+        }
+        let embeddings = wire.embeddings.ok_or_else(|| DecodeError::Json("the reply holds no embedding".into()))?;
+        let list: Vec<Box<RawValue>> = if embeddings.get().starts_with('{') {
+            serde_json::from_str::<ByType>(embeddings.get())?.float.unwrap_or_default()
+        } else {
+            serde_json::from_str(embeddings.get())?
         };
+        let vectors = list.into_iter().map(vector_of).collect::<Result<_, _>>()?;
         Ok(EmbedResponse { model: String::new(), vectors, input_tokens: header_tokens })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
-        let body = if request.form.as_deref() == Some(COHERE) {
-            json!({
-                "id": "",
-                "embeddings": response.vectors,
-                "texts": request.inputs,
-                "response_type": "embeddings_floats",
-            })
-        } else {
-            let vector = response.vectors.first().cloned().unwrap_or_default();
-            json!({
-                "embedding": vector,
-                "embeddingsByType": {"float": vector},
-                "inputTextTokenCount": response.input_tokens.unwrap_or(0),
-            })
+        /// Cohere's body on Bedrock.
+        #[derive(Serialize)]
+        struct OutCohere<'a> {
+            id: &'static str,
+            embeddings: &'a [Vector],
+            texts: &'a [String],
+            response_type: &'static str,
+        }
+        /// Titan's body.
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct OutTitan<'a> {
+            embedding: &'a Vector,
+            embeddings_by_type: OutFloat<'a>,
+            input_text_token_count: u64,
+        }
+        #[derive(Serialize)]
+        struct OutFloat<'a> {
+            float: &'a Vector,
+        }
+        static NO_VALUES: Vector = Vector::Floats(Vec::new());
+        if request.form.as_deref() == Some(COHERE) {
+            let body = OutCohere {
+                id: "",
+                embeddings: &response.vectors,
+                texts: &request.inputs,
+                response_type: "embeddings_floats",
+            };
+            return serde_json::to_vec(&body).unwrap_or_default();
+        }
+        let vector = response.vectors.first().unwrap_or(&NO_VALUES);
+        let body = OutTitan {
+            embedding: vector,
+            embeddings_by_type: OutFloat { float: vector },
+            input_text_token_count: response.input_tokens.unwrap_or(0),
         };
         serde_json::to_vec(&body).unwrap_or_default()
     }
@@ -226,7 +261,11 @@ mod tests {
         assert_eq!((titan.inputs.len(), titan.dimensions, titan.form.as_deref()), (1, Some(256), Some(TITAN)));
         let cohere = BedrockEmbed.read_request(br#"{"texts":["a","b"],"input_type":"search_query"}"#).unwrap();
         assert_eq!((cohere.inputs.len(), cohere.input_type), (2, Some(InputType::Query)));
-        let reply = EmbedResponse { model: String::new(), vectors: vec![vec![0.5], vec![0.25]], input_tokens: Some(4) };
+        let reply = EmbedResponse {
+            model: String::new(),
+            vectors: vec![vec![0.5].into(), vec![0.25].into()],
+            input_tokens: Some(4),
+        };
         let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &cohere)).unwrap();
         assert_eq!(out["embeddings"], json!([[0.5], [0.25]]));
         let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &titan)).unwrap();

@@ -8,11 +8,14 @@
 //! make them, so a request for them reaches no other protocol.
 
 use http::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchyard_codec::embed::{from_base64, input_type_or_document, to_base64, EmbedCodec};
+use switchyard_codec::embed::{base64_of, from_base64, input_type_or_document, vector_of, EmbedCodec};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, InputType, Protocol, Truncate};
+use switchyard_ir::{
+    DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, InputType, Protocol, Truncate, Vector,
+};
 
 /// Cohere's embeddings.
 pub(crate) struct CohereEmbed;
@@ -40,7 +43,7 @@ struct WireRequest {
 
 #[derive(Deserialize)]
 struct WireResponse {
-    embeddings: Value,
+    embeddings: Box<RawValue>,
     #[serde(default)]
     meta: Option<WireMeta>,
 }
@@ -97,21 +100,47 @@ pub(crate) fn truncate_of(name: &str) -> Result<Truncate, DecodeError> {
     })
 }
 
-/// Reads Cohere's `embeddings`: by type (`{float: [...]}`) or a plain list.
-pub(crate) fn read_vectors(embeddings: Value) -> Result<Vec<Vec<f64>>, DecodeError> {
-    match embeddings {
-        Value::Array(_) => Ok(serde_json::from_value(embeddings)?),
-        Value::Object(mut by_type) => {
-            if let Some(floats) = by_type.remove("float") {
-                return Ok(serde_json::from_value(floats)?);
-            }
-            if let Some(Value::Array(encoded)) = by_type.remove("base64") {
-                return encoded.iter().map(|e| from_base64(e.as_str().unwrap_or_default())).collect();
-            }
-            Err(DecodeError::Json("the reply has no float or base64 embeddings".into()))
-        }
-        _ => Err(DecodeError::Json("`embeddings` is neither a list nor an object".into())),
+/// Reads Cohere's `embeddings`: by type (`{float: [...]}`) or a plain
+/// list; each vector's bytes are kept as the lane wrote them.
+pub(crate) fn read_vectors(embeddings: &RawValue) -> Result<Vec<Vector>, DecodeError> {
+    #[derive(Deserialize)]
+    struct ByType {
+        float: Option<Vec<Box<RawValue>>>,
+        base64: Option<Vec<String>>,
     }
+    let text = embeddings.get();
+    if text.starts_with('[') {
+        let list: Vec<Box<RawValue>> = serde_json::from_str(text)?;
+        return list.into_iter().map(vector_of).collect();
+    }
+    if !text.starts_with('{') {
+        return Err(DecodeError::Json("`embeddings` is neither a list nor an object".into()));
+    }
+    let by_type: ByType = serde_json::from_str(text)?;
+    match (by_type.float, by_type.base64) {
+        (Some(floats), _) => floats.into_iter().map(vector_of).collect(),
+        (None, Some(encoded)) => encoded.iter().map(|e| from_base64(e).map(Vector::Floats)).collect(),
+        (None, None) => Err(DecodeError::Json("the reply has no float or base64 embeddings".into())),
+    }
+}
+
+/// A reply as written for the caller: typed, so a lane's vectors are
+/// copied as their bytes.
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    id: &'static str,
+    embeddings: OutByType<'a>,
+    texts: &'a [String],
+    meta: Value,
+    response_type: &'static str,
+}
+
+#[derive(Serialize)]
+struct OutByType<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    float: Option<&'a [Vector]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base64: Option<Vec<String>>,
 }
 
 impl EmbedCodec for CohereEmbed {
@@ -172,26 +201,22 @@ impl EmbedCodec for CohereEmbed {
     fn read_response(&self, body: &[u8], _headers: &HeaderMap) -> Result<EmbedResponse, DecodeError> {
         let wire: WireResponse = serde_json::from_slice(body)?;
         let input_tokens = wire.meta.and_then(|m| m.billed_units).and_then(|u| u.input_tokens).map(|n| n as u64);
-        Ok(EmbedResponse { model: String::new(), vectors: read_vectors(wire.embeddings)?, input_tokens })
+        Ok(EmbedResponse { model: String::new(), vectors: read_vectors(&wire.embeddings)?, input_tokens })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
         let types = request.form.as_deref().unwrap_or("float");
-        let mut by_type = serde_json::Map::new();
-        if types.split(',').any(|t| t == "float") {
-            by_type.insert("float".into(), json!(response.vectors));
-        }
-        if types.split(',').any(|t| t == "base64") {
-            let encoded: Vec<String> = response.vectors.iter().map(|v| to_base64(v)).collect();
-            by_type.insert("base64".into(), json!(encoded));
-        }
-        let body = json!({
-            "id": "",
-            "embeddings": by_type,
-            "texts": request.inputs,
-            "meta": {"api_version": {"version": "2"}, "billed_units": {"input_tokens": response.input_tokens.unwrap_or(0)}},
-            "response_type": "embeddings_by_type",
-        });
+        let embeddings = OutByType {
+            float: types.split(',').any(|t| t == "float").then_some(response.vectors.as_slice()),
+            base64: types.split(',').any(|t| t == "base64").then(|| response.vectors.iter().map(base64_of).collect()),
+        };
+        let body = OutResponse {
+            id: "",
+            embeddings,
+            texts: &request.inputs,
+            meta: json!({"api_version": {"version": "2"}, "billed_units": {"input_tokens": response.input_tokens.unwrap_or(0)}}),
+            response_type: "embeddings_by_type",
+        };
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -230,7 +255,8 @@ mod tests {
     fn a_reply_reads_by_type_and_writes_each_type_asked() {
         let body = br#"{"id":"x","embeddings":{"float":[[0.5,0.25]]},"meta":{"billed_units":{"input_tokens":2}}}"#;
         let reply = CohereEmbed.read_response(body, &HeaderMap::new()).unwrap();
-        assert_eq!((reply.vectors.clone(), reply.input_tokens), (vec![vec![0.5, 0.25]], Some(2)));
+        assert_eq!(reply.vectors, vec![vec![0.5, 0.25]]);
+        assert_eq!(reply.input_tokens, Some(2));
         let request = EmbedRequest { form: Some("float,base64".into()), ..EmbedRequest::default() };
         let out: Value = serde_json::from_slice(&CohereEmbed.write_response(&reply, &request)).unwrap();
         assert_eq!(out["embeddings"]["float"], json!([[0.5, 0.25]]));

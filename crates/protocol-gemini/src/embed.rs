@@ -7,11 +7,12 @@
 //! makes base64 for callers that want it. Gemini has no truncation choice.
 
 use http::HeaderMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchyard_codec::embed::{input_type_or_document, EmbedCodec};
+use switchyard_codec::embed::{input_type_or_document, vector_of, EmbedCodec};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType};
+use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType, Vector};
 
 /// Gemini's embeddings.
 pub(crate) struct GeminiEmbed;
@@ -63,9 +64,36 @@ struct WireResponse {
 
 #[derive(Deserialize)]
 struct WireValues {
-    #[serde(default)]
-    values: Vec<f64>,
+    values: Box<RawValue>,
 }
+
+/// A reply as written for the caller: typed, so a lane's vectors are
+/// copied as their bytes.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutResponse<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedding: Option<OutValues<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embeddings: Option<Vec<OutValues<'a>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage_metadata: Option<OutUsage>,
+}
+
+#[derive(Serialize)]
+struct OutValues<'a> {
+    values: &'a Vector,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OutUsage {
+    prompt_token_count: u64,
+    total_token_count: u64,
+}
+
+/// The values of a reply that has none.
+static NO_VALUES: Vector = Vector::Floats(Vec::new());
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -156,8 +184,8 @@ impl EmbedCodec for GeminiEmbed {
     fn read_response(&self, body: &[u8], _headers: &HeaderMap) -> Result<EmbedResponse, DecodeError> {
         let wire: WireResponse = serde_json::from_slice(body)?;
         let vectors = match (wire.embeddings, wire.embedding) {
-            (Some(many), _) => many.into_iter().map(|v| v.values).collect(),
-            (None, Some(one)) => vec![one.values],
+            (Some(many), _) => many.into_iter().map(|v| vector_of(v.values)).collect::<Result<_, _>>()?,
+            (None, Some(one)) => vec![vector_of(one.values)?],
             (None, None) => return Err(DecodeError::Json("the reply holds no embedding".into())),
         };
         let input_tokens = wire.usage_metadata.and_then(|u| u.prompt_token_count);
@@ -165,15 +193,14 @@ impl EmbedCodec for GeminiEmbed {
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
-        let mut body = if request.form.as_deref() == Some(SINGLE) {
-            json!({"embedding": {"values": response.vectors.first().cloned().unwrap_or_default()}})
-        } else {
-            let embeddings: Vec<Value> = response.vectors.iter().map(|v| json!({"values": v})).collect();
-            json!({"embeddings": embeddings})
+        let single = request.form.as_deref() == Some(SINGLE);
+        let body = OutResponse {
+            embedding: single.then(|| OutValues { values: response.vectors.first().unwrap_or(&NO_VALUES) }),
+            embeddings: (!single).then(|| response.vectors.iter().map(|values| OutValues { values }).collect()),
+            usage_metadata: response
+                .input_tokens
+                .map(|tokens| OutUsage { prompt_token_count: tokens, total_token_count: tokens }),
         };
-        if let Some(tokens) = response.input_tokens {
-            body["usageMetadata"] = json!({"promptTokenCount": tokens, "totalTokenCount": tokens});
-        }
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -216,7 +243,7 @@ mod tests {
         assert_eq!((request.input_type, request.dimensions), (Some(InputType::Query), Some(4)));
         let single = GeminiEmbed.read_request(br#"{"content":{"parts":[{"text":"one"}]}}"#).unwrap();
         assert_eq!(single.form.as_deref(), Some(SINGLE));
-        let reply = EmbedResponse { model: String::new(), vectors: vec![vec![0.5]], input_tokens: None };
+        let reply = EmbedResponse { model: String::new(), vectors: vec![vec![0.5].into()], input_tokens: None };
         let out: Value = serde_json::from_slice(&GeminiEmbed.write_response(&reply, &single)).unwrap();
         assert_eq!(out, json!({"embedding": {"values": [0.5]}}));
         assert!(GeminiEmbed.read_request(br#"{"requests":[]}"#).is_err());

@@ -9,9 +9,9 @@
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::embed::{from_base64, to_base64, EmbedCodec};
+use switchyard_codec::embed::{base64_of, vector_of, EmbedCodec};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, Protocol};
+use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, Protocol, Vector};
 
 /// OpenAI's embeddings.
 pub(crate) struct OpenAiEmbed;
@@ -60,7 +60,31 @@ struct WireResponse {
 struct WireEmbedding {
     #[serde(default)]
     index: Option<usize>,
-    embedding: Value,
+    embedding: Box<serde_json::value::RawValue>,
+}
+
+/// A reply as written for the caller: typed, so a lane's vectors are
+/// copied as their bytes, never built into a tree.
+#[derive(Serialize)]
+struct OutResponse<'a> {
+    object: &'static str,
+    data: Vec<OutEmbedding<'a>>,
+    model: &'a str,
+    usage: WireUsage,
+}
+
+#[derive(Serialize)]
+struct OutEmbedding<'a> {
+    object: &'static str,
+    index: usize,
+    embedding: OutVector<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum OutVector<'a> {
+    Floats(&'a Vector),
+    Base64(String),
 }
 
 #[derive(Deserialize, Serialize)]
@@ -138,30 +162,31 @@ impl EmbedCodec for OpenAiEmbed {
         let mut wire: WireResponse = serde_json::from_slice(body)?;
         // In input order, whatever order the list came in.
         wire.data.sort_by_key(|e| e.index.unwrap_or(usize::MAX));
-        let vectors = wire.data.into_iter().map(|e| vector(e.embedding)).collect::<Result<_, _>>()?;
+        let vectors = wire.data.into_iter().map(|e| vector_of(e.embedding)).collect::<Result<_, _>>()?;
         Ok(EmbedResponse { model: wire.model, vectors, input_tokens: wire.usage.map(|u| u.prompt_tokens) })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
-        let data: Vec<Value> = response
+        let data = response
             .vectors
             .iter()
             .enumerate()
-            .map(|(index, v)| {
-                let embedding = match request.encoding {
-                    Encoding::Float => serde_json::json!(v),
-                    Encoding::Base64 => Value::String(to_base64(v)),
-                };
-                serde_json::json!({"object": "embedding", "index": index, "embedding": embedding})
+            .map(|(index, v)| OutEmbedding {
+                object: "embedding",
+                index,
+                embedding: match request.encoding {
+                    Encoding::Float => OutVector::Floats(v),
+                    Encoding::Base64 => OutVector::Base64(base64_of(v)),
+                },
             })
             .collect();
         let tokens = response.input_tokens.unwrap_or(0);
-        let body = serde_json::json!({
-            "object": "list",
-            "data": data,
-            "model": response.model,
-            "usage": WireUsage { prompt_tokens: tokens, total_tokens: tokens },
-        });
+        let body = OutResponse {
+            object: "list",
+            data,
+            model: &response.model,
+            usage: WireUsage { prompt_tokens: tokens, total_tokens: tokens },
+        };
         serde_json::to_vec(&body).unwrap_or_default()
     }
 
@@ -177,14 +202,6 @@ impl EmbedCodec for OpenAiEmbed {
         // Usage comes last, after megabytes of vectors: read from the end.
         let raw = switchyard_codec::scan::top_level_value_from_end(body, "usage")?;
         serde_json::from_slice::<WireUsage>(raw).ok().map(|u| u.prompt_tokens)
-    }
-}
-
-/// One embedding, floats or base64.
-fn vector(embedding: Value) -> Result<Vec<f64>, DecodeError> {
-    match embedding {
-        Value::String(text) => from_base64(&text),
-        other => Ok(serde_json::from_value(other)?),
     }
 }
 
@@ -213,6 +230,9 @@ mod tests {
         assert_eq!(reply.input_tokens, Some(3));
         let request = EmbedRequest { encoding: Encoding::Base64, ..EmbedRequest::default() };
         let out: Value = serde_json::from_slice(&OpenAiEmbed.write_response(&reply, &request)).unwrap();
-        assert_eq!(from_base64(out["data"][1]["embedding"].as_str().unwrap()).unwrap(), vec![0.5, -1.25]);
+        assert_eq!(
+            switchyard_codec::embed::from_base64(out["data"][1]["embedding"].as_str().unwrap()).unwrap(),
+            vec![0.5, -1.25]
+        );
     }
 }

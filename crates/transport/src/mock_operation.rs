@@ -153,7 +153,7 @@ fn embed(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamRe
     let dimensions = request.dimensions.unwrap_or(8).clamp(1, MAX_DIMENSIONS);
     let response = EmbedResponse {
         model: request.model.clone(),
-        vectors: request.inputs.iter().map(|text| vector(text, dimensions)).collect(),
+        vectors: request.inputs.iter().map(|text| vector(text, dimensions).into()).collect(),
         input_tokens: Some(request.inputs.iter().map(|text| words(text)).sum()),
     };
     let mut headers = json_headers();
