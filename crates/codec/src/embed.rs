@@ -100,6 +100,25 @@ pub fn base64_of(vector: &Vector) -> String {
     vector.floats().map(|floats| to_base64(&floats)).unwrap_or_default()
 }
 
+/// A reply written into one buffer sized for its vectors (a reply is
+/// mostly their bytes: no regrowth copies megabytes again).
+pub fn write_reply(response: &EmbedResponse, body: &impl serde::Serialize) -> Vec<u8> {
+    let vectors: usize = response
+        .vectors
+        .iter()
+        .map(|v| match v {
+            Vector::Json(raw) => raw.get().len(),
+            // A float32 as base64 or as shortest JSON text: at most 24 bytes.
+            Vector::Floats(floats) => floats.len() * 24,
+        })
+        .sum();
+    let mut out = Vec::with_capacity(vectors + 512);
+    match serde_json::to_writer(&mut out, body) {
+        Ok(()) => out,
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The input type a text is embedded as when the caller says none: a
 /// document (what a RAG system embeds most).
 pub fn input_type_or_document(input_type: Option<InputType>) -> InputType {

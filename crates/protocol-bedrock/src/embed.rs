@@ -204,7 +204,7 @@ impl EmbedCodec for BedrockEmbed {
                 texts: &request.inputs,
                 response_type: "embeddings_floats",
             };
-            return serde_json::to_vec(&body).unwrap_or_default();
+            return switchyard_codec::embed::write_reply(response, &body);
         }
         let vector = response.vectors.first().unwrap_or(&NO_VALUES);
         let body = OutTitan {
@@ -212,7 +212,7 @@ impl EmbedCodec for BedrockEmbed {
             embeddings_by_type: OutFloat { float: vector },
             input_text_token_count: response.input_tokens.unwrap_or(0),
         };
-        serde_json::to_vec(&body).unwrap_or_default()
+        switchyard_codec::embed::write_reply(response, &body)
     }
 
     fn upstream_path(&self, model: &str) -> String {

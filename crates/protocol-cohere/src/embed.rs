@@ -217,7 +217,7 @@ impl EmbedCodec for CohereEmbed {
             meta: json!({"api_version": {"version": "2"}, "billed_units": {"input_tokens": response.input_tokens.unwrap_or(0)}}),
             response_type: "embeddings_by_type",
         };
-        serde_json::to_vec(&body).unwrap_or_default()
+        switchyard_codec::embed::write_reply(response, &body)
     }
 
     fn upstream_path(&self, _model: &str) -> String {

@@ -201,7 +201,7 @@ impl EmbedCodec for GeminiEmbed {
                 .input_tokens
                 .map(|tokens| OutUsage { prompt_token_count: tokens, total_token_count: tokens }),
         };
-        serde_json::to_vec(&body).unwrap_or_default()
+        switchyard_codec::embed::write_reply(response, &body)
     }
 
     fn upstream_path(&self, model: &str) -> String {

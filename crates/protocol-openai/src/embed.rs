@@ -187,7 +187,7 @@ impl EmbedCodec for OpenAiEmbed {
             model: &response.model,
             usage: WireUsage { prompt_tokens: tokens, total_tokens: tokens },
         };
-        serde_json::to_vec(&body).unwrap_or_default()
+        switchyard_codec::embed::write_reply(response, &body)
     }
 
     fn upstream_path(&self, _model: &str) -> String {
