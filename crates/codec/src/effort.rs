@@ -76,6 +76,17 @@ pub struct ClaudeThinking {
     pub budget: Option<u64>,
 }
 
+impl ClaudeThinking {
+    /// Whether the model will think (`enabled` or `adaptive`).
+    pub fn is_on(&self) -> bool {
+        self.thinking
+            .as_ref()
+            .and_then(|t| t.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|kind| kind != "disabled")
+    }
+}
+
 /// Claude's `thinking` and effort for a model with `capabilities`: the
 /// effort only to models that take one, adaptive thinking only to models
 /// that take it, else thinking on is `enabled` with the budget the effort

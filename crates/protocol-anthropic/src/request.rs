@@ -26,11 +26,12 @@
 //!   unmodelled field are Anthropic extras.
 
 use serde_json::{json, Map, Value};
+use switchyard_codec::effort::{self, ClaudeThinking};
 use switchyard_codec::ir::{
     Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
     TextBlock, Thinking, Tool, ToolChoice,
 };
-use switchyard_codec::{effort, DecodeError, Encoded};
+use switchyard_codec::{DecodeError, Encoded};
 
 use crate::blocks::{
     is_plain_text, read_block, read_text_block, write_block, write_text_block, Target, ToolNames, Unknown,
@@ -338,6 +339,24 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
     Ok(())
 }
 
+/// Claude's smallest thinking budget.
+const MIN_BUDGET: u64 = 1024;
+
+/// The thinking budget to send, raised to Claude's minimum (and reported)
+/// when the caller's is smaller; 0 without a budget.
+fn least_budget(thinking: &mut ClaudeThinking, dropped: &mut Vec<Dropped>) -> u64 {
+    let Some(budget) = thinking.budget else { return 0 };
+    if budget >= MIN_BUDGET {
+        return budget;
+    }
+    Dropped::push_once(dropped, Field::ReasoningBudget, DropReason::Converted);
+    thinking.budget = Some(MIN_BUDGET);
+    if let Some(Value::Object(obj)) = thinking.thinking.as_mut() {
+        obj.insert("budget_tokens".into(), json!(MIN_BUDGET));
+    }
+    MIN_BUDGET
+}
+
 /// `{type: "json_schema", schema}`; other format types are not modelled.
 fn read_format(obj: &Map<String, Value>, path: &str) -> Result<Option<ResponseFormat>, DecodeError> {
     if req_str(obj, "type", path)? != "json_schema" {
@@ -354,9 +373,19 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     let mut body = Map::new();
     body.insert("model".into(), json!(request.model));
 
-    let thinking = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
-    let budget = thinking.as_ref().and_then(|t| t.budget).unwrap_or(0);
-    let max_tokens = request.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
+    let mut thinking = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
+    let budget = thinking.as_mut().map_or(0, |t| least_budget(t, &mut dropped));
+    let thinks = thinking.as_ref().is_some_and(ClaudeThinking::is_on);
+    let max_tokens = match request.max_tokens {
+        // The budget counts inside `max_tokens` and must stay below it: the
+        // caller's cap is kept for the answer, on top of the thinking.
+        Some(cap) if budget > 0 && cap <= budget => {
+            Dropped::push_once(&mut dropped, Field::MaxTokens, DropReason::Converted);
+            budget.saturating_add(cap)
+        }
+        Some(cap) => cap,
+        None => DEFAULT_MAX_TOKENS.saturating_add(budget),
+    };
     body.insert("max_tokens".into(), json!(max_tokens));
 
     if !request.system.is_empty() {
@@ -367,14 +396,36 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         let tools = request.tools.iter().map(write_tool).collect();
         body.insert("tools".into(), Value::Array(tools));
     }
-    if let Some(choice) = write_tool_choice(request) {
+    if let Some(mut choice) = write_tool_choice(request) {
+        // With thinking, Claude takes only `auto` or `none`: a forced tool
+        // becomes a tool the model may call.
+        if thinks && matches!(choice.get("type").and_then(Value::as_str), Some("any" | "tool")) {
+            Dropped::push_once(&mut dropped, Field::ToolChoice, DropReason::Capability);
+            if let Value::Object(obj) = &mut choice {
+                obj.insert("type".into(), json!("auto"));
+                obj.remove("name");
+            }
+        }
         body.insert("tool_choice".into(), choice);
     }
-    if let Some(t) = request.temperature {
+    // Thinking takes no temperature but 1, no top_k, and top_p only from 0.95.
+    let temperature = request.temperature.filter(|&t| !thinks || t == 1.0);
+    if temperature != request.temperature {
+        Dropped::push_once(&mut dropped, Field::Temperature, DropReason::Capability);
+    }
+    let top_p = request.top_p.filter(|&p| !thinks || p >= 0.95);
+    let top_k = request.top_k.filter(|_| !thinks);
+    if top_p != request.top_p {
+        Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
+    }
+    if top_k != request.top_k {
+        Dropped::push_once(&mut dropped, Field::TopK, DropReason::Capability);
+    }
+    if let Some(t) = temperature {
         body.insert("temperature".into(), json!(t));
     }
-    if let Some(p) = request.top_p {
-        if request.temperature.is_some() && !capabilities.temperature_with_top_p {
+    if let Some(p) = top_p {
+        if temperature.is_some() && !capabilities.temperature_with_top_p {
             // The model refuses both at once; the temperature is the knob
             // Anthropic documents first.
             Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
@@ -382,7 +433,7 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
             body.insert("top_p".into(), json!(p));
         }
     }
-    if let Some(k) = request.top_k {
+    if let Some(k) = top_k {
         body.insert("top_k".into(), json!(k));
     }
     if !request.stop.is_empty() {
@@ -571,6 +622,63 @@ mod tests {
         let (body, _) = write(&request);
         assert_eq!(body["max_tokens"], DEFAULT_MAX_TOKENS + 10_000);
         assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 10_000}));
+    }
+
+    /// Claude's rules for thinking, kept whatever the caller sent: a budget
+    /// of at least 1024 below `max_tokens`, no temperature but 1, no
+    /// `top_k`, `top_p` from 0.95, and no forced tool; each change reported.
+    #[test]
+    fn thinking_keeps_claudes_rules_and_says_what_it_changed() {
+        let request = Request {
+            reasoning: Some(Reasoning::with_budget(2000)),
+            max_tokens: Some(500),
+            temperature: Some(0.2),
+            top_p: Some(0.5),
+            top_k: Some(5),
+            tools: vec![Tool {
+                name: "lookup".into(),
+                description: None,
+                parameters: json!({"type": "object"}),
+                cache_control: None,
+            }],
+            tool_choice: Some(ToolChoice::Tool("lookup".into())),
+            ..Request::default()
+        };
+        let (body, dropped) = write(&request);
+        assert_eq!(body["max_tokens"], 2500, "the budget, and the caller's cap for the answer on top");
+        assert_eq!(body["thinking"], json!({"type": "enabled", "budget_tokens": 2000}));
+        for gone in ["temperature", "top_p", "top_k"] {
+            assert!(body.get(gone).is_none(), "{gone}: {body}");
+        }
+        assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+        let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
+        for field in [Field::MaxTokens, Field::Temperature, Field::TopP, Field::TopK, Field::ToolChoice] {
+            assert!(fields.contains(&field), "{field:?} reported: {dropped:?}");
+        }
+        // What Claude takes with thinking passes untouched.
+        let fine = Request {
+            reasoning: Some(Reasoning::with_budget(2000)),
+            max_tokens: Some(8000),
+            temperature: Some(1.0),
+            top_p: Some(0.95),
+            ..Request::default()
+        };
+        let (body, dropped) = write(&fine);
+        assert_eq!(
+            (body["max_tokens"].clone(), body["temperature"].clone(), body["top_p"].clone()),
+            (json!(8000), json!(1.0), json!(0.95))
+        );
+        assert!(dropped.is_empty(), "{dropped:?}");
+        // A budget under Claude's minimum is raised to it; without thinking
+        // the sampling passes as it came.
+        let small = Request { reasoning: Some(Reasoning::with_budget(100)), ..Request::default() };
+        let (body, dropped) = write(&small);
+        assert_eq!(body["thinking"]["budget_tokens"], 1024);
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningBudget, DropReason::Converted)]);
+        let plain = Request { temperature: Some(0.2), top_k: Some(5), ..Request::default() };
+        let (body, dropped) = write(&plain);
+        assert_eq!((body["temperature"].clone(), body["top_k"].clone()), (json!(0.2), json!(5)));
+        assert!(dropped.is_empty());
     }
 
     #[test]
