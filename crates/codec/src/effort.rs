@@ -76,6 +76,9 @@ pub struct ClaudeThinking {
     pub budget: Option<u64>,
 }
 
+/// Claude's smallest thinking budget.
+pub const CLAUDE_MIN_BUDGET: u64 = 1024;
+
 impl ClaudeThinking {
     /// Whether the model will think (`enabled` or `adaptive`).
     pub fn is_on(&self) -> bool {
@@ -85,6 +88,70 @@ impl ClaudeThinking {
             .and_then(Value::as_str)
             .is_some_and(|kind| kind != "disabled")
     }
+
+    /// The budget to send, raised to Claude's minimum (and reported) when
+    /// the caller's is smaller; 0 without a budget.
+    pub fn least_budget(&mut self, dropped: &mut Vec<Dropped>) -> u64 {
+        let Some(budget) = self.budget else { return 0 };
+        if budget >= CLAUDE_MIN_BUDGET {
+            return budget;
+        }
+        Dropped::push_once(dropped, Field::ReasoningBudget, DropReason::Converted);
+        self.budget = Some(CLAUDE_MIN_BUDGET);
+        if let Some(Value::Object(obj)) = self.thinking.as_mut() {
+            obj.insert("budget_tokens".into(), json!(CLAUDE_MIN_BUDGET));
+        }
+        CLAUDE_MIN_BUDGET
+    }
+}
+
+/// The output cap for a Claude request thinking on `budget`: the budget
+/// counts inside it and must stay below it, so a cap at or under the budget
+/// becomes the budget plus the cap (the answer keeps its room), reported.
+pub fn claude_max_tokens(cap: Option<u64>, budget: u64, dropped: &mut Vec<Dropped>) -> Option<u64> {
+    match cap {
+        Some(cap) if budget > 0 && cap <= budget => {
+            Dropped::push_once(dropped, Field::MaxTokens, DropReason::Converted);
+            Some(budget.saturating_add(cap))
+        }
+        cap => cap,
+    }
+}
+
+/// The sampling a Claude request may carry: while it thinks, no
+/// temperature but 1, no `top_k`, and `top_p` only from 0.95; what goes is
+/// reported.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClaudeSampling {
+    /// `temperature`.
+    pub temperature: Option<f64>,
+    /// `top_p`.
+    pub top_p: Option<f64>,
+    /// `top_k`.
+    pub top_k: Option<u64>,
+}
+
+/// [`ClaudeSampling`] for a request that `thinks`.
+pub fn claude_sampling(
+    thinks: bool,
+    (temperature, top_p, top_k): (Option<f64>, Option<f64>, Option<u64>),
+    dropped: &mut Vec<Dropped>,
+) -> ClaudeSampling {
+    let kept = ClaudeSampling {
+        temperature: temperature.filter(|&t| !thinks || t == 1.0),
+        top_p: top_p.filter(|&p| !thinks || p >= 0.95),
+        top_k: top_k.filter(|_| !thinks),
+    };
+    for (field, gone) in [
+        (Field::Temperature, kept.temperature != temperature),
+        (Field::TopP, kept.top_p != top_p),
+        (Field::TopK, kept.top_k != top_k),
+    ] {
+        if gone {
+            Dropped::push_once(dropped, field, DropReason::Capability);
+        }
+    }
+    kept
 }
 
 /// Claude's `thinking` and effort for a model with `capabilities`: the

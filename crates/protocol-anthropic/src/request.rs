@@ -26,7 +26,7 @@
 //!   unmodelled field are Anthropic extras.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::effort::{self, ClaudeThinking};
+use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
 use switchyard_codec::ir::{
     Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
     TextBlock, Thinking, Tool, ToolChoice,
@@ -339,24 +339,6 @@ fn read_output_config(value: &Value, request: &mut Request) -> Result<(), Decode
     Ok(())
 }
 
-/// Claude's smallest thinking budget.
-const MIN_BUDGET: u64 = 1024;
-
-/// The thinking budget to send, raised to Claude's minimum (and reported)
-/// when the caller's is smaller; 0 without a budget.
-fn least_budget(thinking: &mut ClaudeThinking, dropped: &mut Vec<Dropped>) -> u64 {
-    let Some(budget) = thinking.budget else { return 0 };
-    if budget >= MIN_BUDGET {
-        return budget;
-    }
-    Dropped::push_once(dropped, Field::ReasoningBudget, DropReason::Converted);
-    thinking.budget = Some(MIN_BUDGET);
-    if let Some(Value::Object(obj)) = thinking.thinking.as_mut() {
-        obj.insert("budget_tokens".into(), json!(MIN_BUDGET));
-    }
-    MIN_BUDGET
-}
-
 /// `{type: "json_schema", schema}`; other format types are not modelled.
 fn read_format(obj: &Map<String, Value>, path: &str) -> Result<Option<ResponseFormat>, DecodeError> {
     if req_str(obj, "type", path)? != "json_schema" {
@@ -374,18 +356,10 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     body.insert("model".into(), json!(request.model));
 
     let mut thinking = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
-    let budget = thinking.as_mut().map_or(0, |t| least_budget(t, &mut dropped));
+    let budget = thinking.as_mut().map_or(0, |t| t.least_budget(&mut dropped));
     let thinks = thinking.as_ref().is_some_and(ClaudeThinking::is_on);
-    let max_tokens = match request.max_tokens {
-        // The budget counts inside `max_tokens` and must stay below it: the
-        // caller's cap is kept for the answer, on top of the thinking.
-        Some(cap) if budget > 0 && cap <= budget => {
-            Dropped::push_once(&mut dropped, Field::MaxTokens, DropReason::Converted);
-            budget.saturating_add(cap)
-        }
-        Some(cap) => cap,
-        None => DEFAULT_MAX_TOKENS.saturating_add(budget),
-    };
+    let max_tokens = effort::claude_max_tokens(request.max_tokens, budget, &mut dropped)
+        .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
     body.insert("max_tokens".into(), json!(max_tokens));
 
     if !request.system.is_empty() {
@@ -408,19 +382,8 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         }
         body.insert("tool_choice".into(), choice);
     }
-    // Thinking takes no temperature but 1, no top_k, and top_p only from 0.95.
-    let temperature = request.temperature.filter(|&t| !thinks || t == 1.0);
-    if temperature != request.temperature {
-        Dropped::push_once(&mut dropped, Field::Temperature, DropReason::Capability);
-    }
-    let top_p = request.top_p.filter(|&p| !thinks || p >= 0.95);
-    let top_k = request.top_k.filter(|_| !thinks);
-    if top_p != request.top_p {
-        Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
-    }
-    if top_k != request.top_k {
-        Dropped::push_once(&mut dropped, Field::TopK, DropReason::Capability);
-    }
+    let ClaudeSampling { temperature, top_p, top_k } =
+        effort::claude_sampling(thinks, (request.temperature, request.top_p, request.top_k), &mut dropped);
     if let Some(t) = temperature {
         body.insert("temperature".into(), json!(t));
     }

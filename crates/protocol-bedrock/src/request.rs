@@ -15,11 +15,12 @@
 //!   with the budget the effort stands for.
 
 use serde_json::{json, Value};
+use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
 use switchyard_codec::ir::{
     Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
     TextBlock, Tool, ToolChoice,
 };
-use switchyard_codec::{effort, json as codec_json, DecodeError, Encoded};
+use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{cache_point, read_blocks, read_cache_point, write_blocks, Mode};
 use crate::wire::{array, drop_field, field, object, opt_f64, opt_str, opt_u64, req, req_str, string, Object};
@@ -314,15 +315,23 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         root.insert("system".into(), Value::Array(system));
     }
 
+    // Bedrock passes `thinking` to the model; the Anthropic shape is what
+    // its reasoning models take, and Claude's rules for thinking hold.
+    let mut claude = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
+    let budget = claude.as_mut().map_or(0, |c| c.least_budget(&mut dropped));
+    let thinks = claude.as_ref().is_some_and(ClaudeThinking::is_on);
+    let ClaudeSampling { temperature, top_p, top_k } =
+        effort::claude_sampling(thinks, (request.temperature, request.top_p, request.top_k), &mut dropped);
+
     let mut inference = Object::new();
-    if let Some(max_tokens) = request.max_tokens {
+    if let Some(max_tokens) = effort::claude_max_tokens(request.max_tokens, budget, &mut dropped) {
         inference.insert("maxTokens".into(), max_tokens.into());
     }
-    if let Some(temperature) = request.temperature {
+    if let Some(temperature) = temperature {
         inference.insert("temperature".into(), temperature.into());
     }
-    if let Some(top_p) = request.top_p {
-        if request.temperature.is_some() && !capabilities.temperature_with_top_p {
+    if let Some(top_p) = top_p {
+        if temperature.is_some() && !capabilities.temperature_with_top_p {
             Dropped::push_once(&mut dropped, Field::TopP, DropReason::Capability);
         } else {
             inference.insert("topP".into(), top_p.into());
@@ -335,19 +344,16 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         root.insert("inferenceConfig".into(), Value::Object(inference));
     }
 
-    if let Some(config) = write_tool_config(request, &mut dropped) {
+    if let Some(config) = write_tool_config(request, thinks, &mut dropped) {
         root.insert("toolConfig".into(), config);
     }
 
     let mut additional = Object::new();
-    if let Some(top_k) = request.top_k {
+    if let Some(top_k) = top_k {
         additional.insert("top_k".into(), top_k.into());
     }
     let mut output = Object::new();
-    if let Some(reasoning) = &request.reasoning {
-        // Bedrock passes `thinking` to the model; the Anthropic shape is
-        // what its reasoning models take.
-        let claude = effort::claude_thinking(reasoning, capabilities, &mut dropped);
+    if let Some(claude) = claude {
         if let Some(thinking) = claude.thinking {
             additional.insert("thinking".into(), thinking);
         }
@@ -427,7 +433,12 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     Encoded { body: codec_json::to_vec(&Value::Object(root)), dropped }
 }
 
-fn write_tool_config(request: &Request, dropped: &mut Vec<switchyard_codec::ir::Dropped>) -> Option<Value> {
+/// `thinks`: Claude thinking is on, which takes no forced tool.
+fn write_tool_config(
+    request: &Request,
+    thinks: bool,
+    dropped: &mut Vec<switchyard_codec::ir::Dropped>,
+) -> Option<Value> {
     if request.tools.is_empty() {
         if matches!(&request.tool_choice, Some(choice) if *choice != ToolChoice::None) {
             drop_field(dropped, Field::ToolChoice);
@@ -453,6 +464,11 @@ fn write_tool_config(request: &Request, dropped: &mut Vec<switchyard_codec::ir::
     config.insert("tools".into(), Value::Array(tools));
     match &request.tool_choice {
         Some(ToolChoice::Auto) => {
+            config.insert("toolChoice".into(), json!({ "auto": {} }));
+        }
+        // Claude thinking takes no forced tool: the model may call one.
+        Some(ToolChoice::Any | ToolChoice::Tool(_)) if thinks => {
+            Dropped::push_once(dropped, Field::ToolChoice, DropReason::Capability);
             config.insert("toolChoice".into(), json!({ "auto": {} }));
         }
         Some(ToolChoice::Any) => {
@@ -484,6 +500,39 @@ fn text_format(name: &str, schema: &Value) -> Value {
 mod tests {
     use super::*;
     use switchyard_codec::ir::Effort;
+
+    /// Claude on Bedrock keeps Claude's rules for thinking, as the
+    /// Anthropic writer does, and says what it changed.
+    #[test]
+    fn thinking_keeps_claudes_rules() {
+        let request = Request {
+            messages: vec![Message::text(Role::User, "hi")],
+            reasoning: Some(Reasoning::with_budget(100)),
+            max_tokens: Some(500),
+            temperature: Some(0.2),
+            top_k: Some(5),
+            tools: vec![switchyard_codec::ir::Tool {
+                name: "lookup".into(),
+                description: None,
+                parameters: json!({"type": "object"}),
+                cache_control: None,
+            }],
+            tool_choice: Some(ToolChoice::Any),
+            ..Request::default()
+        };
+        let encoded = write_request(&request, &Capabilities::default());
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(
+            body["additionalModelRequestFields"],
+            json!({"thinking": {"type": "enabled", "budget_tokens": 1024}})
+        );
+        assert_eq!(body["inferenceConfig"], json!({"maxTokens": 1524}));
+        assert_eq!(body["toolConfig"]["toolChoice"], json!({"auto": {}}));
+        let fields: Vec<Field> = encoded.dropped.iter().map(|d| d.field).collect();
+        for field in [Field::ReasoningBudget, Field::MaxTokens, Field::Temperature, Field::TopK, Field::ToolChoice] {
+            assert!(fields.contains(&field), "{field:?}: {:?}", encoded.dropped);
+        }
+    }
 
     #[test]
     fn bad_input_names_the_field() {
@@ -533,8 +582,8 @@ mod tests {
         assert_eq!(written["additionalModelRequestFields"]["thinking"]["budget_tokens"], 16384);
         assert_eq!(written["requestMetadata"], json!({ "user": "u" }));
         let fields: Vec<Field> = encoded.dropped.iter().map(|d| d.field).collect();
-        assert_eq!(fields, [Field::ToolChoice, Field::ReasoningEffort, Field::Seed]);
-        assert_eq!(encoded.dropped[1].reason, DropReason::Converted);
+        assert_eq!(fields, [Field::ReasoningEffort, Field::ToolChoice, Field::Seed]);
+        assert_eq!(encoded.dropped[0].reason, DropReason::Converted);
     }
 
     #[test]
