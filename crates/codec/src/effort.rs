@@ -131,6 +131,31 @@ pub struct ClaudeSampling {
     pub top_k: Option<u64>,
 }
 
+/// `request` brought within Claude's rules for thinking, as the writers
+/// would bring it (without the report): what a generator of requests uses
+/// to make ones a Claude writer sends unchanged.
+pub fn within_claude_thinking_rules(mut request: switchyard_ir::Request) -> switchyard_ir::Request {
+    let thinks = request
+        .reasoning
+        .as_ref()
+        .is_some_and(|r| !r.is_off() && (r.thinking == Thinking::On || r.budget_tokens.is_some()));
+    if !thinks {
+        return request;
+    }
+    (request.temperature, request.top_p, request.top_k) = (None, None, None);
+    if matches!(request.tool_choice, Some(switchyard_ir::ToolChoice::Any | switchyard_ir::ToolChoice::Tool(_))) {
+        request.tool_choice = Some(switchyard_ir::ToolChoice::Auto);
+    }
+    let budget = request.reasoning.as_mut().and_then(|r| r.budget_tokens.as_mut()).map(|b| {
+        *b = (*b).max(CLAUDE_MIN_BUDGET);
+        *b
+    });
+    if let (Some(cap), Some(budget)) = (request.max_tokens.as_mut(), budget) {
+        *cap = (*cap).max(budget + 1);
+    }
+    request
+}
+
 /// [`ClaudeSampling`] for a request that `thinks`.
 pub fn claude_sampling(
     thinks: bool,

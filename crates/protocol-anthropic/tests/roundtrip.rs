@@ -343,33 +343,9 @@ fn decode_events(bytes: &[u8]) -> Vec<StreamEvent> {
     AnthropicCodec.decode_stream(&[bytes]).unwrap()
 }
 
-/// A request within Claude's rules for thinking: no temperature but the
-/// default, no `top_k`, no `top_p`, no forced tool, a budget of at least
-/// 1024 below `max_tokens`. Outside them the writer changes the request and
-/// says so (the unit test `thinking_keeps_claudes_rules_and_says_what_it_changed`).
-fn within_thinking_rules(mut ir: Request) -> Request {
-    let thinks =
-        ir.reasoning.as_ref().is_some_and(|r| !r.is_off() && (r.thinking == Thinking::On || r.budget_tokens.is_some()));
-    if !thinks {
-        return ir;
-    }
-    (ir.temperature, ir.top_p, ir.top_k) = (None, None, None);
-    if matches!(ir.tool_choice, Some(ToolChoice::Any | ToolChoice::Tool(_))) {
-        ir.tool_choice = Some(ToolChoice::Auto);
-    }
-    let budget = ir.reasoning.as_mut().and_then(|r| r.budget_tokens.as_mut()).map(|b| {
-        *b = (*b).max(1024);
-        *b
-    });
-    if let (Some(cap), Some(budget)) = (ir.max_tokens.as_mut(), budget) {
-        *cap = (*cap).max(budget + 1);
-    }
-    ir
-}
-
 proptest! {
     #[test]
-    fn request_round_trips(ir in request().prop_map(within_thinking_rules)) {
+    fn request_round_trips(ir in request().prop_map(switchyard_codec::effort::within_claude_thinking_rules)) {
         let encoded = AnthropicCodec.write_request_for(&ir, &Capabilities::ALL);
         prop_assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
         let back = AnthropicCodec.read_request(&encoded.body).unwrap();

@@ -8,8 +8,8 @@ use proptest::prelude::*;
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{
     events_from_response, Block, CacheControl, ErrorInfo, ErrorKind, Extra, MediaSource, Message, Protocol, Reasoning,
-    Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Thinking, Tool, ToolChoice,
-    ToolResult, ToolUse, Usage,
+    Request, Response, ResponseFormat, Role, StopReason, StreamEvent, TextBlock, Tool, ToolChoice, ToolResult, ToolUse,
+    Usage,
 };
 use switchyard_codec::{Codec, Framing};
 use switchyard_protocol_bedrock::BedrockCodec;
@@ -270,31 +270,9 @@ fn response() -> impl Strategy<Value = Response> {
         })
 }
 
-/// A request within Claude's rules for thinking (the writer changes one
-/// outside them and says so: `request::tests::thinking_keeps_claudes_rules`).
-fn within_thinking_rules(mut ir: Request) -> Request {
-    let thinks =
-        ir.reasoning.as_ref().is_some_and(|r| !r.is_off() && (r.thinking == Thinking::On || r.budget_tokens.is_some()));
-    if !thinks {
-        return ir;
-    }
-    (ir.temperature, ir.top_p, ir.top_k) = (None, None, None);
-    if matches!(ir.tool_choice, Some(ToolChoice::Any | ToolChoice::Tool(_))) {
-        ir.tool_choice = Some(ToolChoice::Auto);
-    }
-    let budget = ir.reasoning.as_mut().and_then(|r| r.budget_tokens.as_mut()).map(|b| {
-        *b = (*b).max(1024);
-        *b
-    });
-    if let (Some(cap), Some(budget)) = (ir.max_tokens.as_mut(), budget) {
-        *cap = (*cap).max(budget + 1);
-    }
-    ir
-}
-
 proptest! {
     #[test]
-    fn requests_round_trip(request in request().prop_map(within_thinking_rules)) {
+    fn requests_round_trip(request in request().prop_map(switchyard_codec::effort::within_claude_thinking_rules)) {
         let encoded = BedrockCodec.write_request(&request);
         prop_assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
         let read = BedrockCodec.read_request(&encoded.body).unwrap();
