@@ -379,9 +379,12 @@ async fn answered(
         metrics.attempt(candidate.lane_index, None);
     }
     lane.record_latency(sent.elapsed());
-    if let Some(rest) = lane.record_quota(&answer.upstream.headers, std::time::SystemTime::now()) {
-        // Spent (or asked to pause) on a success: rest before it ever 429s.
-        health.apply(LaneEffect::Rest, "upstream rate limit spent", Some(rest));
+    if let Some(quota) = lane.record_quota(&answer.upstream.headers, std::time::SystemTime::now()) {
+        if let Some(rest) = quota.rest {
+            // Spent (or asked to pause) on a success: rest before it ever 429s.
+            health.apply(LaneEffect::Rest, "upstream rate limit spent", Some(rest));
+        }
+        share_quota(gateway, lane, &quota);
     }
     if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
         plan::pin(gateway, plan.pool, session, slot.member);
@@ -395,6 +398,17 @@ async fn answered(
         headers.insert(X_SWITCHYARD_ROUTE_TARGET, candidate.lane_header.clone());
     }
     response
+}
+
+/// Tells the fleet of a lane its upstream says is nearly or wholly spent,
+/// so every instance ranks it last or rests it (at most once a second).
+fn share_quota(gateway: &Gateway, lane: &switchyard_state::Lane, quota: &switchyard_health::quota::Quota) {
+    let (Some(fleet), Some(share), Some(fresh_for)) = (&gateway.fleet_state, quota.share, quota.fresh_for) else {
+        return;
+    };
+    if share < switchyard_health::quota::NEAR_ZERO && lane.may_share_quota(switchyard_state::clock::now_ms()) {
+        fleet.quota(&lane.name, share, fresh_for, quota.rest);
+    }
 }
 
 fn with_translation(mut response: Response<ResponseBody>, dropped: Option<HeaderValue>) -> Response<ResponseBody> {

@@ -10,6 +10,10 @@
 //! - Sessions: each pin is written to Redis in the background (with the
 //!   pool's TTL); a session this instance has not seen is looked up there
 //!   once, so a session stays on its lane whichever instance it reaches.
+//! - Quotas: a lane whose upstream said it is nearly or wholly spent (its
+//!   rate-limit headers) is told to the fleet on a channel of its own, at
+//!   most once a second per lane, so every instance ranks it last or rests
+//!   it until its reset, not only the one that read the headers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -20,6 +24,23 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::{Deserialize, Serialize};
 
 const CHANNEL: &str = "switchyard:breakers";
+
+/// Where learned upstream quotas travel (apart from breaker changes, which
+/// an instance of an older version would misread them as).
+const QUOTA_CHANNEL: &str = "switchyard:quotas";
+
+/// An upstream's quota of one lane, as one instance read it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct QuotaEvent {
+    instance: String,
+    lane: String,
+    /// The least share of its limits left.
+    share: f64,
+    /// How long the share holds (until its limit's reset).
+    fresh_for_ms: u64,
+    /// A limit is spent: rest the lane this long.
+    rest_for_ms: Option<u64>,
+}
 
 /// How long a Redis call may take.
 const CALL_TIMEOUT: Duration = Duration::from_millis(500);
@@ -42,6 +63,11 @@ pub trait Breakers: Send + Sync {
     fn open_remotely(&self, pool: &str, lane: &str, until: std::time::Instant, reason: &str);
     /// Closes `lane` of `pool` (another instance's trial passed).
     fn close_remotely(&self, pool: &str, lane: &str);
+    /// Another instance read `lane`'s upstream quota: `share` left for
+    /// `fresh_for`, and a rest of `rest_for` when a limit is spent.
+    fn quota_remotely(&self, lane: &str, share: f64, fresh_for: Duration, rest_for: Option<Duration>) {
+        let _ = (lane, share, fresh_for, rest_for);
+    }
 }
 
 /// The fleet's breaker channel.
@@ -114,6 +140,31 @@ impl FleetState {
     /// This instance's trial of `lane` passed.
     pub fn closed(self: &Arc<Self>, pool: &str, lane: &str) {
         self.publish(pool, lane, None, None);
+    }
+
+    /// Tells the fleet what `lane`'s upstream said of its quota, in the
+    /// background (the caller throttles it).
+    pub fn quota(self: &Arc<Self>, lane: &str, share: f64, fresh_for: Duration, rest_for: Option<Duration>) {
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let event = QuotaEvent {
+            instance: self.instance.clone(),
+            lane: lane.to_owned(),
+            share,
+            fresh_for_ms: millis(fresh_for),
+            rest_for_ms: rest_for.map(millis),
+        };
+        let Ok(text) = serde_json::to_string(&event) else { return };
+        let shared = self.clone();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let mut redis = shared.redis.clone();
+            match redis::cmd("PUBLISH").arg(QUOTA_CHANNEL).arg(text).query_async::<i64>(&mut redis).await {
+                Ok(_) => {
+                    shared.sent.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(err) => tracing::debug!(error = %err, "a lane's quota could not be shared with the fleet"),
+            }
+        });
     }
 
     /// Writes a session's pin in the background (`ttl`: the pool's).
@@ -202,6 +253,17 @@ impl FleetState {
         }
         self.applied.fetch_add(1, Ordering::Relaxed);
     }
+
+    fn apply_quota(&self, event: &QuotaEvent) {
+        if event.instance == self.instance || !event.share.is_finite() {
+            return;
+        }
+        let Some(breakers) = self.breakers.lock().unwrap_or_else(PoisonError::into_inner).upgrade() else { return };
+        let fresh_for = Duration::from_millis(event.fresh_for_ms.min(86_400_000));
+        let rest_for = event.rest_for_ms.map(|ms| Duration::from_millis(ms.min(86_400_000)));
+        breakers.quota_remotely(&event.lane, event.share.clamp(0.0, 1.0), fresh_for, rest_for);
+        self.applied.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Where the fleet's claim on a lane's half-open trial is kept.
@@ -231,7 +293,7 @@ async fn follow(client: redis::Client, shared: Weak<FleetState>, ready: tokio::s
     loop {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => {
-                if pubsub.subscribe(CHANNEL).await.is_ok() {
+                if pubsub.subscribe(&[CHANNEL, QUOTA_CHANNEL]).await.is_ok() {
                     backoff = Duration::from_millis(100);
                     if let Some(ready) = ready.take() {
                         let _ = ready.send(());
@@ -240,7 +302,11 @@ async fn follow(client: redis::Client, shared: Weak<FleetState>, ready: tokio::s
                     while let Some(message) = messages.next().await {
                         let Some(shared) = shared.upgrade() else { return };
                         let Ok(text) = message.get_payload::<String>() else { continue };
-                        if let Ok(event) = serde_json::from_str::<Event>(&text) {
+                        if message.get_channel_name() == QUOTA_CHANNEL {
+                            if let Ok(event) = serde_json::from_str::<QuotaEvent>(&text) {
+                                shared.apply_quota(&event);
+                            }
+                        } else if let Ok(event) = serde_json::from_str::<Event>(&text) {
                             shared.apply(&event);
                         }
                     }

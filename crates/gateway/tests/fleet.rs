@@ -341,6 +341,53 @@ async fn a_lane_tripped_by_one_instance_is_skipped_by_the_other_and_one_sends_th
     }
 }
 
+/// An OpenAI upstream whose every answer says its request limit is spent
+/// until a reset 30 s away.
+async fn spent_upstream() -> SocketAddr {
+    async fn answer(body: axum::body::Bytes) -> axum::response::Response {
+        let codec = switchyard_protocol::codec(Protocol::OpenAi);
+        let reply = switchyard_transport::mock::respond(codec, None, false, switchyard_protocol::Framing::Sse, &body);
+        let mut response = axum::response::Response::new(axum::body::Body::new(reply.body));
+        *response.headers_mut() = reply.headers;
+        let headers = response.headers_mut();
+        headers.insert("x-ratelimit-limit-requests", "100".parse().unwrap());
+        headers.insert("x-ratelimit-remaining-requests", "0".parse().unwrap());
+        headers.insert("x-ratelimit-reset-requests", "30s".parse().unwrap());
+        response
+    }
+    common::spawn(axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer))).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lane_one_instance_learns_is_spent_rests_on_every_instance() {
+    let Some(redis) = Redis::start() else { return };
+    let upstream = spent_upstream().await;
+    let yaml = format!(
+        "providers:\n  quota: {{ protocol: openai, base_url: \"http://{upstream}\" }}\n  fake: {{ protocol: openai, base_url: mock:// }}\n\
+         models:\n  spent: {{ provider: quota }}\n  live: {{ provider: fake }}\n\
+         pools:\n  p:\n    members: [{{ model: spent, weight: 100 }}, {{ model: live }}]\n"
+    );
+    let (one, one_gateway) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let (two, two_gateway) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let usable = |gateway: &switchyard_gateway::Gateway| {
+        gateway.pools[gateway.resolve("p").unwrap()].breaker(0).is_usable(std::time::Instant::now())
+    };
+    assert!(usable(&two_gateway));
+    // Instance one's answer says the lane is spent: it rests there at once...
+    assert_eq!(open_chat(one, "p").await, StatusCode::OK);
+    assert!(!usable(&one_gateway));
+    // ...and on instance two, which never asked it, within a second.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while usable(&two_gateway) {
+        assert!(Instant::now() < deadline, "instance two did not hear the lane is spent within 1 s");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let spent = two_gateway.lanes.iter().find(|lane| &*lane.name == "spent").unwrap();
+    assert!(spent.nearly_spent(), "the share is known on instance two");
+    let reply = post(two, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "p", "hi", false)).await;
+    assert_eq!((reply.status, reply.headers["x-switchyard-lane"].to_str().unwrap()), (StatusCode::OK, "live"));
+}
+
 async fn open_chat(addr: SocketAddr, model: &str) -> StatusCode {
     post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, model, "hi", false)).await.status
 }

@@ -77,6 +77,8 @@ pub struct Lane {
     pub upstream_headroom: AtomicU64,
     /// Until when (Unix ms) that share holds: its limit's reset.
     pub headroom_until_ms: AtomicU64,
+    /// When (Unix ms) this instance last told the fleet the lane's quota.
+    pub quota_shared_ms: AtomicU64,
     /// What the lane serves.
     pub operation: switchyard_ir::Operation,
 }
@@ -96,17 +98,34 @@ impl Lane {
     /// see it), and a spent limit's reset, or a `retry-after`, comes back
     /// for the lane to rest before it ever answers 429. An answer without
     /// such headers costs one scan of its header names.
-    pub fn record_quota(&self, headers: &http::HeaderMap, now: std::time::SystemTime) -> Option<Duration> {
+    pub fn record_quota(
+        &self,
+        headers: &http::HeaderMap,
+        now: std::time::SystemTime,
+    ) -> Option<switchyard_health::quota::Quota> {
         if !headers.keys().any(|name| switchyard_health::quota::is_quota_header(name.as_str())) {
             return None;
         }
         let quota = switchyard_health::quota::read(|name| headers.get(name)?.to_str().ok(), now);
         if let (Some(share), Some(fresh_for)) = (quota.share, quota.fresh_for) {
-            let until = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default() + fresh_for;
-            self.headroom_until_ms.store(until.as_millis() as u64, Ordering::Relaxed);
-            self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
+            self.store_headroom(share, fresh_for, now);
         }
-        quota.rest
+        Some(quota)
+    }
+
+    /// Keeps `share` as the lane's upstream headroom for `fresh_for` from `now`.
+    pub fn store_headroom(&self, share: f64, fresh_for: Duration, now: std::time::SystemTime) {
+        let until = now.duration_since(std::time::UNIX_EPOCH).unwrap_or_default() + fresh_for;
+        self.headroom_until_ms.store(until.as_millis() as u64, Ordering::Relaxed);
+        self.upstream_headroom.store(share.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Whether a quota read now may be told to the fleet: at most once a
+    /// second per lane (`now_ms`: Unix ms).
+    pub fn may_share_quota(&self, now_ms: u64) -> bool {
+        let last = self.quota_shared_ms.load(Ordering::Relaxed);
+        now_ms.saturating_sub(last) >= 1000
+            && self.quota_shared_ms.compare_exchange(last, now_ms, Ordering::Relaxed, Ordering::Relaxed).is_ok()
     }
 
     /// Whether the upstream last said it has next to nothing left.
@@ -223,6 +242,7 @@ pub(crate) fn build_lane(
         any_wire_model: false,
         upstream_headroom: AtomicU64::new(u64::MAX),
         headroom_until_ms: AtomicU64::new(0),
+        quota_shared_ms: AtomicU64::new(0),
         operation: switchyard_ir::Operation::Chat,
         // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
         price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(

@@ -112,6 +112,20 @@ impl switchyard_fleet::shared::Breakers for Gateway {
             self.pools[pool].breaker(member).close_remotely();
         }
     }
+
+    /// What another instance read of `lane`'s upstream quota: the share
+    /// ranks it here too, and a spent limit rests it in every pool.
+    fn quota_remotely(&self, lane: &str, share: f64, fresh_for: Duration, rest_for: Option<Duration>) {
+        let Some(index) = self.lanes.iter().position(|l| *l.name == *lane) else { return };
+        self.lanes[index].store_headroom(share, fresh_for, std::time::SystemTime::now());
+        let Some(rest_for) = rest_for else { return };
+        let now = Instant::now();
+        for pool in &self.pools {
+            for (member, _) in pool.members.iter().enumerate().filter(|(_, &l)| l == index) {
+                pool.breaker(member).record_rate_limited(now, Some(rest_for));
+            }
+        }
+    }
 }
 
 /// Why a gateway could not be built from a config.
