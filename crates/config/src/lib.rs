@@ -1437,6 +1437,29 @@ pools:
     }
 
     #[test]
+    fn retries_and_first_token_deadlines_parse_and_are_bounded() {
+        let text = "providers:\n  p: { protocol: openai, base_url: mock://, timeouts: { first_token: 3s } }\n\
+                    models:\n  m: { provider: p }\n\
+                    pools:\n  fast: { failover: { retries: 2, first_token: 15s }, members: [{ model: m }] }\n  \
+                    plain: { members: [{ model: m }] }\n";
+        let config = load(text, &no_env).unwrap();
+        let fast = &config.pools[config.pool_index("fast").unwrap()].failover;
+        assert_eq!((fast.retries, fast.first_token), (2, Some(Duration::from_secs(15))));
+        let plain = &config.pools[config.pool_index("plain").unwrap()].failover;
+        assert_eq!((plain.retries, plain.first_token), (0, None), "both off unless asked");
+        assert_eq!(config.providers[0].timeouts.first_token, Some(Duration::from_secs(3)));
+        let err = load(&text.replace("retries: 2", "retries: 11"), &no_env).unwrap_err();
+        assert_eq!(err.0[0].path, "pools.fast.failover.retries", "{err}");
+        // An unset cap never refuses an operator's longer base cooldown.
+        let long = text.replace(
+            "members: [{ model: m }] }\n  plain",
+            "breaker: { base_cooldown: 60s }, members: [{ model: m }] }\n  plain",
+        );
+        let config = load(&long, &no_env).unwrap();
+        assert_eq!(config.pools[config.pool_index("fast").unwrap()].breaker.max_cooldown, Duration::from_secs(60));
+    }
+
+    #[test]
     fn a_missing_required_key_says_what_to_write() {
         let err = load("pools:\n  fast:\n    failover: { max_hops: 2 }\n", &no_env).unwrap_err();
         assert_eq!(err.0.len(), 1, "{err}");

@@ -45,8 +45,8 @@ struct Tries {
     exhaustion: Exhaustion,
     /// Why the last try failed over, counted when the next one starts.
     moved_on: Option<StatusClass>,
-    /// The last failure's class and `Retry-After`, for a same-lane retry.
-    last_failure: Option<(StatusClass, Option<Duration>)>,
+    /// The last upstream error answer's `Retry-After`, for a same-lane retry.
+    retry_after: Option<Duration>,
     /// Candidates remain after the one trying now (a stream's frames
     /// before content are held only while one could take over).
     others_left: bool,
@@ -61,7 +61,7 @@ impl Tries {
             larger_than: None,
             exhaustion: Exhaustion::default(),
             moved_on: None,
-            last_failure: None,
+            retry_after: None,
             others_left: false,
         }
     }
@@ -101,7 +101,7 @@ impl Tries {
     /// A try failed over for `class`, leaving `failure`.
     fn moved_on(&mut self, class: StatusClass, failure: Failure) {
         self.moved_on = Some(class);
-        self.last_failure = Some((class, None));
+        self.retry_after = None;
         match (&failure, class) {
             (Failure::Upstream(_), StatusClass::RateLimited) => self.exhaustion.rate_limited = Some(failure),
             _ => self.exhaustion.last = Some(failure),
@@ -187,14 +187,13 @@ async fn on_lane(
     let retries = gateway.pools[candidate.slot.pool].failover.retries;
     let mut retry = 0;
     loop {
-        tries.last_failure = None;
         let tried = try_one(gateway, request, candidate, entry, translated, tries, record).await;
-        let Tried::Next = tried else { return tried };
-        let Some((class, retry_after)) = tries.last_failure else { return tried };
+        // Every try that moves on says why (`Tries::moved_on`).
+        let (Tried::Next, Some(class)) = (&tried, tries.moved_on) else { return tried };
         if retry >= retries || !switchyard_health::retry::retryable(class) {
             return tried;
         }
-        let wait = switchyard_health::retry::backoff(retry, retry_after, fastrand::f64());
+        let wait = switchyard_health::retry::backoff(retry, tries.retry_after, fastrand::f64());
         if Instant::now() + wait >= tries.deadline {
             return tried;
         }
@@ -264,13 +263,8 @@ async fn try_one(
                 TransportError::Connect(_) | TransportError::Io(_) => StatusClass::Network,
             };
             tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
-            health.apply(effects(class, false).0, &err.to_string(), None);
-            trial.settle();
-            if let Some(metrics) = gateway.metrics() {
-                metrics.attempt(candidate.lane_index, Some(class));
-            }
-            tries.moved_on(class, Failure::Transport(err));
-            Tried::Next
+            let message = err.to_string();
+            lost(gateway, candidate, (&health, &mut trial), tries, class, &message, Failure::Transport(err))
         }
         Ok(Ok(Sent { head: mut upstream, more })) if upstream.status.is_success() => {
             let mut held = Vec::new();
@@ -279,16 +273,11 @@ async fn try_one(
                     first_token::Held::Released(chunks) => held = chunks,
                     first_token::Held::Failed { class, message } => {
                         tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
-                        health.apply(effects(class, false).0, &message, None);
-                        trial.settle();
-                        if let Some(metrics) = gateway.metrics() {
-                            metrics.attempt(candidate.lane_index, Some(class));
-                        }
                         if let Some(record) = record.as_mut() {
                             record.last_attempt_failed("before_content");
                         }
-                        tries.moved_on(class, Failure::BeforeContent(class, message));
-                        return Tried::Next;
+                        let failure = Failure::BeforeContent(class, message.clone());
+                        return lost(gateway, candidate, (&health, &mut trial), tries, class, &message, failure);
                     }
                 }
             }
@@ -309,17 +298,38 @@ async fn try_one(
     }
 }
 
+/// A try that reached no answer (no response, or a stream that failed
+/// before its content): the lane's breaker hears of it, its trial is spent,
+/// and the request moves on.
+fn lost(
+    gateway: &Gateway,
+    candidate: &Candidate<'_>,
+    (health, trial): (&Health, &mut crate::lane_health::TrialGuard),
+    tries: &mut Tries,
+    class: StatusClass,
+    message: &str,
+    failure: Failure,
+) -> Tried {
+    health.apply(effects(class, false).0, message, None);
+    trial.settle();
+    if let Some(metrics) = gateway.metrics() {
+        metrics.attempt(candidate.lane_index, Some(class));
+    }
+    tries.moved_on(class, failure);
+    Tried::Next
+}
+
 /// When a stream's frames before its first content are held: while
 /// another candidate could still take over, or under a first-token
 /// deadline (the lane's `timeouts.first_token`, else the pool's
 /// `failover.first_token`), counted from when the request was sent.
-fn hold_bounds(
+fn hold_bounds<'a>(
     gateway: &Gateway,
     call: &Call,
-    candidate: &Candidate<'_>,
+    candidate: &Candidate<'a>,
     tries: &Tries,
     sent: Instant,
-) -> Option<first_token::Bounds> {
+) -> Option<first_token::Bounds<'a>> {
     if !call.stream {
         return None;
     }
@@ -332,6 +342,7 @@ fn hold_bounds(
         until: first_token.map(|limit| sent + limit),
         first_token,
         idle: lane.timeouts.stream_idle,
+        error_map: &lane.error_map,
     })
 }
 
@@ -475,9 +486,7 @@ async fn judge(
             Tried::Next
         }
     };
-    if let Some((_, after)) = tries.last_failure.as_mut() {
-        *after = waited;
-    }
+    tries.retry_after = waited;
     Judged { tried, settles_trial }
 }
 

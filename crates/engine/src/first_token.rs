@@ -15,8 +15,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use switchyard_codec::{Codec, Framing, StreamDecoder};
-use switchyard_health::StatusClass;
-use switchyard_ir::{BlockStart, ErrorKind, StreamEvent};
+use switchyard_health::{normalize, ErrorMap, StatusClass};
+use switchyard_ir::{BlockStart, ErrorInfo, StreamEvent};
 use switchyard_transport::UpstreamBody;
 use tokio::time::Instant;
 
@@ -39,7 +39,7 @@ pub(crate) enum Held {
 }
 
 /// What bounds the hold.
-pub(crate) struct Bounds {
+pub(crate) struct Bounds<'a> {
     /// The first content must arrive by then (the first-token deadline);
     /// without one only `idle` bounds the wait: a reasoning model may think
     /// for minutes before its first event.
@@ -48,10 +48,13 @@ pub(crate) struct Bounds {
     pub(crate) first_token: Option<Duration>,
     /// Longest gap between two frames.
     pub(crate) idle: Duration,
+    /// The lane's `error_map`: an in-stream error is classed as an error
+    /// answer of the lane would be.
+    pub(crate) error_map: &'a ErrorMap,
 }
 
 /// Reads `body` until its first content, holding what came before.
-pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bounds) -> Held {
+pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bounds<'_>) -> Held {
     let mut decoder = codec.stream_decoder();
     let sse = codec.default_framing() == Framing::Sse;
     let mut events = Vec::new();
@@ -74,8 +77,7 @@ pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bo
                 events.clear();
                 let _ = decoder.finish(&mut events);
                 if let Some(StreamEvent::Error(info)) = events.iter().find(|e| matches!(e, StreamEvent::Error(_))) {
-                    let message = format!("upstream stream error before its first token: {}", info.message);
-                    return Held::Failed { class: StatusClass::ServerError, message };
+                    return failed_by(info, bounds.error_map);
                 }
                 if events.iter().any(|e| matches!(e, StreamEvent::MessageStop)) || decoder.answered() {
                     return Held::Released(held);
@@ -98,11 +100,18 @@ pub(crate) async fn hold(codec: &dyn Codec, body: &mut UpstreamBody, bounds: &Bo
         held.push(data);
         match verdict {
             Some(Verdict::Content) => return Held::Released(held),
-            Some(Verdict::Error(class, message)) => return Held::Failed { class, message },
+            Some(Verdict::Error(info)) => return failed_by(&info, bounds.error_map),
             None if size > MAX_HELD => return Held::Released(held),
             None => {}
         }
     }
+}
+
+/// The upstream's own error before content, classed by the disposition
+/// an error answer of the lane gets (`normalize` with its `error_map`).
+fn failed_by(info: &ErrorInfo, error_map: &ErrorMap) -> Held {
+    let class = normalize(info.status, info.kind, None, info.code.as_deref(), error_map);
+    Held::Failed { class, message: format!("upstream stream error before its first token: {}", info.message) }
 }
 
 /// What the events of the hold so far say.
@@ -111,7 +120,7 @@ enum Verdict {
     /// judge, as it would have been without the hold).
     Content,
     /// The upstream's own error, before content.
-    Error(StatusClass, String),
+    Error(ErrorInfo),
 }
 
 /// Feeds `data` to the decoder, one SSE event at a time when `sse`, and
@@ -136,15 +145,7 @@ fn decode_until_content(
         start = end;
         for event in events.iter() {
             match event {
-                StreamEvent::Error(info) => {
-                    let class = match info.kind {
-                        ErrorKind::RateLimit => StatusClass::RateLimited,
-                        ErrorKind::Overloaded => StatusClass::Overloaded,
-                        _ => StatusClass::ServerError,
-                    };
-                    let message = format!("upstream stream error before its first token: {}", info.message);
-                    return Some(Verdict::Error(class, message));
-                }
+                StreamEvent::Error(info) => return Some(Verdict::Error(info.clone())),
                 event if is_content(event) => return Some(Verdict::Content),
                 _ => {}
             }

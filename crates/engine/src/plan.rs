@@ -116,11 +116,10 @@ pub async fn plan(
     affinity(state, call, session.as_ref(), &mut order, &mut policy, at);
     // A lane whose upstream said it has next to nothing left goes after
     // every other, affinity or not: better another lane than its 429.
-    if order.iter().any(|&m| gateway.lanes[state.members[m]].nearly_spent()) {
-        let (spent, rest): (Vec<usize>, Vec<usize>) =
-            order.iter().partition(|&&m| gateway.lanes[state.members[m]].nearly_spent());
-        order = rest;
-        order.extend(spent);
+    let nearly_spent = |m: &usize| gateway.lanes[state.members[*m]].nearly_spent();
+    if order.iter().any(nearly_spent) {
+        // Stable: the order among the spent and among the rest stands.
+        order.sort_by_key(nearly_spent);
     }
     if let Some(name) = &policy {
         count(state, name, |c| c.selections += 1);

@@ -118,16 +118,22 @@ impl FleetState {
             open_for_ms: open_for.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
             reason: reason.map(str::to_owned),
         };
-        let Ok(text) = serde_json::to_string(&event) else { return };
+        if let Ok(text) = serde_json::to_string(&event) {
+            self.send(CHANNEL, text, "a breaker change");
+        }
+    }
+
+    /// Publishes `text` on `channel` in the background, counted when sent.
+    fn send(self: &Arc<Self>, channel: &'static str, text: String, what: &'static str) {
         let shared = self.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
         runtime.spawn(async move {
             let mut redis = shared.redis.clone();
-            match redis::cmd("PUBLISH").arg(CHANNEL).arg(text).query_async::<i64>(&mut redis).await {
+            match redis::cmd("PUBLISH").arg(channel).arg(text).query_async::<i64>(&mut redis).await {
                 Ok(_) => {
                     shared.sent.fetch_add(1, Ordering::Relaxed);
                 }
-                Err(err) => tracing::warn!(error = %err, "a breaker change could not be shared with the fleet"),
+                Err(err) => tracing::warn!(error = %err, "{what} could not be shared with the fleet"),
             }
         });
     }
@@ -153,18 +159,9 @@ impl FleetState {
             fresh_for_ms: millis(fresh_for),
             rest_for_ms: rest_for.map(millis),
         };
-        let Ok(text) = serde_json::to_string(&event) else { return };
-        let shared = self.clone();
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
-            let mut redis = shared.redis.clone();
-            match redis::cmd("PUBLISH").arg(QUOTA_CHANNEL).arg(text).query_async::<i64>(&mut redis).await {
-                Ok(_) => {
-                    shared.sent.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(err) => tracing::debug!(error = %err, "a lane's quota could not be shared with the fleet"),
-            }
-        });
+        if let Ok(text) = serde_json::to_string(&event) {
+            self.send(QUOTA_CHANNEL, text, "a lane's quota");
+        }
     }
 
     /// Writes a session's pin in the background (`ttl`: the pool's).

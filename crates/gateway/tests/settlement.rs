@@ -16,12 +16,23 @@ use switchyard_protocol::ir::Protocol;
 use tokio::io::AsyncWriteExt;
 
 /// An OpenAI upstream: `slow` answers whole after 600 ms; `stall` sends a
-/// 200 head and then never its body.
+/// 200 head and then never its body; `nodone` streams a whole answer with
+/// its usage and closes without `[DONE]`.
 async fn upstream() -> std::net::SocketAddr {
     let app = axum::Router::new().route(
         "/v1/chat/completions",
         axum::routing::post(|body: Bytes| async move {
             let model = switchyard_codec::scan::scan_top_level(&body).unwrap().model.unwrap().to_string();
+            if model == "nodone" {
+                let frames = concat!(
+                    "data: {\"id\":\"n\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"done\"},\"finish_reason\":null}]}\n\n",
+                    "data: {\"id\":\"n\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\": \"stop\"}]}\n\n",
+                    "data: {\"id\":\"n\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[],\"usage\": {\"prompt_tokens\":7,\"completion_tokens\":3,\"total_tokens\":10}}\n\n",
+                );
+                let mut response = Response::new(Body::from(frames));
+                response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+                return response;
+            }
             if model == "stall" {
                 let mut response =
                     Response::new(Body::from_stream(futures_util::stream::pending::<Result<Bytes, std::io::Error>>()));
@@ -48,8 +59,9 @@ fn config(upstream: std::net::SocketAddr) -> String {
     format!(
         "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
          up: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ request: 400ms }} }}\n\
-         models:\n  slow: {{ provider: up }}\n  stall: {{ provider: up }}\n\
-         rate_card:\n  slow: {{ input_utok: 1000, output_utok: 1000 }}\n  stall: {{ input_utok: 1000, output_utok: 1000 }}\n"
+         models:\n  slow: {{ provider: up }}\n  stall: {{ provider: up }}\n  nodone: {{ provider: up }}\n\
+         rate_card:\n  slow: {{ input_utok: 1000, output_utok: 1000 }}\n  stall: {{ input_utok: 1000, output_utok: 1000 }}\n  \
+         nodone: {{ input_utok: 1000, output_utok: 1000 }}\n"
     )
 }
 
@@ -107,4 +119,29 @@ async fn a_reply_that_never_comes_whole_is_charged_at_its_reservation() {
     let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
     let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
     assert!(spend["data"][0]["usd"].as_f64().unwrap() > 0.0, "{spend}");
+}
+
+/// A stream whose answer finished but whose `[DONE]` never came is billed
+/// as the answer it was: its own usage, a 200, not an estimate. Before,
+/// a translated one was settled by the relay's drop as a hung-up 499.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_whole_answer_without_its_terminator_is_billed_as_answered() {
+    let up = upstream().await;
+    let (addr, _) = governed(&config(up)).await;
+    let key = create_key(addr, json!({"name": "terminators"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let auth = format!("Bearer {secret}");
+    for ingress in [Protocol::OpenAi, Protocol::Anthropic] {
+        let headers: &[(&str, &str)] = match ingress {
+            Protocol::Anthropic => &[("x-api-key", secret)],
+            _ => &[("authorization", &auth)],
+        };
+        let reply =
+            post(addr, &ingress_path(ingress, "nodone", true), headers, chat_body(ingress, "nodone", "hi", true)).await;
+        assert_eq!(reply.status, 200, "{ingress}: {}", String::from_utf8_lossy(&reply.body));
+    }
+    for row in rows(addr, id, 2).await {
+        assert_eq!((row["status"].as_u64(), row["estimated"].as_bool()), (Some(200), Some(false)), "{row}");
+        assert_eq!((row["input_tokens"].as_u64(), row["output_tokens"].as_u64()), (Some(7), Some(3)), "{row}");
+    }
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use serde_json::Value;
-use switchyard_protocol::ir::{Protocol, StopReason, StreamEvent, Usage};
+use switchyard_protocol::ir::{Accumulator, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_protocol::tap::UsageTap;
 use switchyard_protocol::{codec, Framing, StreamDecoder};
 
@@ -136,7 +136,9 @@ fn decode(decoder: &mut dyn StreamDecoder, bytes: &[u8]) -> Vec<StreamEvent> {
     out
 }
 
-/// What metering and the relay take from a stream.
+/// What metering and the relay take from a stream: its usage, stop
+/// reason, and whether it finished or failed (read by the IR's own
+/// `Accumulator`).
 #[derive(Debug, PartialEq)]
 struct Verdict {
     usage: Usage,
@@ -146,22 +148,12 @@ struct Verdict {
 }
 
 fn verdict(events: &[StreamEvent]) -> Verdict {
-    let mut v = Verdict { usage: Usage::default(), stop_reason: None, finished: false, failed: false };
+    let mut accumulator = Accumulator::new();
     for event in events {
-        match event {
-            StreamEvent::MessageStart { usage, .. } => v.usage.merge(usage),
-            StreamEvent::MessageDelta { usage, stop_reason, .. } => {
-                v.usage.merge(usage);
-                if stop_reason.is_some() {
-                    v.stop_reason = *stop_reason;
-                }
-            }
-            StreamEvent::MessageStop => v.finished = true,
-            StreamEvent::Error(_) => v.failed = true,
-            _ => {}
-        }
+        accumulator.push(event);
     }
-    v
+    let (usage, finished, failed) = (*accumulator.usage(), accumulator.is_finished(), accumulator.error().is_some());
+    Verdict { usage, stop_reason: accumulator.into_response().stop_reason, finished, failed }
 }
 
 #[test]
