@@ -1,7 +1,8 @@
 """Tool use: every ingress SDK into every lane protocol, non-streaming and
 streaming. The mock calls the first tool with arguments filled from its schema
 ({"city": "mock"}); given the tool's result it answers
-"[<lane> <model>] tool <name> returned: <result>"."""
+"[<lane> <model>] tool <name> returned: <result>", and a Gemini lane adds
+whether the call came back with the thought signature it gave it."""
 
 import pytest
 
@@ -30,4 +31,9 @@ def test_tool_round_trip(drivers, recorder, ingress, lane, stream):
         assert TOOL_RESULT in second.text, f"tool result not delivered upstream: {second.text!r}"
         assert f"[{lane} wire-{lane}]" in second.text, f"second turn text {second.text!r}"
         assert second.calls == [], f"tool called again instead of answering: {second.calls!r}"
+        if lane == "gemini":
+            # The SDK sent back only id, name and arguments (Gemini's own
+            # part aside): the gateway kept the call's thought signature and
+            # put it back, so Gemini did not get the placeholder.
+            assert "(signed)" in second.text, f"Gemini got the call back without its signature: {second.text!r}"
         assert stop_name(second.stop) == END_STOP[ingress], f"stop reason {second.stop!r} after the tool result"

@@ -135,6 +135,15 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_thought_signatures",
+            "Signed tool calls sent to Gemini lanes, by lane and where the signature came from (the caller's carrier, the gateway's store, or the placeholder Gemini accepts with degraded reasoning).",
+            m.signatures.iter().enumerate().map(|(index, value)| {
+                let source = SIGNATURE_SOURCES[index % SIGNATURE_SOURCES.len()];
+                (vec![("lane", &*m.lanes[index / SIGNATURE_SOURCES.len()]), ("source", source)], value.load(Ordering::Relaxed))
+            }),
+        )?;
+        encode_counters(
+            e,
             "switchyard_breaker_trips",
             "Breakers opened, by pool, lane and what opened them.",
             m.trips.iter().enumerate().map(|(index, value)| {

@@ -30,7 +30,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use switchyard_ir::Block;
+use switchyard_ir::{Block, Message, Role, ToolUse};
 
 /// Marks a signature carried in a reasoning item or block.
 const REASONING_PREFIX: &str = "switchyard.thought_signature:";
@@ -126,6 +126,33 @@ pub fn attach_carried(blocks: &mut Vec<Block>) {
         kept.push(block);
     }
     *blocks = kept;
+}
+
+/// The first tool call of each assistant turn when it has no signature:
+/// the call Gemini wants signed, and the one a kept signature is restored
+/// to (Gemini signs only the first call of a step).
+pub fn unsigned_first_calls(messages: &mut [Message]) -> Vec<&mut ToolUse> {
+    messages
+        .iter_mut()
+        .filter(|message| message.role == Role::Assistant)
+        .filter_map(|message| {
+            message.content.iter_mut().find_map(|block| match block {
+                Block::ToolUse(call) => Some(call),
+                _ => None,
+            })
+        })
+        .filter(|call| call.signature.is_none())
+        .collect()
+}
+
+/// Each signed tool call in `blocks`: (id, signature).
+pub fn signed_calls(blocks: &[Block]) -> impl Iterator<Item = (&str, &str)> {
+    blocks.iter().filter_map(|block| match block {
+        Block::ToolUse(ToolUse { id, signature: Some(signature), .. }) if !signature.is_empty() => {
+            Some((id.as_str(), signature.as_str()))
+        }
+        _ => None,
+    })
 }
 
 /// The signature a thinking block carries for the call after it.
@@ -278,5 +305,27 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn the_first_unsigned_call_of_each_assistant_turn_is_the_one_to_restore() {
+        let call = |id: &str, signature: Option<&str>| {
+            let mut call = ToolUse::new(id, "f", "{}");
+            call.signature = signature.map(str::to_owned);
+            Block::ToolUse(call)
+        };
+        let mut messages = vec![
+            Message { role: Role::User, content: vec![call("user_side", None)] },
+            Message {
+                role: Role::Assistant,
+                content: vec![Block::Text(switchyard_ir::TextBlock::new("x")), call("a", None), call("b", None)],
+            },
+            Message { role: Role::Assistant, content: vec![call("c", Some("sig")), call("d", None)] },
+            Message { role: Role::Assistant, content: vec![call("e", None)] },
+        ];
+        let ids: Vec<String> = unsigned_first_calls(&mut messages).iter().map(|call| call.id.clone()).collect();
+        assert_eq!(ids, ["a", "e"]);
+        let signed: Vec<(&str, &str)> = signed_calls(&messages[2].content).collect();
+        assert_eq!(signed, [("c", "sig")]);
     }
 }

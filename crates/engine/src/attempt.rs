@@ -50,6 +50,9 @@ struct Tries {
     /// Candidates remain after the one trying now (a stream's frames
     /// before content are held only while one could take over).
     others_left: bool,
+    /// Kept tool-call signatures were looked up (once, for the first
+    /// Gemini lane tried).
+    signatures_restored: bool,
 }
 
 impl Tries {
@@ -63,6 +66,7 @@ impl Tries {
             moved_on: None,
             retry_after: None,
             others_left: false,
+            signatures_restored: false,
         }
     }
 
@@ -226,6 +230,12 @@ async fn try_one(
     record: &mut Option<Box<Record>>,
 ) -> Tried {
     let call = request.call;
+    if !tries.signatures_restored && crate::signatures::wants(call, candidate.lane) {
+        tries.signatures_restored = true;
+        if let Err(info) = crate::signatures::restore(gateway, call, candidate.lane_index, translated).await {
+            return Tried::Answered(error_response(gateway, call, &info));
+        }
+    }
     // Chat is prepared by `send`; every other operation by its own module.
     let prepared = if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         crate::operation::prepare(gateway, call, candidate)

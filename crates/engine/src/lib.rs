@@ -47,6 +47,7 @@ pub mod reply;
 mod rerank;
 pub mod send;
 pub mod settle;
+mod signatures;
 mod translation;
 
 use std::future::Future;

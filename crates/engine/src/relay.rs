@@ -14,7 +14,7 @@ use http_body_util::BodyExt;
 use switchyard_codec::hide::EventFilter;
 use switchyard_codec::{DecodeError, Framing, StreamDecoder, StreamEncoder};
 use switchyard_health::LaneEffect;
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
+use switchyard_ir::{BlockStart, ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
@@ -118,6 +118,9 @@ pub(crate) struct StreamRelay {
     pub(crate) hide: Option<EventFilter>,
     pub(crate) ingress: Protocol,
     pub(crate) framing: Framing,
+    /// A Gemini lane's signed calls, kept for the caller before the
+    /// stream's last chunk leaves (translated streams from Gemini only).
+    pub(crate) signed: Option<SignedCalls>,
     pub(crate) tally: Tally,
     /// The first caller chunk went out (it is never held back to coalesce).
     pub(crate) first_sent: bool,
@@ -138,8 +141,34 @@ pub(crate) struct StreamRelay {
     pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
+/// The signed tool calls a stream from a Gemini lane announced, for the
+/// caller's key.
+pub(crate) struct SignedCalls {
+    owner: Option<Arc<str>>,
+    calls: Vec<(String, String)>,
+}
+
+impl SignedCalls {
+    pub(crate) fn new(owner: Option<Arc<str>>) -> SignedCalls {
+        SignedCalls { owner, calls: Vec::new() }
+    }
+}
+
 impl StreamRelay {
+    /// The caller's next chunk. The last one waits until the signed calls
+    /// the stream announced are kept, so the caller's next turn finds them.
     pub(crate) async fn next_chunk(&mut self) -> Option<Bytes> {
+        let chunk = self.pull().await;
+        if self.done {
+            if let Some(signed) = self.signed.take().filter(|signed| !signed.calls.is_empty()) {
+                let calls = signed.calls.iter().map(|(id, signature)| (id.as_str(), signature.as_str()));
+                crate::signatures::keep_for(&self.gateway, signed.owner.as_deref(), calls).await;
+            }
+        }
+        chunk
+    }
+
+    async fn pull(&mut self) -> Option<Bytes> {
         loop {
             if self.done {
                 return None;
@@ -253,6 +282,13 @@ impl StreamRelay {
         }
         for event in &mut self.events {
             self.tally.push(event);
+            if let (
+                StreamEvent::BlockStart { block: BlockStart::ToolUse { id, signature: Some(signature), .. }, .. },
+                Some(signed),
+            ) = (&*event, self.signed.as_mut())
+            {
+                signed.calls.push((id.clone(), signature.clone()));
+            }
             if let (StreamEvent::MessageStart { id, model, created, .. }, true) = (event, self.encoder.is_some()) {
                 fill_identity(id, model, created, &self.request_id, &self.wire_model);
             }

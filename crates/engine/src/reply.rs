@@ -133,6 +133,9 @@ async fn whole(
         return Ok(body);
     }
     let mut response = codec.read_response(&body).map_err(|err| format!("upstream reply could not be read: {err}"))?;
+    if lane.protocol == switchyard_ir::Protocol::Gemini {
+        crate::signatures::keep(gateway, call, switchyard_codec::signature::signed_calls(&response.content)).await;
+    }
     log_done(&call.request_id, &lane.name, &response.usage, started, false);
     fill_identity(&mut response.id, &mut response.model, &mut response.created, &call.request_id, candidate.wire_model);
     let out = Bytes::from(gateway.codec(call.ingress).write_response(&response).body);
@@ -222,6 +225,8 @@ fn stream(
         },
         ingress: call.ingress,
         framing: call.framing,
+        signed: (!same && lane.protocol == switchyard_ir::Protocol::Gemini)
+            .then(|| crate::relay::SignedCalls::new(call.caller.as_ref().map(|caller| caller.key.id.clone()))),
         tally: Tally::default(),
         first_sent: false,
         events: Vec::new(),

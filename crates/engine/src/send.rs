@@ -80,14 +80,7 @@ pub(crate) fn prepare(
         };
         return Ok(Prepared::chat(body, None));
     }
-    if translated.is_none() {
-        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
-        request.stream = call.stream;
-        *translated = Some(request);
-    }
-    let Some(request) = translated.as_mut() else {
-        return Err(ErrorInfo::new(ErrorKind::Internal, "request was not translated"));
-    };
+    let request = read_once(gateway, call, translated)?;
     candidate.wire_model.clone_into(&mut request.model);
     let encoded =
         gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
@@ -96,6 +89,20 @@ pub(crate) fn prepare(
     }
     let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
     Ok(Prepared::chat(Bytes::from(encoded.body), dropped_header))
+}
+
+/// The call's IR, read from the caller's body on first use.
+pub(crate) fn read_once<'t>(
+    gateway: &Gateway,
+    call: &Call,
+    translated: &'t mut Option<Request>,
+) -> Result<&'t mut Request, ErrorInfo> {
+    if translated.is_none() {
+        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
+        request.stream = call.stream;
+        *translated = Some(request);
+    }
+    translated.as_mut().ok_or_else(|| ErrorInfo::new(ErrorKind::Internal, "request was not translated"))
 }
 
 /// The most parts of a split request in flight at once.

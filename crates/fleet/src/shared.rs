@@ -187,6 +187,30 @@ impl FleetState {
         redis::cmd("GET").arg(session_key(pool, session)).query_async::<Option<String>>(&mut redis).await.ok().flatten()
     }
 
+    /// Keeps tool-call signatures (key, signature) for `ttl`, one round trip.
+    pub async fn keep_signatures(&self, kept: &[(String, String)], ttl: Duration) -> Result<(), redis::RedisError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut pipe = redis::pipe();
+        for (key, signature) in kept {
+            pipe.cmd("SET").arg(signature_key(key)).arg(signature).arg("PX").arg(millis).ignore();
+        }
+        let mut redis = self.redis.clone();
+        pipe.query_async::<()>(&mut redis).await
+    }
+
+    /// The signature kept under each key, in order (one round trip).
+    pub async fn find_signatures(&self, keys: &[String]) -> Result<Vec<Option<String>>, redis::RedisError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut redis = self.redis.clone();
+        let mut mget = redis::cmd("MGET");
+        for key in keys {
+            mget.arg(signature_key(key));
+        }
+        mget.query_async::<Vec<Option<String>>>(&mut redis).await
+    }
+
     /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
     /// another instance is sending it. When Redis cannot answer, this
     /// instance's own breaker decides (true).
@@ -266,6 +290,11 @@ impl FleetState {
 /// Where the fleet's claim on a lane's half-open trial is kept.
 fn trial_key(pool: &str, lane: &str) -> String {
     format!("switchyard:trial:{pool}:{lane}")
+}
+
+/// Where a tool call's signature is kept.
+fn signature_key(key: &str) -> String {
+    format!("switchyard:signature:{key}")
 }
 
 /// Where a session's pin is kept (ids are at most 256 bytes: refused

@@ -730,3 +730,29 @@ async fn a_settlement_applies_once_and_a_refused_one_stands_alone() {
     assert_eq!(fleet.pending(), 0, "nothing is retried forever");
     assert!(fleet.up.load(Ordering::Relaxed), "a refused script is not an outage");
 }
+
+/// A Gemini call signature one instance kept is put back by another when
+/// the caller's next turn (rebuilt from id, name and arguments) lands there.
+#[tokio::test]
+async fn a_call_signature_kept_by_one_instance_is_restored_by_another() {
+    let Some(redis) = Redis::start() else { return };
+    let yaml = "providers:\n  g: { protocol: gemini, base_url: mock:// }\n\
+                models:\n  flash: { provider: g, model: gemini-3-flash }\n";
+    let (one, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let (two, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]);
+    let ask = serde_json::json!({"role": "user", "content": "look it up"});
+    let first = serde_json::json!({"model": "flash", "messages": [ask], "tools": tools});
+    let reply = post(one, "/v1/chat/completions", &[], serde_json::to_vec(&first).unwrap()).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let reply: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    let call = &reply["choices"][0]["message"]["tool_calls"][0];
+    let rebuilt = serde_json::json!({"id": call["id"], "type": "function", "function": call["function"]});
+    let result = serde_json::json!({"role": "tool", "tool_call_id": call["id"], "content": "found"});
+    let assistant = serde_json::json!({"role": "assistant", "content": null, "tool_calls": [rebuilt]});
+    let second = serde_json::json!({"model": "flash", "messages": [ask, assistant, result], "tools": tools});
+    let reply = post(two, "/v1/chat/completions", &[], serde_json::to_vec(&second).unwrap()).await;
+    let text = String::from_utf8_lossy(&reply.body);
+    assert!(text.contains("(signed)"), "{text}");
+}

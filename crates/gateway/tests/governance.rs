@@ -442,6 +442,17 @@ async fn sqlite_keeps_keys_groups_and_spend_across_a_restart() {
         let spent: f64 = rows.iter().map(|r| r["usd"].as_f64().unwrap()).sum();
         (key["id"].as_str().unwrap().to_owned(), secret, spent)
     };
+    // A Gemini lane's signed call, kept for the key that asked: the next
+    // turn comes after a restart, rebuilt from id, name and arguments.
+    let (call_id, arguments) = {
+        let (addr, _) = governed(&yaml).await;
+        let first = chat_as(addr, &secret, gemini_tool_turn(None)).await;
+        assert_eq!(first.status, 200, "{}", String::from_utf8_lossy(&first.body));
+        let first: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+        let call = &first["choices"][0]["message"]["tool_calls"][0];
+        assert!(call["extra_content"]["google"]["thought_signature"].is_string(), "{call}");
+        (call["id"].as_str().unwrap().to_owned(), call["function"]["arguments"].as_str().unwrap().to_owned())
+    };
     let (addr, gateway) = governed(&yaml).await;
     // The budget's spend was seeded from the ledger at boot.
     let governance = gateway.governance.as_ref().unwrap();
@@ -452,7 +463,35 @@ async fn sqlite_keeps_keys_groups_and_spend_across_a_restart() {
     assert_eq!(groups.status, 200);
     let key = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
     assert_eq!(key.status, 200);
+    let second = gemini_tool_turn(Some((&call_id, &arguments)));
+    let reply = chat_as(addr, &secret, second.clone()).await;
+    assert!(String::from_utf8_lossy(&reply.body).contains("(signed)"), "{}", String::from_utf8_lossy(&reply.body));
+    // Another key sending the same call id gets nothing of the first key's.
+    let other = create_key(addr, json!({"name": "other"})).await;
+    let other = other["key"].as_str().unwrap();
+    let reply = chat_as(addr, other, second).await;
+    assert!(String::from_utf8_lossy(&reply.body).contains("(unsigned)"), "{}", String::from_utf8_lossy(&reply.body));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An OpenAI Chat call made with `key`.
+async fn chat_as(addr: std::net::SocketAddr, key: &str, body: Vec<u8>) -> Reply {
+    post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {key}"))], body).await
+}
+
+/// An OpenAI Chat request to the Gemini lane with a tool: the first turn,
+/// or (given the call's id and arguments) the second, rebuilt as SDK users
+/// do from id, name and arguments only.
+fn gemini_tool_turn(answered: Option<(&str, &str)>) -> Vec<u8> {
+    let tools = json!([{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]);
+    let mut messages = vec![json!({"role": "user", "content": "look it up"})];
+    if let Some((id, arguments)) = answered {
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "lookup", "arguments": arguments}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": "found"}));
+    }
+    serde_json::to_vec(&json!({"model": "lane-gemini", "messages": messages, "tools": tools})).unwrap()
 }
 
 /// An OpenAI upstream that streams one word every 20 ms and never ends.

@@ -103,3 +103,46 @@ async fn a_strict_request_that_loses_nothing_is_served() {
             .await;
     assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
 }
+
+/// A Gemini lane's call signature comes back to it whatever the caller's
+/// SDK echoed: its own carrier, or the gateway's memory when the caller
+/// rebuilt the call from id, name and arguments; the placeholder only for a
+/// call the gateway never saw. `/metrics` counts each source.
+#[tokio::test]
+async fn gemini_call_signatures_survive_callers_that_drop_them() {
+    let yaml = "providers:\n  g: { protocol: gemini, base_url: \"mock://\" }\n\
+                models:\n  flash: { provider: g, model: gemini-3-flash }\n";
+    let addr = gateway(yaml).await;
+    let tools = json!([{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]);
+    let ask = json!({"role": "user", "content": "look it up"});
+    let first = json!({"model": "flash", "messages": [ask], "tools": tools, "stream": true});
+    let reply = post(addr, "/v1/chat/completions", &[], serde_json::to_vec(&first).unwrap()).await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    let id = text.split("\"id\":\"call_").nth(1).and_then(|rest| rest.split('"').next()).unwrap();
+    let id = format!("call_{id}");
+    assert!(text.contains("thought_signature"), "{text}");
+
+    let turn = |call: Value| {
+        let result = json!({"role": "tool", "tool_call_id": call["id"], "content": "found"});
+        let assistant = json!({"role": "assistant", "content": null, "tool_calls": [call]});
+        serde_json::to_vec(&json!({"model": "flash", "messages": [ask, assistant, result], "tools": tools})).unwrap()
+    };
+    let rebuilt =
+        json!({"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"mock\"}"}});
+    let reply = post(addr, "/v1/chat/completions", &[], turn(rebuilt)).await;
+    assert!(String::from_utf8_lossy(&reply.body).contains("(signed)"), "{}", String::from_utf8_lossy(&reply.body));
+
+    let unknown =
+        json!({"id": "call_never_seen", "type": "function", "function": {"name": "lookup", "arguments": "{}"}});
+    let reply = post(addr, "/v1/chat/completions", &[], turn(unknown)).await;
+    assert!(String::from_utf8_lossy(&reply.body).contains("(unsigned)"), "{}", String::from_utf8_lossy(&reply.body));
+
+    let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    for source in ["restored", "placeholder"] {
+        let series = format!("switchyard_thought_signatures_total{{lane=\"flash\",source=\"{source}\"}} 1");
+        assert!(metrics.contains(&series), "{series} in\n{metrics}");
+    }
+}

@@ -18,6 +18,7 @@ mod lane;
 mod pool;
 pub mod sessions;
 pub mod sign_ins;
+pub mod signatures;
 pub mod stage;
 
 use std::collections::HashMap;
@@ -78,6 +79,9 @@ pub struct Gateway {
     pub fleet_state: Option<Arc<switchyard_fleet::shared::FleetState>>,
     /// The console's signed-in sessions (kept across reloads).
     pub sign_ins: Arc<crate::sign_ins::SignIns>,
+    /// Tool-call signatures kept for callers that drop them (kept across
+    /// reloads; in governance's store or the fleet's Redis when there is one).
+    pub signatures: crate::signatures::Signatures,
     /// Sections the file (`config.source`) changes that keep their running
     /// values until a restart (set by a reload).
     pub restart_pending: Vec<&'static str>,
@@ -306,6 +310,7 @@ impl Gateway {
             reloader: std::sync::OnceLock::new(),
             fleet_state: None,
             sign_ins: Arc::default(),
+            signatures: crate::signatures::Signatures::in_process(),
             restart_pending: Vec::new(),
             stages: Vec::new(),
         })
@@ -349,6 +354,7 @@ impl Gateway {
         self.fleet_state.clone_from(&old.fleet_state);
         self.telemetry = old.telemetry.clone();
         self.sign_ins = old.sign_ins.clone();
+        self.signatures = old.signatures.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
         }
@@ -391,6 +397,8 @@ impl Gateway {
 
     /// Shares breaker changes with the fleet (attach it once the gateway is shared).
     pub fn with_fleet_state(mut self, shared: Arc<switchyard_fleet::shared::FleetState>) -> Gateway {
+        self.signatures =
+            crate::signatures::Signatures::new(Arc::new(crate::signatures::FleetSignatures(shared.clone())));
         self.fleet_state = Some(shared);
         self
     }
@@ -403,6 +411,9 @@ impl Gateway {
 
     /// Attaches governance (built after the gateway, since it reads the stores).
     pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Gateway {
+        if self.fleet_state.is_none() {
+            self.signatures = crate::signatures::Signatures::new(governance.stores.signatures.clone());
+        }
         self.governance = Some(governance);
         self
     }

@@ -477,6 +477,31 @@ pub trait AuditLog: Send + Sync {
     fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64>;
 }
 
+/// A vendor's signature of a tool call (Gemini's `thoughtSignature`), kept
+/// for a caller whose protocol drops it when it sends the call back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptSignature {
+    /// Whose call and which: the caller's key id and the tool call's id.
+    pub key: String,
+    /// The signature, as the vendor sent it.
+    pub signature: String,
+    /// When it is forgotten (ms since the epoch).
+    pub expires_ms: i64,
+}
+
+/// The longest signature kept (Gemini's are a few hundred bytes to a few
+/// kilobytes; anything longer is not one).
+pub const MAX_KEPT_SIGNATURE: usize = 64 << 10;
+
+/// Tool-call signatures by key, each until it expires.
+pub trait SignatureStore: Send + Sync {
+    /// Keeps each signature under its key (a later one replaces it) and
+    /// forgets those expired by `now_ms`.
+    fn keep_signatures(&self, kept: Vec<KeptSignature>, now_ms: i64) -> StoreFuture<'_, ()>;
+    /// The signature live at `now_ms` under each key, in the keys' order.
+    fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>>;
+}
+
 /// A backend: every concern, usually served by one object.
 #[derive(Clone)]
 pub struct Stores {
@@ -488,31 +513,37 @@ pub struct Stores {
     pub ledger: Arc<dyn Ledger>,
     /// The audit log.
     pub audit: Arc<dyn AuditLog>,
+    /// Tool-call signatures kept for callers that drop them.
+    pub signatures: Arc<dyn SignatureStore>,
     /// Changes other instances make, when the store is shared.
     pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Stores {
     /// Every concern served by `backend`.
-    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + 'static>(backend: B) -> Stores {
-        let backend = Arc::new(backend);
-        Stores {
-            keys: backend.clone(),
-            groups: backend.clone(),
-            ledger: backend.clone(),
-            audit: backend,
-            changes: None,
-        }
-    }
-
-    /// A store other instances write too: its changes are announced.
-    pub fn shared<B: KeyStore + GroupStore + Ledger + AuditLog + ChangeFeed + 'static>(backend: B) -> Stores {
+    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + 'static>(backend: B) -> Stores {
         let backend = Arc::new(backend);
         Stores {
             keys: backend.clone(),
             groups: backend.clone(),
             ledger: backend.clone(),
             audit: backend.clone(),
+            signatures: backend,
+            changes: None,
+        }
+    }
+
+    /// A store other instances write too: its changes are announced.
+    pub fn shared<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ChangeFeed + 'static>(
+        backend: B,
+    ) -> Stores {
+        let backend = Arc::new(backend);
+        Stores {
+            keys: backend.clone(),
+            groups: backend.clone(),
+            ledger: backend.clone(),
+            audit: backend.clone(),
+            signatures: backend.clone(),
             changes: Some(backend),
         }
     }

@@ -10,12 +10,15 @@ use std::sync::{Mutex, PoisonError};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow, RowFilter, SpendBy,
-    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter,
+    SignatureStore, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// Ledger rows the memory store keeps.
 pub const MEMORY_LEDGER_ROWS: usize = 1_000_000;
+
+/// Tool-call signatures the memory store keeps (the oldest kept go first).
+pub const MEMORY_SIGNATURES: usize = 100_000;
 
 #[derive(Default)]
 struct Inner {
@@ -26,6 +29,9 @@ struct Inner {
     ledger: std::collections::VecDeque<StoredRow>,
     next_row: i64,
     audit: Vec<StoredAudit>,
+    /// Key → (signature, expiry ms), and the keys in the order kept.
+    signatures: HashMap<String, (String, i64)>,
+    signature_order: std::collections::VecDeque<String>,
 }
 
 /// Everything in memory.
@@ -239,6 +245,41 @@ impl AuditLog for MemoryStore {
     fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>> {
         ready(self.with(|inner| {
             Ok(inner.audit.iter().rev().filter(|e| before.is_none_or(|b| e.id < b)).take(limit).cloned().collect())
+        }))
+    }
+}
+
+impl SignatureStore for MemoryStore {
+    fn keep_signatures(&self, kept: Vec<KeptSignature>, now_ms: i64) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            for entry in kept {
+                if inner.signatures.insert(entry.key.clone(), (entry.signature, entry.expires_ms)).is_none() {
+                    inner.signature_order.push_back(entry.key);
+                }
+            }
+            // Bounded: expired entries at the front go, then the oldest kept.
+            while let Some(oldest) = inner.signature_order.front() {
+                let expired = inner.signatures.get(oldest).is_none_or(|(_, expires)| *expires <= now_ms);
+                if !expired && inner.signatures.len() <= MEMORY_SIGNATURES {
+                    break;
+                }
+                if let Some(oldest) = inner.signature_order.pop_front() {
+                    inner.signatures.remove(&oldest);
+                }
+            }
+            Ok(())
+        }))
+    }
+
+    fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>> {
+        ready(self.with(|inner| {
+            Ok(keys
+                .iter()
+                .map(|key| match inner.signatures.get(key) {
+                    Some((signature, expires)) if *expires > now_ms => Some(signature.clone()),
+                    _ => None,
+                })
+                .collect())
         }))
     }
 }

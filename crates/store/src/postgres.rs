@@ -17,8 +17,9 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, GroupRecord, GroupStore, Idempotency, KeyStore,
-    Ledger, LedgerRow, RowFilter, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, GroupRecord, GroupStore, Idempotency, KeptSignature,
+    KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens,
+    Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `switchyard_schema.version` is the count applied.
@@ -28,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0003_spend_hourly.sql"),
     include_str!("../migrations/postgres/0004_audit_at.sql"),
     include_str!("../migrations/postgres/0005_operations.sql"),
+    include_str!("../migrations/postgres/0006_call_signatures.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -592,6 +594,57 @@ impl AuditLog for PostgresStore {
                     })
                 })
                 .collect()
+        })
+    }
+}
+
+impl SignatureStore for PostgresStore {
+    fn keep_signatures(&self, kept: Vec<KeptSignature>, now_ms: i64) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            // One row per key (the last kept wins): an upsert may not touch a row twice.
+            let latest: std::collections::BTreeMap<String, (String, i64)> =
+                kept.into_iter().map(|entry| (entry.key, (entry.signature, entry.expires_ms))).collect();
+            let mut keys = Vec::with_capacity(latest.len());
+            let mut signatures = Vec::with_capacity(latest.len());
+            let mut expiries = Vec::with_capacity(latest.len());
+            for (key, (signature, expires_ms)) in latest {
+                keys.push(key);
+                signatures.push(signature);
+                expiries.push(expires_ms);
+            }
+            client
+                .execute(
+                    "INSERT INTO call_signatures (key, signature, expires_ms) \
+                     SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) \
+                     ON CONFLICT (key) DO UPDATE SET signature = EXCLUDED.signature, expires_ms = EXCLUDED.expires_ms",
+                    &[&keys, &signatures, &expiries],
+                )
+                .await
+                .map_err(unavailable)?;
+            client
+                .execute("DELETE FROM call_signatures WHERE expires_ms <= $1", &[&now_ms])
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT key, signature FROM call_signatures WHERE key = ANY($1::TEXT[]) AND expires_ms > $2",
+                    &[&keys, &now_ms],
+                )
+                .await
+                .map_err(unavailable)?;
+            let mut found = std::collections::HashMap::with_capacity(rows.len());
+            for row in &rows {
+                found.insert(col::<String>(row, 0)?, col::<String>(row, 1)?);
+            }
+            Ok(keys.iter().map(|key| found.remove(key)).collect())
         })
     }
 }

@@ -10,8 +10,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeyStore, Ledger, LedgerRow,
-    RowFilter, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeptSignature, KeyStore, Ledger,
+    LedgerRow, RowFilter, SignatureStore, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery,
+    Written,
 };
 
 /// The schema, in order; `user_version` is the count applied.
@@ -22,6 +23,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0004_spend_hourly.sql"),
     include_str!("../migrations/sqlite/0005_audit_at.sql"),
     include_str!("../migrations/sqlite/0006_operations.sql"),
+    include_str!("../migrations/sqlite/0007_call_signatures.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -474,6 +476,38 @@ impl AuditLog for SqliteStore {
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(unavailable)?;
             Ok(entries)
+        })
+    }
+}
+
+impl SignatureStore for SqliteStore {
+    fn keep_signatures(&self, kept: Vec<KeptSignature>, now_ms: i64) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            {
+                let mut upsert = tx
+                    .prepare_cached(
+                        "INSERT INTO call_signatures (key, signature, expires_ms) VALUES (?1, ?2, ?3) \
+                         ON CONFLICT (key) DO UPDATE SET signature = excluded.signature, expires_ms = excluded.expires_ms",
+                    )
+                    .map_err(unavailable)?;
+                for entry in &kept {
+                    upsert.execute(params![entry.key, entry.signature, entry.expires_ms]).map_err(unavailable)?;
+                }
+            }
+            tx.execute("DELETE FROM call_signatures WHERE expires_ms <= ?1", params![now_ms]).map_err(unavailable)?;
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>> {
+        self.run(move |conn| {
+            let mut find = conn
+                .prepare_cached("SELECT signature FROM call_signatures WHERE key = ?1 AND expires_ms > ?2")
+                .map_err(unavailable)?;
+            keys.iter()
+                .map(|key| find.query_row(params![key, now_ms], |row| row.get(0)).optional().map_err(unavailable))
+                .collect()
         })
     }
 }

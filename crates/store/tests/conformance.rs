@@ -10,8 +10,8 @@ use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
 
 use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
-    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeyStore, LedgerRow, RowFilter, SpendBy,
-    StoreError, Stores, Tokens, TotalsQuery, Written,
+    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeptSignature, KeyStore, LedgerRow, RowFilter,
+    SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
 };
 
 fn key(n: u8) -> KeyRecord {
@@ -345,6 +345,34 @@ async fn the_audit_log_keeps_every_attempt(stores: Stores) {
     assert_eq!(stores.audit.entries(Some(entries[1].id), 10).await.unwrap().len(), 1);
 }
 
+async fn signatures_are_kept_until_they_expire(stores: Stores) {
+    let kept = |key: &str, signature: &str, expires_ms| KeptSignature {
+        key: key.into(),
+        signature: signature.into(),
+        expires_ms,
+    };
+    stores
+        .signatures
+        .keep_signatures(vec![kept("k1:call_a", "c2lnQQ==", 1_000), kept("k1:call_b", "c2lnQg==", 50)], 10)
+        .await
+        .unwrap();
+    // A later signature under the same key replaces the first, even in one batch.
+    stores
+        .signatures
+        .keep_signatures(vec![kept("k2:call_a", "old", 1_000), kept("k2:call_a", "new", 2_000)], 10)
+        .await
+        .unwrap();
+    let keys = || vec!["k1:call_a".to_owned(), "k1:call_b".to_owned(), "k2:call_a".to_owned(), "k3:call_a".to_owned()];
+    let found = stores.signatures.find_signatures(keys(), 20).await.unwrap();
+    assert_eq!(found, [Some("c2lnQQ==".to_owned()), Some("c2lnQg==".to_owned()), Some("new".to_owned()), None]);
+    // Past its expiry a signature is gone, read before or after a purge.
+    let found = stores.signatures.find_signatures(keys(), 60).await.unwrap();
+    assert_eq!(found, [Some("c2lnQQ==".to_owned()), None, Some("new".to_owned()), None]);
+    stores.signatures.keep_signatures(Vec::new(), 1_500).await.unwrap();
+    let found = stores.signatures.find_signatures(keys(), 1_500).await.unwrap();
+    assert_eq!(found, [None, None, Some("new".to_owned()), None]);
+}
+
 macro_rules! backends {
     ($($backend:ident => $make:expr),* $(,)?) => {
         $(
@@ -389,6 +417,11 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn audit() {
                     the_audit_log_keeps_every_attempt($make).await;
+                }
+
+                #[tokio::test]
+                async fn signatures() {
+                    signatures_are_kept_until_they_expire($make).await;
                 }
             }
         )*

@@ -22,6 +22,9 @@ pub const INGRESSES: usize = Protocol::ALL.len();
 pub const OUTCOMES: usize = StatusClass::ALL.len() + 1;
 /// Token kinds.
 pub const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+/// Where a Gemini lane's tool-call signature came from: the caller's own
+/// carrier, the gateway's store, or the documented placeholder.
+pub const SIGNATURE_SOURCES: [&str; 3] = ["carried", "restored", "placeholder"];
 /// What opened a breaker.
 pub const TRIP_KINDS: [&str; 2] = ["transient", "hard_down"];
 /// What a routing hook call came to.
@@ -145,6 +148,8 @@ pub struct Metrics {
     pub failovers: Box<[AtomicU64]>,
     /// Same-lane retries, by lane and the failure retried.
     pub retries: Box<[AtomicU64]>,
+    /// Signed calls sent to Gemini lanes, by lane and [`SIGNATURE_SOURCES`].
+    pub signatures: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
     pub translations: Box<[AtomicU64]>,
@@ -176,6 +181,7 @@ impl Metrics {
             attempts: zeros(lanes.len() * OUTCOMES),
             failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
             retries: zeros(lanes.len() * StatusClass::ALL.len()),
+            signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -226,6 +232,16 @@ impl Metrics {
     /// A request tried `lane` again after a transient failure of `cause`.
     pub fn retry(&self, lane: usize, cause: StatusClass) {
         add(&self.retries, lane * StatusClass::ALL.len() + cause.index(), 1);
+    }
+
+    /// The signed calls of a request sent to Gemini lane `lane`, counted by
+    /// where each signature came from ([`SIGNATURE_SOURCES`]' order).
+    pub fn signatures(&self, lane: usize, by_source: [u32; 3]) {
+        for (source, count) in by_source.into_iter().enumerate() {
+            if count > 0 {
+                add(&self.signatures, lane * SIGNATURE_SOURCES.len() + source, u64::from(count));
+            }
+        }
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).

@@ -85,12 +85,24 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         (Some(tool), None) => {
             let input = arguments_for(&tool.parameters);
             let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
-            content.push(Block::ToolUse(ToolUse::new(id, tool.name.clone(), input)));
+            let mut call = ToolUse::new(id, tool.name.clone(), input);
+            if protocol == Protocol::Gemini {
+                // Gemini signs the first function call of a step.
+                call.signature = Some(mock_signature(&call.name));
+            }
+            content.push(Block::ToolUse(call));
             StopReason::ToolUse
         }
         (_, Some(result)) => {
             let name = result.name.clone().unwrap_or_else(|| "tool".to_owned());
-            content.push(Block::text(format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text())));
+            let mut text = format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text());
+            if protocol == Protocol::Gemini {
+                // Says whether the call came back with the signature this
+                // fake gave it (a real Gemini reasons worse without it).
+                let signed = signed_call(request, &name);
+                text.push_str(if signed { " (signed)" } else { " (unsigned)" });
+            }
+            content.push(Block::text(text));
             StopReason::EndTurn
         }
         (None, None) => {
@@ -128,6 +140,23 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         stop_sequence: None,
         usage: Usage { input_tokens, output_tokens, ..Usage::default() },
     }
+}
+
+/// The signature this fake gives a Gemini call of tool `name`: base64 (the
+/// encoding of "mock-thought", then hex digits) like a real one. Gemini
+/// requests carry no call ids, so it is the name's.
+pub fn mock_signature(name: &str) -> String {
+    let hash = fnv1a(name.as_bytes());
+    format!("bW9jay10aG91Z2h0{hash:016x}{:016x}", hash.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15)
+}
+
+/// Whether the history's call of tool `name` carries the signature this
+/// fake gave it.
+fn signed_call(request: &Request, name: &str) -> bool {
+    let signature = mock_signature(name);
+    request.messages.iter().flat_map(|m| &m.content).any(|block| {
+        matches!(block, Block::ToolUse(call) if call.name == name && call.signature.as_deref() == Some(&*signature))
+    })
 }
 
 fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
