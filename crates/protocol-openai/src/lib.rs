@@ -20,9 +20,11 @@
 //! - A `refusal` is read as a text block with `StopReason::Refusal`, and a
 //!   refusal reply is written back as `message.refusal`.
 //! - Reasoning text that OpenAI-compatible servers send as
-//!   `reasoning_content` (or `reasoning`) is read as a thinking block; thinking
-//!   blocks are never written (OpenAI has no field for them), which the
-//!   writers report as dropped.
+//!   `reasoning_content` (or `reasoning`) is read as a thinking block, and a
+//!   reply's thinking is written there, streamed and not; signed and
+//!   redacted reasoning (a Claude lane's) also goes in `thinking_blocks`
+//!   and is read back from an assistant message (`thinking`). A request's
+//!   thinking is not sent to an OpenAI lane, which has no field for it.
 //! - `reasoning_effort` is an ordered level (`none` is thinking off); a
 //!   level Chat Completions lacks is sent as its nearest one, a budget as
 //!   the level it stands for, and both changes are reported.
@@ -37,6 +39,7 @@ mod request;
 mod rerank;
 mod response;
 mod stream;
+mod thinking;
 mod wire;
 
 use http::{HeaderName, HeaderValue};

@@ -336,10 +336,19 @@ fn assistant_blocks(
     path: &str,
 ) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::new();
+    // Signed and redacted reasoning a reply gave the caller (`thinking`);
+    // when present, it holds the same reasoning as the text fields.
+    let signed = match message.shift_remove("thinking_blocks") {
+        Some(Value::Null) | None => false,
+        Some(value) => {
+            blocks.extend(crate::thinking::read_blocks(value, &format!("{path}.thinking_blocks"))?);
+            true
+        }
+    };
     // OpenAI-compatible reasoning servers echo their reasoning here.
     for key in ["reasoning_content", "reasoning"] {
         if let Some(Value::String(text)) = message.shift_remove(key) {
-            if !text.is_empty() {
+            if !text.is_empty() && !signed {
                 blocks.push(Block::Thinking { text, signature: None });
             }
         }

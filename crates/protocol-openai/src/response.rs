@@ -46,6 +46,9 @@ struct WireMessage {
     reasoning_content: Option<Value>,
     #[serde(default)]
     reasoning: Option<Value>,
+    /// Signed and redacted reasoning (`thinking`).
+    #[serde(default)]
+    thinking_blocks: Option<Value>,
     #[serde(default)]
     tool_calls: Option<Vec<WireToolCall>>,
     #[serde(default)]
@@ -116,10 +119,20 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
 
 /// Appends the message's blocks; true when the model refused.
 fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
-    for reasoning in [&message.reasoning_content, &message.reasoning] {
-        if let Some(text) = reasoning.as_ref().and_then(Value::as_str) {
-            if !text.is_empty() {
-                content.push(Block::Thinking { text: text.to_owned(), signature: None });
+    // Signed blocks, when present, hold the same reasoning as the text.
+    let signed = message
+        .thinking_blocks
+        .and_then(|blocks| crate::thinking::read_blocks(blocks, "choices[0].message.thinking_blocks").ok())
+        .filter(|blocks| !blocks.is_empty());
+    match signed {
+        Some(blocks) => content.extend(blocks),
+        None => {
+            for reasoning in [&message.reasoning_content, &message.reasoning] {
+                if let Some(text) = reasoning.as_ref().and_then(Value::as_str) {
+                    if !text.is_empty() {
+                        content.push(Block::Thinking { text: text.to_owned(), signature: None });
+                    }
+                }
             }
         }
     }
@@ -192,6 +205,10 @@ struct OutMessage<'a> {
     role: &'static str,
     content: Option<String>,
     refusal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    thinking_blocks: Vec<crate::thinking::OutThinking<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OutToolCall<'a>>,
 }
@@ -235,8 +252,8 @@ pub(crate) fn write(response: &Response) -> Encoded {
                 function: OutFunction { name: &call.name, arguments: &call.input },
                 extra_content: ExtraContent::of(call.signature.as_deref()),
             }),
-            Block::Thinking { .. } => report(&mut dropped, Field::Thinking),
-            Block::RedactedThinking { .. } => report(&mut dropped, Field::RedactedThinking),
+            // Written below, in `reasoning_content` and `thinking_blocks`.
+            Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
             Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
                 report(&mut dropped, Field::MisplacedBlock)
             }
@@ -262,7 +279,14 @@ pub(crate) fn write(response: &Response) -> Encoded {
         model: &response.model,
         choices: [OutChoice {
             index: 0,
-            message: OutMessage { role: "assistant", content, refusal, tool_calls },
+            message: OutMessage {
+                role: "assistant",
+                content,
+                refusal,
+                reasoning_content: crate::thinking::reasoning_text(&response.content),
+                thinking_blocks: crate::thinking::out_blocks(&response.content),
+                tool_calls,
+            },
             logprobs: None,
             finish_reason: response.stop_reason.map(finish_from_stop_reason),
         }],
@@ -304,12 +328,34 @@ mod tests {
             }
         );
         let encoded = write(&response);
-        assert_eq!(encoded.dropped[0].field, Field::Thinking);
+        assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(written["choices"][0]["message"]["reasoning_content"], "thinking...");
+        assert!(written["choices"][0]["message"].get("thinking_blocks").is_none(), "unsigned needs none");
         assert_eq!(written["choices"][0]["message"]["refusal"], "I can't help with that.");
         assert_eq!(written["choices"][0]["message"]["content"], Value::Null);
         assert_eq!(written["choices"][0]["finish_reason"], "stop");
         assert_eq!(written["usage"]["total_tokens"], 15);
+    }
+
+    #[test]
+    fn signed_reasoning_travels_in_thinking_blocks_both_ways() {
+        let response = Response {
+            content: vec![
+                Block::Thinking { text: "step one".into(), signature: Some("EqQBCkYI".into()) },
+                Block::text("done"),
+            ],
+            ..Response::default()
+        };
+        let written: Value = serde_json::from_slice(&write(&response).body).unwrap();
+        let message = &written["choices"][0]["message"];
+        assert_eq!(message["reasoning_content"], "step one");
+        assert_eq!(
+            message["thinking_blocks"],
+            json!([{"type": "thinking", "thinking": "step one", "signature": "EqQBCkYI"}])
+        );
+        let read_back = read(written.to_string().as_bytes()).unwrap();
+        assert_eq!(read_back.content, response.content);
     }
 
     #[test]

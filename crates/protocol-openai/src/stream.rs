@@ -325,6 +325,10 @@ struct OutDelta<'a> {
     role: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    thinking_blocks: Vec<crate::thinking::OutThinking<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tool_calls: Vec<OutToolCall<'a>>,
 }
@@ -352,7 +356,10 @@ struct OutFunction<'a> {
 #[derive(Clone, Copy)]
 enum Kind {
     Text,
-    /// Thinking has no Chat Completions field and is not written.
+    /// Reasoning: its text in `reasoning_content` deltas; when signed, the
+    /// whole block in one `thinking_blocks` delta at its stop.
+    Thinking,
+    /// Redacted reasoning, written whole at its start.
     Silent,
     Tool(u32),
 }
@@ -368,6 +375,10 @@ pub(crate) struct ChunkEncoder {
     stop_reason: Option<StopReason>,
     usage: Usage,
     ended: bool,
+    /// The open reasoning block's text and signature (the signature comes
+    /// last, and its `thinking_blocks` entry carries both).
+    thinking: String,
+    thinking_signature: String,
     /// Write the trailing `choices: []` usage chunk.
     usage_chunk: bool,
 }
@@ -426,7 +437,16 @@ impl StreamEncoder for ChunkEncoder {
             StreamEvent::BlockStart { index, block } => {
                 let kind = match block {
                     BlockStart::Text => Kind::Text,
-                    BlockStart::Thinking | BlockStart::RedactedThinking { .. } => Kind::Silent,
+                    BlockStart::Thinking => {
+                        self.thinking.clear();
+                        self.thinking_signature.clear();
+                        Kind::Thinking
+                    }
+                    BlockStart::RedactedThinking { data } => {
+                        let redacted = vec![crate::thinking::OutThinking::RedactedThinking { data }];
+                        self.write_delta(OutDelta { thinking_blocks: redacted, ..OutDelta::default() }, out);
+                        Kind::Silent
+                    }
                     BlockStart::ToolUse { id, name, signature } => {
                         let tool = self.tools;
                         self.tools += 1;
@@ -452,6 +472,11 @@ impl StreamEncoder for ChunkEncoder {
                 (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => {
                     self.write_delta(OutDelta { content: Some(text), ..OutDelta::default() }, out)
                 }
+                (Some(Kind::Thinking), Delta::Thinking(text)) if !text.is_empty() => {
+                    self.thinking.push_str(text);
+                    self.write_delta(OutDelta { reasoning_content: Some(text), ..OutDelta::default() }, out)
+                }
+                (Some(Kind::Thinking), Delta::Signature(signature)) => self.thinking_signature.push_str(signature),
                 (Some(Kind::Tool(tool)), Delta::ToolInput(arguments)) if !arguments.is_empty() => self.write_delta(
                     OutDelta {
                         tool_calls: vec![OutToolCall {
@@ -467,7 +492,15 @@ impl StreamEncoder for ChunkEncoder {
                 ),
                 _ => {}
             },
-            StreamEvent::BlockStop { .. } => {}
+            StreamEvent::BlockStop { index } => {
+                if matches!(self.kind(*index), Some(Kind::Thinking)) && !self.thinking_signature.is_empty() {
+                    let (thinking, signature) =
+                        (std::mem::take(&mut self.thinking), std::mem::take(&mut self.thinking_signature));
+                    let signed =
+                        vec![crate::thinking::OutThinking::Thinking { thinking: &thinking, signature: &signature }];
+                    self.write_delta(OutDelta { thinking_blocks: signed, ..OutDelta::default() }, out);
+                }
+            }
             StreamEvent::MessageDelta { stop_reason, usage, .. } => {
                 if stop_reason.is_some() {
                     self.stop_reason = *stop_reason;
@@ -547,6 +580,38 @@ pub(crate) fn usage_chunk_filter() -> switchyard_codec::hide::EventFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasoning_streams_as_reasoning_content_and_signed_blocks_whole_at_their_stop() {
+        let events = switchyard_codec::ir::events_from_response(&switchyard_codec::ir::Response {
+            content: vec![
+                switchyard_codec::ir::Block::Thinking { text: "hmm".into(), signature: Some("EqQB".into()) },
+                switchyard_codec::ir::Block::RedactedThinking { data: "EmwK".into() },
+                switchyard_codec::ir::Block::text("hi"),
+            ],
+            stop_reason: Some(StopReason::EndTurn),
+            ..switchyard_codec::ir::Response::default()
+        });
+        let mut encoder = ChunkEncoder::new();
+        let mut out = Vec::new();
+        for event in &events {
+            encoder.encode(event, &mut out);
+        }
+        let deltas: Vec<serde_json::Value> = std::str::from_utf8(&out)
+            .unwrap()
+            .split("\n\n")
+            .filter_map(|frame| frame.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .filter_map(|chunk| chunk["choices"].get(0).map(|choice| choice["delta"].clone()))
+            .collect();
+        let has = |delta: serde_json::Value| deltas.contains(&delta);
+        assert!(has(serde_json::json!({"reasoning_content": "hmm"})), "{deltas:?}");
+        assert!(has(
+            serde_json::json!({"thinking_blocks": [{"type": "thinking", "thinking": "hmm", "signature": "EqQB"}]})
+        ));
+        assert!(has(serde_json::json!({"thinking_blocks": [{"type": "redacted_thinking", "data": "EmwK"}]})));
+        assert!(has(serde_json::json!({"content": "hi"})));
+    }
 
     #[test]
     fn usage_is_asked_for_without_moving_other_bytes() {

@@ -19,6 +19,9 @@ use switchyard_ir::{
 
 use crate::{chunked_body, full_body, UpstreamResponse};
 
+/// The signature of the reasoning this fake gives.
+const MOCK_REASONING_SIGNATURE: &str = "mock-signature";
+
 /// Fixed creation time so replies are byte-for-byte reproducible.
 const CREATED: i64 = 1_700_000_000;
 
@@ -78,7 +81,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
     if wants_reasoning(request.reasoning.as_ref()) {
         content.push(Block::Thinking {
             text: "the user wants a deterministic answer".into(),
-            signature: Some("mock-signature".into()),
+            signature: Some(MOCK_REASONING_SIGNATURE.into()),
         });
     }
     let stop_reason = match (request.tools.first(), tool_result) {
@@ -101,6 +104,11 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
                 // fake gave it (a real Gemini reasons worse without it).
                 let signed = signed_call(request, &name);
                 text.push_str(if signed { " (signed)" } else { " (unsigned)" });
+            }
+            if kept_reasoning(request) {
+                // The signed reasoning this fake gave came back (Claude
+                // wants it back in a tool loop that thinks).
+                text.push_str(" (reasoning kept)");
             }
             content.push(Block::text(text));
             StopReason::EndTurn
@@ -156,6 +164,14 @@ fn signed_call(request: &Request, name: &str) -> bool {
     let signature = mock_signature(name);
     request.messages.iter().flat_map(|m| &m.content).any(|block| {
         matches!(block, Block::ToolUse(call) if call.name == name && call.signature.as_deref() == Some(&*signature))
+    })
+}
+
+/// Whether an assistant turn of the history carries the signed reasoning
+/// this fake gives.
+fn kept_reasoning(request: &Request) -> bool {
+    request.messages.iter().flat_map(|m| &m.content).any(|block| {
+        matches!(block, Block::Thinking { signature: Some(signature), .. } if signature == MOCK_REASONING_SIGNATURE)
     })
 }
 
