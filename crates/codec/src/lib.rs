@@ -166,6 +166,17 @@ impl RawUpstreamError {
     }
 }
 
+/// A caller header a lane of the caller's own protocol gets as it came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallerHeader {
+    /// Its name (lower case).
+    pub name: &'static str,
+    /// It turns on features of the vendor (betas): a lane of another
+    /// protocol that does not get it reports it dropped. A version header
+    /// is not: the lane's writer speaks its own version.
+    pub features: bool,
+}
+
 /// An error response ready to send: status, extra headers, JSON body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorResponse {
@@ -306,6 +317,14 @@ pub trait Codec: Send + Sync {
     /// Where a request asks for several replies at once (OpenAI `n`, Gemini
     /// `candidateCount`): each is billed its own output. Empty: one reply.
     fn choices_members(&self) -> &'static [&'static [&'static str]] {
+        &[]
+    }
+
+    /// The headers a caller of this protocol sends that reach a lane of
+    /// the same protocol as they came (`anthropic-beta`), and what each is.
+    /// Every other caller header stays at the gateway, but for those an
+    /// operator lists in `forward_headers`.
+    fn caller_headers(&self) -> &'static [CallerHeader] {
         &[]
     }
 

@@ -203,6 +203,10 @@ pub struct Provider {
     pub passthrough_credentials: bool,
     /// What the ad-hoc route `/{provider}/{model}/v1/messages` may reach.
     pub adhoc: Adhoc,
+    /// Caller headers passed on to this provider's lanes whatever the
+    /// caller's protocol (lower-case names), beside those its protocol's
+    /// callers pass on by default (`anthropic-beta`, `anthropic-version`).
+    pub forward_headers: Vec<String>,
 }
 
 /// The ad-hoc route of a provider: a caller names a provider and a wire
@@ -1071,6 +1075,7 @@ fn validate_provider(
         }
     }
     let headers = validate_headers(&path, &provider.headers, !matches!(auth, Credentials::None), issues);
+    let forward_headers = validate_forwarded(&path, &provider.forward_headers, issues);
     Provider {
         name: Arc::from(name),
         protocol,
@@ -1082,7 +1087,38 @@ fn validate_provider(
         probe_interval,
         passthrough_credentials,
         adhoc,
+        forward_headers,
     }
+}
+
+/// `providers.<p>.forward_headers`: header names (kept lower-case) a
+/// caller may pass on. Never the framing, a credential (the caller's key is
+/// for the gateway; `upstream_credentials: passthrough` is how a caller's
+/// own key goes upstream), cookies, or the gateway's own headers.
+fn validate_forwarded(path: &str, raw: &[String], issues: &mut Vec<Issue>) -> Vec<String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    let mut names = Vec::with_capacity(raw.len());
+    for (index, name) in raw.iter().enumerate() {
+        let at = format!("{path}.forward_headers[{index}]");
+        let lower = name.to_ascii_lowercase();
+        if name.is_empty() || !name.chars().all(token) {
+            issues.push(Issue::new(&at, format!("`{name}` is not a header name"), "use letters, digits and -"));
+        } else if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-switchyard-") {
+            issues.push(Issue::new(&at, format!("`{name}` is set by the gateway itself"), "remove it"));
+        } else if CREDENTIAL_HEADERS.contains(&lower.as_str())
+            || lower.starts_with("x-amz-")
+            || ["cookie", "proxy-authorization"].contains(&lower.as_str())
+        {
+            issues.push(Issue::new(
+                &at,
+                format!("`{name}` carries a credential, which a caller gives the gateway, not the provider"),
+                "remove it (upstream_credentials: passthrough sends a caller's own key upstream)",
+            ));
+        } else if !names.contains(&lower) {
+            names.push(lower);
+        }
+    }
+    names
 }
 
 /// Headers the gateway or its transport own on every upstream call.
@@ -1519,6 +1555,16 @@ pools:
         // Without a key of its own, a provider may carry its own credential.
         let own = "providers:\n  p:\n    protocol: openai\n    base_url: mock://\n    headers: { Authorization: Token abc }\n";
         assert_eq!(load(own, &no_env).unwrap().providers[0].headers[0].0, "authorization");
+    }
+
+    #[test]
+    fn forwarded_caller_headers_never_carry_credentials_or_framing() {
+        let ok = "providers:\n  p: { protocol: openai, base_url: mock://, forward_headers: [OpenAI-Organization, openai-project, OpenAI-Project] }\n";
+        assert_eq!(load(ok, &no_env).unwrap().providers[0].forward_headers, ["openai-organization", "openai-project"]);
+        let bad = "providers:\n  p: { protocol: openai, base_url: mock://, forward_headers: [Authorization, Cookie, host, x-switchyard-strict, x-amz-date, \"a b\"] }\n";
+        let err = load(bad, &no_env).unwrap_err();
+        assert_eq!(err.0.len(), 6, "{err}");
+        assert!(err.0.iter().all(|issue| issue.path.starts_with("providers.p.forward_headers[")), "{err}");
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct RawProvider {
     /// The ad-hoc route `/{provider}/{model}/v1/messages`: `true` for any
     /// wire model, or a list of the wire models it may reach. Off by default.
     pub adhoc: Option<serde_yaml_ng::Value>,
+    /// Caller headers passed on to this provider (beside the protocol's own).
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
 }
 
 /// Active health probing.

@@ -81,6 +81,7 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
         count_tokens: false,
         path: path.as_deref(),
         content_type: None,
+        caller: None,
     };
     let exchange = async {
         let response = send_to_lane(gateway, lane, out, body).await.ok()?;

@@ -8,10 +8,10 @@
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Uri};
-use switchyard_codec::{scan, Credentials, Outbound};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_ir::{ErrorInfo, ErrorKind, Request};
+use switchyard_ir::{DropReason, Dropped, ErrorInfo, ErrorKind, Field, Protocol, Request};
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Lane};
 use switchyard_transport::{
@@ -82,8 +82,9 @@ pub(crate) fn prepare(
     }
     let request = read_once(gateway, call, translated)?;
     candidate.wire_model.clone_into(&mut request.model);
-    let encoded =
+    let mut encoded =
         gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    encoded.dropped.extend(lost_headers(gateway, call, lane));
     if let Some(metrics) = gateway.metrics() {
         metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
     }
@@ -127,6 +128,7 @@ pub(crate) async fn send(
         count_tokens: call.count_tokens,
         path: path.as_deref(),
         content_type,
+        caller: Some((&call.headers, call.ingress)),
     };
     if more.is_empty() {
         let head = send_to_lane(gateway, lane, outbound, body).await?;
@@ -190,6 +192,9 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) path: Option<&'a str>,
     /// The body's content type, when not JSON.
     pub(crate) content_type: Option<HeaderValue>,
+    /// The caller's headers and protocol, for those that pass on
+    /// ([`forward`]); `None` for the gateway's own calls.
+    pub(crate) caller: Option<(&'a HeaderMap, Protocol)>,
 }
 
 pub(crate) async fn send_to_lane(
@@ -254,9 +259,50 @@ pub(crate) async fn send_to_lane(
                     headers.extend(auth);
                 }
             }
+            if let Some((caller_headers, ingress)) = out.caller {
+                forward(&mut headers, caller_headers, ingress, codec, lane);
+            }
             lane.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
         }
     }
+}
+
+/// Passes on the caller headers the lane may have, replacing the
+/// gateway's own value of each: those its protocol's callers send
+/// (`Codec::caller_headers`, when the caller speaks it) and those the
+/// operator listed (`forward_headers`). No other caller header goes
+/// upstream.
+fn forward(headers: &mut HeaderMap, caller: &HeaderMap, ingress: Protocol, codec: &dyn Codec, lane: &Lane) {
+    let own = if ingress == lane.protocol { codec.caller_headers() } else { &[] };
+    let names = own.iter().map(|header| header.name).chain(lane.forward_headers.iter().map(HeaderName::as_str));
+    for name in names {
+        let mut values = caller.get_all(name).iter().peekable();
+        if values.peek().is_none() {
+            continue;
+        }
+        let Ok(name) = HeaderName::from_bytes(name.as_bytes()) else { continue };
+        headers.remove(&name);
+        for value in values {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+}
+
+/// What a lane of another protocol loses of the caller's feature headers
+/// (its betas), reported with what the translation dropped: a lane's
+/// `forward_headers` may still pass one on.
+pub(crate) fn lost_headers(gateway: &Gateway, call: &Call, lane: &Lane) -> Vec<Dropped> {
+    let own: &'static [switchyard_codec::CallerHeader] =
+        if call.ingress == lane.protocol { &[] } else { gateway.codec(call.ingress).caller_headers() };
+    own.iter()
+        .filter(|header| header.features && call.headers.contains_key(header.name))
+        .filter(|header| !lane.forward_headers.iter().any(|name| name.as_str() == header.name))
+        .map(|header| Dropped {
+            field: Field::Unmodelled,
+            extra_path: Some(header.name.to_owned()),
+            reason: DropReason::Unsupported,
+        })
+        .collect()
 }
 
 pub(crate) async fn collect(body: UpstreamBody) -> Result<Bytes, String> {

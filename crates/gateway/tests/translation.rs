@@ -146,3 +146,66 @@ async fn gemini_call_signatures_survive_callers_that_drop_them() {
         assert!(metrics.contains(&series), "{series} in\n{metrics}");
     }
 }
+
+/// An Anthropic upstream that answers with the headers it was sent.
+async fn header_echo() -> std::net::SocketAddr {
+    async fn answer(headers: http::HeaderMap) -> axum::Json<Value> {
+        let seen = |name: &str| {
+            headers.get_all(name).iter().map(|v| v.to_str().unwrap_or("?").to_owned()).collect::<Vec<_>>().join("|")
+        };
+        let text = format!(
+            "beta={} version={} org={} cookie={}",
+            seen("anthropic-beta"),
+            seen("anthropic-version"),
+            seen("openai-organization"),
+            seen("cookie")
+        );
+        axum::Json(json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+            "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 1}}))
+    }
+    spawn(axum::Router::new().route("/v1/messages", axum::routing::post(answer))).await
+}
+
+/// Caller headers reach a lane only by allow-list: an Anthropic caller's
+/// betas and version on an Anthropic lane, what the operator lists from any
+/// caller; a lane of another protocol reports the betas it lost.
+#[tokio::test]
+async fn caller_headers_pass_on_by_allow_list_only() {
+    let upstream = header_echo().await;
+    let yaml = format!(
+        "providers:\n  claude: {{ protocol: anthropic, base_url: \"http://{upstream}\", forward_headers: [OpenAI-Organization] }}\n  \
+         gpt: {{ protocol: openai, base_url: \"mock://\" }}\n\
+         models:\n  sonnet: {{ provider: claude, model: claude-sonnet-4-5 }}\n  gpt: {{ provider: gpt, model: gpt-4o }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let anthropic = |model: &str| {
+        serde_json::to_vec(&json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}))
+            .unwrap()
+    };
+    let headers = [
+        ("anthropic-beta", "interleaved-thinking-2025-05-14,context-1m-2025-08-07"),
+        ("anthropic-version", "2023-06-01"),
+        ("openai-organization", "org-7"),
+        ("cookie", "session=secret"),
+    ];
+    let reply = post(addr, "/v1/messages", &headers, anthropic("sonnet")).await;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(
+        text.contains(
+            "beta=interleaved-thinking-2025-05-14,context-1m-2025-08-07 version=2023-06-01 org=org-7 cookie=\""
+        ),
+        "{text}"
+    );
+
+    // An OpenAI caller's anthropic-beta means nothing to the gateway: it stays.
+    let openai = json!({"model": "sonnet", "messages": [{"role": "user", "content": "hi"}]});
+    let reply = post(addr, "/v1/chat/completions", &headers, serde_json::to_vec(&openai).unwrap()).await;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert!(text.contains("beta= version=2023-06-01 org=org-7"), "the lane's own version, the listed org: {text}");
+
+    // An Anthropic caller's betas on an OpenAI lane are lost, and said so.
+    let reply = post(addr, "/v1/messages", &headers, anthropic("gpt")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-beta");
+}

@@ -119,6 +119,16 @@ impl Codec for AnthropicCodec {
         Ok(headers)
     }
 
+    fn caller_headers(&self) -> &'static [switchyard_codec::CallerHeader] {
+        // Claude Code and the SDKs turn features on with betas, and may pin
+        // a version of their own.
+        const HEADERS: [switchyard_codec::CallerHeader; 2] = [
+            switchyard_codec::CallerHeader { name: "anthropic-beta", features: true },
+            switchyard_codec::CallerHeader { name: "anthropic-version", features: false },
+        ];
+        &HEADERS
+    }
+
     fn count(&self) -> Option<&dyn switchyard_codec::count::CountCodec> {
         Some(&count::AnthropicCount)
     }

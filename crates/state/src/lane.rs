@@ -38,6 +38,9 @@ pub struct Lane {
     pub static_auth: Option<Vec<(HeaderName, HeaderValue)>>,
     /// The provider's configured extra headers (`providers.<p>.headers`).
     pub extra_headers: Vec<(HeaderName, HeaderValue)>,
+    /// Caller headers passed on whatever the caller's protocol
+    /// (`providers.<p>.forward_headers`).
+    pub forward_headers: Vec<HeaderName>,
     /// The caller's credentials go upstream instead of the lane's.
     pub passthrough_credentials: bool,
     /// Vendor error codes mapped to failure classes.
@@ -202,6 +205,11 @@ pub(crate) fn build_lane(
         let value = HeaderValue::from_str(value).map_err(|_| BuildError::HeaderName(name.to_string()))?;
         extra_headers.push((name, value));
     }
+    let forward_headers = provider
+        .forward_headers
+        .iter()
+        .map(|name| HeaderName::from_bytes(name.as_bytes()).map_err(|_| BuildError::HeaderName(name.clone())))
+        .collect::<Result<Vec<_>, _>>()?;
     // Static schemes are computed once; SigV4 and caller keys sign every request.
     let static_auth = if matches!(credentials, Credentials::Aws { .. }) || provider.passthrough_credentials {
         None
@@ -224,6 +232,7 @@ pub(crate) fn build_lane(
         credentials,
         static_auth,
         extra_headers,
+        forward_headers,
         passthrough_credentials: provider.passthrough_credentials,
         error_map: provider.error_map.clone(),
         permits: None,
