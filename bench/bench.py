@@ -98,9 +98,12 @@ ANTHROPIC_MODEL = "claude-sonnet-4-5"
 POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
 HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a first-token deadline
 PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
+MIXED_POOL = "chat-mixed"  # the lane first, an Anthropic lane behind it: two protocols
 HELD_POOL_CONF = """  {prefix_pool}:
     affinity: {{ prefix: 5m }}
     members: [{{ model: {openai_model} }}]
+  {mixed_pool}:
+    members: [{{ model: {openai_model}, weight: 1000000 }}, {{ model: {anthropic_model}, weight: 1 }}]
   {pool}:
     failover: {{ first_token: 15s }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
@@ -203,6 +206,9 @@ CASES = [
     ("10-stream64-held", "10. stream 64 via a two-lane pool with first_token (held until content)", "openai", HELD_POOL, "stream64-openai"),
     # Prompt-cache affinity: case 2 with the prompt's head hashed and pinned.
     ("11-prefix-affinity", "11. case 2 with prompt-cache affinity (affinity.prefix)", "openai", PREFIX_POOL, "chat-openai"),
+    # A pool of two protocols: the conversation-lineage check (is the body
+    # signed?) runs on every plan; this body is not, so no lane is dropped.
+    ("12-two-protocol-pool", "12. case 2 via a pool of an OpenAI and an Anthropic lane (lineage check)", "openai", MIXED_POOL, "chat-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -221,6 +227,7 @@ VARIANTS = {
     "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
+    "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
 }
 
@@ -687,7 +694,9 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
     # held until its first content (with a first-token deadline).
     if embed:
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
-    held_pool = (HELD_POOL_CONF.format(pool=HELD_POOL, prefix_pool=PREFIX_POOL, openai_model=OPENAI_MODEL) if embed else "")
+    held_pool = (HELD_POOL_CONF.format(
+        pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, openai_model=OPENAI_MODEL,
+        anthropic_model=ANTHROPIC_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,

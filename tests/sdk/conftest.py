@@ -45,6 +45,8 @@ def lanes_config(listen: str, admin: str) -> str:
     # strict translation: a request a lane cannot fully carry is refused
     lines.append("pools:")
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
+    # lanes of three vendors: a conversation with signed state stays with its vendor's
+    lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")
     return "\n".join(lines) + "\n"
 
 

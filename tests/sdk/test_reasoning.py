@@ -96,3 +96,39 @@ def test_responses_callers_round_trip_encrypted_reasoning(client, lane, stream):
     else:
         second = client.responses.create(input=items, **kwargs)
     assert "(reasoning kept)" in second.output_text, second.output_text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_signed_reasoning_keeps_a_conversation_on_its_vendors_lanes(client, gateway, stream):
+    """The `mixed` pool spreads requests over OpenAI, Gemini and Anthropic
+    lanes; a conversation carrying Claude's signed thinking only ever goes
+    to the Anthropic one (an Anthropic SDK caller and a Chat caller with
+    `thinking_blocks` alike)."""
+    import anthropic
+
+    claude = anthropic.Anthropic(base_url=f"http://{gateway}", api_key="x", max_retries=0)
+    history = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": THOUGHT, "signature": "mock-signature"},
+            {"type": "text", "text": "let me check"},
+        ]},
+        {"role": "user", "content": "and tomorrow?"},
+    ]
+    chat_history = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": "let me check",
+         "thinking_blocks": [{"type": "thinking", "thinking": THOUGHT, "signature": "mock-signature"}]},
+        {"role": "user", "content": "and tomorrow?"},
+    ]
+    for _ in range(4):
+        if stream:
+            with claude.messages.stream(model="mixed", max_tokens=64, messages=history) as s:
+                text = s.get_final_message().content[-1].text
+            chunks = client.chat.completions.create(model="mixed", messages=chat_history, stream=True)
+            chat_text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        else:
+            text = claude.messages.create(model="mixed", max_tokens=64, messages=history).content[-1].text
+            chat_text = client.chat.completions.create(model="mixed", messages=chat_history).choices[0].message.content
+        assert text.startswith("[anthropic wire-anthropic]"), text
+        assert chat_text.startswith("[anthropic wire-anthropic]"), chat_text

@@ -15,6 +15,7 @@ pub mod frame;
 pub mod function;
 pub mod hide;
 pub mod json;
+pub mod lineage;
 pub mod media;
 pub mod prefix;
 pub mod rerank;

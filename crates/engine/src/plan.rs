@@ -12,6 +12,7 @@ use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
+use switchyard_codec::lineage::{self, Lineage};
 use switchyard_codec::scan;
 use switchyard_config::{Billing, OnError, PromptAccess, Strategy};
 use switchyard_ir::{Block, ErrorInfo, ErrorKind, Request, Role};
@@ -128,7 +129,40 @@ pub async fn plan(
     // Tripped members go last: they only tell the exhaustion answer when they recover.
     slots.extend((0..state.members.len()).filter(|m| !usable.contains(m)).map(|member| Slot { pool, member }));
     slots.extend(fallback_slots(gateway, pool, at));
+    pin_lineage(gateway, call, &mut slots, translated);
     Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool })
+}
+
+/// Keeps only the lanes that can take the conversation's signed state back
+/// (`codec::lineage`: Claude's thinking to Anthropic and Bedrock lanes,
+/// Gemini's signatures to Gemini lanes), when the plan has one: such a
+/// conversation never fails over to a lane that would reject it, and its
+/// lanes' breakers answer for it when they are all down. A plan of one
+/// protocol, a body with no signature marker, or a plan with no such lane
+/// (the operator composed it so) is left as it is.
+fn pin_lineage(gateway: &Gateway, call: &Call, slots: &mut Vec<Slot>, translated: &mut Option<Request>) {
+    let protocol = |slot: &Slot| gateway.lanes[gateway.pools[slot.pool].members[slot.member]].protocol;
+    let Some(first) = slots.first().map(protocol) else { return };
+    if call.operation != switchyard_ir::Operation::Chat
+        || slots.iter().all(|slot| protocol(slot) == first)
+        || !lineage::may_be_signed(&call.body)
+    {
+        return;
+    }
+    // Read once: the send step writes the lanes' requests from the same IR.
+    let Ok(request) = crate::send::read_once(gateway, call, translated) else { return };
+    let lineage = Lineage::of(request, call.ingress);
+    if !lineage.is_signed() || !slots.iter().any(|slot| lineage.accepts(protocol(slot))) {
+        return;
+    }
+    let before = slots.len();
+    slots.retain(|slot| lineage.accepts(protocol(slot)));
+    if slots.len() < before {
+        tracing::debug!(
+            request_id = ?call.request_id, ?lineage, kept = slots.len(), of = before,
+            "conversation pinned to the lanes that can verify its signed state"
+        );
+    }
 }
 
 /// The gates' reconciled decision applied: a rejection ends the request; an

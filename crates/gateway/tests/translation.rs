@@ -209,3 +209,37 @@ async fn caller_headers_pass_on_by_allow_list_only() {
     assert_eq!(reply.status, 200);
     assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-beta");
 }
+
+/// A conversation carrying Claude's signed thinking stays with the lanes
+/// that can verify it (Anthropic, Bedrock), failing over among them and
+/// never to a lane of another vendor; without signed state it goes anywhere.
+#[tokio::test]
+async fn signed_thinking_keeps_a_conversation_on_its_vendors_lanes() {
+    let yaml = "providers:\n  dead: { protocol: anthropic, base_url: \"http://127.0.0.1:1\" }\n  \
+                gpt: { protocol: openai, base_url: \"mock://\" }\n  aws: { protocol: bedrock, base_url: \"mock://\" }\n\
+                models:\n  claude: { provider: dead, model: claude-sonnet-4-5 }\n  gpt: { provider: gpt, model: gpt-4o }\n  \
+                nova: { provider: aws, model: anthropic.claude-sonnet-4-5 }\n\
+                pools:\n  p: { members: [{ model: claude }, { model: gpt }, { model: nova }] }\n";
+    let addr = gateway(yaml).await;
+    let body = |signed: bool| {
+        let thinking = if signed {
+            json!({"type": "thinking", "thinking": "let me see", "signature": "EqQBCkYIBRABGAIiQL"})
+        } else {
+            json!({"type": "text", "text": "let me see"})
+        };
+        serde_json::to_vec(&json!({"model": "p", "max_tokens": 64, "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [thinking, {"type": "text", "text": "a"}]},
+            {"role": "user", "content": "more"}]}))
+        .unwrap()
+    };
+    let mut unsigned_lanes = std::collections::BTreeSet::new();
+    for _ in 0..6 {
+        let reply = post(addr, "/v1/messages", &[], body(true)).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        assert_eq!(reply.headers["x-switchyard-lane"], "nova", "signed thinking left its vendor's lanes");
+        let reply = post(addr, "/v1/messages", &[], body(false)).await;
+        unsigned_lanes.insert(reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned());
+    }
+    assert!(unsigned_lanes.contains("gpt"), "an unsigned conversation may go anywhere: {unsigned_lanes:?}");
+}
