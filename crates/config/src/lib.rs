@@ -7,6 +7,7 @@
 //! is pure: the environment is passed in as a look-up.
 
 mod decode;
+pub mod facts;
 mod governance;
 mod hooks;
 mod interpolate;
@@ -119,6 +120,8 @@ pub struct Config {
     pub telemetry: Telemetry,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
+    /// The bundled model facts in use.
+    pub model_facts: ModelFacts,
     /// The text this config was loaded from (secrets and all: show it only
     /// through [`redacted`]).
     pub source: Source,
@@ -279,6 +282,19 @@ pub struct Model {
     pub capabilities: Capabilities,
     /// What the lane serves.
     pub operation: Operation,
+    /// The bundled model facts' entry its wire model found, if any.
+    pub fact: Option<Arc<str>>,
+}
+
+/// Which bundled model facts a config uses (boot reports it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelFacts {
+    /// The snapshot's date.
+    pub snapshot: &'static str,
+    /// Models it knows.
+    pub known: usize,
+    /// The config's models it gave facts to.
+    pub matched: usize,
 }
 
 /// Prices: USD per million tokens, and per unit of what an operation
@@ -585,16 +601,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     ));
                 }
             }
+            if model.capabilities.as_ref().is_some_and(|c| c.max_output == Some(0)) {
+                issues.push(Issue::new(
+                    &format!("{path}.capabilities.max_output"),
+                    "max_output is 0",
+                    "remove it or give the most output tokens the model allows",
+                ));
+            }
+            let wire_model = model.model.as_deref().unwrap_or(name);
+            let fact = facts::lookup(wire_model);
             Model {
                 name: Arc::from(name.as_str()),
                 provider,
-                wire_model: Arc::from(model.model.as_deref().unwrap_or(name)),
-                context_window: model.context_window,
+                wire_model: Arc::from(wire_model),
+                context_window: model.context_window.or(fact.and_then(|f| f.context_window)),
                 max_concurrent: model.max_concurrent,
                 billing,
                 tier: model.tier.as_deref().map(Arc::from),
                 tags: model.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
-                capabilities: translation::capabilities(model.capabilities.as_ref()),
+                capabilities: translation::capabilities(model.capabilities.as_ref(), fact),
+                fact: fact.map(|f| Arc::from(f.id.as_str())),
                 operation,
             }
         })
@@ -840,6 +866,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
+    let model_facts = ModelFacts {
+        snapshot: facts::snapshot().snapshot.as_str(),
+        known: facts::snapshot().models.len(),
+        matched: models.iter().filter(|model| model.fact.is_some()).count(),
+    };
     let config = Config {
         listen,
         admin_listen,
@@ -857,6 +888,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         governance,
         telemetry,
         warnings,
+        model_facts,
         source: Source::default(),
     };
     issues.extend(effective_issues(&config));

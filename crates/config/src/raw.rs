@@ -145,6 +145,7 @@ pub struct RawCapabilities {
     pub adaptive_thinking: Option<bool>,
     pub effort: Option<bool>,
     pub temperature_with_top_p: Option<bool>,
+    pub max_output: Option<u64>,
 }
 
 /// USD per million tokens.

@@ -6,6 +6,7 @@
 
 use switchyard_ir::Capabilities;
 
+use crate::facts::Fact;
 use crate::raw::RawCapabilities;
 use crate::Issue;
 
@@ -19,17 +20,23 @@ pub enum Translation {
     Strict,
 }
 
-/// A model's capabilities: each key left out is the common ground
+/// A model's capabilities: each key left out is what the bundled model
+/// facts say of its wire model (`facts`), else the common ground
 /// (`Capabilities::default`).
-pub(crate) fn capabilities(raw: Option<&RawCapabilities>) -> Capabilities {
+pub(crate) fn capabilities(raw: Option<&RawCapabilities>, fact: Option<&Fact>) -> Capabilities {
     let common = Capabilities::default();
-    let Some(raw) = raw else {
-        return common;
-    };
+    let max_output = raw.and_then(|r| r.max_output).or(fact.and_then(|f| f.max_output));
+    let known = |pick: fn(&Fact) -> Option<bool>| fact.and_then(pick);
+    let raw = |pick: fn(&RawCapabilities) -> Option<bool>| raw.and_then(pick);
     Capabilities {
-        adaptive_thinking: raw.adaptive_thinking.unwrap_or(common.adaptive_thinking),
-        effort: raw.effort.unwrap_or(common.effort),
-        temperature_with_top_p: raw.temperature_with_top_p.unwrap_or(common.temperature_with_top_p),
+        adaptive_thinking: raw(|r| r.adaptive_thinking)
+            .or(known(|f| f.adaptive_thinking))
+            .unwrap_or(common.adaptive_thinking),
+        effort: raw(|r| r.effort).or(known(|f| f.effort)).unwrap_or(common.effort),
+        temperature_with_top_p: raw(|r| r.temperature_with_top_p)
+            .or(known(|f| f.temperature_with_top_p))
+            .unwrap_or(common.temperature_with_top_p),
+        max_output,
     }
 }
 
@@ -73,12 +80,42 @@ pools:
 "#;
         let config = load(text, &no_env).unwrap();
         let model = |name: &str| config.models[config.model_index(name).unwrap()].capabilities;
-        assert_eq!(model("opus"), Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true });
+        assert_eq!(
+            model("opus"),
+            Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true, max_output: None }
+        );
         assert_eq!(model("sonnet"), Capabilities { temperature_with_top_p: false, ..Capabilities::default() });
         assert_eq!(model("plain"), Capabilities::default());
         let pool = |name: &str| config.pools[config.pool_index(name).unwrap()].translation;
         assert_eq!(pool("exact"), Translation::Strict);
         assert_eq!(pool("loose"), Translation::Lenient);
+    }
+
+    #[test]
+    fn the_bundled_facts_fill_what_a_model_leaves_out_field_by_field() {
+        let text = r#"
+providers:
+  claude: { protocol: anthropic, base_url: "mock://" }
+models:
+  sonnet: { provider: claude, model: claude-sonnet-4-5-20250929 }
+  mine: { provider: claude, model: claude-sonnet-4-5, context_window: 1000000, capabilities: { temperature_with_top_p: true, max_output: 1000 } }
+  unknown: { provider: claude, model: wire-anthropic }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let model = |name: &str| &config.models[config.model_index(name).unwrap()];
+        assert_eq!(model("sonnet").context_window, Some(200_000));
+        assert_eq!(
+            model("sonnet").capabilities,
+            Capabilities { temperature_with_top_p: false, max_output: Some(64_000), ..Capabilities::default() }
+        );
+        assert_eq!(model("mine").context_window, Some(1_000_000));
+        assert_eq!(
+            model("mine").capabilities,
+            Capabilities { temperature_with_top_p: true, max_output: Some(1000), ..Capabilities::default() }
+        );
+        assert_eq!(model("unknown").context_window, None);
+        assert_eq!(model("unknown").capabilities, Capabilities::default());
+        assert_eq!(config.model_facts.matched, 2);
     }
 
     #[test]

@@ -82,8 +82,23 @@ pub(crate) fn prepare(
     }
     let request = read_once(gateway, call, translated)?;
     candidate.wire_model.clone_into(&mut request.model);
-    let mut encoded =
-        gateway.codec(lane.protocol).write_request_for(request, &translation::capabilities(gateway, candidate));
+    let capabilities = translation::capabilities(gateway, candidate);
+    // A cap past the model's most output is lowered to it (and said so)
+    // rather than refused by the vendor; the IR keeps the caller's for the
+    // next lane.
+    let asked = request.max_tokens;
+    let lowered = match (asked, capabilities.max_output) {
+        (Some(cap), Some(most)) if cap > most => {
+            request.max_tokens = Some(most);
+            true
+        }
+        _ => false,
+    };
+    let mut encoded = gateway.codec(lane.protocol).write_request_for(request, &capabilities);
+    request.max_tokens = asked;
+    if lowered {
+        Dropped::push_once(&mut encoded.dropped, Field::MaxTokens, DropReason::Capability);
+    }
     encoded.dropped.extend(lost_headers(gateway, call, lane));
     if let Some(metrics) = gateway.metrics() {
         metrics.translation(call.ingress, lane.protocol, &encoded.dropped);

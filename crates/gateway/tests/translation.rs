@@ -243,3 +243,29 @@ async fn signed_thinking_keeps_a_conversation_on_its_vendors_lanes() {
     }
     assert!(unsigned_lanes.contains("gpt"), "an unsigned conversation may go anywhere: {unsigned_lanes:?}");
 }
+
+/// The bundled model facts serve a lane the config says nothing about: a
+/// cap past the model's most output is lowered to it and reported, where
+/// the vendor would refuse it.
+#[tokio::test]
+async fn model_facts_lower_a_cap_past_the_models_most_output() {
+    let yaml = "providers:\n  claude: { protocol: anthropic, base_url: \"mock://\" }\n\
+                models:\n  haiku: { provider: claude, model: claude-3-5-haiku-20241022 }\n  \
+                mine: { provider: claude, model: claude-3-5-haiku-20241022, capabilities: { max_output: 200000 } }\n";
+    let addr = gateway(yaml).await;
+    let body = |model: &str, max_tokens: u64| {
+        serde_json::to_vec(
+            &json!({"model": model, "max_tokens": max_tokens, "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .unwrap()
+    };
+    let reply = post(addr, "/v1/chat/completions", &[], body("haiku", 100_000)).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "max_completion_tokens");
+    // Within the model's most output: nothing to say.
+    let reply = post(addr, "/v1/chat/completions", &[], body("haiku", 8_000)).await;
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+    // The config's own value overrides the snapshot's.
+    let reply = post(addr, "/v1/chat/completions", &[], body("mine", 100_000)).await;
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+}

@@ -19,16 +19,20 @@ pub struct Capabilities {
     /// Haiku 4.5 and Opus 4.1 and later refuse both at once: with `false`
     /// only the temperature is sent and `top_p` is reported.
     pub temperature_with_top_p: bool,
+    /// The most output tokens a reply may have: a larger cap a caller asks
+    /// for is lowered to it (and reported), instead of the vendor's 400.
+    pub max_output: Option<u64>,
 }
 
 impl Default for Capabilities {
     fn default() -> Capabilities {
-        Capabilities { adaptive_thinking: false, effort: false, temperature_with_top_p: true }
+        Capabilities { adaptive_thinking: false, effort: false, temperature_with_top_p: true, max_output: None }
     }
 }
 
 impl Capabilities {
     /// Everything a current model of any protocol takes (tests and tables
     /// of what each protocol can carry at best).
-    pub const ALL: Capabilities = Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true };
+    pub const ALL: Capabilities =
+        Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true, max_output: None };
 }

@@ -217,6 +217,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     let admin_listen = config.admin_listen;
     let limits = config.server.clone();
     let drain_timeout = limits.drain_timeout;
+    let facts = config.model_facts.clone();
     let example_model =
         config.pools.first().map(|p| p.name.to_string()).or_else(|| config.models.first().map(|m| m.name.to_string()));
     let mut gateway = Gateway::new(config, switchyard_protocol::codec)?;
@@ -250,6 +251,12 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         .with_context(|| format!("cannot listen on {admin_listen} (set `admin_listen:` to a free loopback address)"))?;
     let bound = listener.local_addr()?;
     tracing::info!(config = %source, listen = %bound, admin = %admin.local_addr()?, "switchyard is listening");
+    tracing::info!(
+        snapshot = facts.snapshot,
+        known = facts.known,
+        matched = facts.matched,
+        "model facts: the bundled snapshot fills what the config's models leave out"
+    );
     if let Some(model) = example_model {
         let example = format!(
             "curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"

@@ -1,0 +1,140 @@
+//! Model facts from a bundled snapshot (`model_facts.json`): context
+//! window, most output, and what a model takes where models of one
+//! protocol differ (adaptive thinking, an effort level, temperature with
+//! `top_p`). A model's own `context_window:` and `capabilities:` keys
+//! override it field by field; a wire model the snapshot does not know
+//! gets only what the config says. So context-length failover and the
+//! translation's capabilities work without hand-written lists.
+//!
+//! Prices are deliberately not taken from it: a stale price would bill
+//! silently, where an unpriced lane is refused to budgeted keys loudly.
+
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The snapshot as bundled.
+#[derive(Debug, Default, Deserialize)]
+pub struct Snapshot {
+    /// When it was taken (what boot reports).
+    pub snapshot: String,
+    /// Where its facts come from.
+    pub source: String,
+    /// One entry per model family, named as the vendor's API names it.
+    pub models: Vec<Fact>,
+}
+
+/// What the snapshot knows of one model.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fact {
+    /// The model's id without a date, version or region (`claude-sonnet-4-5`).
+    pub id: String,
+    /// Context window in tokens.
+    pub context_window: Option<u64>,
+    /// The most output tokens a reply may have.
+    pub max_output: Option<u64>,
+    /// Whether it reasons (thinks) at all.
+    pub reasoning: Option<bool>,
+    /// Takes adaptive thinking.
+    pub adaptive_thinking: Option<bool>,
+    /// Takes an effort level.
+    pub effort: Option<bool>,
+    /// Takes `temperature` and `top_p` together.
+    pub temperature_with_top_p: Option<bool>,
+}
+
+/// The bundled snapshot, read once. It is checked by a test: should it not
+/// read, no model has facts (never a failed boot).
+pub fn snapshot() -> &'static Snapshot {
+    static SNAPSHOT: OnceLock<Snapshot> = OnceLock::new();
+    SNAPSHOT.get_or_init(|| serde_json::from_str(include_str!("model_facts.json")).unwrap_or_default())
+}
+
+/// Region and vendor prefixes of Bedrock model ids (`us.anthropic.`).
+const BEDROCK_PREFIXES: [&str; 12] = [
+    "us.",
+    "eu.",
+    "apac.",
+    "global.",
+    "jp.",
+    "au.",
+    "anthropic.",
+    "amazon.",
+    "cohere.",
+    "meta.",
+    "mistral.",
+    "openai.",
+];
+
+/// What the snapshot knows of `wire_model`, as a provider's API names it:
+/// a dated or versioned id (`claude-sonnet-4-5-20250929`,
+/// `anthropic.claude-sonnet-4-5-20250929-v1:0`, `models/gemini-2.5-pro`,
+/// `command-a-03-2025`) finds its family's entry; a later model of the
+/// family (`claude-opus-4-7`) does not find an earlier one's.
+pub fn lookup(wire_model: &str) -> Option<&'static Fact> {
+    lookup_in(snapshot(), wire_model)
+}
+
+fn lookup_in<'a>(snapshot: &'a Snapshot, wire_model: &str) -> Option<&'a Fact> {
+    let lower = wire_model.to_ascii_lowercase();
+    let mut name = lower.rsplit('/').next().unwrap_or(&lower);
+    while let Some(rest) = BEDROCK_PREFIXES.iter().find_map(|prefix| name.strip_prefix(prefix)) {
+        name = rest;
+    }
+    snapshot
+        .models
+        .iter()
+        .filter(|fact| name.strip_prefix(fact.id.as_str()).is_some_and(is_variant_suffix))
+        .max_by_key(|fact| fact.id.len())
+}
+
+/// What may follow a family's id in one of its models' ids: nothing, a
+/// date or build (`-20250929`, `-03-2025`, `-001`: two digits or more), a
+/// version (`-v1`, `@20240620`, `:0`), or a release channel.
+fn is_variant_suffix(rest: &str) -> bool {
+    if rest.is_empty() || rest.starts_with('@') || rest.starts_with(':') {
+        return true;
+    }
+    let Some(rest) = rest.strip_prefix('-') else { return false };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits >= 2
+        || (rest.starts_with('v') && rest.as_bytes().get(1).is_some_and(u8::is_ascii_digit))
+        || ["latest", "preview", "exp"].iter().any(|channel| rest.starts_with(channel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_snapshot_reads_and_names_each_family_once() {
+        let snapshot = snapshot();
+        assert!(!snapshot.snapshot.is_empty() && snapshot.models.len() > 30, "{snapshot:?}");
+        let mut ids: Vec<&str> = snapshot.models.iter().map(|fact| fact.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), snapshot.models.len(), "an id is listed twice");
+        assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
+    }
+
+    #[test]
+    fn a_wire_model_finds_its_family_whatever_the_provider_calls_it() {
+        let id = |wire: &str| lookup(wire).map(|fact| fact.id.as_str());
+        assert_eq!(id("claude-sonnet-4-5"), Some("claude-sonnet-4-5"));
+        assert_eq!(id("claude-sonnet-4-5-20250929"), Some("claude-sonnet-4-5"));
+        assert_eq!(id("us.anthropic.claude-sonnet-4-5-20250929-v1:0"), Some("claude-sonnet-4-5"));
+        assert_eq!(id("claude-opus-4-1-20250805"), Some("claude-opus-4-1"));
+        assert_eq!(id("claude-opus-4-20250514"), Some("claude-opus-4"));
+        assert_eq!(id("models/gemini-2.5-flash-lite"), Some("gemini-2.5-flash-lite"));
+        assert_eq!(id("gemini-2.5-flash-preview-05-20"), Some("gemini-2.5-flash"));
+        assert_eq!(id("gpt-4o-mini-2024-07-18"), Some("gpt-4o-mini"));
+        assert_eq!(id("GPT-4o"), Some("gpt-4o"));
+        assert_eq!(id("command-a-03-2025"), Some("command-a"));
+        assert_eq!(id("amazon.nova-pro-v1:0"), Some("nova-pro-v1"));
+        // A later model of a family is not an earlier one.
+        assert_eq!(id("claude-opus-4-7"), None);
+        assert_eq!(id("gpt-4o-audio-mini"), None);
+        assert_eq!(id("wire-openai"), None);
+    }
+}
