@@ -132,3 +132,24 @@ def test_signed_reasoning_keeps_a_conversation_on_its_vendors_lanes(client, gate
             chat_text = client.chat.completions.create(model="mixed", messages=chat_history).choices[0].message.content
         assert text.startswith("[anthropic wire-anthropic]"), text
         assert chat_text.startswith("[anthropic wire-anthropic]"), chat_text
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_anthropic_betas_reach_anthropic_lanes_and_are_reported_elsewhere(gateway, stream):
+    """The Anthropic SDK's `betas` reach an Anthropic lane as its
+    `anthropic-beta` header (the mock names what it got); a lane of another
+    protocol cannot take them and the reply says so."""
+    import anthropic
+
+    claude = anthropic.Anthropic(base_url=f"http://{gateway}", api_key="x", max_retries=0)
+    betas = ["interleaved-thinking-2025-05-14", "context-1m-2025-08-07"]
+    kwargs = dict(max_tokens=64, messages=[{"role": "user", "content": QUESTION}], betas=betas)
+    if stream:
+        with claude.beta.messages.stream(model="lane-anthropic", **kwargs) as s:
+            text = s.get_final_message().content[-1].text
+    else:
+        text = claude.beta.messages.create(model="lane-anthropic", **kwargs).content[-1].text
+    assert text.endswith("[anthropic-beta: " + ",".join(betas) + "]"), text
+    raw = claude.beta.messages.with_raw_response.create(model="lane-openai", **kwargs)
+    assert raw.headers.get("x-switchyard-dropped") == "anthropic-beta", dict(raw.headers)
+    assert "anthropic-beta" not in raw.parse().content[-1].text

@@ -146,6 +146,7 @@ pub struct RawCapabilities {
     pub effort: Option<bool>,
     pub temperature_with_top_p: Option<bool>,
     pub max_output: Option<u64>,
+    pub reasoning: Option<bool>,
 }
 
 /// USD per million tokens.

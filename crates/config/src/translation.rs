@@ -37,6 +37,7 @@ pub(crate) fn capabilities(raw: Option<&RawCapabilities>, fact: Option<&Fact>) -
             .or(known(|f| f.temperature_with_top_p))
             .unwrap_or(common.temperature_with_top_p),
         max_output,
+        reasoning: raw(|r| r.reasoning).or(known(|f| f.reasoning)),
     }
 }
 
@@ -82,7 +83,13 @@ pools:
         let model = |name: &str| config.models[config.model_index(name).unwrap()].capabilities;
         assert_eq!(
             model("opus"),
-            Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true, max_output: None }
+            Capabilities {
+                adaptive_thinking: true,
+                effort: true,
+                temperature_with_top_p: true,
+                max_output: None,
+                reasoning: None
+            }
         );
         assert_eq!(model("sonnet"), Capabilities { temperature_with_top_p: false, ..Capabilities::default() });
         assert_eq!(model("plain"), Capabilities::default());
@@ -106,12 +113,22 @@ models:
         assert_eq!(model("sonnet").context_window, Some(200_000));
         assert_eq!(
             model("sonnet").capabilities,
-            Capabilities { temperature_with_top_p: false, max_output: Some(64_000), ..Capabilities::default() }
+            Capabilities {
+                temperature_with_top_p: false,
+                max_output: Some(64_000),
+                reasoning: Some(true),
+                ..Capabilities::default()
+            }
         );
         assert_eq!(model("mine").context_window, Some(1_000_000));
         assert_eq!(
             model("mine").capabilities,
-            Capabilities { temperature_with_top_p: true, max_output: Some(1000), ..Capabilities::default() }
+            Capabilities {
+                temperature_with_top_p: true,
+                max_output: Some(1000),
+                reasoning: Some(true),
+                ..Capabilities::default()
+            }
         );
         assert_eq!(model("unknown").context_window, None);
         assert_eq!(model("unknown").capabilities, Capabilities::default());

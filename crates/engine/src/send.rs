@@ -94,10 +94,27 @@ pub(crate) fn prepare(
         }
         _ => false,
     };
+    // A model that does not reason gets no reasoning field (OpenAI refuses
+    // `reasoning_effort` on one); what the caller asked of it is reported.
+    let unreasoned = match capabilities.reasoning {
+        Some(false) => request.reasoning.take(),
+        _ => None,
+    };
     let mut encoded = gateway.codec(lane.protocol).write_request_for(request, &capabilities);
     request.max_tokens = asked;
     if lowered {
         Dropped::push_once(&mut encoded.dropped, Field::MaxTokens, DropReason::Capability);
+    }
+    if let Some(reasoning) = unreasoned {
+        if !reasoning.is_off() {
+            if reasoning.effort.is_some() {
+                Dropped::push_once(&mut encoded.dropped, Field::ReasoningEffort, DropReason::Capability);
+            }
+            if reasoning.budget_tokens.is_some() || reasoning.effort.is_none() {
+                Dropped::push_once(&mut encoded.dropped, Field::ReasoningBudget, DropReason::Capability);
+            }
+        }
+        request.reasoning = Some(reasoning);
     }
     encoded.dropped.extend(lost_headers(gateway, call, lane));
     if let Some(metrics) = gateway.metrics() {
@@ -229,7 +246,12 @@ pub(crate) async fn send_to_lane(
                 let content_type = out.content_type.as_ref().and_then(|v| v.to_str().ok());
                 return Ok(mock_operation::respond(codec, out.operation, path_model, content_type, &body));
             }
-            Ok(mock::respond(codec, path_model, out.stream, codec.default_framing(), &body))
+            // The in-process fake sees the caller headers a real upstream would.
+            let mut headers = HeaderMap::new();
+            if let Some((caller_headers, ingress)) = out.caller {
+                forward(&mut headers, caller_headers, ingress, codec, lane);
+            }
+            Ok(mock::respond_to(codec, path_model, out.stream, codec.default_framing(), &body, &headers))
         }
         Endpoint::Http(base) => {
             let url = match out.path {

@@ -269,3 +269,26 @@ async fn model_facts_lower_a_cap_past_the_models_most_output() {
     let reply = post(addr, "/v1/chat/completions", &[], body("mine", 100_000)).await;
     assert!(!reply.headers.contains_key("x-switchyard-dropped"));
 }
+
+/// A model the facts know does not reason gets no reasoning field, and the
+/// caller hears what was not sent; a reasoning model gets it.
+#[tokio::test]
+async fn model_facts_keep_reasoning_from_a_model_that_does_not_reason() {
+    let yaml = "providers:\n  gpt: { protocol: openai, base_url: \"mock://\" }\n\
+                models:\n  old: { provider: gpt, model: gpt-4o }\n  thinker: { provider: gpt, model: o4-mini }\n";
+    let addr = gateway(yaml).await;
+    let body = |model: &str| {
+        serde_json::to_vec(
+            &json!({"model": model, "max_tokens": 64, "thinking": {"type": "enabled", "budget_tokens": 2048},
+            "messages": [{"role": "user", "content": "hi"}]}),
+        )
+        .unwrap()
+    };
+    let reply = post(addr, "/v1/messages", &[], body("old")).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "thinking.budget_tokens");
+    let text = String::from_utf8_lossy(&reply.body);
+    assert!(!text.contains("\"thinking\""), "the mock thought, so it was asked to: {text}");
+    let reply = post(addr, "/v1/messages", &[], body("thinker")).await;
+    assert!(String::from_utf8_lossy(&reply.body).contains("\"thinking\""), "a reasoning model thinks");
+}

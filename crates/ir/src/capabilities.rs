@@ -22,17 +22,32 @@ pub struct Capabilities {
     /// The most output tokens a reply may have: a larger cap a caller asks
     /// for is lowered to it (and reported), instead of the vendor's 400.
     pub max_output: Option<u64>,
+    /// Whether the model reasons at all: `Some(false)` takes no reasoning
+    /// field (an effort or a budget asked of it is reported, not sent);
+    /// `None`, unknown, sends what the caller asked.
+    pub reasoning: Option<bool>,
 }
 
 impl Default for Capabilities {
     fn default() -> Capabilities {
-        Capabilities { adaptive_thinking: false, effort: false, temperature_with_top_p: true, max_output: None }
+        Capabilities {
+            adaptive_thinking: false,
+            effort: false,
+            temperature_with_top_p: true,
+            max_output: None,
+            reasoning: None,
+        }
     }
 }
 
 impl Capabilities {
     /// Everything a current model of any protocol takes (tests and tables
     /// of what each protocol can carry at best).
-    pub const ALL: Capabilities =
-        Capabilities { adaptive_thinking: true, effort: true, temperature_with_top_p: true, max_output: None };
+    pub const ALL: Capabilities = Capabilities {
+        adaptive_thinking: true,
+        effort: true,
+        temperature_with_top_p: true,
+        max_output: None,
+        reasoning: None,
+    };
 }

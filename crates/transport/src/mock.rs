@@ -34,6 +34,20 @@ pub fn respond(
     framing: Framing,
     body: &[u8],
 ) -> UpstreamResponse {
+    respond_to(codec, path_model, stream, framing, body, &HeaderMap::new())
+}
+
+/// [`respond`] to a call that brought `headers`: the `anthropic-beta` it
+/// was sent is named at the end of the reply's text, so a test sees which
+/// caller headers reached the lane.
+pub fn respond_to(
+    codec: &dyn Codec,
+    path_model: Option<&str>,
+    stream: bool,
+    framing: Framing,
+    body: &[u8],
+    headers: &HeaderMap,
+) -> UpstreamResponse {
     let protocol = codec.protocol();
     let request = match codec.read_request(body) {
         Ok(request) => request,
@@ -44,7 +58,18 @@ pub fn respond(
     if let Some(info) = directive_error(&last) {
         return error(codec, &info);
     }
-    let response = reply(protocol, &model, &request);
+    let mut response = reply(protocol, &model, &request);
+    let betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
+    if !betas.is_empty() {
+        let note = format!(" [anthropic-beta: {}]", betas.join(","));
+        match response.content.iter_mut().rev().find_map(|block| match block {
+            Block::Text(text) => Some(text),
+            _ => None,
+        }) {
+            Some(text) => text.text.push_str(&note),
+            None => response.content.push(Block::text(note.trim_start())),
+        }
+    }
     if !stream {
         let encoded = codec.write_response(&response);
         return UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(encoded.body) };
