@@ -128,6 +128,41 @@ pub fn attach_carried(blocks: &mut Vec<Block>) {
     *blocks = kept;
 }
 
+/// `switchyard:` and a NUL: the bytes that open another vendor's signature
+/// carried where only base64 may go. Twelve bytes, so their base64
+/// ([`WRAPPED_BASE64`]) is a fixed prefix of the carried text.
+const WRAPPED: &[u8; 12] = b"switchyard:\0";
+/// The base64 of [`WRAPPED`].
+const WRAPPED_BASE64: &str = "c3dpdGNoeWFyZDoA";
+
+/// `signature` where a field holds base64 bytes (Gemini's
+/// `thoughtSignature`, which its SDK decodes): as it is when it already is
+/// standard base64 (Gemini's own, Claude's), else the base64 of
+/// [`WRAPPED`] and its bytes (an OpenAI `encrypted_content`, which is
+/// base64url), which [`from_base64`] gives back. `placeholder` passes as it
+/// is (Gemini's documented sentinel is not base64).
+pub fn to_base64<'a>(signature: &'a str, placeholder: &str) -> std::borrow::Cow<'a, str> {
+    if signature == placeholder || is_canonical_base64(signature) {
+        return std::borrow::Cow::Borrowed(signature);
+    }
+    let mut bytes = Vec::with_capacity(WRAPPED.len() + signature.len());
+    bytes.extend_from_slice(WRAPPED);
+    bytes.extend_from_slice(signature.as_bytes());
+    std::borrow::Cow::Owned(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// The signature [`to_base64`] carried in `text`, or `text` as it is.
+pub fn from_base64(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.starts_with(WRAPPED_BASE64) {
+        if let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(text) {
+            if let Some(Ok(signature)) = bytes.strip_prefix(WRAPPED).map(|rest| String::from_utf8(rest.to_vec())) {
+                return std::borrow::Cow::Owned(signature);
+            }
+        }
+    }
+    std::borrow::Cow::Borrowed(text)
+}
+
 /// The first tool call of each assistant turn when it has no signature:
 /// the call Gemini wants signed, and the one a kept signature is restored
 /// to (Gemini signs only the first call of a step).
@@ -305,6 +340,18 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn a_signature_that_is_not_base64_rides_a_base64_field_and_comes_back() {
+        assert_eq!(to_base64(SIGNATURE, "skip"), SIGNATURE, "base64 passes as it is");
+        assert_eq!(to_base64("skip", "skip"), "skip", "the placeholder passes as it is");
+        for foreign in ["gAAAAABo-x_y", "mock-signature", "é"] {
+            let carried = to_base64(foreign, "skip");
+            assert!(is_canonical_base64(&carried), "{carried}");
+            assert_eq!(from_base64(&carried), foreign);
+        }
+        assert_eq!(from_base64(SIGNATURE), SIGNATURE);
     }
 
     #[test]

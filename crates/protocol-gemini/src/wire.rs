@@ -25,7 +25,15 @@ pub(crate) struct Part {
     pub text: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thought: Option<bool>,
-    #[serde(default, alias = "thought_signature", skip_serializing_if = "Option::is_none")]
+    /// Base64 on the wire (Google's SDKs decode it): another vendor's
+    /// signature rides it wrapped (`codec::signature::to_base64`).
+    #[serde(
+        default,
+        alias = "thought_signature",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "signature_as_base64",
+        deserialize_with = "signature_from_base64"
+    )]
     pub thought_signature: Option<String>,
     #[serde(default, alias = "inline_data", skip_serializing_if = "Option::is_none")]
     pub inline_data: Option<Blob>,
@@ -278,4 +286,21 @@ pub(crate) struct ErrorBody {
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<Value>,
+}
+
+fn signature_as_base64<S: serde::Serializer>(signature: &Option<String>, out: S) -> Result<S::Ok, S::Error> {
+    match signature {
+        Some(signature) => {
+            out.serialize_str(&switchyard_codec::signature::to_base64(signature, crate::parts::SKIP_SIGNATURE))
+        }
+        None => out.serialize_none(),
+    }
+}
+
+fn signature_from_base64<'de, D: serde::Deserializer<'de>>(input: D) -> Result<Option<String>, D::Error> {
+    let text: Option<String> = Option::deserialize(input)?;
+    Ok(text.map(|text| match switchyard_codec::signature::from_base64(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(signature) => signature,
+    }))
 }
