@@ -344,14 +344,15 @@ mod tests {
 
     #[test]
     fn a_signature_that_is_not_base64_rides_a_base64_field_and_comes_back() {
-        assert_eq!(to_base64(SIGNATURE, "skip"), SIGNATURE, "base64 passes as it is");
+        let gemini = "EqQBCkYIBRABGAIiQL+/c2lnbmF0dXJl";
+        assert_eq!(to_base64(gemini, "skip"), gemini, "base64 passes as it is");
         assert_eq!(to_base64("skip", "skip"), "skip", "the placeholder passes as it is");
         for foreign in ["gAAAAABo-x_y", "mock-signature", "é"] {
             let carried = to_base64(foreign, "skip");
             assert!(is_canonical_base64(&carried), "{carried}");
             assert_eq!(from_base64(&carried), foreign);
         }
-        assert_eq!(from_base64(SIGNATURE), SIGNATURE);
+        assert_eq!(from_base64(gemini), gemini);
     }
 
     #[test]
