@@ -11,6 +11,9 @@
 //! took the gateway's own carriers off (`signature`), so what remains is
 //! the vendor's.
 
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 use switchyard_ir::{Block, Protocol, Request, Role};
 
 /// The vendors whose signed state a conversation carries.
@@ -66,8 +69,11 @@ impl Lineage {
 }
 
 /// Whether `body` may carry signed state (one of [`MARKERS`] is in it).
+/// The searchers are built once: building one costs more than searching
+/// a chat body with it.
 pub fn may_be_signed(body: &[u8]) -> bool {
-    MARKERS.iter().any(|marker| memchr::memmem::find(body, marker).is_some())
+    static FINDERS: LazyLock<[Finder<'static>; MARKERS.len()]> = LazyLock::new(|| MARKERS.map(Finder::new));
+    FINDERS.iter().any(|finder| finder.find(body).is_some())
 }
 
 #[cfg(test)]
