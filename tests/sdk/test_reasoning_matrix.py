@@ -141,3 +141,41 @@ def test_reasoning_reaches_the_lane_or_is_reported(gateway, caller, lane, stream
     # Every lane protocol can think, with no capabilities declared: the
     # mapping always arrives (a converted form is reported, as above).
     assert reasoned, f"lane-{lane} was not asked to reason (dropped: {dropped!r})"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("lane", ["anthropic", "bedrock"])
+def test_claude_thinking_rules_hold_whatever_the_caller_sent(gateway, lane, stream):
+    """While a Claude lane thinks it takes no temperature but 1 and no
+    top_k, and max_tokens must exceed the thinking budget: what the caller
+    sent that breaks a rule is left out or raised, and reported, rather than
+    refused by the vendor."""
+    import openai
+    from google import genai
+    from google.genai import types
+
+    seen = Headers()
+    client = openai.OpenAI(base_url=f"http://{gateway}/v1", api_key="x", max_retries=0,
+                           http_client=openai.DefaultHttpxClient(event_hooks={"response": [seen.hook]}))
+    kwargs = dict(model=f"lane-{lane}", messages=[{"role": "user", "content": QUESTION}],
+                  reasoning_effort="high", temperature=0.3, max_completion_tokens=1000)
+    if stream:
+        list(client.chat.completions.create(stream=True, **kwargs))
+    else:
+        client.chat.completions.create(**kwargs)
+    dropped = seen.last.get("x-switchyard-dropped", "")
+    assert "temperature" in dropped and "max_completion_tokens" in dropped, dropped
+
+    seen = Headers()
+    gemini_client = genai.Client(api_key="x", http_options=types.HttpOptions(
+        base_url=f"http://{gateway}", api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1),
+        client_args={"event_hooks": {"response": [seen.hook]}}))
+    config = types.GenerateContentConfig(temperature=0.3, top_k=5, max_output_tokens=8192,
+                                         thinking_config=types.ThinkingConfig(thinking_budget=2048))
+    if stream:
+        list(gemini_client.models.generate_content_stream(model=f"lane-{lane}", contents=QUESTION, config=config))
+    else:
+        gemini_client.models.generate_content(model=f"lane-{lane}", contents=QUESTION, config=config)
+    dropped = seen.last.get("x-switchyard-dropped", "")
+    assert "generationConfig.temperature" in dropped and "generationConfig.topK" in dropped, dropped
+    assert "maxOutputTokens" not in dropped, f"8192 is above the 2048 budget: nothing to raise ({dropped})"
