@@ -99,11 +99,15 @@ POOL_ALIAS = "chat-alias"  # a pool whose only member is the gpt-4o-mini lane
 HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a first-token deadline
 PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
 MIXED_POOL = "chat-mixed"  # the lane first, an Anthropic lane behind it: two protocols
+CONTINUED_POOL = "stream-continued"  # the held pool's lanes, streams continued on a break
 HELD_POOL_CONF = """  {prefix_pool}:
     affinity: {{ prefix: 5m }}
     members: [{{ model: {openai_model} }}]
   {mixed_pool}:
     members: [{{ model: {openai_model}, weight: 1000000 }}, {{ model: {anthropic_model}, weight: 1 }}]
+  {continued_pool}:
+    failover: {{ stream_failure: continue }}
+    members: [{{ model: {openai_model}, weight: 1000000 }}, {{ model: {openai_model}-b, weight: 1 }}]
   {pool}:
     failover: {{ first_token: 15s }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
@@ -209,6 +213,9 @@ CASES = [
     # A pool of two protocols: the conversation-lineage check (is the body
     # signed?) runs on every plan; this body is not, so no lane is dropped.
     ("12-two-protocol-pool", "12. case 2 via a pool of an OpenAI and an Anthropic lane (lineage check)", "openai", MIXED_POOL, "chat-openai"),
+    # Continuation on: a stream that never breaks, decoded and re-encoded so
+    # another lane could carry it on (against case 10's one-lane pool).
+    ("13-stream64-continued", "13. stream 64 via a pool that continues broken streams (re-encoded)", "openai", CONTINUED_POOL, "stream64-openai"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -228,6 +235,7 @@ VARIANTS = {
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
+    "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
 }
 
@@ -695,7 +703,8 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
     if embed:
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
     held_pool = (HELD_POOL_CONF.format(
-        pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, openai_model=OPENAI_MODEL,
+        pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, continued_pool=CONTINUED_POOL,
+        openai_model=OPENAI_MODEL,
         anthropic_model=ANTHROPIC_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(

@@ -40,6 +40,7 @@ def lanes_config(listen: str, admin: str) -> str:
     lines += [f'  up-{p}: {{ protocol: {p}, base_url: "mock://" }}' for p in PROTOCOLS]
     lines.append("models:")
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
+    lines.append("  cut-anthropic: { provider: up-anthropic }")
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
     # strict translation: a request a lane cannot fully carry is refused
@@ -47,6 +48,11 @@ def lanes_config(listen: str, admin: str) -> str:
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     # lanes of three vendors: a conversation with signed state stays with its vendor's
     lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")
+    # a lane that cuts its streams ([mock:cut=N]) first; broken streams go on elsewhere
+    lines.append(
+        "  continued: { failover: { stream_failure: continue }, breaker: { consecutive_failures: 100000, failure_rate: 1.0 },"
+        " members: [{ model: cut-anthropic, weight: 1000000 }, { model: lane-openai, weight: 1 }] }"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -135,6 +135,14 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_stream_continuations",
+            "Streams that broke after their first content in pools that continue them (failover.stream_failure: continue), by what became of them.",
+            m.continuations.iter().enumerate().map(|(index, value)| {
+                (vec![("outcome", CONTINUATION_OUTCOMES[index])], value.load(Ordering::Relaxed))
+            }),
+        )?;
+        encode_counters(
+            e,
             "switchyard_thought_signatures",
             "Signed tool calls sent to Gemini lanes, by lane and where the signature came from (the caller's carrier, the gateway's store, or the placeholder Gemini accepts with degraded reasoning).",
             m.signatures.iter().enumerate().map(|(index, value)| {

@@ -354,14 +354,22 @@ pub struct Failover {
     /// before the next candidate takes over (unset: only `stream_idle`
     /// and the failover deadline bound it).
     pub first_token: Option<Duration>,
+    /// How many times a stream that breaks after its first content may be
+    /// continued by the next candidate (`stream_failure: continue`, up to
+    /// `max_continuations`); 0, the default, ends it with the caller's
+    /// in-stream error.
+    pub continuations: u32,
 }
 
 /// Most same-lane retries a pool may ask for.
 pub const MAX_RETRIES: u32 = 10;
 
+/// Most continuations of one stream a pool may ask for.
+pub const MAX_CONTINUATIONS: u32 = 3;
+
 impl Default for Failover {
     fn default() -> Failover {
-        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0, first_token: None }
+        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0, first_token: None, continuations: 0 }
     }
 }
 
@@ -798,7 +806,38 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     .first_token
                     .as_deref()
                     .map(|text| duration_or(Some(text), timeout, &format!("{path}.failover.first_token"), issues));
-                Failover { max_hops, timeout, retries, first_token }
+                let continuations = match raw_failover.stream_failure.as_deref() {
+                    None | Some("end") => {
+                        if raw_failover.max_continuations.is_some() {
+                            issues.push(Issue::new(
+                                &format!("{path}.failover.max_continuations"),
+                                "max_continuations applies only when streams are continued",
+                                "add stream_failure: continue, or remove max_continuations",
+                            ));
+                        }
+                        0
+                    }
+                    Some("continue") => {
+                        let most = raw_failover.max_continuations.unwrap_or(1);
+                        if most == 0 || most > MAX_CONTINUATIONS {
+                            issues.push(Issue::new(
+                                &format!("{path}.failover.max_continuations"),
+                                format!("{most} continuations of one stream"),
+                                format!("set it from 1 to {MAX_CONTINUATIONS}"),
+                            ));
+                        }
+                        most.clamp(1, MAX_CONTINUATIONS)
+                    }
+                    Some(other) => {
+                        issues.push(Issue::new(
+                            &format!("{path}.failover.stream_failure"),
+                            format!("`{other}` is not what to do with a stream that breaks"),
+                            "use end (the caller's in-stream error) or continue (the next lane goes on)",
+                        ));
+                        0
+                    }
+                };
+                Failover { max_hops, timeout, retries, first_token, continuations }
             }
         };
         let mut fallback = Vec::new();

@@ -204,6 +204,8 @@ pub struct RawFailover {
     pub timeout: Option<String>,
     pub retries: Option<u32>,
     pub first_token: Option<String>,
+    pub stream_failure: Option<String>,
+    pub max_continuations: Option<u32>,
 }
 
 /// A pool member.

@@ -294,7 +294,11 @@ async fn try_one(
             health.success();
             trial.settle();
             let guards = (permit, in_flight);
-            let answer = reply::Answer { upstream, more, held };
+            let continuation = match call.continue_stream {
+                true => crate::continuation::Continuation::of(gateway, call, &request.plan.slots, candidate.lane_index),
+                false => None,
+            };
+            let answer = reply::Answer { upstream, more, held, continuation };
             let response = answered(gateway, request, candidate, answer, sent, guards, health, record).await;
             Tried::Answered(with_translation(response, dropped_header))
         }

@@ -28,6 +28,7 @@ pub mod attempt;
 pub mod authenticate;
 pub mod cache;
 pub mod candidate;
+pub mod continuation;
 mod count;
 pub mod disposition;
 mod embed;
@@ -135,6 +136,10 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
         }
     }
     meter_stream(&gateway, &mut call);
+    call.continue_stream = call.stream
+        && call.operation == switchyard_ir::Operation::Chat
+        && !call.count_tokens
+        && gateway.pools[pool].failover.continuations > 0;
     let mut translated: Option<Request> = None;
     let plan = match plan::plan(&gateway, &mut call, pool, &mut translated).await {
         Ok(plan) => plan,

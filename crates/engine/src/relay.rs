@@ -18,6 +18,7 @@ use switchyard_ir::{BlockStart, ErrorInfo, ErrorKind, Protocol, StopReason, Stre
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
+use crate::continuation::{Continuation, Outcome};
 use crate::identity::{fill_identity, log_done};
 use crate::lane_health::{Health, InFlight};
 use crate::settle::Record;
@@ -56,6 +57,17 @@ impl Tally {
 
     fn ended(&self) -> bool {
         self.finished || self.failed
+    }
+}
+
+/// `a` and `b` added, count by count.
+fn add_usage(a: Usage, b: Usage) -> Usage {
+    Usage {
+        input_tokens: a.input_tokens.saturating_add(b.input_tokens),
+        output_tokens: a.output_tokens.saturating_add(b.output_tokens),
+        cache_read_tokens: a.cache_read_tokens.saturating_add(b.cache_read_tokens),
+        cache_write_tokens: a.cache_write_tokens.saturating_add(b.cache_write_tokens),
+        reasoning_tokens: a.reasoning_tokens.saturating_add(b.reasoning_tokens),
     }
 }
 
@@ -138,6 +150,11 @@ pub(crate) struct StreamRelay {
     pub(crate) record: Option<Box<Record>>,
     /// SSE events passed through verbatim (each is about one token).
     pub(crate) delivered_events: u64,
+    /// The means to go on elsewhere when the stream breaks mid-answer
+    /// (`failover.stream_failure: continue`; translated streams only).
+    pub(crate) continuation: Option<Box<Continuation>>,
+    /// Usage of the parts before a continuation.
+    pub(crate) usage_before: Usage,
     pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -177,7 +194,10 @@ impl StreamRelay {
                 let mut out = Out::default();
                 for data in std::mem::take(&mut self.held) {
                     if let Err(message) = self.absorb(data, &mut out) {
-                        return Some(self.fail(message));
+                        match self.failed(message).await {
+                            Some(bytes) => return Some(bytes),
+                            None => continue,
+                        }
                     }
                 }
                 self.first_sent = true;
@@ -186,9 +206,9 @@ impl StreamRelay {
                     None => continue,
                 }
             }
-            let first = match self.pending.take() {
-                Some(Pending::End) => return self.end(),
-                Some(Pending::Failed(message)) => return Some(self.fail(message)),
+            let ended = match self.pending.take() {
+                Some(Pending::End) => Err(None),
+                Some(Pending::Failed(message)) => Err(Some(message)),
                 None => {
                     // A stream that is still producing is governed by the idle
                     // timeout alone: the whole-request timeout bounds replies
@@ -196,11 +216,29 @@ impl StreamRelay {
                     let answered = self.answered();
                     let idle = if answered { self.idle.min(TERMINATOR_GRACE) } else { self.idle };
                     match tokio::time::timeout(idle, self.upstream.frame()).await {
-                        Err(_) if answered => return self.end(),
-                        Err(_) => return Some(self.fail(format!("upstream stream idle for more than {idle:?}"))),
-                        Ok(None) => return self.end(),
-                        Ok(Some(Err(err))) => return Some(self.fail(format!("upstream stream failed: {err}"))),
-                        Ok(Some(Ok(frame))) => frame,
+                        Err(_) if answered => Err(None),
+                        Err(_) => Err(Some(format!("upstream stream idle for more than {idle:?}"))),
+                        Ok(None) => Err(None),
+                        Ok(Some(Err(err))) => Err(Some(format!("upstream stream failed: {err}"))),
+                        Ok(Some(Ok(frame))) => Ok(frame),
+                    }
+                }
+            };
+            // The upstream ended (`None`: as it should, if its answer is
+            // whole) or failed: finish, or go on elsewhere.
+            let first = match ended {
+                Ok(frame) => frame,
+                Err(failure) => {
+                    let message = match failure {
+                        Some(message) => message,
+                        None => match self.end() {
+                            Ok(out) => return out,
+                            Err(message) => message,
+                        },
+                    };
+                    match self.failed(message).await {
+                        Some(bytes) => return Some(bytes),
+                        None => continue,
                     }
                 }
             };
@@ -209,7 +247,10 @@ impl StreamRelay {
             };
             let mut out = Out::default();
             if let Err(message) = self.absorb(data, &mut out) {
-                return Some(self.fail(message));
+                match self.failed(message).await {
+                    Some(bytes) => return Some(bytes),
+                    None => continue,
+                }
             }
             // Frames that arrived together leave together: drain what is
             // already here without waiting, so a burst is one write, not one
@@ -280,6 +321,9 @@ impl StreamRelay {
                 record.first_byte();
             }
         }
+        if let Some(continuation) = self.continuation.as_mut() {
+            continuation.splice(&mut self.events);
+        }
         for event in &mut self.events {
             self.tally.push(event);
             if let (
@@ -312,6 +356,9 @@ impl StreamRelay {
         for event in &self.events {
             encoder.encode(event, &mut out.encoded);
         }
+        if let Some(continuation) = self.continuation.as_mut() {
+            continuation.observe(&self.events);
+        }
         if self.tally.ended() {
             encoder.finish(&mut out.encoded);
             self.done = true;
@@ -329,7 +376,7 @@ impl StreamRelay {
     /// that answered in full but lost its terminator is finished (the
     /// caller's protocol's terminator added to a passthrough), billed and
     /// not charged to the lane; anything shorter is a failure.
-    fn end(&mut self) -> Option<Bytes> {
+    fn end(&mut self) -> Result<Option<Bytes>, String> {
         self.done = true;
         let terminated = self.tally.ended();
         let answered = self.answered();
@@ -343,7 +390,7 @@ impl StreamRelay {
             self.tally.finished = true;
         }
         if !self.tally.ended() {
-            return Some(self.fail("upstream stream ended before its last event".to_owned()));
+            return Err("upstream stream ended before its last event".to_owned());
         }
         let mut out = Vec::new();
         if let Some(encoder) = self.encoder.as_mut() {
@@ -365,7 +412,59 @@ impl StreamRelay {
         if !terminated {
             self.log_end();
         }
-        (!out.is_empty()).then(|| Bytes::from(out))
+        Ok((!out.is_empty()).then(|| Bytes::from(out)))
+    }
+
+    /// The upstream failed mid-way: another lane goes on when the pool
+    /// continues streams and this one may be (`None`: pull on), else the
+    /// caller gets its protocol's in-stream error.
+    async fn failed(&mut self, message: String) -> Option<Bytes> {
+        let Some(continuation) = self.continuation.as_mut() else {
+            return Some(self.fail(message));
+        };
+        if !continuation.eligible() {
+            self.count_continuation(Outcome::NotEligible);
+            return Some(self.fail(message));
+        }
+        tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream broke mid-answer; continuing elsewhere");
+        self.health.apply(LaneEffect::Failure, &message, None);
+        let Some(switched) = continuation.next_lane(&self.gateway).await else {
+            self.count_continuation(Outcome::Failed);
+            return Some(self.end_with_error(message));
+        };
+        // What the first part cost: its usage, or the estimate of it.
+        let mut part = self.tally.usage;
+        if part.output_tokens == 0 {
+            part.output_tokens = self.tally.deltas;
+        }
+        if part.input_tokens == 0 {
+            part.input_tokens = self.record.as_ref().map_or(0, |record| record.input_estimate());
+        }
+        self.usage_before = add_usage(self.usage_before, part);
+        self.tally.usage = Usage::default();
+        self.tally.deltas = 0;
+        self.tally.stop_reason = None;
+        self.upstream = switched.upstream;
+        self.decoder = switched.decoder;
+        self.health = switched.health;
+        self._guards.0 = switched.permit;
+        self.lane = switched.lane;
+        self.pending = None;
+        self.done = false;
+        self.count_continuation(Outcome::Recovered);
+        None
+    }
+
+    fn count_continuation(&self, outcome: Outcome) {
+        if let Some(metrics) = self.gateway.metrics() {
+            metrics.continuation(Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0));
+        }
+    }
+
+    /// Usage of the whole answer: the parts before a continuation and the
+    /// one streaming now.
+    fn usage(&self) -> Usage {
+        add_usage(self.usage_before, self.tally.usage)
     }
 
     /// Ends the caller's stream with its protocol's in-stream error, and
@@ -373,6 +472,11 @@ impl StreamRelay {
     fn fail(&mut self, message: String) -> Bytes {
         tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream failed mid-way");
         self.health.apply(LaneEffect::Failure, &message, None);
+        self.end_with_error(message)
+    }
+
+    /// The caller's in-stream error, its lane already told.
+    fn end_with_error(&mut self, message: String) -> Bytes {
         self.done = true;
         self.tally.failed = true;
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
@@ -384,9 +488,10 @@ impl StreamRelay {
     }
 
     fn log_end(&mut self) {
-        log_done(&self.request_id, &self.lane, &self.tally.usage, self.started, true);
+        let usage = self.usage();
+        log_done(&self.request_id, &self.lane, &usage, self.started, true);
         if let Some(mut record) = self.record.take() {
-            record.record_usage(self.tally.usage, false);
+            record.record_usage(usage, false);
             if let Some(reason) = self.tally.stop_reason {
                 record.stop_reason(reason.as_str());
             }
@@ -409,6 +514,7 @@ impl Drop for StreamRelay {
                 usage.input_tokens = record.input_estimate();
             }
         }
+        let usage = add_usage(self.usage_before, usage);
         let status = if self.tally.failed { 502 } else { 499 };
         record.record_usage(usage, estimated);
         record.finish_detached(status);

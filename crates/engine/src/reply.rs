@@ -40,6 +40,8 @@ pub(crate) struct Answer {
     /// A stream's first chunks, read before its first content
     /// (`first_token`): the relay sends them first.
     pub(crate) held: Vec<Bytes>,
+    /// The means to continue the stream elsewhere, when the pool does.
+    pub(crate) continuation: Option<Box<crate::continuation::Continuation>>,
 }
 
 /// A successful try's answer: the head, then the whole reply or the stream.
@@ -54,7 +56,7 @@ pub(crate) async fn success(
     started: Instant,
     record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
-    let Answer { upstream, more, held } = answer;
+    let Answer { upstream, more, held, continuation } = answer;
     let lane = candidate.lane;
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
@@ -79,7 +81,7 @@ pub(crate) async fn success(
         {
             headers.insert(SERVER_TIMING, timing);
         }
-        stream(gateway, call, candidate, (upstream, held), same, guards, health, started, record)
+        stream(gateway, call, candidate, (upstream, held, continuation), same, guards, health, started, record)
     } else if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         match operation(gateway, call, candidate, upstream, more, started, record).await {
             Ok(whole) => {
@@ -199,7 +201,7 @@ fn stream(
     gateway: &Arc<Gateway>,
     call: &Call,
     candidate: &Candidate<'_>,
-    (upstream, held): (UpstreamResponse, Vec<Bytes>),
+    (upstream, held, continuation): (UpstreamResponse, Vec<Bytes>, Option<Box<crate::continuation::Continuation>>),
     same: bool,
     guards: Guards,
     health: Health,
@@ -240,6 +242,9 @@ fn stream(
         pending: None,
         record: record.take(),
         delivered_events: 0,
+        // Only a re-encoded stream can be carried on by another lane.
+        continuation: continuation.filter(|_| !same),
+        usage_before: switchyard_ir::Usage::default(),
         _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {

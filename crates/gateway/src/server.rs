@@ -587,6 +587,7 @@ async fn frame(
         session,
         caller,
         meter_stream: false,
+        continue_stream: false,
         hide_usage: false,
         headers,
         body,

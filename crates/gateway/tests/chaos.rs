@@ -907,3 +907,58 @@ async fn a_probe_whose_reply_hangs_fails_in_time() {
     assert!(!switchyard_engine::probe(&gateway, lane).await);
     assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
 }
+
+/// The text of an OpenAI Chat stream, and whether it ended with `[DONE]`.
+fn chat_stream_text(body: &[u8]) -> (String, bool) {
+    let text = String::from_utf8_lossy(body);
+    let mut out = String::new();
+    for data in text.split("\n\n").filter_map(|frame| frame.strip_prefix("data: ")) {
+        if let Ok(chunk) = serde_json::from_str::<serde_json::Value>(data) {
+            if let Some(piece) = chunk["choices"][0]["delta"]["content"].as_str() {
+                out.push_str(piece);
+            }
+        }
+    }
+    (out, text.contains("data: [DONE]"))
+}
+
+/// A stream cut mid-answer at every byte of its text is continued by the
+/// next lane, by prefill (Claude) or by instruction (another protocol, or
+/// after a lane that refuses prefill): the caller's text is the uncut
+/// answer, once, with one terminator.
+#[tokio::test]
+async fn a_stream_cut_anywhere_mid_answer_is_continued_seamlessly() {
+    let yaml = "providers:\n  claude: { protocol: anthropic, base_url: \"mock://\" }\n  \
+                gpt: { protocol: openai, base_url: \"mock://\" }\n\
+                models:\n  cut-claude: { provider: claude }\n  claude: { provider: claude }\n  \
+                noprefill-claude: { provider: claude }\n  gpt: { provider: gpt }\n\
+                pools:\n  prefill:\n    failover: { stream_failure: continue }\n    breaker: { consecutive_failures: 100000, failure_rate: 1.0 }\n    \
+                members: [{ model: cut-claude, weight: 1000000 }, { model: claude, weight: 1 }]\n  \
+                instruction:\n    failover: { stream_failure: continue, max_hops: 5 }\n    breaker: { consecutive_failures: 100000, failure_rate: 1.0 }\n    \
+                members: [{ model: cut-claude, weight: 1000000 }, { model: noprefill-claude, weight: 1000 }, { model: gpt, weight: 1 }]\n  \
+                ends:\n    breaker: { consecutive_failures: 100000, failure_rate: 1.0 }\n    \
+                members: [{ model: cut-claude, weight: 1000000 }, { model: claude, weight: 1 }]\n";
+    let addr = gateway(yaml).await;
+    let answer = "The quick brown fox, naïve, jumps over the lazy dog.";
+    for pool in ["prefill", "instruction"] {
+        for cut in 1..answer.len() {
+            let text = format!("[mock:plain] [mock:cut={cut}] {answer}");
+            let body = chat_body(Protocol::OpenAi, pool, &text, true);
+            let reply = post(addr, "/v1/chat/completions", &[], body).await;
+            assert_eq!(reply.status, 200);
+            let (got, done) = chat_stream_text(&reply.body);
+            assert_eq!(got, answer, "{pool}, cut after {cut} bytes");
+            assert!(done, "{pool}, cut after {cut}: one terminator");
+        }
+    }
+    // Without `stream_failure: continue` the cut is the caller's error.
+    let body = chat_body(Protocol::OpenAi, "ends", &format!("[mock:plain] [mock:cut=10] {answer}"), true);
+    let reply = post(addr, "/v1/chat/completions", &[], body).await;
+    let (got, done) = chat_stream_text(&reply.body);
+    assert!(!done && answer.starts_with(&got) && got.len() < answer.len(), "{got:?}");
+    let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    let recovered =
+        format!("switchyard_stream_continuations_total{{outcome=\"recovered\"}} {}", 2 * (answer.len() - 1));
+    assert!(metrics.contains(&recovered), "{recovered} in\n{metrics}");
+}

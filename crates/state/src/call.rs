@@ -51,6 +51,11 @@ pub struct Call {
     /// passed through, and its protocol cannot ask for usage and hide it
     /// again: translate it even to a lane of the same protocol.
     pub meter_stream: bool,
+    /// The pool continues a stream that breaks after its first content on
+    /// another lane (`failover.stream_failure: continue`): the stream is
+    /// decoded and re-encoded even on a same-protocol hop, so the caller's
+    /// encoder can carry the next lane's events on.
+    pub continue_stream: bool,
     /// The request is metered and its stream would not carry usage: a
     /// same-protocol lane is asked for usage and the caller's stream has it
     /// taken out again (`Codec::request_stream_usage`).
@@ -71,7 +76,7 @@ impl Call {
     /// True when the request body may go to a lane of `protocol` as it came
     /// (same protocol, and nothing forces a translation).
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {
-        protocol == self.ingress && !self.meter_stream
+        protocol == self.ingress && !self.meter_stream && !self.continue_stream
     }
 
     /// The caller's own API key from whichever header its SDK uses, for

@@ -25,6 +25,9 @@ pub const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_writ
 /// Where a Gemini lane's tool-call signature came from: the caller's own
 /// carrier, the gateway's store, or the documented placeholder.
 pub const SIGNATURE_SOURCES: [&str; 3] = ["carried", "restored", "placeholder"];
+/// What became of a stream that broke mid-answer in a pool that continues
+/// streams (`engine::continuation::Outcome`'s order).
+pub const CONTINUATION_OUTCOMES: [&str; 3] = ["recovered", "not_eligible", "failed"];
 /// What opened a breaker.
 pub const TRIP_KINDS: [&str; 2] = ["transient", "hard_down"];
 /// What a routing hook call came to.
@@ -150,6 +153,9 @@ pub struct Metrics {
     pub retries: Box<[AtomicU64]>,
     /// Signed calls sent to Gemini lanes, by lane and [`SIGNATURE_SOURCES`].
     pub signatures: Box<[AtomicU64]>,
+    /// Streams that broke mid-answer in pools that continue them, by
+    /// [`CONTINUATION_OUTCOMES`].
+    pub continuations: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
     pub translations: Box<[AtomicU64]>,
@@ -182,6 +188,7 @@ impl Metrics {
             failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
             retries: zeros(lanes.len() * StatusClass::ALL.len()),
             signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
+            continuations: zeros(CONTINUATION_OUTCOMES.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -242,6 +249,12 @@ impl Metrics {
                 add(&self.signatures, lane * SIGNATURE_SOURCES.len() + source, u64::from(count));
             }
         }
+    }
+
+    /// A stream that broke mid-answer came to `outcome` (an index into
+    /// [`CONTINUATION_OUTCOMES`]).
+    pub fn continuation(&self, outcome: usize) {
+        add(&self.continuations, outcome, 1);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).

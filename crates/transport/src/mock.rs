@@ -7,7 +7,11 @@
 //! Directives in the last user message drive failure tests:
 //! `[mock:status=429]` answers that status in the protocol's error shape
 //! (with `retry-after: 1` on 429/503), `[mock:context]` answers a
-//! context-length error.
+//! context-length error. For continuation tests: `[mock:plain]` answers
+//! the caller's text alone (the same from every lane), `[mock:cut=N]` breaks
+//! a `cut-` lane's stream off after N bytes of text, a `noprefill-` lane
+//! refuses an assistant turn last, and an answer asked to go on (a prefill,
+//! or `codec::continuation::INSTRUCTION`) is the rest of the whole one.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -58,6 +62,15 @@ pub fn respond_to(
     if let Some(info) = directive_error(&last) {
         return error(codec, &info);
     }
+    // A `noprefill-` lane refuses an assistant turn last, as models that
+    // take no prefill do.
+    if model.starts_with("noprefill-")
+        && request.messages.last().is_some_and(|m| m.role == switchyard_ir::Role::Assistant)
+    {
+        let info = ErrorInfo::new(ErrorKind::InvalidRequest, "this model does not support assistant message prefill")
+            .with_status(400);
+        return error(codec, &info);
+    }
     let mut response = reply(protocol, &model, &request);
     let betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
     if !betas.is_empty() {
@@ -76,11 +89,30 @@ pub fn respond_to(
     }
     let mut encoder = codec.stream_encoder(framing);
     let mut chunks = Vec::new();
+    // A `cut-` lane asked to `[mock:cut=N]` breaks off after N bytes of text.
+    let mut cut_at = cut_directive(&model, &last);
     for event in split_deltas(events_from_response(&response)) {
+        let mut event = event;
+        let mut cut_here = false;
+        if let (Some(left), StreamEvent::BlockDelta { delta: Delta::Text(text), .. }) = (cut_at.as_mut(), &mut event) {
+            if text.len() >= *left {
+                let mut end = *left;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text.truncate(end);
+                cut_here = true;
+            }
+            *left -= text.len().min(*left);
+        }
         let mut out = Vec::new();
         encoder.encode(&event, &mut out);
         if !out.is_empty() {
             chunks.push(Bytes::from(out));
+        }
+        if cut_here {
+            let headers = stream_headers(framing);
+            return UpstreamResponse { status: StatusCode::OK, headers, body: chunked_body(chunks) };
         }
     }
     let mut tail = Vec::new();
@@ -88,9 +120,53 @@ pub fn respond_to(
     if !tail.is_empty() {
         chunks.push(Bytes::from(tail));
     }
+    UpstreamResponse { status: StatusCode::OK, headers: stream_headers(framing), body: chunked_body(chunks) }
+}
+
+fn stream_headers(framing: Framing) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(framing.content_type()));
-    UpstreamResponse { status: StatusCode::OK, headers, body: chunked_body(chunks) }
+    headers
+}
+
+/// `[mock:cut=N]` on a lane whose wire model starts with `cut-`: the
+/// stream breaks off after N bytes of text (no finish, no terminator).
+fn cut_directive(model: &str, text: &str) -> Option<usize> {
+    if !model.starts_with("cut-") {
+        return None;
+    }
+    let start = text.find("[mock:cut=")? + "[mock:cut=".len();
+    text[start..].split(']').next()?.parse().ok()
+}
+
+/// The conversation a reply answers, and the text of its answer a
+/// continuation asks for the rest of: an assistant turn last (a prefill,
+/// trimmed), or an assistant turn then the continuation instruction.
+fn continued(request: &Request) -> (String, Option<String>) {
+    let text_of = |message: &switchyard_ir::Message| -> String {
+        message
+            .content
+            .iter()
+            .filter_map(|b| if let Block::Text(t) = b { Some(t.text.as_str()) } else { None })
+            .collect()
+    };
+    let messages = request.messages.as_slice();
+    let user_before = |end: usize| {
+        messages[..end].iter().rev().find(|m| m.role == switchyard_ir::Role::User).map(text_of).unwrap_or_default()
+    };
+    match messages {
+        [.., before, last]
+            if last.role == switchyard_ir::Role::User
+                && text_of(last) == switchyard_codec::continuation::INSTRUCTION
+                && before.role == switchyard_ir::Role::Assistant =>
+        {
+            (user_before(messages.len() - 2), Some(text_of(before)))
+        }
+        [.., last] if last.role == switchyard_ir::Role::Assistant => {
+            (user_before(messages.len() - 1), Some(text_of(last)))
+        }
+        _ => (request.last_user_text().unwrap_or_default(), None),
+    }
 }
 
 /// The deterministic reply to `request`.
@@ -139,8 +215,18 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
             StopReason::EndTurn
         }
         (None, None) => {
-            let last = request.last_user_text().unwrap_or_default();
-            content.push(Block::text(format!("[{protocol} {model}] you said: {last}")));
+            let (last, so_far) = continued(request);
+            // `[mock:plain]`: the answer is the caller's text alone, the
+            // same from every lane (what a continuation test needs).
+            let answer = match last.contains("[mock:plain]") {
+                true => plain(&last),
+                false => format!("[{protocol} {model}] you said: {last}"),
+            };
+            let answer = match so_far {
+                Some(so_far) => answer.strip_prefix(so_far.as_str()).unwrap_or(&answer).to_owned(),
+                None => answer,
+            };
+            content.push(Block::text(answer));
             StopReason::EndTurn
         }
     };
@@ -190,6 +276,18 @@ fn signed_call(request: &Request, name: &str) -> bool {
     request.messages.iter().flat_map(|m| &m.content).any(|block| {
         matches!(block, Block::ToolUse(call) if call.name == name && call.signature.as_deref() == Some(&*signature))
     })
+}
+
+/// The caller's text without the mock's directives.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[mock:") {
+        out.push_str(&rest[..start]);
+        rest = rest[start..].split_once(']').map_or("", |(_, after)| after);
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
 }
 
 /// Whether an assistant turn of the history carries the signed reasoning
