@@ -295,7 +295,13 @@ async fn try_one(
             trial.settle();
             let guards = (permit, in_flight);
             let continuation = match call.continue_stream {
-                true => crate::continuation::Continuation::of(gateway, call, &request.plan.slots, candidate.lane_index),
+                true => crate::continuation::Continuation::of(
+                    gateway,
+                    call,
+                    translated.as_ref(),
+                    &request.plan.slots,
+                    candidate.lane_index,
+                ),
                 false => None,
             };
             let answer = reply::Answer { upstream, more, held, continuation };

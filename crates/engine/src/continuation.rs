@@ -107,16 +107,26 @@ pub(crate) struct Switched {
 
 impl Continuation {
     /// The means for `call`, served by lane `serving` of a plan with
-    /// `slots`; `None` when the pool does not continue or the request
-    /// cannot be read.
-    pub(crate) fn of(gateway: &Gateway, call: &Call, slots: &[Slot], serving: usize) -> Option<Box<Continuation>> {
+    /// `slots`, from the call's IR when the send step read it (else read
+    /// here); `None` when the pool does not continue or the request cannot
+    /// be read.
+    pub(crate) fn of(
+        gateway: &Gateway,
+        call: &Call,
+        read: Option<&Request>,
+        slots: &[Slot],
+        serving: usize,
+    ) -> Option<Box<Continuation>> {
         let pool = slots.first()?.pool;
         let failover = gateway.pools[pool].failover;
         let left = failover.continuations;
         if !call.continue_stream || left == 0 {
             return None;
         }
-        let request = gateway.codec(call.ingress).read_request(&call.body).ok()?;
+        let request = match read {
+            Some(request) => request.clone(),
+            None => gateway.codec(call.ingress).read_request(&call.body).ok()?,
+        };
         Some(Box::new(Continuation {
             request,
             slots: slots.to_vec(),
