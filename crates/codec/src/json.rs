@@ -18,6 +18,39 @@ pub fn to_vec<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_else(|_| b"{}".to_vec())
 }
 
+/// Appends `text` as a JSON string, escaped exactly as `serde_json` escapes
+/// it (`\"`, `\\`, the short forms of `\b \t \n \f \r`, other control
+/// characters as lower-case `\u00xx`), copying unescaped runs whole: the
+/// hot path of the stream encoders, which write one short string per event.
+pub fn write_str(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    while let Some(offset) = bytes[start..].iter().position(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        let at = start + offset;
+        out.extend_from_slice(&bytes[start..at]);
+        match bytes[at] {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            control => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[usize::from(control >> 4)]);
+                out.push(HEX[usize::from(control & 0xf)]);
+            }
+        }
+        start = at + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
 /// Parses tool-call argument text into a JSON value for protocols that carry
 /// arguments as an object. Text that is not a JSON object is wrapped so that
 /// nothing the model produced is lost.
@@ -47,5 +80,21 @@ mod tests {
         assert_eq!(arguments_to_value(""), serde_json::json!({}));
         assert_eq!(arguments_to_value("{not json"), serde_json::json!({"_raw_arguments": "{not json"}));
         assert_eq!(arguments_to_value("[1]"), serde_json::json!({"value": [1]}));
+    }
+}
+
+#[cfg(test)]
+mod write_str_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Byte for byte what `serde_json` writes, for any text.
+        #[test]
+        fn strings_are_escaped_as_serde_json_escapes_them(text in "\\PC*|[\\x00-\\x20\"\\\\a\\x7f]*") {
+            let mut mine = Vec::new();
+            write_str(&mut mine, &text);
+            prop_assert_eq!(mine, serde_json::to_vec(&text).unwrap_or_default());
+        }
     }
 }

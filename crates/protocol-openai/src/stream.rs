@@ -381,6 +381,10 @@ pub(crate) struct ChunkEncoder {
     thinking_signature: String,
     /// Write the trailing `choices: []` usage chunk.
     usage_chunk: bool,
+    /// Every chunk's opening up to its delta's members (`data: {"id":…,
+    /// "choices":[{"index":0,"delta":{`), written once per stream: a text
+    /// delta then costs the escaping of its text alone.
+    head: Vec<u8>,
 }
 
 impl ChunkEncoder {
@@ -397,6 +401,27 @@ impl ChunkEncoder {
 
     fn kind(&self, index: u32) -> Option<Kind> {
         self.blocks.iter().rev().find(|(i, _)| *i == index).map(|(_, kind)| *kind)
+    }
+
+    /// A delta of one text member, as [`ChunkEncoder::write_delta`] would
+    /// write it (byte for byte), without serialising the rest again.
+    fn write_text(&mut self, member: &str, text: &str, out: &mut Vec<u8>) {
+        if self.head.is_empty() {
+            let mut head = Vec::with_capacity(96 + self.id.len() + self.model.len());
+            head.extend_from_slice(b"data: {\"id\":");
+            switchyard_codec::json::write_str(&mut head, &self.id);
+            head.extend_from_slice(b",\"object\":\"chat.completion.chunk\",\"created\":");
+            head.extend_from_slice(self.created.to_string().as_bytes());
+            head.extend_from_slice(b",\"model\":");
+            switchyard_codec::json::write_str(&mut head, &self.model);
+            head.extend_from_slice(b",\"choices\":[{\"index\":0,\"delta\":{\"");
+            self.head = head;
+        }
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(member.as_bytes());
+        out.extend_from_slice(b"\":");
+        switchyard_codec::json::write_str(out, text);
+        out.extend_from_slice(b"},\"logprobs\":null,\"finish_reason\":null}]}\n\n");
     }
 
     fn write_delta(&self, delta: OutDelta<'_>, out: &mut Vec<u8>) {
@@ -430,6 +455,7 @@ impl StreamEncoder for ChunkEncoder {
                 self.id.clone_from(id);
                 self.model.clone_from(model);
                 self.created = created.unwrap_or(0);
+                self.head.clear();
                 self.usage.merge(usage);
                 // OpenAI opens with the role, so clients see a first byte early.
                 self.write_delta(OutDelta { role: Some("assistant"), content: Some(""), ..OutDelta::default() }, out);
@@ -469,12 +495,10 @@ impl StreamEncoder for ChunkEncoder {
                 self.blocks.push((*index, kind));
             }
             StreamEvent::BlockDelta { index, delta } => match (self.kind(*index), delta) {
-                (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => {
-                    self.write_delta(OutDelta { content: Some(text), ..OutDelta::default() }, out)
-                }
+                (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => self.write_text("content", text, out),
                 (Some(Kind::Thinking), Delta::Thinking(text)) if !text.is_empty() => {
                     self.thinking.push_str(text);
-                    self.write_delta(OutDelta { reasoning_content: Some(text), ..OutDelta::default() }, out)
+                    self.write_text("reasoning_content", text, out)
                 }
                 (Some(Kind::Thinking), Delta::Signature(signature)) => self.thinking_signature.push_str(signature),
                 (Some(Kind::Tool(tool)), Delta::ToolInput(arguments)) if !arguments.is_empty() => self.write_delta(
@@ -611,6 +635,24 @@ mod tests {
         ));
         assert!(has(serde_json::json!({"thinking_blocks": [{"type": "redacted_thinking", "data": "EmwK"}]})));
         assert!(has(serde_json::json!({"content": "hi"})));
+    }
+
+    proptest::proptest! {
+        /// A text delta written by the fast path is byte for byte what the
+        /// serialiser writes.
+        #[test]
+        fn text_deltas_are_written_as_the_serialiser_would(
+            id in "\\PC{0,20}", model in "\\PC{0,20}", created in proptest::num::i64::ANY, text in "\\PC{1,40}"
+        ) {
+            let mut encoder = ChunkEncoder { id, model, created, ..ChunkEncoder::default() };
+            let mut fast = Vec::new();
+            encoder.write_text("content", &text, &mut fast);
+            encoder.write_text("reasoning_content", &text, &mut fast);
+            let mut slow = Vec::new();
+            encoder.write_delta(OutDelta { content: Some(&text), ..OutDelta::default() }, &mut slow);
+            encoder.write_delta(OutDelta { reasoning_content: Some(&text), ..OutDelta::default() }, &mut slow);
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&fast), String::from_utf8_lossy(&slow));
+        }
     }
 
     #[test]
