@@ -187,7 +187,7 @@ class Driver:
     def chat(self, model: str, text: str, stream: bool) -> Result:
         raise NotImplementedError
 
-    def tool_call(self, model: str, stream: bool) -> Result:
+    def tool_call(self, model: str, stream: bool, text: str = QUESTION) -> Result:
         raise NotImplementedError
 
     def tool_result(self, model: str, first: Result, stream: bool) -> Result:
@@ -252,8 +252,8 @@ class OpenAIChat(Driver):
     def chat(self, model, text, stream):
         return self._run(model, [{"role": "user", "content": text}], stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, [{"role": "user", "content": QUESTION}], stream, self.TOOLS)
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, [{"role": "user", "content": text}], stream, self.TOOLS)
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]
@@ -320,8 +320,8 @@ class OpenAIResponses(Driver):
     def chat(self, model, text, stream):
         return self._run(model, text, stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, QUESTION, stream, self.TOOLS)
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, text, stream, self.TOOLS)
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]
@@ -373,8 +373,8 @@ class Anthropic(Driver):
     def chat(self, model, text, stream):
         return self._run(model, [{"role": "user", "content": text}], stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, [{"role": "user", "content": QUESTION}], stream, self.TOOLS)
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, [{"role": "user", "content": text}], stream, self.TOOLS)
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]
@@ -457,15 +457,15 @@ class Gemini(Driver):
         out.extra = model_parts
         return out
 
-    def _question(self):
+    def _question(self, text=QUESTION):
         t = self.types
-        return t.Content(role="user", parts=[t.Part(text=QUESTION)])
+        return t.Content(role="user", parts=[t.Part(text=text)])
 
     def chat(self, model, text, stream):
         return self._run(model, text, stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, [self._question()], stream, self._tools())
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, [self._question(text)], stream, self._tools())
 
     def tool_result(self, model, first, stream):
         t = self.types
@@ -539,8 +539,8 @@ class Cohere(Driver):
     def chat(self, model, text, stream):
         return self._run(model, [{"role": "user", "content": text}], stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, [{"role": "user", "content": QUESTION}], stream, self.TOOLS)
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, [{"role": "user", "content": text}], stream, self.TOOLS)
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]
@@ -627,8 +627,8 @@ class Bedrock(Driver):
     def chat(self, model, text, stream):
         return self._run(model, [{"role": "user", "content": [{"text": text}]}], stream)
 
-    def tool_call(self, model, stream):
-        return self._run(model, [{"role": "user", "content": [{"text": QUESTION}]}], stream, tools=True)
+    def tool_call(self, model, stream, text=QUESTION):
+        return self._run(model, [{"role": "user", "content": [{"text": text}]}], stream, tools=True)
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]

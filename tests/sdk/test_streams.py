@@ -43,3 +43,38 @@ def test_a_cut_stream_without_continuation_ends_in_the_callers_error(gateway):
         with client.messages.stream(model="cut-anthropic", max_tokens=256,
                                     messages=[{"role": "user", "content": asked(10)}]) as s:
             s.get_final_message()
+
+
+# What each SDK reports for a stream that ends in its protocol's error
+# without raising: Responses `response.failed`, Cohere `finish_reason: ERROR`.
+def saw_the_cut(result_or_error) -> bool:
+    if isinstance(result_or_error, Exception):
+        return True
+    stop = str(getattr(result_or_error.stop, "name", result_or_error.stop) or "").lower()
+    return stop in ("failed", "error", "incomplete")
+
+
+CUT_KINDS = {
+    "before-content": ("chat", 0),
+    "mid-text": ("chat", 12),
+    "mid-tool-call": ("tool", 5),
+}
+
+
+@pytest.mark.parametrize("kind", list(CUT_KINDS))
+@pytest.mark.parametrize("ingress", ["openai-chat", "openai-responses", "anthropic", "gemini", "cohere", "bedrock"])
+def test_every_sdk_tells_a_cut_stream_from_a_complete_one(drivers, ingress, kind):
+    """The contract (docs/protocols.md, "Cut or complete"): a stream cut
+    before content, mid-text or mid-tool-call reaches each caller's SDK as
+    its protocol's error, never as a clean ending; the same request uncut
+    ends cleanly."""
+    what, cut = CUT_KINDS[kind]
+    driver = drivers[ingress]
+    text = f"[mock:cut={cut}] weather in Paris?"
+    try:
+        seen = driver.tool_call("cut-anthropic", True, text) if what == "tool" else driver.chat("cut-anthropic", text, True)
+    except Exception as err:  # noqa: BLE001 - any SDK error is the caller seeing the cut
+        seen = err
+    assert saw_the_cut(seen), f"{ingress} read a cut stream ({kind}) as complete: {seen!r}"
+    whole = driver.tool_call("lane-anthropic", True) if what == "tool" else driver.chat("lane-anthropic", "weather in Paris?", True)
+    assert not saw_the_cut(whole), f"{ingress} read a whole stream as cut: {whole!r}"

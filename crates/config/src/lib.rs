@@ -1162,17 +1162,21 @@ fn validate_provider(
     }
 }
 
+/// Whether `name` is an HTTP header name (a token).
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
 /// `providers.<p>.forward_headers`: header names (kept lower-case) a
 /// caller may pass on. Never the framing, a credential (the caller's key is
 /// for the gateway; `upstream_credentials: passthrough` is how a caller's
 /// own key goes upstream), cookies, or the gateway's own headers.
 fn validate_forwarded(path: &str, raw: &[String], issues: &mut Vec<Issue>) -> Vec<String> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     let mut names = Vec::with_capacity(raw.len());
     for (index, name) in raw.iter().enumerate() {
         let at = format!("{path}.forward_headers[{index}]");
         let lower = name.to_ascii_lowercase();
-        if name.is_empty() || !name.chars().all(token) {
+        if !is_header_name(name) {
             issues.push(Issue::new(&at, format!("`{name}` is not a header name"), "use letters, digits and -"));
         } else if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("x-switchyard-") {
             issues.push(Issue::new(&at, format!("`{name}` is set by the gateway itself"), "remove it"));
@@ -1217,12 +1221,11 @@ fn validate_headers(
     has_credential: bool,
     issues: &mut Vec<Issue>,
 ) -> Vec<(String, String)> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     let mut headers = Vec::with_capacity(raw.len());
     for (name, value) in raw {
         let at = format!("{path}.headers.{name}");
         let lower = name.to_ascii_lowercase();
-        if name.is_empty() || !name.chars().all(token) {
+        if !is_header_name(name) {
             issues.push(Issue::new(&at, format!("`{name}` is not a header name"), "use letters, digits and -"));
             continue;
         }

@@ -42,6 +42,7 @@ mod operation;
 pub mod plan;
 pub mod policy;
 pub mod probe;
+mod read;
 mod relay;
 pub mod render;
 pub mod reply;

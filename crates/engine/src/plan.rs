@@ -150,7 +150,7 @@ fn pin_lineage(gateway: &Gateway, call: &Call, slots: &mut Vec<Slot>, translated
         return;
     }
     // Read once: the send step writes the lanes' requests from the same IR.
-    let Ok(request) = crate::send::read_once(gateway, call, translated) else { return };
+    let Ok(request) = crate::read::read_once(gateway, call, translated) else { return };
     let lineage = Lineage::of(request, call.ingress);
     if !lineage.is_signed() || !slots.iter().any(|slot| lineage.accepts(protocol(slot))) {
         return;

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_ir::{DropReason, Dropped, ErrorInfo, ErrorKind, Field, Protocol, Request};
+use switchyard_ir::{DropReason, Dropped, ErrorInfo, Field, Protocol, Request};
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Lane};
 use switchyard_transport::{
@@ -80,7 +80,7 @@ pub(crate) fn prepare(
         };
         return Ok(Prepared::chat(body, None));
     }
-    let request = read_once(gateway, call, translated)?;
+    let request = crate::read::read_once(gateway, call, translated)?;
     candidate.wire_model.clone_into(&mut request.model);
     let capabilities = translation::capabilities(gateway, candidate);
     // A cap past the model's most output is lowered to it (and said so)
@@ -122,20 +122,6 @@ pub(crate) fn prepare(
     }
     let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
     Ok(Prepared::chat(Bytes::from(encoded.body), dropped_header))
-}
-
-/// The call's IR, read from the caller's body on first use.
-pub(crate) fn read_once<'t>(
-    gateway: &Gateway,
-    call: &Call,
-    translated: &'t mut Option<Request>,
-) -> Result<&'t mut Request, ErrorInfo> {
-    if translated.is_none() {
-        let mut request = gateway.codec(call.ingress).read_request(&call.body).map_err(|err| err.to_error_info())?;
-        request.stream = call.stream;
-        *translated = Some(request);
-    }
-    translated.as_mut().ok_or_else(|| ErrorInfo::new(ErrorKind::Internal, "request was not translated"))
 }
 
 /// The most parts of a split request in flight at once.

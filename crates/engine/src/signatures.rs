@@ -7,7 +7,7 @@ use switchyard_ir::{ErrorInfo, Operation, Protocol, Request};
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Lane};
 
-use crate::send::read_once;
+use crate::read::read_once;
 
 /// A chat request written for a Gemini lane from another protocol: its
 /// tool calls may need the signatures the caller's SDK left out.

@@ -28,10 +28,7 @@ use switchyard_codec::DecodeError;
 
 use crate::wire::{Blob, FileData, FunctionCall, FunctionResponse, FunctionResponsePart, Part};
 
-/// The documented placeholder signature that makes Gemini 3 accept a
-/// function call whose real signature is unknown (history from another
-/// vendor). Written by the request writer, never surfaced by the reader.
-pub(crate) const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+pub(crate) use crate::wire::SKIP_SIGNATURE;
 
 /// Tool calls seen so far, for id synthesis and result matching.
 #[derive(Debug, Default)]

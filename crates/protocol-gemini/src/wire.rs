@@ -6,6 +6,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// The documented placeholder signature that makes Gemini 3 accept a
+/// function call whose real signature is unknown (history from another
+/// vendor). Written by the request writer, never surfaced by the reader.
+pub(crate) const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+
 /// One turn: `{role, parts}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -290,9 +295,7 @@ pub(crate) struct ErrorBody {
 
 fn signature_as_base64<S: serde::Serializer>(signature: &Option<String>, out: S) -> Result<S::Ok, S::Error> {
     match signature {
-        Some(signature) => {
-            out.serialize_str(&switchyard_codec::signature::to_base64(signature, crate::parts::SKIP_SIGNATURE))
-        }
+        Some(signature) => out.serialize_str(&switchyard_codec::signature::to_base64(signature, SKIP_SIGNATURE)),
         None => out.serialize_none(),
     }
 }

@@ -89,21 +89,36 @@ pub fn respond_to(
     }
     let mut encoder = codec.stream_encoder(framing);
     let mut chunks = Vec::new();
-    // A `cut-` lane asked to `[mock:cut=N]` breaks off after N bytes of text.
+    // A `cut-` lane asked to `[mock:cut=N]` breaks off after N bytes of
+    // content (text, thinking or tool arguments; 0: before any).
     let mut cut_at = cut_directive(&model, &last);
     for event in split_deltas(events_from_response(&response)) {
         let mut event = event;
         let mut cut_here = false;
-        if let (Some(left), StreamEvent::BlockDelta { delta: Delta::Text(text), .. }) = (cut_at.as_mut(), &mut event) {
-            if text.len() >= *left {
+        if let (
+            Some(left),
+            StreamEvent::BlockDelta {
+                delta: Delta::Text(piece) | Delta::Thinking(piece) | Delta::ToolInput(piece),
+                ..
+            },
+        ) = (cut_at.as_mut(), &mut event)
+        {
+            if *left == 0 {
+                return UpstreamResponse {
+                    status: StatusCode::OK,
+                    headers: stream_headers(framing),
+                    body: chunked_body(chunks),
+                };
+            }
+            if piece.len() >= *left {
                 let mut end = *left;
-                while !text.is_char_boundary(end) {
+                while !piece.is_char_boundary(end) {
                     end -= 1;
                 }
-                text.truncate(end);
+                piece.truncate(end);
                 cut_here = true;
             }
-            *left -= text.len().min(*left);
+            *left -= piece.len().min(*left);
         }
         let mut out = Vec::new();
         encoder.encode(&event, &mut out);
@@ -130,7 +145,7 @@ fn stream_headers(framing: Framing) -> HeaderMap {
 }
 
 /// `[mock:cut=N]` on a lane whose wire model starts with `cut-`: the
-/// stream breaks off after N bytes of text (no finish, no terminator).
+/// stream breaks off after N bytes of content (no finish, no terminator).
 fn cut_directive(model: &str, text: &str) -> Option<usize> {
     if !model.starts_with("cut-") {
         return None;
