@@ -224,7 +224,12 @@ impl Continuation {
             let crate::lane_gate::Entry { health, mut trial, permit } = entry;
             match sent.await {
                 Ok(Ok(upstream)) if upstream.status.is_success() => {
+                    // As for any try: a 2xx head is the lane's success.
+                    health.success();
                     trial.settle();
+                    if let Some(metrics) = gateway.metrics() {
+                        metrics.attempt(lane_index, None);
+                    }
                     self.splice = Some(Splice {
                         mechanism,
                         so_far: self.text.clone(),
