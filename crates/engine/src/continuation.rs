@@ -103,6 +103,9 @@ pub(crate) struct Switched {
     pub(crate) health: Health,
     pub(crate) permit: Option<OwnedSemaphorePermit>,
     pub(crate) lane: Arc<str>,
+    /// The lane's index, and how long it took to answer the continuation.
+    pub(crate) lane_index: usize,
+    pub(crate) took: std::time::Duration,
 }
 
 impl Continuation {
@@ -219,6 +222,7 @@ impl Continuation {
                 content_type: None,
                 caller: Some((&self.headers, self.ingress)),
             };
+            let asked = Instant::now();
             let sent =
                 tokio::time::timeout_at(self.deadline, send_to_lane(gateway, lane, out, Bytes::from(encoded.body)));
             let crate::lane_gate::Entry { health, mut trial, permit } = entry;
@@ -247,6 +251,8 @@ impl Continuation {
                         health,
                         permit,
                         lane: lane.name.clone(),
+                        lane_index,
+                        took: asked.elapsed(),
                     });
                 }
                 Ok(Ok(upstream)) => {

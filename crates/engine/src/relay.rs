@@ -441,6 +441,11 @@ impl StreamRelay {
             part.input_tokens = self.record.as_ref().map_or(0, |record| record.input_estimate());
         }
         self.usage_before = add_usage(self.usage_before, part);
+        // The ledger's attempts show both: the lane that broke, the one that went on.
+        if let Some(record) = self.record.as_mut() {
+            record.last_attempt_failed("cut_mid_answer");
+            record.attempted(switched.lane_index, 200, None, switched.took);
+        }
         self.tally.usage = Usage::default();
         self.tally.deltas = 0;
         self.tally.stop_reason = None;

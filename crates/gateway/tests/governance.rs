@@ -675,3 +675,37 @@ async fn the_adhoc_route_is_priced_or_closed_to_budgeted_keys() {
     let usd: f64 = spend["data"].as_array().unwrap().iter().map(|r| r["usd"].as_f64().unwrap()).sum();
     assert!(usd > 1.0, "the ad-hoc lane is priced: {spend}");
 }
+
+/// A stream continued on another lane is one ledger row: both parts'
+/// usage, and both lanes in its attempts (the one that broke mid-answer,
+/// the one that went on).
+#[tokio::test]
+async fn a_continued_stream_is_one_row_with_both_lanes() {
+    let yaml = governed_config("")
+        .replacen("models:\n", "models:\n  cut-claude: { provider: up-anthropic }\n", 1)
+        .replacen(
+            "pools:\n",
+            "pools:\n  continued:\n    failover: { stream_failure: continue }\n    \
+             members: [{ model: cut-claude, weight: 1000000 }, { model: lane-openai, weight: 1 }]\n",
+            1,
+        )
+        .replacen("rate_card:\n", "rate_card:\n  cut-claude: { input_utok: 1000, output_utok: 2000 }\n", 1);
+    let (addr, _) = governed(&yaml).await;
+    let key = create_key(addr, json!({"name": "cont"})).await;
+    let secret = key["key"].as_str().unwrap();
+    let body = chat_body(Protocol::OpenAi, "continued", "[mock:plain] [mock:cut=9] one two three four five", true);
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body).await;
+    assert_eq!(reply.status, 200);
+    assert!(String::from_utf8_lossy(&reply.body).contains("[DONE]"));
+    let rows = ledger_rows(addr, "", 1).await;
+    let row = &rows[0];
+    let detail =
+        admin_call(addr, "GET", &format!("/api/v1/admin/requests/{}", row["id"]), Some(ADMIN_TOKEN), None).await;
+    let detail: serde_json::Value = serde_json::from_slice(&detail.body).unwrap();
+    let attempts = detail["attempts"].as_array().unwrap_or_else(|| panic!("{detail}"));
+    let lanes: Vec<&str> = attempts.iter().map(|a| a["lane"].as_str().unwrap()).collect();
+    assert_eq!(lanes, ["cut-claude", "lane-openai"], "{detail}");
+    assert_eq!(attempts[0]["failure"], "cut_mid_answer");
+    assert_eq!(detail["status"], 200, "{detail}");
+    assert!(detail["output_tokens"].as_u64().unwrap() > 0, "{detail}");
+}
