@@ -41,6 +41,7 @@ def lanes_config(listen: str, admin: str) -> str:
     lines.append("models:")
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
     lines.append("  cut-anthropic: { provider: up-anthropic }")
+    lines.append("  lane-cutthink: { provider: up-anthropic, model: cut-anthropic }")
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
     # strict translation: a request a lane cannot fully carry is refused

@@ -78,3 +78,58 @@ def test_every_sdk_tells_a_cut_stream_from_a_complete_one(drivers, ingress, kind
     assert saw_the_cut(seen), f"{ingress} read a cut stream ({kind}) as complete: {seen!r}"
     whole = driver.tool_call("lane-anthropic", True) if what == "tool" else driver.chat("lane-anthropic", "weather in Paris?", True)
     assert not saw_the_cut(whole), f"{ingress} read a whole stream as cut: {whole!r}"
+
+
+@pytest.mark.parametrize("caller", ["openai-chat", "openai-responses", "anthropic", "gemini", "cohere", "bedrock"])
+def test_every_sdk_tells_a_stream_cut_mid_thinking(gateway, monkeypatch, caller):
+    """A reasoning stream cut mid-thinking (5 bytes into the lane's
+    thinking) reaches each SDK as its protocol's error, not a clean end."""
+    import test_reasoning_matrix as matrix
+
+    question = "[mock:cut=5] weather in Paris?"
+    monkeypatch.setattr(matrix, "QUESTION", question)
+    try:
+        if caller == "cohere":
+            outcome = cohere_thinking_stream(gateway, question)
+        elif caller == "bedrock":
+            outcome = bedrock_thinking_stream(gateway, question)
+        else:
+            outcome = matrix.CALLERS[caller](gateway, "cutthink", True, matrix.Headers())
+    except Exception as err:  # noqa: BLE001 - the SDK saw the cut
+        outcome = err
+    assert isinstance(outcome, Exception) or outcome == "ERROR", (
+        f"{caller} read a stream cut mid-thinking as complete ({outcome!r})"
+    )
+    # The helpers read a whole thinking stream as whole.
+    if caller == "cohere":
+        assert cohere_thinking_stream(gateway, "weather in Paris?", "lane-anthropic") == "COMPLETE"
+    if caller == "bedrock":
+        assert bedrock_thinking_stream(gateway, "weather in Paris?", "lane-anthropic")
+
+
+def cohere_thinking_stream(gateway, question, model="lane-cutthink"):
+    """The finish reason Cohere's SDK reads at the end of the whole stream."""
+    import cohere
+
+    client = cohere.ClientV2(api_key="x", base_url=f"http://{gateway}", max_retries=0)
+    finish = None
+    for event in client.chat_stream(model=model, messages=[{"role": "user", "content": question}],
+                                    thinking={"type": "enabled", "token_budget": 2048}):
+        if event.type == "message-end":
+            finish = event.delta.finish_reason
+    return finish
+
+
+def bedrock_thinking_stream(gateway, question, model="lane-cutthink"):
+    """Every event of the Converse stream, read to its end (an exception
+    frame raises)."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("bedrock-runtime", endpoint_url=f"http://{gateway}", region_name="us-east-1",
+                          aws_access_key_id="x", aws_secret_access_key="x",
+                          config=Config(retries={"total_max_attempts": 1, "mode": "standard"}))
+    r = client.converse_stream(modelId=model, messages=[{"role": "user", "content": [{"text": question}]}],
+                               inferenceConfig={"maxTokens": 4096},
+                               additionalModelRequestFields={"thinking": {"type": "enabled", "budget_tokens": 2048}})
+    return list(r["stream"])
