@@ -29,11 +29,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The admin plane of the gateway under test (its `/stats` shows what each
+# lane's breaker recorded).
+ADMIN_TOKEN = "sdk-admin-token-0123456789abcdef"
+ADMIN: dict[str, str] = {}
+
+
 def lanes_config(listen: str, admin: str) -> str:
     """The Python twin of `lanes_config("mock://")` in crates/gateway/tests/common."""
     lines = [
         f"listen: {listen}",
         f"admin_listen: {admin}",
+        f"admin: {{ tokens: [{ADMIN_TOKEN}] }}",
         "server: { drain_timeout: 2s }",
         "providers:",
     ]
@@ -41,7 +48,7 @@ def lanes_config(listen: str, admin: str) -> str:
     lines.append("models:")
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
     lines.append("  cut-anthropic: { provider: up-anthropic }")
-    lines.append("  lane-cutthink: { provider: up-anthropic, model: cut-anthropic }")
+    lines.append("  cutthink-anthropic: { provider: up-anthropic, model: cut-anthropic }")
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
     # strict translation: a request a lane cannot fully carry is refused
@@ -49,6 +56,11 @@ def lanes_config(listen: str, admin: str) -> str:
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     # lanes of three vendors: a conversation with signed state stays with its vendor's
     lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")
+    # lanes that cut their streams ([mock:cut=N]), with breakers patient enough
+    # that every cut reaches the lane (the cut tests count each one)
+    patient = "breaker: { consecutive_failures: 100000, min_requests: 100000 }"
+    lines.append(f"  cut: {{ {patient}, members: [{{ model: cut-anthropic }}] }}")
+    lines.append(f"  lane-cutthink: {{ {patient}, members: [{{ model: cutthink-anthropic }}] }}")
     # a lane that cuts its streams ([mock:cut=N]) first; broken streams go on elsewhere
     lines.append(
         "  continued: { failover: { stream_failure: continue }, breaker: { consecutive_failures: 100000, failure_rate: 1.0 },"
@@ -85,6 +97,7 @@ def start(binary: str, workdir: Path, attempt: int):
         if proc.poll() is not None:
             break
         if healthy(addr):
+            ADMIN["addr"] = admin
             return proc, addr, log, log_path
         time.sleep(0.05)
     if proc.poll() is None:
@@ -138,3 +151,24 @@ def drivers(gateway, recorder):
     finally:
         for driver in made.values():
             driver.close()
+
+
+@pytest.fixture(scope="session")
+def lane_failures(gateway):
+    """`lane_failures(pool, lane)`: the failures the lane's breaker counted
+    in that pool, from the admin plane's `/stats`."""
+    import json
+
+    def read(pool: str, lane: str) -> int:
+        request = urllib.request.Request(f"http://{ADMIN['addr']}/stats",
+                                         headers={"authorization": f"Bearer {ADMIN_TOKEN}"})
+        with urllib.request.urlopen(request, timeout=5) as r:
+            stats = json.loads(r.read())
+        for entry in stats["pools"]:
+            if entry["pool"] == pool:
+                for state in entry["lanes"]:
+                    if state["lane"] == lane:
+                        return int(state["upstream_failures"])
+        return 0
+
+    return read

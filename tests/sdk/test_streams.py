@@ -63,31 +63,34 @@ CUT_KINDS = {
 
 @pytest.mark.parametrize("kind", list(CUT_KINDS))
 @pytest.mark.parametrize("ingress", ["openai-chat", "openai-responses", "anthropic", "gemini", "cohere", "bedrock"])
-def test_every_sdk_tells_a_cut_stream_from_a_complete_one(drivers, ingress, kind):
+def test_every_sdk_tells_a_cut_stream_from_a_complete_one(drivers, lane_failures, ingress, kind):
     """The contract (docs/protocols.md, "Cut or complete"): a stream cut
     before content, mid-text or mid-tool-call reaches each caller's SDK as
-    its protocol's error, never as a clean ending; the same request uncut
-    ends cleanly."""
+    its protocol's error, never as a clean ending, and the lane's breaker
+    counts one failure; the same request uncut ends cleanly."""
     what, cut = CUT_KINDS[kind]
     driver = drivers[ingress]
+    failures = lane_failures("cut", "cut-anthropic")
     text = f"[mock:cut={cut}] weather in Paris?"
     try:
-        seen = driver.tool_call("cut-anthropic", True, text) if what == "tool" else driver.chat("cut-anthropic", text, True)
+        seen = driver.tool_call("cut", True, text) if what == "tool" else driver.chat("cut", text, True)
     except Exception as err:  # noqa: BLE001 - any SDK error is the caller seeing the cut
         seen = err
     assert saw_the_cut(seen), f"{ingress} read a cut stream ({kind}) as complete: {seen!r}"
+    assert lane_failures("cut", "cut-anthropic") == failures + 1, "the breaker counts the cut once"
     whole = driver.tool_call("lane-anthropic", True) if what == "tool" else driver.chat("lane-anthropic", "weather in Paris?", True)
     assert not saw_the_cut(whole), f"{ingress} read a whole stream as cut: {whole!r}"
 
 
 @pytest.mark.parametrize("caller", ["openai-chat", "openai-responses", "anthropic", "gemini", "cohere", "bedrock"])
-def test_every_sdk_tells_a_stream_cut_mid_thinking(gateway, monkeypatch, caller):
+def test_every_sdk_tells_a_stream_cut_mid_thinking(gateway, lane_failures, monkeypatch, caller):
     """A reasoning stream cut mid-thinking (5 bytes into the lane's
     thinking) reaches each SDK as its protocol's error, not a clean end."""
     import test_reasoning_matrix as matrix
 
     question = "[mock:cut=5] weather in Paris?"
     monkeypatch.setattr(matrix, "QUESTION", question)
+    failures = lane_failures("lane-cutthink", "cutthink-anthropic")
     try:
         if caller == "cohere":
             outcome = cohere_thinking_stream(gateway, question)
@@ -100,6 +103,7 @@ def test_every_sdk_tells_a_stream_cut_mid_thinking(gateway, monkeypatch, caller)
     assert isinstance(outcome, Exception) or outcome == "ERROR", (
         f"{caller} read a stream cut mid-thinking as complete ({outcome!r})"
     )
+    assert lane_failures("lane-cutthink", "cutthink-anthropic") == failures + 1, "the breaker counts the cut once"
     # The helpers read a whole thinking stream as whole.
     if caller == "cohere":
         assert cohere_thinking_stream(gateway, "weather in Paris?", "lane-anthropic") == "COMPLETE"
