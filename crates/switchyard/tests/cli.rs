@@ -257,7 +257,9 @@ fn a_webhook_that_fails_is_logged_by_its_host_alone() {
     let yaml = format!(
         "telemetry:\n  request_log:\n    webhook: {{ url: \"http://127.0.0.1:{closed}/services/T000/B000/XSECRETPATHX?token=QSECRETQ\", batch: 1, interval: 10ms }}\n"
     );
-    let (_, stderr) = serve_for(&yaml, &[], std::time::Duration::from_secs(8), |port| {
+    // Three tries 1.4 s apart end in the log line; the window leaves room
+    // for a loaded CI machine (8 s was once not enough there).
+    let (_, stderr) = serve_for(&yaml, &[], std::time::Duration::from_secs(15), |port| {
         let body = r#"{"model":"demo-openai","messages":[{"role":"user","content":"hi"}]}"#;
         let request = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
