@@ -16,10 +16,8 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, healthy, lanes_config
+from conftest import ADMIN_TOKEN, free_port, healthy, lanes_config
 from sdk_support import INGRESSES, PROTOCOLS, Recorder, error_facts, make_drivers
-
-ADMIN_TOKEN = "sdk-admin-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +27,8 @@ def governed(tmp_path_factory):
     addr, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     config = lanes_config(addr, admin)
     config += "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
-    config += f"auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n"
+    # lanes_config already names ADMIN_TOKEN as the admin plane's token.
+    config += "auth: { mode: keys }\n"
     config += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
     (workdir / "switchyard.yaml").write_text(config)
     log = open(workdir / "switchyard.log", "wb")
