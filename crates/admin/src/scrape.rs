@@ -138,7 +138,7 @@ impl Collector for Scrape {
             "switchyard_stream_continuations",
             "Streams that broke after their first content in pools that continue them (failover.stream_failure: continue), by what became of them.",
             m.continuations.iter().enumerate().map(|(index, value)| {
-                (vec![("outcome", CONTINUATION_OUTCOMES[index])], value.load(Ordering::Relaxed))
+                (vec![("outcome", ContinuationOutcome::ALL[index].as_str())], value.load(Ordering::Relaxed))
             }),
         )?;
         encode_counters(

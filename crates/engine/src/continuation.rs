@@ -27,33 +27,6 @@ use crate::exhausted::Exhaustion;
 use crate::lane_health::Health;
 use crate::send::{send_to_lane, Outgoing};
 
-/// What became of a stream that broke, for
-/// `switchyard_stream_continuations_total{outcome}`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// Another lane went on.
-    Recovered,
-    /// It could not be continued (a tool call or reasoning had begun, no
-    /// text yet, or its continuations were spent).
-    NotEligible,
-    /// No lane would go on: the caller got the in-stream error.
-    Failed,
-}
-
-impl Outcome {
-    /// Every outcome, in counter order.
-    pub const ALL: [Outcome; 3] = [Outcome::Recovered, Outcome::NotEligible, Outcome::Failed];
-
-    /// The label.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Recovered => "recovered",
-            Outcome::NotEligible => "not_eligible",
-            Outcome::Failed => "failed",
-        }
-    }
-}
-
 /// A relayed stream's means to go on elsewhere, and what the caller has.
 pub(crate) struct Continuation {
     /// The caller's request, as read.
@@ -209,7 +182,9 @@ impl Continuation {
             let (mut request, mechanism) = continuation::request(&self.request, &self.text, lane.protocol);
             lane.wire_model.as_ref().clone_into(&mut request.model);
             let capabilities = crate::translation::capabilities(gateway, &candidate);
-            let encoded = gateway.codec(lane.protocol).write_request_for(&request, &capabilities);
+            // Fitted to the lane's model as any try's request is.
+            let encoded =
+                crate::translation::write_for_model(gateway.codec(lane.protocol), &mut request, &capabilities);
             let out = Outgoing {
                 wire_model: &lane.wire_model,
                 stream: true,

@@ -18,11 +18,12 @@ use switchyard_ir::{BlockStart, ErrorInfo, ErrorKind, Protocol, StopReason, Stre
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 
-use crate::continuation::{Continuation, Outcome};
+use crate::continuation::Continuation;
 use crate::identity::{fill_identity, log_done};
 use crate::lane_health::{Health, InFlight};
 use crate::settle::Record;
 use switchyard_state::Gateway;
+use switchyard_telemetry::metrics::ContinuationOutcome;
 use switchyard_transport::UpstreamBody;
 
 /// What a relayed stream must know of its events: usage for metering, and
@@ -423,13 +424,13 @@ impl StreamRelay {
             return Some(self.fail(message));
         };
         if !continuation.eligible() {
-            self.count_continuation(Outcome::NotEligible);
+            self.count_continuation(ContinuationOutcome::NotEligible);
             return Some(self.fail(message));
         }
         tracing::warn!(request_id = ?self.request_id, lane = %self.lane, %message, "stream broke mid-answer; continuing elsewhere");
         self.health.apply(LaneEffect::Failure, &message, None);
         let Some(switched) = continuation.next_lane(&self.gateway).await else {
-            self.count_continuation(Outcome::Failed);
+            self.count_continuation(ContinuationOutcome::Failed);
             return Some(self.end_with_error(message));
         };
         // What the first part cost: its usage, or the estimate of it.
@@ -456,13 +457,13 @@ impl StreamRelay {
         self.lane = switched.lane;
         self.pending = None;
         self.done = false;
-        self.count_continuation(Outcome::Recovered);
+        self.count_continuation(ContinuationOutcome::Recovered);
         None
     }
 
-    fn count_continuation(&self, outcome: Outcome) {
+    fn count_continuation(&self, outcome: ContinuationOutcome) {
         if let Some(metrics) = self.gateway.metrics() {
-            metrics.continuation(Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0));
+            metrics.continuation(outcome);
         }
     }
 

@@ -83,39 +83,7 @@ pub(crate) fn prepare(
     let request = crate::read::read_once(gateway, call, translated)?;
     candidate.wire_model.clone_into(&mut request.model);
     let capabilities = translation::capabilities(gateway, candidate);
-    // A cap past the model's most output is lowered to it (and said so)
-    // rather than refused by the vendor; the IR keeps the caller's for the
-    // next lane.
-    let asked = request.max_tokens;
-    let lowered = match (asked, capabilities.max_output) {
-        (Some(cap), Some(most)) if cap > most => {
-            request.max_tokens = Some(most);
-            true
-        }
-        _ => false,
-    };
-    // A model that does not reason gets no reasoning field (OpenAI refuses
-    // `reasoning_effort` on one); what the caller asked of it is reported.
-    let unreasoned = match capabilities.reasoning {
-        Some(false) => request.reasoning.take(),
-        _ => None,
-    };
-    let mut encoded = gateway.codec(lane.protocol).write_request_for(request, &capabilities);
-    request.max_tokens = asked;
-    if lowered {
-        Dropped::push_once(&mut encoded.dropped, Field::MaxTokens, DropReason::Capability);
-    }
-    if let Some(reasoning) = unreasoned {
-        if !reasoning.is_off() {
-            if reasoning.effort.is_some() {
-                Dropped::push_once(&mut encoded.dropped, Field::ReasoningEffort, DropReason::Capability);
-            }
-            if reasoning.budget_tokens.is_some() || reasoning.effort.is_none() {
-                Dropped::push_once(&mut encoded.dropped, Field::ReasoningBudget, DropReason::Capability);
-            }
-        }
-        request.reasoning = Some(reasoning);
-    }
+    let mut encoded = translation::write_for_model(gateway.codec(lane.protocol), request, &capabilities);
     encoded.dropped.extend(lost_headers(gateway, call, lane));
     if let Some(metrics) = gateway.metrics() {
         metrics.translation(call.ingress, lane.protocol, &encoded.dropped);

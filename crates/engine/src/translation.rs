@@ -8,9 +8,9 @@
 //! fixed `ir::Field` table, never from caller input).
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use switchyard_codec::dropped_path;
+use switchyard_codec::{dropped_path, Codec, Encoded};
 use switchyard_config::Translation;
-use switchyard_ir::{Capabilities, Dropped, ErrorInfo, ErrorKind};
+use switchyard_ir::{Capabilities, DropReason, Dropped, ErrorInfo, ErrorKind, Field, Request};
 
 use crate::candidate::Candidate;
 use switchyard_state::call::Call;
@@ -31,6 +31,44 @@ pub(crate) const TRUNCATED: &str = ", ...";
 pub(crate) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capabilities {
     // Lanes are indexed like `config.models`, ad-hoc lanes after them.
     gateway.config.models.get(candidate.lane_index).map_or_else(Capabilities::default, |model| model.capabilities)
+}
+
+/// `request` written by `codec` for a model with `capabilities`, fitted to
+/// what the model takes first: a cap past its most output lowered to it, a
+/// reasoning field kept from a model that does not reason, each reported
+/// as a `capability` drop. The IR is given back as the caller sent it, for
+/// the next lane.
+pub(crate) fn write_for_model(codec: &dyn Codec, request: &mut Request, capabilities: &Capabilities) -> Encoded {
+    let asked = request.max_tokens;
+    let lowered = match (asked, capabilities.max_output) {
+        (Some(cap), Some(most)) if cap > most => {
+            request.max_tokens = Some(most);
+            true
+        }
+        _ => false,
+    };
+    // OpenAI refuses `reasoning_effort` on a model that does not reason.
+    let unreasoned = match capabilities.reasoning {
+        Some(false) => request.reasoning.take(),
+        _ => None,
+    };
+    let mut encoded = codec.write_request_for(request, capabilities);
+    request.max_tokens = asked;
+    if lowered {
+        Dropped::push_once(&mut encoded.dropped, Field::MaxTokens, DropReason::Capability);
+    }
+    if let Some(reasoning) = unreasoned {
+        if !reasoning.is_off() {
+            if reasoning.effort.is_some() {
+                Dropped::push_once(&mut encoded.dropped, Field::ReasoningEffort, DropReason::Capability);
+            }
+            if reasoning.budget_tokens.is_some() || reasoning.effort.is_none() {
+                Dropped::push_once(&mut encoded.dropped, Field::ReasoningBudget, DropReason::Capability);
+            }
+        }
+        request.reasoning = Some(reasoning);
+    }
+    encoded
 }
 
 /// Judges what translating the call for the candidate dropped: a strict

@@ -91,13 +91,14 @@ impl Signatures {
             .count();
         let mut unsigned = signature::unsigned_first_calls(&mut request.messages);
         let mut outcome = Restored { carried: signed as u32, ..Restored::default() };
+        // An id longer than any kept one was never kept: the placeholder.
+        let kept_id = |id: &str| id.len() <= MAX_CALL_ID;
+        outcome.placeholder = unsigned.iter().filter(|call| !kept_id(&call.id)).count() as u32;
+        unsigned.retain(|call| kept_id(&call.id));
         if unsigned.is_empty() {
             return outcome;
         }
-        let keys: Vec<String> = unsigned
-            .iter()
-            .map(|call| if call.id.len() <= MAX_CALL_ID { entry_key(owner, &call.id) } else { String::new() })
-            .collect();
+        let keys: Vec<String> = unsigned.iter().map(|call| entry_key(owner, &call.id)).collect();
         let found = match self.store.find_signatures(keys, now_ms).await {
             Ok(found) => found,
             Err(err) => {
@@ -186,5 +187,10 @@ mod tests {
             Request { messages: vec![turn("call_1", None), turn("call_2", Some("x"))], ..Request::default() };
         let restored = signatures.restore(None, &mut request, late).await;
         assert_eq!(restored, Restored { carried: 1, restored: 0, placeholder: 1 });
+        // An id too long to have been kept is not looked up.
+        let long = "c".repeat(MAX_CALL_ID + 1);
+        signatures.keep(None, [(long.as_str(), "c2ln")], 0).await.unwrap();
+        let mut request = Request { messages: vec![turn(&long, None)], ..Request::default() };
+        assert_eq!(signatures.restore(None, &mut request, 1).await, Restored { placeholder: 1, ..Restored::default() });
     }
 }

@@ -25,9 +25,33 @@ pub const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_writ
 /// Where a Gemini lane's tool-call signature came from: the caller's own
 /// carrier, the gateway's store, or the documented placeholder.
 pub const SIGNATURE_SOURCES: [&str; 3] = ["carried", "restored", "placeholder"];
-/// What became of a stream that broke mid-answer in a pool that continues
-/// streams (`engine::continuation::Outcome`'s order).
-pub const CONTINUATION_OUTCOMES: [&str; 3] = ["recovered", "not_eligible", "failed"];
+/// What became of a stream that broke after its first content, in a pool
+/// that continues streams (`failover.stream_failure: continue`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContinuationOutcome {
+    /// Another lane went on.
+    Recovered,
+    /// It could not be continued (a tool call or reasoning had begun, no
+    /// text yet, or its continuations were spent).
+    NotEligible,
+    /// No lane would go on: the caller got the in-stream error.
+    Failed,
+}
+
+impl ContinuationOutcome {
+    /// Every outcome, in counter order.
+    pub const ALL: [ContinuationOutcome; 3] =
+        [ContinuationOutcome::Recovered, ContinuationOutcome::NotEligible, ContinuationOutcome::Failed];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContinuationOutcome::Recovered => "recovered",
+            ContinuationOutcome::NotEligible => "not_eligible",
+            ContinuationOutcome::Failed => "failed",
+        }
+    }
+}
 /// What opened a breaker.
 pub const TRIP_KINDS: [&str; 2] = ["transient", "hard_down"];
 /// What a routing hook call came to.
@@ -154,7 +178,7 @@ pub struct Metrics {
     /// Signed calls sent to Gemini lanes, by lane and [`SIGNATURE_SOURCES`].
     pub signatures: Box<[AtomicU64]>,
     /// Streams that broke mid-answer in pools that continue them, by
-    /// [`CONTINUATION_OUTCOMES`].
+    /// [`ContinuationOutcome`].
     pub continuations: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
@@ -188,7 +212,7 @@ impl Metrics {
             failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
             retries: zeros(lanes.len() * StatusClass::ALL.len()),
             signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
-            continuations: zeros(CONTINUATION_OUTCOMES.len()),
+            continuations: zeros(ContinuationOutcome::ALL.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -251,10 +275,9 @@ impl Metrics {
         }
     }
 
-    /// A stream that broke mid-answer came to `outcome` (an index into
-    /// [`CONTINUATION_OUTCOMES`]).
-    pub fn continuation(&self, outcome: usize) {
-        add(&self.continuations, outcome, 1);
+    /// A stream that broke mid-answer came to `outcome`.
+    pub fn continuation(&self, outcome: ContinuationOutcome) {
+        add(&self.continuations, outcome as usize, 1);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).
