@@ -143,6 +143,15 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_hedges",
+            "Requests whose first content was late in pools that hedge (pools.<p>.hedge), by pool and what became of them.",
+            m.hedges.iter().enumerate().map(|(index, value)| {
+                let outcome = HedgeOutcome::ALL[index % HedgeOutcome::ALL.len()].as_str();
+                (vec![("pool", &*m.pools[index / HedgeOutcome::ALL.len()]), ("outcome", outcome)], value.load(Ordering::Relaxed))
+            }),
+        )?;
+        encode_counters(
+            e,
             "switchyard_thought_signatures",
             "Signed tool calls sent to Gemini lanes, by lane and where the signature came from (the caller's carrier, the gateway's store, or the placeholder Gemini accepts with degraded reasoning).",
             m.signatures.iter().enumerate().map(|(index, value)| {

@@ -384,6 +384,8 @@ pub struct Pool {
     pub strategy: Strategy,
     /// Failover bounds.
     pub failover: Failover,
+    /// A second attempt when the first content is late, when enabled.
+    pub hedge: Option<Hedge>,
     /// Pools tried in order when every member failed (indexes into `Config::pools`).
     pub fallback: Vec<usize>,
     /// Circuit-breaker tuning for this pool's lanes.
@@ -399,6 +401,34 @@ pub struct Pool {
     /// What its members serve (all the same one).
     pub operation: Operation,
 }
+
+/// Hedging: when a request's first content is later than `after`, a
+/// second attempt starts on the next candidate; the first to bring content
+/// is answered and the other cancelled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hedge {
+    /// When the second attempt starts.
+    pub after: HedgeAfter,
+    /// The extra attempts as a share of the pool's hedgeable requests (0 to 1).
+    pub max_extra: f64,
+    /// Requests that offer tools are hedged at any temperature too (by
+    /// default only those without tools, or at temperature 0: two
+    /// sampled tool plans are two different answers to pay for).
+    pub with_tools: bool,
+}
+
+/// When a hedge starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeAfter {
+    /// After a fixed wait for the first content.
+    Fixed(Duration),
+    /// After the pool's recent 95th percentile of time to first content
+    /// (no hedge until it has been measured).
+    P95,
+}
+
+/// Default share of traffic hedges may add.
+pub const DEFAULT_HEDGE_SHARE: f64 = 0.1;
 
 /// Session affinity: a session header pins a session to the lane that served it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -496,6 +526,79 @@ fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Vec<I
         ));
         fallback
     })
+}
+
+/// How many times a pool's broken streams may be continued: `stream_failure`
+/// on the pool (the contract's place) or inside `failover` (either, not both).
+fn stream_continuations(path: &str, pool: &raw::RawPool, issues: &mut Vec<Issue>) -> u32 {
+    let nested = pool.failover.as_ref().and_then(|f| f.stream_failure.as_deref());
+    if pool.stream_failure.is_some() && nested.is_some() {
+        issues.push(Issue::new(
+            &format!("{path}.failover.stream_failure"),
+            "stream_failure is set twice",
+            "keep the pool's stream_failure and remove the one inside failover",
+        ));
+    }
+    let most_asked = pool.failover.as_ref().and_then(|f| f.max_continuations);
+    match pool.stream_failure.as_deref().or(nested) {
+        None | Some("end" | "terminate") => {
+            if most_asked.is_some() {
+                issues.push(Issue::new(
+                    &format!("{path}.failover.max_continuations"),
+                    "max_continuations applies only when streams are continued",
+                    "add stream_failure: continue, or remove max_continuations",
+                ));
+            }
+            0
+        }
+        Some("continue") => {
+            let most = most_asked.unwrap_or(1);
+            if most == 0 || most > MAX_CONTINUATIONS {
+                issues.push(Issue::new(
+                    &format!("{path}.failover.max_continuations"),
+                    format!("{most} continuations of one stream"),
+                    format!("set it from 1 to {MAX_CONTINUATIONS}"),
+                ));
+            }
+            most.clamp(1, MAX_CONTINUATIONS)
+        }
+        Some(other) => {
+            issues.push(Issue::new(
+                &format!("{path}.stream_failure"),
+                format!("`{other}` is not what to do with a stream that breaks"),
+                "use terminate (the caller's in-stream error) or continue (the next lane goes on)",
+            ));
+            0
+        }
+    }
+}
+
+/// A pool's `hedge:` block.
+fn validate_hedge(path: &str, raw: &raw::RawHedge, issues: &mut Vec<Issue>) -> Hedge {
+    let after = match raw.after.as_deref() {
+        None | Some("p95") => HedgeAfter::P95,
+        Some(text) => HedgeAfter::Fixed(duration_or(Some(text), Duration::from_secs(2), &format!("{path}.after"), issues)),
+    };
+    let share = match &raw.max_extra {
+        None => Some(DEFAULT_HEDGE_SHARE),
+        Some(serde_yaml_ng::Value::Number(n)) => n.as_f64(),
+        Some(serde_yaml_ng::Value::String(text)) => {
+            text.trim().strip_suffix('%').and_then(|n| n.trim().parse::<f64>().ok()).map(|pct| pct / 100.0)
+        }
+        Some(_) => None,
+    };
+    let max_extra = match share {
+        Some(share) if share.is_finite() && share > 0.0 && share <= 1.0 => share,
+        _ => {
+            issues.push(Issue::new(
+                &format!("{path}.max_extra"),
+                "max_extra must be a share of traffic above 0 and at most 100%",
+                "write it as a percentage (10%) or a fraction (0.1)",
+            ));
+            DEFAULT_HEDGE_SHARE
+        }
+    };
+    Hedge { after, max_extra, with_tools: raw.with_tools.unwrap_or(false) }
 }
 
 fn duration_or(value: Option<&str>, default: Duration, path: &str, issues: &mut Vec<Issue>) -> Duration {
@@ -806,40 +909,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     .first_token
                     .as_deref()
                     .map(|text| duration_or(Some(text), timeout, &format!("{path}.failover.first_token"), issues));
-                let continuations = match raw_failover.stream_failure.as_deref() {
-                    None | Some("end") => {
-                        if raw_failover.max_continuations.is_some() {
-                            issues.push(Issue::new(
-                                &format!("{path}.failover.max_continuations"),
-                                "max_continuations applies only when streams are continued",
-                                "add stream_failure: continue, or remove max_continuations",
-                            ));
-                        }
-                        0
-                    }
-                    Some("continue") => {
-                        let most = raw_failover.max_continuations.unwrap_or(1);
-                        if most == 0 || most > MAX_CONTINUATIONS {
-                            issues.push(Issue::new(
-                                &format!("{path}.failover.max_continuations"),
-                                format!("{most} continuations of one stream"),
-                                format!("set it from 1 to {MAX_CONTINUATIONS}"),
-                            ));
-                        }
-                        most.clamp(1, MAX_CONTINUATIONS)
-                    }
-                    Some(other) => {
-                        issues.push(Issue::new(
-                            &format!("{path}.failover.stream_failure"),
-                            format!("`{other}` is not what to do with a stream that breaks"),
-                            "use end (the caller's in-stream error) or continue (the next lane goes on)",
-                        ));
-                        0
-                    }
-                };
-                Failover { max_hops, timeout, retries, first_token, continuations }
+                Failover { max_hops, timeout, retries, first_token, continuations: 0 }
             }
         };
+        let failover = Failover { continuations: stream_continuations(&path, pool, issues), ..failover };
+        let hedge = pool.hedge.as_ref().map(|raw| validate_hedge(&format!("{path}.hedge"), raw, issues));
         let mut fallback = Vec::new();
         for (index, target) in pool.fallback.iter().enumerate() {
             match pool_names.iter().position(|p| p == target) {
@@ -866,6 +940,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             members,
             strategy,
             failover,
+            hedge,
             fallback,
             breaker,
             queue_timeout,
@@ -1567,6 +1642,33 @@ pools:
         );
         let config = load(&long, &no_env).unwrap();
         assert_eq!(config.pools[config.pool_index("fast").unwrap()].breaker.max_cooldown, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn hedging_and_the_contracts_stream_failure_parse_and_are_bounded() {
+        let text = "providers:\n  p: { protocol: openai, base_url: mock:// }\nmodels:\n  m: { provider: p }\n\
+                    pools:\n  a: { hedge: { after: 2s, max_extra: 10% }, stream_failure: continue, members: [{ model: m }] }\n  \
+                    b: { hedge: { max_extra: 0.25, with_tools: true }, members: [{ model: m }] }\n  \
+                    c: { members: [{ model: m }] }\n";
+        let config = load(text, &no_env).unwrap();
+        let pool = |name: &str| &config.pools[config.pool_index(name).unwrap()];
+        let a = pool("a").hedge.clone().unwrap();
+        assert_eq!((a.after, a.max_extra, a.with_tools), (HedgeAfter::Fixed(Duration::from_secs(2)), 0.1, false));
+        assert_eq!(pool("a").failover.continuations, 1, "the pool's stream_failure: continue");
+        let b = pool("b").hedge.clone().unwrap();
+        assert_eq!((b.after, b.max_extra, b.with_tools), (HedgeAfter::P95, 0.25, true), "p95 unless a wait is given");
+        assert!(pool("c").hedge.is_none(), "off unless asked");
+        for (bad, path) in [
+            ("max_extra: 10%", "pools.a.hedge.max_extra"),
+            ("after: 2s", "pools.a.hedge.after"),
+        ] {
+            let broken = text.replacen(bad, if bad.starts_with("max") { "max_extra: 150%" } else { "after: soon" }, 1);
+            let err = load(&broken, &no_env).unwrap_err();
+            assert_eq!(err.0[0].path, path, "{err}");
+        }
+        let twice = text.replace("stream_failure: continue,", "stream_failure: continue, failover: { stream_failure: continue },");
+        let err = load(&twice, &no_env).unwrap_err();
+        assert!(err.0[0].message.contains("twice"), "{err}");
     }
 
     #[test]

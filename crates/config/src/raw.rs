@@ -171,6 +171,9 @@ pub struct RawPool {
     #[serde(default)]
     pub hooks: Vec<serde_yaml_ng::Value>,
     pub failover: Option<RawFailover>,
+    /// `terminate`/`end` (default) or `continue`; also accepted inside `failover`.
+    pub stream_failure: Option<String>,
+    pub hedge: Option<RawHedge>,
     #[serde(default)]
     pub fallback: Vec<String>,
     pub breaker: Option<RawBreaker>,
@@ -206,6 +209,18 @@ pub struct RawFailover {
     pub first_token: Option<String>,
     pub stream_failure: Option<String>,
     pub max_continuations: Option<u32>,
+}
+
+/// Hedging of a pool's late first tokens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHedge {
+    /// `p95` or a duration.
+    pub after: Option<String>,
+    /// A share of traffic: `10%` or `0.1`.
+    pub max_extra: Option<serde_yaml_ng::Value>,
+    /// Hedge requests that offer tools at any temperature too.
+    pub with_tools: Option<bool>,
 }
 
 /// A pool member.

@@ -51,6 +51,9 @@ pub struct Record {
     /// the usual single attempt allocates nothing).
     last_attempt: Option<AttemptNote>,
     earlier_attempts: Vec<AttemptNote>,
+    /// Lanes whose attempt was cancelled after the upstream took it (a
+    /// hedge's loser): each is billed its prompt on a row of its own.
+    cancelled: Vec<(usize, Arc<str>)>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -123,6 +126,7 @@ impl Record {
             entry: next_entry(),
             last_attempt: None,
             earlier_attempts: Vec::new(),
+            cancelled: Vec::new(),
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -203,6 +207,20 @@ impl Record {
         }
     }
 
+    /// An attempt on lane `lane` (asked for `wire_model`) that the gateway
+    /// cancelled after sending it (the slower of a hedged pair): noted, and
+    /// billed the prompt it was sent (the gateway's estimate, on a row of
+    /// its own at that lane's price, status 499).
+    pub fn cancelled(&mut self, lane: usize, wire_model: Arc<str>, took: Duration) {
+        self.attempted(lane, 0, Some("hedge_cancelled"), took);
+        if let Some(trace) = self.trace.as_mut() {
+            if let Some(name) = self.gateway.lanes.get(lane).map(|l| l.name.clone()) {
+                trace.end_attempt(&name, 0, Some("hedge_cancelled"));
+            }
+        }
+        self.cancelled.push((lane, wire_model));
+    }
+
     /// Every attempt, for the ledger, when there was more than one.
     fn attempts(&self) -> Vec<switchyard_store::Attempt> {
         if self.earlier_attempts.is_empty() {
@@ -281,8 +299,9 @@ impl Record {
 
     /// Settles and records; waits while the ledger queue is full.
     pub async fn finish(mut self: Box<Self>, status: u16) {
-        if let Some(row) = self.settle(status) {
-            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+        let (row, cancelled) = self.settle(status);
+        if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+            for row in row.into_iter().chain(cancelled) {
                 queue.push(row).await;
             }
         }
@@ -290,23 +309,34 @@ impl Record {
 
     /// The same from a context that cannot wait.
     pub fn finish_detached(mut self: Box<Self>, status: u16) {
-        if let Some(row) = self.settle(status) {
-            if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+        self.settle_detached(status);
+    }
+
+    /// Settles and queues the rows without waiting.
+    fn settle_detached(&mut self, status: u16) {
+        let (row, cancelled) = self.settle(status);
+        if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
+            for row in row.into_iter().chain(cancelled) {
                 queue.push_detached(row);
             }
         }
     }
 
-    /// Everything but the ledger push; returns the ledger row, if any.
-    fn settle(&mut self, status: u16) -> Option<LedgerRow> {
+    /// Everything but the ledger push; returns the ledger row, if any,
+    /// and those of cancelled attempts.
+    fn settle(&mut self, status: u16) -> (Option<LedgerRow>, Vec<LedgerRow>) {
         if std::mem::replace(&mut self.done, true) {
-            return None;
+            return (None, Vec::new());
         }
         let gateway = self.gateway.clone();
         let total = self.started.elapsed();
         let bill = self.bill(&gateway);
+        let cancelled = self.cancelled_bills(&gateway);
         if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
-            governance.settle(reservation, bill.tokens.total(), bill.cost);
+            let (tokens, cost) = cancelled.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
+                (tokens.saturating_add(c.tokens.total()), cost.saturating_add(c.cost))
+            });
+            governance.settle(reservation, tokens, cost);
         }
         let names = Names {
             pool: self.pool.map(|p| gateway.pools[p].name.clone()),
@@ -317,7 +347,35 @@ impl Record {
         self.log(&gateway, &bill, &names, status, total);
         self.end_trace(&gateway, &bill, &names, status);
         self.feed_sinks(&gateway, &bill, &names, status, total);
-        self.ledger_row(&gateway, bill.tokens, &names, status)
+        let rows = cancelled.into_iter().filter_map(|c| self.cancelled_row(&gateway, c, &names)).collect();
+        (self.ledger_row(&gateway, bill.tokens, &names, status), rows)
+    }
+
+    /// What each cancelled attempt cost: its prompt (the gateway's
+    /// estimate) at its lane's price.
+    fn cancelled_bills(&self, gateway: &Gateway) -> Vec<Cancelled> {
+        self.cancelled
+            .iter()
+            .map(|(lane, wire_model)| {
+                let tokens = Tokens { input: self.input_estimate, requests: 1, ..Tokens::default() };
+                let cost = gateway.lanes.get(*lane).and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+                Cancelled { lane: *lane, wire_model: wire_model.clone(), tokens, cost }
+            })
+            .collect()
+    }
+
+    /// The ledger row of a cancelled attempt: its lane, its estimated
+    /// prompt, status 499.
+    fn cancelled_row(&self, gateway: &Gateway, cancelled: Cancelled, names: &Names) -> Option<LedgerRow> {
+        let mut row = self.ledger_row(gateway, cancelled.tokens, names, 499)?;
+        row.entry = next_entry();
+        row.lane = gateway.lanes.get(cancelled.lane).map(|l| l.name.to_string()).unwrap_or_default();
+        row.model = cancelled.wire_model.to_string();
+        row.estimated = true;
+        row.ttfb_ms = None;
+        row.failovers = 0;
+        row.attempts = Vec::new();
+        Some(row)
     }
 
     /// What the request cost: the usage the reply reported at the serving
@@ -464,6 +522,14 @@ impl Record {
     }
 }
 
+/// What a cancelled attempt cost.
+struct Cancelled {
+    lane: usize,
+    wire_model: Arc<str>,
+    tokens: Tokens,
+    cost: switchyard_governance::NanoUsd,
+}
+
 /// What a finished request cost, and the lane it is billed to.
 struct Bill {
     tokens: Tokens,
@@ -483,11 +549,7 @@ impl Drop for Record {
         if !self.done {
             // Nobody finished it: the caller went away before the answer was
             // complete (499, as nginx logs it).
-            if let Some(row) = self.settle(499) {
-                if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
-                    queue.push_detached(row);
-                }
-            }
+            self.settle_detached(499);
         }
     }
 }

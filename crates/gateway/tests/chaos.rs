@@ -124,6 +124,24 @@ async fn fault_handler(State(faults): State<Arc<Faults>>, _headers: HeaderMap, b
             tokio::time::sleep(Duration::from_millis(200)).await;
             healthy_reply(&body, stream)
         }
+        "tail" | "tail_always" if stream && (model == "tail_always" || hit % 4 == 1) => {
+            // A heavy-tailed first token: the head and the role chunk at
+            // once, the content 800 ms later (one hit in four, or always).
+            let reply = healthy_reply(&body, true);
+            let whole = axum::body::to_bytes(reply.into_body(), usize::MAX).await.unwrap();
+            let frames: Vec<Bytes> = whole.split_inclusive(|b| *b == b'\n').map(Bytes::copy_from_slice).collect();
+            let role = Bytes::from_static(b"data: {\"id\":\"t\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n");
+            let chunks = futures_util::stream::once(async move { Ok::<_, std::io::Error>(role) }).chain(
+                futures_util::stream::once(async {
+                    tokio::time::sleep(Duration::from_millis(800)).await;
+                    Ok::<_, std::io::Error>(Bytes::new())
+                })
+                .chain(futures_util::stream::iter(frames.into_iter().map(Ok))),
+            );
+            let mut response = Response::new(Body::from_stream(chunks));
+            response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+            response
+        }
         "trickle" => {
             // A healthy stream that takes longer than the lane's whole-request timeout.
             let reply = healthy_reply(&body, true);
@@ -272,6 +290,8 @@ fn chaos_config(upstream: std::net::SocketAddr, pools: &str) -> String {
         "cache_d",
         "cut_tool",
         "cut_thinking",
+        "tail",
+        "tail_always",
     ] {
         yaml.push_str(&format!("  {model}: {{ provider: faulty }}\n"));
     }
@@ -961,4 +981,86 @@ async fn a_stream_cut_anywhere_mid_answer_is_continued_seamlessly() {
     let recovered =
         format!("switchyard_stream_continuations_total{{outcome=\"recovered\"}} {}", 2 * (answer.len() - 1));
     assert!(metrics.contains(&recovered), "{recovered} in\n{metrics}");
+}
+
+/// Reads one counter of the gateway's `/metrics`.
+async fn counter(addr: std::net::SocketAddr, series: &str) -> u64 {
+    let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
+    let metrics = String::from_utf8_lossy(&metrics.body);
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
+/// Streams over a lane whose first token is late one time in four: with
+/// hedging each late one is answered by the other lane near the hedge's
+/// trigger; without it the caller waits out the tail. The hedges are
+/// counted, the late lane's breaker hears nothing, and the loser is
+/// cancelled.
+#[tokio::test]
+async fn hedging_cuts_the_tail_of_a_slow_first_token() {
+    let (upstream, faults) = fault_upstream().await;
+    let members = "members: [{ model: tail, weight: 100 }, { model: healthy, weight: 1 }]";
+    let pools = format!(
+        "  hedged: {{ hedge: {{ after: 100ms, max_extra: 100% }}, {members} }}\n  plain: {{ {members} }}\n"
+    );
+    let addr = gateway(&chaos_config(upstream, &pools)).await;
+    let mut slowest = Vec::new();
+    for pool in ["plain", "hedged"] {
+        let mut times = Vec::new();
+        for n in 0..16 {
+            let started = std::time::Instant::now();
+            let body = chat_body(Protocol::OpenAi, pool, &format!("question {n}"), true);
+            let reply = post(addr, "/v1/chat/completions", &[], body).await;
+            assert_eq!(reply.status, 200);
+            let (text, done) = chat_stream_text(&reply.body);
+            assert!(done && !text.is_empty(), "{pool}: a whole answer");
+            times.push(started.elapsed());
+        }
+        times.sort();
+        slowest.push(times[times.len() - 1]);
+    }
+    eprintln!("slowest of 16 streams: without hedging {:?}, with {:?}", slowest[0], slowest[1]);
+    assert!(slowest[0] >= Duration::from_millis(800), "without hedging the tail shows: {:?}", slowest[0]);
+    assert!(slowest[1] < Duration::from_millis(600), "with hedging it is cut: {:?}", slowest[1]);
+    // 32 requests reached the tail lane; each late one (hits 1, 5, 9, ...)
+    // was answered by the hedge.
+    assert_eq!(faults.hits("tail"), 32);
+    let won = counter(addr, "switchyard_hedges_total{pool=\"hedged\",outcome=\"hedge_won\"}").await;
+    assert_eq!(won, 4, "one hedge per late first token");
+    let stats = stats(addr).await;
+    assert_eq!(lane_stats(&stats, "hedged", "tail")["upstream_failures"], 0, "a cancelled loser is no failure");
+}
+
+/// The extra attempts stay within the pool's share of its traffic, and a
+/// request offering tools at a sampling temperature is never hedged.
+#[tokio::test]
+async fn hedges_are_capped_at_their_share_and_spare_sampled_tool_calls() {
+    let (upstream, _faults) = fault_upstream().await;
+    let pools = "  share: { hedge: { after: 50ms, max_extra: 10% }, members: [{ model: tail_always, weight: 100 }, { model: healthy, weight: 1 }] }\n  \
+                 tools: { hedge: { after: 50ms, max_extra: 100% }, members: [{ model: tail_always, weight: 100 }, { model: healthy, weight: 1 }] }\n";
+    let addr = gateway(&chaos_config(upstream, pools)).await;
+    // 30 late streams at once: each earns a tenth of a hedge.
+    let calls = (0..30).map(|n| {
+        let body = chat_body(Protocol::OpenAi, "share", &format!("question {n}"), true);
+        post(addr, "/v1/chat/completions", &[], body)
+    });
+    for reply in futures_util::future::join_all(calls).await {
+        assert_eq!(reply.status, 200);
+    }
+    let series = |outcome: &str| format!("switchyard_hedges_total{{pool=\"share\",outcome=\"{outcome}\"}}");
+    let started = counter(addr, &series("hedge_won")).await + counter(addr, &series("primary_won")).await;
+    let denied = counter(addr, &series("denied")).await;
+    assert_eq!((started, denied), (3, 27), "10% of 30 late requests hedged");
+    // Tools at temperature 1: not hedged; at temperature 0: hedged.
+    let tool = serde_json::json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}});
+    for (temperature, hedged) in [(1.0, 0), (0.0, 1)] {
+        let body = serde_json::json!({"model": "tools", "stream": true, "temperature": temperature, "tools": [tool],
+            "messages": [{"role": "user", "content": "hi"}]});
+        let reply = post(addr, "/v1/chat/completions", &[], body.to_string().into_bytes()).await;
+        assert_eq!(reply.status, 200);
+        let won = counter(addr, "switchyard_hedges_total{pool=\"tools\",outcome=\"hedge_won\"}").await;
+        assert_eq!(won, hedged, "temperature {temperature}");
+    }
 }

@@ -15,7 +15,7 @@ use serde_json::json;
 use switchyard_protocol::ir::Protocol;
 use tokio::io::AsyncWriteExt;
 
-/// An OpenAI upstream: `slow` answers whole after 600 ms; `stall` sends a
+/// An OpenAI upstream: `slow` answers whole after 600 ms, `fast` at once; `stall` sends a
 /// 200 head and then never its body; `nodone` streams a whole answer with
 /// its usage and closes without `[DONE]`.
 async fn upstream() -> std::net::SocketAddr {
@@ -39,7 +39,9 @@ async fn upstream() -> std::net::SocketAddr {
                 response.headers_mut().insert("content-type", "application/json".parse().unwrap());
                 return response;
             }
-            tokio::time::sleep(Duration::from_millis(600)).await;
+            if model != "fast" {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+            }
             let reply = switchyard_transport::mock::respond(
                 switchyard_protocol::codec(Protocol::OpenAi),
                 None,
@@ -59,9 +61,10 @@ fn config(upstream: std::net::SocketAddr) -> String {
     format!(
         "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
          up: {{ protocol: openai, base_url: \"http://{upstream}\", timeouts: {{ request: 400ms }} }}\n\
-         models:\n  slow: {{ provider: up }}\n  stall: {{ provider: up }}\n  nodone: {{ provider: up }}\n\
+         models:\n  slow: {{ provider: up }}\n  fast: {{ provider: up }}\n  stall: {{ provider: up }}\n  nodone: {{ provider: up }}\n\
          rate_card:\n  slow: {{ input_utok: 1000, output_utok: 1000 }}\n  stall: {{ input_utok: 1000, output_utok: 1000 }}\n  \
-         nodone: {{ input_utok: 1000, output_utok: 1000 }}\n"
+         nodone: {{ input_utok: 1000, output_utok: 1000 }}\n  fast: {{ input_utok: 1000, output_utok: 1000 }}\n\
+         pools:\n  race: {{ hedge: {{ after: 100ms, max_extra: 100% }}, members: [{{ model: slow, weight: 100 }}, {{ model: fast, weight: 1 }}] }}\n"
     )
 }
 
@@ -144,4 +147,37 @@ async fn a_whole_answer_without_its_terminator_is_billed_as_answered() {
         assert_eq!((row["status"].as_u64(), row["estimated"].as_bool()), (Some(200), Some(false)), "{row}");
         assert_eq!((row["input_tokens"].as_u64(), row["output_tokens"].as_u64()), (Some(7), Some(3)), "{row}");
     }
+}
+
+/// A hedged request is billed both attempts: the answer on its lane's row,
+/// and the cancelled loser its prompt (the gateway's estimate) on a row of
+/// its own, status 499, at its lane's price; the budget settles both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hedged_request_bills_its_cancelled_loser() {
+    let up = upstream().await;
+    let (addr, _) = governed(&config(up)).await;
+    let key = create_key(addr, json!({"name": "hedged"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let body = json!({"model": "race", "max_tokens": 50, "messages": [{"role": "user", "content": "who is first?"}]});
+    let started = std::time::Instant::now();
+    let reply =
+        post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body.to_string()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert!(started.elapsed() < Duration::from_millis(500), "the hedge answered: {:?}", started.elapsed());
+    assert_eq!(reply.headers.get("x-switchyard-lane").unwrap(), "fast");
+    let rows = rows(addr, id, 2).await;
+    let answered = rows.iter().find(|r| r["status"] == 200).unwrap();
+    let cancelled = rows.iter().find(|r| r["status"] == 499).unwrap();
+    assert_eq!(answered["lane"], "fast", "{answered}");
+    let attempts: Vec<&str> = answered["attempts"].as_array().unwrap().iter().map(|a| a["lane"].as_str().unwrap()).collect();
+    assert_eq!(attempts, ["slow", "fast"], "{answered}");
+    assert_eq!(answered["attempts"][0]["failure"], "hedge_cancelled", "{answered}");
+    assert_eq!(cancelled["lane"], "slow", "{cancelled}");
+    assert_eq!(cancelled["estimated"], true, "{cancelled}");
+    assert!(cancelled["input_tokens"].as_u64().unwrap() > 0, "its prompt is billed: {cancelled}");
+    assert_eq!(cancelled["output_tokens"], 0, "{cancelled}");
+    let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=lane&from=0", Some(ADMIN_TOKEN), None).await;
+    let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+    let lanes: Vec<&str> = spend["data"].as_array().unwrap().iter().filter_map(|r| r["value"].as_str()).collect();
+    assert!(lanes.contains(&"slow") && lanes.contains(&"fast"), "both lanes are spent on: {spend}");
 }

@@ -46,7 +46,7 @@ pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
 
 use lane::build_lane;
 pub use lane::{Counters, Lane};
-pub use pool::{PoolState, RouteCounters};
+pub use pool::{Hedging, PoolState, RouteCounters};
 
 /// Everything the request path reads, built once.
 pub struct Gateway {
@@ -230,6 +230,7 @@ impl Gateway {
                     strategy: pool.strategy,
                     gates: gate_chain(&config, &pool.gates),
                     affinity: pool.affinity.clone(),
+                    hedge: pool.hedge.clone().map(crate::pool::Hedging::new),
                     sessions: Arc::new(pool.affinity.as_ref().map_or_else(
                         || SessionTable::new(Duration::ZERO, 1),
                         |a| SessionTable::new(a.ttl, MAX_SESSIONS),

@@ -8,8 +8,9 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use switchyard_config::{Affinity, BreakerPolicy, Failover, Strategy};
+use switchyard_config::{Affinity, BreakerPolicy, Failover, Hedge, Strategy};
 use switchyard_governance::money::Price;
+use switchyard_health::hedge::{Allowance, Latencies};
 use switchyard_health::Breaker;
 use switchyard_route::SmoothWeighted;
 
@@ -60,6 +61,49 @@ pub struct PoolState {
     pub unpriced: Option<Arc<str>>,
     /// What its members serve.
     pub operation: switchyard_ir::Operation,
+    /// Hedging, when the pool asks for it.
+    pub hedge: Option<Hedging>,
+}
+
+/// A hedging pool's settings and what it learned: its recent times to
+/// first content and the extra attempts its traffic has earned. The lock
+/// is held for a sample or a decision, never across `.await`.
+#[derive(Debug)]
+pub struct Hedging {
+    /// The pool's `hedge:` settings.
+    pub settings: Hedge,
+    learned: Mutex<(Latencies, Allowance)>,
+}
+
+impl Hedging {
+    /// A pool's hedging, nothing learned yet.
+    pub fn new(settings: Hedge) -> Hedging {
+        Hedging { settings, learned: Mutex::new((Latencies::default(), Allowance::default())) }
+    }
+
+    /// How long a hedgeable request waits for its first content before a
+    /// second attempt may start (`None`: the pool's p95 is not known yet).
+    /// The request earns its share of an extra attempt.
+    pub fn trigger(&self) -> Option<Duration> {
+        let mut learned = self.learned.lock().unwrap_or_else(PoisonError::into_inner);
+        learned.1.earn(self.settings.max_extra);
+        match self.settings.after {
+            switchyard_config::HedgeAfter::Fixed(after) => Some(after),
+            switchyard_config::HedgeAfter::P95 => learned.0.p95(),
+        }
+    }
+
+    /// A late request asks to start its second attempt: whether the pool's
+    /// share of extra attempts allows it.
+    pub fn allow(&self) -> bool {
+        self.learned.lock().unwrap_or_else(PoisonError::into_inner).1.spend()
+    }
+
+    /// A request's time from sending to its first content (its head, for
+    /// a reply that is not streamed).
+    pub fn record(&self, took: Duration) {
+        self.learned.lock().unwrap_or_else(PoisonError::into_inner).0.record(took);
+    }
 }
 
 /// Per-policy routing counters of a pool.
@@ -105,6 +149,7 @@ impl PoolState {
             price_ceiling: Price::default(),
             unpriced: None,
             operation: switchyard_ir::Operation::Chat,
+            hedge: None,
         }
     }
 

@@ -52,6 +52,36 @@ impl ContinuationOutcome {
         }
     }
 }
+/// What became of a request whose first content was late in a pool that
+/// hedges (`pools.<p>.hedge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeOutcome {
+    /// The first attempt brought content first; the hedge was cancelled.
+    PrimaryWon,
+    /// The second attempt brought content first; the first was cancelled.
+    HedgeWon,
+    /// Neither brought content: the request moved on.
+    Failed,
+    /// No second attempt started: the pool's share of extra attempts was
+    /// spent, or no other lane was free.
+    Denied,
+}
+
+impl HedgeOutcome {
+    /// Every outcome, in counter order.
+    pub const ALL: [HedgeOutcome; 4] =
+        [HedgeOutcome::PrimaryWon, HedgeOutcome::HedgeWon, HedgeOutcome::Failed, HedgeOutcome::Denied];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeOutcome::PrimaryWon => "primary_won",
+            HedgeOutcome::HedgeWon => "hedge_won",
+            HedgeOutcome::Failed => "failed",
+            HedgeOutcome::Denied => "denied",
+        }
+    }
+}
 /// What opened a breaker.
 pub const TRIP_KINDS: [&str; 2] = ["transient", "hard_down"];
 /// What a routing hook call came to.
@@ -180,6 +210,8 @@ pub struct Metrics {
     /// Streams that broke mid-answer in pools that continue them, by
     /// [`ContinuationOutcome`].
     pub continuations: Box<[AtomicU64]>,
+    /// Late first tokens in hedging pools, by pool and [`HedgeOutcome`].
+    pub hedges: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
     pub translations: Box<[AtomicU64]>,
@@ -213,6 +245,7 @@ impl Metrics {
             retries: zeros(lanes.len() * StatusClass::ALL.len()),
             signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
             continuations: zeros(ContinuationOutcome::ALL.len()),
+            hedges: zeros(pool_labels.len() * HedgeOutcome::ALL.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -278,6 +311,11 @@ impl Metrics {
     /// A stream that broke mid-answer came to `outcome`.
     pub fn continuation(&self, outcome: ContinuationOutcome) {
         add(&self.continuations, outcome as usize, 1);
+    }
+
+    /// A late first token in a hedging pool came to `outcome`.
+    pub fn hedge(&self, place: Place, outcome: HedgeOutcome) {
+        add(&self.hedges, place.pool * HedgeOutcome::ALL.len() + outcome as usize, 1);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).

@@ -154,8 +154,9 @@ impl Trace {
 
     /// Ends the attempt in flight with its HTTP status (0: no answer) and,
     /// for a failure, what became of it.
-    pub fn end_attempt(&mut self, status: u16, failure: Option<&'static str>) {
-        if let Some(attempt) = self.attempts.last_mut().filter(|a| a.end_ns == 0) {
+    pub fn end_attempt(&mut self, lane: &str, status: u16, failure: Option<&'static str>) {
+        // Two attempts may be open at once (a hedge): the lane names which.
+        if let Some(attempt) = self.attempts.iter_mut().rev().find(|a| a.end_ns == 0 && &*a.lane == lane) {
             attempt.end_ns = unix_ns();
             attempt.status = status;
             attempt.failure = failure;
@@ -303,7 +304,7 @@ impl Finished {
         let mut trace =
             Trace { trace_id: [1; 16], span_id: [2; 8], parent: Some([7; 8]), start_ns: 1_000, attempts: Vec::new() };
         trace.begin_attempt(&Arc::from("lane-a"), Arc::from("wire-a"), "openai");
-        trace.end_attempt(500, Some("upstream_error"));
+        trace.end_attempt("lane-a", 500, Some("upstream_error"));
         let summary = Summary {
             operation: "chat",
             ingress: "openai",

@@ -6,7 +6,11 @@
 //! (`switchyard_health`): a success is answered (`reply`), a caller's fault
 //! relayed, anything else tried on the next candidate (only a larger lane
 //! after a context overflow). Failover happens only before the first byte
-//! reaches the caller.
+//! reaches the caller. A try is built (`ready`), sent and read to its first
+//! content (`launch`, which touches nothing shared, so two can race: a
+//! pool's `hedge`), then judged (`conclude`).
+
+mod hedge;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +57,8 @@ struct Tries {
     /// Kept tool-call signatures were looked up (once, for the first
     /// Gemini lane tried).
     signatures_restored: bool,
+    /// A hedged try was made (a request is hedged once).
+    hedged: bool,
 }
 
 impl Tries {
@@ -67,6 +73,7 @@ impl Tries {
             retry_after: None,
             others_left: false,
             signatures_restored: false,
+            hedged: false,
         }
     }
 
@@ -166,7 +173,14 @@ pub(crate) async fn attempt(
         };
         tries.start(gateway, candidate, plan.pool);
         tries.others_left = others_left;
-        match on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await {
+        let tried = match hedge::wanted(gateway, call, candidate, &tries) {
+            Some(hedging) => {
+                let rest = &candidates[position + 1..];
+                hedge::race(gateway, &request, candidate, entry, rest, hedging, translated, &mut tries, record).await
+            }
+            None => on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await,
+        };
+        match tried {
             Tried::Answered(response) => return response,
             Tried::Next => {}
             Tried::Stop => break,
@@ -229,11 +243,40 @@ async fn try_one(
     tries: &mut Tries,
     record: &mut Option<Box<Record>>,
 ) -> Tried {
-    let call = request.call;
+    let hold = request.call.stream && (tries.others_left || first_token_limit(gateway, candidate).is_some());
+    let ready = match ready(gateway, request.call, candidate, hold, translated, tries, record).await {
+        Ok(ready) => ready,
+        Err(answer) => return answer,
+    };
+    let dropped_header = ready.dropped_header.clone();
+    let launched = launch(gateway, request.call, candidate, ready, tries.deadline).await;
+    conclude(gateway, request, candidate, entry, launched, dropped_header, translated, tries, record).await
+}
+
+/// A try's request, ready to send: its body in the lane's protocol, its
+/// trace context, and whether its stream is held until its first content.
+struct Ready<'a> {
+    prepared: crate::send::Prepared,
+    dropped_header: Option<HeaderValue>,
+    traceparent: Option<HeaderValue>,
+    hold: Option<first_token::Bounds<'a>>,
+}
+
+/// Builds `candidate`'s request (its kept call signatures restored first,
+/// for a Gemini lane); a request the lane cannot take is answered at once.
+async fn ready<'a>(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    candidate: &Candidate<'a>,
+    hold: bool,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Result<Ready<'a>, Tried> {
     if !tries.signatures_restored && crate::signatures::wants(call, candidate.lane) {
         tries.signatures_restored = true;
         if let Err(info) = crate::signatures::restore(gateway, call, candidate.lane_index, translated).await {
-            return Tried::Answered(error_response(gateway, call, &info));
+            return Err(Tried::Answered(error_response(gateway, call, &info)));
         }
     }
     // Chat is prepared by `send`; every other operation by its own module.
@@ -242,22 +285,91 @@ async fn try_one(
     } else {
         prepare(gateway, call, candidate, translated)
     };
-    let prepared = match prepared {
-        Ok(prepared) => prepared,
-        Err(info) => return Tried::Answered(error_response(gateway, call, &info)),
-    };
-    let dropped_header = prepared.dropped_header.clone();
-    let in_flight = InFlight::new(gateway, candidate.lane_index);
-    let sent = Instant::now();
+    let prepared = prepared.map_err(|info| Tried::Answered(error_response(gateway, call, &info)))?;
     let lane = candidate.lane;
     let traceparent = record
         .as_mut()
         .and_then(|r| r.trace.as_mut())
         .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol)));
+    let hold = hold.then(|| first_token::Bounds {
+        until: None,
+        first_token: first_token_limit(gateway, candidate),
+        idle: lane.timeouts.stream_idle,
+        error_map: &lane.error_map,
+    });
+    Ok(Ready { dropped_header: prepared.dropped_header.clone(), prepared, traceparent, hold })
+}
+
+/// What sending to one lane came to, before any verdict on it.
+struct Launched {
+    outcome: Result<Result<Sent, TransportError>, tokio::time::error::Elapsed>,
+    /// When the request was sent.
+    sent: Instant,
+    /// From sending to the answer's head.
+    took: Duration,
+    /// A held stream's frames before its first content, or how it failed
+    /// before it.
+    held: Result<Vec<Bytes>, (StatusClass, String)>,
+    in_flight: InFlight,
+}
+
+impl Launched {
+    /// The lane's answer reached its content: a 2xx head (and, for a held
+    /// stream, its first content).
+    fn reached_content(&self) -> bool {
+        matches!(&self.outcome, Ok(Ok(sent)) if sent.head.status.is_success()) && self.held.is_ok()
+    }
+}
+
+/// Sends `ready` to `candidate` within the failover deadline and, for a
+/// held stream, reads it up to its first content (under the first-token
+/// deadline, counted from the send). Touches no shared state of the
+/// request, so two launches can race (`hedge`).
+async fn launch(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    ready: Ready<'_>,
+    deadline: Instant,
+) -> Launched {
+    let in_flight = InFlight::new(gateway, candidate.lane_index);
+    let sent = Instant::now();
+    let lane = candidate.lane;
     // The failover deadline binds an attempt in flight too.
-    let sending = send(gateway, lane, call, candidate.wire_model, prepared, traceparent);
-    let outcome = tokio::time::timeout_at(tries.deadline, sending).await;
-    note_attempt(record, candidate, &outcome, sent, tries.failovers());
+    let sending = send(gateway, lane, call, candidate.wire_model, ready.prepared, ready.traceparent);
+    let mut outcome = tokio::time::timeout_at(deadline, sending).await;
+    let took = sent.elapsed();
+    let mut held = Ok(Vec::new());
+    if let (Ok(Ok(answer)), Some(mut bounds)) = (&mut outcome, ready.hold) {
+        if answer.head.status.is_success() {
+            bounds.until = bounds.first_token.map(|limit| sent + limit);
+            held = match first_token::hold(gateway.codec(lane.protocol), &mut answer.head.body, &bounds).await {
+                first_token::Held::Released(chunks) => Ok(chunks),
+                first_token::Held::Failed { class, message } => Err((class, message)),
+            };
+        }
+    }
+    Launched { outcome, sent, took, held, in_flight }
+}
+
+/// Judges what a launch came to: a success is answered, a caller's fault
+/// relayed, anything else moves on (the lane's breaker hears of it).
+#[expect(clippy::too_many_arguments, reason = "a try's every part")]
+async fn conclude(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    entry: Entry,
+    launched: Launched,
+    dropped_header: Option<HeaderValue>,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Tried {
+    let call = request.call;
+    let lane = candidate.lane;
+    let Launched { outcome, sent, took, held, in_flight } = launched;
+    note_attempt(record, candidate, &outcome, took, tries.failovers());
     let Entry { health, mut trial, permit } = entry;
     match outcome {
         Err(_) => {
@@ -276,21 +388,18 @@ async fn try_one(
             let message = err.to_string();
             lost(gateway, candidate, (&health, &mut trial), tries, class, &message, Failure::Transport(err))
         }
-        Ok(Ok(Sent { head: mut upstream, more })) if upstream.status.is_success() => {
-            let mut held = Vec::new();
-            if let Some(bounds) = hold_bounds(gateway, call, candidate, tries, sent) {
-                match first_token::hold(gateway.codec(lane.protocol), &mut upstream.body, &bounds).await {
-                    first_token::Held::Released(chunks) => held = chunks,
-                    first_token::Held::Failed { class, message } => {
-                        tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
-                        if let Some(record) = record.as_mut() {
-                            record.last_attempt_failed("before_content");
-                        }
-                        let failure = Failure::BeforeContent(class, message.clone());
-                        return lost(gateway, candidate, (&health, &mut trial), tries, class, &message, failure);
+        Ok(Ok(Sent { head: upstream, more })) if upstream.status.is_success() => {
+            let held = match held {
+                Ok(held) => held,
+                Err((class, message)) => {
+                    tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
+                    if let Some(record) = record.as_mut() {
+                        record.last_attempt_failed("before_content");
                     }
+                    let failure = Failure::BeforeContent(class, message.clone());
+                    return lost(gateway, candidate, (&health, &mut trial), tries, class, &message, failure);
                 }
-            }
+            };
             health.success();
             trial.settle();
             let guards = (permit, in_flight);
@@ -339,31 +448,12 @@ fn lost(
     Tried::Next
 }
 
-/// When a stream's frames before its first content are held: while
-/// another candidate could still take over, or under a first-token
-/// deadline (the lane's `timeouts.first_token`, else the pool's
-/// `failover.first_token`), counted from when the request was sent.
-fn hold_bounds<'a>(
-    gateway: &Gateway,
-    call: &Call,
-    candidate: &Candidate<'a>,
-    tries: &Tries,
-    sent: Instant,
-) -> Option<first_token::Bounds<'a>> {
-    if !call.stream {
-        return None;
-    }
-    let lane = candidate.lane;
-    let first_token = lane.timeouts.first_token.or(gateway.pools[candidate.slot.pool].failover.first_token);
-    if first_token.is_none() && !tries.others_left {
-        return None;
-    }
-    Some(first_token::Bounds {
-        until: first_token.map(|limit| sent + limit),
-        first_token,
-        idle: lane.timeouts.stream_idle,
-        error_map: &lane.error_map,
-    })
+/// A stream's first-token deadline: the lane's `timeouts.first_token`,
+/// else the pool's `failover.first_token`. A stream's frames before its
+/// first content are held under it, or while another candidate could still
+/// take over.
+fn first_token_limit(gateway: &Gateway, candidate: &Candidate<'_>) -> Option<Duration> {
+    candidate.lane.timeouts.first_token.or(gateway.pools[candidate.slot.pool].failover.first_token)
 }
 
 /// Notes a finished attempt on the record (the lane that answered or last
@@ -372,11 +462,10 @@ fn note_attempt(
     record: &mut Option<Box<Record>>,
     candidate: &Candidate<'_>,
     outcome: &Result<Result<Sent, TransportError>, tokio::time::error::Elapsed>,
-    sent: Instant,
+    took: Duration,
     failovers: u32,
 ) {
     let Some(record) = record.as_mut() else { return };
-    let took = sent.elapsed();
     record.waited(took);
     record.serving(candidate.slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
     let (status, failure) = match outcome {
@@ -387,7 +476,7 @@ fn note_attempt(
     };
     record.attempted(candidate.lane_index, status, failure, took);
     if let Some(trace) = record.trace.as_mut() {
-        trace.end_attempt(status, failure);
+        trace.end_attempt(&candidate.lane.name, status, failure);
     }
 }
 

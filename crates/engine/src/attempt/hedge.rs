@@ -1,0 +1,253 @@
+//! Hedging (`pools.<p>.hedge`): when a request's first content is late
+//! (past the pool's fixed `after`, or its recent p95), a second attempt
+//! starts on the next candidate that passes its lane gate. The first to
+//! bring content is answered; the other is cancelled (its connection
+//! dropped, its trial released, no verdict on its lane) and billed its
+//! prompt as a cancelled attempt (`Record::cancelled`). An attempt that
+//! fails meanwhile is judged as any try is, and the race goes on with the
+//! other. The extra attempts are capped at the pool's `max_extra` share of
+//! its hedgeable requests (`switchyard_health::hedge::Allowance`); by
+//! default only requests without tools, or at temperature 0, are hedged.
+//! A pool without `hedge` never reaches this module.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+
+use switchyard_codec::scan;
+use switchyard_ir::{Field, Request};
+use switchyard_state::call::Call;
+use switchyard_state::{Gateway, Hedging};
+use switchyard_telemetry::metrics::HedgeOutcome;
+use tokio::time::Instant;
+
+use super::{conclude, launch, ready, Attempting, Launched, Tried, Tries};
+use crate::candidate::Candidate;
+use crate::exhausted::Exhaustion;
+use crate::lane_gate::{self, Entry};
+use crate::settle::Record;
+
+/// The pool's hedging, when this try may be hedged: the pool hedges, the
+/// request is a chat and eligible, and it has not been hedged yet.
+pub(super) fn wanted<'g>(gateway: &'g Gateway, call: &Call, candidate: &Candidate<'_>, tries: &Tries) -> Option<&'g Hedging> {
+    let hedging = gateway.pools[candidate.slot.pool].hedge.as_ref()?;
+    let chat = call.operation == switchyard_ir::Operation::Chat && !call.count_tokens;
+    (chat && !tries.hedged && eligible(gateway, call, hedging.settings.with_tools)).then_some(hedging)
+}
+
+/// Whether a request may be answered twice: it offers no tools, or it
+/// samples at temperature 0 (or the pool hedges tool requests too).
+fn eligible(gateway: &Gateway, call: &Call, with_tools: bool) -> bool {
+    if with_tools || !offers_tools(&call.body) {
+        return true;
+    }
+    let codec = gateway.codec(call.ingress);
+    let Some(path) = codec.parameter_path(Field::Temperature) else { return false };
+    let path: Vec<&'static str> = path.split('.').collect();
+    matches!(scan::member_once(&call.body, &path), Ok(Some(value)) if value.iter().all(|b| matches!(b, b'0' | b'.')))
+}
+
+/// Whether a request body offers tools, in any protocol's words.
+fn offers_tools(body: &[u8]) -> bool {
+    ["tools", "toolConfig", "functions"].iter().any(|member| {
+        matches!(scan::top_level_value(body, member), Ok(Some(value)) if !matches!(value, b"[]" | b"null" | b"{}"))
+    })
+}
+
+/// Tries `candidate`, hedged: a second attempt on the next free candidate
+/// in `rest` starts when the first content is late.
+#[expect(clippy::too_many_arguments, reason = "a try's every part, and the candidates after it")]
+pub(super) async fn race(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    entry: Entry,
+    rest: &[Candidate<'_>],
+    hedging: &Hedging,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Tried {
+    tries.hedged = true;
+    let Some(after) = hedging.trigger() else {
+        // The pool's p95 is still being learned: an unhedged try teaches it.
+        return taught(gateway, request, candidate, entry, hedging, translated, tries, record).await;
+    };
+    let call = request.call;
+    let first = match ready(gateway, call, candidate, call.stream, translated, tries, record).await {
+        Ok(ready) => ready,
+        Err(answer) => return answer,
+    };
+    let first_dropped = first.dropped_header.clone();
+    // Boxed, so the race's loser can be dropped (its connection closed) the
+    // moment the winner is known.
+    let mut first_launch = Box::pin(launch(gateway, call, candidate, first, tries.deadline));
+    let launched = tokio::select! {
+        launched = &mut first_launch => Some(launched),
+        () = tokio::time::sleep(after) => None,
+    };
+    if let Some(launched) = launched {
+        learn(hedging, &launched);
+        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+    }
+    let second = match hedging.allow() {
+        true => second_lane(gateway, rest, tries).await,
+        false => None,
+    };
+    let Some((other, other_entry)) = second else {
+        count(gateway, request, HedgeOutcome::Denied);
+        let launched = first_launch.await;
+        learn(hedging, &launched);
+        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+    };
+    tries.start(gateway, other, request.plan.pool);
+    tracing::info!(
+        request_id = ?call.request_id, lane = %candidate.lane.name, hedge = %other.lane.name,
+        after_ms = after.as_millis() as u64, "first content late: hedging"
+    );
+    let second_ready = match ready(gateway, call, other, call.stream, translated, tries, record).await {
+        Ok(ready) => ready,
+        // The other lane cannot take the request: the first goes on alone.
+        Err(_) => {
+            let launched = first_launch.await;
+            learn(hedging, &launched);
+            return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+        }
+    };
+    let second_dropped = second_ready.dropped_header.clone();
+    let started = Instant::now();
+    let mut launches = [Some(first_launch), Some(Box::pin(launch(gateway, call, other, second_ready, tries.deadline)))];
+    // Each side's candidate, gate entry and dropped-fields header, until
+    // it is concluded.
+    let mut sides = [Some((candidate, entry, first_dropped)), Some((other, other_entry, second_dropped))];
+    loop {
+        let (side, launched) = {
+            let [first, second] = &mut launches;
+            tokio::select! {
+                launched = racing(first) => (0, launched),
+                launched = racing(second) => (1, launched),
+            }
+        };
+        launches[side] = None;
+        let Some((this, this_entry, dropped)) = sides[side].take() else { continue };
+        let reached = launched.reached_content();
+        if reached {
+            learn(hedging, &launched);
+            let outcome = if side == 0 { HedgeOutcome::PrimaryWon } else { HedgeOutcome::HedgeWon };
+            count(gateway, request, outcome);
+        }
+        if reached {
+            // The winner is known: the other side's attempt, still in
+            // flight, is cancelled now, before the answer is read.
+            cancel(&mut launches[1 - side], sides[1 - side].take(), started, record);
+        }
+        match conclude(gateway, request, this, this_entry, launched, dropped, translated, tries, record).await {
+            Tried::Next if sides.iter().any(Option::is_some) => {}
+            Tried::Next => {
+                count(gateway, request, HedgeOutcome::Failed);
+                return Tried::Next;
+            }
+            // An answer (the winner's, or a caller's fault), or the deadline.
+            other => {
+                cancel(&mut launches[1 - side], sides[1 - side].take(), started, record);
+                return other;
+            }
+        }
+    }
+}
+
+/// Polls a racing launch; a side already done never completes again.
+fn racing<F: Future + Unpin>(slot: &mut Option<F>) -> impl Future<Output = F::Output> + '_ {
+    std::future::poll_fn(move |cx| match slot.as_mut() {
+        Some(launch) => Pin::new(launch).poll(cx),
+        None => Poll::Pending,
+    })
+}
+
+/// Cancels a side still racing: its attempt is dropped (the upstream
+/// connection closes, its permit and any trial are released with no
+/// verdict on the lane) and noted as cancelled.
+fn cancel<F>(
+    launch: &mut Option<F>,
+    side: Option<(&Candidate<'_>, Entry, Option<http::HeaderValue>)>,
+    started: Instant,
+    record: &mut Option<Box<Record>>,
+) {
+    let Some(running) = launch.take() else { return };
+    drop(running);
+    if let (Some((loser, _entry, _)), Some(record)) = (side, record.as_mut()) {
+        record.cancelled(loser.lane_index, loser.wire_model_arc(), started.elapsed());
+    }
+}
+
+/// An unhedged try in a hedging pool, whose time to first content the
+/// pool learns from.
+#[expect(clippy::too_many_arguments, reason = "a try's every part")]
+async fn taught(
+    gateway: &Arc<Gateway>,
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    entry: Entry,
+    hedging: &Hedging,
+    translated: &mut Option<Request>,
+    tries: &mut Tries,
+    record: &mut Option<Box<Record>>,
+) -> Tried {
+    let call = request.call;
+    let ready = match ready(gateway, call, candidate, call.stream, translated, tries, record).await {
+        Ok(ready) => ready,
+        Err(answer) => return answer,
+    };
+    let dropped = ready.dropped_header.clone();
+    let launched = launch(gateway, call, candidate, ready, tries.deadline).await;
+    learn(hedging, &launched);
+    conclude(gateway, request, candidate, entry, launched, dropped, translated, tries, record).await
+}
+
+/// The pool learns an attempt's time to first content, when it got there.
+fn learn(hedging: &Hedging, launched: &Launched) {
+    if launched.reached_content() {
+        hedging.record(launched.sent.elapsed());
+    }
+}
+
+/// The first candidate in `rest` that is in bounds and passes its lane
+/// gate now (one at its cap is skipped, not waited for).
+async fn second_lane<'c, 'a>(
+    gateway: &Arc<Gateway>,
+    rest: &'c [Candidate<'a>],
+    tries: &Tries,
+) -> Option<(&'c Candidate<'a>, Entry)> {
+    for candidate in rest {
+        if tries.skips(gateway, candidate) {
+            continue;
+        }
+        let mut unused = Exhaustion::default();
+        if let Some(entry) = lane_gate::enter(gateway, candidate, tries.deadline, &mut unused, true).await {
+            return Some((candidate, entry));
+        }
+    }
+    None
+}
+
+fn count(gateway: &Gateway, request: &Attempting<'_>, outcome: HedgeOutcome) {
+    if let Some(metrics) = gateway.metrics() {
+        metrics.hedge(metrics.place(Some(request.plan.pool), None), outcome);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_are_seen_in_every_protocols_words() {
+        assert!(offers_tools(br#"{"model":"m","tools":[{"type":"function"}]}"#));
+        assert!(offers_tools(br#"{"toolConfig":{"tools":[{"toolSpec":{}}]}}"#));
+        assert!(offers_tools(br#"{"functions":[{"name":"f"}]}"#));
+        assert!(!offers_tools(br#"{"model":"m","tools":[]}"#));
+        assert!(!offers_tools(br#"{"model":"m","tools": null}"#));
+        assert!(!offers_tools(br#"{"model":"m","messages":[{"content":"tools"}]}"#));
+    }
+}
