@@ -100,6 +100,8 @@ HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a f
 PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
 MIXED_POOL = "chat-mixed"  # the lane first, an Anthropic lane behind it: two protocols
 CONTINUED_POOL = "stream-continued"  # the held pool's lanes, streams continued on a break
+HEDGED_POOL = "stream-hedged"  # the held pool, hedged after 2 s (never late here)
+TAIL_POOLS = ("tail-plain", "tail-hedged")  # two lanes on the heavy-tailed upstream, without and with hedging
 HELD_POOL_CONF = """  {prefix_pool}:
     affinity: {{ prefix: 5m }}
     members: [{{ model: {openai_model} }}]
@@ -111,6 +113,15 @@ HELD_POOL_CONF = """  {prefix_pool}:
   {pool}:
     failover: {{ first_token: 15s }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
+  {hedged_pool}:
+    failover: {{ first_token: 15s }}
+    hedge: {{ after: 2s, max_extra: 10% }}
+    members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
+  tail-plain:
+    members: [{{ model: tail-a, weight: 1000 }}, {{ model: tail-b, weight: 1 }}]
+  tail-hedged:
+    hedge: {{ after: p95, max_extra: 10% }}
+    members: [{{ model: tail-a, weight: 1000 }}, {{ model: tail-b, weight: 1 }}]
 """
 
 
@@ -215,6 +226,9 @@ CASES = [
     ("12-two-protocol-pool", "12. case 2 via a pool of an OpenAI and an Anthropic lane (lineage check)", "openai", MIXED_POOL, "chat-openai"),
     # Continuation on: a stream that never breaks, decoded and re-encoded so
     # another lane could carry it on (against case 10's one-lane pool).
+    # Hedging on streams that are never late: the held pool with a hedge
+    # after 2 s (the race is set up, its timer never fires).
+    ("14-stream64-hedged", "14. stream 64 via the held pool with hedging on (never late)", "openai", HEDGED_POOL, "stream64-openai"),
     ("13-stream64-continued", "13. stream 64 via a pool that continues broken streams (re-encoded)", "openai", CONTINUED_POOL, "stream64-openai"),
 ]
 
@@ -237,6 +251,7 @@ VARIANTS = {
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
     "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
+    "14-stream64-hedged": dict(of="10-stream64-held", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
 }
 
 # What the console asks for while a page is open (the overview redraws every
@@ -648,11 +663,14 @@ providers:
   up-openai:    {{ protocol: openai,    base_url: "http://127.0.0.1:{upstream}" }}
   up-anthropic: {{ protocol: anthropic, base_url: "http://127.0.0.1:{upstream}" }}
   slow-openai:  {{ protocol: openai,    base_url: "http://127.0.0.1:{slow}" }}
+  tail-openai:  {{ protocol: openai,    base_url: "http://127.0.0.1:{tail}" }}
 models:
   # Named exactly as their wire models, so a caller naming them gets byte passthrough.
   {openai_model}: {{ provider: up-openai }}
   {anthropic_model}: {{ provider: up-anthropic }}
 {embed_lane}  slow-gpt: {{ provider: slow-openai }}
+  tail-a: {{ provider: tail-openai, model: tail }}
+  tail-b: {{ provider: tail-openai, model: tail }}
 pools:
   {pool}:
     members: [{{ model: {openai_model} }}]
@@ -690,7 +708,7 @@ TELEMETRY = {
 SETUPS = ("open", "governed", "fleet", "quiet", "access_line", "traced", "before")
 
 
-def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
+def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
     """The gateway config of `setup` (see SETUPS). The embed lane is there
     unless `embed` is False (by default, but for "before": a binary that
     predates operations would refuse it)."""
@@ -704,11 +722,12 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None):
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
     held_pool = (HELD_POOL_CONF.format(
         pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, continued_pool=CONTINUED_POOL,
+        hedged_pool=HEDGED_POOL,
         openai_model=OPENAI_MODEL,
         anthropic_model=ANTHROPIC_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     text = GATEWAY_CONF.format(
-        port=port, admin_port=admin_port, upstream=upstream, slow=slow, telemetry=telemetry,
+        port=port, admin_port=admin_port, upstream=upstream, slow=slow, tail=tail, telemetry=telemetry,
         openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,
         held_pool=held_pool,
     )
@@ -922,11 +941,11 @@ def run(opts):
         mock = procs.start([sy, "mock-upstream", "--listen", "127.0.0.1:%d" % up_port], cpu=C, stderr=mock_log)
         wait_http(up_port, proc=mock)
         results["upstream_rss_kib"] = mem_kib(mock.pid)[0]
-        slow_port = free_port()
+        slow_port, tail_port = free_port(), free_port()
         gw_conf = os.path.join(tmp, "switchyard-bench.yaml")
         gw_port, gw_admin = free_port(), free_port()
         with open(gw_conf, "w") as f:
-            f.write(gateway_config("open", tmp, gw_port, gw_admin, up_port, slow_port))
+            f.write(gateway_config("open", tmp, gw_port, gw_admin, up_port, slow_port, tail=tail_port))
         with open(gw_conf) as fh:
             results["gateway_config"] = fh.read()
         variant_confs = {}
@@ -935,7 +954,7 @@ def run(opts):
                 continue  # no servers: the fleet cases say so if selected
             variant_confs[setup] = os.path.join(tmp, "switchyard-bench-%s.yaml" % setup)
             with open(variant_confs[setup], "w") as f:
-                f.write(gateway_config(setup, tmp, gw_port, gw_admin, up_port, slow_port))
+                f.write(gateway_config(setup, tmp, gw_port, gw_admin, up_port, slow_port, tail=tail_port))
         results["telemetry"] = TELEMETRY
         gw_env = dict(os.environ)
         gw_env.setdefault("SWITCHYARD_LOG", opts.gateway_log_level)
@@ -1030,7 +1049,11 @@ def run(opts):
                     "check": chk, "gateway": g, "before": before,
                 })
 
-        # ---- 3. Open streams.
+        # ---- 3. Hedging under a heavy-tailed first token.
+        if opts.hedge_n > 0 and (not opts.only or any("hedg" in o or "tail" in o for o in opts.only)):
+            results["hedging"] = hedging_tail(opts, procs, tmp, sy, gw_conf, gw_port, gw_admin, gw_env, tail_port, P, C)
+
+        # ---- 4. Open streams.
         if opts.streams > 0:
             results["open_streams"] = open_streams(
                 opts, procs, tmp, sy, gw_conf, variant_confs["before"], gw_port, gw_env, slow_port, P, C)
@@ -1039,6 +1062,65 @@ def run(opts):
         procs.stop_all()
     derive(results)
     return results, tmp
+
+
+TAIL_SHARE, TAIL_SECS = 0.03, 1.0
+
+
+def hedging_tail(opts, procs, tmp, sy, gw_conf, gw_port, gw_admin, gw_env, tail_port, P, C):
+    """Sequential streams over two lanes on one heavy-tailed upstream (3 %
+    of first tokens come a second late, the rest in 5-15 ms), through a pool
+    without hedging and one hedged at its p95 with at most 10 % extra
+    attempts: time to first content (p50/p90/p99) and the extra attempts."""
+    out = {"n": opts.hedge_n, "upstream": "bench/slow_upstream.py --tail-share %s --tail-secs %s" % (TAIL_SHARE, TAIL_SECS)}
+    tail = procs.start(
+        [sys.executable, os.path.join(HERE, "slow_upstream.py"), "--listen", "127.0.0.1:%d" % tail_port,
+         "--interval", "0", "--frames", "4", "--tail-share", str(TAIL_SHARE), "--tail-secs", str(TAIL_SECS)],
+        cpu=C, stderr=open(os.path.join(tmp, "tail.log"), "wb"),
+    )
+    wait_http(tail_port, proc=tail)
+    # The open setup, with an admin token to read the hedge counters by.
+    conf = os.path.join(tmp, "switchyard-bench-tail.yaml")
+    with open(gw_conf) as src, open(conf, "w") as dst:
+        dst.write(src.read() + "\nadmin: { tokens: [%s] }\n" % BENCH_ADMIN_TOKEN)
+    gw = procs.start([sy, "serve", "--config", conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+    try:
+        wait_http(gw_port, proc=gw)
+        for pool in TAIL_POOLS:
+            log("hedging: %d streams through %s" % (opts.hedge_n, pool))
+            path, body = request("openai", pool, "a question with a slow first token sometimes", True)
+            out[pool] = ttfb(gw_port, path, body, opts.hedge_n, opts.ttfb_warmup)
+        metrics = scrape(gw_admin)
+        hedges = {o: metrics.get('switchyard_hedges_total{pool="tail-hedged",outcome="%s"}' % o, 0.0)
+                  for o in ("primary_won", "hedge_won", "failed", "denied")}
+        started = hedges["primary_won"] + hedges["hedge_won"] + hedges["failed"]
+        out["hedges"] = hedges
+        out["extra_attempts"] = started
+        out["extra_share"] = started / float(opts.hedge_n + opts.ttfb_warmup)
+        for q in ("p50", "p90", "p99"):
+            out["ratio_" + q] = (out["tail-hedged"]["first_frame_us"][q]
+                                 / max(out["tail-plain"]["first_frame_us"][q], 1.0))
+    finally:
+        procs.stop(gw)
+        procs.stop(tail)
+    return out
+
+
+def scrape(admin_port):
+    """The gateway's Prometheus counters, by series."""
+    req = urllib.request.Request("http://127.0.0.1:%d/metrics" % admin_port,
+                                 headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        text = r.read().decode()
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            try:
+                series[name] = float(value)
+            except ValueError:
+                pass
+    return series
 
 
 def open_streams(opts, procs, tmp, sy, gw_conf, before_conf, gw_port, gw_env, slow_port, P, C):
@@ -1324,6 +1406,22 @@ def render(results):
                 x_(r["ttfb_vs_nginx"]), x_(r["added_ttfb_vs_nginx"]), f(g["first_byte_us"]["p50"])))
         L.append("")
 
+    h = results.get("hedging")
+    if h:
+        L.append("## Hedging under a heavy-tailed first token\n")
+        L.append("Upstream: %s. %d sequential streams per pool (after %d warm-up), two lanes on it; "
+                 "time to the first content frame (µs).\n" % (h["upstream"], h["n"], 20))
+        L.append("| pool | p50 | p90 | p99 |")
+        L.append("|---|---:|---:|---:|")
+        for pool in TAIL_POOLS:
+            q = h[pool]["first_frame_us"]
+            L.append("| %s | %s | %s | %s |" % (pool, f(q["p50"]), f(q["p90"]), f(q["p99"])))
+        L.append("| hedged ÷ plain | %s | %s | %s |" % (x_(h["ratio_p50"]), x_(h["ratio_p90"]), x_(h["ratio_p99"])))
+        L.append("")
+        L.append("Extra attempts: %d of %d requests (%.1f %%; the cap is 10 %% plus a burst of 10); outcomes %s.\n" % (
+            h["extra_attempts"], h["n"] + 20, 100 * h["extra_share"],
+            ", ".join("%s %d" % (k, v) for k, v in h["hedges"].items())))
+
     os_ = results.get("open_streams")
     if os_:
         L.append("## %d concurrent open streams (MiB)\n" % os_["count"])
@@ -1390,6 +1488,7 @@ def main():
     ap.add_argument("--ttfb-n", type=int, default=int(os.environ.get("BENCH_TTFB_N", "300")))
     ap.add_argument("--ttfb-warmup", type=int, default=20)
     ap.add_argument("--streams", type=int, default=int(os.environ.get("BENCH_STREAMS", "5000")))
+    ap.add_argument("--hedge-n", type=int, default=int(os.environ.get("BENCH_HEDGE_N", "400")))
     ap.add_argument("--gateway-log-level", default=os.environ.get("BENCH_GATEWAY_LOG", "info"),
                     help="SWITCHYARD_LOG for the gateway (default info: what it ships with)")
     ap.add_argument("--keep-gateway-log", action="store_true", help="write gateway stderr to the temp dir")

@@ -10,11 +10,16 @@ needs. It speaks just enough HTTP/1.1 (keep-alive, Content-Length request
 bodies, chunked replies) for a proxy's pooled client. GET /healthz answers ok.
 
     python3 slow_upstream.py --listen 127.0.0.1:9100 --interval 1 --frames 600
+
+With --tail-share P the first content comes late: after --tail-secs for a
+share P of the streams (drawn from a seeded generator), else after a draw
+of 5-15 ms: a heavy-tailed first token, for the hedging measurement.
 """
 
 import argparse
 import asyncio
 import json
+import random
 import sys
 
 HEADERS = (
@@ -59,7 +64,7 @@ async def read_request(reader: asyncio.StreamReader):
     return method, path, body
 
 
-async def handle(reader, writer, interval: float, frames: int):
+async def handle(reader, writer, interval: float, frames: int, tail=None):
     try:
         while True:
             try:
@@ -78,6 +83,9 @@ async def handle(reader, writer, interval: float, frames: int):
             try:
                 writer.write(HEADERS + frame(model, {"role": "assistant", "content": ""}))
                 await writer.drain()
+                if tail is not None:
+                    rng, share, secs = tail
+                    await asyncio.sleep(secs if rng.random() < share else rng.uniform(0.005, 0.015))
                 for i in range(frames):
                     await asyncio.sleep(interval)
                     writer.write(frame(model, {"content": "tok%d " % i}))
@@ -98,10 +106,14 @@ async def main():
     parser.add_argument("--listen", default="127.0.0.1:9100")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between frames")
     parser.add_argument("--frames", type=int, default=600, help="frames per stream after the first")
+    parser.add_argument("--tail-share", type=float, default=None, help="share of streams whose first content is late")
+    parser.add_argument("--tail-secs", type=float, default=1.0, help="how late it is")
+    parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     host, port = args.listen.rsplit(":", 1)
+    tail = None if args.tail_share is None else (random.Random(args.seed), args.tail_share, args.tail_secs)
     server = await asyncio.start_server(
-        lambda r, w: handle(r, w, args.interval, args.frames), host, int(port), backlog=4096, limit=1 << 20
+        lambda r, w: handle(r, w, args.interval, args.frames, tail), host, int(port), backlog=4096, limit=1 << 20
     )
     print("slow upstream listening on %s" % args.listen, file=sys.stderr, flush=True)
     async with server:

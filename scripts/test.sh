@@ -32,6 +32,9 @@ cargo test --workspace --locked
 echo "== SDK conformance"
 ./scripts/sdk-tests.sh
 
+echo "== crash-test harness: 16 fault scenarios"
+./scripts/crash-tests.sh
+
 echo "== console in a real browser"
 ./scripts/console-tests.sh
 

@@ -42,11 +42,12 @@ pub fn takes_prefill(protocol: Protocol, request: &Request) -> bool {
 }
 
 /// `request` (the caller's, as read) asking a lane of `protocol` to go on
-/// from `so_far`, and how it asks.
-pub fn request(request: &Request, so_far: &str, protocol: Protocol) -> (Request, Mechanism) {
+/// from `so_far`, and how it asks. `prefill`: the lane is not known to
+/// refuse one (a model that refused a prefill is asked by instruction).
+pub fn request(request: &Request, so_far: &str, protocol: Protocol, prefill: bool) -> (Request, Mechanism) {
     let mut next = request.clone();
     next.stream = true;
-    if takes_prefill(protocol, request) {
+    if prefill && takes_prefill(protocol, request) {
         next.messages
             .push(Message { role: Role::Assistant, content: vec![Block::Text(TextBlock::new(so_far.trim_end()))] });
         (next, Mechanism::Prefill)
@@ -83,17 +84,20 @@ mod tests {
     #[test]
     fn claude_gets_a_prefill_others_an_instruction() {
         let asked = Request { messages: vec![Message::text(Role::User, "hi")], ..Request::default() };
-        let (next, mechanism) = request(&asked, "Hello, wor ", Protocol::Anthropic);
+        let (next, mechanism) = request(&asked, "Hello, wor ", Protocol::Anthropic, true);
         assert_eq!(mechanism, Mechanism::Prefill);
         assert_eq!(next.messages.last(), Some(&Message::text(Role::Assistant, "Hello, wor")));
         assert!(next.stream);
-        let (next, mechanism) = request(&asked, "Hello, wor ", Protocol::OpenAi);
+        let (next, mechanism) = request(&asked, "Hello, wor ", Protocol::OpenAi, true);
         assert_eq!(mechanism, Mechanism::Instruction);
         assert_eq!(next.messages.len(), 3);
         assert_eq!(next.messages[2], Message::text(Role::User, INSTRUCTION));
         // A thinking Claude takes no prefill.
         let thinking = Request { reasoning: Some(switchyard_ir::Reasoning::on()), ..asked };
-        assert_eq!(request(&thinking, "x", Protocol::Bedrock).1, Mechanism::Instruction);
+        assert_eq!(request(&thinking, "x", Protocol::Bedrock, true).1, Mechanism::Instruction);
+        // A Claude known to refuse prefill is asked by instruction.
+        let plain = Request { messages: vec![Message::text(Role::User, "hi")], ..Request::default() };
+        assert_eq!(request(&plain, "x", Protocol::Anthropic, false).1, Mechanism::Instruction);
     }
 
     #[test]

@@ -105,6 +105,12 @@ pub trait StreamDecoder: Send {
     fn answered(&self) -> bool {
         false
     }
+    /// The answer's usage has arrived but is held for the closing event
+    /// (OpenAI's trailing usage chunk): with [`answered`](Self::answered),
+    /// nothing but the terminator is left to come.
+    fn usage_seen(&self) -> bool {
+        false
+    }
 }
 
 /// Turns IR events into a protocol's stream bytes.

@@ -149,6 +149,10 @@ impl StreamDecoder for UsageTap {
     fn answered(&self) -> bool {
         self.decoder.answered()
     }
+
+    fn usage_seen(&self) -> bool {
+        self.decoder.usage_seen()
+    }
 }
 
 impl UsageTap {

@@ -577,7 +577,9 @@ fn stream_continuations(path: &str, pool: &raw::RawPool, issues: &mut Vec<Issue>
 fn validate_hedge(path: &str, raw: &raw::RawHedge, issues: &mut Vec<Issue>) -> Hedge {
     let after = match raw.after.as_deref() {
         None | Some("p95") => HedgeAfter::P95,
-        Some(text) => HedgeAfter::Fixed(duration_or(Some(text), Duration::from_secs(2), &format!("{path}.after"), issues)),
+        Some(text) => {
+            HedgeAfter::Fixed(duration_or(Some(text), Duration::from_secs(2), &format!("{path}.after"), issues))
+        }
     };
     let share = match &raw.max_extra {
         None => Some(DEFAULT_HEDGE_SHARE),
@@ -1658,15 +1660,13 @@ pools:
         let b = pool("b").hedge.clone().unwrap();
         assert_eq!((b.after, b.max_extra, b.with_tools), (HedgeAfter::P95, 0.25, true), "p95 unless a wait is given");
         assert!(pool("c").hedge.is_none(), "off unless asked");
-        for (bad, path) in [
-            ("max_extra: 10%", "pools.a.hedge.max_extra"),
-            ("after: 2s", "pools.a.hedge.after"),
-        ] {
+        for (bad, path) in [("max_extra: 10%", "pools.a.hedge.max_extra"), ("after: 2s", "pools.a.hedge.after")] {
             let broken = text.replacen(bad, if bad.starts_with("max") { "max_extra: 150%" } else { "after: soon" }, 1);
             let err = load(&broken, &no_env).unwrap_err();
             assert_eq!(err.0[0].path, path, "{err}");
         }
-        let twice = text.replace("stream_failure: continue,", "stream_failure: continue, failover: { stream_failure: continue },");
+        let twice = text
+            .replace("stream_failure: continue,", "stream_failure: continue, failover: { stream_failure: continue },");
         let err = load(&twice, &no_env).unwrap_err();
         assert!(err.0[0].message.contains("twice"), "{err}");
     }

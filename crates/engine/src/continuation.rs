@@ -56,6 +56,19 @@ pub(crate) struct Continuation {
     splice: Option<Splice>,
 }
 
+/// What asking one lane to go on came to.
+enum Asked {
+    /// It went on: the caller's stream continues from it.
+    Went(Switched),
+    /// It refused the prefill (a 400 or 422 to an assistant turn last): it
+    /// is asked again by instruction.
+    RefusedPrefill,
+    /// It refused or failed otherwise: the next lane is asked.
+    Refused,
+    /// The continuation's deadline passed.
+    Deadline,
+}
+
 /// How the current continuation's events map onto the caller's stream.
 struct Splice {
     mechanism: Mechanism,
@@ -179,72 +192,108 @@ impl Continuation {
             else {
                 continue;
             };
-            let (mut request, mechanism) = continuation::request(&self.request, &self.text, lane.protocol);
-            lane.wire_model.as_ref().clone_into(&mut request.model);
-            let capabilities = crate::translation::capabilities(gateway, &candidate);
-            // Fitted to the lane's model as any try's request is.
-            let encoded =
-                crate::translation::write_for_model(gateway.codec(lane.protocol), &mut request, &capabilities);
-            let out = Outgoing {
-                wire_model: &lane.wire_model,
-                stream: true,
-                request_id: &self.request_id,
-                caller_key: self.caller_key.as_deref(),
-                traceparent: None,
-                operation: switchyard_ir::Operation::Chat,
-                count_tokens: false,
-                path: None,
-                content_type: None,
-                caller: Some((&self.headers, self.ingress)),
-            };
-            let asked = Instant::now();
-            let sent =
-                tokio::time::timeout_at(self.deadline, send_to_lane(gateway, lane, out, Bytes::from(encoded.body)));
-            let crate::lane_gate::Entry { health, mut trial, permit } = entry;
-            match sent.await {
-                Ok(Ok(upstream)) if upstream.status.is_success() => {
-                    // As for any try: a 2xx head is the lane's success.
-                    health.success();
-                    trial.settle();
-                    if let Some(metrics) = gateway.metrics() {
-                        metrics.attempt(lane_index, None);
+            // A lane that refuses the prefill is asked again at once by
+            // instruction, and never sent a prefill again.
+            let mut entry = Some(entry);
+            let mut prefill = !lane.refuses_prefill.load(std::sync::atomic::Ordering::Relaxed);
+            while let Some(admitted) = entry.take() {
+                match self.ask(gateway, &candidate, admitted, prefill).await {
+                    Asked::Went(switched) => return Some(switched),
+                    Asked::RefusedPrefill => {
+                        lane.refuses_prefill.store(true, std::sync::atomic::Ordering::Relaxed);
+                        prefill = false;
+                        let mut unused = Exhaustion::default();
+                        entry = crate::lane_gate::enter(gateway, &candidate, self.deadline, &mut unused, true).await;
                     }
-                    self.splice = Some(Splice {
-                        mechanism,
-                        so_far: self.text.clone(),
-                        merge_into: self.open_text,
-                        map: Vec::new(),
-                        seamed: false,
-                    });
-                    tracing::info!(
-                        request_id = ?self.request_id, lane = %lane.name, ?mechanism,
-                        "a broken stream goes on on another lane"
-                    );
-                    return Some(Switched {
-                        upstream: upstream.body,
-                        decoder: gateway.codec(lane.protocol).stream_decoder(),
-                        health,
-                        permit,
-                        lane: lane.name.clone(),
-                        lane_index,
-                        took: asked.elapsed(),
-                    });
+                    Asked::Refused => {}
+                    Asked::Deadline => return None,
                 }
-                Ok(Ok(upstream)) => {
-                    // A refusal (a prefill the model will not take) never
-                    // masks the first failure: the next lane is asked.
-                    tracing::info!(request_id = ?self.request_id, lane = %lane.name, status = %upstream.status, "a lane would not continue the stream");
-                    if upstream.status.is_server_error() {
-                        health.apply(switchyard_health::LaneEffect::Failure, "continuation refused", None);
-                    }
-                }
-                Ok(Err(err)) => {
-                    health.apply(switchyard_health::LaneEffect::Failure, &err.to_string(), None);
-                }
-                Err(_) => return None,
             }
         }
         None
+    }
+
+    /// Asks `candidate` (through its gate) to go on, by prefill when
+    /// `prefill` allows and the lane takes one, else by instruction.
+    async fn ask(
+        &mut self,
+        gateway: &Arc<Gateway>,
+        candidate: &Candidate<'_>,
+        entry: crate::lane_gate::Entry,
+        prefill: bool,
+    ) -> Asked {
+        let (lane, lane_index) = (candidate.lane, candidate.lane_index);
+        let (mut request, mechanism) = continuation::request(&self.request, &self.text, lane.protocol, prefill);
+        lane.wire_model.as_ref().clone_into(&mut request.model);
+        let capabilities = crate::translation::capabilities(gateway, candidate);
+        // Fitted to the lane's model as any try's request is.
+        let encoded = crate::translation::write_for_model(gateway.codec(lane.protocol), &mut request, &capabilities);
+        let out = Outgoing {
+            wire_model: &lane.wire_model,
+            stream: true,
+            request_id: &self.request_id,
+            caller_key: self.caller_key.as_deref(),
+            traceparent: None,
+            operation: switchyard_ir::Operation::Chat,
+            count_tokens: false,
+            path: None,
+            content_type: None,
+            caller: Some((&self.headers, self.ingress)),
+        };
+        let asked = Instant::now();
+        let sent = tokio::time::timeout_at(self.deadline, send_to_lane(gateway, lane, out, Bytes::from(encoded.body)));
+        let crate::lane_gate::Entry { health, mut trial, permit } = entry;
+        match sent.await {
+            Ok(Ok(upstream)) if upstream.status.is_success() => {
+                // As for any try: a 2xx head is the lane's success.
+                health.success();
+                trial.settle();
+                if let Some(metrics) = gateway.metrics() {
+                    metrics.attempt(lane_index, None);
+                }
+                self.splice = Some(Splice {
+                    mechanism,
+                    so_far: self.text.clone(),
+                    merge_into: self.open_text,
+                    map: Vec::new(),
+                    seamed: false,
+                });
+                tracing::info!(
+                    request_id = ?self.request_id, lane = %lane.name, ?mechanism,
+                    "a broken stream goes on on another lane"
+                );
+                Asked::Went(Switched {
+                    upstream: upstream.body,
+                    decoder: gateway.codec(lane.protocol).stream_decoder(),
+                    health,
+                    permit,
+                    lane: lane.name.clone(),
+                    lane_index,
+                    took: asked.elapsed(),
+                })
+            }
+            Ok(Ok(upstream)) => {
+                // A refusal never masks the first failure: the lane is asked
+                // again without a prefill, or the next lane is asked.
+                let status = upstream.status;
+                tracing::info!(request_id = ?self.request_id, lane = %lane.name, %status, ?mechanism, "a lane would not continue the stream");
+                if status.is_server_error() {
+                    health.apply(switchyard_health::LaneEffect::Failure, "continuation refused", None);
+                }
+                let refused_prefill = mechanism == Mechanism::Prefill
+                    && matches!(status, http::StatusCode::BAD_REQUEST | http::StatusCode::UNPROCESSABLE_ENTITY);
+                if refused_prefill {
+                    Asked::RefusedPrefill
+                } else {
+                    Asked::Refused
+                }
+            }
+            Ok(Err(err)) => {
+                health.apply(switchyard_health::LaneEffect::Failure, &err.to_string(), None);
+                Asked::Refused
+            }
+            Err(_) => Asked::Deadline,
+        }
     }
 
     /// Fits a continuation's events into the caller's stream (before they

@@ -82,6 +82,11 @@ static DATA_LINE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
 /// then turn a whole answer into an error.
 const TERMINATOR_GRACE: Duration = Duration::from_secs(2);
 
+/// The same wait once the answer's usage has come too: nothing but the
+/// terminator is left to arrive, and a well-behaved upstream sends it at
+/// once.
+const TERMINATOR_GRACE_AFTER_USAGE: Duration = Duration::from_millis(250);
+
 /// Largest caller chunk built from upstream frames that arrived together.
 const COALESCE_LIMIT: usize = 64 << 10;
 
@@ -215,9 +220,17 @@ impl StreamRelay {
                     // timeout alone: the whole-request timeout bounds replies
                     // read whole, never a live stream.
                     let answered = self.answered();
-                    let idle = if answered { self.idle.min(TERMINATOR_GRACE) } else { self.idle };
+                    let usage_seen = self.tally.usage.output_tokens > 0 || self.decoder.usage_seen();
+                    let idle = match (answered, usage_seen) {
+                        (true, true) => self.idle.min(TERMINATOR_GRACE_AFTER_USAGE),
+                        (true, false) => self.idle.min(TERMINATOR_GRACE),
+                        (false, _) => self.idle,
+                    };
                     match tokio::time::timeout(idle, self.upstream.frame()).await {
-                        Err(_) if answered => Err(None),
+                        Err(_) if answered => {
+                            tracing::debug!(request_id = ?self.request_id, lane = %self.lane, ?idle, "no terminator after a complete answer: finishing the stream");
+                            Err(None)
+                        }
                         Err(_) => Err(Some(format!("upstream stream idle for more than {idle:?}"))),
                         Ok(None) => Err(None),
                         Ok(Some(Err(err))) => Err(Some(format!("upstream stream failed: {err}"))),
@@ -322,11 +335,25 @@ impl StreamRelay {
                 record.first_byte();
             }
         }
+        for event in &self.events {
+            self.tally.push(event);
+        }
+        // A continuation's events fit into the caller's stream after they
+        // are counted (its message start, dropped from the caller's
+        // stream, still brings its usage), and the usage the caller is told
+        // is the whole answer's: every part's, added.
         if let Some(continuation) = self.continuation.as_mut() {
             continuation.splice(&mut self.events);
+            if self.usage_before != Usage::default() {
+                let total = add_usage(self.usage_before, self.tally.usage);
+                for event in &mut self.events {
+                    if let StreamEvent::MessageDelta { usage, .. } = event {
+                        *usage = total;
+                    }
+                }
+            }
         }
         for event in &mut self.events {
-            self.tally.push(event);
             if let (
                 StreamEvent::BlockStart { block: BlockStart::ToolUse { id, signature: Some(signature), .. }, .. },
                 Some(signed),

@@ -987,10 +987,7 @@ async fn a_stream_cut_anywhere_mid_answer_is_continued_seamlessly() {
 async fn counter(addr: std::net::SocketAddr, series: &str) -> u64 {
     let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
     let metrics = String::from_utf8_lossy(&metrics.body);
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok()))
-        .unwrap_or(0)
+    metrics.lines().find_map(|line| line.strip_prefix(series).and_then(|rest| rest.trim().parse().ok())).unwrap_or(0)
 }
 
 /// Streams over a lane whose first token is late one time in four: with
@@ -1002,9 +999,8 @@ async fn counter(addr: std::net::SocketAddr, series: &str) -> u64 {
 async fn hedging_cuts_the_tail_of_a_slow_first_token() {
     let (upstream, faults) = fault_upstream().await;
     let members = "members: [{ model: tail, weight: 100 }, { model: healthy, weight: 1 }]";
-    let pools = format!(
-        "  hedged: {{ hedge: {{ after: 100ms, max_extra: 100% }}, {members} }}\n  plain: {{ {members} }}\n"
-    );
+    let pools =
+        format!("  hedged: {{ hedge: {{ after: 100ms, max_extra: 100% }}, {members} }}\n  plain: {{ {members} }}\n");
     let addr = gateway(&chaos_config(upstream, &pools)).await;
     let mut slowest = Vec::new();
     for pool in ["plain", "hedged"] {

@@ -169,7 +169,8 @@ async fn a_hedged_request_bills_its_cancelled_loser() {
     let answered = rows.iter().find(|r| r["status"] == 200).unwrap();
     let cancelled = rows.iter().find(|r| r["status"] == 499).unwrap();
     assert_eq!(answered["lane"], "fast", "{answered}");
-    let attempts: Vec<&str> = answered["attempts"].as_array().unwrap().iter().map(|a| a["lane"].as_str().unwrap()).collect();
+    let attempts: Vec<&str> =
+        answered["attempts"].as_array().unwrap().iter().map(|a| a["lane"].as_str().unwrap()).collect();
     assert_eq!(attempts, ["slow", "fast"], "{answered}");
     assert_eq!(answered["attempts"][0]["failure"], "hedge_cancelled", "{answered}");
     assert_eq!(cancelled["lane"], "slow", "{cancelled}");

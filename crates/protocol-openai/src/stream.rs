@@ -298,6 +298,10 @@ impl SseHandler for Chunks {
     fn answered(&self) -> bool {
         self.finished && !self.ended
     }
+
+    fn usage_seen(&self) -> bool {
+        self.usage.is_some()
+    }
 }
 
 #[derive(Serialize)]

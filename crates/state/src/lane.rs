@@ -84,6 +84,9 @@ pub struct Lane {
     pub quota_shared_ms: AtomicU64,
     /// What the lane serves.
     pub operation: switchyard_ir::Operation,
+    /// Its model refused an assistant prefill once: a continuation asks
+    /// it by instruction from then on.
+    pub refuses_prefill: std::sync::atomic::AtomicBool,
 }
 
 impl Lane {
@@ -252,6 +255,7 @@ pub(crate) fn build_lane(
         upstream_headroom: AtomicU64::new(u64::MAX),
         headroom_until_ms: AtomicU64::new(0),
         quota_shared_ms: AtomicU64::new(0),
+        refuses_prefill: std::sync::atomic::AtomicBool::new(false),
         operation: switchyard_ir::Operation::Chat,
         // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
         price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(

@@ -169,6 +169,10 @@ pub trait SseHandler: Send {
     fn answered(&self) -> bool {
         false
     }
+    /// See [`StreamDecoder::usage_seen`].
+    fn usage_seen(&self) -> bool {
+        false
+    }
 }
 
 /// The stream decoder of an SSE protocol: frames bytes into events and hands
@@ -212,6 +216,10 @@ impl<H: SseHandler> StreamDecoder for SseStream<H> {
 
     fn answered(&self) -> bool {
         self.handler.answered()
+    }
+
+    fn usage_seen(&self) -> bool {
+        self.handler.usage_seen()
     }
 }
 

@@ -30,7 +30,12 @@ use crate::settle::Record;
 
 /// The pool's hedging, when this try may be hedged: the pool hedges, the
 /// request is a chat and eligible, and it has not been hedged yet.
-pub(super) fn wanted<'g>(gateway: &'g Gateway, call: &Call, candidate: &Candidate<'_>, tries: &Tries) -> Option<&'g Hedging> {
+pub(super) fn wanted<'g>(
+    gateway: &'g Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    tries: &Tries,
+) -> Option<&'g Hedging> {
     let hedging = gateway.pools[candidate.slot.pool].hedge.as_ref()?;
     let chat = call.operation == switchyard_ir::Operation::Chat && !call.count_tokens;
     (chat && !tries.hedged && eligible(gateway, call, hedging.settings.with_tools)).then_some(hedging)
@@ -112,7 +117,8 @@ pub(super) async fn race(
         Err(_) => {
             let launched = first_launch.await;
             learn(hedging, &launched);
-            return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+            return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record)
+                .await;
         }
     };
     let second_dropped = second_ready.dropped_header.clone();
