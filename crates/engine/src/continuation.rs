@@ -89,8 +89,11 @@ pub(crate) struct Switched {
     pub(crate) health: Health,
     pub(crate) permit: Option<OwnedSemaphorePermit>,
     pub(crate) lane: Arc<str>,
-    /// The lane's index, and how long it took to answer the continuation.
+    /// The lane's index, its plan slot and wire model, and how long it
+    /// took to answer the continuation.
     pub(crate) lane_index: usize,
+    pub(crate) slot: Slot,
+    pub(crate) wire_model: Arc<str>,
     pub(crate) took: std::time::Duration,
 }
 
@@ -269,6 +272,8 @@ impl Continuation {
                     permit,
                     lane: lane.name.clone(),
                     lane_index,
+                    slot: candidate.slot,
+                    wire_model: lane.wire_model.clone(),
                     took: asked.elapsed(),
                 })
             }

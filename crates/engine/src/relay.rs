@@ -460,9 +460,12 @@ impl StreamRelay {
             self.count_continuation(ContinuationOutcome::Failed);
             return Some(self.end_with_error(message));
         };
-        // What the first part cost: its usage, or the estimate of it.
+        // What the part before the break cost: its usage, or the estimate
+        // of it. It is billed at its own lane's price; the caller's stream
+        // reports every part's usage added.
         let mut part = self.tally.usage;
-        if part.output_tokens == 0 {
+        let estimated = part.output_tokens == 0;
+        if estimated {
             part.output_tokens = self.tally.deltas;
         }
         if part.input_tokens == 0 {
@@ -472,6 +475,7 @@ impl StreamRelay {
         // The ledger's attempts show both: the lane that broke, the one that went on.
         if let Some(record) = self.record.as_mut() {
             record.last_attempt_failed("cut_mid_answer");
+            record.continued_on(switched.slot, switched.lane_index, switched.wire_model.clone(), part, estimated);
             record.attempted(switched.lane_index, 200, None, switched.took);
         }
         self.tally.usage = Usage::default();
@@ -524,7 +528,8 @@ impl StreamRelay {
         let usage = self.usage();
         log_done(&self.request_id, &self.lane, &usage, self.started, true);
         if let Some(mut record) = self.record.take() {
-            record.record_usage(usage, false);
+            // The parts before a continuation are on the record already.
+            record.record_usage(self.tally.usage, false);
             if let Some(reason) = self.tally.stop_reason {
                 record.stop_reason(reason.as_str());
             }
@@ -547,7 +552,6 @@ impl Drop for StreamRelay {
                 usage.input_tokens = record.input_estimate();
             }
         }
-        let usage = add_usage(self.usage_before, usage);
         let status = if self.tally.failed { 502 } else { 499 };
         record.record_usage(usage, estimated);
         record.finish_detached(status);

@@ -51,9 +51,10 @@ pub struct Record {
     /// the usual single attempt allocates nothing).
     last_attempt: Option<AttemptNote>,
     earlier_attempts: Vec<AttemptNote>,
-    /// Lanes whose attempt was cancelled after the upstream took it (a
-    /// hedge's loser): each is billed its prompt on a row of its own.
-    cancelled: Vec<(usize, Arc<str>)>,
+    /// Attempts billed on rows of their own: a hedge's cancelled loser
+    /// (its prompt), and the parts of a continued stream before the one
+    /// serving now (their usage), each at its own lane's price.
+    side: Vec<Side>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -126,7 +127,7 @@ impl Record {
             entry: next_entry(),
             last_attempt: None,
             earlier_attempts: Vec::new(),
-            cancelled: Vec::new(),
+            side: Vec::new(),
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -218,7 +219,18 @@ impl Record {
                 trace.end_attempt(&name, 0, Some("hedge_cancelled"));
             }
         }
-        self.cancelled.push((lane, wire_model));
+        self.side.push(Side { lane, wire_model, usage: None, estimated: true, status: 499 });
+    }
+
+    /// A continued stream goes on on lane `lane` of `slot`: the part the
+    /// serving lane streamed (`usage`; `estimated` when its upstream never
+    /// said) is billed on a row of its own at that lane's price (status
+    /// 206, a part of the answer), and the new lane serves the rest.
+    pub fn continued_on(&mut self, slot: Slot, lane: usize, wire_model: Arc<str>, usage: Usage, estimated: bool) {
+        if let Some((_, served, served_model)) = self.served.take() {
+            self.side.push(Side { lane: served, wire_model: served_model, usage: Some(usage), estimated, status: 206 });
+        }
+        self.served = Some((slot, lane, wire_model));
     }
 
     /// Every attempt, for the ledger, when there was more than one.
@@ -331,9 +343,9 @@ impl Record {
         let gateway = self.gateway.clone();
         let total = self.started.elapsed();
         let bill = self.bill(&gateway);
-        let cancelled = self.cancelled_bills(&gateway);
+        let side = self.side_bills(&gateway);
         if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
-            let (tokens, cost) = cancelled.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
+            let (tokens, cost) = side.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
                 (tokens.saturating_add(c.tokens.total()), cost.saturating_add(c.cost))
             });
             governance.settle(reservation, tokens, cost);
@@ -347,31 +359,44 @@ impl Record {
         self.log(&gateway, &bill, &names, status, total);
         self.end_trace(&gateway, &bill, &names, status);
         self.feed_sinks(&gateway, &bill, &names, status, total);
-        let rows = cancelled.into_iter().filter_map(|c| self.cancelled_row(&gateway, c, &names)).collect();
+        let rows = side.into_iter().filter_map(|c| self.side_row(&gateway, c, &names)).collect();
         (self.ledger_row(&gateway, bill.tokens, &names, status), rows)
     }
 
-    /// What each cancelled attempt cost: its prompt (the gateway's
-    /// estimate) at its lane's price.
-    fn cancelled_bills(&self, gateway: &Gateway) -> Vec<Cancelled> {
-        self.cancelled
+    /// What each side row cost: a cancelled attempt its prompt (the
+    /// gateway's estimate), a continued stream's earlier part its usage,
+    /// at its own lane's price. Their tokens reach the metrics here.
+    fn side_bills(&self, gateway: &Gateway) -> Vec<SideBill> {
+        self.side
             .iter()
-            .map(|(lane, wire_model)| {
-                let tokens = Tokens { input: self.input_estimate, requests: 1, ..Tokens::default() };
-                let cost = gateway.lanes.get(*lane).and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
-                Cancelled { lane: *lane, wire_model: wire_model.clone(), tokens, cost }
+            .map(|side| {
+                let tokens = match &side.usage {
+                    None => Tokens { input: self.input_estimate, requests: 1, ..Tokens::default() },
+                    Some(usage) => Tokens {
+                        input: usage.input_tokens,
+                        output: usage.output_tokens,
+                        cache_read: usage.cache_read_tokens,
+                        cache_write: usage.cache_write_tokens,
+                        units: 0,
+                        requests: 1,
+                    },
+                };
+                if let (Some(usage), true) = (&side.usage, gateway.telemetry.metrics_on) {
+                    gateway.metrics.tokens(side.lane, usage);
+                }
+                let cost = gateway.lanes.get(side.lane).and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+                SideBill { side: side.clone(), tokens, cost }
             })
             .collect()
     }
 
-    /// The ledger row of a cancelled attempt: its lane, its estimated
-    /// prompt, status 499.
-    fn cancelled_row(&self, gateway: &Gateway, cancelled: Cancelled, names: &Names) -> Option<LedgerRow> {
-        let mut row = self.ledger_row(gateway, cancelled.tokens, names, 499)?;
+    /// The ledger row of a side bill: its lane, its tokens, its status.
+    fn side_row(&self, gateway: &Gateway, bill: SideBill, names: &Names) -> Option<LedgerRow> {
+        let mut row = self.ledger_row(gateway, bill.tokens, names, bill.side.status)?;
         row.entry = next_entry();
-        row.lane = gateway.lanes.get(cancelled.lane).map(|l| l.name.to_string()).unwrap_or_default();
-        row.model = cancelled.wire_model.to_string();
-        row.estimated = true;
+        row.lane = gateway.lanes.get(bill.side.lane).map(|l| l.name.to_string()).unwrap_or_default();
+        row.model = bill.side.wire_model.to_string();
+        row.estimated = bill.side.estimated;
         row.ttfb_ms = None;
         row.failovers = 0;
         row.attempts = Vec::new();
@@ -522,10 +547,21 @@ impl Record {
     }
 }
 
-/// What a cancelled attempt cost.
-struct Cancelled {
+/// An attempt billed on a row of its own.
+#[derive(Debug, Clone)]
+struct Side {
     lane: usize,
     wire_model: Arc<str>,
+    /// What it used (`None`: a cancelled attempt, billed its prompt).
+    usage: Option<Usage>,
+    estimated: bool,
+    /// The row's status: 499 cancelled, 206 a part of a continued answer.
+    status: u16,
+}
+
+/// What a side row cost.
+struct SideBill {
+    side: Side,
     tokens: Tokens,
     cost: switchyard_governance::NanoUsd,
 }

@@ -676,11 +676,12 @@ async fn the_adhoc_route_is_priced_or_closed_to_budgeted_keys() {
     assert!(usd > 1.0, "the ad-hoc lane is priced: {spend}");
 }
 
-/// A stream continued on another lane is one ledger row: both parts'
-/// usage, and both lanes in its attempts (the one that broke mid-answer,
-/// the one that went on).
+/// A stream continued on another lane bills each part at its own lane's
+/// price: the part before the break on a row of its own (status 206), the
+/// rest on the request's row, whose attempts name both lanes (the one that
+/// broke mid-answer, the one that went on).
 #[tokio::test]
-async fn a_continued_stream_is_one_row_with_both_lanes() {
+async fn a_continued_stream_bills_each_part_at_its_lane() {
     let yaml = governed_config("")
         .replacen("models:\n", "models:\n  cut-claude: { provider: up-anthropic }\n", 1)
         .replacen(
@@ -697,8 +698,12 @@ async fn a_continued_stream_is_one_row_with_both_lanes() {
     let reply = post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body).await;
     assert_eq!(reply.status, 200);
     assert!(String::from_utf8_lossy(&reply.body).contains("[DONE]"));
-    let rows = ledger_rows(addr, "", 1).await;
-    let row = &rows[0];
+    let rows = ledger_rows(addr, "", 2).await;
+    let part = rows.iter().find(|r| r["status"] == 206).unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(part["lane"], "cut-claude", "{part}");
+    assert!(part["output_tokens"].as_u64().unwrap() > 0, "the part before the break is billed: {part}");
+    let row = rows.iter().find(|r| r["status"] == 200).unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(row["lane"], "lane-openai", "{row}");
     let detail =
         admin_call(addr, "GET", &format!("/api/v1/admin/requests/{}", row["id"]), Some(ADMIN_TOKEN), None).await;
     let detail: serde_json::Value = serde_json::from_slice(&detail.body).unwrap();

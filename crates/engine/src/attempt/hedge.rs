@@ -53,10 +53,13 @@ fn eligible(gateway: &Gateway, call: &Call, with_tools: bool) -> bool {
     matches!(scan::member_once(&call.body, &path), Ok(Some(value)) if value.iter().all(|b| matches!(b, b'0' | b'.')))
 }
 
-/// Whether a request body offers tools, in any protocol's words.
+/// Whether a request body offers tools, in any protocol's words (one walk
+/// of its top level).
 fn offers_tools(body: &[u8]) -> bool {
-    ["tools", "toolConfig", "functions"].iter().any(|member| {
-        matches!(scan::top_level_value(body, member), Ok(Some(value)) if !matches!(value, b"[]" | b"null" | b"{}"))
+    let Ok(top) = scan::scan_request(body, &["tools", "toolConfig", "functions"]) else { return false };
+    top.found.iter().flatten().any(|&(start, end)| {
+        let value = body.get(start as usize..end as usize).unwrap_or_default();
+        !matches!(value, b"[]" | b"null" | b"{}")
     })
 }
 
@@ -93,6 +96,12 @@ pub(super) async fn race(
         () = tokio::time::sleep(after) => None,
     };
     if let Some(launched) = launched {
+        learn(hedging, &launched);
+        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+    }
+    if !eligible(gateway, call, hedging.settings.with_tools) {
+        // A sampled answer with tools is not asked for twice.
+        let launched = first_launch.await;
         learn(hedging, &launched);
         return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
     }
