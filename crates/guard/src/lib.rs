@@ -1,0 +1,413 @@
+//! Guardrails as pure functions. A [`Screen`] is the compiled rules of the
+//! policies that apply to a request (literal lists, named regexes, the
+//! built-in PII and secret [`detect`]ors), each rule with its policy's
+//! action (`block`, `mask`, `flag`) and direction. It finds what a text
+//! holds, masks it with per-request placeholders (`[EMAIL_1]`, the same
+//! value the same placeholder: [`Masks`]), or says which rule blocks it.
+//! [`stream::StreamMask`] does the same to a stream's text without ever
+//! releasing text that could still become a match, and [`json`] applies it
+//! to every string of a JSON body in any protocol. Nothing here does I/O.
+
+pub mod detect;
+pub mod json;
+pub mod stream;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use regex::{Regex, RegexSet};
+
+/// What a policy does with a match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// The request (or reply) is refused, naming the policy and rule.
+    Block,
+    /// The match is replaced by a placeholder.
+    Mask,
+    /// Recorded only.
+    Flag,
+}
+
+impl Action {
+    /// The config and metric name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Block => "block",
+            Action::Mask => "mask",
+            Action::Flag => "flag",
+        }
+    }
+}
+
+/// Which way a policy looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// The caller's request.
+    Request,
+    /// The reply.
+    Response,
+}
+
+impl Direction {
+    /// The metric name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Request => "request",
+            Direction::Response => "response",
+        }
+    }
+}
+
+/// A rule's pattern could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// It does not compile.
+    #[error("not a valid regex: {0}")]
+    Invalid(String),
+    /// Its matches have no longest length, so a stream could not hold back
+    /// enough to mask one split across chunks.
+    #[error("its matches can be any length; bound every repetition (`{{1,64}}` rather than `+` or `*`)")]
+    Unbounded,
+}
+
+/// The longest text `pattern` can match, in bytes.
+pub fn reach(pattern: &str) -> Result<usize, RuleError> {
+    let hir = regex_syntax::Parser::new().parse(pattern).map_err(|err| RuleError::Invalid(err.to_string()))?;
+    hir.properties().maximum_len().ok_or(RuleError::Unbounded)
+}
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Its policy's index in the screen.
+    pub policy: usize,
+    /// Its name in decisions (`email`, `ticket`, a literal list's policy).
+    pub name: Arc<str>,
+    /// The placeholder's kind (`EMAIL`, `TICKET`).
+    pub label: Arc<str>,
+    regex: Regex,
+    check: Option<fn(&str) -> bool>,
+    /// Its longest match, in bytes.
+    pub reach: usize,
+}
+
+/// A policy as the config defines it.
+#[derive(Debug, Clone)]
+pub struct PolicySpec {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its action.
+    pub action: Action,
+    /// Request, reply, or both.
+    pub request: bool,
+    /// Looks at replies.
+    pub response: bool,
+    /// Literal phrases, matched case-insensitively as whole text.
+    pub literals: Vec<String>,
+    /// Named regexes.
+    pub regexes: Vec<(String, String)>,
+    /// Built-in detectors, by [`detect::NAMES`].
+    pub detect: Vec<String>,
+}
+
+/// A policy in a screen.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Its name.
+    pub name: Arc<str>,
+    /// Its action.
+    pub action: Action,
+    request: bool,
+    response: bool,
+}
+
+/// The compiled rules of a set of policies.
+#[derive(Debug, Clone)]
+pub struct Screen {
+    /// The policies, in the order given.
+    pub policies: Vec<Policy>,
+    /// Their rules.
+    pub rules: Vec<Rule>,
+    /// Every rule at once: one pass tells which rules may match at all.
+    set: RegexSet,
+    /// The longest match of any rule that looks at replies.
+    pub response_reach: usize,
+    /// Whether any policy looks at requests, and at replies.
+    pub on_request: bool,
+    /// See `on_request`.
+    pub on_response: bool,
+}
+
+/// One match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// The rule's index in the screen.
+    pub rule: usize,
+    /// Where, in bytes.
+    pub start: usize,
+    /// Where it ends.
+    pub end: usize,
+}
+
+/// A decision to record: which policy and rule, what was done, which way.
+/// Never the matched text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Decision {
+    /// The rule's index in its screen.
+    pub rule: usize,
+    /// What its policy does.
+    pub action: Action,
+    /// Which way.
+    pub direction: Direction,
+}
+
+/// A text blocked by a rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// The policy's name.
+    pub policy: Arc<str>,
+    /// The rule's name.
+    pub rule: Arc<str>,
+}
+
+impl Screen {
+    /// Compiles `specs`; the error names the policy and rule at fault.
+    pub fn compile(specs: &[PolicySpec]) -> Result<Screen, (String, RuleError)> {
+        let mut policies = Vec::new();
+        let mut rules = Vec::new();
+        for (index, spec) in specs.iter().enumerate() {
+            policies.push(Policy {
+                name: spec.name.clone(),
+                action: spec.action,
+                request: spec.request,
+                response: spec.response,
+            });
+            let mut add = |name: &str, label: &str, pattern: &str, check| {
+                let reach = reach(pattern).map_err(|err| (format!("{}.{name}", spec.name), err))?;
+                let regex =
+                    Regex::new(pattern).map_err(|err| (format!("{}.{name}", spec.name), RuleError::Invalid(err.to_string())))?;
+                rules.push(Rule { policy: index, name: Arc::from(name), label: Arc::from(label), regex, check, reach });
+                Ok(())
+            };
+            if !spec.literals.is_empty() {
+                let alternation: Vec<String> = spec.literals.iter().map(|l| regex::escape(l)).collect();
+                let pattern = format!("(?i){}", alternation.join("|"));
+                add(&spec.name, &spec.name.to_ascii_uppercase(), &pattern, None)?;
+            }
+            for (name, pattern) in &spec.regexes {
+                add(name, &name.to_ascii_uppercase(), pattern, None)?;
+            }
+            for name in &spec.detect {
+                let detectors = detect::named(name)
+                    .ok_or_else(|| (format!("{}.detect", spec.name), RuleError::Invalid(format!("unknown detector `{name}`"))))?;
+                for detector in detectors {
+                    add(detector.name, detector.label, detector.pattern, detector.check)?;
+                }
+            }
+        }
+        let set = RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
+            .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
+        let response_reach =
+            rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
+        Ok(Screen {
+            on_request: policies.iter().any(|p| p.request),
+            on_response: policies.iter().any(|p| p.response),
+            policies,
+            rules,
+            set,
+            response_reach,
+        })
+    }
+
+    fn applies(&self, rule: usize, direction: Direction) -> bool {
+        let policy = &self.policies[self.rules[rule].policy];
+        match direction {
+            Direction::Request => policy.request,
+            Direction::Response => policy.response,
+        }
+    }
+
+    /// Every match in `text` of the rules that look `direction`, in order
+    /// of position, overlaps dropped (the earlier, then the longer, wins).
+    pub fn find(&self, text: &str, direction: Direction) -> Vec<Finding> {
+        let mut found = Vec::new();
+        for rule in self.set.matches(text).iter() {
+            if !self.applies(rule, direction) {
+                continue;
+            }
+            let compiled = &self.rules[rule];
+            for m in compiled.regex.find_iter(text) {
+                if compiled.check.is_none_or(|check| check(m.as_str())) {
+                    found.push(Finding { rule, start: m.start(), end: m.end() });
+                }
+            }
+        }
+        found.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+        let mut kept: Vec<Finding> = Vec::with_capacity(found.len());
+        for finding in found {
+            if kept.last().is_none_or(|last| finding.start >= last.end) {
+                kept.push(finding);
+            }
+        }
+        kept
+    }
+
+    /// The action of `finding`'s policy.
+    pub fn action(&self, rule: usize) -> Action {
+        self.policies[self.rules[rule].policy].action
+    }
+
+    /// The block `rule` makes.
+    pub fn blocked(&self, rule: usize) -> Blocked {
+        let rule = &self.rules[rule];
+        Blocked { policy: self.policies[rule.policy].name.clone(), rule: rule.name.clone() }
+    }
+
+    /// `text` screened `direction`: `Err` when a blocking rule matches,
+    /// else the text with every masking rule's matches replaced (`None`:
+    /// unchanged) and the decisions made.
+    pub fn screen(
+        &self,
+        text: &str,
+        direction: Direction,
+        masks: &mut Masks,
+        decisions: &mut Vec<Decision>,
+    ) -> Result<Option<String>, Blocked> {
+        let findings = self.find(text, direction);
+        if findings.is_empty() {
+            return Ok(None);
+        }
+        for finding in &findings {
+            let decision = Decision { rule: finding.rule, action: self.action(finding.rule), direction };
+            if !decisions.contains(&decision) {
+                decisions.push(decision);
+            }
+            if decision.action == Action::Block {
+                return Err(self.blocked(finding.rule));
+            }
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        let mut changed = false;
+        for finding in findings.iter().filter(|f| self.action(f.rule) == Action::Mask) {
+            out.push_str(&text[at..finding.start]);
+            let end = self.masked_end(text, finding);
+            out.push_str(&masks.placeholder(&self.rules[finding.rule].label, &text[finding.start..end]));
+            at = end;
+            changed = true;
+        }
+        if !changed {
+            return Ok(None);
+        }
+        out.push_str(&text[at..]);
+        Ok(Some(out))
+    }
+
+    /// Where a masked match ends: a private key's header takes the key
+    /// with it, to its footer (or the text's end).
+    fn masked_end(&self, text: &str, finding: &Finding) -> usize {
+        if &*self.rules[finding.rule].name != "private_key" {
+            return finding.end;
+        }
+        match text[finding.end..].find("PRIVATE KEY-----") {
+            Some(at) => finding.end + at + "PRIVATE KEY-----".len(),
+            None => text.len(),
+        }
+    }
+}
+
+/// One request's placeholders: a value masked twice gets the same one, and
+/// each kind counts from 1.
+#[derive(Debug, Default, Clone)]
+pub struct Masks {
+    given: HashMap<String, String>,
+    counts: HashMap<Arc<str>, u32>,
+}
+
+impl Masks {
+    /// The placeholder of `value`, a `label` match.
+    pub fn placeholder(&mut self, label: &Arc<str>, value: &str) -> String {
+        if let Some(given) = self.given.get(value) {
+            return given.clone();
+        }
+        let count = self.counts.entry(label.clone()).or_insert(0);
+        *count += 1;
+        let placeholder = format!("[{label}_{count}]");
+        self.given.insert(value.to_owned(), placeholder.clone());
+        placeholder
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn spec(name: &str, action: Action) -> PolicySpec {
+        PolicySpec {
+            name: Arc::from(name),
+            action,
+            request: true,
+            response: true,
+            literals: Vec::new(),
+            regexes: Vec::new(),
+            detect: Vec::new(),
+        }
+    }
+
+    pub(crate) fn pii() -> Screen {
+        let mut pii = spec("pii", Action::Mask);
+        pii.detect = vec!["email".into(), "phone".into(), "card".into(), "iban".into(), "secrets".into()];
+        let mut words = spec("words", Action::Block);
+        words.literals = vec!["forbidden-phrase".into()];
+        let mut ids = spec("ids", Action::Mask);
+        ids.regexes = vec![("ticket".into(), "TCK-[0-9]{6}".into())];
+        ids.request = false;
+        Screen::compile(&[pii, words, ids]).unwrap_or_else(|(at, err)| unreachable!("{at}: {err}"))
+    }
+
+    fn masked(screen: &Screen, text: &str, direction: Direction) -> String {
+        let mut masks = Masks::default();
+        let mut decisions = Vec::new();
+        match screen.screen(text, direction, &mut masks, &mut decisions) {
+            Ok(Some(text)) => text,
+            Ok(None) => text.to_owned(),
+            Err(blocked) => format!("blocked by {}/{}", blocked.policy, blocked.rule),
+        }
+    }
+
+    #[test]
+    fn pii_and_secrets_are_masked_with_counted_placeholders() {
+        let screen = pii();
+        let text = "Mail ann@example.com or bob@example.org, again ann@example.com; card 4111 1111 1111 1111, \
+                    not 4111 1111 1111 1112; key AKIAIOSFODNN7EXAMPLE; IBAN GB82 WEST 1234 5698 7654 32.";
+        assert_eq!(
+            masked(&screen, text, Direction::Request),
+            "Mail [EMAIL_1] or [EMAIL_2], again [EMAIL_1]; card [CARD_1], not 4111 1111 1111 1112; \
+             key [SECRET_1]; IBAN [IBAN_1]."
+        );
+    }
+
+    #[test]
+    fn a_rule_looks_only_its_way_and_a_block_names_policy_and_rule() {
+        let screen = pii();
+        assert_eq!(masked(&screen, "ticket TCK-123456", Direction::Request), "ticket TCK-123456");
+        assert_eq!(masked(&screen, "ticket TCK-123456", Direction::Response), "ticket [TICKET_1]");
+        assert_eq!(masked(&screen, "say the Forbidden-Phrase now", Direction::Request), "blocked by words/words");
+    }
+
+    #[test]
+    fn a_private_key_is_masked_whole() {
+        let screen = pii();
+        let text = "here:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nthanks";
+        assert_eq!(masked(&screen, text, Direction::Request), "here:\n[SECRET_1]\nthanks");
+    }
+
+    #[test]
+    fn unbounded_rules_are_refused() {
+        let mut loose = spec("loose", Action::Mask);
+        loose.regexes = vec![("any".into(), "[A-Z]+".into())];
+        let err = Screen::compile(&[loose]).map(|_| ()).unwrap_err();
+        assert_eq!(err, ("loose.any".to_owned(), RuleError::Unbounded));
+        assert!(reach("TCK-[0-9]{6}").is_ok_and(|n| n == 10));
+    }
+}

@@ -1,0 +1,235 @@
+//! A stream's text screened as it comes, never releasing text that could
+//! still become a match: a match is at most the screen's reach long, so all
+//! but the last `reach` bytes of what arrived can be decided now (and a
+//! match that straddles that line waits whole). A match split across any
+//! number of chunks is masked or blocked exactly as in one piece. The hold
+//! ends at the block's end ([`StreamMask::flush`]). A private key's header
+//! withholds everything up to its footer.
+
+use std::sync::Arc;
+
+use crate::{Action, Blocked, Decision, Direction, Masks, Screen};
+
+/// Bytes of already released text kept in front of the held text, so a
+/// pattern's leading `\b` sees what came before it.
+const CONTEXT: usize = 8;
+
+/// The footer a private key's header withholds text up to.
+const KEY_FOOTER: &str = "PRIVATE KEY-----";
+
+/// One stream block's screen and held text.
+#[derive(Debug)]
+pub struct StreamMask {
+    screen: Arc<Screen>,
+    /// Released context (its first `context` bytes), then held text.
+    buffer: String,
+    context: usize,
+    /// Inside a private key: nothing is released until its footer.
+    withholding: bool,
+}
+
+impl StreamMask {
+    /// A block's mask under `screen`'s reply rules.
+    pub fn new(screen: Arc<Screen>) -> StreamMask {
+        StreamMask { screen, buffer: String::new(), context: 0, withholding: false }
+    }
+
+    /// Bytes held back now.
+    pub fn held(&self) -> usize {
+        self.buffer.len() - self.context
+    }
+
+    /// Takes the next piece of text; returns what may be released now
+    /// (masked), or the rule that blocks the reply.
+    pub fn push(&mut self, text: &str, masks: &mut Masks, decisions: &mut Vec<Decision>) -> Result<String, Blocked> {
+        self.buffer.push_str(text);
+        self.release(false, masks, decisions)
+    }
+
+    /// The block ended: everything held is decided and released.
+    pub fn flush(&mut self, masks: &mut Masks, decisions: &mut Vec<Decision>) -> Result<String, Blocked> {
+        self.release(true, masks, decisions)
+    }
+
+    fn release(&mut self, all: bool, masks: &mut Masks, decisions: &mut Vec<Decision>) -> Result<String, Blocked> {
+        let mut out = String::new();
+        loop {
+            if self.withholding {
+                match self.buffer[self.context..].find(KEY_FOOTER) {
+                    Some(at) => {
+                        let end = self.context + at + KEY_FOOTER.len();
+                        self.keep_from(end);
+                        self.withholding = false;
+                    }
+                    None => {
+                        // Keep only what could be the start of the footer.
+                        let keep = if all { self.buffer.len() } else { self.buffer.len().saturating_sub(KEY_FOOTER.len()) };
+                        self.keep_from(floor_boundary(&self.buffer, keep.max(self.context)));
+                        return Ok(out);
+                    }
+                }
+            }
+            let line = match all {
+                true => self.buffer.len(),
+                false => floor_boundary(&self.buffer, self.buffer.len().saturating_sub(self.screen.response_reach)),
+            };
+            if line <= self.context {
+                return Ok(out);
+            }
+            let findings = self.screen.find(&self.buffer, Direction::Response);
+            let mut cut = line;
+            for f in &findings {
+                if f.start >= self.context && f.start < line && f.end > line {
+                    cut = cut.min(f.start);
+                }
+            }
+            let mut at = self.context;
+            let mut key_opened = None;
+            for f in findings.iter().filter(|f| f.start >= self.context && f.end <= cut) {
+                let action = self.screen.action(f.rule);
+                let decision = Decision { rule: f.rule, action, direction: Direction::Response };
+                if !decisions.contains(&decision) {
+                    decisions.push(decision);
+                }
+                match action {
+                    Action::Block => return Err(self.screen.blocked(f.rule)),
+                    Action::Flag => {}
+                    Action::Mask => {
+                        out.push_str(&self.buffer[at..f.start]);
+                        let rule = &self.screen.rules[f.rule];
+                        out.push_str(&masks.placeholder(&rule.label, &self.buffer[f.start..f.end]));
+                        at = f.end;
+                        if &*rule.name == "private_key" {
+                            key_opened = Some(f.end);
+                            break;
+                        }
+                    }
+                }
+            }
+            match key_opened {
+                Some(end) => {
+                    // The key itself is withheld up to its footer; then go on.
+                    self.keep_from(end);
+                    self.withholding = true;
+                }
+                None => {
+                    out.push_str(&self.buffer[at..cut]);
+                    self.keep_from(cut);
+                    return Ok(out);
+                }
+            }
+        }
+    }
+
+    /// Drops the buffer before `at`, keeping a little released context.
+    fn keep_from(&mut self, at: usize) {
+        let start = floor_boundary(&self.buffer, at.saturating_sub(CONTEXT));
+        self.buffer.drain(..start);
+        self.context = at - start;
+    }
+}
+
+/// The largest char boundary of `text` at or below `at`.
+fn floor_boundary(text: &str, at: usize) -> usize {
+    let mut at = at.min(text.len());
+    while !text.is_char_boundary(at) {
+        at -= 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Compiled once for every case.
+    fn screen() -> Arc<Screen> {
+        static SCREEN: std::sync::OnceLock<Arc<Screen>> = std::sync::OnceLock::new();
+        SCREEN.get_or_init(|| Arc::new(crate::tests::pii())).clone()
+    }
+
+    /// The text released for `pieces`, or the block.
+    fn streamed(screen: &Arc<Screen>, pieces: &[&str]) -> Result<String, String> {
+        let mut mask = StreamMask::new(screen.clone());
+        let (mut masks, mut decisions) = (Masks::default(), Vec::new());
+        let mut out = String::new();
+        for piece in pieces {
+            out.push_str(&mask.push(piece, &mut masks, &mut decisions).map_err(|b| b.rule.to_string())?);
+        }
+        out.push_str(&mask.flush(&mut masks, &mut decisions).map_err(|b| b.rule.to_string())?);
+        Ok(out)
+    }
+
+    fn whole(screen: &Screen, text: &str) -> Result<String, String> {
+        let (mut masks, mut decisions) = (Masks::default(), Vec::new());
+        match screen.screen(text, Direction::Response, &mut masks, &mut decisions) {
+            Ok(changed) => Ok(changed.unwrap_or_else(|| text.to_owned())),
+            Err(blocked) => Err(blocked.rule.to_string()),
+        }
+    }
+
+    const TEXTS: [&str; 5] = [
+        "Write to ann@example.com today, or call +44 20 7946 0958.",
+        "The card 4111 1111 1111 1111 and ticket TCK-123456 and AKIAIOSFODNN7EXAMPLE.",
+        "nothing to see here, just text that runs on for a while",
+        "first ann@example.com then ann@example.com again",
+        "a Forbidden-Phrase in the middle",
+    ];
+
+    #[test]
+    fn a_match_split_at_every_byte_is_masked_as_in_one_piece() {
+        let screen = screen();
+        for text in TEXTS {
+            let expected = whole(&screen, text);
+            for split in 1..text.len() {
+                if !text.is_char_boundary(split) {
+                    continue;
+                }
+                let got = streamed(&screen, &[&text[..split], &text[split..]]);
+                assert_eq!(got, expected, "split at {split} of {text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_private_key_is_withheld_to_its_footer() {
+        let screen = screen();
+        let pieces = ["here:\n-----BEGIN RSA PRI", "VATE KEY-----\nMIIE", "ow\n-----END RSA PRIVATE", " KEY-----\nthanks"];
+        assert_eq!(streamed(&screen, &pieces), Ok("here:\n[SECRET_1]\nthanks".to_owned()));
+    }
+
+    #[test]
+    fn nothing_is_released_that_could_still_match() {
+        let screen = screen();
+        let mut mask = StreamMask::new(screen.clone());
+        let (mut masks, mut decisions) = (Masks::default(), Vec::new());
+        let released = mask.push("mail ann@exam", &mut masks, &mut decisions).unwrap_or_default();
+        assert!(!released.contains("ann"), "{released:?}");
+        assert!(mask.held() <= screen.response_reach);
+    }
+
+    proptest! {
+        /// Any text cut into any pieces is released as the whole text is
+        /// screened: the same masks, the same block.
+        #[test]
+        fn pieces_never_change_the_outcome(
+            pick in 0..TEXTS.len(),
+            cuts in proptest::collection::vec(0usize..80, 0..6),
+        ) {
+            let screen = screen();
+            let text = TEXTS[pick];
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (text.len() + 1)).filter(|&c| text.is_char_boundary(c)).collect();
+            points.sort_unstable();
+            points.dedup();
+            let mut pieces = Vec::new();
+            let mut from = 0;
+            for point in points {
+                pieces.push(&text[from..point]);
+                from = point;
+            }
+            pieces.push(&text[from..]);
+            prop_assert_eq!(streamed(&screen, &pieces), whole(&screen, text));
+        }
+    }
+}
