@@ -143,6 +143,19 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_guardrail_decisions",
+            "Guardrail decisions, by policy, rule, action and direction (never the matched text).",
+            m.guardrails.iter().enumerate().map(|(index, value)| {
+                let (policy, rule, action) = &m.guardrail_rules[index / 2];
+                let direction = if index % 2 == 0 { "request" } else { "response" };
+                (
+                    vec![("policy", &**policy), ("rule", &**rule), ("action", *action), ("direction", direction)],
+                    value.load(Ordering::Relaxed),
+                )
+            }),
+        )?;
+        encode_counters(
+            e,
             "switchyard_hedges",
             "Requests whose first content was late in pools that hedge (pools.<p>.hedge), by pool and what became of them.",
             m.hedges.iter().enumerate().map(|(index, value)| {

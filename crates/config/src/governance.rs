@@ -118,6 +118,9 @@ pub struct Group {
     pub budget: Option<Budget>,
     /// Limits.
     pub limits: Limits,
+    /// Guardrail policies its keys' requests pass (indexes into
+    /// `Config::policies`), in place of their pool's.
+    pub policies: Vec<usize>,
 }
 
 /// Tuning of admission and the ledger.
@@ -214,6 +217,8 @@ pub(crate) struct RawLimits {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawGroup {
     pub parent: Option<String>,
+    #[serde(default)]
+    pub policies: Vec<String>,
     pub budget: Option<RawBudget>,
     #[serde(default)]
     pub limits: RawLimits,
@@ -437,6 +442,7 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                 parent: group.parent.as_deref().map(Arc::from),
                 budget: group.budget.as_ref().and_then(|b| budget(b, &format!("{path}.budget"), issues)),
                 limits: limits(&group.limits, &format!("{path}.limits"), issues),
+                policies: Vec::new(),
             }
         })
         .collect();

@@ -9,6 +9,7 @@
 mod decode;
 pub mod facts;
 mod governance;
+mod guard;
 mod hooks;
 mod interpolate;
 mod raw;
@@ -114,6 +115,8 @@ pub struct Config {
     pub storage: Storage,
     /// The budget tree declared in the file.
     pub groups: Vec<Group>,
+    /// Guardrail policies, in name order (attached by pools and groups).
+    pub policies: Vec<switchyard_guard::PolicySpec>,
     /// Admission and ledger tuning.
     pub governance: Governance,
     /// Metrics, traces, logs and sinks.
@@ -386,6 +389,9 @@ pub struct Pool {
     pub failover: Failover,
     /// A second attempt when the first content is late, when enabled.
     pub hedge: Option<Hedge>,
+    /// Guardrail policies its requests pass (indexes into
+    /// `Config::policies`); a caller's group's policies replace them.
+    pub policies: Vec<usize>,
     /// Pools tried in order when every member failed (indexes into `Config::pools`).
     pub fallback: Vec<usize>,
     /// Circuit-breaker tuning for this pool's lanes.
@@ -644,7 +650,14 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let admin = governance::admin(&raw.admin, issues);
     let auth = governance::auth_mode(raw.auth.as_ref(), issues);
     let storage = governance::storage(&raw.storage, issues);
-    let groups = governance::groups(&raw.groups, issues);
+    let policies = guard::policies(&raw.policies, issues);
+    let mut groups = governance::groups(&raw.groups, issues);
+    for group in &mut groups {
+        if let Some(raw_group) = raw.groups.get(&*group.name) {
+            let path = format!("groups.{}.policies", group.name);
+            group.policies = guard::attached(&path, &raw_group.policies, &policies, issues);
+        }
+    }
     let governance = governance::governance(&raw.governance, issues);
     let telemetry = telemetry::validate(&raw.telemetry, issues);
 
@@ -936,7 +949,9 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         );
         let operation =
             members.first().and_then(|m: &Member| models.get(m.model)).map_or(Operation::Chat, |m| m.operation);
+        let attached = guard::attached(&format!("{path}.policies"), &pool.policies, &policies, issues);
         pools.push(Pool {
+            policies: attached,
             name: Arc::from(name.as_str()),
             operation,
             members,
@@ -1001,6 +1016,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         admin,
         storage,
         groups,
+        policies,
         governance,
         telemetry,
         warnings,

@@ -31,6 +31,9 @@ pub struct RawConfig {
     pub storage: crate::governance::RawStorage,
     #[serde(default)]
     pub groups: BTreeMap<String, crate::governance::RawGroup>,
+    /// Guardrails, attached by pools and groups.
+    #[serde(default)]
+    pub policies: BTreeMap<String, crate::guard::RawPolicy>,
     #[serde(default)]
     pub governance: crate::governance::RawGovernance,
     #[serde(default)]
@@ -174,6 +177,8 @@ pub struct RawPool {
     /// `terminate`/`end` (default) or `continue`; also accepted inside `failover`.
     pub stream_failure: Option<String>,
     pub hedge: Option<RawHedge>,
+    #[serde(default)]
+    pub policies: Vec<String>,
     #[serde(default)]
     pub fallback: Vec<String>,
     pub breaker: Option<RawBreaker>,

@@ -34,6 +34,7 @@ pub mod disposition;
 mod embed;
 pub mod exhausted;
 pub mod first_token;
+mod guard;
 mod identity;
 pub mod lane_gate;
 pub mod lane_health;
@@ -126,6 +127,9 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
+    }
+    if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record) {
+        return refused(&gateway, &call, record, &info, None).await;
     }
     // Without stages, the policy and cache points are not even entered.
     if !gateway.stages.is_empty() {

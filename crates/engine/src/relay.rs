@@ -161,6 +161,8 @@ pub(crate) struct StreamRelay {
     pub(crate) continuation: Option<Box<Continuation>>,
     /// Usage of the parts before a continuation.
     pub(crate) usage_before: Usage,
+    /// The reply's guardrails, when any look at replies.
+    pub(crate) guard: Option<crate::guard::StreamGuard>,
     pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -353,6 +355,7 @@ impl StreamRelay {
                 }
             }
         }
+        self.guard_events();
         for event in &mut self.events {
             if let (
                 StreamEvent::BlockStart { block: BlockStart::ToolUse { id, signature: Some(signature), .. }, .. },
@@ -395,6 +398,19 @@ impl StreamRelay {
         Ok(())
     }
 
+    /// Screens the events about to be encoded by the reply's guardrails
+    /// (held text is released at its block's end); a blocking rule ends
+    /// the stream with the caller's refusal after what was released.
+    fn guard_events(&mut self) {
+        let Some(guard) = self.guard.as_mut() else { return };
+        if let Err(info) = guard.screen(&mut self.events, self.record.as_deref_mut()) {
+            tracing::info!(request_id = ?self.request_id, lane = %self.lane, "a guardrail refused the reply mid-stream");
+            self.events.clear();
+            self.events.push(StreamEvent::Error(info));
+            self.tally.failed = true;
+        }
+    }
+
     /// The answer is complete and only the stream's terminator is missing.
     fn answered(&self) -> bool {
         self.tally.stop_reason.is_some() || self.decoder.answered()
@@ -420,6 +436,7 @@ impl StreamRelay {
         if !self.tally.ended() {
             return Err("upstream stream ended before its last event".to_owned());
         }
+        self.guard_events();
         let mut out = Vec::new();
         if let Some(encoder) = self.encoder.as_mut() {
             for event in &self.events {

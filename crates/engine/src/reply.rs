@@ -95,15 +95,25 @@ pub(crate) async fn success(
     } else {
         match whole(gateway, call, candidate, upstream, same, started, record).await {
             Ok(body) => full_body(body),
-            Err(message) => return upstream_broke(gateway, call, candidate, &health, message),
+            Err(NotWhole::Broke(message)) => return upstream_broke(gateway, call, candidate, &health, message),
+            // A guardrail refused the reply: the caller's 400, the call still billed.
+            Err(NotWhole::Blocked(info)) => return crate::render::error_response(gateway, call, &info),
         }
     };
     builder.body(body).unwrap_or_else(|_| internal_error())
 }
 
+/// Why a whole reply is not answered as it came.
+enum NotWhole {
+    /// The upstream's body broke after its 2xx head.
+    Broke(String),
+    /// A guardrail refused it.
+    Blocked(switchyard_ir::ErrorInfo),
+}
+
 /// A whole reply, read within the lane's request timeout: the passthrough's
 /// bytes as they came (only its usage read), or read and written again for
-/// the caller. `Err`: the upstream's body broke after its 2xx head.
+/// the caller; screened by the reply's guardrails, if any.
 async fn whole(
     gateway: &Gateway,
     call: &Call,
@@ -112,9 +122,9 @@ async fn whole(
     same: bool,
     started: Instant,
     record: &mut Option<Box<Record>>,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, NotWhole> {
     let lane = candidate.lane;
-    let body = read_whole(candidate, upstream.body, record).await?;
+    let body = read_whole(candidate, upstream.body, record).await.map_err(NotWhole::Broke)?;
     let codec = gateway.codec(lane.protocol);
     if same {
         // Passthrough: the bytes go back as they came; only usage is read.
@@ -122,6 +132,9 @@ async fn whole(
         log_done(&call.request_id, &lane.name, &usage, started, false);
         if let Some(record) = record.as_mut() {
             record.record_usage(usage, false);
+        }
+        let body = crate::guard::reply(call, body, record).map_err(NotWhole::Blocked)?;
+        if let Some(record) = record.as_mut() {
             record.keep_response(&body);
             record.first_byte();
             // Only a trace wants the finish reason.
@@ -134,7 +147,9 @@ async fn whole(
         crate::cache::store(gateway, call, &body);
         return Ok(body);
     }
-    let mut response = codec.read_response(&body).map_err(|err| format!("upstream reply could not be read: {err}"))?;
+    let mut response = codec
+        .read_response(&body)
+        .map_err(|err| NotWhole::Broke(format!("upstream reply could not be read: {err}")))?;
     if lane.protocol == switchyard_ir::Protocol::Gemini {
         crate::signatures::keep(gateway, call, switchyard_codec::signature::signed_calls(&response.content)).await;
     }
@@ -147,6 +162,9 @@ async fn whole(
             record.stop_reason(reason.as_str());
         }
         record.first_byte();
+    }
+    let out = crate::guard::reply(call, out, record).map_err(NotWhole::Blocked)?;
+    if let Some(record) = record.as_mut() {
         record.keep_response(&out);
     }
     crate::cache::store(gateway, call, &out);
@@ -245,6 +263,7 @@ fn stream(
         // Only a re-encoded stream can be carried on by another lane.
         continuation: continuation.filter(|_| !same),
         usage_before: switchyard_ir::Usage::default(),
+        guard: crate::guard::StreamGuard::of(call),
         _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {

@@ -55,6 +55,8 @@ pub struct Record {
     /// (its prompt), and the parts of a continued stream before the one
     /// serving now (their usage), each at its own lane's price.
     side: Vec<Side>,
+    /// Guardrail decisions: (rule catalog id, on the reply).
+    guardrails: Vec<(usize, bool)>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -128,6 +130,7 @@ impl Record {
             last_attempt: None,
             earlier_attempts: Vec::new(),
             side: Vec::new(),
+            guardrails: Vec::new(),
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -231,6 +234,16 @@ impl Record {
             self.side.push(Side { lane: served, wire_model: served_model, usage: Some(usage), estimated, status: 206 });
         }
         self.served = Some((slot, lane, wire_model));
+    }
+
+    /// Guardrail decisions `screen` made (counted once each per request).
+    pub fn guarded(&mut self, screen: &switchyard_guard::Screen, decisions: &[switchyard_guard::Decision]) {
+        for decision in decisions {
+            let id = (screen.rules[decision.rule].id, decision.direction == switchyard_guard::Direction::Response);
+            if !self.guardrails.contains(&id) {
+                self.guardrails.push(id);
+            }
+        }
     }
 
     /// Every attempt, for the ledger, when there was more than one.
@@ -436,6 +449,9 @@ impl Record {
     fn count(&self, gateway: &Gateway, status: u16, total: Duration) {
         if !gateway.telemetry.metrics_on {
             return;
+        }
+        for &(rule, response) in &self.guardrails {
+            gateway.metrics.guardrail(rule, response);
         }
         let member = self.served.as_ref().filter(|(slot, _, _)| Some(slot.pool) == self.pool).map(|(s, _, _)| s.member);
         let place = gateway.metrics.place(self.pool, member);

@@ -589,6 +589,7 @@ async fn frame(
         meter_stream: false,
         continue_stream: false,
         hide_usage: false,
+        guard: None,
         headers,
         body,
     };

@@ -81,6 +81,8 @@ pub fn reach(pattern: &str) -> Result<usize, RuleError> {
 pub struct Rule {
     /// Its policy's index in the screen.
     pub policy: usize,
+    /// Its place among every configured policy's rules.
+    pub id: usize,
     /// Its name in decisions (`email`, `ticket`, a literal list's policy).
     pub name: Arc<str>,
     /// The placeholder's kind (`EMAIL`, `TICKET`).
@@ -108,6 +110,9 @@ pub struct PolicySpec {
     pub regexes: Vec<(String, String)>,
     /// Built-in detectors, by [`detect::NAMES`].
     pub detect: Vec<String>,
+    /// Its first rule's place among every policy's rules (the config's
+    /// catalog, for metric labels): [`Rule::id`] counts on from it.
+    pub first_rule: usize,
 }
 
 /// A policy in a screen.
@@ -182,11 +187,22 @@ impl Screen {
                 request: spec.request,
                 response: spec.response,
             });
+            let mut local = 0;
             let mut add = |name: &str, label: &str, pattern: &str, check| {
                 let reach = reach(pattern).map_err(|err| (format!("{}.{name}", spec.name), err))?;
-                let regex =
-                    Regex::new(pattern).map_err(|err| (format!("{}.{name}", spec.name), RuleError::Invalid(err.to_string())))?;
-                rules.push(Rule { policy: index, name: Arc::from(name), label: Arc::from(label), regex, check, reach });
+                let regex = Regex::new(pattern)
+                    .map_err(|err| (format!("{}.{name}", spec.name), RuleError::Invalid(err.to_string())))?;
+                let id = spec.first_rule + local;
+                local += 1;
+                rules.push(Rule {
+                    policy: index,
+                    id,
+                    name: Arc::from(name),
+                    label: Arc::from(label),
+                    regex,
+                    check,
+                    reach,
+                });
                 Ok(())
             };
             if !spec.literals.is_empty() {
@@ -198,8 +214,9 @@ impl Screen {
                 add(name, &name.to_ascii_uppercase(), pattern, None)?;
             }
             for name in &spec.detect {
-                let detectors = detect::named(name)
-                    .ok_or_else(|| (format!("{}.detect", spec.name), RuleError::Invalid(format!("unknown detector `{name}`"))))?;
+                let detectors = detect::named(name).ok_or_else(|| {
+                    (format!("{}.detect", spec.name), RuleError::Invalid(format!("unknown detector `{name}`")))
+                })?;
                 for detector in detectors {
                     add(detector.name, detector.label, detector.pattern, detector.check)?;
                 }
@@ -207,8 +224,7 @@ impl Screen {
         }
         let set = RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
             .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
-        let response_reach =
-            rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
+        let response_reach = rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
         Ok(Screen {
             on_request: policies.iter().any(|p| p.request),
             on_response: policies.iter().any(|p| p.response),
@@ -351,6 +367,7 @@ mod tests {
             literals: Vec::new(),
             regexes: Vec::new(),
             detect: Vec::new(),
+            first_rule: 0,
         }
     }
 

@@ -63,7 +63,8 @@ impl StreamMask {
                     }
                     None => {
                         // Keep only what could be the start of the footer.
-                        let keep = if all { self.buffer.len() } else { self.buffer.len().saturating_sub(KEY_FOOTER.len()) };
+                        let keep =
+                            if all { self.buffer.len() } else { self.buffer.len().saturating_sub(KEY_FOOTER.len()) };
                         self.keep_from(floor_boundary(&self.buffer, keep.max(self.context)));
                         return Ok(out);
                     }
@@ -195,7 +196,8 @@ mod tests {
     #[test]
     fn a_private_key_is_withheld_to_its_footer() {
         let screen = screen();
-        let pieces = ["here:\n-----BEGIN RSA PRI", "VATE KEY-----\nMIIE", "ow\n-----END RSA PRIVATE", " KEY-----\nthanks"];
+        let pieces =
+            ["here:\n-----BEGIN RSA PRI", "VATE KEY-----\nMIIE", "ow\n-----END RSA PRIVATE", " KEY-----\nthanks"];
         assert_eq!(streamed(&screen, &pieces), Ok("here:\n[SECRET_1]\nthanks".to_owned()));
     }
 

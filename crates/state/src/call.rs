@@ -60,6 +60,19 @@ pub struct Call {
     /// same-protocol lane is asked for usage and the caller's stream has it
     /// taken out again (`Codec::request_stream_usage`).
     pub hide_usage: bool,
+    /// The guardrails its reply passes, when any look at replies (a stream
+    /// is then decoded and re-encoded, to be screened as it comes).
+    pub guard: Option<std::sync::Arc<Guarding>>,
+}
+
+/// A request's reply guardrails: the screen, and the placeholders its
+/// request was given (a reply masks on from them).
+#[derive(Debug)]
+pub struct Guarding {
+    /// The pool's or the caller's group's screen.
+    pub screen: std::sync::Arc<switchyard_guard::Screen>,
+    /// The request's placeholders so far.
+    pub masks: std::sync::Mutex<switchyard_guard::Masks>,
 }
 
 impl Call {
@@ -76,7 +89,10 @@ impl Call {
     /// True when the request body may go to a lane of `protocol` as it came
     /// (same protocol, and nothing forces a translation).
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {
-        protocol == self.ingress && !self.meter_stream && !self.continue_stream
+        protocol == self.ingress
+            && !self.meter_stream
+            && !self.continue_stream
+            && !(self.stream && self.guard.is_some())
     }
 
     /// The caller's own API key from whichever header its SDK uses, for

@@ -14,6 +14,7 @@ pub mod audit;
 pub mod call;
 pub mod clock;
 pub mod governance;
+pub mod guardrails;
 mod lane;
 mod pool;
 pub mod sessions;
@@ -87,6 +88,8 @@ pub struct Gateway {
     pub restart_pending: Vec<&'static str>,
     /// The concerns that join the request path ([`stage::Stage`]), in order.
     pub stages: Vec<std::sync::Arc<dyn stage::Stage>>,
+    /// The guardrail screens of pools and groups.
+    pub guardrails: guardrails::Guardrails,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -146,6 +149,9 @@ pub enum BuildError {
     /// A config name cannot go in a header.
     #[error("name `{0}` cannot be sent in a response header; use printable ASCII")]
     HeaderName(String),
+    /// A guardrail rule the config accepted did not compile.
+    #[error("{0}")]
+    Guardrail(String),
 }
 
 impl Gateway {
@@ -291,11 +297,13 @@ impl Gateway {
                 .find(|&&lane| lanes[lane].price.is_none())
                 .map(|&lane| lanes[lane].name.clone());
         }
+        let guardrails = guardrails::Guardrails::build(&config)?;
         let metrics = switchyard_telemetry::metrics::Metrics::new(
             &pools.iter().map(|p| (p.name.clone(), p.members.clone())).collect::<Vec<_>>(),
             &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
             &config.hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>(),
-        );
+        )
+        .with_guardrails(guardrails.catalog.clone());
         let telemetry = Arc::new(switchyard_telemetry::Telemetry::local(&config));
         Ok(Gateway {
             config,
@@ -314,6 +322,7 @@ impl Gateway {
             signatures: crate::signatures::Signatures::in_process(),
             restart_pending: Vec::new(),
             stages: Vec::new(),
+            guardrails,
         })
     }
 

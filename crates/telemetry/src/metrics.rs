@@ -218,6 +218,10 @@ pub struct Metrics {
     pub dropped: Box<[AtomicU64]>,
     pub hooks: Vec<Arc<str>>,
     pub hook_calls: Box<[AtomicU64]>,
+    /// Every guardrail rule: (policy, rule, action).
+    pub guardrail_rules: Vec<(Arc<str>, Arc<str>, &'static str)>,
+    /// Guardrail decisions, by rule and direction (request, response).
+    pub guardrails: Box<[AtomicU64]>,
 }
 
 impl Metrics {
@@ -252,11 +256,26 @@ impl Metrics {
             dropped: zeros(protocols * protocols * Field::ALL.len()),
             hook_calls: zeros(hooks.len() * HOOK_OUTCOMES),
             hooks: hooks.to_vec(),
+            guardrail_rules: Vec::new(),
+            guardrails: zeros(0),
             lanes: lanes.to_vec(),
             combos,
             pools: pool_labels,
             pool_base,
         }
+    }
+
+    /// The same, with counters for every guardrail rule of `catalog`.
+    pub fn with_guardrails(mut self, catalog: Vec<(Arc<str>, Arc<str>, &'static str)>) -> Metrics {
+        self.guardrails = zeros(catalog.len() * 2);
+        self.guardrail_rules = catalog;
+        self
+    }
+
+    /// A guardrail rule (`rule`: its catalog id) decided on a request
+    /// (`response`: false) or a reply.
+    pub fn guardrail(&self, rule: usize, response: bool) {
+        add(&self.guardrails, rule * 2 + usize::from(response), 1);
     }
 
     /// The labels of a request that named gateway pool `pool` and was

@@ -1,0 +1,116 @@
+//! The `policies:` block (guardrails) and the lists that attach them to
+//! pools and groups. Each policy is compiled once here to report a rule
+//! that cannot be used (an invalid or unbounded regex, an unknown
+//! detector) at boot, with its key path.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use switchyard_guard::{Action, PolicySpec, Screen};
+
+use crate::Issue;
+
+/// One policy as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawPolicy {
+    #[serde(default)]
+    pub detect: Vec<String>,
+    #[serde(default)]
+    pub literal: Vec<String>,
+    #[serde(default)]
+    pub regex: BTreeMap<String, String>,
+    pub action: Option<String>,
+    pub direction: Option<String>,
+}
+
+/// The policies, in name order, each with its rules' place in the catalog
+/// of every policy's rules.
+pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue>) -> Vec<PolicySpec> {
+    let mut specs = Vec::new();
+    let mut next_rule = 0;
+    for (name, policy) in raw {
+        let path = format!("policies.{name}");
+        let action = match policy.action.as_deref() {
+            Some("block") => Action::Block,
+            Some("mask") => Action::Mask,
+            Some("flag") => Action::Flag,
+            other => {
+                issues.push(Issue::new(
+                    &format!("{path}.action"),
+                    match other {
+                        Some(other) => format!("`{other}` is not an action"),
+                        None => "a policy needs an action".to_owned(),
+                    },
+                    "use block (refuse), mask (replace with a placeholder) or flag (record only)",
+                ));
+                Action::Flag
+            }
+        };
+        let (request, response) = match policy.direction.as_deref() {
+            None | Some("both") => (true, true),
+            Some("request") => (true, false),
+            Some("response") => (false, true),
+            Some(other) => {
+                issues.push(Issue::new(
+                    &format!("{path}.direction"),
+                    format!("`{other}` is not a direction"),
+                    "use request, response or both (the default)",
+                ));
+                (true, true)
+            }
+        };
+        for (at, detector) in policy.detect.iter().enumerate() {
+            if switchyard_guard::detect::named(detector).is_none() {
+                issues.push(Issue::new(
+                    &format!("{path}.detect[{at}]"),
+                    format!("no detector is called `{detector}`"),
+                    format!("use {}", switchyard_guard::detect::NAMES.join(", ")),
+                ));
+            }
+        }
+        if policy.detect.is_empty() && policy.literal.is_empty() && policy.regex.is_empty() {
+            issues.push(Issue::new(&path, "the policy has no rules", "add detect, literal or regex rules"));
+        }
+        if policy.literal.iter().any(String::is_empty) {
+            issues.push(Issue::new(&format!("{path}.literal"), "an empty phrase matches everywhere", "remove it"));
+        }
+        let spec = PolicySpec {
+            name: Arc::from(name.as_str()),
+            action,
+            request,
+            response,
+            literals: policy.literal.clone(),
+            regexes: policy.regex.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            detect: policy.detect.iter().filter(|d| switchyard_guard::detect::named(d).is_some()).cloned().collect(),
+            first_rule: next_rule,
+        };
+        match Screen::compile(std::slice::from_ref(&spec)) {
+            Ok(screen) => next_rule += screen.rules.len(),
+            Err((rule, err)) => {
+                let rule = rule.strip_prefix(&format!("{name}.")).unwrap_or(&rule).to_owned();
+                issues.push(Issue::new(&format!("{path}.regex.{rule}"), err.to_string(), "fix the pattern"));
+                continue;
+            }
+        }
+        specs.push(spec);
+    }
+    specs
+}
+
+/// The indexes of the policies `names` (at `path`) attaches.
+pub(crate) fn attached(path: &str, names: &[String], specs: &[PolicySpec], issues: &mut Vec<Issue>) -> Vec<usize> {
+    let mut found = Vec::new();
+    for (at, name) in names.iter().enumerate() {
+        match specs.iter().position(|s| &*s.name == name.as_str()) {
+            Some(index) => found.push(index),
+            None => issues.push(Issue::new(
+                &format!("{path}[{at}]"),
+                format!("policy `{name}` is not defined"),
+                "define it under policies:, or remove it",
+            )),
+        }
+    }
+    found
+}

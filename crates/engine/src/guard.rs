@@ -1,0 +1,185 @@
+//! The guardrail stage: a request's prose (every string of its body, in
+//! any protocol: system, messages, tool arguments and results) screened
+//! after admission against its pool's policies, or its caller's group's
+//! (`state::guardrails`); masked, or refused in the caller's protocol
+//! naming the policy and rule, never the matched text. A reply is screened
+//! the same way: whole (`reply`), or as a stream comes (`StreamGuard`,
+//! held back no more than the longest rule's reach). Decisions go to the
+//! record (metrics), never the text. A request no policy applies to costs
+//! one lookup.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use switchyard_guard::stream::StreamMask;
+use switchyard_guard::{json, Blocked, Decision, Direction, Masks, Screen};
+use switchyard_ir::{Delta, ErrorInfo, ErrorKind, StreamEvent};
+use switchyard_state::call::{Call, Guarding};
+use switchyard_state::Gateway;
+
+use crate::settle::Record;
+
+/// Screens `call`'s request under the policies of `pool` (or its caller's
+/// group): its body masked in place, or the refusal. Leaves the reply's
+/// guard on the call when a policy looks at replies.
+pub(crate) fn request(gateway: &Gateway, call: &mut Call, pool: usize, record: &mut Record) -> Result<(), ErrorInfo> {
+    let group = call.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
+    let Some(screen) = gateway.guardrails.screen(pool, group).cloned() else { return Ok(()) };
+    let mut masks = Masks::default();
+    let mut decisions = Vec::new();
+    if screen.on_request {
+        let screened = json::rewrite_strings(&call.body, |text| {
+            screen.screen(text, Direction::Request, &mut masks, &mut decisions)
+        });
+        record.guarded(&screen, &decisions);
+        match screened {
+            // Not JSON the walk can follow: the codec refuses it later.
+            Err(_) | Ok(Ok(None)) => {}
+            Ok(Err(blocked)) => return Err(refusal(&blocked, Direction::Request)),
+            Ok(Ok(Some(body))) => {
+                call.body = Bytes::from(body);
+                // The model's place moved with the masks before it.
+                call.model_span = switchyard_codec::scan::scan_top_level(&call.body).ok().and_then(|t| t.model_span);
+            }
+        }
+    }
+    if screen.on_response {
+        call.guard = Some(Arc::new(Guarding { screen, masks: Mutex::new(masks) }));
+    }
+    Ok(())
+}
+
+/// The caller's refusal for a blocked request or reply.
+fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
+    let what = match direction {
+        Direction::Request => "the request",
+        Direction::Response => "the reply",
+    };
+    let message = format!("{what} was blocked by policy `{}` (rule `{}`)", blocked.policy, blocked.rule);
+    let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
+    info.code = Some("policy_violation".to_owned());
+    info
+}
+
+/// A whole reply (as the caller gets it) screened: masked, or the refusal.
+pub(crate) fn reply(call: &Call, body: Bytes, record: &mut Option<Box<Record>>) -> Result<Bytes, ErrorInfo> {
+    let Some(guarding) = &call.guard else { return Ok(body) };
+    let mut masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut decisions = Vec::new();
+    let screened = json::rewrite_strings(&body, |text| {
+        guarding.screen.screen(text, Direction::Response, &mut masks, &mut decisions)
+    });
+    if let Some(record) = record.as_mut() {
+        record.guarded(&guarding.screen, &decisions);
+    }
+    match screened {
+        Err(_) | Ok(Ok(None)) => Ok(body),
+        Ok(Ok(Some(masked))) => Ok(Bytes::from(masked)),
+        Ok(Err(blocked)) => Err(refusal(&blocked, Direction::Response)),
+    }
+}
+
+/// A stream's reply guardrails: one hold-back per content block.
+pub(crate) struct StreamGuard {
+    screen: Arc<Screen>,
+    masks: Masks,
+    /// Each open block's mask and the kind of its deltas.
+    blocks: Vec<(u32, DeltaKind, StreamMask)>,
+    decisions: Vec<Decision>,
+}
+
+#[derive(Clone, Copy)]
+enum DeltaKind {
+    Text,
+    Thinking,
+    ToolInput,
+}
+
+impl DeltaKind {
+    fn delta(self, text: String) -> Delta {
+        match self {
+            DeltaKind::Text => Delta::Text(text),
+            DeltaKind::Thinking => Delta::Thinking(text),
+            DeltaKind::ToolInput => Delta::ToolInput(text),
+        }
+    }
+}
+
+impl StreamGuard {
+    /// The guard of `call`'s stream, when its reply is screened.
+    pub(crate) fn of(call: &Call) -> Option<StreamGuard> {
+        let guarding = call.guard.as_ref()?;
+        let masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        Some(StreamGuard { screen: guarding.screen.clone(), masks, blocks: Vec::new(), decisions: Vec::new() })
+    }
+
+    /// Screens `events` in place: content deltas masked (text that could
+    /// still become a match is held, and released at its block's end), or
+    /// the caller's refusal when a blocking rule matches. Decisions made
+    /// go to `record`.
+    pub(crate) fn screen(
+        &mut self,
+        events: &mut Vec<StreamEvent>,
+        record: Option<&mut Record>,
+    ) -> Result<(), ErrorInfo> {
+        let before = self.decisions.len();
+        let result = self.apply(events);
+        if let (Some(record), true) = (record, self.decisions.len() > before) {
+            record.guarded(&self.screen, &self.decisions[before..]);
+        }
+        result.map_err(|blocked| refusal(&blocked, Direction::Response))
+    }
+
+    fn apply(&mut self, events: &mut Vec<StreamEvent>) -> Result<(), Blocked> {
+        let mut out = Vec::with_capacity(events.len());
+        for event in events.drain(..) {
+            match event {
+                StreamEvent::BlockDelta { index, delta } => {
+                    let (kind, text) = match delta {
+                        Delta::Text(text) => (DeltaKind::Text, text),
+                        Delta::Thinking(text) => (DeltaKind::Thinking, text),
+                        Delta::ToolInput(text) => (DeltaKind::ToolInput, text),
+                        other => {
+                            out.push(StreamEvent::BlockDelta { index, delta: other });
+                            continue;
+                        }
+                    };
+                    let at = match self.blocks.iter().position(|(i, _, _)| *i == index) {
+                        Some(at) => at,
+                        None => {
+                            self.blocks.push((index, kind, StreamMask::new(self.screen.clone())));
+                            self.blocks.len() - 1
+                        }
+                    };
+                    let released = self.blocks[at].2.push(&text, &mut self.masks, &mut self.decisions)?;
+                    if !released.is_empty() {
+                        out.push(StreamEvent::BlockDelta { index, delta: kind.delta(released) });
+                    }
+                }
+                StreamEvent::BlockStop { index } => {
+                    if let Some(at) = self.blocks.iter().position(|(i, _, _)| *i == index) {
+                        let (_, kind, mut mask) = self.blocks.swap_remove(at);
+                        let rest = mask.flush(&mut self.masks, &mut self.decisions)?;
+                        if !rest.is_empty() {
+                            out.push(StreamEvent::BlockDelta { index, delta: kind.delta(rest) });
+                        }
+                    }
+                    out.push(StreamEvent::BlockStop { index });
+                }
+                event @ (StreamEvent::MessageDelta { .. } | StreamEvent::MessageStop) => {
+                    // A block the stream never closed is released before the end.
+                    for (index, kind, mut mask) in std::mem::take(&mut self.blocks) {
+                        let rest = mask.flush(&mut self.masks, &mut self.decisions)?;
+                        if !rest.is_empty() {
+                            out.push(StreamEvent::BlockDelta { index, delta: kind.delta(rest) });
+                        }
+                    }
+                    out.push(event);
+                }
+                other => out.push(other),
+            }
+        }
+        *events = out;
+        Ok(())
+    }
+}

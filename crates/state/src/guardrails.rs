@@ -1,0 +1,64 @@
+//! The guardrail screens a request passes: one compiled per pool and per
+//! group that attaches policies (a caller's group's replace its pool's),
+//! and the catalog of every policy's rules that metric labels come from.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use switchyard_config::Config;
+use switchyard_guard::Screen;
+
+use crate::BuildError;
+
+/// Every screen of a config.
+#[derive(Debug, Default)]
+pub struct Guardrails {
+    /// By configured pool index (`None`: the pool attaches none).
+    pub pools: Vec<Option<Arc<Screen>>>,
+    /// By group name.
+    pub groups: HashMap<Arc<str>, Arc<Screen>>,
+    /// Every policy's rules, by [`switchyard_guard::Rule::id`]: (policy,
+    /// rule, action).
+    pub catalog: Vec<(Arc<str>, Arc<str>, &'static str)>,
+}
+
+impl Guardrails {
+    /// Compiles `config`'s screens.
+    pub fn build(config: &Config) -> Result<Guardrails, BuildError> {
+        let compile = |indexes: &[usize]| -> Result<Option<Arc<Screen>>, BuildError> {
+            if indexes.is_empty() {
+                return Ok(None);
+            }
+            let specs: Vec<_> = indexes.iter().filter_map(|&i| config.policies.get(i).cloned()).collect();
+            Screen::compile(&specs)
+                .map(|screen| Some(Arc::new(screen)))
+                .map_err(|(rule, err)| BuildError::Guardrail(format!("policy rule {rule}: {err}")))
+        };
+        let pools = config.pools.iter().map(|pool| compile(&pool.policies)).collect::<Result<Vec<_>, _>>()?;
+        let mut groups = HashMap::new();
+        for group in &config.groups {
+            if let Some(screen) = compile(&group.policies)? {
+                groups.insert(group.name.clone(), screen);
+            }
+        }
+        let all: Vec<usize> = (0..config.policies.len()).collect();
+        let catalog = match compile(&all)? {
+            Some(screen) => screen
+                .rules
+                .iter()
+                .map(|rule| {
+                    let policy = &screen.policies[rule.policy];
+                    (policy.name.clone(), rule.name.clone(), policy.action.as_str())
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        Ok(Guardrails { pools, groups, catalog })
+    }
+
+    /// The screen of a request to configured pool `pool` (`None` for an
+    /// implicit one) by a caller of `group`.
+    pub fn screen(&self, pool: usize, group: Option<&str>) -> Option<&Arc<Screen>> {
+        group.and_then(|g| self.groups.get(g)).or_else(|| self.pools.get(pool).and_then(Option::as_ref))
+    }
+}
