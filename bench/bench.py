@@ -100,6 +100,7 @@ HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a f
 PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
 MIXED_POOL = "chat-mixed"  # the lane first, an Anthropic lane behind it: two protocols
 CONTINUED_POOL = "stream-continued"  # the held pool's lanes, streams continued on a break
+GUARDED_POOL = "chat-guarded"  # the lane behind a policy of 20 regexes, request and reply
 HEDGED_POOL = "stream-hedged"  # the held pool, hedged after 2 s (never late here)
 TAIL_POOLS = ("tail-plain", "tail-hedged")  # two lanes on the heavy-tailed upstream, without and with hedging
 HELD_POOL_CONF = """  {prefix_pool}:
@@ -117,12 +118,21 @@ HELD_POOL_CONF = """  {prefix_pool}:
     failover: {{ first_token: 15s }}
     hedge: {{ after: 2s, max_extra: 10% }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
+  {guarded_pool}:
+    policies: [twenty]
+    members: [{{ model: {openai_model} }}]
   tail-plain:
     members: [{{ model: tail-a, weight: 1000 }}, {{ model: tail-b, weight: 1 }}]
   tail-hedged:
     hedge: {{ after: p95, max_extra: 10% }}
     members: [{{ model: tail-a, weight: 1000 }}, {{ model: tail-b, weight: 1 }}]
 """
+
+
+# A policy of 20 named regexes, masking both ways; none matches the bench's
+# text, so the cost measured is the screening itself.
+TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".join(
+    '      r%02d: "%s-[0-9]{6}"\n' % (n, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[n] * 3) for n in range(20))
 
 
 # The setups that govern: their requests carry a virtual key.
@@ -226,6 +236,9 @@ CASES = [
     ("12-two-protocol-pool", "12. case 2 via a pool of an OpenAI and an Anthropic lane (lineage check)", "openai", MIXED_POOL, "chat-openai"),
     # Continuation on: a stream that never breaks, decoded and re-encoded so
     # another lane could carry it on (against case 10's one-lane pool).
+    # Guardrails: a policy of 20 regexes on the request and the reply.
+    ("15-guarded-chat", "15. case 2 behind a policy of 20 regexes (request and reply)", "openai", GUARDED_POOL, "chat-openai"),
+    ("15-guarded-stream64", "15. stream 64 behind a policy of 20 regexes (reply screened as it streams)", "openai", GUARDED_POOL, "stream64-openai"),
     # Hedging on streams that are never late: the held pool with a hedge
     # after 2 s (the race is set up, its timer never fires).
     ("14-stream64-hedged", "14. stream 64 via the held pool with hedging on (never late)", "openai", HEDGED_POOL, "stream64-openai"),
@@ -252,6 +265,8 @@ VARIANTS = {
     "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
     "14-stream64-hedged": dict(of="10-stream64-held", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
+    "15-guarded-chat": dict(of="2-pool-alias", extra=None, goal="≤ 1.15"),
+    "15-guarded-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.15"),
 }
 
 # What the console asks for while a page is open (the overview redraws every
@@ -722,10 +737,12 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
     held_pool = (HELD_POOL_CONF.format(
         pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, continued_pool=CONTINUED_POOL,
-        hedged_pool=HEDGED_POOL,
+        hedged_pool=HEDGED_POOL, guarded_pool=GUARDED_POOL,
         openai_model=OPENAI_MODEL,
         anthropic_model=ANTHROPIC_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
+    if embed:
+        held_pool += TWENTY_REGEXES
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, tail=tail, telemetry=telemetry,
         openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,

@@ -52,7 +52,16 @@ def lanes_config(listen: str, admin: str) -> str:
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
     # strict translation: a request a lane cannot fully carry is refused
+    # guardrails: emails and secrets masked in requests, a phrase refused,
+    # card numbers masked in replies (the mock echoes them in four chunks)
+    lines += [
+        "policies:",
+        "  pii: { detect: [email, phone, secrets], action: mask, direction: request }",
+        '  words: { literal: ["forbidden-phrase"], action: block }',
+        "  cards: { detect: [card], action: mask, direction: response }",
+    ]
     lines.append("pools:")
+    lines.append("  guarded: { policies: [pii, words, cards], members: [{ model: lane-openai }] }")
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     # lanes of three vendors: a conversation with signed state stays with its vendor's
     lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")

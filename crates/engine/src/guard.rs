@@ -27,7 +27,7 @@ pub(crate) fn request(gateway: &Gateway, call: &mut Call, pool: usize, record: &
     let Some(screen) = gateway.guardrails.screen(pool, group).cloned() else { return Ok(()) };
     let mut masks = Masks::default();
     let mut decisions = Vec::new();
-    if screen.on_request {
+    if screen.on_request && screen.may_match(&call.body) {
         let screened = json::rewrite_strings(&call.body, |text| {
             screen.screen(text, Direction::Request, &mut masks, &mut decisions)
         });
@@ -64,6 +64,9 @@ fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
 /// A whole reply (as the caller gets it) screened: masked, or the refusal.
 pub(crate) fn reply(call: &Call, body: Bytes, record: &mut Option<Box<Record>>) -> Result<Bytes, ErrorInfo> {
     let Some(guarding) = &call.guard else { return Ok(body) };
+    if !guarding.screen.may_match(&body) {
+        return Ok(body);
+    }
     let mut masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner);
     let mut decisions = Vec::new();
     let screened = json::rewrite_strings(&body, |text| {

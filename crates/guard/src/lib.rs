@@ -76,6 +76,18 @@ pub fn reach(pattern: &str) -> Result<usize, RuleError> {
     hir.properties().maximum_len().ok_or(RuleError::Unbounded)
 }
 
+/// Whether `pattern` anchors to the start or end of its text (`^`, `$`):
+/// such a rule can match a string alone and not the body around it.
+fn anchored(pattern: &str) -> bool {
+    use regex_syntax::hir::Look;
+    regex_syntax::Parser::new().parse(pattern).map_or(true, |hir| {
+        let looks = hir.properties().look_set();
+        [Look::Start, Look::End, Look::StartLF, Look::EndLF, Look::StartCRLF, Look::EndCRLF]
+            .into_iter()
+            .any(|look| looks.contains(look))
+    })
+}
+
 /// One compiled rule.
 #[derive(Debug, Clone)]
 pub struct Rule {
@@ -137,6 +149,9 @@ pub struct Screen {
     set: RegexSet,
     /// The longest match of any rule that looks at replies.
     pub response_reach: usize,
+    /// No rule anchors to its text's ends: a body whose strings hold no
+    /// escapes can be asked once, whole ([`Screen::may_match`]).
+    whole_body: bool,
     /// Whether any policy looks at requests, and at replies.
     pub on_request: bool,
     /// See `on_request`.
@@ -225,7 +240,9 @@ impl Screen {
         let set = RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
             .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
         let response_reach = rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
+        let whole_body = !rules.iter().any(|r| anchored(r.regex.as_str()));
         Ok(Screen {
+            whole_body,
             on_request: policies.iter().any(|p| p.request),
             on_response: policies.iter().any(|p| p.response),
             policies,
@@ -246,6 +263,10 @@ impl Screen {
     /// Every match in `text` of the rules that look `direction`, in order
     /// of position, overlaps dropped (the earlier, then the longer, wins).
     pub fn find(&self, text: &str, direction: Direction) -> Vec<Finding> {
+        // Most text matches nothing: the set's cheapest question first.
+        if !self.set.is_match(text) {
+            return Vec::new();
+        }
         let mut found = Vec::new();
         for rule in self.set.matches(text).iter() {
             if !self.applies(rule, direction) {
@@ -266,6 +287,17 @@ impl Screen {
             }
         }
         kept
+    }
+
+    /// Whether any rule may match a string of the JSON `body`: `false` is
+    /// certain. A body without escapes holds each string's text as it is,
+    /// so one question of the whole body answers for all its strings
+    /// (unless a rule anchors to a text's ends); otherwise, `true`.
+    pub fn may_match(&self, body: &[u8]) -> bool {
+        if !self.whole_body || body.contains(&b'\\') {
+            return true;
+        }
+        std::str::from_utf8(body).map_or(true, |text| self.set.is_match(text))
     }
 
     /// The action of `finding`'s policy.
@@ -417,6 +449,19 @@ mod tests {
         let screen = pii();
         let text = "here:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----\nthanks";
         assert_eq!(masked(&screen, text, Direction::Request), "here:\n[SECRET_1]\nthanks");
+    }
+
+    #[test]
+    fn a_body_without_matches_is_cleared_in_one_question() {
+        let screen = pii();
+        assert!(!screen.may_match(br#"{"messages":[{"content":"nothing here"}]}"#));
+        assert!(screen.may_match(br#"{"messages":[{"content":"mail ann@example.com"}]}"#));
+        // Escapes could hide a match from the raw bytes: the walk decides.
+        assert!(screen.may_match(br#"{"messages":[{"content":"line\none"}]}"#));
+        let mut anchored = spec("anchored", Action::Mask);
+        anchored.regexes = vec![("head".into(), "^TCK-[0-9]{6}".into())];
+        let screen = Screen::compile(&[anchored]).unwrap_or_else(|(at, err)| unreachable!("{at}: {err}"));
+        assert!(screen.may_match(br#"{"content":"nothing"}"#), "an anchored rule is asked string by string");
     }
 
     #[test]
