@@ -15,7 +15,9 @@ pub mod stream;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use regex::{Regex, RegexSet};
+use regex::Regex;
+use regex_automata::meta;
+use regex_automata::{Input, PatternSet};
 
 /// What a policy does with a match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,7 +148,10 @@ pub struct Screen {
     /// Their rules.
     pub rules: Vec<Rule>,
     /// Every rule at once: one pass tells which rules may match at all.
-    set: RegexSet,
+    /// Built without a literal prefilter: rules like `TCK-[0-9]{6}` expand
+    /// to so many literals that the prefilter's scan costs more than the
+    /// lazy DFA's (measured: 3× on a chat body).
+    set: meta::Regex,
     /// The longest match of any rule that looks at replies.
     pub response_reach: usize,
     /// No rule anchors to its text's ends: a body whose strings hold no
@@ -237,7 +242,9 @@ impl Screen {
                 }
             }
         }
-        let set = RegexSet::new(rules.iter().map(|r| r.regex.as_str()))
+        let set = meta::Regex::builder()
+            .configure(meta::Config::new().auto_prefilter(false).match_kind(regex_automata::MatchKind::All))
+            .build_many(&rules.iter().map(|r| r.regex.as_str()).collect::<Vec<_>>())
             .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
         let response_reach = rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
         let whole_body = !rules.iter().any(|r| anchored(r.regex.as_str()));
@@ -267,8 +274,10 @@ impl Screen {
         if !self.set.is_match(text) {
             return Vec::new();
         }
+        let mut which = PatternSet::new(self.set.pattern_len());
+        self.set.which_overlapping_matches(&Input::new(text), &mut which);
         let mut found = Vec::new();
-        for rule in self.set.matches(text).iter() {
+        for rule in which.iter().map(|id| id.as_usize()) {
             if !self.applies(rule, direction) {
                 continue;
             }
