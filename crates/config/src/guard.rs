@@ -23,6 +23,17 @@ pub(crate) struct RawPolicy {
     pub regex: BTreeMap<String, String>,
     pub action: Option<String>,
     pub direction: Option<String>,
+    pub moderator: Option<RawModerator>,
+}
+
+/// An external moderator as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawModerator {
+    pub url: String,
+    pub model: Option<String>,
+    pub timeout: Option<String>,
+    pub on_error: Option<String>,
 }
 
 /// The policies, in name order, each with its rules' place in the catalog
@@ -70,9 +81,18 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
                 ));
             }
         }
-        if policy.detect.is_empty() && policy.literal.is_empty() && policy.regex.is_empty() {
-            issues.push(Issue::new(&path, "the policy has no rules", "add detect, literal or regex rules"));
+        let has_rules = !(policy.detect.is_empty() && policy.literal.is_empty() && policy.regex.is_empty());
+        if !has_rules && policy.moderator.is_none() {
+            issues.push(Issue::new(
+                &path,
+                "the policy has no rules",
+                "add detect, literal or regex rules, or a moderator",
+            ));
         }
+        let moderator = policy.moderator.as_ref().map(|raw| moderator(&path, raw, action, issues));
+        // A moderator screens requests; a policy of a moderator alone never
+        // holds a reply's stream back.
+        let response = response && has_rules;
         if policy.literal.iter().any(String::is_empty) {
             issues.push(Issue::new(&format!("{path}.literal"), "an empty phrase matches everywhere", "remove it"));
         }
@@ -85,6 +105,7 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
             regexes: policy.regex.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             detect: policy.detect.iter().filter(|d| switchyard_guard::detect::named(d).is_some()).cloned().collect(),
             first_rule: next_rule,
+            moderator,
         };
         match Screen::compile(std::slice::from_ref(&spec)) {
             Ok(screen) => next_rule += screen.rules.len(),
@@ -96,7 +117,59 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
         }
         specs.push(spec);
     }
+    // Moderators take the catalog's places after every regex rule.
+    let mut next = next_rule;
+    for spec in &mut specs {
+        if let Some(moderator) = spec.moderator.as_mut() {
+            moderator.id = next;
+            next += 1;
+        }
+    }
     specs
+}
+
+/// A policy's moderator; `action` must be one a verdict can take.
+fn moderator(path: &str, raw: &RawModerator, action: Action, issues: &mut Vec<Issue>) -> switchyard_guard::Moderator {
+    if let Err(message) = crate::ssrf::check_outbound_url(&raw.url) {
+        issues.push(Issue::new(
+            &format!("{path}.moderator.url"),
+            message,
+            "use an http(s) URL of a moderation endpoint",
+        ));
+    }
+    if action == Action::Mask {
+        issues.push(Issue::new(
+            &format!("{path}.action"),
+            "a moderator's verdict cannot mask",
+            "use block or flag with a moderator (mask with detect, literal or regex rules)",
+        ));
+    }
+    let timeout = crate::duration_or(
+        raw.timeout.as_deref(),
+        std::time::Duration::from_secs(2),
+        &format!("{path}.moderator.timeout"),
+        issues,
+    );
+    let block_on_error = match raw.on_error.as_deref() {
+        None | Some("allow") => false,
+        Some("block") => true,
+        Some(other) => {
+            issues.push(Issue::new(
+                &format!("{path}.moderator.on_error"),
+                format!("`{other}` is not what to do without a verdict"),
+                "use allow (the default: the request passes) or block (it is refused)",
+            ));
+            false
+        }
+    };
+    switchyard_guard::Moderator {
+        url: Arc::from(raw.url.as_str()),
+        model: raw.model.as_deref().map(Arc::from),
+        timeout,
+        block_on_error,
+        // Set once every policy's rules are counted.
+        id: 0,
+    }
 }
 
 /// The indexes of the policies `names` (at `path`) attaches.

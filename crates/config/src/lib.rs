@@ -1688,6 +1688,39 @@ pools:
     }
 
     #[test]
+    fn policies_are_compiled_at_boot_and_every_fault_is_named() {
+        let text = "providers:\n  p: { protocol: openai, base_url: mock:// }\nmodels:\n  m: { provider: p }\n\
+                    policies:\n  pii: { detect: [email, card], action: mask }\n  \
+                    ids: { regex: { ticket: \"TCK-[0-9]{6}\" }, action: mask, direction: response }\n  \
+                    mod: { moderator: { url: \"http://127.0.0.1:9/moderate\", on_error: block }, action: flag }\n\
+                    groups:\n  legal: { policies: [pii] }\n\
+                    pools:\n  support: { policies: [pii, ids, mod], members: [{ model: m }] }\n";
+        let config = load(text, &no_env).unwrap();
+        assert_eq!(config.policies.len(), 3);
+        let support = &config.pools[config.pool_index("support").unwrap()];
+        assert_eq!(support.policies.len(), 3);
+        assert_eq!(config.groups[0].policies.len(), 1);
+        let moderated = config.policies.iter().find(|p| &*p.name == "mod").unwrap();
+        assert!(moderated.moderator.as_ref().unwrap().block_on_error);
+        assert!(!moderated.response, "a moderator alone never holds a reply back");
+        for (bad, good_path) in [
+            ("TCK-[0-9]{6}", "policies.ids.regex.ticket"),
+            ("[email, card]", "policies.pii.detect[1]"),
+            ("action: flag", "policies.mod.action"),
+            ("policies: [pii, ids, mod]", "pools.support.policies[2]"),
+        ] {
+            let broken = match bad {
+                "TCK-[0-9]{6}" => text.replace(bad, "TCK-[0-9]+"),
+                "[email, card]" => text.replace(bad, "[email, ssn]"),
+                "action: flag" => text.replace(bad, "action: mask"),
+                _ => text.replace(bad, "policies: [pii, ids, nope]"),
+            };
+            let err = load(&broken, &no_env).unwrap_err();
+            assert!(err.0.iter().any(|issue| issue.path == good_path), "{good_path}: {err}");
+        }
+    }
+
+    #[test]
     fn a_missing_required_key_says_what_to_write() {
         let err = load("pools:\n  fast:\n    failover: { max_hops: 2 }\n", &no_env).unwrap_err();
         assert_eq!(err.0.len(), 1, "{err}");

@@ -22,7 +22,12 @@ use crate::settle::Record;
 /// Screens `call`'s request under the policies of `pool` (or its caller's
 /// group): its body masked in place, or the refusal. Leaves the reply's
 /// guard on the call when a policy looks at replies.
-pub(crate) fn request(gateway: &Gateway, call: &mut Call, pool: usize, record: &mut Record) -> Result<(), ErrorInfo> {
+pub(crate) async fn request(
+    gateway: &Gateway,
+    call: &mut Call,
+    pool: usize,
+    record: &mut Record,
+) -> Result<(), ErrorInfo> {
     let group = call.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
     let Some(screen) = gateway.guardrails.screen(pool, group).cloned() else { return Ok(()) };
     let mut masks = Masks::default();
@@ -43,8 +48,62 @@ pub(crate) fn request(gateway: &Gateway, call: &mut Call, pool: usize, record: &
             }
         }
     }
+    if !screen.moderators.is_empty() {
+        moderate(gateway, call, &screen, record).await?;
+    }
     if screen.on_response {
         call.guard = Some(Arc::new(Guarding { screen, masks: Mutex::new(masks) }));
+    }
+    Ok(())
+}
+
+/// Sends the request's prose (as masked) to the screen's moderators at
+/// once, each within its timeout; a flagged verdict is its policy's
+/// action, and a moderator without a verdict lets the request pass or
+/// refuses it (`on_error`).
+async fn moderate(gateway: &Gateway, call: &Call, screen: &Screen, record: &mut Record) -> Result<(), ErrorInfo> {
+    let mut text = String::new();
+    let _ = json::rewrite_strings::<()>(&call.body, |piece| {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(piece);
+        Ok(None)
+    });
+    let asks = screen.moderators.iter().map(|(policy, moderator)| {
+        let mut payload = serde_json::json!({ "input": text });
+        if let Some(model) = &moderator.model {
+            payload["model"] = serde_json::Value::from(&**model);
+        }
+        let body = serde_json::to_vec(&payload).unwrap_or_default();
+        async move { (*policy, moderator, gateway.hooks.call(&moderator.url, body, moderator.timeout).await) }
+    });
+    for (policy, moderator, reply) in futures_util::future::join_all(asks).await {
+        let name = &screen.policies[policy].name;
+        let verdict = reply.as_deref().ok().and_then(switchyard_guard::flagged);
+        match verdict {
+            Some(false) => {}
+            Some(true) => {
+                record.guarded_id(moderator.id, false);
+                if screen.policies[policy].action == switchyard_guard::Action::Block {
+                    let blocked = Blocked { policy: name.clone(), rule: Arc::from("moderator") };
+                    return Err(refusal(&blocked, Direction::Request));
+                }
+            }
+            None => {
+                let why = match &reply {
+                    Err(err) => err.to_string(),
+                    Ok(_) => "its reply is not a verdict".to_owned(),
+                };
+                tracing::warn!(request_id = ?call.request_id, policy = %name, %why, "a moderator gave no verdict");
+                if moderator.block_on_error {
+                    let message = format!(
+                        "the moderator of policy `{name}` gave no verdict ({why}), and the policy refuses unmoderated requests"
+                    );
+                    return Err(ErrorInfo::new(ErrorKind::Unavailable, message).with_status(503));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -128,7 +128,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
     }
-    if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record) {
+    if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record).await {
         return refused(&gateway, &call, record, &info, None).await;
     }
     // Without stages, the policy and cache points are not even entered.

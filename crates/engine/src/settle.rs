@@ -246,6 +246,13 @@ impl Record {
         }
     }
 
+    /// A guardrail decision by catalog id (a moderator's verdict).
+    pub fn guarded_id(&mut self, id: usize, response: bool) {
+        if !self.guardrails.contains(&(id, response)) {
+            self.guardrails.push((id, response));
+        }
+    }
+
     /// Every attempt, for the ledger, when there was more than one.
     fn attempts(&self) -> Vec<switchyard_store::Attempt> {
         if self.earlier_attempts.is_empty() {

@@ -109,3 +109,77 @@ async fn a_stream_refused_mid_way_ends_with_the_callers_error() {
     let series = "switchyard_guardrail_decisions_total{policy=\"leaks\",rule=\"leaks\",action=\"block\",direction=\"response\"} 2";
     assert!(metrics.contains(series), "{metrics}");
 }
+
+/// A moderator flags "bad" input (OpenAI's moderation shape); another
+/// never answers in time. A flagged request is refused naming the policy;
+/// without a verdict `on_error: allow` lets it pass and `block` refuses it.
+#[tokio::test]
+async fn moderators_flag_and_their_silence_follows_on_error() {
+    use axum::routing::post as route;
+    let app = axum::Router::new()
+        .route(
+            "/moderate",
+            route(|body: axum::body::Bytes| async move {
+                let input: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let flagged = input["input"].as_str().unwrap_or_default().contains("bad");
+                axum::Json(serde_json::json!({"id": "modr", "results": [{"flagged": flagged, "categories": {}}]}))
+            }),
+        )
+        .route(
+            "/slow",
+            route(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+                axum::Json(serde_json::json!({"flagged": false}))
+            }),
+        );
+    let moderator = spawn(app).await;
+    let config = format!(
+        "providers:\n  mock: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  gpt: {{ provider: mock }}\n\
+         policies:\n  \
+           checked: {{ moderator: {{ url: \"http://{moderator}/moderate\" }}, action: block }}\n  \
+           lenient: {{ moderator: {{ url: \"http://{moderator}/slow\", timeout: 200ms, on_error: allow }}, action: block }}\n  \
+           strict: {{ moderator: {{ url: \"http://{moderator}/slow\", timeout: 200ms, on_error: block }}, action: block }}\n\
+         pools:\n  \
+           checked: {{ policies: [checked], members: [{{ model: gpt }}] }}\n  \
+           lenient: {{ policies: [lenient], members: [{{ model: gpt }}] }}\n  \
+           strict: {{ policies: [strict], members: [{{ model: gpt }}] }}\n"
+    );
+    let addr = gateway(&config).await;
+    let ask = |pool: &'static str, said: &'static str| {
+        post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, pool, said, false))
+    };
+    let refused = ask("checked", "something bad").await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert!(text(&refused).contains("policy `checked` (rule `moderator`)"), "{}", text(&refused));
+    assert_eq!(ask("checked", "something fine").await.status, 200);
+    for stream in [false, true] {
+        let started = std::time::Instant::now();
+        let reply =
+            post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "lenient", "hello", stream)).await;
+        assert_eq!(reply.status, 200, "on_error: allow passes");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2), "bounded by the moderator's timeout");
+    }
+    let refused = ask("strict", "hello").await;
+    assert_eq!(refused.status, 503, "{}", text(&refused));
+    assert!(text(&refused).contains("policy `strict`"), "{}", text(&refused));
+}
+
+/// A caller's group's policies replace its pool's: the same pool masks a
+/// `legal` key's email and passes another key's.
+#[tokio::test]
+async fn a_groups_policies_apply_to_its_keys() {
+    let config = "auth: { mode: keys }\nproviders:\n  mock: { protocol: openai, base_url: mock:// }\n\
+                  models:\n  gpt: { provider: mock }\n\
+                  policies:\n  pii: { detect: [email], action: mask }\n\
+                  groups:\n  legal: { policies: [pii] }\n  sales: {}\n\
+                  pools:\n  open: { members: [{ model: gpt }] }\n";
+    let (addr, _) = governed(config).await;
+    for (group, masked) in [("legal", true), ("sales", false)] {
+        let key = create_key(addr, serde_json::json!({"name": group, "group": group})).await;
+        let secret = key["key"].as_str().unwrap();
+        let body = chat_body(Protocol::OpenAi, "open", "write to ann@example.com", false);
+        let reply = post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body).await;
+        assert_eq!(reply.status, 200, "{}", text(&reply));
+        assert_eq!(text(&reply).contains("[EMAIL_1]"), masked, "{group}: {}", text(&reply));
+    }
+}

@@ -85,7 +85,7 @@ pub fn luhn(text: &str) -> bool {
             _ => d,
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// The ISO 13616 check of an IBAN: its first four characters moved to the

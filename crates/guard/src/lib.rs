@@ -127,6 +127,37 @@ pub struct PolicySpec {
     /// Its first rule's place among every policy's rules (the config's
     /// catalog, for metric labels): [`Rule::id`] counts on from it.
     pub first_rule: usize,
+    /// An external moderator the request's text is sent to.
+    pub moderator: Option<Moderator>,
+}
+
+/// An external moderator: an endpoint shaped like OpenAI's moderations
+/// (`POST {"model"?, "input"}` → `{"results": [{"flagged"}]}`), a webhook
+/// or a moderation pool of the gateway itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moderator {
+    /// Where it is (SSRF-checked at boot).
+    pub url: Arc<str>,
+    /// The `model` sent, when the endpoint wants one.
+    pub model: Option<Arc<str>>,
+    /// How long to wait for its verdict.
+    pub timeout: std::time::Duration,
+    /// No verdict in time (or an error) refuses the request, rather than
+    /// letting it pass.
+    pub block_on_error: bool,
+    /// Its place in the config's catalog of rules (after every regex rule).
+    pub id: usize,
+}
+
+/// Whether a moderator's reply flags its input: OpenAI's
+/// `{"results": [{"flagged": true}]}`, or a webhook's `{"flagged": true}`.
+/// `None`: the reply is not a verdict.
+pub fn flagged(reply: &[u8]) -> Option<bool> {
+    let value: serde_json::Value = serde_json::from_slice(reply).ok()?;
+    if let Some(results) = value.get("results").and_then(|r| r.as_array()) {
+        return Some(results.iter().any(|r| r.get("flagged").and_then(serde_json::Value::as_bool) == Some(true)));
+    }
+    value.get("flagged").and_then(serde_json::Value::as_bool)
 }
 
 /// A policy in a screen.
@@ -157,6 +188,8 @@ pub struct Screen {
     /// No rule anchors to its text's ends: a body whose strings hold no
     /// escapes can be asked once, whole ([`Screen::may_match`]).
     whole_body: bool,
+    /// The moderators of its policies (by policy index); they screen requests.
+    pub moderators: Vec<(usize, Moderator)>,
     /// Whether any policy looks at requests, and at replies.
     pub on_request: bool,
     /// See `on_request`.
@@ -248,7 +281,10 @@ impl Screen {
             .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
         let response_reach = rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
         let whole_body = !rules.iter().any(|r| anchored(r.regex.as_str()));
+        let moderators =
+            specs.iter().enumerate().filter_map(|(at, spec)| spec.moderator.clone().map(|m| (at, m))).collect();
         Ok(Screen {
+            moderators,
             whole_body,
             on_request: policies.iter().any(|p| p.request),
             on_response: policies.iter().any(|p| p.response),
@@ -409,6 +445,7 @@ mod tests {
             regexes: Vec::new(),
             detect: Vec::new(),
             first_rule: 0,
+            moderator: None,
         }
     }
 
@@ -471,6 +508,14 @@ mod tests {
         anchored.regexes = vec![("head".into(), "^TCK-[0-9]{6}".into())];
         let screen = Screen::compile(&[anchored]).unwrap_or_else(|(at, err)| unreachable!("{at}: {err}"));
         assert!(screen.may_match(br#"{"content":"nothing"}"#), "an anchored rule is asked string by string");
+    }
+
+    #[test]
+    fn a_moderators_verdict_is_read_in_either_shape() {
+        assert_eq!(flagged(br#"{"results":[{"flagged":false},{"flagged":true}]}"#), Some(true));
+        assert_eq!(flagged(br#"{"id":"m","results":[{"flagged":false}]}"#), Some(false));
+        assert_eq!(flagged(br#"{"flagged":true}"#), Some(true));
+        assert_eq!(flagged(b"ok"), None);
     }
 
     #[test]

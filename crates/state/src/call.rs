@@ -89,10 +89,9 @@ impl Call {
     /// True when the request body may go to a lane of `protocol` as it came
     /// (same protocol, and nothing forces a translation).
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {
-        protocol == self.ingress
-            && !self.meter_stream
-            && !self.continue_stream
-            && !(self.stream && self.guard.is_some())
+        // A stream whose reply is screened is decoded to be screened.
+        let screened_stream = self.stream && self.guard.is_some();
+        protocol == self.ingress && !self.meter_stream && !self.continue_stream && !screened_stream
     }
 
     /// The caller's own API key from whichever header its SDK uses, for

@@ -42,7 +42,7 @@ impl Guardrails {
             }
         }
         let all: Vec<usize> = (0..config.policies.len()).collect();
-        let catalog = match compile(&all)? {
+        let mut catalog: Vec<(Arc<str>, Arc<str>, &'static str)> = match compile(&all)? {
             Some(screen) => screen
                 .rules
                 .iter()
@@ -53,6 +53,10 @@ impl Guardrails {
                 .collect(),
             None => Vec::new(),
         };
+        // Moderators after every regex rule, in policy order (their ids).
+        for spec in config.policies.iter().filter(|spec| spec.moderator.is_some()) {
+            catalog.push((spec.name.clone(), Arc::from("moderator"), spec.action.as_str()));
+        }
         Ok(Guardrails { pools, groups, catalog })
     }
 
