@@ -156,6 +156,27 @@ impl Collector for Scrape {
         )?;
         encode_counters(
             e,
+            "switchyard_cache_lookups",
+            "Response cache lookups in pools that cache (pools.<p>.cache), by pool and outcome.",
+            m.cache.iter().enumerate().map(|(index, value)| {
+                let outcome = CacheOutcome::ALL[index % CacheOutcome::ALL.len()].as_str();
+                (
+                    vec![("pool", &*m.pools[index / CacheOutcome::ALL.len()]), ("outcome", outcome)],
+                    value.load(Ordering::Relaxed),
+                )
+            }),
+        )?;
+        encode_counters(
+            e,
+            "switchyard_cache_saved_nano_usd",
+            "What response cache hits saved, by pool, in nano-USD at the serving lane's price.",
+            m.cache_saved
+                .iter()
+                .enumerate()
+                .map(|(index, value)| (vec![("pool", &*m.pools[index])], value.load(Ordering::Relaxed))),
+        )?;
+        encode_counters(
+            e,
             "switchyard_hedges",
             "Requests whose first content was late in pools that hedge (pools.<p>.hedge), by pool and what became of them.",
             m.hedges.iter().enumerate().map(|(index, value)| {

@@ -117,6 +117,8 @@ pub struct Config {
     pub groups: Vec<Group>,
     /// Guardrail policies, in name order (attached by pools and groups).
     pub policies: Vec<switchyard_guard::PolicySpec>,
+    /// The response cache's store.
+    pub cache: CacheStore,
     /// Admission and ledger tuning.
     pub governance: Governance,
     /// Metrics, traces, logs and sinks.
@@ -392,6 +394,8 @@ pub struct Pool {
     /// Guardrail policies its requests pass (indexes into
     /// `Config::policies`); a caller's group's policies replace them.
     pub policies: Vec<usize>,
+    /// How long its answers are cached (`None`: not cached).
+    pub cache_ttl: Option<Duration>,
     /// Pools tried in order when every member failed (indexes into `Config::pools`).
     pub fallback: Vec<usize>,
     /// Circuit-breaker tuning for this pool's lanes.
@@ -435,6 +439,37 @@ pub enum HedgeAfter {
 
 /// Default share of traffic hedges may add.
 pub const DEFAULT_HEDGE_SHARE: f64 = 0.1;
+
+/// The response cache's store: its bound and whose answers share entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheStore {
+    /// Most bytes held (least recently used answers go first).
+    pub max_bytes: u64,
+    /// Entries are shared by the callers of one group, not only one key.
+    pub by_group: bool,
+}
+
+/// Default bound of the response cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+/// The top-level `cache:` block.
+fn cache_store(raw: Option<&raw::RawCacheStore>, issues: &mut Vec<Issue>) -> CacheStore {
+    let Some(raw) = raw else { return CacheStore { max_bytes: DEFAULT_CACHE_BYTES, by_group: false } };
+    let max_bytes = size_or(raw.max_bytes.as_ref(), DEFAULT_CACHE_BYTES, 16 << 30, "cache.max_bytes", issues);
+    let by_group = match raw.scope.as_deref() {
+        None | Some("key") => false,
+        Some("group") => true,
+        Some(other) => {
+            issues.push(Issue::new(
+                "cache.scope",
+                format!("`{other}` is not a cache scope"),
+                "use key (the default: each key its own entries) or group (a group's keys share them)",
+            ));
+            false
+        }
+    };
+    CacheStore { max_bytes, by_group }
+}
 
 /// Session affinity: a session header pins a session to the lane that served it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -651,6 +686,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let auth = governance::auth_mode(raw.auth.as_ref(), issues);
     let storage = governance::storage(&raw.storage, issues);
     let policies = guard::policies(&raw.policies, issues);
+    let cache = cache_store(raw.cache.as_ref(), issues);
     let mut groups = governance::groups(&raw.groups, issues);
     for group in &mut groups {
         if let Some(raw_group) = raw.groups.get(&*group.name) {
@@ -950,7 +986,12 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         let operation =
             members.first().and_then(|m: &Member| models.get(m.model)).map_or(Operation::Chat, |m| m.operation);
         let attached = guard::attached(&format!("{path}.policies"), &pool.policies, &policies, issues);
+        let cache_ttl = pool
+            .cache
+            .as_ref()
+            .map(|c| duration_or(c.ttl.as_deref(), Duration::from_secs(300), &format!("{path}.cache.ttl"), issues));
         pools.push(Pool {
+            cache_ttl,
             policies: attached,
             name: Arc::from(name.as_str()),
             operation,
@@ -1017,6 +1058,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         storage,
         groups,
         policies,
+        cache,
         governance,
         telemetry,
         warnings,

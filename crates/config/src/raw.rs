@@ -34,6 +34,8 @@ pub struct RawConfig {
     /// Guardrails, attached by pools and groups.
     #[serde(default)]
     pub policies: BTreeMap<String, crate::guard::RawPolicy>,
+    /// The response cache's store (pools turn it on with their `cache`).
+    pub cache: Option<RawCacheStore>,
     #[serde(default)]
     pub governance: crate::governance::RawGovernance,
     #[serde(default)]
@@ -179,6 +181,7 @@ pub struct RawPool {
     pub hedge: Option<RawHedge>,
     #[serde(default)]
     pub policies: Vec<String>,
+    pub cache: Option<RawPoolCache>,
     #[serde(default)]
     pub fallback: Vec<String>,
     pub breaker: Option<RawBreaker>,
@@ -214,6 +217,22 @@ pub struct RawFailover {
     pub first_token: Option<String>,
     pub stream_failure: Option<String>,
     pub max_continuations: Option<u32>,
+}
+
+/// The response cache's store.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCacheStore {
+    pub max_bytes: Option<serde_yaml_ng::Value>,
+    /// `key` (default) or `group`.
+    pub scope: Option<String>,
+}
+
+/// A pool's response cache.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoolCache {
+    pub ttl: Option<String>,
 }
 
 /// Hedging of a pool's late first tokens.

@@ -48,6 +48,7 @@ mod relay;
 pub mod render;
 pub mod reply;
 mod rerank;
+mod response_cache;
 pub mod send;
 pub mod settle;
 mod signatures;
@@ -131,6 +132,11 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record).await {
         return refused(&gateway, &call, record, &info, None).await;
     }
+    if gateway.response_cache.is_some() {
+        if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record) {
+            return finished(&gateway, &call, Some(record), hit).await;
+        }
+    }
     // Without stages, the policy and cache points are not even entered.
     if !gateway.stages.is_empty() {
         if let Err(info) = policy::request(&gateway, &mut call).await {
@@ -178,6 +184,9 @@ async fn finished(
     response: Response<ResponseBody>,
 ) -> Response<ResponseBody> {
     let mut response = response;
+    if let Some(status) = response_cache::status(call) {
+        response.headers_mut().insert(response_cache::X_SWITCHYARD_CACHE, status);
+    }
     if !gateway.stages.is_empty() {
         response = policy::response(gateway, call, response);
     }

@@ -163,7 +163,18 @@ pub(crate) struct StreamRelay {
     pub(crate) usage_before: Usage,
     /// The reply's guardrails, when any look at replies.
     pub(crate) guard: Option<crate::guard::StreamGuard>,
+    /// The stream's events as the caller gets them, kept for the response
+    /// cache (stored only when the stream ends whole).
+    pub(crate) caching: Option<Caching>,
     pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
+}
+
+/// A stream kept for the response cache.
+pub(crate) struct Caching {
+    pub(crate) key: switchyard_state::response_cache::CacheKey,
+    pub(crate) pool: usize,
+    pub(crate) lane: usize,
+    pub(crate) events: Vec<StreamEvent>,
 }
 
 /// The signed tool calls a stream from a Gemini lane announced, for the
@@ -402,12 +413,16 @@ impl StreamRelay {
     /// (held text is released at its block's end); a blocking rule ends
     /// the stream with the caller's refusal after what was released.
     fn guard_events(&mut self) {
-        let Some(guard) = self.guard.as_mut() else { return };
-        if let Err(info) = guard.screen(&mut self.events, self.record.as_deref_mut()) {
-            tracing::info!(request_id = ?self.request_id, lane = %self.lane, "a guardrail refused the reply mid-stream");
-            self.events.clear();
-            self.events.push(StreamEvent::Error(info));
-            self.tally.failed = true;
+        if let Some(guard) = self.guard.as_mut() {
+            if let Err(info) = guard.screen(&mut self.events, self.record.as_deref_mut()) {
+                tracing::info!(request_id = ?self.request_id, lane = %self.lane, "a guardrail refused the reply mid-stream");
+                self.events.clear();
+                self.events.push(StreamEvent::Error(info));
+                self.tally.failed = true;
+            }
+        }
+        if let Some(caching) = self.caching.as_mut() {
+            caching.events.extend(self.events.iter().cloned());
         }
     }
 
@@ -542,6 +557,17 @@ impl StreamRelay {
     }
 
     fn log_end(&mut self) {
+        // A stream that ended whole is kept for the response cache; a cut
+        // or refused one never is.
+        if let (Some(caching), true) = (self.caching.take(), self.tally.finished && !self.tally.failed) {
+            crate::response_cache::store_stream(
+                &self.gateway,
+                &caching.key,
+                caching.pool,
+                caching.lane,
+                caching.events,
+            );
+        }
         let usage = self.usage();
         log_done(&self.request_id, &self.lane, &usage, self.started, true);
         if let Some(mut record) = self.record.take() {

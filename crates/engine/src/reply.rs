@@ -134,6 +134,11 @@ async fn whole(
             record.record_usage(usage, false);
         }
         let body = crate::guard::reply(call, body, record).map_err(NotWhole::Blocked)?;
+        if matches!(call.cache, switchyard_state::call::CacheState::Miss(_)) {
+            if let Ok(response) = codec.read_response(&body) {
+                crate::response_cache::store_whole(gateway, call, candidate.lane_index, response);
+            }
+        }
         if let Some(record) = record.as_mut() {
             record.keep_response(&body);
             record.first_byte();
@@ -164,6 +169,12 @@ async fn whole(
         record.first_byte();
     }
     let out = crate::guard::reply(call, out, record).map_err(NotWhole::Blocked)?;
+    if matches!(call.cache, switchyard_state::call::CacheState::Miss(_)) {
+        // Kept as the caller got it (masked), read back to IR.
+        if let Ok(response) = gateway.codec(call.ingress).read_response(&out) {
+            crate::response_cache::store_whole(gateway, call, candidate.lane_index, response);
+        }
+    }
     if let Some(record) = record.as_mut() {
         record.keep_response(&out);
     }
@@ -264,6 +275,15 @@ fn stream(
         continuation: continuation.filter(|_| !same),
         usage_before: switchyard_ir::Usage::default(),
         guard: crate::guard::StreamGuard::of(call),
+        caching: match call.cache {
+            switchyard_state::call::CacheState::Miss(key) => Some(crate::relay::Caching {
+                key,
+                pool: candidate.slot.pool,
+                lane: candidate.lane_index,
+                events: Vec::new(),
+            }),
+            _ => None,
+        },
         _guards: guards,
     };
     let stream = futures_util::stream::unfold(relay, |mut relay| async move {

@@ -57,6 +57,8 @@ pub struct Record {
     side: Vec<Side>,
     /// Guardrail decisions: (rule catalog id, on the reply).
     guardrails: Vec<(usize, bool)>,
+    /// Answered from the response cache, saving this much (nano-USD).
+    cache_saved: Option<u64>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -131,6 +133,7 @@ impl Record {
             earlier_attempts: Vec::new(),
             side: Vec::new(),
             guardrails: Vec::new(),
+            cache_saved: None,
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -244,6 +247,16 @@ impl Record {
                 self.guardrails.push(id);
             }
         }
+    }
+
+    /// Answered from the response cache: served by `lane` (through `pool`)
+    /// when the answer was stored, at no cost (it saved `saved` nano-USD).
+    pub fn cache_hit(&mut self, pool: usize, lane: usize, saved: u64) {
+        let member = self.gateway.pools.get(pool).and_then(|p| p.members.iter().position(|&m| m == lane)).unwrap_or(0);
+        let wire = self.gateway.lanes.get(lane).map(|l| l.wire_model.clone()).unwrap_or_else(|| Arc::from(""));
+        self.served = Some((Slot { pool, member }, lane, wire));
+        self.cache_saved = Some(saved);
+        self.first_byte();
     }
 
     /// A guardrail decision by catalog id (a moderator's verdict).

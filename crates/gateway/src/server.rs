@@ -590,6 +590,7 @@ async fn frame(
         continue_stream: false,
         hide_usage: false,
         guard: None,
+        cache: switchyard_state::call::CacheState::Off,
         headers,
         body,
     };

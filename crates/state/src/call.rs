@@ -63,6 +63,21 @@ pub struct Call {
     /// The guardrails its reply passes, when any look at replies (a stream
     /// is then decoded and re-encoded, to be screened as it comes).
     pub guard: Option<std::sync::Arc<Guarding>>,
+    /// Where it stands with its pool's response cache.
+    pub cache: CacheState,
+}
+
+/// A call and its pool's response cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheState {
+    /// The pool caches nothing (or the request is not cacheable).
+    #[default]
+    Off,
+    /// The caller asked not to use it (`Cache-Control: no-cache`, `no-store`).
+    Bypass,
+    /// Not found: the answer is stored under this key when it ends whole
+    /// (a stream is then decoded, to be kept event by event).
+    Miss(crate::response_cache::CacheKey),
 }
 
 /// A request's reply guardrails: the screen, and the placeholders its
@@ -90,7 +105,7 @@ impl Call {
     /// (same protocol, and nothing forces a translation).
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {
         // A stream whose reply is screened is decoded to be screened.
-        let screened_stream = self.stream && self.guard.is_some();
+        let screened_stream = self.stream && (self.guard.is_some() || matches!(self.cache, CacheState::Miss(_)));
         protocol == self.ingress && !self.meter_stream && !self.continue_stream && !screened_stream
     }
 

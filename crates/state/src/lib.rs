@@ -17,6 +17,7 @@ pub mod governance;
 pub mod guardrails;
 mod lane;
 mod pool;
+pub mod response_cache;
 pub mod sessions;
 pub mod sign_ins;
 pub mod signatures;
@@ -90,6 +91,8 @@ pub struct Gateway {
     pub stages: Vec<std::sync::Arc<dyn stage::Stage>>,
     /// The guardrail screens of pools and groups.
     pub guardrails: guardrails::Guardrails,
+    /// The response cache's store, when some pool caches.
+    pub response_cache: Option<Arc<response_cache::ResponseCache>>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -237,6 +240,7 @@ impl Gateway {
                     gates: gate_chain(&config, &pool.gates),
                     affinity: pool.affinity.clone(),
                     hedge: pool.hedge.clone().map(crate::pool::Hedging::new),
+                    cache_ttl: pool.cache_ttl,
                     sessions: Arc::new(pool.affinity.as_ref().map_or_else(
                         || SessionTable::new(Duration::ZERO, 1),
                         |a| SessionTable::new(a.ttl, MAX_SESSIONS),
@@ -298,6 +302,9 @@ impl Gateway {
                 .map(|&lane| lanes[lane].name.clone());
         }
         let guardrails = guardrails::Guardrails::build(&config)?;
+        let response_cache = config.pools.iter().any(|p| p.cache_ttl.is_some()).then(|| {
+            Arc::new(response_cache::ResponseCache::new(usize::try_from(config.cache.max_bytes).unwrap_or(usize::MAX)))
+        });
         let metrics = switchyard_telemetry::metrics::Metrics::new(
             &pools.iter().map(|p| (p.name.clone(), p.members.clone())).collect::<Vec<_>>(),
             &lanes.iter().map(|l| l.name.clone()).collect::<Vec<_>>(),
@@ -323,6 +330,7 @@ impl Gateway {
             restart_pending: Vec::new(),
             stages: Vec::new(),
             guardrails,
+            response_cache,
         })
     }
 

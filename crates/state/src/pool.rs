@@ -63,6 +63,8 @@ pub struct PoolState {
     pub operation: switchyard_ir::Operation,
     /// Hedging, when the pool asks for it.
     pub hedge: Option<Hedging>,
+    /// How long its answers are cached (`None`: not cached).
+    pub cache_ttl: Option<Duration>,
 }
 
 /// A hedging pool's settings and what it learned: its recent times to
@@ -150,6 +152,7 @@ impl PoolState {
             unpriced: None,
             operation: switchyard_ir::Operation::Chat,
             hedge: None,
+            cache_ttl: None,
         }
     }
 

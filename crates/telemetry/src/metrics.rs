@@ -82,6 +82,30 @@ impl HedgeOutcome {
         }
     }
 }
+/// What a caching pool's response cache did for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Answered from the cache.
+    Hit,
+    /// Not there: routed, and stored if it ends whole.
+    Miss,
+    /// The caller asked not to use it.
+    Bypass,
+}
+
+impl CacheOutcome {
+    /// Every outcome, in counter order.
+    pub const ALL: [CacheOutcome; 3] = [CacheOutcome::Hit, CacheOutcome::Miss, CacheOutcome::Bypass];
+
+    /// The label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheOutcome::Hit => "hit",
+            CacheOutcome::Miss => "miss",
+            CacheOutcome::Bypass => "bypass",
+        }
+    }
+}
 /// What opened a breaker.
 pub const TRIP_KINDS: [&str; 2] = ["transient", "hard_down"];
 /// What a routing hook call came to.
@@ -212,6 +236,10 @@ pub struct Metrics {
     pub continuations: Box<[AtomicU64]>,
     /// Late first tokens in hedging pools, by pool and [`HedgeOutcome`].
     pub hedges: Box<[AtomicU64]>,
+    /// Response cache lookups, by pool and [`CacheOutcome`].
+    pub cache: Box<[AtomicU64]>,
+    /// What cache hits saved, by pool (nano-USD).
+    pub cache_saved: Box<[AtomicU64]>,
     pub trips: Box<[AtomicU64]>,
     pub tokens: Box<[AtomicU64]>,
     pub translations: Box<[AtomicU64]>,
@@ -250,6 +278,8 @@ impl Metrics {
             signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
             continuations: zeros(ContinuationOutcome::ALL.len()),
             hedges: zeros(pool_labels.len() * HedgeOutcome::ALL.len()),
+            cache: zeros(pool_labels.len() * CacheOutcome::ALL.len()),
+            cache_saved: zeros(pool_labels.len()),
             trips: zeros(combos.len() * TRIP_KINDS.len()),
             tokens: zeros(lanes.len() * TOKEN_KINDS.len()),
             translations: zeros(protocols * protocols),
@@ -335,6 +365,16 @@ impl Metrics {
     /// A late first token in a hedging pool came to `outcome`.
     pub fn hedge(&self, place: Place, outcome: HedgeOutcome) {
         add(&self.hedges, place.pool * HedgeOutcome::ALL.len() + outcome as usize, 1);
+    }
+
+    /// A caching pool's lookup came to `outcome`.
+    pub fn cache(&self, place: Place, outcome: CacheOutcome) {
+        add(&self.cache, place.pool * CacheOutcome::ALL.len() + outcome as usize, 1);
+    }
+
+    /// A cache hit saved `nano_usd`.
+    pub fn cache_saved(&self, place: Place, nano_usd: u64) {
+        add(&self.cache_saved, place.pool, nano_usd);
     }
 
     /// A breaker opened (`hard_down`: at once, for credentials or billing).

@@ -1,0 +1,191 @@
+//! The response cache (`pools.<p>.cache: { ttl }`, the store's bound and
+//! scope under the top-level `cache:`). A chat request is keyed on its IR,
+//! normalised (no stream flag, no caller-given model name, user or
+//! metadata), with its pool and its partition (the caller's key, or its
+//! group when the operator says so; one partition in an open gateway):
+//! callers of any protocol share an entry, and no tenant reads another's.
+//! A hit is answered in the caller's protocol (a stream replayed event by
+//! event, as it came), costs nothing against budgets, and says
+//! `x-switchyard-cache: hit` with its `Age`; a miss is stored when it ends
+//! whole (a cut stream never is); `Cache-Control: no-cache` or `no-store`
+//! bypasses. A pool without `cache` never reaches this module.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::{HeaderName, HeaderValue, Response, StatusCode};
+use sha2::{Digest, Sha256};
+use switchyard_ir::{StreamEvent, Usage};
+use switchyard_state::call::{CacheState, Call};
+use switchyard_state::response_cache::{CacheKey, Cached};
+use switchyard_state::Gateway;
+use switchyard_telemetry::metrics::CacheOutcome;
+
+use crate::render::{common_headers, lane_headers, ResponseBody, X_SWITCHYARD_BILLING};
+use crate::settle::Record;
+
+/// `x-switchyard-cache`.
+pub(crate) const X_SWITCHYARD_CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
+
+/// The cached answer for `call` in `pool`, if one is fresh. On a miss the
+/// call carries its key, for the answer to be stored under.
+pub(crate) fn lookup(
+    gateway: &Gateway,
+    call: &mut Call,
+    pool: usize,
+    record: &mut Record,
+) -> Option<Response<ResponseBody>> {
+    let (Some(store), Some(_)) = (&gateway.response_cache, gateway.pools[pool].cache_ttl) else { return None };
+    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
+        return None;
+    }
+    let bypass = call.headers.get_all(http::header::CACHE_CONTROL).iter().any(|value| {
+        value
+            .to_str()
+            .is_ok_and(|v| v.to_ascii_lowercase().split(',').any(|d| matches!(d.trim(), "no-cache" | "no-store")))
+    });
+    let Some(key) = (!bypass).then(|| key(gateway, call, pool)).flatten() else {
+        count(gateway, pool, CacheOutcome::Bypass);
+        call.cache = CacheState::Bypass;
+        return None;
+    };
+    let Some(cached) = store.get(&key, Instant::now()) else {
+        count(gateway, pool, CacheOutcome::Miss);
+        call.cache = CacheState::Miss(key);
+        return None;
+    };
+    count(gateway, pool, CacheOutcome::Hit);
+    if let Some(metrics) = gateway.metrics() {
+        metrics.cache_saved(metrics.place(Some(pool), None), cached.cost);
+    }
+    record.cache_hit(pool, cached.lane, cached.cost);
+    Some(answer(gateway, call, &cached))
+}
+
+/// The key of `call`: its partition, its pool, its request read to IR and
+/// normalised. `None` when the body cannot be read (the path reports it).
+fn key(gateway: &Gateway, call: &Call, pool: usize) -> Option<CacheKey> {
+    let mut request = gateway.codec(call.ingress).read_request(&call.body).ok()?;
+    request.stream = false;
+    request.model.clear();
+    request.user = None;
+    request.metadata.clear();
+    let caller = call.caller.as_ref();
+    let partition = match (gateway.config.cache.by_group, caller) {
+        (_, None) => String::new(),
+        (true, Some(caller)) => match &caller.key.record.group {
+            Some(group) => format!("group:{group}"),
+            None => format!("key:{}", caller.key.id),
+        },
+        (false, Some(caller)) => format!("key:{}", caller.key.id),
+    };
+    let mut hash = Sha256::new();
+    hash.update(partition.as_bytes());
+    hash.update([0]);
+    hash.update(gateway.pools[pool].name.as_bytes());
+    hash.update([0]);
+    hash.update(serde_json::to_vec(&request).ok()?);
+    Some(hash.finalize().into())
+}
+
+/// A hit, in the caller's protocol.
+fn answer(gateway: &Gateway, call: &Call, cached: &Cached) -> Response<ResponseBody> {
+    let codec = gateway.codec(call.ingress);
+    let lane = gateway.lanes.get(cached.lane);
+    let mut builder = Response::builder().status(StatusCode::OK);
+    if let Some(headers) = builder.headers_mut() {
+        common_headers(headers, call);
+        if let Some(lane) = lane {
+            lane_headers(headers, &lane.lane_header, &lane.provider_header);
+            headers.insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
+        }
+        headers.insert(X_SWITCHYARD_CACHE, HeaderValue::from_static("hit"));
+        headers.insert(http::header::AGE, HeaderValue::from(cached.stored.elapsed().as_secs()));
+        let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    let body = if call.stream {
+        let mut encoder = codec.stream_encoder_for(call.framing, &call.body);
+        let events = cached.events.clone().unwrap_or_else(|| switchyard_ir::events_from_response(&cached.response));
+        // One chunk per event, as the stream first came.
+        let mut chunks: Vec<Result<http_body::Frame<Bytes>, switchyard_transport::BoxError>> = Vec::new();
+        for event in &events {
+            let mut out = Vec::new();
+            encoder.encode(event, &mut out);
+            if !out.is_empty() {
+                chunks.push(Ok(http_body::Frame::data(Bytes::from(out))));
+            }
+        }
+        let mut tail = Vec::new();
+        encoder.finish(&mut tail);
+        if !tail.is_empty() {
+            chunks.push(Ok(http_body::Frame::data(Bytes::from(tail))));
+        }
+        http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(futures_util::stream::iter(chunks)))
+    } else {
+        switchyard_transport::full_body(Bytes::from(codec.write_response(&cached.response).body))
+    };
+    builder.body(body).unwrap_or_else(|_| crate::render::internal_error())
+}
+
+/// Stores a whole reply (`body`, in `protocol`) served by `lane` under the
+/// call's key, when it has one.
+pub(crate) fn store_whole(gateway: &Gateway, call: &Call, lane: usize, response: switchyard_ir::Response) {
+    let (CacheState::Miss(key), Some(store)) = (&call.cache, &gateway.response_cache) else { return };
+    let Some(ttl) = pool_ttl(gateway, call) else { return };
+    let cost = cost(gateway, lane, &response.usage);
+    let cached = Cached { response, events: None, lane, cost, stored: Instant::now() };
+    store.put(*key, cached, ttl, Instant::now());
+}
+
+/// Stores a stream that ended whole, its events as they came.
+pub(crate) fn store_stream(gateway: &Gateway, call_key: &CacheKey, pool: usize, lane: usize, events: Vec<StreamEvent>) {
+    let (Some(store), Some(ttl)) = (&gateway.response_cache, gateway.pools.get(pool).and_then(|p| p.cache_ttl)) else {
+        return;
+    };
+    let mut accumulator = switchyard_ir::Accumulator::new();
+    for event in &events {
+        accumulator.push(event);
+    }
+    let response = accumulator.into_response();
+    let cost = cost(gateway, lane, &response.usage);
+    store.put(
+        *call_key,
+        Cached { response, events: Some(events), lane, cost, stored: Instant::now() },
+        ttl,
+        Instant::now(),
+    );
+}
+
+fn pool_ttl(gateway: &Gateway, call: &Call) -> Option<std::time::Duration> {
+    gateway.resolve(&call.name).and_then(|pool| gateway.pools[pool].cache_ttl)
+}
+
+/// What `usage` cost at `lane`'s price: what a hit saves.
+fn cost(gateway: &Gateway, lane: usize, usage: &Usage) -> u64 {
+    let tokens = switchyard_governance::money::Tokens {
+        input: usage.input_tokens,
+        output: usage.output_tokens,
+        cache_read: usage.cache_read_tokens,
+        cache_write: usage.cache_write_tokens,
+        units: 0,
+        requests: 1,
+    };
+    gateway.lanes.get(lane).and_then(|l| l.price).map_or(0, |price| price.cost(&tokens))
+}
+
+fn count(gateway: &Gateway, pool: usize, outcome: CacheOutcome) {
+    if let Some(metrics) = gateway.metrics() {
+        metrics.cache(metrics.place(Some(pool), None), outcome);
+    }
+}
+
+/// The `x-switchyard-cache` value of a call that was not a hit: `miss`
+/// (stored when whole) or `bypass`; `None` outside a caching pool.
+pub(crate) fn status(call: &Call) -> Option<HeaderValue> {
+    match &call.cache {
+        CacheState::Miss(_) => Some(HeaderValue::from_static("miss")),
+        CacheState::Bypass => Some(HeaderValue::from_static("bypass")),
+        CacheState::Off => None,
+    }
+}

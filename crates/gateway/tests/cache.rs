@@ -1,0 +1,93 @@
+//! The response cache over real TCP with `mock://` lanes: a hit from
+//! another dialect, a streamed replay, a miss across tenants, a bypass,
+//! and a hit that leaves the budget untouched.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+use switchyard_protocol::ir::Protocol;
+
+const POOLS: &str = "providers:\n  mock: { protocol: openai, base_url: mock:// }\n\
+    models:\n  gpt: { provider: mock }\n\
+    pools:\n  cached: { cache: { ttl: 5m }, members: [{ model: gpt }] }\n  plain: { members: [{ model: gpt }] }\n";
+
+fn cache_header(reply: &Reply) -> &str {
+    reply.headers.get("x-switchyard-cache").map_or("", |v| v.to_str().unwrap_or(""))
+}
+
+/// The same question in two dialects, with the same output cap.
+fn asked(ingress: Protocol, text: &str, stream: bool) -> String {
+    let mut body: serde_json::Value = serde_json::from_str(&chat_body(ingress, "cached", text, stream)).unwrap();
+    body["max_tokens"] = json!(100);
+    body.to_string()
+}
+
+#[tokio::test]
+async fn a_hit_from_another_dialect_and_a_streamed_replay() {
+    let addr = gateway(POOLS).await;
+    let first = post(addr, "/v1/chat/completions", &[], asked(Protocol::OpenAi, "what is cached?", false)).await;
+    assert_eq!((first.status.as_u16(), cache_header(&first)), (200, "miss"));
+    let openai: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+    let text = openai["choices"][0]["message"]["content"].as_str().unwrap().to_owned();
+    // The same question from an Anthropic caller: answered from the cache, in its shape.
+    let again = post(addr, "/v1/messages", &[], asked(Protocol::Anthropic, "what is cached?", false)).await;
+    assert_eq!((again.status.as_u16(), cache_header(&again)), (200, "hit"), "{}", String::from_utf8_lossy(&again.body));
+    assert!(again.headers.get("age").is_some());
+    let anthropic: serde_json::Value = serde_json::from_slice(&again.body).unwrap();
+    assert_eq!(anthropic["content"][0]["text"], text.as_str());
+    // A stream, then its replay as a stream (and as a whole reply).
+    let path = ingress_path(Protocol::OpenAi, "cached", true);
+    let streamed = post(addr, &path, &[], asked(Protocol::OpenAi, "stream me", true)).await;
+    assert_eq!(cache_header(&streamed), "miss");
+    let replayed = post(addr, &path, &[], asked(Protocol::OpenAi, "stream me", true)).await;
+    assert_eq!(cache_header(&replayed), "hit");
+    let (a, b) = (String::from_utf8_lossy(&streamed.body), String::from_utf8_lossy(&replayed.body));
+    let frames = |s: &str| s.matches("data: ").count();
+    assert_eq!(frames(&a), frames(&b), "the replay keeps the stream's chunking:\n{a}\n{b}");
+    assert!(b.contains("[DONE]"));
+    // No-cache bypasses; a pool without cache says nothing.
+    let bypassed = post(
+        addr,
+        "/v1/chat/completions",
+        &[("cache-control", "no-cache")],
+        asked(Protocol::OpenAi, "what is cached?", false),
+    )
+    .await;
+    assert_eq!(cache_header(&bypassed), "bypass");
+    let plain = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "plain", "hi", false)).await;
+    assert_eq!(cache_header(&plain), "");
+}
+
+#[tokio::test]
+async fn tenants_never_share_and_a_hit_costs_nothing() {
+    let config = format!("auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\n{POOLS}rate_card:\n  gpt: {{ input_utok: 1000000, output_utok: 1000000 }}\n");
+    let (addr, _) = governed(&config).await;
+    let one = create_key(addr, json!({"name": "one", "budget": {"usd": 1000.0, "window": "1d"}})).await;
+    let two = create_key(addr, json!({"name": "two"})).await;
+    let bearer = |key: &serde_json::Value| format!("Bearer {}", key["key"].as_str().unwrap());
+    let ask = |auth: String| async move {
+        post(
+            addr,
+            "/v1/chat/completions",
+            &[("authorization", &auth)],
+            asked(Protocol::OpenAi, "private question", false),
+        )
+        .await
+    };
+    assert_eq!(cache_header(&ask(bearer(&one)).await), "miss");
+    assert_eq!(cache_header(&ask(bearer(&two)).await), "miss", "another key never reads the first key's entry");
+    let spent = |addr| async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+        let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+        spend["data"].as_array().unwrap().iter().map(|r| r["usd"].as_f64().unwrap()).sum::<f64>()
+    };
+    let before = spent(addr).await;
+    assert!(before > 0.0);
+    assert_eq!(cache_header(&ask(bearer(&one)).await), "hit");
+    assert_eq!(spent(addr).await, before, "a hit costs nothing");
+}

@@ -1,0 +1,148 @@
+//! The response cache's store: exact-match answers, each under a key that
+//! already names its partition (the caller's key or group), its pool and
+//! its normalised request (`engine::response_cache` builds it). Bounded in
+//! bytes, not entries: past `max_bytes` the least recently used answers go
+//! first; each entry lives for its pool's `ttl`. In memory, one node.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use switchyard_ir::{Response, StreamEvent};
+
+/// A cache key: a SHA-256 of the partition, the pool and the request.
+pub type CacheKey = [u8; 32];
+
+/// One cached answer: the reply as IR (so a caller of any protocol can be
+/// answered), the stream's events as they came when it was streamed, and
+/// what it cost.
+#[derive(Debug)]
+pub struct Cached {
+    /// The whole reply.
+    pub response: Response,
+    /// A streamed answer's events, to replay its chunking.
+    pub events: Option<Vec<StreamEvent>>,
+    /// The lane that served it.
+    pub lane: usize,
+    /// What it cost when it was served (nano-USD): what a hit saves.
+    pub cost: u64,
+    /// When it was stored.
+    pub stored: Instant,
+}
+
+impl Cached {
+    /// Roughly the bytes it holds (what the cache's bound counts).
+    pub fn size(&self) -> usize {
+        let text: usize = serde_json::to_vec(&self.response).map_or(0, |v| v.len());
+        text * if self.events.is_some() { 2 } else { 1 } + 256
+    }
+}
+
+struct Entry {
+    value: Arc<Cached>,
+    expires: Instant,
+    size: usize,
+    /// Its place in the use order.
+    used: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<CacheKey, Entry>,
+    /// Use order: tick → key (the first is the least recently used).
+    order: BTreeMap<u64, CacheKey>,
+    tick: u64,
+    bytes: usize,
+}
+
+/// The bounded store.
+pub struct ResponseCache {
+    max_bytes: usize,
+    inner: Mutex<Inner>,
+}
+
+impl ResponseCache {
+    /// An empty store of at most `max_bytes`.
+    pub fn new(max_bytes: usize) -> ResponseCache {
+        ResponseCache { max_bytes, inner: Mutex::new(Inner::default()) }
+    }
+
+    /// The answer under `key`, fresh at `now`.
+    pub fn get(&self, key: &CacheKey, now: Instant) -> Option<Arc<Cached>> {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let expired = inner.entries.get(key).map(|e| e.expires <= now)?;
+        if expired {
+            inner.remove(key);
+            return None;
+        }
+        inner.tick += 1;
+        let tick = inner.tick;
+        let entry = inner.entries.get_mut(key)?;
+        let old = std::mem::replace(&mut entry.used, tick);
+        let value = entry.value.clone();
+        inner.order.remove(&old);
+        inner.order.insert(tick, *key);
+        Some(value)
+    }
+
+    /// Keeps `value` under `key` for `ttl` from `now`, evicting the least
+    /// recently used answers past the bound (an answer larger than the
+    /// whole bound is not kept).
+    pub fn put(&self, key: CacheKey, value: Cached, ttl: Duration, now: Instant) {
+        let size = value.size();
+        if size > self.max_bytes {
+            return;
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.remove(&key);
+        while inner.bytes + size > self.max_bytes {
+            let Some((_, oldest)) = inner.order.pop_first() else { break };
+            inner.remove(&oldest);
+        }
+        inner.tick += 1;
+        let used = inner.tick;
+        inner.order.insert(used, key);
+        inner.bytes += size;
+        inner.entries.insert(key, Entry { value: Arc::new(value), expires: now + ttl, size, used });
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).bytes
+    }
+}
+
+impl Inner {
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(entry) = self.entries.remove(key) {
+            self.order.remove(&entry.used);
+            self.bytes -= entry.size;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(text: &str) -> Cached {
+        let response = Response { content: vec![switchyard_ir::Block::text(text)], ..Response::default() };
+        Cached { response, events: None, lane: 0, cost: 0, stored: Instant::now() }
+    }
+
+    #[test]
+    fn entries_expire_and_the_least_recently_used_go_first() {
+        let now = Instant::now();
+        let one = answer("x").size();
+        let cache = ResponseCache::new(one * 2);
+        let ttl = Duration::from_secs(60);
+        cache.put([1; 32], answer("x"), ttl, now);
+        cache.put([2; 32], answer("y"), ttl, now);
+        assert!(cache.get(&[1; 32], now).is_some(), "touching 1 makes 2 the oldest");
+        cache.put([3; 32], answer("z"), ttl, now);
+        assert!(cache.get(&[2; 32], now).is_none(), "evicted");
+        assert!(cache.get(&[1; 32], now).is_some() && cache.get(&[3; 32], now).is_some());
+        assert!(cache.bytes() <= one * 2);
+        assert!(cache.get(&[1; 32], now + ttl).is_none(), "expired");
+    }
+}
