@@ -133,7 +133,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
         return refused(&gateway, &call, record, &info, None).await;
     }
     if gateway.response_cache.is_some() {
-        if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record) {
+        if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record).await {
             return finished(&gateway, &call, Some(record), hit).await;
         }
     }

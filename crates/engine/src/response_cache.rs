@@ -10,6 +10,7 @@
 //! whole (a cut stream never is); `Cache-Control: no-cache` or `no-store`
 //! bypasses. A pool without `cache` never reaches this module.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -27,9 +28,10 @@ use crate::settle::Record;
 /// `x-switchyard-cache`.
 pub(crate) const X_SWITCHYARD_CACHE: HeaderName = HeaderName::from_static("x-switchyard-cache");
 
-/// The cached answer for `call` in `pool`, if one is fresh. On a miss the
-/// call carries its key, for the answer to be stored under.
-pub(crate) fn lookup(
+/// The cached answer for `call` in `pool`, if one is fresh (from the
+/// fleet's Redis when there is one, else this instance's store). On a miss
+/// the call carries its key, for the answer to be stored under.
+pub(crate) async fn lookup(
     gateway: &Gateway,
     call: &mut Call,
     pool: usize,
@@ -49,7 +51,15 @@ pub(crate) fn lookup(
         call.cache = CacheState::Bypass;
         return None;
     };
-    let Some(cached) = store.get(&key, Instant::now()) else {
+    let found = match &gateway.fleet_state {
+        Some(fleet) => fleet
+            .cache_get(&hex(&key))
+            .await
+            .and_then(|bytes| serde_json::from_slice::<Cached>(&bytes).ok())
+            .map(Arc::new),
+        None => store.get(&key, Instant::now()),
+    };
+    let Some(cached) = found else {
         count(gateway, pool, CacheOutcome::Miss);
         call.cache = CacheState::Miss(key);
         return None;
@@ -58,8 +68,15 @@ pub(crate) fn lookup(
     if let Some(metrics) = gateway.metrics() {
         metrics.cache_saved(metrics.place(Some(pool), None), cached.cost);
     }
-    record.cache_hit(pool, cached.lane, cached.cost);
-    Some(answer(gateway, call, &cached))
+    let lane = gateway.lanes.iter().position(|l| *l.name == *cached.lane);
+    if let Some(lane) = lane {
+        record.cache_hit(pool, lane, cached.cost);
+    }
+    Some(answer(gateway, call, &cached, lane))
+}
+
+fn hex(key: &CacheKey) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The key of `call`: its partition, its pool, its request read to IR and
@@ -89,9 +106,9 @@ fn key(gateway: &Gateway, call: &Call, pool: usize) -> Option<CacheKey> {
 }
 
 /// A hit, in the caller's protocol.
-fn answer(gateway: &Gateway, call: &Call, cached: &Cached) -> Response<ResponseBody> {
+fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) -> Response<ResponseBody> {
     let codec = gateway.codec(call.ingress);
-    let lane = gateway.lanes.get(cached.lane);
+    let lane = lane.and_then(|lane| gateway.lanes.get(lane));
     let mut builder = Response::builder().status(StatusCode::OK);
     if let Some(headers) = builder.headers_mut() {
         common_headers(headers, call);
@@ -100,7 +117,8 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached) -> Response<ResponseB
             headers.insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
         }
         headers.insert(X_SWITCHYARD_CACHE, HeaderValue::from_static("hit"));
-        headers.insert(http::header::AGE, HeaderValue::from(cached.stored.elapsed().as_secs()));
+        let age = switchyard_state::clock::now_ms().saturating_sub(cached.stored_ms) / 1000;
+        headers.insert(http::header::AGE, HeaderValue::from(age));
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
@@ -128,37 +146,55 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached) -> Response<ResponseB
     builder.body(body).unwrap_or_else(|_| crate::render::internal_error())
 }
 
-/// Stores a whole reply (`body`, in `protocol`) served by `lane` under the
-/// call's key, when it has one.
+/// Stores a whole reply served by `lane` under the call's key, when it
+/// has one.
 pub(crate) fn store_whole(gateway: &Gateway, call: &Call, lane: usize, response: switchyard_ir::Response) {
-    let (CacheState::Miss(key), Some(store)) = (&call.cache, &gateway.response_cache) else { return };
-    let Some(ttl) = pool_ttl(gateway, call) else { return };
-    let cost = cost(gateway, lane, &response.usage);
-    let cached = Cached { response, events: None, lane, cost, stored: Instant::now() };
-    store.put(*key, cached, ttl, Instant::now());
+    let CacheState::Miss(key) = &call.cache else { return };
+    let Some(pool) = gateway.resolve(&call.name) else { return };
+    keep(gateway, key, pool, lane, response, None);
 }
 
 /// Stores a stream that ended whole, its events as they came.
-pub(crate) fn store_stream(gateway: &Gateway, call_key: &CacheKey, pool: usize, lane: usize, events: Vec<StreamEvent>) {
-    let (Some(store), Some(ttl)) = (&gateway.response_cache, gateway.pools.get(pool).and_then(|p| p.cache_ttl)) else {
-        return;
-    };
+pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKey, pool: usize, lane: usize, events: Vec<StreamEvent>) {
     let mut accumulator = switchyard_ir::Accumulator::new();
     for event in &events {
         accumulator.push(event);
     }
-    let response = accumulator.into_response();
-    let cost = cost(gateway, lane, &response.usage);
-    store.put(
-        *call_key,
-        Cached { response, events: Some(events), lane, cost, stored: Instant::now() },
-        ttl,
-        Instant::now(),
-    );
+    keep(gateway, key, pool, lane, accumulator.into_response(), Some(events));
 }
 
-fn pool_ttl(gateway: &Gateway, call: &Call) -> Option<std::time::Duration> {
-    gateway.resolve(&call.name).and_then(|pool| gateway.pools[pool].cache_ttl)
+/// Puts an answer in this instance's store, or (in a fleet) in Redis on a
+/// task of its own: the caller never waits for it.
+fn keep(
+    gateway: &Gateway,
+    key: &CacheKey,
+    pool: usize,
+    lane: usize,
+    response: switchyard_ir::Response,
+    events: Option<Vec<StreamEvent>>,
+) {
+    let (Some(store), Some(ttl), Some(name)) = (
+        &gateway.response_cache,
+        gateway.pools.get(pool).and_then(|p| p.cache_ttl),
+        gateway.lanes.get(lane).map(|l| l.name.to_string()),
+    ) else {
+        return;
+    };
+    let cost = cost(gateway, lane, &response.usage);
+    let cached = Cached { response, events, lane: name, cost, stored_ms: switchyard_state::clock::now_ms() };
+    match &gateway.fleet_state {
+        Some(fleet) => {
+            let (fleet, key) = (fleet.clone(), hex(key));
+            if let (Ok(bytes), Ok(runtime)) = (serde_json::to_vec(&cached), tokio::runtime::Handle::try_current()) {
+                runtime.spawn(async move {
+                    if let Err(err) = fleet.cache_put(&key, bytes, ttl).await {
+                        tracing::warn!(error = %err, "the response cache could not store an answer in redis");
+                    }
+                });
+            }
+        }
+        None => store.put(*key, cached, ttl, Instant::now()),
+    }
 }
 
 /// What `usage` cost at `lane`'s price: what a hit saves.

@@ -211,6 +211,20 @@ impl FleetState {
         mget.query_async::<Vec<Option<String>>>(&mut redis).await
     }
 
+    /// The response cache's entry under `key` (hex), if any. A Redis that
+    /// cannot answer is a miss.
+    pub async fn cache_get(&self, key: &str) -> Option<Vec<u8>> {
+        let mut redis = self.redis.clone();
+        redis::cmd("GET").arg(cache_key(key)).query_async::<Option<Vec<u8>>>(&mut redis).await.ok().flatten()
+    }
+
+    /// Keeps a response cache entry under `key` (hex) for `ttl`.
+    pub async fn cache_put(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<(), redis::RedisError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut redis = self.redis.clone();
+        redis::cmd("SET").arg(cache_key(key)).arg(value).arg("PX").arg(millis).query_async::<()>(&mut redis).await
+    }
+
     /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
     /// another instance is sending it. When Redis cannot answer, this
     /// instance's own breaker decides (true).
@@ -293,6 +307,10 @@ fn trial_key(pool: &str, lane: &str) -> String {
 }
 
 /// Where a tool call's signature is kept.
+fn cache_key(key: &str) -> String {
+    format!("switchyard:cache:{key}")
+}
+
 fn signature_key(key: &str) -> String {
     format!("switchyard:signature:{key}")
 }

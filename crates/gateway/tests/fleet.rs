@@ -764,3 +764,35 @@ async fn a_call_signature_kept_by_one_instance_is_restored_by_another() {
     let text = String::from_utf8_lossy(&reply.body);
     assert!(text.contains("(signed)"), "{text}");
 }
+
+/// A fleet shares one response cache through Redis: an answer one instance
+/// served is a hit on the other, streamed or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_share_the_response_cache_over_redis() {
+    let Some(redis) = Redis::start() else { return };
+    let yaml = "providers:\n  fake: { protocol: openai, base_url: mock:// }\nmodels:\n  m: { provider: fake }\n\
+                pools:\n  cached: { cache: { ttl: 1m }, members: [{ model: m }] }\n";
+    let (one, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let (two, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    for stream in [false, true] {
+        // A stream and a whole reply share an entry: each round asks its own question.
+        let question = if stream { "shared as a stream?" } else { "shared?" };
+        let ask =
+            |addr| post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "cached", question, stream));
+        let first = ask(one).await;
+        assert_eq!(first.headers.get("x-switchyard-cache").unwrap(), "miss");
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            // The store is written on a task of its own: the next lookup may
+            // come before it lands.
+            let reply = ask(two).await;
+            assert_eq!(reply.status, StatusCode::OK);
+            if reply.headers.get("x-switchyard-cache").unwrap() == "hit" {
+                assert_eq!(reply.body, first.body, "stream {stream}: the same answer");
+                break;
+            }
+            assert!(Instant::now() < deadline, "the other instance never found the answer (stream {stream})");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

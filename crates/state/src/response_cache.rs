@@ -15,19 +15,20 @@ pub type CacheKey = [u8; 32];
 
 /// One cached answer: the reply as IR (so a caller of any protocol can be
 /// answered), the stream's events as they came when it was streamed, and
-/// what it cost.
-#[derive(Debug)]
+/// what it cost. Serialised as it is into a fleet's Redis.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Cached {
     /// The whole reply.
     pub response: Response,
     /// A streamed answer's events, to replay its chunking.
     pub events: Option<Vec<StreamEvent>>,
-    /// The lane that served it.
-    pub lane: usize,
+    /// The lane that served it, by name (instances index lanes alike only
+    /// when their configs agree).
+    pub lane: String,
     /// What it cost when it was served (nano-USD): what a hit saves.
     pub cost: u64,
-    /// When it was stored.
-    pub stored: Instant,
+    /// When it was stored (Unix ms).
+    pub stored_ms: u64,
 }
 
 impl Cached {
@@ -127,7 +128,7 @@ mod tests {
 
     fn answer(text: &str) -> Cached {
         let response = Response { content: vec![switchyard_ir::Block::text(text)], ..Response::default() };
-        Cached { response, events: None, lane: 0, cost: 0, stored: Instant::now() }
+        Cached { response, events: None, lane: "lane".to_owned(), cost: 0, stored_ms: 0 }
     }
 
     #[test]
