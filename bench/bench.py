@@ -100,6 +100,7 @@ HELD_POOL = "stream-held"  # the same lane first, a fallback lane behind it, a f
 PREFIX_POOL = "chat-prefix"  # the pool alias with prompt-cache affinity on
 MIXED_POOL = "chat-mixed"  # the lane first, an Anthropic lane behind it: two protocols
 CONTINUED_POOL = "stream-continued"  # the held pool's lanes, streams continued on a break
+CACHED_POOL = "chat-cached"  # the lane behind the response cache (every request after the first a hit)
 GUARDED_POOL = "chat-guarded"  # the lane behind a policy of 20 regexes, request and reply
 HEDGED_POOL = "stream-hedged"  # the held pool, hedged after 2 s (never late here)
 TAIL_POOLS = ("tail-plain", "tail-hedged")  # two lanes on the heavy-tailed upstream, without and with hedging
@@ -118,6 +119,9 @@ HELD_POOL_CONF = """  {prefix_pool}:
     failover: {{ first_token: 15s }}
     hedge: {{ after: 2s, max_extra: 10% }}
     members: [{{ model: {openai_model}, weight: 1000 }}, {{ model: {openai_model}-b, weight: 1 }}]
+  {cached_pool}:
+    cache: {{ ttl: 1h }}
+    members: [{{ model: {openai_model} }}]
   {guarded_pool}:
     policies: [twenty]
     members: [{{ model: {openai_model} }}]
@@ -239,6 +243,10 @@ CASES = [
     # Guardrails: a policy of 20 regexes on the request and the reply.
     ("15-guarded-chat", "15. case 2 behind a policy of 20 regexes (request and reply)", "openai", GUARDED_POOL, "chat-openai"),
     ("15-guarded-stream64", "15. stream 64 behind a policy of 20 regexes (reply screened as it streams)", "openai", GUARDED_POOL, "stream64-openai"),
+    # The response cache: the same request again and again, answered from
+    # the cache after the first (a hit against a routed request).
+    ("16-cache-hit-chat", "16. case 2 answered from the response cache", "openai", CACHED_POOL, "chat-openai"),
+    ("16-cache-hit-stream64", "16. stream 64 replayed from the response cache", "openai", CACHED_POOL, "stream64-openai"),
     # Hedging on streams that are never late: the held pool with a hedge
     # after 2 s (the race is set up, its timer never fires).
     ("14-stream64-hedged", "14. stream 64 via the held pool with hedging on (never late)", "openai", HEDGED_POOL, "stream64-openai"),
@@ -266,6 +274,8 @@ VARIANTS = {
     "10-stream64-held": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
     "14-stream64-hedged": dict(of="10-stream64-held", extra=None, goal="≤ 1.05", ttfb_goal="≤ 1.05"),
     "15-guarded-chat": dict(of="2-pool-alias", extra=None, goal="≤ 1.15"),
+    "16-cache-hit-chat": dict(of="2-pool-alias", extra=None, goal="≤ 0.5"),
+    "16-cache-hit-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 0.5"),
     "15-guarded-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.15"),
 }
 
@@ -737,7 +747,7 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
         embed_lane += "  %s-b: { provider: up-openai, model: %s }\n" % (OPENAI_MODEL, OPENAI_MODEL)
     held_pool = (HELD_POOL_CONF.format(
         pool=HELD_POOL, prefix_pool=PREFIX_POOL, mixed_pool=MIXED_POOL, continued_pool=CONTINUED_POOL,
-        hedged_pool=HEDGED_POOL, guarded_pool=GUARDED_POOL,
+        hedged_pool=HEDGED_POOL, guarded_pool=GUARDED_POOL, cached_pool=CACHED_POOL,
         openai_model=OPENAI_MODEL,
         anthropic_model=ANTHROPIC_MODEL) if embed else "")
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""

@@ -62,6 +62,7 @@ def lanes_config(listen: str, admin: str) -> str:
     ]
     lines.append("pools:")
     lines.append("  guarded: { policies: [pii, words, cards], members: [{ model: lane-openai }] }")
+    lines.append("  cached: { cache: { ttl: 5m }, members: [{ model: lane-openai }] }")
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     # lanes of three vendors: a conversation with signed state stays with its vendor's
     lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")
