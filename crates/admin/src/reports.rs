@@ -139,6 +139,11 @@ pub struct RequestView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
     pub attempts: Vec<switchyard_store::Attempt>,
+    /// A response-cache hit's saving (`cache_saved_nano`), the guardrail
+    /// decisions (`guardrails`: policy/rule/action/direction).
+    #[serde(skip_serializing_if = "switchyard_store::Notes::is_empty")]
+    #[schema(value_type = Object)]
+    pub notes: switchyard_store::Notes,
 }
 
 /// A page of requests.
@@ -327,6 +332,7 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
         failovers: row.failovers,
         estimated: row.estimated,
         attempts: row.attempts,
+        notes: row.notes,
     }
 }
 

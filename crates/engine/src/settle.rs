@@ -266,6 +266,21 @@ impl Record {
         }
     }
 
+    /// What else the ledger row records: a cache hit's saving, the
+    /// guardrail decisions (named from the config's catalog of rules).
+    fn notes(&self, gateway: &Gateway) -> switchyard_store::Notes {
+        let guardrails = self
+            .guardrails
+            .iter()
+            .filter_map(|&(id, response)| {
+                let (policy, rule, action) = gateway.metrics.guardrail_rules.get(id)?;
+                let direction = if response { "response" } else { "request" };
+                Some(format!("{policy}/{rule}/{action}/{direction}"))
+            })
+            .collect();
+        switchyard_store::Notes { cache_saved_nano: self.cache_saved, guardrails }
+    }
+
     /// Every attempt, for the ledger, when there was more than one.
     fn attempts(&self) -> Vec<switchyard_store::Attempt> {
         if self.earlier_attempts.is_empty() {
@@ -433,6 +448,7 @@ impl Record {
         row.ttfb_ms = None;
         row.failovers = 0;
         row.attempts = Vec::new();
+        row.notes = switchyard_store::Notes::default();
         Some(row)
     }
 
@@ -579,6 +595,7 @@ impl Record {
             failovers: self.failovers,
             estimated: self.estimated,
             attempts: self.attempts(),
+            notes: self.notes(gateway),
         })
     }
 }

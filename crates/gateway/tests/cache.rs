@@ -90,4 +90,13 @@ async fn tenants_never_share_and_a_hit_costs_nothing() {
     assert!(before > 0.0);
     assert_eq!(cache_header(&ask(bearer(&one)).await), "hit");
     assert_eq!(spent(addr).await, before, "a hit costs nothing");
+    // Its ledger row says it was a hit, what it saved and the lane it came from.
+    let id = one["id"].as_str().unwrap();
+    let rows = admin_call(addr, "GET", &format!("/api/v1/admin/requests?key={id}"), Some(ADMIN_TOKEN), None).await;
+    let rows: serde_json::Value = serde_json::from_slice(&rows.body).unwrap();
+    let hit = rows["data"].as_array().unwrap().iter().find(|r| r["notes"]["cache_saved_nano"].is_u64());
+    let hit = hit.unwrap_or_else(|| panic!("no hit row: {rows}"));
+    assert!(hit["notes"]["cache_saved_nano"].as_u64().unwrap() > 0, "{hit}");
+    assert_eq!(hit["lane"], "gpt", "{hit}");
+    assert_eq!(hit["input_tokens"], 0, "{hit}");
 }

@@ -181,5 +181,25 @@ async fn a_groups_policies_apply_to_its_keys() {
         let reply = post(addr, "/v1/chat/completions", &[("authorization", &format!("Bearer {secret}"))], body).await;
         assert_eq!(reply.status, 200, "{}", text(&reply));
         assert_eq!(text(&reply).contains("[EMAIL_1]"), masked, "{group}: {}", text(&reply));
+        // The ledger row names the decision, never the text.
+        let id = key["id"].as_str().unwrap();
+        let mut found = serde_json::Value::Null;
+        for _ in 0..100 {
+            let rows =
+                admin_call(addr, "GET", &format!("/api/v1/admin/requests?key={id}"), Some(ADMIN_TOKEN), None).await;
+            found = serde_json::from_slice(&rows.body).unwrap();
+            if !found["data"].as_array().unwrap().is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let notes = &found["data"][0]["notes"];
+        let expected = if masked {
+            serde_json::json!({"guardrails": ["pii/email/mask/request"]})
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(*notes, expected, "{group}: {found}");
+        assert!(!found.to_string().contains("ann@example.com"));
     }
 }

@@ -127,6 +127,27 @@ pub struct LedgerRow {
     /// single attempt is the row's lane and status).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attempts: Vec<Attempt>,
+    /// A response-cache hit and what it saved, the guardrail decisions.
+    #[serde(default, skip_serializing_if = "Notes::is_empty")]
+    pub notes: Notes,
+}
+
+/// What else a ledger row records.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Notes {
+    /// Answered from the response cache, saving this many nano-USD.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_saved_nano: Option<u64>,
+    /// Guardrail decisions, `policy/rule/action/direction` (never the text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guardrails: Vec<String>,
+}
+
+impl Notes {
+    /// Nothing to note.
+    pub fn is_empty(&self) -> bool {
+        self.cache_saved_nano.is_none() && self.guardrails.is_empty()
+    }
 }
 
 fn chat() -> String {
@@ -251,6 +272,16 @@ pub(crate) fn attempts_column(attempts: &[Attempt]) -> Option<String> {
     } else {
         serde_json::to_string(attempts).ok()
     }
+}
+
+/// The notes column: JSON, or nothing.
+pub(crate) fn notes_column(notes: &Notes) -> Option<String> {
+    (!notes.is_empty()).then(|| serde_json::to_string(notes).ok()).flatten()
+}
+
+/// The notes column read back (a corrupt one reads as none: it is detail).
+pub(crate) fn notes_of(column: Option<String>) -> Notes {
+    column.and_then(|text| serde_json::from_str(&text).ok()).unwrap_or_default()
 }
 
 /// The attempts column read back (a corrupt one reads as none: it is detail,

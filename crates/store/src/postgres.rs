@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0004_audit_at.sql"),
     include_str!("../migrations/postgres/0005_operations.sql"),
     include_str!("../migrations/postgres/0006_call_signatures.sql"),
+    include_str!("../migrations/postgres/0007_ledger_notes.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -419,13 +420,14 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
             failovers: u32::try_from(col::<i32>(row, 16)?).unwrap_or(0),
             estimated: col(row, 17)?,
             attempts: crate::attempts_of(col(row, 18)?),
+            notes: crate::notes_of(col(row, 22)?),
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
-     billed_requests, operation";
+     billed_requests, operation, notes";
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
@@ -444,8 +446,8 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-                     $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) \
+                     estimated, attempts, units, billed_requests, operation, notes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+                     $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -455,6 +457,7 @@ impl Ledger for PostgresStore {
                 let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
                 let ttfb = row.ttfb_ms.map(column);
                 let attempts = crate::attempts_column(&row.attempts);
+                let notes = crate::notes_column(&row.notes);
                 tx.execute(
                     &insert,
                     &[
@@ -479,6 +482,7 @@ impl Ledger for PostgresStore {
                         &column(row.tokens.units),
                         &column(row.tokens.requests),
                         &row.operation,
+                        &notes,
                     ],
                 )
                 .await

@@ -24,6 +24,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0005_audit_at.sql"),
     include_str!("../migrations/sqlite/0006_operations.sql"),
     include_str!("../migrations/sqlite/0007_call_signatures.sql"),
+    include_str!("../migrations/sqlite/0008_ledger_notes.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -297,13 +298,14 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             estimated: row.get(16)?,
             entry: row.get(17)?,
             attempts: crate::attempts_of(row.get(18)?),
+            notes: crate::notes_of(row.get(22)?),
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
-     billed_requests, operation";
+     billed_requests, operation, notes";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -314,8 +316,8 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts, units, billed_requests, operation) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
-                         ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+                         estimated, entry, attempts, units, billed_requests, operation, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
+                         ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -342,6 +344,7 @@ impl Ledger for SqliteStore {
                             row.tokens.units as i64,
                             row.tokens.requests as i64,
                             row.operation,
+                            crate::notes_column(&row.notes),
                         ])
                         .map_err(unavailable)?;
                 }

@@ -56,6 +56,11 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         failovers: 0,
         estimated: false,
         attempts: Vec::new(),
+        // Every row's notes round-trip through each store.
+        notes: switchyard_store::Notes {
+            cache_saved_nano: (output == 0).then_some(1234),
+            guardrails: vec!["pii/email/mask/request".into()],
+        },
     }
 }
 
