@@ -171,7 +171,7 @@ pub(crate) struct StreamRelay {
 
 /// A stream kept for the response cache.
 pub(crate) struct Caching {
-    pub(crate) key: switchyard_state::response_cache::CacheKey,
+    pub(crate) key: switchyard_state::response_cache::CacheKeys,
     pub(crate) pool: usize,
     pub(crate) lane: usize,
     pub(crate) events: Vec<StreamEvent>,

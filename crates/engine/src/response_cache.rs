@@ -18,7 +18,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use switchyard_ir::{StreamEvent, Usage};
 use switchyard_state::call::{CacheState, Call};
-use switchyard_state::response_cache::{CacheKey, Cached};
+use switchyard_state::response_cache::{CacheKey, CacheKeys, Cached};
 use switchyard_state::Gateway;
 use switchyard_telemetry::metrics::CacheOutcome;
 
@@ -46,22 +46,28 @@ pub(crate) async fn lookup(
             .to_str()
             .is_ok_and(|v| v.to_ascii_lowercase().split(',').any(|d| matches!(d.trim(), "no-cache" | "no-store")))
     });
-    let Some(key) = (!bypass).then(|| key(gateway, call, pool)).flatten() else {
+    if bypass {
         count(gateway, pool, CacheOutcome::Bypass);
         call.cache = CacheState::Bypass;
         return None;
-    };
-    let found = match &gateway.fleet_state {
-        Some(fleet) => fleet
-            .cache_get(&hex(&key))
-            .await
-            .and_then(|bytes| serde_json::from_slice::<Cached>(&bytes).ok())
-            .map(Arc::new),
-        None => store.get(&key, Instant::now()),
-    };
+    }
+    // The same bytes again are found without reading the request; the same
+    // request in another protocol (or another spelling) by its IR.
+    let raw = raw_key(gateway, call, pool);
+    let mut found = find(gateway, store, &raw).await;
+    let mut ir = None;
+    if found.is_none() {
+        let Some(key) = key(gateway, call, pool) else {
+            count(gateway, pool, CacheOutcome::Bypass);
+            call.cache = CacheState::Bypass;
+            return None;
+        };
+        found = find(gateway, store, &key).await;
+        ir = Some(key);
+    }
     let Some(cached) = found else {
         count(gateway, pool, CacheOutcome::Miss);
-        call.cache = CacheState::Miss(key);
+        call.cache = CacheState::Miss(CacheKeys { raw, ir: ir.unwrap_or(raw) });
         return None;
     };
     count(gateway, pool, CacheOutcome::Hit);
@@ -73,6 +79,46 @@ pub(crate) async fn lookup(
         record.cache_hit(pool, lane, cached.cost);
     }
     Some(answer(gateway, call, &cached, lane))
+}
+
+/// The answer under `key`: in the fleet's Redis, or this instance's store.
+async fn find(
+    gateway: &Gateway,
+    store: &switchyard_state::response_cache::ResponseCache,
+    key: &CacheKey,
+) -> Option<Arc<Cached>> {
+    match &gateway.fleet_state {
+        Some(fleet) => fleet
+            .cache_get(&hex(key))
+            .await
+            .and_then(|bytes| serde_json::from_slice::<Cached>(&bytes).ok())
+            .map(Arc::new),
+        None => store.get(key, Instant::now()),
+    }
+}
+
+/// The key of the request's bytes as they came, in its partition and pool.
+fn raw_key(gateway: &Gateway, call: &Call, pool: usize) -> CacheKey {
+    let mut hash = Sha256::new();
+    hash.update(partition(gateway, call).as_bytes());
+    hash.update([0]);
+    hash.update(gateway.pools[pool].name.as_bytes());
+    hash.update([0, call.ingress.index() as u8, u8::from(call.stream)]);
+    hash.update(&call.body);
+    hash.finalize().into()
+}
+
+/// Whose entries a call reads: its key's, its group's (`scope: group`),
+/// or, on a gateway without keys, everyone's.
+fn partition(gateway: &Gateway, call: &Call) -> String {
+    match (gateway.config.cache.by_group, call.caller.as_ref()) {
+        (_, None) => String::new(),
+        (true, Some(caller)) => match &caller.key.record.group {
+            Some(group) => format!("group:{group}"),
+            None => format!("key:{}", caller.key.id),
+        },
+        (false, Some(caller)) => format!("key:{}", caller.key.id),
+    }
 }
 
 fn hex(key: &CacheKey) -> String {
@@ -87,17 +133,8 @@ fn key(gateway: &Gateway, call: &Call, pool: usize) -> Option<CacheKey> {
     request.model.clear();
     request.user = None;
     request.metadata.clear();
-    let caller = call.caller.as_ref();
-    let partition = match (gateway.config.cache.by_group, caller) {
-        (_, None) => String::new(),
-        (true, Some(caller)) => match &caller.key.record.group {
-            Some(group) => format!("group:{group}"),
-            None => format!("key:{}", caller.key.id),
-        },
-        (false, Some(caller)) => format!("key:{}", caller.key.id),
-    };
     let mut hash = Sha256::new();
-    hash.update(partition.as_bytes());
+    hash.update(partition(gateway, call).as_bytes());
     hash.update([0]);
     hash.update(gateway.pools[pool].name.as_bytes());
     hash.update([0]);
@@ -155,7 +192,7 @@ pub(crate) fn store_whole(gateway: &Gateway, call: &Call, lane: usize, response:
 }
 
 /// Stores a stream that ended whole, its events as they came.
-pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKey, pool: usize, lane: usize, events: Vec<StreamEvent>) {
+pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKeys, pool: usize, lane: usize, events: Vec<StreamEvent>) {
     let mut accumulator = switchyard_ir::Accumulator::new();
     for event in &events {
         accumulator.push(event);
@@ -167,7 +204,7 @@ pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKey, pool: usize, lane:
 /// task of its own: the caller never waits for it.
 fn keep(
     gateway: &Gateway,
-    key: &CacheKey,
+    keys: &CacheKeys,
     pool: usize,
     lane: usize,
     response: switchyard_ir::Response,
@@ -182,18 +219,24 @@ fn keep(
     };
     let cost = cost(gateway, lane, &response.usage);
     let cached = Cached { response, events, lane: name, cost, stored_ms: switchyard_state::clock::now_ms() };
+    let mut under = vec![keys.ir];
+    if keys.raw != keys.ir {
+        under.push(keys.raw);
+    }
     match &gateway.fleet_state {
         Some(fleet) => {
-            let (fleet, key) = (fleet.clone(), hex(key));
+            let (fleet, under) = (fleet.clone(), under.iter().map(hex).collect::<Vec<_>>());
             if let (Ok(bytes), Ok(runtime)) = (serde_json::to_vec(&cached), tokio::runtime::Handle::try_current()) {
                 runtime.spawn(async move {
-                    if let Err(err) = fleet.cache_put(&key, bytes, ttl).await {
-                        tracing::warn!(error = %err, "the response cache could not store an answer in redis");
+                    for key in under {
+                        if let Err(err) = fleet.cache_put(&key, bytes.clone(), ttl).await {
+                            tracing::warn!(error = %err, "the response cache could not store an answer in redis");
+                        }
                     }
                 });
             }
         }
-        None => store.put(*key, cached, ttl, Instant::now()),
+        None => store.put(&under, cached, ttl, Instant::now()),
     }
 }
 

@@ -77,7 +77,7 @@ pub enum CacheState {
     Bypass,
     /// Not found: the answer is stored under this key when it ends whole
     /// (a stream is then decoded, to be kept event by event).
-    Miss(crate::response_cache::CacheKey),
+    Miss(crate::response_cache::CacheKeys),
 }
 
 /// A request's reply guardrails: the screen, and the placeholders its

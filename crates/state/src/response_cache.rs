@@ -13,6 +13,17 @@ use switchyard_ir::{Response, StreamEvent};
 /// A cache key: a SHA-256 of the partition, the pool and the request.
 pub type CacheKey = [u8; 32];
 
+/// The two keys an answer is stored under: its request's bytes as they
+/// came (found again without reading the request), and its request read to
+/// IR (found from any protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheKeys {
+    /// The partition, the pool, the caller's protocol and its body's bytes.
+    pub raw: CacheKey,
+    /// The partition, the pool and the normalised IR.
+    pub ir: CacheKey,
+}
+
 /// One cached answer: the reply as IR (so a caller of any protocol can be
 /// answered), the stream's events as they came when it was streamed, and
 /// what it cost. Serialised as it is into a fleet's Redis.
@@ -86,25 +97,28 @@ impl ResponseCache {
         Some(value)
     }
 
-    /// Keeps `value` under `key` for `ttl` from `now`, evicting the least
-    /// recently used answers past the bound (an answer larger than the
-    /// whole bound is not kept).
-    pub fn put(&self, key: CacheKey, value: Cached, ttl: Duration, now: Instant) {
+    /// Keeps `value` under each of `keys` for `ttl` from `now`, evicting the
+    /// least recently used answers past the bound (an answer larger than
+    /// the whole bound is not kept; each key counts its size).
+    pub fn put(&self, keys: &[CacheKey], value: Cached, ttl: Duration, now: Instant) {
         let size = value.size();
-        if size > self.max_bytes {
+        if size.saturating_mul(keys.len()) > self.max_bytes {
             return;
         }
+        let value = Arc::new(value);
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner.remove(&key);
-        while inner.bytes + size > self.max_bytes {
-            let Some((_, oldest)) = inner.order.pop_first() else { break };
-            inner.remove(&oldest);
+        for key in keys {
+            inner.remove(key);
+            while inner.bytes + size > self.max_bytes {
+                let Some((_, oldest)) = inner.order.pop_first() else { break };
+                inner.remove(&oldest);
+            }
+            inner.tick += 1;
+            let used = inner.tick;
+            inner.order.insert(used, *key);
+            inner.bytes += size;
+            inner.entries.insert(*key, Entry { value: value.clone(), expires: now + ttl, size, used });
         }
-        inner.tick += 1;
-        let used = inner.tick;
-        inner.order.insert(used, key);
-        inner.bytes += size;
-        inner.entries.insert(key, Entry { value: Arc::new(value), expires: now + ttl, size, used });
     }
 
     /// Bytes held.
@@ -137,10 +151,10 @@ mod tests {
         let one = answer("x").size();
         let cache = ResponseCache::new(one * 2);
         let ttl = Duration::from_secs(60);
-        cache.put([1; 32], answer("x"), ttl, now);
-        cache.put([2; 32], answer("y"), ttl, now);
+        cache.put(&[[1; 32]], answer("x"), ttl, now);
+        cache.put(&[[2; 32]], answer("y"), ttl, now);
         assert!(cache.get(&[1; 32], now).is_some(), "touching 1 makes 2 the oldest");
-        cache.put([3; 32], answer("z"), ttl, now);
+        cache.put(&[[3; 32]], answer("z"), ttl, now);
         assert!(cache.get(&[2; 32], now).is_none(), "evicted");
         assert!(cache.get(&[1; 32], now).is_some() && cache.get(&[3; 32], now).is_some());
         assert!(cache.bytes() <= one * 2);
