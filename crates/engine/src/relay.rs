@@ -172,6 +172,7 @@ pub(crate) struct StreamRelay {
 /// A stream kept for the response cache.
 pub(crate) struct Caching {
     pub(crate) key: switchyard_state::response_cache::CacheKeys,
+    pub(crate) raw: Vec<u8>,
     pub(crate) pool: usize,
     pub(crate) lane: usize,
     pub(crate) events: Vec<StreamEvent>,
@@ -563,6 +564,7 @@ impl StreamRelay {
             crate::response_cache::store_stream(
                 &self.gateway,
                 &caching.key,
+                &caching.raw,
                 caching.pool,
                 caching.lane,
                 caching.events,

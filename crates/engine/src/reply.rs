@@ -278,6 +278,7 @@ fn stream(
         caching: match call.cache {
             switchyard_state::call::CacheState::Miss(key) => Some(crate::relay::Caching {
                 key,
+                raw: call.cache_material.clone(),
                 pool: candidate.slot.pool,
                 lane: candidate.lane_index,
                 events: Vec::new(),

@@ -53,8 +53,10 @@ pub(crate) async fn lookup(
     }
     // The same bytes again are found without reading the request; the same
     // request in another protocol (or another spelling) by its IR.
-    let raw = raw_key(gateway, call, pool);
-    let mut found = find(gateway, store, &raw).await;
+    let material = raw_material(gateway, call, pool);
+    let raw = raw_key(&material);
+    // The raw key is a fast hash: its entry must hold these very bytes.
+    let mut found = find(gateway, store, &raw).await.filter(|cached| cached.raw == material);
     let mut ir = None;
     if found.is_none() {
         let Some(key) = key(gateway, call, pool) else {
@@ -68,6 +70,7 @@ pub(crate) async fn lookup(
     let Some(cached) = found else {
         count(gateway, pool, CacheOutcome::Miss);
         call.cache = CacheState::Miss(CacheKeys { raw, ir: ir.unwrap_or(raw) });
+        call.cache_material = material;
         return None;
     };
     count(gateway, pool, CacheOutcome::Hit);
@@ -97,15 +100,35 @@ async fn find(
     }
 }
 
-/// The key of the request's bytes as they came, in its partition and pool.
-fn raw_key(gateway: &Gateway, call: &Call, pool: usize) -> CacheKey {
-    let mut hash = Sha256::new();
-    hash.update(partition(gateway, call).as_bytes());
-    hash.update([0]);
-    hash.update(gateway.pools[pool].name.as_bytes());
-    hash.update([0, call.ingress.index() as u8, u8::from(call.stream)]);
-    hash.update(&call.body);
-    hash.finalize().into()
+/// What the raw key is made of: the partition, the pool, the caller's
+/// protocol and stream flag, and the body's bytes as they came.
+fn raw_material(gateway: &Gateway, call: &Call, pool: usize) -> Vec<u8> {
+    let partition = partition(gateway, call);
+    let name = &gateway.pools[pool].name;
+    let mut material = Vec::with_capacity(partition.len() + name.len() + call.body.len() + 4);
+    material.extend_from_slice(partition.as_bytes());
+    material.push(0);
+    material.extend_from_slice(name.as_bytes());
+    material.extend_from_slice(&[0, call.ingress.index() as u8, u8::from(call.stream)]);
+    material.extend_from_slice(&call.body);
+    material
+}
+
+/// The raw key: two seeded SipHashes of the material, tagged apart from
+/// the IR's SHA-256 keys. A fast hash, not a digest: a hit is checked
+/// against the material it was stored with.
+fn raw_key(material: &[u8]) -> CacheKey {
+    use std::hash::{BuildHasher, Hasher};
+    let mut key = [0u8; 32];
+    key[0] = b'r';
+    for (seed, at) in [(0x5357_4954_4348_5941u64, 8), (0x5244_4341_4348_4531u64, 16)] {
+        let mut hasher =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default().build_hasher();
+        hasher.write_u64(seed);
+        hasher.write(material);
+        key[at..at + 8].copy_from_slice(&hasher.finish().to_le_bytes());
+    }
+    key
 }
 
 /// Whose entries a call reads: its key's, its group's (`scope: group`),
@@ -178,7 +201,10 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) 
         }
         http_body_util::BodyExt::boxed_unsync(http_body_util::StreamBody::new(futures_util::stream::iter(chunks)))
     } else {
-        switchyard_transport::full_body(Bytes::from(codec.write_response(&cached.response).body))
+        let written = cached.encoded[call.ingress.index()]
+            .get_or_init(|| Bytes::from(codec.write_response(&cached.response).body))
+            .clone();
+        switchyard_transport::full_body(written)
     };
     builder.body(body).unwrap_or_else(|_| crate::render::internal_error())
 }
@@ -188,16 +214,23 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) 
 pub(crate) fn store_whole(gateway: &Gateway, call: &Call, lane: usize, response: switchyard_ir::Response) {
     let CacheState::Miss(key) = &call.cache else { return };
     let Some(pool) = gateway.resolve(&call.name) else { return };
-    keep(gateway, key, pool, lane, response, None);
+    keep(gateway, key, &call.cache_material, pool, lane, response, None);
 }
 
 /// Stores a stream that ended whole, its events as they came.
-pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKeys, pool: usize, lane: usize, events: Vec<StreamEvent>) {
+pub(crate) fn store_stream(
+    gateway: &Gateway,
+    key: &CacheKeys,
+    raw: &[u8],
+    pool: usize,
+    lane: usize,
+    events: Vec<StreamEvent>,
+) {
     let mut accumulator = switchyard_ir::Accumulator::new();
     for event in &events {
         accumulator.push(event);
     }
-    keep(gateway, key, pool, lane, accumulator.into_response(), Some(events));
+    keep(gateway, key, raw, pool, lane, accumulator.into_response(), Some(events));
 }
 
 /// Puts an answer in this instance's store, or (in a fleet) in Redis on a
@@ -205,6 +238,7 @@ pub(crate) fn store_stream(gateway: &Gateway, key: &CacheKeys, pool: usize, lane
 fn keep(
     gateway: &Gateway,
     keys: &CacheKeys,
+    raw: &[u8],
     pool: usize,
     lane: usize,
     response: switchyard_ir::Response,
@@ -218,7 +252,15 @@ fn keep(
         return;
     };
     let cost = cost(gateway, lane, &response.usage);
-    let cached = Cached { response, events, lane: name, cost, stored_ms: switchyard_state::clock::now_ms() };
+    let cached = Cached {
+        response,
+        events,
+        lane: name,
+        cost,
+        stored_ms: switchyard_state::clock::now_ms(),
+        raw: raw.to_vec(),
+        encoded: Default::default(),
+    };
     let mut under = vec![keys.ir];
     if keys.raw != keys.ir {
         under.push(keys.raw);

@@ -591,6 +591,7 @@ async fn frame(
         hide_usage: false,
         guard: None,
         cache: switchyard_state::call::CacheState::Off,
+        cache_material: Vec::new(),
         headers,
         body,
     };

@@ -65,6 +65,8 @@ pub struct Call {
     pub guard: Option<std::sync::Arc<Guarding>>,
     /// Where it stands with its pool's response cache.
     pub cache: CacheState,
+    /// On a cache miss, what its raw key was made of (kept with the answer).
+    pub cache_material: Vec<u8>,
 }
 
 /// A call and its pool's response cache.

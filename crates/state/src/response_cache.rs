@@ -40,13 +40,21 @@ pub struct Cached {
     pub cost: u64,
     /// When it was stored (Unix ms).
     pub stored_ms: u64,
+    /// What its raw key was made of: a hit by that key is checked against
+    /// it byte for byte (the raw key is a fast hash, not a digest).
+    #[serde(default)]
+    pub raw: Vec<u8>,
+    /// The whole reply as each protocol's caller gets it, written once.
+    #[serde(skip)]
+    pub encoded: [std::sync::OnceLock<bytes::Bytes>; 6],
 }
 
 impl Cached {
     /// Roughly the bytes it holds (what the cache's bound counts).
     pub fn size(&self) -> usize {
         let text: usize = serde_json::to_vec(&self.response).map_or(0, |v| v.len());
-        text * if self.events.is_some() { 2 } else { 1 } + 256
+        // The reply, its events when streamed, a written copy or two, the request.
+        text * if self.events.is_some() { 4 } else { 3 } + self.raw.len() + 256
     }
 }
 
@@ -142,7 +150,15 @@ mod tests {
 
     fn answer(text: &str) -> Cached {
         let response = Response { content: vec![switchyard_ir::Block::text(text)], ..Response::default() };
-        Cached { response, events: None, lane: "lane".to_owned(), cost: 0, stored_ms: 0 }
+        Cached {
+            response,
+            events: None,
+            lane: "lane".to_owned(),
+            cost: 0,
+            stored_ms: 0,
+            raw: Vec::new(),
+            encoded: Default::default(),
+        }
     }
 
     #[test]
