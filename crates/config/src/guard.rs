@@ -24,6 +24,8 @@ pub(crate) struct RawPolicy {
     pub action: Option<String>,
     pub direction: Option<String>,
     pub moderator: Option<RawModerator>,
+    /// A mask's placeholders are restored in the reply.
+    pub reversible: Option<bool>,
 }
 
 /// An external moderator as written.
@@ -90,6 +92,13 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
             ));
         }
         let moderator = policy.moderator.as_ref().map(|raw| moderator(&path, raw, action, issues));
+        if policy.reversible == Some(true) && action != Action::Mask {
+            issues.push(Issue::new(
+                &format!("{path}.reversible"),
+                "only a mask can be reversed",
+                "set action: mask, or remove reversible",
+            ));
+        }
         // A moderator screens requests; a policy of a moderator alone never
         // holds a reply's stream back.
         let response = response && has_rules;
@@ -106,6 +115,7 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
             detect: policy.detect.iter().filter(|d| switchyard_guard::detect::named(d).is_some()).cloned().collect(),
             first_rule: next_rule,
             moderator,
+            reversible: policy.reversible.unwrap_or(false),
         };
         match Screen::compile(std::slice::from_ref(&spec)) {
             Ok(screen) => next_rule += screen.rules.len(),

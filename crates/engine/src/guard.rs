@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
-use switchyard_guard::stream::StreamMask;
+use switchyard_guard::stream::{Restorer, StreamMask};
 use switchyard_guard::{json, Blocked, Decision, Direction, Masks, Screen};
 use switchyard_ir::{Delta, ErrorInfo, ErrorKind, StreamEvent};
 use switchyard_state::call::{Call, Guarding};
@@ -123,10 +123,10 @@ fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
 /// A whole reply (as the caller gets it) screened: masked, or the refusal.
 pub(crate) fn reply(call: &Call, body: Bytes, record: &mut Option<Box<Record>>) -> Result<Bytes, ErrorInfo> {
     let Some(guarding) = &call.guard else { return Ok(body) };
-    if !guarding.screen.may_match(&body) {
+    let mut masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner);
+    if !masks.restores() && !guarding.screen.may_match(&body) {
         return Ok(body);
     }
-    let mut masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner);
     let mut decisions = Vec::new();
     let screened = json::rewrite_strings(&body, |text| {
         guarding.screen.screen(text, Direction::Response, &mut masks, &mut decisions)
@@ -134,10 +134,18 @@ pub(crate) fn reply(call: &Call, body: Bytes, record: &mut Option<Box<Record>>) 
     if let Some(record) = record.as_mut() {
         record.guarded(&guarding.screen, &decisions);
     }
-    match screened {
-        Err(_) | Ok(Ok(None)) => Ok(body),
-        Ok(Ok(Some(masked))) => Ok(Bytes::from(masked)),
-        Ok(Err(blocked)) => Err(refusal(&blocked, Direction::Response)),
+    let body = match screened {
+        Err(_) | Ok(Ok(None)) => body,
+        Ok(Ok(Some(masked))) => Bytes::from(masked),
+        Ok(Err(blocked)) => return Err(refusal(&blocked, Direction::Response)),
+    };
+    if !masks.restores() {
+        return Ok(body);
+    }
+    // Reversible placeholders go back to what they stand for.
+    match json::rewrite_strings::<()>(&body, |text| Ok(masks.restore(text))) {
+        Ok(Ok(Some(restored))) => Ok(Bytes::from(restored)),
+        _ => Ok(body),
     }
 }
 
@@ -145,8 +153,8 @@ pub(crate) fn reply(call: &Call, body: Bytes, record: &mut Option<Box<Record>>) 
 pub(crate) struct StreamGuard {
     screen: Arc<Screen>,
     masks: Masks,
-    /// Each open block's mask and the kind of its deltas.
-    blocks: Vec<(u32, DeltaKind, StreamMask)>,
+    /// Each open block's mask and restorer, and the kind of its deltas.
+    blocks: Vec<(u32, DeltaKind, StreamMask, Restorer)>,
     decisions: Vec<Decision>,
 }
 
@@ -206,22 +214,27 @@ impl StreamGuard {
                             continue;
                         }
                     };
-                    let at = match self.blocks.iter().position(|(i, _, _)| *i == index) {
+                    let at = match self.blocks.iter().position(|(i, _, _, _)| *i == index) {
                         Some(at) => at,
                         None => {
-                            self.blocks.push((index, kind, StreamMask::new(self.screen.clone())));
+                            let mask = StreamMask::new(self.screen.clone());
+                            self.blocks.push((index, kind, mask, Restorer::default()));
                             self.blocks.len() - 1
                         }
                     };
-                    let released = self.blocks[at].2.push(&text, &mut self.masks, &mut self.decisions)?;
+                    let (_, _, mask, restorer) = &mut self.blocks[at];
+                    let released = mask.push(&text, &mut self.masks, &mut self.decisions)?;
+                    let released = restorer.push(&released, &self.masks);
                     if !released.is_empty() {
                         out.push(StreamEvent::BlockDelta { index, delta: kind.delta(released) });
                     }
                 }
                 StreamEvent::BlockStop { index } => {
-                    if let Some(at) = self.blocks.iter().position(|(i, _, _)| *i == index) {
-                        let (_, kind, mut mask) = self.blocks.swap_remove(at);
+                    if let Some(at) = self.blocks.iter().position(|(i, _, _, _)| *i == index) {
+                        let (_, kind, mut mask, mut restorer) = self.blocks.swap_remove(at);
                         let rest = mask.flush(&mut self.masks, &mut self.decisions)?;
+                        let mut rest = restorer.push(&rest, &self.masks);
+                        rest.push_str(&restorer.flush(&self.masks));
                         if !rest.is_empty() {
                             out.push(StreamEvent::BlockDelta { index, delta: kind.delta(rest) });
                         }
@@ -230,8 +243,10 @@ impl StreamGuard {
                 }
                 event @ (StreamEvent::MessageDelta { .. } | StreamEvent::MessageStop) => {
                     // A block the stream never closed is released before the end.
-                    for (index, kind, mut mask) in std::mem::take(&mut self.blocks) {
+                    for (index, kind, mut mask, mut restorer) in std::mem::take(&mut self.blocks) {
                         let rest = mask.flush(&mut self.masks, &mut self.decisions)?;
+                        let mut rest = restorer.push(&rest, &self.masks);
+                        rest.push_str(&restorer.flush(&self.masks));
                         if !rest.is_empty() {
                             out.push(StreamEvent::BlockDelta { index, delta: kind.delta(rest) });
                         }

@@ -203,3 +203,51 @@ async fn a_groups_policies_apply_to_its_keys() {
         assert!(!found.to_string().contains("ann@example.com"));
     }
 }
+
+/// A reversible mask: the upstream sees only the placeholder, the caller
+/// gets the value back, whole and streamed.
+#[tokio::test]
+async fn a_reversible_mask_hides_the_value_upstream_and_gives_it_back() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                kept.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
+                let reply = switchyard_transport::mock::respond(
+                    switchyard_protocol::codec(Protocol::OpenAi),
+                    None,
+                    serde_json::from_slice::<serde_json::Value>(&body).unwrap()["stream"] == true,
+                    switchyard_protocol::Framing::Sse,
+                    &body,
+                );
+                let mut response = axum::response::Response::new(axum::body::Body::new(reply.body));
+                *response.headers_mut() = reply.headers;
+                response
+            }
+        }),
+    );
+    let upstream = spawn(app).await;
+    let config = format!(
+        "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  gpt: {{ provider: up }}\n\
+         policies:\n  names: {{ detect: [email], action: mask, direction: request, reversible: true }}\n\
+         pools:\n  private: {{ policies: [names], members: [{{ model: gpt }}] }}\n"
+    );
+    let addr = gateway(&config).await;
+    for stream in [false, true] {
+        let body = chat_body(Protocol::OpenAi, "private", "write to ann@example.com please", stream);
+        let reply = post(addr, "/v1/chat/completions", &[], body).await;
+        assert_eq!(reply.status, 200);
+        let answer = text(&reply);
+        assert!(answer.contains("ann@example.com"), "stream {stream}: the caller gets the value back: {answer}");
+        assert!(!answer.contains("[EMAIL_1]"), "{answer}");
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    for body in seen.iter() {
+        assert!(body.contains("[EMAIL_1]") && !body.contains("ann@example.com"), "the upstream saw: {body}");
+    }
+}

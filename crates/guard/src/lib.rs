@@ -129,6 +129,10 @@ pub struct PolicySpec {
     pub first_rule: usize,
     /// An external moderator the request's text is sent to.
     pub moderator: Option<Moderator>,
+    /// A mask's placeholders are pseudonyms the reply has put back: the
+    /// upstream never sees the value, the caller gets it back (a tool
+    /// call's arguments included).
+    pub reversible: bool,
 }
 
 /// An external moderator: an endpoint shaped like OpenAI's moderations
@@ -167,6 +171,8 @@ pub struct Policy {
     pub name: Arc<str>,
     /// Its action.
     pub action: Action,
+    /// Its placeholders are restored in the reply.
+    pub reversible: bool,
     request: bool,
     response: bool,
 }
@@ -237,6 +243,7 @@ impl Screen {
             policies.push(Policy {
                 name: spec.name.clone(),
                 action: spec.action,
+                reversible: spec.reversible,
                 request: spec.request,
                 response: spec.response,
             });
@@ -287,7 +294,8 @@ impl Screen {
             moderators,
             whole_body,
             on_request: policies.iter().any(|p| p.request),
-            on_response: policies.iter().any(|p| p.response),
+            // A reversible mask's placeholders are put back in the reply.
+            on_response: policies.iter().any(|p| p.response || p.reversible),
             policies,
             rules,
             set,
@@ -345,6 +353,11 @@ impl Screen {
         std::str::from_utf8(body).map_or(true, |text| self.set.is_match(text))
     }
 
+    /// Whether `rule`'s policy restores its placeholders in the reply.
+    pub fn reversible(&self, rule: usize) -> bool {
+        self.policies[self.rules[rule].policy].reversible
+    }
+
     /// The action of `finding`'s policy.
     pub fn action(&self, rule: usize) -> Action {
         self.policies[self.rules[rule].policy].action
@@ -385,7 +398,8 @@ impl Screen {
         for finding in findings.iter().filter(|f| self.action(f.rule) == Action::Mask) {
             out.push_str(&text[at..finding.start]);
             let end = self.masked_end(text, finding);
-            out.push_str(&masks.placeholder(&self.rules[finding.rule].label, &text[finding.start..end]));
+            let reversible = self.reversible(finding.rule);
+            out.push_str(&masks.placeholder(&self.rules[finding.rule].label, &text[finding.start..end], reversible));
             at = end;
             changed = true;
         }
@@ -410,16 +424,23 @@ impl Screen {
 }
 
 /// One request's placeholders: a value masked twice gets the same one, and
-/// each kind counts from 1.
+/// each kind counts from 1. Those of reversible policies are remembered
+/// both ways, so the reply can have them restored ([`Masks::restore`]).
 #[derive(Debug, Default, Clone)]
 pub struct Masks {
     given: HashMap<String, String>,
     counts: HashMap<Arc<str>, u32>,
+    /// Placeholder → the value it stands for (reversible masks only).
+    reverse: HashMap<String, String>,
 }
 
+/// The longest placeholder a reply can hold back for restoring.
+pub const MAX_PLACEHOLDER: usize = 64;
+
 impl Masks {
-    /// The placeholder of `value`, a `label` match.
-    pub fn placeholder(&mut self, label: &Arc<str>, value: &str) -> String {
+    /// The placeholder of `value`, a `label` match (`reversible`: restored
+    /// in the reply).
+    pub fn placeholder(&mut self, label: &Arc<str>, value: &str, reversible: bool) -> String {
         if let Some(given) = self.given.get(value) {
             return given.clone();
         }
@@ -427,7 +448,39 @@ impl Masks {
         *count += 1;
         let placeholder = format!("[{label}_{count}]");
         self.given.insert(value.to_owned(), placeholder.clone());
+        if reversible && placeholder.len() <= MAX_PLACEHOLDER {
+            self.reverse.insert(placeholder.clone(), value.to_owned());
+        }
         placeholder
+    }
+
+    /// Whether any placeholder is to be restored.
+    pub fn restores(&self) -> bool {
+        !self.reverse.is_empty()
+    }
+
+    /// `text` with every reversible placeholder put back (`None`: none in it).
+    pub fn restore(&self, text: &str) -> Option<String> {
+        if self.reverse.is_empty() || !text.contains('[') {
+            return None;
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        let mut changed = false;
+        while let Some(open) = rest.find('[') {
+            let Some(close) = rest[open..].find(']').map(|c| open + c + 1) else { break };
+            match self.reverse.get(&rest[open..close]) {
+                Some(value) => {
+                    out.push_str(&rest[..open]);
+                    out.push_str(value);
+                    changed = true;
+                }
+                None => out.push_str(&rest[..close]),
+            }
+            rest = &rest[close..];
+        }
+        out.push_str(rest);
+        changed.then_some(out)
     }
 }
 
@@ -446,6 +499,7 @@ mod tests {
             detect: Vec::new(),
             first_rule: 0,
             moderator: None,
+            reversible: false,
         }
     }
 
@@ -508,6 +562,19 @@ mod tests {
         anchored.regexes = vec![("head".into(), "^TCK-[0-9]{6}".into())];
         let screen = Screen::compile(&[anchored]).unwrap_or_else(|(at, err)| unreachable!("{at}: {err}"));
         assert!(screen.may_match(br#"{"content":"nothing"}"#), "an anchored rule is asked string by string");
+    }
+
+    #[test]
+    fn reversible_placeholders_are_put_back_and_others_stay() {
+        let label: Arc<str> = Arc::from("EMAIL");
+        let mut masks = Masks::default();
+        assert_eq!(masks.placeholder(&label, "ann@example.com", true), "[EMAIL_1]");
+        assert_eq!(masks.placeholder(&Arc::from("CARD"), "4111 1111 1111 1111", false), "[CARD_1]");
+        assert_eq!(
+            masks.restore("to [EMAIL_1], not [CARD_1] nor [x] or [EMAIL_2]").as_deref(),
+            Some("to ann@example.com, not [CARD_1] nor [x] or [EMAIL_2]")
+        );
+        assert_eq!(masks.restore("nothing [to] restore"), None);
     }
 
     #[test]

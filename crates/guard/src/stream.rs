@@ -98,7 +98,8 @@ impl StreamMask {
                     Action::Mask => {
                         out.push_str(&self.buffer[at..f.start]);
                         let rule = &self.screen.rules[f.rule];
-                        out.push_str(&masks.placeholder(&rule.label, &self.buffer[f.start..f.end]));
+                        let reversible = self.screen.reversible(f.rule);
+                        out.push_str(&masks.placeholder(&rule.label, &self.buffer[f.start..f.end], reversible));
                         at = f.end;
                         if &*rule.name == "private_key" {
                             key_opened = Some(f.end);
@@ -232,6 +233,56 @@ mod tests {
             }
             pieces.push(&text[from..]);
             prop_assert_eq!(streamed(&screen, &pieces), whole(&screen, text));
+        }
+    }
+}
+
+/// A stream's text with its reversible placeholders put back, never
+/// releasing a `[` that could still open one: at most
+/// [`MAX_PLACEHOLDER`](crate::MAX_PLACEHOLDER) bytes are held.
+#[derive(Debug, Default)]
+pub struct Restorer {
+    held: String,
+}
+
+impl Restorer {
+    /// Takes released text; returns it restored up to any placeholder
+    /// that may still be open.
+    pub fn push(&mut self, text: &str, masks: &Masks) -> String {
+        self.held.push_str(text);
+        let keep_from = match self.held.rfind('[') {
+            Some(open) if !self.held[open..].contains(']') && self.held.len() - open < crate::MAX_PLACEHOLDER => open,
+            _ => self.held.len(),
+        };
+        let rest = self.held.split_off(keep_from);
+        let ready = std::mem::replace(&mut self.held, rest);
+        masks.restore(&ready).unwrap_or(ready)
+    }
+
+    /// The block ended: everything held, restored.
+    pub fn flush(&mut self, masks: &Masks) -> String {
+        let ready = std::mem::take(&mut self.held);
+        masks.restore(&ready).unwrap_or(ready)
+    }
+}
+
+#[cfg(test)]
+mod restore_tests {
+    use super::*;
+
+    #[test]
+    fn a_placeholder_split_at_every_byte_is_put_back() {
+        let mut masks = Masks::default();
+        let label: Arc<str> = Arc::from("EMAIL");
+        masks.placeholder(&label, "ann@example.com", true);
+        let text = "mail [EMAIL_1] or [NOT_1], [ end";
+        let expected = "mail ann@example.com or [NOT_1], [ end";
+        for split in 0..=text.len() {
+            let mut restorer = Restorer::default();
+            let mut out = restorer.push(&text[..split], &masks);
+            out.push_str(&restorer.push(&text[split..], &masks));
+            out.push_str(&restorer.flush(&masks));
+            assert_eq!(out, expected, "split at {split}");
         }
     }
 }
