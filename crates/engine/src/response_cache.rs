@@ -284,14 +284,7 @@ fn keep(
 
 /// What `usage` cost at `lane`'s price: what a hit saves.
 fn cost(gateway: &Gateway, lane: usize, usage: &Usage) -> u64 {
-    let tokens = switchyard_governance::money::Tokens {
-        input: usage.input_tokens,
-        output: usage.output_tokens,
-        cache_read: usage.cache_read_tokens,
-        cache_write: usage.cache_write_tokens,
-        units: 0,
-        requests: 1,
-    };
+    let tokens = crate::settle::billed(usage, 0);
     gateway.lanes.get(lane).and_then(|l| l.price).map_or(0, |price| price.cost(&tokens))
 }
 

@@ -420,14 +420,7 @@ impl Record {
             .map(|side| {
                 let tokens = match &side.usage {
                     None => Tokens { input: self.input_estimate, requests: 1, ..Tokens::default() },
-                    Some(usage) => Tokens {
-                        input: usage.input_tokens,
-                        output: usage.output_tokens,
-                        cache_read: usage.cache_read_tokens,
-                        cache_write: usage.cache_write_tokens,
-                        units: 0,
-                        requests: 1,
-                    },
+                    Some(usage) => billed(usage, 0),
                 };
                 if let (Some(usage), true) = (&side.usage, gateway.telemetry.metrics_on) {
                     gateway.metrics.tokens(side.lane, usage);
@@ -458,14 +451,7 @@ impl Record {
     fn bill(&mut self, gateway: &Gateway) -> Bill {
         // A lane served it when usage came: only then are its units and
         // its request billed.
-        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| Tokens {
-            input: usage.input_tokens,
-            output: usage.output_tokens,
-            cache_read: usage.cache_read_tokens,
-            cache_write: usage.cache_write_tokens,
-            units: self.units,
-            requests: 1,
-        });
+        let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| billed(usage, self.units));
         let lane = self.served.as_ref().map(|(_, lane, _)| *lane);
         let cost = lane.and_then(|l| gateway.lanes[l].price).map_or(0, |p| p.cost(&tokens));
         let reserved = self.reservation.as_ref().map(|hold| hold.reservation.estimate);
@@ -640,6 +626,19 @@ impl Drop for Record {
             // complete (499, as nginx logs it).
             self.settle_detached(499);
         }
+    }
+}
+
+/// What a lane that served `usage` (and `units` beyond tokens) bills: one
+/// request's tokens by kind.
+pub(crate) fn billed(usage: &Usage, units: u64) -> Tokens {
+    Tokens {
+        input: usage.input_tokens,
+        output: usage.output_tokens,
+        cache_read: usage.cache_read_tokens,
+        cache_write: usage.cache_write_tokens,
+        units,
+        requests: 1,
     }
 }
 
