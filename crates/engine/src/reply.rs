@@ -85,6 +85,10 @@ pub(crate) async fn success(
     } else if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
         match operation(gateway, call, candidate, upstream, more, started, record).await {
             Ok(whole) => {
+                if matches!(call.cache, switchyard_state::call::CacheState::Miss(_)) {
+                    let usage = record.as_deref().map(Record::usage).unwrap_or_default();
+                    crate::response_cache::store_operation(gateway, call, candidate.lane_index, &whole, usage);
+                }
                 if let Some(headers) = builder.headers_mut() {
                     headers.extend(whole.headers);
                 }

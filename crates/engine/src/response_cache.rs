@@ -18,7 +18,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use switchyard_ir::{StreamEvent, Usage};
 use switchyard_state::call::{CacheState, Call};
-use switchyard_state::response_cache::{CacheKey, CacheKeys, Cached};
+use switchyard_state::response_cache::{CacheKey, CacheKeys, Cached, StoredWhole};
 use switchyard_state::Gateway;
 use switchyard_telemetry::metrics::CacheOutcome;
 
@@ -38,7 +38,9 @@ pub(crate) async fn lookup(
     record: &mut Record,
 ) -> Option<Response<ResponseBody>> {
     let (Some(store), Some(_)) = (&gateway.response_cache, gateway.pools[pool].cache_ttl) else { return None };
-    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
+    let chat = call.operation == switchyard_ir::Operation::Chat;
+    let cacheable = matches!(call.operation, switchyard_ir::Operation::Embed | switchyard_ir::Operation::Rerank);
+    if !(chat || cacheable) || call.count_tokens {
         return None;
     }
     let bypass = call.headers.get_all(http::header::CACHE_CONTROL).iter().any(|value| {
@@ -58,7 +60,8 @@ pub(crate) async fn lookup(
     // The raw key is a fast hash: its entry must hold these very bytes.
     let mut found = find(gateway, store, &raw).await.filter(|cached| cached.raw == material);
     let mut ir = None;
-    if found.is_none() {
+    // An operation's reply is kept as it was sent: only its bytes find it.
+    if found.is_none() && chat {
         let Some(key) = key(gateway, call, pool) else {
             count(gateway, pool, CacheOutcome::Bypass);
             call.cache = CacheState::Bypass;
@@ -182,7 +185,19 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) 
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    let body = if call.stream {
+    let body = if let Some(whole) = &cached.whole {
+        if let Some(headers) = builder.headers_mut() {
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            for (name, value) in &whole.headers {
+                if let (Ok(name), Ok(value)) =
+                    (HeaderName::try_from(name.as_str()), HeaderValue::try_from(value.as_str()))
+                {
+                    headers.insert(name, value);
+                }
+            }
+        }
+        switchyard_transport::full_body(Bytes::from(whole.body.clone()))
+    } else if call.stream {
         let mut encoder = codec.stream_encoder_for(call.framing, &call.body);
         let events = cached.events.clone().unwrap_or_else(|| switchyard_ir::events_from_response(&cached.response));
         // One chunk per event, as the stream first came.
@@ -214,7 +229,22 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) 
 pub(crate) fn store_whole(gateway: &Gateway, call: &Call, lane: usize, response: switchyard_ir::Response) {
     let CacheState::Miss(key) = &call.cache else { return };
     let Some(pool) = gateway.resolve(&call.name) else { return };
-    keep(gateway, key, &call.cache_material, pool, lane, response, None);
+    keep(gateway, key, &call.cache_material, pool, lane, response, None, None);
+}
+
+/// Stores an operation's reply (embeddings, rerank) as its caller got it,
+/// with what it used.
+pub(crate) fn store_operation(gateway: &Gateway, call: &Call, lane: usize, whole: &crate::render::Whole, usage: Usage) {
+    let CacheState::Miss(key) = &call.cache else { return };
+    let Some(pool) = gateway.resolve(&call.name) else { return };
+    let headers = whole
+        .headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.to_owned())))
+        .collect();
+    let stored = StoredWhole { body: whole.body.to_vec(), headers };
+    let response = switchyard_ir::Response { usage, ..switchyard_ir::Response::default() };
+    keep(gateway, key, &call.cache_material, pool, lane, response, None, Some(stored));
 }
 
 /// Stores a stream that ended whole, its events as they came.
@@ -230,11 +260,12 @@ pub(crate) fn store_stream(
     for event in &events {
         accumulator.push(event);
     }
-    keep(gateway, key, raw, pool, lane, accumulator.into_response(), Some(events));
+    keep(gateway, key, raw, pool, lane, accumulator.into_response(), Some(events), None);
 }
 
 /// Puts an answer in this instance's store, or (in a fleet) in Redis on a
 /// task of its own: the caller never waits for it.
+#[expect(clippy::too_many_arguments, reason = "an answer's every part")]
 fn keep(
     gateway: &Gateway,
     keys: &CacheKeys,
@@ -243,6 +274,7 @@ fn keep(
     lane: usize,
     response: switchyard_ir::Response,
     events: Option<Vec<StreamEvent>>,
+    whole: Option<StoredWhole>,
 ) {
     let (Some(store), Some(ttl), Some(name)) = (
         &gateway.response_cache,
@@ -260,6 +292,7 @@ fn keep(
         stored_ms: switchyard_state::clock::now_ms(),
         raw: raw.to_vec(),
         encoded: Default::default(),
+        whole,
     };
     let mut under = vec![keys.ir];
     if keys.raw != keys.ir {

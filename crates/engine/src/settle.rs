@@ -322,6 +322,11 @@ impl Record {
         self.estimated = estimated;
     }
 
+    /// What the request used, as recorded so far.
+    pub fn usage(&self) -> Usage {
+        self.usage.unwrap_or_default()
+    }
+
     /// The units its operation billed beyond tokens (search units, images,
     /// characters, seconds of audio).
     pub fn record_units(&mut self, units: u64) {

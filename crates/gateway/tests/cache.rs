@@ -100,3 +100,28 @@ async fn tenants_never_share_and_a_hit_costs_nothing() {
     assert_eq!(hit["lane"], "gpt", "{hit}");
     assert_eq!(hit["input_tokens"], 0, "{hit}");
 }
+
+/// Embeddings are cached too: the same request again is answered from the
+/// cache, byte for byte.
+#[tokio::test]
+async fn embeddings_are_cached() {
+    let config = "providers:\n  mock: { protocol: openai, base_url: mock:// }\n\
+                  models:\n  emb: { provider: mock, model: text-embedding-3-small, operation: embed }\n\
+                  pools:\n  vectors: { cache: { ttl: 5m }, members: [{ model: emb }] }\n";
+    let addr = gateway(config).await;
+    let body = json!({"model": "vectors", "input": ["one", "two"], "dimensions": 4}).to_string();
+    let first = post(addr, "/v1/embeddings", &[], body.clone()).await;
+    assert_eq!(
+        (first.status.as_u16(), cache_header(&first)),
+        (200, "miss"),
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let again = post(addr, "/v1/embeddings", &[], body).await;
+    assert_eq!((again.status.as_u16(), cache_header(&again)), (200, "hit"));
+    assert_eq!(again.body, first.body);
+    let other =
+        post(addr, "/v1/embeddings", &[], json!({"model": "vectors", "input": ["three"], "dimensions": 4}).to_string())
+            .await;
+    assert_eq!(cache_header(&other), "miss");
+}

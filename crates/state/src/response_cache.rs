@@ -47,12 +47,27 @@ pub struct Cached {
     /// The whole reply as each protocol's caller gets it, written once.
     #[serde(skip)]
     pub encoded: [std::sync::OnceLock<bytes::Bytes>; 6],
+    /// An operation's reply (embeddings, rerank) as its caller got it:
+    /// found again only by the same bytes in the same protocol.
+    #[serde(default)]
+    pub whole: Option<StoredWhole>,
+}
+
+/// An operation's reply kept as it was sent: its body and the headers the
+/// operation added.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredWhole {
+    /// The body.
+    pub body: Vec<u8>,
+    /// The headers it added (name, value).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Cached {
     /// Roughly the bytes it holds (what the cache's bound counts).
     pub fn size(&self) -> usize {
-        let text: usize = serde_json::to_vec(&self.response).map_or(0, |v| v.len());
+        let whole = self.whole.as_ref().map_or(0, |w| w.body.len());
+        let text: usize = serde_json::to_vec(&self.response).map_or(0, |v| v.len()) + whole;
         // The reply, its events when streamed, a written copy or two, the request.
         text * if self.events.is_some() { 4 } else { 3 } + self.raw.len() + 256
     }
@@ -158,6 +173,7 @@ mod tests {
             stored_ms: 0,
             raw: Vec::new(),
             encoded: Default::default(),
+            whole: None,
         }
     }
 
