@@ -30,6 +30,9 @@ pub struct CreateKey {
     pub group: Option<String>,
     /// Pools and models the key may name (absent: every one).
     pub pools: Option<Vec<String>>,
+    /// Guardrail policies (`policies:` in the config) its requests pass, in
+    /// place of its group's or pool's (absent: theirs).
+    pub policies: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<BudgetBody>,
     /// The key's own limits.
@@ -59,6 +62,10 @@ pub struct PatchKey {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub pools: Option<Option<Vec<String>>>,
+    /// New guardrail policies (`null`: its group's or pool's).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub policies: Option<Option<Vec<String>>>,
     /// New budget (`null`: none).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<BudgetBody>)]
@@ -89,6 +96,9 @@ pub struct KeyView {
     pub group: Option<String>,
     /// Allow-list.
     pub pools: Option<Vec<String>>,
+    /// Guardrail policies in place of its group's or pool's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<String>>,
     /// Own budget.
     pub budget: Option<BudgetBody>,
     /// Own limits.
@@ -147,6 +157,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         state,
         group: record.group.clone(),
         pools: record.pools.clone(),
+        policies: record.policies.clone(),
         budget: record.budget.as_ref().map(budget_body),
         limits: limits_body(&record.limits),
         expires_at: record.expires_at,
@@ -186,6 +197,17 @@ pub(crate) fn checked_pools(admin: &Admin, pools: Option<Vec<String>>) -> ApiRes
         }
     }
     Ok(pools)
+}
+
+pub(crate) fn checked_policies(admin: &Admin, policies: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    if let Some(names) = &policies {
+        for name in names {
+            if !admin.gateway.config.policies.iter().any(|p| &*p.name == name.as_str()) {
+                return Err(bad(format!("policies: `{name}` is not a policy of the config")));
+            }
+        }
+    }
+    Ok(policies)
 }
 
 pub(crate) fn checked_group(governance: &Governance, group: Option<String>) -> ApiResult<Option<String>> {
@@ -279,6 +301,7 @@ pub(crate) async fn create_key(
         hash: KeyHash::of(&secret),
         group: checked_group(governance, request.group)?,
         pools: checked_pools(&admin, request.pools)?,
+        policies: checked_policies(&admin, request.policies)?,
         budget: request.budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?,
         limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
         expires_at: request.expires_at.as_ref().map(|t| parse_time(t, "expires_at")).transpose()?,
@@ -383,6 +406,9 @@ pub(crate) async fn patch_key(
         }
         if let Some(pools) = &patch.pools {
             record.pools = checked_pools(&admin, pools.clone())?;
+        }
+        if let Some(policies) = &patch.policies {
+            record.policies = checked_policies(&admin, policies.clone())?;
         }
         if let Some(budget) = &patch.budget {
             record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;

@@ -1,7 +1,7 @@
 //! The guardrail stage: a request's prose (every string of its body, in
 //! any protocol: system, messages, tool arguments and results) screened
-//! after admission against its pool's policies, or its caller's group's
-//! (`state::guardrails`); masked, or refused in the caller's protocol
+//! after admission against its pool's policies, or its caller's group's,
+//! or its key's own (the most specific wins: `state::guardrails`); masked, or refused in the caller's protocol
 //! naming the policy and rule, never the matched text. A reply is screened
 //! the same way: whole (`reply`), or as a stream comes (`StreamGuard`,
 //! held back no more than the longest rule's reach). Decisions go to the
@@ -28,8 +28,13 @@ pub(crate) async fn request(
     pool: usize,
     record: &mut Record,
 ) -> Result<(), ErrorInfo> {
-    let group = call.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
-    let Some(screen) = gateway.guardrails.screen(pool, group).cloned() else { return Ok(()) };
+    // The most specific wins: the key's own policies, its group's, its pool's.
+    let key = call.caller.as_ref().map(|c| &c.key.record);
+    let screen = match key.and_then(|k| k.policies.as_deref()) {
+        Some(names) => gateway.guardrails.for_key(names),
+        None => gateway.guardrails.screen(pool, key.and_then(|k| k.group.as_deref())).cloned(),
+    };
+    let Some(screen) = screen else { return Ok(()) };
     let mut masks = Masks::default();
     let mut decisions = Vec::new();
     if screen.on_request && screen.may_match(&call.body) {

@@ -251,3 +251,36 @@ async fn a_reversible_mask_hides_the_value_upstream_and_gives_it_back() {
         assert!(body.contains("[EMAIL_1]") && !body.contains("ann@example.com"), "the upstream saw: {body}");
     }
 }
+
+/// A key's own policies win over its group's: the key names `words` and
+/// is refused, its group's `pii` no longer masks it; an unknown policy is
+/// refused by the admin API.
+#[tokio::test]
+async fn a_keys_own_policies_win() {
+    let config = "auth: { mode: keys }\nproviders:\n  mock: { protocol: openai, base_url: mock:// }\n\
+                  models:\n  gpt: { provider: mock }\n\
+                  policies:\n  pii: { detect: [email], action: mask }\n  words: { literal: [\"forbidden-phrase\"], action: block }\n\
+                  groups:\n  legal: { policies: [pii] }\n\
+                  pools:\n  open: { members: [{ model: gpt }] }\n";
+    let (addr, _) = governed(config).await;
+    let key = create_key(addr, serde_json::json!({"name": "own", "group": "legal", "policies": ["words"]})).await;
+    assert_eq!(key["policies"], serde_json::json!(["words"]), "{key}");
+    let auth = format!("Bearer {}", key["key"].as_str().unwrap());
+    let headers = [("authorization", auth.as_str())];
+    let ask = |said: &'static str| {
+        post(addr, "/v1/chat/completions", &headers, chat_body(Protocol::OpenAi, "open", said, false))
+    };
+    let refused = ask("say forbidden-phrase").await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    let passed = ask("mail ann@example.com").await;
+    assert!(text(&passed).contains("ann@example.com"), "the group's pii policy no longer applies: {}", text(&passed));
+    let unknown = admin_call(
+        addr,
+        "POST",
+        "/api/v1/admin/keys",
+        Some(ADMIN_TOKEN),
+        Some(serde_json::json!({"name": "bad", "policies": ["nope"]})),
+    )
+    .await;
+    assert_eq!(unknown.status, 400, "{}", text(&unknown));
+}

@@ -145,6 +145,10 @@ pub struct KeyRecord {
     pub group: Option<String>,
     /// Pools (and models) the key may name; `None`: every one.
     pub pools: Option<Vec<String>>,
+    /// Guardrail policies its requests pass, in place of its group's or
+    /// pool's (`None`: theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<Budget>,
     /// The key's own limits.

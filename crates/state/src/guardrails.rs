@@ -20,6 +20,11 @@ pub struct Guardrails {
     /// Every policy's rules, by [`switchyard_guard::Rule::id`]: (policy,
     /// rule, action).
     pub catalog: Vec<(Arc<str>, Arc<str>, &'static str)>,
+    /// The config's policies, for keys that name their own.
+    specs: Vec<switchyard_guard::PolicySpec>,
+    /// Keys' policy lists, compiled on first use (a key's list names
+    /// policies of the config, so there are few distinct ones).
+    by_key: std::sync::Mutex<HashMap<Vec<String>, Option<Arc<Screen>>>>,
 }
 
 impl Guardrails {
@@ -57,7 +62,21 @@ impl Guardrails {
         for spec in config.policies.iter().filter(|spec| spec.moderator.is_some()) {
             catalog.push((spec.name.clone(), Arc::from("moderator"), spec.action.as_str()));
         }
-        Ok(Guardrails { pools, groups, catalog })
+        Ok(Guardrails { pools, groups, catalog, specs: config.policies.clone(), by_key: Default::default() })
+    }
+
+    /// The screen of a key that names its own policies (`None`: they are
+    /// none, or none the config still defines). Compiled once per list.
+    pub fn for_key(&self, names: &[String]) -> Option<Arc<Screen>> {
+        let mut compiled = self.by_key.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(found) = compiled.get(names) {
+            return found.clone();
+        }
+        let specs: Vec<_> =
+            names.iter().filter_map(|name| self.specs.iter().find(|s| &*s.name == name.as_str()).cloned()).collect();
+        let screen = (!specs.is_empty()).then(|| Screen::compile(&specs).ok().map(Arc::new)).flatten();
+        compiled.insert(names.to_vec(), screen.clone());
+        screen
     }
 
     /// The screen of a request to configured pool `pool` (`None` for an

@@ -23,6 +23,7 @@ fn key(n: u8) -> KeyRecord {
         hash: KeyHash::of(&secret),
         group: Some("team".into()),
         pools: Some(vec!["fast".into()]),
+        policies: n.is_multiple_of(2).then(|| vec!["pii".into()]),
         budget: Some(Budget { usd: 5.0, window: Window::Day }),
         limits: Limits { rpm: Some(60), tpm: None, concurrent: Some(4) },
         expires_at: None,
