@@ -8,12 +8,15 @@ replay the exact request and show the gateway's raw answer as evidence.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -33,6 +36,39 @@ def free_port() -> int:
 # lane's breaker recorded).
 ADMIN_TOKEN = "sdk-admin-token-0123456789abcdef"
 ADMIN: dict[str, str] = {}
+
+
+class Moderator(BaseHTTPRequestHandler):
+    """An OpenAI-moderation-shaped endpoint: `/flag` flags input that says
+    "bad"; `/slow` answers only after the gateway stopped waiting."""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.path == "/slow":
+            time.sleep(3)
+        flagged = "bad" in json.loads(body or b"{}").get("input", "")
+        reply = json.dumps({"id": "modr", "results": [{"flagged": flagged, "categories": {}}]}).encode()
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+        except OSError:
+            pass  # the gateway stopped waiting
+
+    def log_message(self, *_):
+        pass
+
+
+def start_moderator() -> str:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Moderator)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"127.0.0.1:{server.server_address[1]}"
+
+
+MODERATOR = start_moderator()
 
 
 def lanes_config(listen: str, admin: str) -> str:
@@ -59,10 +95,17 @@ def lanes_config(listen: str, admin: str) -> str:
         "  pii: { detect: [email, phone, secrets], action: mask, direction: request }",
         '  words: { literal: ["forbidden-phrase"], action: block }',
         "  cards: { detect: [card], action: mask, direction: response }",
+        "  names: { detect: [email], action: mask, direction: request, reversible: true }",
+        f'  checked: {{ moderator: {{ url: "http://{MODERATOR}/flag" }}, action: block }}',
+        f'  lenient: {{ moderator: {{ url: "http://{MODERATOR}/slow", timeout: 200ms, on_error: allow }}, action: block }}',
+        f'  strict: {{ moderator: {{ url: "http://{MODERATOR}/slow", timeout: 200ms, on_error: block }}, action: block }}',
     ]
     lines.append("pools:")
     lines.append("  guarded: { policies: [pii, words, cards], members: [{ model: lane-openai }] }")
     lines.append("  cached: { cache: { ttl: 5m }, members: [{ model: lane-openai }] }")
+    lines.append("  private: { policies: [names], members: [{ model: lane-openai }] }")
+    for pool in ("checked", "lenient", "strict"):
+        lines.append(f"  {pool}: {{ policies: [{pool}], members: [{{ model: lane-openai }}] }}")
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]
     # lanes of three vendors: a conversation with signed state stays with its vendor's
     lines.append("  mixed: { members: [{ model: lane-openai }, { model: lane-gemini }, { model: lane-anthropic }] }")
