@@ -125,6 +125,11 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
         return refused(&gateway, &call, record, &wrong_operation(&call, serves), None).await;
     }
     record.named(pool, call.task(), call.stream);
+    if gateway.pools[pool].cache_ttl.is_some() {
+        // Every reply of a caching pool says what the cache did: a request
+        // refused before its lookup did not use it.
+        call.cache = switchyard_state::call::CacheState::Bypass;
+    }
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
@@ -209,6 +214,9 @@ async fn refused(
     retry_after: Option<u64>,
 ) -> Response<ResponseBody> {
     let mut response = error_response(gateway, call, info);
+    if let Some(status) = response_cache::status(call) {
+        response.headers_mut().insert(response_cache::X_SWITCHYARD_CACHE, status);
+    }
     if let Some(seconds) = retry_after {
         response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(seconds));
     }

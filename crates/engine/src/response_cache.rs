@@ -77,6 +77,7 @@ pub(crate) async fn lookup(
         return None;
     };
     count(gateway, pool, CacheOutcome::Hit);
+    call.cache = CacheState::Hit;
     if let Some(metrics) = gateway.metrics() {
         metrics.cache_saved(metrics.place(Some(pool), None), cached.cost);
     }
@@ -333,6 +334,7 @@ pub(crate) fn status(call: &Call) -> Option<HeaderValue> {
     match &call.cache {
         CacheState::Miss(_) => Some(HeaderValue::from_static("miss")),
         CacheState::Bypass => Some(HeaderValue::from_static("bypass")),
+        CacheState::Hit => Some(HeaderValue::from_static("hit")),
         CacheState::Off => None,
     }
 }

@@ -60,6 +60,14 @@ async fn a_hit_from_another_dialect_and_a_streamed_replay() {
     assert_eq!(cache_header(&bypassed), "bypass");
     let plain = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "plain", "hi", false)).await;
     assert_eq!(cache_header(&plain), "");
+    // A request the cache could not read says so too.
+    let broken = post(addr, "/v1/chat/completions", &[], r#"{"model":"cached","messages":"nope"}"#).await;
+    assert_eq!(
+        (broken.status.as_u16(), cache_header(&broken)),
+        (400, "bypass"),
+        "{}",
+        String::from_utf8_lossy(&broken.body)
+    );
 }
 
 #[tokio::test]

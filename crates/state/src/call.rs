@@ -75,8 +75,12 @@ pub enum CacheState {
     /// The pool caches nothing (or the request is not cacheable).
     #[default]
     Off,
-    /// The caller asked not to use it (`Cache-Control: no-cache`, `no-store`).
+    /// The caller asked not to use it (`Cache-Control: no-cache`,
+    /// `no-store`), or the request was refused or unreadable before its
+    /// lookup.
     Bypass,
+    /// Answered from it.
+    Hit,
     /// Not found: the answer is stored under this key when it ends whole
     /// (a stream is then decoded, to be kept event by event).
     Miss(crate::response_cache::CacheKeys),
