@@ -48,7 +48,14 @@ pub(crate) async fn lookup(
             .to_str()
             .is_ok_and(|v| v.to_ascii_lowercase().split(',').any(|d| matches!(d.trim(), "no-cache" | "no-store")))
     });
-    if bypass {
+    // A request whose values were swapped for reversible placeholders has
+    // a reply only it may read: another with other values behind the same
+    // placeholders would be answered with this one's.
+    let pseudonymised = call
+        .guard
+        .as_ref()
+        .is_some_and(|guarding| guarding.masks.lock().unwrap_or_else(std::sync::PoisonError::into_inner).restores());
+    if bypass || pseudonymised {
         count(gateway, pool, CacheOutcome::Bypass);
         call.cache = CacheState::Bypass;
         return None;

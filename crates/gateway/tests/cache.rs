@@ -133,3 +133,20 @@ async fn embeddings_are_cached() {
             .await;
     assert_eq!(cache_header(&other), "miss");
 }
+
+/// A request pseudonymised by a reversible mask is never answered from the
+/// cache: two requests with other values behind the same placeholder each
+/// get their own value back.
+#[tokio::test]
+async fn a_pseudonymised_request_is_never_served_from_the_cache() {
+    let config = "providers:\n  mock: { protocol: openai, base_url: mock:// }\nmodels:\n  gpt: { provider: mock }\n\
+                  policies:\n  names: { detect: [email], action: mask, direction: request, reversible: true }\n\
+                  pools:\n  private: { cache: { ttl: 5m }, policies: [names], members: [{ model: gpt }] }\n";
+    let addr = gateway(config).await;
+    for email in ["ann@example.com", "bob@example.com"] {
+        let said = format!("mail {email}");
+        let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "private", &said, false)).await;
+        assert_eq!(cache_header(&reply), "bypass");
+        assert!(String::from_utf8_lossy(&reply.body).contains(email), "{}", String::from_utf8_lossy(&reply.body));
+    }
+}
