@@ -209,6 +209,13 @@ impl StreamGuard {
         result.map_err(|blocked| refusal(&blocked, Direction::Response))
     }
 
+    /// The stream goes on on another lane from the text the caller has:
+    /// text still held back was never sent, and the next lane writes it
+    /// again, so it is dropped (kept, it would come twice).
+    pub(crate) fn drop_held(&mut self) {
+        self.blocks.clear();
+    }
+
     fn apply(&mut self, events: &mut Vec<StreamEvent>) -> Result<(), Blocked> {
         let mut out = Vec::with_capacity(events.len());
         for event in events.drain(..) {

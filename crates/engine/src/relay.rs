@@ -511,6 +511,9 @@ impl StreamRelay {
             record.continued_on(switched.slot, switched.lane_index, switched.wire_model.clone(), part, estimated);
             record.attempted(switched.lane_index, 200, None, switched.took);
         }
+        if let Some(guard) = self.guard.as_mut() {
+            guard.drop_held();
+        }
         self.tally.usage = Usage::default();
         self.tally.deltas = 0;
         self.tally.stop_reason = None;

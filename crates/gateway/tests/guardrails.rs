@@ -284,3 +284,34 @@ async fn a_keys_own_policies_win() {
     .await;
     assert_eq!(unknown.status, 400, "{}", text(&unknown));
 }
+
+/// A screened stream cut mid-answer and continued on another lane: the text
+/// held back at the cut was never sent, so it is written once, by the lane
+/// that went on; the caller reads the uncut answer exactly once.
+#[tokio::test]
+async fn a_screened_stream_continued_elsewhere_comes_once() {
+    let config = "providers:\n  mock: { protocol: openai, base_url: mock:// }\n  claude: { protocol: anthropic, base_url: mock:// }\n\
+                  models:\n  cut-claude: { provider: claude }\n  gpt: { provider: mock }\n\
+                  policies:\n  ids: { regex: { ticket: \"TCK-[0-9]{6}\" }, action: mask, direction: response }\n\
+                  pools:\n  continued: { stream_failure: continue, policies: [ids], breaker: { consecutive_failures: 1000 }, \
+                  members: [{ model: cut-claude, weight: 1000000 }, { model: gpt, weight: 1 }] }\n";
+    let addr = gateway(config).await;
+    let answer = "one two three four five six seven eight";
+    let streamed_text = |body: &[u8]| -> String {
+        String::from_utf8_lossy(body)
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .filter_map(|data| serde_json::from_str::<serde_json::Value>(data).ok())
+            .filter_map(|frame| frame["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // Cut once some text has left (a cut while all of it is still held back
+    // is a cut before content to the caller, and ends in its error).
+    for cut in [20, 25, 30, 35] {
+        let said = format!("[mock:plain] [mock:cut={cut}] {answer}");
+        let reply =
+            post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "continued", &said, true)).await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(streamed_text(&reply.body), answer, "cut at {cut}: {}", text(&reply));
+    }
+}
