@@ -150,3 +150,30 @@ async fn a_pseudonymised_request_is_never_served_from_the_cache() {
         assert!(String::from_utf8_lossy(&reply.body).contains(email), "{}", String::from_utf8_lossy(&reply.body));
     }
 }
+
+/// With `scope: group`, the keys of one group share entries and another
+/// group's keys never read them.
+#[tokio::test]
+async fn a_group_scope_shares_within_the_group_only() {
+    let config =
+        format!("auth: {{ mode: keys }}\ncache: {{ scope: group }}\ngroups:\n  red: {{}}\n  blue: {{}}\n{POOLS}");
+    let (addr, _) = governed(&config).await;
+    let mut keys = Vec::new();
+    for (name, group) in [("r1", "red"), ("r2", "red"), ("b1", "blue")] {
+        let key = create_key(addr, json!({"name": name, "group": group})).await;
+        keys.push(format!("Bearer {}", key["key"].as_str().unwrap()));
+    }
+    let ask = |auth: &str| {
+        let auth = auth.to_owned();
+        async move {
+            let headers = [("authorization", auth.as_str())];
+            cache_header(
+                &post(addr, "/v1/chat/completions", &headers, asked(Protocol::OpenAi, "team question", false)).await,
+            )
+            .to_owned()
+        }
+    };
+    assert_eq!(ask(&keys[0]).await, "miss");
+    assert_eq!(ask(&keys[1]).await, "hit", "the same group shares");
+    assert_eq!(ask(&keys[2]).await, "miss", "another group never reads it");
+}

@@ -95,40 +95,33 @@ pub(super) async fn race(
         launched = &mut first_launch => Some(launched),
         () = tokio::time::sleep(after) => None,
     };
-    if let Some(launched) = launched {
-        learn(hedging, &launched);
-        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
-    }
-    if !eligible(gateway, call, hedging.settings.with_tools) {
-        // A sampled answer with tools is not asked for twice.
-        let launched = first_launch.await;
-        learn(hedging, &launched);
-        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
-    }
-    let second = match hedging.allow() {
-        true => second_lane(gateway, rest, tries).await,
-        false => None,
-    };
-    let Some((other, other_entry)) = second else {
-        count(gateway, request, HedgeOutcome::Denied);
-        let launched = first_launch.await;
-        learn(hedging, &launched);
-        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
-    };
-    tries.start(gateway, other, request.plan.pool);
-    tracing::info!(
-        request_id = ?call.request_id, lane = %candidate.lane.name, hedge = %other.lane.name,
-        after_ms = after.as_millis() as u64, "first content late: hedging"
-    );
-    let second_ready = match ready(gateway, call, other, call.stream, translated, tries, record).await {
-        Ok(ready) => ready,
-        // The other lane cannot take the request: the first goes on alone.
-        Err(_) => {
-            let launched = first_launch.await;
-            learn(hedging, &launched);
-            return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record)
-                .await;
+    // The second attempt, when the first is late, the request may be
+    // answered twice, the pool's share allows one and a lane is free.
+    let hedge = 'hedge: {
+        if launched.is_some() || !eligible(gateway, call, hedging.settings.with_tools) {
+            // On time, or a sampled answer with tools (not asked for twice).
+            break 'hedge None;
         }
+        let second = if hedging.allow() { second_lane(gateway, rest, tries).await } else { None };
+        let Some((other, other_entry)) = second else {
+            count(gateway, request, HedgeOutcome::Denied);
+            break 'hedge None;
+        };
+        tries.start(gateway, other, request.plan.pool);
+        tracing::info!(
+            request_id = ?call.request_id, lane = %candidate.lane.name, hedge = %other.lane.name,
+            after_ms = after.as_millis() as u64, "first content late: hedging"
+        );
+        // A lane that cannot take the request leaves the first to go on alone.
+        ready(gateway, call, other, call.stream, translated, tries, record).await.ok().map(|r| (other, other_entry, r))
+    };
+    let Some((other, other_entry, second_ready)) = hedge else {
+        let launched = match launched {
+            Some(launched) => launched,
+            None => first_launch.await,
+        };
+        learn(hedging, &launched);
+        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
     };
     let second_dropped = second_ready.dropped_header.clone();
     let started = Instant::now();
