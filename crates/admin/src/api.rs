@@ -24,6 +24,7 @@ use switchyard_governance::KeyHash;
 use switchyard_store::AuditEntry;
 use utoipa::OpenApi;
 
+use crate::content::*;
 use crate::groups::*;
 use crate::keys::*;
 use crate::operations::*;
@@ -51,6 +52,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
+        .route("/api/v1/admin/users/{user}/content", axum::routing::delete(erase_user_content))
         .route("/api/v1/admin/config", get(running_config))
         .route("/api/v1/admin/config/validate", post(validate_config))
         .route("/api/v1/admin/config/reload", post(reload_config))
@@ -187,7 +189,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::running_config,
         crate::operations::validate_config,
         crate::operations::reload_config,
-        crate::operations::audit
+        crate::operations::audit,
+        crate::content::erase_user_content
     ),
     components(schemas(
         CreateKey,
@@ -244,6 +247,7 @@ mod tests {
             "/api/v1/admin/groups/{name}",
             "/api/v1/admin/spend",
             "/api/v1/admin/lanes/{pool}/{lane}/reset",
+            "/api/v1/admin/users/{user}/content",
         ] {
             assert!(doc.contains(path), "{path} missing");
         }

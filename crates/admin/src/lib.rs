@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod console;
+pub mod content;
 pub mod groups;
 pub mod keys;
 pub mod operations;

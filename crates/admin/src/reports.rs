@@ -337,7 +337,7 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/requests/{id}",
-    responses((status = 200, body = RequestView, description = "the row, with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`"), (status = 404)))]
+    responses((status = 200, body = RequestView, description = "the row, with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`; and `kept` (`retention`, `request`, `reply`) when its group's retention keeps text"), (status = 404)))]
 pub(crate) async fn request_detail(
     State(admin): State<Admin>,
     Path(id): Path<i64>,
@@ -357,6 +357,10 @@ pub(crate) async fn request_detail(
     // Its text, while the newest requests' text is kept (include_text).
     if let Some(text) = admin.gateway.telemetry.recent_text.as_ref().and_then(|recent| recent.find(entry)) {
         view["text"] = serde_json::to_value(text).unwrap_or_default();
+    }
+    // What its group's retention kept, opened.
+    if let Some(kept) = crate::content::kept_text(&admin, entry).await {
+        view["kept"] = kept;
     }
     Ok(Json(view))
 }

@@ -121,6 +121,8 @@ pub struct Group {
     /// Guardrail policies its keys' requests pass (indexes into
     /// `Config::policies`), in place of their pool's.
     pub policies: Vec<usize>,
+    /// What its requests keep of their text (`None`: as its parent's).
+    pub retention: Option<crate::Retention>,
 }
 
 /// Tuning of admission and the ledger.
@@ -219,6 +221,7 @@ pub(crate) struct RawGroup {
     pub parent: Option<String>,
     #[serde(default)]
     pub policies: Vec<String>,
+    pub retention: Option<String>,
     pub budget: Option<RawBudget>,
     #[serde(default)]
     pub limits: RawLimits,
@@ -443,6 +446,7 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                 budget: group.budget.as_ref().and_then(|b| budget(b, &format!("{path}.budget"), issues)),
                 limits: limits(&group.limits, &format!("{path}.limits"), issues),
                 policies: Vec::new(),
+                retention: None,
             }
         })
         .collect();

@@ -14,6 +14,7 @@ mod hooks;
 mod interpolate;
 mod raw;
 mod redact;
+pub mod retention;
 mod server;
 mod ssrf;
 mod telemetry;
@@ -21,6 +22,7 @@ mod translation;
 mod units;
 
 pub use redact::{redacted, shown_url, REDACTED};
+pub use retention::{Retention, RetentionStore, SealKey};
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -119,6 +121,9 @@ pub struct Config {
     pub policies: Vec<switchyard_guard::PolicySpec>,
     /// The response cache's store.
     pub cache: CacheStore,
+    /// The key kept text is sealed under and how long it stays (`None`:
+    /// no group keeps text).
+    pub retention: Option<RetentionStore>,
     /// Admission and ledger tuning.
     pub governance: Governance,
     /// Metrics, traces, logs and sinks.
@@ -687,11 +692,13 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let storage = governance::storage(&raw.storage, issues);
     let policies = guard::policies(&raw.policies, issues);
     let cache = cache_store(raw.cache.as_ref(), issues);
+    let retention = retention::store(raw.retention.as_ref(), issues);
     let mut groups = governance::groups(&raw.groups, issues);
     for group in &mut groups {
         if let Some(raw_group) = raw.groups.get(&*group.name) {
             let path = format!("groups.{}.policies", group.name);
             group.policies = guard::attached(&path, &raw_group.policies, &policies, issues);
+            group.retention = retention::group(&group.name, raw_group.retention.as_deref(), retention.as_ref(), issues);
         }
     }
     let governance = governance::governance(&raw.governance, issues);
@@ -1059,6 +1066,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         groups,
         policies,
         cache,
+        retention,
         governance,
         telemetry,
         warnings,

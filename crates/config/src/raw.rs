@@ -36,6 +36,8 @@ pub struct RawConfig {
     pub policies: BTreeMap<String, crate::guard::RawPolicy>,
     /// The response cache's store (pools turn it on with their `cache`).
     pub cache: Option<RawCacheStore>,
+    /// What kept text is sealed under, and for how long.
+    pub retention: Option<crate::retention::RawRetention>,
     #[serde(default)]
     pub governance: crate::governance::RawGovernance,
     #[serde(default)]

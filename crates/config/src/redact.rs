@@ -13,7 +13,8 @@ use crate::interpolate;
 pub const REDACTED: &str = "<redacted>";
 
 /// Members whose string value is a secret.
-const SECRET_MEMBERS: [&str; 6] = ["api_key", "secret_access_key", "session_token", "token", "password", "secret"];
+const SECRET_MEMBERS: [&str; 7] =
+    ["key", "api_key", "secret_access_key", "session_token", "token", "password", "secret"];
 /// Members holding a list of secrets (or of `{name, token, scope}`).
 const SECRET_LISTS: [&str; 2] = ["tokens", "read_only_tokens"];
 /// Headers whose value is shown; every other header's value is hidden (a

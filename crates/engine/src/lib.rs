@@ -137,6 +137,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record).await {
         return refused(&gateway, &call, record, &info, None).await;
     }
+    record.retain_request(&call.body, &call.headers);
     if gateway.response_cache.is_some() {
         if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record).await {
             return finished(&gateway, &call, Some(record), hit).await;

@@ -166,8 +166,16 @@ pub(crate) struct StreamRelay {
     /// The stream's events as the caller gets them, kept for the response
     /// cache (stored only when the stream ends whole).
     pub(crate) caching: Option<Caching>,
+    /// The frames as the caller got them, for its group's retention (at
+    /// most [`KEPT_STREAM_BYTES`]); the record settles once the last is in.
+    pub(crate) kept_frames: Option<Vec<u8>>,
+    /// The record of a finished stream whose last frames are still to be kept.
+    pub(crate) settling: Option<Box<Record>>,
     pub(crate) _guards: (Option<OwnedSemaphorePermit>, InFlight),
 }
+
+/// The most of a stream's frames its group's retention keeps.
+pub(crate) const KEPT_STREAM_BYTES: usize = 1 << 20;
 
 /// A stream kept for the response cache.
 pub(crate) struct Caching {
@@ -196,6 +204,15 @@ impl StreamRelay {
     /// the stream announced are kept, so the caller's next turn finds them.
     pub(crate) async fn next_chunk(&mut self) -> Option<Bytes> {
         let chunk = self.pull().await;
+        if let Some(frames) = self.kept_frames.as_mut() {
+            if let Some(chunk) = chunk.as_ref().filter(|c| frames.len() + c.len() <= KEPT_STREAM_BYTES) {
+                frames.extend_from_slice(chunk);
+            }
+            if let Some(mut record) = self.settling.take() {
+                record.retain_stream(Bytes::from(std::mem::take(frames)));
+                record.finish_detached(200);
+            }
+        }
         if self.done {
             if let Some(signed) = self.signed.take().filter(|signed| !signed.calls.is_empty()) {
                 let calls = signed.calls.iter().map(|(id, signature)| (id.as_str(), signature.as_str()));
@@ -581,7 +598,12 @@ impl StreamRelay {
             if let Some(reason) = self.tally.stop_reason {
                 record.stop_reason(reason.as_str());
             }
-            record.finish_detached(200);
+            if self.kept_frames.is_some() {
+                // Settled with the last frames, once they are out.
+                self.settling = Some(record);
+            } else {
+                record.finish_detached(200);
+            }
         }
     }
 }
@@ -591,7 +613,16 @@ impl Drop for StreamRelay {
     /// for what was delivered: the usage seen so far, or else an estimate
     /// from the prompt and the deltas that reached the caller.
     fn drop(&mut self) {
+        let frames = self.kept_frames.take().map(Bytes::from);
+        if let Some(mut record) = self.settling.take() {
+            record.retain_stream(frames.unwrap_or_default());
+            record.finish_detached(200);
+            return;
+        }
         let Some(mut record) = self.record.take() else { return };
+        if let Some(frames) = frames {
+            record.retain_stream(frames);
+        }
         let mut usage = self.tally.usage;
         let estimated = usage.output_tokens == 0;
         if estimated {

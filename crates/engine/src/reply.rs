@@ -243,6 +243,8 @@ fn stream(
 ) -> ResponseBody {
     let lane = candidate.lane;
     let codec = gateway.codec(lane.protocol);
+    let relay_record = record.take();
+    let keeps_text = relay_record.as_ref().is_some_and(|r| r.retains());
     let relay = StreamRelay {
         gateway: gateway.clone(),
         upstream: upstream.body,
@@ -273,12 +275,14 @@ fn stream(
         wire_model: candidate.wire_model_arc(),
         started,
         pending: None,
-        record: record.take(),
+        record: relay_record,
         delivered_events: 0,
         // Only a re-encoded stream can be carried on by another lane.
         continuation: continuation.filter(|_| !same),
         usage_before: switchyard_ir::Usage::default(),
         guard: crate::guard::StreamGuard::of(call),
+        kept_frames: keeps_text.then(Vec::new),
+        settling: None,
         caching: match call.cache {
             switchyard_state::call::CacheState::Miss(key) => Some(crate::relay::Caching {
                 key,

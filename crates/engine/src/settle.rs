@@ -78,7 +78,20 @@ pub struct Record {
     pub trace: Option<Trace>,
     request_body: Option<Bytes>,
     response_body: Option<Bytes>,
+    /// What the caller's group keeps of the text (`retention:`).
+    keeps: switchyard_config::Retention,
+    /// The text kept for it.
+    retained: Option<Retained>,
     done: bool,
+}
+
+/// A request's text its group's retention keeps.
+#[derive(Debug)]
+struct Retained {
+    request: Bytes,
+    user: Option<String>,
+    reply: Option<Bytes>,
+    stream: bool,
 }
 
 /// A ledger entry id: this process's random 31-bit prefix above a 32-bit
@@ -146,6 +159,8 @@ impl Record {
             trace,
             request_body: None,
             response_body: None,
+            keeps: switchyard_config::Retention::None,
+            retained: None,
             done: false,
         })
     }
@@ -170,6 +185,9 @@ impl Record {
         reservation: Option<switchyard_state::governance::Hold>,
         input_estimate: u64,
     ) {
+        if let (Some(retention), Some(caller)) = (&self.gateway.retention, &caller) {
+            self.keeps = retention.keeps(caller.key.record.group.as_deref());
+        }
         self.caller = caller;
         self.reservation = reservation;
         self.admitted = true;
@@ -183,10 +201,40 @@ impl Record {
         }
     }
 
-    /// A whole reply's body, kept for the request log when it includes text.
+    /// A whole reply's body, kept for the request log when it includes
+    /// text, and for the group's retention.
     pub fn keep_response(&mut self, body: &Bytes) {
         if self.gateway.telemetry.keeps_text() {
             self.response_body = Some(body.clone());
+        }
+        if let Some(retained) = self.retained.as_mut() {
+            retained.reply = Some(body.clone());
+        }
+    }
+
+    /// The caller's group keeps its requests' text.
+    pub fn retains(&self) -> bool {
+        self.keeps != switchyard_config::Retention::None
+    }
+
+    /// The request as it goes upstream (after its guardrails), and the end
+    /// user its headers name, for the group's retention.
+    pub fn retain_request(&mut self, body: &Bytes, headers: &http::HeaderMap) {
+        if self.retains() {
+            let user = headers
+                .get(switchyard_state::retention::USER_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned);
+            self.retained = Some(Retained { request: body.clone(), user, reply: None, stream: false });
+        }
+    }
+
+    /// A stream's frames as the caller got them, for the group's retention.
+    pub fn retain_stream(&mut self, frames: Bytes) {
+        if let Some(retained) = self.retained.as_mut() {
+            retained.reply = Some(frames);
+            retained.stream = true;
         }
     }
 
@@ -413,7 +461,37 @@ impl Record {
         self.end_trace(&gateway, &bill, &names, status);
         self.feed_sinks(&gateway, &bill, &names, status, total);
         let rows = side.into_iter().filter_map(|c| self.side_row(&gateway, c, &names)).collect();
-        (self.ledger_row(&gateway, bill.tokens, &names, status), rows)
+        let row = self.ledger_row(&gateway, bill.tokens, &names, status);
+        if let Some(row) = &row {
+            self.hand_over_text(&gateway, row);
+        }
+        (row, rows)
+    }
+
+    /// The text the group keeps, to the content writer (which seals it),
+    /// under the row's entry.
+    fn hand_over_text(&mut self, gateway: &Gateway, row: &LedgerRow) {
+        let (Some(retained), Some(retention), Some(governance)) =
+            (self.retained.take(), &gateway.retention, &gateway.governance)
+        else {
+            return;
+        };
+        governance.content.push(switchyard_state::retention::Pending {
+            retention: retention.clone(),
+            codec: gateway.codec(self.ingress),
+            captured: switchyard_state::retention::Captured {
+                entry: row.entry,
+                at_ms: row.at_ms,
+                request_id: row.request_id.clone(),
+                key_id: row.key_id.clone(),
+                group: row.group.clone(),
+                keeps: self.keeps,
+                user: retained.user,
+                request: retained.request,
+                reply: retained.reply,
+                stream: retained.stream,
+            },
+        });
     }
 
     /// What each side row cost: a cancelled attempt its prompt (the

@@ -10,6 +10,7 @@
 
 pub mod detect;
 pub mod json;
+pub mod retention;
 pub mod stream;
 
 use std::collections::HashMap;

@@ -90,6 +90,8 @@ pub struct Governance {
     governor: Mutex<Governor>,
     /// The ledger writer, when there is a ledger.
     pub ledger: Option<LedgerQueue>,
+    /// The writer of kept text (sealed), and its purge.
+    pub content: crate::retention::ContentQueue,
     /// Output tokens reserved for a request that names no maximum.
     pub default_max_tokens: u64,
     /// Counters.
@@ -264,12 +266,18 @@ impl Governance {
         let groups: HashMap<String, GroupRecord> =
             stores.groups.list_groups().await?.into_iter().map(|g| (g.name.clone(), g)).collect();
         let records = all_keys(&stores).await?;
+        let content = crate::retention::ContentQueue::start(
+            stores.content.clone(),
+            config.governance.ledger_queue,
+            config.retention.as_ref().map_or(switchyard_config::retention::DEFAULT_DAYS, |r| r.days),
+        );
         let governance = Governance {
             mode: config.auth,
             stores,
             keys: ArcSwap::from_pointee(KeyIndex::default()),
             groups: ArcSwap::from_pointee(groups),
             governor: Mutex::new(Governor::new()),
+            content,
             ledger,
             default_max_tokens: config.governance.default_max_tokens,
             stats: GovernanceStats::default(),

@@ -18,6 +18,7 @@ pub mod guardrails;
 mod lane;
 mod pool;
 pub mod response_cache;
+pub mod retention;
 pub mod sessions;
 pub mod sign_ins;
 pub mod signatures;
@@ -93,6 +94,8 @@ pub struct Gateway {
     pub guardrails: guardrails::Guardrails,
     /// The response cache's store, when some pool caches.
     pub response_cache: Option<Arc<response_cache::ResponseCache>>,
+    /// What groups keep of their requests' text (`retention:`).
+    pub retention: Option<Arc<retention::Retention>>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -312,6 +315,7 @@ impl Gateway {
         )
         .with_guardrails(guardrails.catalog.clone());
         let telemetry = Arc::new(switchyard_telemetry::Telemetry::local(&config));
+        let retention = retention::Retention::build(&config).map(Arc::new);
         Ok(Gateway {
             config,
             codecs,
@@ -331,6 +335,7 @@ impl Gateway {
             stages: Vec::new(),
             guardrails,
             response_cache,
+            retention,
         })
     }
 
@@ -369,6 +374,7 @@ impl Gateway {
     /// session pins. Metrics are laid out anew for the new config.
     pub fn adopt(mut self, old: &Gateway) -> Gateway {
         self.governance.clone_from(&old.governance);
+        self.share_retention_days();
         self.fleet_state.clone_from(&old.fleet_state);
         self.telemetry = old.telemetry.clone();
         self.sign_ins = old.sign_ins.clone();
@@ -433,7 +439,15 @@ impl Gateway {
             self.signatures = crate::signatures::Signatures::new(governance.stores.signatures.clone());
         }
         self.governance = Some(governance);
+        self.share_retention_days();
         self
+    }
+
+    /// Tells governance's purge how many days this config keeps text.
+    fn share_retention_days(&self) {
+        if let (Some(governance), Some(retention)) = (&self.governance, &self.retention) {
+            governance.content.days.store(retention.days, Ordering::Relaxed);
+        }
     }
 
     /// The pool called `pool` and the position of lane `lane` in it.

@@ -2,7 +2,8 @@
 //! [`KeyStore`] (virtual keys, with idempotent create and rotate),
 //! [`GroupStore`] (the budget tree), [`Ledger`] (tokens per request; spend
 //! is derived from it when read, never stored) and [`AuditLog`] (every
-//! admin mutation attempt). [`memory::MemoryStore`] is the in-process
+//! admin mutation attempt), [`ContentStore`] (kept text, sealed, by a
+//! retention). [`memory::MemoryStore`] is the in-process
 //! default, [`sqlite::SqliteStore`] the single-node one and
 //! [`postgres::PostgresStore`] a fleet's, which also announces every change
 //! ([`ChangeFeed`]) so each instance's caches follow; one conformance suite
@@ -533,6 +534,41 @@ pub trait SignatureStore: Send + Sync {
     fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>>;
 }
 
+/// One request's kept text, sealed (retention `redacted` or `full`): the
+/// store holds it as opaque bytes, found by the ledger row's entry, and
+/// by its end user's tag (a keyed hash, never the user's id) to erase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptContent {
+    /// The ledger row's entry.
+    pub entry: i64,
+    /// When it was kept (Unix ms): purged past the retention's days.
+    pub at_ms: i64,
+    /// The request id.
+    pub request_id: String,
+    /// The virtual key.
+    pub key_id: Option<String>,
+    /// The key's group.
+    pub group: Option<String>,
+    /// The end user's tag, when the request named one.
+    pub user_tag: Option<String>,
+    /// `redacted` or `full`.
+    pub retention: String,
+    /// The sealed text.
+    pub sealed: Vec<u8>,
+}
+
+/// Kept request and reply text.
+pub trait ContentStore: Send + Sync {
+    /// Keeps records (an entry kept again is stored once).
+    fn keep_content(&self, kept: Vec<KeptContent>) -> StoreFuture<'_, ()>;
+    /// The record of ledger entry `entry`.
+    fn find_content(&self, entry: i64) -> StoreFuture<'_, Option<KeptContent>>;
+    /// Erases every record of the end user tagged `user_tag`; returns how many.
+    fn erase_content(&self, user_tag: String) -> StoreFuture<'_, u64>;
+    /// Removes the records kept before `before_ms`; returns how many.
+    fn purge_content(&self, before_ms: i64) -> StoreFuture<'_, u64>;
+}
+
 /// A backend: every concern, usually served by one object.
 #[derive(Clone)]
 pub struct Stores {
@@ -546,26 +582,15 @@ pub struct Stores {
     pub audit: Arc<dyn AuditLog>,
     /// Tool-call signatures kept for callers that drop them.
     pub signatures: Arc<dyn SignatureStore>,
+    /// Kept request and reply text.
+    pub content: Arc<dyn ContentStore>,
     /// Changes other instances make, when the store is shared.
     pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Stores {
     /// Every concern served by `backend`.
-    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + 'static>(backend: B) -> Stores {
-        let backend = Arc::new(backend);
-        Stores {
-            keys: backend.clone(),
-            groups: backend.clone(),
-            ledger: backend.clone(),
-            audit: backend.clone(),
-            signatures: backend,
-            changes: None,
-        }
-    }
-
-    /// A store other instances write too: its changes are announced.
-    pub fn shared<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ChangeFeed + 'static>(
+    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + 'static>(
         backend: B,
     ) -> Stores {
         let backend = Arc::new(backend);
@@ -575,6 +600,25 @@ impl Stores {
             ledger: backend.clone(),
             audit: backend.clone(),
             signatures: backend.clone(),
+            content: backend,
+            changes: None,
+        }
+    }
+
+    /// A store other instances write too: its changes are announced.
+    pub fn shared<
+        B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ChangeFeed + 'static,
+    >(
+        backend: B,
+    ) -> Stores {
+        let backend = Arc::new(backend);
+        Stores {
+            keys: backend.clone(),
+            groups: backend.clone(),
+            ledger: backend.clone(),
+            audit: backend.clone(),
+            signatures: backend.clone(),
+            content: backend.clone(),
             changes: Some(backend),
         }
     }

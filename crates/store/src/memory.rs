@@ -10,8 +10,9 @@ use std::sync::{Mutex, PoisonError};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter,
-    SignatureStore, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    AuditEntry, AuditLog, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore,
+    Ledger, LedgerRow, RowFilter, SignatureStore, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens,
+    Total, TotalsQuery, Written,
 };
 
 /// Ledger rows the memory store keeps.
@@ -32,6 +33,8 @@ struct Inner {
     /// Key → (signature, expiry ms), and the keys in the order kept.
     signatures: HashMap<String, (String, i64)>,
     signature_order: std::collections::VecDeque<String>,
+    /// Kept text by ledger entry.
+    content: BTreeMap<i64, KeptContent>,
 }
 
 /// Everything in memory.
@@ -280,6 +283,37 @@ impl SignatureStore for MemoryStore {
                     _ => None,
                 })
                 .collect())
+        }))
+    }
+}
+
+impl ContentStore for MemoryStore {
+    fn keep_content(&self, kept: Vec<KeptContent>) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            for record in kept {
+                inner.content.entry(record.entry).or_insert(record);
+            }
+            Ok(())
+        }))
+    }
+
+    fn find_content(&self, entry: i64) -> StoreFuture<'_, Option<KeptContent>> {
+        ready(self.with(|inner| Ok(inner.content.get(&entry).cloned())))
+    }
+
+    fn erase_content(&self, user_tag: String) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let before = inner.content.len();
+            inner.content.retain(|_, record| record.user_tag.as_deref() != Some(user_tag.as_str()));
+            Ok((before - inner.content.len()) as u64)
+        }))
+    }
+
+    fn purge_content(&self, before_ms: i64) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let before = inner.content.len();
+            inner.content.retain(|_, record| record.at_ms >= before_ms);
+            Ok((before - inner.content.len()) as u64)
         }))
     }
 }

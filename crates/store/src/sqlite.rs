@@ -10,9 +10,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, GroupRecord, GroupStore, Idempotency, KeptSignature, KeyStore, Ledger,
-    LedgerRow, RowFilter, SignatureStore, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery,
-    Written,
+    from_json, to_json, AuditEntry, AuditLog, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent,
+    KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError, StoreFuture, StoredAudit,
+    StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `user_version` is the count applied.
@@ -25,6 +25,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0006_operations.sql"),
     include_str!("../migrations/sqlite/0007_call_signatures.sql"),
     include_str!("../migrations/sqlite/0008_ledger_notes.sql"),
+    include_str!("../migrations/sqlite/0009_kept_content.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -511,6 +512,76 @@ impl SignatureStore for SqliteStore {
             keys.iter()
                 .map(|key| find.query_row(params![key, now_ms], |row| row.get(0)).optional().map_err(unavailable))
                 .collect()
+        })
+    }
+}
+
+impl ContentStore for SqliteStore {
+    fn keep_content(&self, kept: Vec<KeptContent>) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            {
+                let mut insert = tx
+                    .prepare_cached(
+                        "INSERT INTO kept_content (entry, at_ms, request_id, key_id, grp, user_tag, retention, sealed) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) ON CONFLICT (entry) DO NOTHING",
+                    )
+                    .map_err(unavailable)?;
+                for k in &kept {
+                    insert
+                        .execute(params![
+                            k.entry,
+                            k.at_ms,
+                            k.request_id,
+                            k.key_id,
+                            k.group,
+                            k.user_tag,
+                            k.retention,
+                            k.sealed
+                        ])
+                        .map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn find_content(&self, entry: i64) -> StoreFuture<'_, Option<KeptContent>> {
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "SELECT entry, at_ms, request_id, key_id, grp, user_tag, retention, sealed FROM kept_content WHERE entry = ?1",
+            )
+            .map_err(unavailable)?
+            .query_row(params![entry], |row| {
+                Ok(KeptContent {
+                    entry: row.get(0)?,
+                    at_ms: row.get(1)?,
+                    request_id: row.get(2)?,
+                    key_id: row.get(3)?,
+                    group: row.get(4)?,
+                    user_tag: row.get(5)?,
+                    retention: row.get(6)?,
+                    sealed: row.get(7)?,
+                })
+            })
+            .optional()
+            .map_err(unavailable)
+        })
+    }
+
+    fn erase_content(&self, user_tag: String) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            conn.execute("DELETE FROM kept_content WHERE user_tag = ?1", params![user_tag])
+                .map(|n| n as u64)
+                .map_err(unavailable)
+        })
+    }
+
+    fn purge_content(&self, before_ms: i64) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            conn.execute("DELETE FROM kept_content WHERE at_ms < ?1", params![before_ms])
+                .map(|n| n as u64)
+                .map_err(unavailable)
         })
     }
 }

@@ -10,8 +10,8 @@ use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
 
 use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
-    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeptSignature, KeyStore, LedgerRow, RowFilter,
-    SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
+    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeptContent, KeptSignature, KeyStore, LedgerRow,
+    RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
 };
 
 fn key(n: u8) -> KeyRecord {
@@ -379,6 +379,37 @@ async fn signatures_are_kept_until_they_expire(stores: Stores) {
     assert_eq!(found, [None, None, Some("new".to_owned()), None]);
 }
 
+/// Kept text: stored once per entry, found by entry, erased by its end
+/// user's tag (no one else's), purged by age.
+async fn kept_content_is_found_erased_by_user_and_purged_by_age(stores: Stores) {
+    let kept = |entry: i64, at_ms: i64, user: Option<&str>| KeptContent {
+        entry,
+        at_ms,
+        request_id: format!("req-{entry}"),
+        key_id: Some("k1".into()),
+        group: Some("support".into()),
+        user_tag: user.map(str::to_owned),
+        retention: "redacted".into(),
+        sealed: vec![1, 0, 255, entry as u8],
+    };
+    let content = &stores.content;
+    content
+        .keep_content(vec![kept(1, 1_000, Some("alice")), kept(2, 2_000, Some("alice")), kept(3, 3_000, Some("bob"))])
+        .await
+        .unwrap();
+    content.keep_content(vec![kept(4, 4_000, None), kept(1, 9_000, Some("bob"))]).await.unwrap();
+    assert_eq!(content.find_content(1).await.unwrap(), Some(kept(1, 1_000, Some("alice"))), "kept once");
+    assert_eq!(content.find_content(99).await.unwrap(), None);
+    assert_eq!(content.erase_content("alice".into()).await.unwrap(), 2);
+    assert_eq!(content.find_content(1).await.unwrap(), None);
+    assert_eq!(content.find_content(2).await.unwrap(), None);
+    assert!(content.find_content(3).await.unwrap().is_some(), "another user's text stays");
+    assert_eq!(content.erase_content("alice".into()).await.unwrap(), 0);
+    assert_eq!(content.purge_content(3_500).await.unwrap(), 1);
+    assert_eq!(content.find_content(3).await.unwrap(), None);
+    assert!(content.find_content(4).await.unwrap().is_some(), "newer text stays");
+}
+
 macro_rules! backends {
     ($($backend:ident => $make:expr),* $(,)?) => {
         $(
@@ -428,6 +459,11 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn signatures() {
                     signatures_are_kept_until_they_expire($make).await;
+                }
+
+                #[tokio::test]
+                async fn kept_content() {
+                    kept_content_is_found_erased_by_user_and_purged_by_age($make).await;
                 }
             }
         )*

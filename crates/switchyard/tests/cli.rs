@@ -129,6 +129,8 @@ fn sample_value(name: &str) -> String {
         "postgres://switchyard:secret@127.0.0.1:5432/switchyard".into()
     } else if name.ends_with("REDIS_URL") {
         "redis://127.0.0.1:6379".into()
+    } else if name.ends_with("RETENTION_KEY") {
+        "0f".repeat(32)
     } else {
         format!("{}-0123456789abcdef", name.to_lowercase())
     }
