@@ -452,6 +452,9 @@ pub struct CacheStore {
     pub max_bytes: u64,
     /// Entries are shared by the callers of one group, not only one key.
     pub by_group: bool,
+    /// A hit counts against requests-per-minute limits (by default it is
+    /// given back: a hit costs nothing against budgets or rate limits).
+    pub count_hits: bool,
 }
 
 /// Default bound of the response cache.
@@ -459,7 +462,9 @@ pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// The top-level `cache:` block.
 fn cache_store(raw: Option<&raw::RawCacheStore>, issues: &mut Vec<Issue>) -> CacheStore {
-    let Some(raw) = raw else { return CacheStore { max_bytes: DEFAULT_CACHE_BYTES, by_group: false } };
+    let Some(raw) = raw else {
+        return CacheStore { max_bytes: DEFAULT_CACHE_BYTES, by_group: false, count_hits: false };
+    };
     let max_bytes = size_or(raw.max_bytes.as_ref(), DEFAULT_CACHE_BYTES, 16 << 30, "cache.max_bytes", issues);
     let by_group = match raw.scope.as_deref() {
         None | Some("key") => false,
@@ -473,7 +478,7 @@ fn cache_store(raw: Option<&raw::RawCacheStore>, issues: &mut Vec<Issue>) -> Cac
             false
         }
     };
-    CacheStore { max_bytes, by_group }
+    CacheStore { max_bytes, by_group, count_hits: raw.count_hits.unwrap_or(false) }
 }
 
 /// Session affinity: a session header pins a session to the lane that served it.

@@ -228,6 +228,8 @@ pub struct RawCacheStore {
     pub max_bytes: Option<serde_yaml_ng::Value>,
     /// `key` (default) or `group`.
     pub scope: Option<String>,
+    /// Hits count against requests-per-minute limits.
+    pub count_hits: Option<bool>,
 }
 
 /// A pool's response cache.

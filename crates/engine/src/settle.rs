@@ -449,7 +449,13 @@ impl Record {
             let (tokens, cost) = side.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
                 (tokens.saturating_add(c.tokens.total()), cost.saturating_add(c.cost))
             });
-            governance.settle(reservation, tokens, cost);
+            // A hit is given back to the rate limits, unless the operator
+            // counts hits (`cache.count_hits`).
+            if self.cache_saved.is_some() && side.is_empty() && !gateway.config.cache.count_hits {
+                governance.settle_hit(reservation);
+            } else {
+                governance.settle(reservation, tokens, cost);
+            }
         }
         let names = Names {
             pool: self.pool.map(|p| gateway.pools[p].name.clone()),

@@ -261,7 +261,8 @@ impl Fleet {
         }
     }
 
-    /// The settlement of hold `hold` on `chain`: `held` says whether Redis
+    /// The settlement of hold `hold` on `chain` (`refund_request`: a cache
+    /// hit, given back to requests per minute): `held` says whether Redis
     /// holds its reservation (false: admitted locally while Redis was away).
     #[expect(clippy::too_many_arguments, reason = "a settlement's every figure")]
     pub fn settlement(
@@ -272,7 +273,7 @@ impl Fleet {
         reserved: Estimate,
         cost: NanoUsd,
         tokens: u64,
-        held: bool,
+        (held, refund_request): (bool, bool),
         now_ms: u64,
     ) -> Settlement {
         let member = match held {
@@ -282,7 +283,7 @@ impl Fleet {
         let mut all = Vec::with_capacity(keys.len() + 1);
         all.push(settled_key(PREFIX, hold));
         all.extend(keys.iter().cloned());
-        let args = settle_args(buckets, reserved, cost, tokens, MARKER.as_millis() as u64, now_ms);
+        let args = settle_args(buckets, reserved, cost, tokens, refund_request, MARKER.as_millis() as u64, now_ms);
         Settlement { keys: all, args, member }
     }
 

@@ -7,7 +7,8 @@
 -- ARGV[1]   now (ms)            ARGV[2] reserved cost (nano-USD)
 -- ARGV[3]   reserved tokens     ARGV[4] actual cost (nano-USD)
 -- ARGV[5]   actual tokens       ARGV[6] how long the marker is kept (ms)
--- then 3 per bucket: budget cap (-1: none), window start (s), tpm (0: none)
+-- then 4 per bucket: budget cap (-1: none), window start (s), tpm (0: none),
+-- and the rpm whose count gives this request back (0: none; a cache hit)
 -- and last, the hold's member (`id|cost`), or `-` when the request was
 -- admitted on local counters while Redis was away (only its cost and
 -- tokens are added now)
@@ -24,7 +25,7 @@ local actual_tokens = tonumber(ARGV[5])
 local member = ARGV[#ARGV]
 local buckets = (#KEYS - 1) / 2
 local function arg(i, j)
-  return tonumber(ARGV[6 + (i - 1) * 3 + j])
+  return tonumber(ARGV[6 + (i - 1) * 4 + j])
 end
 
 for i = 1, buckets do
@@ -52,6 +53,11 @@ for i = 1, buckets do
     local tat = field(key, 'ttat') + delta * PERIOD / tpm
     tat = math.max(tat, now - PERIOD, 0)
     redis.call('HSET', key, 'ttat', string.format('%.3f', tat))
+  end
+  local refund_rpm = arg(i, 4)
+  if refund_rpm > 0 then
+    local tat = math.max(field(key, 'rtat') - PERIOD / refund_rpm, now - PERIOD, 0)
+    redis.call('HSET', key, 'rtat', string.format('%.3f', tat))
   end
 end
 return 1

@@ -109,6 +109,42 @@ async fn tenants_never_share_and_a_hit_costs_nothing() {
     assert_eq!(hit["input_tokens"], 0, "{hit}");
 }
 
+/// A hit is given back to the key's requests-per-minute limit (so a key
+/// of rpm 2 is answered from the cache as often as it asks), unless the
+/// operator counts hits; misses always count.
+#[tokio::test]
+async fn hits_leave_the_rate_limit_unless_the_operator_counts_them() {
+    for count_hits in [false, true] {
+        let config = format!("auth: {{ mode: keys }}\ncache: {{ count_hits: {count_hits} }}\n{POOLS}");
+        let (addr, _) = governed(&config).await;
+        let key = create_key(addr, json!({"name": "slow", "limits": {"rpm": 2}})).await;
+        let auth = format!("Bearer {}", key["key"].as_str().unwrap());
+        let ask = |text: &'static str| {
+            let auth = auth.clone();
+            async move {
+                post(addr, "/v1/chat/completions", &[("authorization", &auth)], asked(Protocol::OpenAi, text, false))
+                    .await
+            }
+        };
+        assert_eq!(cache_header(&ask("rated").await), "miss");
+        let statuses: Vec<u16> = {
+            let mut statuses = Vec::new();
+            for _ in 0..4 {
+                statuses.push(ask("rated").await.status.as_u16());
+            }
+            statuses
+        };
+        if count_hits {
+            assert_eq!(statuses, [200, 429, 429, 429], "hits counted: the second request is the last of the minute");
+        } else {
+            assert_eq!(statuses, [200, 200, 200, 200], "hits are free of the rate limit");
+            // A miss still counts: the limit's second request, then a refusal.
+            assert_eq!(ask("another").await.status, 200);
+            assert_eq!(ask("a third").await.status, 429);
+        }
+    }
+}
+
 /// Embeddings are cached too: the same request again is answered from the
 /// cache, byte for byte.
 #[tokio::test]

@@ -688,7 +688,7 @@ async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
     assert_eq!(field(&redis, &keys[0], "inflight").await, 1, "the dead hold was given back, the new one held");
     assert_eq!(field(&redis, &keys[0], "reserved").await, 7);
     // Settling the new hold leaves nothing held.
-    let settlement = other.settlement(&keys, &buckets, admitted, estimate, 3, 5, true, now());
+    let settlement = other.settlement(&keys, &buckets, admitted, estimate, 3, 5, (true, false), now());
     other.settle(admitted, settlement);
     let deadline = Instant::now() + Duration::from_secs(5);
     while field(&redis, &keys[0], "inflight").await != 0 || field(&redis, &keys[0], "reserved").await != 0 {
@@ -710,14 +710,14 @@ async fn a_settlement_applies_once_and_a_refused_one_stands_alone() {
     else {
         panic!("refused")
     };
-    let good = fleet.settlement(&keys, &buckets, hold, estimate, 400, 8, true, now);
+    let good = fleet.settlement(&keys, &buckets, hold, estimate, 400, 8, (true, false), now);
 
     // A poison settlement: its bucket's name holds a string, so its script fails.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
     let (_, bad_keys) = one_key_chain("poison");
     redis::cmd("SET").arg(&bad_keys[0]).arg("not a hash").query_async::<()>(&mut connection).await.unwrap();
-    let poison = fleet.settlement(&bad_keys, &buckets, fleet.new_hold(), estimate, 400, 8, true, now);
+    let poison = fleet.settlement(&bad_keys, &buckets, fleet.new_hold(), estimate, 400, 8, (true, false), now);
 
     // The same settlement three times (a lost answer, a retried batch) and
     // the poison one among them.
@@ -795,4 +795,35 @@ async fn two_instances_share_the_response_cache_over_redis() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// In a fleet too, a cache hit is given back to the key's
+/// requests-per-minute limit held in Redis; a miss counts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_gives_cache_hits_back_to_the_rate_limit() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let config = format!(
+        "{}pools:\n  cached: {{ cache: {{ ttl: 1m }}, members: [{{ model: m }}] }}\n",
+        fleet_config(&database, &redis.url(), "fail_closed")
+    );
+    let (addr, _) = governed(&config).await;
+    let created = create_key(addr, serde_json::json!({"name": "limited", "limits": {"rpm": 2}})).await;
+    let auth = format!("Bearer {}", created["key"].as_str().unwrap());
+    let ask = |text: &'static str| {
+        let auth = auth.clone();
+        async move {
+            let body = serde_json::json!({"model": "cached", "max_tokens": 100, "messages": [{"role": "user", "content": text}]});
+            let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body.to_string()).await;
+            // Settlement runs in the background: let it land before the next admission.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let cache = reply.headers.get("x-switchyard-cache").map(|v| v.to_str().unwrap().to_owned());
+            (reply.status, cache.unwrap_or_default())
+        }
+    };
+    assert_eq!(ask("hello").await, (StatusCode::OK, "miss".to_owned()));
+    for _ in 0..4 {
+        assert_eq!(ask("hello").await, (StatusCode::OK, "hit".to_owned()), "a hit is free of the fleet's rpm");
+    }
+    assert_eq!(ask("another").await.0, StatusCode::OK);
+    assert_eq!(ask("a third").await.0, StatusCode::TOO_MANY_REQUESTS, "misses count: two a minute");
 }

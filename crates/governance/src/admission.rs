@@ -378,6 +378,17 @@ impl Governor {
         }
     }
 
+    /// The request was answered from the response cache: it costs nothing
+    /// and is given back to every requests-per-minute limit of its chain.
+    pub fn settle_hit(&mut self, reservation: &Reservation, now_ms: u64) {
+        self.settle(reservation, Actual::default(), now_ms);
+        for id in reservation.chain.iter() {
+            if let Some(requests) = self.buckets.get_mut(id).and_then(|state| state.requests.as_mut()) {
+                requests.adjust(-1, now_ms);
+            }
+        }
+    }
+
     /// The request failed before costing anything: give the reservation
     /// back (the request still counts against requests per minute).
     pub fn release(&mut self, reservation: &Reservation, now_ms: u64) {

@@ -10,7 +10,7 @@ use crate::money::NanoUsd;
 /// Arguments per bucket in an admission.
 pub const ADMIT_ARGS_PER_BUCKET: usize = 7;
 /// Arguments per bucket in a settlement.
-pub const SETTLE_ARGS_PER_BUCKET: usize = 3;
+pub const SETTLE_ARGS_PER_BUCKET: usize = 4;
 
 /// The largest number a script is given, either sign: every sum the
 /// scripts form from such numbers stays below 2⁶³, where Lua's `%d` and
@@ -96,12 +96,15 @@ pub fn admit_args(buckets: &[SharedBucket], estimate: Estimate, lease_end_ms: u6
 /// The settlement script's numeric arguments (after the keys; the hold's
 /// member, or `-` for a request admitted on local counters, follows them):
 /// the reservation is replaced by `actual_cost` and `actual_tokens`, and
-/// the settlement's marker is kept `marker_ms`.
+/// the settlement's marker is kept `marker_ms`. With `refund_request` (a
+/// response-cache hit), the request is taken off each bucket's
+/// requests-per-minute count again.
 pub fn settle_args(
     buckets: &[SharedBucket],
     reserved: Estimate,
     actual_cost: NanoUsd,
     actual_tokens: u64,
+    refund_request: bool,
     marker_ms: u64,
     now_ms: u64,
 ) -> Vec<i64> {
@@ -121,7 +124,8 @@ pub fn settle_args(
             Some(budget) => (num(budget.cap()), signed(budget.window.start(now_s))),
             None => (-1, 0),
         };
-        args.extend([cap, window_start, num(spec.limits.tpm.unwrap_or(0))]);
+        let refund = if refund_request { spec.limits.rpm.unwrap_or(0) } else { 0 };
+        args.extend([cap, window_start, num(spec.limits.tpm.unwrap_or(0)), num(refund)]);
     }
     args
 }
@@ -183,8 +187,10 @@ mod tests {
         let cap = i64::try_from(from_usd(2.0)).unwrap();
         assert_eq!(&args[4..11], [cap, day, next * 1000 - NOW as i64, 60, 1000, 3, 7]);
         assert_eq!(&args[11..], [-1, 0, -1, 0, 0, 0, 0]);
-        let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, 3_600_000, NOW);
-        assert_eq!(settle, [1_796_067_065_000, 20, 10, 5, 4, 3_600_000, cap, day, 1000]);
+        let settle = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 5, 4, false, 3_600_000, NOW);
+        assert_eq!(settle, [1_796_067_065_000, 20, 10, 5, 4, 3_600_000, cap, day, 1000, 0]);
+        let hit = settle_args(&[key], Estimate { tokens: 10, cost: 20 }, 0, 0, true, 3_600_000, NOW);
+        assert_eq!(hit[6..], [cap, day, 1000, 60], "a hit gives its request back to the rpm limit");
         assert_eq!(hold_member(0xab, Estimate { tokens: 10, cost: 20 }), "ab|20");
         assert_eq!(bucket_keys("sy", &BucketId::Key(Arc::from("k1")))[1], "sy:bucket:key:k1:holds");
     }
@@ -203,7 +209,7 @@ mod tests {
         let estimate = Estimate { tokens: u64::MAX, cost: u64::MAX };
         for args in [
             admit_args(&[huge, huge], estimate, u64::MAX, u64::MAX),
-            settle_args(&[huge], estimate, u64::MAX, u64::MAX, u64::MAX, u64::MAX),
+            settle_args(&[huge], estimate, u64::MAX, u64::MAX, true, u64::MAX, u64::MAX),
         ] {
             assert!(args.iter().all(|n| (-SCRIPT_MAX..=SCRIPT_MAX).contains(n)), "{args:?}");
         }

@@ -95,6 +95,7 @@ pub fn drive(protocol: Protocol, body: &[u8], actual: (u64, u64)) {
             estimate,
             actual.0,
             actual.1,
+            true,
             u64::MAX,
             now_ms,
         ));

@@ -106,9 +106,22 @@ impl Governance {
     /// fleet the shared counters are settled in the background, and what a
     /// request admitted locally while Redis was away cost is added there too.
     pub fn settle(&self, hold: &Hold, tokens: u64, cost: u64) {
+        self.settle_as(hold, tokens, cost, false);
+    }
+
+    /// Settles a response-cache hit: nothing spent, and the request given
+    /// back to its chain's requests-per-minute limits.
+    pub fn settle_hit(&self, hold: &Hold) {
+        self.settle_as(hold, 0, 0, true);
+    }
+
+    fn settle_as(&self, hold: &Hold, tokens: u64, cost: u64, hit: bool) {
         let now = now_ms();
         if !hold.in_fleet {
-            self.governor().settle(&hold.reservation, Actual { tokens, cost }, now);
+            match hit {
+                true => self.governor().settle_hit(&hold.reservation, now),
+                false => self.governor().settle(&hold.reservation, Actual { tokens, cost }, now),
+            }
         }
         if let Some(fleet) = &self.fleet {
             let chain = &hold.reservation.chain;
@@ -120,7 +133,7 @@ impl Governance {
                 hold.reservation.estimate,
                 cost,
                 tokens,
-                hold.in_fleet,
+                (hold.in_fleet, hit),
                 now,
             );
             fleet.settle(hold.hold, settlement);
