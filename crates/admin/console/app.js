@@ -390,10 +390,10 @@
       h('a', { class: 'download', href: `${API}/spend?${query}&format=csv`, download: '', text: 'Download CSV' }));
     const label = (line) => (line.value ? (line.name ? `${line.name} (${line.value})` : line.value) : '(none)');
     show(form,
-      h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) })),
+      h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) }), ' · saved by the response cache: ', h('strong', { text: fmt.usd(report.saved_usd) })),
       barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),
-      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units', 'USD'],
-        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units), fmt.usd(line.usd)]),
+      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units', 'USD', 'Saved'],
+        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units), fmt.usd(line.usd), fmt.usd(line.saved_usd)]),
         'No spend in this range.'));
   }
 

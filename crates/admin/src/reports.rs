@@ -57,6 +57,8 @@ pub struct SpendLine {
     pub units: u64,
     /// USD at the current rate card.
     pub usd: f64,
+    /// USD response-cache hits saved (at the price each hit was served at).
+    pub saved_usd: f64,
 }
 
 /// Spend over a range.
@@ -73,6 +75,8 @@ pub struct SpendReport {
     pub data: Vec<SpendLine>,
     /// Total USD.
     pub total_usd: f64,
+    /// Total USD response-cache hits saved.
+    pub saved_usd: f64,
 }
 
 /// `GET /api/v1/admin/requests` query.
@@ -200,6 +204,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             cache_write_tokens: 0,
             units: 0,
             usd: 0.0,
+            saved_usd: 0.0,
         });
         line.requests += total.requests;
         line.input_tokens += total.tokens.input;
@@ -208,6 +213,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         line.cache_write_tokens += total.tokens.cache_write;
         line.units += total.tokens.units;
         line.usd += price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
+        line.saved_usd += usd(total.saved_nano);
     };
     let groups = governance.groups();
     for total in &totals {
@@ -239,7 +245,8 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         SpendBy::Lane => "lane",
         SpendBy::Operation => "operation",
     };
-    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd };
+    let saved_usd = totals.iter().map(|t| usd(t.saved_nano)).sum();
+    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd };
     if csv {
         let name = format!("attachment; filename=\"switchyard-spend-by-{by}-{from}-{to}.csv\"");
         let headers = [
@@ -263,13 +270,13 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
         format!("\"{}\"", defused.replace('"', "\"\""))
     };
     let mut out = format!(
-        "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd\r\n",
+        "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd\r\n",
         report.by
     );
     for line in &report.data {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{:.9}\r\n",
+            "{},{},{},{},{},{},{},{},{:.9},{:.9}\r\n",
             cell(line.value.as_deref().unwrap_or("")),
             cell(line.name.as_deref().unwrap_or("")),
             line.requests,
@@ -278,7 +285,8 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
             line.cache_read_tokens,
             line.cache_write_tokens,
             line.units,
-            line.usd
+            line.usd,
+            line.saved_usd
         );
     }
     out
@@ -399,6 +407,7 @@ mod tests {
             cache_write_tokens: 0,
             units: 0,
             usd: 0.5,
+            saved_usd: 0.25,
         };
         let report = SpendReport {
             by: "key".into(),
@@ -406,14 +415,15 @@ mod tests {
             to: 1,
             data: vec![line("key_1", Some("=cmd|' /C calc'!A0")), line("say \"hi\"", None)],
             total_usd: 1.0,
+            saved_usd: 0.5,
         };
         let csv = spend_csv(&report);
         let lines: Vec<&str> = csv.split("\r\n").collect();
         assert_eq!(
             lines[0],
-            "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd"
+            "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd"
         );
-        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000");
-        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000");
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000,0.250000000");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000,0.250000000");
     }
 }

@@ -107,6 +107,13 @@ async fn tenants_never_share_and_a_hit_costs_nothing() {
     assert!(hit["notes"]["cache_saved_nano"].as_u64().unwrap() > 0, "{hit}");
     assert_eq!(hit["lane"], "gpt", "{hit}");
     assert_eq!(hit["input_tokens"], 0, "{hit}");
+    // The spend report shows what hits saved, beside what was spent.
+    let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+    let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+    let line = spend["data"].as_array().unwrap().iter().find(|l| l["value"] == one["id"]).unwrap();
+    let saved = hit["notes"]["cache_saved_nano"].as_u64().unwrap() as f64 / 1e9;
+    assert!((line["saved_usd"].as_f64().unwrap() - saved).abs() < 1e-12, "{spend}");
+    assert!((spend["saved_usd"].as_f64().unwrap() - saved).abs() < 1e-12, "{spend}");
 }
 
 /// A hit is given back to the key's requests-per-minute limit (so a key

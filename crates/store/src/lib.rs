@@ -196,9 +196,9 @@ pub(crate) fn spend_plan(from_ms: i64, to_ms: i64) -> SpendPlan {
 /// copying).
 pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str, &'a str);
 
-/// The sums a spend line holds: requests, the four token kinds, units and
-/// billed requests.
-pub(crate) const SUMS: usize = 7;
+/// The sums a spend line holds: requests, the four token kinds, units,
+/// billed requests and what cache hits saved.
+pub(crate) const SUMS: usize = 8;
 
 /// Sums `rows` by rollup key (requests, the four token kinds, units,
 /// billed requests).
@@ -215,7 +215,10 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
         );
         let sum = sums.entry(key).or_default();
         let t = &row.tokens;
-        for (slot, n) in sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests]) {
+        let saved = row.notes.cache_saved_nano.unwrap_or(0);
+        for (slot, n) in
+            sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests, saved])
+        {
             *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
@@ -224,19 +227,19 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
 
 /// The spend columns a totals query selects after value and lane.
 pub(crate) const SUM_COLUMNS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
-     sum(cache_write_tokens), sum(units), sum(billed_requests)";
+     sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano)";
 
 impl Total {
     /// A spend line from a query's columns: value, lane, then requests, the
-    /// four token sums, units and billed requests (as the SQL stores
-    /// return them).
+    /// four token sums, units, billed requests and saved nano-USD (as the
+    /// SQL stores return them).
     pub(crate) fn of_columns(
         value: Option<String>,
         lane: String,
-        [requests, input, output, cache_read, cache_write, units, billed]: [u64; SUMS],
+        [requests, input, output, cache_read, cache_write, units, billed, saved_nano]: [u64; SUMS],
     ) -> Total {
         let tokens = Tokens { input, output, cache_read, cache_write, units, requests: billed };
-        Total { value, lane, requests, tokens }
+        Total { value, lane, requests, tokens, saved_nano }
     }
 }
 
@@ -255,6 +258,7 @@ pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total>
                 line.tokens.cache_write += total.tokens.cache_write;
                 line.tokens.units += total.tokens.units;
                 line.tokens.requests += total.tokens.requests;
+                line.saved_nano = line.saved_nano.saturating_add(total.saved_nano);
             }
             std::collections::hash_map::Entry::Vacant(entry) => {
                 entry.insert(total);
@@ -359,6 +363,10 @@ pub struct Total {
     pub requests: u64,
     /// Tokens.
     pub tokens: Tokens,
+    /// What response-cache hits saved (nano-USD, at the price the hit was
+    /// served at).
+    #[serde(default)]
+    pub saved_nano: u64,
 }
 
 /// A spend question.
@@ -688,6 +696,7 @@ mod tests {
             lane: lane.into(),
             requests: n,
             tokens: Tokens { input: n, output: 2 * n, ..Tokens::default() },
+            saved_nano: n,
         };
         let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
         assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);

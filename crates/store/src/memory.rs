@@ -215,9 +215,11 @@ impl Ledger for MemoryStore {
                     lane: row.lane.clone(),
                     requests: 0,
                     tokens: Tokens::default(),
+                    saved_nano: 0,
                 });
                 total.requests += 1;
                 add(&mut total.tokens, &row.tokens);
+                total.saved_nano = total.saved_nano.saturating_add(row.notes.cache_saved_nano.unwrap_or(0));
             }
             Ok(sums.into_values().collect())
         }))

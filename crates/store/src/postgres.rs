@@ -32,6 +32,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0006_call_signatures.sql"),
     include_str!("../migrations/postgres/0007_ledger_notes.sql"),
     include_str!("../migrations/postgres/0008_kept_content.sql"),
+    include_str!("../migrations/postgres/0009_cache_saved.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -432,7 +433,7 @@ const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
-     sum(cache_write_tokens)::BIGINT, sum(units)::BIGINT, sum(billed_requests)::BIGINT";
+     sum(cache_write_tokens)::BIGINT, sum(units)::BIGINT, sum(billed_requests)::BIGINT, sum(saved_nano)::BIGINT";
 
 impl Ledger for PostgresStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -447,8 +448,8 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation, notes) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
-                     $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22) \
+                     estimated, attempts, units, billed_requests, operation, notes, saved_nano) VALUES ($1, $2, $3, $4, $5, \
+                     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -459,6 +460,7 @@ impl Ledger for PostgresStore {
                 let ttfb = row.ttfb_ms.map(column);
                 let attempts = crate::attempts_column(&row.attempts);
                 let notes = crate::notes_column(&row.notes);
+                let saved = column(row.notes.cache_saved_nano.unwrap_or(0));
                 tx.execute(
                     &insert,
                     &[
@@ -484,6 +486,7 @@ impl Ledger for PostgresStore {
                         &column(row.tokens.requests),
                         &row.operation,
                         &notes,
+                        &saved,
                     ],
                 )
                 .await

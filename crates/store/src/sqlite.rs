@@ -26,6 +26,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0007_call_signatures.sql"),
     include_str!("../migrations/sqlite/0008_ledger_notes.sql"),
     include_str!("../migrations/sqlite/0009_kept_content.sql"),
+    include_str!("../migrations/sqlite/0010_cache_saved.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -317,8 +318,8 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts, units, billed_requests, operation, notes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, \
-                         ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano) VALUES (?1, ?2, \
+                         ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -346,6 +347,7 @@ impl Ledger for SqliteStore {
                             row.tokens.requests as i64,
                             row.operation,
                             crate::notes_column(&row.notes),
+                            row.notes.cache_saved_nano.unwrap_or(0).min(i64::MAX as u64) as i64,
                         ])
                         .map_err(unavailable)?;
                 }
@@ -353,21 +355,23 @@ impl Ledger for SqliteStore {
                 let mut upsert = tx
                     .prepare_cached(
                         "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
-                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
+                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
                          ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
                          requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
                          output_tokens = output_tokens + excluded.output_tokens, \
                          cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, \
                          cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, \
-                         units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests",
+                         units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests, \
+                         saved_nano = saved_nano + excluded.saved_nano",
                     )
                     .map_err(unavailable)?;
                 for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(&rows) {
-                    let [n, input, output, read, write, units, billed] = sums;
+                    let [n, input, output, read, write, units, billed, saved] = sums;
                     upsert
                         .execute(params![
-                            hour, key, group, lane, model, operation, n, input, output, read, write, units, billed
+                            hour, key, group, lane, model, operation, n, input, output, read, write, units, billed,
+                            saved
                         ])
                         .map_err(unavailable)?;
                 }

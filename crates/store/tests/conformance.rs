@@ -252,8 +252,9 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(filtered[1].row, rows[0]);
 }
 
-/// Requests, input, output, units and billed requests of a spend line.
-type Sums = (u64, u64, u64, u64, u64);
+/// Requests, input, output, units, billed requests and saved nano-USD of a
+/// spend line.
+type Sums = (u64, u64, u64, u64, u64, u64);
 
 /// Spend over ranges that cross hour boundaries: whole hours come from the
 /// rollup and the edges from the rows, and the two must add up to what the
@@ -278,6 +279,10 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         if i % 3 == 1 {
             r.operation = "rerank".into();
             r.tokens.units = (i % 7) as u64;
+        }
+        // Some are response-cache hits, with what they saved.
+        if i % 4 == 3 {
+            r.notes.cache_saved_nano = Some(1_000 * i as u64);
         }
         rows.push(r);
     }
@@ -315,12 +320,27 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     };
                     let line = want.entry((value, r.lane.clone())).or_default();
                     let t = &r.tokens;
-                    *line = (line.0 + 1, line.1 + t.input, line.2 + t.output, line.3 + t.units, line.4 + t.requests);
+                    let saved = r.notes.cache_saved_nano.unwrap_or(0);
+                    *line = (
+                        line.0 + 1,
+                        line.1 + t.input,
+                        line.2 + t.output,
+                        line.3 + t.units,
+                        line.4 + t.requests,
+                        line.5 + saved,
+                    );
                 }
                 let mut got: Vec<_> = got
                     .iter()
                     .map(|t| {
-                        let sums = (t.requests, t.tokens.input, t.tokens.output, t.tokens.units, t.tokens.requests);
+                        let sums = (
+                            t.requests,
+                            t.tokens.input,
+                            t.tokens.output,
+                            t.tokens.units,
+                            t.tokens.requests,
+                            t.saved_nano,
+                        );
                         ((t.value.clone(), t.lane.clone()), sums)
                     })
                     .collect();
