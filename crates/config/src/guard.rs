@@ -32,10 +32,20 @@ pub(crate) struct RawPolicy {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawModerator {
-    pub url: String,
+    pub url: Option<String>,
+    pub bedrock_guardrail: Option<RawBedrockGuardrail>,
     pub model: Option<String>,
     pub timeout: Option<String>,
     pub on_error: Option<String>,
+}
+
+/// An AWS Bedrock guardrail as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawBedrockGuardrail {
+    pub provider: String,
+    pub id: String,
+    pub version: Option<String>,
 }
 
 /// The policies, in name order, each with its rules' place in the catalog
@@ -140,12 +150,36 @@ pub(crate) fn policies(raw: &BTreeMap<String, RawPolicy>, issues: &mut Vec<Issue
 
 /// A policy's moderator; `action` must be one a verdict can take.
 fn moderator(path: &str, raw: &RawModerator, action: Action, issues: &mut Vec<Issue>) -> switchyard_guard::Moderator {
-    if let Err(message) = crate::ssrf::check_outbound_url(&raw.url) {
-        issues.push(Issue::new(
-            &format!("{path}.moderator.url"),
-            message,
-            "use an http(s) URL of a moderation endpoint",
-        ));
+    let bedrock = raw.bedrock_guardrail.as_ref().map(|g| switchyard_guard::BedrockGuardrail {
+        provider: Arc::from(g.provider.as_str()),
+        id: Arc::from(g.id.as_str()),
+        version: Arc::from(g.version.as_deref().unwrap_or("DRAFT")),
+    });
+    match (&raw.url, &bedrock) {
+        (Some(url), None) => {
+            if let Err(message) = crate::ssrf::check_outbound_url(url) {
+                issues.push(Issue::new(
+                    &format!("{path}.moderator.url"),
+                    message,
+                    "use an http(s) URL of a moderation endpoint",
+                ));
+            }
+        }
+        (None, Some(guardrail)) => {
+            let plain = |text: &str| !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "-_:/.".contains(c));
+            if !plain(&guardrail.id) || !plain(&guardrail.version) {
+                issues.push(Issue::new(
+                    &format!("{path}.moderator.bedrock_guardrail"),
+                    "the guardrail's id and version are letters, digits, `-`, `_`, `:`, `/` or `.`",
+                    "copy the guardrail's id (or ARN) and version from the Bedrock console",
+                ));
+            }
+        }
+        _ => issues.push(Issue::new(
+            &format!("{path}.moderator"),
+            "a moderator needs exactly one of url and bedrock_guardrail",
+            "set url (an OpenAI-moderation-shaped endpoint or a webhook) or bedrock_guardrail { provider, id, version }",
+        )),
     }
     if action == Action::Mask {
         issues.push(Issue::new(
@@ -173,12 +207,14 @@ fn moderator(path: &str, raw: &RawModerator, action: Action, issues: &mut Vec<Is
         }
     };
     switchyard_guard::Moderator {
-        url: Arc::from(raw.url.as_str()),
+        // A Bedrock guardrail's URL is its provider's, set once providers are read.
+        url: Arc::from(raw.url.as_deref().unwrap_or_default()),
         model: raw.model.as_deref().map(Arc::from),
         timeout,
         block_on_error,
         // Set once every policy's rules are counted.
         id: 0,
+        bedrock,
     }
 }
 
@@ -196,4 +232,37 @@ pub(crate) fn attached(path: &str, names: &[String], specs: &[PolicySpec], issue
         }
     }
     found
+}
+
+/// Points each Bedrock-guardrail moderator at its provider's runtime
+/// endpoint (`{base_url}/guardrail/{id}/version/{version}/apply`); the
+/// provider must be a Bedrock one.
+pub(crate) fn bedrock_moderators(specs: &mut [PolicySpec], providers: &[crate::Provider], issues: &mut Vec<Issue>) {
+    for spec in specs {
+        let Some(moderator) = spec.moderator.as_mut() else { continue };
+        let Some(guardrail) = &moderator.bedrock else { continue };
+        let path = format!("policies.{}.moderator.bedrock_guardrail.provider", spec.name);
+        let Some(provider) = providers.iter().find(|p| p.name == guardrail.provider) else {
+            issues.push(Issue::new(
+                &path,
+                format!("provider `{}` is not defined", guardrail.provider),
+                "name a provider with protocol: bedrock (its endpoint and AWS keys are used)",
+            ));
+            continue;
+        };
+        match (&provider.endpoint, provider.protocol) {
+            (crate::Endpoint::Http(base), switchyard_ir::Protocol::Bedrock) => {
+                moderator.url = Arc::from(format!(
+                    "{base}/guardrail/{}/version/{}/apply",
+                    switchyard_codec::path_segment(&guardrail.id),
+                    switchyard_codec::path_segment(&guardrail.version)
+                ));
+            }
+            _ => issues.push(Issue::new(
+                &path,
+                format!("provider `{}` is not a Bedrock provider with an http(s) base_url", guardrail.provider),
+                "name a provider with protocol: bedrock and its runtime endpoint (https://bedrock-runtime.<region>.amazonaws.com)",
+            )),
+        }
+    }
 }

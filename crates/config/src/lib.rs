@@ -713,6 +713,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
 
     let providers: Vec<Provider> =
         raw.providers.iter().map(|(name, provider)| validate_provider(name, provider, issues, &mut warnings)).collect();
+    let mut policies = policies;
+    guard::bedrock_moderators(&mut policies, &providers, issues);
     let provider_names: Vec<&str> = raw.providers.keys().map(String::as_str).collect();
 
     let models: Vec<Model> = raw

@@ -23,14 +23,14 @@ use crate::settle::Record;
 /// group): its body masked in place, or the refusal. Leaves the reply's
 /// guard on the call when a policy looks at replies.
 pub(crate) async fn request(
-    gateway: &Gateway,
+    gateway: &Arc<Gateway>,
     call: &mut Call,
     pool: usize,
     record: &mut Record,
-) -> Result<(), ErrorInfo> {
+) -> Result<Option<Moderation>, ErrorInfo> {
     // A config without policies pays one check.
     if gateway.config.policies.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
     // The most specific wins: the key's own policies, its group's, its pool's.
     let key = call.caller.as_ref().map(|c| &c.key.record);
@@ -38,7 +38,7 @@ pub(crate) async fn request(
         Some(names) => gateway.guardrails.for_key(names),
         None => gateway.guardrails.screen(pool, key.and_then(|k| k.group.as_deref())).cloned(),
     };
-    let Some(screen) = screen else { return Ok(()) };
+    let Some(screen) = screen else { return Ok(None) };
     let mut masks = Masks::default();
     let mut decisions = Vec::new();
     if screen.on_request && screen.may_match(&call.body) {
@@ -57,22 +57,59 @@ pub(crate) async fn request(
             }
         }
     }
-    if !screen.moderators.is_empty() {
-        moderate(gateway, call, &screen, record).await?;
-    }
+    // The moderators are asked while the request is routed; their verdict
+    // is awaited before anything answers it (`verdict`).
+    let moderation = (!screen.moderators.is_empty()).then(|| {
+        let task = moderate(gateway.clone(), call.request_id.clone(), call.body.clone(), screen.clone());
+        Moderation(tokio::spawn(task))
+    });
     if screen.on_response {
         call.guard = Some(Arc::new(Guarding { screen, masks: Mutex::new(masks) }));
     }
-    Ok(())
+    Ok(moderation)
+}
+
+/// The moderators' verdict on a request, being asked while it is routed.
+/// Dropped unawaited (the request ended first), the asking stops.
+pub(crate) struct Moderation(tokio::task::JoinHandle<Verdict>);
+
+impl Drop for Moderation {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What the moderators said: the moderators that flagged the request (by
+/// catalog id), and the refusal when one blocks it.
+pub(crate) struct Verdict {
+    flagged: Vec<usize>,
+    refusal: Option<ErrorInfo>,
+}
+
+/// Waits for the moderators' verdict (none asked: at once), records it, and
+/// answers the refusal when they block the request.
+pub(crate) async fn verdict(moderation: Option<Moderation>, record: &mut Record) -> Result<(), ErrorInfo> {
+    let Some(mut moderation) = moderation else { return Ok(()) };
+    let verdict = (&mut moderation.0).await.unwrap_or_else(|err| Verdict {
+        flagged: Vec::new(),
+        refusal: Some(ErrorInfo::new(ErrorKind::Internal, format!("the moderators' task failed: {err}"))),
+    });
+    for id in verdict.flagged {
+        record.guarded_id(id, false);
+    }
+    verdict.refusal.map_or(Ok(()), Err)
 }
 
 /// Sends the request's prose (as masked) to the screen's moderators at
 /// once, each within its timeout; a flagged verdict is its policy's
 /// action, and a moderator without a verdict lets the request pass or
-/// refuses it (`on_error`).
-async fn moderate(gateway: &Gateway, call: &Call, screen: &Screen, record: &mut Record) -> Result<(), ErrorInfo> {
+/// refuses it (`on_error`). Every moderator's flag is recorded, even
+/// after one blocks.
+async fn moderate(gateway: Arc<Gateway>, request_id: http::HeaderValue, body: Bytes, screen: Arc<Screen>) -> Verdict {
+    let gateway = &*gateway;
+    let mut outcome = Verdict { flagged: Vec::new(), refusal: None };
     let mut text = String::new();
-    let _ = json::rewrite_strings::<()>(&call.body, |piece| {
+    let _ = json::rewrite_strings::<()>(&body, |piece| {
         if !text.is_empty() {
             text.push('\n');
         }
@@ -80,12 +117,21 @@ async fn moderate(gateway: &Gateway, call: &Call, screen: &Screen, record: &mut 
         Ok(None)
     });
     let asks = screen.moderators.iter().map(|(policy, moderator)| {
-        let mut payload = serde_json::json!({ "input": text });
-        if let Some(model) = &moderator.model {
-            payload["model"] = serde_json::Value::from(&**model);
+        let text = &text;
+        async move {
+            let reply = match &moderator.bedrock {
+                None => {
+                    let mut payload = serde_json::json!({ "input": text });
+                    if let Some(model) = &moderator.model {
+                        payload["model"] = serde_json::Value::from(&**model);
+                    }
+                    let body = serde_json::to_vec(&payload).unwrap_or_default();
+                    gateway.hooks.call(&moderator.url, body, moderator.timeout).await
+                }
+                Some(guardrail) => apply_guardrail(gateway, moderator, guardrail, text).await,
+            };
+            (*policy, moderator, reply)
         }
-        let body = serde_json::to_vec(&payload).unwrap_or_default();
-        async move { (*policy, moderator, gateway.hooks.call(&moderator.url, body, moderator.timeout).await) }
     });
     for (policy, moderator, reply) in futures_util::future::join_all(asks).await {
         let name = &screen.policies[policy].name;
@@ -93,10 +139,10 @@ async fn moderate(gateway: &Gateway, call: &Call, screen: &Screen, record: &mut 
         match verdict {
             Some(false) => {}
             Some(true) => {
-                record.guarded_id(moderator.id, false);
-                if screen.policies[policy].action == switchyard_guard::Action::Block {
+                outcome.flagged.push(moderator.id);
+                if screen.policies[policy].action == switchyard_guard::Action::Block && outcome.refusal.is_none() {
                     let blocked = Blocked { policy: name.clone(), rule: Arc::from("moderator") };
-                    return Err(refusal(&blocked, Direction::Request));
+                    outcome.refusal = Some(refusal(&blocked, Direction::Request));
                 }
             }
             None => {
@@ -104,17 +150,47 @@ async fn moderate(gateway: &Gateway, call: &Call, screen: &Screen, record: &mut 
                     Err(err) => err.to_string(),
                     Ok(_) => "its reply is not a verdict".to_owned(),
                 };
-                tracing::warn!(request_id = ?call.request_id, policy = %name, %why, "a moderator gave no verdict");
-                if moderator.block_on_error {
+                tracing::warn!(request_id = ?request_id, policy = %name, %why, "a moderator gave no verdict");
+                if moderator.block_on_error && outcome.refusal.is_none() {
                     let message = format!(
                         "the moderator of policy `{name}` gave no verdict ({why}), and the policy refuses unmoderated requests"
                     );
-                    return Err(ErrorInfo::new(ErrorKind::Unavailable, message).with_status(503));
+                    outcome.refusal = Some(ErrorInfo::new(ErrorKind::Unavailable, message).with_status(503));
                 }
             }
         }
     }
-    Ok(())
+    outcome
+}
+
+/// Asks an AWS Bedrock guardrail (`ApplyGuardrail`) about `text`, signed
+/// with its provider's credentials as a Bedrock lane's calls are.
+async fn apply_guardrail(
+    gateway: &Gateway,
+    moderator: &switchyard_guard::Moderator,
+    guardrail: &switchyard_guard::BedrockGuardrail,
+    text: &str,
+) -> Result<bytes::Bytes, switchyard_transport::hooks::HookError> {
+    use switchyard_transport::hooks::HookError;
+    let provider = gateway
+        .config
+        .providers
+        .iter()
+        .find(|p| p.name == guardrail.provider)
+        .ok_or_else(|| HookError::Transport(format!("provider `{}` is gone", guardrail.provider)))?;
+    let body = switchyard_guard::BedrockGuardrail::body(text);
+    let outbound = switchyard_codec::Outbound {
+        method: "POST",
+        url: &moderator.url,
+        body: &body,
+        time: std::time::SystemTime::now(),
+    };
+    let headers = gateway
+        .codec(switchyard_ir::Protocol::Bedrock)
+        .auth_headers(&provider.auth, &outbound)
+        .map_err(|err| HookError::Transport(format!("signing the guardrail call: {err}")))?;
+    let body = http_body_util::Full::new(bytes::Bytes::from(body));
+    gateway.hooks.post_with(&moderator.url, "application/json", body, headers, moderator.timeout).await
 }
 
 /// The caller's refusal for a blocked request or reply.

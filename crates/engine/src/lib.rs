@@ -134,12 +134,18 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
     }
-    if let Err(info) = guard::request(&gateway, &mut call, pool, &mut record).await {
-        return refused(&gateway, &call, record, &info, None).await;
-    }
+    // The moderators (if any) are asked while the request is routed; no
+    // answer leaves before their verdict.
+    let moderation = match guard::request(&gateway, &mut call, pool, &mut record).await {
+        Ok(moderation) => moderation,
+        Err(info) => return refused(&gateway, &call, record, &info, None).await,
+    };
     record.retain_request(&call.body, &call.headers);
     if gateway.response_cache.is_some() {
         if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record).await {
+            if let Err(info) = guard::verdict(moderation, &mut record).await {
+                return refused(&gateway, &call, record, &info, None).await;
+            }
             return finished(&gateway, &call, Some(record), hit).await;
         }
     }
@@ -149,6 +155,9 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
             return refused(&gateway, &call, record, &info, None).await;
         }
         if let Some(stored) = cache::lookup(&gateway, &call).await {
+            if let Err(info) = guard::verdict(moderation, &mut record).await {
+                return refused(&gateway, &call, record, &info, None).await;
+            }
             return finished(&gateway, &call, Some(record), stored).await;
         }
     }
@@ -162,6 +171,9 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
         Ok(plan) => plan,
         Err(info) => return refused(&gateway, &call, record, &info, None).await,
     };
+    if let Err(info) = guard::verdict(moderation, &mut record).await {
+        return refused(&gateway, &call, record, &info, None).await;
+    }
     let mut record = Some(record);
     let response = attempt::attempt(&gateway, &call, &plan, &mut translated, &mut record).await;
     // A stream's record went with its relay; any other settles here.

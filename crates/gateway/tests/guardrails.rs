@@ -110,6 +110,123 @@ async fn a_stream_refused_mid_way_ends_with_the_callers_error() {
     assert!(metrics.contains(series), "{metrics}");
 }
 
+/// An AWS Bedrock guardrail as the moderator: the gateway calls
+/// `ApplyGuardrail` on its Bedrock provider's endpoint, SigV4-signed with
+/// that provider's keys, with the request's text as INPUT; an intervention
+/// refuses the request naming the policy.
+#[tokio::test]
+async fn a_bedrock_guardrail_moderates_with_its_providers_signature() {
+    use axum::routing::post as route;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/guardrail/gr-abc123/version/2/apply",
+        route(move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+                kept.lock().unwrap().push(auth.clone());
+                if !auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+                    || !auth.contains("/us-east-1/bedrock/")
+                {
+                    return (axum::http::StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"message": "unsigned"})));
+                }
+                let input: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                assert_eq!(input["source"], "INPUT");
+                let text = input["content"][0]["text"]["text"].as_str().unwrap_or_default();
+                let action = if text.contains("forbidden") { "GUARDRAIL_INTERVENED" } else { "NONE" };
+                (
+                    axum::http::StatusCode::OK,
+                    axum::Json(serde_json::json!({"action": action, "outputs": [], "assessments": []})),
+                )
+            }
+        }),
+    );
+    let aws = spawn(app).await;
+    let config = format!(
+        "providers:\n  mock: {{ protocol: openai, base_url: mock:// }}\n  \
+           aws: {{ protocol: bedrock, base_url: \"http://{aws}\", aws: {{ access_key_id: AKIDEXAMPLE, secret_access_key: secret, region: us-east-1 }} }}\n\
+         models:\n  gpt: {{ provider: mock }}\n\
+         policies:\n  \
+           aws: {{ moderator: {{ bedrock_guardrail: {{ provider: aws, id: gr-abc123, version: \"2\" }}, on_error: block }}, action: block }}\n\
+         pools:\n  guarded: {{ policies: [aws], members: [{{ model: gpt }}] }}\n"
+    );
+    let addr = gateway(&config).await;
+    for protocol in [Protocol::OpenAi, Protocol::Anthropic] {
+        let path = ingress_path(protocol, "guarded", false);
+        let refused = post(addr, &path, &[], chat_body(protocol, "guarded", "a forbidden topic", false)).await;
+        assert_eq!(refused.status, 400, "{}", text(&refused));
+        assert!(text(&refused).contains("policy `aws` (rule `moderator`)"), "{}", text(&refused));
+        assert_eq!(post(addr, &path, &[], chat_body(protocol, "guarded", "a fine topic", false)).await.status, 200);
+    }
+    assert_eq!(seen.lock().unwrap().len(), 4, "every request was asked");
+}
+
+/// A Bedrock guardrail must name a Bedrock provider.
+#[test]
+fn a_bedrock_guardrail_needs_a_bedrock_provider() {
+    let yaml = "providers:\n  mock: { protocol: openai, base_url: mock:// }\nmodels:\n  gpt: { provider: mock }\n\
+                policies:\n  aws: { moderator: { bedrock_guardrail: { provider: mock, id: gr-1 } }, action: block }\n";
+    let err = switchyard_config::load(yaml, &|_| None).unwrap_err().to_string();
+    assert!(err.contains("policies.aws.moderator.bedrock_guardrail.provider"), "{err}");
+    let yaml = yaml.replace(
+        "bedrock_guardrail: { provider: mock, id: gr-1 }",
+        "url: \"https://m.example/v1/moderations\", bedrock_guardrail: { provider: mock, id: gr-1 }",
+    );
+    let err = switchyard_config::load(&yaml, &|_| None).unwrap_err().to_string();
+    assert!(err.contains("exactly one of url and bedrock_guardrail"), "{err}");
+}
+
+/// Moderators are asked while the request is routed: a moderator and a
+/// routing gate that each take 400 ms cost about 400 ms together, not 800;
+/// and a flagged request is still refused, though routing finished first.
+#[tokio::test]
+async fn moderators_run_while_the_request_is_routed() {
+    use axum::routing::post as route;
+    let gate_calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = gate_calls.clone();
+    let app = axum::Router::new()
+        .route(
+            "/moderate",
+            route(|body: axum::body::Bytes| async move {
+                tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                let input: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let flagged = input["input"].as_str().unwrap_or_default().contains("bad");
+                axum::Json(serde_json::json!({"results": [{"flagged": flagged}]}))
+            }),
+        )
+        .route(
+            "/route",
+            route(move || {
+                let counted = counted.clone();
+                async move {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                    axum::Json(serde_json::json!({}))
+                }
+            }),
+        );
+    let side = spawn(app).await;
+    let config = format!(
+        "providers:\n  mock: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  gpt: {{ provider: mock }}\n\
+         policies:\n  checked: {{ moderator: {{ url: \"http://{side}/moderate\" }}, action: block }}\n\
+         pools:\n  both: {{ policies: [checked], hooks: [{{ module: webrequest, settings: {{ url: \"http://{side}/route\" }} }}], \
+         members: [{{ model: gpt }}] }}\n"
+    );
+    let addr = gateway(&config).await;
+    let ask =
+        |said: &'static str| post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "both", said, false));
+    // Warm the connections first.
+    assert_eq!(ask("warm up").await.status, 200);
+    let started = std::time::Instant::now();
+    assert_eq!(ask("fine").await.status, 200);
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_millis(750), "moderation and routing overlap: {took:?}");
+    let refused = ask("something bad").await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert_eq!(gate_calls.load(std::sync::atomic::Ordering::Relaxed), 3, "the gate was asked while moderating");
+}
+
 /// A moderator flags "bad" input (OpenAI's moderation shape); another
 /// never answers in time. A flagged request is refused naming the policy;
 /// without a verdict `on_error: allow` lets it pass and `block` refuses it.

@@ -152,13 +152,42 @@ pub struct Moderator {
     pub block_on_error: bool,
     /// Its place in the config's catalog of rules (after every regex rule).
     pub id: usize,
+    /// An AWS Bedrock guardrail (`ApplyGuardrail`) asked with the
+    /// credentials of this Bedrock provider, rather than a JSON endpoint.
+    pub bedrock: Option<BedrockGuardrail>,
+}
+
+/// An AWS Bedrock guardrail: `POST {runtime}/guardrail/{id}/version/{version}/apply`,
+/// SigV4-signed with a Bedrock provider's keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BedrockGuardrail {
+    /// The Bedrock provider whose endpoint and credentials are used.
+    pub provider: Arc<str>,
+    /// The guardrail's identifier (id or ARN).
+    pub id: Arc<str>,
+    /// Its version (`DRAFT` or a number).
+    pub version: Arc<str>,
+}
+
+impl BedrockGuardrail {
+    /// The body of an `ApplyGuardrail` call for `text` as the caller's input.
+    pub fn body(text: &str) -> Vec<u8> {
+        let body = serde_json::json!({ "source": "INPUT", "content": [{ "text": { "text": text } }] });
+        serde_json::to_vec(&body).unwrap_or_default()
+    }
 }
 
 /// Whether a moderator's reply flags its input: OpenAI's
-/// `{"results": [{"flagged": true}]}`, or a webhook's `{"flagged": true}`.
-/// `None`: the reply is not a verdict.
+/// `{"results": [{"flagged": true}]}`, a webhook's `{"flagged": true}`, or
+/// Bedrock `ApplyGuardrail`'s `{"action": "GUARDRAIL_INTERVENED"}` (`"NONE"`:
+/// not flagged). `None`: the reply is not a verdict.
 pub fn flagged(reply: &[u8]) -> Option<bool> {
     let value: serde_json::Value = serde_json::from_slice(reply).ok()?;
+    match value.get("action").and_then(serde_json::Value::as_str) {
+        Some("GUARDRAIL_INTERVENED") => return Some(true),
+        Some("NONE") => return Some(false),
+        _ => {}
+    }
     if let Some(results) = value.get("results").and_then(|r| r.as_array()) {
         return Some(results.iter().any(|r| r.get("flagged").and_then(serde_json::Value::as_bool) == Some(true)));
     }

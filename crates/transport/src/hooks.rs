@@ -109,7 +109,19 @@ impl HookClient {
         body: Full<Bytes>,
         timeout: Duration,
     ) -> Result<Bytes, HookError> {
-        let request = Request::post(url)
+        self.post_with(url, content_type, body, Vec::new(), timeout).await
+    }
+
+    /// [`post`](Self::post) with `headers` too (a signed call's).
+    pub async fn post_with(
+        &self,
+        url: &str,
+        content_type: &'static str,
+        body: Full<Bytes>,
+        headers: Vec<(http::HeaderName, HeaderValue)>,
+        timeout: Duration,
+    ) -> Result<Bytes, HookError> {
+        let mut request = Request::post(url)
             .header(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type))
             .header(
                 http::header::USER_AGENT,
@@ -117,6 +129,7 @@ impl HookClient {
             )
             .body(body)
             .map_err(|err| HookError::Transport(err.to_string()))?;
+        request.headers_mut().extend(headers);
         let exchange = async {
             let response = self.client.request(request).await.map_err(|err| HookError::Transport(err.to_string()))?;
             if !response.status().is_success() {
