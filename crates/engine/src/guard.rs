@@ -316,7 +316,11 @@ impl StreamGuard {
                     };
                     let (_, _, mask, restorer) = &mut self.blocks[at];
                     let released = mask.push(&text, &mut self.masks, &mut self.decisions)?;
-                    let released = restorer.push(&released, &self.masks);
+                    // Only reversible placeholders are put back.
+                    let released = match self.masks.restores() {
+                        true => restorer.push(&released, &self.masks),
+                        false => released,
+                    };
                     if !released.is_empty() {
                         out.push(StreamEvent::BlockDelta { index, delta: kind.delta(released) });
                     }

@@ -71,7 +71,7 @@ pub(crate) fn prepare(
     translated: &mut Option<Request>,
 ) -> Result<Prepared, ErrorInfo> {
     let lane = candidate.lane;
-    if call.passes_through_to(lane.protocol) {
+    if call.sends_as_came_to(lane.protocol) {
         // Same protocol: the bytes go as they came, but for the model.
         let body = as_came(call, candidate.wire_model);
         let body = match call.hide_usage {

@@ -15,7 +15,7 @@ pub(crate) fn wants(call: &Call, lane: &Lane) -> bool {
     lane.protocol == Protocol::Gemini
         && call.operation == Operation::Chat
         && !call.count_tokens
-        && !call.passes_through_to(lane.protocol)
+        && !call.sends_as_came_to(lane.protocol)
 }
 
 /// Puts back the signatures the gateway kept for the calls the request

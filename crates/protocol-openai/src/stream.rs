@@ -110,6 +110,128 @@ pub(crate) struct Chunks {
     usage: Option<Usage>,
 }
 
+/// The text of a chunk that says nothing else: choice 0's `delta.content`
+/// with no role, reasoning, refusal, tool call, finish reason, usage or
+/// error beside it, read in one pass over the bytes (a fifth of a typed
+/// parse). `None`: any other chunk (or any spelling this reader does not
+/// follow, such as an escaped key), read in full.
+fn text_only(data: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
+    let mut at = Cursor { bytes: data, at: 0 };
+    let mut text = None;
+    at.object(|at, key| match key {
+        b"id" | b"created" | b"model" | b"system_fingerprint" | b"service_tier" | b"obfuscation" => {
+            at.scalar().map(drop)
+        }
+        b"object" => (at.scalar()? == b"\"chat.completion.chunk\"").then_some(()),
+        b"usage" => (at.scalar()? == b"null").then_some(()),
+        b"choices" => {
+            at.eat(b'[')?;
+            at.object(|at, key| match key {
+                b"index" => (at.scalar()? == b"0").then_some(()),
+                b"logprobs" | b"finish_reason" => (at.scalar()? == b"null").then_some(()),
+                b"delta" => at.object(|at, key| match key {
+                    b"content" => {
+                        text = Some(at.string()?);
+                        Some(())
+                    }
+                    _ => None,
+                }),
+                _ => None,
+            })?;
+            at.eat(b']')
+        }
+        _ => None,
+    })?;
+    at.ws();
+    if at.at != data.len() {
+        return None;
+    }
+    let raw = text?;
+    if memchr::memchr(b'\\', raw).is_none() {
+        return std::str::from_utf8(raw).ok().map(std::borrow::Cow::Borrowed);
+    }
+    let mut quoted = Vec::with_capacity(raw.len() + 2);
+    quoted.push(b'"');
+    quoted.extend_from_slice(raw);
+    quoted.push(b'"');
+    serde_json::from_slice::<String>(&quoted).ok().map(std::borrow::Cow::Owned)
+}
+
+/// A one-pass reader of the JSON shapes [`text_only`] accepts.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn ws(&mut self) {
+        while matches!(self.bytes.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.ws();
+        (self.bytes.get(self.at) == Some(&byte)).then(|| self.at += 1)
+    }
+
+    /// A string's raw bytes between its quotes (escapes not resolved).
+    fn string(&mut self) -> Option<&'a [u8]> {
+        self.eat(b'"')?;
+        let start = self.at;
+        loop {
+            let found = self.at + memchr::memchr2(b'"', b'\\', self.bytes.get(self.at..)?)?;
+            if self.bytes[found] == b'\\' {
+                self.at = found + 2;
+            } else {
+                self.at = found + 1;
+                return Some(&self.bytes[start..found]);
+            }
+        }
+    }
+
+    /// A string (with its quotes), number, `true`, `false` or `null`.
+    fn scalar(&mut self) -> Option<&'a [u8]> {
+        self.ws();
+        let start = self.at;
+        if self.bytes.get(self.at) == Some(&b'"') {
+            self.string()?;
+            return Some(&self.bytes[start..self.at]);
+        }
+        while let Some(byte) = self.bytes.get(self.at) {
+            match byte {
+                b'0'..=b'9' | b'a'..=b'z' | b'-' | b'+' | b'.' | b'E' => self.at += 1,
+                _ => break,
+            }
+        }
+        (self.at > start).then(|| &self.bytes[start..self.at])
+    }
+
+    /// An object, each member's value read by `member` (given its raw key).
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &'a [u8]) -> Option<()>) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.bytes.get(self.at) == Some(&b'}') {
+            self.at += 1;
+            return Some(());
+        }
+        loop {
+            let key = self.string()?;
+            self.eat(b':')?;
+            member(self, key)?;
+            self.ws();
+            match self.bytes.get(self.at)? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
 impl Chunks {
     fn frame(&mut self, frame: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         if self.ended {
@@ -123,6 +245,17 @@ impl Chunks {
             self.start(None, out);
             self.complete(out);
             return Ok(());
+        }
+        // Most chunks of a reply carry only the next piece of text: read
+        // without a parse into a struct (it costs a fifth as much).
+        if self.started {
+            if let Some(text) = text_only(data.as_bytes()) {
+                if !text.is_empty() {
+                    let index = self.ensure(Open::Text, BlockStart::Text, out);
+                    out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(text.into_owned()) });
+                }
+                return Ok(());
+            }
         }
         // One typed parse per chunk; the error forms are rare enough to be
         // read again as a tree.
@@ -608,6 +741,46 @@ pub(crate) fn usage_chunk_filter() -> switchyard_codec::hide::EventFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_chunk_of_plain_text_takes_the_fast_path() {
+        let chunk = |choices: &str, extra: &str| {
+            format!(
+                r#"{{"id":"c","object":"chat.completion.chunk","created":1,"model":"m"{extra},"choices":{choices}}}"#
+            )
+        };
+        let plain = chunk(r#"[{"index":0,"delta":{"content":"Hi \"you\""},"logprobs":null,"finish_reason":null}]"#, "");
+        assert_eq!(text_only(plain.as_bytes()).as_deref(), Some("Hi \"you\""));
+        let with_usage = chunk(r#"[{"index":0,"delta":{"content":"x"},"finish_reason":null}]"#, r#","usage":null"#);
+        assert_eq!(text_only(with_usage.as_bytes()).as_deref(), Some("x"));
+        // Any text, however it is escaped, reads back as itself.
+        for said in ["plain", "é and 🚀", "quote \" slash \\ line\n tab\t", "\u{1}\u{7f}", "</script>", ""] {
+            let content = serde_json::to_string(said).unwrap();
+            let spaced = format!(
+                r#"{{ "id" : "c" , "choices" : [ {{ "index" : 0 , "delta" : {{ "content" : {content} }} }} ] }}"#
+            );
+            assert_eq!(text_only(spaced.as_bytes()).as_deref(), Some(said), "{spaced}");
+        }
+        for other in [
+            chunk(r#"[{"index":0,"delta":{"role":"assistant","content":"x"}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"content":"x"}}]"#, r#","extra":{"a":1}"#),
+            format!("{} trailing", chunk(r#"[{"index":0,"delta":{"content":"x"}}]"#, "")),
+            r#"{"choices":[{"index":0,"delta":{"content":"x"#.to_owned(),
+            chunk(r#"[{"index":0,"delta":{"content":"x"},"finish_reason":"stop"}]"#, ""),
+            chunk(r#"[{"index":1,"delta":{"content":"x"}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"content":"y"}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"refusal":"no"}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"content":null}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"tool_calls":[]}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"content":"x","reasoning_content":"y"}}]"#, ""),
+            chunk(r#"[{"index":0,"delta":{"content":"x"}}]"#, r#","usage":{"prompt_tokens":1}"#),
+            chunk(r#"[]"#, ""),
+            r#"{"object":"error","message":"x"}"#.to_owned(),
+            r#"{"error":{"message":"x"}}"#.to_owned(),
+        ] {
+            assert_eq!(text_only(other.as_bytes()), None, "{other}");
+        }
+    }
 
     #[test]
     fn reasoning_streams_as_reasoning_content_and_signed_blocks_whole_at_their_stop() {

@@ -108,11 +108,17 @@ impl Call {
     }
 
     /// True when the request body may go to a lane of `protocol` as it came
-    /// (same protocol, and nothing forces a translation).
+    /// (same protocol, and nothing forces a translation of the request).
+    pub fn sends_as_came_to(&self, protocol: Protocol) -> bool {
+        protocol == self.ingress && !self.meter_stream && !self.continue_stream
+    }
+
+    /// True when, besides, the reply passes back as it came: a stream whose
+    /// reply is screened or cached is decoded (and written again), though
+    /// its request went as it came.
     pub fn passes_through_to(&self, protocol: Protocol) -> bool {
-        // A stream whose reply is screened is decoded to be screened.
         let screened_stream = self.stream && (self.guard.is_some() || matches!(self.cache, CacheState::Miss(_)));
-        protocol == self.ingress && !self.meter_stream && !self.continue_stream && !screened_stream
+        self.sends_as_came_to(protocol) && !screened_stream
     }
 
     /// The caller's own API key from whichever header its SDK uses, for
