@@ -161,3 +161,30 @@ fn read_parts(
 fn estimate(request: &EmbedRequest) -> u64 {
     request.inputs.iter().map(|text| (text.len() as u64).div_ceil(4).max(1)).sum()
 }
+
+/// What the response cache keys an embeddings request by: the caller's
+/// request read to IR without what does not change the vectors (the name
+/// it called, its end user, the form its reply takes).
+pub(crate) fn cache_material(gateway: &Gateway, call: &Call) -> Option<Vec<u8>> {
+    let mut request = read_caller(gateway, call).ok()?;
+    request.model.clear();
+    request.user = None;
+    request.form = None;
+    serde_json::to_vec(&request).ok()
+}
+
+/// The caller's reply read back to IR, for callers of other protocols.
+pub(crate) fn read_back(gateway: &Gateway, call: &Call, whole: &Whole) -> Option<EmbedResponse> {
+    codec_of(gateway, call.ingress).ok()?.read_response(&whole.body, &whole.headers).ok()
+}
+
+/// A cached reply written for this caller, with its token header.
+pub(crate) fn write_cached(gateway: &Gateway, call: &Call, response: &EmbedResponse) -> Option<Whole> {
+    let caller = codec_of(gateway, call.ingress).ok()?;
+    let request = read_caller(gateway, call).ok()?;
+    let mut headers = HeaderMap::new();
+    if let (Some(name), Some(tokens)) = (caller.token_header(), response.input_tokens) {
+        headers.insert(HeaderName::from_static(name), HeaderValue::from(tokens));
+    }
+    Some(Whole { body: Bytes::from(caller.write_response(response, &request)), headers })
+}

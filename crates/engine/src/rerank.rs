@@ -101,3 +101,23 @@ pub(crate) fn documents_in(body: &[u8]) -> usize {
     let Ok(Some(documents)) = switchyard_codec::scan::top_level_value(body, "documents") else { return 0 };
     serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(documents).map_or(0, |list| list.len())
 }
+
+/// What the response cache keys a rerank request by: the caller's request
+/// read to IR without the name it called.
+pub(crate) fn cache_material(gateway: &Gateway, call: &Call) -> Option<Vec<u8>> {
+    let mut request = read_caller(gateway, call).ok()?;
+    request.model.clear();
+    serde_json::to_vec(&request).ok()
+}
+
+/// The caller's reply read back to IR, for callers of other protocols.
+pub(crate) fn read_back(gateway: &Gateway, call: &Call, whole: &Whole) -> Option<switchyard_ir::RerankResponse> {
+    codec_of(gateway, call.ingress).ok()?.read_response(&whole.body).ok()
+}
+
+/// A cached ranking written for this caller.
+pub(crate) fn write_cached(gateway: &Gateway, call: &Call, response: &switchyard_ir::RerankResponse) -> Option<Whole> {
+    let caller = codec_of(gateway, call.ingress).ok()?;
+    let request = read_caller(gateway, call).ok()?;
+    Some(Whole { body: Bytes::from(caller.write_response(response, &request)), headers: HeaderMap::new() })
+}

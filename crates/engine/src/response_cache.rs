@@ -18,7 +18,7 @@ use http::{HeaderName, HeaderValue, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use switchyard_ir::{StreamEvent, Usage};
 use switchyard_state::call::{CacheState, Call};
-use switchyard_state::response_cache::{CacheKey, CacheKeys, Cached, StoredWhole};
+use switchyard_state::response_cache::{CacheKey, CacheKeys, Cached, OperationReply, StoredWhole};
 use switchyard_state::Gateway;
 use switchyard_telemetry::metrics::CacheOutcome;
 
@@ -66,9 +66,9 @@ pub(crate) async fn lookup(
     let raw = raw_key(&material);
     // The raw key is a fast hash: its entry must hold these very bytes.
     let mut found = find(gateway, store, &raw).await.filter(|cached| cached.raw == material);
+    let by_bytes = found.is_some();
     let mut ir = None;
-    // An operation's reply is kept as it was sent: only its bytes find it.
-    if found.is_none() && chat {
+    if found.is_none() {
         let Some(key) = key(gateway, call, pool) else {
             count(gateway, pool, CacheOutcome::Bypass);
             call.cache = CacheState::Bypass;
@@ -92,7 +92,7 @@ pub(crate) async fn lookup(
     if let Some(lane) = lane {
         record.cache_hit(pool, lane, cached.cost);
     }
-    Some(answer(gateway, call, &cached, lane))
+    Some(answer(gateway, call, &cached, lane, by_bytes))
 }
 
 /// The answer under `key`: in the fleet's Redis, or this instance's store.
@@ -160,24 +160,48 @@ fn hex(key: &CacheKey) -> String {
 }
 
 /// The key of `call`: its partition, its pool, its request read to IR and
-/// normalised. `None` when the body cannot be read (the path reports it).
+/// normalised (an operation's by its own reader). `None` when the body
+/// cannot be read (the path reports it).
 fn key(gateway: &Gateway, call: &Call, pool: usize) -> Option<CacheKey> {
-    let mut request = gateway.codec(call.ingress).read_request(&call.body).ok()?;
-    request.stream = false;
-    request.model.clear();
-    request.user = None;
-    request.metadata.clear();
+    let request = match call.operation {
+        switchyard_ir::Operation::Embed => crate::embed::cache_material(gateway, call)?,
+        switchyard_ir::Operation::Rerank => crate::rerank::cache_material(gateway, call)?,
+        _ => {
+            let mut request = gateway.codec(call.ingress).read_request(&call.body).ok()?;
+            request.stream = false;
+            request.model.clear();
+            request.user = None;
+            request.metadata.clear();
+            serde_json::to_vec(&request).ok()?
+        }
+    };
     let mut hash = Sha256::new();
     hash.update(partition(gateway, call).as_bytes());
     hash.update([0]);
     hash.update(gateway.pools[pool].name.as_bytes());
-    hash.update([0]);
-    hash.update(serde_json::to_vec(&request).ok()?);
+    hash.update([0, call.operation as u8, 0]);
+    hash.update(request);
     Some(hash.finalize().into())
 }
 
-/// A hit, in the caller's protocol.
-fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) -> Response<ResponseBody> {
+/// An operation's cached reply for a caller that asked the same in
+/// another protocol (or other bytes): written from its IR.
+fn operation_reply(gateway: &Gateway, call: &Call, cached: &Cached) -> Option<crate::render::Whole> {
+    match cached.operation.as_ref()? {
+        OperationReply::Embed(response) => crate::embed::write_cached(gateway, call, response),
+        OperationReply::Rerank(response) => crate::rerank::write_cached(gateway, call, response),
+    }
+}
+
+/// A hit, in the caller's protocol (`by_bytes`: found by the request's
+/// bytes as they came, so an operation's reply as it was sent fits).
+fn answer(
+    gateway: &Gateway,
+    call: &Call,
+    cached: &Cached,
+    lane: Option<usize>,
+    by_bytes: bool,
+) -> Response<ResponseBody> {
     let codec = gateway.codec(call.ingress);
     let lane = lane.and_then(|lane| gateway.lanes.get(lane));
     let mut builder = Response::builder().status(StatusCode::OK);
@@ -193,7 +217,17 @@ fn answer(gateway: &Gateway, call: &Call, cached: &Cached, lane: Option<usize>) 
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    let body = if let Some(whole) = &cached.whole {
+    let written = match (&cached.whole, by_bytes) {
+        (Some(_), false) => operation_reply(gateway, call, cached),
+        _ => None,
+    };
+    let body = if let Some(written) = written {
+        if let Some(headers) = builder.headers_mut() {
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            headers.extend(written.headers);
+        }
+        switchyard_transport::full_body(written.body)
+    } else if let Some(whole) = &cached.whole {
         if let Some(headers) = builder.headers_mut() {
             headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
             for (name, value) in &whole.headers {
@@ -252,7 +286,13 @@ pub(crate) fn store_operation(gateway: &Gateway, call: &Call, lane: usize, whole
         .collect();
     let stored = StoredWhole { body: whole.body.to_vec(), headers };
     let response = switchyard_ir::Response { usage, ..switchyard_ir::Response::default() };
-    keep(gateway, key, &call.cache_material, pool, lane, response, None, Some(stored));
+    // Read back to IR too, for callers of other protocols.
+    let operation = match call.operation {
+        switchyard_ir::Operation::Embed => crate::embed::read_back(gateway, call, whole).map(OperationReply::Embed),
+        switchyard_ir::Operation::Rerank => crate::rerank::read_back(gateway, call, whole).map(OperationReply::Rerank),
+        _ => None,
+    };
+    keep(gateway, key, &call.cache_material, pool, lane, response, None, Some((stored, operation)));
 }
 
 /// Stores a stream that ended whole, its events as they came.
@@ -282,7 +322,7 @@ fn keep(
     lane: usize,
     response: switchyard_ir::Response,
     events: Option<Vec<StreamEvent>>,
-    whole: Option<StoredWhole>,
+    whole: Option<(StoredWhole, Option<OperationReply>)>,
 ) {
     let (Some(store), Some(ttl), Some(name)) = (
         &gateway.response_cache,
@@ -300,7 +340,8 @@ fn keep(
         stored_ms: switchyard_state::clock::now_ms(),
         raw: raw.to_vec(),
         encoded: Default::default(),
-        whole,
+        operation: whole.as_ref().and_then(|(_, operation)| operation.clone()),
+        whole: whole.map(|(whole, _)| whole),
     };
     let mut under = vec![keys.ir];
     if keys.raw != keys.ir {

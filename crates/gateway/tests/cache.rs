@@ -175,6 +175,49 @@ async fn embeddings_are_cached() {
         post(addr, "/v1/embeddings", &[], json!({"model": "vectors", "input": ["three"], "dimensions": 4}).to_string())
             .await;
     assert_eq!(cache_header(&other), "miss");
+    // Another protocol asking the same is answered from the cache in its own shape.
+    let gemini = post(
+        addr,
+        "/v1beta/models/vectors:embedContent",
+        &[],
+        json!({"content": {"parts": [{"text": "three"}]}, "outputDimensionality": 4}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        (gemini.status.as_u16(), cache_header(&gemini)),
+        (200, "hit"),
+        "{}",
+        String::from_utf8_lossy(&gemini.body)
+    );
+    let gemini: serde_json::Value = serde_json::from_slice(&gemini.body).unwrap();
+    let openai: serde_json::Value = serde_json::from_slice(&other.body).unwrap();
+    assert_eq!(gemini["embedding"]["values"], openai["data"][0]["embedding"], "the same vector, in Gemini's shape");
+}
+
+/// Rerank is cached too: the same bytes get the reply as it was sent, the
+/// same request in other bytes is found by its IR and written again.
+#[tokio::test]
+async fn a_ranking_is_cached_across_callers() {
+    let config = "providers:\n  mock: { protocol: cohere, base_url: mock:// }\n\
+                  models:\n  ranker: { provider: mock, model: rerank-v3.5, operation: rerank }\n\
+                  pools:\n  ranked: { cache: { ttl: 5m }, members: [{ model: ranker }] }\n";
+    let addr = gateway(config).await;
+    let body = json!({"model": "ranked", "query": "which?", "documents": ["alpha", "beta", "gamma"], "top_n": 2});
+    let first = post(addr, "/v2/rerank", &[], body.to_string()).await;
+    assert_eq!(
+        (first.status.as_u16(), cache_header(&first)),
+        (200, "miss"),
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
+    let again = post(addr, "/v2/rerank", &[], body.to_string()).await;
+    assert_eq!((again.status.as_u16(), cache_header(&again)), (200, "hit"));
+    assert_eq!(again.body, first.body, "the same bytes again: the reply as it was sent");
+    let spaced = post(addr, "/v2/rerank", &[], serde_json::to_string_pretty(&body).unwrap()).await;
+    assert_eq!(cache_header(&spaced), "hit", "other bytes, the same request");
+    let a: serde_json::Value = serde_json::from_slice(&first.body).unwrap();
+    let b: serde_json::Value = serde_json::from_slice(&spaced.body).unwrap();
+    assert_eq!(a["results"], b["results"]);
 }
 
 /// A request pseudonymised by a reversible mask is never answered from the

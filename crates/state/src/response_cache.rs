@@ -48,9 +48,22 @@ pub struct Cached {
     #[serde(skip)]
     pub encoded: [std::sync::OnceLock<bytes::Bytes>; 6],
     /// An operation's reply (embeddings, rerank) as its caller got it:
-    /// found again only by the same bytes in the same protocol.
+    /// answered as it is to the same bytes in the same protocol.
     #[serde(default)]
     pub whole: Option<StoredWhole>,
+    /// The same reply read back to IR: written for a caller of any protocol
+    /// that asks the same.
+    #[serde(default)]
+    pub operation: Option<OperationReply>,
+}
+
+/// An operation's reply as IR.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub enum OperationReply {
+    /// Embeddings.
+    Embed(switchyard_ir::EmbedResponse),
+    /// A ranking.
+    Rerank(switchyard_ir::RerankResponse),
 }
 
 /// An operation's reply kept as it was sent: its body and the headers the
@@ -66,7 +79,8 @@ pub struct StoredWhole {
 impl Cached {
     /// Roughly the bytes it holds (what the cache's bound counts).
     pub fn size(&self) -> usize {
-        let whole = self.whole.as_ref().map_or(0, |w| w.body.len());
+        let whole = self.whole.as_ref().map_or(0, |w| w.body.len())
+            + self.operation.as_ref().map_or(0, |o| serde_json::to_vec(o).map_or(0, |v| v.len()));
         let text: usize = serde_json::to_vec(&self.response).map_or(0, |v| v.len()) + whole;
         // The reply, its events when streamed, a written copy or two, the request.
         text * if self.events.is_some() { 4 } else { 3 } + self.raw.len() + 256
