@@ -188,6 +188,7 @@ mod tests {
             raw: Vec::new(),
             encoded: Default::default(),
             whole: None,
+            operation: None,
         }
     }
 
