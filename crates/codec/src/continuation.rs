@@ -47,6 +47,11 @@ pub fn takes_prefill(protocol: Protocol, request: &Request) -> bool {
 pub fn request(request: &Request, so_far: &str, protocol: Protocol, prefill: bool) -> (Request, Mechanism) {
     let mut next = request.clone();
     next.stream = true;
+    // Nothing reached the caller yet (a screened stream held it all back):
+    // the next lane answers afresh.
+    if so_far.is_empty() {
+        return (next, Mechanism::Prefill);
+    }
     if prefill && takes_prefill(protocol, request) {
         next.messages
             .push(Message { role: Role::Assistant, content: vec![Block::Text(TextBlock::new(so_far.trim_end()))] });
@@ -79,6 +84,16 @@ pub fn seam<'a>(so_far: &str, first: &'a str, mechanism: Mechanism) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_nothing_so_far_the_request_is_asked_afresh() {
+        let asked = Request { messages: vec![Message::text(Role::User, "hi")], ..Request::default() };
+        let (next, mechanism) = request(&asked, "", Protocol::OpenAi, true);
+        assert_eq!(mechanism, Mechanism::Prefill);
+        assert_eq!(next.messages, asked.messages);
+        assert!(next.stream);
+        assert_eq!(seam("", "Hello", mechanism), "Hello");
+    }
     use proptest::prelude::*;
 
     #[test]

@@ -160,10 +160,10 @@ impl Continuation {
         }
     }
 
-    /// Whether the stream may be continued now, and the outcome to count
-    /// when it may not.
-    pub(crate) fn eligible(&self) -> bool {
-        self.text_only && !self.text.is_empty() && self.left > 0
+    /// Whether the stream may be continued now: text reached the caller,
+    /// or (`withheld`) a screened stream held back all the text it had.
+    pub(crate) fn eligible(&self, withheld: bool) -> bool {
+        self.text_only && (!self.text.is_empty() || withheld) && self.left > 0
     }
 
     /// Asks the plan's next usable lane to go on, within the deadline.
@@ -378,9 +378,10 @@ mod tests {
     #[test]
     fn only_a_stream_of_text_so_far_may_be_continued() {
         let mut plain = continuation();
-        assert!(!plain.eligible(), "nothing delivered yet");
+        assert!(!plain.eligible(false), "nothing delivered yet");
+        assert!(plain.eligible(true), "nothing delivered, but a screen held text back: answered afresh");
         plain.observe(&[StreamEvent::BlockStart { index: 0, block: BlockStart::Text }, text(0, "Hello")]);
-        assert!(plain.eligible());
+        assert!(plain.eligible(false));
         for disqualifier in [
             BlockStart::ToolUse { id: "c".into(), name: "f".into(), signature: None },
             BlockStart::Thinking,
@@ -389,10 +390,10 @@ mod tests {
             let mut stream = continuation();
             stream.observe(&[StreamEvent::BlockStart { index: 0, block: BlockStart::Text }, text(0, "Hi")]);
             stream.observe(&[StreamEvent::BlockStart { index: 1, block: disqualifier.clone() }]);
-            assert!(!stream.eligible(), "{disqualifier:?}");
+            assert!(!stream.eligible(false), "{disqualifier:?}");
         }
         plain.left = 0;
-        assert!(!plain.eligible(), "its continuations are spent");
+        assert!(!plain.eligible(false), "its continuations are spent");
     }
 
     #[test]

@@ -285,6 +285,11 @@ impl StreamGuard {
         result.map_err(|blocked| refusal(&blocked, Direction::Response))
     }
 
+    /// Text is held back now (not yet sent to the caller).
+    pub(crate) fn holds(&self) -> bool {
+        self.blocks.iter().any(|(_, _, mask, _)| mask.held() > 0)
+    }
+
     /// The stream goes on on another lane from the text the caller has:
     /// text still held back was never sent, and the next lane writes it
     /// again, so it is dropped (kept, it would come twice).

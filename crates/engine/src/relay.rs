@@ -500,7 +500,10 @@ impl StreamRelay {
         let Some(continuation) = self.continuation.as_mut() else {
             return Some(self.fail(message));
         };
-        if !continuation.eligible() {
+        // A screened stream may have held back all its text: to the caller
+        // it has none yet, and the next lane answers afresh.
+        let withheld = self.guard.as_ref().is_some_and(crate::guard::StreamGuard::holds);
+        if !continuation.eligible(withheld) {
             self.count_continuation(ContinuationOutcome::NotEligible);
             return Some(self.fail(message));
         }

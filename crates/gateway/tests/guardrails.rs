@@ -422,9 +422,9 @@ async fn a_screened_stream_continued_elsewhere_comes_once() {
             .filter_map(|frame| frame["choices"][0]["delta"]["content"].as_str().map(str::to_owned))
             .collect()
     };
-    // Cut once some text has left (a cut while all of it is still held back
-    // is a cut before content to the caller, and ends in its error).
-    for cut in [20, 25, 30, 35] {
+    // Cut while all the text is still held back (the next lane answers
+    // afresh), and once some of it has left (the next lane goes on).
+    for cut in [2, 6, 10, 20, 25, 30, 35] {
         let said = format!("[mock:plain] [mock:cut={cut}] {answer}");
         let reply =
             post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "continued", &said, true)).await;
