@@ -140,7 +140,7 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet")
+GOVERNED_SETUPS = ("governed", "fleet", "retained")
 
 
 def key_headers(admin_port, ingress, name="bench"):
@@ -228,6 +228,9 @@ CASES = [
     ("9-embed16-passthrough", "9. embeddings, 16 inputs, OpenAI → openai embed lane (passthrough)", "openai-embed", EMBED_MODEL, "embed16-openai"),
     ("9-embed16-cohere-to-openai", "9. embeddings, 16 inputs, Cohere → openai embed lane (translated)", "cohere-embed", EMBED_MODEL, "embed16-openai"),
     ("9-governed-embed16", "9. case 9 passthrough governed", "openai-embed", EMBED_MODEL, "embed16-openai"),
+    # Retention: the key's group keeps its requests' text, redacted and sealed.
+    ("17-retained-chat", "17. case 6 with the group keeping redacted text (sealed, written behind)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("17-retained-stream64", "17. case 6 stream 64 with the group keeping redacted text", "openai", OPENAI_MODEL, "stream64-openai"),
     # The pre-content hold and first-token deadline on streams that do not
     # fail: a one-lane pool (nothing held) against a two-lane pool with
     # first_token: 15s (frames held until the first content), same upstream.
@@ -268,6 +271,8 @@ VARIANTS = {
     "7-traced-stream64": dict(of="5-1-stream64-passthrough", extra="traced", goal="≤ 1.15"),
     "8-console-watched-governed": dict(of="6-governed-passthrough", extra="governed", watch=True, goal="≤ 1.05"),
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
+    "17-retained-chat": dict(of="6-governed-passthrough", extra="retained", goal="≤ 1.15"),
+    "17-retained-stream64": dict(of="6-governed-stream64", extra="retained", goal="≤ 1.15"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
     "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
@@ -714,6 +719,10 @@ rate_card:
   bench: {{ budget: {{ usd: 1000000, window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }} }}
 """
 BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+# Retention: the same governance, the bench group keeping redacted text.
+RETAINED_EXTRA = GOVERNED_EXTRA.replace(
+    "  bench: {{ budget:", "  bench: {{ retention: redacted, budget:") + (
+    'retention: {{ key: "%s", days: 30 }}\n' % ("5e" * 32))
 
 # The fleet cases: the same governance on the servers run.sh starts
 # (scripts/services.sh: PostgreSQL and Redis on loopback).
@@ -730,7 +739,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "quiet", "access_line", "traced", "before")
+SETUPS = ("open", "governed", "fleet", "retained", "quiet", "access_line", "traced", "before")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -761,6 +770,10 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
     if setup == "governed":
         text += GOVERNED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+    elif setup == "retained":
+        text += RETAINED_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "retained-%d.db" % time.monotonic_ns()),
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "fleet":
         postgres, redis = os.environ.get("BENCH_POSTGRES_URL"), os.environ.get("BENCH_REDIS_URL")

@@ -270,6 +270,7 @@ impl Governance {
             stores.content.clone(),
             config.governance.ledger_queue,
             config.retention.as_ref().map_or(switchyard_config::retention::DEFAULT_DAYS, |r| r.days),
+            config.governance.ledger_flush_interval,
         );
         let governance = Governance {
             mode: config.auth,

@@ -128,16 +128,27 @@ impl Retention {
             false => reply.to_vec(),
         });
         let redacted = captured.keeps == Keeps::Redacted;
-        let text = |body: &[u8]| -> serde_json::Value {
+        // `{"request": …, "reply": …}` from the bodies' own bytes: a body
+        // that is JSON goes in as it is (checked, not parsed into a tree),
+        // any other as a string.
+        let add = |plain: &mut Vec<u8>, body: &[u8]| {
             let body = if redacted { redact(&self.redactor, body) } else { body.to_vec() };
-            serde_json::from_slice(&body)
-                .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&body).into()))
+            if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
+                plain.extend_from_slice(&body);
+            } else {
+                let text = serde_json::to_vec(&String::from_utf8_lossy(&body)).unwrap_or_else(|_| b"null".to_vec());
+                plain.extend_from_slice(&text);
+            }
         };
-        let plain = serde_json::json!({
-            "request": text(&captured.request),
-            "reply": reply.as_deref().map(text),
-        });
-        let plain = serde_json::to_vec(&plain).ok()?;
+        let mut plain = Vec::with_capacity(captured.request.len() + reply.as_ref().map_or(0, Vec::len) + 32);
+        plain.extend_from_slice(b"{\"request\":");
+        add(&mut plain, &captured.request);
+        plain.extend_from_slice(b",\"reply\":");
+        match reply.as_deref() {
+            Some(reply) => add(&mut plain, reply),
+            None => plain.extend_from_slice(b"null"),
+        }
+        plain.push(b'}');
         let user_tag = user.as_deref().map(|user| self.sealer.user_tag(user));
         let mut nonce = [0u8; NONCE_BYTES];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).ok()?;
@@ -171,11 +182,18 @@ fn row_binding(entry: i64, user_tag: Option<&str>) -> Vec<u8> {
 /// The end user a request body names: OpenAI's `user`, Anthropic's
 /// `metadata.user_id`, Bedrock's `requestMetadata.user`.
 fn body_user(body: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let found = [&value["user"], &value["metadata"]["user_id"], &value["requestMetadata"]["user"]]
-        .into_iter()
-        .find_map(|v| v.as_str().filter(|s| !s.is_empty()).map(str::to_owned));
-    found
+    use switchyard_codec::scan;
+    let string = |value: &[u8]| serde_json::from_slice::<String>(value).ok().filter(|s| !s.is_empty());
+    let nested = |member: &str, inner: &str| {
+        let outer = scan::top_level_value(body, member).ok()??;
+        string(scan::top_level_value(outer, inner).ok()??)
+    };
+    scan::top_level_value(body, "user")
+        .ok()
+        .flatten()
+        .and_then(string)
+        .or_else(|| nested("metadata", "user_id"))
+        .or_else(|| nested("requestMetadata", "user"))
 }
 
 /// A stream's frames read back into one whole reply, in the same protocol.
@@ -228,12 +246,12 @@ impl std::fmt::Debug for ContentQueue {
 }
 
 impl ContentQueue {
-    /// Starts the writer and the purge over `store`.
-    pub fn start(store: Arc<dyn ContentStore>, capacity: usize, days: u32) -> ContentQueue {
+    /// Starts the writer (a batch every `flush` at most) and the purge over `store`.
+    pub fn start(store: Arc<dyn ContentStore>, capacity: usize, days: u32, flush: Duration) -> ContentQueue {
         let (tx, rx) = mpsc::channel(capacity);
         let stats = Arc::new(ContentStats::default());
         let days = Arc::new(AtomicU32::new(days));
-        tokio::spawn(write_behind(store.clone(), rx, stats.clone()));
+        tokio::spawn(write_behind(store.clone(), rx, stats.clone(), flush));
         spawn_purge(Arc::downgrade(&store), days.clone());
         ContentQueue { tx, stats, days }
     }
@@ -248,9 +266,25 @@ impl ContentQueue {
     }
 }
 
-async fn write_behind(store: Arc<dyn ContentStore>, mut rx: mpsc::Receiver<Pending>, stats: Arc<ContentStats>) {
+async fn write_behind(
+    store: Arc<dyn ContentStore>,
+    mut rx: mpsc::Receiver<Pending>,
+    stats: Arc<ContentStats>,
+    flush: Duration,
+) {
     let mut pending = Vec::with_capacity(BATCH);
     while rx.recv_many(&mut pending, BATCH).await > 0 {
+        // What else comes within the flush interval is written with it:
+        // one transaction for many requests' text.
+        if pending.len() < BATCH {
+            tokio::time::sleep(flush).await;
+            while pending.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(more) => pending.push(more),
+                    Err(_) => break,
+                }
+            }
+        }
         let rows: Vec<KeptContent> = pending.drain(..).filter_map(|p| p.retention.seal(p.codec, p.captured)).collect();
         let n = rows.len() as u64;
         // One retry after a short pause, then the batch is dropped, counted.
@@ -304,7 +338,7 @@ mod tests {
     #[test]
     fn a_group_keeps_what_it_says_else_what_its_parents_say() {
         let config = config(&format!(
-            "retention: {{ key: {key}, days: 3 }}\n\
+            "retention: {{ key: \"{key}\", days: 3 }}\n\
              groups:\n  org: {{ retention: redacted }}\n  team: {{ parent: org }}\n  \
              open: {{ parent: org, retention: none }}\n  loose: {{}}\n\
              providers: {{ p: {{ protocol: openai, base_url: \"mock://p\" }} }}\n\
