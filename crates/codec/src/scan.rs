@@ -264,6 +264,57 @@ fn walk_top_level(
     }
 }
 
+/// The bytes around the one string that changes between a stream's frames
+/// of one kind (its text delta): a decoder that read such a frame in full
+/// remembers what came before and after the string's body, and a later
+/// frame with the same bytes around one JSON string is that frame with
+/// another text, compared and checked, not parsed.
+#[derive(Debug, Default, Clone)]
+pub struct Around {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Around {
+    /// Remembers `frame`, whose string body (between its quotes) is `body`.
+    pub fn remember(&mut self, frame: &[u8], body: Range<usize>) {
+        self.head.clear();
+        self.head.extend_from_slice(&frame[..body.start]);
+        self.tail.clear();
+        self.tail.extend_from_slice(&frame[body.end..]);
+    }
+
+    /// The body of the one JSON string `frame` holds between the bytes
+    /// remembered (`None`: other bytes around it, or not one string: no
+    /// bare quote or control character, every escape complete).
+    pub fn body<'a>(&self, frame: &'a [u8]) -> Option<&'a [u8]> {
+        if self.head.is_empty() || frame.len() < self.head.len() + self.tail.len() {
+            return None;
+        }
+        if !frame.starts_with(&self.head) || !frame.ends_with(&self.tail) {
+            return None;
+        }
+        let raw = &frame[self.head.len()..frame.len() - self.tail.len()];
+        let mut at = 0;
+        while let Some(found) = memchr::memchr2(b'"', b'\\', &raw[at..]) {
+            match raw[at + found] {
+                b'"' => return None,
+                _ => at += found + 2,
+            }
+            if at > raw.len() {
+                return None;
+            }
+        }
+        (!raw.iter().any(|&b| b < 0x20)).then_some(raw)
+    }
+}
+
+/// A JSON string's text from its body (the bytes between its quotes),
+/// escapes resolved (`None`: not a valid body).
+pub fn string_body(raw: &[u8]) -> Option<Cow<'_, str>> {
+    unescape(raw, 0).ok()
+}
+
 /// `body` with the top-level `model` value replaced by `model` (a JSON
 /// string is written; every other byte is copied as is).
 pub fn splice_model(body: &[u8], span: Range<usize>, model: &str) -> Vec<u8> {
@@ -386,6 +437,25 @@ fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_frame_with_the_same_bytes_around_one_string_is_read_without_a_parse() {
+        let first = br#"{"a":1,"text":"Hi \"you\"","b":[2]}"#;
+        let start = first.windows(8).position(|w| w == br#""text":""#).unwrap() + 8;
+        let end = start + br#"Hi \"you\""#.len();
+        let mut around = Around::default();
+        assert_eq!(around.body(first), None, "nothing remembered yet");
+        around.remember(first, start..end);
+        assert_eq!(around.body(first), Some(&br#"Hi \"you\""#[..]));
+        let next = br#"{"a":1,"text":"a\\b \u00e9","b":[2]}"#;
+        let body = around.body(next).unwrap();
+        assert_eq!(string_body(body).as_deref(), Some("a\\b é"));
+        assert_eq!(around.body(br#"{"a":1,"text":"x","y":"z","b":[2]}"#), None, "a bare quote: two strings");
+        assert_eq!(around.body(br#"{"a":1,"text":"x\","b":[2]}"#), None, "an escape cut at the end");
+        assert_eq!(around.body(br#"{"a":2,"text":"x","b":[2]}"#), None, "other bytes around it");
+        assert_eq!(around.body(b"{\"a\":1,\"text\":\"x\ny\",\"b\":[2]}"), None, "a raw control character");
+        assert_eq!(around.body(br#"{"a":1,"text":"","b":[2]}"#), Some(&b""[..]));
+    }
 
     #[test]
     fn finds_model_and_stream_at_top_level_only() {

@@ -33,6 +33,11 @@ pub(crate) struct Events {
     blocks: Vec<(u64, Option<u32>)>,
     next_index: u32,
     usage: WireUsage,
+    /// The bytes around the last text delta's text, and its block's IR
+    /// index: a delta with the same bytes around its text is read by
+    /// comparing them (`scan::Around`).
+    seen: switchyard_codec::scan::Around,
+    seen_index: Option<u32>,
 }
 
 impl Events {
@@ -47,7 +52,18 @@ impl Events {
         // Deltas are nearly every event: read them into a borrowed typed
         // shape instead of a JSON tree.
         if event.event.as_deref() == Some("content_block_delta") {
+            let frame = event.data.trim().as_bytes();
+            if let (Some(index), Some(raw)) = (self.seen_index, self.seen.body(frame)) {
+                if let Some(text) = switchyard_codec::scan::string_body(raw).filter(|t| !t.is_empty()) {
+                    out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(text.into_owned()) });
+                }
+                return Ok(());
+            }
             if let Ok(fast) = serde_json::from_str::<FastDelta<'_>>(&event.data) {
+                if let (Some(span), Some(index)) = (text_span(frame, &fast), self.ir_index(fast.index)) {
+                    self.seen.remember(frame, span);
+                    self.seen_index = Some(index);
+                }
                 if let Some(delta) = fast.delta.into_delta() {
                     if let Some(index) = self.ir_index(fast.index) {
                         if !delta_is_empty(&delta) {
@@ -60,6 +76,10 @@ impl Events {
         }
         let data: Value = serde_json::from_str(&event.data)?;
         let kind = data.get("type").and_then(Value::as_str).or(event.event.as_deref()).unwrap_or("");
+        // Blocks open and close: a remembered delta's index may not hold.
+        if kind != "content_block_delta" {
+            self.seen_index = None;
+        }
         match kind {
             "message_start" => self.message_start(&data, out),
             "content_block_start" => self.block_start(&data, out),
@@ -162,6 +182,23 @@ impl Events {
             out.push(StreamEvent::BlockDelta { index, delta });
         }
     }
+}
+
+/// Where a text delta's text is in its frame (the body of its string),
+/// when the text ends the frame (`…"text":"…"}}`, the vendor's shape) and
+/// reads back as the text the typed parse found.
+fn text_span(frame: &[u8], fast: &FastDelta<'_>) -> Option<std::ops::Range<usize>> {
+    if fast.delta.kind != "text_delta" {
+        return None;
+    }
+    let text = fast.delta.text.as_deref()?;
+    const KEY: &[u8] = b"\"text\":\"";
+    let start = memchr::memmem::find(frame, KEY)? + KEY.len();
+    let end = frame.len().checked_sub(3)?;
+    if end < start || &frame[end..] != b"\"}}" {
+        return None;
+    }
+    (switchyard_codec::scan::string_body(&frame[start..end]).as_deref() == Some(text)).then_some(start..end)
 }
 
 /// A `content_block_delta` event, borrowed from the frame.
@@ -375,6 +412,47 @@ mod tests {
         decoder.feed(bytes, &mut out).unwrap();
         decoder.finish(&mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn text_deltas_read_by_their_surroundings_are_the_typed_reads() {
+        let delta = |index: u32, text: &str| {
+            let data =
+                json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}});
+            format!("event: content_block_delta\ndata: {data}\n\n")
+        };
+        let start = |index: u32, kind: &str| {
+            let block = if kind == "text" {
+                json!({"type": "text", "text": ""})
+            } else {
+                json!({"type": "tool_use", "id": "t", "name": "f", "input": {}})
+            };
+            let data = json!({"type": "content_block_start", "index": index, "content_block": block});
+            format!("event: content_block_start\ndata: {data}\n\n")
+        };
+        let stop = |index: u32| {
+            format!("event: content_block_stop\ndata: {{\"type\":\"content_block_stop\",\"index\":{index}}}\n\n")
+        };
+        let texts = ["Hi", " \"there\"", " é\n", "", "🚀 x\\y", " end"];
+        let mut stream = start(0, "tool") + &stop(0) + &start(1, "text");
+        for text in texts {
+            stream += &delta(1, text);
+        }
+        stream += &stop(1);
+        stream += &start(2, "text");
+        stream += &delta(2, "after");
+        let events = decode(stream.as_bytes());
+        let got: Vec<(u32, String)> = events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockDelta { index, delta: Delta::Text(t) } => Some((*index, t.clone())),
+                _ => None,
+            })
+            .collect();
+        let mut want: Vec<(u32, String)> =
+            texts.iter().filter(|t| !t.is_empty()).map(|t| (1, (*t).to_owned())).collect();
+        want.push((2, "after".to_owned()));
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub(crate) struct Chunks {
     refused: bool,
     usage: Option<Usage>,
     /// The bytes around the last text-only chunk's text ([`text_only`]).
-    seen: Seen,
+    seen: switchyard_codec::scan::Around,
 }
 
 /// The text of a chunk that says nothing else: choice 0's `delta.content`
@@ -121,60 +121,16 @@ pub(crate) struct Chunks {
 /// The chunks of a stream differ only in their text: `seen` keeps the
 /// bytes around the text of the last chunk read here, and a chunk with the
 /// same bytes around one JSON string is that string (compared, not parsed).
-fn text_only<'a>(data: &'a [u8], seen: &mut Seen) -> Option<std::borrow::Cow<'a, str>> {
-    let raw = match seen.around(data) {
+fn text_only<'a>(data: &'a [u8], seen: &mut switchyard_codec::scan::Around) -> Option<std::borrow::Cow<'a, str>> {
+    let raw = match seen.body(data) {
         Some(raw) => raw,
         None => {
             let (start, end) = text_span(data)?;
-            seen.head.clear();
-            seen.head.extend_from_slice(&data[..start]);
-            seen.tail.clear();
-            seen.tail.extend_from_slice(&data[end..]);
+            seen.remember(data, start..end);
             &data[start..end]
         }
     };
-    if memchr::memchr(b'\\', raw).is_none() {
-        return std::str::from_utf8(raw).ok().map(std::borrow::Cow::Borrowed);
-    }
-    let mut quoted = Vec::with_capacity(raw.len() + 2);
-    quoted.push(b'"');
-    quoted.extend_from_slice(raw);
-    quoted.push(b'"');
-    serde_json::from_slice::<String>(&quoted).ok().map(std::borrow::Cow::Owned)
-}
-
-/// The bytes around the text of the last text-only chunk ([`text_only`]).
-#[derive(Default)]
-pub(crate) struct Seen {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-}
-
-impl Seen {
-    /// The body of the one JSON string `data` holds between the bytes
-    /// seen last (`None`: other bytes around it, or not one string).
-    fn around<'a>(&self, data: &'a [u8]) -> Option<&'a [u8]> {
-        if self.head.is_empty() || data.len() < self.head.len() + self.tail.len() {
-            return None;
-        }
-        if !data.starts_with(&self.head) || !data.ends_with(&self.tail) {
-            return None;
-        }
-        let raw = &data[self.head.len()..data.len() - self.tail.len()];
-        // One string's body: no bare quote or control character, every
-        // escape complete.
-        let mut at = 0;
-        while let Some(found) = memchr::memchr2(b'"', b'\\', &raw[at..]) {
-            match raw[at + found] {
-                b'"' => return None,
-                _ => at += found + 2,
-            }
-            if at > raw.len() {
-                return None;
-            }
-        }
-        (!raw.iter().any(|&b| b < 0x20)).then_some(raw)
-    }
+    switchyard_codec::scan::string_body(raw)
 }
 
 /// Where the text of a text-only chunk is (the body of its string), read
@@ -805,28 +761,38 @@ mod tests {
             )
         };
         let plain = chunk(r#"[{"index":0,"delta":{"content":"Hi \"you\""},"logprobs":null,"finish_reason":null}]"#, "");
-        assert_eq!(text_only(plain.as_bytes(), &mut Seen::default()).as_deref(), Some("Hi \"you\""));
+        assert_eq!(
+            text_only(plain.as_bytes(), &mut switchyard_codec::scan::Around::default()).as_deref(),
+            Some("Hi \"you\"")
+        );
         let with_usage = chunk(r#"[{"index":0,"delta":{"content":"x"},"finish_reason":null}]"#, r#","usage":null"#);
-        assert_eq!(text_only(with_usage.as_bytes(), &mut Seen::default()).as_deref(), Some("x"));
+        assert_eq!(
+            text_only(with_usage.as_bytes(), &mut switchyard_codec::scan::Around::default()).as_deref(),
+            Some("x")
+        );
         // Read around the bytes seen last: the same head and tail around one string.
-        let mut seen = Seen::default();
+        let mut seen = switchyard_codec::scan::Around::default();
         assert!(text_only(plain.as_bytes(), &mut seen).is_some());
         let next = plain.replace(r#"Hi \"you\""#, r#"a\\b \u00e9"#);
-        assert_eq!(seen.around(next.as_bytes()), Some(&br#"a\\b \u00e9"#[..]));
+        assert_eq!(seen.body(next.as_bytes()), Some(&br#"a\\b \u00e9"#[..]));
         assert_eq!(text_only(next.as_bytes(), &mut seen).as_deref(), Some("a\\b é"));
         // A bare quote between them is not one string: read in full (and here refused).
         let forged = plain.replace(r#"Hi \"you\""#, r#"x"},"finish_reason":"stop","y":{"z":""#);
-        assert_eq!(seen.around(forged.as_bytes()), None);
+        assert_eq!(seen.body(forged.as_bytes()), None);
         assert_eq!(text_only(forged.as_bytes(), &mut seen), None);
         let cut = plain.replace(r#"Hi \"you\""#, r#"x\"#);
-        assert_eq!(seen.around(cut.as_bytes()), None, "an escape cut at the end");
+        assert_eq!(seen.body(cut.as_bytes()), None, "an escape cut at the end");
         // Any text, however it is escaped, reads back as itself.
         for said in ["plain", "é and 🚀", "quote \" slash \\ line\n tab\t", "\u{1}\u{7f}", "</script>", ""] {
             let content = serde_json::to_string(said).unwrap();
             let spaced = format!(
                 r#"{{ "id" : "c" , "choices" : [ {{ "index" : 0 , "delta" : {{ "content" : {content} }} }} ] }}"#
             );
-            assert_eq!(text_only(spaced.as_bytes(), &mut Seen::default()).as_deref(), Some(said), "{spaced}");
+            assert_eq!(
+                text_only(spaced.as_bytes(), &mut switchyard_codec::scan::Around::default()).as_deref(),
+                Some(said),
+                "{spaced}"
+            );
         }
         for other in [
             chunk(r#"[{"index":0,"delta":{"role":"assistant","content":"x"}}]"#, ""),
@@ -845,9 +811,9 @@ mod tests {
             r#"{"object":"error","message":"x"}"#.to_owned(),
             r#"{"error":{"message":"x"}}"#.to_owned(),
         ] {
-            assert_eq!(text_only(other.as_bytes(), &mut Seen::default()), None, "{other}");
+            assert_eq!(text_only(other.as_bytes(), &mut switchyard_codec::scan::Around::default()), None, "{other}");
             // Nor after a plain chunk with the same head was read.
-            let mut seen = Seen::default();
+            let mut seen = switchyard_codec::scan::Around::default();
             assert!(text_only(plain.as_bytes(), &mut seen).is_some());
             assert_eq!(text_only(other.as_bytes(), &mut seen), None, "{other}");
         }
