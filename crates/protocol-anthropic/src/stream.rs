@@ -277,6 +277,19 @@ pub(crate) struct Encoder {
     signatures: Vec<(u32, String)>,
 }
 
+/// `n` in decimal, written into `digits` (a `u32` has at most 10).
+fn decimal(mut n: u32, digits: &mut [u8; 10]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
 fn frame(out: &mut Vec<u8>, event: &str, data: &Value) {
     write_sse(out, Some(event), &switchyard_codec::json::to_vec(data));
 }
@@ -335,17 +348,21 @@ impl StreamEncoder for Encoder {
                         return;
                     }
                 };
-                let mut data = Vec::with_capacity(text.len() + 96);
-                data.extend_from_slice(b"{\"type\":\"content_block_delta\",\"index\":");
-                data.extend_from_slice(index.to_string().as_bytes());
-                data.extend_from_slice(b",\"delta\":{\"type\":\"");
-                data.extend_from_slice(kind.as_bytes());
-                data.extend_from_slice(b"\",\"");
-                data.extend_from_slice(key.as_bytes());
-                data.extend_from_slice(b"\":");
-                data.extend_from_slice(&switchyard_codec::json::to_vec(text.as_str()));
-                data.extend_from_slice(b"}}");
-                write_sse(out, Some("content_block_delta"), &data);
+                // Straight into the caller's bytes: the SSE framing, then the
+                // data line (a JSON string has no raw newline to split).
+                out.reserve(text.len() + 128);
+                out.extend_from_slice(
+                    b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":",
+                );
+                let mut digits = [0u8; 10];
+                out.extend_from_slice(decimal(*index, &mut digits));
+                out.extend_from_slice(b",\"delta\":{\"type\":\"");
+                out.extend_from_slice(kind.as_bytes());
+                out.extend_from_slice(b"\",\"");
+                out.extend_from_slice(key.as_bytes());
+                out.extend_from_slice(b"\":");
+                switchyard_codec::json::write_str(out, text);
+                out.extend_from_slice(b"}}\n\n");
             }
             StreamEvent::BlockStop { index } => {
                 if let Some(pos) = self.signatures.iter().position(|(i, _)| i == index) {
@@ -412,6 +429,21 @@ mod tests {
         decoder.feed(bytes, &mut out).unwrap();
         decoder.finish(&mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn a_delta_is_written_as_the_vendor_writes_it() {
+        let mut digits = [0u8; 10];
+        for n in [0u32, 7, 10, 99, 12_345, u32::MAX] {
+            assert_eq!(decimal(n, &mut digits), n.to_string().as_bytes());
+        }
+        let mut out = Vec::new();
+        Encoder::default()
+            .encode(&StreamEvent::BlockDelta { index: 12, delta: Delta::Text("a\"b\n".into()) }, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":12,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\\\"b\\n\"}}\n\n"
+        );
     }
 
     #[test]
