@@ -107,5 +107,9 @@ fn governance_stats(governance: &switchyard_state::governance::Governance) -> Va
         "reserved_usd": governance.reserved_usd(),
         "refused": refused,
         "ledger": ledger,
+        "kept_text": {
+            "written": governance.content.stats.written.load(Ordering::Relaxed),
+            "dropped": governance.content.stats.dropped.load(Ordering::Relaxed),
+        },
     })
 }

@@ -125,6 +125,10 @@ async fn keeps_seals_erases_and_purges(storage: &str) {
     // A group that keeps nothing.
     assert_eq!(kept(addr, open_row, false).await, None);
 
+    // What the writer did is in /stats.
+    let kept_text = &stats(addr).await["governance"]["kept_text"];
+    assert_eq!(kept_text["written"], 4, "{kept_text}");
+    assert_eq!(kept_text["dropped"], 0);
     // Sealed at rest: the store's bytes hold none of it.
     let store = gateway.governance.as_ref().unwrap().stores.content.clone();
     let ledger = gateway.governance.as_ref().unwrap().stores.ledger.clone();

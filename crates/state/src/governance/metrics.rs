@@ -80,6 +80,19 @@ pub fn encode_metrics(
             std::iter::once((Vec::new(), fleet.pending() as f64)),
         )?;
     }
+    let kept = &governance.content.stats;
+    encode_counters(
+        e,
+        "switchyard_kept_text_written",
+        "Requests whose text a group's retention kept, sealed and written.",
+        std::iter::once((Vec::new(), kept.written.load(Ordering::Relaxed))),
+    )?;
+    encode_counters(
+        e,
+        "switchyard_kept_text_dropped",
+        "Requests whose text retention should have kept but dropped (the writer's queue full, or the store failing).",
+        std::iter::once((Vec::new(), kept.dropped.load(Ordering::Relaxed))),
+    )?;
     if let Some(queue) = &governance.ledger {
         encode_gauges(
             e,
