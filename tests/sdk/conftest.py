@@ -8,6 +8,7 @@ replay the exact request and show the gateway's raw answer as evidence.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -128,6 +129,43 @@ def healthy(addr: str) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+@contextlib.contextmanager
+def serving(workdir: Path, extra: str, env: dict[str, str] | None = None):
+    """A second gateway (the lanes config plus `extra`) for a module's
+    tests: yields its data and admin addresses; stops it cleanly."""
+    binary = os.environ["SWITCHYARD_BIN"]
+    addr, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    (workdir / "switchyard.yaml").write_text(lanes_config(addr, admin) + extra)
+    log = open(workdir / "switchyard.log", "wb")
+    proc = subprocess.Popen(
+        [binary, "serve", "--config", str(workdir / "switchyard.yaml")],
+        stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})),
+    )
+    deadline = time.monotonic() + 30
+    while not healthy(addr):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail((workdir / "switchyard.log").read_text(errors="replace"))
+        time.sleep(0.05)
+    try:
+        yield addr, admin
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, (workdir / "switchyard.log").read_text(errors="replace")[-3000:]
+        log.close()
+
+
+def admin_api(admin: str, method: str, path: str, body: dict | None = None) -> dict:
+    """One admin API call with the admin token; its JSON answer."""
+    request = urllib.request.Request(
+        f"http://{admin}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"authorization": f"Bearer {ADMIN_TOKEN}", "content-type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())
 
 
 def start(binary: str, workdir: Path, attempt: int):

@@ -7,54 +7,23 @@ Retry-After."""
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
 import time
-import urllib.request
 
 import pytest
 
-from conftest import ADMIN_TOKEN, free_port, healthy, lanes_config
+from conftest import admin_api, serving
 from sdk_support import INGRESSES, PROTOCOLS, Recorder, error_facts, make_drivers
 
 
 @pytest.fixture(scope="module")
 def governed(tmp_path_factory):
-    binary = os.environ["SWITCHYARD_BIN"]
     workdir = tmp_path_factory.mktemp("governed")
-    addr, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    config = lanes_config(addr, admin)
-    config += "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
+    extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
     # lanes_config already names ADMIN_TOKEN as the admin plane's token.
-    config += "auth: { mode: keys }\n"
-    config += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
-    (workdir / "switchyard.yaml").write_text(config)
-    log = open(workdir / "switchyard.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--config", str(workdir / "switchyard.yaml")], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while not healthy(addr):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail((workdir / "switchyard.log").read_text(errors="replace"))
-        time.sleep(0.05)
-    try:
-        yield addr, admin
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0, (workdir / "switchyard.log").read_text(errors="replace")[-3000:]
-        log.close()
-
-
-def admin_api(admin: str, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://{admin}{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"authorization": f"Bearer {ADMIN_TOKEN}", "content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+    extra += "auth: { mode: keys }\n"
+    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
+    with serving(workdir, extra) as addresses:
+        yield addresses
 
 
 def new_key(admin: str, **spec) -> dict:

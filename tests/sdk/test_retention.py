@@ -8,17 +8,12 @@ a stream is kept as one whole reply, and erasing the end user removes it.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
 
-from conftest import ADMIN_TOKEN, free_port, healthy, lanes_config
+from conftest import admin_api, serving
 from sdk_support import INGRESSES, Recorder, make_drivers
 
 KEY = "6b" * 32
@@ -26,42 +21,14 @@ KEY = "6b" * 32
 
 @pytest.fixture(scope="module")
 def kept(tmp_path_factory):
-    binary = os.environ["SWITCHYARD_BIN"]
     workdir = tmp_path_factory.mktemp("retention")
-    addr, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    config = lanes_config(addr, admin)
-    config += "auth: { mode: keys }\n"
-    config += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
-    config += "governance: { ledger_flush_interval: 20ms }\n"
-    config += "retention: { key: ${SWITCHYARD_RETENTION_KEY}, days: 30 }\n"
-    config += "groups:\n  support: { retention: redacted }\n"
-    (workdir / "switchyard.yaml").write_text(config)
-    log = open(workdir / "switchyard.log", "wb")
-    env = dict(os.environ, SWITCHYARD_RETENTION_KEY=KEY)
-    proc = subprocess.Popen([binary, "serve", "--config", str(workdir / "switchyard.yaml")],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 30
-    while not healthy(addr):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail((workdir / "switchyard.log").read_text(errors="replace"))
-        time.sleep(0.05)
-    try:
-        yield addr, admin
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0, (workdir / "switchyard.log").read_text(errors="replace")[-3000:]
-        log.close()
-
-
-def admin_api(admin: str, method: str, path: str, body: dict | None = None) -> dict:
-    request = urllib.request.Request(
-        f"http://{admin}{path}",
-        method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"authorization": f"Bearer {ADMIN_TOKEN}", "content-type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read())
+    extra = "auth: { mode: keys }\n"
+    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
+    extra += "governance: { ledger_flush_interval: 20ms }\n"
+    extra += "retention: { key: ${SWITCHYARD_RETENTION_KEY}, days: 30 }\n"
+    extra += "groups:\n  support: { retention: redacted }\n"
+    with serving(workdir, extra, env={"SWITCHYARD_RETENTION_KEY": KEY}) as addresses:
+        yield addresses
 
 
 class EndUser(Recorder):
