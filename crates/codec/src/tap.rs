@@ -173,13 +173,21 @@ impl UsageTap {
 
 /// The end of the first event in `bytes` (before its blank line) and where
 /// the next event starts.
+///
+/// One pass over the line feeds up to the first blank line (`\n\n` or
+/// `\r\n\r\n`): a buffer of many events is walked once in all, not once
+/// per event per terminator.
 fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
-    let lf = memchr::memmem::find(bytes, b"\n\n").map(|at| (at, at + 2));
-    let crlf = memchr::memmem::find(bytes, b"\r\n\r\n").map(|at| (at, at + 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
+    for at in memchr::memchr_iter(b'\n', bytes) {
+        match bytes.get(at + 1) {
+            Some(b'\n') => return Some((at, at + 2)),
+            Some(b'\r') if at > 0 && bytes[at - 1] == b'\r' && bytes.get(at + 2) == Some(&b'\n') => {
+                return Some((at - 1, at + 3));
+            }
+            _ => {}
+        }
     }
+    None
 }
 
 #[cfg(test)]
@@ -212,6 +220,18 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn an_event_ends_at_its_first_blank_line_of_either_kind() {
+        assert_eq!(event_end(b"data: a\n\ndata: b\n\n"), Some((7, 9)));
+        assert_eq!(event_end(b"data: a\r\n\r\ndata: b\n\n"), Some((7, 11)));
+        assert_eq!(event_end(b"data: a\n\r\n\r\n"), Some((8, 12)), "a line end, then a CRLF blank line");
+        assert_eq!(event_end(b"event: x\ndata: a\n\n"), Some((16, 18)));
+        assert_eq!(event_end(b"data: a\r\ndata: b\r\n"), None);
+        assert_eq!(event_end(b"data: a\n"), None);
+        assert_eq!(event_end(b"\n\n"), Some((0, 2)));
+        assert_eq!(event_end(b""), None);
     }
 
     #[test]
