@@ -241,6 +241,8 @@ pub(crate) struct StreamGuard {
     /// Each open block's mask and restorer, and the kind of its deltas.
     blocks: Vec<(u32, DeltaKind, StreamMask, Restorer)>,
     decisions: Vec<Decision>,
+    /// The events' buffer between calls (one allocation per stream).
+    spare: Vec<StreamEvent>,
 }
 
 #[derive(Clone, Copy)]
@@ -265,7 +267,13 @@ impl StreamGuard {
     pub(crate) fn of(call: &Call) -> Option<StreamGuard> {
         let guarding = call.guard.as_ref()?;
         let masks = guarding.masks.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        Some(StreamGuard { screen: guarding.screen.clone(), masks, blocks: Vec::new(), decisions: Vec::new() })
+        Some(StreamGuard {
+            screen: guarding.screen.clone(),
+            masks,
+            blocks: Vec::new(),
+            decisions: Vec::new(),
+            spare: Vec::new(),
+        })
     }
 
     /// Screens `events` in place: content deltas masked (text that could
@@ -298,7 +306,8 @@ impl StreamGuard {
     }
 
     fn apply(&mut self, events: &mut Vec<StreamEvent>) -> Result<(), Blocked> {
-        let mut out = Vec::with_capacity(events.len());
+        let mut out = std::mem::take(&mut self.spare);
+        out.clear();
         for event in events.drain(..) {
             match event {
                 StreamEvent::BlockDelta { index, delta } => {
@@ -357,7 +366,7 @@ impl StreamGuard {
                 other => out.push(other),
             }
         }
-        *events = out;
+        self.spare = std::mem::replace(events, out);
         Ok(())
     }
 }

@@ -29,6 +29,9 @@ pub struct SseDecoder {
     event: Option<String>,
     data: String,
     has_data: bool,
+    /// A dispatched event's data buffer, given back (`recycle`) to hold the
+    /// next event's: one allocation per stream, not per event.
+    spare: Option<String>,
 }
 
 impl SseDecoder {
@@ -97,6 +100,14 @@ impl SseDecoder {
 
     /// Refuses to hold a line longer than the cap, and lets go of what was
     /// held: the stream is over.
+    /// Takes back a dispatched event's data buffer, to hold a later event's.
+    pub fn recycle(&mut self, mut data: String) {
+        if self.spare.is_none() && data.capacity() <= MAX_RECYCLED {
+            data.clear();
+            self.spare = Some(data);
+        }
+    }
+
     fn check_line(&mut self, more: usize) -> Result<(), DecodeError> {
         if self.line.len().saturating_add(more) > MAX_EVENT_BYTES {
             *self = SseDecoder::default();
@@ -145,12 +156,16 @@ impl SseDecoder {
 
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
         if self.has_data || self.event.is_some() {
-            out.push(SseEvent { event: self.event.take(), data: std::mem::take(&mut self.data) });
+            let next = self.spare.take().unwrap_or_default();
+            out.push(SseEvent { event: self.event.take(), data: std::mem::replace(&mut self.data, next) });
         }
         self.has_data = false;
         self.data.clear();
     }
 }
+
+/// The largest data buffer kept for reuse (a rare huge event's is freed).
+const MAX_RECYCLED: usize = 64 << 10;
 
 fn too_large(what: &str) -> DecodeError {
     DecodeError::Frame(format!("{what} is longer than the {MAX_EVENT_BYTES}-byte limit"))
@@ -193,7 +208,9 @@ impl<H: SseHandler> SseStream<H> {
 
     fn drain(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         for event in self.events.drain(..) {
-            self.handler.event(&event, out)?;
+            let handled = self.handler.event(&event, out);
+            self.sse.recycle(event.data);
+            handled?;
         }
         Ok(())
     }
