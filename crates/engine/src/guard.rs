@@ -329,12 +329,12 @@ impl StreamGuard {
                         }
                     };
                     let (_, _, mask, restorer) = &mut self.blocks[at];
-                    let released = mask.push(&text, &mut self.masks, &mut self.decisions)?;
+                    let mut released = text;
+                    mask.push_in_place(&mut released, &mut self.masks, &mut self.decisions)?;
                     // Only reversible placeholders are put back.
-                    let released = match self.masks.restores() {
-                        true => restorer.push(&released, &self.masks),
-                        false => released,
-                    };
+                    if self.masks.restores() {
+                        released = restorer.push(&released, &self.masks);
+                    }
                     if !released.is_empty() {
                         out.push(StreamEvent::BlockDelta { index, delta: kind.delta(released) });
                     }
