@@ -28,6 +28,9 @@ pub struct CreateGroup {
     pub budget: Option<BudgetBody>,
     /// Limits.
     pub limits: Option<LimitsBody>,
+    /// What its keys' requests keep of their text: `none`, `redacted` or
+    /// `full` (unset: as its parent's). Needs `retention:` in the config.
+    pub retention: Option<String>,
 }
 
 /// `PATCH /api/v1/admin/groups/{name}`.
@@ -44,6 +47,10 @@ pub struct PatchGroup {
     pub budget: Option<Option<BudgetBody>>,
     /// New limits.
     pub limits: Option<LimitsBody>,
+    /// New retention (`null`: as its parent's).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<String>)]
+    pub retention: Option<Option<String>>,
 }
 
 /// A group as the API shows it.
@@ -59,6 +66,9 @@ pub struct GroupView {
     pub limits: LimitsBody,
     /// Declared in the config file (change it there).
     pub from_config: bool,
+    /// What its keys' requests keep of their text (unset: as its parent's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<String>,
     /// Live figures of the group's bucket.
     pub usage: Option<UsageView>,
 }
@@ -70,6 +80,7 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
         budget: group.budget.as_ref().map(budget_body),
         limits: limits_body(&group.limits),
         from_config: group.from_config,
+        retention: group.retention.clone(),
         usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
     }
 }
@@ -93,6 +104,18 @@ pub(crate) fn find_group(governance: &Governance, name: &str) -> ApiResult<Group
         .into_iter()
         .find(|g| g.name == name)
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("group `{name}` does not exist")))
+}
+
+/// A retention an API caller set: one of the three names, and only on a
+/// gateway with a key to seal kept text under.
+fn checked_retention(admin: &Admin, retention: Option<String>) -> ApiResult<Option<String>> {
+    let Some(name) = retention else { return Ok(None) };
+    let keeps = switchyard_config::Retention::parse(&name)
+        .ok_or_else(|| bad(format!("retention: `{name}` is not none, redacted or full")))?;
+    if keeps != switchyard_config::Retention::None && admin.gateway.retention.is_none() {
+        return Err(bad("retention: kept text needs a key to be sealed under; set retention.key in the config first"));
+    }
+    Ok(Some(name))
 }
 
 /// Refuses a parent that does not exist or would close a loop.
@@ -128,6 +151,7 @@ pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::B
         parent: checked_parent(governance, &request.name, request.parent)?,
         budget: request.budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?,
         limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
+        retention: checked_retention(&admin, request.retention)?,
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
         name: request.name,
@@ -161,6 +185,9 @@ pub(crate) async fn patch_group(
     }
     if let Some(limits) = patch.limits {
         group.limits = limits_of(&limits, "limits")?;
+    }
+    if let Some(retention) = patch.retention {
+        group.retention = checked_retention(&admin, retention)?;
     }
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;

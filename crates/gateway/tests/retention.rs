@@ -149,6 +149,30 @@ async fn keeps_seals_erases_and_purges(storage: &str) {
     let audit = String::from_utf8_lossy(&audit.body).into_owned();
     assert!(audit.contains("DELETE /api/v1/admin/users/alice/content") && audit.contains("user_tag:"), "{audit}");
 
+    // Groups made over the admin API keep what they say, or what their parent keeps.
+    let made =
+        |body: serde_json::Value| admin_call(addr, "POST", "/api/v1/admin/groups", Some(ADMIN_TOKEN), Some(body));
+    assert_eq!(made(json!({"name": "api_full", "retention": "full"})).await.status, 201);
+    assert_eq!(made(json!({"name": "api_child", "parent": "support"})).await.status, 201);
+    let refused = made(json!({"name": "api_bad", "retention": "everything"})).await;
+    assert_eq!(refused.status, 400, "{}", String::from_utf8_lossy(&refused.body));
+    for (n, (group, keeps)) in [("api_full", "full"), ("api_child", "redacted")].into_iter().enumerate() {
+        let key = create_key(addr, json!({ "name": group, "group": group })).await;
+        let auth = format!("Bearer {}", key["key"].as_str().unwrap());
+        let said = said(Protocol::OpenAi, "from ada@example.com", false, Some("dave"));
+        assert_eq!(post(addr, "/v1/chat/completions", &[("authorization", auth.as_str())], said).await.status, 200);
+        let id = row_ids(addr, 6 + n).await[0];
+        let text = kept(addr, id, true).await.unwrap();
+        assert_eq!(text["retention"], keeps, "{group}: {text}");
+    }
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(
+            &admin_call(addr, "DELETE", "/api/v1/admin/users/dave/content", Some(ADMIN_TOKEN), None).await.body
+        )
+        .unwrap()["erased"],
+        2
+    );
+
     // The purge: nothing past its days yet; everything a week and a day on.
     let now = switchyard_state::governance::now_ms();
     assert_eq!(switchyard_state::retention::purge(&*store, 7, now).await.unwrap(), 0);

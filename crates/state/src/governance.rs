@@ -230,6 +230,7 @@ async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group
             parent: group.parent.as_deref().map(str::to_owned),
             budget: group.budget,
             limits: group.limits,
+            retention: group.retention.map(|r| r.as_str().to_owned()),
             from_config: true,
             created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
         };
@@ -393,6 +394,22 @@ impl Governance {
         let _writes = self.writes.lock().await;
         write_config_groups(&self.stores, groups, now_ms()).await?;
         self.set_groups(self.stores.groups.list_groups().await?).await
+    }
+
+    /// What a caller of `group` keeps of its text: the nearest retention
+    /// set on the group or above it (`None`: none set on the chain).
+    pub fn retention_of(&self, group: &str) -> Option<switchyard_config::Retention> {
+        let groups = self.groups.load();
+        let mut at = Some(group);
+        // The tree has no loops (parents are checked); bounded anyway.
+        for _ in 0..=groups.len() {
+            let record = groups.get(at?)?;
+            if let Some(retention) = record.retention.as_deref().and_then(switchyard_config::Retention::parse) {
+                return Some(retention);
+            }
+            at = record.parent.as_deref();
+        }
+        None
     }
 
     /// Every group.

@@ -79,6 +79,10 @@ pub struct GroupRecord {
     /// Its rate and concurrency limits.
     #[serde(default)]
     pub limits: Limits,
+    /// What its requests keep of their text (`none`, `redacted`, `full`;
+    /// unset: as its parent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention: Option<String>,
     /// Declared in the config file (changed there, not over the API).
     #[serde(default)]
     pub from_config: bool,

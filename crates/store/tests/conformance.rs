@@ -168,6 +168,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         budget: Some(Budget { usd: 20.0, window: Window::Month }),
         limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20) },
         from_config: true,
+        retention: None,
         created_at: 1,
     };
     let org = GroupRecord {
@@ -176,6 +177,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         budget: None,
         limits: Limits::default(),
         from_config: false,
+        retention: None,
         created_at: 1,
     };
     stores.groups.put_group(team.clone()).await.unwrap();
@@ -545,6 +547,7 @@ async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
             budget: None,
             limits: Limits::default(),
             from_config: false,
+            retention: None,
             created_at: 1,
         })
         .await
