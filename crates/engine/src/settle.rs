@@ -185,12 +185,12 @@ impl Record {
         reservation: Option<switchyard_state::governance::Hold>,
         input_estimate: u64,
     ) {
-        if let (Some(retention), Some(group)) =
-            (&self.gateway.retention, caller.as_ref().and_then(|c| c.key.record.group.as_deref()))
-        {
-            // Groups made over the admin API keep what they say too.
-            let stored = self.gateway.governance.as_ref().and_then(|g| g.retention_of(group));
-            self.keeps = stored.unwrap_or_else(|| retention.keeps(Some(group)));
+        if let (Some(_), Some(governance), Some(group)) = (
+            &self.gateway.retention,
+            &self.gateway.governance,
+            caller.as_ref().and_then(|c| c.key.record.group.as_deref()),
+        ) {
+            self.keeps = governance.retention_of(group).unwrap_or_default();
         }
         self.caller = caller;
         self.reservation = reservation;

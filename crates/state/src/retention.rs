@@ -1,14 +1,13 @@
 //! What a group keeps of its requests' text, sealed, and the writer that
 //! stores it. [`Retention`] is the config's side (the sealer under
-//! `retention.key`, the redactor, each group's choice resolved through
-//! its parents); a settled request whose group keeps text hands its
+//! `retention.key`, the redactor, the days; which group keeps what is the
+//! group tree's, `Governance::retention_of`); a settled request whose group keeps text hands its
 //! [`Captured`] bodies over, and they are redacted (for `redacted`), a
 //! stream's frames read back into one whole reply, the end user found,
 //! and all of it sealed before it is queued. [`ContentQueue`] writes the
 //! sealed records behind, in batches, off the request path; a purge task
 //! removes records past `retention.days`.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -30,19 +29,20 @@ const BATCH: usize = 256;
 /// How often the purge runs.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
-/// The config's retention: who keeps what, and the key it is sealed under.
+/// The config's retention: the key kept text is sealed under, the
+/// redactor, and how long text is kept. Which group keeps what is read from
+/// the group tree (`Governance::retention_of`): config groups and groups
+/// made over the admin API alike.
 pub struct Retention {
     sealer: Sealer,
     redactor: Screen,
-    /// Each configured group's retention, its parents' where it sets none.
-    groups: HashMap<Arc<str>, Keeps>,
     /// Days kept.
     pub days: u32,
 }
 
 impl std::fmt::Debug for Retention {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Retention").field("groups", &self.groups).field("days", &self.days).finish_non_exhaustive()
+        f.debug_struct("Retention").field("days", &self.days).finish_non_exhaustive()
     }
 }
 
@@ -75,32 +75,7 @@ impl Retention {
     /// The retention `config` asks for (`None`: no `retention:` block).
     pub fn build(config: &Config) -> Option<Retention> {
         let store = config.retention.as_ref()?;
-        let own: HashMap<&str, (Option<Keeps>, Option<&str>)> =
-            config.groups.iter().map(|g| (&*g.name, (g.retention, g.parent.as_deref()))).collect();
-        let groups = config
-            .groups
-            .iter()
-            .map(|group| {
-                // The config refuses cycles, so the walk ends; bounded anyway.
-                let mut at = Some(&*group.name);
-                let mut keeps = Keeps::None;
-                for _ in 0..=own.len() {
-                    let Some((set, parent)) = at.and_then(|name| own.get(name)) else { break };
-                    if let Some(set) = set {
-                        keeps = *set;
-                        break;
-                    }
-                    at = *parent;
-                }
-                (group.name.clone(), keeps)
-            })
-            .collect();
-        Some(Retention { sealer: Sealer::new(&store.key.0), redactor: redactor(), groups, days: store.days })
-    }
-
-    /// What a caller of `group` keeps.
-    pub fn keeps(&self, group: Option<&str>) -> Keeps {
-        group.and_then(|g| self.groups.get(g)).copied().unwrap_or_default()
+        Some(Retention { sealer: Sealer::new(&store.key.0), redactor: redactor(), days: store.days })
     }
 
     /// The end user's tag in the store.
@@ -330,29 +305,6 @@ pub async fn purge(store: &dyn ContentStore, days: u32, now_ms: u64) -> Result<u
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config(yaml: &str) -> Config {
-        switchyard_config::load(yaml, &|_| None).unwrap()
-    }
-
-    #[test]
-    fn a_group_keeps_what_it_says_else_what_its_parents_say() {
-        let config = config(&format!(
-            "retention: {{ key: \"{key}\", days: 3 }}\n\
-             groups:\n  org: {{ retention: redacted }}\n  team: {{ parent: org }}\n  \
-             open: {{ parent: org, retention: none }}\n  loose: {{}}\n\
-             providers: {{ p: {{ protocol: openai, base_url: \"mock://p\" }} }}\n\
-             models: {{ m: {{ provider: p }} }}\n",
-            key = "11".repeat(32)
-        ));
-        let retention = Retention::build(&config).unwrap();
-        assert_eq!(retention.keeps(Some("org")), Keeps::Redacted);
-        assert_eq!(retention.keeps(Some("team")), Keeps::Redacted);
-        assert_eq!(retention.keeps(Some("open")), Keeps::None);
-        assert_eq!(retention.keeps(Some("loose")), Keeps::None);
-        assert_eq!(retention.keeps(None), Keeps::None);
-        assert_eq!(retention.days, 3);
-    }
 
     #[test]
     fn the_user_is_found_in_any_protocols_body() {
