@@ -77,6 +77,17 @@ pub(crate) async fn lookup(
         found = find(gateway, store, &key).await;
         ir = Some(key);
     }
+    // An operation's reply found by its IR is written for this caller from
+    // the IR; one that cannot be (never read back) is no answer for it.
+    let mut written = None;
+    if let (Some(cached), false) = (&found, by_bytes) {
+        if cached.whole.is_some() {
+            written = operation_reply(gateway, call, cached);
+            if written.is_none() {
+                found = None;
+            }
+        }
+    }
     let Some(cached) = found else {
         count(gateway, pool, CacheOutcome::Miss);
         call.cache = CacheState::Miss(CacheKeys { raw, ir: ir.unwrap_or(raw) });
@@ -92,7 +103,7 @@ pub(crate) async fn lookup(
     if let Some(lane) = lane {
         record.cache_hit(pool, lane, cached.cost);
     }
-    Some(answer(gateway, call, &cached, lane, by_bytes))
+    Some(answer(gateway, call, &cached, lane, written))
 }
 
 /// The answer under `key`: in the fleet's Redis, or this instance's store.
@@ -193,14 +204,14 @@ fn operation_reply(gateway: &Gateway, call: &Call, cached: &Cached) -> Option<cr
     }
 }
 
-/// A hit, in the caller's protocol (`by_bytes`: found by the request's
-/// bytes as they came, so an operation's reply as it was sent fits).
+/// A hit, in the caller's protocol (`written`: an operation's reply
+/// written for this caller from its IR, in place of the reply as sent).
 fn answer(
     gateway: &Gateway,
     call: &Call,
     cached: &Cached,
     lane: Option<usize>,
-    by_bytes: bool,
+    written: Option<crate::render::Whole>,
 ) -> Response<ResponseBody> {
     let codec = gateway.codec(call.ingress);
     let lane = lane.and_then(|lane| gateway.lanes.get(lane));
@@ -217,10 +228,6 @@ fn answer(
         let content_type = if call.stream { call.framing.content_type() } else { "application/json" };
         headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     }
-    let written = match (&cached.whole, by_bytes) {
-        (Some(_), false) => operation_reply(gateway, call, cached),
-        _ => None,
-    };
     let body = if let Some(written) = written {
         if let Some(headers) = builder.headers_mut() {
             headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
