@@ -10,6 +10,8 @@
 //! the user's id. Nonces come from the caller: nothing here draws
 //! randomness or does I/O.
 
+use std::borrow::Cow;
+
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, Mac};
@@ -70,11 +72,11 @@ pub fn redactor() -> Screen {
 }
 
 /// `body` (JSON in any protocol) with every prose string redacted; a body
-/// that is not JSON is redacted as one text.
-pub fn redact(screen: &Screen, body: &[u8]) -> Vec<u8> {
+/// that is not JSON is redacted as one text. Borrowed when nothing changes.
+pub fn redact<'a>(screen: &Screen, body: &'a [u8]) -> Cow<'a, [u8]> {
     // Most bodies hold nothing to mask: one question of the whole body.
     if !screen.may_match(body) {
-        return body.to_vec();
+        return Cow::Borrowed(body);
     }
     let mut masks = crate::Masks::default();
     let mut decisions = Vec::new();
@@ -86,16 +88,13 @@ pub fn redact(screen: &Screen, body: &[u8]) -> Vec<u8> {
     };
     let json = matches!(body.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
     match json.then(|| crate::json::rewrite_strings(body, &mut mask)) {
-        Some(Ok(Ok(Some(out)))) => out,
-        Some(Ok(Ok(None))) => body.to_vec(),
+        Some(Ok(Ok(Some(out)))) => Cow::Owned(out),
+        Some(Ok(Ok(None))) => Cow::Borrowed(body),
         Some(Ok(Err(never))) => match never {},
-        Some(Err(_)) | None => {
-            let text = String::from_utf8_lossy(body);
-            match mask(&text) {
-                Ok(Some(out)) => out.into_bytes(),
-                _ => text.into_owned().into_bytes(),
-            }
-        }
+        Some(Err(_)) | None => match mask(&String::from_utf8_lossy(body)) {
+            Ok(Some(out)) => Cow::Owned(out.into_bytes()),
+            _ => Cow::Borrowed(body),
+        },
     }
 }
 
@@ -205,14 +204,14 @@ mod tests {
     fn redacted_text_keeps_no_pii_or_secret_in_any_string() {
         let screen = redactor();
         let body = br#"{"model":"m","messages":[{"role":"user","content":"mail ada@example.com, card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE"}],"user":"u"}"#;
-        let out = String::from_utf8(redact(&screen, body)).unwrap();
+        let out = String::from_utf8(redact(&screen, body).into_owned()).unwrap();
         assert!(out.contains("[EMAIL_1]") && out.contains("[CARD_1]") && out.contains("[SECRET_1]"), "{out}");
         assert!(!out.contains("ada@") && !out.contains("4111") && !out.contains("AKIA"), "{out}");
         assert!(out.contains(r#""model":"m""#), "{out}");
         let plain = b"not json: ada@example.com";
-        assert_eq!(redact(&screen, plain), b"not json: [EMAIL_1]");
+        assert_eq!(&*redact(&screen, plain), b"not json: [EMAIL_1]");
         let clean = br#"{"a":"nothing here"}"#;
-        assert_eq!(redact(&screen, clean), clean.to_vec());
+        assert!(matches!(redact(&screen, clean), Cow::Borrowed(_)), "nothing to mask: not copied");
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl Retention {
         // that is JSON goes in as it is (checked, not parsed into a tree),
         // any other as a string.
         let add = |plain: &mut Vec<u8>, body: &[u8]| {
-            let body = if redacted { redact(&self.redactor, body) } else { body.to_vec() };
+            let body = if redacted { redact(&self.redactor, body) } else { std::borrow::Cow::Borrowed(body) };
             if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
                 plain.extend_from_slice(&body);
             } else {
