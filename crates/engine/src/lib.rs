@@ -171,6 +171,11 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
         Ok(plan) => plan,
         Err(info) => return refused(&gateway, &call, record, &info, None).await,
     };
+    for &skipped in &plan.not_entitled {
+        if let Some(&lane) = gateway.pools[skipped].members.first() {
+            record.attempted(lane, 0, Some("not_entitled"), std::time::Duration::ZERO);
+        }
+    }
     if let Err(info) = guard::verdict(moderation, &mut record).await {
         return refused(&gateway, &call, record, &info, None).await;
     }

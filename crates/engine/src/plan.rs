@@ -38,6 +38,9 @@ pub struct Plan {
     pub session: Option<Session>,
     /// The primary pool.
     pub pool: usize,
+    /// Fallback pools the caller's key may not use, skipped (admission
+    /// runs on every hop, not only the first pool's).
+    pub not_entitled: Vec<usize>,
 }
 
 /// What a pin is keyed by: the caller's session header, or the hash of
@@ -128,9 +131,9 @@ pub async fn plan(
     let mut slots: Vec<Slot> = order.iter().map(|&member| Slot { pool, member }).collect();
     // Tripped members go last: they only tell the exhaustion answer when they recover.
     slots.extend((0..state.members.len()).filter(|m| !usable.contains(m)).map(|member| Slot { pool, member }));
-    slots.extend(fallback_slots(gateway, pool, at));
+    let not_entitled = fallback_slots(gateway, call, pool, at, &mut slots);
     pin_lineage(gateway, call, &mut slots, translated);
-    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool })
+    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool, not_entitled })
 }
 
 /// Keeps only the lanes that can take the conversation's signed state back
@@ -211,17 +214,35 @@ fn apply_decision(
 }
 
 /// The fallback pools' members, each pool's usable ones in weighted order,
-/// its tripped ones after.
-fn fallback_slots(gateway: &Gateway, pool: usize, at: std::time::Instant) -> Vec<Slot> {
-    let mut slots = Vec::new();
+/// its tripped ones after, appended to `slots`. A fallback pool is admitted
+/// like the first one: a pool the caller's key may not use is skipped (its
+/// lanes never serve the key), and returned so the record notes it.
+/// (Budgets and limits are the key's chain's, held once; the hold was taken
+/// at the dearest price of every reachable pool, fallbacks included.)
+fn fallback_slots(
+    gateway: &Gateway,
+    call: &Call,
+    pool: usize,
+    at: std::time::Instant,
+    slots: &mut Vec<Slot>,
+) -> Vec<usize> {
+    let mut not_entitled = Vec::new();
     for fallback in fallback_chain(gateway, pool) {
         let state = &gateway.pools[fallback];
+        if call.caller.as_ref().is_some_and(|caller| !caller.key.record.may_use(&state.name)) {
+            tracing::info!(
+                request_id = ?call.request_id, pool = %state.name,
+                "fallback pool skipped: the caller's key may not use it"
+            );
+            not_entitled.push(fallback);
+            continue;
+        }
         let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
         let mut order = weighted_order(state, &usable);
         order.extend((0..state.members.len()).filter(|m| !usable.contains(m)));
         slots.extend(order.into_iter().map(|member| Slot { pool: fallback, member }));
     }
-    slots
+    not_entitled
 }
 
 /// Pins `session` to `member` of `pool` after it served.

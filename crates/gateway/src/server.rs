@@ -34,6 +34,7 @@ use switchyard_state::Gateway;
 pub fn router(gateway: Arc<Gateway>) -> Router {
     let base = Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/v1/models", get(models::list))
         .route("/v1beta/models", get(models::list_gemini))
         // The same paths as Gemini's POST actions (the method tells them apart).
@@ -129,6 +130,7 @@ pub fn admin_router(gateway: Arc<Gateway>) -> Router {
         .layer(axum::middleware::from_fn_with_state(gateway.clone(), switchyard_admin::api::require_token));
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .with_state(gateway.clone())
         .merge(switchyard_admin::console::routes(gateway))
         .merge(guarded)
@@ -165,6 +167,15 @@ fn protocol_of(path: &str) -> Option<Protocol> {
 
 async fn healthz() -> &'static str {
     "ok"
+}
+
+/// Readiness for load balancers: 200 while serving with some pool able to
+/// serve; 503 while starting, draining or with no usable lane, with a
+/// reason per pool either way.
+async fn readyz(State(gateway): State<Arc<Gateway>>) -> Response {
+    let readiness = switchyard_state::lifecycle::readiness(&gateway, std::time::Instant::now());
+    let status = if readiness.ready() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(readiness)).into_response()
 }
 
 async fn stats(State(gateway): State<Arc<Gateway>>) -> Response {

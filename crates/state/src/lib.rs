@@ -16,6 +16,7 @@ pub mod clock;
 pub mod governance;
 pub mod guardrails;
 mod lane;
+pub mod lifecycle;
 mod pool;
 pub mod response_cache;
 pub mod retention;
@@ -96,6 +97,8 @@ pub struct Gateway {
     pub response_cache: Option<Arc<response_cache::ResponseCache>>,
     /// What groups keep of their requests' text (`retention:`).
     pub retention: Option<Arc<retention::Retention>>,
+    /// The process's phase for `/readyz` (kept across reloads).
+    pub lifecycle: Arc<lifecycle::Lifecycle>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -328,6 +331,7 @@ impl Gateway {
             telemetry,
             listener_stats: std::sync::OnceLock::new(),
             reloader: std::sync::OnceLock::new(),
+            lifecycle: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
             signatures: crate::signatures::Signatures::in_process(),
@@ -379,6 +383,7 @@ impl Gateway {
         self.telemetry = old.telemetry.clone();
         self.sign_ins = old.sign_ins.clone();
         self.signatures = old.signatures.clone();
+        self.lifecycle = old.lifecycle.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
         }

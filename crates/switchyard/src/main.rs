@@ -264,8 +264,11 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         tracing::info!(%example, "try it");
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let lifecycle = gateway.lifecycle.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
+        // `/readyz` answers 503 from here on, on connections still open.
+        lifecycle.draining();
         tracing::info!(drain = ?drain_timeout, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
@@ -291,6 +294,8 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     }));
     let mut data_stop = stop_rx;
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    // Stores, caches, tasks and both listeners are up: ready for traffic.
+    gateway.lifecycle.serving();
     switchyard_gateway::server::serve(listener, data_router, settings, async move {
         let _ = data_stop.wait_for(|stop| *stop).await;
     })
