@@ -87,6 +87,13 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
             actor = Some(Actor { name: sign_in.name, scope: sign_in.scope });
         }
     }
+    // A full-scope mutation takes one of its actor's changes this minute.
+    let limited = match &actor {
+        Some(actor) if mutation && actor.scope == Scope::Full && !csrf_refused => {
+            gateway.admin_rate.take(&actor.name, gateway.config.admin.mutations_per_minute, now_ms()).err()
+        }
+        _ => None,
+    };
     let action = format!("{method} {}", request.uri().path());
     let source = request.extensions().get::<switchyard_state::Peer>().map(|peer| peer.0);
     let response = match &actor {
@@ -103,6 +110,19 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
             "the console's anti-CSRF token is missing or wrong: reload the page and try again".into(),
         )
         .into_response(),
+        Some(actor) if limited.is_some() => {
+            let wait = limited.unwrap_or(1);
+            let mut response = ApiError(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "token `{}` made more than {} changes this minute (admin.mutations_per_minute); retry in {wait}s",
+                    actor.name, gateway.config.admin.mutations_per_minute
+                ),
+            )
+            .into_response();
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(wait));
+            response
+        }
         Some(actor) => {
             request.extensions_mut().insert(actor.clone());
             next.run(request).await

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -92,10 +92,10 @@ pub(crate) async fn list_groups(State(admin): State<Admin>) -> ApiResult<Json<Ve
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/groups/{name}", responses((status = 200, body = GroupView), (status = 404)))]
-pub(crate) async fn get_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Json<GroupView>> {
+pub(crate) async fn get_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let group = find_group(governance, &name)?;
-    Ok(Json(group_view(governance, &group)))
+    Ok(tagged(&content_tag(&group), Json(group_view(governance, &group))))
 }
 
 pub(crate) fn find_group(governance: &Governance, name: &str) -> ApiResult<GroupRecord> {
@@ -161,16 +161,18 @@ pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::B
     Ok(audited(&group.name, (StatusCode::CREATED, Json(group_view(governance, &group)))))
 }
 
-#[utoipa::path(patch, path = "/api/v1/admin/groups/{name}", request_body = PatchGroup, responses((status = 200, body = GroupView)))]
+#[utoipa::path(patch, path = "/api/v1/admin/groups/{name}", request_body = PatchGroup, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = GroupView), (status = 412, description = "the group changed since it was read")))]
 pub(crate) async fn patch_group(
     State(admin): State<Admin>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let patch: PatchGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let _write = governance.writes.lock().await;
     let mut group = find_group(governance, &name)?;
+    check_if_match(&headers, &content_tag(&group), &format!("group `{name}`"))?;
     if group.from_config {
         return Err(ApiError(
             StatusCode::CONFLICT,
@@ -191,7 +193,7 @@ pub(crate) async fn patch_group(
     }
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;
-    Ok(audited(&name, Json(group_view(governance, &group))))
+    Ok(audited(&name, tagged(&content_tag(&group), Json(group_view(governance, &group)))))
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/groups/{name}", responses((status = 204), (status = 409)))]

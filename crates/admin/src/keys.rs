@@ -352,9 +352,10 @@ pub(crate) async fn stored_key(governance: &Governance, id: &str) -> ApiResult<K
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView), (status = 404)))]
-pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Json<KeyView>> {
+pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    Ok(Json(key_view(governance, &stored_key(governance, &id).await?)))
+    let record = stored_key(governance, &id).await?;
+    Ok(tagged(&record.version.to_string(), Json(key_view(governance, &record))))
 }
 
 /// Tries of a key change read again after another write came first.
@@ -388,16 +389,20 @@ pub(crate) async fn change_key(
     Err(StoreError::Stale.into())
 }
 
-#[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, responses((status = 200, body = KeyView)))]
+#[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = KeyView), (status = 412, description = "the key changed since it was read")))]
 pub(crate) async fn patch_key(
     State(admin): State<Admin>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let patch: PatchKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let _write = governance.writes.lock().await;
     let record = change_key(governance, &id, |record| {
+        // The version the caller read, if it said: a write that came
+        // between is a 412 (the read-modify-write retry never hides it).
+        check_if_match(&headers, &record.version.to_string(), &format!("key `{id}`"))?;
         if let Some(name) = &patch.name {
             record.name.clone_from(name);
         }
@@ -425,7 +430,7 @@ pub(crate) async fn patch_key(
         Ok(())
     })
     .await?;
-    Ok(audited(&id, Json(key_view(governance, &record))))
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView)))]

@@ -1,12 +1,13 @@
 //! What every admin route uses: the routes' shared state, the error they
-//! answer with, the audit target a mutation names, and the body shapes and
-//! parsers of budgets, limits, times and pages.
+//! answer with, the audit target a mutation names, entity tags and
+//! `If-Match`, and the body shapes and parsers of budgets, limits, times and
+//! pages.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
@@ -213,4 +214,43 @@ pub(crate) fn usage_view(governance: &Governance, id: &BucketId) -> Option<Usage
         tokens_headroom: view.tokens_headroom,
         in_flight: view.in_flight,
     })
+}
+
+/// A record's entity tag: `"<tag>"`, strong (the record's stored version,
+/// or a hash of what it holds).
+pub(crate) fn etag(tag: &str) -> axum::http::HeaderValue {
+    axum::http::HeaderValue::from_str(&format!("\"{tag}\"")).unwrap_or(axum::http::HeaderValue::from_static("\"\""))
+}
+
+/// A record's tag from what it holds (for records without a version).
+pub(crate) fn content_tag(record: &impl serde::Serialize) -> String {
+    let json = serde_json::to_string(record).unwrap_or_default();
+    switchyard_governance::KeyHash::of(&json).to_hex()[..16].to_owned()
+}
+
+/// Refuses a write whose `If-Match` names another version of the record
+/// than the stored one (`current`): a lost update is a 412, never a silent
+/// overwrite. Without `If-Match` the write goes ahead (`*` matches any).
+pub(crate) fn check_if_match(headers: &HeaderMap, current: &str, what: &str) -> ApiResult<()> {
+    let Some(value) = headers.get(axum::http::header::IF_MATCH) else { return Ok(()) };
+    let value = value.to_str().map_err(|_| bad("If-Match must be printable"))?;
+    let matches = value
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag.trim_start_matches("W/").trim_matches('"') == current);
+    if matches {
+        Ok(())
+    } else {
+        Err(ApiError(
+            StatusCode::PRECONDITION_FAILED,
+            format!("{what} changed since you read it (If-Match {value}, now \"{current}\"); read it again and retry"),
+        ))
+    }
+}
+
+/// `response` with the record's entity tag.
+pub(crate) fn tagged(tag: &str, response: impl IntoResponse) -> Response {
+    let mut response = response.into_response();
+    response.headers_mut().insert(axum::http::header::ETAG, etag(tag));
+    response
 }

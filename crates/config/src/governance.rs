@@ -69,13 +69,25 @@ pub struct Admin {
     pub insecure: bool,
     /// How long audit entries are kept (older ones are purged hourly).
     pub audit_retention: Duration,
+    /// Changes one admin token (or console user) may make a minute: a
+    /// runaway script gets 429s, not a churn of keys.
+    pub mutations_per_minute: u64,
 }
 
 impl Default for Admin {
     fn default() -> Admin {
-        Admin { tokens: Vec::new(), tls: None, insecure: false, audit_retention: DEFAULT_AUDIT_RETENTION }
+        Admin {
+            tokens: Vec::new(),
+            tls: None,
+            insecure: false,
+            audit_retention: DEFAULT_AUDIT_RETENTION,
+            mutations_per_minute: DEFAULT_MUTATIONS_PER_MINUTE,
+        }
     }
 }
+
+/// Admin changes a token may make a minute unless `admin.mutations_per_minute` says.
+pub const DEFAULT_MUTATIONS_PER_MINUTE: u64 = 300;
 
 /// How long audit entries are kept unless `admin.audit_retention` says.
 pub const DEFAULT_AUDIT_RETENTION: Duration = Duration::from_secs(90 * 86_400);
@@ -180,6 +192,7 @@ pub(crate) struct RawAdmin {
     pub tls: Option<RawAdminTls>,
     pub insecure: Option<bool>,
     pub audit_retention: Option<String>,
+    pub mutations_per_minute: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -308,6 +321,22 @@ pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
         }),
         insecure: raw.insecure.unwrap_or(false),
         audit_retention,
+        mutations_per_minute: mutations_per_minute(raw.mutations_per_minute, issues),
+    }
+}
+
+fn mutations_per_minute(raw: Option<u64>, issues: &mut Vec<Issue>) -> u64 {
+    match raw {
+        None => DEFAULT_MUTATIONS_PER_MINUTE,
+        Some(n @ 1..=1_000_000) => n,
+        Some(n) => {
+            issues.push(Issue::new(
+                "admin.mutations_per_minute",
+                format!("{n} is out of range"),
+                "write a number from 1 to 1000000",
+            ));
+            DEFAULT_MUTATIONS_PER_MINUTE
+        }
     }
 }
 

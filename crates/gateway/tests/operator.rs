@@ -134,3 +134,109 @@ async fn readyz_follows_start_lanes_down_and_drain() {
     // Liveness stays.
     assert_eq!(get(addr, "/healthz").await.status, 200);
 }
+
+/// `admin_call` with extra headers.
+async fn admin_with(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: serde_json::Value,
+) -> Reply {
+    use http_body_util::BodyExt;
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(format!("http://{}{path}", admin(addr)))
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header("content-type", "application/json");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response =
+        client.request(request.body(http_body_util::Full::new(body.to_string().into())).unwrap()).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    Reply { status, headers, body }
+}
+
+#[tokio::test]
+async fn a_stale_if_match_is_a_412_never_a_silent_overwrite() {
+    let (addr, _) = governed(&fallback_config("")).await;
+    let key = create_key(addr, json!({"name": "k"})).await;
+    let id = key["id"].as_str().unwrap();
+    let read = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+    let etag = read.headers["etag"].to_str().unwrap().to_owned();
+    // Someone else changes it first.
+    let first = admin_with(
+        addr,
+        "PATCH",
+        &format!("/api/v1/admin/keys/{id}"),
+        &[("if-match", &etag)],
+        json!({"name": "first"}),
+    )
+    .await;
+    assert_eq!(first.status, 200, "{}", String::from_utf8_lossy(&first.body));
+    assert_ne!(first.headers["etag"].to_str().unwrap(), etag);
+    // The write that read the old version is refused, and changes nothing.
+    let stale = admin_with(
+        addr,
+        "PATCH",
+        &format!("/api/v1/admin/keys/{id}"),
+        &[("if-match", &etag)],
+        json!({"name": "second"}),
+    )
+    .await;
+    assert_eq!(stale.status, 412, "{}", String::from_utf8_lossy(&stale.body));
+    let now = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+    let now_body: serde_json::Value = serde_json::from_slice(&now.body).unwrap();
+    assert_eq!(now_body["name"], "first");
+    // With the current tag it goes through.
+    let fresh = now.headers["etag"].to_str().unwrap().to_owned();
+    let ok = admin_with(
+        addr,
+        "PATCH",
+        &format!("/api/v1/admin/keys/{id}"),
+        &[("if-match", &fresh)],
+        json!({"name": "second"}),
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+
+    // Groups the same way.
+    let made = admin_call(addr, "POST", "/api/v1/admin/groups", Some(ADMIN_TOKEN), Some(json!({"name": "team"}))).await;
+    assert_eq!(made.status, 201, "{}", String::from_utf8_lossy(&made.body));
+    let read = admin_call(addr, "GET", "/api/v1/admin/groups/team", Some(ADMIN_TOKEN), None).await;
+    let etag = read.headers["etag"].to_str().unwrap().to_owned();
+    let budget = json!({"budget": {"usd": 5.0, "window": "1mo"}});
+    assert_eq!(
+        admin_with(addr, "PATCH", "/api/v1/admin/groups/team", &[("if-match", &etag)], budget).await.status,
+        200
+    );
+    let stale =
+        admin_with(addr, "PATCH", "/api/v1/admin/groups/team", &[("if-match", &etag)], json!({"budget": null})).await;
+    assert_eq!(stale.status, 412);
+}
+
+#[tokio::test]
+async fn admin_mutations_are_limited_per_token() {
+    let (addr, _) = governed(&fallback_config(&format!(
+        "admin: {{ mutations_per_minute: 3, tokens: [{ADMIN_TOKEN}, {{ name: other, token: other-token-0123456789 }}] }}\n"
+    )))
+    .await;
+    for i in 0..3 {
+        create_key(addr, json!({"name": format!("k{i}")})).await;
+    }
+    let limited = admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(json!({"name": "k4"}))).await;
+    assert_eq!(limited.status, 429, "{}", String::from_utf8_lossy(&limited.body));
+    let wait: u64 = limited.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=20).contains(&wait), "{wait}");
+    // Reads are not limited; another token has its own allowance.
+    assert_eq!(admin_call(addr, "GET", "/api/v1/admin/keys", Some(ADMIN_TOKEN), None).await.status, 200);
+    let other =
+        admin_call(addr, "POST", "/api/v1/admin/keys", Some("other-token-0123456789"), Some(json!({"name": "o"})))
+            .await;
+    assert_eq!(other.status, 201);
+}

@@ -10,6 +10,7 @@
 //! ([`sessions`]), console sign-ins ([`sign_ins`]), the audit log's door
 //! ([`audit`]) and the seam where a concern joins the path ([`stage`]).
 
+pub mod admin_rate;
 pub mod audit;
 pub mod call;
 pub mod clock;
@@ -99,6 +100,8 @@ pub struct Gateway {
     pub retention: Option<Arc<retention::Retention>>,
     /// The process's phase for `/readyz` (kept across reloads).
     pub lifecycle: Arc<lifecycle::Lifecycle>,
+    /// Each admin token's mutation limit (kept across reloads).
+    pub admin_rate: Arc<admin_rate::AdminRate>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -332,6 +335,7 @@ impl Gateway {
             listener_stats: std::sync::OnceLock::new(),
             reloader: std::sync::OnceLock::new(),
             lifecycle: Arc::default(),
+            admin_rate: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
             signatures: crate::signatures::Signatures::in_process(),
@@ -384,6 +388,7 @@ impl Gateway {
         self.sign_ins = old.sign_ins.clone();
         self.signatures = old.signatures.clone();
         self.lifecycle = old.lifecycle.clone();
+        self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
         }
