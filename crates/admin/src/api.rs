@@ -24,6 +24,7 @@ use switchyard_governance::KeyHash;
 use switchyard_store::AuditEntry;
 use utoipa::OpenApi;
 
+use crate::alerts::*;
 use crate::content::*;
 use crate::groups::*;
 use crate::keys::*;
@@ -43,6 +44,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/keys", post(create_key).get(list_keys))
         .route("/api/v1/admin/keys/{id}", get(get_key).patch(patch_key).delete(revoke_key))
         .route("/api/v1/admin/keys/{id}/rotate", post(rotate_key))
+        .route("/api/v1/admin/keys/{id}/suspension", axum::routing::delete(lift_suspension))
         .route("/api/v1/admin/groups", post(create_group).get(list_groups))
         .route("/api/v1/admin/groups/{name}", get(get_group).patch(patch_group).delete(delete_group))
         .route("/api/v1/admin/spend", get(spend))
@@ -52,6 +54,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
+        .route("/api/v1/admin/alerts", get(alerts))
         .route("/api/v1/admin/users/{user}/content", axum::routing::delete(erase_user_content))
         .route("/api/v1/admin/config", get(running_config))
         .route("/api/v1/admin/config/validate", post(validate_config))
@@ -195,6 +198,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::keys::patch_key,
         crate::keys::revoke_key,
         crate::keys::rotate_key,
+        crate::keys::lift_suspension,
         crate::groups::list_groups,
         crate::groups::get_group,
         crate::groups::create_group,
@@ -210,7 +214,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::validate_config,
         crate::operations::reload_config,
         crate::operations::audit,
-        crate::content::erase_user_content
+        crate::content::erase_user_content,
+        crate::alerts::alerts
     ),
     components(schemas(
         CreateKey,
@@ -231,7 +236,10 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         RequestView,
         RequestPage,
         Span,
-        Point
+        Point,
+        AlertsView,
+        AlertView,
+        AlertCounts
     ))
 )]
 pub(crate) struct ApiDoc;

@@ -90,8 +90,11 @@ pub struct KeyView {
     pub name: String,
     /// The visible start of the secret.
     pub prefix: String,
-    /// `active`, `expired` or `revoked`.
+    /// `active`, `expired`, `revoked` or `suspended`.
     pub state: &'static str,
+    /// Suspended for abuse until then (Unix seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended_until: Option<i64>,
     /// Group.
     pub group: Option<String>,
     /// Allow-list.
@@ -149,12 +152,14 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         KeyState::Active => "active",
         KeyState::Expired => "expired",
         KeyState::Revoked => "revoked",
+        KeyState::Suspended(_) => "suspended",
     };
     KeyView {
         id: record.id.clone(),
         name: record.name.clone(),
         prefix: record.prefix.clone(),
         state,
+        suspended_until: record.suspended_until.filter(|_| matches!(state, "suspended")),
         group: record.group.clone(),
         pools: record.pools.clone(),
         policies: record.policies.clone(),
@@ -309,6 +314,7 @@ pub(crate) async fn create_key(
         metadata: request.metadata.unwrap_or_default(),
         created_at: now,
         rotated_at: None,
+        suspended_until: None,
         aws: aws.clone(),
         version: 0,
     };
@@ -430,6 +436,28 @@ pub(crate) async fn patch_key(
         Ok(())
     })
     .await?;
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+}
+
+/// Lifts a key's abuse suspension (it serves again at once, on every
+/// instance of a fleet), and ends its alert.
+#[utoipa::path(delete, path = "/api/v1/admin/keys/{id}/suspension", responses((status = 200, body = KeyView), (status = 404)))]
+pub(crate) async fn lift_suspension(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let _write = governance.writes.lock().await;
+    let record = governance
+        .set_suspension(&id, None)
+        .await?
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("key `{id}` does not exist")))?;
+    if let Some(alerts) = &admin.gateway.telemetry.alerts {
+        let subject = switchyard_state::governance::suspension_subject(&record);
+        alerts.resolve(
+            switchyard_telemetry::alert::AlertKind::KeySuspended,
+            &subject,
+            "lifted by an admin".into(),
+            now_ms(),
+        );
+    }
     Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
 }
 

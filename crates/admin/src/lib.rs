@@ -6,6 +6,7 @@
 //! history ([`sampler`]). It reads the runtime (`switchyard_state`) and
 //! never the request path's code.
 
+pub mod alerts;
 pub mod api;
 pub mod console;
 pub mod content;
@@ -17,3 +18,4 @@ pub mod sampler;
 pub mod scrape;
 pub mod shared;
 pub mod stats;
+pub mod watch;

@@ -150,6 +150,8 @@ pub struct Governance {
     /// renewed while its request lives, given back this long after its
     /// instance died (`kill -9`, a lost host).
     pub hold_lease: Duration,
+    /// Abuse suspension (`None`: off).
+    pub suspend: Option<crate::operator::Suspend>,
 }
 
 impl Default for Governance {
@@ -159,6 +161,7 @@ impl Default for Governance {
             ledger_flush_interval: Duration::from_secs(1),
             ledger_queue: 65_536,
             hold_lease: Duration::from_secs(60),
+            suspend: None,
         }
     }
 }
@@ -247,6 +250,7 @@ pub(crate) struct RawGovernance {
     pub ledger_flush_interval: Option<String>,
     pub ledger_queue: Option<usize>,
     pub hold_lease: Option<String>,
+    pub suspend: Option<crate::operator::RawSuspend>,
 }
 
 pub(crate) fn auth_mode(raw: Option<&RawAuth>, issues: &mut Vec<Issue>) -> AuthMode {
@@ -532,5 +536,6 @@ pub(crate) fn governance(raw: &RawGovernance, issues: &mut Vec<Issue>) -> Govern
         ledger_flush_interval: flush,
         ledger_queue: raw.ledger_queue.unwrap_or(defaults.ledger_queue).max(1),
         hold_lease,
+        suspend: crate::operator::suspend(raw.suspend.as_ref(), issues),
     }
 }

@@ -12,6 +12,7 @@ mod governance;
 mod guard;
 mod hooks;
 mod interpolate;
+mod operator;
 mod raw;
 mod redact;
 pub mod retention;
@@ -21,6 +22,7 @@ mod telemetry;
 mod translation;
 mod units;
 
+pub use operator::{AlertFormat, Alerts, ConfigControl, EndUsers, Suspend};
 pub use redact::{redacted, shown_url, REDACTED};
 pub use retention::{Retention, RetentionStore, SealKey};
 
@@ -128,6 +130,12 @@ pub struct Config {
     pub governance: Governance,
     /// Metrics, traces, logs and sinks.
     pub telemetry: Telemetry,
+    /// Where alerts go (`None`: nowhere).
+    pub alerts: Option<Alerts>,
+    /// Where a request's end user is read.
+    pub end_users: EndUsers,
+    /// How the config may change.
+    pub control: ConfigControl,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
     /// The bundled model facts in use.
@@ -708,6 +716,9 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     let governance = governance::governance(&raw.governance, issues);
     let telemetry = telemetry::validate(&raw.telemetry, issues);
+    let alerts = operator::alerts(raw.alerts.as_ref(), issues);
+    let end_users = operator::end_users(raw.end_users.as_ref(), issues);
+    let control = operator::config_control(&raw.config);
 
     let server = server::validate(&raw.server, issues);
 
@@ -1076,6 +1087,9 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         retention,
         governance,
         telemetry,
+        alerts,
+        end_users,
+        control,
         warnings,
         model_facts,
         source: Source::default(),

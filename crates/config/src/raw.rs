@@ -42,6 +42,13 @@ pub struct RawConfig {
     pub governance: crate::governance::RawGovernance,
     #[serde(default)]
     pub telemetry: crate::telemetry::RawTelemetry,
+    /// The webhook told when something needs a person.
+    pub alerts: Option<crate::operator::RawAlerts>,
+    /// Where a request's end user is read.
+    pub end_users: Option<crate::operator::RawEndUsers>,
+    /// How the config may change (`locked`: only through the file).
+    #[serde(default)]
+    pub config: crate::operator::RawConfigControl,
 }
 
 /// Listener settings.

@@ -33,7 +33,7 @@ const PLAIN_HEADERS: [&str; 9] = [
 /// Query parameters whose value is shown; every other one is hidden.
 const PLAIN_QUERY: [&str; 3] = ["api-version", "alt", "version"];
 /// Members holding a URL whose path may itself be the secret (chat webhooks).
-const URL_MEMBERS: [&str; 1] = ["url"];
+const URL_MEMBERS: [&str; 2] = ["url", "webhook"];
 
 /// `text` (a config file) with its secrets replaced; `None` when it is not
 /// YAML (it could not have been loaded then).

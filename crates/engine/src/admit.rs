@@ -15,6 +15,33 @@ use switchyard_state::Gateway;
 
 use crate::settle::Record;
 
+/// A refusal of the caller's own doing (a rate limit, a guardrail, a pool
+/// it may not use): counted toward abuse suspension, and past
+/// `governance.suspend.after` within its window the key is suspended (the
+/// store written and the alert raised on a task of their own).
+pub(crate) fn refused_for_conduct(gateway: &Arc<Gateway>, call: &Call) {
+    let (Some(governance), Some(caller)) = (&gateway.governance, &call.caller) else { return };
+    let now = switchyard_state::governance::now_ms();
+    let Some(until) = governance.note_refusal(caller, now) else { return };
+    let (gateway, id) = (gateway.clone(), caller.key.id.clone());
+    tokio::spawn(async move {
+        let Some(governance) = &gateway.governance else { return };
+        match governance.set_suspension(&id, Some(until)).await {
+            Ok(Some(record)) => {
+                let after = governance.suspend.map_or(0, |s| s.after);
+                tracing::warn!(key = %record.id, until, after, "key suspended after repeated refusals");
+                if let Some(alerts) = &gateway.telemetry.alerts {
+                    let subject = switchyard_state::governance::suspension_subject(&record);
+                    let detail = format!("suspended until Unix time {until} after {after} refused requests");
+                    alerts.raise(switchyard_telemetry::alert::AlertKind::KeySuspended, &subject, detail, now);
+                }
+            }
+            Ok(None) => {}
+            Err(err) => tracing::error!(key = %id, error = %err, "a key's suspension could not be written"),
+        }
+    });
+}
+
 /// Governance's admission of a call: its key may name the pool, and its
 /// chain has room for what the request may cost, which is reserved on the
 /// record.
@@ -39,7 +66,8 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                     "`{}` can reach lane `{lane}`, which has no rate_card price, so API key {} (which has a USD budget) may not use it",
                     call.name, caller.key.record.prefix
                 );
-                return Err(Denied { info: ErrorInfo::new(ErrorKind::PermissionDenied, message), retry_after: None });
+                let info = ErrorInfo::new(ErrorKind::PermissionDenied, message);
+                return Err(Denied { info, retry_after: None, own: false });
             }
             let price = &gateway.pools[pool].price_ceiling;
             let estimate = if call.operation == Operation::Chat && !call.count_tokens {
@@ -47,6 +75,7 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
                     info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
                     retry_after: None,
+                    own: false,
                 })?;
                 let default = governance.default_max_tokens;
                 switchyard_governance::estimate::worst_case(input, metered.max_tokens, default, metered.choices, price)

@@ -132,13 +132,19 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
     }
     record.keep_request(&call.body);
     if let Err(denied) = admit::admit(&gateway, &call, pool, &mut record).await {
+        if denied.own {
+            admit::refused_for_conduct(&gateway, &call);
+        }
         return refused(&gateway, &call, record, &denied.info, denied.retry_after).await;
     }
     // The moderators (if any) are asked while the request is routed; no
     // answer leaves before their verdict.
     let moderation = match guard::request(&gateway, &mut call, pool, &mut record).await {
         Ok(moderation) => moderation,
-        Err(info) => return refused(&gateway, &call, record, &info, None).await,
+        Err(info) => {
+            admit::refused_for_conduct(&gateway, &call);
+            return refused(&gateway, &call, record, &info, None).await;
+        }
     };
     record.retain_request(&call.body, &call.headers);
     if gateway.response_cache.is_some() {

@@ -178,6 +178,7 @@ pub fn start_tasks(gateway: &Arc<Gateway>) {
     }
     switchyard_engine::probe::spawn_probes(gateway);
     switchyard_admin::sampler::spawn(gateway);
+    switchyard_admin::watch::spawn(gateway);
 }
 
 impl ConfigReload for Reloader {

@@ -827,3 +827,30 @@ async fn a_fleet_gives_cache_hits_back_to_the_rate_limit() {
     assert_eq!(ask("another").await.0, StatusCode::OK);
     assert_eq!(ask("a third").await.0, StatusCode::TOO_MANY_REQUESTS, "misses count: two a minute");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_lost_and_found_is_alerted_and_resolved() {
+    let (Some(database), Some(mut redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (webhook, got) = common::webhook_receiver().await;
+    let yaml = format!(
+        "{}alerts: {{ webhook: \"{webhook}\", dedup: 5m }}\n",
+        fleet_config(&database, &redis.url(), "fail_open")
+    );
+    let (addr, gateway) = governed(&yaml).await;
+    switchyard_gateway::reload::start_tasks(&gateway);
+    let created = create_key(addr, serde_json::json!({"name": "k"})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    assert_eq!(ask(addr, &key).await.0, StatusCode::OK);
+
+    redis.kill();
+    // A request finds Redis away (the instance goes on on its own counters).
+    assert_eq!(ask(addr, &key).await.0, StatusCode::OK);
+    let fired =
+        common::received(&got, "redis_degraded", |v| v["kind"] == "redis_degraded" && v["state"] == "firing").await;
+    assert!(fired["detail"].as_str().unwrap().contains("fail_open"), "{fired}");
+    redis.restart();
+    common::received(&got, "redis_degraded resolved", |v| v["kind"] == "redis_degraded" && v["state"] == "resolved")
+        .await;
+    let firing = got.lock().unwrap().iter().filter(|v| v["kind"] == "redis_degraded" && v["state"] == "firing").count();
+    assert_eq!(firing, 1);
+}

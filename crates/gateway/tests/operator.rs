@@ -240,3 +240,191 @@ async fn admin_mutations_are_limited_per_token() {
             .await;
     assert_eq!(other.status, 201);
 }
+
+/// A governed gateway on SQLite that alerts `webhook`, its watcher and
+/// sampler running, serving.
+async fn alerting(
+    webhook: &str,
+    extra: &str,
+) -> (std::net::SocketAddr, std::sync::Arc<switchyard_gateway::Gateway>, std::path::PathBuf) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let db = std::env::temp_dir().join(format!("switchyard-alerts-{}-{}.db", std::process::id(), fastrand::u32(..)));
+    let yaml = format!(
+        "providers:\n  gone: {{ protocol: openai, base_url: \"http://{closed}\" }}\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\n\
+         models:\n  dead: {{ provider: gone }}\n  healthy: {{ provider: fake }}\n  failing: {{ provider: fake }}\n\
+         pools:\n  flaky:\n    breaker: {{ consecutive_failures: 1, base_cooldown: 60s, jitter: 0 }}\n    members: [{{ model: dead }}]\n  \
+         b: {{ members: [{{ model: healthy }}] }}\n  \
+         errs:\n    breaker: {{ consecutive_failures: 1000, failure_rate: 1.0, min_requests: 1000 }}\n    members: [{{ model: failing }}]\n\
+         rate_card:\n  dead: {{ input_utok: 1000, output_utok: 2000 }}\n  healthy: {{ input_utok: 1000, output_utok: 2000 }}\n  failing: {{ input_utok: 1000, output_utok: 2000 }}\n\
+         auth: {{ mode: keys }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
+         governance: {{ ledger_flush_interval: 20ms, ledger_queue: 1, suspend: {{ after: 3, within: 1m, for: 10m }} }}\n\
+         alerts: {{ webhook: \"{webhook}\", dedup: 5m, error_rate: {{ above: 0.5, min_requests: 5 }} }}\n{extra}",
+        db.display()
+    );
+    let (addr, gateway) = governed(&yaml).await;
+    switchyard_gateway::reload::start_tasks(&gateway);
+    gateway.lifecycle.serving();
+    (addr, gateway, db)
+}
+
+fn firing(kind: &'static str, subject: &'static str) -> impl Fn(&serde_json::Value) -> bool {
+    move |v| v["kind"] == kind && v["state"] == "firing" && v["subject"].as_str().unwrap_or("").contains(subject)
+}
+
+fn resolved(kind: &'static str, subject: &'static str) -> impl Fn(&serde_json::Value) -> bool {
+    move |v| v["kind"] == kind && v["state"] == "resolved" && v["subject"].as_str().unwrap_or("").contains(subject)
+}
+
+fn open_chat(model: &str, text: &str) -> String {
+    chat_body(Protocol::OpenAi, model, text, false)
+}
+
+async fn chat_text(addr: std::net::SocketAddr, model: &str, key: &str, text: &str) -> Reply {
+    let bearer = format!("Bearer {key}");
+    post(addr, "/v1/chat/completions", &[("authorization", &bearer)], open_chat(model, text)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_alert_kind_reaches_the_webhook_once() {
+    let (webhook, got) = webhook_receiver().await;
+    let (addr, gateway, db) = alerting(&webhook, "").await;
+    let key = create_key(addr, json!({"name": "ops"})).await;
+    let secret = key["key"].as_str().unwrap().to_owned();
+
+    // A lane's breaker opens: its pool has nothing left either.
+    assert_ne!(chat_text(addr, "flaky", &secret, "hi").await.status, 200);
+    let opened = received(&got, "breaker_opened", firing("breaker_opened", "`flaky` lane `dead`")).await;
+    for member in ["kind", "subject", "at", "detail"] {
+        assert!(!opened[member].is_null(), "{member} missing: {opened}");
+    }
+    received(&got, "pool_exhausted", firing("pool_exhausted", "`flaky`")).await;
+    // An admin closes it: the breaker's close and the pool's recovery are told.
+    let reset = admin_call(addr, "POST", "/api/v1/admin/lanes/flaky/dead/reset", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(reset.status, 200, "{}", String::from_utf8_lossy(&reset.body));
+    received(&got, "breaker_closed", firing("breaker_closed", "`flaky` lane `dead`")).await;
+    received(&got, "pool_exhausted resolved", resolved("pool_exhausted", "`flaky`")).await;
+    // It trips again within the dedup window: not sent a second time.
+    assert_ne!(chat_text(addr, "flaky", &secret, "hi").await.status, 200);
+    let alerts = gateway.telemetry.alerts.as_ref().unwrap();
+    for _ in 0..100 {
+        if alerts.is_open(switchyard_telemetry::alert::AlertKind::BreakerOpened, "pool `flaky` lane `dead`") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(alerts.is_open(switchyard_telemetry::alert::AlertKind::BreakerOpened, "pool `flaky` lane `dead`"));
+
+    // Most answers of the last minutes are 5xx.
+    for _ in 0..6 {
+        assert!(chat_text(addr, "errs", &secret, "[mock:status=500]").await.status.is_server_error());
+    }
+    received(&got, "error_rate", firing("error_rate", "gateway")).await;
+
+    // A budget crosses 80 %, then 100 %.
+    let spender = create_key(addr, json!({"name": "spender", "budget": {"usd": 100.0, "window": "1d"}})).await;
+    let (spender_id, spender_secret) =
+        (spender["id"].as_str().unwrap().to_owned(), spender["key"].as_str().unwrap().to_owned());
+    let mut body: serde_json::Value = serde_json::from_str(&open_chat("b", "spend a little")).unwrap();
+    body["max_tokens"] = json!(50);
+    let bearer = format!("Bearer {spender_secret}");
+    assert_eq!(post(addr, "/v1/chat/completions", &[("authorization", &bearer)], body.to_string()).await.status, 200);
+    let mut spent = 0.0;
+    for _ in 0..100 {
+        let view = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{spender_id}"), Some(ADMIN_TOKEN), None).await;
+        let view: serde_json::Value = serde_json::from_slice(&view.body).unwrap();
+        spent = view["usage"]["spent_usd"].as_f64().unwrap_or(0.0);
+        if spent > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(spent > 0.0);
+    let patch = |usd: f64| json!({"budget": {"usd": usd, "window": "1d"}});
+    let path = format!("/api/v1/admin/keys/{spender_id}");
+    assert_eq!(admin_call(addr, "PATCH", &path, Some(ADMIN_TOKEN), Some(patch(spent / 0.85))).await.status, 200);
+    received(&got, "budget 80%", firing("budget_threshold", "`spender`")).await;
+    assert_eq!(admin_call(addr, "PATCH", &path, Some(ADMIN_TOKEN), Some(patch(spent))).await.status, 200);
+    let full = received(&got, "budget 100%", |v| {
+        v["kind"] == "budget_threshold" && v["subject"].as_str().unwrap_or("").contains("100%")
+    })
+    .await;
+    assert!(full["subject"].as_str().unwrap().contains("spender"), "{full}");
+
+    // The ledger cannot write: its queue fills.
+    let locked = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(&db).unwrap();
+            conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            std::thread::sleep(Duration::from_secs(3));
+            conn.execute_batch("COMMIT").unwrap();
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let burst = (0..6).map(|i| {
+        let secret = secret.clone();
+        async move { chat_text(addr, "b", &secret, &format!("row {i}")).await.status }
+    });
+    let statuses = futures_util::future::join_all(burst).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    received(&got, "ledger_degraded", firing("ledger_degraded", "ledger")).await;
+    locked.join().unwrap();
+    received(&got, "ledger_degraded resolved", resolved("ledger_degraded", "ledger")).await;
+
+    // Each alert was sent firing once for its subject.
+    let bodies = got.lock().unwrap().clone();
+    for kind in ["breaker_opened", "pool_exhausted", "breaker_closed", "error_rate", "ledger_degraded"] {
+        let mut subjects: Vec<&str> = bodies
+            .iter()
+            .filter(|v| v["kind"] == kind && v["state"] == "firing")
+            .filter_map(|v| v["subject"].as_str())
+            .collect();
+        let all = subjects.len();
+        subjects.sort_unstable();
+        subjects.dedup();
+        assert_eq!(subjects.len(), all, "{kind} sent twice for one subject: {bodies:?}");
+    }
+    // The console's open alerts come from the admin API.
+    let open = admin_call(addr, "GET", "/api/v1/admin/alerts", Some(ADMIN_TOKEN), None).await;
+    let open: serde_json::Value = serde_json::from_slice(&open.body).unwrap();
+    assert!(open["open"].as_array().unwrap().iter().any(|a| a["kind"] == "breaker_opened"), "{open}");
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_refused_too_often_is_suspended_until_lifted() {
+    let (webhook, got) = webhook_receiver().await;
+    let (addr, _gateway, db) = alerting(&webhook, "").await;
+    let key = create_key(addr, json!({"name": "abuser", "limits": {"rpm": 1}})).await;
+    let (id, secret) = (key["id"].as_str().unwrap().to_owned(), key["key"].as_str().unwrap().to_owned());
+    assert_eq!(chat_text(addr, "b", &secret, "one").await.status, 200);
+    for _ in 0..3 {
+        assert_eq!(chat_text(addr, "b", &secret, "more").await.status, 429);
+    }
+    // Suspended: a 403 of its own, whatever it asks.
+    let mut suspended = None;
+    for _ in 0..100 {
+        let reply = chat_text(addr, "b", &secret, "again").await;
+        if reply.status == 403 {
+            suspended = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let suspended = suspended.expect("the key was never suspended");
+    let body: serde_json::Value = serde_json::from_slice(&suspended.body).unwrap();
+    assert_eq!(body["error"]["code"], "key_suspended", "{body}");
+    let view = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+    let view: serde_json::Value = serde_json::from_slice(&view.body).unwrap();
+    assert_eq!(view["state"], "suspended");
+    received(&got, "key_suspended", firing("key_suspended", "`abuser`")).await;
+
+    // An admin lifts it: it is served again (its rate limit still applies).
+    let lifted =
+        admin_call(addr, "DELETE", &format!("/api/v1/admin/keys/{id}/suspension"), Some(ADMIN_TOKEN), None).await;
+    assert_eq!(lifted.status, 200, "{}", String::from_utf8_lossy(&lifted.body));
+    let after = chat_text(addr, "b", &secret, "back").await;
+    assert_ne!(after.status, 403, "{}", String::from_utf8_lossy(&after.body));
+    received(&got, "key_suspended resolved", resolved("key_suspended", "`abuser`")).await;
+    let _ = std::fs::remove_file(&db);
+}

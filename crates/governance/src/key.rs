@@ -167,6 +167,10 @@ pub struct KeyRecord {
     pub rotated_at: Option<i64>,
     /// The minted AWS pair, for Bedrock callers.
     pub aws: Option<AwsCredential>,
+    /// Suspended for abuse until then (Unix seconds): refused with a 403
+    /// of its own until it passes or an admin lifts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_until: Option<i64>,
     /// How many times the record was written: a write carries the version
     /// it read, and a store refuses it when another write came between
     /// (two instances changing one key never lose either change).
@@ -183,6 +187,8 @@ pub enum KeyState {
     Expired,
     /// Revoked.
     Revoked,
+    /// Suspended for abuse (until the time given).
+    Suspended(i64),
 }
 
 impl KeyRecord {
@@ -192,6 +198,8 @@ impl KeyRecord {
             KeyState::Revoked
         } else if self.expires_at.is_some_and(|at| now >= at) {
             KeyState::Expired
+        } else if let Some(until) = self.suspended_until.filter(|&until| now < until) {
+            KeyState::Suspended(until)
         } else {
             KeyState::Active
         }

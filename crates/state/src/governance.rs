@@ -105,7 +105,21 @@ pub struct Governance {
     pub audit_gate: crate::audit::AuditGate,
     /// Each lane's rate-card price, for spend read back from the ledger.
     prices: ArcSwap<Prices>,
+    /// Abuse suspension (`governance.suspend`), when on.
+    pub suspend: Option<switchyard_config::Suspend>,
+    /// Each key's refusals of its own in the current window: (window
+    /// start in Unix ms, count). Touched only when a request is refused.
+    abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
 }
+
+/// The alert subject of a key's suspension.
+pub fn suspension_subject(record: &KeyRecord) -> String {
+    format!("key `{}` ({})", record.name, record.id)
+}
+
+/// The most keys whose refusals are counted at once (past it the count
+/// starts over: a flood of keys cannot grow the table).
+const MAX_ABUSE_ENTRIES: usize = 100_000;
 
 /// Each lane's rate-card price, by lane name.
 pub type Prices = std::collections::HashMap<Arc<str>, Price>;
@@ -287,6 +301,8 @@ impl Governance {
             fleet: None,
             audit_gate: crate::audit::AuditGate::default(),
             prices: ArcSwap::from_pointee(prices),
+            suspend: config.governance.suspend,
+            abuse: Mutex::new(HashMap::default()),
         };
         let unseeded = governance.reindex(records);
         governance.seed(&unseeded, now).await?;
@@ -450,6 +466,78 @@ impl Governance {
             self.governor().seed_spent(id, start, spent);
         }
         Ok(())
+    }
+
+    /// Each budgeted key's and group's spend in its current window, for
+    /// the alerts watcher: (who, spent, cap, the window's start in Unix
+    /// seconds), keys named by name and id.
+    pub fn budget_usage(&self, now: u64) -> Vec<(String, u64, u64, i64)> {
+        let keys = self.keys.load();
+        let groups = self.groups.load();
+        let now_s = (now / 1000) as i64;
+        let mut governor = self.governor();
+        let mut usage = Vec::new();
+        for cached in keys.by_id.values() {
+            let Some(budget) = cached.record.budget else { continue };
+            if cached.record.revoked_at.is_some() {
+                continue;
+            }
+            let Some(view) = governor.view(&BucketId::Key(cached.id.clone()), now) else { continue };
+            let who = format!("key `{}` ({})", cached.record.name, cached.record.id);
+            usage.push((who, view.spent, budget.cap(), budget.window.start(now_s)));
+        }
+        for group in groups.values() {
+            let Some(budget) = group.budget else { continue };
+            let Some(view) = governor.view(&BucketId::Group(Arc::from(group.name.as_str())), now) else { continue };
+            usage.push((format!("group `{}`", group.name), view.spent, budget.cap(), budget.window.start(now_s)));
+        }
+        usage
+    }
+
+    /// Counts a refusal of `caller`'s own doing at `now` (Unix ms): when it
+    /// is the one that reaches `governance.suspend.after` within its
+    /// window, the time the key is suspended until (Unix seconds), for the
+    /// caller to write ([`Governance::set_suspension`]) and alert on.
+    pub fn note_refusal(&self, caller: &Caller, now: u64) -> Option<i64> {
+        let suspend = self.suspend?;
+        let mut abuse = self.abuse.lock().unwrap_or_else(PoisonError::into_inner);
+        if abuse.len() >= MAX_ABUSE_ENTRIES && !abuse.contains_key(&caller.key.id) {
+            abuse.clear();
+        }
+        let window = suspend.within.as_millis() as u64;
+        let entry = abuse.entry(caller.key.id.clone()).or_insert((now, 0));
+        if now.saturating_sub(entry.0) >= window {
+            *entry = (now, 0);
+        }
+        entry.1 += 1;
+        if entry.1 < suspend.after {
+            return None;
+        }
+        abuse.remove(&caller.key.id);
+        Some(((now + suspend.duration.as_millis() as u64) / 1000) as i64)
+    }
+
+    /// Suspends key `id` until `until` (Unix seconds), or lifts its
+    /// suspension (`None`): written to the store (so a fleet's instances
+    /// learn it through the change feed) and the cache. A revoked key is
+    /// left as it is. `Ok(None)`: no such key.
+    pub async fn set_suspension(&self, id: &str, until: Option<i64>) -> Result<Option<KeyRecord>, StoreError> {
+        for _ in 0..8 {
+            let Some(mut record) = self.stores.keys.get_key(id).await? else { return Ok(None) };
+            if record.revoked_at.is_some() {
+                return Ok(Some(record));
+            }
+            record.suspended_until = until;
+            match self.stores.keys.update_key(record).await {
+                Ok(stored) => {
+                    self.cache(stored.clone()).await?;
+                    return Ok(Some(stored));
+                }
+                Err(StoreError::Stale) => continue,
+                Err(err) => return Err(err),
+            }
+        }
+        Err(StoreError::Stale)
     }
 
     /// A key by id, from the cache.

@@ -31,6 +31,7 @@ fn key(n: u8) -> KeyRecord {
         metadata: serde_json::json!({"owner": "ana"}).as_object().unwrap().clone(),
         created_at: 1_000,
         rotated_at: None,
+        suspended_until: None,
         aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
         version: 0,
     }

@@ -1,9 +1,11 @@
 //! What the gateway tells operators: Prometheus metrics ([`metrics`]),
 //! OpenTelemetry traces over OTLP ([`trace`]) and request-log sinks
-//! ([`sink`]), plus the access line the settle stage writes. The request
+//! ([`sink`]), alerts to the operator's webhook ([`alert`]), plus the
+//! access line the settle stage writes. The request
 //! path only fills counters and plain records; every export happens off it.
 
 pub mod access;
+pub mod alert;
 pub mod connections;
 pub mod encode;
 pub mod history;
@@ -31,6 +33,8 @@ pub struct Telemetry {
     pub history: history::History,
     /// The newest requests' text, only with `request_log.include_text`.
     pub recent_text: Option<recent_text::RecentText>,
+    /// Alerts, when `alerts:` names a receiver.
+    pub alerts: Option<alert::Alerts>,
     include_text: bool,
 }
 
@@ -48,6 +52,7 @@ impl Telemetry {
             sinks: None,
             history: history::History::default(),
             recent_text: config.telemetry.request_log.include_text.then(recent_text::RecentText::default),
+            alerts: None,
             include_text: config.telemetry.request_log.include_text,
         }
     }
@@ -61,6 +66,7 @@ impl Telemetry {
                 .as_ref()
                 .map(|otlp| trace::Tracer::start(otlp, client.clone(), crate::otlp::encode)),
             sinks: sink::Sinks::start(&config.telemetry.request_log, client),
+            alerts: config.alerts.as_ref().map(|alerts| alert::Alerts::start(alerts, client)),
             ..Telemetry::local(config)
         }
     }

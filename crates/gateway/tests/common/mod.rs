@@ -315,3 +315,35 @@ pub fn text_of(response: &Response) -> String {
         })
         .collect()
 }
+
+/// What a webhook receiver got: each JSON body posted to it.
+pub type Received = Arc<Mutex<Vec<serde_json::Value>>>;
+
+/// A webhook receiver on 127.0.0.1: its URL and what it received.
+pub async fn webhook_receiver() -> (String, Received) {
+    let got: Received = Arc::default();
+    let sink = got.clone();
+    let router = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |body: Bytes| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or_default());
+                StatusCode::OK
+            }
+        }),
+    );
+    let addr = spawn(router).await;
+    (format!("http://{addr}/hook"), got)
+}
+
+/// Waits (at most 15 s) until `got` holds a body `wanted` accepts, and returns it.
+pub async fn received(got: &Received, what: &str, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    for _ in 0..300 {
+        if let Some(found) = got.lock().unwrap().iter().find(|v| wanted(v)) {
+            return found.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the webhook never received {what}: {:?}", got.lock().unwrap());
+}

@@ -17,6 +17,9 @@ pub struct Denied {
     pub info: ErrorInfo,
     /// `Retry-After`, when waiting helps.
     pub retry_after: Option<u64>,
+    /// Refused for the key's own conduct (a rate or concurrency limit, a
+    /// pool it may not use): what abuse suspension counts.
+    pub own: bool,
 }
 
 impl Governance {
@@ -26,7 +29,7 @@ impl Governance {
         if !caller.key.record.may_use(pool) {
             let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
             let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
-            return Err(Denied { info, retry_after: None });
+            return Err(Denied { info, retry_after: None, own: true });
         }
         let now = now_ms();
         let chain = &caller.key.chain;
@@ -50,7 +53,7 @@ impl Governance {
                         "budgets and rate limits cannot be checked right now (their store is unreachable); retry shortly",
                     )
                     .with_status(503);
-                    return Err(Denied { info, retry_after: Some(1) });
+                    return Err(Denied { info, retry_after: Some(1), own: false });
                 }
                 // Fail open: this instance's own counters decide meanwhile.
                 Err(_) => {
@@ -99,7 +102,8 @@ impl Governance {
         if kind == ErrorKind::QuotaExceeded {
             info.code = Some("insufficient_quota".to_owned());
         }
-        Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)) }
+        let own = matches!(why, Refused::Rate | Refused::Concurrency);
+        Denied { info: self.refuse(why, info), retry_after: retry_in_ms.map(|ms| ms.div_ceil(1000).max(1)), own }
     }
 
     /// Settles a hold to what the request cost (nothing: a release). In a

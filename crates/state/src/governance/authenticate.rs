@@ -32,11 +32,13 @@ pub enum Refused {
     Rate,
     /// Requests in flight.
     Concurrency,
+    /// Suspended for abuse.
+    Suspended,
 }
 
 impl Refused {
     /// Every reason, in counter order.
-    pub const ALL: [Refused; 8] = [
+    pub const ALL: [Refused; 9] = [
         Refused::MissingKey,
         Refused::InvalidKey,
         Refused::ExpiredKey,
@@ -45,6 +47,7 @@ impl Refused {
         Refused::Budget,
         Refused::Rate,
         Refused::Concurrency,
+        Refused::Suspended,
     ];
 
     /// The label.
@@ -58,6 +61,7 @@ impl Refused {
             Refused::Budget => "budget",
             Refused::Rate => "rate",
             Refused::Concurrency => "concurrency",
+            Refused::Suspended => "suspended",
         }
     }
 
@@ -192,6 +196,16 @@ impl Governance {
                 Refused::RevokedKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has been revoked", key.record.prefix)),
             )),
+            KeyState::Suspended(until) => {
+                let left = until.saturating_sub((now_ms() / 1000) as i64).max(1);
+                let message = format!(
+                    "API key {} is suspended for another {left}s (until Unix time {until}) after too many refused requests; an admin can lift it",
+                    key.record.prefix
+                );
+                let mut info = ErrorInfo::new(ErrorKind::PermissionDenied, message).with_status(403);
+                info.code = Some("key_suspended".to_owned());
+                Err(self.refuse(Refused::Suspended, info))
+            }
         }
     }
 }

@@ -92,6 +92,11 @@ impl LedgerQueue {
     pub fn depth(&self) -> usize {
         self.capacity - self.tx.capacity()
     }
+
+    /// The most rows that can wait.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
 }
 
 /// The writer task; [`LedgerWriter::finish`] flushes what is queued and stops it.
