@@ -14,6 +14,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
@@ -66,6 +67,18 @@ const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-console-'));
 mkdirSync(artifacts, { recursive: true });
 const [dataPort, adminPort] = [await freePort(), await freePort()];
 const refusedPort = await freePort(); // nothing listens there: the broken lane's upstream
+// The alerts webhook: what the gateway posts is kept.
+const alertsReceived = [];
+const alertsPort = await freePort();
+const alertsServer = http.createServer((request, response) => {
+  let body = '';
+  request.on('data', (chunk) => { body += chunk; });
+  request.on('end', () => {
+    try { alertsReceived.push(JSON.parse(body)); } catch { /* not JSON: ignored */ }
+    response.writeHead(200).end();
+  });
+});
+await new Promise((resolve) => alertsServer.listen(alertsPort, '127.0.0.1', resolve));
 const data = `http://127.0.0.1:${dataPort}`;
 const admin = `http://127.0.0.1:${adminPort}`;
 
@@ -79,6 +92,7 @@ admin:
     - { name: viewer, token: ${READ}, scope: read }
 storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
 governance: { ledger_flush_interval: 200ms }
+alerts: { webhook: "http://127.0.0.1:${alertsPort}/alerts", dedup: 5m }
 providers:
   mock-openai: { protocol: openai, base_url: "mock://" }
   mock-anthropic: { protocol: anthropic, base_url: "mock://" }
@@ -245,6 +259,11 @@ try {
   await ops.page.screenshot({ path: path.join(artifacts, 'pools-lane-down.png'), fullPage: true });
   await open(ops.page, '');
   assert.match(await ops.page.locator('section[aria-label="Lanes down"]').textContent(), /broken-openai/);
+  await until('the open alert on the overview', async () => {
+    await open(ops.page, '');
+    return /breaker opened[\s\S]*broken-openai/.test(await ops.page.locator('section[aria-label="Open alerts"]').textContent());
+  });
+  await until('the alert at the webhook', async () => alertsReceived.some((a) => a.kind === 'breaker_opened' && /broken-openai/.test(a.subject)));
   await ops.page.screenshot({ path: path.join(artifacts, 'overview-lane-down.png'), fullPage: true });
   await open(ops.page, 'pools');
   await ops.page.getByRole('button', { name: 'Reset breaker of broken-openai in flaky' }).click();

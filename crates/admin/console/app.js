@@ -199,14 +199,23 @@
       table('Lanes whose breaker is not closed', ['Pool', 'Lane', 'Breaker', 'Why', 'Next try in'], rows, 'Every lane is up.'));
   }
 
+  function openAlerts(report) {
+    if (!report.configured) return null;
+    const rows = report.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, new Date(a.at).toISOString().replace('T', ' ').slice(0, 19)]);
+    return h('section', { 'aria-label': 'Open alerts' }, h('h2', { text: 'Open alerts' }),
+      table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since (UTC)'], rows, 'Nothing is firing.'));
+  }
+
   function badge(lane) {
     const state = lane.resting_ms && lane.breaker === 'closed' ? 'resting' : lane.breaker;
     return h('span', { class: `badge ${state}`, text: state.replace('_', '-') });
   }
 
   async function overview() {
-    const [hour, day, pools] = await Promise.all([api('history?window=1h'), api('history?window=1d'), api('lanes')]);
+    const [hour, day, pools, alerts] = await Promise.all([api('history?window=1h'), api('history?window=1d'), api('lanes'), api('alerts')]);
     const parts = [];
+    const firing = openAlerts(alerts);
+    if (firing) parts.push(firing);
     if (!session.metrics) parts.push(h('p', { class: 'note', text: 'Metrics are off (telemetry.metrics: false): the history stays empty.' }));
     parts.push(downLanes(pools.filter((p) => !p.implicit || p.lanes.some((l) => l.breaker !== 'closed'))));
     parts.push(h('div', { class: 'windows' }, tiles('Last hour', hour.total), tiles('Last day', day.total)));
@@ -383,7 +392,7 @@
     const query = new URLSearchParams({ by, from: `${from}T00:00:00Z`, to: `${end}T00:00:00Z` });
     const report = await api(`spend?${query}`);
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/spend', 'aria-label': 'Spend range' },
-      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
+      field('By', h('select', { name: 'by' }, ['key', 'group', 'user', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
       field('From', h('input', { type: 'date', name: 'from', value: from })),
       field('To', h('input', { type: 'date', name: 'to', value: to })),
       h('button', { type: 'submit', text: 'Show' }),

@@ -335,6 +335,32 @@ fn live(gateway: &Gateway, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
             .into_iter(),
         )?;
     }
+    if let Some(alerts) = &gateway.telemetry.alerts {
+        use switchyard_telemetry::alert::AlertKind;
+        let stats = &alerts.stats;
+        let outcomes = [
+            ("sent", &stats.sent),
+            ("deduplicated", &stats.deduplicated),
+            ("dropped", &stats.dropped),
+            ("failed", &stats.failed),
+        ];
+        encode_counters(
+            e,
+            "switchyard_alerts",
+            "Alerts raised, by kind and what became of them.",
+            outcomes.into_iter().flat_map(|(outcome, counts)| {
+                AlertKind::ALL.iter().zip(counts.iter()).map(move |(kind, n)| {
+                    (vec![("kind", kind.as_str()), ("outcome", outcome)], n.load(Ordering::Relaxed))
+                })
+            }),
+        )?;
+        encode_gauges(
+            e,
+            "switchyard_alerts_open",
+            "Alerts firing now.",
+            std::iter::once((Vec::new(), alerts.open().len() as f64)),
+        )?;
+    }
     if let Some(governance) = &gateway.governance {
         switchyard_state::governance::encode_metrics(governance, e)?;
     }
