@@ -26,6 +26,7 @@ use utoipa::OpenApi;
 
 use crate::alerts::*;
 use crate::content::*;
+use crate::end_users::*;
 use crate::groups::*;
 use crate::keys::*;
 use crate::operations::*;
@@ -45,6 +46,14 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/keys/{id}", get(get_key).patch(patch_key).delete(revoke_key))
         .route("/api/v1/admin/keys/{id}/rotate", post(rotate_key))
         .route("/api/v1/admin/keys/{id}/suspension", axum::routing::delete(lift_suspension))
+        .route(
+            "/api/v1/admin/keys/{id}/end-users/{user}",
+            axum::routing::put(put_key_end_user).delete(delete_key_end_user),
+        )
+        .route(
+            "/api/v1/admin/groups/{name}/end-users/{user}",
+            axum::routing::put(put_group_end_user).delete(delete_group_end_user),
+        )
         .route("/api/v1/admin/groups", post(create_group).get(list_groups))
         .route("/api/v1/admin/groups/{name}", get(get_group).patch(patch_group).delete(delete_group))
         .route("/api/v1/admin/spend", get(spend))
@@ -199,6 +208,10 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::keys::revoke_key,
         crate::keys::rotate_key,
         crate::keys::lift_suspension,
+        crate::end_users::put_key_end_user,
+        crate::end_users::delete_key_end_user,
+        crate::end_users::put_group_end_user,
+        crate::end_users::delete_group_end_user,
         crate::groups::list_groups,
         crate::groups::get_group,
         crate::groups::create_group,
@@ -238,6 +251,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        EndUsersBody,
+        EndUsersView,
         AlertView,
         AlertCounts
     ))

@@ -31,6 +31,8 @@ pub struct CreateGroup {
     /// What its keys' requests keep of their text: `none`, `redacted` or
     /// `full` (unset: as its parent's). Needs `retention:` in the config.
     pub retention: Option<String>,
+    /// Each end user's budget and limits inside the group.
+    pub end_users: Option<crate::end_users::EndUsersBody>,
 }
 
 /// `PATCH /api/v1/admin/groups/{name}`.
@@ -51,6 +53,10 @@ pub struct PatchGroup {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<String>)]
     pub retention: Option<Option<String>>,
+    /// Each end user's budget and limits (`null`: none, overrides too).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<crate::end_users::EndUsersBody>)]
+    pub end_users: Option<Option<crate::end_users::EndUsersBody>>,
 }
 
 /// A group as the API shows it.
@@ -71,6 +77,9 @@ pub struct GroupView {
     pub retention: Option<String>,
     /// Live figures of the group's bucket.
     pub usage: Option<UsageView>,
+    /// Each end user's budget and limits inside the group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_users: Option<crate::end_users::EndUsersView>,
 }
 
 pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupView {
@@ -82,6 +91,7 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
         from_config: group.from_config,
         retention: group.retention.clone(),
         usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
+        end_users: group.end_users.as_ref().map(crate::end_users::view_of),
     }
 }
 
@@ -152,6 +162,7 @@ pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::B
         budget: request.budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?,
         limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
         retention: checked_retention(&admin, request.retention)?,
+        end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
         name: request.name,
@@ -190,6 +201,12 @@ pub(crate) async fn patch_group(
     }
     if let Some(retention) = patch.retention {
         group.retention = checked_retention(&admin, retention)?;
+    }
+    if let Some(end_users) = patch.end_users {
+        group.end_users = match end_users {
+            Some(body) => Some(crate::end_users::policy_of(&body, group.end_users.as_ref())?),
+            None => None,
+        };
     }
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;

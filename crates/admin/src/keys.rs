@@ -46,6 +46,8 @@ pub struct CreateKey {
     /// Mint an AWS key pair for Bedrock callers.
     #[serde(default)]
     pub issue_aws_credential: bool,
+    /// Each end user's budget and limits inside the key.
+    pub end_users: Option<crate::end_users::EndUsersBody>,
 }
 
 /// `PATCH /api/v1/admin/keys/{id}`: absent fields stay; `null` clears.
@@ -79,6 +81,11 @@ pub struct PatchKey {
     /// New metadata (replaces the old).
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Each end user's budget and limits (`null`: none, overrides too;
+    /// the overrides made over the API stay otherwise).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<crate::end_users::EndUsersBody>)]
+    pub end_users: Option<Option<crate::end_users::EndUsersBody>>,
 }
 
 /// A key as the API shows it: never its secret.
@@ -121,6 +128,9 @@ pub struct KeyView {
     pub aws_access_key_id: Option<String>,
     /// Live figures of the key's own bucket.
     pub usage: Option<UsageView>,
+    /// Each end user's budget and limits inside the key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_users: Option<crate::end_users::EndUsersView>,
 }
 
 /// A create or rotate answer: the key and, this once, its secrets.
@@ -172,6 +182,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         metadata: record.metadata.clone(),
         aws_access_key_id: record.aws.as_ref().map(|a| a.access_key_id.clone()),
         usage: usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))),
+        end_users: record.end_users.as_ref().map(crate::end_users::view_of),
     }
 }
 
@@ -315,6 +326,7 @@ pub(crate) async fn create_key(
         created_at: now,
         rotated_at: None,
         suspended_until: None,
+        end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
         aws: aws.clone(),
         version: 0,
     };
@@ -432,6 +444,12 @@ pub(crate) async fn patch_key(
         }
         if let Some(metadata) = &patch.metadata {
             record.metadata.clone_from(metadata);
+        }
+        if let Some(end_users) = &patch.end_users {
+            record.end_users = match end_users {
+                Some(body) => Some(crate::end_users::policy_of(body, record.end_users.as_ref())?),
+                None => None,
+            };
         }
         Ok(())
     })

@@ -10,6 +10,7 @@ pub mod alerts;
 pub mod api;
 pub mod console;
 pub mod content;
+pub mod end_users;
 pub mod groups;
 pub mod keys;
 pub mod operations;

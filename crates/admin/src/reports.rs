@@ -24,8 +24,12 @@ use switchyard_telemetry::history::Span;
 /// `GET /api/v1/admin/spend` query.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SpendQuery {
-    /// `key`, `group`, `model` or `lane`.
+    /// `key`, `group`, `user`, `model`, `lane` or `operation`.
     pub by: Option<String>,
+    /// Only this key's requests (its end users' spend, with `by=user`).
+    pub key: Option<String>,
+    /// Only the requests of this group and the groups below it.
+    pub group: Option<String>,
     /// From: RFC 3339 or Unix seconds (default: the start of this month, UTC).
     pub from: Option<String>,
     /// To, exclusive: RFC 3339 or Unix seconds (default: the end of this hour).
@@ -148,6 +152,9 @@ pub struct RequestView {
     #[serde(skip_serializing_if = "switchyard_store::Notes::is_empty")]
     #[schema(value_type = Object)]
     pub notes: switchyard_store::Notes,
+    /// The end user it was made for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<String>,
 }
 
 /// A page of requests.
@@ -160,7 +167,10 @@ pub struct RequestPage {
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/spend",
-    params(("by" = Option<String>, Query, description = "key, group, model or lane"), ("from" = Option<String>, Query), ("to" = Option<String>, Query),
+    params(("by" = Option<String>, Query, description = "key, group, user (end user), model, lane or operation"),
+        ("key" = Option<String>, Query, description = "only this key's requests"),
+        ("group" = Option<String>, Query, description = "only the requests of this group and those below it"),
+        ("from" = Option<String>, Query), ("to" = Option<String>, Query),
         ("format" = Option<String>, Query, description = "json (the default) or csv")),
     responses((status = 200, body = SpendReport)))]
 pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Response> {
@@ -176,7 +186,8 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         "model" => SpendBy::Model,
         "lane" => SpendBy::Lane,
         "operation" => SpendBy::Operation,
-        other => return Err(bad(format!("by: `{other}` is not key, group, model, lane or operation"))),
+        "user" => SpendBy::User,
+        other => return Err(bad(format!("by: `{other}` is not key, group, user, model, lane or operation"))),
     };
     let now = (now_ms() / 1000) as i64;
     let from =
@@ -188,7 +199,9 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         seconds.checked_mul(1000).ok_or_else(|| bad(format!("{path}: `{seconds}` is out of range")))
     };
     let (from_ms, to_ms) = (ms(from, "from")?, ms(to, "to")?);
-    let totals = governance.stores.ledger.totals(TotalsQuery { by, from_ms, to_ms, key: None, groups: None }).await?;
+    let groups = query.group.as_deref().map(|group| governance.subtree(group));
+    let question = TotalsQuery { by, from_ms, to_ms, key: query.key.clone(), groups, end_user: None };
+    let totals = governance.stores.ledger.totals(question).await?;
     let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
     let mut add = |value: Option<String>, total: &switchyard_store::Total| {
         let price = admin.gateway.price_of(&total.lane);
@@ -244,6 +257,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         SpendBy::Model => "model",
         SpendBy::Lane => "lane",
         SpendBy::Operation => "operation",
+        SpendBy::User => "user",
     };
     let saved_usd = totals.iter().map(|t| usd(t.saved_nano)).sum();
     let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd };
@@ -341,6 +355,7 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
         estimated: row.estimated,
         attempts: row.attempts,
         notes: row.notes,
+        end_user: row.end_user,
     }
 }
 

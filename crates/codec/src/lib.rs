@@ -356,11 +356,32 @@ pub trait Codec: Send + Sync {
     }
 
     /// The top-level members whose values admission reads: the first
-    /// name of each path in [`Codec::max_tokens_members`] and
-    /// [`Codec::choices_members`] (at most [`scan::FOUND`]). The ingress
-    /// finds them in the scan it makes anyway ([`scan::scan_request`]).
+    /// name of each path in [`Codec::max_tokens_members`],
+    /// [`Codec::choices_members`] and [`Codec::end_user_member`] (at most
+    /// [`scan::FOUND`]). The ingress finds them in the scan it makes anyway
+    /// ([`scan::scan_request`]).
     fn metered_heads(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// Where a request names its end user (OpenAI `user`, Anthropic
+    /// `metadata.user_id`, Bedrock `requestMetadata.user`); empty: the
+    /// protocol has no such field.
+    fn end_user_member(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The end user a request names in its own field, read from the
+    /// members a scan already found (`found`, in [`Codec::metered_heads`]
+    /// order), else from the body. A string, or nothing.
+    fn end_user<'a>(&self, body: &'a [u8], found: &scan::Found) -> Option<std::borrow::Cow<'a, str>> {
+        let (head, rest) = self.end_user_member().split_first()?;
+        let value = match self.metered_heads().iter().position(|h| h == head).and_then(|at| *found.get(at)?) {
+            Some((start, end)) => body.get(start as usize..end as usize)?,
+            None => scan::member_once(body, &[head]).ok()??,
+        };
+        let value = scan::member_once(value, rest).ok()??;
+        scan::string_body(value.strip_prefix(b"\"")?.strip_suffix(b"\"")?)
     }
 
     /// What admission reads of a request, without a full parse where the

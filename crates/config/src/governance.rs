@@ -135,6 +135,8 @@ pub struct Group {
     pub policies: Vec<usize>,
     /// What its requests keep of their text (`None`: as its parent's).
     pub retention: Option<crate::Retention>,
+    /// Each end user's budget and limits inside it (overrides come over the API).
+    pub end_users: Option<switchyard_governance::key::EndUserPolicy>,
 }
 
 /// Tuning of admission and the ledger.
@@ -238,6 +240,16 @@ pub(crate) struct RawGroup {
     #[serde(default)]
     pub policies: Vec<String>,
     pub retention: Option<String>,
+    pub budget: Option<RawBudget>,
+    #[serde(default)]
+    pub limits: RawLimits,
+    pub end_users: Option<RawEndUserLimits>,
+}
+
+/// Each end user's budget and limits inside a group.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEndUserLimits {
     pub budget: Option<RawBudget>,
     #[serde(default)]
     pub limits: RawLimits,
@@ -480,6 +492,11 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                 limits: limits(&group.limits, &format!("{path}.limits"), issues),
                 policies: Vec::new(),
                 retention: None,
+                end_users: group.end_users.as_ref().map(|each| switchyard_governance::key::EndUserPolicy {
+                    budget: each.budget.as_ref().and_then(|b| budget(b, &format!("{path}.end_users.budget"), issues)),
+                    limits: limits(&each.limits, &format!("{path}.end_users.limits"), issues),
+                    overrides: Default::default(),
+                }),
             }
         })
         .collect();

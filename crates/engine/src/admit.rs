@@ -60,6 +60,7 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
     let reservation = match &call.caller {
         None => None,
         Some(caller) => {
+            let end_user = end_user(gateway, call);
             // A lane without a price would serve a budgeted key for free.
             if let (true, Some(lane)) = (caller.key.budgeted, &gateway.pools[pool].unpriced) {
                 let message = format!(
@@ -85,9 +86,32 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
                 let units = crate::operation::worst_units(call);
                 switchyard_governance::estimate::worst_case_units(input, units, price)
             };
-            Some(governance.admit(caller, &call.name, estimate).await?)
+            let hold = governance.admit(caller, &call.name, estimate, end_user.as_deref()).await;
+            record.for_end_user(end_user);
+            Some(hold?)
         }
     };
     record.admitted(call.caller.clone(), reservation, input);
     Ok(())
+}
+
+/// The end user a request is made for: the operator's header
+/// (`end_users.header`), else the caller's own field (OpenAI `user`,
+/// Anthropic `metadata.user_id`, Bedrock `requestMetadata.user`), cut to
+/// `end_users.max_length` bytes at a character.
+fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
+    let config = &gateway.config.end_users;
+    let named = match call.headers.get(&config.header).and_then(|v| v.to_str().ok()) {
+        Some(header) => std::borrow::Cow::Borrowed(header),
+        None => gateway.codec(call.ingress).end_user(&call.body, &call.metered)?,
+    };
+    let named = named.trim();
+    if named.is_empty() {
+        return None;
+    }
+    let mut end = named.len().min(config.max_length);
+    while !named.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(Box::from(&named[..end]))
 }

@@ -59,6 +59,8 @@ pub struct Record {
     guardrails: Vec<(usize, bool)>,
     /// Answered from the response cache, saving this much (nano-USD).
     cache_saved: Option<u64>,
+    /// The end user it was made for.
+    end_user: Option<Box<str>>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -147,6 +149,7 @@ impl Record {
             side: Vec::new(),
             guardrails: Vec::new(),
             cache_saved: None,
+            end_user: None,
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -176,6 +179,11 @@ impl Record {
         self.pool = Some(pool);
         self.operation = operation;
         self.stream = stream;
+    }
+
+    /// The request is made for `end_user` (its ledger row names them).
+    pub fn for_end_user(&mut self, end_user: Option<Box<str>>) {
+        self.end_user = end_user;
     }
 
     /// Governance admitted the request for `caller`, holding `reservation`.
@@ -225,11 +233,13 @@ impl Record {
     /// user its headers name, for the group's retention.
     pub fn retain_request(&mut self, body: &Bytes, headers: &http::HeaderMap) {
         if self.retains() {
-            let user = headers
-                .get(switchyard_state::retention::USER_HEADER)
-                .and_then(|v| v.to_str().ok())
-                .filter(|v| !v.is_empty())
-                .map(str::to_owned);
+            let user = self.end_user.as_deref().map(str::to_owned).or_else(|| {
+                headers
+                    .get(switchyard_state::retention::USER_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|v| !v.is_empty())
+                    .map(str::to_owned)
+            });
             self.retained = Some(Retained { request: body.clone(), user, reply: None, stream: false });
         }
     }
@@ -675,6 +685,7 @@ impl Record {
             estimated: self.estimated,
             attempts: self.attempts(),
             notes: self.notes(gateway),
+            end_user: self.end_user.as_deref().map(str::to_owned),
         })
     }
 }

@@ -428,3 +428,73 @@ async fn a_key_refused_too_often_is_suspended_until_lifted() {
     received(&got, "key_suspended resolved", resolved("key_suspended", "`abuser`")).await;
     let _ = std::fs::remove_file(&db);
 }
+
+#[tokio::test]
+async fn end_users_have_their_own_limits_overrides_and_spend() {
+    let mut yaml = lanes_config("mock://");
+    yaml.push_str("rate_card:\n");
+    for p in Protocol::ALL {
+        yaml.push_str(&format!("  lane-{p}: {{ input_utok: 1000, output_utok: 2000 }}\n"));
+    }
+    yaml.push_str("auth: { mode: keys }\ngovernance: { ledger_flush_interval: 20ms }\n");
+    let (addr, _) = governed(&yaml).await;
+    let team = json!({"name": "team", "end_users": {"limits": {"rpm": 2}}});
+    assert_eq!(admin_call(addr, "POST", "/api/v1/admin/groups", Some(ADMIN_TOKEN), Some(team)).await.status, 201);
+    let key = create_key(addr, json!({"name": "app", "group": "team"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap().to_owned(), key["key"].as_str().unwrap().to_owned());
+    let bearer = format!("Bearer {secret}");
+    let as_user = |user: &'static str| {
+        let mut body: serde_json::Value = serde_json::from_str(&open_chat("lane-openai", "hi")).unwrap();
+        body["user"] = json!(user);
+        body.to_string()
+    };
+    let ask = |body: String, header: Option<&'static str>| {
+        let bearer = bearer.clone();
+        async move {
+            let mut headers = vec![("authorization", bearer.as_str())];
+            if let Some(user) = header {
+                headers.push(("x-switchyard-user", user));
+            }
+            post(addr, "/v1/chat/completions", &headers, body).await
+        }
+    };
+    // Each end user has the group's two requests a minute.
+    for _ in 0..2 {
+        assert_eq!(ask(as_user("u1"), None).await.status, 200);
+    }
+    let refused = ask(as_user("u1"), None).await;
+    assert_eq!(refused.status, 429, "{}", String::from_utf8_lossy(&refused.body));
+    assert!(String::from_utf8_lossy(&refused.body).contains("end user `u1` of group `team`"));
+    // The operator's header names the same end user, whatever the body says.
+    assert_eq!(ask(as_user("u2"), Some("u1")).await.status, 429);
+    assert_eq!(ask(as_user("u2"), None).await.status, 200);
+    // An override gives one end user more.
+    let more = json!({"limits": {"rpm": 100}});
+    let put = admin_call(addr, "PUT", "/api/v1/admin/groups/team/end-users/u1", Some(ADMIN_TOKEN), Some(more)).await;
+    assert_eq!(put.status, 200, "{}", String::from_utf8_lossy(&put.body));
+    let view: serde_json::Value = serde_json::from_slice(&put.body).unwrap();
+    assert_eq!(view["end_users"]["overrides"]["u1"]["limits"]["rpm"], 100, "{view}");
+    assert_eq!(ask(as_user("u1"), None).await.status, 200);
+    // A long id is cut to end_users.max_length.
+    let long: &'static str = Box::leak("x".repeat(300).into_boxed_str());
+    assert_eq!(ask(as_user("u3"), Some(long)).await.status, 200);
+
+    // Spend by end user, for this key.
+    let rows = ledger_rows(addr, &format!("key={id}"), 5).await;
+    assert!(rows.iter().any(|r| r["end_user"].as_str().is_some_and(|u| u.len() == 128)), "{rows:?}");
+    let spend =
+        admin_call(addr, "GET", &format!("/api/v1/admin/spend?by=user&key={id}"), Some(ADMIN_TOKEN), None).await;
+    let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
+    let users: Vec<&str> = spend["data"].as_array().unwrap().iter().filter_map(|l| l["value"].as_str()).collect();
+    assert!(users.contains(&"u1") && users.contains(&"u2"), "{spend}");
+    let u1 = spend["data"].as_array().unwrap().iter().find(|l| l["value"] == "u1").unwrap();
+    assert_eq!(u1["requests"], 3, "{spend}");
+    let csv =
+        admin_call(addr, "GET", &format!("/api/v1/admin/spend?by=user&key={id}&format=csv"), Some(ADMIN_TOKEN), None)
+            .await;
+    assert!(String::from_utf8_lossy(&csv.body).contains("u1"));
+    // Removing the override puts u1 back under the default.
+    let gone = admin_call(addr, "DELETE", "/api/v1/admin/groups/team/end-users/u1", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(gone.status, 200);
+    assert_eq!(ask(as_user("u1"), None).await.status, 429);
+}

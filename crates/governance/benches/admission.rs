@@ -47,9 +47,9 @@ fn fixture() -> Fixture {
         BucketId::Group(Arc::from("team")),
         BucketId::Group(Arc::from("org")),
     ]);
-    governor.set_spec(chain[0].clone(), spec(Window::Day));
-    governor.set_spec(chain[1].clone(), spec(Window::Month));
-    governor.set_spec(chain[2].clone(), spec(Window::Total));
+    governor.set_spec(chain[0].clone(), spec(Window::Day), 0);
+    governor.set_spec(chain[1].clone(), spec(Window::Month), 0);
+    governor.set_spec(chain[2].clone(), spec(Window::Total), 0);
     let mut keys = HashMap::new();
     let secret = new_secret(&[9; 32]);
     for n in 0..10_000u32 {

@@ -77,13 +77,30 @@ pub enum BucketId {
     Key(Arc<str>),
     /// A group (by name).
     Group(Arc<str>),
+    /// One end user inside a key or group (`owner` is `key:<id>` or
+    /// `group:<name>`): the owner's per-end-user budget and limits.
+    EndUser {
+        /// Whose end user: `key:<id>` or `group:<name>`.
+        owner: Arc<str>,
+        /// The end user's id, as the request named it (length-capped).
+        user: Arc<str>,
+    },
 }
+
+/// The most end-user buckets kept at once: past it, idle ones (nothing
+/// reserved, nothing in flight) are forgotten and read again from the
+/// ledger when their end user returns.
+pub const MAX_END_USER_BUCKETS: usize = 100_000;
 
 impl fmt::Display for BucketId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BucketId::Key(id) => write!(f, "key `{id}`"),
             BucketId::Group(name) => write!(f, "group `{name}`"),
+            BucketId::EndUser { owner, user } => match owner.split_once(':') {
+                Some((kind, name)) => write!(f, "end user `{user}` of {kind} `{name}`"),
+                None => write!(f, "end user `{user}` of `{owner}`"),
+            },
         }
     }
 }
@@ -253,6 +270,8 @@ pub struct BucketView {
 #[derive(Debug, Default)]
 pub struct Governor {
     buckets: HashMap<BucketId, BucketState>,
+    /// How many of them are end users' (kept under [`MAX_END_USER_BUCKETS`]).
+    end_users: usize,
 }
 
 impl Governor {
@@ -265,7 +284,7 @@ impl Governor {
     /// Returns true when the bucket's spend must be read again (from the
     /// ledger, for its window: [`Governor::seed_spent`]): a new bucket with
     /// a budget, or a budget whose window changed, knows no spend yet.
-    pub fn set_spec(&mut self, id: BucketId, spec: BucketSpec) -> bool {
+    pub fn set_spec(&mut self, id: BucketId, spec: BucketSpec, now_ms: u64) -> bool {
         match self.buckets.get_mut(&id) {
             Some(state) => {
                 let reset = state.spec.budget.map(|b| b.window) != spec.budget.map(|b| b.window);
@@ -273,21 +292,43 @@ impl Governor {
                     state.window_start = i64::MIN;
                     state.spent = 0;
                 }
-                state.requests = spec.limits.rpm.map(|n| state.requests.map_or(Gcra::new(n), |g| g.resized(n)));
-                state.tokens = spec.limits.tpm.map(|n| state.tokens.map_or(Gcra::new(n), |g| g.resized(n)));
+                state.requests = spec.limits.rpm.map(|n| state.requests.map_or(Gcra::new(n), |g| g.resized(n, now_ms)));
+                state.tokens = spec.limits.tpm.map(|n| state.tokens.map_or(Gcra::new(n), |g| g.resized(n, now_ms)));
                 state.spec = spec;
                 reset && spec.budget.is_some()
             }
             None => {
+                if matches!(id, BucketId::EndUser { .. }) {
+                    self.make_room_for_end_user();
+                    self.end_users += 1;
+                }
                 self.buckets.insert(id, BucketState::new(spec));
                 spec.budget.is_some()
             }
         }
     }
 
+    /// Keeps end-user buckets under [`MAX_END_USER_BUCKETS`]: at the cap,
+    /// the idle ones go (their spend is in the ledger).
+    fn make_room_for_end_user(&mut self) {
+        if self.end_users < MAX_END_USER_BUCKETS {
+            return;
+        }
+        self.buckets
+            .retain(|id, state| !matches!(id, BucketId::EndUser { .. }) || state.reserved > 0 || state.in_flight > 0);
+        self.end_users = self.buckets.keys().filter(|id| matches!(id, BucketId::EndUser { .. })).count();
+    }
+
+    /// Whether the governor knows `id`.
+    pub fn knows(&self, id: &BucketId) -> bool {
+        self.buckets.contains_key(id)
+    }
+
     /// Forgets a bucket (a deleted group or key).
     pub fn remove(&mut self, id: &BucketId) {
-        self.buckets.remove(id);
+        if self.buckets.remove(id).is_some() && matches!(id, BucketId::EndUser { .. }) {
+            self.end_users -= 1;
+        }
     }
 
     /// Sets a bucket's settled spend in the window starting at
@@ -460,9 +501,9 @@ mod tests {
     #[test]
     fn every_bucket_on_the_chain_must_have_room_and_the_refusal_names_it() {
         let mut governor = Governor::new();
-        governor.set_spec(key(), budget(10.0, Window::Day));
-        governor.set_spec(group("team"), budget(5.0, Window::Month));
-        governor.set_spec(group("org"), budget(100.0, Window::Total));
+        governor.set_spec(key(), budget(10.0, Window::Day), 0);
+        governor.set_spec(group("team"), budget(5.0, Window::Month), 0);
+        governor.set_spec(group("org"), budget(100.0, Window::Total), 0);
         let chain: Arc<[BucketId]> = Arc::from([key(), group("team"), group("org")]);
         let first = governor.admit(&chain, cost(3.0), NOW).unwrap();
         let refused = governor.admit(&chain, cost(3.0), NOW).unwrap_err();
@@ -478,7 +519,7 @@ mod tests {
     #[test]
     fn a_new_window_starts_with_nothing_spent() {
         let mut governor = Governor::new();
-        governor.set_spec(key(), budget(1.0, Window::Minute));
+        governor.set_spec(key(), budget(1.0, Window::Minute), 0);
         let chain: Arc<[BucketId]> = Arc::from([key()]);
         let held = governor.admit(&chain, cost(1.0), NOW).unwrap();
         governor.settle(&held, Actual { tokens: 1, cost: from_usd(1.0) }, NOW);
@@ -495,7 +536,7 @@ mod tests {
             budget: Some(Budget { usd: 1.0, window: Window::Total }),
             limits: Limits { rpm: Some(1), tpm: None, concurrent: Some(1) },
         };
-        governor.set_spec(key(), spec);
+        governor.set_spec(key(), spec, 0);
         let chain: Arc<[BucketId]> = Arc::from([key()]);
         let held = governor.admit(&chain, cost(0.4), NOW).unwrap();
         assert_eq!(
@@ -516,6 +557,7 @@ mod tests {
         governor.set_spec(
             group("g"),
             BucketSpec { budget: None, limits: Limits { rpm: None, tpm: Some(1_000), concurrent: Some(2) } },
+            0,
         );
         let chain: Arc<[BucketId]> = Arc::from([group("g")]);
         let big = Estimate { tokens: 600, cost: 0 };
@@ -549,8 +591,8 @@ mod tests {
             steps in proptest::collection::vec((1u64..300, 0u64..=100, proptest::bool::ANY), 1..300),
         ) {
             let mut governor = Governor::new();
-            governor.set_spec(key(), budget(1.0, Window::Total));
-            governor.set_spec(group("g"), budget(0.7, Window::Total));
+            governor.set_spec(key(), budget(1.0, Window::Total), 0);
+            governor.set_spec(group("g"), budget(0.7, Window::Total), 0);
             let chain: Arc<[BucketId]> = Arc::from([key(), group("g")]);
             let mut held: Vec<Reservation> = Vec::new();
             for (reserve_micro, used_pct, settle_one) in steps {

@@ -23,6 +23,7 @@ pub fn bucket_keys(prefix: &str, id: &BucketId) -> [String; 2] {
     let counters = match id {
         BucketId::Key(key) => format!("{prefix}:bucket:key:{key}"),
         BucketId::Group(group) => format!("{prefix}:bucket:group:{group}"),
+        BucketId::EndUser { owner, user } => format!("{prefix}:bucket:user:{owner}:{user}"),
     };
     let holds = format!("{counters}:holds");
     [counters, holds]

@@ -130,6 +130,34 @@ impl AwsCredential {
     }
 }
 
+/// A key's or group's budget and limits for each of its end users: a
+/// default, and overrides by end user.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EndUserPolicy {
+    /// Each end user's budget, unless overridden.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::admission::Budget>,
+    /// Each end user's limits, unless overridden.
+    #[serde(default)]
+    pub limits: crate::admission::Limits,
+    /// Budgets and limits of named end users, in place of the default.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub overrides: std::collections::BTreeMap<String, crate::admission::BucketSpec>,
+}
+
+/// The most end-user overrides one key or group keeps.
+pub const MAX_END_USER_OVERRIDES: usize = 10_000;
+
+impl EndUserPolicy {
+    /// What `user`'s bucket enforces.
+    pub fn spec_for(&self, user: &str) -> crate::admission::BucketSpec {
+        self.overrides
+            .get(user)
+            .copied()
+            .unwrap_or(crate::admission::BucketSpec { budget: self.budget, limits: self.limits })
+    }
+}
+
 /// What a store keeps of a virtual key.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct KeyRecord {
@@ -167,6 +195,9 @@ pub struct KeyRecord {
     pub rotated_at: Option<i64>,
     /// The minted AWS pair, for Bedrock callers.
     pub aws: Option<AwsCredential>,
+    /// Each end user's budget and limits inside this key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_users: Option<EndUserPolicy>,
     /// Suspended for abuse until then (Unix seconds): refused with a 403
     /// of its own until it passes or an admin lifts it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

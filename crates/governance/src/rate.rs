@@ -74,15 +74,35 @@ impl Gcra {
         (1.0 - used).clamp(0.0, 1.0)
     }
 
-    /// A limit changed to `per_minute`, keeping what was used.
-    pub fn resized(self, per_minute: u64) -> Gcra {
-        Gcra { per_minute, tat: self.tat }
+    /// A limit changed to `per_minute` at `now_ms`, keeping the units in
+    /// use (a raised limit has room at once; a lowered one may be full).
+    pub fn resized(self, per_minute: u64, now_ms: u64) -> Gcra {
+        if per_minute == self.per_minute {
+            return self;
+        }
+        let now = now_ms as f64;
+        let used = (self.tat - now).max(0.0) / self.interval();
+        let resized = Gcra { per_minute, tat: 0.0 };
+        let tat = if self.tat > now { now + used * resized.interval() } else { self.tat };
+        Gcra { per_minute, tat }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_raised_limit_has_room_at_once_and_a_lowered_one_keeps_what_was_used() {
+        let mut limit = Gcra::new(2);
+        limit.commit(2, 1_000);
+        assert!(matches!(limit.check(1, 1_000), RateCheck::Full { .. }));
+        let raised = limit.resized(100, 1_000);
+        assert_eq!(raised.check(1, 1_000), RateCheck::Room);
+        assert!((raised.headroom(1_000) - 0.98).abs() < 0.001);
+        let lowered = raised.resized(2, 1_000);
+        assert!(matches!(lowered.check(1, 1_000), RateCheck::Full { .. }));
+    }
 
     #[test]
     fn a_burst_of_n_then_one_per_interval() {

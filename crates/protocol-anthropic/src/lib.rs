@@ -44,7 +44,11 @@ impl Codec for AnthropicCodec {
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {
-        &["max_tokens"]
+        &["max_tokens", "metadata"]
+    }
+
+    fn end_user_member(&self) -> &'static [&'static str] {
+        &["metadata", "user_id"]
     }
 
     fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {

@@ -41,7 +41,11 @@ impl Codec for BedrockCodec {
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {
-        &["inferenceConfig"]
+        &["inferenceConfig", "requestMetadata"]
+    }
+
+    fn end_user_member(&self) -> &'static [&'static str] {
+        &["requestMetadata", "user"]
     }
 
     fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {

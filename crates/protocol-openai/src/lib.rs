@@ -73,7 +73,11 @@ impl Codec for OpenAiCodec {
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {
-        &["max_completion_tokens", "max_tokens", "n"]
+        &["max_completion_tokens", "max_tokens", "n", "user"]
+    }
+
+    fn end_user_member(&self) -> &'static [&'static str] {
+        &["user"]
     }
 
     fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {

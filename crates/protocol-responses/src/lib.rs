@@ -40,7 +40,11 @@ impl Codec for ResponsesCodec {
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {
-        &["max_output_tokens"]
+        &["max_output_tokens", "user"]
+    }
+
+    fn end_user_member(&self) -> &'static [&'static str] {
+        &["user"]
     }
 
     fn prefix_shape(&self) -> Option<switchyard_codec::prefix::PrefixShape> {

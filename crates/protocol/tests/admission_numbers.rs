@@ -69,6 +69,7 @@ fn every_member_admission_reads_is_found_by_the_ingress_scan() {
         let codec = switchyard_protocol::codec(protocol);
         let mut heads: Vec<&str> =
             codec.max_tokens_members().iter().chain(codec.choices_members()).map(|path| path[0]).collect();
+        heads.extend(codec.end_user_member().first());
         heads.dedup();
         let mut declared = codec.metered_heads().to_vec();
         heads.sort_unstable();

@@ -25,7 +25,7 @@ impl AdminRate {
         }
         let limit = limits.entry(actor.clone()).or_insert_with(|| Gcra::new(per_minute));
         if limit.per_minute != per_minute {
-            *limit = limit.resized(per_minute);
+            *limit = limit.resized(per_minute, now_ms);
         }
         match limit.check(1, now_ms) {
             RateCheck::Room => {

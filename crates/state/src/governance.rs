@@ -47,6 +47,10 @@ pub struct CachedKey {
     pub fleet_keys: Arc<[String]>,
     /// A bucket of the chain has a USD budget.
     pub budgeted: bool,
+    /// The end-user policies on its chain (the key's own, its groups'),
+    /// each with its owner (`key:<id>`, `group:<name>`): a request that
+    /// names its end user is held on one more bucket per policy.
+    pub end_users: Vec<(Arc<str>, Arc<switchyard_governance::key::EndUserPolicy>)>,
 }
 
 /// Keys by what a caller presents.
@@ -110,6 +114,8 @@ pub struct Governance {
     /// Each key's refusals of its own in the current window: (window
     /// start in Unix ms, count). Touched only when a request is refused.
     abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
+    /// Itself, for the tasks it starts (an end user's spend read behind).
+    me: std::sync::OnceLock<std::sync::Weak<Governance>>,
 }
 
 /// The alert subject of a key's suspension.
@@ -181,6 +187,7 @@ pub async fn from_config(
         governance.fleet = Some(fleet);
     }
     let governance = Arc::new(governance);
+    let _ = governance.me.set(Arc::downgrade(&governance));
     crate::audit::spawn_purge(Arc::downgrade(&governance.stores.audit), config.admin.audit_retention);
     if let Some(changes) = changes {
         tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
@@ -245,12 +252,27 @@ async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group
             budget: group.budget,
             limits: group.limits,
             retention: group.retention.map(|r| r.as_str().to_owned()),
+            end_users: end_users_of_config_group(group, existing.iter().find(|g| *g.name == *group.name)),
             from_config: true,
             created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
         };
         stores.groups.put_group(record).await?;
     }
     Ok(())
+}
+
+/// A config group's end-user policy: the file's default, with the
+/// overrides made over the API kept.
+fn end_users_of_config_group(
+    group: &switchyard_config::Group,
+    stored: Option<&GroupRecord>,
+) -> Option<switchyard_governance::key::EndUserPolicy> {
+    let overrides = stored.and_then(|g| g.end_users.as_ref()).map(|p| p.overrides.clone()).unwrap_or_default();
+    match (&group.end_users, overrides.is_empty()) {
+        (None, true) => None,
+        (None, false) => Some(switchyard_governance::key::EndUserPolicy { overrides, ..Default::default() }),
+        (Some(policy), _) => Some(switchyard_governance::key::EndUserPolicy { overrides, ..policy.clone() }),
+    }
 }
 
 /// Every key record in the store, page by page.
@@ -303,6 +325,7 @@ impl Governance {
             prices: ArcSwap::from_pointee(prices),
             suspend: config.governance.suspend,
             abuse: Mutex::new(HashMap::default()),
+            me: std::sync::OnceLock::new(),
         };
         let unseeded = governance.reindex(records);
         governance.seed(&unseeded, now).await?;
@@ -341,10 +364,11 @@ impl Governance {
         let groups = self.groups.load();
         let mut index = KeyIndex::default();
         let mut unseeded = Vec::new();
+        let now = now_ms();
         let mut governor = self.governor();
         for group in groups.values() {
             let id = BucketId::Group(Arc::from(group.name.as_str()));
-            if governor.set_spec(id.clone(), BucketSpec { budget: group.budget, limits: group.limits }) {
+            if governor.set_spec(id.clone(), BucketSpec { budget: group.budget, limits: group.limits }, now) {
                 unseeded.push(id);
             }
         }
@@ -352,12 +376,28 @@ impl Governance {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
             let spec = BucketSpec { budget: record.budget, limits: record.limits };
-            if governor.set_spec(BucketId::Key(id.clone()), spec) {
+            if governor.set_spec(BucketId::Key(id.clone()), spec, now) {
                 unseeded.push(BucketId::Key(id.clone()));
             }
             let fleet_keys = switchyard_fleet::counters::bucket_names(&chain);
-            let budgeted = chain.iter().any(|bucket| governor.spec(bucket).is_some_and(|s| s.budget.is_some()));
-            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted });
+            let mut end_users = Vec::new();
+            for bucket in chain.iter() {
+                let (owner, policy) = match bucket {
+                    BucketId::Key(key) => (format!("key:{key}"), record.end_users.as_ref()),
+                    BucketId::Group(name) => {
+                        (format!("group:{name}"), groups.get(&**name).and_then(|g| g.end_users.as_ref()))
+                    }
+                    BucketId::EndUser { .. } => continue,
+                };
+                if let Some(policy) = policy {
+                    end_users.push((Arc::from(owner.as_str()), Arc::new(policy.clone())));
+                }
+            }
+            let budgeted = chain.iter().any(|bucket| governor.spec(bucket).is_some_and(|s| s.budget.is_some()))
+                || end_users
+                    .iter()
+                    .any(|(_, p)| p.budget.is_some() || p.overrides.values().any(|o| o.budget.is_some()));
+            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted, end_users });
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
                 index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
@@ -450,16 +490,24 @@ impl Governance {
 
     /// Sets the spend of each of `buckets` for its budget's current window
     /// from the ledger, at today's prices.
-    async fn seed(&self, buckets: &[BucketId], now: u64) -> Result<(), StoreError> {
+    pub(crate) async fn seed(&self, buckets: &[BucketId], now: u64) -> Result<(), StoreError> {
         let now_s = (now / 1000) as i64;
         for id in buckets {
             let Some(budget) = self.governor().spec(id).and_then(|spec| spec.budget) else { continue };
             let start = budget.window.start(now_s);
-            let (by, key, groups) = match id {
-                BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None),
-                BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group))),
+            let (by, key, groups, end_user) = match id {
+                BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None, None),
+                BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group)), None),
+                BucketId::EndUser { owner, user } => {
+                    let (key, groups) = match owner.split_once(':') {
+                        Some(("key", id)) => (Some(id.to_owned()), None),
+                        Some((_, group)) => (None, Some(self.subtree(group))),
+                        None => continue,
+                    };
+                    (SpendBy::User, key, groups, Some(user.to_string()))
+                }
             };
-            let query = TotalsQuery { by, from_ms: start * 1000, to_ms: i64::MAX, key, groups };
+            let query = TotalsQuery { by, from_ms: start * 1000, to_ms: i64::MAX, key, groups, end_user };
             let totals = self.stores.ledger.totals(query).await?;
             let prices = self.prices.load();
             let spent = totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum();

@@ -83,6 +83,9 @@ pub struct GroupRecord {
     /// unset: as its parent's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retention: Option<String>,
+    /// Each end user's budget and limits inside the group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_users: Option<switchyard_governance::key::EndUserPolicy>,
     /// Declared in the config file (changed there, not over the API).
     #[serde(default)]
     pub from_config: bool,
@@ -135,6 +138,10 @@ pub struct LedgerRow {
     /// A response-cache hit and what it saved, the guardrail decisions.
     #[serde(default, skip_serializing_if = "Notes::is_empty")]
     pub notes: Notes,
+    /// The end user it was made for (the caller's own field or the
+    /// operator's header, length-capped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_user: Option<String>,
 }
 
 /// What else a ledger row records.
@@ -340,6 +347,8 @@ pub enum SpendBy {
     Lane,
     /// Operation (`chat`, `embed`, ..., `count_tokens`).
     Operation,
+    /// End user (read from the rows: the hourly rollup does not keep it).
+    User,
 }
 
 impl SpendBy {
@@ -351,6 +360,7 @@ impl SpendBy {
             SpendBy::Model => "model",
             SpendBy::Lane => "lane",
             SpendBy::Operation => "operation",
+            SpendBy::User => "end_user",
         }
     }
 }
@@ -386,6 +396,16 @@ pub struct TotalsQuery {
     pub key: Option<String>,
     /// Only rows of these groups.
     pub groups: Option<Vec<String>>,
+    /// Only rows of this end user.
+    pub end_user: Option<String>,
+}
+
+impl TotalsQuery {
+    /// Whether the question needs the rows alone: the hourly rollup keeps
+    /// no end user.
+    pub(crate) fn rows_only(&self) -> bool {
+        self.by == SpendBy::User || self.end_user.is_some()
+    }
 }
 
 /// One admin mutation attempt.

@@ -151,6 +151,7 @@ pub(crate) fn dimension(row: &LedgerRow, by: SpendBy) -> Option<String> {
         SpendBy::Model => Some(row.model.clone()),
         SpendBy::Lane => Some(row.lane.clone()),
         SpendBy::Operation => Some(row.operation.clone()),
+        SpendBy::User => row.end_user.clone(),
     }
 }
 
@@ -207,6 +208,9 @@ impl Ledger for MemoryStore {
                     continue;
                 }
                 if query.groups.as_ref().is_some_and(|gs| !row.group.as_ref().is_some_and(|g| gs.contains(g))) {
+                    continue;
+                }
+                if query.end_user.as_ref().is_some_and(|u| row.end_user.as_ref() != Some(u)) {
                     continue;
                 }
                 let value = dimension(row, query.by);

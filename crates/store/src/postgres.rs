@@ -33,6 +33,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0007_ledger_notes.sql"),
     include_str!("../migrations/postgres/0008_kept_content.sql"),
     include_str!("../migrations/postgres/0009_cache_saved.sql"),
+    include_str!("../migrations/postgres/0010_end_user.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -423,13 +424,14 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
             estimated: col(row, 17)?,
             attempts: crate::attempts_of(col(row, 18)?),
             notes: crate::notes_of(col(row, 22)?),
+            end_user: col(row, 23)?,
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
-     billed_requests, operation, notes";
+     billed_requests, operation, notes, end_user";
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
@@ -448,8 +450,8 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation, notes, saved_nano) VALUES ($1, $2, $3, $4, $5, \
-                     $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23) \
+                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user) VALUES ($1, $2, $3, \
+                     $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -487,6 +489,7 @@ impl Ledger for PostgresStore {
                         &row.operation,
                         &notes,
                         &saved,
+                        &row.end_user,
                     ],
                 )
                 .await
@@ -518,7 +521,10 @@ impl Ledger for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let by = query.by.column();
-            let plan = crate::spend_plan(query.from_ms, query.to_ms);
+            let mut plan = crate::spend_plan(query.from_ms, query.to_ms);
+            if query.rows_only() {
+                plan = crate::SpendPlan { hours: None, rows: vec![(query.from_ms, query.to_ms)] };
+            }
             let mut parts = Vec::new();
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
@@ -534,10 +540,13 @@ impl Ledger for PostgresStore {
             let sql = format!(
                 "SELECT {by}, lane, count(*), {SUMS} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
-                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
+                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) GROUP BY {by}, lane"
             );
             for (from, to) in plan.rows {
-                let rows = client.query(&sql, &[&from, &to, &query.key, &query.groups]).await.map_err(unavailable)?;
+                let rows = client
+                    .query(&sql, &[&from, &to, &query.key, &query.groups, &query.end_user])
+                    .await
+                    .map_err(unavailable)?;
                 parts.extend(rows.iter().map(total_of).collect::<Result<Vec<_>, _>>()?);
             }
             Ok(crate::merge_totals(parts))

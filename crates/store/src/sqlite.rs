@@ -27,6 +27,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0008_ledger_notes.sql"),
     include_str!("../migrations/sqlite/0009_kept_content.sql"),
     include_str!("../migrations/sqlite/0010_cache_saved.sql"),
+    include_str!("../migrations/sqlite/0011_end_user.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -301,13 +302,14 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             entry: row.get(17)?,
             attempts: crate::attempts_of(row.get(18)?),
             notes: crate::notes_of(row.get(22)?),
+            end_user: row.get(23)?,
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
-     billed_requests, operation, notes";
+     billed_requests, operation, notes, end_user";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -318,8 +320,9 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano) VALUES (?1, ?2, \
-                         ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)",
+                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user) VALUES \
+                         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
+                         ?23, ?24)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -348,6 +351,7 @@ impl Ledger for SqliteStore {
                             row.operation,
                             crate::notes_column(&row.notes),
                             row.notes.cache_saved_nano.unwrap_or(0).min(i64::MAX as u64) as i64,
+                            row.end_user,
                         ])
                         .map_err(unavailable)?;
                 }
@@ -404,7 +408,10 @@ impl Ledger for SqliteStore {
         self.run(move |conn| {
             let column = query.by.column();
             let groups = query.groups.as_ref().map(|gs| serde_json::to_string(gs).unwrap_or_default());
-            let plan = crate::spend_plan(query.from_ms, query.to_ms);
+            let mut plan = crate::spend_plan(query.from_ms, query.to_ms);
+            if query.rows_only() {
+                plan = crate::SpendPlan { hours: None, rows: vec![(query.from_ms, query.to_ms)] };
+            }
             let mut parts = Vec::new();
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
@@ -420,11 +427,11 @@ impl Ledger for SqliteStore {
             let sql = format!(
                 "SELECT {column}, lane, count(*), {} FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 \
                  AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
-                 GROUP BY {column}, lane",
+                 AND (?5 IS NULL OR end_user = ?5) GROUP BY {column}, lane",
                 crate::SUM_COLUMNS
             );
             for (from, to) in plan.rows {
-                parts.extend(sums(conn, &sql, params![from, to, query.key, groups])?);
+                parts.extend(sums(conn, &sql, params![from, to, query.key, groups, query.end_user])?);
             }
             Ok(crate::merge_totals(parts))
         })

@@ -32,6 +32,7 @@ fn key(n: u8) -> KeyRecord {
         created_at: 1_000,
         rotated_at: None,
         suspended_until: None,
+        end_users: None,
         aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
         version: 0,
     }
@@ -63,6 +64,8 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
             cache_saved_nano: (output == 0).then_some(1234),
             guardrails: vec!["pii/email/mask/request".into()],
         },
+        // Every row's end user round-trips too.
+        end_user: key.map(|k| format!("user-of-{k}")),
     }
 }
 
@@ -170,6 +173,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20) },
         from_config: true,
         retention: None,
+        end_users: None,
         created_at: 1,
     };
     let org = GroupRecord {
@@ -179,6 +183,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         limits: Limits::default(),
         from_config: false,
         retention: None,
+        end_users: None,
         created_at: 1,
     };
     stores.groups.put_group(team.clone()).await.unwrap();
@@ -213,7 +218,7 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
 
     let by_key = stores
         .ledger
-        .totals(TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 5_000, key: None, groups: None })
+        .totals(TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 5_000, key: None, groups: None, end_user: None })
         .await
         .unwrap();
     let k1_gpt = by_key.iter().find(|t| t.value.as_deref() == Some("k1") && t.lane == "gpt").unwrap();
@@ -229,6 +234,7 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
             to_ms: 10_000,
             key: None,
             groups: Some(vec!["team".into()]),
+            end_user: None,
         })
         .await
         .unwrap();
@@ -236,7 +242,14 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(input, 301);
     let one_key = stores
         .ledger
-        .totals(TotalsQuery { by: SpendBy::Lane, from_ms: 1_500, to_ms: 10_000, key: Some("k1".into()), groups: None })
+        .totals(TotalsQuery {
+            by: SpendBy::Lane,
+            from_ms: 1_500,
+            to_ms: 10_000,
+            key: Some("k1".into()),
+            groups: None,
+            end_user: None,
+        })
         .await
         .unwrap();
     assert_eq!(one_key.iter().map(|t| t.requests).sum::<u64>(), 2);
@@ -287,6 +300,8 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         if i % 4 == 3 {
             r.notes.cache_saved_nano = Some(1_000 * i as u64);
         }
+        // End users: three of them, and rows without one.
+        r.end_user = (i % 7 != 0).then(|| format!("u{}", i % 3));
         rows.push(r);
     }
     // In batches, as the writer sends them.
@@ -300,10 +315,22 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         (start + H / 3, start + 9 * H + 17),
         (start + 10, start + 20),
     ];
-    for by in [SpendBy::Key, SpendBy::Group, SpendBy::Model, SpendBy::Lane, SpendBy::Operation] {
+    for by in [SpendBy::Key, SpendBy::Group, SpendBy::Model, SpendBy::Lane, SpendBy::Operation, SpendBy::User] {
         for (from_ms, to_ms) in ranges {
-            for (key, groups) in [(None, None), (Some("k1".to_owned()), None), (None, Some(vec!["team".to_owned()]))] {
-                let query = TotalsQuery { by, from_ms, to_ms, key: key.clone(), groups: groups.clone() };
+            for (key, groups, end_user) in [
+                (None, None, None),
+                (Some("k1".to_owned()), None, None),
+                (None, Some(vec!["team".to_owned()]), None),
+                (Some("k2".to_owned()), None, Some("u1".to_owned())),
+            ] {
+                let query = TotalsQuery {
+                    by,
+                    from_ms,
+                    to_ms,
+                    key: key.clone(),
+                    groups: groups.clone(),
+                    end_user: end_user.clone(),
+                };
                 let got = stores.ledger.totals(query).await.unwrap();
                 // What the rows alone say.
                 let mut want: std::collections::BTreeMap<(Option<String>, String), Sums> = Default::default();
@@ -314,12 +341,16 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     if groups.as_ref().is_some_and(|gs| !r.group.as_ref().is_some_and(|g| gs.contains(g))) {
                         continue;
                     }
+                    if end_user.as_ref().is_some_and(|u| r.end_user.as_ref() != Some(u)) {
+                        continue;
+                    }
                     let value = match by {
                         SpendBy::Key => r.key_id.clone(),
                         SpendBy::Group => r.group.clone(),
                         SpendBy::Model => Some(r.model.clone()),
                         SpendBy::Lane => Some(r.lane.clone()),
                         SpendBy::Operation => Some(r.operation.clone()),
+                        SpendBy::User => r.end_user.clone(),
                     };
                     let line = want.entry((value, r.lane.clone())).or_default();
                     let t = &r.tokens;
@@ -549,6 +580,7 @@ async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
             limits: Limits::default(),
             from_config: false,
             retention: None,
+            end_users: None,
             created_at: 1,
         })
         .await
@@ -594,7 +626,8 @@ async fn postgres_stores_a_batch_written_again_once() {
     stores.ledger.append(batch).await.unwrap();
     assert_eq!(stores.ledger.count().await.unwrap(), 2);
     // Nor does the hourly rollup count them twice.
-    let whole_hours = TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3_600_000, key: None, groups: None };
+    let whole_hours =
+        TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3_600_000, key: None, groups: None, end_user: None };
     let totals = stores.ledger.totals(whole_hours).await.unwrap();
     assert_eq!(totals.iter().map(|t| t.requests).sum::<u64>(), 2);
 }
@@ -618,7 +651,8 @@ async fn postgres_keeps_the_hourly_rollup_for_every_writer() {
         .unwrap();
     let stores = Stores::shared(store);
     stores.ledger.append(vec![row(7_200_002, Some("k"), None, "gpt", 2, 2)]).await.unwrap();
-    let whole_hours = TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3 * 3_600_000, key: None, groups: None };
+    let whole_hours =
+        TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3 * 3_600_000, key: None, groups: None, end_user: None };
     let totals = stores.ledger.totals(whole_hours).await.unwrap();
     assert_eq!(totals.iter().map(|t| (t.requests, t.tokens.input)).collect::<Vec<_>>(), [(2, 42)]);
 }

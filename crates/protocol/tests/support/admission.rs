@@ -108,7 +108,7 @@ pub fn drive(protocol: Protocol, body: &[u8], actual: (u64, u64)) {
             budget: Some(Budget { usd: 1_000.0, window: Window::Day }),
             limits: Limits { rpm: Some(1_000), tpm: Some(u64::MAX / 2), concurrent: Some(10) },
         };
-        governor.set_spec(key.clone(), spec);
+        governor.set_spec(key.clone(), spec, 0);
         let chain: Arc<[BucketId]> = Arc::from(vec![key.clone()]);
         if let Ok(reservation) = governor.admit(&chain, estimate, now_ms) {
             governor.settle(&reservation, Actual { tokens: actual.1, cost: actual.0 }, now_ms);

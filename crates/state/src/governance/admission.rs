@@ -5,6 +5,8 @@
 
 use std::sync::atomic::Ordering;
 
+use std::sync::Arc;
+
 use switchyard_governance::{Actual, BucketId, Estimate, Refusal, RefusalKind, Reservation};
 use switchyard_ir::{ErrorInfo, ErrorKind};
 
@@ -25,17 +27,32 @@ pub struct Denied {
 impl Governance {
     /// Admits a call from `caller` naming `pool` that may cost `estimate`:
     /// the pool allow-list, then budgets, then rate and concurrency limits.
-    pub async fn admit(&self, caller: &Caller, pool: &str, estimate: Estimate) -> Result<Hold, Denied> {
+    pub async fn admit(
+        &self,
+        caller: &Caller,
+        pool: &str,
+        estimate: Estimate,
+        end_user: Option<&str>,
+    ) -> Result<Hold, Denied> {
         if !caller.key.record.may_use(pool) {
             let message = format!("API key {} may not use `{pool}`", caller.key.record.prefix);
             let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
             return Err(Denied { info, retry_after: None, own: true });
         }
         let now = now_ms();
-        let chain = &caller.key.chain;
+        // A named end user under a key or group with an end-user policy is
+        // held on its own bucket too (built per request only then).
+        let with_user = match end_user {
+            Some(user) if !caller.key.end_users.is_empty() => Some(self.end_user_chain(caller, user, now)),
+            _ => None,
+        };
+        let (chain, fleet_keys) = match &with_user {
+            Some((chain, keys)) => (chain, keys),
+            None => (&caller.key.chain, &caller.key.fleet_keys),
+        };
         let mut hold = 0;
         if let Some(fleet) = &self.fleet {
-            let keys = &caller.key.fleet_keys;
+            let keys = fleet_keys;
             hold = fleet.new_hold();
             let buckets = self.shared_buckets(chain, now, true);
             match fleet.admit(keys, chain, &buckets, estimate, hold, now).await {
@@ -62,11 +79,42 @@ impl Governance {
             }
         }
         match self.governor().admit(chain, estimate, now) {
-            Ok(reservation) => {
-                Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: caller.key.fleet_keys.clone() })
-            }
+            Ok(reservation) => Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: fleet_keys.clone() }),
             Err(refusal) => Err(self.refusal_error(&refusal)),
         }
+    }
+
+    /// `caller`'s chain with one bucket per end-user policy on it for
+    /// `user`, each bucket's spec set from its policy (an override, or the
+    /// default); a bucket new to this instance has its window's spend read
+    /// from the ledger behind (admission never waits on a store).
+    fn end_user_chain(&self, caller: &Caller, user: &str, now: u64) -> (Arc<[BucketId]>, Arc<[String]>) {
+        let user: Arc<str> = Arc::from(user);
+        let mut chain: Vec<BucketId> = caller.key.chain.to_vec();
+        let mut unseeded = Vec::new();
+        {
+            let mut governor = self.governor();
+            for (owner, policy) in &caller.key.end_users {
+                let id = BucketId::EndUser { owner: owner.clone(), user: user.clone() };
+                let known = governor.knows(&id);
+                if governor.set_spec(id.clone(), policy.spec_for(&user), now) || !known {
+                    unseeded.push(id.clone());
+                }
+                chain.push(id);
+            }
+        }
+        if !unseeded.is_empty() {
+            if let Some(me) = self.me.get().and_then(std::sync::Weak::upgrade) {
+                tokio::spawn(async move {
+                    if let Err(err) = me.seed(&unseeded, now).await {
+                        tracing::warn!(error = %err, "an end user's spend could not be read from the ledger");
+                    }
+                });
+            }
+        }
+        let chain: Arc<[BucketId]> = chain.into();
+        let keys = switchyard_fleet::counters::bucket_names(&chain);
+        (chain, keys)
     }
 
     /// The chain's buckets as the fleet's scripts take them: this

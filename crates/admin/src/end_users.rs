@@ -1,0 +1,158 @@
+//! End users inside a key or group over the admin API: each end user's
+//! default budget and limits (set with the key or group), and overrides
+//! for named end users (`PUT`/`DELETE .../end-users/{user}`). A change
+//! reaches admission at once through the key cache; an end user's spend
+//! is read by `GET /api/v1/admin/spend?by=user`.
+
+use std::collections::BTreeMap;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use switchyard_governance::key::{EndUserPolicy, MAX_END_USER_OVERRIDES};
+use switchyard_governance::BucketSpec;
+use utoipa::ToSchema;
+
+use crate::groups::{find_group, group_view};
+use crate::keys::{change_key, key_view};
+use crate::shared::*;
+
+/// Each end user's budget and limits (a default, or one end user's override).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EndUsersBody {
+    /// The budget of each end user.
+    pub budget: Option<BudgetBody>,
+    /// The limits of each end user.
+    pub limits: Option<LimitsBody>,
+}
+
+/// A key's or group's end-user policy as the API shows it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EndUsersView {
+    /// Each end user's budget, unless overridden.
+    pub budget: Option<BudgetBody>,
+    /// Each end user's limits, unless overridden.
+    pub limits: LimitsBody,
+    /// Named end users' own budgets and limits.
+    pub overrides: BTreeMap<String, EndUsersBody>,
+}
+
+/// The longest end-user id an override may name.
+const MAX_USER: usize = 1024;
+
+pub(crate) fn spec_of(body: &EndUsersBody, path: &str) -> ApiResult<BucketSpec> {
+    Ok(BucketSpec {
+        budget: body.budget.as_ref().map(|b| budget_of(b, &format!("{path}.budget"))).transpose()?,
+        limits: body.limits.as_ref().map(|l| limits_of(l, &format!("{path}.limits"))).transpose()?.unwrap_or_default(),
+    })
+}
+
+fn body_of(spec: &BucketSpec) -> EndUsersBody {
+    EndUsersBody {
+        budget: spec.budget.as_ref().map(budget_body),
+        limits: (!spec.limits.is_empty()).then(|| limits_body(&spec.limits)),
+    }
+}
+
+/// The policy a create or patch sets: `body`'s default, with the
+/// overrides `before` had kept.
+pub(crate) fn policy_of(body: &EndUsersBody, before: Option<&EndUserPolicy>) -> ApiResult<EndUserPolicy> {
+    let spec = spec_of(body, "end_users")?;
+    Ok(EndUserPolicy {
+        budget: spec.budget,
+        limits: spec.limits,
+        overrides: before.map(|p| p.overrides.clone()).unwrap_or_default(),
+    })
+}
+
+pub(crate) fn view_of(policy: &EndUserPolicy) -> EndUsersView {
+    EndUsersView {
+        budget: policy.budget.as_ref().map(budget_body),
+        limits: limits_body(&policy.limits),
+        overrides: policy.overrides.iter().map(|(user, spec)| (user.clone(), body_of(spec))).collect(),
+    }
+}
+
+/// Sets (`Some`) or removes (`None`) `user`'s override in `policy`.
+fn apply(policy: &mut Option<EndUserPolicy>, user: &str, spec: Option<BucketSpec>) -> ApiResult<()> {
+    if user.is_empty() || user.len() > MAX_USER {
+        return Err(bad(format!("an end user's id is 1 to {MAX_USER} bytes")));
+    }
+    match spec {
+        Some(spec) => {
+            let policy = policy.get_or_insert_with(EndUserPolicy::default);
+            if policy.overrides.len() >= MAX_END_USER_OVERRIDES && !policy.overrides.contains_key(user) {
+                return Err(bad(format!("at most {MAX_END_USER_OVERRIDES} end-user overrides; remove one first")));
+            }
+            policy.overrides.insert(user.to_owned(), spec);
+        }
+        None => {
+            let removed = policy.as_mut().and_then(|p| p.overrides.remove(user));
+            if removed.is_none() {
+                return Err(ApiError(StatusCode::NOT_FOUND, format!("end user `{user}` has no override here")));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[utoipa::path(put, path = "/api/v1/admin/keys/{id}/end-users/{user}", request_body = EndUsersBody,
+    responses((status = 200, body = crate::keys::KeyView), (status = 404)))]
+pub(crate) async fn put_key_end_user(
+    State(admin): State<Admin>,
+    Path((id, user)): Path<(String, String)>,
+    Json(body): Json<EndUsersBody>,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let spec = spec_of(&body, "body")?;
+    let _write = governance.writes.lock().await;
+    let record = change_key(governance, &id, |record| apply(&mut record.end_users, &user, Some(spec))).await?;
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/keys/{id}/end-users/{user}",
+    responses((status = 200, body = crate::keys::KeyView), (status = 404)))]
+pub(crate) async fn delete_key_end_user(
+    State(admin): State<Admin>,
+    Path((id, user)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let _write = governance.writes.lock().await;
+    let record = change_key(governance, &id, |record| apply(&mut record.end_users, &user, None)).await?;
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+}
+
+#[utoipa::path(put, path = "/api/v1/admin/groups/{name}/end-users/{user}", request_body = EndUsersBody,
+    responses((status = 200, body = crate::groups::GroupView), (status = 404)))]
+pub(crate) async fn put_group_end_user(
+    State(admin): State<Admin>,
+    Path((name, user)): Path<(String, String)>,
+    Json(body): Json<EndUsersBody>,
+) -> ApiResult<Response> {
+    let spec = spec_of(&body, "body")?;
+    change_group_end_user(&admin, &name, &user, Some(spec)).await
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/groups/{name}/end-users/{user}",
+    responses((status = 200, body = crate::groups::GroupView), (status = 404)))]
+pub(crate) async fn delete_group_end_user(
+    State(admin): State<Admin>,
+    Path((name, user)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    change_group_end_user(&admin, &name, &user, None).await
+}
+
+/// An override on a group (a config group's too: the file sets only the
+/// default, and its overrides survive reloads).
+async fn change_group_end_user(admin: &Admin, name: &str, user: &str, spec: Option<BucketSpec>) -> ApiResult<Response> {
+    let governance = governance(admin)?;
+    let _write = governance.writes.lock().await;
+    let mut group = find_group(governance, name)?;
+    apply(&mut group.end_users, user, spec)?;
+    governance.stores.groups.put_group(group.clone()).await?;
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+    Ok(audited(name, tagged(&content_tag(&group), Json(group_view(governance, &group)))))
+}
