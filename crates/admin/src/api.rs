@@ -32,6 +32,7 @@ use crate::keys::*;
 use crate::operations::*;
 use crate::reports::*;
 use crate::shared::*;
+use crate::versions::*;
 
 use switchyard_state::governance::now_ms;
 use switchyard_state::sign_ins::{cookie_value, SignIn, COOKIE};
@@ -65,7 +66,11 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
         .route("/api/v1/admin/users/{user}/content", axum::routing::delete(erase_user_content))
-        .route("/api/v1/admin/config", get(running_config))
+        .route("/api/v1/admin/config", get(running_config).post(apply_config))
+        .route("/api/v1/admin/config/versions", get(versions))
+        .route("/api/v1/admin/config/versions/{v}", get(version_detail))
+        .route("/api/v1/admin/config/diff", get(diff_versions))
+        .route("/api/v1/admin/config/rollback/{v}", post(rollback_config))
         .route("/api/v1/admin/config/validate", post(validate_config))
         .route("/api/v1/admin/config/reload", post(reload_config))
         .route("/api/v1/admin/openapi.json", get(openapi))
@@ -226,6 +231,11 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::running_config,
         crate::operations::validate_config,
         crate::operations::reload_config,
+        crate::versions::apply_config,
+        crate::versions::versions,
+        crate::versions::version_detail,
+        crate::versions::diff_versions,
+        crate::versions::rollback_config,
         crate::operations::audit,
         crate::content::erase_user_content,
         crate::alerts::alerts
@@ -252,6 +262,10 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Point,
         AlertsView,
         EndUsersBody,
+        VersionSummary,
+        VersionView,
+        NewVersion,
+        Rollback,
         EndUsersView,
         AlertView,
         AlertCounts

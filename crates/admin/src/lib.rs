@@ -19,4 +19,5 @@ pub mod sampler;
 pub mod scrape;
 pub mod shared;
 pub mod stats;
+pub mod versions;
 pub mod watch;

@@ -14,13 +14,24 @@ use crate::shared::*;
 use switchyard_state::Gateway;
 
 #[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded, secrets replaced by `<redacted>`, and `restart_pending`: sections it changes that keep their running values until a restart")))]
-pub(crate) async fn running_config(State(admin): State<Admin>) -> Json<serde_json::Value> {
+pub(crate) async fn running_config(State(admin): State<Admin>) -> Response {
     let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
-    Json(serde_json::json!({
+    // The newest version's ETag, for `If-Match` on the next change.
+    let version = match admin.gateway.governance {
+        Some(_) => crate::versions::newest_number(&admin).await.ok(),
+        None => None,
+    };
+    let body = Json(serde_json::json!({
         "yaml": yaml,
         "metrics": admin.gateway.metrics().is_some(),
         "restart_pending": admin.gateway.restart_pending,
-    }))
+        "version": version,
+        "locked": admin.gateway.config.control.locked,
+    }));
+    match version {
+        Some(version) => tagged(&version.to_string(), body),
+        None => axum::response::IntoResponse::into_response(body),
+    }
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/validate", request_body(content = String, content_type = "application/yaml"),

@@ -5,13 +5,15 @@
 //! caller's request and hand it to the engine (`switchyard_engine`), the
 //! admin listener's router (the admin plane is `switchyard_admin`), and
 //! live reload (`reload`), which swaps both routers under running
-//! listeners.
+//! listeners, and the config's versions (`versions`: recorded, and
+//! followed across a fleet).
 //!
 //! Only this crate and the admin plane know axum. No lock is held across an
 //! `.await`.
 
 pub mod reload;
 pub mod server;
+pub mod versions;
 
 pub use server::{admin_router, router};
 pub use switchyard_state::{CodecFor, Gateway};

@@ -20,10 +20,72 @@ use arc_swap::ArcSwap;
 use switchyard_config::{Config, ConfigError, Issue};
 
 use crate::server::LiveRouter;
-use switchyard_state::{BuildError, ConfigReload, Gateway};
+use switchyard_state::{ApplyError, BuildError, ConfigReload, Gateway};
 
-/// Reads and validates the config file again (the binary's `check` pipeline).
-pub type Load = Box<dyn Fn() -> Result<Config, LoadError> + Send + Sync>;
+/// Where the config's text lives: read again on a reload, written when a
+/// version is applied over the API (or by another instance of a fleet).
+pub trait ConfigSource: Send + Sync {
+    /// The text as it is now.
+    fn read(&self) -> Result<String, LoadError>;
+    /// Makes `text` the source (a restart serves it).
+    fn write(&self, text: &str) -> Result<(), LoadError>;
+    /// `text` as a validated config (the binary's `check` pipeline).
+    fn parse(&self, text: &str) -> Result<Config, LoadError>;
+}
+
+/// A config file, its `${VAR}`s read from `env`.
+pub struct FileSource {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// The environment.
+    pub env: fn(&str) -> Option<String>,
+}
+
+impl ConfigSource for FileSource {
+    fn read(&self) -> Result<String, LoadError> {
+        std::fs::read_to_string(&self.path)
+            .map_err(|err| LoadError::Read { path: self.path.display().to_string(), reason: err.to_string() })
+    }
+
+    /// Written beside the file and renamed over it: a crash leaves the old
+    /// file or the new one, never half of one.
+    fn write(&self, text: &str) -> Result<(), LoadError> {
+        let failed =
+            |err: std::io::Error| LoadError::Read { path: self.path.display().to_string(), reason: err.to_string() };
+        let mut staged = self.path.clone().into_os_string();
+        staged.push(".switchyard-new");
+        let staged = std::path::PathBuf::from(staged);
+        std::fs::write(&staged, text).map_err(failed)?;
+        std::fs::rename(&staged, &self.path).map_err(failed)
+    }
+
+    fn parse(&self, text: &str) -> Result<Config, LoadError> {
+        Ok(switchyard_config::load(text, &self.env)?)
+    }
+}
+
+/// Text held in memory (the embedded demo config, a test's "file").
+pub struct TextSource {
+    /// The text; a test may change it and reload.
+    pub text: Arc<std::sync::Mutex<String>>,
+    /// The environment.
+    pub env: fn(&str) -> Option<String>,
+}
+
+impl ConfigSource for TextSource {
+    fn read(&self) -> Result<String, LoadError> {
+        Ok(self.text.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+    }
+
+    fn write(&self, text: &str) -> Result<(), LoadError> {
+        text.clone_into(&mut self.text.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        Ok(())
+    }
+
+    fn parse(&self, text: &str) -> Result<Config, LoadError> {
+        Ok(switchyard_config::load(text, &self.env)?)
+    }
+}
 
 /// Why the file could not become a config.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +145,7 @@ pub struct Reloader {
     current: ArcSwap<Gateway>,
     data: LiveRouter,
     admin: LiveRouter,
-    load: Load,
+    source: Arc<dyn ConfigSource>,
     /// One reload at a time.
     lock: tokio::sync::Mutex<()>,
     /// Reloads done and refused, for `/stats`.
@@ -95,14 +157,19 @@ pub struct Reloader {
 }
 
 impl Reloader {
-    /// A reloader for `gateway`, served by `data` and `admin`; `load`
-    /// reads the file again.
-    pub fn new(gateway: Arc<Gateway>, data: LiveRouter, admin: LiveRouter, load: Load) -> Arc<Reloader> {
+    /// A reloader for `gateway`, served by `data` and `admin`, whose
+    /// config lives in `source`.
+    pub fn new(
+        gateway: Arc<Gateway>,
+        data: LiveRouter,
+        admin: LiveRouter,
+        source: Arc<dyn ConfigSource>,
+    ) -> Arc<Reloader> {
         let reloader = Arc::new_cyclic(|me| Reloader {
             current: ArcSwap::new(gateway.clone()),
             data,
             admin,
-            load,
+            source,
             lock: tokio::sync::Mutex::new(()),
             done: AtomicU64::new(0),
             refused: AtomicU64::new(0),
@@ -117,11 +184,26 @@ impl Reloader {
         self.current.load_full()
     }
 
-    /// Reads the file again and, if it is valid, serves it.
+    /// Reads the file again and, if it is valid, serves it (and records
+    /// it as the config's next version when its text changed).
     pub async fn reload(self: &Arc<Self>) -> Result<Outcome, ReloadError> {
         let _one = self.lock.lock().await;
-        let result = self.swap_in().await;
-        match &result {
+        let result = async {
+            let reader = self.clone();
+            let text = tokio::task::spawn_blocking(move || reader.source.read())
+                .await
+                .map_err(|err| LoadError::Read { path: "the config".into(), reason: err.to_string() })??;
+            let outcome = self.swap_in(&text).await?;
+            crate::versions::record_if_changed(&self.current(), &text, "file", "read from the file").await;
+            Ok(outcome)
+        }
+        .await;
+        self.count(&result);
+        result
+    }
+
+    fn count(&self, result: &Result<Outcome, ReloadError>) {
+        match result {
             Ok(outcome) => {
                 self.done.fetch_add(1, Ordering::Relaxed);
                 tracing::info!(pools = outcome.pools, lanes = outcome.lanes, restart_required = ?outcome.restart_required, "config reloaded");
@@ -131,14 +213,57 @@ impl Reloader {
                 tracing::warn!("config reload refused, the running config keeps serving: {err}");
             }
         }
-        result
     }
 
-    async fn swap_in(self: &Arc<Self>) -> Result<Outcome, ReloadError> {
-        let reader = self.clone();
-        let config = tokio::task::spawn_blocking(move || (reader.load)())
-            .await
-            .map_err(|err| LoadError::Read { path: "the config".into(), reason: err.to_string() })??;
+    /// Applies a version of the config: `text` validated as a reload
+    /// would, recorded as the version after `after` (by `author`, saying
+    /// `message`) unless another came first, written to the source and
+    /// served. `record: false` serves a version another instance recorded.
+    pub async fn apply(
+        self: &Arc<Self>,
+        text: &str,
+        record: Option<(i64, &str, &str)>,
+    ) -> Result<(Outcome, Option<switchyard_store::ConfigVersion>), ApplyError> {
+        let _one = self.lock.lock().await;
+        let current = self.current();
+        if record.is_some() && current.config.control.locked {
+            return Err(ApplyError::Locked);
+        }
+        // A version this instance made and already serves comes back on
+        // the change feed: nothing to do.
+        if record.is_none() && *current.config.source == *text {
+            let outcome = Outcome {
+                pools: current.config.pools.len(),
+                lanes: current.lanes.len(),
+                restart_required: current.restart_pending.clone(),
+                warnings: Vec::new(),
+            };
+            return Ok((outcome, None));
+        }
+        let config = self.source.parse(text).map_err(|err| ApplyError::Invalid(ReloadError::from(err).problems()))?;
+        let prepared = self.prepare(config).map_err(|err| ApplyError::Invalid(err.problems()))?;
+        let version = match record {
+            Some((after, author, message)) => {
+                Some(crate::versions::append(&self.current(), after, text, author, message).await?)
+            }
+            None => None,
+        };
+        if let Err(err) = self.source.write(text) {
+            tracing::warn!("the applied config could not be written to its file (a restart serves the old one): {err}");
+        }
+        let result = self.install(prepared).await;
+        self.count(&result);
+        Ok((result.map_err(|err| ApplyError::Invalid(err.problems()))?, version))
+    }
+
+    async fn swap_in(self: &Arc<Self>, text: &str) -> Result<Outcome, ReloadError> {
+        let config = self.source.parse(text)?;
+        let prepared = self.prepare(config)?;
+        self.install(prepared).await
+    }
+
+    /// A gateway for `config` that adopts the running one, not yet serving.
+    fn prepare(&self, config: Config) -> Result<Prepared, ReloadError> {
         let old = self.current();
         let (config, restart_required) = keep_running(&old.config, config);
         // The file was checked alone; what will serve is the file with the
@@ -150,6 +275,13 @@ impl Reloader {
         let warnings = config.warnings.iter().map(ToString::to_string).collect();
         let mut gateway = Gateway::new(config, old.codecs)?.adopt(&old);
         gateway.restart_pending.clone_from(&restart_required);
+        Ok(Prepared { gateway, restart_required, warnings })
+    }
+
+    /// Serves a prepared gateway: both routers swapped at once.
+    async fn install(&self, prepared: Prepared) -> Result<Outcome, ReloadError> {
+        let Prepared { gateway, restart_required, warnings } = prepared;
+        let old = self.current();
         // Spend read back from the ledger is priced by the new rate card.
         if let (Some(governance), true) = (&gateway.governance, gateway.config.rate_card != old.config.rate_card) {
             governance.set_prices(gateway.prices());
@@ -166,6 +298,13 @@ impl Reloader {
         self.current.store(gateway.clone());
         Ok(Outcome { pools: gateway.config.pools.len(), lanes: gateway.lanes.len(), restart_required, warnings })
     }
+}
+
+/// A gateway built for a new config, not yet serving.
+struct Prepared {
+    gateway: Gateway,
+    restart_required: Vec<&'static str>,
+    warnings: Vec<String>,
 }
 
 /// What a serving gateway runs beside its requests: the fleet's breaker
@@ -198,6 +337,24 @@ impl ConfigReload for Reloader {
 
     fn counts(&self) -> (u64, u64) {
         (self.done.load(Ordering::Relaxed), self.refused.load(Ordering::Relaxed))
+    }
+
+    fn apply(
+        &self,
+        text: String,
+        after: i64,
+        author: String,
+        message: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, ApplyError>> + Send + '_>> {
+        Box::pin(async move {
+            let Some(me) = self.me.upgrade() else { return Err(ApplyError::Store("shutting down".into())) };
+            let (outcome, version) = me.apply(&text, Some((after, &author, &message))).await?;
+            let mut answer = serde_json::to_value(outcome).unwrap_or_default();
+            if let (Some(object), Some(version)) = (answer.as_object_mut(), version) {
+                object.insert("version".into(), version.version.into());
+            }
+            Ok(answer)
+        })
     }
 }
 

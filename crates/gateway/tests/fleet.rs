@@ -854,3 +854,69 @@ async fn redis_lost_and_found_is_alerted_and_resolved() {
     let firing = got.lock().unwrap().iter().filter(|v| v["kind"] == "redis_degraded" && v["state"] == "firing").count();
     assert_eq!(firing, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_version_applied_on_one_instance_serves_on_the_other_within_two_seconds() {
+    let Some(database) = fresh_database().await else { return };
+    let yaml = |extra: &str| format!("{}pools:\n  p: {{ members: [{{ model: m }}] }}\n{extra}", config(&database));
+    let (one, _one_reloader, _) = common::reloadable(&yaml("")).await;
+    let (two, _two_reloader, two_file) = common::reloadable(&yaml("")).await;
+    let open = |addr: SocketAddr, model: &'static str| async move {
+        let key = create_key(addr, serde_json::json!({"name": format!("k-{model}")})).await;
+        chat(addr, key["key"].as_str().unwrap()).await
+    };
+    assert_eq!(open(two, "m").await, StatusCode::OK);
+    // One version: both instances read the same file at boot.
+    let versions = admin_call(one, "GET", "/api/v1/admin/config/versions", Some(ADMIN_TOKEN), None).await;
+    let versions: serde_json::Value = serde_json::from_slice(&versions.body).unwrap();
+    assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+
+    let next = yaml("  q: { members: [{ model: m }] }\n");
+    let change = serde_json::json!({"yaml": next, "message": "add q"});
+    let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+    let request = http::Request::post(format!("http://{}/api/v1/admin/config", common::admin(one)))
+        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header("if-match", "\"1\"")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(change.to_string())))
+        .unwrap();
+    let applied = client.request(request).await.unwrap();
+    assert_eq!(applied.status(), StatusCode::OK);
+    let at = Instant::now();
+    // The other instance serves it within 2 s, through the change feed.
+    let key = create_key(two, serde_json::json!({"name": "q-caller"})).await;
+    let secret = key["key"].as_str().unwrap().to_owned();
+    loop {
+        let auth = format!("Bearer {secret}");
+        let status = post(
+            two,
+            "/v1/chat/completions",
+            &[("authorization", &auth)],
+            chat_body(Protocol::OpenAi, "q", "hi", false),
+        )
+        .await
+        .status;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(at.elapsed() < Duration::from_secs(2), "the other instance still answers {status} for the new pool");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(*two_file.lock().unwrap(), next, "its file holds the fleet's version");
+    // Rolled back on the second: the first follows.
+    let back = admin_call(two, "POST", "/api/v1/admin/config/rollback/1", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(back.status, StatusCode::OK, "{}", String::from_utf8_lossy(&back.body));
+    let at = Instant::now();
+    loop {
+        let versions = admin_call(one, "GET", "/api/v1/admin/config", Some(ADMIN_TOKEN), None).await;
+        if versions.headers.get("etag").is_some_and(|e| e == "\"3\"") {
+            let running: serde_json::Value = serde_json::from_slice(&versions.body).unwrap();
+            if !running["yaml"].as_str().unwrap_or("").contains("q:") {
+                break;
+            }
+        }
+        assert!(at.elapsed() < Duration::from_secs(2), "the first instance did not follow the rollback");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

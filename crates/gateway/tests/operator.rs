@@ -498,3 +498,102 @@ async fn end_users_have_their_own_limits_overrides_and_spend() {
     assert_eq!(gone.status, 200);
     assert_eq!(ask(as_user("u1"), None).await.status, 429);
 }
+
+/// A config with pools `p` (and `extra`), admin token and SQLite storage at `db`.
+fn versioned_config(db: &std::path::Path, extra: &str) -> String {
+    format!(
+        "admin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
+         providers:\n  fake: {{ protocol: openai, base_url: mock://, api_key: sk-literal-secret-0123456789 }}\n\
+         models:\n  a: {{ provider: fake }}\npools:\n  p: {{ members: [{{ model: a }}] }}\n{extra}",
+        db.display()
+    )
+}
+
+async fn admin_text(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: serde_json::Value,
+) -> (u16, serde_json::Value, Option<String>) {
+    let reply = admin_with(addr, method, path, headers, body).await;
+    let etag = reply.headers.get("etag").map(|v| v.to_str().unwrap().to_owned());
+    (reply.status.as_u16(), serde_json::from_slice(&reply.body).unwrap_or_default(), etag)
+}
+
+async fn open_status(addr: std::net::SocketAddr, model: &str) -> u16 {
+    post(addr, "/v1/chat/completions", &[], open_chat(model, "hi")).await.status.as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_versions_apply_diff_and_roll_back_on_one_node() {
+    let db = std::env::temp_dir().join(format!("switchyard-versions-{}-{}.db", std::process::id(), fastrand::u32(..)));
+    let first = versioned_config(&db, "");
+    let (addr, _reloader, file) = reloadable(&first).await;
+    // The running file is version 1.
+    let (status, running, etag) = admin_text(addr, "GET", "/api/v1/admin/config", &[], json!(null)).await;
+    assert_eq!((status, etag.as_deref()), (200, Some("\"1\"")), "{running}");
+    assert_eq!(open_status(addr, "q").await, 404);
+
+    // A change without If-Match is refused; with it, it serves.
+    let second = versioned_config(&db, "  q: { members: [{ model: a }] }\n");
+    let change = json!({"yaml": second, "message": "add q"});
+    let (status, _, _) = admin_text(addr, "POST", "/api/v1/admin/config", &[], change.clone()).await;
+    assert_eq!(status, 428);
+    let (status, applied, etag) =
+        admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"1\"")], change.clone()).await;
+    assert_eq!(status, 200, "{applied}");
+    assert_eq!((applied["version"].as_i64(), etag.as_deref()), (Some(2), Some("\"2\"")));
+    assert_eq!(open_status(addr, "q").await, 200);
+    assert_eq!(*file.lock().unwrap(), second, "the file holds the applied text");
+    // A writer that read version 1 loses nothing: 412.
+    let third = versioned_config(&db, "  r: { members: [{ model: a }] }\n");
+    let stale = json!({"yaml": third, "message": "add r"});
+    let (status, body, _) = admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"1\"")], stale).await;
+    assert_eq!(status, 412, "{body}");
+    // An invalid one is refused with its problems, and nothing changes.
+    let broken = json!({"yaml": "pools: { p: { members: [{ model: nope }] } }\n", "message": "broken"});
+    let (status, body, _) = admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"2\"")], broken).await;
+    assert_eq!(status, 400, "{body}");
+
+    // The versions, who made them, and the diff; secrets never appear.
+    let (_, versions, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions", &[], json!(null)).await;
+    let versions = versions.as_array().unwrap().clone();
+    assert_eq!(versions.iter().map(|v| v["version"].as_i64().unwrap()).collect::<Vec<_>>(), [2, 1]);
+    assert_eq!((versions[0]["author"].as_str(), versions[0]["message"].as_str()), (Some("token-1"), Some("add q")));
+    assert_eq!(versions[1]["author"], "file");
+    let (_, diff, _) = admin_text(addr, "GET", "/api/v1/admin/config/diff?from=1&to=2", &[], json!(null)).await;
+    let diff = diff["diff"].as_str().unwrap();
+    assert!(diff.contains("+") && diff.contains("q:"), "{diff}");
+    let (_, detail, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions/2", &[], json!(null)).await;
+    let whole = detail.to_string();
+    assert!(!whole.contains("sk-literal-secret"), "a secret was shown: {whole}");
+    assert!(detail["yaml"].as_str().unwrap().contains("<redacted>"), "{detail}");
+
+    // Rollback: version 1's text becomes version 3.
+    let (status, rolled, _) =
+        admin_text(addr, "POST", "/api/v1/admin/config/rollback/1", &[("if-match", "\"2\"")], json!({})).await;
+    assert_eq!(status, 200, "{rolled}");
+    assert_eq!(rolled["version"], 3);
+    assert_eq!(open_status(addr, "q").await, 404);
+    let (_, versions, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions", &[], json!(null)).await;
+    assert_eq!(versions[0]["message"], "rollback to version 1");
+    let _ = std::fs::remove_file(&db);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_config_refuses_api_changes_and_records_the_file() {
+    let db = std::env::temp_dir().join(format!("switchyard-locked-{}-{}.db", std::process::id(), fastrand::u32(..)));
+    let yaml = versioned_config(&db, "config: { locked: true }\n");
+    let (addr, reloader, file) = reloadable(&yaml).await;
+    let change = json!({"yaml": versioned_config(&db, ""), "message": "unlock"});
+    let (status, body, _) = admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"1\"")], change).await;
+    assert_eq!(status, 409, "{body}");
+    // The file changes and is reloaded: that is a version too.
+    *file.lock().unwrap() = versioned_config(&db, "config: { locked: true }\n  # edited\n");
+    reloader.reload().await.unwrap();
+    let (_, versions, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions", &[], json!(null)).await;
+    assert_eq!(versions.as_array().unwrap().len(), 2, "{versions}");
+    assert_eq!(versions[0]["author"], "file");
+    let _ = std::fs::remove_file(&db);
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{chat_body, post, ADMIN_TOKEN};
 use http::StatusCode;
-use switchyard_gateway::reload::{LoadError, Reloader};
+use switchyard_gateway::reload::{Reloader, TextSource};
 use switchyard_gateway::server::{serve, LiveRouter, Settings};
 use switchyard_gateway::Gateway;
 use switchyard_protocol::codec;
@@ -33,13 +33,8 @@ async fn start(yaml: &str) -> Running {
     let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_telemetry());
     let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
-    let file = text.clone();
-    let reloader = Reloader::new(
-        gateway.clone(),
-        data_router.clone(),
-        admin_router.clone(),
-        Box::new(move || Ok::<_, LoadError>(switchyard_config::load(&file.lock().unwrap(), &|_| None)?)),
-    );
+    let source = Arc::new(TextSource { text: text.clone(), env: |_| None });
+    let reloader = Reloader::new(gateway.clone(), data_router.clone(), admin_router.clone(), source);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let data = listener.local_addr().unwrap();
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
@@ -179,13 +174,7 @@ async fn a_reloaded_budget_tree_takes_effect() {
     let gateway = Arc::new(gateway);
     let data = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
-    let source = text.clone();
-    let reloader = Reloader::new(
-        gateway,
-        data,
-        admin,
-        Box::new(move || Ok::<_, LoadError>(switchyard_config::load(&source.lock().unwrap(), &|_| None)?)),
-    );
+    let reloader = Reloader::new(gateway, data, admin, Arc::new(TextSource { text: text.clone(), env: |_| None }));
     let budget = || governance.groups().iter().find(|g| g.name == "team").and_then(|g| g.budget).map(|b| b.usd);
     assert_eq!(budget(), Some(10.0));
     *text.lock().unwrap() = file(25);

@@ -228,6 +228,8 @@ async fn follow_changes(
                 Ok(groups) => governance.set_groups(groups).await,
                 Err(err) => Err(err),
             },
+            // The config's versions are followed by the gateway's reloader.
+            Change::Config(_) => Ok(()),
             Change::Resync => {
                 async {
                     governance.set_groups(governance.stores.groups.list_groups().await?).await?;

@@ -117,6 +117,37 @@ pub trait ConfigReload: Send + Sync {
     >;
     /// Reloads done and refused.
     fn counts(&self) -> (u64, u64);
+    /// Applies a new version of the config over the API: `text`
+    /// validated, recorded as the version after `after` by `author`
+    /// (saying `message`) unless another came first, and served. What was
+    /// done, and the version made.
+    fn apply(
+        &self,
+        text: String,
+        after: i64,
+        author: String,
+        message: String,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<serde_json::Value, ApplyError>> + Send + '_>>;
+}
+
+/// Why a version of the config could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// `config.locked`: the file is the source.
+    #[error("the config is locked (config.locked: true): change the file, and reload")]
+    Locked,
+    /// The text is not a config this gateway can serve.
+    #[error("the config is not valid")]
+    Invalid(Vec<switchyard_config::Issue>),
+    /// Another version came after the one the change was made from.
+    #[error("version {newest} came after the one this change was made from; read it and retry")]
+    Stale {
+        /// The newest version now.
+        newest: i64,
+    },
+    /// The versions' store failed, or there is none (no governance).
+    #[error("{0}")]
+    Store(String),
 }
 
 impl switchyard_fleet::shared::Breakers for Gateway {

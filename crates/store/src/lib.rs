@@ -601,6 +601,35 @@ pub trait ContentStore: Send + Sync {
     fn purge_content(&self, before_ms: i64) -> StoreFuture<'_, u64>;
 }
 
+/// One version of the config document, as written (its `${VAR}`
+/// references unexpanded: secrets from the environment never reach it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigVersion {
+    /// 1, 2, ... in the order they were made.
+    pub version: i64,
+    /// When (Unix ms).
+    pub at_ms: i64,
+    /// Who: an admin token's name, a console user, or `file`.
+    pub author: String,
+    /// Why, in the author's words.
+    pub message: String,
+    /// The YAML text.
+    pub text: String,
+}
+
+/// The config as versioned documents.
+pub trait ConfigStore: Send + Sync {
+    /// Appends `version` as the one after `after` (the newest the writer
+    /// read; 0 for none) and returns it numbered. [`StoreError::Stale`]
+    /// when another version came first: a lost update is refused.
+    fn append_config(&self, after: i64, version: ConfigVersion) -> StoreFuture<'_, ConfigVersion>;
+    /// Versions older than `before` (all when `None`), newest first, at
+    /// most `limit`.
+    fn config_versions(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<ConfigVersion>>;
+    /// One version.
+    fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>>;
+}
+
 /// A backend: every concern, usually served by one object.
 #[derive(Clone)]
 pub struct Stores {
@@ -616,13 +645,15 @@ pub struct Stores {
     pub signatures: Arc<dyn SignatureStore>,
     /// Kept request and reply text.
     pub content: Arc<dyn ContentStore>,
+    /// The config's versions.
+    pub configs: Arc<dyn ConfigStore>,
     /// Changes other instances make, when the store is shared.
     pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Stores {
     /// Every concern served by `backend`.
-    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + 'static>(
+    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ConfigStore + 'static>(
         backend: B,
     ) -> Stores {
         let backend = Arc::new(backend);
@@ -632,14 +663,15 @@ impl Stores {
             ledger: backend.clone(),
             audit: backend.clone(),
             signatures: backend.clone(),
-            content: backend,
+            content: backend.clone(),
+            configs: backend,
             changes: None,
         }
     }
 
     /// A store other instances write too: its changes are announced.
     pub fn shared<
-        B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ChangeFeed + 'static,
+        B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ConfigStore + ChangeFeed + 'static,
     >(
         backend: B,
     ) -> Stores {
@@ -651,6 +683,7 @@ impl Stores {
             audit: backend.clone(),
             signatures: backend.clone(),
             content: backend.clone(),
+            configs: backend.clone(),
             changes: Some(backend),
         }
     }
@@ -663,6 +696,8 @@ pub enum Change {
     Key(String),
     /// The group tree changed.
     Groups,
+    /// A config version was made (its number).
+    Config(i64),
     /// Changes may have been missed (the feed reconnected): reread everything.
     Resync,
 }

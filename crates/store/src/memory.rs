@@ -10,9 +10,9 @@ use std::sync::{Mutex, PoisonError};
 use switchyard_governance::KeyRecord;
 
 use crate::{
-    AuditEntry, AuditLog, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore,
-    Ledger, LedgerRow, RowFilter, SignatureStore, SpendBy, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens,
-    Total, TotalsQuery, Written,
+    AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent,
+    KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, SpendBy, StoreError, StoreFuture,
+    StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// Ledger rows the memory store keeps.
@@ -35,6 +35,8 @@ struct Inner {
     signature_order: std::collections::VecDeque<String>,
     /// Kept text by ledger entry.
     content: BTreeMap<i64, KeptContent>,
+    /// Config versions, oldest first.
+    configs: Vec<ConfigVersion>,
 }
 
 /// Everything in memory.
@@ -290,6 +292,37 @@ impl SignatureStore for MemoryStore {
                 })
                 .collect())
         }))
+    }
+}
+
+impl ConfigStore for MemoryStore {
+    fn append_config(&self, after: i64, version: ConfigVersion) -> StoreFuture<'_, ConfigVersion> {
+        ready(self.with(|inner| {
+            let newest = inner.configs.last().map_or(0, |v| v.version);
+            if newest != after {
+                return Err(StoreError::Stale);
+            }
+            let stored = ConfigVersion { version: newest + 1, ..version };
+            inner.configs.push(stored.clone());
+            Ok(stored)
+        }))
+    }
+
+    fn config_versions(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<ConfigVersion>> {
+        ready(self.with(|inner| {
+            Ok(inner
+                .configs
+                .iter()
+                .rev()
+                .filter(|v| before.is_none_or(|b| v.version < b))
+                .take(limit)
+                .cloned()
+                .collect())
+        }))
+    }
+
+    fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>> {
+        ready(self.with(|inner| Ok(inner.configs.iter().find(|v| v.version == version).cloned())))
     }
 }
 

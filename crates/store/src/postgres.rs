@@ -17,9 +17,9 @@ use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, ContentStore, GroupRecord, GroupStore, Idempotency,
-    KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError, StoreFuture,
-    StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, ConfigStore, ConfigVersion, ContentStore,
+    GroupRecord, GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter,
+    SignatureStore, StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// The schema, in order; `switchyard_schema.version` is the count applied.
@@ -34,6 +34,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0008_kept_content.sql"),
     include_str!("../migrations/postgres/0009_cache_saved.sql"),
     include_str!("../migrations/postgres/0010_end_user.sql"),
+    include_str!("../migrations/postgres/0011_config_versions.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -45,6 +46,7 @@ const MIGRATION_LOCK: i64 = 0x5357_5943_4844;
 /// The notification channels.
 const KEYS_CHANNEL: &str = "switchyard_keys";
 const GROUPS_CHANNEL: &str = "switchyard_groups";
+const CONFIG_CHANNEL: &str = "switchyard_config";
 
 /// Connections per instance: admin calls and batched ledger writes are few.
 const POOL_SIZE: usize = 8;
@@ -154,7 +156,7 @@ async fn listen(
     loop {
         match config.connect(NoTls).await {
             Ok((client, mut connection)) => {
-                let statement = format!("LISTEN {KEYS_CHANNEL}; LISTEN {GROUPS_CHANNEL}");
+                let statement = format!("LISTEN {KEYS_CHANNEL}; LISTEN {GROUPS_CHANNEL}; LISTEN {CONFIG_CHANNEL}");
                 let subscribe = client.batch_execute(&statement);
                 // The connection must be polled for the LISTEN to complete.
                 let subscribed = tokio::select! {
@@ -179,6 +181,7 @@ async fn listen(
                         };
                         let change = match note.channel() {
                             KEYS_CHANNEL => Change::Key(note.payload().to_owned()),
+                            CONFIG_CHANNEL => Change::Config(note.payload().parse().unwrap_or(0)),
                             _ => Change::Groups,
                         };
                         let _ = changes.send(change);
@@ -728,6 +731,83 @@ impl ContentStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             client.execute("DELETE FROM kept_content WHERE at_ms < $1", &[&before_ms]).await.map_err(unavailable)
+        })
+    }
+}
+
+fn config_of(row: &tokio_postgres::Row) -> Result<ConfigVersion, StoreError> {
+    Ok(ConfigVersion {
+        version: col(row, 0)?,
+        at_ms: col(row, 1)?,
+        author: col(row, 2)?,
+        message: col(row, 3)?,
+        text: col(row, 4)?,
+    })
+}
+
+impl ConfigStore for PostgresStore {
+    fn append_config(&self, after: i64, version: ConfigVersion) -> StoreFuture<'_, ConfigVersion> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let newest: i64 = col(
+                &tx.query_one("SELECT COALESCE(max(version), 0)::BIGINT FROM config_versions", &[])
+                    .await
+                    .map_err(unavailable)?,
+                0,
+            )?;
+            if newest != after {
+                return Err(StoreError::Stale);
+            }
+            let stored = ConfigVersion { version: newest + 1, ..version };
+            // Two writers that read the same newest version meet at the
+            // primary key: the second is stale.
+            tx.execute(
+                "INSERT INTO config_versions (version, at_ms, author, message, text) VALUES ($1, $2, $3, $4, $5)",
+                &[&stored.version, &stored.at_ms, &stored.author, &stored.message, &stored.text],
+            )
+            .await
+            .map_err(|err| match conflict_or_unavailable(err) {
+                StoreError::Conflict(_) => StoreError::Stale,
+                other => other,
+            })?;
+            tx.execute("SELECT pg_notify($1, $2)", &[&CONFIG_CHANNEL, &stored.version.to_string()])
+                .await
+                .map_err(unavailable)?;
+            tx.commit().await.map_err(|err| match conflict_or_unavailable(err) {
+                StoreError::Conflict(_) => StoreError::Stale,
+                other => other,
+            })?;
+            Ok(stored)
+        })
+    }
+
+    fn config_versions(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<ConfigVersion>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT version, at_ms, author, message, text FROM config_versions \
+                     WHERE ($1::BIGINT IS NULL OR version < $1) ORDER BY version DESC LIMIT $2",
+                    &[&before, &(limit as i64)],
+                )
+                .await
+                .map_err(unavailable)?;
+            rows.iter().map(config_of).collect()
+        })
+    }
+
+    fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT version, at_ms, author, message, text FROM config_versions WHERE version = $1",
+                    &[&version],
+                )
+                .await
+                .map_err(unavailable)?;
+            row.as_ref().map(config_of).transpose()
         })
     }
 }

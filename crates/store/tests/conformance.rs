@@ -10,8 +10,8 @@ use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
 
 use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
-    Attempt, AuditEntry, Change, ChangeFeed, GroupRecord, Idempotency, KeptContent, KeptSignature, KeyStore, LedgerRow,
-    RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
+    Attempt, AuditEntry, Change, ChangeFeed, ConfigVersion, GroupRecord, Idempotency, KeptContent, KeptSignature,
+    KeyStore, LedgerRow, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
 };
 
 fn key(n: u8) -> KeyRecord {
@@ -435,6 +435,29 @@ async fn signatures_are_kept_until_they_expire(stores: Stores) {
 
 /// Kept text: stored once per entry, found by entry, erased by its end
 /// user's tag (no one else's), purged by age.
+async fn config_versions_append_in_order_and_refuse_a_lost_update(stores: Stores) {
+    let version = |text: &str| ConfigVersion {
+        version: 0,
+        at_ms: NOW_MS,
+        author: "ops".into(),
+        message: format!("set {text}"),
+        text: text.into(),
+    };
+    assert!(stores.configs.config_versions(None, 10).await.unwrap().is_empty());
+    let first = stores.configs.append_config(0, version("a: 1")).await.unwrap();
+    assert_eq!(first.version, 1);
+    let second = stores.configs.append_config(1, version("a: 2")).await.unwrap();
+    assert_eq!((second.version, second.text.as_str(), second.author.as_str()), (2, "a: 2", "ops"));
+    // A writer that read version 1 is too late.
+    assert_eq!(stores.configs.append_config(1, version("a: 3")).await, Err(StoreError::Stale));
+    assert_eq!(stores.configs.append_config(0, version("a: 3")).await, Err(StoreError::Stale));
+    let listed = stores.configs.config_versions(None, 10).await.unwrap();
+    assert_eq!(listed.iter().map(|v| v.version).collect::<Vec<_>>(), [2, 1]);
+    assert_eq!(stores.configs.config_versions(Some(2), 10).await.unwrap(), vec![first.clone()]);
+    assert_eq!(stores.configs.config_version(1).await.unwrap(), Some(first));
+    assert_eq!(stores.configs.config_version(9).await.unwrap(), None);
+}
+
 async fn kept_content_is_found_erased_by_user_and_purged_by_age(stores: Stores) {
     let kept = |entry: i64, at_ms: i64, user: Option<&str>| KeptContent {
         entry,
@@ -518,6 +541,11 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn kept_content() {
                     kept_content_is_found_erased_by_user_and_purged_by_age($make).await;
+                }
+
+                #[tokio::test]
+                async fn config_versions() {
+                    config_versions_append_in_order_and_refuse_a_lost_update($make).await;
                 }
             }
         )*

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
-use switchyard_gateway::reload::{LoadError, Reloader};
+use switchyard_gateway::reload::{ConfigSource, FileSource, LoadError, Reloader, TextSource};
 use switchyard_gateway::server::{LiveRouter, Settings};
 use switchyard_gateway::Gateway;
 use switchyard_telemetry::access::{LineFormat, LineWriter};
@@ -275,13 +275,14 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     // Both listeners serve swappable routers: SIGHUP and the admin API reload the file.
     let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
-    let reload_path = path.clone();
-    let reloader = Reloader::new(
-        gateway.clone(),
-        data_router.clone(),
-        admin_router.clone(),
-        Box::new(move || read_config(reload_path.as_deref())),
-    );
+    let source: Arc<dyn ConfigSource> = match &path {
+        Some(path) => Arc::new(FileSource { path: path.clone(), env: env_lookup }),
+        None => Arc::new(TextSource { text: Arc::new(std::sync::Mutex::new(DEMO_CONFIG.to_owned())), env: env_lookup }),
+    };
+    let reloader = Reloader::new(gateway.clone(), data_router.clone(), admin_router.clone(), source);
+    // The running text is a version of the config (or, in a fleet, the
+    // fleet's newest version serves here).
+    switchyard_gateway::versions::start(&reloader).await;
     tokio::spawn(reload_on_sighup(reloader.clone()));
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };

@@ -347,3 +347,36 @@ pub async fn received(got: &Received, what: &str, wanted: impl Fn(&serde_json::V
     }
     panic!("the webhook never received {what}: {:?}", got.lock().unwrap());
 }
+
+/// A governed gateway as the binary runs it, reloadable, its "file" held
+/// in memory: its data address (its admin listener is `admin(addr)`), its
+/// reloader and the file's text.
+pub async fn reloadable(yaml: &str) -> (SocketAddr, Arc<switchyard_gateway::reload::Reloader>, Arc<Mutex<String>>) {
+    use switchyard_gateway::reload::{Reloader, TextSource};
+    use switchyard_gateway::server::LiveRouter;
+    let text = Arc::new(Mutex::new(yaml.to_owned()));
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let mut gateway = Gateway::new(config, codec).unwrap();
+    let (governance, writer) =
+        switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
+    std::mem::forget(writer);
+    gateway = gateway.with_governance(governance).with_telemetry();
+    let gateway = Arc::new(gateway);
+    let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
+    let source = Arc::new(TextSource { text: text.clone(), env: |_| None });
+    let reloader = Reloader::new(gateway.clone(), data_router.clone(), admin_router.clone(), source);
+    switchyard_gateway::versions::start(&reloader).await;
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with_live(data_router, settings).await;
+    let admin = spawn_with_live(admin_router, Settings::plain(switchyard_config::Server::default())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, reloader, text)
+}
+
+async fn spawn_with_live(router: switchyard_gateway::server::LiveRouter, settings: Settings) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(switchyard_gateway::server::serve(listener, router, settings, std::future::pending()));
+    addr
+}

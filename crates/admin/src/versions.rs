@@ -1,0 +1,266 @@
+//! The config as versioned documents over the admin API: the versions
+//! (who, when, why), one version's text and its diff from the one before,
+//! the diff between any two, a new version applied (validated first, with
+//! `If-Match` on the current version's ETag: a lost update is a 412), and a
+//! rollback (an old version's text applied as the newest). Every text
+//! shown is redacted: secrets never appear. With `config.locked` the API
+//! changes nothing: the file is the source.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::{Extension, Json};
+use serde::{Deserialize, Serialize};
+use switchyard_state::ApplyError;
+use switchyard_store::ConfigVersion;
+use utoipa::ToSchema;
+
+use crate::shared::*;
+
+/// One version in the list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionSummary {
+    /// Its number.
+    pub version: i64,
+    /// When it was made (Unix ms).
+    pub at_ms: i64,
+    /// Who made it: an admin token's name, a console user, or `file`.
+    pub author: String,
+    /// Why.
+    pub message: String,
+    /// The newest version (what serves, unless a restart is pending).
+    pub current: bool,
+}
+
+/// One version whole.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionView {
+    /// Its number, time, author and message.
+    #[serde(flatten)]
+    pub summary: VersionSummary,
+    /// Its text, secrets replaced by `<redacted>`.
+    pub yaml: String,
+    /// What changed from the version before (unified diff, redacted).
+    pub diff: String,
+}
+
+/// `POST /api/v1/admin/config`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewVersion {
+    /// The whole config file's text (YAML; `${VAR}` references stay as written).
+    pub yaml: String,
+    /// Why (kept with the version).
+    #[serde(default)]
+    pub message: String,
+}
+
+/// `POST /api/v1/admin/config/rollback/{v}`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rollback {
+    /// Why (default: "rollback to version v").
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// `GET .../versions` query.
+#[derive(Debug, Deserialize)]
+pub struct VersionsQuery {
+    /// Versions older than this one.
+    pub before: Option<i64>,
+    /// At most this many (default 50, at most 500).
+    pub limit: Option<usize>,
+}
+
+/// `GET .../diff` query.
+#[derive(Debug, Deserialize)]
+pub struct DiffQuery {
+    /// The older version (default: the one before `to`).
+    pub from: Option<i64>,
+    /// The newer version (default: the newest).
+    pub to: Option<i64>,
+}
+
+/// The longest message kept with a version.
+const MAX_MESSAGE: usize = 1_000;
+
+fn redacted(text: &str) -> String {
+    switchyard_config::redacted(text).unwrap_or_else(|| "<not YAML>".to_owned())
+}
+
+/// A unified diff of two versions' redacted texts.
+fn diff(from: Option<&ConfigVersion>, to: &ConfigVersion) -> String {
+    let before = from.map(|v| redacted(&v.text)).unwrap_or_default();
+    let after = redacted(&to.text);
+    let name = |v: Option<&ConfigVersion>| v.map_or_else(|| "(none)".to_owned(), |v| format!("version {}", v.version));
+    similar::TextDiff::from_lines(&before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&name(from), &name(Some(to)))
+        .to_string()
+}
+
+fn summary(version: &ConfigVersion, newest: i64) -> VersionSummary {
+    VersionSummary {
+        version: version.version,
+        at_ms: version.at_ms,
+        author: version.author.clone(),
+        message: version.message.clone(),
+        current: version.version == newest,
+    }
+}
+
+async fn version(admin: &Admin, number: i64) -> ApiResult<ConfigVersion> {
+    governance(admin)?
+        .stores
+        .configs
+        .config_version(number)
+        .await?
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("config version {number} does not exist")))
+}
+
+pub(crate) async fn newest_number(admin: &Admin) -> ApiResult<i64> {
+    let versions = governance(admin)?.stores.configs.config_versions(None, 1).await?;
+    Ok(versions.first().map_or(0, |v| v.version))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/config/versions",
+    params(("before" = Option<i64>, Query), ("limit" = Option<usize>, Query)),
+    responses((status = 200, body = [VersionSummary])))]
+pub(crate) async fn versions(
+    State(admin): State<Admin>,
+    Query(query): Query<VersionsQuery>,
+) -> ApiResult<Json<Vec<VersionSummary>>> {
+    let limit = query.limit.unwrap_or(50).clamp(1, 500);
+    let newest = newest_number(&admin).await?;
+    let listed = governance(&admin)?.stores.configs.config_versions(query.before, limit).await?;
+    Ok(Json(listed.iter().map(|v| summary(v, newest)).collect()))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/config/versions/{v}", responses((status = 200, body = VersionView), (status = 404)))]
+pub(crate) async fn version_detail(State(admin): State<Admin>, Path(number): Path<i64>) -> ApiResult<Response> {
+    let this = version(&admin, number).await?;
+    let before = governance(&admin)?.stores.configs.config_versions(Some(number), 1).await?;
+    let newest = newest_number(&admin).await?;
+    let view =
+        VersionView { summary: summary(&this, newest), yaml: redacted(&this.text), diff: diff(before.first(), &this) };
+    Ok(tagged(&number.to_string(), Json(view)))
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/config/diff",
+    params(("from" = Option<i64>, Query), ("to" = Option<i64>, Query)),
+    responses((status = 200, description = "`from`, `to` and `diff`: a unified diff of the two versions' redacted texts"), (status = 404)))]
+pub(crate) async fn diff_versions(
+    State(admin): State<Admin>,
+    Query(query): Query<DiffQuery>,
+) -> ApiResult<Json<serde_json::Value>> {
+    let to = match query.to {
+        Some(to) => to,
+        None => newest_number(&admin).await?,
+    };
+    let newer = version(&admin, to).await?;
+    let older = match query.from {
+        Some(from) => Some(version(&admin, from).await?),
+        None => governance(&admin)?.stores.configs.config_versions(Some(to), 1).await?.into_iter().next(),
+    };
+    Ok(Json(serde_json::json!({
+        "from": older.as_ref().map(|v| v.version),
+        "to": to,
+        "diff": diff(older.as_ref(), &newer),
+    })))
+}
+
+/// The version an `If-Match` names (`"7"`, `W/"7"`); `*` is the newest.
+fn if_match(headers: &HeaderMap, newest: i64) -> ApiResult<Option<i64>> {
+    let Some(value) = headers.get(axum::http::header::IF_MATCH) else { return Ok(None) };
+    let value = value.to_str().map_err(|_| bad("If-Match must be printable"))?.trim();
+    if value == "*" {
+        return Ok(Some(newest));
+    }
+    value
+        .trim_start_matches("W/")
+        .trim_matches('"')
+        .parse()
+        .map(Some)
+        .map_err(|_| bad(format!("If-Match: `{value}` is not a config version's ETag (e.g. \"7\")")))
+}
+
+/// A version applied: what was done, or why not in the API's terms.
+async fn apply(admin: &Admin, text: String, after: i64, author: &str, message: String) -> ApiResult<Response> {
+    let reloader = admin.gateway.reloader.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| {
+        ApiError(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this process cannot apply a config (it was not started by `switchyard serve`)".into(),
+        )
+    })?;
+    match reloader.apply(text, after, author.to_owned(), message).await {
+        Ok(answer) => {
+            let version = answer["version"].as_i64().unwrap_or_default();
+            Ok(audited(&format!("config version {version}"), tagged(&version.to_string(), Json(answer))))
+        }
+        Err(ApplyError::Locked) => Err(ApiError(StatusCode::CONFLICT, ApplyError::Locked.to_string())),
+        Err(ApplyError::Invalid(problems)) => {
+            let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            Err(ApiError(StatusCode::BAD_REQUEST, format!("the config is not valid: {}", listed.join("; "))))
+        }
+        Err(stale @ ApplyError::Stale { .. }) => Err(ApiError(StatusCode::PRECONDITION_FAILED, stale.to_string())),
+        Err(ApplyError::Store(message)) => Err(ApiError(StatusCode::SERVICE_UNAVAILABLE, message)),
+    }
+}
+
+fn author(actor: &Actor) -> String {
+    actor.name.to_string()
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/config", request_body = NewVersion,
+    params(("If-Match" = String, Header, description = "the current version's ETag, from GET /api/v1/admin/config: a version made since is a 412")),
+    responses((status = 200, description = "applied: pools, lanes, restart_required, warnings and the new `version` (its ETag too)"),
+        (status = 400, description = "not valid: every problem"), (status = 409, description = "config.locked"),
+        (status = 412, description = "another version came first"), (status = 428, description = "If-Match missing")))]
+pub(crate) async fn apply_config(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let change: NewVersion = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    if change.message.len() > MAX_MESSAGE {
+        return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
+    }
+    let newest = newest_number(&admin).await?;
+    let Some(after) = if_match(&headers, newest)? else {
+        return Err(ApiError(
+            StatusCode::PRECONDITION_REQUIRED,
+            format!(
+                "send If-Match with the current version's ETag (now \"{newest}\"), so a change made since is not lost"
+            ),
+        ));
+    };
+    apply(&admin, change.yaml, after, &author(&actor), change.message).await
+}
+
+#[utoipa::path(post, path = "/api/v1/admin/config/rollback/{v}", request_body = Rollback,
+    params(("If-Match" = Option<String>, Header, description = "the current version's ETag: a version made since is a 412")),
+    responses((status = 200, description = "version v's text applied as the newest version"), (status = 404), (status = 409), (status = 412)))]
+pub(crate) async fn rollback_config(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(number): Path<i64>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let rollback: Rollback = if body.is_empty() {
+        Rollback::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?
+    };
+    let target = version(&admin, number).await?;
+    let newest = newest_number(&admin).await?;
+    let after = if_match(&headers, newest)?.unwrap_or(newest);
+    let message = rollback.message.unwrap_or_else(|| format!("rollback to version {number}"));
+    if message.len() > MAX_MESSAGE {
+        return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
+    }
+    apply(&admin, target.text, after, &author(&actor), message).await
+}
