@@ -140,12 +140,15 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained")
+GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users")
+# The end user the "end_users" setup's requests name (the operator's header).
+BENCH_END_USER = "bench-user"
 
 
-def key_headers(admin_port, ingress, name="bench"):
+def key_headers(admin_port, ingress, name="bench", setup=None):
     """Mints a virtual key (a big budget and limits, in the `bench` group)
-    on the gateway's admin port; the headers an `ingress` caller sends it in."""
+    on the gateway's admin port; the headers an `ingress` caller sends it in
+    (and, in the "end_users" setup, the end user it names)."""
     req = urllib.request.Request(
         "http://127.0.0.1:%d/api/v1/admin/keys" % admin_port, method="POST",
         data=json.dumps({"name": name, "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
@@ -153,7 +156,10 @@ def key_headers(admin_port, ingress, name="bench"):
         headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         key = json.loads(r.read())["key"]
-    return {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+    headers = {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
+    if setup == "end_users":
+        headers["x-switchyard-user"] = BENCH_END_USER
+    return headers
 
 
 def case_request(cid):
@@ -231,6 +237,9 @@ CASES = [
     # Retention: the key's group keeps its requests' text, redacted and sealed.
     ("17-retained-chat", "17. case 6 with the group keeping redacted text (sealed, written behind)", "openai", OPENAI_MODEL, "chat-openai"),
     ("17-retained-stream64", "17. case 6 stream 64 with the group keeping redacted text", "openai", OPENAI_MODEL, "stream64-openai"),
+    # End users: the request names its end user, whose own budget and rate
+    # limit (the group's end-user policy) are held beside the key's.
+    ("18-end-user-chat", "18. case 6 naming its end user, held on the end user's own budget and limit", "openai", OPENAI_MODEL, "chat-openai"),
     # The pre-content hold and first-token deadline on streams that do not
     # fail: a one-lane pool (nothing held) against a two-lane pool with
     # first_token: 15s (frames held until the first content), same upstream.
@@ -273,6 +282,7 @@ VARIANTS = {
     "9-governed-embed16": dict(of="9-embed16-passthrough", extra="governed", goal="≤ 1.15"),
     "17-retained-chat": dict(of="6-governed-passthrough", extra="retained", goal="≤ 1.15"),
     "17-retained-stream64": dict(of="6-governed-stream64", extra="retained", goal="≤ 1.15"),
+    "18-end-user-chat": dict(of="6-governed-passthrough", extra="end_users", goal="≤ 1.05"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
     "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
@@ -753,6 +763,12 @@ RETAINED_EXTRA = GOVERNED_EXTRA.replace(
 
 # The fleet cases: the same governance on the servers run.sh starts
 # (scripts/services.sh: PostgreSQL and Redis on loopback).
+# End users: the bench group gives each of its end users a budget and a
+# rate limit of their own (the requests name one in the operator's header).
+END_USERS_EXTRA = GOVERNED_EXTRA.replace(
+    "  bench: {{ budget:",
+    "  bench: {{ end_users: {{ budget: {{ usd: 1000000, window: 1d }}, limits: {{ rpm: 1000000000 }} }}, budget:")
+
 FLEET_EXTRA = GOVERNED_EXTRA.replace('storage: {{ sqlite_path: "{db}" }}', 'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}')
 
 # The gateway's telemetry in each setup. The cases run without the access
@@ -766,7 +782,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "retained", "quiet", "access_line", "traced", "before")
+SETUPS = ("open", "governed", "fleet", "retained", "end_users", "quiet", "access_line", "traced", "before")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -797,6 +813,10 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
     if setup == "governed":
         text += GOVERNED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+    elif setup == "end_users":
+        text += END_USERS_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "end-users-%d.db" % time.monotonic_ns()),
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "retained":
         text += RETAINED_EXTRA.format(
@@ -1043,7 +1063,7 @@ def run(opts):
                 idle_rss, _ = mem_kib(gw.pid)
                 headers = None
                 if governed:
-                    headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai")
+                    headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai", setup=extra)
                 chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
                 watcher, refresh = None, None
                 if not before and VARIANTS.get(cid, {}).get("watch"):

@@ -78,7 +78,7 @@ def main():
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}
             if setup in bench.GOVERNED_SETUPS:
-                headers = bench.key_headers(gw_admin, ingress, "instr")
+                headers = bench.key_headers(gw_admin, ingress, "instr", setup=setup)
             client = bench.RawClient(gw_port)
             client.connect()
             for _ in range(n):

@@ -379,6 +379,7 @@ fn keep_running(running: &Config, mut new: Config) -> (Config, Vec<&'static str>
     keep!(admin.tls, "admin.tls");
     keep!(admin.insecure, "admin.insecure");
     keep!(telemetry, "telemetry");
+    keep!(alerts, "alerts");
     (new, differ)
 }
 
