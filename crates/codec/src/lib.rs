@@ -371,13 +371,18 @@ pub trait Codec: Send + Sync {
         &[]
     }
 
-    /// The end user a request names in its own field, read from the
-    /// members a scan already found (`found`, in [`Codec::metered_heads`]
-    /// order), else from the body. A string, or nothing.
-    fn end_user<'a>(&self, body: &'a [u8], found: &scan::Found) -> Option<std::borrow::Cow<'a, str>> {
+    /// The end user a request names in its own field. `found`: what the
+    /// ingress scan found of [`Codec::metered_heads`] (`None` when it did
+    /// not look, and the body is scanned here). A string, or nothing.
+    fn end_user<'a>(&self, body: &'a [u8], found: Option<&scan::Found>) -> Option<std::borrow::Cow<'a, str>> {
         let (head, rest) = self.end_user_member().split_first()?;
-        let value = match self.metered_heads().iter().position(|h| h == head).and_then(|at| *found.get(at)?) {
-            Some((start, end)) => body.get(start as usize..end as usize)?,
+        let looked = found.zip(self.metered_heads().iter().position(|h| h == head));
+        let value = match looked {
+            // The scan looked for it: absent there is absent.
+            Some((found, at)) => {
+                let (start, end) = (*found.get(at)?)?;
+                body.get(start as usize..end as usize)?
+            }
             None => scan::member_once(body, &[head]).ok()??,
         };
         let value = scan::member_once(value, rest).ok()??;

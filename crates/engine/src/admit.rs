@@ -103,7 +103,12 @@ fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
     let config = &gateway.config.end_users;
     let named = match call.headers.get(&config.header).and_then(|v| v.to_str().ok()) {
         Some(header) => std::borrow::Cow::Borrowed(header),
-        None => gateway.codec(call.ingress).end_user(&call.body, &call.metered)?,
+        None => {
+            // The ingress scan looked for the metered members (and the end
+            // user's) of a governed chat request.
+            let scanned = (call.operation == Operation::Chat && !call.count_tokens).then_some(&call.metered);
+            gateway.codec(call.ingress).end_user(&call.body, scanned)?
+        }
     };
     let named = named.trim();
     if named.is_empty() {

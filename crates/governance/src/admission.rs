@@ -319,11 +319,6 @@ impl Governor {
         self.end_users = self.buckets.keys().filter(|id| matches!(id, BucketId::EndUser { .. })).count();
     }
 
-    /// Whether the governor knows `id`.
-    pub fn knows(&self, id: &BucketId) -> bool {
-        self.buckets.contains_key(id)
-    }
-
     /// Forgets a bucket (a deleted group or key).
     pub fn remove(&mut self, id: &BucketId) {
         if self.buckets.remove(id).is_some() && matches!(id, BucketId::EndUser { .. }) {

@@ -96,9 +96,15 @@ impl Governance {
             let mut governor = self.governor();
             for (owner, policy) in &caller.key.end_users {
                 let id = BucketId::EndUser { owner: owner.clone(), user: user.clone() };
-                let known = governor.knows(&id);
-                if governor.set_spec(id.clone(), policy.spec_for(&user), now) || !known {
-                    unseeded.push(id.clone());
+                let spec = policy.spec_for(&user);
+                match governor.spec(&id) {
+                    // Known, and its policy unchanged: nothing to set.
+                    Some(current) if current == spec => {}
+                    known => {
+                        if governor.set_spec(id.clone(), spec, now) || known.is_none() {
+                            unseeded.push(id.clone());
+                        }
+                    }
                 }
                 chain.push(id);
             }
@@ -113,7 +119,11 @@ impl Governance {
             }
         }
         let chain: Arc<[BucketId]> = chain.into();
-        let keys = switchyard_fleet::counters::bucket_names(&chain);
+        // Bucket names are a fleet's Redis keys: none without one.
+        let keys = match self.fleet {
+            Some(_) => switchyard_fleet::counters::bucket_names(&chain),
+            None => caller.key.fleet_keys.clone(),
+        };
         (chain, keys)
     }
 
