@@ -229,6 +229,19 @@ def gateway(tmp_path_factory):
             )
 
 
+@pytest.fixture(scope="module")
+def governed(tmp_path_factory):
+    """A second gateway with `auth: keys`, every lane priced and SQLite
+    storage: (data address, admin address), one per test module."""
+    workdir = tmp_path_factory.mktemp("governed")
+    extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
+    # lanes_config already names ADMIN_TOKEN as the admin plane's token.
+    extra += "auth: { mode: keys }\n"
+    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
+    with serving(workdir, extra) as addresses:
+        yield addresses
+
+
 @pytest.fixture(scope="session")
 def recorder():
     return Recorder()

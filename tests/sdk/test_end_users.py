@@ -12,20 +12,10 @@ import time
 
 import pytest
 
-from conftest import admin_api, serving
-from sdk_support import INGRESSES, PROTOCOLS, error_facts
+from conftest import admin_api
+from sdk_support import INGRESSES, error_facts
 
 HEADER = "x-switchyard-user"
-
-
-@pytest.fixture(scope="module")
-def governed(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("end-users")
-    extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
-    extra += "auth: { mode: keys }\n"
-    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
-    with serving(workdir, extra) as addresses:
-        yield addresses
 
 
 def new_key(admin: str, **spec) -> dict:

@@ -11,19 +11,8 @@ import time
 
 import pytest
 
-from conftest import admin_api, serving
-from sdk_support import INGRESSES, PROTOCOLS, Recorder, error_facts, make_drivers
-
-
-@pytest.fixture(scope="module")
-def governed(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("governed")
-    extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1, output_utok: 2 }}\n" for p in PROTOCOLS)
-    # lanes_config already names ADMIN_TOKEN as the admin plane's token.
-    extra += "auth: { mode: keys }\n"
-    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
-    with serving(workdir, extra) as addresses:
-        yield addresses
+from conftest import admin_api
+from sdk_support import INGRESSES, Recorder, error_facts, make_drivers
 
 
 def new_key(admin: str, **spec) -> dict:

@@ -50,22 +50,6 @@ fn kind(protocol: Protocol, reply: &Reply) -> ErrorKind {
     codec(protocol).extract_error(reply.status.as_u16(), &reply.body).kind
 }
 
-/// Ledger rows, once the writer flushed `at_least` of them.
-async fn ledger_rows(addr: std::net::SocketAddr, query: &str, at_least: usize) -> Vec<serde_json::Value> {
-    for _ in 0..200 {
-        let reply =
-            admin_call(addr, "GET", &format!("/api/v1/admin/requests?limit=1000&{query}"), Some(ADMIN_TOKEN), None)
-                .await;
-        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
-        let rows = page["data"].as_array().unwrap().clone();
-        if rows.len() >= at_least {
-            return rows;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the ledger never held {at_least} rows for {query}");
-}
-
 #[tokio::test]
 async fn each_caller_presents_its_key_the_way_its_sdk_does() {
     let (addr, _) = governed(&governed_config("")).await;

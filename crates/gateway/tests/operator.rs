@@ -43,22 +43,6 @@ async fn chat_with(addr: std::net::SocketAddr, model: &str, key: &str) -> Reply 
     .await
 }
 
-/// Ledger rows, once the writer flushed `at_least` of them.
-async fn ledger_rows(addr: std::net::SocketAddr, query: &str, at_least: usize) -> Vec<serde_json::Value> {
-    for _ in 0..200 {
-        let reply =
-            admin_call(addr, "GET", &format!("/api/v1/admin/requests?limit=1000&{query}"), Some(ADMIN_TOKEN), None)
-                .await;
-        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
-        let rows = page["data"].as_array().unwrap().clone();
-        if rows.len() >= at_least {
-            return rows;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the ledger never held {at_least} rows for {query}");
-}
-
 #[tokio::test]
 async fn a_key_limited_to_a_pool_is_never_served_by_its_fallback() {
     let (addr, _) = governed(&fallback_config("")).await;

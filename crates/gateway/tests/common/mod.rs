@@ -72,19 +72,42 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
     } else {
         format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
     };
-    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
+    let gateway = governed_gateway(&yaml).await;
+    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
+    ADMINS.lock().unwrap().insert(addr, admin);
+    (addr, gateway)
+}
+
+/// The gateway for `yaml` with governance as the binary builds it (stores,
+/// ledger writer, caches), not yet serving.
+async fn governed_gateway(yaml: &str) -> Arc<Gateway> {
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
     let mut gateway = Gateway::new(config, codec).unwrap();
     let (governance, writer) =
         switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
     // The writer runs for the test's life.
     std::mem::forget(writer);
     gateway = gateway.with_governance(governance).with_telemetry();
-    let gateway = Arc::new(gateway);
-    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
-    let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
-    let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
-    ADMINS.lock().unwrap().insert(addr, admin);
-    (addr, gateway)
+    Arc::new(gateway)
+}
+
+/// Ledger rows (the admin API's requests matching `query`), once the
+/// writer flushed `at_least` of them.
+pub async fn ledger_rows(addr: SocketAddr, query: &str, at_least: usize) -> Vec<serde_json::Value> {
+    for _ in 0..200 {
+        let reply =
+            admin_call(addr, "GET", &format!("/api/v1/admin/requests?limit=1000&{query}"), Some(ADMIN_TOKEN), None)
+                .await;
+        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = page["data"].as_array().unwrap().clone();
+        if rows.len() >= at_least {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the ledger never held {at_least} rows for {query}");
 }
 
 /// Starts a gateway for `yaml` whose breakers are shared with the fleet
@@ -355,13 +378,7 @@ pub async fn reloadable(yaml: &str) -> (SocketAddr, Arc<switchyard_gateway::relo
     use switchyard_gateway::reload::{Reloader, TextSource};
     use switchyard_gateway::server::LiveRouter;
     let text = Arc::new(Mutex::new(yaml.to_owned()));
-    let config = switchyard_config::load(yaml, &|_| None).unwrap();
-    let mut gateway = Gateway::new(config, codec).unwrap();
-    let (governance, writer) =
-        switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
-    std::mem::forget(writer);
-    gateway = gateway.with_governance(governance).with_telemetry();
-    let gateway = Arc::new(gateway);
+    let gateway = governed_gateway(yaml).await;
     let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
     let source = Arc::new(TextSource { text: text.clone(), env: |_| None });
