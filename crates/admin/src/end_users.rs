@@ -1,22 +1,18 @@
-//! End users inside a key or group over the admin API: each end user's
-//! default budget and limits (set with the key or group), and overrides
-//! for named end users (`PUT`/`DELETE .../end-users/{user}`). A change
+//! End users inside a key or group as the admin API reads and writes
+//! them: each end user's default budget and limits (set with the key or
+//! group), and overrides for named end users (the `PUT`/`DELETE
+//! .../end-users/{user}` routes live with keys and groups). A change
 //! reaches admission at once through the key cache; an end user's spend
 //! is read by `GET /api/v1/admin/spend?by=user`.
 
 use std::collections::BTreeMap;
 
-use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::response::Response;
-use axum::Json;
 use serde::{Deserialize, Serialize};
 use switchyard_governance::key::{EndUserPolicy, MAX_END_USER_OVERRIDES};
 use switchyard_governance::BucketSpec;
 use utoipa::ToSchema;
 
-use crate::groups::{find_group, group_view};
-use crate::keys::{change_key, key_view};
 use crate::shared::*;
 
 /// Each end user's budget and limits (a default, or one end user's override).
@@ -77,7 +73,7 @@ pub(crate) fn view_of(policy: &EndUserPolicy) -> EndUsersView {
 }
 
 /// Sets (`Some`) or removes (`None`) `user`'s override in `policy`.
-fn apply(policy: &mut Option<EndUserPolicy>, user: &str, spec: Option<BucketSpec>) -> ApiResult<()> {
+pub(crate) fn apply(policy: &mut Option<EndUserPolicy>, user: &str, spec: Option<BucketSpec>) -> ApiResult<()> {
     if user.is_empty() || user.len() > MAX_USER {
         return Err(bad(format!("an end user's id is 1 to {MAX_USER} bytes")));
     }
@@ -97,62 +93,4 @@ fn apply(policy: &mut Option<EndUserPolicy>, user: &str, spec: Option<BucketSpec
         }
     }
     Ok(())
-}
-
-#[utoipa::path(put, path = "/api/v1/admin/keys/{id}/end-users/{user}", request_body = EndUsersBody,
-    responses((status = 200, body = crate::keys::KeyView), (status = 404)))]
-pub(crate) async fn put_key_end_user(
-    State(admin): State<Admin>,
-    Path((id, user)): Path<(String, String)>,
-    Json(body): Json<EndUsersBody>,
-) -> ApiResult<Response> {
-    let governance = governance(&admin)?;
-    let spec = spec_of(&body, "body")?;
-    let _write = governance.writes.lock().await;
-    let record = change_key(governance, &id, |record| apply(&mut record.end_users, &user, Some(spec))).await?;
-    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
-}
-
-#[utoipa::path(delete, path = "/api/v1/admin/keys/{id}/end-users/{user}",
-    responses((status = 200, body = crate::keys::KeyView), (status = 404)))]
-pub(crate) async fn delete_key_end_user(
-    State(admin): State<Admin>,
-    Path((id, user)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    let governance = governance(&admin)?;
-    let _write = governance.writes.lock().await;
-    let record = change_key(governance, &id, |record| apply(&mut record.end_users, &user, None)).await?;
-    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
-}
-
-#[utoipa::path(put, path = "/api/v1/admin/groups/{name}/end-users/{user}", request_body = EndUsersBody,
-    responses((status = 200, body = crate::groups::GroupView), (status = 404)))]
-pub(crate) async fn put_group_end_user(
-    State(admin): State<Admin>,
-    Path((name, user)): Path<(String, String)>,
-    Json(body): Json<EndUsersBody>,
-) -> ApiResult<Response> {
-    let spec = spec_of(&body, "body")?;
-    change_group_end_user(&admin, &name, &user, Some(spec)).await
-}
-
-#[utoipa::path(delete, path = "/api/v1/admin/groups/{name}/end-users/{user}",
-    responses((status = 200, body = crate::groups::GroupView), (status = 404)))]
-pub(crate) async fn delete_group_end_user(
-    State(admin): State<Admin>,
-    Path((name, user)): Path<(String, String)>,
-) -> ApiResult<Response> {
-    change_group_end_user(&admin, &name, &user, None).await
-}
-
-/// An override on a group (a config group's too: the file sets only the
-/// default, and its overrides survive reloads).
-async fn change_group_end_user(admin: &Admin, name: &str, user: &str, spec: Option<BucketSpec>) -> ApiResult<Response> {
-    let governance = governance(admin)?;
-    let _write = governance.writes.lock().await;
-    let mut group = find_group(governance, name)?;
-    apply(&mut group.end_users, user, spec)?;
-    governance.stores.groups.put_group(group.clone()).await?;
-    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
-    Ok(audited(name, tagged(&content_tag(&group), Json(group_view(governance, &group)))))
 }

@@ -240,3 +240,40 @@ pub(crate) async fn delete_group(State(admin): State<Admin>, Path(name): Path<St
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;
     Ok(audited(&name, StatusCode::NO_CONTENT))
 }
+
+#[utoipa::path(put, path = "/api/v1/admin/groups/{name}/end-users/{user}", request_body = crate::end_users::EndUsersBody,
+    responses((status = 200, body = GroupView), (status = 404)))]
+pub(crate) async fn put_group_end_user(
+    State(admin): State<Admin>,
+    Path((name, user)): Path<(String, String)>,
+    Json(body): Json<crate::end_users::EndUsersBody>,
+) -> ApiResult<Response> {
+    let spec = crate::end_users::spec_of(&body, "body")?;
+    change_group_end_user(&admin, &name, &user, Some(spec)).await
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/groups/{name}/end-users/{user}",
+    responses((status = 200, body = GroupView), (status = 404)))]
+pub(crate) async fn delete_group_end_user(
+    State(admin): State<Admin>,
+    Path((name, user)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    change_group_end_user(&admin, &name, &user, None).await
+}
+
+/// An override on a group (a config group's too: the file sets only the
+/// default, and its overrides survive reloads).
+async fn change_group_end_user(
+    admin: &Admin,
+    name: &str,
+    user: &str,
+    spec: Option<switchyard_governance::BucketSpec>,
+) -> ApiResult<Response> {
+    let governance = governance(admin)?;
+    let _write = governance.writes.lock().await;
+    let mut group = find_group(governance, name)?;
+    crate::end_users::apply(&mut group.end_users, user, spec)?;
+    governance.stores.groups.put_group(group.clone()).await?;
+    governance.set_groups(governance.stores.groups.list_groups().await?).await?;
+    Ok(audited(name, tagged(&content_tag(&group), Json(group_view(governance, &group)))))
+}

@@ -590,3 +590,31 @@ pub(crate) async fn rotate_key(
     }
     Err(StoreError::Stale.into())
 }
+
+#[utoipa::path(put, path = "/api/v1/admin/keys/{id}/end-users/{user}", request_body = crate::end_users::EndUsersBody,
+    responses((status = 200, body = KeyView), (status = 404)))]
+pub(crate) async fn put_key_end_user(
+    State(admin): State<Admin>,
+    Path((id, user)): Path<(String, String)>,
+    Json(body): Json<crate::end_users::EndUsersBody>,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let spec = crate::end_users::spec_of(&body, "body")?;
+    let _write = governance.writes.lock().await;
+    let record =
+        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, Some(spec))).await?;
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+}
+
+#[utoipa::path(delete, path = "/api/v1/admin/keys/{id}/end-users/{user}",
+    responses((status = 200, body = KeyView), (status = 404)))]
+pub(crate) async fn delete_key_end_user(
+    State(admin): State<Admin>,
+    Path((id, user)): Path<(String, String)>,
+) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    let _write = governance.writes.lock().await;
+    let record =
+        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, None)).await?;
+    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+}

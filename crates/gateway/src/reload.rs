@@ -300,6 +300,56 @@ impl Reloader {
     }
 }
 
+/// At boot: the running text recorded, or (a fleet, unlocked) the store's
+/// newest version served instead; then, in a fleet, every new version
+/// another instance records is served here too.
+pub async fn follow_versions(reloader: &Arc<Reloader>) {
+    let gateway = reloader.current();
+    let Some(governance) = gateway.governance.clone() else { return };
+    let fleet = governance.stores.changes.is_some();
+    let locked = gateway.config.control.locked;
+    let running = gateway.config.source.to_string();
+    match crate::versions::newest(&gateway).await {
+        Ok(Some(newest)) if fleet && !locked && newest.text != running => follow(reloader, &newest).await,
+        Ok(_) => crate::versions::record_if_changed(&gateway, &running, "file", "the file at boot").await,
+        Err(err) => tracing::warn!(error = %err, "the config's versions cannot be read at boot"),
+    }
+    let (Some(feed), false) = (&governance.stores.changes, locked) else { return };
+    let mut changes = feed.subscribe();
+    let weak = Arc::downgrade(reloader);
+    tokio::spawn(async move {
+        loop {
+            let change = changes.recv().await;
+            let Some(reloader) = weak.upgrade() else { return };
+            match change {
+                Ok(switchyard_store::Change::Config(_) | switchyard_store::Change::Resync)
+                | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    let current = reloader.current();
+                    if let Ok(Some(newest)) = crate::versions::newest(&current).await {
+                        if newest.text != *current.config.source {
+                            follow(&reloader, &newest).await;
+                        }
+                    }
+                }
+                Ok(_) => {}
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            }
+        }
+    });
+}
+
+/// Serves a version another instance recorded.
+async fn follow(reloader: &Arc<Reloader>, version: &switchyard_store::ConfigVersion) {
+    match reloader.apply(&version.text, None).await {
+        Ok(_) => {
+            tracing::info!(version = version.version, author = %version.author, "config version applied from the fleet")
+        }
+        Err(err) => {
+            tracing::error!(version = version.version, error = %err, "a config version from the fleet cannot be served here; the running config stays")
+        }
+    }
+}
+
 /// A gateway built for a new config, not yet serving.
 struct Prepared {
     gateway: Gateway,

@@ -282,7 +282,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     let reloader = Reloader::new(gateway.clone(), data_router.clone(), admin_router.clone(), source);
     // The running text is a version of the config (or, in a fleet, the
     // fleet's newest version serves here).
-    switchyard_gateway::versions::start(&reloader).await;
+    switchyard_gateway::reload::follow_versions(&reloader).await;
     tokio::spawn(reload_on_sighup(reloader.clone()));
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };

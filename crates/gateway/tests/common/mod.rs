@@ -383,7 +383,7 @@ pub async fn reloadable(yaml: &str) -> (SocketAddr, Arc<switchyard_gateway::relo
     let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
     let source = Arc::new(TextSource { text: text.clone(), env: |_| None });
     let reloader = Reloader::new(gateway.clone(), data_router.clone(), admin_router.clone(), source);
-    switchyard_gateway::versions::start(&reloader).await;
+    switchyard_gateway::reload::follow_versions(&reloader).await;
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with_live(data_router, settings).await;
     let admin = spawn_with_live(admin_router, Settings::plain(switchyard_config::Server::default())).await;
