@@ -31,7 +31,9 @@ const LEDGER_ROWS = Number(process.env.CONSOLE_LEDGER_ROWS || 10000);
 const PAGE_BUDGET_MS = 300;
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
-const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'requests', 'config'];
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'requests', 'alerts', 'config'];
+// The sizes every page is checked at: a laptop and a phone.
+const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
 const freePort = () => new Promise((resolve, reject) => {
   const server = createServer();
@@ -82,6 +84,7 @@ await new Promise((resolve) => alertsServer.listen(alertsPort, '127.0.0.1', reso
 const data = `http://127.0.0.1:${dataPort}`;
 const admin = `http://127.0.0.1:${adminPort}`;
 
+const configText = () => readFileSync(path.join(dir, 'switchyard.yaml'), 'utf8');
 writeFileSync(path.join(dir, 'switchyard.yaml'), `
 listen: 127.0.0.1:${dataPort}
 admin_listen: 127.0.0.1:${adminPort}
@@ -259,6 +262,7 @@ try {
   await ops.page.screenshot({ path: path.join(artifacts, 'pools-lane-down.png'), fullPage: true });
   await open(ops.page, '');
   assert.match(await ops.page.locator('section[aria-label="Lanes down"]').textContent(), /broken-openai/);
+  assert.match(await ops.page.locator('#content').innerText(), /Requests\/s, last minute/);
   await until('the open alert on the overview', async () => {
     await open(ops.page, '');
     return /breaker opened[\s\S]*broken-openai/.test(await ops.page.locator('section[aria-label="Open alerts"]').textContent());
@@ -272,10 +276,11 @@ try {
 
   step('create a key: its secret is shown once, with a copy button');
   await open(ops.page, 'keys');
-  await ops.page.getByLabel('Name').fill('console-e2e');
-  await ops.page.getByLabel('Group').selectOption('acme');
-  await ops.page.getByLabel('Budget USD').fill('5');
-  await ops.page.getByLabel('Requests per minute').fill('100');
+  const createForm = ops.page.getByRole('form', { name: 'Create a key' });
+  await createForm.getByLabel('Name').fill('console-e2e');
+  await createForm.getByLabel('Group').selectOption('acme');
+  await createForm.getByLabel('Budget USD').fill('5');
+  await createForm.getByLabel('Requests per minute').fill('100');
   await ops.page.getByRole('button', { name: 'Create key' }).click();
   await ops.page.locator('#secret').waitFor();
   const secret = await ops.page.locator('#secret').textContent();
@@ -336,7 +341,11 @@ try {
 
   step('revoke it: the SDK call after is refused');
   await ops.page.getByRole('button', { name: 'Revoke console-e2e' }).click();
-  await until('the key to show revoked', async () => (await keyRow.locator('.badge').textContent()) === 'revoked');
+  await until('the key to be revoked', async () => /revoked/.test(await ops.page.locator('#status').textContent()));
+  // A revoked key is hidden unless asked for.
+  await until('revoked keys hidden by default', async () => (await keyRow.count()) === 0);
+  await open(ops.page, 'keys?revoked=show');
+  assert.equal(await keyRow.locator('.badge').textContent(), 'revoked');
   await assert.rejects(
     client.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'again' }] }),
     (err) => err instanceof OpenAI.AuthenticationError && err.status === 401,
@@ -351,6 +360,7 @@ try {
   await ops.page.locator('dl.detail').waitFor();
   const detail = await ops.page.locator('dl.detail').textContent();
   assert.match(detail, new RegExp(keyId));
+  assert.doesNotMatch(await ops.page.locator('#content').innerText(), /\[object |\bnull\b/, 'the detail shows no object or null where text belongs');
   assert.match(detail, /demo-openai|demo-anthropic|demo-embed/);
   await ops.page.screenshot({ path: path.join(artifacts, 'request-detail.png'), fullPage: true });
   const flaky = await adminApi('GET', 'requests?pool=flaky&limit=100');
@@ -361,6 +371,67 @@ try {
   assert.match(attemptRows[0], /broken-openai.*no answer.*unreachable/);
   assert.match(attemptRows[attemptRows.length - 1], /demo-openai.*200.*answered/);
   await ops.page.screenshot({ path: path.join(artifacts, 'request-detail-failover.png'), fullPage: true });
+
+  step('requests: status classes filter, and a bad filter keeps the form');
+  await open(ops.page, 'requests?status=2xx');
+  assert.ok(await ops.page.locator('tbody tr').count() > 0, 'a class filters');
+  assert.equal(await ops.page.getByRole('alert').count(), 0);
+  await open(ops.page, 'requests?status=5xx');
+  assert.equal(await ops.page.getByRole('form', { name: 'Filter requests' }).count(), 1, 'the form stays');
+  const expectedErrors = (before, status) => {
+    // The browser logs the refusal this step asks for; nothing else may appear.
+    const added = ops.errors.splice(before);
+    assert.deepEqual(added, [`Failed to load resource: the server responded with a status of ${status} (${status === 400 ? 'Bad Request' : 'Not Found'})`]);
+  };
+  let errorsBefore = ops.errors.length;
+  await open(ops.page, 'requests?status=bogus');
+  assert.equal(await ops.page.getByRole('form', { name: 'Filter requests' }).count(), 1, 'the form stays on a bad filter');
+  assert.match(await ops.page.getByRole('alert').textContent(), /bogus/);
+  expectedErrors(errorsBefore, 400);
+
+  step('spend by group: own figures add up to the total, and the page says so');
+  await open(ops.page, 'spend?by=group');
+  assert.match(await ops.page.locator('#content').innerText(), /includes its children/);
+  {
+    const total = Number((await ops.page.locator('#content p strong').first().textContent()).replace(/[$,]/g, ''));
+    const cells = await ops.page.locator('tbody tr').evaluateAll((rows) => rows.map((row) => row.cells[6].textContent));
+    const own = cells.reduce((sum, text) => sum + (Number(text.replace(/[$,–]/g, '')) || 0), 0);
+    assert.ok(Math.abs(own - total) < 0.0001 + total * 1e-6, `own ${own} against total ${total}`);
+  }
+
+  step('keys: search, and a key edited in place');
+  await open(ops.page, 'keys?q=bulk');
+  assert.equal(await ops.page.locator('tbody tr').count(), 1, 'the search finds one key');
+  assert.doesNotMatch(await ops.page.locator('#content').innerText(), /\bnull\b/, 'no literal null on the keys page');
+  await ops.page.getByLabel('Edit bulk-traffic').click();
+  await ops.page.getByRole('form', { name: 'Settings of bulk-traffic' }).getByLabel('Requests per minute').fill('100000');
+  await ops.page.getByRole('button', { name: 'Save bulk-traffic' }).click();
+  await until('the saved key', async () => /saved/.test(await ops.page.locator('#status').textContent()));
+  const edited = await adminApi('GET', `keys/${bulk.body.id}`);
+  assert.equal(edited.body.limits.rpm, 100000);
+
+  step('the 5 s redraw keeps the focus and open sections');
+  await open(ops.page, 'pools');
+  const directSummary = ops.page.locator('details.direct > summary');
+  if (await directSummary.count()) {
+    await directSummary.click();
+    const open = await ops.page.locator('details.direct').evaluate((d) => d.open);
+    await directSummary.focus();
+    await sleep(6000);
+    assert.equal(await ops.page.locator('details.direct').evaluate((d) => d.open), open, 'the section stays as it was');
+    assert.equal(await ops.page.evaluate(() => document.activeElement && document.activeElement.tagName), 'SUMMARY', 'the focus stays');
+  }
+
+  step('a page that does not exist is a 404 with the way on');
+  {
+    errorsBefore = ops.errors.length;
+    const response = await ops.page.goto(`${admin}/ui/nowhere`);
+    assert.equal(response.status(), 404);
+    await ops.page.waitForSelector('body[data-ready="true"]');
+    assert.ok(await ops.page.getByRole('link', { name: 'Spend' }).count() >= 1);
+    assert.match(await ops.page.title(), /Not found · Switchyard/);
+    expectedErrors(errorsBefore, 404);
+  }
 
   step('config: the running file is redacted; a candidate is validated');
   await open(ops.page, 'config');
@@ -373,8 +444,38 @@ try {
   await ops.page.getByRole('button', { name: 'Reload the config file' }).click();
   await until('the reload outcome', async () => /Reloaded: 2 pools/.test(await ops.page.locator('#config-result').textContent()));
 
+  step('config: a candidate diffed, applied as a version, and rolled back');
+  await open(ops.page, 'config');
+  const added = configText().replace('\npools:\n', '\npools:\n  spare: { members: [{ model: demo-openai }] }\n');
+  assert.notEqual(added, configText());
+  await ops.page.getByLabel('Candidate config (YAML)').fill(added);
+  await ops.page.getByRole('button', { name: 'Diff against the running config' }).click();
+  assert.match(await ops.page.locator('#config-result').textContent(), /\+\s+spare:/);
+  await ops.page.getByLabel('Why (kept with the version)').fill('a spare pool');
+  await ops.page.getByRole('button', { name: 'Apply as a new version' }).click();
+  await until('the applied version', async () => /applied/.test(await ops.page.locator('#status').textContent())
+    || Promise.reject(new Error(await ops.page.locator('#config-result').textContent())));
+  const versions = await adminApi('GET', 'config/versions');
+  assert.deepEqual(versions.body.slice(0, 2).map((v) => [v.author, v.message]), [['ops', 'a spare pool'], ['file', 'the file at boot']]);
+  assert.equal((await chat(bulk.body.key, 'spare')).status, 200, 'the new version serves');
+  await open(ops.page, 'config');
+  await ops.page.getByRole('button', { name: 'Roll back to version 1' }).click();
+  await until('the rollback', async () => /Rolled back/.test(await ops.page.locator('#status').textContent()));
+  assert.equal((await chat(bulk.body.key, 'spare')).status, 404, 'the rollback serves the old text');
+
   step(`every page loads in under ${PAGE_BUDGET_MS} ms with ${LEDGER_ROWS} ledger rows, passes axe-core, and is saved`);
   const timings = {};
+  await ops.page.setViewportSize({ width: 1440, height: 900 });
+  {
+    // The keys table's actions are whole at 1440 px.
+    await open(ops.page, 'keys');
+    const clipped = await ops.page.locator('td .actions button, td .actions summary').evaluateAll((nodes) => nodes.filter((node) => {
+      const box = node.getBoundingClientRect();
+      const scroller = node.closest('.scroll').getBoundingClientRect();
+      return node.scrollWidth > node.clientWidth + 1 || box.right > scroller.right + 1;
+    }).map((node) => node.textContent));
+    assert.deepEqual(clipped, [], 'actions cut at 1440 px');
+  }
   for (const name of PAGES) {
     await open(ops.page, name); // warm: the first visit after a reload
     const samples = [];
@@ -387,6 +488,35 @@ try {
     const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
     assert.deepEqual(violations, [], `axe-core on /ui/${name}`);
     await ops.page.screenshot({ path: path.join(artifacts, `page-${name || 'overview'}.png`), fullPage: true });
+    assert.match(await ops.page.title(), / · Switchyard$/);
+  }
+  for (const size of SIZES) {
+    await ops.page.setViewportSize({ width: size.width, height: size.height });
+    for (const name of PAGES) {
+      await open(ops.page, name);
+      const wide = await ops.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(wide <= 0, `/ui/${name} at ${size.width} px is ${wide} px wider than the screen`);
+      await ops.page.evaluate(axeSource);
+      const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+      const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+      assert.deepEqual(violations, [], `axe-core on /ui/${name} at ${size.width} px`);
+      await ops.page.screenshot({ path: path.join(artifacts, `page-${name || 'overview'}-${size.name}.png`), fullPage: true });
+    }
+  }
+  {
+    // Dark mode follows the system, and stays readable.
+    await ops.page.emulateMedia({ colorScheme: 'dark' });
+    await ops.page.setViewportSize({ width: 1440, height: 900 });
+    for (const name of PAGES) {
+      await open(ops.page, name);
+      await ops.page.evaluate(axeSource);
+      const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+      const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+      assert.deepEqual(violations, [], `axe-core on /ui/${name} in dark mode`);
+      await ops.page.screenshot({ path: path.join(artifacts, `page-${name || 'overview'}-dark.png`), fullPage: true });
+    }
+    assert.notEqual(await ops.page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor), 'rgb(243, 245, 247)');
+    await ops.page.emulateMedia({ colorScheme: 'light' });
   }
   console.log(`   median load, navigation start to data drawn (ms): ${JSON.stringify(timings)}`);
   writeFileSync(path.join(artifacts, 'page-load-ms.json'), `${JSON.stringify({ ledger_rows: LEDGER_ROWS, median_ms: timings }, null, 2)}\n`);

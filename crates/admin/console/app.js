@@ -39,8 +39,10 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // The page's nodes; arrays are flattened and empty parts dropped (a
+  // null or an array must never reach the page as text).
   function show(...nodes) {
-    $('content').replaceChildren(...nodes);
+    $('content').replaceChildren(...nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false && n !== ''));
   }
 
   function say(message, kind) {
@@ -112,7 +114,7 @@
 
   function table(caption, columns, rows, empty) {
     if (!rows.length) return h('p', { class: 'muted', text: empty || 'Nothing yet.' });
-    return h('div', { class: 'scroll' }, h('table', {},
+    return h('div', { class: 'scroll', tabindex: '0', role: 'region', 'aria-label': `${caption} (scrolls sideways)` }, h('table', {},
       h('caption', { text: caption }),
       h('thead', {}, h('tr', {}, columns.map((c) => h('th', { scope: 'col', text: c })))),
       h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
@@ -128,11 +130,18 @@
     }, extra || {}), label);
   }
 
+  // A form's optional number (empty: none).
+  const numberOr = (value) => (value === null || value === '' ? undefined : Number(value));
+
   // -------------------------------------------------------------- chart --
 
   // A line chart of `series` over `points` (each point has `at` in seconds).
   function lineChart(title, points, series, format) {
     const width = 640, height = 170, left = 56, bottom = 22, top = 10, right = 10;
+    // A window without a request has nothing to draw: no line of zeros.
+    if (!points.some((p) => p.requests > 0)) {
+      return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), h('p', { class: 'muted no-data', text: 'No data in this window.' }));
+    }
     const values = points.flatMap((p) => series.map((x) => p[x.key]).filter((v) => v !== null && v !== undefined));
     const max = Math.max(...values, 0) || 1;
     const x = (i) => left + (i * (width - left - right)) / Math.max(points.length - 1, 1);
@@ -173,10 +182,11 @@
 
   // -------------------------------------------------------------- pages --
 
-  function tiles(label, total) {
+  function tiles(label, total, now) {
     const tile = (name, value) => h('div', { class: 'tile' }, h('dt', { text: name }), h('dd', { text: value }));
     return h('section', { class: 'window', 'aria-label': label }, h('h2', { text: label }), h('dl', { class: 'tiles' },
-      tile('Requests/s', fmt.rps(total.rps)),
+      now ? tile('Requests/s, last minute', fmt.rps(now.rps)) : null,
+      tile(now ? 'Requests/s, hour average' : 'Requests/s, day average', fmt.rps(total.rps)),
       tile('Requests', fmt.n(total.requests)),
       tile('Error rate (5xx)', fmt.pct(total.error_rate)),
       tile('Refused (4xx)', fmt.pct(total.client_error_rate)),
@@ -218,7 +228,9 @@
     if (firing) parts.push(firing);
     if (!session.metrics) parts.push(h('p', { class: 'note', text: 'Metrics are off (telemetry.metrics: false): the history stays empty.' }));
     parts.push(downLanes(pools.filter((p) => !p.implicit || p.lanes.some((l) => l.breaker !== 'closed'))));
-    parts.push(h('div', { class: 'windows' }, tiles('Last hour', hour.total), tiles('Last day', day.total)));
+    // The last whole minute (the newest point is the minute still running).
+    const lastMinute = hour.points.length > 1 ? hour.points[hour.points.length - 2] : hour.total;
+    parts.push(h('div', { class: 'windows' }, tiles('Last hour', hour.total, lastMinute), tiles('Last day', day.total)));
     parts.push(h('div', { class: 'charts' },
       lineChart('Requests per second, last hour', hour.points, [{ key: 'rps', label: 'requests/s', cls: 'a' }], fmt.rps),
       lineChart('Latency, last hour', hour.points, [{ key: 'p50_ms', label: 'p50', cls: 'a' }, { key: 'p99_ms', label: 'p99', cls: 'b' }, { key: 'ttfb_p50_ms', label: 'first byte p50', cls: 'c' }], fmt.ms),
@@ -307,8 +319,17 @@
         say(`Could not create the key: ${err.message}`, 'error');
       }
     });
-    const rows = keys.data.map((key) => [
-      h('span', {}, h('strong', { text: key.name }), h('br'), h('code', { class: 'muted', text: key.id })),
+    const params = new URLSearchParams(location.search);
+    const search = (params.get('q') || '').toLowerCase();
+    const showRevoked = params.get('revoked') === 'show';
+    const shown = keys.data.filter((key) => (showRevoked || key.state !== 'revoked')
+      && (!search || `${key.name} ${key.id} ${key.prefix} ${key.group || ''}`.toLowerCase().includes(search)));
+    const filters = h('form', { class: 'card filters', method: 'get', action: '/ui/keys', 'aria-label': 'Find keys' },
+      field('Search (name, id, prefix, group)', h('input', { name: 'q', type: 'search', value: params.get('q') || '', autocomplete: 'off' })),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'revoked', value: 'show', checked: showRevoked }), ' Show revoked keys'),
+      h('button', { type: 'submit', text: 'Find' }));
+    const rows = shown.map((key) => [
+      h('span', { class: 'key-name' }, h('strong', { text: key.name }), h('br'), h('code', { class: 'muted', text: key.id })),
       h('code', { text: `${key.prefix}…` }),
       h('span', { class: `badge ${key.state}`, text: key.state }),
       key.group || '–',
@@ -317,6 +338,7 @@
       key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–',
       key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–',
       key.state === 'revoked' ? '' : h('span', { class: 'actions' },
+        editKey(key, groups),
         button('Rotate', async () => {
           if (!confirm(`Rotate ${key.name}? Its current secret stops working at once.`)) return;
           try {
@@ -335,8 +357,51 @@
         }, { class: 'danger', 'aria-label': `Revoke ${key.name}` })),
     ]);
     const more = keys.next_cursor ? h('p', {}, h('a', { href: `/ui/keys?cursor=${encodeURIComponent(keys.next_cursor)}`, text: 'More keys →' })) : null;
-    show(created, form, h('h2', { text: 'Keys' }),
-      table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows, 'No keys yet.'), more);
+    show(created, form, h('h2', { text: 'Keys' }), filters,
+      table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows,
+        keys.data.length ? 'No key matches.' : 'No keys yet.'), more);
+  }
+
+  // A key's settings changed in place: budget, limits, pools, group,
+  // expiry, against the version read (a change made meanwhile is refused).
+  function editKey(key, groups) {
+    const details = h('details', { class: 'edit' }, h('summary', { text: 'Edit', 'aria-label': `Edit ${key.name}` }));
+    const form = h('form', { 'aria-label': `Settings of ${key.name}` },
+      h('div', { class: 'fields' },
+        field('Name', h('input', { name: 'name', value: key.name, required: true, autocomplete: 'off' })),
+        field('Group', h('select', { name: 'group' }, h('option', { value: '', text: '(none)' }),
+          groups.map((g) => h('option', { value: g.name, text: g.name, selected: g.name === key.group })))),
+        field('Pools (comma-separated, empty: all)', h('input', { name: 'pools', value: key.pools ? key.pools.join(', ') : '', autocomplete: 'off' })),
+        field('Budget USD (empty: none)', h('input', { name: 'usd', type: 'number', min: '0', step: 'any', value: key.budget ? key.budget.usd : '' })),
+        field('Budget window', h('select', { name: 'window' }, ['1mo', '1d', '7d', '1h', 'total'].map((w) => h('option', { value: w, text: w, selected: key.budget && key.budget.window === w })))),
+        field('Requests per minute', h('input', { name: 'rpm', type: 'number', min: '1', value: key.limits.rpm ?? '' })),
+        field('Tokens per minute', h('input', { name: 'tpm', type: 'number', min: '1', value: key.limits.tpm ?? '' })),
+        field('Expires (UTC date, empty: never)', h('input', { name: 'expires', type: 'date', value: key.expires_at ? isoDate(key.expires_at) : '' }))),
+      button('Save', null, { type: 'submit', 'aria-label': `Save ${key.name}` }));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      const pools = String(data.get('pools') || '').split(',').map((p) => p.trim()).filter(Boolean);
+      const body = {
+        name: data.get('name'),
+        group: data.get('group') || null,
+        pools: pools.length ? pools : null,
+        budget: data.get('usd') ? { usd: Number(data.get('usd')), window: data.get('window') } : null,
+        limits: { rpm: numberOr(data.get('rpm')), tpm: numberOr(data.get('tpm')), concurrent: key.limits.concurrent ?? undefined },
+        expires_at: data.get('expires') ? `${data.get('expires')}T00:00:00Z` : null,
+      };
+      try {
+        const current = await fetch(`${API}/keys/${encodeURIComponent(key.id)}`);
+        const etag = current.headers.get('etag');
+        await api(`keys/${encodeURIComponent(key.id)}`, { method: 'PATCH', json: body, headers: etag ? { 'if-match': etag } : {} });
+        say(`${body.name} saved.`, 'ok');
+        await render();
+      } catch (err) {
+        say(`Could not save ${key.name}: ${err.message}`, 'error');
+      }
+    });
+    details.append(form);
+    return details;
   }
 
   // The secret of a key just created or rotated, shown this once.
@@ -398,11 +463,17 @@
       h('button', { type: 'submit', text: 'Show' }),
       h('a', { class: 'download', href: `${API}/spend?${query}&format=csv`, download: '', text: 'Download CSV' }));
     const label = (line) => (line.value ? (line.name ? `${line.name} (${line.value})` : line.value) : '(none)');
+    // A group's spend includes its subgroups': its own is shown apart, and
+    // the own column is what adds up to the total.
+    const grouped = by === 'group';
+    const columns = [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units'].concat(grouped ? ['Own USD', 'USD with subgroups'] : ['USD'], ['Saved']);
     show(form,
       h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) }), ' · saved by the response cache: ', h('strong', { text: fmt.usd(report.saved_usd) })),
-      barChart(`Spend by ${by}`, report.data.map((line) => ({ label: label(line), value: line.usd })), fmt.usd),
-      table(`Spend by ${by}, ${from} to ${to}`, [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units', 'USD', 'Saved'],
-        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units), fmt.usd(line.usd), fmt.usd(line.saved_usd)]),
+      grouped ? h('p', { class: 'note', text: 'A group\'s spend with subgroups includes its children\'s, so those figures add up to more than the total; the own figures add up to it.' }) : null,
+      barChart(`Spend by ${by}${grouped ? ' (own)' : ''}`, report.data.map((line) => ({ label: label(line), value: grouped ? line.own_usd : line.usd })), fmt.usd),
+      table(`Spend by ${by}, ${from} to ${to}`, columns,
+        report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units)]
+          .concat(grouped ? [fmt.usd(line.own_usd), fmt.usd(line.usd)] : [fmt.usd(line.usd)], [fmt.usd(line.saved_usd)])),
         'No spend in this range.'));
   }
 
@@ -413,15 +484,24 @@
     const query = new URLSearchParams();
     for (const name of ['key', 'pool', 'lane', 'status', 'cursor']) if (params.get(name)) query.set(name, params.get(name));
     query.set('limit', '50');
-    const page = await api(`requests?${query}`);
     const filter = (name, label) => field(label, h('input', { name, value: params.get(name) || '', autocomplete: 'off' }));
+    const status = params.get('status') || '';
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/requests', 'aria-label': 'Filter requests' },
-      filter('key', 'Key id'), filter('pool', 'Pool'), filter('lane', 'Lane'), filter('status', 'Status'),
+      filter('key', 'Key id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
+      field('Status', h('input', { name: 'status', value: status, list: 'status-classes', autocomplete: 'off', placeholder: '5xx, 429, …' })),
+      h('datalist', { id: 'status-classes' }, ['2xx', '4xx', '5xx', '429', '499', '502', '503'].map((v) => h('option', { value: v }))),
       h('button', { type: 'submit', text: 'Filter' }));
+    let page;
+    try {
+      page = await api(`requests?${query}`);
+    } catch (err) {
+      // A filter the API refuses keeps the form, with why.
+      return show(form, h('p', { class: 'error', role: 'alert', text: `That filter does not work: ${err.message}` }));
+    }
     const rows = page.data.map((r) => [
       h('a', { href: `/ui/requests?id=${r.id}`, text: fmt.time(r.at_ms) }),
       h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }),
-      r.key_id || '–', r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
+      r.key_id || '–', r.end_user || '–', r.operation, r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
     ]);
     const more = [];
     if (page.next_cursor) {
@@ -429,7 +509,7 @@
       next.set('cursor', page.next_cursor);
       more.push(h('a', { href: `/ui/requests?${next}`, text: 'Older requests →' }));
     }
-    show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
+    show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'End user', 'Operation', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
   }
 
   async function requestDetail(id) {
@@ -437,12 +517,13 @@
     const text = r.text || null;
     const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
     $('title').textContent = `Request ${r.request_id}`;
+    document.title = `Request ${r.request_id} · Switchyard`;
     show(h('p', {}, h('a', { href: '/ui/requests', text: '← All requests' })),
       h('dl', { class: 'detail' },
         item('Request id', h('code', { text: r.request_id })),
         item('Finished (UTC)', fmt.time(r.at_ms)),
         item('Status', String(r.status)),
-        item('Key', r.key_id || '–'), item('Group', r.group || '–'),
+        item('Key', r.key_id || '–'), item('Group', r.group || '–'), item('End user', r.end_user || '–'), item('Operation', r.operation),
         item('Pool named', r.pool), item('Lane that answered', r.lane), item('Wire model', r.model),
         item('Lanes tried before it (failovers)', String(r.failovers)),
         item('Input tokens', fmt.n(r.input_tokens)), item('Output tokens', fmt.n(r.output_tokens)),
@@ -463,11 +544,82 @@
         : h('p', { class: 'muted', text: 'Prompt and reply text are not kept for this request: they are kept in memory for the most recent requests only when telemetry.request_log.include_text is on.' }));
   }
 
+  async function alertsPage() {
+    const params = new URLSearchParams(location.search);
+    const [alerts, audit] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] }]);
+    const parts = [];
+    if (!alerts.configured) {
+      parts.push(h('p', { class: 'note', text: 'No alerts receiver: set alerts.webhook in the config to be told when something needs a person.' }));
+    } else {
+      parts.push(h('h2', { text: 'Firing now' }),
+        table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since (UTC)'],
+          alerts.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, fmt.time(a.at)]), 'Nothing is firing.'),
+        h('h2', { text: 'Sent so far' }),
+        table('Alerts by kind since the gateway started', ['Kind', 'Sent', 'Deduplicated', 'Dropped (queue full)', 'Failed (receiver)'],
+          alerts.counts.filter((c) => c.sent || c.deduplicated || c.dropped || c.failed)
+            .map((c) => [c.kind.replaceAll('_', ' '), fmt.n(c.sent), fmt.n(c.deduplicated), fmt.n(c.dropped), fmt.n(c.failed)]), 'No alert sent yet.'));
+    }
+    const actor = params.get('actor') || '';
+    const outcome = params.get('outcome') || '';
+    const form = h('form', { class: 'card filters', method: 'get', action: '/ui/alerts', 'aria-label': 'Filter the audit log' },
+      field('Who', h('input', { name: 'actor', value: actor, autocomplete: 'off' })),
+      field('Outcome', h('select', { name: 'outcome' }, [['', 'any'], ['2xx', 'done (2xx)'], ['4xx', 'refused (4xx)'], ['5xx', 'failed (5xx)']]
+        .map(([value, text]) => h('option', { value, text, selected: value === outcome })))),
+      h('button', { type: 'submit', text: 'Filter' }));
+    const entries = audit.data.filter((e) => (!actor || e.actor.includes(actor)) && (!outcome || String(e.outcome)[0] === outcome[0]));
+    parts.push(h('h2', { text: 'Audit log' }), form,
+      table('Admin changes and attempts, newest first', ['When (UTC)', 'Who', 'What', 'Target', 'Outcome'],
+        entries.map((e) => [fmt.time(e.at_ms), e.actor, h('code', { text: e.action }), e.target || '–', h('span', { class: `status s${Math.floor(e.outcome / 100)}`, text: e.outcome })]),
+        'No entries match.'));
+    show(parts);
+  }
+
+  // A line diff of two texts: each line kept, removed (-) or added (+).
+  function lineDiff(before, after) {
+    const a = before.split('\n'), b = after.split('\n');
+    // Common head and tail first: a config edit is usually small.
+    let head = 0;
+    while (head < a.length && head < b.length && a[head] === b[head]) head += 1;
+    let tail = 0;
+    while (tail < a.length - head && tail < b.length - head && a[a.length - 1 - tail] === b[b.length - 1 - tail]) tail += 1;
+    const x = a.slice(head, a.length - tail), y = b.slice(head, b.length - tail);
+    if (x.length * y.length > 4000000) return [...x.map((l) => `- ${l}`), ...y.map((l) => `+ ${l}`)];
+    const lcs = Array.from({ length: x.length + 1 }, () => new Uint16Array(y.length + 1));
+    for (let i = x.length - 1; i >= 0; i -= 1) {
+      for (let j = y.length - 1; j >= 0; j -= 1) lcs[i][j] = x[i] === y[j] ? lcs[i + 1][j + 1] + 1 : Math.max(lcs[i + 1][j], lcs[i][j + 1]);
+    }
+    const out = [];
+    let i = 0, j = 0;
+    while (i < x.length || j < y.length) {
+      if (i < x.length && j < y.length && x[i] === y[j]) { out.push(`  ${x[i]}`); i += 1; j += 1; }
+      else if (j < y.length && (i === x.length || lcs[i][j + 1] >= lcs[i + 1][j])) { out.push(`+ ${y[j]}`); j += 1; }
+      else { out.push(`- ${x[i]}`); i += 1; }
+    }
+    return out;
+  }
+
+  function diffView(lines, label) {
+    if (!lines.some((l) => l[0] === '+' || l[0] === '-')) return h('p', { class: 'muted', text: 'No difference.' });
+    return h('pre', { class: 'yaml diff', tabindex: '0', 'aria-label': label },
+      lines.map((l) => h('span', { class: l[0] === '+' ? 'added' : l[0] === '-' ? 'removed' : '', text: `${l}\n` })));
+  }
+
   async function configPage() {
-    const running = await api('config');
+    const [running, versions] = await Promise.all([
+      api('config'),
+      session.governance ? api('config/versions?limit=50').catch(() => []) : [],
+    ]);
     const candidate = h('textarea', { id: 'candidate', rows: 14, spellcheck: 'false', 'aria-label': 'Candidate config (YAML)' });
+    const message = h('input', { id: 'change-message', autocomplete: 'off', 'aria-label': 'Why (kept with the version)' });
     const result = h('div', { id: 'config-result', role: 'status' });
     const problems = (list) => h('ul', { class: 'problems' }, list.map((p) => h('li', {}, h('code', { text: p.path || '(file)' }), `: ${p.message}`, p.fix ? h('span', { class: 'muted', text: ` — ${p.fix}` }) : null)));
+    const load = h('button', { type: 'button', text: 'Load the running config' });
+    load.addEventListener('click', () => {
+      candidate.value = running.yaml;
+      result.replaceChildren(h('p', { class: 'muted', text: 'The running config is in the editor (secrets show as <redacted>: put them back, or ${VARIABLES}, before applying).' }));
+    });
+    const compare = h('button', { type: 'button', text: 'Diff against the running config' });
+    compare.addEventListener('click', () => result.replaceChildren(h('h3', { text: 'Candidate against the running config' }), diffView(lineDiff(running.yaml, candidate.value), 'Candidate against the running config')));
     const validate = button('Validate candidate', async () => {
       try {
         const answer = await api('config/validate', { method: 'POST', body: candidate.value, headers: { 'content-type': 'application/yaml' } });
@@ -475,6 +627,16 @@
           answer.valid ? '' : problems(answer.problems), answer.warnings.length ? problems(answer.warnings) : '');
       } catch (err) { result.replaceChildren(h('p', { class: 'error', text: err.message })); }
     });
+    const apply = button('Apply as a new version', async () => {
+      if (running.version === null || running.version === undefined) return say('Versions need governance (admin tokens or storage).', 'error');
+      try {
+        const answer = await api('config', { method: 'POST', json: { yaml: candidate.value, message: message.value }, headers: { 'if-match': `"${running.version}"` } });
+        say(`Version ${answer.version} applied: ${answer.pools} pools, ${answer.lanes} lanes.`, 'ok');
+        await render();
+      } catch (err) {
+        result.replaceChildren(h('p', { class: 'error', text: `Not applied: ${err.message}` }));
+      }
+    }, { disabled: !canChange() || running.locked, title: running.locked ? 'config.locked: the file is the source' : null });
     const reload = button('Reload the config file', async () => {
       try {
         const answer = await api('config/reload', { method: 'POST' });
@@ -484,9 +646,32 @@
         result.replaceChildren(h('p', { class: 'error', text: `Refused, the running config keeps serving: ${err.message}` }), err.body && err.body.error && err.body.error.problems ? problems(err.body.error.problems) : '');
       }
     });
-    show(h('section', { class: 'card' }, h('h2', { text: 'Check a change' }),
-      h('p', { class: 'muted', text: 'Paste a candidate file to check it as `switchyard check` would (nothing is applied). Reload reads the config file on disk again, as SIGHUP does.' }),
-      candidate, h('p', { class: 'actions' }, validate, reload), result),
+    const history = versions.length ? table('Config versions, newest first', ['Version', 'When (UTC)', 'Who', 'Why', 'Changes', 'Actions'], versions.map((v) => {
+      const changes = h('details', {}, h('summary', { text: `Changes in version ${v.version}` }), h('div', { class: 'diff-slot' }));
+      changes.addEventListener('toggle', async () => {
+        if (!changes.open || changes.dataset.loaded) return;
+        changes.dataset.loaded = 'true';
+        const detail = await api(`config/versions/${v.version}`);
+        changes.querySelector('.diff-slot').replaceChildren(h('pre', { class: 'yaml diff', tabindex: '0', 'aria-label': `Diff of version ${v.version}` },
+          detail.diff.split('\n').map((l) => h('span', { class: l.startsWith('+') && !l.startsWith('+++') ? 'added' : l.startsWith('-') && !l.startsWith('---') ? 'removed' : '', text: `${l}\n` }))));
+      });
+      return [String(v.version) + (v.current ? ' (serving)' : ''), fmt.time(v.at_ms), v.author, v.message || '–', changes,
+        v.current ? '' : button('Roll back to this', async () => {
+          if (!confirm(`Apply version ${v.version}'s text as a new version?`)) return;
+          try {
+            const answer = await api(`config/rollback/${v.version}`, { method: 'POST', json: {}, headers: { 'if-match': `"${running.version}"` } });
+            say(`Rolled back: version ${answer.version} is version ${v.version}'s text.`, 'ok');
+            await render();
+          } catch (err) { say(`Could not roll back: ${err.message}`, 'error'); }
+        }, { 'aria-label': `Roll back to version ${v.version}`, disabled: !canChange() || running.locked })];
+    }), 'No versions yet.') : null;
+    show(h('section', { class: 'card' }, h('h2', { text: 'Change the config' }),
+      h('p', { class: 'muted', text: running.locked
+        ? 'The config is locked (config.locked): the file is the source. Check a candidate here; change the file and reload to apply it.'
+        : 'Check a candidate as `switchyard check` would, see what it changes, and apply it as a new version (written to the file, served at once, on every instance of a fleet). Reload reads the file on disk again, as SIGHUP does.' }),
+      candidate, field('Why (kept with the version)', message),
+      h('p', { class: 'actions' }, load, compare, validate, apply, reload), result),
+    history ? h('section', {}, h('h2', { text: `Versions${running.version ? ` (serving version ${running.version})` : ''}` }), history) : null,
     h('section', {}, h('h2', { text: 'Running config (secrets redacted)' }),
       running.restart_pending && running.restart_pending.length
         ? h('p', { class: 'note', text: `The file below changes ${running.restart_pending.join(', ')}; these keep their running values until a restart.` })
@@ -501,16 +686,48 @@
     groups: ['Groups', groupsPage, false],
     spend: ['Spend', spendPage, false],
     requests: ['Requests', requestsPage, false],
+    alerts: ['Alerts & audit', alertsPage, true],
     config: ['Config', configPage, false],
   };
 
   const pageName = () => location.pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');
 
+  function notFound() {
+    show(h('p', { text: `There is no console page at ${location.pathname}.` }),
+      h('ul', {}, Object.entries(PAGES).map(([name, [title]]) => h('li', {}, h('a', { href: `/ui/${name}`, text: title })))));
+  }
+
+  // What a redraw must keep: the element that has the keyboard focus (by
+  // its id or accessible name) and which sections are open.
+  function remembered() {
+    const active = document.activeElement;
+    const focus = active && active !== document.body && $('content').contains(active)
+      ? { id: active.id, label: active.getAttribute('aria-label'), text: active.textContent, tag: active.tagName }
+      : null;
+    const open = Array.from($('content').querySelectorAll('details[open] > summary'), (summary) => summary.textContent);
+    return { focus, open };
+  }
+
+  function restore({ focus, open }) {
+    for (const summary of $('content').querySelectorAll('details > summary')) {
+      if (open.includes(summary.textContent)) summary.parentElement.open = true;
+    }
+    if (!focus) return;
+    const candidates = $('content').querySelectorAll(focus.tag);
+    const again = Array.from(candidates).find((node) => (focus.id && node.id === focus.id)
+      || (focus.label && node.getAttribute('aria-label') === focus.label)
+      || (!focus.id && !focus.label && node.textContent === focus.text));
+    if (again) again.focus({ preventScroll: true });
+  }
+
   async function render() {
-    const [title, draw] = PAGES[pageName()] || ['Not found', async () => show(h('p', { text: 'No such page.' }))];
+    const [title, draw] = PAGES[pageName()] || ['Not found', notFound];
     if (!$('title').dataset.fixed) $('title').textContent = title;
+    document.title = `${$('title').textContent} · Switchyard`;
+    const kept = remembered();
     try {
       await draw();
+      restore(kept);
       if (!document.body.dataset.ready) performance.mark('switchyard-ready');
       document.body.dataset.ready = 'true';
     } catch (err) {

@@ -36,7 +36,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 7] = ["", "pools", "keys", "groups", "spend", "requests", "config"];
+const PAGES: [&str; 8] = ["", "pools", "keys", "groups", "spend", "requests", "alerts", "config"];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {
@@ -137,19 +137,18 @@ async fn login_page(State(gateway): State<Arc<Gateway>>, Query(query): Query<Log
 /// The console document for `page`, or the login form for a browser that
 /// is not signed in.
 fn document(gateway: &Gateway, headers: &HeaderMap, page: &str) -> Response {
-    if !PAGES.contains(&page) {
-        return (StatusCode::NOT_FOUND, "no such console page").into_response();
-    }
     let Some(sign_in) = signed_in(gateway, headers) else {
         return Redirect::to("/ui/login").into_response();
     };
+    // An unknown page is the console's own 404 page (its links lead on).
+    let status = if PAGES.contains(&page) { StatusCode::OK } else { StatusCode::NOT_FOUND };
     // Who is signed in rides in the document (a meta element, not a
     // script), so the page needs no round trip before it asks for data.
     let meta = format!(
         "<meta name=\"switchyard-session\" content=\"{}\">",
         html_attribute(&session_json(gateway, &sign_in).to_string())
     );
-    html_response(INDEX_VERSIONED.replacen("<meta name=\"switchyard-session\">", &meta, 1))
+    (status, html_response(INDEX_VERSIONED.replacen("<meta name=\"switchyard-session\">", &meta, 1))).into_response()
 }
 
 fn html_response(html: String) -> Response {

@@ -63,6 +63,11 @@ pub struct SpendLine {
     pub usd: f64,
     /// USD response-cache hits saved (at the price each hit was served at).
     pub saved_usd: f64,
+    /// By group: the group's own USD, without its subgroups' (`usd`
+    /// includes them, so groups' `usd` add up to more than the total;
+    /// their `own_usd` add up to it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_usd: Option<f64>,
 }
 
 /// Spend over a range.
@@ -92,8 +97,8 @@ pub struct RequestsQuery {
     pub pool: Option<String>,
     /// Only this lane's.
     pub lane: Option<String>,
-    /// Only this status.
-    pub status: Option<u16>,
+    /// Only this status (`503`) or class (`5xx`, `4xx`, `2xx`).
+    pub status: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// From a previous page's `next_cursor`.
@@ -203,7 +208,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     let question = TotalsQuery { by, from_ms, to_ms, key: query.key.clone(), groups, end_user: None };
     let totals = governance.stores.ledger.totals(question).await?;
     let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
-    let mut add = |value: Option<String>, total: &switchyard_store::Total| {
+    let mut add = |value: Option<String>, total: &switchyard_store::Total, own: bool| {
         let price = admin.gateway.price_of(&total.lane);
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
             name: (by == SpendBy::Key)
@@ -218,6 +223,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             units: 0,
             usd: 0.0,
             saved_usd: 0.0,
+            own_usd: (by == SpendBy::Group).then_some(0.0),
         });
         line.requests += total.requests;
         line.input_tokens += total.tokens.input;
@@ -225,7 +231,11 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         line.cache_read_tokens += total.tokens.cache_read;
         line.cache_write_tokens += total.tokens.cache_write;
         line.units += total.tokens.units;
-        line.usd += price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
+        let cost = price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
+        line.usd += cost;
+        if let (true, Some(own_usd)) = (own, line.own_usd.as_mut()) {
+            *own_usd += cost;
+        }
         line.saved_usd += usd(total.saved_nano);
     };
     let groups = governance.groups();
@@ -234,17 +244,17 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             // A group's spend is its subtree's: credit the row's group and every ancestor.
             let mut at = total.value.clone();
             let mut seen = Vec::new();
-            add(at.clone(), total);
+            add(at.clone(), total, true);
             while let Some(name) = at.take() {
                 seen.push(name.clone());
                 at =
                     groups.iter().find(|g| g.name == name).and_then(|g| g.parent.clone()).filter(|p| !seen.contains(p));
                 if at.is_some() {
-                    add(at.clone(), total);
+                    add(at.clone(), total, false);
                 }
             }
         } else {
-            add(total.value.clone(), total);
+            add(total.value.clone(), total, true);
         }
     }
     let mut data: Vec<SpendLine> = lines.into_values().collect();
@@ -262,7 +272,11 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     let saved_usd = totals.iter().map(|t| usd(t.saved_nano)).sum();
     let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd };
     if csv {
-        let name = format!("attachment; filename=\"switchyard-spend-by-{by}-{from}-{to}.csv\"");
+        let day = |seconds: i64| {
+            time::OffsetDateTime::from_unix_timestamp(seconds)
+                .map_or_else(|_| seconds.to_string(), |t| t.date().to_string())
+        };
+        let name = format!("attachment; filename=\"switchyard-spend-by-{by}-{}-to-{}.csv\"", day(from), day(to));
         let headers = [
             (axum::http::header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()),
             (axum::http::header::CONTENT_DISPOSITION, name),
@@ -308,7 +322,7 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
 
 #[utoipa::path(get, path = "/api/v1/admin/requests",
     params(("key" = Option<String>, Query), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
-        ("status" = Option<u16>, Query), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+        ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = RequestPage)))]
 pub(crate) async fn requests(
     State(admin): State<Admin>,
@@ -318,14 +332,30 @@ pub(crate) async fn requests(
     let limit = query.limit.unwrap_or(50).clamp(1, 1000);
     let before =
         query.cursor.as_deref().map(|c| c.parse::<i64>().map_err(|_| bad("cursor: not a cursor"))).transpose()?;
+    let status = query.status.as_deref().map(status_range).transpose()?;
     let rows = governance
         .stores
         .ledger
-        .rows(RowFilter { key: query.key, pool: query.pool, lane: query.lane, status: query.status, before, limit })
+        .rows(RowFilter { key: query.key, pool: query.pool, lane: query.lane, status, before, limit })
         .await?;
     let next_cursor = (rows.len() == limit).then(|| rows.last().map(|r| r.id.to_string())).flatten();
     let data = rows.into_iter().map(|stored| request_view(&admin.gateway, stored)).collect();
     Ok(Json(RequestPage { data, next_cursor }))
+}
+
+/// A status filter as a range: `503` alone, or `5xx` (case-insensitive)
+/// for the class.
+fn status_range(text: &str) -> ApiResult<(u16, u16)> {
+    let text = text.trim();
+    let class = text.strip_suffix("xx").or_else(|| text.strip_suffix("XX"));
+    match class.map(str::parse::<u16>) {
+        Some(Ok(class @ 1..=5)) => Ok((class * 100, class * 100 + 100)),
+        Some(_) => Err(bad(format!("status: `{text}` is not a class (1xx to 5xx)"))),
+        None => match text.parse::<u16>() {
+            Ok(status @ 100..=599) => Ok((status, status + 1)),
+            _ => Err(bad(format!("status: `{text}` is neither a status (e.g. 503) nor a class (e.g. 5xx)"))),
+        },
+    }
 }
 
 /// A ledger row priced at today's rate.
@@ -369,7 +399,7 @@ pub(crate) async fn request_detail(
     let rows = governance
         .stores
         .ledger
-        .rows(RowFilter { key: None, pool: None, lane: None, status: None, before: id.checked_add(1), limit: 1 })
+        .rows(RowFilter { before: id.checked_add(1), limit: 1, ..RowFilter::default() })
         .await?;
     let stored = rows
         .into_iter()
@@ -423,6 +453,7 @@ mod tests {
             units: 0,
             usd: 0.5,
             saved_usd: 0.25,
+            own_usd: None,
         };
         let report = SpendReport {
             by: "key".into(),

@@ -325,8 +325,9 @@ pub struct RowFilter {
     pub pool: Option<String>,
     /// Only this lane's.
     pub lane: Option<String>,
-    /// Only this status.
-    pub status: Option<u16>,
+    /// Only statuses in this range (`[from, to)`: one status, or a class
+    /// such as 500..600).
+    pub status: Option<(u16, u16)>,
     /// Only rows with a smaller id (the cursor).
     pub before: Option<i64>,
     /// At most this many.

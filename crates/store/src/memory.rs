@@ -191,7 +191,7 @@ impl Ledger for MemoryStore {
                 .filter(|r| filter.key.as_ref().is_none_or(|k| r.row.key_id.as_ref() == Some(k)))
                 .filter(|r| filter.pool.as_ref().is_none_or(|p| &r.row.pool == p))
                 .filter(|r| filter.lane.as_ref().is_none_or(|l| &r.row.lane == l))
-                .filter(|r| filter.status.is_none_or(|s| r.row.status == s))
+                .filter(|r| filter.status.is_none_or(|(from, to)| (from..to).contains(&r.row.status)))
                 .take(filter.limit)
                 .cloned()
                 .collect())

@@ -508,12 +508,13 @@ impl Ledger for PostgresStore {
             let sql = format!(
                 "SELECT {ROW_COLUMNS} FROM ledger WHERE ($1::BIGINT IS NULL OR id < $1) AND ($2::TEXT IS NULL OR key_id = $2) \
                  AND ($3::TEXT IS NULL OR pool = $3) AND ($4::TEXT IS NULL OR lane = $4) \
-                 AND ($5::INTEGER IS NULL OR status = $5) ORDER BY id DESC LIMIT $6"
+                 AND ($5::INTEGER IS NULL OR (status >= $5 AND status < $7)) ORDER BY id DESC LIMIT $6"
             );
-            let status = filter.status.map(i32::from);
+            let from = filter.status.map(|s| i32::from(s.0));
+            let to = filter.status.map(|s| i32::from(s.1));
             let limit = column(filter.limit as u64);
             let rows = client
-                .query(&sql, &[&filter.before, &filter.key, &filter.pool, &filter.lane, &status, &limit])
+                .query(&sql, &[&filter.before, &filter.key, &filter.pool, &filter.lane, &from, &limit, &to])
                 .await
                 .map_err(unavailable)?;
             rows.iter().map(row_of).collect()

@@ -389,13 +389,14 @@ impl Ledger for SqliteStore {
         self.run(move |conn| {
             let sql = format!(
                 "SELECT {ROW_COLUMNS} FROM ledger WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR key_id = ?2) \
-                 AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) AND (?5 IS NULL OR status = ?5) \
-                 ORDER BY id DESC LIMIT ?6"
+                 AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) \
+                 AND (?5 IS NULL OR (status >= ?5 AND status < ?7)) ORDER BY id DESC LIMIT ?6"
             );
             let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
+            let (from, to) = (filter.status.map(|s| s.0), filter.status.map(|s| s.1));
             let rows = statement
                 .query_map(
-                    params![filter.before, filter.key, filter.pool, filter.lane, filter.status, filter.limit as i64],
+                    params![filter.before, filter.key, filter.pool, filter.lane, from, filter.limit as i64, to],
                     row_of,
                 )
                 .map_err(unavailable)?
