@@ -31,7 +31,7 @@ const LEDGER_ROWS = Number(process.env.CONSOLE_LEDGER_ROWS || 10000);
 const PAGE_BUDGET_MS = 300;
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
-const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'requests', 'alerts', 'config'];
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'config'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
@@ -409,6 +409,21 @@ try {
   await until('the saved key', async () => /saved/.test(await ops.page.locator('#status').textContent()));
   const edited = await adminApi('GET', `keys/${bulk.body.id}`);
   assert.equal(edited.body.limits.rpm, 100000);
+
+  step('usage over time: a line per key, each point with its value on hover');
+  await open(ops.page, 'usage?by=key&range=24h&metric=requests');
+  assert.ok(await ops.page.locator('svg polyline').count() >= 1, 'a line per key');
+  const hover = await ops.page.locator('svg circle title').first().textContent();
+  assert.match(hover, /bulk-traffic.*: [\d,]+$/);
+  await open(ops.page, 'usage?by=model&range=7d&metric=usd');
+  assert.ok(await ops.page.getByRole('table').count() === 1);
+
+  step('a key\'s own page: last use, budget and its reset, headroom, a week of spend');
+  await open(ops.page, `keys?id=${bulk.body.id}`);
+  const keyPage = await ops.page.locator('#content').innerText();
+  assert.match(keyPage, /Last used \(UTC\)\s+\d{4}-\d\d-\d\d/);
+  assert.match(keyPage, /Requests per minute left/);
+  assert.match(await ops.page.title(), /Key bulk-traffic · Switchyard/);
 
   step('the 5 s redraw keeps the focus and open sections');
   await open(ops.page, 'pools');

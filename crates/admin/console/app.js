@@ -164,6 +164,35 @@
     return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), svg, legend);
   }
 
+  // Lines of `series` ({label, values}) over steps starting at `starts`
+  // (Unix seconds); each point carries its value for a pointer's hover.
+  function seriesChart(title, starts, series, format, stepSeconds) {
+    const width = 720, height = 220, left = 84, bottom = 22, top = 10, right = 10;
+    const values = series.flatMap((line) => line.values);
+    if (!values.some((v) => v > 0)) {
+      return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), h('p', { class: 'muted no-data', text: 'No data in this range.' }));
+    }
+    const max = Math.max(...values) || 1;
+    const x = (i) => left + (i * (width - left - right)) / Math.max(starts.length - 1, 1);
+    const y = (v) => top + (height - top - bottom) * (1 - v / max);
+    const when = (at) => (stepSeconds >= 86400 ? isoDate(at) : `${isoDate(at)} ${fmt.clock(at)}`);
+    const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, role: 'img', 'aria-label': `${title}, peak ${format(max)}`, class: 'chart' },
+      s('line', { x1: left, y1: y(0), x2: width - right, y2: y(0), class: 'axis' }),
+      s('line', { x1: left, y1: y(max), x2: width - right, y2: y(max), class: 'grid' }),
+      s('text', { x: left - 6, y: y(max) + 4, 'text-anchor': 'end', class: 'label', text: format(max) }),
+      s('text', { x: left - 6, y: y(0) + 4, 'text-anchor': 'end', class: 'label', text: format(0) }),
+      s('text', { x: left, y: height - 4, class: 'label', text: when(starts[0]) }),
+      s('text', { x: width - right, y: height - 4, 'text-anchor': 'end', class: 'label', text: when(starts[starts.length - 1]) }));
+    series.forEach((line, n) => {
+      const cls = `series s${n % 9}`;
+      svg.append(s('polyline', { points: line.values.map((v, i) => `${x(i).toFixed(1)},${y(v).toFixed(1)}`).join(' '), class: cls }));
+      line.values.forEach((v, i) => svg.append(s('circle', { cx: x(i).toFixed(1), cy: y(v).toFixed(1), r: 3, class: `point s${n % 9}` },
+        s('title', { text: `${line.label}, ${when(starts[i])}: ${format(v)}` }))));
+    });
+    const legend = h('ul', { class: 'legend' }, series.map((line, n) => h('li', { class: `s${n % 9}`, text: line.label })));
+    return h('figure', { class: 'chart-box wide' }, h('figcaption', { text: title }), svg, legend);
+  }
+
   // Horizontal bars of `rows` ({label, value}).
   function barChart(title, rows, format) {
     const shown = rows.slice(0, 12);
@@ -283,6 +312,8 @@
 
   async function keysPage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: set auth.mode: keys or storage: in the config to keep keys.' }));
+    const asked = new URLSearchParams(location.search).get('id');
+    if (asked) return keyPage(asked);
     const cursor = new URLSearchParams(location.search).get('cursor');
     const page = new URLSearchParams({ limit: '100' });
     if (cursor) page.set('cursor', cursor);
@@ -329,7 +360,7 @@
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'revoked', value: 'show', checked: showRevoked }), ' Show revoked keys'),
       h('button', { type: 'submit', text: 'Find' }));
     const rows = shown.map((key) => [
-      h('span', { class: 'key-name' }, h('strong', { text: key.name }), h('br'), h('code', { class: 'muted', text: key.id })),
+      h('span', { class: 'key-name' }, h('a', { href: `/ui/keys?id=${encodeURIComponent(key.id)}` }, h('strong', { text: key.name })), h('br'), h('code', { class: 'muted', text: key.id })),
       h('code', { text: `${key.prefix}…` }),
       h('span', { class: `badge ${key.state}`, text: key.state }),
       key.group || '–',
@@ -475,6 +506,76 @@
         report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units)]
           .concat(grouped ? [fmt.usd(line.own_usd), fmt.usd(line.usd)] : [fmt.usd(line.usd)], [fmt.usd(line.saved_usd)])),
         'No spend in this range.'));
+  }
+
+  const PRESETS = { '24h': [86400, 'hour'], '7d': [7 * 86400, 'day'], '30d': [30 * 86400, 'day'] };
+  const METRICS = { usd: ['Spend', (v) => fmt.usd(v)], tokens: ['Tokens', (v) => fmt.n(v)], requests: ['Requests', (v) => fmt.n(v)] };
+
+  async function usagePage() {
+    if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: there is no ledger to read usage from.' }));
+    const params = new URLSearchParams(location.search);
+    const by = ['key', 'group', 'model', 'lane', 'operation'].includes(params.get('by')) ? params.get('by') : 'key';
+    const range = PRESETS[params.get('range')] ? params.get('range') : '24h';
+    const metric = METRICS[params.get('metric')] ? params.get('metric') : 'usd';
+    const [seconds, step] = PRESETS[range];
+    const to = (Math.floor(Date.now() / 3600000) + 1) * 3600;
+    const report = await api(`usage?${new URLSearchParams({ by, step, from: String(to - seconds), to: String(to) })}`);
+    const form = h('form', { class: 'card filters', method: 'get', action: '/ui/usage', 'aria-label': 'Usage range' },
+      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
+      field('Range', h('select', { name: 'range' }, Object.keys(PRESETS).map((r) => h('option', { value: r, text: `last ${r}`, selected: r === range })))),
+      field('Show', h('select', { name: 'metric' }, Object.entries(METRICS).map(([m, [label]]) => h('option', { value: m, text: label, selected: m === metric })))),
+      h('button', { type: 'submit', text: 'Show' }));
+    const [label, format] = METRICS[metric];
+    const name = (line) => (line.value ? (line.name ? `${line.name} (${line.value})` : line.value) : '(none)');
+    const lines = report.series.map((line) => ({ label: name(line), values: line[metric] }));
+    const sum = (values) => values.reduce((a, b) => a + b, 0);
+    show(form,
+      seriesChart(`${label} by ${by}, last ${range}, per ${step}`, report.starts, lines, format, report.step_seconds),
+      table(`${label} by ${by}, last ${range}`, [by, 'Spend', 'Tokens', 'Requests'],
+        report.series.map((line) => [name(line), fmt.usd(sum(line.usd)), fmt.n(sum(line.tokens)), fmt.n(sum(line.requests))]), 'No usage in this range.'));
+  }
+
+  // One key: its state, budget and its reset, limits headroom, last use, and usage over a week.
+  async function keyPage(id) {
+    const [key, recent, usage] = await Promise.all([
+      api(`keys/${encodeURIComponent(id)}`),
+      api(`requests?key=${encodeURIComponent(id)}&limit=1`),
+      api(`usage?${new URLSearchParams({ by: 'model', step: 'day', key: id, from: String((Math.floor(Date.now() / 86400000) - 6) * 86400) })}`),
+    ]);
+    $('title').textContent = `Key ${key.name}`;
+    document.title = `Key ${key.name} · Switchyard`;
+    const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
+    const last = recent.data[0];
+    const reset = key.budget ? nextWindow(key.budget.window) : null;
+    show(h('p', {}, h('a', { href: '/ui/keys', text: '← All keys' })),
+      h('dl', { class: 'detail' },
+        item('Id', h('code', { text: key.id })), item('State', h('span', { class: `badge ${key.state}`, text: key.state })),
+        item('Group', key.group || '–'), item('Pools', key.pools ? key.pools.join(', ') : 'all'),
+        item('Last used (UTC)', last ? h('a', { href: `/ui/requests?id=${last.id}`, text: `${fmt.time(last.at_ms)} (${last.status})` }) : 'never'),
+        item('Budget', key.budget && key.usage ? meter(key.usage.spent_usd, key.budget.usd, `${key.name} budget used`) : 'no cap'),
+        item('Budget resets (UTC)', reset ? fmt.time(reset) : '–'),
+        item('Requests per minute left', key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–'),
+        item('Tokens per minute left', key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–'),
+        item('In flight', key.usage ? fmt.n(key.usage.in_flight) : '–'),
+        item('Expires', key.expires_at ? fmt.time(key.expires_at * 1000) : 'never'),
+        item('Metadata', Object.keys(key.metadata || {}).length ? h('code', { text: JSON.stringify(key.metadata) }) : '–')),
+      seriesChart(`Spend of ${key.name} by model, last 7 days`, usage.starts, usage.series.map((line) => ({ label: line.value || '(none)', values: line.usd })), fmt.usd, usage.step_seconds),
+      h('p', {}, h('a', { href: `/ui/requests?key=${encodeURIComponent(key.id)}`, text: 'Its requests →' })));
+  }
+
+  // When a budget window that is running now ends (UTC), in Unix ms.
+  function nextWindow(window) {
+    const now = new Date();
+    const at = (y, m, d, hh) => Date.UTC(y, m, d, hh || 0);
+    const [y, m, d, hh] = [now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate(), now.getUTCHours()];
+    switch (window) {
+      case '1m': return (Math.floor(Date.now() / 60000) + 1) * 60000;
+      case '1h': return at(y, m, d, hh + 1);
+      case '1d': return at(y, m, d + 1);
+      case '7d': return at(y, m, d + ((8 - now.getUTCDay()) % 7 || 7));
+      case '1mo': return at(y, m + 1, 1);
+      default: return null;
+    }
   }
 
   async function requestsPage() {
@@ -685,6 +786,7 @@
     keys: ['Keys', keysPage, false],
     groups: ['Groups', groupsPage, false],
     spend: ['Spend', spendPage, false],
+    usage: ['Usage over time', usagePage, false],
     requests: ['Requests', requestsPage, false],
     alerts: ['Alerts & audit', alertsPage, true],
     config: ['Config', configPage, false],

@@ -32,6 +32,7 @@ use crate::keys::*;
 use crate::operations::*;
 use crate::reports::*;
 use crate::shared::*;
+use crate::usage::*;
 use crate::versions::*;
 
 use switchyard_state::governance::now_ms;
@@ -58,6 +59,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/groups", post(create_group).get(list_groups))
         .route("/api/v1/admin/groups/{name}", get(get_group).patch(patch_group).delete(delete_group))
         .route("/api/v1/admin/spend", get(spend))
+        .route("/api/v1/admin/usage", get(usage))
         .route("/api/v1/admin/requests", get(requests))
         .route("/api/v1/admin/requests/{id}", get(request_detail))
         .route("/api/v1/admin/history", get(history))
@@ -223,6 +225,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::groups::patch_group,
         crate::groups::delete_group,
         crate::reports::spend,
+        crate::usage::usage,
         crate::reports::requests,
         crate::reports::request_detail,
         crate::reports::history,
@@ -261,6 +264,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        UsageReport,
+        UsageSeries,
         EndUsersBody,
         VersionSummary,
         VersionView,

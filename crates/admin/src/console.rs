@@ -36,7 +36,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 8] = ["", "pools", "keys", "groups", "spend", "requests", "alerts", "config"];
+const PAGES: [&str; 9] = ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "config"];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {

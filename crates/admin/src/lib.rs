@@ -19,5 +19,6 @@ pub mod sampler;
 pub mod scrape;
 pub mod shared;
 pub mod stats;
+pub mod usage;
 pub mod versions;
 pub mod watch;

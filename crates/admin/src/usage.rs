@@ -1,0 +1,159 @@
+//! Usage over time: spend, tokens and requests per key, group, model, lane
+//! or operation in hourly or daily steps over a range, for the console's
+//! charts. Each step is one spend question, whole hours read from the
+//! ledger's hourly rollup; the values that spent most over the range get a
+//! series each, the rest are summed as `other`.
+
+use std::collections::HashMap;
+
+use axum::extract::{Query, State};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use switchyard_governance::money::usd;
+use switchyard_store::{SpendBy, TotalsQuery};
+use utoipa::ToSchema;
+
+use crate::shared::*;
+use switchyard_state::governance::now_ms;
+
+/// `GET /api/v1/admin/usage` query.
+#[derive(Debug, Deserialize)]
+pub struct UsageQuery {
+    /// `key` (default), `group`, `model`, `lane` or `operation`.
+    pub by: Option<String>,
+    /// `hour` or `day` (default: hour for a range of 2 days or less).
+    pub step: Option<String>,
+    /// From: RFC 3339 or Unix seconds (default: 24 hours ago).
+    pub from: Option<String>,
+    /// To, exclusive (default: the end of this hour).
+    pub to: Option<String>,
+    /// Series kept (default 8, at most 20); the rest are `other`.
+    pub top: Option<usize>,
+    /// Only this key's requests.
+    pub key: Option<String>,
+}
+
+/// One value's figures per step.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UsageSeries {
+    /// The key id, group, model, lane or operation (`other`: the rest;
+    /// absent: requests without one).
+    pub value: Option<String>,
+    /// The key's name, by key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// USD per step, at today's rate card.
+    pub usd: Vec<f64>,
+    /// Tokens (in and out) per step.
+    pub tokens: Vec<u64>,
+    /// Requests per step.
+    pub requests: Vec<u64>,
+}
+
+/// Usage over a range, step by step.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UsageReport {
+    /// The dimension.
+    pub by: String,
+    /// Seconds per step.
+    pub step_seconds: i64,
+    /// Each step's start (Unix seconds).
+    pub starts: Vec<i64>,
+    /// The series, most spent first.
+    pub series: Vec<UsageSeries>,
+}
+
+/// The most steps one question reads (a month of days, or 4 days of hours).
+const MAX_STEPS: i64 = 96;
+
+#[utoipa::path(get, path = "/api/v1/admin/usage",
+    params(("by" = Option<String>, Query, description = "key, group, model, lane or operation"),
+        ("step" = Option<String>, Query, description = "hour or day"), ("from" = Option<String>, Query),
+        ("to" = Option<String>, Query), ("top" = Option<usize>, Query), ("key" = Option<String>, Query, description = "only this key's requests")),
+    responses((status = 200, body = UsageReport)))]
+pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQuery>) -> ApiResult<Json<UsageReport>> {
+    let governance = governance(&admin)?;
+    let by = match query.by.as_deref().unwrap_or("key") {
+        "key" => SpendBy::Key,
+        "group" => SpendBy::Group,
+        "model" => SpendBy::Model,
+        "lane" => SpendBy::Lane,
+        "operation" => SpendBy::Operation,
+        other => return Err(bad(format!("by: `{other}` is not key, group, model, lane or operation"))),
+    };
+    let now = (now_ms() / 1000) as i64;
+    let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
+    let from = query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(to - 86_400);
+    if from >= to {
+        return Err(bad("from: must be before to"));
+    }
+    let step = match query.step.as_deref() {
+        Some("hour") => 3_600,
+        Some("day") => 86_400,
+        None if to - from <= 2 * 86_400 => 3_600,
+        None => 86_400,
+        Some(other) => return Err(bad(format!("step: `{other}` is not hour or day"))),
+    };
+    // Steps start on whole hours or days (UTC), so each reads the rollup.
+    let first = from.div_euclid(step) * step;
+    let steps = (to - first + step - 1) / step;
+    if steps > MAX_STEPS {
+        return Err(bad(format!("{steps} steps: at most {MAX_STEPS}; use a shorter range or step=day")));
+    }
+    let top = query.top.unwrap_or(8).clamp(1, 20);
+    let starts: Vec<i64> = (0..steps).map(|i| first + i * step).collect();
+    let mut lines: HashMap<Option<String>, (Vec<f64>, Vec<u64>, Vec<u64>)> = HashMap::new();
+    let width = starts.len();
+    for (at, &start) in starts.iter().enumerate() {
+        let question = TotalsQuery {
+            by,
+            from_ms: start * 1000,
+            to_ms: (start + step) * 1000,
+            key: query.key.clone(),
+            groups: None,
+            end_user: None,
+        };
+        for total in governance.stores.ledger.totals(question).await? {
+            let line =
+                lines.entry(total.value.clone()).or_insert_with(|| (vec![0.0; width], vec![0; width], vec![0; width]));
+            line.0[at] += admin.gateway.price_of(&total.lane).map_or(0.0, |p| usd(p.cost(&total.tokens)));
+            line.1[at] += total.tokens.input + total.tokens.output;
+            line.2[at] += total.requests;
+        }
+    }
+    let mut ranked: Vec<(Option<String>, (Vec<f64>, Vec<u64>, Vec<u64>))> = lines.into_iter().collect();
+    let spent = |line: &(Vec<f64>, Vec<u64>, Vec<u64>)| (line.0.iter().sum::<f64>(), line.2.iter().sum::<u64>());
+    ranked.sort_by(|a, b| {
+        let (a_usd, a_requests) = spent(&a.1);
+        let (b_usd, b_requests) = spent(&b.1);
+        b_usd.total_cmp(&a_usd).then(b_requests.cmp(&a_requests)).then_with(|| a.0.cmp(&b.0))
+    });
+    let mut series = Vec::new();
+    let mut other: Option<(Vec<f64>, Vec<u64>, Vec<u64>)> = None;
+    for (index, (value, line)) in ranked.into_iter().enumerate() {
+        if index < top {
+            let name = (by == SpendBy::Key)
+                .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
+                .flatten();
+            series.push(UsageSeries { value, name, usd: line.0, tokens: line.1, requests: line.2 });
+        } else {
+            let rest = other.get_or_insert_with(|| (vec![0.0; width], vec![0; width], vec![0; width]));
+            for at in 0..width {
+                rest.0[at] += line.0[at];
+                rest.1[at] += line.1[at];
+                rest.2[at] += line.2[at];
+            }
+        }
+    }
+    if let Some(rest) = other {
+        series.push(UsageSeries {
+            value: Some("other".into()),
+            name: None,
+            usd: rest.0,
+            tokens: rest.1,
+            requests: rest.2,
+        });
+    }
+    let by = format!("{by:?}").to_lowercase();
+    Ok(Json(UsageReport { by, step_seconds: step, starts, series }))
+}
