@@ -63,6 +63,32 @@ pub struct UsageReport {
     pub series: Vec<UsageSeries>,
 }
 
+/// One value's figures, step by step.
+struct Steps {
+    usd: Vec<f64>,
+    tokens: Vec<u64>,
+    requests: Vec<u64>,
+}
+
+impl Steps {
+    fn new(width: usize) -> Steps {
+        Steps { usd: vec![0.0; width], tokens: vec![0; width], requests: vec![0; width] }
+    }
+
+    /// USD and requests over the whole range, for ranking.
+    fn spent(&self) -> (f64, u64) {
+        (self.usd.iter().sum(), self.requests.iter().sum())
+    }
+
+    fn add(&mut self, other: &Steps) {
+        for at in 0..self.usd.len() {
+            self.usd[at] += other.usd[at];
+            self.tokens[at] += other.tokens[at];
+            self.requests[at] += other.requests[at];
+        }
+    }
+}
+
 /// The most steps one question reads (a month of days, or 4 days of hours).
 const MAX_STEPS: i64 = 96;
 
@@ -102,7 +128,7 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
     }
     let top = query.top.unwrap_or(8).clamp(1, 20);
     let starts: Vec<i64> = (0..steps).map(|i| first + i * step).collect();
-    let mut lines: HashMap<Option<String>, (Vec<f64>, Vec<u64>, Vec<u64>)> = HashMap::new();
+    let mut lines: HashMap<Option<String>, Steps> = HashMap::new();
     let width = starts.len();
     for (at, &start) in starts.iter().enumerate() {
         let question = TotalsQuery {
@@ -114,44 +140,37 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
             end_user: None,
         };
         for total in governance.stores.ledger.totals(question).await? {
-            let line =
-                lines.entry(total.value.clone()).or_insert_with(|| (vec![0.0; width], vec![0; width], vec![0; width]));
-            line.0[at] += admin.gateway.price_of(&total.lane).map_or(0.0, |p| usd(p.cost(&total.tokens)));
-            line.1[at] += total.tokens.input + total.tokens.output;
-            line.2[at] += total.requests;
+            let line = lines.entry(total.value.clone()).or_insert_with(|| Steps::new(width));
+            line.usd[at] += admin.gateway.price_of(&total.lane).map_or(0.0, |p| usd(p.cost(&total.tokens)));
+            line.tokens[at] += total.tokens.input + total.tokens.output;
+            line.requests[at] += total.requests;
         }
     }
-    let mut ranked: Vec<(Option<String>, (Vec<f64>, Vec<u64>, Vec<u64>))> = lines.into_iter().collect();
-    let spent = |line: &(Vec<f64>, Vec<u64>, Vec<u64>)| (line.0.iter().sum::<f64>(), line.2.iter().sum::<u64>());
+    let mut ranked: Vec<(Option<String>, Steps)> = lines.into_iter().collect();
     ranked.sort_by(|a, b| {
-        let (a_usd, a_requests) = spent(&a.1);
-        let (b_usd, b_requests) = spent(&b.1);
+        let (a_usd, a_requests) = a.1.spent();
+        let (b_usd, b_requests) = b.1.spent();
         b_usd.total_cmp(&a_usd).then(b_requests.cmp(&a_requests)).then_with(|| a.0.cmp(&b.0))
     });
     let mut series = Vec::new();
-    let mut other: Option<(Vec<f64>, Vec<u64>, Vec<u64>)> = None;
+    let mut other: Option<Steps> = None;
     for (index, (value, line)) in ranked.into_iter().enumerate() {
         if index < top {
             let name = (by == SpendBy::Key)
                 .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
                 .flatten();
-            series.push(UsageSeries { value, name, usd: line.0, tokens: line.1, requests: line.2 });
+            series.push(UsageSeries { value, name, usd: line.usd, tokens: line.tokens, requests: line.requests });
         } else {
-            let rest = other.get_or_insert_with(|| (vec![0.0; width], vec![0; width], vec![0; width]));
-            for at in 0..width {
-                rest.0[at] += line.0[at];
-                rest.1[at] += line.1[at];
-                rest.2[at] += line.2[at];
-            }
+            other.get_or_insert_with(|| Steps::new(width)).add(&line);
         }
     }
     if let Some(rest) = other {
         series.push(UsageSeries {
             value: Some("other".into()),
             name: None,
-            usd: rest.0,
-            tokens: rest.1,
-            requests: rest.2,
+            usd: rest.usd,
+            tokens: rest.tokens,
+            requests: rest.requests,
         });
     }
     let by = format!("{by:?}").to_lowercase();
