@@ -410,6 +410,25 @@ try {
   const edited = await adminApi('GET', `keys/${bulk.body.id}`);
   assert.equal(edited.body.limits.rpm, 100000);
 
+  step('groups: created, moved in the tree, edited and deleted in place');
+  await open(ops.page, 'groups');
+  const createGroup = ops.page.getByRole('form', { name: 'Create a group' });
+  await createGroup.getByLabel('Name').fill('console-team');
+  await createGroup.getByLabel('Budget USD (empty: none)').fill('3');
+  await ops.page.getByRole('button', { name: 'Create group' }).click();
+  await until('the new group', async () => /created/.test(await ops.page.locator('#status').textContent()));
+  await ops.page.getByLabel('Edit console-team').click();
+  const teamForm = ops.page.getByRole('form', { name: 'Settings of console-team' });
+  await teamForm.getByLabel('Parent').selectOption('acme');
+  await teamForm.getByLabel('Requests per minute').fill('60');
+  await ops.page.getByRole('button', { name: 'Save console-team' }).click();
+  await until('the saved group', async () => /saved/.test(await ops.page.locator('#status').textContent()));
+  const team = await adminApi('GET', 'groups/console-team');
+  assert.deepEqual([team.body.parent, team.body.limits.rpm, team.body.budget.usd], ['acme', 60, 3]);
+  await ops.page.getByLabel('Edit console-team').click();
+  await ops.page.getByRole('button', { name: 'Delete console-team' }).click();
+  await until('the group gone', async () => (await adminApi('GET', 'groups/console-team')).status === 404);
+
   step('usage over time: a line per key, each point with its value on hover');
   await open(ops.page, 'usage?by=key&range=24h&metric=requests');
   assert.ok(await ops.page.locator('svg polyline').count() >= 1, 'a line per key');

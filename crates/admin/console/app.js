@@ -230,7 +230,7 @@
     for (const pool of pools) {
       for (const lane of pool.lanes) {
         if (lane.breaker === 'closed' && !lane.resting_ms) continue;
-        rows.push([pool.pool, lane.lane, badge(lane), lane.reason || (lane.resting_ms ? 'rate limited upstream' : '–'),
+        rows.push([pool.pool, lane.lane, badge(lane), lane.reason ? shortReason(lane.reason) : (lane.resting_ms ? 'rate limited upstream' : '–'),
           lane.retry_in_ms !== null ? `${Math.ceil(lane.retry_in_ms / 1000)} s` : lane.resting_ms ? `${Math.ceil(lane.resting_ms / 1000)} s` : '–']);
       }
     }
@@ -243,6 +243,29 @@
     const rows = report.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, new Date(a.at).toISOString().replace('T', ' ').slice(0, 19)]);
     return h('section', { 'aria-label': 'Open alerts' }, h('h2', { text: 'Open alerts' }),
       table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since (UTC)'], rows, 'Nothing is firing.'));
+  }
+
+  // A breaker's reason as a short cause; the whole error chain stays one
+  // click away.
+  function shortReason(raw) {
+    if (!raw) return '–';
+    const causes = [
+      [/connection refused|tcp connect error/i, 'connection refused'],
+      [/timed out|timeout|deadline/i, 'timed out'],
+      [/dns|resolve|lookup/i, 'name not found'],
+      [/tls|certificate|handshake/i, 'TLS failed'],
+      [/\b429\b|rate.?limit/i, 'rate limited'],
+      [/\b(5\d\d)\b/, (m) => `upstream ${m[1]}`],
+      [/reset|broken pipe|closed/i, 'connection lost'],
+      [/unreachable/i, 'unreachable'],
+    ];
+    let short = raw.length > 40 ? `${raw.slice(0, 39)}…` : raw;
+    for (const [pattern, name] of causes) {
+      const match = raw.match(pattern);
+      if (match) { short = typeof name === 'function' ? name(match) : name; break; }
+    }
+    if (short === raw) return raw;
+    return h('details', { class: 'reason' }, h('summary', { text: short }), h('code', { text: raw }));
   }
 
   function badge(lane) {
@@ -272,17 +295,27 @@
     const pools = await api('lanes');
     const configured = pools.filter((p) => !p.implicit);
     const direct = pools.filter((p) => p.implicit);
+    const settings = (pool) => {
+      const f = pool.failover;
+      const parts = [`strategy ${pool.strategy}`, `up to ${f.max_hops} hops in ${fmt.wholeMs(f.timeout_ms)}`];
+      if (f.retries) parts.push(`${f.retries} retries on a lane`);
+      if (f.first_token_ms) parts.push(`first token within ${fmt.wholeMs(f.first_token_ms)}`);
+      parts.push(pool.fallback.length ? `then ${pool.fallback.join(', ')}` : 'no fallback pool');
+      return h('p', { class: 'muted settings', text: parts.join(' · ') });
+    };
     const section = (pool) => h('section', { class: 'pool' },
-      h('h2', {}, pool.pool, h('span', { class: 'muted', text: ` · ${pool.strategy}` })),
-      table(`Lanes of ${pool.pool}`, ['Lane', 'Provider', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Trips', 'In flight', 'Latency', 'Actions'],
+      h('h2', {}, pool.pool),
+      settings(pool),
+      table(`Lanes of ${pool.pool}`, ['Lane', 'Upstream', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Answered / failed / rate limited', 'Trips', 'In flight', 'Latency', 'Actions'],
         pool.lanes.map((lane) => [
           lane.lane,
-          `${lane.provider} (${lane.protocol})`,
+          h('span', {}, `${lane.provider} (${lane.protocol})`, h('br'), h('code', { class: 'muted', text: lane.model })),
           fmt.n(lane.weight),
           lane.share === null ? h('span', { class: 'muted', text: 'no traffic' })
             : h('span', { class: 'bar' }, h('meter', { min: 0, max: 1, value: lane.share.toFixed(4), 'aria-label': `${lane.lane} share` }), h('span', { class: 'bar-text', text: fmt.pct(lane.share) })),
           badge(lane),
-          lane.reason || '–',
+          shortReason(lane.reason),
+          `${fmt.n(lane.ok)} / ${fmt.n(lane.upstream_failures)} / ${fmt.n(lane.rate_limited)}`,
           fmt.n(lane.trips),
           lane.max_concurrent ? `${lane.in_flight} / ${lane.max_concurrent}` : `${lane.in_flight}`,
           fmt.ms(lane.latency_ms),
@@ -425,6 +458,7 @@
         const current = await fetch(`${API}/keys/${encodeURIComponent(key.id)}`);
         const etag = current.headers.get('etag');
         await api(`keys/${encodeURIComponent(key.id)}`, { method: 'PATCH', json: body, headers: etag ? { 'if-match': etag } : {} });
+        details.open = false;
         say(`${body.name} saved.`, 'ok');
         await render();
       } catch (err) {
@@ -459,16 +493,74 @@
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: no groups.' }));
     const groups = await api('groups');
     const children = (parent) => groups.filter((g) => (g.parent || null) === parent);
+    const parentSelect = (current, self) => h('select', { name: 'parent' }, h('option', { value: '', text: '(none: a root)' }),
+      groups.filter((g) => g.name !== self).map((g) => h('option', { value: g.name, text: g.name, selected: g.name === current })));
+    const budgetFields = (group) => [
+      field('Budget USD (empty: none)', h('input', { name: 'usd', type: 'number', min: '0', step: 'any', value: group && group.budget ? group.budget.usd : '' })),
+      field('Budget window', h('select', { name: 'window' }, ['1mo', '1d', '7d', '1h', 'total'].map((w) => h('option', { value: w, text: w, selected: group && group.budget && group.budget.window === w })))),
+      field('Requests per minute', h('input', { name: 'rpm', type: 'number', min: '1', value: group ? group.limits.rpm ?? '' : '' })),
+      field('Tokens per minute', h('input', { name: 'tpm', type: 'number', min: '1', value: group ? group.limits.tpm ?? '' : '' })),
+    ];
+    const settingsOf = (data) => ({
+      budget: data.get('usd') ? { usd: Number(data.get('usd')), window: data.get('window') } : null,
+      limits: { rpm: numberOr(data.get('rpm')), tpm: numberOr(data.get('tpm')) },
+    });
+    const edit = (group) => {
+      if (group.from_config) return h('span', { class: 'muted', text: ' (config file: change it there)' });
+      const form = h('form', { 'aria-label': `Settings of ${group.name}` },
+        h('div', { class: 'fields' }, field('Parent', parentSelect(group.parent, group.name)), budgetFields(group)),
+        h('p', { class: 'actions' }, button('Save', null, { type: 'submit', 'aria-label': `Save ${group.name}` }),
+          button('Delete', async () => {
+            if (!confirm(`Delete group ${group.name}? Its keys keep working without its budget.`)) return;
+            try {
+              await api(`groups/${encodeURIComponent(group.name)}`, { method: 'DELETE' });
+              say(`${group.name} deleted.`, 'ok');
+              await render();
+            } catch (err) { say(`Could not delete ${group.name}: ${err.message}`, 'error'); }
+          }, { class: 'danger', 'aria-label': `Delete ${group.name}` })));
+      form.addEventListener('submit', async (event) => {
+        event.preventDefault();
+        const data = new FormData(form);
+        const body = Object.assign({ parent: data.get('parent') || null }, settingsOf(data));
+        try {
+          const current = await fetch(`${API}/groups/${encodeURIComponent(group.name)}`);
+          const etag = current.headers.get('etag');
+          await api(`groups/${encodeURIComponent(group.name)}`, { method: 'PATCH', json: body, headers: etag ? { 'if-match': etag } : {} });
+          form.closest('details').open = false;
+          say(`${group.name} saved.`, 'ok');
+          await render();
+        } catch (err) { say(`Could not save ${group.name}: ${err.message}`, 'error'); }
+      });
+      return h('details', { class: 'edit' }, h('summary', { text: 'Edit', 'aria-label': `Edit ${group.name}` }), form);
+    };
     const node = (group) => h('li', {},
       h('div', { class: 'group' },
         h('strong', { text: group.name }),
         group.from_config ? h('span', { class: 'muted', text: ' (config file)' }) : null,
         h('span', { class: 'group-bar' }, group.budget && group.usage ? meter(group.usage.spent_usd, group.budget.usd, `${group.name} budget used`)
           : h('span', { class: 'muted', text: group.usage ? `${fmt.usd(group.usage.spent_usd)} spent, no cap` : 'no cap' })),
-        group.budget ? h('span', { class: 'muted', text: ` per ${group.budget.window}` }) : null),
+        group.budget ? h('span', { class: 'muted', text: ` per ${group.budget.window}` }) : null,
+        edit(group)),
       children(group.name).length ? h('ul', {}, children(group.name).map(node)) : null);
+    const create = h('form', { class: 'card', 'aria-label': 'Create a group' },
+      h('h2', { text: 'Create a group' }),
+      h('div', { class: 'fields' }, field('Name', h('input', { name: 'name', required: true, autocomplete: 'off' })), field('Parent', parentSelect(null, null)), budgetFields(null)),
+      button('Create group', null, { type: 'submit' }));
+    create.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const data = new FormData(create);
+      const body = Object.assign({ name: data.get('name') }, settingsOf(data));
+      if (data.get('parent')) body.parent = data.get('parent');
+      if (!body.budget) delete body.budget;
+      try {
+        await api('groups', { method: 'POST', json: body });
+        say(`${body.name} created.`, 'ok');
+        await render();
+      } catch (err) { say(`Could not create the group: ${err.message}`, 'error'); }
+    });
     const roots = children(null);
-    show(roots.length ? h('ul', { class: 'tree', 'aria-label': 'Budget tree' }, roots.map(node)) : h('p', { class: 'muted', text: 'No groups yet.' }));
+    show(create, h('h2', { text: 'Budget tree' }),
+      roots.length ? h('ul', { class: 'tree', 'aria-label': 'Budget tree' }, roots.map(node)) : h('p', { class: 'muted', text: 'No groups yet.' }));
   }
 
   function isoDate(seconds) {
@@ -799,6 +891,9 @@
       h('ul', {}, Object.entries(PAGES).map(([name, [title]]) => h('li', {}, h('a', { href: `/ui/${name}`, text: title })))));
   }
 
+  // A section's name: its summary's accessible name, else its text.
+  const summaryName = (summary) => summary.getAttribute('aria-label') || summary.textContent;
+
   // What a redraw must keep: the element that has the keyboard focus (by
   // its id or accessible name) and which sections are open.
   function remembered() {
@@ -806,13 +901,13 @@
     const focus = active && active !== document.body && $('content').contains(active)
       ? { id: active.id, label: active.getAttribute('aria-label'), text: active.textContent, tag: active.tagName }
       : null;
-    const open = Array.from($('content').querySelectorAll('details[open] > summary'), (summary) => summary.textContent);
+    const open = Array.from($('content').querySelectorAll('details[open] > summary'), summaryName);
     return { focus, open };
   }
 
   function restore({ focus, open }) {
     for (const summary of $('content').querySelectorAll('details > summary')) {
-      if (open.includes(summary.textContent)) summary.parentElement.open = true;
+      if (open.includes(summaryName(summary))) summary.parentElement.open = true;
     }
     if (!focus) return;
     const candidates = $('content').querySelectorAll(focus.tag);

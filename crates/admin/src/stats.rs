@@ -20,6 +20,7 @@ pub fn stats(gateway: &Gateway) -> Value {
             let counters = &pool.counters[member];
             lanes.push(json!({
                 "lane": &*lane.name,
+                "model": &*lane.wire_model,
                 "provider": &*lane.provider,
                 "protocol": lane.protocol.as_str(),
                 "weight": pool.weights[member],
@@ -49,6 +50,13 @@ pub fn stats(gateway: &Gateway) -> Value {
             "pool": &*pool.name,
             "implicit": pool.implicit,
             "strategy": pool.strategy.as_str(),
+            "failover": {
+                "max_hops": pool.failover.max_hops,
+                "timeout_ms": pool.failover.timeout.as_millis() as u64,
+                "retries": pool.failover.retries,
+                "first_token_ms": pool.failover.first_token.map(|d| d.as_millis() as u64),
+            },
+            "fallback": pool.fallback.iter().map(|&f| gateway.pools[f].name.to_string()).collect::<Vec<_>>(),
             "routing": routing,
             "affinity_switches": pool.affinity_switches.load(Ordering::Relaxed),
             "lanes": lanes,
