@@ -375,6 +375,16 @@ try {
   step('requests: status classes filter, and a bad filter keeps the form');
   await open(ops.page, 'requests?status=2xx');
   assert.ok(await ops.page.locator('tbody tr').count() > 0, 'a class filters');
+  // Refusals at the door are in the log too (the revoked key's call).
+  await until('the refusal in the log', async () => {
+    await open(ops.page, 'requests?status=401');
+    return /refused: authentication/.test(await ops.page.locator('#content').innerText());
+  });
+  {
+    const one = (await adminApi('GET', 'requests?status=2xx&limit=1')).body.data[0];
+    await open(ops.page, `requests?request_id=${encodeURIComponent(one.request_id)}`);
+    assert.equal(await ops.page.locator('tbody tr').count(), 1, 'a request id finds its row');
+  }
   assert.equal(await ops.page.getByRole('alert').count(), 0);
   await open(ops.page, 'requests?status=5xx');
   assert.equal(await ops.page.getByRole('form', { name: 'Filter requests' }).count(), 1, 'the form stays');

@@ -675,12 +675,12 @@
     const params = new URLSearchParams(location.search);
     if (params.get('id')) return requestDetail(params.get('id'));
     const query = new URLSearchParams();
-    for (const name of ['key', 'pool', 'lane', 'status', 'cursor']) if (params.get(name)) query.set(name, params.get(name));
+    for (const name of ['key', 'pool', 'lane', 'status', 'end_user', 'request_id', 'cursor']) if (params.get(name)) query.set(name, params.get(name));
     query.set('limit', '50');
     const filter = (name, label) => field(label, h('input', { name, value: params.get(name) || '', autocomplete: 'off' }));
     const status = params.get('status') || '';
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/requests', 'aria-label': 'Filter requests' },
-      filter('key', 'Key id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
+      filter('key', 'Key id'), filter('end_user', 'End user'), filter('request_id', 'Request id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
       field('Status', h('input', { name: 'status', value: status, list: 'status-classes', autocomplete: 'off', placeholder: '5xx, 429, …' })),
       h('datalist', { id: 'status-classes' }, ['2xx', '4xx', '5xx', '429', '499', '502', '503'].map((v) => h('option', { value: v }))),
       h('button', { type: 'submit', text: 'Filter' }));
@@ -694,7 +694,7 @@
     const rows = page.data.map((r) => [
       h('a', { href: `/ui/requests?id=${r.id}`, text: fmt.time(r.at_ms) }),
       h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }),
-      r.key_id || '–', r.end_user || '–', r.operation, r.pool, r.lane, fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
+      r.key_id || '–', r.end_user || '–', operationOf(r), r.pool, r.lane || '–', fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
     ]);
     const more = [];
     if (page.next_cursor) {
@@ -703,6 +703,17 @@
       more.push(h('a', { href: `/ui/requests?${next}`, text: 'Older requests →' }));
     }
     show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'End user', 'Operation', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
+  }
+
+  // What a row did: its operation, a refusal's reason, a cache hit, the
+  // guardrail decisions.
+  function operationOf(r) {
+    const notes = r.notes || {};
+    if (notes.refused) return h('span', { class: 'badge refused', text: `refused: ${notes.refused.kind.replaceAll('_', ' ')} (${notes.refused.operation})` });
+    const parts = [r.operation];
+    if (notes.cache_saved_nano !== undefined) parts.push(' ', h('span', { class: 'badge closed', text: 'cache hit' }));
+    if (notes.guardrails && notes.guardrails.length) parts.push(' ', h('span', { class: 'badge resting', text: `${notes.guardrails.length} guardrail` }));
+    return h('span', {}, parts);
   }
 
   async function requestDetail(id) {

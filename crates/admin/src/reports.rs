@@ -99,6 +99,10 @@ pub struct RequestsQuery {
     pub lane: Option<String>,
     /// Only this status (`503`) or class (`5xx`, `4xx`, `2xx`).
     pub status: Option<String>,
+    /// Only this end user's.
+    pub end_user: Option<String>,
+    /// Only the request with this id (`x-request-id`).
+    pub request_id: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// From a previous page's `next_cursor`.
@@ -322,7 +326,8 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
 
 #[utoipa::path(get, path = "/api/v1/admin/requests",
     params(("key" = Option<String>, Query), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
-        ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+        ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"),
+        ("end_user" = Option<String>, Query), ("request_id" = Option<String>, Query), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = RequestPage)))]
 pub(crate) async fn requests(
     State(admin): State<Admin>,
@@ -336,7 +341,16 @@ pub(crate) async fn requests(
     let rows = governance
         .stores
         .ledger
-        .rows(RowFilter { key: query.key, pool: query.pool, lane: query.lane, status, before, limit })
+        .rows(RowFilter {
+            key: query.key,
+            pool: query.pool,
+            lane: query.lane,
+            status,
+            end_user: query.end_user,
+            request_id: query.request_id,
+            before,
+            limit,
+        })
         .await?;
     let next_cursor = (rows.len() == limit).then(|| rows.last().map(|r| r.id.to_string())).flatten();
     let data = rows.into_iter().map(|stored| request_view(&admin.gateway, stored)).collect();

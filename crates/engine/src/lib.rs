@@ -233,10 +233,11 @@ async fn finished(
 async fn refused(
     gateway: &Gateway,
     call: &Call,
-    record: Box<Record>,
+    mut record: Box<Record>,
     info: &ErrorInfo,
     retry_after: Option<u64>,
 ) -> Response<ResponseBody> {
+    record.refused_with(call.caller.clone(), info.kind);
     let mut response = error_response(gateway, call, info);
     if let Some(status) = response_cache::status(call) {
         response.headers_mut().insert(response_cache::X_SWITCHYARD_CACHE, status);

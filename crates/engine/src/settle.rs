@@ -61,6 +61,9 @@ pub struct Record {
     cache_saved: Option<u64>,
     /// The end user it was made for.
     end_user: Option<Box<str>>,
+    /// Refused before anything was billed: the error's kind, for the
+    /// request log's row.
+    refusal: Option<switchyard_ir::ErrorKind>,
     ttfb: Option<Duration>,
     /// Time spent waiting for upstream answers (for `Server-Timing`).
     upstream: Duration,
@@ -150,6 +153,7 @@ impl Record {
             guardrails: Vec::new(),
             cache_saved: None,
             end_user: None,
+            refusal: None,
             ttfb: None,
             upstream: Duration::ZERO,
             usage: None,
@@ -179,6 +183,16 @@ impl Record {
         self.pool = Some(pool);
         self.operation = operation;
         self.stream = stream;
+    }
+
+    /// The gateway refused the request for `kind` before anything was
+    /// billed (`caller`: who, when known): the request log gets a row of
+    /// its own (within governance's limit on such rows).
+    pub fn refused_with(&mut self, caller: Option<Caller>, kind: switchyard_ir::ErrorKind) {
+        if self.caller.is_none() {
+            self.caller = caller;
+        }
+        self.refusal = Some(kind);
     }
 
     /// The request is made for `end_user` (its ledger row names them).
@@ -340,7 +354,7 @@ impl Record {
                 Some(format!("{policy}/{rule}/{action}/{direction}"))
             })
             .collect();
-        switchyard_store::Notes { cache_saved_nano: self.cache_saved, guardrails }
+        switchyard_store::Notes { cache_saved_nano: self.cache_saved, guardrails, refused: None }
     }
 
     /// Every attempt, for the ledger, when there was more than one.
@@ -663,10 +677,11 @@ impl Record {
 
     /// The ledger row of an admitted request, when there is a ledger.
     fn ledger_row(&self, gateway: &Gateway, tokens: Tokens, names: &Names, status: u16) -> Option<LedgerRow> {
+        let governance = gateway.governance.as_ref()?;
+        governance.ledger.as_ref()?;
         if !self.admitted {
-            return None;
+            return self.refusal_row(governance, names, status);
         }
-        gateway.governance.as_ref()?.ledger.as_ref()?;
         Some(LedgerRow {
             entry: self.entry,
             at_ms: now_ms() as i64,
@@ -685,6 +700,47 @@ impl Record {
             estimated: self.estimated,
             attempts: self.attempts(),
             notes: self.notes(gateway),
+            end_user: self.end_user.as_deref().map(str::to_owned),
+        })
+    }
+}
+
+impl Record {
+    /// The request log's row of a refusal at the door: no tokens, never
+    /// spend (operation `refused`), the error's kind and what was asked for
+    /// in its notes.
+    fn refusal_row(
+        &self,
+        governance: &switchyard_state::governance::Governance,
+        names: &Names,
+        status: u16,
+    ) -> Option<LedgerRow> {
+        let kind = self.refusal?;
+        if !(400..500).contains(&status) || !governance.log_refusal(now_ms()) {
+            return None;
+        }
+        let refused = switchyard_store::Refusal {
+            kind: serde_json::to_value(kind).ok()?.as_str()?.to_owned(),
+            operation: self.operation.to_owned(),
+        };
+        Some(LedgerRow {
+            entry: self.entry,
+            at_ms: now_ms() as i64,
+            request_id: self.request_id.to_str().unwrap_or("").to_owned(),
+            key_id: names.key.as_deref().map(str::to_owned),
+            group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
+            pool: names.pool.as_deref().unwrap_or("-").to_owned(),
+            lane: String::new(),
+            model: String::new(),
+            operation: switchyard_store::REFUSED.to_owned(),
+            tokens: Tokens::default(),
+            status,
+            latency_ms: now_ms().saturating_sub(self.started_ms),
+            ttfb_ms: None,
+            failovers: 0,
+            estimated: false,
+            attempts: Vec::new(),
+            notes: switchyard_store::Notes { refused: Some(refused), ..switchyard_store::Notes::default() },
             end_user: self.end_user.as_deref().map(str::to_owned),
         })
     }

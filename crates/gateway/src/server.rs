@@ -438,7 +438,8 @@ const X_REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static
 const X_SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-session-id");
 
 /// An error before the engine runs, in the caller's protocol (recorded).
-fn reject(gateway: &Gateway, protocol: Protocol, record: Box<Record>, info: ErrorInfo) -> Response {
+fn reject(gateway: &Gateway, protocol: Protocol, mut record: Box<Record>, info: ErrorInfo) -> Response {
+    record.refused_with(None, info.kind);
     let mut response = switchyard_engine::render_error(gateway.codec(protocol), &info).map(Body::new);
     response.headers_mut().insert(X_REQUEST_ID, record.request_id().clone());
     record.finish_detached(response.status().as_u16());

@@ -503,11 +503,16 @@ async fn a_count_is_rate_limited_and_recorded_but_never_billed() {
         assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
     }
     assert_eq!(post(addr, &path, &auth, body.to_string()).await.status, 429);
-    let rows = rows_of(addr, id, 2).await;
+    let rows = rows_of(addr, id, 3).await;
     for row in &rows {
-        assert_eq!(row["operation"], "count_tokens", "{row}");
         assert_eq!((row["input_tokens"].as_u64(), row["usd"].as_f64()), (Some(0), Some(0.0)), "{row}");
     }
+    let counted = rows.iter().filter(|row| row["operation"] == "count_tokens").count();
+    assert_eq!(counted, 2, "{rows:?}");
+    // The refusal is in the request log, as what it was: never spend.
+    let refused = rows.iter().find(|row| row["operation"] == "refused").expect("the refusal's row");
+    assert_eq!(refused["status"], 429);
+    assert_eq!(refused["notes"]["refused"], json!({"kind": "rate_limit", "operation": "count_tokens"}), "{refused}");
 }
 
 fn media_config(upstream: SocketAddr) -> String {

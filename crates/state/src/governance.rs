@@ -116,7 +116,15 @@ pub struct Governance {
     abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
     /// Itself, for the tasks it starts (an end user's spend read behind).
     me: std::sync::OnceLock<std::sync::Weak<Governance>>,
+    /// Refusals written to the request log, at most [`REFUSALS_LOGGED`] a
+    /// minute (a flood of refusals cannot fill the store).
+    refusal_log: Mutex<switchyard_governance::rate::Gcra>,
+    /// Refusals past that, counted only.
+    pub refusals_unlogged: AtomicU64,
 }
+
+/// Refusals at the door written to the request log a minute, at most.
+pub const REFUSALS_LOGGED: u64 = 1_200;
 
 /// The alert subject of a key's suspension.
 pub fn suspension_subject(record: &KeyRecord) -> String {
@@ -328,6 +336,8 @@ impl Governance {
             suspend: config.governance.suspend,
             abuse: Mutex::new(HashMap::default()),
             me: std::sync::OnceLock::new(),
+            refusal_log: Mutex::new(switchyard_governance::rate::Gcra::new(REFUSALS_LOGGED)),
+            refusals_unlogged: AtomicU64::new(0),
         };
         let unseeded = governance.reindex(records);
         governance.seed(&unseeded, now).await?;
@@ -588,6 +598,20 @@ impl Governance {
             }
         }
         Err(StoreError::Stale)
+    }
+
+    /// Whether a refusal at `now` (Unix ms) gets a row in the request log
+    /// (within [`REFUSALS_LOGGED`] a minute); one past it is counted.
+    pub fn log_refusal(&self, now: u64) -> bool {
+        let mut log = self.refusal_log.lock().unwrap_or_else(PoisonError::into_inner);
+        if log.check(1, now) == switchyard_governance::rate::RateCheck::Room {
+            log.commit(1, now);
+            true
+        } else {
+            drop(log);
+            self.refusals_unlogged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            false
+        }
     }
 
     /// A key by id, from the cache.

@@ -153,12 +153,29 @@ pub struct Notes {
     /// Guardrail decisions, `policy/rule/action/direction` (never the text).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub guardrails: Vec<String>,
+    /// A refusal at the door (a row of operation [`REFUSED`]): the error's
+    /// kind (`authentication`, `rate_limit`, ...) and what was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
 }
+
+/// Why a request was refused before anything was billed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Refusal {
+    /// The error's kind.
+    pub kind: String,
+    /// The operation the caller asked for.
+    pub operation: String,
+}
+
+/// The operation of a refusal's row: it is in the request log, never in
+/// spend (the hourly rollup and spend questions leave it out).
+pub const REFUSED: &str = "refused";
 
 impl Notes {
     /// Nothing to note.
     pub fn is_empty(&self) -> bool {
-        self.cache_saved_nano.is_none() && self.guardrails.is_empty()
+        self.cache_saved_nano.is_none() && self.guardrails.is_empty() && self.refused.is_none()
     }
 }
 
@@ -215,7 +232,7 @@ pub(crate) const SUMS: usize = 8;
 /// billed requests).
 pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> HashMap<HourKey<'a>, [i64; SUMS]> {
     let mut sums: HashMap<HourKey<'a>, [i64; SUMS]> = HashMap::new();
-    for row in rows {
+    for row in rows.into_iter().filter(|row| row.operation != REFUSED) {
         let key = (
             row.at_ms.div_euclid(HOUR_MS),
             row.key_id.as_deref().unwrap_or_default(),
@@ -328,6 +345,10 @@ pub struct RowFilter {
     /// Only statuses in this range (`[from, to)`: one status, or a class
     /// such as 500..600).
     pub status: Option<(u16, u16)>,
+    /// Only this end user's.
+    pub end_user: Option<String>,
+    /// Only the request with this id.
+    pub request_id: Option<String>,
     /// Only rows with a smaller id (the cursor).
     pub before: Option<i64>,
     /// At most this many.

@@ -192,6 +192,8 @@ impl Ledger for MemoryStore {
                 .filter(|r| filter.pool.as_ref().is_none_or(|p| &r.row.pool == p))
                 .filter(|r| filter.lane.as_ref().is_none_or(|l| &r.row.lane == l))
                 .filter(|r| filter.status.is_none_or(|(from, to)| (from..to).contains(&r.row.status)))
+                .filter(|r| filter.end_user.as_ref().is_none_or(|u| r.row.end_user.as_ref() == Some(u)))
+                .filter(|r| filter.request_id.as_ref().is_none_or(|id| &r.row.request_id == id))
                 .take(filter.limit)
                 .cloned()
                 .collect())
@@ -213,6 +215,9 @@ impl Ledger for MemoryStore {
                     continue;
                 }
                 if query.end_user.as_ref().is_some_and(|u| row.end_user.as_ref() != Some(u)) {
+                    continue;
+                }
+                if row.operation == crate::REFUSED {
                     continue;
                 }
                 let value = dimension(row, query.by);

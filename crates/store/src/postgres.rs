@@ -35,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0009_cache_saved.sql"),
     include_str!("../migrations/postgres/0010_end_user.sql"),
     include_str!("../migrations/postgres/0011_config_versions.sql"),
+    include_str!("../migrations/postgres/0012_refusals.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -508,13 +509,27 @@ impl Ledger for PostgresStore {
             let sql = format!(
                 "SELECT {ROW_COLUMNS} FROM ledger WHERE ($1::BIGINT IS NULL OR id < $1) AND ($2::TEXT IS NULL OR key_id = $2) \
                  AND ($3::TEXT IS NULL OR pool = $3) AND ($4::TEXT IS NULL OR lane = $4) \
-                 AND ($5::INTEGER IS NULL OR (status >= $5 AND status < $7)) ORDER BY id DESC LIMIT $6"
+                 AND ($5::INTEGER IS NULL OR (status >= $5 AND status < $7)) AND ($8::TEXT IS NULL OR end_user = $8) \
+                 AND ($9::TEXT IS NULL OR request_id = $9) ORDER BY id DESC LIMIT $6"
             );
             let from = filter.status.map(|s| i32::from(s.0));
             let to = filter.status.map(|s| i32::from(s.1));
             let limit = column(filter.limit as u64);
             let rows = client
-                .query(&sql, &[&filter.before, &filter.key, &filter.pool, &filter.lane, &from, &limit, &to])
+                .query(
+                    &sql,
+                    &[
+                        &filter.before,
+                        &filter.key,
+                        &filter.pool,
+                        &filter.lane,
+                        &from,
+                        &limit,
+                        &to,
+                        &filter.end_user,
+                        &filter.request_id,
+                    ],
+                )
                 .await
                 .map_err(unavailable)?;
             rows.iter().map(row_of).collect()
@@ -544,7 +559,8 @@ impl Ledger for PostgresStore {
             let sql = format!(
                 "SELECT {by}, lane, count(*), {SUMS} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
-                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) GROUP BY {by}, lane"
+                 AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) \
+                 AND operation <> 'refused' GROUP BY {by}, lane"
             );
             for (from, to) in plan.rows {
                 let rows = client

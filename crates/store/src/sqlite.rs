@@ -390,13 +390,24 @@ impl Ledger for SqliteStore {
             let sql = format!(
                 "SELECT {ROW_COLUMNS} FROM ledger WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR key_id = ?2) \
                  AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) \
-                 AND (?5 IS NULL OR (status >= ?5 AND status < ?7)) ORDER BY id DESC LIMIT ?6"
+                 AND (?5 IS NULL OR (status >= ?5 AND status < ?7)) AND (?8 IS NULL OR end_user = ?8) \
+                 AND (?9 IS NULL OR request_id = ?9) ORDER BY id DESC LIMIT ?6"
             );
             let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
             let (from, to) = (filter.status.map(|s| s.0), filter.status.map(|s| s.1));
             let rows = statement
                 .query_map(
-                    params![filter.before, filter.key, filter.pool, filter.lane, from, filter.limit as i64, to],
+                    params![
+                        filter.before,
+                        filter.key,
+                        filter.pool,
+                        filter.lane,
+                        from,
+                        filter.limit as i64,
+                        to,
+                        filter.end_user,
+                        filter.request_id
+                    ],
                     row_of,
                 )
                 .map_err(unavailable)?
@@ -429,7 +440,7 @@ impl Ledger for SqliteStore {
             let sql = format!(
                 "SELECT {column}, lane, count(*), {} FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 \
                  AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
-                 AND (?5 IS NULL OR end_user = ?5) GROUP BY {column}, lane",
+                 AND (?5 IS NULL OR end_user = ?5) AND operation <> 'refused' GROUP BY {column}, lane",
                 crate::SUM_COLUMNS
             );
             for (from, to) in plan.rows {

@@ -63,6 +63,7 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         notes: switchyard_store::Notes {
             cache_saved_nano: (output == 0).then_some(1234),
             guardrails: vec!["pii/email/mask/request".into()],
+            refused: None,
         },
         // Every row's end user round-trips too.
         end_user: key.map(|k| format!("user-of-{k}")),
@@ -266,6 +267,16 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
         .unwrap();
     assert_eq!(filtered.len(), 2);
     assert_eq!(filtered[1].row, rows[0]);
+    // By end user, by request id, by status class.
+    let by_user = RowFilter { end_user: Some("user-of-k1".into()), limit: 10, ..RowFilter::default() };
+    let found = stores.ledger.rows(by_user).await.unwrap();
+    assert!(!found.is_empty() && found.iter().all(|r| r.row.end_user.as_deref() == Some("user-of-k1")));
+    let by_id = RowFilter { request_id: Some(rows[0].request_id.clone()), limit: 10, ..RowFilter::default() };
+    assert_eq!(stores.ledger.rows(by_id).await.unwrap().len(), 1);
+    let class = RowFilter { status: Some((200, 300)), limit: 10, ..RowFilter::default() };
+    assert_eq!(stores.ledger.rows(class).await.unwrap().len(), rows.len());
+    let none = RowFilter { status: Some((500, 600)), limit: 10, ..RowFilter::default() };
+    assert!(stores.ledger.rows(none).await.unwrap().is_empty());
 }
 
 /// Requests, input, output, units, billed requests and saved nano-USD of a
@@ -302,6 +313,12 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         }
         // End users: three of them, and rows without one.
         r.end_user = (i % 7 != 0).then(|| format!("u{}", i % 3));
+        // Some are refusals at the door: in the log, never in spend.
+        if i % 11 == 5 {
+            r.operation = switchyard_store::REFUSED.into();
+            r.tokens = Tokens::default();
+            r.notes.refused = Some(switchyard_store::Refusal { kind: "rate_limit".into(), operation: "chat".into() });
+        }
         rows.push(r);
     }
     // In batches, as the writer sends them.
@@ -342,6 +359,9 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                         continue;
                     }
                     if end_user.as_ref().is_some_and(|u| r.end_user.as_ref() != Some(u)) {
+                        continue;
+                    }
+                    if r.operation == switchyard_store::REFUSED {
                         continue;
                     }
                     let value = match by {

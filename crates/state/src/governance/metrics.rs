@@ -25,6 +25,12 @@ pub fn encode_metrics(
             (vec![("reason", why.as_str())], governance.stats.refused[index].load(Ordering::Relaxed))
         }),
     )?;
+    encode_counters(
+        e,
+        "switchyard_refusals_unlogged",
+        "Refusals past the request log's limit of rows a minute, counted only.",
+        std::iter::once((Vec::new(), governance.refusals_unlogged.load(Ordering::Relaxed))),
+    )?;
     let now = now_ms();
     let keys: Vec<Arc<CachedKey>> = governance.keys.load().by_id.values().cloned().collect();
     let key_spend: Vec<(Arc<CachedKey>, f64)> = keys
