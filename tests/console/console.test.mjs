@@ -266,6 +266,8 @@ try {
   await open(ops.page, '');
   assert.match(await ops.page.locator('section[aria-label="Lanes down"]').textContent(), /broken-openai/);
   assert.match(await ops.page.locator('#content').innerText(), /Requests\/s, last minute/);
+  assert.match(await ops.page.locator('section[aria-label="Top keys today"]').innerText(), /bulk-traffic/);
+  assert.match(await ops.page.locator('section[aria-label="Busiest pools, last minutes"]').innerText(), /flaky|demo/);
   await until('the open alert on the overview', async () => {
     await open(ops.page, '');
     return /breaker opened[\s\S]*broken-openai/.test(await ops.page.locator('section[aria-label="Open alerts"]').textContent());

@@ -268,16 +268,38 @@
     return h('details', { class: 'reason' }, h('summary', { text: short }), h('code', { text: raw }));
   }
 
+  // What stands out now: the busiest pools of the last minutes, the keys
+  // that spent most today, and the lanes failing most (from the counters
+  // the gateway keeps: no ledger scan).
+  function tops(pools, keys) {
+    const busiest = pools.map((p) => ({ name: p.pool, n: p.lanes.reduce((sum, l) => sum + (l.recent_requests || 0), 0) }))
+      .filter((p) => p.n > 0).sort((a, b) => b.n - a.n).slice(0, 5);
+    const spenders = keys ? keys.data.filter((line) => line.value && line.usd > 0).slice(0, 5) : [];
+    const common = pools.flatMap((p) => p.lanes.map((l) => ({ what: `${l.lane} in ${p.pool}`, failed: l.upstream_failures, limited: l.rate_limited })))
+      .filter((l) => l.failed + l.limited > 0).sort((a, b) => (b.failed + b.limited) - (a.failed + a.limited)).slice(0, 5);
+    const list = (title, items, empty) => h('section', { class: 'top-list', 'aria-label': title }, h('h2', { text: title }),
+      items.length ? h('ol', {}, items) : h('p', { class: 'muted', text: empty }));
+    return h('div', { class: 'tops' },
+      list('Busiest pools, last minutes', busiest.map((p) => h('li', {}, h('a', { href: '/ui/pools', text: p.name }), ` · ${fmt.n(p.n)} requests`)), 'No traffic in the last minutes.'),
+      keys ? list('Top keys today', spenders.map((line) => h('li', {}, h('a', { href: `/ui/keys?id=${encodeURIComponent(line.value)}`, text: line.name || line.value }), ` · ${fmt.usd(line.usd)}`)), 'No spend today.') : null,
+      list('Failing lanes, since start', common.map((e) => h('li', {}, h('a', { href: '/ui/pools', text: e.what }), ` · ${fmt.n(e.failed)} failed, ${fmt.n(e.limited)} rate limited`)), 'No lane has failed.'));
+  }
+
   function badge(lane) {
     const state = lane.resting_ms && lane.breaker === 'closed' ? 'resting' : lane.breaker;
     return h('span', { class: `badge ${state}`, text: state.replace('_', '-') });
   }
 
   async function overview() {
-    const [hour, day, pools, alerts] = await Promise.all([api('history?window=1h'), api('history?window=1d'), api('lanes'), api('alerts')]);
+    const today = `${isoDate(Date.now() / 1000)}T00:00:00Z`;
+    const [hour, day, pools, alerts, keys] = await Promise.all([
+      api('history?window=1h'), api('history?window=1d'), api('lanes'), api('alerts'),
+      session.governance ? api(`spend?by=key&from=${encodeURIComponent(today)}`) : null,
+    ]);
     const parts = [];
     const firing = openAlerts(alerts);
     if (firing) parts.push(firing);
+    parts.push(tops(pools, keys));
     if (!session.metrics) parts.push(h('p', { class: 'note', text: 'Metrics are off (telemetry.metrics: false): the history stays empty.' }));
     parts.push(downLanes(pools.filter((p) => !p.implicit || p.lanes.some((l) => l.breaker !== 'closed'))));
     // The last whole minute (the newest point is the minute still running).
