@@ -34,7 +34,7 @@ const PAGE_BUDGET_MS = 300;
 const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 10);
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
-const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'config'];
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'playground', 'config'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
@@ -344,7 +344,24 @@ try {
   const used = Number(await bars.first().getAttribute('value'));
   assert.ok(used > 0 && used < 0.01, `the budget bar shows the spend: ${used}`);
 
+  step('playground: a prompt as the key, in another dialect, to the demo pool');
+  await open(ops.page, 'playground');
+  const play = ops.page.getByRole('form', { name: 'Send a prompt' });
+  await play.getByLabel('Dialect').selectOption('anthropic');
+  await play.getByLabel('Pool or model').selectOption('demo');
+  await play.getByLabel('Key (its secret; empty on an open gateway)').fill(secret);
+  await play.getByLabel('Prompt').fill('hello from the playground');
+  await play.getByRole('button', { name: 'Send' }).click();
+  await ops.page.locator('#playground-result dl').waitFor();
+  const played = await ops.page.locator('#playground-result').innerText();
+  assert.match(played, /Status\s+200/);
+  assert.match(played, /Lane that answered\s+demo-(openai|anthropic)/);
+  assert.match(played, /hello from the playground/);
+  assert.match(played, /Cost at today's rate card\s+\$0\.0/);
+  await ops.page.screenshot({ path: path.join(artifacts, 'playground.png'), fullPage: true });
+
   step('revoke it: the SDK call after is refused');
+  await open(ops.page, 'keys');
   await ops.page.getByRole('button', { name: 'Revoke console-e2e' }).click();
   await until('the key to be revoked', async () => /revoked/.test(await ops.page.locator('#status').textContent()));
   // A revoked key is hidden unless asked for.
@@ -359,7 +376,7 @@ try {
   step('requests: filters and one request\'s detail');
   await open(ops.page, `requests?key=${keyId}`);
   const rows = ops.page.locator('tbody tr');
-  assert.equal(await rows.count(), 4, 'three chat calls and an embedding');
+  assert.equal(await rows.count(), 5, 'three chat calls, an embedding and the playground\'s prompt');
   await rows.first().getByRole('link').click();
   await ops.page.waitForSelector('body[data-ready="true"]');
   await ops.page.locator('dl.detail').waitFor();

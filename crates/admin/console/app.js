@@ -770,6 +770,49 @@
         : h('p', { class: 'muted', text: 'Prompt and reply text are not kept for this request: they are kept in memory for the most recent requests only when telemetry.request_log.include_text is on.' }));
   }
 
+  // One prompt, as a key, to a pool, in any caller dialect: the reply, the
+  // lane, what the translation dropped, the time and the cost.
+  async function playgroundPage() {
+    const pools = await api('lanes');
+    const names = pools.filter((p) => !p.implicit).map((p) => p.pool).concat(pools.filter((p) => p.implicit).map((p) => p.pool));
+    const form = h('form', { class: 'card', 'aria-label': 'Send a prompt' },
+      h('div', { class: 'fields' },
+        field('Dialect', h('select', { name: 'dialect' }, [['openai', 'OpenAI Chat'], ['responses', 'OpenAI Responses'], ['anthropic', 'Anthropic Messages'], ['gemini', 'Gemini'], ['cohere', 'Cohere v2']]
+          .map(([value, text]) => h('option', { value, text })))),
+        field('Pool or model', h('select', { name: 'pool' }, names.map((n) => h('option', { value: n, text: n })))),
+        field('Key (its secret; empty on an open gateway)', h('input', { name: 'key', type: 'password', autocomplete: 'off' })),
+        field('Most output tokens', h('input', { name: 'max_tokens', type: 'number', min: '1', value: '256' }))),
+      field('Prompt', h('textarea', { name: 'prompt', rows: 5, required: true })),
+      button('Send', null, { type: 'submit' }));
+    const result = h('div', { id: 'playground-result', role: 'status' });
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      const data = new FormData(form);
+      const body = { dialect: data.get('dialect'), pool: data.get('pool'), prompt: data.get('prompt'), max_tokens: numberOr(data.get('max_tokens')) };
+      if (data.get('key')) body.key = data.get('key');
+      result.replaceChildren(h('p', { class: 'muted', text: 'Sending…' }));
+      try {
+        const answer = await api('playground', { method: 'POST', json: body });
+        const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
+        result.replaceChildren(
+          h('dl', { class: 'detail' },
+            item('Status', h('span', { class: `status s${Math.floor(answer.status / 100)}`, text: answer.status })),
+            item('Lane that answered', answer.lane || '–'),
+            item('Dropped in translation', answer.dropped || 'nothing'),
+            item('Time', fmt.wholeMs(answer.took_ms)),
+            item('Tokens in / out', `${fmt.n(answer.input_tokens)} / ${fmt.n(answer.output_tokens)}`),
+            item('Cost at today\'s rate card', answer.usd === null || answer.usd === undefined ? '–' : fmt.usd(answer.usd)),
+            item('Request id', answer.request_id ? h('a', { href: `/ui/requests?request_id=${encodeURIComponent(answer.request_id)}`, text: answer.request_id }) : '–')),
+          h('h3', { text: answer.error ? 'Error' : 'Reply' }),
+          h('pre', { class: 'yaml reply', tabindex: '0', text: answer.error || answer.text || '' }),
+          h('details', {}, h('summary', { text: 'The request as sent' }), h('pre', { class: 'yaml', tabindex: '0', text: answer.request })));
+      } catch (err) {
+        result.replaceChildren(h('p', { class: 'error', text: `Not sent: ${err.message}` }));
+      }
+    });
+    show(form, result);
+  }
+
   async function alertsPage() {
     const params = new URLSearchParams(location.search);
     const [alerts, audit] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] }]);
@@ -914,6 +957,7 @@
     usage: ['Usage over time', usagePage, false],
     requests: ['Requests', requestsPage, false],
     alerts: ['Alerts & audit', alertsPage, true],
+    playground: ['Playground', playgroundPage, false],
     config: ['Config', configPage, false],
   };
 

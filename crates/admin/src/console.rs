@@ -36,7 +36,8 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 9] = ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "config"];
+const PAGES: [&str; 10] =
+    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "playground", "config"];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {

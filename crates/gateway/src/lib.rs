@@ -3,7 +3,9 @@
 //! header, keep-alive and write-stall deadlines; `tls`), the ingress routes
 //! of the six protocols and the model list (`server`), which frame a
 //! caller's request and hand it to the engine (`switchyard_engine`), the
-//! admin listener's router (the admin plane is `switchyard_admin`), and
+//! admin listener's router (the admin plane is `switchyard_admin`; the
+//! console's playground is here, because it sends through the data
+//! plane's router), and
 //! live reload (`reload`), which swaps both routers under running
 //! listeners, and the config's versions (`versions`: recorded, and
 //! followed across a fleet).
@@ -11,6 +13,7 @@
 //! Only this crate and the admin plane know axum. No lock is held across an
 //! `.await`.
 
+pub mod playground;
 pub mod reload;
 pub mod server;
 pub mod versions;

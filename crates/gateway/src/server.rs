@@ -123,6 +123,7 @@ fn owns(protocol: Protocol, path: &str) -> bool {
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
     let guarded = Router::new()
         .route("/v1/models", get(models::list))
+        .route("/api/v1/admin/playground", post(crate::playground::send))
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone())

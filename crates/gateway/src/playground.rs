@@ -1,0 +1,150 @@
+//! The console's playground: one prompt sent, as a key, to a pool, in any
+//! caller dialect, through the data plane's own router in-process (the
+//! same stages a caller's request takes: authentication, admission,
+//! routing, translation, billing). What comes back is what an operator
+//! wants to see: the reply's text, the lane that answered, what the
+//! translation dropped, the time and the cost.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, Request, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use switchyard_ir::{Message, Protocol, Role};
+use switchyard_state::Gateway;
+use tower_service::Service;
+
+/// `POST /api/v1/admin/playground`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prompt {
+    /// The caller dialect: `openai`, `responses`, `anthropic`, `gemini` or
+    /// `cohere` (Bedrock callers sign with an AWS pair the console never
+    /// holds).
+    pub dialect: String,
+    /// The pool or model named.
+    pub pool: String,
+    /// The user's message.
+    pub prompt: String,
+    /// The virtual key to send it as (needed under `auth: keys`).
+    pub key: Option<String>,
+    /// The most output tokens (default 256).
+    pub max_tokens: Option<u64>,
+}
+
+/// The longest prompt the playground sends.
+const MAX_PROMPT: usize = 64 * 1024;
+
+fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
+    (status, Json(serde_json::json!({"error": {"message": message.into()}}))).into_response()
+}
+
+/// Sends the prompt and answers with what came back.
+pub async fn send(State(gateway): State<Arc<Gateway>>, Json(prompt): Json<Prompt>) -> Response {
+    let Some(protocol) = Protocol::from_name(&prompt.dialect).filter(|p| *p != Protocol::Bedrock) else {
+        return refuse(StatusCode::BAD_REQUEST, "dialect: use openai, responses, anthropic, gemini or cohere");
+    };
+    if prompt.prompt.is_empty() || prompt.prompt.len() > MAX_PROMPT {
+        return refuse(StatusCode::BAD_REQUEST, format!("prompt: 1 to {MAX_PROMPT} bytes"));
+    }
+    let request = switchyard_ir::Request {
+        model: prompt.pool.clone(),
+        messages: vec![Message::text(Role::User, prompt.prompt.clone())],
+        max_tokens: Some(prompt.max_tokens.unwrap_or(256).clamp(1, 32_768)),
+        ..switchyard_ir::Request::default()
+    };
+    let body = gateway.codec(protocol).write_request(&request).body;
+    let shown = String::from_utf8_lossy(&body).into_owned();
+    let pool = switchyard_codec::path_segment(&prompt.pool);
+    let path = match protocol {
+        Protocol::OpenAi => "/v1/chat/completions".to_owned(),
+        Protocol::Responses => "/v1/responses".to_owned(),
+        Protocol::Anthropic => "/v1/messages".to_owned(),
+        Protocol::Gemini => format!("/v1beta/models/{pool}:generateContent"),
+        Protocol::Cohere => "/v2/chat".to_owned(),
+        Protocol::Bedrock => format!("/model/{pool}/converse"),
+    };
+    let mut builder = Request::post(path).header("content-type", "application/json");
+    if protocol == Protocol::Anthropic {
+        builder = builder.header("anthropic-version", "2023-06-01");
+    }
+    if let Some(key) = prompt.key.as_deref().filter(|k| !k.is_empty()) {
+        let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) else {
+            return refuse(StatusCode::BAD_REQUEST, "key: not a key");
+        };
+        builder = match protocol {
+            Protocol::Anthropic => builder.header("x-api-key", key),
+            Protocol::Gemini => builder.header("x-goog-api-key", key),
+            _ => builder.header("authorization", value),
+        };
+    }
+    let Ok(request) = builder.body(axum::body::Body::from(body)) else {
+        return refuse(StatusCode::BAD_REQUEST, "the request could not be built");
+    };
+    let started = Instant::now();
+    let mut router = crate::server::router(gateway.clone());
+    let response = match router.call(request).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    let status = response.status().as_u16();
+    let (lane, dropped, request_id) = {
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        (header("x-switchyard-lane"), header("x-switchyard-dropped"), header("x-request-id"))
+    };
+    let bytes = match axum::body::to_bytes(response.into_body(), 16 << 20).await {
+        Ok(bytes) => bytes,
+        Err(err) => return refuse(StatusCode::BAD_GATEWAY, format!("the reply could not be read: {err}")),
+    };
+    let took_ms = started.elapsed().as_millis() as u64;
+    let codec = gateway.codec(protocol);
+    let (text, usage, error) = if (200..300).contains(&status) {
+        match codec.read_response(&bytes) {
+            Ok(reply) => (Some(reply_text(&reply)), Some(reply.usage), None),
+            Err(err) => (None, None, Some(err.to_string())),
+        }
+    } else {
+        (None, None, Some(codec.extract_error(status, &bytes).message))
+    };
+    let cost = match (&usage, lane.as_deref().and_then(|l| gateway.lanes.iter().find(|lane| &*lane.name == l))) {
+        (Some(usage), Some(lane)) => lane.price.map(|price| {
+            let tokens = switchyard_governance::money::Tokens {
+                input: usage.input_tokens,
+                output: usage.output_tokens,
+                ..Default::default()
+            };
+            switchyard_governance::money::usd(price.cost(&tokens))
+        }),
+        _ => None,
+    };
+    Json(serde_json::json!({
+        "status": status,
+        "text": text,
+        "error": error,
+        "lane": lane,
+        "dropped": dropped,
+        "request_id": request_id,
+        "took_ms": took_ms,
+        "input_tokens": usage.as_ref().map(|u| u.input_tokens),
+        "output_tokens": usage.as_ref().map(|u| u.output_tokens),
+        "usd": cost,
+        "request": shown,
+    }))
+    .into_response()
+}
+
+/// A reply's text blocks, joined.
+fn reply_text(reply: &switchyard_ir::Response) -> String {
+    reply
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            switchyard_ir::Block::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("")
+}
