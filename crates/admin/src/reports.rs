@@ -189,15 +189,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         Some(other) => return Err(bad(format!("format: `{other}` is not json or csv"))),
     };
     let governance = governance(&admin)?;
-    let by = match query.by.as_deref().unwrap_or("key") {
-        "key" => SpendBy::Key,
-        "group" => SpendBy::Group,
-        "model" => SpendBy::Model,
-        "lane" => SpendBy::Lane,
-        "operation" => SpendBy::Operation,
-        "user" => SpendBy::User,
-        other => return Err(bad(format!("by: `{other}` is not key, group, user, model, lane or operation"))),
-    };
+    let by = spend_by(query.by.as_deref().unwrap_or("key"))?;
     let now = (now_ms() / 1000) as i64;
     let from =
         query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(Window::Month.start(now));
@@ -215,9 +207,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     let mut add = |value: Option<String>, total: &switchyard_store::Total, own: bool| {
         let price = admin.gateway.price_of(&total.lane);
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
-            name: (by == SpendBy::Key)
-                .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
-                .flatten(),
+            name: key_name(governance, by, value.as_deref()),
             value,
             requests: 0,
             input_tokens: 0,

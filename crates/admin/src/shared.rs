@@ -254,3 +254,23 @@ pub(crate) fn tagged(tag: &str, response: impl IntoResponse) -> Response {
     response.headers_mut().insert(axum::http::header::ETAG, etag(tag));
     response
 }
+
+/// A spend dimension by its API name.
+pub(crate) fn spend_by(name: &str) -> ApiResult<switchyard_store::SpendBy> {
+    use switchyard_store::SpendBy;
+    Ok(match name {
+        "key" => SpendBy::Key,
+        "group" => SpendBy::Group,
+        "model" => SpendBy::Model,
+        "lane" => SpendBy::Lane,
+        "operation" => SpendBy::Operation,
+        "user" => SpendBy::User,
+        other => return Err(bad(format!("by: `{other}` is not key, group, user, model, lane or operation"))),
+    })
+}
+
+/// The name of the key whose id is `value`, when a line is by key.
+pub(crate) fn key_name(governance: &Governance, by: switchyard_store::SpendBy, value: Option<&str>) -> Option<String> {
+    (by == switchyard_store::SpendBy::Key)
+        .then(|| value.and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))?
+}

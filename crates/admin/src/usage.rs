@@ -99,14 +99,11 @@ const MAX_STEPS: i64 = 96;
     responses((status = 200, body = UsageReport)))]
 pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQuery>) -> ApiResult<Json<UsageReport>> {
     let governance = governance(&admin)?;
-    let by = match query.by.as_deref().unwrap_or("key") {
-        "key" => SpendBy::Key,
-        "group" => SpendBy::Group,
-        "model" => SpendBy::Model,
-        "lane" => SpendBy::Lane,
-        "operation" => SpendBy::Operation,
-        other => return Err(bad(format!("by: `{other}` is not key, group, model, lane or operation"))),
-    };
+    let by = spend_by(query.by.as_deref().unwrap_or("key"))?;
+    if by == SpendBy::User {
+        // The hourly rollup keeps no end user: spend by user is the spend report's.
+        return Err(bad("by: user is not charted over time; use GET /api/v1/admin/spend?by=user"));
+    }
     let now = (now_ms() / 1000) as i64;
     let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
     let from = query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(to - 86_400);
@@ -156,9 +153,7 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
     let mut other: Option<Steps> = None;
     for (index, (value, line)) in ranked.into_iter().enumerate() {
         if index < top {
-            let name = (by == SpendBy::Key)
-                .then(|| value.as_deref().and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))
-                .flatten();
+            let name = key_name(governance, by, value.as_deref());
             series.push(UsageSeries { value, name, usd: line.usd, tokens: line.tokens, requests: line.requests });
         } else {
             other.get_or_insert_with(|| Steps::new(width)).add(&line);

@@ -675,13 +675,18 @@ impl Record {
         });
     }
 
-    /// The ledger row of an admitted request, when there is a ledger.
+    /// The ledger row of an admitted request, or of a refusal at the door
+    /// (operation `refused`, never spend: see [`Record::refusal`]), when
+    /// there is a ledger.
     fn ledger_row(&self, gateway: &Gateway, tokens: Tokens, names: &Names, status: u16) -> Option<LedgerRow> {
         let governance = gateway.governance.as_ref()?;
         governance.ledger.as_ref()?;
-        if !self.admitted {
-            return self.refusal_row(governance, names, status);
-        }
+        let refused = match self.admitted {
+            true => None,
+            false => Some(self.refusal(governance, status)?),
+        };
+        let mut notes = self.notes(gateway);
+        notes.refused.clone_from(&refused);
         Some(LedgerRow {
             entry: self.entry,
             at_ms: now_ms() as i64,
@@ -691,7 +696,7 @@ impl Record {
             pool: names.pool.as_deref().unwrap_or("-").to_owned(),
             lane: names.lane.as_deref().unwrap_or("").to_owned(),
             model: self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
-            operation: self.operation.to_owned(),
+            operation: if refused.is_some() { switchyard_store::REFUSED } else { self.operation }.to_owned(),
             tokens,
             status,
             latency_ms: now_ms().saturating_sub(self.started_ms),
@@ -699,49 +704,26 @@ impl Record {
             failovers: self.failovers,
             estimated: self.estimated,
             attempts: self.attempts(),
-            notes: self.notes(gateway),
+            notes,
             end_user: self.end_user.as_deref().map(str::to_owned),
         })
     }
-}
 
-impl Record {
-    /// The request log's row of a refusal at the door: no tokens, never
-    /// spend (operation `refused`), the error's kind and what was asked for
-    /// in its notes.
-    fn refusal_row(
+    /// Why a request that was never admitted was refused, for its row in
+    /// the request log: only a refusal the gateway made (a 4xx), and only
+    /// within governance's limit of such rows a minute.
+    fn refusal(
         &self,
         governance: &switchyard_state::governance::Governance,
-        names: &Names,
         status: u16,
-    ) -> Option<LedgerRow> {
+    ) -> Option<switchyard_store::Refusal> {
         let kind = self.refusal?;
         if !(400..500).contains(&status) || !governance.log_refusal(now_ms()) {
             return None;
         }
-        let refused = switchyard_store::Refusal {
+        Some(switchyard_store::Refusal {
             kind: serde_json::to_value(kind).ok()?.as_str()?.to_owned(),
             operation: self.operation.to_owned(),
-        };
-        Some(LedgerRow {
-            entry: self.entry,
-            at_ms: now_ms() as i64,
-            request_id: self.request_id.to_str().unwrap_or("").to_owned(),
-            key_id: names.key.as_deref().map(str::to_owned),
-            group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
-            pool: names.pool.as_deref().unwrap_or("-").to_owned(),
-            lane: String::new(),
-            model: String::new(),
-            operation: switchyard_store::REFUSED.to_owned(),
-            tokens: Tokens::default(),
-            status,
-            latency_ms: now_ms().saturating_sub(self.started_ms),
-            ttfb_ms: None,
-            failovers: 0,
-            estimated: false,
-            attempts: Vec::new(),
-            notes: switchyard_store::Notes { refused: Some(refused), ..switchyard_store::Notes::default() },
-            end_user: self.end_user.as_deref().map(str::to_owned),
         })
     }
 }
