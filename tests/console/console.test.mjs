@@ -438,10 +438,12 @@ try {
   assert.doesNotMatch(await ops.page.locator('#content').innerText(), /\bnull\b/, 'no literal null on the keys page');
   await ops.page.getByLabel('Edit bulk-traffic').click();
   await ops.page.getByRole('form', { name: 'Settings of bulk-traffic' }).getByLabel('Requests per minute').fill('100000');
+  await ops.page.getByRole('form', { name: 'Settings of bulk-traffic' }).getByLabel('Metadata (a JSON object)').fill('{"team": "console"}');
   await ops.page.getByRole('button', { name: 'Save bulk-traffic' }).click();
   await until('the saved key', async () => /saved/.test(await ops.page.locator('#status').textContent()));
   const edited = await adminApi('GET', `keys/${bulk.body.id}`);
   assert.equal(edited.body.limits.rpm, 100000);
+  assert.deepEqual(edited.body.metadata, { team: 'console' });
 
   step('groups: created, moved in the tree, edited and deleted in place');
   await open(ops.page, 'groups');
@@ -467,6 +469,8 @@ try {
   assert.ok(await ops.page.locator('svg polyline').count() >= 1, 'a line per key');
   const hover = await ops.page.locator('svg circle title').first().textContent();
   assert.match(hover, /bulk-traffic.*: [\d,]+$/);
+  await open(ops.page, 'usage?by=user&range=24h&metric=requests');
+  assert.equal(await ops.page.getByRole('table').count() + await ops.page.locator('.no-data').count() >= 1, true);
   await open(ops.page, 'usage?by=model&range=7d&metric=usd');
   assert.ok(await ops.page.getByRole('table').count() === 1);
 
@@ -475,6 +479,7 @@ try {
   const keyPage = await ops.page.locator('#content').innerText();
   assert.match(keyPage, /Last used \(UTC\)\s+\d{4}-\d\d-\d\d/);
   assert.match(keyPage, /Requests per minute left/);
+  assert.match(keyPage, /Refusals \(latest 500 4xx\)/);
   assert.match(await ops.page.title(), /Key bulk-traffic · Switchyard/);
 
   step('the 5 s redraw keeps the focus and open sections');

@@ -462,7 +462,8 @@
         field('Budget window', h('select', { name: 'window' }, ['1mo', '1d', '7d', '1h', 'total'].map((w) => h('option', { value: w, text: w, selected: key.budget && key.budget.window === w })))),
         field('Requests per minute', h('input', { name: 'rpm', type: 'number', min: '1', value: key.limits.rpm ?? '' })),
         field('Tokens per minute', h('input', { name: 'tpm', type: 'number', min: '1', value: key.limits.tpm ?? '' })),
-        field('Expires (UTC date, empty: never)', h('input', { name: 'expires', type: 'date', value: key.expires_at ? isoDate(key.expires_at) : '' }))),
+        field('Expires (UTC date, empty: never)', h('input', { name: 'expires', type: 'date', value: key.expires_at ? isoDate(key.expires_at) : '' })),
+        field('Metadata (a JSON object)', h('textarea', { name: 'metadata', rows: 3, spellcheck: 'false', text: JSON.stringify(key.metadata || {}) }))),
       button('Save', null, { type: 'submit', 'aria-label': `Save ${key.name}` }));
     form.addEventListener('submit', async (event) => {
       event.preventDefault();
@@ -476,6 +477,13 @@
         limits: { rpm: numberOr(data.get('rpm')), tpm: numberOr(data.get('tpm')), concurrent: key.limits.concurrent ?? undefined },
         expires_at: data.get('expires') ? `${data.get('expires')}T00:00:00Z` : null,
       };
+      try {
+        const metadata = JSON.parse(String(data.get('metadata') || '{}'));
+        if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) throw new Error('not an object');
+        body.metadata = metadata;
+      } catch (err) {
+        return say(`Metadata of ${key.name} is not a JSON object: ${err.message}`, 'error');
+      }
       try {
         const current = await fetch(`${API}/keys/${encodeURIComponent(key.id)}`);
         const etag = current.headers.get('etag');
@@ -628,14 +636,14 @@
   async function usagePage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: there is no ledger to read usage from.' }));
     const params = new URLSearchParams(location.search);
-    const by = ['key', 'group', 'model', 'lane', 'operation'].includes(params.get('by')) ? params.get('by') : 'key';
+    const by = ['key', 'group', 'user', 'model', 'lane', 'operation'].includes(params.get('by')) ? params.get('by') : 'key';
     const range = PRESETS[params.get('range')] ? params.get('range') : '24h';
     const metric = METRICS[params.get('metric')] ? params.get('metric') : 'usd';
     const [seconds, step] = PRESETS[range];
     const to = (Math.floor(Date.now() / 3600000) + 1) * 3600;
     const report = await api(`usage?${new URLSearchParams({ by, step, from: String(to - seconds), to: String(to) })}`);
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/usage', 'aria-label': 'Usage range' },
-      field('By', h('select', { name: 'by' }, ['key', 'group', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
+      field('By', h('select', { name: 'by' }, ['key', 'group', 'user', 'model', 'lane', 'operation'].map((b) => h('option', { value: b, text: b, selected: b === by })))),
       field('Range', h('select', { name: 'range' }, Object.keys(PRESETS).map((r) => h('option', { value: r, text: `last ${r}`, selected: r === range })))),
       field('Show', h('select', { name: 'metric' }, Object.entries(METRICS).map(([m, [label]]) => h('option', { value: m, text: label, selected: m === metric })))),
       h('button', { type: 'submit', text: 'Show' }));
@@ -651,15 +659,21 @@
 
   // One key: its state, budget and its reset, limits headroom, last use, and usage over a week.
   async function keyPage(id) {
-    const [key, recent, usage] = await Promise.all([
+    const [key, recent, refused, usage] = await Promise.all([
       api(`keys/${encodeURIComponent(id)}`),
       api(`requests?key=${encodeURIComponent(id)}&limit=1`),
+      api(`requests?key=${encodeURIComponent(id)}&status=4xx&limit=500`),
       api(`usage?${new URLSearchParams({ by: 'model', step: 'day', key: id, from: String((Math.floor(Date.now() / 86400000) - 6) * 86400) })}`),
     ]);
     $('title').textContent = `Key ${key.name}`;
     document.title = `Key ${key.name} · Switchyard`;
     const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
     const last = recent.data[0];
+    const reasons = new Map();
+    for (const r of refused.data) {
+      const why = r.notes && r.notes.refused ? r.notes.refused.kind.replaceAll('_', ' ') : `answered ${r.status}`;
+      reasons.set(why, (reasons.get(why) || 0) + 1);
+    }
     const reset = key.budget ? nextWindow(key.budget.window) : null;
     show(h('p', {}, h('a', { href: '/ui/keys', text: '← All keys' })),
       h('dl', { class: 'detail' },
@@ -672,7 +686,8 @@
         item('Tokens per minute left', key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–'),
         item('In flight', key.usage ? fmt.n(key.usage.in_flight) : '–'),
         item('Expires', key.expires_at ? fmt.time(key.expires_at * 1000) : 'never'),
-        item('Metadata', Object.keys(key.metadata || {}).length ? h('code', { text: JSON.stringify(key.metadata) }) : '–')),
+        item('Metadata', Object.keys(key.metadata || {}).length ? h('code', { text: JSON.stringify(key.metadata) }) : '–'),
+        item('Refusals (latest 500 4xx)', reasons.size ? Array.from(reasons, ([why, n]) => `${why}: ${fmt.n(n)}`).join(' · ') : 'none')),
       seriesChart(`Spend of ${key.name} by model, last 7 days`, usage.starts, usage.series.map((line) => ({ label: line.value || '(none)', values: line.usd })), fmt.usd, usage.step_seconds),
       h('p', {}, h('a', { href: `/ui/requests?key=${encodeURIComponent(key.id)}`, text: 'Its requests →' })));
   }

@@ -234,6 +234,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::running_config,
         crate::operations::validate_config,
         crate::operations::reload_config,
+        crate::operations::playground,
         crate::versions::apply_config,
         crate::versions::versions,
         crate::versions::version_detail,

@@ -1,8 +1,9 @@
-//! Usage over time: spend, tokens and requests per key, group, model, lane
-//! or operation in hourly or daily steps over a range, for the console's
-//! charts. Each step is one spend question, whole hours read from the
-//! ledger's hourly rollup; the values that spent most over the range get a
-//! series each, the rest are summed as `other`.
+//! Usage over time: spend, tokens and requests per key, group, end user,
+//! model, lane or operation in hourly or daily steps over a range, for the
+//! console's charts. Each step is one spend question, whole hours read
+//! from the ledger's hourly rollup (end users from the rows); the values
+//! that spent most over the range get a series each, the rest are summed
+//! as `other`.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use switchyard_governance::money::usd;
-use switchyard_store::{SpendBy, TotalsQuery};
+use switchyard_store::TotalsQuery;
 use utoipa::ToSchema;
 
 use crate::shared::*;
@@ -19,7 +20,7 @@ use switchyard_state::governance::now_ms;
 /// `GET /api/v1/admin/usage` query.
 #[derive(Debug, Deserialize)]
 pub struct UsageQuery {
-    /// `key` (default), `group`, `model`, `lane` or `operation`.
+    /// `key` (default), `group`, `user` (end user), `model`, `lane` or `operation`.
     pub by: Option<String>,
     /// `hour` or `day` (default: hour for a range of 2 days or less).
     pub step: Option<String>,
@@ -93,17 +94,15 @@ impl Steps {
 const MAX_STEPS: i64 = 96;
 
 #[utoipa::path(get, path = "/api/v1/admin/usage",
-    params(("by" = Option<String>, Query, description = "key, group, model, lane or operation"),
+    params(("by" = Option<String>, Query, description = "key, group, user, model, lane or operation"),
         ("step" = Option<String>, Query, description = "hour or day"), ("from" = Option<String>, Query),
         ("to" = Option<String>, Query), ("top" = Option<usize>, Query), ("key" = Option<String>, Query, description = "only this key's requests")),
     responses((status = 200, body = UsageReport)))]
 pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQuery>) -> ApiResult<Json<UsageReport>> {
     let governance = governance(&admin)?;
+    // By end user each step reads the ledger's rows (the rollup keeps no
+    // end user): the steps' time bounds keep each read to its hour or day.
     let by = spend_by(query.by.as_deref().unwrap_or("key"))?;
-    if by == SpendBy::User {
-        // The hourly rollup keeps no end user: spend by user is the spend report's.
-        return Err(bad("by: user is not charted over time; use GET /api/v1/admin/spend?by=user"));
-    }
     let now = (now_ms() / 1000) as i64;
     let to = query.to.as_deref().map(|t| parse_time_text(t, "to")).transpose()?.unwrap_or((now / 3600 + 1) * 3600);
     let from = query.from.as_deref().map(|t| parse_time_text(t, "from")).transpose()?.unwrap_or(to - 86_400);
