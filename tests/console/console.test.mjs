@@ -406,6 +406,13 @@ try {
     const one = (await adminApi('GET', 'requests?status=2xx&limit=1')).body.data[0];
     await open(ops.page, `requests?request_id=${encodeURIComponent(one.request_id)}`);
     assert.equal(await ops.page.locator('tbody tr').count(), 1, 'a request id finds its row');
+    // A time range: the minute that row finished in finds it, the year 2000 nothing.
+    const minute = new Date(one.at_ms).toISOString().slice(0, 16);
+    const next = new Date(one.at_ms + 60000).toISOString().slice(0, 16);
+    await open(ops.page, `requests?from=${minute}&to=${next}&request_id=${encodeURIComponent(one.request_id)}`);
+    assert.equal(await ops.page.locator('tbody tr').count(), 1, 'the range holds it');
+    await open(ops.page, 'requests?from=2000-01-01T00:00&to=2000-01-02T00:00');
+    assert.match(await ops.page.locator('#content').innerText(), /No requests match/);
   }
   assert.equal(await ops.page.getByRole('alert').count(), 0);
   await open(ops.page, 'requests?status=5xx');

@@ -713,11 +713,15 @@
     if (params.get('id')) return requestDetail(params.get('id'));
     const query = new URLSearchParams();
     for (const name of ['key', 'pool', 'lane', 'status', 'end_user', 'request_id', 'cursor']) if (params.get(name)) query.set(name, params.get(name));
+    // A time range, read as UTC (the times shown are UTC).
+    for (const name of ['from', 'to']) if (params.get(name)) query.set(name, `${params.get(name)}:00Z`);
     query.set('limit', '50');
     const filter = (name, label) => field(label, h('input', { name, value: params.get(name) || '', autocomplete: 'off' }));
     const status = params.get('status') || '';
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/requests', 'aria-label': 'Filter requests' },
       filter('key', 'Key id'), filter('end_user', 'End user'), filter('request_id', 'Request id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
+      field('From (UTC)', h('input', { name: 'from', type: 'datetime-local', value: params.get('from') || '' })),
+      field('To (UTC)', h('input', { name: 'to', type: 'datetime-local', value: params.get('to') || '' })),
       field('Status', h('input', { name: 'status', value: status, list: 'status-classes', autocomplete: 'off', placeholder: '5xx, 429, …' })),
       h('datalist', { id: 'status-classes' }, ['2xx', '4xx', '5xx', '429', '499', '502', '503'].map((v) => h('option', { value: v }))),
       h('button', { type: 'submit', text: 'Filter' }));

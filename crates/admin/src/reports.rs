@@ -103,6 +103,10 @@ pub struct RequestsQuery {
     pub end_user: Option<String>,
     /// Only the request with this id (`x-request-id`).
     pub request_id: Option<String>,
+    /// Only requests finished from then on: RFC 3339 or Unix seconds.
+    pub from: Option<String>,
+    /// Only requests finished before then: RFC 3339 or Unix seconds.
+    pub to: Option<String>,
     /// At most this many (default 50, at most 1000).
     pub limit: Option<usize>,
     /// From a previous page's `next_cursor`.
@@ -317,7 +321,9 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
 #[utoipa::path(get, path = "/api/v1/admin/requests",
     params(("key" = Option<String>, Query), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
         ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"),
-        ("end_user" = Option<String>, Query), ("request_id" = Option<String>, Query), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
+        ("end_user" = Option<String>, Query), ("request_id" = Option<String>, Query),
+        ("from" = Option<String>, Query, description = "finished from then on (RFC 3339 or Unix seconds)"),
+        ("to" = Option<String>, Query, description = "finished before then"), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = RequestPage)))]
 pub(crate) async fn requests(
     State(admin): State<Admin>,
@@ -328,6 +334,17 @@ pub(crate) async fn requests(
     let before =
         query.cursor.as_deref().map(|c| c.parse::<i64>().map_err(|_| bad("cursor: not a cursor"))).transpose()?;
     let status = query.status.as_deref().map(status_range).transpose()?;
+    let ms = |text: &str, path: &str| -> ApiResult<i64> {
+        let seconds = parse_time_text(text, path)?;
+        seconds.checked_mul(1000).ok_or_else(|| bad(format!("{path}: `{text}` is out of range")))
+    };
+    let at_ms = match (query.from.as_deref(), query.to.as_deref()) {
+        (None, None) => None,
+        (from, to) => Some((
+            from.map(|t| ms(t, "from")).transpose()?.unwrap_or(i64::MIN),
+            to.map(|t| ms(t, "to")).transpose()?.unwrap_or(i64::MAX),
+        )),
+    };
     let rows = governance
         .stores
         .ledger
@@ -338,6 +355,7 @@ pub(crate) async fn requests(
             status,
             end_user: query.end_user,
             request_id: query.request_id,
+            at_ms,
             before,
             limit,
         })

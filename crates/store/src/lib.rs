@@ -349,6 +349,8 @@ pub struct RowFilter {
     pub end_user: Option<String>,
     /// Only the request with this id.
     pub request_id: Option<String>,
+    /// Only rows finished in `[from, to)` (Unix ms).
+    pub at_ms: Option<(i64, i64)>,
     /// Only rows with a smaller id (the cursor).
     pub before: Option<i64>,
     /// At most this many.

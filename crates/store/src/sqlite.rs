@@ -391,8 +391,10 @@ impl Ledger for SqliteStore {
                 "SELECT {ROW_COLUMNS} FROM ledger WHERE (?1 IS NULL OR id < ?1) AND (?2 IS NULL OR key_id = ?2) \
                  AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) \
                  AND (?5 IS NULL OR (status >= ?5 AND status < ?7)) AND (?8 IS NULL OR end_user = ?8) \
-                 AND (?9 IS NULL OR request_id = ?9) ORDER BY id DESC LIMIT ?6"
+                 AND (?9 IS NULL OR request_id = ?9) AND (?10 IS NULL OR (at_ms >= ?10 AND at_ms < ?11)) \
+                 ORDER BY id DESC LIMIT ?6"
             );
+            let (after, until) = (filter.at_ms.map(|r| r.0), filter.at_ms.map(|r| r.1));
             let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
             let (from, to) = (filter.status.map(|s| s.0), filter.status.map(|s| s.1));
             let rows = statement
@@ -406,7 +408,9 @@ impl Ledger for SqliteStore {
                         filter.limit as i64,
                         to,
                         filter.end_user,
-                        filter.request_id
+                        filter.request_id,
+                        after,
+                        until
                     ],
                     row_of,
                 )

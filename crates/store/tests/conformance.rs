@@ -277,6 +277,9 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(stores.ledger.rows(class).await.unwrap().len(), rows.len());
     let none = RowFilter { status: Some((500, 600)), limit: 10, ..RowFilter::default() };
     assert!(stores.ledger.rows(none).await.unwrap().is_empty());
+    let window = RowFilter { at_ms: Some((4_000, 9_000)), limit: 10, ..RowFilter::default() };
+    let inside = stores.ledger.rows(window).await.unwrap();
+    assert!(!inside.is_empty() && inside.iter().all(|r| (4_000..9_000).contains(&r.row.at_ms)), "{inside:?}");
 }
 
 /// Requests, input, output, units, billed requests and saved nano-USD of a
