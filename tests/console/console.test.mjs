@@ -411,7 +411,9 @@ try {
     const next = new Date(one.at_ms + 60000).toISOString().slice(0, 16);
     await open(ops.page, `requests?from=${minute}&to=${next}&request_id=${encodeURIComponent(one.request_id)}`);
     assert.equal(await ops.page.locator('tbody tr').count(), 1, 'the range holds it');
-    await open(ops.page, 'requests?from=2000-01-01T00:00&to=2000-01-02T00:00');
+    await open(ops.page, 'requests?key=console-e2e');
+  assert.equal(await ops.page.locator('tbody tr').count(), 5, 'a key found by its name');
+  await open(ops.page, 'requests?from=2000-01-01T00:00&to=2000-01-02T00:00');
     assert.match(await ops.page.locator('#content').innerText(), /No requests match/);
   }
   assert.equal(await ops.page.getByRole('alert').count(), 0);

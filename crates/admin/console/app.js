@@ -719,7 +719,7 @@
     const filter = (name, label) => field(label, h('input', { name, value: params.get(name) || '', autocomplete: 'off' }));
     const status = params.get('status') || '';
     const form = h('form', { class: 'card filters', method: 'get', action: '/ui/requests', 'aria-label': 'Filter requests' },
-      filter('key', 'Key id'), filter('end_user', 'End user'), filter('request_id', 'Request id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
+      filter('key', 'Key (id or name)'), filter('end_user', 'End user'), filter('request_id', 'Request id'), filter('pool', 'Pool'), filter('lane', 'Lane'),
       field('From (UTC)', h('input', { name: 'from', type: 'datetime-local', value: params.get('from') || '' })),
       field('To (UTC)', h('input', { name: 'to', type: 'datetime-local', value: params.get('to') || '' })),
       field('Status', h('input', { name: 'status', value: status, list: 'status-classes', autocomplete: 'off', placeholder: '5xx, 429, …' })),
@@ -735,7 +735,7 @@
     const rows = page.data.map((r) => [
       h('a', { href: `/ui/requests?id=${r.id}`, text: fmt.time(r.at_ms) }),
       h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }),
-      r.key_id || '–', r.end_user || '–', operationOf(r), r.pool, r.lane || '–', fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
+      r.key_id || '–', r.end_user || '–', `${r.ingress || '–'}${r.stream ? ' · stream' : ''}`, operationOf(r), r.pool, r.lane || '–', fmt.n(r.input_tokens), fmt.n(r.output_tokens), fmt.usd(r.usd), fmt.wholeMs(r.latency_ms), fmt.n(r.failovers),
     ]);
     const more = [];
     if (page.next_cursor) {
@@ -743,7 +743,7 @@
       next.set('cursor', page.next_cursor);
       more.push(h('a', { href: `/ui/requests?${next}`, text: 'Older requests →' }));
     }
-    show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'End user', 'Operation', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
+    show(form, table('Recent requests, newest first', ['Finished (UTC)', 'Status', 'Key', 'End user', 'Caller', 'Operation', 'Pool', 'Lane', 'In', 'Out', 'Cost', 'Time', 'Failovers'], rows, 'No requests match.'), h('p', {}, more));
   }
 
   // What a row did: its operation, a refusal's reason, a cache hit, the
@@ -769,6 +769,7 @@
         item('Finished (UTC)', fmt.time(r.at_ms)),
         item('Status', String(r.status)),
         item('Key', r.key_id || '–'), item('Group', r.group || '–'), item('End user', r.end_user || '–'), item('Operation', r.operation),
+        item('Caller', `${r.ingress || '–'}${r.stream ? ', a stream' : ''}`),
         item('Pool named', r.pool), item('Lane that answered', r.lane), item('Wire model', r.model),
         item('Lanes tried before it (failovers)', String(r.failovers)),
         item('Input tokens', fmt.n(r.input_tokens)), item('Output tokens', fmt.n(r.output_tokens)),

@@ -168,6 +168,11 @@ pub struct RequestView {
     /// The end user it was made for.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// The caller's protocol.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<String>,
+    /// The caller asked for a stream.
+    pub stream: bool,
 }
 
 /// A page of requests.
@@ -319,7 +324,7 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/requests",
-    params(("key" = Option<String>, Query), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
+    params(("key" = Option<String>, Query, description = "a key's id, or its name"), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
         ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"),
         ("end_user" = Option<String>, Query), ("request_id" = Option<String>, Query),
         ("from" = Option<String>, Query, description = "finished from then on (RFC 3339 or Unix seconds)"),
@@ -349,7 +354,7 @@ pub(crate) async fn requests(
         .stores
         .ledger
         .rows(RowFilter {
-            key: query.key,
+            key: query.key.map(|key| key_id_of(governance, key)),
             pool: query.pool,
             lane: query.lane,
             status,
@@ -363,6 +368,14 @@ pub(crate) async fn requests(
     let next_cursor = (rows.len() == limit).then(|| rows.last().map(|r| r.id.to_string())).flatten();
     let data = rows.into_iter().map(|stored| request_view(&admin.gateway, stored)).collect();
     Ok(Json(RequestPage { data, next_cursor }))
+}
+
+/// A key named by id, or else by name (the first key of that name).
+fn key_id_of(governance: &switchyard_state::governance::Governance, key: String) -> String {
+    if governance.key(&key).is_some() {
+        return key;
+    }
+    governance.records().into_iter().find(|record| record.name == key).map_or(key, |record| record.id)
 }
 
 /// A status filter as a range: `503` alone, or `5xx` (case-insensitive)
@@ -408,6 +421,8 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
         attempts: row.attempts,
         notes: row.notes,
         end_user: row.end_user,
+        ingress: row.ingress,
+        stream: row.stream,
     }
 }
 

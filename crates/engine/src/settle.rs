@@ -706,6 +706,8 @@ impl Record {
             attempts: self.attempts(),
             notes,
             end_user: self.end_user.as_deref().map(str::to_owned),
+            ingress: Some(self.ingress.as_str().to_owned()),
+            stream: self.stream,
         })
     }
 

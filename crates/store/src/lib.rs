@@ -142,6 +142,12 @@ pub struct LedgerRow {
     /// operator's header, length-capped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_user: Option<String>,
+    /// The caller's protocol (`openai`, `anthropic`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<String>,
+    /// The caller asked for a stream.
+    #[serde(default)]
+    pub stream: bool,
 }
 
 /// What else a ledger row records.

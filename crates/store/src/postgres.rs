@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0010_end_user.sql"),
     include_str!("../migrations/postgres/0011_config_versions.sql"),
     include_str!("../migrations/postgres/0012_refusals.sql"),
+    include_str!("../migrations/postgres/0013_ingress.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -429,13 +430,15 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
             attempts: crate::attempts_of(col(row, 18)?),
             notes: crate::notes_of(col(row, 22)?),
             end_user: col(row, 23)?,
+            ingress: col(row, 24)?,
+            stream: col(row, 25)?,
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
-     billed_requests, operation, notes, end_user";
+     billed_requests, operation, notes, end_user, ingress, stream";
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
@@ -454,8 +457,9 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user) VALUES ($1, $2, $3, \
-                     $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24) \
+                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
+                     $22, $23, $24, $25, $26) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -494,6 +498,8 @@ impl Ledger for PostgresStore {
                         &notes,
                         &saved,
                         &row.end_user,
+                        &row.ingress,
+                        &row.stream,
                     ],
                 )
                 .await

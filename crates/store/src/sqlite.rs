@@ -29,6 +29,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0010_cache_saved.sql"),
     include_str!("../migrations/sqlite/0011_end_user.sql"),
     include_str!("../migrations/sqlite/0012_config_versions.sql"),
+    include_str!("../migrations/sqlite/0013_ingress.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -304,13 +305,15 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             attempts: crate::attempts_of(row.get(18)?),
             notes: crate::notes_of(row.get(22)?),
             end_user: row.get(23)?,
+            ingress: row.get(24)?,
+            stream: row.get(25)?,
         },
     })
 }
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
-     billed_requests, operation, notes, end_user";
+     billed_requests, operation, notes, end_user, ingress, stream";
 
 impl Ledger for SqliteStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
@@ -321,9 +324,9 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user) VALUES \
-                         (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, \
-                         ?23, ?24)",
+                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, \
+                         stream) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+                         ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -353,6 +356,8 @@ impl Ledger for SqliteStore {
                             crate::notes_column(&row.notes),
                             row.notes.cache_saved_nano.unwrap_or(0).min(i64::MAX as u64) as i64,
                             row.end_user,
+                            row.ingress,
+                            row.stream,
                         ])
                         .map_err(unavailable)?;
                 }

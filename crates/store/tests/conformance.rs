@@ -65,8 +65,10 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
             guardrails: vec!["pii/email/mask/request".into()],
             refused: None,
         },
-        // Every row's end user round-trips too.
+        // Every row's end user, protocol and stream flag round-trip too.
         end_user: key.map(|k| format!("user-of-{k}")),
+        ingress: Some("anthropic".into()),
+        stream: output % 2 == 1,
     }
 }
 

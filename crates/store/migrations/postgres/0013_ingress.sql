@@ -1,0 +1,4 @@
+-- The caller's protocol and whether it asked for a stream, for the
+-- request log.
+ALTER TABLE ledger ADD COLUMN ingress TEXT;
+ALTER TABLE ledger ADD COLUMN stream BOOLEAN NOT NULL DEFAULT FALSE;
