@@ -42,8 +42,24 @@ fn refuse(status: StatusCode, message: impl Into<String>) -> Response {
     (status, Json(serde_json::json!({"error": {"message": message.into()}}))).into_response()
 }
 
+/// The playground's route, sending through `data` (the data plane's
+/// router for `gateway`).
+pub fn routes(gateway: Arc<Gateway>, data: axum::Router) -> axum::Router {
+    axum::Router::new()
+        .route("/api/v1/admin/playground", axum::routing::post(send))
+        .with_state(Playground { gateway, data })
+}
+
+/// What the playground sends with.
+#[derive(Clone)]
+struct Playground {
+    gateway: Arc<Gateway>,
+    data: axum::Router,
+}
+
 /// Sends the prompt and answers with what came back.
-pub async fn send(State(gateway): State<Arc<Gateway>>, Json(prompt): Json<Prompt>) -> Response {
+async fn send(State(playground): State<Playground>, Json(prompt): Json<Prompt>) -> Response {
+    let gateway = playground.gateway;
     let Some(protocol) = Protocol::from_name(&prompt.dialect).filter(|p| *p != Protocol::Bedrock) else {
         return refuse(StatusCode::BAD_REQUEST, "dialect: use openai, responses, anthropic, gemini or cohere");
     };
@@ -85,7 +101,7 @@ pub async fn send(State(gateway): State<Arc<Gateway>>, Json(prompt): Json<Prompt
         return refuse(StatusCode::BAD_REQUEST, "the request could not be built");
     };
     let started = Instant::now();
-    let mut router = crate::server::router(gateway.clone());
+    let mut router = playground.data;
     let response = match router.call(request).await {
         Ok(response) => response,
         Err(never) => match never {},

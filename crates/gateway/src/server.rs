@@ -123,11 +123,11 @@ fn owns(protocol: Protocol, path: &str) -> bool {
 pub fn admin_router(gateway: Arc<Gateway>) -> Router {
     let guarded = Router::new()
         .route("/v1/models", get(models::list))
-        .route("/api/v1/admin/playground", post(crate::playground::send))
         .route("/stats", get(stats))
         .route("/metrics", get(metrics))
         .with_state(gateway.clone())
         .merge(switchyard_admin::api::routes(gateway.clone()))
+        .merge(crate::playground::routes(gateway.clone(), router(gateway.clone())))
         .layer(axum::middleware::from_fn_with_state(gateway.clone(), switchyard_admin::api::require_token));
     Router::new()
         .route("/healthz", get(healthz))
