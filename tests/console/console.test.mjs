@@ -422,7 +422,8 @@ try {
   const expectedErrors = (before, status) => {
     // The browser logs the refusal this step asks for; nothing else may appear.
     const added = ops.errors.splice(before);
-    assert.deepEqual(added, [`Failed to load resource: the server responded with a status of ${status} (${status === 400 ? 'Bad Request' : 'Not Found'})`]);
+    const reason = { 400: 'Bad Request', 404: 'Not Found', 412: 'Precondition Failed' }[status];
+    assert.deepEqual(added, [`Failed to load resource: the server responded with a status of ${status} (${reason})`]);
   };
   let errorsBefore = ops.errors.length;
   await open(ops.page, 'requests?status=bogus');
@@ -452,6 +453,17 @@ try {
   await until('the saved key', async () => /saved/.test(await ops.page.locator('#status').textContent()));
   const edited = await adminApi('GET', `keys/${bulk.body.id}`);
   assert.equal(edited.body.limits.rpm, 100000);
+  // The editor saves against the version its page read: a change made
+  // meanwhile elsewhere is refused, never overwritten.
+  await open(ops.page, 'keys?q=bulk');
+  assert.equal((await adminApi('PATCH', `keys/${bulk.body.id}`, { name: 'bulk-traffic' })).status, 200);
+  await ops.page.getByLabel('Edit bulk-traffic').click();
+  await ops.page.getByRole('form', { name: 'Settings of bulk-traffic' }).getByLabel('Requests per minute').fill('5');
+  errorsBefore = ops.errors.length;
+  await ops.page.getByRole('button', { name: 'Save bulk-traffic' }).click();
+  await until('the stale save refused', async () => /changed since you read it/.test(await ops.page.locator('#status').textContent()));
+  assert.equal((await adminApi('GET', `keys/${bulk.body.id}`)).body.limits.rpm, 100000);
+  expectedErrors(errorsBefore, 412);
   assert.deepEqual(edited.body.metadata, { team: 'console' });
 
   step('groups: created, moved in the tree, edited and deleted in place');
@@ -494,7 +506,8 @@ try {
   step('the 5 s redraw keeps the focus and open sections');
   await open(ops.page, 'pools');
   const directSummary = ops.page.locator('details.direct > summary');
-  if (await directSummary.count()) {
+  assert.equal(await directSummary.count(), 1, 'the pools page has its models-named-directly section');
+  {
     await directSummary.click();
     const open = await ops.page.locator('details.direct').evaluate((d) => d.open);
     await directSummary.focus();

@@ -485,9 +485,8 @@
         return say(`Metadata of ${key.name} is not a JSON object: ${err.message}`, 'error');
       }
       try {
-        const current = await fetch(`${API}/keys/${encodeURIComponent(key.id)}`);
-        const etag = current.headers.get('etag');
-        await api(`keys/${encodeURIComponent(key.id)}`, { method: 'PATCH', json: body, headers: etag ? { 'if-match': etag } : {} });
+        // Against the version this page read: a change made since is a 412.
+        await api(`keys/${encodeURIComponent(key.id)}`, { method: 'PATCH', json: body, headers: { 'if-match': `"${key.etag}"` } });
         details.open = false;
         say(`${body.name} saved.`, 'ok');
         await render();
@@ -553,9 +552,7 @@
         const data = new FormData(form);
         const body = Object.assign({ parent: data.get('parent') || null }, settingsOf(data));
         try {
-          const current = await fetch(`${API}/groups/${encodeURIComponent(group.name)}`);
-          const etag = current.headers.get('etag');
-          await api(`groups/${encodeURIComponent(group.name)}`, { method: 'PATCH', json: body, headers: etag ? { 'if-match': etag } : {} });
+          await api(`groups/${encodeURIComponent(group.name)}`, { method: 'PATCH', json: body, headers: { 'if-match': `"${group.etag}"` } });
           form.closest('details').open = false;
           say(`${group.name} saved.`, 'ok');
           await render();

@@ -36,8 +36,16 @@ pub struct EndUsersView {
     pub overrides: BTreeMap<String, EndUsersBody>,
 }
 
-/// The longest end-user id an override may name.
-const MAX_USER: usize = 1024;
+/// An override for end user `user`: its spec, for an id a request can
+/// carry (admission cuts ids to `end_users.max_length`, so a longer one
+/// would never match).
+pub(crate) fn override_of(admin: &Admin, user: &str, body: &EndUsersBody) -> ApiResult<BucketSpec> {
+    let longest = admin.gateway.config.end_users.max_length;
+    if user.is_empty() || user.len() > longest {
+        return Err(bad(format!("an end user's id is 1 to {longest} bytes (end_users.max_length)")));
+    }
+    spec_of(body, "body")
+}
 
 pub(crate) fn spec_of(body: &EndUsersBody, path: &str) -> ApiResult<BucketSpec> {
     Ok(BucketSpec {
@@ -74,9 +82,6 @@ pub(crate) fn view_of(policy: &EndUserPolicy) -> EndUsersView {
 
 /// Sets (`Some`) or removes (`None`) `user`'s override in `policy`.
 pub(crate) fn apply(policy: &mut Option<EndUserPolicy>, user: &str, spec: Option<BucketSpec>) -> ApiResult<()> {
-    if user.is_empty() || user.len() > MAX_USER {
-        return Err(bad(format!("an end user's id is 1 to {MAX_USER} bytes")));
-    }
     match spec {
         Some(spec) => {
             let policy = policy.get_or_insert_with(EndUserPolicy::default);

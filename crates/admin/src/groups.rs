@@ -77,6 +77,9 @@ pub struct GroupView {
     pub retention: Option<String>,
     /// Live figures of the group's bucket.
     pub usage: Option<UsageView>,
+    /// The record's entity tag, as `ETag` carries it: a change sends it
+    /// back in `If-Match`.
+    pub etag: String,
     /// Each end user's budget and limits inside the group.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_users: Option<crate::end_users::EndUsersView>,
@@ -91,6 +94,7 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
         from_config: group.from_config,
         retention: group.retention.clone(),
         usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
+        etag: content_tag(group),
         end_users: group.end_users.as_ref().map(crate::end_users::view_of),
     }
 }
@@ -248,7 +252,7 @@ pub(crate) async fn put_group_end_user(
     Path((name, user)): Path<(String, String)>,
     Json(body): Json<crate::end_users::EndUsersBody>,
 ) -> ApiResult<Response> {
-    let spec = crate::end_users::spec_of(&body, "body")?;
+    let spec = crate::end_users::override_of(&admin, &user, &body)?;
     change_group_end_user(&admin, &name, &user, Some(spec)).await
 }
 

@@ -1,7 +1,8 @@
 //! Virtual keys over the admin API: create (the secret shown once, an AWS
 //! pair minted when asked), list, read, change, revoke for good and rotate
 //! (the secret, the AWS pair, or both). Every change to a stored key goes
-//! through one read-modify-write door that the store checks (`change_key`).
+//! through governance's one read-modify-write door, which the store checks
+//! (`Governance::change_key`); a rotation keeps its own, for its idempotency.
 //! Create and rotate take an `Idempotency-Key`.
 
 use std::sync::{Arc, PoisonError};
@@ -128,6 +129,9 @@ pub struct KeyView {
     pub aws_access_key_id: Option<String>,
     /// Live figures of the key's own bucket.
     pub usage: Option<UsageView>,
+    /// The record's entity tag, as `ETag` carries it: a change sends it
+    /// back in `If-Match`.
+    pub etag: String,
     /// Each end user's budget and limits inside the key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub end_users: Option<crate::end_users::EndUsersView>,
@@ -182,6 +186,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         metadata: record.metadata.clone(),
         aws_access_key_id: record.aws.as_ref().map(|a| a.access_key_id.clone()),
         usage: usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))),
+        etag: record.version.to_string(),
         end_users: record.end_users.as_ref().map(crate::end_users::view_of),
     }
 }
@@ -376,35 +381,23 @@ pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) 
     Ok(tagged(&record.version.to_string(), Json(key_view(governance, &record))))
 }
 
-/// Tries of a key change read again after another write came first.
-pub(crate) const CHANGE_TRIES: usize = 8;
+/// Tries of a rotation read again after another write came first.
+const ROTATE_TRIES: usize = 8;
 
-/// Applies `change` to key `id` as it is stored, and writes the result
-/// only if nobody wrote the key since it was read (another instance, a
-/// concurrent request): otherwise it is read again and `change` redone.
-/// Every change to a stored key goes through here; a revoked key refuses
-/// every change (the store checks it too).
+/// [`Governance::change_key`] (the one door every change to a stored key
+/// goes through) in the admin API's terms: 404, 409 when revoked.
 pub(crate) async fn change_key(
     governance: &Governance,
     id: &str,
-    mut change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
+    change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
 ) -> ApiResult<KeyRecord> {
-    for _ in 0..CHANGE_TRIES {
-        let mut record = stored_key(governance, id).await?;
-        if record.revoked_at.is_some() {
-            return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
-        }
-        change(&mut record)?;
-        match governance.stores.keys.update_key(record).await {
-            Ok(stored) => {
-                governance.cache(stored.clone()).await?;
-                return Ok(stored);
-            }
-            Err(StoreError::Stale) => continue,
-            Err(err) => return Err(err.into()),
-        }
-    }
-    Err(StoreError::Stale.into())
+    use switchyard_state::governance::KeyChange;
+    governance.change_key(id, change).await.map_err(|err| match err {
+        KeyChange::Missing => ApiError(StatusCode::NOT_FOUND, format!("key `{id}` does not exist")),
+        KeyChange::Revoked => ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")),
+        KeyChange::Refused(err) => err,
+        KeyChange::Store(err) => err.into(),
+    })
 }
 
 #[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = KeyView), (status = 412, description = "the key changed since it was read")))]
@@ -463,10 +456,11 @@ pub(crate) async fn patch_key(
 pub(crate) async fn lift_suspension(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
-    let record = governance
-        .set_suspension(&id, None)
-        .await?
-        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("key `{id}` does not exist")))?;
+    let record = change_key(governance, &id, |record| {
+        record.suspended_until = None;
+        Ok(())
+    })
+    .await?;
     if let Some(alerts) = &admin.gateway.telemetry.alerts {
         let subject = switchyard_state::governance::suspension_subject(&record);
         alerts.resolve(
@@ -545,7 +539,7 @@ pub(crate) async fn rotate_key(
     let scope = format!("rotate:{id}");
     let idem = idempotency(&headers, &scope, &body)?;
     let _write = governance.writes.lock().await;
-    for _ in 0..CHANGE_TRIES {
+    for _ in 0..ROTATE_TRIES {
         let mut record = stored_key(governance, &id).await?;
         if record.revoked_at.is_some() {
             return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
@@ -599,7 +593,7 @@ pub(crate) async fn put_key_end_user(
     Json(body): Json<crate::end_users::EndUsersBody>,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    let spec = crate::end_users::spec_of(&body, "body")?;
+    let spec = crate::end_users::override_of(&admin, &user, &body)?;
     let _write = governance.writes.lock().await;
     let record =
         change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, Some(spec))).await?;

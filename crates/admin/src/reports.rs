@@ -478,6 +478,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_status_filter_is_a_status_or_a_class() {
+        assert_eq!(status_range("503").ok(), Some((503, 504)));
+        assert_eq!(status_range("5xx").ok(), Some((500, 600)));
+        assert_eq!(status_range("4XX").ok(), Some((400, 500)));
+        for bad in ["6xx", "0xx", "99", "600", "5x", "bogus", ""] {
+            assert!(status_range(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn spend_csv_quotes_and_defuses_every_text_cell() {
         let line = |value: &str, name: Option<&str>| SpendLine {
             value: Some(value.to_owned()),

@@ -171,21 +171,6 @@ pub(crate) async fn diff_versions(
     })))
 }
 
-/// The version an `If-Match` names (`"7"`, `W/"7"`); `*` is the newest.
-fn if_match(headers: &HeaderMap, newest: i64) -> ApiResult<Option<i64>> {
-    let Some(value) = headers.get(axum::http::header::IF_MATCH) else { return Ok(None) };
-    let value = value.to_str().map_err(|_| bad("If-Match must be printable"))?.trim();
-    if value == "*" {
-        return Ok(Some(newest));
-    }
-    value
-        .trim_start_matches("W/")
-        .trim_matches('"')
-        .parse()
-        .map(Some)
-        .map_err(|_| bad(format!("If-Match: `{value}` is not a config version's ETag (e.g. \"7\")")))
-}
-
 /// A version applied: what was done, or why not in the API's terms.
 async fn apply(admin: &Admin, text: String, after: i64, author: &str, message: String) -> ApiResult<Response> {
     let reloader = admin.gateway.reloader.get().and_then(std::sync::Weak::upgrade).ok_or_else(|| {
@@ -229,14 +214,19 @@ pub(crate) async fn apply_config(
         return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
     }
     let newest = newest_number(&admin).await?;
-    let Some(after) = if_match(&headers, newest)? else {
+    if !headers.contains_key(axum::http::header::IF_MATCH) {
         return Err(ApiError(
             StatusCode::PRECONDITION_REQUIRED,
             format!(
                 "send If-Match with the current version's ETag (now \"{newest}\"), so a change made since is not lost"
             ),
         ));
-    };
+    }
+    // The store checks `newest` again as it appends: a version made between
+    // this read and the write is a 412 too.
+    check_if_match(&headers, &newest.to_string(), "the config")?;
+    let after = newest;
+
     apply(&admin, change.yaml, after, &author(&actor), change.message).await
 }
 
@@ -257,7 +247,8 @@ pub(crate) async fn rollback_config(
     };
     let target = version(&admin, number).await?;
     let newest = newest_number(&admin).await?;
-    let after = if_match(&headers, newest)?.unwrap_or(newest);
+    check_if_match(&headers, &newest.to_string(), "the config")?;
+    let after = newest;
     let message = rollback.message.unwrap_or_else(|| format!("rollback to version {number}"));
     if message.len() > MAX_MESSAGE {
         return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));

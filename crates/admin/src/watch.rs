@@ -90,16 +90,9 @@ fn condition(alerts: &Alerts, kind: AlertKind, subject: &str, firing: bool, deta
     }
 }
 
-/// The pools a caller names: the configured ones, or the models' own when
-/// the config has no pools.
-fn named_pools(gateway: &Gateway) -> impl Iterator<Item = (usize, &switchyard_state::PoolState)> {
-    let configured = gateway.pools.iter().any(|p| !p.implicit);
-    gateway.pools.iter().enumerate().filter(move |(_, p)| p.implicit != configured)
-}
-
 fn breakers(gateway: &Gateway, alerts: &Alerts, now: u64) {
     let at = std::time::Instant::now();
-    for (_, pool) in named_pools(gateway) {
+    for (_, pool) in gateway.named_pools() {
         for (member, &lane) in pool.members.iter().enumerate() {
             let (open, reason) = {
                 let breaker = pool.breaker(member);
@@ -131,14 +124,14 @@ fn pools(gateway: &Gateway, alerts: &Alerts, now: u64) {
     let readiness = switchyard_state::lifecycle::readiness(gateway, std::time::Instant::now());
     for (name, reason) in &readiness.pools {
         let subject = format!("pool `{name}`");
-        condition(alerts, AlertKind::PoolExhausted, &subject, !reason.starts_with("ok"), reason.clone(), now);
+        condition(alerts, AlertKind::PoolExhausted, &subject, readiness.down.contains(name), reason.clone(), now);
     }
 }
 
 fn budgets(governance: &switchyard_state::governance::Governance, alerts: &Alerts, now: u64) {
     let thresholds = &alerts.config.budget_at;
-    let mut crossed: HashMap<String, (u8, String)> = HashMap::new();
-    for (who, spent, cap, window_start) in governance.budget_usage(now) {
+    let mut crossed: HashMap<String, String> = HashMap::new();
+    for switchyard_state::governance::BudgetUsage { who, spent, cap, window_start } in governance.budget_usage(now) {
         let percent = if cap == 0 { 100 } else { (u128::from(spent) * 100 / u128::from(cap)).min(1_000) as u64 };
         // The highest threshold crossed, once per window.
         if let Some(&at) = thresholds.iter().rev().find(|&&t| percent >= u64::from(t)) {
@@ -147,10 +140,10 @@ fn budgets(governance: &switchyard_state::governance::Governance, alerts: &Alert
                 switchyard_governance::money::usd(spent),
                 switchyard_governance::money::usd(cap)
             );
-            crossed.insert(format!("{who} {at}% (window {window_start})"), (at, detail));
+            crossed.insert(format!("{who} {at}% (window {window_start})"), detail);
         }
     }
-    for (subject, (_, detail)) in &crossed {
+    for (subject, detail) in &crossed {
         if !alerts.is_open(AlertKind::BudgetThreshold, subject) {
             alerts.raise(AlertKind::BudgetThreshold, subject, detail.clone(), now);
         }

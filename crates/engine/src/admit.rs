@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 use switchyard_state::call::Call;
-use switchyard_state::governance::Denied;
+use switchyard_state::governance::{Denied, KeyChange};
 use switchyard_state::Gateway;
 
 use crate::settle::Record;
@@ -26,8 +26,12 @@ pub(crate) fn refused_for_conduct(gateway: &Arc<Gateway>, call: &Call) {
     let (gateway, id) = (gateway.clone(), caller.key.id.clone());
     tokio::spawn(async move {
         let Some(governance) = &gateway.governance else { return };
-        match governance.set_suspension(&id, Some(until)).await {
-            Ok(Some(record)) => {
+        let suspend = |record: &mut switchyard_governance::KeyRecord| {
+            record.suspended_until = Some(until);
+            Ok::<(), std::convert::Infallible>(())
+        };
+        match governance.change_key(&id, suspend).await {
+            Ok(record) => {
                 let after = governance.suspend.map_or(0, |s| s.after);
                 tracing::warn!(key = %record.id, until, after, "key suspended after repeated refusals");
                 if let Some(alerts) = &gateway.telemetry.alerts {
@@ -36,8 +40,12 @@ pub(crate) fn refused_for_conduct(gateway: &Arc<Gateway>, call: &Call) {
                     alerts.raise(switchyard_telemetry::alert::AlertKind::KeySuspended, &subject, detail, now);
                 }
             }
-            Ok(None) => {}
-            Err(err) => tracing::error!(key = %id, error = %err, "a key's suspension could not be written"),
+            // Gone or revoked meanwhile: nothing to suspend.
+            Err(KeyChange::Missing | KeyChange::Revoked) => {}
+            Err(KeyChange::Refused(never)) => match never {},
+            Err(KeyChange::Store(err)) => {
+                tracing::error!(key = %id, error = %err, "a key's suspension could not be written");
+            }
         }
     });
 }

@@ -146,7 +146,7 @@ async fn stages(gateway: Arc<Gateway>, mut call: Call, mut record: Box<Record>) 
             return refused(&gateway, &call, record, &info, None).await;
         }
     };
-    record.retain_request(&call.body, &call.headers);
+    record.retain_request(&call.body);
     if gateway.response_cache.is_some() {
         if let Some(hit) = response_cache::lookup(&gateway, &mut call, pool, &mut record).await {
             if let Err(info) = guard::verdict(moderation, &mut record).await {

@@ -243,17 +243,11 @@ impl Record {
         self.keeps != switchyard_config::Retention::None
     }
 
-    /// The request as it goes upstream (after its guardrails), and the end
-    /// user its headers name, for the group's retention.
-    pub fn retain_request(&mut self, body: &Bytes, headers: &http::HeaderMap) {
+    /// The request as it goes upstream (after its guardrails), for the
+    /// group's retention (with the end user admission read).
+    pub fn retain_request(&mut self, body: &Bytes) {
         if self.retains() {
-            let user = self.end_user.as_deref().map(str::to_owned).or_else(|| {
-                headers
-                    .get(switchyard_state::retention::USER_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|v| !v.is_empty())
-                    .map(str::to_owned)
-            });
+            let user = self.end_user.as_deref().map(str::to_owned);
             self.retained = Some(Retained { request: body.clone(), user, reply: None, stream: false });
         }
     }

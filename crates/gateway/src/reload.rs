@@ -29,8 +29,12 @@ pub trait ConfigSource: Send + Sync {
     fn read(&self) -> Result<String, LoadError>;
     /// Makes `text` the source (a restart serves it).
     fn write(&self, text: &str) -> Result<(), LoadError>;
+    /// Where its `${VAR}`s are read.
+    fn env(&self) -> fn(&str) -> Option<String>;
     /// `text` as a validated config (the binary's `check` pipeline).
-    fn parse(&self, text: &str) -> Result<Config, LoadError>;
+    fn parse(&self, text: &str) -> Result<Config, LoadError> {
+        Ok(switchyard_config::load(text, &self.env())?)
+    }
 }
 
 /// A config file, its `${VAR}`s read from `env`.
@@ -51,7 +55,7 @@ impl ConfigSource for FileSource {
     /// file or the new one, never half of one.
     fn write(&self, text: &str) -> Result<(), LoadError> {
         let failed =
-            |err: std::io::Error| LoadError::Read { path: self.path.display().to_string(), reason: err.to_string() };
+            |err: std::io::Error| LoadError::Write { path: self.path.display().to_string(), reason: err.to_string() };
         let mut staged = self.path.clone().into_os_string();
         staged.push(".switchyard-new");
         let staged = std::path::PathBuf::from(staged);
@@ -59,8 +63,8 @@ impl ConfigSource for FileSource {
         std::fs::rename(&staged, &self.path).map_err(failed)
     }
 
-    fn parse(&self, text: &str) -> Result<Config, LoadError> {
-        Ok(switchyard_config::load(text, &self.env)?)
+    fn env(&self) -> fn(&str) -> Option<String> {
+        self.env
     }
 }
 
@@ -82,8 +86,8 @@ impl ConfigSource for TextSource {
         Ok(())
     }
 
-    fn parse(&self, text: &str) -> Result<Config, LoadError> {
-        Ok(switchyard_config::load(text, &self.env)?)
+    fn env(&self) -> fn(&str) -> Option<String> {
+        self.env
     }
 }
 
@@ -93,6 +97,14 @@ pub enum LoadError {
     /// The file could not be read.
     #[error("cannot read {path}: {reason}")]
     Read {
+        /// The file.
+        path: String,
+        /// The I/O error.
+        reason: String,
+    },
+    /// An applied config could not be written to the file.
+    #[error("cannot write {path}: {reason}")]
+    Write {
         /// The file.
         path: String,
         /// The I/O error.

@@ -452,6 +452,10 @@ async fn end_users_have_their_own_limits_overrides_and_spend() {
     // The operator's header names the same end user, whatever the body says.
     assert_eq!(ask(as_user("u2"), Some("u1")).await.status, 429);
     assert_eq!(ask(as_user("u2"), None).await.status, 200);
+    // An override names an id a request can carry (ids are cut to end_users.max_length).
+    let long_id = format!("/api/v1/admin/groups/team/end-users/{}", "y".repeat(200));
+    let refused = admin_call(addr, "PUT", &long_id, Some(ADMIN_TOKEN), Some(json!({"limits": {"rpm": 1}}))).await;
+    assert_eq!(refused.status, 400, "{}", String::from_utf8_lossy(&refused.body));
     // An override gives one end user more.
     let more = json!({"limits": {"rpm": 100}});
     let put = admin_call(addr, "PUT", "/api/v1/admin/groups/team/end-users/u1", Some(ADMIN_TOKEN), Some(more)).await;

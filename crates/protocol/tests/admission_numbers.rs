@@ -79,3 +79,29 @@ fn every_member_admission_reads_is_found_by_the_ingress_scan() {
         assert!(declared.len() <= switchyard_protocol::scan::FOUND, "{protocol}");
     }
 }
+
+#[test]
+fn each_protocol_names_its_end_user_where_the_ingress_scan_finds_it() {
+    let cases = [
+        (Protocol::OpenAi, r#"{"model":"m","user":"u\"1"}"#, Some("u\"1")),
+        (Protocol::Responses, r#"{"model":"m","user":"u1"}"#, Some("u1")),
+        (Protocol::Anthropic, r#"{"model":"m","metadata":{"user_id":"u1"}}"#, Some("u1")),
+        (Protocol::Bedrock, r#"{"requestMetadata":{"user":"u1"}}"#, Some("u1")),
+        // Not a string, or not there: no end user.
+        (Protocol::OpenAi, r#"{"model":"m","user":7}"#, None),
+        (Protocol::Anthropic, r#"{"model":"m","metadata":{}}"#, None),
+        (Protocol::OpenAi, r#"{"model":"m"}"#, None),
+        // Protocols without the field name none.
+        (Protocol::Gemini, r#"{"user":"u1"}"#, None),
+        (Protocol::Cohere, r#"{"model":"m","user":"u1"}"#, None),
+    ];
+    for (protocol, body, want) in cases {
+        let codec = switchyard_protocol::codec(protocol);
+        // Read from what the ingress scan found, and from the body alone.
+        let top = switchyard_protocol::scan::scan_request(body.as_bytes(), codec.metered_heads()).unwrap();
+        let found = codec.end_user(body.as_bytes(), Some(&top.found));
+        let scanned = codec.end_user(body.as_bytes(), None);
+        assert_eq!(found.as_deref(), want, "{protocol} {body}");
+        assert_eq!(scanned.as_deref(), want, "{protocol} {body}");
+    }
+}

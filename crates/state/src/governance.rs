@@ -131,6 +131,35 @@ pub fn suspension_subject(record: &KeyRecord) -> String {
     format!("key `{}` ({})", record.name, record.id)
 }
 
+/// A budgeted bucket's spend in its current window (nano-USD).
+#[derive(Debug, Clone)]
+pub struct BudgetUsage {
+    /// Whose: `key `name` (id)` or `group `name``.
+    pub who: String,
+    /// Settled spend in the window.
+    pub spent: u64,
+    /// The budget's cap.
+    pub cap: u64,
+    /// When the window began (Unix seconds).
+    pub window_start: i64,
+}
+
+/// Tries of a key change read again after another write came first.
+const CHANGE_TRIES: usize = 8;
+
+/// Why [`Governance::change_key`] changed nothing.
+#[derive(Debug)]
+pub enum KeyChange<E> {
+    /// No key has that id.
+    Missing,
+    /// The key is revoked: revocation is final.
+    Revoked,
+    /// The change itself refused.
+    Refused(E),
+    /// The store failed (or kept being written by others).
+    Store(StoreError),
+}
+
 /// The most keys whose refusals are counted at once (past it the count
 /// starts over: a flood of keys cannot grow the table).
 const MAX_ABUSE_ENTRIES: usize = 100_000;
@@ -529,35 +558,41 @@ impl Governance {
     }
 
     /// Each budgeted key's and group's spend in its current window, for
-    /// the alerts watcher: (who, spent, cap, the window's start in Unix
-    /// seconds), keys named by name and id.
-    pub fn budget_usage(&self, now: u64) -> Vec<(String, u64, u64, i64)> {
+    /// the alerts watcher. The governor's lock (admission's) is held only
+    /// to read the figures; the names are written after.
+    pub fn budget_usage(&self, now: u64) -> Vec<BudgetUsage> {
         let keys = self.keys.load();
         let groups = self.groups.load();
         let now_s = (now / 1000) as i64;
-        let mut governor = self.governor();
-        let mut usage = Vec::new();
-        for cached in keys.by_id.values() {
-            let Some(budget) = cached.record.budget else { continue };
-            if cached.record.revoked_at.is_some() {
-                continue;
-            }
-            let Some(view) = governor.view(&BucketId::Key(cached.id.clone()), now) else { continue };
-            let who = format!("key `{}` ({})", cached.record.name, cached.record.id);
-            usage.push((who, view.spent, budget.cap(), budget.window.start(now_s)));
-        }
-        for group in groups.values() {
-            let Some(budget) = group.budget else { continue };
-            let Some(view) = governor.view(&BucketId::Group(Arc::from(group.name.as_str())), now) else { continue };
-            usage.push((format!("group `{}`", group.name), view.spent, budget.cap(), budget.window.start(now_s)));
-        }
-        usage
+        let budgeted_keys: Vec<&Arc<CachedKey>> =
+            keys.by_id.values().filter(|k| k.record.budget.is_some() && k.record.revoked_at.is_none()).collect();
+        let budgeted_groups: Vec<&GroupRecord> = groups.values().filter(|g| g.budget.is_some()).collect();
+        let (key_spent, group_spent): (Vec<Option<u64>>, Vec<Option<u64>>) = {
+            let mut governor = self.governor();
+            let mut spent = |id: BucketId| governor.view(&id, now).map(|view| view.spent);
+            (
+                budgeted_keys.iter().map(|k| spent(BucketId::Key(k.id.clone()))).collect(),
+                budgeted_groups.iter().map(|g| spent(BucketId::Group(Arc::from(g.name.as_str())))).collect(),
+            )
+        };
+        let keyed = budgeted_keys.iter().zip(key_spent).filter_map(|(key, spent)| {
+            let budget = key.record.budget?;
+            let who = format!("key `{}` ({})", key.record.name, key.record.id);
+            Some(BudgetUsage { who, spent: spent?, cap: budget.cap(), window_start: budget.window.start(now_s) })
+        });
+        let grouped = budgeted_groups.iter().zip(group_spent).filter_map(|(group, spent)| {
+            let budget = group.budget?;
+            let who = format!("group `{}`", group.name);
+            Some(BudgetUsage { who, spent: spent?, cap: budget.cap(), window_start: budget.window.start(now_s) })
+        });
+        keyed.chain(grouped).collect()
     }
 
     /// Counts a refusal of `caller`'s own doing at `now` (Unix ms): when it
     /// is the one that reaches `governance.suspend.after` within its
     /// window, the time the key is suspended until (Unix seconds), for the
-    /// caller to write ([`Governance::set_suspension`]) and alert on.
+    /// caller to write (`suspended_until`, through [`Governance::change_key`])
+    /// and alert on.
     pub fn note_refusal(&self, caller: &Caller, now: u64) -> Option<i64> {
         let suspend = self.suspend?;
         let mut abuse = self.abuse.lock().unwrap_or_else(PoisonError::into_inner);
@@ -577,27 +612,33 @@ impl Governance {
         Some(((now + suspend.duration.as_millis() as u64) / 1000) as i64)
     }
 
-    /// Suspends key `id` until `until` (Unix seconds), or lifts its
-    /// suspension (`None`): written to the store (so a fleet's instances
-    /// learn it through the change feed) and the cache. A revoked key is
-    /// left as it is. `Ok(None)`: no such key.
-    pub async fn set_suspension(&self, id: &str, until: Option<i64>) -> Result<Option<KeyRecord>, StoreError> {
-        for _ in 0..8 {
-            let Some(mut record) = self.stores.keys.get_key(id).await? else { return Ok(None) };
+    /// Applies `change` to key `id` as it is stored and writes the result
+    /// only if nobody wrote the key since it was read (another instance, a
+    /// concurrent request); otherwise it is read again and `change` redone.
+    /// Every change to a stored key goes through here (the admin API's, a
+    /// suspension's); a revoked key refuses every change (the store checks
+    /// it too). The cache takes the new record at once.
+    pub async fn change_key<E>(
+        &self,
+        id: &str,
+        mut change: impl FnMut(&mut KeyRecord) -> Result<(), E>,
+    ) -> Result<KeyRecord, KeyChange<E>> {
+        for _ in 0..CHANGE_TRIES {
+            let mut record = self.stores.keys.get_key(id).await.map_err(KeyChange::Store)?.ok_or(KeyChange::Missing)?;
             if record.revoked_at.is_some() {
-                return Ok(Some(record));
+                return Err(KeyChange::Revoked);
             }
-            record.suspended_until = until;
+            change(&mut record).map_err(KeyChange::Refused)?;
             match self.stores.keys.update_key(record).await {
                 Ok(stored) => {
-                    self.cache(stored.clone()).await?;
-                    return Ok(Some(stored));
+                    self.cache(stored.clone()).await.map_err(KeyChange::Store)?;
+                    return Ok(stored);
                 }
                 Err(StoreError::Stale) => continue,
-                Err(err) => return Err(err),
+                Err(err) => return Err(KeyChange::Store(err)),
             }
         }
-        Err(StoreError::Stale)
+        Err(KeyChange::Store(StoreError::Stale))
     }
 
     /// Whether a refusal at `now` (Unix ms) gets a row in the request log

@@ -198,6 +198,13 @@ pub enum BuildError {
 }
 
 impl Gateway {
+    /// The pools a caller names: the configured ones, or (a config without
+    /// pools) the models' own, with their indexes.
+    pub fn named_pools(&self) -> impl Iterator<Item = (usize, &PoolState)> {
+        let configured = self.pools.iter().any(|p| !p.implicit);
+        self.pools.iter().enumerate().filter(move |(_, p)| p.implicit != configured)
+    }
+
     /// Builds the runtime state with pooled HTTP transports, one per
     /// distinct provider connect timeout (connections are pooled per host
     /// within each).

@@ -61,6 +61,9 @@ pub struct Readiness {
     pub status: &'static str,
     /// Each pool a caller names: `ok`, or why it cannot serve now.
     pub pools: std::collections::BTreeMap<String, String>,
+    /// The pools that cannot serve now (their reasons are in `pools`).
+    #[serde(skip)]
+    pub down: std::collections::BTreeSet<String>,
 }
 
 impl Readiness {
@@ -74,32 +77,29 @@ impl Readiness {
 /// lane that is neither cooling after faults nor resting after a rate limit
 /// (itself or through a fallback pool).
 pub fn readiness(gateway: &Gateway, now: Instant) -> Readiness {
-    let configured = gateway.pools.iter().any(|p| !p.implicit);
     let mut pools = std::collections::BTreeMap::new();
-    let mut any = false;
-    for (index, pool) in gateway.pools.iter().enumerate() {
-        // The pools a caller names: the configured ones, or (without any)
-        // the models' own.
-        if pool.implicit == configured {
-            continue;
-        }
+    let mut down = std::collections::BTreeSet::new();
+    for (index, pool) in gateway.named_pools() {
         let reason = match own_reason(gateway, index, now) {
             None => "ok".to_owned(),
             Some(own) => match pool.fallback.iter().find(|&&f| own_reason(gateway, f, now).is_none()) {
                 Some(&fallback) => format!("ok through fallback `{}` ({own})", gateway.pools[fallback].name),
-                None => own,
+                None => {
+                    down.insert(pool.name.to_string());
+                    own
+                }
             },
         };
-        any |= reason.starts_with("ok");
         pools.insert(pool.name.to_string(), reason);
     }
+    let any = pools.len() > down.len();
     let status = match gateway.lifecycle.phase() {
         Phase::Starting => "starting",
         Phase::Draining => "draining",
         Phase::Serving if any => "ready",
         Phase::Serving => "unavailable",
     };
-    Readiness { status, pools }
+    Readiness { status, pools, down }
 }
 
 /// Why pool `index` cannot serve by its own lanes now (`None`: it can).

@@ -3,8 +3,8 @@
 //! `retention.key`, the redactor, the days; which group keeps what is the
 //! group tree's, `Governance::retention_of`); a settled request whose group keeps text hands its
 //! [`Captured`] bodies over, and they are redacted (for `redacted`), a
-//! stream's frames read back into one whole reply, the end user found,
-//! and all of it sealed before it is queued. [`ContentQueue`] writes the
+//! stream's frames read back into one whole reply, and all of it (bound
+//! to the end user admission read, as a keyed tag) sealed before it is queued. [`ContentQueue`] writes the
 //! sealed records behind, in batches, off the request path; a purge task
 //! removes records past `retention.days`.
 
@@ -20,10 +20,6 @@ use switchyard_guard::Screen;
 use switchyard_store::{ContentStore, KeptContent};
 use tokio::sync::mpsc;
 
-/// The header a caller names its end user with (when its body does not).
-pub const USER_HEADER: &str = "x-switchyard-user";
-/// The longest end-user id read (a longer one is cut).
-const MAX_USER: usize = 256;
 /// Records written in one batch at most.
 const BATCH: usize = 256;
 /// How often the purge runs.
@@ -61,7 +57,8 @@ pub struct Captured {
     pub group: Option<String>,
     /// What the group keeps.
     pub keeps: Keeps,
-    /// The end user a header named.
+    /// The end user (the one admission read: the operator's header, else
+    /// the caller's own field, length-capped).
     pub user: Option<String>,
     /// The request body (after the request's guardrails).
     pub request: Bytes,
@@ -83,21 +80,10 @@ impl Retention {
         self.sealer.user_tag(user)
     }
 
-    /// `captured` made a sealed record: the end user found (the header's,
-    /// else the body's field), a stream read back into one whole reply in
-    /// the caller's protocol, `redacted` text masked, then sealed with a
-    /// fresh nonce and bound to its entry and user tag.
+    /// `captured` made a sealed record: a stream read back into one whole
+    /// reply in the caller's protocol, `redacted` text masked, then sealed
+    /// with a fresh nonce and bound to its entry and end user's tag.
     pub fn seal(&self, codec: &dyn Codec, captured: Captured) -> Option<KeptContent> {
-        let user = captured.user.clone().or_else(|| body_user(&captured.request)).map(|mut user| {
-            if user.len() > MAX_USER {
-                let mut end = MAX_USER;
-                while !user.is_char_boundary(end) {
-                    end -= 1;
-                }
-                user.truncate(end);
-            }
-            user
-        });
         let reply = captured.reply.as_ref().map(|reply| match captured.stream {
             true => whole_reply(codec, reply).unwrap_or_else(|| reply.to_vec()),
             false => reply.to_vec(),
@@ -124,7 +110,7 @@ impl Retention {
             None => plain.extend_from_slice(b"null"),
         }
         plain.push(b'}');
-        let user_tag = user.as_deref().map(|user| self.sealer.user_tag(user));
+        let user_tag = captured.user.as_deref().map(|user| self.sealer.user_tag(user));
         let mut nonce = [0u8; NONCE_BYTES];
         ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).ok()?;
         let sealed = self.sealer.seal(nonce, &row_binding(captured.entry, user_tag.as_deref()), &plain);
@@ -152,23 +138,6 @@ fn row_binding(entry: i64, user_tag: Option<&str>) -> Vec<u8> {
     let mut row = entry.to_be_bytes().to_vec();
     row.extend_from_slice(user_tag.unwrap_or_default().as_bytes());
     row
-}
-
-/// The end user a request body names: OpenAI's `user`, Anthropic's
-/// `metadata.user_id`, Bedrock's `requestMetadata.user`.
-fn body_user(body: &[u8]) -> Option<String> {
-    use switchyard_codec::scan;
-    let string = |value: &[u8]| serde_json::from_slice::<String>(value).ok().filter(|s| !s.is_empty());
-    let nested = |member: &str, inner: &str| {
-        let outer = scan::top_level_value(body, member).ok()??;
-        string(scan::top_level_value(outer, inner).ok()??)
-    };
-    scan::top_level_value(body, "user")
-        .ok()
-        .flatten()
-        .and_then(string)
-        .or_else(|| nested("metadata", "user_id"))
-        .or_else(|| nested("requestMetadata", "user"))
 }
 
 /// A stream's frames read back into one whole reply, in the same protocol.
@@ -300,18 +269,4 @@ fn spawn_purge(store: Weak<dyn ContentStore>, days: Arc<AtomicU32>) {
 pub async fn purge(store: &dyn ContentStore, days: u32, now_ms: u64) -> Result<u64, switchyard_store::StoreError> {
     let before = now_ms.saturating_sub(u64::from(days) * 86_400_000) as i64;
     store.purge_content(before).await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_user_is_found_in_any_protocols_body() {
-        assert_eq!(body_user(br#"{"user":"u1"}"#).as_deref(), Some("u1"));
-        assert_eq!(body_user(br#"{"metadata":{"user_id":"u2"}}"#).as_deref(), Some("u2"));
-        assert_eq!(body_user(br#"{"requestMetadata":{"user":"u3"}}"#).as_deref(), Some("u3"));
-        assert_eq!(body_user(br#"{"user":""}"#), None);
-        assert_eq!(body_user(b"not json"), None);
-    }
 }
