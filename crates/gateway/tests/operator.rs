@@ -552,7 +552,10 @@ async fn config_versions_apply_diff_and_roll_back_on_one_node() {
     assert_eq!(versions[1]["author"], "file");
     let (_, diff, _) = admin_text(addr, "GET", "/api/v1/admin/config/diff?from=1&to=2", &[], json!(null)).await;
     let diff = diff["diff"].as_str().unwrap();
-    assert!(diff.contains("+") && diff.contains("q:"), "{diff}");
+    let added: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).collect();
+    // The texts are shown redacted, written again as block YAML.
+    assert_eq!(added, ["+  q:", "+    members:", "+    - model: a"], "the new pool, and only it: {diff}");
+    assert!(!diff.lines().any(|l| l.starts_with('-') && !l.starts_with("---")), "nothing removed: {diff}");
     let (_, detail, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions/2", &[], json!(null)).await;
     let whole = detail.to_string();
     assert!(!whole.contains("sk-literal-secret"), "a secret was shown: {whole}");
