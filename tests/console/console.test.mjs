@@ -279,6 +279,26 @@ try {
   await until('the breaker to close', async () => (await brokenRow.locator('.badge').textContent()) === 'closed');
   assert.match(await ops.page.locator('#status').textContent(), /reset/);
 
+  step('a lane is drained, weighed and given back; its p50/p99 shows');
+  const demoRow = (lane) => ops.page.getByRole('row').filter({ hasText: lane }).filter({ has: ops.page.getByRole('button', { name: `Drain ${lane} in demo` }).or(ops.page.getByRole('button', { name: `Undrain ${lane} in demo` })) });
+  await open(ops.page, 'pools');
+  assert.match(await demoRow('demo-openai').innerText(), /\d ms \/ \d/, 'the lane shows its recent p50 / p99');
+  await ops.page.getByRole('button', { name: 'Drain demo-anthropic in demo' }).click();
+  await until('the drained badge', async () => /drained/.test(await demoRow('demo-anthropic').innerText()));
+  for (let i = 0; i < 8; i += 1) {
+    const response = await chat(bulk.body.key, 'demo');
+    assert.equal(response.headers.get('x-switchyard-lane'), 'demo-openai', 'a drained lane takes no new requests');
+  }
+  await ops.page.screenshot({ path: path.join(artifacts, 'pools-drained.png'), fullPage: true });
+  await ops.page.getByLabel('Weight of demo-openai in demo', { exact: true }).fill('5');
+  await demoRow('demo-openai').getByRole('button', { name: 'Set' }).click();
+  await until('the new weight', async () => /configured 3/.test(await demoRow('demo-openai').innerText()));
+  await ops.page.getByLabel('Weight of demo-openai in demo', { exact: true }).fill('3');
+  await demoRow('demo-openai').getByRole('button', { name: 'Set' }).click();
+  await until('the configured weight again', async () => !/configured/.test(await demoRow('demo-openai').innerText()));
+  await ops.page.getByRole('button', { name: 'Undrain demo-anthropic in demo' }).click();
+  await until('the lane back', async () => !/drained/.test(await demoRow('demo-anthropic').innerText()));
+
   step('create a key: its secret is shown once, with a copy button');
   await open(ops.page, 'keys');
   const createForm = ops.page.getByRole('form', { name: 'Create a key' });

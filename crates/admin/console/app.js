@@ -325,31 +325,64 @@
       parts.push(pool.fallback.length ? `then ${pool.fallback.join(', ')}` : 'no fallback pool');
       return h('p', { class: 'muted settings', text: parts.join(' · ') });
     };
+    // An operator's change to one lane (drain, weight), then the page again.
+    const change = async (pool, lane, body, done) => {
+      try {
+        await api(`lanes/${encodeURIComponent(pool.pool)}/${encodeURIComponent(lane.lane)}`, { method: 'PATCH', body: JSON.stringify(body) });
+        say(done, 'ok');
+        await render();
+      } catch (err) {
+        say(`Could not change ${lane.lane}: ${err.message}`, 'error');
+      }
+    };
+    const weightForm = (pool, lane) => {
+      const input = h('input', { type: 'number', min: '1', max: '1000000', step: '1', value: String(lane.weight), name: 'weight', 'aria-label': `Weight of ${lane.lane} in ${pool.pool}` });
+      return h('form', { class: 'inline', onsubmit: (event) => {
+        event.preventDefault();
+        const weight = Number(input.value);
+        if (!Number.isInteger(weight) || weight < 1 || weight > 1000000) return say('A weight is a whole number from 1 to 1,000,000; drain the lane to send it nothing.', 'error');
+        const body = { weight: weight === lane.configured_weight ? null : weight };
+        change(pool, lane, body, `${lane.lane} in ${pool.pool} now has weight ${weight}.`);
+      } }, input, h('button', { type: 'submit', disabled: !canChange() }, 'Set'));
+    };
+    const actions = (pool, lane) => h('span', { class: 'actions' },
+      lane.breaker === 'closed' ? '' : button('Reset breaker', async () => {
+        try {
+          await api(`lanes/${encodeURIComponent(pool.pool)}/${encodeURIComponent(lane.lane)}/reset`, { method: 'POST' });
+          say(`Breaker of ${lane.lane} in ${pool.pool} reset.`, 'ok');
+          await render();
+        } catch (err) {
+          say(`Could not reset: ${err.message}`, 'error');
+        }
+      }, { 'aria-label': `Reset breaker of ${lane.lane} in ${pool.pool}` }),
+      lane.drained
+        ? button('Undrain', () => change(pool, lane, { drained: false }, `${lane.lane} in ${pool.pool} takes requests again.`), { 'aria-label': `Undrain ${lane.lane} in ${pool.pool}` })
+        : button('Drain', () => {
+          if (!confirm(`Drain ${lane.lane} in ${pool.pool}? It takes no new requests from this pool until undrained.`)) return;
+          change(pool, lane, { drained: true }, `${lane.lane} in ${pool.pool} drained: requests in flight finish, new ones go elsewhere.`);
+        }, { 'aria-label': `Drain ${lane.lane} in ${pool.pool}` }),
+      canChange() ? weightForm(pool, lane) : '');
+    const weight = (lane) => lane.weight === lane.configured_weight ? fmt.n(lane.weight)
+      : h('span', {}, fmt.n(lane.weight), h('br'), h('span', { class: 'muted', text: `configured ${fmt.n(lane.configured_weight)}` }));
+    const latency = (lane) => lane.p50_ms === null || lane.p50_ms === undefined ? h('span', { class: 'muted', text: 'no answers' })
+      : `${fmt.ms(lane.p50_ms)} / ${fmt.ms(lane.p99_ms)}`;
     const section = (pool) => h('section', { class: 'pool' },
       h('h2', {}, pool.pool),
       settings(pool),
-      table(`Lanes of ${pool.pool}`, ['Lane', 'Upstream', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Answered / failed / rate limited', 'Trips', 'In flight', 'Latency', 'Actions'],
+      table(`Lanes of ${pool.pool}`, ['Lane', 'Upstream', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Answered / failed / rate limited', 'Trips', 'In flight', 'p50 / p99 (5 min)', 'Actions'],
         pool.lanes.map((lane) => [
           lane.lane,
           h('span', {}, `${lane.provider} (${lane.protocol})`, h('br'), h('code', { class: 'muted', text: lane.model })),
-          fmt.n(lane.weight),
+          weight(lane),
           lane.share === null ? h('span', { class: 'muted', text: 'no traffic' })
             : h('span', { class: 'bar' }, h('meter', { min: 0, max: 1, value: lane.share.toFixed(4), 'aria-label': `${lane.lane} share` }), h('span', { class: 'bar-text', text: fmt.pct(lane.share) })),
-          badge(lane),
+          lane.drained ? h('span', {}, badge(lane), ' ', h('span', { class: 'badge drained', text: 'drained' })) : badge(lane),
           shortReason(lane.reason),
           `${fmt.n(lane.ok)} / ${fmt.n(lane.upstream_failures)} / ${fmt.n(lane.rate_limited)}`,
           fmt.n(lane.trips),
           lane.max_concurrent ? `${lane.in_flight} / ${lane.max_concurrent}` : `${lane.in_flight}`,
-          fmt.ms(lane.latency_ms),
-          lane.breaker === 'closed' ? '' : button('Reset breaker', async () => {
-            try {
-              await api(`lanes/${encodeURIComponent(pool.pool)}/${encodeURIComponent(lane.lane)}/reset`, { method: 'POST' });
-              say(`Breaker of ${lane.lane} in ${pool.pool} reset.`, 'ok');
-              await render();
-            } catch (err) {
-              say(`Could not reset: ${err.message}`, 'error');
-            }
-          }, { 'aria-label': `Reset breaker of ${lane.lane} in ${pool.pool}` }),
+          latency(lane),
+          actions(pool, lane),
         ])));
     const parts = configured.map(section);
     // A model named directly is a pool of one lane of its own.

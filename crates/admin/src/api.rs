@@ -64,6 +64,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/requests/{id}", get(request_detail))
         .route("/api/v1/admin/history", get(history))
         .route("/api/v1/admin/lanes", get(lanes))
+        .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
@@ -231,6 +232,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::reports::history,
         crate::operations::lanes,
         crate::operations::reset_lane,
+        crate::operations::patch_lane,
         crate::operations::running_config,
         crate::operations::validate_config,
         crate::operations::reload_config,
@@ -247,6 +249,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
     components(schemas(
         CreateKey,
         PatchKey,
+        crate::operations::PatchLane,
         RotateKey,
         Rotate,
         KeyView,

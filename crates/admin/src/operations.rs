@@ -65,7 +65,9 @@ pub(crate) async fn validate_config(
 pub(crate) async fn lanes(State(admin): State<Admin>) -> Json<serde_json::Value> {
     let mut pools = crate::stats::stats(&admin.gateway)["pools"].take();
     // Each lane's share of its pool's traffic over the last minutes.
-    let served = admin.gateway.telemetry.history.lane_counts(now_minute());
+    let history = &admin.gateway.telemetry.history;
+    let served = history.lane_counts(now_minute());
+    let latency = history.lane_latency(now_minute());
     for pool in pools.as_array_mut().into_iter().flatten() {
         let name: Arc<str> = Arc::from(pool["pool"].as_str().unwrap_or_default());
         let Some(lanes) = pool["lanes"].as_array_mut() else { continue };
@@ -78,11 +80,28 @@ pub(crate) async fn lanes(State(admin): State<Admin>) -> Json<serde_json::Value>
             .collect();
         let total: u64 = counts.iter().sum();
         for (lane, count) in lanes.iter_mut().zip(counts) {
+            let recent = lane["lane"].as_str().and_then(|name| latency.get(name));
+            lane["p50_ms"] = recent.and_then(|l| l.p50_ms).into();
+            lane["p99_ms"] = recent.and_then(|l| l.p99_ms).into();
             lane["recent_requests"] = count.into();
             lane["share"] = if total == 0 { serde_json::Value::Null } else { (count as f64 / total as f64).into() };
         }
     }
     Json(pools)
+}
+
+/// Pool `pool`'s state and the member index of its lane `lane`.
+fn member_of<'a>(gateway: &'a Gateway, pool: &str, lane: &str) -> ApiResult<(&'a switchyard_state::PoolState, usize)> {
+    let state = gateway
+        .resolve(pool)
+        .map(|index| &gateway.pools[index])
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` does not exist")))?;
+    let member = state
+        .members
+        .iter()
+        .position(|&l| *gateway.lanes[l].name == *lane)
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` has no lane `{lane}`")))?;
+    Ok((state, member))
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/lanes/{pool}/{lane}/reset", responses((status = 200), (status = 404)))]
@@ -91,19 +110,60 @@ pub(crate) async fn reset_lane(
     Path((pool, lane)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let target = format!("{pool}/{lane}");
-    let state = admin
-        .gateway
-        .resolve(&pool)
-        .map(|index| &admin.gateway.pools[index])
-        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` does not exist")))?;
-    let member = state
-        .members
-        .iter()
-        .position(|&l| *admin.gateway.lanes[l].name == *lane)
-        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("pool `{pool}` has no lane `{lane}`")))?;
+    let (state, member) = member_of(&admin.gateway, &pool, &lane)?;
     state.breaker(member).reset();
     tracing::info!(pool = %pool, lane = %lane, "breaker reset by an operator");
     Ok(audited(&target, Json(serde_json::json!({"pool": pool, "lane": lane, "breaker": "closed"}))))
+}
+
+/// The highest weight an operator may give a lane (configured weights are
+/// 1 or more; shares stay exact in `u32` arithmetic far below this).
+pub const MAX_WEIGHT: u32 = 1_000_000;
+
+/// An operator's change to one lane of one pool.
+#[derive(Debug, Default, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchLane {
+    /// `true`: the lane takes no new requests from this pool (in-flight
+    /// ones finish); `false`: it takes them again.
+    pub drained: Option<bool>,
+    /// A weight (1 to 1,000,000) in place of the configured one; `null`:
+    /// back to the configured weight.
+    #[serde(default, deserialize_with = "crate::shared::double_option")]
+    #[schema(value_type = Option<u32>)]
+    pub weight: Option<Option<u32>>,
+}
+
+#[utoipa::path(patch, path = "/api/v1/admin/lanes/{pool}/{lane}", request_body = PatchLane,
+    responses((status = 200, description = "the lane's `drained`, `weight` (the operator's or the configured one) and `configured_weight`; held by this instance and kept across reloads while the lane stays in the pool"),
+        (status = 400, description = "a weight out of 1 to 1,000,000"), (status = 404)))]
+pub(crate) async fn patch_lane(
+    State(admin): State<Admin>,
+    Path((pool, lane)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    let change: PatchLane = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    if let Some(Some(weight)) = change.weight {
+        if !(1..=MAX_WEIGHT).contains(&weight) {
+            return Err(bad(format!(
+                "weight: {weight} is out of 1 to {MAX_WEIGHT} (drain the lane to send it nothing)"
+            )));
+        }
+    }
+    let (state, member) = member_of(&admin.gateway, &pool, &lane)?;
+    let control = &state.controls[member];
+    if let Some(drained) = change.drained {
+        control.set_drained(drained);
+    }
+    if let Some(weight) = change.weight {
+        control.set_weight(weight);
+    }
+    tracing::info!(pool = %pool, lane = %lane, drained = control.drained(), weight = ?control.weight(), "lane changed by an operator");
+    let view = serde_json::json!({
+        "pool": pool, "lane": lane, "drained": control.drained(),
+        "weight": state.weight(member), "configured_weight": state.weights[member],
+    });
+    Ok(audited(&format!("{pool}/{lane}"), Json(view)))
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/reload",

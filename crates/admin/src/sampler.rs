@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use switchyard_state::Gateway;
-use switchyard_telemetry::history::{read, Totals};
+use switchyard_telemetry::history::{lane_latencies, read, slots_since, Totals, SLOTS};
 
 /// How often the sampler reads the counters.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
@@ -31,6 +31,7 @@ pub fn spawn(gateway: &Arc<Gateway>) {
     tokio::spawn(async move {
         let mut before = Totals::default();
         let mut before_combos: Vec<u64> = Vec::new();
+        let mut before_latency: Vec<[u64; SLOTS]> = Vec::new();
         let mut ticker = tokio::time::interval(SAMPLE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -48,9 +49,18 @@ pub fn spawn(gateway: &Arc<Gateway>) {
                 .zip(combos.iter().zip(&before_combos))
                 .filter(|((_, lane), (now, before))| &**lane != "-" && now > before)
                 .map(|((pool, lane), (now, before))| ((pool.clone(), lane.clone()), now - before));
-            history.add_lanes(minute, served);
+            let latency = lane_latencies(&gateway.metrics);
+            before_latency.resize(latency.len(), [0; SLOTS]);
+            let observed = gateway
+                .metrics
+                .lanes
+                .iter()
+                .zip(latency.iter().zip(&before_latency))
+                .map(|(lane, (now, before))| (lane.clone(), slots_since(now, before)));
+            history.add_lanes(minute, served, observed);
             before = now;
             before_combos = combos;
+            before_latency = latency;
         }
     });
 }

@@ -109,6 +109,12 @@ impl Collector for Scrape {
                 (vec![("lane", &*m.lanes[index / OUTCOMES]), ("outcome", label)], value.load(Ordering::Relaxed))
             }),
         )?;
+        encode_histograms(
+            e,
+            "switchyard_upstream_latency_seconds",
+            "Time from sending a request to a lane to its 2xx response head, by lane.",
+            m.upstream_latency.iter().enumerate().map(|(index, h)| (vec![("lane", &*m.lanes[index])], h)),
+        )?;
         encode_counters(
             e,
             "switchyard_failovers",

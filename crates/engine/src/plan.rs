@@ -82,7 +82,7 @@ pub async fn plan(
 ) -> Result<Plan, ErrorInfo> {
     let state = &gateway.pools[pool];
     let at = Instant::now().into_std();
-    let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
+    let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.takes_requests(m, at)).collect();
     let needs = state.strategy.needs();
     let needs_projection = needs.projection || !state.gates.is_empty();
     let projection =
@@ -129,8 +129,13 @@ pub async fn plan(
         count(state, name, |c| c.selections += 1);
     }
     let mut slots: Vec<Slot> = order.iter().map(|&member| Slot { pool, member }).collect();
-    // Tripped members go last: they only tell the exhaustion answer when they recover.
-    slots.extend((0..state.members.len()).filter(|m| !usable.contains(m)).map(|member| Slot { pool, member }));
+    // Tripped members go last: they only tell the exhaustion answer when they
+    // recover. A drained one is never tried.
+    slots.extend(
+        (0..state.members.len())
+            .filter(|&m| !usable.contains(&m) && !state.is_drained(m))
+            .map(|member| Slot { pool, member }),
+    );
     let not_entitled = fallback_slots(gateway, call, pool, at, &mut slots);
     pin_lineage(gateway, call, &mut slots, translated);
     Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool, not_entitled })
@@ -237,9 +242,9 @@ fn fallback_slots(
             not_entitled.push(fallback);
             continue;
         }
-        let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.breaker(m).is_usable(at)).collect();
+        let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.takes_requests(m, at)).collect();
         let mut order = weighted_order(state, &usable);
-        order.extend((0..state.members.len()).filter(|m| !usable.contains(m)));
+        order.extend((0..state.members.len()).filter(|&m| !usable.contains(&m) && !state.is_drained(m)));
         slots.extend(order.into_iter().map(|member| Slot { pool: fallback, member }));
     }
     not_entitled
@@ -280,8 +285,13 @@ fn affinity(
         } else {
             // Affinity is a preference: it never resurrects a tripped lane.
             state.affinity_switches.fetch_add(1, Ordering::Relaxed);
-            let reason =
-                if state.breaker(member).is_usable(at) { "excluded by a routing hook" } else { "lane is tripped" };
+            let reason = if state.is_drained(member) {
+                "lane is drained"
+            } else if state.breaker(member).is_usable(at) {
+                "excluded by a routing hook"
+            } else {
+                "lane is tripped"
+            };
             // Session ids are the caller's data: not at info.
             tracing::info!(request_id = ?call.request_id, pool = %state.name, reason, "session moved off its pinned lane");
         }
@@ -325,7 +335,7 @@ fn fallback_chain(gateway: &Gateway, pool: usize) -> Vec<usize> {
 
 fn weighted_order(state: &PoolState, usable: &[usize]) -> Vec<usize> {
     let mut weighted = state.weighted.lock().unwrap_or_else(PoisonError::into_inner);
-    weighted.order(&state.weights, |m| usable.contains(&m))
+    weighted.order_by(state.members.len(), |m| state.live_weight(m), |m| usable.contains(&m))
 }
 
 /// Ranks `members` (member indexes) by `ranking`; `None` when it abstains.

@@ -203,6 +203,9 @@ async fn the_api_the_pages_draw_from() {
         (solo["lanes"][0]["share"].as_f64(), solo["lanes"][0]["recent_requests"].as_u64()),
         (Some(1.0), Some(5))
     );
+    // And its recent time to a 2xx head, from the same minutes.
+    let (p50, p99) = (solo["lanes"][0]["p50_ms"].as_f64(), solo["lanes"][0]["p99_ms"].as_f64());
+    assert!(p50.is_some_and(|p| p > 0.0) && p99 >= p50, "{solo}");
 
     // One request's row, by id.
     let page = read(format!("/api/v1/admin/requests?key={}&limit=5", key["id"].as_str().unwrap())).await;

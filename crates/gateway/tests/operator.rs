@@ -588,3 +588,82 @@ async fn a_locked_config_refuses_api_changes_and_records_the_file() {
     assert_eq!(versions[0]["author"], "file");
     let _ = std::fs::remove_file(&db);
 }
+
+/// Which lane served each of `n` chats to pool `p`.
+async fn served_by(addr: std::net::SocketAddr, n: usize) -> std::collections::HashMap<String, usize> {
+    let mut seen = std::collections::HashMap::new();
+    for _ in 0..n {
+        let reply = post(addr, "/v1/chat/completions", &[], open_chat("p", "hi")).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        let lane = reply.headers["x-switchyard-lane"].to_str().unwrap().to_owned();
+        *seen.entry(lane).or_default() += 1;
+    }
+    seen
+}
+
+async fn patch_lane(addr: std::net::SocketAddr, lane: &str, body: serde_json::Value) -> Reply {
+    admin_call(addr, "PATCH", &format!("/api/v1/admin/lanes/p/{lane}"), Some(ADMIN_TOKEN), Some(body)).await
+}
+
+#[tokio::test]
+async fn an_operator_drains_one_lane_and_weighs_another_across_a_reload() {
+    let db = std::env::temp_dir().join(format!("switchyard-drain-{}-{}.db", std::process::id(), fastrand::u32(..)));
+    let yaml = format!(
+        "admin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
+         providers:\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\n\
+         models:\n  x: {{ provider: fake }}\n  y: {{ provider: fake }}\n  z: {{ provider: fake }}\n\
+         pools:\n  p: {{ members: [{{ model: x }}, {{ model: y }}, {{ model: z }}] }}\n",
+        db.display()
+    );
+    let (addr, reloader, text) = reloadable(&yaml).await;
+    let shares = |pairs: &[(&str, usize)]| pairs.iter().map(|(l, n)| (l.to_string(), *n)).collect();
+    assert_eq!(served_by(addr, 30).await, shares(&[("x", 10), ("y", 10), ("z", 10)]));
+
+    // Drained: x takes nothing; its share goes to the others.
+    let drained = patch_lane(addr, "x", json!({"drained": true})).await;
+    assert_eq!(drained.status, 200, "{}", String::from_utf8_lossy(&drained.body));
+    assert_eq!(served_by(addr, 30).await, shares(&[("y", 15), ("z", 15)]));
+
+    // Weighed: y takes two of every three.
+    let weighed = patch_lane(addr, "y", json!({"weight": 2})).await;
+    let view: serde_json::Value = serde_json::from_slice(&weighed.body).unwrap();
+    assert_eq!((view["weight"].as_u64(), view["configured_weight"].as_u64()), (Some(2), Some(1)), "{view}");
+    assert_eq!(served_by(addr, 30).await, shares(&[("y", 20), ("z", 10)]));
+
+    // A reload keeps what the operator set.
+    text.lock().unwrap().push_str("# touched\n");
+    reloader.reload().await.unwrap();
+    assert_eq!(served_by(addr, 30).await, shares(&[("y", 20), ("z", 10)]));
+    let lanes = admin_call(addr, "GET", "/api/v1/admin/lanes", Some(ADMIN_TOKEN), None).await;
+    let lanes: serde_json::Value = serde_json::from_slice(&lanes.body).unwrap();
+    let pool = lanes.as_array().unwrap().iter().find(|p| p["pool"] == "p").unwrap();
+    let lane = |name: &str| pool["lanes"].as_array().unwrap().iter().find(|l| l["lane"] == name).unwrap().clone();
+    assert_eq!((lane("x")["drained"].as_bool(), lane("y")["weight"].as_u64()), (Some(true), Some(2)), "{pool}");
+
+    // Out of bounds or unknown: refused, nothing changed.
+    assert_eq!(patch_lane(addr, "y", json!({"weight": 0})).await.status, 400);
+    assert_eq!(patch_lane(addr, "y", json!({"weight": 2_000_000})).await.status, 400);
+    assert_eq!(patch_lane(addr, "y", json!({"speed": 1})).await.status, 400);
+    assert_eq!(patch_lane(addr, "nope", json!({"drained": true})).await.status, 404);
+
+    // Every lane drained: the pool has nothing to send to, and says so.
+    for lane in ["y", "z"] {
+        assert_eq!(patch_lane(addr, lane, json!({"drained": true})).await.status, 200);
+    }
+    let refused = post(addr, "/v1/chat/completions", &[], open_chat("p", "hi")).await;
+    assert_eq!(refused.status, 503, "{}", String::from_utf8_lossy(&refused.body));
+
+    // Undrained, weight back to the configured one: even shares again.
+    for lane in ["x", "y", "z"] {
+        assert_eq!(patch_lane(addr, lane, json!({"drained": false, "weight": null})).await.status, 200);
+    }
+    let seen = served_by(addr, 30).await;
+    assert_eq!(seen.values().sum::<usize>(), 30);
+    assert!(seen.values().all(|n| (9..=11).contains(n)), "{seen:?}");
+
+    // Each change is in the audit log, named by its lane.
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=100", Some(ADMIN_TOKEN), None).await;
+    let audit: serde_json::Value = serde_json::from_slice(&audit.body).unwrap();
+    let targets: Vec<&str> = audit["data"].as_array().unwrap().iter().filter_map(|e| e["target"].as_str()).collect();
+    assert!(targets.contains(&"p/x") && targets.contains(&"p/y"), "{targets:?}");
+}

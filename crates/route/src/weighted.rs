@@ -17,12 +17,24 @@ impl SmoothWeighted {
     /// Picks the next member among the usable ones. Unusable members are
     /// skipped this round and their share goes to the others.
     pub fn pick(&mut self, weights: &[u32], usable: impl Fn(usize) -> bool) -> Option<usize> {
-        if self.current.len() != weights.len() {
-            self.current = vec![0; weights.len()];
+        self.pick_by(weights.len(), |i| weights[i], usable)
+    }
+
+    /// [`pick`](Self::pick) over `members` members whose weights `weight`
+    /// reads (an operator may change them at run time; 0 is never chosen).
+    pub fn pick_by(
+        &mut self,
+        members: usize,
+        weight: impl Fn(usize) -> u32,
+        usable: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        if self.current.len() != members {
+            self.current = vec![0; members];
         }
         let mut total: i64 = 0;
         let mut best: Option<usize> = None;
-        for (index, &weight) in weights.iter().enumerate() {
+        for index in 0..members {
+            let weight = weight(index);
             if weight == 0 || !usable(index) {
                 continue;
             }
@@ -42,10 +54,20 @@ impl SmoothWeighted {
     /// by descending current weight (who would have been picked next), then
     /// config order on ties.
     pub fn order(&mut self, weights: &[u32], usable: impl Fn(usize) -> bool) -> Vec<usize> {
-        let Some(first) = self.pick(weights, &usable) else {
+        self.order_by(weights.len(), |i| weights[i], usable)
+    }
+
+    /// [`order`](Self::order) over weights read by `weight`.
+    pub fn order_by(
+        &mut self,
+        members: usize,
+        weight: impl Fn(usize) -> u32,
+        usable: impl Fn(usize) -> bool,
+    ) -> Vec<usize> {
+        let Some(first) = self.pick_by(members, &weight, &usable) else {
             return Vec::new();
         };
-        let mut rest: Vec<usize> = (0..weights.len()).filter(|&i| i != first && weights[i] > 0 && usable(i)).collect();
+        let mut rest: Vec<usize> = (0..members).filter(|&i| i != first && weight(i) > 0 && usable(i)).collect();
         rest.sort_by(|&a, &b| self.current[b].cmp(&self.current[a]).then(a.cmp(&b)));
         let mut order = Vec::with_capacity(rest.len() + 1);
         order.push(first);

@@ -51,7 +51,7 @@ pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
 
 use lane::build_lane;
 pub use lane::{Counters, Lane};
-pub use pool::{Hedging, PoolState, RouteCounters};
+pub use pool::{Hedging, MemberControl, PoolState, RouteCounters};
 
 /// Everything the request path reads, built once.
 pub struct Gateway {
@@ -459,6 +459,7 @@ impl Gateway {
                 breaker.adopt_policy(pool.policy);
                 *pool.breaker(member) = breaker;
                 pool.counters[member].copy_from(&before.counters[previous]);
+                pool.controls[member].copy_from(&before.controls[previous]);
             }
             if now == then && pool.affinity == before.affinity {
                 pool.sessions = before.sessions.clone();

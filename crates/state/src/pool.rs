@@ -4,7 +4,7 @@
 //! reserves at.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -25,8 +25,10 @@ pub struct PoolState {
     pub implicit: bool,
     /// Lane index of each member.
     pub members: Vec<usize>,
-    /// Weight of each member.
+    /// Weight of each member, as configured.
     pub weights: Vec<u32>,
+    /// What an operator set on each member at run time (drained, a weight).
+    pub controls: Vec<MemberControl>,
     /// Failover bounds.
     pub failover: Failover,
     /// Fallback pools (indexes).
@@ -108,6 +110,45 @@ impl Hedging {
     }
 }
 
+/// What an operator set on one pool member at run time, over the admin
+/// API: drained (it takes no new requests, not even as a last resort) or a
+/// weight in place of the configured one. Kept across reloads while the
+/// member stays in its pool; per instance.
+#[derive(Debug, Default)]
+pub struct MemberControl {
+    drained: AtomicBool,
+    /// 0: the configured weight.
+    weight: AtomicU32,
+}
+
+impl MemberControl {
+    /// Whether the member is drained.
+    pub fn drained(&self) -> bool {
+        self.drained.load(Ordering::Relaxed)
+    }
+
+    /// The operator's weight, when one is set.
+    pub fn weight(&self) -> Option<u32> {
+        Some(self.weight.load(Ordering::Relaxed)).filter(|w| *w > 0)
+    }
+
+    /// Drains the member or lets it take requests again.
+    pub fn set_drained(&self, drained: bool) {
+        self.drained.store(drained, Ordering::Relaxed);
+    }
+
+    /// Sets the operator's weight (`None`: back to the configured one).
+    pub fn set_weight(&self, weight: Option<u32>) {
+        self.weight.store(weight.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Takes over what was set on `other` (the same member before a reload).
+    pub fn copy_from(&self, other: &MemberControl) {
+        self.set_drained(other.drained());
+        self.set_weight(other.weight());
+    }
+}
+
 /// Per-policy routing counters of a pool.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct RouteCounters {
@@ -134,6 +175,7 @@ impl PoolState {
             name,
             implicit,
             weights: members.iter().map(|m| m.1).collect(),
+            controls: members.iter().map(|_| MemberControl::default()).collect(),
             breakers: members.iter().map(|_| Mutex::new(Breaker::new(policy, epoch))).collect(),
             policy,
             counters: members.iter().map(|_| Counters::default()).collect(),
@@ -154,6 +196,33 @@ impl PoolState {
             hedge: None,
             cache_ttl: None,
         }
+    }
+
+    /// The weight member `member` is chosen by now: 0 while drained, else
+    /// the operator's weight or the configured one.
+    pub fn live_weight(&self, member: usize) -> u32 {
+        if self.is_drained(member) {
+            0
+        } else {
+            self.weight(member)
+        }
+    }
+
+    /// Member `member`'s weight, drained or not: the operator's, else the
+    /// configured one.
+    pub fn weight(&self, member: usize) -> u32 {
+        self.controls.get(member).and_then(MemberControl::weight).unwrap_or(self.weights[member])
+    }
+
+    /// Whether member `member` may take a new request: not drained and its
+    /// breaker lets it (`at`: now).
+    pub fn takes_requests(&self, member: usize, at: Instant) -> bool {
+        !self.controls.get(member).is_some_and(MemberControl::drained) && self.breaker(member).is_usable(at)
+    }
+
+    /// Whether an operator drained member `member`.
+    pub fn is_drained(&self, member: usize) -> bool {
+        self.controls.get(member).is_some_and(MemberControl::drained)
     }
 
     /// The breaker of member `member`.

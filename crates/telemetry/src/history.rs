@@ -22,7 +22,7 @@ pub const MINUTES_KEPT: usize = 24 * 60;
 /// Minutes a lane's live share is counted over.
 pub const SHARE_MINUTES: i64 = 5;
 /// Histogram slots: the bounds, then everything above the last.
-const SLOTS: usize = BUCKETS.len() + 1;
+pub const SLOTS: usize = BUCKETS.len() + 1;
 
 /// Counts over some span: requests by outcome, durations, tokens, spend.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -169,8 +169,26 @@ pub struct Span {
     pub total: Point,
 }
 
-/// Recent served requests per (pool, lane), by minute.
-type LaneMinute = (i64, HashMap<(Arc<str>, Arc<str>), u64>);
+/// One minute of the lanes' recent traffic.
+#[derive(Debug, Default)]
+struct LaneMinute {
+    at: i64,
+    /// Requests served per (pool, lane).
+    served: HashMap<(Arc<str>, Arc<str>), u64>,
+    /// Time to each lane's 2xx head, per histogram slot.
+    latency: HashMap<Arc<str>, [u64; SLOTS]>,
+}
+
+/// A lane's recent time to its 2xx response head.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LaneLatency {
+    /// Median (ms).
+    pub p50_ms: Option<f64>,
+    /// 99th percentile (ms).
+    pub p99_ms: Option<f64>,
+    /// Answers measured.
+    pub answers: u64,
+}
 
 /// The ring of minutes and the lanes' recent traffic.
 #[derive(Debug, Default)]
@@ -200,34 +218,80 @@ impl History {
         }
     }
 
-    /// Adds requests served per (pool, lane) to minute `minute`.
-    pub fn add_lanes(&self, minute: i64, served: impl IntoIterator<Item = ((Arc<str>, Arc<str>), u64)>) {
+    /// Adds requests served per (pool, lane), and the lanes' new latency
+    /// observations per histogram slot, to minute `minute`.
+    pub fn add_lanes(
+        &self,
+        minute: i64,
+        served: impl IntoIterator<Item = ((Arc<str>, Arc<str>), u64)>,
+        latency: impl IntoIterator<Item = (Arc<str>, [u64; SLOTS])>,
+    ) {
         let mut ring = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
-        if ring.back().is_none_or(|(at, _)| *at < minute) {
-            ring.push_back((minute, HashMap::new()));
+        if ring.back().is_none_or(|m| m.at < minute) {
+            ring.push_back(LaneMinute { at: minute, ..LaneMinute::default() });
         }
-        let Some((_, counts)) = ring.iter_mut().rev().find(|(at, _)| *at <= minute) else { return };
+        let Some(slot) = ring.iter_mut().rev().find(|m| m.at <= minute) else { return };
         for (key, n) in served {
             if n > 0 {
-                *counts.entry(key).or_default() += n;
+                *slot.served.entry(key).or_default() += n;
             }
         }
-        while ring.front().is_some_and(|(at, _)| *at <= minute - SHARE_MINUTES) {
+        for (lane, observed) in latency {
+            if observed.iter().any(|n| *n > 0) {
+                let into = slot.latency.entry(lane).or_insert([0; SLOTS]);
+                for (a, b) in into.iter_mut().zip(observed) {
+                    *a += b;
+                }
+            }
+        }
+        while ring.front().is_some_and(|m| m.at <= minute - SHARE_MINUTES) {
             ring.pop_front();
+        }
+    }
+
+    /// The minutes of the lanes' ring within [`SHARE_MINUTES`] before and
+    /// including `now_minute`, each seen by `visit`.
+    fn recent_lanes(&self, now_minute: i64, mut visit: impl FnMut(&LaneMinute)) {
+        let ring = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+        for minute in ring.iter().filter(|m| m.at > now_minute - SHARE_MINUTES && m.at <= now_minute) {
+            visit(minute);
         }
     }
 
     /// Requests each (pool, lane) served in the last [`SHARE_MINUTES`]
     /// before and including `now_minute`.
     pub fn lane_counts(&self, now_minute: i64) -> HashMap<(Arc<str>, Arc<str>), u64> {
-        let ring = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out: HashMap<(Arc<str>, Arc<str>), u64> = HashMap::new();
-        for (_, counts) in ring.iter().filter(|(at, _)| *at > now_minute - SHARE_MINUTES && *at <= now_minute) {
-            for (key, n) in counts {
+        self.recent_lanes(now_minute, |minute| {
+            for (key, n) in &minute.served {
                 *out.entry(key.clone()).or_default() += n;
             }
-        }
+        });
         out
+    }
+
+    /// Each lane's time to its 2xx head over the last [`SHARE_MINUTES`]
+    /// before and including `now_minute`.
+    pub fn lane_latency(&self, now_minute: i64) -> HashMap<Arc<str>, LaneLatency> {
+        let mut sums: HashMap<Arc<str>, [u64; SLOTS]> = HashMap::new();
+        self.recent_lanes(now_minute, |minute| {
+            for (lane, slots) in &minute.latency {
+                let into = sums.entry(lane.clone()).or_insert([0; SLOTS]);
+                for (a, b) in into.iter_mut().zip(slots) {
+                    *a += b;
+                }
+            }
+        });
+        sums.into_iter()
+            .map(|(lane, slots)| {
+                let latency = LaneLatency {
+                    p50_ms: quantile_ms(&slots, 0.5),
+                    p99_ms: quantile_ms(&slots, 0.99),
+                    answers: slots.iter().sum(),
+                };
+                (lane, latency)
+            })
+            .collect()
     }
 
     /// The last `minutes` minutes up to and including `now_minute`, in
@@ -259,6 +323,29 @@ fn histogram_slots(into: &mut [u64; SLOTS], histogram: &Histogram) {
         bucketed += n;
     }
     into[SLOTS - 1] += histogram.count.load(Ordering::Relaxed).saturating_sub(bucketed);
+}
+
+/// Each lane's upstream latency observations so far, per histogram slot,
+/// indexed like `metrics.lanes`.
+pub fn lane_latencies(metrics: &Metrics) -> Vec<[u64; SLOTS]> {
+    metrics
+        .upstream_latency
+        .iter()
+        .map(|histogram| {
+            let mut slots = [0; SLOTS];
+            histogram_slots(&mut slots, histogram);
+            slots
+        })
+        .collect()
+}
+
+/// What grew from `before` to `now`, slot by slot.
+pub fn slots_since(now: &[u64; SLOTS], before: &[u64; SLOTS]) -> [u64; SLOTS] {
+    let mut delta = [0; SLOTS];
+    for (slot, d) in delta.iter_mut().enumerate() {
+        *d = now[slot].saturating_sub(before[slot]);
+    }
+    delta
 }
 
 /// What `metrics` have counted so far, priced by `price` (per lane index),
@@ -363,12 +450,47 @@ mod tests {
     fn lane_shares_cover_the_last_minutes_only() {
         let history = History::default();
         let key = |lane: &str| (Arc::<str>::from("pool"), Arc::<str>::from(lane));
-        history.add_lanes(100, [(key("a"), 3), (key("b"), 1)]);
-        history.add_lanes(103, [(key("a"), 1)]);
+        history.add_lanes(100, [(key("a"), 3), (key("b"), 1)], []);
+        history.add_lanes(103, [(key("a"), 1)], []);
         let counts = history.lane_counts(103);
         assert_eq!((counts[&key("a")], counts[&key("b")]), (4, 1));
-        history.add_lanes(105, [(key("b"), 2)]);
+        history.add_lanes(105, [(key("b"), 2)], []);
         let counts = history.lane_counts(105);
         assert_eq!((counts.get(&key("a")).copied(), counts[&key("b")]), (Some(1), 2));
+    }
+
+    #[test]
+    fn lane_latency_is_the_last_minutes_quantiles() {
+        let history = History::default();
+        let lane = Arc::<str>::from("a");
+        // 99 answers in (5 ms, 10 ms] at minute 100, one in (1 s, 2.5 s] at 103.
+        let mut fast = [0; SLOTS];
+        fast[4] = 99;
+        let mut slow = [0; SLOTS];
+        slow[11] = 1;
+        history.add_lanes(100, [], [(lane.clone(), fast)]);
+        history.add_lanes(103, [], [(lane.clone(), slow)]);
+        let seen = history.lane_latency(103)[&lane];
+        assert_eq!(seen.answers, 100);
+        let (p50, p99) = (seen.p50_ms.unwrap_or_default(), seen.p99_ms.unwrap_or_default());
+        assert!((5.0..=10.0).contains(&p50), "{p50}");
+        assert!((5.0..=10.0).contains(&p99), "{p99}: the 99th of 100 is still a fast one");
+        // Minute 100 falls out of the window: only the slow answer is left.
+        let seen = history.lane_latency(105)[&lane];
+        assert_eq!(seen.answers, 1);
+        assert!(seen.p50_ms.unwrap_or_default() > 1000.0);
+        assert!(history.lane_latency(120).is_empty());
+    }
+
+    #[test]
+    fn slot_deltas_never_go_negative() {
+        let mut before = [0; SLOTS];
+        before[2] = 5;
+        let mut now = before;
+        now[2] = 7;
+        now[3] = 1;
+        let delta = slots_since(&now, &before);
+        assert_eq!((delta[2], delta[3]), (2, 1));
+        assert_eq!(slots_since(&before, &now), [0; SLOTS]);
     }
 }

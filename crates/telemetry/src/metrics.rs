@@ -226,6 +226,8 @@ pub struct Metrics {
     pub duration: Box<[Histogram]>,
     pub ttfb: Box<[Histogram]>,
     pub attempts: Box<[AtomicU64]>,
+    /// Time from sending to a lane's 2xx response head, by lane.
+    pub upstream_latency: Box<[Histogram]>,
     pub failovers: Box<[AtomicU64]>,
     /// Same-lane retries, by lane and the failure retried.
     pub retries: Box<[AtomicU64]>,
@@ -273,6 +275,7 @@ impl Metrics {
             duration: histograms(pool_labels.len() * INGRESSES),
             ttfb: histograms(pool_labels.len() * INGRESSES),
             attempts: zeros(lanes.len() * OUTCOMES),
+            upstream_latency: histograms(lanes.len()),
             failovers: zeros(pool_labels.len() * StatusClass::ALL.len()),
             retries: zeros(lanes.len() * StatusClass::ALL.len()),
             signatures: zeros(lanes.len() * SIGNATURE_SOURCES.len()),
@@ -334,6 +337,13 @@ impl Metrics {
     pub fn attempt(&self, lane: usize, failure: Option<StatusClass>) {
         let outcome = failure.map_or(0, |class| 1 + class.index());
         add(&self.attempts, lane * OUTCOMES + outcome, 1);
+    }
+
+    /// Lane `lane` answered 2xx `took` after the request was sent.
+    pub fn upstream_latency(&self, lane: usize, took: Duration) {
+        if let Some(h) = self.upstream_latency.get(lane) {
+            h.observe(took);
+        }
     }
 
     /// A request moved on from a failed lane of `pool` because of `cause`.

@@ -495,10 +495,12 @@ async fn answered(
     record: &mut Option<Box<Record>>,
 ) -> Response<ResponseBody> {
     let (call, plan, lane, slot) = (request.call, request.plan, candidate.lane, candidate.slot);
+    let took = sent.elapsed();
     if let Some(metrics) = gateway.metrics() {
         metrics.attempt(candidate.lane_index, None);
+        metrics.upstream_latency(candidate.lane_index, took);
     }
-    lane.record_latency(sent.elapsed());
+    lane.record_latency(took);
     if let Some(quota) = lane.record_quota(&answer.upstream.headers, std::time::SystemTime::now()) {
         if let Some(rest) = quota.rest {
             // Spent (or asked to pause) on a success: rest before it ever 429s.
