@@ -343,7 +343,7 @@ try {
     return { type: response.headers.get('content-type'), text: await response.text() };
   });
   assert.match(csv.type, /text\/csv/);
-  assert.match(csv.text, new RegExp(`^key,name,requests,.*,usd,saved_usd\r\n`));
+  assert.match(csv.text, new RegExp(`^key,name,requests,.*,usd,saved_usd,cache_hits,guardrail_decisions,refused\r\n`));
   assert.equal(await ops.page.getByRole('columnheader', { name: 'Saved' }).count(), 1, 'cost saved by the cache has a column');
   assert.match(csv.text, new RegExp(`"${keyId}","console-e2e",4,`));
   await ops.page.screenshot({ path: path.join(artifacts, 'spend.png'), fullPage: true });
@@ -515,6 +515,13 @@ try {
   assert.match(await ops.page.getByRole('table').innerText(), /\(none\)/);
   await open(ops.page, 'usage?by=model&range=7d&metric=usd');
   assert.ok(await ops.page.getByRole('table').count() === 1);
+  // Refusals at the door are counted beside requests, never as them.
+  await open(ops.page, 'usage?by=operation&range=24h&metric=refused');
+  const refusedRow = (await ops.page.getByRole('row').filter({ hasText: /^refused/ }).locator('td').allTextContents());
+  assert.equal(refusedRow[3], '0', 'a refusal is no request');
+  assert.ok(Number(refusedRow[7].replace(/,/g, '')) >= 1, `the revoked key's refusal is counted: ${refusedRow}`);
+  await open(ops.page, 'spend?by=operation');
+  assert.match(await ops.page.locator('#content p').first().innerText(), /[\d,]+ hits · [\d,]+ guardrail decisions · [1-9][\d,]* refused at the door/);
 
   step('a key\'s own page: last use, budget and its reset, headroom, a week of spend');
   await open(ops.page, `keys?id=${bulk.body.id}`);

@@ -649,19 +649,25 @@
     // A group's spend includes its subgroups': its own is shown apart, and
     // the own column is what adds up to the total.
     const grouped = by === 'group';
-    const columns = [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units'].concat(grouped ? ['Own USD', 'USD with subgroups'] : ['USD'], ['Saved']);
+    const columns = [by, 'Requests', 'Input tokens', 'Output tokens', 'Cache reads', 'Units'].concat(grouped ? ['Own USD', 'USD with subgroups'] : ['USD'], ['Saved', 'Cache hits', 'Guardrail decisions', 'Refused']);
+    const o = report.outcomes;
     show(form,
-      h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) }), ' · saved by the response cache: ', h('strong', { text: fmt.usd(report.saved_usd) })),
+      h('p', {}, 'Total: ', h('strong', { text: fmt.usd(report.total_usd) }), ' · saved by the response cache: ', h('strong', { text: fmt.usd(report.saved_usd) }),
+        ` in ${fmt.n(o.cache_hits)} hits · ${fmt.n(o.guarded)} guardrail decisions · ${fmt.n(o.refused)} refused at the door`),
       grouped ? h('p', { class: 'note', text: 'A group\'s spend with subgroups includes its children\'s, so those figures add up to more than the total; the own figures add up to it.' }) : null,
       barChart(`Spend by ${by}${grouped ? ' (own)' : ''}`, report.data.map((line) => ({ label: label(line), value: grouped ? line.own_usd : line.usd })), fmt.usd),
       table(`Spend by ${by}, ${from} to ${to}`, columns,
         report.data.map((line) => [label(line), fmt.n(line.requests), fmt.n(line.input_tokens), fmt.n(line.output_tokens), fmt.n(line.cache_read_tokens), fmt.n(line.units)]
-          .concat(grouped ? [fmt.usd(line.own_usd), fmt.usd(line.usd)] : [fmt.usd(line.usd)], [fmt.usd(line.saved_usd)])),
+          .concat(grouped ? [fmt.usd(line.own_usd), fmt.usd(line.usd)] : [fmt.usd(line.usd)], [fmt.usd(line.saved_usd), fmt.n(line.cache_hits), fmt.n(line.guarded), fmt.n(line.refused)])),
         'No spend in this range.'));
   }
 
   const PRESETS = { '24h': [86400, 'hour'], '7d': [7 * 86400, 'day'], '30d': [30 * 86400, 'day'] };
-  const METRICS = { usd: ['Spend', (v) => fmt.usd(v)], tokens: ['Tokens', (v) => fmt.n(v)], requests: ['Requests', (v) => fmt.n(v)] };
+  const METRICS = {
+    usd: ['Spend', (v) => fmt.usd(v)], tokens: ['Tokens', (v) => fmt.n(v)], requests: ['Requests', (v) => fmt.n(v)],
+    saved_usd: ['Saved by the cache', (v) => fmt.usd(v)], cache_hits: ['Cache hits', (v) => fmt.n(v)],
+    guarded: ['Guardrail decisions', (v) => fmt.n(v)], refused: ['Refused', (v) => fmt.n(v)],
+  };
 
   async function usagePage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: there is no ledger to read usage from.' }));
@@ -683,8 +689,9 @@
     const sum = (values) => values.reduce((a, b) => a + b, 0);
     show(form,
       seriesChart(`${label} by ${by}, last ${range}, per ${step}`, report.starts, lines, format, report.step_seconds),
-      table(`${label} by ${by}, last ${range}`, [by, 'Spend', 'Tokens', 'Requests'],
-        report.series.map((line) => [name(line), fmt.usd(sum(line.usd)), fmt.n(sum(line.tokens)), fmt.n(sum(line.requests))]), 'No usage in this range.'));
+      table(`${label} by ${by}, last ${range}`, [by, 'Spend', 'Tokens', 'Requests', 'Saved', 'Cache hits', 'Guardrail decisions', 'Refused'],
+        report.series.map((line) => [name(line), fmt.usd(sum(line.usd)), fmt.n(sum(line.tokens)), fmt.n(sum(line.requests)),
+          fmt.usd(sum(line.saved_usd)), fmt.n(sum(line.cache_hits)), fmt.n(sum(line.guarded)), fmt.n(sum(line.refused))]), 'No usage in this range.'));
   }
 
   // One key: its state, budget and its reset, limits headroom, last use, and usage over a week.

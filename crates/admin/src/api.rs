@@ -270,6 +270,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         AlertsView,
         UsageReport,
         UsageSeries,
+        crate::usage::Steps,
         EndUsersBody,
         VersionSummary,
         VersionView,

@@ -63,6 +63,12 @@ pub struct SpendLine {
     pub usd: f64,
     /// USD response-cache hits saved (at the price each hit was served at).
     pub saved_usd: f64,
+    /// Requests answered from the response cache.
+    pub cache_hits: u64,
+    /// Guardrail decisions made on its requests.
+    pub guarded: u64,
+    /// Refusals at the door (keys, limits, budgets, policies): not requests.
+    pub refused: u64,
     /// By group: the group's own USD, without its subgroups' (`usd`
     /// includes them, so groups' `usd` add up to more than the total;
     /// their `own_usd` add up to it).
@@ -86,6 +92,9 @@ pub struct SpendReport {
     pub total_usd: f64,
     /// Total USD response-cache hits saved.
     pub saved_usd: f64,
+    /// Total cache hits, guardrail decisions and refusals.
+    #[schema(value_type = Object)]
+    pub outcomes: switchyard_store::Outcomes,
 }
 
 /// `GET /api/v1/admin/requests` query.
@@ -226,8 +235,14 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             units: 0,
             usd: 0.0,
             saved_usd: 0.0,
+            cache_hits: 0,
+            guarded: 0,
+            refused: 0,
             own_usd: (by == SpendBy::Group).then_some(0.0),
         });
+        line.cache_hits += total.outcomes.cache_hits;
+        line.guarded += total.outcomes.guarded;
+        line.refused += total.outcomes.refused;
         line.requests += total.requests;
         line.input_tokens += total.tokens.input;
         line.output_tokens += total.tokens.output;
@@ -273,7 +288,11 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         SpendBy::User => "user",
     };
     let saved_usd = totals.iter().map(|t| usd(t.saved_nano)).sum();
-    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd };
+    let mut outcomes = switchyard_store::Outcomes::default();
+    for total in &totals {
+        outcomes.add(&total.outcomes);
+    }
+    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd, outcomes };
     if csv {
         let day = |seconds: i64| {
             time::OffsetDateTime::from_unix_timestamp(seconds)
@@ -301,13 +320,14 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
         format!("\"{}\"", defused.replace('"', "\"\""))
     };
     let mut out = format!(
-        "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd\r\n",
+        "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd,\
+         cache_hits,guardrail_decisions,refused\r\n",
         report.by
     );
     for line in &report.data {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{:.9},{:.9}\r\n",
+            "{},{},{},{},{},{},{},{},{:.9},{:.9},{},{},{}\r\n",
             cell(line.value.as_deref().unwrap_or("")),
             cell(line.name.as_deref().unwrap_or("")),
             line.requests,
@@ -317,7 +337,10 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
             line.cache_write_tokens,
             line.units,
             line.usd,
-            line.saved_usd
+            line.saved_usd,
+            line.cache_hits,
+            line.guarded,
+            line.refused
         );
     }
     out
@@ -500,6 +523,9 @@ mod tests {
             units: 0,
             usd: 0.5,
             saved_usd: 0.25,
+            cache_hits: 1,
+            guarded: 5,
+            refused: 7,
             own_usd: None,
         };
         let report = SpendReport {
@@ -509,14 +535,16 @@ mod tests {
             data: vec![line("key_1", Some("=cmd|' /C calc'!A0")), line("say \"hi\"", None)],
             total_usd: 1.0,
             saved_usd: 0.5,
+            outcomes: switchyard_store::Outcomes::default(),
         };
         let csv = spend_csv(&report);
         let lines: Vec<&str> = csv.split("\r\n").collect();
         assert_eq!(
             lines[0],
-            "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd"
+            "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd,\
+             cache_hits,guardrail_decisions,refused"
         );
-        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000,0.250000000");
-        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000,0.250000000");
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7");
     }
 }

@@ -1,4 +1,5 @@
-//! Usage over time: spend, tokens and requests per key, group, end user,
+//! Usage over time: spend, tokens, requests, cache hits, guardrail
+//! decisions and refusals per key, group, end user,
 //! model, lane or operation in hourly or daily steps over a range, for the
 //! console's charts. Each step is one spend question, whole hours read
 //! from the ledger's hourly rollup (end users from the rows); the values
@@ -43,12 +44,9 @@ pub struct UsageSeries {
     /// The key's name, by key.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    /// USD per step, at today's rate card.
-    pub usd: Vec<f64>,
-    /// Tokens (in and out) per step.
-    pub tokens: Vec<u64>,
-    /// Requests per step.
-    pub requests: Vec<u64>,
+    /// Its figures, step by step.
+    #[serde(flatten)]
+    pub steps: Steps,
 }
 
 /// Usage over a range, step by step.
@@ -65,15 +63,35 @@ pub struct UsageReport {
 }
 
 /// One value's figures, step by step.
-struct Steps {
-    usd: Vec<f64>,
-    tokens: Vec<u64>,
-    requests: Vec<u64>,
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Steps {
+    /// USD per step, at today's rate card.
+    pub usd: Vec<f64>,
+    /// Tokens (in and out) per step.
+    pub tokens: Vec<u64>,
+    /// Requests per step (refusals are not requests).
+    pub requests: Vec<u64>,
+    /// USD response-cache hits saved per step.
+    pub saved_usd: Vec<f64>,
+    /// Requests answered from the response cache per step.
+    pub cache_hits: Vec<u64>,
+    /// Guardrail decisions per step.
+    pub guarded: Vec<u64>,
+    /// Refusals at the door (keys, limits, budgets, policies) per step.
+    pub refused: Vec<u64>,
 }
 
 impl Steps {
     fn new(width: usize) -> Steps {
-        Steps { usd: vec![0.0; width], tokens: vec![0; width], requests: vec![0; width] }
+        Steps {
+            usd: vec![0.0; width],
+            tokens: vec![0; width],
+            requests: vec![0; width],
+            saved_usd: vec![0.0; width],
+            cache_hits: vec![0; width],
+            guarded: vec![0; width],
+            refused: vec![0; width],
+        }
     }
 
     /// USD and requests over the whole range, for ranking.
@@ -86,6 +104,10 @@ impl Steps {
             self.usd[at] += other.usd[at];
             self.tokens[at] += other.tokens[at];
             self.requests[at] += other.requests[at];
+            self.saved_usd[at] += other.saved_usd[at];
+            self.cache_hits[at] += other.cache_hits[at];
+            self.guarded[at] += other.guarded[at];
+            self.refused[at] += other.refused[at];
         }
     }
 }
@@ -140,6 +162,10 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
             line.usd[at] += admin.gateway.price_of(&total.lane).map_or(0.0, |p| usd(p.cost(&total.tokens)));
             line.tokens[at] += total.tokens.input + total.tokens.output;
             line.requests[at] += total.requests;
+            line.saved_usd[at] += usd(total.saved_nano);
+            line.cache_hits[at] += total.outcomes.cache_hits;
+            line.guarded[at] += total.outcomes.guarded;
+            line.refused[at] += total.outcomes.refused;
         }
     }
     let mut ranked: Vec<(Option<String>, Steps)> = lines.into_iter().collect();
@@ -153,19 +179,13 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
     for (index, (value, line)) in ranked.into_iter().enumerate() {
         if index < top {
             let name = key_name(governance, by, value.as_deref());
-            series.push(UsageSeries { value, name, usd: line.usd, tokens: line.tokens, requests: line.requests });
+            series.push(UsageSeries { value, name, steps: line });
         } else {
             other.get_or_insert_with(|| Steps::new(width)).add(&line);
         }
     }
     if let Some(rest) = other {
-        series.push(UsageSeries {
-            value: Some("other".into()),
-            name: None,
-            usd: rest.usd,
-            tokens: rest.tokens,
-            requests: rest.requests,
-        });
+        series.push(UsageSeries { value: Some("other".into()), name: None, steps: rest });
     }
     let by = format!("{by:?}").to_lowercase();
     Ok(Json(UsageReport { by, step_seconds: step, starts, series }))

@@ -335,16 +335,20 @@ async fn every_alert_kind_reaches_the_webhook_once() {
     assert!(full["subject"].as_str().unwrap().contains("spender"), "{full}");
 
     // The ledger cannot write: its queue fills.
+    let (held, holding) = std::sync::mpsc::channel();
     let locked = {
         let db = db.clone();
         std::thread::spawn(move || {
             let conn = rusqlite::Connection::open(&db).unwrap();
+            conn.busy_timeout(Duration::from_secs(10)).unwrap();
             conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
+            held.send(()).unwrap();
             std::thread::sleep(Duration::from_secs(3));
             conn.execute_batch("COMMIT").unwrap();
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The burst starts once the lock is held, however loaded the machine.
+    tokio::task::spawn_blocking(move || holding.recv().unwrap()).await.unwrap();
     let burst = (0..6).map(|i| {
         let secret = secret.clone();
         async move { chat_text(addr, "b", &secret, &format!("row {i}")).await.status }

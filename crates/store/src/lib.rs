@@ -179,6 +179,16 @@ pub struct Refusal {
 pub const REFUSED: &str = "refused";
 
 impl Notes {
+    /// 1 when the row was answered from the response cache.
+    pub fn cache_hit(&self) -> u64 {
+        u64::from(self.cache_saved_nano.is_some())
+    }
+
+    /// The guardrail decisions made on the row.
+    pub fn guarded(&self) -> u64 {
+        self.guardrails.len() as u64
+    }
+
     /// Nothing to note.
     pub fn is_empty(&self) -> bool {
         self.cache_saved_nano.is_none() && self.guardrails.is_empty() && self.refused.is_none()
@@ -231,14 +241,14 @@ pub(crate) fn spend_plan(from_ms: i64, to_ms: i64) -> SpendPlan {
 pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str, &'a str);
 
 /// The sums a spend line holds: requests, the four token kinds, units,
-/// billed requests and what cache hits saved.
-pub(crate) const SUMS: usize = 8;
+/// billed requests, what cache hits saved, then [`Outcomes`]' three.
+pub(crate) const SUMS: usize = 11;
 
 /// Sums `rows` by rollup key (requests, the four token kinds, units,
 /// billed requests).
 pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> HashMap<HourKey<'a>, [i64; SUMS]> {
     let mut sums: HashMap<HourKey<'a>, [i64; SUMS]> = HashMap::new();
-    for row in rows.into_iter().filter(|row| row.operation != REFUSED) {
+    for row in rows {
         let key = (
             row.at_ms.div_euclid(HOUR_MS),
             row.key_id.as_deref().unwrap_or_default(),
@@ -250,18 +260,29 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
         let sum = sums.entry(key).or_default();
         let t = &row.tokens;
         let saved = row.notes.cache_saved_nano.unwrap_or(0);
-        for (slot, n) in
-            sum.iter_mut().zip([1, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests, saved])
-        {
+        // A refusal counts as one, never as a request (it billed nothing).
+        let refused = u64::from(row.operation == REFUSED);
+        let served = 1 - refused;
+        let (hit, guarded) = (row.notes.cache_hit(), row.notes.guarded());
+        let row_sums =
+            [served, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests, saved, hit, guarded, refused];
+        for (slot, n) in sum.iter_mut().zip(row_sums) {
             *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
         }
     }
     sums
 }
 
-/// The spend columns a totals query selects after value and lane.
-pub(crate) const SUM_COLUMNS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
-     sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano)";
+/// The spend columns a totals query over the hourly rollup selects after
+/// value, lane and requests.
+pub(crate) const ROLLUP_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
+     sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hits), sum(guarded), \
+     sum(refused)";
+
+/// The same over ledger rows (a refusal is a row of its own operation).
+pub(crate) const ROW_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
+     sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hit), sum(guarded), \
+     sum(operation = 'refused')";
 
 impl Total {
     /// A spend line from a query's columns: value, lane, then requests, the
@@ -270,10 +291,11 @@ impl Total {
     pub(crate) fn of_columns(
         value: Option<String>,
         lane: String,
-        [requests, input, output, cache_read, cache_write, units, billed, saved_nano]: [u64; SUMS],
+        [requests, input, output, cache_read, cache_write, units, billed, saved_nano, cache_hits, guarded, refused]: [u64;
+            SUMS],
     ) -> Total {
         let tokens = Tokens { input, output, cache_read, cache_write, units, requests: billed };
-        Total { value, lane, requests, tokens, saved_nano }
+        Total { value, lane, requests, tokens, saved_nano, outcomes: Outcomes { cache_hits, guarded, refused } }
     }
 }
 
@@ -293,6 +315,7 @@ pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total>
                 line.tokens.units += total.tokens.units;
                 line.tokens.requests += total.tokens.requests;
                 line.saved_nano = line.saved_nano.saturating_add(total.saved_nano);
+                line.outcomes.add(&total.outcomes);
             }
             std::collections::hash_map::Entry::Vacant(entry) => {
                 entry.insert(total);
@@ -411,6 +434,31 @@ pub struct Total {
     /// served at).
     #[serde(default)]
     pub saved_nano: u64,
+    /// What the content and governance stages decided on them.
+    #[serde(default)]
+    pub outcomes: Outcomes,
+}
+
+/// What a spend line's requests met on the way: cache hits, guardrail
+/// decisions and refusals at the door (which are no requests, and spend
+/// nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcomes {
+    /// Answered from the response cache.
+    pub cache_hits: u64,
+    /// Guardrail decisions made (a request may have several).
+    pub guarded: u64,
+    /// Refused at the door (keys, limits, budgets, policies).
+    pub refused: u64,
+}
+
+impl Outcomes {
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &Outcomes) {
+        self.cache_hits = self.cache_hits.saturating_add(other.cache_hits);
+        self.guarded = self.guarded.saturating_add(other.guarded);
+        self.refused = self.refused.saturating_add(other.refused);
+    }
 }
 
 /// A spend question.
@@ -786,6 +834,7 @@ mod tests {
             requests: n,
             tokens: Tokens { input: n, output: 2 * n, ..Tokens::default() },
             saved_nano: n,
+            outcomes: Outcomes { cache_hits: n, guarded: 2 * n, refused: 3 * n },
         };
         let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
         assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);

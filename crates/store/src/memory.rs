@@ -218,9 +218,6 @@ impl Ledger for MemoryStore {
                 if query.end_user.as_ref().is_some_and(|u| row.end_user.as_ref() != Some(u)) {
                     continue;
                 }
-                if row.operation == crate::REFUSED {
-                    continue;
-                }
                 let value = dimension(row, query.by);
                 let total = sums.entry((value.clone(), row.lane.clone())).or_insert_with(|| Total {
                     value,
@@ -228,10 +225,15 @@ impl Ledger for MemoryStore {
                     requests: 0,
                     tokens: Tokens::default(),
                     saved_nano: 0,
+                    outcomes: crate::Outcomes::default(),
                 });
-                total.requests += 1;
+                // A refusal is counted as one, never as a request.
+                let refused = u64::from(row.operation == crate::REFUSED);
+                total.requests += 1 - refused;
                 add(&mut total.tokens, &row.tokens);
                 total.saved_nano = total.saved_nano.saturating_add(row.notes.cache_saved_nano.unwrap_or(0));
+                let seen = crate::Outcomes { cache_hits: row.notes.cache_hit(), guarded: row.notes.guarded(), refused };
+                total.outcomes.add(&seen);
             }
             Ok(sums.into_values().collect())
         }))

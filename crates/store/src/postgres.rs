@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0011_config_versions.sql"),
     include_str!("../migrations/postgres/0012_refusals.sql"),
     include_str!("../migrations/postgres/0013_ingress.sql"),
+    include_str!("../migrations/postgres/0014_outcomes.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -444,6 +445,13 @@ const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
      sum(cache_write_tokens)::BIGINT, sum(units)::BIGINT, sum(billed_requests)::BIGINT, sum(saved_nano)::BIGINT";
 
+/// [`Outcomes`](crate::Outcomes)' sums over the hourly rollup.
+const ROLLUP_OUTCOMES: &str = "sum(cache_hits)::BIGINT, sum(guarded)::BIGINT, sum(refused)::BIGINT";
+
+/// The same over ledger rows (a refusal is a row of its own operation).
+const ROW_OUTCOMES: &str =
+    "sum(cache_hit)::BIGINT, sum(guarded)::BIGINT, count(*) FILTER (WHERE operation = 'refused')";
+
 impl Ledger for PostgresStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
@@ -457,9 +465,10 @@ impl Ledger for PostgresStore {
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream) \
+                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream, \
+                     cache_hit, guarded) \
                      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
-                     $22, $23, $24, $25, $26) \
+                     $22, $23, $24, $25, $26, $27, $28) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -500,6 +509,8 @@ impl Ledger for PostgresStore {
                         &row.end_user,
                         &row.ingress,
                         &row.stream,
+                        &column(row.notes.cache_hit()),
+                        &column(row.notes.guarded()),
                     ],
                 )
                 .await
@@ -558,7 +569,7 @@ impl Ledger for PostgresStore {
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
                 let sql = format!(
-                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS} \
+                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS}, {ROLLUP_OUTCOMES} \
                      FROM spend_hourly WHERE hour >= $1 AND hour < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                      AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
                 );
@@ -567,10 +578,10 @@ impl Ledger for PostgresStore {
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {by}, lane, count(*), {SUMS} FROM ledger \
+                "SELECT {by}, lane, count(*) FILTER (WHERE operation <> 'refused'), {SUMS}, {ROW_OUTCOMES} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                  AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) \
-                 AND operation <> 'refused' GROUP BY {by}, lane"
+                 GROUP BY {by}, lane"
             );
             for (from, to) in plan.rows {
                 let rows = client

@@ -30,6 +30,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0011_end_user.sql"),
     include_str!("../migrations/sqlite/0012_config_versions.sql"),
     include_str!("../migrations/sqlite/0013_ingress.sql"),
+    include_str!("../migrations/sqlite/0014_outcomes.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -325,8 +326,8 @@ impl Ledger for SqliteStore {
                         "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
                          estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, \
-                         stream) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                         ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+                         stream, cache_hit, guarded) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
+                         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
                     )
                     .map_err(unavailable)?;
                 for row in &rows {
@@ -358,6 +359,8 @@ impl Ledger for SqliteStore {
                             row.end_user,
                             row.ingress,
                             row.stream,
+                            row.notes.cache_hit() as i64,
+                            row.notes.guarded() as i64,
                         ])
                         .map_err(unavailable)?;
                 }
@@ -365,23 +368,25 @@ impl Ledger for SqliteStore {
                 let mut upsert = tx
                     .prepare_cached(
                         "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
-                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) \
+                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano, \
+                         cache_hits, guarded, refused) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
                          ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
                          requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
                          output_tokens = output_tokens + excluded.output_tokens, \
                          cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, \
                          cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, \
                          units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests, \
-                         saved_nano = saved_nano + excluded.saved_nano",
+                         saved_nano = saved_nano + excluded.saved_nano, cache_hits = cache_hits + excluded.cache_hits, \
+                         guarded = guarded + excluded.guarded, refused = refused + excluded.refused",
                     )
                     .map_err(unavailable)?;
                 for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(&rows) {
-                    let [n, input, output, read, write, units, billed, saved] = sums;
+                    let [n, input, output, read, write, units, billed, saved, hits, guarded, refused] = sums;
                     upsert
                         .execute(params![
                             hour, key, group, lane, model, operation, n, input, output, read, write, units, billed,
-                            saved
+                            saved, hits, guarded, refused
                         ])
                         .map_err(unavailable)?;
                 }
@@ -441,16 +446,16 @@ impl Ledger for SqliteStore {
                     "SELECT NULLIF({column}, ''), lane, sum(requests), {} FROM spend_hourly WHERE hour >= ?1 \
                      AND hour < ?2 AND (?3 IS NULL OR key_id = ?3) \
                      AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) GROUP BY {column}, lane",
-                    crate::SUM_COLUMNS
+                    crate::ROLLUP_SUMS
                 );
                 parts.extend(sums(conn, &sql, params![first, end, query.key, groups])?);
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {column}, lane, count(*), {} FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 \
+                "SELECT {column}, lane, sum(operation <> 'refused'), {} FROM ledger WHERE at_ms >= ?1 AND at_ms < ?2 \
                  AND (?3 IS NULL OR key_id = ?3) AND (?4 IS NULL OR grp IN (SELECT value FROM json_each(?4))) \
-                 AND (?5 IS NULL OR end_user = ?5) AND operation <> 'refused' GROUP BY {column}, lane",
-                crate::SUM_COLUMNS
+                 AND (?5 IS NULL OR end_user = ?5) GROUP BY {column}, lane",
+                crate::ROW_SUMS
             );
             for (from, to) in plan.rows {
                 parts.extend(sums(conn, &sql, params![from, to, query.key, groups, query.end_user])?);

@@ -286,7 +286,7 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
 
 /// Requests, input, output, units, billed requests and saved nano-USD of a
 /// spend line.
-type Sums = (u64, u64, u64, u64, u64, u64);
+type Sums = (u64, u64, u64, u64, u64, u64, u64, u64, u64);
 
 /// Spend over ranges that cross hour boundaries: whole hours come from the
 /// rollup and the edges from the rows, and the two must add up to what the
@@ -318,7 +318,11 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         }
         // End users: three of them, and rows without one.
         r.end_user = (i % 7 != 0).then(|| format!("u{}", i % 3));
-        // Some are refusals at the door: in the log, never in spend.
+        // Some made several guardrail decisions.
+        if i % 5 == 2 {
+            r.notes.guardrails.push("pii/phone/block/response".into());
+        }
+        // Some are refusals at the door: in the log and counted, never spend.
         if i % 11 == 5 {
             r.operation = switchyard_store::REFUSED.into();
             r.tokens = Tokens::default();
@@ -366,9 +370,8 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     if end_user.as_ref().is_some_and(|u| r.end_user.as_ref() != Some(u)) {
                         continue;
                     }
-                    if r.operation == switchyard_store::REFUSED {
-                        continue;
-                    }
+                    // A refusal is counted as one, never as a request.
+                    let refused = u64::from(r.operation == switchyard_store::REFUSED);
                     let value = match by {
                         SpendBy::Key => r.key_id.clone(),
                         SpendBy::Group => r.group.clone(),
@@ -381,12 +384,15 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     let t = &r.tokens;
                     let saved = r.notes.cache_saved_nano.unwrap_or(0);
                     *line = (
-                        line.0 + 1,
+                        line.0 + 1 - refused,
                         line.1 + t.input,
                         line.2 + t.output,
                         line.3 + t.units,
                         line.4 + t.requests,
                         line.5 + saved,
+                        line.6 + u64::from(r.notes.cache_saved_nano.is_some()),
+                        line.7 + r.notes.guardrails.len() as u64,
+                        line.8 + refused,
                     );
                 }
                 let mut got: Vec<_> = got
@@ -399,6 +405,9 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                             t.tokens.units,
                             t.tokens.requests,
                             t.saved_nano,
+                            t.outcomes.cache_hits,
+                            t.outcomes.guarded,
+                            t.outcomes.refused,
                         );
                         ((t.value.clone(), t.lane.clone()), sums)
                     })
