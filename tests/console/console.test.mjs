@@ -379,6 +379,11 @@ try {
   assert.match(played, /hello from the playground/);
   assert.match(played, /Cost at today's rate card\s+\$0\.0/);
   await ops.page.screenshot({ path: path.join(artifacts, 'playground.png'), fullPage: true });
+  // Bedrock too: Converse with the key as a bearer token.
+  await play.getByLabel('Dialect').selectOption('bedrock');
+  await play.getByRole('button', { name: 'Send' }).click();
+  await until('the Bedrock reply', async () => /inferenceConfig/.test(await ops.page.locator('#playground-result').textContent()));
+  assert.match(await ops.page.locator('#playground-result').innerText(), /Status\s+200/);
 
   step('revoke it: the SDK call after is refused');
   await open(ops.page, 'keys');
@@ -396,7 +401,7 @@ try {
   step('requests: filters and one request\'s detail');
   await open(ops.page, `requests?key=${keyId}`);
   const rows = ops.page.locator('tbody tr');
-  assert.equal(await rows.count(), 5, 'three chat calls, an embedding and the playground\'s prompt');
+  assert.equal(await rows.count(), 6, 'three chat calls, an embedding and the playground\'s two prompts');
   await rows.first().getByRole('link').click();
   await ops.page.waitForSelector('body[data-ready="true"]');
   await ops.page.locator('dl.detail').waitFor();
@@ -432,7 +437,7 @@ try {
     await open(ops.page, `requests?from=${minute}&to=${next}&request_id=${encodeURIComponent(one.request_id)}`);
     assert.equal(await ops.page.locator('tbody tr').count(), 1, 'the range holds it');
     await open(ops.page, 'requests?key=console-e2e');
-  assert.equal(await ops.page.locator('tbody tr').count(), 5, 'a key found by its name');
+  assert.equal(await ops.page.locator('tbody tr').count(), 6, 'a key found by its name');
   await open(ops.page, 'requests?from=2000-01-01T00:00&to=2000-01-02T00:00');
     assert.match(await ops.page.locator('#content').innerText(), /No requests match/);
   }

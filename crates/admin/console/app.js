@@ -834,7 +834,7 @@
     const names = pools.filter((p) => !p.implicit).map((p) => p.pool).concat(pools.filter((p) => p.implicit).map((p) => p.pool));
     const form = h('form', { class: 'card', 'aria-label': 'Send a prompt' },
       h('div', { class: 'fields' },
-        field('Dialect', h('select', { name: 'dialect' }, [['openai', 'OpenAI Chat'], ['responses', 'OpenAI Responses'], ['anthropic', 'Anthropic Messages'], ['gemini', 'Gemini'], ['cohere', 'Cohere v2']]
+        field('Dialect', h('select', { name: 'dialect' }, [['openai', 'OpenAI Chat'], ['responses', 'OpenAI Responses'], ['anthropic', 'Anthropic Messages'], ['gemini', 'Gemini'], ['cohere', 'Cohere v2'], ['bedrock', 'Bedrock Converse']]
           .map(([value, text]) => h('option', { value, text })))),
         field('Pool or model', h('select', { name: 'pool' }, names.map((n) => h('option', { value: n, text: n })))),
         field('Key (its secret; empty on an open gateway)', h('input', { name: 'key', type: 'password', autocomplete: 'off' })),

@@ -213,7 +213,7 @@ pub(crate) async fn audit(
 /// route itself is the HTTP surface's (`switchyard_gateway::playground`):
 /// it sends through the data plane's router, which this crate never sees.
 #[utoipa::path(post, path = "/api/v1/admin/playground",
-    request_body(content = Object, description = "`dialect` (openai, responses, anthropic, gemini or cohere), `pool`, `prompt`, `key` (its secret; under auth: keys), `max_tokens`"),
+    request_body(content = Object, description = "`dialect` (openai, responses, anthropic, gemini, cohere or bedrock), `pool`, `prompt`, `key` (its secret; under auth: keys), `max_tokens`"),
     responses((status = 200, description = "`status`, `text` or `error`, `lane`, `dropped`, `request_id`, `took_ms`, `input_tokens`, `output_tokens`, `usd`, `request` (the body sent)"),
         (status = 400, description = "an unknown dialect, or an empty or oversized prompt")))]
 #[allow(dead_code, reason = "documents a route served by the HTTP surface")]

@@ -21,9 +21,10 @@ use tower_service::Service;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Prompt {
-    /// The caller dialect: `openai`, `responses`, `anthropic`, `gemini` or
-    /// `cohere` (Bedrock callers sign with an AWS pair the console never
-    /// holds).
+    /// The caller dialect: `openai`, `responses`, `anthropic`, `gemini`,
+    /// `cohere` or `bedrock` (Converse, with the key as a bearer token, as
+    /// Bedrock API keys are sent; SigV4 needs an AWS pair the console
+    /// never holds).
     pub dialect: String,
     /// The pool or model named.
     pub pool: String,
@@ -60,8 +61,8 @@ struct Playground {
 /// Sends the prompt and answers with what came back.
 async fn send(State(playground): State<Playground>, Json(prompt): Json<Prompt>) -> Response {
     let gateway = playground.gateway;
-    let Some(protocol) = Protocol::from_name(&prompt.dialect).filter(|p| *p != Protocol::Bedrock) else {
-        return refuse(StatusCode::BAD_REQUEST, "dialect: use openai, responses, anthropic, gemini or cohere");
+    let Some(protocol) = Protocol::from_name(&prompt.dialect) else {
+        return refuse(StatusCode::BAD_REQUEST, "dialect: use openai, responses, anthropic, gemini, cohere or bedrock");
     };
     if prompt.prompt.is_empty() || prompt.prompt.len() > MAX_PROMPT {
         return refuse(StatusCode::BAD_REQUEST, format!("prompt: 1 to {MAX_PROMPT} bytes"));

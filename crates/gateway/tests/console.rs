@@ -281,3 +281,30 @@ async fn the_api_the_pages_draw_from() {
     let refused = admin_call(addr, "POST", "/api/v1/admin/config/validate", Some(READER), None).await;
     assert_eq!(refused.status, 403);
 }
+
+#[tokio::test]
+async fn the_playground_speaks_all_six_dialects_as_a_key() {
+    let (addr, _gateway) = governed(&console_config()).await;
+    let key = create_key(addr, json!({"name": "player"})).await;
+    let secret = key["key"].as_str().unwrap();
+    for dialect in ["openai", "responses", "anthropic", "gemini", "cohere", "bedrock"] {
+        let body = json!({"dialect": dialect, "pool": "solo", "prompt": "say hi", "key": secret, "max_tokens": 32});
+        let reply = admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await;
+        assert_eq!(reply.status, 200, "{dialect}: {}", String::from_utf8_lossy(&reply.body));
+        let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(answer["status"], 200, "{dialect}: {answer}");
+        assert_eq!(answer["lane"], "lane-openai", "{dialect}: {answer}");
+        assert!(!answer["text"].as_str().unwrap_or_default().is_empty(), "{dialect}: {answer}");
+        assert!(answer["usd"].as_f64().is_some_and(|usd| usd > 0.0), "{dialect}: {answer}");
+        assert!(answer["request"].as_str().unwrap().contains("say hi"), "{dialect}: {answer}");
+    }
+    // Without the key: the data plane's own refusal, in the dialect's shape
+    // (AWS answers a missing credential 403).
+    let body = json!({"dialect": "bedrock", "pool": "solo", "prompt": "say hi"});
+    let reply = admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await;
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(answer["status"], 403, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("Bearer"), "{answer}");
+    let body = json!({"dialect": "smoke-signals", "pool": "solo", "prompt": "hi"});
+    assert_eq!(admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await.status, 400);
+}

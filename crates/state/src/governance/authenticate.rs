@@ -143,7 +143,9 @@ impl Governance {
                 let hint = match request.protocol {
                     Protocol::Anthropic => "x-api-key",
                     Protocol::Gemini => "x-goog-api-key (or ?key=)",
-                    Protocol::Bedrock => "a SigV4 signature made with the AWS key pair minted for your key",
+                    Protocol::Bedrock => {
+                        "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key"
+                    }
                     Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
                 };
                 let message = format!("no API key: send your Switchyard key as {hint}");
