@@ -335,7 +335,11 @@ async fn every_alert_kind_reaches_the_webhook_once() {
     assert!(full["subject"].as_str().unwrap().contains("spender"), "{full}");
 
     // The ledger cannot write: its queue fills.
+    // Held until the alert arrives: how long the burst's rows take to reach
+    // the writer depends on the machine's load (settlement also writes the
+    // key's last use, which waits on the same lock).
     let (held, holding) = std::sync::mpsc::channel();
+    let (release, released) = std::sync::mpsc::channel::<()>();
     let locked = {
         let db = db.clone();
         std::thread::spawn(move || {
@@ -343,7 +347,7 @@ async fn every_alert_kind_reaches_the_webhook_once() {
             conn.busy_timeout(Duration::from_secs(10)).unwrap();
             conn.execute_batch("BEGIN EXCLUSIVE").unwrap();
             held.send(()).unwrap();
-            std::thread::sleep(Duration::from_secs(3));
+            let _ = released.recv_timeout(Duration::from_secs(30));
             conn.execute_batch("COMMIT").unwrap();
         })
     };
@@ -356,6 +360,7 @@ async fn every_alert_kind_reaches_the_webhook_once() {
     let statuses = futures_util::future::join_all(burst).await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     received(&got, "ledger_degraded", firing("ledger_degraded", "ledger")).await;
+    release.send(()).unwrap();
     locked.join().unwrap();
     received(&got, "ledger_degraded resolved", resolved("ledger_degraded", "ledger")).await;
 
