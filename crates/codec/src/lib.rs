@@ -308,6 +308,11 @@ pub trait Codec: Send + Sync {
     fn model_in_path(&self) -> bool;
     /// Path and query of the upstream endpoint for `model`.
     fn upstream_path(&self, model: &str, stream: bool) -> String;
+    /// What a provider's path template puts in `{action}` for a chat call:
+    /// this protocol's name for it on a cloud's own path (Vertex AI's
+    /// `generateContent` and `rawPredict`, Azure's `chat/completions`); a
+    /// query it needs (`?alt=sse`) comes after.
+    fn path_action(&self, stream: bool) -> &'static str;
     /// Headers that authenticate an outbound call.
     fn auth_headers(
         &self,

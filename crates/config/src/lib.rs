@@ -7,6 +7,7 @@
 //! is pure: the environment is passed in as a look-up.
 
 mod decode;
+mod egress;
 pub mod facts;
 mod governance;
 mod guard;
@@ -31,6 +32,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
 pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use server::{Http2, Server};
@@ -228,6 +230,8 @@ pub struct Provider {
     /// caller's protocol (lower-case names), beside those its protocol's
     /// callers pass on by default (`anthropic-beta`, `anthropic-version`).
     pub forward_headers: Vec<String>,
+    /// A fetched credential, a path template, Claude on Vertex's body.
+    pub egress: Egress,
 }
 
 /// The ad-hoc route of a provider: a caller names a provider and a wire
@@ -1311,6 +1315,20 @@ fn validate_provider(
     }
     let headers = validate_headers(&path, &provider.headers, !matches!(auth, Credentials::None), issues);
     let forward_headers = validate_forwarded(&path, &provider.forward_headers, issues);
+    let egress = egress::egress(
+        name,
+        &egress::RawEgress {
+            auth: provider.auth.as_ref(),
+            path: provider.path.as_deref(),
+            project: provider.project.as_deref(),
+            location: provider.location.as_deref(),
+            anthropic_version: provider.anthropic_version.as_deref(),
+            base_url: &provider.base_url,
+            anthropic: protocol == Protocol::Anthropic,
+            has_static_key: !matches!(auth, Credentials::None),
+        },
+        issues,
+    );
     Provider {
         name: Arc::from(name),
         protocol,
@@ -1323,6 +1341,7 @@ fn validate_provider(
         passthrough_credentials,
         adhoc,
         forward_headers,
+        egress,
     }
 }
 

@@ -103,6 +103,16 @@ pub struct RawProvider {
     /// Caller headers passed on to this provider (beside the protocol's own).
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// A credential fetched from a token endpoint.
+    pub auth: Option<crate::egress::RawEgressAuth>,
+    /// The upstream path's template (`{model}`, `{action}`, `{project}`, `{location}`).
+    pub path: Option<String>,
+    /// A path template's `{project}`.
+    pub project: Option<String>,
+    /// A path template's `{location}`.
+    pub location: Option<String>,
+    /// Claude on Vertex: the `anthropic_version` the body carries.
+    pub anthropic_version: Option<String>,
 }
 
 /// Active health probing.

@@ -13,8 +13,8 @@ use crate::interpolate;
 pub const REDACTED: &str = "<redacted>";
 
 /// Members whose string value is a secret.
-const SECRET_MEMBERS: [&str; 7] =
-    ["key", "api_key", "secret_access_key", "session_token", "token", "password", "secret"];
+const SECRET_MEMBERS: [&str; 8] =
+    ["key", "api_key", "secret_access_key", "session_token", "token", "password", "secret", "client_secret"];
 /// Members holding a list of secrets (or of `{name, token, scope}`).
 const SECRET_LISTS: [&str; 2] = ["tokens", "read_only_tokens"];
 /// Headers whose value is shown; every other header's value is hidden (a
@@ -171,6 +171,8 @@ providers:
   gemini: { protocol: gemini, base_url: "https://generativelanguage.googleapis.com?key=AIzaQuery&alt=sse",
             headers: { Helicone-Auth: helicone-secret } }
   proxied: { protocol: openai, base_url: "https://tok3n@proxy.example", api_key: "${PROXIED_KEY}" }
+  azure: { protocol: openai, base_url: "https://x.openai.azure.com/openai",
+           auth: { oauth_client_credentials: { token_url: "https://login.example/t", client_id: app, client_secret: entra-secret } } }
 storage:
   postgres_url: postgres://sy:pg-password@db:5432/sy?password=qpass
   redis_url: redis://${REDIS_HOST}:6379
@@ -191,6 +193,7 @@ telemetry:
             "helicone-secret",
             "tok3n",
             "T000/B000/XXXX",
+            "entra-secret",
         ];
         for secret in secrets {
             assert!(!out.contains(secret), "{secret} leaked:\n{out}");
@@ -209,6 +212,7 @@ telemetry:
             "https://<redacted>@proxy.example",
             "https://hooks.slack.com/<redacted>",
             "https://api.openai.com",
+            "client_id: app",
         ];
         for kept in kept {
             assert!(out.contains(kept), "{kept} missing:\n{out}");

@@ -208,9 +208,17 @@ pub(crate) async fn send_to_lane(
             Ok(mock::respond_to(codec, path_model, out.stream, codec.default_framing(), &body, &headers))
         }
         Endpoint::Http(base) => {
-            let url = match out.path {
-                Some(path) => format!("{base}{path}"),
-                None => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+            let url = match (out.path, &lane.path_template) {
+                (Some(path), _) => format!("{base}{path}"),
+                (None, Some(template)) => {
+                    format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
+                }
+                (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+            };
+            // Claude on Vertex: the version in the body, the model in the path.
+            let body = match &lane.anthropic_version {
+                Some(version) => vertex_body(&body, version),
+                None => body,
             };
             let uri: Uri = url.parse().map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
             let mut headers = HeaderMap::with_capacity(8);
@@ -249,6 +257,10 @@ pub(crate) async fn send_to_lane(
                         .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
                     headers.extend(auth);
                 }
+            }
+            if let Some(token) = &lane.token {
+                let bearer = token.bearer().await.map_err(|err| TransportError::Connect(err.to_string()))?;
+                headers.insert(http::header::AUTHORIZATION, bearer);
             }
             if let Some((caller_headers, ingress)) = out.caller {
                 forward(&mut headers, caller_headers, ingress, codec, lane);
@@ -298,4 +310,31 @@ pub(crate) fn lost_headers(gateway: &Gateway, call: &Call, lane: &Lane) -> Vec<D
 
 pub(crate) async fn collect(body: UpstreamBody) -> Result<Bytes, String> {
     switchyard_transport::collect_limited(body, MAX_UPSTREAM_BODY).await.map_err(|err| err.to_string())
+}
+
+/// An Anthropic body as Claude on Vertex AI takes it: `anthropic_version`
+/// in the body, no `model` (the path names it). A body that is not a JSON
+/// object goes as it is (the upstream says what is wrong with it).
+fn vertex_body(body: &Bytes, version: &str) -> Bytes {
+    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return body.clone();
+    };
+    object.shift_remove("model");
+    object.insert("anthropic_version".to_owned(), serde_json::Value::String(version.to_owned()));
+    serde_json::to_vec(&object).map_or_else(|_| body.clone(), Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vertex_claude_body_carries_its_version_and_no_model() {
+        let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[]}"#);
+        let sent = vertex_body(&body, "vertex-2023-10-16");
+        assert_eq!(&sent[..], br#"{"max_tokens":8,"messages":[],"anthropic_version":"vertex-2023-10-16"}"#);
+        // Not an object: as it came.
+        let odd = Bytes::from_static(b"[1]");
+        assert_eq!(vertex_body(&odd, "v"), odd);
+    }
 }

@@ -108,6 +108,15 @@ impl Codec for AnthropicCodec {
         false
     }
 
+    fn path_action(&self, stream: bool) -> &'static str {
+        // Claude on Vertex AI.
+        if stream {
+            "streamRawPredict"
+        } else {
+            "rawPredict"
+        }
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         // The model and the stream flag both travel in the body.
         "/v1/messages".to_owned()

@@ -107,6 +107,14 @@ impl Codec for BedrockCodec {
         Some(&embed::BedrockEmbed)
     }
 
+    fn path_action(&self, stream: bool) -> &'static str {
+        if stream {
+            "converse-stream"
+        } else {
+            "converse"
+        }
+    }
+
     fn upstream_path(&self, model: &str, stream: bool) -> String {
         let action = if stream { "converse-stream" } else { "converse" };
         // ARNs and inference profiles hold `:` and `/`, which must not split

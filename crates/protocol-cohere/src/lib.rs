@@ -103,6 +103,10 @@ impl Codec for CohereCodec {
         false
     }
 
+    fn path_action(&self, _stream: bool) -> &'static str {
+        "chat"
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v2/chat".to_owned()
     }

@@ -103,6 +103,14 @@ impl Codec for GeminiCodec {
         true
     }
 
+    fn path_action(&self, stream: bool) -> &'static str {
+        if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        }
+    }
+
     fn upstream_path(&self, model: &str, stream: bool) -> String {
         let name = model.trim_start_matches('/');
         let (collection, id) = match name.split_once('/') {

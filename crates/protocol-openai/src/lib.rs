@@ -160,6 +160,10 @@ impl Codec for OpenAiCodec {
         false
     }
 
+    fn path_action(&self, _stream: bool) -> &'static str {
+        "chat/completions"
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/chat/completions".to_owned()
     }

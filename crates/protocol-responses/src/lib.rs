@@ -89,6 +89,10 @@ impl Codec for ResponsesCodec {
         false
     }
 
+    fn path_action(&self, _stream: bool) -> &'static str {
+        "responses"
+    }
+
     fn upstream_path(&self, _model: &str, _stream: bool) -> String {
         "/v1/responses".to_owned()
     }

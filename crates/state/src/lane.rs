@@ -43,6 +43,14 @@ pub struct Lane {
     pub forward_headers: Vec<HeaderName>,
     /// The caller's credentials go upstream instead of the lane's.
     pub passthrough_credentials: bool,
+    /// A credential fetched from a token endpoint (`providers.<p>.auth`),
+    /// one per provider, shared by its lanes.
+    pub token: Option<Arc<switchyard_transport::token::TokenSource>>,
+    /// The provider's path template (`providers.<p>.path`).
+    pub path_template: Option<switchyard_config::PathTemplate>,
+    /// Claude on Vertex: the `anthropic_version` the body carries (and the
+    /// model leaves it).
+    pub anthropic_version: Option<Arc<str>>,
     /// Vendor error codes mapped to failure classes.
     pub error_map: ErrorMap,
     /// Concurrency cap, when configured.
@@ -237,6 +245,9 @@ pub(crate) fn build_lane(
         extra_headers,
         forward_headers,
         passthrough_credentials: provider.passthrough_credentials,
+        token: None,
+        path_template: provider.egress.path.clone(),
+        anthropic_version: provider.egress.anthropic_version.clone(),
         error_map: provider.error_map.clone(),
         permits: None,
         max_concurrent: None,

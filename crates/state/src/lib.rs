@@ -241,9 +241,16 @@ impl Gateway {
         transport_for: impl Fn(usize) -> Arc<dyn Transport>,
     ) -> Result<Gateway, BuildError> {
         let epoch = Instant::now();
+        // One fetched credential per provider that asks for one, shared by its lanes.
+        let tokens: Vec<Option<Arc<switchyard_transport::token::TokenSource>>> = config
+            .providers
+            .iter()
+            .map(|p| p.egress.auth.clone().map(|auth| Arc::new(switchyard_transport::token::TokenSource::new(auth))))
+            .collect();
         let mut lanes = Vec::with_capacity(config.models.len());
         for model in &config.models {
             let mut lane = build_lane(&config, model.provider, &model.name, codecs, transport_for(model.provider))?;
+            lane.token = tokens.get(model.provider).cloned().flatten();
             lane.wire_model = model.wire_model.clone();
             lane.permits = model.max_concurrent.map(|n| Arc::new(Semaphore::new(n as usize)));
             lane.max_concurrent = model.max_concurrent;
@@ -269,6 +276,7 @@ impl Gateway {
             };
             for (name, wire_model) in names {
                 let mut lane = build_lane(&config, provider, &name, codecs, transport_for(provider))?;
+                lane.token = tokens.get(provider).cloned().flatten();
                 lane.adhoc = true;
                 match wire_model {
                     Some(wire_model) => lane.wire_model = wire_model,
@@ -438,6 +446,12 @@ impl Gateway {
             // Its warm upstream connections too, when it dials the same way.
             if before.endpoint == lane.endpoint && before.timeouts.connect == lane.timeouts.connect {
                 lane.transport = before.transport.clone();
+            }
+            // A token fetched for the same credential stays good.
+            if let (Some(now), Some(then)) = (&lane.token, &before.token) {
+                if now.auth() == then.auth() {
+                    lane.token = Some(then.clone());
+                }
             }
             lane.latency_ewma.store(before.latency_ewma.load(Ordering::Relaxed), Ordering::Relaxed);
             lane.upstream_headroom.store(before.upstream_headroom.load(Ordering::Relaxed), Ordering::Relaxed);

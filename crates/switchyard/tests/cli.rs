@@ -131,6 +131,10 @@ fn sample_value(name: &str) -> String {
         "redis://127.0.0.1:6379".into()
     } else if name.ends_with("RETENTION_KEY") {
         "0f".repeat(32)
+    } else if name.ends_with("SERVICE_ACCOUNT_FILE") {
+        // A key file that exists: check reads it (a throwaway test key).
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        root.join("crates/gateway/tests/fixtures/cloud/service-account.json").display().to_string()
     } else {
         format!("{}-0123456789abcdef", name.to_lowercase())
     }

@@ -1,11 +1,13 @@
 //! Upstream transports behind one small trait: real HTTP(S) with pooled
 //! keep-alive connections over rustls (HTTP/1.1 and HTTP/2 by ALPN,
 //! `TCP_NODELAY`); in [`hooks`], the SSRF-guarded client for URLs an
-//! operator configured; and, in [`mock`], the in-process vendor fake.
+//! operator configured; in [`token`], credentials fetched from a token
+//! endpoint; and, in [`mock`], the in-process vendor fake.
 
 pub mod hooks;
 pub mod mock;
 pub mod mock_operation;
+pub mod token;
 
 use std::future::Future;
 use std::pin::Pin;
