@@ -49,6 +49,9 @@ as_pg() {
 
 start() {
   local dir bin port
+  # Real TLS clients the data-listener tests drive.
+  need curl curl
+  need openssl openssl
   dir=$(mktemp -d /tmp/switchyard-services.XXXXXX)
   chmod 755 "$dir"
   bin=$(pg_bin)

@@ -67,6 +67,17 @@ pub struct RawServer {
     pub max_in_flight: Option<u64>,
     pub max_connection_body: Option<serde_yaml_ng::Value>,
     pub http2: Option<RawHttp2>,
+    /// TLS on the data listener.
+    pub tls: Option<RawServerTls>,
+}
+
+/// `server.tls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerTls {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: Option<String>,
 }
 
 /// HTTP/2 limits.

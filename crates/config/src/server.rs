@@ -33,6 +33,21 @@ pub struct Server {
     pub max_connection_body: usize,
     /// HTTP/2 limits.
     pub http2: Http2,
+    /// TLS on the data listener (`None`: plain HTTP).
+    pub tls: Option<ServerTls>,
+}
+
+/// `server.tls`: the data listener speaks TLS with this certificate and
+/// key (PEM files, read again on SIGHUP and when they change); with
+/// `client_ca`, every client presents a certificate that CA signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerTls {
+    /// The certificate chain.
+    pub cert: String,
+    /// Its private key.
+    pub key: String,
+    /// The CA that signs client certificates (mTLS), when required.
+    pub client_ca: Option<String>,
 }
 
 /// HTTP/2 limits of a listener.
@@ -58,6 +73,7 @@ impl Default for Server {
             max_in_flight: 10_000,
             max_connection_body: 64 << 20,
             http2: Http2 { max_concurrent_streams: 128, max_header_list_size: 16 << 10 },
+            tls: None,
         }
     }
 }
@@ -141,5 +157,10 @@ pub(crate) fn validate(raw: &raw::RawServer, issues: &mut Vec<Issue>) -> Server 
         max_in_flight: count(raw.max_in_flight, defaults.max_in_flight, "max_in_flight", issues),
         max_connection_body: max_connection_body as usize,
         http2: Http2 { max_concurrent_streams: streams.max(1), max_header_list_size: header_list as u32 },
+        tls: raw.tls.as_ref().map(|tls| ServerTls {
+            cert: tls.cert.clone(),
+            key: tls.key.clone(),
+            client_ca: tls.client_ca.clone(),
+        }),
     }
 }

@@ -35,7 +35,7 @@ async fn admin_over_tls() -> std::net::SocketAddr {
     let tls = switchyard_gateway::server::tls::acceptor(config.admin.tls.as_ref().unwrap()).unwrap();
     let gateway = Arc::new(switchyard_gateway::Gateway::new(config, switchyard_protocol::codec).unwrap());
     let mut settings = switchyard_gateway::server::Settings::plain(switchyard_config::Server::default());
-    settings.tls = Some(tls);
+    settings.tls = Some(switchyard_gateway::server::tls::LiveTls::fixed(tls));
     common::spawn_with(switchyard_gateway::admin_router(gateway), settings).await
 }
 

@@ -9,6 +9,7 @@ use anyhow::{bail, Context};
 use clap::{Parser, Subcommand, ValueEnum};
 use switchyard_config::{Config, Server as Limits, DEMO_CONFIG};
 use switchyard_gateway::reload::{ConfigSource, FileSource, LoadError, Reloader, TextSource};
+use switchyard_gateway::server::tls::LiveTls;
 use switchyard_gateway::server::{LiveRouter, Settings};
 use switchyard_gateway::Gateway;
 use switchyard_telemetry::access::{LineFormat, LineWriter};
@@ -180,6 +181,9 @@ fn check(path: &std::path::Path) -> anyhow::Result<()> {
     if let Some(tls) = &config.admin.tls {
         switchyard_gateway::server::tls::acceptor(tls).context("the admin TLS settings cannot be used")?;
     }
+    if let Some(tls) = &config.server.tls {
+        LiveTls::data(tls).context("the data listener's TLS settings (server.tls) cannot be used")?;
+    }
     for warning in &config.warnings {
         eprintln!("warning: {warning}");
     }
@@ -257,9 +261,16 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
         matched = facts.matched,
         "model facts: the bundled snapshot fills what the config's models leave out"
     );
+    // TLS on the data listener: read now (a bad file stops the boot), again
+    // on SIGHUP and whenever the files change.
+    let data_tls = match &gateway.config.server.tls {
+        Some(tls) => Some(LiveTls::data(tls).context("the data listener's TLS (server.tls) cannot start")?),
+        None => None,
+    };
     if let Some(model) = example_model {
+        let scheme = if data_tls.is_some() { "https" } else { "http" };
         let example = format!(
-            "curl -s http://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
+            "curl -s {scheme}://{bound}/v1/chat/completions -H 'content-type: application/json' -d '{{\"model\":\"{model}\",\"messages\":[{{\"role\":\"user\",\"content\":\"hello\"}}]}}'"
         );
         tracing::info!(%example, "try it");
     }
@@ -283,18 +294,25 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     // The running text is a version of the config (or, in a fleet, the
     // fleet's newest version serves here).
     switchyard_gateway::reload::follow_versions(&reloader).await;
-    tokio::spawn(reload_on_sighup(reloader.clone()));
+    let admin_tls = match &gateway.config.admin.tls {
+        Some(tls) => Some(LiveTls::admin(tls).context("admin TLS cannot start")?),
+        None => None,
+    };
+    let certificates: Vec<Arc<LiveTls>> = data_tls.iter().chain(&admin_tls).cloned().collect();
+    for tls in &certificates {
+        tls.watch(TLS_WATCH);
+    }
+    tokio::spawn(reload_on_sighup(reloader.clone(), certificates));
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
     let mut admin_settings = Settings::plain(admin_limits);
-    if let Some(tls) = &gateway.config.admin.tls {
-        admin_settings.tls = Some(switchyard_gateway::server::tls::acceptor(tls).context("admin TLS cannot start")?);
-    }
+    admin_settings.tls = admin_tls;
     let admin_task = tokio::spawn(switchyard_gateway::server::serve(admin, admin_router, admin_settings, async move {
         let _ = admin_stop.wait_for(|stop| *stop).await;
     }));
     let mut data_stop = stop_rx;
-    let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    let mut settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    settings.tls = data_tls;
     // Stores, caches, tasks and both listeners are up: ready for traffic.
     gateway.lifecycle.serving();
     switchyard_gateway::server::serve(listener, data_router, settings, async move {
@@ -334,8 +352,12 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reloads the config on every SIGHUP (a bad file is logged and refused).
-async fn reload_on_sighup(reloader: Arc<Reloader>) {
+/// How often the listeners' TLS files are looked at for a change.
+const TLS_WATCH: Duration = Duration::from_secs(5);
+
+/// Reloads the config, and the listeners' TLS files, on every SIGHUP (a
+/// bad file is logged and refused; what served keeps serving).
+async fn reload_on_sighup(reloader: Arc<Reloader>, certificates: Vec<Arc<LiveTls>>) {
     #[cfg(unix)]
     {
         let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
@@ -345,10 +367,15 @@ async fn reload_on_sighup(reloader: Arc<Reloader>) {
         while hangups.recv().await.is_some() {
             // The outcome is logged by the reloader.
             let _ = reloader.reload().await;
+            for tls in &certificates {
+                if let Err(err) = tls.reload() {
+                    tracing::warn!(error = %err, "TLS files cannot be used; the current certificate keeps serving");
+                }
+            }
         }
     }
     #[cfg(not(unix))]
-    drop(reloader);
+    drop((reloader, certificates));
 }
 
 async fn shutdown_signal() {

@@ -131,6 +131,14 @@ fn sample_value(name: &str) -> String {
         "redis://127.0.0.1:6379".into()
     } else if name.ends_with("RETENTION_KEY") {
         "0f".repeat(32)
+    } else if let Some(file) =
+        [("TLS_CERT_FILE", "server-a.pem"), ("TLS_KEY_FILE", "server-a.key"), ("TLS_CLIENT_CA_FILE", "ca.pem")]
+            .iter()
+            .find_map(|(suffix, file)| name.ends_with(suffix).then_some(file))
+    {
+        // TLS files that exist: check reads them (test-only material).
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        root.join("crates/gateway/tests/fixtures/tls-data").join(file).display().to_string()
     } else if name.ends_with("SERVICE_ACCOUNT_FILE") {
         // A key file that exists: check reads it (a throwaway test key).
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");

@@ -49,8 +49,9 @@ pub struct Settings {
     pub refuse: Refuse,
     /// Counters.
     pub stats: Arc<ListenerStats>,
-    /// TLS (with client certificates) in front of HTTP, when configured.
-    pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// TLS in front of HTTP, when configured (swappable: SIGHUP and a
+    /// changed file load a new certificate for new handshakes).
+    pub tls: Option<Arc<super::tls::LiveTls>>,
     /// Each request carries its connection's [`Peer`] (the admin plane's
     /// audit reads it; the data plane does not pay for it).
     pub peer: bool,
@@ -228,7 +229,8 @@ impl Connection {
                 let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
                 let _ = watcher.watch(builder.serve_connection(io, service)).await;
             }
-            Some(acceptor) => {
+            Some(tls) => {
+                let acceptor = tls.current();
                 if let Ok(Ok(stream)) = tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await {
                     let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
                     let _ = watcher.watch(builder.serve_connection(io, service)).await;
