@@ -228,6 +228,9 @@ CASES = [
     ("7-access-line-passthrough", "7. case 1 + the access line (the default)", "openai", OPENAI_MODEL, "chat-openai"),
     ("7-traced-passthrough", "7. case 1 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "chat-openai"),
     ("7-traced-stream64", "7. case 5/1 stream 64 + traces at 100 % over OTLP", "openai", OPENAI_MODEL, "stream64-openai"),
+    # TLS on the data listener (server.tls, ECDSA P-256, keep-alive connections).
+    ("19-tls-passthrough", "19. case 1 over TLS (server.tls)", "openai", OPENAI_MODEL, "chat-openai"),
+    ("19-tls-stream64", "19. case 5/1 stream 64 over TLS", "openai", OPENAI_MODEL, "stream64-openai"),
     # The console: case 6 while an operator watches (every page's API calls, each second).
     ("8-console-watched-governed", "8. case 6 governed, the console polled every second", "openai", OPENAI_MODEL, "chat-openai"),
     # Embeddings: 16 inputs, 1024-float vectors.
@@ -283,6 +286,8 @@ VARIANTS = {
     "17-retained-chat": dict(of="6-governed-passthrough", extra="retained", goal="≤ 1.15"),
     "17-retained-stream64": dict(of="6-governed-stream64", extra="retained", goal="≤ 1.15"),
     "18-end-user-chat": dict(of="6-governed-passthrough", extra="end_users", goal="≤ 1.05"),
+    "19-tls-passthrough": dict(of="1-passthrough", extra="tls", goal="≤ 1.3"),
+    "19-tls-stream64": dict(of="5-1-stream64-passthrough", extra="tls", goal="≤ 1.3"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
     "13-stream64-continued": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.5", ttfb_goal="≤ 1.05"),
@@ -431,19 +436,40 @@ def free_port():
         return s.getsockname()[1]
 
 
+# Ports that speak TLS right now (the "tls" setup's gateway while it runs):
+# every client here (wrk, RawClient, the health wait) reads its scheme from
+# this, so a case measures the same exchange over TLS with nothing else
+# changed. The bench trusts its own test certificate without checking it.
+TLS_PORTS = set()
+TLS_FILES = os.path.join(HERE, "..", "crates", "gateway", "tests", "fixtures", "tls-data")
+
+
+def scheme(port):
+    return "https" if port in TLS_PORTS else "http"
+
+
+def unverified():
+    import ssl
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def wait_http(port, path="/healthz", proc=None, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise BenchError("a server on port %d exited with %s while starting" % (port, proc.returncode))
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=1) as r:
+            ctx = unverified() if port in TLS_PORTS else None
+            with urllib.request.urlopen("%s://127.0.0.1:%d%s" % (scheme(port), port, path), timeout=1, context=ctx) as r:
                 if r.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.05)
-    raise BenchError("nothing answered http://127.0.0.1:%d%s within %.0fs" % (port, path, timeout))
+    raise BenchError("nothing answered %s://127.0.0.1:%d%s within %.0fs" % (scheme(port), port, path, timeout))
 
 
 # --------------------------------------------------------------------------
@@ -460,6 +486,8 @@ class RawClient:
     def connect(self):
         self.sock = socket.create_connection(("127.0.0.1", self.port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.port in TLS_PORTS:
+            self.sock = unverified().wrap_socket(self.sock, server_hostname="localhost")
         self.buf = b""
 
     def close(self):
@@ -660,7 +688,7 @@ class Wrk:
                    BENCH_HEADERS="\n".join("%s: %s" % kv for kv in (headers or {}).items()))
         argv = [
             "wrk", "-t1", "-c%d" % conns, "-d%ds" % secs, "--timeout", "5s", "--latency",
-            "-s", os.path.join(HERE, "wrk_post.lua"), "http://127.0.0.1:%d%s" % (port, path),
+            "-s", os.path.join(HERE, "wrk_post.lua"), "%s://127.0.0.1:%d%s" % (scheme(port), port, path),
         ]
         p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=secs + 30)
         if p.returncode != 0 or not os.path.exists(out_file):
@@ -782,7 +810,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "retained", "end_users", "quiet", "access_line", "traced", "before")
+SETUPS = ("open", "governed", "fleet", "retained", "end_users", "quiet", "access_line", "traced", "tls", "before")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -829,6 +857,9 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
         text += FLEET_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, postgres=postgres, redis=redis,
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+    elif setup == "tls":
+        text += 'server: {{ tls: {{ cert: "{cert}", key: "{key}" }} }}\n'.format(
+            cert=os.path.join(TLS_FILES, "server-a.pem"), key=os.path.join(TLS_FILES, "server-a.key"))
     elif setup not in SETUPS:
         raise BenchError("unknown setup %s (have %s)" % (setup, ", ".join(SETUPS)))
     return text
@@ -1058,6 +1089,8 @@ def run(opts):
             governed = extra in GOVERNED_SETUPS
             if extra and extra not in variant_confs:
                 raise BenchError("%s needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)" % cid)
+            if extra == "tls":
+                TLS_PORTS.add(gw_port)
             gw = start_gateway(binary, variant_confs[extra] if extra else gw_conf)
             try:
                 idle_rss, _ = mem_kib(gw.pid)
@@ -1084,6 +1117,7 @@ def run(opts):
                     raise BenchError("%s: the gateway exited" % cid)
             finally:
                 procs.stop(gw)
+                TLS_PORTS.discard(gw_port)
             return chk, g
 
         for key, b in BASELINES.items():

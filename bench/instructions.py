@@ -74,6 +74,10 @@ def main():
                 tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
             else:
                 tool = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=" + out]
+            if setup == "tls":
+                bench.TLS_PORTS.add(gw_port)
+            else:
+                bench.TLS_PORTS.discard(gw_port)
             gw = procs.start(tool + [binary, "serve", "--config", conf], env=env)
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}

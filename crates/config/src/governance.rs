@@ -173,6 +173,9 @@ impl Default for Governance {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawAuth {
     pub mode: Option<String>,
+    /// Issuers whose tokens callers may present instead of a key.
+    #[serde(default)]
+    pub jwt: Vec<crate::identity::RawJwtIssuer>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -12,6 +12,7 @@ pub mod facts;
 mod governance;
 mod guard;
 mod hooks;
+mod identity;
 mod interpolate;
 mod operator;
 mod raw;
@@ -35,6 +36,7 @@ use std::time::Duration;
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
 pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
+pub use identity::JwtIssuer;
 pub use server::{Http2, Server, ServerTls};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_codec::Credentials;
@@ -115,6 +117,8 @@ pub struct Config {
     pub global_hooks: Vec<usize>,
     /// How callers authenticate.
     pub auth: AuthMode,
+    /// Issuers whose tokens callers may present instead of a key (`auth.jwt`).
+    pub jwt: Vec<JwtIssuer>,
     /// The admin plane.
     pub admin: Admin,
     /// Where records live.
@@ -706,6 +710,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let admin_listen = parse_addr(raw.admin_listen.as_deref(), "127.0.0.1:8081", "admin_listen", issues);
     let admin = governance::admin(&raw.admin, issues);
     let auth = governance::auth_mode(raw.auth.as_ref(), issues);
+    let jwt = identity::jwt_issuers(raw.auth.as_ref().map_or(&[][..], |a| &a.jwt), auth == AuthMode::Keys, issues);
     let storage = governance::storage(&raw.storage, issues);
     let policies = guard::policies(&raw.policies, issues);
     let cache = cache_store(raw.cache.as_ref(), issues);
@@ -1083,6 +1088,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         hooks: all_hooks,
         global_hooks,
         auth,
+        jwt,
         admin,
         storage,
         groups,

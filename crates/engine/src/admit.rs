@@ -105,7 +105,8 @@ pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, reco
 
 /// The end user a request is made for: the operator's header
 /// (`end_users.header`), else the caller's own field (OpenAI `user`,
-/// Anthropic `metadata.user_id`, Bedrock `requestMetadata.user`), cut to
+/// Anthropic `metadata.user_id`, Bedrock `requestMetadata.user`), else a
+/// token caller's subject (`auth.jwt`), cut to
 /// `end_users.max_length` bytes at a character.
 fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
     let config = &gateway.config.end_users;
@@ -115,7 +116,11 @@ fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
             // The ingress scan looked for the metered members (and the end
             // user's) of a governed chat request.
             let scanned = (call.operation == Operation::Chat && !call.count_tokens).then_some(&call.metered);
-            gateway.codec(call.ingress).end_user(&call.body, scanned)?
+            match gateway.codec(call.ingress).end_user(&call.body, scanned) {
+                Some(named) => named,
+                // A token's caller: its subject.
+                None => std::borrow::Cow::Borrowed(call.caller.as_ref()?.subject.as_deref()?),
+            }
         }
     };
     let named = named.trim();

@@ -259,7 +259,9 @@ pub(crate) async fn send_to_lane(
                 }
             }
             if let Some(token) = &lane.token {
-                let bearer = token.bearer().await.map_err(|err| TransportError::Connect(err.to_string()))?;
+                // Boxed: the fetch's state is large, and unboxed it would
+                // grow every send's future (and what each request copies).
+                let bearer = Box::pin(token.bearer()).await.map_err(|err| TransportError::Connect(err.to_string()))?;
                 headers.insert(http::header::AUTHORIZATION, bearer);
             }
             if let Some((caller_headers, ingress)) = out.caller {

@@ -12,6 +12,7 @@
 
 pub mod admission;
 pub mod authenticate;
+pub mod jwt;
 pub mod ledger;
 mod metrics;
 
@@ -59,13 +60,24 @@ struct KeyIndex {
     by_hash: HashMap<KeyHash, Arc<CachedKey>>,
     by_aws: HashMap<String, Arc<CachedKey>>,
     by_id: HashMap<String, Arc<CachedKey>>,
+    /// A token's caller per (issuer in `auth.jwt`, group): a key of its
+    /// own in memory, never stored and never found by a secret.
+    by_jwt: HashMap<(usize, String), Arc<CachedKey>>,
 }
 
 /// The authenticated caller of a request.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    /// Its key.
+    /// Its key (for a token's caller, the one its issuer and group share).
     pub key: Arc<CachedKey>,
+    /// A token's subject: the request's end user unless it names one.
+    pub subject: Option<Arc<str>>,
+}
+
+/// The id of the in-memory key a token of issuer `name` and group `group`
+/// is admitted as (`jwt:corp:research`): what the ledger and spend name.
+pub fn jwt_key_id(name: &str, group: &str) -> String {
+    format!("jwt:{name}:{group}")
 }
 
 /// What governance counts, for `/stats` and metrics.
@@ -111,6 +123,8 @@ pub struct Governance {
     prices: ArcSwap<Prices>,
     /// Abuse suspension (`governance.suspend`), when on.
     pub suspend: Option<switchyard_config::Suspend>,
+    /// Identity providers whose tokens callers may present (`auth.jwt`).
+    pub jwt: Option<Arc<jwt::Issuers>>,
     /// Each key's refusals of its own in the current window: (window
     /// start in Unix ms, count). Touched only when a request is refused.
     abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
@@ -129,6 +143,36 @@ pub const REFUSALS_LOGGED: u64 = 1_200;
 /// The alert subject of a key's suspension.
 pub fn suspension_subject(record: &KeyRecord) -> String {
     format!("key `{}` ({})", record.name, record.id)
+}
+
+/// The in-memory key a token of `issuer` naming `group` is admitted as:
+/// no secret (its hash is of a random value no caller holds), no budget or
+/// limits of its own (the group's apply; the token's subject is its end
+/// user, so a group's end-user policy caps each workload), the issuer's
+/// pools.
+fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
+    let id = jwt_key_id(&issuer.name, group);
+    let unguessable: String = (0..4).map(|_| format!("{:016x}", fastrand::u64(..))).collect();
+    KeyRecord {
+        name: format!("{} token ({group})", issuer.name),
+        prefix: format!("jwt:{}", issuer.name),
+        hash: KeyHash::of(&unguessable),
+        group: Some(group.to_owned()),
+        pools: issuer.pools.clone(),
+        policies: None,
+        budget: None,
+        limits: Default::default(),
+        expires_at: None,
+        revoked_at: None,
+        metadata: serde_json::Map::new(),
+        created_at: 0,
+        rotated_at: None,
+        aws: None,
+        end_users: None,
+        suspended_until: None,
+        version: 0,
+        id,
+    }
 }
 
 /// A budgeted bucket's spend in its current window (nano-USD).
@@ -222,6 +266,16 @@ pub async fn from_config(
         .await
         .map_err(|err| StartError::Store(StoreError::Unavailable(format!("storage.redis_url: {err}"))))?;
         governance.fleet = Some(fleet);
+    }
+    // Callers' tokens: each issuer's keys fetched before the first request
+    // (an identity provider that is down is logged and fetched again).
+    if let Some(issuers) = &governance.jwt {
+        for (index, issuer) in issuers.configs().enumerate() {
+            if let Err(err) = issuers.refresh(index).await {
+                tracing::warn!(issuer = %issuer.name, error = %err, "JWKS could not be fetched at boot; tokens are refused until it is");
+            }
+        }
+        jwt::Issuers::spawn_refreshers(issuers);
     }
     let governance = Arc::new(governance);
     let _ = governance.me.set(Arc::downgrade(&governance));
@@ -363,6 +417,7 @@ impl Governance {
             audit_gate: crate::audit::AuditGate::default(),
             prices: ArcSwap::from_pointee(prices),
             suspend: config.governance.suspend,
+            jwt: jwt::Issuers::new(&config.jwt),
             abuse: Mutex::new(HashMap::default()),
             me: std::sync::OnceLock::new(),
             refusal_log: Mutex::new(switchyard_governance::rate::Gcra::new(REFUSALS_LOGGED)),
@@ -413,6 +468,21 @@ impl Governance {
                 unseeded.push(id);
             }
         }
+        // A token's callers: one key per trusted issuer and group, limited
+        // to the issuer's pools, drawing on the group's budget tree.
+        let tokens: Vec<((usize, String), KeyRecord)> = self
+            .jwt
+            .iter()
+            .flat_map(|issuers| issuers.configs().enumerate().collect::<Vec<_>>())
+            .flat_map(|(index, issuer)| {
+                groups.keys().map(move |group| ((index, group.clone()), jwt_record(issuer, group)))
+            })
+            .collect();
+        let token_ids: std::collections::HashSet<String> = tokens.iter().map(|(_, r)| r.id.clone()).collect();
+        let mut token_places: HashMap<String, (usize, String)> =
+            tokens.iter().map(|(place, record)| (record.id.clone(), place.clone())).collect();
+        let records =
+            records.into_iter().filter(|r| !token_ids.contains(&r.id)).chain(tokens.into_iter().map(|(_, r)| r));
         for record in records {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
@@ -439,6 +509,10 @@ impl Governance {
                     .iter()
                     .any(|(_, p)| p.budget.is_some() || p.overrides.values().any(|o| o.budget.is_some()));
             let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted, end_users });
+            if let Some(place) = token_places.remove(&cached.record.id) {
+                index.by_jwt.insert(place, cached);
+                continue;
+            }
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
                 index.by_aws.insert(aws.access_key_id.clone(), cached.clone());
@@ -595,6 +669,11 @@ impl Governance {
     /// and alert on.
     pub fn note_refusal(&self, caller: &Caller, now: u64) -> Option<i64> {
         let suspend = self.suspend?;
+        // A token's callers share their issuer and group's key, which no
+        // store holds: one workload's conduct cannot suspend the others.
+        if caller.subject.is_some() || caller.key.id.starts_with("jwt:") {
+            return None;
+        }
         let mut abuse = self.abuse.lock().unwrap_or_else(PoisonError::into_inner);
         if abuse.len() >= MAX_ABUSE_ENTRIES && !abuse.contains_key(&caller.key.id) {
             abuse.clear();

@@ -142,6 +142,31 @@ impl HookClient {
         };
         tokio::time::timeout(timeout, exchange).await.map_err(|_| HookError::Timeout(timeout))?
     }
+
+    /// GETs `url` within `timeout`; a 2xx answer's body (at most the hook
+    /// reply cap) comes back (a published document: a JWKS, an OpenID
+    /// configuration).
+    pub async fn get(&self, url: &str, timeout: Duration) -> Result<Bytes, HookError> {
+        let request = Request::get(url)
+            .header(http::header::ACCEPT, HeaderValue::from_static("application/json"))
+            .header(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
+            )
+            .body(Full::new(Bytes::new()))
+            .map_err(|err| HookError::Transport(err.to_string()))?;
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|err| HookError::Transport(err.to_string()))?;
+            if !response.status().is_success() {
+                return Err(HookError::Status(response.status().as_u16()));
+            }
+            collect_limited(response.into_body(), MAX_REPLY_BYTES).await.map_err(|err| match err {
+                CollectError::TooLarge(_) => HookError::TooLarge,
+                CollectError::Read(message) => HookError::Transport(message),
+            })
+        };
+        tokio::time::timeout(timeout, exchange).await.map_err(|_| HookError::Timeout(timeout))?
+    }
 }
 
 impl Default for HookClient {

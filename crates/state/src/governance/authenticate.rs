@@ -11,7 +11,7 @@ use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
 use switchyard_governance::KeyHash;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
-use super::{now_ms, Caller, Governance};
+use super::{now_ms, Caller, Governance, KeyIndex};
 
 /// Why governance turned a request away (a bounded label set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,6 +125,27 @@ impl Governance {
         self.refuse(Refused::InvalidKey, info)
     }
 
+    /// A caller presenting an identity provider's token (`auth.jwt`):
+    /// admitted as its issuer and group's in-memory key, its subject the
+    /// end user.
+    fn authenticate_token(&self, index: &KeyIndex, token: &str) -> Result<Option<Caller>, ErrorInfo> {
+        let Some(issuers) = &self.jwt else { return Ok(None) };
+        let verified = issuers.verify(token, now_ms() / 1000).map_err(|refusal| {
+            let why = match refusal {
+                super::jwt::JwtRefusal::Malformed(_) => Refused::MissingKey,
+                _ => Refused::InvalidKey,
+            };
+            self.refuse(why, ErrorInfo::new(ErrorKind::Authentication, refusal.to_string()))
+        })?;
+        let found = verified.groups.iter().find_map(|group| index.by_jwt.get(&(verified.issuer, group.clone())));
+        let Some(key) = found else {
+            let message =
+                format!("the token names group `{}`, which this gateway does not have", verified.groups.join("`, `"));
+            return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+        };
+        Ok(Some(Caller { key: key.clone(), subject: verified.subject }))
+    }
+
     pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         info
@@ -150,6 +171,9 @@ impl Governance {
                 };
                 let message = format!("no API key: send your Switchyard key as {hint}");
                 return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+            }
+            Credential::Key(token) if self.jwt.is_some() && super::jwt::looks_like_jwt(token) => {
+                return self.authenticate_token(&index, token);
             }
             Credential::Key(secret) => {
                 let invalid = || {
@@ -189,7 +213,7 @@ impl Governance {
             }
         };
         match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller { key })),
+            KeyState::Active => Ok(Some(Caller { key, subject: None })),
             KeyState::Expired => Err(self.refuse(
                 Refused::ExpiredKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),
