@@ -140,7 +140,7 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users")
+GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt")
 # The end user the "end_users" setup's requests name (the operator's header).
 BENCH_END_USER = "bench-user"
 
@@ -154,6 +154,10 @@ def key_headers(admin_port, ingress, name="bench", setup=None):
         data=json.dumps({"name": name, "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
                          "limits": {"rpm": 1000000000}}).encode(),
         headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
+    if setup == "jwt":
+        # A workload's identity-provider token instead of a key (auth.jwt).
+        with open(os.path.join(IDENTITY_FILES, "bench-token.txt")) as f:
+            return {"authorization": "Bearer " + f.read().strip()}
     with urllib.request.urlopen(req, timeout=30) as r:
         key = json.loads(r.read())["key"]
     headers = {"x-api-key": key} if ingress == "anthropic" else {"authorization": "Bearer " + key}
@@ -231,6 +235,8 @@ CASES = [
     # TLS on the data listener (server.tls, ECDSA P-256, keep-alive connections).
     ("19-tls-passthrough", "19. case 1 over TLS (server.tls)", "openai", OPENAI_MODEL, "chat-openai"),
     ("19-tls-stream64", "19. case 5/1 stream 64 over TLS", "openai", OPENAI_MODEL, "stream64-openai"),
+    # A workload's identity-provider token (auth.jwt) instead of a virtual key.
+    ("20-jwt-passthrough", "20. case 6 with a JWT instead of a key (auth.jwt)", "openai", OPENAI_MODEL, "chat-openai"),
     # The console: case 6 while an operator watches (every page's API calls, each second).
     ("8-console-watched-governed", "8. case 6 governed, the console polled every second", "openai", OPENAI_MODEL, "chat-openai"),
     # Embeddings: 16 inputs, 1024-float vectors.
@@ -287,6 +293,7 @@ VARIANTS = {
     "17-retained-stream64": dict(of="6-governed-stream64", extra="retained", goal="≤ 1.15"),
     "18-end-user-chat": dict(of="6-governed-passthrough", extra="end_users", goal="≤ 1.05"),
     "19-tls-passthrough": dict(of="1-passthrough", extra="tls", goal="≤ 1.3"),
+    "20-jwt-passthrough": dict(of="6-governed-passthrough", extra="jwt", goal="≤ 1.05"),
     "19-tls-stream64": dict(of="5-1-stream64-passthrough", extra="tls", goal="≤ 1.3"),
     "11-prefix-affinity": dict(of="2-pool-alias", extra=None, goal="≤ 1.05"),
     "12-two-protocol-pool": dict(of="2-pool-alias", extra=None, goal="≤ 1.02"),
@@ -784,6 +791,25 @@ rate_card:
   bench: {{ budget: {{ usd: 1000000, window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }} }}
 """
 BENCH_ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
+# A workload's token (auth.jwt) instead of a virtual key: the bench group,
+# its signing key published by a static JWKS server (ensure_jwks).
+JWT_EXTRA = GOVERNED_EXTRA.replace(
+    "auth: {{ mode: keys }}",
+    'auth: {{ mode: keys, jwt: [{{ name: bench, issuer: "https://idp.bench.example", '
+    'jwks_url: "http://127.0.0.1:{jwks}/jwks-k1.json", audience: switchyard, group_claim: team }}] }}')
+IDENTITY_FILES = os.path.join(HERE, "..", "crates", "gateway", "tests", "fixtures", "identity")
+JWKS = {"port": None}
+
+
+def ensure_jwks(procs):
+    """Serves the identity fixtures' JWKS on loopback (once per run)."""
+    if JWKS["port"] is None:
+        port = free_port()
+        proc = procs.start([sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
+                            "--directory", IDENTITY_FILES], stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        wait_http(port, "/jwks-k1.json", proc=proc)
+        JWKS["port"] = port
+    return JWKS["port"]
 # Retention: the same governance, the bench group keeping redacted text.
 RETAINED_EXTRA = GOVERNED_EXTRA.replace(
     "  bench: {{ budget:", "  bench: {{ retention: redacted, budget:") + (
@@ -810,7 +836,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "retained", "end_users", "quiet", "access_line", "traced", "tls", "before")
+SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -845,6 +871,12 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
     elif setup == "end_users":
         text += END_USERS_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "end-users-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+    elif setup == "jwt":
+        if JWKS["port"] is None:
+            raise BenchError("the jwt setup needs its JWKS server (ensure_jwks)")
+        text += JWT_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "jwt-%d.db" % time.monotonic_ns()), jwks=JWKS["port"],
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "retained":
         text += RETAINED_EXTRA.format(
@@ -1067,6 +1099,7 @@ def run(opts):
         with open(gw_conf) as fh:
             results["gateway_config"] = fh.read()
         variant_confs = {}
+        ensure_jwks(procs)
         for setup in SETUPS[1:]:
             if setup == "fleet" and not os.environ.get("BENCH_POSTGRES_URL"):
                 continue  # no servers: the fleet cases say so if selected

@@ -62,6 +62,8 @@ def main():
         mock = procs.start([opts.switchyard, "mock-upstream", "--listen", "127.0.0.1:%d" % up_port])
         bench.wait_http(up_port, proc=mock)
         gw_port, gw_admin = bench.free_port(), bench.free_port()
+        if "jwt" in opts.setups.split(","):
+            bench.ensure_jwks(procs)
         env = dict(os.environ, SWITCHYARD_LOG=opts.log)
 
         def measure(binary, setup, n):
