@@ -82,6 +82,8 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/ui/", get(page_root))
         .route("/ui/{page}", get(page))
         .route("/ui/login", get(login_page).post(login))
+        .route("/ui/login/oidc", get(crate::oidc::start))
+        .route("/ui/oidc/callback", get(crate::oidc::callback))
         .route("/ui/logout", post(logout))
         .route("/ui/assets/{file}", get(asset))
         .with_state(gateway)
@@ -112,6 +114,8 @@ async fn page_root(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> R
 struct LoginQuery {
     failed: Option<String>,
     ended: Option<String>,
+    /// How a single sign-on ended (a fixed word; never echoed).
+    sso: Option<String>,
 }
 
 async fn page(State(gateway): State<Arc<Gateway>>, Path(page): Path<String>, headers: HeaderMap) -> Response {
@@ -120,7 +124,19 @@ async fn page(State(gateway): State<Arc<Gateway>>, Path(page): Path<String>, hea
 
 /// The login form, with why it is shown again (or why nobody can sign in).
 async fn login_page(State(gateway): State<Arc<Gateway>>, Query(query): Query<LoginQuery>) -> Response {
-    let message = if gateway.config.admin.tokens.is_empty() {
+    let sso = match query.sso.as_deref() {
+        Some("no_role") => Some(
+            "You signed in, but your account has no role on this console: ask an operator to bind one of your groups.",
+        ),
+        Some("expired") => Some("That sign-in expired or was already used: sign in again."),
+        Some("refused") => Some("The identity provider did not sign you in."),
+        Some("unavailable") => Some("The identity provider cannot be reached right now."),
+        Some(_) => Some("Single sign-on failed: sign in again, or use an admin token."),
+        None => None,
+    };
+    let message = if let Some(sso) = sso {
+        sso
+    } else if gateway.config.admin.tokens.is_empty() && gateway.oidc.is_none() {
         "This gateway has no admin tokens, so nobody can sign in: add one under admin.tokens in the config and reload."
     } else if query.failed.is_some() {
         "That token is not one of this gateway's admin tokens."
@@ -130,8 +146,14 @@ async fn login_page(State(gateway): State<Arc<Gateway>>, Query(query): Query<Log
         ""
     };
     let role = if message.is_empty() { "" } else { " role=\"alert\"" };
-    let html =
+    let mut html =
         LOGIN_VERSIONED.replace("<p class=\"message\"></p>", &format!("<p class=\"message\"{role}>{message}</p>"));
+    if gateway.oidc.is_some() {
+        html = html.replace(
+            "<!-- sso -->",
+            "<p class=\"sso\"><a class=\"button\" href=\"/ui/login/oidc\">Sign in with single sign-on</a></p>",
+        );
+    }
     html_response(html)
 }
 

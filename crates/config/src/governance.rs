@@ -72,6 +72,8 @@ pub struct Admin {
     /// Changes one admin token (or console user) may make a minute: a
     /// runaway script gets 429s, not a churn of keys.
     pub mutations_per_minute: u64,
+    /// Console sign-in through an OpenID Connect provider.
+    pub oidc: Option<crate::identity::Oidc>,
 }
 
 impl Default for Admin {
@@ -82,6 +84,7 @@ impl Default for Admin {
             insecure: false,
             audit_retention: DEFAULT_AUDIT_RETENTION,
             mutations_per_minute: DEFAULT_MUTATIONS_PER_MINUTE,
+            oidc: None,
         }
     }
 }
@@ -201,6 +204,8 @@ pub(crate) struct RawAdmin {
     pub insecure: Option<bool>,
     pub audit_retention: Option<String>,
     pub mutations_per_minute: Option<u64>,
+    /// Console sign-in through an OpenID Connect provider.
+    pub oidc: Option<crate::identity::RawOidc>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -341,6 +346,7 @@ pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
         insecure: raw.insecure.unwrap_or(false),
         audit_retention,
         mutations_per_minute: mutations_per_minute(raw.mutations_per_minute, issues),
+        oidc: raw.oidc.as_ref().map(|oidc| crate::identity::oidc(oidc, issues)),
     }
 }
 

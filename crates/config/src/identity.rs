@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{check_outbound_url, duration_or, Issue};
+use crate::{check_outbound_url, duration_or, Issue, Scope};
 
 /// A trusted issuer of callers' tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,140 @@ pub struct JwtIssuer {
     pub leeway: Duration,
     /// Pools its callers may name (`None`: every one).
     pub pools: Option<Vec<String>>,
+}
+
+/// Console sign-in through an OpenID Connect provider (`admin.oidc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oidc {
+    /// The provider's issuer (discovery at `{issuer}/.well-known/openid-configuration`).
+    pub issuer: String,
+    /// The console's client id there.
+    pub client_id: String,
+    /// Its secret (`None`: a public client; PKCE protects the code either way).
+    pub client_secret: Option<String>,
+    /// Where the provider sends the browser back: this listener's
+    /// `/ui/oidc/callback`, as the browser reaches it.
+    pub redirect_url: String,
+    /// Scopes asked for (`openid` always).
+    pub scopes: Vec<String>,
+    /// The claim shown as who signed in.
+    pub name_claim: String,
+    /// Claim values → a role; the first that matches wins.
+    pub roles: Vec<RoleBinding>,
+    /// The most a sign-in through this provider may be granted.
+    pub max_role: Scope,
+}
+
+/// One role binding: a claim (a string, or a list that contains `value`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoleBinding {
+    /// The claim read (`groups`, `roles`, `email`, ...).
+    pub claim: String,
+    /// The value it must have or contain.
+    pub value: String,
+    /// What it grants.
+    pub role: Scope,
+}
+
+impl Oidc {
+    /// The role `claims` are granted, within the ceiling (`None`: none).
+    pub fn role_of(&self, claims: &serde_json::Value) -> Option<Scope> {
+        let granted = self.roles.iter().find(|binding| match &claims[&binding.claim] {
+            serde_json::Value::String(value) => *value == binding.value,
+            serde_json::Value::Array(values) => values.iter().any(|v| v.as_str() == Some(binding.value.as_str())),
+            _ => false,
+        })?;
+        Some(match (granted.role, self.max_role) {
+            (Scope::Full, Scope::Full) => Scope::Full,
+            _ => Scope::Read,
+        })
+    }
+}
+
+/// `admin.oidc`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawOidc {
+    pub issuer: String,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    pub redirect_url: String,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    pub name_claim: Option<String>,
+    #[serde(default)]
+    pub roles: Vec<RawRoleBinding>,
+    pub max_role: Option<String>,
+}
+
+/// `admin.oidc.roles[i]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRoleBinding {
+    pub claim: String,
+    pub value: String,
+    pub role: String,
+}
+
+fn role(text: &str, key: &str, issues: &mut Vec<Issue>) -> Scope {
+    match text {
+        "full" => Scope::Full,
+        "read_only" | "read" => Scope::Read,
+        other => {
+            issues.push(Issue::new(key, format!("`{other}` is not a role"), "use full or read_only"));
+            Scope::Read
+        }
+    }
+}
+
+/// Reads `admin.oidc`.
+pub(crate) fn oidc(raw: &RawOidc, issues: &mut Vec<Issue>) -> Oidc {
+    if let Err(message) = check_outbound_url(&raw.issuer) {
+        issues.push(Issue::new("admin.oidc.issuer", message, "use the provider's https issuer URL"));
+    }
+    let redirect_ok = (raw.redirect_url.starts_with("https://") || raw.redirect_url.starts_with("http://"))
+        && raw.redirect_url.ends_with("/ui/oidc/callback");
+    if !redirect_ok {
+        issues.push(Issue::new(
+            "admin.oidc.redirect_url",
+            format!("`{}` is not this console's callback", raw.redirect_url),
+            "write the admin listener's URL as browsers reach it, ending in /ui/oidc/callback",
+        ));
+    }
+    if raw.client_id.trim().is_empty() {
+        issues.push(Issue::new(
+            "admin.oidc.client_id",
+            "client_id is empty",
+            "set the console's client id at the provider",
+        ));
+    }
+    if raw.roles.is_empty() {
+        issues.push(Issue::new(
+            "admin.oidc.roles",
+            "no role bindings: nobody who signs in could do anything",
+            "bind a claim value to a role, e.g. { claim: groups, value: platform, role: full }",
+        ));
+    }
+    let roles = raw
+        .roles
+        .iter()
+        .enumerate()
+        .map(|(index, binding)| RoleBinding {
+            claim: binding.claim.clone(),
+            value: binding.value.clone(),
+            role: role(&binding.role, &format!("admin.oidc.roles[{index}].role"), issues),
+        })
+        .collect();
+    Oidc {
+        issuer: raw.issuer.trim_end_matches('/').to_owned(),
+        client_id: raw.client_id.clone(),
+        client_secret: raw.client_secret.clone().filter(|s| !s.is_empty()),
+        redirect_url: raw.redirect_url.clone(),
+        scopes: if raw.scopes.is_empty() { vec!["email".into(), "profile".into()] } else { raw.scopes.clone() },
+        name_claim: raw.name_claim.clone().unwrap_or_else(|| "email".to_owned()),
+        roles,
+        max_role: raw.max_role.as_deref().map_or(Scope::Full, |text| role(text, "admin.oidc.max_role", issues)),
+    }
 }
 
 /// `auth.jwt[i]`.

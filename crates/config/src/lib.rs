@@ -36,7 +36,7 @@ use std::time::Duration;
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
 pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
-pub use identity::JwtIssuer;
+pub use identity::{JwtIssuer, Oidc, RoleBinding};
 pub use server::{Http2, Server, ServerTls};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_codec::Credentials;

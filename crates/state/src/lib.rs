@@ -18,6 +18,7 @@ pub mod governance;
 pub mod guardrails;
 mod lane;
 pub mod lifecycle;
+pub mod oidc;
 mod pool;
 pub mod response_cache;
 pub mod retention;
@@ -84,6 +85,9 @@ pub struct Gateway {
     pub fleet_state: Option<Arc<switchyard_fleet::shared::FleetState>>,
     /// The console's signed-in sessions (kept across reloads).
     pub sign_ins: Arc<crate::sign_ins::SignIns>,
+    /// Console sign-in through `admin.oidc` (kept across reloads that
+    /// leave it as it is, with its sign-ins in progress).
+    pub oidc: Option<Arc<crate::oidc::OidcClient>>,
     /// Tool-call signatures kept for callers that drop them (kept across
     /// reloads; in governance's store or the fleet's Redis when there is one).
     pub signatures: crate::signatures::Signatures,
@@ -368,6 +372,7 @@ impl Gateway {
         .with_guardrails(guardrails.catalog.clone());
         let telemetry = Arc::new(switchyard_telemetry::Telemetry::local(&config));
         let retention = retention::Retention::build(&config).map(Arc::new);
+        let oidc = config.admin.oidc.clone().map(|oidc| Arc::new(crate::oidc::OidcClient::new(oidc)));
         Ok(Gateway {
             config,
             codecs,
@@ -384,6 +389,7 @@ impl Gateway {
             admin_rate: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
+            oidc,
             signatures: crate::signatures::Signatures::in_process(),
             restart_pending: Vec::new(),
             stages: Vec::new(),
@@ -432,6 +438,11 @@ impl Gateway {
         self.fleet_state.clone_from(&old.fleet_state);
         self.telemetry = old.telemetry.clone();
         self.sign_ins = old.sign_ins.clone();
+        if let (Some(now), Some(then)) = (&self.oidc, &old.oidc) {
+            if now.config() == then.config() {
+                self.oidc = Some(then.clone());
+            }
+        }
         self.signatures = old.signatures.clone();
         self.lifecycle = old.lifecycle.clone();
         self.admin_rate = old.admin_rate.clone();

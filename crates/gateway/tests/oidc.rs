@@ -1,0 +1,308 @@
+//! Console sign-in through OpenID Connect (`admin.oidc`), against a small
+//! identity provider run by the test on loopback: discovery, the
+//! authorization endpoint (which signs in whoever the test says), a token
+//! endpoint that checks the PKCE verifier against the challenge and the
+//! client secret, and a JWKS it can rotate. The browser's part is played by
+//! a client that follows the redirects by hand: the console's session
+//! cookie opens the admin API with the role the bindings grant.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Form, Query, State};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::Json;
+use base64::Engine;
+use common::*;
+use serde_json::{json, Value};
+
+fn signing_key(kid: &str) -> jsonwebtoken::EncodingKey {
+    let pem = std::fs::read(format!("{}/tests/fixtures/identity/{kid}.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    jsonwebtoken::EncodingKey::from_ec_pem(&pem).unwrap()
+}
+
+fn jwks(kid: &str) -> Value {
+    let text =
+        std::fs::read_to_string(format!("{}/tests/fixtures/identity/jwks-{kid}.json", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// An issued code's PKCE challenge, nonce and redirect URI.
+type Issued = (String, String, String);
+
+/// The fake identity provider's state.
+#[derive(Clone, Default)]
+struct Idp {
+    base: Arc<Mutex<String>>,
+    /// The claims of whoever signs in next.
+    user: Arc<Mutex<Value>>,
+    /// Issued codes: code → (challenge, nonce, redirect_uri).
+    codes: Arc<Mutex<HashMap<String, Issued>>>,
+    /// The key it signs with now.
+    kid: Arc<Mutex<String>>,
+    /// Refuses everything at the token endpoint with a wrong nonce.
+    wrong_nonce: Arc<Mutex<bool>>,
+}
+
+async fn discovery(State(idp): State<Idp>) -> Json<Value> {
+    let base = idp.base.lock().unwrap().clone();
+    Json(json!({
+        "issuer": base, "authorization_endpoint": format!("{base}/authorize"), "token_endpoint": format!("{base}/token"),
+        "jwks_uri": format!("{base}/jwks"), "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+    }))
+}
+
+async fn authorize(State(idp): State<Idp>, Query(query): Query<HashMap<String, String>>) -> Response {
+    assert_eq!(query["response_type"], "code");
+    assert_eq!(query["client_id"], "switchyard-console");
+    assert_eq!(query["code_challenge_method"], "S256");
+    assert!(query["scope"].split(' ').any(|s| s == "openid"), "{query:?}");
+    let code = format!("code-{}", fastrand::u64(..));
+    idp.codes
+        .lock()
+        .unwrap()
+        .insert(code.clone(), (query["code_challenge"].clone(), query["nonce"].clone(), query["redirect_uri"].clone()));
+    Redirect::to(&format!("{}?code={code}&state={}", query["redirect_uri"], query["state"])).into_response()
+}
+
+async fn token(State(idp): State<Idp>, Form(form): Form<HashMap<String, String>>) -> Response {
+    let Some((challenge, nonce, redirect)) = idp.codes.lock().unwrap().remove(&form["code"]) else {
+        return (axum::http::StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_grant"}))).into_response();
+    };
+    let digest = ring::digest::digest(&ring::digest::SHA256, form["code_verifier"].as_bytes());
+    let computed = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest.as_ref());
+    if computed != challenge
+        || form["redirect_uri"] != redirect
+        || form.get("client_secret").map(String::as_str) != Some("console-secret")
+    {
+        return (axum::http::StatusCode::BAD_REQUEST, Json(json!({"error": "invalid_grant"}))).into_response();
+    }
+    let base = idp.base.lock().unwrap().clone();
+    let mut claims = idp.user.lock().unwrap().clone();
+    let nonce = if *idp.wrong_nonce.lock().unwrap() { "not-yours".to_owned() } else { nonce };
+    for (name, value) in [
+        ("iss", json!(base)),
+        ("aud", json!("switchyard-console")),
+        ("nonce", json!(nonce)),
+        ("iat", json!(now())),
+        ("exp", json!(now() + 300)),
+    ] {
+        claims[name] = value;
+    }
+    let kid = idp.kid.lock().unwrap().clone();
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some(kid.clone());
+    let id_token = jsonwebtoken::encode(&header, &claims, &signing_key(&kid)).unwrap();
+    Json(json!({"access_token": "unused", "token_type": "Bearer", "id_token": id_token, "expires_in": 300}))
+        .into_response()
+}
+
+async fn published(State(idp): State<Idp>) -> Json<Value> {
+    let kid = idp.kid.lock().unwrap().clone();
+    Json(jwks(&kid))
+}
+
+async fn identity_provider() -> (String, Idp) {
+    let idp = Idp::default();
+    *idp.kid.lock().unwrap() = "k1".into();
+    let router = axum::Router::new()
+        .route("/.well-known/openid-configuration", axum::routing::get(discovery))
+        .route("/authorize", axum::routing::get(authorize))
+        .route("/token", axum::routing::post(token))
+        .route("/jwks", axum::routing::get(published))
+        .with_state(idp.clone());
+    let addr = spawn(router).await;
+    let base = format!("http://{addr}");
+    *idp.base.lock().unwrap() = base.clone();
+    (base, idp)
+}
+
+/// A GET without following redirects: status, Location, Set-Cookie, body.
+async fn fetch(url: &str, cookie: Option<&str>) -> (u16, Option<String>, Option<String>, String) {
+    let mut headers = Vec::new();
+    if let Some(cookie) = cookie {
+        headers.push(("cookie", cookie));
+    }
+    let uri: axum::http::Uri = url.parse().unwrap();
+    let addr: std::net::SocketAddr = uri.authority().unwrap().as_str().parse().unwrap();
+    let path = uri.path_and_query().unwrap().as_str();
+    let reply = get_with(addr, path, &headers).await;
+    let header = |name: &str| reply.headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    (reply.status.as_u16(), header("location"), header("set-cookie"), String::from_utf8_lossy(&reply.body).into_owned())
+}
+
+/// Signs in through the provider as whoever it says; the session cookie,
+/// or the login page's message.
+async fn sign_in(admin: std::net::SocketAddr) -> Result<String, String> {
+    let (status, location, _, _) = fetch(&format!("http://{admin}/ui/login/oidc"), None).await;
+    assert_eq!(status, 303);
+    let (status, callback, _, _) = fetch(&location.unwrap(), None).await;
+    assert_eq!(status, 303);
+    let callback = callback.unwrap().replace("127.0.0.1:1", &admin.to_string());
+    let (status, next, set_cookie, body) = fetch(&callback, None).await;
+    match set_cookie {
+        Some(cookie) => {
+            assert_eq!(status, 200, "{body}");
+            // The page moves the browser on itself, so the Strict cookie rides along.
+            assert!(body.contains("url=/ui/"), "{body}");
+            Ok(cookie.split(';').next().unwrap().to_owned())
+        }
+        None => {
+            let (_, _, _, page) = fetch(&format!("http://{admin}{}", next.unwrap_or_default()), None).await;
+            Err(page)
+        }
+    }
+}
+
+/// The config: `admin` is the callback's host as the provider is told it
+/// (the tests' "browser" carries the callback to the real listener).
+fn config(issuer: &str, admin: &str) -> String {
+    format!(
+        "providers:\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\nmodels:\n  m: {{ provider: fake }}\n\
+         admin:\n  tokens: [{ADMIN_TOKEN}]\n  oidc:\n    issuer: \"{issuer}\"\n    client_id: switchyard-console\n    \
+         client_secret: console-secret\n    redirect_url: \"http://{admin}/ui/oidc/callback\"\n    scopes: [email, groups]\n    \
+         name_claim: email\n    roles:\n      - {{ claim: groups, value: platform, role: full }}\n      \
+         - {{ claim: groups, value: sre, role: read_only }}\n"
+    )
+}
+
+/// Who the console document says is signed in (its session meta element).
+async fn session_of(admin: std::net::SocketAddr, cookie: &str) -> Value {
+    let page = get_with(admin, "/ui/keys", &[("cookie", cookie)]).await;
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    let start = html.find("<meta name=\"switchyard-session\" content=\"").unwrap() + 41;
+    let content = &html[start..start + html[start..].find('"').unwrap()];
+    serde_json::from_str(&content.replace("&quot;", "\"").replace("&amp;", "&")).unwrap()
+}
+
+/// Creates a key through the console session: the status.
+async fn create_as(admin: std::net::SocketAddr, cookie: &str, name: &str) -> u16 {
+    let csrf = session_of(admin, cookie).await["csrf"].as_str().unwrap().to_owned();
+    let headers = [("cookie", cookie), ("x-csrf-token", csrf.as_str()), ("content-type", "application/json")];
+    post(admin, "/api/v1/admin/keys", &headers, json!({"name": name}).to_string()).await.status.as_u16()
+}
+
+/// Signs in as `user` (their claims).
+async fn sign_in_as(idp: &Idp, admin: std::net::SocketAddr, user: Value) -> Result<String, String> {
+    *idp.user.lock().unwrap() = user;
+    sign_in(admin).await
+}
+
+#[tokio::test]
+async fn operators_sign_in_through_the_provider_with_the_roles_their_groups_grant() {
+    let (issuer, idp) = identity_provider().await;
+    let (addr, _) = governed(&config(&issuer, "127.0.0.1:1")).await;
+    let console = admin(addr);
+
+    // The login page offers single sign-on beside the token form.
+    let (_, _, _, page) = fetch(&format!("http://{console}/ui/login"), None).await;
+    assert!(page.contains("href=\"/ui/login/oidc\""), "{page}");
+
+    // A platform engineer: full access.
+    let ana = sign_in_as(&idp, console, json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]}))
+        .await
+        .unwrap();
+    let session = session_of(console, &ana).await;
+    assert_eq!(
+        (session["name"].as_str(), session["scope"].as_str()),
+        (Some("ana@acme.example"), Some("full")),
+        "{session}"
+    );
+    assert_eq!(create_as(console, &ana, "made-by-ana").await, 201);
+
+    // An SRE: reads everything, changes nothing.
+    let sam =
+        sign_in_as(&idp, console, json!({"sub": "u2", "email": "sam@acme.example", "groups": "sre"})).await.unwrap();
+    assert_eq!(session_of(console, &sam).await["scope"], "read");
+    assert_eq!(get_with(console, "/api/v1/admin/keys", &[("cookie", &sam)]).await.status, 200);
+    assert_eq!(create_as(console, &sam, "made-by-sam").await, 403);
+
+    // Someone no binding names: signed in at the provider, nothing here.
+    let page = sign_in_as(&idp, console, json!({"sub": "u3", "email": "eve@acme.example", "groups": ["sales"]}))
+        .await
+        .unwrap_err();
+    assert!(page.contains("no role on this console"), "{page}");
+
+    // The provider rotates its signing key: the next sign-in fetches it.
+    *idp.kid.lock().unwrap() = "k2".into();
+    assert!(sign_in_as(&idp, console, json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]}))
+        .await
+        .is_ok());
+
+    // An ID token carrying another sign-in's nonce is refused.
+    *idp.wrong_nonce.lock().unwrap() = true;
+    let page = sign_in_as(&idp, console, json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]}))
+        .await
+        .unwrap_err();
+    assert!(page.contains("Single sign-on failed"), "{page}");
+    *idp.wrong_nonce.lock().unwrap() = false;
+
+    // Each sign-in is in the audit log, under the provider's name for it.
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=100", Some(ADMIN_TOKEN), None).await;
+    let audit: Value = serde_json::from_slice(&audit.body).unwrap();
+    let entries = audit["data"].as_array().unwrap();
+    assert!(
+        entries.iter().any(|e| e["actor"] == "ana@acme.example" && e["action"] == "GET /ui/oidc/callback"),
+        "{audit}"
+    );
+    assert!(entries
+        .iter()
+        .any(|e| e["actor"] == "ana@acme.example" && e["action"].as_str().unwrap().contains("/api/v1/admin/keys")));
+    assert!(entries.iter().any(|e| e["actor"] == "unauthenticated" && e["outcome"] == 401));
+}
+
+#[tokio::test]
+async fn a_callback_is_used_once_and_only_for_a_sign_in_started_here() {
+    let (issuer, idp) = identity_provider().await;
+    let (addr, _) = governed(&config(&issuer, "127.0.0.1:1")).await;
+    let console = admin(addr);
+    *idp.user.lock().unwrap() = json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]});
+    let (_, location, _, _) = fetch(&format!("http://{console}/ui/login/oidc"), None).await;
+    let location = location.unwrap();
+    // PKCE and the state ride in the request to the provider.
+    for part in ["code_challenge=", "code_challenge_method=S256", "state=", "nonce=", "scope=openid+email+groups"] {
+        assert!(location.contains(part), "{part}: {location}");
+    }
+    let (_, callback, _, _) = fetch(&location, None).await;
+    let callback = callback.unwrap().replace("127.0.0.1:1", &console.to_string());
+    let (status, _, cookie, _) = fetch(&callback, None).await;
+    assert!(status == 200 && cookie.is_some());
+    // The same answer again: refused, no session.
+    let (status, next, cookie, _) = fetch(&callback, None).await;
+    assert_eq!((status, next.as_deref(), cookie), (303, Some("/ui/login?sso=expired"), None));
+    // A state this gateway never started.
+    let forged = format!("http://{console}/ui/oidc/callback?code=anything&state=made-up");
+    assert_eq!(fetch(&forged, None).await.1.as_deref(), Some("/ui/login?sso=expired"));
+    // The provider's own refusal.
+    let refused = format!("http://{console}/ui/oidc/callback?error=access_denied&state=x");
+    assert_eq!(fetch(&refused, None).await.1.as_deref(), Some("/ui/login?sso=refused"));
+}
+
+#[test]
+fn check_names_what_a_sign_in_provider_lacks() {
+    let got = match switchyard_config::load(
+        "admin:\n  oidc: { issuer: \"https://169.254.169.254\", client_id: \"\", redirect_url: \"https://gw.example/somewhere\", \
+         roles: [{ claim: groups, value: x, role: owner }] }\n",
+        &|_| None,
+    ) {
+        Ok(_) => Vec::new(),
+        Err(err) => err.0.iter().map(|issue| issue.path.clone()).collect(),
+    };
+    for wanted in ["admin.oidc.issuer", "admin.oidc.client_id", "admin.oidc.redirect_url", "admin.oidc.roles[0].role"] {
+        assert!(got.iter().any(|p| p == wanted), "{wanted} in {got:?}");
+    }
+}
