@@ -15,6 +15,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import http from 'node:http';
+import { createHash, generateKeyPairSync, randomBytes, sign as signBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
@@ -87,6 +88,52 @@ await new Promise((resolve) => alertsServer.listen(alertsPort, '127.0.0.1', reso
 const data = `http://127.0.0.1:${dataPort}`;
 const admin = `http://127.0.0.1:${adminPort}`;
 
+// A small OpenID Connect provider for single sign-on: discovery, an
+// authorization endpoint that signs in a member, a token endpoint that
+// checks PKCE and the client secret, and its key as a JWKS.
+const oidcPort = await freePort();
+const idpBase = `http://127.0.0.1:${oidcPort}`;
+const idpKeys = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const idpJwk = { ...idpKeys.publicKey.export({ format: 'jwk' }), kid: 'console-test', use: 'sig', alg: 'ES256' };
+const idpCodes = new Map();
+const b64url = (bytes) => Buffer.from(bytes).toString('base64url');
+const idToken = (claims) => {
+  const signed = `${b64url(JSON.stringify({ alg: 'ES256', typ: 'JWT', kid: 'console-test' }))}.${b64url(JSON.stringify(claims))}`;
+  return `${signed}.${b64url(signBytes('sha256', Buffer.from(signed), { key: idpKeys.privateKey, dsaEncoding: 'ieee-p1363' }))}`;
+};
+const idp = http.createServer((req, res) => {
+  const url = new URL(req.url, idpBase);
+  const json = (status, value) => { res.writeHead(status, { 'content-type': 'application/json' }); res.end(JSON.stringify(value)); };
+  if (url.pathname === '/.well-known/openid-configuration') {
+    return json(200, { issuer: idpBase, authorization_endpoint: `${idpBase}/authorize`, token_endpoint: `${idpBase}/token`, jwks_uri: `${idpBase}/jwks` });
+  }
+  if (url.pathname === '/jwks') return json(200, { keys: [idpJwk] });
+  if (url.pathname === '/authorize') {
+    const code = randomBytes(16).toString('hex');
+    idpCodes.set(code, { challenge: url.searchParams.get('code_challenge'), nonce: url.searchParams.get('nonce') });
+    res.writeHead(302, { location: `${url.searchParams.get('redirect_uri')}?code=${code}&state=${encodeURIComponent(url.searchParams.get('state'))}` });
+    return res.end();
+  }
+  if (url.pathname === '/token' && req.method === 'POST') {
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      const form = new URLSearchParams(body);
+      const issued = idpCodes.get(form.get('code'));
+      idpCodes.delete(form.get('code'));
+      const challenge = createHash('sha256').update(form.get('code_verifier') || '').digest('base64url');
+      if (!issued || issued.challenge !== challenge || form.get('client_secret') !== 'console-test-secret') return json(400, { error: 'invalid_grant' });
+      const now = Math.floor(Date.now() / 1000);
+      const claims = { iss: idpBase, aud: 'switchyard-console', sub: 'member-1', email: 'lee@acme.example', groups: ['staff'], nonce: issued.nonce, iat: now, exp: now + 300 };
+      return json(200, { token_type: 'Bearer', access_token: 'unused', id_token: idToken(claims) });
+    });
+    return undefined;
+  }
+  res.writeHead(404);
+  return res.end();
+});
+await new Promise((resolve) => idp.listen(oidcPort, '127.0.0.1', resolve));
+
 const configText = () => readFileSync(path.join(dir, 'switchyard.yaml'), 'utf8');
 writeFileSync(path.join(dir, 'switchyard.yaml'), `
 listen: 127.0.0.1:${dataPort}
@@ -96,6 +143,14 @@ admin:
   tokens:
     - { name: ops, token: ${FULL}, scope: full }
     - { name: viewer, token: ${READ}, scope: read }
+  oidc:
+    issuer: ${idpBase}
+    client_id: switchyard-console
+    client_secret: console-test-secret
+    redirect_url: ${admin}/ui/oidc/callback
+    scopes: [email, groups]
+    roles: [{ claim: groups, value: staff, role: member }]
+    members: { parent: people, budget: { usd: 5, window: 1d }, max_keys: 3 }
 storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
 governance: { ledger_flush_interval: 200ms }
 alerts: { webhook: "http://127.0.0.1:${alertsPort}/alerts", dedup: 5m }
@@ -119,6 +174,7 @@ pools:
 groups:
   acme: { budget: { usd: 100, window: 1mo } }
   acme-research: { parent: acme, budget: { usd: 20, window: 1d } }
+  people: { budget: { usd: 50, window: 1mo } }
 `);
 
 const gateway = spawn(bin, ['--config', path.join(dir, 'switchyard.yaml')], {
@@ -693,6 +749,39 @@ try {
   await viewer.page.screenshot({ path: path.join(artifacts, 'read-only-keys.png'), fullPage: true });
   const audit = await adminApi('GET', 'audit?limit=50');
   assert.ok(audit.body.data.some((e) => e.actor === 'viewer' && e.outcome === 403), 'refused attempts are audited');
+
+  step('a member signs in through single sign-on, mints a key and uses it from the OpenAI SDK');
+  {
+    const context = await browser.newContext({ viewport: { width: 1366, height: 900 } });
+    const page = await context.newPage();
+    const errors = [];
+    page.on('pageerror', (err) => errors.push(String(err)));
+    page.on('dialog', (dialog) => dialog.accept());
+    await page.goto(`${admin}/ui/login`);
+    await page.getByRole('link', { name: 'Sign in with single sign-on' }).click();
+    await page.waitForURL(`${admin}/ui/my-keys`);
+    await page.waitForSelector('body[data-ready="true"]');
+    assert.match(await page.locator('#who').textContent(), /lee@acme\.example \(member\)/);
+    assert.equal(await page.locator('nav a').count(), 1, 'a member sees their own keys and nothing else');
+    await page.getByLabel('Name').fill('member-laptop');
+    await page.getByRole('button', { name: 'Mint key' }).click();
+    await page.locator('#secret').waitFor();
+    const memberSecret = (await page.locator('#secret').textContent()).trim();
+    const memberClient = new OpenAI({ apiKey: memberSecret, baseURL: `${data}/v1`, maxRetries: 0 });
+    const reply = await memberClient.chat.completions.create({ model: 'demo', messages: [{ role: 'user', content: 'hello from a member' }], max_tokens: 16 });
+    assert.ok(reply.choices[0].message.content);
+    assert.match(await page.getByRole('table').innerText(), /member-laptop/);
+    await page.screenshot({ path: path.join(artifacts, 'member-keys.png'), fullPage: true });
+    // The operators' pages are not a member's: sent back to their keys.
+    await page.goto(`${admin}/ui/keys`);
+    await page.waitForURL(`${admin}/ui/my-keys`);
+    // The operators see the member's key in the member's own group.
+    const keysNow = await adminApi('GET', 'keys?limit=1000');
+    const theirs = keysNow.body.data.find((k) => k.name === 'member-laptop');
+    assert.match(theirs.group, /^people-lee-acme-example-/);
+    assert.deepEqual(errors, [], 'no script errors on the member page');
+    await context.close();
+  }
 
   step('sign out ends the session');
   await viewer.page.getByRole('button', { name: 'Sign out' }).click();

@@ -551,6 +551,55 @@
     $('created').replaceChildren(h('section', { class: 'card secret-card', role: 'alert' }, ...parts));
   }
 
+  // A member's own keys (self-serve): mint, rotate and revoke them; a
+  // secret is shown once. Members see this page and nothing else.
+  async function myKeysPage() {
+    const keys = await api('/api/v1/self/keys');
+    const form = h('form', { class: 'card', 'aria-label': 'Mint a key' },
+      field('Name', h('input', { name: 'name', required: true, autocomplete: 'off', maxlength: '200' })),
+      h('button', { type: 'submit', text: 'Mint key' }));
+    form.addEventListener('submit', async (event) => {
+      event.preventDefault();
+      try {
+        const key = await api('/api/v1/self/keys', { method: 'POST', json: { name: new FormData(form).get('name') } });
+        await render();
+        secretShown(key, 'minted');
+      } catch (err) {
+        say(`Could not mint a key: ${err.message}`, 'error');
+      }
+    });
+    const act = (label, key, run) => h('button', { type: 'button', 'aria-label': `${label} ${key.name}`, onclick: run }, label);
+    const rows = keys.map((key) => [
+      key.name,
+      h('code', { text: key.prefix }),
+      h('span', { class: `badge ${key.state}`, text: key.state }),
+      fmt.time(key.created_at * 1000),
+      key.state === 'revoked' ? '' : h('span', { class: 'actions' },
+        act('Rotate', key, async () => {
+          if (!confirm(`Rotate ${key.name}? Its current secret stops working at once.`)) return;
+          try {
+            const rotated = await api(`/api/v1/self/keys/${encodeURIComponent(key.id)}/rotate`, { method: 'POST' });
+            await render();
+            secretShown(rotated, 'rotated');
+          } catch (err) {
+            say(`Could not rotate: ${err.message}`, 'error');
+          }
+        }),
+        act('Revoke', key, async () => {
+          if (!confirm(`Revoke ${key.name}? This is final.`)) return;
+          try {
+            await api(`/api/v1/self/keys/${encodeURIComponent(key.id)}`, { method: 'DELETE' });
+            say(`${key.name} revoked.`, 'ok');
+            await render();
+          } catch (err) {
+            say(`Could not revoke: ${err.message}`, 'error');
+          }
+        })),
+    ]);
+    show(h('div', { id: 'created' }), form,
+      table('Your keys', ['Key', 'Prefix', 'State', 'Created (UTC)', 'Actions'], rows, 'You have no keys yet: mint one above.'));
+  }
+
   async function groupsPage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: no groups.' }));
     const groups = await api('groups');
@@ -1016,6 +1065,7 @@
     alerts: ['Alerts & audit', alertsPage, true],
     playground: ['Playground', playgroundPage, false],
     config: ['Config', configPage, false],
+    'my-keys': ['My keys', myKeysPage, false],
   };
 
   const pageName = () => location.pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');
@@ -1069,7 +1119,13 @@
   async function start() {
     // The document carries who is signed in (it is served only to a session).
     session = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
-    $('who').textContent = `${session.name} (${session.scope === 'full' ? 'full access' : 'read-only'})`;
+    const role = { full: 'full access', read: 'read-only', member: 'member' }[session.scope] || session.scope;
+    $('who').textContent = `${session.name} (${role})`;
+    if (session.scope === 'member') {
+      // A member has their own keys and nothing else.
+      document.querySelector('nav ul').replaceChildren(h('li', {}, h('a', { href: '/ui/my-keys', 'data-page': 'my-keys', text: 'My keys' })));
+      if (pageName() !== 'my-keys') return location.replace('/ui/my-keys');
+    }
     for (const link of document.querySelectorAll('nav a')) {
       if (link.dataset.page === pageName()) link.setAttribute('aria-current', 'page');
     }

@@ -77,6 +77,9 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/config/validate", post(validate_config))
         .route("/api/v1/admin/config/reload", post(reload_config))
         .route("/api/v1/admin/openapi.json", get(openapi))
+        .route("/api/v1/self/keys", get(crate::self_keys::list).post(crate::self_keys::create))
+        .route("/api/v1/self/keys/{id}", axum::routing::delete(crate::self_keys::revoke))
+        .route("/api/v1/self/keys/{id}/rotate", post(crate::self_keys::rotate))
         .with_state(state)
 }
 /// The admin plane's token check and audit: every route but `/healthz`
@@ -109,19 +112,30 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     }
     // A full-scope mutation takes one of its actor's changes this minute.
     let limited = match &actor {
-        Some(actor) if mutation && actor.scope == Scope::Full && !csrf_refused => {
+        Some(actor) if mutation && matches!(actor.scope, Scope::Full | Scope::Member) && !csrf_refused => {
             gateway.admin_rate.take(&actor.name, gateway.config.admin.mutations_per_minute, now_ms()).err()
         }
         _ => None,
     };
     let action = format!("{method} {}", request.uri().path());
     let source = request.extensions().get::<switchyard_state::Peer>().map(|peer| peer.0);
+    // Members reach their own keys and nothing else; only members have own keys.
+    let own = request.uri().path().starts_with("/api/v1/self/");
+    let member = actor.as_ref().is_some_and(|a| a.scope == Scope::Member);
     let response = match &actor {
         None => ApiError(
             StatusCode::UNAUTHORIZED,
             "a valid admin token is required (Authorization: Bearer or X-Admin-Token)".into(),
         )
         .into_response(),
+        Some(actor) if member != own => {
+            let message = if member {
+                format!("`{}` is a member: members manage their own keys at /api/v1/self/keys", actor.name)
+            } else {
+                "self-serve keys are for members signed in through single sign-on".to_owned()
+            };
+            ApiError(StatusCode::FORBIDDEN, message).into_response()
+        }
         Some(actor) if mutation && actor.scope == Scope::Read => {
             ApiError(StatusCode::FORBIDDEN, format!("token `{}` is read-only", actor.name)).into_response()
         }
@@ -241,6 +255,10 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::lanes,
         crate::operations::reset_lane,
         crate::operations::patch_lane,
+        crate::self_keys::list,
+        crate::self_keys::create,
+        crate::self_keys::rotate,
+        crate::self_keys::revoke,
         crate::operations::running_config,
         crate::operations::validate_config,
         crate::operations::reload_config,
@@ -258,6 +276,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         CreateKey,
         PatchKey,
         crate::operations::PatchLane,
+        crate::self_keys::CreateOwnKey,
         RotateKey,
         Rotate,
         KeyView,

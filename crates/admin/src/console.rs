@@ -36,8 +36,8 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 10] =
-    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "playground", "config"];
+const PAGES: [&str; 11] =
+    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "playground", "config", "my-keys"];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {
@@ -277,7 +277,7 @@ async fn logout(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Resp
 fn session_json(gateway: &Gateway, sign_in: &SignIn) -> serde_json::Value {
     serde_json::json!({
         "name": &*sign_in.name,
-        "scope": match sign_in.scope { switchyard_config::Scope::Read => "read", switchyard_config::Scope::Full => "full" },
+        "scope": sign_in.scope.as_str(),
         "csrf": &*sign_in.csrf,
         "governance": gateway.governance.is_some(),
         "metrics": gateway.metrics().is_some(),

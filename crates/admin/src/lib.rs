@@ -18,6 +18,7 @@ pub mod operations;
 pub mod reports;
 pub mod sampler;
 pub mod scrape;
+pub mod self_keys;
 pub mod shared;
 pub mod stats;
 pub mod usage;

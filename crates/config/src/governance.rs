@@ -28,6 +28,34 @@ pub enum Scope {
     Read,
     /// Reads and changes.
     Full,
+    /// A member signed in through single sign-on: manages their own keys
+    /// (`/api/v1/self/keys`) and nothing else.
+    Member,
+}
+
+impl Scope {
+    /// The lesser of two scopes (a ceiling applied): member < read < full.
+    pub fn at_most(self, ceiling: Scope) -> Scope {
+        let rank = |scope: Scope| match scope {
+            Scope::Member => 0,
+            Scope::Read => 1,
+            Scope::Full => 2,
+        };
+        if rank(self) <= rank(ceiling) {
+            self
+        } else {
+            ceiling
+        }
+    }
+
+    /// Its name in the console and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Full => "full",
+            Scope::Member => "member",
+        }
+    }
 }
 
 /// An admin token.

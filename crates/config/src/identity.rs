@@ -53,7 +53,26 @@ pub struct Oidc {
     pub roles: Vec<RoleBinding>,
     /// The most a sign-in through this provider may be granted.
     pub max_role: Scope,
+    /// Self-serve keys for members (`None`: the member role grants nothing).
+    pub members: Option<Members>,
 }
+
+/// Self-serve keys (`admin.oidc.members`): each member's keys live in a
+/// group of their own under `parent`, made on their first key from this
+/// template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Members {
+    /// The group each member's own group hangs under.
+    pub parent: String,
+    /// A member's group's budget.
+    pub budget: Option<switchyard_governance::Budget>,
+    /// A member's group's limits.
+    pub limits: switchyard_governance::Limits,
+    /// Keys one member may hold at once (revoked ones do not count).
+    pub max_keys: u32,
+}
+
+impl Eq for Members {}
 
 /// One role binding: a claim (a string, or a list that contains `value`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +93,7 @@ impl Oidc {
             serde_json::Value::Array(values) => values.iter().any(|v| v.as_str() == Some(binding.value.as_str())),
             _ => false,
         })?;
-        Some(match (granted.role, self.max_role) {
-            (Scope::Full, Scope::Full) => Scope::Full,
-            _ => Scope::Read,
-        })
+        Some(granted.role.at_most(self.max_role))
     }
 }
 
@@ -95,6 +111,18 @@ pub(crate) struct RawOidc {
     #[serde(default)]
     pub roles: Vec<RawRoleBinding>,
     pub max_role: Option<String>,
+    pub members: Option<RawMembers>,
+}
+
+/// `admin.oidc.members`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMembers {
+    pub parent: String,
+    pub budget: Option<crate::governance::RawBudget>,
+    #[serde(default)]
+    pub limits: crate::governance::RawLimits,
+    pub max_keys: Option<u32>,
 }
 
 /// `admin.oidc.roles[i]`.
@@ -110,8 +138,9 @@ fn role(text: &str, key: &str, issues: &mut Vec<Issue>) -> Scope {
     match text {
         "full" => Scope::Full,
         "read_only" | "read" => Scope::Read,
+        "member" => Scope::Member,
         other => {
-            issues.push(Issue::new(key, format!("`{other}` is not a role"), "use full or read_only"));
+            issues.push(Issue::new(key, format!("`{other}` is not a role"), "use full, read_only or member"));
             Scope::Read
         }
     }
@@ -164,6 +193,26 @@ pub(crate) fn oidc(raw: &RawOidc, issues: &mut Vec<Issue>) -> Oidc {
         name_claim: raw.name_claim.clone().unwrap_or_else(|| "email".to_owned()),
         roles,
         max_role: raw.max_role.as_deref().map_or(Scope::Full, |text| role(text, "admin.oidc.max_role", issues)),
+        members: raw.members.as_ref().map(|members| Members {
+            parent: members.parent.clone(),
+            budget: members
+                .budget
+                .as_ref()
+                .and_then(|b| crate::governance::budget(b, "admin.oidc.members.budget", issues)),
+            limits: crate::governance::limits(&members.limits, "admin.oidc.members.limits", issues),
+            max_keys: match members.max_keys {
+                None => 5,
+                Some(n @ 1..=1000) => n,
+                Some(n) => {
+                    issues.push(Issue::new(
+                        "admin.oidc.members.max_keys",
+                        format!("{n} is out of range"),
+                        "write 1 to 1000",
+                    ));
+                    5
+                }
+            },
+        }),
     }
 }
 

@@ -36,7 +36,7 @@ use std::time::Duration;
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
 pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
-pub use identity::{JwtIssuer, Oidc, RoleBinding};
+pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
 pub use server::{Http2, Server, ServerTls};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_codec::Credentials;
@@ -716,6 +716,15 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let cache = cache_store(raw.cache.as_ref(), issues);
     let retention = retention::store(raw.retention.as_ref(), issues);
     let mut groups = governance::groups(&raw.groups, issues);
+    if let Some(parent) = admin.oidc.as_ref().and_then(|o| o.members.as_ref()).map(|m| &m.parent) {
+        if !groups.iter().any(|g| *g.name == **parent) {
+            issues.push(Issue::new(
+                "admin.oidc.members.parent",
+                format!("group `{parent}` is not defined in the config"),
+                "define it under groups: (members' own groups hang under it)",
+            ));
+        }
+    }
     for group in &mut groups {
         if let Some(raw_group) = raw.groups.get(&*group.name) {
             let path = format!("groups.{}.policies", group.name);

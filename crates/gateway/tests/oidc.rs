@@ -175,7 +175,10 @@ fn config(issuer: &str, admin: &str) -> String {
          admin:\n  tokens: [{ADMIN_TOKEN}]\n  oidc:\n    issuer: \"{issuer}\"\n    client_id: switchyard-console\n    \
          client_secret: console-secret\n    redirect_url: \"http://{admin}/ui/oidc/callback\"\n    scopes: [email, groups]\n    \
          name_claim: email\n    roles:\n      - {{ claim: groups, value: platform, role: full }}\n      \
-         - {{ claim: groups, value: sre, role: read_only }}\n"
+         - {{ claim: groups, value: sre, role: read_only }}\n      - {{ claim: groups, value: staff, role: member }}\n    \
+         members: {{ parent: people, budget: {{ usd: 5, window: 1d }}, limits: {{ rpm: 100 }}, max_keys: 2 }}\n\
+         groups:\n  people: {{ budget: {{ usd: 50, window: 1d }} }}\n\
+         rate_card:\n  m: {{ input_utok: 1, output_utok: 2 }}\nauth: {{ mode: keys }}\n"
     )
 }
 
@@ -296,13 +299,117 @@ async fn a_callback_is_used_once_and_only_for_a_sign_in_started_here() {
 fn check_names_what_a_sign_in_provider_lacks() {
     let got = match switchyard_config::load(
         "admin:\n  oidc: { issuer: \"https://169.254.169.254\", client_id: \"\", redirect_url: \"https://gw.example/somewhere\", \
-         roles: [{ claim: groups, value: x, role: owner }] }\n",
+         roles: [{ claim: groups, value: x, role: owner }], members: { parent: nowhere } }\n",
         &|_| None,
     ) {
         Ok(_) => Vec::new(),
         Err(err) => err.0.iter().map(|issue| issue.path.clone()).collect(),
     };
-    for wanted in ["admin.oidc.issuer", "admin.oidc.client_id", "admin.oidc.redirect_url", "admin.oidc.roles[0].role"] {
+    for wanted in [
+        "admin.oidc.issuer",
+        "admin.oidc.client_id",
+        "admin.oidc.redirect_url",
+        "admin.oidc.roles[0].role",
+        "admin.oidc.members.parent",
+    ] {
         assert!(got.iter().any(|p| p == wanted), "{wanted} in {got:?}");
+    }
+}
+
+/// A self-serve call through the console session: status and JSON body.
+async fn own(admin: std::net::SocketAddr, cookie: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let csrf = session_of(admin, cookie).await["csrf"].as_str().unwrap().to_owned();
+    let headers = [("cookie", cookie), ("x-csrf-token", csrf.as_str()), ("content-type", "application/json")];
+    let reply = match method {
+        "GET" => get_with(admin, path, &headers).await,
+        "POST" => post(admin, path, &headers, body.unwrap_or(json!({})).to_string()).await,
+        _ => {
+            let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build_http::<http_body_util::Full<bytes::Bytes>>();
+            let mut request = axum::http::Request::builder().method(method).uri(format!("http://{admin}{path}"));
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
+            let response =
+                client.request(request.body(http_body_util::Full::new(bytes::Bytes::new())).unwrap()).await.unwrap();
+            let status = response.status();
+            let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+            Reply { status, headers: axum::http::HeaderMap::new(), body }
+        }
+    };
+    (reply.status.as_u16(), serde_json::from_slice(&reply.body).unwrap_or(Value::Null))
+}
+
+async fn chat_as(addr: std::net::SocketAddr, key: &str) -> u16 {
+    let auth = format!("Bearer {key}");
+    let body = chat_body(switchyard_protocol::ir::Protocol::OpenAi, "m", "hi", false);
+    post(addr, "/v1/chat/completions", &[("authorization", &auth)], body).await.status.as_u16()
+}
+
+#[tokio::test]
+async fn members_mint_and_manage_their_own_keys_and_only_theirs() {
+    let (issuer, idp) = identity_provider().await;
+    let (addr, gateway) = governed(&config(&issuer, "127.0.0.1:1")).await;
+    let console = admin(addr);
+    let lee = sign_in_as(&idp, console, json!({"sub": "u7", "email": "lee@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    assert_eq!(session_of(console, &lee).await["scope"], "member");
+
+    // Nothing yet; a key minted, used on the data plane, listed.
+    assert_eq!(own(console, &lee, "GET", "/api/v1/self/keys", None).await, (200, json!([])));
+    let (status, minted) = own(console, &lee, "POST", "/api/v1/self/keys", Some(json!({"name": "laptop"}))).await;
+    assert_eq!(status, 201, "{minted}");
+    let secret = minted["key"].as_str().unwrap().to_owned();
+    let id = minted["id"].as_str().unwrap().to_owned();
+    assert_eq!(chat_as(addr, &secret).await, 200);
+    let (_, listed) = own(console, &lee, "GET", "/api/v1/self/keys", None).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+    assert!(listed[0].get("key").is_none(), "a listed key never carries its secret: {listed}");
+    // Its group is the member's own, under `people`, from the template.
+    let group = minted["group"].as_str().unwrap().to_owned();
+    assert!(group.starts_with("people-lee-acme-example-"), "{minted}");
+    let record = gateway.governance.as_ref().unwrap().groups().into_iter().find(|g| g.name == group).unwrap();
+    assert_eq!(record.parent.as_deref(), Some("people"));
+    assert_eq!(record.limits.rpm, Some(100));
+
+    // A cap on keys per member.
+    assert_eq!(own(console, &lee, "POST", "/api/v1/self/keys", Some(json!({"name": "ci"}))).await.0, 201);
+    assert_eq!(own(console, &lee, "POST", "/api/v1/self/keys", Some(json!({"name": "third"}))).await.0, 409);
+
+    // Another member sees none of them, and cannot touch them.
+    let kim = sign_in_as(&idp, console, json!({"sub": "u8", "email": "kim@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    assert_eq!(own(console, &kim, "GET", "/api/v1/self/keys", None).await, (200, json!([])));
+    assert_eq!(own(console, &kim, "POST", &format!("/api/v1/self/keys/{id}/rotate"), None).await.0, 404);
+    assert_eq!(own(console, &kim, "DELETE", &format!("/api/v1/self/keys/{id}"), None).await.0, 404);
+    assert_eq!(chat_as(addr, &secret).await, 200);
+
+    // A member reaches nothing of the admin API; an admin has no own keys.
+    assert_eq!(get_with(console, "/api/v1/admin/keys", &[("cookie", &lee)]).await.status, 403);
+    let admin_reply = admin_call(addr, "GET", "/api/v1/self/keys", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(admin_reply.status, 403);
+
+    // Rotated: the old secret stops, the new one works. Revoked: refused.
+    let (status, rotated) = own(console, &lee, "POST", &format!("/api/v1/self/keys/{id}/rotate"), None).await;
+    assert_eq!(status, 200, "{rotated}");
+    assert_eq!(chat_as(addr, &secret).await, 401);
+    let fresh = rotated["key"].as_str().unwrap().to_owned();
+    assert_eq!(chat_as(addr, &fresh).await, 200);
+    assert_eq!(own(console, &lee, "DELETE", &format!("/api/v1/self/keys/{id}"), None).await.0, 200);
+    assert_eq!(chat_as(addr, &fresh).await, 401);
+
+    // Every change is audited under the member's name.
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=200", Some(ADMIN_TOKEN), None).await;
+    let audit: Value = serde_json::from_slice(&audit.body).unwrap();
+    let mine: Vec<&Value> =
+        audit["data"].as_array().unwrap().iter().filter(|e| e["actor"] == "lee@acme.example").collect();
+    for action in [
+        "POST /api/v1/self/keys",
+        &format!("POST /api/v1/self/keys/{id}/rotate"),
+        &format!("DELETE /api/v1/self/keys/{id}"),
+    ] {
+        assert!(mine.iter().any(|e| e["action"] == *action), "{action}: {mine:?}");
     }
 }

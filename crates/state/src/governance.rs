@@ -739,6 +739,21 @@ impl Governance {
         self.keys.load().by_id.get(id).cloned()
     }
 
+    /// The cached keys of group `group` (a member's own group is small: the
+    /// scan is of the cache, never the store).
+    pub fn keys_in(&self, group: &str) -> Vec<KeyRecord> {
+        let mut keys: Vec<KeyRecord> = self
+            .keys
+            .load()
+            .by_id
+            .values()
+            .filter(|key| key.record.group.as_deref() == Some(group))
+            .map(|key| key.record.clone())
+            .collect();
+        keys.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
+        keys
+    }
+
     /// How many keys are cached.
     pub fn key_count(&self) -> usize {
         self.keys.load().by_id.len()
