@@ -307,6 +307,7 @@ mod tests {
             name_claim: "email".into(),
             roles: Vec::new(),
             max_role: Scope::Full,
+            members: None,
         });
         send(client.start(Instant::now()));
         send(client.finish("s", "c", Instant::now()));
@@ -325,6 +326,7 @@ mod tests {
             name_claim: "email".into(),
             roles: vec![binding("platform", Scope::Full), binding("sre", Scope::Read)],
             max_role: Scope::Full,
+            members: None,
         };
         let claims = |groups: serde_json::Value| serde_json::json!({"groups": groups});
         assert_eq!(oidc.role_of(&claims(serde_json::json!(["sre", "platform"]))), Some(Scope::Full));
@@ -332,5 +334,8 @@ mod tests {
         assert_eq!(oidc.role_of(&claims(serde_json::json!(["sales"]))), None);
         oidc.max_role = Scope::Read;
         assert_eq!(oidc.role_of(&claims(serde_json::json!(["platform"]))), Some(Scope::Read));
+        // A ceiling never raises: a member stays a member.
+        oidc.roles.push(binding("staff", Scope::Member));
+        assert_eq!(oidc.role_of(&claims(serde_json::json!(["staff"]))), Some(Scope::Member));
     }
 }
