@@ -15,6 +15,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::console_session as session_of;
 use common::*;
 use serde_json::json;
 
@@ -49,16 +50,6 @@ async fn sign_in(admin: std::net::SocketAddr, token: &str) -> String {
     }
     assert!(!cookie.contains(token), "the cookie is a session id, never the token");
     cookie.split(';').next().unwrap().to_owned()
-}
-
-/// Who the console document says is signed in (its session meta element).
-async fn session_of(admin: std::net::SocketAddr, cookie: &str) -> serde_json::Value {
-    let page = get_with(admin, "/ui/keys", &[("cookie", cookie)]).await;
-    assert_eq!(page.status, 200);
-    let html = String::from_utf8_lossy(&page.body).to_string();
-    let start = html.find("<meta name=\"switchyard-session\" content=\"").unwrap() + 41;
-    let content = &html[start..start + html[start..].find('"').unwrap()];
-    serde_json::from_str(&content.replace("&quot;", "\"").replace("&amp;", "&")).unwrap()
 }
 
 /// The anti-CSRF token the console document carries for this session.

@@ -21,26 +21,11 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::Json;
 use common::*;
+use common::{identity_jwks as jwks, identity_key as key, unix_now as now};
 use serde_json::{json, Value};
 use switchyard_protocol::ir::Protocol;
 
 const ISSUER: &str = "https://idp.acme.example";
-
-fn key(kid: &str) -> jsonwebtoken::EncodingKey {
-    let pem = std::fs::read(format!("{}/tests/fixtures/identity/{kid}.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    jsonwebtoken::EncodingKey::from_ec_pem(&pem).unwrap()
-}
-
-fn jwks(kid: &str) -> Value {
-    let text =
-        std::fs::read_to_string(format!("{}/tests/fixtures/identity/jwks-{kid}.json", env!("CARGO_MANIFEST_DIR")))
-            .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
-}
 
 /// A token signed with `kid` carrying `claims` over the defaults.
 fn token(kid: &str, claims: Value) -> String {

@@ -22,23 +22,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::Json;
 use base64::Engine;
 use common::*;
+use common::{console_session as session_of, identity_jwks as jwks, identity_key as signing_key, unix_now as now};
 use serde_json::{json, Value};
-
-fn signing_key(kid: &str) -> jsonwebtoken::EncodingKey {
-    let pem = std::fs::read(format!("{}/tests/fixtures/identity/{kid}.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
-    jsonwebtoken::EncodingKey::from_ec_pem(&pem).unwrap()
-}
-
-fn jwks(kid: &str) -> Value {
-    let text =
-        std::fs::read_to_string(format!("{}/tests/fixtures/identity/jwks-{kid}.json", env!("CARGO_MANIFEST_DIR")))
-            .unwrap();
-    serde_json::from_str(&text).unwrap()
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
-}
 
 /// An issued code's PKCE challenge, nonce and redirect URI.
 type Issued = (String, String, String);
@@ -180,16 +165,6 @@ fn config(issuer: &str, admin: &str) -> String {
          groups:\n  people: {{ budget: {{ usd: 50, window: 1d }} }}\n\
          rate_card:\n  m: {{ input_utok: 1, output_utok: 2 }}\nauth: {{ mode: keys }}\n"
     )
-}
-
-/// Who the console document says is signed in (its session meta element).
-async fn session_of(admin: std::net::SocketAddr, cookie: &str) -> Value {
-    let page = get_with(admin, "/ui/keys", &[("cookie", cookie)]).await;
-    assert_eq!(page.status, 200);
-    let html = String::from_utf8_lossy(&page.body).to_string();
-    let start = html.find("<meta name=\"switchyard-session\" content=\"").unwrap() + 41;
-    let content = &html[start..start + html[start..].find('"').unwrap()];
-    serde_json::from_str(&content.replace("&quot;", "\"").replace("&amp;", "&")).unwrap()
 }
 
 /// Creates a key through the console session: the status.

@@ -295,20 +295,24 @@ mod tests {
         );
     }
 
-    #[test]
-    fn sign_ins_are_started_and_finished_from_any_task() {
-        fn send<T: Send>(_: T) {}
-        let client = OidcClient::new(Oidc {
+    fn settings(roles: Vec<switchyard_config::RoleBinding>) -> Oidc {
+        Oidc {
             issuer: "https://idp.example".into(),
             client_id: "c".into(),
             client_secret: None,
             redirect_url: "https://gw.example/ui/oidc/callback".into(),
             scopes: Vec::new(),
             name_claim: "email".into(),
-            roles: Vec::new(),
+            roles,
             max_role: Scope::Full,
             members: None,
-        });
+        }
+    }
+
+    #[test]
+    fn sign_ins_are_started_and_finished_from_any_task() {
+        fn send<T: Send>(_: T) {}
+        let client = OidcClient::new(settings(Vec::new()));
         send(client.start(Instant::now()));
         send(client.finish("s", "c", Instant::now()));
     }
@@ -317,17 +321,7 @@ mod tests {
     fn a_binding_grants_its_role_within_the_ceiling() {
         use switchyard_config::RoleBinding;
         let binding = |value: &str, role| RoleBinding { claim: "groups".into(), value: value.into(), role };
-        let mut oidc = Oidc {
-            issuer: "https://idp.example".into(),
-            client_id: "c".into(),
-            client_secret: None,
-            redirect_url: "https://gw.example/ui/oidc/callback".into(),
-            scopes: Vec::new(),
-            name_claim: "email".into(),
-            roles: vec![binding("platform", Scope::Full), binding("sre", Scope::Read)],
-            max_role: Scope::Full,
-            members: None,
-        };
+        let mut oidc = settings(vec![binding("platform", Scope::Full), binding("sre", Scope::Read)]);
         let claims = |groups: serde_json::Value| serde_json::json!({"groups": groups});
         assert_eq!(oidc.role_of(&claims(serde_json::json!(["sre", "platform"]))), Some(Scope::Full));
         assert_eq!(oidc.role_of(&claims(serde_json::json!("sre"))), Some(Scope::Read));

@@ -130,17 +130,7 @@ impl HookClient {
             .body(body)
             .map_err(|err| HookError::Transport(err.to_string()))?;
         request.headers_mut().extend(headers);
-        let exchange = async {
-            let response = self.client.request(request).await.map_err(|err| HookError::Transport(err.to_string()))?;
-            if !response.status().is_success() {
-                return Err(HookError::Status(response.status().as_u16()));
-            }
-            collect_limited(response.into_body(), MAX_REPLY_BYTES).await.map_err(|err| match err {
-                CollectError::TooLarge(_) => HookError::TooLarge,
-                CollectError::Read(message) => HookError::Transport(message),
-            })
-        };
-        tokio::time::timeout(timeout, exchange).await.map_err(|_| HookError::Timeout(timeout))?
+        self.exchange(request, timeout).await
     }
 
     /// GETs `url` within `timeout`; a 2xx answer's body (at most the hook
@@ -155,6 +145,12 @@ impl HookClient {
             )
             .body(Full::new(Bytes::new()))
             .map_err(|err| HookError::Transport(err.to_string()))?;
+        self.exchange(request, timeout).await
+    }
+
+    /// Sends `request` and reads a 2xx answer's body (at most the hook
+    /// reply cap), all within `timeout`.
+    async fn exchange(&self, request: Request<Full<Bytes>>, timeout: Duration) -> Result<Bytes, HookError> {
         let exchange = async {
             let response = self.client.request(request).await.map_err(|err| HookError::Transport(err.to_string()))?;
             if !response.status().is_success() {

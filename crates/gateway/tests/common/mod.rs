@@ -397,3 +397,31 @@ async fn spawn_with_live(router: switchyard_gateway::server::LiveRouter, setting
     tokio::spawn(switchyard_gateway::server::serve(listener, router, settings, std::future::pending()));
     addr
 }
+
+/// The identity fixtures' signing key `kid` (P-256, PKCS#8): what a fake
+/// identity provider signs callers' and users' tokens with.
+pub fn identity_key(kid: &str) -> jsonwebtoken::EncodingKey {
+    let pem = std::fs::read(format!("{}/tests/fixtures/identity/{kid}.pem", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    jsonwebtoken::EncodingKey::from_ec_pem(&pem).unwrap()
+}
+
+/// The JWKS document publishing the identity fixtures' key `kid`.
+pub fn identity_jwks(kid: &str) -> serde_json::Value {
+    let path = format!("{}/tests/fixtures/identity/jwks-{kid}.json", env!("CARGO_MANIFEST_DIR"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Unix seconds now.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// Who the console document says is signed in (its session meta element).
+pub async fn console_session(admin: SocketAddr, cookie: &str) -> serde_json::Value {
+    let page = get_with(admin, "/ui/keys", &[("cookie", cookie)]).await;
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    let start = html.find("<meta name=\"switchyard-session\" content=\"").unwrap() + 41;
+    let content = &html[start..start + html[start..].find('"').unwrap()];
+    serde_json::from_str(&content.replace("&quot;", "\"").replace("&amp;", "&")).unwrap()
+}
