@@ -193,7 +193,7 @@ pub fn signed_in(gateway: &Gateway, headers: &HeaderMap) -> Option<SignIn> {
     let mut sign_in = gateway.sign_ins.find(cookie, Instant::now())?;
     // A single sign-on session lives while its provider is configured, its
     // role no higher than the provider's ceiling now.
-    if let Some(oidc) = gateway.oidc.as_ref().filter(|o| crate::oidc::federation(o.config()).matches(&sign_in.token)) {
+    if let Some(oidc) = gateway.oidc.as_ref().filter(|o| o.federation().matches(&sign_in.token)) {
         if oidc.config().max_role == switchyard_config::Scope::Read {
             sign_in.scope = switchyard_config::Scope::Read;
         }

@@ -12,18 +12,11 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
-use switchyard_governance::KeyHash;
 use switchyard_state::oidc::OidcError;
 use switchyard_state::sign_ins::{hex, random, SignIn, COOKIE, LIFETIME};
 use switchyard_state::Gateway;
 
 use crate::api::audit_entry;
-
-/// What the session of an OIDC sign-in remembers as its source: removing
-/// `admin.oidc` (or pointing it elsewhere) ends such sessions.
-pub fn federation(config: &switchyard_config::Oidc) -> KeyHash {
-    KeyHash::of(&format!("oidc:{}:{}", config.issuer, config.client_id))
-}
 
 /// `/ui/login/oidc`: off to the provider.
 pub(crate) async fn start(State(gateway): State<Arc<Gateway>>) -> Response {
@@ -80,12 +73,8 @@ pub(crate) async fn callback(
         return (StatusCode::INTERNAL_SERVER_ERROR, "the OS random source failed").into_response();
     };
     let name: Arc<str> = Arc::from(signed.name.as_str());
-    let sign_in = SignIn {
-        name: name.clone(),
-        scope: signed.scope,
-        token: federation(oidc.config()),
-        csrf: Arc::from(hex(&csrf)),
-    };
+    let sign_in =
+        SignIn { name: name.clone(), scope: signed.scope, token: oidc.federation(), csrf: Arc::from(hex(&csrf)) };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
     audit_entry(&gateway, source, &name, action, None, 200).await;
     let secure = if gateway.config.admin.tls.is_some() { "; Secure" } else { "" };

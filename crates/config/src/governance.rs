@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
-use switchyard_governance::{Budget, Limits, Window};
+use switchyard_governance::{Budget, Limits};
 
+pub use crate::spend::Scope;
+pub(crate) use crate::spend::{budget, limits, RawBudget, RawLimits};
 use crate::{duration_or, Issue};
 
 /// How callers are authenticated on the data plane.
@@ -19,43 +21,6 @@ pub enum AuthMode {
     Open,
     /// A virtual key (or, for Bedrock, a SigV4 signature by a minted pair).
     Keys,
-}
-
-/// An admin token's scope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// Reads only.
-    Read,
-    /// Reads and changes.
-    Full,
-    /// A member signed in through single sign-on: manages their own keys
-    /// (`/api/v1/self/keys`) and nothing else.
-    Member,
-}
-
-impl Scope {
-    /// The lesser of two scopes (a ceiling applied): member < read < full.
-    pub fn at_most(self, ceiling: Scope) -> Scope {
-        let rank = |scope: Scope| match scope {
-            Scope::Member => 0,
-            Scope::Read => 1,
-            Scope::Full => 2,
-        };
-        if rank(self) <= rank(ceiling) {
-            self
-        } else {
-            ceiling
-        }
-    }
-
-    /// Its name in the console and the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::Full => "full",
-            Scope::Member => "member",
-        }
-    }
 }
 
 /// An admin token.
@@ -252,21 +217,6 @@ pub(crate) struct RawStorage {
     pub redis_url: Option<String>,
     pub on_redis_error: Option<String>,
     pub ledger_spool: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawBudget {
-    pub usd: f64,
-    pub window: String,
-}
-
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawLimits {
-    pub rpm: Option<u64>,
-    pub tpm: Option<u64>,
-    pub concurrent: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -472,40 +422,6 @@ pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
         on_redis_error,
         ledger_spool,
     }
-}
-
-/// Validates a budget (`path` names it).
-pub(crate) fn budget(raw: &RawBudget, path: &str, issues: &mut Vec<Issue>) -> Option<Budget> {
-    let window = Window::from_name(&raw.window).or_else(|| {
-        issues.push(Issue::new(
-            &format!("{path}.window"),
-            format!("`{}` is not a window", raw.window),
-            "use 1m, 1h, 1d, 7d, 1mo or total",
-        ));
-        None
-    })?;
-    if !raw.usd.is_finite() || raw.usd < 0.0 {
-        issues.push(Issue::new(
-            &format!("{path}.usd"),
-            "a budget must be a finite amount, 0 or more",
-            "write USD, e.g. 100",
-        ));
-        return None;
-    }
-    Some(Budget { usd: raw.usd, window })
-}
-
-pub(crate) fn limits(raw: &RawLimits, path: &str, issues: &mut Vec<Issue>) -> Limits {
-    for (key, value) in [("rpm", raw.rpm), ("tpm", raw.tpm), ("concurrent", raw.concurrent)] {
-        if value == Some(0) {
-            issues.push(Issue::new(
-                &format!("{path}.{key}"),
-                "a limit of 0 refuses everything",
-                "remove it (no limit) or set 1 or more",
-            ));
-        }
-    }
-    Limits { rpm: raw.rpm, tpm: raw.tpm, concurrent: raw.concurrent }
 }
 
 pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) -> Vec<Group> {

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{check_outbound_url, duration_or, Issue, Scope};
+use crate::spend::{budget, limits, RawBudget, RawLimits, Scope};
+use crate::{check_outbound_url, duration_or, Issue};
 
 /// A trusted issuer of callers' tokens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,9 +120,9 @@ pub(crate) struct RawOidc {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawMembers {
     pub parent: String,
-    pub budget: Option<crate::governance::RawBudget>,
+    pub budget: Option<RawBudget>,
     #[serde(default)]
-    pub limits: crate::governance::RawLimits,
+    pub limits: RawLimits,
     pub max_keys: Option<u32>,
 }
 
@@ -195,11 +196,8 @@ pub(crate) fn oidc(raw: &RawOidc, issues: &mut Vec<Issue>) -> Oidc {
         max_role: raw.max_role.as_deref().map_or(Scope::Full, |text| role(text, "admin.oidc.max_role", issues)),
         members: raw.members.as_ref().map(|members| Members {
             parent: members.parent.clone(),
-            budget: members
-                .budget
-                .as_ref()
-                .and_then(|b| crate::governance::budget(b, "admin.oidc.members.budget", issues)),
-            limits: crate::governance::limits(&members.limits, "admin.oidc.members.limits", issues),
+            budget: members.budget.as_ref().and_then(|b| budget(b, "admin.oidc.members.budget", issues)),
+            limits: limits(&members.limits, "admin.oidc.members.limits", issues),
             max_keys: match members.max_keys {
                 None => 5,
                 Some(n @ 1..=1000) => n,

@@ -19,6 +19,7 @@ mod raw;
 mod redact;
 pub mod retention;
 mod server;
+mod spend;
 mod ssrf;
 mod telemetry;
 mod translation;

@@ -121,6 +121,12 @@ impl OidcClient {
         &self.config
     }
 
+    /// What the sessions it opens remember as their source: pointing
+    /// `admin.oidc` elsewhere (or removing it) ends them.
+    pub fn federation(&self) -> switchyard_governance::KeyHash {
+        switchyard_governance::KeyHash::of(&format!("oidc:{}:{}", self.config.issuer, self.config.client_id))
+    }
+
     async fn discovery(&self) -> Result<Discovery, OidcError> {
         if let Some(held) = self.discovery.load_full() {
             if held.1.elapsed() < DISCOVERY_FOR {
