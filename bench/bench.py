@@ -744,6 +744,32 @@ http {{
             proxy_set_header Connection "";
         }}
     }}
+    # The same two over TLS (the test certificate the gateway's tls setup
+    # serves), for the TLS cases' own baseline.
+    server {{
+        listen 127.0.0.1:{port_tls_buffered} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{port_tls_stream} ssl;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering off;
+            proxy_read_timeout 300s;
+        }}
+    }}
     # Streams: unbuffered, every upstream frame relayed as it arrives.
     server {{
         listen 127.0.0.1:{port_stream};
@@ -904,6 +930,8 @@ class Nginx:
         os.chmod(self.dir, 0o755)  # the worker may run as another user
         self.port_buffered = free_port()
         self.port_stream = free_port()
+        self.port_tls_buffered = free_port()
+        self.port_tls_stream = free_port()
         conf = os.path.join(self.dir, "nginx.conf")
         with open(conf, "w") as f:
             f.write(
@@ -911,6 +939,9 @@ class Nginx:
                     tmp=self.dir, upstream=upstream, port_buffered=self.port_buffered,
                     port_stream=self.port_stream, conns=16384 if streams else 1024,
                     nofile=max(4096, nofile_limit()),
+                    port_tls_buffered=self.port_tls_buffered, port_tls_stream=self.port_tls_stream,
+                    cert=os.path.abspath(os.path.join(TLS_FILES, "server-a.pem")),
+                    key=os.path.abspath(os.path.join(TLS_FILES, "server-a.key")),
                 )
             )
         self.procs = procs
@@ -947,7 +978,9 @@ class Nginx:
         except OSError:
             return ""
 
-    def port_for(self, stream):
+    def port_for(self, stream, tls=False):
+        if tls:
+            return self.port_tls_stream if stream else self.port_tls_buffered
         return self.port_stream if stream else self.port_buffered
 
     def stop(self):
@@ -963,6 +996,16 @@ def nofile_limit():
 # --------------------------------------------------------------------------
 # Measurements.
 # --------------------------------------------------------------------------
+
+
+def handshakes(wrk, port, path, body, pid, opts, what, headers=None):
+    """A new TLS connection per request (`Connection: close`) at c=16:
+    handshakes a second and the proxy's CPU per handshake (with its request)."""
+    closing = dict(headers or {}, Connection="close")
+    cpu0 = cpu_seconds(pid)
+    r = wrk.run(port, path, body, 16, opts.c1_secs, what, headers=closing)
+    cpu = (cpu_seconds(pid) - cpu0) / max(r["requests"], 1) * 1e6
+    return {"per_second": r["rps"], "cpu_us_per_handshake": cpu, "per_core_second": 1e6 / cpu if cpu else None}
 
 
 def measure(wrk, port, path, body, pid, opts, what, extra_pids=(), headers=None):
@@ -1146,6 +1189,8 @@ def run(opts):
                 g["rss_kib"], g["hwm_kib"] = mem_kib(gw.pid)
                 if b["stream"]:
                     g["ttfb"] = ttfb(gw_port, gpath, gbody, opts.ttfb_n, opts.ttfb_warmup, headers)
+                elif extra == "tls":
+                    g["handshakes"] = handshakes(wrk, gw_port, gpath, gbody, gw.pid, opts, cid + " handshakes", headers)
                 if gw.poll() is not None:
                     raise BenchError("%s: the gateway exited" % cid)
             finally:
@@ -1178,6 +1223,23 @@ def run(opts):
                 n["master_rss_kib"] = mem_kib(ng.master.pid)[0]
                 if b["stream"]:
                     n["ttfb"] = ttfb(nport, path, body, opts.ttfb_n, opts.ttfb_warmup)
+                tls_cases = [cid for cid, _, _, _, bkey in CASES if bkey == key and VARIANTS.get(cid, {}).get("extra") == "tls"
+                             and (not opts.only or any(o in cid for o in opts.only))]
+                if tls_cases:
+                    # nginx terminating TLS, the TLS cases' baseline, and
+                    # its handshakes (a new connection per request).
+                    log("%s: nginx over TLS" % key)
+                    tport = ng.port_for(b["stream"], tls=True)
+                    TLS_PORTS.add(tport)
+                    try:
+                        validate(tport, path, body, b["text"], b["stream"], key + " nginx tls")
+                        base["nginx_tls"] = measure(wrk, tport, path, body, ng.worker, opts, key + " nginx tls",
+                                                    extra_pids=(mock.pid,))
+                        if not b["stream"]:
+                            base["nginx_tls_handshakes"] = handshakes(wrk, tport, path, body, ng.worker, opts,
+                                                                      key + " nginx tls handshakes")
+                    finally:
+                        TLS_PORTS.discard(tport)
             finally:
                 ng.stop()
             base["nginx"] = n
@@ -1374,6 +1436,13 @@ def derive(results):
             r["ttfb_vs_direct"] = ratio(gf, df)
             r["ttfb_vs_nginx"] = ratio(gf, nf)
             r["added_ttfb_vs_nginx"] = ratio(out["added_ttfb_p50_us"], out["nginx_added_ttfb_p50_us"])
+        nt = base.get("nginx_tls")
+        if nt and VARIANTS.get(case["id"], {}).get("extra") == "tls":
+            r["cpu_vs_nginx_tls"] = ratio(g["c64"]["cpu_us_per_req"], nt["c64"]["cpu_us_per_req"])
+            r["rps_vs_nginx_tls"] = ratio(g["c64"]["rps"], nt["c64"]["rps"])
+            hs, nhs = g.get("handshakes"), base.get("nginx_tls_handshakes")
+            if hs and nhs:
+                r["handshake_cpu_vs_nginx_tls"] = ratio(hs["cpu_us_per_handshake"], nhs["cpu_us_per_handshake"])
         bf = case.get("before")
         if bf:
             r["cpu_vs_before"] = ratio(g["c64"]["cpu_us_per_req"], bf["c64"]["cpu_us_per_req"])
@@ -1520,6 +1589,34 @@ def render(results):
                 f(g["c64"]["cpu_us_per_req"], 1), x_(r["cpu_vs_upstream"]), x_(r["cpu_vs_nginx"]),
                 f(g["c1"]["cpu_us_per_req"], 1), x_(r["cpu_c1_vs_nginx"]), busy(g["c64"])))
     L.append("")
+
+    tls_cases = [c for c in results["cases"] if "cpu_vs_nginx_tls" in c["ratios"]]
+    if tls_cases:
+        L.append("## TLS on the data listener\n")
+        L.append("Each TLS case against nginx terminating TLS with the same certificate (ECDSA P-256) in the same run, "
+                 "and against its own plain twin; keep-alive connections at c=64. Handshakes: a new connection per "
+                 "request (`Connection: close`) at c=16, the proxy's CPU per handshake with its request, and what one "
+                 "core would do at that cost.\n")
+        L.append("| case | CPU µs/req | ÷ nginx TLS | ÷ plain twin | req/s ÷ nginx TLS | handshakes/s | CPU µs/handshake | per core-second | ÷ nginx's |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        by_id = {c["id"]: c for c in results["cases"]}
+        for c in tls_cases:
+            g, r = c["gateway"], c["ratios"]
+            twin = by_id.get(VARIANTS[c["id"]]["of"])
+            plain = x_(ratio(g["c64"]["cpu_us_per_req"], twin["gateway"]["c64"]["cpu_us_per_req"])) if twin else ""
+            hs = g.get("handshakes") or {}
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                c["title"], f(g["c64"]["cpu_us_per_req"], 1), x_(r["cpu_vs_nginx_tls"]), plain, x_(r["rps_vs_nginx_tls"]),
+                f(hs["per_second"]) if hs else "", f(hs["cpu_us_per_handshake"], 1) if hs else "",
+                f(hs["per_core_second"]) if hs.get("per_core_second") else "",
+                x_(r["handshake_cpu_vs_nginx_tls"]) if "handshake_cpu_vs_nginx_tls" in r else ""))
+        for key, b in results["baselines"].items():
+            if "nginx_tls" in b:
+                nt, nhs = b["nginx_tls"], b.get("nginx_tls_handshakes")
+                L.append("| **nginx TLS** %s | %s | 1.00× | | 1.00× | %s | %s | %s | 1.00× |" % (
+                    key, f(nt["c64"]["cpu_us_per_req"], 1), f(nhs["per_second"]) if nhs else "",
+                    f(nhs["cpu_us_per_handshake"], 1) if nhs else "", f(nhs["per_core_second"]) if nhs else ""))
+        L.append("")
 
     L.append("## Memory (MiB)\n")
     L.append("Idle = VmRSS right after start; peak = VmHWM after the case's runs (each case starts a fresh gateway). "
