@@ -38,7 +38,7 @@ pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
 pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
-pub use server::{Http2, Server, ServerTls};
+pub use server::{ClientIdentity, Http2, Server, ServerTls};
 pub use ssrf::{check_outbound_url, is_public};
 pub use switchyard_codec::Credentials;
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
@@ -740,6 +740,13 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let control = operator::config_control(&raw.config);
 
     let server = server::validate(&raw.server, issues);
+    if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {
+        issues.push(Issue::new(
+            "server.tls.client_identity",
+            "client certificates name callers only when callers must prove who they are",
+            "set auth.mode: keys",
+        ));
+    }
 
     let providers: Vec<Provider> =
         raw.providers.iter().map(|(name, provider)| validate_provider(name, provider, issues, &mut warnings)).collect();

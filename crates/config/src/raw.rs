@@ -78,6 +78,7 @@ pub struct RawServerTls {
     pub cert: String,
     pub key: String,
     pub client_ca: Option<String>,
+    pub client_identity: Option<String>,
 }
 
 /// HTTP/2 limits.

@@ -48,6 +48,19 @@ pub struct ServerTls {
     pub key: String,
     /// The CA that signs client certificates (mTLS), when required.
     pub client_ca: Option<String>,
+    /// What a client certificate's common name names, when it stands for
+    /// a caller that sends no key.
+    pub client_identity: Option<ClientIdentity>,
+}
+
+/// What a verified client certificate's common name names
+/// (`server.tls.client_identity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientIdentity {
+    /// A virtual key, by its name (a name two keys share names none).
+    Key,
+    /// A group: the caller draws on its budget tree as `cert:<group>`.
+    Group,
 }
 
 /// HTTP/2 limits of a listener.
@@ -161,6 +174,27 @@ pub(crate) fn validate(raw: &raw::RawServer, issues: &mut Vec<Issue>) -> Server 
             cert: tls.cert.clone(),
             key: tls.key.clone(),
             client_ca: tls.client_ca.clone(),
+            client_identity: match tls.client_identity.as_deref() {
+                None => None,
+                Some(_) if tls.client_ca.is_none() => {
+                    issues.push(Issue::new(
+                        "server.tls.client_identity",
+                        "client certificates name callers only when they are required",
+                        "set server.tls.client_ca",
+                    ));
+                    None
+                }
+                Some("key") => Some(ClientIdentity::Key),
+                Some("group") => Some(ClientIdentity::Group),
+                Some(other) => {
+                    issues.push(Issue::new(
+                        "server.tls.client_identity",
+                        format!("`{other}` is not key or group"),
+                        "write key (the common name is a key's name) or group",
+                    ));
+                    None
+                }
+            },
         }),
     }
 }

@@ -18,12 +18,14 @@ pub fn is_signed(headers: &HeaderMap) -> bool {
 }
 
 /// Who is calling (governance's "authenticate" stage): `None` on an open
-/// data plane.
+/// data plane. `client`: the verified client certificate's common name,
+/// when the listener names callers by it.
 pub fn caller(
     gateway: &Gateway,
     protocol: Protocol,
     uri: &Uri,
     headers: &HeaderMap,
+    client: Option<&str>,
     body: &[u8],
 ) -> Result<Option<Caller>, ErrorInfo> {
     let Some(governance) = &gateway.governance else {
@@ -40,5 +42,5 @@ pub fn caller(
         authority: uri.authority().map(|a| a.as_str()),
         body,
     });
-    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound })
+    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound, client })
 }

@@ -158,7 +158,8 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
         response.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static("1"));
         response
     });
-    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None, peer: false }
+    let client_names = gateway.config.server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some());
+    Settings { limits: gateway.config.server.clone(), refuse, stats, tls: None, peer: false, client_names }
 }
 
 /// The caller's protocol, from a data-plane path.
@@ -543,6 +544,7 @@ async fn frame(
 ) -> Result<(Call, Option<conn_io::BodyCharge>), ErrorInfo> {
     let protocol = ingress.protocol;
     let budget = parts.extensions.get::<ConnBudget>().cloned();
+    let client = parts.extensions.get::<switchyard_state::ClientName>().map(|name| &*name.0);
     let headers = parts.headers;
     if ingress.form {
         form_content_type(&headers)?;
@@ -556,7 +558,7 @@ async fn frame(
     let signed = governed && switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
     if governed && !signed {
-        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &[])?;
+        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &[])?;
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
     let operation = match ingress.operation {
@@ -578,7 +580,7 @@ async fn frame(
     }
     let (name, wire_model) = named(gateway, ingress.named, &top)?;
     if signed {
-        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, &body)?;
+        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &body)?;
     }
     let session = session_of(gateway, &name, &headers);
     if session.as_ref().is_some_and(|s| s.len() > switchyard_state::sessions::MAX_SESSION_ID) {

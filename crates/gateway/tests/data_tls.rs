@@ -269,3 +269,76 @@ async fn curl_and_openssl_reach_it_with_the_ca_bundle() {
     assert!(out.contains("Verify return code: 0 (ok)"), "{out}");
     assert!(out.contains("switchyard server-a"), "{out}");
 }
+
+/// A governed data listener over TLS for `yaml` (mTLS and its client
+/// identities), and its admin listener.
+async fn serve_governed(yaml: &str) -> (std::net::SocketAddr, std::net::SocketAddr) {
+    let config = switchyard_config::load(yaml, &|_| None).unwrap();
+    let tls = LiveTls::data(config.server.tls.as_ref().unwrap()).unwrap();
+    let gateway = switchyard_gateway::Gateway::new(config, switchyard_protocol::codec).unwrap();
+    let (governance, writer) =
+        switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
+    std::mem::forget(writer);
+    let gateway = Arc::new(gateway.with_governance(governance).with_telemetry());
+    let mut settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
+    settings.tls = Some(tls);
+    let data = common::spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
+    let admin = common::spawn(switchyard_gateway::admin_router(gateway)).await;
+    (data, admin)
+}
+
+fn identity_config(identity: &str) -> String {
+    let tls = tls_config(&fixture("server-a.pem"), &fixture("server-a.key"), Some(&fixture("ca.pem")), "");
+    let tls = tls.replacen("client_ca: ", &format!("client_identity: {identity}, client_ca: "), 1);
+    format!(
+        "{tls}auth: {{ mode: keys }}\nadmin: {{ tokens: [{}] }}\n\
+         groups:\n  acme-batch-job: {{ limits: {{ rpm: 2 }} }}\n",
+        common::ADMIN_TOKEN
+    )
+}
+
+/// A chat over mTLS with the client fixture's certificate (CN
+/// `acme-batch-job`) and no key: its status and error message.
+async fn chat_with_certificate(addr: std::net::SocketAddr) -> (u16, String) {
+    let (cert, key) = (fixture("client.pem"), fixture("client.key"));
+    let stream = connect(addr, client_config(&[b"http/1.1"], Some((&cert, &key)))).await.unwrap();
+    let mut sender = http1(stream).await;
+    let response = sender.send_request(chat()).await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let message = serde_json::from_slice::<serde_json::Value>(&body).unwrap_or_default()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    (status, message)
+}
+
+#[tokio::test]
+async fn a_client_certificate_names_the_group_a_caller_draws_on() {
+    let (addr, _) = serve_governed(&identity_config("group")).await;
+    // No key: the certificate's name is the group, and its limits apply.
+    assert_eq!(chat_with_certificate(addr).await.0, 200);
+    assert_eq!(chat_with_certificate(addr).await.0, 200);
+    assert_eq!(chat_with_certificate(addr).await.0, 429, "the group's two a minute are spent");
+}
+
+#[tokio::test]
+async fn a_client_certificate_names_a_key_when_exactly_one_has_its_name() {
+    let (addr, admin) = serve_governed(&identity_config("key")).await;
+    let (status, message) = chat_with_certificate(addr).await;
+    assert_eq!(status, 401);
+    assert!(message.contains("names no key"), "{message}");
+    let auth = format!("Bearer {}", common::ADMIN_TOKEN);
+    let create = |name: &'static str| {
+        let auth = auth.clone();
+        async move {
+            let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+            common::post(admin, "/api/v1/admin/keys", &headers, format!("{{\"name\": \"{name}\"}}")).await.status
+        }
+    };
+    assert_eq!(create("acme-batch-job").await, 201);
+    assert_eq!(chat_with_certificate(addr).await.0, 200);
+    // A second key of that name: the name names neither.
+    assert_eq!(create("acme-batch-job").await, 201);
+    assert_eq!(chat_with_certificate(addr).await.0, 401);
+}

@@ -63,6 +63,11 @@ struct KeyIndex {
     /// A token's caller per (issuer in `auth.jwt`, group): a key of its
     /// own in memory, never stored and never found by a secret.
     by_jwt: HashMap<(usize, String), Arc<CachedKey>>,
+    /// Keys by name, for client certificates that name one (`None`: two
+    /// keys share the name, so it names neither).
+    by_name: HashMap<String, Option<Arc<CachedKey>>>,
+    /// A client certificate's caller per group (`cert:<group>`).
+    by_cert: HashMap<String, Arc<CachedKey>>,
 }
 
 /// The authenticated caller of a request.
@@ -125,6 +130,8 @@ pub struct Governance {
     pub suspend: Option<switchyard_config::Suspend>,
     /// Identity providers whose tokens callers may present (`auth.jwt`).
     pub jwt: Option<Arc<jwt::Issuers>>,
+    /// What a verified client certificate's name names (`server.tls.client_identity`).
+    pub client_identity: Option<switchyard_config::ClientIdentity>,
     /// Each key's refusals of its own in the current window: (window
     /// start in Unix ms, count). Touched only when a request is refused.
     abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
@@ -151,14 +158,32 @@ pub fn suspension_subject(record: &KeyRecord) -> String {
 /// user, so a group's end-user policy caps each workload), the issuer's
 /// pools.
 fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
-    let id = jwt_key_id(&issuer.name, group);
+    let name = format!("{} token ({group})", issuer.name);
+    let mut record = in_memory_record(&jwt_key_id(&issuer.name, group), &name, group, issuer.pools.clone());
+    record.prefix = format!("jwt:{}", issuer.name);
+    record
+}
+
+/// The in-memory key a client certificate naming `group` is admitted as
+/// (`cert:<group>`): like a token's, no secret opens it and the group's
+/// budget and limits apply.
+fn cert_record(group: &str) -> KeyRecord {
+    let mut record = in_memory_record(&format!("cert:{group}"), &format!("client certificate ({group})"), group, None);
+    record.prefix = "cert".to_owned();
+    record
+}
+
+/// A key `id` held in memory only, drawing on `group`: no secret opens it
+/// (its hash is of a random value no caller holds), no budget or limits of
+/// its own.
+fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>>) -> KeyRecord {
     let unguessable: String = (0..4).map(|_| format!("{:016x}", fastrand::u64(..))).collect();
     KeyRecord {
-        name: format!("{} token ({group})", issuer.name),
-        prefix: format!("jwt:{}", issuer.name),
+        name: name.to_owned(),
+        prefix: String::new(),
         hash: KeyHash::of(&unguessable),
         group: Some(group.to_owned()),
-        pools: issuer.pools.clone(),
+        pools,
         policies: None,
         budget: None,
         limits: Default::default(),
@@ -171,7 +196,7 @@ fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
         end_users: None,
         suspended_until: None,
         version: 0,
-        id,
+        id: id.to_owned(),
     }
 }
 
@@ -418,6 +443,7 @@ impl Governance {
             prices: ArcSwap::from_pointee(prices),
             suspend: config.governance.suspend,
             jwt: jwt::Issuers::new(&config.jwt),
+            client_identity: config.server.tls.as_ref().and_then(|tls| tls.client_identity),
             abuse: Mutex::new(HashMap::default()),
             me: std::sync::OnceLock::new(),
             refusal_log: Mutex::new(switchyard_governance::rate::Gcra::new(REFUSALS_LOGGED)),
@@ -478,11 +504,22 @@ impl Governance {
                 groups.keys().map(move |group| ((index, group.clone()), jwt_record(issuer, group)))
             })
             .collect();
-        let token_ids: std::collections::HashSet<String> = tokens.iter().map(|(_, r)| r.id.clone()).collect();
+        // A client certificate's callers, when its name names a group.
+        let certs: Vec<KeyRecord> = match self.client_identity {
+            Some(switchyard_config::ClientIdentity::Group) => groups.keys().map(|group| cert_record(group)).collect(),
+            _ => Vec::new(),
+        };
+        let mut cert_groups: HashMap<String, String> =
+            certs.iter().filter_map(|r| Some((r.id.clone(), r.group.clone()?))).collect();
+        let token_ids: std::collections::HashSet<String> =
+            tokens.iter().map(|(_, r)| r.id.clone()).chain(certs.iter().map(|r| r.id.clone())).collect();
         let mut token_places: HashMap<String, (usize, String)> =
             tokens.iter().map(|(place, record)| (record.id.clone(), place.clone())).collect();
-        let records =
-            records.into_iter().filter(|r| !token_ids.contains(&r.id)).chain(tokens.into_iter().map(|(_, r)| r));
+        let records = records
+            .into_iter()
+            .filter(|r| !token_ids.contains(&r.id))
+            .chain(tokens.into_iter().map(|(_, r)| r))
+            .chain(certs);
         for record in records {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
@@ -512,6 +549,18 @@ impl Governance {
             if let Some(place) = token_places.remove(&cached.record.id) {
                 index.by_jwt.insert(place, cached);
                 continue;
+            }
+            if let Some(group) = cert_groups.remove(&cached.record.id) {
+                index.by_cert.insert(group, cached);
+                continue;
+            }
+            if self.client_identity == Some(switchyard_config::ClientIdentity::Key) {
+                // A name two keys share names neither.
+                index
+                    .by_name
+                    .entry(cached.record.name.clone())
+                    .and_modify(|found| *found = None)
+                    .or_insert_with(|| Some(cached.clone()));
             }
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
@@ -671,7 +720,7 @@ impl Governance {
         let suspend = self.suspend?;
         // A token's callers share their issuer and group's key, which no
         // store holds: one workload's conduct cannot suspend the others.
-        if caller.subject.is_some() || caller.key.id.starts_with("jwt:") {
+        if caller.subject.is_some() || caller.key.id.starts_with("jwt:") || caller.key.id.starts_with("cert:") {
             return None;
         }
         let mut abuse = self.abuse.lock().unwrap_or_else(PoisonError::into_inner);

@@ -46,6 +46,12 @@ use switchyard_transport::{HttpTransport, Transport};
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub std::net::IpAddr);
 
+/// The common name of the client certificate a request's connection
+/// presented and the CA verified: a request extension the data listener
+/// sets when `server.tls.client_identity` asks for it.
+#[derive(Debug, Clone)]
+pub struct ClientName(pub Arc<str>);
+
 /// Looks up the codec of a protocol (the registry is injected so this crate
 /// depends only on the codec contract, never on the six implementations).
 pub type CodecFor = fn(Protocol) -> &'static dyn Codec;

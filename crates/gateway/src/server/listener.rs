@@ -55,9 +55,12 @@ pub struct Settings {
     /// Each request carries its connection's [`Peer`] (the admin plane's
     /// audit reads it; the data plane does not pay for it).
     pub peer: bool,
+    /// Each request carries its connection's verified client certificate's
+    /// common name ([`ClientName`]; `server.tls.client_identity`).
+    pub client_names: bool,
 }
 
-pub use switchyard_state::Peer;
+pub use switchyard_state::{ClientName, Peer};
 
 impl Settings {
     /// Settings whose refusals are plain JSON (the admin plane, the vendor fake).
@@ -68,6 +71,7 @@ impl Settings {
             stats: Arc::default(),
             tls: None,
             peer: true,
+            client_names: false,
         }
     }
 }
@@ -183,6 +187,7 @@ pub async fn serve(
                     in_flight: in_flight.clone(),
                     settings: settings.clone(),
                     peer: settings.peer.then_some(Peer(peer.ip())),
+                    client: None,
                 };
                 let connection = Connection { tcp, state, timeouts, service, slot };
                 settings.stats.open.fetch_add(1, Ordering::Relaxed);
@@ -232,6 +237,11 @@ impl Connection {
             Some(tls) => {
                 let acceptor = tls.current();
                 if let Ok(Ok(stream)) = tokio::time::timeout(timeouts.header_read, acceptor.accept(tcp)).await {
+                    let mut service = service;
+                    if settings.client_names {
+                        service.client =
+                            stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?));
+                    }
                     let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
                     let _ = watcher.watch(builder.serve_connection(io, service)).await;
                 }
@@ -271,6 +281,15 @@ struct ConnService {
     in_flight: Arc<Semaphore>,
     settings: Settings,
     peer: Option<Peer>,
+    client: Option<ClientName>,
+}
+
+/// The common name of a certificate's subject (the first one), when it
+/// has one that is text.
+fn common_name(der: &[u8]) -> Option<ClientName> {
+    let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
+    let name = certificate.subject().iter_common_name().next()?.as_str().ok()?;
+    Some(ClientName(Arc::from(name)))
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -294,6 +313,9 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
         }
         if let Some(peer) = self.peer {
             request.extensions_mut().insert(peer);
+        }
+        if let Some(client) = &self.client {
+            request.extensions_mut().insert(client.clone());
         }
         let mut router = self.router.current();
         Box::pin(async move {

@@ -74,7 +74,14 @@ fn entries(gateway: &Gateway, request: &Request, dialect: Dialect) -> Result<Vec
     let mut caller = None;
     if !admin {
         let protocol = dialect.protocol();
-        caller = switchyard_engine::authenticate::caller(gateway, protocol, request.uri(), request.headers(), &[])?;
+        caller = switchyard_engine::authenticate::caller(
+            gateway,
+            protocol,
+            request.uri(),
+            request.headers(),
+            request.extensions().get::<switchyard_state::ClientName>().map(|name| &*name.0),
+            &[],
+        )?;
     }
     let may_use = |name: &str| caller.as_ref().is_none_or(|c: &Caller| c.key.record.may_use(name));
     let config = &gateway.config;

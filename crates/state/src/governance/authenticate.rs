@@ -80,6 +80,9 @@ pub struct Presented<'a> {
     pub query: Option<&'a str>,
     /// What a SigV4 check needs, when the request is signed.
     pub inbound: Option<Inbound<'a>>,
+    /// The verified client certificate's common name, when the listener
+    /// names callers by it (`server.tls.client_identity`).
+    pub client: Option<&'a str>,
 }
 
 enum Credential<'a> {
@@ -146,6 +149,29 @@ impl Governance {
         Ok(Some(Caller { key: key.clone(), subject: verified.subject }))
     }
 
+    /// A caller named by its client certificate's common name: the key of
+    /// that name (when exactly one key has it) or the group's in-memory
+    /// key (`cert:<group>`).
+    fn authenticate_certificate(&self, index: &KeyIndex, name: &str) -> Result<Option<Caller>, ErrorInfo> {
+        let found = match self.client_identity {
+            Some(switchyard_config::ClientIdentity::Key) => index.by_name.get(name).cloned().flatten(),
+            Some(switchyard_config::ClientIdentity::Group) => index.by_cert.get(name).cloned(),
+            None => None,
+        };
+        let Some(key) = found else {
+            let message =
+                format!("the client certificate's name `{name}` names no key or group here (or more than one key)");
+            return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+        };
+        match key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(Caller { key, subject: None })),
+            _ => Err(self.refuse(
+                Refused::RevokedKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("the key `{name}` is not active")),
+            )),
+        }
+    }
+
     pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         info
@@ -160,6 +186,10 @@ impl Governance {
         }
         let index = self.keys.load();
         let key = match request.credential() {
+            // No key presented: a verified client certificate may name one.
+            Credential::None if request.client.is_some() && self.client_identity.is_some() => {
+                return self.authenticate_certificate(&index, request.client.unwrap_or_default());
+            }
             Credential::None => {
                 let hint = match request.protocol {
                     Protocol::Anthropic => "x-api-key",
