@@ -322,7 +322,8 @@ fn vertex_body(body: &Bytes, version: &str) -> Bytes {
         return body.clone();
     };
     object.shift_remove("model");
-    object.insert("anthropic_version".to_owned(), serde_json::Value::String(version.to_owned()));
+    // First, where Vertex's reference writes it.
+    object.shift_insert(0, "anthropic_version".to_owned(), serde_json::Value::String(version.to_owned()));
     serde_json::to_vec(&object).map_or_else(|_| body.clone(), Bytes::from)
 }
 
@@ -334,7 +335,7 @@ mod tests {
     fn a_vertex_claude_body_carries_its_version_and_no_model() {
         let body = Bytes::from_static(br#"{"model":"claude-sonnet-4-5","max_tokens":8,"messages":[]}"#);
         let sent = vertex_body(&body, "vertex-2023-10-16");
-        assert_eq!(&sent[..], br#"{"max_tokens":8,"messages":[],"anthropic_version":"vertex-2023-10-16"}"#);
+        assert_eq!(&sent[..], br#"{"anthropic_version":"vertex-2023-10-16","max_tokens":8,"messages":[]}"#);
         // Not an object: as it came.
         let odd = Bytes::from_static(b"[1]");
         assert_eq!(vertex_body(&odd, "v"), odd);

@@ -37,6 +37,8 @@ struct Seen {
     refused: Vec<String>,
     /// Cloud calls: path and query, `Authorization`, body.
     calls: Vec<(String, String, Value)>,
+    /// The same calls as sent: headers and the body's bytes.
+    sent: Vec<(HeaderMap, bytes::Bytes)>,
 }
 
 #[derive(Clone)]
@@ -88,10 +90,15 @@ async fn token(State(fake): State<Fake>, Form(form): Form<Vec<(String, String)>>
 
 /// Vertex AI's publisher models: Gemini's `generateContent` and
 /// `streamGenerateContent`, Claude's `rawPredict`.
-async fn vertex(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, Json(body): Json<Value>) -> Response {
+async fn vertex(State(fake): State<Fake>, uri: Uri, headers: HeaderMap, raw: bytes::Bytes) -> Response {
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let path = uri.path_and_query().map(ToString::to_string).unwrap_or_default();
-    fake.seen.lock().unwrap().calls.push((path.clone(), bearer.clone(), body));
+    let body: Value = serde_json::from_slice(&raw).unwrap_or_default();
+    {
+        let mut seen = fake.seen.lock().unwrap();
+        seen.calls.push((path.clone(), bearer.clone(), body));
+        seen.sent.push((headers.clone(), raw));
+    }
     if !bearer.starts_with("Bearer cloud-token-") {
         return (
             StatusCode::UNAUTHORIZED,
@@ -126,11 +133,16 @@ async fn azure(
     Path(deployment): Path<String>,
     uri: Uri,
     headers: HeaderMap,
-    Json(body): Json<Value>,
+    raw: bytes::Bytes,
 ) -> Response {
     let bearer = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let path = uri.path_and_query().map(ToString::to_string).unwrap_or_default();
-    fake.seen.lock().unwrap().calls.push((path, bearer.clone(), body));
+    let body: Value = serde_json::from_slice(&raw).unwrap_or_default();
+    {
+        let mut seen = fake.seen.lock().unwrap();
+        seen.calls.push((path, bearer.clone(), body));
+        seen.sent.push((headers.clone(), raw));
+    }
     if !bearer.starts_with("Bearer cloud-token-") {
         return (StatusCode::UNAUTHORIZED, Json(json!({"error": {"code": "401", "message": "Access denied"}})))
             .into_response();
@@ -235,6 +247,25 @@ async fn gemini_and_claude_on_vertex_with_a_service_account() {
     assert_eq!(claude["anthropic_version"], "vertex-2023-10-16", "{claude}");
     assert!(claude.get("model").is_none(), "{claude}");
     assert!(seen.calls[0].2.get("anthropic_version").is_none());
+
+    // Byte for byte: each body as the vendors' references write it, the
+    // headers a bearer call carries and none of another auth scheme.
+    let recorded =
+        |name: &str| std::fs::read(format!("{}/tests/fixtures/cloud/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let gemini = recorded("vertex-gemini-generate-content.json");
+    let claude = recorded("vertex-claude-raw-predict.json");
+    let trim = |bytes: &[u8]| bytes.trim_ascii().to_vec();
+    assert_eq!(seen.sent.len(), 3);
+    assert_eq!(trim(&seen.sent[0].1), trim(&gemini), "{}", String::from_utf8_lossy(&seen.sent[0].1));
+    assert_eq!(trim(&seen.sent[1].1), trim(&gemini), "the stream asks the same, at streamGenerateContent");
+    assert_eq!(trim(&seen.sent[2].1), trim(&claude), "{}", String::from_utf8_lossy(&seen.sent[2].1));
+    for (headers, _) in &seen.sent {
+        assert_eq!(headers["content-type"], "application/json");
+        assert!(headers["authorization"].to_str().unwrap().starts_with("Bearer cloud-token-"));
+        for foreign in ["x-goog-api-key", "x-api-key", "api-key"] {
+            assert!(headers.get(foreign).is_none(), "{foreign} sent beside the bearer: {headers:?}");
+        }
+    }
 }
 
 #[tokio::test]
@@ -263,6 +294,18 @@ async fn azure_openai_with_entra_client_credentials_fetches_once_for_many() {
         path == "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
             && bearer == "Bearer cloud-token-1"
     }));
+    // Byte for byte: the body Azure's reference shows (the deployment in
+    // the path names the model; the body carries the wire model as the
+    // SDKs send it), and no api-key beside the bearer.
+    let recorded =
+        std::fs::read(format!("{}/tests/fixtures/cloud/azure-chat-completions.json", env!("CARGO_MANIFEST_DIR")))
+            .unwrap();
+    assert_eq!(seen.sent.len(), 8);
+    for (headers, body) in &seen.sent {
+        assert_eq!(body.trim_ascii(), recorded.trim_ascii(), "{}", String::from_utf8_lossy(body));
+        assert_eq!(headers["content-type"], "application/json");
+        assert!(headers.get("api-key").is_none(), "an Entra call carries no api-key: {headers:?}");
+    }
 }
 
 #[tokio::test]
