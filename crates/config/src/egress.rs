@@ -324,39 +324,29 @@ fn parse_template(
             return None;
         };
         let name = &rest[open + 1..open + close];
-        let value = |value: Option<&str>, what: &str, fix: &str, issues: &mut Vec<Issue>| match value {
-            Some(value) => Some(switchyard_codec::path_segment(value).into_owned()),
-            None => {
-                issues.push(Issue::new(key, format!("{{{what}}} has no value"), fix));
-                None
+        // The placeholders filled in now, with where their value comes from.
+        let fixed = match name {
+            "project" => {
+                Some((project, "add project: to the provider (or use a service account key file, which names it)"))
             }
+            "location" => {
+                Some((location, "add location: to the provider (or use a REGION-aiplatform.googleapis.com base_url)"))
+            }
+            _ => None,
         };
-        match name {
-            "model" | "action" => {
+        match (name, fixed) {
+            ("model" | "action", _) => {
                 if !text.is_empty() {
                     parts.push(Part::Text(std::mem::take(&mut text)));
                 }
                 parts.push(if name == "model" { Part::Model } else { Part::Action });
             }
-            "project" => match value(
-                project,
-                "project",
-                "add project: to the provider (or use a service account key file, which names it)",
-                issues,
-            ) {
-                Some(v) => text.push_str(&v),
-                None => ok = false,
-            },
-            "location" => match value(
-                location,
-                "location",
-                "add location: to the provider (or use a REGION-aiplatform.googleapis.com base_url)",
-                issues,
-            ) {
-                Some(v) => text.push_str(&v),
-                None => ok = false,
-            },
-            other => {
+            (_, Some((Some(value), _))) => text.push_str(&switchyard_codec::path_segment(value)),
+            (_, Some((None, fix))) => {
+                issues.push(Issue::new(key, format!("{{{name}}} has no value"), fix));
+                ok = false;
+            }
+            (other, None) => {
                 issues.push(Issue::new(
                     key,
                     format!("`{{{other}}}` is not a placeholder"),
