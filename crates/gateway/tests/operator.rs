@@ -620,8 +620,9 @@ async fn an_operator_drains_one_lane_and_weighs_another_across_a_reload() {
     let yaml = format!(
         "admin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
          providers:\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\n\
-         models:\n  x: {{ provider: fake }}\n  y: {{ provider: fake }}\n  z: {{ provider: fake }}\n\
-         pools:\n  p: {{ members: [{{ model: x }}, {{ model: y }}, {{ model: z }}] }}\n",
+         models:\n  x: {{ provider: fake }}\n  y: {{ provider: fake }}\n  z: {{ provider: fake }}\n  v: {{ provider: fake }}\n\
+         pools:\n  p: {{ members: [{{ model: x }}, {{ model: y }}, {{ model: z }}] }}\n  \
+         q: {{ fallback: [p], members: [{{ model: v }}] }}\n",
         db.display()
     );
     let (addr, reloader, text) = reloadable(&yaml).await;
@@ -654,6 +655,18 @@ async fn an_operator_drains_one_lane_and_weighs_another_across_a_reload() {
     assert_eq!(patch_lane(addr, "y", json!({"weight": 2_000_000})).await.status, 400);
     assert_eq!(patch_lane(addr, "y", json!({"speed": 1})).await.status, 400);
     assert_eq!(patch_lane(addr, "nope", json!({"drained": true})).await.status, 404);
+
+    // A drained lane is skipped in a fallback pool too: q's own lane and
+    // p's x drained, q's requests reach y or z only.
+    let drain_q =
+        admin_call(addr, "PATCH", "/api/v1/admin/lanes/q/v", Some(ADMIN_TOKEN), Some(json!({"drained": true}))).await;
+    assert_eq!(drain_q.status, 200);
+    for _ in 0..6 {
+        let reply = post(addr, "/v1/chat/completions", &[], open_chat("q", "hi")).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        let lane = reply.headers["x-switchyard-lane"].to_str().unwrap();
+        assert!(lane == "y" || lane == "z", "{lane}");
+    }
 
     // Every lane drained: the pool has nothing to send to, and says so.
     for lane in ["y", "z"] {

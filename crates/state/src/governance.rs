@@ -164,6 +164,20 @@ fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
     record
 }
 
+/// Where a key of the cache is found: by its secret (a stored key), or as
+/// a token's or a client certificate's caller (an in-memory key).
+enum Place {
+    Stored,
+    Token(usize, String),
+    Cert(String),
+}
+
+/// True for an in-memory key (a token's or a client certificate's caller):
+/// no store holds it, so it is never suspended or changed.
+fn in_memory(id: &str) -> bool {
+    id.starts_with("jwt:") || id.starts_with("cert:")
+}
+
 /// The in-memory key a client certificate naming `group` is admitted as
 /// (`cert:<group>`): like a token's, no secret opens it and the group's
 /// budget and limits apply.
@@ -494,33 +508,21 @@ impl Governance {
                 unseeded.push(id);
             }
         }
-        // A token's callers: one key per trusted issuer and group, limited
-        // to the issuer's pools, drawing on the group's budget tree.
-        let tokens: Vec<((usize, String), KeyRecord)> = self
-            .jwt
-            .iter()
-            .flat_map(|issuers| issuers.configs().enumerate().collect::<Vec<_>>())
-            .flat_map(|(index, issuer)| {
-                groups.keys().map(move |group| ((index, group.clone()), jwt_record(issuer, group)))
-            })
-            .collect();
-        // A client certificate's callers, when its name names a group.
-        let certs: Vec<KeyRecord> = match self.client_identity {
-            Some(switchyard_config::ClientIdentity::Group) => groups.keys().map(|group| cert_record(group)).collect(),
-            _ => Vec::new(),
-        };
-        let mut cert_groups: HashMap<String, String> =
-            certs.iter().filter_map(|r| Some((r.id.clone(), r.group.clone()?))).collect();
-        let token_ids: std::collections::HashSet<String> =
-            tokens.iter().map(|(_, r)| r.id.clone()).chain(certs.iter().map(|r| r.id.clone())).collect();
-        let mut token_places: HashMap<String, (usize, String)> =
-            tokens.iter().map(|(place, record)| (record.id.clone(), place.clone())).collect();
-        let records = records
-            .into_iter()
-            .filter(|r| !token_ids.contains(&r.id))
-            .chain(tokens.into_iter().map(|(_, r)| r))
-            .chain(certs);
-        for record in records {
+        // Beside the stored keys, the in-memory ones: a token's callers (one
+        // key per trusted issuer and group, limited to the issuer's pools)
+        // and a client certificate's (one per group, when its name names a
+        // group), each drawing on the group's budget tree.
+        let tokens = self.jwt.iter().flat_map(|issuers| issuers.configs().enumerate().collect::<Vec<_>>()).flat_map(
+            |(index, issuer)| {
+                groups.keys().map(move |group| (jwt_record(issuer, group), Place::Token(index, group.clone())))
+            },
+        );
+        let certs = groups
+            .keys()
+            .filter(|_| self.client_identity == Some(switchyard_config::ClientIdentity::Group))
+            .map(|group| (cert_record(group), Place::Cert(group.clone())));
+        let records = records.into_iter().map(|record| (record, Place::Stored)).chain(tokens).chain(certs);
+        for (record, place) in records {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
             let spec = BucketSpec { budget: record.budget, limits: record.limits };
@@ -546,13 +548,16 @@ impl Governance {
                     .iter()
                     .any(|(_, p)| p.budget.is_some() || p.overrides.values().any(|o| o.budget.is_some()));
             let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted, end_users });
-            if let Some(place) = token_places.remove(&cached.record.id) {
-                index.by_jwt.insert(place, cached);
-                continue;
-            }
-            if let Some(group) = cert_groups.remove(&cached.record.id) {
-                index.by_cert.insert(group, cached);
-                continue;
+            match place {
+                Place::Token(issuer, group) => {
+                    index.by_jwt.insert((issuer, group), cached);
+                    continue;
+                }
+                Place::Cert(group) => {
+                    index.by_cert.insert(group, cached);
+                    continue;
+                }
+                Place::Stored => {}
             }
             if self.client_identity == Some(switchyard_config::ClientIdentity::Key) {
                 // A name two keys share names neither.
@@ -718,9 +723,9 @@ impl Governance {
     /// and alert on.
     pub fn note_refusal(&self, caller: &Caller, now: u64) -> Option<i64> {
         let suspend = self.suspend?;
-        // A token's callers share their issuer and group's key, which no
-        // store holds: one workload's conduct cannot suspend the others.
-        if caller.subject.is_some() || caller.key.id.starts_with("jwt:") || caller.key.id.starts_with("cert:") {
+        // Token and certificate callers share their group's in-memory key:
+        // one workload's conduct cannot suspend the others.
+        if in_memory(&caller.key.id) {
             return None;
         }
         let mut abuse = self.abuse.lock().unwrap_or_else(PoisonError::into_inner);

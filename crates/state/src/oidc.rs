@@ -233,19 +233,10 @@ impl OidcClient {
 
     async fn verify(&self, discovery: &Discovery, token: &str) -> Result<serde_json::Value, OidcError> {
         let header = jsonwebtoken::decode_header(token).map_err(|err| OidcError::Token(err.to_string()))?;
-        if matches!(
-            header.alg,
-            jsonwebtoken::Algorithm::HS256 | jsonwebtoken::Algorithm::HS384 | jsonwebtoken::Algorithm::HS512
-        ) {
-            return Err(OidcError::Token("a shared-secret signature is not accepted".into()));
+        if !crate::governance::jwt::accepted(header.alg) {
+            return Err(OidcError::Token(format!("algorithm {:?} is not accepted (asymmetric only)", header.alg)));
         }
-        let find = |keys: &JwkSet| -> Option<jsonwebtoken::jwk::Jwk> {
-            match &header.kid {
-                Some(kid) => keys.find(kid).cloned(),
-                None if keys.keys.len() == 1 => keys.keys.first().cloned(),
-                None => None,
-            }
-        };
+        let find = |keys: &JwkSet| crate::governance::jwt::signing_key(keys, header.kid.as_deref()).cloned();
         let held = self.keys.load_full();
         let jwk = match held.as_deref().and_then(find) {
             Some(jwk) => jwk,

@@ -134,11 +134,7 @@ impl Governance {
     fn authenticate_token(&self, index: &KeyIndex, token: &str) -> Result<Option<Caller>, ErrorInfo> {
         let Some(issuers) = &self.jwt else { return Ok(None) };
         let verified = issuers.verify(token, now_ms() / 1000).map_err(|refusal| {
-            let why = match refusal {
-                super::jwt::JwtRefusal::Malformed(_) => Refused::MissingKey,
-                _ => Refused::InvalidKey,
-            };
-            self.refuse(why, ErrorInfo::new(ErrorKind::Authentication, refusal.to_string()))
+            self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, refusal.to_string()))
         })?;
         let found = verified.groups.iter().find_map(|group| index.by_jwt.get(&(verified.issuer, group.clone())));
         let Some(key) = found else {

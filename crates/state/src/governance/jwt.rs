@@ -85,7 +85,9 @@ struct Issuer {
 /// The trusted issuers (`auth.jwt`) and the tokens seen verified.
 pub struct Issuers {
     list: Vec<Issuer>,
-    verified: Mutex<lru::LruCache<u64, Verified, foldhash::fast::RandomState>>,
+    /// By a hash of the token, with the token itself: a hit is the same
+    /// token, compared whole, never a hash that happened to match.
+    verified: Mutex<lru::LruCache<u64, (Box<str>, Verified), foldhash::fast::RandomState>>,
     hasher: foldhash::quality::RandomState,
     client: HookClient,
 }
@@ -130,6 +132,21 @@ const ALLOWED: [Algorithm; 8] = [
     Algorithm::ES384,
 ];
 
+/// Whether a token signed with `alg` may be checked at all.
+pub(crate) fn accepted(alg: Algorithm) -> bool {
+    ALLOWED.contains(&alg)
+}
+
+/// The published key that signed a token naming `kid`: without a key id,
+/// the issuer must publish exactly one key.
+pub(crate) fn signing_key<'a>(keys: &'a JwkSet, kid: Option<&str>) -> Option<&'a jsonwebtoken::jwk::Jwk> {
+    match kid {
+        Some(kid) => keys.find(kid),
+        None if keys.keys.len() == 1 => keys.keys.first(),
+        None => None,
+    }
+}
+
 impl Issuers {
     /// The issuers of `config` (`None` without any).
     pub fn new(config: &[JwtIssuer]) -> Option<Arc<Issuers>> {
@@ -165,7 +182,9 @@ impl Issuers {
         {
             let mut seen = self.verified.lock().unwrap_or_else(PoisonError::into_inner);
             match seen.get(&digest) {
-                Some(verified) if verified.expires > now => return Ok(verified.clone()),
+                Some((seen_token, verified)) if **seen_token == *token && verified.expires > now => {
+                    return Ok(verified.clone())
+                }
                 Some(_) => {
                     seen.pop(&digest);
                 }
@@ -173,13 +192,13 @@ impl Issuers {
             }
         }
         let verified = self.check(token, now)?;
-        self.verified.lock().unwrap_or_else(PoisonError::into_inner).put(digest, verified.clone());
+        self.verified.lock().unwrap_or_else(PoisonError::into_inner).put(digest, (Box::from(token), verified.clone()));
         Ok(verified)
     }
 
     fn check(&self, token: &str, now: u64) -> Result<Verified, JwtRefusal> {
         let header = jsonwebtoken::decode_header(token).map_err(|err| JwtRefusal::Malformed(err.to_string()))?;
-        if !ALLOWED.contains(&header.alg) {
+        if !accepted(header.alg) {
             return Err(JwtRefusal::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
         }
         let iss = issuer_of(token)?;
@@ -190,13 +209,7 @@ impl Issuers {
             .find(|(_, issuer)| issuer.config.issuer == iss)
             .ok_or(JwtRefusal::UnknownIssuer(iss))?;
         let keys = issuer.keys.load();
-        let jwk = match &header.kid {
-            Some(kid) => keys.find(kid),
-            // No key id: the issuer must publish exactly one key.
-            None if keys.keys.len() == 1 => keys.keys.first(),
-            None => None,
-        };
-        let Some(jwk) = jwk else {
+        let Some(jwk) = signing_key(&keys, header.kid.as_deref()) else {
             issuer.wanted.notify_one();
             return Err(JwtRefusal::UnknownKey(header.kid.unwrap_or_default()));
         };
