@@ -98,7 +98,7 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     let mut actor = None;
     for token in &gateway.config.admin.tokens {
         if presented.is_some_and(|p| secrets_match(p, &token.token)) && actor.is_none() {
-            actor = Some(Actor { name: token.name.clone(), scope: token.scope });
+            actor = Some(Actor { name: token.name.clone(), scope: token.scope, subject: None });
         }
     }
     let method = request.method().clone();
@@ -107,7 +107,7 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     if presented.is_none() {
         if let Some(sign_in) = signed_in(&gateway, request.headers()) {
             csrf_refused = mutation && !csrf_ok(request.headers(), &sign_in.csrf);
-            actor = Some(Actor { name: sign_in.name, scope: sign_in.scope });
+            actor = Some(Actor { name: sign_in.name, scope: sign_in.scope, subject: sign_in.subject });
         }
     }
     // A full-scope mutation takes one of its actor's changes this minute.

@@ -248,6 +248,7 @@ async fn login(
         scope: token.scope,
         token: KeyHash::of(&token.token),
         csrf: Arc::from(hex(&csrf)),
+        subject: None,
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
     audit_entry(&gateway, source, &token.name, "POST /ui/login".into(), None, 303).await;

@@ -73,8 +73,13 @@ pub(crate) async fn callback(
         return (StatusCode::INTERNAL_SERVER_ERROR, "the OS random source failed").into_response();
     };
     let name: Arc<str> = Arc::from(signed.name.as_str());
-    let sign_in =
-        SignIn { name: name.clone(), scope: signed.scope, token: oidc.federation(), csrf: Arc::from(hex(&csrf)) };
+    let sign_in = SignIn {
+        name: name.clone(),
+        scope: signed.scope,
+        token: oidc.federation(),
+        csrf: Arc::from(hex(&csrf)),
+        subject: Some(Arc::from(signed.subject.as_str())),
+    };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
     audit_entry(&gateway, source, &name, action, None, 200).await;
     let secure = if gateway.config.admin.tls.is_some() { "; Secure" } else { "" };

@@ -29,8 +29,9 @@ pub struct CreateOwnKey {
     pub name: String,
 }
 
-/// The member group of `member` under `parent`: `parent-` and a readable
-/// part of their name, and a digest so two names never share a group.
+/// The member group of the account `member` (its provider's `sub`) under
+/// `parent`: `parent-`, a readable part of the id, and a digest so two ids
+/// never share a group.
 pub fn member_group(parent: &str, member: &str) -> String {
     let readable: String = member
         .to_lowercase()
@@ -46,22 +47,28 @@ pub fn member_group(parent: &str, member: &str) -> String {
     format!("{parent}-{readable}-{:02x}{:02x}{:02x}", digest[0], digest[1], digest[2])
 }
 
-fn members(admin: &Admin) -> ApiResult<switchyard_config::Members> {
-    admin
+/// The members' template, and the group the signed-in member's keys live
+/// in (named by the account, never by a name claim that may change hands).
+fn members(admin: &Admin, actor: &Actor) -> ApiResult<(switchyard_config::Members, String)> {
+    let template = admin
         .gateway
         .config
         .admin
         .oidc
         .as_ref()
         .and_then(|o| o.members.clone())
-        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "self-serve keys are off (admin.oidc.members)".into()))
+        .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, "self-serve keys are off (admin.oidc.members)".into()))?;
+    let subject = actor.subject.as_deref().ok_or_else(|| {
+        ApiError(StatusCode::FORBIDDEN, "self-serve keys are for members signed in through single sign-on".into())
+    })?;
+    let group = member_group(&template.parent, subject);
+    Ok((template, group))
 }
 
 /// The member's own group, made from the template when it is missing.
-async fn own_group(admin: &Admin, member: &str) -> ApiResult<String> {
+async fn own_group(admin: &Admin, actor: &Actor) -> ApiResult<String> {
     let governance = governance(admin)?;
-    let template = members(admin)?;
-    let name = member_group(&template.parent, member);
+    let (template, name) = members(admin, actor)?;
     if governance.groups().iter().any(|g| g.name == name) {
         return Ok(name);
     }
@@ -81,10 +88,9 @@ async fn own_group(admin: &Admin, member: &str) -> ApiResult<String> {
 }
 
 /// One of the member's own keys, or a 404 (another's key is not theirs to know of).
-fn own_key(admin: &Admin, member: &str, id: &str) -> ApiResult<KeyRecord> {
+fn own_key(admin: &Admin, actor: &Actor, id: &str) -> ApiResult<KeyRecord> {
     let governance = governance(admin)?;
-    let template = members(admin)?;
-    let group = member_group(&template.parent, member);
+    let (_, group) = members(admin, actor)?;
     governance
         .key(id)
         .map(|key| key.record.clone())
@@ -98,8 +104,7 @@ pub(crate) async fn list(
     Extension(actor): Extension<Actor>,
 ) -> ApiResult<Json<Vec<KeyView>>> {
     let governance = governance(&admin)?;
-    let template = members(&admin)?;
-    let group = member_group(&template.parent, &actor.name);
+    let (_, group) = members(&admin, &actor)?;
     Ok(Json(governance.keys_in(&group).iter().map(|record| key_view(governance, record)).collect()))
 }
 
@@ -111,14 +116,14 @@ pub(crate) async fn create(
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    let template = members(&admin)?;
+    let (template, _) = members(&admin, &actor)?;
     let request: CreateOwnKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let name = request.name.trim();
     if name.is_empty() || name.len() > 200 {
         return Err(bad("name: 1 to 200 bytes"));
     }
     let _write = governance.writes.lock().await;
-    let group = own_group(&admin, &actor.name).await?;
+    let group = own_group(&admin, &actor).await?;
     let now = (now_ms() / 1000) as i64;
     let held = governance.keys_in(&group).iter().filter(|k| k.revoked_at.is_none()).count();
     if held >= template.max_keys as usize {
@@ -171,7 +176,7 @@ pub(crate) async fn rotate(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    own_key(&admin, &actor.name, &id)?;
+    own_key(&admin, &actor, &id)?;
     crate::keys::rotate_key(State(admin), Path(id), headers, axum::body::Bytes::from_static(b"{\"rotate\":\"key\"}"))
         .await
 }
@@ -182,7 +187,7 @@ pub(crate) async fn revoke(
     Extension(actor): Extension<Actor>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    own_key(&admin, &actor.name, &id)?;
+    own_key(&admin, &actor, &id)?;
     crate::keys::revoke_key(State(admin), Path(id)).await
 }
 
@@ -192,11 +197,11 @@ mod tests {
 
     #[test]
     fn each_member_has_a_group_of_their_own() {
-        let ana = member_group("people", "Ana.Lopez@acme.example");
-        assert!(ana.starts_with("people-ana-lopez-acme-example-"), "{ana}");
-        assert_eq!(ana, member_group("people", "Ana.Lopez@acme.example"));
-        // Names that read the same still get their own group.
-        assert_ne!(member_group("people", "ana@acme"), member_group("people", "ana.acme"));
+        let ana = member_group("people", "00u1Ana.Lopez");
+        assert!(ana.starts_with("people-00u1ana-lopez-"), "{ana}");
+        assert_eq!(ana, member_group("people", "00u1Ana.Lopez"));
+        // Ids that read the same still get their own group.
+        assert_ne!(member_group("people", "u@1"), member_group("people", "u.1"));
         assert!(member_group("p", &"x".repeat(500)).len() < 60);
     }
 }

@@ -43,6 +43,8 @@ pub struct Actor {
     pub name: Arc<str>,
     /// Its scope.
     pub scope: Scope,
+    /// A single sign-on's account id at its provider (`sub`).
+    pub subject: Option<Arc<str>>,
 }
 
 /// An admin API error: a status and a plain JSON body.

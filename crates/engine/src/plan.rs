@@ -129,13 +129,7 @@ pub async fn plan(
         count(state, name, |c| c.selections += 1);
     }
     let mut slots: Vec<Slot> = order.iter().map(|&member| Slot { pool, member }).collect();
-    // Tripped members go last: they only tell the exhaustion answer when they
-    // recover. A drained one is never tried.
-    slots.extend(
-        (0..state.members.len())
-            .filter(|&m| !usable.contains(&m) && !state.is_drained(m))
-            .map(|member| Slot { pool, member }),
-    );
+    slots.extend(resting(state, &usable).map(|member| Slot { pool, member }));
     let not_entitled = fallback_slots(gateway, call, pool, at, &mut slots);
     pin_lineage(gateway, call, &mut slots, translated);
     Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool, not_entitled })
@@ -244,7 +238,7 @@ fn fallback_slots(
         }
         let usable: Vec<usize> = (0..state.members.len()).filter(|&m| state.takes_requests(m, at)).collect();
         let mut order = weighted_order(state, &usable);
-        order.extend((0..state.members.len()).filter(|&m| !usable.contains(&m) && !state.is_drained(m)));
+        order.extend(resting(state, &usable));
         slots.extend(order.into_iter().map(|member| Slot { pool: fallback, member }));
     }
     not_entitled
@@ -331,6 +325,12 @@ fn fallback_chain(gateway: &Gateway, pool: usize) -> Vec<usize> {
         }
     }
     chain
+}
+
+/// The members tried after `usable` ones: the tripped, which only tell the
+/// exhaustion answer when they recover. A drained member is never tried.
+fn resting<'a>(state: &'a PoolState, usable: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+    (0..state.members.len()).filter(move |&m| !usable.contains(&m) && !state.is_drained(m))
 }
 
 fn weighted_order(state: &PoolState, usable: &[usize]) -> Vec<usize> {

@@ -343,7 +343,8 @@ async fn members_mint_and_manage_their_own_keys_and_only_theirs() {
     assert!(listed[0].get("key").is_none(), "a listed key never carries its secret: {listed}");
     // Its group is the member's own, under `people`, from the template.
     let group = minted["group"].as_str().unwrap().to_owned();
-    assert!(group.starts_with("people-lee-acme-example-"), "{minted}");
+    // Named by the account (`sub`), not by an email that may change hands.
+    assert!(group.starts_with("people-u7-"), "{minted}");
     let record = gateway.governance.as_ref().unwrap().groups().into_iter().find(|g| g.name == group).unwrap();
     assert_eq!(record.parent.as_deref(), Some("people"));
     assert_eq!(record.limits.rpm, Some(100));
@@ -360,6 +361,13 @@ async fn members_mint_and_manage_their_own_keys_and_only_theirs() {
     assert_eq!(own(console, &kim, "POST", &format!("/api/v1/self/keys/{id}/rotate"), None).await.0, 404);
     assert_eq!(own(console, &kim, "DELETE", &format!("/api/v1/self/keys/{id}"), None).await.0, 404);
     assert_eq!(chat_as(addr, &secret).await, 200);
+
+    // Another account that claims lee's email gets none of lee's keys: keys
+    // hang on the account (`sub`), not on a name.
+    let imposter = sign_in_as(&idp, console, json!({"sub": "u9", "email": "lee@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    assert_eq!(own(console, &imposter, "GET", "/api/v1/self/keys", None).await, (200, json!([])));
 
     // A member reaches nothing of the admin API; an admin has no own keys.
     assert_eq!(get_with(console, "/api/v1/admin/keys", &[("cookie", &lee)]).await.status, 403);

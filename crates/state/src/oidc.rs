@@ -72,6 +72,9 @@ struct Pending {
 pub struct Signed {
     /// The name shown (the name claim, else `sub`).
     pub name: String,
+    /// The provider's stable id for the account (`sub`): what a member's
+    /// own keys hang on (a name claim such as an email may change hands).
+    pub subject: String,
     /// The role granted.
     pub scope: Scope,
 }
@@ -225,10 +228,13 @@ impl OidcClient {
         if claims["nonce"].as_str() != Some(pending.nonce.as_str()) {
             return Err(OidcError::Token("its nonce is not this sign-in's".into()));
         }
-        let name =
-            claims[&self.config.name_claim].as_str().or_else(|| claims["sub"].as_str()).unwrap_or("unknown").to_owned();
+        let subject = claims["sub"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| OidcError::Token("no `sub` claim".into()))?;
+        let name = claims[&self.config.name_claim].as_str().unwrap_or(subject).to_owned();
         let scope = self.config.role_of(&claims).ok_or_else(|| OidcError::NoRole(name.clone()))?;
-        Ok(Signed { name, scope })
+        Ok(Signed { name, subject: subject.to_owned(), scope })
     }
 
     async fn verify(&self, discovery: &Discovery, token: &str) -> Result<serde_json::Value, OidcError> {

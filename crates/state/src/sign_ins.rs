@@ -37,6 +37,9 @@ pub struct SignIn {
     pub token: KeyHash,
     /// The anti-CSRF token every mutation must echo.
     pub csrf: Arc<str>,
+    /// A single sign-on's account id at its provider (`sub`); `None` for
+    /// a token's session.
+    pub subject: Option<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -130,7 +133,7 @@ mod tests {
     use super::*;
 
     fn sign_in(name: &str) -> SignIn {
-        SignIn { name: name.into(), scope: Scope::Read, token: KeyHash::of("t"), csrf: "c".into() }
+        SignIn { name: name.into(), scope: Scope::Read, token: KeyHash::of("t"), csrf: "c".into(), subject: None }
     }
 
     #[test]
