@@ -13,6 +13,7 @@
 //! gateway, counters live in memory, and ledger rows are written behind in
 //! batches.
 
+pub mod kept;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -22,6 +23,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+pub use kept::{
+    BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
+    ObjectStore, QueuedLine,
+};
 use serde::{Deserialize, Serialize};
 pub use switchyard_governance::money::Tokens;
 use switchyard_governance::{Budget, KeyRecord, Limits};
@@ -708,6 +713,25 @@ pub trait ConfigStore: Send + Sync {
     fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>>;
 }
 
+/// Every concern in one backend.
+pub trait Backend:
+    KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ConfigStore + ObjectStore + BatchQueue
+{
+}
+
+impl<B> Backend for B where
+    B: KeyStore
+        + GroupStore
+        + Ledger
+        + AuditLog
+        + SignatureStore
+        + ContentStore
+        + ConfigStore
+        + ObjectStore
+        + BatchQueue
+{
+}
+
 /// A backend: every concern, usually served by one object.
 #[derive(Clone)]
 pub struct Stores {
@@ -725,34 +749,17 @@ pub struct Stores {
     pub content: Arc<dyn ContentStore>,
     /// The config's versions.
     pub configs: Arc<dyn ConfigStore>,
+    /// Files and stored responses.
+    pub objects: Arc<dyn ObjectStore>,
+    /// Batch jobs and their lines.
+    pub batches: Arc<dyn BatchQueue>,
     /// Changes other instances make, when the store is shared.
     pub changes: Option<Arc<dyn ChangeFeed>>,
 }
 
 impl Stores {
     /// Every concern served by `backend`.
-    pub fn of<B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ConfigStore + 'static>(
-        backend: B,
-    ) -> Stores {
-        let backend = Arc::new(backend);
-        Stores {
-            keys: backend.clone(),
-            groups: backend.clone(),
-            ledger: backend.clone(),
-            audit: backend.clone(),
-            signatures: backend.clone(),
-            content: backend.clone(),
-            configs: backend,
-            changes: None,
-        }
-    }
-
-    /// A store other instances write too: its changes are announced.
-    pub fn shared<
-        B: KeyStore + GroupStore + Ledger + AuditLog + SignatureStore + ContentStore + ConfigStore + ChangeFeed + 'static,
-    >(
-        backend: B,
-    ) -> Stores {
+    pub fn of<B: Backend + 'static>(backend: B) -> Stores {
         let backend = Arc::new(backend);
         Stores {
             keys: backend.clone(),
@@ -762,6 +769,25 @@ impl Stores {
             signatures: backend.clone(),
             content: backend.clone(),
             configs: backend.clone(),
+            objects: backend.clone(),
+            batches: backend,
+            changes: None,
+        }
+    }
+
+    /// A store other instances write too: its changes are announced.
+    pub fn shared<B: Backend + ChangeFeed + 'static>(backend: B) -> Stores {
+        let backend = Arc::new(backend);
+        Stores {
+            keys: backend.clone(),
+            groups: backend.clone(),
+            ledger: backend.clone(),
+            audit: backend.clone(),
+            signatures: backend.clone(),
+            content: backend.clone(),
+            configs: backend.clone(),
+            objects: backend.clone(),
+            batches: backend.clone(),
             changes: Some(backend),
         }
     }

@@ -9,6 +9,10 @@ use std::sync::{Mutex, PoisonError};
 
 use switchyard_governance::KeyRecord;
 
+use crate::kept::{
+    BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
+    ObjectStore, QueuedLine,
+};
 use crate::{
     AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent,
     KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, SpendBy, StoreError, StoreFuture,
@@ -37,6 +41,26 @@ struct Inner {
     content: BTreeMap<i64, KeptContent>,
     /// Config versions, oldest first.
     configs: Vec<ConfigVersion>,
+    /// Ledger entries held (a row written twice is stored once).
+    entries: std::collections::HashSet<i64>,
+    /// Files and stored responses.
+    objects: BTreeMap<(ObjectKind, String, String), KeptObject>,
+    /// Batch jobs by id, and their lines by (job, index).
+    batches: BTreeMap<String, BatchJob>,
+    lines: BTreeMap<(String, u32), Line>,
+}
+
+/// A batch line as the memory store holds it.
+struct Line {
+    custom_id: String,
+    body: Vec<u8>,
+    state: LineState,
+    worker: Option<String>,
+    attempt: u32,
+    lease_until: i64,
+    status: u16,
+    result: Vec<u8>,
+    done_ms: i64,
 }
 
 /// Everything in memory.
@@ -170,10 +194,15 @@ impl Ledger for MemoryStore {
     fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
             for row in rows {
+                if row.entry != 0 && !inner.entries.insert(row.entry) {
+                    continue;
+                }
                 inner.next_row += 1;
                 let id = inner.next_row;
                 if inner.ledger.len() == MEMORY_LEDGER_ROWS {
-                    inner.ledger.pop_front();
+                    if let Some(old) = inner.ledger.pop_front() {
+                        inner.entries.remove(&old.row.entry);
+                    }
                 }
                 inner.ledger.push_back(StoredRow { id, row });
             }
@@ -361,6 +390,235 @@ impl ContentStore for MemoryStore {
             let before = inner.content.len();
             inner.content.retain(|_, record| record.at_ms >= before_ms);
             Ok((before - inner.content.len()) as u64)
+        }))
+    }
+}
+
+impl ObjectStore for MemoryStore {
+    fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            inner.objects.insert((object.kind, object.owner.clone(), object.id.clone()), object);
+            Ok(())
+        }))
+    }
+
+    fn get_object(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<KeptObject>> {
+        ready(self.with(|inner| {
+            Ok(inner.objects.get(&(kind, owner, id)).filter(|o| o.expires_ms.is_none_or(|at| at > now_ms)).cloned())
+        }))
+    }
+
+    fn list_objects(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        now_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptObject>> {
+        ready(self.with(|inner| {
+            let mut found: Vec<KeptObject> = inner
+                .objects
+                .values()
+                .filter(|o| o.kind == kind && o.owner == owner && o.expires_ms.is_none_or(|at| at > now_ms))
+                .map(|o| KeptObject { body: Vec::new(), ..o.clone() })
+                .collect();
+            found.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.id.cmp(&a.id)));
+            found.truncate(limit);
+            Ok(found)
+        }))
+    }
+
+    fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
+        ready(self.with(|inner| Ok(inner.objects.remove(&(kind, owner, id)).is_some())))
+    }
+
+    fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let before = inner.objects.len();
+            inner.objects.retain(|_, o| o.expires_ms.is_none_or(|at| at > now_ms));
+            Ok((before - inner.objects.len()) as u64)
+        }))
+    }
+}
+
+impl Inner {
+    fn batch_state(&self, job: &BatchJob) -> BatchState {
+        let mut counts = LineCounts::default();
+        for (_, line) in self.lines.range((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
+            counts.add(line.state, 1);
+            if line.state.is_final() {
+                counts.last_done_ms = counts.last_done_ms.max(Some(line.done_ms));
+            }
+        }
+        BatchState { job: job.clone(), counts }
+    }
+
+    fn owned(&self, owner: &str, id: &str) -> Option<&BatchJob> {
+        self.batches.get(id).filter(|job| job.owner == owner)
+    }
+}
+
+impl BatchQueue for MemoryStore {
+    fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            if inner.batches.contains_key(&job.id) {
+                return Err(StoreError::Conflict(format!("batch {} exists", job.id)));
+            }
+            for line in lines {
+                let stored = Line {
+                    custom_id: line.custom_id,
+                    body: line.body,
+                    state: LineState::Pending,
+                    worker: None,
+                    attempt: 0,
+                    lease_until: 0,
+                    status: 0,
+                    result: Vec::new(),
+                    done_ms: 0,
+                };
+                inner.lines.insert((job.id.clone(), line.index), stored);
+            }
+            inner.batches.insert(job.id.clone(), job);
+            Ok(())
+        }))
+    }
+
+    fn batch(&self, owner: String, id: String) -> StoreFuture<'_, Option<BatchState>> {
+        ready(self.with(|inner| Ok(inner.owned(&owner, &id).map(|job| inner.batch_state(job)))))
+    }
+
+    fn batches(&self, owner: String, limit: usize) -> StoreFuture<'_, Vec<BatchState>> {
+        ready(self.with(|inner| {
+            let mut jobs: Vec<&BatchJob> = inner.batches.values().filter(|job| job.owner == owner).collect();
+            jobs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.id.cmp(&a.id)));
+            Ok(jobs.into_iter().take(limit).map(|job| inner.batch_state(job)).collect())
+        }))
+    }
+
+    fn cancel_batch(&self, owner: String, id: String, now_ms: i64) -> StoreFuture<'_, Option<BatchState>> {
+        ready(self.with(|inner| {
+            let Some(job) = inner.batches.get_mut(&id).filter(|job| job.owner == owner) else { return Ok(None) };
+            job.cancelled_ms.get_or_insert(now_ms);
+            for (_, line) in inner.lines.range_mut((id.clone(), 0)..=(id.clone(), u32::MAX)) {
+                if line.state == LineState::Pending {
+                    line.state = LineState::Cancelled;
+                    line.done_ms = now_ms;
+                }
+            }
+            Ok(inner.batches.get(&id).map(|job| inner.batch_state(job)))
+        }))
+    }
+
+    fn claim_lines(
+        &self,
+        worker: String,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<ClaimedLine>> {
+        ready(self.with(|inner| {
+            let mut jobs: Vec<BatchJob> =
+                inner.batches.values().filter(|j| j.cancelled_ms.is_none()).cloned().collect();
+            jobs.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then_with(|| a.id.cmp(&b.id)));
+            let mut claimed = Vec::new();
+            for job in jobs {
+                let expired = job.expires_ms <= now_ms;
+                for ((_, index), line) in inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
+                    let open = line.state == LineState::Pending
+                        || (line.state == LineState::Running && line.lease_until < now_ms);
+                    if !open {
+                        continue;
+                    }
+                    if expired {
+                        line.state = LineState::Expired;
+                        line.done_ms = now_ms;
+                        continue;
+                    }
+                    if claimed.len() == limit {
+                        break;
+                    }
+                    line.state = LineState::Running;
+                    line.worker = Some(worker.clone());
+                    line.attempt += 1;
+                    line.lease_until = now_ms + lease_ms;
+                    claimed.push(ClaimedLine {
+                        batch: job.id.clone(),
+                        owner: job.owner.clone(),
+                        endpoint: job.endpoint.clone(),
+                        index: *index,
+                        custom_id: line.custom_id.clone(),
+                        body: line.body.clone(),
+                        attempt: line.attempt,
+                    });
+                }
+            }
+            Ok(claimed)
+        }))
+    }
+
+    fn renew_lines(&self, worker: String, now_ms: i64, lease_ms: i64) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            for line in inner.lines.values_mut() {
+                if line.state == LineState::Running && line.worker.as_deref() == Some(worker.as_str()) {
+                    line.lease_until = now_ms + lease_ms;
+                }
+            }
+            Ok(())
+        }))
+    }
+
+    fn finish_line(&self, worker: String, batch: String, attempt: u32, outcome: LineOutcome) -> StoreFuture<'_, bool> {
+        ready(self.with(|inner| {
+            let Some(line) = inner.lines.get_mut(&(batch, outcome.index)) else { return Ok(false) };
+            if line.state != LineState::Running
+                || line.worker.as_deref() != Some(worker.as_str())
+                || line.attempt != attempt
+            {
+                return Ok(false);
+            }
+            line.state = outcome.state;
+            line.status = outcome.status;
+            line.result = outcome.body;
+            line.done_ms = outcome.done_ms;
+            Ok(true)
+        }))
+    }
+
+    fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
+        ready(self.with(|inner| {
+            if inner.owned(&owner, &id).is_none() {
+                return Ok(Vec::new());
+            }
+            Ok(inner
+                .lines
+                .range((id.clone(), 0)..=(id.clone(), u32::MAX))
+                .filter(|(_, line)| line.state.is_final())
+                .map(|((_, index), line)| LineOutcome {
+                    index: *index,
+                    custom_id: line.custom_id.clone(),
+                    state: line.state,
+                    status: line.status,
+                    body: line.result.clone(),
+                    done_ms: line.done_ms,
+                })
+                .collect())
+        }))
+    }
+
+    fn delete_batch(&self, owner: String, id: String) -> StoreFuture<'_, bool> {
+        ready(self.with(|inner| {
+            if inner.owned(&owner, &id).is_none() {
+                return Ok(false);
+            }
+            inner.batches.remove(&id);
+            inner.lines.retain(|(batch, _), _| *batch != id);
+            Ok(true)
         }))
     }
 }

@@ -16,6 +16,10 @@ use switchyard_governance::KeyRecord;
 use tokio::sync::broadcast;
 use tokio_postgres::{AsyncMessage, NoTls};
 
+use crate::kept::{
+    BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
+    ObjectStore, QueuedLine,
+};
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, ConfigStore, ConfigVersion, ContentStore,
     GroupRecord, GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter,
@@ -38,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0012_refusals.sql"),
     include_str!("../migrations/postgres/0013_ingress.sql"),
     include_str!("../migrations/postgres/0014_outcomes.sql"),
+    include_str!("../migrations/postgres/0015_kept.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -846,6 +851,396 @@ impl ConfigStore for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             row.as_ref().map(config_of).transpose()
+        })
+    }
+}
+
+impl ObjectStore for PostgresStore {
+    fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute(
+                    "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, owner, id) DO UPDATE SET \
+                     created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, meta = EXCLUDED.meta, body = EXCLUDED.body",
+                    &[
+                        &object.kind.as_str(),
+                        &object.owner,
+                        &object.id,
+                        &object.created_ms,
+                        &object.expires_ms,
+                        &object.meta,
+                        &object.body,
+                    ],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn get_object(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<KeptObject>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT created_ms, expires_ms, meta, body FROM kept_objects \
+                     WHERE kind = $1 AND owner = $2 AND id = $3 AND (expires_ms IS NULL OR expires_ms > $4)",
+                    &[&kind.as_str(), &owner, &id, &now_ms],
+                )
+                .await
+                .map_err(unavailable)?;
+            let Some(row) = row else { return Ok(None) };
+            Ok(Some(KeptObject {
+                kind,
+                owner,
+                id,
+                created_ms: col(&row, 0)?,
+                expires_ms: col(&row, 1)?,
+                meta: col(&row, 2)?,
+                body: col(&row, 3)?,
+            }))
+        })
+    }
+
+    fn list_objects(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        now_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptObject>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = client
+                .query(
+                    "SELECT id, created_ms, expires_ms, meta FROM kept_objects \
+                     WHERE kind = $1 AND owner = $2 AND (expires_ms IS NULL OR expires_ms > $3) \
+                     ORDER BY created_ms DESC, id DESC LIMIT $4",
+                    &[&kind.as_str(), &owner, &now_ms, &limit],
+                )
+                .await
+                .map_err(unavailable)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(KeptObject {
+                        kind,
+                        owner: owner.clone(),
+                        id: col(row, 0)?,
+                        created_ms: col(row, 1)?,
+                        expires_ms: col(row, 2)?,
+                        meta: col(row, 3)?,
+                        body: Vec::new(),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let removed = client
+                .execute(
+                    "DELETE FROM kept_objects WHERE kind = $1 AND owner = $2 AND id = $3",
+                    &[&kind.as_str(), &owner, &id],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(removed > 0)
+        })
+    }
+
+    fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            client
+                .execute("DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= $1", &[&now_ms])
+                .await
+                .map_err(unavailable)
+        })
+    }
+}
+
+const BATCH_COLUMNS: &str = "id, owner, shape, endpoint, created_ms, expires_ms, cancelled_ms, total, meta";
+
+fn batch_job(row: &tokio_postgres::Row) -> Result<BatchJob, StoreError> {
+    Ok(BatchJob {
+        id: col(row, 0)?,
+        owner: col(row, 1)?,
+        shape: col(row, 2)?,
+        endpoint: col(row, 3)?,
+        created_ms: col(row, 4)?,
+        expires_ms: col(row, 5)?,
+        cancelled_ms: col(row, 6)?,
+        total: u32::try_from(col::<i32>(row, 7)?).unwrap_or(0),
+        meta: col(row, 8)?,
+    })
+}
+
+async fn line_counts(client: &impl deadpool_postgres::GenericClient, id: &str) -> Result<LineCounts, StoreError> {
+    let rows = client
+        .query("SELECT state, COUNT(*), MAX(done_ms) FROM batch_lines WHERE batch = $1 GROUP BY state", &[&id])
+        .await
+        .map_err(unavailable)?;
+    let mut counts = LineCounts::default();
+    for row in &rows {
+        let state = LineState::from_code(i64::from(col::<i16>(row, 0)?));
+        counts.add(state, u32::try_from(col::<i64>(row, 1)?).unwrap_or(u32::MAX));
+        if state.is_final() {
+            counts.last_done_ms = counts.last_done_ms.max(col::<Option<i64>>(row, 2)?);
+        }
+    }
+    Ok(counts)
+}
+
+async fn owned_batch(
+    client: &impl deadpool_postgres::GenericClient,
+    owner: &str,
+    id: &str,
+) -> Result<Option<BatchState>, StoreError> {
+    let row = client
+        .query_opt(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1 AND owner = $2"), &[&id, &owner])
+        .await
+        .map_err(unavailable)?;
+    let Some(row) = row else { return Ok(None) };
+    let job = batch_job(&row)?;
+    Ok(Some(BatchState { counts: line_counts(client, &job.id).await?, job }))
+}
+
+fn state_code(state: LineState) -> i16 {
+    state.code() as i16
+}
+
+impl BatchQueue for PostgresStore {
+    fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let total = i32::try_from(job.total).unwrap_or(i32::MAX);
+            tx.execute(
+                &format!("INSERT INTO batches ({BATCH_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"),
+                &[
+                    &job.id,
+                    &job.owner,
+                    &job.shape,
+                    &job.endpoint,
+                    &job.created_ms,
+                    &job.expires_ms,
+                    &job.cancelled_ms,
+                    &total,
+                    &job.meta,
+                ],
+            )
+            .await
+            .map_err(conflict_or_unavailable)?;
+            let mut indexes = Vec::with_capacity(lines.len());
+            let mut custom_ids = Vec::with_capacity(lines.len());
+            let mut bodies = Vec::with_capacity(lines.len());
+            for line in lines {
+                indexes.push(i32::try_from(line.index).unwrap_or(i32::MAX));
+                custom_ids.push(line.custom_id);
+                bodies.push(line.body);
+            }
+            tx.execute(
+                "INSERT INTO batch_lines (batch, idx, custom_id, body) \
+                 SELECT $1, * FROM UNNEST($2::INTEGER[], $3::TEXT[], $4::BYTEA[])",
+                &[&job.id, &indexes, &custom_ids, &bodies],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn batch(&self, owner: String, id: String) -> StoreFuture<'_, Option<BatchState>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            owned_batch(&client, &owner, &id).await
+        })
+    }
+
+    fn batches(&self, owner: String, limit: usize) -> StoreFuture<'_, Vec<BatchState>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = $1 ORDER BY created_ms DESC, id DESC LIMIT $2"
+                    ),
+                    &[&owner, &limit],
+                )
+                .await
+                .map_err(unavailable)?;
+            let mut states = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let job = batch_job(row)?;
+                states.push(BatchState { counts: line_counts(&client, &job.id).await?, job });
+            }
+            Ok(states)
+        })
+    }
+
+    fn cancel_batch(&self, owner: String, id: String, now_ms: i64) -> StoreFuture<'_, Option<BatchState>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let changed = tx
+                .execute(
+                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, $3) WHERE id = $1 AND owner = $2",
+                    &[&id, &owner, &now_ms],
+                )
+                .await
+                .map_err(unavailable)?;
+            if changed > 0 {
+                tx.execute(
+                    "UPDATE batch_lines SET state = $2, done_ms = $3 WHERE batch = $1 AND state = $4",
+                    &[&id, &state_code(LineState::Cancelled), &now_ms, &state_code(LineState::Pending)],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            let state = owned_batch(&tx, &owner, &id).await?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(state)
+        })
+    }
+
+    fn claim_lines(
+        &self,
+        worker: String,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<ClaimedLine>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            tx.execute(
+                "UPDATE batch_lines SET state = $1, done_ms = $2 WHERE (state = 0 OR (state = 1 AND lease_until < $2)) \
+                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= $2 AND cancelled_ms IS NULL)",
+                &[&state_code(LineState::Expired), &now_ms],
+            )
+            .await
+            .map_err(unavailable)?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let until = now_ms.saturating_add(lease_ms);
+            // Instances claim side by side: a line another transaction holds is skipped, never waited for.
+            let rows = tx
+                .query(
+                    "WITH picked AS ( \
+                       SELECT l.batch, l.idx FROM batch_lines l JOIN batches b ON b.id = l.batch \
+                       WHERE (l.state = 0 OR (l.state = 1 AND l.lease_until < $1)) AND b.cancelled_ms IS NULL \
+                       ORDER BY b.created_ms, l.batch, l.idx LIMIT $2 FOR UPDATE OF l SKIP LOCKED) \
+                     UPDATE batch_lines l SET state = 1, worker = $3, attempt = l.attempt + 1, lease_until = $4 \
+                     FROM picked, batches b WHERE l.batch = picked.batch AND l.idx = picked.idx AND b.id = l.batch \
+                     RETURNING l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt",
+                    &[&now_ms, &limit, &worker, &until],
+                )
+                .await
+                .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
+            let mut claimed = rows
+                .iter()
+                .map(|row| {
+                    Ok(ClaimedLine {
+                        batch: col(row, 0)?,
+                        owner: col(row, 1)?,
+                        endpoint: col(row, 2)?,
+                        index: u32::try_from(col::<i32>(row, 3)?).unwrap_or(0),
+                        custom_id: col(row, 4)?,
+                        body: col(row, 5)?,
+                        attempt: u32::try_from(col::<i32>(row, 6)?).unwrap_or(0),
+                    })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            claimed.sort_by(|a, b| a.batch.cmp(&b.batch).then(a.index.cmp(&b.index)));
+            Ok(claimed)
+        })
+    }
+
+    fn renew_lines(&self, worker: String, now_ms: i64, lease_ms: i64) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let until = now_ms.saturating_add(lease_ms);
+            client
+                .execute("UPDATE batch_lines SET lease_until = $2 WHERE state = 1 AND worker = $1", &[&worker, &until])
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn finish_line(&self, worker: String, batch: String, attempt: u32, outcome: LineOutcome) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let index = i32::try_from(outcome.index).unwrap_or(i32::MAX);
+            let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+            let status = i32::from(outcome.status);
+            let changed = client
+                .execute(
+                    "UPDATE batch_lines SET state = $5, status = $6, result = $7, done_ms = $8 \
+                     WHERE batch = $1 AND idx = $2 AND state = 1 AND worker = $3 AND attempt = $4",
+                    &[
+                        &batch,
+                        &index,
+                        &worker,
+                        &attempt,
+                        &state_code(outcome.state),
+                        &status,
+                        &outcome.body,
+                        &outcome.done_ms,
+                    ],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(changed > 0)
+        })
+    }
+
+    fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
+                     JOIN batches b ON b.id = l.batch WHERE l.batch = $1 AND b.owner = $2 AND l.state >= 2 ORDER BY l.idx",
+                    &[&id, &owner],
+                )
+                .await
+                .map_err(unavailable)?;
+            rows.iter()
+                .map(|row| {
+                    Ok(LineOutcome {
+                        index: u32::try_from(col::<i32>(row, 0)?).unwrap_or(0),
+                        custom_id: col(row, 1)?,
+                        state: LineState::from_code(i64::from(col::<i16>(row, 2)?)),
+                        status: u16::try_from(col::<i32>(row, 3)?).unwrap_or(0),
+                        body: col::<Option<Vec<u8>>>(row, 4)?.unwrap_or_default(),
+                        done_ms: col(row, 5)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn delete_batch(&self, owner: String, id: String) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let removed = client
+                .execute("DELETE FROM batches WHERE id = $1 AND owner = $2", &[&id, &owner])
+                .await
+                .map_err(unavailable)?;
+            Ok(removed > 0)
         })
     }
 }

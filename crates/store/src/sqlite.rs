@@ -9,6 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rusqlite::{params, Connection, OptionalExtension};
 use switchyard_governance::KeyRecord;
 
+use crate::kept::{
+    BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
+    ObjectStore, QueuedLine,
+};
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore,
     Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError,
@@ -31,6 +35,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0012_config_versions.sql"),
     include_str!("../migrations/sqlite/0013_ingress.sql"),
     include_str!("../migrations/sqlite/0014_outcomes.sql"),
+    include_str!("../migrations/sqlite/0015_kept.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -327,11 +332,13 @@ impl Ledger for SqliteStore {
                          output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
                          estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, \
                          stream, cache_hit, guarded) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+                         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) ON CONFLICT DO NOTHING",
                     )
                     .map_err(unavailable)?;
+                // A row whose entry is already stored (a batch line run again) is not counted twice.
+                let mut fresh = Vec::with_capacity(rows.len());
                 for row in &rows {
-                    insert
+                    let inserted = insert
                         .execute(params![
                             row.at_ms,
                             row.request_id,
@@ -363,6 +370,9 @@ impl Ledger for SqliteStore {
                             row.notes.guarded() as i64,
                         ])
                         .map_err(unavailable)?;
+                    if inserted > 0 {
+                        fresh.push(row);
+                    }
                 }
                 // The hourly rollup moves with the rows, in the same transaction.
                 let mut upsert = tx
@@ -381,7 +391,7 @@ impl Ledger for SqliteStore {
                          guarded = guarded + excluded.guarded, refused = refused + excluded.refused",
                     )
                     .map_err(unavailable)?;
-                for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(&rows) {
+                for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(fresh) {
                     let [n, input, output, read, write, units, billed, saved, hits, guarded, refused] = sums;
                     upsert
                         .execute(params![
@@ -677,6 +687,365 @@ impl ConfigStore for SqliteStore {
             )
             .optional()
             .map_err(unavailable)
+        })
+    }
+}
+
+impl ObjectStore for SqliteStore {
+    fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (kind, owner, id) DO UPDATE SET \
+                 created_ms = excluded.created_ms, expires_ms = excluded.expires_ms, meta = excluded.meta, body = excluded.body",
+            )
+            .map_err(unavailable)?
+            .execute(params![
+                object.kind.as_str(),
+                object.owner,
+                object.id,
+                object.created_ms,
+                object.expires_ms,
+                object.meta,
+                object.body
+            ])
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn get_object(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        now_ms: i64,
+    ) -> StoreFuture<'_, Option<KeptObject>> {
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "SELECT created_ms, expires_ms, meta, body FROM kept_objects \
+                 WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND (expires_ms IS NULL OR expires_ms > ?4)",
+            )
+            .map_err(unavailable)?
+            .query_row(params![kind.as_str(), owner, id, now_ms], |row| {
+                Ok(KeptObject {
+                    kind,
+                    owner: owner.clone(),
+                    id: id.clone(),
+                    created_ms: row.get(0)?,
+                    expires_ms: row.get(1)?,
+                    meta: row.get(2)?,
+                    body: row.get(3)?,
+                })
+            })
+            .optional()
+            .map_err(unavailable)
+        })
+    }
+
+    fn list_objects(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        now_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<KeptObject>> {
+        self.run(move |conn| {
+            let mut query = conn
+                .prepare_cached(
+                    "SELECT id, created_ms, expires_ms, meta FROM kept_objects \
+                     WHERE kind = ?1 AND owner = ?2 AND (expires_ms IS NULL OR expires_ms > ?3) \
+                     ORDER BY created_ms DESC, id DESC LIMIT ?4",
+                )
+                .map_err(unavailable)?;
+            let rows = query
+                .query_map(params![kind.as_str(), owner, now_ms, limit as i64], |row| {
+                    Ok(KeptObject {
+                        kind,
+                        owner: owner.clone(),
+                        id: row.get(0)?,
+                        created_ms: row.get(1)?,
+                        expires_ms: row.get(2)?,
+                        meta: row.get(3)?,
+                        body: Vec::new(),
+                    })
+                })
+                .map_err(unavailable)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+        })
+    }
+
+    fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
+        self.run(move |conn| {
+            let removed = conn
+                .execute(
+                    "DELETE FROM kept_objects WHERE kind = ?1 AND owner = ?2 AND id = ?3",
+                    params![kind.as_str(), owner, id],
+                )
+                .map_err(unavailable)?;
+            Ok(removed > 0)
+        })
+    }
+
+    fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let removed = conn
+                .execute("DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= ?1", params![now_ms])
+                .map_err(unavailable)?;
+            Ok(removed as u64)
+        })
+    }
+}
+
+const BATCH_COLUMNS: &str = "id, owner, shape, endpoint, created_ms, expires_ms, cancelled_ms, total, meta";
+
+fn batch_job(row: &rusqlite::Row<'_>) -> rusqlite::Result<BatchJob> {
+    Ok(BatchJob {
+        id: row.get(0)?,
+        owner: row.get(1)?,
+        shape: row.get(2)?,
+        endpoint: row.get(3)?,
+        created_ms: row.get(4)?,
+        expires_ms: row.get(5)?,
+        cancelled_ms: row.get(6)?,
+        total: row.get(7)?,
+        meta: row.get(8)?,
+    })
+}
+
+/// A job's lines counted by state.
+fn line_counts(conn: &Connection, id: &str) -> Result<LineCounts, StoreError> {
+    let mut query = conn
+        .prepare_cached("SELECT state, COUNT(*), MAX(done_ms) FROM batch_lines WHERE batch = ?1 GROUP BY state")
+        .map_err(unavailable)?;
+    let mut counts = LineCounts::default();
+    let rows = query
+        .query_map(params![id], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?)))
+        .map_err(unavailable)?;
+    for row in rows {
+        let (state, n, done) = row.map_err(unavailable)?;
+        let state = LineState::from_code(state);
+        counts.add(state, u32::try_from(n).unwrap_or(u32::MAX));
+        if state.is_final() {
+            counts.last_done_ms = counts.last_done_ms.max(Some(done));
+        }
+    }
+    Ok(counts)
+}
+
+fn owned_batch(conn: &Connection, owner: &str, id: &str) -> Result<Option<BatchState>, StoreError> {
+    let job = conn
+        .prepare_cached(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = ?1 AND owner = ?2"))
+        .map_err(unavailable)?
+        .query_row(params![id, owner], batch_job)
+        .optional()
+        .map_err(unavailable)?;
+    match job {
+        Some(job) => Ok(Some(BatchState { counts: line_counts(conn, &job.id)?, job })),
+        None => Ok(None),
+    }
+}
+
+impl BatchQueue for SqliteStore {
+    fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            tx.execute(
+                &format!("INSERT INTO batches ({BATCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
+                params![
+                    job.id,
+                    job.owner,
+                    job.shape,
+                    job.endpoint,
+                    job.created_ms,
+                    job.expires_ms,
+                    job.cancelled_ms,
+                    job.total,
+                    job.meta
+                ],
+            )
+            .map_err(conflict_or_unavailable)?;
+            {
+                let mut insert = tx
+                    .prepare_cached("INSERT INTO batch_lines (batch, idx, custom_id, body) VALUES (?1, ?2, ?3, ?4)")
+                    .map_err(unavailable)?;
+                for line in &lines {
+                    insert.execute(params![job.id, line.index, line.custom_id, line.body]).map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn batch(&self, owner: String, id: String) -> StoreFuture<'_, Option<BatchState>> {
+        self.run(move |conn| owned_batch(conn, &owner, &id))
+    }
+
+    fn batches(&self, owner: String, limit: usize) -> StoreFuture<'_, Vec<BatchState>> {
+        self.run(move |conn| {
+            let jobs = {
+                let mut query = conn
+                    .prepare_cached(&format!(
+                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = ?1 ORDER BY created_ms DESC, id DESC LIMIT ?2"
+                    ))
+                    .map_err(unavailable)?;
+                let rows = query.query_map(params![owner, limit as i64], batch_job).map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)?
+            };
+            jobs.into_iter()
+                .map(|job| Ok(BatchState { counts: line_counts(conn, &job.id)?, job }))
+                .collect()
+        })
+    }
+
+    fn cancel_batch(&self, owner: String, id: String, now_ms: i64) -> StoreFuture<'_, Option<BatchState>> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            let changed = tx
+                .execute(
+                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, ?3) WHERE id = ?1 AND owner = ?2",
+                    params![id, owner, now_ms],
+                )
+                .map_err(unavailable)?;
+            if changed > 0 {
+                tx.execute(
+                    "UPDATE batch_lines SET state = ?2, done_ms = ?3 WHERE batch = ?1 AND state = ?4",
+                    params![id, LineState::Cancelled.code(), now_ms, LineState::Pending.code()],
+                )
+                .map_err(unavailable)?;
+            }
+            let state = owned_batch(&tx, &owner, &id)?;
+            tx.commit().map_err(unavailable)?;
+            Ok(state)
+        })
+    }
+
+    fn claim_lines(
+        &self,
+        worker: String,
+        now_ms: i64,
+        lease_ms: i64,
+        limit: usize,
+    ) -> StoreFuture<'_, Vec<ClaimedLine>> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            // Lines of expired jobs that never ran expire.
+            tx.execute(
+                "UPDATE batch_lines SET state = ?1, done_ms = ?2 WHERE (state = 0 OR (state = 1 AND lease_until < ?2)) \
+                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= ?2 AND cancelled_ms IS NULL)",
+                params![LineState::Expired.code(), now_ms],
+            )
+            .map_err(unavailable)?;
+            let picked = {
+                let mut query = tx
+                    .prepare_cached(
+                        "SELECT l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt \
+                         FROM batch_lines l JOIN batches b ON b.id = l.batch \
+                         WHERE (l.state = 0 OR (l.state = 1 AND l.lease_until < ?1)) AND b.cancelled_ms IS NULL \
+                         ORDER BY b.created_ms, l.batch, l.idx LIMIT ?2",
+                    )
+                    .map_err(unavailable)?;
+                let rows = query
+                    .query_map(params![now_ms, limit as i64], |row| {
+                        Ok(ClaimedLine {
+                            batch: row.get(0)?,
+                            owner: row.get(1)?,
+                            endpoint: row.get(2)?,
+                            index: row.get(3)?,
+                            custom_id: row.get(4)?,
+                            body: row.get(5)?,
+                            attempt: row.get::<_, u32>(6)?.saturating_add(1),
+                        })
+                    })
+                    .map_err(unavailable)?;
+                rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)?
+            };
+            {
+                let mut claim = tx
+                    .prepare_cached(
+                        "UPDATE batch_lines SET state = 1, worker = ?3, attempt = ?4, lease_until = ?5 \
+                         WHERE batch = ?1 AND idx = ?2",
+                    )
+                    .map_err(unavailable)?;
+                for line in &picked {
+                    claim
+                        .execute(params![line.batch, line.index, worker, line.attempt, now_ms + lease_ms])
+                        .map_err(unavailable)?;
+                }
+            }
+            tx.commit().map_err(unavailable)?;
+            Ok(picked)
+        })
+    }
+
+    fn renew_lines(&self, worker: String, now_ms: i64, lease_ms: i64) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            conn.execute(
+                "UPDATE batch_lines SET lease_until = ?2 WHERE state = 1 AND worker = ?1",
+                params![worker, now_ms + lease_ms],
+            )
+            .map_err(unavailable)?;
+            Ok(())
+        })
+    }
+
+    fn finish_line(&self, worker: String, batch: String, attempt: u32, outcome: LineOutcome) -> StoreFuture<'_, bool> {
+        self.run(move |conn| {
+            let changed = conn
+                .execute(
+                    "UPDATE batch_lines SET state = ?5, status = ?6, result = ?7, done_ms = ?8 \
+                     WHERE batch = ?1 AND idx = ?2 AND state = 1 AND worker = ?3 AND attempt = ?4",
+                    params![
+                        batch,
+                        outcome.index,
+                        worker,
+                        attempt,
+                        outcome.state.code(),
+                        outcome.status,
+                        outcome.body,
+                        outcome.done_ms
+                    ],
+                )
+                .map_err(unavailable)?;
+            Ok(changed > 0)
+        })
+    }
+
+    fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
+        self.run(move |conn| {
+            let mut query = conn
+                .prepare_cached(
+                    "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
+                     JOIN batches b ON b.id = l.batch WHERE l.batch = ?1 AND b.owner = ?2 AND l.state >= 2 ORDER BY l.idx",
+                )
+                .map_err(unavailable)?;
+            let rows = query
+                .query_map(params![id, owner], |row| {
+                    Ok(LineOutcome {
+                        index: row.get(0)?,
+                        custom_id: row.get(1)?,
+                        state: LineState::from_code(row.get(2)?),
+                        status: row.get(3)?,
+                        body: row.get::<_, Option<Vec<u8>>>(4)?.unwrap_or_default(),
+                        done_ms: row.get(5)?,
+                    })
+                })
+                .map_err(unavailable)?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
+        })
+    }
+
+    fn delete_batch(&self, owner: String, id: String) -> StoreFuture<'_, bool> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            let removed = tx
+                .execute("DELETE FROM batches WHERE id = ?1 AND owner = ?2", params![id, owner])
+                .map_err(unavailable)?;
+            if removed > 0 {
+                tx.execute("DELETE FROM batch_lines WHERE batch = ?1", params![id]).map_err(unavailable)?;
+            }
+            tx.commit().map_err(unavailable)?;
+            Ok(removed > 0)
         })
     }
 }

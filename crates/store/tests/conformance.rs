@@ -13,6 +13,7 @@ use switchyard_store::{
     Attempt, AuditEntry, Change, ChangeFeed, ConfigVersion, GroupRecord, Idempotency, KeptContent, KeptSignature,
     KeyStore, LedgerRow, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
 };
+use switchyard_store::{BatchJob, KeptObject, LineOutcome, LineState, ObjectKind, QueuedLine};
 
 fn key(n: u8) -> KeyRecord {
     let secret = new_secret(&[n; 32]);
@@ -521,6 +522,147 @@ async fn kept_content_is_found_erased_by_user_and_purged_by_age(stores: Stores) 
     assert!(content.find_content(4).await.unwrap().is_some(), "newer text stays");
 }
 
+async fn objects_belong_to_their_owner_and_expire(stores: Stores) {
+    let objects = &stores.objects;
+    let object = |owner: &str, id: &str, at: i64, expires: Option<i64>| KeptObject {
+        kind: ObjectKind::File,
+        owner: owner.into(),
+        id: id.into(),
+        created_ms: at,
+        expires_ms: expires,
+        meta: format!("{{\"n\":{at}}}"),
+        body: vec![at as u8; 3],
+    };
+    objects.put_object(object("k1", "file-a", 10, None)).await.unwrap();
+    objects.put_object(object("k1", "file-b", 20, Some(1_000))).await.unwrap();
+    objects.put_object(object("k2", "file-a", 30, None)).await.unwrap();
+    let got = objects.get_object(ObjectKind::File, "k1".into(), "file-a".into(), 0).await.unwrap().unwrap();
+    assert_eq!(got, object("k1", "file-a", 10, None));
+    // Another owner, or another kind, finds nothing by the same id.
+    assert!(objects.get_object(ObjectKind::File, "k3".into(), "file-a".into(), 0).await.unwrap().is_none());
+    assert!(objects.get_object(ObjectKind::Response, "k1".into(), "file-a".into(), 0).await.unwrap().is_none());
+    let listed = objects.list_objects(ObjectKind::File, "k1".into(), 0, 10).await.unwrap();
+    assert_eq!(listed.iter().map(|o| o.id.as_str()).collect::<Vec<_>>(), ["file-b", "file-a"], "newest first");
+    assert!(listed.iter().all(|o| o.body.is_empty()), "a list carries no bodies");
+    // Expired: not found, not listed, then purged.
+    assert!(objects.get_object(ObjectKind::File, "k1".into(), "file-b".into(), 1_000).await.unwrap().is_none());
+    assert_eq!(objects.list_objects(ObjectKind::File, "k1".into(), 1_000, 10).await.unwrap().len(), 1);
+    assert_eq!(objects.purge_objects(1_000).await.unwrap(), 1);
+    assert!(!objects.delete_object(ObjectKind::File, "k2".into(), "file-b".into()).await.unwrap());
+    assert!(objects.delete_object(ObjectKind::File, "k2".into(), "file-a".into()).await.unwrap());
+    assert!(objects.get_object(ObjectKind::File, "k2".into(), "file-a".into(), 0).await.unwrap().is_none());
+    assert!(objects.get_object(ObjectKind::File, "k1".into(), "file-a".into(), 0).await.unwrap().is_some());
+}
+
+fn job(id: &str, owner: &str, created_ms: i64, total: u32) -> BatchJob {
+    BatchJob {
+        id: id.into(),
+        owner: owner.into(),
+        shape: "openai".into(),
+        endpoint: "/v1/chat/completions".into(),
+        created_ms,
+        expires_ms: created_ms + 86_400_000,
+        cancelled_ms: None,
+        total,
+        meta: "{}".into(),
+    }
+}
+
+fn lines(n: u32) -> Vec<QueuedLine> {
+    (0..n)
+        .map(|i| QueuedLine { index: i, custom_id: format!("c{i}"), body: format!("{{\"i\":{i}}}").into_bytes() })
+        .collect()
+}
+
+fn outcome(index: u32, state: LineState, done_ms: i64) -> LineOutcome {
+    LineOutcome { index, custom_id: format!("c{index}"), state, status: 200, body: b"{}".to_vec(), done_ms }
+}
+
+async fn batch_lines_are_claimed_once_leased_and_finished_once(stores: Stores) {
+    let queue = &stores.batches;
+    queue.submit_batch(job("b1", "k1", 100, 5), lines(5)).await.unwrap();
+    queue.submit_batch(job("b2", "k1", 200, 2), lines(2)).await.unwrap();
+    assert!(matches!(queue.submit_batch(job("b1", "k1", 100, 1), lines(1)).await, Err(StoreError::Conflict(_))));
+    // Oldest job first; two workers never share a line.
+    let a = queue.claim_lines("wa".into(), 1_000, 30_000, 3).await.unwrap();
+    let b = queue.claim_lines("wb".into(), 1_000, 30_000, 10).await.unwrap();
+    assert_eq!(a.iter().map(|l| (l.batch.as_str(), l.index)).collect::<Vec<_>>(), [("b1", 0), ("b1", 1), ("b1", 2)]);
+    assert_eq!(b.len(), 4);
+    assert!(b.iter().all(|l| !a.iter().any(|x| x.batch == l.batch && x.index == l.index)));
+    assert_eq!((a[0].owner.as_str(), a[0].endpoint.as_str(), a[0].attempt), ("k1", "/v1/chat/completions", 1));
+    assert_eq!(a[1].body, b"{\"i\":1}");
+    assert!(queue.claim_lines("wc".into(), 1_000, 30_000, 10).await.unwrap().is_empty(), "all leased");
+    // A finish by the holder counts once; a stranger's or a repeat does not.
+    assert!(queue.finish_line("wa".into(), "b1".into(), 1, outcome(0, LineState::Succeeded, 1_500)).await.unwrap());
+    assert!(!queue.finish_line("wa".into(), "b1".into(), 1, outcome(0, LineState::Failed, 1_600)).await.unwrap());
+    assert!(!queue.finish_line("wb".into(), "b1".into(), 1, outcome(1, LineState::Succeeded, 1_500)).await.unwrap());
+    // wa renews; wb dies: once wb's lease ends its lines go to another claimer, as attempt 2.
+    queue.renew_lines("wa".into(), 20_000, 30_000).await.unwrap();
+    let again = queue.claim_lines("wc".into(), 31_001, 30_000, 10).await.unwrap();
+    assert_eq!(again.len(), 4, "{again:?}");
+    assert!(again.iter().all(|l| l.attempt == 2 && b.iter().any(|x| x.batch == l.batch && x.index == l.index)));
+    // The dead claimer's late finish is refused: the line is another's now.
+    let late = &b[0];
+    assert!(!queue
+        .finish_line("wb".into(), late.batch.clone(), 1, outcome(late.index, LineState::Succeeded, 31_500))
+        .await
+        .unwrap());
+    let state = queue.batch("k1".into(), "b1".into()).await.unwrap().unwrap();
+    assert_eq!((state.counts.succeeded, state.counts.running, state.counts.pending), (1, 4, 0));
+    assert_eq!(state.counts.last_done_ms, Some(1_500));
+    assert!(queue.batch("k2".into(), "b1".into()).await.unwrap().is_none(), "another owner's job is not found");
+    // Cancel: pending lines cancel at once, running ones finish.
+    queue.submit_batch(job("b3", "k1", 300, 3), lines(3)).await.unwrap();
+    let one = queue.claim_lines("wa".into(), 40_000, 30_000, 1).await.unwrap();
+    assert_eq!((one[0].batch.as_str(), one[0].index), ("b3", 0));
+    let cancelled = queue.cancel_batch("k1".into(), "b3".into(), 41_000).await.unwrap().unwrap();
+    assert_eq!(cancelled.job.cancelled_ms, Some(41_000));
+    assert_eq!((cancelled.counts.cancelled, cancelled.counts.running), (2, 1));
+    assert!(queue.finish_line("wa".into(), "b3".into(), 1, outcome(0, LineState::Succeeded, 42_000)).await.unwrap());
+    let outcomes = queue.line_outcomes("k1".into(), "b3".into()).await.unwrap();
+    assert_eq!(
+        outcomes.iter().map(|o| (o.index, o.state)).collect::<Vec<_>>(),
+        [(0, LineState::Succeeded), (1, LineState::Cancelled), (2, LineState::Cancelled)]
+    );
+    assert!(queue.line_outcomes("k2".into(), "b3".into()).await.unwrap().is_empty());
+    // An expired job's unclaimed lines expire instead of running.
+    queue.submit_batch(BatchJob { expires_ms: 50_000, ..job("b4", "k2", 400, 2) }, lines(2)).await.unwrap();
+    let claimed = queue.claim_lines("wa".into(), 60_000, 30_000, 10).await.unwrap();
+    assert!(claimed.iter().all(|l| l.batch != "b4"), "{claimed:?}");
+    let expired = queue.batch("k2".into(), "b4".into()).await.unwrap().unwrap();
+    assert_eq!(expired.counts.expired, 2);
+    assert_eq!(
+        queue.batches("k1".into(), 10).await.unwrap().iter().map(|s| s.job.id.as_str()).collect::<Vec<_>>(),
+        ["b3", "b2", "b1"]
+    );
+    assert!(queue.delete_batch("k1".into(), "b3".into()).await.unwrap());
+    assert!(queue.batch("k1".into(), "b3".into()).await.unwrap().is_none());
+    assert!(queue.line_outcomes("k1".into(), "b3".into()).await.unwrap().is_empty());
+}
+
+async fn a_ledger_entry_written_twice_is_billed_once(stores: Stores) {
+    let mut first = row(1_000, Some("k1"), None, "lane-a", 10, 20);
+    first.entry = 424_242;
+    let mut again = row(2_000, Some("k1"), None, "lane-a", 11, 21);
+    again.entry = 424_242;
+    stores.ledger.append(vec![first]).await.unwrap();
+    stores.ledger.append(vec![again]).await.unwrap();
+    assert_eq!(stores.ledger.count().await.unwrap(), 1);
+    let totals = stores
+        .ledger
+        .totals(TotalsQuery {
+            by: SpendBy::Key,
+            from_ms: 0,
+            to_ms: 10_000_000,
+            key: None,
+            groups: None,
+            end_user: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(totals.iter().map(|t| t.tokens.input).sum::<u64>(), 10, "the rollup counts the row once");
+}
+
 macro_rules! backends {
     ($($backend:ident => $make:expr),* $(,)?) => {
         $(
@@ -575,6 +717,21 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn kept_content() {
                     kept_content_is_found_erased_by_user_and_purged_by_age($make).await;
+                }
+
+                #[tokio::test]
+                async fn objects() {
+                    objects_belong_to_their_owner_and_expire($make).await;
+                }
+
+                #[tokio::test]
+                async fn batch_queue() {
+                    batch_lines_are_claimed_once_leased_and_finished_once($make).await;
+                }
+
+                #[tokio::test]
+                async fn ledger_entry_once() {
+                    a_ledger_entry_written_twice_is_billed_once($make).await;
                 }
 
                 #[tokio::test]
