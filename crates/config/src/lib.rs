@@ -14,6 +14,7 @@ mod guard;
 mod hooks;
 mod identity;
 mod interpolate;
+pub mod kept;
 mod operator;
 mod raw;
 mod redact;
@@ -143,6 +144,8 @@ pub struct Config {
     pub end_users: EndUsers,
     /// How the config may change.
     pub control: ConfigControl,
+    /// Files, batches and stored responses.
+    pub kept: kept::Kept,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
     /// The bundled model facts in use.
@@ -738,6 +741,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let alerts = operator::alerts(raw.alerts.as_ref(), issues);
     let end_users = operator::end_users(raw.end_users.as_ref(), issues);
     let control = operator::config_control(&raw.config);
+    let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
 
     let server = server::validate(&raw.server, issues);
     if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {
@@ -1057,6 +1061,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             affinity,
             translation: translation::translation(pool.translation.as_deref(), &format!("{path}.translation"), issues),
         });
+        kept::pool_batch(pool.batch.as_deref(), &format!("{path}.batch"), issues);
     }
     check_fallback_cycles(&pools, issues);
     check_pool_operations(&pools, &models, issues);
@@ -1117,6 +1122,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         alerts,
         end_users,
         control,
+        kept,
         warnings,
         model_facts,
         source: Source::default(),

@@ -49,6 +49,12 @@ pub struct RawConfig {
     /// How the config may change (`locked`: only through the file).
     #[serde(default)]
     pub config: crate::operator::RawConfigControl,
+    /// Uploads.
+    pub files: Option<crate::kept::RawFiles>,
+    /// Batch jobs.
+    pub batches: Option<crate::kept::RawBatches>,
+    /// Stored Responses replies.
+    pub responses: Option<crate::kept::RawResponses>,
 }
 
 /// Listener settings.
@@ -221,6 +227,8 @@ pub struct RawPool {
     pub queue_timeout: Option<String>,
     /// `lenient` (default) or `strict`.
     pub translation: Option<String>,
+    /// How batch lines for this pool run: `gateway` (Switchyard runs them).
+    pub batch: Option<String>,
     pub members: Vec<RawMember>,
 }
 

@@ -122,6 +122,13 @@ struct AttemptNote {
 }
 
 impl Record {
+    /// Bills this request under `entry` instead of a fresh one: a request
+    /// the gateway may make twice (a batch line run again after a crash)
+    /// is stored, and billed, once.
+    pub fn bill_once_as(&mut self, entry: i64) {
+        self.entry = entry;
+    }
+
     /// Opens the record of a request in `ingress` (continuing the caller's
     /// `traceparent`, when traces are on).
     /// Boxed: it travels from the handler through the engine into a stream's

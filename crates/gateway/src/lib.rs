@@ -8,11 +8,14 @@
 //! plane's router), and
 //! live reload (`reload`), which swaps both routers under running
 //! listeners, and the config's versions (`versions`: recorded, and
-//! followed across a fleet).
+//! followed across a fleet), and `batches`, which starts the batch worker
+//! over the data router (`switchyard_kept` holds files, batches and stored
+//! responses).
 //!
 //! Only this crate and the admin plane know axum. No lock is held across an
 //! `.await`.
 
+pub mod batches;
 pub mod playground;
 pub mod reload;
 pub mod server;

@@ -43,6 +43,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
     Protocol::ALL
         .into_iter()
         .fold(base, ingress_routes)
+        .merge(switchyard_kept::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(gateway)
@@ -525,10 +526,28 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
     let protocol = ingress.protocol;
     let (parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);
-    let record = Record::begin(&gateway, protocol, request_id.clone(), &parts.headers);
+    let mut record = Record::begin(&gateway, protocol, request_id.clone(), &parts.headers);
+    if let Some(delegated) = parts.extensions.get::<switchyard_state::kept::Delegated>() {
+        record.bill_once_as(delegated.entry);
+    }
     match frame(&gateway, ingress, parts, body, request_id).await {
         // The body's charge against its connection's budget lasts until the answer's head.
-        Ok((call, _charge)) => switchyard_engine::forward(gateway, call, record).await.map(Body::new),
+        Ok((mut call, _charge)) => {
+            // Responses' stored conversations: continued before, kept after.
+            let keep = if protocol == Protocol::Responses && gateway.config.kept.responses.store && !call.count_tokens {
+                match switchyard_kept::responses::prepare(&gateway, &mut call).await {
+                    Ok(keep) => keep,
+                    Err(info) => return reject(&gateway, protocol, record, info),
+                }
+            } else {
+                None
+            };
+            let response = switchyard_engine::forward(gateway.clone(), call, record).await.map(Body::new);
+            match keep {
+                Some(keep) => switchyard_kept::responses::tap(&gateway, keep, response),
+                None => response,
+            }
+        }
         Err(info) => reject(&gateway, protocol, record, info),
     }
 }
@@ -557,7 +576,10 @@ async fn frame(
     let governed = gateway.governance.is_some();
     let signed = governed && switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
-    if governed && !signed {
+    let delegated = parts.extensions.get::<switchyard_state::kept::Delegated>();
+    if let (Some(governance), Some(delegated)) = (&gateway.governance, delegated) {
+        caller = governance.delegated(&delegated.key_id)?;
+    } else if governed && !signed {
         caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &[])?;
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
@@ -579,7 +601,7 @@ async fn frame(
         }
     }
     let (name, wire_model) = named(gateway, ingress.named, &top)?;
-    if signed {
+    if signed && delegated.is_none() {
         caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &body)?;
     }
     let session = session_of(gateway, &name, &headers);

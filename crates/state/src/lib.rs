@@ -16,6 +16,7 @@ pub mod call;
 pub mod clock;
 pub mod governance;
 pub mod guardrails;
+pub mod kept;
 mod lane;
 pub mod lifecycle;
 pub mod oidc;
@@ -112,6 +113,8 @@ pub struct Gateway {
     pub lifecycle: Arc<lifecycle::Lifecycle>,
     /// Each admin token's mutation limit (kept across reloads).
     pub admin_rate: Arc<admin_rate::AdminRate>,
+    /// Files, stored responses and batch jobs (kept across reloads).
+    pub kept: kept::KeptStores,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -402,6 +405,7 @@ impl Gateway {
             guardrails,
             response_cache,
             retention,
+            kept: kept::KeptStores::in_process(),
         })
     }
 
@@ -450,6 +454,7 @@ impl Gateway {
             }
         }
         self.signatures = old.signatures.clone();
+        self.kept = old.kept.clone();
         self.lifecycle = old.lifecycle.clone();
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
@@ -518,6 +523,7 @@ impl Gateway {
         if self.fleet_state.is_none() {
             self.signatures = crate::signatures::Signatures::new(governance.stores.signatures.clone());
         }
+        self.kept = kept::KeptStores::over(governance.stores.objects.clone(), governance.stores.batches.clone());
         self.governance = Some(governance);
         self.share_retention_days();
         self

@@ -286,6 +286,8 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     // Both listeners serve swappable routers: SIGHUP and the admin API reload the file.
     let data_router = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin_router = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
+    // Batch lines run through the data router, as their keys.
+    switchyard_gateway::batches::start(&gateway, data_router.clone());
     let source: Arc<dyn ConfigSource> = match &path {
         Some(path) => Arc::new(FileSource { path: path.clone(), env: env_lookup }),
         None => Arc::new(TextSource { text: Arc::new(std::sync::Mutex::new(DEMO_CONFIG.to_owned())), env: env_lookup }),

@@ -115,7 +115,7 @@ impl LiveRouter {
         self.0.store(Arc::new(router));
     }
 
-    fn current(&self) -> Router {
+    pub(crate) fn current(&self) -> Router {
         Router::clone(&self.0.load())
     }
 }

@@ -168,6 +168,27 @@ impl Governance {
         }
     }
 
+    /// The caller a request the gateway makes for a key runs as (a batch
+    /// line: [`crate::kept::Delegated`]): that key, while it is active. A
+    /// key revoked or expired since the batch was submitted stops its
+    /// lines.
+    pub fn delegated(&self, key_id: &str) -> Result<Option<Caller>, ErrorInfo> {
+        if self.mode == AuthMode::Open {
+            return Ok(None);
+        }
+        let Some(key) = self.key(key_id) else {
+            let message = "the key that submitted this batch no longer exists";
+            return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+        };
+        match key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(Caller { key, subject: None })),
+            _ => Err(self.refuse(
+                Refused::RevokedKey,
+                ErrorInfo::new(ErrorKind::Authentication, format!("API key {} is no longer active", key.record.prefix)),
+            )),
+        }
+    }
+
     pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         info

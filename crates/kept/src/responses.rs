@@ -1,0 +1,343 @@
+//! Stored responses (`responses.store`): a Responses request that does not
+//! say `store: false` is kept with its conversation when it ends whole,
+//! under the caller's key; a later request naming it in
+//! `previous_response_id` has that conversation put before its own input
+//! and the field taken out, so any lane (of any protocol) continues it —
+//! reasoning items and tool calls, signatures included, travel as the
+//! caller saw them. In a fleet the store is PostgreSQL, so any instance
+//! continues any response. `GET`/`DELETE /v1/responses/{id}` and
+//! `GET /v1/responses/{id}/input_items` read and remove them.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use http_body::Frame;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use switchyard_codec::scan;
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+use switchyard_store::{KeptObject, ObjectKind};
+
+use crate::{json, not_found, now_ms, owner, plausible_id, unavailable};
+
+const PROTOCOL: Protocol = Protocol::Responses;
+
+/// What is kept of one response.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    /// The response as the caller got it.
+    response: Value,
+    /// This turn's input items.
+    input: Vec<Value>,
+    /// The whole conversation to continue from: the turns before, this
+    /// turn's input and the response's output.
+    context: Vec<Value>,
+}
+
+/// What a request to be kept carries to its end.
+pub struct Keep {
+    owner: String,
+    previous: Option<String>,
+    history: Vec<Value>,
+    input: Vec<Value>,
+    stream: bool,
+}
+
+/// Reads a Responses request's `store` and `previous_response_id`: the
+/// conversation named is put before the input (and the field removed);
+/// what to keep when the answer ends, unless the caller said `store:
+/// false`. An unknown previous response is the caller's 400.
+pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>, ErrorInfo> {
+    let invalid = |message: String| ErrorInfo::new(ErrorKind::InvalidRequest, message);
+    let top = scan::scan_request(&call.body, &["store", "previous_response_id"]).map_err(|e| invalid(e.to_string()))?;
+    let span = |at: usize| top.found[at].map(|(start, end)| &call.body[start as usize..end as usize]);
+    let store = span(0) != Some(b"false".as_slice());
+    let previous = match span(1) {
+        None | Some(b"null") => None,
+        Some(raw) => match serde_json::from_slice::<String>(raw) {
+            Ok(id) => Some(id),
+            Err(_) => {
+                let mut info = invalid("previous_response_id must be a string".into());
+                info.param = Some("previous_response_id".into());
+                return Err(info);
+            }
+        },
+    };
+    if !store && previous.is_none() {
+        return Ok(None);
+    }
+    let owner = call.caller.as_ref().map(|c| c.key.record.id.clone()).unwrap_or_default();
+    let history = match &previous {
+        None => Vec::new(),
+        Some(id) => {
+            let found = if plausible_id(id) {
+                gateway
+                    .kept
+                    .objects
+                    .get_object(ObjectKind::Response, owner.clone(), id.clone(), now_ms())
+                    .await
+                    .map_err(|err| {
+                        ErrorInfo::new(ErrorKind::Overloaded, format!("stored responses are unavailable: {err}"))
+                            .with_status(503)
+                    })?
+            } else {
+                None
+            };
+            let Some(found) = found.and_then(|o| serde_json::from_slice::<Stored>(&o.body).ok()) else {
+                let mut info = invalid(format!("Previous response with id '{id}' not found."));
+                info.param = Some("previous_response_id".into());
+                info.code = Some("previous_response_not_found".into());
+                return Err(info);
+            };
+            found.context
+        }
+    };
+    let mut body: serde_json::Map<String, Value> =
+        serde_json::from_slice(&call.body).map_err(|err| invalid(format!("malformed json: {err}")))?;
+    let input = match body.get("input") {
+        Some(Value::String(text)) => vec![json!({"type": "message", "role": "user", "content": text})],
+        Some(Value::Array(items)) => items.clone(),
+        _ => Vec::new(),
+    };
+    if previous.is_some() {
+        let mut whole = history.clone();
+        whole.extend(input.iter().cloned());
+        body.insert("input".into(), Value::Array(whole));
+        body.remove("previous_response_id");
+        call.body = Bytes::from(serde_json::to_vec(&body).map_err(|err| invalid(err.to_string()))?);
+        // The model's place moved with the rewrite.
+        call.model_span = scan::scan_top_level(&call.body).ok().and_then(|top| top.model_span);
+    }
+    Ok(store.then_some(Keep { owner, previous, history, input, stream: call.stream }))
+}
+
+/// The caller's answer, passed through as it goes and kept when it ends
+/// whole with a 2xx (a stream by its `response.completed` event).
+pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
+    if !response.status().is_success() {
+        return response;
+    }
+    let limit = usize::try_from(gateway.config.kept.responses.max_bytes).unwrap_or(usize::MAX);
+    let ttl = gateway.config.kept.responses.ttl;
+    let objects = gateway.kept.objects.clone();
+    response.map(|body| {
+        Body::new(Tap {
+            inner: body,
+            seen: Vec::new(),
+            limit,
+            keep: Some(Box::new(move |bytes: Vec<u8>| {
+                tokio::spawn(async move {
+                    let Some(object) = kept(&keep, &bytes, ttl) else { return };
+                    if object.body.len() > limit {
+                        tracing::warn!(id = %object.id, "a stored response is larger than responses.max_bytes; not kept");
+                        return;
+                    }
+                    if let Err(err) = objects.put_object(object).await {
+                        tracing::warn!(error = %err, "a response could not be stored");
+                    }
+                });
+            })),
+        })
+    })
+}
+
+/// The object to store for an answer that ended.
+fn kept(keep: &Keep, bytes: &[u8], ttl: std::time::Duration) -> Option<KeptObject> {
+    let mut response =
+        if keep.stream { completed_event(bytes)? } else { serde_json::from_slice::<Value>(bytes).ok()? };
+    let id = response.get("id")?.as_str()?.to_owned();
+    if let Some(previous) = &keep.previous {
+        response["previous_response_id"] = Value::String(previous.clone());
+    }
+    let output = response.get("output").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut context = keep.history.clone();
+    context.extend(keep.input.iter().cloned());
+    context.extend(output);
+    let meta = json!({"model": response.get("model"), "status": response.get("status")}).to_string();
+    let stored = Stored { response, input: keep.input.clone(), context };
+    let now = now_ms();
+    Some(KeptObject {
+        kind: ObjectKind::Response,
+        owner: keep.owner.clone(),
+        id,
+        created_ms: now,
+        expires_ms: Some(now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))),
+        meta,
+        body: serde_json::to_vec(&stored).ok()?,
+    })
+}
+
+/// The `response` of a stream's `response.completed` event.
+fn completed_event(stream: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(stream).ok()?;
+    text.lines().rev().filter_map(|line| line.strip_prefix("data:")).find_map(|data| {
+        let event: Value = serde_json::from_str(data.trim()).ok()?;
+        (event.get("type")?.as_str()? == "response.completed").then(|| event.get("response").cloned())?
+    })
+}
+
+type Finish = Box<dyn FnOnce(Vec<u8>) + Send>;
+
+/// A body that copies what passes (up to `limit`) and hands it over at its
+/// end; one cut short, or longer than the limit, hands nothing.
+struct Tap {
+    inner: Body,
+    seen: Vec<u8>,
+    limit: usize,
+    keep: Option<Finish>,
+}
+
+impl http_body::Body for Tap {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let (Some(data), true) = (frame.data_ref(), this.keep.is_some()) {
+                    if this.seen.len() + data.len() > this.limit {
+                        this.keep = None;
+                        this.seen = Vec::new();
+                    } else {
+                        this.seen.extend_from_slice(data);
+                    }
+                }
+            }
+            Poll::Ready(None) => {
+                if let Some(keep) = this.keep.take() {
+                    keep(std::mem::take(&mut this.seen));
+                }
+            }
+            Poll::Ready(Some(Err(_))) => this.keep = None,
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+async fn stored(gateway: &Gateway, parts: &axum::http::request::Parts, id: &str) -> Result<(String, Stored), Response> {
+    let owner = owner(gateway, PROTOCOL, parts)?;
+    let missing = || {
+        let info = ErrorInfo::new(ErrorKind::NotFound, format!("Response with id '{id}' not found."));
+        crate::error(gateway, PROTOCOL, &info)
+    };
+    if !plausible_id(id) {
+        return Err(missing());
+    }
+    match gateway.kept.objects.get_object(ObjectKind::Response, owner.clone(), id.to_owned(), now_ms()).await {
+        Ok(Some(object)) => serde_json::from_slice(&object.body).map(|s| (owner, s)).map_err(|_| missing()),
+        Ok(None) => Err(missing()),
+        Err(err) => Err(unavailable(gateway, PROTOCOL, &err)),
+    }
+}
+
+/// `GET /v1/responses/{id}`.
+pub async fn get(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    match stored(&gateway, &parts, &id).await {
+        Ok((_, stored)) => json(StatusCode::OK, &stored.response),
+        Err(response) => response,
+    }
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub async fn delete(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let owner = match owner(&gateway, PROTOCOL, &parts) {
+        Ok(owner) => owner,
+        Err(refused) => return refused,
+    };
+    if !plausible_id(&id) {
+        return not_found(&gateway, PROTOCOL, &format!("response `{id}`"));
+    }
+    match gateway.kept.objects.delete_object(ObjectKind::Response, owner, id.clone()).await {
+        Ok(true) => json(StatusCode::OK, &json!({"id": id, "object": "response", "deleted": true})),
+        Ok(false) => not_found(&gateway, PROTOCOL, &format!("response `{id}`")),
+        Err(err) => unavailable(&gateway, PROTOCOL, &err),
+    }
+}
+
+/// `GET /v1/responses/{id}/input_items`: this turn's input, newest first
+/// unless `order=asc`.
+pub async fn input_items(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let (_, stored) = match stored(&gateway, &parts, &id).await {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    let ascending = parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "order=asc"));
+    let mut items: Vec<Value> = stored
+        .input
+        .into_iter()
+        .enumerate()
+        .map(|(n, mut item)| {
+            if let Some(object) = item.as_object_mut() {
+                object.entry("id").or_insert_with(|| Value::String(format!("msg_{id}_{n}")));
+                object.entry("type").or_insert_with(|| Value::String("message".into()));
+            }
+            item
+        })
+        .collect();
+    if !ascending {
+        items.reverse();
+    }
+    let first = items.first().and_then(|i| i.get("id").cloned());
+    let last = items.last().and_then(|i| i.get("id").cloned());
+    json(
+        StatusCode::OK,
+        &json!({"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": false}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_streams_response_is_its_completed_event() {
+        let stream = b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n\
+            event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"output\":[1]}}\n\n";
+        assert_eq!(completed_event(stream), Some(json!({"id": "r", "output": [1]})));
+        assert_eq!(completed_event(b"data: {\"type\":\"response.created\"}\n\n"), None);
+    }
+
+    #[test]
+    fn the_kept_conversation_is_the_history_this_input_and_the_output() {
+        let keep = Keep {
+            owner: "k".into(),
+            previous: Some("r0".into()),
+            history: vec![json!("h")],
+            input: vec![json!("i")],
+            stream: false,
+        };
+        let object = kept(
+            &keep,
+            br#"{"id":"r1","output":["o"],"previous_response_id":null}"#,
+            std::time::Duration::from_secs(60),
+        )
+        .unwrap();
+        assert_eq!((object.id.as_str(), object.owner.as_str()), ("r1", "k"));
+        let stored: Stored = serde_json::from_slice(&object.body).unwrap();
+        assert_eq!(stored.context, vec![json!("h"), json!("i"), json!("o")]);
+        assert_eq!(stored.response["previous_response_id"], "r0");
+        assert!(kept(&keep, b"{}", std::time::Duration::from_secs(60)).is_none(), "no id, nothing kept");
+    }
+}
