@@ -212,6 +212,12 @@ impl http_body::Body for Tap {
                         this.seen.extend_from_slice(data);
                     }
                 }
+                // A whole body's last frame: the server may not poll again.
+                if this.inner.is_end_stream() {
+                    if let Some(keep) = this.keep.take() {
+                        keep(std::mem::take(&mut this.seen));
+                    }
+                }
             }
             Poll::Ready(None) => {
                 if let Some(keep) = this.keep.take() {
