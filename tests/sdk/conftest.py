@@ -132,12 +132,14 @@ def healthy(addr: str) -> bool:
 
 
 @contextlib.contextmanager
-def serving(workdir: Path, extra: str, env: dict[str, str] | None = None):
-    """A second gateway (the lanes config plus `extra`) for a module's
-    tests: yields its data and admin addresses; stops it cleanly."""
+def serving(workdir: Path, extra: str, env: dict[str, str] | None = None, config=None):
+    """A second gateway (the lanes config, changed by `config` when given,
+    plus `extra`) for a module's tests: yields its data and admin
+    addresses; stops it cleanly."""
     binary = os.environ["SWITCHYARD_BIN"]
     addr, admin = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    (workdir / "switchyard.yaml").write_text(lanes_config(addr, admin) + extra)
+    lanes = lanes_config(addr, admin)
+    (workdir / "switchyard.yaml").write_text((config(lanes) if config else lanes) + extra)
     log = open(workdir / "switchyard.log", "wb")
     proc = subprocess.Popen(
         [binary, "serve", "--config", str(workdir / "switchyard.yaml")],

@@ -103,7 +103,9 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
     let mut body: serde_json::Map<String, Value> =
         serde_json::from_slice(&call.body).map_err(|err| invalid(format!("malformed json: {err}")))?;
     let input = match body.get("input") {
-        Some(Value::String(text)) => vec![json!({"type": "message", "role": "user", "content": text})],
+        Some(Value::String(text)) => {
+            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
+        }
         Some(Value::Array(items)) => items.clone(),
         _ => Vec::new(),
     };
