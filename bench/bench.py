@@ -70,6 +70,16 @@ def body_anthropic(model, text, stream):
     return json.dumps(b, separators=(",", ":")).encode()
 
 
+def body_responses(model, text, stream, store):
+    """A Responses request; `store: false` is not kept, no `store` is (OpenAI's default)."""
+    b = {"model": model, "input": text}
+    if not store:
+        b["store"] = False
+    if stream:
+        b["stream"] = True
+    return json.dumps(b, separators=(",", ":")).encode()
+
+
 def body_bedrock(text):
     b = {"messages": [{"role": "user", "content": [{"text": text}]}]}
     return json.dumps(b, separators=(",", ":")).encode()
@@ -183,6 +193,8 @@ def request(protocol, model, text, stream):
         return "/v1/chat/completions", body_openai(model, text, stream)
     if protocol == "anthropic":
         return "/v1/messages", body_anthropic(model, text, stream)
+    if protocol in ("responses", "responses-stored"):
+        return "/v1/responses", body_responses(model, text, stream, protocol == "responses-stored")
     if protocol == "bedrock":
         return "/model/%s/%s" % (model, "converse-stream" if stream else "converse"), body_bedrock(text)
     if protocol == "openai-embed":
@@ -271,6 +283,11 @@ CASES = [
     # Hedging on streams that are never late: the held pool with a hedge
     # after 2 s (the race is set up, its timer never fires).
     ("14-stream64-hedged", "14. stream 64 via the held pool with hedging on (never late)", "openai", HEDGED_POOL, "stream64-openai"),
+    # Stored responses: a Responses caller that says store: false, against
+    # the default (kept for previous_response_id, in the open gateway's
+    # in-process store).
+    ("21-responses-to-openai", "21. Responses → openai lane, store: false", "responses", OPENAI_MODEL, "chat-openai"),
+    ("21-responses-stored", "21. case 21 kept for previous_response_id (the default)", "responses-stored", OPENAI_MODEL, "chat-openai"),
     ("13-stream64-continued", "13. stream 64 via a pool that continues broken streams (re-encoded)", "openai", CONTINUED_POOL, "stream64-openai"),
 ]
 
@@ -304,6 +321,7 @@ VARIANTS = {
     "16-cache-hit-chat": dict(of="2-pool-alias", extra=None, goal="≤ 0.5"),
     "16-cache-hit-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 0.5"),
     "15-guarded-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.15"),
+    "21-responses-stored": dict(of="21-responses-to-openai", extra=None, goal="≤ 1.15"),
 }
 
 # What the console asks for while a page is open (the overview redraws every

@@ -22,6 +22,10 @@ use crate::{
 /// Ledger rows the memory store keeps.
 pub const MEMORY_LEDGER_ROWS: usize = 1_000_000;
 
+/// Files and stored responses the memory store keeps (the oldest kept go
+/// first): an open gateway storing every Responses reply stays bounded.
+pub const MEMORY_OBJECTS: usize = 50_000;
+
 /// Tool-call signatures the memory store keeps (the oldest kept go first).
 pub const MEMORY_SIGNATURES: usize = 100_000;
 
@@ -45,6 +49,7 @@ struct Inner {
     entries: std::collections::HashSet<i64>,
     /// Files and stored responses.
     objects: BTreeMap<(ObjectKind, String, String), KeptObject>,
+    object_order: std::collections::VecDeque<(ObjectKind, String, String)>,
     /// Batch jobs by id, and their lines by (job, index).
     batches: BTreeMap<String, BatchJob>,
     lines: BTreeMap<(String, u32), Line>,
@@ -397,7 +402,20 @@ impl ContentStore for MemoryStore {
 impl ObjectStore for MemoryStore {
     fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
-            inner.objects.insert((object.kind, object.owner.clone(), object.id.clone()), object);
+            let key = (object.kind, object.owner.clone(), object.id.clone());
+            if inner.objects.insert(key.clone(), object).is_none() {
+                inner.object_order.push_back(key);
+            }
+            while inner.objects.len() > MEMORY_OBJECTS {
+                let Some(oldest) = inner.object_order.pop_front() else { break };
+                inner.objects.remove(&oldest);
+            }
+            if inner.object_order.len() > 2 * MEMORY_OBJECTS {
+                let objects = &inner.objects;
+                let kept: std::collections::VecDeque<_> =
+                    inner.object_order.iter().filter(|k| objects.contains_key(*k)).cloned().collect();
+                inner.object_order = kept;
+            }
             Ok(())
         }))
     }
