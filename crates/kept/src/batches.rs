@@ -41,6 +41,7 @@ pub(crate) fn line_entry(batch: &str, index: u32) -> i64 {
 }
 
 /// A line as read from the caller.
+#[derive(Debug)]
 pub(crate) struct Line {
     pub custom_id: String,
     pub body: Vec<u8>,
