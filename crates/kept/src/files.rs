@@ -250,11 +250,3 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>,
         Err(err) => unavailable(&gateway, PROTOCOL, &err),
     }
 }
-
-/// An upload's content, for a batch made from it.
-pub(crate) async fn read(gateway: &Gateway, owner: &str, id: &str) -> Result<Option<(Vec<u8>, FileMeta)>, Response> {
-    match find(gateway, owner, id).await? {
-        Some(Named::Upload(object, meta)) => Ok(Some((object.body, meta))),
-        _ => Ok(None),
-    }
-}

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -19,9 +19,9 @@ use http::{HeaderValue, Request, Response};
 use switchyard_config::kept::Batches;
 use switchyard_state::kept::{Delegated, KeptStores};
 use switchyard_store::{ClaimedLine, LineOutcome, LineState};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
-use crate::batches::{line_entry, line_request_id};
+use crate::batches::{line_entry, line_request_id, wake, WAKE};
 use crate::now_ms;
 
 /// Sends a request through the data plane (the binary's live router).
@@ -41,13 +41,6 @@ const MAX_ANSWER: usize = 64 << 20;
 /// is tried again before it is recorded as failed, and the longest wait.
 const RETRIES: u32 = 5;
 const LONGEST_WAIT: Duration = Duration::from_secs(60);
-
-static WAKE: LazyLock<Notify> = LazyLock::new(Notify::new);
-
-/// Wakes this process's worker (a batch was just queued).
-pub fn wake() {
-    WAKE.notify_one();
-}
 
 /// Starts the worker; it runs for the life of the process.
 pub fn spawn(kept: KeptStores, config: Batches, dispatch: Arc<dyn Dispatch>) {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use switchyard_ir::Protocol;
 use switchyard_state::Gateway;
-use switchyard_store::{BatchJob, BatchState, LineState};
+use switchyard_store::{BatchJob, BatchState, LineState, ObjectKind};
 
 use super::{check_lines, line_request_id, submit, window_ms, Line};
 use crate::{invalid, json, new_id, not_found, owner, seconds, unavailable};
@@ -105,13 +105,21 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         let message = format!("endpoint `{}` is not one of {ENDPOINTS:?}", create.endpoint);
         return invalid(&gateway, PROTOCOL, message, Some("endpoint"));
     }
-    let Some((content, meta)) = (match crate::files::read(&gateway, &owner, &create.input_file_id).await {
-        Ok(found) => found,
-        Err(response) => return response,
-    }) else {
+    let found = if crate::plausible_id(&create.input_file_id) {
+        let (owner, id) = (owner.clone(), create.input_file_id.clone());
+        match gateway.kept.objects.get_object(ObjectKind::File, owner, id, crate::now_ms()).await {
+            Ok(found) => found,
+            Err(err) => return unavailable(&gateway, PROTOCOL, &err),
+        }
+    } else {
+        None
+    };
+    let Some(file) = found else {
         return not_found(&gateway, PROTOCOL, &format!("file `{}`", create.input_file_id));
     };
-    if meta.purpose != "batch" {
+    let purpose = serde_json::from_str::<Value>(&file.meta).ok().and_then(|m| m["purpose"].as_str().map(str::to_owned));
+    let content = file.body;
+    if purpose.as_deref() != Some("batch") {
         return invalid(&gateway, PROTOCOL, "the input file's purpose must be `batch`", Some("input_file_id"));
     }
     let (url, lines) = match read_lines(&content, gateway.config.kept.batches.max_lines) {
