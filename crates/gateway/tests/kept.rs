@@ -141,7 +141,7 @@ async fn a_conversation_continues_over_anthropic_then_gemini_through_a_restart_a
     assert_eq!(got["previous_response_id"], json!(four));
     let items = get_with(first, &format!("/v1/responses/{five}/input_items"), &[("authorization", &key)]).await;
     let items: Value = serde_json::from_slice(&items.body).unwrap();
-    assert_eq!(items["data"][0]["content"], "turn five", "{items}");
+    assert_eq!(items["data"][0]["content"][0]["text"], "turn five", "{items}");
     let stranger = bearer(&create_key(first, json!({"name": "stranger"})).await);
     assert_eq!(get_with(first, &format!("/v1/responses/{five}"), &[("authorization", &stranger)]).await.status, 404);
     let borrowed = post(
