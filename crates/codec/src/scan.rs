@@ -237,6 +237,14 @@ fn walk_top_level(
     body: &[u8],
     mut visit: impl FnMut(&[u8], usize, usize) -> Result<bool, ScanError>,
 ) -> Result<(), ScanError> {
+    walk_members(body, |key, _, value_start, value_end| visit(key, value_start, value_end))
+}
+
+/// [`walk_top_level`] with where each member's key starts.
+fn walk_members(
+    body: &[u8],
+    mut visit: impl FnMut(&[u8], usize, usize, usize) -> Result<bool, ScanError>,
+) -> Result<(), ScanError> {
     let mut at = skip_ws(body, 0);
     expect(body, at, b'{', "expected `{`")?;
     at = skip_ws(body, at + 1);
@@ -245,6 +253,7 @@ fn walk_top_level(
     }
     loop {
         expect(body, at, b'"', "expected a key")?;
+        let key_start = at;
         let key_end = string_end(body, at)?;
         let key = unescape_key(&body[at + 1..key_end - 1], at)?;
         at = skip_ws(body, key_end);
@@ -252,7 +261,7 @@ fn walk_top_level(
         at = skip_ws(body, at + 1);
         let value_start = at;
         let value_end = value_end(body, at)?;
-        if !visit(&key, value_start, value_end)? {
+        if !visit(&key, key_start, value_start, value_end)? {
             return Ok(());
         }
         at = skip_ws(body, value_end);
@@ -319,10 +328,64 @@ pub fn string_body(raw: &[u8]) -> Option<Cow<'_, str>> {
 /// string is written; every other byte is copied as is).
 pub fn splice_model(body: &[u8], span: Range<usize>, model: &str) -> Vec<u8> {
     let quoted = serde_json::to_string(model).unwrap_or_else(|_| String::from("\"\""));
-    let mut out = Vec::with_capacity(body.len() + quoted.len());
+    splice(body, span, quoted.as_bytes())
+}
+
+/// `body` with the bytes at `span` (a value a scan found) replaced by
+/// `value`; every other byte is copied as is.
+pub fn splice(body: &[u8], span: Range<usize>, value: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() - span.len() + value.len());
     out.extend_from_slice(&body[..span.start]);
-    out.extend_from_slice(quoted.as_bytes());
+    out.extend_from_slice(value);
     out.extend_from_slice(&body[span.end..]);
+    out
+}
+
+/// `body` without its top-level member `key` (the first one named so) and
+/// the comma that joined it to its neighbour; `None` when it has no such
+/// member. Every other byte is copied as is.
+pub fn without_member(body: &[u8], key: &str) -> Result<Option<Vec<u8>>, ScanError> {
+    let mut previous_end = None;
+    let mut found = None;
+    walk_members(body, |name, key_start, _, value_end| {
+        if name == key.as_bytes() {
+            found = Some((previous_end, key_start, value_end));
+            return Ok(false);
+        }
+        previous_end = Some(value_end);
+        Ok(true)
+    })?;
+    let Some((previous_end, key_start, value_end)) = found else { return Ok(None) };
+    let after = skip_ws(body, value_end);
+    let cut = match (body.get(after), previous_end) {
+        // Not the last member: it goes with the comma after it.
+        (Some(b','), _) => key_start..skip_ws(body, after + 1),
+        // The last of several: with the comma before it.
+        (_, Some(previous_end)) => previous_end..value_end,
+        // The only one.
+        (_, None) => key_start..value_end,
+    };
+    Ok(Some(splice(body, cut, b"")))
+}
+
+/// One JSON array of the items of `arrays`, in order (each a JSON array's
+/// text, as a scan found it or a store kept it): joined as bytes, never
+/// parsed. Text that is not an array adds nothing.
+pub fn join_arrays(arrays: &[&[u8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(arrays.iter().map(|a| a.len()).sum::<usize>() + 2);
+    out.push(b'[');
+    for array in arrays {
+        let Some(inner) = array.trim_ascii().strip_prefix(b"[").and_then(|a| a.strip_suffix(b"]")) else { continue };
+        let inner = inner.trim_ascii();
+        if inner.is_empty() {
+            continue;
+        }
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(inner);
+    }
+    out.push(b']');
     out
 }
 
@@ -437,6 +500,27 @@ fn unescape(raw: &[u8], offset: usize) -> Result<Cow<'_, str>, ScanError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_member_is_cut_with_one_comma_wherever_it_stands() {
+        let cut = |body: &str| without_member(body.as_bytes(), "p").unwrap().map(|b| String::from_utf8(b).unwrap());
+        assert_eq!(cut(r#"{"p":"x", "a":1}"#).as_deref(), Some(r#"{"a":1}"#));
+        assert_eq!(cut(r#"{"a":1, "p" : [1,{"q":2}] }"#).as_deref(), Some(r#"{"a":1 }"#));
+        assert_eq!(cut(r#"{"a":1,"p":null,"b":2}"#).as_deref(), Some(r#"{"a":1,"b":2}"#));
+        assert_eq!(cut(r#"{ "p":1 }"#).as_deref(), Some(r#"{  }"#));
+        assert_eq!(cut(r#"{"a":{"p":1}}"#), None, "a nested member is not the top level's");
+        for body in [r#"{"p":"x", "a":1}"#, r#"{"a":1, "p" : [1,{"q":2}] }"#, r#"{"a":1,"p":null,"b":2}"#] {
+            let value: serde_json::Value = serde_json::from_str(&cut(body).unwrap()).unwrap();
+            assert!(value.get("p").is_none() && value.get("a").is_some());
+        }
+    }
+
+    #[test]
+    fn arrays_join_as_bytes() {
+        assert_eq!(join_arrays(&[b"[1, 2]", b" [] ", b"[{\"a\":[3]}]"]), b"[1, 2,{\"a\":[3]}]");
+        assert_eq!(join_arrays(&[b"[]", b"{}"]), b"[]");
+        assert_eq!(splice(b"{\"a\":1}", 5..6, b"[2]"), b"{\"a\":[2]}");
+    }
 
     #[test]
     fn a_frame_with_the_same_bytes_around_one_string_is_read_without_a_parse() {

@@ -82,7 +82,9 @@ async fn fresh_database() -> Option<String> {
 
 /// One turn of a conversation: its answer's id once it is stored.
 async fn turn(addr: SocketAddr, key: &str, model: &str, text: &str, previous: Option<&str>, stream: bool) -> String {
-    let mut body = json!({"model": model, "input": text, "stream": stream});
+    // The members admission reads come after `input`: a continued turn's
+    // rewritten body must be scanned again for them.
+    let mut body = json!({"model": model, "input": text, "stream": stream, "max_output_tokens": 64, "user": "ada"});
     if let Some(previous) = previous {
         body["previous_response_id"] = json!(previous);
     }
@@ -114,6 +116,7 @@ async fn a_conversation_continues_over_anthropic_then_gemini_through_a_restart_a
     let yaml = config(upstream, &format!("postgres_url: \"{database}\""), "");
     let (first, _) = instance(&yaml).await;
     let key = create_key(first, json!({"name": "codex"})).await;
+    let key_id = key["id"].as_str().unwrap().to_owned();
     let key = bearer(&key);
     let asked = |n: usize| seen.lock().unwrap()[n].clone();
     // Turns 1 and 2 on an Anthropic lane.
@@ -135,6 +138,9 @@ async fn a_conversation_continues_over_anthropic_then_gemini_through_a_restart_a
     for text in ["turn one", "turn two", "turn three", "turn four", "turn five", "you said: turn four"] {
         assert!(sent.contains(text), "turn five's request lacks `{text}`: {sent}");
     }
+    // Every turn, continued or not, was admitted for its end user.
+    let rows = common::ledger_rows(first, &format!("key={key_id}"), 5).await;
+    assert!(rows.iter().all(|row| row["end_user"] == "ada"), "{rows:?}");
     // Read back, with this turn's input; gone once deleted; another key sees nothing.
     let got = get_with(second, &format!("/v1/responses/{five}"), &[("authorization", &key)]).await;
     let got: Value = serde_json::from_slice(&got.body).unwrap();
@@ -259,27 +265,65 @@ async fn a_batch_larger_than_its_keys_budget_never_overshoots_it() {
     assert_eq!(get_with(addr, &format!("/v1/batches/{id}"), &[("authorization", &stranger)]).await.status, 404);
     let file = batch["output_file_id"].as_str().unwrap();
     assert_eq!(get_with(addr, &format!("/v1/files/{file}/content"), &[("authorization", &stranger)]).await.status, 404);
-    let listed = admin_call(addr, "GET", "/api/v1/admin/requests?limit=5", Some(ADMIN_TOKEN), None).await;
-    assert_eq!(listed.status, 200);
+}
+
+#[tokio::test]
+async fn a_revoked_keys_lines_are_refused() {
+    let (upstream, seen) = recording_upstream(Duration::ZERO).await;
+    let yaml = config(upstream, "", "");
+    // The worker starts after the key is revoked: every line runs as a revoked key.
+    let (addr, gateway) = common::governed(&yaml).await;
+    let key = create_key(addr, json!({"name": "leaver"})).await;
+    let key_id = key["id"].as_str().unwrap().to_owned();
+    let key = bearer(&key);
+    let id = start_batch(addr, &key, &[line(0, "lane-openai"), line(1, "lane-openai")]).await;
+    let revoked = admin_call(addr, "DELETE", &format!("/api/v1/admin/keys/{key_id}"), Some(ADMIN_TOKEN), None).await;
+    assert!(revoked.status.is_success(), "{}", String::from_utf8_lossy(&revoked.body));
+    let data = switchyard_gateway::server::LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    switchyard_gateway::batches::start(&gateway, data);
+    // The revoked key cannot read its batch either; the store shows its lines failed.
+    for _ in 0..200 {
+        let state = gateway.kept.batches.batch(key_id.clone(), id.clone()).await.unwrap().unwrap();
+        if state.counts.done() {
+            assert_eq!(state.counts.failed, 2, "{state:?}");
+            let outcomes = gateway.kept.batches.line_outcomes(key_id.clone(), id.clone()).await.unwrap();
+            assert!(outcomes.iter().all(|o| o.status == 401), "{outcomes:?}");
+            assert!(seen.lock().unwrap().is_empty(), "no line reached the upstream");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the revoked key's batch never ended");
 }
 
 #[tokio::test]
 async fn two_instances_drain_one_batch_and_no_line_runs_twice() {
     let Some(database) = fresh_database().await else { return };
-    let (upstream, seen) = recording_upstream(Duration::from_millis(30)).await;
+    let (upstream, seen) = recording_upstream(Duration::from_millis(40)).await;
     let yaml = config(upstream, &format!("postgres_url: \"{database}\""), "batches: { concurrency: 4 }\n");
+    let lines_total = 120;
     let (first, one) = instance(&yaml).await;
     let (second, two) = instance(&yaml).await;
     assert_ne!(one.kept.worker, two.kept.worker);
     let key = bearer(&create_key(first, json!({"name": "fleet-batcher"})).await);
-    let lines: Vec<String> = (0..60).map(|n| line(n, if n % 2 == 0 { "lane-openai" } else { "lane-gemini" })).collect();
+    let lines: Vec<String> =
+        (0..lines_total).map(|n| line(n, if n % 2 == 0 { "lane-openai" } else { "lane-gemini" })).collect();
     let id = start_batch(first, &key, &lines).await;
     // The second instance reports the same batch.
     let batch = finished(second, &key, &id).await;
-    assert_eq!(batch["request_counts"]["completed"], 60, "{batch}");
+    assert_eq!(batch["request_counts"]["completed"], lines_total, "{batch}");
+    // Both instances ran lines of it.
+    let (store, connection) = tokio_postgres::connect(&database, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let workers: i64 = store
+        .query_one("SELECT COUNT(DISTINCT worker) FROM batch_lines WHERE batch = $1", &[&id])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(workers, 2, "both instances drained the batch");
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 60, "each line reached the upstream once");
-    for n in 0..60 {
+    assert_eq!(seen.len(), lines_total, "each line reached the upstream once");
+    for n in 0..lines_total {
         let asked = seen.iter().filter(|body| body.contains(&format!("\"line {n}\""))).count();
         assert_eq!(asked, 1, "line {n} ran {asked} times");
     }

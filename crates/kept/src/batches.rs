@@ -15,7 +15,7 @@ use switchyard_ir::Protocol;
 use switchyard_state::Gateway;
 use switchyard_store::{BatchJob, BatchState, QueuedLine};
 
-use crate::{now_ms, unavailable};
+use crate::unavailable;
 
 /// What wakes this process's worker when a batch is queued here.
 pub(crate) static WAKE: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
@@ -131,11 +131,6 @@ pub(crate) async fn find(
 pub(crate) fn window_ms(window: &str) -> Option<i64> {
     let hours: i64 = window.strip_suffix('h')?.parse().ok()?;
     (1..=168).contains(&hours).then_some(hours * 3_600_000)
-}
-
-/// Now, for a job's times.
-pub(crate) fn created() -> i64 {
-    now_ms()
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -130,15 +130,22 @@ pub async fn upload(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
     json(StatusCode::OK, &file_object(&id, &meta, now, expires_ms))
 }
 
+/// `GET /v1/files`' query.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Only files of this purpose.
+    #[serde(default)]
+    purpose: Option<String>,
+}
+
 /// `GET /v1/files`.
-pub async fn list(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
+pub async fn list(State(gateway): State<Arc<Gateway>>, Query(query): Query<ListQuery>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
     let owner = match owner(&gateway, PROTOCOL, &parts) {
         Ok(owner) => owner,
         Err(refused) => return refused,
     };
-    let purpose =
-        parts.uri.query().and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("purpose=").map(str::to_owned)));
+    let purpose = query.purpose;
     let found = match gateway.kept.objects.list_objects(ObjectKind::File, owner, now_ms(), 10_000).await {
         Ok(found) => found,
         Err(err) => return unavailable(&gateway, PROTOCOL, &err),

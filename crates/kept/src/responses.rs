@@ -13,12 +13,13 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
 use http_body::Frame;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchyard_codec::scan;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
@@ -30,37 +31,61 @@ use crate::{json, not_found, now_ms, owner, plausible_id, unavailable};
 
 const PROTOCOL: Protocol = Protocol::Responses;
 
-/// What is kept of one response.
-#[derive(Debug, Serialize, Deserialize)]
+/// What is kept of one response, as written by [`stored_text`]: every
+/// part is JSON as it passed (never parsed on the way in).
+#[derive(Debug, Deserialize)]
 struct Stored {
     /// The response as the caller got it.
-    response: Value,
+    response: Box<RawValue>,
+    /// The response it continued.
+    previous: Option<String>,
     /// This turn's input items.
-    input: Vec<Value>,
+    input: Box<RawValue>,
     /// The whole conversation to continue from: the turns before, this
     /// turn's input and the response's output.
-    context: Vec<Value>,
+    context: Box<RawValue>,
+}
+
+/// A stored record's text, from its parts' JSON.
+fn stored_text(response: &[u8], previous: Option<&str>, input: &[u8], context: &[u8]) -> Vec<u8> {
+    let previous = serde_json::to_vec(&previous).unwrap_or_else(|_| b"null".to_vec());
+    let mut out = Vec::with_capacity(response.len() + input.len() + context.len() + previous.len() + 48);
+    for (name, value) in [
+        (&b"{\"response\":"[..], response),
+        (b",\"previous\":", &previous),
+        (b",\"input\":", input),
+        (b",\"context\":", context),
+    ] {
+        out.extend_from_slice(name);
+        out.extend_from_slice(value);
+    }
+    out.push(b'}');
+    out
 }
 
 /// What a request to be kept carries to its end.
 pub struct Keep {
     owner: String,
     previous: Option<String>,
-    history: Vec<Value>,
-    input: Vec<Value>,
+    /// The conversation before this turn (a JSON array).
+    history: Box<RawValue>,
+    /// This turn's input items (a JSON array).
+    input: Vec<u8>,
     stream: bool,
 }
 
 /// Reads a Responses request's `store` and `previous_response_id`: the
-/// conversation named is put before the input (and the field removed);
-/// what to keep when the answer ends, unless the caller said `store:
-/// false`. An unknown previous response is the caller's 400.
+/// conversation named is put before the input (and the field removed, as
+/// bytes: the rest of the body passes as it came); what to keep when the
+/// answer ends, unless the caller said `store: false`. An unknown previous
+/// response is the caller's 400.
 pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>, ErrorInfo> {
     let invalid = |message: String| ErrorInfo::new(ErrorKind::InvalidRequest, message);
-    let top = scan::scan_request(&call.body, &["store", "previous_response_id"]).map_err(|e| invalid(e.to_string()))?;
-    let span = |at: usize| top.found[at].map(|(start, end)| &call.body[start as usize..end as usize]);
-    let store = span(0) != Some(b"false".as_slice());
-    let previous = match span(1) {
+    let top = scan::scan_request(&call.body, &["store", "previous_response_id", "input"])
+        .map_err(|e| invalid(e.to_string()))?;
+    let span = |at: usize| top.found[at].map(|(start, end)| start as usize..end as usize);
+    let store = span(0).map(|at| &call.body[at]) != Some(b"false".as_slice());
+    let previous = match span(1).map(|at| &call.body[at]) {
         None | Some(b"null") => None,
         Some(raw) => match serde_json::from_slice::<String>(raw) {
             Ok(id) => Some(id),
@@ -74,51 +99,63 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
     if !store && previous.is_none() {
         return Ok(None);
     }
+    // This turn's items: a string input is the user message it stands for.
+    let input = match span(2).map(|at| &call.body[at]) {
+        Some(raw) if raw.first() == Some(&b'"') => {
+            let text: String = serde_json::from_slice(raw).map_err(|err| invalid(format!("input: {err}")))?;
+            let item = json!([{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}]);
+            serde_json::to_vec(&item).unwrap_or_default()
+        }
+        Some(raw) if raw.first() == Some(&b'[') => raw.to_vec(),
+        _ => b"[]".to_vec(),
+    };
     let owner = call.caller.as_ref().map(|c| c.key.record.id.clone()).unwrap_or_default();
     let history = match &previous {
-        None => Vec::new(),
+        None => RawValue::from_string("[]".to_owned()).map_err(|err| invalid(err.to_string()))?,
         Some(id) => {
-            let found = if plausible_id(id) {
-                gateway
-                    .kept
-                    .objects
-                    .get_object(ObjectKind::Response, owner.clone(), id.clone(), now_ms())
-                    .await
-                    .map_err(|err| {
-                        ErrorInfo::new(ErrorKind::Overloaded, format!("stored responses are unavailable: {err}"))
-                            .with_status(503)
-                    })?
-            } else {
-                None
+            let history = history(gateway, &owner, id).await?;
+            let whole = scan::join_arrays(&[history.get().as_bytes(), &input]);
+            let body = match span(2) {
+                Some(at) => scan::splice(&call.body, at, &whole),
+                None => return Err(invalid("input is required".into())),
             };
-            let Some(found) = found.and_then(|o| serde_json::from_slice::<Stored>(&o.body).ok()) else {
-                let mut info = invalid(format!("Previous response with id '{id}' not found."));
-                info.param = Some("previous_response_id".into());
-                info.code = Some("previous_response_not_found".into());
-                return Err(info);
-            };
-            found.context
+            let body = scan::without_member(&body, "previous_response_id")
+                .map_err(|err| invalid(err.to_string()))?
+                .unwrap_or(body);
+            // What the ingress scan found moved with the rewrite: found again.
+            let heads = if gateway.governance.is_some() { gateway.codec(PROTOCOL).metered_heads() } else { &[] };
+            let top = scan::scan_request(&body, heads).map_err(|err| invalid(err.to_string()))?;
+            call.model_span = top.model_span;
+            call.metered = top.found;
+            call.body = Bytes::from(body);
+            history
         }
     };
-    let mut body: serde_json::Map<String, Value> =
-        serde_json::from_slice(&call.body).map_err(|err| invalid(format!("malformed json: {err}")))?;
-    let input = match body.get("input") {
-        Some(Value::String(text)) => {
-            vec![json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})]
-        }
-        Some(Value::Array(items)) => items.clone(),
-        _ => Vec::new(),
-    };
-    if previous.is_some() {
-        let mut whole = history.clone();
-        whole.extend(input.iter().cloned());
-        body.insert("input".into(), Value::Array(whole));
-        body.remove("previous_response_id");
-        call.body = Bytes::from(serde_json::to_vec(&body).map_err(|err| invalid(err.to_string()))?);
-        // The model's place moved with the rewrite.
-        call.model_span = scan::scan_top_level(&call.body).ok().and_then(|top| top.model_span);
-    }
     Ok(store.then_some(Keep { owner, previous, history, input, stream: call.stream }))
+}
+
+/// The conversation kept under `id` for `owner`, or the caller's 400.
+async fn history(gateway: &Gateway, owner: &str, id: &str) -> Result<Box<RawValue>, ErrorInfo> {
+    let found = if plausible_id(id) {
+        gateway.kept.objects.get_object(ObjectKind::Response, owner.to_owned(), id.to_owned(), now_ms()).await.map_err(
+            |err| {
+                ErrorInfo::new(ErrorKind::Overloaded, format!("stored responses are unavailable: {err}"))
+                    .with_status(503)
+            },
+        )?
+    } else {
+        None
+    };
+    match found.and_then(|o| serde_json::from_slice::<Stored>(&o.body).ok()) {
+        Some(stored) => Ok(stored.context),
+        None => {
+            let mut info =
+                ErrorInfo::new(ErrorKind::InvalidRequest, format!("Previous response with id '{id}' not found."));
+            info.param = Some("previous_response_id".into());
+            info.code = Some("previous_response_not_found".into());
+            Err(info)
+        }
+    }
 }
 
 /// The caller's answer, passed through as it goes and kept when it ends
@@ -137,7 +174,7 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
             limit,
             keep: Some(Box::new(move |bytes: Vec<u8>| {
                 tokio::spawn(async move {
-                    let Some(object) = kept(&keep, &bytes, ttl) else { return };
+                    let Some(object) = kept(keep, &bytes, ttl) else { return };
                     if object.body.len() > limit {
                         tracing::warn!(id = %object.id, "a stored response is larger than responses.max_bytes; not kept");
                         return;
@@ -151,38 +188,32 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
     })
 }
 
-/// The object to store for an answer that ended.
-fn kept(keep: &Keep, bytes: &[u8], ttl: std::time::Duration) -> Option<KeptObject> {
-    let mut response =
-        if keep.stream { completed_event(bytes)? } else { serde_json::from_slice::<Value>(bytes).ok()? };
-    let id = response.get("id")?.as_str()?.to_owned();
-    if let Some(previous) = &keep.previous {
-        response["previous_response_id"] = Value::String(previous.clone());
-    }
-    let output = response.get("output").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut context = keep.history.clone();
-    context.extend(keep.input.iter().cloned());
-    context.extend(output);
-    let meta = json!({"model": response.get("model"), "status": response.get("status")}).to_string();
-    let stored = Stored { response, input: keep.input.clone(), context };
+/// The object to store for an answer that ended: its parts found by the
+/// scanner, joined as bytes.
+fn kept(keep: Keep, bytes: &[u8], ttl: std::time::Duration) -> Option<KeptObject> {
+    let response = if keep.stream { completed_response(bytes)? } else { bytes };
+    let id: String = serde_json::from_slice(scan::top_level_value(response, "id").ok()??).ok()?;
+    let output = scan::top_level_value(response, "output").ok().flatten().unwrap_or(b"[]");
+    let context = scan::join_arrays(&[keep.history.get().as_bytes(), &keep.input, output]);
+    let body = stored_text(response, keep.previous.as_deref(), &keep.input, &context);
     let now = now_ms();
     Some(KeptObject {
         kind: ObjectKind::Response,
-        owner: keep.owner.clone(),
+        owner: keep.owner,
         id,
         created_ms: now,
         expires_ms: Some(now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))),
-        meta,
-        body: serde_json::to_vec(&stored).ok()?,
+        meta: String::new(),
+        body,
     })
 }
 
 /// The `response` of a stream's `response.completed` event.
-fn completed_event(stream: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(stream).ok()?;
-    text.lines().rev().filter_map(|line| line.strip_prefix("data:")).find_map(|data| {
-        let event: Value = serde_json::from_str(data.trim()).ok()?;
-        (event.get("type")?.as_str()? == "response.completed").then(|| event.get("response").cloned())?
+fn completed_response(stream: &[u8]) -> Option<&[u8]> {
+    stream.split(|&b| b == b'\n').rev().filter_map(|line| line.strip_prefix(b"data:")).find_map(|data| {
+        let data = data.trim_ascii();
+        let kind = scan::top_level_value(data, "type").ok()??;
+        (kind == b"\"response.completed\"").then(|| scan::top_level_value(data, "response").ok().flatten())?
     })
 }
 
@@ -261,7 +292,14 @@ async fn stored(gateway: &Gateway, parts: &axum::http::request::Parts, id: &str)
 pub async fn get(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
     match stored(&gateway, &parts, &id).await {
-        Ok((_, stored)) => json(StatusCode::OK, &stored.response),
+        Ok((_, stored)) => {
+            // Sent upstream without it: the response names what it continued here.
+            let mut response: Value = serde_json::from_str(stored.response.get()).unwrap_or(Value::Null);
+            if let (Some(previous), Some(object)) = (stored.previous, response.as_object_mut()) {
+                object.insert("previous_response_id".into(), Value::String(previous));
+            }
+            json(StatusCode::OK, &response)
+        }
         Err(response) => response,
     }
 }
@@ -283,17 +321,30 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>,
     }
 }
 
+/// `input_items`' query.
+#[derive(Debug, Deserialize)]
+pub struct ItemsQuery {
+    /// `asc` or `desc` (the default: newest first).
+    #[serde(default)]
+    order: Option<String>,
+}
+
 /// `GET /v1/responses/{id}/input_items`: this turn's input, newest first
 /// unless `order=asc`.
-pub async fn input_items(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
+pub async fn input_items(
+    State(gateway): State<Arc<Gateway>>,
+    Path(id): Path<String>,
+    Query(query): Query<ItemsQuery>,
+    request: Request,
+) -> Response {
     let (parts, _) = request.into_parts();
     let (_, stored) = match stored(&gateway, &parts, &id).await {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let ascending = parts.uri.query().is_some_and(|q| q.split('&').any(|p| p == "order=asc"));
-    let mut items: Vec<Value> = stored
-        .input
+    let ascending = query.order.as_deref() == Some("asc");
+    let input: Vec<Value> = serde_json::from_str(stored.input.get()).unwrap_or_default();
+    let mut items: Vec<Value> = input
         .into_iter()
         .enumerate()
         .map(|(n, mut item)| {
@@ -323,29 +374,26 @@ mod tests {
     fn a_streams_response_is_its_completed_event() {
         let stream = b"event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"r\"}}\n\n\
             event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"output\":[1]}}\n\n";
-        assert_eq!(completed_event(stream), Some(json!({"id": "r", "output": [1]})));
-        assert_eq!(completed_event(b"data: {\"type\":\"response.created\"}\n\n"), None);
+        assert_eq!(completed_response(stream), Some(&b"{\"id\":\"r\",\"output\":[1]}"[..]));
+        assert_eq!(completed_response(b"data: {\"type\":\"response.created\"}\n\n"), None);
     }
 
     #[test]
     fn the_kept_conversation_is_the_history_this_input_and_the_output() {
-        let keep = Keep {
+        let keep = || Keep {
             owner: "k".into(),
             previous: Some("r0".into()),
-            history: vec![json!("h")],
-            input: vec![json!("i")],
+            history: RawValue::from_string(r#"["h"]"#.into()).unwrap(),
+            input: br#"["i"]"#.to_vec(),
             stream: false,
         };
-        let object = kept(
-            &keep,
-            br#"{"id":"r1","output":["o"],"previous_response_id":null}"#,
-            std::time::Duration::from_secs(60),
-        )
-        .unwrap();
+        let reply = br#"{"id":"r1","output":["o"],"previous_response_id":null}"#;
+        let object = kept(keep(), reply, std::time::Duration::from_secs(60)).unwrap();
         assert_eq!((object.id.as_str(), object.owner.as_str()), ("r1", "k"));
         let stored: Stored = serde_json::from_slice(&object.body).unwrap();
-        assert_eq!(stored.context, vec![json!("h"), json!("i"), json!("o")]);
-        assert_eq!(stored.response["previous_response_id"], "r0");
-        assert!(kept(&keep, b"{}", std::time::Duration::from_secs(60)).is_none(), "no id, nothing kept");
+        assert_eq!(stored.context.get(), r#"["h","i","o"]"#);
+        assert_eq!((stored.response.get().as_bytes(), stored.previous.as_deref()), (&reply[..], Some("r0")));
+        assert_eq!(stored.input.get(), r#"["i"]"#);
+        assert!(kept(keep(), b"{}", std::time::Duration::from_secs(60)).is_none(), "no id, nothing kept");
     }
 }

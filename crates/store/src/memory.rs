@@ -541,11 +541,20 @@ impl BatchQueue for MemoryStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<ClaimedLine>> {
         ready(self.with(|inner| {
-            let mut jobs: Vec<BatchJob> =
-                inner.batches.values().filter(|j| j.cancelled_ms.is_none()).cloned().collect();
+            let mut jobs: Vec<BatchJob> = inner.batches.values().cloned().collect();
             jobs.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then_with(|| a.id.cmp(&b.id)));
             let mut claimed = Vec::new();
             for job in jobs {
+                if job.cancelled_ms.is_some() {
+                    // A cancelled job's line whose claimer died never runs again.
+                    for (_, line) in inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
+                        if line.state == LineState::Running && line.lease_until < now_ms {
+                            line.state = LineState::Cancelled;
+                            line.done_ms = now_ms;
+                        }
+                    }
+                    continue;
+                }
                 let expired = job.expires_ms <= now_ms;
                 for ((_, index), line) in inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
                     let open = line.state == LineState::Pending

@@ -1132,6 +1132,14 @@ impl BatchQueue for PostgresStore {
             )
             .await
             .map_err(unavailable)?;
+            // A cancelled job's line whose claimer died never runs again.
+            tx.execute(
+                "UPDATE batch_lines SET state = $1, done_ms = $2 WHERE state = 1 AND lease_until < $2 \
+                 AND batch IN (SELECT id FROM batches WHERE cancelled_ms IS NOT NULL)",
+                &[&state_code(LineState::Cancelled), &now_ms],
+            )
+            .await
+            .map_err(unavailable)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let until = now_ms.saturating_add(lease_ms);
             // Instances claim side by side: a line another transaction holds is skipped, never waited for.

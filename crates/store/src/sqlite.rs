@@ -936,6 +936,13 @@ impl BatchQueue for SqliteStore {
                 params![LineState::Expired.code(), now_ms],
             )
             .map_err(unavailable)?;
+            // A cancelled job's line whose claimer died never runs again.
+            tx.execute(
+                "UPDATE batch_lines SET state = ?1, done_ms = ?2 WHERE state = 1 AND lease_until < ?2 \
+                 AND batch IN (SELECT id FROM batches WHERE cancelled_ms IS NOT NULL)",
+                params![LineState::Cancelled.code(), now_ms],
+            )
+            .map_err(unavailable)?;
             let picked = {
                 let mut query = tx
                     .prepare_cached(

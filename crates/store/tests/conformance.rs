@@ -625,6 +625,14 @@ async fn batch_lines_are_claimed_once_leased_and_finished_once(stores: Stores) {
         [(0, LineState::Succeeded), (1, LineState::Cancelled), (2, LineState::Cancelled)]
     );
     assert!(queue.line_outcomes("k2".into(), "b3".into()).await.unwrap().is_empty());
+    // A cancelled job's running line whose claimer died is cancelled, not left running.
+    queue.submit_batch(job("b5", "k1", 350, 2), lines(2)).await.unwrap();
+    let held = queue.claim_lines("wd".into(), 43_000, 1_000, 10).await.unwrap();
+    assert_eq!(held.iter().filter(|l| l.batch == "b5").count(), 2, "{held:?}");
+    queue.cancel_batch("k1".into(), "b5".into(), 43_500).await.unwrap();
+    assert!(queue.claim_lines("we".into(), 45_000, 30_000, 10).await.unwrap().iter().all(|l| l.batch != "b5"));
+    let over = queue.batch("k1".into(), "b5".into()).await.unwrap().unwrap();
+    assert!(over.counts.done() && over.counts.cancelled == 2, "{over:?}");
     // An expired job's unclaimed lines expire instead of running.
     queue.submit_batch(BatchJob { expires_ms: 50_000, ..job("b4", "k2", 400, 2) }, lines(2)).await.unwrap();
     let claimed = queue.claim_lines("wa".into(), 60_000, 30_000, 10).await.unwrap();
@@ -633,7 +641,7 @@ async fn batch_lines_are_claimed_once_leased_and_finished_once(stores: Stores) {
     assert_eq!(expired.counts.expired, 2);
     assert_eq!(
         queue.batches("k1".into(), 10).await.unwrap().iter().map(|s| s.job.id.as_str()).collect::<Vec<_>>(),
-        ["b3", "b2", "b1"]
+        ["b5", "b3", "b2", "b1"]
     );
     assert!(queue.delete_batch("k1".into(), "b3".into()).await.unwrap());
     assert!(queue.batch("k1".into(), "b3".into()).await.unwrap().is_none());

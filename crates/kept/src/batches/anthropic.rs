@@ -27,11 +27,11 @@ const MAX_CREATE: usize = 256 * 1000 * 1000;
 
 #[derive(Debug, Deserialize)]
 struct Create {
-    requests: Vec<Request1>,
+    requests: Vec<BatchRequest>,
 }
 
 #[derive(Debug, Deserialize)]
-struct Request1 {
+struct BatchRequest {
     custom_id: String,
     params: Box<serde_json::value::RawValue>,
 }
@@ -109,7 +109,7 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
     if let Err(message) = check_lines(&lines, gateway.config.kept.batches.max_lines) {
         return invalid(&gateway, PROTOCOL, message, Some("requests"));
     }
-    let created_ms = super::created();
+    let created_ms = crate::now_ms();
     let job = BatchJob {
         id: new_id("msgbatch_"),
         owner,

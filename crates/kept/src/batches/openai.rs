@@ -130,7 +130,7 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         let message = format!("the file's requests go to `{url}`, not the batch's endpoint `{}`", create.endpoint);
         return invalid(&gateway, PROTOCOL, message, Some("endpoint"));
     }
-    let created_ms = super::created();
+    let created_ms = crate::now_ms();
     let meta = Meta {
         input_file_id: create.input_file_id,
         completion_window: create.completion_window,
