@@ -542,10 +542,12 @@ async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Re
             } else {
                 None
             };
-            let response = switchyard_engine::forward(gateway.clone(), call, record).await.map(Body::new);
             match keep {
-                Some(keep) => switchyard_kept::responses::tap(&gateway, keep, response),
-                None => response,
+                None => switchyard_engine::forward(gateway, call, record).await.map(Body::new),
+                Some(keep) => {
+                    let response = switchyard_engine::forward(gateway.clone(), call, record).await.map(Body::new);
+                    switchyard_kept::responses::tap(&gateway, keep, response)
+                }
             }
         }
         Err(info) => reject(&gateway, protocol, record, info),
