@@ -68,6 +68,8 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
+        .route("/api/v1/admin/mcp", get(crate::mcp::overview))
+        .route("/api/v1/admin/mcp/tools/{name}/approval", post(crate::mcp::approve).delete(crate::mcp::unpin))
         .route("/api/v1/admin/users/{user}/content", axum::routing::delete(erase_user_content))
         .route("/api/v1/admin/config", get(running_config).post(apply_config))
         .route("/api/v1/admin/config/versions", get(versions))
@@ -270,7 +272,10 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::versions::rollback_config,
         crate::operations::audit,
         crate::content::erase_user_content,
-        crate::alerts::alerts
+        crate::alerts::alerts,
+        crate::mcp::overview,
+        crate::mcp::approve,
+        crate::mcp::unpin
     ),
     components(schemas(
         CreateKey,

@@ -34,6 +34,9 @@ pub struct CreateKey {
     /// Guardrail policies (`policies:` in the config) its requests pass, in
     /// place of its group's or pool's (absent: theirs).
     pub policies: Option<Vec<String>>,
+    /// MCP tools it may see and call: globs over `<server>__<tool>`
+    /// (absent: every one).
+    pub mcp: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<BudgetBody>,
     /// The key's own limits.
@@ -69,6 +72,10 @@ pub struct PatchKey {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub policies: Option<Option<Vec<String>>>,
+    /// New MCP grants (`null`: every tool).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub mcp: Option<Option<Vec<String>>>,
     /// New budget (`null`: none).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<BudgetBody>)]
@@ -110,6 +117,9 @@ pub struct KeyView {
     /// Guardrail policies in place of its group's or pool's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policies: Option<Vec<String>>,
+    /// MCP grants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Vec<String>>,
     /// Own budget.
     pub budget: Option<BudgetBody>,
     /// Own limits.
@@ -177,6 +187,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         group: record.group.clone(),
         pools: record.pools.clone(),
         policies: record.policies.clone(),
+        mcp: record.mcp.clone(),
         budget: record.budget.as_ref().map(budget_body),
         limits: limits_body(&record.limits),
         expires_at: record.expires_at,
@@ -218,6 +229,22 @@ pub(crate) fn checked_pools(admin: &Admin, pools: Option<Vec<String>>) -> ApiRes
         }
     }
     Ok(pools)
+}
+
+/// MCP grants: at most 256, each a short glob of name characters.
+pub(crate) fn checked_mcp(grants: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    if let Some(grants) = &grants {
+        if grants.len() > 256 {
+            return Err(bad("mcp: at most 256 grants"));
+        }
+        for grant in grants {
+            let fine = |b: u8| b.is_ascii_alphanumeric() || b"_-*.".contains(&b);
+            if grant.is_empty() || grant.len() > 200 || !grant.bytes().all(fine) {
+                return Err(bad(format!("mcp: `{grant}` is not a grant (write e.g. `files__*` or `tickets__read_*`)")));
+            }
+        }
+    }
+    Ok(grants)
 }
 
 pub(crate) fn checked_policies(admin: &Admin, policies: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
@@ -331,6 +358,7 @@ pub(crate) async fn create_key(
         created_at: now,
         rotated_at: None,
         suspended_until: None,
+        mcp: checked_mcp(request.mcp)?,
         end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
         aws: aws.clone(),
         version: 0,
@@ -425,6 +453,9 @@ pub(crate) async fn patch_key(
         }
         if let Some(policies) = &patch.policies {
             record.policies = checked_policies(&admin, policies.clone())?;
+        }
+        if let Some(mcp) = &patch.mcp {
+            record.mcp = checked_mcp(mcp.clone())?;
         }
         if let Some(budget) = &patch.budget {
             record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;

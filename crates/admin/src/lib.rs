@@ -13,6 +13,7 @@ pub mod content;
 pub mod end_users;
 pub mod groups;
 pub mod keys;
+pub mod mcp;
 pub mod oidc;
 pub mod operations;
 pub mod reports;

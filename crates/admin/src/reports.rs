@@ -112,6 +112,8 @@ pub struct RequestsQuery {
     pub end_user: Option<String>,
     /// Only the request with this id (`x-request-id`).
     pub request_id: Option<String>,
+    /// Only this operation's (`chat`, `embed`, `mcp`: tool calls, ...).
+    pub operation: Option<String>,
     /// Only requests finished from then on: RFC 3339 or Unix seconds.
     pub from: Option<String>,
     /// Only requests finished before then: RFC 3339 or Unix seconds.
@@ -350,6 +352,7 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
     params(("key" = Option<String>, Query, description = "a key's id, or its name"), ("pool" = Option<String>, Query), ("lane" = Option<String>, Query),
         ("status" = Option<String>, Query, description = "a status (`503`) or a class (`5xx`)"),
         ("end_user" = Option<String>, Query), ("request_id" = Option<String>, Query),
+        ("operation" = Option<String>, Query, description = "`chat`, `embed`, ..., `mcp` (tool calls)"),
         ("from" = Option<String>, Query, description = "finished from then on (RFC 3339 or Unix seconds)"),
         ("to" = Option<String>, Query, description = "finished before then"), ("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = RequestPage)))]
@@ -383,6 +386,7 @@ pub(crate) async fn requests(
             status,
             end_user: query.end_user,
             request_id: query.request_id,
+            operation: query.operation,
             at_ms,
             before,
             limit,

@@ -152,6 +152,7 @@ pub(crate) async fn create(
         created_at: now,
         rotated_at: None,
         suspended_until: None,
+        mcp: None,
         end_users: None,
         aws: None,
         version: 0,

@@ -15,6 +15,7 @@ mod hooks;
 mod identity;
 mod interpolate;
 pub mod kept;
+pub mod mcp;
 mod operator;
 mod raw;
 mod redact;
@@ -146,6 +147,8 @@ pub struct Config {
     pub control: ConfigControl,
     /// Files, batches and stored responses.
     pub kept: kept::Kept,
+    /// The MCP tool servers `/mcp` fronts (`None`: no `mcp:`).
+    pub mcp: Option<mcp::Mcp>,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
     /// The bundled model facts in use.
@@ -742,6 +745,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let end_users = operator::end_users(raw.end_users.as_ref(), issues);
     let control = operator::config_control(&raw.config);
     let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
+    let mcp = mcp::validate(raw.mcp.as_ref(), &policies, issues);
 
     let server = server::validate(&raw.server, issues);
     if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {
@@ -1123,6 +1127,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         end_users,
         control,
         kept,
+        mcp,
         warnings,
         model_facts,
         source: Source::default(),

@@ -55,6 +55,8 @@ pub struct RawConfig {
     pub batches: Option<crate::kept::RawBatches>,
     /// Stored Responses replies.
     pub responses: Option<crate::kept::RawResponses>,
+    /// Tool servers behind `/mcp`.
+    pub mcp: Option<crate::mcp::RawMcp>,
 }
 
 /// Listener settings.

@@ -355,7 +355,7 @@ impl Record {
                 Some(format!("{policy}/{rule}/{action}/{direction}"))
             })
             .collect();
-        switchyard_store::Notes { cache_saved_nano: self.cache_saved, guardrails, refused: None }
+        switchyard_store::Notes { cache_saved_nano: self.cache_saved, guardrails, refused: None, tool: None }
     }
 
     /// Every attempt, for the ledger, when there was more than one.

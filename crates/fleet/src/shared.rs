@@ -225,6 +225,32 @@ impl FleetState {
         redis::cmd("SET").arg(cache_key(key)).arg(value).arg("PX").arg(millis).query_async::<()>(&mut redis).await
     }
 
+    /// The MCP session `id`'s record, read again for `ttl` more (an
+    /// active session stays). `Err`: Redis could not answer.
+    pub async fn mcp_session(&self, id: &str, ttl: Duration) -> Result<Option<Vec<u8>>, redis::RedisError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut redis = self.redis.clone();
+        redis::cmd("GETEX")
+            .arg(mcp_session_key(id))
+            .arg("PX")
+            .arg(millis)
+            .query_async::<Option<Vec<u8>>>(&mut redis)
+            .await
+    }
+
+    /// Keeps the MCP session `id`'s record for `ttl`.
+    pub async fn keep_mcp_session(&self, id: &str, record: Vec<u8>, ttl: Duration) -> Result<(), redis::RedisError> {
+        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let mut redis = self.redis.clone();
+        redis::cmd("SET").arg(mcp_session_key(id)).arg(record).arg("PX").arg(millis).query_async::<()>(&mut redis).await
+    }
+
+    /// Forgets the MCP session `id`.
+    pub async fn end_mcp_session(&self, id: &str) -> Result<(), redis::RedisError> {
+        let mut redis = self.redis.clone();
+        redis::cmd("DEL").arg(mcp_session_key(id)).query_async::<()>(&mut redis).await
+    }
+
     /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
     /// another instance is sending it. When Redis cannot answer, this
     /// instance's own breaker decides (true).
@@ -307,6 +333,10 @@ fn trial_key(pool: &str, lane: &str) -> String {
 }
 
 /// Where a tool call's signature is kept.
+fn mcp_session_key(id: &str) -> String {
+    format!("switchyard:mcp:session:{id}")
+}
+
 fn cache_key(key: &str) -> String {
     format!("switchyard:cache:{key}")
 }

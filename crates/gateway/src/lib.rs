@@ -23,3 +23,9 @@ pub mod versions;
 
 pub use server::{admin_router, router};
 pub use switchyard_state::{CodecFor, Gateway};
+
+/// The process's MCP hub (`/mcp`), for `Gateway::with_mcp`: one per
+/// process, kept across reloads.
+pub fn mcp_hub() -> std::sync::Arc<dyn switchyard_state::mcp::McpHub> {
+    switchyard_mcp::Hub::new()
+}

@@ -44,6 +44,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .into_iter()
         .fold(base, ingress_routes)
         .merge(switchyard_kept::routes())
+        .merge(switchyard_mcp::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(gateway)

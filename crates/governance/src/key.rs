@@ -207,6 +207,11 @@ pub struct KeyRecord {
     /// (two instances changing one key never lose either change).
     #[serde(default)]
     pub version: u64,
+    /// MCP tools the key may see and call, as globs over their namespaced
+    /// names (`files__*`, `tickets__read_*`; a bare server name grants its
+    /// whole server). `None`: every one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<Vec<String>>,
 }
 
 /// Why a presented key does not open the door.
@@ -240,6 +245,56 @@ impl KeyRecord {
     pub fn may_use(&self, pool: &str) -> bool {
         self.pools.as_ref().is_none_or(|pools| pools.iter().any(|p| p == pool))
     }
+
+    /// True when the key may see and call the MCP tool (or prompt)
+    /// `name`, namespaced as `<server>__<tool>`.
+    pub fn may_call_tool(&self, name: &str) -> bool {
+        self.mcp.as_ref().is_none_or(|grants| grants.iter().any(|grant| grants_tool(grant, name)))
+    }
+
+    /// True when some grant reaches MCP server `server` (its prompts and
+    /// resources are the key's to read).
+    pub fn may_reach_server(&self, server: &str) -> bool {
+        self.mcp.as_ref().is_none_or(|grants| {
+            grants.iter().any(|grant| match grant.split_once("__") {
+                Some((servers, _)) => glob(servers.as_bytes(), server.as_bytes()),
+                None => glob(grant.as_bytes(), server.as_bytes()),
+            })
+        })
+    }
+}
+
+/// One grant against a namespaced tool name: a glob with `*`, or a bare
+/// server name granting the whole server.
+fn grants_tool(grant: &str, name: &str) -> bool {
+    if grant.contains("__") || grant.contains('*') {
+        glob(grant.as_bytes(), name.as_bytes())
+    } else {
+        name.strip_prefix(grant).is_some_and(|rest| rest.starts_with("__"))
+    }
+}
+
+/// `*` matches any run of bytes; everything else matches itself. Linear
+/// in practice: the last star is the only one backtracked to.
+pub fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == text[t] {
+            p += 1;
+            t += 1;
+        } else if let Some((star_p, star_t)) = star {
+            p = star_p + 1;
+            t = star_t + 1;
+            star = Some((star_p, star_t + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&b| b == b'*')
 }
 
 #[cfg(test)]
@@ -258,6 +313,35 @@ mod tests {
         assert!(!hash.matches(&KeyHash::of(&new_secret(&[8u8; 32]))));
         assert_eq!(KeyHash::from_hex(&hash.to_hex()), Some(hash));
         assert!(!format!("{hash:?}").contains(&hash.to_hex()), "Debug shows only a prefix of the hash");
+    }
+
+    #[test]
+    fn mcp_grants_are_globs_over_namespaced_names() {
+        assert!(glob(b"files__*", b"files__read"));
+        assert!(glob(b"*__read_*", b"tickets__read_queue"));
+        assert!(!glob(b"tickets__read_*", b"tickets__close"));
+        assert!(glob(b"a*b*c", b"axxbyyc"));
+        assert!(!glob(b"a*b*c", b"axxbyy"));
+        let record = |grants: Option<Vec<&str>>| KeyRecord {
+            mcp: grants.map(|g| g.into_iter().map(str::to_owned).collect()),
+            ..serde_json::from_value(serde_json::json!({
+                "id": "key_1", "name": "n", "prefix": "sy", "hash": KeyHash::of("s").to_hex(), "group": null,
+                "pools": null, "budget": null, "expires_at": null, "revoked_at": null, "created_at": 0,
+                "rotated_at": null, "aws": null
+            }))
+            .unwrap_or_else(|e| unreachable!("{e}"))
+        };
+        let open = record(None);
+        assert!(open.may_call_tool("files__delete") && open.may_reach_server("files"));
+        let some = record(Some(vec!["files__*", "tickets__read_*"]));
+        assert!(some.may_call_tool("files__delete"));
+        assert!(some.may_call_tool("tickets__read_queue"));
+        assert!(!some.may_call_tool("tickets__close_ticket"));
+        assert!(some.may_reach_server("tickets") && !some.may_reach_server("wiki"));
+        let bare = record(Some(vec!["tickets"]));
+        assert!(bare.may_call_tool("tickets__close") && !bare.may_call_tool("ticketsx__close"));
+        let none = record(Some(vec![]));
+        assert!(!none.may_call_tool("files__read") && !none.may_reach_server("files"));
     }
 
     #[test]

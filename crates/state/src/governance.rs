@@ -209,6 +209,7 @@ fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>
         aws: None,
         end_users: None,
         suspended_until: None,
+        mcp: None,
         version: 0,
         id: id.to_owned(),
     }

@@ -19,6 +19,7 @@ pub mod guardrails;
 pub mod kept;
 mod lane;
 pub mod lifecycle;
+pub mod mcp;
 pub mod oidc;
 mod pool;
 pub mod response_cache;
@@ -115,6 +116,9 @@ pub struct Gateway {
     pub admin_rate: Arc<admin_rate::AdminRate>,
     /// Files, stored responses and batch jobs (kept across reloads).
     pub kept: kept::KeptStores,
+    /// The MCP gateway behind `/mcp`, when the process runs one (kept
+    /// across reloads).
+    pub mcp: Option<Arc<dyn mcp::McpHub>>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -406,6 +410,7 @@ impl Gateway {
             response_cache,
             retention,
             kept: kept::KeptStores::in_process(),
+            mcp: None,
         })
     }
 
@@ -455,6 +460,7 @@ impl Gateway {
         }
         self.signatures = old.signatures.clone();
         self.kept = old.kept.clone();
+        self.mcp.clone_from(&old.mcp);
         self.lifecycle = old.lifecycle.clone();
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
@@ -512,6 +518,12 @@ impl Gateway {
         self
     }
 
+    /// Serves `/mcp` with `hub` (once per process; reloads keep it).
+    pub fn with_mcp(mut self, hub: Arc<dyn mcp::McpHub>) -> Gateway {
+        self.mcp = Some(hub);
+        self
+    }
+
     /// Adds a concern to the request path, after the ones already there.
     pub fn with_stage(mut self, stage: Arc<dyn stage::Stage>) -> Gateway {
         self.stages.push(stage);
@@ -546,12 +558,27 @@ impl Gateway {
     /// Every priced lane's price, by name (what governance prices the
     /// ledger's spend with).
     pub fn prices(&self) -> crate::governance::Prices {
-        self.lanes.iter().filter_map(|lane| Some((lane.name.clone(), lane.price?))).collect()
+        let lanes = self.lanes.iter().filter_map(|lane| Some((lane.name.clone(), lane.price?)));
+        lanes.chain(self.tool_prices()).collect()
     }
 
     /// The price of lane `name`, for pricing ledger totals.
     pub fn price_of(&self, name: &str) -> Option<Price> {
-        self.lanes.iter().find(|lane| &*lane.name == name).and_then(|lane| lane.price)
+        self.lanes
+            .iter()
+            .find(|lane| &*lane.name == name)
+            .and_then(|lane| lane.price)
+            .or_else(|| self.tool_prices().find(|(lane, _)| &**lane == name).map(|(_, price)| price))
+    }
+
+    /// Each priced MCP server's price per call, under its ledger lane
+    /// (`mcp:<server>`).
+    fn tool_prices(&self) -> impl Iterator<Item = (Arc<str>, Price)> + '_ {
+        let servers = self.config.mcp.iter().flat_map(|mcp| mcp.servers.iter());
+        servers.filter_map(|server| {
+            let per_request_usd = server.price_nano? as f64 / 1e9;
+            Some((Arc::from(format!("mcp:{}", server.name)), Price { per_request_usd, ..Price::default() }))
+        })
     }
 
     /// The codec of `protocol`.

@@ -16,6 +16,8 @@ pub enum ObjectKind {
     File,
     /// A stored response (`/v1/responses` with `store`).
     Response,
+    /// An MCP tool's approved schema digest (owner empty: the gateway's).
+    ToolPin,
 }
 
 impl ObjectKind {
@@ -24,6 +26,7 @@ impl ObjectKind {
         match self {
             ObjectKind::File => "file",
             ObjectKind::Response => "response",
+            ObjectKind::ToolPin => "tool_pin",
         }
     }
 }

@@ -168,6 +168,24 @@ pub struct Notes {
     /// kind (`authentication`, `rate_limit`, ...) and what was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<Refusal>,
+    /// An MCP tool call (a row of operation `mcp`): its server and sizes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<ToolCall>,
+}
+
+/// An MCP tool call as the ledger keeps it: sizes, never its arguments'
+/// or result's text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The server that answered (or last failed).
+    pub server: String,
+    /// The arguments' size in bytes.
+    pub bytes_in: u64,
+    /// The result's size in bytes.
+    pub bytes_out: u64,
+    /// The JSON-RPC error code the caller got, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<i64>,
 }
 
 /// Why a request was refused before anything was billed.
@@ -196,7 +214,7 @@ impl Notes {
 
     /// Nothing to note.
     pub fn is_empty(&self) -> bool {
-        self.cache_saved_nano.is_none() && self.guardrails.is_empty() && self.refused.is_none()
+        self.cache_saved_nano.is_none() && self.guardrails.is_empty() && self.refused.is_none() && self.tool.is_none()
     }
 }
 
@@ -383,6 +401,8 @@ pub struct RowFilter {
     pub end_user: Option<String>,
     /// Only the request with this id.
     pub request_id: Option<String>,
+    /// Only rows of this operation (`chat`, `mcp`, ...).
+    pub operation: Option<String>,
     /// Only rows finished in `[from, to)` (Unix ms).
     pub at_ms: Option<(i64, i64)>,
     /// Only rows with a smaller id (the cursor).

@@ -228,6 +228,7 @@ impl Ledger for MemoryStore {
                 .filter(|r| filter.status.is_none_or(|(from, to)| (from..to).contains(&r.row.status)))
                 .filter(|r| filter.end_user.as_ref().is_none_or(|u| r.row.end_user.as_ref() == Some(u)))
                 .filter(|r| filter.request_id.as_ref().is_none_or(|id| &r.row.request_id == id))
+                .filter(|r| filter.operation.as_ref().is_none_or(|op| &r.row.operation == op))
                 .filter(|r| filter.at_ms.is_none_or(|(from, to)| (from..to).contains(&r.row.at_ms)))
                 .take(filter.limit)
                 .cloned()

@@ -33,6 +33,7 @@ fn key(n: u8) -> KeyRecord {
         created_at: 1_000,
         rotated_at: None,
         suspended_until: None,
+        mcp: None,
         end_users: None,
         aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
         version: 0,
@@ -65,6 +66,12 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
             cache_saved_nano: (output == 0).then_some(1234),
             guardrails: vec!["pii/email/mask/request".into()],
             refused: None,
+            tool: (output == 7).then(|| switchyard_store::ToolCall {
+                server: "tickets".into(),
+                bytes_in: 12,
+                bytes_out: 40,
+                error: None,
+            }),
         },
         // Every row's end user, protocol and stream flag round-trip too.
         end_user: key.map(|k| format!("user-of-{k}")),
@@ -276,6 +283,10 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert!(!found.is_empty() && found.iter().all(|r| r.row.end_user.as_deref() == Some("user-of-k1")));
     let by_id = RowFilter { request_id: Some(rows[0].request_id.clone()), limit: 10, ..RowFilter::default() };
     assert_eq!(stores.ledger.rows(by_id).await.unwrap().len(), 1);
+    let chats = RowFilter { operation: Some("chat".into()), limit: 10, ..RowFilter::default() };
+    assert_eq!(stores.ledger.rows(chats).await.unwrap().len(), rows.len(), "every row here is a chat");
+    let tools = RowFilter { operation: Some("mcp".into()), limit: 10, ..RowFilter::default() };
+    assert!(stores.ledger.rows(tools).await.unwrap().is_empty());
     let class = RowFilter { status: Some((200, 300)), limit: 10, ..RowFilter::default() };
     assert_eq!(stores.ledger.rows(class).await.unwrap().len(), rows.len());
     let none = RowFilter { status: Some((500, 600)), limit: 10, ..RowFilter::default() };

@@ -241,6 +241,8 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
             .context("storage.redis_url: the fleet's breaker channel could not start")?;
         gateway = gateway.with_fleet_state(shared);
     }
+    // `/mcp`'s hub: idle until a caller sends a message.
+    gateway = gateway.with_mcp(switchyard_gateway::mcp_hub());
     let format = match access_lines.format {
         LogFormat::Human => LineFormat::Human,
         LogFormat::Json => LineFormat::Json,

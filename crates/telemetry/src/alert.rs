@@ -38,11 +38,14 @@ pub enum AlertKind {
     RedisDegraded,
     /// The share of 5xx answers passed its threshold.
     ErrorRate,
+    /// An MCP server changed an approved tool's schema: it is withheld
+    /// until approved again.
+    McpToolChanged,
 }
 
 impl AlertKind {
     /// Every kind, for metrics.
-    pub const ALL: [AlertKind; 8] = [
+    pub const ALL: [AlertKind; 9] = [
         AlertKind::BudgetThreshold,
         AlertKind::BreakerOpened,
         AlertKind::BreakerClosed,
@@ -51,6 +54,7 @@ impl AlertKind {
         AlertKind::LedgerDegraded,
         AlertKind::RedisDegraded,
         AlertKind::ErrorRate,
+        AlertKind::McpToolChanged,
     ];
 
     /// Its name on the wire and in metrics.
@@ -64,6 +68,7 @@ impl AlertKind {
             AlertKind::LedgerDegraded => "ledger_degraded",
             AlertKind::RedisDegraded => "redis_degraded",
             AlertKind::ErrorRate => "error_rate",
+            AlertKind::McpToolChanged => "mcp_tool_changed",
         }
     }
 }

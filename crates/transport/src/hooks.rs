@@ -148,6 +148,24 @@ impl HookClient {
         self.exchange(request, timeout).await
     }
 
+    /// Sends `request` and returns the answer's head once it comes within
+    /// `timeout`, its body unread (a reply streamed as events, as an MCP
+    /// server's may be). Any status comes back.
+    pub async fn send(
+        &self,
+        request: Request<Full<Bytes>>,
+        timeout: Duration,
+    ) -> Result<http::Response<hyper::body::Incoming>, HookError> {
+        let response = tokio::time::timeout(timeout, self.client.request(request))
+            .await
+            .map_err(|_| HookError::Timeout(timeout))?;
+        // "connect: …": the request never reached the server.
+        response.map_err(|err| match err.is_connect() {
+            true => HookError::Transport(format!("connect: {err}")),
+            false => HookError::Transport(err.to_string()),
+        })
+    }
+
     /// Sends `request` and reads a 2xx answer's body (at most the hook
     /// reply cap), all within `timeout`.
     async fn exchange(&self, request: Request<Full<Bytes>>, timeout: Duration) -> Result<Bytes, HookError> {

@@ -39,6 +39,18 @@ impl Governance {
             let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
             return Err(Denied { info, retry_after: None, own: true });
         }
+        self.admit_on_chain(caller, estimate, end_user).await
+    }
+
+    /// Admits a call from `caller` that may cost `estimate` on its chain's
+    /// budgets, rates and concurrency, whatever it calls (an MCP tool call
+    /// checks its own grants first).
+    pub async fn admit_on_chain(
+        &self,
+        caller: &Caller,
+        estimate: Estimate,
+        end_user: Option<&str>,
+    ) -> Result<Hold, Denied> {
         let now = now_ms();
         // A named end user under a key or group with an end-user policy is
         // held on its own bucket too (built per request only then).

@@ -1,0 +1,43 @@
+//! Switchyard's MCP gateway: one endpoint, `/mcp` (streamable HTTP), in
+//! front of the tool servers `mcp:` names.
+//!
+//! - `rpc`, `names` and `pin` are pure: JSON-RPC messages and versions,
+//!   how servers' names become one catalogue's, and tool schema digests;
+//! - `upstream` reaches the servers (streamable HTTP through the
+//!   SSRF-guarded client; stdio children with a cleared environment,
+//!   quarantined when they keep exiting);
+//! - `session` keeps callers' sessions (Redis in a fleet, so a session's
+//!   messages may land on any instance);
+//! - `hub` is the process's hub (listings, pins, the admin view);
+//! - `serve` answers `/mcp`, and `call` runs a `tools/call` under the
+//!   key's grants, limits, price, guardrails and the ledger.
+
+pub mod call;
+pub mod hub;
+pub mod names;
+pub mod pin;
+pub mod rpc;
+pub mod serve;
+pub mod session;
+pub mod upstream;
+
+use std::sync::Arc;
+
+use axum::routing::post;
+use axum::Router;
+use switchyard_state::Gateway;
+
+pub use hub::Hub;
+
+/// A tool call's operation in the ledger.
+pub const OPERATION: &str = "mcp";
+
+/// The ledger's lane of MCP server `server` (what its price is found by).
+pub fn lane_name(server: &str) -> String {
+    format!("mcp:{server}")
+}
+
+/// `/mcp`, for the data router.
+pub fn routes() -> Router<Arc<Gateway>> {
+    Router::new().route("/mcp", post(serve::post).get(serve::get).delete(serve::delete))
+}

@@ -1,0 +1,319 @@
+//! A local command speaking MCP on its stdin and stdout, one JSON-RPC
+//! message per line. Spawned without a shell, with a cleared environment
+//! holding only the variables the config names, on first use; one child
+//! per server per instance, shared by every session (a stdio server is one
+//! session by nature). Requests carry ids of this process's own, so
+//! callers' ids never collide; a notification with a request's progress
+//! token goes to that request's caller. A child that exits three times
+//! within a minute is quarantined for one: calls fail fast and a twin, if
+//! any, serves.
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio as Piped;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot};
+
+use super::CallError;
+use crate::rpc;
+
+/// The longest line a child may write.
+const MAX_LINE: usize = 16 << 20;
+/// Exits within [`WINDOW`] that quarantine a child.
+const EXITS: usize = 3;
+const WINDOW: Duration = Duration::from_secs(60);
+const QUARANTINE: Duration = Duration::from_secs(60);
+
+/// What is run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spec {
+    /// The program.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Its whole environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// One stdio server.
+pub struct StdioServer {
+    /// What it runs.
+    pub spec: Spec,
+    running: tokio::sync::Mutex<Option<Arc<Child>>>,
+    health: Arc<Mutex<Health>>,
+}
+
+/// Exits and quarantine.
+#[derive(Debug, Default)]
+struct Health {
+    exits: VecDeque<Instant>,
+    quarantined_until: Option<Instant>,
+    last_error: Option<String>,
+}
+
+/// A running child.
+struct Child {
+    stdin: mpsc::Sender<Vec<u8>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    next: AtomicU64,
+    alive: AtomicBool,
+    pid: Option<u32>,
+}
+
+struct Waiter {
+    answer: oneshot::Sender<Value>,
+    events: Option<mpsc::Sender<Value>>,
+    progress: Option<Value>,
+}
+
+/// A stdio server's state for the admin plane.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StdioState {
+    /// The child's process id, while one runs.
+    pub pid: Option<u32>,
+    /// Quarantined for this many more seconds.
+    pub quarantined_for_s: Option<u64>,
+    /// Why it last failed.
+    pub last_error: Option<String>,
+}
+
+impl StdioServer {
+    /// A server that runs `spec` when first called.
+    pub fn new(spec: Spec) -> StdioServer {
+        StdioServer { spec, running: tokio::sync::Mutex::new(None), health: Arc::default() }
+    }
+
+    /// Whether calls fail fast now.
+    pub fn quarantined(&self) -> bool {
+        let health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        health.quarantined_until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Its state now.
+    pub fn state(&self) -> StdioState {
+        let pid = self
+            .running
+            .try_lock()
+            .ok()
+            .and_then(|r| r.as_ref().filter(|c| c.alive.load(Ordering::Relaxed)).and_then(|c| c.pid));
+        let health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        StdioState {
+            pid,
+            quarantined_for_s: health
+                .quarantined_until
+                .filter(|until| now < *until)
+                .map(|until| (until - now).as_secs() + 1),
+            last_error: health.last_error.clone(),
+        }
+    }
+
+    /// Sends request `method` with `params` and waits for its answer
+    /// (notifications for its progress token go to `events`).
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        events: Option<mpsc::Sender<Value>>,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let child = self.child(timeout).await?;
+        child.call(method, params, events, timeout).await
+    }
+
+    /// The running child, spawned (and initialised) when there is none.
+    async fn child(&self, timeout: Duration) -> Result<Arc<Child>, CallError> {
+        let mut running = self.running.lock().await;
+        if let Some(child) = running.as_ref().filter(|c| c.alive.load(Ordering::Relaxed)) {
+            return Ok(child.clone());
+        }
+        if self.quarantined() {
+            return Err(CallError::NotSent(format!("`{}` is quarantined: it kept exiting", self.spec.command)));
+        }
+        let child = spawn(&self.spec, self.health.clone()).map_err(|err| {
+            let message = format!("`{}` could not start: {err}", self.spec.command);
+            note_exit(&self.health, message.clone());
+            CallError::NotSent(message)
+        })?;
+        let hello = child.call("initialize", super::client_hello(), None, timeout.min(Duration::from_secs(30))).await;
+        match hello {
+            Ok(answer) if answer.get("result").is_some() => {
+                let note = rpc::notification("notifications/initialized", None);
+                let mut line = serde_json::to_vec(&note).unwrap_or_default();
+                line.push(b'\n');
+                let _ = child.stdin.send(line).await;
+            }
+            _ => {
+                child.alive.store(false, Ordering::Relaxed);
+                return Err(CallError::NotSent(format!("`{}` did not answer initialize", self.spec.command)));
+            }
+        }
+        *running = Some(child.clone());
+        Ok(child)
+    }
+}
+
+fn note_exit(health: &Mutex<Health>, why: String) {
+    let mut health = health.lock().unwrap_or_else(PoisonError::into_inner);
+    let now = Instant::now();
+    health.exits.push_back(now);
+    while health.exits.front().is_some_and(|at| now.duration_since(*at) > WINDOW) {
+        health.exits.pop_front();
+    }
+    if health.exits.len() >= EXITS {
+        health.quarantined_until = Some(now + QUARANTINE);
+        health.exits.clear();
+        tracing::warn!(why = %why, "an MCP stdio server keeps exiting: quarantined for {QUARANTINE:?}");
+    }
+    health.last_error = Some(why);
+}
+
+fn spawn(spec: &Spec, health: Arc<Mutex<Health>>) -> std::io::Result<Arc<Child>> {
+    let mut process = Command::new(&spec.command)
+        .args(&spec.args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Piped::piped())
+        .stdout(Piped::piped())
+        .stderr(Piped::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let (Some(mut stdin), Some(stdout), Some(stderr)) =
+        (process.stdin.take(), process.stdout.take(), process.stderr.take())
+    else {
+        return Err(std::io::Error::other("the child's pipes were not opened"));
+    };
+    let (lines, mut outgoing) = mpsc::channel::<Vec<u8>>(64);
+    let child = Arc::new(Child {
+        stdin: lines,
+        pending: Mutex::default(),
+        next: AtomicU64::new(1),
+        alive: AtomicBool::new(true),
+        pid: process.id(),
+    });
+    tokio::spawn(async move {
+        while let Some(line) = outgoing.recv().await {
+            if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let command = spec.command.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::debug!(server = %command, "{line}");
+        }
+    });
+    let reader = Arc::downgrade(&child);
+    let command = spec.command.clone();
+    tokio::spawn(async move {
+        let mut stdout = BufReader::new(stdout);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match (&mut stdout).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) if line.len() > MAX_LINE => break,
+                Ok(_) => {}
+            }
+            let Some(child) = reader.upgrade() else { break };
+            let Ok(message) = serde_json::from_slice::<Value>(&line) else { continue };
+            child.deliver(message).await;
+        }
+        let status = process.wait().await;
+        if let Some(child) = reader.upgrade() {
+            child.alive.store(false, Ordering::Relaxed);
+            // Every caller still waiting learns the child is gone.
+            child.pending.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        }
+        let why = match status {
+            Ok(status) => format!("`{command}` exited ({status})"),
+            Err(err) => format!("`{command}` failed: {err}"),
+        };
+        note_exit(&health, why);
+    });
+    Ok(child)
+}
+
+impl Child {
+    async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        events: Option<mpsc::Sender<Value>>,
+        timeout: Duration,
+    ) -> Result<Value, CallError> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let progress = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        let (answer, answered) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner).insert(id, Waiter { answer, events, progress });
+        let mut line =
+            serde_json::to_vec(&rpc::request(id, method, params)).map_err(|e| CallError::NotSent(e.to_string()))?;
+        line.push(b'\n');
+        if self.stdin.send(line).await.is_err() {
+            self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+            return Err(CallError::NotSent("the server's stdin is closed".into()));
+        }
+        match tokio::time::timeout(timeout, answered).await {
+            Ok(Ok(answer)) => Ok(answer),
+            Ok(Err(_)) => Err(CallError::Lost("the server exited before answering".into())),
+            Err(_) => {
+                self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+                Err(CallError::Lost(format!("no answer within {timeout:?}")))
+            }
+        }
+    }
+
+    /// One message from the child: an answer to its waiter, a notification
+    /// to the caller whose progress token it names.
+    async fn deliver(&self, message: Value) {
+        match rpc::classify(message) {
+            rpc::Upstream::Answer(answer) => {
+                let id = answer.get("id").and_then(Value::as_u64);
+                let waiter = id.and_then(|id| self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(&id));
+                if let Some(waiter) = waiter {
+                    let _ = waiter.answer.send(answer);
+                }
+            }
+            rpc::Upstream::Notification(note) => {
+                let token = note.get("params").and_then(|p| p.get("progressToken"));
+                let events = token.and_then(|token| {
+                    let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+                    pending.values().find(|w| w.progress.as_ref() == Some(token)).and_then(|w| w.events.clone())
+                });
+                if let Some(events) = events {
+                    let _ = events.send(note).await;
+                }
+            }
+            rpc::Upstream::Request(request) => {
+                // Sampling and elicitation are not relayed: refuse at once.
+                let id = request.get("id").cloned().unwrap_or(Value::Null);
+                let refusal = rpc::error(&id, rpc::METHOD_NOT_FOUND, "not offered through this gateway", None);
+                let mut line = serde_json::to_vec(&refusal).unwrap_or_default();
+                line.push(b'\n');
+                let _ = self.stdin.send(line).await;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn three_exits_in_a_minute_quarantine() {
+        let health = Mutex::new(Health::default());
+        note_exit(&health, "one".into());
+        note_exit(&health, "two".into());
+        assert!(health.lock().unwrap_or_else(PoisonError::into_inner).quarantined_until.is_none());
+        note_exit(&health, "three".into());
+        assert!(health.lock().unwrap_or_else(PoisonError::into_inner).quarantined_until.is_some());
+    }
+}
