@@ -1,0 +1,367 @@
+"""The MCP gateway through the official MCP Python SDK (client), in front of
+two upstream servers written with the same SDK (server): `tickets` over
+streamable HTTP (behind a pool whose first member is down, so every call
+fails over before dispatch) and `files` as a stdio child.
+
+Two gateway instances share PostgreSQL and Redis: keys, pins and sessions
+are the fleet's. One session alternates between them through a
+round-robin proxy (no stickiness) without a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from contextlib import asynccontextmanager, contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from conftest import admin_api, free_port, serving
+
+HERE = Path(__file__).parent
+FORBIDDEN, LIMITED = -32003, -32029
+
+
+def services() -> tuple[str, str]:
+    postgres, redis = os.environ.get("SWITCHYARD_TEST_POSTGRES_URL"), os.environ.get("SWITCHYARD_TEST_REDIS_URL")
+    if not (postgres and redis):
+        assert not os.environ.get("CI"), "CI runs PostgreSQL and Redis: run the tests through scripts/test.sh"
+        pytest.skip("PostgreSQL and Redis are not running (scripts/test.sh starts them)")
+    name = f"mcp_{os.getpid()}_{int(time.time() * 1000) % 100000}"
+    psql = Path(os.environ.get("SWITCHYARD_TEST_PG_BIN", "")) / "psql"
+    subprocess.run([str(psql) if psql.parent != Path("") else "psql", postgres, "-qc", f"CREATE DATABASE {name}"], check=True)
+    return f"{postgres.rsplit('/', 1)[0]}/{name}", redis
+
+
+class Alerts(BaseHTTPRequestHandler):
+    """The operator's alert webhook: keeps what it is told."""
+
+    got: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        Alerts.got.append(json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}"))
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *_):
+        pass
+
+
+def start_alerts() -> str:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Alerts)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/alerts"
+
+
+@contextmanager
+def upstream(workdir: Path, flag: Path):
+    """The `tickets` server over streamable HTTP, on a free port."""
+    port_file = workdir / "tickets.port"
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "mcp_upstream.py"), "http", "--port", "0", "--port-file", str(port_file),
+         "--name", "tickets", "--schema-flag", str(flag), "--log", str(workdir / "tickets.log")],
+        stdout=subprocess.DEVNULL, stderr=open(workdir / "tickets.err", "wb"),
+    )
+    deadline = time.monotonic() + 30
+    while not (port_file.exists() and port_file.read_text().strip()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail((workdir / "tickets.err").read_text(errors="replace"))
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port_file.read_text().strip()}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class RoundRobin:
+    """A TCP proxy that sends each new connection to the next backend."""
+
+    def __init__(self, backends: list[str]):
+        self.backends, self.turn, self.served = backends, 0, [0] * len(backends)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.addr = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            index = self.turn % len(self.backends)
+            self.turn += 1
+            self.served[index] += 1
+            host, port = self.backends[index].rsplit(":", 1)
+            backend = socket.create_connection((host, int(port)))
+            for a, b in ((client, backend), (backend, client)):
+                threading.Thread(target=self.pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pipe(source: socket.socket, sink: socket.socket):
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (source, sink):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    """Two instances over one PostgreSQL and Redis, the upstreams, keys."""
+    database, redis = services()
+    work = tmp_path_factory.mktemp("mcp")
+    flag = work / "schema-changed"
+    dead = f"http://127.0.0.1:{free_port()}/mcp"
+    with upstream(work, flag) as tickets:
+        files = f'{{ command: "{sys.executable}", args: ["{HERE / "mcp_upstream.py"}", stdio, --name, files, --log, "{work / "files.log"}"] }}'
+        extra = (
+            "auth: { mode: keys }\n"
+            f'storage: {{ postgres_url: "{database}", redis_url: "{redis}", ledger_spool: "{{spool}}" }}\n'
+            "governance: { ledger_flush_interval: 20ms }\n"
+            f'alerts: {{ webhook: "{start_alerts()}" }}\n'
+            "mcp:\n"
+            "  policies: [words, cards]\n"
+            "  servers:\n"
+            f'    tickets-down: {{ url: "{dead}", timeout: 5s }}\n'
+            f'    tickets-up: {{ url: "{tickets}", idempotent: [read_ticket], price_per_call: 0.25, timeout: 20s }}\n'
+            f"    files: {files}\n"
+            "  pools:\n"
+            "    tickets: [tickets-down, tickets-up]\n"
+        )
+        (work / "a").mkdir()
+        (work / "b").mkdir()
+        with serving(work / "a", extra.replace("{spool}", str(work / "a" / "spool.db"))) as (a, admin_a), serving(
+            work / "b", extra.replace("{spool}", str(work / "b" / "spool.db"))
+        ) as (b, admin_b):
+            key = lambda spec: admin_api(admin_a, "POST", "/api/v1/admin/keys", {"name": "mcp", **spec})["key"]  # noqa: E731
+            yield {
+                "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work,
+                "open": key({}),
+                "some": key({"mcp": ["files__*", "tickets__read_*"]}),
+                "limited": key({"mcp": ["tickets__read_queue"], "limits": {"rpm": 2}}),
+            }
+
+
+@asynccontextmanager
+async def connect(addr: str, key: str, *, fresh_connections: bool = False):
+    limits = httpx2.Limits(max_keepalive_connections=0) if fresh_connections else httpx2.Limits()
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0), limits=limits)
+    async with http:
+        # The SDK's default mode: it probes the stateless era first and
+        # falls back to `initialize` when the gateway does not speak it.
+        async with Client(streamable_http_client(f"http://{addr}/mcp", http_client=http)) as client:
+            yield client
+
+
+def run(coroutine):
+    return anyio.run(coroutine)
+
+
+def tool_names(addr: str, key: str) -> set[str]:
+    async def go():
+        async with connect(addr, key) as client:
+            return {tool.name for tool in (await client.list_tools()).tools}
+
+    return run(go)
+
+
+def calls(admin: str) -> list[dict]:
+    return admin_api(admin, "GET", "/api/v1/admin/requests?operation=mcp&limit=1000")["data"]
+
+
+def test_the_list_is_namespaced_and_filtered_per_key(fleet):
+    everything = tool_names(fleet["a"], fleet["open"])
+    assert {"tickets__read_ticket", "tickets__close_ticket", "tickets__count", "files__read_file", "files__delete_file"} <= everything
+    assert all(name.split("__", 1)[0] in ("tickets", "files") for name in everything), everything
+    some = tool_names(fleet["a"], fleet["some"])
+    assert some == {name for name in everything if name.startswith("files__") or name.startswith("tickets__read_")}
+    assert tool_names(fleet["a"], fleet["limited"]) == {"tickets__read_queue"}
+
+
+def test_allowed_calls_succeed_denied_ones_error_and_a_rate_limit_refuses(fleet):
+    async def go():
+        async with connect(fleet["a"], fleet["some"]) as client:
+            # HTTP, behind a pool whose first server is down: failed over before dispatch.
+            result = await client.call_tool("tickets__read_ticket", {"id": "T-7"})
+            assert result.content[0].text == "ticket T-7: open" and not result.is_error
+            # stdio, spawned with a cleared environment.
+            result = await client.call_tool("files__read_file", {"path": "a.txt"})
+            assert result.content[0].text == "contents of a.txt"
+            with pytest.raises(MCPError) as denied:
+                await client.call_tool("tickets__close_ticket", {"id": "T-7"})
+            assert denied.value.code == FORBIDDEN and "tickets__close_ticket" in denied.value.message
+            with pytest.raises(MCPError) as unknown:
+                await client.call_tool("tickets__no_such_tool", {})
+            assert unknown.value.code in (FORBIDDEN, -32602)
+        async with connect(fleet["a"], fleet["limited"]) as client:
+            for _ in range(2):
+                assert (await client.call_tool("tickets__read_queue", {})).content[0].text.startswith("queue:")
+            with pytest.raises(MCPError) as limited:
+                await client.call_tool("tickets__read_queue", {})
+            assert limited.value.code == LIMITED
+            assert (limited.value.data or {}).get("retry_after", 0) >= 1
+
+    run(go)
+    # What reached the upstream: the allowed calls only, under the server's own names.
+    seen = [json.loads(line) for line in (fleet["work"] / "tickets.log").read_text().splitlines()]
+    called = [entry["name"] for entry in seen if entry["method"] == "tools/call"]
+    assert "read_ticket" in called and "close_ticket" not in called
+
+
+def test_every_call_is_a_ledger_row(fleet):
+    async def go():
+        async with connect(fleet["a"], fleet["some"]) as client:
+            await client.call_tool("tickets__read_ticket", {"id": "T-audit"})
+            with pytest.raises(MCPError):
+                await client.call_tool("tickets__close_ticket", {"id": "T-audit"})
+
+    run(go)
+    deadline = time.monotonic() + 10
+    while True:
+        rows = calls(fleet["admin"])
+        allowed = [r for r in rows if r["model"] == "tickets__read_ticket" and r["status"] == 200]
+        denied = [r for r in rows if r["model"] == "tickets__close_ticket" and r["status"] == 403]
+        if (allowed and denied) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert allowed and denied, rows
+    row = allowed[0]
+    assert row["operation"] == "mcp" and row["pool"] == "tickets" and row["lane"] == "mcp:tickets-up"
+    assert row["notes"]["tool"]["server"] == "tickets-up" and row["notes"]["tool"]["bytes_in"] > 0
+    assert row["notes"]["tool"]["bytes_out"] > 0
+    assert row["failovers"] == 1, "the first server of the pool is down"
+    assert abs(row["usd"] - 0.25) < 1e-9, "priced per call"
+    assert denied[0]["usd"] == 0 and denied[0]["notes"]["tool"]["error"] == FORBIDDEN
+    # The same rows from the other instance: one ledger.
+    assert any(r["request_id"] == row["request_id"] for r in calls(fleet["admin_b"]))
+
+
+def test_guardrails_screen_arguments_and_results(fleet):
+    async def go():
+        async with connect(fleet["a"], fleet["open"]) as client:
+            with pytest.raises(MCPError) as blocked:
+                await client.call_tool("tickets__echo_secret", {"text": "say forbidden-phrase now"})
+            assert "words" in blocked.value.message and "forbidden-phrase" not in blocked.value.message
+            masked = await client.call_tool("tickets__echo_secret", {"text": "card 4111 1111 1111 1111"})
+            assert "4111" not in masked.content[0].text and "[CARD_1]" in masked.content[0].text
+
+    run(go)
+
+
+def test_prompts_resources_and_progress_pass_through(fleet):
+    async def go():
+        async with connect(fleet["a"], fleet["some"]) as client:
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            assert {"tickets__greeting", "files__greeting"} <= prompts
+            got = await client.get_prompt("files__greeting", {"name": "Ada"})
+            assert "Hello, Ada!" in got.messages[0].content.text
+            uris = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "tickets+tickets://readme" in uris
+            read = await client.read_resource("tickets+tickets://readme")
+            assert read.contents[0].text == "readme of tickets"
+        async with connect(fleet["a"], fleet["open"]) as client:
+            seen = []
+
+            async def progress(done, total, message):
+                seen.append(done)
+
+            result = await client.call_tool("tickets__count", {"n": 3}, progress_callback=progress)
+            assert result.content[0].text == "counted 3"
+            assert seen == [1, 2, 3]
+
+    run(go)
+
+
+def test_a_pinned_tools_schema_change_withholds_it(fleet):
+    admin = fleet["admin"]
+    approved = admin_api(admin, "POST", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+    assert len(approved["digest"]) == 64
+    overview = admin_api(admin, "GET", "/api/v1/admin/mcp")
+    tool = next(t for t in overview["tools"] if t["name"] == "tickets__read_ticket")
+    assert tool["standing"] == "approved" and tool["listed"]
+    assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files"}
+    fleet["flag"].write_text("changed")
+    try:
+        assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["open"])
+        # The other instance reads the same pin.
+        assert "tickets__read_ticket" not in tool_names(fleet["b"], fleet["open"])
+
+        async def call():
+            async with connect(fleet["a"], fleet["open"]) as client:
+                with pytest.raises(MCPError) as withheld:
+                    await client.call_tool("tickets__read_ticket", {"id": "T-1", "reason": "x"})
+                assert withheld.value.code == FORBIDDEN and "withheld" in withheld.value.message
+
+        run(call)
+        tool = next(t for t in admin_api(admin, "GET", "/api/v1/admin/mcp")["tools"] if t["name"] == "tickets__read_ticket")
+        assert tool["standing"] == "changed" and not tool["listed"]
+        open_alerts = admin_api(admin, "GET", "/api/v1/admin/alerts")["open"]
+        assert any(a["kind"] == "mcp_tool_changed" and a["subject"] == "tickets__read_ticket" for a in open_alerts)
+        # Approved again: listed again, under its new schema.
+        admin_api(admin, "POST", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+        assert "tickets__read_ticket" in tool_names(fleet["a"], fleet["open"])
+    finally:
+        fleet["flag"].unlink()
+        admin_api(admin, "DELETE", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+
+
+def test_one_session_alternates_between_two_instances(fleet):
+    proxy = RoundRobin([fleet["a"], fleet["b"]])
+
+    async def go():
+        async with connect(proxy.addr, fleet["some"], fresh_connections=True) as client:
+            for n in range(6):
+                result = await client.call_tool("tickets__read_ticket", {"id": f"T-{n}"})
+                assert result.content[0].text == f"ticket T-{n}: open"
+                assert (await client.call_tool("files__list_files", {})).content[0].text
+            assert "files__read_file" in {t.name for t in (await client.list_tools()).tools}
+
+    run(go)
+    assert all(served >= 5 for served in proxy.served), proxy.served
+
+
+def test_a_session_is_its_keys_alone(fleet):
+    def post(key: str, body: dict, session: str | None = None) -> tuple[int, dict, dict]:
+        headers = {"authorization": f"Bearer {key}", "content-type": "application/json",
+                   "accept": "application/json, text/event-stream"}
+        if session:
+            headers["mcp-session-id"] = session
+        request = urllib.request.Request(f"http://{fleet['a']}/mcp", data=json.dumps(body).encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, dict(response.headers), json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers), json.loads(err.read() or b"{}")
+
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+    status, headers, answer = post(fleet["some"], hello)
+    assert status == 200 and answer["result"]["protocolVersion"] == "2025-06-18", answer
+    session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    assert post(fleet["some"], listing, session)[0] == 200
+    assert post(fleet["open"], listing, session)[0] == 404, "another key's message finds no session"
+    assert post(fleet["some"], listing)[0] == 400, "no session named"
+    assert post("sk-not-a-key", listing, session)[0] == 401
