@@ -154,7 +154,8 @@ impl Run<'_> {
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
         let unknown = || Failure::new(rpc::INVALID_PARAMS, format!("Unknown tool: {name}"));
         let (route, tool) = names::split(&name).ok_or_else(unknown)?;
-        let (route, members) = mcp.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
+        let listed_route = mcp.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
+        let (route, members) = (&listed_route.0, &listed_route.1);
         audit.route = route.to_string();
         audit.tool = name.clone();
         audit.server = mcp.servers[members[0]].name.to_string();
@@ -163,7 +164,7 @@ impl Run<'_> {
             let message = format!("API key {} may not call `{name}`", caller.key.record.prefix);
             return Err(Failure::new(rpc::FORBIDDEN, message));
         }
-        let listed = hub.tool(gateway, mcp, &route, &members, tool, &mut self.session, self.passthrough.as_ref()).await;
+        let listed = hub.tool(gateway, mcp, &listed_route, tool, &mut self.session, self.passthrough.as_ref()).await;
         let (_, digest) = match listed {
             Ok(Some(found)) => found,
             Ok(None) => {

@@ -63,6 +63,9 @@ struct Pins {
     by_name: HashMap<String, String>,
 }
 
+/// A name callers see, and its servers in the order they are tried.
+pub(crate) type Route = (Arc<str>, Vec<usize>);
+
 /// A failed listing or call: the error to answer with.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Failure {
@@ -290,8 +293,7 @@ impl Hub {
         &self,
         gateway: &Gateway,
         mcp: &Mcp,
-        route: &Arc<str>,
-        members: &[usize],
+        (route, members): &Route,
         session: &mut Session,
         passthrough: Option<&HeaderValue>,
     ) -> Result<Arc<Vec<(Value, String)>>, Failure> {
@@ -336,19 +338,19 @@ impl Hub {
         &self,
         gateway: &Gateway,
         mcp: &Mcp,
-        route: &Arc<str>,
-        members: &[usize],
+        listed_route: &Route,
         tool: &str,
         session: &mut Session,
         passthrough: Option<&HeaderValue>,
     ) -> Result<Option<(Value, String)>, Failure> {
+        let route = &listed_route.0;
         let fresh = {
             let listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
             listed.get(route).filter(|l| l.at.elapsed() < LISTING_FRESH).map(|l| l.tools.clone())
         };
         let tools = match fresh {
             Some(tools) => tools,
-            None => self.tools_of(gateway, mcp, route, members, session, passthrough).await?,
+            None => self.tools_of(gateway, mcp, listed_route, session, passthrough).await?,
         };
         Ok(tools.iter().find(|(t, _)| t.get("name").and_then(Value::as_str) == Some(tool)).cloned())
     }
@@ -413,8 +415,10 @@ impl Hub {
         let mut errors = Map::new();
         let pins = self.pins(gateway).await;
         let mut own = self.own.lock().await;
-        for (route, members) in mcp.routes() {
-            match self.tools_of(gateway, mcp, &route, &members, &mut own, None).await {
+        for route in mcp.routes() {
+            let listed = self.tools_of(gateway, mcp, &route, &mut own, None).await;
+            let route = route.0;
+            match listed {
                 Ok(listed) => {
                     for (tool, digest) in listed.iter() {
                         let name =
@@ -457,12 +461,10 @@ impl Hub {
         let unknown = || ApprovalError::UnknownTool(name.to_owned());
         let mcp = gateway.config.mcp.as_ref().ok_or_else(unknown)?;
         let (route, tool) = names::split(name).ok_or_else(unknown)?;
-        let (route, members) = mcp.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
+        let route = mcp.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
         let listed = {
             let mut own = self.own.lock().await;
-            self.tools_of(gateway, mcp, &route, &members, &mut own, None)
-                .await
-                .map_err(|f| ApprovalError::Store(f.message))?
+            self.tools_of(gateway, mcp, &route, &mut own, None).await.map_err(|f| ApprovalError::Store(f.message))?
         };
         let digest = listed
             .iter()

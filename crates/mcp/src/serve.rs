@@ -261,12 +261,13 @@ impl Session_<'_> {
 
     async fn list_tools(&mut self) -> Result<Vec<Value>, Failure> {
         let mut tools = Vec::new();
-        for (route, members) in self.routes() {
-            match self
+        for listed_route in self.routes() {
+            let listed = self
                 .hub
-                .tools_of(self.gateway, self.mcp, &route, &members, &mut self.session, self.passthrough.as_ref())
-                .await
-            {
+                .tools_of(self.gateway, self.mcp, &listed_route, &mut self.session, self.passthrough.as_ref())
+                .await;
+            let route = listed_route.0;
+            match listed {
                 Ok(listed) => {
                     let pins = self.hub.pins(self.gateway).await;
                     tools.extend(Hub::visible(&route, &listed, &pins, self.caller, self.mcp.require_approval));
