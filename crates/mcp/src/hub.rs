@@ -166,9 +166,15 @@ impl Hub {
                     let sent = match session.upstream.get(&*server.name) {
                         Some(sent) => sent.clone(),
                         None => {
+                            // Whatever goes wrong opening a session, the
+                            // message itself was never sent.
                             let sent =
                                 upstream_http::initialize(&self.client, url, authorization.clone(), server.timeout)
-                                    .await?;
+                                    .await
+                                    .map_err(|err| match err {
+                                        CallError::NotSent(_) => err,
+                                        other => CallError::NotSent(format!("no session: {other}")),
+                                    })?;
                             session.upstream.insert(server.name.to_string(), sent.clone());
                             sent
                         }
