@@ -89,6 +89,45 @@ def upstream(workdir: Path, flag: Path):
         proc.wait(timeout=10)
 
 
+class Dropper(BaseHTTPRequestHandler):
+    """Forwards each message to the upstream, but hangs up on a tool call
+    once the upstream ran it: a failure after dispatch."""
+
+    upstream = ""
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("content-length", 0)))
+        names = ("content-type", "accept", "mcp-session-id", "mcp-protocol-version", "authorization")
+        headers = {name: self.headers[name] for name in names if self.headers.get(name)}
+        request = urllib.request.Request(Dropper.upstream, data=body, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, reply, answer_headers = response.status, response.read(), response.headers
+        except urllib.error.HTTPError as err:
+            status, reply, answer_headers = err.code, err.read(), err.headers
+        if json.loads(body).get("method") == "tools/call":
+            self.close_connection = True
+            return
+        self.send_response(status)
+        for name in ("content-type", "mcp-session-id"):
+            if answer_headers.get(name):
+                self.send_header(name, answer_headers[name])
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *_):
+        pass
+
+
+def start_dropper(upstream_url: str) -> str:
+    Dropper.upstream = upstream_url
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Dropper)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/mcp"
+
+
 class RoundRobin:
     """A TCP proxy that sends each new connection to the next backend."""
 
@@ -147,8 +186,14 @@ def fleet(tmp_path_factory):
             f'    tickets-down: {{ url: "{dead}", timeout: 5s }}\n'
             f'    tickets-up: {{ url: "{tickets}", idempotent: [read_ticket], price_per_call: 0.25, timeout: 20s }}\n'
             f"    files: {files}\n"
+            # Hangs up after the upstream ran the call; its twin is the upstream itself.
+            f'    flaky-drop: {{ url: "{start_dropper(tickets)}", idempotent: [read_ticket] }}\n'
+            f'    flaky-twin: {{ url: "{tickets}" }}\n'
+            # A command that exits at once: quarantined after three tries.
+            '    broken: { command: /bin/false }\n'
             "  pools:\n"
             "    tickets: [tickets-down, tickets-up]\n"
+            "    flaky: [flaky-drop, flaky-twin]\n"
         )
         (work / "a").mkdir()
         (work / "b").mkdir()
@@ -194,7 +239,7 @@ def calls(admin: str) -> list[dict]:
 def test_the_list_is_namespaced_and_filtered_per_key(fleet):
     everything = tool_names(fleet["a"], fleet["open"])
     assert {"tickets__read_ticket", "tickets__close_ticket", "tickets__count", "files__read_file", "files__delete_file"} <= everything
-    assert all(name.split("__", 1)[0] in ("tickets", "files") for name in everything), everything
+    assert {name.split("__", 1)[0] for name in everything} == {"tickets", "files", "flaky"}, everything
     some = tool_names(fleet["a"], fleet["some"])
     assert some == {name for name in everything if name.startswith("files__") or name.startswith("tickets__read_")}
     assert tool_names(fleet["a"], fleet["limited"]) == {"tickets__read_queue"}
@@ -301,7 +346,7 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     overview = admin_api(admin, "GET", "/api/v1/admin/mcp")
     tool = next(t for t in overview["tools"] if t["name"] == "tickets__read_ticket")
     assert tool["standing"] == "approved" and tool["listed"]
-    assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files"}
+    assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files", "flaky-drop", "flaky-twin", "broken"}
     fleet["flag"].write_text("changed")
     try:
         assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["open"])
@@ -325,6 +370,35 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     finally:
         fleet["flag"].unlink()
         admin_api(admin, "DELETE", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+
+
+def test_after_dispatch_only_an_idempotent_tool_goes_to_the_twin(fleet):
+    log = fleet["work"] / "tickets.log"
+
+    def ran(tool: str, arg: str) -> int:
+        entries = [json.loads(line) for line in log.read_text().splitlines()]
+        return sum(1 for e in entries if e["method"] == "tools/call" and e["name"] == tool and arg in json.dumps(e["arguments"]))
+
+    async def go():
+        async with connect(fleet["a"], fleet["open"]) as client:
+            result = await client.call_tool("flaky__read_ticket", {"id": "T-idem"})
+            assert result.content[0].text == "ticket T-idem: open"
+            with pytest.raises(MCPError) as lost:
+                await client.call_tool("flaky__close_ticket", {"id": "T-once"})
+            assert lost.value.code == -32050 and "flaky-drop" in lost.value.message
+
+    run(go)
+    assert ran("read_ticket", "T-idem") == 2, "run by the dropped server, then by its twin"
+    assert ran("close_ticket", "T-once") == 1, "never run twice"
+
+
+def test_a_crash_looping_stdio_server_is_quarantined_and_the_rest_serve(fleet):
+    for _ in range(3):
+        names = tool_names(fleet["a"], fleet["open"])
+        assert "files__read_file" in names and not any(n.startswith("broken__") for n in names)
+    broken = next(s for s in admin_api(fleet["admin"], "GET", "/api/v1/admin/mcp")["servers"] if s["name"] == "broken")
+    assert broken["state"]["quarantined_for_s"] > 0, broken
+    assert "exited" in broken["state"]["last_error"]
 
 
 def test_one_session_alternates_between_two_instances(fleet):
