@@ -35,7 +35,7 @@ const PAGE_BUDGET_MS = 300;
 const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 10);
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
-const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'playground', 'config'];
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
@@ -171,6 +171,9 @@ rate_card:
 pools:
   demo: { members: [{ model: demo-openai, weight: 3 }, { model: demo-anthropic, weight: 1 }] }
   flaky: { members: [{ model: broken-openai, weight: 9 }, { model: demo-openai, weight: 1 }] }
+mcp:
+  servers:
+    notes: { command: "${process.execPath}", args: ["${path.join(here, 'mcp-notes.mjs')}"], price_per_call: 0.01 }
 groups:
   acme: { budget: { usd: 100, window: 1mo } }
   acme-research: { parent: acme, budget: { usd: 20, window: 1d } }
@@ -440,6 +443,31 @@ try {
   await play.getByRole('button', { name: 'Send' }).click();
   await until('the Bedrock reply', async () => /inferenceConfig/.test(await ops.page.locator('#playground-result').textContent()));
   assert.match(await ops.page.locator('#playground-result').innerText(), /Status\s+200/);
+
+  step('mcp: the server, its tool approved in place, and the call in the list');
+  {
+    const mcp = async (body, session) => fetch(`${data}/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bulk.body.key}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...(session ? { 'mcp-session-id': session } : {}) },
+      body: JSON.stringify(body),
+    });
+    const hello = await mcp({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'console-test', version: '1' } } });
+    assert.equal(hello.status, 200, await hello.text());
+    const mcpSession = hello.headers.get('mcp-session-id');
+    const called = await (await mcp({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'notes__read_note', arguments: { id: 'n-1' } } }, mcpSession)).json();
+    assert.equal(called.result.content[0].text, 'note n-1', JSON.stringify(called));
+    await open(ops.page, 'mcp');
+    const toolRow = ops.page.getByRole('row').filter({ hasText: 'notes__read_note' });
+    assert.match(await ops.page.getByRole('table', { name: 'MCP servers' }).innerText(), /notes\s+stdio/);
+    assert.equal(await toolRow.locator('.badge').textContent(), 'unreviewed');
+    await ops.page.getByRole('button', { name: 'Approve notes__read_note' }).click();
+    await until('the tool to be pinned', async () => (await toolRow.locator('.badge').textContent()) === 'approved');
+    await until('the call in the list', async () => {
+      await open(ops.page, 'mcp');
+      return /notes__read_note[\s\S]*200/.test(await ops.page.getByRole('table', { name: 'MCP tool calls, newest first' }).innerText());
+    });
+    await ops.page.screenshot({ path: path.join(artifacts, 'mcp.png'), fullPage: true });
+  }
 
   step('revoke it: the SDK call after is refused');
   await open(ops.page, 'keys');

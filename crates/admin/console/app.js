@@ -949,6 +949,56 @@
     show(parts);
   }
 
+  // The MCP gateway: its servers, every tool with its schema digest and
+  // pin (approve, re-approve after a change, unpin), and recent calls.
+  async function mcpPage() {
+    const [overview, calls] = await Promise.all([
+      api('mcp'),
+      session.governance ? api('requests?operation=mcp&limit=50') : { data: [] },
+    ]);
+    if (!overview.configured) {
+      return show(h('p', { class: 'note', text: 'No MCP servers: add mcp.servers to the config to front tool servers at /mcp.' }));
+    }
+    const state = (s) => {
+      if (!s.state) return '–';
+      if (s.state.quarantined_for_s) return h('span', { class: 'badge open', text: `quarantined ${s.state.quarantined_for_s} s` });
+      if (s.state.pid) return h('span', { class: 'badge closed', text: `running (pid ${s.state.pid})` });
+      return s.state.last_error ? shortReason(s.state.last_error) : 'starts on first use';
+    };
+    const servers = table('MCP servers', ['Server', 'Transport', 'Target', 'Pool', 'State', 'Idempotent tools', 'Price per call'],
+      overview.servers.map((s) => [s.name, s.transport, h('code', { text: s.target }), s.pool || '–', state(s),
+        s.idempotent.length ? s.idempotent.join(', ') : '–',
+        s.price_per_call_usd === null || s.price_per_call_usd === undefined ? '–' : fmt.usd(s.price_per_call_usd)]), 'No servers.');
+    const standing = { approved: 'closed', unreviewed: 'resting', changed: 'open' };
+    const pin = (tool, approve) => button(approve ? (tool.standing === 'changed' ? 'Approve the new schema' : 'Approve') : 'Unpin', async () => {
+      try {
+        const path = `mcp/tools/${encodeURIComponent(tool.name)}/approval`;
+        await api(path, approve ? { method: 'POST', json: {} } : { method: 'DELETE' });
+        say(approve ? `${tool.name} is pinned to its schema now.` : `${tool.name} is no longer pinned.`, 'ok');
+        await render();
+      } catch (err) { say(`Not changed: ${err.message}`, 'error'); }
+    }, { 'aria-label': `${approve ? 'Approve' : 'Unpin'} ${tool.name}` });
+    const tools = table('MCP tools, as their servers list them now', ['Tool', 'Standing', 'Callers see it', 'Schema digest', 'Approved digest', 'Approval'],
+      overview.tools.map((t) => [h('code', { text: t.name }), h('span', { class: `badge ${standing[t.standing]}`, text: t.standing }),
+        t.listed ? 'yes' : 'withheld', h('code', { text: t.digest.slice(0, 12), title: t.digest }),
+        t.approved_digest ? h('code', { text: t.approved_digest.slice(0, 12), title: t.approved_digest }) : '–',
+        h('span', { class: 'actions' }, t.standing === 'approved' ? null : pin(t, true), t.approved_digest ? pin(t, false) : null)]), 'No tools listed.');
+    const errors = Object.entries(overview.errors || {});
+    show(h('section', {}, h('h2', { text: 'Servers' }), servers),
+      h('section', {}, h('h2', { text: 'Tools and approvals' }),
+        h('p', { class: 'muted', text: overview.require_approval
+          ? 'A tool is callable once approved; a tool whose schema changed since is withheld until approved again.'
+          : 'Approving a tool pins its schema: if its server changes it, the tool is withheld and an alert goes out until it is approved again.' }),
+        errors.length ? h('ul', { class: 'problems' }, errors.map(([name, why]) => h('li', {}, h('code', { text: name }), `: ${why}`))) : null,
+        tools),
+      h('section', {}, h('h2', { text: 'Recent tool calls' }),
+        table('MCP tool calls, newest first', ['When (UTC)', 'Key', 'Tool', 'Server', 'Status', 'Time', 'Bytes in / out', 'Cost'],
+          calls.data.map((r) => [fmt.time(r.at_ms), r.key_id || '–', h('code', { text: r.model }), (r.notes.tool || {}).server || '–',
+            h('span', { class: `status s${Math.floor(r.status / 100)}`, text: r.status }), fmt.wholeMs(r.latency_ms),
+            `${fmt.n((r.notes.tool || {}).bytes_in || 0)} / ${fmt.n((r.notes.tool || {}).bytes_out || 0)}`, fmt.usd(r.usd)]),
+          'No tool calls yet.')));
+  }
+
   // A line diff of two texts: each line kept, removed (-) or added (+).
   function lineDiff(before, after) {
     const a = before.split('\n'), b = after.split('\n');
@@ -1063,6 +1113,7 @@
     usage: ['Usage over time', usagePage, false],
     requests: ['Requests', requestsPage, false],
     alerts: ['Alerts & audit', alertsPage, true],
+    mcp: ['MCP tools', mcpPage, false],
     playground: ['Playground', playgroundPage, false],
     config: ['Config', configPage, false],
     'my-keys': ['My keys', myKeysPage, false],

@@ -36,8 +36,8 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 11] =
-    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "playground", "config", "my-keys"];
+const PAGES: [&str; 12] =
+    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "mcp", "playground", "config", "my-keys"];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {

@@ -43,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0013_ingress.sql"),
     include_str!("../migrations/postgres/0014_outcomes.sql"),
     include_str!("../migrations/postgres/0015_kept.sql"),
+    include_str!("../migrations/postgres/0016_ledger_operation.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).

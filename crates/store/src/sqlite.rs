@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0013_ingress.sql"),
     include_str!("../migrations/sqlite/0014_outcomes.sql"),
     include_str!("../migrations/sqlite/0015_kept.sql"),
+    include_str!("../migrations/sqlite/0016_ledger_operation.sql"),
 ];
 
 /// A store in one SQLite file.
