@@ -18,7 +18,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(protocol_readers stream_decoders frames_and_scan governance_inputs admission_numbers operation_readers)
+    targets=(protocol_readers stream_decoders frames_and_scan governance_inputs admission_numbers operation_readers mcp_messages)
 fi
 
 export RUSTC_BOOTSTRAP=1

@@ -41,5 +41,5 @@ echo "== console in a real browser"
 # Short runs of the admission fuzz target (the property test runs the same
 # checks above) and of the readers of operations beyond chat (multipart
 # forms included); scripts/fuzz.sh runs every target for longer.
-echo "== fuzz: admission under arbitrary numbers, operation readers"
-./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers
+echo "== fuzz: admission under arbitrary numbers, operation readers, MCP messages"
+./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers mcp_messages

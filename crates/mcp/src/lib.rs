@@ -1,8 +1,9 @@
 //! Switchyard's MCP gateway: one endpoint, `/mcp` (streamable HTTP), in
 //! front of the tool servers `mcp:` names.
 //!
-//! - `rpc`, `names` and `pin` are pure: JSON-RPC messages and versions,
-//!   how servers' names become one catalogue's, and tool schema digests;
+//! - `rpc`, `names` and `pin` (from `switchyard-mcp-wire`) are pure:
+//!   JSON-RPC messages and versions, how servers' names become one
+//!   catalogue's, and tool schema digests;
 //! - `upstream` reaches the servers (streamable HTTP through the
 //!   SSRF-guarded client; stdio children with a cleared environment,
 //!   quarantined when they keep exiting);
@@ -17,9 +18,6 @@
 
 pub mod call;
 pub mod hub;
-pub mod names;
-pub mod pin;
-pub mod rpc;
 pub mod serve;
 pub mod session;
 pub mod upstream;
@@ -31,6 +29,7 @@ use axum::Router;
 use switchyard_state::Gateway;
 
 pub use hub::Hub;
+pub use switchyard_mcp_wire::{names, pin, rpc};
 
 /// A tool call's operation in the ledger.
 pub const OPERATION: &str = "mcp";
