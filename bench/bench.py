@@ -70,6 +70,28 @@ def body_anthropic(model, text, stream):
     return json.dumps(b, separators=(",", ":")).encode()
 
 
+def body_mcp(tool, text):
+    """An MCP `tools/call` of `tool` with `text` (the mock's `echo` answers with it)."""
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": tool, "arguments": {"text": text}}}).encode()
+
+
+def mcp_session(port, headers):
+    """Opens an MCP session on `port` as the caller of `headers`; the
+    headers its messages then carry."""
+    hello = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                   "clientInfo": {"name": "bench", "version": "1"}}}).encode()
+    c = RawClient(port)
+    try:
+        status, answer, reply, _, _ = c.post("/mcp", hello, headers)
+    finally:
+        c.close()
+    if status != 200 or not answer.get("mcp-session-id"):
+        raise BenchError("mcp: initialize answered %s: %s" % (status, reply[:300]))
+    return dict(headers or {}, **{"mcp-session-id": answer["mcp-session-id"], "accept": "application/json, text/event-stream"})
+
+
 def body_responses(model, text, stream, store):
     """A Responses request; `store: false` is not kept, no `store` is (OpenAI's default)."""
     b = {"model": model, "input": text}
@@ -201,6 +223,8 @@ def request(protocol, model, text, stream):
         return "/v1/embeddings", body_openai_embed(model)
     if protocol == "cohere-embed":
         return "/v2/embed", body_cohere_embed(model)
+    if protocol == "mcp":
+        return "/mcp", body_mcp(model, text)
     raise ValueError(protocol)
 
 
@@ -217,6 +241,8 @@ BASELINES = {
     "stream20-openai": dict(protocol="openai", model=OPENAI_MODEL, text=stream_text(20), stream=True, deltas=20),
     # text=None: an embeddings reply is checked by its vectors, not an echo.
     "embed16-openai": dict(protocol="openai-embed", model=EMBED_MODEL, text=None, stream=False, deltas=None),
+    # An MCP tool call answered by the mock's `echo` tool.
+    "mcp-echo": dict(protocol="mcp", model="echo", text=CHAT_TEXT, stream=False, deltas=None),
 }
 
 # Gateway cases: (id, title, ingress protocol, name the caller uses, baseline).
@@ -289,6 +315,11 @@ CASES = [
     ("21-responses-to-openai", "21. Responses → openai lane, store: false", "responses", OPENAI_MODEL, "chat-openai"),
     ("21-responses-stored", "21. case 21 kept for previous_response_id (the default)", "responses-stored", OPENAI_MODEL, "chat-openai"),
     ("13-stream64-continued", "13. stream 64 via a pool that continues broken streams (re-encoded)", "openai", CONTINUED_POOL, "stream64-openai"),
+    # MCP: a tools/call through /mcp (session, names, pins, the call task)
+    # against the same call straight to the server; and governed (grant,
+    # admission on the key's chain, settlement, a ledger row).
+    ("22-mcp-tool-call", "22. MCP tools/call through /mcp to an HTTP server", "mcp", "mock__echo", "mcp-echo"),
+    ("22-mcp-governed", "22. case 22 governed (key, limits, ledger row)", "mcp", "mock__echo", "mcp-echo"),
 ]
 
 # Cases that run the same exchange as another case with something added to
@@ -322,6 +353,7 @@ VARIANTS = {
     "16-cache-hit-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 0.5"),
     "15-guarded-stream64": dict(of="10-stream64-one-lane-pool", extra=None, goal="≤ 1.15"),
     "21-responses-stored": dict(of="21-responses-to-openai", extra=None, goal="≤ 1.15"),
+    "22-mcp-governed": dict(of="22-mcp-tool-call", extra="governed", goal="≤ 1.15"),
 }
 
 # What the console asks for while a page is open (the overview redraws every
@@ -903,6 +935,8 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
     embed_rate = "  %s: { input_utok: 0.02 }\n" % EMBED_MODEL if embed else ""
     if embed:
         held_pool += TWENTY_REGEXES
+        # The mock's MCP server behind /mcp (case 22; nothing else reads it).
+        held_pool += 'mcp:\n  servers:\n    mock: {{ url: "http://127.0.0.1:{upstream}/mcp" }}\n'.format(upstream=upstream)
     text = GATEWAY_CONF.format(
         port=port, admin_port=admin_port, upstream=upstream, slow=slow, tail=tail, telemetry=telemetry,
         openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,
@@ -1191,6 +1225,8 @@ def run(opts):
                 headers = None
                 if governed:
                     headers = key_headers(gw_admin, "anthropic" if "anthropic" in cid else "openai", setup=extra)
+                if gpath == "/mcp":
+                    headers = mcp_session(gw_port, headers)
                 chk = validate(gw_port, gpath, gbody, b["text"], b["stream"], cid, headers)
                 watcher, refresh = None, None
                 if not before and VARIANTS.get(cid, {}).get("watch"):
@@ -1272,7 +1308,7 @@ def run(opts):
                 gpath, gbody = request(ingress, name, b["text"], b["stream"])
                 before = None
                 # A binary from before operations serves no embeddings.
-                if opts.before and cid not in VARIANTS and b["text"] is not None:
+                if opts.before and cid not in VARIANTS and b["text"] is not None and gpath != "/mcp":
                     log("%s: switchyard before (%s)" % (cid, opts.before))
                     _, before = gateway_case(opts.before, cid + " before", gpath, gbody, b, before=True)
                 log("%s: switchyard" % cid)

@@ -85,6 +85,9 @@ def main():
             headers = {}
             if setup in bench.GOVERNED_SETUPS:
                 headers = bench.key_headers(gw_admin, ingress, "instr", setup=setup)
+            if path == "/mcp":
+                # Opened in the fixed run too, so only the calls are counted.
+                headers = bench.mcp_session(gw_port, headers)
             client = bench.RawClient(gw_port)
             client.connect()
             for _ in range(n):

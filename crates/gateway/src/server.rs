@@ -768,7 +768,20 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
     }
     // A collector too: OTLP/HTTP trace exports are accepted and discarded
     // (benchmarks trace to it).
-    let base = Router::new().route("/v1/traces", post(|| async { StatusCode::OK }));
+    let base = Router::new().route("/v1/traces", post(|| async { StatusCode::OK })).route(
+        "/mcp",
+        post(|body: Bytes| async move {
+            let reply = switchyard_transport::mock_mcp::respond(&body);
+            let mut response = Response::new(Body::from(reply.body));
+            *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+            let headers = response.headers_mut();
+            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if let Some(session) = reply.session {
+                headers.insert("mcp-session-id", HeaderValue::from_static(session));
+            }
+            response
+        }),
+    );
     let routes = move |router: Router, protocol: Protocol| -> Router {
         let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
             protocol,

@@ -1,0 +1,78 @@
+//! The vendor fake's MCP server (`POST /mcp` on `switchyard mock-upstream`):
+//! stateless and deterministic, for benchmarks and tests of the MCP
+//! gateway. `initialize` names a session (any is accepted after); one tool,
+//! `echo`, answers with its `text` argument.
+
+use serde_json::{json, Value};
+
+/// What the fake answers: a status, a session id to send, and the body.
+pub struct McpReply {
+    /// 200, 202 for a notification, 400 for what is not a message.
+    pub status: u16,
+    /// The session id, on `initialize`'s answer.
+    pub session: Option<&'static str>,
+    /// The JSON body (empty for a 202).
+    pub body: Vec<u8>,
+}
+
+/// Answers one POSTed message.
+pub fn respond(body: &[u8]) -> McpReply {
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "not JSON"}});
+        return McpReply { status: 400, session: None, body: error.to_string().into_bytes() };
+    };
+    let Some(id) = message.get("id").cloned() else {
+        return McpReply { status: 202, session: None, body: Vec::new() };
+    };
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    let params = message.get("params").cloned().unwrap_or(Value::Null);
+    let (result, session) = match method {
+        "initialize" => (
+            Ok(json!({
+                "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-11-25")),
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": {"name": "mock", "version": "1"},
+            })),
+            Some("mock-session"),
+        ),
+        "tools/list" => (
+            Ok(json!({"tools": [{
+                "name": "echo",
+                "description": "Answers with its text.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            }]})),
+            None,
+        ),
+        "tools/call" if params.get("name").and_then(Value::as_str) == Some("echo") => {
+            let text = params.get("arguments").and_then(|a| a.get("text")).cloned().unwrap_or(json!(""));
+            (Ok(json!({"content": [{"type": "text", "text": text}], "isError": false})), None)
+        }
+        "tools/call" => (Err((-32602, "Unknown tool")), None),
+        _ => (Err((-32601, "Method not found")), None),
+    };
+    let answer = match result {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, text)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
+    };
+    McpReply { status: 200, session, body: answer.to_string().into_bytes() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fake_echoes_and_names_a_session() {
+        let hello =
+            respond(br#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}"#);
+        assert_eq!((hello.status, hello.session), (200, Some("mock-session")));
+        assert!(String::from_utf8_lossy(&hello.body).contains("2025-06-18"));
+        assert_eq!(respond(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).status, 202);
+        let echo = respond(br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"echo","arguments":{"text":"hi there"}}}"#);
+        let echo: Value = serde_json::from_slice(&echo.body).unwrap_or_default();
+        assert_eq!(echo["result"]["content"][0]["text"], "hi there");
+        assert_eq!(echo["id"], "a");
+        let unknown = respond(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}"#);
+        assert!(String::from_utf8_lossy(&unknown.body).contains("-32602"));
+    }
+}
