@@ -22,11 +22,12 @@ use switchyard_state::Gateway;
 use switchyard_store::{LedgerRow, Notes, Tokens, ToolCall};
 use tokio::sync::mpsc;
 
+use crate::hub::hub_of;
 use crate::hub::Failure;
 use crate::names;
 use crate::pin::{self, Standing};
+use crate::reply::json_answer;
 use crate::rpc;
-use crate::serve::{hub_of, json_answer};
 use crate::session::Session;
 
 /// Runs one `tools/call`; `stream`: answer as an event stream carrying

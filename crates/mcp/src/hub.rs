@@ -80,6 +80,11 @@ impl Failure {
     }
 }
 
+/// The hub this process runs, when there is one.
+pub(crate) fn hub_of(gateway: &Gateway) -> Option<&Hub> {
+    gateway.mcp.as_ref().and_then(|hub| hub.as_any().downcast_ref::<Hub>())
+}
+
 impl Default for Hub {
     fn default() -> Hub {
         Hub {

@@ -18,6 +18,7 @@
 
 pub mod call;
 pub mod hub;
+pub mod reply;
 pub mod serve;
 pub mod session;
 pub mod upstream;

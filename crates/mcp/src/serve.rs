@@ -17,8 +17,9 @@ use switchyard_ir::Protocol;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
-use crate::hub::{Failure, Hub};
+use crate::hub::{hub_of, Failure, Hub};
 use crate::names;
+use crate::reply::json_answer;
 use crate::rpc;
 use crate::session::{self, Session};
 use crate::upstream::http::{SESSION_HEADER, VERSION_HEADER};
@@ -29,18 +30,6 @@ const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// The header a caller's own token for `passthrough` servers rides in
 /// (its `Authorization` is its Switchyard key).
 pub const PASSTHROUGH_HEADER: HeaderName = HeaderName::from_static("x-switchyard-mcp-authorization");
-
-/// The hub this process runs, when there is one.
-pub(crate) fn hub_of(gateway: &Gateway) -> Option<&Hub> {
-    gateway.mcp.as_ref().and_then(|hub| hub.as_any().downcast_ref::<Hub>())
-}
-
-/// A JSON answer.
-pub(crate) fn json_answer(status: StatusCode, body: &Value) -> Response {
-    let mut response = (status, body.to_string()).into_response();
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
 
 /// An error not tied to a request (`id` null).
 fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
