@@ -46,9 +46,13 @@ pub(crate) async fn call(
     let (events, mut received) = mpsc::channel::<Value>(64);
     let task = tokio::spawn(async move {
         let sink = stream.then(|| events.clone());
+        let opened = session.upstream.clone();
         let mut run = Run { gateway: &gateway, caller: caller.as_ref(), session, passthrough, started: Instant::now() };
         let answer = run.call(&id, params, sink).await;
-        run.keep_session(&session_id).await;
+        // Written back only when the call opened a server session.
+        if run.session.upstream != opened {
+            run.keep_session(&session_id).await;
+        }
         if stream {
             let _ = events.send(answer.clone()).await;
         }
@@ -115,11 +119,8 @@ impl Run<'_> {
     async fn keep_session(&self, session_id: &str) {
         let (Some(hub), Some(mcp)) = (hub_of(self.gateway), &self.gateway.config.mcp) else { return };
         let fleet = self.gateway.fleet_state.as_deref();
-        let stored = hub.sessions.get(fleet, session_id, mcp.session_ttl).await.ok().flatten();
-        if stored.is_some_and(|stored| stored.upstream != self.session.upstream) {
-            if let Err(err) = hub.sessions.put(fleet, session_id, &self.session, mcp.session_ttl).await {
-                tracing::warn!(error = %err, "an MCP session's server sessions could not be kept");
-            }
+        if let Err(err) = hub.sessions.put(fleet, session_id, &self.session, mcp.session_ttl).await {
+            tracing::warn!(error = %err, "an MCP session's server sessions could not be kept");
         }
     }
 
