@@ -1,6 +1,9 @@
 //! The `switchyard` binary: command line, logging, config loading and the
 //! listeners. Everything else lives in the library crates.
 
+#[cfg(not(target_env = "msvc"))]
+mod alloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
