@@ -268,3 +268,34 @@ fn unknown_name(name: &str) -> ErrorInfo {
     };
     ErrorInfo::new(ErrorKind::NotFound, message)
 }
+
+#[cfg(test)]
+mod future_sizes {
+    //! Every request holds these futures, and boxing one copies all of it:
+    //! their sizes are memory per request (per open stream) and bytes moved.
+    //! A rare path's future is boxed where it is awaited (a hedged race, a
+    //! split send, a broken stream's failover, a full ledger queue); these
+    //! bounds catch a change that puts one back on the common path.
+
+    fn size_of_output<F, A, B, C, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    fn size_of_output4<F, A, B, C, D, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn a_request_future_stays_small() {
+        let stages = size_of_output(&super::stages);
+        assert!(stages <= 7 << 10, "the stages' future is {stages} bytes (was 8,952 before rare paths were boxed)");
+        let finished = size_of_output4(&super::finished);
+        assert!(finished <= 512, "settling's future is {finished} bytes: is the ledger push awaited inline again?");
+    }
+}

@@ -216,7 +216,8 @@ impl StreamRelay {
         if self.done {
             if let Some(signed) = self.signed.take().filter(|signed| !signed.calls.is_empty()) {
                 let calls = signed.calls.iter().map(|(id, signature)| (id.as_str(), signature.as_str()));
-                crate::signatures::keep_for(&self.gateway, signed.owner.as_deref(), calls).await;
+                // Boxed: only a Gemini lane's translated stream gets here.
+                Box::pin(crate::signatures::keep_for(&self.gateway, signed.owner.as_deref(), calls)).await;
             }
         }
         chunk
@@ -231,7 +232,7 @@ impl StreamRelay {
                 let mut out = Out::default();
                 for data in std::mem::take(&mut self.held) {
                     if let Err(message) = self.absorb(data, &mut out) {
-                        match self.failed(message).await {
+                        match self.fail_over(message).await {
                             Some(bytes) => return Some(bytes),
                             None => continue,
                         }
@@ -281,7 +282,7 @@ impl StreamRelay {
                             Err(message) => message,
                         },
                     };
-                    match self.failed(message).await {
+                    match self.fail_over(message).await {
                         Some(bytes) => return Some(bytes),
                         None => continue,
                     }
@@ -292,7 +293,7 @@ impl StreamRelay {
             };
             let mut out = Out::default();
             if let Err(message) = self.absorb(data, &mut out) {
-                match self.failed(message).await {
+                match self.fail_over(message).await {
                     Some(bytes) => return Some(bytes),
                     None => continue,
                 }
@@ -496,6 +497,13 @@ impl StreamRelay {
     /// The upstream failed mid-way: another lane goes on when the pool
     /// continues streams and this one may be (`None`: pull on), else the
     /// caller gets its protocol's in-stream error.
+    /// [`Self::failed`], boxed: a broken stream is rare, and its future
+    /// (a continuation's whole attempt) inline would more than double what
+    /// every open stream holds.
+    async fn fail_over(&mut self, message: String) -> Option<Bytes> {
+        Box::pin(self.failed(message)).await
+    }
+
     async fn failed(&mut self, message: String) -> Option<Bytes> {
         let Some(continuation) = self.continuation.as_mut() else {
             return Some(self.fail(message));

@@ -120,7 +120,8 @@ pub(crate) async fn send(
         let head = send_to_lane(gateway, lane, outbound, body).await?;
         return Ok(Sent { head, more: Vec::new() });
     }
-    send_split(gateway, lane, outbound, body, more).await
+    // Boxed: a split request is rare, and its future is twice a plain send's.
+    Box::pin(send_split(gateway, lane, outbound, body, more)).await
 }
 
 /// A request split into the lane's batch size: every part is sent (a few

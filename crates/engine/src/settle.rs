@@ -441,12 +441,21 @@ impl Record {
 
     /// Settles and records; waits while the ledger queue is full.
     pub async fn finish(mut self: Box<Self>, status: u16) {
-        let (row, cancelled) = self.settle(status);
-        if let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) {
-            for row in row.into_iter().chain(cancelled) {
-                queue.push(row).await;
-            }
+        // Queued before the first await, so that this future holds neither
+        // the rows nor a channel send: only the rare waits for room.
+        for waiting in self.settle_queued(status) {
+            waiting.await;
         }
+    }
+
+    /// Settles and queues the rows; returns the waits of those that found
+    /// the queue full.
+    fn settle_queued(&mut self, status: u16) -> Vec<switchyard_state::governance::ledger::Waiting> {
+        let (row, cancelled) = self.settle(status);
+        let Some(queue) = self.gateway.governance.as_ref().and_then(|g| g.ledger.as_ref()) else {
+            return Vec::new();
+        };
+        row.into_iter().chain(cancelled).filter_map(|row| queue.offer(row)).collect()
     }
 
     /// The same from a context that cannot wait.

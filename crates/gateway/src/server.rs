@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation, Protocol};
 
@@ -523,7 +524,13 @@ async fn read_body(
 /// the key on its headers, the body under its limits, the top-level scan,
 /// where the name is), then handed to the engine; a refusal is answered in
 /// the caller's protocol and recorded.
-async fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
+fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> BoxFuture<'static, Response> {
+    // Boxed once, here: the request's future is kilobytes, and the router's
+    // layers move what they are handed by value (twice per request, measured).
+    Box::pin(handle_request(gateway, ingress, request))
+}
+
+async fn handle_request(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
     let protocol = ingress.protocol;
     let (parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);

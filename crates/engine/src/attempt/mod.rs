@@ -176,7 +176,12 @@ pub(crate) async fn attempt(
         let tried = match hedge::wanted(gateway, call, candidate, &tries) {
             Some(hedging) => {
                 let rest = &candidates[position + 1..];
-                hedge::race(gateway, &request, candidate, entry, rest, hedging, translated, &mut tries, record).await
+                // Boxed: a hedged race is rare, and inline it would double
+                // the size of every request's future.
+                Box::pin(hedge::race(
+                    gateway, &request, candidate, entry, rest, hedging, translated, &mut tries, record,
+                ))
+                .await
             }
             None => on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await,
         };

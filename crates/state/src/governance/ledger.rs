@@ -18,6 +18,9 @@ use switchyard_store::sqlite::SqliteStore;
 use switchyard_store::{Ledger, LedgerRow, RowFilter};
 use tokio::sync::mpsc;
 
+/// A row waiting for room in a full queue ([`LedgerQueue::offer`]).
+pub type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Rows written in one transaction at most.
 const BATCH: usize = 1024;
 
@@ -64,15 +67,27 @@ impl LedgerQueue {
         (LedgerQueue { tx, capacity, stats }, LedgerWriter { stop, task })
     }
 
-    /// Queues a row; waits while the queue is full.
-    pub async fn push(&self, row: LedgerRow) {
+    /// Queues a row now, or, when the queue is full, hands back the wait
+    /// for room. The wait is boxed so that a settlement's future, which
+    /// every request carries, holds no channel send (2 KiB) for the rare
+    /// full queue.
+    pub fn offer(&self, row: LedgerRow) -> Option<Waiting> {
         match self.tx.try_send(row) {
-            Ok(()) => {}
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => None,
             Err(mpsc::error::TrySendError::Full(row)) => {
                 self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
-                let _ = self.tx.send(row).await;
+                let tx = self.tx.clone();
+                Some(Box::pin(async move {
+                    let _ = tx.send(row).await;
+                }))
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => {}
+        }
+    }
+
+    /// Queues a row; waits while the queue is full.
+    pub async fn push(&self, row: LedgerRow) {
+        if let Some(waiting) = self.offer(row) {
+            waiting.await;
         }
     }
 
