@@ -28,21 +28,33 @@ local function arg(i, j)
   return tonumber(ARGV[6 + (i - 1) * 4 + j])
 end
 
+-- Each bucket's fields are read in one HMGET and written in one HSET
+-- (money, `spent` and `reserved`, by HINCRBY: exact past 2^53).
 for i = 1, buckets do
   local key = KEYS[2 * i]
   -- A hold whose lease ran out was already given back by a reclaim.
   local held = member ~= '-' and redis.call('ZREM', KEYS[2 * i + 1], member) == 1
   if held then
     lower(key, 'reserved', reserved_cost)
-    lower(key, 'inflight', 1)
+  end
+  local f = redis.call('HMGET', key, 'ws', 'inflight', 'ttat', 'rtat')
+  local fields = {}
+  local function put(name, value)
+    fields[#fields + 1] = name
+    fields[#fields + 1] = value
+  end
+  if held then
+    put('inflight', int(math.max(tonumber(f[2] or 0) - 1, 0)))
   end
   if arg(i, 1) >= 0 then
     local ws = arg(i, 2)
-    local stored = redis.call('HGET', key, 'ws')
-    if not stored or tonumber(stored) ~= ws then
-      redis.call('HSET', key, 'ws', int(ws), 'spent', 0)
+    if not f[1] or tonumber(f[1]) ~= ws then
+      -- A new window: this cost is its first spend.
+      put('ws', int(ws))
+      put('spent', ARGV[4])
+    else
+      redis.call('HINCRBY', key, 'spent', ARGV[4])
     end
-    redis.call('HINCRBY', key, 'spent', ARGV[4])
   end
   local tpm = arg(i, 3)
   if tpm > 0 then
@@ -50,14 +62,17 @@ for i = 1, buckets do
     if member ~= '-' then
       delta = actual_tokens - reserved_tokens
     end
-    local tat = field(key, 'ttat') + delta * PERIOD / tpm
+    local tat = tonumber(f[3] or 0) + delta * PERIOD / tpm
     tat = math.max(tat, now - PERIOD, 0)
-    redis.call('HSET', key, 'ttat', string.format('%.3f', tat))
+    put('ttat', string.format('%.3f', tat))
   end
   local refund_rpm = arg(i, 4)
   if refund_rpm > 0 then
-    local tat = math.max(field(key, 'rtat') - PERIOD / refund_rpm, now - PERIOD, 0)
-    redis.call('HSET', key, 'rtat', string.format('%.3f', tat))
+    local tat = math.max(tonumber(f[4] or 0) - PERIOD / refund_rpm, now - PERIOD, 0)
+    put('rtat', string.format('%.3f', tat))
+  end
+  if #fields > 0 then
+    redis.call('HSET', key, unpack(fields))
   end
 end
 return 1
