@@ -12,7 +12,7 @@
 
 use std::sync::LazyLock;
 
-use memchr::memmem::Finder;
+use aho_corasick::AhoCorasick;
 use switchyard_ir::StreamEvent;
 
 use crate::{DecodeError, Framing, StreamDecoder};
@@ -23,20 +23,23 @@ use crate::{DecodeError, Framing, StreamDecoder};
 /// look like one); JSON allows whitespace around a colon, and servers write
 /// it (`"finish_reason": "stop"`), so a marker never includes the colon.
 /// A false match only costs a decode; a missed one loses usage or the end.
-static MARKERS: LazyLock<Vec<(Finder<'static>, Wants)>> = LazyLock::new(|| {
-    [
-        (&b"\"usage\""[..], Wants::Value),
-        (b"\"usageMetadata\"", Wants::Value),
-        (b"\"finish_reason\"", Wants::StringValue),
-        (b"\"finishReason\"", Wants::Value),
-        (b"\"error\"", Wants::Anything),
-        (b"message_stop", Wants::Anything),
-        (b"[DONE]", Wants::Anything),
-    ]
-    .into_iter()
-    .map(|(marker, wants)| (Finder::new(marker), wants))
-    .collect()
-});
+const MARKERS: [(&[u8], Wants); 7] = [
+    (b"\"usage\"", Wants::Value),
+    (b"\"usageMetadata\"", Wants::Value),
+    (b"\"finish_reason\"", Wants::StringValue),
+    (b"\"finishReason\"", Wants::Value),
+    (b"\"error\"", Wants::Anything),
+    (b"message_stop", Wants::Anything),
+    (b"[DONE]", Wants::Anything),
+];
+
+/// All the markers, found in one pass over an event. One search per marker
+/// (seven passes) was 11% of a 64-delta passthrough stream's instructions.
+/// Two markers can only overlap where one's closing quote opens the next,
+/// which JSON never writes (a member name is followed by its colon), so
+/// non-overlapping matches see every marker that matters.
+static SEARCH: LazyLock<Result<AhoCorasick, aho_corasick::BuildError>> =
+    LazyLock::new(|| AhoCorasick::new(MARKERS.iter().map(|(marker, _)| marker)));
 
 /// What must follow a marker for the event to matter.
 #[derive(Clone, Copy)]
@@ -70,10 +73,10 @@ impl Wants {
 
 /// Whether the tap must decode `event`.
 pub fn relevant(event: &[u8]) -> bool {
-    MARKERS.iter().any(|(finder, wants)| {
-        let len = finder.needle().len();
-        finder.find_iter(event).any(|at| wants.met_by(&event[at + len..]))
-    })
+    // The automaton is built from constants; were it ever refused, every
+    // event is decoded (slower, never wrong).
+    let Ok(search) = &*SEARCH else { return true };
+    search.find_iter(event).any(|found| MARKERS[found.pattern().as_usize()].1.met_by(&event[found.end()..]))
 }
 
 /// An SSE event longer than this without a blank line is decoded as it

@@ -625,7 +625,7 @@ pub trait GroupStore: Send + Sync {
 /// Tokens per request.
 pub trait Ledger: Send + Sync {
     /// Appends rows (one batch, one transaction).
-    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()>;
+    fn append(&self, rows: Arc<[LedgerRow]>) -> StoreFuture<'_, ()>;
     /// Recent rows, newest first.
     fn rows(&self, filter: RowFilter) -> StoreFuture<'_, Vec<StoredRow>>;
     /// Token sums.

@@ -196,9 +196,9 @@ fn add(tokens: &mut Tokens, more: &Tokens) {
 }
 
 impl Ledger for MemoryStore {
-    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+    fn append(&self, rows: std::sync::Arc<[LedgerRow]>) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
-            for row in rows {
+            for row in rows.iter().cloned() {
                 if row.entry != 0 && !inner.entries.insert(row.entry) {
                     continue;
                 }

@@ -459,7 +459,7 @@ const ROW_OUTCOMES: &str =
     "sum(cache_hit)::BIGINT, sum(guarded)::BIGINT, count(*) FILTER (WHERE operation = 'refused')";
 
 impl Ledger for PostgresStore {
-    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+    fn append(&self, rows: std::sync::Arc<[LedgerRow]>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
@@ -479,7 +479,7 @@ impl Ledger for PostgresStore {
                 )
                 .await
                 .map_err(unavailable)?;
-            for row in &rows {
+            for row in rows.iter() {
                 let status = i32::from(row.status);
                 let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
                 let ttfb = row.ttfb_ms.map(column);
@@ -707,7 +707,7 @@ impl SignatureStore for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             let mut found = std::collections::HashMap::with_capacity(rows.len());
-            for row in &rows {
+            for row in rows.iter() {
                 found.insert(col::<String>(row, 0)?, col::<String>(row, 1)?);
             }
             Ok(keys.iter().map(|key| found.remove(key)).collect())
@@ -1085,7 +1085,7 @@ impl BatchQueue for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             let mut states = Vec::with_capacity(rows.len());
-            for row in &rows {
+            for row in rows.iter() {
                 let job = batch_job(row)?;
                 states.push(BatchState { counts: line_counts(&client, &job.id).await?, job });
             }

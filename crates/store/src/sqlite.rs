@@ -323,7 +323,7 @@ const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model
      billed_requests, operation, notes, end_user, ingress, stream";
 
 impl Ledger for SqliteStore {
-    fn append(&self, rows: Vec<LedgerRow>) -> StoreFuture<'_, ()> {
+    fn append(&self, rows: std::sync::Arc<[LedgerRow]>) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             {
@@ -338,7 +338,7 @@ impl Ledger for SqliteStore {
                     .map_err(unavailable)?;
                 // A row whose entry is already stored (a batch line run again) is not counted twice.
                 let mut fresh = Vec::with_capacity(rows.len());
-                for row in &rows {
+                for row in rows.iter() {
                     let inserted = insert
                         .execute(params![
                             row.at_ms,

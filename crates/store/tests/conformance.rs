@@ -223,8 +223,8 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
         row(4_000, None, None, "gpt", 400, 40),
         row(9_000, Some("k1"), Some("team"), "gpt", 1, 1),
     ];
-    stores.ledger.append(rows[..3].to_vec()).await.unwrap();
-    stores.ledger.append(rows[3..].to_vec()).await.unwrap();
+    stores.ledger.append(rows[..3].into()).await.unwrap();
+    stores.ledger.append(rows[3..].into()).await.unwrap();
     assert_eq!(stores.ledger.count().await.unwrap(), 5);
 
     let by_key = stores
@@ -344,7 +344,7 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
     }
     // In batches, as the writer sends them.
     for batch in rows.chunks(7) {
-        stores.ledger.append(batch.to_vec()).await.unwrap();
+        stores.ledger.append(batch[..].into()).await.unwrap();
     }
     let start = rows[0].at_ms;
     let ranges = [
@@ -664,8 +664,8 @@ async fn a_ledger_entry_written_twice_is_billed_once(stores: Stores) {
     first.entry = 424_242;
     let mut again = row(2_000, Some("k1"), None, "lane-a", 11, 21);
     again.entry = 424_242;
-    stores.ledger.append(vec![first]).await.unwrap();
-    stores.ledger.append(vec![again]).await.unwrap();
+    stores.ledger.append(vec![first].into()).await.unwrap();
+    stores.ledger.append(vec![again].into()).await.unwrap();
     assert_eq!(stores.ledger.count().await.unwrap(), 1);
     let totals = stores
         .ledger
@@ -845,7 +845,7 @@ async fn sqlite_keeps_everything_across_a_reopen() {
     {
         let stores = Stores::of(switchyard_store::sqlite::SqliteStore::open(&path).unwrap());
         stores.keys.create_key(key(7), None).await.unwrap();
-        stores.ledger.append(vec![row(1, Some("key_0007"), None, "gpt", 5, 5)]).await.unwrap();
+        stores.ledger.append(vec![row(1, Some("key_0007"), None, "gpt", 5, 5)].into()).await.unwrap();
     }
     let stores = Stores::of(switchyard_store::sqlite::SqliteStore::open(&path).unwrap());
     assert_eq!(stores.keys.get_key("key_0007").await.unwrap(), Some(key(7)));
@@ -860,8 +860,8 @@ async fn postgres_stores_a_batch_written_again_once() {
     let Some(store) = fresh_postgres().await else { return };
     let stores = Stores::shared(store);
     let batch = vec![row(1, Some("k"), None, "gpt", 5, 5), row(2, Some("k"), None, "gpt", 5, 5)];
-    stores.ledger.append(batch.clone()).await.unwrap();
-    stores.ledger.append(batch).await.unwrap();
+    stores.ledger.append(batch.clone().into()).await.unwrap();
+    stores.ledger.append(batch.into()).await.unwrap();
     assert_eq!(stores.ledger.count().await.unwrap(), 2);
     // Nor does the hourly rollup count them twice.
     let whole_hours =
@@ -888,7 +888,7 @@ async fn postgres_keeps_the_hourly_rollup_for_every_writer() {
         .await
         .unwrap();
     let stores = Stores::shared(store);
-    stores.ledger.append(vec![row(7_200_002, Some("k"), None, "gpt", 2, 2)]).await.unwrap();
+    stores.ledger.append(vec![row(7_200_002, Some("k"), None, "gpt", 2, 2)].into()).await.unwrap();
     let whole_hours =
         TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3 * 3_600_000, key: None, groups: None, end_user: None };
     let totals = stores.ledger.totals(whole_hours).await.unwrap();

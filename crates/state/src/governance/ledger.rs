@@ -183,23 +183,23 @@ async fn write(target: &Target, batch: &mut Vec<LedgerRow>) {
     if batch.is_empty() {
         return;
     }
+    // Shared, not cloned: a retry or the spool takes the same rows.
+    let rows: Arc<[LedgerRow]> = std::mem::take(batch).into();
     let stats = &target.stats;
     let mut backoff = Duration::from_millis(100);
     loop {
-        match target.ledger.append(batch.clone()).await {
+        match target.ledger.append(rows.clone()).await {
             Ok(()) => {
-                stats.written.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                batch.clear();
+                stats.written.fetch_add(rows.len() as u64, Ordering::Relaxed);
                 return;
             }
             Err(err) => {
                 stats.write_errors.fetch_add(1, Ordering::Relaxed);
                 if let Some(spool) = &target.spool {
-                    match spool.append(batch.clone()).await {
+                    match spool.append(rows.clone()).await {
                         Ok(()) => {
-                            stats.spooled.fetch_add(batch.len() as u64, Ordering::Relaxed);
-                            tracing::warn!(error = %err, rows = batch.len(), "ledger store unreachable; rows spooled to local disk");
-                            batch.clear();
+                            stats.spooled.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                            tracing::warn!(error = %err, rows = rows.len(), "ledger store unreachable; rows spooled to local disk");
                             return;
                         }
                         Err(spool_err) => {
@@ -207,7 +207,7 @@ async fn write(target: &Target, batch: &mut Vec<LedgerRow>) {
                         }
                     }
                 }
-                tracing::warn!(error = %err, rows = batch.len(), ?backoff, "ledger write failed; retrying");
+                tracing::warn!(error = %err, rows = rows.len(), ?backoff, "ledger write failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
@@ -232,7 +232,7 @@ async fn replay(target: Target) {
             let ids: Vec<i64> = stored.iter().map(|s| s.id).collect();
             let rows: Vec<LedgerRow> = stored.into_iter().map(|s| s.row).collect();
             let count = rows.len() as u64;
-            if target.ledger.append(rows).await.is_err() {
+            if target.ledger.append(rows.into()).await.is_err() {
                 break;
             }
             if spool.delete_rows(ids).await.is_err() {
