@@ -168,6 +168,36 @@ pub(crate) fn write_usage(usage: &Usage) -> Value {
     Value::Object(obj)
 }
 
+/// [`write_usage`]'s shape, serialised straight from the IR (a reply's
+/// usage; a test holds the two equal).
+#[derive(serde::Serialize)]
+pub(crate) struct WireUsageOut {
+    input_tokens: u64,
+    cache_creation_input_tokens: u64,
+    cache_read_input_tokens: u64,
+    output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_tokens_details: Option<ThinkingTokens>,
+}
+
+#[derive(serde::Serialize)]
+struct ThinkingTokens {
+    thinking_tokens: u64,
+}
+
+impl WireUsageOut {
+    pub(crate) fn of(usage: &Usage) -> WireUsageOut {
+        WireUsageOut {
+            input_tokens: usage.uncached_input(),
+            cache_creation_input_tokens: usage.cache_write_tokens,
+            cache_read_input_tokens: usage.cache_read_tokens,
+            output_tokens: usage.output_tokens,
+            output_tokens_details: (usage.reasoning_tokens != 0)
+                .then_some(ThinkingTokens { thinking_tokens: usage.reasoning_tokens }),
+        }
+    }
+}
+
 /// `output_tokens_details.thinking_tokens`, when the count is known.
 pub(crate) fn put_reasoning(obj: &mut Map<String, Value>, usage: &Usage) {
     if usage.reasoning_tokens != 0 {
@@ -178,6 +208,22 @@ pub(crate) fn put_reasoning(obj: &mut Map<String, Value>, usage: &Usage) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_written_straight_is_the_usage_value() {
+        for reasoning in [0, 7] {
+            let usage = Usage {
+                input_tokens: 120,
+                output_tokens: 30,
+                cache_read_tokens: 100,
+                cache_write_tokens: 5,
+                reasoning_tokens: reasoning,
+                ..Usage::default()
+            };
+            let straight = serde_json::to_string(&WireUsageOut::of(&usage)).unwrap();
+            assert_eq!(straight, serde_json::to_string(&write_usage(&usage)).unwrap());
+        }
+    }
 
     #[test]
     fn usage_adds_cache_counts_on_read_and_subtracts_on_write() {
