@@ -218,7 +218,6 @@ mod tests {
                 cache_read_tokens: 100,
                 cache_write_tokens: 5,
                 reasoning_tokens: reasoning,
-                ..Usage::default()
             };
             let straight = serde_json::to_string(&WireUsageOut::of(&usage)).unwrap();
             assert_eq!(straight, serde_json::to_string(&write_usage(&usage)).unwrap());
