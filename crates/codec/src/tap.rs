@@ -35,11 +35,16 @@ const MARKERS: [(&[u8], Wants); 7] = [
 
 /// All the markers, found in one pass over an event. One search per marker
 /// (seven passes) was 11% of a 64-delta passthrough stream's instructions.
-/// Two markers can only overlap where one's closing quote opens the next,
-/// which JSON never writes (a member name is followed by its colon), so
-/// non-overlapping matches see every marker that matters.
-static SEARCH: LazyLock<Result<AhoCorasick, aho_corasick::BuildError>> =
-    LazyLock::new(|| AhoCorasick::new(MARKERS.iter().map(|(marker, _)| marker)));
+/// Leftmost-first matching lets the search use its SIMD prefilter (the
+/// standard kind steps byte by byte, measured slower than seven passes).
+/// No marker is a prefix of another, and two can only overlap where one's
+/// closing quote opens the next, which JSON never writes (a member name is
+/// followed by its colon): the leftmost matches are every marker that matters.
+static SEARCH: LazyLock<Result<AhoCorasick, aho_corasick::BuildError>> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        .build(MARKERS.iter().map(|(marker, _)| marker))
+});
 
 /// What must follow a marker for the event to matter.
 #[derive(Clone, Copy)]

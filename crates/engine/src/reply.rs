@@ -32,6 +32,9 @@ use crate::settle::Record;
 /// permit and its in-flight count.
 pub(crate) type Guards = (Option<OwnedSemaphorePermit>, InFlight);
 
+/// How many headers a successful reply usually carries.
+const REPLY_HEADERS: usize = 12;
+
 /// A lane's successful answer: its response, and the bodies of a split
 /// request's other parts.
 pub(crate) struct Answer {
@@ -64,6 +67,9 @@ pub(crate) async fn success(
         && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
     let mut builder = Response::builder().status(StatusCode::OK);
     if let Some(headers) = builder.headers_mut() {
+        // Sized once for what a reply carries (the gateway's own headers and
+        // the lane's), not grown from empty as they are added.
+        headers.reserve(REPLY_HEADERS);
         common_headers(headers, call);
         lane_headers(headers, &candidate.lane_header, &lane.provider_header);
         headers.insert(X_SWITCHYARD_BILLING, HeaderValue::from_static(lane.billing.as_str()));
