@@ -202,7 +202,34 @@ fn event_end(bytes: &[u8]) -> Option<(usize, usize)> {
 mod tests {
     use super::*;
     use crate::frame::{feed_until_error, SseEvent, SseHandler, SseStream, MAX_EVENT_BYTES};
+    use proptest::prelude::*;
     use switchyard_ir::Delta;
+
+    /// The one-pass search's verdict is the per-marker search's: every
+    /// occurrence of every marker, each checked for what must follow it.
+    /// The events are made of whole JSON tokens (as SSE data is): two
+    /// markers could overlap only by sharing a quote, which tokens never do.
+    fn relevant_marker_by_marker(event: &[u8]) -> bool {
+        MARKERS.iter().any(|(marker, wants)| {
+            memchr::memmem::find_iter(event, marker).any(|at| wants.met_by(&event[at + marker.len()..]))
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn one_pass_finds_what_seven_passes_found(
+            parts in prop::collection::vec(prop_oneof![
+                Just(&b"\"usage\""[..]), Just(&b"\"usageMetadata\""[..]), Just(&b"\"finish_reason\""[..]),
+                Just(&b"\"finishReason\""[..]), Just(&b"\"error\""[..]), Just(&b"message_stop"[..]),
+                Just(&b"[DONE]"[..]), Just(&b":"[..]), Just(&b" "[..]), Just(&b"null"[..]), Just(&b"\"stop\""[..]),
+                Just(&b"{"[..]), Just(&b"}"[..]), Just(&b","[..]), Just(&b"\"a \\\"usage\\\" b\""[..]),
+                Just(&b"data: "[..]), Just(&b"1"[..]), Just(&b"\"usage: [DONE]\""[..]),
+            ], 0..24)
+        ) {
+            let event = parts.concat();
+            prop_assert_eq!(relevant(&event), relevant_marker_by_marker(&event), "{}", String::from_utf8_lossy(&event));
+        }
+    }
 
     /// Every event's data as a text delta, so a test sees which events
     /// reached the decoder.
