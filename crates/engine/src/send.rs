@@ -209,19 +209,40 @@ pub(crate) async fn send_to_lane(
             Ok(mock::respond_to(codec, path_model, out.stream, codec.default_framing(), &body, &headers))
         }
         Endpoint::Http(base) => {
-            let url = match (out.path, &lane.path_template) {
-                (Some(path), _) => format!("{base}{path}"),
-                (None, Some(template)) => {
-                    format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
+            // The lane's own model at its codec's path: parsed once per lane
+            // (a lane that signs each request needs the text, and builds it).
+            let own = match (out.path, &lane.path_template) {
+                (None, None) if out.wire_model == &*lane.wire_model && lane.static_auth.is_some() => {
+                    Some(&lane.upstream_uri[usize::from(out.stream)])
                 }
-                (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+                _ => None,
+            };
+            let mut url = None;
+            let uri = match own.and_then(|cached| cached.get()) {
+                Some(uri) => uri.clone(),
+                None => {
+                    let url_text = match (out.path, &lane.path_template) {
+                        (Some(path), _) => format!("{base}{path}"),
+                        (None, Some(template)) => {
+                            format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
+                        }
+                        (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+                    };
+                    let uri: Uri = url_text
+                        .parse()
+                        .map_err(|_| TransportError::Connect(format!("`{url_text}` is not a valid url")))?;
+                    if let Some(cached) = own {
+                        let _ = cached.set(uri.clone());
+                    }
+                    url = Some(url_text);
+                    uri
+                }
             };
             // Claude on Vertex: the version in the body, the model in the path.
             let body = match &lane.anthropic_version {
                 Some(version) => vertex_body(&body, version),
                 None => body,
             };
-            let uri: Uri = url.parse().map_err(|_| TransportError::Connect(format!("`{url}` is not a valid url")))?;
             let mut headers = HeaderMap::with_capacity(8);
             let content_type = out.content_type.unwrap_or(HeaderValue::from_static("application/json"));
             headers.insert(http::header::CONTENT_TYPE, content_type);
@@ -252,7 +273,9 @@ pub(crate) async fn send_to_lane(
                     } else {
                         &lane.credentials
                     };
-                    let signing = Outbound { method: "POST", url: &url, body: &body, time: SystemTime::now() };
+                    // Never cached here (`own` needs static auth): the text was built.
+                    let url = url.as_deref().unwrap_or_default();
+                    let signing = Outbound { method: "POST", url, body: &body, time: SystemTime::now() };
                     let auth = codec
                         .auth_headers(credentials, &signing)
                         .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;

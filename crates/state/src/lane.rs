@@ -67,6 +67,10 @@ pub struct Lane {
     pub lane_header: HeaderValue,
     /// Pre-built `x-switchyard-provider` value.
     pub provider_header: HeaderValue,
+    /// The upstream URL of the lane's own model, without and with
+    /// streaming, parsed on first use (a request would otherwise format and
+    /// parse it each time).
+    pub upstream_uri: [std::sync::OnceLock<http::Uri>; 2],
     /// Requests in flight on this lane.
     pub in_flight: AtomicU64,
     /// Rolling latency to response headers in ms, as `f64` bits (0 = none yet).
@@ -251,6 +255,7 @@ pub(crate) fn build_lane(
         error_map: provider.error_map.clone(),
         permits: None,
         max_concurrent: None,
+        upstream_uri: Default::default(),
         context_window: None,
         timeouts: provider.timeouts,
         billing: Billing::PayAsYouGo,
