@@ -13,7 +13,7 @@ use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
 use switchyard_ir::{DropReason, Dropped, ErrorInfo, Field, Protocol, Request};
 use switchyard_state::call::Call;
-use switchyard_state::{Gateway, Lane};
+use switchyard_state::{Gateway, Lane, UpstreamUrl};
 use switchyard_transport::{
     full_body, mock, mock_operation, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse,
 };
@@ -209,35 +209,38 @@ pub(crate) async fn send_to_lane(
             Ok(mock::respond_to(codec, path_model, out.stream, codec.default_framing(), &body, &headers))
         }
         Endpoint::Http(base) => {
-            // The lane's own model at its codec's path: parsed once per lane
-            // (a lane that signs each request needs the text, and builds it).
-            let own = match (out.path, &lane.path_template) {
-                (None, None) if out.wire_model == &*lane.wire_model && lane.static_auth.is_some() => {
-                    Some(&lane.upstream_uri[usize::from(out.stream)])
-                }
-                _ => None,
-            };
-            let mut url = None;
-            let uri = match own.and_then(|cached| cached.get()) {
-                Some(uri) => uri.clone(),
-                None => {
-                    let url_text = match (out.path, &lane.path_template) {
-                        (Some(path), _) => format!("{base}{path}"),
-                        (None, Some(template)) => {
-                            format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
-                        }
-                        (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
-                    };
-                    let uri: Uri = url_text
-                        .parse()
-                        .map_err(|_| TransportError::Connect(format!("`{url_text}` is not a valid url")))?;
-                    if let Some(cached) = own {
-                        let _ = cached.set(uri.clone());
+            let build = || {
+                let text = match (out.path, &lane.path_template) {
+                    (Some(path), _) => format!("{base}{path}"),
+                    (None, Some(template)) => {
+                        format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
                     }
-                    url = Some(url_text);
-                    uri
+                    (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+                };
+                match text.parse::<Uri>() {
+                    Ok(uri) => Ok(UpstreamUrl { uri, text: text.into() }),
+                    Err(_) => Err(TransportError::Connect(format!("`{text}` is not a valid url"))),
                 }
             };
+            // The lane's own model at its codec's path is built once per lane.
+            let fresh;
+            let url = match (out.path, &lane.path_template) {
+                (None, None) if out.wire_model == &*lane.wire_model => {
+                    let cell = &lane.upstream_url[usize::from(out.stream)];
+                    match cell.get() {
+                        Some(url) => url,
+                        None => {
+                            let built = build()?;
+                            cell.get_or_init(|| built)
+                        }
+                    }
+                }
+                _ => {
+                    fresh = build()?;
+                    &fresh
+                }
+            };
+            let uri = url.uri.clone();
             // Claude on Vertex: the version in the body, the model in the path.
             let body = match &lane.anthropic_version {
                 Some(version) => vertex_body(&body, version),
@@ -273,9 +276,7 @@ pub(crate) async fn send_to_lane(
                     } else {
                         &lane.credentials
                     };
-                    // Never cached here (`own` needs static auth): the text was built.
-                    let url = url.as_deref().unwrap_or_default();
-                    let signing = Outbound { method: "POST", url, body: &body, time: SystemTime::now() };
+                    let signing = Outbound { method: "POST", url: &url.text, body: &body, time: SystemTime::now() };
                     let auth = codec
                         .auth_headers(credentials, &signing)
                         .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;

@@ -1,11 +1,8 @@
--- Prepended to both fleet scripts: the GCRA period (ms), a bucket hash
--- field read as a number (0 when absent), and an integer written so Redis
--- reads it back as one (Lua prints numbers of 10^14 and more with an
--- exponent, which HINCRBY refuses).
+-- Prepended to both fleet scripts: the GCRA period (ms) and an integer
+-- written so Redis reads it back as one (Lua prints numbers of 10^14 and
+-- more with an exponent, which HINCRBY refuses). The scripts read a
+-- bucket's fields with one HMGET each.
 local PERIOD = 60000
-local function field(key, name)
-  return tonumber(redis.call('HGET', key, name) or 0)
-end
 local function int(n)
   return string.format('%d', n)
 end

@@ -159,17 +159,12 @@ impl WireUsage {
 /// The full wire usage object for IR usage (uncached input on the wire;
 /// the thinking-token detail only when known).
 pub(crate) fn write_usage(usage: &Usage) -> Value {
-    let mut obj = Map::new();
-    obj.insert("input_tokens".into(), json!(usage.uncached_input()));
-    obj.insert("cache_creation_input_tokens".into(), json!(usage.cache_write_tokens));
-    obj.insert("cache_read_input_tokens".into(), json!(usage.cache_read_tokens));
-    obj.insert("output_tokens".into(), json!(usage.output_tokens));
-    put_reasoning(&mut obj, usage);
-    Value::Object(obj)
+    // Plain numbers: serialising them cannot fail.
+    serde_json::to_value(WireUsageOut::of(usage)).unwrap_or(Value::Null)
 }
 
-/// [`write_usage`]'s shape, serialised straight from the IR (a reply's
-/// usage; a test holds the two equal).
+/// The wire usage object, serialised straight from the IR (a reply's usage;
+/// [`write_usage`] is it as a value, for the stream's events).
 #[derive(serde::Serialize)]
 pub(crate) struct WireUsageOut {
     input_tokens: u64,
@@ -210,18 +205,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn usage_written_straight_is_the_usage_value() {
-        for reasoning in [0, 7] {
-            let usage = Usage {
-                input_tokens: 120,
-                output_tokens: 30,
-                cache_read_tokens: 100,
-                cache_write_tokens: 5,
-                reasoning_tokens: reasoning,
-            };
-            let straight = serde_json::to_string(&WireUsageOut::of(&usage)).unwrap();
-            assert_eq!(straight, serde_json::to_string(&write_usage(&usage)).unwrap());
-        }
+    fn usage_is_written_in_anthropics_order_with_thinking_only_when_known() {
+        let usage = |reasoning_tokens| Usage {
+            input_tokens: 120,
+            output_tokens: 30,
+            cache_read_tokens: 100,
+            cache_write_tokens: 5,
+            reasoning_tokens,
+        };
+        assert_eq!(
+            serde_json::to_string(&WireUsageOut::of(&usage(0))).unwrap(),
+            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":30}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&write_usage(&usage(7))).unwrap(),
+            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":30,"output_tokens_details":{"thinking_tokens":7}}"#
+        );
     }
 
     #[test]

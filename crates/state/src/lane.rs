@@ -18,6 +18,16 @@ use crate::BuildError;
 use crate::CodecFor;
 use switchyard_transport::Transport;
 
+/// An upstream URL, parsed (for the transport) and as text (what a
+/// signature covers).
+#[derive(Debug)]
+pub struct UpstreamUrl {
+    /// Parsed.
+    pub uri: http::Uri,
+    /// As written.
+    pub text: Box<str>,
+}
+
 /// A lane: one model on one provider, as the engine uses it.
 pub struct Lane {
     /// Config name of the model.
@@ -68,9 +78,9 @@ pub struct Lane {
     /// Pre-built `x-switchyard-provider` value.
     pub provider_header: HeaderValue,
     /// The upstream URL of the lane's own model, without and with
-    /// streaming, parsed on first use (a request would otherwise format and
+    /// streaming, built on first use (a request would otherwise format and
     /// parse it each time).
-    pub upstream_uri: [std::sync::OnceLock<http::Uri>; 2],
+    pub upstream_url: [std::sync::OnceLock<UpstreamUrl>; 2],
     /// Requests in flight on this lane.
     pub in_flight: AtomicU64,
     /// Rolling latency to response headers in ms, as `f64` bits (0 = none yet).
@@ -255,7 +265,7 @@ pub(crate) fn build_lane(
         error_map: provider.error_map.clone(),
         permits: None,
         max_concurrent: None,
-        upstream_uri: Default::default(),
+        upstream_url: Default::default(),
         context_window: None,
         timeouts: provider.timeouts,
         billing: Billing::PayAsYouGo,

@@ -59,7 +59,7 @@ pub struct ClientName(pub Arc<str>);
 pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
 
 use lane::build_lane;
-pub use lane::{Counters, Lane};
+pub use lane::{Counters, Lane, UpstreamUrl};
 pub use pool::{Hedging, MemberControl, PoolState, RouteCounters};
 
 /// Everything the request path reads, built once.

@@ -707,7 +707,7 @@ impl SignatureStore for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             let mut found = std::collections::HashMap::with_capacity(rows.len());
-            for row in rows.iter() {
+            for row in &rows {
                 found.insert(col::<String>(row, 0)?, col::<String>(row, 1)?);
             }
             Ok(keys.iter().map(|key| found.remove(key)).collect())
@@ -1085,7 +1085,7 @@ impl BatchQueue for PostgresStore {
                 .await
                 .map_err(unavailable)?;
             let mut states = Vec::with_capacity(rows.len());
-            for row in rows.iter() {
+            for row in &rows {
                 let job = batch_job(row)?;
                 states.push(BatchState { counts: line_counts(&client, &job.id).await?, job });
             }

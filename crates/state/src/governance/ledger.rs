@@ -84,13 +84,6 @@ impl LedgerQueue {
         }
     }
 
-    /// Queues a row; waits while the queue is full.
-    pub async fn push(&self, row: LedgerRow) {
-        if let Some(waiting) = self.offer(row) {
-            waiting.await;
-        }
-    }
-
     /// Queues a row from a context that cannot wait (a drop): a full queue
     /// hands it to a task that waits instead.
     pub fn push_detached(&self, row: LedgerRow) {
