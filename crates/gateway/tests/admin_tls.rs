@@ -9,7 +9,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::sync::Arc;

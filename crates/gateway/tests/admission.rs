@@ -5,7 +5,7 @@
 //! media only in the protocol's own media members.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

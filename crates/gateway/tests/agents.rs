@@ -8,7 +8,7 @@
 //! input). Each reaches a lane of its own protocol and of another.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use common::{decode, gateway, get_with, lanes_config, post, text_of};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! and a hit that leaves the budget untouched.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

@@ -4,7 +4,7 @@
 //! configured headers reach its upstream.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::sync::{Arc, Mutex};
 

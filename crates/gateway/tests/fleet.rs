@@ -6,7 +6,7 @@
 //! killed mid-load behaves as `on_redis_error` says, then recovers.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

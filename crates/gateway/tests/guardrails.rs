@@ -6,7 +6,7 @@
 //! and the decisions counted.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use common::*;
 use switchyard_protocol::ir::Protocol;

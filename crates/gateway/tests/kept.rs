@@ -5,7 +5,7 @@
 //! batch and no line runs twice; another key's objects are 404s.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code")]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! must come back exactly as the lane made them, in input order.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

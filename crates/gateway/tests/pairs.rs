@@ -8,7 +8,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod common;
+use crate::common;
 
 use common::*;
 use switchyard_protocol::ir::{Block, Protocol, StopReason};

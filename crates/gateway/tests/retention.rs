@@ -8,7 +8,7 @@
 //! past its days.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

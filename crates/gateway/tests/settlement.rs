@@ -4,7 +4,7 @@
 //! whose body never comes whole is charged at its reservation.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! header stamp, a refusal, a stored answer) without editing the engine.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

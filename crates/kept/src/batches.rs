@@ -8,7 +8,7 @@
 pub mod anthropic;
 pub mod openai;
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use axum::response::Response;
 use switchyard_ir::Protocol;
@@ -16,14 +16,6 @@ use switchyard_state::Gateway;
 use switchyard_store::{BatchJob, BatchState, QueuedLine};
 
 use crate::unavailable;
-
-/// What wakes this process's worker when a batch is queued here.
-pub(crate) static WAKE: LazyLock<tokio::sync::Notify> = LazyLock::new(tokio::sync::Notify::new);
-
-/// Wakes this process's worker (a batch was just queued, or a line ended).
-pub fn wake() {
-    WAKE.notify_one();
-}
 
 /// The longest `custom_id` taken.
 const MAX_CUSTOM_ID: usize = 512;
@@ -103,7 +95,7 @@ pub(crate) async fn submit(
     if let Err(err) = gateway.kept.batches.submit_batch(job.clone(), queued).await {
         return Err(unavailable(gateway, protocol, &err));
     }
-    wake();
+    gateway.kept.wake.notify_one();
     let counts = switchyard_store::LineCounts { pending: total, ..Default::default() };
     Ok(BatchState { job, counts })
 }

@@ -21,7 +21,7 @@ use switchyard_state::kept::{Delegated, KeptStores};
 use switchyard_store::{ClaimedLine, LineOutcome, LineState};
 use tokio::sync::Semaphore;
 
-use crate::batches::{line_entry, line_request_id, wake, WAKE};
+use crate::batches::{line_entry, line_request_id};
 use crate::now_ms;
 
 /// Sends a request through the data plane (the binary's live router).
@@ -73,7 +73,7 @@ pub fn spawn(kept: KeptStores, config: Batches, dispatch: Arc<dyn Dispatch>) {
                 }
             };
             if claimed.is_empty() {
-                let _ = tokio::time::timeout(IDLE, WAKE.notified()).await;
+                let _ = tokio::time::timeout(IDLE, kept.wake.notified()).await;
                 continue;
             }
             for line in claimed {
@@ -83,7 +83,7 @@ pub fn spawn(kept: KeptStores, config: Batches, dispatch: Arc<dyn Dispatch>) {
                 tokio::spawn(async move {
                     run(&kept, dispatch.as_ref(), line).await;
                     drop(permit);
-                    wake();
+                    kept.wake.notify_one();
                 });
             }
         }

@@ -17,6 +17,10 @@ pub struct KeptStores {
     /// This process's name on the lines it claims (unique per process, so
     /// a restarted instance never finishes its previous life's claims).
     pub worker: Arc<str>,
+    /// Wakes this instance's batch worker: a batch was queued here, or one
+    /// of its lines ended. Per instance, so gateways sharing a process
+    /// (tests, an embedding) never wake each other's worker.
+    pub wake: Arc<tokio::sync::Notify>,
 }
 
 impl KeptStores {
@@ -29,7 +33,7 @@ impl KeptStores {
     /// Over a backend's stores.
     pub fn over(objects: Arc<dyn ObjectStore>, batches: Arc<dyn BatchQueue>) -> KeptStores {
         let worker = format!("{}-{:016x}", std::process::id(), fastrand::u64(..));
-        KeptStores { objects, batches, worker: Arc::from(worker) }
+        KeptStores { objects, batches, worker: Arc::from(worker), wake: Arc::default() }
     }
 }
 

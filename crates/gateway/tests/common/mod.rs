@@ -1,7 +1,6 @@
 //! Shared harness for the gateway's integration tests: a gateway (and,
 //! where wanted, the vendor fake) on real TCP ports chosen by the OS, a small
 //! HTTP client, and the per-protocol request bodies a caller would send.
-#![allow(dead_code, reason = "each test binary uses a part of the harness")]
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use std::collections::HashMap;

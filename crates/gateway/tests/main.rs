@@ -1,0 +1,35 @@
+//! The gateway's integration tests, one module per concern, in one test
+//! binary: each module starts gateways (and vendor fakes) on real TCP ports
+//! chosen by the OS, so they run side by side. One binary links once; a
+//! binary per file linked the whole gateway 28 times.
+
+mod common;
+
+mod admin_tls;
+mod admission;
+mod agents;
+mod cache;
+mod chaos;
+mod cloud;
+mod console;
+mod data_tls;
+mod edges;
+mod errors;
+mod fleet;
+mod governance;
+mod guardrails;
+mod hardening;
+mod identity;
+mod kept;
+mod oidc;
+mod operations;
+mod operator;
+mod pairs;
+mod reload;
+mod retention;
+mod routes;
+mod routing;
+mod settlement;
+mod stages;
+mod telemetry;
+mod translation;
