@@ -322,59 +322,115 @@ const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
      billed_requests, operation, notes, end_user, ingress, stream";
 
+/// The ledger's columns an append writes, in the order [`bind_row`] binds them.
+const INSERT_COLUMNS: &str = "at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
+     cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
+     billed_requests, operation, notes, saved_nano, end_user, ingress, stream, cache_hit, guarded";
+
+/// How many columns [`INSERT_COLUMNS`] names.
+const INSERT_WIDTH: usize = 28;
+
+/// Ledger rows one statement inserts: a batch is cut into statements of
+/// this many (`INSERT_WIDTH` × 32 = 896 parameters, far below SQLite's
+/// 32,766), so the statement's own cost (reset, cursors, halt) is paid once
+/// per 32 rows; the rest of a batch goes one row at a time.
+const ROWS_PER_INSERT: usize = 32;
+
+/// `INSERT` of `rows` ledger rows; one whose entry is already stored is skipped.
+fn insert_sql(rows: usize) -> String {
+    let one = format!("({})", vec!["?"; INSERT_WIDTH].join(", "));
+    let values = vec![one.as_str(); rows].join(", ");
+    format!("INSERT INTO ledger ({INSERT_COLUMNS}) VALUES {values} ON CONFLICT DO NOTHING")
+}
+
+static INSERT_ONE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(1));
+static INSERT_MANY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| insert_sql(ROWS_PER_INSERT));
+
+/// Binds `row` to the parameters after `before` (a multiple of [`INSERT_WIDTH`]).
+fn bind_row(insert: &mut rusqlite::Statement<'_>, before: usize, row: &LedgerRow) -> rusqlite::Result<()> {
+    let mut at = before;
+    let mut bind = |value: &dyn rusqlite::ToSql| {
+        at += 1;
+        insert.raw_bind_parameter(at, value)
+    };
+    bind(&row.at_ms)?;
+    bind(&row.request_id)?;
+    bind(&row.key_id)?;
+    bind(&row.group)?;
+    bind(&row.pool)?;
+    bind(&row.lane)?;
+    bind(&row.model)?;
+    bind(&(row.tokens.input as i64))?;
+    bind(&(row.tokens.output as i64))?;
+    bind(&(row.tokens.cache_read as i64))?;
+    bind(&(row.tokens.cache_write as i64))?;
+    bind(&row.status)?;
+    bind(&(row.latency_ms as i64))?;
+    bind(&row.ttfb_ms.map(|t| t as i64))?;
+    bind(&row.failovers)?;
+    bind(&row.estimated)?;
+    bind(&row.entry)?;
+    bind(&crate::attempts_column(&row.attempts))?;
+    bind(&(row.tokens.units as i64))?;
+    bind(&(row.tokens.requests as i64))?;
+    bind(&row.operation)?;
+    bind(&crate::notes_column(&row.notes))?;
+    bind(&(row.notes.cache_saved_nano.unwrap_or(0).min(i64::MAX as u64) as i64))?;
+    bind(&row.end_user)?;
+    bind(&row.ingress)?;
+    bind(&row.stream)?;
+    bind(&(row.notes.cache_hit() as i64))?;
+    bind(&(row.notes.guarded() as i64))
+}
+
+/// Inserts `rows` one statement each, adding to `fresh` the ones stored
+/// (not already there by their entry).
+fn insert_each<'a>(
+    one: &mut rusqlite::Statement<'_>,
+    rows: &'a [LedgerRow],
+    fresh: &mut Vec<&'a LedgerRow>,
+) -> rusqlite::Result<()> {
+    for row in rows {
+        bind_row(one, 0, row)?;
+        if one.raw_execute()? > 0 {
+            fresh.push(row);
+        }
+    }
+    Ok(())
+}
+
 impl Ledger for SqliteStore {
     fn append(&self, rows: std::sync::Arc<[LedgerRow]>) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             {
-                let mut insert = tx
-                    .prepare_cached(
-                        "INSERT INTO ledger (at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
-                         output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                         estimated, entry, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, \
-                         stream, cache_hit, guarded) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, \
-                         ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28) ON CONFLICT DO NOTHING",
-                    )
-                    .map_err(unavailable)?;
+                let mut one = tx.prepare_cached(&INSERT_ONE).map_err(unavailable)?;
                 // A row whose entry is already stored (a batch line run again) is not counted twice.
                 let mut fresh = Vec::with_capacity(rows.len());
-                for row in rows.iter() {
-                    let inserted = insert
-                        .execute(params![
-                            row.at_ms,
-                            row.request_id,
-                            row.key_id,
-                            row.group,
-                            row.pool,
-                            row.lane,
-                            row.model,
-                            row.tokens.input as i64,
-                            row.tokens.output as i64,
-                            row.tokens.cache_read as i64,
-                            row.tokens.cache_write as i64,
-                            row.status,
-                            row.latency_ms as i64,
-                            row.ttfb_ms.map(|t| t as i64),
-                            row.failovers,
-                            row.estimated,
-                            row.entry,
-                            crate::attempts_column(&row.attempts),
-                            row.tokens.units as i64,
-                            row.tokens.requests as i64,
-                            row.operation,
-                            crate::notes_column(&row.notes),
-                            row.notes.cache_saved_nano.unwrap_or(0).min(i64::MAX as u64) as i64,
-                            row.end_user,
-                            row.ingress,
-                            row.stream,
-                            row.notes.cache_hit() as i64,
-                            row.notes.guarded() as i64,
-                        ])
-                        .map_err(unavailable)?;
-                    if inserted > 0 {
-                        fresh.push(row);
+                let mut chunks = rows.chunks_exact(ROWS_PER_INSERT);
+                if chunks.len() > 0 {
+                    let mut many = tx.prepare_cached(&INSERT_MANY).map_err(unavailable)?;
+                    let mut mark = tx.prepare_cached("SAVEPOINT ledger_rows").map_err(unavailable)?;
+                    let mut release = tx.prepare_cached("RELEASE ledger_rows").map_err(unavailable)?;
+                    let mut undo = tx.prepare_cached("ROLLBACK TO ledger_rows").map_err(unavailable)?;
+                    for chunk in &mut chunks {
+                        mark.execute([]).map_err(unavailable)?;
+                        for (i, row) in chunk.iter().enumerate() {
+                            bind_row(&mut many, i * INSERT_WIDTH, row).map_err(unavailable)?;
+                        }
+                        if many.raw_execute().map_err(unavailable)? < chunk.len() {
+                            // Some entry was stored before: undone, and inserted
+                            // row by row to learn which rows are new.
+                            undo.execute([]).map_err(unavailable)?;
+                            release.execute([]).map_err(unavailable)?;
+                            insert_each(&mut one, chunk, &mut fresh).map_err(unavailable)?;
+                        } else {
+                            release.execute([]).map_err(unavailable)?;
+                            fresh.extend(chunk);
+                        }
                     }
                 }
+                insert_each(&mut one, chunks.remainder(), &mut fresh).map_err(unavailable)?;
                 // The hourly rollup moves with the rows, in the same transaction.
                 let mut upsert = tx
                     .prepare_cached(

@@ -682,6 +682,44 @@ async fn a_ledger_entry_written_twice_is_billed_once(stores: Stores) {
     assert_eq!(totals.iter().map(|t| t.tokens.input).sum::<u64>(), 10, "the rollup counts the row once");
 }
 
+/// A batch long enough to be written many rows to a statement, holding rows
+/// stored before and an entry repeated within it, stores and bills each
+/// entry once, as first written.
+async fn a_long_batch_with_rows_stored_before_bills_each_entry_once(stores: Stores) {
+    let make = |entry: i64, input: u64| {
+        let mut r = row(1_000 + entry, Some("k1"), None, "lane-a", input, 1);
+        r.entry = entry;
+        r
+    };
+    let billed = |stores: &Stores| {
+        let ledger = stores.ledger.clone();
+        async move {
+            let query = TotalsQuery {
+                by: SpendBy::Key,
+                from_ms: 0,
+                to_ms: 10_000_000,
+                key: None,
+                groups: None,
+                end_user: None,
+            };
+            let totals = ledger.totals(query).await.unwrap();
+            (ledger.count().await.unwrap(), totals.iter().map(|t| t.tokens.input).sum::<u64>())
+        }
+    };
+    stores.ledger.append(vec![make(40, 1_000), make(41, 1_000)].into()).await.unwrap();
+    // Entries 1..=100 billing their own number, with entry 3 again inside
+    // the first 32 rows and entry 7 again at the end; 40 and 41 are stored.
+    let mut batch: Vec<LedgerRow> = (1..=100).map(|e| make(e, e as u64)).collect();
+    batch.insert(10, make(3, 7_000));
+    batch.push(make(7, 5_000));
+    stores.ledger.append(batch.into()).await.unwrap();
+    let expected = 2_000 + (1..=100u64).sum::<u64>() - 40 - 41;
+    assert_eq!(billed(&stores).await, (100, expected), "each entry once, as first written");
+    // A whole batch of rows stored before changes nothing.
+    stores.ledger.append((1..=64).map(|e| make(e, 9)).collect::<Vec<_>>().into()).await.unwrap();
+    assert_eq!(billed(&stores).await, (100, expected));
+}
+
 macro_rules! backends {
     ($($backend:ident => $make:expr),* $(,)?) => {
         $(
@@ -751,6 +789,11 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn ledger_entry_once() {
                     a_ledger_entry_written_twice_is_billed_once($make).await;
+                }
+
+                #[tokio::test]
+                async fn ledger_long_batch_once() {
+                    a_long_batch_with_rows_stored_before_bills_each_entry_once($make).await;
                 }
 
                 #[tokio::test]
