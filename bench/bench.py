@@ -899,7 +899,13 @@ END_USERS_EXTRA = GOVERNED_EXTRA.replace(
     "  bench: {{ budget:",
     "  bench: {{ end_users: {{ budget: {{ usd: 1000000, window: 1d }}, limits: {{ rpm: 1000000000 }} }}, budget:")
 
-FLEET_EXTRA = GOVERNED_EXTRA.replace('storage: {{ sqlite_path: "{db}" }}', 'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}')
+# The fleet serves its own file (`config: { locked: true }`): an unlocked
+# instance serves the newest config version PostgreSQL holds, and a gateway
+# started before on the same database (another port, another run) recorded
+# its own, which this one would then reload into mid-measurement.
+FLEET_EXTRA = GOVERNED_EXTRA.replace(
+    'storage: {{ sqlite_path: "{db}" }}',
+    'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}\nconfig: {{ locked: true }}')
 
 # The gateway's telemetry in each setup. The cases run without the access
 # line, as nginx runs with `access_log off`; its cost is a case of its own.

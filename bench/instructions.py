@@ -91,9 +91,9 @@ def main():
             client = bench.RawClient(gw_port)
             client.connect()
             for _ in range(n):
-                status, _, _ = client.post(path, body, headers)[:3]
+                status, _, answer = client.post(path, body, headers)[:3]
                 if status != 200:
-                    raise RuntimeError("%s: status %s" % (setup, status))
+                    raise RuntimeError("%s: status %s: %r" % (setup, status, answer[:500]))
             client.close()
             time.sleep(0.5)  # let queued work (exports, log lines) run before the count stops
             gw.send_signal(signal.SIGTERM)
