@@ -1121,3 +1121,43 @@ impl BatchQueue for SqliteStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The insert names as many columns as a row binds: a row bound into the
+    /// last place of a full statement fills it exactly.
+    #[test]
+    fn a_ledger_insert_binds_every_column_it_names() {
+        assert_eq!(INSERT_COLUMNS.split(',').count(), INSERT_WIDTH);
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(&format!("CREATE TABLE ledger (id INTEGER PRIMARY KEY, {INSERT_COLUMNS});")).unwrap();
+        let mut many = conn.prepare(&INSERT_MANY).unwrap();
+        assert_eq!(many.parameter_count(), INSERT_WIDTH * ROWS_PER_INSERT);
+        let row = LedgerRow {
+            entry: 1,
+            at_ms: 1,
+            request_id: "r".into(),
+            key_id: None,
+            group: None,
+            pool: "p".into(),
+            lane: "l".into(),
+            model: "m".into(),
+            operation: "chat".into(),
+            tokens: Tokens::default(),
+            status: 200,
+            latency_ms: 1,
+            ttfb_ms: None,
+            failovers: 0,
+            estimated: false,
+            attempts: Vec::new(),
+            notes: crate::Notes::default(),
+            end_user: None,
+            ingress: None,
+            stream: false,
+        };
+        bind_row(&mut many, (ROWS_PER_INSERT - 1) * INSERT_WIDTH, &row).unwrap();
+        assert!(bind_row(&mut many, (ROWS_PER_INSERT - 1) * INSERT_WIDTH + 1, &row).is_err(), "one place past the end");
+    }
+}
