@@ -144,3 +144,65 @@ fn retry_after(response: &Response<Body>) -> Option<Duration> {
     let seconds: u64 = response.headers().get(http::header::RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
     Some(Duration::from_secs(seconds.max(1)))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+
+    use switchyard_store::{BatchJob, QueuedLine};
+    use tokio::sync::mpsc;
+
+    use super::*;
+
+    /// Answers every line at once, and says it was asked.
+    struct Answer(mpsc::UnboundedSender<()>);
+
+    impl Dispatch for Answer {
+        fn send(&self, _request: Request<Body>) -> Pin<Box<dyn Future<Output = Response<Body>> + Send + '_>> {
+            let _ = self.0.send(());
+            Box::pin(async { Response::new(Body::from("{}")) })
+        }
+    }
+
+    /// Starts a worker over its own stores; what its dispatch is asked.
+    async fn worker(kept: &KeptStores) -> mpsc::UnboundedReceiver<()> {
+        let config = Batches { concurrency: 2, lease: Duration::from_secs(60), max_lines: 10 };
+        let (asked, asks) = mpsc::unbounded_channel();
+        spawn(kept.clone(), config, Arc::new(Answer(asked)));
+        // Until it has found the queue empty and waits to be woken.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        asks
+    }
+
+    /// A batch queued on one gateway wakes that gateway's worker at once,
+    /// though another gateway's worker in the same process was waiting
+    /// first (time is paused: a worker that is not woken runs only when its
+    /// idle wait ends).
+    #[tokio::test(start_paused = true)]
+    async fn a_queued_batch_wakes_its_own_worker_at_once() {
+        let other = KeptStores::in_process();
+        let _other_asks = worker(&other).await;
+        let mine = KeptStores::in_process();
+        let mut asks = worker(&mine).await;
+        let queued = tokio::time::Instant::now();
+        let now = now_ms();
+        let job = BatchJob {
+            id: "batch_wake".into(),
+            owner: "k1".into(),
+            shape: "openai".into(),
+            endpoint: "/v1/chat/completions".into(),
+            created_ms: now,
+            expires_ms: now + 3_600_000,
+            cancelled_ms: None,
+            total: 1,
+            meta: "{}".into(),
+        };
+        let line = QueuedLine { index: 0, custom_id: "a".into(), body: b"{}".to_vec() };
+        mine.batches.submit_batch(job, vec![line]).await.unwrap();
+        mine.wake.notify_one();
+        asks.recv().await.unwrap();
+        assert!(queued.elapsed() < IDLE, "woken at once, not after the idle wait ({:?})", queued.elapsed());
+    }
+}
