@@ -178,13 +178,13 @@ BENCH_END_USER = "bench-user"
 
 
 def key_headers(admin_port, ingress, name="bench", setup=None):
-    """Mints a virtual key (a big budget and limits, in the `bench` group)
-    on the gateway's admin port; the headers an `ingress` caller sends it in
+    """Mints a virtual key (a big budget and limits, in the `bench` group,
+    granted case 22's MCP tool) on the gateway's admin port; the headers an `ingress` caller sends it in
     (and, in the "end_users" setup, the end user it names)."""
     req = urllib.request.Request(
         "http://127.0.0.1:%d/api/v1/admin/keys" % admin_port, method="POST",
         data=json.dumps({"name": name, "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
-                         "limits": {"rpm": 1000000000}}).encode(),
+                         "limits": {"rpm": 1000000000}, "mcp": ["mock__echo"]}).encode(),
         headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
     if setup == "jwt":
         # A workload's identity-provider token instead of a key (auth.jwt).

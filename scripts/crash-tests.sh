@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crash-test harness (tests/crash/harness.py): 16 fault scenarios
+# The crash-test harness (tests/crash/harness.py): 21 fault scenarios
 # against the binary, through its own fault-injecting upstream, scored;
 # fails unless every one passes. Python's standard library only.
 set -euo pipefail

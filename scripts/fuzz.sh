@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the protocol codecs with cargo-fuzz (libFuzzer): every target in
+# Fuzzes the protocol codecs (and the guardrails' screen) with cargo-fuzz (libFuzzer): every target in
 # fuzz/fuzz_targets, one after another, each for a number of seconds.
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      (default: 60 s, all targets)
@@ -18,7 +18,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(protocol_readers stream_decoders frames_and_scan governance_inputs admission_numbers operation_readers mcp_messages)
+    targets=(protocol_readers stream_decoders frames_and_scan governance_inputs admission_numbers operation_readers mcp_messages guardrail_encodings)
 fi
 
 export RUSTC_BOOTSTRAP=1

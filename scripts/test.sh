@@ -37,14 +37,16 @@ cargo test --workspace --locked
 echo "== SDK conformance"
 ./scripts/sdk-tests.sh
 
-echo "== crash-test harness: 16 fault scenarios"
+echo "== crash-test harness: 21 fault scenarios"
 ./scripts/crash-tests.sh
 
 echo "== console in a real browser"
 ./scripts/console-tests.sh
 
 # Short runs of the admission fuzz target (the property test runs the same
-# checks above) and of the readers of operations beyond chat (multipart
-# forms included); scripts/fuzz.sh runs every target for longer.
-echo "== fuzz: admission under arbitrary numbers, operation readers, MCP messages"
-./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers mcp_messages
+# checks above), of the readers of operations beyond chat (multipart forms
+# included) and of the guardrails under every encoding (the guard crate's
+# proptest holds the same property); scripts/fuzz.sh runs every target for
+# longer.
+echo "== fuzz: admission under arbitrary numbers, operation readers, MCP messages, guardrail encodings"
+./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers mcp_messages guardrail_encodings

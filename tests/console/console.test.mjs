@@ -135,7 +135,10 @@ const idp = http.createServer((req, res) => {
 await new Promise((resolve) => idp.listen(oidcPort, '127.0.0.1', resolve));
 
 const configText = () => readFileSync(path.join(dir, 'switchyard.yaml'), 'utf8');
-writeFileSync(path.join(dir, 'switchyard.yaml'), `
+// A literal provider key and comments: the config editor keeps both.
+const PROVIDER_KEY = 'sk-console-test-literal-provider-key';
+const COMMENTS = ['# The console test\'s gateway, as an operator writes one.', '# The vendor fakes; one key written in the file.', '# the usual split'];
+writeFileSync(path.join(dir, 'switchyard.yaml'), `${COMMENTS[0]}
 listen: 127.0.0.1:${dataPort}
 admin_listen: 127.0.0.1:${adminPort}
 auth: { mode: keys }
@@ -155,7 +158,8 @@ storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
 governance: { ledger_flush_interval: 200ms }
 alerts: { webhook: "http://127.0.0.1:${alertsPort}/alerts", dedup: 5m }
 providers:
-  mock-openai: { protocol: openai, base_url: "mock://" }
+  ${COMMENTS[1]}
+  mock-openai: { protocol: openai, base_url: "mock://", api_key: ${PROVIDER_KEY} }
   mock-anthropic: { protocol: anthropic, base_url: "mock://" }
   refusing: { protocol: openai, base_url: "http://127.0.0.1:${refusedPort}" }
 models:
@@ -169,7 +173,7 @@ rate_card:
   broken-openai: { input_utok: 0.15, output_utok: 0.6 }
   demo-embed: { input_utok: 0.02 }
 pools:
-  demo: { members: [{ model: demo-openai, weight: 3 }, { model: demo-anthropic, weight: 1 }] }
+  demo: { members: [{ model: demo-openai, weight: 3 }, { model: demo-anthropic, weight: 1 }] } ${COMMENTS[2]}
   flaky: { members: [{ model: broken-openai, weight: 9 }, { model: demo-openai, weight: 1 }] }
 mcp:
   servers:
@@ -203,7 +207,7 @@ try {
   };
 
   step(`${LEDGER_ROWS} requests of traffic, so the ledger has its rows`);
-  const bulk = await adminApi('POST', 'keys', { name: 'bulk-traffic', group: 'acme-research' });
+  const bulk = await adminApi('POST', 'keys', { name: 'bulk-traffic', group: 'acme-research', mcp: ['notes'] });
   assert.equal(bulk.status, 201);
   const chat = (key, model) => fetch(`${data}/v1/chat/completions`, {
     method: 'POST',
@@ -240,13 +244,14 @@ try {
     const errors = [];
     page.on('console', (message) => { if (message.type() === 'error') errors.push(message.text()); });
     page.on('pageerror', (err) => errors.push(String(err)));
-    page.on('dialog', (dialog) => dialog.accept());
+    const dialogs = [];
+    page.on('dialog', (dialog) => { dialogs.push(dialog.message()); dialog.accept(); });
     await page.goto(`${admin}/ui/`);
     assert.equal(new URL(page.url()).pathname, '/ui/login', 'an anonymous browser is sent to the login form');
     await page.getByLabel('Admin token').fill(token);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForSelector('body[data-ready="true"]');
-    return { context, page, errors };
+    return { context, page, errors, dialogs };
   };
 
   // A page's load time: from the start of its navigation to the moment it
@@ -512,6 +517,40 @@ try {
     return /refused: authentication/.test(await ops.page.locator('#content').innerText());
   });
   {
+    // A request's detail says why: a refusal reached no provider, a request
+    // whose every attempt failed names no lane as the one that answered.
+    const refusal = (await adminApi('GET', 'requests?status=401&limit=1')).body.data[0];
+    await open(ops.page, `requests?id=${refusal.id}`);
+    const said = await ops.page.locator('#content').innerText();
+    assert.match(said, /Refused before any provider was reached: authentication/);
+    assert.match(said, /No upstream attempt: no provider was reached/);
+    assert.doesNotMatch(said, /answered 401/);
+    assert.equal((await chat(bulk.body.key, 'broken-openai')).status >= 500, true, 'a lane nobody serves fails');
+    let failed;
+    await until('the failed request in the log', async () => {
+      failed = (await adminApi('GET', 'requests?pool=broken-openai&limit=1')).body.data[0];
+      return failed;
+    });
+    await open(ops.page, `requests?id=${failed.id}`);
+    const told = await ops.page.locator('#content').innerText();
+    assert.match(told, /Every attempt failed .*no lane answered/);
+    assert.match(told, /Lane that answered\s+none \(the last tried: broken-openai\)/);
+    assert.doesNotMatch(told, /broken-openai answered/);
+    // At 390 px the detail is no wider than the screen, and passes axe-core.
+    await ops.page.setViewportSize({ width: 390, height: 844 });
+    for (const id of [refusal.id, failed.id]) {
+      await open(ops.page, `requests?id=${id}`);
+      const wide = await ops.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+      assert.ok(wide <= 0, `a request's detail at 390 px is ${wide} px wider than the screen`);
+      await ops.page.evaluate(readFileSync(path.join(here, 'node_modules/axe-core/axe.min.js'), 'utf8'));
+      const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'], rules: { 'target-size': { enabled: true } } }));
+      assert.deepEqual(result.violations.map((v) => v.id), [], 'axe-core on a request\'s detail at 390 px');
+    }
+    await ops.page.screenshot({ path: path.join(artifacts, 'request-detail-phone.png'), fullPage: true });
+    await ops.page.setViewportSize({ width: 1366, height: 900 });
+    await adminApi('POST', 'lanes/broken-openai/broken-openai/reset');
+  }
+  {
     const one = (await adminApi('GET', 'requests?status=2xx&limit=1')).body.data[0];
     await open(ops.page, `requests?request_id=${encodeURIComponent(one.request_id)}`);
     assert.equal(await ops.page.locator('tbody tr').count(), 1, 'a request id finds its row');
@@ -632,6 +671,21 @@ try {
     assert.equal(await ops.page.locator('details.direct').evaluate((d) => d.open), open, 'the section stays as it was');
     assert.equal(await ops.page.evaluate(() => document.activeElement && document.activeElement.tagName), 'SUMMARY', 'the focus stays');
   }
+  {
+    // What is being typed survives the redraw: a pool weight, the alerts filter.
+    const weightField = ops.page.getByLabel('Weight of demo-anthropic in demo', { exact: true });
+    await weightField.fill('7');
+    await sleep(6000);
+    assert.equal(await weightField.inputValue(), '7', 'the redraw erased a weight being typed');
+    assert.equal(await ops.page.evaluate(() => document.body.dataset.paused), 'true');
+    await open(ops.page, 'alerts');
+    const who = ops.page.getByLabel('Who');
+    await who.pressSequentially('op', { delay: 50 });
+    await sleep(6000);
+    assert.equal(await who.inputValue(), 'op', 'the redraw erased the alerts filter being typed');
+    await who.blur();
+    await until('the redraw again once the field is left', async () => (await ops.page.evaluate(() => document.body.dataset.paused)) === 'false', 8000);
+  }
 
   step('a page that does not exist is a 404 with the way on');
   {
@@ -674,9 +728,83 @@ try {
   await until('the rollback', async () => /Rolled back/.test(await ops.page.locator('#status').textContent()));
   assert.equal((await chat(bulk.body.key, 'spare')).status, 404, 'the rollback serves the old text');
 
+  step('config: the running config edited in the console keeps every secret and comment in the file');
+  {
+    await open(ops.page, 'config');
+    const before = configText();
+    const editor = ops.page.getByLabel('Candidate config (YAML)');
+    await ops.page.getByRole('button', { name: 'Load the running config' }).click();
+    const shown = await editor.inputValue();
+    for (const secret of [FULL, READ, PROVIDER_KEY, 'console-test-secret']) assert.ok(!shown.includes(secret), `${secret} shown in the editor`);
+    for (const comment of COMMENTS) assert.ok(shown.includes(comment), `${comment} missing from the editor`);
+    const weighed = (text) => text.replace('demo-openai, weight: 3 }', 'demo-openai, weight: 4 }');
+    assert.notEqual(weighed(shown), shown);
+    await editor.fill(weighed(shown));
+    await ops.page.getByRole('button', { name: 'Validate candidate' }).click();
+    await until('the candidate valid, its secrets kept', async () => /valid\. \d+ secrets shown as <redacted> keep the running value/.test(await ops.page.locator('#config-result').textContent())
+      || Promise.reject(new Error(await ops.page.locator('#config-result').textContent())));
+    ops.dialogs.length = 0;
+    await ops.page.getByRole('button', { name: 'Apply as a new version' }).click();
+    await until('the applied version', async () => /applied/.test(await ops.page.locator('#status').textContent())
+      || Promise.reject(new Error(await ops.page.locator('#config-result').textContent())));
+    assert.match(ops.dialogs.join('\n'), /Apply the candidate as version \d+\? It is written to the config file/, 'Apply asks first');
+    const after = configText();
+    assert.equal(after, weighed(before), 'the file is the operator\'s own text with one weight changed');
+    for (const secret of [FULL, READ, PROVIDER_KEY, 'console-test-secret']) assert.ok(after.includes(secret), `${secret} lost from the file`);
+    assert.ok(!after.includes('<redacted>'), 'a placeholder reached the file');
+    // A placeholder that stands for no running secret is refused, named.
+    await open(ops.page, 'config');
+    await ops.page.getByRole('button', { name: 'Load the running config' }).click();
+    const moved = (await editor.inputValue()).replace('\n  mock-anthropic:', '\n  extra: { protocol: openai, base_url: "mock://", api_key: <redacted> }\n  mock-anthropic:');
+    assert.match(moved, /extra:/);
+    await editor.fill(moved);
+    const errorsBefore = ops.errors.length;
+    await ops.page.getByRole('button', { name: 'Apply as a new version' }).click();
+    await until('the placeholder refused', async () => /Not applied: .*providers\.extra\.api_key/.test(await ops.page.locator('#config-result').textContent()));
+    expectedErrors(errorsBefore, 400);
+    // An empty config is refused in the page and by the API.
+    await editor.fill('');
+    await ops.page.getByRole('button', { name: 'Apply as a new version' }).click();
+    await until('the empty config refused', async () => /empty/.test(await ops.page.locator('#config-result').textContent()));
+    assert.equal((await adminApi('POST', 'config', { yaml: '# nothing\n' })).status, 400);
+    assert.equal(configText(), after, 'nothing refused reached the file');
+    // Reload asks first too.
+    ops.dialogs.length = 0;
+    await ops.page.getByRole('button', { name: 'Reload the config file' }).click();
+    await until('the reload outcome', async () => /Reloaded/.test(await ops.page.locator('#config-result').textContent()));
+    assert.match(ops.dialogs.join('\n'), /Read the config file on disk again/, 'Reload asks first');
+  }
+
   step(`every page loads in under ${PAGE_BUDGET_MS} ms with ${LEDGER_ROWS} ledger rows, passes axe-core, and is saved`);
   const timings = {};
   await ops.page.setViewportSize({ width: 1440, height: 900 });
+  {
+    // A tripped lane's actions wrap in their cell: its weight stays in the table at 1440 px.
+    for (let i = 0; i < 20; i += 1) await chat(bulk.body.key, 'flaky');
+    await until('the broken lane tripped', async () => {
+      await open(ops.page, 'pools');
+      return (await ops.page.getByRole('button', { name: /Reset breaker of broken-openai/ }).count()) === 1;
+    });
+    const actionsCut = () => ops.page.locator('td .actions button, td .actions input').evaluateAll((nodes) => nodes.filter((node) => {
+      const box = node.getBoundingClientRect();
+      const scroller = node.closest('.scroll').getBoundingClientRect();
+      return box.right > scroller.right + 1 || box.left < scroller.left - 1;
+    }).map((node) => `${node.getAttribute('aria-label') || node.textContent} ${JSON.stringify(node.getBoundingClientRect())} in ${JSON.stringify(node.closest('.scroll').getBoundingClientRect())}`));
+    // Read again if a redraw came between (a live page redraws every 5 s).
+    let cut = await actionsCut();
+    if (cut.length) cut = await actionsCut();
+    assert.deepEqual(cut, [], 'pool actions cut at 1440 px');
+    await ops.page.getByRole('button', { name: /Reset breaker of broken-openai/ }).click();
+  }
+  {
+    // Keys sort by budget left (spent and held), and filter to those near it.
+    assert.equal((await adminApi('POST', 'keys', { name: 'spent-out', budget: { usd: 0, window: '1d' } })).status, 201);
+    await open(ops.page, 'keys?sort=headroom');
+    const names = await ops.page.locator('tbody tr .key-name strong').allTextContents();
+    assert.equal(names[0], 'spent-out', `least budget left first: ${names}`);
+    await open(ops.page, 'keys?near=yes');
+    assert.deepEqual(await ops.page.locator('tbody tr .key-name strong').allTextContents(), ['spent-out'], 'only the keys near their budget');
+  }
   {
     // The keys table's actions are whole at 1440 px.
     await open(ops.page, 'keys');
@@ -686,6 +814,20 @@ try {
       return node.scrollWidth > node.clientWidth + 1 || box.right > scroller.right + 1;
     }).map((node) => node.textContent));
     assert.deepEqual(clipped, [], 'actions cut at 1440 px');
+    // A key's edit form, open, lies whole inside the table's box.
+    await ops.page.locator('summary[aria-label="Edit bulk-traffic"]').click();
+    const form = await ops.page.locator('form[aria-label="Settings of bulk-traffic"]').evaluate((node) => {
+      const box = node.getBoundingClientRect();
+      // Whole on screen, and what is drawn at its corners is the form itself (nothing clips it).
+      const inside = [[box.left + 4, box.top + 4], [box.right - 4, box.top + 4], [box.left + 4, Math.min(box.bottom, innerHeight) - 4], [box.right - 4, Math.min(box.bottom, innerHeight) - 4]]
+        .every(([x, y]) => node.contains(document.elementFromPoint(x, y)));
+      return { left: box.left, right: innerWidth - box.right, width: box.width, inside };
+    });
+    assert.ok(form.left >= 0 && form.right >= 0 && form.width >= 260 && form.inside, `the edit form is clipped at 1440 px: ${JSON.stringify(form)}`);
+    await ops.page.keyboard.press('Escape');
+    assert.equal(await ops.page.locator('form[aria-label="Settings of bulk-traffic"]').isVisible(), false, 'Escape closes the edit panel');
+    const names = await ops.page.locator('td .key-name').evaluateAll((nodes) => nodes.map((node) => node.getBoundingClientRect().width));
+    assert.ok(Math.min(...names) >= 100, `key names crushed to ${Math.min(...names)} px`);
   }
   // The gateway's CPU time so far (every thread), in ms, from Linux's
   // per-thread scheduler counters (nanoseconds).
@@ -722,11 +864,45 @@ try {
       const wide = await ops.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
       assert.ok(wide <= 0, `/ui/${name} at ${size.width} px is ${wide} px wider than the screen`);
       await ops.page.evaluate(axeSource);
-      const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'] }));
+      // WCAG 2.2's target size too (axe leaves it off by default).
+      const result = await ops.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'], rules: { 'target-size': { enabled: true } } }));
       const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
       assert.deepEqual(violations, [], `axe-core on /ui/${name} at ${size.width} px`);
+      if (size.width < 500) {
+        // Chart text as drawn: its size times the drawing's scale.
+        const smallest = await ops.page.evaluate(() => Math.min(...Array.from(document.querySelectorAll('svg.chart text'), (text) => {
+          const svg = text.ownerSVGElement;
+          const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+          return parseFloat(getComputedStyle(text).fontSize) * scale;
+        })));
+        assert.ok(smallest >= 10, `/ui/${name}: chart text drawn at ${smallest.toFixed(1)} px at ${size.width} px`);
+        const header = await ops.page.locator('header.top').evaluate((node) => node.getBoundingClientRect().height);
+        assert.ok(header <= 100, `/ui/${name}: the header takes ${header} px at ${size.width} px`);
+      }
       await ops.page.screenshot({ path: path.join(artifacts, `page-${name || 'overview'}-${size.name}.png`), fullPage: true });
     }
+  }
+  {
+    // The focus ring stands out (3:1 at least) against the cards and the
+    // page, in both schemes.
+    const luminance = (hex) => {
+      const [r, g, b] = [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16) / 255)
+        .map((c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4));
+      return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const contrast = (a, b) => {
+      const [x, y] = [luminance(a), luminance(b)].sort((m, n) => n - m);
+      return (x + 0.05) / (y + 0.05);
+    };
+    for (const scheme of ['light', 'dark']) {
+      await ops.page.emulateMedia({ colorScheme: scheme });
+      const [ring, paper, wash] = await ops.page.evaluate(() => ['--focus', '--paper', '--wash']
+        .map((name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim()));
+      for (const ground of [paper, wash]) {
+        assert.ok(contrast(ring, ground) >= 3, `the focus ring ${ring} is ${contrast(ring, ground).toFixed(1)}:1 on ${ground} (${scheme})`);
+      }
+    }
+    await ops.page.emulateMedia({ colorScheme: 'light' });
   }
   {
     // Dark mode follows the system, and stays readable.
@@ -760,8 +936,15 @@ try {
   });
   assert.ok(await reset.isDisabled(), 'reset is disabled for a read-only token');
   await open(viewer.page, 'keys');
-  assert.ok(await viewer.page.getByRole('button', { name: 'Create key' }).isDisabled());
   assert.ok(await viewer.page.getByRole('button', { name: /Rotate bulk-traffic/ }).isDisabled());
+  for (const name of PAGES) {
+    // No form it could not send: only the filters (GET forms) stay.
+    await open(viewer.page, name);
+    const editable = await viewer.page.locator('#content form:not([method="get"]), #content textarea, #content details.edit').count();
+    assert.equal(editable, 0, `/ui/${name} shows a read-only token ${editable} editable forms`);
+  }
+  await open(viewer.page, 'keys');
+  assert.match(await viewer.page.locator('.read-only').textContent(), /read-only/);
   const attempts = await viewer.page.evaluate(async () => {
     const { csrf } = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     const send = async (method, url, body) => (await fetch(url, {

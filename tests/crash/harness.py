@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The crash-test harness: 16 fault scenarios, scored.
+"""The crash-test harness: 21 fault scenarios, scored.
 
 Independent of Switchyard's own test code: its own fault-injecting upstream
 (a raw asyncio HTTP server speaking OpenAI Chat Completions and Anthropic
@@ -9,9 +9,22 @@ pools each put one fault in front of a healthy lane, drives each scenario
 as a caller would, and scores it: a pass is rescued (or, where no rescue is
 right, answered honestly) with every conduct check clean.
 
+Scenarios 8-10 and 17-21 hold the gateway to its commit point
+(docs/guarantees.md) through callers of every dialect with a stream (OpenAI
+Chat, Anthropic Messages, Responses, Gemini, Cohere v2, Bedrock
+ConverseStream, each read as its SDK judges an ending): a stream cut,
+stalled or malformed mid-answer and continued by a lane that goes on as
+asked, or by a lane that restarts, answers something else, or goes on
+without the quoted words; a short answer cut after every byte and continued
+by each of those lanes and by lanes that go on as asked (instruction,
+prefill, a lane that refuses prefill), or not continued; a primary's outage
+that ends. Every stream must be the whole answer once with a success ending,
+or its dialect's terminal error after a part of the answer, and open with
+its lifecycle frame; never repeated or altered text with a success ending.
+
     python3 tests/crash/harness.py --bin target/debug/switchyard
 
-Standard library only. Exits non-zero unless all 16 pass.
+Standard library only; about 40 s. Exits non-zero unless all 21 pass.
 """
 
 import argparse
@@ -33,6 +46,16 @@ ADMIN_TOKEN = "crash-admin-token-0123456789abcdef"
 # Every healthy answer: long enough that a cut lands mid-answer.
 ANSWER = "Switchyard keeps the answer whole when an upstream breaks. " * 3
 CUT_AT = 40  # characters a breaking lane sends before it breaks
+# An answer that never repeats itself (a restart is told from a
+# continuation by its words), asked for with [story]; and a short one cut
+# after every byte, asked for with [short]. [cut=N] sets where a breaking
+# lane breaks.
+STORY = ("Harbor cranes lift the red containers at dawn, while gulls circle over the quiet water and the night "
+         "shift walks home past the shuttered fish market, counting the hours until the ferry returns.")
+SHORT = "The quick brown fox jumps over the lazy dog."
+STORY_CUT = 100
+# What a lane that answers something else says when asked to go on.
+UNRELATED = "Sure! Here is something else entirely."
 
 
 # ---------------------------------------------------------------------------
@@ -47,6 +70,7 @@ class Upstream:
         self.hits = {}
         self.requests = []  # (model, body) of every call, in order
         self.flappy_down = False
+        self.outage_down = False
         self.lock = threading.Lock()
 
     def hit(self, model, body):
@@ -82,25 +106,74 @@ def openai_error(status, message, code, kind="server_error", extra=()):
     return json_reply(status, {"error": {"message": message, "type": kind, "param": None, "code": code}}, extra)
 
 
-def remaining(body, anthropic):
-    """The text this call should produce: the whole answer, or (asked to go
-    on after an assistant turn, by prefill or by instruction) the rest."""
+def text_of(message):
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
+    return content or ""
+
+
+def prompt_of(body):
+    """The caller's question: the first user turn's text."""
+    for message in body.get("messages", []):
+        if message.get("role") == "user":
+            return text_of(message)
+    return ""
+
+
+def answer_of(body):
+    """The whole answer to this conversation's question."""
+    prompt = prompt_of(body)
+    if "[story]" in prompt:
+        return STORY
+    if "[short]" in prompt:
+        return SHORT
+    return ANSWER
+
+
+def cut_of(body):
+    """Where a breaking lane breaks: [cut=N] in the question, else CUT_AT."""
+    prompt = prompt_of(body)
+    start = prompt.find("[cut=")
+    if start >= 0:
+        return int(prompt[start + 5:prompt.index("]", start)])
+    return STORY_CUT if "[story]" in prompt else CUT_AT
+
+
+def remaining(body, anthropic, model=""):
+    """The text this call should produce, as a model that does what it is
+    asked: the whole answer; asked to go on by prefill (an assistant turn
+    last), the rest; asked by an instruction turn that quotes the last words
+    between <<< and >>>, those words and then the rest. Asked by
+    instruction, the lanes that misbehave as some models do: `restart`
+    starts the answer again, `unrelated` answers something else, `bare`
+    goes on without the quoted words (a seam the gateway cannot prove)."""
+    answer = answer_of(body)
     messages = body.get("messages", [])
     so_far = None
     for message in messages:
         if message.get("role") == "assistant":
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(b.get("text", "") for b in content if isinstance(b, dict))
-            so_far = content or ""
+            so_far = text_of(message)
     if so_far is None:
-        return ANSWER
-    if ANSWER.startswith(so_far):
-        return ANSWER[len(so_far):]
+        return answer
+    quoted = None
+    if messages[-1].get("role") == "user":
+        instruction = text_of(messages[-1])
+        start, end = instruction.find("<<<"), instruction.rfind(">>>")
+        if start >= 0 and end > start:
+            quoted = instruction[start + 3:end]
+    if quoted is not None and model == "restart":
+        return answer
+    if quoted is not None and model == "unrelated":
+        return UNRELATED
+    if quoted is None or model == "bare":
+        quoted = ""
+    if answer.startswith(so_far):
+        return quoted + answer[len(so_far):]
     stripped = so_far.rstrip()
-    if ANSWER.startswith(stripped):
-        return ANSWER[len(stripped):]
-    return ANSWER
+    if answer.startswith(stripped):
+        return quoted + answer[len(stripped):]
+    return answer
 
 
 def usage_tokens(text):
@@ -230,7 +303,7 @@ async def send_stream(writer, frames, content_type="text/event-stream", end=True
 
 
 async def answer(writer, model, body, anthropic, stream):
-    text = remaining(body, anthropic)
+    text = remaining(body, anthropic, model)
     if not stream:
         writer.write(whole(text, model, anthropic))
         await writer.drain()
@@ -254,6 +327,8 @@ async def behave(upstream, writer, model, body, anthropic, stream, hit):
         writer.write(openai_error(code, "The engine is currently overloaded", None))
     elif model == "flappy" and upstream.flappy_down:
         writer.write(openai_error(503, "The engine is currently overloaded", None))
+    elif model == "outage" and upstream.outage_down:
+        writer.write(openai_error(503, "The engine is currently overloaded", None))
     elif model == "reset":
         reset(writer)
         return False
@@ -270,10 +345,15 @@ async def behave(upstream, writer, model, body, anthropic, stream, hit):
             writer.write(chunk(frame))
         writer.write(b"0\r\n\r\n")
     elif model in ("cut", "stall", "malformed", "anth_cut"):
-        text = remaining(body, anthropic)[:CUT_AT]
+        text = remaining(body, anthropic)[:cut_of(body)]
         frames = anthropic_frames(text, model, finish=False) if anthropic else openai_frames(
             text, model, finish=False, done=False, usage=False)
         await send_stream(writer, frames, end=False)
+        if "[cut=" in prompt_of(body):
+            # Closed mid-body (a FIN, no last chunk): nothing sent can be
+            # lost to a reset, so the cut lands after exactly N bytes with
+            # no pause (the every-byte scenario makes hundreds).
+            return False
         await asyncio.sleep(0.05)
         if model == "stall":
             await asyncio.sleep(120)
@@ -335,7 +415,11 @@ def start_upstream(upstream):
 # ---------------------------------------------------------------------------
 
 FAULT_MODELS = ["good", "ratelimit_ra", "ratelimit", "once500", "down503", "reset", "silent", "slowfirst", "cut",
-                "stall", "malformed", "nodone", "filtered", "flappy", "broken"]
+                "stall", "malformed", "nodone", "filtered", "flappy", "broken", "restart", "unrelated", "bare",
+                "outage"]
+# Breaking lanes whose every break must reach the continuation (the
+# scenarios count each).
+PATIENT = "breaker: { consecutive_failures: 100000, min_requests: 100000 }"
 
 POOLS = {
     "s01-429-retry-after": "members: [{ model: ratelimit_ra, weight: 1000 }, { model: good, weight: 1 }]",
@@ -359,6 +443,27 @@ POOLS = {
     "s15-flapping": "breaker: { consecutive_failures: 2, base_cooldown: 500ms, max_cooldown: 1s }, "
                     "members: [{ model: flappy, weight: 1000 }, { model: good, weight: 1 }]",
     "s16-accounting": "members: [{ model: broken, weight: 1000 }, { model: good, weight: 1 }]",
+    "s17-restart": "stream_failure: continue, %s, "
+                   "members: [{ model: cut, weight: 1000 }, { model: restart, weight: 1 }]" % PATIENT,
+    "s18-unrelated": "stream_failure: continue, %s, "
+                     "members: [{ model: cut, weight: 1000 }, { model: unrelated, weight: 1 }]" % PATIENT,
+    "s19-bare": "stream_failure: continue, %s, members: [{ model: cut, weight: 1000 }, { model: bare, weight: 1 }]"
+                % PATIENT,
+    "s20-cut-instruction": "stream_failure: continue, %s, "
+                           "members: [{ model: cut, weight: 1000 }, { model: good, weight: 1 }]" % PATIENT,
+    "s20-cut-prefill": "stream_failure: continue, %s, "
+                       "members: [{ model: cut, weight: 1000 }, { model: anth_good, weight: 1 }]" % PATIENT,
+    "s20-cut-noprefill": "stream_failure: continue, %s, "
+                         "members: [{ model: cut, weight: 1000 }, { model: anth_noprefill, weight: 1 }]" % PATIENT,
+    "s20-cut-restart": "stream_failure: continue, %s, "
+                       "members: [{ model: cut, weight: 1000 }, { model: restart, weight: 1 }]" % PATIENT,
+    "s20-cut-bare": "stream_failure: continue, %s, "
+                    "members: [{ model: cut, weight: 1000 }, { model: bare, weight: 1 }]" % PATIENT,
+    "s20-cut-unrelated": "stream_failure: continue, %s, "
+                         "members: [{ model: cut, weight: 1000 }, { model: unrelated, weight: 1 }]" % PATIENT,
+    "s20-cut-end": "%s, members: [{ model: cut, weight: 1000 }, { model: good, weight: 1 }]" % PATIENT,
+    "s21-outage": "breaker: { consecutive_failures: 2, base_cooldown: 250ms, max_cooldown: 2s }, "
+                  "members: [{ model: outage, weight: 1000 }, { model: good, weight: 1 }]",
 }
 
 
@@ -382,6 +487,7 @@ def config(port, admin_port, upstream_port, db):
         "  large: { provider: faulty, model: good, context_window: 200000 }",
         "  anth_cut: { provider: faulty-claude }",
         "  anth_noprefill: { provider: faulty-claude }",
+        "  anth_good: { provider: faulty-claude, model: good }",
         "rate_card:",
         "  good: { input_utok: 1, output_utok: 2 }",
         "  broken: { input_utok: 100, output_utok: 200 }",
@@ -444,6 +550,22 @@ class Gateway:
         finally:
             conn.close()
 
+    def stream(self, dialect, pool, prompt, timeout=30):
+        """One streamed call in `dialect`: (status, headers, Read)."""
+        path, body, reader = dialect_request(dialect, pool, prompt)
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("POST", path, json.dumps(body),
+                         {"content-type": "application/json", "authorization": "Bearer " + self.key})
+            resp = conn.getresponse()
+            data = resp.read()
+            headers = {k.lower(): v for k, v in resp.getheaders()}
+            if resp.status != 200:
+                return resp.status, headers, Read(ending="status %d: %s" % (resp.status, data[:120]))
+            return resp.status, headers, reader(data if dialect == "bedrock" else data.decode("utf-8", "replace"))
+        finally:
+            conn.close()
+
     def lane(self, pool, lane):
         stats = self.admin("GET", "/stats")
         for p in stats["pools"]:
@@ -490,6 +612,185 @@ def read_stream(text):
 
 
 # ---------------------------------------------------------------------------
+# Callers of every dialect with a stream, and how each reads its ending.
+# ---------------------------------------------------------------------------
+
+
+def sse_events(text):
+    """An SSE body as (event name or None, data) pairs."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if name is not None or data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+def json_or_none(data):
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class Read:
+    """One caller's stream, as its SDK would judge it: the text, how it
+    ended (`success`, `error`, or what was wrong), and its first frame."""
+
+    def __init__(self, text="", ending="none", first=None):
+        self.text, self.ending, self.first = text, ending, first
+
+    def __repr__(self):
+        return "%s ending after %r (first frame %s)" % (self.ending, self.text[:60], self.first)
+
+
+def ending(success, error, what):
+    """`success` with a clean end and no error, `error` with the error and
+    no clean end; anything else is named."""
+    if success and not error:
+        return "success"
+    if error and not success:
+        return "error"
+    return what
+
+
+def read_openai(body):
+    content, done, errors, _ = read_stream(body)
+    frames = [json_or_none(d) for _, d in sse_events(body) if d != "[DONE]"]
+    finished = any(c.get("finish_reason") for f in frames if f for c in f.get("choices") or [])
+    first = None
+    if frames and frames[0] and (frames[0].get("choices") or [{}])[0].get("delta", {}).get("role"):
+        first = "role"
+    return Read(content, ending(done == 1 and finished, errors and done == 0,
+                                "%d [DONE], %d errors, finish %s" % (done, len(errors), finished)), first)
+
+
+def read_anthropic(body):
+    events = sse_events(body)
+    names = [name for name, _ in events]
+    text = ""
+    for name, data in events:
+        frame = json_or_none(data) or {}
+        if name == "content_block_delta" and frame.get("delta", {}).get("type") == "text_delta":
+            text += frame["delta"]["text"]
+    stops, errors = names.count("message_stop"), names.count("error")
+    return Read(text, ending(stops == 1, errors >= 1 and stops == 0, "%d message_stop, %d error" % (stops, errors)),
+                names[0] if names else None)
+
+
+def read_responses(body):
+    frames = [json_or_none(d) or {} for _, d in sse_events(body)]
+    kinds = [f.get("type") for f in frames]
+    text = "".join(f.get("delta", "") for f in frames if f.get("type") == "response.output_text.delta")
+    completed = kinds.count("response.completed")
+    failed = kinds.count("response.failed") + kinds.count("error")
+    return Read(text, ending(completed == 1, failed >= 1 and completed == 0,
+                             "%d response.completed, %d failed/error" % (completed, failed)),
+                kinds[0] if kinds else None)
+
+
+def read_gemini(body):
+    frames = [json_or_none(d) for _, d in sse_events(body)]
+    text, finished, errors = "", 0, 0
+    for frame in frames:
+        if not isinstance(frame, dict):
+            errors += 1
+            continue
+        if "error" in frame:
+            errors += 1
+        for candidate in frame.get("candidates") or []:
+            for part in (candidate.get("content") or {}).get("parts") or []:
+                if "text" in part and not part.get("thought"):
+                    text += part["text"]
+            if candidate.get("finishReason"):
+                finished += 1
+    return Read(text, ending(finished == 1, errors >= 1 and finished == 0,
+                             "%d finishReason, %d error" % (finished, errors)), "chunk" if frames else None)
+
+
+def read_cohere(body):
+    frames = [json_or_none(d) or {} for _, d in sse_events(body)]
+    kinds = [f.get("type") for f in frames]
+    text = "".join(((f.get("delta") or {}).get("message") or {}).get("content", {}).get("text", "")
+                   for f in frames if f.get("type") == "content-delta")
+    ends = [((f.get("delta") or {}).get("finish_reason")) for f in frames if f.get("type") == "message-end"]
+    return Read(text, ending(len(ends) == 1 and ends[0] != "ERROR", ends == ["ERROR"], "message-end %s" % ends),
+                kinds[0] if kinds else None)
+
+
+def eventstream_frames(data):
+    """AWS event-stream messages as (headers, payload) pairs."""
+    frames, at = [], 0
+    while at + 12 <= len(data):
+        total, header_len = struct.unpack(">II", data[at:at + 8])
+        headers, h = {}, at + 12
+        while h < at + 12 + header_len:
+            name_len = data[h]
+            name = data[h + 1:h + 1 + name_len].decode()
+            kind = data[h + 1 + name_len]
+            h += 2 + name_len
+            if kind in (6, 7):
+                (size,) = struct.unpack(">H", data[h:h + 2])
+                value = data[h + 2:h + 2 + size]
+                headers[name] = value.decode() if kind == 7 else value
+                h += 2 + size
+            else:
+                h += {0: 0, 1: 0, 2: 1, 3: 2, 4: 4, 5: 8, 8: 8, 9: 16}[kind]
+        frames.append((headers, data[at + 12 + header_len:at + total - 4]))
+        at += total
+    return frames
+
+
+def read_bedrock(raw):
+    frames = eventstream_frames(raw)
+    text, stops, errors = "", 0, 0
+    for headers, payload in frames:
+        if headers.get(":message-type") in ("exception", "error"):
+            errors += 1
+            continue
+        kind = headers.get(":event-type")
+        body = json_or_none(payload) or {}
+        if kind == "contentBlockDelta":
+            text += (body.get("delta") or {}).get("text", "")
+        elif kind == "messageStop":
+            stops += 1
+    first = frames[0][0].get(":event-type") if frames else None
+    return Read(text, ending(stops == 1, errors >= 1 and stops == 0, "%d messageStop, %d exception" % (stops, errors)),
+                first)
+
+
+def dialect_request(dialect, pool, prompt):
+    """(path, body, reader) of one streamed call in `dialect`."""
+    if dialect == "openai":
+        return "/v1/chat/completions", {"model": pool, "messages": [{"role": "user", "content": prompt}],
+                                        "max_tokens": 200, "stream": True}, read_openai
+    if dialect == "anthropic":
+        return "/v1/messages", {"model": pool, "messages": [{"role": "user", "content": prompt}],
+                                "max_tokens": 200, "stream": True}, read_anthropic
+    if dialect == "responses":
+        return "/v1/responses", {"model": pool, "input": prompt, "max_output_tokens": 200,
+                                 "stream": True}, read_responses
+    if dialect == "gemini":
+        return "/v1beta/models/%s:streamGenerateContent?alt=sse" % pool, {
+            "contents": [{"role": "user", "parts": [{"text": prompt}]}],
+            "generationConfig": {"maxOutputTokens": 200}}, read_gemini
+    if dialect == "cohere":
+        return "/v2/chat", {"model": pool, "messages": [{"role": "user", "content": prompt}],
+                            "max_tokens": 200, "stream": True}, read_cohere
+    return "/model/%s/converse-stream" % pool, {"messages": [{"role": "user", "content": [{"text": prompt}]}],
+                                                "inferenceConfig": {"maxTokens": 200}}, read_bedrock
+
+
+# Every caller dialect that streams; its terminal error is what `read_*` calls `error`.
+DIALECTS = ["openai", "anthropic", "responses", "gemini", "cohere", "bedrock"]
+
+
+# ---------------------------------------------------------------------------
 # The scenarios. Each returns a list of failed checks (empty: a pass).
 # ---------------------------------------------------------------------------
 
@@ -497,6 +798,7 @@ def read_stream(text):
 class Checks:
     def __init__(self):
         self.failed = []
+        self.note = None  # what a scenario measured, printed with its score
 
     def check(self, ok, what):
         if not ok:
@@ -608,6 +910,9 @@ def continued(pool, lane):
         c.check(usage is not None and usage.get("completion_tokens", 0) > rest,
                 "usage counts only the second part: %s" % usage)
         c.check(g.lane(pool, lane).get("upstream_failures", 0) >= 1, "the broken lane's breaker did not hear of it")
+        # The same break under every other caller dialect: rescued whole.
+        for dialect in DIALECTS[1:]:
+            undamaged(c, g.stream(dialect, pool, "Tell me the line."), ANSWER, "%s caller" % dialect, "success")
         return c.failed
     return scenario
 
@@ -705,6 +1010,155 @@ def s16(g, up):
     return c.failed
 
 
+# What each dialect's stream opens with: sent before any text, never held
+# back while a continuation's seam is checked.
+LIFECYCLE = {"openai": "role", "anthropic": "message_start", "responses": "response.created",
+             "gemini": "chunk", "cohere": "message-start", "bedrock": "messageStart"}
+
+
+def undamaged(c, reply, answer, what, expect=None):
+    """The commit point's promise, for one stream: the whole answer once
+    with a success ending, or the dialect's terminal error after a part of
+    the answer; never repeated or altered text with a success ending.
+    `expect` (`success` or `error`) also says which. Returns the ending."""
+    status, _, read = reply
+    c.check(read.first == LIFECYCLE[what.split()[0]] or status != 200,
+            "%s opened with %s, not its lifecycle frame" % (what, read.first))
+    if read.ending == "success":
+        c.check(read.text == answer, "%s ended as a success with damaged text: %r" % (what, read.text))
+    elif read.ending == "error":
+        c.check(answer.startswith(read.text), "%s sent text that is not the answer's start before its error: %r"
+                % (what, read.text))
+    else:
+        c.check(False, "%s ended neither whole nor with its terminal error: %r" % (what, read))
+    if expect is not None:
+        c.check(read.ending == expect, "%s: want %s, got %r" % (what, expect, read))
+    return read.ending
+
+
+def misbehaving(pool, lane, expect):
+    """A stream broken after STORY_CUT characters, continued by `lane`
+    (which misbehaves when asked by instruction), through every dialect."""
+    def scenario(g, up):
+        c = Checks()
+        request_ids = {}
+        for dialect in DIALECTS:
+            asked = up.count(lane)
+            reply = g.stream(dialect, pool, "[story] Tell me the story.")
+            request_ids[reply[1].get("x-request-id")] = dialect
+            undamaged(c, reply, STORY, "%s caller" % dialect, expect)
+            c.check(up.count(lane) == asked + 1, "%s caller: the continuing lane was asked %d times"
+                    % (dialect, up.count(lane) - asked))
+            if expect == "error":
+                c.check(reply[2].text == STORY[:STORY_CUT], "%s caller: the text before the error is not what the "
+                        "broken lane sent: %r" % (dialect, reply[2].text))
+        # Billed once per part: the broken part (206) at its lane, the
+        # continuation at its own (200, or 502 when refused); no row twice.
+        billed = {}
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            rows = g.admin("GET", "/api/v1/admin/requests?key=%s&limit=200" % g.key_id)["data"]
+            billed = {}
+            for row in rows:
+                if row.get("request_id") in request_ids:
+                    billed.setdefault(row["request_id"], []).append((row.get("lane"), row.get("status")))
+            if len(billed) == len(request_ids) and all(len(parts) >= 2 for parts in billed.values()):
+                break
+            time.sleep(0.05)
+        ending = 200 if expect == "success" else 502
+        for request_id, dialect in request_ids.items():
+            parts = sorted(billed.get(request_id, []), key=lambda part: part[1])
+            c.check(parts == sorted([("cut", 206), (lane, ending)], key=lambda part: part[1]),
+                    "%s caller: the ledger rows are %s, not the broken part and the continuation once each"
+                    % (dialect, parts))
+        return c
+    return scenario
+
+
+# The pools whose first lane breaks after every byte of SHORT, by the lane
+# that goes on (how it is asked, and whether it is right to), and one that
+# does not continue streams (after the first byte, the terminal error).
+EVERY_CUT = [("s20-cut-instruction", "rescued"), ("s20-cut-prefill", "rescued"), ("s20-cut-noprefill", "rescued"),
+             ("s20-cut-restart", "undamaged"), ("s20-cut-bare", "undamaged"), ("s20-cut-unrelated", "undamaged"),
+             ("s20-cut-end", "ended")]
+
+
+def every_cut_expects(kind, cut):
+    """What a stream cut after `cut` bytes must come to: `rescued`, the
+    whole answer; `ended` (no continuation), the whole answer from the next
+    lane when nothing reached the caller, else the terminal error;
+    `undamaged`, either, never damaged text with a success ending."""
+    if kind == "rescued" or (kind == "ended" and cut == 0):
+        return "success"
+    return "error" if kind == "ended" else None
+
+
+def s20(g, up):
+    """Every cut point 0..len(SHORT) of a short answer, every continuing
+    lane, every dialect: a lane that goes on as asked rescues every stream;
+    any other ends whole or with the terminal error, never damaged."""
+    c = Checks()
+    tally = {}
+    for pool, kind in EVERY_CUT:
+        for dialect in DIALECTS:
+            for cut in range(len(SHORT) + 1):
+                reply = g.stream(dialect, pool, "[short] [cut=%d] Say the line." % cut)
+                end = undamaged(c, reply, SHORT, "%s caller, %s, cut after %d bytes" % (dialect, pool, cut),
+                                every_cut_expects(kind, cut))
+                tally[(pool, end)] = tally.get((pool, end), 0) + 1
+    c.note = ", ".join("%s %s %d" % (pool[4:], end, n) for (pool, end), n in sorted(tally.items()))
+    return c
+
+
+OUTAGE_DOWN = 10.0  # seconds down: doubled uncapped, the cooldown would outlast it by 2.6 s or more
+OUTAGE_CAP = 2.0  # the pool's max_cooldown
+OUTAGE_SLACK = 0.5  # the gap to the next request, and scheduling
+
+
+def s21(g, up):
+    """A primary down long enough that its cooldown reaches the cap, then
+    healthy: every stream meanwhile is whole (the fallback serves), and the
+    primary serves again within the cap (jitter never lengthens a capped
+    cooldown) plus the gap to the next request, and keeps its share. The
+    same outage with the default cap (20 s: cooldowns 0.25, 0.5, ... 8 s)
+    keeps the primary out past the scenario's end."""
+    c = Checks()
+    n, bad = 0, []
+    up.outage_down = True
+    down_until = time.monotonic() + OUTAGE_DOWN
+    try:
+        while time.monotonic() < down_until:
+            dialect = DIALECTS[n % len(DIALECTS)]
+            n += 1
+            status, _, read = g.stream(dialect, "s21-outage", "Tell me the line.")
+            if read.ending != "success" or read.text != ANSWER:
+                bad.append((dialect, status, repr(read)))
+            time.sleep(0.05)
+        c.check(g.lane("s21-outage", "outage").get("breaker") in ("open", "half_open"),
+                "the primary's breaker did not open during the outage")
+    finally:
+        up.outage_down = False
+    recovered = time.monotonic()
+    served = []
+    while time.monotonic() < recovered + OUTAGE_CAP + 3.0 and served[-5:] != ["outage"] * 5:
+        dialect = DIALECTS[n % len(DIALECTS)]
+        n += 1
+        status, headers, read = g.stream(dialect, "s21-outage", "Tell me the line.")
+        if read.ending != "success" or read.text != ANSWER:
+            bad.append((dialect, status, repr(read)))
+        served.append(headers.get("x-switchyard-lane"))
+        if served[-1] == "outage" and served.count("outage") == 1:
+            back = time.monotonic() - recovered
+        time.sleep(0.05)
+    c.check(not bad, "%d streams were not whole during the outage: %s" % (len(bad), bad[:3]))
+    if c.check("outage" in served, "the recovered primary never served again: %s" % served[-5:]):
+        c.note = "primary back %.2f s after it recovered (bound %.1f s)" % (back, OUTAGE_CAP + OUTAGE_SLACK)
+        c.check(back <= OUTAGE_CAP + OUTAGE_SLACK, "the primary served again %.2f s after it recovered; the bound is "
+                "the %.1f s cooldown cap plus %.1f s" % (back, OUTAGE_CAP, OUTAGE_SLACK))
+        c.check(served[-5:] == ["outage"] * 5, "the recovered primary did not keep its share: %s" % served[-5:])
+    return c
+
+
 SCENARIOS = [
     ("429 with Retry-After", s01),
     ("429 without Retry-After", s02),
@@ -722,6 +1176,11 @@ SCENARIOS = [
     ("a fallback that refuses prefill", s14),
     ("a flapping primary", s15),
     ("fail-over accounting", s16),
+    ("a continuation that restarts", misbehaving("s17-restart", "restart", "success")),
+    ("a continuation of something else", misbehaving("s18-unrelated", "unrelated", "error")),
+    ("a continuation without the anchor", misbehaving("s19-bare", "bare", "error")),
+    ("a cut after every byte", s20),
+    ("an outage that ends", s21),
 ]
 
 
@@ -740,13 +1199,18 @@ def main():
             if args.k and args.k not in name:
                 continue
             started = time.monotonic()
+            note = None
             try:
                 failed = scenario(gateway, upstream)
+                if isinstance(failed, Checks):
+                    failed, note = failed.failed, failed.note
             except Exception as err:  # noqa: BLE001 - a crash in a scenario is its failure
                 failed = ["raised %s: %s" % (type(err).__name__, err)]
             results.append((n, name, failed, time.monotonic() - started))
             mark = "pass" if not failed else "FAIL"
             print("%2d. %-34s %s  (%.1f s)" % (n, name, mark, results[-1][3]), flush=True)
+            if note:
+                print("      %s" % note, flush=True)
             for what in failed:
                 print("      - %s" % what, flush=True)
     finally:

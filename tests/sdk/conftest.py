@@ -86,6 +86,9 @@ def lanes_config(listen: str, admin: str) -> str:
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
     lines.append("  cut-anthropic: { provider: up-anthropic }")
     lines.append("  cutthink-anthropic: { provider: up-anthropic, model: cut-anthropic }")
+    # lanes that misbehave when asked by instruction to go on (the mock knows them by name)
+    lines.append("  restart-openai: { provider: up-openai }")
+    lines.append("  unrelated-openai: { provider: up-openai }")
     # private lanes for the 429 tests, so their breakers trip nobody else's
     lines += [f"  {name}: {{ provider: up-{p}, model: wire-{p} }}" for name, p in RATE_LIMIT_LANES]
     # strict translation: a request a lane cannot fully carry is refused
@@ -120,6 +123,12 @@ def lanes_config(listen: str, admin: str) -> str:
         "  continued: { failover: { stream_failure: continue }, breaker: { consecutive_failures: 100000, failure_rate: 1.0 },"
         " members: [{ model: cut-anthropic, weight: 1000000 }, { model: lane-openai, weight: 1 }] }"
     )
+    # ... and go on by instruction with a lane that restarts its answer, or answers something else
+    for lane in ("restart-openai", "unrelated-openai"):
+        lines.append(
+            f"  continued-{lane.split('-')[0]}: {{ failover: {{ stream_failure: continue }}, {patient},"
+            f" members: [{{ model: cut-anthropic, weight: 1000000 }}, {{ model: {lane}, weight: 1 }}] }}"
+        )
     return "\n".join(lines) + "\n"
 
 

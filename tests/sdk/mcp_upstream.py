@@ -19,7 +19,9 @@ Options shared by both transports:
 
 Tools (name ``tickets``): read_ticket(id), read_queue(), close_ticket(id),
 slow_echo(text, seconds=1.0), echo_secret(text), whoami(), count(n), explode().
-Tools (name ``files``): list_files(), read_file(path), delete_file(path).
+Tools (name ``files``): list_files(), read_file(path), delete_file(path), count(n).
+``count(n, label="", pause=0)`` reports n progress steps ("<label> step i"),
+``pause`` seconds apart.
 Each server also has one prompt ``greeting(name)`` and one resource
 ``<name>://readme``. An unknown tool or a missing required argument is a
 JSON-RPC error -32602; ``explode`` returns a result with ``isError: true``.
@@ -67,6 +69,7 @@ def _tools(name: str, schema_changed: bool) -> list[types.Tool]:
                 input_schema=_schema({"path": "string"}),
                 annotations=destructive,
             ),
+            _count_tool(),
         ]
     read_props = {"id": "string", **({"reason": "string"} if schema_changed else {})}
     return [
@@ -89,13 +92,17 @@ def _tools(name: str, schema_changed: bool) -> list[types.Tool]:
             description="The Authorization header this server received ('none' when absent).",
             input_schema=_schema({}),
         ),
-        types.Tool(
-            name="count",
-            description="Send n progress notifications, then return 'counted n'.",
-            input_schema=_schema({"n": "integer"}),
-        ),
+        _count_tool(),
         types.Tool(name="explode", description="Always fails with isError: true.", input_schema=_schema({})),
     ]
+
+
+def _count_tool() -> types.Tool:
+    return types.Tool(
+        name="count",
+        description="Send n progress notifications (`pause` s apart), then return 'counted n'.",
+        input_schema=_schema({"n": "integer", "label": "string", "pause": "number"}, required=["n"]),
+    )
 
 
 def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
@@ -139,10 +146,12 @@ def build_server(name: str, schema_flag: str | None, log_path: str | None) -> Se
             case "whoami":
                 return _text(_header(ctx, "authorization") or "none")
             case "count":
-                n = int(args["n"])
+                n, label, pause = int(args["n"]), str(args.get("label", "")), float(args.get("pause", 0))
                 for i in range(1, n + 1):
+                    if pause:
+                        await anyio.sleep(pause)
                     # A no-op unless the caller sent `_meta.progressToken`.
-                    await ctx.session.report_progress(i, n, f"step {i}")
+                    await ctx.session.report_progress(i, n, f"{label} step {i}".strip())
                 return _text(f"counted {n}")
             case "explode":
                 return _text("explode: it blew up", is_error=True)

@@ -1,7 +1,8 @@
 """The MCP gateway through the official MCP Python SDK (client), in front of
 two upstream servers written with the same SDK (server): `tickets` over
 streamable HTTP (behind a pool whose first member is down, so every call
-fails over before dispatch) and `files` as a stdio child.
+fails over before dispatch) and `files` as a stdio child. A key reaches
+only what its `mcp` grants name: nothing without them.
 
 Two gateway instances share PostgreSQL and Redis: keys, pins and sessions
 are the fleet's. One session alternates between them through a
@@ -203,8 +204,10 @@ def fleet(tmp_path_factory):
             key = lambda spec: admin_api(admin_a, "POST", "/api/v1/admin/keys", {"name": "mcp", **spec})["key"]  # noqa: E731
             yield {
                 "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work,
-                "open": key({}),
+                "bare": key({}),
+                "everything": key({"mcp": ["*"]}),
                 "some": key({"mcp": ["files__*", "tickets__read_*"]}),
+                "reader": key({"mcp": ["files__*", "prompt:*__greeting", "resource:tickets+*"]}),
                 "limited": key({"mcp": ["tickets__read_queue"], "limits": {"rpm": 2}}),
             }
 
@@ -237,12 +240,34 @@ def calls(admin: str) -> list[dict]:
 
 
 def test_the_list_is_namespaced_and_filtered_per_key(fleet):
-    everything = tool_names(fleet["a"], fleet["open"])
+    everything = tool_names(fleet["a"], fleet["everything"])
     assert {"tickets__read_ticket", "tickets__close_ticket", "tickets__count", "files__read_file", "files__delete_file"} <= everything
     assert {name.split("__", 1)[0] for name in everything} == {"tickets", "files", "flaky"}, everything
     some = tool_names(fleet["a"], fleet["some"])
     assert some == {name for name in everything if name.startswith("files__") or name.startswith("tickets__read_")}
     assert tool_names(fleet["a"], fleet["limited"]) == {"tickets__read_queue"}
+
+
+def test_a_key_without_grants_reaches_no_tool_prompt_or_resource(fleet):
+    assert tool_names(fleet["a"], fleet["bare"]) == set()
+
+    async def go():
+        async with connect(fleet["a"], fleet["bare"]) as client:
+            assert (await client.list_prompts()).prompts == []
+            assert (await client.list_resources()).resources == []
+            for attempt in (
+                client.call_tool("files__delete_file", {"path": "a.txt"}),
+                client.get_prompt("files__greeting", {"name": "Ada"}),
+                client.read_resource("tickets+tickets://readme"),
+            ):
+                with pytest.raises(MCPError) as denied:
+                    await attempt
+                assert denied.value.code == FORBIDDEN, denied.value.message
+
+    run(go)
+    log = fleet["work"] / "files.log"
+    seen = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert not any(e["method"] == "tools/call" and e["name"] == "delete_file" for e in seen)
 
 
 def test_allowed_calls_succeed_denied_ones_error_and_a_rate_limit_refuses(fleet):
@@ -260,7 +285,10 @@ def test_allowed_calls_succeed_denied_ones_error_and_a_rate_limit_refuses(fleet)
             with pytest.raises(MCPError) as unknown:
                 await client.call_tool("tickets__no_such_tool", {})
             assert unknown.value.code in (FORBIDDEN, -32602)
-        async with connect(fleet["a"], fleet["limited"]) as client:
+        # A key of its own, three requests a minute: `initialize` is the first.
+        spec = {"name": "limited-calls", "mcp": ["tickets__read_queue"], "limits": {"rpm": 3}}
+        limited = admin_api(fleet["admin"], "POST", "/api/v1/admin/keys", spec)["key"]
+        async with connect(fleet["a"], limited) as client:
             for _ in range(2):
                 assert (await client.call_tool("tickets__read_queue", {})).content[0].text.startswith("queue:")
             with pytest.raises(MCPError) as limited:
@@ -305,7 +333,7 @@ def test_every_call_is_a_ledger_row(fleet):
 
 def test_guardrails_screen_arguments_and_results(fleet):
     async def go():
-        async with connect(fleet["a"], fleet["open"]) as client:
+        async with connect(fleet["a"], fleet["everything"]) as client:
             with pytest.raises(MCPError) as blocked:
                 await client.call_tool("tickets__echo_secret", {"text": "say forbidden-phrase now"})
             assert "words" in blocked.value.message and "forbidden-phrase" not in blocked.value.message
@@ -317,16 +345,23 @@ def test_guardrails_screen_arguments_and_results(fleet):
 
 def test_prompts_resources_and_progress_pass_through(fleet):
     async def go():
-        async with connect(fleet["a"], fleet["some"]) as client:
+        async with connect(fleet["a"], fleet["reader"]) as client:
             prompts = {p.name for p in (await client.list_prompts()).prompts}
             assert {"tickets__greeting", "files__greeting"} <= prompts
             got = await client.get_prompt("files__greeting", {"name": "Ada"})
             assert "Hello, Ada!" in got.messages[0].content.text
             uris = {str(r.uri) for r in (await client.list_resources()).resources}
-            assert "tickets+tickets://readme" in uris
+            assert uris == {"tickets+tickets://readme"}, "the files server's resource is not granted"
             read = await client.read_resource("tickets+tickets://readme")
             assert read.contents[0].text == "readme of tickets"
-        async with connect(fleet["a"], fleet["open"]) as client:
+            with pytest.raises(MCPError) as denied:
+                await client.read_resource("files+files://readme")
+            assert denied.value.code == FORBIDDEN
+        # Tool grants open no prompt or resource.
+        async with connect(fleet["a"], fleet["some"]) as client:
+            assert (await client.list_prompts()).prompts == []
+            assert (await client.list_resources()).resources == []
+        async with connect(fleet["a"], fleet["everything"]) as client:
             seen = []
 
             async def progress(done, total, message):
@@ -339,6 +374,33 @@ def test_prompts_resources_and_progress_pass_through(fleet):
     run(go)
 
 
+def test_a_stdio_servers_progress_reaches_only_its_own_caller(fleet):
+    """Two keys' sessions call the one stdio child at once, each with the
+    progress token the SDK chose (the same one): each hears its own steps."""
+
+    async def counting(key: str, label: str, heard: list[str]):
+        async with connect(fleet["a"], key) as client:
+
+            async def progress(done, total, message):
+                heard.append(message)
+
+            result = await client.call_tool(
+                "files__count", {"n": 3, "label": label, "pause": 0.2}, progress_callback=progress
+            )
+            assert result.content[0].text == "counted 3"
+
+    heard: dict[str, list[str]] = {"alpha": [], "beta": []}
+
+    async def go():
+        async with anyio.create_task_group() as both:
+            both.start_soon(counting, fleet["everything"], "alpha", heard["alpha"])
+            both.start_soon(counting, fleet["some"], "beta", heard["beta"])
+
+    run(go)
+    assert heard == {"alpha": ["alpha step 1", "alpha step 2", "alpha step 3"],
+                     "beta": ["beta step 1", "beta step 2", "beta step 3"]}, heard
+
+
 def test_a_pinned_tools_schema_change_withholds_it(fleet):
     admin = fleet["admin"]
     approved = admin_api(admin, "POST", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
@@ -349,12 +411,12 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files", "flaky-drop", "flaky-twin", "broken"}
     fleet["flag"].write_text("changed")
     try:
-        assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["open"])
+        assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["everything"])
         # The other instance reads the same pin.
-        assert "tickets__read_ticket" not in tool_names(fleet["b"], fleet["open"])
+        assert "tickets__read_ticket" not in tool_names(fleet["b"], fleet["everything"])
 
         async def call():
-            async with connect(fleet["a"], fleet["open"]) as client:
+            async with connect(fleet["a"], fleet["everything"]) as client:
                 with pytest.raises(MCPError) as withheld:
                     await client.call_tool("tickets__read_ticket", {"id": "T-1", "reason": "x"})
                 assert withheld.value.code == FORBIDDEN and "withheld" in withheld.value.message
@@ -366,7 +428,7 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
         assert any(a["kind"] == "mcp_tool_changed" and a["subject"] == "tickets__read_ticket" for a in open_alerts)
         # Approved again: listed again, under its new schema.
         admin_api(admin, "POST", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
-        assert "tickets__read_ticket" in tool_names(fleet["a"], fleet["open"])
+        assert "tickets__read_ticket" in tool_names(fleet["a"], fleet["everything"])
     finally:
         fleet["flag"].unlink()
         admin_api(admin, "DELETE", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
@@ -380,7 +442,7 @@ def test_after_dispatch_only_an_idempotent_tool_goes_to_the_twin(fleet):
         return sum(1 for e in entries if e["method"] == "tools/call" and e["name"] == tool and arg in json.dumps(e["arguments"]))
 
     async def go():
-        async with connect(fleet["a"], fleet["open"]) as client:
+        async with connect(fleet["a"], fleet["everything"]) as client:
             result = await client.call_tool("flaky__read_ticket", {"id": "T-idem"})
             assert result.content[0].text == "ticket T-idem: open"
             with pytest.raises(MCPError) as lost:
@@ -394,7 +456,7 @@ def test_after_dispatch_only_an_idempotent_tool_goes_to_the_twin(fleet):
 
 def test_a_crash_looping_stdio_server_is_quarantined_and_the_rest_serve(fleet):
     for _ in range(3):
-        names = tool_names(fleet["a"], fleet["open"])
+        names = tool_names(fleet["a"], fleet["everything"])
         assert "files__read_file" in names and not any(n.startswith("broken__") for n in names)
     broken = next(s for s in admin_api(fleet["admin"], "GET", "/api/v1/admin/mcp")["servers"] if s["name"] == "broken")
     assert broken["state"]["quarantined_for_s"] > 0, broken
@@ -436,6 +498,6 @@ def test_a_session_is_its_keys_alone(fleet):
     session = {k.lower(): v for k, v in headers.items()}["mcp-session-id"]
     listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
     assert post(fleet["some"], listing, session)[0] == 200
-    assert post(fleet["open"], listing, session)[0] == 404, "another key's message finds no session"
+    assert post(fleet["everything"], listing, session)[0] == 404, "another key's message finds no session"
     assert post(fleet["some"], listing)[0] == 400, "no session named"
     assert post("sk-not-a-key", listing, session)[0] == 401

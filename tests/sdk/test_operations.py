@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import signal
 import struct
@@ -46,6 +47,12 @@ def vector(text: str, dims: int) -> list[float]:
     return out
 
 
+def int8(values: list[float]) -> list[int]:
+    """The fake's int8 form of a vector: each value times 127, rounded half
+    away from zero (crates/transport/src/mock_operation.rs, `quantize`)."""
+    return [int(math.copysign(math.floor(abs(v) * 127 + 0.5), v)) for v in values]
+
+
 def score(query: str, document: str) -> float:
     return (fnv1a(query.encode() + b"\0" + document.encode()) % 1025) / 1024
 
@@ -69,6 +76,9 @@ EMBED_LANES = [
     ("embed-titan", "bedrock", "amazon.titan-embed-text-v2:0", True),
     ("embed-bedrock-cohere", "bedrock", "cohere.embed-english-v3", False),
 ]
+# Cohere's Embed v4 on Bedrock takes only its own sizes (256 to 1536), so it
+# is not among the lanes asked for 4 values.
+BEDROCK_COHERE_V4 = ("embed-bedrock-cohere-v4", "bedrock", "cohere.embed-v4:0")
 RERANK_LANES = [
     ("rerank-cohere", "cohere", "rerank-v3.5"),
     ("rerank-bedrock", "bedrock", "cohere.rerank-v3-5:0"),
@@ -89,6 +99,7 @@ def operations_config(listen: str, admin: str, fake: str) -> str:
     lines.append("models:")
     lines += [f"  lane-{p}: {{ provider: up-{p}, model: wire-{p} }}" for p in PROTOCOLS]
     lines += [f'  {n}: {{ provider: up-{p}, model: "{m}", operation: embed }}' for n, p, m, _ in EMBED_LANES]
+    lines.append('  {}: {{ provider: up-{}, model: "{}", operation: embed }}'.format(*BEDROCK_COHERE_V4))
     lines += [f'  {n}: {{ provider: up-{p}, model: "{m}", operation: rerank }}' for n, p, m in RERANK_LANES]
     lines += [f"  {n}: {{ provider: up-openai, model: {m}, operation: {o} }}" for n, m, o in MEDIA_LANES]
     return "\n".join(lines) + "\n"
@@ -241,6 +252,67 @@ def test_boto3_invoke_model_embeds_with_titan_and_cohere_bodies(sites):
         assert int(headers["x-amzn-bedrock-input-token-count"]) == words(*TEXTS), model
 
 
+def test_boto3_cohere_bodies_keep_their_types_and_sizes(sites):
+    """A Cohere body naming its `embedding_types` is answered by type
+    (`embeddings_by_type`), as Bedrock's Cohere models answer it, and its
+    `output_dimension` reaches the lanes that take it (Embed v4 on Bedrock,
+    Cohere's own): 256 values, not the model's whole size. Embed v3 refuses
+    the key (the fake, as Bedrock does); through the gateway it is left out
+    for v3 and reported."""
+    from botocore.exceptions import ClientError
+
+    fake, gateway = sites
+    body = json.dumps({"texts": TEXTS, "input_type": "search_document", "embedding_types": ["float"], "output_dimension": 256})
+    for addr, model in [(fake, BEDROCK_COHERE_V4[2]), (gateway, BEDROCK_COHERE_V4[0]), (gateway, "embed-cohere")]:
+        reply = json.loads(bedrock_client(addr).invoke_model(modelId=model, body=body)["body"].read())
+        assert reply["response_type"] == "embeddings_by_type", (model, reply)
+        assert reply["embeddings"]["float"] == [vector(t, 256) for t in TEXTS], model
+    with pytest.raises(ClientError) as refused:
+        bedrock_client(fake).invoke_model(modelId="cohere.embed-english-v3", body=body)
+    assert "output_dimension" in str(refused.value), refused.value
+    raw = bedrock_client(gateway).invoke_model(modelId="embed-bedrock-cohere", body=body)
+    assert json.loads(raw["body"].read())["embeddings"]["float"] == [vector(t, 8) for t in TEXTS]
+    assert raw["ResponseMetadata"]["HTTPHeaders"].get("x-switchyard-dropped"), raw["ResponseMetadata"]["HTTPHeaders"]
+
+
+def test_cohere_quantised_embeddings_reach_cohere_models_only(sites):
+    """int8, Cohere's own form, between Cohere's API and its models on
+    Bedrock both ways: the lane is asked for it and its vectors carried (the
+    gateway refused it before). A lane that cannot make it (OpenAI's) gets
+    floats only, reported, and a strict caller is refused."""
+    import urllib.error
+    import urllib.request
+
+    import cohere
+
+    fake, gateway = sites
+    want = [int8(vector(t, 8)) for t in TEXTS]
+    for addr, model in [(fake, "embed-v4.0"), (gateway, "embed-bedrock-cohere"), (gateway, "embed-cohere")]:
+        client = cohere.ClientV2(api_key="x", base_url=f"http://{addr}", max_retries=0)
+        reply = client.embed(model=model, texts=TEXTS, input_type="search_query", embedding_types=["int8", "float"])
+        assert reply.embeddings.int8 == want, model
+        assert reply.embeddings.float_ == [vector(t, 8) for t in TEXTS], model
+    body = json.dumps({"texts": TEXTS, "input_type": "search_document", "embedding_types": ["int8"]})
+    for addr, model in [(fake, "cohere.embed-english-v3"), (gateway, "embed-cohere"), (gateway, "embed-bedrock-cohere")]:
+        reply = json.loads(bedrock_client(addr).invoke_model(modelId=model, body=body)["body"].read())
+        assert (reply["response_type"], reply["embeddings"]) == ("embeddings_by_type", {"int8": want}), model
+
+    def post(headers: dict[str, str]):
+        data = json.dumps({"model": "embed-openai", "texts": TEXTS, "input_type": "search_query", "embedding_types": ["float", "int8"]})
+        request = urllib.request.Request(
+            f"http://{gateway}/v2/embed", data=data.encode(), headers={"content-type": "application/json", **headers}
+        )
+        return urllib.request.urlopen(request, timeout=10)
+
+    with post({}) as answer:
+        embeddings = json.loads(answer.read())["embeddings"]
+        assert answer.headers.get("x-switchyard-dropped"), dict(answer.headers)
+    assert embeddings == {"float": [vector(t, 8) for t in TEXTS]}
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        post({"x-switchyard-strict": "1"})
+    assert refused.value.code == 400
+
+
 # -- rerank -------------------------------------------------------------------
 
 
@@ -376,4 +448,4 @@ def test_google_genai_models_list_pages_through_chat_and_embed_entries(sites):
     assert "embedContent" in names["models/embed-google"].supported_actions
     assert "generateContent" in names["models/lane-cohere"].supported_actions
     assert not any("rerank" in name for name in names), "a Gemini caller cannot rerank"
-    assert len(listed) == len(PROTOCOLS) + len(EMBED_LANES)
+    assert len(listed) == len(PROTOCOLS) + len(EMBED_LANES) + 1  # and BEDROCK_COHERE_V4

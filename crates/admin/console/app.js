@@ -78,6 +78,8 @@
   }
 
   const canChange = () => session && session.scope === 'full';
+  // What a read-only token sees in place of a form it could not send.
+  const readOnly = (what) => h('p', { class: 'note read-only', text: `Your token is read-only: ${what} here are shown, not changed.` });
 
   // An idempotency key (crypto.randomUUID needs a secure context; this does not).
   const freshId = () => Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join('');
@@ -136,8 +138,12 @@
   // -------------------------------------------------------------- chart --
 
   // A line chart of `series` over `points` (each point has `at` in seconds).
+  // On a phone a chart is drawn as narrow as its box, so its text is drawn
+  // at its own size (a wide drawing scaled down made it 5-6 px).
+  const chartWidth = (wide) => (window.innerWidth < 640 ? 340 : wide);
+
   function lineChart(title, points, series, format) {
-    const width = 640, height = 170, left = 56, bottom = 22, top = 10, right = 10;
+    const width = chartWidth(640), height = 170, left = 56, bottom = 22, top = 10, right = 10;
     // A window without a request has nothing to draw: no line of zeros.
     if (!points.some((p) => p.requests > 0)) {
       return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), h('p', { class: 'muted no-data', text: 'No data in this window.' }));
@@ -167,7 +173,7 @@
   // Lines of `series` ({label, values}) over steps starting at `starts`
   // (Unix seconds); each point carries its value for a pointer's hover.
   function seriesChart(title, starts, series, format, stepSeconds) {
-    const width = 720, height = 220, left = 84, bottom = 22, top = 10, right = 10;
+    const width = chartWidth(720), height = 220, left = 84, bottom = 22, top = 10, right = 10;
     const values = series.flatMap((line) => line.values);
     if (!values.some((v) => v > 0)) {
       return h('figure', { class: 'chart-box' }, h('figcaption', { text: title }), h('p', { class: 'muted no-data', text: 'No data in this range.' }));
@@ -197,12 +203,12 @@
   function barChart(title, rows, format) {
     const shown = rows.slice(0, 12);
     const max = Math.max(...shown.map((r) => r.value), 0) || 1;
-    const rowHeight = 22, left = 200, width = 760;
+    const rowHeight = 22, width = chartWidth(760), left = width < 760 ? 120 : 200, room = width < 760 ? 16 : 28;
     const svg = s('svg', { viewBox: `0 0 ${width} ${shown.length * rowHeight + 6}`, role: 'img', 'aria-label': title, class: 'chart bars' });
     shown.forEach((row, i) => {
       const y = i * rowHeight + 3;
       const w = Math.max(((width - left - 90) * row.value) / max, row.value > 0 ? 1 : 0);
-      svg.append(s('text', { x: left - 8, y: y + 14, 'text-anchor': 'end', class: 'label', text: row.label.length > 28 ? `${row.label.slice(0, 27)}…` : row.label }));
+      svg.append(s('text', { x: left - 8, y: y + 14, 'text-anchor': 'end', class: 'label', text: row.label.length > room ? `${row.label.slice(0, room - 1)}…` : row.label }));
       svg.append(s('rect', { x: left, y, width: w.toFixed(1), height: rowHeight - 6, class: 'bar-fill' }));
       svg.append(s('text', { x: left + w + 6, y: y + 14, class: 'label', text: format(row.value) }));
     });
@@ -369,9 +375,11 @@
     const section = (pool) => h('section', { class: 'pool' },
       h('h2', {}, pool.pool),
       settings(pool),
-      table(`Lanes of ${pool.pool}`, ['Lane', 'Upstream', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Answered / failed / rate limited', 'Trips', 'In flight', 'p50 / p99 (5 min)', 'Actions'],
+      // The actions come second: a long breaker reason never pushes them off the table.
+      table(`Lanes of ${pool.pool}`, ['Lane', 'Actions', 'Upstream', 'Weight', 'Share (5 min)', 'Breaker', 'Why', 'Answered / failed / rate limited', 'Trips', 'In flight', 'p50 / p99 (5 min)'],
         pool.lanes.map((lane) => [
           lane.lane,
+          actions(pool, lane),
           h('span', {}, `${lane.provider} (${lane.protocol})`, h('br'), h('code', { class: 'muted', text: lane.model })),
           weight(lane),
           lane.share === null ? h('span', { class: 'muted', text: 'no traffic' })
@@ -382,7 +390,6 @@
           fmt.n(lane.trips),
           lane.max_concurrent ? `${lane.in_flight} / ${lane.max_concurrent}` : `${lane.in_flight}`,
           latency(lane),
-          actions(pool, lane),
         ])));
     const parts = configured.map(section);
     // A model named directly is a pool of one lane of its own.
@@ -441,19 +448,32 @@
     const params = new URLSearchParams(location.search);
     const search = (params.get('q') || '').toLowerCase();
     const showRevoked = params.get('revoked') === 'show';
+    const order = params.get('sort') || 'name';
+    const near = params.get('near') === 'yes';
+    // A key's budget left as a share (spent and held both count); none: 1.
+    const left = (key) => {
+      if (!key.budget || !key.usage) return 1;
+      if (key.budget.usd <= 0) return 0;
+      return Math.max(0, key.budget.usd - key.usage.spent_usd - key.usage.reserved_usd) / key.budget.usd;
+    };
     const shown = keys.data.filter((key) => (showRevoked || key.state !== 'revoked')
-      && (!search || `${key.name} ${key.id} ${key.prefix} ${key.group || ''}`.toLowerCase().includes(search)));
+      && (!search || `${key.name} ${key.id} ${key.prefix} ${key.group || ''}`.toLowerCase().includes(search))
+      && (!near || left(key) <= 0.2 || key.state === 'suspended'));
+    if (order === 'headroom') shown.sort((a, b) => left(a) - left(b) || a.name.localeCompare(b.name));
     const filters = h('form', { class: 'card filters', method: 'get', action: '/ui/keys', 'aria-label': 'Find keys' },
       field('Search (name, id, prefix, group)', h('input', { name: 'q', type: 'search', value: params.get('q') || '', autocomplete: 'off' })),
+      field('Order', h('select', { name: 'sort' }, [['name', 'as created'], ['headroom', 'least budget left first']]
+        .map(([value, text]) => h('option', { value, text, selected: value === order })))),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'near', value: 'yes', checked: near }), ' Only near their budget (20 % or less left) or suspended'),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'revoked', value: 'show', checked: showRevoked }), ' Show revoked keys'),
       h('button', { type: 'submit', text: 'Find' }));
     const rows = shown.map((key) => [
       h('span', { class: 'key-name' }, h('a', { href: `/ui/keys?id=${encodeURIComponent(key.id)}` }, h('strong', { text: key.name })), h('br'), h('code', { class: 'muted', text: key.id })),
       h('code', { text: `${key.prefix}…` }),
-      h('span', { class: `badge ${key.state}`, text: key.state }),
+      suspension(key),
       key.group || '–',
       key.pools ? key.pools.join(', ') : 'all',
-      key.budget && key.usage ? meter(key.usage.spent_usd, key.budget.usd, `${key.name} budget used`) : key.usage ? `${fmt.usd(key.usage.spent_usd)} spent` : '–',
+      key.budget && key.usage ? meter(key.usage.spent_usd + key.usage.reserved_usd, key.budget.usd, `${key.name} budget used (spent and held)`) : key.usage ? `${fmt.usd(key.usage.spent_usd)} spent` : '–',
       key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–',
       key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–',
       key.state === 'revoked' ? '' : h('span', { class: 'actions' },
@@ -476,14 +496,31 @@
         }, { class: 'danger', 'aria-label': `Revoke ${key.name}` })),
     ]);
     const more = keys.next_cursor ? h('p', {}, h('a', { href: `/ui/keys?cursor=${encodeURIComponent(keys.next_cursor)}`, text: 'More keys →' })) : null;
-    show(created, form, h('h2', { text: 'Keys' }), filters,
+    show(created, canChange() ? form : readOnly('keys'), h('h2', { text: 'Keys' }), filters,
       table('Virtual keys', ['Key', 'Prefix', 'State', 'Group', 'Pools', 'Budget', 'Requests/min left', 'Tokens/min left', 'Actions'], rows,
         keys.data.length ? 'No key matches.' : 'No keys yet.'), more);
+  }
+
+  // A key's state; a suspension with its end, and (full access) its lifting.
+  function suspension(key) {
+    const state = h('span', { class: `badge ${key.state}`, text: key.state });
+    if (key.state !== 'suspended') return state;
+    const until = key.suspended_until ? `until ${fmt.time(key.suspended_until * 1000)} UTC` : 'until lifted';
+    return h('span', { class: 'actions' }, state, h('span', { class: 'muted', text: until }),
+      button('Lift', async () => {
+        if (!confirm(`Lift the suspension of ${key.name}? It serves again at once.`)) return;
+        try {
+          await api(`keys/${encodeURIComponent(key.id)}/suspension`, { method: 'DELETE' });
+          say(`${key.name} serves again.`, 'ok');
+          await render();
+        } catch (err) { say(`Could not lift: ${err.message}`, 'error'); }
+      }, { 'aria-label': `Lift the suspension of ${key.name}` }));
   }
 
   // A key's settings changed in place: budget, limits, pools, group,
   // expiry, against the version read (a change made meanwhile is refused).
   function editKey(key, groups) {
+    if (!canChange()) return null;
     const details = h('details', { class: 'edit' }, h('summary', { text: 'Edit', 'aria-label': `Edit ${key.name}` }));
     const form = h('form', { 'aria-label': `Settings of ${key.name}` },
       h('div', { class: 'fields' },
@@ -618,6 +655,7 @@
     });
     const edit = (group) => {
       if (group.from_config) return h('span', { class: 'muted', text: ' (config file: change it there)' });
+      if (!canChange()) return null;
       const form = h('form', { 'aria-label': `Settings of ${group.name}` },
         h('div', { class: 'fields' }, field('Parent', parentSelect(group.parent, group.name)), budgetFields(group)),
         h('p', { class: 'actions' }, button('Save', null, { type: 'submit', 'aria-label': `Save ${group.name}` }),
@@ -668,7 +706,7 @@
       } catch (err) { say(`Could not create the group: ${err.message}`, 'error'); }
     });
     const roots = children(null);
-    show(create, h('h2', { text: 'Budget tree' }),
+    show(canChange() ? create : readOnly('groups'), h('h2', { text: 'Budget tree' }),
       roots.length ? h('ul', { class: 'tree', 'aria-label': 'Budget tree' }, roots.map(node)) : h('p', { class: 'muted', text: 'No groups yet.' }));
   }
 
@@ -751,6 +789,8 @@
       api(`requests?key=${encodeURIComponent(id)}&status=4xx&limit=500`),
       api(`usage?${new URLSearchParams({ by: 'model', step: 'day', key: id, from: String((Math.floor(Date.now() / 86400000) - 6) * 86400) })}`),
     ]);
+    // Only a key with a budget of its own has an outlook (asking for another's is a 404 the console would log).
+    const outlook = key.budget ? await api(`budgets/${encodeURIComponent(`key:${id}`)}`).catch(() => null) : null;
     $('title').textContent = `Key ${key.name}`;
     document.title = `Key ${key.name} · Switchyard`;
     const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
@@ -768,6 +808,7 @@
         item('Last used (UTC)', last ? h('a', { href: `/ui/requests?id=${last.id}`, text: `${fmt.time(last.at_ms)} (${last.status})` }) : 'never'),
         item('Budget', key.budget && key.usage ? meter(key.usage.spent_usd, key.budget.usd, `${key.name} budget used`) : 'no cap'),
         item('Budget resets (UTC)', reset ? fmt.time(reset) : '–'),
+        item('Budget forecast', runsOut(outlook)),
         item('Requests per minute left', key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–'),
         item('Tokens per minute left', key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–'),
         item('In flight', key.usage ? fmt.n(key.usage.in_flight) : '–'),
@@ -776,6 +817,13 @@
         item('Refusals (latest 500 4xx)', reasons.size ? Array.from(reasons, ([why, n]) => `${why}: ${fmt.n(n)}`).join(' · ') : 'none')),
       seriesChart(`Spend of ${key.name} by model, last 7 days`, usage.starts, usage.series.map((line) => ({ label: line.value || '(none)', values: line.usd })), fmt.usd, usage.step_seconds),
       h('p', {}, h('a', { href: `/ui/requests?key=${encodeURIComponent(key.id)}`, text: 'Its requests →' })));
+  }
+
+  // A budget's forecast in words: "runs out in 6 h 10 m ($1.20 an hour)".
+  function runsOut(outlook) {
+    if (!outlook || outlook.burn_usd_per_hour == null) return '–';
+    const pace = `${fmt.usd(outlook.burn_usd_per_hour)} an hour`;
+    return outlook.runs_out_in ? `runs out in ${outlook.runs_out_in} (${pace})` : `lasts its window (${pace})`;
   }
 
   // When a budget window that is running now ends (UTC), in Unix ms.
@@ -843,20 +891,58 @@
     return h('span', {}, parts);
   }
 
+  // A request's story in words: whether a provider was reached, who
+  // answered (never a lane that failed), a refusal's reason, a cache hit,
+  // the guardrail decisions.
+  function whatHappened(r) {
+    const notes = r.notes || {};
+    const attempts = r.attempts || [];
+    const refused = notes.refused || (r.operation === 'refused' ? { kind: 'refused', operation: '' } : null);
+    const cached = notes.cache_saved_nano !== undefined && notes.cache_saved_nano !== null;
+    const reached = !refused && !cached;
+    const lastFailed = attempts.length ? Boolean(attempts[attempts.length - 1].failure) : r.status >= 500;
+    const answered = reached && !lastFailed;
+    const lines = [];
+    if (refused) {
+      const many = refused.count > 1 ? ` (this row stands for ${refused.count} alike in one minute)` : '';
+      lines.push(`Refused before any provider was reached: ${refused.kind.replaceAll('_', ' ')}${refused.operation ? ` on a ${refused.operation} request` : ''}. The caller got ${r.status}${many}.`);
+    } else if (cached) {
+      lines.push(`Answered from the response cache, saving ${fmt.usd(notes.cache_saved_nano / 1e9)}: no provider was reached.`);
+    } else if (!answered) {
+      const tried = attempts.length || 1;
+      lines.push(`Every attempt failed (${tried} tried${attempts.length ? `: ${attempts.map((a) => `${a.lane} ${(a.failure || '').replace('_', ' ')}`).join(', ')}` : `: ${r.lane}`}); no lane answered. The caller got ${r.status}.`);
+    } else if (r.failovers > 0) {
+      lines.push(`${r.lane} answered ${r.status} after ${r.failovers} failed attempt${r.failovers === 1 ? '' : 's'} on other lanes.`);
+    } else {
+      lines.push(`${r.lane} answered ${r.status}${r.status >= 400 ? ' (the provider\'s own refusal, passed on)' : ''}.`);
+    }
+    for (const decision of notes.guardrails || []) {
+      const [policy, rule, action, direction] = decision.split('/');
+      lines.push(`Guardrail ${policy}${rule ? `, rule ${rule}` : ''}: ${action || 'acted'}${direction ? ` on the ${direction}` : ''}.`);
+    }
+    if (reached && !(notes.guardrails || []).length) lines.push('No guardrail acted on it.');
+    return { reached, answered, lines };
+  }
+
   async function requestDetail(id) {
     const r = await api(`requests/${encodeURIComponent(id)}`);
     const text = r.text || null;
     const item = (name, value) => [h('dt', { text: name }), h('dd', {}, value)];
+    const story = whatHappened(r);
     $('title').textContent = `Request ${r.request_id}`;
     document.title = `Request ${r.request_id} · Switchyard`;
     show(h('p', {}, h('a', { href: '/ui/requests', text: '← All requests' })),
+      h('section', { class: 'card why', 'aria-label': 'What happened' }, h('h2', { text: 'What happened' }),
+        h('ul', {}, story.lines.map((line) => h('li', { text: line })))),
       h('dl', { class: 'detail' },
         item('Request id', h('code', { text: r.request_id })),
         item('Finished (UTC)', fmt.time(r.at_ms)),
         item('Status', String(r.status)),
         item('Key', r.key_id || '–'), item('Group', r.group || '–'), item('End user', r.end_user || '–'), item('Operation', r.operation),
         item('Caller', `${r.ingress || '–'}${r.stream ? ', a stream' : ''}`),
-        item('Pool named', r.pool), item('Lane that answered', r.lane), item('Wire model', r.model),
+        item('Pool named', r.pool),
+        item('Lane that answered', story.answered ? r.lane : h('span', { class: 'muted', text: story.reached ? `none (the last tried: ${r.lane})` : 'none: no provider was reached' })),
+        item('Wire model', r.model),
         item('Lanes tried before it (failovers)', String(r.failovers)),
         item('Input tokens', fmt.n(r.input_tokens)), item('Output tokens', fmt.n(r.output_tokens)),
         item('Cache reads / writes', `${fmt.n(r.cache_read_tokens)} / ${fmt.n(r.cache_write_tokens)}`),
@@ -869,7 +955,8 @@
           String(i + 1), a.lane, a.status === null || a.status === undefined ? 'no answer' : String(a.status),
           a.failure ? h('span', { class: 'badge open', text: a.failure.replace('_', ' ') }) : h('span', { class: 'badge closed', text: 'answered' }),
           fmt.wholeMs(a.ms)]))
-        : h('p', { text: `One attempt: ${r.lane} answered ${r.status}.` }),
+        : h('p', { text: !story.reached ? 'No upstream attempt: no provider was reached.'
+          : story.answered ? `One attempt: ${r.lane} answered ${r.status}.` : `One attempt: ${r.lane} failed; the caller got ${r.status}.` }),
       text ? [h('h2', { text: 'Prompt and reply' }),
         h('h3', { text: 'Request body' }), h('pre', { class: 'yaml', tabindex: '0', text: text.request || '(none kept)' }),
         h('h3', { text: 'Reply body' }), h('pre', { class: 'yaml', tabindex: '0', text: text.response || '(none kept: a stream, or not yet)' })]
@@ -916,7 +1003,7 @@
         result.replaceChildren(h('p', { class: 'error', text: `Not sent: ${err.message}` }));
       }
     });
-    show(form, result);
+    show(canChange() ? form : readOnly('prompts'), result);
   }
 
   async function alertsPage() {
@@ -1041,19 +1128,24 @@
     const load = h('button', { type: 'button', text: 'Load the running config' });
     load.addEventListener('click', () => {
       candidate.value = running.yaml;
-      result.replaceChildren(h('p', { class: 'muted', text: 'The running config is in the editor (secrets show as <redacted>: put them back, or ${VARIABLES}, before applying).' }));
+      result.replaceChildren(h('p', { class: 'muted', text: 'The running config is in the editor, comments and all. Each secret shows as <redacted>: left where it is, it keeps the running secret; to change one, write the new secret or a ${VARIABLE} in its place.' }));
     });
+    const empty = () => !candidate.value.split('\n').some((line) => line.trim() && !line.trim().startsWith('#'));
     const compare = h('button', { type: 'button', text: 'Diff against the running config' });
     compare.addEventListener('click', () => result.replaceChildren(h('h3', { text: 'Candidate against the running config' }), diffView(lineDiff(running.yaml, candidate.value), 'Candidate against the running config')));
+    const kept = (n) => n ? ` ${n} secret${n === 1 ? '' : 's'} shown as <redacted> keep${n === 1 ? 's' : ''} the running value.` : '';
     const validate = button('Validate candidate', async () => {
+      if (empty()) return result.replaceChildren(h('p', { class: 'error', text: 'The candidate is empty: load the running config and edit it.' }));
       try {
         const answer = await api('config/validate', { method: 'POST', body: candidate.value, headers: { 'content-type': 'application/yaml' } });
-        result.replaceChildren(answer.valid ? h('p', { class: 'ok', text: 'The candidate is valid.' }) : h('p', { class: 'error', text: 'The candidate has problems:' }),
+        result.replaceChildren(answer.valid ? h('p', { class: 'ok', text: `The candidate is valid.${kept(answer.kept_secrets)}` }) : h('p', { class: 'error', text: 'The candidate has problems:' }),
           answer.valid ? '' : problems(answer.problems), answer.warnings.length ? problems(answer.warnings) : '');
       } catch (err) { result.replaceChildren(h('p', { class: 'error', text: err.message })); }
     });
     const apply = button('Apply as a new version', async () => {
       if (running.version === null || running.version === undefined) return say('Versions need governance (admin tokens or storage).', 'error');
+      if (empty()) return result.replaceChildren(h('p', { class: 'error', text: 'The candidate is empty: load the running config and edit it.' }));
+      if (!confirm(`Apply the candidate as version ${running.version + 1}? It is written to the config file and served at once.`)) return;
       try {
         const answer = await api('config', { method: 'POST', json: { yaml: candidate.value, message: message.value }, headers: { 'if-match': `"${running.version}"` } });
         say(`Version ${answer.version} applied: ${answer.pools} pools, ${answer.lanes} lanes.`, 'ok');
@@ -1063,6 +1155,7 @@
       }
     }, { disabled: !canChange() || running.locked, title: running.locked ? 'config.locked: the file is the source' : null });
     const reload = button('Reload the config file', async () => {
+      if (!confirm('Read the config file on disk again and serve it now?')) return;
       try {
         const answer = await api('config/reload', { method: 'POST' });
         const o = answer.outcome;
@@ -1090,7 +1183,7 @@
           } catch (err) { say(`Could not roll back: ${err.message}`, 'error'); }
         }, { 'aria-label': `Roll back to version ${v.version}`, disabled: !canChange() || running.locked })];
     }), 'No versions yet.') : null;
-    show(h('section', { class: 'card' }, h('h2', { text: 'Change the config' }),
+    show(!canChange() ? readOnly('the config and its versions') : h('section', { class: 'card' }, h('h2', { text: 'Change the config' }),
       h('p', { class: 'muted', text: running.locked
         ? 'The config is locked (config.locked): the file is the source. Check a candidate here; change the file and reload to apply it.'
         : 'Check a candidate as `switchyard check` would, see what it changes, and apply it as a new version (written to the file, served at once, on every instance of a fleet). Reload reads the file on disk again, as SIGHUP does.' }),
@@ -1124,6 +1217,12 @@
   function notFound() {
     show(h('p', { text: `There is no console page at ${location.pathname}.` }),
       h('ul', {}, Object.entries(PAGES).map(([name, [title]]) => h('li', {}, h('a', { href: `/ui/${name}`, text: title })))));
+  }
+
+  // True while a field of the page has the keyboard focus.
+  function editing() {
+    const active = document.activeElement;
+    return Boolean(active && $('content').contains(active) && ['INPUT', 'TEXTAREA', 'SELECT'].includes(active.tagName));
   }
 
   // A section's name: its summary's accessible name, else its text.
@@ -1170,7 +1269,7 @@
   async function start() {
     // The document carries who is signed in (it is served only to a session).
     session = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
-    const role = { full: 'full access', read: 'read-only', member: 'member' }[session.scope] || session.scope;
+    const role = { full: 'full access', read: 'read-only', read_text: 'read-only, kept text too', member: 'member' }[session.scope] || session.scope;
     $('who').textContent = `${session.name} (${role})`;
     if (session.scope === 'member') {
       // A member has their own keys and nothing else.
@@ -1180,15 +1279,28 @@
     for (const link of document.querySelectorAll('nav a')) {
       if (link.dataset.page === pageName()) link.setAttribute('aria-current', 'page');
     }
+    // Escape closes an open edit panel and gives the focus back to its summary.
+    document.addEventListener('keydown', (event) => {
+      if (event.key !== 'Escape') return;
+      const open = document.querySelector('details.edit[open]');
+      if (!open) return;
+      open.open = false;
+      open.querySelector('summary').focus();
+    });
     $('logout').addEventListener('click', async () => {
       await fetch('/ui/logout', { method: 'POST', headers: { 'x-csrf-token': session.csrf } });
       location.assign('/ui/login?ended=1');
     });
     await render();
-    // Live pages redraw every 5 seconds while visible.
+    // Live pages redraw every 5 seconds while visible, and pause while a
+    // field has the focus (a redraw would erase what is being typed).
     const live = (PAGES[pageName()] || [])[2];
     if (live) {
-      refreshTimer = setInterval(() => { if (!document.hidden) render(); }, 5000);
+      refreshTimer = setInterval(() => {
+        const paused = editing();
+        document.body.dataset.paused = String(paused);
+        if (!document.hidden && !paused) render();
+      }, 5000);
     }
   }
 

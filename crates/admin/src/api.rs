@@ -35,6 +35,7 @@ use crate::shared::*;
 use crate::usage::*;
 use crate::versions::*;
 
+use switchyard_state::audit::Attempt;
 use switchyard_state::governance::now_ms;
 use switchyard_state::sign_ins::{cookie_value, SignIn, COOKIE};
 use switchyard_state::Gateway;
@@ -59,6 +60,8 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/groups", post(create_group).get(list_groups))
         .route("/api/v1/admin/groups/{name}", get(get_group).patch(patch_group).delete(delete_group))
         .route("/api/v1/admin/spend", get(spend))
+        .route("/api/v1/admin/budgets", get(crate::reports::budgets))
+        .route("/api/v1/admin/budgets/{bucket}", get(crate::reports::budget))
         .route("/api/v1/admin/usage", get(usage))
         .route("/api/v1/admin/requests", get(requests))
         .route("/api/v1/admin/requests/{id}", get(request_detail))
@@ -124,28 +127,36 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     // Members reach their own keys and nothing else; only members have own keys.
     let own = request.uri().path().starts_with("/api/v1/self/");
     let member = actor.as_ref().is_some_and(|a| a.scope == Scope::Member);
-    let response = match &actor {
-        None => ApiError(
-            StatusCode::UNAUTHORIZED,
-            "a valid admin token is required (Authorization: Bearer or X-Admin-Token)".into(),
-        )
-        .into_response(),
+    // Refused here (`Attempt::Refused`) or let through to the route.
+    let (response, attempt) = match &actor {
+        None => (
+            ApiError(
+                StatusCode::UNAUTHORIZED,
+                "a valid admin token is required (Authorization: Bearer or X-Admin-Token)".into(),
+            )
+            .into_response(),
+            Attempt::Refused,
+        ),
         Some(actor) if member != own => {
             let message = if member {
                 format!("`{}` is a member: members manage their own keys at /api/v1/self/keys", actor.name)
             } else {
                 "self-serve keys are for members signed in through single sign-on".to_owned()
             };
-            ApiError(StatusCode::FORBIDDEN, message).into_response()
+            (ApiError(StatusCode::FORBIDDEN, message).into_response(), Attempt::Refused)
         }
-        Some(actor) if mutation && actor.scope == Scope::Read => {
-            ApiError(StatusCode::FORBIDDEN, format!("token `{}` is read-only", actor.name)).into_response()
-        }
-        Some(_) if csrf_refused => ApiError(
-            StatusCode::FORBIDDEN,
-            "the console's anti-CSRF token is missing or wrong: reload the page and try again".into(),
-        )
-        .into_response(),
+        Some(actor) if mutation && actor.scope.read_only() => (
+            ApiError(StatusCode::FORBIDDEN, format!("token `{}` is read-only", actor.name)).into_response(),
+            Attempt::Refused,
+        ),
+        Some(_) if csrf_refused => (
+            ApiError(
+                StatusCode::FORBIDDEN,
+                "the console's anti-CSRF token is missing or wrong: reload the page and try again".into(),
+            )
+            .into_response(),
+            Attempt::Refused,
+        ),
         Some(actor) if limited.is_some() => {
             let wait = limited.unwrap_or(1);
             let mut response = ApiError(
@@ -157,23 +168,25 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
             )
             .into_response();
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(wait));
-            response
+            (response, Attempt::Refused)
         }
         Some(actor) => {
             request.extensions_mut().insert(actor.clone());
-            next.run(request).await
+            (next.run(request).await, Attempt::Admitted)
         }
     };
     if mutation {
         let actor = actor.as_ref().map_or("unauthenticated", |a| &a.name);
         let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
-        audit_entry(&gateway, source, actor, action, target, response.status().as_u16()).await;
+        let outcome = response.status().as_u16();
+        audit_entry(&gateway, source, actor, action, target, outcome, attempt).await;
     }
     response
 }
 
 /// Records an admin mutation attempt from `source` (when governance keeps
-/// an audit log), through the log's one door (`switchyard_state::audit::record`).
+/// an audit log), through the log's one door (`switchyard_state::audit::record`):
+/// one refused at the door counts against its source's budget of refused rows.
 pub(crate) async fn audit_entry(
     gateway: &Gateway,
     source: Option<std::net::IpAddr>,
@@ -181,10 +194,11 @@ pub(crate) async fn audit_entry(
     action: String,
     target: Option<String>,
     outcome: u16,
+    attempt: Attempt,
 ) {
     let Some(governance) = &gateway.governance else { return };
     let entry = AuditEntry { at_ms: now_ms() as i64, actor: actor.to_owned(), action, target, outcome };
-    switchyard_state::audit::record(&governance.stores, &governance.audit_gate, entry, source).await;
+    switchyard_state::audit::record(&governance.stores, &governance.audit_gate, entry, source, attempt).await;
 }
 
 /// The console session a request's cookie names, with the scope its admin
@@ -193,12 +207,17 @@ pub fn signed_in(gateway: &Gateway, headers: &HeaderMap) -> Option<SignIn> {
     let cookies = headers.get(axum::http::header::COOKIE)?.to_str().ok()?;
     let cookie = cookie_value(cookies, COOKIE)?;
     let mut sign_in = gateway.sign_ins.find(cookie, Instant::now())?;
-    // A single sign-on session lives while its provider is configured, its
-    // role no higher than the provider's ceiling now.
+    // A single sign-on session lives while its provider is configured and
+    // a role binding still matches its claims: its role is read again from
+    // the bindings and ceiling now, never above the one it signed in with
+    // (a lowered binding or `max_role` lowers it, a removed one ends it).
     if let Some(oidc) = gateway.oidc.as_ref().filter(|o| o.federation().matches(&sign_in.token)) {
-        if oidc.config().max_role == switchyard_config::Scope::Read {
-            sign_in.scope = switchyard_config::Scope::Read;
-        }
+        let role = sign_in.claims.as_deref().and_then(|claims| oidc.config().role_of(claims));
+        let Some(role) = role else {
+            gateway.sign_ins.close(cookie);
+            return None;
+        };
+        sign_in.scope = role.at_most(sign_in.scope);
         return Some(sign_in);
     }
     let mut current = None;
@@ -250,6 +269,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::groups::patch_group,
         crate::groups::delete_group,
         crate::reports::spend,
+        crate::reports::budgets,
+        crate::reports::budget,
         crate::usage::usage,
         crate::reports::requests,
         crate::reports::request_detail,
@@ -295,6 +316,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         GroupView,
         SpendLine,
         SpendReport,
+        crate::reports::BudgetOutlookView,
+        crate::reports::BudgetsView,
         RequestView,
         RequestPage,
         Span,

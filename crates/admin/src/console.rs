@@ -26,6 +26,7 @@ use switchyard_governance::key::secrets_match;
 use switchyard_governance::KeyHash;
 
 use crate::api::{audit_entry, csrf_ok, signed_in};
+use switchyard_state::audit::Attempt;
 use switchyard_state::sign_ins::{cookie_value, hex, random, SignIn, COOKIE, LIFETIME};
 use switchyard_state::Gateway;
 
@@ -129,6 +130,7 @@ async fn login_page(State(gateway): State<Arc<Gateway>>, Query(query): Query<Log
             "You signed in, but your account has no role on this console: ask an operator to bind one of your groups.",
         ),
         Some("expired") => Some("That sign-in expired or was already used: sign in again."),
+        Some("browser") => Some("That sign-in was started in another browser: sign in again here."),
         Some("refused") => Some("The identity provider did not sign you in."),
         Some("unavailable") => Some("The identity provider cannot be reached right now."),
         Some(_) => Some("Single sign-on failed: sign in again, or use an admin token."),
@@ -235,7 +237,7 @@ async fn login(
         }
     }
     let Some(token) = matched else {
-        audit_entry(&gateway, source, "unauthenticated", "POST /ui/login".into(), None, 401).await;
+        audit_entry(&gateway, source, "unauthenticated", "POST /ui/login".into(), None, 401, Attempt::Refused).await;
         // A wrong guess costs the guesser time.
         tokio::time::sleep(Duration::from_millis(250)).await;
         return Redirect::to("/ui/login?failed=1").into_response();
@@ -249,9 +251,10 @@ async fn login(
         token: KeyHash::of(&token.token),
         csrf: Arc::from(hex(&csrf)),
         subject: None,
+        claims: None,
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
-    audit_entry(&gateway, source, &token.name, "POST /ui/login".into(), None, 303).await;
+    audit_entry(&gateway, source, &token.name, "POST /ui/login".into(), None, 303, Attempt::SignIn).await;
     let secure = if gateway.config.admin.tls.is_some() { "; Secure" } else { "" };
     let set_cookie =
         format!("{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}", LIFETIME.as_secs());

@@ -109,7 +109,9 @@ pub(crate) async fn list_groups(State(admin): State<Admin>) -> ApiResult<Json<Ve
 pub(crate) async fn get_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let group = find_group(governance, &name)?;
-    Ok(tagged(&content_tag(&group), Json(group_view(governance, &group))))
+    let mut view = group_view(governance, &group);
+    view.usage = fleet_usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))).await;
+    Ok(tagged(&content_tag(&group), Json(view)))
 }
 
 pub(crate) fn find_group(governance: &Governance, name: &str) -> ApiResult<GroupRecord> {

@@ -34,8 +34,9 @@ pub struct CreateKey {
     /// Guardrail policies (`policies:` in the config) its requests pass, in
     /// place of its group's or pool's (absent: theirs).
     pub policies: Option<Vec<String>>,
-    /// MCP tools it may see and call: globs over `<server>__<tool>`
-    /// (absent: every one).
+    /// What of the MCP gateway it may see and use: servers (`tickets`,
+    /// `*`), tools (`files__*`), prompts (`prompt:tickets__*`), resources
+    /// (`resource:files+file:///docs/*`). Absent: nothing.
     pub mcp: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<BudgetBody>,
@@ -72,7 +73,7 @@ pub struct PatchKey {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub policies: Option<Option<Vec<String>>>,
-    /// New MCP grants (`null`: every tool).
+    /// New MCP grants (`null`: none, no tool, prompt or resource).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub mcp: Option<Option<Vec<String>>>,
@@ -231,17 +232,15 @@ pub(crate) fn checked_pools(admin: &Admin, pools: Option<Vec<String>>) -> ApiRes
     Ok(pools)
 }
 
-/// MCP grants: at most 256, each a short glob of name characters.
+/// MCP grants: at most 256, each one of the shapes `mcp_grant` reads.
 pub(crate) fn checked_mcp(grants: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    use switchyard_governance::mcp_grant::{check, MAX_GRANTS};
     if let Some(grants) = &grants {
-        if grants.len() > 256 {
-            return Err(bad("mcp: at most 256 grants"));
+        if grants.len() > MAX_GRANTS {
+            return Err(bad(format!("mcp: at most {MAX_GRANTS} grants")));
         }
         for grant in grants {
-            let fine = |b: u8| b.is_ascii_alphanumeric() || b"_-*.".contains(&b);
-            if grant.is_empty() || grant.len() > 200 || !grant.bytes().all(fine) {
-                return Err(bad(format!("mcp: `{grant}` is not a grant (write e.g. `files__*` or `tickets__read_*`)")));
-            }
+            check(grant).map_err(|message| bad(format!("mcp: {message}")))?;
         }
     }
     Ok(grants)
@@ -406,7 +405,9 @@ pub(crate) async fn stored_key(governance: &Governance, id: &str) -> ApiResult<K
 pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let record = stored_key(governance, &id).await?;
-    Ok(tagged(&record.version.to_string(), Json(key_view(governance, &record))))
+    let mut view = key_view(governance, &record);
+    view.usage = fleet_usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))).await;
+    Ok(tagged(&record.version.to_string(), Json(view)))
 }
 
 /// Tries of a rotation read again after another write came first.
@@ -627,7 +628,8 @@ pub(crate) async fn put_key_end_user(
     let spec = crate::end_users::override_of(&admin, &user, &body)?;
     let _write = governance.writes.lock().await;
     let record =
-        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, Some(spec))).await?;
+        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, Some(spec.clone())))
+            .await?;
     Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
 }
 

@@ -13,7 +13,7 @@ use crate::sampler::now_minute;
 use crate::shared::*;
 use switchyard_state::Gateway;
 
-#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded, secrets replaced by `<redacted>`, and `restart_pending`: sections it changes that keep their running values until a restart")))]
+#[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded (comments and layout kept), secrets replaced by `<redacted>` where they stand, and `restart_pending`: sections it changes that keep their running values until a restart")))]
 pub(crate) async fn running_config(State(admin): State<Admin>) -> Response {
     let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
     // The newest version's ETag, for `If-Match` on the next change.
@@ -35,19 +35,42 @@ pub(crate) async fn running_config(State(admin): State<Admin>) -> Response {
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/validate", request_body(content = String, content_type = "application/yaml"),
-    responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them; nothing is applied")))]
+    responses((status = 200, description = "`valid`, and every problem as `switchyard check` lists them (and a stdio MCP server's command, args or env changed, which only the file may; a `<redacted>` that keeps no running secret; an empty config); `kept_secrets`: the placeholders that keep running secrets; nothing is applied")))]
 pub(crate) async fn validate_config(
     State(admin): State<Admin>,
     body: axum::body::Bytes,
 ) -> ApiResult<Json<serde_json::Value>> {
-    let text = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
+    let sent = std::str::from_utf8(&body).map_err(|_| bad("body: the config must be UTF-8 text"))?;
+    let refused = |problems: Vec<serde_json::Value>| {
+        Ok(Json(serde_json::json!({"valid": false, "problems": problems, "warnings": [], "kept_secrets": 0})))
+    };
+    if switchyard_config::round_trip::is_empty(sent) {
+        return refused(vec![empty_problem()]);
+    }
+    // Placeholders that came back are the running secrets again, as an
+    // apply would take them; the answer never quotes one.
+    let restored = match switchyard_config::round_trip::restored(sent, &admin.gateway.config.source) {
+        Ok(restored) => restored,
+        Err(issues) => return refused(issues.iter().map(problem).collect()),
+    };
+    let text = restored.text.as_str();
     // The real environment, so the candidate is checked as it would run
     // (`load` never echoes a value it substituted).
     let env = |name: &str| std::env::var(name).ok();
-    let issue = |i: &switchyard_config::Issue| serde_json::json!({"path": i.path, "message": i.message, "fix": i.fix});
-    let answer = match switchyard_config::load(text, &env) {
+    let issue = problem;
+    let mut answer = match switchyard_config::load(text, &env) {
         Ok(config) => {
             let warnings: Vec<_> = config.warnings.iter().map(issue).collect();
+            // What applying it over the API would be refused for.
+            let file_only =
+                switchyard_config::mcp::file_only_changes(admin.gateway.config.mcp.as_ref(), config.mcp.as_ref());
+            if !file_only.is_empty() {
+                let problems: Vec<_> = file_only.iter().map(issue).collect();
+                return Ok(Json(scrubbed(
+                    serde_json::json!({"valid": false, "problems": problems, "warnings": warnings}),
+                    &restored.secrets,
+                )));
+            }
             match Gateway::new(config, admin.gateway.codecs) {
                 Ok(_) => serde_json::json!({"valid": true, "problems": [], "warnings": warnings}),
                 Err(err) => serde_json::json!({"valid": false, "warnings": warnings,
@@ -58,7 +81,34 @@ pub(crate) async fn validate_config(
             serde_json::json!({"valid": false, "problems": err.0.iter().map(issue).collect::<Vec<_>>(), "warnings": []})
         }
     };
-    Ok(Json(answer))
+    answer["kept_secrets"] = restored.secrets.len().into();
+    Ok(Json(scrubbed(answer, &restored.secrets)))
+}
+
+fn problem(issue: &switchyard_config::Issue) -> serde_json::Value {
+    serde_json::json!({"path": issue.path, "message": issue.message, "fix": issue.fix})
+}
+
+/// What an empty candidate is refused for: it would serve nothing.
+pub(crate) fn empty_problem() -> serde_json::Value {
+    serde_json::json!({"path": "", "message": "the config is empty: applied, it would serve no pool and drop every setting",
+        "fix": "send the whole config file (load the running config and edit it)"})
+}
+
+/// `answer` with every secret put back from the running config replaced
+/// by the placeholder again (a message may quote a value).
+pub(crate) fn scrubbed(answer: serde_json::Value, secrets: &[String]) -> serde_json::Value {
+    if secrets.is_empty() {
+        return answer;
+    }
+    let mut text = answer.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        // As the JSON text writes it (quotes and backslashes escaped).
+        let written = serde_json::to_string(secret).unwrap_or_default();
+        let inner = written.trim_matches('"');
+        text = text.replace(inner, switchyard_config::REDACTED);
+    }
+    serde_json::from_str(&text).unwrap_or(answer)
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/lanes", responses((status = 200, description = "every pool's lanes with breaker state")))]

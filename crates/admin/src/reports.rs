@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use switchyard_governance::money::usd;
@@ -95,6 +96,82 @@ pub struct SpendReport {
     /// Total cache hits, guardrail decisions and refusals.
     #[schema(value_type = Object)]
     pub outcomes: switchyard_store::Outcomes,
+    /// Each key's and group's budget: its spend in its window, its burn
+    /// and when it runs out at that pace.
+    #[serde(default)]
+    pub budgets: Vec<BudgetOutlookView>,
+}
+
+/// A budget's spend, burn over the last hour and forecast.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct BudgetOutlookView {
+    /// `key:<id>` or `group:<name>`.
+    pub bucket: String,
+    /// Whose, for people.
+    pub who: String,
+    /// Settled spend in the current window, USD.
+    pub spent_usd: f64,
+    /// The cap, USD.
+    pub cap_usd: f64,
+    /// Spend per hour over the last hour (absent: not watched yet).
+    pub burn_usd_per_hour: Option<f64>,
+    /// When it runs out at that pace (Unix seconds), if before its window
+    /// ends (absent: it does not).
+    pub exhausts_at: Option<i64>,
+    /// The same as a wait: "6 h 10 m".
+    pub runs_out_in: Option<String>,
+}
+
+/// Every budget's outlook at `now` (Unix ms).
+pub(crate) fn budget_outlooks(
+    governance: &switchyard_state::governance::Governance,
+    now: u64,
+) -> Vec<BudgetOutlookView> {
+    let mut views: Vec<BudgetOutlookView> = governance
+        .budget_outlooks(now)
+        .into_iter()
+        .map(|outlook| {
+            let at = outlook.forecast.and_then(|f| f.exhausts_at_ms);
+            BudgetOutlookView {
+                bucket: outlook.bucket,
+                who: outlook.who,
+                spent_usd: usd(outlook.spent),
+                cap_usd: usd(outlook.cap),
+                burn_usd_per_hour: outlook.forecast.map(|f| usd(f.per_hour)),
+                exhausts_at: at.map(|at| (at / 1000) as i64),
+                runs_out_in: at.map(|at| switchyard_governance::forecast::in_words(at.saturating_sub(now))),
+            }
+        })
+        .collect();
+    views.sort_by(|a, b| a.bucket.cmp(&b.bucket));
+    views
+}
+
+/// Every budget's outlook.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BudgetsView {
+    /// One per budgeted key and group, by bucket.
+    pub data: Vec<BudgetOutlookView>,
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/budgets",
+    responses((status = 200, body = BudgetsView)))]
+/// `GET /api/v1/admin/budgets`: each budget's spend, burn and forecast.
+pub(crate) async fn budgets(State(admin): State<Admin>) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    Ok(Json(BudgetsView { data: budget_outlooks(governance, now_ms()) }).into_response())
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/budgets/{bucket}",
+    responses((status = 200, body = BudgetOutlookView), (status = 404)))]
+/// `GET /api/v1/admin/budgets/{bucket}`: one budget's (`key:<id>`,
+/// `group:<name>`).
+pub(crate) async fn budget(State(admin): State<Admin>, Path(bucket): Path<String>) -> ApiResult<Response> {
+    let governance = governance(&admin)?;
+    match budget_outlooks(governance, now_ms()).into_iter().find(|b| b.bucket == bucket) {
+        Some(found) => Ok(Json(found).into_response()),
+        None => Err(ApiError(StatusCode::NOT_FOUND, format!("no budget `{bucket}`: name key:<id> or group:<name>"))),
+    }
 }
 
 /// `GET /api/v1/admin/requests` query.
@@ -155,6 +232,18 @@ pub struct RequestView {
     pub cache_read_tokens: u64,
     /// Cache writes.
     pub cache_write_tokens: u64,
+    /// Of the cache writes, those that live an hour.
+    pub cache_write_1h_tokens: u64,
+    /// Of the output, reasoning.
+    pub reasoning_tokens: u64,
+    /// Of the input, audio.
+    pub audio_input_tokens: u64,
+    /// Of the output, audio.
+    pub audio_output_tokens: u64,
+    /// Of the input, images.
+    pub image_input_tokens: u64,
+    /// Of the output, images.
+    pub image_output_tokens: u64,
     /// Status.
     pub status: u16,
     /// Total time (ms).
@@ -163,10 +252,13 @@ pub struct RequestView {
     pub ttfb_ms: Option<u64>,
     /// Lanes tried before the one that answered.
     pub failovers: u32,
-    /// Tokens estimated by the gateway (the caller left before usage came).
+    /// Tokens estimated by the gateway; `notes.estimated` says why
+    /// (`no_usage`, `caller_left`, `hedge_loser`, `answer_broken`).
     pub estimated: bool,
     /// USD at the current rate card.
     pub usd: f64,
+    /// The same, exactly: nano-USD (10⁻⁹ USD), rounded up.
+    pub cost_nano: u64,
     /// Every upstream attempt in order, when there was more than one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
@@ -280,7 +372,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     let mut data: Vec<SpendLine> = lines.into_values().collect();
     data.sort_by(|a, b| b.usd.total_cmp(&a.usd).then_with(|| a.value.cmp(&b.value)));
     let total_usd =
-        totals.iter().map(|t| admin.gateway.price_of(&t.lane).map_or(0.0, |p| usd(p.cost(&t.tokens)))).sum();
+        usd_sum(totals.iter().map(|t| admin.gateway.price_of(&t.lane).map_or(0.0, |p| usd(p.cost(&t.tokens)))));
     let by = match by {
         SpendBy::Key => "key",
         SpendBy::Group => "group",
@@ -289,12 +381,13 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         SpendBy::Operation => "operation",
         SpendBy::User => "user",
     };
-    let saved_usd = totals.iter().map(|t| usd(t.saved_nano)).sum();
+    let saved_usd = usd_sum(totals.iter().map(|t| usd(t.saved_nano)));
     let mut outcomes = switchyard_store::Outcomes::default();
     for total in &totals {
         outcomes.add(&total.outcomes);
     }
-    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd, outcomes };
+    let budgets = budget_outlooks(governance, now_ms());
+    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd, outcomes, budgets };
     if csv {
         let day = |seconds: i64| {
             time::OffsetDateTime::from_unix_timestamp(seconds)
@@ -423,11 +516,12 @@ fn status_range(text: &str) -> ApiResult<(u16, u16)> {
 /// A ledger row priced at today's rate.
 pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRow) -> RequestView {
     let row = stored.row;
-    let price = gateway.price_of(&row.lane);
+    let cost_nano = gateway.price_of(&row.lane).map_or(0, |p| p.cost(&row.tokens));
     RequestView {
         id: stored.id,
         at_ms: row.at_ms,
-        usd: price.map_or(0.0, |p| usd(p.cost(&row.tokens))),
+        usd: usd(cost_nano),
+        cost_nano,
         request_id: row.request_id,
         key_id: row.key_id,
         group: row.group,
@@ -440,6 +534,12 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
         output_tokens: row.tokens.output,
         cache_read_tokens: row.tokens.cache_read,
         cache_write_tokens: row.tokens.cache_write,
+        cache_write_1h_tokens: row.tokens.cache_write_1h,
+        reasoning_tokens: row.tokens.reasoning,
+        audio_input_tokens: row.tokens.audio_input,
+        audio_output_tokens: row.tokens.audio_output,
+        image_input_tokens: row.tokens.image_input,
+        image_output_tokens: row.tokens.image_output,
         status: row.status,
         latency_ms: row.latency_ms,
         ttfb_ms: row.ttfb_ms,
@@ -454,9 +554,10 @@ pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRo
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/requests/{id}",
-    responses((status = 200, body = RequestView, description = "the row, with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`; and `kept` (`retention`, `request`, `reply`) when its group's retention keeps text"), (status = 404)))]
+    responses((status = 200, body = RequestView, description = "the row; for a token whose scope reads text (`read_text` or `full`), with `text` (request and reply bodies) while the newest requests' text is kept: only with `telemetry.request_log.include_text`; and `kept` (`retention`, `request`, `reply`) when its group's retention keeps text"), (status = 404)))]
 pub(crate) async fn request_detail(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path(id): Path<i64>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let governance = governance(&admin)?;
@@ -471,6 +572,10 @@ pub(crate) async fn request_detail(
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
     let entry = stored.row.entry;
     let mut view = serde_json::to_value(request_view(&admin.gateway, stored)).unwrap_or_default();
+    // Conversation text is for a scope that reads it (`read` does not).
+    if !actor.scope.reads_text() {
+        return Ok(Json(view));
+    }
     // Its text, while the newest requests' text is kept (include_text).
     if let Some(text) = admin.gateway.telemetry.recent_text.as_ref().and_then(|recent| recent.find(entry)) {
         view["text"] = serde_json::to_value(text).unwrap_or_default();
@@ -500,9 +605,22 @@ pub(crate) async fn history(State(admin): State<Admin>, Query(query): Query<Hist
     Ok(Json(admin.gateway.telemetry.history.span(now_minute(), minutes, step)))
 }
 
+/// A sum of dollar figures folded from +0.0: `Iterator::sum` of no `f64`
+/// is -0.0, which a report would show as `-0.0`.
+fn usd_sum(figures: impl Iterator<Item = f64>) -> f64 {
+    figures.fold(0.0, |sum, figure| sum + figure)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_report_totals_zero_not_minus_zero() {
+        let empty = usd_sum(std::iter::empty());
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "0.0");
+        assert_eq!(usd_sum([0.25, 0.5].into_iter()), 0.75);
+    }
 
     #[test]
     fn a_status_filter_is_a_status_or_a_class() {
@@ -540,6 +658,7 @@ mod tests {
             total_usd: 1.0,
             saved_usd: 0.5,
             outcomes: switchyard_store::Outcomes::default(),
+            budgets: Vec::new(),
         };
         let csv = spend_csv(&report);
         let lines: Vec<&str> = csv.split("\r\n").collect();

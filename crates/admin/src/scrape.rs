@@ -388,3 +388,16 @@ pub fn render(registry: &Registry) -> String {
     }
     out
 }
+
+/// Starts posting the scrape's series over OTLP when the config exports
+/// there (and metrics are on): it ends with the gateway, and a reload
+/// starts the next one.
+pub fn spawn_export(gateway: &Arc<Gateway>) {
+    let Some(otlp) = gateway.config.telemetry.otlp.as_ref().filter(|_| gateway.metrics().is_some()) else { return };
+    let to = switchyard_telemetry::trace::Collector::new(otlp.metrics_url.clone(), otlp);
+    let resource = switchyard_telemetry::trace::Resource::of(otlp);
+    let weak = Arc::downgrade(gateway);
+    let render_now = move || weak.upgrade().map(|gateway| render(&registry(&gateway)));
+    let client = gateway.hooks.clone();
+    tokio::spawn(switchyard_telemetry::otlp_metrics::export(to, resource, otlp.metrics_interval, client, render_now));
+}

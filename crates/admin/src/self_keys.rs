@@ -3,6 +3,7 @@
 //! else's. A member's keys live in a group of their own under
 //! `admin.oidc.members.parent`, made on their first key from the template's
 //! budget and limits, so what they spend is capped where an operator said;
+//! each key gets the template's MCP grants (`members.mcp`; none without);
 //! a member holds at most `max_keys` keys at once. The door (`api`) lets
 //! members reach these routes only, and audits each change under the
 //! member's name.
@@ -152,7 +153,8 @@ pub(crate) async fn create(
         created_at: now,
         rotated_at: None,
         suspended_until: None,
-        mcp: None,
+        // The template's grants, copied: an admin may change them per key.
+        mcp: Some(template.mcp.clone()),
         end_users: None,
         aws: None,
         version: 0,

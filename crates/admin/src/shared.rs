@@ -108,18 +108,83 @@ pub struct BudgetBody {
     pub usd: f64,
     /// `1m`, `1h`, `1d`, `7d`, `1mo` (calendar, UTC) or `total`.
     pub window: String,
+    /// Shares of the cap (percent) whose crossing raises a
+    /// `budget_warning`, once each a window.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warn: Vec<f64>,
+    /// What a request the budget cannot pay for gets instead of a refusal
+    /// (absent: the refusal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_exhaust: Option<OnExhaustBody>,
+}
+
+/// Degrade, then refuse: the cheaper pool a spent budget sends requests to.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OnExhaustBody {
+    /// The pool that serves instead (held at its prices on the same cap).
+    pub downgrade: String,
+    /// Downgrade already from this share of the cap spent (percent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<f64>,
+    /// Downgrade too while the forecast says the budget runs out before
+    /// its window ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forecast: bool,
 }
 
 /// Limits as the API reads and writes them.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, ToSchema)]
+///
+/// Rates (`rps`, `rpm`, `tps`, `tpm`) refill evenly; quotas (`rph`, `rpd`,
+/// `rpmo`, `tph`, `tpd`, `tpmo`, `usd_per_hour`, `usd_per_day`,
+/// `usd_per_month`) count their calendar window (UTC) from zero.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsBody {
+    /// Requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rps: Option<u64>,
     /// Requests per minute.
     pub rpm: Option<u64>,
+    /// Requests per UTC hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rph: Option<u64>,
+    /// Requests per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpd: Option<u64>,
+    /// Requests per calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpmo: Option<u64>,
+    /// Tokens (input plus output) per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tps: Option<u64>,
     /// Tokens (input plus output) per minute.
     pub tpm: Option<u64>,
+    /// Tokens per UTC hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tph: Option<u64>,
+    /// Tokens per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpd: Option<u64>,
+    /// Tokens per calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpmo: Option<u64>,
+    /// USD per UTC hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_hour: Option<f64>,
+    /// USD per UTC day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_day: Option<f64>,
+    /// USD per calendar month.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_month: Option<f64>,
     /// Requests in flight.
     pub concurrent: Option<u64>,
+    /// The same limits for the requests that name a model or pool, inside
+    /// this bucket (one level deep).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schema(no_recursion)]
+    pub per_model: std::collections::BTreeMap<String, LimitsBody>,
 }
 
 pub(crate) fn double_option<'de, T: Deserialize<'de>, D: serde::Deserializer<'de>>(
@@ -160,27 +225,77 @@ pub(crate) fn budget_of(body: &BudgetBody, path: &str) -> ApiResult<Budget> {
     let window = Window::from_name(&body.window).ok_or_else(|| {
         bad(format!("{path}.window: `{}` is not a window; use 1m, 1h, 1d, 7d, 1mo or total", body.window))
     })?;
-    if !body.usd.is_finite() || body.usd < 0.0 {
-        return Err(bad(format!("{path}.usd: a budget is a finite amount, 0 or more")));
+    let on_exhaust = body.on_exhaust.as_ref().map(|d| switchyard_governance::Downgrade {
+        pool: d.downgrade.clone(),
+        at: d.at,
+        forecast: d.forecast,
+    });
+    let budget = Budget { usd: body.usd, window, warn: body.warn.clone(), on_exhaust };
+    if let Some(wrong) = budget.out_of_range().into_iter().next() {
+        return Err(bad(format!("{path}.{}: {}", wrong.key, wrong.problem)));
     }
-    Ok(Budget { usd: body.usd, window })
+    Ok(budget)
 }
 
 pub(crate) fn budget_body(budget: &Budget) -> BudgetBody {
-    BudgetBody { usd: budget.usd, window: budget.window.as_str().to_owned() }
+    BudgetBody {
+        usd: budget.usd,
+        window: budget.window.as_str().to_owned(),
+        warn: budget.warn.clone(),
+        on_exhaust: budget.on_exhaust.as_ref().map(|d| OnExhaustBody {
+            downgrade: d.pool.clone(),
+            at: d.at,
+            forecast: d.forecast,
+        }),
+    }
 }
 
 pub(crate) fn limits_of(body: &LimitsBody, path: &str) -> ApiResult<Limits> {
-    for (name, value) in [("rpm", body.rpm), ("tpm", body.tpm), ("concurrent", body.concurrent)] {
-        if value == Some(0) {
-            return Err(bad(format!("{path}.{name}: a limit of 0 refuses everything; omit it for no limit")));
-        }
+    let limits = limits_from(body);
+    if let Some(wrong) = limits.out_of_range().into_iter().next() {
+        return Err(bad(format!("{path}.{}: {}", wrong.key, wrong.problem)));
     }
-    Ok(Limits { rpm: body.rpm, tpm: body.tpm, concurrent: body.concurrent })
+    Ok(limits)
+}
+
+fn limits_from(body: &LimitsBody) -> Limits {
+    Limits {
+        rps: body.rps,
+        rpm: body.rpm,
+        rph: body.rph,
+        rpd: body.rpd,
+        rpmo: body.rpmo,
+        tps: body.tps,
+        tpm: body.tpm,
+        tph: body.tph,
+        tpd: body.tpd,
+        tpmo: body.tpmo,
+        usd_per_hour: body.usd_per_hour,
+        usd_per_day: body.usd_per_day,
+        usd_per_month: body.usd_per_month,
+        concurrent: body.concurrent,
+        per_model: body.per_model.iter().map(|(name, scoped)| (name.clone(), limits_from(scoped))).collect(),
+    }
 }
 
 pub(crate) fn limits_body(limits: &Limits) -> LimitsBody {
-    LimitsBody { rpm: limits.rpm, tpm: limits.tpm, concurrent: limits.concurrent }
+    LimitsBody {
+        rps: limits.rps,
+        rpm: limits.rpm,
+        rph: limits.rph,
+        rpd: limits.rpd,
+        rpmo: limits.rpmo,
+        tps: limits.tps,
+        tpm: limits.tpm,
+        tph: limits.tph,
+        tpd: limits.tpd,
+        tpmo: limits.tpmo,
+        usd_per_hour: limits.usd_per_hour,
+        usd_per_day: limits.usd_per_day,
+        usd_per_month: limits.usd_per_month,
+        concurrent: limits.concurrent,
+        per_model: limits.per_model.iter().map(|(name, scoped)| (name.clone(), limits_body(scoped))).collect(),
+    }
 }
 
 /// A time given as RFC 3339 or Unix seconds.
@@ -207,15 +322,25 @@ pub(crate) fn random<const N: usize>() -> ApiResult<[u8; N]> {
 }
 
 pub(crate) fn usage_view(governance: &Governance, id: &BucketId) -> Option<UsageView> {
-    let view = governance.bucket(id)?;
-    Some(UsageView {
+    governance.bucket(id).map(|view| usage_of(&view))
+}
+
+/// A bucket's figures for the whole fleet (every instance's spend,
+/// reservations and requests in flight, from Redis), for a read of one
+/// key or group; this instance's without a fleet.
+pub(crate) async fn fleet_usage_view(governance: &Governance, id: &BucketId) -> Option<UsageView> {
+    governance.fleet_bucket(id).await.map(|view| usage_of(&view))
+}
+
+fn usage_of(view: &switchyard_governance::admission::BucketView) -> UsageView {
+    UsageView {
         spent_usd: usd(view.spent),
         reserved_usd: usd(view.reserved),
         budget_left_usd: view.budget_left.map(usd),
         requests_headroom: view.requests_headroom,
         tokens_headroom: view.tokens_headroom,
         in_flight: view.in_flight,
-    })
+    }
 }
 
 /// A record's entity tag: `"<tag>"`, strong (the record's stored version,

@@ -1,6 +1,6 @@
 //! The `/stats` lane-state view: every pool's lanes with breaker state,
 //! reason, time to recovery, in-flight requests, free permits and outcome
-//! counters, and governance's figures.
+//! counters, the sockets open, and governance's figures.
 
 use std::sync::atomic::Ordering;
 
@@ -64,7 +64,8 @@ pub fn stats(gateway: &Gateway) -> Value {
             "lanes": lanes,
         }));
     }
-    let mut out = json!({"pools": pools});
+    // Long-lived sockets (Responses over WebSocket) open on this instance.
+    let mut out = json!({"pools": pools, "sockets": {"open": gateway.sockets.open_now()}});
     if let Some(reloader) = gateway.reloader.get().and_then(std::sync::Weak::upgrade) {
         let (done, refused) = reloader.counts();
         out["config_reloads"] = json!({"done": done, "refused": refused});

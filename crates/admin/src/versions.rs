@@ -4,7 +4,8 @@
 //! `If-Match` on the current version's ETag: a lost update is a 412), and a
 //! rollback (an old version's text applied as the newest). Every text
 //! shown is redacted: secrets never appear. With `config.locked` the API
-//! changes nothing: the file is the source.
+//! changes nothing: the file is the source; and a stdio MCP server's
+//! command, args and env change only in the file (a 403 names them).
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -48,7 +49,11 @@ pub struct VersionView {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewVersion {
-    /// The whole config file's text (YAML; `${VAR}` references stay as written).
+    /// The whole config file's text (YAML; `${VAR}` references stay as
+    /// written, and kept verbatim, comments too). A `<redacted>` shown by
+    /// `GET /api/v1/admin/config` and sent back at its path, unchanged,
+    /// keeps the running secret; any other placeholder is a 400 naming its
+    /// path. An empty config is a 400.
     pub yaml: String,
     /// Why (kept with the version).
     #[serde(default)]
@@ -189,6 +194,10 @@ async fn apply(admin: &Admin, text: String, after: i64, author: &str, message: S
             let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
             Err(ApiError(StatusCode::BAD_REQUEST, format!("the config is not valid: {}", listed.join("; "))))
         }
+        Err(ApplyError::FileOnly(problems)) => {
+            let listed: Vec<String> = problems.iter().map(ToString::to_string).collect();
+            Err(ApiError(StatusCode::FORBIDDEN, format!("refused: {}", listed.join("; "))))
+        }
         Err(stale @ ApplyError::Stale { .. }) => Err(ApiError(StatusCode::PRECONDITION_FAILED, stale.to_string())),
         Err(ApplyError::Store(message)) => Err(ApiError(StatusCode::SERVICE_UNAVAILABLE, message)),
     }
@@ -201,7 +210,9 @@ fn author(actor: &Actor) -> String {
 #[utoipa::path(post, path = "/api/v1/admin/config", request_body = NewVersion,
     params(("If-Match" = String, Header, description = "the current version's ETag, from GET /api/v1/admin/config: a version made since is a 412")),
     responses((status = 200, description = "applied: pools, lanes, restart_required, warnings and the new `version` (its ETag too)"),
-        (status = 400, description = "not valid: every problem"), (status = 409, description = "config.locked"),
+        (status = 400, description = "not valid: every problem"),
+        (status = 403, description = "it adds or changes a stdio MCP server's command, args or env, which change only in the config file"),
+        (status = 409, description = "config.locked"),
         (status = 412, description = "another version came first"), (status = 428, description = "If-Match missing")))]
 pub(crate) async fn apply_config(
     State(admin): State<Admin>,
@@ -212,6 +223,12 @@ pub(crate) async fn apply_config(
     let change: NewVersion = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     if change.message.len() > MAX_MESSAGE {
         return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
+    }
+    if switchyard_config::round_trip::is_empty(&change.yaml) {
+        return Err(bad(format!(
+            "yaml: {}",
+            crate::operations::empty_problem()["message"].as_str().unwrap_or_default()
+        )));
     }
     let newest = newest_number(&admin).await?;
     if !headers.contains_key(axum::http::header::IF_MATCH) {
@@ -227,12 +244,23 @@ pub(crate) async fn apply_config(
     check_if_match(&headers, &newest.to_string(), "the config")?;
     let after = newest;
 
-    apply(&admin, change.yaml, after, &author(&actor), change.message).await
+    // Placeholders shown for secrets that come back where they were shown
+    // keep the running secrets; any other is refused: the file never holds one.
+    let restored =
+        switchyard_config::round_trip::restored(&change.yaml, &admin.gateway.config.source).map_err(|issues| {
+            let listed: Vec<String> = issues.iter().map(ToString::to_string).collect();
+            bad(format!("the config is not valid: {}", listed.join("; ")))
+        })?;
+    apply(&admin, restored.text, after, &author(&actor), change.message).await.map_err(|ApiError(status, message)| {
+        let message = crate::operations::scrubbed(serde_json::Value::String(message), &restored.secrets);
+        ApiError(status, message.as_str().unwrap_or_default().to_owned())
+    })
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/rollback/{v}", request_body = Rollback,
     params(("If-Match" = Option<String>, Header, description = "the current version's ETag: a version made since is a 412")),
-    responses((status = 200, description = "version v's text applied as the newest version"), (status = 404), (status = 409), (status = 412)))]
+    responses((status = 200, description = "version v's text applied as the newest version"),
+        (status = 403, description = "it would change a stdio MCP server's command, args or env"), (status = 404), (status = 409), (status = 412)))]
 pub(crate) async fn rollback_config(
     State(admin): State<Admin>,
     Extension(actor): Extension<Actor>,

@@ -51,6 +51,7 @@ fn watch(gateway: &Gateway, alerts: &Alerts, seen: &mut Seen, now: u64) {
     pools(gateway, alerts, now);
     if let Some(governance) = &gateway.governance {
         budgets(governance, alerts, now);
+        budget_signals(governance, alerts, now);
         if let Some(ledger) = &governance.ledger {
             let full = ledger.stats.queue_full.load(Ordering::Relaxed);
             let errors = ledger.stats.write_errors.load(Ordering::Relaxed);
@@ -152,6 +153,33 @@ fn budgets(governance: &switchyard_state::governance::Governance, alerts: &Alert
     for open in alerts.open() {
         if open.kind == AlertKind::BudgetThreshold && !crossed.contains_key(&open.subject) {
             alerts.resolve(AlertKind::BudgetThreshold, &open.subject, "below the threshold again".into(), now);
+        }
+    }
+}
+
+/// Tells the warnings and forecasts the budgets' watch made (each once a
+/// window: the watch makes each once).
+fn budget_signals(governance: &switchyard_state::governance::Governance, alerts: &Alerts, now: u64) {
+    use switchyard_governance::forecast::{in_words, Signal};
+    use switchyard_governance::money::usd;
+    for signal in governance.take_budget_signals() {
+        let (who, start) = (&signal.who, signal.window_start);
+        let (spent, cap) = (usd(signal.spent), usd(signal.cap));
+        match signal.signal {
+            Signal::Warning(share) => {
+                let subject = format!("{who} {share}% (window {start})");
+                let detail = format!("{who} spent ${spent:.4} of its ${cap:.4} budget: past its {share}% warning");
+                alerts.notify(AlertKind::BudgetWarning, &subject, detail, now);
+            }
+            Signal::Forecast(at) => {
+                let subject = format!("{who} (window {start})");
+                let detail = format!(
+                    "{who} runs out in {} at its pace over the last hour (${spent:.4} of ${cap:.4} spent; at Unix time {})",
+                    in_words(at.saturating_sub(now)),
+                    at / 1000
+                );
+                alerts.notify(AlertKind::BudgetForecast, &subject, detail, now);
+            }
         }
     }
 }

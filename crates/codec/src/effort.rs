@@ -51,6 +51,50 @@ pub fn level_to_write(reasoning: &Reasoning, levels: &[Effort], dropped: &mut Ve
     Some(level)
 }
 
+/// An OpenAI-style level to write (`reasoning_effort`, `reasoning.effort`)
+/// for a model with `capabilities`, from its protocol's `vocabulary`: only
+/// the levels the model takes (an effort it takes none of is reported, not
+/// sent: grok-4 refuses the field), the nearest one where the caller's is
+/// missing; thinking off is `none` where the model turns it off (by its
+/// facts, else where the protocol says `none`: `off_in_protocol`), else
+/// reported.
+pub fn openai_level(
+    reasoning: &Reasoning,
+    vocabulary: &[Effort],
+    capabilities: &Capabilities,
+    off_in_protocol: bool,
+    dropped: &mut Vec<Dropped>,
+) -> Option<&'static str> {
+    if reasoning.is_off() {
+        return match capabilities.efforts {
+            Some(efforts) if efforts.takes_off() => Some("none"),
+            None if off_in_protocol => Some("none"),
+            Some(_) => {
+                Dropped::push_once(dropped, Field::ReasoningOff, DropReason::Capability);
+                None
+            }
+            None => {
+                Dropped::push_once(dropped, Field::ReasoningOff, DropReason::Unsupported);
+                None
+            }
+        };
+    }
+    let Some(efforts) = capabilities.efforts else {
+        return level_to_write(reasoning, vocabulary, dropped).map(Effort::as_str);
+    };
+    let levels = efforts.within(vocabulary);
+    if levels.is_empty() {
+        if reasoning.effort.is_some() {
+            Dropped::push_once(dropped, Field::ReasoningEffort, DropReason::Capability);
+        }
+        if reasoning.budget_tokens.is_some() {
+            Dropped::push_once(dropped, Field::ReasoningBudget, DropReason::Capability);
+        }
+        return None;
+    }
+    level_to_write(reasoning, &levels, dropped).map(Effort::as_str)
+}
+
 /// A budget to write for a protocol (or model) taking only budgets: the
 /// caller's, else the one its level stands for.
 pub fn budget_to_write(reasoning: &Reasoning, dropped: &mut Vec<Dropped>) -> Option<u64> {
@@ -236,6 +280,39 @@ mod tests {
         assert_eq!(budget_to_write(&Reasoning::with_effort(Effort::Medium), &mut dropped), Some(8192));
         assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
         assert_eq!(level_to_write(&Reasoning::on(), &levels, &mut dropped), None);
+    }
+
+    /// o4-mini takes low, medium and high: a 1,024-token budget is low,
+    /// never `minimal`; a model that takes no level gets none; `none` only
+    /// to a model that turns thinking off.
+    #[test]
+    fn a_model_gets_only_the_levels_it_takes() {
+        use switchyard_ir::Efforts;
+        let vocabulary = [Effort::Minimal, Effort::Low, Effort::Medium, Effort::High, Effort::XHigh];
+        let o4_mini = Capabilities {
+            efforts: Some(Efforts::of(&[Effort::Low, Effort::Medium, Effort::High])),
+            ..Capabilities::default()
+        };
+        let mut dropped = Vec::new();
+        let budget = Reasoning::with_budget(1024);
+        assert_eq!(openai_level(&budget, &vocabulary, &Capabilities::default(), false, &mut dropped), Some("minimal"));
+        assert_eq!(openai_level(&budget, &vocabulary, &o4_mini, false, &mut dropped), Some("low"));
+        let minimal = Reasoning::with_effort(Effort::Minimal);
+        dropped.clear();
+        assert_eq!(openai_level(&minimal, &vocabulary, &o4_mini, false, &mut dropped), Some("low"));
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
+        dropped.clear();
+        assert_eq!(openai_level(&Reasoning::off(), &vocabulary, &o4_mini, true, &mut dropped), None);
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningOff, DropReason::Capability)]);
+        let gpt_5_1 = Capabilities { efforts: Some(Efforts::of(&[Effort::Low]).with_off()), ..Capabilities::default() };
+        assert_eq!(openai_level(&Reasoning::off(), &vocabulary, &gpt_5_1, false, &mut dropped), Some("none"));
+        let grok_4 = Capabilities { efforts: Some(Efforts::NONE), ..Capabilities::default() };
+        dropped.clear();
+        assert_eq!(
+            openai_level(&Reasoning::with_effort(Effort::High), &vocabulary, &grok_4, false, &mut dropped),
+            None
+        );
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Capability)]);
     }
 
     #[test]

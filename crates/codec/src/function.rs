@@ -13,7 +13,7 @@ use crate::DecodeError;
 /// Reads a function tool at `path`, taking its parts (a tool's parameters
 /// are its largest member; moved, not copied). A missing or `null`
 /// `parameters` is `Value::Null` (a function without arguments); `strict`
-/// has no IR field.
+/// is the tool's.
 pub fn read_tool(value: Value, path: &str) -> Result<Tool, DecodeError> {
     let Value::Object(mut tool) = value else {
         return Err(DecodeError::invalid(path, format!("{path} must be an object")));
@@ -42,17 +42,28 @@ pub fn read_tool(value: Value, path: &str) -> Result<Tool, DecodeError> {
             return Err(DecodeError::invalid(&param, format!("{param} must be an object")));
         }
     };
+    let strict = match function.remove("strict") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(strict)) => Some(strict),
+        Some(_) => {
+            let param = format!("{function_path}.strict");
+            return Err(DecodeError::invalid(&param, format!("{param} must be a boolean")));
+        }
+    };
     Ok(Tool {
         name: take_string(&mut function, "name", &function_path)?.ok_or_else(|| {
             DecodeError::invalid(format!("{function_path}.name"), format!("{function_path}.name is required"))
         })?,
         description: take_string(&mut function, "description", &function_path)?,
         parameters,
-        cache_control: None,
+        strict,
+        ..Tool::default()
     })
 }
 
-/// Writes a function tool; `parameters` only when the tool has them.
+/// Writes a function tool; `parameters` only when the tool has them. Its
+/// `strict` is the writer's to say (OpenAI's `function.strict`; Cohere has
+/// only a request-wide flag).
 pub fn tool_value(tool: &Tool) -> Value {
     let mut function = Map::new();
     function.insert("name".into(), Value::String(tool.name.clone()));
@@ -113,14 +124,11 @@ mod tests {
 
     #[test]
     fn tools_and_calls_read_back_what_is_written() {
-        let tool = Tool {
-            name: "f".into(),
-            description: Some("d".into()),
-            parameters: json!({"type": "object"}),
-            cache_control: None,
-        };
+        let tool = Tool::function("f", Some("d".into()), json!({"type": "object"}));
         assert_eq!(read_tool(tool_value(&tool), "tools[0]"), Ok(tool));
-        let bare = Tool { name: "g".into(), description: None, parameters: Value::Null, cache_control: None };
+        let strict = json!({"type": "function", "function": {"name": "f", "strict": true}});
+        assert_eq!(read_tool(strict, "tools[0]").map(|t| t.strict), Ok(Some(true)));
+        let bare = Tool::function("g", None, Value::Null);
         assert_eq!(tool_value(&bare), json!({"type": "function", "function": {"name": "g"}}));
         let call = ToolUse::new("c1", "f", "{\"a\":1}");
         assert_eq!(read_call(call_value("c1", &call), "tool_calls[0]"), Ok(call));

@@ -11,6 +11,7 @@ pub mod continuation;
 pub mod count;
 pub mod effort;
 pub mod embed;
+pub mod embed_by_type;
 pub mod form;
 pub mod frame;
 pub mod function;
@@ -18,10 +19,12 @@ pub mod hide;
 pub mod json;
 pub mod lineage;
 pub mod media;
+pub mod opaque;
 pub mod prefix;
 pub mod rerank;
 pub mod scan;
 pub mod signature;
+pub mod system;
 pub mod tap;
 
 pub use auth::{bearer_header, key_header, AuthError, Credentials, Outbound};
@@ -179,9 +182,11 @@ impl RawUpstreamError {
 pub struct CallerHeader {
     /// Its name (lower case).
     pub name: &'static str,
-    /// It turns on features of the vendor (betas): a lane of another
-    /// protocol that does not get it reports it dropped. A version header
-    /// is not: the lane's writer speaks its own version.
+    /// It turns on features of the vendor: a lane of another protocol that
+    /// does not get it reports it dropped. A version header is not (the
+    /// lane's writer speaks its own version), nor a header the codec reads
+    /// into the IR ([`Codec::read_headers`]: Anthropic's betas), whose
+    /// writers carry it or report it.
     pub features: bool,
 }
 
@@ -214,6 +219,13 @@ pub trait Codec: Send + Sync {
 
     /// Wire request → IR. Path-model protocols leave `model` empty.
     fn read_request(&self, body: &[u8]) -> Result<Request, DecodeError>;
+    /// Reads into `request` what the caller's headers say of it beside its
+    /// body (Anthropic's `anthropic-beta`: `Request::betas`). Whoever reads a
+    /// caller's request to write it for a lane calls it once, after
+    /// [`Codec::read_request`].
+    fn read_headers(&self, headers: &http::HeaderMap, request: &mut Request) {
+        let _ = (headers, request);
+    }
     /// IR → wire request for a model that takes `capabilities`: what the
     /// model is not said to take is not sent, and is reported in `dropped`.
     fn write_request_for(&self, request: &Request, capabilities: &Capabilities) -> Encoded;
@@ -358,6 +370,13 @@ pub trait Codec: Send + Sync {
     /// as media and every other string as text.
     fn media_members(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// Where this protocol's bodies hold strings that are not text as
+    /// written (inline media, signed state): guardrails screen every other
+    /// string ([`opaque`]).
+    fn opaque(&self) -> opaque::Opaque {
+        opaque::Opaque::NONE
     }
 
     /// The top-level members whose values admission reads: the first

@@ -82,7 +82,7 @@ mod tests {
     use switchyard_ir::{Message, ToolUse};
 
     fn turn(block: Block) -> Request {
-        Request { messages: vec![Message { role: Role::Assistant, content: vec![block] }], ..Request::default() }
+        Request { messages: vec![Message::new(Role::Assistant, vec![block])], ..Request::default() }
     }
 
     #[test]

@@ -363,13 +363,13 @@ mod tests {
             Block::ToolUse(call)
         };
         let mut messages = vec![
-            Message { role: Role::User, content: vec![call("user_side", None)] },
-            Message {
-                role: Role::Assistant,
-                content: vec![Block::Text(switchyard_ir::TextBlock::new("x")), call("a", None), call("b", None)],
-            },
-            Message { role: Role::Assistant, content: vec![call("c", Some("sig")), call("d", None)] },
-            Message { role: Role::Assistant, content: vec![call("e", None)] },
+            Message::new(Role::User, vec![call("user_side", None)]),
+            Message::new(
+                Role::Assistant,
+                vec![Block::Text(switchyard_ir::TextBlock::new("x")), call("a", None), call("b", None)],
+            ),
+            Message::new(Role::Assistant, vec![call("c", Some("sig")), call("d", None)]),
+            Message::new(Role::Assistant, vec![call("e", None)]),
         ];
         let ids: Vec<String> = unsigned_first_calls(&mut messages).iter().map(|call| call.id.clone()).collect();
         assert_eq!(ids, ["a", "e"]);

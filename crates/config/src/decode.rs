@@ -73,7 +73,7 @@ fn required_fix(field: &str, path: &str) -> String {
         "protocol" => "the wire protocol the backend speaks: openai, responses, anthropic, gemini, cohere or bedrock",
         "base_url" => "the backend's URL, e.g. `base_url: https://api.openai.com`",
         "url" => "the endpoint's URL, e.g. `url: https://hooks.example.com/route`",
-        _ => "its value (README's configuration reference shows its form)",
+        _ => "its value (the book's docs/configure.md shows its form)",
     };
     format!("add `{field}:` {under}: {example}")
 }

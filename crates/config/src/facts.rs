@@ -42,6 +42,22 @@ pub struct Fact {
     pub effort: Option<bool>,
     /// Takes `temperature` and `top_p` together.
     pub temperature_with_top_p: Option<bool>,
+    /// Continues an assistant message that ends the conversation (Claude:
+    /// Anthropic's "Prefill Claude's response" documentation).
+    pub prefill: Option<bool>,
+    /// Takes a system message inside the conversation.
+    pub system_messages: Option<bool>,
+    /// The effort levels it takes (`none`: thinking can be turned off),
+    /// where fewer than its protocol's.
+    pub efforts: Option<Vec<String>>,
+    /// The sampling parameters it refuses while it reasons.
+    pub refused_while_reasoning: Option<Vec<String>>,
+    /// Whether it reasons when a request says nothing of reasoning.
+    pub thinks_by_default: Option<bool>,
+    /// Where each of these facts comes from, by the fact's name: the
+    /// vendor's page that says it.
+    #[serde(default)]
+    pub sources: std::collections::BTreeMap<String, String>,
 }
 
 /// The bundled snapshot, read once. It is checked by a test: should it not
@@ -52,7 +68,7 @@ pub fn snapshot() -> &'static Snapshot {
 }
 
 /// Region and vendor prefixes of Bedrock model ids (`us.anthropic.`).
-const BEDROCK_PREFIXES: [&str; 12] = [
+const BEDROCK_PREFIXES: [&str; 13] = [
     "us.",
     "eu.",
     "apac.",
@@ -65,6 +81,7 @@ const BEDROCK_PREFIXES: [&str; 12] = [
     "meta.",
     "mistral.",
     "openai.",
+    "xai.",
 ];
 
 /// What the snapshot knows of `wire_model`, as a provider's API names it:
@@ -91,7 +108,7 @@ fn lookup_in<'a>(snapshot: &'a Snapshot, wire_model: &str) -> Option<&'a Fact> {
 
 /// What may follow a family's id in one of its models' ids: nothing, a
 /// date or build (`-20250929`, `-03-2025`, `-001`: two digits or more), a
-/// version (`-v1`, `@20240620`, `:0`), or a release channel.
+/// version (`-v1`, `-1:0`, `@20240620`, `:0`), or a release channel.
 fn is_variant_suffix(rest: &str) -> bool {
     if rest.is_empty() || rest.starts_with('@') || rest.starts_with(':') {
         return true;
@@ -99,6 +116,7 @@ fn is_variant_suffix(rest: &str) -> bool {
     let Some(rest) = rest.strip_prefix('-') else { return false };
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     digits >= 2
+        || (digits == 1 && rest.as_bytes().get(1) == Some(&b':'))
         || (rest.starts_with('v') && rest.as_bytes().get(1).is_some_and(u8::is_ascii_digit))
         || ["latest", "preview", "exp"].iter().any(|channel| rest.starts_with(channel))
 }
@@ -118,6 +136,31 @@ mod tests {
         assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
     }
 
+    /// Every reasoning fact an entry states names the page it comes from,
+    /// and reads as the config would read it.
+    #[test]
+    fn every_reasoning_fact_names_its_source() {
+        for fact in &snapshot().models {
+            let stated = [
+                ("efforts", fact.efforts.is_some()),
+                ("refused_while_reasoning", fact.refused_while_reasoning.is_some()),
+                ("thinks_by_default", fact.thinks_by_default.is_some()),
+            ];
+            for (name, said) in stated {
+                let source = fact.sources.get(name);
+                assert_eq!(said, source.is_some(), "{}: {name} and its source go together", fact.id);
+                assert!(source.is_none_or(|s| s.starts_with("https://")), "{}: {source:?}", fact.id);
+            }
+            assert!(fact.sources.keys().all(|k| stated.iter().any(|(name, _)| name == k)), "{}", fact.id);
+            if let Some(names) = &fact.efforts {
+                assert!(crate::translation::efforts_of(names).is_ok(), "{}: {names:?}", fact.id);
+            }
+            if let Some(names) = &fact.refused_while_reasoning {
+                assert!(crate::translation::sampling_of(names).is_ok(), "{}: {names:?}", fact.id);
+            }
+        }
+    }
+
     #[test]
     fn a_wire_model_finds_its_family_whatever_the_provider_calls_it() {
         let id = |wire: &str| lookup(wire).map(|fact| fact.id.as_str());
@@ -132,6 +175,10 @@ mod tests {
         assert_eq!(id("GPT-4o"), Some("gpt-4o"));
         assert_eq!(id("command-a-03-2025"), Some("command-a"));
         assert_eq!(id("amazon.nova-pro-v1:0"), Some("nova-pro-v1"));
+        assert_eq!(id("openai.gpt-oss-120b-1:0"), Some("gpt-oss-120b"));
+        assert_eq!(id("gpt-5.1-2025-11-13"), Some("gpt-5.1"));
+        assert_eq!(id("gpt-5-pro"), Some("gpt-5-pro"));
+        assert_eq!(id("o4-mini-2025-04-16"), Some("o4-mini"));
         // A later model of a family is not an earlier one.
         assert_eq!(id("claude-opus-4-7"), None);
         assert_eq!(id("gpt-4o-audio-mini"), None);

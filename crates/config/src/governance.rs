@@ -140,8 +140,12 @@ pub struct Group {
 pub struct Governance {
     /// Output tokens reserved for a request that names no maximum.
     pub default_max_tokens: u64,
-    /// How often buffered ledger rows are written (the most a `kill -9` loses).
+    /// How long a ledger batch gathers after its first row (with two
+    /// writes, the most a `kill -9` loses).
     pub ledger_flush_interval: Duration,
+    /// How long one ledger write may take before it counts as failed (a
+    /// database hung on a lock, or frozen): a fleet's rows go to the spool.
+    pub ledger_write_timeout: Duration,
     /// Ledger rows buffered before settlement waits (backpressure).
     pub ledger_queue: usize,
     /// How long a fleet's reservation outlives the instance holding it:
@@ -157,6 +161,7 @@ impl Default for Governance {
         Governance {
             default_max_tokens: 4096,
             ledger_flush_interval: Duration::from_secs(1),
+            ledger_write_timeout: Duration::from_secs(2),
             ledger_queue: 65_536,
             hold_lease: Duration::from_secs(60),
             suspend: None,
@@ -246,6 +251,7 @@ pub(crate) struct RawEndUserLimits {
 pub(crate) struct RawGovernance {
     pub default_max_tokens: Option<u64>,
     pub ledger_flush_interval: Option<String>,
+    pub ledger_write_timeout: Option<String>,
     pub ledger_queue: Option<usize>,
     pub hold_lease: Option<String>,
     pub suspend: Option<crate::operator::RawSuspend>,
@@ -272,11 +278,12 @@ pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
                 let scope = match scope.as_deref() {
                     None | Some("full") => Scope::Full,
                     Some("read") => Scope::Read,
+                    Some("read_text") => Scope::ReadText,
                     Some(other) => {
                         issues.push(Issue::new(
                             &format!("{path}.scope"),
                             format!("`{other}` is not a scope"),
-                            "use read or full",
+                            "use read, read_text (read, and kept conversation text) or full",
                         ));
                         Scope::Read
                     }
@@ -487,6 +494,15 @@ pub(crate) fn governance(raw: &RawGovernance, issues: &mut Vec<Issue>) -> Govern
     if flush.is_zero() || flush > Duration::from_secs(60) {
         issues.push(Issue::new("governance.ledger_flush_interval", "must be between 1ms and 60s", "write e.g. 1s"));
     }
+    let write_timeout = duration_or(
+        raw.ledger_write_timeout.as_deref(),
+        defaults.ledger_write_timeout,
+        "governance.ledger_write_timeout",
+        issues,
+    );
+    if write_timeout < Duration::from_millis(10) || write_timeout > Duration::from_secs(60) {
+        issues.push(Issue::new("governance.ledger_write_timeout", "must be between 10ms and 60s", "write e.g. 2s"));
+    }
     if raw.ledger_queue == Some(0) {
         issues.push(Issue::new("governance.ledger_queue", "a queue of 0 rows", "set it to 1024 or more"));
     }
@@ -504,6 +520,7 @@ pub(crate) fn governance(raw: &RawGovernance, issues: &mut Vec<Issue>) -> Govern
     Governance {
         default_max_tokens: raw.default_max_tokens.unwrap_or(defaults.default_max_tokens),
         ledger_flush_interval: flush,
+        ledger_write_timeout: write_timeout,
         ledger_queue: raw.ledger_queue.unwrap_or(defaults.ledger_queue).max(1),
         hold_lease,
         suspend: crate::operator::suspend(raw.suspend.as_ref(), issues),

@@ -32,6 +32,9 @@ pub struct JwtIssuer {
     pub leeway: Duration,
     /// Pools its callers may name (`None`: every one).
     pub pools: Option<Vec<String>>,
+    /// What of the MCP gateway its callers may use (`auth.jwt[i].mcp`, the
+    /// grants of a key; empty: nothing).
+    pub mcp: Vec<String>,
 }
 
 /// Console sign-in through an OpenID Connect provider (`admin.oidc`).
@@ -71,6 +74,8 @@ pub struct Members {
     pub limits: switchyard_governance::Limits,
     /// Keys one member may hold at once (revoked ones do not count).
     pub max_keys: u32,
+    /// The MCP grants each key a member mints is given (empty: none).
+    pub mcp: Vec<String>,
 }
 
 impl Eq for Members {}
@@ -124,6 +129,8 @@ pub(crate) struct RawMembers {
     #[serde(default)]
     pub limits: RawLimits,
     pub max_keys: Option<u32>,
+    #[serde(default)]
+    pub mcp: Vec<String>,
 }
 
 /// `admin.oidc.roles[i]`.
@@ -139,9 +146,14 @@ fn role(text: &str, key: &str, issues: &mut Vec<Issue>) -> Scope {
     match text {
         "full" => Scope::Full,
         "read_only" | "read" => Scope::Read,
+        "read_text" => Scope::ReadText,
         "member" => Scope::Member,
         other => {
-            issues.push(Issue::new(key, format!("`{other}` is not a role"), "use full, read_only or member"));
+            issues.push(Issue::new(
+                key,
+                format!("`{other}` is not a role"),
+                "use full, read_text, read_only or member",
+            ));
             Scope::Read
         }
     }
@@ -210,6 +222,7 @@ pub(crate) fn oidc(raw: &RawOidc, issues: &mut Vec<Issue>) -> Oidc {
                     5
                 }
             },
+            mcp: crate::mcp::grants(&members.mcp, "admin.oidc.members.mcp", issues),
         }),
     }
 }
@@ -227,6 +240,8 @@ pub(crate) struct RawJwtIssuer {
     pub subject_claim: Option<String>,
     pub leeway: Option<String>,
     pub pools: Option<Vec<String>>,
+    #[serde(default)]
+    pub mcp: Vec<String>,
 }
 
 /// One audience or several.
@@ -298,6 +313,7 @@ pub(crate) fn jwt_issuers(raw: &[RawJwtIssuer], keys: bool, issues: &mut Vec<Iss
                 subject_claim: issuer.subject_claim.clone().unwrap_or_else(|| "sub".to_owned()),
                 leeway: leeway.min(MAX_LEEWAY),
                 pools: issuer.pools.clone(),
+                mcp: crate::mcp::grants(&issuer.mcp, &format!("{at}.mcp"), issues),
             }
         })
         .collect()

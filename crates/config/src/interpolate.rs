@@ -12,6 +12,17 @@ const CLOSE: char = '\u{27e9}';
 
 /// Rewrites `${NAME}` references so the text parses as YAML in any context.
 pub fn protect(text: &str) -> String {
+    protect_with(text, OPEN, CLOSE)
+}
+
+/// [`protect`] with `$(NAME)` instead: the same length in bytes and
+/// characters, so what a parser of it says about positions holds in
+/// `text` (the values it reads are not `text`'s).
+pub fn protect_in_place(text: &str) -> String {
+    protect_with(text, "$(", ')')
+}
+
+fn protect_with(text: &str, open: &str, close: char) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("${") {
@@ -19,9 +30,9 @@ pub fn protect(text: &str) -> String {
         let after = &rest[start + 2..];
         match after.find('}') {
             Some(end) if after[..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && end > 0 => {
-                out.push_str(OPEN);
+                out.push_str(open);
                 out.push_str(&after[..end]);
-                out.push(CLOSE);
+                out.push(close);
                 rest = &after[end + 1..];
             }
             _ => {

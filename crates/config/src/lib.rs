@@ -7,6 +7,7 @@
 //! is pure: the environment is passed in as a look-up.
 
 mod decode;
+pub mod duplex;
 mod egress;
 pub mod facts;
 mod governance;
@@ -20,6 +21,7 @@ mod operator;
 mod raw;
 mod redact;
 pub mod retention;
+pub mod round_trip;
 mod server;
 mod spend;
 mod ssrf;
@@ -28,8 +30,9 @@ mod translation;
 mod units;
 
 pub use operator::{AlertFormat, Alerts, ConfigControl, EndUsers, Suspend};
-pub use redact::{redacted, shown_url, REDACTED};
+pub use redact::{shown_url, REDACTED};
 pub use retention::{Retention, RetentionStore, SealKey};
+pub use round_trip::redacted;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -149,6 +152,8 @@ pub struct Config {
     pub kept: kept::Kept,
     /// The MCP tool servers `/mcp` fronts (`None`: no `mcp:`).
     pub mcp: Option<mcp::Mcp>,
+    /// The bounds of long-lived sockets (`duplex:`).
+    pub duplex: duplex::Duplex,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
     /// The bundled model facts in use.
@@ -243,6 +248,9 @@ pub struct Provider {
     pub forward_headers: Vec<String>,
     /// A fetched credential, a path template, Claude on Vertex's body.
     pub egress: Egress,
+    /// Whether its models continue an assistant message last, when the
+    /// operator says (`prefill:`); else the model facts and the protocol decide.
+    pub prefill: Option<switchyard_ir::Prefill>,
 }
 
 /// The ad-hoc route of a provider: a caller names a provider and a wire
@@ -340,8 +348,20 @@ pub struct Rate {
     pub output_utok: f64,
     /// Cache reads (defaults to input).
     pub cache_read_utok: f64,
-    /// Cache writes (defaults to input).
+    /// Cache writes that live five minutes (defaults to input).
     pub cache_write_utok: f64,
+    /// Cache writes that live an hour (absent: as five-minute writes).
+    pub cache_write_1h_utok: Option<f64>,
+    /// Reasoning tokens (absent: as output).
+    pub reasoning_utok: Option<f64>,
+    /// Audio input (absent: as input).
+    pub audio_input_utok: Option<f64>,
+    /// Audio output (absent: as output).
+    pub audio_output_utok: Option<f64>,
+    /// Image input (absent: as input).
+    pub image_input_utok: Option<f64>,
+    /// Image output (absent: as output).
+    pub image_output_utok: Option<f64>,
     /// Per request.
     pub per_request_usd: f64,
     /// Per rerank search unit.
@@ -392,6 +412,20 @@ pub struct Failover {
     /// `max_continuations`); 0, the default, ends it with the caller's
     /// in-stream error.
     pub continuations: u32,
+    /// What a stream whose caller left does (`on_disconnect`).
+    pub on_disconnect: OnDisconnect,
+}
+
+/// What a stream whose caller went away does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnDisconnect {
+    /// The upstream stream is closed at once, so the generation stops; a
+    /// whole answer still waiting for its usage is read on for it, briefly.
+    #[default]
+    Cancel,
+    /// The upstream stream is read to its end (bounded by the lane's
+    /// request timeout) for the exact usage, with no caller.
+    Finish,
 }
 
 /// Most same-lane retries a pool may ask for.
@@ -402,7 +436,14 @@ pub const MAX_CONTINUATIONS: u32 = 3;
 
 impl Default for Failover {
     fn default() -> Failover {
-        Failover { max_hops: 3, timeout: Duration::from_secs(60), retries: 0, first_token: None, continuations: 0 }
+        Failover {
+            max_hops: 3,
+            timeout: Duration::from_secs(60),
+            retries: 0,
+            first_token: None,
+            continuations: 0,
+            on_disconnect: OnDisconnect::Cancel,
+        }
     }
 }
 
@@ -577,9 +618,10 @@ fn load_with(
         tree = serde_yaml_ng::Value::Mapping(serde_yaml_ng::Mapping::new());
     }
     interpolate::interpolate(&mut tree, "", env, &mut issues, used);
-    let Some(raw) = decode::decode(tree, &mut issues) else {
+    let Some(mut raw) = decode::decode(tree, &mut issues) else {
         return Err(ConfigError(issues));
     };
+    telemetry::read_otel_env(&mut raw.telemetry, env, &mut issues);
     let mut config = validate(raw, &mut issues);
     config.source = Source(Arc::from(text));
     if issues.is_empty() {
@@ -746,6 +788,14 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let control = operator::config_control(&raw.config);
     let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
     let mcp = mcp::validate(raw.mcp.as_ref(), &policies, issues);
+    let duplex = duplex::validate(raw.duplex.as_ref(), issues);
+    if mcp.as_ref().is_some_and(|mcp| !mcp.servers.is_empty()) && auth == AuthMode::Open {
+        warnings.push(Issue::new(
+            "mcp",
+            "auth is open, so anyone who reaches the data port may use every MCP tool, prompt and resource",
+            "set auth.mode: keys and grant each key its `mcp` list",
+        ));
+    }
 
     let server = server::validate(&raw.server, issues);
     if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {
@@ -804,11 +854,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             }
             let operation = match model.operation.as_deref() {
                 None => Operation::Chat,
-                Some(text) => Operation::from_name(text).unwrap_or_else(|| {
+                Some(text) => Operation::from_name(text).filter(|op| op.lane() == *op).unwrap_or_else(|| {
                     issues.push(Issue::new(
                         &format!("{path}.operation"),
-                        format!("`{text}` is not an operation"),
-                        "use chat, embed, rerank, moderation, image, speech or transcription",
+                        format!("`{text}` is not an operation a lane serves"),
+                        "use chat, embed, rerank, moderation, image, speech or transcription (chat lanes count tokens)",
                     ));
                     Operation::Chat
                 }),
@@ -831,6 +881,11 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             }
             let wire_model = model.model.as_deref().unwrap_or(name);
             let fact = facts::lookup(wire_model);
+            let prefill = providers.get(provider).map_or(switchyard_ir::Prefill::No, |p| {
+                let own = model.capabilities.as_ref().and_then(|c| c.prefill.as_ref());
+                let own = translation::read_prefill(own, p.protocol, &format!("{path}.capabilities.prefill"), issues);
+                translation::prefill(own, p.prefill, fact, p.protocol)
+            });
             Model {
                 name: Arc::from(name.as_str()),
                 provider,
@@ -840,7 +895,17 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 billing,
                 tier: model.tier.as_deref().map(Arc::from),
                 tags: model.tags.iter().map(|t| Arc::from(t.as_str())).collect(),
-                capabilities: translation::capabilities(model.capabilities.as_ref(), fact),
+                capabilities: translation::capabilities(
+                    model.capabilities.as_ref(),
+                    fact,
+                    prefill,
+                    translation::reasoning_rules(
+                        model.capabilities.as_ref(),
+                        fact,
+                        &format!("{path}.capabilities"),
+                        issues,
+                    ),
+                ),
                 fact: fact.map(|f| Arc::from(f.id.as_str())),
                 operation,
             }
@@ -875,6 +940,12 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             rate.output_utok,
             rate.cache_read_utok,
             rate.cache_write_utok,
+            rate.cache_write_1h_utok,
+            rate.reasoning_utok,
+            rate.audio_input_utok,
+            rate.audio_output_utok,
+            rate.image_input_utok,
+            rate.image_output_utok,
             rate.per_request_usd,
             rate.per_search_unit_usd,
             rate.per_image_usd,
@@ -905,6 +976,12 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 output_utok: rate.output_utok.unwrap_or(0.0),
                 cache_read_utok: rate.cache_read_utok.unwrap_or(input),
                 cache_write_utok: rate.cache_write_utok.unwrap_or(input),
+                cache_write_1h_utok: rate.cache_write_1h_utok,
+                reasoning_utok: rate.reasoning_utok,
+                audio_input_utok: rate.audio_input_utok,
+                audio_output_utok: rate.audio_output_utok,
+                image_input_utok: rate.image_input_utok,
+                image_output_utok: rate.image_output_utok,
                 per_request_usd: rate.per_request_usd.unwrap_or(0.0),
                 per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
                 per_image_usd: rate.per_image_usd.unwrap_or(0.0),
@@ -1019,10 +1096,23 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     .first_token
                     .as_deref()
                     .map(|text| duration_or(Some(text), timeout, &format!("{path}.failover.first_token"), issues));
-                Failover { max_hops, timeout, retries, first_token, continuations: 0 }
+                Failover { max_hops, timeout, retries, first_token, ..Failover::default() }
             }
         };
-        let failover = Failover { continuations: stream_continuations(&path, pool, issues), ..failover };
+        let on_disconnect = match pool.on_disconnect.as_deref() {
+            None | Some("cancel") => OnDisconnect::Cancel,
+            Some("finish") => OnDisconnect::Finish,
+            Some(other) => {
+                issues.push(Issue::new(
+                    &format!("{path}.on_disconnect"),
+                    format!("`{other}` is not what a stream whose caller left does"),
+                    "use cancel (stop the upstream at once) or finish (read it to its end for exact usage)",
+                ));
+                OnDisconnect::Cancel
+            }
+        };
+        let continuations = stream_continuations(&path, pool, issues);
+        let failover = Failover { continuations, on_disconnect, ..failover };
         let hedge = pool.hedge.as_ref().map(|raw| validate_hedge(&format!("{path}.hedge"), raw, issues));
         let mut fallback = Vec::new();
         for (index, target) in pool.fallback.iter().enumerate() {
@@ -1069,6 +1159,21 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     check_fallback_cycles(&pools, issues);
     check_pool_operations(&pools, &models, issues);
+    for group in &groups {
+        let path = format!("groups.{}", group.name);
+        for (path, name) in spend::named_pools(&path, group.budget.as_ref(), &group.limits) {
+            if !model_names.contains(&name) && !pool_names.contains(&name) {
+                issues.push(Issue::new(
+                    &path,
+                    format!("`{name}` is neither a pool nor a model"),
+                    format!(
+                        "name one of: {}",
+                        list(&pool_names.iter().chain(&model_names).copied().collect::<Vec<_>>())
+                    ),
+                ));
+            }
+        }
+    }
     if auth == AuthMode::Keys {
         for model in &models {
             if !rate_card.contains_key(&model.name) {
@@ -1127,6 +1232,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         end_users,
         control,
         kept,
+        duplex,
         mcp,
         warnings,
         model_facts,
@@ -1376,6 +1482,7 @@ fn validate_provider(
         adhoc,
         forward_headers,
         egress,
+        prefill: translation::read_prefill(provider.prefill.as_ref(), protocol, &format!("{path}.prefill"), issues),
     }
 }
 
@@ -2034,6 +2141,18 @@ pools: { x: { failover: { timeout: 100000000000000h }, members: [{ model: m }], 
     }
 
     #[test]
+    fn a_ledger_write_has_a_timeout_within_bounds() {
+        let config = load("governance: { ledger_write_timeout: 750ms }\n", &no_env).unwrap();
+        assert_eq!(config.governance.ledger_write_timeout, Duration::from_millis(750));
+        assert_eq!(load("{}\n", &no_env).unwrap().governance.ledger_write_timeout, Duration::from_secs(2));
+        for wrong in ["5ms", "2m"] {
+            let err = load(&format!("governance: {{ ledger_write_timeout: {wrong} }}\n"), &no_env).unwrap_err();
+            let paths: Vec<&str> = err.0.iter().map(|i| i.path.as_str()).collect();
+            assert_eq!(paths, ["governance.ledger_write_timeout"], "{wrong}");
+        }
+    }
+
+    #[test]
     fn the_adhoc_route_is_opt_in() {
         let text = r#"
 providers:
@@ -2067,5 +2186,54 @@ providers:
     fn admin_plane_must_stay_on_loopback() {
         let err = load("admin_listen: 0.0.0.0:8081\n", &no_env).unwrap_err();
         assert_eq!(err.0[0].path, "admin_listen");
+    }
+
+    #[test]
+    fn mcp_grant_templates_are_read_for_members_tokens_and_certificates() {
+        let text = r#"
+auth:
+  mode: keys
+  jwt:
+    - { name: corp, issuer: "https://idp.example", jwks_url: "https://idp.example/jwks", audience: sy, group_claim: team, mcp: ["tickets__read_*", "prompt:tickets__*"] }
+server:
+  tls: { cert: c.pem, key: k.pem, client_ca: ca.pem, client_identity: { names: group, mcp: [files] } }
+admin:
+  oidc:
+    issuer: "https://idp.example"
+    client_id: console
+    redirect_url: "https://gw.example:8081/ui/oidc/callback"
+    roles: [{ claim: groups, value: staff, role: member }]
+    members: { parent: people, mcp: ["resource:wiki+*"] }
+groups: { people: {} }
+mcp: { servers: { files: { url: "http://127.0.0.1:7000/mcp" } } }
+"#;
+        let config = load(text, &no_env).unwrap();
+        assert_eq!(config.jwt[0].mcp, ["tickets__read_*", "prompt:tickets__*"]);
+        let tls = config.server.tls.as_ref().unwrap();
+        assert_eq!(
+            (tls.client_identity, &tls.client_mcp[..]),
+            (Some(ClientIdentity::Group), &["files".to_owned()][..])
+        );
+        assert_eq!(config.admin.oidc.unwrap().members.unwrap().mcp, ["resource:wiki+*"]);
+        // A mistake in the long form is named where it is.
+        let typo = text.replace("mcp: [files] }", "mpc: [files] }");
+        let issues = load(&typo, &no_env).unwrap_err().0;
+        assert_eq!(issues[0].path, "server.tls.client_identity");
+        assert!(issues[0].message.contains("mpc"), "{}", issues[0]);
+        // Written as before, a certificate's callers get no grants.
+        let plain = text.replace("client_identity: { names: group, mcp: [files] }", "client_identity: group");
+        assert!(load(&plain, &no_env).unwrap().server.tls.unwrap().client_mcp.is_empty());
+        // A key's caller has the key's own grants; a grant is checked where it is written.
+        let wrong = text.replace("names: group", "names: key").replace("\"prompt:tickets__*\"", "\"prompt:tickets\"");
+        let paths: Vec<String> = load(&wrong, &no_env).unwrap_err().0.into_iter().map(|i| i.path).collect();
+        assert_eq!(paths, ["auth.jwt[0].mcp[1]", "server.tls.client_identity.mcp"]);
+    }
+
+    #[test]
+    fn mcp_on_an_open_gateway_warns() {
+        let text = "mcp: { servers: { files: { command: /bin/files } } }\n";
+        let warned = load(text, &no_env).unwrap().warnings;
+        assert_eq!(warned.iter().map(|w| w.path.as_str()).collect::<Vec<_>>(), ["mcp"]);
+        assert!(load(&format!("auth: {{ mode: keys }}\n{text}"), &no_env).unwrap().warnings.is_empty());
     }
 }

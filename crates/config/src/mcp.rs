@@ -4,7 +4,11 @@
 //! credential is a static bearer, an OAuth client-credentials token, or the
 //! caller's own (`passthrough`). `pools` puts twins behind one name, tried
 //! in order. Names are what callers see before `__` in a tool's name, so
-//! they are lower-case letters, digits and `-`.
+//! they are lower-case letters, digits and `-`. A stdio server's command,
+//! arguments and environment run on the host, so they change only in the
+//! file: [`file_only_changes`] names what a version applied over the admin
+//! API may not change. [`grants`] reads the `mcp:` grant lists that keys'
+//! templates carry (members', token issuers', certificates').
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -105,6 +109,8 @@ pub struct Mcp {
     /// Withhold a tool until an admin approved its schema (else only a
     /// tool whose approved schema changed is withheld).
     pub require_approval: bool,
+    /// Sessions one key may hold open at once (in a fleet, across it).
+    pub sessions_per_key: usize,
 }
 
 impl Mcp {
@@ -134,6 +140,7 @@ pub(crate) struct RawMcp {
     pub session_ttl: Option<String>,
     #[serde(default)]
     pub require_approval: bool,
+    pub sessions_per_key: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -268,7 +275,71 @@ pub(crate) fn validate(
     let policies = crate::guard::attached("mcp.policies", &raw.policies, policies, issues);
     let session_ttl = duration_or(raw.session_ttl.as_deref(), Duration::from_secs(3600), "mcp.session_ttl", issues)
         .clamp(Duration::from_secs(10), Duration::from_secs(7 * 86_400));
-    Some(Mcp { servers, pools, policies, session_ttl, require_approval: raw.require_approval })
+    let sessions_per_key = match raw.sessions_per_key {
+        None => DEFAULT_SESSIONS_PER_KEY,
+        Some(n @ 1..=100_000) => n as usize,
+        Some(n) => {
+            issues.push(Issue::new("mcp.sessions_per_key", format!("{n} is out of range"), "write 1 to 100000"));
+            DEFAULT_SESSIONS_PER_KEY
+        }
+    };
+    Some(Mcp { servers, pools, policies, session_ttl, require_approval: raw.require_approval, sessions_per_key })
+}
+
+/// Sessions one key holds open at once unless `mcp.sessions_per_key` says.
+pub const DEFAULT_SESSIONS_PER_KEY: usize = 1_000;
+
+/// A grant list of a keys' template at `path` (`auth.jwt[0].mcp`): each
+/// grant checked as the admin API checks a key's.
+pub(crate) fn grants(raw: &[String], path: &str, issues: &mut Vec<Issue>) -> Vec<String> {
+    use switchyard_governance::mcp_grant::{check, MAX_GRANTS};
+    if raw.len() > MAX_GRANTS {
+        issues.push(Issue::new(
+            path,
+            format!("at most {MAX_GRANTS} grants"),
+            "grant whole servers (`tickets`) or globs",
+        ));
+    }
+    for (index, grant) in raw.iter().enumerate() {
+        if let Err(message) = check(grant) {
+            issues.push(Issue::new(
+                &format!("{path}[{index}]"),
+                message,
+                "write the grant in one of the shapes named, or remove it",
+            ));
+        }
+    }
+    raw.to_vec()
+}
+
+/// What `candidate` adds or changes of the stdio servers `running` has:
+/// a command, its arguments or its environment runs on this host, so it
+/// comes from the file on it, never from a version applied over the admin
+/// API (or one another instance recorded). Removing a stdio server, or
+/// changing anything else of one, is not named.
+pub fn file_only_changes(running: Option<&Mcp>, candidate: Option<&Mcp>) -> Vec<Issue> {
+    let stdio = |server: &McpServer| match &server.transport {
+        McpTransport::Stdio { command, args, env } => Some((command.clone(), args.clone(), env.clone())),
+        McpTransport::Http { .. } => None,
+    };
+    let mut issues = Vec::new();
+    for server in candidate.map_or(&[][..], |mcp| &mcp.servers[..]) {
+        let Some(wanted) = stdio(server) else { continue };
+        let before = running.and_then(|mcp| mcp.servers.iter().find(|s| s.name == server.name)).and_then(stdio);
+        let what = match &before {
+            None => "adds a stdio server",
+            Some(before) if *before == wanted => continue,
+            Some(_) => "changes a stdio server's command, args or env",
+        };
+        issues.push(Issue::new(
+            &format!("mcp.servers.{}", server.name),
+            format!(
+                "this config {what}; a command runs on the gateway's host, so it changes only in the config file there"
+            ),
+            "edit the config file on each host and reload it (SIGHUP or POST /api/v1/admin/config/reload)",
+        ));
+    }
+    issues
 }
 
 fn mcp_auth(at: &str, auth: &RawMcpAuth, transport: &McpTransport, issues: &mut Vec<Issue>) -> McpAuth {
@@ -346,5 +417,53 @@ mod tests {
         assert!(paths.contains(&"mcp.servers.both"), "{paths:?}");
         assert!(paths.contains(&"mcp.servers.io.auth"), "{paths:?}");
         assert!(paths.contains(&"mcp.pools.p"), "{paths:?}");
+    }
+
+    #[test]
+    fn a_key_holds_a_bounded_number_of_sessions() {
+        let (mcp, _) = load("servers:\n  t: { url: http://127.0.0.1:7000/mcp }\n");
+        assert_eq!(mcp.map(|m| m.sessions_per_key), Some(DEFAULT_SESSIONS_PER_KEY));
+        let (mcp, _) = load("sessions_per_key: 3\n");
+        assert_eq!(mcp.map(|m| m.sessions_per_key), Some(3));
+        let (_, issues) = load("sessions_per_key: 0\n");
+        assert_eq!(issues.iter().map(|i| i.path.as_str()).collect::<Vec<_>>(), ["mcp.sessions_per_key"]);
+    }
+
+    #[test]
+    fn a_stdio_command_changes_only_in_the_file() {
+        let servers = |text: &str| load(text).0;
+        let running = servers(
+            "servers:\n  files: { command: /bin/files, args: [-v], env: { ROOT: /srv } }\n  t: { url: http://127.0.0.1:7000/mcp }\n",
+        );
+        let changed = |text: &str| {
+            file_only_changes(running.as_ref(), servers(text).as_ref()).into_iter().map(|i| i.path).collect::<Vec<_>>()
+        };
+        // The same command, with anything else changed, or a server removed: fine.
+        assert!(changed("servers:\n  files: { command: /bin/files, args: [-v], env: { ROOT: /srv }, timeout: 5s }\n")
+            .is_empty());
+        assert!(changed("servers:\n  t: { url: http://127.0.0.1:7001/mcp }\n").is_empty());
+        // Added, or its command, args or env changed: named.
+        for text in [
+            "servers:\n  files: { command: /bin/sh, args: [-v], env: { ROOT: /srv } }\n",
+            "servers:\n  files: { command: /bin/files, args: [-c, x], env: { ROOT: /srv } }\n",
+            "servers:\n  files: { command: /bin/files, args: [-v], env: { ROOT: /, LD_PRELOAD: /tmp/x.so } }\n",
+            "servers:\n  files: { command: /bin/files, args: [-v], env: { ROOT: /srv } }\n  t: { command: /bin/sh }\n",
+        ] {
+            assert!(!changed(text).is_empty(), "{text}");
+        }
+        let issues = file_only_changes(None, servers("servers:\n  new: { command: /bin/sh }\n").as_ref());
+        assert_eq!(issues[0].path, "mcp.servers.new");
+        assert!(issues[0].message.contains("adds a stdio server"), "{}", issues[0]);
+        assert!(issues[0].fix.contains("config file"), "{}", issues[0]);
+    }
+
+    #[test]
+    fn template_grants_are_checked() {
+        let mut issues = Vec::new();
+        let kept =
+            grants(&["files__*".into(), "Files".into(), "resource:files".into()], "auth.jwt[0].mcp", &mut issues);
+        assert_eq!(kept.len(), 3);
+        let paths: Vec<_> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["auth.jwt[0].mcp[1]", "auth.jwt[0].mcp[2]"]);
     }
 }

@@ -57,6 +57,8 @@ pub struct RawConfig {
     pub responses: Option<crate::kept::RawResponses>,
     /// Tool servers behind `/mcp`.
     pub mcp: Option<crate::mcp::RawMcp>,
+    /// Bounds of long-lived sockets.
+    pub duplex: Option<crate::duplex::RawDuplex>,
 }
 
 /// Listener settings.
@@ -86,7 +88,18 @@ pub struct RawServerTls {
     pub cert: String,
     pub key: String,
     pub client_ca: Option<String>,
-    pub client_identity: Option<String>,
+    /// `key` or `group`, or `{ names: group, mcp: [...] }` (read in
+    /// `server`, so a mistake in either form is named as such).
+    pub client_identity: Option<serde_yaml_ng::Value>,
+}
+
+/// `server.tls.client_identity: { names, mcp }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClientIdentityDetailed {
+    pub names: String,
+    #[serde(default)]
+    pub mcp: Vec<String>,
 }
 
 /// HTTP/2 limits.
@@ -133,6 +146,9 @@ pub struct RawProvider {
     pub location: Option<String>,
     /// Claude on Vertex: the `anthropic_version` the body carries.
     pub anthropic_version: Option<String>,
+    /// Whether its models continue an assistant message last: `true`,
+    /// `false`, or how (`continue_final_message`, `prefix`).
+    pub prefill: Option<serde_yaml_ng::Value>,
 }
 
 /// Active health probing.
@@ -191,6 +207,11 @@ pub struct RawCapabilities {
     pub temperature_with_top_p: Option<bool>,
     pub max_output: Option<u64>,
     pub reasoning: Option<bool>,
+    pub prefill: Option<serde_yaml_ng::Value>,
+    pub system_messages: Option<bool>,
+    pub efforts: Option<Vec<String>>,
+    pub refused_while_reasoning: Option<Vec<String>>,
+    pub thinks_by_default: Option<bool>,
 }
 
 /// USD per million tokens.
@@ -201,6 +222,12 @@ pub struct RawRate {
     pub output_utok: Option<f64>,
     pub cache_read_utok: Option<f64>,
     pub cache_write_utok: Option<f64>,
+    pub cache_write_1h_utok: Option<f64>,
+    pub reasoning_utok: Option<f64>,
+    pub audio_input_utok: Option<f64>,
+    pub audio_output_utok: Option<f64>,
+    pub image_input_utok: Option<f64>,
+    pub image_output_utok: Option<f64>,
     pub per_request_usd: Option<f64>,
     pub per_search_unit_usd: Option<f64>,
     pub per_image_usd: Option<f64>,
@@ -217,6 +244,8 @@ pub struct RawPool {
     pub failover: Option<RawFailover>,
     /// `terminate`/`end` (default) or `continue`; also accepted inside `failover`.
     pub stream_failure: Option<String>,
+    /// `cancel` (default) or `finish`: what a stream whose caller left does.
+    pub on_disconnect: Option<String>,
     pub hedge: Option<RawHedge>,
     #[serde(default)]
     pub policies: Vec<String>,

@@ -2,8 +2,8 @@
 //! every secret replaced. A `${VAR}` reference is not a secret (the value
 //! lives in the environment) and stays as written; a literal key, token,
 //! password or credential-bearing header and the password of a URL are
-//! replaced by [`REDACTED`]. Comments and layout are not kept: the tree is
-//! written out again.
+//! replaced by [`REDACTED`]. `round_trip` applies these rules to the
+//! file's own text.
 
 use serde_yaml_ng::Value;
 
@@ -12,13 +12,55 @@ use crate::interpolate;
 /// What a secret is replaced by.
 pub const REDACTED: &str = "<redacted>";
 
-/// Members whose string value is a secret.
-const SECRET_MEMBERS: [&str; 8] =
-    ["key", "api_key", "secret_access_key", "session_token", "token", "password", "secret", "client_secret"];
-/// Members holding a list of secrets (or of `{name, token, scope}`).
-const SECRET_LISTS: [&str; 2] = ["tokens", "read_only_tokens"];
-/// Headers whose value is shown; every other header's value is hidden (a
-/// vendor's credential header can have any name).
+/// How a member's value holds a secret.
+#[derive(Debug, Clone, Copy)]
+enum Secret {
+    /// Its string is one (each string of a list of them; a mapping is read
+    /// member by member).
+    Value,
+    /// Each value of its mapping is one, but for the members named here
+    /// (read as any other member; names compared without case).
+    Values(&'static [&'static str]),
+    /// A URL whose path may itself be the secret (a chat webhook's): the
+    /// path goes too. Any other URL loses only its userinfo and query.
+    Url,
+}
+
+/// Every member whose value is or holds a secret, wherever it sits in the
+/// file: the one list of what the admin API's views of the config (the
+/// running config, its versions and their diffs) never show.
+const SECRETS: [(&str, Secret); 17] = [
+    ("key", Secret::Value),
+    ("api_key", Secret::Value),
+    ("secret_access_key", Secret::Value),
+    ("session_token", Secret::Value),
+    ("token", Secret::Value),
+    ("password", Secret::Value),
+    ("secret", Secret::Value),
+    ("client_secret", Secret::Value),
+    // Admin tokens, as strings or `{ name, token, scope }`.
+    ("tokens", Secret::Value),
+    ("read_only_tokens", Secret::Value),
+    // An MCP server's static credential (`mcp.servers.*.auth.bearer`).
+    ("bearer", Secret::Value),
+    // A stdio MCP server's arguments and environment carry its credentials.
+    ("args", Secret::Values(&[])),
+    ("env", Secret::Values(&[])),
+    // A gate's settings (`module: webrequest`): its `url` read as a URL.
+    ("settings", Secret::Values(&["url"])),
+    // A vendor's credential header can have any name.
+    ("headers", Secret::Values(&PLAIN_HEADERS)),
+    ("url", Secret::Url),
+    ("webhook", Secret::Url),
+];
+
+/// How `member`'s value holds a secret, if it does.
+fn secret(member: Option<&str>) -> Option<Secret> {
+    let member = member?;
+    SECRETS.iter().find(|(name, _)| *name == member).map(|(_, how)| *how)
+}
+
+/// Headers whose value is shown; every other header's value is hidden.
 const PLAIN_HEADERS: [&str; 9] = [
     "anthropic-version",
     "anthropic-beta",
@@ -32,16 +74,20 @@ const PLAIN_HEADERS: [&str; 9] = [
 ];
 /// Query parameters whose value is shown; every other one is hidden.
 const PLAIN_QUERY: [&str; 3] = ["api-version", "alt", "version"];
-/// Members holding a URL whose path may itself be the secret (chat webhooks).
-const URL_MEMBERS: [&str; 2] = ["url", "webhook"];
 
-/// `text` (a config file) with its secrets replaced; `None` when it is not
-/// YAML (it could not have been loaded then).
-pub fn redacted(text: &str) -> Option<String> {
+/// `text` (a config file) with its secrets replaced, written out again
+/// from the tree (comments and layout gone: `round_trip::redacted` keeps
+/// them where it can); `None` when it is not YAML.
+pub(crate) fn rewritten(text: &str) -> Option<String> {
     let mut tree: Value = serde_yaml_ng::from_str(&interpolate::protect(text)).ok()?;
-    redact(&mut tree, None);
+    redact_tree(&mut tree);
     let written = serde_yaml_ng::to_string(&tree).ok()?;
     Some(interpolate::unprotect(&written))
+}
+
+/// A parsed config (with protected references) with its secrets replaced.
+pub(crate) fn redact_tree(tree: &mut Value) {
+    redact(tree, None);
 }
 
 /// An operator's URL as logs and errors may name it: scheme and host, with
@@ -55,30 +101,30 @@ pub fn shown_url(url: &str) -> String {
 }
 
 fn redact(value: &mut Value, member: Option<&str>) {
+    let how = secret(member);
     match value {
-        Value::String(text) => {
-            if member.is_some_and(|m| SECRET_MEMBERS.contains(&m)) {
-                hide(text);
-            } else {
-                hide_in_url(text, member.is_some_and(|m| URL_MEMBERS.contains(&m)));
-            }
-        }
+        Value::String(text) => match how {
+            Some(Secret::Value | Secret::Values(_)) => hide(text),
+            Some(Secret::Url) => hide_in_url(text, true),
+            None => hide_in_url(text, false),
+        },
         Value::Sequence(items) => {
-            let list_of_secrets = member.is_some_and(|m| SECRET_LISTS.contains(&m));
             for item in items {
-                match item {
-                    Value::String(text) if list_of_secrets => hide(text),
-                    other => redact(other, None),
+                match (item, how) {
+                    (Value::String(text), Some(Secret::Value)) => hide(text),
+                    (item, Some(Secret::Values(_))) => hide_all(item),
+                    (other, _) => redact(other, None),
                 }
             }
         }
         Value::Mapping(map) => {
-            let headers = member == Some("headers");
             for (key, item) in map.iter_mut() {
                 let name = key.as_str().unwrap_or_default();
-                match item {
-                    Value::String(text) if headers && is_secret_header(name) => hide(text),
-                    other => redact(other, Some(name)),
+                match how {
+                    Some(Secret::Values(shown)) if !shown.iter().any(|s| s.eq_ignore_ascii_case(name)) => {
+                        hide_all(item)
+                    }
+                    _ => redact(item, Some(name)),
                 }
             }
         }
@@ -87,8 +133,15 @@ fn redact(value: &mut Value, member: Option<&str>) {
     }
 }
 
-fn is_secret_header(name: &str) -> bool {
-    !PLAIN_HEADERS.contains(&name.to_ascii_lowercase().as_str())
+/// Every string in `value` hidden.
+fn hide_all(value: &mut Value) {
+    match value {
+        Value::String(text) => hide(text),
+        Value::Sequence(items) => items.iter_mut().for_each(hide_all),
+        Value::Mapping(map) => map.iter_mut().for_each(|(_, item)| hide_all(item)),
+        Value::Tagged(tagged) => hide_all(&mut tagged.value),
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
 }
 
 /// Replaces a literal secret; a lone `${VAR}` reference stays.
@@ -178,8 +231,15 @@ storage:
   redis_url: redis://${REDIS_HOST}:6379
 telemetry:
   request_log: { webhook: { url: "https://hooks.slack.com/services/T000/B000/XXXX" } }
+pools:
+  gated: { members: [{ model: m }], hooks: [{ module: webrequest, settings: { url: "https://gate.example/check?sig=gate-sig", extra: gate-extra } }] }
+mcp:
+  servers:
+    files: { command: /usr/local/bin/mcp-files, args: [--token, argv-token, "--key=argv-key"], env: { API_TOKEN: env-literal, HOME: /srv, FROM_ENV: "${FILES_TOKEN}" } }
+    tickets: { url: "https://tickets.example/mcp", auth: { bearer: mcp-bearer-literal } }
+    wiki: { url: "https://wiki.example/mcp", auth: { bearer: "${WIKI_TOKEN}" } }
 "#;
-        let out = redacted(text).unwrap_or_default();
+        let out = rewritten(text).unwrap_or_default();
         let secrets = [
             "literal-admin-token-123",
             "ops-secret-xyz",
@@ -194,6 +254,13 @@ telemetry:
             "tok3n",
             "T000/B000/XXXX",
             "entra-secret",
+            "gate-sig",
+            "gate-extra",
+            "argv-token",
+            "argv-key",
+            "env-literal",
+            "/srv",
+            "mcp-bearer-literal",
         ];
         for secret in secrets {
             assert!(!out.contains(secret), "{secret} leaked:\n{out}");
@@ -213,6 +280,11 @@ telemetry:
             "https://hooks.slack.com/<redacted>",
             "https://api.openai.com",
             "client_id: app",
+            "${FILES_TOKEN}",
+            "${WIKI_TOKEN}",
+            "command: /usr/local/bin/mcp-files",
+            "https://gate.example/<redacted>?sig=<redacted>",
+            "https://tickets.example/<redacted>",
         ];
         for kept in kept {
             assert!(out.contains(kept), "{kept} missing:\n{out}");
@@ -221,7 +293,7 @@ telemetry:
 
     #[test]
     fn what_is_not_yaml_has_no_redacted_form() {
-        assert_eq!(redacted("a: [unclosed"), None);
+        assert_eq!(rewritten("a: [unclosed"), None);
     }
 
     #[test]

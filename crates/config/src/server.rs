@@ -51,6 +51,10 @@ pub struct ServerTls {
     /// What a client certificate's common name names, when it stands for
     /// a caller that sends no key.
     pub client_identity: Option<ClientIdentity>,
+    /// The MCP grants of a caller a certificate names as a group
+    /// (`client_identity.mcp`; a key's own grants apply to a key's
+    /// caller). Empty: none.
+    pub client_mcp: Vec<String>,
 }
 
 /// What a verified client certificate's common name names
@@ -170,31 +174,66 @@ pub(crate) fn validate(raw: &raw::RawServer, issues: &mut Vec<Issue>) -> Server 
         max_in_flight: count(raw.max_in_flight, defaults.max_in_flight, "max_in_flight", issues),
         max_connection_body: max_connection_body as usize,
         http2: Http2 { max_concurrent_streams: streams.max(1), max_header_list_size: header_list as u32 },
-        tls: raw.tls.as_ref().map(|tls| ServerTls {
-            cert: tls.cert.clone(),
-            key: tls.key.clone(),
-            client_ca: tls.client_ca.clone(),
-            client_identity: match tls.client_identity.as_deref() {
-                None => None,
-                Some(_) if tls.client_ca.is_none() => {
-                    issues.push(Issue::new(
-                        "server.tls.client_identity",
-                        "client certificates name callers only when they are required",
-                        "set server.tls.client_ca",
-                    ));
-                    None
-                }
-                Some("key") => Some(ClientIdentity::Key),
-                Some("group") => Some(ClientIdentity::Group),
-                Some(other) => {
-                    issues.push(Issue::new(
-                        "server.tls.client_identity",
-                        format!("`{other}` is not key or group"),
-                        "write key (the common name is a key's name) or group",
-                    ));
-                    None
-                }
-            },
-        }),
+        tls: raw.tls.as_ref().map(|tls| server_tls(tls, issues)),
+    }
+}
+
+fn server_tls(tls: &raw::RawServerTls, issues: &mut Vec<Issue>) -> ServerTls {
+    const AT: &str = "server.tls.client_identity";
+    let detailed = match &tls.client_identity {
+        None => None,
+        Some(serde_yaml_ng::Value::String(names)) => {
+            Some(raw::RawClientIdentityDetailed { names: names.clone(), mcp: Vec::new() })
+        }
+        Some(value) => match serde_yaml_ng::from_value::<raw::RawClientIdentityDetailed>(value.clone()) {
+            Ok(detailed) => Some(detailed),
+            Err(err) => {
+                issues.push(Issue::new(
+                    AT,
+                    err.to_string(),
+                    "write key, group, or { names: group, mcp: [GRANT, ...] }",
+                ));
+                None
+            }
+        },
+    };
+    let (names, mcp) = match &detailed {
+        None => (None, &[][..]),
+        Some(detailed) => (Some(detailed.names.as_str()), &detailed.mcp[..]),
+    };
+    let client_identity = match names {
+        None => None,
+        Some(_) if tls.client_ca.is_none() => {
+            issues.push(Issue::new(
+                AT,
+                "client certificates name callers only when they are required",
+                "set server.tls.client_ca",
+            ));
+            None
+        }
+        Some("key") => Some(ClientIdentity::Key),
+        Some("group") => Some(ClientIdentity::Group),
+        Some(other) => {
+            issues.push(Issue::new(
+                AT,
+                format!("`{other}` is not key or group"),
+                "write key (the common name is a key's name) or group",
+            ));
+            None
+        }
+    };
+    if client_identity == Some(ClientIdentity::Key) && !mcp.is_empty() {
+        issues.push(Issue::new(
+            &format!("{AT}.mcp"),
+            "a certificate that names a key is that key's caller, with that key's own grants",
+            "remove mcp here and grant the key its mcp list, or write names: group",
+        ));
+    }
+    ServerTls {
+        cert: tls.cert.clone(),
+        key: tls.key.clone(),
+        client_ca: tls.client_ca.clone(),
+        client_identity,
+        client_mcp: crate::mcp::grants(mcp, &format!("{AT}.mcp"), issues),
     }
 }

@@ -50,77 +50,149 @@ pub(crate) fn refused_for_conduct(gateway: &Arc<Gateway>, call: &Call) {
     });
 }
 
+/// A request a budget sent to a cheaper pool (`on_exhaust.downgrade`).
+#[derive(Debug, Clone)]
+pub(crate) struct Downgraded {
+    /// The pool that serves it.
+    pub(crate) pool: usize,
+    /// What the caller is told: why, whose budget and the pool it named
+    /// (`x-switchyard-downgrade`).
+    pub(crate) header: Option<http::HeaderValue>,
+}
+
 /// Governance's admission of a call: its key may name the pool, and its
 /// chain has room for what the request may cost, which is reserved on the
-/// record.
-pub(crate) async fn admit(gateway: &Arc<Gateway>, call: &Call, pool: usize, record: &mut Record) -> Result<(), Denied> {
+/// record. A budget that downgrades rather than refuse sends the request
+/// to its cheaper pool (held at that pool's prices on the same chain):
+/// `Ok(Some(_))` names it. Degrade, then refuse: a cheaper pool that is
+/// unknown, serves another operation or that the key may not use leaves a
+/// spent budget's refusal standing.
+pub(crate) async fn admit(
+    gateway: &Arc<Gateway>,
+    call: &Call,
+    pool: usize,
+    record: &mut Record,
+) -> Result<Option<Downgraded>, Denied> {
     let Some(governance) = &gateway.governance else {
-        return Ok(());
+        return Ok(None);
     };
     let codec = gateway.codec(call.ingress);
+    let spec = crate::operation::of(call.operation);
     // A token count is never billed: it reserves nothing, and only the
     // request rate limits see it.
-    let input = if call.count_tokens {
-        0
-    } else {
+    let input = if spec.billed() {
         switchyard_governance::estimate::input_tokens(&call.body, codec.media_members())
+    } else {
+        0
     };
+    let mut downgraded = None;
     let reservation = match &call.caller {
         None => None,
         Some(caller) => {
             let end_user = end_user(gateway, call);
-            // A lane without a price would serve a budgeted key for free.
-            if let (true, Some(lane)) = (caller.key.budgeted, &gateway.pools[pool].unpriced) {
-                let message = format!(
-                    "`{}` can reach lane `{lane}`, which has no rate_card price, so API key {} (which has a USD budget) may not use it",
-                    call.name, caller.key.record.prefix
-                );
-                let info = ErrorInfo::new(ErrorKind::PermissionDenied, message);
-                return Err(Denied { info, retry_after: None, own: false });
-            }
-            let price = &gateway.pools[pool].price_ceiling;
-            let estimate = if call.operation == Operation::Chat && !call.count_tokens {
-                // What admission reads is read once, each member named once.
-                let metered = codec.metered_from(&call.body, &call.metered).map_err(|err| Denied {
-                    info: ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()),
-                    retry_after: None,
-                    own: false,
-                })?;
-                let default = governance.default_max_tokens;
-                switchyard_governance::estimate::worst_case(input, metered.max_tokens, default, metered.choices, price)
-            } else {
-                // Another operation generates no tokens; it may bill units
-                // (a token count bills nothing: its reservation is empty).
-                let units = crate::operation::worst_units(call);
-                switchyard_governance::estimate::worst_case_units(input, units, price)
+            let estimate = worst_case(gateway, call, caller, pool, input)?;
+            let hold = match governance.admit(caller, &call.name, estimate, end_user.as_deref()).await {
+                Err(Denied { downgrade: Some(to), info, retry_after, own }) => {
+                    match cheaper(gateway, call, caller, &to.pool) {
+                        Some(cheap) => {
+                            let estimate = worst_case(gateway, call, caller, cheap, input)?;
+                            let name = &gateway.pools[cheap].name;
+                            let hold = governance.admit_downgraded(caller, name, estimate, end_user.as_deref()).await;
+                            let told = format!(
+                                "{}; bucket={}; from={}",
+                                to.trigger.as_str(),
+                                bucket_name(&to.bucket),
+                                call.name
+                            );
+                            let header = http::HeaderValue::try_from(told).ok();
+                            downgraded = Some(Downgraded { pool: cheap, header });
+                            hold
+                        }
+                        // No cheaper pool to go to: a spent budget refuses,
+                        // and one that only passed its share (or its
+                        // forecast) admits where the call was going.
+                        None if to.trigger == switchyard_governance::Trigger::Spent => {
+                            tracing::warn!(pool = %to.pool, bucket = %to.bucket, "a budget's downgrade pool cannot serve this request");
+                            governance.refused_budget();
+                            Err(Denied::new(info, retry_after, own))
+                        }
+                        None => governance.admit_downgraded(caller, &call.name, estimate, end_user.as_deref()).await,
+                    }
+                }
+                other => other,
             };
-            let hold = governance.admit(caller, &call.name, estimate, end_user.as_deref()).await;
             record.for_end_user(end_user);
             Some(hold?)
         }
     };
     record.admitted(call.caller.clone(), reservation, input);
-    Ok(())
+    Ok(downgraded)
 }
 
-/// The end user a request is made for: the operator's header
+/// What a call may cost in `pool` at worst, refused when a lane of the
+/// pool has no price and the key a USD budget (it would serve for free).
+fn worst_case(
+    gateway: &Gateway,
+    call: &Call,
+    caller: &switchyard_state::governance::Caller,
+    pool: usize,
+    input: u64,
+) -> Result<switchyard_governance::Estimate, Denied> {
+    let Some(governance) = &gateway.governance else { return Ok(Default::default()) };
+    if let (true, Some(lane)) = (caller.key.budgeted, &gateway.pools[pool].unpriced) {
+        let message = format!(
+            "`{}` can reach lane `{lane}`, which has no rate_card price, so API key {} (which has a USD budget) may not use it",
+            gateway.pools[pool].name, caller.key.record.prefix
+        );
+        let info = ErrorInfo::new(ErrorKind::PermissionDenied, message);
+        return Err(Denied::new(info, None, false));
+    }
+    let price = &gateway.pools[pool].price_ceiling;
+    crate::operation::of(call.operation)
+        .worst_case(gateway, call, input, price, governance.default_max_tokens)
+        .map_err(|info| Denied::new(info, None, false))
+}
+
+/// The pool a budget downgrades `call` to, when it can serve it: it
+/// exists, serves the call's operation, the key may use it and (for a
+/// budgeted key) every lane of it is priced.
+fn cheaper(gateway: &Gateway, call: &Call, caller: &switchyard_state::governance::Caller, name: &str) -> Option<usize> {
+    let pool = gateway.resolve(name)?;
+    let state = &gateway.pools[pool];
+    let serves = state.operation == call.operation.lane();
+    let priced = !caller.key.budgeted || state.unpriced.is_none();
+    (serves && priced && caller.key.record.may_use(name)).then_some(pool)
+}
+
+/// A bucket as the downgrade header names it: `key:<id>`, `group:<name>`,
+/// `user:<id>`.
+fn bucket_name(bucket: &switchyard_governance::BucketId) -> String {
+    use switchyard_governance::BucketId;
+    match bucket {
+        BucketId::Key(id) => format!("key:{id}"),
+        BucketId::Group(name) => format!("group:{name}"),
+        BucketId::EndUser { user, .. } => format!("user:{user}"),
+        BucketId::Scoped { owner, name } => format!("{owner}/{name}"),
+    }
+}
+
+/// The end user a request is made for: a token caller's subject
+/// (`auth.jwt`), whatever the request names (its own end-user caps are
+/// then never escaped by naming someone else); else the operator's header
 /// (`end_users.header`), else the caller's own field (OpenAI `user`,
-/// Anthropic `metadata.user_id`, Bedrock `requestMetadata.user`), else a
-/// token caller's subject (`auth.jwt`), cut to
+/// Anthropic `metadata.user_id`, Bedrock `requestMetadata.user`); cut to
 /// `end_users.max_length` bytes at a character.
-fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
+pub fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
     let config = &gateway.config.end_users;
-    let named = match call.headers.get(&config.header).and_then(|v| v.to_str().ok()) {
-        Some(header) => std::borrow::Cow::Borrowed(header),
-        None => {
+    let subject = call.caller.as_ref().and_then(|caller| caller.subject.as_deref());
+    let named = match (subject, call.headers.get(&config.header).and_then(|v| v.to_str().ok())) {
+        (Some(subject), _) => std::borrow::Cow::Borrowed(subject),
+        (None, Some(header)) => std::borrow::Cow::Borrowed(header),
+        (None, None) => {
             // The ingress scan looked for the metered members (and the end
             // user's) of a governed chat request.
-            let scanned = (call.operation == Operation::Chat && !call.count_tokens).then_some(&call.metered);
-            match gateway.codec(call.ingress).end_user(&call.body, scanned) {
-                Some(named) => named,
-                // A token's caller: its subject.
-                None => std::borrow::Cow::Borrowed(call.caller.as_ref()?.subject.as_deref()?),
-            }
+            let scanned = (call.operation == Operation::Chat).then_some(&call.metered);
+            gateway.codec(call.ingress).end_user(&call.body, scanned)?
         }
     };
     let named = named.trim();

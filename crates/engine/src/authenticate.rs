@@ -9,7 +9,7 @@ use http::{HeaderMap, Uri};
 use switchyard_governance::sigv4::Inbound;
 use switchyard_ir::{ErrorInfo, Protocol};
 use switchyard_state::governance::{Caller, Presented};
-use switchyard_state::Gateway;
+use switchyard_state::{ClientName, Gateway};
 
 /// Whether the request is signed with SigV4 (its key is checked against
 /// the body, so only after the body is read).
@@ -18,14 +18,14 @@ pub fn is_signed(headers: &HeaderMap) -> bool {
 }
 
 /// Who is calling (governance's "authenticate" stage): `None` on an open
-/// data plane. `client`: the verified client certificate's common name,
-/// when the listener names callers by it.
+/// data plane. `client`: the verified client certificate, when the
+/// listener names callers by it.
 pub fn caller(
     gateway: &Gateway,
     protocol: Protocol,
     uri: &Uri,
     headers: &HeaderMap,
-    client: Option<&str>,
+    client: Option<&ClientName>,
     body: &[u8],
 ) -> Result<Option<Caller>, ErrorInfo> {
     let Some(governance) = &gateway.governance else {

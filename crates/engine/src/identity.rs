@@ -2,8 +2,6 @@
 //! a creation time stand in where the lane's protocol has none (Bedrock,
 //! Cohere), and the line that says a request is done.
 
-use std::time::SystemTime;
-
 use http::HeaderValue;
 use switchyard_ir::Usage;
 use tokio::time::Instant;
@@ -17,6 +15,7 @@ pub(crate) fn fill_identity(
     created: &mut Option<i64>,
     request_id: &HeaderValue,
     wire_model: &str,
+    now_ms: u64,
 ) {
     if model.is_empty() {
         wire_model.clone_into(model);
@@ -25,8 +24,7 @@ pub(crate) fn fill_identity(
         *id = format!("sy-{}", request_id.to_str().unwrap_or("reply"));
     }
     if created.is_none() {
-        let now = SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        *created = i64::try_from(now).ok();
+        *created = i64::try_from(now_ms / 1000).ok();
     }
 }
 

@@ -41,6 +41,9 @@ pub struct Plan {
     /// Fallback pools the caller's key may not use, skipped (admission
     /// runs on every hop, not only the first pool's).
     pub not_entitled: Vec<usize>,
+    /// A budget sent the call to this cheaper pool: what the caller is
+    /// told of why (`x-switchyard-downgrade`).
+    pub downgrade: Option<http::HeaderValue>,
 }
 
 /// What a pin is keyed by: the caller's session header, or the hash of
@@ -71,10 +74,18 @@ fn session_of(gateway: &Gateway, state: &PoolState, call: &Call) -> Option<Sessi
     Some(Session { id: format!("prefix:{:016x}", prefix.hash), ttl })
 }
 
-/// Orders the candidates of `pool` for `call`. `translated` caches the
-/// call's IR when a projection needs it. An `Err` is the caller's answer
-/// (a hook's rejection, a malformed request a projection could not read).
-pub async fn plan(
+/// Orders the candidates of the exchange's pool for its call (reading
+/// the call's IR when a projection needs it). An `Err` is the caller's
+/// answer (a hook's rejection, a malformed request a projection could not
+/// read).
+pub(crate) async fn plan(gateway: &Gateway, x: &mut crate::exchange::Exchange) -> Result<Plan, ErrorInfo> {
+    let pool = x.pool;
+    let (call, translated) = x.plan_parts();
+    ordered(gateway, call, pool, translated).await
+}
+
+/// [`plan`], over the call and its IR cache (`translated`).
+async fn ordered(
     gateway: &Gateway,
     call: &mut Call,
     pool: usize,
@@ -108,9 +119,8 @@ pub async fn plan(
     };
 
     if let (false, Some(projection)) = (state.gates.is_empty() || usable.is_empty(), projection.as_ref()) {
-        let (decision, orderer) =
-            run_gates(gateway, call, pool, &usable, projection, translated.as_ref(), &headroom).await;
-        apply_decision(gateway, call, pool, &usable, decision, orderer, (&mut order, &mut policy), translated)?;
+        let gated = run_gates(gateway, call, pool, &usable, projection, translated.as_ref(), &headroom).await;
+        apply_decision(gateway, (call, translated), pool, &usable, gated, (&mut order, &mut policy))?;
     }
 
     let session = session_of(gateway, state, call);
@@ -132,7 +142,8 @@ pub async fn plan(
     slots.extend(resting(state, &usable).map(|member| Slot { pool, member }));
     let not_entitled = fallback_slots(gateway, call, pool, at, &mut slots);
     pin_lineage(gateway, call, &mut slots, translated);
-    Ok(Plan { slots, policy, deadline: Instant::now() + state.failover.timeout, session, pool, not_entitled })
+    let deadline = Instant::now() + state.failover.timeout;
+    Ok(Plan { slots, policy, deadline, session, pool, not_entitled, downgrade: None })
 }
 
 /// Keeps only the lanes that can take the conversation's signed state back
@@ -152,7 +163,7 @@ fn pin_lineage(gateway: &Gateway, call: &Call, slots: &mut Vec<Slot>, translated
         return;
     }
     // Read once: the send step writes the lanes' requests from the same IR.
-    let Ok(request) = crate::read::read_once(gateway, call, translated) else { return };
+    let Ok(request) = crate::exchange::read_once(gateway, call, translated) else { return };
     let lineage = Lineage::of(request, call.ingress);
     if !lineage.is_signed() || !slots.iter().any(|slot| lineage.accepts(protocol(slot))) {
         return;
@@ -170,16 +181,13 @@ fn pin_lineage(gateway: &Gateway, call: &Call, slots: &mut Vec<Slot>, translated
 /// The gates' reconciled decision applied: a rejection ends the request; an
 /// order is preferred, a restriction filters by tags, a rewrite replaces
 /// the body (and the IR read from it).
-#[expect(clippy::too_many_arguments, reason = "what a decision changes")]
 fn apply_decision(
     gateway: &Gateway,
-    call: &mut Call,
+    (call, translated): (&mut Call, &mut Option<Request>),
     pool: usize,
     usable: &[usize],
-    decision: Decision,
-    orderer: Option<Arc<str>>,
+    (decision, orderer): (Decision, Option<Arc<str>>),
     (order, policy): (&mut Vec<usize>, &mut Option<Arc<str>>),
-    translated: &mut Option<Request>,
 ) -> Result<(), ErrorInfo> {
     let state = &gateway.pools[pool];
     if let Some((status, message)) = decision.reject {
@@ -416,7 +424,7 @@ fn signals<'a>(gateway: &'a Gateway, lane_index: usize, headroom: &Headroom) -> 
 }
 
 fn projection_of(gateway: &Gateway, call: &Call, translated: &mut Option<Request>) -> Result<Projection, ErrorInfo> {
-    if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
+    if call.operation != switchyard_ir::Operation::Chat {
         // Not a conversation to answer: its size is what a strategy or hook can weigh.
         return Ok(Projection { total_chars: call.body.len(), ..Projection::default() });
     }
@@ -573,6 +581,7 @@ fn flatten(request: &Request) -> (Option<String>, Vec<(&'static str, String)>) {
             let role = match message.role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
+                Role::System => "system",
             };
             let mut text = String::new();
             for block in &message.content {

@@ -78,7 +78,6 @@ pub async fn probe(gateway: &Gateway, lane: &Lane) -> bool {
         caller_key: None,
         traceparent: None,
         operation: lane.operation,
-        count_tokens: false,
         path: path.as_deref(),
         content_type: None,
         caller: None,

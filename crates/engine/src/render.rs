@@ -17,10 +17,14 @@ pub(crate) const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent"
 pub(crate) const X_AMZN_ERRORTYPE: HeaderName = HeaderName::from_static("x-amzn-errortype");
 pub(crate) const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub(crate) const X_SWITCHYARD_ESTIMATED: HeaderName = HeaderName::from_static("x-switchyard-estimated");
+pub(crate) const X_SWITCHYARD_USAGE: HeaderName = HeaderName::from_static("x-switchyard-usage");
 pub(crate) const X_SWITCHYARD_BILLING: HeaderName = HeaderName::from_static("x-switchyard-billing");
 pub(crate) const X_SWITCHYARD_LANE: HeaderName = HeaderName::from_static("x-switchyard-lane");
 pub(crate) const X_SWITCHYARD_PROVIDER: HeaderName = HeaderName::from_static("x-switchyard-provider");
 pub(crate) const X_SWITCHYARD_ROUTE_POLICY: HeaderName = HeaderName::from_static("x-switchyard-route-policy");
+/// Why a budget sent the call to a cheaper pool: `<trigger>; bucket=<whose
+/// budget>; from=<the name the call gave>`.
+pub(crate) const X_SWITCHYARD_DOWNGRADE: HeaderName = HeaderName::from_static("x-switchyard-downgrade");
 pub(crate) const X_SWITCHYARD_ROUTE_TARGET: HeaderName = HeaderName::from_static("x-switchyard-route-target");
 pub(crate) const X_SWITCHYARD_SESSION: HeaderName = HeaderName::from_static("x-switchyard-session");
 

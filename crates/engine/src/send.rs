@@ -11,16 +11,14 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use switchyard_codec::{scan, Codec, Credentials, Outbound};
 use switchyard_config::Endpoint;
-use switchyard_ir::{DropReason, Dropped, ErrorInfo, Field, Protocol, Request};
+use switchyard_ir::{DropReason, Dropped, Field, Protocol};
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Lane, UpstreamUrl};
 use switchyard_transport::{
     full_body, mock, mock_operation, TransportError, UpstreamBody, UpstreamRequest, UpstreamResponse,
 };
 
-use crate::candidate::Candidate;
 use crate::render::{TRACEPARENT, X_REQUEST_ID};
-use crate::translation;
 
 /// Largest upstream body read whole (non-streamed replies and error bodies).
 pub(crate) const MAX_UPSTREAM_BODY: usize = 64 << 20;
@@ -64,34 +62,6 @@ pub(crate) fn as_came(call: &Call, wire_model: &str) -> Bytes {
     }
 }
 
-pub(crate) fn prepare(
-    gateway: &Gateway,
-    call: &Call,
-    candidate: &Candidate<'_>,
-    translated: &mut Option<Request>,
-) -> Result<Prepared, ErrorInfo> {
-    let lane = candidate.lane;
-    if call.sends_as_came_to(lane.protocol) {
-        // Same protocol: the bytes go as they came, but for the model.
-        let body = as_came(call, candidate.wire_model);
-        let body = match call.hide_usage {
-            true => gateway.codec(lane.protocol).request_stream_usage(&body).map_or(body, Bytes::from),
-            false => body,
-        };
-        return Ok(Prepared::chat(body, None));
-    }
-    let request = crate::read::read_once(gateway, call, translated)?;
-    candidate.wire_model.clone_into(&mut request.model);
-    let capabilities = translation::capabilities(gateway, candidate);
-    let mut encoded = translation::write_for_model(gateway.codec(lane.protocol), request, &capabilities);
-    encoded.dropped.extend(lost_headers(gateway, call, lane));
-    if let Some(metrics) = gateway.metrics() {
-        metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
-    }
-    let dropped_header = translation::check(gateway, call, candidate, &encoded.dropped)?;
-    Ok(Prepared::chat(Bytes::from(encoded.body), dropped_header))
-}
-
 /// The most parts of a split request in flight at once.
 const SPLIT_CONCURRENCY: usize = 4;
 
@@ -111,7 +81,6 @@ pub(crate) async fn send(
         caller_key: call.caller_key(),
         traceparent,
         operation: call.operation,
-        count_tokens: call.count_tokens,
         path: path.as_deref(),
         content_type,
         caller: Some((&call.headers, call.ingress)),
@@ -173,8 +142,6 @@ pub(crate) struct Outgoing<'a> {
     pub(crate) traceparent: Option<HeaderValue>,
     /// What the call asks the lane for.
     pub(crate) operation: switchyard_ir::Operation,
-    /// It asks the lane to count a chat request's tokens.
-    pub(crate) count_tokens: bool,
     /// The operation's upstream path, when not chat's.
     pub(crate) path: Option<&'a str>,
     /// The body's content type, when not JSON.
@@ -191,110 +158,123 @@ pub(crate) async fn send_to_lane(
     body: Bytes,
 ) -> Result<UpstreamResponse, TransportError> {
     let codec = gateway.codec(lane.protocol);
-    match &lane.endpoint {
-        Endpoint::Mock => {
-            let path_model = codec.model_in_path().then_some(out.wire_model);
-            if out.count_tokens {
-                return Ok(mock_operation::count(codec, &body));
-            }
-            if out.operation != switchyard_ir::Operation::Chat {
-                let content_type = out.content_type.as_ref().and_then(|v| v.to_str().ok());
-                return Ok(mock_operation::respond(codec, out.operation, path_model, content_type, &body));
-            }
-            // The in-process fake sees the caller headers a real upstream would.
-            let mut headers = HeaderMap::new();
-            if let Some((caller_headers, ingress)) = out.caller {
-                forward(&mut headers, caller_headers, ingress, codec, lane);
-            }
-            Ok(mock::respond_to(codec, path_model, out.stream, codec.default_framing(), &body, &headers))
-        }
-        Endpoint::Http(base) => {
-            let build = || {
-                let text = match (out.path, &lane.path_template) {
-                    (Some(path), _) => format!("{base}{path}"),
-                    (None, Some(template)) => {
-                        format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream)))
-                    }
-                    (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
-                };
-                match text.parse::<Uri>() {
-                    Ok(uri) => Ok(UpstreamUrl { uri, text: text.into() }),
-                    Err(_) => Err(TransportError::Connect(format!("`{text}` is not a valid url"))),
-                }
-            };
-            // The lane's own model at its codec's path is built once per lane.
-            let fresh;
-            let url = match (out.path, &lane.path_template) {
-                (None, None) if out.wire_model == &*lane.wire_model => {
-                    let cell = &lane.upstream_url[usize::from(out.stream)];
-                    match cell.get() {
-                        Some(url) => url,
-                        None => {
-                            let built = build()?;
-                            cell.get_or_init(|| built)
-                        }
-                    }
-                }
-                _ => {
-                    fresh = build()?;
-                    &fresh
-                }
-            };
-            let uri = url.uri.clone();
-            // Claude on Vertex: the version in the body, the model in the path.
-            let body = match &lane.anthropic_version {
-                Some(version) => vertex_body(&body, version),
-                None => body,
-            };
-            let mut headers = HeaderMap::with_capacity(8);
-            let content_type = out.content_type.unwrap_or(HeaderValue::from_static("application/json"));
-            headers.insert(http::header::CONTENT_TYPE, content_type);
-            headers.insert(
-                http::header::USER_AGENT,
-                HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
-            );
-            headers.insert(X_REQUEST_ID, out.request_id.clone());
-            if let Some(traceparent) = out.traceparent {
-                headers.insert(TRACEPARENT, traceparent);
-            }
-            if out.stream {
-                headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
-            }
-            // The operator's headers may replace the defaults above (a
-            // user agent); config refuses the ones that carry credentials
-            // or framing, which the codec and transport own.
-            for (name, value) in &lane.extra_headers {
-                headers.insert(name.clone(), value.clone());
-            }
-            match &lane.static_auth {
-                Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),
+    let base = match &lane.endpoint {
+        Endpoint::Mock => return Ok(mock_answer(codec, lane, &out, &body)),
+        Endpoint::Http(base) => base,
+    };
+    // The lane's own model at its codec's path is built once per lane.
+    let fresh;
+    let url = match (out.path, &lane.path_template) {
+        (None, None) if out.wire_model == &*lane.wire_model => {
+            let cell = &lane.upstream_url[usize::from(out.stream)];
+            match cell.get() {
+                Some(url) => url,
                 None => {
-                    let caller;
-                    let credentials = if lane.passthrough_credentials {
-                        caller = out.caller_key.map_or(Credentials::None, |key| Credentials::ApiKey(key.to_owned()));
-                        &caller
-                    } else {
-                        &lane.credentials
-                    };
-                    let signing = Outbound { method: "POST", url: &url.text, body: &body, time: SystemTime::now() };
-                    let auth = codec
-                        .auth_headers(credentials, &signing)
-                        .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
-                    headers.extend(auth);
+                    let built = upstream_url(codec, lane, base, &out)?;
+                    cell.get_or_init(|| built)
                 }
             }
-            if let Some(token) = &lane.token {
-                // Boxed: the fetch's state is large, and unboxed it would
-                // grow every send's future (and what each request copies).
-                let bearer = Box::pin(token.bearer()).await.map_err(|err| TransportError::Connect(err.to_string()))?;
-                headers.insert(http::header::AUTHORIZATION, bearer);
-            }
-            if let Some((caller_headers, ingress)) = out.caller {
-                forward(&mut headers, caller_headers, ingress, codec, lane);
-            }
-            lane.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
+        }
+        _ => {
+            fresh = upstream_url(codec, lane, base, &out)?;
+            &fresh
+        }
+    };
+    let uri = url.uri.clone();
+    // Claude on Vertex: the version in the body, the model in the path.
+    let body = match &lane.anthropic_version {
+        Some(version) => vertex_body(&body, version),
+        None => body,
+    };
+    let headers = upstream_headers(codec, lane, out, &url.text, &body).await?;
+    lane.transport.send(UpstreamRequest { uri, headers, body }, lane.timeouts.response_headers).await
+}
+
+/// The in-process fake's answer on a `mock://` lane (it sees the caller
+/// headers a real upstream would).
+fn mock_answer(codec: &dyn Codec, lane: &Lane, out: &Outgoing<'_>, body: &Bytes) -> UpstreamResponse {
+    let path_model = codec.model_in_path().then_some(out.wire_model);
+    if out.operation != switchyard_ir::Operation::Chat {
+        let content_type = out.content_type.as_ref().and_then(|v| v.to_str().ok());
+        return mock_operation::respond(codec, out.operation, path_model, content_type, body);
+    }
+    let mut headers = HeaderMap::new();
+    if let Some((caller_headers, ingress)) = out.caller {
+        forward(&mut headers, caller_headers, ingress, codec, lane);
+    }
+    mock::respond_to(codec, path_model, out.stream, codec.default_framing(), body, &headers)
+}
+
+/// The upstream URL of a call: the operation's own path, the provider's
+/// path template, or the codec's path for the model.
+fn upstream_url(codec: &dyn Codec, lane: &Lane, base: &str, out: &Outgoing<'_>) -> Result<UpstreamUrl, TransportError> {
+    let text = match (out.path, &lane.path_template) {
+        (Some(path), _) => format!("{base}{path}"),
+        (None, Some(template)) => format!("{base}{}", template.render(out.wire_model, codec.path_action(out.stream))),
+        (None, None) => format!("{base}{}", codec.upstream_path(out.wire_model, out.stream)),
+    };
+    match text.parse::<Uri>() {
+        Ok(uri) => Ok(UpstreamUrl { uri, text: text.into() }),
+        Err(_) => Err(TransportError::Connect(format!("`{text}` is not a valid url"))),
+    }
+}
+
+/// The upstream request's headers: framing, the gateway's own, the
+/// operator's, the lane's credentials (signed over `url` and `body` where
+/// the protocol signs) or a fetched bearer, and the caller headers the
+/// lane may have.
+async fn upstream_headers(
+    codec: &dyn Codec,
+    lane: &Lane,
+    out: Outgoing<'_>,
+    url: &str,
+    body: &Bytes,
+) -> Result<HeaderMap, TransportError> {
+    let mut headers = HeaderMap::with_capacity(8);
+    let content_type = out.content_type.unwrap_or(HeaderValue::from_static("application/json"));
+    headers.insert(http::header::CONTENT_TYPE, content_type);
+    headers
+        .insert(http::header::USER_AGENT, HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))));
+    headers.insert(X_REQUEST_ID, out.request_id.clone());
+    if let Some(traceparent) = out.traceparent {
+        headers.insert(TRACEPARENT, traceparent);
+    }
+    if out.stream {
+        headers.insert(http::header::ACCEPT, HeaderValue::from_static(codec.default_framing().content_type()));
+    }
+    // The operator's headers may replace the defaults above (a user agent);
+    // config refuses the ones that carry credentials or framing, which the
+    // codec and transport own.
+    for (name, value) in &lane.extra_headers {
+        headers.insert(name.clone(), value.clone());
+    }
+    match &lane.static_auth {
+        Some(auth) => headers.extend(auth.iter().map(|(n, v)| (n.clone(), v.clone()))),
+        None => {
+            let caller;
+            let credentials = if lane.passthrough_credentials {
+                caller = out.caller_key.map_or(Credentials::None, |key| Credentials::ApiKey(key.to_owned()));
+                &caller
+            } else {
+                &lane.credentials
+            };
+            let signing = Outbound { method: "POST", url, body, time: SystemTime::now() };
+            let auth = codec
+                .auth_headers(credentials, &signing)
+                .map_err(|err| TransportError::Connect(format!("signing failed: {err}")))?;
+            headers.extend(auth);
         }
     }
+    if let Some(token) = &lane.token {
+        // Boxed: the fetch's state is large, and unboxed it would grow every
+        // send's future (and what each request copies).
+        let bearer = Box::pin(token.bearer()).await.map_err(|err| TransportError::Connect(err.to_string()))?;
+        headers.insert(http::header::AUTHORIZATION, bearer);
+    }
+    if let Some((caller_headers, ingress)) = out.caller {
+        forward(&mut headers, caller_headers, ingress, codec, lane);
+    }
+    Ok(headers)
 }
 
 /// Passes on the caller headers the lane may have, replacing the

@@ -35,8 +35,9 @@ pub(crate) fn capabilities(gateway: &Gateway, candidate: &Candidate<'_>) -> Capa
 
 /// `request` written by `codec` for a model with `capabilities`, fitted to
 /// what the model takes first: a cap past its most output lowered to it, a
-/// reasoning field kept from a model that does not reason, each reported
-/// as a `capability` drop. The IR is given back as the caller sent it, for
+/// reasoning field kept from a model that does not reason, the sampling
+/// parameters it refuses while it reasons kept from it when it will, each
+/// reported as a `capability` drop. The IR is given back as the caller sent it, for
 /// the next lane.
 pub(crate) fn write_for_model(codec: &dyn Codec, request: &mut Request, capabilities: &Capabilities) -> Encoded {
     let asked = request.max_tokens;
@@ -52,8 +53,10 @@ pub(crate) fn write_for_model(codec: &dyn Codec, request: &mut Request, capabili
         Some(false) => request.reasoning.take(),
         _ => None,
     };
+    let refused = without_refused_sampling(request, capabilities);
     let mut encoded = codec.write_request_for(request, capabilities);
     request.max_tokens = asked;
+    refused.restore(request, &mut encoded.dropped);
     if lowered {
         Dropped::push_once(&mut encoded.dropped, Field::MaxTokens, DropReason::Capability);
     }
@@ -69,6 +72,79 @@ pub(crate) fn write_for_model(codec: &dyn Codec, request: &mut Request, capabili
         request.reasoning = Some(reasoning);
     }
     encoded
+}
+
+/// The sampling parameters a request goes without, to be put back for the
+/// next lane.
+#[derive(Default)]
+struct Withheld {
+    temperature: Option<f64>,
+    top_p: Option<f64>,
+    top_k: Option<u64>,
+    frequency_penalty: Option<f64>,
+    presence_penalty: Option<f64>,
+    stop: Vec<String>,
+    seed: Option<i64>,
+}
+
+/// Takes from `request` what the model refuses while it reasons, when it
+/// will reason on this request (OpenAI's reasoning models refuse
+/// temperature, top_p and the penalties; xAI's the penalties and stop).
+fn without_refused_sampling(request: &mut Request, capabilities: &Capabilities) -> Withheld {
+    let refused = capabilities.refused_while_reasoning;
+    if refused.is_empty() || !capabilities.will_reason(request.reasoning.as_ref()) {
+        return Withheld::default();
+    }
+    let mut withheld = Withheld::default();
+    if refused.has(Field::Temperature) {
+        withheld.temperature = request.temperature.take();
+    }
+    if refused.has(Field::TopP) {
+        withheld.top_p = request.top_p.take();
+    }
+    if refused.has(Field::TopK) {
+        withheld.top_k = request.top_k.take();
+    }
+    if refused.has(Field::FrequencyPenalty) {
+        withheld.frequency_penalty = request.frequency_penalty.take();
+    }
+    if refused.has(Field::PresencePenalty) {
+        withheld.presence_penalty = request.presence_penalty.take();
+    }
+    if refused.has(Field::Stop) {
+        withheld.stop = std::mem::take(&mut request.stop);
+    }
+    if refused.has(Field::Seed) {
+        withheld.seed = request.seed.take();
+    }
+    withheld
+}
+
+impl Withheld {
+    /// Puts what was withheld back on `request`, reporting each.
+    fn restore(self, request: &mut Request, dropped: &mut Vec<Dropped>) {
+        let mut back = |field: Field, was: bool| {
+            if was {
+                Dropped::push_once(dropped, field, DropReason::Capability);
+            }
+        };
+        back(Field::Temperature, self.temperature.is_some());
+        back(Field::TopP, self.top_p.is_some());
+        back(Field::TopK, self.top_k.is_some());
+        back(Field::FrequencyPenalty, self.frequency_penalty.is_some());
+        back(Field::PresencePenalty, self.presence_penalty.is_some());
+        back(Field::Stop, !self.stop.is_empty());
+        back(Field::Seed, self.seed.is_some());
+        request.temperature = self.temperature.or(request.temperature);
+        request.top_p = self.top_p.or(request.top_p);
+        request.top_k = self.top_k.or(request.top_k);
+        request.frequency_penalty = self.frequency_penalty.or(request.frequency_penalty);
+        request.presence_penalty = self.presence_penalty.or(request.presence_penalty);
+        if !self.stop.is_empty() {
+            request.stop = self.stop;
+        }
+        request.seed = self.seed.or(request.seed);
+    }
 }
 
 /// Judges what translating the call for the candidate dropped: a strict
@@ -156,6 +232,48 @@ fn header_value(paths: &[String]) -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// o4-mini reasons whatever it is asked: the sampling it refuses goes,
+    /// reported, and comes back for the next lane; a model that is not
+    /// reasoning on this request keeps it.
+    #[test]
+    fn sampling_a_reasoning_model_refuses_is_withheld_and_restored() {
+        use switchyard_ir::{Effort, Efforts, Fields, Reasoning};
+        let o_series = Capabilities {
+            reasoning: Some(true),
+            thinks_by_default: true,
+            efforts: Some(Efforts::of(&[Effort::Low, Effort::Medium, Effort::High])),
+            refused_while_reasoning: Fields::of(&[Field::Temperature, Field::TopP, Field::PresencePenalty]),
+            ..Capabilities::default()
+        };
+        let codec = switchyard_protocol::codec(switchyard_ir::Protocol::OpenAi);
+        let mut request = Request {
+            model: "o4-mini".into(),
+            temperature: Some(0.3),
+            top_p: Some(0.9),
+            presence_penalty: Some(0.5),
+            seed: Some(7),
+            reasoning: Some(Reasoning::with_budget(1024)),
+            ..Request::default()
+        };
+        let before = request.clone();
+        let encoded = write_for_model(codec, &mut request, &o_series);
+        let body: serde_json::Value = serde_json::from_slice(&encoded.body).unwrap_or_default();
+        for gone in ["temperature", "top_p", "presence_penalty"] {
+            assert!(body.get(gone).is_none(), "{gone}: {body}");
+        }
+        assert_eq!((body["seed"].clone(), body["reasoning_effort"].clone()), (serde_json::json!(7), "low".into()));
+        let fields: Vec<Field> = encoded.dropped.iter().map(|d| d.field).collect();
+        for field in [Field::Temperature, Field::TopP, Field::PresencePenalty, Field::ReasoningBudget] {
+            assert!(fields.contains(&field), "{field:?}: {fields:?}");
+        }
+        assert_eq!(request, before, "the next lane gets the caller's request");
+        let not_thinking = Capabilities { thinks_by_default: false, ..o_series };
+        request.reasoning = None;
+        let encoded = write_for_model(codec, &mut request, &not_thinking);
+        let body: serde_json::Value = serde_json::from_slice(&encoded.body).unwrap_or_default();
+        assert_eq!(body["temperature"], 0.3, "a model not reasoning takes its sampling");
+    }
 
     #[test]
     fn the_header_lists_paths_and_is_capped_after_a_whole_path() {

@@ -9,9 +9,13 @@
 //! The bound: every admission holds its estimate on every bucket of its
 //! chain before it runs, across all instances at once, so settled spend
 //! passes a cap only by what requests in flight under-reserved, as on one
-//! node. While Redis is away and `fail_open` admits on local counters,
-//! each instance may also spend up to a cap on its own; what those
-//! requests cost is added to Redis when it returns.
+//! node. Every admission's answer carries each bucket's spend, which the
+//! instance's own counters learn: while Redis is away and `fail_open`
+//! admits on them, each instance spends at most what it last saw left of
+//! a cap; what those requests cost is added to Redis when it returns. A
+//! bucket Redis does not know (never seen, or lost in a restart) is seeded
+//! from the instance's counters by whichever script meets it first, and
+//! reported ([`Fleet::take_seeded`]) for the ledger to be read.
 //!
 //! Three things keep the shared counters honest:
 //! - a hold is leased (`governance.hold_lease`) and renewed while its
@@ -32,10 +36,8 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Script;
 use switchyard_config::OnRedisError;
-use switchyard_governance::fleet::{
-    admit_args, bucket_keys, hold_member, read_admit, settle_args, settled_key, SharedBucket,
-};
-use switchyard_governance::{BucketId, Estimate, NanoUsd, Refusal};
+use switchyard_governance::fleet::{bucket_keys, hold_member, read_admit, settled_key, Seen};
+use switchyard_governance::{BucketId, Estimate, Governor, NanoUsd, Refusal};
 use tokio::sync::mpsc;
 
 /// Namespace of every key Switchyard writes.
@@ -55,14 +57,25 @@ const SETTLE_BATCH: usize = 64;
 /// of Redis answering again).
 const MARKER: Duration = Duration::from_secs(600);
 
+/// Buckets found unknown to Redis, waiting to be read from the ledger.
+const MAX_SEEDED: usize = 1024;
+
 const ADMIT_SCRIPT: &str = concat!(include_str!("fleet_prelude.lua"), include_str!("fleet_admit.lua"));
 const SETTLE_SCRIPT: &str = concat!(include_str!("fleet_prelude.lua"), include_str!("fleet_settle.lua"));
+
+/// Raises a bucket's spend in its window to what the ledger holds, never
+/// lowers it, and leaves another window alone. KEYS[1] the bucket's
+/// counters; ARGV[1] the window start (s), ARGV[2] the spend (nano-USD).
+const RAISE_SCRIPT: &str = "local f = redis.call('HMGET', KEYS[1], 'ws', 'spent') \
+    if f[1] and tonumber(f[1]) == tonumber(ARGV[1]) and tonumber(f[2] or 0) < tonumber(ARGV[2]) then \
+    redis.call('HSET', KEYS[1], 'spent', ARGV[2]) return 1 end return 0";
 
 /// The fleet's counters and the client that reaches them.
 pub struct Fleet {
     redis: ConnectionManager,
     admit: Script,
     settle: Script,
+    raise: Script,
     /// What admission does while Redis is away.
     pub on_error: OnRedisError,
     /// Redis answered the last call (a script's error counts as an answer).
@@ -81,6 +94,11 @@ pub struct Fleet {
     holds: Mutex<HashMap<u64, LiveHold>>,
     /// How long a hold outlives its last renewal.
     lease: Duration,
+    /// Buckets a script found unknown to Redis and seeded from this
+    /// instance's counters (a restart without persistence, an eviction):
+    /// governance reads their spend from the ledger and raises them.
+    seeded: mpsc::Sender<Vec<BucketId>>,
+    seeded_rx: Mutex<Option<mpsc::Receiver<Vec<BucketId>>>>,
     /// This process's random high bits of every hold id.
     hold_prefix: u64,
     next_hold: AtomicU64,
@@ -101,6 +119,9 @@ pub struct Settlement {
     pub args: Vec<i64>,
     /// The hold's member, or `-` for a request admitted locally.
     pub member: String,
+    /// Its chain, to be reported when the settlement finds a bucket Redis
+    /// does not know (and seeds it).
+    pub chain: Option<Arc<[BucketId]>>,
 }
 
 /// Why Redis could not be used.
@@ -159,6 +180,19 @@ fn is_outage(err: &redis::RedisError) -> bool {
         )
 }
 
+/// A bucket's shared figures in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figures {
+    /// The budget window its spend belongs to (Unix s).
+    pub window_start: i64,
+    /// Settled spend in that window (nano-USD).
+    pub spent: NanoUsd,
+    /// Held by requests in flight across the fleet (nano-USD).
+    pub reserved: NanoUsd,
+    /// Requests in flight across the fleet.
+    pub in_flight: u64,
+}
+
 /// What an admission in Redis said.
 #[derive(Debug)]
 pub enum Admitted {
@@ -181,10 +215,14 @@ impl Fleet {
             redis::cmd("SCRIPT").arg("LOAD").arg(code).query_async::<String>(&mut redis).await?;
         }
         let (settlements, queue) = mpsc::channel(MAX_PENDING);
+        let (seeded, seeded_rx) = mpsc::channel(MAX_SEEDED);
         let fleet = Arc::new(Fleet {
             redis,
             admit: Script::new(ADMIT_SCRIPT),
             settle: Script::new(SETTLE_SCRIPT),
+            raise: Script::new(RAISE_SCRIPT),
+            seeded,
+            seeded_rx: Mutex::new(Some(seeded_rx)),
             on_error,
             up: AtomicBool::new(true),
             errors: AtomicU64::new(0),
@@ -227,47 +265,118 @@ impl Fleet {
         self.hold_prefix | (self.next_hold.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
     }
 
-    /// Admits `estimate` on `chain` for the whole fleet as hold `hold`:
+    /// The end of a lease that starts at `now_ms`.
+    pub fn lease_end(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_add(self.lease.as_millis() as u64)
+    }
+
+    /// Admits `estimate` on `chain` for the whole fleet as hold `hold`,
+    /// with the admission script's arguments `args`
+    /// ([`Governor::fleet_admit_args`], leased to [`Fleet::lease_end`]):
     /// held in Redis under a lease this instance renews until the hold is
     /// settled, or refused.
     pub async fn admit(
         &self,
         keys: &Arc<[String]>,
         chain: &[BucketId],
-        buckets: &[SharedBucket],
+        args: Vec<i64>,
         estimate: Estimate,
         hold: u64,
-        now_ms: u64,
     ) -> Result<Admitted, FleetError> {
+        Ok(self.admit_seeing(keys, chain, args, estimate, hold).await?.0)
+    }
+
+    /// [`Fleet::admit`], with what the fleet had spent on each bucket (for
+    /// this instance's own counters to learn). A bucket Redis did not know
+    /// is reported to [`Fleet::take_seeded`]'s receiver.
+    pub async fn admit_seeing(
+        &self,
+        keys: &Arc<[String]>,
+        chain: &[BucketId],
+        args: Vec<i64>,
+        estimate: Estimate,
+        hold: u64,
+    ) -> Result<(Admitted, Seen), FleetError> {
         // While Redis is away, requests do not each wait for it to time
         // out: the reconciler checks it in the background.
         if !self.up.load(Ordering::Relaxed) {
             return Err(FleetError::Away);
         }
         let member = hold_member(hold, estimate);
-        let lease_end = now_ms.saturating_add(self.lease.as_millis() as u64);
-        let args = admit_args(buckets, estimate, lease_end, now_ms);
         let command = evalsha(&self.admit, keys, &args, &member);
         let answer = self.run::<Vec<i64>>(&command, &[(&self.admit, ADMIT_SCRIPT)]).await;
         let result = answer.and_then(|answer| Ok(read_admit(&answer, chain)?));
-        match self.noted(result)? {
-            Some(refusal) => Ok(Admitted::Refused(refusal)),
+        let (refusal, seen) = self.noted(result)?;
+        if !seen.seeded.is_empty() {
+            self.report_seeded(seen.seeded.iter().filter_map(|&i| chain.get(i).cloned()).collect());
+        }
+        match refusal {
+            Some(refusal) => Ok((Admitted::Refused(refusal), seen)),
             None => {
                 let live = LiveHold { keys: keys.clone(), member };
                 self.holds.lock().unwrap_or_else(PoisonError::into_inner).insert(hold, live);
-                Ok(Admitted::Held(hold))
+                Ok((Admitted::Held(hold), seen))
             }
         }
     }
 
-    /// The settlement of hold `hold` on `chain` (`refund_request`: a cache
-    /// hit, given back to requests per minute): `held` says whether Redis
-    /// holds its reservation (false: admitted locally while Redis was away).
+    fn report_seeded(&self, buckets: Vec<BucketId>) {
+        if self.seeded.try_send(buckets).is_err() {
+            tracing::warn!("buckets redis did not know wait to be read from the ledger: {MAX_SEEDED} already do");
+        }
+    }
+
+    /// The buckets scripts found unknown to Redis and seeded from this
+    /// instance's counters, for their spend to be read from the ledger
+    /// (taken once).
+    pub fn take_seeded(&self) -> Option<mpsc::Receiver<Vec<BucketId>>> {
+        self.seeded_rx.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Raises the spend of the bucket whose counters are `counters` in the
+    /// window starting `window_start` (Unix s) to `spent`, if Redis holds
+    /// less (never lowers it).
+    pub async fn raise_spent(&self, counters: &str, window_start: i64, spent: NanoUsd) -> Result<bool, FleetError> {
+        let mut command = self.raise.prepare_invoke();
+        command.key(counters).arg(window_start).arg(spent.min(switchyard_governance::fleet::SCRIPT_MAX as u64));
+        let mut redis = self.redis.clone();
+        let raised = command.invoke_async::<i64>(&mut redis).await.map_err(FleetError::from);
+        self.noted(raised).map(|raised| raised == 1)
+    }
+
+    /// A bucket's shared figures as Redis holds them now: its window start,
+    /// settled spend, reservations and requests in flight (`None`: Redis
+    /// does not know it).
+    pub async fn figures(&self, counters: &str) -> Result<Option<Figures>, FleetError> {
+        if !self.up.load(Ordering::Relaxed) {
+            return Err(FleetError::Away);
+        }
+        let mut redis = self.redis.clone();
+        let read = redis::cmd("HMGET")
+            .arg(counters)
+            .arg(&["ws", "spent", "reserved", "inflight"][..])
+            .query_async::<[Option<i64>; 4]>(&mut redis)
+            .await
+            .map_err(FleetError::from);
+        let [ws, spent, reserved, inflight] = self.noted(read)?;
+        let count = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+        Ok(ws.map(|window_start| Figures {
+            window_start,
+            spent: count(spent),
+            reserved: count(reserved),
+            in_flight: count(inflight),
+        }))
+    }
+
+    /// The settlement of hold `hold` on `chain`, its seeds read from
+    /// `governor` before it counts this cost (`refund_request`: a cache
+    /// hit, given back to request limits): `held` says whether Redis holds
+    /// its reservation (false: admitted locally while Redis was away).
     #[expect(clippy::too_many_arguments, reason = "a settlement's every figure")]
     pub fn settlement(
         &self,
         keys: &[String],
-        buckets: &[SharedBucket],
+        (governor, chain): (&mut Governor, &[BucketId]),
         hold: u64,
         reserved: Estimate,
         cost: NanoUsd,
@@ -282,8 +391,16 @@ impl Fleet {
         let mut all = Vec::with_capacity(keys.len() + 1);
         all.push(settled_key(PREFIX, hold));
         all.extend(keys.iter().cloned());
-        let args = settle_args(buckets, reserved, cost, tokens, refund_request, MARKER.as_millis() as u64, now_ms);
-        Settlement { keys: all, args, member }
+        let args = governor.fleet_settle_args(
+            chain,
+            reserved,
+            cost,
+            tokens,
+            refund_request,
+            MARKER.as_millis() as u64,
+            now_ms,
+        );
+        Settlement { keys: all, args, member, chain: None }
     }
 
     /// Runs `command`; a server that lost the scripts (a restart) is sent
@@ -335,6 +452,12 @@ impl Fleet {
         let mut answers = answers.into_iter();
         for settlement in batch {
             match answers.next() {
+                // A bucket Redis did not know was seeded (it lost it).
+                Some(Ok(2)) => {
+                    if let Some(chain) = &settlement.chain {
+                        self.report_seeded(chain.to_vec());
+                    }
+                }
                 Some(Ok(_)) => {}
                 Some(Err(err)) if !is_outage(&err) => {
                     self.refused_settlements.fetch_add(1, Ordering::Relaxed);

@@ -12,14 +12,31 @@ local function lower(key, name, by)
     redis.call('HSET', key, name, 0)
   end
 end
+-- What a request holding `tokens` and `cost` holds of quota `code`
+-- (1 + metric * 3 + window; metric 0 requests, 1 tokens, 2 USD).
+local function quota_amount(code, tokens, cost)
+  local metric = math.floor((code - 1) / 3)
+  if metric == 0 then
+    return 1
+  elseif metric == 1 then
+    return tokens
+  end
+  return cost
+end
 -- Gives back the holds of `holds` whose lease ran out before `now` (their
--- instance stopped renewing them: it died): each member is `id|cost`.
-local function reclaim(bucket, holds, now)
+-- instance stopped renewing them: it died): each member is
+-- `id|tokens|cost` (`id|cost` from before quotas), and what it held of
+-- each of `quotas` ({code = ...}) comes back too.
+local function reclaim(bucket, holds, now, quotas)
   local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now)
   for _, member in ipairs(expired) do
     local cost = tonumber(string.match(member, '|(%d+)$') or 0)
+    local tokens = tonumber(string.match(member, '|(%d+)|%d+$') or 0)
     lower(bucket, 'reserved', cost)
     lower(bucket, 'inflight', 1)
+    for _, q in ipairs(quotas or {}) do
+      lower(bucket, 'q' .. q.code .. 'held', int(quota_amount(q.code, tokens, cost)))
+    end
   end
   if #expired > 0 then
     redis.call('ZREMRANGEBYSCORE', holds, '-inf', now)

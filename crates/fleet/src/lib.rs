@@ -1,8 +1,11 @@
 //! A fleet's shared state in Redis (`storage.redis_url`): the budget,
 //! rate and concurrency counters every instance admits and settles on
-//! ([`counters`], two Lua scripts), and breaker changes and session pins
-//! shared between instances ([`shared`]). Every read on the request path
-//! stays local but admission's one script call.
+//! ([`counters`], two Lua scripts), breaker changes and session pins
+//! shared between instances ([`shared`]), and the response cache's
+//! entries, bounded in bytes ([`cache`]). Every read on the request path
+//! stays local but admission's one script call (and a caching pool's
+//! lookup).
 
+pub mod cache;
 pub mod counters;
 pub mod shared;

@@ -10,6 +10,8 @@
 //! - Sessions: each pin is written to Redis in the background (with the
 //!   pool's TTL); a session this instance has not seen is looked up there
 //!   once, so a session stays on its lane whichever instance it reaches.
+//! - MCP sessions: each one a key with a time to live, and each key's
+//!   sessions counted in a sorted set, so a key's cap holds fleet-wide.
 //! - Quotas: a lane whose upstream said it is nearly or wholly spent (its
 //!   rate-limit headers) is told to the fleet on a channel of its own, at
 //!   most once a second per lane, so every instance ranks it last or rests
@@ -72,7 +74,7 @@ pub trait Breakers: Send + Sync {
 
 /// The fleet's breaker channel.
 pub struct FleetState {
-    redis: ConnectionManager,
+    pub(crate) redis: ConnectionManager,
     instance: String,
     breakers: Mutex<Weak<dyn Breakers>>,
     /// Changes published by this instance.
@@ -211,44 +213,72 @@ impl FleetState {
         mget.query_async::<Vec<Option<String>>>(&mut redis).await
     }
 
-    /// The response cache's entry under `key` (hex), if any. A Redis that
-    /// cannot answer is a miss.
-    pub async fn cache_get(&self, key: &str) -> Option<Vec<u8>> {
+    /// Opens MCP session `id` of key `key` with `record`, kept for `ttl`,
+    /// unless the key holds `cap` live sessions already (false then). The
+    /// count is the fleet's: each key's sessions are a sorted set in Redis
+    /// scored by when each expires, so expired ones drop out as they go.
+    pub async fn open_mcp_session(
+        &self,
+        id: &str,
+        key: &str,
+        record: Vec<u8>,
+        ttl: Duration,
+        cap: usize,
+    ) -> Result<bool, redis::RedisError> {
         let mut redis = self.redis.clone();
-        redis::cmd("GET").arg(cache_key(key)).query_async::<Option<Vec<u8>>>(&mut redis).await.ok().flatten()
+        let opened = OPEN_MCP_SESSION
+            .key(mcp_session_key(id))
+            .key(mcp_sessions_of(key))
+            .arg(record)
+            .arg(millis(ttl))
+            .arg(cap)
+            .arg(id)
+            .invoke_async::<i64>(&mut redis)
+            .await?;
+        Ok(opened == 1)
     }
 
-    /// Keeps a response cache entry under `key` (hex) for `ttl`.
-    pub async fn cache_put(&self, key: &str, value: Vec<u8>, ttl: Duration) -> Result<(), redis::RedisError> {
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    /// The MCP session `id`'s record, read again for `ttl` more (an active
+    /// session stays, in its key's count too, when `key` opened it).
+    /// `Err`: Redis could not answer.
+    pub async fn mcp_session(&self, id: &str, key: &str, ttl: Duration) -> Result<Option<Vec<u8>>, redis::RedisError> {
         let mut redis = self.redis.clone();
-        redis::cmd("SET").arg(cache_key(key)).arg(value).arg("PX").arg(millis).query_async::<()>(&mut redis).await
-    }
-
-    /// The MCP session `id`'s record, read again for `ttl` more (an
-    /// active session stays). `Err`: Redis could not answer.
-    pub async fn mcp_session(&self, id: &str, ttl: Duration) -> Result<Option<Vec<u8>>, redis::RedisError> {
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut redis = self.redis.clone();
-        redis::cmd("GETEX")
-            .arg(mcp_session_key(id))
-            .arg("PX")
-            .arg(millis)
-            .query_async::<Option<Vec<u8>>>(&mut redis)
+        RENEW_MCP_SESSION
+            .key(mcp_session_key(id))
+            .key(mcp_sessions_of(key))
+            .arg(millis(ttl))
+            .arg(id)
+            .invoke_async::<Option<Vec<u8>>>(&mut redis)
             .await
     }
 
-    /// Keeps the MCP session `id`'s record for `ttl`.
-    pub async fn keep_mcp_session(&self, id: &str, record: Vec<u8>, ttl: Duration) -> Result<(), redis::RedisError> {
-        let millis = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+    /// Writes the MCP session `id`'s record again, if it still lives (its
+    /// time to live unchanged).
+    pub async fn keep_mcp_session(&self, id: &str, record: Vec<u8>) -> Result<(), redis::RedisError> {
         let mut redis = self.redis.clone();
-        redis::cmd("SET").arg(mcp_session_key(id)).arg(record).arg("PX").arg(millis).query_async::<()>(&mut redis).await
+        redis::cmd("SET")
+            .arg(mcp_session_key(id))
+            .arg(record)
+            .arg("XX")
+            .arg("KEEPTTL")
+            .query_async::<Option<String>>(&mut redis)
+            .await
+            .map(|_| ())
     }
 
-    /// Forgets the MCP session `id`.
-    pub async fn end_mcp_session(&self, id: &str) -> Result<(), redis::RedisError> {
+    /// Forgets key `key`'s MCP session `id`.
+    pub async fn end_mcp_session(&self, id: &str, key: &str) -> Result<(), redis::RedisError> {
         let mut redis = self.redis.clone();
-        redis::cmd("DEL").arg(mcp_session_key(id)).query_async::<()>(&mut redis).await
+        redis::pipe()
+            .cmd("DEL")
+            .arg(mcp_session_key(id))
+            .ignore()
+            .cmd("ZREM")
+            .arg(mcp_sessions_of(key))
+            .arg(id)
+            .ignore()
+            .query_async::<()>(&mut redis)
+            .await
     }
 
     /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
@@ -332,14 +362,62 @@ fn trial_key(pool: &str, lane: &str) -> String {
     format!("switchyard:trial:{pool}:{lane}")
 }
 
-/// Where a tool call's signature is kept.
+/// Where an MCP session is kept.
 fn mcp_session_key(id: &str) -> String {
     format!("switchyard:mcp:session:{id}")
 }
 
-fn cache_key(key: &str) -> String {
-    format!("switchyard:cache:{key}")
+/// Where key `key`'s MCP sessions are counted.
+fn mcp_sessions_of(key: &str) -> String {
+    format!("switchyard:mcp:sessions-of:{key}")
 }
+
+fn millis(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Opens a session under its key's cap. KEYS: the session, its key's set;
+/// ARGV: the record, the TTL in ms, the cap, the session id. 1: opened.
+static OPEN_MCP_SESSION: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+",
+    )
+});
+
+/// Reads a session and renews it, in its key's set too (a member only:
+/// another key's set never gains it). KEYS: the session, the reader's
+/// key's set; ARGV: the TTL in ms, the session id.
+static RENEW_MCP_SESSION: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local record = redis.call('GET', KEYS[1])
+if not record then
+  redis.call('ZREM', KEYS[2], ARGV[2])
+  return false
+end
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ttl)
+if redis.call('ZADD', KEYS[2], 'XX', 'CH', now + ttl, ARGV[2]) == 1 then
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return record
+",
+    )
+});
 
 fn signature_key(key: &str) -> String {
     format!("switchyard:signature:{key}")

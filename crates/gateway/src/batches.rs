@@ -29,7 +29,14 @@ impl switchyard_kept::worker::Dispatch for Live {
 }
 
 /// Starts this process's batch worker over `data` (once per process: the
-/// worker outlives reloads, reading the router and store current then).
+/// worker outlives reloads, reading the router and store current then),
+/// and the purge of what callers' keeps outlived.
 pub fn start(gateway: &Arc<Gateway>, data: LiveRouter) {
-    switchyard_kept::worker::spawn(gateway.kept.clone(), gateway.config.kept.batches, Arc::new(Live(data)));
+    switchyard_kept::worker::spawn(
+        gateway.kept.clone(),
+        gateway.config.kept.batches,
+        gateway.codecs,
+        Arc::new(Live(data)),
+    );
+    switchyard_kept::purge::spawn(gateway.kept.clone());
 }

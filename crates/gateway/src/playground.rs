@@ -129,9 +129,8 @@ async fn send(State(playground): State<Playground>, Json(prompt): Json<Prompt>) 
     let cost = match (&usage, lane.as_deref().and_then(|l| gateway.lanes.iter().find(|lane| &*lane.name == l))) {
         (Some(usage), Some(lane)) => lane.price.map(|price| {
             let tokens = switchyard_governance::money::Tokens {
-                input: usage.input_tokens,
-                output: usage.output_tokens,
-                ..Default::default()
+                requests: 0,
+                ..switchyard_governance::money::Tokens::served(usage, 0)
             };
             switchyard_governance::money::usd(price.cost(&tokens))
         }),

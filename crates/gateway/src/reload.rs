@@ -11,7 +11,9 @@
 //! What the running process is built around cannot change under it: the
 //! listeners, governance's stores and mode, and the exporters. A reload that
 //! changes those keeps their running values and says which sections need a
-//! restart.
+//! restart. A version applied over the admin API (or from the fleet) never
+//! adds or changes a stdio MCP server's command, args or env: those run on
+//! the host, so only its file changes them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -253,6 +255,13 @@ impl Reloader {
             return Ok((outcome, None));
         }
         let config = self.source.parse(text).map_err(|err| ApplyError::Invalid(ReloadError::from(err).problems()))?;
+        // A stdio server's command runs on this host: it comes from this
+        // host's file, never from a version (posted, rolled back to, or
+        // recorded by another instance).
+        let file_only = switchyard_config::mcp::file_only_changes(current.config.mcp.as_ref(), config.mcp.as_ref());
+        if !file_only.is_empty() {
+            return Err(ApplyError::FileOnly(file_only));
+        }
         let prepared = self.prepare(config).map_err(|err| ApplyError::Invalid(err.problems()))?;
         let version = match record {
             Some((after, author, message)) => {
@@ -380,6 +389,7 @@ pub fn start_tasks(gateway: &Arc<Gateway>) {
     switchyard_engine::probe::spawn_probes(gateway);
     switchyard_admin::sampler::spawn(gateway);
     switchyard_admin::watch::spawn(gateway);
+    switchyard_admin::scrape::spawn_export(gateway);
 }
 
 impl ConfigReload for Reloader {
@@ -399,6 +409,10 @@ impl ConfigReload for Reloader {
 
     fn counts(&self) -> (u64, u64) {
         (self.done.load(Ordering::Relaxed), self.refused.load(Ordering::Relaxed))
+    }
+
+    fn serving(&self) -> Arc<Gateway> {
+        self.current()
     }
 
     fn apply(

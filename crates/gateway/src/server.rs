@@ -46,6 +46,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .fold(base, ingress_routes)
         .merge(switchyard_kept::routes())
         .merge(switchyard_mcp::routes())
+        .merge(switchyard_duplex::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(gateway)
@@ -238,8 +239,6 @@ struct Ingress {
     protocol: Protocol,
     /// What the route asks for; `None`: the body says (Bedrock `InvokeModel`).
     operation: Option<Operation>,
-    /// The route counts a chat request's tokens.
-    count: bool,
     /// The body is a multipart form (audio), not JSON.
     form: bool,
     /// The route, when the lane is asked at the same path.
@@ -256,7 +255,6 @@ impl Ingress {
         Ingress {
             protocol,
             operation: Some(operation),
-            count: false,
             form: false,
             route: None,
             named: Named::Body,
@@ -268,14 +266,14 @@ impl Ingress {
     /// A route whose path names the model, answering whole.
     fn path(protocol: Protocol, operation: Option<Operation>, model: String, framing: Framing) -> Ingress {
         let named = Named::Path(model);
-        Ingress { protocol, operation, count: false, form: false, route: None, named, stream: Some(false), framing }
+        Ingress { protocol, operation, form: false, route: None, named, stream: Some(false), framing }
     }
 
     /// A token-count route (of a chat request; answered whole).
     fn count(protocol: Protocol, named: Named) -> Ingress {
-        let operation = Some(Operation::Chat);
+        let operation = Some(Operation::CountTokens);
         let framing = Framing::Sse;
-        Ingress { protocol, operation, count: true, form: false, route: None, named, stream: Some(false), framing }
+        Ingress { protocol, operation, form: false, route: None, named, stream: Some(false), framing }
     }
 
     /// One of OpenAI's own routes, sent to the same path upstream.
@@ -305,7 +303,6 @@ async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<S
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
-        count: false,
         form: false,
         route: None,
         named: Named::Path(name),
@@ -323,7 +320,6 @@ async fn anthropic_direct(
     let ingress = Ingress {
         protocol: Protocol::Anthropic,
         operation: Some(Operation::Chat),
-        count: false,
         form: false,
         route: None,
         named: Named::Direct { provider, model },
@@ -543,7 +539,10 @@ async fn handle_request(gateway: Arc<Gateway>, ingress: Ingress, request: Reques
         // The body's charge against its connection's budget lasts until the answer's head.
         Ok((mut call, _charge)) => {
             // Responses' stored conversations: continued before, kept after.
-            let keep = if protocol == Protocol::Responses && gateway.config.kept.responses.store && !call.count_tokens {
+            let keep = if protocol == Protocol::Responses
+                && gateway.config.kept.responses.store
+                && call.operation != Operation::CountTokens
+            {
                 match switchyard_kept::responses::prepare(&gateway, &mut call).await {
                     Ok(keep) => keep,
                     Err(info) => return reject(&gateway, protocol, record, info),
@@ -574,7 +573,7 @@ async fn frame(
 ) -> Result<(Call, Option<conn_io::BodyCharge>), ErrorInfo> {
     let protocol = ingress.protocol;
     let budget = parts.extensions.get::<ConnBudget>().cloned();
-    let client = parts.extensions.get::<switchyard_state::ClientName>().map(|name| &*name.0);
+    let client = parts.extensions.get::<switchyard_state::ClientName>();
     let headers = parts.headers;
     if ingress.form {
         form_content_type(&headers)?;
@@ -583,15 +582,20 @@ async fn frame(
     }
     // A key carried in a header is checked before the body is read: an
     // unauthenticated caller never makes the gateway hold its body. Only a
-    // SigV4 signature covers the body, and waits for it.
+    // SigV4 signature covers the body, and waits for it (its access key id
+    // is looked up first).
     let governed = gateway.governance.is_some();
     let signed = governed && switchyard_engine::authenticate::is_signed(&headers);
     let mut caller = None;
     let delegated = parts.extensions.get::<switchyard_state::kept::Delegated>();
-    if let (Some(governance), Some(delegated)) = (&gateway.governance, delegated) {
-        caller = governance.delegated(&delegated.key_id)?;
-    } else if governed && !signed {
-        caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &[])?;
+    match (&gateway.governance, delegated) {
+        (Some(governance), Some(delegated)) => caller = governance.delegated(&delegated.owner)?,
+        // A signature's access key id is looked up before the body is read.
+        (Some(governance), None) if signed => governance.check_signer(&headers)?,
+        (Some(_), None) => {
+            caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &headers, client, &[])?;
+        }
+        (None, _) => {}
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
     let operation = match ingress.operation {
@@ -599,7 +603,7 @@ async fn frame(
         None => invoked_operation(&body)?,
     };
     // With governance on, the one scan also finds what admission reads of a chat.
-    let chat = operation == Operation::Chat && !ingress.count;
+    let chat = operation == Operation::Chat;
     let heads = if governed && chat { gateway.codec(protocol).metered_heads() } else { &[] };
     let top = if ingress.form {
         form_top(&headers, &body)?
@@ -623,7 +627,6 @@ async fn frame(
     let call = Call {
         ingress: protocol,
         operation,
-        count_tokens: ingress.count,
         route: ingress.route,
         name,
         wire_model,
@@ -634,12 +637,6 @@ async fn frame(
         request_id,
         session,
         caller,
-        meter_stream: false,
-        continue_stream: false,
-        hide_usage: false,
-        guard: None,
-        cache: switchyard_state::call::CacheState::Off,
-        cache_material: Vec::new(),
         headers,
         body,
     };

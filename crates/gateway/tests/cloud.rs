@@ -319,6 +319,29 @@ async fn a_refused_token_exchange_fails_the_lane_and_never_reaches_the_cloud() {
     assert!(seen.calls.is_empty(), "nothing is sent without a token");
 }
 
+#[tokio::test]
+async fn a_failed_token_fetch_tells_the_caller_nothing_of_the_token_url() {
+    let (cloud, seen) = clouds(true).await;
+    // A token URL whose query carries what a caller must never see.
+    let yaml = format!(
+        "providers:\n  azure:\n    protocol: openai\n    base_url: \"http://{cloud}/openai\"\n    \
+         auth: {{ oauth_client_credentials: {{ token_url: \"http://{cloud}/token?tenant=acme-internal&sig=url-secret-42\", \
+         client_id: switchyard-app, client_secret: entra-secret-0123456789 }} }}\n\
+         models:\n  gpt: {{ provider: azure, model: gpt-4o-prod }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    for stream in [false, true] {
+        let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "gpt", "hi", stream)).await;
+        assert!(reply.status.is_server_error(), "{} {}", reply.status, String::from_utf8_lossy(&reply.body));
+        let body = String::from_utf8_lossy(&reply.body);
+        for secret in ["url-secret-42", "acme-internal", "/token", &cloud.to_string(), "127.0.0.1"] {
+            assert!(!body.contains(secret), "the caller was told `{secret}`: {body}");
+        }
+        assert!(body.contains("token"), "the caller is told a token could not be had: {body}");
+    }
+    assert!(!seen.lock().unwrap().refused.is_empty(), "the endpoint was asked");
+}
+
 #[test]
 fn check_names_what_a_cloud_row_lacks() {
     let no_env = |_: &str| None;

@@ -163,11 +163,12 @@ async fn the_api_the_pages_draw_from() {
         let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body).await;
         assert_eq!(reply.status, 200);
     }
-    let read = |path: String| async move {
-        let reply = admin_call(addr, "GET", &path, Some(READER), None).await;
+    let read_as = |token: &'static str, path: String| async move {
+        let reply = admin_call(addr, "GET", &path, Some(token), None).await;
         assert_eq!(reply.status, 200, "{path}: {}", String::from_utf8_lossy(&reply.body));
         serde_json::from_slice::<serde_json::Value>(&reply.body).unwrap()
     };
+    let read = |path: String| read_as(READER, path);
 
     // The sampler moves what the counters saw into the history.
     let mut hour = json!(null);
@@ -201,7 +202,10 @@ async fn the_api_the_pages_draw_from() {
     // One request's row, by id.
     let page = read(format!("/api/v1/admin/requests?key={}&limit=5", key["id"].as_str().unwrap())).await;
     let first = &page["data"][0];
-    let mut detail = read(format!("/api/v1/admin/requests/{}", first["id"])).await;
+    // A read-only token reads the row and never its text; a scope that
+    // reads text (full here) reads that too.
+    assert_eq!(&read(format!("/api/v1/admin/requests/{}", first["id"])).await, first);
+    let mut detail = read_as(ADMIN_TOKEN, format!("/api/v1/admin/requests/{}", first["id"])).await;
     assert!(detail["text"]["request"].as_str().unwrap().contains("\"hi\""), "{detail}");
     detail.as_object_mut().unwrap().remove("text");
     assert_eq!(&detail, first);
@@ -213,7 +217,7 @@ async fn the_api_the_pages_draw_from() {
     let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body).await;
     assert_eq!(reply.status, 200);
     let page = ledger_page(addr, "pool=shaky").await;
-    let detail = read(format!("/api/v1/admin/requests/{}", page["data"][0]["id"])).await;
+    let detail = read_as(ADMIN_TOKEN, format!("/api/v1/admin/requests/{}", page["data"][0]["id"])).await;
     let attempts = detail["attempts"].as_array().unwrap();
     assert_eq!(attempts.len(), 2, "{detail}");
     assert_eq!(

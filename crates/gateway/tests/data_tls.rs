@@ -279,7 +279,8 @@ async fn serve_governed(yaml: &str) -> (std::net::SocketAddr, std::net::SocketAd
     let (governance, writer) =
         switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
     std::mem::forget(writer);
-    let gateway = Arc::new(gateway.with_governance(governance).with_telemetry());
+    let gateway =
+        Arc::new(gateway.with_governance(governance).with_mcp(switchyard_gateway::mcp_hub()).with_telemetry());
     let mut settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     settings.tls = Some(tls);
     let data = common::spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
@@ -322,23 +323,204 @@ async fn a_client_certificate_names_the_group_a_caller_draws_on() {
     assert_eq!(chat_with_certificate(addr).await.0, 429, "the group's two a minute are spent");
 }
 
-#[tokio::test]
-async fn a_client_certificate_names_a_key_when_exactly_one_has_its_name() {
-    let (addr, admin) = serve_governed(&identity_config("key")).await;
-    let (status, message) = chat_with_certificate(addr).await;
-    assert_eq!(status, 401);
-    assert!(message.contains("names no key"), "{message}");
-    let auth = format!("Bearer {}", common::ADMIN_TOKEN);
-    let create = |name: &'static str| {
-        let auth = auth.clone();
-        async move {
-            let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
-            common::post(admin, "/api/v1/admin/keys", &headers, format!("{{\"name\": \"{name}\"}}")).await.status
+/// A CA of the test's own, minted now (its key kept, so the test can sign
+/// client certificates for names it learns, such as a key's id), and a
+/// server certificate for localhost it signed: PEM files in a directory
+/// of their own.
+struct Pki {
+    dir: PathBuf,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = std::env::temp_dir().join(format!("switchyard-pki-{}-{}", std::process::id(), fastrand::u64(..)));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.distinguished_name.push(rcgen::DnType::CommonName, "Switchyard test identity CA");
+        params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+        let ca = params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        let pki = Pki { dir, ca, ca_key };
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let server = params.signed_by(&key, &pki.ca, &pki.ca_key).unwrap();
+        std::fs::write(pki.dir.join("server.pem"), server.pem()).unwrap();
+        std::fs::write(pki.dir.join("server.key"), key.serialize_pem()).unwrap();
+        pki
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// A client certificate of `subject`, as files `<file>.pem` and
+    /// `<file>.key`: their paths.
+    fn client(&self, file: &str, subject: &[(rcgen::DnType, &str)]) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        for (kind, value) in subject {
+            params.distinguished_name.push(kind.clone(), *value);
         }
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let certificate = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.pem")), certificate.pem()).unwrap();
+        std::fs::write(self.dir.join(format!("{file}.key")), key.serialize_pem()).unwrap();
+        (self.path(&format!("{file}.pem")), self.path(&format!("{file}.key")))
+    }
+
+    /// A governed mTLS config naming callers by `identity` (`key`, `group`).
+    fn identity_config(&self, identity: &str) -> String {
+        let tls = tls_config(&self.path("server.pem"), &self.path("server.key"), Some(&self.path("ca.pem")), "");
+        let tls = tls.replacen("client_ca: ", &format!("client_identity: {identity}, client_ca: "), 1);
+        format!(
+            "{tls}auth: {{ mode: keys }}\nadmin: {{ tokens: [{}] }}\ngroups:\n  acme-batch-job: {{}}\n",
+            common::ADMIN_TOKEN
+        )
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Sends `request` over mTLS with the certificate `client` (paths of its
+/// PEM and key), trusting `ca`: its status and body.
+async fn send_as(
+    addr: std::net::SocketAddr,
+    ca: &str,
+    client: &(String, String),
+    request: http::Request<Full<Bytes>>,
+) -> (u16, serde_json::Value) {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from_pem_file(ca).unwrap()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(
+            vec![CertificateDer::from_pem_file(&client.0).unwrap()],
+            PrivateKeyDer::from_pem_file(&client.1).unwrap(),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let stream = connect(addr, Arc::new(config)).await.unwrap();
+    let mut sender = http1(stream).await;
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or_default())
+}
+
+fn get(path: &str) -> http::Request<Full<Bytes>> {
+    http::Request::get(format!("https://localhost{path}")).body(Full::new(Bytes::new())).unwrap()
+}
+
+#[tokio::test]
+async fn a_client_certificate_names_a_key_by_its_id_never_by_its_name() {
+    let pki = Pki::new();
+    let (addr, admin) = serve_governed(&pki.identity_config("key")).await;
+    let auth = format!("Bearer {}", common::ADMIN_TOKEN);
+    let headers = [("authorization", auth.as_str()), ("content-type", "application/json")];
+    let created = common::post(admin, "/api/v1/admin/keys", &headers, r#"{"name": "batch-job"}"#).await;
+    assert_eq!(created.status, 201);
+    let id = serde_json::from_slice::<serde_json::Value>(&created.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let ca = pki.path("ca.pem");
+    // A name is anyone's to give a key (and a revoked key keeps it): it names none.
+    let by_name = pki.client("by-name", &[(rcgen::DnType::CommonName, "batch-job")]);
+    let (status, body) = send_as(addr, &ca, &by_name, chat()).await;
+    assert_eq!(status, 401, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("names no key"), "{body}");
+    // The key's id names it, whatever other keys are called.
+    let by_id = pki.client("by-id", &[(rcgen::DnType::CommonName, id.as_str())]);
+    assert_eq!(send_as(addr, &ca, &by_id, chat()).await.0, 200);
+    assert_eq!(common::post(admin, "/api/v1/admin/keys", &headers, format!(r#"{{"name": "{id}"}}"#)).await.status, 201);
+    assert_eq!(send_as(addr, &ca, &by_id, chat()).await.0, 200);
+    // Revoked: refused.
+    let client = hyper_util::client::legacy::Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let revoke = http::Request::delete(format!("http://{admin}/api/v1/admin/keys/{id}"))
+        .header("authorization", auth.as_str())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(client.request(revoke).await.unwrap().status(), 200);
+    assert_eq!(send_as(addr, &ca, &by_id, chat()).await.0, 401);
+}
+
+#[tokio::test]
+async fn the_certificates_of_one_group_each_own_what_they_keep() {
+    let pki = Pki::new();
+    let (addr, _) = serve_governed(&pki.identity_config("group")).await;
+    let ca = pki.path("ca.pem");
+    let team = |file: &str, unit: &'static str| {
+        pki.client(file, &[(rcgen::DnType::CommonName, "acme-batch-job"), (rcgen::DnType::OrganizationName, unit)])
     };
-    assert_eq!(create("acme-batch-job").await, 201);
-    assert_eq!(chat_with_certificate(addr).await.0, 200);
-    // A second key of that name: the name names neither.
-    assert_eq!(create("acme-batch-job").await, 201);
-    assert_eq!(chat_with_certificate(addr).await.0, 401);
+    let (a, b) = (team("team-a", "team-a"), team("team-b", "team-b"));
+    // Both draw on the group (as before), each keeps its own.
+    assert_eq!(send_as(addr, &ca, &b, chat()).await.0, 200);
+    let boundary = "switchyardboundary";
+    let form = format!(
+        "--{boundary}\r\ncontent-disposition: form-data; name=\"purpose\"\r\n\r\nuser_data\r\n--{boundary}\r\n\
+         content-disposition: form-data; name=\"file\"; filename=\"notes.txt\"\r\ncontent-type: text/plain\r\n\r\n\
+         team a's notes\r\n--{boundary}--\r\n"
+    );
+    let upload = http::Request::post("https://localhost/v1/files")
+        .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+        .body(Full::new(Bytes::from(form)))
+        .unwrap();
+    let (status, file) = send_as(addr, &ca, &a, upload).await;
+    assert_eq!(status, 200, "{file}");
+    let id = file["id"].as_str().unwrap();
+    assert_eq!(send_as(addr, &ca, &a, get(&format!("/v1/files/{id}"))).await.0, 200);
+    assert_eq!(send_as(addr, &ca, &b, get(&format!("/v1/files/{id}"))).await.0, 404);
+    assert_eq!(send_as(addr, &ca, &b, get(&format!("/v1/files/{id}/content"))).await.0, 404);
+    assert_eq!(send_as(addr, &ca, &b, get("/v1/files")).await.1["data"], serde_json::json!([]));
+}
+
+/// One MCP message over mTLS with the client fixture's certificate and no
+/// key: the answer, and the session an `initialize` opened.
+async fn mcp_with_certificate(
+    addr: std::net::SocketAddr,
+    session: Option<&str>,
+    message: serde_json::Value,
+) -> (serde_json::Value, Option<String>) {
+    let (cert, key) = (fixture("client.pem"), fixture("client.key"));
+    let stream = connect(addr, client_config(&[b"http/1.1"], Some((&cert, &key)))).await.unwrap();
+    let mut sender = http1(stream).await;
+    let mut request = http::Request::post("https://localhost/mcp").header("content-type", "application/json");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response =
+        sender.send_request(request.body(Full::new(Bytes::from(message.to_string()))).unwrap()).await.unwrap();
+    let opened = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (serde_json::from_slice(&body).unwrap_or_default(), opened)
+}
+
+/// The tools a certificate's caller lists, with `identity` as its
+/// `client_identity`.
+async fn tools_of_certificate(identity: &str) -> Vec<String> {
+    let upstream = common::mock_upstream().await;
+    let yaml =
+        identity_config(identity) + &format!("mcp:\n  servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n");
+    let (addr, _) = serve_governed(&yaml).await;
+    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}});
+    let (answer, session) = mcp_with_certificate(addr, None, hello).await;
+    let session = session.unwrap_or_else(|| panic!("no session: {answer}"));
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (listed, _) = mcp_with_certificate(addr, Some(&session), list).await;
+    listed["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_certificates_group_caller_has_the_identitys_mcp_grants_and_no_more() {
+    assert_eq!(tools_of_certificate("{ names: group, mcp: [mock__echo] }").await, ["mock__echo"]);
+    assert!(tools_of_certificate("group").await.is_empty(), "no template: no tool");
 }

@@ -151,6 +151,12 @@ impl Redis {
         self.up(&std::env::var("SWITCHYARD_TEST_REDIS_SERVER").unwrap());
     }
 
+    /// Sends the server `signal` (`-STOP` freezes it, `-CONT` thaws it).
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().unwrap().id().to_string();
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    }
+
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
@@ -232,6 +238,87 @@ async fn a_budget_holds_fleet_wide_under_400_concurrent_requests() {
     let spent = spend(one, ok).await;
     eprintln!("fleet budget: {ok} served, {refused} refused, ${spent:.4} spent of $1");
     assert!(spent <= 1.0, "the fleet spent ${spent} of a $1 budget ({ok} served)");
+}
+
+/// A per-model daily token quota holds fleet-wide under concurrent load:
+/// each request holds its worst case (about 102 tokens) until it settles
+/// to what it used (about 15), so the window never passes its cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_model_token_quota_holds_fleet_wide_under_400_concurrent_requests() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let limits = serde_json::json!({"per_model": {"m": {"tpd": 1500}}});
+    let created = create_key(one, serde_json::json!({"name": "quota", "limits": limits})).await;
+    let key = created["key"].as_str().unwrap().to_owned();
+    while ask(two, &key).await.0 == StatusCode::UNAUTHORIZED {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut calls = Vec::new();
+    for n in 0..400 {
+        let (addr, key) = (if n % 2 == 0 { one } else { two }, key.clone());
+        calls.push(tokio::spawn(async move { ask(addr, &key).await }));
+    }
+    let (mut ok, mut refused) = (1, 0);
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            StatusCode::OK => ok += 1,
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert!(body.contains("has used its quota of 1500 tokens a day"), "{body}");
+                refused += 1;
+            }
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert!(refused > 0 && ok > 10, "{ok} served, {refused} refused");
+    // $1,000 a million tokens: a token is $0.001.
+    let tokens = (spend(one, ok).await * 1000.0).round();
+    eprintln!("fleet tpd: {ok} served, {refused} refused, {tokens} tokens of 1500");
+    assert!(tokens <= 1500.0, "the fleet used {tokens} tokens of a 1500-token quota ({ok} served)");
+}
+
+/// A daily request quota is exact fleet-wide (each request holds one and
+/// settles one), and a per-second rate admits a burst of N and then N a
+/// second across both instances.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_quotas_and_per_second_rates_hold_across_instances() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let daily = create_key(one, serde_json::json!({"name": "daily", "limits": {"rpd": 40}})).await;
+    let second = create_key(one, serde_json::json!({"name": "second", "limits": {"rps": 5}})).await;
+    let (daily, second) = (daily["key"].as_str().unwrap().to_owned(), second["key"].as_str().unwrap().to_owned());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut calls = Vec::new();
+    for n in 0..200 {
+        let (addr, key) = (if n % 2 == 0 { one } else { two }, daily.clone());
+        calls.push(tokio::spawn(async move { ask(addr, &key).await }));
+    }
+    let mut served = 0;
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            StatusCode::OK => served += 1,
+            StatusCode::TOO_MANY_REQUESTS => assert!(body.contains("quota of 40 requests a day"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    assert_eq!(served, 40, "40 a day across two instances, not 80");
+
+    let started = Instant::now();
+    let mut served = 0;
+    for n in 0..40 {
+        let (status, body) = ask(if n % 2 == 0 { one } else { two }, &second).await;
+        match status {
+            StatusCode::OK => served += 1,
+            StatusCode::TOO_MANY_REQUESTS => assert!(body.contains("requests-per-second"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let allowed = 5 + (started.elapsed().as_secs_f64() * 5.0).ceil() as u64;
+    eprintln!("fleet rps: {served} served of 40 in {:?} (at most {allowed})", started.elapsed());
+    assert!(served >= 5 && served <= allowed, "{served} served, at most {allowed} allowed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -627,6 +714,34 @@ async fn no_number_a_caller_sends_takes_redis_out_of_the_fleet() {
     assert_eq!(fleet.refused_settlements.load(Ordering::Relaxed), 0, "every settlement was an integer Redis takes");
 }
 
+/// A chat as end user `user` (OpenAI's `user` field).
+async fn ask_as(addr: SocketAddr, key: &str, user: &str) -> (StatusCode, String) {
+    let auth = format!("Bearer {key}");
+    let body = serde_json::json!({"model": "m", "max_tokens": 10, "user": user, "messages": [{"role": "user", "content": "hi"}]});
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body.to_string()).await;
+    (reply.status, String::from_utf8_lossy(&reply.body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_end_user_named_like_another_buckets_holds_changes_nothing_for_it() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let yaml = format!(
+        "{}groups:\n  bots: {{ end_users: {{ limits: {{ rpm: 1000 }} }} }}\n",
+        fleet_config(&database, &redis.url(), "fail_closed")
+    );
+    let (addr, gateway) = governed(&yaml).await;
+    let key =
+        create_key(addr, serde_json::json!({"name": "bot", "group": "bots"})).await["key"].as_str().unwrap().to_owned();
+    // One request as `alice:holds`, then `alice` and others whose names
+    // carry the separators, each answered.
+    for user in ["alice:holds", "alice", "alice", "group:bots:alice", "%41lice", "alice%3Aholds"] {
+        let (status, body) = ask_as(addr, &key, user).await;
+        assert_eq!(status, StatusCode::OK, "as {user}: {body}");
+    }
+    let fleet = gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
+    assert!(fleet.up.load(Ordering::Relaxed));
+}
+
 /// A fleet client of the test's own on `redis`, with a short lease.
 async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_fleet::counters::Fleet> {
     switchyard_fleet::counters::Fleet::connect(&redis.url(), switchyard_config::OnRedisError::FailClosed, lease)
@@ -640,13 +755,32 @@ fn one_key_chain(id: &str) -> (Vec<switchyard_governance::BucketId>, Arc<[String
     (chain, keys)
 }
 
-fn bucket(concurrent: Option<u64>, usd: Option<f64>) -> switchyard_governance::fleet::SharedBucket {
-    let budget = usd.map(|usd| switchyard_governance::Budget { usd, window: switchyard_governance::Window::Total });
-    let limits = switchyard_governance::Limits { rpm: None, tpm: None, concurrent };
-    switchyard_governance::fleet::SharedBucket {
-        spec: Some(switchyard_governance::BucketSpec { budget, limits }),
-        seed_spent: 0,
+/// An instance's governor holding one spec for each bucket of `chain`
+/// (what the fleet's scripts are given is read from it).
+fn governor(
+    chain: &[switchyard_governance::BucketId],
+    concurrent: Option<u64>,
+    usd: Option<f64>,
+) -> switchyard_governance::Governor {
+    let budget = usd.map(|usd| switchyard_governance::Budget::new(usd, switchyard_governance::Window::Total));
+    let limits = switchyard_governance::Limits { concurrent, ..Default::default() };
+    let mut governor = switchyard_governance::Governor::new();
+    for id in chain {
+        let spec = switchyard_governance::BucketSpec { budget: budget.clone(), limits: limits.clone() };
+        governor.set_spec(id.clone(), spec, 0);
     }
+    governor
+}
+
+/// The admission script's arguments for `chain` from `governor`.
+fn admit_args(
+    governor: &mut switchyard_governance::Governor,
+    fleet: &switchyard_fleet::counters::Fleet,
+    chain: &[switchyard_governance::BucketId],
+    estimate: switchyard_governance::Estimate,
+    now: u64,
+) -> Vec<i64> {
+    governor.fleet_admit_args(chain, estimate, fleet.lease_end(now), now, false)
 }
 
 async fn field(redis: &Redis, key: &str, name: &str) -> i64 {
@@ -660,24 +794,27 @@ async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
     use switchyard_fleet::counters::Admitted;
     let Some(redis) = Redis::start() else { return };
     let (chain, keys) = one_key_chain("lease");
-    let buckets = [bucket(Some(1), None)];
+    let mut buckets = governor(&chain, Some(1), None);
     let estimate = switchyard_governance::Estimate { tokens: 10, cost: 7 };
     let now = || switchyard_state::governance::now_ms();
 
     let dying = fleet_client(&redis, Duration::from_secs(1)).await;
     let hold = dying.new_hold();
-    assert!(matches!(dying.admit(&keys, &chain, &buckets, estimate, hold, now()).await.unwrap(), Admitted::Held(_)));
+    let args = admit_args(&mut buckets, &dying, &chain, estimate, now());
+    assert!(matches!(dying.admit(&keys, &chain, args, estimate, hold).await.unwrap(), Admitted::Held(_)));
     // A living instance renews its holds: past two leases, the key is still busy.
     let other = fleet_client(&redis, Duration::from_secs(1)).await;
     tokio::time::sleep(Duration::from_millis(2200)).await;
-    let busy = other.admit(&keys, &chain, &buckets, estimate, other.new_hold(), now()).await.unwrap();
+    let args = admit_args(&mut buckets, &other, &chain, estimate, now());
+    let busy = other.admit(&keys, &chain, args, estimate, other.new_hold()).await.unwrap();
     assert!(matches!(busy, Admitted::Refused(_)), "a renewed hold lasts as long as its request: {busy:?}");
 
     // The instance dies (its renewals stop with it) without settling.
     drop(dying);
     let deadline = Instant::now() + Duration::from_secs(5);
     let admitted = loop {
-        match other.admit(&keys, &chain, &buckets, estimate, other.new_hold(), now()).await.unwrap() {
+        let args = admit_args(&mut buckets, &other, &chain, estimate, now());
+        match other.admit(&keys, &chain, args, estimate, other.new_hold()).await.unwrap() {
             Admitted::Held(hold) => break hold,
             Admitted::Refused(_) => {
                 assert!(Instant::now() < deadline, "a dead instance's hold never came back");
@@ -688,7 +825,7 @@ async fn the_holds_of_an_instance_that_died_come_back_after_their_lease() {
     assert_eq!(field(&redis, &keys[0], "inflight").await, 1, "the dead hold was given back, the new one held");
     assert_eq!(field(&redis, &keys[0], "reserved").await, 7);
     // Settling the new hold leaves nothing held.
-    let settlement = other.settlement(&keys, &buckets, admitted, estimate, 3, 5, (true, false), now());
+    let settlement = other.settlement(&keys, (&mut buckets, &chain), admitted, estimate, 3, 5, (true, false), now());
     other.settle(admitted, settlement);
     let deadline = Instant::now() + Duration::from_secs(5);
     while field(&redis, &keys[0], "inflight").await != 0 || field(&redis, &keys[0], "reserved").await != 0 {
@@ -703,21 +840,22 @@ async fn a_settlement_applies_once_and_a_refused_one_stands_alone() {
     let Some(redis) = Redis::start() else { return };
     let fleet = fleet_client(&redis, Duration::from_secs(60)).await;
     let (chain, keys) = one_key_chain("once");
-    let buckets = [bucket(None, Some(100.0))];
+    let mut buckets = governor(&chain, None, Some(100.0));
     let estimate = switchyard_governance::Estimate { tokens: 10, cost: 1_000 };
     let now = switchyard_state::governance::now_ms();
-    let Admitted::Held(hold) = fleet.admit(&keys, &chain, &buckets, estimate, fleet.new_hold(), now).await.unwrap()
-    else {
+    let args = admit_args(&mut buckets, &fleet, &chain, estimate, now);
+    let Admitted::Held(hold) = fleet.admit(&keys, &chain, args, estimate, fleet.new_hold()).await.unwrap() else {
         panic!("refused")
     };
-    let good = fleet.settlement(&keys, &buckets, hold, estimate, 400, 8, (true, false), now);
+    let good = fleet.settlement(&keys, (&mut buckets, &chain), hold, estimate, 400, 8, (true, false), now);
 
     // A poison settlement: its bucket's name holds a string, so its script fails.
     let client = redis::Client::open(redis.url()).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
     let (_, bad_keys) = one_key_chain("poison");
     redis::cmd("SET").arg(&bad_keys[0]).arg("not a hash").query_async::<()>(&mut connection).await.unwrap();
-    let poison = fleet.settlement(&bad_keys, &buckets, fleet.new_hold(), estimate, 400, 8, (true, false), now);
+    let poison =
+        fleet.settlement(&bad_keys, (&mut buckets, &chain), fleet.new_hold(), estimate, 400, 8, (true, false), now);
 
     // The same settlement three times (a lost answer, a retried batch) and
     // the poison one among them.
@@ -919,4 +1057,377 @@ async fn a_config_version_applied_on_one_instance_serves_on_the_other_within_two
         assert!(at.elapsed() < Duration::from_secs(2), "the first instance did not follow the rollback");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_mcp_sessions_are_capped_across_instances() {
+    use crate::mcp::{code, McpClient, LIMITED};
+    let Some(redis) = Redis::start() else { return };
+    let upstream = common::mock_upstream().await;
+    let yaml = format!("mcp:\n  sessions_per_key: 2\n  servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n");
+    let (one, _) = fleet_state_gateway(&yaml, &redis.url()).await;
+    let (two, _) = fleet_state_gateway(&yaml, &redis.url()).await;
+    // One session on each instance: the key's two.
+    let first = McpClient::open(one, None).await.unwrap();
+    let mut second = McpClient::open(two, None).await.unwrap();
+    for addr in [one, two] {
+        let refused = McpClient::open(addr, None).await.err().expect("a third session of the key");
+        assert_eq!((refused.status, code(&refused.answer)), (429, LIMITED), "{:?}", refused.answer);
+    }
+    assert_eq!(second.names("tools/list", "tools", "name").await, ["mock__echo", "mock__delete_everything"]);
+    // Ended on one instance: room on the other.
+    assert_eq!(first.end().await, 200);
+    assert!(McpClient::open(two, None).await.is_ok());
+}
+
+/// How a test takes Redis away.
+#[derive(Debug, Clone, Copy)]
+enum RedisFault {
+    /// `kill -9`: connections refused.
+    Killed,
+    /// `SIGSTOP`: connections hang until each call times out.
+    Frozen,
+}
+
+/// Three `fail_open` instances and a key with a $0.50 cap it spends through
+/// Redis; then Redis goes away and every instance is asked to serve more.
+/// Each admits on its own counters only what it last saw left (the fleet's
+/// spend in its last answer, and what it settled since): here nothing, as
+/// all three saw the cap spent. (Counters that knew only what the ledger
+/// held at boot served a whole cap each again: $1.50 over a $0.50 cap.)
+async fn fail_open_serves_no_more_than_each_instance_saw_left(fault: RedisFault) {
+    let (Some(database), Some(mut redis)) = (fresh_database().await, Redis::start()) else { return };
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(governed(&fleet_config(&database, &redis.url(), "fail_open")).await);
+    }
+    let addrs: Vec<SocketAddr> = instances.iter().map(|(addr, _)| *addr).collect();
+    let cap = 0.5;
+    let created =
+        create_key(addrs[0], serde_json::json!({"name": "capped", "budget": {"usd": cap, "window": "1d"}})).await;
+    let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+    for (_, gateway) in &instances {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while gateway.governance.as_ref().unwrap().key(&id).is_none() {
+            assert!(Instant::now() < deadline, "the key did not reach every instance");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    // The cap is spent through Redis, on all three, until each refuses.
+    let (mut served, mut refused_in_a_row) = (0u64, 0);
+    for n in 0.. {
+        match ask(addrs[n % 3], &key).await {
+            (StatusCode::OK, _) => (served, refused_in_a_row) = (served + 1, 0),
+            (StatusCode::TOO_MANY_REQUESTS, _) => refused_in_a_row += 1,
+            (other, body) => panic!("{other}: {body}"),
+        }
+        if refused_in_a_row == 3 {
+            break;
+        }
+        assert!(n < 400, "the cap was never reached");
+    }
+    let before = spend(addrs[0], served).await;
+
+    match fault {
+        RedisFault::Killed => redis.kill(),
+        RedisFault::Frozen => redis.signal("-STOP"),
+    }
+    // Enough for each instance to spend a whole cap on its own.
+    let mut during = 0u64;
+    for n in 0..450 {
+        match ask(addrs[n % 3], &key).await {
+            (StatusCode::OK, _) => during += 1,
+            (StatusCode::TOO_MANY_REQUESTS, _) => {}
+            (other, body) => panic!("{fault:?}: {other}: {body}"),
+        }
+    }
+    for (_, gateway) in &instances {
+        let fleet = gateway.governance.as_ref().unwrap().fleet.clone().unwrap();
+        assert!(!fleet.up.load(Ordering::Relaxed), "{fault:?}: every instance admitted on its own counters");
+    }
+    if let RedisFault::Frozen = fault {
+        redis.signal("-CONT");
+    }
+    let after = spend(addrs[0], served + during).await;
+    eprintln!(
+        "fail_open, Redis {fault:?}: ${before:.4} spent of ${cap} before, {during} served after, ${after:.4} spent"
+    );
+    let instances = 3.0;
+    assert!(after - cap <= (instances - 1.0) * cap, "{fault:?}: ${after} spent over a ${cap} cap on three instances");
+    assert!(during <= 3, "{fault:?}: {during} served after the cap was spent and seen by every instance");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_with_redis_killed_serves_no_more_than_each_instance_saw_left() {
+    fail_open_serves_no_more_than_each_instance_saw_left(RedisFault::Killed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_with_redis_frozen_serves_no_more_than_each_instance_saw_left() {
+    fail_open_serves_no_more_than_each_instance_saw_left(RedisFault::Frozen).await;
+}
+
+/// Redis comes back empty (a restart without persistence): a bucket it no
+/// longer knows is seeded from what the admitting instance knows and then
+/// raised to what the ledger holds. The instance that admits first here
+/// never served the key (its counters know nothing of the spend): without
+/// the ledger it granted the whole budget again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_back_empty_is_seeded_from_the_ledger() {
+    let (Some(database), Some(mut redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (three, three_gateway) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let cap = 0.5;
+    let created = create_key(one, serde_json::json!({"name": "capped", "budget": {"usd": cap, "window": "1d"}})).await;
+    let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while three_gateway.governance.as_ref().unwrap().key(&id).is_none() {
+        assert!(Instant::now() < deadline, "the key did not reach the other instance");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut served = 0u64;
+    while ask(one, &key).await.0 == StatusCode::OK {
+        served += 1;
+        assert!(served < 200, "the cap was never reached");
+    }
+    let before = spend(one, served).await;
+
+    redis.kill();
+    redis.restart();
+    let (mut after, mut refused) = (0u64, false);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !refused {
+        match ask(three, &key).await {
+            // A caller's pace: the ledger's answer (one query) lands between two requests.
+            (StatusCode::OK, _) => {
+                after += 1;
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            (StatusCode::TOO_MANY_REQUESTS, body) => {
+                assert!(body.contains("insufficient_quota"), "{body}");
+                refused = true;
+            }
+            // Redis not found back yet (fail_closed).
+            (StatusCode::SERVICE_UNAVAILABLE, _) => tokio::time::sleep(Duration::from_millis(50)).await,
+            (other, body) => panic!("{other}: {body}"),
+        }
+        assert!(Instant::now() < deadline, "never refused: {after} served");
+    }
+    let spent = spend(one, served + after).await;
+    eprintln!("redis back empty: ${before:.4} spent before, {after} served after, ${spent:.4} in all of ${cap}");
+    // Only what was admitted before the ledger's spend landed (one query).
+    assert!(after <= 3, "{after} served on a spent key after Redis came back empty");
+    assert!(spent <= cap, "${spent} spent of a ${cap} cap");
+    let _ = three;
+}
+
+/// The admission script offers a budget's downgrade as the governor does:
+/// spent (the request does not fit), past its `at` share, or forecast to
+/// run out; a bucket that refuses outright wins; a quota refusal names its
+/// quota; what the fleet spent comes back either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_script_offers_downgrades_and_names_quotas() {
+    use switchyard_fleet::counters::Admitted;
+    use switchyard_governance::{BucketId, BucketSpec, Budget, Downgrade, Estimate, Limits, Trigger, Window};
+    let Some(redis) = Redis::start() else { return };
+    let fleet = fleet_client(&redis, Duration::from_secs(60)).await;
+    let group = BucketId::Group(Arc::from("acme"));
+    let chain = vec![group.clone()];
+    let keys = switchyard_fleet::counters::bucket_names(&chain);
+    let mut governor = switchyard_governance::Governor::new();
+    let on_exhaust = Some(Downgrade { pool: "cheap".into(), at: Some(50.0), forecast: true });
+    let budget = Budget { on_exhaust, ..Budget::new(1.0, Window::Day) };
+    let limits = Limits { rph: Some(3), ..Limits::default() };
+    governor.set_spec(group.clone(), BucketSpec { budget: Some(budget), limits }, 0);
+    let now = switchyard_state::governance::now_ms();
+    let cost = |usd: f64| Estimate { tokens: 10, cost: switchyard_governance::money::from_usd(usd) };
+    let admit = |governor: &mut switchyard_governance::Governor, estimate: Estimate, offer: bool| {
+        let args = governor.fleet_admit_args(&chain, estimate, fleet.lease_end(now), now, offer);
+        fleet.admit_seeing(&keys, &chain, args, estimate, fleet.new_hold())
+    };
+    // Too dear: spent, offered.
+    let (answer, _) = admit(&mut governor, cost(2.0), true).await.unwrap();
+    let Admitted::Refused(refused) = answer else { panic!("{answer:?}") };
+    assert_eq!((refused.bucket.clone(), refused.downgrade), (group.clone(), Some(Trigger::Spent)));
+    // Not offered: a plain refusal.
+    let (answer, _) = admit(&mut governor, cost(2.0), false).await.unwrap();
+    assert!(matches!(answer, Admitted::Refused(ref r) if r.downgrade.is_none()), "{answer:?}");
+    // $0.60 held: past the 50% share, though $0.10 still fits.
+    let (answer, _) = admit(&mut governor, cost(0.6), true).await.unwrap();
+    assert!(matches!(answer, Admitted::Held(_)), "{answer:?}");
+    let (answer, _) = admit(&mut governor, cost(0.1), true).await.unwrap();
+    assert!(matches!(answer, Admitted::Refused(ref r) if r.downgrade == Some(Trigger::Threshold)), "{answer:?}");
+    // The cheaper request, admitted without the offer, fits.
+    let (answer, _) = admit(&mut governor, cost(0.1), false).await.unwrap();
+    assert!(matches!(answer, Admitted::Held(_)), "{answer:?}");
+    // Forecast short: offered from the first dollar on.
+    governor.set_short(&group, true);
+    let (answer, _) = admit(&mut governor, cost(0.01), true).await.unwrap();
+    assert!(matches!(answer, Admitted::Refused(ref r) if r.downgrade == Some(Trigger::Forecast)), "{answer:?}");
+    // Two held of three an hour: one more, then the quota.
+    let (answer, _) = admit(&mut governor, cost(0.01), false).await.unwrap();
+    assert!(matches!(answer, Admitted::Held(_)), "{answer:?}");
+    let (answer, seen) = admit(&mut governor, cost(0.01), false).await.unwrap();
+    let Admitted::Refused(refused) = answer else { panic!("{answer:?}") };
+    let switchyard_governance::RefusalKind::Quota { quota, retry_in_ms: Some(_) } = refused.kind else {
+        panic!("{refused:?}")
+    };
+    assert_eq!((quota.name(), quota.cap), ("rph", 3));
+    assert_eq!(seen.spent, [Some(0)], "nothing settled yet");
+    assert_eq!(field(&redis, &keys[0], "q1held").await, 3);
+}
+
+/// A settlement kept while Redis was away that reaches a Redis which lost
+/// the bucket seeds it with the spend the instance knew before adding its
+/// cost, and reports it (for the ledger to be read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settlement_that_finds_its_bucket_lost_seeds_it() {
+    let Some(redis) = Redis::start() else { return };
+    let fleet = fleet_client(&redis, Duration::from_secs(60)).await;
+    let mut seeded = fleet.take_seeded().unwrap();
+    let (chain, keys) = one_key_chain("lost");
+    let mut buckets = governor(&chain, None, Some(100.0));
+    buckets.seed_spent(&chain[0], switchyard_governance::Window::Total.start(0), 700);
+    let now = switchyard_state::governance::now_ms();
+    let estimate = switchyard_governance::Estimate { tokens: 10, cost: 1_000 };
+    let mut settlement =
+        fleet.settlement(&keys, (&mut buckets, &chain), fleet.new_hold(), estimate, 40, 8, (false, false), now);
+    settlement.chain = Some(chain.clone().into());
+    fleet.settle(0, settlement);
+    let reported = tokio::time::timeout(Duration::from_secs(5), seeded.recv()).await.unwrap().unwrap();
+    assert_eq!(reported, chain);
+    assert_eq!(field(&redis, &keys[0], "spent").await, 740, "the seed, then the cost");
+    // Raised to the ledger's figure, never lowered.
+    let window = switchyard_governance::Window::Total.start((now / 1000) as i64);
+    assert!(fleet.raise_spent(&keys[0], window, 900).await.unwrap());
+    assert!(!fleet.raise_spent(&keys[0], window, 800).await.unwrap());
+    assert_eq!(field(&redis, &keys[0], "spent").await, 900);
+}
+
+/// A key's read shows the fleet's figures from Redis, not only what the
+/// instance asked holds itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_read_shows_the_fleets_reservations() {
+    use switchyard_fleet::counters::Admitted;
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, gateway) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let created = create_key(one, serde_json::json!({"name": "busy", "budget": {"usd": 10.0, "window": "1d"}})).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let cached = gateway.governance.as_ref().unwrap().key(&id).unwrap();
+    // Another instance holds $0.25 of it in flight.
+    let other = fleet_client(&redis, Duration::from_secs(60)).await;
+    let budget = switchyard_governance::Budget::new(10.0, switchyard_governance::Window::Day);
+    let spec = switchyard_governance::BucketSpec { budget: Some(budget), limits: Default::default() };
+    let mut buckets = switchyard_governance::Governor::new();
+    buckets.set_spec(cached.chain[0].clone(), spec, 0);
+    let estimate = switchyard_governance::Estimate { tokens: 10, cost: 250_000_000 };
+    let now = switchyard_state::governance::now_ms();
+    let args = admit_args(&mut buckets, &other, &cached.chain, estimate, now);
+    let held = other.admit(&cached.fleet_keys, &cached.chain, args, estimate, other.new_hold()).await.unwrap();
+    assert!(matches!(held, Admitted::Held(_)), "{held:?}");
+    let read = admin_call(one, "GET", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), None).await;
+    let view: serde_json::Value = serde_json::from_slice(&read.body).unwrap();
+    assert_eq!(view["usage"]["in_flight"], 1, "{view}");
+    assert_eq!(view["usage"]["reserved_usd"], 0.25, "{view}");
+    assert_eq!(view["usage"]["budget_left_usd"], 9.75, "{view}");
+}
+
+/// Past the request log's 1,200 rows a minute per instance, refusals are
+/// counted on one row per minute and reason: the spend report counts every
+/// refusal the callers got, from both instances (rows alone counted 2,400).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_is_counted_past_the_request_logs_limit() {
+    let Some(database) = fresh_database().await else { return };
+    let (one, _) = governed(&config(&database)).await;
+    let (two, _) = governed(&config(&database)).await;
+    let created = create_key(one, serde_json::json!({"name": "flood", "limits": {"rpm": 1}})).await;
+    let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+    // (Refused as unknown until the key reaches instance two: refusals of no key.)
+    while chat(two, &key).await == StatusCode::UNAUTHORIZED {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut callers = Vec::new();
+    for caller in 0..8 {
+        let key = key.clone();
+        let addr = if caller % 2 == 0 { one } else { two };
+        callers.push(tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for _ in 0..375 {
+                statuses.push(chat(addr, &key).await);
+            }
+            statuses
+        }));
+    }
+    let mut statuses = std::collections::BTreeMap::new();
+    for caller in callers {
+        for status in caller.await.unwrap() {
+            *statuses.entry(status.as_u16()).or_insert(0u64) += 1;
+        }
+    }
+    let refused = statuses.get(&429).copied().unwrap_or(0);
+    assert!(refused > 2 * 1_200, "each instance refused more than it logs a minute: {statuses:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = admin_call(one, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = body["data"].as_array().unwrap().iter().filter(|row| row["value"] == id.as_str());
+        let counted: u64 = rows.map(|row| row["refused"].as_u64().unwrap()).sum();
+        if counted == refused {
+            break;
+        }
+        assert!(counted < refused, "{counted} refusals counted for {refused} answered");
+        assert!(Instant::now() < deadline, "{counted} refusals counted for {refused} answered: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A fleet keeps each answer once (under its request's bytes, with a
+/// pointer from its read request's key), its bytes as bytes, and all of
+/// them within `cache.max_bytes`: a 1 MB request used to put 8 MB in Redis
+/// (two copies, its bytes as JSON numbers) with no bound at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_cache_keeps_each_answer_once_within_its_bound() {
+    let Some(redis) = Redis::start() else { return };
+    let yaml = "cache: { max_bytes: 5MiB }\nproviders:\n  fake: { protocol: openai, base_url: mock:// }\n\
+                models:\n  m: { provider: fake }\npools:\n  cached: { cache: { ttl: 1m }, members: [{ model: m }] }\n";
+    let (one, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let (two, _) = fleet_state_gateway(yaml, &redis.url()).await;
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut connection = client.get_multiplexed_async_connection().await.unwrap();
+    let megabyte = |n: usize| format!("{n} {}", "x".repeat(1 << 20));
+    for n in 0..5 {
+        let body = chat_body(Protocol::OpenAi, "cached", &megabyte(n), false);
+        let first = post(one, "/v1/chat/completions", &[], body.clone()).await;
+        assert_eq!(first.headers.get("x-switchyard-cache").unwrap(), "miss");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while post(two, "/v1/chat/completions", &[], body.clone()).await.headers["x-switchyard-cache"] != "hit" {
+            assert!(Instant::now() < deadline, "answer {n} never reached the other instance");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // What Redis holds: every key of the cache and its size.
+        let keys: Vec<String> =
+            redis::cmd("KEYS").arg("switchyard:cache:*").query_async(&mut connection).await.unwrap();
+        let mut held = 0;
+        let mut values = 0;
+        for key in &keys {
+            let kind: String = redis::cmd("TYPE").arg(key).query_async(&mut connection).await.unwrap();
+            if kind == "string" && !key.ends_with(":bytes") {
+                let length: usize = redis::cmd("STRLEN").arg(key).query_async(&mut connection).await.unwrap();
+                held += length;
+                values += usize::from(length > 1000);
+                // The request's bytes once, and the reply (the fake echoes the prompt).
+                assert!(length < (2 << 20) + 8192, "{key} holds {length} bytes for a 1 MiB request");
+            }
+        }
+        eprintln!("fleet cache after answer {n}: {values} answers, {held} bytes in Redis");
+        assert!(held <= 5 << 20, "{held} bytes in Redis over a 5 MiB bound");
+        assert_eq!(values, (n + 1).min(2), "each answer once; the oldest go past the bound");
+    }
+    // The newest is still a hit; the first went past the bound.
+    let newest =
+        post(two, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "cached", &megabyte(4), false)).await;
+    assert_eq!(newest.headers["x-switchyard-cache"], "hit");
+    let first =
+        post(two, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "cached", &megabyte(0), false)).await;
+    assert_eq!(first.headers["x-switchyard-cache"], "miss");
 }

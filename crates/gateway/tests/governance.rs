@@ -249,6 +249,27 @@ async fn streams_are_metered_even_when_the_caller_did_not_ask_for_usage() {
 }
 
 #[tokio::test]
+async fn a_signature_by_an_unknown_access_key_is_refused_before_its_body_is_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, _) = governed(&governed_config("server: { body_read_timeout: 30s }\n")).await;
+    // The head of a 32 MiB signed request, and none of its body.
+    let head = "POST /model/lane-openai/converse HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                content-length: 33554432\r\nx-amz-date: 20260101T000000Z\r\n\
+                authorization: AWS4-HMAC-SHA256 Credential=AKIANOBODYISSUEDTHIS/20260101/us-east-1/bedrock/aws4_request, \
+                SignedHeaders=host;x-amz-date, Signature=0000000000000000000000000000000000000000000000000000000000000000\r\n\r\n";
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut reply))
+        .await
+        .expect("no answer while the body was awaited: the key was looked up after reading it")
+        .unwrap();
+    let reply = String::from_utf8_lossy(&reply[..read]).to_lowercase();
+    assert!(reply.starts_with("http/1.1 403"), "{reply}");
+    assert!(reply.contains("x-amzn-errortype: unrecognizedclientexception"), "{reply}");
+}
+
+#[tokio::test]
 async fn bedrock_callers_sign_with_the_minted_pair() {
     let (addr, _) = governed(&governed_config("")).await;
     let key = create_key(addr, json!({"name": "aws", "issue_aws_credential": true})).await;
@@ -362,6 +383,38 @@ async fn refused_attempts_cannot_grow_the_audit_log_without_bound() {
     assert!(entries.len() <= switchyard_state::audit::REFUSED_PER_MINUTE as usize + 1, "{} rows", entries.len());
     assert!(entries.iter().all(|e| e["action"].as_str().unwrap().len() <= 256), "a row keeps a bounded path");
     assert!(bytes < 20_000, "200 refused attempts stored {bytes} bytes");
+}
+
+#[tokio::test]
+async fn a_valid_tokens_refused_attempts_cannot_grow_the_audit_log_without_bound() {
+    let reader = "reader-token-0123456789abcdef";
+    let yaml = format!(
+        "{}admin: {{ tokens: [{ADMIN_TOKEN}, {{ name: dashboards, token: {reader}, scope: read }}], mutations_per_minute: 5 }}\n",
+        governed_config("")
+    );
+    let (addr, _) = governed(&yaml).await;
+    // A read-only token's mutations, and a full one's past its rate.
+    for _ in 0..100 {
+        let refused = admin_call(addr, "POST", "/api/v1/admin/groups", Some(reader), Some(json!({"name": "g"}))).await;
+        assert_eq!(refused.status, 403);
+    }
+    let mut limited = 0;
+    for i in 0..100 {
+        let reply =
+            admin_call(addr, "POST", "/api/v1/admin/groups", Some(ADMIN_TOKEN), Some(json!({"name": format!("g{i}")})))
+                .await;
+        limited += usize::from(reply.status == 429);
+    }
+    assert!(limited >= 90, "{limited} refused for their rate");
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=1000", Some(ADMIN_TOKEN), None).await;
+    let audit: serde_json::Value = serde_json::from_slice(&audit.body).unwrap();
+    let entries = audit["data"].as_array().unwrap();
+    let count =
+        |actor: &str, outcome: u64| entries.iter().filter(|e| e["actor"] == actor && e["outcome"] == outcome).count();
+    // One source's refusals share one budget a minute; what passed is all there.
+    let refused = count("dashboards", 403) + count("token-1", 429);
+    assert!(refused >= 1 && refused <= switchyard_state::audit::REFUSED_PER_MINUTE as usize, "{refused} refused rows");
+    assert_eq!(count("token-1", 201), 100 - limited, "every change made is audited");
 }
 
 #[tokio::test]
@@ -548,6 +601,7 @@ async fn a_caller_that_hangs_up_mid_stream_is_billed_for_what_was_delivered() {
     for row in &rows {
         assert_eq!(row["status"], 499, "{row}");
         assert_eq!(row["estimated"], true, "{row}");
+        assert_eq!(row["notes"]["estimated"], "caller_left", "{row}");
         let output = row["output_tokens"].as_u64().unwrap();
         assert!((3..=40).contains(&output), "billed for the words delivered, about ten: {row}");
         assert!(row["input_tokens"].as_u64().unwrap() > 0, "{row}");

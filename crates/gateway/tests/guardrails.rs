@@ -432,3 +432,225 @@ async fn a_screened_stream_continued_elsewhere_comes_once() {
         assert_eq!(streamed_text(&reply.body), answer, "cut at {cut}: {}", text(&reply));
     }
 }
+
+/// Issue 43 (finding 1): no encoding a protocol allows carries a blocked
+/// phrase past the screen: a plain-text document's `data`, a string that
+/// starts `data:`, one over a MiB, a member named like a skipped one, a
+/// member name itself, text sent as base64 media, fullwidth and zero-width
+/// look-alikes (finding 23), in each protocol's own shapes.
+#[tokio::test]
+async fn no_encoding_carries_a_blocked_phrase_past_the_screen() {
+    use base64::Engine as _;
+    let addr = gateway(CONFIG).await;
+    let base64 = |text: &str| base64::engine::general_purpose::STANDARD.encode(text);
+    let long = format!("{} the forbidden-phrase", "padding ".repeat(150_000));
+    let cases: Vec<(&str, Protocol, &str, String)> = vec![
+        (
+            "a plain-text document's source.data",
+            Protocol::Anthropic,
+            "guarded-claude",
+            serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [{"role": "user", "content": [
+                {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "the forbidden-phrase"}},
+                {"type": "text", "text": "summarise"}]}]})
+            .to_string(),
+        ),
+        (
+            // In the system prompt: the mock echoes only the last message.
+            "a string starting data:",
+            Protocol::OpenAi,
+            "guarded",
+            serde_json::json!({"model": "guarded", "messages": [
+                {"role": "system", "content": "data: the forbidden-phrase"}, {"role": "user", "content": "hi"}]})
+            .to_string(),
+        ),
+        ("a string over 1 MiB", Protocol::OpenAi, "guarded", chat_body(Protocol::OpenAi, "guarded", &long, false)),
+        (
+            "a tool result's tool_call_id",
+            Protocol::OpenAi,
+            "guarded",
+            serde_json::json!({"model": "guarded", "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "the-forbidden-phrase", "content": "ok"}]})
+            .to_string(),
+        ),
+        (
+            "a member name of a tool's input",
+            Protocol::Anthropic,
+            "guarded-claude",
+            serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {"the forbidden-phrase": 1}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}]})
+            .to_string(),
+        ),
+        (
+            "a text/plain part sent as inline base64",
+            Protocol::Gemini,
+            "guarded",
+            serde_json::json!({"contents": [{"role": "user", "parts": [
+                {"inlineData": {"mimeType": "text/plain", "data": base64("the forbidden-phrase")}}, {"text": "read it"}]}]})
+            .to_string(),
+        ),
+        (
+            "a text document's bytes",
+            Protocol::Bedrock,
+            "guarded",
+            serde_json::json!({"messages": [{"role": "user", "content": [
+                {"document": {"format": "txt", "name": "notes", "source": {"bytes": base64("the forbidden-phrase")}}},
+                {"text": "read it"}]}]})
+            .to_string(),
+        ),
+        ("fullwidth letters", Protocol::OpenAi, "guarded", chat_body(Protocol::OpenAi, "guarded", "the ｆｏｒｂｉｄｄｅｎ-ｐｈｒａｓｅ", false)),
+        ("zero-width characters", Protocol::OpenAi, "guarded", chat_body(Protocol::OpenAi, "guarded", "the forbid\u{200B}den-phr\u{00AD}ase", false)),
+        (
+            "a zero-width character as an escape",
+            Protocol::Cohere,
+            "guarded",
+            r#"{"model":"guarded","messages":[{"role":"user","content":"the forbid\u200bden-phrase"}]}"#.to_owned(),
+        ),
+        ("mathematical letters", Protocol::Responses, "guarded", chat_body(Protocol::Responses, "guarded", "the 𝐟𝐨𝐫𝐛𝐢𝐝𝐝𝐞𝐧-phrase", false)),
+    ];
+    for (what, ingress, pool, body) in cases {
+        let reply = post(addr, &ingress_path(ingress, pool, false), &[], body).await;
+        let text = text(&reply);
+        assert_eq!(reply.status, 400, "{what}: {text}");
+        assert!(text.contains("policy `words`"), "{what}: {text}");
+    }
+}
+
+/// A fullwidth email is masked where it stands: the lane sees the
+/// placeholder and nothing of the address.
+#[tokio::test]
+async fn a_look_alike_match_is_masked_in_the_original_text() {
+    let addr = gateway(CONFIG).await;
+    let said = "mail ａｎｎ@ｅｘａｍｐｌｅ.ｃｏｍ or a\u{200B}nn@example.com today";
+    let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "guarded", said, false)).await;
+    assert_eq!(reply.status, 200, "{}", text(&reply));
+    let body = text(&reply);
+    // The mock echoes what it was sent.
+    assert!(body.contains("mail [EMAIL_1] or [EMAIL_1] today"), "{body}");
+}
+
+/// A body the screen cannot read (a lone surrogate before the message
+/// that carries the phrase) is refused, not passed on unread.
+#[tokio::test]
+async fn a_body_the_screen_cannot_read_is_refused() {
+    let addr = gateway(CONFIG).await;
+    let body = r#"{"model":"guarded","messages":[{"role":"system","content":"\ud800"},{"role":"user","content":"the forbidden-phrase"}]}"#;
+    let reply = post(addr, "/v1/chat/completions", &[], body).await;
+    assert_eq!(reply.status, 400, "{}", text(&reply));
+    assert!(text(&reply).contains("could not be read for its guardrail policies"), "{}", text(&reply));
+    // Without a policy, the body goes on to be read as usual.
+    let open = body.replace("\"guarded\"", "\"open\"");
+    let reply = post(addr, "/v1/chat/completions", &[], open).await;
+    assert!(!text(&reply).contains("guardrail"), "{}", text(&reply));
+}
+
+/// A whole reply is screened in every string: one that starts `data:` too.
+#[tokio::test]
+async fn a_whole_reply_starting_data_is_screened() {
+    let addr = gateway(CONFIG).await;
+    let said = "[mock:plain] data: this is top secret";
+    let reply = post(addr, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "guarded", said, false)).await;
+    assert_eq!(reply.status, 400, "{}", text(&reply));
+    assert!(text(&reply).contains("policy `leaks`"), "{}", text(&reply));
+}
+
+/// Anthropic's signed thinking is never rewritten (the vendor checks its
+/// signature): a signature is not text and passes; the thinking's text is
+/// screened like any other (a block refuses it).
+#[tokio::test]
+async fn signed_thinking_keeps_its_signature_and_its_text_is_screened() {
+    let addr = gateway(CONFIG).await;
+    let turn = |thinking: &str, signature: &str| {
+        serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": thinking, "signature": signature},
+                {"type": "redacted_thinking", "data": "forbidden-phrase"},
+                {"type": "text", "text": "hello"}]},
+            {"role": "user", "content": "go on"}]})
+        .to_string()
+    };
+    let passed = post(addr, "/v1/messages", &[], turn("a thought", "forbidden-phrase")).await;
+    assert_eq!(passed.status, 200, "{}", text(&passed));
+    let refused = post(addr, "/v1/messages", &[], turn("a forbidden-phrase thought", "sig")).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+}
+
+/// MCP tool calls under `mcp.policies`: arguments are screened in every
+/// string, a member named `data` included; a result's resource blob that
+/// is text in base64 is screened as that text.
+#[tokio::test]
+async fn mcp_arguments_and_results_are_screened_in_every_encoding() {
+    use axum::routing::post as route;
+    use base64::Engine as _;
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = std::sync::Arc::default();
+    let kept = seen.clone();
+    let app = axum::Router::new().route(
+        "/mcp",
+        route(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let message: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let Some(id) = message.get("id").cloned() else {
+                    return axum::http::StatusCode::ACCEPTED.into_response();
+                };
+                let result = match message["method"].as_str().unwrap_or_default() {
+                    "initialize" => serde_json::json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "up", "version": "1"}}),
+                    "tools/list" => serde_json::json!({"tools": [
+                        {"name": "note", "inputSchema": {"type": "object"}},
+                        {"name": "file", "inputSchema": {"type": "object"}}]}),
+                    _ => {
+                        kept.lock().unwrap().push(message["params"]["arguments"].to_string());
+                        let blob = base64::engine::general_purpose::STANDARD.encode("the forbidden-phrase");
+                        match message["params"]["name"].as_str() {
+                            Some("file") => serde_json::json!({"content": [{"type": "resource",
+                                "resource": {"uri": "file:///n.txt", "mimeType": "text/plain", "blob": blob}}]}),
+                            _ => serde_json::json!({"content": [{"type": "text", "text": "noted"}]}),
+                        }
+                    }
+                };
+                axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+            }
+        }),
+    );
+    use axum::response::IntoResponse as _;
+    let upstream = spawn(app).await;
+    let config = format!(
+        "providers:\n  mock: {{ protocol: openai, base_url: mock:// }}\nmodels:\n  gpt: {{ provider: mock }}\n\
+         policies:\n  words: {{ literal: [\"forbidden-phrase\"], action: block }}\n\
+         mcp:\n  policies: [words]\n  servers:\n    up: {{ url: \"http://{upstream}/mcp\" }}\n"
+    );
+    let config = switchyard_config::load(&config, &|_| None).unwrap();
+    let hub = switchyard_gateway::mcp_hub();
+    let gateway = std::sync::Arc::new(
+        switchyard_gateway::Gateway::new(config, switchyard_protocol::codec).unwrap().with_mcp(hub),
+    );
+    let settings = switchyard_gateway::server::data_settings(&gateway, std::sync::Arc::default());
+    let addr = spawn_with(switchyard_gateway::router(gateway), settings).await;
+    let rpc = |session: Option<String>, id: u32, method: &'static str, params: serde_json::Value| async move {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+        let mut headers = vec![("accept", "application/json, text/event-stream".to_owned())];
+        if let Some(session) = session {
+            headers.push(("mcp-session-id", session));
+        }
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        post(addr, "/mcp", &headers, body).await
+    };
+    let opened = rpc(None, 1, "initialize", serde_json::json!({"protocolVersion": "2025-06-18"})).await;
+    assert_eq!(opened.status, 200, "{}", text(&opened));
+    let session = opened.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let call = |name: &'static str, arguments: serde_json::Value| {
+        rpc(Some(session.clone()), 2, "tools/call", serde_json::json!({"name": name, "arguments": arguments}))
+    };
+    let refused = call("up__note", serde_json::json!({"data": "the forbidden-phrase"})).await;
+    assert!(text(&refused).contains("`words`"), "arguments: {}", text(&refused));
+    assert!(seen.lock().unwrap().is_empty(), "the server saw the arguments: {:?}", seen.lock().unwrap());
+    let passed = call("up__note", serde_json::json!({"data": "fine"})).await;
+    assert!(text(&passed).contains("noted"), "{}", text(&passed));
+    let refused = call("up__file", serde_json::json!({})).await;
+    assert!(text(&refused).contains("`words`"), "result: {}", text(&refused));
+}

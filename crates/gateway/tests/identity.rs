@@ -105,6 +105,7 @@ async fn a_workload_token_is_admitted_as_its_group_with_its_subject_as_end_user(
         (token("k1", json!({"team": "nobody"})), "does not have"),
         (token("k1", json!({"team": null})), "names no group"),
         (token("k1", json!({"exp": null})), "exp"),
+        (token("k1", json!({"sub": null})), "must name its subject"),
     ];
     for (bad, why) in cases {
         let refused = chat(addr, &bad).await;
@@ -181,6 +182,183 @@ async fn a_rotated_signing_key_is_learned_without_a_restart() {
     assert!(idp.fetches.load(Ordering::Relaxed) <= before + 1);
 }
 
+/// A gateway whose `research` group's workloads keep files, batches,
+/// stored responses, cached replies and call signatures; its batch worker
+/// runs.
+async fn workloads_gateway(jwks_url: &str) -> std::net::SocketAddr {
+    let yaml = format!(
+        "providers:\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\n  resp: {{ protocol: responses, base_url: \"mock://\" }}\n  \
+         g: {{ protocol: gemini, base_url: \"mock://\" }}\n\
+         models:\n  m: {{ provider: fake }}\n  r: {{ provider: resp }}\n  flash: {{ provider: g, model: gemini-3-flash }}\n\
+         pools:\n  cached: {{ cache: {{ ttl: 5m }}, members: [{{ model: m }}] }}\n\
+         rate_card:\n  m: {{ input_utok: 1, output_utok: 2 }}\n  r: {{ input_utok: 1, output_utok: 2 }}\n  flash: {{ input_utok: 1, output_utok: 2 }}\n\
+         groups:\n  research: {{ end_users: {{ limits: {{ rpm: 1000 }} }} }}\n\
+         governance: {{ ledger_flush_interval: 20ms }}\n\
+         auth:\n  mode: keys\n  jwt:\n    - name: acme\n      issuer: \"{ISSUER}\"\n      jwks_url: \"{jwks_url}\"\n      \
+         audience: [switchyard]\n      group_claim: team\n"
+    );
+    let (addr, gateway) = governed(&yaml).await;
+    let data = switchyard_gateway::server::LiveRouter::new(switchyard_gateway::router(gateway.clone()));
+    switchyard_gateway::batches::start(&gateway, data);
+    addr
+}
+
+/// Uploads a batch file of one chat line as `auth`: its id.
+async fn upload(addr: std::net::SocketAddr, auth: &str) -> String {
+    let boundary = "switchyardboundary";
+    let line = json!({"custom_id": "one", "method": "POST", "url": "/v1/chat/completions",
+        "body": {"model": "m", "max_tokens": 20, "messages": [{"role": "user", "content": "from a batch"}]}});
+    let form = format!(
+        "--{boundary}\r\ncontent-disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n--{boundary}\r\n\
+         content-disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\ncontent-type: application/jsonl\r\n\r\n\
+         {line}\r\n--{boundary}--\r\n"
+    );
+    let content_type = format!("multipart/form-data; boundary={boundary}");
+    let file = post(addr, "/v1/files", &[("authorization", auth), ("content-type", &content_type)], form).await;
+    assert_eq!(file.status, 200, "{}", String::from_utf8_lossy(&file.body));
+    serde_json::from_slice::<Value>(&file.body).unwrap()["id"].as_str().unwrap().to_owned()
+}
+
+/// A chat as `auth` on `pool`: its status and `x-switchyard-cache`.
+async fn cached_chat(addr: std::net::SocketAddr, auth: &str) -> (u16, String) {
+    let reply = post(
+        addr,
+        "/v1/chat/completions",
+        &[("authorization", auth)],
+        chat_body(Protocol::OpenAi, "cached", "same question", false),
+    )
+    .await;
+    let cache = reply.headers.get("x-switchyard-cache").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    (reply.status.as_u16(), cache)
+}
+
+#[tokio::test]
+async fn workloads_of_one_group_never_read_each_others_files_conversations_cache_or_signatures() {
+    let (jwks_url, _idp) = identity_provider().await;
+    let addr = workloads_gateway(&jwks_url).await;
+    let a = format!("Bearer {}", token("k1", json!({"sub": "svc-a"})));
+    let b = format!("Bearer {}", token("k1", json!({"sub": "svc-b"})));
+    let status = |reply: Reply| reply.status.as_u16();
+
+    // Files: A's upload is A's alone.
+    let file = upload(addr, &a).await;
+    assert_eq!(status(get_with(addr, &format!("/v1/files/{file}"), &[("authorization", &a)]).await), 200);
+    for path in [format!("/v1/files/{file}"), format!("/v1/files/{file}/content")] {
+        assert_eq!(status(get_with(addr, &path, &[("authorization", &b)]).await), 404, "{path}");
+    }
+    let listed: Value =
+        serde_json::from_slice(&get_with(addr, "/v1/files", &[("authorization", &b)]).await.body).unwrap();
+    assert_eq!(listed["data"], json!([]), "{listed}");
+
+    // Batches: B cannot start one from A's file nor read A's; A's runs as A.
+    let batch = json!({"input_file_id": file, "endpoint": "/v1/chat/completions", "completion_window": "24h"});
+    assert_eq!(status(post(addr, "/v1/batches", &[("authorization", &b)], batch.to_string()).await), 404);
+    let started = post(addr, "/v1/batches", &[("authorization", &a)], batch.to_string()).await;
+    assert_eq!(started.status, 200, "{}", String::from_utf8_lossy(&started.body));
+    let id = serde_json::from_slice::<Value>(&started.body).unwrap()["id"].as_str().unwrap().to_owned();
+    assert_eq!(status(get_with(addr, &format!("/v1/batches/{id}"), &[("authorization", &b)]).await), 404);
+    let mut done = Value::Null;
+    for _ in 0..200 {
+        done =
+            serde_json::from_slice(&get_with(addr, &format!("/v1/batches/{id}"), &[("authorization", &a)]).await.body)
+                .unwrap();
+        if done["status"] == "completed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        (done["status"].as_str(), done["request_counts"]["completed"].as_u64()),
+        (Some("completed"), Some(1)),
+        "{done}"
+    );
+    let rows = ledger_rows(addr, "key=jwt:acme:research", 1).await;
+    assert!(
+        rows.iter()
+            .any(|r| r["end_user"] == "svc-a" && r["request_id"].as_str().is_some_and(|id| id.contains("batch"))),
+        "{rows:?}"
+    );
+
+    // Stored responses: A's conversation is A's alone.
+    let kept = post(
+        addr,
+        "/v1/responses",
+        &[("authorization", &a)],
+        json!({"model": "r", "input": "remember 42", "store": true}).to_string(),
+    )
+    .await;
+    assert_eq!(kept.status, 200, "{}", String::from_utf8_lossy(&kept.body));
+    let response = serde_json::from_slice::<Value>(&kept.body).unwrap()["id"].as_str().unwrap().to_owned();
+    let mut found = false;
+    for _ in 0..100 {
+        if status(get_with(addr, &format!("/v1/responses/{response}"), &[("authorization", &a)]).await) == 200 {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(found, "A's response was never kept");
+    assert_eq!(status(get_with(addr, &format!("/v1/responses/{response}"), &[("authorization", &b)]).await), 404);
+    let continued = json!({"model": "r", "input": "what was it?", "previous_response_id": response});
+    let reply = post(addr, "/v1/responses", &[("authorization", &b)], continued.to_string()).await;
+    assert!(reply.status.is_client_error(), "B continued A's conversation: {}", String::from_utf8_lossy(&reply.body));
+
+    // The response cache: A's answer is never B's hit.
+    assert_eq!(cached_chat(addr, &a).await, (200, "miss".to_owned()));
+    assert_eq!(cached_chat(addr, &b).await, (200, "miss".to_owned()), "B was answered from A's cache");
+    assert_eq!(cached_chat(addr, &a).await, (200, "hit".to_owned()));
+
+    // Call signatures: a Gemini lane's signature of A's call is restored for A only.
+    let tools = json!([{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}]);
+    let ask = json!({"role": "user", "content": "look it up"});
+    let first = json!({"model": "flash", "messages": [ask], "tools": tools, "stream": true});
+    let reply = post(addr, "/v1/chat/completions", &[("authorization", &a)], first.to_string()).await;
+    assert_eq!(reply.status, 200);
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    let call = format!("call_{}", text.split("\"id\":\"call_").nth(1).and_then(|rest| rest.split('"').next()).unwrap());
+    let turn = json!({"model": "flash", "tools": tools, "messages": [ask,
+        {"role": "assistant", "content": null, "tool_calls": [{"id": call, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"mock\"}"}}]},
+        {"role": "tool", "tool_call_id": call, "content": "found"}]});
+    let as_b = post(addr, "/v1/chat/completions", &[("authorization", &b)], turn.to_string()).await;
+    assert!(
+        String::from_utf8_lossy(&as_b.body).contains("(unsigned)"),
+        "B got A's signature: {}",
+        String::from_utf8_lossy(&as_b.body)
+    );
+    let as_a = post(addr, "/v1/chat/completions", &[("authorization", &a)], turn.to_string()).await;
+    assert!(String::from_utf8_lossy(&as_a.body).contains("(signed)"), "{}", String::from_utf8_lossy(&as_a.body));
+}
+
+#[tokio::test]
+async fn a_token_callers_end_user_is_its_subject_whatever_the_request_names() {
+    let (jwks_url, _idp) = identity_provider().await;
+    let yaml = config(&jwks_url).replace(
+        "  capped: { limits: { rpm: 2 } }\n",
+        "  capped: { limits: { rpm: 2 } }\n  per-workload: { end_users: { limits: { rpm: 2 } } }\n",
+    );
+    let (addr, _) = governed(&yaml).await;
+    let a = format!("Bearer {}", token("k1", json!({"team": "per-workload", "sub": "svc-a"})));
+    let named =
+        |user: &str| json!({"model": "m", "user": user, "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    assert_eq!(post(addr, "/v1/chat/completions", &[("authorization", &a)], named("u1")).await.status, 200);
+    assert_eq!(post(addr, "/v1/chat/completions", &[("authorization", &a)], named("u2")).await.status, 200);
+    // Past its two a minute: a fresh `user`, another workload's subject, or the header changes nothing.
+    for (user, header) in [("u3", None), ("svc-b", None), ("u4", Some("svc-c"))] {
+        let mut headers = vec![("authorization", a.as_str())];
+        if let Some(header) = header {
+            headers.push(("x-switchyard-user", header));
+        }
+        let reply = post(addr, "/v1/chat/completions", &headers, named(user)).await;
+        assert_eq!(reply.status, 429, "as {user}: {}", String::from_utf8_lossy(&reply.body));
+    }
+    // Another workload has its own two.
+    let b = format!("Bearer {}", token("k1", json!({"team": "per-workload", "sub": "svc-b"})));
+    assert_eq!(post(addr, "/v1/chat/completions", &[("authorization", &b)], named("u1")).await.status, 200);
+    let rows = ledger_rows(addr, "key=jwt:acme:per-workload", 3).await;
+    assert!(rows.iter().all(|r| r["end_user"] == "svc-a" || r["end_user"] == "svc-b"), "{rows:?}");
+}
+
 #[test]
 fn check_names_what_an_issuer_lacks() {
     let no_env = |_: &str| None;
@@ -196,4 +374,25 @@ fn check_names_what_an_issuer_lacks() {
     for wanted in ["auth.jwt: ", "auth.jwt[0].jwks_url", "auth.jwt[0].audience", "auth.jwt[0].leeway"] {
         assert!(got.iter().any(|p| p.starts_with(wanted)), "{wanted} in {got:?}");
     }
+}
+
+#[tokio::test]
+async fn a_token_caller_has_its_issuers_mcp_grants_and_no_more() {
+    use crate::mcp::{code, McpClient, FORBIDDEN};
+    let upstream = mock_upstream().await;
+    let servers = format!("mcp:\n  servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n");
+    let (jwks_url, _idp) = identity_provider().await;
+    let granted = config(&jwks_url).replace("leeway: 30s\n", "leeway: 30s\n      mcp: [mock__echo]\n") + &servers;
+    let (addr, _) = governed(&granted).await;
+    let mut client = McpClient::open(addr, Some(&token("k1", json!({})))).await.unwrap();
+    assert_eq!(client.names("tools/list", "tools", "name").await, ["mock__echo"]);
+    let deleted = client.request("tools/call", json!({"name": "mock__delete_everything", "arguments": {}})).await;
+    assert_eq!(code(&deleted), FORBIDDEN, "{deleted}");
+
+    // An issuer without `mcp`: its callers reach nothing.
+    let (addr, _) = governed(&(config(&jwks_url) + &servers)).await;
+    let mut client = McpClient::open(addr, Some(&token("k1", json!({})))).await.unwrap();
+    assert!(client.names("tools/list", "tools", "name").await.is_empty());
+    let deleted = client.request("tools/call", json!({"name": "mock__delete_everything", "arguments": {}})).await;
+    assert_eq!(code(&deleted), FORBIDDEN, "{deleted}");
 }

@@ -129,15 +129,25 @@ async fn fetch(url: &str, cookie: Option<&str>) -> (u16, Option<String>, Option<
     (reply.status.as_u16(), header("location"), header("set-cookie"), String::from_utf8_lossy(&reply.body).into_owned())
 }
 
-/// Signs in through the provider as whoever it says; the session cookie,
-/// or the login page's message.
-async fn sign_in(admin: std::net::SocketAddr) -> Result<String, String> {
-    let (status, location, _, _) = fetch(&format!("http://{admin}/ui/login/oidc"), None).await;
+/// Starts a sign-in in a browser and has the provider answer it: the
+/// callback URL the provider sends the browser to, and the browser's
+/// binding cookie (`name=value`) set when it started.
+async fn start_sign_in(admin: std::net::SocketAddr) -> (String, String) {
+    let (status, location, binding, _) = fetch(&format!("http://{admin}/ui/login/oidc"), None).await;
     assert_eq!(status, 303);
+    let binding = binding.expect("the start binds the browser with a cookie");
+    assert!(binding.contains("HttpOnly") && binding.contains("SameSite=Lax"), "{binding}");
     let (status, callback, _, _) = fetch(&location.unwrap(), None).await;
     assert_eq!(status, 303);
     let callback = callback.unwrap().replace("127.0.0.1:1", &admin.to_string());
-    let (status, next, set_cookie, body) = fetch(&callback, None).await;
+    (callback, binding.split(';').next().unwrap().to_owned())
+}
+
+/// Signs in through the provider as whoever it says; the session cookie,
+/// or the login page's message.
+async fn sign_in(admin: std::net::SocketAddr) -> Result<String, String> {
+    let (callback, binding) = start_sign_in(admin).await;
+    let (status, next, set_cookie, body) = fetch(&callback, Some(&binding)).await;
     match set_cookie {
         Some(cookie) => {
             assert_eq!(status, 200, "{body}");
@@ -249,18 +259,19 @@ async fn a_callback_is_used_once_and_only_for_a_sign_in_started_here() {
     let (addr, _) = governed(&config(&issuer, "127.0.0.1:1")).await;
     let console = admin(addr);
     *idp.user.lock().unwrap() = json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]});
-    let (_, location, _, _) = fetch(&format!("http://{console}/ui/login/oidc"), None).await;
+    let (_, location, binding, _) = fetch(&format!("http://{console}/ui/login/oidc"), None).await;
     let location = location.unwrap();
+    let binding = binding.unwrap().split(';').next().unwrap().to_owned();
     // PKCE and the state ride in the request to the provider.
     for part in ["code_challenge=", "code_challenge_method=S256", "state=", "nonce=", "scope=openid+email+groups"] {
         assert!(location.contains(part), "{part}: {location}");
     }
     let (_, callback, _, _) = fetch(&location, None).await;
     let callback = callback.unwrap().replace("127.0.0.1:1", &console.to_string());
-    let (status, _, cookie, _) = fetch(&callback, None).await;
+    let (status, _, cookie, _) = fetch(&callback, Some(&binding)).await;
     assert!(status == 200 && cookie.is_some());
     // The same answer again: refused, no session.
-    let (status, next, cookie, _) = fetch(&callback, None).await;
+    let (status, next, cookie, _) = fetch(&callback, Some(&binding)).await;
     assert_eq!((status, next.as_deref(), cookie), (303, Some("/ui/login?sso=expired"), None));
     // A state this gateway never started.
     let forged = format!("http://{console}/ui/oidc/callback?code=anything&state=made-up");
@@ -268,6 +279,82 @@ async fn a_callback_is_used_once_and_only_for_a_sign_in_started_here() {
     // The provider's own refusal.
     let refused = format!("http://{console}/ui/oidc/callback?error=access_denied&state=x");
     assert_eq!(fetch(&refused, None).await.1.as_deref(), Some("/ui/login?sso=refused"));
+}
+
+#[tokio::test]
+async fn an_answer_carried_to_another_browser_signs_nobody_in_there() {
+    let (issuer, idp) = identity_provider().await;
+    let (addr, _) = governed(&config(&issuer, "127.0.0.1:1")).await;
+    let console = admin(addr);
+    // The attacker signs in at the provider as themself, in their own
+    // browser, and stops before the callback.
+    *idp.user.lock().unwrap() = json!({"sub": "u66", "email": "mallory@acme.example", "groups": ["platform"]});
+    // The victim's browser is sent the callback: it has no binding, or its own.
+    let (_, victims_binding) = start_sign_in(console).await;
+    for cookie in [None, Some(victims_binding.as_str()), Some("switchyard_sso=made-up")] {
+        let (callback, _attackers_binding) = start_sign_in(console).await;
+        let (status, next, session, _) = fetch(&callback, cookie).await;
+        assert_eq!((status, next.as_deref(), session), (303, Some("/ui/login?sso=browser"), None), "{cookie:?}");
+    }
+    let (_, _, _, page) = fetch(&format!("http://{console}/ui/login?sso=browser"), None).await;
+    assert!(page.contains("started in another browser"), "{page}");
+}
+
+#[tokio::test]
+async fn members_signing_in_never_sign_an_admin_out() {
+    let (issuer, idp) = identity_provider().await;
+    let (addr, _) = governed(&config(&issuer, "127.0.0.1:1")).await;
+    let console = admin(addr);
+    let ana = sign_in_as(&idp, console, json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]}))
+        .await
+        .unwrap();
+    // More members sign in than one holder may keep sessions (32).
+    for i in 0..40 {
+        let member = json!({"sub": format!("m{i}"), "email": format!("m{i}@acme.example"), "groups": ["staff"]});
+        sign_in_as(&idp, console, member).await.unwrap();
+    }
+    assert_eq!(session_of(console, &ana).await["scope"], "full", "the admin's session ended");
+}
+
+#[tokio::test]
+async fn a_session_follows_its_role_binding_when_it_is_lowered_or_removed() {
+    let (issuer, idp) = identity_provider().await;
+    let yaml = config(&issuer, "127.0.0.1:1");
+    let (addr, reloader, file) = reloadable(&yaml).await;
+    let console = admin(addr);
+    let ana = sign_in_as(&idp, console, json!({"sub": "u1", "email": "ana@acme.example", "groups": ["platform"]}))
+        .await
+        .unwrap();
+    let sam =
+        sign_in_as(&idp, console, json!({"sub": "u2", "email": "sam@acme.example", "groups": "sre"})).await.unwrap();
+    assert_eq!(create_as(console, &ana, "before").await, 201);
+
+    // `platform` lowered to read-only, `sre` bound no more.
+    *file.lock().unwrap() = yaml
+        .replace("value: platform, role: full", "value: platform, role: read_only")
+        .replace("      - { claim: groups, value: sre, role: read_only }\n", "");
+    reloader.reload().await.unwrap();
+    assert_eq!(session_of(console, &ana).await["scope"], "read");
+    assert_eq!(create_as(console, &ana, "after").await, 403);
+    assert_eq!(get_with(console, "/api/v1/admin/keys", &[("cookie", &sam)]).await.status, 401, "sam's session ended");
+
+    // `max_role` lowered: held to it, whatever the binding says.
+    *file.lock().unwrap() = yaml.replace("    members:", "    max_role: read_only\n    members:");
+    reloader.reload().await.unwrap();
+    assert_eq!(session_of(console, &ana).await["scope"], "read");
+    assert_eq!(create_as(console, &ana, "after").await, 403);
+
+    // Restored: the session is what its sign-in was again, and never more
+    // (a member bound higher later stays a member until signing in anew).
+    *file.lock().unwrap() = yaml.clone();
+    reloader.reload().await.unwrap();
+    assert_eq!(session_of(console, &ana).await["scope"], "full");
+    let lee = sign_in_as(&idp, console, json!({"sub": "u7", "email": "lee@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    *file.lock().unwrap() = yaml.replace("value: staff, role: member", "value: staff, role: full");
+    reloader.reload().await.unwrap();
+    assert_eq!(session_of(console, &lee).await["scope"], "member");
 }
 
 #[test]
@@ -395,4 +482,38 @@ async fn members_mint_and_manage_their_own_keys_and_only_theirs() {
     ] {
         assert!(mine.iter().any(|e| e["action"] == *action), "{action}: {mine:?}");
     }
+}
+
+#[tokio::test]
+async fn a_members_key_gets_the_templates_mcp_grants_and_no_more() {
+    use crate::mcp::{code, McpClient, FORBIDDEN};
+    let (issuer, idp) = identity_provider().await;
+    let upstream = mock_upstream().await;
+    let yaml = config(&issuer, "127.0.0.1:1").replace("max_keys: 2 }", "max_keys: 2, mcp: [mock__echo] }")
+        + &format!("mcp:\n  servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n");
+    let (addr, _) = governed(&yaml).await;
+    let console = admin(addr);
+    let lee = sign_in_as(&idp, console, json!({"sub": "u9", "email": "lee@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    let (status, minted) = own(console, &lee, "POST", "/api/v1/self/keys", Some(json!({"name": "agent"}))).await;
+    assert_eq!(status, 201, "{minted}");
+    let mut client = McpClient::open(addr, minted["key"].as_str()).await.unwrap();
+    assert_eq!(client.names("tools/list", "tools", "name").await, ["mock__echo"]);
+    let deleted = client.request("tools/call", json!({"name": "mock__delete_everything", "arguments": {}})).await;
+    assert_eq!(code(&deleted), FORBIDDEN, "{deleted}");
+    let echoed = client.request("tools/call", json!({"name": "mock__echo", "arguments": {"text": "hi"}})).await;
+    assert_eq!(echoed["result"]["content"][0]["text"], "hi", "{echoed}");
+
+    // Without a template, a member's key reaches nothing.
+    let (issuer, idp) = identity_provider().await;
+    let yaml =
+        config(&issuer, "127.0.0.1:1") + &format!("mcp:\n  servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n");
+    let (addr, _) = governed(&yaml).await;
+    let kim = sign_in_as(&idp, admin(addr), json!({"sub": "u10", "email": "kim@acme.example", "groups": ["staff"]}))
+        .await
+        .unwrap();
+    let (_, minted) = own(admin(addr), &kim, "POST", "/api/v1/self/keys", Some(json!({"name": "agent"}))).await;
+    let mut client = McpClient::open(addr, minted["key"].as_str()).await.unwrap();
+    assert!(client.names("tools/list", "tools", "name").await.is_empty());
 }

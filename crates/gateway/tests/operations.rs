@@ -359,8 +359,9 @@ async fn keys_allow_lists_limits_and_the_ledger_apply_to_every_operation() {
     assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
     let server = json!({"model": "rerank-server", "query": "q", "documents": ["a"]}).to_string();
     assert_eq!(post(addr, "/v2/rerank", &auth, server).await.status, 200);
-    // Each is a ledger row with its operation and billed units, priced by its unit.
-    let rows = rows_of(addr, id, 3).await;
+    // Each is a ledger row with its operation and billed units, priced by
+    // its unit (and the refusal one more: every row written is read).
+    let rows = rows_of(addr, id, 4).await;
     let by_lane = |lane: &str| rows.iter().find(|r| r["lane"] == lane).unwrap().clone();
     let embedded = by_lane("embed-openai");
     assert_eq!((embedded["operation"].as_str(), embedded["input_tokens"].as_u64()), (Some("embed"), Some(3)));

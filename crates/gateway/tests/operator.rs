@@ -127,19 +127,30 @@ async fn admin_with(
     headers: &[(&str, &str)],
     body: serde_json::Value,
 ) -> Reply {
+    admin_as(addr, ADMIN_TOKEN, method, path, headers, body.to_string()).await
+}
+
+/// An admin call by `token` with extra headers and a body sent as it is.
+async fn admin_as(
+    addr: std::net::SocketAddr,
+    token: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: String,
+) -> Reply {
     use http_body_util::BodyExt;
     let client: hyper_util::client::legacy::Client<_, http_body_util::Full<bytes::Bytes>> =
         hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
     let mut request = http::Request::builder()
         .method(method)
         .uri(format!("http://{}{path}", admin(addr)))
-        .header("authorization", format!("Bearer {ADMIN_TOKEN}"))
+        .header("authorization", format!("Bearer {token}"))
         .header("content-type", "application/json");
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    let response =
-        client.request(request.body(http_body_util::Full::new(body.to_string().into())).unwrap()).await.unwrap();
+    let response = client.request(request.body(http_body_util::Full::new(body.into())).unwrap()).await.unwrap();
     let status = response.status();
     let headers = response.headers().clone();
     let body = response.into_body().collect().await.unwrap().to_bytes();
@@ -476,8 +487,9 @@ async fn end_users_have_their_own_limits_overrides_and_spend() {
     let long: &'static str = Box::leak("x".repeat(300).into_boxed_str());
     assert_eq!(ask(as_user("u3"), Some(long)).await.status, 200);
 
-    // Spend by end user, for this key.
-    let rows = ledger_rows(addr, &format!("key={id}"), 5).await;
+    // Spend by end user, for this key: five requests served, two refused
+    // (every row written before the long id's is read).
+    let rows = ledger_rows(addr, &format!("key={id}"), 7).await;
     assert!(rows.iter().any(|r| r["end_user"].as_str().is_some_and(|u| u.len() == 128)), "{rows:?}");
     let spend =
         admin_call(addr, "GET", &format!("/api/v1/admin/spend?by=user&key={id}"), Some(ADMIN_TOKEN), None).await;
@@ -562,8 +574,8 @@ async fn config_versions_apply_diff_and_roll_back_on_one_node() {
     let (_, diff, _) = admin_text(addr, "GET", "/api/v1/admin/config/diff?from=1&to=2", &[], json!(null)).await;
     let diff = diff["diff"].as_str().unwrap();
     let added: Vec<&str> = diff.lines().filter(|l| l.starts_with('+') && !l.starts_with("+++")).collect();
-    // The texts are shown redacted, written again as block YAML.
-    assert_eq!(added, ["+  q:", "+    members:", "+    - model: a"], "the new pool, and only it: {diff}");
+    // The texts are shown redacted, as written.
+    assert_eq!(added, ["+  q: { members: [{ model: a }] }"], "the new pool, and only it: {diff}");
     assert!(!diff.lines().any(|l| l.starts_with('-') && !l.starts_with("---")), "nothing removed: {diff}");
     let (_, detail, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions/2", &[], json!(null)).await;
     let whole = detail.to_string();
@@ -578,6 +590,132 @@ async fn config_versions_apply_diff_and_roll_back_on_one_node() {
     assert_eq!(open_status(addr, "q").await, 404);
     let (_, versions, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions", &[], json!(null)).await;
     assert_eq!(versions[0]["message"], "rollback to version 1");
+    let _ = std::fs::remove_file(&db);
+}
+
+/// A config as an operator writes one: comments, a literal provider key,
+/// an alert webhook whose path is its secret, a read-only token.
+fn commented_config(db: &std::path::Path) -> String {
+    format!(
+        "# Platform gateway: edited by hand and through the console.\n\
+         admin:\n  tokens: [{ADMIN_TOKEN}, {{ name: viewer, token: {READER_TOKEN}, scope: read }}]\n\
+         storage: {{ sqlite_path: \"{}\" }}\n\
+         providers:\n  # The vendor's key, rotated monthly.\n  \
+         fake: {{ protocol: openai, base_url: \"mock://\", api_key: sk-literal-secret-0123456789 }}\n\
+         models:\n  a: {{ provider: fake }}\n  b: {{ provider: fake }}\n\
+         pools:\n  p:\n    members:\n      - {{ model: a, weight: 3 }} # the usual share\n      - {{ model: b, weight: 1 }}\n\
+         alerts:\n  # Ops channel.\n  webhook: https://hooks.slack.example/services/T0/B0/WEBHOOKSECRETPATH\n",
+        db.display()
+    )
+}
+
+const READER_TOKEN: &str = "reader-token-0123456789abcdef";
+
+/// Every literal secret of `commented_config`.
+const SECRETS: [&str; 4] = ["sk-literal-secret-0123456789", "WEBHOOKSECRETPATH", READER_TOKEN, ADMIN_TOKEN];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_running_config_edited_and_sent_back_keeps_every_secret_and_comment() {
+    let db = std::env::temp_dir().join(format!("switchyard-roundtrip-{}-{}.db", std::process::id(), fastrand::u32(..)));
+    let original = commented_config(&db);
+    let (addr, _reloader, file) = reloadable(&original).await;
+    let (status, running, etag) = admin_text(addr, "GET", "/api/v1/admin/config", &[], json!(null)).await;
+    assert_eq!((status, etag.as_deref()), (200, Some("\"1\"")), "{running}");
+    let shown = running["yaml"].as_str().unwrap().to_owned();
+    for secret in SECRETS {
+        assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+    // The operator's own text, comments and all, but for the secrets.
+    for line in ["# Platform gateway", "# The vendor's key", "# the usual share", "# Ops channel."] {
+        assert!(shown.contains(line), "{line} missing: {shown}");
+    }
+    assert!(shown.contains("api_key: \"<redacted>\""), "{shown}");
+
+    // One weight changed: validated, applied, and the file is the original
+    // with that weight changed, every secret and comment kept.
+    let edited = shown.replace("weight: 3", "weight: 5");
+    let validate = |text: String| admin_as(addr, ADMIN_TOKEN, "POST", "/api/v1/admin/config/validate", &[], text);
+    let reply = validate(edited.clone()).await;
+    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!((reply.status.as_u16(), answer["valid"].as_bool()), (200, Some(true)), "{answer}");
+    assert_eq!(answer["kept_secrets"], SECRETS.len(), "{answer}");
+    assert!(!answer.to_string().contains("sk-literal"), "{answer}");
+    let change = json!({"yaml": edited, "message": "weigh a up"});
+    let (status, applied, _) = admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"1\"")], change).await;
+    assert_eq!(status, 200, "{applied}");
+    let written = file.lock().unwrap().clone();
+    assert_eq!(
+        written,
+        original.replace("weight: 3", "weight: 5"),
+        "the file is the operator's text, one weight changed"
+    );
+    assert!(!written.contains("<redacted>"));
+    // Both diffs show the one line, and no secret.
+    let (_, diff, _) = admin_text(addr, "GET", "/api/v1/admin/config/diff?from=1&to=2", &[], json!(null)).await;
+    let diff = diff["diff"].as_str().unwrap();
+    let changed: Vec<&str> = diff
+        .lines()
+        .filter(|l| (l.starts_with('+') || l.starts_with('-')) && !l.starts_with("+++") && !l.starts_with("---"))
+        .collect();
+    assert_eq!(
+        changed,
+        ["-      - { model: a, weight: 3 } # the usual share", "+      - { model: a, weight: 5 } # the usual share"],
+        "{diff}"
+    );
+
+    // A placeholder moved, a webhook sent elsewhere, a key's destination
+    // changed beside it: each refused with its path, the file untouched.
+    let (_, running, _) = admin_text(addr, "GET", "/api/v1/admin/config", &[], json!(null)).await;
+    let shown = running["yaml"].as_str().unwrap().to_owned();
+    let refused = [
+        (
+            shown.replace(
+                "models:\n",
+                "  other: { protocol: openai, base_url: \"mock://\", api_key: <redacted> }\nmodels:\n",
+            ),
+            "providers.other.api_key",
+        ),
+        (shown.replace("hooks.slack.example", "collector.attacker.example"), "alerts.webhook"),
+        (shown.replace("base_url: \"mock://\"", "base_url: \"https://attacker.example\""), "providers.fake.api_key"),
+    ];
+    for (text, path) in refused {
+        let reply = validate(text.clone()).await;
+        let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        assert_eq!(answer["valid"], false, "{answer}");
+        assert_eq!(answer["problems"][0]["path"], path, "{answer}");
+        let (status, body, _) =
+            admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"2\"")], json!({"yaml": text})).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.to_string().contains(path), "{body}");
+        assert_eq!(*file.lock().unwrap(), written);
+    }
+    // An empty config is refused, not served as nothing.
+    for empty in ["", "# nothing but a comment\n"] {
+        let (status, body, _) =
+            admin_text(addr, "POST", "/api/v1/admin/config", &[("if-match", "\"2\"")], json!({"yaml": empty})).await;
+        assert_eq!(status, 400, "{body}");
+        let answer: serde_json::Value = serde_json::from_slice(&validate(empty.to_owned()).await.body).unwrap();
+        assert_eq!(answer["valid"], false, "{answer}");
+    }
+
+    // A read-only token reads the redacted text and changes nothing, nor
+    // has a candidate checked with the running secrets put back.
+    let reader = |method: &'static str, path: &'static str, body: String| {
+        admin_as(addr, READER_TOKEN, method, path, &[("if-match", "\"2\"")], body)
+    };
+    let seen = reader("GET", "/api/v1/admin/config", String::new()).await;
+    assert_eq!(seen.status, 200);
+    let seen = String::from_utf8(seen.body.to_vec()).unwrap();
+    for secret in SECRETS {
+        assert!(!seen.contains(secret), "{secret} shown to a reader");
+    }
+    let hijack = shown.replace("hooks.slack.example", "collector.attacker.example");
+    assert_eq!(reader("POST", "/api/v1/admin/config", json!({"yaml": shown}).to_string()).await.status, 403);
+    assert_eq!(reader("POST", "/api/v1/admin/config/validate", hijack).await.status, 403);
+    assert_eq!(reader("POST", "/api/v1/admin/config/reload", String::new()).await.status, 403);
+    assert_eq!(*file.lock().unwrap(), written);
+    let (_, versions, _) = admin_text(addr, "GET", "/api/v1/admin/config/versions", &[], json!(null)).await;
+    assert_eq!(versions.as_array().unwrap().len(), 2, "{versions}");
     let _ = std::fs::remove_file(&db);
 }
 

@@ -175,7 +175,8 @@ async fn a_reloaded_budget_tree_takes_effect() {
     let data = LiveRouter::new(switchyard_gateway::router(gateway.clone()));
     let admin = LiveRouter::new(switchyard_gateway::admin_router(gateway.clone()));
     let reloader = Reloader::new(gateway, data, admin, Arc::new(TextSource { text: text.clone(), env: |_| None }));
-    let budget = || governance.groups().iter().find(|g| g.name == "team").and_then(|g| g.budget).map(|b| b.usd);
+    let budget =
+        || governance.groups().iter().find(|g| g.name == "team").and_then(|g| g.budget.as_ref().map(|b| b.usd));
     assert_eq!(budget(), Some(10.0));
     *text.lock().unwrap() = file(25);
     let outcome = reloader.reload().await.unwrap();

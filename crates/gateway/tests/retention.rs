@@ -5,7 +5,10 @@
 //! request's detail; a stream is kept as one whole reply; erasing an end
 //! user (named by the body's field in any protocol or by the header)
 //! removes their text and no one else's, audited; the purge removes text
-//! past its days.
+//! past its days. Stored Responses conversations follow the same
+//! retention: kept as long as their group's retention allows (only long
+//! enough to continue where it keeps nothing), sealed at rest, and erased
+//! with their end user.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use crate::common;
@@ -65,6 +68,44 @@ async fn kept(addr: std::net::SocketAddr, id: i64, expect: bool) -> Option<serde
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     None
+}
+
+#[tokio::test]
+async fn kept_text_is_read_only_by_a_scope_that_reads_text() {
+    let (reader, text_reader) = ("reader-token-0123456789abcdef", "text-reader-token-0123456789ab");
+    let yaml = format!(
+        "{}admin: {{ tokens: [{ADMIN_TOKEN}, {{ name: dashboards, token: {reader}, scope: read }}, \
+         {{ name: investigations, token: {text_reader}, scope: read_text }}] }}\n",
+        config("")
+    );
+    let (addr, _) = governed(&yaml).await;
+    let legal = create_key(addr, json!({ "name": "legal", "group": "legal" })).await;
+    let auth = format!("Bearer {}", legal["key"].as_str().unwrap());
+    let reply = post(
+        addr,
+        "/v1/chat/completions",
+        &[("authorization", auth.as_str())],
+        said(Protocol::OpenAi, "the merger closes friday", false, None),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    let id = row_ids(addr, 1).await[0];
+    assert!(kept(addr, id, true).await.unwrap().to_string().contains("the merger closes friday"));
+    let detail = |token: &'static str| async move {
+        let reply = admin_call(addr, "GET", &format!("/api/v1/admin/requests/{id}"), Some(token), None).await;
+        assert_eq!(reply.status, 200);
+        serde_json::from_slice::<serde_json::Value>(&reply.body).unwrap()
+    };
+    // `read` reads the row, never its text.
+    let read = detail(reader).await;
+    assert_eq!(read["id"], id);
+    assert!(read.get("kept").is_none() && !read.to_string().contains("merger"), "{read}");
+    // `read_text` reads it, and (like `read`) changes nothing.
+    assert!(detail(text_reader).await["kept"].to_string().contains("the merger closes friday"));
+    let refused = admin_call(addr, "POST", "/api/v1/admin/keys", Some(text_reader), Some(json!({"name": "x"}))).await;
+    assert_eq!(refused.status, 403);
+    // `full` implies it.
+    assert!(detail(ADMIN_TOKEN).await["kept"].to_string().contains("the merger closes friday"));
 }
 
 async fn keeps_seals_erases_and_purges(storage: &str) {
@@ -201,6 +242,103 @@ async fn postgres_keeps_seals_erases_and_purges() {
     admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
     let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
     keeps_seals_erases_and_purges(&format!("storage: {{ postgres_url: \"{base}/{name}\" }}")).await;
+}
+
+/// A Responses turn by `auth` for end user `user`: the stored response's id.
+async fn respond(addr: std::net::SocketAddr, auth: &str, text: &str, previous: Option<&str>) -> Reply {
+    let mut body = json!({"model": "gpt", "input": text, "user": "alice", "max_output_tokens": 16});
+    if let Some(previous) = previous {
+        body["previous_response_id"] = json!(previous);
+    }
+    post(addr, "/v1/responses", &[("authorization", auth)], body.to_string()).await
+}
+
+/// The stored object of response `id` of key `owner`, once kept.
+async fn stored_object(gateway: &switchyard_gateway::Gateway, owner: &str, id: &str) -> switchyard_store::KeptObject {
+    for _ in 0..200 {
+        let now = switchyard_state::governance::now_ms() as i64;
+        let found =
+            gateway.kept.objects.get_object(switchyard_store::ObjectKind::Response, owner.into(), id.into(), now);
+        if let Some(object) = found.await.unwrap() {
+            return object;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("response {id} was never stored");
+}
+
+async fn stored_responses_follow_retention(storage: &str) {
+    let (addr, gateway) = governed(&config(storage)).await;
+    let key = |group: &'static str| async move {
+        let key = create_key(addr, json!({ "name": group, "group": group })).await;
+        (key["id"].as_str().unwrap().to_owned(), format!("Bearer {}", key["key"].as_str().unwrap()))
+    };
+    let ((legal_id, legal), (open_id, open)) = (key("legal").await, key("open").await);
+    let id_of = |reply: &Reply| {
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        serde_json::from_slice::<serde_json::Value>(&reply.body).unwrap()["id"].as_str().unwrap().to_owned()
+    };
+    let kept_full = id_of(&respond(addr, &legal, "my mail is ada@example.com", None).await);
+    let kept_none = id_of(&respond(addr, &open, "my mail is ada@example.com", None).await);
+    let now = switchyard_state::governance::now_ms() as i64;
+    let day = 86_400_000;
+    // Kept as long as the group's retention says: `full` keeps 7 days here
+    // (not responses.ttl's 30); a group that keeps nothing an hour.
+    let full = stored_object(&gateway, &legal_id, &kept_full).await;
+    let expires = full.expires_ms.unwrap() - now;
+    assert!((7 * day - 60_000..=7 * day + 60_000).contains(&expires), "{expires} ms");
+    let none = stored_object(&gateway, &open_id, &kept_none).await;
+    let expires = none.expires_ms.unwrap() - now;
+    assert!((3_600_000 - 60_000..=3_600_000 + 60_000).contains(&expires), "{expires} ms");
+    // Sealed at rest, both: the store's bytes hold none of the conversation.
+    for object in [&full, &none] {
+        assert!(!object.body.windows(7).any(|w| w == b"example"), "sealed at rest");
+        assert!(!object.body.windows(8).any(|w| w == b"you said"), "the reply too");
+        assert!(object.user_tag.as_deref().is_some_and(|t| !t.contains("alice")), "{:?}", object.user_tag);
+    }
+    // And still read and continued by their key.
+    let got = get_with(addr, &format!("/v1/responses/{kept_full}"), &[("authorization", legal.as_str())]).await;
+    assert_eq!(got.status, 200);
+    assert!(String::from_utf8_lossy(&got.body).contains("you said"), "{}", String::from_utf8_lossy(&got.body));
+    let next = respond(addr, &open, "and my name?", Some(&kept_none)).await;
+    assert_eq!(next.status, 200, "{}", String::from_utf8_lossy(&next.body));
+    let continued = id_of(&next);
+    stored_object(&gateway, &open_id, &continued).await;
+
+    // Erasing alice removes her stored conversations, of every group.
+    let erased = admin_call(addr, "DELETE", "/api/v1/admin/users/alice/content", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(erased.status, 200, "{}", String::from_utf8_lossy(&erased.body));
+    let erased: serde_json::Value = serde_json::from_slice(&erased.body).unwrap();
+    assert_eq!(erased["responses"], 3, "{erased}");
+    for (auth, id) in [(&legal, &kept_full), (&open, &kept_none), (&open, &continued)] {
+        let gone = get_with(addr, &format!("/v1/responses/{id}"), &[("authorization", auth.as_str())]).await;
+        assert_eq!(gone.status, 404, "{id}");
+    }
+    let after = respond(addr, &legal, "go on", Some(&kept_full)).await;
+    assert_eq!(after.status, 400, "{}", String::from_utf8_lossy(&after.body));
+}
+
+#[tokio::test]
+async fn sqlite_stored_responses_follow_retention() {
+    let path = std::env::temp_dir().join(format!("switchyard-retention-responses-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    stored_responses_follow_retention(&format!("storage: {{ sqlite_path: \"{}\" }}", path.display())).await;
+    let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test]
+async fn postgres_stored_responses_follow_retention() {
+    let Ok(url) = std::env::var("SWITCHYARD_TEST_POSTGRES_URL") else {
+        assert!(std::env::var("CI").is_err(), "CI runs PostgreSQL: run the tests through scripts/test.sh");
+        eprintln!("SWITCHYARD_TEST_POSTGRES_URL is not set: the PostgreSQL case is skipped");
+        return;
+    };
+    let (admin, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let name = format!("retention_responses_{}", std::process::id());
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(base, _)| base);
+    stored_responses_follow_retention(&format!("storage: {{ postgres_url: \"{base}/{name}\" }}")).await;
 }
 
 #[test]

@@ -135,6 +135,7 @@ async fn openai_callers_get_a_usage_chunk_only_when_they_ask() {
         let reply = post(addr, "/v1/chat/completions", &[], body.to_string()).await;
         let text = String::from_utf8_lossy(&reply.body).to_string();
         assert_eq!(text.contains("\"choices\":[]"), expect_usage, "{text}");
-        assert!(text.trim_end().ends_with("data: [DONE]"), "{text}");
+        // The terminator, then the trailing comment that marks the usage.
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
     }
 }

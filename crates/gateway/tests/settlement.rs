@@ -1,6 +1,7 @@
 //! Every admitted request settles, however it ends, over real TCP: a
 //! caller that hangs up before a whole reply is billed what the upstream
-//! reported (the request runs to its end on its own task), and a reply
+//! reported (the request runs to its end on its own task) and logged as a
+//! 499, and a reply
 //! whose body never comes whole is charged at its reservation.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
@@ -104,6 +105,8 @@ async fn a_caller_that_hangs_up_is_billed_what_the_upstream_did() {
     assert_eq!(row["estimated"], false, "{row}");
     assert!(row["output_tokens"].as_u64().unwrap() > 0 && row["input_tokens"].as_u64().unwrap() > 0, "{row}");
     assert_eq!(row["lane"], "slow");
+    // Billed, and logged as what the caller got: nothing (499, as nginx logs it).
+    assert_eq!(row["status"], 499, "{row}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,6 +121,7 @@ async fn a_reply_that_never_comes_whole_is_charged_at_its_reservation() {
     assert_eq!(reply.status, 502, "{}", String::from_utf8_lossy(&reply.body));
     let row = rows(addr, id, 1).await.remove(0);
     assert_eq!(row["estimated"], true, "{row}");
+    assert_eq!(row["notes"]["estimated"], "answer_broken", "{row}");
     assert!(row["output_tokens"].as_u64().unwrap() >= 50, "the reservation's output is charged: {row}");
     let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
     let spend: serde_json::Value = serde_json::from_slice(&spend.body).unwrap();
@@ -175,6 +179,7 @@ async fn a_hedged_request_bills_its_cancelled_loser() {
     assert_eq!(answered["attempts"][0]["failure"], "hedge_cancelled", "{answered}");
     assert_eq!(cancelled["lane"], "slow", "{cancelled}");
     assert_eq!(cancelled["estimated"], true, "{cancelled}");
+    assert_eq!(cancelled["notes"]["estimated"], "hedge_loser", "{cancelled}");
     assert!(cancelled["input_tokens"].as_u64().unwrap() > 0, "its prompt is billed: {cancelled}");
     assert_eq!(cancelled["output_tokens"], 0, "{cancelled}");
     let spend = admin_call(addr, "GET", "/api/v1/admin/spend?by=lane&from=0", Some(ADMIN_TOKEN), None).await;

@@ -23,8 +23,12 @@ use axum::routing::post as route_post;
 use axum::Router;
 use bytes::Bytes;
 use common::*;
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
+use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value as NumberValue;
 use opentelemetry_proto::tonic::trace::v1::{span::SpanKind, status::StatusCode as SpanStatus, Span};
 use prometheus_parse::{Scrape, Value};
 use prost::Message;
@@ -551,4 +555,141 @@ async fn server_timing_tells_the_gateway_from_the_upstream() {
     let m = scrape(addr).await;
     assert_eq!(value(&m, "switchyard_requests_total", &[]), 0.0);
     assert!(m.samples.iter().any(|s| s.metric == "switchyard_in_flight"), "live gauges stay");
+}
+
+/// What a collector was sent on one path: each post's headers and body.
+type Posts = Arc<Mutex<Vec<(String, HeaderMap, Bytes)>>>;
+
+async fn collector() -> (SocketAddr, Posts) {
+    let posts: Posts = Arc::default();
+    let sink = posts.clone();
+    let router = Router::new().route(
+        "/{*path}",
+        route_post(move |uri: axum::http::Uri, headers: HeaderMap, body: Bytes| {
+            let sink = sink.clone();
+            async move {
+                sink.lock().unwrap().push((uri.path().to_owned(), headers, body));
+                StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    (addr, posts)
+}
+
+#[tokio::test]
+async fn the_otel_variables_alone_export_traces_metrics_and_logs_to_the_collector() {
+    let (up, _) = upstream().await;
+    let (collector, posts) = collector().await;
+    let endpoint = format!("http://127.0.0.1:{}", collector.port());
+    let vars = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_SERVICE_NAME", "from-env"),
+        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=staging,service.namespace=llm"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20collector-secret"),
+        ("OTEL_TRACES_SAMPLER", "always_on"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+    ];
+    let env = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+    // No telemetry key in the file at all.
+    let (addr, _) = gateway_with_env(&config(up, ""), &env).await;
+    let reply = post(addr, "/v1/chat/completions", &[], openai("steady", "")).await;
+    assert_eq!(reply.status, 200);
+
+    let (mut traces, mut logs, mut metrics) = (Vec::new(), Vec::new(), Vec::new());
+    let counted = |body: &Bytes| {
+        let export = ExportMetricsServiceRequest::decode(body.as_ref()).unwrap();
+        export.resource_metrics[0].scope_metrics[0].metrics.iter().any(|m| m.name == "switchyard_requests_total")
+    };
+    for _ in 0..200 {
+        let got = posts.lock().unwrap().clone();
+        let on = |path: &str| got.iter().filter(|(p, _, _)| p == path).cloned().collect::<Vec<_>>();
+        (traces, logs, metrics) = (on("/v1/traces"), on("/v1/logs"), on("/v1/metrics"));
+        if !traces.is_empty() && !logs.is_empty() && metrics.iter().any(|(_, _, body)| counted(body)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(!traces.is_empty() && !logs.is_empty(), "traces {} and logs {} posted", traces.len(), logs.len());
+    let Some((_, _, body)) = metrics.iter().rev().find(|(_, _, body)| counted(body)) else {
+        panic!("no metrics export counted the request ({} posted)", metrics.len())
+    };
+    let export = ExportMetricsServiceRequest::decode(body.as_ref()).unwrap();
+    let resource = export.resource_metrics[0].resource.as_ref().unwrap();
+    assert_eq!(resource.attributes[0].key, "service.name");
+    let requests =
+        export.resource_metrics[0].scope_metrics[0].metrics.iter().find(|m| m.name == "switchyard_requests_total");
+    let Some(Data::Sum(sum)) = requests.and_then(|m| m.data.clone()) else { panic!("{requests:?}") };
+    assert!(sum.is_monotonic && sum.data_points.iter().any(|point| point.value == Some(NumberValue::AsDouble(1.0))));
+    for (path, headers, _) in traces.iter().chain(&logs).chain(&metrics) {
+        assert_eq!(headers["authorization"], "Bearer collector-secret", "{path}");
+        assert_eq!(headers["content-type"], "application/x-protobuf", "{path}");
+    }
+    let resource_attrs = |attrs: &[opentelemetry_proto::tonic::common::v1::KeyValue]| {
+        attrs
+            .iter()
+            .map(|kv| {
+                let value = match kv.value.as_ref().and_then(|v| v.value.clone()) {
+                    Some(any_value::Value::StringValue(s)) => s,
+                    other => format!("{other:?}"),
+                };
+                (kv.key.clone(), value)
+            })
+            .collect::<Vec<_>>()
+    };
+    let expected = vec![
+        ("service.name".to_owned(), "from-env".to_owned()),
+        ("deployment.environment".to_owned(), "staging".to_owned()),
+        ("service.namespace".to_owned(), "llm".to_owned()),
+    ];
+    let spans = ExportTraceServiceRequest::decode(traces[0].2.as_ref()).unwrap();
+    let resource = spans.resource_spans[0].resource.as_ref().unwrap();
+    assert_eq!(resource_attrs(&resource.attributes), expected);
+    let request = spans.resource_spans[0].scope_spans[0].spans.iter().find(|s| s.kind == SpanKind::Server as i32);
+    assert!(request.is_some_and(|span| span.name.starts_with("chat")), "{spans:?}");
+
+    let export = ExportLogsServiceRequest::decode(logs[0].2.as_ref()).unwrap();
+    let resource = export.resource_logs[0].resource.as_ref().unwrap();
+    assert_eq!(resource_attrs(&resource.attributes), expected);
+    let record = &export.resource_logs[0].scope_logs[0].log_records[0];
+    let attrs = resource_attrs(&record.attributes);
+    assert!(attrs.contains(&("gen_ai.request.model".to_owned(), "steady".to_owned())), "{attrs:?}");
+    assert!(
+        attrs.iter().any(|(key, value)| key == "gen_ai.usage.output_tokens" && value.contains("IntValue")),
+        "{attrs:?}"
+    );
+    assert_eq!(record.event_name, "switchyard.request");
+}
+
+/// A collector that is down, or that stalls without answering, never slows
+/// a request: the exports drop what they cannot post and count it.
+#[tokio::test]
+async fn a_collector_that_is_down_or_stalls_never_slows_a_request() {
+    let (up, _) = upstream().await;
+    // One that accepts connections and never answers.
+    let stalled = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let stalled_addr = stalled.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = stalled.accept().await {
+            held.push(socket);
+        }
+    });
+    for endpoint in ["http://127.0.0.1:1".to_owned(), format!("http://{stalled_addr}")] {
+        let vars = [
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_TRACES_SAMPLER", "always_on"),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
+        ];
+        let env = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_owned());
+        let (addr, _) = gateway_with_env(&config(up, ""), &env).await;
+        let started = std::time::Instant::now();
+        for _ in 0..30 {
+            let reply = post(addr, "/v1/chat/completions", &[], openai("steady", "")).await;
+            assert_eq!(reply.status, 200, "{endpoint}");
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "{endpoint}: 30 requests took {:?}", started.elapsed());
+    }
 }

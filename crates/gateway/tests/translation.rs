@@ -79,9 +79,10 @@ async fn strict_translation_refuses_in_the_callers_protocol() {
         assert_eq!(error["error"]["type"], "invalid_request_error", "{error}");
         assert_eq!(error["error"]["param"], "top_p", "{error}");
     }
-    // An Anthropic caller gets Anthropic's error shape.
+    // An Anthropic caller's top_k, which no OpenAI lane could carry (the
+    // lane's model takes it: temperature with top_p it would refuse).
     let anthropic = json!({"model": "exact", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}],
-        "temperature": 0.5, "top_p": 0.9});
+        "temperature": 0.5, "top_k": 5});
     let reply = post(addr, "/v1/messages", &[], serde_json::to_vec(&anthropic).unwrap()).await;
     // Same protocol: nothing to refuse.
     assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
@@ -291,4 +292,50 @@ async fn model_facts_keep_reasoning_from_a_model_that_does_not_reason() {
     assert!(!text.contains("\"thinking\""), "the mock thought, so it was asked to: {text}");
     let reply = post(addr, "/v1/messages", &[], body("thinker")).await;
     assert!(String::from_utf8_lossy(&reply.body).contains("\"thinking\""), "a reasoning model thinks");
+}
+
+/// Claude Code's shape from an Anthropic caller: its betas reach Claude on
+/// Bedrock in the body (the fake names the betas it got) and its system
+/// message inside the conversation is carried, with nothing reported; a
+/// Gemini lane takes the system message's text in its system instruction
+/// and says what moved and what it lost, as does an Anthropic lane whose
+/// model takes no system message inside the conversation.
+#[tokio::test]
+async fn system_messages_and_betas_reach_every_lane_as_its_dialect_says_them() {
+    let yaml = "providers:\n  aws: { protocol: bedrock, base_url: \"mock://\" }\n  \
+                google: { protocol: gemini, base_url: \"mock://\" }\n  claude: { protocol: anthropic, base_url: \"mock://\" }\n\
+                models:\n  bedrock-claude: { provider: aws, model: anthropic.claude-opus-4-6-v1, capabilities: { system_messages: true } }\n  \
+                gemini: { provider: google, model: gemini-3-pro-preview }\n  sonnet: { provider: claude, model: claude-sonnet-4-5 }\n";
+    let addr = gateway(yaml).await;
+    let body = |model: &str| {
+        serde_json::to_vec(&json!({"model": model, "max_tokens": 64, "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": "answer in french"}]}))
+        .unwrap()
+    };
+    let betas = [("anthropic-beta", "context-management-2025-06-27,mid-conversation-tool-changes-2026-07-01")];
+    let reply = post(addr, "/v1/messages", &betas, body("bedrock-claude")).await;
+    let text = String::from_utf8_lossy(&reply.body).into_owned();
+    assert_eq!(reply.status, 200, "{text}");
+    assert!(reply.headers.get("x-switchyard-dropped").is_none(), "{:?}", reply.headers);
+    assert!(
+        text.contains("[anthropic-beta: context-management-2025-06-27,mid-conversation-tool-changes-2026-07-01]"),
+        "{text}"
+    );
+
+    let reply = post(addr, "/v1/messages", &betas, body("gemini")).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "messages.system, anthropic-beta");
+    let strict = [betas[0], ("x-switchyard-strict", "1")];
+    let refused = post(addr, "/v1/messages", &strict, body("gemini")).await;
+    assert_eq!(refused.status, 400);
+
+    // Claude Sonnet 4.5 takes no system message inside the conversation:
+    // an OpenAI caller's `developer` message after a turn joins its system
+    // prompt, and the move is said.
+    let openai = json!({"model": "sonnet", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "developer", "content": "answer in french"}]});
+    let reply = post(addr, "/v1/chat/completions", &[], serde_json::to_vec(&openai).unwrap()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "messages.system");
 }

@@ -40,8 +40,9 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let mut governor = Governor::new();
-    let limits = Limits { rpm: Some(u64::MAX / 4), tpm: Some(u64::MAX / 4), concurrent: Some(1_000_000) };
-    let spec = |window| BucketSpec { budget: Some(Budget { usd: 1e9, window }), limits };
+    let limits =
+        Limits { rpm: Some(u64::MAX / 4), tpm: Some(u64::MAX / 4), concurrent: Some(1_000_000), ..Limits::default() };
+    let spec = |window| BucketSpec { budget: Some(Budget::new(1e9, window)), limits: limits.clone() };
     let chain: Arc<[BucketId]> = Arc::from([
         BucketId::Key(Arc::from("key_1")),
         BucketId::Group(Arc::from("team")),

@@ -74,7 +74,9 @@ fn is_inline(text: &[u8]) -> bool {
 
 /// The most a request may cost, as admission reserves it: its prompt
 /// estimate plus `max_tokens` (or `default_max_tokens`) for each of its
-/// `choices`, at `price`. Every figure is clamped ([`MAX_OUTPUT_TOKENS`],
+/// `choices`, each side at its dearest kind ([`Price::dearest`]: a prompt
+/// may all be written to an hour-long cache, an answer all reasoning).
+/// Every figure is clamped ([`MAX_OUTPUT_TOKENS`],
 /// [`MAX_CHOICES`], [`MAX_REQUEST_TOKENS`], [`MAX_REQUEST_COST`]), so no
 /// caller's number can overflow a sum or reach a store unbounded.
 pub fn worst_case(
@@ -92,7 +94,7 @@ pub fn worst_case(
         requests: 1,
         ..Tokens::default()
     };
-    Estimate::bounded(tokens.total(), price.cost(&tokens))
+    Estimate::bounded(tokens.total(), price.dearest().cost(&tokens))
 }
 
 /// The most units beyond tokens one request may be reserved for.

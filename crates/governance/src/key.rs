@@ -151,10 +151,10 @@ pub const MAX_END_USER_OVERRIDES: usize = 10_000;
 impl EndUserPolicy {
     /// What `user`'s bucket enforces.
     pub fn spec_for(&self, user: &str) -> crate::admission::BucketSpec {
-        self.overrides
-            .get(user)
-            .copied()
-            .unwrap_or(crate::admission::BucketSpec { budget: self.budget, limits: self.limits })
+        self.overrides.get(user).cloned().unwrap_or_else(|| crate::admission::BucketSpec {
+            budget: self.budget.clone(),
+            limits: self.limits.clone(),
+        })
     }
 }
 
@@ -207,9 +207,10 @@ pub struct KeyRecord {
     /// (two instances changing one key never lose either change).
     #[serde(default)]
     pub version: u64,
-    /// MCP tools the key may see and call, as globs over their namespaced
-    /// names (`files__*`, `tickets__read_*`; a bare server name grants its
-    /// whole server). `None`: every one.
+    /// What of the MCP gateway the key may see and use: tools
+    /// (`files__*`, `tickets__read_*`), prompts (`prompt:tickets__*`),
+    /// resources (`resource:files+file:///docs/*`), or whole servers
+    /// (`tickets`, `*`); see [`crate::mcp_grant`]. `None` or empty: nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<Vec<String>>,
 }
@@ -246,31 +247,17 @@ impl KeyRecord {
         self.pools.as_ref().is_none_or(|pools| pools.iter().any(|p| p == pool))
     }
 
-    /// True when the key may see and call the MCP tool (or prompt)
-    /// `name`, namespaced as `<server>__<tool>`.
-    pub fn may_call_tool(&self, name: &str) -> bool {
-        self.mcp.as_ref().is_none_or(|grants| grants.iter().any(|grant| grants_tool(grant, name)))
+    /// True when the key's `mcp` grants reach `item` (the server's own
+    /// name or URI for it) of kind `kind` on MCP server (or pool) `server`.
+    /// No grants: nothing.
+    pub fn may_use_mcp(&self, kind: crate::mcp_grant::Kind, server: &str, item: &str) -> bool {
+        self.mcp.as_deref().is_some_and(|grants| crate::mcp_grant::grants(grants, kind, server, item))
     }
 
-    /// True when some grant reaches MCP server `server` (its prompts and
-    /// resources are the key's to read).
-    pub fn may_reach_server(&self, server: &str) -> bool {
-        self.mcp.as_ref().is_none_or(|grants| {
-            grants.iter().any(|grant| match grant.split_once("__") {
-                Some((servers, _)) => glob(servers.as_bytes(), server.as_bytes()),
-                None => glob(grant.as_bytes(), server.as_bytes()),
-            })
-        })
-    }
-}
-
-/// One grant against a namespaced tool name: a glob with `*`, or a bare
-/// server name granting the whole server.
-fn grants_tool(grant: &str, name: &str) -> bool {
-    if grant.contains("__") || grant.contains('*') {
-        glob(grant.as_bytes(), name.as_bytes())
-    } else {
-        name.strip_prefix(grant).is_some_and(|rest| rest.starts_with("__"))
+    /// True when the key's `mcp` grants reach anything of kind `kind` on
+    /// MCP server (or pool) `server`.
+    pub fn may_reach_mcp(&self, kind: crate::mcp_grant::Kind, server: &str) -> bool {
+        self.mcp.as_deref().is_some_and(|grants| crate::mcp_grant::reaches(grants, kind, server))
     }
 }
 
@@ -316,7 +303,8 @@ mod tests {
     }
 
     #[test]
-    fn mcp_grants_are_globs_over_namespaced_names() {
+    fn a_key_without_mcp_grants_reaches_nothing() {
+        use crate::mcp_grant::Kind;
         assert!(glob(b"files__*", b"files__read"));
         assert!(glob(b"*__read_*", b"tickets__read_queue"));
         assert!(!glob(b"tickets__read_*", b"tickets__close"));
@@ -331,17 +319,19 @@ mod tests {
             }))
             .unwrap_or_else(|e| unreachable!("{e}"))
         };
-        let open = record(None);
-        assert!(open.may_call_tool("files__delete") && open.may_reach_server("files"));
-        let some = record(Some(vec!["files__*", "tickets__read_*"]));
-        assert!(some.may_call_tool("files__delete"));
-        assert!(some.may_call_tool("tickets__read_queue"));
-        assert!(!some.may_call_tool("tickets__close_ticket"));
-        assert!(some.may_reach_server("tickets") && !some.may_reach_server("wiki"));
-        let bare = record(Some(vec!["tickets"]));
-        assert!(bare.may_call_tool("tickets__close") && !bare.may_call_tool("ticketsx__close"));
+        let unset = record(None);
+        assert!(!unset.may_use_mcp(Kind::Tool, "files", "delete_everything"));
+        assert!(!unset.may_reach_mcp(Kind::Tool, "files"));
         let none = record(Some(vec![]));
-        assert!(!none.may_call_tool("files__read") && !none.may_reach_server("files"));
+        assert!(!none.may_use_mcp(Kind::Tool, "files", "read") && !none.may_reach_mcp(Kind::Resource, "files"));
+        let some = record(Some(vec!["files__*", "tickets__read_*"]));
+        assert!(some.may_use_mcp(Kind::Tool, "files", "delete"));
+        assert!(some.may_use_mcp(Kind::Tool, "tickets", "read_queue"));
+        assert!(!some.may_use_mcp(Kind::Tool, "tickets", "close_ticket"));
+        assert!(!some.may_use_mcp(Kind::Prompt, "files", "greeting"));
+        assert!(some.may_reach_mcp(Kind::Tool, "tickets") && !some.may_reach_mcp(Kind::Tool, "wiki"));
+        let bare = record(Some(vec!["tickets"]));
+        assert!(bare.may_use_mcp(Kind::Tool, "tickets", "close") && !bare.may_use_mcp(Kind::Tool, "ticketsx", "close"));
     }
 
     #[test]

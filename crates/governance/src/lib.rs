@@ -1,11 +1,16 @@
 //! Governance as pure logic, fed by the gateway and unit-tested with no
 //! network and no clock it does not receive:
 //!
+//! - [`mcp_grant`]: what a key's `mcp` grants reach of the MCP catalogue
+//!   (nothing without them);
 //! - [`key`]: virtual key secrets (generated from bytes the caller draws
 //!   from the OS RNG), their SHA-256 hashes compared in constant time, the
 //!   minted AWS key pairs, and the key record a store keeps;
 //! - [`window`]: calendar budget windows in UTC;
-//! - [`rate`]: GCRA for requests and tokens per minute;
+//! - [`spec`]: what a bucket enforces: its budget (warnings, a downgrade
+//!   once spent) and its rates, quotas and per-model limits;
+//! - [`rate`]: GCRA for requests and tokens per second and minute;
+//! - [`forecast`]: a budget's burn over the last hour and when it runs out;
 //! - [`money`]: prices and costs in nano-USD (integers: sums never drift);
 //! - [`admission`]: a request admitted only when every bucket of its chain
 //!   (key, group, parents) has room, with a reservation settled to the
@@ -17,15 +22,17 @@
 pub mod admission;
 pub mod estimate;
 pub mod fleet;
+pub mod forecast;
 pub mod key;
+pub mod mcp_grant;
 pub mod money;
 pub mod rate;
 pub mod sigv4;
+pub mod spec;
 pub mod window;
 
-pub use admission::{
-    Actual, BucketId, BucketSpec, Budget, Estimate, Governor, Limits, Refusal, RefusalKind, Reservation,
-};
+pub use admission::{Actual, BucketId, Estimate, Governor, Per, Refusal, RefusalKind, Reservation};
 pub use key::{KeyHash, KeyRecord};
-pub use money::{NanoUsd, Price};
+pub use money::{NanoUsd, Price, Tokens};
+pub use spec::{BucketSpec, Budget, Downgrade, Limits, Metric, Quota, Trigger};
 pub use window::Window;

@@ -1,21 +1,31 @@
 //! Rate limits as GCRA (the generic cell rate algorithm): one number per
 //! limit, the theoretical arrival time of the next unit. A limit of N per
-//! minute admits a burst of N, then one every 60/N seconds. A request may
-//! cost more than one unit (tokens per minute), and a cost can be corrected
-//! afterwards when the real token count is known.
+//! minute admits a burst of N, then one every 60/N seconds (per second
+//! likewise, over a second). A request may cost more than one unit
+//! (tokens per minute), and a cost can be corrected afterwards when the
+//! real token count is known.
 
 use serde::{Deserialize, Serialize};
 
 /// The window a per-minute limit spreads over, in milliseconds.
-const PERIOD_MS: f64 = 60_000.0;
+pub const MINUTE_MS: u64 = 60_000;
+/// The window a per-second limit spreads over, in milliseconds.
+pub const SECOND_MS: u64 = 1_000;
 
-/// One per-minute limit's state.
+/// One limit's state: N units a period.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Gcra {
-    /// Units per minute.
+    /// Units per period (a minute unless made by [`Gcra::per_second`]).
     pub per_minute: u64,
+    /// The period, in milliseconds.
+    #[serde(default = "minute")]
+    period_ms: u64,
     /// Theoretical arrival time of the next unit, in ms on the caller's clock.
     tat: f64,
+}
+
+fn minute() -> u64 {
+    MINUTE_MS
 }
 
 /// What a rate check found.
@@ -33,13 +43,22 @@ pub enum RateCheck {
 }
 
 impl Gcra {
-    /// A fresh limit of `per_minute` units.
+    /// A fresh limit of `per_minute` units a minute.
     pub fn new(per_minute: u64) -> Gcra {
-        Gcra { per_minute, tat: 0.0 }
+        Gcra { per_minute, period_ms: MINUTE_MS, tat: 0.0 }
+    }
+
+    /// A fresh limit of `per_second` units a second.
+    pub fn per_second(per_second: u64) -> Gcra {
+        Gcra { per_minute: per_second, period_ms: SECOND_MS, tat: 0.0 }
+    }
+
+    fn period(&self) -> f64 {
+        self.period_ms as f64
     }
 
     fn interval(&self) -> f64 {
-        PERIOD_MS / self.per_minute.max(1) as f64
+        self.period() / self.per_minute.max(1) as f64
     }
 
     /// Whether `cost` units fit at `now_ms`.
@@ -49,10 +68,10 @@ impl Gcra {
         }
         let now = now_ms as f64;
         let next = self.tat.max(now) + cost as f64 * self.interval();
-        if next - now <= PERIOD_MS {
+        if next - now <= self.period() {
             RateCheck::Room
         } else {
-            RateCheck::Full { retry_in_ms: (next - now - PERIOD_MS).ceil() as u64 }
+            RateCheck::Full { retry_in_ms: (next - now - self.period()).ceil() as u64 }
         }
     }
 
@@ -65,26 +84,27 @@ impl Gcra {
     pub fn adjust(&mut self, delta: i64, now_ms: u64) {
         let shifted = self.tat + delta as f64 * self.interval();
         // A refund never lends credit beyond an idle limit's.
-        self.tat = shifted.max(now_ms as f64 - PERIOD_MS).max(0.0);
+        self.tat = shifted.max(now_ms as f64 - self.period()).max(0.0);
     }
 
     /// Units left at `now_ms`, as a share of the limit (1.0: untouched).
     pub fn headroom(&self, now_ms: u64) -> f64 {
-        let used = (self.tat - now_ms as f64).max(0.0) / PERIOD_MS;
+        let used = (self.tat - now_ms as f64).max(0.0) / self.period();
         (1.0 - used).clamp(0.0, 1.0)
     }
 
-    /// A limit changed to `per_minute` at `now_ms`, keeping the units in
-    /// use (a raised limit has room at once; a lowered one may be full).
+    /// A limit changed to `per_minute` units a period at `now_ms`, keeping
+    /// the units in use (a raised limit has room at once; a lowered one may
+    /// be full).
     pub fn resized(self, per_minute: u64, now_ms: u64) -> Gcra {
         if per_minute == self.per_minute {
             return self;
         }
         let now = now_ms as f64;
         let used = (self.tat - now).max(0.0) / self.interval();
-        let resized = Gcra { per_minute, tat: 0.0 };
+        let resized = Gcra { per_minute, tat: 0.0, ..self };
         let tat = if self.tat > now { now + used * resized.interval() } else { self.tat };
-        Gcra { per_minute, tat }
+        Gcra { tat, ..resized }
     }
 }
 
@@ -116,6 +136,20 @@ mod tests {
         assert_eq!(limit.check(61, 2_000), RateCheck::TooLarge);
         assert!(limit.headroom(1_000) < 0.01);
         assert!((limit.headroom(31_000) - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_per_second_limit_refills_within_the_second() {
+        let mut limit = Gcra::per_second(10);
+        for _ in 0..10 {
+            assert_eq!(limit.check(1, 5_000), RateCheck::Room);
+            limit.commit(1, 5_000);
+        }
+        assert_eq!(limit.check(1, 5_000), RateCheck::Full { retry_in_ms: 100 });
+        assert_eq!(limit.check(1, 5_100), RateCheck::Room);
+        assert_eq!(limit.check(11, 9_000), RateCheck::TooLarge);
+        assert_eq!(limit.headroom(6_000), 1.0);
+        assert_eq!(limit.resized(20, 5_000).check(1, 5_000), RateCheck::Room);
     }
 
     #[test]

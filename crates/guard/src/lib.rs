@@ -6,9 +6,12 @@
 //! value the same placeholder: [`Masks`]), or says which rule blocks it.
 //! [`stream::StreamMask`] does the same to a stream's text without ever
 //! releasing text that could still become a match, and [`json`] applies it
-//! to every string of a JSON body in any protocol. Nothing here does I/O.
+//! to every string of a JSON body in any protocol. Rules read text folded
+//! ([`fold`]: NFKC, default-ignorables removed), and what they match is
+//! masked in the original. Nothing here does I/O.
 
 pub mod detect;
+mod fold;
 pub mod json;
 pub mod retention;
 pub mod stream;
@@ -19,6 +22,14 @@ use std::sync::Arc;
 use regex::Regex;
 use regex_automata::meta;
 use regex_automata::{Input, PatternSet};
+use switchyard_codec::opaque::{Holds, Place};
+
+use crate::fold::Folded;
+
+/// Strings longer than this are screened in windows of it, held back as a
+/// stream is ([`stream`]): a long document's folded copy and findings stay
+/// this size.
+const WINDOW: usize = 1 << 16;
 
 /// What a policy does with a match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -221,6 +232,8 @@ pub struct Screen {
     set: meta::Regex,
     /// The longest match of any rule that looks at replies.
     pub response_reach: usize,
+    /// The longest match of any rule that looks at requests.
+    request_reach: usize,
     /// No rule anchors to its text's ends: a body whose strings hold no
     /// escapes can be asked once, whole ([`Screen::may_match`]).
     whole_body: bool,
@@ -317,6 +330,7 @@ impl Screen {
             .build_many(&rules.iter().map(|r| r.regex.as_str()).collect::<Vec<_>>())
             .map_err(|err| ("policies".to_owned(), RuleError::Invalid(err.to_string())))?;
         let response_reach = rules.iter().filter(|r| policies[r.policy].response).map(|r| r.reach).max().unwrap_or(0);
+        let request_reach = rules.iter().filter(|r| policies[r.policy].request).map(|r| r.reach).max().unwrap_or(0);
         let whole_body = !rules.iter().any(|r| anchored(r.regex.as_str()));
         let moderators =
             specs.iter().enumerate().filter_map(|(at, spec)| spec.moderator.clone().map(|m| (at, m))).collect();
@@ -330,6 +344,7 @@ impl Screen {
             rules,
             set,
             response_reach,
+            request_reach,
         })
     }
 
@@ -341,9 +356,42 @@ impl Screen {
         }
     }
 
-    /// Every match in `text` of the rules that look `direction`, in order
-    /// of position, overlaps dropped (the earlier, then the longer, wins).
+    /// The longest match of the rules that look `direction`, in bytes of
+    /// folded text.
+    pub fn reach(&self, direction: Direction) -> usize {
+        match direction {
+            Direction::Request => self.request_reach,
+            Direction::Response => self.response_reach,
+        }
+    }
+
+    /// Every match in `text` (read folded: fullwidth, look-alike and
+    /// zero-width characters do not hide one) of the rules that look
+    /// `direction`, in order of position in `text`, overlaps dropped (the
+    /// earlier, then the longer, wins).
     pub fn find(&self, text: &str, direction: Direction) -> Vec<Finding> {
+        self.find_folded(&Folded::new(text), direction)
+    }
+
+    /// [`Screen::find`] in a text folded already; the findings are places
+    /// in the original.
+    pub(crate) fn find_folded(&self, folded: &Folded<'_>, direction: Direction) -> Vec<Finding> {
+        let found = self.find_plain(folded.as_str(), direction);
+        if folded.is_original() {
+            return found;
+        }
+        let mut kept: Vec<Finding> = Vec::with_capacity(found.len());
+        for finding in found {
+            let (start, end) = (folded.start(finding.start), folded.end(finding.end));
+            if kept.last().is_none_or(|last| start >= last.end) {
+                kept.push(Finding { rule: finding.rule, start, end });
+            }
+        }
+        kept
+    }
+
+    /// The matches in `text` as it is.
+    fn find_plain(&self, text: &str, direction: Direction) -> Vec<Finding> {
         // Most text matches nothing: the set's cheapest question first.
         if !self.set.is_match(text) {
             return Vec::new();
@@ -372,15 +420,23 @@ impl Screen {
         kept
     }
 
-    /// Whether any rule may match a string of the JSON `body`: `false` is
-    /// certain. A body without escapes holds each string's text as it is,
-    /// so one question of the whole body answers for all its strings
-    /// (unless a rule anchors to a text's ends); otherwise, `true`.
-    pub fn may_match(&self, body: &[u8]) -> bool {
-        if !self.whole_body || body.contains(&b'\\') {
+    /// Whether any rule may match a string of the JSON `body`, whose media
+    /// and signed state sit at `places`: `false` is certain. A body without
+    /// escapes whose text reads the same folded holds each string's text as
+    /// it is, so one question of the whole body answers for all its strings
+    /// (unless a rule anchors to a text's ends); a body naming a media
+    /// member may hold text in base64. Otherwise, `true`.
+    pub fn may_match(&self, body: &[u8], places: &[Place]) -> bool {
+        if !self.whole_body || memchr::memchr(b'\\', body).is_some() {
             return true;
         }
-        std::str::from_utf8(body).map_or(true, |text| self.set.is_match(text))
+        if names_any(body, places, Some(Holds::Media)) {
+            return true;
+        }
+        match std::str::from_utf8(body) {
+            Ok(text) => !fold::is_folded(text) || self.set.is_match(text),
+            Err(_) => true,
+        }
     }
 
     /// Whether `rule`'s policy restores its placeholders in the reply.
@@ -409,7 +465,11 @@ impl Screen {
         masks: &mut Masks,
         decisions: &mut Vec<Decision>,
     ) -> Result<Option<String>, Blocked> {
-        let findings = self.find(text, direction);
+        if text.len() > WINDOW {
+            return self.screen_in_windows(text, direction, masks, decisions, WINDOW);
+        }
+        let folded = Folded::new(text);
+        let findings = self.find_plain(folded.as_str(), direction);
         if findings.is_empty() {
             return Ok(None);
         }
@@ -426,10 +486,16 @@ impl Screen {
         let mut at = 0;
         let mut changed = false;
         for finding in findings.iter().filter(|f| self.action(f.rule) == Action::Mask) {
-            out.push_str(&text[at..finding.start]);
-            let end = self.masked_end(text, finding);
+            // Found in the folded text, masked in the original; a match
+            // inside one masked already (a private key's) goes with it.
+            let start = folded.start(finding.start);
+            let end = folded.end(self.masked_end(folded.as_str(), finding));
+            if start < at {
+                continue;
+            }
+            out.push_str(&text[at..start]);
             let reversible = self.reversible(finding.rule);
-            out.push_str(&masks.placeholder(&self.rules[finding.rule].label, &text[finding.start..end], reversible));
+            out.push_str(&masks.placeholder(&self.rules[finding.rule].label, &text[start..end], reversible));
             at = end;
             changed = true;
         }
@@ -438,6 +504,31 @@ impl Screen {
         }
         out.push_str(&text[at..]);
         Ok(Some(out))
+    }
+
+    /// [`Screen::screen`] of a long `text`, `window` bytes at a time, each
+    /// held back as a stream's text is: the same outcome as whole.
+    fn screen_in_windows(
+        &self,
+        text: &str,
+        direction: Direction,
+        masks: &mut Masks,
+        decisions: &mut Vec<Decision>,
+        window: usize,
+    ) -> Result<Option<String>, Blocked> {
+        let mut held = stream::Held::new(direction);
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        while at < text.len() {
+            let mut end = (at + window.max(1)).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            held.push(self, &text[at..end], masks, decisions, &mut out)?;
+            at = end;
+        }
+        held.flush(self, masks, decisions, &mut out)?;
+        Ok((out != text).then_some(out))
     }
 
     /// Where a masked match ends: a private key's header takes the key
@@ -451,6 +542,24 @@ impl Screen {
             None => text.len(),
         }
     }
+}
+
+/// Whether `body` names a member at the end of one of `places` (of what
+/// `holds`, when given): a string `"name"` followed by a colon. One pass
+/// over the body's colons, no searcher built: this is the common path.
+pub(crate) fn names_any(body: &[u8], places: &[Place], holds: Option<Holds>) -> bool {
+    let wanted = |place: &&Place| holds.is_none_or(|h| place.holds == h);
+    if !places.iter().any(|p| wanted(&p)) {
+        return false;
+    }
+    memchr::memchr_iter(b':', body).any(|colon| {
+        let Some(key) = body[..colon].trim_ascii_end().strip_suffix(b"\"") else { return false };
+        places
+            .iter()
+            .filter(wanted)
+            .filter_map(|p| p.path.last())
+            .any(|name| key.strip_suffix(name.as_bytes()).is_some_and(|before| before.last() == Some(&b'"')))
+    })
 }
 
 /// One request's placeholders: a value masked twice gets the same one, and
@@ -469,15 +578,17 @@ pub const MAX_PLACEHOLDER: usize = 64;
 
 impl Masks {
     /// The placeholder of `value`, a `label` match (`reversible`: restored
-    /// in the reply).
+    /// in the reply). Values that read the same folded (a fullwidth
+    /// spelling, a zero-width character) share one.
     pub fn placeholder(&mut self, label: &Arc<str>, value: &str, reversible: bool) -> String {
-        if let Some(given) = self.given.get(value) {
+        let folded = Folded::new(value);
+        if let Some(given) = self.given.get(folded.as_str()) {
             return given.clone();
         }
         let count = self.counts.entry(label.clone()).or_insert(0);
         *count += 1;
         let placeholder = format!("[{label}_{count}]");
-        self.given.insert(value.to_owned(), placeholder.clone());
+        self.given.insert(folded.as_str().to_owned(), placeholder.clone());
         if reversible && placeholder.len() <= MAX_PLACEHOLDER {
             self.reverse.insert(placeholder.clone(), value.to_owned());
         }
@@ -584,14 +695,45 @@ mod tests {
     #[test]
     fn a_body_without_matches_is_cleared_in_one_question() {
         let screen = pii();
-        assert!(!screen.may_match(br#"{"messages":[{"content":"nothing here"}]}"#));
-        assert!(screen.may_match(br#"{"messages":[{"content":"mail ann@example.com"}]}"#));
+        assert!(!screen.may_match(br#"{"messages":[{"content":"nothing here"}]}"#, &[]));
+        assert!(screen.may_match(br#"{"messages":[{"content":"mail ann@example.com"}]}"#, &[]));
         // Escapes could hide a match from the raw bytes: the walk decides.
-        assert!(screen.may_match(br#"{"messages":[{"content":"line\none"}]}"#));
+        assert!(screen.may_match(br#"{"messages":[{"content":"line\none"}]}"#, &[]));
+        // So could look-alikes, and base64 in a media member.
+        assert!(screen.may_match("{\"content\":\"ａnn@example.com\"}".as_bytes(), &[]));
+        assert!(!screen.may_match("{\"content\":\"déjà vu\"}".as_bytes(), &[]));
+        let media = [Place::at(&["source", "data"], Holds::Media)];
+        assert!(screen.may_match(br#"{"source":{"data":"Zm9yYmlkZGVu"}}"#, &media));
+        assert!(!screen.may_match(br#"{"source":{"text":"data"}}"#, &media));
         let mut anchored = spec("anchored", Action::Mask);
         anchored.regexes = vec![("head".into(), "^TCK-[0-9]{6}".into())];
         let screen = Screen::compile(&[anchored]).unwrap_or_else(|(at, err)| unreachable!("{at}: {err}"));
-        assert!(screen.may_match(br#"{"content":"nothing"}"#), "an anchored rule is asked string by string");
+        assert!(screen.may_match(br#"{"content":"nothing"}"#, &[]), "an anchored rule is asked string by string");
+    }
+
+    #[test]
+    fn look_alikes_and_zero_width_characters_hide_nothing() {
+        let screen = pii();
+        assert_eq!(masked(&screen, "mail ａｎｎ@ｅｘａｍｐｌｅ.ｃｏｍ now", Direction::Request), "mail [EMAIL_1] now");
+        assert_eq!(
+            masked(&screen, "say the forbid\u{200B}den-phr\u{00AD}ase", Direction::Request),
+            "blocked by words/words"
+        );
+        assert_eq!(masked(&screen, "say the 𝐟𝐨𝐫𝐛𝐢𝐝𝐝𝐞𝐧-phrase", Direction::Request), "blocked by words/words");
+        assert_eq!(masked(&screen, "key AKIA\u{2060}IOSFODNN7EXAMPLE.", Direction::Request), "key [SECRET_1].");
+    }
+
+    #[test]
+    fn a_long_text_is_screened_in_windows_as_whole() {
+        let screen = pii();
+        let text = "lorem ipsum ann@example.com dolor ｂｏｂ@example.org sit ".repeat(40);
+        for window in [1, 7, 64, 333] {
+            let (mut masks, mut decisions) = (Masks::default(), Vec::new());
+            let windowed = screen.screen_in_windows(&text, Direction::Request, &mut masks, &mut decisions, window);
+            assert_eq!(windowed.map(|t| t.unwrap_or_default()), Ok(masked(&screen, &text, Direction::Request)));
+        }
+        let long = format!("{}forbidden-phrase", "x ".repeat(WINDOW));
+        assert_eq!(masked(&screen, &long, Direction::Request), "blocked by words/words");
     }
 
     #[test]

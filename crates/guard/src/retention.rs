@@ -16,6 +16,7 @@ use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
+use switchyard_codec::opaque::Place;
 
 use crate::{Action, PolicySpec, Screen};
 
@@ -71,11 +72,12 @@ pub fn redactor() -> Screen {
     Screen::compile(&[spec]).unwrap_or_else(|_| unreachable!("the built-in detectors compile"))
 }
 
-/// `body` (JSON in any protocol) with every prose string redacted; a body
-/// that is not JSON is redacted as one text. Borrowed when nothing changes.
-pub fn redact<'a>(screen: &Screen, body: &'a [u8]) -> Cow<'a, [u8]> {
+/// `body` (JSON in any protocol, its media and signed state at `places`)
+/// with every string redacted; a body that is not JSON is redacted as one
+/// text. Borrowed when nothing changes.
+pub fn redact<'a>(screen: &Screen, body: &'a [u8], places: &[Place]) -> Cow<'a, [u8]> {
     // Most bodies hold nothing to mask: one question of the whole body.
-    if !screen.may_match(body) {
+    if !screen.may_match(body, places) {
         return Cow::Borrowed(body);
     }
     let mut masks = crate::Masks::default();
@@ -87,7 +89,7 @@ pub fn redact<'a>(screen: &Screen, body: &'a [u8]) -> Cow<'a, [u8]> {
         )
     };
     let json = matches!(body.iter().find(|b| !b.is_ascii_whitespace()), Some(b'{' | b'['));
-    match json.then(|| crate::json::rewrite_strings(body, &mut mask)) {
+    match json.then(|| crate::json::rewrite_strings(body, places, &mut mask)) {
         Some(Ok(Ok(Some(out)))) => Cow::Owned(out),
         Some(Ok(Ok(None))) => Cow::Borrowed(body),
         Some(Ok(Err(never))) => match never {},
@@ -204,14 +206,14 @@ mod tests {
     fn redacted_text_keeps_no_pii_or_secret_in_any_string() {
         let screen = redactor();
         let body = br#"{"model":"m","messages":[{"role":"user","content":"mail ada@example.com, card 4111 1111 1111 1111, key AKIAIOSFODNN7EXAMPLE"}],"user":"u"}"#;
-        let out = String::from_utf8(redact(&screen, body).into_owned()).unwrap();
+        let out = String::from_utf8(redact(&screen, body, &[]).into_owned()).unwrap();
         assert!(out.contains("[EMAIL_1]") && out.contains("[CARD_1]") && out.contains("[SECRET_1]"), "{out}");
         assert!(!out.contains("ada@") && !out.contains("4111") && !out.contains("AKIA"), "{out}");
         assert!(out.contains(r#""model":"m""#), "{out}");
         let plain = b"not json: ada@example.com";
-        assert_eq!(&*redact(&screen, plain), b"not json: [EMAIL_1]");
+        assert_eq!(&*redact(&screen, plain, &[]), b"not json: [EMAIL_1]");
         let clean = br#"{"a":"nothing here"}"#;
-        assert!(matches!(redact(&screen, clean), Cow::Borrowed(_)), "nothing to mask: not copied");
+        assert!(matches!(redact(&screen, clean, &[]), Cow::Borrowed(_)), "nothing to mask: not copied");
     }
 
     #[test]

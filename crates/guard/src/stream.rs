@@ -1,13 +1,16 @@
 //! A stream's text screened as it comes, never releasing text that could
-//! still become a match: a match is at most the screen's reach long, so all
-//! but the last `reach` bytes of what arrived can be decided now (and a
-//! match that straddles that line waits whole). A match split across any
-//! number of chunks is masked or blocked exactly as in one piece. The hold
-//! ends at the block's end ([`StreamMask::flush`]). A private key's header
-//! withholds everything up to its footer.
+//! still become a match: a match is at most the screen's reach long (in
+//! folded text, [`crate::fold`]), so all but what folds to the last `reach`
+//! bytes of what arrived can be decided now (and a match that straddles
+//! that line waits whole). A match split across any number of chunks is
+//! masked or blocked exactly as in one piece. The hold ends at the block's
+//! end ([`StreamMask::flush`]). A private key's header withholds everything
+//! up to its footer. The same hold-back screens a long string of a body in
+//! windows ([`Held`]).
 
 use std::sync::Arc;
 
+use crate::fold::{self, Folded};
 use crate::{Action, Blocked, Decision, Direction, Masks, Screen};
 
 /// Bytes of already released text kept in front of the held text, so a
@@ -21,30 +24,25 @@ const KEY_FOOTER: &str = "PRIVATE KEY-----";
 #[derive(Debug)]
 pub struct StreamMask {
     screen: Arc<Screen>,
-    /// Released context (its first `context` bytes), then held text.
-    buffer: String,
-    context: usize,
-    /// Inside a private key: nothing is released until its footer.
-    withholding: bool,
+    held: Held,
 }
 
 impl StreamMask {
     /// A block's mask under `screen`'s reply rules.
     pub fn new(screen: Arc<Screen>) -> StreamMask {
-        StreamMask { screen, buffer: String::new(), context: 0, withholding: false }
+        StreamMask { screen, held: Held::new(Direction::Response) }
     }
 
     /// Bytes held back now.
     pub fn held(&self) -> usize {
-        self.buffer.len() - self.context
+        self.held.held()
     }
 
     /// Takes the next piece of text; returns what may be released now
     /// (masked), or the rule that blocks the reply.
     pub fn push(&mut self, text: &str, masks: &mut Masks, decisions: &mut Vec<Decision>) -> Result<String, Blocked> {
-        self.buffer.push_str(text);
         let mut out = String::new();
-        self.release(false, masks, decisions, &mut out)?;
+        self.held.push(&self.screen, text, masks, decisions, &mut out)?;
         Ok(out)
     }
 
@@ -57,25 +55,86 @@ impl StreamMask {
         masks: &mut Masks,
         decisions: &mut Vec<Decision>,
     ) -> Result<(), Blocked> {
-        self.buffer.push_str(text);
+        let moves = self.held.take(text);
         text.clear();
-        self.release(false, masks, decisions, text)
+        match moves {
+            true => self.held.release(&self.screen, false, masks, decisions, text),
+            false => Ok(()),
+        }
     }
 
     /// The block ended: everything held is decided and released.
     pub fn flush(&mut self, masks: &mut Masks, decisions: &mut Vec<Decision>) -> Result<String, Blocked> {
         let mut out = String::new();
-        self.release(true, masks, decisions, &mut out)?;
+        self.held.flush(&self.screen, masks, decisions, &mut out)?;
         Ok(out)
     }
+}
 
-    fn release(
+/// Text held back under a screen's rules of one direction.
+#[derive(Debug)]
+pub(crate) struct Held {
+    direction: Direction,
+    /// Released context (its first `context` bytes), then held text.
+    buffer: String,
+    context: usize,
+    /// Inside a private key: nothing is released until its footer.
+    withholding: bool,
+}
+
+impl Held {
+    pub(crate) fn new(direction: Direction) -> Held {
+        Held { direction, buffer: String::new(), context: 0, withholding: false }
+    }
+
+    fn held(&self) -> usize {
+        self.buffer.len() - self.context
+    }
+
+    /// Takes `text`; what may be released now goes to `out`.
+    pub(crate) fn push(
         &mut self,
+        screen: &Screen,
+        text: &str,
+        masks: &mut Masks,
+        decisions: &mut Vec<Decision>,
+        out: &mut String,
+    ) -> Result<(), Blocked> {
+        match self.take(text) {
+            true => self.release(screen, false, masks, decisions, out),
+            false => Ok(()),
+        }
+    }
+
+    /// Appends `text`; whether anything may be released after it.
+    /// Ignorables alone fold to nothing: the line cannot move, and a flood
+    /// of them costs no pass over what is held.
+    #[inline]
+    fn take(&mut self, text: &str) -> bool {
+        self.buffer.push_str(text);
+        text.is_ascii() || !text.chars().all(fold::ignorable)
+    }
+
+    /// Everything held is decided and released to `out`.
+    pub(crate) fn flush(
+        &mut self,
+        screen: &Screen,
+        masks: &mut Masks,
+        decisions: &mut Vec<Decision>,
+        out: &mut String,
+    ) -> Result<(), Blocked> {
+        self.release(screen, true, masks, decisions, out)
+    }
+
+    pub(crate) fn release(
+        &mut self,
+        screen: &Screen,
         all: bool,
         masks: &mut Masks,
         decisions: &mut Vec<Decision>,
         out: &mut String,
     ) -> Result<(), Blocked> {
+        let direction = self.direction;
         loop {
             if self.withholding {
                 match self.buffer[self.context..].find(KEY_FOOTER) {
@@ -93,14 +152,23 @@ impl StreamMask {
                     }
                 }
             }
-            let line = match all {
-                true => self.buffer.len(),
-                false => floor_boundary(&self.buffer, self.buffer.len().saturating_sub(self.screen.response_reach)),
+            let (line, findings) = {
+                let folded = Folded::new(&self.buffer);
+                // What folds to the last `reach` bytes may still become
+                // part of a match; so may the segment that holds its start.
+                let line = match all {
+                    true => self.buffer.len(),
+                    false => {
+                        let text = folded.as_str();
+                        let folded_line = floor_boundary(text, text.len().saturating_sub(screen.reach(direction)));
+                        folded.start(folded_line)
+                    }
+                };
+                if line <= self.context {
+                    return Ok(());
+                }
+                (line, screen.find_folded(&folded, direction))
             };
-            if line <= self.context {
-                return Ok(());
-            }
-            let findings = self.screen.find(&self.buffer, Direction::Response);
             let mut cut = line;
             for f in &findings {
                 if f.start >= self.context && f.start < line && f.end > line {
@@ -110,18 +178,18 @@ impl StreamMask {
             let mut at = self.context;
             let mut key_opened = None;
             for f in findings.iter().filter(|f| f.start >= self.context && f.end <= cut) {
-                let action = self.screen.action(f.rule);
-                let decision = Decision { rule: f.rule, action, direction: Direction::Response };
+                let action = screen.action(f.rule);
+                let decision = Decision { rule: f.rule, action, direction };
                 if !decisions.contains(&decision) {
                     decisions.push(decision);
                 }
                 match action {
-                    Action::Block => return Err(self.screen.blocked(f.rule)),
+                    Action::Block => return Err(screen.blocked(f.rule)),
                     Action::Flag => {}
                     Action::Mask => {
                         out.push_str(&self.buffer[at..f.start]);
-                        let rule = &self.screen.rules[f.rule];
-                        let reversible = self.screen.reversible(f.rule);
+                        let rule = &screen.rules[f.rule];
+                        let reversible = screen.reversible(f.rule);
                         out.push_str(&masks.placeholder(&rule.label, &self.buffer[f.start..f.end], reversible));
                         at = f.end;
                         if &*rule.name == "private_key" {
@@ -155,7 +223,7 @@ impl StreamMask {
 }
 
 /// The largest char boundary of `text` at or below `at`.
-fn floor_boundary(text: &str, at: usize) -> usize {
+pub(crate) fn floor_boundary(text: &str, at: usize) -> usize {
     let mut at = at.min(text.len());
     while !text.is_char_boundary(at) {
         at -= 1;

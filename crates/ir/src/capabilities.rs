@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::{Effort, Field};
+
 /// What the target model takes beyond what every model of its protocol
 /// takes. The default is the conservative common ground; a writer never
 /// sends what the model is not said to take, and reports what that costs.
@@ -26,6 +28,110 @@ pub struct Capabilities {
     /// field (an effort or a budget asked of it is reported, not sent);
     /// `None`, unknown, sends what the caller asked.
     pub reasoning: Option<bool>,
+    /// How the model continues an assistant message that ends the
+    /// conversation (a stream carried on from the text a caller has), if
+    /// it does.
+    pub prefill: Prefill,
+    /// Takes a system message inside the conversation (Claude Opus 4.8 and
+    /// later on Anthropic and Bedrock). Otherwise a translated request's
+    /// system message joins the system prompt, reported as moved; a
+    /// same-protocol request still goes as it came.
+    pub system_messages: bool,
+    /// The effort levels the model takes, where it takes fewer than its
+    /// protocol's writer would send (o4-mini: low, medium, high; gpt-5.1
+    /// also `none`, which is thinking off). `None`: its protocol's levels.
+    pub efforts: Option<Efforts>,
+    /// The sampling parameters the model refuses while it reasons (OpenAI's
+    /// reasoning models: temperature, top_p and the penalties; xAI's: the
+    /// penalties and stop): a translated request that has them while the
+    /// model will reason goes without them, reported.
+    pub refused_while_reasoning: Fields,
+    /// Whether the model reasons when a request says nothing of reasoning
+    /// (o-series and gpt-5 do; gpt-5.1 and Claude do not).
+    pub thinks_by_default: bool,
+}
+
+/// A set of effort levels, and whether thinking can be turned off (OpenAI's
+/// `none`), as a model takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Efforts(u8);
+
+impl Efforts {
+    /// The bit that says thinking can be turned off.
+    const OFF: u8 = 1 << 7;
+
+    /// No level, and no way to turn thinking off.
+    pub const NONE: Efforts = Efforts(0);
+
+    /// The set of `levels`.
+    pub fn of(levels: &[Effort]) -> Efforts {
+        Efforts(levels.iter().fold(0, |bits, level| bits | 1 << *level as u8))
+    }
+
+    /// The same set, with thinking that can be turned off.
+    pub fn with_off(self) -> Efforts {
+        Efforts(self.0 | Efforts::OFF)
+    }
+
+    /// Whether `level` is one of them.
+    pub fn takes(self, level: Effort) -> bool {
+        self.0 & 1 << level as u8 != 0
+    }
+
+    /// Whether thinking can be turned off.
+    pub fn takes_off(self) -> bool {
+        self.0 & Efforts::OFF != 0
+    }
+
+    /// The levels of `vocabulary` (a protocol's) in this set, in order.
+    pub fn within(self, vocabulary: &[Effort]) -> Vec<Effort> {
+        vocabulary.iter().copied().filter(|level| self.takes(*level)).collect()
+    }
+}
+
+/// A set of request [`Field`]s (at most 64: the table is closed and
+/// smaller), for what a model refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct Fields(u64);
+
+// Each field is one bit of a `u64`: the table must stay within it.
+const _: () = assert!(Field::ALL.len() <= 64);
+
+impl Fields {
+    /// The empty set.
+    pub const NONE: Fields = Fields(0);
+
+    /// The set of `fields`.
+    pub fn of(fields: &[Field]) -> Fields {
+        Fields(fields.iter().fold(0, |bits, field| bits | 1 << field.index()))
+    }
+
+    /// Whether `field` is in it.
+    pub fn has(self, field: Field) -> bool {
+        self.0 & 1 << field.index() != 0
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// Whether and how a model continues an assistant message last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Prefill {
+    /// It does not (a continuation asks it by instruction).
+    #[default]
+    No,
+    /// It continues an assistant message last as it is (Claude).
+    Assistant,
+    /// An OpenAI-compatible server that continues it when asked
+    /// `continue_final_message: true, add_generation_prompt: false` (vLLM).
+    ContinueFinalMessage,
+    /// An OpenAI-compatible server that continues an assistant message
+    /// marked `prefix: true` (DeepSeek, Mistral).
+    Prefix,
 }
 
 impl Default for Capabilities {
@@ -36,6 +142,11 @@ impl Default for Capabilities {
             temperature_with_top_p: true,
             max_output: None,
             reasoning: None,
+            system_messages: false,
+            prefill: Prefill::No,
+            efforts: None,
+            refused_while_reasoning: Fields::NONE,
+            thinks_by_default: false,
         }
     }
 }
@@ -49,5 +160,62 @@ impl Capabilities {
         temperature_with_top_p: true,
         max_output: None,
         reasoning: None,
+        system_messages: true,
+        prefill: Prefill::Assistant,
+        efforts: None,
+        refused_while_reasoning: Fields::NONE,
+        thinks_by_default: false,
     };
+
+    /// Whether a request with `reasoning` makes this model reason (as far
+    /// as the writer can say it): a model that does not reason never; one
+    /// asked to think (a level, a budget, on) does; one told not to only
+    /// where it can be turned off; one told nothing, as it does by default.
+    pub fn will_reason(&self, reasoning: Option<&crate::Reasoning>) -> bool {
+        if self.reasoning != Some(true) {
+            return false;
+        }
+        match reasoning {
+            None => self.thinks_by_default,
+            Some(r) if r.is_off() => !self.efforts.is_some_and(Efforts::takes_off) && self.thinks_by_default,
+            Some(r) => {
+                r.effort.is_some()
+                    || r.budget_tokens.is_some()
+                    || r.thinking == crate::Thinking::On
+                    || self.thinks_by_default
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Reasoning;
+
+    #[test]
+    fn sets_hold_what_they_were_made_of() {
+        let efforts = Efforts::of(&[Effort::Low, Effort::Medium, Effort::High]);
+        assert!(efforts.takes(Effort::Low) && !efforts.takes(Effort::Minimal) && !efforts.takes_off());
+        assert!(efforts.with_off().takes_off());
+        assert_eq!(efforts.within(&Effort::ALL), [Effort::Low, Effort::Medium, Effort::High]);
+        let fields = Fields::of(&[Field::Temperature, Field::Unmodelled]);
+        assert!(fields.has(Field::Temperature) && fields.has(Field::Unmodelled) && !fields.has(Field::TopP));
+        assert!(Fields::NONE.is_empty() && !fields.is_empty());
+    }
+
+    #[test]
+    fn a_model_reasons_when_asked_or_by_default() {
+        let o_series = Capabilities { reasoning: Some(true), thinks_by_default: true, ..Capabilities::default() };
+        assert!(o_series.will_reason(None));
+        assert!(o_series.will_reason(Some(&Reasoning::off())), "o-series cannot be turned off");
+        let gpt_5_1 = Capabilities {
+            reasoning: Some(true),
+            efforts: Some(Efforts::of(&[Effort::Low]).with_off()),
+            ..Capabilities::default()
+        };
+        assert!(!gpt_5_1.will_reason(None) && !gpt_5_1.will_reason(Some(&Reasoning::off())));
+        assert!(gpt_5_1.will_reason(Some(&Reasoning::with_budget(1024))));
+        assert!(!Capabilities::default().will_reason(Some(&Reasoning::on())), "unknown: the writer decides");
+    }
 }

@@ -105,13 +105,20 @@ pub enum Field {
     TopN,
     /// Whether rerank results carry their documents.
     ReturnDocuments,
+    /// A system message inside the conversation, where the target has
+    /// none: its text moved to the system prompt (`converted`).
+    SystemMessage,
+    /// A tool's strict schema adherence.
+    ToolStrict,
+    /// Anthropic betas the caller turned on.
+    Betas,
     /// A field outside the modelled subset, read from another protocol.
     Unmodelled,
 }
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 48] = [
+    pub const ALL: [Field; 51] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -159,6 +166,9 @@ impl Field {
         Field::Encoding,
         Field::TopN,
         Field::ReturnDocuments,
+        Field::SystemMessage,
+        Field::ToolStrict,
+        Field::Betas,
         Field::Unmodelled,
     ];
 
@@ -168,7 +178,7 @@ impl Field {
     }
 
     /// The request parameters, in the order of the docs' parameter table.
-    pub const PARAMETERS: [Field; 19] = [
+    pub const PARAMETERS: [Field; 20] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -186,6 +196,7 @@ impl Field {
         Field::ReasoningOff,
         Field::ToolChoice,
         Field::ParallelToolCalls,
+        Field::ToolStrict,
         Field::User,
         Field::Metadata,
     ];
@@ -241,6 +252,9 @@ impl Field {
             Field::Encoding => "encoding_format",
             Field::TopN => "top_n",
             Field::ReturnDocuments => "return_documents",
+            Field::SystemMessage => "system_message",
+            Field::ToolStrict => "tools.strict",
+            Field::Betas => "anthropic_beta",
             Field::Unmodelled => "unmodelled",
         }
     }

@@ -12,11 +12,22 @@
 //!   that reports uncached input separately (Anthropic) adds them on read and
 //!   subtracts them on write.
 //! - `Usage::output_tokens` counts all generated tokens, reasoning included;
-//!   `reasoning_tokens` is a part of it.
+//!   `reasoning_tokens` is a part of it, and so are audio and image output.
+//!   Audio and image input, cache writes of either lifetime
+//!   (`cache_write_1h_tokens` is the hour-long part of
+//!   `cache_write_tokens`) and the tool-use prompt Gemini adds are parts of
+//!   `input_tokens`. A writer says each kind its protocol has a field for
+//!   and folds the rest into the totals.
 //! - Tool-call arguments are JSON *text* (`ToolUse::input`), kept exactly as
 //!   the caller or upstream sent it, because OpenAI-style protocols carry
 //!   arguments as a string that is not guaranteed to be valid JSON.
 //! - Floating point knobs are `f64` as received, never rounded or re-scaled.
+//! - `Request::system` is the system prompt before the conversation; a
+//!   message of [`Role::System`] is an instruction at its place in the
+//!   conversation (Anthropic's and Bedrock's `system` messages, OpenAI's
+//!   `system` or `developer` message after the first turn). A writer whose
+//!   dialect has no such message carries its text in the closest form and
+//!   reports the move as [`Field::SystemMessage`].
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -26,11 +37,11 @@ mod dropped;
 mod operation;
 mod reasoning;
 mod stream;
-pub use capabilities::Capabilities;
+pub use capabilities::{Capabilities, Efforts, Fields, Prefill};
 pub use dropped::{DropReason, Dropped, Field};
 pub use operation::{
-    Document, EmbedRequest, EmbedResponse, Encoding, InputType, Operation, Ranked, RerankRequest, RerankResponse,
-    Truncate, Vector,
+    Document, EmbedRequest, EmbedResponse, Encoding, InputType, Operation, Quantized, Ranked, RerankRequest,
+    RerankResponse, Truncate, Vector,
 };
 pub use reasoning::{Effort, Reasoning, Thinking};
 pub use stream::{events_from_response, Accumulator, BlockStart, Delta, StreamEvent};
@@ -136,6 +147,39 @@ impl Extra {
         }
         None
     }
+
+    /// [`Extra::for_target`] for the fields of a part of the request (a
+    /// message, a tool): a loss is reported once per leaf under `under`
+    /// (`messages.clear_at`, `tools.defer_loading`), however many parts had it.
+    pub fn for_target_under(
+        &self,
+        target: Protocol,
+        under: &str,
+        dropped: &mut Vec<Dropped>,
+    ) -> Option<&Map<String, Value>> {
+        if self.fields.is_empty() {
+            return None;
+        }
+        if self.origin == Some(target) {
+            return Some(&self.fields);
+        }
+        self.report_under(under, dropped);
+        None
+    }
+
+    /// Reports every field as lost, once per leaf under `under`, whatever
+    /// the target (a part of the request a writer has no place for).
+    pub fn report_under(&self, under: &str, dropped: &mut Vec<Dropped>) {
+        let mut leaves = Vec::new();
+        for (key, value) in &self.fields {
+            dropped::leaf_paths(&format!("{under}.{key}"), value, &mut leaves);
+        }
+        for leaf in leaves {
+            if !dropped.iter().any(|d| d.extra_path == leaf.extra_path) {
+                dropped.push(leaf);
+            }
+        }
+    }
 }
 
 /// A chat request in canonical form.
@@ -179,6 +223,12 @@ pub struct Request {
     pub user: Option<String>,
     /// Free-form metadata the caller attached (string values).
     pub metadata: Map<String, Value>,
+    /// The Anthropic betas the caller turned on (its `anthropic-beta`
+    /// header, or Bedrock's `additionalModelRequestFields.anthropic_beta`),
+    /// one name each, in order. A Claude lane on Bedrock takes them in its
+    /// body; an Anthropic lane gets the caller's header as it came; other
+    /// lanes report them ([`Field::Betas`]).
+    pub betas: Vec<String>,
     /// Fields outside the modelled subset.
     pub extra: Extra,
 }
@@ -213,6 +263,10 @@ pub enum Role {
     User,
     /// The model.
     Assistant,
+    /// The operator or the harness: an instruction at this place in the
+    /// conversation (its text blocks, and tool changes as
+    /// [`Block::Unmodelled`]).
+    System,
 }
 
 /// One turn of the conversation.
@@ -222,12 +276,21 @@ pub struct Message {
     pub role: Role,
     /// What was said, in order.
     pub content: Vec<Block>,
+    /// The message's members outside the modelled subset (an Anthropic
+    /// system message's `clear_at` and `output_config`): written back on a
+    /// same-protocol hop, reported at `messages.<member>` on another.
+    pub extra: Extra,
 }
 
 impl Message {
+    /// A message of `content` and nothing else.
+    pub fn new(role: Role, content: Vec<Block>) -> Message {
+        Message { role, content, extra: Extra::new() }
+    }
+
     /// A message of a single text block.
     pub fn text(role: Role, text: impl Into<String>) -> Message {
-        Message { role, content: vec![Block::Text(TextBlock::new(text))] }
+        Message::new(role, vec![Block::Text(TextBlock::new(text))])
     }
 }
 
@@ -322,6 +385,43 @@ pub enum Block {
     ToolUse(ToolUse),
     /// The result of a call, sent back by the caller.
     ToolResult(ToolResult),
+    /// A block of a type the IR does not model, as its protocol wrote it.
+    Unmodelled(Unmodelled),
+}
+
+/// A content block the IR has no form for (Anthropic's server-tool calls
+/// and results, search results, tool additions and removals): a lane of
+/// `origin`'s protocol gets it back as it came, any other reports it at
+/// `path` ([`Dropped::unmodelled`]), for the vendor's own validation is
+/// the only judge of what it means.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unmodelled {
+    /// The protocol that wrote it.
+    pub origin: Protocol,
+    /// Where the caller's protocol keeps it, by type
+    /// (`messages.content.server_tool_use`): the report's path.
+    pub path: String,
+    /// The block as it came.
+    pub value: Value,
+}
+
+impl Unmodelled {
+    /// The block as `target` may write it: itself on a same-protocol hop;
+    /// elsewhere nothing, and the loss is reported.
+    pub fn for_target(&self, target: Protocol, dropped: &mut Vec<Dropped>) -> Option<&Value> {
+        if self.origin == target {
+            return Some(&self.value);
+        }
+        self.report(dropped);
+        None
+    }
+
+    /// Reports the block as lost (once), whatever the target.
+    pub fn report(&self, dropped: &mut Vec<Dropped>) {
+        if !dropped.iter().any(|d| d.extra_path.as_deref() == Some(self.path.as_str())) {
+            dropped.push(Dropped::unmodelled(self.path.clone()));
+        }
+    }
 }
 
 impl Block {
@@ -336,7 +436,7 @@ impl Block {
             Block::Thinking { text, .. } => text.chars().count(),
             Block::ToolUse(t) => t.input.chars().count(),
             Block::ToolResult(r) => r.content.iter().map(Block::text_chars).sum(),
-            Block::Image { .. } | Block::Document { .. } | Block::RedactedThinking { .. } => 0,
+            Block::Image { .. } | Block::Document { .. } | Block::RedactedThinking { .. } | Block::Unmodelled(_) => 0,
         }
     }
 }
@@ -391,7 +491,7 @@ impl ToolResult {
 }
 
 /// A tool the model may call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     /// Name.
     pub name: String,
@@ -401,6 +501,20 @@ pub struct Tool {
     pub parameters: Value,
     /// Prompt-cache breakpoint after this tool.
     pub cache_control: Option<CacheControl>,
+    /// The call's arguments must follow the schema exactly (OpenAI's and
+    /// Anthropic's `strict`, Bedrock's `toolSpec.strict`).
+    pub strict: Option<bool>,
+    /// The tool's members outside the modelled subset (Anthropic's
+    /// `defer_loading`, `input_examples`): written back on a same-protocol
+    /// hop, reported at `tools.<member>` on another.
+    pub extra: Extra,
+}
+
+impl Tool {
+    /// A function tool and nothing more.
+    pub fn function(name: impl Into<String>, description: Option<String>, parameters: Value) -> Tool {
+        Tool { name: name.into(), description, parameters, ..Tool::default() }
+    }
 }
 
 /// Tool-use policy.
@@ -480,8 +594,14 @@ impl ResponseFormat {
     pub const UNNAMED: &'static str = "response";
 }
 
-/// Token accounting. See the crate docs for what each count includes.
+/// Token accounting: every kind a provider reports and bills. See the crate
+/// docs for what each count includes: the input-side kinds (cache reads
+/// and writes, audio and image input, tool-use prompts) are parts of
+/// `input_tokens`, the output-side ones (reasoning, audio and image
+/// output) parts of `output_tokens`; a count of zero is one the upstream
+/// did not report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Usage {
     /// All prompt tokens, cached ones included.
     pub input_tokens: u64,
@@ -489,10 +609,81 @@ pub struct Usage {
     pub output_tokens: u64,
     /// Prompt tokens served from cache (part of `input_tokens`).
     pub cache_read_tokens: u64,
-    /// Prompt tokens written to cache (part of `input_tokens`).
+    /// Prompt tokens written to cache, whatever their lifetime (part of
+    /// `input_tokens`).
     pub cache_write_tokens: u64,
+    /// Of `cache_write_tokens`, those written to live an hour (Anthropic's
+    /// `ephemeral_1h_input_tokens`); the rest live five minutes.
+    pub cache_write_1h_tokens: u64,
     /// Reasoning tokens (part of `output_tokens`).
     pub reasoning_tokens: u64,
+    /// Audio prompt tokens (part of `input_tokens`).
+    pub audio_input_tokens: u64,
+    /// Audio generated (part of `output_tokens`).
+    pub audio_output_tokens: u64,
+    /// Image prompt tokens (part of `input_tokens`).
+    pub image_input_tokens: u64,
+    /// Image tokens generated (part of `output_tokens`).
+    pub image_output_tokens: u64,
+    /// Prompt tokens the upstream's own tool use added (Gemini's
+    /// `toolUsePromptTokenCount`; part of `input_tokens`).
+    pub tool_prompt_tokens: u64,
+    /// Web searches the upstream ran for the answer (Anthropic's
+    /// `server_tool_use.web_search_requests`), billed per search.
+    pub web_searches: u64,
+    /// The service tier that served the request, when the upstream says.
+    pub service_tier: Option<ServiceTier>,
+}
+
+/// The service tier a vendor served a request at (it prices them apart).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServiceTier {
+    /// The standard tier (OpenAI `default`, Anthropic `standard`).
+    Standard,
+    /// Priority processing.
+    Priority,
+    /// Flex processing (slower, cheaper).
+    Flex,
+    /// OpenAI's scale tier.
+    Scale,
+    /// A batch (Anthropic reports batch requests so).
+    Batch,
+}
+
+impl ServiceTier {
+    /// Every tier, in a fixed order (a dense index for tables).
+    pub const ALL: [ServiceTier; 5] =
+        [ServiceTier::Standard, ServiceTier::Priority, ServiceTier::Flex, ServiceTier::Scale, ServiceTier::Batch];
+
+    /// The config and ledger name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServiceTier::Standard => "standard",
+            ServiceTier::Priority => "priority",
+            ServiceTier::Flex => "flex",
+            ServiceTier::Scale => "scale",
+            ServiceTier::Batch => "batch",
+        }
+    }
+
+    /// The tier a vendor names (`default` and `standard` are the standard
+    /// tier); `None` for a name no vendor bills apart.
+    pub fn parse(name: &str) -> Option<ServiceTier> {
+        Some(match name {
+            "default" | "standard" | "on_demand" => ServiceTier::Standard,
+            "priority" => ServiceTier::Priority,
+            "flex" => ServiceTier::Flex,
+            "scale" => ServiceTier::Scale,
+            "batch" => ServiceTier::Batch,
+            _ => return None,
+        })
+    }
+
+    /// Its place in [`ServiceTier::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
 }
 
 impl Usage {
@@ -506,19 +697,79 @@ impl Usage {
         self.input_tokens.saturating_sub(self.cache_read_tokens).saturating_sub(self.cache_write_tokens)
     }
 
+    /// Cache writes that live five minutes (all but the hour-long ones).
+    pub fn cache_write_5m_tokens(&self) -> u64 {
+        self.cache_write_tokens.saturating_sub(self.cache_write_1h_tokens)
+    }
+
+    /// Whether the upstream reported anything at all (a served chat reply
+    /// always has a prompt).
+    pub fn reported(&self) -> bool {
+        self.input_tokens != 0 || self.output_tokens != 0
+    }
+
+    /// The counts known before any output: the output side zeroed (a
+    /// stream's first event).
+    pub fn prompt_side(&self) -> Usage {
+        Usage {
+            output_tokens: 0,
+            reasoning_tokens: 0,
+            audio_output_tokens: 0,
+            image_output_tokens: 0,
+            web_searches: 0,
+            ..*self
+        }
+    }
+
     /// Folds a later report into this one: a non-zero count replaces the
     /// earlier one (streams report cumulative figures, some in pieces).
     pub fn merge(&mut self, later: &Usage) {
-        fn take(mine: &mut u64, theirs: u64) {
-            if theirs != 0 {
-                *mine = theirs;
-            }
+        self.zip_with(later, |mine, theirs| if theirs != 0 { theirs } else { mine });
+        if later.service_tier.is_some() {
+            self.service_tier = later.service_tier;
         }
-        take(&mut self.input_tokens, later.input_tokens);
-        take(&mut self.output_tokens, later.output_tokens);
-        take(&mut self.cache_read_tokens, later.cache_read_tokens);
-        take(&mut self.cache_write_tokens, later.cache_write_tokens);
-        take(&mut self.reasoning_tokens, later.reasoning_tokens);
+    }
+
+    /// This and `other` added, count by count (two parts of one answer;
+    /// the later part's service tier wins).
+    pub fn added(mut self, other: &Usage) -> Usage {
+        self.zip_with(other, u64::saturating_add);
+        self.service_tier = other.service_tier.or(self.service_tier);
+        self
+    }
+
+    fn zip_with(&mut self, other: &Usage, f: impl Fn(u64, u64) -> u64) {
+        let mine = [
+            &mut self.input_tokens,
+            &mut self.output_tokens,
+            &mut self.cache_read_tokens,
+            &mut self.cache_write_tokens,
+            &mut self.cache_write_1h_tokens,
+            &mut self.reasoning_tokens,
+            &mut self.audio_input_tokens,
+            &mut self.audio_output_tokens,
+            &mut self.image_input_tokens,
+            &mut self.image_output_tokens,
+            &mut self.tool_prompt_tokens,
+            &mut self.web_searches,
+        ];
+        let theirs = [
+            other.input_tokens,
+            other.output_tokens,
+            other.cache_read_tokens,
+            other.cache_write_tokens,
+            other.cache_write_1h_tokens,
+            other.reasoning_tokens,
+            other.audio_input_tokens,
+            other.audio_output_tokens,
+            other.image_input_tokens,
+            other.image_output_tokens,
+            other.tool_prompt_tokens,
+            other.web_searches,
+        ];
+        for (slot, value) in mine.into_iter().zip(theirs) {
+            *slot = f(*slot, value);
+        }
     }
 }
 
@@ -644,5 +895,41 @@ mod protocol_tests {
             assert_eq!(protocol.index(), index, "{protocol:?}");
             assert_eq!(Protocol::from_name(protocol.as_str()), Some(*protocol));
         }
+    }
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use super::*;
+
+    #[test]
+    fn a_later_report_replaces_what_it_carries_and_parts_add_up() {
+        let start = Usage { input_tokens: 300, cache_write_tokens: 100, cache_write_1h_tokens: 60, ..Usage::default() };
+        let mut seen = start;
+        let end = Usage {
+            output_tokens: 50,
+            reasoning_tokens: 20,
+            web_searches: 2,
+            service_tier: Some(ServiceTier::Priority),
+            ..Usage::default()
+        };
+        seen.merge(&end);
+        assert_eq!((seen.input_tokens, seen.cache_write_1h_tokens, seen.output_tokens), (300, 60, 50));
+        assert_eq!((seen.web_searches, seen.service_tier), (2, Some(ServiceTier::Priority)));
+        assert_eq!(seen.cache_write_5m_tokens(), 40);
+        assert_eq!(seen.prompt_side(), Usage { service_tier: Some(ServiceTier::Priority), ..start });
+        let both = seen.added(&seen);
+        assert_eq!((both.input_tokens, both.reasoning_tokens, both.web_searches), (600, 40, 4));
+        assert!(!Usage::default().reported() && seen.reported());
+    }
+
+    #[test]
+    fn service_tiers_read_by_every_vendor_name() {
+        for tier in ServiceTier::ALL {
+            assert_eq!(ServiceTier::parse(tier.as_str()), Some(tier));
+            assert_eq!(ServiceTier::ALL[tier.index()], tier);
+        }
+        assert_eq!(ServiceTier::parse("default"), Some(ServiceTier::Standard));
+        assert_eq!(ServiceTier::parse("auto"), None);
     }
 }

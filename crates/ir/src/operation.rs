@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::Extra;
 
-/// What a lane (and so a pool) serves. A request names its operation by
-/// the route it comes to.
+/// What a request asks for, by the route it comes to, and (but for token
+/// counting, which chat lanes answer) what a lane and so a pool serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Operation {
-    /// Chat (and, on the same lanes, token counting).
+    /// Chat.
     #[default]
     Chat,
     /// Embeddings.
@@ -28,11 +28,14 @@ pub enum Operation {
     Speech,
     /// Speech to text.
     Transcription,
+    /// A chat request's token count: asked of chat lanes (counted by the
+    /// gateway where the lane's protocol cannot count), never billed.
+    CountTokens,
 }
 
 impl Operation {
     /// Every operation, in a fixed order (dense indexes for counters).
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Chat,
         Operation::Embed,
         Operation::Rerank,
@@ -40,6 +43,7 @@ impl Operation {
         Operation::Image,
         Operation::Speech,
         Operation::Transcription,
+        Operation::CountTokens,
     ];
 
     /// Its position in [`Operation::ALL`].
@@ -57,12 +61,21 @@ impl Operation {
             Operation::Image => "image",
             Operation::Speech => "speech",
             Operation::Transcription => "transcription",
+            Operation::CountTokens => "count_tokens",
         }
     }
 
-    /// The operation called `name` in config.
+    /// The operation called `name` (in config, a ledger row, a label).
     pub fn from_name(name: &str) -> Option<Operation> {
         Operation::ALL.into_iter().find(|op| op.as_str() == name)
+    }
+
+    /// The operation of the lanes that answer it: chat's for a token count.
+    pub fn lane(self) -> Operation {
+        match self {
+            Operation::CountTokens => Operation::Chat,
+            other => other,
+        }
     }
 
     /// Whether a lane of `protocol` can serve this operation: chat
@@ -73,7 +86,7 @@ impl Operation {
     pub fn served_by(self, protocol: crate::Protocol) -> bool {
         use crate::Protocol::{Bedrock, Cohere, Gemini, OpenAi};
         match self {
-            Operation::Chat => true,
+            Operation::Chat | Operation::CountTokens => true,
             Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
             Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
             Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
@@ -92,6 +105,7 @@ impl Operation {
             Operation::Image => "generate_image",
             Operation::Speech => "text_to_speech",
             Operation::Transcription => "speech_to_text",
+            Operation::CountTokens => "count_tokens",
         }
     }
 }
@@ -142,6 +156,42 @@ pub enum Encoding {
     Base64,
 }
 
+/// One of Cohere's quantised forms of a vector (its `embedding_types`
+/// beyond float), which only Cohere's models make: Cohere's API and its
+/// models on Bedrock. A lane of another protocol reports it unsent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quantized {
+    /// Signed bytes, -128 to 127, one a dimension.
+    Int8,
+    /// Unsigned bytes, 0 to 255, one a dimension.
+    Uint8,
+    /// Signed bytes, eight dimensions a byte.
+    Binary,
+    /// Unsigned bytes, eight dimensions a byte.
+    Ubinary,
+}
+
+impl Quantized {
+    /// Every form, in Cohere's order.
+    pub const ALL: [Quantized; 4] = [Quantized::Int8, Quantized::Uint8, Quantized::Binary, Quantized::Ubinary];
+
+    /// Cohere's name of it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quantized::Int8 => "int8",
+            Quantized::Uint8 => "uint8",
+            Quantized::Binary => "binary",
+            Quantized::Ubinary => "ubinary",
+        }
+    }
+
+    /// The form Cohere calls `name`.
+    pub fn parse(name: &str) -> Option<Quantized> {
+        Quantized::ALL.into_iter().find(|form| form.as_str() == name)
+    }
+}
+
 /// An embeddings request: inputs in order, each embedded to one vector.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct EmbedRequest {
@@ -157,6 +207,9 @@ pub struct EmbedRequest {
     pub truncate: Option<Truncate>,
     /// How the caller wants the vectors.
     pub encoding: Encoding,
+    /// The quantised forms the caller wants too (Cohere's), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quantized: Vec<Quantized>,
     /// A title for the documents (Gemini).
     pub title: Option<String>,
     /// The end user.
@@ -178,6 +231,9 @@ pub struct EmbedResponse {
     pub vectors: Vec<Vector>,
     /// Prompt tokens the vendor counted, when it says.
     pub input_tokens: Option<u64>,
+    /// Each quantised form the lane made, its vectors in input order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quantized: Vec<(Quantized, Vec<Vec<i64>>)>,
 }
 
 impl EmbedResponse {
@@ -187,6 +243,12 @@ impl EmbedResponse {
             self.model = other.model;
         }
         self.vectors.extend(other.vectors);
+        for (form, vectors) in other.quantized {
+            match self.quantized.iter_mut().find(|(mine, _)| *mine == form) {
+                Some((_, mine)) => mine.extend(vectors),
+                None => self.quantized.push((form, vectors)),
+            }
+        }
         self.input_tokens = match (self.input_tokens, other.input_tokens) {
             (Some(a), Some(b)) => Some(a.saturating_add(b)),
             (a, b) => a.or(b),

@@ -104,7 +104,7 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
         id: response.id.clone(),
         model: response.model.clone(),
         created: response.created,
-        usage: Usage { output_tokens: 0, reasoning_tokens: 0, ..response.usage },
+        usage: response.usage.prompt_side(),
     }];
     let mut index = 0u32;
     for block in &response.content {
@@ -122,8 +122,9 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
                 BlockStart::ToolUse { id: call.id.clone(), name: call.name.clone(), signature: call.signature.clone() },
                 vec![Delta::ToolInput(call.input.clone())],
             ),
-            // Media and tool results never appear in a model's reply.
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => continue,
+            // Media, tool results and blocks of a caller's own never
+            // appear in a model's reply.
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => continue,
         };
         events.push(StreamEvent::BlockStart { index, block: start });
         events.extend(deltas.into_iter().map(|delta| StreamEvent::BlockDelta { index, delta }));

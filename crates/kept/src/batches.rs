@@ -1,9 +1,11 @@
 //! Batch jobs in two shapes, one queue: OpenAI's (`/v1/batches`, lines
 //! from an uploaded JSONL file, results as output and error files) and
 //! Anthropic's (`/v1/messages/batches`, requests inline, results as JSONL
-//! of `succeeded`/`errored`/`canceled`/`expired`). Each line runs through
-//! the pools as the submitting key (see [`crate::worker`]); the job's
-//! state is read from its lines, so every instance tells the same story.
+//! of `succeeded`/`errored`/`canceled`/`expired`). Either is read line by
+//! line as it arrives, checked ([`Checked`]) and staged in parts
+//! ([`Staged`]): never held whole. Each line runs through the pools as the
+//! submitting key (see [`crate::worker`]); the job's state is read from its
+//! lines, so every instance tells the same story.
 
 pub mod anthropic;
 pub mod openai;
@@ -15,6 +17,7 @@ use switchyard_ir::Protocol;
 use switchyard_state::Gateway;
 use switchyard_store::{BatchJob, BatchState, QueuedLine};
 
+use crate::door::Door;
 use crate::unavailable;
 
 /// The longest `custom_id` taken.
@@ -40,64 +43,143 @@ pub(crate) fn line_entry(batch: &str, index: u32) -> i64 {
     -((hash >> 1) as i64) - 1
 }
 
-/// A line as read from the caller.
-#[derive(Debug)]
-pub(crate) struct Line {
-    pub custom_id: String,
-    pub body: Vec<u8>,
+/// Lines staged in one write at most (a part), and their bytes.
+const PART_LINES: usize = 1_000;
+const PART_BYTES: usize = 4 << 20;
+
+/// What every shape asks of its lines, checked as they arrive (never all
+/// held at once): ids unique and bounded, bodies that do not stream, at
+/// most `max` lines. Ids are remembered as 128-bit keyed hashes, so the
+/// memory this holds is 16 bytes a line, whatever the ids' length.
+pub(crate) struct Checked {
+    max: usize,
+    count: usize,
+    seen: std::collections::HashSet<u128>,
+    keys: (std::hash::RandomState, std::hash::RandomState),
 }
 
-/// Checks what every shape asks of its lines: ids unique and bounded, each
-/// body an object that does not stream, at most `max` lines.
-pub(crate) fn check_lines(lines: &[Line], max: usize) -> Result<(), String> {
-    if lines.is_empty() {
-        return Err("the batch has no requests".into());
+impl Checked {
+    /// Lines to come, at most `max`.
+    pub(crate) fn new(max: usize) -> Checked {
+        let keys = (std::hash::RandomState::new(), std::hash::RandomState::new());
+        Checked { max, count: 0, seen: std::collections::HashSet::new(), keys }
     }
-    if lines.len() > max {
-        return Err(format!(
-            "the batch has {} requests; this gateway takes at most {max} (batches.max_lines)",
-            lines.len()
-        ));
-    }
-    let mut seen = std::collections::HashSet::with_capacity(lines.len());
-    for (index, line) in lines.iter().enumerate() {
-        if line.custom_id.is_empty() || line.custom_id.len() > MAX_CUSTOM_ID {
+
+    /// Checks the next line; how many came before it.
+    pub(crate) fn check(&mut self, custom_id: &str, body: &[u8]) -> Result<usize, String> {
+        use std::hash::BuildHasher;
+        let index = self.count;
+        if index == self.max {
+            return Err(format!("the batch has more than {} requests (batches.max_lines)", self.max));
+        }
+        if custom_id.is_empty() || custom_id.len() > MAX_CUSTOM_ID {
             return Err(format!("request {index}: custom_id must be 1 to {MAX_CUSTOM_ID} bytes"));
         }
-        if !seen.insert(line.custom_id.as_str()) {
-            return Err(format!("request {index}: custom_id `{}` is used twice", line.custom_id));
+        if switchyard_codec::scan::top_level_value(body, "stream").ok().flatten() == Some(b"true".as_slice()) {
+            return Err(format!("request {index} (`{custom_id}`): a batch line cannot stream"));
         }
-        if switchyard_codec::scan::top_level_value(&line.body, "stream").ok().flatten() == Some(b"true".as_slice()) {
-            return Err(format!("request {index} (`{}`): a batch line cannot stream", line.custom_id));
+        let hash = (u128::from(self.keys.0.hash_one(custom_id)) << 64) | u128::from(self.keys.1.hash_one(custom_id));
+        if !self.seen.insert(hash) {
+            return Err(format!("request {index}: custom_id `{custom_id}` is used twice"));
+        }
+        self.count += 1;
+        Ok(index)
+    }
+
+    /// How many lines passed so far.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The lines are all in: there was at least one.
+    pub(crate) fn finish(&self) -> Result<usize, String> {
+        match self.count {
+            0 => Err("the batch has no requests".into()),
+            n => Ok(n),
         }
     }
-    Ok(())
 }
 
-/// Queues a job and its lines, and wakes this instance's worker.
-pub(crate) async fn submit(
-    gateway: &Arc<Gateway>,
+/// A job staged in the store, its lines added in parts as they are read
+/// (a batch is never held whole), opened to the workers once the last is
+/// in. Dropped unopened (refused, cut short), it is discarded.
+pub(crate) struct Staged {
+    gateway: Arc<Gateway>,
     protocol: Protocol,
     job: BatchJob,
-    lines: Vec<Line>,
-) -> Result<BatchState, Response> {
-    let queued = lines
-        .into_iter()
-        .enumerate()
-        .map(|(index, line)| QueuedLine {
-            index: u32::try_from(index).unwrap_or(u32::MAX),
-            custom_id: line.custom_id,
-            body: line.body,
-        })
-        .collect::<Vec<_>>();
-    let total = u32::try_from(queued.len()).unwrap_or(u32::MAX);
-    let job = BatchJob { total, ..job };
-    if let Err(err) = gateway.kept.batches.submit_batch(job.clone(), queued).await {
-        return Err(unavailable(gateway, protocol, &err));
+    part: Vec<QueuedLine>,
+    part_bytes: usize,
+    total: u32,
+    opened: bool,
+}
+
+impl Staged {
+    /// Stages `job`, or the caller's 503.
+    pub(crate) async fn begin(gateway: &Arc<Gateway>, protocol: Protocol, job: BatchJob) -> Result<Staged, Response> {
+        if let Err(err) = gateway.kept.batches.stage_batch(job.clone()).await {
+            return Err(unavailable(gateway, protocol, &err));
+        }
+        let part = Vec::with_capacity(PART_LINES);
+        Ok(Staged { gateway: gateway.clone(), protocol, job, part, part_bytes: 0, total: 0, opened: false })
     }
-    gateway.kept.wake.notify_one();
-    let counts = switchyard_store::LineCounts { pending: total, ..Default::default() };
-    Ok(BatchState { job, counts })
+
+    /// Adds the next line (its bytes taken from the key's quota at `door`).
+    pub(crate) async fn push(&mut self, door: &mut Door, custom_id: String, body: Vec<u8>) -> Result<(), Response> {
+        if let Err(info) = door.take(body.len() as u64) {
+            return Err(crate::error(&self.gateway, self.protocol, &info));
+        }
+        self.part_bytes += body.len();
+        self.part.push(QueuedLine { index: self.total, custom_id, body });
+        self.total += 1;
+        if self.part.len() >= PART_LINES || self.part_bytes >= PART_BYTES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), Response> {
+        if self.part.is_empty() {
+            return Ok(());
+        }
+        let part = std::mem::replace(&mut self.part, Vec::with_capacity(PART_LINES));
+        self.part_bytes = 0;
+        match self.gateway.kept.batches.stage_lines(self.job.id.clone(), part).await {
+            Ok(()) => Ok(()),
+            Err(err) => Err(unavailable(&self.gateway, self.protocol, &err)),
+        }
+    }
+
+    /// Opens the job to its owner and the workers, and wakes this
+    /// instance's worker: the job as it now is.
+    pub(crate) async fn open(mut self) -> Result<BatchState, Response> {
+        self.flush().await?;
+        match self.gateway.kept.batches.open_batch(self.job.id.clone(), self.total).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let err = switchyard_store::StoreError::NotFound;
+                return Err(unavailable(&self.gateway, self.protocol, &err));
+            }
+            Err(err) => return Err(unavailable(&self.gateway, self.protocol, &err)),
+        }
+        self.opened = true;
+        self.gateway.kept.wake.notify_one();
+        let counts = switchyard_store::LineCounts { pending: self.total, ..Default::default() };
+        Ok(BatchState { job: BatchJob { total: self.total, ..self.job.clone() }, counts })
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if self.opened {
+            return;
+        }
+        let (batches, owner, id) = (self.gateway.kept.batches.clone(), self.job.owner.clone(), self.job.id.clone());
+        tokio::spawn(async move {
+            if let Err(err) = batches.delete_batch(owner, id).await {
+                tracing::warn!(error = %err, "a batch refused part-way could not be discarded; the purge will");
+            }
+        });
+    }
 }
 
 /// A job of `owner`'s, or its 404 (`None` for an id this crate never made).
@@ -141,12 +223,16 @@ mod tests {
 
     #[test]
     fn lines_are_unique_bounded_and_never_stream() {
-        let line = |id: &str, body: &str| Line { custom_id: id.into(), body: body.as_bytes().to_vec() };
-        assert!(check_lines(&[line("a", "{}"), line("b", "{\"stream\":false}")], 2).is_ok());
-        assert!(check_lines(&[line("a", "{}"), line("a", "{}")], 5).unwrap_err().contains("twice"));
-        assert!(check_lines(&[line("a", "{\"stream\": true}")], 5).unwrap_err().contains("stream"));
-        assert!(check_lines(&[line("a", "{}"), line("b", "{}")], 1).unwrap_err().contains("max_lines"));
-        assert!(check_lines(&[], 1).is_err());
+        let mut checked = Checked::new(2);
+        assert_eq!(checked.check("a", b"{}"), Ok(0));
+        assert!(checked.check("a", b"{}").unwrap_err().contains("twice"));
+        assert!(checked.check("b", b"{\"stream\": true}").unwrap_err().contains("stream"));
+        assert_eq!(checked.check("b", b"{\"stream\":false}"), Ok(1));
+        assert!(checked.check("c", b"{}").unwrap_err().contains("max_lines"));
+        assert!(checked.check("", b"{}").is_err());
+        assert_eq!(checked.finish(), Ok(2));
+        assert!(Checked::new(1).finish().is_err());
+        assert!(Checked::new(5).check(&"x".repeat(MAX_CUSTOM_ID + 1), b"{}").is_err());
         assert_eq!(window_ms("24h"), Some(86_400_000));
         assert_eq!(window_ms("0h"), None);
         assert_eq!(window_ms("1d"), None);

@@ -1,25 +1,33 @@
 //! What Switchyard keeps for its callers, over any backend:
 //!
 //! - `files`: OpenAI's `/v1/files` (multipart upload under `files.max_bytes`,
-//!   list, get, content, delete), each file its uploader key's alone;
+//!   streamed to the store in chunks; list, get, content, delete), each
+//!   file its uploader's alone (its owner: a key, or a token's or
+//!   certificate's subject under the key they share);
 //! - `batches`: OpenAI's `/v1/batches` and Anthropic's
-//!   `/v1/messages/batches`, each in its own shape, their lines queued in
-//!   the store;
+//!   `/v1/messages/batches`, each in its own shape, their lines read as
+//!   they arrive and queued in the store in parts;
+//! - `door`: what an upload or a batch passes first (the key's rate and
+//!   concurrency limits, its storage quota, the body read timeout);
 //! - `worker`: the lines run through the data router as the key that
 //!   submitted them (routing, breakers, failover, guardrails, cache,
 //!   budgets: the path a caller's request takes), claimed under a lease so
 //!   several instances drain one queue and a crashed one's lines run again;
 //! - `responses`: the Responses API's `store` and `previous_response_id`
 //!   (the conversation rebuilt for any lane protocol), and
-//!   `GET`/`DELETE /v1/responses/{id}` with `input_items`.
+//!   `GET`/`DELETE /v1/responses/{id}` with `input_items`, kept as long
+//!   as the caller's group's retention allows, sealed under its key;
+//! - `purge`: what expired, or was abandoned part-way, removed hourly.
 //!
-//! Another key's object is a 404, never a 403: its existence is not told.
+//! Another owner's object is a 404, never a 403: its existence is not told.
 // A handler's refusal is its whole answer, passed straight back: boxing it
 // buys nothing off the request path.
 #![allow(clippy::result_large_err, reason = "an Err here is the handler's answer, returned as is")]
 
 pub mod batches;
+mod door;
 pub mod files;
+pub mod purge;
 pub mod responses;
 pub mod worker;
 
@@ -32,6 +40,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
 /// The routes of files, batches and stored responses, for the data router.
@@ -51,14 +60,27 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/v1/responses/{id}/input_items", get(responses::input_items))
 }
 
-/// Who a request acts for: its key's id (empty on an open gateway), or the
-/// refusal in `protocol`.
+/// Who a request acts for: its caller's owner (its key's id, or a token's
+/// or a certificate's subject under the key they share:
+/// `switchyard_state::governance::owner`; empty on an open gateway), or
+/// the refusal in `protocol`.
 pub(crate) fn owner(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Result<String, Response> {
-    let client = parts.extensions.get::<switchyard_state::ClientName>().map(|name| &*name.0);
-    match switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &parts.headers, client, &[]) {
-        Ok(caller) => Ok(caller.map(|c| c.key.record.id.clone()).unwrap_or_default()),
-        Err(info) => Err(error(gateway, protocol, &info)),
-    }
+    caller(gateway, protocol, parts).map(|caller| owner_of(caller.as_ref()))
+}
+
+/// The caller a request's headers name (`None` on an open gateway), or the
+/// refusal in `protocol`.
+pub(crate) fn caller(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Result<Option<Caller>, Response> {
+    let client = parts.extensions.get::<switchyard_state::ClientName>();
+    switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &parts.headers, client, &[])
+        .map_err(|info| error(gateway, protocol, &info))
+}
+
+/// Whose objects a caller makes and finds: its owner (its key's id, or a
+/// token's or certificate's subject under the key they share; empty on an
+/// open gateway).
+pub(crate) fn owner_of(caller: Option<&Caller>) -> String {
+    caller.map(|c| c.owner.to_string()).unwrap_or_default()
 }
 
 /// An error in `protocol`'s shape.

@@ -7,6 +7,17 @@
 //! caller saw them. In a fleet the store is PostgreSQL, so any instance
 //! continues any response. `GET`/`DELETE /v1/responses/{id}` and
 //! `GET /v1/responses/{id}/input_items` read and remove them.
+//!
+//! The caller asked to keep it (`store` is true unless it says `false`);
+//! the operator's retention for the caller's group says how long and how.
+//! A group that keeps text (`redacted`, `full`) keeps a stored response for
+//! `responses.ttl`, at most its `retention.days`; one that keeps nothing
+//! (`none`, none set, an open gateway) only long enough to continue the
+//! conversation (`responses.ttl_without_retention`, an hour; 0: not at
+//! all). A stored conversation is never redacted (it is given back to the
+//! model as it was said), but with `retention.key` set it is sealed at rest
+//! under that key, bound to its row, and tagged with its end user (the one
+//! admission reads), so the end user's erase removes it too.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,12 +33,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchyard_codec::scan;
+use switchyard_config::Retention as Keeps;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 use switchyard_state::call::Call;
+use switchyard_state::retention::Retention;
 use switchyard_state::Gateway;
 use switchyard_store::{KeptObject, ObjectKind};
 
-use crate::{json, not_found, now_ms, owner, plausible_id, unavailable};
+use crate::{json, not_found, now_ms, owner, owner_of, plausible_id, unavailable};
 
 const PROTOCOL: Protocol = Protocol::Responses;
 
@@ -72,6 +85,49 @@ pub struct Keep {
     /// This turn's input items (a JSON array).
     input: Vec<u8>,
     stream: bool,
+    /// How long it is kept, by its group's retention.
+    ttl: std::time::Duration,
+    /// Its end user's tag (with `retention.key`).
+    user_tag: Option<String>,
+}
+
+/// How long a stored response of a group keeping `keeps` stays (`None`:
+/// it is not kept): `responses.ttl` for a group that keeps text, at most
+/// its `retention.days`; only long enough to continue for one that keeps
+/// nothing.
+fn lifetime(
+    config: &switchyard_config::kept::Responses,
+    keeps: Keeps,
+    days: Option<u32>,
+) -> Option<std::time::Duration> {
+    let ttl = match (keeps, days) {
+        (Keeps::None, _) => config.ttl.min(config.ttl_without_retention),
+        (_, Some(days)) => config.ttl.min(std::time::Duration::from_secs(u64::from(days) * 86_400)),
+        (_, None) => config.ttl,
+    };
+    (!ttl.is_zero()).then_some(ttl)
+}
+
+/// What a stored response's sealed text is bound to: its kind, owner, id
+/// and end user's tag (moved to another row, it does not open).
+fn row(owner: &str, id: &str, user_tag: Option<&str>) -> Vec<u8> {
+    [b"response".as_slice(), owner.as_bytes(), id.as_bytes(), user_tag.unwrap_or_default().as_bytes()].join(&0u8)
+}
+
+/// A stored object's text: opened under the retention key when sealed
+/// (`None` when it no longer opens: another key, altered).
+fn opened(retention: Option<&Retention>, object: KeptObject) -> Option<Vec<u8>> {
+    if !object.meta.contains("\"sealed\":true") {
+        return Some(object.body);
+    }
+    let at = row(&object.owner, &object.id, object.user_tag.as_deref());
+    match retention?.open_kept(&at, &object.body) {
+        Ok(text) => Some(text),
+        Err(err) => {
+            tracing::warn!(id = %object.id, error = %err, "a stored response does not open; treated as gone");
+            None
+        }
+    }
 }
 
 /// Reads a Responses request's `store` and `previous_response_id`: the
@@ -109,7 +165,13 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
         Some(raw) if raw.first() == Some(&b'[') => raw.to_vec(),
         _ => b"[]".to_vec(),
     };
-    let owner = call.caller.as_ref().map(|c| c.key.record.id.clone()).unwrap_or_default();
+    let owner = owner_of(call.caller.as_ref());
+    // What the caller's group keeps decides how long this one is kept.
+    let keeps = match (&gateway.governance, call.caller.as_ref().and_then(|c| c.key.record.group.as_deref())) {
+        (Some(governance), Some(group)) => governance.retention_of(group).unwrap_or_default(),
+        _ => Keeps::None,
+    };
+    let ttl = lifetime(&gateway.config.kept.responses, keeps, gateway.retention.as_ref().map(|r| r.days));
     let history = match &previous {
         None => RawValue::from_string("[]".to_owned()).map_err(|err| invalid(err.to_string()))?,
         Some(id) => {
@@ -131,7 +193,12 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
             history
         }
     };
-    Ok(store.then_some(Keep { owner, previous, history, input, stream: call.stream }))
+    let Some(ttl) = ttl.filter(|_| store) else { return Ok(None) };
+    let user_tag = gateway
+        .retention
+        .as_ref()
+        .and_then(|retention| Some(retention.user_tag(&switchyard_engine::admit::end_user(gateway, call)?)));
+    Ok(Some(Keep { owner, previous, history, input, stream: call.stream, ttl, user_tag }))
 }
 
 /// The conversation kept under `id` for `owner`, or the caller's 400.
@@ -146,7 +213,8 @@ async fn history(gateway: &Gateway, owner: &str, id: &str) -> Result<Box<RawValu
     } else {
         None
     };
-    match found.and_then(|o| serde_json::from_slice::<Stored>(&o.body).ok()) {
+    let text = found.and_then(|object| opened(gateway.retention.as_deref(), object));
+    match text.and_then(|text| serde_json::from_slice::<Stored>(&text).ok()) {
         Some(stored) => Ok(stored.context),
         None => {
             let mut info =
@@ -165,8 +233,8 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
         return response;
     }
     let limit = usize::try_from(gateway.config.kept.responses.max_bytes).unwrap_or(usize::MAX);
-    let ttl = gateway.config.kept.responses.ttl;
     let objects = gateway.kept.objects.clone();
+    let retention = gateway.retention.clone();
     response.map(|body| {
         Body::new(Tap {
             inner: body,
@@ -174,7 +242,7 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
             limit,
             keep: Some(Box::new(move |bytes: Vec<u8>| {
                 tokio::spawn(async move {
-                    let Some(object) = kept(keep, &bytes, ttl) else { return };
+                    let Some(object) = kept(keep, &bytes, retention.as_deref()) else { return };
                     if object.body.len() > limit {
                         tracing::warn!(id = %object.id, "a stored response is larger than responses.max_bytes; not kept");
                         return;
@@ -189,22 +257,34 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
 }
 
 /// The object to store for an answer that ended: its parts found by the
-/// scanner, joined as bytes.
-fn kept(keep: Keep, bytes: &[u8], ttl: std::time::Duration) -> Option<KeptObject> {
+/// scanner, joined as bytes, sealed under `retention`'s key when there is
+/// one.
+fn kept(keep: Keep, bytes: &[u8], retention: Option<&Retention>) -> Option<KeptObject> {
     let response = if keep.stream { completed_response(bytes)? } else { bytes };
     let id: String = serde_json::from_slice(scan::top_level_value(response, "id").ok()??).ok()?;
     let output = scan::top_level_value(response, "output").ok().flatten().unwrap_or(b"[]");
     let context = scan::join_arrays(&[keep.history.get().as_bytes(), &keep.input, output]);
-    let body = stored_text(response, keep.previous.as_deref(), &keep.input, &context);
+    let text = stored_text(response, keep.previous.as_deref(), &keep.input, &context);
+    let size = text.len() as u64;
+    let (meta, body) = match retention {
+        Some(retention) => {
+            let at = row(&keep.owner, &id, keep.user_tag.as_deref());
+            ("{\"sealed\":true}".to_owned(), retention.seal_kept(&at, &text)?)
+        }
+        None => (String::new(), text),
+    };
     let now = now_ms();
     Some(KeptObject {
         kind: ObjectKind::Response,
         owner: keep.owner,
         id,
         created_ms: now,
-        expires_ms: Some(now.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))),
-        meta: String::new(),
+        expires_ms: Some(now.saturating_add(i64::try_from(keep.ttl.as_millis()).unwrap_or(i64::MAX))),
+        meta,
         body,
+        size,
+        chunks: 0,
+        user_tag: keep.user_tag,
     })
 }
 
@@ -282,7 +362,10 @@ async fn stored(gateway: &Gateway, parts: &axum::http::request::Parts, id: &str)
         return Err(missing());
     }
     match gateway.kept.objects.get_object(ObjectKind::Response, owner.clone(), id.to_owned(), now_ms()).await {
-        Ok(Some(object)) => serde_json::from_slice(&object.body).map(|s| (owner, s)).map_err(|_| missing()),
+        Ok(Some(object)) => match opened(gateway.retention.as_deref(), object) {
+            Some(text) => serde_json::from_slice(&text).map(|s| (owner, s)).map_err(|_| missing()),
+            None => Err(missing()),
+        },
         Ok(None) => Err(missing()),
         Err(err) => Err(unavailable(gateway, PROTOCOL, &err)),
     }
@@ -378,22 +461,59 @@ mod tests {
         assert_eq!(completed_response(b"data: {\"type\":\"response.created\"}\n\n"), None);
     }
 
-    #[test]
-    fn the_kept_conversation_is_the_history_this_input_and_the_output() {
-        let keep = || Keep {
+    fn keep(user_tag: Option<&str>) -> Keep {
+        Keep {
             owner: "k".into(),
             previous: Some("r0".into()),
             history: RawValue::from_string(r#"["h"]"#.into()).unwrap(),
             input: br#"["i"]"#.to_vec(),
             stream: false,
-        };
+            ttl: std::time::Duration::from_secs(60),
+            user_tag: user_tag.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_kept_conversation_is_the_history_this_input_and_the_output() {
         let reply = br#"{"id":"r1","output":["o"],"previous_response_id":null}"#;
-        let object = kept(keep(), reply, std::time::Duration::from_secs(60)).unwrap();
-        assert_eq!((object.id.as_str(), object.owner.as_str()), ("r1", "k"));
+        let object = kept(keep(None), reply, None).unwrap();
+        assert_eq!((object.id.as_str(), object.owner.as_str(), object.size), ("r1", "k", object.body.len() as u64));
         let stored: Stored = serde_json::from_slice(&object.body).unwrap();
         assert_eq!(stored.context.get(), r#"["h","i","o"]"#);
         assert_eq!((stored.response.get().as_bytes(), stored.previous.as_deref()), (&reply[..], Some("r0")));
         assert_eq!(stored.input.get(), r#"["i"]"#);
-        assert!(kept(keep(), b"{}", std::time::Duration::from_secs(60)).is_none(), "no id, nothing kept");
+        assert!(kept(keep(None), b"{}", None).is_none(), "no id, nothing kept");
+    }
+
+    #[test]
+    fn a_kept_conversation_is_sealed_to_its_row_under_the_retention_key() {
+        let config =
+            switchyard_config::load(&format!("retention: {{ key: \"{}\", days: 2 }}\n", "ab".repeat(32)), &|_| None)
+                .unwrap();
+        let retention = Retention::build(&config).unwrap();
+        let reply = br#"{"id":"r1","output":[{"text":"ada@example.com"}]}"#;
+        let object = kept(keep(Some("tag-1")), reply, Some(&retention)).unwrap();
+        assert!(!object.body.windows(7).any(|w| w == b"example"), "sealed at rest");
+        assert_eq!(object.user_tag.as_deref(), Some("tag-1"));
+        let text = opened(Some(&retention), object.clone()).unwrap();
+        assert!(serde_json::from_slice::<Stored>(&text).unwrap().context.get().contains("ada@example.com"));
+        // Moved to another row, or opened without the key, it is gone.
+        assert!(opened(Some(&retention), KeptObject { owner: "k2".into(), ..object.clone() }).is_none());
+        assert!(opened(Some(&retention), KeptObject { user_tag: None, ..object.clone() }).is_none());
+        assert!(opened(None, object).is_none());
+        // Text kept before sealing (no meta) still reads.
+        let plain = kept(keep(None), reply, None).unwrap();
+        assert!(opened(Some(&retention), plain).is_some());
+    }
+
+    #[test]
+    fn a_groups_retention_says_how_long_a_conversation_stays() {
+        let config = switchyard_config::kept::Kept::default().responses;
+        let hour = std::time::Duration::from_secs(3_600);
+        assert_eq!(lifetime(&config, Keeps::None, Some(30)), Some(hour), "keeps nothing: only to continue");
+        assert_eq!(lifetime(&config, Keeps::Full, Some(2)), Some(2 * 24 * hour), "at most retention.days");
+        assert_eq!(lifetime(&config, Keeps::Redacted, Some(90)), Some(config.ttl), "at most responses.ttl");
+        let never = switchyard_config::kept::Responses { ttl_without_retention: std::time::Duration::ZERO, ..config };
+        assert_eq!(lifetime(&never, Keeps::None, None), None);
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use http::HeaderValue;
 use serde_json::{json, Map, Value};
 use switchyard_config::mcp::{Mcp, McpAuth, McpServer, McpTransport};
+use switchyard_governance::mcp_grant::Kind;
 use switchyard_state::governance::{now_ms, Caller};
 use switchyard_state::Gateway;
 use switchyard_store::{KeptObject, ObjectKind};
@@ -378,9 +379,10 @@ impl Hub {
         tools
             .iter()
             .filter_map(|(tool, digest)| {
-                let name = names::namespaced(route, tool.get("name")?.as_str()?);
+                let own = tool.get("name")?.as_str()?;
+                let name = names::namespaced(route, own);
                 let standing = pin::standing(pins.get(&name).map(String::as_str), digest);
-                let granted = caller.is_none_or(|c| c.key.record.may_call_tool(&name));
+                let granted = caller.is_none_or(|c| c.key.record.may_use_mcp(Kind::Tool, route, own));
                 (standing.callable(require_approval) && granted).then(|| {
                     let mut tool = tool.clone();
                     if let Some(object) = tool.as_object_mut() {
@@ -492,6 +494,9 @@ impl Hub {
             expires_ms: None,
             meta: meta.to_string(),
             body: Vec::new(),
+            size: 0,
+            chunks: 0,
+            user_tag: None,
         };
         gateway.kept.objects.put_object(object).await.map_err(|err| ApprovalError::Store(err.to_string()))?;
         self.forget_pins();

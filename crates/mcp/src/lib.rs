@@ -10,8 +10,9 @@
 //! - `session` keeps callers' sessions (Redis in a fleet, so a session's
 //!   messages may land on any instance);
 //! - `hub` is the process's hub (listings, pins, the admin view);
-//! - `serve` answers `/mcp`, and `call` runs a `tools/call` under the
-//!   key's grants, limits, price, guardrails and the ledger.
+//! - `serve` answers `/mcp`, and `call` runs a `tools/call`,
+//!   `prompts/get` or `resources/read` under the key's grants, limits,
+//!   price, guardrails and the ledger.
 
 // A handler's refusal is its whole answer, passed straight back.
 #![allow(clippy::result_large_err, reason = "an Err here is the handler's answer, returned as is")]
@@ -32,7 +33,7 @@ use switchyard_state::Gateway;
 pub use hub::Hub;
 pub use switchyard_mcp_wire::{names, pin, rpc};
 
-/// A tool call's operation in the ledger.
+/// A tool call's (a prompt's, a resource read's) operation in the ledger.
 pub const OPERATION: &str = "mcp";
 
 /// The ledger's lane of MCP server `server` (what its price is found by).

@@ -1,10 +1,13 @@
 //! `/mcp`, streamable HTTP: a POST carries one message. `initialize` opens
-//! a session (its id in `mcp-session-id`, bound to the caller's key);
-//! every later message names it, and a session this gateway does not know
-//! (or another key's) is a 404, as the protocol has clients start over.
-//! Notifications are taken with a 202. The listing methods gather every
-//! name's servers; a call runs on its own task (`call`). No stream is
-//! offered on GET (405); DELETE ends a session.
+//! a session (its id in `mcp-session-id`, bound to the caller's key),
+//! admitted as a request on the key's limits and within the key's
+//! `mcp.sessions_per_key`; every later message names it, and a session
+//! this gateway does not know (or another key's) is a 404, as the protocol
+//! has clients start over. Notifications are taken with a 202. The listing
+//! methods gather the names the key's grants reach and list what they
+//! grant of each; a tool call, a prompt fetched or a resource read runs on
+//! its own task (`call`). No stream is offered on GET (405); DELETE ends a
+//! session.
 
 use std::sync::Arc;
 
@@ -13,6 +16,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use serde_json::{json, Map, Value};
 use switchyard_config::mcp::Mcp;
+use switchyard_governance::mcp_grant::Kind;
+use switchyard_governance::Estimate;
 use switchyard_ir::Protocol;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
@@ -21,7 +26,7 @@ use crate::hub::{hub_of, Failure, Hub};
 use crate::names;
 use crate::reply::json_answer;
 use crate::rpc;
-use crate::session::{self, Session};
+use crate::session::{self, Session, SessionError};
 use crate::upstream::http::{SESSION_HEADER, VERSION_HEADER};
 
 /// The largest message a caller may POST.
@@ -38,7 +43,7 @@ fn refusal(status: StatusCode, code: i64, message: &str) -> Response {
 
 /// The caller, or the answer refusing it.
 fn authenticate(gateway: &Gateway, request: &http::request::Parts) -> Result<Option<Caller>, Response> {
-    let client = request.extensions.get::<switchyard_state::ClientName>().map(|name| &*name.0);
+    let client = request.extensions.get::<switchyard_state::ClientName>();
     switchyard_engine::authenticate::caller(gateway, Protocol::OpenAi, &request.uri, &request.headers, client, &[])
         .map_err(|info| {
             let status = StatusCode::from_u16(info.status).unwrap_or(StatusCode::UNAUTHORIZED);
@@ -75,8 +80,9 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         return refusal(StatusCode::BAD_REQUEST, rpc::INVALID_REQUEST, "Bad Request: Missing session ID");
     };
     let fleet = gateway.fleet_state.as_deref();
-    match hub.sessions.get(fleet, id, mcp.session_ttl).await {
-        Ok(Some(session)) if session.key == key_of(caller.as_ref()) => match hub.sessions.end(fleet, id).await {
+    let key = key_of(caller.as_ref());
+    match hub.sessions.get(fleet, id, &key, mcp.session_ttl).await {
+        Ok(Some(session)) if session.key == key => match hub.sessions.end(fleet, id, &key).await {
             Ok(()) => StatusCode::OK.into_response(),
             Err(err) => refusal(StatusCode::SERVICE_UNAVAILABLE, rpc::INTERNAL_ERROR, &err.to_string()),
         },
@@ -113,36 +119,7 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
     let Some(session_id) = header(&parts.headers, &SESSION_HEADER).map(str::to_owned) else {
         return match message {
             rpc::Message::Request { id, method, params } if method == "initialize" => {
-                let asked = params.get("protocolVersion").and_then(Value::as_str);
-                let version = rpc::negotiate(asked);
-                let session =
-                    Session { key: key_of(caller.as_ref()), version: version.to_owned(), ..Session::default() };
-                let Some(session_id) = session::new_id() else {
-                    return refusal(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        rpc::INTERNAL_ERROR,
-                        "no randomness for a session id",
-                    );
-                };
-                if let Err(err) = hub.sessions.put(fleet, &session_id, &session, mcp.session_ttl).await {
-                    return refusal(StatusCode::SERVICE_UNAVAILABLE, rpc::INTERNAL_ERROR, &err.to_string());
-                }
-                let result = json!({
-                    "protocolVersion": version,
-                    "capabilities": {
-                        "tools": { "listChanged": false },
-                        "prompts": { "listChanged": false },
-                        "resources": { "listChanged": false, "subscribe": false },
-                        "logging": {},
-                    },
-                    "serverInfo": { "name": "switchyard", "version": env!("CARGO_PKG_VERSION") },
-                    "instructions": "Tools, prompts and resources of several servers, named `<server>__<name>`.",
-                });
-                let mut response = json_answer(StatusCode::OK, &rpc::result(&id, result));
-                if let Ok(value) = HeaderValue::from_str(&session_id) {
-                    response.headers_mut().insert(SESSION_HEADER, value);
-                }
-                response
+                initialize(&gateway, hub, mcp, caller.as_ref(), &id, &params).await
             }
             // The stateless era's probe: not spoken here, so the client
             // falls back to `initialize`.
@@ -162,8 +139,9 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
             );
         }
     }
-    let session = match hub.sessions.get(fleet, &session_id, mcp.session_ttl).await {
-        Ok(Some(session)) if session.key == key_of(caller.as_ref()) => session,
+    let key = key_of(caller.as_ref());
+    let session = match hub.sessions.get(fleet, &session_id, &key, mcp.session_ttl).await {
+        Ok(Some(session)) if session.key == key => session,
         Ok(_) => return refusal(StatusCode::NOT_FOUND, rpc::INVALID_REQUEST, "Session not found"),
         Err(err) => return refusal(StatusCode::SERVICE_UNAVAILABLE, rpc::INTERNAL_ERROR, &err.to_string()),
     };
@@ -177,8 +155,8 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
     let streams =
         header(&parts.headers, &http::header::ACCEPT).is_some_and(|accept| accept.contains("text/event-stream"));
     let call = Session_ { gateway: &gateway, hub, mcp, caller: caller.as_ref(), passthrough, id: session_id, session };
-    match method.as_str() {
-        "tools/call" => {
+    match crate::call::Method::of(&method) {
+        Some(asked) => {
             let wants_progress = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
             crate::call::call(
                 gateway.clone(),
@@ -186,14 +164,73 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
                 call.id,
                 call.session,
                 id,
+                asked,
                 params,
                 call.passthrough,
                 streams && wants_progress,
             )
             .await
         }
-        _ => call.answer(&id, &method, &params).await,
+        None => call.answer(&id, &method).await,
     }
+}
+
+/// `initialize`: admitted on the key's chain as a request (its rate
+/// limits count it), then a session bound to the key, within the key's
+/// `mcp.sessions_per_key`.
+async fn initialize(
+    gateway: &Gateway,
+    hub: &Hub,
+    mcp: &Mcp,
+    caller: Option<&Caller>,
+    id: &Value,
+    params: &Map<String, Value>,
+) -> Response {
+    if let (Some(governance), Some(caller)) = (&gateway.governance, caller) {
+        match governance.admit_on_chain(caller, Estimate::bounded(0, 0), None).await {
+            Ok(hold) => governance.settle(&hold, 0, 0),
+            Err(denied) => {
+                let status = StatusCode::from_u16(denied.info.status).unwrap_or(StatusCode::TOO_MANY_REQUESTS);
+                let data = denied.retry_after.map(|after| json!({ "retry_after": after }));
+                let mut response = json_answer(status, &rpc::error(id, rpc::LIMITED, &denied.info.message, data));
+                if let Some(after) = denied.retry_after.and_then(|after| HeaderValue::from_str(&after.to_string()).ok())
+                {
+                    response.headers_mut().insert(http::header::RETRY_AFTER, after);
+                }
+                return response;
+            }
+        }
+    }
+    let asked = params.get("protocolVersion").and_then(Value::as_str);
+    let version = rpc::negotiate(asked);
+    let session = Session { key: key_of(caller), version: version.to_owned(), ..Session::default() };
+    let Some(session_id) = session::new_id() else {
+        return refusal(StatusCode::SERVICE_UNAVAILABLE, rpc::INTERNAL_ERROR, "no randomness for a session id");
+    };
+    let fleet = gateway.fleet_state.as_deref();
+    match hub.sessions.open(fleet, &session_id, &session, mcp.session_ttl, mcp.sessions_per_key).await {
+        Ok(()) => {}
+        Err(full @ SessionError::KeyFull(_)) => {
+            return json_answer(StatusCode::TOO_MANY_REQUESTS, &rpc::error(id, rpc::LIMITED, &full.to_string(), None))
+        }
+        Err(err) => return refusal(StatusCode::SERVICE_UNAVAILABLE, rpc::INTERNAL_ERROR, &err.to_string()),
+    }
+    let result = json!({
+        "protocolVersion": version,
+        "capabilities": {
+            "tools": { "listChanged": false },
+            "prompts": { "listChanged": false },
+            "resources": { "listChanged": false, "subscribe": false },
+            "logging": {},
+        },
+        "serverInfo": { "name": "switchyard", "version": env!("CARGO_PKG_VERSION") },
+        "instructions": "Tools, prompts and resources of several servers, named `<server>__<name>`.",
+    });
+    let mut response = json_answer(StatusCode::OK, &rpc::result(id, result));
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
 }
 
 /// One message's view of its session.
@@ -208,30 +245,29 @@ struct Session_<'a> {
 }
 
 impl Session_<'_> {
-    /// Answers a request other than `tools/call`.
-    async fn answer(mut self, id: &Value, method: &str, params: &Map<String, Value>) -> Response {
+    /// Answers a request other than `initialize` and those `call` runs.
+    async fn answer(mut self, id: &Value, method: &str) -> Response {
         let before = self.session.upstream.clone();
         let answer = match method {
             "ping" | "logging/setLevel" => Ok(rpc::result(id, json!({}))),
             "tools/list" => self.list_tools().await.map(|tools| rpc::result(id, json!({ "tools": tools }))),
-            "prompts/list" => {
-                self.list("prompts/list", "prompts", "name").await.map(|p| rpc::result(id, json!({ "prompts": p })))
-            }
+            "prompts/list" => self
+                .list(Kind::Prompt, "prompts/list", "prompts", "name")
+                .await
+                .map(|p| rpc::result(id, json!({ "prompts": p }))),
             "resources/list" => self
-                .list("resources/list", "resources", "uri")
+                .list(Kind::Resource, "resources/list", "resources", "uri")
                 .await
                 .map(|r| rpc::result(id, json!({ "resources": r }))),
             "resources/templates/list" => self
-                .list("resources/templates/list", "resourceTemplates", "uriTemplate")
+                .list(Kind::Resource, "resources/templates/list", "resourceTemplates", "uriTemplate")
                 .await
                 .map(|r| rpc::result(id, json!({ "resourceTemplates": r }))),
-            "prompts/get" => self.forward(id, method, params, "name").await,
-            "resources/read" => self.forward(id, method, params, "uri").await,
             _ => Err(Failure::new(rpc::METHOD_NOT_FOUND, format!("Method not found: {method}"))),
         };
         if self.session.upstream != before {
             let fleet = self.gateway.fleet_state.as_deref();
-            if let Err(err) = self.hub.sessions.put(fleet, &self.id, &self.session, self.mcp.session_ttl).await {
+            if let Err(err) = self.hub.sessions.keep(fleet, &self.id, &self.session).await {
                 tracing::warn!(error = %err, "an MCP session's server sessions could not be kept");
             }
         }
@@ -239,18 +275,19 @@ impl Session_<'_> {
         json_answer(StatusCode::OK, &answer)
     }
 
-    /// The names this caller may reach, with their servers.
-    fn routes(&self) -> Vec<(Arc<str>, Vec<usize>)> {
+    /// The names whose `kind` this caller may reach something of, with
+    /// their servers.
+    fn routes(&self, kind: Kind) -> Vec<(Arc<str>, Vec<usize>)> {
         self.mcp
             .routes()
             .into_iter()
-            .filter(|(route, _)| self.caller.is_none_or(|c| c.key.record.may_reach_server(route)))
+            .filter(|(route, _)| self.caller.is_none_or(|c| c.key.record.may_reach_mcp(kind, route)))
             .collect()
     }
 
     async fn list_tools(&mut self) -> Result<Vec<Value>, Failure> {
         let mut tools = Vec::new();
-        for listed_route in self.routes() {
+        for listed_route in self.routes(Kind::Tool) {
             let listed = self
                 .hub
                 .tools_of(self.gateway, self.mcp, &listed_route, &mut self.session, self.passthrough.as_ref())
@@ -270,71 +307,36 @@ impl Session_<'_> {
         Ok(tools)
     }
 
-    /// Every reachable name's `kind`, each item's `field` namespaced.
-    async fn list(&mut self, method: &str, kind: &str, field: &str) -> Result<Vec<Value>, Failure> {
-        let mut items = Vec::new();
-        for (route, members) in self.routes() {
-            match self.hub.list(self.mcp, &members, &mut self.session, self.passthrough.as_ref(), method, kind).await {
-                Ok((_, listed)) => items.extend(listed.into_iter().filter_map(|mut item| {
+    /// Every reachable name's `items` (of `kind`), each item's `field`
+    /// namespaced: those the caller's grants reach (a resource template
+    /// names no one resource: the server's are listed to a caller granted
+    /// any resource of it).
+    async fn list(&mut self, kind: Kind, method: &str, items: &str, field: &str) -> Result<Vec<Value>, Failure> {
+        let mut listed_items = Vec::new();
+        let caller = self.caller;
+        let granted = |route: &str, own: &str| match field {
+            "uriTemplate" => true,
+            _ => caller.is_none_or(|c| c.key.record.may_use_mcp(kind, route, own)),
+        };
+        for (route, members) in self.routes(kind) {
+            match self.hub.list(self.mcp, &members, &mut self.session, self.passthrough.as_ref(), method, items).await {
+                Ok((_, listed)) => listed_items.extend(listed.into_iter().filter_map(|mut item| {
                     let own = item.get(field)?.as_str()?.to_owned();
-                    let shown = match field {
-                        "name" => names::namespaced(&route, &own),
-                        _ => names::resource_uri(&route, &own),
+                    if !granted(&route, &own) {
+                        return None;
+                    }
+                    let shown = match kind {
+                        Kind::Resource => names::resource_uri(&route, &own),
+                        Kind::Tool | Kind::Prompt => names::namespaced(&route, &own),
                     };
                     item.as_object_mut()?.insert(field.to_owned(), Value::String(shown));
                     Some(item)
                 })),
                 Err(failure) => {
-                    tracing::warn!(route = %route, error = %failure.message, "an MCP name's {kind} are not listed")
+                    tracing::warn!(route = %route, error = %failure.message, "an MCP name's {items} are not listed")
                 }
             }
         }
-        Ok(items)
-    }
-
-    /// `prompts/get` or `resources/read`: to the server the namespaced
-    /// `field` names, with its own name for it; a twin takes it when the
-    /// first could not be reached.
-    async fn forward(
-        &mut self,
-        id: &Value,
-        method: &str,
-        params: &Map<String, Value>,
-        field: &str,
-    ) -> Result<Value, Failure> {
-        let shown = params.get(field).and_then(Value::as_str).unwrap_or_default();
-        let split = match field {
-            "name" => names::split(shown),
-            _ => names::split_uri(shown),
-        };
-        let unknown = || Failure::new(rpc::INVALID_PARAMS, format!("Unknown {field}: {shown}"));
-        let (route, own) = split.ok_or_else(unknown)?;
-        let (_, members) = self.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
-        let mut params = params.clone();
-        params.insert(field.to_owned(), Value::String(own.to_owned()));
-        let mut last = Failure::new(rpc::UNAVAILABLE, format!("no server of `{route}` answered"));
-        for index in members {
-            let server = &self.mcp.servers[index];
-            match self
-                .hub
-                .exchange(
-                    server,
-                    &mut self.session,
-                    self.passthrough.as_ref(),
-                    method,
-                    Value::Object(params.clone()),
-                    None,
-                )
-                .await
-            {
-                Ok(mut answer) => {
-                    answer["id"] = id.clone();
-                    return Ok(answer);
-                }
-                Err(err) if err.unsent() => last = Failure::new(rpc::UNAVAILABLE, format!("`{}`: {err}", server.name)),
-                Err(err) => return Err(Failure::new(rpc::UNAVAILABLE, format!("`{}`: {err}", server.name))),
-            }
-        }
-        Err(last)
+        Ok(listed_items)
     }
 }

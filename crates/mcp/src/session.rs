@@ -2,9 +2,11 @@
 //! agreed and the session each HTTP server gave the gateway for it. In a
 //! fleet it lives in Redis (read on every message, renewed for the idle
 //! TTL), so one session's messages may land on any instance; otherwise in
-//! this process, bounded.
+//! this process, bounded. Either way a key holds at most
+//! `mcp.sessions_per_key` sessions at once (in a fleet, across it), so one
+//! key cannot fill the table the others' sessions live in.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -38,29 +40,113 @@ pub enum SessionError {
     /// This process holds as many sessions as it may.
     #[error("too many open MCP sessions; close some and retry")]
     Full,
+    /// The key holds as many sessions as one key may.
+    #[error(
+        "this key holds {0} open MCP sessions, the most one key may (mcp.sessions_per_key): end one (DELETE /mcp) or let an idle one expire"
+    )]
+    KeyFull(usize),
 }
 
 /// Where sessions live.
 #[derive(Default)]
 pub struct Sessions {
-    memory: Mutex<HashMap<String, (Session, Instant)>>,
+    memory: Mutex<Memory>,
+}
+
+/// This process's sessions, and each key's.
+#[derive(Default)]
+struct Memory {
+    by_id: HashMap<String, (Session, Instant)>,
+    by_key: HashMap<String, HashSet<String>>,
+}
+
+impl Memory {
+    fn remove(&mut self, id: &str) {
+        if let Some((session, _)) = self.by_id.remove(id) {
+            if let Some(ids) = self.by_key.get_mut(&session.key) {
+                ids.remove(id);
+                if ids.is_empty() {
+                    self.by_key.remove(&session.key);
+                }
+            }
+        }
+    }
+
+    /// Key `key`'s live sessions, its expired ones forgotten.
+    fn live_of(&mut self, key: &str, now: Instant) -> usize {
+        let expired: Vec<String> = self
+            .by_key
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|id| self.by_id.get(*id).is_none_or(|(_, expires)| *expires <= now))
+            .cloned()
+            .collect();
+        for id in &expired {
+            self.remove(id);
+        }
+        self.by_key.get(key).map_or(0, HashSet::len)
+    }
 }
 
 impl Sessions {
-    /// Session `id`, renewed for `ttl`; `None`: unknown or expired.
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Opens session `id` for `ttl`, unless its key holds `cap` already.
+    pub async fn open(
+        &self,
+        fleet: Option<&FleetState>,
+        id: &str,
+        session: &Session,
+        ttl: Duration,
+        cap: usize,
+    ) -> Result<(), SessionError> {
+        if let Some(fleet) = fleet {
+            let bytes = serde_json::to_vec(session).map_err(|err| SessionError::Store(err.to_string()))?;
+            let opened = fleet
+                .open_mcp_session(id, &session.key, bytes, ttl, cap)
+                .await
+                .map_err(|err| SessionError::Store(err.to_string()))?;
+            return if opened { Ok(()) } else { Err(SessionError::KeyFull(cap)) };
+        }
+        let mut memory = self.memory();
+        let now = Instant::now();
+        if memory.live_of(&session.key, now) >= cap {
+            return Err(SessionError::KeyFull(cap));
+        }
+        if memory.by_id.len() >= MEMORY_SESSIONS {
+            let expired: Vec<String> =
+                memory.by_id.iter().filter(|(_, (_, expires))| *expires <= now).map(|(id, _)| id.clone()).collect();
+            for id in &expired {
+                memory.remove(id);
+            }
+            if memory.by_id.len() >= MEMORY_SESSIONS {
+                return Err(SessionError::Full);
+            }
+        }
+        memory.by_id.insert(id.to_owned(), (session.clone(), now + ttl));
+        memory.by_key.entry(session.key.clone()).or_default().insert(id.to_owned());
+        Ok(())
+    }
+
+    /// Session `id`, renewed for `ttl`; `None`: unknown or expired. `key`
+    /// is the reader's (whose count a renewal keeps it in).
     pub async fn get(
         &self,
         fleet: Option<&FleetState>,
         id: &str,
+        key: &str,
         ttl: Duration,
     ) -> Result<Option<Session>, SessionError> {
         if let Some(fleet) = fleet {
-            let bytes = fleet.mcp_session(id, ttl).await.map_err(|err| SessionError::Store(err.to_string()))?;
+            let bytes = fleet.mcp_session(id, key, ttl).await.map_err(|err| SessionError::Store(err.to_string()))?;
             return Ok(bytes.and_then(|bytes| serde_json::from_slice(&bytes).ok()));
         }
-        let mut memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut memory = self.memory();
         let now = Instant::now();
-        match memory.get_mut(id) {
+        match memory.by_id.get_mut(id) {
             Some((session, expires)) if now < *expires => {
                 *expires = now + ttl;
                 Ok(Some(session.clone()))
@@ -73,36 +159,25 @@ impl Sessions {
         }
     }
 
-    /// Keeps session `id` for `ttl`.
-    pub async fn put(
-        &self,
-        fleet: Option<&FleetState>,
-        id: &str,
-        session: &Session,
-        ttl: Duration,
-    ) -> Result<(), SessionError> {
+    /// Writes session `id` again (its server sessions changed), if it
+    /// still lives.
+    pub async fn keep(&self, fleet: Option<&FleetState>, id: &str, session: &Session) -> Result<(), SessionError> {
         if let Some(fleet) = fleet {
             let bytes = serde_json::to_vec(session).map_err(|err| SessionError::Store(err.to_string()))?;
-            return fleet.keep_mcp_session(id, bytes, ttl).await.map_err(|err| SessionError::Store(err.to_string()));
+            return fleet.keep_mcp_session(id, bytes).await.map_err(|err| SessionError::Store(err.to_string()));
         }
-        let mut memory = self.memory.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if memory.len() >= MEMORY_SESSIONS && !memory.contains_key(id) {
-            memory.retain(|_, (_, expires)| now < *expires);
-            if memory.len() >= MEMORY_SESSIONS {
-                return Err(SessionError::Full);
-            }
+        if let Some((kept, _)) = self.memory().by_id.get_mut(id) {
+            kept.clone_from(session);
         }
-        memory.insert(id.to_owned(), (session.clone(), now + ttl));
         Ok(())
     }
 
-    /// Forgets session `id`.
-    pub async fn end(&self, fleet: Option<&FleetState>, id: &str) -> Result<(), SessionError> {
+    /// Forgets key `key`'s session `id`.
+    pub async fn end(&self, fleet: Option<&FleetState>, id: &str, key: &str) -> Result<(), SessionError> {
         if let Some(fleet) = fleet {
-            return fleet.end_mcp_session(id).await.map_err(|err| SessionError::Store(err.to_string()));
+            return fleet.end_mcp_session(id, key).await.map_err(|err| SessionError::Store(err.to_string()));
         }
-        self.memory.lock().unwrap_or_else(PoisonError::into_inner).remove(id);
+        self.memory().remove(id);
         Ok(())
     }
 }
@@ -119,19 +194,42 @@ pub fn new_id() -> Option<String> {
 mod tests {
     use super::*;
 
+    fn session(key: &str) -> Session {
+        Session { key: key.into(), version: "2025-11-25".into(), upstream: BTreeMap::new() }
+    }
+
     #[tokio::test]
     async fn a_memory_session_expires_and_is_renewed() {
         let sessions = Sessions::default();
-        let session = Session { key: "key_1".into(), version: "2025-11-25".into(), upstream: BTreeMap::new() };
+        let session = session("key_1");
         let ttl = Duration::from_millis(200);
-        assert!(sessions.put(None, "s", &session, ttl).await.is_ok());
+        assert!(sessions.open(None, "s", &session, ttl, 10).await.is_ok());
         tokio::time::sleep(Duration::from_millis(120)).await;
         // Read before it expires: renewed for another ttl.
-        assert_eq!(sessions.get(None, "s", ttl).await.ok().flatten(), Some(session.clone()));
+        assert_eq!(sessions.get(None, "s", "key_1", ttl).await.ok().flatten(), Some(session.clone()));
         tokio::time::sleep(Duration::from_millis(120)).await;
-        assert!(sessions.get(None, "s", ttl).await.ok().flatten().is_some());
+        assert!(sessions.get(None, "s", "key_1", ttl).await.ok().flatten().is_some());
         tokio::time::sleep(Duration::from_millis(250)).await;
-        assert!(sessions.get(None, "s", ttl).await.ok().flatten().is_none());
-        assert!(sessions.end(None, "s").await.is_ok());
+        assert!(sessions.get(None, "s", "key_1", ttl).await.ok().flatten().is_none());
+        assert!(sessions.end(None, "s", "key_1").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_key_holds_at_most_its_cap_and_the_others_keep_theirs() {
+        let sessions = Sessions::default();
+        let ttl = Duration::from_secs(60);
+        for n in 0..3 {
+            assert!(sessions.open(None, &format!("a{n}"), &session("key_a"), ttl, 3).await.is_ok());
+        }
+        let full = sessions.open(None, "a3", &session("key_a"), ttl, 3).await;
+        assert!(matches!(full, Err(SessionError::KeyFull(3))), "{full:?}");
+        assert!(sessions.open(None, "b0", &session("key_b"), ttl, 3).await.is_ok(), "another key is not held back");
+        // One ended (or expired): room again.
+        assert!(sessions.end(None, "a1", "key_a").await.is_ok());
+        assert!(sessions.open(None, "a3", &session("key_a"), ttl, 3).await.is_ok());
+        let short = Duration::from_millis(20);
+        assert!(sessions.open(None, "c0", &session("key_c"), short, 1).await.is_ok());
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        assert!(sessions.open(None, "c1", &session("key_c"), short, 1).await.is_ok(), "an expired one does not count");
     }
 }

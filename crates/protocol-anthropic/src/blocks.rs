@@ -1,12 +1,15 @@
 //! Content blocks (text, image, document, thinking, tool use, tool result)
 //! and media sources, read and written the same way in requests and replies.
+//! The request block types of the Messages API the IR has no form for
+//! ([`CARRIED`]) are read as they came (`Block::Unmodelled`); any other type
+//! is refused, as the API refuses it.
 
 use std::collections::HashMap;
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, CacheControl, DropReason, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse,
+    Block, CacheControl, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse, Unmodelled,
 };
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
@@ -15,6 +18,33 @@ use switchyard_codec::{signature, DecodeError};
 use crate::wire::{
     as_array, as_object, at, join, opt_bool, opt_str, opt_value, put_cache_control, read_cache_control, req_str,
 };
+
+/// The request content-block types of the Messages API (and its betas) the
+/// IR does not model: server tools' calls and results, search results,
+/// uploads, compaction summaries, tool references, and a system message's
+/// mid-conversation tool changes. They reach an Anthropic lane as they
+/// came; another lane reports them.
+pub(crate) const CARRIED: &[&str] = &[
+    "advisor_tool_result",
+    "browser_state",
+    "fallback",
+    "mcp_tool_listing",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "container_upload",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "compaction",
+    "tool_reference",
+    "tool_addition",
+    "tool_removal",
+];
 
 /// What to do with a block type the IR cannot hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +94,11 @@ pub(crate) fn read_block(
             })
         }
         "tool_result" => Block::ToolResult(read_tool_result(obj, path, names)?),
+        carried if unknown == Unknown::Reject && CARRIED.contains(&carried) => Block::Unmodelled(Unmodelled {
+            origin: Protocol::Anthropic,
+            path: format!("messages.content.{carried}"),
+            value: value.clone(),
+        }),
         other => match unknown {
             Unknown::Reject => {
                 let param = join(path, "type");
@@ -251,6 +286,7 @@ pub(crate) fn write_block(block: &Block, target: Target, dropped: &mut Vec<Dropp
         Block::ToolResult(result) => {
             return Some(write_tool_result(result, target, dropped));
         }
+        Block::Unmodelled(block) => return block.for_target(Protocol::Anthropic, dropped).cloned(),
     }
     Some(Value::Object(obj))
 }
@@ -297,7 +333,7 @@ fn write_tool_result(result: &ToolResult, target: Target, dropped: &mut Vec<Drop
             let mut items = Vec::with_capacity(parts.len());
             for part in parts {
                 match part {
-                    Block::Text(_) | Block::Image { .. } | Block::Document { .. } => {
+                    Block::Text(_) | Block::Image { .. } | Block::Document { .. } | Block::Unmodelled(_) => {
                         items.extend(write_block(part, target, dropped));
                     }
                     _ => Dropped::push_once(dropped, Field::MisplacedBlock, DropReason::Unsupported),
@@ -427,11 +463,26 @@ mod tests {
         assert!(dropped.is_empty());
     }
 
+    /// A request block of a type the API has and the IR does not model goes
+    /// back to an Anthropic lane as it came and is reported elsewhere; a type
+    /// the API does not have is refused, as the API refuses it; a reply
+    /// skips both.
     #[test]
-    fn unknown_blocks_are_rejected_or_skipped() {
+    fn unmodelled_blocks_are_carried_unknown_ones_refused() {
         let wire = json!({"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}});
-        let err = read(wire.clone()).unwrap_err();
-        assert_eq!(err.to_string(), "b.type server_tool_use is not a supported content block type");
-        assert_eq!(read_block(&wire, "b", Unknown::Skip, &ToolNames::new()).unwrap(), None);
+        let Some(Block::Unmodelled(block)) = read(wire.clone()).unwrap() else { panic!("not carried") };
+        assert_eq!(block.path, "messages.content.server_tool_use");
+        let mut dropped = Vec::new();
+        assert_eq!(write_block(&Block::Unmodelled(block.clone()), Target::Request, &mut dropped), Some(wire.clone()));
+        assert!(dropped.is_empty());
+        assert_eq!(block.for_target(Protocol::OpenAi, &mut dropped), None);
+        assert_eq!(dropped, vec![Dropped::unmodelled("messages.content.server_tool_use".into())]);
+
+        let made_up = json!({"type": "hologram", "data": "x"});
+        let err = read(made_up.clone()).unwrap_err();
+        assert_eq!(err.to_string(), "b.type hologram is not a supported content block type");
+        for skipped in [wire, made_up] {
+            assert_eq!(read_block(&skipped, "b", Unknown::Skip, &ToolNames::new()).unwrap(), None);
+        }
     }
 }

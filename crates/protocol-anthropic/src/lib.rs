@@ -15,6 +15,7 @@ mod stream;
 mod wire;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
@@ -60,8 +61,27 @@ impl Codec for AnthropicCodec {
         &["data"]
     }
 
+    fn opaque(&self) -> Opaque {
+        // A plain-text document's `source` (`"type": "text"`) is text.
+        const REQUEST: &[Place] = &[
+            Place::when(&["messages", "content", "source", "data"], "type", &["base64"], Holds::Media),
+            Place::when(&["messages", "content", "content", "source", "data"], "type", &["base64"], Holds::Media),
+            Place::when(&["messages", "content", "signature"], "type", &["thinking"], Holds::Signed),
+            Place::when(&["messages", "content", "data"], "type", &["redacted_thinking"], Holds::Signed),
+        ];
+        const REPLY: &[Place] = &[
+            Place::when(&["content", "signature"], "type", &["thinking"], Holds::Signed),
+            Place::when(&["content", "data"], "type", &["redacted_thinking"], Holds::Signed),
+        ];
+        Opaque { request: REQUEST, reply: REPLY }
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read_request(body)
+    }
+
+    fn read_headers(&self, headers: &http::HeaderMap, request: &mut ir::Request) {
+        request.betas = request::read_betas(headers);
     }
 
     fn write_request_for(&self, request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
@@ -134,9 +154,11 @@ impl Codec for AnthropicCodec {
 
     fn caller_headers(&self) -> &'static [switchyard_codec::CallerHeader] {
         // Claude Code and the SDKs turn features on with betas, and may pin
-        // a version of their own.
+        // a version of their own. The betas are read into the IR too
+        // (`read_headers`): a Claude lane on Bedrock takes them in its body,
+        // and the other writers report them.
         const HEADERS: [switchyard_codec::CallerHeader; 2] = [
-            switchyard_codec::CallerHeader { name: "anthropic-beta", features: true },
+            switchyard_codec::CallerHeader { name: "anthropic-beta", features: false },
             switchyard_codec::CallerHeader { name: "anthropic-version", features: false },
         ];
         &HEADERS

@@ -22,14 +22,26 @@
 //! - `tool_choice.disable_parallel_tool_use` ↔ `!parallel_tool_calls`.
 //! - `metadata.user_id` ↔ `user`; other metadata keys (which Anthropic
 //!   rejects) are read into IR metadata but never written.
+//! - A `system` message anywhere in `messages` is a `Role::System` message
+//!   at its place (its text, and its beta tool changes as unmodelled
+//!   blocks); its other members (`clear_at`, `output_config`) are the
+//!   message's extras. The top-level `system` is `Request::system`. The
+//!   writer keeps system messages in place for a model that takes them
+//!   (`capabilities.system_messages`); for another their text joins
+//!   `system` (`codec::system::fold`), reported.
+//! - A tool's `strict` is the IR's; its other members (`defer_loading`,
+//!   `input_examples`, ...) are the tool's extras.
+//! - The caller's `anthropic-beta` header is `Request::betas`
+//!   (`read_headers`); the writer leaves them to the header, which reaches
+//!   an Anthropic lane as it came.
 //! - Server tools (tools with a `type` other than `custom`) and every other
 //!   unmodelled field are Anthropic extras.
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
 use switchyard_codec::ir::{
-    Block, Capabilities, DropReason, Dropped, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
-    TextBlock, Thinking, Tool, ToolChoice,
+    Block, Capabilities, DropReason, Dropped, Extra, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
+    Role, TextBlock, Thinking, Tool, ToolChoice,
 };
 use switchyard_codec::{DecodeError, Encoded};
 
@@ -62,6 +74,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::User => "metadata.user_id",
         Field::Thinking => "messages.content.thinking",
         Field::CacheControl => "cache_control",
+        Field::SystemMessage => "messages.system",
+        Field::ToolStrict => "tools.strict",
+        Field::Betas => "anthropic-beta",
         _ => return None,
     })
 }
@@ -206,10 +221,11 @@ fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
         let role = match req_str(obj, "role", &path)? {
             "user" => Role::User,
             "assistant" => Role::Assistant,
+            "system" => Role::System,
             _ => {
                 return Err(DecodeError::invalid(
                     format!("{path}.role"),
-                    format!("{path}.role must be user or assistant"),
+                    format!("{path}.role must be user, assistant or system"),
                 ))
             }
         };
@@ -223,6 +239,13 @@ fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
                 for (j, part) in parts.iter().enumerate() {
                     let part_path = at(&content_path, j);
                     if let Some(block) = read_block(part, &part_path, Unknown::Reject, &names)? {
+                        if role == Role::System && !fits_system(&block) {
+                            let param = format!("{part_path}.type");
+                            return Err(DecodeError::invalid(
+                                param.clone(),
+                                format!("{param} must be text, tool_addition or tool_removal in a system message"),
+                            ));
+                        }
                         if let Block::ToolUse(call) = &block {
                             names.insert(call.id.clone(), call.name.clone());
                         }
@@ -232,9 +255,41 @@ fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
                 blocks
             }
         };
-        messages.push(Message { role, content });
+        let mut message = Message::new(role, content);
+        for (key, member) in obj {
+            if key != "role" && key != "content" {
+                message.extra.insert(Protocol::Anthropic, key.clone(), member.clone());
+            }
+        }
+        messages.push(message);
     }
     Ok(messages)
+}
+
+/// What a system message may hold: text, and the tool changes of the
+/// `mid-conversation-tool-changes` beta.
+fn fits_system(block: &Block) -> bool {
+    match block {
+        Block::Text(_) => true,
+        Block::Unmodelled(block) => {
+            matches!(block.value.get("type").and_then(Value::as_str), Some("tool_addition" | "tool_removal"))
+        }
+        _ => false,
+    }
+}
+
+/// The caller's betas: every `anthropic-beta` header, each a comma-separated
+/// list of names.
+pub(crate) fn read_betas(headers: &http::HeaderMap) -> Vec<String> {
+    headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|list| list.split(','))
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
@@ -251,11 +306,19 @@ fn read_tools(value: &Value, request: &mut Request) -> Result<(), DecodeError> {
         let parameters = opt_value(obj, "input_schema").cloned().ok_or_else(|| {
             DecodeError::invalid(format!("{path}.input_schema"), format!("{path}.input_schema is required"))
         })?;
+        let mut extra = Extra::new();
+        for (key, member) in obj {
+            if !matches!(key.as_str(), "type" | "name" | "description" | "input_schema" | "cache_control" | "strict") {
+                extra.insert(Protocol::Anthropic, key.clone(), member.clone());
+            }
+        }
         request.tools.push(Tool {
             name: req_str(obj, "name", &path)?.to_owned(),
             description: opt_str(obj, "description", &path)?.map(str::to_owned),
             parameters,
             cache_control: read_cache_control(obj, &path)?,
+            strict: opt_bool(obj, "strict", &path)?,
+            extra,
         });
     }
     if !server_tools.is_empty() {
@@ -362,12 +425,18 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         .unwrap_or(DEFAULT_MAX_TOKENS.saturating_add(budget));
     body.insert("max_tokens".into(), json!(max_tokens));
 
-    if !request.system.is_empty() {
-        body.insert("system".into(), write_system(&request.system));
+    // A model that takes no system message inside the conversation gets
+    // its text in the system prompt (`capabilities.system_messages`).
+    let (system, conversation) = match capabilities.system_messages {
+        true => (std::borrow::Cow::Borrowed(&request.system[..]), std::borrow::Cow::Borrowed(&request.messages[..])),
+        false => switchyard_codec::system::fold(request, &mut dropped),
+    };
+    if !system.is_empty() {
+        body.insert("system".into(), write_system(&system));
     }
-    body.insert("messages".into(), Value::Array(write_messages(&request.messages, &mut dropped)));
+    body.insert("messages".into(), Value::Array(write_messages(&conversation, &mut dropped)));
     if !request.tools.is_empty() {
-        let tools = request.tools.iter().map(write_tool).collect();
+        let tools = request.tools.iter().map(|tool| write_tool(tool, &mut dropped)).collect();
         body.insert("tools".into(), Value::Array(tools));
     }
     if let Some(mut choice) = write_tool_choice(request) {
@@ -491,6 +560,7 @@ fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value
         let role = match message.role {
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::System => "system",
         };
         let content = match message.content.as_slice() {
             [only] if is_plain_text(only).is_some() => json!(is_plain_text(only)),
@@ -505,12 +575,20 @@ fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value
                 Value::Array(parts)
             }
         };
-        out.push(json!({"role": role, "content": content}));
+        let mut written = Map::new();
+        written.insert("role".into(), json!(role));
+        written.insert("content".into(), content);
+        if let Some(extra) = message.extra.for_target_under(Protocol::Anthropic, "messages", dropped) {
+            for (key, value) in extra {
+                written.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
+        out.push(Value::Object(written));
     }
     out
 }
 
-fn write_tool(tool: &Tool) -> Value {
+fn write_tool(tool: &Tool, dropped: &mut Vec<Dropped>) -> Value {
     let mut obj = Map::new();
     obj.insert("name".into(), json!(tool.name));
     if let Some(description) = &tool.description {
@@ -522,6 +600,14 @@ fn write_tool(tool: &Tool) -> Value {
         if tool.parameters.is_null() { json!({"type": "object", "properties": {}}) } else { tool.parameters.clone() };
     obj.insert("input_schema".into(), schema);
     put_cache_control(&mut obj, tool.cache_control.as_ref());
+    if let Some(strict) = tool.strict {
+        obj.insert("strict".into(), json!(strict));
+    }
+    if let Some(extra) = tool.extra.for_target_under(Protocol::Anthropic, "tools", dropped) {
+        for (key, value) in extra {
+            obj.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
     Value::Object(obj)
 }
 
@@ -603,6 +689,7 @@ mod tests {
                 description: None,
                 parameters: json!({"type": "object"}),
                 cache_control: None,
+                ..Tool::default()
             }],
             tool_choice: Some(ToolChoice::Tool("lookup".into())),
             ..Request::default()
@@ -736,6 +823,72 @@ mod tests {
         assert_eq!(dropped[4].extra_path.as_deref(), Some("logprobs"));
     }
 
+    /// Claude Code's shape: a system message after the first user turn, with
+    /// a beta's members and tool changes, survives a hop that reads and
+    /// writes it; another protocol gets its text and hears what was lost.
+    #[test]
+    fn a_system_message_inside_the_conversation_is_carried() {
+        let wire = json!({"model": "m", "max_tokens": 5, "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "the cwd is /srv", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": "hello"},
+            {"role": "system", "content": [
+                {"type": "text", "text": "answer in french"},
+                {"type": "tool_addition", "tool": {"type": "tool_reference", "name": "Read"}}],
+             "clear_at": "next_user_message", "output_config": {"effort": "low"}},
+            {"role": "user", "content": "again"}
+        ]});
+        let request = read(wire.clone());
+        let roles: Vec<Role> = request.messages.iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::System, Role::User]);
+        assert!(request.system.is_empty());
+        let (body, dropped) = write_for(&request, &Capabilities::ALL);
+        assert_eq!(body, wire);
+        assert!(dropped.is_empty(), "{dropped:?}");
+
+        // A model that takes no system message inside the conversation gets
+        // their text in its system prompt, and the move is said.
+        let (body, dropped) = write(&request);
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "the cwd is /srv", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "answer in french"}])
+        );
+        let roles: Vec<&Value> = body["messages"].as_array().unwrap().iter().map(|m| &m["role"]).collect();
+        assert_eq!(roles, ["user", "assistant", "user"]);
+        let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
+        assert_eq!(fields, [Field::SystemMessage, Field::Unmodelled, Field::Unmodelled, Field::Unmodelled]);
+
+        let mut lost = Vec::new();
+        request.messages[3].extra.for_target_under(Protocol::OpenAi, "messages", &mut lost);
+        let paths: Vec<Option<&str>> = lost.iter().map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, [Some("messages.clear_at"), Some("messages.output_config.effort")]);
+    }
+
+    #[test]
+    fn a_tools_strict_flag_is_modelled_and_its_other_members_kept() {
+        let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
+            "tools": [{"name": "f", "input_schema": {"type": "object"}, "strict": true},
+                      {"name": "g", "input_schema": {"type": "object"}, "defer_loading": true}]});
+        let request = read(wire.clone());
+        assert_eq!(request.tools[0].strict, Some(true));
+        assert!(request.tools[0].extra.is_empty());
+        assert_eq!(request.tools[1].extra.fields.get("defer_loading"), Some(&json!(true)));
+        assert_eq!(write(&request).0, wire);
+    }
+
+    #[test]
+    fn betas_are_read_from_every_header_value() {
+        let mut headers = http::HeaderMap::new();
+        headers.append("anthropic-beta", http::HeaderValue::from_static("claude-code-20250219, effort-2025-11-24"));
+        headers.append("anthropic-beta", http::HeaderValue::from_static("context-management-2025-06-27,"));
+        assert_eq!(
+            read_betas(&headers),
+            ["claude-code-20250219", "effort-2025-11-24", "context-management-2025-06-27"]
+        );
+        assert!(read_betas(&http::HeaderMap::new()).is_empty());
+    }
+
     #[test]
     fn parallel_tool_calls_ride_on_tool_choice() {
         let wire = json!({"model": "m", "max_tokens": 5, "messages": [],
@@ -765,8 +918,13 @@ mod tests {
             (json!({"model": "m"}), "messages is required"),
             (json!({"model": "m", "messages": {}}), "messages must be an array"),
             (
-                json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
-                "messages[0].role must be user or assistant",
+                json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+                "messages[0].role must be user, assistant or system",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "system", "content": [{"type": "image",
+                    "source": {"type": "url", "url": "https://example.com/a.png"}}]}]}),
+                "messages[0].content[0].type must be text, tool_addition or tool_removal in a system message",
             ),
             (
                 json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64"}}]}]}),

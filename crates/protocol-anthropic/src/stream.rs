@@ -409,6 +409,9 @@ fn message_delta(stop_reason: Option<StopReason>, stop_sequence: Option<&str>, u
     } else {
         wire_usage.insert("output_tokens".into(), json!(usage.output_tokens));
         put_reasoning(&mut wire_usage, usage);
+        if usage.web_searches != 0 {
+            wire_usage.insert("server_tool_use".into(), json!({"web_search_requests": usage.web_searches}));
+        }
     }
     json!({
         "type": "message_delta",

@@ -3,7 +3,7 @@
 //! streams.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{CacheControl, Usage};
+use switchyard_codec::ir::{CacheControl, ServiceTier, Usage};
 use switchyard_codec::DecodeError;
 
 /// `path.key`, or `key` at the top level.
@@ -99,15 +99,25 @@ pub(crate) fn put_cache_control(obj: &mut Map<String, Value>, cc: Option<&CacheC
 }
 
 /// Anthropic's usage counts as the wire splits them: `input_tokens` is the
-/// uncached part only. Fields are `None` when the wire did not carry them.
+/// uncached part only; `cache_creation_input_tokens` every cache write,
+/// `cache_creation` the same by lifetime. Fields are `None` when the wire
+/// did not carry them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct WireUsage {
     pub input: Option<u64>,
     pub output: Option<u64>,
     pub cache_read: Option<u64>,
     pub cache_write: Option<u64>,
+    /// `cache_creation.ephemeral_5m_input_tokens`.
+    pub cache_write_5m: Option<u64>,
+    /// `cache_creation.ephemeral_1h_input_tokens`.
+    pub cache_write_1h: Option<u64>,
     /// `output_tokens_details.thinking_tokens`, part of `output`.
     pub reasoning: Option<u64>,
+    /// `server_tool_use.web_search_requests`.
+    pub web_searches: Option<u64>,
+    /// `service_tier`.
+    pub service_tier: Option<ServiceTier>,
 }
 
 impl WireUsage {
@@ -118,19 +128,24 @@ impl WireUsage {
             return WireUsage::default();
         };
         let count = |key: &str| obj.get(key).and_then(Value::as_u64);
+        let nested = |outer: &str, key: &str| obj.get(outer).and_then(|d| d.get(key)).and_then(Value::as_u64);
         WireUsage {
             input: count("input_tokens"),
             output: count("output_tokens"),
             cache_read: count("cache_read_input_tokens"),
             cache_write: count("cache_creation_input_tokens"),
-            reasoning: obj.get("output_tokens_details").and_then(|d| d.get("thinking_tokens")).and_then(Value::as_u64),
+            cache_write_5m: nested("cache_creation", "ephemeral_5m_input_tokens"),
+            cache_write_1h: nested("cache_creation", "ephemeral_1h_input_tokens"),
+            reasoning: nested("output_tokens_details", "thinking_tokens"),
+            web_searches: nested("server_tool_use", "web_search_requests"),
+            service_tier: obj.get("service_tier").and_then(Value::as_str).and_then(ServiceTier::parse),
         }
     }
 
     /// Folds a later report in: a field the later one carries replaces the
     /// earlier (Anthropic's stream reports cumulative counts).
     pub(crate) fn merge(&mut self, later: &WireUsage) {
-        fn take(mine: &mut Option<u64>, theirs: Option<u64>) {
+        fn take<T: Copy>(mine: &mut Option<T>, theirs: Option<T>) {
             if theirs.is_some() {
                 *mine = theirs;
             }
@@ -139,19 +154,29 @@ impl WireUsage {
         take(&mut self.output, later.output);
         take(&mut self.cache_read, later.cache_read);
         take(&mut self.cache_write, later.cache_write);
+        take(&mut self.cache_write_5m, later.cache_write_5m);
+        take(&mut self.cache_write_1h, later.cache_write_1h);
         take(&mut self.reasoning, later.reasoning);
+        take(&mut self.web_searches, later.web_searches);
+        take(&mut self.service_tier, later.service_tier);
     }
 
-    /// IR usage: input includes both cache counts (see the IR crate docs).
+    /// IR usage: input includes both cache counts (see the IR crate docs);
+    /// the writes by lifetime add up to the total when the total is absent.
     pub(crate) fn to_ir(self) -> Usage {
         let cache_read = self.cache_read.unwrap_or(0);
-        let cache_write = self.cache_write.unwrap_or(0);
+        let by_lifetime = self.cache_write_5m.unwrap_or(0).saturating_add(self.cache_write_1h.unwrap_or(0));
+        let cache_write = self.cache_write.unwrap_or(by_lifetime);
         Usage {
             input_tokens: self.input.unwrap_or(0).saturating_add(cache_read).saturating_add(cache_write),
             output_tokens: self.output.unwrap_or(0),
             cache_read_tokens: cache_read,
             cache_write_tokens: cache_write,
+            cache_write_1h_tokens: self.cache_write_1h.unwrap_or(0).min(cache_write),
             reasoning_tokens: self.reasoning.unwrap_or(0),
+            web_searches: self.web_searches.unwrap_or(0),
+            service_tier: self.service_tier,
+            ..Usage::default()
         }
     }
 }
@@ -170,14 +195,30 @@ pub(crate) struct WireUsageOut {
     input_tokens: u64,
     cache_creation_input_tokens: u64,
     cache_read_input_tokens: u64,
+    cache_creation: CacheCreation,
     output_tokens: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     output_tokens_details: Option<ThinkingTokens>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_tool_use: Option<ServerToolUse>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'static str>,
+}
+
+#[derive(serde::Serialize)]
+struct CacheCreation {
+    ephemeral_5m_input_tokens: u64,
+    ephemeral_1h_input_tokens: u64,
 }
 
 #[derive(serde::Serialize)]
 struct ThinkingTokens {
     thinking_tokens: u64,
+}
+
+#[derive(serde::Serialize)]
+struct ServerToolUse {
+    web_search_requests: u64,
 }
 
 impl WireUsageOut {
@@ -186,9 +227,21 @@ impl WireUsageOut {
             input_tokens: usage.uncached_input(),
             cache_creation_input_tokens: usage.cache_write_tokens,
             cache_read_input_tokens: usage.cache_read_tokens,
+            cache_creation: CacheCreation {
+                ephemeral_5m_input_tokens: usage.cache_write_5m_tokens(),
+                ephemeral_1h_input_tokens: usage.cache_write_1h_tokens,
+            },
             output_tokens: usage.output_tokens,
             output_tokens_details: (usage.reasoning_tokens != 0)
                 .then_some(ThinkingTokens { thinking_tokens: usage.reasoning_tokens }),
+            server_tool_use: (usage.web_searches != 0)
+                .then_some(ServerToolUse { web_search_requests: usage.web_searches }),
+            service_tier: usage.service_tier.map(|tier| match tier {
+                // Anthropic's tiers are standard, priority and batch.
+                ServiceTier::Priority => "priority",
+                ServiceTier::Batch => "batch",
+                _ => "standard",
+            }),
         }
     }
 }
@@ -212,28 +265,57 @@ mod tests {
             cache_read_tokens: 100,
             cache_write_tokens: 5,
             reasoning_tokens,
+            ..Usage::default()
         };
         assert_eq!(
             serde_json::to_string(&WireUsageOut::of(&usage(0))).unwrap(),
-            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":30}"#
+            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"cache_creation":{"ephemeral_5m_input_tokens":5,"ephemeral_1h_input_tokens":0},"output_tokens":30}"#
         );
         assert_eq!(
             serde_json::to_string(&write_usage(&usage(7))).unwrap(),
-            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"output_tokens":30,"output_tokens_details":{"thinking_tokens":7}}"#
+            r#"{"input_tokens":15,"cache_creation_input_tokens":5,"cache_read_input_tokens":100,"cache_creation":{"ephemeral_5m_input_tokens":5,"ephemeral_1h_input_tokens":0},"output_tokens":30,"output_tokens_details":{"thinking_tokens":7}}"#
         );
     }
 
     #[test]
     fn usage_adds_cache_counts_on_read_and_subtracts_on_write() {
         let wire = json!({"input_tokens": 10, "cache_creation_input_tokens": 5,
-            "cache_read_input_tokens": 100, "output_tokens": 7,
-            "output_tokens_details": {"thinking_tokens": 3}});
+            "cache_read_input_tokens": 100,
+            "cache_creation": {"ephemeral_5m_input_tokens": 5, "ephemeral_1h_input_tokens": 0},
+            "output_tokens": 7, "output_tokens_details": {"thinking_tokens": 3}});
         let ir = WireUsage::read(Some(&wire)).to_ir();
         assert_eq!(ir.input_tokens, 115);
         assert_eq!(ir.cache_read_tokens, 100);
         assert_eq!(ir.cache_write_tokens, 5);
         assert_eq!(ir.reasoning_tokens, 3);
         assert_eq!(write_usage(&ir), wire);
+    }
+
+    /// The usage object of the Messages API reference, every kind it
+    /// reports: cache writes by lifetime, web searches, the service tier.
+    #[test]
+    fn usage_reads_every_kind_anthropic_reports() {
+        let wire = json!({
+            "input_tokens": 2095, "output_tokens": 503,
+            "cache_creation_input_tokens": 2051, "cache_read_input_tokens": 1024,
+            "cache_creation": {"ephemeral_5m_input_tokens": 51, "ephemeral_1h_input_tokens": 2000},
+            "server_tool_use": {"web_search_requests": 2},
+            "service_tier": "priority"
+        });
+        let ir = WireUsage::read(Some(&wire)).to_ir();
+        assert_eq!(ir.input_tokens, 2095 + 2051 + 1024);
+        assert_eq!((ir.cache_read_tokens, ir.cache_write_tokens, ir.cache_write_1h_tokens), (1024, 2051, 2000));
+        assert_eq!(ir.cache_write_5m_tokens(), 51);
+        assert_eq!((ir.output_tokens, ir.web_searches), (503, 2));
+        assert_eq!(ir.service_tier, Some(ServiceTier::Priority));
+        assert_eq!(write_usage(&ir), wire, "written back as Anthropic writes it");
+        // A stream's `message_delta` may carry the lifetimes without the total.
+        let split = json!({"cache_creation": {"ephemeral_5m_input_tokens": 10, "ephemeral_1h_input_tokens": 30}});
+        let ir = WireUsage::read(Some(&split)).to_ir();
+        assert_eq!((ir.cache_write_tokens, ir.cache_write_1h_tokens, ir.input_tokens), (40, 30, 40));
+        // An hour-long part past the total is never more than it.
+        let odd = json!({"cache_creation_input_tokens": 5, "cache_creation": {"ephemeral_1h_input_tokens": 9}});
+        assert_eq!(WireUsage::read(Some(&odd)).to_ir().cache_write_1h_tokens, 5);
     }
 
     #[test]

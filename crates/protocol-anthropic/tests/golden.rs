@@ -94,3 +94,54 @@ fn error_bodies() {
     insta::assert_json_snapshot!("error_overloaded", raw_error(529, "error_overloaded.json"));
     insta::assert_json_snapshot!("error_prompt_too_long", raw_error(400, "error_prompt_too_long.json"));
 }
+
+/// Claude Code's requests, captured from the CLI itself (2.1.332, pinned in
+/// `tests/agents/package-lock.json`; `tests/sdk/agent_capture.py` captures
+/// them again): the first request of `claude -p`, and the second turn of a
+/// tool loop. Their shape: a `system` message at `messages[1]` with its own
+/// `output_config`, adaptive thinking with `display`, `context_management`,
+/// `output_config.effort`, a deferred tool, a signed thinking block sent
+/// back, a tool result with a cache marker, betas in `anthropic-beta`.
+#[test]
+fn claude_codes_requests_are_read_and_written_back_as_they_came() {
+    use switchyard_codec::ir::{Block, Effort, Role, Thinking};
+    for name in ["claude_code_first_request.json", "claude_code_tool_loop_request.json"] {
+        let body = fixture(name);
+        let ir = AnthropicCodec.read_request(&body).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(ir.messages[1].role, Role::System, "{name}");
+        assert_eq!(ir.messages[1].extra.fields["output_config"], json!({"effort": "medium"}), "{name}");
+        let reasoning = ir.reasoning.clone().unwrap();
+        assert_eq!((reasoning.thinking, reasoning.effort), (Thinking::On, Some(Effort::Medium)), "{name}");
+        assert!(ir.extra.fields.contains_key("context_management"), "{name}");
+        assert!(ir.user.as_deref().is_some_and(|user| user.contains("session_id")), "{name}");
+        let deferred: Vec<&str> =
+            ir.tools.iter().filter(|t| t.extra.fields.contains_key("defer_loading")).map(|t| t.name.as_str()).collect();
+        assert_eq!(deferred, ["DeferredToolPlaceholder"], "{name}");
+        if name.contains("tool_loop") {
+            let roles: Vec<Role> = ir.messages.iter().map(|m| m.role).collect();
+            assert_eq!(roles, [Role::User, Role::System, Role::Assistant, Role::User]);
+            assert!(matches!(
+                &ir.messages[2].content[..],
+                [Block::Thinking { signature: Some(_), .. }, Block::ToolUse(_)]
+            ));
+            assert!(matches!(&ir.messages[3].content[..], [Block::ToolResult(_)]));
+        }
+        // Claude Code's model takes adaptive thinking and an effort: what was
+        // read is written back, member for member, and nothing is lost.
+        let encoded = AnthropicCodec.write_request_for(&ir, &Capabilities::ALL);
+        assert!(encoded.dropped.is_empty(), "{name}: {:?}", encoded.dropped);
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(written, serde_json::from_slice::<Value>(&body).unwrap(), "{name}");
+    }
+    // Its betas, every one read into the IR.
+    let headers = String::from_utf8(fixture("claude_code_headers.txt")).unwrap();
+    let mut map = http::HeaderMap::new();
+    for line in headers.lines() {
+        let (name, value) = line.split_once(": ").unwrap();
+        map.append(http::HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+    }
+    let mut ir = AnthropicCodec.read_request(&fixture("claude_code_first_request.json")).unwrap();
+    AnthropicCodec.read_headers(&map, &mut ir);
+    assert!(ir.betas.iter().any(|beta| beta.starts_with("mid-conversation-tool-changes")), "{:?}", ir.betas);
+    assert_eq!(ir.betas.len(), map["anthropic-beta"].to_str().unwrap().split(',').count());
+}

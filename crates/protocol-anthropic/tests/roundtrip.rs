@@ -142,7 +142,7 @@ fn request_block() -> impl Strategy<Value = Block> {
 
 fn message() -> impl Strategy<Value = Message> {
     (prop_oneof![Just(Role::User), Just(Role::Assistant)], prop::collection::vec(request_block(), 0..4))
-        .prop_map(|(role, content)| Message { role, content })
+        .prop_map(|(role, content)| Message::new(role, content))
 }
 
 fn tool() -> impl Strategy<Value = Tool> {
@@ -151,6 +151,7 @@ fn tool() -> impl Strategy<Value = Tool> {
         description,
         parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
         cache_control: cc,
+        ..Tool::default()
     })
 }
 
@@ -330,6 +331,7 @@ prop_compose! {
                 cache_read_tokens: cache_read,
                 cache_write_tokens: cache_write,
                 reasoning_tokens: output * reasoning_share / 100,
+                ..Usage::default()
             },
         }
     }

@@ -4,7 +4,9 @@
 
 use base64::Engine as _;
 use serde_json::{json, Value};
-use switchyard_codec::ir::{Block, CacheControl, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{
+    Block, CacheControl, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse, Unmodelled,
+};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
 use switchyard_codec::{signature, DecodeError};
@@ -124,10 +126,22 @@ fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, D
         Mode::Response => Ok(None),
         Mode::Request => {
             let kind = block.keys().next().map_or("(empty)", String::as_str);
+            // Converse blocks the IR has no form for: a Bedrock lane gets
+            // them back as they came, another reports them.
+            if CARRIED.contains(&kind) {
+                return Ok(Some(Block::Unmodelled(Unmodelled {
+                    origin: Protocol::Bedrock,
+                    path: format!("messages.content.{kind}"),
+                    value: Value::Object(block.clone()),
+                })));
+            }
             Err(DecodeError::invalid(path, format!("content block type `{kind}` is not supported")))
         }
     }
 }
+
+/// The request `ContentBlock` members of Converse the IR does not model.
+const CARRIED: [&str; 5] = ["video", "audio", "searchResult", "toolAddition", "toolRemoval"];
 
 fn read_image(value: &Value, path: &str) -> Result<Block, DecodeError> {
     let image = object(value, path)?;
@@ -318,6 +332,7 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
             }
         }),
         Block::ToolResult(result) => write_tool_result(result, dropped),
+        Block::Unmodelled(block) => block.for_target(Protocol::Bedrock, dropped)?.clone(),
     })
 }
 
@@ -328,7 +343,7 @@ fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     let mut content = Vec::with_capacity(result.content.len());
     for (position, block) in result.content.iter().enumerate() {
         match block {
-            Block::Text(_) | Block::Image { .. } | Block::Document { .. } => {}
+            Block::Text(_) | Block::Image { .. } | Block::Document { .. } | Block::Unmodelled(_) => {}
             _ => {
                 drop_field(dropped, Field::MisplacedBlock);
                 continue;
@@ -441,10 +456,20 @@ mod tests {
         assert!(dropped.is_empty());
     }
 
+    /// A Converse block the IR does not model is carried to a Bedrock lane
+    /// and reported elsewhere; one Converse does not have is refused.
     #[test]
     fn unsupported_blocks_are_named() {
-        let err = read(json!([{ "video": {} }])).unwrap_err();
-        assert_eq!(err.to_string(), "content block type `video` is not supported");
+        let video = json!({ "video": { "format": "mp4", "source": { "bytes": "AAAA" } } });
+        let blocks = read(json!([video.clone()])).unwrap();
+        let [Block::Unmodelled(block)] = blocks.as_slice() else { panic!("not carried: {blocks:?}") };
+        let mut dropped = Vec::new();
+        assert_eq!(write_blocks(&[Block::Unmodelled(block.clone())], Mode::Request, &mut dropped), [video]);
+        assert!(dropped.is_empty());
+        assert_eq!(block.for_target(Protocol::Gemini, &mut dropped), None);
+        assert_eq!(dropped, vec![Dropped::unmodelled("messages.content.video".into())]);
+        let err = read(json!([{ "hologram": {} }])).unwrap_err();
+        assert_eq!(err.to_string(), "content block type `hologram` is not supported");
         let lenient = read_blocks(&[json!({ "video": {} })], "c", Mode::Response).unwrap();
         assert!(lenient.is_empty());
     }

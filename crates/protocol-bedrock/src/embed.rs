@@ -2,29 +2,44 @@
 //! in the two body forms Bedrock's embedding models take:
 //! - Amazon Titan text v2: `{inputText, dimensions, normalize}` replying
 //!   `{embedding, inputTextTokenCount}`, one text a call (a batch is split);
-//! - Cohere embed: `{texts, input_type, truncate, embedding_types}`
-//!   replying `{embeddings}`, with the token count in the
+//! - Cohere embed: `{texts, input_type, truncate, embedding_types,
+//!   output_dimension}` (`output_dimension` only to Embed v4: v3 refuses
+//!   the key) replying `{embeddings}`, a list (`embeddings_floats`) or, when
+//!   the request named its `embedding_types`, by type
+//!   (`embeddings_by_type`), with the token count in the
 //!   `X-Amzn-Bedrock-Input-Token-Count` header; up to 96 texts a call.
 //!
-//! A caller's body picks its form (`inputText` or `texts`) and the reply
-//! takes the same one; a lane's wire model picks the form it is sent
-//! (`cohere.embed-*` is Cohere's, every other model Titan's).
+//! A caller's body picks its form (`inputText` or `texts`, and whether it
+//! named its embedding types) and the reply takes the same one; a lane's
+//! wire model picks the form it is sent (`cohere.embed-*` is Cohere's,
+//! every other model Titan's).
 
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchyard_codec::embed::{input_type_or_document, vector_of, EmbedCodec};
+use switchyard_codec::embed_by_type::{types_to_ask, ByType, OutByType};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType, Truncate, Vector};
+use switchyard_ir::{DropReason, Dropped, EmbedRequest, EmbedResponse, Field, InputType, Quantized, Truncate, Vector};
 
 /// Bedrock's embeddings.
 pub(crate) struct BedrockEmbed;
 
 /// The reply form of a caller that sent a Titan body.
 const TITAN: &str = "titan";
-/// The reply form of a caller that sent a Cohere body.
+/// The reply form of a caller that sent a Cohere body without
+/// `embedding_types` (a list of vectors, `embeddings_floats`).
 const COHERE: &str = "cohere";
+/// The reply form of a caller that sent a Cohere body naming its
+/// `embedding_types` (vectors by type, `embeddings_by_type`), followed by
+/// the types it named: `cohere:float,int8`.
+const COHERE_BY_TYPE: &str = "cohere:";
+
+/// Whether a caller's form is one of Cohere's.
+fn is_cohere_form(form: Option<&str>) -> bool {
+    form.is_some_and(|form| form == COHERE || form.starts_with(COHERE_BY_TYPE))
+}
 
 /// The header Bedrock counts a Cohere body's input tokens in.
 const TOKEN_COUNT: &str = "x-amzn-bedrock-input-token-count";
@@ -32,6 +47,12 @@ const TOKEN_COUNT: &str = "x-amzn-bedrock-input-token-count";
 /// Whether `model` takes Cohere's body (else Titan's).
 pub(crate) fn is_cohere(model: &str) -> bool {
     model.split(['.', ':', '/']).any(|part| part == "cohere")
+}
+
+/// Whether a Cohere model takes `output_dimension` (Embed v4 does; v3
+/// embeds at its one size and refuses the key).
+pub(crate) fn takes_output_dimension(model: &str) -> bool {
+    model.contains("embed-v4")
 }
 
 #[derive(Deserialize)]
@@ -49,6 +70,10 @@ struct CohereRequest {
     input_type: Option<String>,
     #[serde(default)]
     truncate: Option<String>,
+    #[serde(default)]
+    embedding_types: Option<Vec<String>>,
+    #[serde(default)]
+    output_dimension: Option<u32>,
 }
 
 fn cohere_input_type(name: &str) -> Result<InputType, DecodeError> {
@@ -95,11 +120,26 @@ impl EmbedCodec for BedrockEmbed {
                 return Err(DecodeError::invalid("truncate", format!("`{other}` is not NONE, START or END")))
             }
         };
+        // Integer and binary types are Cohere's own quantisations of its
+        // vectors: asked of a lane of Cohere's models, reported by others.
+        let types = cohere.embedding_types.unwrap_or_default();
+        if let Some(other) = types.iter().find(|t| t.as_str() != "float" && Quantized::parse(t).is_none()) {
+            return Err(DecodeError::invalid(
+                "embedding_types",
+                format!("`{other}` is not an embedding type: float, int8, uint8, binary or ubinary"),
+            ));
+        }
+        let form = match types.is_empty() {
+            true => COHERE.to_owned(),
+            false => format!("{COHERE_BY_TYPE}{}", types.join(",")),
+        };
         Ok(EmbedRequest {
+            quantized: types.iter().filter_map(|t| Quantized::parse(t)).collect(),
             inputs: cohere.texts,
+            dimensions: cohere.output_dimension,
             input_type: cohere.input_type.as_deref().map(cohere_input_type).transpose()?,
             truncate,
-            form: Some(COHERE.to_owned()),
+            form: Some(form),
             ..EmbedRequest::default()
         })
     }
@@ -110,14 +150,18 @@ impl EmbedCodec for BedrockEmbed {
             dropped.push(Dropped::new(Field::EmbedTitle, DropReason::Unsupported));
         }
         let body = if is_cohere(&request.model) {
-            if request.dimensions.is_some() {
-                dropped.push(Dropped::new(Field::Dimensions, DropReason::Capability));
-            }
             let mut body = json!({
                 "texts": request.inputs,
                 "input_type": cohere_input_type_name(input_type_or_document(request.input_type)),
-                "embedding_types": ["float"],
+                "embedding_types": types_to_ask(&request.quantized),
             });
+            match request.dimensions {
+                Some(dimensions) if takes_output_dimension(&request.model) => {
+                    body["output_dimension"] = json!(dimensions);
+                }
+                Some(_) => dropped.push(Dropped::new(Field::Dimensions, DropReason::Capability)),
+                None => {}
+            }
             if let Some(truncate) = request.truncate {
                 let name = match truncate {
                     Truncate::None => "NONE",
@@ -128,6 +172,9 @@ impl EmbedCodec for BedrockEmbed {
             }
             body
         } else {
+            if !request.quantized.is_empty() {
+                dropped.push(Dropped::new(Field::Encoding, DropReason::Unsupported));
+            }
             if request.input_type.is_some() {
                 dropped.push(Dropped::new(Field::InputType, DropReason::Unsupported));
             }
@@ -151,10 +198,6 @@ impl EmbedCodec for BedrockEmbed {
             input_text_token_count: Option<u64>,
             embeddings: Option<Box<RawValue>>,
         }
-        #[derive(Deserialize)]
-        struct ByType {
-            float: Option<Vec<Box<RawValue>>>,
-        }
         let wire: Wire = serde_json::from_slice(body)?;
         let header_tokens = headers.get(TOKEN_COUNT).and_then(|v| v.to_str().ok()?.trim().parse().ok());
         if let Some(embedding) = wire.embedding {
@@ -163,24 +206,25 @@ impl EmbedCodec for BedrockEmbed {
                 model: String::new(),
                 vectors: vec![vector_of(embedding)?],
                 input_tokens: tokens,
+                quantized: Vec::new(),
             });
         }
         let embeddings = wire.embeddings.ok_or_else(|| DecodeError::Json("the reply holds no embedding".into()))?;
-        let list: Vec<Box<RawValue>> = if embeddings.get().starts_with('{') {
-            serde_json::from_str::<ByType>(embeddings.get())?.float.unwrap_or_default()
+        let (vectors, quantized) = if embeddings.get().starts_with('{') {
+            ByType::read(embeddings.get())?
         } else {
-            serde_json::from_str(embeddings.get())?
+            let list: Vec<Box<RawValue>> = serde_json::from_str(embeddings.get())?;
+            (list.into_iter().map(vector_of).collect::<Result<_, _>>()?, Vec::new())
         };
-        let vectors = list.into_iter().map(vector_of).collect::<Result<_, _>>()?;
-        Ok(EmbedResponse { model: String::new(), vectors, input_tokens: header_tokens })
+        Ok(EmbedResponse { model: String::new(), vectors, input_tokens: header_tokens, quantized })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
-        /// Cohere's body on Bedrock.
+        /// Cohere's body on Bedrock: its vectors a list, or by type.
         #[derive(Serialize)]
-        struct OutCohere<'a> {
+        struct OutCohere<'a, E: Serialize> {
             id: &'static str,
-            embeddings: &'a [Vector],
+            embeddings: E,
             texts: &'a [String],
             response_type: &'static str,
         }
@@ -197,10 +241,19 @@ impl EmbedCodec for BedrockEmbed {
             float: &'a Vector,
         }
         static NO_VALUES: Vector = Vector::Floats(Vec::new());
+        if let Some(types) = request.form.as_deref().and_then(|form| form.strip_prefix(COHERE_BY_TYPE)) {
+            let body = OutCohere {
+                id: "",
+                embeddings: OutByType::of(response, types.split(',')),
+                texts: &request.inputs,
+                response_type: "embeddings_by_type",
+            };
+            return switchyard_codec::embed::write_reply(response, &body);
+        }
         if request.form.as_deref() == Some(COHERE) {
             let body = OutCohere {
                 id: "",
-                embeddings: &response.vectors,
+                embeddings: response.vectors.as_slice(),
                 texts: &request.inputs,
                 response_type: "embeddings_floats",
             };
@@ -219,14 +272,17 @@ impl EmbedCodec for BedrockEmbed {
         format!("/model/{}/invoke", switchyard_codec::path_segment(model))
     }
 
-    /// A body passes as it came only in the form the lane's model takes.
+    /// A body passes as it came only in the form the lane's model takes,
+    /// and without a key the model refuses (`output_dimension` to Embed v3:
+    /// it is written again, left out and reported).
     fn sends_as_came(&self, body: &[u8], model: &str) -> bool {
-        let cohere_body = switchyard_codec::scan::top_level_value(body, "texts").ok().flatten().is_some();
-        cohere_body == is_cohere(model)
+        let has = |key: &str| switchyard_codec::scan::top_level_value(body, key).ok().flatten().is_some();
+        let cohere_body = has("texts");
+        cohere_body == is_cohere(model) && !(cohere_body && !takes_output_dimension(model) && has("output_dimension"))
     }
 
     fn caller_limit(&self, request: &EmbedRequest) -> usize {
-        if request.form.as_deref() == Some(COHERE) {
+        if is_cohere_form(request.form.as_deref()) {
             96
         } else {
             1
@@ -265,11 +321,68 @@ mod tests {
             model: String::new(),
             vectors: vec![vec![0.5].into(), vec![0.25].into()],
             input_tokens: Some(4),
+            quantized: Vec::new(),
         };
         let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &cohere)).unwrap();
         assert_eq!(out["embeddings"], json!([[0.5], [0.25]]));
         let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &titan)).unwrap();
         assert_eq!((out["embedding"].clone(), out["inputTextTokenCount"].clone()), (json!([0.5]), json!(4)));
+    }
+
+    /// A Cohere body naming its types is answered by type, as Bedrock's
+    /// Cohere models answer it; its `output_dimension` is read, and sent
+    /// on to Embed v4 (v3 refuses the key: reported instead); a quantised
+    /// type is refused, since only floats are served.
+    #[test]
+    fn cohere_types_and_dimensions_are_carried() {
+        let body = br#"{"texts":["a"],"input_type":"search_query","embedding_types":["float"],"output_dimension":256}"#;
+        let request = BedrockEmbed.read_request(body).unwrap();
+        assert_eq!((request.dimensions, request.form.as_deref()), (Some(256), Some("cohere:float")));
+        let reply = EmbedResponse { vectors: vec![vec![0.5].into()], ..EmbedResponse::default() };
+        let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &request)).unwrap();
+        assert_eq!(
+            (out["embeddings"].clone(), out["response_type"].clone()),
+            (json!({"float": [[0.5]]}), json!("embeddings_by_type"))
+        );
+        let v4 = EmbedRequest { model: "cohere.embed-v4:0".into(), ..request.clone() };
+        let encoded = BedrockEmbed.write_request(&v4);
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!((written["output_dimension"].clone(), encoded.dropped.len()), (json!(256), 0));
+        let v3 = EmbedRequest { model: "cohere.embed-english-v3".into(), ..request };
+        let encoded = BedrockEmbed.write_request(&v3);
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert!(written.get("output_dimension").is_none(), "{written}");
+        assert_eq!(encoded.dropped, vec![Dropped::new(Field::Dimensions, DropReason::Capability)]);
+        assert!(BedrockEmbed.read_request(br#"{"texts":["a"],"embedding_types":["base64"]}"#).is_err());
+        assert!(BedrockEmbed.sends_as_came(body, "cohere.embed-v4:0"));
+        assert!(!BedrockEmbed.sends_as_came(body, "cohere.embed-english-v3"), "v3 refuses output_dimension");
+        assert!(BedrockEmbed.sends_as_came(br#"{"texts":["a"]}"#, "cohere.embed-english-v3"));
+    }
+
+    /// Cohere's quantised forms: asked of a Cohere model beside floats,
+    /// read from its reply by type and written for the caller who named
+    /// them; a Titan model cannot make them, reported.
+    #[test]
+    fn quantised_forms_reach_cohere_models_only() {
+        let request = BedrockEmbed.read_request(br#"{"texts":["a"],"embedding_types":["int8"]}"#).unwrap();
+        assert_eq!(request.quantized, vec![Quantized::Int8]);
+        let cohere = EmbedRequest { model: "cohere.embed-english-v3".into(), ..request.clone() };
+        let written: Value = serde_json::from_slice(&BedrockEmbed.write_request(&cohere).body).unwrap();
+        assert_eq!(written["embedding_types"], json!(["float", "int8"]));
+        let titan = EmbedRequest { model: "amazon.titan-embed-text-v2:0".into(), ..request.clone() };
+        assert_eq!(
+            BedrockEmbed.write_request(&titan).dropped,
+            vec![Dropped::new(Field::Encoding, DropReason::Unsupported)]
+        );
+        let reply = BedrockEmbed
+            .read_response(
+                br#"{"embeddings":{"float":[[0.5]],"int8":[[64]]},"response_type":"embeddings_by_type"}"#,
+                &HeaderMap::new(),
+            )
+            .unwrap();
+        assert_eq!(reply.quantized, vec![(Quantized::Int8, vec![vec![64]])]);
+        let out: Value = serde_json::from_slice(&BedrockEmbed.write_response(&reply, &request)).unwrap();
+        assert_eq!(out["embeddings"], json!({"int8": [[64]]}), "only the types named");
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod stream;
 mod wire;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound, RawUpstreamError,
     StreamDecoder, StreamEncoder,
@@ -55,6 +56,27 @@ impl Codec for BedrockCodec {
     fn media_members(&self) -> &'static [&'static str] {
         // image.source.bytes and document.source.bytes (base64).
         &["bytes"]
+    }
+
+    fn opaque(&self) -> Opaque {
+        const REQUEST: &[Place] = &[
+            Place::at(&["messages", "content", "image", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "document", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "video", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "toolResult", "content", "image", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "toolResult", "content", "document", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "reasoningContent", "reasoningText", "signature"], Holds::Signed),
+            Place::at(&["messages", "content", "reasoningContent", "redactedContent"], Holds::Signed),
+        ];
+        const REPLY: &[Place] = &[
+            Place::at(&["output", "message", "content", "image", "source", "bytes"], Holds::Media),
+            Place::at(
+                &["output", "message", "content", "reasoningContent", "reasoningText", "signature"],
+                Holds::Signed,
+            ),
+            Place::at(&["output", "message", "content", "reasoningContent", "redactedContent"], Holds::Signed),
+        ];
+        Opaque { request: REQUEST, reply: REPLY }
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

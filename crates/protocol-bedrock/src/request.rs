@@ -13,6 +13,14 @@
 //!   writer does: `outputConfig.effort` only for models that take an effort,
 //!   adaptive thinking only for models that take it, else `thinking` enabled
 //!   with the budget the effort stands for.
+//! - A `system` message in `messages` is a `Role::System` message. On write
+//!   a Claude model that takes them (`capabilities.system_messages`) gets
+//!   them where they were; another model's prompt template knows only
+//!   user and assistant turns, so their text joins `system`
+//!   (`codec::system::fold`, the move reported).
+//! - A Claude model gets the caller's Anthropic betas in
+//!   `additionalModelRequestFields.anthropic_beta`, where Bedrock takes
+//!   them; another model reports them. `toolSpec.strict` ↔ `Tool::strict`.
 
 use serde_json::{json, Value};
 use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
@@ -46,6 +54,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Metadata => "requestMetadata",
         Field::Thinking => "messages.content.reasoningContent",
         Field::CacheControl => "cachePoint",
+        Field::SystemMessage => "messages.system",
+        Field::ToolStrict => "toolConfig.tools.toolSpec.strict",
+        Field::Betas => "additionalModelRequestFields.anthropic_beta",
         _ => return None,
     })
 }
@@ -109,16 +120,17 @@ fn read_message(value: &Value, path: &str) -> Result<Message, DecodeError> {
     let role = match req_str(message, "role", path)? {
         "user" => Role::User,
         "assistant" => Role::Assistant,
+        "system" => Role::System,
         other => {
             return Err(DecodeError::invalid(
                 format!("{path}.role"),
-                format!("{path}.role must be user or assistant, not `{other}`"),
+                format!("{path}.role must be user, assistant or system, not `{other}`"),
             ))
         }
     };
     let content_path = format!("{path}.content");
     let content = array(req(message, "content", path)?, &content_path)?;
-    Ok(Message { role, content: read_blocks(content, &content_path, Mode::Request)? })
+    Ok(Message::new(role, read_blocks(content, &content_path, Mode::Request)?))
 }
 
 fn read_system(items: &[Value]) -> Result<Vec<TextBlock>, DecodeError> {
@@ -170,11 +182,18 @@ fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), Decode
                 }
                 None => json!({ "type": "object" }),
             };
+            let strict = match field(spec, "strict") {
+                Some(strict) => Some(strict.as_bool().ok_or_else(|| {
+                    DecodeError::invalid(format!("{spec_path}.strict"), format!("{spec_path}.strict must be a boolean"))
+                })?),
+                None => None,
+            };
             request.tools.push(Tool {
                 name: req_str(spec, "name", &spec_path)?.to_owned(),
                 description: opt_str(spec, "description", &spec_path)?.map(str::to_owned),
                 parameters,
-                cache_control: None,
+                strict,
+                ..Tool::default()
             });
         }
     }
@@ -207,6 +226,13 @@ fn read_additional_fields(fields: &Object, request: &mut Request) {
     if let Some(reasoning) = fields.get("thinking").and_then(read_thinking) {
         request.reasoning = Some(reasoning);
         taken.push("thinking");
+    }
+    // OpenAI's models on Bedrock: `reasoning_effort`, `none` thinking off.
+    if let Some(reasoning) =
+        fields.get("reasoning_effort").and_then(Value::as_str).and_then(|level| effort::read_level(level, "").ok())
+    {
+        request.reasoning = Some(reasoning);
+        taken.push("reasoning_effort");
     }
     keep_rest(fields, &taken, "additionalModelRequestFields", request);
 }
@@ -278,14 +304,36 @@ fn keep_rest(object: &Object, taken: &[&str], key: &str, request: &mut Request) 
     }
 }
 
+/// Whether a Bedrock model id (or inference profile) names a Claude model,
+/// which takes Anthropic's system messages and betas.
+fn is_claude(model: &str) -> bool {
+    model.contains("anthropic.") || model.contains("claude")
+}
+
+/// Whether a Bedrock model id names one of OpenAI's models (gpt-oss),
+/// which take `reasoning_effort` among the fields passed to the model.
+fn openai_model(model: &str) -> bool {
+    model.contains("openai.") || model.contains("gpt-oss")
+}
+
+/// The levels OpenAI's models on Bedrock take.
+const OPENAI_EFFORTS: [switchyard_ir::Effort; 3] =
+    [switchyard_ir::Effort::Low, switchyard_ir::Effort::Medium, switchyard_ir::Effort::High];
+
 /// Writes a Converse request body. Consecutive messages of one role are
 /// merged, because Converse requires the roles to alternate.
 pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut root = Object::new();
+    let claude_model = is_claude(&request.model);
 
-    let mut turns: Vec<(Role, Vec<Value>)> = Vec::with_capacity(request.messages.len());
-    for message in &request.messages {
+    let (system_prompt, conversation) = match claude_model && capabilities.system_messages {
+        true => (std::borrow::Cow::Borrowed(&request.system[..]), std::borrow::Cow::Borrowed(&request.messages[..])),
+        false => switchyard_codec::system::fold(request, &mut dropped),
+    };
+    let mut turns: Vec<(Role, Vec<Value>)> = Vec::with_capacity(conversation.len());
+    for message in conversation.iter() {
+        message.extra.for_target_under(Protocol::Bedrock, "messages", &mut dropped);
         let content = write_blocks(&message.content, Mode::Request, &mut dropped);
         match turns.last_mut() {
             Some((role, blocks)) if *role == message.role => blocks.extend(content),
@@ -298,15 +346,16 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
             let role = match role {
                 Role::User => "user",
                 Role::Assistant => "assistant",
+                Role::System => "system",
             };
             json!({ "role": role, "content": content })
         })
         .collect();
     root.insert("messages".into(), Value::Array(messages));
 
-    if !request.system.is_empty() {
-        let mut system = Vec::with_capacity(request.system.len());
-        for block in &request.system {
+    if !system_prompt.is_empty() {
+        let mut system = Vec::with_capacity(system_prompt.len());
+        for block in system_prompt.iter() {
             system.push(json!({ "text": block.text }));
             if let Some(cache) = &block.cache_control {
                 system.push(cache_point(cache));
@@ -316,8 +365,19 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     }
 
     // Bedrock passes `thinking` to the model; the Anthropic shape is what
-    // its reasoning models take, and Claude's rules for thinking hold.
-    let mut claude = request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped));
+    // its reasoning models take, and Claude's rules for thinking hold. An
+    // OpenAI model takes its own `reasoning_effort` instead.
+    let openai_effort = match openai_model(&request.model) {
+        true => request
+            .reasoning
+            .as_ref()
+            .and_then(|r| effort::openai_level(r, &OPENAI_EFFORTS, capabilities, false, &mut dropped)),
+        false => None,
+    };
+    let mut claude = match openai_model(&request.model) {
+        true => None,
+        false => request.reasoning.as_ref().map(|r| effort::claude_thinking(r, capabilities, &mut dropped)),
+    };
     let budget = claude.as_mut().map_or(0, |c| c.least_budget(&mut dropped));
     let thinks = claude.as_ref().is_some_and(ClaudeThinking::is_on);
     let ClaudeSampling { temperature, top_p, top_k } =
@@ -349,10 +409,21 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     }
 
     let mut additional = Object::new();
+    if let Some(level) = openai_effort {
+        additional.insert("reasoning_effort".into(), level.into());
+    }
     if let Some(top_k) = top_k {
         additional.insert("top_k".into(), top_k.into());
     }
     let mut output = Object::new();
+    if !request.betas.is_empty() {
+        match claude_model {
+            true => {
+                additional.insert("anthropic_beta".into(), request.betas.clone().into());
+            }
+            false => drop_field(&mut dropped, Field::Betas),
+        }
+    }
     if let Some(claude) = claude {
         if let Some(thinking) = claude.thinking {
             additional.insert("thinking".into(), thinking);
@@ -455,6 +526,10 @@ fn write_tool_config(
         // Bedrock requires a schema; a tool without one takes any object.
         let schema = if tool.parameters.is_null() { json!({ "type": "object" }) } else { tool.parameters.clone() };
         spec.insert("inputSchema".into(), json!({ "json": schema }));
+        if let Some(strict) = tool.strict {
+            spec.insert("strict".into(), strict.into());
+        }
+        tool.extra.for_target_under(Protocol::Bedrock, "tools", dropped);
         tools.push(json!({ "toolSpec": spec }));
         if let Some(cache) = &tool.cache_control {
             tools.push(cache_point(cache));
@@ -516,6 +591,7 @@ mod tests {
                 description: None,
                 parameters: json!({"type": "object"}),
                 cache_control: None,
+                ..switchyard_codec::ir::Tool::default()
             }],
             tool_choice: Some(ToolChoice::Any),
             ..Request::default()
@@ -534,12 +610,72 @@ mod tests {
         }
     }
 
+    /// OpenAI's models on Bedrock take their own `reasoning_effort`, within
+    /// the levels they have, and not Claude's thinking; it reads back.
+    #[test]
+    fn openai_models_take_reasoning_effort() {
+        let request = Request {
+            model: "openai.gpt-oss-120b-1:0".into(),
+            messages: vec![Message::text(Role::User, "hi")],
+            reasoning: Some(Reasoning::with_budget(1024)),
+            temperature: Some(0.2),
+            ..Request::default()
+        };
+        let encoded = write_request(&request, &Capabilities::default());
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(body["additionalModelRequestFields"], json!({"reasoning_effort": "low"}));
+        assert_eq!(body["inferenceConfig"]["temperature"], 0.2, "Claude's rules are not OpenAI's");
+        let read = read_request(&encoded.body).unwrap();
+        assert_eq!(read.reasoning, Some(Reasoning::with_effort(Effort::Low)));
+    }
+
+    /// Claude on Bedrock takes an Anthropic caller's betas in its body, its
+    /// system messages where they were and a tool's `strict`; another model
+    /// gets the system message's text in `system` and reports the betas.
+    #[test]
+    fn claude_takes_betas_system_messages_and_strict_tools() {
+        let request = Request {
+            model: "us.anthropic.claude-opus-4-6-v1".into(),
+            messages: vec![
+                Message::text(Role::User, "hi"),
+                Message::text(Role::System, "the cwd is /srv"),
+                Message::text(Role::User, "again"),
+            ],
+            tools: vec![Tool { strict: Some(true), ..Tool::function("f", None, json!({"type": "object"})) }],
+            betas: vec!["context-management-2025-06-27".into(), "effort-2025-11-24".into()],
+            ..Request::default()
+        };
+        let takes_them = Capabilities { system_messages: true, ..Capabilities::default() };
+        let encoded = write_request(&request, &takes_them);
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
+        assert_eq!(
+            body["additionalModelRequestFields"]["anthropic_beta"],
+            json!(["context-management-2025-06-27", "effort-2025-11-24"])
+        );
+        let roles: Vec<&str> =
+            body["messages"].as_array().unwrap().iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "system", "user"]);
+        assert_eq!(body["toolConfig"]["tools"][0]["toolSpec"]["strict"], true);
+        let back = read_request(&encoded.body).unwrap();
+        assert_eq!((back.messages[1].role, back.tools[0].strict), (Role::System, Some(true)));
+
+        let nova = Request { model: "amazon.nova-pro-v1:0".into(), ..request };
+        let encoded = write_request(&nova, &takes_them);
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(body["system"], json!([{"text": "the cwd is /srv"}]));
+        assert_eq!(body["messages"].as_array().unwrap().len(), 1, "the two user turns merge: {body}");
+        assert!(body.get("additionalModelRequestFields").is_none());
+        let fields: Vec<(Field, DropReason)> = encoded.dropped.iter().map(|d| (d.field, d.reason)).collect();
+        assert_eq!(fields, [(Field::SystemMessage, DropReason::Converted), (Field::Betas, DropReason::Unsupported)]);
+    }
+
     #[test]
     fn bad_input_names_the_field() {
         let err = read_request(br#"{"messages": {}}"#).unwrap_err();
         assert_eq!(err.to_string(), "messages must be an array");
-        let err = read_request(br#"{"messages": [{"role": "system", "content": []}]}"#).unwrap_err();
-        assert_eq!(err.to_string(), "messages[0].role must be user or assistant, not `system`");
+        let err = read_request(br#"{"messages": [{"role": "robot", "content": []}]}"#).unwrap_err();
+        assert_eq!(err.to_string(), "messages[0].role must be user, assistant or system, not `robot`");
         let err = read_request(br#"{"inferenceConfig": {"maxTokens": -1}}"#).unwrap_err();
         assert_eq!(err.to_string(), "inferenceConfig.maxTokens must be a non-negative integer");
         assert!(matches!(read_request(b"[1"), Err(DecodeError::Json(_))));
@@ -550,7 +686,7 @@ mod tests {
         let body = json!({
             "messages": [{ "role": "user", "content": [{ "text": "hi" }] }],
             "inferenceConfig": { "maxTokens": 5, "somethingNew": 1 },
-            "additionalModelRequestFields": { "top_k": 3, "reasoning_effort": "low" },
+            "additionalModelRequestFields": { "top_k": 3, "response_style": "low" },
             "guardrailConfig": { "guardrailIdentifier": "g", "guardrailVersion": "1" },
             "outputConfig": { "textFormat": { "type": "json_schema", "structure": { "jsonSchema": { "schema": "{}", "description": "d" } } } }
         });
@@ -565,7 +701,13 @@ mod tests {
     fn what_converse_cannot_say_is_reported() {
         let request = Request {
             messages: vec![Message::text(Role::User, "a"), Message::text(Role::User, "b")],
-            tools: vec![Tool { name: "f".into(), description: None, parameters: Value::Null, cache_control: None }],
+            tools: vec![Tool {
+                name: "f".into(),
+                description: None,
+                parameters: Value::Null,
+                cache_control: None,
+                ..Tool::default()
+            }],
             tool_choice: Some(ToolChoice::None),
             seed: Some(1),
             user: Some("u".into()),

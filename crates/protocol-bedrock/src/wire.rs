@@ -157,17 +157,28 @@ pub(crate) fn stop_reason_to_wire(reason: StopReason) -> &'static str {
 }
 
 /// IR usage from a Bedrock `TokenUsage`. Bedrock's `inputTokens` leaves out
-/// cache reads and writes (as Anthropic's does), so they are added back.
+/// cache reads and writes (as Anthropic's does), so they are added back;
+/// `cacheDetails` splits the writes by lifetime (`5m`, `1h`).
 pub(crate) fn usage_from_wire(value: &Value) -> Usage {
     let count = |key: &str| value.get(key).and_then(Value::as_u64).unwrap_or(0);
     let cache_read_tokens = count("cacheReadInputTokens");
-    let cache_write_tokens = count("cacheWriteInputTokens");
+    let details = value.get("cacheDetails").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    let written = |ttl: &str| {
+        let of_ttl = details.iter().filter(|d| d.get("ttl").and_then(Value::as_str) == Some(ttl));
+        of_ttl.filter_map(|d| d.get("inputTokens").and_then(Value::as_u64)).fold(0, u64::saturating_add)
+    };
+    let cache_write_1h_tokens = written("1h");
+    let cache_write_tokens = match value.get("cacheWriteInputTokens").and_then(Value::as_u64) {
+        Some(total) => total,
+        None => written("5m").saturating_add(cache_write_1h_tokens),
+    };
     Usage {
         input_tokens: count("inputTokens").saturating_add(cache_read_tokens).saturating_add(cache_write_tokens),
         output_tokens: count("outputTokens"),
         cache_read_tokens,
         cache_write_tokens,
-        reasoning_tokens: 0,
+        cache_write_1h_tokens: cache_write_1h_tokens.min(cache_write_tokens),
+        ..Usage::default()
     }
 }
 
@@ -182,6 +193,15 @@ pub(crate) fn usage_to_wire(usage: &Usage) -> Value {
     }
     if usage.cache_write_tokens != 0 {
         wire.insert("cacheWriteInputTokens".into(), usage.cache_write_tokens.into());
+    }
+    if usage.cache_write_1h_tokens != 0 {
+        // Sorted as Bedrock sorts them: 1h before 5m.
+        let details: Vec<Value> = [("1h", usage.cache_write_1h_tokens), ("5m", usage.cache_write_5m_tokens())]
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(ttl, n)| serde_json::json!({"inputTokens": n, "ttl": ttl}))
+            .collect();
+        wire.insert("cacheDetails".into(), Value::Array(details));
     }
     Value::Object(wire)
 }
@@ -201,6 +221,29 @@ mod tests {
         assert_eq!(usage.uncached_input(), 10);
         assert_eq!(usage_to_wire(&usage)["inputTokens"], 10);
         assert_eq!(usage_to_wire(&usage)["totalTokens"], 45);
+    }
+
+    /// A `TokenUsage` as the Bedrock API reference defines it, with
+    /// `cacheDetails` (sorted 1h before 5m) splitting the writes by TTL.
+    #[test]
+    fn usage_reads_cache_writes_by_lifetime() {
+        let wire = json!({
+            "inputTokens": 12, "outputTokens": 40, "totalTokens": 3112,
+            "cacheReadInputTokens": 1024, "cacheWriteInputTokens": 2036,
+            "cacheDetails": [{"inputTokens": 2000, "ttl": "1h"}, {"inputTokens": 36, "ttl": "5m"}]
+        });
+        let usage = usage_from_wire(&wire);
+        assert_eq!((usage.input_tokens, usage.cache_read_tokens), (3072, 1024));
+        assert_eq!(
+            (usage.cache_write_tokens, usage.cache_write_1h_tokens, usage.cache_write_5m_tokens()),
+            (2036, 2000, 36)
+        );
+        assert_eq!(usage_to_wire(&usage), wire, "written back as Bedrock writes it");
+        // Details without the total still give it.
+        let details_only =
+            json!({"inputTokens": 1, "outputTokens": 1, "cacheDetails": [{"inputTokens": 7, "ttl": "1h"}]});
+        let usage = usage_from_wire(&details_only);
+        assert_eq!((usage.cache_write_tokens, usage.cache_write_1h_tokens, usage.input_tokens), (7, 7, 8));
     }
 
     #[test]

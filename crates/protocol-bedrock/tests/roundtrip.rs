@@ -135,9 +135,7 @@ fn messages() -> impl Strategy<Value = Vec<Message>> {
     .prop_map(|turns| {
         turns
             .into_iter()
-            .flat_map(|(user, assistant)| {
-                [Message { role: Role::User, content: user }, Message { role: Role::Assistant, content: assistant }]
-            })
+            .flat_map(|(user, assistant)| [Message::new(Role::User, user), Message::new(Role::Assistant, assistant)])
             .collect()
     })
 }
@@ -152,6 +150,7 @@ fn tools() -> impl Strategy<Value = (Vec<Tool>, Option<ToolChoice>)> {
                     description,
                     parameters,
                     cache_control,
+                    ..Tool::default()
                 })
                 .collect();
             // A policy needs tools; Converse cannot say "none".
@@ -237,7 +236,7 @@ fn usage() -> impl Strategy<Value = Usage> {
         output_tokens: output,
         cache_read_tokens: read,
         cache_write_tokens: write,
-        reasoning_tokens: 0,
+        ..Usage::default()
     })
 }
 

@@ -5,7 +5,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{Block, Dropped, Field, MediaSource, TextBlock, ToolUse};
+use switchyard_codec::ir::{Block, Dropped, Field, MediaSource, Protocol, TextBlock, ToolUse};
 use switchyard_codec::media::source_from_url;
 use switchyard_codec::{function, signature, DecodeError};
 
@@ -139,6 +139,9 @@ pub(crate) fn write_tool_content(blocks: &[Block], dropped: &mut Vec<Dropped>) -
             Block::Image { .. } => dropped.push(unsupported(Field::ToolResultMedia)),
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse(_) | Block::ToolResult(_) => {
                 dropped.push(unsupported(Field::MisplacedBlock))
+            }
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::Cohere, dropped);
             }
         }
     }
@@ -335,6 +338,9 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
             Block::Image { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::Document { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::ToolResult(_) => dropped.push(unsupported(Field::MisplacedBlock)),
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::Cohere, dropped);
+            }
         }
     }
     let content = match (form, parts.as_slice()) {

@@ -4,17 +4,19 @@
 //! `embeddings` by type and `meta.billed_units.input_tokens`. Lanes are
 //! asked for floats (the gateway makes base64 itself) and, when no input
 //! type is given, embed a document. Up to 96 texts a call. Integer and
-//! binary types are Cohere's own quantisations: only a Cohere lane can
-//! make them, so a request for them reaches no other protocol.
+//! binary types are Cohere's own quantisations: a lane of Cohere's models
+//! (Cohere's API, Cohere on Bedrock) is asked for them and its vectors
+//! carried; a lane of another protocol reports them unsent.
 
 use http::HeaderMap;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchyard_codec::embed::{base64_of, from_base64, input_type_or_document, vector_of, EmbedCodec};
+use switchyard_codec::embed::{input_type_or_document, vector_of, EmbedCodec};
+use switchyard_codec::embed_by_type::{types_to_ask, ByType, OutByType, Read};
 use switchyard_codec::{DecodeError, Encoded};
 use switchyard_ir::{
-    DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, InputType, Protocol, Truncate, Vector,
+    DropReason, Dropped, EmbedRequest, EmbedResponse, Encoding, Field, InputType, Protocol, Quantized, Truncate,
 };
 
 /// Cohere's embeddings.
@@ -100,28 +102,18 @@ pub(crate) fn truncate_of(name: &str) -> Result<Truncate, DecodeError> {
     })
 }
 
-/// Reads Cohere's `embeddings`: by type (`{float: [...]}`) or a plain
-/// list; each vector's bytes are kept as the lane wrote them.
-pub(crate) fn read_vectors(embeddings: &RawValue) -> Result<Vec<Vector>, DecodeError> {
-    #[derive(Deserialize)]
-    struct ByType {
-        float: Option<Vec<Box<RawValue>>>,
-        base64: Option<Vec<String>>,
-    }
+/// Reads Cohere's `embeddings`: by type (`{float: [...], int8: [...]}`) or
+/// a plain list; each float vector's bytes are kept as the lane wrote them.
+pub(crate) fn read_vectors(embeddings: &RawValue) -> Result<Read, DecodeError> {
     let text = embeddings.get();
     if text.starts_with('[') {
         let list: Vec<Box<RawValue>> = serde_json::from_str(text)?;
-        return list.into_iter().map(vector_of).collect();
+        return Ok((list.into_iter().map(vector_of).collect::<Result<_, _>>()?, Vec::new()));
     }
     if !text.starts_with('{') {
         return Err(DecodeError::Json("`embeddings` is neither a list nor an object".into()));
     }
-    let by_type: ByType = serde_json::from_str(text)?;
-    match (by_type.float, by_type.base64) {
-        (Some(floats), _) => floats.into_iter().map(vector_of).collect(),
-        (None, Some(encoded)) => encoded.iter().map(|e| from_base64(e).map(Vector::Floats)).collect(),
-        (None, None) => Err(DecodeError::Json("the reply has no float or base64 embeddings".into())),
-    }
+    ByType::read(text)
 }
 
 /// A reply as written for the caller: typed, so a lane's vectors are
@@ -135,14 +127,6 @@ struct OutResponse<'a> {
     response_type: &'static str,
 }
 
-#[derive(Serialize)]
-struct OutByType<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    float: Option<&'a [Vector]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base64: Option<Vec<String>>,
-}
-
 impl EmbedCodec for CohereEmbed {
     fn read_request(&self, body: &[u8]) -> Result<EmbedRequest, DecodeError> {
         let wire: WireRequest = serde_json::from_slice(body)?;
@@ -151,12 +135,15 @@ impl EmbedCodec for CohereEmbed {
             return Err(DecodeError::invalid("texts", "`texts` is empty: give at least one text"));
         }
         let types = wire.embedding_types.unwrap_or_else(|| vec!["float".to_owned()]);
-        if let Some(other) = types.iter().find(|t| !matches!(t.as_str(), "float" | "base64")) {
+        if let Some(other) =
+            types.iter().find(|t| !matches!(t.as_str(), "float" | "base64") && Quantized::parse(t).is_none())
+        {
             return Err(DecodeError::invalid(
                 "embedding_types",
-                format!("`{other}` embeddings are Cohere's own; this gateway serves float and base64"),
+                format!("`{other}` is not an embedding type: float, base64, int8, uint8, binary or ubinary"),
             ));
         }
+        let quantized = types.iter().filter_map(|t| Quantized::parse(t)).collect();
         let encoding = if types.iter().all(|t| t == "base64") { Encoding::Base64 } else { Encoding::Float };
         let mut request = EmbedRequest {
             model: wire.model,
@@ -165,6 +152,7 @@ impl EmbedCodec for CohereEmbed {
             input_type: wire.input_type.as_deref().map(input_type_of).transpose()?,
             truncate: wire.truncate.as_deref().map(truncate_of).transpose()?,
             encoding,
+            quantized,
             form: Some(types.join(",")),
             ..EmbedRequest::default()
         };
@@ -183,7 +171,7 @@ impl EmbedCodec for CohereEmbed {
             "model": request.model,
             "texts": request.inputs,
             "input_type": input_type_name(input_type_or_document(request.input_type)),
-            "embedding_types": ["float"],
+            "embedding_types": types_to_ask(&request.quantized),
         });
         if let Some(dimensions) = request.dimensions {
             body["output_dimension"] = json!(dimensions);
@@ -201,15 +189,13 @@ impl EmbedCodec for CohereEmbed {
     fn read_response(&self, body: &[u8], _headers: &HeaderMap) -> Result<EmbedResponse, DecodeError> {
         let wire: WireResponse = serde_json::from_slice(body)?;
         let input_tokens = wire.meta.and_then(|m| m.billed_units).and_then(|u| u.input_tokens).map(|n| n as u64);
-        Ok(EmbedResponse { model: String::new(), vectors: read_vectors(&wire.embeddings)?, input_tokens })
+        let (vectors, quantized) = read_vectors(&wire.embeddings)?;
+        Ok(EmbedResponse { model: String::new(), vectors, input_tokens, quantized })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
         let types = request.form.as_deref().unwrap_or("float");
-        let embeddings = OutByType {
-            float: types.split(',').any(|t| t == "float").then_some(response.vectors.as_slice()),
-            base64: types.split(',').any(|t| t == "base64").then(|| response.vectors.iter().map(base64_of).collect()),
-        };
+        let embeddings = OutByType::of(response, types.split(','));
         let body = OutResponse {
             id: "",
             embeddings,
@@ -247,7 +233,12 @@ mod tests {
         let written: Value = serde_json::from_slice(&CohereEmbed.write_request(&request).body).unwrap();
         assert_eq!(written["embedding_types"], json!(["float"]));
         assert_eq!(written["input_type"], "search_query");
-        assert!(CohereEmbed.read_request(br#"{"model":"e","texts":["a"],"embedding_types":["int8"]}"#).is_err());
+        assert!(CohereEmbed.read_request(br#"{"model":"e","texts":["a"],"embedding_types":["int4"]}"#).is_err());
+        // Cohere's quantised forms are asked of the lane beside floats.
+        let int8 = CohereEmbed.read_request(br#"{"model":"e","texts":["a"],"embedding_types":["int8"]}"#).unwrap();
+        assert_eq!(int8.quantized, vec![Quantized::Int8]);
+        let written: Value = serde_json::from_slice(&CohereEmbed.write_request(&int8).body).unwrap();
+        assert_eq!(written["embedding_types"], json!(["float", "int8"]));
         assert!(CohereEmbed.read_request(br#"{"model":"e","texts":[]}"#).is_err());
     }
 
@@ -260,6 +251,9 @@ mod tests {
         let request = EmbedRequest { form: Some("float,base64".into()), ..EmbedRequest::default() };
         let out: Value = serde_json::from_slice(&CohereEmbed.write_response(&reply, &request)).unwrap();
         assert_eq!(out["embeddings"]["float"], json!([[0.5, 0.25]]));
-        assert_eq!(from_base64(out["embeddings"]["base64"][0].as_str().unwrap()).unwrap(), vec![0.5, 0.25]);
+        assert_eq!(
+            switchyard_codec::embed::from_base64(out["embeddings"]["base64"][0].as_str().unwrap()).unwrap(),
+            vec![0.5, 0.25]
+        );
     }
 }

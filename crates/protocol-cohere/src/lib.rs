@@ -28,6 +28,7 @@ mod response;
 mod stream;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
@@ -56,6 +57,11 @@ impl Codec for CohereCodec {
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url (a data URL).
         &["url"]
+    }
+
+    fn opaque(&self) -> Opaque {
+        const REQUEST: &[Place] = &[Place::at(&["messages", "content", "image_url", "url"], Holds::Media)];
+        Opaque { request: REQUEST, reply: &[] }
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

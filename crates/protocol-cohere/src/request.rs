@@ -1,5 +1,9 @@
 //! The v2 chat request body: reading it into an `ir::Request` and writing
-//! one back, with what Cohere cannot say reported as dropped.
+//! one back, with what Cohere cannot say reported as dropped. System
+//! messages before the first turn are the system prompt; one after it is a
+//! `Role::System` message, written back where it was (v2 takes a system
+//! message anywhere in `messages`). `strict_tools` is every tool's
+//! `strict`.
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
@@ -26,6 +30,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     let mut request = Request::default();
     let mut model = None;
     let mut messages = None;
+    let mut strict_tools = None;
     for (key, value) in fields {
         // An explicit null means "not set" for every modelled field.
         if value.is_null() && is_modelled(&key) {
@@ -54,6 +59,9 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
                 request.presence_penalty = Some(float("presence_penalty", &value)?);
             }
             "response_format" => request.response_format = read_response_format(&value)?,
+            "strict_tools" => {
+                strict_tools = Some(value.as_bool().ok_or_else(|| invalid("strict_tools", "must be a boolean"))?);
+            }
             "thinking" => request.reasoning = Some(read_thinking(&value)?),
             "stream" => {
                 request.stream = value.as_bool().ok_or_else(|| invalid("stream", "must be a boolean"))?;
@@ -64,6 +72,11 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     request.model = model.ok_or_else(|| invalid("model", "is required"))?;
     let messages = messages.ok_or_else(|| invalid("messages", "is required"))?;
     read_messages(&messages, &mut request)?;
+    if let Some(strict) = strict_tools {
+        for tool in &mut request.tools {
+            tool.strict = Some(strict);
+        }
+    }
     Ok(request)
 }
 
@@ -86,6 +99,7 @@ fn is_modelled(key: &str) -> bool {
             | "response_format"
             | "thinking"
             | "stream"
+            | "strict_tools"
     )
 }
 
@@ -119,19 +133,24 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
         let message = object(&path, item)?;
         let role = required_str(&path, message, "role")?;
         match role.as_str() {
-            "system" => {
+            "system" if request.messages.is_empty() => {
                 let blocks = content::read_system(&path, message.get("content"))?;
                 request.system.extend(blocks);
                 in_tool_results = false;
             }
+            "system" => {
+                let blocks = content::read_system(&path, message.get("content"))?;
+                request.messages.push(Message::new(Role::System, blocks.into_iter().map(Block::Text).collect()));
+                in_tool_results = false;
+            }
             "user" => {
                 let blocks = content::read_user(&path, message.get("content"))?;
-                request.messages.push(Message { role: Role::User, content: blocks });
+                request.messages.push(Message::new(Role::User, blocks));
                 in_tool_results = false;
             }
             "assistant" => {
                 let blocks = content::read_assistant(&path, message)?;
-                request.messages.push(Message { role: Role::Assistant, content: blocks });
+                request.messages.push(Message::new(Role::Assistant, blocks));
                 in_tool_results = false;
             }
             "tool" => {
@@ -143,7 +162,7 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
                 });
                 match request.messages.last_mut() {
                     Some(last) if in_tool_results => last.content.push(result),
-                    _ => request.messages.push(Message { role: Role::User, content: vec![result] }),
+                    _ => request.messages.push(Message::new(Role::User, vec![result])),
                 }
                 in_tool_results = true;
             }
@@ -236,6 +255,8 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ReasoningOff => "thinking.type",
         Field::ToolChoice => "tool_choice",
         Field::Thinking => "messages.content.thinking",
+        Field::SystemMessage => "messages.system",
+        Field::ToolStrict => "strict_tools",
         Field::Dimensions => "output_dimension",
         Field::Encoding => "embedding_types",
         _ => return None,
@@ -243,7 +264,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
 }
 
 /// Writes a v2 chat request body.
-pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
+pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut body = Map::new();
     body.insert("stream".to_owned(), Value::Bool(request.stream));
@@ -264,11 +285,16 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
         messages.push(json!({"role": "system", "content": content}));
     }
     for message in &request.messages {
+        message.extra.for_target_under(Protocol::Cohere, "messages", &mut dropped);
         match message.role {
             Role::User => write_user(message, &mut messages, &mut documents, &mut dropped),
             Role::Assistant => {
                 let written = content::write_assistant(&message.content, ContentForm::Flexible, &mut dropped);
                 messages.push(Value::Object(written));
+            }
+            Role::System => {
+                let content = content::write_tool_content(&message.content, &mut dropped);
+                messages.push(json!({"role": "system", "content": content}));
             }
         }
     }
@@ -277,6 +303,12 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     let (tools, choice) = tools_and_choice(request, &mut dropped);
     if !tools.is_empty() {
         body.insert("tools".to_owned(), Value::Array(tools));
+        if let Some(strict) = strict_tools(&request.tools, &mut dropped) {
+            body.insert("strict_tools".to_owned(), Value::Bool(strict));
+        }
+    }
+    if !request.betas.is_empty() {
+        dropped.push(unsupported(Field::Betas));
     }
     if let Some(choice) = choice {
         body.insert("tool_choice".to_owned(), Value::from(choice));
@@ -326,7 +358,7 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
         }
     }
     if let Some(reasoning) = &request.reasoning {
-        if let Some(thinking) = write_thinking(reasoning, &mut dropped) {
+        if let Some(thinking) = write_thinking(reasoning, capabilities, &mut dropped) {
             body.insert("thinking".to_owned(), thinking);
         }
     }
@@ -400,6 +432,9 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
                 dropped.push(unsupported(Field::MisplacedBlock));
             }
             Block::ToolUse(_) => dropped.push(unsupported(Field::MisplacedBlock)),
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::Cohere, dropped);
+            }
         }
     }
     let content = match parts.as_slice() {
@@ -443,6 +478,7 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
         if tool.cache_control.is_some() {
             dropped.push(unsupported(Field::CacheControl));
         }
+        tool.extra.for_target_under(Protocol::Cohere, "tools", dropped);
         let mut value = function::tool_value(tool);
         if tool.parameters.is_null() {
             // Cohere wants a schema even for a function without arguments.
@@ -453,11 +489,29 @@ fn tools_and_choice(request: &Request, dropped: &mut Vec<Dropped>) -> (Vec<Value
     (tools, choice)
 }
 
+/// `strict_tools`, Cohere's one flag for every tool: said when all the tools
+/// say the same; a strict tool among others that are not is reported.
+fn strict_tools(tools: &[switchyard_codec::ir::Tool], dropped: &mut Vec<Dropped>) -> Option<bool> {
+    let first = tools.first()?.strict;
+    if tools.iter().all(|tool| tool.strict == first) {
+        return first;
+    }
+    if tools.iter().any(|tool| tool.strict == Some(true)) {
+        dropped.push(unsupported(Field::ToolStrict));
+    }
+    None
+}
+
 /// `thinking`: off, or on with a budget (an effort is turned into one, and
 /// reported). An effort alone that does not ask for thinking (Anthropic's
-/// without `thinking`) leaves the model's default.
-fn write_thinking(reasoning: &Reasoning, dropped: &mut Vec<Dropped>) -> Option<Value> {
-    if reasoning.thinking == Thinking::Unset && reasoning.budget_tokens.is_none() {
+/// `output_config.effort` without `thinking`) is the budget it stands for
+/// to a model said to reason (command-a-reasoning thinks by default, and
+/// the budget is how hard), and leaves any other model's default.
+fn write_thinking(reasoning: &Reasoning, capabilities: &Capabilities, dropped: &mut Vec<Dropped>) -> Option<Value> {
+    if reasoning.thinking == Thinking::Unset
+        && reasoning.budget_tokens.is_none()
+        && capabilities.reasoning != Some(true)
+    {
         if reasoning.effort.is_some() {
             dropped.push(unsupported(Field::ReasoningEffort));
         }
@@ -579,9 +633,9 @@ mod tests {
         use base64::Engine as _;
         let request = Request {
             model: "m".into(),
-            messages: vec![Message {
-                role: Role::User,
-                content: vec![
+            messages: vec![Message::new(
+                Role::User,
+                vec![
                     Block::Text(TextBlock {
                         text: "see results".into(),
                         cache_control: Some(switchyard_codec::ir::CacheControl { ttl: None }),
@@ -607,7 +661,7 @@ mod tests {
                         cache_control: None,
                     },
                 ],
-            }],
+            )],
             user: Some("u1".into()),
             ..Request::default()
         };
@@ -631,6 +685,7 @@ mod tests {
             description: None,
             parameters: json!({"type": "object"}),
             cache_control: None,
+            ..Tool::default()
         };
         let mut request = Request {
             model: "m".into(),
@@ -644,8 +699,7 @@ mod tests {
         assert_eq!(body["tools"][0]["function"]["name"], "b");
         assert!(dropped.is_empty());
 
-        request.messages =
-            vec![Message { role: Role::Assistant, content: vec![Block::ToolUse(ToolUse::new("1", "a", "{}"))] }];
+        request.messages = vec![Message::new(Role::Assistant, vec![Block::ToolUse(ToolUse::new("1", "a", "{}"))])];
         let (body, dropped) = written(&request);
         assert_eq!(body["tools"].as_array().unwrap().len(), 2);
         assert_eq!(dropped, vec![Dropped::new(Field::ToolChoice, DropReason::Unsupported)]);
@@ -660,16 +714,29 @@ mod tests {
     #[test]
     fn reasoning_forms() {
         let mut dropped = Vec::new();
+        let common = Capabilities::default();
         let effort = Reasoning::with_effort(switchyard_codec::ir::Effort::High);
-        assert_eq!(write_thinking(&effort, &mut dropped), Some(json!({"type": "enabled", "token_budget": 16384})));
+        assert_eq!(
+            write_thinking(&effort, &common, &mut dropped),
+            Some(json!({"type": "enabled", "token_budget": 16384}))
+        );
         assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
         let off = Reasoning::with_budget(0);
-        assert_eq!(write_thinking(&off, &mut dropped), Some(json!({"type": "disabled"})));
-        // An effort that only tunes the reply (no thinking asked for) has no Cohere form.
+        assert_eq!(write_thinking(&off, &common, &mut dropped), Some(json!({"type": "disabled"})));
+        // An effort that only tunes the reply (no thinking asked for) has no
+        // Cohere form on a model not said to reason...
         dropped.clear();
         let tune = Reasoning { effort: Some(switchyard_codec::ir::Effort::Low), ..Reasoning::default() };
-        assert_eq!(write_thinking(&tune, &mut dropped), None);
+        assert_eq!(write_thinking(&tune, &common, &mut dropped), None);
         assert_eq!(dropped, vec![Dropped::unsupported(Field::ReasoningEffort)]);
+        // ...and is the budget it stands for on a reasoning model.
+        dropped.clear();
+        let reasons = Capabilities { reasoning: Some(true), ..Capabilities::default() };
+        assert_eq!(
+            write_thinking(&tune, &reasons, &mut dropped),
+            Some(json!({"type": "enabled", "token_budget": 2048}))
+        );
+        assert_eq!(dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
     }
 
     #[test]

@@ -85,24 +85,26 @@ fn finish_reason_is_exact(stop_reason: Option<StopReason>) -> bool {
     )
 }
 
-/// Cohere `usage`: `tokens` holds the real counts and is preferred;
-/// `billed_units` (which leaves out e.g. the safety preamble) is the
-/// fallback. `cached_tokens` is taken as part of the input count.
+/// Cohere `usage`: `billed_units` is what Cohere bills (it leaves out e.g.
+/// the safety preamble) and is preferred, the metering being of what the
+/// provider bills; `tokens` (the model's own counts) is the fallback.
+/// `cached_tokens` is taken as part of the input count (never more than
+/// it).
 pub(crate) fn read_usage(value: Option<&Value>) -> Result<Usage, DecodeError> {
     let usage = match value {
         None | Some(Value::Null) => return Ok(Usage::default()),
         Some(usage) => object("usage", usage)?,
     };
     let count = |group: &str, key: &str| usage.get(group).and_then(|group| group.get(key)).and_then(Value::as_f64);
-    let input = count("tokens", "input_tokens").or_else(|| count("billed_units", "input_tokens"));
-    let output = count("tokens", "output_tokens").or_else(|| count("billed_units", "output_tokens"));
+    let input = count("billed_units", "input_tokens").or_else(|| count("tokens", "input_tokens"));
+    let output = count("billed_units", "output_tokens").or_else(|| count("tokens", "output_tokens"));
     let cached = usage.get("cached_tokens").and_then(Value::as_f64);
+    let input_tokens = whole(input);
     Ok(Usage {
-        input_tokens: whole(input),
+        input_tokens,
         output_tokens: whole(output),
-        cache_read_tokens: whole(cached),
-        cache_write_tokens: 0,
-        reasoning_tokens: 0,
+        cache_read_tokens: whole(cached).min(input_tokens),
+        ..Usage::default()
     })
 }
 
@@ -148,20 +150,19 @@ mod tests {
     use switchyard_codec::ir::{Block, ToolUse};
 
     #[test]
-    fn usage_prefers_tokens_over_billed_units() {
+    fn usage_is_what_cohere_bills() {
         let usage = read_usage(Some(&json!({
-            "billed_units": {"input_tokens": 37.0, "output_tokens": 28.0},
+            "billed_units": {"input_tokens": 737.0, "output_tokens": 28.0},
             "tokens": {"input_tokens": 913.0, "output_tokens": 83.0},
             "cached_tokens": 512.0
         })))
         .unwrap();
-        assert_eq!(usage, Usage { input_tokens: 913, output_tokens: 83, cache_read_tokens: 512, ..Usage::default() });
-        let billed_only = read_usage(Some(&json!({
-            "billed_units": {"input_tokens": 5, "output_tokens": 7}
+        assert_eq!(usage, Usage { input_tokens: 737, output_tokens: 28, cache_read_tokens: 512, ..Usage::default() });
+        let tokens_only = read_usage(Some(&json!({
+            "tokens": {"input_tokens": 5, "output_tokens": 7}, "cached_tokens": 9
         })))
         .unwrap();
-        assert_eq!(billed_only.input_tokens, 5);
-        assert_eq!(billed_only.output_tokens, 7);
+        assert_eq!((tokens_only.input_tokens, tokens_only.output_tokens, tokens_only.cache_read_tokens), (5, 7, 5));
         assert_eq!(read_usage(None).unwrap(), Usage::default());
         assert!(read_usage(Some(&json!(3))).is_err());
     }

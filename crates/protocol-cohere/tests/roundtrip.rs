@@ -80,7 +80,7 @@ fn user_message() -> impl Strategy<Value = Message> {
         proptest::collection::vec(prop_oneof![3 => text().prop_map(Block::text), 1 => image()], 1..4),
         proptest::collection::vec(tool_result(), 1..3),
     ]
-    .prop_map(|content| Message { role: Role::User, content })
+    .prop_map(|content| Message::new(Role::User, content))
 }
 
 fn tool_use() -> impl Strategy<Value = Block> {
@@ -114,13 +114,7 @@ fn is_tool_results(message: &Message) -> bool {
 
 fn messages() -> impl Strategy<Value = Vec<Message>> {
     proptest::collection::vec(
-        prop_oneof![
-            user_message(),
-            assistant_content().prop_map(|content| Message {
-                role: Role::Assistant,
-                content,
-            }),
-        ],
+        prop_oneof![user_message(), assistant_content().prop_map(|content| Message::new(Role::Assistant, content)),],
         0..6,
     )
     .prop_map(|mut messages| {
@@ -136,6 +130,7 @@ fn tools() -> impl Strategy<Value = Vec<Tool>> {
             description,
             parameters: json!({"type": "object", "properties": {"x": {"type": "string"}}}),
             cache_control: None,
+            ..Tool::default()
         }),
         0..3,
     )

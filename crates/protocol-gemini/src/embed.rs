@@ -159,6 +159,10 @@ impl EmbedCodec for GeminiEmbed {
 
     fn write_request(&self, request: &EmbedRequest) -> Encoded {
         let mut dropped = Vec::new();
+        // Cohere's quantised forms: only Cohere's models make them.
+        if !request.quantized.is_empty() {
+            dropped.push(Dropped::new(Field::Encoding, DropReason::Unsupported));
+        }
         if request.truncate.is_some() {
             dropped.push(Dropped::new(Field::Truncate, DropReason::Unsupported));
         }
@@ -189,7 +193,7 @@ impl EmbedCodec for GeminiEmbed {
             (None, None) => return Err(DecodeError::Json("the reply holds no embedding".into())),
         };
         let input_tokens = wire.usage_metadata.and_then(|u| u.prompt_token_count);
-        Ok(EmbedResponse { model: String::new(), vectors, input_tokens })
+        Ok(EmbedResponse { model: String::new(), vectors, input_tokens, quantized: Vec::new() })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {
@@ -243,7 +247,7 @@ mod tests {
         assert_eq!((request.input_type, request.dimensions), (Some(InputType::Query), Some(4)));
         let single = GeminiEmbed.read_request(br#"{"content":{"parts":[{"text":"one"}]}}"#).unwrap();
         assert_eq!(single.form.as_deref(), Some(SINGLE));
-        let reply = EmbedResponse { model: String::new(), vectors: vec![vec![0.5].into()], input_tokens: None };
+        let reply = EmbedResponse { vectors: vec![vec![0.5].into()], ..EmbedResponse::default() };
         let out: Value = serde_json::from_slice(&GeminiEmbed.write_response(&reply, &single)).unwrap();
         assert_eq!(out, json!({"embedding": {"values": [0.5]}}));
         assert!(GeminiEmbed.read_request(br#"{"requests":[]}"#).is_err());

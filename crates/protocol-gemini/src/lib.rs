@@ -24,6 +24,7 @@ mod stream;
 mod wire;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
@@ -56,6 +57,23 @@ impl Codec for GeminiCodec {
     fn media_members(&self) -> &'static [&'static str] {
         // inlineData.data (inline_data.data in snake case).
         &["data"]
+    }
+
+    fn opaque(&self) -> Opaque {
+        // Every member also answers to its snake_case name.
+        const REQUEST: &[Place] = &[
+            Place::at(&["contents", "parts", "inlineData", "data"], Holds::Media),
+            Place::at(&["contents", "parts", "inline_data", "data"], Holds::Media),
+            Place::at(&["contents", "parts", "functionResponse", "parts", "inlineData", "data"], Holds::Media),
+            Place::at(&["contents", "parts", "function_response", "parts", "inline_data", "data"], Holds::Media),
+            Place::at(&["contents", "parts", "thoughtSignature"], Holds::Signed),
+            Place::at(&["contents", "parts", "thought_signature"], Holds::Signed),
+        ];
+        const REPLY: &[Place] = &[
+            Place::at(&["candidates", "content", "parts", "inlineData", "data"], Holds::Media),
+            Place::at(&["candidates", "content", "parts", "thoughtSignature"], Holds::Signed),
+        ];
+        Opaque { request: REQUEST, reply: REPLY }
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

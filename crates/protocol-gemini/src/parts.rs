@@ -339,6 +339,9 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 });
             }
             Block::RedactedThinking { .. } => drop_once(ctx.dropped, Field::RedactedThinking),
+            Block::Unmodelled(block) => {
+                block.for_target(switchyard_codec::ir::Protocol::Gemini, ctx.dropped);
+            }
             Block::ToolUse(call) => {
                 ctx.calls.push((call.id.clone(), call.name.clone()));
                 parts.push(Part {
@@ -375,6 +378,9 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                                 inline_data: part.inline_data,
                                 file_data: part.file_data,
                             });
+                        }
+                        Block::Unmodelled(block) => {
+                            block.for_target(switchyard_codec::ir::Protocol::Gemini, ctx.dropped);
                         }
                         _ => drop_once(ctx.dropped, Field::MisplacedBlock),
                     }

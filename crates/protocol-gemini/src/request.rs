@@ -30,8 +30,8 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{
-    Capabilities, DropReason, Dropped, Effort, Field, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
-    TextBlock, Thinking, Tool, ToolChoice,
+    Capabilities, DropReason, Dropped, Effort, Efforts, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
+    Role, TextBlock, Thinking, Tool, ToolChoice,
 };
 use switchyard_codec::{effort, json, DecodeError, Encoded};
 
@@ -100,7 +100,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             }
         };
         let blocks = parts_to_blocks(content.parts, &mut ledger, PartMode::Request, &at)?;
-        request.messages.push(Message { role, content: blocks });
+        request.messages.push(Message::new(role, blocks));
     }
 
     if let Some(system) = take(&mut map, "systemInstruction", "system_instruction") {
@@ -186,6 +186,7 @@ fn read_tools(value: Value, request: &mut Request) -> Result<(), DecodeError> {
                         (None, None) => Value::Null,
                     },
                     cache_control: None,
+                    ..Tool::default()
                 });
             }
         }
@@ -350,16 +351,21 @@ fn schema_subset_only(model: &str) -> bool {
 }
 
 /// Writes a request body.
-pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
+pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(Protocol::Gemini, &mut dropped).cloned().unwrap_or_default();
     let legacy = is_legacy_model(&request.model);
     let subset = schema_subset_only(&request.model);
     let mut body = Map::new();
 
+    // Gemini keeps system instructions only before the conversation: a
+    // system message's text joins them, where the model still takes it as
+    // the operator's and not as the user's words (`codec::system`).
+    let (system, conversation) = switchyard_codec::system::fold(request, &mut dropped);
     let mut calls = Vec::new();
-    let mut contents: Vec<Content> = Vec::with_capacity(request.messages.len());
-    for message in &request.messages {
+    let mut contents: Vec<Content> = Vec::with_capacity(conversation.len());
+    for message in conversation.iter() {
+        message.extra.for_target_under(Protocol::Gemini, "messages", &mut dropped);
         let mut parts = blocks_to_parts(
             &message.content,
             &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls },
@@ -384,7 +390,8 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
         contents.push(Content {
             role: Some(
                 match message.role {
-                    Role::User => "user",
+                    // `fold` took the system messages out.
+                    Role::User | Role::System => "user",
                     Role::Assistant => "model",
                 }
                 .to_owned(),
@@ -394,9 +401,8 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     }
     body.insert("contents".to_owned(), to_value(&contents));
 
-    if !request.system.is_empty() {
-        let parts: Vec<Part> = request
-            .system
+    if !system.is_empty() {
+        let parts: Vec<Part> = system
             .iter()
             .map(|block| {
                 if block.cache_control.is_some() {
@@ -415,11 +421,15 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     if let Some(choice) = &request.tool_choice {
         body.insert("toolConfig".to_owned(), write_tool_choice(choice));
     }
+    if !request.betas.is_empty() {
+        drop_once(&mut dropped, Field::Betas);
+    }
     if request.parallel_tool_calls == Some(false) {
         drop_once(&mut dropped, Field::ParallelToolCalls);
     }
 
-    let generation = write_generation_config(request, &extra, Model { legacy, subset }, &mut dropped);
+    let generation =
+        write_generation_config(request, &extra, Model { legacy, subset, efforts: capabilities.efforts }, &mut dropped);
     if !generation.is_empty() {
         body.insert("generationConfig".to_owned(), Value::Object(generation));
     }
@@ -484,6 +494,11 @@ fn write_tools(request: &Request, extra: &Map<String, Value>, subset: bool, drop
                 if tool.cache_control.is_some() {
                     drop_once(dropped, Field::CacheControl);
                 }
+                if tool.strict == Some(true) {
+                    // A function declaration has no strict flag.
+                    drop_once(dropped, Field::ToolStrict);
+                }
+                tool.extra.for_target_under(Protocol::Gemini, "tools", dropped);
                 let mut declaration = Map::new();
                 declaration.insert("name".to_owned(), Value::String(tool.name.clone()));
                 if let Some(description) = &tool.description {
@@ -534,6 +549,9 @@ struct Model {
     legacy: bool,
     /// Takes only the OpenAPI schema subset (Gemini 1.x, 2.0).
     subset: bool,
+    /// The levels it takes and whether thinking turns off, where its facts
+    /// say (Gemini 3 Pro: low and high, never off; 2.5 Pro: never off).
+    efforts: Option<Efforts>,
 }
 
 fn write_tool_choice(choice: &ToolChoice) -> Value {
@@ -609,8 +627,10 @@ fn write_generation_config(
             .and_then(|g| g.get("thinkingConfig"))
             .and_then(|t| t.get("includeThoughts"))
             .is_some();
-        let thinking = write_thinking(reasoning, model.legacy, extra_include, dropped);
-        config.insert("thinkingConfig".to_owned(), Value::Object(thinking));
+        let thinking = write_thinking(reasoning, model, extra_include, dropped);
+        if !thinking.is_empty() {
+            config.insert("thinkingConfig".to_owned(), Value::Object(thinking));
+        }
     }
     if let Some(Value::Object(more)) = extra.get("generationConfig") {
         for (key, value) in more {
@@ -621,20 +641,26 @@ fn write_generation_config(
 }
 
 /// Gemini 2.x takes a token budget, Gemini 3 a level (and still a budget).
-/// An effort becomes the nearest level for current models and the budget it
-/// stands for on 2.x ones; a budget is always written as given.
+/// An effort becomes the nearest level the model takes for current models
+/// and the budget it stands for on 2.x ones; a budget is always written as
+/// given. Thinking off goes only to a model that turns it off (2.5 Pro and
+/// Gemini 3 Pro refuse a budget of 0): to another it is reported.
 fn write_thinking(
     reasoning: &Reasoning,
-    legacy: bool,
+    model: Model,
     extra_include: bool,
     dropped: &mut Vec<Dropped>,
 ) -> Map<String, Value> {
     let mut thinking = Map::new();
     if reasoning.is_off() {
-        thinking.insert("thinkingBudget".to_owned(), Value::from(0));
+        if model.efforts.is_some_and(|efforts| !efforts.takes_off()) {
+            Dropped::push_once(dropped, Field::ReasoningOff, DropReason::Capability);
+        } else {
+            thinking.insert("thinkingBudget".to_owned(), Value::from(0));
+        }
         return thinking;
     }
-    if legacy {
+    if model.legacy {
         if let Some(budget) = effort::budget_to_write(reasoning, dropped) {
             thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
             if reasoning.budget_tokens.is_some() && reasoning.effort.is_some() {
@@ -642,11 +668,19 @@ fn write_thinking(
             }
         }
     } else {
-        if let Some(budget) = reasoning.budget_tokens {
-            thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+        // Gemini 3 refuses a budget beside a level: the level goes.
+        match reasoning.budget_tokens {
+            Some(_) if reasoning.effort.is_some() => {
+                Dropped::push_once(dropped, Field::ReasoningBudget, DropReason::Converted);
+            }
+            Some(budget) => {
+                thinking.insert("thinkingBudget".to_owned(), Value::from(budget));
+            }
+            None => {}
         }
         if let Some(effort) = reasoning.effort {
-            let level = effort.nearest(&LEVELS);
+            let taken = model.efforts.map(|efforts| efforts.within(&LEVELS)).filter(|levels| !levels.is_empty());
+            let level = effort.nearest(taken.as_deref().unwrap_or(&LEVELS));
             if level != effort {
                 Dropped::push_once(dropped, Field::ReasoningEffort, DropReason::Converted);
             }
@@ -754,10 +788,9 @@ mod tests {
         let mut request = Request { user: Some("u".into()), parallel_tool_calls: Some(false), ..Request::default() };
         request.extra.insert(Protocol::OpenAi, "logprobs".into(), json!(true));
         request.metadata.insert("k".into(), json!("v"));
-        request.messages.push(Message {
-            role: Role::Assistant,
-            content: vec![Block::RedactedThinking { data: "x".into() }, Block::text("a")],
-        });
+        request
+            .messages
+            .push(Message::new(Role::Assistant, vec![Block::RedactedThinking { data: "x".into() }, Block::text("a")]));
         let (body, dropped) = write_json(&request);
         let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
         assert_eq!(
@@ -787,6 +820,28 @@ mod tests {
         assert_eq!(body["generationConfig"]["thinkingConfig"], json!({"thinkingBudget": 0}));
     }
 
+    /// Gemini 3 Pro takes low and high and never turns thinking off (nor
+    /// does 2.5 Pro): a medium effort is the nearest it takes, thinking
+    /// off is reported rather than sent as a budget of 0.
+    #[test]
+    fn reasoning_follows_the_models_own_levels() {
+        let pro = Capabilities { efforts: Some(Efforts::of(&[Effort::Low, Effort::High])), ..Capabilities::default() };
+        let medium = Request {
+            model: "gemini-3-pro-preview".into(),
+            reasoning: Some(Reasoning::with_effort(Effort::Medium)),
+            ..Request::default()
+        };
+        let encoded = write(&medium, &pro);
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(body["generationConfig"]["thinkingConfig"]["thinkingLevel"], "high");
+        assert_eq!(encoded.dropped, vec![Dropped::new(Field::ReasoningEffort, DropReason::Converted)]);
+        let off = Request { reasoning: Some(Reasoning::off()), ..medium };
+        let encoded = write(&off, &pro);
+        let body: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert!(body.get("generationConfig").is_none(), "{body}");
+        assert_eq!(encoded.dropped, vec![Dropped::new(Field::ReasoningOff, DropReason::Capability)]);
+    }
+
     #[test]
     fn dynamic_budget_and_thought_flags_read_back() {
         let request = read_json(json!({
@@ -807,13 +862,13 @@ mod tests {
     #[test]
     fn history_calls_get_the_placeholder_signature_on_current_models() {
         let request = Request {
-            messages: vec![Message {
-                role: Role::Assistant,
-                content: vec![
+            messages: vec![Message::new(
+                Role::Assistant,
+                vec![
                     Block::ToolUse(switchyard_codec::ir::ToolUse::new("toolu_1", "f", "{}")),
                     Block::ToolUse(switchyard_codec::ir::ToolUse::new("toolu_2", "f", "{}")),
                 ],
-            }],
+            )],
             ..Request::default()
         };
         let (body, _) = write_json(&request);
@@ -833,23 +888,23 @@ mod tests {
     fn tool_results_are_named_from_the_call() {
         let request = Request {
             messages: vec![
-                Message {
-                    role: Role::Assistant,
-                    content: vec![Block::ToolUse(switchyard_codec::ir::ToolUse::new(
+                Message::new(
+                    Role::Assistant,
+                    vec![Block::ToolUse(switchyard_codec::ir::ToolUse::new(
                         "call_abc",
                         "weather",
                         r#"{"city":"Paris"}"#,
                     ))],
-                },
-                Message {
-                    role: Role::User,
-                    content: vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
+                ),
+                Message::new(
+                    Role::User,
+                    vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
                         tool_use_id: "call_abc".into(),
                         name: None,
                         content: vec![Block::text("rain")],
                         is_error: false,
                     })],
-                },
+                ),
             ],
             model: "gemini-2.5-pro".into(),
             ..Request::default()
@@ -867,14 +922,16 @@ mod tests {
 
     #[test]
     fn split_tool_results_are_sent_as_one_turn() {
-        let result = |id: &str| Message {
-            role: Role::User,
-            content: vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
-                tool_use_id: id.into(),
-                name: Some("f".into()),
-                content: vec![Block::text("ok")],
-                is_error: false,
-            })],
+        let result = |id: &str| {
+            Message::new(
+                Role::User,
+                vec![Block::ToolResult(switchyard_codec::ir::ToolResult {
+                    tool_use_id: id.into(),
+                    name: Some("f".into()),
+                    content: vec![Block::text("ok")],
+                    is_error: false,
+                })],
+            )
         };
         let request = Request {
             messages: vec![result("a"), result("b"), Message::text(Role::User, "next")],

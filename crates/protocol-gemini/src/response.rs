@@ -8,7 +8,7 @@ use switchyard_codec::ir::{Field, Response, StopReason, Usage};
 use switchyard_codec::{json, DecodeError, Encoded};
 
 use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, reply_call_prefix, CallLedger, PartMode, WriteParts};
-use crate::wire::{Candidate, Content, GenerateContentResponse, UsageMetadata};
+use crate::wire::{Candidate, Content, GenerateContentResponse, ModalityTokenCount, UsageMetadata};
 
 /// Reads a non-streamed reply.
 pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
@@ -122,28 +122,51 @@ pub(crate) fn stop_to_wire(reason: StopReason) -> &'static str {
 }
 
 /// `promptTokenCount` already includes cached tokens; tokens of built-in
-/// tool prompts are input too. Output is candidates plus thoughts.
+/// tool prompts are input too (and kept apart). Output is candidates plus
+/// thoughts. Audio and image tokens are the modality details' (video is
+/// priced as text).
 pub(crate) fn usage_from_wire(usage: &UsageMetadata) -> Usage {
     let candidates = usage.candidates_token_count.unwrap_or(0);
     let thoughts = usage.thoughts_token_count.unwrap_or(0);
+    let tool_prompt = usage.tool_use_prompt_token_count.unwrap_or(0);
+    let prompt = &usage.prompt_tokens_details;
+    let generated = &usage.candidates_tokens_details;
     Usage {
-        input_tokens: usage.prompt_token_count.unwrap_or(0) + usage.tool_use_prompt_token_count.unwrap_or(0),
-        output_tokens: candidates + thoughts,
+        input_tokens: usage.prompt_token_count.unwrap_or(0).saturating_add(tool_prompt),
+        output_tokens: candidates.saturating_add(thoughts),
         cache_read_tokens: usage.cached_content_token_count.unwrap_or(0),
-        cache_write_tokens: 0,
         reasoning_tokens: thoughts,
+        audio_input_tokens: ModalityTokenCount::of(prompt, "AUDIO"),
+        image_input_tokens: ModalityTokenCount::of(prompt, "IMAGE"),
+        audio_output_tokens: ModalityTokenCount::of(generated, "AUDIO"),
+        image_output_tokens: ModalityTokenCount::of(generated, "IMAGE"),
+        tool_prompt_tokens: tool_prompt,
+        ..Usage::default()
     }
 }
 
 pub(crate) fn usage_to_wire(usage: &Usage) -> UsageMetadata {
     let nonzero = |n: u64| (n != 0).then_some(n);
+    let prompt = usage.input_tokens.saturating_sub(usage.tool_prompt_tokens);
+    let candidates = usage.output_tokens.saturating_sub(usage.reasoning_tokens);
+    // By modality only when some tokens are not text (the whole count otherwise).
+    let details = |total: u64, audio: u64, image: u64| match (audio, image) {
+        (0, 0) => Vec::new(),
+        _ => [("TEXT", total.saturating_sub(audio).saturating_sub(image)), ("AUDIO", audio), ("IMAGE", image)]
+            .into_iter()
+            .filter(|(_, n)| *n != 0)
+            .map(|(modality, token_count)| ModalityTokenCount { modality: modality.to_owned(), token_count })
+            .collect(),
+    };
     UsageMetadata {
-        prompt_token_count: Some(usage.input_tokens),
-        candidates_token_count: Some(usage.output_tokens.saturating_sub(usage.reasoning_tokens)),
+        prompt_token_count: Some(prompt),
+        candidates_token_count: Some(candidates),
         total_token_count: Some(usage.total()),
         cached_content_token_count: nonzero(usage.cache_read_tokens),
         thoughts_token_count: nonzero(usage.reasoning_tokens),
-        tool_use_prompt_token_count: None,
+        tool_use_prompt_token_count: nonzero(usage.tool_prompt_tokens),
+        prompt_tokens_details: details(prompt, usage.audio_input_tokens, usage.image_input_tokens),
+        candidates_tokens_details: details(candidates, usage.audio_output_tokens, usage.image_output_tokens),
     }
 }
 
@@ -252,6 +275,30 @@ mod tests {
         let response = read(body).unwrap();
         assert_eq!(response.content, vec![switchyard_codec::ir::Block::text("ok")]);
         assert_eq!(response.stop_reason, Some(StopReason::EndTurn));
+    }
+
+    /// `usageMetadata` as the Gemini API reference shows it: cached
+    /// content, thoughts, a built-in tool's prompt, and tokens by modality.
+    #[test]
+    fn usage_reads_every_kind_gemini_reports() {
+        let body = br#"{"candidates": [{"content": {"role": "model", "parts": [{"text": "ok"}]}, "finishReason": "STOP"}],
+            "usageMetadata": {"promptTokenCount": 1800, "candidatesTokenCount": 1400, "totalTokenCount": 3650,
+              "cachedContentTokenCount": 1024, "thoughtsTokenCount": 250, "toolUsePromptTokenCount": 200,
+              "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 300}, {"modality": "IMAGE", "tokenCount": 1290},
+                                      {"modality": "AUDIO", "tokenCount": 210}],
+              "candidatesTokensDetails": [{"modality": "TEXT", "tokenCount": 110}, {"modality": "IMAGE", "tokenCount": 1290}]}}"#;
+        let usage = read(body).unwrap().usage;
+        assert_eq!((usage.input_tokens, usage.tool_prompt_tokens, usage.cache_read_tokens), (2000, 200, 1024));
+        assert_eq!((usage.image_input_tokens, usage.audio_input_tokens), (1290, 210));
+        assert_eq!((usage.output_tokens, usage.reasoning_tokens, usage.image_output_tokens), (1650, 250, 1290));
+        // Written back, the counts and modalities are Gemini's again.
+        let wire = usage_to_wire(&usage);
+        assert_eq!((wire.prompt_token_count, wire.candidates_token_count), (Some(1800), Some(1400)));
+        assert_eq!(wire.tool_use_prompt_token_count, Some(200));
+        assert_eq!(ModalityTokenCount::of(&wire.prompt_tokens_details, "IMAGE"), 1290);
+        assert_eq!(ModalityTokenCount::of(&wire.prompt_tokens_details, "TEXT"), 300);
+        assert_eq!(ModalityTokenCount::of(&wire.candidates_tokens_details, "IMAGE"), 1290);
+        assert_eq!(usage_from_wire(&wire), usage);
     }
 
     proptest! {

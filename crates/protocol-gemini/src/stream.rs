@@ -150,7 +150,7 @@ impl DecodeState {
             self.started = true;
             let id = chunk.response_id.clone().unwrap_or_default();
             self.ledger = CallLedger::new(reply_call_prefix(&id));
-            let start_usage = usage.map(|u| Usage { output_tokens: 0, reasoning_tokens: 0, ..u }).unwrap_or_default();
+            let start_usage = usage.map(|u| u.prompt_side()).unwrap_or_default();
             out.push(StreamEvent::MessageStart {
                 id,
                 model: chunk.model_version.clone().unwrap_or_default(),

@@ -271,6 +271,29 @@ pub(crate) struct UsageMetadata {
     pub thoughts_token_count: Option<u64>,
     #[serde(default, alias = "tool_use_prompt_token_count", skip_serializing_if = "Option::is_none")]
     pub tool_use_prompt_token_count: Option<u64>,
+    /// The prompt's tokens by modality (`TEXT`, `IMAGE`, `AUDIO`, ...).
+    #[serde(default, alias = "prompt_tokens_details", skip_serializing_if = "Vec::is_empty")]
+    pub prompt_tokens_details: Vec<ModalityTokenCount>,
+    /// The candidates' tokens by modality.
+    #[serde(default, alias = "candidates_tokens_details", skip_serializing_if = "Vec::is_empty")]
+    pub candidates_tokens_details: Vec<ModalityTokenCount>,
+}
+
+/// One modality's share of a count (`ModalityTokenCount`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ModalityTokenCount {
+    #[serde(default)]
+    pub modality: String,
+    #[serde(default, alias = "token_count")]
+    pub token_count: u64,
+}
+
+impl ModalityTokenCount {
+    /// The tokens of `modality` among `details`.
+    pub(crate) fn of(details: &[ModalityTokenCount], modality: &str) -> u64 {
+        details.iter().filter(|d| d.modality == modality).map(|d| d.token_count).fold(0, u64::saturating_add)
+    }
 }
 
 /// `{"error": {...}}`: the Google RPC status shape.

@@ -139,7 +139,7 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                         },
                     })
                     .collect();
-                messages.push(Message { role: Role::User, content });
+                messages.push(Message::new(Role::User, content));
             }
             Turn::Assistant { thinking, text, calls } => {
                 let mut content = Vec::new();
@@ -170,9 +170,9 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                         is_error,
                     }));
                 }
-                messages.push(Message { role: Role::Assistant, content: fold_call_signatures(content) });
+                messages.push(Message::new(Role::Assistant, fold_call_signatures(content)));
                 if !results.is_empty() {
-                    messages.push(Message { role: Role::User, content: results });
+                    messages.push(Message::new(Role::User, results));
                 }
             }
         }
@@ -190,7 +190,13 @@ fn tool() -> impl Strategy<Value = Tool> {
             Just(json!({"type": "OBJECT", "properties": {"n": {"type": "INTEGER"}}})),
         ],
     )
-        .prop_map(|(name, description, parameters)| Tool { name, description, parameters, cache_control: None })
+        .prop_map(|(name, description, parameters)| Tool {
+            name,
+            description,
+            parameters,
+            cache_control: None,
+            ..Tool::default()
+        })
 }
 
 /// A signature-only thinking block right before a call is the call's own
@@ -367,6 +373,7 @@ fn response() -> impl Strategy<Value = Response> {
                     cache_read_tokens: cached,
                     cache_write_tokens: 0,
                     reasoning_tokens: reasoning,
+                    ..Usage::default()
                 },
             }
         })

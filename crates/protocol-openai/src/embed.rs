@@ -136,6 +136,10 @@ impl EmbedCodec for OpenAiEmbed {
 
     fn write_request(&self, request: &EmbedRequest) -> Encoded {
         let mut dropped = Vec::new();
+        // Cohere's quantised forms: only Cohere's models make them.
+        if !request.quantized.is_empty() {
+            dropped.push(Dropped::new(Field::Encoding, DropReason::Unsupported));
+        }
         if request.input_type.is_some() {
             dropped.push(Dropped::new(Field::InputType, DropReason::Unsupported));
         }
@@ -163,7 +167,8 @@ impl EmbedCodec for OpenAiEmbed {
         // In input order, whatever order the list came in.
         wire.data.sort_by_key(|e| e.index.unwrap_or(usize::MAX));
         let vectors = wire.data.into_iter().map(|e| vector_of(e.embedding)).collect::<Result<_, _>>()?;
-        Ok(EmbedResponse { model: wire.model, vectors, input_tokens: wire.usage.map(|u| u.prompt_tokens) })
+        let input_tokens = wire.usage.map(|u| u.prompt_tokens);
+        Ok(EmbedResponse { model: wire.model, vectors, input_tokens, quantized: Vec::new() })
     }
 
     fn write_response(&self, response: &EmbedResponse, request: &EmbedRequest) -> Vec<u8> {

@@ -43,6 +43,7 @@ mod thinking;
 mod wire;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
@@ -89,6 +90,35 @@ impl Codec for OpenAiCodec {
         &["url", "file_data", "data"]
     }
 
+    fn opaque(&self) -> Opaque {
+        const REQUEST: &[Place] = &[
+            Place::at(&["messages", "content", "image_url", "url"], Holds::Media),
+            Place::at(&["messages", "content", "input_audio", "data"], Holds::Media),
+            Place::at(&["messages", "content", "file", "file_data"], Holds::Media),
+            Place::at(&["messages", "tool_calls", "extra_content", "google", "thought_signature"], Holds::Signed),
+            Place::when(&["messages", "thinking_blocks", "signature"], "type", &["thinking"], Holds::Signed),
+            Place::when(&["messages", "thinking_blocks", "data"], "type", &["redacted_thinking"], Holds::Signed),
+        ];
+        const REPLY: &[Place] = &[
+            Place::at(&["choices", "message", "audio", "data"], Holds::Media),
+            Place::at(
+                &["choices", "message", "tool_calls", "extra_content", "google", "thought_signature"],
+                Holds::Signed,
+            ),
+            Place::when(&["choices", "message", "thinking_blocks", "signature"], "type", &["thinking"], Holds::Signed),
+            Place::when(
+                &["choices", "message", "thinking_blocks", "data"],
+                "type",
+                &["redacted_thinking"],
+                Holds::Signed,
+            ),
+            // Embeddings as base64, images as base64.
+            Place::at(&["data", "embedding"], Holds::Media),
+            Place::at(&["data", "b64_json"], Holds::Media),
+        ];
+        Opaque { request: REQUEST, reply: REPLY }
+    }
+
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
         request::read(body)
     }
@@ -108,7 +138,8 @@ impl Codec for OpenAiCodec {
     fn read_usage(&self, body: &[u8]) -> Option<ir::Usage> {
         // Only the `usage` member is parsed: a passthrough needs nothing else.
         let raw = switchyard_codec::scan::top_level_value(body, "usage").ok()??;
-        serde_json::from_slice::<wire::WireUsage>(raw).ok().map(|usage| usage.to_ir())
+        let tier = switchyard_codec::scan::first_string_member(body, "service_tier");
+        serde_json::from_slice::<wire::WireUsage>(raw).ok().map(|usage| usage.to_ir(tier))
     }
 
     fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {

@@ -7,8 +7,8 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Request, ResponseFormat, Role, TextBlock,
-    Tool, ToolChoice, ToolResult, ToolUse,
+    Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
+    TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse,
 };
 use switchyard_codec::{effort, function, DecodeError, Encoded};
 
@@ -56,6 +56,15 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     if let Some(effort) = take_string(&mut fields, "reasoning_effort")? {
         request.reasoning = Some(effort::read_level(&effort, "reasoning_effort")?);
     }
+    if let Some(object) = take(&mut fields, "reasoning") {
+        let (reasoning, rest) = read_reasoning_object(object)?;
+        if reasoning != Reasoning::default() {
+            request.reasoning = Some(reasoning);
+        }
+        if let Some(rest) = rest {
+            request.extra.insert(Protocol::OpenAi, "reasoning".to_owned(), rest);
+        }
+    }
     request.tools = read_tools(take(&mut fields, "tools"))?;
     match take(&mut fields, "tool_choice") {
         None => {}
@@ -89,7 +98,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
 }
 
 /// Writes a Chat Completions request body.
-pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded {
+pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(Protocol::OpenAi, &mut dropped);
     let mut body = Map::new();
@@ -103,6 +112,9 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     if request.top_k.is_some() {
         report(&mut dropped, Field::TopK);
     }
+    if !request.betas.is_empty() {
+        report(&mut dropped, Field::Betas);
+    }
     if !request.stop.is_empty() {
         body.insert("stop".into(), json!(request.stop));
     }
@@ -114,14 +126,22 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     if let Some(format) = &request.response_format {
         body.insert("response_format".into(), write_response_format(format));
     }
-    if let Some(reasoning) = &request.reasoning {
-        if reasoning.is_off() {
-            // Models without reasoning refuse `reasoning_effort` and older
-            // reasoning models have no "none": thinking off cannot be said.
-            report(&mut dropped, Field::ReasoningOff);
-        } else if let Some(level) = effort::level_to_write(reasoning, &EFFORTS, &mut dropped) {
-            body.insert("reasoning_effort".into(), Value::String(level.as_str().to_owned()));
+    // A caller's OpenRouter `reasoning` object (its members the IR does not
+    // model kept) takes the reasoning back in its own form.
+    let reasoning_object = extra.and_then(|e| e.get("reasoning")).and_then(Value::as_object);
+    match (&request.reasoning, reasoning_object) {
+        (Some(reasoning), Some(object)) => {
+            body.insert("reasoning".into(), Value::Object(write_reasoning_object(reasoning, object)));
         }
+        // Models without reasoning refuse `reasoning_effort` and reasoning
+        // models before gpt-5.1 have no "none": thinking off is said only to
+        // a model said to turn it off.
+        (Some(reasoning), None) => {
+            if let Some(level) = effort::openai_level(reasoning, &EFFORTS, capabilities, false, &mut dropped) {
+                body.insert("reasoning_effort".into(), Value::String(level.to_owned()));
+            }
+        }
+        (None, _) => {}
     }
     if !request.tools.is_empty() {
         let tools = request.tools.iter().map(|tool| write_tool(tool, &mut dropped)).collect();
@@ -164,8 +184,54 @@ pub(crate) fn write(request: &Request, _capabilities: &Capabilities) -> Encoded 
     Encoded { body: switchyard_codec::json::to_vec(&Value::Object(body)), dropped }
 }
 
-/// Folds wire messages into IR messages: system and developer messages are
-/// hoisted; tool messages (and a user message right after them) merge into
+/// OpenRouter's `reasoning` object: `effort` (`none` is off), `max_tokens`
+/// (a budget), `enabled` (on or off); what else it holds (`exclude`) is
+/// given back to be kept for a same-protocol hop.
+fn read_reasoning_object(value: Value) -> Result<(Reasoning, Option<Value>), DecodeError> {
+    let Value::Object(mut object) = value else {
+        return Err(DecodeError::invalid("reasoning", "reasoning must be an object"));
+    };
+    let mut reasoning = Reasoning::default();
+    if let Some(level) = take_string(&mut object, "effort")? {
+        reasoning = effort::read_level(&level, "reasoning.effort")?;
+    }
+    if let Some(budget) = take_u64(&mut object, "max_tokens")? {
+        reasoning.budget_tokens = Some(budget);
+        if reasoning.thinking == Thinking::Unset {
+            reasoning.thinking = Thinking::On;
+        }
+    }
+    match take_bool(&mut object, "enabled")? {
+        Some(false) => reasoning = Reasoning::off(),
+        Some(true) if reasoning.thinking == Thinking::Unset => reasoning.thinking = Thinking::On,
+        _ => {}
+    }
+    Ok((reasoning, (!object.is_empty()).then_some(Value::Object(object))))
+}
+
+/// The `reasoning` object written back for a same-protocol hop: the IR's
+/// reasoning in OpenRouter's members beside the ones kept.
+fn write_reasoning_object(reasoning: &Reasoning, kept: &Map<String, Value>) -> Map<String, Value> {
+    let mut object = kept.clone();
+    if reasoning.is_off() {
+        object.insert("enabled".into(), Value::Bool(false));
+        return object;
+    }
+    if let Some(level) = reasoning.effort {
+        object.insert("effort".into(), Value::String(level.as_str().to_owned()));
+    }
+    if let Some(budget) = reasoning.budget_tokens {
+        object.insert("max_tokens".into(), budget.into());
+    }
+    if reasoning.effort.is_none() && reasoning.budget_tokens.is_none() && reasoning.thinking == Thinking::On {
+        object.insert("enabled".into(), Value::Bool(true));
+    }
+    object
+}
+
+/// Folds wire messages into IR messages: system and developer messages
+/// before the first turn are the system prompt, one after it is a
+/// `Role::System` message at its place; tool messages (and a user message right after them) merge into
 /// one user message, the shape a writer splits them back into.
 #[derive(Default)]
 struct MessageReader {
@@ -187,10 +253,15 @@ impl MessageReader {
         let content = take(&mut message, "content");
         let content_path = format!("{path}.content");
         match role.as_str() {
-            "system" | "developer" => {
+            "system" | "developer" if self.messages.is_empty() => {
                 for block in text_content(content, &content_path)? {
                     self.system.push(block);
                 }
+            }
+            "system" | "developer" => {
+                let blocks = text_content(content, &content_path)?.into_iter().map(Block::Text).collect();
+                self.open_tool_turn = false;
+                self.messages.push(Message::new(Role::System, blocks));
             }
             "user" => {
                 let blocks = user_content(content, &content_path)?;
@@ -199,7 +270,7 @@ impl MessageReader {
             "assistant" => {
                 let blocks = assistant_blocks(content, &mut message, path)?;
                 self.open_tool_turn = false;
-                self.messages.push(Message { role: Role::Assistant, content: blocks });
+                self.messages.push(Message::new(Role::Assistant, blocks));
             }
             "tool" => {
                 let tool_use_id = take_string(&mut message, "tool_call_id")?.ok_or_else(|| {
@@ -242,7 +313,7 @@ impl MessageReader {
                 return;
             }
         }
-        self.messages.push(Message { role: Role::User, content: blocks });
+        self.messages.push(Message::new(Role::User, blocks));
         self.open_tool_turn = from_tool;
     }
 }
@@ -509,12 +580,29 @@ fn write_messages(request: &Request, dropped: &mut Vec<Dropped>) -> Vec<Value> {
         out.push(json!({"role": "system", "content": text_parts(&texts, dropped)}));
     }
     for message in &request.messages {
+        message.extra.for_target_under(Protocol::OpenAi, "messages", dropped);
         match message.role {
             Role::User => write_user(message, &mut out, dropped),
             Role::Assistant => out.push(write_assistant(message, dropped)),
+            Role::System => out.push(write_system_message(message, dropped)),
         }
     }
     out
+}
+
+/// A system message inside the conversation stays one there: its text.
+fn write_system_message(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
+    let mut texts = Vec::new();
+    for block in &message.content {
+        match block {
+            Block::Text(text) => texts.push(text),
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::OpenAi, dropped);
+            }
+            _ => report(dropped, Field::MisplacedBlock),
+        }
+    }
+    json!({"role": "system", "content": text_parts(&texts, dropped)})
 }
 
 /// One user message becomes one `tool` message per result, then a user
@@ -552,6 +640,9 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
             Block::Thinking { .. } => report(dropped, Field::Thinking),
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
             Block::ToolUse(_) => report(dropped, Field::MisplacedBlock),
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::OpenAi, dropped);
+            }
         }
     }
     if parts.is_empty() && results > 0 {
@@ -595,6 +686,9 @@ fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
         match block {
             Block::Text(text) => texts.push(text),
             Block::Image { .. } | Block::Document { .. } => report(dropped, Field::ToolResultMedia),
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::OpenAi, dropped);
+            }
             _ => report(dropped, Field::MisplacedBlock),
         }
     }
@@ -617,6 +711,9 @@ fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
             Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
                 report(dropped, Field::MisplacedBlock)
+            }
+            Block::Unmodelled(block) => {
+                block.for_target(Protocol::OpenAi, dropped);
             }
         }
     }
@@ -655,7 +752,12 @@ fn write_tool(tool: &Tool, dropped: &mut Vec<Dropped>) -> Value {
     if tool.cache_control.is_some() {
         report(dropped, Field::CacheControl);
     }
-    function::tool_value(tool)
+    tool.extra.for_target_under(Protocol::OpenAi, "tools", dropped);
+    let mut value = function::tool_value(tool);
+    if let (Some(strict), Some(function)) = (tool.strict, value.get_mut("function").and_then(Value::as_object_mut)) {
+        function.insert("strict".into(), Value::Bool(strict));
+    }
+    value
 }
 
 fn write_tool_choice(choice: &ToolChoice) -> Value {
@@ -775,6 +877,30 @@ mod tests {
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
     }
 
+    /// OpenRouter's `reasoning` object is read: effort, a budget, on or
+    /// off; what else it holds comes back on a same-protocol hop, and
+    /// another protocol's reasoning is written as `reasoning_effort`.
+    #[test]
+    fn openrouters_reasoning_object_is_read() {
+        use switchyard_codec::ir::Effort;
+        let request =
+            read_json(json!({"model": "m", "messages": [], "reasoning": {"max_tokens": 2000, "exclude": true}}))
+                .unwrap();
+        assert_eq!(request.reasoning, Some(Reasoning::with_budget(2000)));
+        let (body, dropped) = written(&request);
+        assert_eq!(body["reasoning"], json!({"max_tokens": 2000, "exclude": true}));
+        assert!(body.get("reasoning_effort").is_none() && dropped.is_empty(), "{body} {dropped:?}");
+        let effort = read_json(json!({"model": "m", "messages": [], "reasoning": {"effort": "high"}})).unwrap();
+        assert_eq!(effort.reasoning, Some(Reasoning::with_effort(Effort::High)));
+        assert_eq!(written(&effort).0["reasoning_effort"], "high");
+        let off = read_json(json!({"model": "m", "messages": [], "reasoning": {"enabled": false}})).unwrap();
+        assert_eq!(off.reasoning, Some(Reasoning::off()));
+        let on = read_json(json!({"model": "m", "messages": [], "reasoning": {"enabled": true}})).unwrap();
+        assert_eq!(on.reasoning, Some(Reasoning::on()));
+        assert!(read_json(json!({"model": "m", "messages": [], "reasoning": {"effort": "ultra"}})).is_err());
+        assert!(read_json(json!({"model": "m", "messages": [], "reasoning": "high"})).is_err());
+    }
+
     #[test]
     fn reads_the_basics_and_keeps_unknown_fields() {
         let request = read_json(json!({
@@ -794,8 +920,17 @@ mod tests {
         .unwrap();
         assert_eq!(request.model, "gpt-4o");
         let system: Vec<&str> = request.system.iter().map(|t| t.text.as_str()).collect();
-        assert_eq!(system, ["be brief", "a", "b"]);
-        assert_eq!(request.messages, vec![Message::text(Role::User, "hi")]);
+        assert_eq!(system, ["be brief"]);
+        // A system message after the first turn stays where it was.
+        let late = Message::new(Role::System, vec![Block::text("a"), Block::text("b")]);
+        assert_eq!(request.messages, vec![Message::text(Role::User, "hi"), late]);
+        let (body, dropped) = written(&request);
+        assert_eq!(
+            body["messages"],
+            json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+                {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+        );
+        assert!(dropped.is_empty(), "{dropped:?}");
         assert_eq!(request.max_tokens, Some(5));
         assert_eq!(request.stop, ["END"]);
         assert!(request.stream);
@@ -922,16 +1057,13 @@ mod tests {
                 citations: Vec::new(),
             }],
             messages: vec![
-                Message {
-                    role: Role::Assistant,
-                    content: vec![
-                        Block::Thinking { text: "hmm".into(), signature: Some("sig".into()) },
-                        Block::text("ok"),
-                    ],
-                },
-                Message {
-                    role: Role::User,
-                    content: vec![
+                Message::new(
+                    Role::Assistant,
+                    vec![Block::Thinking { text: "hmm".into(), signature: Some("sig".into()) }, Block::text("ok")],
+                ),
+                Message::new(
+                    Role::User,
+                    vec![
                         Block::ToolResult(ToolResult {
                             tool_use_id: "c".into(),
                             name: None,
@@ -944,7 +1076,7 @@ mod tests {
                             cache_control: None,
                         },
                     ],
-                },
+                ),
             ],
             reasoning: Some(Reasoning::with_budget(20000)),
             ..Request::default()

@@ -23,6 +23,8 @@ struct WireResponse {
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
+    service_tier: Option<String>,
+    #[serde(default)]
     error: Option<Value>,
 }
 
@@ -99,7 +101,7 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         id: wire.id.unwrap_or_default(),
         model: wire.model.unwrap_or_default(),
         created: wire.created.as_ref().and_then(unix_seconds),
-        usage: wire.usage.map(|u| u.to_ir()).unwrap_or_default(),
+        usage: wire.usage.map(|u| u.to_ir(wire.service_tier.as_deref())).unwrap_or_default(),
         ..Response::default()
     };
     let mut choices = wire.choices.unwrap_or_default();
@@ -190,6 +192,8 @@ struct OutResponse<'a> {
     model: &'a str,
     choices: [OutChoice<'a>; 1],
     usage: WireUsage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -254,7 +258,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
             }),
             // Written below, in `reasoning_content` and `thinking_blocks`.
             Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => {
                 report(&mut dropped, Field::MisplacedBlock)
             }
         }
@@ -291,6 +295,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
             finish_reason: response.stop_reason.map(finish_from_stop_reason),
         }],
         usage: WireUsage::from_ir(&response.usage),
+        service_tier: crate::wire::service_tier_name(&response.usage),
     };
     Encoded { body: switchyard_codec::json::to_vec(&out), dropped }
 }
@@ -324,7 +329,8 @@ mod tests {
                 output_tokens: 5,
                 cache_read_tokens: 4,
                 cache_write_tokens: 0,
-                reasoning_tokens: 2
+                reasoning_tokens: 2,
+                ..Usage::default()
             }
         );
         let encoded = write(&response);

@@ -26,6 +26,9 @@ struct WireChunk {
     choices: Option<Vec<WireChunkChoice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// The tier serving the stream (on every chunk).
+    #[serde(default)]
+    service_tier: Option<String>,
     /// Present only on in-stream errors (`{"error": ...}`).
     #[serde(default)]
     error: Option<Value>,
@@ -305,7 +308,7 @@ impl Chunks {
     fn chunk(&mut self, chunk: WireChunk, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
         self.start(Some(&chunk), out);
         if let Some(usage) = &chunk.usage {
-            self.usage.get_or_insert_with(Usage::default).merge(&usage.to_ir());
+            self.usage.get_or_insert_with(Usage::default).merge(&usage.to_ir(chunk.service_tier.as_deref()));
         }
         // The IR models one reply; other choices (`n > 1`) are not kept.
         for choice in chunk.choices.unwrap_or_default() {
@@ -457,6 +460,8 @@ struct OutChunk<'a> {
     choices: Vec<OutChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     usage: Option<WireUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -588,6 +593,7 @@ impl ChunkEncoder {
             model: &self.model,
             choices,
             usage,
+            service_tier: crate::wire::service_tier_name(&self.usage),
         };
         write_sse(out, None, &switchyard_codec::json::to_vec(&chunk));
     }

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::ir::{DropReason, Dropped, Effort, Field, StopReason, Usage};
+use switchyard_codec::ir::{DropReason, Dropped, Effort, Field, ServiceTier, StopReason, Usage};
 
 /// Reads a `finish_reason`. Values from OpenAI-compatible servers that OpenAI
 /// does not define still ended the turn, so they read as `EndTurn`.
@@ -51,37 +51,71 @@ pub(crate) struct WireUsage {
 pub(crate) struct PromptDetails {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub audio_tokens: Option<u64>,
+    /// Not OpenAI's (its chat replies count no image tokens apart), but
+    /// servers that speak its dialect do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_tokens: Option<u64>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct CompletionDetails {
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
+    #[serde(default)]
+    pub audio_tokens: Option<u64>,
 }
 
 impl WireUsage {
     /// OpenAI's counts already follow the IR conventions: `prompt_tokens`
-    /// includes cached tokens and `completion_tokens` includes reasoning.
-    pub fn to_ir(&self) -> Usage {
+    /// includes cached and audio tokens and `completion_tokens` includes
+    /// reasoning and audio. The service tier is the reply's top-level
+    /// `service_tier` (`tier`).
+    pub fn to_ir(&self, tier: Option<&str>) -> Usage {
+        let prompt = self.prompt_tokens_details.as_ref();
+        let completion = self.completion_tokens_details.as_ref();
         Usage {
             input_tokens: self.prompt_tokens.unwrap_or(0),
             output_tokens: self.completion_tokens.unwrap_or(0),
-            cache_read_tokens: self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0),
-            cache_write_tokens: 0,
-            reasoning_tokens: self.completion_tokens_details.as_ref().and_then(|d| d.reasoning_tokens).unwrap_or(0),
+            cache_read_tokens: prompt.and_then(|d| d.cached_tokens).unwrap_or(0),
+            audio_input_tokens: prompt.and_then(|d| d.audio_tokens).unwrap_or(0),
+            image_input_tokens: prompt.and_then(|d| d.image_tokens).unwrap_or(0),
+            reasoning_tokens: completion.and_then(|d| d.reasoning_tokens).unwrap_or(0),
+            audio_output_tokens: completion.and_then(|d| d.audio_tokens).unwrap_or(0),
+            service_tier: tier.and_then(ServiceTier::parse),
+            ..Usage::default()
         }
     }
 
-    /// The wire usage of `usage`. Cache writes have no OpenAI field; they stay
-    /// counted in `prompt_tokens`, as the IR counts them in `input_tokens`.
+    /// The wire usage of `usage`. Cache writes have no OpenAI field; they
+    /// stay counted in `prompt_tokens`, as the IR counts them in
+    /// `input_tokens` (and image tokens likewise in the totals).
     pub fn from_ir(usage: &Usage) -> WireUsage {
         WireUsage {
             prompt_tokens: Some(usage.input_tokens),
             completion_tokens: Some(usage.output_tokens),
             total_tokens: Some(usage.total()),
-            prompt_tokens_details: Some(PromptDetails { cached_tokens: Some(usage.cache_read_tokens) }),
-            completion_tokens_details: Some(CompletionDetails { reasoning_tokens: Some(usage.reasoning_tokens) }),
+            prompt_tokens_details: Some(PromptDetails {
+                cached_tokens: Some(usage.cache_read_tokens),
+                audio_tokens: Some(usage.audio_input_tokens),
+                image_tokens: None,
+            }),
+            completion_tokens_details: Some(CompletionDetails {
+                reasoning_tokens: Some(usage.reasoning_tokens),
+                audio_tokens: Some(usage.audio_output_tokens),
+            }),
         }
+    }
+}
+
+/// The top-level `service_tier` a reply says it was served at (OpenAI's
+/// names: `default`, `priority`, `flex`, `scale`); a batch has none.
+pub(crate) fn service_tier_name(usage: &Usage) -> Option<&'static str> {
+    match usage.service_tier? {
+        ServiceTier::Standard => Some("default"),
+        ServiceTier::Batch => None,
+        tier => Some(tier.as_str()),
     }
 }
 
@@ -114,6 +148,8 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Metadata => "metadata",
         Field::StreamOptions => "stream_options",
         Field::Thinking => "messages.reasoning_content",
+        Field::SystemMessage => "messages.system",
+        Field::ToolStrict => "tools.function.strict",
         _ => return None,
     })
 }
@@ -165,6 +201,33 @@ mod tests {
         assert_eq!(written, serde_json::json!({"google": {"thought_signature": "c2ln"}}));
         assert_eq!(carried_signature(Some(&written)), Some("c2ln".to_owned()));
         assert_eq!(carried_signature(Some(&serde_json::json!({"google": {}}))), None);
+    }
+
+    /// The usage of a Chat Completions reply as OpenAI's API reference
+    /// shows it (an audio model's, served at the flex tier).
+    #[test]
+    fn usage_reads_every_kind_openai_reports() {
+        let wire: WireUsage = serde_json::from_value(serde_json::json!({
+            "prompt_tokens": 1117, "completion_tokens": 946, "total_tokens": 2063,
+            "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 60},
+            "completion_tokens_details": {"reasoning_tokens": 512, "audio_tokens": 300,
+                "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+        }))
+        .unwrap();
+        let usage = wire.to_ir(Some("flex"));
+        assert_eq!((usage.input_tokens, usage.cache_read_tokens, usage.audio_input_tokens), (1117, 1024, 60));
+        assert_eq!((usage.output_tokens, usage.reasoning_tokens, usage.audio_output_tokens), (946, 512, 300));
+        assert_eq!(usage.service_tier, Some(ServiceTier::Flex));
+        assert_eq!(service_tier_name(&usage), Some("flex"));
+        assert_eq!(wire.to_ir(Some("default")).service_tier, Some(ServiceTier::Standard));
+        assert_eq!(wire.to_ir(Some("auto")).service_tier, None, "auto is a request's choice, not a tier served");
+        // Written back, every kind OpenAI has a field for is said.
+        let back = serde_json::to_value(WireUsage::from_ir(&usage)).unwrap();
+        assert_eq!(back["prompt_tokens_details"], serde_json::json!({"cached_tokens": 1024, "audio_tokens": 60}));
+        assert_eq!(
+            back["completion_tokens_details"],
+            serde_json::json!({"reasoning_tokens": 512, "audio_tokens": 300})
+        );
     }
 
     #[test]

@@ -87,16 +87,18 @@ fn user_message() -> impl Strategy<Value = Message> {
             }
         ),
     ]
-    .prop_map(|content| Message { role: Role::User, content })
+    .prop_map(|content| Message::new(Role::User, content))
 }
 
 fn assistant_message() -> impl Strategy<Value = Message> {
     // Text comes before calls: the wire keeps them in separate fields.
     (proptest::collection::vec(text(), 0..3), proptest::collection::vec(tool_use(), 0..3))
         .prop_filter("a turn says something", |(t, c)| !t.is_empty() || !c.is_empty())
-        .prop_map(|(texts, calls)| Message {
-            role: Role::Assistant,
-            content: texts.into_iter().map(Block::text).chain(calls.into_iter().map(Block::ToolUse)).collect(),
+        .prop_map(|(texts, calls)| {
+            Message::new(
+                Role::Assistant,
+                texts.into_iter().map(Block::text).chain(calls.into_iter().map(Block::ToolUse)).collect(),
+            )
         })
 }
 
@@ -115,7 +117,13 @@ fn tool() -> impl Strategy<Value = Tool> {
         proptest::option::of(text()),
         prop_oneof![Just(Value::Null), Just(json!({"type": "object", "properties": {"q": {"type": "string"}}}))],
     )
-        .prop_map(|(name, description, parameters)| Tool { name, description, parameters, cache_control: None })
+        .prop_map(|(name, description, parameters)| Tool {
+            name,
+            description,
+            parameters,
+            cache_control: None,
+            ..Tool::default()
+        })
 }
 
 fn tool_choice() -> impl Strategy<Value = Option<ToolChoice>> {
@@ -198,6 +206,7 @@ fn request() -> impl Strategy<Value = Request> {
                 stream,
                 user,
                 metadata,
+                betas: Vec::new(),
                 extra: Default::default(),
             },
         )
@@ -212,6 +221,7 @@ fn usage() -> impl Strategy<Value = Usage> {
             // OpenAI has no cache-write count.
             cache_write_tokens: 0,
             reasoning_tokens: output * reasoning_pct / 100,
+            ..Usage::default()
         }
     })
 }

@@ -22,6 +22,7 @@ mod stream;
 mod wire;
 
 use http::{HeaderName, HeaderValue};
+use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
     RawUpstreamError, StreamDecoder, StreamEncoder,
@@ -54,6 +55,22 @@ impl Codec for ResponsesCodec {
     fn media_members(&self) -> &'static [&'static str] {
         // input_image.image_url and input_file.file_data (data URLs).
         &["image_url", "file_data"]
+    }
+
+    fn opaque(&self) -> Opaque {
+        const REQUEST: &[Place] = &[
+            Place::at(&["input", "content", "image_url"], Holds::Media),
+            Place::at(&["input", "content", "file_data"], Holds::Media),
+            // A function call's output as content parts.
+            Place::at(&["input", "output", "image_url"], Holds::Media),
+            Place::at(&["input", "output", "file_data"], Holds::Media),
+            Place::when(&["input", "encrypted_content"], "type", &["reasoning"], Holds::Signed),
+        ];
+        const REPLY: &[Place] = &[
+            Place::when(&["output", "encrypted_content"], "type", &["reasoning"], Holds::Signed),
+            Place::when(&["output", "result"], "type", &["image_generation_call"], Holds::Media),
+        ];
+        Opaque { request: REQUEST, reply: REPLY }
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

@@ -10,6 +10,10 @@
 //! reasoning block, so a read-write hop yields the same items in the same
 //! order.
 //!
+//! System and developer items before the conversation are the system
+//! prompt; one after a turn is a `Role::System` message at its place,
+//! written back as a `system` item there.
+//!
 //! Partly modelled fields keep their unmodelled remainder in `extra` under
 //! the wire key, and a same-protocol write merges the IR back into it:
 //! `tools` (non-function tools, `strict` and other tool flags), `text`
@@ -117,9 +121,14 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
                 let content = item.get("content").unwrap_or(&Value::Null);
                 let content_field = format!("{field}.content");
                 match role.as_str() {
-                    "system" | "developer" => {
+                    "system" | "developer" if request.messages.is_empty() => {
                         read_system_content(content, &content_field, &mut request.system)?;
                         continue;
+                    }
+                    "system" | "developer" => {
+                        let mut texts = Vec::new();
+                        read_system_content(content, &content_field, &mut texts)?;
+                        request.messages.push(Message::new(Role::System, texts.into_iter().map(Block::Text).collect()));
                     }
                     "user" | "assistant" => {
                         let role = if role == "user" { Role::User } else { Role::Assistant };
@@ -181,14 +190,14 @@ fn push_message(messages: &mut Vec<Message>, role: Role, blocks: Vec<Block>) {
             return;
         }
     }
-    messages.push(Message { role, content: blocks });
+    messages.push(Message::new(role, blocks));
 }
 
 /// An item-level block joins the current turn of its role or opens one.
 fn push_block(messages: &mut Vec<Message>, role: Role, block: Block) {
     match messages.last_mut() {
         Some(last) if last.role == role => last.content.push(block),
-        _ => messages.push(Message { role, content: vec![block] }),
+        _ => messages.push(Message::new(role, vec![block])),
     }
 }
 
@@ -289,6 +298,7 @@ fn role_name(role: Role) -> &'static str {
     match role {
         Role::User => "user",
         Role::Assistant => "assistant",
+        Role::System => "system",
     }
 }
 
@@ -343,7 +353,8 @@ fn read_tools(tools: &Value, request: &mut ir::Request) -> Result<(), DecodeErro
                 None | Some(Value::Null) => json!({"type": "object", "properties": {}}),
                 Some(schema) => schema.clone(),
             },
-            cache_control: None,
+            strict: opt_bool(map, "strict", &format!("{field}.strict"))?,
+            ..ir::Tool::default()
         };
         keep_raw |= Value::Object(write_tool(&tool)) != *raw;
         request.tools.push(tool);
@@ -421,7 +432,7 @@ fn read_reasoning_config(reasoning: &Value, request: &mut ir::Request) -> Result
 }
 
 /// IR request → wire body.
-pub(crate) fn write_request(request: &ir::Request, _capabilities: &ir::Capabilities) -> Encoded {
+pub(crate) fn write_request(request: &ir::Request, capabilities: &ir::Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let extra = request.extra.for_target(PROTOCOL, &mut dropped);
     let merged = |key: &str| extra.and_then(|fields| fields.get(key));
@@ -462,7 +473,9 @@ pub(crate) fn write_request(request: &ir::Request, _capabilities: &ir::Capabilit
     if let Some(text) = write_text_config(request.response_format.as_ref(), merged("text")) {
         body.insert("text".into(), text);
     }
-    if let Some(reasoning) = write_reasoning_config(request.reasoning.as_ref(), merged("reasoning"), &mut dropped) {
+    if let Some(reasoning) =
+        write_reasoning_config(request.reasoning.as_ref(), merged("reasoning"), capabilities, &mut dropped)
+    {
         body.insert("reasoning".into(), reasoning);
     }
     if request.stream {
@@ -477,6 +490,7 @@ pub(crate) fn write_request(request: &ir::Request, _capabilities: &ir::Capabilit
 
     // Knobs the Responses API does not have.
     let unsupported = [
+        (Field::Betas, !request.betas.is_empty()),
         (Field::TopK, request.top_k.is_some()),
         (Field::Stop, !request.stop.is_empty()),
         (Field::Seed, request.seed.is_some()),
@@ -558,6 +572,8 @@ impl InputWriter {
 /// One IR turn → its items.
 fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<Dropped>) {
     let role = role_name(message.role);
+    // Only Anthropic's readers keep a message's own members: its path.
+    message.extra.for_target_under(PROTOCOL, "messages", dropped);
     let mut parts: Vec<Value> = Vec::new();
     let flush = |parts: &mut Vec<Value>, writer: &mut InputWriter| {
         if !parts.is_empty() {
@@ -571,7 +587,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
     for block in &message.content {
         match block {
             Block::Text(text) => match message.role {
-                Role::User => parts.push(input_text(text, dropped)),
+                Role::User | Role::System => parts.push(input_text(text, dropped)),
                 Role::Assistant => {
                     if text.cache_control.is_some() {
                         report(dropped, Field::CacheControl);
@@ -585,7 +601,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                         parts.push(part);
                     }
                 }
-                Role::Assistant => {
+                Role::Assistant | Role::System => {
                     report(dropped, Field::MisplacedBlock);
                 }
             },
@@ -602,6 +618,11 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                 if let Some(item) = items::write_reasoning(block) {
                     writer.push(Value::Object(item));
                 }
+            }
+            // Items a Responses caller sent that the IR does not model ride
+            // in `extra.input`; another protocol's blocks are reported.
+            Block::Unmodelled(block) => {
+                block.for_target(PROTOCOL, dropped);
             }
         }
     }
@@ -693,6 +714,7 @@ fn write_call_output(result: &ir::ToolResult, dropped: &mut Vec<Dropped>) -> Val
                 .filter_map(|block| match block {
                     Block::Text(text) => Some(input_text(text, dropped)),
                     Block::Image { .. } | Block::Document { .. } => media_part(block, dropped),
+                    Block::Unmodelled(block) => block.for_target(PROTOCOL, dropped).cloned(),
                     _ => {
                         report(dropped, Field::MisplacedBlock);
                         None
@@ -715,7 +737,9 @@ fn write_tool(tool: &ir::Tool) -> Map<String, Value> {
         map.insert("description".into(), json!(description));
     }
     map.insert("parameters".into(), tool.parameters.clone());
-    map.insert("strict".into(), json!(false));
+    // Responses enforces a function's schema unless told not to, and a
+    // schema from another protocol seldom fits its strict subset.
+    map.insert("strict".into(), json!(tool.strict.unwrap_or(false)));
     map
 }
 
@@ -725,6 +749,9 @@ fn write_tool(tool: &ir::Tool) -> Map<String, Value> {
 fn write_tools(tools: &[ir::Tool], kept: Option<&Value>, dropped: &mut Vec<Dropped>) -> Option<Value> {
     if tools.iter().any(|tool| tool.cache_control.is_some()) {
         report(dropped, Field::CacheControl);
+    }
+    for tool in tools {
+        tool.extra.for_target_under(PROTOCOL, "tools", dropped);
     }
     let mut out = Vec::new();
     let mut written = vec![false; tools.len()];
@@ -818,16 +845,13 @@ fn write_text_config(format: Option<&ir::ResponseFormat>, kept: Option<&Value>) 
 fn write_reasoning_config(
     reasoning: Option<&ir::Reasoning>,
     kept: Option<&Value>,
+    capabilities: &ir::Capabilities,
     dropped: &mut Vec<Dropped>,
 ) -> Option<Value> {
     let mut out = kept.and_then(Value::as_object).cloned().unwrap_or_default();
     out.remove("effort");
     if let Some(reasoning) = reasoning {
-        let level = if reasoning.is_off() {
-            Some("none")
-        } else {
-            effort::level_to_write(reasoning, &EFFORTS, dropped).map(ir::Effort::as_str)
-        };
+        let level = effort::openai_level(reasoning, &EFFORTS, capabilities, true, dropped);
         if let Some(level) = level {
             out.insert("effort".into(), json!(level));
         }
@@ -910,15 +934,15 @@ mod tests {
             ..ir::Request::default()
         };
         request.extra.insert(Protocol::Anthropic, "top_logprobs".into(), json!(1));
-        request.messages.push(Message {
-            role: Role::User,
-            content: vec![Block::ToolResult(ir::ToolResult {
+        request.messages.push(Message::new(
+            Role::User,
+            vec![Block::ToolResult(ir::ToolResult {
                 tool_use_id: "c".into(),
                 name: None,
                 content: vec![Block::text("boom")],
                 is_error: true,
             })],
-        });
+        ));
         let (out, dropped) = written(&request);
         let fields: Vec<Field> = dropped.iter().map(|d| d.field).collect();
         for field in [
@@ -945,6 +969,7 @@ mod tests {
                 description: Some("d".into()),
                 parameters: json!({"type": "object"}),
                 cache_control: None,
+                ..ir::Tool::default()
             }],
             reasoning: Some(ir::Reasoning::with_budget(20000)),
             ..ir::Request::default()

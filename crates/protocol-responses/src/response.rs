@@ -38,7 +38,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
         content,
         stop_reason: stop_reason(map, signals),
         stop_sequence: None,
-        usage: map.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
+        usage: usage_of(map),
     })
 }
 
@@ -118,8 +118,17 @@ pub(crate) fn status_for(stop: Option<StopReason>) -> (&'static str, Option<&'st
     }
 }
 
-/// Responses usage → IR usage (the conventions match: input includes cached
-/// tokens, output includes reasoning tokens).
+/// A response object's usage in the IR: its `usage` (the conventions
+/// match: input includes cached tokens, output includes reasoning tokens)
+/// and the `service_tier` it was served at.
+pub(crate) fn usage_of(response: &Map<String, Value>) -> Usage {
+    let mut usage = response.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default();
+    usage.service_tier = text_of(response, "service_tier").and_then(ir::ServiceTier::parse);
+    usage
+}
+
+/// Responses usage → IR usage. Audio and image details are not
+/// OpenAI's for Responses, but servers of its dialect send them.
 pub(crate) fn read_usage(usage: &Map<String, Value>) -> Usage {
     let input_details = usage.get("input_tokens_details").and_then(Value::as_object);
     let output_details = usage.get("output_tokens_details").and_then(Value::as_object);
@@ -128,22 +137,45 @@ pub(crate) fn read_usage(usage: &Map<String, Value>) -> Usage {
         output_tokens: count(Some(usage), "output_tokens"),
         cache_read_tokens: count(input_details, "cached_tokens"),
         cache_write_tokens: count(input_details, "cache_write_tokens"),
+        audio_input_tokens: count(input_details, "audio_tokens"),
+        image_input_tokens: count(input_details, "image_tokens"),
         reasoning_tokens: count(output_details, "reasoning_tokens"),
+        audio_output_tokens: count(output_details, "audio_tokens"),
+        ..Usage::default()
     }
 }
 
-/// IR usage → Responses usage.
+/// IR usage → Responses usage (audio counts only when there are some: the
+/// dialect's own replies carry none).
 pub(crate) fn write_usage(usage: &Usage) -> Value {
+    let mut input_details = json!({
+        "cached_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+    });
+    let mut output_details = json!({"reasoning_tokens": usage.reasoning_tokens});
+    if usage.audio_input_tokens != 0 {
+        input_details["audio_tokens"] = usage.audio_input_tokens.into();
+    }
+    if usage.audio_output_tokens != 0 {
+        output_details["audio_tokens"] = usage.audio_output_tokens.into();
+    }
     json!({
         "input_tokens": usage.input_tokens,
-        "input_tokens_details": {
-            "cached_tokens": usage.cache_read_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
+        "input_tokens_details": input_details,
         "output_tokens": usage.output_tokens,
-        "output_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+        "output_tokens_details": output_details,
         "total_tokens": usage.total(),
     })
+}
+
+/// The top-level `service_tier` a reply names (OpenAI's names; a batch has
+/// none).
+fn service_tier_name(usage: &Usage) -> Option<&'static str> {
+    match usage.service_tier? {
+        ir::ServiceTier::Standard => Some("default"),
+        ir::ServiceTier::Batch => None,
+        tier => Some(tier.as_str()),
+    }
 }
 
 /// An output item id derived from the response id, so that ids are stable
@@ -179,7 +211,7 @@ pub(crate) fn response_object(parts: ResponseParts<'_>) -> Value {
         Some(reason) => json!({"reason": reason}),
         None => Value::Null,
     };
-    json!({
+    let mut object = json!({
         "id": parts.id,
         "object": "response",
         "created_at": parts.created.unwrap_or(0),
@@ -202,7 +234,11 @@ pub(crate) fn response_object(parts: ResponseParts<'_>) -> Value {
         "usage": parts.usage.map_or(Value::Null, write_usage),
         "user": null,
         "metadata": {},
-    })
+    });
+    if let Some(tier) = parts.usage.and_then(service_tier_name) {
+        object["service_tier"] = tier.into();
+    }
+    object
 }
 
 /// IR response → wire body.
@@ -271,7 +307,7 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
                     output.push(Value::Object(item));
                 }
             }
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => {
                 report(dropped, Field::MisplacedBlock);
             }
         }
@@ -300,6 +336,24 @@ mod tests {
     fn an_error_envelope_is_not_a_response() {
         let body = br#"{"error":{"message":"bad key","type":"invalid_request_error"}}"#;
         assert!(read_response(body).is_err());
+    }
+
+    /// A response object's usage as the Responses API reference shows it,
+    /// with the tier that served it.
+    #[test]
+    fn usage_reads_every_kind_and_the_tier_served() {
+        let body = br#"{"id": "resp_1", "object": "response", "created_at": 1741476542, "status": "completed",
+            "model": "gpt-5", "output": [], "service_tier": "priority",
+            "usage": {"input_tokens": 2048, "input_tokens_details": {"cached_tokens": 1024},
+                      "output_tokens": 900, "output_tokens_details": {"reasoning_tokens": 640}, "total_tokens": 2948}}"#;
+        let usage = read_response(body).unwrap().usage;
+        assert_eq!((usage.input_tokens, usage.cache_read_tokens), (2048, 1024));
+        assert_eq!((usage.output_tokens, usage.reasoning_tokens), (900, 640));
+        assert_eq!(usage.service_tier, Some(ir::ServiceTier::Priority));
+        assert_eq!(service_tier_name(&usage), Some("priority"));
+        let written = write_usage(&usage);
+        assert_eq!(written["output_tokens_details"], json!({"reasoning_tokens": 640}));
+        assert_eq!(read_usage(written.as_object().unwrap()), Usage { service_tier: None, ..usage });
     }
 
     #[test]

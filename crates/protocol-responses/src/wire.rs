@@ -136,6 +136,8 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::User => "user",
         Field::Metadata => "metadata",
         Field::Thinking => "input.reasoning",
+        Field::SystemMessage => "input.system",
+        Field::ToolStrict => "tools.strict",
         _ => return None,
     })
 }

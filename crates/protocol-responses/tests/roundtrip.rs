@@ -120,12 +120,12 @@ fn tool_use() -> impl Strategy<Value = Block> {
 
 fn user_message() -> impl Strategy<Value = Message> {
     proptest::collection::vec(prop_oneof![4 => user_text(), 1 => image(), 1 => document(), 2 => tool_result()], 1..4)
-        .prop_map(|content| Message { role: Role::User, content })
+        .prop_map(|content| Message::new(Role::User, content))
 }
 
 fn assistant_message() -> impl Strategy<Value = Message> {
     proptest::collection::vec(prop_oneof![3 => assistant_text(), 2 => tool_use(), 2 => thinking()], 1..4)
-        .prop_map(|content| Message { role: Role::Assistant, content })
+        .prop_map(|content| Message::new(Role::Assistant, content))
 }
 
 fn conversation() -> impl Strategy<Value = Vec<Message>> {
@@ -153,11 +153,16 @@ fn system() -> impl Strategy<Value = Vec<TextBlock>> {
 
 fn tools() -> impl Strategy<Value = Vec<ir::Tool>> {
     proptest::collection::vec(
-        ("[a-z_]{1,10}", proptest::option::of(text_string())).prop_map(|(name, description)| ir::Tool {
-            parameters: json!({"type": "object", "properties": {name.clone(): {"type": "string"}}}),
-            name,
-            description,
-            cache_control: None,
+        // A function's `strict` is always written (the API's default is
+        // strict), so it always reads back as said.
+        ("[a-z_]{1,10}", proptest::option::of(text_string()), any::<bool>()).prop_map(|(name, description, strict)| {
+            ir::Tool {
+                parameters: json!({"type": "object", "properties": {name.clone(): {"type": "string"}}}),
+                name,
+                description,
+                strict: Some(strict),
+                ..ir::Tool::default()
+            }
         }),
         0..3,
     )
@@ -235,6 +240,7 @@ fn usage() -> impl Strategy<Value = ir::Usage> {
             cache_read_tokens,
             cache_write_tokens,
             reasoning_tokens,
+            ..ir::Usage::default()
         },
     )
 }

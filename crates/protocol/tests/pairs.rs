@@ -22,35 +22,36 @@ fn conversation() -> Request {
         model: "m".into(),
         system: vec![TextBlock::new("you are terse")],
         messages: vec![
-            Message {
-                role: Role::User,
-                content: vec![
+            Message::new(
+                Role::User,
+                vec![
                     Block::text("what is in this picture, and what is the weather?"),
                     Block::Image {
                         source: MediaSource::Base64 { media_type: "image/png".into(), data: PNG.into() },
                         cache_control: None,
                     },
                 ],
-            },
-            Message {
-                role: Role::Assistant,
-                content: vec![Block::ToolUse(ToolUse::new("call_1", "get_weather", r#"{"city":"Paris"}"#))],
-            },
-            Message {
-                role: Role::User,
-                content: vec![Block::ToolResult(ToolResult {
+            ),
+            Message::new(
+                Role::Assistant,
+                vec![Block::ToolUse(ToolUse::new("call_1", "get_weather", r#"{"city":"Paris"}"#))],
+            ),
+            Message::new(
+                Role::User,
+                vec![Block::ToolResult(ToolResult {
                     tool_use_id: "call_1".into(),
                     name: Some("get_weather".into()),
                     content: vec![Block::text("sunny")],
                     is_error: false,
                 })],
-            },
+            ),
         ],
         tools: vec![Tool {
             name: "get_weather".into(),
             description: Some("current weather".into()),
             parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}),
             cache_control: None,
+            ..Tool::default()
         }],
         max_tokens: Some(300),
         temperature: Some(0.25),

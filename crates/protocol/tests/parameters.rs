@@ -146,6 +146,21 @@ fn fragment(field: Field, protocol: Protocol) -> Option<Value> {
             }
             Gemini | Cohere | Bedrock => None,
         },
+        Field::ToolStrict => {
+            let parameters = json!({"type": "object", "properties": {"q": {"type": "string"}}});
+            match protocol {
+                OpenAi => Some(json!({"tools": [{"type": "function",
+                    "function": {"name": "f", "parameters": parameters, "strict": true}}]})),
+                Responses => Some(
+                    json!({"tools": [{"type": "function", "name": "f", "parameters": parameters, "strict": true}]}),
+                ),
+                Anthropic => Some(json!({"tools": [{"name": "f", "input_schema": parameters, "strict": true}]})),
+                Cohere => Some(with_tools(protocol, json!({"strict_tools": true}))),
+                Bedrock => Some(json!({"toolConfig": {"tools": [{"toolSpec": {"name": "f",
+                    "inputSchema": {"json": parameters}, "strict": true}}]}})),
+                Gemini => None,
+            }
+        }
         Field::User => match protocol {
             OpenAi | Responses => Some(json!({"user": "user-7"})),
             Anthropic => Some(json!({"metadata": {"user_id": "user-7"}})),
@@ -250,8 +265,13 @@ fn merge(into: &mut Value, fragment: &Value) {
     }
 }
 
+/// The value at a dotted path; an array on the way is its first element
+/// (`tools.function.strict`).
 fn at<'a>(value: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').try_fold(value, |value, key| value.get(key))
+    path.split('.').try_fold(value, |value, key| match value {
+        Value::Array(items) => items.first()?.get(key),
+        _ => value.get(key),
+    })
 }
 
 /// The model a lane of `protocol` is asked for: the current generation, so

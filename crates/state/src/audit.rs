@@ -1,10 +1,14 @@
 //! The admin audit log's one door: every entry is bounded before it is
 //! stored (`AuditEntry::bounded`: a few hundred bytes a row, whatever path
-//! a caller sends), refused attempts from one source are recorded at most
-//! [`REFUSED_PER_MINUTE`] a minute (the rest are counted, and the next row
-//! written for that source says how many), and entries older than
-//! `admin.audit_retention` are purged every hour. So no caller, however
-//! many requests it sends, grows the log faster than a bounded rate.
+//! a caller sends); attempts the admin plane's door refused (no valid
+//! token, and just as well a valid one that may not: a read-only token's
+//! mutation, a missing anti-CSRF token, a mutation over its token's rate)
+//! and console sign-ins are recorded at most [`REFUSED_PER_MINUTE`] a
+//! minute from one source (the rest are counted, and the next row written
+//! for that source says how many); what passes the door is bounded by its
+//! token's mutation rate; entries older than `admin.audit_retention` are
+//! purged every hour. So no caller, however many requests it sends, grows
+//! the log faster than a bounded rate.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -14,7 +18,8 @@ use std::time::Duration;
 
 use switchyard_store::{AuditEntry, AuditLog, Stores};
 
-/// Refused attempts from one source written to the log per minute, at most.
+/// Refused attempts and sign-ins from one source written to the log per
+/// minute, at most.
 pub const REFUSED_PER_MINUTE: u32 = 30;
 
 /// Sources tracked at once; past it the stale ones are forgotten.
@@ -66,13 +71,32 @@ impl AuditGate {
     }
 }
 
+/// What became of an audited attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// Refused at the door, before its route: its source's budget of rows
+    /// applies.
+    Refused,
+    /// A console sign-in (no mutation rate bounds those): its source's
+    /// budget of rows applies.
+    SignIn,
+    /// Let through to its route (bounded by its token's mutation rate).
+    Admitted,
+}
+
 /// Writes `entry` (bounded), unless it is a refused attempt over its
 /// source's budget.
-pub async fn record(stores: &Stores, gate: &AuditGate, mut entry: AuditEntry, source: Option<IpAddr>) {
-    if entry.actor == "unauthenticated" {
+pub async fn record(
+    stores: &Stores,
+    gate: &AuditGate,
+    mut entry: AuditEntry,
+    source: Option<IpAddr>,
+    attempt: Attempt,
+) {
+    if attempt != Attempt::Admitted {
         let Some(left_out) = gate.refused(source, entry.at_ms.max(0) as u64) else { return };
         if left_out > 0 {
-            entry.action = format!("{} (and {left_out} refused attempts before it not recorded)", entry.action);
+            entry.action = format!("{} (and {left_out} attempts before it not recorded)", entry.action);
         }
     }
     if let Err(err) = stores.audit.record(entry.bounded()).await {

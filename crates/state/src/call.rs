@@ -15,11 +15,9 @@ use crate::governance::Caller;
 pub struct Call {
     /// The caller's protocol.
     pub ingress: Protocol,
-    /// What the caller asks for (the route it came to decides).
+    /// What the caller asks for (the route it came to decides; a token
+    /// count is `CountTokens`, answered by a chat pool, never billed).
     pub operation: switchyard_ir::Operation,
-    /// The caller asks only for the token count of a chat request (a
-    /// chat pool answers it, never billed).
-    pub count_tokens: bool,
     /// The caller's route, for an operation sent to the same path upstream
     /// (OpenAI's own endpoints: `/v1/audio/translations`).
     pub route: Option<&'static str>,
@@ -47,78 +45,12 @@ pub struct Call {
     pub session: Option<HeaderValue>,
     /// Who is calling, when governance authenticated a key.
     pub caller: Option<Caller>,
-    /// The request is metered and its stream would not carry usage if
-    /// passed through, and its protocol cannot ask for usage and hide it
-    /// again: translate it even to a lane of the same protocol.
-    pub meter_stream: bool,
-    /// The pool continues a stream that breaks after its first content on
-    /// another lane (`failover.stream_failure: continue`): the stream is
-    /// decoded and re-encoded even on a same-protocol hop, so the caller's
-    /// encoder can carry the next lane's events on.
-    pub continue_stream: bool,
-    /// The request is metered and its stream would not carry usage: a
-    /// same-protocol lane is asked for usage and the caller's stream has it
-    /// taken out again (`Codec::request_stream_usage`).
-    pub hide_usage: bool,
-    /// The guardrails its reply passes, when any look at replies (a stream
-    /// is then decoded and re-encoded, to be screened as it comes).
-    pub guard: Option<std::sync::Arc<Guarding>>,
-    /// Where it stands with its pool's response cache.
-    pub cache: CacheState,
-    /// On a cache miss, what its raw key was made of (kept with the answer).
-    pub cache_material: Vec<u8>,
-}
-
-/// A call and its pool's response cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CacheState {
-    /// The pool caches nothing (or the request is not cacheable).
-    #[default]
-    Off,
-    /// The caller asked not to use it (`Cache-Control: no-cache`,
-    /// `no-store`), or the request was refused or unreadable before its
-    /// lookup.
-    Bypass,
-    /// Answered from it.
-    Hit,
-    /// Not found: the answer is stored under this key when it ends whole
-    /// (a stream is then decoded, to be kept event by event).
-    Miss(crate::response_cache::CacheKeys),
-}
-
-/// A request's reply guardrails: the screen, and the placeholders its
-/// request was given (a reply masks on from them).
-#[derive(Debug)]
-pub struct Guarding {
-    /// The pool's or the caller's group's screen.
-    pub screen: std::sync::Arc<switchyard_guard::Screen>,
-    /// The request's placeholders so far.
-    pub masks: std::sync::Mutex<switchyard_guard::Masks>,
 }
 
 impl Call {
-    /// What the request is, as the ledger and the logs name it: its
-    /// operation, or `count_tokens`.
+    /// What the request is, as the ledger and the logs name it.
     pub fn task(&self) -> &'static str {
-        if self.count_tokens {
-            "count_tokens"
-        } else {
-            self.operation.as_str()
-        }
-    }
-
-    /// True when the request body may go to a lane of `protocol` as it came
-    /// (same protocol, and nothing forces a translation of the request).
-    pub fn sends_as_came_to(&self, protocol: Protocol) -> bool {
-        protocol == self.ingress && !self.meter_stream && !self.continue_stream
-    }
-
-    /// True when, besides, the reply passes back as it came: a stream whose
-    /// reply is screened or cached is decoded (and written again), though
-    /// its request went as it came.
-    pub fn passes_through_to(&self, protocol: Protocol) -> bool {
-        let screened_stream = self.stream && (self.guard.is_some() || matches!(self.cache, CacheState::Miss(_)));
-        self.sends_as_came_to(protocol) && !screened_stream
+        self.operation.as_str()
     }
 
     /// The caller's own API key from whichever header its SDK uses, for

@@ -12,9 +12,11 @@
 
 pub mod admission;
 pub mod authenticate;
+pub mod budget_watch;
 pub mod jwt;
 pub mod ledger;
 mod metrics;
+pub mod owner;
 
 /// Maps on the admission path hash with foldhash: their keys are key
 /// hashes and ids the gateway made, and SipHash cost more than the lookup.
@@ -52,6 +54,47 @@ pub struct CachedKey {
     /// each with its owner (`key:<id>`, `group:<name>`): a request that
     /// names its end user is held on one more bucket per policy.
     pub end_users: Vec<(Arc<str>, Arc<switchyard_governance::key::EndUserPolicy>)>,
+    /// A budget on its chain downgrades rather than refuse.
+    pub downgrades: bool,
+    /// Per model or pool named in a `per_model` limit on its chain, the
+    /// chain a request naming it is held on (the key's chain, then one
+    /// bucket per owner that limits it); empty when none does.
+    pub scoped: Box<[ScopedChain]>,
+}
+
+/// A bucket's use in a window, as the ledger holds it.
+struct LedgerUse {
+    /// Spend at today's prices (nano-USD).
+    spent: u64,
+    /// Requests.
+    requests: u64,
+    /// Tokens, input plus output.
+    tokens: u64,
+}
+
+/// The chain of the requests that name one model or pool.
+#[derive(Debug)]
+pub struct ScopedChain {
+    /// The model or pool.
+    pub name: Arc<str>,
+    /// The key's chain and the per-model buckets.
+    pub chain: Arc<[BucketId]>,
+    /// Their names in a fleet's Redis.
+    pub fleet_keys: Arc<[String]>,
+}
+
+impl CachedKey {
+    /// The chain a request naming `name` is held on (and its buckets'
+    /// names in a fleet): the key's, with the `per_model` buckets of
+    /// `name` when its chain has any.
+    pub fn chain_for(&self, name: Option<&str>) -> (&Arc<[BucketId]>, &Arc<[String]>) {
+        if let (false, Some(name)) = (self.scoped.is_empty(), name) {
+            if let Some(scoped) = self.scoped.iter().find(|s| &*s.name == name) {
+                return (&scoped.chain, &scoped.fleet_keys);
+            }
+        }
+        (&self.chain, &self.fleet_keys)
+    }
 }
 
 /// Keys by what a caller presents.
@@ -63,11 +106,11 @@ struct KeyIndex {
     /// A token's caller per (issuer in `auth.jwt`, group): a key of its
     /// own in memory, never stored and never found by a secret.
     by_jwt: HashMap<(usize, String), Arc<CachedKey>>,
-    /// Keys by name, for client certificates that name one (`None`: two
-    /// keys share the name, so it names neither).
-    by_name: HashMap<String, Option<Arc<CachedKey>>>,
     /// A client certificate's caller per group (`cert:<group>`).
     by_cert: HashMap<String, Arc<CachedKey>>,
+    /// The in-memory keys (a token's, a certificate's) by id, for a batch
+    /// line that runs as one.
+    in_memory: HashMap<String, Arc<CachedKey>>,
 }
 
 /// The authenticated caller of a request.
@@ -75,8 +118,20 @@ struct KeyIndex {
 pub struct Caller {
     /// Its key (for a token's caller, the one its issuer and group share).
     pub key: Arc<CachedKey>,
-    /// A token's subject: the request's end user unless it names one.
+    /// A token's subject: the request's end user, whatever the request
+    /// names.
     pub subject: Option<Arc<str>>,
+    /// Who owns what it keeps, its cache partition and its signatures
+    /// ([`owner`]): its key's id, or for a key callers share, that and
+    /// the caller's own subject.
+    pub owner: Arc<str>,
+}
+
+impl Caller {
+    /// The caller of its own key (a virtual key, a batch line's key).
+    pub fn of_key(key: Arc<CachedKey>) -> Caller {
+        Caller { owner: key.id.clone(), key, subject: None }
+    }
 }
 
 /// The id of the in-memory key a token of issuer `name` and group `group`
@@ -132,20 +187,16 @@ pub struct Governance {
     pub jwt: Option<Arc<jwt::Issuers>>,
     /// What a verified client certificate's name names (`server.tls.client_identity`).
     pub client_identity: Option<switchyard_config::ClientIdentity>,
+    /// The MCP grants of a certificate's group caller (`client_identity.mcp`).
+    client_mcp: Vec<String>,
     /// Each key's refusals of its own in the current window: (window
     /// start in Unix ms, count). Touched only when a request is refused.
     abuse: Mutex<HashMap<Arc<str>, (u64, u32)>>,
     /// Itself, for the tasks it starts (an end user's spend read behind).
     me: std::sync::OnceLock<std::sync::Weak<Governance>>,
-    /// Refusals written to the request log, at most [`REFUSALS_LOGGED`] a
-    /// minute (a flood of refusals cannot fill the store).
-    refusal_log: Mutex<switchyard_governance::rate::Gcra>,
-    /// Refusals past that, counted only.
-    pub refusals_unlogged: AtomicU64,
+    /// Each budget's burn and forecast, and the signals not yet told.
+    watches: Mutex<budget_watch::Watches>,
 }
-
-/// Refusals at the door written to the request log a minute, at most.
-pub const REFUSALS_LOGGED: u64 = 1_200;
 
 /// The alert subject of a key's suspension.
 pub fn suspension_subject(record: &KeyRecord) -> String {
@@ -156,11 +207,12 @@ pub fn suspension_subject(record: &KeyRecord) -> String {
 /// no secret (its hash is of a random value no caller holds), no budget or
 /// limits of its own (the group's apply; the token's subject is its end
 /// user, so a group's end-user policy caps each workload), the issuer's
-/// pools.
+/// pools and MCP grants.
 fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
     let name = format!("{} token ({group})", issuer.name);
     let mut record = in_memory_record(&jwt_key_id(&issuer.name, group), &name, group, issuer.pools.clone());
     record.prefix = format!("jwt:{}", issuer.name);
+    record.mcp = Some(issuer.mcp.clone());
     record
 }
 
@@ -180,16 +232,17 @@ fn in_memory(id: &str) -> bool {
 
 /// The in-memory key a client certificate naming `group` is admitted as
 /// (`cert:<group>`): like a token's, no secret opens it and the group's
-/// budget and limits apply.
-fn cert_record(group: &str) -> KeyRecord {
+/// budget and limits apply; its MCP grants are `client_identity.mcp`.
+fn cert_record(group: &str, mcp: &[String]) -> KeyRecord {
     let mut record = in_memory_record(&format!("cert:{group}"), &format!("client certificate ({group})"), group, None);
     record.prefix = "cert".to_owned();
+    record.mcp = Some(mcp.to_vec());
     record
 }
 
 /// A key `id` held in memory only, drawing on `group`: no secret opens it
 /// (its hash is of a random value no caller holds), no budget or limits of
-/// its own.
+/// its own, no MCP grants.
 fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>>) -> KeyRecord {
     let unguessable: String = (0..4).map(|_| format!("{:016x}", fastrand::u64(..))).collect();
     KeyRecord {
@@ -289,12 +342,11 @@ pub async fn from_config(
         (Some(_), Some(path)) => Some(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
         _ => None,
     };
-    let (queue, writer) = LedgerQueue::start(
-        stores.ledger.clone(),
-        config.governance.ledger_queue,
-        config.governance.ledger_flush_interval,
-        spool,
-    );
+    let pacing = ledger::Pacing {
+        flush: config.governance.ledger_flush_interval,
+        write_timeout: config.governance.ledger_write_timeout,
+    };
+    let (queue, writer) = LedgerQueue::start(stores.ledger.clone(), config.governance.ledger_queue, pacing, spool);
     let changes = stores.changes.as_ref().map(|feed| feed.subscribe());
     let mut governance = Governance::start(config, stores, Some(queue), prices).await?;
     if let Some(url) = &config.storage.redis_url {
@@ -319,7 +371,11 @@ pub async fn from_config(
     }
     let governance = Arc::new(governance);
     let _ = governance.me.set(Arc::downgrade(&governance));
+    if let Some(seeded) = governance.fleet.as_ref().and_then(|fleet| fleet.take_seeded()) {
+        tokio::spawn(reseed_from_ledger(Arc::downgrade(&governance), seeded));
+    }
     crate::audit::spawn_purge(Arc::downgrade(&governance.stores.audit), config.admin.audit_retention);
+    budget_watch::spawn(Arc::downgrade(&governance));
     if let Some(changes) = changes {
         tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
     }
@@ -375,6 +431,48 @@ async fn follow_changes(
     }
 }
 
+/// Reads from the ledger the spend of the buckets a fleet script found
+/// unknown to Redis (lost in a restart without persistence, or evicted)
+/// and seeded from this instance's counters, and raises this instance's
+/// counters and Redis's to it: the ledger holds every instance's settled
+/// rows, the counters only what this instance saw. Ends with the
+/// governance it serves.
+async fn reseed_from_ledger(
+    governance: std::sync::Weak<Governance>,
+    mut seeded: tokio::sync::mpsc::Receiver<Vec<BucketId>>,
+) {
+    while let Some(first) = seeded.recv().await {
+        let mut buckets: std::collections::BTreeSet<BucketId> = first.into_iter().collect();
+        while let Ok(more) = seeded.try_recv() {
+            buckets.extend(more);
+        }
+        let Some(governance) = governance.upgrade() else { return };
+        let Some(fleet) = &governance.fleet else { return };
+        let now = now_ms();
+        for id in buckets {
+            let (start, from_ledger) = match governance.ledger_spent(&id, now).await {
+                Ok(Some(found)) => found,
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::warn!(error = %err, bucket = %id, "a bucket redis lost could not be read from the ledger");
+                    continue;
+                }
+            };
+            let known = {
+                let mut governor = governance.governor();
+                governor.learn_spent(&id, from_ledger, now);
+                governor.spent(&id, now).unwrap_or(from_ledger)
+            };
+            let names = switchyard_fleet::counters::bucket_names(std::slice::from_ref(&id));
+            if let Some(counters) = names.first() {
+                if let Err(err) = fleet.raise_spent(counters, start, known).await {
+                    tracing::warn!(error = %err, bucket = %id, "a bucket redis lost could not be raised to the ledger's spend");
+                }
+            }
+        }
+    }
+}
+
 /// Writes the config file's groups to the store (creation times kept).
 async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group], now: u64) -> Result<(), StoreError> {
     let existing = stores.groups.list_groups().await?;
@@ -382,8 +480,8 @@ async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group
         let record = GroupRecord {
             name: group.name.to_string(),
             parent: group.parent.as_deref().map(str::to_owned),
-            budget: group.budget,
-            limits: group.limits,
+            budget: group.budget.clone(),
+            limits: group.limits.clone(),
             retention: group.retention.map(|r| r.as_str().to_owned()),
             end_users: end_users_of_config_group(group, existing.iter().find(|g| *g.name == *group.name)),
             from_config: true,
@@ -406,6 +504,63 @@ fn end_users_of_config_group(
         (None, false) => Some(switchyard_governance::key::EndUserPolicy { overrides, ..Default::default() }),
         (Some(policy), _) => Some(switchyard_governance::key::EndUserPolicy { overrides, ..policy.clone() }),
     }
+}
+
+/// Sets the spec of each `per_model` bucket of `owner`'s `limits`, noting
+/// each in `ids`.
+fn set_scoped(
+    governor: &mut Governor,
+    ids: &mut std::collections::HashSet<BucketId>,
+    owner: &Arc<str>,
+    limits: &switchyard_governance::Limits,
+    now: u64,
+) {
+    for (name, scoped) in &limits.per_model {
+        let id = BucketId::Scoped { owner: owner.clone(), name: Arc::from(name.as_str()) };
+        if !ids.contains(&id) {
+            governor.set_spec(id.clone(), BucketSpec { budget: None, limits: scoped.own() }, now);
+            ids.insert(id);
+        }
+    }
+}
+
+/// A key's chain per model or pool its chain's `per_model` limits name:
+/// the chain, then each owner's bucket for that name (key first, then
+/// its groups upward).
+fn scoped_chains(
+    record: &KeyRecord,
+    groups: &HashMap<String, GroupRecord>,
+    chain: &Arc<[BucketId]>,
+) -> Box<[ScopedChain]> {
+    let owners: Vec<(String, &switchyard_governance::Limits)> = chain
+        .iter()
+        .filter_map(|bucket| match bucket {
+            BucketId::Key(id) => Some((format!("key:{id}"), &record.limits)),
+            BucketId::Group(name) => groups.get(&**name).map(|g| (format!("group:{name}"), &g.limits)),
+            _ => None,
+        })
+        .filter(|(_, limits)| !limits.per_model.is_empty())
+        .collect();
+    let mut names: Vec<&String> = owners.iter().flat_map(|(_, limits)| limits.per_model.keys()).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let mut scoped: Vec<BucketId> = chain.to_vec();
+            for (owner, limits) in &owners {
+                if limits.per_model.contains_key(name) {
+                    scoped.push(BucketId::Scoped { owner: Arc::from(owner.as_str()), name: Arc::from(name.as_str()) });
+                }
+            }
+            let scoped: Arc<[BucketId]> = scoped.into();
+            ScopedChain {
+                name: Arc::from(name.as_str()),
+                fleet_keys: switchyard_fleet::counters::bucket_names(&scoped),
+                chain: scoped,
+            }
+        })
+        .collect()
 }
 
 /// Every key record in the store, page by page.
@@ -459,10 +614,10 @@ impl Governance {
             suspend: config.governance.suspend,
             jwt: jwt::Issuers::new(&config.jwt),
             client_identity: config.server.tls.as_ref().and_then(|tls| tls.client_identity),
+            client_mcp: config.server.tls.as_ref().map(|tls| tls.client_mcp.clone()).unwrap_or_default(),
             abuse: Mutex::new(HashMap::default()),
             me: std::sync::OnceLock::new(),
-            refusal_log: Mutex::new(switchyard_governance::rate::Gcra::new(REFUSALS_LOGGED)),
-            refusals_unlogged: AtomicU64::new(0),
+            watches: Mutex::new(budget_watch::Watches::default()),
         };
         let unseeded = governance.reindex(records);
         governance.seed(&unseeded, now).await?;
@@ -503,11 +658,15 @@ impl Governance {
         let mut unseeded = Vec::new();
         let now = now_ms();
         let mut governor = self.governor();
+        let mut scoped_ids = std::collections::HashSet::new();
         for group in groups.values() {
             let id = BucketId::Group(Arc::from(group.name.as_str()));
-            if governor.set_spec(id.clone(), BucketSpec { budget: group.budget, limits: group.limits }, now) {
+            let spec = BucketSpec { budget: group.budget.clone(), limits: group.limits.own() };
+            if governor.set_spec(id.clone(), spec, now) {
                 unseeded.push(id);
             }
+            let owner: Arc<str> = Arc::from(format!("group:{}", group.name).as_str());
+            set_scoped(&mut governor, &mut scoped_ids, &owner, &group.limits, now);
         }
         // Beside the stored keys, the in-memory ones: a token's callers (one
         // key per trusted issuer and group, limited to the issuer's pools)
@@ -521,16 +680,22 @@ impl Governance {
         let certs = groups
             .keys()
             .filter(|_| self.client_identity == Some(switchyard_config::ClientIdentity::Group))
-            .map(|group| (cert_record(group), Place::Cert(group.clone())));
+            .map(|group| (cert_record(group, &self.client_mcp), Place::Cert(group.clone())));
         let records = records.into_iter().map(|record| (record, Place::Stored)).chain(tokens).chain(certs);
         for (record, place) in records {
             let chain = Governance::chain_of(&record, &groups);
             let id: Arc<str> = Arc::from(record.id.as_str());
-            let spec = BucketSpec { budget: record.budget, limits: record.limits };
+            let spec = BucketSpec { budget: record.budget.clone(), limits: record.limits.own() };
             if governor.set_spec(BucketId::Key(id.clone()), spec, now) {
                 unseeded.push(BucketId::Key(id.clone()));
             }
+            let key_owner: Arc<str> = Arc::from(format!("key:{id}").as_str());
+            set_scoped(&mut governor, &mut scoped_ids, &key_owner, &record.limits, now);
             let fleet_keys = switchyard_fleet::counters::bucket_names(&chain);
+            let scoped = scoped_chains(&record, &groups, &chain);
+            let downgrades = chain.iter().any(|bucket| {
+                governor.spec(bucket).and_then(|s| s.budget.as_ref()).is_some_and(|b| b.on_exhaust.is_some())
+            });
             let mut end_users = Vec::new();
             for bucket in chain.iter() {
                 let (owner, policy) = match bucket {
@@ -538,7 +703,7 @@ impl Governance {
                     BucketId::Group(name) => {
                         (format!("group:{name}"), groups.get(&**name).and_then(|g| g.end_users.as_ref()))
                     }
-                    BucketId::EndUser { .. } => continue,
+                    BucketId::EndUser { .. } | BucketId::Scoped { .. } => continue,
                 };
                 if let Some(policy) = policy {
                     end_users.push((Arc::from(owner.as_str()), Arc::new(policy.clone())));
@@ -548,25 +713,19 @@ impl Governance {
                 || end_users
                     .iter()
                     .any(|(_, p)| p.budget.is_some() || p.overrides.values().any(|o| o.budget.is_some()));
-            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted, end_users });
+            let cached = Arc::new(CachedKey { record, id, chain, fleet_keys, budgeted, end_users, downgrades, scoped });
             match place {
                 Place::Token(issuer, group) => {
+                    index.in_memory.insert(cached.record.id.clone(), cached.clone());
                     index.by_jwt.insert((issuer, group), cached);
                     continue;
                 }
                 Place::Cert(group) => {
+                    index.in_memory.insert(cached.record.id.clone(), cached.clone());
                     index.by_cert.insert(group, cached);
                     continue;
                 }
                 Place::Stored => {}
-            }
-            if self.client_identity == Some(switchyard_config::ClientIdentity::Key) {
-                // A name two keys share names neither.
-                index
-                    .by_name
-                    .entry(cached.record.name.clone())
-                    .and_modify(|found| *found = None)
-                    .or_insert_with(|| Some(cached.clone()));
             }
             index.by_hash.insert(cached.record.hash, cached.clone());
             if let Some(aws) = &cached.record.aws {
@@ -574,6 +733,8 @@ impl Governance {
             }
             index.by_id.insert(cached.record.id.clone(), cached);
         }
+        // Per-model buckets of limits no longer configured go.
+        governor.retain(|id| !matches!(id, BucketId::Scoped { .. }) || scoped_ids.contains(id));
         drop(governor);
         self.keys.store(Arc::new(index));
         unseeded
@@ -658,32 +819,77 @@ impl Governance {
         names
     }
 
-    /// Sets the spend of each of `buckets` for its budget's current window
-    /// from the ledger, at today's prices.
+    /// Sets the spend of each of `buckets` for its budget's current window,
+    /// and what its quotas used in theirs, from the ledger, at today's
+    /// prices. (A `per_model` bucket's quotas count from the instance's
+    /// start: the ledger's rollup does not keep the name a request named.)
     pub(crate) async fn seed(&self, buckets: &[BucketId], now: u64) -> Result<(), StoreError> {
         let now_s = (now / 1000) as i64;
         for id in buckets {
-            let Some(budget) = self.governor().spec(id).and_then(|spec| spec.budget) else { continue };
-            let start = budget.window.start(now_s);
-            let (by, key, groups, end_user) = match id {
-                BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None, None),
-                BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group)), None),
-                BucketId::EndUser { owner, user } => {
-                    let (key, groups) = match owner.split_once(':') {
-                        Some(("key", id)) => (Some(id.to_owned()), None),
-                        Some((_, group)) => (None, Some(self.subtree(group))),
-                        None => continue,
-                    };
-                    (SpendBy::User, key, groups, Some(user.to_string()))
-                }
+            let (budget, quotas) = match self.governor().spec(id) {
+                Some(spec) => (spec.budget.as_ref().map(|b| b.window), spec.limits.quotas().collect::<Vec<_>>()),
+                None => continue,
             };
-            let query = TotalsQuery { by, from_ms: start * 1000, to_ms: i64::MAX, key, groups, end_user };
-            let totals = self.stores.ledger.totals(query).await?;
-            let prices = self.prices.load();
-            let spent = totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum();
-            self.governor().seed_spent(id, start, spent);
+            let mut windows: Vec<switchyard_governance::Window> =
+                budget.into_iter().chain(quotas.iter().map(|q| q.window)).collect();
+            windows.sort_by_key(|w| w.start(now_s));
+            windows.dedup();
+            for window in windows {
+                let start = window.start(now_s);
+                let Some(used) = self.ledger_used(id, start).await? else { break };
+                let mut governor = self.governor();
+                if budget == Some(window) {
+                    governor.seed_spent(id, start, used.spent);
+                }
+                for quota in quotas.iter().filter(|q| q.window == window) {
+                    let used = match quota.metric {
+                        switchyard_governance::Metric::Requests => used.requests,
+                        switchyard_governance::Metric::Tokens => used.tokens,
+                        switchyard_governance::Metric::Usd => used.spent,
+                    };
+                    governor.seed_quota(id, quota.name(), start, used);
+                }
+            }
         }
         Ok(())
+    }
+
+    /// What the ledger holds of a budgeted bucket's spend in its current
+    /// window at today's prices, with the window's start (`None`: no budget).
+    async fn ledger_spent(&self, id: &BucketId, now: u64) -> Result<Option<(i64, u64)>, StoreError> {
+        let Some(window) = self.governor().spec(id).and_then(|spec| spec.budget.as_ref().map(|b| b.window)) else {
+            return Ok(None);
+        };
+        let start = window.start((now / 1000) as i64);
+        Ok(self.ledger_used(id, start).await?.map(|used| (start, used.spent)))
+    }
+
+    /// What the ledger holds of a bucket's use since `start` (Unix s):
+    /// spend at today's prices, requests and tokens (`None`: a bucket the
+    /// ledger cannot tell apart, a `per_model` one: its rollup does not
+    /// keep the name a request named).
+    async fn ledger_used(&self, id: &BucketId, start: i64) -> Result<Option<LedgerUse>, StoreError> {
+        let (by, key, groups, end_user) = match id {
+            BucketId::Key(key) => (SpendBy::Key, Some(key.to_string()), None, None),
+            BucketId::Group(group) => (SpendBy::Group, None, Some(self.subtree(group)), None),
+            BucketId::EndUser { owner, user } => {
+                let (key, groups) = match owner.split_once(':') {
+                    Some(("key", id)) => (Some(id.to_owned()), None),
+                    Some((_, group)) => (None, Some(self.subtree(group))),
+                    None => return Ok(None),
+                };
+                (SpendBy::User, key, groups, Some(user.to_string()))
+            }
+            BucketId::Scoped { .. } => return Ok(None),
+        };
+        let query = TotalsQuery { by, from_ms: start.saturating_mul(1000), to_ms: i64::MAX, key, groups, end_user };
+        let totals = self.stores.ledger.totals(query).await?;
+        let prices = self.prices.load();
+        Ok(Some(LedgerUse {
+            spent: totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum(),
+            requests: totals.iter().map(|t| t.requests).sum(),
+            tokens: totals.iter().map(|t| t.tokens.total()).sum(),
+        }))
     }
 
     /// Each budgeted key's and group's spend in its current window, for
@@ -705,12 +911,12 @@ impl Governance {
             )
         };
         let keyed = budgeted_keys.iter().zip(key_spent).filter_map(|(key, spent)| {
-            let budget = key.record.budget?;
+            let budget = key.record.budget.as_ref()?;
             let who = format!("key `{}` ({})", key.record.name, key.record.id);
             Some(BudgetUsage { who, spent: spent?, cap: budget.cap(), window_start: budget.window.start(now_s) })
         });
         let grouped = budgeted_groups.iter().zip(group_spent).filter_map(|(group, spent)| {
-            let budget = group.budget?;
+            let budget = group.budget.as_ref()?;
             let who = format!("group `{}`", group.name);
             Some(BudgetUsage { who, spent: spent?, cap: budget.cap(), window_start: budget.window.start(now_s) })
         });
@@ -773,20 +979,6 @@ impl Governance {
             }
         }
         Err(KeyChange::Store(StoreError::Stale))
-    }
-
-    /// Whether a refusal at `now` (Unix ms) gets a row in the request log
-    /// (within [`REFUSALS_LOGGED`] a minute); one past it is counted.
-    pub fn log_refusal(&self, now: u64) -> bool {
-        let mut log = self.refusal_log.lock().unwrap_or_else(PoisonError::into_inner);
-        if log.check(1, now) == switchyard_governance::rate::RateCheck::Room {
-            log.commit(1, now);
-            true
-        } else {
-            drop(log);
-            self.refusals_unlogged.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            false
-        }
     }
 
     /// A key by id, from the cache.

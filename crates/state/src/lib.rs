@@ -8,7 +8,7 @@
 //! plane read: the [`Gateway`], governance's key cache and counters
 //! ([`governance`]), a framed request ([`call`]), session pins
 //! ([`sessions`]), console sign-ins ([`sign_ins`]), the audit log's door
-//! ([`audit`]) and the seam where a concern joins the path ([`stage`]).
+//! ([`audit`]).
 
 pub mod admin_rate;
 pub mod audit;
@@ -27,7 +27,7 @@ pub mod retention;
 pub mod sessions;
 pub mod sign_ins;
 pub mod signatures;
-pub mod stage;
+pub mod sockets;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -48,11 +48,18 @@ use switchyard_transport::{HttpTransport, Transport};
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub std::net::IpAddr);
 
-/// The common name of the client certificate a request's connection
-/// presented and the CA verified: a request extension the data listener
-/// sets when `server.tls.client_identity` asks for it.
+/// Who the client certificate a request's connection presented (and the
+/// CA verified) names: a request extension the data listener sets when
+/// `server.tls.client_identity` asks for it.
 #[derive(Debug, Clone)]
-pub struct ClientName(pub Arc<str>);
+pub struct ClientName {
+    /// Its subject's common name: a key's id or a group's name.
+    pub common_name: Arc<str>,
+    /// Its whole subject, every attribute in order (`CN=…,O=…`, special
+    /// characters escaped): what tells apart the certificates of one
+    /// group, each of which owns what it keeps.
+    pub subject: Arc<str>,
+}
 
 /// Looks up the codec of a protocol (the registry is injected so this crate
 /// depends only on the codec contract, never on the six implementations).
@@ -102,8 +109,6 @@ pub struct Gateway {
     /// Sections the file (`config.source`) changes that keep their running
     /// values until a restart (set by a reload).
     pub restart_pending: Vec<&'static str>,
-    /// The concerns that join the request path ([`stage::Stage`]), in order.
-    pub stages: Vec<std::sync::Arc<dyn stage::Stage>>,
     /// The guardrail screens of pools and groups.
     pub guardrails: guardrails::Guardrails,
     /// The response cache's store, when some pool caches.
@@ -119,6 +124,8 @@ pub struct Gateway {
     /// The MCP gateway behind `/mcp`, when the process runs one (kept
     /// across reloads).
     pub mcp: Option<Arc<dyn mcp::McpHub>>,
+    /// The long-lived sockets open (kept across reloads).
+    pub sockets: Arc<sockets::Sockets>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -134,6 +141,9 @@ pub trait ConfigReload: Send + Sync {
     >;
     /// Reloads done and refused.
     fn counts(&self) -> (u64, u64);
+    /// The gateway serving now (a long-lived socket's next turn runs on
+    /// it, as a keep-alive connection's next request does).
+    fn serving(&self) -> Arc<Gateway>;
     /// Applies a new version of the config over the API: `text`
     /// validated, recorded as the version after `after` by `author`
     /// (saying `message`) unless another came first, and served. What was
@@ -156,6 +166,10 @@ pub enum ApplyError {
     /// The text is not a config this gateway can serve.
     #[error("the config is not valid")]
     Invalid(Vec<switchyard_config::Issue>),
+    /// The text changes what only the file may (a stdio MCP server's
+    /// command, args or env: they run on the host).
+    #[error("the config changes what only the config file may")]
+    FileOnly(Vec<switchyard_config::Issue>),
     /// Another version came after the one the change was made from.
     #[error("version {newest} came after the one this change was made from; read it and retry")]
     Stale {
@@ -399,13 +413,13 @@ impl Gateway {
             listener_stats: std::sync::OnceLock::new(),
             reloader: std::sync::OnceLock::new(),
             lifecycle: Arc::default(),
+            sockets: Arc::default(),
             admin_rate: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
             oidc,
             signatures: crate::signatures::Signatures::in_process(),
             restart_pending: Vec::new(),
-            stages: Vec::new(),
             guardrails,
             response_cache,
             retention,
@@ -462,6 +476,7 @@ impl Gateway {
         self.kept = old.kept.clone();
         self.mcp.clone_from(&old.mcp);
         self.lifecycle = old.lifecycle.clone();
+        self.sockets = old.sockets.clone();
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
@@ -524,12 +539,6 @@ impl Gateway {
         self
     }
 
-    /// Adds a concern to the request path, after the ones already there.
-    pub fn with_stage(mut self, stage: Arc<dyn stage::Stage>) -> Gateway {
-        self.stages.push(stage);
-        self
-    }
-
     /// Attaches governance (built after the gateway, since it reads the stores).
     pub fn with_governance(mut self, governance: Arc<crate::governance::Governance>) -> Gateway {
         if self.fleet_state.is_none() {
@@ -584,6 +593,15 @@ impl Gateway {
     /// The codec of `protocol`.
     pub fn codec(&self, protocol: Protocol) -> &'static dyn Codec {
         (self.codecs)(protocol)
+    }
+
+    /// The gateway serving now: this one, or the one a reload put in its
+    /// place (what a long-lived socket's next turn runs on).
+    pub fn serving(self: &Arc<Self>) -> Arc<Gateway> {
+        self.reloader
+            .get()
+            .and_then(std::sync::Weak::upgrade)
+            .map_or_else(|| self.clone(), |reloader| reloader.serving())
     }
 
     /// Resolves a caller's model or pool name to a pool index.

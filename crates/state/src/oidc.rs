@@ -1,7 +1,9 @@
 //! Console sign-in through an OpenID Connect provider (`admin.oidc`): the
 //! authorization code flow with PKCE (RFC 7636). A sign-in starts with a
 //! random `state`, `nonce` and code verifier kept here (single use, ten
-//! minutes, bounded); the provider's answer is exchanged for an ID token at
+//! minutes, bounded), bound to the browser that started it (a random value
+//! in a cookie of its own, kept here as a hash: an answer carried to
+//! another browser, a login CSRF, is refused); the provider's answer is exchanged for an ID token at
 //! its token endpoint, whose signature is checked against the provider's
 //! published keys (discovered, and fetched again when a token names a key
 //! not seen), whose issuer, audience, expiry and nonce must hold, and whose
@@ -39,6 +41,10 @@ pub enum OidcError {
     /// one that expired, or was used).
     #[error("this sign-in was not started here, expired or was already used; start again")]
     UnknownState,
+    /// The answer came back to a browser other than the one that started
+    /// the sign-in (its binding cookie is missing or another's).
+    #[error("this sign-in was started in another browser; start again here")]
+    OtherBrowser,
     /// The ID token does not hold.
     #[error("the ID token is not valid: {0}")]
     Token(String),
@@ -65,6 +71,8 @@ struct Pending {
     nonce: String,
     verifier: String,
     started: Instant,
+    /// The hash of the binding cookie of the browser that started it.
+    browser: switchyard_governance::KeyHash,
 }
 
 /// Who signed in, and as what.
@@ -77,6 +85,9 @@ pub struct Signed {
     pub subject: String,
     /// The role granted.
     pub scope: Scope,
+    /// The ID token's claims, which the role is read from again on every
+    /// request of the session.
+    pub claims: serde_json::Value,
 }
 
 /// The console's OpenID Connect client.
@@ -154,9 +165,10 @@ impl OidcClient {
         Ok(found)
     }
 
-    /// Starts a sign-in at `now`: the provider's authorization URL to send
-    /// the browser to.
-    pub async fn start(&self, now: Instant) -> Result<String, OidcError> {
+    /// Starts a sign-in at `now` for the browser holding `browser` (the
+    /// value of its binding cookie): the provider's authorization URL to
+    /// send the browser to.
+    pub async fn start(&self, browser: &str, now: Instant) -> Result<String, OidcError> {
         let discovery = self.discovery().await?;
         let (state, nonce, verifier) = (random_text()?, random_text()?, random_text()?);
         let mut url = form_urlencoded::Serializer::new(String::new());
@@ -184,16 +196,28 @@ impl OidcClient {
                 pending.remove(&oldest);
             }
         }
-        pending.insert(state, Pending { nonce, verifier, started: now });
+        let browser = switchyard_governance::KeyHash::of(browser);
+        pending.insert(state, Pending { nonce, verifier, started: now, browser });
         Ok(location)
     }
 
-    /// Finishes the sign-in `state` with the provider's `code`, at `now`.
-    pub async fn finish(&self, state: &str, code: &str, now: Instant) -> Result<Signed, OidcError> {
+    /// Finishes the sign-in `state` with the provider's `code`, at `now`,
+    /// in the browser holding `browser` (its binding cookie's value, when
+    /// it sent one): only the browser that started a sign-in finishes it.
+    pub async fn finish(
+        &self,
+        state: &str,
+        code: &str,
+        browser: Option<&str>,
+        now: Instant,
+    ) -> Result<Signed, OidcError> {
         let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner).remove(state);
         let pending = pending
             .filter(|p| now.saturating_duration_since(p.started) < PENDING_FOR)
             .ok_or(OidcError::UnknownState)?;
+        if !browser.is_some_and(|browser| pending.browser.matches(&switchyard_governance::KeyHash::of(browser))) {
+            return Err(OidcError::OtherBrowser);
+        }
         let discovery = self.discovery().await?;
         // Built before any await: the serializer is not Send.
         let form = {
@@ -234,7 +258,8 @@ impl OidcClient {
             .ok_or_else(|| OidcError::Token("no `sub` claim".into()))?;
         let name = claims[&self.config.name_claim].as_str().unwrap_or(subject).to_owned();
         let scope = self.config.role_of(&claims).ok_or_else(|| OidcError::NoRole(name.clone()))?;
-        Ok(Signed { name, subject: subject.to_owned(), scope })
+        let subject = subject.to_owned();
+        Ok(Signed { name, subject, scope, claims })
     }
 
     async fn verify(&self, discovery: &Discovery, token: &str) -> Result<serde_json::Value, OidcError> {
@@ -316,8 +341,8 @@ mod tests {
     fn sign_ins_are_started_and_finished_from_any_task() {
         fn send<T: Send>(_: T) {}
         let client = OidcClient::new(settings(Vec::new()));
-        send(client.start(Instant::now()));
-        send(client.finish("s", "c", Instant::now()));
+        send(client.start("b", Instant::now()));
+        send(client.finish("s", "c", Some("b"), Instant::now()));
     }
 
     #[test]

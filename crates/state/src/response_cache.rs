@@ -2,7 +2,9 @@
 //! already names its partition (the caller's key or group), its pool and
 //! its normalised request (`engine::response_cache` builds it). Bounded in
 //! bytes, not entries: past `max_bytes` the least recently used answers go
-//! first; each entry lives for its pool's `ttl`. In memory, one node.
+//! first; each entry lives for its pool's `ttl`. In memory, one node; a
+//! fleet keeps entries in Redis (`switchyard_fleet::cache`), each as
+//! [`Cached::to_bytes`] writes it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -26,7 +28,9 @@ pub struct CacheKeys {
 
 /// One cached answer: the reply as IR (so a caller of any protocol can be
 /// answered), the stream's events as they came when it was streamed, and
-/// what it cost. Serialised as it is into a fleet's Redis.
+/// what it cost. A fleet's Redis keeps it as [`Cached::to_bytes`] writes
+/// it: the bytes it holds (the request's, an operation's body) as bytes,
+/// beside the rest as JSON.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 pub struct Cached {
     /// The whole reply.
@@ -42,7 +46,7 @@ pub struct Cached {
     pub stored_ms: u64,
     /// What its raw key was made of: a hit by that key is checked against
     /// it byte for byte (the raw key is a fast hash, not a digest).
-    #[serde(default)]
+    #[serde(skip)]
     pub raw: Vec<u8>,
     /// The whole reply as each protocol's caller gets it, written once.
     #[serde(skip)]
@@ -70,13 +74,52 @@ pub enum OperationReply {
 /// operation added.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct StoredWhole {
-    /// The body.
+    /// The body (kept as bytes beside the JSON, see [`Cached::to_bytes`]).
+    #[serde(skip)]
     pub body: Vec<u8>,
     /// The headers it added (name, value).
     pub headers: Vec<(String, String)>,
 }
 
+/// The first bytes of a cached answer as a fleet keeps it.
+const MAGIC: &[u8; 4] = b"SYC1";
+
 impl Cached {
+    /// The answer as a fleet keeps it: a tag, then its JSON (without the
+    /// request's bytes and an operation's body), the request's bytes and the
+    /// body, each after its length (4 bytes, little-endian). Bytes stay
+    /// bytes (as JSON each was an array of numbers, four times its size).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).unwrap_or_default();
+        let body: &[u8] = self.whole.as_ref().map_or(&[], |whole| &whole.body);
+        let mut bytes = Vec::with_capacity(MAGIC.len() + 12 + json.len() + self.raw.len() + body.len());
+        bytes.extend_from_slice(MAGIC);
+        for part in [&json[..], &self.raw, body] {
+            bytes.extend_from_slice(&u32::try_from(part.len()).unwrap_or(u32::MAX).to_le_bytes());
+            bytes.extend_from_slice(part);
+        }
+        bytes
+    }
+
+    /// An answer [`Cached::to_bytes`] wrote (`None`: anything else).
+    pub fn from_bytes(bytes: &[u8]) -> Option<Cached> {
+        let mut rest = bytes.strip_prefix(MAGIC)?;
+        let mut part = || {
+            let (length, after) = rest.split_first_chunk::<4>()?;
+            let length = usize::try_from(u32::from_le_bytes(*length)).ok()?;
+            let (part, after) = (after.get(..length)?, after.get(length..)?);
+            rest = after;
+            Some(part)
+        };
+        let (json, raw, body) = (part()?, part()?, part()?);
+        let mut cached: Cached = serde_json::from_slice(json).ok()?;
+        cached.raw = raw.to_vec();
+        if let Some(whole) = cached.whole.as_mut() {
+            whole.body = body.to_vec();
+        }
+        Some(cached)
+    }
+
     /// Roughly the bytes it holds (what the cache's bound counts).
     pub fn size(&self) -> usize {
         let whole = self.whole.as_ref().map_or(0, |w| w.body.len())
@@ -158,6 +201,11 @@ impl ResponseCache {
         }
     }
 
+    /// The bound, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).bytes
@@ -190,6 +238,23 @@ mod tests {
             whole: None,
             operation: None,
         }
+    }
+
+    #[test]
+    fn a_fleet_entry_keeps_bytes_as_bytes() {
+        let mut cached = answer("the reply");
+        cached.raw = vec![7u8; 100_000];
+        cached.whole = Some(StoredWhole { body: b"{\"data\":[]}".to_vec(), headers: vec![("x-a".into(), "1".into())] });
+        let bytes = cached.to_bytes();
+        // The request's 100 kB once, not as JSON numbers (two bytes each and more).
+        assert!(bytes.len() < 101_000, "{} bytes", bytes.len());
+        let back = Cached::from_bytes(&bytes).unwrap();
+        assert_eq!(back.raw, cached.raw);
+        assert_eq!(back.whole.as_ref().unwrap().body, b"{\"data\":[]}");
+        assert_eq!(back.whole.unwrap().headers, [("x-a".to_owned(), "1".to_owned())]);
+        assert_eq!(back.response.content, cached.response.content);
+        assert!(Cached::from_bytes(&bytes[..bytes.len() - 1]).is_none(), "cut short");
+        assert!(Cached::from_bytes(b"{}").is_none());
     }
 
     #[test]

@@ -92,8 +92,9 @@ impl Retention {
         // `{"request": …, "reply": …}` from the bodies' own bytes: a body
         // that is JSON goes in as it is (checked, not parsed into a tree),
         // any other as a string.
-        let add = |plain: &mut Vec<u8>, body: &[u8]| {
-            let body = if redacted { redact(&self.redactor, body) } else { std::borrow::Cow::Borrowed(body) };
+        let opaque = codec.opaque();
+        let add = |plain: &mut Vec<u8>, body: &[u8], places| {
+            let body = if redacted { redact(&self.redactor, body, places) } else { std::borrow::Cow::Borrowed(body) };
             if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_ok() {
                 plain.extend_from_slice(&body);
             } else {
@@ -103,10 +104,10 @@ impl Retention {
         };
         let mut plain = Vec::with_capacity(captured.request.len() + reply.as_ref().map_or(0, Vec::len) + 32);
         plain.extend_from_slice(b"{\"request\":");
-        add(&mut plain, &captured.request);
+        add(&mut plain, &captured.request, opaque.request);
         plain.extend_from_slice(b",\"reply\":");
         match reply.as_deref() {
-            Some(reply) => add(&mut plain, reply),
+            Some(reply) => add(&mut plain, reply, opaque.reply),
             None => plain.extend_from_slice(b"null"),
         }
         plain.push(b'}');
@@ -124,6 +125,20 @@ impl Retention {
             retention: captured.keeps.as_str().to_owned(),
             sealed,
         })
+    }
+
+    /// `plain`, kept for a caller (a stored conversation, never redacted:
+    /// it is given back as it was said), sealed with a fresh nonce and
+    /// bound to `row` (the object's kind, owner, id and end user's tag).
+    pub fn seal_kept(&self, row: &[u8], plain: &[u8]) -> Option<Vec<u8>> {
+        let mut nonce = [0u8; NONCE_BYTES];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut nonce).ok()?;
+        Some(self.sealer.seal(nonce, row, plain))
+    }
+
+    /// What [`seal_kept`](Self::seal_kept) sealed for `row`.
+    pub fn open_kept(&self, row: &[u8], sealed: &[u8]) -> Result<Vec<u8>, Unsealed> {
+        self.sealer.open(row, sealed)
     }
 
     /// A kept record's text: `{request, reply}`.

@@ -20,8 +20,10 @@ pub const IDLE: Duration = Duration::from_secs(2 * 3600);
 pub const LIFETIME: Duration = Duration::from_secs(12 * 3600);
 /// Sessions kept at most; the least recently used goes first.
 pub const MAX_SESSIONS: usize = 1024;
-/// Sessions one admin token keeps at most (its least recently used goes
-/// first), so one token's holder cannot push everyone else out.
+/// Sessions one admin token, or one single sign-on account, keeps at most
+/// (its least recently used goes first), so one holder cannot push
+/// everyone else out: every account of a provider shares its sessions'
+/// source, so the cap is per account there.
 pub const MAX_PER_TOKEN: usize = 32;
 /// The session cookie's name.
 pub const COOKIE: &str = "switchyard_session";
@@ -40,6 +42,18 @@ pub struct SignIn {
     /// A single sign-on's account id at its provider (`sub`); `None` for
     /// a token's session.
     pub subject: Option<Arc<str>>,
+    /// A single sign-on's ID token claims, which its role is read from
+    /// again on every request (a binding lowered or removed since sign-in
+    /// lowers or ends the session); `None` for a token's session.
+    pub claims: Option<Arc<serde_json::Value>>,
+}
+
+impl SignIn {
+    /// Whose sessions this one counts among for [`MAX_PER_TOKEN`]: its
+    /// token's, or its single sign-on account's.
+    fn holder(&self) -> (KeyHash, Option<&str>) {
+        (self.token, self.subject.as_deref())
+    }
 }
 
 #[derive(Debug)]
@@ -62,9 +76,10 @@ impl SignIns {
         let cookie = hex(id);
         let mut table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
         table.retain(|_, e| live(e, now));
-        let token = sign_in.token;
-        if table.values().filter(|e| e.sign_in.token == token).count() >= MAX_PER_TOKEN {
-            let oldest = table.iter().filter(|(_, e)| e.sign_in.token == token).min_by_key(|(_, e)| e.used);
+        let holder = sign_in.holder();
+        let same_holder = |e: &Entry| e.sign_in.holder() == holder;
+        if table.values().filter(|e| same_holder(e)).count() >= MAX_PER_TOKEN {
+            let oldest = table.iter().filter(|(_, e)| same_holder(e)).min_by_key(|(_, e)| e.used);
             if let Some(key) = oldest.map(|(k, _)| *k) {
                 table.remove(&key);
             }
@@ -133,7 +148,14 @@ mod tests {
     use super::*;
 
     fn sign_in(name: &str) -> SignIn {
-        SignIn { name: name.into(), scope: Scope::Read, token: KeyHash::of("t"), csrf: "c".into(), subject: None }
+        SignIn {
+            name: name.into(),
+            scope: Scope::Read,
+            token: KeyHash::of("t"),
+            csrf: "c".into(),
+            subject: None,
+            claims: None,
+        }
     }
 
     #[test]
@@ -188,6 +210,29 @@ mod tests {
         }
         assert_eq!(sessions.len(), MAX_PER_TOKEN + 1);
         assert!(sessions.find(&bystander, t0 + Duration::from_secs(1)).is_some());
+    }
+
+    #[test]
+    fn single_sign_on_accounts_each_have_their_own_cap() {
+        // Every account of one provider shares the sessions' source.
+        let account = |subject: &str| SignIn { subject: Some(subject.into()), ..sign_in(subject) };
+        let sessions = SignIns::default();
+        let t0 = Instant::now();
+        let admin = sessions.open(&[1; 32], account("admin"), t0);
+        for i in 0..(MAX_PER_TOKEN * 2) {
+            let mut id = [2u8; 32];
+            id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            sessions.open(&id, account(&format!("member-{i}")), t0 + Duration::from_millis(i as u64 + 1));
+        }
+        assert!(sessions.find(&admin, t0 + Duration::from_secs(1)).is_some(), "others' sign-ins ended the admin's");
+        // One account signing in again and again pushes out only its own.
+        for i in 0..(MAX_PER_TOKEN * 2) {
+            let mut id = [3u8; 32];
+            id[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            sessions.open(&id, account("greedy"), t0 + Duration::from_secs(2) + Duration::from_millis(i as u64));
+        }
+        assert!(sessions.find(&admin, t0 + Duration::from_secs(3)).is_some());
+        assert_eq!(sessions.len(), 1 + MAX_PER_TOKEN * 2 + MAX_PER_TOKEN);
     }
 
     #[test]

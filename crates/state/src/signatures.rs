@@ -5,7 +5,9 @@
 //! each caller protocol echoes, but a caller that rebuilds its assistant
 //! turn from id, name and arguments (common with the OpenAI, Responses and
 //! Bedrock SDKs) drops the carrier. So the gateway also keeps each signature
-//! under the caller's key and the call's id for [`KEPT_FOR`], in the
+//! under the caller's owner (its key, or a token's or a certificate's own
+//! subject under the key they share: `governance::owner`) and the call's
+//! id for [`KEPT_FOR`], in the
 //! gateway's store: in process by default, SQLite or PostgreSQL with
 //! governance's store, Redis in a fleet. A later request that sends the
 //! call back unsigned gets it restored before the Gemini writer runs; the
@@ -119,9 +121,16 @@ impl Signatures {
     }
 }
 
-/// The store's key of `owner`'s call `id`.
+/// The store's key of `owner`'s call `id`: the owner encoded (an owner
+/// may hold a `:`, an encoded one never does), so no owner and call id
+/// read as another's.
 fn entry_key(owner: Option<&str>, id: &str) -> String {
-    format!("{}:{id}", owner.unwrap_or("-"))
+    const OWNER: &percent_encoding::AsciiSet =
+        &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'_').remove(b'.').remove(b'~');
+    match owner {
+        Some(owner) => format!("{}:{id}", percent_encoding::utf8_percent_encode(owner, OWNER)),
+        None => format!("-:{id}"),
+    }
 }
 
 /// A fleet's signatures, in its Redis (they expire there by themselves).
@@ -152,7 +161,7 @@ mod tests {
     fn turn(id: &str, signature: Option<&str>) -> Message {
         let mut call = ToolUse::new(id, "lookup", "{}");
         call.signature = signature.map(str::to_owned);
-        Message { role: Role::Assistant, content: vec![Block::ToolUse(call)] }
+        Message::new(Role::Assistant, vec![Block::ToolUse(call)])
     }
 
     fn signature_of(request: &Request, turn: usize) -> Option<&str> {

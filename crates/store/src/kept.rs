@@ -3,7 +3,15 @@
 //! and found only by that key, and batch jobs with their lines, a durable
 //! queue several instances drain together (a line is claimed with a lease
 //! the claimer renews; one whose claimer died is claimed again once its
-//! lease ends).
+//! lease ends; owners take turns, so one tenant's long batch never stalls
+//! another's).
+//!
+//! A file's content is kept in chunks written as the upload arrives (the
+//! object is put, and found, only once every chunk is in), so no upload is
+//! ever held whole; a batch may be staged in parts the same way, and is
+//! claimed only once opened. What an owner keeps is counted
+//! ([`ObjectStore::object_bytes`], [`BatchQueue::batch_bytes`]) against
+//! its quota.
 
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +39,20 @@ impl ObjectKind {
     }
 }
 
+/// The largest chunk of an object's content a store is given at once.
+pub const MAX_CHUNK: usize = 4 << 20;
+
+/// How long chunks written for an object that was never put are kept
+/// before a purge removes them (an upload cut short by a crash).
+pub const ORPHAN_CHUNKS_MS: i64 = 24 * 3_600_000;
+
+/// How long a staged batch that was never opened is kept before a purge
+/// removes it (a submission cut short by a crash).
+pub const STAGED_BATCH_MS: i64 = 3_600_000;
+
 /// One object: its owner (the key id; empty on an open gateway), id,
-/// small metadata (JSON, what a list shows) and body.
+/// small metadata (JSON, what a list shows) and content (whole in `body`,
+/// or in `chunks` written before it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptObject {
     /// Its kind.
@@ -47,14 +67,39 @@ pub struct KeptObject {
     pub expires_ms: Option<i64>,
     /// Metadata as JSON.
     pub meta: String,
-    /// The content (empty in a list).
+    /// The content when kept whole (empty in a list, and for content kept
+    /// in chunks).
     pub body: Vec<u8>,
+    /// The content's size in bytes, whole or in chunks: what the object
+    /// counts against its owner's quota.
+    pub size: u64,
+    /// How many chunks ([`ObjectStore::put_chunk`], numbered from 0) hold
+    /// the content; 0 when it is whole in `body`.
+    pub chunks: u32,
+    /// The end user it was made for, as a keyed tag (never the user's id):
+    /// erased with them.
+    pub user_tag: Option<String>,
 }
 
 /// Objects by owner.
 pub trait ObjectStore: Send + Sync {
-    /// Keeps an object (one of the same kind, owner and id is replaced).
+    /// Keeps an object (one of the same kind, owner and id is replaced, and
+    /// chunks past its `chunks` are removed).
     fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()>;
+    /// Keeps chunk `seq` of an object's content (at most [`MAX_CHUNK`]
+    /// bytes), written at `at_ms`, ahead of the object: nothing finds it
+    /// until [`put_object`](Self::put_object) names it.
+    fn put_chunk(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        seq: u32,
+        at_ms: i64,
+        data: Vec<u8>,
+    ) -> StoreFuture<'_, ()>;
+    /// Chunk `seq` of an object's content.
+    fn get_chunk(&self, kind: ObjectKind, owner: String, id: String, seq: u32) -> StoreFuture<'_, Option<Vec<u8>>>;
     /// The object, unless it expired by `now_ms`.
     fn get_object(
         &self,
@@ -72,10 +117,17 @@ pub trait ObjectStore: Send + Sync {
         now_ms: i64,
         limit: usize,
     ) -> StoreFuture<'_, Vec<KeptObject>>;
-    /// Removes an object; whether there was one.
+    /// Removes an object and its chunks (written ahead of it or not);
+    /// whether there was an object.
     fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool>;
-    /// Removes every object expired by `now_ms`; how many.
+    /// Removes every object expired by `now_ms`, with its chunks, and the
+    /// chunks of objects never put, written [`ORPHAN_CHUNKS_MS`] before
+    /// `now_ms`; how many objects.
     fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64>;
+    /// Removes every object made for the end user tagged `user_tag`; how many.
+    fn erase_objects(&self, user_tag: String) -> StoreFuture<'_, u64>;
+    /// The bytes of an owner's objects live at `now_ms`, of every kind.
+    fn object_bytes(&self, owner: String, now_ms: i64) -> StoreFuture<'_, u64>;
 }
 
 /// A batch job as submitted.
@@ -248,6 +300,16 @@ pub struct BatchState {
 pub trait BatchQueue: Send + Sync {
     /// Submits a job with its lines (one transaction).
     fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()>;
+    /// Stages a job whose lines come in parts: it is not found, listed or
+    /// claimed until [`open_batch`](Self::open_batch) (a conflict when
+    /// the id is taken).
+    fn stage_batch(&self, job: BatchJob) -> StoreFuture<'_, ()>;
+    /// Adds lines to a staged job ([`crate::StoreError::NotFound`] for a job that
+    /// is not staged).
+    fn stage_lines(&self, id: String, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()>;
+    /// Opens a staged job of `total` lines to its owner and the workers;
+    /// whether it was staged.
+    fn open_batch(&self, id: String, total: u32) -> StoreFuture<'_, bool>;
     /// One of an owner's jobs.
     fn batch(&self, owner: String, id: String) -> StoreFuture<'_, Option<BatchState>>;
     /// An owner's jobs, newest first, at most `limit`.
@@ -256,9 +318,13 @@ pub trait BatchQueue: Send + Sync {
     /// ones finish. The job as it now is.
     fn cancel_batch(&self, owner: String, id: String, now_ms: i64) -> StoreFuture<'_, Option<BatchState>>;
     /// Claims at most `limit` lines for `worker` until `now_ms + lease_ms`:
-    /// pending lines, and running ones whose lease ended (their claimer is
-    /// gone), oldest job first. Lines of expired jobs expire on the way.
-    /// Two claimers never get the same line while its lease lasts.
+    /// pending lines not held back past `now_ms` (their own not-before
+    /// time, or their owner's rest), and running ones whose lease ended
+    /// (their claimer is gone). Owners take turns: each owner with lines
+    /// gets one before any gets a second, the owner served least recently
+    /// first (across claims and claimers), and an owner's lines go oldest
+    /// job first. Lines of expired jobs expire on the way. Two claimers
+    /// never get the same line while its lease lasts.
     fn claim_lines(
         &self,
         worker: String,
@@ -271,8 +337,37 @@ pub trait BatchQueue: Send + Sync {
     /// Records a claimed line's outcome, when `worker` still holds that
     /// claim (`attempt`); whether it did.
     fn finish_line(&self, worker: String, batch: String, attempt: u32, outcome: LineOutcome) -> StoreFuture<'_, bool>;
+    /// Gives a claimed line back to the queue, not to be claimed before
+    /// `not_before_ms`, nor any other line of its owner (a refusal that
+    /// asked to wait: the owner rests), when `worker` still holds that
+    /// claim (`attempt`); whether it did.
+    fn release_line(
+        &self,
+        worker: String,
+        batch: String,
+        index: u32,
+        attempt: u32,
+        not_before_ms: i64,
+    ) -> StoreFuture<'_, bool>;
     /// A job's ended lines, in input order.
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>>;
     /// Removes a job and its lines; whether there was one.
     fn delete_batch(&self, owner: String, id: String) -> StoreFuture<'_, bool>;
+    /// The bytes of an owner's jobs' lines, as submitted (staged ones too).
+    fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64>;
+    /// Removes jobs staged [`STAGED_BATCH_MS`] before `now_ms` and never
+    /// opened, with their lines; how many.
+    fn purge_batches(&self, now_ms: i64) -> StoreFuture<'_, u64>;
+}
+
+/// The owners of `claimed` (in the order a claim served them), each once,
+/// by the last line it got: the owner a claim served last takes the last
+/// turn, so one served more lines waits longest for its next.
+pub(crate) fn served(claimed: &[ClaimedLine]) -> Vec<&str> {
+    let mut owners: Vec<&str> = Vec::new();
+    for line in claimed {
+        owners.retain(|owner| *owner != line.owner);
+        owners.push(&line.owner);
+    }
+    owners
 }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 pub use kept::{
     BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
-    ObjectStore, QueuedLine,
+    ObjectStore, QueuedLine, MAX_CHUNK, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use serde::{Deserialize, Serialize};
 pub use switchyard_governance::money::Tokens;
@@ -171,10 +171,56 @@ pub struct Notes {
     /// An MCP tool call (a row of operation `mcp`): its server and sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolCall>,
+    /// Why the row's tokens are the gateway's estimate (the row is then
+    /// `estimated`); absent when they are what the upstream reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimated: Option<Estimated>,
+    /// The service tier the upstream says served it (`standard`,
+    /// `priority`, `flex`, `scale`, `batch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
+    /// Web searches the upstream ran for it (billed per search by the
+    /// vendor; not yet priced by the rate card).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web_searches: Option<u64>,
 }
 
-/// An MCP tool call as the ledger keeps it: sizes, never its arguments'
-/// or result's text.
+/// Why a ledger row's tokens are the gateway's estimate rather than what
+/// the upstream reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Estimated {
+    /// The upstream's answer reported no usage: the prompt as counted and
+    /// the output as delivered.
+    NoUsage,
+    /// The caller left before the upstream reported usage: what was
+    /// delivered until then.
+    CallerLeft,
+    /// A hedge's slower attempt, cancelled: the prompt it was sent.
+    HedgeLoser,
+    /// The upstream took the request and its answer broke before its
+    /// usage: what was delivered, or the reservation when nothing was.
+    AnswerBroken,
+    /// A reason a later gateway wrote that this one does not know.
+    #[serde(other)]
+    Other,
+}
+
+impl Estimated {
+    /// Its name, as rows and headers say it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Estimated::NoUsage => "no_usage",
+            Estimated::CallerLeft => "caller_left",
+            Estimated::HedgeLoser => "hedge_loser",
+            Estimated::AnswerBroken => "answer_broken",
+            Estimated::Other => "other",
+        }
+    }
+}
+
+/// An MCP tool call, prompt fetched or resource read as the ledger keeps
+/// it: sizes, never its arguments' or result's text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The server that answered (or last failed).
@@ -186,15 +232,31 @@ pub struct ToolCall {
     /// The JSON-RPC error code the caller got, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<i64>,
+    /// A resource read: its URI as the caller named it (bounded), which
+    /// the row's model (`resource:<server>`) leaves out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uri: Option<String>,
 }
 
 /// Why a request was refused before anything was billed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
     /// The error's kind.
     pub kind: String,
     /// The operation the caller asked for.
     pub operation: String,
+    /// How many refusals the row stands for: 1, or past the request log's
+    /// rows a minute, all of one minute alike (same key, pool, status, kind).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub count: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(count: &u64) -> bool {
+    *count == 1
 }
 
 /// The operation of a refusal's row: it is in the request log, never in
@@ -214,12 +276,29 @@ impl Notes {
 
     /// Nothing to note.
     pub fn is_empty(&self) -> bool {
-        self.cache_saved_nano.is_none() && self.guardrails.is_empty() && self.refused.is_none() && self.tool.is_none()
+        self.cache_saved_nano.is_none()
+            && self.guardrails.is_empty()
+            && self.refused.is_none()
+            && self.tool.is_none()
+            && self.estimated.is_none()
+            && self.service_tier.is_none()
+            && self.web_searches.is_none()
     }
 }
 
 fn chat() -> String {
     "chat".to_owned()
+}
+
+impl LedgerRow {
+    /// How many refusals at the door the row counts (none unless it is of
+    /// operation [`REFUSED`]; a row may stand for many alike).
+    pub fn refusals(&self) -> u64 {
+        match self.operation == REFUSED {
+            true => self.notes.refused.as_ref().map_or(1, |refusal| refusal.count.max(1)),
+            false => 0,
+        }
+    }
 }
 
 /// One upstream attempt of a request that tried more than one lane.
@@ -264,8 +343,10 @@ pub(crate) fn spend_plan(from_ms: i64, to_ms: i64) -> SpendPlan {
 pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str, &'a str);
 
 /// The sums a spend line holds: requests, the four token kinds, units,
-/// billed requests, what cache hits saved, then [`Outcomes`]' three.
-pub(crate) const SUMS: usize = 11;
+/// billed requests, what cache hits saved, then [`Outcomes`]' three, then
+/// the six kinds billed apart (hour-long cache writes, reasoning, audio and
+/// image in and out).
+pub(crate) const SUMS: usize = 17;
 
 /// Sums `rows` by rollup key (requests, the four token kinds, units,
 /// billed requests).
@@ -283,12 +364,30 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
         let sum = sums.entry(key).or_default();
         let t = &row.tokens;
         let saved = row.notes.cache_saved_nano.unwrap_or(0);
-        // A refusal counts as one, never as a request (it billed nothing).
-        let refused = u64::from(row.operation == REFUSED);
-        let served = 1 - refused;
+        // A refusal is counted as many as it stands for, never as a
+        // request (it billed nothing).
+        let refused = row.refusals();
+        let served = u64::from(row.operation != REFUSED);
         let (hit, guarded) = (row.notes.cache_hit(), row.notes.guarded());
-        let row_sums =
-            [served, t.input, t.output, t.cache_read, t.cache_write, t.units, t.requests, saved, hit, guarded, refused];
+        let row_sums = [
+            served,
+            t.input,
+            t.output,
+            t.cache_read,
+            t.cache_write,
+            t.units,
+            t.requests,
+            saved,
+            hit,
+            guarded,
+            refused,
+            t.cache_write_1h,
+            t.reasoning,
+            t.audio_input,
+            t.audio_output,
+            t.image_input,
+            t.image_output,
+        ];
         for (slot, n) in sum.iter_mut().zip(row_sums) {
             *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
         }
@@ -300,12 +399,15 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
 /// value, lane and requests.
 pub(crate) const ROLLUP_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
      sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hits), sum(guarded), \
-     sum(refused)";
+     sum(refused), sum(cache_write_1h_tokens), sum(reasoning_tokens), sum(audio_input_tokens), \
+     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens)";
 
-/// The same over ledger rows (a refusal is a row of its own operation).
+/// The same over ledger rows (a refusal is a row of its own operation,
+/// which may stand for many).
 pub(crate) const ROW_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
      sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hit), sum(guarded), \
-     sum(operation = 'refused')";
+     sum(refused), sum(cache_write_1h_tokens), sum(reasoning_tokens), sum(audio_input_tokens), \
+     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens)";
 
 impl Total {
     /// A spend line from a query's columns: value, lane, then requests, the
@@ -314,10 +416,23 @@ impl Total {
     pub(crate) fn of_columns(
         value: Option<String>,
         lane: String,
-        [requests, input, output, cache_read, cache_write, units, billed, saved_nano, cache_hits, guarded, refused]: [u64;
+        [requests, input, output, cache_read, cache_write, units, billed, saved_nano, cache_hits, guarded, refused, cache_write_1h, reasoning, audio_input, audio_output, image_input, image_output]: [u64;
             SUMS],
     ) -> Total {
-        let tokens = Tokens { input, output, cache_read, cache_write, units, requests: billed };
+        let tokens = Tokens {
+            input,
+            output,
+            cache_read,
+            cache_write,
+            cache_write_1h,
+            reasoning,
+            audio_input,
+            audio_output,
+            image_input,
+            image_output,
+            units,
+            requests: billed,
+        };
         Total { value, lane, requests, tokens, saved_nano, outcomes: Outcomes { cache_hits, guarded, refused } }
     }
 }
@@ -331,12 +446,7 @@ pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total>
             std::collections::hash_map::Entry::Occupied(mut entry) => {
                 let line = entry.get_mut();
                 line.requests += total.requests;
-                line.tokens.input += total.tokens.input;
-                line.tokens.output += total.tokens.output;
-                line.tokens.cache_read += total.tokens.cache_read;
-                line.tokens.cache_write += total.tokens.cache_write;
-                line.tokens.units += total.tokens.units;
-                line.tokens.requests += total.tokens.requests;
+                line.tokens.add(&total.tokens);
                 line.saved_nano = line.saved_nano.saturating_add(total.saved_nano);
                 line.outcomes.add(&total.outcomes);
             }

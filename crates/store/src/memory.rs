@@ -11,7 +11,7 @@ use switchyard_governance::KeyRecord;
 
 use crate::kept::{
     BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
-    ObjectStore, QueuedLine,
+    ObjectStore, QueuedLine, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use crate::{
     AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore, Idempotency, KeptContent,
@@ -25,6 +25,10 @@ pub const MEMORY_LEDGER_ROWS: usize = 1_000_000;
 /// Files and stored responses the memory store keeps (the oldest kept go
 /// first): an open gateway storing every Responses reply stays bounded.
 pub const MEMORY_OBJECTS: usize = 50_000;
+
+/// The bytes of files and stored responses the memory store keeps (the
+/// oldest kept go first, as past [`MEMORY_OBJECTS`]).
+pub const MEMORY_OBJECT_BYTES: u64 = 1 << 30;
 
 /// Tool-call signatures the memory store keeps (the oldest kept go first).
 pub const MEMORY_SIGNATURES: usize = 100_000;
@@ -47,12 +51,37 @@ struct Inner {
     configs: Vec<ConfigVersion>,
     /// Ledger entries held (a row written twice is stored once).
     entries: std::collections::HashSet<i64>,
-    /// Files and stored responses.
-    objects: BTreeMap<(ObjectKind, String, String), KeptObject>,
-    object_order: std::collections::VecDeque<(ObjectKind, String, String)>,
+    /// Files and stored responses, the order they were kept in, and their
+    /// bytes (with their chunks').
+    objects: BTreeMap<ObjectKey, KeptObject>,
+    object_order: std::collections::VecDeque<ObjectKey>,
+    object_bytes: u64,
+    /// Chunks of objects' content: (when written, the bytes).
+    chunks: BTreeMap<(ObjectKey, u32), (i64, Vec<u8>)>,
     /// Batch jobs by id, and their lines by (job, index).
-    batches: BTreeMap<String, BatchJob>,
+    batches: BTreeMap<String, Job>,
     lines: BTreeMap<(String, u32), Line>,
+    /// Each owner's turn (the claim that last served it) and rest.
+    owners: HashMap<String, Turn>,
+}
+
+/// An object's kind, owner and id.
+type ObjectKey = (ObjectKind, String, String);
+
+/// A batch job as the memory store holds it.
+struct Job {
+    job: BatchJob,
+    /// Still taking lines: found by no one.
+    staged: bool,
+    /// The bytes of its lines.
+    bytes: u64,
+}
+
+/// When an owner was last served, and until when it rests.
+#[derive(Default, Clone, Copy)]
+struct Turn {
+    turn: i64,
+    rest_until: i64,
 }
 
 /// A batch line as the memory store holds it.
@@ -60,6 +89,7 @@ struct Line {
     custom_id: String,
     body: Vec<u8>,
     state: LineState,
+    not_before: i64,
     worker: Option<String>,
     attempt: u32,
     lease_until: i64,
@@ -187,12 +217,7 @@ pub(crate) fn dimension(row: &LedgerRow, by: SpendBy) -> Option<String> {
 }
 
 fn add(tokens: &mut Tokens, more: &Tokens) {
-    tokens.input += more.input;
-    tokens.output += more.output;
-    tokens.cache_read += more.cache_read;
-    tokens.cache_write += more.cache_write;
-    tokens.units += more.units;
-    tokens.requests += more.requests;
+    tokens.add(more);
 }
 
 impl Ledger for MemoryStore {
@@ -262,9 +287,9 @@ impl Ledger for MemoryStore {
                     saved_nano: 0,
                     outcomes: crate::Outcomes::default(),
                 });
-                // A refusal is counted as one, never as a request.
-                let refused = u64::from(row.operation == crate::REFUSED);
-                total.requests += 1 - refused;
+                // A refusal is counted as many as it stands for, never as a request.
+                let refused = row.refusals();
+                total.requests += u64::from(row.operation != crate::REFUSED);
                 add(&mut total.tokens, &row.tokens);
                 total.saved_nano = total.saved_nano.saturating_add(row.notes.cache_saved_nano.unwrap_or(0));
                 let seen = crate::Outcomes { cache_hits: row.notes.cache_hit(), guarded: row.notes.guarded(), refused };
@@ -400,16 +425,59 @@ impl ContentStore for MemoryStore {
     }
 }
 
+impl Inner {
+    /// The range of `key`'s chunks.
+    fn chunk_range(key: &ObjectKey) -> std::ops::RangeInclusive<(ObjectKey, u32)> {
+        (key.clone(), 0)..=(key.clone(), u32::MAX)
+    }
+
+    /// Removes an object and its chunks; whether there was an object.
+    fn remove_object(&mut self, key: &ObjectKey) -> bool {
+        let chunks: Vec<(ObjectKey, u32)> = self.chunks.range(Self::chunk_range(key)).map(|(k, _)| k.clone()).collect();
+        for chunk in chunks {
+            if let Some((_, data)) = self.chunks.remove(&chunk) {
+                if self.objects.contains_key(key) {
+                    self.object_bytes = self.object_bytes.saturating_sub(data.len() as u64);
+                }
+            }
+        }
+        match self.objects.remove(key) {
+            Some(object) => {
+                self.object_bytes = self.object_bytes.saturating_sub(object.body.len() as u64);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The bytes of `key`'s chunks.
+    fn chunk_bytes(&self, key: &ObjectKey) -> u64 {
+        self.chunks.range(Self::chunk_range(key)).map(|(_, (_, data))| data.len() as u64).sum()
+    }
+}
+
 impl ObjectStore for MemoryStore {
     fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
             let key = (object.kind, object.owner.clone(), object.id.clone());
-            if inner.objects.insert(key.clone(), object).is_none() {
-                inner.object_order.push_back(key);
+            if let Some(old) = inner.objects.remove(&key) {
+                inner.object_bytes = inner.object_bytes.saturating_sub(old.body.len() as u64 + inner.chunk_bytes(&key));
+            } else {
+                inner.object_order.push_back(key.clone());
             }
-            while inner.objects.len() > MEMORY_OBJECTS {
+            let past: Vec<(ObjectKey, u32)> = inner
+                .chunks
+                .range((key.clone(), object.chunks)..=(key.clone(), u32::MAX))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for chunk in past {
+                inner.chunks.remove(&chunk);
+            }
+            inner.object_bytes += object.body.len() as u64 + inner.chunk_bytes(&key);
+            inner.objects.insert(key, object);
+            while inner.objects.len() > MEMORY_OBJECTS || inner.object_bytes > MEMORY_OBJECT_BYTES {
                 let Some(oldest) = inner.object_order.pop_front() else { break };
-                inner.objects.remove(&oldest);
+                inner.remove_object(&oldest);
             }
             if inner.object_order.len() > 2 * MEMORY_OBJECTS {
                 let objects = &inner.objects;
@@ -419,6 +487,25 @@ impl ObjectStore for MemoryStore {
             }
             Ok(())
         }))
+    }
+
+    fn put_chunk(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        seq: u32,
+        at_ms: i64,
+        data: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| {
+            inner.chunks.insert(((kind, owner, id), seq), (at_ms, data));
+            Ok(())
+        }))
+    }
+
+    fn get_chunk(&self, kind: ObjectKind, owner: String, id: String, seq: u32) -> StoreFuture<'_, Option<Vec<u8>>> {
+        ready(self.with(|inner| Ok(inner.chunks.get(&((kind, owner, id), seq)).map(|(_, data)| data.clone()))))
     }
 
     fn get_object(
@@ -454,14 +541,49 @@ impl ObjectStore for MemoryStore {
     }
 
     fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
-        ready(self.with(|inner| Ok(inner.objects.remove(&(kind, owner, id)).is_some())))
+        ready(self.with(|inner| Ok(inner.remove_object(&(kind, owner, id)))))
     }
 
     fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
         ready(self.with(|inner| {
-            let before = inner.objects.len();
-            inner.objects.retain(|_, o| o.expires_ms.is_none_or(|at| at > now_ms));
-            Ok((before - inner.objects.len()) as u64)
+            let expired: Vec<ObjectKey> = inner
+                .objects
+                .iter()
+                .filter(|(_, o)| o.expires_ms.is_some_and(|at| at <= now_ms))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in &expired {
+                inner.remove_object(key);
+            }
+            let objects = &inner.objects;
+            inner.chunks.retain(|(key, _), (at, _)| objects.contains_key(key) || *at > now_ms - ORPHAN_CHUNKS_MS);
+            Ok(expired.len() as u64)
+        }))
+    }
+
+    fn erase_objects(&self, user_tag: String) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let theirs: Vec<ObjectKey> = inner
+                .objects
+                .iter()
+                .filter(|(_, o)| o.user_tag.as_deref() == Some(user_tag.as_str()))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in &theirs {
+                inner.remove_object(key);
+            }
+            Ok(theirs.len() as u64)
+        }))
+    }
+
+    fn object_bytes(&self, owner: String, now_ms: i64) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            Ok(inner
+                .objects
+                .values()
+                .filter(|o| o.owner == owner && o.expires_ms.is_none_or(|at| at > now_ms))
+                .map(|o| o.size)
+                .sum())
         }))
     }
 }
@@ -478,34 +600,82 @@ impl Inner {
         BatchState { job: job.clone(), counts }
     }
 
+    /// An owner's opened job.
     fn owned(&self, owner: &str, id: &str) -> Option<&BatchJob> {
-        self.batches.get(id).filter(|job| job.owner == owner)
+        self.batches.get(id).filter(|stored| !stored.staged && stored.job.owner == owner).map(|stored| &stored.job)
+    }
+
+    fn stage(&mut self, job: BatchJob) -> Result<(), StoreError> {
+        if self.batches.contains_key(&job.id) {
+            return Err(StoreError::Conflict(format!("batch {} exists", job.id)));
+        }
+        self.batches.insert(job.id.clone(), Job { job, staged: true, bytes: 0 });
+        Ok(())
+    }
+
+    fn add_lines(&mut self, id: &str, lines: Vec<QueuedLine>) -> Result<(), StoreError> {
+        let stored = self.batches.get_mut(id).filter(|stored| stored.staged).ok_or(StoreError::NotFound)?;
+        for line in lines {
+            stored.bytes += line.body.len() as u64;
+            let kept = Line {
+                custom_id: line.custom_id,
+                body: line.body,
+                state: LineState::Pending,
+                not_before: 0,
+                worker: None,
+                attempt: 0,
+                lease_until: 0,
+                status: 0,
+                result: Vec::new(),
+                done_ms: 0,
+            };
+            self.lines.insert((id.to_owned(), line.index), kept);
+        }
+        Ok(())
+    }
+
+    fn open(&mut self, id: &str, total: u32) -> bool {
+        match self.batches.get_mut(id).filter(|stored| stored.staged) {
+            Some(stored) => {
+                stored.staged = false;
+                stored.job.total = total;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remove_batch(&mut self, id: &str) {
+        self.batches.remove(id);
+        let lines: Vec<(String, u32)> =
+            self.lines.range((id.to_owned(), 0)..=(id.to_owned(), u32::MAX)).map(|(k, _)| k.clone()).collect();
+        for line in lines {
+            self.lines.remove(&line);
+        }
     }
 }
 
 impl BatchQueue for MemoryStore {
     fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
         ready(self.with(|inner| {
-            if inner.batches.contains_key(&job.id) {
-                return Err(StoreError::Conflict(format!("batch {} exists", job.id)));
-            }
-            for line in lines {
-                let stored = Line {
-                    custom_id: line.custom_id,
-                    body: line.body,
-                    state: LineState::Pending,
-                    worker: None,
-                    attempt: 0,
-                    lease_until: 0,
-                    status: 0,
-                    result: Vec::new(),
-                    done_ms: 0,
-                };
-                inner.lines.insert((job.id.clone(), line.index), stored);
-            }
-            inner.batches.insert(job.id.clone(), job);
+            let (id, total) = (job.id.clone(), job.total);
+            inner.stage(job)?;
+            inner.add_lines(&id, lines)?;
+            inner.open(&id, total);
             Ok(())
         }))
+    }
+
+    fn stage_batch(&self, job: BatchJob) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| inner.stage(job)))
+    }
+
+    fn stage_lines(&self, id: String, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        ready(self.with(|inner| inner.add_lines(&id, lines)))
+    }
+
+    fn open_batch(&self, id: String, total: u32) -> StoreFuture<'_, bool> {
+        ready(self.with(|inner| Ok(inner.open(&id, total))))
     }
 
     fn batch(&self, owner: String, id: String) -> StoreFuture<'_, Option<BatchState>> {
@@ -514,7 +684,12 @@ impl BatchQueue for MemoryStore {
 
     fn batches(&self, owner: String, limit: usize) -> StoreFuture<'_, Vec<BatchState>> {
         ready(self.with(|inner| {
-            let mut jobs: Vec<&BatchJob> = inner.batches.values().filter(|job| job.owner == owner).collect();
+            let mut jobs: Vec<&BatchJob> = inner
+                .batches
+                .values()
+                .filter(|stored| !stored.staged && stored.job.owner == owner)
+                .map(|stored| &stored.job)
+                .collect();
             jobs.sort_by(|a, b| b.created_ms.cmp(&a.created_ms).then_with(|| b.id.cmp(&a.id)));
             Ok(jobs.into_iter().take(limit).map(|job| inner.batch_state(job)).collect())
         }))
@@ -522,15 +697,17 @@ impl BatchQueue for MemoryStore {
 
     fn cancel_batch(&self, owner: String, id: String, now_ms: i64) -> StoreFuture<'_, Option<BatchState>> {
         ready(self.with(|inner| {
-            let Some(job) = inner.batches.get_mut(&id).filter(|job| job.owner == owner) else { return Ok(None) };
-            job.cancelled_ms.get_or_insert(now_ms);
+            let Some(stored) = inner.batches.get_mut(&id).filter(|s| !s.staged && s.job.owner == owner) else {
+                return Ok(None);
+            };
+            stored.job.cancelled_ms.get_or_insert(now_ms);
             for (_, line) in inner.lines.range_mut((id.clone(), 0)..=(id.clone(), u32::MAX)) {
                 if line.state == LineState::Pending {
                     line.state = LineState::Cancelled;
                     line.done_ms = now_ms;
                 }
             }
-            Ok(inner.batches.get(&id).map(|job| inner.batch_state(job)))
+            Ok(inner.owned(&owner, &id).map(|job| inner.batch_state(job)))
         }))
     }
 
@@ -542,13 +719,16 @@ impl BatchQueue for MemoryStore {
         limit: usize,
     ) -> StoreFuture<'_, Vec<ClaimedLine>> {
         ready(self.with(|inner| {
-            let mut jobs: Vec<BatchJob> = inner.batches.values().cloned().collect();
+            let mut jobs: Vec<BatchJob> =
+                inner.batches.values().filter(|stored| !stored.staged).map(|stored| stored.job.clone()).collect();
             jobs.sort_by(|a, b| a.created_ms.cmp(&b.created_ms).then_with(|| a.id.cmp(&b.id)));
-            let mut claimed = Vec::new();
-            for job in jobs {
+            // Each owner's claimable lines, oldest job first, at most `limit`.
+            let mut open: BTreeMap<String, Vec<(usize, u32)>> = BTreeMap::new();
+            for (at, job) in jobs.iter().enumerate() {
+                let lines = inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX));
                 if job.cancelled_ms.is_some() {
                     // A cancelled job's line whose claimer died never runs again.
-                    for (_, line) in inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
+                    for (_, line) in lines {
                         if line.state == LineState::Running && line.lease_until < now_ms {
                             line.state = LineState::Cancelled;
                             line.done_ms = now_ms;
@@ -557,34 +737,58 @@ impl BatchQueue for MemoryStore {
                     continue;
                 }
                 let expired = job.expires_ms <= now_ms;
-                for ((_, index), line) in inner.lines.range_mut((job.id.clone(), 0)..=(job.id.clone(), u32::MAX)) {
-                    let open = line.state == LineState::Pending
+                let rests = inner.owners.get(&job.owner).is_some_and(|turn| turn.rest_until > now_ms);
+                let theirs = open.entry(job.owner.clone()).or_default();
+                for ((_, index), line) in lines {
+                    let claimable = (line.state == LineState::Pending && line.not_before <= now_ms)
                         || (line.state == LineState::Running && line.lease_until < now_ms);
-                    if !open {
-                        continue;
-                    }
-                    if expired {
+                    if expired && (line.state == LineState::Pending || claimable) {
                         line.state = LineState::Expired;
                         line.done_ms = now_ms;
-                        continue;
+                    } else if claimable && !rests && theirs.len() < limit {
+                        theirs.push((at, *index));
                     }
-                    if claimed.len() == limit {
-                        break;
-                    }
-                    line.state = LineState::Running;
-                    line.worker = Some(worker.clone());
-                    line.attempt += 1;
-                    line.lease_until = now_ms + lease_ms;
-                    claimed.push(ClaimedLine {
-                        batch: job.id.clone(),
-                        owner: job.owner.clone(),
-                        endpoint: job.endpoint.clone(),
-                        index: *index,
-                        custom_id: line.custom_id.clone(),
-                        body: line.body.clone(),
-                        attempt: line.attempt,
-                    });
                 }
+            }
+            // Owners least recently served first; one line each a round.
+            let mut owners: Vec<(i64, String)> = open
+                .iter()
+                .filter(|(_, lines)| !lines.is_empty())
+                .map(|(owner, _)| (inner.owners.get(owner).map_or(0, |turn| turn.turn), owner.clone()))
+                .collect();
+            owners.sort();
+            let mut picked = Vec::new();
+            'rounds: for round in 0..limit {
+                for (_, owner) in &owners {
+                    if picked.len() == limit {
+                        break 'rounds;
+                    }
+                    if let Some(&(at, index)) = open[owner].get(round) {
+                        picked.push((at, index));
+                    }
+                }
+            }
+            let mut claimed = Vec::with_capacity(picked.len());
+            for (at, index) in picked {
+                let job = &jobs[at];
+                let Some(line) = inner.lines.get_mut(&(job.id.clone(), index)) else { continue };
+                line.state = LineState::Running;
+                line.worker = Some(worker.clone());
+                line.attempt += 1;
+                line.lease_until = now_ms + lease_ms;
+                claimed.push(ClaimedLine {
+                    batch: job.id.clone(),
+                    owner: job.owner.clone(),
+                    endpoint: job.endpoint.clone(),
+                    index,
+                    custom_id: line.custom_id.clone(),
+                    body: line.body.clone(),
+                    attempt: line.attempt,
+                });
+            }
+            let last = inner.owners.values().map(|turn| turn.turn).max().unwrap_or(0);
+            for (n, owner) in crate::kept::served(&claimed).into_iter().enumerate() {
+                inner.owners.entry(owner.to_owned()).or_default().turn = last + 1 + n as i64;
             }
             Ok(claimed)
         }))
@@ -618,6 +822,35 @@ impl BatchQueue for MemoryStore {
         }))
     }
 
+    fn release_line(
+        &self,
+        worker: String,
+        batch: String,
+        index: u32,
+        attempt: u32,
+        not_before_ms: i64,
+    ) -> StoreFuture<'_, bool> {
+        ready(self.with(|inner| {
+            let Some(owner) = inner.batches.get(&batch).map(|stored| stored.job.owner.clone()) else {
+                return Ok(false);
+            };
+            let Some(line) = inner.lines.get_mut(&(batch, index)) else { return Ok(false) };
+            if line.state != LineState::Running
+                || line.worker.as_deref() != Some(worker.as_str())
+                || line.attempt != attempt
+            {
+                return Ok(false);
+            }
+            line.state = LineState::Pending;
+            line.worker = None;
+            line.lease_until = 0;
+            line.not_before = not_before_ms;
+            let turn = inner.owners.entry(owner).or_default();
+            turn.rest_until = turn.rest_until.max(not_before_ms);
+            Ok(true)
+        }))
+    }
+
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
         ready(self.with(|inner| {
             if inner.owned(&owner, &id).is_none() {
@@ -644,9 +877,31 @@ impl BatchQueue for MemoryStore {
             if inner.owned(&owner, &id).is_none() {
                 return Ok(false);
             }
-            inner.batches.remove(&id);
-            inner.lines.retain(|(batch, _), _| *batch != id);
+            inner.remove_batch(&id);
             Ok(true)
+        }))
+    }
+
+    fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            Ok(inner.batches.values().filter(|stored| stored.job.owner == owner).map(|stored| stored.bytes).sum())
+        }))
+    }
+
+    fn purge_batches(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        ready(self.with(|inner| {
+            let abandoned: Vec<String> = inner
+                .batches
+                .values()
+                .filter(|stored| stored.staged && stored.job.created_ms <= now_ms - STAGED_BATCH_MS)
+                .map(|stored| stored.job.id.clone())
+                .collect();
+            for id in &abandoned {
+                inner.remove_batch(id);
+            }
+            let batches = &inner.batches;
+            inner.owners.retain(|owner, _| batches.values().any(|stored| stored.job.owner == *owner));
+            Ok(abandoned.len() as u64)
         }))
     }
 }

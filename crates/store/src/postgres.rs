@@ -18,7 +18,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::kept::{
     BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
-    ObjectStore, QueuedLine,
+    ObjectStore, QueuedLine, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, Change, ChangeFeed, ConfigStore, ConfigVersion, ContentStore,
@@ -44,6 +44,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0014_outcomes.sql"),
     include_str!("../migrations/postgres/0015_kept.sql"),
     include_str!("../migrations/postgres/0016_ledger_operation.sql"),
+    include_str!("../migrations/postgres/0017_kept_limits.sql"),
+    include_str!("../migrations/postgres/0018_ledger_batches.sql"),
+    include_str!("../migrations/postgres/0019_usage_kinds.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -425,6 +428,12 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
                 output: count(col(row, 10)?),
                 cache_read: count(col(row, 11)?),
                 cache_write: count(col(row, 12)?),
+                cache_write_1h: count(col(row, 26)?),
+                reasoning: count(col(row, 27)?),
+                audio_input: count(col(row, 28)?),
+                audio_output: count(col(row, 29)?),
+                image_input: count(col(row, 30)?),
+                image_output: count(col(row, 31)?),
                 units: count(col(row, 19)?),
                 requests: count(col(row, 20)?),
             },
@@ -445,7 +454,8 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
 
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
-     billed_requests, operation, notes, end_user, ingress, stream";
+     billed_requests, operation, notes, end_user, ingress, stream, cache_write_1h_tokens, reasoning_tokens, \
+     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens";
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
@@ -455,8 +465,133 @@ const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(c
 const ROLLUP_OUTCOMES: &str = "sum(cache_hits)::BIGINT, sum(guarded)::BIGINT, sum(refused)::BIGINT";
 
 /// The same over ledger rows (a refusal is a row of its own operation).
-const ROW_OUTCOMES: &str =
-    "sum(cache_hit)::BIGINT, sum(guarded)::BIGINT, count(*) FILTER (WHERE operation = 'refused')";
+const ROW_OUTCOMES: &str = "sum(cache_hit)::BIGINT, sum(guarded)::BIGINT, sum(refused)::BIGINT";
+
+/// The sums of the token kinds billed apart (parts of input and output),
+/// over the rollup and rows alike.
+const KIND_SUMS: &str = "sum(cache_write_1h_tokens)::BIGINT, sum(reasoning_tokens)::BIGINT, \
+     sum(audio_input_tokens)::BIGINT, sum(audio_output_tokens)::BIGINT, sum(image_input_tokens)::BIGINT, \
+     sum(image_output_tokens)::BIGINT";
+
+/// A batch of ledger rows as the insert's 35 arrays, one per column.
+#[derive(Default)]
+struct Columns<'a> {
+    entry: Vec<i64>,
+    at_ms: Vec<i64>,
+    request_id: Vec<&'a str>,
+    key_id: Vec<Option<&'a str>>,
+    group: Vec<Option<&'a str>>,
+    pool: Vec<&'a str>,
+    lane: Vec<&'a str>,
+    model: Vec<&'a str>,
+    /// Input, output, cache read and cache write tokens; latency; units;
+    /// billed requests; what a hit saved; cache hit; guarded; refused;
+    /// then the kinds billed apart, in [`Tokens::KINDS`] order.
+    counts: [Vec<i64>; 17],
+    status: Vec<i32>,
+    ttfb: Vec<Option<i64>>,
+    failovers: Vec<i32>,
+    estimated: Vec<bool>,
+    attempts: Vec<Option<String>>,
+    operation: Vec<&'a str>,
+    notes: Vec<Option<String>>,
+    end_user: Vec<Option<&'a str>>,
+    ingress: Vec<Option<&'a str>>,
+    stream: Vec<bool>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(rows: &'a [LedgerRow]) -> Columns<'a> {
+        let mut columns = Columns::default();
+        for row in rows {
+            let t = &row.tokens;
+            columns.entry.push(row.entry);
+            columns.at_ms.push(row.at_ms);
+            columns.request_id.push(&row.request_id);
+            columns.key_id.push(row.key_id.as_deref());
+            columns.group.push(row.group.as_deref());
+            columns.pool.push(&row.pool);
+            columns.lane.push(&row.lane);
+            columns.model.push(&row.model);
+            let counts = [
+                t.input,
+                t.output,
+                t.cache_read,
+                t.cache_write,
+                row.latency_ms,
+                t.units,
+                t.requests,
+                row.notes.cache_saved_nano.unwrap_or(0),
+                row.notes.cache_hit(),
+                row.notes.guarded(),
+                row.refusals(),
+                t.cache_write_1h,
+                t.reasoning,
+                t.audio_input,
+                t.audio_output,
+                t.image_input,
+                t.image_output,
+            ];
+            for (column, count) in columns.counts.iter_mut().zip(counts) {
+                column.push(self::column(count));
+            }
+            columns.status.push(i32::from(row.status));
+            columns.ttfb.push(row.ttfb_ms.map(self::column));
+            columns.failovers.push(i32::try_from(row.failovers).unwrap_or(i32::MAX));
+            columns.estimated.push(row.estimated);
+            columns.attempts.push(crate::attempts_column(&row.attempts));
+            columns.operation.push(&row.operation);
+            columns.notes.push(crate::notes_column(&row.notes));
+            columns.end_user.push(row.end_user.as_deref());
+            columns.ingress.push(row.ingress.as_deref());
+            columns.stream.push(row.stream);
+        }
+        columns
+    }
+
+    /// The insert's parameters, in its column order.
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 35] {
+        let [input, output, cache_read, cache_write, latency, units, requests, saved, cache_hit, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in, image_out] =
+            &self.counts;
+        [
+            &self.entry,
+            &self.at_ms,
+            &self.request_id,
+            &self.key_id,
+            &self.group,
+            &self.pool,
+            &self.lane,
+            &self.model,
+            input,
+            output,
+            cache_read,
+            cache_write,
+            &self.status,
+            latency,
+            &self.ttfb,
+            &self.failovers,
+            &self.estimated,
+            &self.attempts,
+            units,
+            requests,
+            &self.operation,
+            &self.notes,
+            saved,
+            &self.end_user,
+            &self.ingress,
+            &self.stream,
+            cache_hit,
+            guarded,
+            refused,
+            write_1h,
+            reasoning,
+            audio_in,
+            audio_out,
+            image_in,
+            image_out,
+        ]
+    }
+}
 
 impl Ledger for PostgresStore {
     fn append(&self, rows: std::sync::Arc<[LedgerRow]>) -> StoreFuture<'_, ()> {
@@ -467,61 +602,27 @@ impl Ledger for PostgresStore {
             // trigger locks its rows in the batch's order, and two batches
             // locking the same rows in different orders would deadlock.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LEDGER_LOCK]).await.map_err(unavailable)?;
+            // The whole batch is one statement, each column an array: one
+            // round trip, and the rollup's trigger runs once for it.
             let insert = tx
                 .prepare_cached(
                     "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
                      estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream, \
-                     cache_hit, guarded) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, \
-                     $22, $23, $24, $25, $26, $27, $28) \
+                     cache_hit, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
+                     audio_output_tokens, image_input_tokens, image_output_tokens) \
+                     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], \
+                     $7::TEXT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::BIGINT[], $12::BIGINT[], $13::INTEGER[], \
+                     $14::BIGINT[], $15::BIGINT[], $16::INTEGER[], $17::BOOLEAN[], $18::TEXT[], $19::BIGINT[], \
+                     $20::BIGINT[], $21::TEXT[], $22::TEXT[], $23::BIGINT[], $24::TEXT[], $25::TEXT[], $26::BOOLEAN[], \
+                     $27::BIGINT[], $28::BIGINT[], $29::BIGINT[], $30::BIGINT[], $31::BIGINT[], $32::BIGINT[], \
+                     $33::BIGINT[], $34::BIGINT[], $35::BIGINT[]) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
                 .map_err(unavailable)?;
-            for row in rows.iter() {
-                let status = i32::from(row.status);
-                let failovers = i32::try_from(row.failovers).unwrap_or(i32::MAX);
-                let ttfb = row.ttfb_ms.map(column);
-                let attempts = crate::attempts_column(&row.attempts);
-                let notes = crate::notes_column(&row.notes);
-                let saved = column(row.notes.cache_saved_nano.unwrap_or(0));
-                tx.execute(
-                    &insert,
-                    &[
-                        &row.entry,
-                        &row.at_ms,
-                        &row.request_id,
-                        &row.key_id,
-                        &row.group,
-                        &row.pool,
-                        &row.lane,
-                        &row.model,
-                        &column(row.tokens.input),
-                        &column(row.tokens.output),
-                        &column(row.tokens.cache_read),
-                        &column(row.tokens.cache_write),
-                        &status,
-                        &column(row.latency_ms),
-                        &ttfb,
-                        &failovers,
-                        &row.estimated,
-                        &attempts,
-                        &column(row.tokens.units),
-                        &column(row.tokens.requests),
-                        &row.operation,
-                        &notes,
-                        &saved,
-                        &row.end_user,
-                        &row.ingress,
-                        &row.stream,
-                        &column(row.notes.cache_hit()),
-                        &column(row.notes.guarded()),
-                    ],
-                )
-                .await
-                .map_err(unavailable)?;
-            }
+            let batch = Columns::of(&rows);
+            tx.execute(&insert, &batch.params()).await.map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)
         })
     }
@@ -577,7 +678,7 @@ impl Ledger for PostgresStore {
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
                 let sql = format!(
-                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS}, {ROLLUP_OUTCOMES} \
+                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS}, {ROLLUP_OUTCOMES}, {KIND_SUMS} \
                      FROM spend_hourly WHERE hour >= $1 AND hour < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                      AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
                 );
@@ -586,7 +687,7 @@ impl Ledger for PostgresStore {
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {by}, lane, count(*) FILTER (WHERE operation <> 'refused'), {SUMS}, {ROW_OUTCOMES} FROM ledger \
+                "SELECT {by}, lane, count(*) FILTER (WHERE operation <> 'refused'), {SUMS}, {ROW_OUTCOMES}, {KIND_SUMS} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                  AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) \
                  GROUP BY {by}, lane"
@@ -858,28 +959,99 @@ impl ConfigStore for PostgresStore {
     }
 }
 
+/// The columns of a kept object after its kind and owner.
+const OBJECT_COLUMNS: &str = "id, created_ms, expires_ms, meta, size, chunks, user_tag";
+
+/// An object from a row of [`OBJECT_COLUMNS`] (and its body, when asked).
+fn object_of(kind: ObjectKind, owner: &str, row: &tokio_postgres::Row, body: bool) -> Result<KeptObject, StoreError> {
+    Ok(KeptObject {
+        kind,
+        owner: owner.to_owned(),
+        id: col(row, 0)?,
+        created_ms: col(row, 1)?,
+        expires_ms: col(row, 2)?,
+        meta: col(row, 3)?,
+        size: u64::try_from(col::<i64>(row, 4)?).unwrap_or(0),
+        chunks: u32::try_from(col::<i32>(row, 5)?).unwrap_or(0),
+        user_tag: col(row, 6)?,
+        body: if body { col(row, 7)? } else { Vec::new() },
+    })
+}
+
+/// An `INTEGER` column's value.
+fn int(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
 impl ObjectStore for PostgresStore {
     fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            tx.execute(
+                "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body, size, chunks, user_tag) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (kind, owner, id) DO UPDATE SET \
+                 created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, meta = EXCLUDED.meta, \
+                 body = EXCLUDED.body, size = EXCLUDED.size, chunks = EXCLUDED.chunks, user_tag = EXCLUDED.user_tag",
+                &[
+                    &object.kind.as_str(),
+                    &object.owner,
+                    &object.id,
+                    &object.created_ms,
+                    &object.expires_ms,
+                    &object.meta,
+                    &object.body,
+                    &i64::try_from(object.size).unwrap_or(i64::MAX),
+                    &int(object.chunks),
+                    &object.user_tag,
+                ],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3 AND seq >= $4",
+                &[&object.kind.as_str(), &object.owner, &object.id, &int(object.chunks)],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn put_chunk(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        seq: u32,
+        at_ms: i64,
+        data: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let client = self.client().await?;
             client
                 .execute(
-                    "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (kind, owner, id) DO UPDATE SET \
-                     created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, meta = EXCLUDED.meta, body = EXCLUDED.body",
-                    &[
-                        &object.kind.as_str(),
-                        &object.owner,
-                        &object.id,
-                        &object.created_ms,
-                        &object.expires_ms,
-                        &object.meta,
-                        &object.body,
-                    ],
+                    "INSERT INTO kept_chunks (kind, owner, id, seq, at_ms, data) VALUES ($1, $2, $3, $4, $5, $6) \
+                     ON CONFLICT (kind, owner, id, seq) DO UPDATE SET at_ms = EXCLUDED.at_ms, data = EXCLUDED.data",
+                    &[&kind.as_str(), &owner, &id, &int(seq), &at_ms, &data],
                 )
                 .await
                 .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn get_chunk(&self, kind: ObjectKind, owner: String, id: String, seq: u32) -> StoreFuture<'_, Option<Vec<u8>>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT data FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3 AND seq = $4",
+                    &[&kind.as_str(), &owner, &id, &int(seq)],
+                )
+                .await
+                .map_err(unavailable)?;
+            row.map(|row| col(&row, 0)).transpose()
         })
     }
 
@@ -894,22 +1066,15 @@ impl ObjectStore for PostgresStore {
             let client = self.client().await?;
             let row = client
                 .query_opt(
-                    "SELECT created_ms, expires_ms, meta, body FROM kept_objects \
-                     WHERE kind = $1 AND owner = $2 AND id = $3 AND (expires_ms IS NULL OR expires_ms > $4)",
+                    &format!(
+                        "SELECT {OBJECT_COLUMNS}, body FROM kept_objects \
+                         WHERE kind = $1 AND owner = $2 AND id = $3 AND (expires_ms IS NULL OR expires_ms > $4)"
+                    ),
                     &[&kind.as_str(), &owner, &id, &now_ms],
                 )
                 .await
                 .map_err(unavailable)?;
-            let Some(row) = row else { return Ok(None) };
-            Ok(Some(KeptObject {
-                kind,
-                owner,
-                id,
-                created_ms: col(&row, 0)?,
-                expires_ms: col(&row, 1)?,
-                meta: col(&row, 2)?,
-                body: col(&row, 3)?,
-            }))
+            row.map(|row| object_of(kind, &owner, &row, true)).transpose()
         })
     }
 
@@ -925,50 +1090,98 @@ impl ObjectStore for PostgresStore {
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = client
                 .query(
-                    "SELECT id, created_ms, expires_ms, meta FROM kept_objects \
-                     WHERE kind = $1 AND owner = $2 AND (expires_ms IS NULL OR expires_ms > $3) \
-                     ORDER BY created_ms DESC, id DESC LIMIT $4",
+                    &format!(
+                        "SELECT {OBJECT_COLUMNS} FROM kept_objects \
+                         WHERE kind = $1 AND owner = $2 AND (expires_ms IS NULL OR expires_ms > $3) \
+                         ORDER BY created_ms DESC, id DESC LIMIT $4"
+                    ),
                     &[&kind.as_str(), &owner, &now_ms, &limit],
                 )
                 .await
                 .map_err(unavailable)?;
-            rows.iter()
-                .map(|row| {
-                    Ok(KeptObject {
-                        kind,
-                        owner: owner.clone(),
-                        id: col(row, 0)?,
-                        created_ms: col(row, 1)?,
-                        expires_ms: col(row, 2)?,
-                        meta: col(row, 3)?,
-                        body: Vec::new(),
-                    })
-                })
-                .collect()
+            rows.iter().map(|row| object_of(kind, &owner, row, false)).collect()
         })
     }
 
     fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
         Box::pin(async move {
-            let client = self.client().await?;
-            let removed = client
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let removed = tx
                 .execute(
                     "DELETE FROM kept_objects WHERE kind = $1 AND owner = $2 AND id = $3",
                     &[&kind.as_str(), &owner, &id],
                 )
                 .await
                 .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3",
+                &[&kind.as_str(), &owner, &id],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
             Ok(removed > 0)
         })
     }
 
     fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
-            let client = self.client().await?;
-            client
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks c USING kept_objects o WHERE o.kind = c.kind AND o.owner = c.owner \
+                 AND o.id = c.id AND o.expires_ms IS NOT NULL AND o.expires_ms <= $1",
+                &[&now_ms],
+            )
+            .await
+            .map_err(unavailable)?;
+            let removed = tx
                 .execute("DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= $1", &[&now_ms])
                 .await
-                .map_err(unavailable)
+                .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks c WHERE c.at_ms <= $1 AND NOT EXISTS (SELECT 1 FROM kept_objects o \
+                 WHERE o.kind = c.kind AND o.owner = c.owner AND o.id = c.id)",
+                &[&(now_ms - ORPHAN_CHUNKS_MS)],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(removed)
+        })
+    }
+
+    fn erase_objects(&self, user_tag: String) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks c USING kept_objects o WHERE o.kind = c.kind AND o.owner = c.owner \
+                 AND o.id = c.id AND o.user_tag = $1",
+                &[&user_tag],
+            )
+            .await
+            .map_err(unavailable)?;
+            let removed =
+                tx.execute("DELETE FROM kept_objects WHERE user_tag = $1", &[&user_tag]).await.map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(removed)
+        })
+    }
+
+    fn object_bytes(&self, owner: String, now_ms: i64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT COALESCE(SUM(size), 0)::BIGINT FROM kept_objects \
+                     WHERE owner = $1 AND (expires_ms IS NULL OR expires_ms > $2)",
+                    &[&owner, &now_ms],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(u64::try_from(col::<i64>(&row, 0)?).unwrap_or(0))
         })
     }
 }
@@ -1011,7 +1224,10 @@ async fn owned_batch(
     id: &str,
 ) -> Result<Option<BatchState>, StoreError> {
     let row = client
-        .query_opt(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1 AND owner = $2"), &[&id, &owner])
+        .query_opt(
+            &format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1 AND owner = $2 AND NOT staged"),
+            &[&id, &owner],
+        )
         .await
         .map_err(unavailable)?;
     let Some(row) = row else { return Ok(None) };
@@ -1023,44 +1239,109 @@ fn state_code(state: LineState) -> i16 {
     state.code() as i16
 }
 
+/// Stages `job` in `tx`.
+async fn stage(tx: &deadpool_postgres::Transaction<'_>, job: &BatchJob) -> Result<(), StoreError> {
+    let total = i32::try_from(job.total).unwrap_or(i32::MAX);
+    tx.execute(
+        &format!("INSERT INTO batches ({BATCH_COLUMNS}, staged) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE)"),
+        &[
+            &job.id,
+            &job.owner,
+            &job.shape,
+            &job.endpoint,
+            &job.created_ms,
+            &job.expires_ms,
+            &job.cancelled_ms,
+            &total,
+            &job.meta,
+        ],
+    )
+    .await
+    .map_err(conflict_or_unavailable)?;
+    Ok(())
+}
+
+/// Adds `lines` to staged job `id` in `tx`.
+async fn add_lines(
+    tx: &deadpool_postgres::Transaction<'_>,
+    id: &str,
+    lines: Vec<QueuedLine>,
+) -> Result<(), StoreError> {
+    let bytes: u64 = lines.iter().map(|line| line.body.len() as u64).sum();
+    let staged = tx
+        .execute(
+            "UPDATE batches SET bytes = bytes + $2 WHERE id = $1 AND staged",
+            &[&id, &i64::try_from(bytes).unwrap_or(i64::MAX)],
+        )
+        .await
+        .map_err(unavailable)?;
+    if staged == 0 {
+        return Err(StoreError::NotFound);
+    }
+    let mut indexes = Vec::with_capacity(lines.len());
+    let mut custom_ids = Vec::with_capacity(lines.len());
+    let mut bodies = Vec::with_capacity(lines.len());
+    for line in lines {
+        indexes.push(int(line.index));
+        custom_ids.push(line.custom_id);
+        bodies.push(line.body);
+    }
+    tx.execute(
+        "INSERT INTO batch_lines (batch, idx, custom_id, body) \
+         SELECT $1, * FROM UNNEST($2::INTEGER[], $3::TEXT[], $4::BYTEA[])",
+        &[&id, &indexes, &custom_ids, &bodies],
+    )
+    .await
+    .map_err(conflict_or_unavailable)?;
+    Ok(())
+}
+
+/// Opens staged job `id` in `tx`; whether it was staged.
+async fn open(tx: &deadpool_postgres::Transaction<'_>, id: &str, total: u32) -> Result<bool, StoreError> {
+    let opened = tx
+        .execute("UPDATE batches SET staged = FALSE, total = $2 WHERE id = $1 AND staged", &[&id, &int(total)])
+        .await
+        .map_err(unavailable)?;
+    Ok(opened > 0)
+}
+
 impl BatchQueue for PostgresStore {
     fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            let total = i32::try_from(job.total).unwrap_or(i32::MAX);
-            tx.execute(
-                &format!("INSERT INTO batches ({BATCH_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"),
-                &[
-                    &job.id,
-                    &job.owner,
-                    &job.shape,
-                    &job.endpoint,
-                    &job.created_ms,
-                    &job.expires_ms,
-                    &job.cancelled_ms,
-                    &total,
-                    &job.meta,
-                ],
-            )
-            .await
-            .map_err(conflict_or_unavailable)?;
-            let mut indexes = Vec::with_capacity(lines.len());
-            let mut custom_ids = Vec::with_capacity(lines.len());
-            let mut bodies = Vec::with_capacity(lines.len());
-            for line in lines {
-                indexes.push(i32::try_from(line.index).unwrap_or(i32::MAX));
-                custom_ids.push(line.custom_id);
-                bodies.push(line.body);
-            }
-            tx.execute(
-                "INSERT INTO batch_lines (batch, idx, custom_id, body) \
-                 SELECT $1, * FROM UNNEST($2::INTEGER[], $3::TEXT[], $4::BYTEA[])",
-                &[&job.id, &indexes, &custom_ids, &bodies],
-            )
-            .await
-            .map_err(unavailable)?;
+            stage(&tx, &job).await?;
+            add_lines(&tx, &job.id, lines).await?;
+            open(&tx, &job.id, job.total).await?;
             tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn stage_batch(&self, job: BatchJob) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            stage(&tx, &job).await?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn stage_lines(&self, id: String, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            add_lines(&tx, &id, lines).await?;
+            tx.commit().await.map_err(unavailable)
+        })
+    }
+
+    fn open_batch(&self, id: String, total: u32) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let opened = open(&tx, &id, total).await?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(opened)
         })
     }
 
@@ -1078,7 +1359,8 @@ impl BatchQueue for PostgresStore {
             let rows = client
                 .query(
                     &format!(
-                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = $1 ORDER BY created_ms DESC, id DESC LIMIT $2"
+                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = $1 AND NOT staged \
+                         ORDER BY created_ms DESC, id DESC LIMIT $2"
                     ),
                     &[&owner, &limit],
                 )
@@ -1099,7 +1381,8 @@ impl BatchQueue for PostgresStore {
             let tx = client.transaction().await.map_err(unavailable)?;
             let changed = tx
                 .execute(
-                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, $3) WHERE id = $1 AND owner = $2",
+                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, $3) \
+                     WHERE id = $1 AND owner = $2 AND NOT staged",
                     &[&id, &owner, &now_ms],
                 )
                 .await
@@ -1130,7 +1413,7 @@ impl BatchQueue for PostgresStore {
             let tx = client.transaction().await.map_err(unavailable)?;
             tx.execute(
                 "UPDATE batch_lines SET state = $1, done_ms = $2 WHERE (state = 0 OR (state = 1 AND lease_until < $2)) \
-                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= $2 AND cancelled_ms IS NULL)",
+                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= $2 AND cancelled_ms IS NULL AND NOT staged)",
                 &[&state_code(LineState::Expired), &now_ms],
             )
             .await
@@ -1145,25 +1428,36 @@ impl BatchQueue for PostgresStore {
             .map_err(unavailable)?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let until = now_ms.saturating_add(lease_ms);
-            // Instances claim side by side: a line another transaction holds is skipped, never waited for.
+            // Owners take turns: each owner's claimable lines ranked, one a
+            // round, the owner served least recently first. Instances claim
+            // side by side: a line another transaction holds is skipped,
+            // never waited for (and checked again once locked).
             let rows = tx
                 .query(
-                    "WITH picked AS ( \
-                       SELECT l.batch, l.idx FROM batch_lines l JOIN batches b ON b.id = l.batch \
-                       WHERE (l.state = 0 OR (l.state = 1 AND l.lease_until < $1)) AND b.cancelled_ms IS NULL \
-                       ORDER BY b.created_ms, l.batch, l.idx LIMIT $2 FOR UPDATE OF l SKIP LOCKED) \
+                    "WITH open AS ( \
+                       SELECT l.batch, l.idx, b.owner, COALESCE(o.turn, 0) AS turn, \
+                         ROW_NUMBER() OVER (PARTITION BY b.owner ORDER BY b.created_ms, l.batch, l.idx) AS nth \
+                       FROM batch_lines l JOIN batches b ON b.id = l.batch \
+                         LEFT JOIN batch_owners o ON o.owner = b.owner \
+                       WHERE ((l.state = 0 AND l.not_before <= $1) OR (l.state = 1 AND l.lease_until < $1)) \
+                         AND b.cancelled_ms IS NULL AND NOT b.staged AND COALESCE(o.rest_until, 0) <= $1), \
+                     picked AS ( \
+                       SELECT l.batch, l.idx, open.nth, open.turn FROM batch_lines l \
+                         JOIN open ON open.batch = l.batch AND open.idx = l.idx \
+                       WHERE open.nth <= $2 \
+                         AND ((l.state = 0 AND l.not_before <= $1) OR (l.state = 1 AND l.lease_until < $1)) \
+                       ORDER BY open.nth, open.turn, open.owner LIMIT $2 FOR UPDATE OF l SKIP LOCKED) \
                      UPDATE batch_lines l SET state = 1, worker = $3, attempt = l.attempt + 1, lease_until = $4 \
                      FROM picked, batches b WHERE l.batch = picked.batch AND l.idx = picked.idx AND b.id = l.batch \
-                     RETURNING l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt",
+                     RETURNING l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt, picked.nth, picked.turn",
                     &[&now_ms, &limit, &worker, &until],
                 )
                 .await
                 .map_err(unavailable)?;
-            tx.commit().await.map_err(unavailable)?;
-            let mut claimed = rows
+            let mut ranked = rows
                 .iter()
                 .map(|row| {
-                    Ok(ClaimedLine {
+                    let line = ClaimedLine {
                         batch: col(row, 0)?,
                         owner: col(row, 1)?,
                         endpoint: col(row, 2)?,
@@ -1171,10 +1465,26 @@ impl BatchQueue for PostgresStore {
                         custom_id: col(row, 4)?,
                         body: col(row, 5)?,
                         attempt: u32::try_from(col::<i32>(row, 6)?).unwrap_or(0),
-                    })
+                    };
+                    Ok(((col::<i64>(row, 7)?, col::<i64>(row, 8)?), line))
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;
-            claimed.sort_by(|a, b| a.batch.cmp(&b.batch).then(a.index.cmp(&b.index)));
+            // The order the claim served them in: its turns follow it.
+            ranked.sort_by(|(a, x), (b, y)| a.cmp(b).then_with(|| x.owner.cmp(&y.owner)));
+            let claimed: Vec<ClaimedLine> = ranked.into_iter().map(|(_, line)| line).collect();
+            let served: Vec<&str> = crate::kept::served(&claimed);
+            if !served.is_empty() {
+                tx.execute(
+                    "INSERT INTO batch_owners (owner, turn) \
+                     SELECT t.owner, (SELECT COALESCE(MAX(turn), 0) FROM batch_owners) + t.n \
+                     FROM UNNEST($1::TEXT[]) WITH ORDINALITY AS t(owner, n) \
+                     ON CONFLICT (owner) DO UPDATE SET turn = EXCLUDED.turn",
+                    &[&served],
+                )
+                .await
+                .map_err(unavailable)?;
+            }
+            tx.commit().await.map_err(unavailable)?;
             Ok(claimed)
         })
     }
@@ -1194,8 +1504,8 @@ impl BatchQueue for PostgresStore {
     fn finish_line(&self, worker: String, batch: String, attempt: u32, outcome: LineOutcome) -> StoreFuture<'_, bool> {
         Box::pin(async move {
             let client = self.client().await?;
-            let index = i32::try_from(outcome.index).unwrap_or(i32::MAX);
-            let attempt = i32::try_from(attempt).unwrap_or(i32::MAX);
+            let index = int(outcome.index);
+            let attempt = int(attempt);
             let status = i32::from(outcome.status);
             let changed = client
                 .execute(
@@ -1218,13 +1528,41 @@ impl BatchQueue for PostgresStore {
         })
     }
 
+    fn release_line(
+        &self,
+        worker: String,
+        batch: String,
+        index: u32,
+        attempt: u32,
+        not_before_ms: i64,
+    ) -> StoreFuture<'_, bool> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let released = client
+                .execute(
+                    "WITH released AS ( \
+                       UPDATE batch_lines SET state = 0, worker = NULL, lease_until = 0, not_before = $5 \
+                       WHERE batch = $1 AND idx = $2 AND state = 1 AND worker = $3 AND attempt = $4 RETURNING batch) \
+                     INSERT INTO batch_owners (owner, rest_until) \
+                       SELECT b.owner, $5 FROM batches b JOIN released r ON r.batch = b.id \
+                     ON CONFLICT (owner) DO UPDATE \
+                       SET rest_until = GREATEST(batch_owners.rest_until, EXCLUDED.rest_until)",
+                    &[&batch, &int(index), &worker, &int(attempt), &not_before_ms],
+                )
+                .await
+                .map_err(unavailable)?;
+            Ok(released > 0)
+        })
+    }
+
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
         Box::pin(async move {
             let client = self.client().await?;
             let rows = client
                 .query(
                     "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
-                     JOIN batches b ON b.id = l.batch WHERE l.batch = $1 AND b.owner = $2 AND l.state >= 2 ORDER BY l.idx",
+                     JOIN batches b ON b.id = l.batch \
+                     WHERE l.batch = $1 AND b.owner = $2 AND NOT b.staged AND l.state >= 2 ORDER BY l.idx",
                     &[&id, &owner],
                 )
                 .await
@@ -1248,10 +1586,41 @@ impl BatchQueue for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let removed = client
-                .execute("DELETE FROM batches WHERE id = $1 AND owner = $2", &[&id, &owner])
+                .execute("DELETE FROM batches WHERE id = $1 AND owner = $2 AND NOT staged", &[&id, &owner])
                 .await
                 .map_err(unavailable)?;
             Ok(removed > 0)
+        })
+    }
+
+    fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_one("SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM batches WHERE owner = $1", &[&owner])
+                .await
+                .map_err(unavailable)?;
+            Ok(u64::try_from(col::<i64>(&row, 0)?).unwrap_or(0))
+        })
+    }
+
+    fn purge_batches(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            // Lines go with their job (ON DELETE CASCADE).
+            let removed = tx
+                .execute("DELETE FROM batches WHERE staged AND created_ms <= $1", &[&(now_ms - STAGED_BATCH_MS)])
+                .await
+                .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM batch_owners o WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner = o.owner)",
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+            tx.commit().await.map_err(unavailable)?;
+            Ok(removed)
         })
     }
 }

@@ -11,7 +11,7 @@ use switchyard_governance::KeyRecord;
 
 use crate::kept::{
     BatchJob, BatchQueue, BatchState, ClaimedLine, KeptObject, LineCounts, LineOutcome, LineState, ObjectKind,
-    ObjectStore, QueuedLine,
+    ObjectStore, QueuedLine, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use crate::{
     from_json, to_json, AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore,
@@ -40,6 +40,9 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0014_outcomes.sql"),
     include_str!("../migrations/sqlite/0015_kept.sql"),
     include_str!("../migrations/sqlite/0016_ledger_operation.sql"),
+    include_str!("../migrations/sqlite/0017_kept_limits.sql"),
+    include_str!("../migrations/sqlite/0018_refusals_counted.sql"),
+    include_str!("../migrations/sqlite/0019_usage_kinds.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -306,6 +309,12 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
                 output: count(9)?,
                 cache_read: count(10)?,
                 cache_write: count(11)?,
+                cache_write_1h: count(26)?,
+                reasoning: count(27)?,
+                audio_input: count(28)?,
+                audio_output: count(29)?,
+                image_input: count(30)?,
+                image_output: count(31)?,
                 units: count(19)?,
                 requests: count(20)?,
             },
@@ -327,12 +336,15 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
 
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
-     billed_requests, operation, notes, end_user, ingress, stream";
+     billed_requests, operation, notes, end_user, ingress, stream, cache_write_1h_tokens, reasoning_tokens, \
+     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens";
 
 /// The ledger's columns an append writes, in the order [`bind_row`] binds them.
 const INSERT_COLUMNS: &str = "at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
-     billed_requests, operation, notes, saved_nano, end_user, ingress, stream, cache_hit, guarded";
+     billed_requests, operation, notes, saved_nano, end_user, ingress, stream, cache_hit, guarded, refused, \
+     cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, audio_output_tokens, image_input_tokens, \
+     image_output_tokens";
 
 /// How many columns [`INSERT_COLUMNS`] names.
 const INSERT_WIDTH: usize = count_columns(INSERT_COLUMNS);
@@ -351,7 +363,7 @@ const fn count_columns(list: &str) -> usize {
 }
 
 /// Ledger rows one statement inserts: a batch is cut into statements of
-/// this many (`INSERT_WIDTH` × 32 = 896 parameters, far below SQLite's
+/// this many (`INSERT_WIDTH` × 32 = 1,120 parameters, far below SQLite's
 /// 32,766), so the statement's own cost (reset, cursors, halt) is paid once
 /// per 32 rows; the rest of a batch goes one row at a time.
 const ROWS_PER_INSERT: usize = 32;
@@ -373,6 +385,7 @@ fn bind_row(insert: &mut rusqlite::Statement<'_>, before: usize, row: &LedgerRow
         at += 1;
         insert.raw_bind_parameter(at, value)
     };
+    let t = &row.tokens;
     bind(&row.at_ms)?;
     bind(&row.request_id)?;
     bind(&row.key_id)?;
@@ -400,7 +413,12 @@ fn bind_row(insert: &mut rusqlite::Statement<'_>, before: usize, row: &LedgerRow
     bind(&row.ingress)?;
     bind(&row.stream)?;
     bind(&(row.notes.cache_hit() as i64))?;
-    bind(&(row.notes.guarded() as i64))
+    bind(&(row.notes.guarded() as i64))?;
+    bind(&(row.refusals().min(i64::MAX as u64) as i64))?;
+    for kind in [t.cache_write_1h, t.reasoning, t.audio_input, t.audio_output, t.image_input, t.image_output] {
+        bind(&i64::try_from(kind).unwrap_or(i64::MAX))?;
+    }
+    Ok(())
 }
 
 /// Inserts `rows` one statement each, adding to `fresh` the ones stored
@@ -456,8 +474,10 @@ impl Ledger for SqliteStore {
                     .prepare_cached(
                         "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano, \
-                         cache_hits, guarded, refused) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17) \
+                         cache_hits, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
+                         audio_output_tokens, image_input_tokens, image_output_tokens) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
+                         ?20, ?21, ?22, ?23) \
                          ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
                          requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
                          output_tokens = output_tokens + excluded.output_tokens, \
@@ -465,15 +485,23 @@ impl Ledger for SqliteStore {
                          cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, \
                          units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests, \
                          saved_nano = saved_nano + excluded.saved_nano, cache_hits = cache_hits + excluded.cache_hits, \
-                         guarded = guarded + excluded.guarded, refused = refused + excluded.refused",
+                         guarded = guarded + excluded.guarded, refused = refused + excluded.refused, \
+                         cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens, \
+                         reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, \
+                         audio_input_tokens = audio_input_tokens + excluded.audio_input_tokens, \
+                         audio_output_tokens = audio_output_tokens + excluded.audio_output_tokens, \
+                         image_input_tokens = image_input_tokens + excluded.image_input_tokens, \
+                         image_output_tokens = image_output_tokens + excluded.image_output_tokens",
                     )
                     .map_err(unavailable)?;
                 for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(fresh) {
-                    let [n, input, output, read, write, units, billed, saved, hits, guarded, refused] = sums;
+                    let [n, input, output, read, write, units, billed, saved, hits, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in, image_out] =
+                        sums;
                     upsert
                         .execute(params![
                             hour, key, group, lane, model, operation, n, input, output, read, write, units, billed,
-                            saved, hits, guarded, refused
+                            saved, hits, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in,
+                            image_out
                         ])
                         .map_err(unavailable)?;
                 }
@@ -769,13 +797,34 @@ impl ConfigStore for SqliteStore {
     }
 }
 
+/// The columns of a kept object after its kind and owner.
+const OBJECT_COLUMNS: &str = "id, created_ms, expires_ms, meta, size, chunks, user_tag";
+
+/// An object from a row of [`OBJECT_COLUMNS`] (and its body, when asked).
+fn object_of(kind: ObjectKind, owner: &str, row: &rusqlite::Row<'_>, body: bool) -> rusqlite::Result<KeptObject> {
+    Ok(KeptObject {
+        kind,
+        owner: owner.to_owned(),
+        id: row.get(0)?,
+        created_ms: row.get(1)?,
+        expires_ms: row.get(2)?,
+        meta: row.get(3)?,
+        size: row.get::<_, i64>(4)?.max(0) as u64,
+        chunks: row.get(5)?,
+        user_tag: row.get(6)?,
+        body: if body { row.get(7)? } else { Vec::new() },
+    })
+}
+
 impl ObjectStore for SqliteStore {
     fn put_object(&self, object: KeptObject) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (kind, owner, id) DO UPDATE SET \
-                 created_ms = excluded.created_ms, expires_ms = excluded.expires_ms, meta = excluded.meta, body = excluded.body",
+            let tx = conn.transaction().map_err(unavailable)?;
+            tx.prepare_cached(
+                "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body, size, chunks, user_tag) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (kind, owner, id) DO UPDATE SET \
+                 created_ms = excluded.created_ms, expires_ms = excluded.expires_ms, meta = excluded.meta, \
+                 body = excluded.body, size = excluded.size, chunks = excluded.chunks, user_tag = excluded.user_tag",
             )
             .map_err(unavailable)?
             .execute(params![
@@ -785,10 +834,48 @@ impl ObjectStore for SqliteStore {
                 object.created_ms,
                 object.expires_ms,
                 object.meta,
-                object.body
+                object.body,
+                i64::try_from(object.size).unwrap_or(i64::MAX),
+                object.chunks,
+                object.user_tag,
             ])
             .map_err(unavailable)?;
+            tx.prepare_cached("DELETE FROM kept_chunks WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND seq >= ?4")
+                .map_err(unavailable)?
+                .execute(params![object.kind.as_str(), object.owner, object.id, object.chunks])
+                .map_err(unavailable)?;
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn put_chunk(
+        &self,
+        kind: ObjectKind,
+        owner: String,
+        id: String,
+        seq: u32,
+        at_ms: i64,
+        data: Vec<u8>,
+    ) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO kept_chunks (kind, owner, id, seq, at_ms, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT (kind, owner, id, seq) DO UPDATE SET at_ms = excluded.at_ms, data = excluded.data",
+            )
+            .map_err(unavailable)?
+            .execute(params![kind.as_str(), owner, id, seq, at_ms, data])
+            .map_err(unavailable)?;
             Ok(())
+        })
+    }
+
+    fn get_chunk(&self, kind: ObjectKind, owner: String, id: String, seq: u32) -> StoreFuture<'_, Option<Vec<u8>>> {
+        self.run(move |conn| {
+            conn.prepare_cached("SELECT data FROM kept_chunks WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND seq = ?4")
+                .map_err(unavailable)?
+                .query_row(params![kind.as_str(), owner, id, seq], |row| row.get(0))
+                .optional()
+                .map_err(unavailable)
         })
     }
 
@@ -800,22 +887,12 @@ impl ObjectStore for SqliteStore {
         now_ms: i64,
     ) -> StoreFuture<'_, Option<KeptObject>> {
         self.run(move |conn| {
-            conn.prepare_cached(
-                "SELECT created_ms, expires_ms, meta, body FROM kept_objects \
-                 WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND (expires_ms IS NULL OR expires_ms > ?4)",
-            )
+            conn.prepare_cached(&format!(
+                "SELECT {OBJECT_COLUMNS}, body FROM kept_objects \
+                 WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND (expires_ms IS NULL OR expires_ms > ?4)"
+            ))
             .map_err(unavailable)?
-            .query_row(params![kind.as_str(), owner, id, now_ms], |row| {
-                Ok(KeptObject {
-                    kind,
-                    owner: owner.clone(),
-                    id: id.clone(),
-                    created_ms: row.get(0)?,
-                    expires_ms: row.get(1)?,
-                    meta: row.get(2)?,
-                    body: row.get(3)?,
-                })
-            })
+            .query_row(params![kind.as_str(), owner, id, now_ms], |row| object_of(kind, &owner, row, true))
             .optional()
             .map_err(unavailable)
         })
@@ -830,23 +907,15 @@ impl ObjectStore for SqliteStore {
     ) -> StoreFuture<'_, Vec<KeptObject>> {
         self.run(move |conn| {
             let mut query = conn
-                .prepare_cached(
-                    "SELECT id, created_ms, expires_ms, meta FROM kept_objects \
+                .prepare_cached(&format!(
+                    "SELECT {OBJECT_COLUMNS} FROM kept_objects \
                      WHERE kind = ?1 AND owner = ?2 AND (expires_ms IS NULL OR expires_ms > ?3) \
-                     ORDER BY created_ms DESC, id DESC LIMIT ?4",
-                )
+                     ORDER BY created_ms DESC, id DESC LIMIT ?4"
+                ))
                 .map_err(unavailable)?;
             let rows = query
                 .query_map(params![kind.as_str(), owner, now_ms, limit as i64], |row| {
-                    Ok(KeptObject {
-                        kind,
-                        owner: owner.clone(),
-                        id: row.get(0)?,
-                        created_ms: row.get(1)?,
-                        expires_ms: row.get(2)?,
-                        meta: row.get(3)?,
-                        body: Vec::new(),
-                    })
+                    object_of(kind, &owner, row, false)
                 })
                 .map_err(unavailable)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
@@ -855,22 +924,73 @@ impl ObjectStore for SqliteStore {
 
     fn delete_object(&self, kind: ObjectKind, owner: String, id: String) -> StoreFuture<'_, bool> {
         self.run(move |conn| {
-            let removed = conn
+            let tx = conn.transaction().map_err(unavailable)?;
+            let removed = tx
                 .execute(
                     "DELETE FROM kept_objects WHERE kind = ?1 AND owner = ?2 AND id = ?3",
                     params![kind.as_str(), owner, id],
                 )
                 .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE kind = ?1 AND owner = ?2 AND id = ?3",
+                params![kind.as_str(), owner, id],
+            )
+            .map_err(unavailable)?;
+            tx.commit().map_err(unavailable)?;
             Ok(removed > 0)
         })
     }
 
     fn purge_objects(&self, now_ms: i64) -> StoreFuture<'_, u64> {
         self.run(move |conn| {
-            let removed = conn
+            let tx = conn.transaction().map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE EXISTS (SELECT 1 FROM kept_objects o WHERE o.kind = kept_chunks.kind \
+                 AND o.owner = kept_chunks.owner AND o.id = kept_chunks.id AND o.expires_ms IS NOT NULL AND o.expires_ms <= ?1)",
+                params![now_ms],
+            )
+            .map_err(unavailable)?;
+            let removed = tx
                 .execute("DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= ?1", params![now_ms])
                 .map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE at_ms <= ?1 AND NOT EXISTS (SELECT 1 FROM kept_objects o \
+                 WHERE o.kind = kept_chunks.kind AND o.owner = kept_chunks.owner AND o.id = kept_chunks.id)",
+                params![now_ms - ORPHAN_CHUNKS_MS],
+            )
+            .map_err(unavailable)?;
+            tx.commit().map_err(unavailable)?;
             Ok(removed as u64)
+        })
+    }
+
+    fn erase_objects(&self, user_tag: String) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            tx.execute(
+                "DELETE FROM kept_chunks WHERE EXISTS (SELECT 1 FROM kept_objects o WHERE o.kind = kept_chunks.kind \
+                 AND o.owner = kept_chunks.owner AND o.id = kept_chunks.id AND o.user_tag = ?1)",
+                params![user_tag],
+            )
+            .map_err(unavailable)?;
+            let removed =
+                tx.execute("DELETE FROM kept_objects WHERE user_tag = ?1", params![user_tag]).map_err(unavailable)?;
+            tx.commit().map_err(unavailable)?;
+            Ok(removed as u64)
+        })
+    }
+
+    fn object_bytes(&self, owner: String, now_ms: i64) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let bytes: i64 = conn
+                .prepare_cached(
+                    "SELECT COALESCE(SUM(size), 0) FROM kept_objects \
+                     WHERE owner = ?1 AND (expires_ms IS NULL OR expires_ms > ?2)",
+                )
+                .map_err(unavailable)?
+                .query_row(params![owner, now_ms], |row| row.get(0))
+                .map_err(unavailable)?;
+            Ok(bytes.max(0) as u64)
         })
     }
 }
@@ -913,7 +1033,7 @@ fn line_counts(conn: &Connection, id: &str) -> Result<LineCounts, StoreError> {
 
 fn owned_batch(conn: &Connection, owner: &str, id: &str) -> Result<Option<BatchState>, StoreError> {
     let job = conn
-        .prepare_cached(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = ?1 AND owner = ?2"))
+        .prepare_cached(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = ?1 AND owner = ?2 AND staged = 0"))
         .map_err(unavailable)?
         .query_row(params![id, owner], batch_job)
         .optional()
@@ -924,34 +1044,121 @@ fn owned_batch(conn: &Connection, owner: &str, id: &str) -> Result<Option<BatchS
     }
 }
 
+/// Stages `job` in `tx`.
+fn stage(tx: &rusqlite::Transaction<'_>, job: &BatchJob) -> Result<(), StoreError> {
+    tx.execute(
+        &format!("INSERT INTO batches ({BATCH_COLUMNS}, staged) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)"),
+        params![
+            job.id,
+            job.owner,
+            job.shape,
+            job.endpoint,
+            job.created_ms,
+            job.expires_ms,
+            job.cancelled_ms,
+            job.total,
+            job.meta
+        ],
+    )
+    .map_err(conflict_or_unavailable)?;
+    Ok(())
+}
+
+/// Adds `lines` to staged job `id` in `tx`.
+fn add_lines(tx: &rusqlite::Transaction<'_>, id: &str, lines: &[QueuedLine]) -> Result<(), StoreError> {
+    let bytes: u64 = lines.iter().map(|line| line.body.len() as u64).sum();
+    let staged = tx
+        .prepare_cached("UPDATE batches SET bytes = bytes + ?2 WHERE id = ?1 AND staged = 1")
+        .map_err(unavailable)?
+        .execute(params![id, i64::try_from(bytes).unwrap_or(i64::MAX)])
+        .map_err(unavailable)?;
+    if staged == 0 {
+        return Err(StoreError::NotFound);
+    }
+    let mut insert = tx
+        .prepare_cached("INSERT INTO batch_lines (batch, idx, custom_id, body) VALUES (?1, ?2, ?3, ?4)")
+        .map_err(unavailable)?;
+    for line in lines {
+        insert.execute(params![id, line.index, line.custom_id, line.body]).map_err(conflict_or_unavailable)?;
+    }
+    Ok(())
+}
+
+/// Opens staged job `id` in `tx`; whether it was staged.
+fn open(tx: &rusqlite::Transaction<'_>, id: &str, total: u32) -> Result<bool, StoreError> {
+    let opened = tx
+        .prepare_cached("UPDATE batches SET staged = 0, total = ?2 WHERE id = ?1 AND staged = 1")
+        .map_err(unavailable)?
+        .execute(params![id, total])
+        .map_err(unavailable)?;
+    Ok(opened > 0)
+}
+
+/// Each owner with a claimable line, one line each a round (the owner
+/// served least recently first, an owner's oldest job first): the first
+/// `?2` of them at `?1`.
+const CLAIMABLE: &str = "WITH open AS ( \
+       SELECT l.batch, l.idx, b.owner, \
+         ROW_NUMBER() OVER (PARTITION BY b.owner ORDER BY b.created_ms, l.batch, l.idx) AS nth \
+       FROM batch_lines l JOIN batches b ON b.id = l.batch LEFT JOIN batch_owners o ON o.owner = b.owner \
+       WHERE ((l.state = 0 AND l.not_before <= ?1) OR (l.state = 1 AND l.lease_until < ?1)) \
+         AND b.cancelled_ms IS NULL AND b.staged = 0 AND COALESCE(o.rest_until, 0) <= ?1) \
+     SELECT open.batch, open.owner, b.endpoint, open.idx, l.custom_id, l.body, l.attempt \
+     FROM open JOIN batches b ON b.id = open.batch JOIN batch_lines l ON l.batch = open.batch AND l.idx = open.idx \
+       LEFT JOIN batch_owners o ON o.owner = open.owner \
+     WHERE open.nth <= ?2 \
+     ORDER BY open.nth, COALESCE(o.turn, 0), open.owner LIMIT ?2";
+
+/// The owners a claim served, in the order it first served them: each
+/// takes a turn after every turn taken so far.
+fn take_turns(tx: &rusqlite::Transaction<'_>, claimed: &[ClaimedLine]) -> Result<(), StoreError> {
+    let last: i64 =
+        tx.query_row("SELECT COALESCE(MAX(turn), 0) FROM batch_owners", [], |row| row.get(0)).map_err(unavailable)?;
+    let mut turn = tx
+        .prepare_cached(
+            "INSERT INTO batch_owners (owner, turn) VALUES (?1, ?2) \
+             ON CONFLICT (owner) DO UPDATE SET turn = excluded.turn",
+        )
+        .map_err(unavailable)?;
+    for (n, owner) in crate::kept::served(claimed).into_iter().enumerate() {
+        turn.execute(params![owner, last + 1 + n as i64]).map_err(unavailable)?;
+    }
+    Ok(())
+}
+
 impl BatchQueue for SqliteStore {
     fn submit_batch(&self, job: BatchJob, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
-            tx.execute(
-                &format!("INSERT INTO batches ({BATCH_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"),
-                params![
-                    job.id,
-                    job.owner,
-                    job.shape,
-                    job.endpoint,
-                    job.created_ms,
-                    job.expires_ms,
-                    job.cancelled_ms,
-                    job.total,
-                    job.meta
-                ],
-            )
-            .map_err(conflict_or_unavailable)?;
-            {
-                let mut insert = tx
-                    .prepare_cached("INSERT INTO batch_lines (batch, idx, custom_id, body) VALUES (?1, ?2, ?3, ?4)")
-                    .map_err(unavailable)?;
-                for line in &lines {
-                    insert.execute(params![job.id, line.index, line.custom_id, line.body]).map_err(unavailable)?;
-                }
-            }
+            stage(&tx, &job)?;
+            add_lines(&tx, &job.id, &lines)?;
+            open(&tx, &job.id, job.total)?;
             tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn stage_batch(&self, job: BatchJob) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            stage(&tx, &job)?;
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn stage_lines(&self, id: String, lines: Vec<QueuedLine>) -> StoreFuture<'_, ()> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            add_lines(&tx, &id, &lines)?;
+            tx.commit().map_err(unavailable)
+        })
+    }
+
+    fn open_batch(&self, id: String, total: u32) -> StoreFuture<'_, bool> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            let opened = open(&tx, &id, total)?;
+            tx.commit().map_err(unavailable)?;
+            Ok(opened)
         })
     }
 
@@ -964,15 +1171,14 @@ impl BatchQueue for SqliteStore {
             let jobs = {
                 let mut query = conn
                     .prepare_cached(&format!(
-                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = ?1 ORDER BY created_ms DESC, id DESC LIMIT ?2"
+                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = ?1 AND staged = 0 \
+                         ORDER BY created_ms DESC, id DESC LIMIT ?2"
                     ))
                     .map_err(unavailable)?;
                 let rows = query.query_map(params![owner, limit as i64], batch_job).map_err(unavailable)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)?
             };
-            jobs.into_iter()
-                .map(|job| Ok(BatchState { counts: line_counts(conn, &job.id)?, job }))
-                .collect()
+            jobs.into_iter().map(|job| Ok(BatchState { counts: line_counts(conn, &job.id)?, job })).collect()
         })
     }
 
@@ -981,7 +1187,8 @@ impl BatchQueue for SqliteStore {
             let tx = conn.transaction().map_err(unavailable)?;
             let changed = tx
                 .execute(
-                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, ?3) WHERE id = ?1 AND owner = ?2",
+                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, ?3) \
+                     WHERE id = ?1 AND owner = ?2 AND staged = 0",
                     params![id, owner, now_ms],
                 )
                 .map_err(unavailable)?;
@@ -1010,7 +1217,7 @@ impl BatchQueue for SqliteStore {
             // Lines of expired jobs that never ran expire.
             tx.execute(
                 "UPDATE batch_lines SET state = ?1, done_ms = ?2 WHERE (state = 0 OR (state = 1 AND lease_until < ?2)) \
-                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= ?2 AND cancelled_ms IS NULL)",
+                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= ?2 AND cancelled_ms IS NULL AND staged = 0)",
                 params![LineState::Expired.code(), now_ms],
             )
             .map_err(unavailable)?;
@@ -1022,14 +1229,7 @@ impl BatchQueue for SqliteStore {
             )
             .map_err(unavailable)?;
             let picked = {
-                let mut query = tx
-                    .prepare_cached(
-                        "SELECT l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt \
-                         FROM batch_lines l JOIN batches b ON b.id = l.batch \
-                         WHERE (l.state = 0 OR (l.state = 1 AND l.lease_until < ?1)) AND b.cancelled_ms IS NULL \
-                         ORDER BY b.created_ms, l.batch, l.idx LIMIT ?2",
-                    )
-                    .map_err(unavailable)?;
+                let mut query = tx.prepare_cached(CLAIMABLE).map_err(unavailable)?;
                 let rows = query
                     .query_map(params![now_ms, limit as i64], |row| {
                         Ok(ClaimedLine {
@@ -1058,6 +1258,7 @@ impl BatchQueue for SqliteStore {
                         .map_err(unavailable)?;
                 }
             }
+            take_turns(&tx, &picked)?;
             tx.commit().map_err(unavailable)?;
             Ok(picked)
         })
@@ -1096,12 +1297,43 @@ impl BatchQueue for SqliteStore {
         })
     }
 
+    fn release_line(
+        &self,
+        worker: String,
+        batch: String,
+        index: u32,
+        attempt: u32,
+        not_before_ms: i64,
+    ) -> StoreFuture<'_, bool> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            let released = tx
+                .execute(
+                    "UPDATE batch_lines SET state = 0, worker = NULL, lease_until = 0, not_before = ?5 \
+                     WHERE batch = ?1 AND idx = ?2 AND state = 1 AND worker = ?3 AND attempt = ?4",
+                    params![batch, index, worker, attempt, not_before_ms],
+                )
+                .map_err(unavailable)?;
+            if released > 0 {
+                tx.execute(
+                    "INSERT INTO batch_owners (owner, rest_until) SELECT owner, ?2 FROM batches WHERE id = ?1 \
+                     ON CONFLICT (owner) DO UPDATE SET rest_until = MAX(rest_until, excluded.rest_until)",
+                    params![batch, not_before_ms],
+                )
+                .map_err(unavailable)?;
+            }
+            tx.commit().map_err(unavailable)?;
+            Ok(released > 0)
+        })
+    }
+
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
         self.run(move |conn| {
             let mut query = conn
                 .prepare_cached(
                     "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
-                     JOIN batches b ON b.id = l.batch WHERE l.batch = ?1 AND b.owner = ?2 AND l.state >= 2 ORDER BY l.idx",
+                     JOIN batches b ON b.id = l.batch \
+                     WHERE l.batch = ?1 AND b.owner = ?2 AND b.staged = 0 AND l.state >= 2 ORDER BY l.idx",
                 )
                 .map_err(unavailable)?;
             let rows = query
@@ -1124,13 +1356,43 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             let removed = tx
-                .execute("DELETE FROM batches WHERE id = ?1 AND owner = ?2", params![id, owner])
+                .execute("DELETE FROM batches WHERE id = ?1 AND owner = ?2 AND staged = 0", params![id, owner])
                 .map_err(unavailable)?;
             if removed > 0 {
                 tx.execute("DELETE FROM batch_lines WHERE batch = ?1", params![id]).map_err(unavailable)?;
             }
             tx.commit().map_err(unavailable)?;
             Ok(removed > 0)
+        })
+    }
+
+    fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let bytes: i64 = conn
+                .prepare_cached("SELECT COALESCE(SUM(bytes), 0) FROM batches WHERE owner = ?1")
+                .map_err(unavailable)?
+                .query_row(params![owner], |row| row.get(0))
+                .map_err(unavailable)?;
+            Ok(bytes.max(0) as u64)
+        })
+    }
+
+    fn purge_batches(&self, now_ms: i64) -> StoreFuture<'_, u64> {
+        self.run(move |conn| {
+            let tx = conn.transaction().map_err(unavailable)?;
+            let before = now_ms - STAGED_BATCH_MS;
+            tx.execute(
+                "DELETE FROM batch_lines WHERE batch IN (SELECT id FROM batches WHERE staged = 1 AND created_ms <= ?1)",
+                params![before],
+            )
+            .map_err(unavailable)?;
+            let removed = tx
+                .execute("DELETE FROM batches WHERE staged = 1 AND created_ms <= ?1", params![before])
+                .map_err(unavailable)?;
+            tx.execute("DELETE FROM batch_owners WHERE owner NOT IN (SELECT owner FROM batches)", [])
+                .map_err(unavailable)?;
+            tx.commit().map_err(unavailable)?;
+            Ok(removed as u64)
         })
     }
 }
@@ -1143,7 +1405,7 @@ mod tests {
     /// last place of a full statement fills it exactly.
     #[test]
     fn a_ledger_insert_binds_every_column_it_names() {
-        assert_eq!(INSERT_WIDTH, 28);
+        assert_eq!(INSERT_WIDTH, 35);
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&format!("CREATE TABLE ledger (id INTEGER PRIMARY KEY, {INSERT_COLUMNS});")).unwrap();
         let mut many = conn.prepare(&INSERT_MANY).unwrap();

@@ -25,8 +25,8 @@ fn key(n: u8) -> KeyRecord {
         group: Some("team".into()),
         pools: Some(vec!["fast".into()]),
         policies: n.is_multiple_of(2).then(|| vec!["pii".into()]),
-        budget: Some(Budget { usd: 5.0, window: Window::Day }),
-        limits: Limits { rpm: Some(60), tpm: None, concurrent: Some(4) },
+        budget: Some(Budget::new(5.0, Window::Day)),
+        limits: Limits { rpm: Some(60), tpm: None, concurrent: Some(4), ..Limits::default() },
         expires_at: None,
         revoked_at: None,
         metadata: serde_json::json!({"owner": "ana"}).as_object().unwrap().clone(),
@@ -54,12 +54,26 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         lane: lane.into(),
         model: format!("wire-{lane}"),
         operation: "chat".into(),
-        tokens: Tokens { input, output, cache_read: 1, requests: 1, ..Tokens::default() },
+        // Every kind billed apart is stored and summed too.
+        tokens: Tokens {
+            input,
+            output,
+            cache_read: 1,
+            cache_write: input / 4,
+            cache_write_1h: input / 8,
+            reasoning: output / 2,
+            audio_input: input / 5,
+            audio_output: output / 3,
+            image_input: input / 6,
+            image_output: output / 4,
+            requests: 1,
+            ..Tokens::default()
+        },
         status: 200,
         latency_ms: 12,
         ttfb_ms: Some(3),
         failovers: 0,
-        estimated: false,
+        estimated: output % 3 == 1,
         attempts: Vec::new(),
         // Every row's notes round-trip through each store.
         notes: switchyard_store::Notes {
@@ -71,7 +85,11 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
                 bytes_in: 12,
                 bytes_out: 40,
                 error: None,
+                uri: Some("tickets+tickets://readme".into()),
             }),
+            estimated: (output % 3 == 1).then_some(switchyard_store::Estimated::CallerLeft),
+            service_tier: output.is_multiple_of(2).then(|| "priority".into()),
+            web_searches: (output == 7).then_some(3),
         },
         // Every row's end user, protocol and stream flag round-trip too.
         end_user: key.map(|k| format!("user-of-{k}")),
@@ -180,8 +198,8 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
     let team = GroupRecord {
         name: "team".into(),
         parent: Some("org".into()),
-        budget: Some(Budget { usd: 20.0, window: Window::Month }),
-        limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20) },
+        budget: Some(Budget::new(20.0, Window::Month)),
+        limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20), ..Limits::default() },
         from_config: true,
         retention: None,
         end_users: None,
@@ -200,7 +218,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
     stores.groups.put_group(team.clone()).await.unwrap();
     stores.groups.put_group(org.clone()).await.unwrap();
     let mut changed = team.clone();
-    changed.budget = Some(Budget { usd: 30.0, window: Window::Month });
+    changed.budget = Some(Budget::new(30.0, Window::Month));
     stores.groups.put_group(changed.clone()).await.unwrap();
     assert_eq!(stores.groups.list_groups().await.unwrap(), vec![org.clone(), changed]);
     stores.groups.delete_group("team").await.unwrap();
@@ -297,8 +315,8 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
 }
 
 /// Requests, input, output, units, billed requests and saved nano-USD of a
-/// spend line.
-type Sums = (u64, u64, u64, u64, u64, u64, u64, u64, u64);
+/// spend line, its outcomes, then every token count by kind.
+type Sums = (u64, u64, u64, u64, u64, u64, u64, u64, u64, [u64; 12]);
 
 /// Spend over ranges that cross hour boundaries: whole hours come from the
 /// rollup and the edges from the rows, and the two must add up to what the
@@ -334,11 +352,14 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         if i % 5 == 2 {
             r.notes.guardrails.push("pii/phone/block/response".into());
         }
-        // Some are refusals at the door: in the log and counted, never spend.
+        // Some are refusals at the door: in the log and counted, never
+        // spend; a row may stand for a minute's refusals past the log's limit.
         if i % 11 == 5 {
             r.operation = switchyard_store::REFUSED.into();
             r.tokens = Tokens::default();
-            r.notes.refused = Some(switchyard_store::Refusal { kind: "rate_limit".into(), operation: "chat".into() });
+            let count = (i % 3 + 1) as u64;
+            r.notes.refused =
+                Some(switchyard_store::Refusal { kind: "rate_limit".into(), operation: "chat".into(), count });
         }
         rows.push(r);
     }
@@ -382,8 +403,9 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     if end_user.as_ref().is_some_and(|u| r.end_user.as_ref() != Some(u)) {
                         continue;
                     }
-                    // A refusal is counted as one, never as a request.
-                    let refused = u64::from(r.operation == switchyard_store::REFUSED);
+                    // A refusal is counted as many as it stands for, never as a request.
+                    let refused = r.refusals();
+                    let served = u64::from(r.operation != switchyard_store::REFUSED);
                     let value = match by {
                         SpendBy::Key => r.key_id.clone(),
                         SpendBy::Group => r.group.clone(),
@@ -396,7 +418,7 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                     let t = &r.tokens;
                     let saved = r.notes.cache_saved_nano.unwrap_or(0);
                     *line = (
-                        line.0 + 1 - refused,
+                        line.0 + served,
                         line.1 + t.input,
                         line.2 + t.output,
                         line.3 + t.units,
@@ -405,6 +427,11 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                         line.6 + u64::from(r.notes.cache_saved_nano.is_some()),
                         line.7 + r.notes.guardrails.len() as u64,
                         line.8 + refused,
+                        {
+                            let mut kinds = Tokens::of_counts(line.9);
+                            kinds.add(t);
+                            kinds.counts()
+                        },
                     );
                 }
                 let mut got: Vec<_> = got
@@ -420,6 +447,7 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                             t.outcomes.cache_hits,
                             t.outcomes.guarded,
                             t.outcomes.refused,
+                            t.tokens.counts(),
                         );
                         ((t.value.clone(), t.lane.clone()), sums)
                     })
@@ -543,6 +571,9 @@ async fn objects_belong_to_their_owner_and_expire(stores: Stores) {
         expires_ms: expires,
         meta: format!("{{\"n\":{at}}}"),
         body: vec![at as u8; 3],
+        size: 3,
+        chunks: 0,
+        user_tag: None,
     };
     objects.put_object(object("k1", "file-a", 10, None)).await.unwrap();
     objects.put_object(object("k1", "file-b", 20, Some(1_000))).await.unwrap();
@@ -563,6 +594,173 @@ async fn objects_belong_to_their_owner_and_expire(stores: Stores) {
     assert!(objects.delete_object(ObjectKind::File, "k2".into(), "file-a".into()).await.unwrap());
     assert!(objects.get_object(ObjectKind::File, "k2".into(), "file-a".into(), 0).await.unwrap().is_none());
     assert!(objects.get_object(ObjectKind::File, "k1".into(), "file-a".into(), 0).await.unwrap().is_some());
+}
+
+/// A file's content written in chunks ahead of its object: found only once
+/// the object is put, counted in its owner's bytes, removed with it (or,
+/// never put, by the purge once old), and an end user's objects erased by
+/// their tag.
+async fn objects_in_chunks_are_found_once_put_counted_and_erased(stores: Stores) {
+    let objects = &stores.objects;
+    let file = |id: &str, chunks: u32, size: u64, user: Option<&str>| KeptObject {
+        kind: ObjectKind::File,
+        owner: "k1".into(),
+        id: id.into(),
+        created_ms: 100,
+        expires_ms: Some(10_000),
+        meta: "{}".into(),
+        body: Vec::new(),
+        size,
+        chunks,
+        user_tag: user.map(str::to_owned),
+    };
+    let chunk = |id: &str, seq: u32, at: i64, data: &[u8]| {
+        objects.put_chunk(ObjectKind::File, "k1".into(), id.into(), seq, at, data.to_vec())
+    };
+    chunk("file-a", 0, 100, b"hello ").await.unwrap();
+    chunk("file-a", 1, 100, b"world").await.unwrap();
+    assert!(objects.get_object(ObjectKind::File, "k1".into(), "file-a".into(), 0).await.unwrap().is_none());
+    assert_eq!(objects.object_bytes("k1".into(), 0).await.unwrap(), 0, "chunks count once their object is put");
+    objects.put_object(file("file-a", 2, 11, Some("tag-ada"))).await.unwrap();
+    let got = objects.get_object(ObjectKind::File, "k1".into(), "file-a".into(), 0).await.unwrap().unwrap();
+    assert_eq!((got.chunks, got.size, got.user_tag.as_deref()), (2, 11, Some("tag-ada")));
+    let read = |id: &'static str, seq: u32| objects.get_chunk(ObjectKind::File, "k1".into(), id.into(), seq);
+    assert_eq!(read("file-a", 0).await.unwrap().as_deref(), Some(&b"hello "[..]));
+    assert_eq!(read("file-a", 1).await.unwrap().as_deref(), Some(&b"world"[..]));
+    assert_eq!(read("file-a", 2).await.unwrap(), None);
+    assert!(objects.get_chunk(ObjectKind::File, "k2".into(), "file-a".into(), 0).await.unwrap().is_none());
+    // Listed without a body, with its size; counted against its owner.
+    let listed = objects.list_objects(ObjectKind::File, "k1".into(), 0, 10).await.unwrap();
+    assert_eq!((listed[0].size, listed[0].chunks), (11, 2));
+    let response = KeptObject {
+        kind: ObjectKind::Response,
+        owner: "k1".into(),
+        id: "resp_1".into(),
+        created_ms: 100,
+        expires_ms: None,
+        meta: String::new(),
+        body: b"{\"r\":1}".to_vec(),
+        size: 7,
+        chunks: 0,
+        user_tag: Some("tag-ada".into()),
+    };
+    objects.put_object(response).await.unwrap();
+    assert_eq!(objects.object_bytes("k1".into(), 0).await.unwrap(), 18, "every kind counts");
+    assert_eq!(objects.object_bytes("k1".into(), 10_000).await.unwrap(), 7, "an expired file does not");
+    assert_eq!(objects.object_bytes("k2".into(), 0).await.unwrap(), 0);
+    // Deleted with its chunks.
+    assert!(objects.delete_object(ObjectKind::File, "k1".into(), "file-a".into()).await.unwrap());
+    assert_eq!(read("file-a", 0).await.unwrap(), None);
+    // An upload cut short: its chunks go once old; a live object's stay.
+    chunk("file-b", 0, 1_000, b"cut").await.unwrap();
+    chunk("file-c", 0, 1_000, b"kept").await.unwrap();
+    objects.put_object(KeptObject { expires_ms: None, ..file("file-c", 1, 4, None) }).await.unwrap();
+    objects.purge_objects(2_000).await.unwrap();
+    assert!(read("file-b", 0).await.unwrap().is_some(), "a young orphan may still be uploading");
+    objects.purge_objects(1_000 + switchyard_store::ORPHAN_CHUNKS_MS).await.unwrap();
+    assert_eq!(read("file-b", 0).await.unwrap(), None);
+    assert!(read("file-c", 0).await.unwrap().is_some());
+    // Put again with fewer chunks: the rest go.
+    chunk("file-c", 1, 1_000, b"more").await.unwrap();
+    objects.put_object(KeptObject { expires_ms: None, ..file("file-c", 1, 4, None) }).await.unwrap();
+    assert_eq!(read("file-c", 1).await.unwrap(), None);
+    // Expired objects go with their chunks.
+    chunk("file-d", 0, 1_000, b"old").await.unwrap();
+    objects.put_object(file("file-d", 1, 3, None)).await.unwrap();
+    assert_eq!(objects.purge_objects(10_000).await.unwrap(), 1);
+    assert_eq!(read("file-d", 0).await.unwrap(), None);
+    // The end user's erase: their objects, no one else's.
+    chunk("file-e", 0, 1_000, b"hers").await.unwrap();
+    objects.put_object(KeptObject { expires_ms: None, ..file("file-e", 1, 4, Some("tag-ada")) }).await.unwrap();
+    assert_eq!(objects.erase_objects("tag-ada".into()).await.unwrap(), 2);
+    assert!(objects.get_object(ObjectKind::Response, "k1".into(), "resp_1".into(), 0).await.unwrap().is_none());
+    assert_eq!(read("file-e", 0).await.unwrap(), None);
+    assert!(objects.get_object(ObjectKind::File, "k1".into(), "file-c".into(), 0).await.unwrap().is_some());
+    assert_eq!(objects.erase_objects("tag-ada".into()).await.unwrap(), 0);
+}
+
+/// Owners take turns: one line each a round, the owner served least
+/// recently first, across claims and claimers, however old or long its
+/// batch; a line given back with a not-before time waits in the queue, and
+/// its owner rests with it.
+async fn owners_take_turns_and_a_refused_line_waits_in_the_queue(stores: Stores) {
+    let queue = &stores.batches;
+    // k1's long batch came first; k2's and k3's after it.
+    queue.submit_batch(job("long", "k1", 100, 20), lines(20)).await.unwrap();
+    queue.submit_batch(job("short2", "k2", 200, 2), lines(2)).await.unwrap();
+    queue.submit_batch(job("short3", "k3", 300, 1), lines(1)).await.unwrap();
+    let who = |claimed: &[switchyard_store::ClaimedLine]| {
+        claimed.iter().map(|l| (l.owner.clone(), l.index)).collect::<Vec<_>>()
+    };
+    let owned = |pairs: &[(&str, u32)]| pairs.iter().map(|(o, i)| ((*o).to_owned(), *i)).collect::<Vec<_>>();
+    let first = queue.claim_lines("w1".into(), 1_000, 60_000, 4).await.unwrap();
+    assert_eq!(who(&first), owned(&[("k1", 0), ("k2", 0), ("k3", 0), ("k1", 1)]), "one each a round");
+    // One line at a time, from another claimer: the owners served least recently go first.
+    let next = queue.claim_lines("w2".into(), 1_000, 60_000, 1).await.unwrap();
+    assert_eq!(who(&next), owned(&[("k2", 1)]), "k1 was served last");
+    let next = queue.claim_lines("w1".into(), 1_000, 60_000, 1).await.unwrap();
+    assert_eq!(who(&next), owned(&[("k1", 2)]), "k3 has nothing left; k1 before k2 now");
+    // k4 arrives: it goes before owners already served.
+    queue.submit_batch(job("late", "k4", 400, 2), lines(2)).await.unwrap();
+    let next = queue.claim_lines("w1".into(), 1_000, 60_000, 2).await.unwrap();
+    assert_eq!(who(&next), owned(&[("k4", 0), ("k1", 3)]));
+    // A refused line goes back with a not-before time; its owner rests.
+    let held = &first[0];
+    assert!(queue.release_line("w1".into(), held.batch.clone(), held.index, held.attempt, 5_000).await.unwrap());
+    assert!(!queue.release_line("w1".into(), held.batch.clone(), held.index, held.attempt, 5_000).await.unwrap());
+    assert!(
+        !queue
+            .release_line("w2".into(), first[1].batch.clone(), first[1].index, first[1].attempt, 5_000)
+            .await
+            .unwrap(),
+        "only the claim's holder gives it back"
+    );
+    let meanwhile = queue.claim_lines("w1".into(), 2_000, 60_000, 10).await.unwrap();
+    assert_eq!(who(&meanwhile), owned(&[("k4", 1)]), "k1 rests until 5000, its refused line with it");
+    let after = queue.claim_lines("w1".into(), 5_000, 60_000, 2).await.unwrap();
+    assert_eq!(who(&after), owned(&[("k1", 0), ("k1", 4)]), "the refused line first, as attempt 2");
+    assert_eq!(after[0].attempt, 2);
+    // A line given back still expires with its batch.
+    queue.submit_batch(BatchJob { expires_ms: 9_000, ..job("brief", "k5", 500, 1) }, lines(1)).await.unwrap();
+    let brief = queue.claim_lines("w1".into(), 6_000, 60_000, 1).await.unwrap();
+    assert_eq!(who(&brief), owned(&[("k5", 0)]));
+    assert!(queue.release_line("w1".into(), "brief".into(), 0, 1, 20_000).await.unwrap());
+    queue.claim_lines("w1".into(), 9_000, 60_000, 0).await.unwrap();
+    let state = queue.batch("k5".into(), "brief".into()).await.unwrap().unwrap();
+    assert_eq!((state.counts.expired, state.counts.pending), (1, 0), "{state:?}");
+}
+
+/// A batch staged in parts is found, listed and claimed by no one until it
+/// is opened; its lines' bytes count against its owner from the start; one
+/// never opened is purged once old.
+async fn a_batch_staged_in_parts_is_claimed_only_once_opened(stores: Stores) {
+    let queue = &stores.batches;
+    queue.stage_batch(job("parts", "k1", 1_000, 0)).await.unwrap();
+    assert!(matches!(queue.stage_batch(job("parts", "k1", 1_000, 0)).await, Err(StoreError::Conflict(_))));
+    let part = |from: u32, n: u32| -> Vec<QueuedLine> {
+        (from..from + n).map(|i| QueuedLine { index: i, custom_id: format!("c{i}"), body: vec![b'x'; 10] }).collect()
+    };
+    queue.stage_lines("parts".into(), part(0, 3)).await.unwrap();
+    queue.stage_lines("parts".into(), part(3, 2)).await.unwrap();
+    assert_eq!(queue.batch_bytes("k1".into()).await.unwrap(), 50);
+    assert!(queue.batch("k1".into(), "parts".into()).await.unwrap().is_none(), "staged: not found");
+    assert!(queue.batches("k1".into(), 10).await.unwrap().is_empty(), "staged: not listed");
+    assert!(queue.claim_lines("w".into(), 2_000, 60_000, 10).await.unwrap().is_empty(), "staged: not claimed");
+    assert!(!queue.delete_batch("k1".into(), "parts".into()).await.unwrap());
+    assert!(queue.open_batch("parts".into(), 5).await.unwrap());
+    assert!(!queue.open_batch("parts".into(), 5).await.unwrap(), "opened once");
+    assert!(matches!(queue.stage_lines("parts".into(), part(5, 1)).await, Err(StoreError::NotFound)));
+    let state = queue.batch("k1".into(), "parts".into()).await.unwrap().unwrap();
+    assert_eq!((state.job.total, state.counts.pending), (5, 5));
+    assert_eq!(queue.claim_lines("w".into(), 2_000, 60_000, 10).await.unwrap().len(), 5);
+    // Abandoned part-way: purged once old, with its lines; an opened job stays.
+    queue.stage_batch(job("cut", "k2", 1_000, 0)).await.unwrap();
+    queue.stage_lines("cut".into(), part(0, 2)).await.unwrap();
+    assert_eq!(queue.purge_batches(2_000).await.unwrap(), 0, "it may still be arriving");
+    assert_eq!(queue.purge_batches(1_000 + switchyard_store::STAGED_BATCH_MS).await.unwrap(), 1);
+    assert_eq!(queue.batch_bytes("k2".into()).await.unwrap(), 0);
+    assert!(queue.batch("k1".into(), "parts".into()).await.unwrap().is_some());
+    assert_eq!(queue.batch_bytes("k1".into()).await.unwrap(), 50);
 }
 
 fn job(id: &str, owner: &str, created_ms: i64, total: u32) -> BatchJob {
@@ -764,6 +962,21 @@ macro_rules! backends {
                 #[tokio::test]
                 async fn batch_queue() {
                     batch_lines_are_claimed_once_leased_and_finished_once($make).await;
+                }
+
+                #[tokio::test]
+                async fn object_chunks() {
+                    objects_in_chunks_are_found_once_put_counted_and_erased($make).await;
+                }
+
+                #[tokio::test]
+                async fn batch_turns() {
+                    owners_take_turns_and_a_refused_line_waits_in_the_queue($make).await;
+                }
+
+                #[tokio::test]
+                async fn batch_staging() {
+                    a_batch_staged_in_parts_is_claimed_only_once_opened($make).await;
                 }
 
                 #[tokio::test]

@@ -295,10 +295,13 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let lifecycle = gateway.lifecycle.clone();
+    let sockets = gateway.sockets.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         // `/readyz` answers 503 from here on, on connections still open.
         lifecycle.draining();
+        // Open sockets finish their turns (within `duplex.drain`) and close.
+        sockets.stop();
         tracing::info!(drain = ?drain_timeout, "shutting down: no new connections, draining in-flight requests");
         let _ = stop_tx.send(true);
     });
@@ -341,6 +344,9 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     })
     .await?;
     let _ = admin_task.await;
+    // Upgraded sockets are not the listener's: wait for them apart.
+    let socket_drain = gateway.config.duplex.drain + gateway.config.server.write_timeout;
+    let _ = tokio::time::timeout(socket_drain, gateway.sockets.closed()).await;
     // Every request has settled: let the ledger writer flush the last rows.
     if let Some(writer) = ledger_writer {
         writer.finish().await;

@@ -93,24 +93,36 @@ fn a_bad_config_exits_1_naming_every_problem() {
     assert!(stderr.contains("2 problems"), "{stderr}");
 }
 
-/// Every YAML block of the README and every file in `examples/`, by name.
+/// Every YAML block of the README and the book (`docs/`), and every file
+/// in `examples/`, by name.
 fn documented_configs() -> Vec<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let mut pages = vec!["README.md".to_owned()];
+    let mut book: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    book.sort();
+    pages.extend(book);
     let mut configs = Vec::new();
-    let mut block: Option<(usize, String)> = None;
-    for (number, line) in readme.lines().enumerate() {
-        match &mut block {
-            None if line.trim_end() == "```yaml" => block = Some((number + 1, String::new())),
-            Some((start, text)) if line.starts_with("```") => {
-                configs.push((format!("README.md block at line {start}"), std::mem::take(text)));
-                block = None;
+    for page in pages {
+        let text = std::fs::read_to_string(root.join(&page)).unwrap();
+        let mut block: Option<(usize, String)> = None;
+        for (number, line) in text.lines().enumerate() {
+            match &mut block {
+                None if line.trim_end() == "```yaml" => block = Some((number + 1, String::new())),
+                Some((start, text)) if line.starts_with("```") => {
+                    configs.push((format!("{page} block at line {start}"), std::mem::take(text)));
+                    block = None;
+                }
+                Some((_, text)) => {
+                    text.push_str(line);
+                    text.push('\n');
+                }
+                None => {}
             }
-            Some((_, text)) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            None => {}
         }
     }
     let mut examples: Vec<_> =

@@ -1,6 +1,7 @@
 //! The ledger across the ways a process ends, with the real binary on
 //! SQLite: SIGTERM loses nothing; `kill -9` loses at most the rows settled
-//! in the last flush interval (the bound README states).
+//! in the last flush interval and a write (the bound README states;
+//! `fleet_faults.rs` holds a write up to measure it on PostgreSQL).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -96,6 +97,45 @@ fn sigterm_loses_no_ledger_row() {
     stop(gateway, "-TERM");
     let gateway = start(&dir, &db);
     assert_eq!(rows(&gateway), 150);
+    stop(gateway, "-TERM");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A Responses socket open at SIGTERM: its turn's row is kept, it is
+/// closed with 1001 (going away), and the process still exits cleanly.
+#[test]
+fn sigterm_closes_an_open_socket_with_1001_and_keeps_its_turns_row() {
+    use tungstenite::client::IntoClientRequest;
+    let dir = workdir("socket");
+    let db = dir.join("ledger.db");
+    let gateway = start(&dir, &db);
+    let key = new_key(&gateway);
+    let mut request = format!("ws://{}/v1/responses", gateway.data).into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
+    let stream = std::net::TcpStream::connect(gateway.data).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut socket, _) = tungstenite::client(request, stream).unwrap();
+    let create = r#"{"type":"response.create","model":"m","input":"one turn"}"#;
+    socket.send(tungstenite::Message::text(create)).unwrap();
+    loop {
+        let message = socket.read().unwrap();
+        if message.to_text().unwrap().contains("\"response.completed\"") {
+            break;
+        }
+    }
+    let pid = gateway.child.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let closed = loop {
+        match socket.read() {
+            Ok(tungstenite::Message::Close(frame)) => break frame.map(|f| u16::from(f.code)),
+            Ok(_) => {}
+            Err(err) => panic!("the socket ended without a close frame: {err}"),
+        }
+    };
+    assert_eq!(closed, Some(1001));
+    stop(gateway, "-TERM");
+    let gateway = start(&dir, &db);
+    assert_eq!(rows(&gateway), 1);
     stop(gateway, "-TERM");
     std::fs::remove_dir_all(&dir).ok();
 }

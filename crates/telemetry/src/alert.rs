@@ -24,6 +24,12 @@ use tokio::sync::mpsc;
 pub enum AlertKind {
     /// A key's or group's spend crossed a threshold of its budget.
     BudgetThreshold,
+    /// A budget's spend reached one of its own `warn` shares (once each a
+    /// window).
+    BudgetWarning,
+    /// At its recent pace a budget runs out before its window ends (once a
+    /// window).
+    BudgetForecast,
     /// A lane's breaker opened in a pool.
     BreakerOpened,
     /// A lane's breaker closed again (sent as the opened alert's resolution too).
@@ -45,8 +51,10 @@ pub enum AlertKind {
 
 impl AlertKind {
     /// Every kind, for metrics.
-    pub const ALL: [AlertKind; 9] = [
+    pub const ALL: [AlertKind; 11] = [
         AlertKind::BudgetThreshold,
+        AlertKind::BudgetWarning,
+        AlertKind::BudgetForecast,
         AlertKind::BreakerOpened,
         AlertKind::BreakerClosed,
         AlertKind::PoolExhausted,
@@ -61,6 +69,8 @@ impl AlertKind {
     pub fn as_str(self) -> &'static str {
         match self {
             AlertKind::BudgetThreshold => "budget_threshold",
+            AlertKind::BudgetWarning => "budget_warning",
+            AlertKind::BudgetForecast => "budget_forecast",
             AlertKind::BreakerOpened => "breaker_opened",
             AlertKind::BreakerClosed => "breaker_closed",
             AlertKind::PoolExhausted => "pool_exhausted",

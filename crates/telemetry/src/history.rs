@@ -376,8 +376,20 @@ pub fn read(metrics: &Metrics, price: impl Fn(usize) -> Option<switchyard_govern
     }
     for lane in 0..metrics.lanes.len() {
         let kind = |k: usize| metrics.tokens.get(lane * TOKEN_KINDS.len() + k).map_or(0, |a| a.load(Ordering::Relaxed));
-        let tokens =
-            Tokens { input: kind(0), output: kind(1), cache_read: kind(2), cache_write: kind(3), ..Tokens::default() };
+        // The kinds in `TOKEN_KINDS` order, priced each at its own rate.
+        let tokens = Tokens {
+            input: kind(0),
+            output: kind(1),
+            cache_read: kind(2),
+            cache_write: kind(3),
+            cache_write_1h: kind(4),
+            reasoning: kind(5),
+            audio_input: kind(6),
+            audio_output: kind(7),
+            image_input: kind(8),
+            image_output: kind(9),
+            ..Tokens::default()
+        };
         totals.input_tokens += tokens.input;
         totals.output_tokens += tokens.output;
         if let Some(price) = price(lane) {

@@ -11,6 +11,7 @@ pub mod encode;
 pub mod history;
 pub mod metrics;
 pub mod otlp;
+pub mod otlp_metrics;
 pub mod recent_text;
 pub mod sink;
 pub mod trace;
@@ -65,7 +66,11 @@ impl Telemetry {
                 .otlp
                 .as_ref()
                 .map(|otlp| trace::Tracer::start(otlp, client.clone(), crate::otlp::encode)),
-            sinks: sink::Sinks::start(&config.telemetry.request_log, client),
+            sinks: sink::Sinks::start(
+                &config.telemetry.request_log,
+                config.telemetry.otlp.as_ref().map(|otlp| (otlp, crate::otlp::encode_logs as sink::EncodeLogs)),
+                client,
+            ),
             alerts: config.alerts.as_ref().map(|alerts| alert::Alerts::start(alerts, client)),
             ..Telemetry::local(config)
         }

@@ -20,8 +20,19 @@ pub const STATUS_SLOTS: usize = STATUSES.len() + 1;
 pub const INGRESSES: usize = Protocol::ALL.len();
 /// Attempt outcomes: `ok`, then the failure classes.
 pub const OUTCOMES: usize = StatusClass::ALL.len() + 1;
-/// Token kinds.
-pub const TOKEN_KINDS: [&str; 4] = ["input", "output", "cache_read", "cache_write"];
+/// Token kinds: the totals, then the parts of them billed apart.
+pub const TOKEN_KINDS: [&str; 10] = [
+    "input",
+    "output",
+    "cache_read",
+    "cache_write",
+    "cache_write_1h",
+    "reasoning",
+    "audio_input",
+    "audio_output",
+    "image_input",
+    "image_output",
+];
 /// Where a Gemini lane's tool-call signature came from: the caller's own
 /// carrier, the gateway's store, or the documented placeholder.
 pub const SIGNATURE_SOURCES: [&str; 3] = ["carried", "restored", "placeholder"];
@@ -36,12 +47,27 @@ pub enum ContinuationOutcome {
     NotEligible,
     /// No lane would go on: the caller got the in-stream error.
     Failed,
+    /// The lane that went on continued where the answer stopped (it began
+    /// with the anchor, or by prefill).
+    Extended,
+    /// The lane that went on started the answer again: the repeat was
+    /// skipped, the rest went on.
+    Restarted,
+    /// The lane that went on neither continued nor repeated the answer:
+    /// nothing of it reached the caller, who got the in-stream error.
+    Unrelated,
 }
 
 impl ContinuationOutcome {
     /// Every outcome, in counter order.
-    pub const ALL: [ContinuationOutcome; 3] =
-        [ContinuationOutcome::Recovered, ContinuationOutcome::NotEligible, ContinuationOutcome::Failed];
+    pub const ALL: [ContinuationOutcome; 6] = [
+        ContinuationOutcome::Recovered,
+        ContinuationOutcome::NotEligible,
+        ContinuationOutcome::Failed,
+        ContinuationOutcome::Extended,
+        ContinuationOutcome::Restarted,
+        ContinuationOutcome::Unrelated,
+    ];
 
     /// The label.
     pub fn as_str(self) -> &'static str {
@@ -49,6 +75,9 @@ impl ContinuationOutcome {
             ContinuationOutcome::Recovered => "recovered",
             ContinuationOutcome::NotEligible => "not_eligible",
             ContinuationOutcome::Failed => "failed",
+            ContinuationOutcome::Extended => "extended",
+            ContinuationOutcome::Restarted => "restarted",
+            ContinuationOutcome::Unrelated => "unrelated",
         }
     }
 }
@@ -394,7 +423,18 @@ impl Metrics {
 
     /// Tokens a lane served.
     pub fn tokens(&self, lane: usize, usage: &switchyard_ir::Usage) {
-        let kinds = [usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens];
+        let kinds = [
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            usage.cache_write_1h_tokens,
+            usage.reasoning_tokens,
+            usage.audio_input_tokens,
+            usage.audio_output_tokens,
+            usage.image_input_tokens,
+            usage.image_output_tokens,
+        ];
         for (kind, count) in kinds.into_iter().enumerate() {
             if count > 0 {
                 add(&self.tokens, lane * TOKEN_KINDS.len() + kind, count);

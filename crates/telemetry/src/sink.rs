@@ -1,5 +1,6 @@
 //! Request-log sinks: every finished request as one JSON record, to a JSONL
-//! file rotated by size and/or to a webhook in batches. Each sink has a
+//! file rotated by size and/or to a webhook in batches, and as one OTLP
+//! log record to the collector when OTLP is on. Each sink has a
 //! bounded queue the request path only `try_send`s to: a full queue drops
 //! the record and counts it, never blocking a request. A webhook batch that
 //! fails is retried a few times, then dropped and counted.
@@ -12,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::Full;
 use serde::Serialize;
-use switchyard_config::{FileSink, RequestLog, WebhookSink};
+use switchyard_config::{FileSink, Otlp, RequestLog, WebhookSink};
 use tokio::sync::mpsc;
 
 use switchyard_transport::hooks::HookClient;
@@ -71,6 +72,9 @@ fn as_text<S: serde::Serializer>(body: &Option<Bytes>, serializer: S) -> Result<
     }
 }
 
+/// Writes a batch of records as an OTLP logs export body.
+pub type EncodeLogs = fn(&crate::trace::Resource, &[SinkRecord]) -> Vec<u8>;
+
 /// What the sinks count.
 #[derive(Debug, Default)]
 pub struct SinkStats {
@@ -82,7 +86,11 @@ pub struct SinkStats {
     pub webhook_delivered: AtomicU64,
     /// Records the webhook sink dropped (queue full, or retries spent).
     pub webhook_dropped: AtomicU64,
-    /// Records queued in either sink and not yet written, delivered or dropped.
+    /// Records exported to the OTLP collector as logs.
+    pub otlp_exported: AtomicU64,
+    /// Records the OTLP log exporter dropped (queue full, or the post failed).
+    pub otlp_dropped: AtomicU64,
+    /// Records queued in any sink and not yet written, delivered or dropped.
     pub pending: AtomicU64,
 }
 
@@ -90,14 +98,17 @@ pub struct SinkStats {
 pub struct Sinks {
     file: Option<mpsc::Sender<SinkRecord>>,
     webhook: Option<mpsc::Sender<SinkRecord>>,
+    otlp: Option<mpsc::Sender<SinkRecord>>,
     /// Counters.
     pub stats: Arc<SinkStats>,
 }
 
 impl Sinks {
     /// Starts the writer of each configured sink; `None` when none is.
-    pub fn start(config: &RequestLog, client: &HookClient) -> Option<Sinks> {
-        if config.file.is_none() && config.webhook.is_none() {
+    /// `otlp` exports the records as logs, written by its `EncodeLogs`
+    /// (`otlp::encode_logs`).
+    pub fn start(config: &RequestLog, otlp: Option<(&Otlp, EncodeLogs)>, client: &HookClient) -> Option<Sinks> {
+        if config.file.is_none() && config.webhook.is_none() && otlp.is_none() {
             return None;
         }
         let stats = Arc::new(SinkStats::default());
@@ -122,19 +133,31 @@ impl Sinks {
             tokio::spawn(post_batches(hook.clone(), rx, client.clone(), stats.clone()));
             tx
         });
-        Some(Sinks { file, webhook, stats })
+        let otlp = otlp.map(|(otlp, encode)| {
+            let (tx, rx) = mpsc::channel(otlp.queue);
+            let to = crate::trace::Collector::new(otlp.logs_url.clone(), otlp);
+            let resource = crate::trace::Resource::of(otlp);
+            tokio::spawn(export_logs(to, resource, encode, rx, client.clone(), stats.clone()));
+            tx
+        });
+        Some(Sinks { file, webhook, otlp, stats })
     }
 
-    /// Hands a record to every sink; a full queue drops it (counted).
+    /// Hands a record to every sink (cloned for all but the last); a full
+    /// queue drops it (counted).
     pub fn push(&self, record: SinkRecord) {
-        match (&self.file, &self.webhook) {
-            (Some(file), Some(webhook)) => {
-                self.offer(file, record.clone(), &self.stats.file_dropped);
-                self.offer(webhook, record, &self.stats.webhook_dropped);
+        let queues = [
+            (&self.file, &self.stats.file_dropped),
+            (&self.webhook, &self.stats.webhook_dropped),
+            (&self.otlp, &self.stats.otlp_dropped),
+        ];
+        let mut open = queues.into_iter().filter_map(|(queue, dropped)| Some((queue.as_ref()?, dropped))).peekable();
+        while let Some((queue, dropped)) = open.next() {
+            if open.peek().is_none() {
+                self.offer(queue, record, dropped);
+                break;
             }
-            (Some(file), None) => self.offer(file, record, &self.stats.file_dropped),
-            (None, Some(webhook)) => self.offer(webhook, record, &self.stats.webhook_dropped),
-            (None, None) => {}
+            self.offer(queue, record.clone(), dropped);
         }
     }
 
@@ -244,6 +267,40 @@ async fn post_batches(
             let url = switchyard_config::shown_url(&hook.url);
             tracing::warn!(%url, records = count, "request-log webhook unreachable; batch dropped");
         }
+        stats.pending.fetch_sub(count, Ordering::Relaxed);
+    }
+}
+
+/// The OTLP log exporter: batches of up to 512 records, at least every
+/// second; a failed post is counted and its batch dropped (a collector's
+/// outage never backs up into the request path).
+async fn export_logs(
+    to: crate::trace::Collector,
+    resource: crate::trace::Resource,
+    encode: EncodeLogs,
+    mut rx: mpsc::Receiver<SinkRecord>,
+    client: HookClient,
+    stats: Arc<SinkStats>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+        while batch.len() < 512 {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(record)) => batch.push(record),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let count = batch.len() as u64;
+        let body = encode(&resource, &batch);
+        drop(batch);
+        match to.post(&client, body).await {
+            Ok(()) => stats.otlp_exported.fetch_add(count, Ordering::Relaxed),
+            Err(err) => {
+                tracing::debug!(error = %err, records = count, "log export failed");
+                stats.otlp_dropped.fetch_add(count, Ordering::Relaxed)
+            }
+        };
         stats.pending.fetch_sub(count, Ordering::Relaxed);
     }
 }

@@ -25,7 +25,7 @@ const BATCH: usize = 512;
 /// How long a span waits for its batch.
 const FLUSH: Duration = Duration::from_secs(1);
 
-fn unix_ns() -> u64 {
+pub(crate) fn unix_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
@@ -339,6 +339,7 @@ pub struct TraceStats {
 pub struct Tracer {
     tx: mpsc::Sender<Finished>,
     sample_ratio: f64,
+    follow_parent: bool,
     /// Counters.
     pub stats: Arc<TraceStats>,
 }
@@ -349,9 +350,9 @@ impl Tracer {
     pub fn start(otlp: &Otlp, hooks: switchyard_transport::hooks::HookClient, encode: Encode) -> Tracer {
         let (tx, rx) = mpsc::channel(otlp.queue);
         let stats = Arc::new(TraceStats::default());
-        let url = format!("{}/v1/traces", otlp.endpoint);
-        tokio::spawn(export(rx, url, otlp.service_name.clone(), hooks, encode, stats.clone()));
-        Tracer { tx, sample_ratio: otlp.sample_ratio, stats }
+        let to = Collector::new(otlp.traces_url.clone(), otlp);
+        tokio::spawn(export(rx, to, Resource::of(otlp), hooks, encode, stats.clone()));
+        Tracer { tx, sample_ratio: otlp.sample_ratio, follow_parent: otlp.follow_parent, stats }
     }
 
     /// A trace for a request with (maybe) an incoming `traceparent`: `None`
@@ -359,8 +360,8 @@ impl Tracer {
     pub fn begin(&self, traceparent: Option<&HeaderValue>) -> Option<Trace> {
         let incoming = traceparent.and_then(|v| v.to_str().ok()).and_then(parse_traceparent);
         let sampled = match incoming {
-            Some((_, _, sampled)) => sampled || fastrand::f64() < self.sample_ratio,
-            None => self.sample_ratio >= 1.0 || fastrand::f64() < self.sample_ratio,
+            Some((_, _, true)) if self.follow_parent => true,
+            _ => self.sample_ratio >= 1.0 || fastrand::f64() < self.sample_ratio,
         };
         if !sampled {
             return None;
@@ -390,12 +391,64 @@ impl Tracer {
 /// counted and its batch dropped (the collector's outage never backs up
 /// into the request path).
 /// Writes a batch of finished traces as an export body.
-pub type Encode = fn(&str, &[Finished]) -> Vec<u8>;
+pub type Encode = fn(&Resource, &[Finished]) -> Vec<u8>;
+
+/// What the exported telemetry says it comes from.
+#[derive(Debug, Clone, Default)]
+pub struct Resource {
+    /// `service.name`.
+    pub service: String,
+    /// The other attributes (`OTEL_RESOURCE_ATTRIBUTES`, the file's).
+    pub attributes: Vec<(String, String)>,
+}
+
+impl Resource {
+    /// The resource `otlp` describes.
+    pub fn of(otlp: &Otlp) -> Resource {
+        Resource { service: otlp.service_name.clone(), attributes: otlp.resource.clone() }
+    }
+}
+
+/// Where one signal is posted, with the exporter's headers.
+#[derive(Debug, Clone)]
+pub struct Collector {
+    /// The signal's URL.
+    pub url: String,
+    /// Sent with every post (a collector's credential; never logged).
+    pub headers: Vec<(http::HeaderName, HeaderValue)>,
+}
+
+impl Collector {
+    /// `url` with `otlp`'s headers (the config refused invalid ones).
+    pub fn new(url: String, otlp: &Otlp) -> Collector {
+        let headers = otlp
+            .headers
+            .iter()
+            .filter_map(|(name, value)| {
+                Some((http::HeaderName::from_bytes(name.as_bytes()).ok()?, HeaderValue::from_str(value).ok()?))
+            })
+            .collect();
+        Collector { url, headers }
+    }
+
+    /// Posts one protobuf export body; a failure comes back for counting.
+    pub async fn post(
+        &self,
+        client: &switchyard_transport::hooks::HookClient,
+        body: Vec<u8>,
+    ) -> Result<(), switchyard_transport::hooks::HookError> {
+        let body = Full::new(Bytes::from(body));
+        client
+            .post_with(&self.url, "application/x-protobuf", body, self.headers.clone(), Duration::from_secs(10))
+            .await?;
+        Ok(())
+    }
+}
 
 async fn export(
     mut rx: mpsc::Receiver<Finished>,
-    url: String,
-    service: String,
+    to: Collector,
+    resource: Resource,
     client: switchyard_transport::hooks::HookClient,
     encode: Encode,
     stats: Arc<TraceStats>,
@@ -413,9 +466,9 @@ async fn export(
                 Ok(None) | Err(_) => break,
             }
         }
-        let body = Bytes::from(encode(&service, &batch));
+        let body = encode(&resource, &batch);
         drop(batch);
-        match client.post(&url, "application/x-protobuf", Full::new(body), Duration::from_secs(10)).await {
+        match to.post(&client, body).await {
             Ok(_) => {
                 stats.exported.fetch_add(spans, Ordering::Relaxed);
             }

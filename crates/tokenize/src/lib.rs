@@ -93,6 +93,8 @@ fn count_block(block: &Block, text: &dyn Fn(&str) -> u64) -> u64 {
         Block::RedactedThinking { .. } => 0,
         Block::ToolUse(call) => text(&call.name) + text(&call.input),
         Block::ToolResult(result) => result.content.iter().map(|b| count_block(b, text)).sum(),
+        // A block the IR does not model (a server tool's result) is its JSON.
+        Block::Unmodelled(block) => text(&block.value.to_string()),
     }
 }
 
@@ -117,15 +119,15 @@ mod tests {
         assert_eq!(count_text("Hello world", Encoding::O200k), 2);
         assert_eq!(count_text("Hello world", Encoding::Cl100k), 2);
         let request = Request {
-            messages: vec![Message { role: Role::User, content: vec![Block::text("Hello world")] }],
+            messages: vec![Message::new(Role::User, vec![Block::text("Hello world")])],
             ..Request::default()
         };
         assert_eq!(count_request(&request, "gpt-4o"), 2 + PER_MESSAGE + REPLY_PRIMING);
         let longer = Request {
-            messages: vec![Message {
-                role: Role::User,
-                content: vec![Block::text("Hello world, this is a much longer message to count")],
-            }],
+            messages: vec![Message::new(
+                Role::User,
+                vec![Block::text("Hello world, this is a much longer message to count")],
+            )],
             ..Request::default()
         };
         assert!(count_request(&longer, "gpt-4o") > count_request(&request, "gpt-4o"));

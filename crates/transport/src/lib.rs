@@ -8,6 +8,7 @@ pub mod hooks;
 pub mod mock;
 pub mod mock_mcp;
 pub mod mock_operation;
+pub mod mock_rules;
 pub mod token;
 
 use std::future::Future;

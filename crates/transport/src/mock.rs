@@ -3,6 +3,17 @@
 //! codec and answers in the same protocol, deriving everything from the
 //! request: the reply names the protocol and model and echoes the last user
 //! message; with tools it calls the first tool; with reasoning it thinks.
+//! It refuses what its vendor refuses as far as the protocol's reader does
+//! (an Anthropic message of a role the API does not know is a 400), and
+//! what a model refuses (`mock_rules`: sampling to a reasoning model, an
+//! effort level it lacks).
+//!
+//! For agents' tool loops: `[mock:tool=NAME {"arg": ...}]` in the last user
+//! message calls tool NAME with those arguments (or arguments made from its
+//! schema when none follow), `[mock:tool=none]` answers in text though
+//! tools are offered; a conversation whose last turn (system messages
+//! aside) holds a tool result gets the final answer, naming what the tool
+//! returned.
 //!
 //! Directives in the last user message drive failure tests:
 //! `[mock:status=429]` answers that status in the protocol's error shape
@@ -10,8 +21,11 @@
 //! context-length error. For continuation tests: `[mock:plain]` answers
 //! the caller's text alone (the same from every lane), `[mock:cut=N]` breaks
 //! a `cut-` lane's stream off after N bytes of text, a `noprefill-` lane
-//! refuses an assistant turn last, and an answer asked to go on (a prefill,
-//! or `codec::continuation::INSTRUCTION`) is the rest of the whole one.
+//! refuses an assistant turn last, and an answer asked to go on is the
+//! rest of the whole one (after a prefill), or the anchor the instruction
+//! named and then the rest (`codec::continuation::instruction`). Lanes that
+//! misbehave when asked to go on by instruction: a `restart-` lane starts
+//! the whole answer again, an `unrelated-` lane answers something else.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -62,6 +76,9 @@ pub fn respond_to(
     if let Some(info) = directive_error(&last) {
         return error(codec, &info);
     }
+    if let Some(info) = crate::mock_rules::refused(protocol, &model, &request) {
+        return error(codec, &info);
+    }
     // A `noprefill-` lane refuses an assistant turn last, as models that
     // take no prefill do.
     if model.starts_with("noprefill-")
@@ -72,7 +89,10 @@ pub fn respond_to(
         return error(codec, &info);
     }
     let mut response = reply(protocol, &model, &request);
-    let betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
+    let mut betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
+    // Claude on Bedrock takes them in its body.
+    let bedrock_betas = request.extra.fields.get("additionalModelRequestFields").and_then(|f| f.get("anthropic_beta"));
+    betas.extend(bedrock_betas.and_then(serde_json::Value::as_array).into_iter().flatten().filter_map(|v| v.as_str()));
     if !betas.is_empty() {
         let note = format!(" [anthropic-beta: {}]", betas.join(","));
         match response.content.iter_mut().rev().find_map(|block| match block {
@@ -154,10 +174,18 @@ fn cut_directive(model: &str, text: &str) -> Option<usize> {
     text[start..].split(']').next()?.parse().ok()
 }
 
-/// The conversation a reply answers, and the text of its answer a
-/// continuation asks for the rest of: an assistant turn last (a prefill,
-/// trimmed), or an assistant turn then the continuation instruction.
-fn continued(request: &Request) -> (String, Option<String>) {
+/// How a request asks to go on from text of an answer.
+enum Continued {
+    /// An assistant turn last: the rest of the answer.
+    Prefill(String),
+    /// An assistant turn then the instruction: the anchor, then the rest.
+    Instruction(String),
+}
+
+/// The conversation a reply answers, and how a continuation asks for the
+/// rest of its answer: an assistant turn last (a prefill, trimmed), or an
+/// assistant turn then the continuation instruction.
+fn continued(request: &Request) -> (String, Option<Continued>) {
     let text_of = |message: &switchyard_ir::Message| -> String {
         message
             .content
@@ -172,13 +200,13 @@ fn continued(request: &Request) -> (String, Option<String>) {
     match messages {
         [.., before, last]
             if last.role == switchyard_ir::Role::User
-                && text_of(last) == switchyard_codec::continuation::INSTRUCTION
+                && text_of(last).starts_with(switchyard_codec::continuation::INSTRUCTION)
                 && before.role == switchyard_ir::Role::Assistant =>
         {
-            (user_before(messages.len() - 2), Some(text_of(before)))
+            (user_before(messages.len() - 2), Some(Continued::Instruction(text_of(before))))
         }
         [.., last] if last.role == switchyard_ir::Role::Assistant => {
-            (user_before(messages.len() - 1), Some(text_of(last)))
+            (user_before(messages.len() - 1), Some(Continued::Prefill(text_of(last))))
         }
         _ => (request.last_user_text().unwrap_or_default(), None),
     }
@@ -186,7 +214,8 @@ fn continued(request: &Request) -> (String, Option<String>) {
 
 /// The deterministic reply to `request`.
 pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
-    let last_message = request.messages.last();
+    // A harness's system message after the last turn is not a turn.
+    let last_message = request.messages.iter().rev().find(|m| m.role != switchyard_ir::Role::System);
     let tool_result = last_message.and_then(|m| {
         m.content.iter().find_map(|b| match b {
             Block::ToolResult(result) => Some(result),
@@ -200,9 +229,18 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
             signature: Some(MOCK_REASONING_SIGNATURE.into()),
         });
     }
-    let stop_reason = match (request.tools.first(), tool_result) {
+    let asked = request.last_user_text().as_deref().and_then(tool_directive);
+    let tool = match &asked {
+        Some(ToolDirective::None) => None,
+        Some(ToolDirective::Call { name, .. }) => request.tools.iter().find(|tool| &tool.name == name),
+        None => request.tools.first(),
+    };
+    let stop_reason = match (tool, tool_result) {
         (Some(tool), None) => {
-            let input = arguments_for(&tool.parameters);
+            let input = match &asked {
+                Some(ToolDirective::Call { arguments: Some(arguments), .. }) => arguments.clone(),
+                _ => arguments_for(&tool.parameters),
+            };
             let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
             let mut call = ToolUse::new(id, tool.name.clone(), input);
             if protocol == Protocol::Gemini {
@@ -213,7 +251,12 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
             StopReason::ToolUse
         }
         (_, Some(result)) => {
-            let name = result.name.clone().unwrap_or_else(|| "tool".to_owned());
+            // Protocols whose results carry no name (OpenAI's) name the call.
+            let called = request.messages.iter().flat_map(|m| &m.content).find_map(|block| match block {
+                Block::ToolUse(call) if call.id == result.tool_use_id => Some(call.name.clone()),
+                _ => None,
+            });
+            let name = result.name.clone().or(called).unwrap_or_else(|| "tool".to_owned());
             let mut text = format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text());
             if protocol == Protocol::Gemini {
                 // Says whether the call came back with the signature this
@@ -237,9 +280,18 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
                 true => plain(&last),
                 false => format!("[{protocol} {model}] you said: {last}"),
             };
+            let rest = |so_far: &str| answer.strip_prefix(so_far).unwrap_or(&answer).to_owned();
             let answer = match so_far {
-                Some(so_far) => answer.strip_prefix(so_far.as_str()).unwrap_or(&answer).to_owned(),
-                None => answer,
+                None => answer.clone(),
+                Some(Continued::Prefill(so_far)) => rest(&so_far),
+                // Lanes that answer an instruction as some models do.
+                Some(Continued::Instruction(_)) if model.starts_with("restart-") => answer.clone(),
+                Some(Continued::Instruction(_)) if model.starts_with("unrelated-") => {
+                    "Sure! Here is something else entirely.".to_owned()
+                }
+                Some(Continued::Instruction(so_far)) => {
+                    format!("{}{}", switchyard_codec::continuation::anchor(&so_far), rest(&so_far))
+                }
             };
             content.push(Block::text(answer));
             StopReason::EndTurn
@@ -274,6 +326,36 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         stop_sequence: None,
         usage: Usage { input_tokens, output_tokens, ..Usage::default() },
     }
+}
+
+/// What `[mock:tool=...]` asks of the reply.
+#[derive(Debug, PartialEq)]
+enum ToolDirective {
+    /// `[mock:tool=none]`: text, though tools are offered.
+    None,
+    /// `[mock:tool=NAME {...}]`: a call of NAME, with these arguments (JSON
+    /// text) when given.
+    Call { name: String, arguments: Option<String> },
+}
+
+fn tool_directive(text: &str) -> Option<ToolDirective> {
+    let start = text.find("[mock:tool=")? + "[mock:tool=".len();
+    let rest = &text[start..];
+    let name_end = rest.find([' ', ']'])?;
+    let name = &rest[..name_end];
+    if name == "none" {
+        return Some(ToolDirective::None);
+    }
+    // The arguments are one JSON value after the name; it may hold `]`.
+    let after = rest[name_end..].trim_start();
+    let arguments = match after.starts_with('{') {
+        true => {
+            let mut values = serde_json::Deserializer::from_str(after).into_iter::<serde_json::Value>();
+            Some(values.next()?.ok()?.to_string())
+        }
+        false => None,
+    };
+    Some(ToolDirective::Call { name: name.to_owned(), arguments })
 }
 
 /// The signature this fake gives a Gemini call of tool `name`: base64 (the
@@ -400,4 +482,66 @@ pub(crate) fn json_headers() -> HeaderMap {
 /// FNV-1a: a stable, dependency-free hash for deterministic ids.
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_ir::{Message, Role, Tool, ToolResult};
+
+    #[test]
+    fn a_tool_directive_names_the_tool_and_its_arguments() {
+        assert_eq!(tool_directive("go [mock:tool=none] now"), Some(ToolDirective::None));
+        assert_eq!(
+            tool_directive(r#"[mock:tool=Read {"file_path": "/a]b", "n": [1]}] then"#),
+            Some(ToolDirective::Call {
+                name: "Read".into(),
+                arguments: Some(r#"{"file_path":"/a]b","n":[1]}"#.into())
+            })
+        );
+        assert_eq!(
+            tool_directive("[mock:tool=Bash]"),
+            Some(ToolDirective::Call { name: "Bash".into(), arguments: None })
+        );
+        assert_eq!(tool_directive("no directive"), None);
+    }
+
+    /// An agent's loop: the named tool is called with the arguments asked
+    /// for, and the result (with the harness's system message after it)
+    /// gets the final answer.
+    #[test]
+    fn an_agents_tool_loop_ends_in_an_answer() {
+        let tools = ["Agent", "Read"].map(|name| Tool::function(name, None, serde_json::json!({"type": "object"})));
+        let mut request = Request {
+            tools: tools.to_vec(),
+            messages: vec![
+                Message::text(Role::User, r#"read it [mock:tool=Read {"file_path": "/srv/note.txt"}]"#),
+                Message::text(Role::System, "the cwd is /srv"),
+            ],
+            ..Request::default()
+        };
+        let first = reply(Protocol::Anthropic, "m", &request);
+        let [Block::ToolUse(call)] = first.content.as_slice() else { panic!("{:?}", first.content) };
+        assert_eq!((call.name.as_str(), call.input.as_str()), ("Read", r#"{"file_path":"/srv/note.txt"}"#));
+        assert_eq!(first.stop_reason, Some(StopReason::ToolUse));
+
+        request.messages.push(Message::new(Role::Assistant, first.content.clone()));
+        let result = ToolResult {
+            tool_use_id: call.id.clone(),
+            name: Some("Read".into()),
+            content: vec![Block::text("1\tpaper tiger")],
+            is_error: false,
+        };
+        request.messages.push(Message::new(Role::User, vec![Block::ToolResult(result)]));
+        request.messages.push(Message::text(Role::System, "a reminder"));
+        let last = reply(Protocol::Anthropic, "m", &request);
+        assert_eq!(last.stop_reason, Some(StopReason::EndTurn));
+        let Block::Text(text) = &last.content[0] else { panic!("{:?}", last.content) };
+        assert_eq!(text.text, "[anthropic m] tool Read returned: 1\tpaper tiger");
+
+        request.messages.truncate(2);
+        request.messages[0] = Message::text(Role::User, "just talk [mock:tool=none]");
+        let plain = reply(Protocol::Anthropic, "m", &request);
+        assert!(matches!(plain.content.as_slice(), [Block::Text(_)]), "{:?}", plain.content);
+    }
 }

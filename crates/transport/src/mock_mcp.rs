@@ -1,7 +1,10 @@
 //! The vendor fake's MCP server (`POST /mcp` on `switchyard mock-upstream`):
 //! stateless and deterministic, for benchmarks and tests of the MCP
-//! gateway. `initialize` names a session (any is accepted after); one tool,
-//! `echo`, answers with its `text` argument.
+//! gateway. `initialize` names a session (any is accepted after). Tools:
+//! `echo` answers with its `text` argument, `delete_everything` says it did.
+//! A prompt, `greet` (`who`); resources `mock://readme`, `mock://contacts`
+//! (an email address in it) and `mock://secret`, and the template
+//! `mock://notes/{id}`.
 
 use serde_json::{json, Value};
 
@@ -40,16 +43,62 @@ pub fn respond(body: &[u8]) -> McpReply {
                 "name": "echo",
                 "description": "Answers with its text.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+            }, {
+                "name": "delete_everything",
+                "description": "Deletes everything.",
+                "inputSchema": {"type": "object", "properties": {}},
             }]})),
             None,
         ),
-        "tools/call" if params.get("name").and_then(Value::as_str) == Some("echo") => {
-            let text = params.get("arguments").and_then(|a| a.get("text")).cloned().unwrap_or(json!(""));
+        "tools/call" => {
+            let name = params.get("name").and_then(Value::as_str);
+            let text = match name {
+                Some("echo") => params.get("arguments").and_then(|a| a.get("text")).cloned().unwrap_or(json!("")),
+                Some("delete_everything") => json!("deleted everything"),
+                _ => return answer(id, Err((-32602, "Unknown tool")), None),
+            };
             (Ok(json!({"content": [{"type": "text", "text": text}], "isError": false})), None)
         }
-        "tools/call" => (Err((-32602, "Unknown tool")), None),
+        "prompts/list" => {
+            (Ok(json!({"prompts": [{"name": "greet", "arguments": [{"name": "who", "required": true}]}]})), None)
+        }
+        "prompts/get" if params.get("name").and_then(Value::as_str) == Some("greet") => {
+            let who = params.get("arguments").and_then(|a| a.get("who")).and_then(Value::as_str).unwrap_or("you");
+            let text = format!("Hello, {who}!");
+            (Ok(json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}]})), None)
+        }
+        "prompts/get" => (Err((-32602, "Unknown prompt")), None),
+        "resources/list" => (
+            Ok(
+                json!({"resources": RESOURCES.iter().map(|(uri, _)| json!({"uri": uri, "name": uri})).collect::<Vec<_>>()}),
+            ),
+            None,
+        ),
+        "resources/templates/list" => {
+            (Ok(json!({"resourceTemplates": [{"uriTemplate": "mock://notes/{id}", "name": "note"}]})), None)
+        }
+        "resources/read" => {
+            let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+            let text = match (RESOURCES.iter().find(|(known, _)| *known == uri), uri.strip_prefix("mock://notes/")) {
+                (Some((_, text)), _) => (*text).to_owned(),
+                (None, Some(note)) => format!("note {note}"),
+                (None, None) => return answer(id, Err((-32602, "Unknown resource")), None),
+            };
+            (Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]})), None)
+        }
         _ => (Err((-32601, "Method not found")), None),
     };
+    answer(id, result, session)
+}
+
+/// The fake's resources: URI and text.
+const RESOURCES: [(&str, &str); 3] = [
+    ("mock://readme", "readme of mock"),
+    ("mock://contacts", "write to ops@example.com"),
+    ("mock://secret", "the secret plans"),
+];
+
+fn answer(id: Value, result: Result<Value, (i64, &str)>, session: Option<&'static str>) -> McpReply {
     let answer = match result {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err((code, text)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}),
@@ -74,5 +123,17 @@ mod tests {
         assert_eq!(echo["id"], "a");
         let unknown = respond(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}}"#);
         assert!(String::from_utf8_lossy(&unknown.body).contains("-32602"));
+        let read = |body: &[u8]| serde_json::from_slice::<Value>(&respond(body).body).unwrap_or_default();
+        let greeted = read(
+            br#"{"jsonrpc":"2.0","id":3,"method":"prompts/get","params":{"name":"greet","arguments":{"who":"Ada"}}}"#,
+        );
+        assert_eq!(greeted["result"]["messages"][0]["content"]["text"], "Hello, Ada!");
+        let contacts =
+            read(br#"{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"mock://contacts"}}"#);
+        assert_eq!(contacts["result"]["contents"][0]["text"], "write to ops@example.com");
+        let note = read(br#"{"jsonrpc":"2.0","id":5,"method":"resources/read","params":{"uri":"mock://notes/7"}}"#);
+        assert_eq!(note["result"]["contents"][0]["text"], "note 7");
+        let listed = read(br#"{"jsonrpc":"2.0","id":6,"method":"resources/list"}"#);
+        assert_eq!(listed["result"]["resources"].as_array().map(Vec::len), Some(3));
     }
 }

@@ -8,7 +8,7 @@
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 use switchyard_codec::Codec;
-use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation, Ranked, RerankResponse};
+use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation, Quantized, Ranked, RerankResponse};
 
 use crate::mock::{directive_error, error, fnv1a, json_headers};
 use crate::{full_body, UpstreamResponse};
@@ -33,6 +33,7 @@ pub fn respond(
         Operation::Image => image(codec, body),
         Operation::Speech => speech(codec, body),
         Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
+        Operation::CountTokens => count(codec, body),
         Operation::Chat => {
             error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat is the chat fake's").with_status(404))
         }
@@ -150,11 +151,19 @@ fn embed(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamRe
     if let Some(info) = request.inputs.iter().find_map(|text| directive_error(text)) {
         return error(codec, &info);
     }
+    if let Some(info) = crate::mock_rules::refused_embed(codec.protocol(), &request.model, body) {
+        return error(codec, &info);
+    }
     let dimensions = request.dimensions.unwrap_or(8).clamp(1, MAX_DIMENSIONS);
     let response = EmbedResponse {
         model: request.model.clone(),
         vectors: request.inputs.iter().map(|text| vector(text, dimensions).into()).collect(),
         input_tokens: Some(request.inputs.iter().map(|text| words(text)).sum()),
+        quantized: request
+            .quantized
+            .iter()
+            .map(|form| (*form, request.inputs.iter().map(|text| quantize(&vector(text, dimensions), *form)).collect()))
+            .collect(),
     };
     let mut headers = json_headers();
     if let (Some(name), Some(tokens)) = (embed.token_header(), response.input_tokens) {
@@ -253,6 +262,24 @@ pub fn vector(text: &str, dimensions: u32) -> Vec<f64> {
         .collect()
 }
 
+/// A vector in one of Cohere's quantised forms, as the fake makes it: int8
+/// `round(v * 127)`, uint8 `round((v + 1) * 127.5)`, ubinary the signs
+/// (`v > 0` a 1) packed eight to a byte from the high bit, binary the
+/// same less 128.
+pub fn quantize(vector: &[f64], form: Quantized) -> Vec<i64> {
+    let bits = || {
+        vector.chunks(8).map(|chunk| {
+            chunk.iter().enumerate().fold(0_i64, |byte, (i, v)| if *v > 0.0 { byte | 1 << (7 - i) } else { byte })
+        })
+    };
+    match form {
+        Quantized::Int8 => vector.iter().map(|v| (v * 127.0).round() as i64).collect(),
+        Quantized::Uint8 => vector.iter().map(|v| ((v + 1.0) * 127.5).round() as i64).collect(),
+        Quantized::Ubinary => bits().collect(),
+        Quantized::Binary => bits().map(|byte| byte - 128).collect(),
+    }
+}
+
 /// The fake's token count: one per word, at least one per text.
 fn words(text: &str) -> u64 {
     (text.split_whitespace().count() as u64).max(1)
@@ -268,5 +295,14 @@ mod tests {
         assert_eq!(a, vector("hello", 16));
         assert_ne!(a, vector("world", 16));
         assert!(a.iter().all(|v| f64::from(*v as f32) == *v && (-1.0..=1.0).contains(v)));
+    }
+
+    #[test]
+    fn quantised_forms_stay_in_their_ranges() {
+        let v = [1.0, -1.0, 0.5, 0.0, -0.25, 0.75, 0.1, -0.9, 0.3];
+        assert_eq!(quantize(&v, Quantized::Int8), [127, -127, 64, 0, -32, 95, 13, -114, 38]);
+        assert_eq!(quantize(&v, Quantized::Uint8)[..2], [255, 0]);
+        assert_eq!(quantize(&v, Quantized::Ubinary), [0b1010_0110, 0b1000_0000]);
+        assert_eq!(quantize(&v, Quantized::Binary), [0b1010_0110 - 128, 0]);
     }
 }

@@ -26,28 +26,58 @@ const MAX_LIFETIME: u64 = 86_400;
 /// The lifetime asked for a service account's assertion (Google's most).
 const ASSERTION_LIFETIME: u64 = 3_600;
 
-/// Why no token could be had.
+/// Why no token could be had. Its text reaches the data plane's caller
+/// (in the answer of a request whose lane could not be authenticated), so
+/// it names what went wrong and never the endpoint: a token URL's query
+/// may carry a tenant or a signature. The operator's log has the host and
+/// the detail ([`TokenSource::bearer`] logs them).
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    /// The token endpoint could not be reached or refused.
-    #[error("token endpoint {url}: {source}")]
-    Exchange {
-        /// The endpoint.
-        url: String,
-        /// What went wrong.
-        source: HookError,
-    },
+    /// The token endpoint could not be reached, or refused.
+    #[error("the provider's token endpoint {0}")]
+    Exchange(Failure),
     /// Its answer holds no usable token.
-    #[error("token endpoint {url}: {message}")]
-    Answer {
-        /// The endpoint.
-        url: String,
-        /// What is wrong with it.
-        message: String,
-    },
+    #[error("the provider's token endpoint answered without a usable token")]
+    Answer,
     /// The assertion could not be signed.
-    #[error("signing the service account's assertion: {0}")]
-    Sign(String),
+    #[error("the service account's assertion could not be signed")]
+    Sign,
+}
+
+/// How a token exchange failed, as the caller may be told it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Failure {
+    /// No answer in time.
+    #[error("did not answer in time")]
+    Timeout,
+    /// Not reached (connect, resolve, the connection lost).
+    #[error("could not be reached")]
+    Unreachable,
+    /// A non-2xx answer.
+    #[error("answered {0}")]
+    Status(u16),
+    /// An answer past the size a token answer may have.
+    #[error("answered with too much")]
+    TooLarge,
+}
+
+impl From<&HookError> for Failure {
+    fn from(err: &HookError) -> Failure {
+        match err {
+            HookError::Timeout(_) => Failure::Timeout,
+            HookError::Transport(_) => Failure::Unreachable,
+            HookError::Status(status) => Failure::Status(*status),
+            HookError::TooLarge => Failure::TooLarge,
+        }
+    }
+}
+
+/// The host of `url` (what the operator's log names; never its path or
+/// query).
+fn host_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.rsplit_once('@').map_or(authority, |(_, host)| host)
 }
 
 /// A token endpoint's answer (RFC 6749 §5.1).
@@ -113,7 +143,10 @@ impl TokenSource {
     }
 
     async fn fetch(&self, now: u64) -> Result<Held, TokenError> {
-        let url = self.auth.token_url().to_owned();
+        let url = self.auth.token_url();
+        let failed = |detail: &dyn std::fmt::Display| {
+            tracing::warn!(token_host = %host_of(url), error = %detail, "egress token fetch failed");
+        };
         let form = match &self.auth {
             EgressAuth::ClientCredentials { client_id, client_secret, scope, .. } => {
                 let mut form = form_urlencoded::Serializer::new(String::new());
@@ -126,7 +159,7 @@ impl TokenSource {
                 form.finish()
             }
             EgressAuth::ServiceAccount(account) => {
-                let assertion = assertion(account, now)?;
+                let assertion = assertion(account, now).inspect_err(|err| failed(err))?;
                 form_urlencoded::Serializer::new(String::new())
                     .append_pair("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer")
                     .append_pair("assertion", &assertion)
@@ -134,24 +167,40 @@ impl TokenSource {
             }
         };
         let body = Full::new(Bytes::from(form));
-        let answer = self
-            .client
-            .post(&url, "application/x-www-form-urlencoded", body, EXCHANGE_TIMEOUT)
-            .await
-            .map_err(|source| TokenError::Exchange { url: url.clone(), source })?;
-        let answer: Answer = serde_json::from_slice(&answer)
-            .map_err(|err| TokenError::Answer { url: url.clone(), message: format!("not a token answer: {err}") })?;
-        let mut bearer = HeaderValue::try_from(format!("Bearer {}", answer.access_token))
-            .map_err(|_| TokenError::Answer { url: url.clone(), message: "the token is not a header value".into() })?;
+        let answer = self.client.post(url, "application/x-www-form-urlencoded", body, EXCHANGE_TIMEOUT).await.map_err(
+            |err| {
+                failed(&err);
+                TokenError::Exchange(Failure::from(&err))
+            },
+        )?;
+        let answer: Answer = serde_json::from_slice(&answer).map_err(|err| {
+            failed(&format!("not a token answer: {err}"));
+            TokenError::Answer
+        })?;
+        let mut bearer = HeaderValue::try_from(format!("Bearer {}", answer.access_token)).map_err(|_| {
+            failed(&"the token is not a header value");
+            TokenError::Answer
+        })?;
         bearer.set_sensitive(true);
         let lifetime = answer.expires_in.unwrap_or(ASSERTION_LIFETIME);
-        tracing::debug!(token_url = %url, lifetime, "egress token fetched");
+        tracing::debug!(token_host = %host_of(url), lifetime, "egress token fetched");
         Ok(Held { bearer, refresh_at: refresh_at(now, lifetime) })
     }
 }
 
+/// Why an assertion could not be signed (the operator's log only).
+#[derive(Debug, thiserror::Error)]
+#[error("signing the service account's assertion: {0}")]
+struct SignError(String);
+
+impl From<SignError> for TokenError {
+    fn from(_: SignError) -> TokenError {
+        TokenError::Sign
+    }
+}
+
 /// The signed JWT a service account presents (RFC 7523 §2.1).
-fn assertion(account: &switchyard_config::ServiceAccount, now: u64) -> Result<String, TokenError> {
+fn assertion(account: &switchyard_config::ServiceAccount, now: u64) -> Result<String, SignError> {
     #[derive(serde::Serialize)]
     struct Claims<'a> {
         iss: &'a str,
@@ -170,8 +219,8 @@ fn assertion(account: &switchyard_config::ServiceAccount, now: u64) -> Result<St
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
     header.kid = account.private_key_id.clone();
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(account.private_key.as_bytes())
-        .map_err(|err| TokenError::Sign(err.to_string()))?;
-    jsonwebtoken::encode(&header, &claims, &key).map_err(|err| TokenError::Sign(err.to_string()))
+        .map_err(|err| SignError(err.to_string()))?;
+    jsonwebtoken::encode(&header, &claims, &key).map_err(|err| SignError(err.to_string()))
 }
 
 fn unix_now() -> u64 {
@@ -194,5 +243,15 @@ mod tests {
         assert_eq!(refresh_at(1_000, 20), 1_000);
         // A year is believed as a day.
         assert_eq!(refresh_at(0, 365 * 86_400), 86_400 - 300);
+    }
+
+    #[test]
+    fn a_failure_names_no_part_of_the_url_and_the_log_only_its_host() {
+        for failure in [Failure::Timeout, Failure::Unreachable, Failure::Status(401), Failure::TooLarge] {
+            let text = TokenError::Exchange(failure).to_string();
+            assert!(!text.contains("http") && !text.contains('?'), "{text}");
+        }
+        assert_eq!(host_of("https://login.example/tenant/oauth2/token?sig=x"), "login.example");
+        assert_eq!(host_of("http://user:pw@10.0.0.5:8443?sig=x"), "10.0.0.5:8443");
     }
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use switchyard_codec::scan;
-use switchyard_ir::{Field, Request};
+use switchyard_ir::Field;
 use switchyard_state::call::Call;
 use switchyard_state::{Gateway, Hedging};
 use switchyard_telemetry::metrics::HedgeOutcome;
@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::{conclude, launch, ready, Attempting, Launched, Tried, Tries};
 use crate::candidate::Candidate;
+use crate::exchange::Progress;
 use crate::exhausted::Exhaustion;
 use crate::lane_gate::{self, Entry};
 use crate::settle::Record;
@@ -37,7 +38,7 @@ pub(super) fn wanted<'g>(
     tries: &Tries,
 ) -> Option<&'g Hedging> {
     let hedging = gateway.pools[candidate.slot.pool].hedge.as_ref()?;
-    let chat = call.operation == switchyard_ir::Operation::Chat && !call.count_tokens;
+    let chat = call.operation == switchyard_ir::Operation::Chat;
     (chat && !tries.hedged && eligible(gateway, call, hedging.settings.with_tools)).then_some(hedging)
 }
 
@@ -65,55 +66,35 @@ fn offers_tools(body: &[u8]) -> bool {
 
 /// Tries `candidate`, hedged: a second attempt on the next free candidate
 /// in `rest` starts when the first content is late.
-#[expect(clippy::too_many_arguments, reason = "a try's every part, and the candidates after it")]
 pub(super) async fn race(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     entry: Entry,
     rest: &[Candidate<'_>],
     hedging: &Hedging,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Tried {
     tries.hedged = true;
     let Some(after) = hedging.trigger() else {
         // The pool's p95 is still being learned: an unhedged try teaches it.
-        return taught(gateway, request, candidate, entry, hedging, translated, tries, record).await;
+        return taught(request, candidate, entry, hedging, progress, tries).await;
     };
-    let call = request.call;
-    let first = match ready(gateway, call, candidate, call.stream, translated, tries, record).await {
+    let gateway = request.gateway;
+    let first = match ready(request, candidate, request.call.stream, progress, tries).await {
         Ok(ready) => ready,
         Err(answer) => return answer,
     };
-    let first_dropped = first.dropped_header.clone();
     // Boxed, so the race's loser can be dropped (its connection closed) the
     // moment the winner is known.
-    let mut first_launch = Box::pin(launch(gateway, call, candidate, first, tries.deadline));
+    let mut first_launch = Box::pin(launch(request, candidate, first, tries.deadline));
     let launched = tokio::select! {
         launched = &mut first_launch => Some(launched),
         () = tokio::time::sleep(after) => None,
     };
-    // The second attempt, when the first is late, the request may be
-    // answered twice, the pool's share allows one and a lane is free.
-    let hedge = 'hedge: {
-        if launched.is_some() || !eligible(gateway, call, hedging.settings.with_tools) {
-            // On time, or a sampled answer with tools (not asked for twice).
-            break 'hedge None;
-        }
-        let second = if hedging.allow() { second_lane(gateway, rest, tries).await } else { None };
-        let Some((other, other_entry)) = second else {
-            count(gateway, request, HedgeOutcome::Denied);
-            break 'hedge None;
-        };
-        tries.start(gateway, other, request.plan.pool);
-        tracing::info!(
-            request_id = ?call.request_id, lane = %candidate.lane.name, hedge = %other.lane.name,
-            after_ms = after.as_millis() as u64, "first content late: hedging"
-        );
-        // A lane that cannot take the request leaves the first to go on alone.
-        ready(gateway, call, other, call.stream, translated, tries, record).await.ok().map(|r| (other, other_entry, r))
+    let hedge = match launched {
+        None => second_try(request, candidate, rest, hedging, progress, tries, after).await,
+        Some(_) => None,
     };
     let Some((other, other_entry, second_ready)) = hedge else {
         let launched = match launched {
@@ -121,14 +102,12 @@ pub(super) async fn race(
             None => first_launch.await,
         };
         learn(hedging, &launched);
-        return conclude(gateway, request, candidate, entry, launched, first_dropped, translated, tries, record).await;
+        return conclude(request, candidate, entry, launched, progress, tries).await;
     };
-    let second_dropped = second_ready.dropped_header.clone();
     let started = Instant::now();
-    let mut launches = [Some(first_launch), Some(Box::pin(launch(gateway, call, other, second_ready, tries.deadline)))];
-    // Each side's candidate, gate entry and dropped-fields header, until
-    // it is concluded.
-    let mut sides = [Some((candidate, entry, first_dropped)), Some((other, other_entry, second_dropped))];
+    let mut launches = [Some(first_launch), Some(Box::pin(launch(request, other, second_ready, tries.deadline)))];
+    // Each side's candidate and gate entry, until it is concluded.
+    let mut sides = [Some((candidate, entry)), Some((other, other_entry))];
     loop {
         let (side, launched) = {
             let [first, second] = &mut launches;
@@ -138,7 +117,7 @@ pub(super) async fn race(
             }
         };
         launches[side] = None;
-        let Some((this, this_entry, dropped)) = sides[side].take() else { continue };
+        let Some((this, this_entry)) = sides[side].take() else { continue };
         let reached = launched.reached_content();
         if reached {
             learn(hedging, &launched);
@@ -148,9 +127,9 @@ pub(super) async fn race(
         if reached {
             // The winner is known: the other side's attempt, still in
             // flight, is cancelled now, before the answer is read.
-            cancel(&mut launches[1 - side], sides[1 - side].take(), started, record);
+            cancel(&mut launches[1 - side], sides[1 - side].take(), started, progress.record);
         }
-        match conclude(gateway, request, this, this_entry, launched, dropped, translated, tries, record).await {
+        match conclude(request, this, this_entry, launched, progress, tries).await {
             Tried::Next if sides.iter().any(Option::is_some) => {}
             Tried::Next => {
                 count(gateway, request, HedgeOutcome::Failed);
@@ -158,11 +137,42 @@ pub(super) async fn race(
             }
             // An answer (the winner's, or a caller's fault), or the deadline.
             other => {
-                cancel(&mut launches[1 - side], sides[1 - side].take(), started, record);
+                cancel(&mut launches[1 - side], sides[1 - side].take(), started, progress.record);
                 return other;
             }
         }
     }
+}
+
+/// The second attempt, when the first is late: the request may be answered
+/// twice, the pool's share allows one and a lane is free (its request
+/// ready to send); else `None`, and the first goes on alone.
+async fn second_try<'c, 'a>(
+    request: &Attempting<'_>,
+    candidate: &Candidate<'_>,
+    rest: &'c [Candidate<'a>],
+    hedging: &Hedging,
+    progress: &mut Progress<'_>,
+    tries: &mut Tries,
+    after: std::time::Duration,
+) -> Option<(&'c Candidate<'a>, Entry, super::Ready<'a>)> {
+    let (gateway, call) = (request.gateway, request.call);
+    if !eligible(gateway, call, hedging.settings.with_tools) {
+        // A sampled answer with tools is not asked for twice.
+        return None;
+    }
+    let second = if hedging.allow() { second_lane(gateway, rest, tries).await } else { None };
+    let Some((other, other_entry)) = second else {
+        count(gateway, request, HedgeOutcome::Denied);
+        return None;
+    };
+    tries.start(gateway, other, request.plan.pool);
+    tracing::info!(
+        request_id = ?call.request_id, lane = %candidate.lane.name, hedge = %other.lane.name,
+        after_ms = after.as_millis() as u64, "first content late: hedging"
+    );
+    // A lane that cannot take the request leaves the first to go on alone.
+    ready(request, other, call.stream, progress, tries).await.ok().map(|r| (other, other_entry, r))
 }
 
 /// Polls a racing launch; a side already done never completes again.
@@ -176,41 +186,31 @@ fn racing<F: Future + Unpin>(slot: &mut Option<F>) -> impl Future<Output = F::Ou
 /// Cancels a side still racing: its attempt is dropped (the upstream
 /// connection closes, its permit and any trial are released with no
 /// verdict on the lane) and noted as cancelled.
-fn cancel<F>(
-    launch: &mut Option<F>,
-    side: Option<(&Candidate<'_>, Entry, Option<http::HeaderValue>)>,
-    started: Instant,
-    record: &mut Option<Box<Record>>,
-) {
+fn cancel<F>(launch: &mut Option<F>, side: Option<(&Candidate<'_>, Entry)>, started: Instant, record: &mut Record) {
     let Some(running) = launch.take() else { return };
     drop(running);
-    if let (Some((loser, _entry, _)), Some(record)) = (side, record.as_mut()) {
+    if let Some((loser, _entry)) = side {
         record.cancelled(loser.lane_index, loser.wire_model_arc(), started.elapsed());
     }
 }
 
 /// An unhedged try in a hedging pool, whose time to first content the
 /// pool learns from.
-#[expect(clippy::too_many_arguments, reason = "a try's every part")]
 async fn taught(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     entry: Entry,
     hedging: &Hedging,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Tried {
-    let call = request.call;
-    let ready = match ready(gateway, call, candidate, call.stream, translated, tries, record).await {
+    let ready = match ready(request, candidate, request.call.stream, progress, tries).await {
         Ok(ready) => ready,
         Err(answer) => return answer,
     };
-    let dropped = ready.dropped_header.clone();
-    let launched = launch(gateway, call, candidate, ready, tries.deadline).await;
+    let launched = launch(request, candidate, ready, tries.deadline).await;
     learn(hedging, &launched);
-    conclude(gateway, request, candidate, entry, launched, dropped, translated, tries, record).await
+    conclude(request, candidate, entry, launched, progress, tries).await
 }
 
 /// The pool learns an attempt's time to first content, when it got there.

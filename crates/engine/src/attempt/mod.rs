@@ -16,9 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use switchyard_health::{effects, normalize, LaneEffect, RequestEffect, StatusClass};
-use switchyard_ir::Request;
 use switchyard_state::call::Call;
 use switchyard_state::Gateway;
 use switchyard_telemetry::trace::genai_provider;
@@ -27,12 +26,14 @@ use tokio::time::Instant;
 
 use crate::candidate::{candidates, Candidate};
 use crate::disposition::{failure_response, retry_after, Failure, UpstreamFailure};
+use crate::exchange::{Exchange, Progress};
 use crate::exhausted::{exhausted, Exhaustion};
 use crate::lane_gate::{self, Entry};
 use crate::lane_health::{Health, InFlight};
 use crate::plan::Plan;
-use crate::render::{error_response, ResponseBody, X_SWITCHYARD_ROUTE_POLICY, X_SWITCHYARD_ROUTE_TARGET};
-use crate::send::{collect, prepare, send, Sent};
+use crate::render::{error_response, X_SWITCHYARD_DOWNGRADE, X_SWITCHYARD_ROUTE_POLICY, X_SWITCHYARD_ROUTE_TARGET};
+use crate::reply::Answered;
+use crate::send::{collect, send, Sent};
 use crate::settle::Record;
 use crate::{first_token, plan, reply, translation};
 
@@ -123,7 +124,7 @@ impl Tries {
 /// What one try came to.
 enum Tried {
     /// The caller's answer.
-    Answered(Response<ResponseBody>),
+    Answered(Answered),
     /// It failed over: the next candidate is tried.
     Next,
     /// The pool's failover deadline passed.
@@ -131,26 +132,23 @@ enum Tried {
 }
 
 /// The request the try is for, as the stages before built it.
-struct Attempting<'a> {
-    call: &'a Call,
-    plan: &'a Plan,
-    started: Instant,
+pub(crate) struct Attempting<'a> {
+    pub(crate) gateway: &'a Arc<Gateway>,
+    pub(crate) call: &'a Call,
+    pub(crate) plan: &'a Plan,
+    pub(crate) started: Instant,
 }
 
 /// Tries the plan's candidates in order until one answers; the honest
-/// exhaustion answer when none does. `translated` caches the call's IR.
-pub(crate) async fn attempt(
-    gateway: &Arc<Gateway>,
-    call: &Call,
-    plan: &Plan,
-    translated: &mut Option<Request>,
-    record: &mut Option<Box<Record>>,
-) -> Response<ResponseBody> {
-    let request = Attempting { call, plan, started: Instant::now() };
+/// exhaustion answer when none does.
+pub(crate) async fn attempt(gateway: &Arc<Gateway>, x: &mut Exchange, plan: &Plan) -> Answered {
+    let (call, mut progress) = x.split();
+    let request = Attempting { gateway, call, plan, started: Instant::now() };
     let candidates = match candidates(gateway, call, plan) {
         Ok(found) => found,
-        Err(info) => return error_response(gateway, call, &info),
+        Err(info) => return Answered::Whole(error_response(gateway, call, &info)),
     };
+    let spec = crate::operation::of(call.operation);
     let mut tries = Tries::new(plan.deadline);
     let total = candidates.len();
     for (position, candidate) in candidates.iter().enumerate() {
@@ -161,9 +159,9 @@ pub(crate) async fn attempt(
         if tries.skips(gateway, candidate) {
             continue;
         }
-        // A lane that cannot count is not asked: the gateway counts for it.
-        if call.count_tokens && !crate::count::lane_counts(gateway, candidate) {
-            return crate::count::local(gateway, call, candidate, record);
+        // A lane that cannot answer is not asked: the gateway answers for it.
+        if let Some(answer) = spec.local(gateway, call, candidate, progress.record) {
+            return Answered::Whole(answer);
         }
         let others_left = position + 1 < total;
         let Some(entry) =
@@ -178,12 +176,9 @@ pub(crate) async fn attempt(
                 let rest = &candidates[position + 1..];
                 // Boxed: a hedged race is rare, and inline it would double
                 // the size of every request's future.
-                Box::pin(hedge::race(
-                    gateway, &request, candidate, entry, rest, hedging, translated, &mut tries, record,
-                ))
-                .await
+                Box::pin(hedge::race(&request, candidate, entry, rest, hedging, &mut progress, &mut tries)).await
             }
-            None => on_lane(gateway, &request, candidate, entry, translated, &mut tries, record).await,
+            None => on_lane(&request, candidate, entry, &mut progress, &mut tries).await,
         };
         match tried {
             Tried::Answered(response) => return response,
@@ -191,7 +186,7 @@ pub(crate) async fn attempt(
             Tried::Stop => break,
         }
     }
-    exhausted(gateway, call, tries.exhaustion)
+    Answered::Whole(exhausted(gateway, call, tries.exhaustion))
 }
 
 /// Tries `candidate`, and again after a transient failure while its pool's
@@ -199,18 +194,17 @@ pub(crate) async fn attempt(
 /// honours the upstream's `Retry-After`, through the lane gate again (a
 /// breaker that tripped or a rest that outlasts the wait moves on).
 async fn on_lane(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     mut entry: Entry,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Tried {
+    let gateway = request.gateway;
     let retries = gateway.pools[candidate.slot.pool].failover.retries;
     let mut retry = 0;
     loop {
-        let tried = try_one(gateway, request, candidate, entry, translated, tries, record).await;
+        let tried = try_one(request, candidate, entry, progress, tries).await;
         // Every try that moves on says why (`Tries::moved_on`).
         let (Tried::Next, Some(class)) = (&tried, tries.moved_on) else { return tried };
         if retry >= retries || !switchyard_health::retry::retryable(class) {
@@ -240,29 +234,25 @@ async fn on_lane(
 /// One try: the request sent to `candidate` in its protocol, within the
 /// failover deadline, and its answer judged.
 async fn try_one(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     entry: Entry,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Tried {
-    let hold = request.call.stream && (tries.others_left || first_token_limit(gateway, candidate).is_some());
-    let ready = match ready(gateway, request.call, candidate, hold, translated, tries, record).await {
+    let hold = request.call.stream && (tries.others_left || first_token_limit(request.gateway, candidate).is_some());
+    let ready = match ready(request, candidate, hold, progress, tries).await {
         Ok(ready) => ready,
         Err(answer) => return answer,
     };
-    let dropped_header = ready.dropped_header.clone();
-    let launched = launch(gateway, request.call, candidate, ready, tries.deadline).await;
-    conclude(gateway, request, candidate, entry, launched, dropped_header, translated, tries, record).await
+    let launched = launch(request, candidate, ready, tries.deadline).await;
+    conclude(request, candidate, entry, launched, progress, tries).await
 }
 
 /// A try's request, ready to send: its body in the lane's protocol, its
 /// trace context, and whether its stream is held until its first content.
-struct Ready<'a> {
+pub(super) struct Ready<'a> {
     prepared: crate::send::Prepared,
-    dropped_header: Option<HeaderValue>,
     traceparent: Option<HeaderValue>,
     hold: Option<first_token::Bounds<'a>>,
 }
@@ -270,39 +260,34 @@ struct Ready<'a> {
 /// Builds `candidate`'s request (its kept call signatures restored first,
 /// for a Gemini lane); a request the lane cannot take is answered at once.
 async fn ready<'a>(
-    gateway: &Arc<Gateway>,
-    call: &Call,
+    request: &Attempting<'_>,
     candidate: &Candidate<'a>,
     hold: bool,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Result<Ready<'a>, Tried> {
-    if !tries.signatures_restored && crate::signatures::wants(call, candidate.lane) {
+    let (gateway, call) = (request.gateway, request.call);
+    let refused = |info| Tried::Answered(Answered::Whole(error_response(gateway, call, &info)));
+    if !tries.signatures_restored && crate::signatures::wants(call, progress, candidate.lane) {
         tries.signatures_restored = true;
-        if let Err(info) = crate::signatures::restore(gateway, call, candidate.lane_index, translated).await {
-            return Err(Tried::Answered(error_response(gateway, call, &info)));
+        if let Err(info) = crate::signatures::restore(gateway, call, candidate.lane_index, progress).await {
+            return Err(refused(info));
         }
     }
-    // Chat is prepared by `send`; every other operation by its own module.
-    let prepared = if call.operation != switchyard_ir::Operation::Chat || call.count_tokens {
-        crate::operation::prepare(gateway, call, candidate)
-    } else {
-        prepare(gateway, call, candidate, translated)
-    };
-    let prepared = prepared.map_err(|info| Tried::Answered(error_response(gateway, call, &info)))?;
+    let prepared = crate::operation::of(call.operation).prepare(gateway, call, candidate, progress);
+    let prepared = prepared.map_err(refused)?;
     let lane = candidate.lane;
-    let traceparent = record
-        .as_mut()
-        .and_then(|r| r.trace.as_mut())
-        .and_then(|trace| trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol)));
+    let traceparent =
+        progress.record.trace.as_mut().and_then(|trace| {
+            trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol))
+        });
     let hold = hold.then(|| first_token::Bounds {
         until: None,
         first_token: first_token_limit(gateway, candidate),
         idle: lane.timeouts.stream_idle,
         error_map: &lane.error_map,
     });
-    Ok(Ready { dropped_header: prepared.dropped_header.clone(), prepared, traceparent, hold })
+    Ok(Ready { prepared, traceparent, hold })
 }
 
 /// What sending to one lane came to, before any verdict on it.
@@ -316,6 +301,8 @@ struct Launched {
     /// before it.
     held: Result<Vec<Bytes>, (StatusClass, String)>,
     in_flight: InFlight,
+    /// The `x-switchyard-dropped` value of its request, when something was.
+    dropped_header: Option<HeaderValue>,
 }
 
 impl Launched {
@@ -330,16 +317,12 @@ impl Launched {
 /// held stream, reads it up to its first content (under the first-token
 /// deadline, counted from the send). Touches no shared state of the
 /// request, so two launches can race (`hedge`).
-async fn launch(
-    gateway: &Arc<Gateway>,
-    call: &Call,
-    candidate: &Candidate<'_>,
-    ready: Ready<'_>,
-    deadline: Instant,
-) -> Launched {
+async fn launch(request: &Attempting<'_>, candidate: &Candidate<'_>, ready: Ready<'_>, deadline: Instant) -> Launched {
+    let (gateway, call) = (request.gateway, request.call);
     let in_flight = InFlight::new(gateway, candidate.lane_index);
     let sent = Instant::now();
     let lane = candidate.lane;
+    let dropped_header = ready.prepared.dropped_header.clone();
     // The failover deadline binds an attempt in flight too.
     let sending = send(gateway, lane, call, candidate.wire_model, ready.prepared, ready.traceparent);
     let mut outcome = tokio::time::timeout_at(deadline, sending).await;
@@ -354,27 +337,23 @@ async fn launch(
             };
         }
     }
-    Launched { outcome, sent, took, held, in_flight }
+    Launched { outcome, sent, took, held, in_flight, dropped_header }
 }
 
 /// Judges what a launch came to: a success is answered, a caller's fault
 /// relayed, anything else moves on (the lane's breaker hears of it).
-#[expect(clippy::too_many_arguments, reason = "a try's every part")]
 async fn conclude(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     entry: Entry,
     launched: Launched,
-    dropped_header: Option<HeaderValue>,
-    translated: &mut Option<Request>,
+    progress: &mut Progress<'_>,
     tries: &mut Tries,
-    record: &mut Option<Box<Record>>,
 ) -> Tried {
-    let call = request.call;
+    let (gateway, call) = (request.gateway, request.call);
     let lane = candidate.lane;
-    let Launched { outcome, sent, took, held, in_flight } = launched;
-    note_attempt(record, candidate, &outcome, took, tries.failovers());
+    let Launched { outcome, sent, took, held, in_flight, dropped_header } = launched;
+    note_attempt(progress.record, candidate, &outcome, took, tries.failovers());
     let Entry { health, mut trial, permit } = entry;
     match outcome {
         Err(_) => {
@@ -398,29 +377,17 @@ async fn conclude(
                 Ok(held) => held,
                 Err((class, message)) => {
                     tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
-                    if let Some(record) = record.as_mut() {
-                        record.last_attempt_failed("before_content");
-                    }
+                    progress.record.last_attempt_failed("before_content");
                     let failure = Failure::BeforeContent(class, message.clone());
                     return lost(gateway, candidate, (&health, &mut trial), tries, class, &message, failure);
                 }
             };
             health.success();
             trial.settle();
-            let guards = (permit, in_flight);
-            let continuation = match call.continue_stream {
-                true => crate::continuation::Continuation::of(
-                    gateway,
-                    call,
-                    translated.as_ref(),
-                    &request.plan.slots,
-                    candidate.lane_index,
-                ),
-                false => None,
-            };
-            let answer = reply::Answer { upstream, more, held, continuation };
-            let response = answered(gateway, request, candidate, answer, sent, guards, health, record).await;
-            Tried::Answered(with_translation(response, dropped_header))
+            let answer = reply::Answer { upstream, more, held, guards: (permit, in_flight), health };
+            let mut answered = answered(request, candidate, answer, sent, progress).await;
+            translation::annotate(answered.headers_mut(), dropped_header);
+            Tried::Answered(answered)
         }
         Ok(Ok(Sent { head: upstream, .. })) => {
             let judged = judge(gateway, call, candidate, upstream, &health, tries).await;
@@ -464,13 +431,12 @@ fn first_token_limit(gateway: &Gateway, candidate: &Candidate<'_>) -> Option<Dur
 /// Notes a finished attempt on the record (the lane that answered or last
 /// failed, its status, why it moved on) and in its trace.
 fn note_attempt(
-    record: &mut Option<Box<Record>>,
+    record: &mut Record,
     candidate: &Candidate<'_>,
     outcome: &Result<Result<Sent, TransportError>, tokio::time::error::Elapsed>,
     took: Duration,
     failovers: u32,
 ) {
-    let Some(record) = record.as_mut() else { return };
     record.waited(took);
     record.serving(candidate.slot, candidate.lane_index, candidate.wire_model_arc(), failovers);
     let (status, failure) = match outcome {
@@ -488,18 +454,15 @@ fn note_attempt(
 /// A 2xx head: the lane learns its latency and headroom, a session is
 /// pinned to it, and the answer is built, named by the policy that ordered
 /// the candidates.
-#[expect(clippy::too_many_arguments, reason = "a success's every part")]
 async fn answered(
-    gateway: &Arc<Gateway>,
     request: &Attempting<'_>,
     candidate: &Candidate<'_>,
     answer: reply::Answer,
     sent: Instant,
-    guards: reply::Guards,
-    health: Health,
-    record: &mut Option<Box<Record>>,
-) -> Response<ResponseBody> {
-    let (call, plan, lane, slot) = (request.call, request.plan, candidate.lane, candidate.slot);
+    progress: &mut Progress<'_>,
+) -> Answered {
+    let (gateway, plan, lane, slot) = (request.gateway, request.plan, candidate.lane, candidate.slot);
+    let health = &answer.health;
     let took = sent.elapsed();
     if let Some(metrics) = gateway.metrics() {
         metrics.attempt(candidate.lane_index, None);
@@ -516,13 +479,16 @@ async fn answered(
     if let (Some(session), true) = (&plan.session, slot.pool == plan.pool) {
         plan::pin(gateway, plan.pool, session, slot.member);
     }
-    let mut response = reply::success(gateway, call, candidate, answer, guards, health, request.started, record).await;
+    let mut response = reply::success(request, progress, candidate, answer).await;
     if let Some(policy) = &plan.policy {
         let headers = response.headers_mut();
         if let Ok(value) = HeaderValue::try_from(&**policy) {
             headers.insert(X_SWITCHYARD_ROUTE_POLICY, value);
         }
         headers.insert(X_SWITCHYARD_ROUTE_TARGET, candidate.lane_header.clone());
+        if let Some(why) = &plan.downgrade {
+            headers.insert(X_SWITCHYARD_DOWNGRADE, why.clone());
+        }
     }
     response
 }
@@ -536,11 +502,6 @@ fn share_quota(gateway: &Gateway, lane: &switchyard_state::Lane, quota: &switchy
     if share < switchyard_health::quota::NEAR_ZERO && lane.may_share_quota(switchyard_state::clock::now_ms()) {
         fleet.quota(&lane.name, share, fresh_for, quota.rest);
     }
-}
-
-fn with_translation(mut response: Response<ResponseBody>, dropped: Option<HeaderValue>) -> Response<ResponseBody> {
-    translation::annotate(response.headers_mut(), dropped);
-    response
 }
 
 /// An upstream error answer, judged.
@@ -591,7 +552,7 @@ async fn judge(
     let failure = upstream_failure(candidate, status, headers, body, raw.to_error_info());
     let settles_trial = lane_effect != LaneEffect::None;
     let tried = match request_effect {
-        RequestEffect::Relay => Tried::Answered(failure_response(gateway, call, failure)),
+        RequestEffect::Relay => Tried::Answered(Answered::Whole(failure_response(gateway, call, failure))),
         RequestEffect::FailoverLarger => {
             tries.larger_than = Some(lane.context_window.unwrap_or(0).max(tries.larger_than.unwrap_or(0)));
             tries.moved_on(class, failure);

@@ -46,6 +46,9 @@ pub struct ConnState {
     body_bytes: AtomicUsize,
     /// The most request-body bytes it may hold.
     max_body: usize,
+    /// Upgraded to another protocol (a WebSocket): no read deadline from
+    /// here on, the session keeps its own (the write stall still closes).
+    upgraded: std::sync::atomic::AtomicBool,
 }
 
 impl ConnState {
@@ -58,6 +61,7 @@ impl ConnState {
             head_since: AtomicU64::new(1),
             body_bytes: AtomicUsize::new(0),
             max_body,
+            upgraded: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -70,6 +74,11 @@ impl ConnState {
         self.active.fetch_add(1, Ordering::Relaxed);
         self.head_since.store(0, Ordering::Relaxed);
         ActiveRequest { state: self.clone() }
+    }
+
+    /// The connection was upgraded to another protocol (a WebSocket).
+    pub fn upgraded(&self) {
+        self.upgraded.store(true, Ordering::Relaxed);
     }
 
     /// Reserves `bytes` of request body; `None` when the connection's
@@ -151,7 +160,7 @@ impl<T> ConnIo<T> {
     /// The deadline for the next read, when no request is active.
     fn read_deadline(&self) -> Option<Instant> {
         let state = &self.state;
-        if state.active.load(Ordering::Relaxed) > 0 {
+        if state.active.load(Ordering::Relaxed) > 0 || state.upgraded.load(Ordering::Relaxed) {
             return None;
         }
         let since = |ms: u64| state.born + Duration::from_millis(ms);

@@ -232,7 +232,7 @@ impl Connection {
         match settings.tls {
             None => {
                 let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
-                let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                let _ = watcher.watch(builder.serve_connection_with_upgrades(io, service)).await;
             }
             Some(tls) => {
                 let acceptor = tls.current();
@@ -240,10 +240,10 @@ impl Connection {
                     let mut service = service;
                     if settings.client_names {
                         service.client =
-                            stream.get_ref().1.peer_certificates().and_then(|chain| common_name(chain.first()?));
+                            stream.get_ref().1.peer_certificates().and_then(|chain| client_name(chain.first()?));
                     }
                     let io = TokioIo::new(ConnIo::new(stream, state, timeouts));
-                    let _ = watcher.watch(builder.serve_connection(io, service)).await;
+                    let _ = watcher.watch(builder.serve_connection_with_upgrades(io, service)).await;
                 }
             }
         }
@@ -284,12 +284,55 @@ struct ConnService {
     client: Option<ClientName>,
 }
 
-/// The common name of a certificate's subject (the first one), when it
-/// has one that is text.
-fn common_name(der: &[u8]) -> Option<ClientName> {
+/// Who a certificate names: its subject's common name (the first one),
+/// when it has one that is text, and its whole subject.
+fn client_name(der: &[u8]) -> Option<ClientName> {
     let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;
     let name = certificate.subject().iter_common_name().next()?.as_str().ok()?;
-    Some(ClientName(Arc::from(name)))
+    Some(ClientName { common_name: Arc::from(name), subject: Arc::from(subject_text(certificate.subject())) })
+}
+
+/// A subject as text, every attribute in order (`CN=a,O=b`, several in
+/// one RDN joined by `+`), with the characters that separate them escaped
+/// (`\,`) and a value that is not text as `#` and its hex: two subjects
+/// are one text only when they are one subject.
+fn subject_text(subject: &x509_parser::x509::X509Name<'_>) -> String {
+    use std::fmt::Write;
+    let registry = x509_parser::objects::oid_registry();
+    let mut text = String::new();
+    for (index, rdn) in subject.iter().enumerate() {
+        if index > 0 {
+            text.push(',');
+        }
+        for (at, attribute) in rdn.iter().enumerate() {
+            if at > 0 {
+                text.push('+');
+            }
+            let kind = attribute.attr_type();
+            match x509_parser::objects::oid2abbrev(kind, registry) {
+                Ok(abbreviation) => text.push_str(abbreviation),
+                Err(_) => text.push_str(&kind.to_id_string()),
+            }
+            text.push('=');
+            match attribute.as_str() {
+                Ok(value) => {
+                    for (i, c) in value.chars().enumerate() {
+                        if matches!(c, ',' | '+' | '=' | '\\' | '"' | '<' | '>' | ';') || (i == 0 && c == '#') {
+                            text.push('\\');
+                        }
+                        text.push(c);
+                    }
+                }
+                Err(_) => {
+                    text.push('#');
+                    for byte in attribute.as_slice() {
+                        let _ = write!(text, "{byte:02x}");
+                    }
+                }
+            }
+        }
+    }
+    text
 }
 
 impl hyper::service::Service<Request<Incoming>> for ConnService {
@@ -318,11 +361,18 @@ impl hyper::service::Service<Request<Incoming>> for ConnService {
             request.extensions_mut().insert(client.clone());
         }
         let mut router = self.router.current();
+        let state = self.state.clone();
         Box::pin(async move {
             let response = match router.call(request).await {
                 Ok(response) => response,
                 Err(never) => match never {},
             };
+            // A socket upgraded (WebSocket): its session keeps its own
+            // deadlines, and it holds no request's in-flight slot.
+            if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                state.upgraded();
+                return Ok(response.map(|body| Guarded { body, _held: (active, None) }));
+            }
             Ok(response.map(|body| Guarded { body, _held: (active, Some(permit)) }))
         })
     }
@@ -356,5 +406,35 @@ impl http_body::Body for Guarded {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+
+    use super::*;
+
+    /// A certificate's DER with `subject`.
+    fn certificate(subject: &[(rcgen::DnType, &str)]) -> Vec<u8> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        for (kind, value) in subject {
+            params.distinguished_name.push(kind.clone(), *value);
+        }
+        params.self_signed(&key).unwrap().der().to_vec()
+    }
+
+    #[test]
+    fn a_certificate_names_its_common_name_and_its_whole_subject() {
+        use rcgen::DnType::{CommonName, OrganizationName};
+        let team = client_name(&certificate(&[(CommonName, "batch"), (OrganizationName, "team-a")])).unwrap();
+        assert_eq!((&*team.common_name, &*team.subject), ("batch", "CN=batch,O=team-a"));
+        // A value holding what separates attributes is one value, never two.
+        let forged = client_name(&certificate(&[(CommonName, "batch,O=team-a")])).unwrap();
+        assert_eq!(&*forged.subject, "CN=batch\\,O\\=team-a");
+        assert_ne!(forged.subject, team.subject);
+        assert!(client_name(&certificate(&[(OrganizationName, "no common name")])).is_none());
     }
 }

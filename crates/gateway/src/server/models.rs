@@ -79,7 +79,7 @@ fn entries(gateway: &Gateway, request: &Request, dialect: Dialect) -> Result<Vec
             protocol,
             request.uri(),
             request.headers(),
-            request.extensions().get::<switchyard_state::ClientName>().map(|name| &*name.0),
+            request.extensions().get::<switchyard_state::ClientName>(),
             &[],
         )?;
     }

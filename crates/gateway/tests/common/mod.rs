@@ -49,13 +49,21 @@ pub const ADMIN_TOKEN: &str = "test-admin-token-0123456789";
 /// Starts a gateway for `yaml` (data and admin listeners, as the binary
 /// does) and keeps a handle on its state.
 pub async fn gateway_handle(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
+    gateway_with_env(yaml, &|_| None).await
+}
+
+/// [`gateway_handle`] with the process environment `env` (the `${VAR}`s
+/// and `OTEL_*` variables the config reads).
+pub async fn gateway_with_env(yaml: &str, env: &dyn Fn(&str) -> Option<String>) -> (SocketAddr, Arc<Gateway>) {
     let yaml = if yaml.lines().any(|l| l.starts_with("admin:")) {
         yaml.to_owned()
     } else {
         format!("{yaml}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\n")
     };
-    let config = switchyard_config::load(&yaml, &|_| None).unwrap();
-    let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_telemetry());
+    let config = switchyard_config::load(&yaml, env).unwrap();
+    let gateway =
+        Arc::new(Gateway::new(config, codec).unwrap().with_mcp(switchyard_gateway::mcp_hub()).with_telemetry());
+    switchyard_admin::scrape::spawn_export(&gateway);
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;
     let admin = spawn(switchyard_gateway::admin_router(gateway.clone())).await;
@@ -83,7 +91,7 @@ pub async fn governed(yaml: &str) -> (SocketAddr, Arc<Gateway>) {
 /// ledger writer, caches), not yet serving.
 async fn governed_gateway(yaml: &str) -> Arc<Gateway> {
     let config = switchyard_config::load(yaml, &|_| None).unwrap();
-    let mut gateway = Gateway::new(config, codec).unwrap();
+    let mut gateway = Gateway::new(config, codec).unwrap().with_mcp(switchyard_gateway::mcp_hub());
     let (governance, writer) =
         switchyard_state::governance::from_config(&gateway.config, gateway.prices()).await.unwrap().unwrap();
     // The writer runs for the test's life.
@@ -114,7 +122,13 @@ pub async fn ledger_rows(addr: SocketAddr, query: &str, at_least: usize) -> Vec<
 pub async fn fleet_state_gateway(yaml: &str, redis: &str) -> (SocketAddr, Arc<Gateway>) {
     let config = switchyard_config::load(yaml, &|_| None).unwrap();
     let shared = switchyard_fleet::shared::FleetState::connect(redis).await.unwrap();
-    let gateway = Arc::new(Gateway::new(config, codec).unwrap().with_fleet_state(shared.clone()).with_telemetry());
+    let gateway = Arc::new(
+        Gateway::new(config, codec)
+            .unwrap()
+            .with_fleet_state(shared.clone())
+            .with_mcp(switchyard_gateway::mcp_hub())
+            .with_telemetry(),
+    );
     shared.attach(Arc::downgrade(&gateway) as std::sync::Weak<dyn switchyard_fleet::shared::Breakers>);
     let settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     let addr = spawn_with(switchyard_gateway::router(gateway.clone()), settings).await;

@@ -1,4 +1,5 @@
-//! OpenAI's batch API: `POST /v1/batches` from an uploaded JSONL file,
+//! OpenAI's batch API: `POST /v1/batches` from an uploaded JSONL file
+//! (read from the store chunk by chunk, line by line, never whole),
 //! `GET /v1/batches[/{id}]`, `POST /v1/batches/{id}/cancel`; the output
 //! and error files are `file-out_<id>` and `file-err_<id>`.
 
@@ -9,11 +10,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use switchyard_ir::Protocol;
+use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 use switchyard_state::Gateway;
 use switchyard_store::{BatchJob, BatchState, LineState, ObjectKind};
 
-use super::{check_lines, line_request_id, submit, window_ms, Line};
+use super::{line_request_id, window_ms, Checked, Staged};
+use crate::door::{in_time, Door};
 use crate::{invalid, json, new_id, not_found, owner, seconds, unavailable};
 
 const PROTOCOL: Protocol = Protocol::OpenAi;
@@ -30,40 +32,168 @@ struct InputLine {
     body: Box<serde_json::value::RawValue>,
 }
 
-/// Reads an input file's lines: each a JSON request to one of
-/// [`ENDPOINTS`], all to the same one.
-fn read_lines(content: &[u8], max: usize) -> Result<(String, Vec<Line>), String> {
-    let text = std::str::from_utf8(content).map_err(|_| "the file is not UTF-8 text".to_owned())?;
-    let mut lines = Vec::new();
-    let mut url: Option<String> = None;
-    for (number, raw) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        if lines.len() == max {
-            return Err(format!("the file has more than {max} requests (batches.max_lines)"));
-        }
-        let line: InputLine =
-            serde_json::from_str(raw).map_err(|err| format!("line {}: not a batch request: {err}", number + 1))?;
-        if line.method != "POST" {
-            return Err(format!("line {}: method must be POST", number + 1));
-        }
-        if !ENDPOINTS.contains(&line.url.as_str()) {
-            return Err(format!("line {}: url `{}` is not one of {ENDPOINTS:?}", number + 1, line.url));
-        }
-        if url.as_ref().is_some_and(|u| *u != line.url) {
-            return Err(format!("line {}: every line must go to the same url", number + 1));
-        }
-        if !line.body.get().trim_start().starts_with('{') {
-            return Err(format!("line {}: body must be a JSON object", number + 1));
-        }
-        url.get_or_insert(line.url);
-        lines.push(Line { custom_id: line.custom_id, body: line.body.get().as_bytes().to_vec() });
-    }
-    check_lines(&lines, max)?;
-    Ok((url.unwrap_or_default(), lines))
+/// An input file's lines as its bytes arrive, each handed over whole: a
+/// line is at most `max_line` bytes (a line is a request, bounded as a
+/// request body is), and only the line being read is held.
+pub(crate) struct Lines {
+    partial: Vec<u8>,
+    max_line: usize,
+    number: usize,
 }
 
-/// Checks an uploaded `purpose: batch` file.
-pub(crate) fn check_jsonl(content: &[u8], max: usize) -> Result<(), String> {
-    read_lines(content, max).map(|_| ())
+impl Lines {
+    /// Lines of at most `max_line` bytes.
+    pub(crate) fn new(max_line: usize) -> Lines {
+        Lines { partial: Vec::new(), max_line, number: 0 }
+    }
+
+    /// Hands `each` every line `chunk` completes (numbered from 1; blank
+    /// lines skipped).
+    pub(crate) fn feed(
+        &mut self,
+        chunk: &[u8],
+        each: &mut impl FnMut(usize, &[u8]) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut rest = chunk;
+        while let Some(at) = memchr::memchr(b'\n', rest) {
+            let (line, after) = (&rest[..at], &rest[at + 1..]);
+            if self.partial.is_empty() {
+                self.number += 1;
+                self.one(line, each)?;
+            } else {
+                self.grow(line)?;
+                self.number += 1;
+                let whole = std::mem::take(&mut self.partial);
+                self.one(&whole, each)?;
+                // Its room is kept for the next line that spans chunks.
+                self.partial = whole;
+                self.partial.clear();
+            }
+            rest = after;
+        }
+        self.grow(rest)
+    }
+
+    /// The file ended: its last line, if it had no line break.
+    pub(crate) fn finish(&mut self, each: &mut impl FnMut(usize, &[u8]) -> Result<(), String>) -> Result<(), String> {
+        if self.partial.is_empty() {
+            return Ok(());
+        }
+        self.number += 1;
+        let whole = std::mem::take(&mut self.partial);
+        self.one(&whole, each)
+    }
+
+    fn grow(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if self.partial.len() + bytes.len() > self.max_line {
+            return Err(format!(
+                "line {}: longer than {} bytes (server.body_limit, the largest request)",
+                self.number + 1,
+                self.max_line
+            ));
+        }
+        self.partial.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn one(&self, line: &[u8], each: &mut impl FnMut(usize, &[u8]) -> Result<(), String>) -> Result<(), String> {
+        if line.len() > self.max_line {
+            return Err(format!(
+                "line {}: longer than {} bytes (server.body_limit, the largest request)",
+                self.number, self.max_line
+            ));
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Ok(());
+        }
+        each(self.number, line)
+    }
+}
+
+/// An input file's requests, checked line by line: each a JSON request to
+/// one of [`ENDPOINTS`], all to the same one, ids and bodies as
+/// [`Checked`] asks.
+pub(crate) struct Input {
+    url: Option<String>,
+    checked: Checked,
+}
+
+impl Input {
+    /// Requests to come, at most `max`.
+    pub(crate) fn new(max: usize) -> Input {
+        Input { url: None, checked: Checked::new(max) }
+    }
+
+    /// Line `number`: its custom id and body.
+    fn line(&mut self, number: usize, raw: &[u8]) -> Result<(String, Vec<u8>), String> {
+        let line: InputLine =
+            serde_json::from_slice(raw).map_err(|err| format!("line {number}: not a batch request: {err}"))?;
+        if line.method != "POST" {
+            return Err(format!("line {number}: method must be POST"));
+        }
+        if !ENDPOINTS.contains(&line.url.as_str()) {
+            return Err(format!("line {number}: url `{}` is not one of {ENDPOINTS:?}", line.url));
+        }
+        if self.url.as_ref().is_some_and(|u| *u != line.url) {
+            return Err(format!("line {number}: every line must go to the same url"));
+        }
+        if !line.body.get().trim_start().starts_with('{') {
+            return Err(format!("line {number}: body must be a JSON object"));
+        }
+        self.checked
+            .check(&line.custom_id, line.body.get().as_bytes())
+            .map_err(|err| format!("line {number}: {err}"))?;
+        self.url.get_or_insert(line.url);
+        Ok((line.custom_id, line.body.get().as_bytes().to_vec()))
+    }
+
+    /// The url every line goes to, once the file has ended.
+    fn finish(&self) -> Result<String, String> {
+        self.checked.finish()?;
+        Ok(self.url.clone().unwrap_or_default())
+    }
+}
+
+/// An uploaded `purpose: batch` file checked as it streams to the store:
+/// the first fault is kept, and the rest of the file only counted.
+pub(crate) struct FileCheck {
+    lines: Lines,
+    input: Input,
+    fault: Option<String>,
+}
+
+impl FileCheck {
+    /// A check of a file of at most `max` requests of at most `max_line`
+    /// bytes each.
+    pub(crate) fn new(max: usize, max_line: usize) -> FileCheck {
+        FileCheck { lines: Lines::new(max_line), input: Input::new(max), fault: None }
+    }
+
+    /// The file's next bytes.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        if self.fault.is_none() {
+            let input = &mut self.input;
+            if let Err(fault) = self.lines.feed(chunk, &mut |n, raw| input.line(n, raw).map(|_| ())) {
+                self.fault = Some(fault);
+            }
+        }
+    }
+
+    /// The file ended: whether it is a batch's input.
+    pub(crate) fn finish(mut self) -> Result<(), String> {
+        if let Some(fault) = self.fault {
+            return Err(fault);
+        }
+        let input = &mut self.input;
+        self.lines.finish(&mut |n, raw| input.line(n, raw).map(|_| ()))?;
+        self.input.finish().map(|_| ())
+    }
+}
+
+/// The longest input line: a request body under `server.body_limit`, and
+/// its line's own fields.
+pub(crate) fn max_line(gateway: &Gateway) -> usize {
+    gateway.config.server.body_limit.saturating_add(64 << 10)
 }
 
 /// What a batch keeps beyond the job.
@@ -84,15 +214,22 @@ struct Create {
     metadata: Option<Value>,
 }
 
-/// `POST /v1/batches`.
+/// `POST /v1/batches`: the input file read chunk by chunk from the store,
+/// line by line, and staged in parts.
 pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let owner = match owner(&gateway, PROTOCOL, &parts) {
-        Ok(owner) => owner,
+    let mut door = match Door::enter(&gateway, PROTOCOL, &parts).await {
+        Ok(door) => door,
         Err(refused) => return refused,
     };
-    let Ok(bytes) = axum::body::to_bytes(body, 64 << 10).await else {
-        return invalid(&gateway, PROTOCOL, "the request body is too large", None);
+    let read = async {
+        axum::body::to_bytes(body, 64 << 10)
+            .await
+            .map_err(|_| ErrorInfo::new(ErrorKind::RequestTooLarge, "the request body is larger than 64 KiB"))
+    };
+    let bytes = match in_time(&gateway, read).await.and_then(|read| read) {
+        Ok(bytes) => bytes,
+        Err(info) => return crate::error(&gateway, PROTOCOL, &info),
     };
     let create: Create = match serde_json::from_slice(&bytes) {
         Ok(create) => create,
@@ -105,6 +242,7 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         let message = format!("endpoint `{}` is not one of {ENDPOINTS:?}", create.endpoint);
         return invalid(&gateway, PROTOCOL, message, Some("endpoint"));
     }
+    let owner = door.owner.clone();
     let found = if crate::plausible_id(&create.input_file_id) {
         let (owner, id) = (owner.clone(), create.input_file_id.clone());
         match gateway.kept.objects.get_object(ObjectKind::File, owner, id, crate::now_ms()).await {
@@ -118,21 +256,12 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         return not_found(&gateway, PROTOCOL, &format!("file `{}`", create.input_file_id));
     };
     let purpose = serde_json::from_str::<Value>(&file.meta).ok().and_then(|m| m["purpose"].as_str().map(str::to_owned));
-    let content = file.body;
     if purpose.as_deref() != Some("batch") {
         return invalid(&gateway, PROTOCOL, "the input file's purpose must be `batch`", Some("input_file_id"));
     }
-    let (url, lines) = match read_lines(&content, gateway.config.kept.batches.max_lines) {
-        Ok(read) => read,
-        Err(message) => return invalid(&gateway, PROTOCOL, message, Some("input_file_id")),
-    };
-    if url != create.endpoint {
-        let message = format!("the file's requests go to `{url}`, not the batch's endpoint `{}`", create.endpoint);
-        return invalid(&gateway, PROTOCOL, message, Some("endpoint"));
-    }
     let created_ms = crate::now_ms();
     let meta = Meta {
-        input_file_id: create.input_file_id,
+        input_file_id: create.input_file_id.clone(),
         completion_window: create.completion_window,
         metadata: create.metadata,
     };
@@ -140,14 +269,61 @@ pub async fn create(State(gateway): State<Arc<Gateway>>, request: Request) -> Re
         id: new_id("batch_"),
         owner,
         shape: "openai".into(),
-        endpoint: create.endpoint,
+        endpoint: create.endpoint.clone(),
         created_ms,
         expires_ms: created_ms.saturating_add(window),
         cancelled_ms: None,
         total: 0,
         meta: serde_json::to_string(&meta).unwrap_or_default(),
     };
-    match submit(&gateway, PROTOCOL, job, lines).await {
+    let mut staged = match Staged::begin(&gateway, PROTOCOL, job).await {
+        Ok(staged) => staged,
+        Err(response) => return response,
+    };
+    let refused = |message: String| invalid(&gateway, PROTOCOL, message, Some("input_file_id"));
+    let mut lines = Lines::new(max_line(&gateway));
+    let mut input = Input::new(gateway.config.kept.batches.max_lines);
+    let mut read = Vec::new();
+    // A file kept whole (before files were kept in chunks) is one chunk.
+    let chunks = file.chunks.max(1);
+    let mut whole = Some(file.body);
+    for seq in 0..chunks {
+        let chunk = match file.chunks {
+            0 => whole.take().unwrap_or_default(),
+            _ => {
+                let (owner, id) = (door.owner.clone(), create.input_file_id.clone());
+                match gateway.kept.objects.get_chunk(ObjectKind::File, owner, id, seq).await {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => return not_found(&gateway, PROTOCOL, &format!("file `{}`", create.input_file_id)),
+                    Err(err) => return unavailable(&gateway, PROTOCOL, &err),
+                }
+            }
+        };
+        let endpoint = create.endpoint.as_str();
+        let mut each = |n: usize, raw: &[u8]| {
+            let (custom_id, body) = input.line(n, raw)?;
+            if input.url.as_deref() != Some(endpoint) {
+                let url = input.url.as_deref().unwrap_or_default();
+                return Err(format!("the file's requests go to `{url}`, not the batch's endpoint `{endpoint}`"));
+            }
+            read.push((custom_id, body));
+            Ok(())
+        };
+        let fed = lines.feed(&chunk, &mut each);
+        let fed = if seq + 1 == chunks { fed.and_then(|()| lines.finish(&mut each)) } else { fed };
+        if let Err(message) = fed {
+            return refused(message);
+        }
+        for (custom_id, body) in read.drain(..) {
+            if let Err(response) = staged.push(&mut door, custom_id, body).await {
+                return response;
+            }
+        }
+    }
+    if let Err(message) = input.finish() {
+        return refused(message);
+    }
+    match staged.open().await {
         Ok(state) => json(StatusCode::OK, &batch_object(&state)),
         Err(response) => response,
     }
@@ -309,21 +485,57 @@ pub(crate) async fn result_lines(
 mod tests {
     use super::*;
 
+    /// A whole file's check, fed in chunks of `cut` bytes.
+    fn check(file: &str, cut: usize, max: usize, max_line: usize) -> Result<(), String> {
+        let mut check = FileCheck::new(max, max_line);
+        for chunk in file.as_bytes().chunks(cut.max(1)) {
+            check.feed(chunk);
+        }
+        check.finish()
+    }
+
     #[test]
-    fn an_input_file_is_requests_to_one_endpoint() {
+    fn an_input_file_is_requests_to_one_endpoint_however_it_is_cut() {
         let line = |id: &str, url: &str| {
             format!(r#"{{"custom_id":"{id}","method":"POST","url":"{url}","body":{{"model":"m","messages":[]}}}}"#)
         };
-        let good = format!("{}\n\n{}\n", line("a", "/v1/chat/completions"), line("b", "/v1/chat/completions"));
-        let (url, lines) = read_lines(good.as_bytes(), 10).unwrap();
-        assert_eq!((url.as_str(), lines.len()), ("/v1/chat/completions", 2));
-        assert_eq!(lines[1].body, br#"{"model":"m","messages":[]}"#);
+        let good = format!("{}\n\n{}\r\n", line("a", "/v1/chat/completions"), line("b", "/v1/chat/completions"));
+        for cut in [1, 2, 7, 64, 4096] {
+            assert_eq!(check(&good, cut, 10, 1 << 20), Ok(()), "cut {cut}");
+            let no_last_break = good.trim_end();
+            assert_eq!(check(no_last_break, cut, 10, 1 << 20), Ok(()), "cut {cut}");
+        }
         let mixed = format!("{}\n{}", line("a", "/v1/chat/completions"), line("b", "/v1/embeddings"));
-        assert!(read_lines(mixed.as_bytes(), 10).unwrap_err().contains("same url"));
-        assert!(read_lines(line("a", "/v1/completions").as_bytes(), 10).unwrap_err().contains("not one of"));
-        assert!(read_lines(b"not json", 10).unwrap_err().contains("line 1"));
+        assert!(check(&mixed, 5, 10, 1 << 20).unwrap_err().contains("same url"));
+        assert!(check(&line("a", "/v1/completions"), 3, 10, 1 << 20).unwrap_err().contains("not one of"));
+        assert!(check("not json", 3, 10, 1 << 20).unwrap_err().contains("line 1"));
+        assert!(check(&format!("{}\n{}", line("a", "/v1/embeddings"), line("a", "/v1/embeddings")), 9, 10, 1 << 20)
+            .unwrap_err()
+            .contains("line 2: request 1: custom_id `a` is used twice"));
+        assert!(check(&good, 9, 1, 1 << 20).unwrap_err().contains("max_lines"));
+        assert!(check("\n\n", 1, 10, 1 << 20).unwrap_err().contains("no requests"));
+        // A line past the longest request is refused as it grows, however cut.
+        let long = line("a", "/v1/chat/completions");
+        for cut in [1, 10, long.len()] {
+            assert!(check(&long, cut, 10, long.len() - 1).unwrap_err().contains("longer than"), "cut {cut}");
+        }
         assert_eq!(result_file("file-out_Ab"), Some(("batch_Ab".into(), false)));
         assert_eq!(result_file("file-err_Ab"), Some(("batch_Ab".into(), true)));
         assert_eq!(result_file("file-Ab"), None);
+    }
+
+    #[test]
+    fn lines_hold_only_the_line_being_read() {
+        let mut lines = Lines::new(100);
+        let mut seen = Vec::new();
+        let mut each = |n: usize, raw: &[u8]| {
+            seen.push((n, raw.to_vec()));
+            Ok(())
+        };
+        lines.feed(b"ab", &mut each).unwrap();
+        lines.feed(b"c\nde\n\nf", &mut each).unwrap();
+        assert!(lines.partial.capacity() <= 100);
+        lines.finish(&mut each).unwrap();
+        assert_eq!(seen, vec![(1, b"abc".to_vec()), (2, b"de".to_vec()), (4, b"f".to_vec())]);
     }
 }

@@ -3,8 +3,11 @@
 //! holding only the variables the config names, on first use; one child
 //! per server per instance, shared by every session (a stdio server is one
 //! session by nature). Requests carry ids of this process's own, so
-//! callers' ids never collide; a notification with a request's progress
-//! token goes to that request's caller. A child that exits three times
+//! callers' ids never collide, and so do their progress tokens: a caller's
+//! token goes to the child as the request's own id, and a notification
+//! naming it goes to that request's caller alone, under the caller's token
+//! again (two keys' callers that chose the same token never see each
+//! other's progress). A child that exits three times
 //! within a minute is quarantined for one: calls fail fast and a twin, if
 //! any, serves.
 
@@ -68,6 +71,7 @@ struct Child {
 struct Waiter {
     answer: oneshot::Sender<Value>,
     events: Option<mpsc::Sender<Value>>,
+    /// The caller's own progress token (the child was given the request's id).
     progress: Option<Value>,
 }
 
@@ -158,6 +162,15 @@ impl StdioServer {
     }
 }
 
+/// Puts request `id` in place of the caller's progress token in
+/// `params._meta`, and gives the caller's token back (`None`: it sent
+/// none).
+fn own_progress_token(params: &mut Value, id: u64) -> Option<Value> {
+    let meta = params.get_mut("_meta")?.as_object_mut()?;
+    let token = meta.get_mut("progressToken")?;
+    Some(std::mem::replace(token, Value::from(id)))
+}
+
 fn note_exit(health: &Mutex<Health>, why: String) {
     let mut health = health.lock().unwrap_or_else(PoisonError::into_inner);
     let now = Instant::now();
@@ -245,12 +258,12 @@ impl Child {
     async fn call(
         &self,
         method: &str,
-        params: Value,
+        mut params: Value,
         events: Option<mpsc::Sender<Value>>,
         timeout: Duration,
     ) -> Result<Value, CallError> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let progress = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+        let progress = own_progress_token(&mut params, id);
         let (answer, answered) = oneshot::channel();
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).insert(id, Waiter { answer, events, progress });
         let mut line =
@@ -281,13 +294,16 @@ impl Child {
                     let _ = waiter.answer.send(answer);
                 }
             }
-            rpc::Upstream::Notification(note) => {
-                let token = note.get("params").and_then(|p| p.get("progressToken"));
-                let events = token.and_then(|token| {
+            rpc::Upstream::Notification(mut note) => {
+                // The token the child was given is a pending request's id.
+                let request = note.get("params").and_then(|p| p.get("progressToken")).and_then(Value::as_u64);
+                let routed = request.and_then(|id| {
                     let pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-                    pending.values().find(|w| w.progress.as_ref() == Some(token)).and_then(|w| w.events.clone())
+                    let waiter = pending.get(&id)?;
+                    Some((waiter.events.clone()?, waiter.progress.clone()?))
                 });
-                if let Some(events) = events {
+                if let Some((events, token)) = routed {
+                    note["params"]["progressToken"] = token;
                     let _ = events.send(note).await;
                 }
             }
@@ -306,6 +322,74 @@ impl Child {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child whose stdin is the returned receiver: what the gateway
+    /// writes to it, one line each.
+    fn child() -> (Arc<Child>, mpsc::Receiver<Vec<u8>>) {
+        let (stdin, written) = mpsc::channel(8);
+        let child = Child {
+            stdin,
+            pending: Mutex::default(),
+            next: AtomicU64::new(1),
+            alive: AtomicBool::new(true),
+            pid: None,
+        };
+        (Arc::new(child), written)
+    }
+
+    #[tokio::test]
+    async fn each_callers_progress_reaches_that_caller_alone_under_its_own_token() {
+        let (child, mut written) = child();
+        let (a_events, mut a_seen) = mpsc::channel(8);
+        let (b_events, mut b_seen) = mpsc::channel(8);
+        // Two callers (two keys' sessions) that chose the same token.
+        let params = serde_json::json!({"name": "count", "_meta": {"progressToken": 0}});
+        let timeout = Duration::from_secs(5);
+        let (a, b) = (child.clone(), child.clone());
+        let (a_params, b_params) = (params.clone(), params);
+        let a_call = tokio::spawn(async move { a.call("tools/call", a_params, Some(a_events), timeout).await });
+        let b_call = tokio::spawn(async move { b.call("tools/call", b_params, Some(b_events), timeout).await });
+        let mut sent = Vec::new();
+        for _ in 0..2 {
+            let line = written.recv().await.unwrap_or_default();
+            sent.push(serde_json::from_slice::<Value>(&line).unwrap_or_default());
+        }
+        let tokens: Vec<&Value> = sent.iter().map(|m| &m["params"]["_meta"]["progressToken"]).collect();
+        assert_ne!(tokens[0], tokens[1], "the child tells the two callers apart: {sent:?}");
+        for message in &sent {
+            assert_eq!(message["params"]["_meta"]["progressToken"], message["id"], "the request's own id");
+        }
+        // The child reports progress for one request: only its caller hears it.
+        let note = |token: &Value, text: &str| {
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1, "message": text}})
+        };
+        child.deliver(note(&sent[0]["params"]["_meta"]["progressToken"], "first")).await;
+        child.deliver(note(&sent[1]["params"]["_meta"]["progressToken"], "second")).await;
+        child.deliver(note(&Value::from(999), "nobody's")).await;
+        for message in &sent {
+            child.deliver(serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "result": {}})).await;
+        }
+        let (a_answer, b_answer) = (a_call.await, b_call.await);
+        assert!(matches!(a_answer, Ok(Ok(_))) && matches!(b_answer, Ok(Ok(_))));
+        let heard = |seen: &mut mpsc::Receiver<Value>| {
+            let mut heard = Vec::new();
+            while let Ok(note) = seen.try_recv() {
+                heard.push(note);
+            }
+            heard
+        };
+        let (a_heard, b_heard) = (heard(&mut a_seen), heard(&mut b_seen));
+        // Which spawned call wrote first is the scheduler's: match by id.
+        let first_is_a = sent[0]["id"] == a_answer.ok().and_then(Result::ok).unwrap_or_default()["id"];
+        let (first, second) = if first_is_a { (a_heard, b_heard) } else { (b_heard, a_heard) };
+        assert_eq!(first.len(), 1, "{first:?}");
+        assert_eq!(second.len(), 1, "{second:?}");
+        assert_eq!(first[0]["params"]["message"], "first");
+        assert_eq!(second[0]["params"]["message"], "second");
+        assert_eq!(first[0]["params"]["progressToken"], 0, "the caller's own token again");
+        assert_eq!(second[0]["params"]["progressToken"], 0);
+    }
 
     #[test]
     fn three_exits_in_a_minute_quarantine() {

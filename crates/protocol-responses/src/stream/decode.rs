@@ -17,7 +17,7 @@ use switchyard_codec::{signature, DecodeError};
 
 use crate::error::stream_error;
 use crate::items::{self, SUMMARY_SEPARATOR};
-use crate::response::{read_output_item, read_usage, stop_reason, OutputSignals};
+use crate::response::{read_output_item, stop_reason, usage_of, OutputSignals};
 use crate::wire::text_of;
 
 /// Responses SSE events → IR stream events.
@@ -233,7 +233,7 @@ impl Events {
             created: response
                 .get("created_at")
                 .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|seconds| seconds as i64))),
-            usage: response.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
+            usage: usage_of(&response),
         });
     }
 
@@ -401,7 +401,7 @@ impl Events {
         out.push(StreamEvent::MessageDelta {
             stop_reason: stop_reason(&response, self.signals),
             stop_sequence: None,
-            usage: response.get("usage").and_then(Value::as_object).map(read_usage).unwrap_or_default(),
+            usage: usage_of(&response),
         });
         out.push(StreamEvent::MessageStop);
         self.ended = true;

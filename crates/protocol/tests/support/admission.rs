@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use switchyard_governance::estimate::{input_tokens, worst_case, MAX_REQUEST_COST, MAX_REQUEST_TOKENS};
-use switchyard_governance::fleet::{admit_args, settle_args, SharedBucket, SCRIPT_MAX};
+use switchyard_governance::fleet::SCRIPT_MAX;
 use switchyard_governance::{Actual, BucketId, BucketSpec, Budget, Governor, Limits, Price, Window};
 use switchyard_protocol::codec;
 use switchyard_protocol::ir::Protocol;
@@ -23,6 +23,7 @@ const PRICES: [Price; 3] = [
         cache_write_utok: 0.0,
         per_request_usd: 0.0,
         per_unit_usd: 0.0,
+        ..Price::ZERO
     },
     Price {
         input_utok: 3.0,
@@ -31,6 +32,7 @@ const PRICES: [Price; 3] = [
         cache_write_utok: 3.75,
         per_request_usd: 0.01,
         per_unit_usd: 0.002,
+        ..Price::ZERO
     },
     Price {
         input_utok: 1e12,
@@ -39,6 +41,7 @@ const PRICES: [Price; 3] = [
         cache_write_utok: 0.0,
         per_request_usd: 1e300,
         per_unit_usd: 1e300,
+        ..Price::ZERO
     },
 ];
 
@@ -80,33 +83,36 @@ pub fn drive(protocol: Protocol, body: &[u8], actual: (u64, u64)) {
         let estimate = worst_case(input, metered.max_tokens, 4096, metered.choices, price);
         assert!(estimate.cost <= MAX_REQUEST_COST, "{estimate:?}");
         assert!(estimate.tokens <= 2 * MAX_REQUEST_TOKENS, "{estimate:?}");
-        let buckets = [
-            SharedBucket { spec: None, seed_spent: 0 },
-            SharedBucket {
-                spec: Some(BucketSpec {
-                    budget: Some(Budget { usd: 1e300, window: Window::Month }),
-                    limits: Limits { rpm: Some(u64::MAX), tpm: Some(u64::MAX), concurrent: Some(u64::MAX) },
-                }),
-                seed_spent: u64::MAX,
+        // A bucket the governor does not know, and one at every extreme.
+        let mut huge = Governor::new();
+        let wide = BucketId::Key(Arc::from("wide"));
+        let spec = BucketSpec {
+            budget: Some(Budget::new(1e300, Window::Month)),
+            limits: Limits {
+                rpm: Some(u64::MAX),
+                tpm: Some(u64::MAX),
+                concurrent: Some(u64::MAX),
+                rps: Some(u64::MAX),
+                tpd: Some(u64::MAX),
+                usd_per_month: Some(1e300),
+                ..Limits::default()
             },
-        ];
-        let args = admit_args(&buckets, estimate, u64::MAX, now_ms).into_iter().chain(settle_args(
-            &buckets,
-            estimate,
-            actual.0,
-            actual.1,
-            true,
-            u64::MAX,
-            now_ms,
-        ));
+        };
+        huge.set_spec(wide.clone(), spec, 0);
+        huge.seed_spent(&wide, 0, u64::MAX);
+        let buckets = [BucketId::Key(Arc::from("unknown")), wide];
+        let args = huge
+            .fleet_admit_args(&buckets, estimate, u64::MAX, now_ms, true)
+            .into_iter()
+            .chain(huge.fleet_settle_args(&buckets, estimate, actual.0, actual.1, true, u64::MAX, now_ms));
         for arg in args {
             assert!((-SCRIPT_MAX..=SCRIPT_MAX).contains(&arg), "{arg} reaches a script");
         }
         let mut governor = Governor::new();
         let key = BucketId::Key(Arc::from("k"));
         let spec = BucketSpec {
-            budget: Some(Budget { usd: 1_000.0, window: Window::Day }),
-            limits: Limits { rpm: Some(1_000), tpm: Some(u64::MAX / 2), concurrent: Some(10) },
+            budget: Some(Budget::new(1_000.0, Window::Day)),
+            limits: Limits { rpm: Some(1_000), tpm: Some(u64::MAX / 2), concurrent: Some(10), ..Limits::default() },
         };
         governor.set_spec(key.clone(), spec, 0);
         let chain: Arc<[BucketId]> = Arc::from(vec![key.clone()]);

@@ -4,6 +4,7 @@
 //! bounded reason.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use switchyard_config::AuthMode;
 use switchyard_governance::key::{looks_like_key, KeyState};
@@ -28,8 +29,10 @@ pub enum Refused {
     PoolNotAllowed,
     /// A budget on the chain is spent.
     Budget,
-    /// Requests or tokens per minute.
+    /// Requests or tokens per second or minute.
     Rate,
+    /// A quota of requests, tokens or USD an hour, a day or a month.
+    Quota,
     /// Requests in flight.
     Concurrency,
     /// Suspended for abuse.
@@ -38,7 +41,7 @@ pub enum Refused {
 
 impl Refused {
     /// Every reason, in counter order.
-    pub const ALL: [Refused; 9] = [
+    pub const ALL: [Refused; 10] = [
         Refused::MissingKey,
         Refused::InvalidKey,
         Refused::ExpiredKey,
@@ -46,6 +49,7 @@ impl Refused {
         Refused::PoolNotAllowed,
         Refused::Budget,
         Refused::Rate,
+        Refused::Quota,
         Refused::Concurrency,
         Refused::Suspended,
     ];
@@ -60,6 +64,7 @@ impl Refused {
             Refused::PoolNotAllowed => "pool_not_allowed",
             Refused::Budget => "budget",
             Refused::Rate => "rate",
+            Refused::Quota => "quota",
             Refused::Concurrency => "concurrency",
             Refused::Suspended => "suspended",
         }
@@ -80,9 +85,9 @@ pub struct Presented<'a> {
     pub query: Option<&'a str>,
     /// What a SigV4 check needs, when the request is signed.
     pub inbound: Option<Inbound<'a>>,
-    /// The verified client certificate's common name, when the listener
-    /// names callers by it (`server.tls.client_identity`).
-    pub client: Option<&'a str>,
+    /// The verified client certificate, when the listener names callers
+    /// by it (`server.tls.client_identity`).
+    pub client: Option<&'a crate::ClientName>,
 }
 
 enum Credential<'a> {
@@ -130,7 +135,7 @@ impl Governance {
 
     /// A caller presenting an identity provider's token (`auth.jwt`):
     /// admitted as its issuer and group's in-memory key, its subject the
-    /// end user.
+    /// end user and, with that key, the owner of what it keeps.
     fn authenticate_token(&self, index: &KeyIndex, token: &str) -> Result<Option<Caller>, ErrorInfo> {
         let Some(issuers) = &self.jwt else { return Ok(None) };
         let verified = issuers.verify(token, now_ms() / 1000).map_err(|refusal| {
@@ -142,25 +147,36 @@ impl Governance {
                 format!("the token names group `{}`, which this gateway does not have", verified.groups.join("`, `"));
             return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
         };
-        Ok(Some(Caller { key: key.clone(), subject: verified.subject }))
+        let owner = super::owner::owner_id(&key.id, Some(&verified.subject));
+        Ok(Some(Caller { key: key.clone(), subject: Some(verified.subject), owner }))
     }
 
-    /// A caller named by its client certificate's common name: the key of
-    /// that name (when exactly one key has it) or the group's in-memory
-    /// key (`cert:<group>`).
-    fn authenticate_certificate(&self, index: &KeyIndex, name: &str) -> Result<Option<Caller>, ErrorInfo> {
+    /// A caller named by its client certificate's common name: the key
+    /// whose id it is (an id never changes and is never reused, where a
+    /// name may be changed or shared), or the group's in-memory key
+    /// (`cert:<group>`), shared by the group's certificates, each of which
+    /// owns what it keeps by its whole subject.
+    fn authenticate_certificate(
+        &self,
+        index: &KeyIndex,
+        client: &crate::ClientName,
+    ) -> Result<Option<Caller>, ErrorInfo> {
+        let name = &*client.common_name;
         let found = match self.client_identity {
-            Some(switchyard_config::ClientIdentity::Key) => index.by_name.get(name).cloned().flatten(),
-            Some(switchyard_config::ClientIdentity::Group) => index.by_cert.get(name).cloned(),
+            Some(switchyard_config::ClientIdentity::Key) => index.by_id.get(name).cloned().map(Caller::of_key),
+            Some(switchyard_config::ClientIdentity::Group) => index.by_cert.get(name).map(|key| Caller {
+                owner: super::owner::owner_id(&key.id, Some(&client.subject)),
+                key: key.clone(),
+                subject: None,
+            }),
             None => None,
         };
-        let Some(key) = found else {
-            let message =
-                format!("the client certificate's name `{name}` names no key or group here (or more than one key)");
+        let Some(caller) = found else {
+            let message = format!("the client certificate's name `{name}` names no key (by its id) or group here");
             return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
         };
-        match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller { key, subject: None })),
+        match caller.key.record.state((now_ms() / 1000) as i64) {
+            KeyState::Active => Ok(Some(caller)),
             _ => Err(self.refuse(
                 Refused::RevokedKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("the key `{name}` is not active")),
@@ -168,25 +184,68 @@ impl Governance {
         }
     }
 
-    /// The caller a request the gateway makes for a key runs as (a batch
-    /// line: [`crate::kept::Delegated`]): that key, while it is active. A
-    /// key revoked or expired since the batch was submitted stops its
-    /// lines.
-    pub fn delegated(&self, key_id: &str) -> Result<Option<Caller>, ErrorInfo> {
+    /// The caller a request the gateway makes for a caller runs as (a
+    /// batch line: [`crate::kept::Delegated`]), from its owner
+    /// ([`super::owner`]): that key, while it is active, as that subject
+    /// (a token's subject its end user again). A key revoked or expired
+    /// since the batch was submitted stops its lines.
+    pub fn delegated(&self, owner: &str) -> Result<Option<Caller>, ErrorInfo> {
         if self.mode == AuthMode::Open {
             return Ok(None);
         }
-        let Some(key) = self.key(key_id) else {
+        let gone = || {
             let message = "the key that submitted this batch no longer exists";
-            return Err(self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message)));
+            self.refuse(Refused::InvalidKey, ErrorInfo::new(ErrorKind::Authentication, message))
         };
+        let (key_id, subject) = super::owner::parse(owner).ok_or_else(gone)?;
+        let index = self.keys.load();
+        let key = match &subject {
+            None => index.by_id.get(key_id),
+            Some(_) => index.in_memory.get(key_id),
+        };
+        let key = key.cloned().ok_or_else(gone)?;
+        // A token's subject is its end user; a certificate's is not.
+        let subject = subject.filter(|_| key.id.starts_with("jwt:")).map(Arc::from);
+        let caller = Caller { owner: Arc::from(owner), key, subject };
+        let key = &caller.key;
         match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller { key, subject: None })),
+            KeyState::Active => Ok(Some(caller)),
             _ => Err(self.refuse(
                 Refused::RevokedKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("API key {} is no longer active", key.record.prefix)),
             )),
         }
+    }
+
+    /// Before a signed request's body is read: its `Authorization` header
+    /// must parse and name an access key id a key holds, so a stranger's
+    /// signature never makes the gateway read a body (up to the body
+    /// limit) only to refuse it. The signature itself is checked against
+    /// the body by [`Governance::authenticate`].
+    pub fn check_signer(&self, headers: &http::HeaderMap) -> Result<(), ErrorInfo> {
+        if self.mode == AuthMode::Open {
+            return Ok(());
+        }
+        let value = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or_default();
+        let authorization = sigv4::parse_authorization(value).map_err(|err| self.sigv4_refusal(&err))?;
+        if !self.keys.load().by_aws.contains_key(authorization.access_key_id) {
+            return Err(self.sigv4_refusal(&SigV4Error::UnknownAccessKey));
+        }
+        Ok(())
+    }
+
+    /// A request that presents no key, told how its SDK sends one.
+    fn missing_key(&self, protocol: Protocol) -> ErrorInfo {
+        let hint = match protocol {
+            Protocol::Anthropic => "x-api-key",
+            Protocol::Gemini => "x-goog-api-key (or ?key=)",
+            Protocol::Bedrock => {
+                "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key"
+            }
+            Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
+        };
+        let message = format!("no API key: send your Switchyard key as {hint}");
+        self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message))
     }
 
     pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
@@ -204,21 +263,13 @@ impl Governance {
         let index = self.keys.load();
         let key = match request.credential() {
             // No key presented: a verified client certificate may name one.
-            Credential::None if request.client.is_some() && self.client_identity.is_some() => {
-                return self.authenticate_certificate(&index, request.client.unwrap_or_default());
+            Credential::None if self.client_identity.is_some() => {
+                if let Some(client) = request.client {
+                    return self.authenticate_certificate(&index, client);
+                }
+                return Err(self.missing_key(request.protocol));
             }
-            Credential::None => {
-                let hint = match request.protocol {
-                    Protocol::Anthropic => "x-api-key",
-                    Protocol::Gemini => "x-goog-api-key (or ?key=)",
-                    Protocol::Bedrock => {
-                        "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key"
-                    }
-                    Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
-                };
-                let message = format!("no API key: send your Switchyard key as {hint}");
-                return Err(self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message)));
-            }
+            Credential::None => return Err(self.missing_key(request.protocol)),
             Credential::Key(token) if self.jwt.is_some() && super::jwt::looks_like_jwt(token) => {
                 return self.authenticate_token(&index, token);
             }
@@ -260,7 +311,7 @@ impl Governance {
             }
         };
         match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller { key, subject: None })),
+            KeyState::Active => Ok(Some(Caller::of_key(key))),
             KeyState::Expired => Err(self.refuse(
                 Refused::ExpiredKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),

@@ -3,9 +3,11 @@
 //! token's issuer must be configured, its signature must verify against
 //! the issuer's published keys (JWKS, fetched at boot, again every ten
 //! minutes and when a token names a key not seen yet), its audience must be
-//! one configured, `exp` and `nbf` hold within the leeway, and a claim names
-//! the group whose budget and limits the caller draws on; its subject is
-//! the request's end user unless the request names one.
+//! one configured, `exp` and `nbf` hold within the leeway, a claim names
+//! the group whose budget and limits the caller draws on, and it names its
+//! subject: the request's end user (whatever the request says), and with
+//! the issuer and group who owns what the caller keeps
+//! ([`super::owner`]), so workloads of one group stay apart.
 //!
 //! A token verified once is remembered until it expires (a bounded cache
 //! keyed by a hash of the whole token), so a workload's steady traffic pays
@@ -44,8 +46,8 @@ pub struct Verified {
     /// The groups its claim names, in order (the first one this gateway
     /// has is the caller's).
     pub groups: Vec<String>,
-    /// Its subject, when the token names one.
-    pub subject: Option<Arc<str>>,
+    /// Its subject.
+    pub subject: Arc<str>,
     /// When the token expires (Unix seconds).
     pub expires: u64,
 }
@@ -70,6 +72,10 @@ pub enum JwtRefusal {
     /// No claim names a group.
     #[error("the token's `{0}` claim names no group of this gateway")]
     NoGroup(String),
+    /// No claim names the subject: the workload could not be told from
+    /// the others of its group.
+    #[error("the token has no `{0}` claim: a token must name its subject (the workload or user it stands for)")]
+    NoSubject(String),
 }
 
 /// One trusted issuer and its published keys.
@@ -228,7 +234,11 @@ impl Issuers {
         if groups.is_empty() {
             return Err(JwtRefusal::NoGroup(issuer.config.group_claim.clone()));
         }
-        let subject = claims[&issuer.config.subject_claim].as_str().map(Arc::from);
+        let subject = claims[&issuer.config.subject_claim]
+            .as_str()
+            .filter(|subject| !subject.trim().is_empty())
+            .map(Arc::from)
+            .ok_or_else(|| JwtRefusal::NoSubject(issuer.config.subject_claim.clone()))?;
         Ok(Verified { issuer: index, groups, subject, expires })
     }
 
@@ -304,6 +314,7 @@ mod tests {
             subject_claim: "sub".into(),
             leeway: Duration::from_secs(60),
             pools: None,
+            mcp: Vec::new(),
         }
     }
 

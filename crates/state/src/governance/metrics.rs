@@ -28,8 +28,8 @@ pub fn encode_metrics(
     encode_counters(
         e,
         "switchyard_refusals_unlogged",
-        "Refusals past the request log's limit of rows a minute, counted only.",
-        std::iter::once((Vec::new(), governance.refusals_unlogged.load(Ordering::Relaxed))),
+        "Refusals past the request log's limit of rows a minute, counted on one row per minute and reason.",
+        std::iter::once((Vec::new(), governance.ledger.as_ref().map_or(0, |ledger| ledger.refusals_past_limit()))),
     )?;
     let now = now_ms();
     let keys: Vec<Arc<CachedKey>> = governance.keys.load().by_id.values().cloned().collect();
@@ -59,6 +59,32 @@ pub fn encode_metrics(
         "switchyard_group_spend_usd",
         "Spend of each group's subtree in its budget's current window (USD).",
         group_spend.iter().map(|(name, usd)| (vec![("group", *name)], *usd)),
+    )?;
+    // Each watched budget's pace and, when it runs out before its window
+    // ends, in how long.
+    let outlooks = governance.budget_outlooks(now);
+    let burning: Vec<(&str, f64)> = outlooks
+        .iter()
+        .filter_map(|o| Some((o.bucket.as_str(), switchyard_governance::money::usd(o.forecast?.per_hour))))
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_budget_burn_usd_per_hour",
+        "Each budget's spend per hour over the last hour (bucket: key:<id> or group:<name>).",
+        burning.iter().map(|(bucket, usd)| (vec![("bucket", *bucket)], *usd)),
+    )?;
+    let running_out: Vec<(&str, f64)> = outlooks
+        .iter()
+        .filter_map(|o| {
+            let at = o.forecast?.exhausts_at_ms?;
+            Some((o.bucket.as_str(), at.saturating_sub(now) as f64 / 1000.0))
+        })
+        .collect();
+    encode_gauges(
+        e,
+        "switchyard_budget_exhausts_in_seconds",
+        "Seconds until a budget runs out at its pace, for each forecast to run out before its window ends.",
+        running_out.iter().map(|(bucket, seconds)| (vec![("bucket", *bucket)], *seconds)),
     )?;
     encode_gauges(
         e,

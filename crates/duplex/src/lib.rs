@@ -1,0 +1,33 @@
+//! The duplex surface: the routes where a caller opens a long-lived
+//! socket, and the sessions that run on them.
+//!
+//! - [`responses`]: the Responses API over WebSocket (`GET /v1/responses`
+//!   with an upgrade, Codex's first choice). Each `response.create` is one
+//!   Responses request through the engine, to a lane of any protocol,
+//!   admitted, filtered, settled and logged like an HTTP request; its
+//!   stream comes back as the socket's events. Turns of one `stream_id`
+//!   keep their order; `previous_response_id` resolves on the socket's own
+//!   conversations first, then the kept store.
+//! - [`door`]: what a socket passes before it is upgraded (the key, as the
+//!   HTTP route reads it; the key's and the instance's open sockets).
+//! - [`socket`]: a caller's socket as sessions use it: messages in,
+//!   bounded in size, idle time and life; messages out through one writer;
+//!   the gateway's word to finish (a reload, a stop).
+//!
+//! Every bound is `duplex:` in the config. A bad message is answered with
+//! the protocol's error event, and the socket lives on.
+
+mod door;
+pub mod responses;
+mod socket;
+
+use std::sync::Arc;
+
+use axum::routing::get;
+use axum::Router;
+use switchyard_state::Gateway;
+
+/// The duplex routes, for the data router.
+pub fn routes() -> Router<Arc<Gateway>> {
+    Router::new().route("/v1/responses", get(responses::connect))
+}

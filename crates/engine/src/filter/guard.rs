@@ -1,0 +1,224 @@
+//! Guardrails as a filter: a request's prose (every string of its body, in
+//! any protocol: system, messages, tool arguments and results) screened
+//! against the policies that apply (the key's own, else its group's, else
+//! its pool's: `state::guardrails`), masked in place or refused in the
+//! caller's protocol naming the policy and rule, never the matched text;
+//! its moderators asked while the request is routed, their verdict awaited
+//! before anything answers it. A reply is screened the same way: whole, or
+//! as a stream comes (`stream::StreamGuard`, held back no more than the
+//! longest rule's reach), including an answer the response cache gives.
+//!
+//! Reads: the call's body and key, the reply. Writes: the body (masked),
+//! the reply (masked), the record's guardrail decisions, and
+//! `Marks::pseudonymised` when a mask is reversible.
+
+mod moderate;
+mod stream;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use switchyard_guard::{json, Blocked, Direction, Masks, Screen};
+use switchyard_ir::{ErrorInfo, ErrorKind, StreamEvent};
+use switchyard_state::call::Call;
+use switchyard_state::Gateway;
+
+use super::{Filter, FilterFuture, Flow, Refusal, ReplyCx, RequestCx};
+use crate::settle::Record;
+
+pub(crate) use moderate::Moderation;
+
+/// A request's guardrails.
+pub(crate) struct Guard {
+    gateway: Arc<Gateway>,
+    screen: Arc<Screen>,
+    /// The request's placeholders (a reply masks on from them).
+    masks: Masks,
+    moderation: Option<Moderation>,
+    stream: Option<stream::StreamGuard>,
+}
+
+impl Guard {
+    /// The guardrails of `call` in `pool`, when a policy applies to it (a
+    /// config without policies pays one check).
+    pub(crate) fn of(gateway: &Arc<Gateway>, call: &Call, pool: usize) -> Option<Guard> {
+        if gateway.config.policies.is_empty() {
+            return None;
+        }
+        // The most specific wins: the key's own policies, its group's, its pool's.
+        let key = call.caller.as_ref().map(|c| &c.key.record);
+        let screen = match key.and_then(|k| k.policies.as_deref()) {
+            Some(names) => gateway.guardrails.for_key(names),
+            None => gateway.guardrails.screen(pool, key.and_then(|k| k.group.as_deref())).cloned(),
+        }?;
+        Some(Guard { gateway: gateway.clone(), screen, masks: Masks::default(), moderation: None, stream: None })
+    }
+
+    /// A guard over `screen` alone (tests).
+    #[cfg(test)]
+    pub(crate) fn over(gateway: &Arc<Gateway>, screen: Arc<Screen>) -> Guard {
+        Guard { gateway: gateway.clone(), screen, masks: Masks::default(), moderation: None, stream: None }
+    }
+
+    /// Screens the request body in place (every string but where the
+    /// caller's protocol keeps media and signed state, `places`); the
+    /// refusal when a rule blocks or the body cannot be read.
+    fn screen_request(&mut self, call: &mut Call, places: Places, record: &mut Record) -> Result<(), ErrorInfo> {
+        // A form (audio to transcribe) is no JSON.
+        let json = call.operation != switchyard_ir::Operation::Transcription;
+        if !self.screen.on_request || !json || !self.screen.may_match(&call.body, places) {
+            return Ok(());
+        }
+        let mut decisions = Vec::new();
+        let (screen, masks) = (&self.screen, &mut self.masks);
+        let screened = json::rewrite_strings(&call.body, places, |text| {
+            screen.screen(text, Direction::Request, masks, &mut decisions)
+        });
+        record.guarded(&self.screen, &decisions);
+        match screened {
+            // A body the screen cannot read is not passed on unread.
+            Err(malformed) => Err(unreadable(&malformed, Direction::Request)),
+            Ok(Ok(None)) => Ok(()),
+            Ok(Err(blocked)) => Err(refusal(&blocked, Direction::Request)),
+            Ok(Ok(Some(body))) => {
+                call.body = Bytes::from(body);
+                // The model's place moved with the masks before it.
+                call.model_span = switchyard_codec::scan::scan_top_level(&call.body).ok().and_then(|t| t.model_span);
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Filter for Guard {
+    fn name(&self) -> &'static str {
+        "guardrails"
+    }
+
+    fn on_request<'a>(&'a mut self, cx: &'a mut RequestCx<'_>) -> Option<FilterFuture<'a, Flow>> {
+        // Where the caller's protocol keeps media and signed state; every
+        // other string is screened.
+        let places = cx.env.codec(cx.call.ingress).opaque().request;
+        if let Err(info) = self.screen_request(cx.call, places, cx.record) {
+            return Some(Box::pin(async move { Flow::Refuse(Refusal { info, own: true }) }));
+        }
+        cx.marks.pseudonymised |= self.masks.restores();
+        // The moderators are asked while the request is routed; their
+        // verdict is awaited before anything answers it (`before_send`).
+        if !self.screen.moderators.is_empty() {
+            let (gateway, screen) = (self.gateway.clone(), self.screen.clone());
+            let (request_id, body) = (cx.call.request_id.clone(), cx.call.body.clone());
+            let task = moderate::moderate(gateway, request_id, body, places, screen);
+            self.moderation = Some(Moderation::spawn(task));
+        }
+        None
+    }
+
+    fn before_send<'a>(
+        &'a mut self,
+        _call: &'a Call,
+        record: &'a mut Record,
+    ) -> Option<FilterFuture<'a, Result<(), ErrorInfo>>> {
+        let moderation = self.moderation.take()?;
+        Some(Box::pin(moderation.verdict(record)))
+    }
+
+    fn reads_events(&self) -> bool {
+        self.screen.on_response
+    }
+
+    fn on_events(&mut self, events: &mut Vec<StreamEvent>, cx: &mut ReplyCx<'_>) -> Result<(), ErrorInfo> {
+        if !self.screen.on_response {
+            return Ok(());
+        }
+        let guard = self.stream.get_or_insert_with(|| stream::StreamGuard::new(self.screen.clone()));
+        let outcome = guard.screen(events, &mut self.masks);
+        if guard.decided() {
+            cx.record.guarded(&self.screen, guard.take_decisions());
+        }
+        outcome.map_err(|blocked| {
+            tracing::info!(request_id = ?cx.call.request_id, "a guardrail refused the reply mid-stream");
+            refusal(&blocked, Direction::Response)
+        })
+    }
+
+    fn on_whole(&mut self, whole: &mut crate::render::Whole, cx: &mut ReplyCx<'_>) -> Result<(), ErrorInfo> {
+        // Only chat replies are prose; an operation's are vectors, rankings, audio.
+        if !self.screen.on_response || cx.call.operation != switchyard_ir::Operation::Chat {
+            return Ok(());
+        }
+        let places = cx.env.codec(cx.call.ingress).opaque().reply;
+        whole.body = self.screen_reply(std::mem::take(&mut whole.body), places, cx.record)?;
+        Ok(())
+    }
+
+    fn withholds(&self) -> bool {
+        self.stream.as_ref().is_some_and(stream::StreamGuard::holds)
+    }
+
+    fn on_restart(&mut self, _part: &switchyard_ir::Usage) {
+        if let Some(stream) = self.stream.as_mut() {
+            stream.drop_held();
+        }
+    }
+}
+
+impl Guard {
+    /// A whole reply (as the caller gets it, in the caller's protocol)
+    /// screened: masked, or the refusal.
+    fn screen_reply(&mut self, body: Bytes, places: Places, record: &mut Record) -> Result<Bytes, ErrorInfo> {
+        if !self.masks.restores() && !self.screen.may_match(&body, places) {
+            return Ok(body);
+        }
+        let mut decisions = Vec::new();
+        let (screen, masks) = (&self.screen, &mut self.masks);
+        let screened = json::rewrite_strings(&body, places, |text| {
+            screen.screen(text, Direction::Response, masks, &mut decisions)
+        });
+        record.guarded(&self.screen, &decisions);
+        let body = match screened {
+            Err(malformed) => return Err(unreadable(&malformed, Direction::Response)),
+            Ok(Ok(None)) => body,
+            Ok(Ok(Some(masked))) => Bytes::from(masked),
+            Ok(Err(blocked)) => return Err(refusal(&blocked, Direction::Response)),
+        };
+        if !self.masks.restores() {
+            return Ok(body);
+        }
+        // Reversible placeholders go back to what they stand for.
+        let masks = &self.masks;
+        match json::rewrite_strings::<()>(&body, places, |text| Ok(masks.restore(text))) {
+            Ok(Ok(Some(restored))) => Ok(Bytes::from(restored)),
+            _ => Ok(body),
+        }
+    }
+}
+
+/// The caller's refusal for a body the screen could not read.
+fn unreadable(malformed: &json::Malformed, direction: Direction) -> ErrorInfo {
+    match direction {
+        Direction::Request => {
+            let message = format!("the request body could not be read for its guardrail policies ({malformed})");
+            ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400)
+        }
+        Direction::Response => {
+            let message = format!("the upstream reply could not be read for its guardrail policies ({malformed})");
+            ErrorInfo::new(ErrorKind::Internal, message).with_status(502)
+        }
+    }
+}
+
+/// Where a protocol keeps media and signed state (`Codec::opaque`).
+type Places = &'static [switchyard_codec::opaque::Place];
+
+/// The caller's refusal for a blocked request or reply.
+pub(crate) fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
+    let what = match direction {
+        Direction::Request => "the request",
+        Direction::Response => "the reply",
+    };
+    let message = format!("{what} was blocked by policy `{}` (rule `{}`)", blocked.policy, blocked.rule);
+    let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
+    info.code = Some("policy_violation".to_owned());
+    info
+}

@@ -1,0 +1,301 @@
+//! What the vendor fake refuses of a model, as the vendor's reference says
+//! its model refuses it, so a translation that sends a model what it does
+//! not take fails a test with the vendor's own 400. The rules are written
+//! here from the vendors' pages, apart from the gateway's model facts, so
+//! a wrong fact is caught rather than agreed with:
+//! - OpenAI's reasoning models (o-series, gpt-5 and later: "Reasoning
+//!   models" guide, limitations) refuse `temperature`, `top_p` and the
+//!   penalties while they reason, and take only their own effort levels
+//!   (API reference, `reasoning_effort`: o-series low to high, gpt-5
+//!   minimal to high, gpt-5.1 none to high, gpt-5-pro high);
+//! - OpenAI's models on Bedrock take `reasoning_effort` (low to high), and
+//!   no Anthropic `thinking` ("extraneous key");
+//! - xAI's reasoning models refuse the penalties and stop sequences (xAI's
+//!   reasoning guide);
+//! - Claude (Anthropic's API, and on Bedrock) while it thinks takes
+//!   `temperature` 1 only, no `top_k`, a `top_p` from 0.95, a budget from
+//!   1,024 tokens under `max_tokens`, and no forced tool; Claude Opus 4.1
+//!   and the 4.5 generation on take `temperature` or `top_p`, not both
+//!   (Anthropic's extended thinking guide, and the models' migration
+//!   notes);
+//! - Gemini (Google's thinking guide): 2.5 models take a budget, not a
+//!   level; Gemini 3 a level or a budget, not both; Gemini 3 Pro the
+//!   levels low and high; 2.5 Pro and Gemini 3 Pro cannot stop thinking;
+//! - Cohere's embedding models on Bedrock: Embed v3 refuses
+//!   `output_dimension` (an extraneous key), Embed v4 takes 256, 512, 1024
+//!   or 1536 (Bedrock's Cohere Embed v4 parameters).
+
+use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Thinking, ToolChoice};
+
+/// The 400 the vendor answers `request` for `model` with, if it refuses it.
+pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
+    match protocol {
+        Protocol::OpenAi | Protocol::Responses => openai(protocol, model, request),
+        Protocol::Anthropic if model.contains("claude-") => claude(model, request),
+        Protocol::Bedrock if model.contains("anthropic.claude") => claude(model, request),
+        Protocol::Bedrock => bedrock(model, request),
+        Protocol::Gemini if model.contains("gemini-") => gemini(model, request),
+        _ => None,
+    }
+}
+
+/// The 400 the vendor answers an embeddings `body` for `model` with, if it
+/// refuses it.
+pub fn refused_embed(protocol: Protocol, model: &str, body: &[u8]) -> Option<ErrorInfo> {
+    if protocol != Protocol::Bedrock || !model.contains("cohere.") {
+        return None;
+    }
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let dimension = value.get("output_dimension")?;
+    let malformed = |detail: String| {
+        Some(
+            ErrorInfo::new(
+                ErrorKind::InvalidRequest,
+                format!("Malformed input request: {detail}, please reformat your input and try again."),
+            )
+            .with_status(400),
+        )
+    };
+    if !model.contains("embed-v4") {
+        return malformed("#: extraneous key [output_dimension] is not permitted".to_owned());
+    }
+    let allowed = [256, 512, 1024, 1536];
+    match dimension.as_u64() {
+        Some(size) if allowed.contains(&size) => None,
+        _ => malformed(format!("#/output_dimension: {dimension} is not a valid enum value")),
+    }
+}
+
+/// An OpenAI reasoning model's levels (`none`: thinking off) and whether it
+/// reasons when a request says nothing.
+fn openai_reasoning(model: &str) -> Option<(&'static [&'static str], bool)> {
+    let model = model.rsplit('/').next().unwrap_or(model);
+    if model.starts_with("gpt-5.1") || model.starts_with("gpt-5.2") {
+        return Some((&["none", "low", "medium", "high"], false));
+    }
+    if model.starts_with("gpt-5-pro") {
+        return Some((&["high"], true));
+    }
+    if model.starts_with("gpt-5") && !model.starts_with("gpt-5-chat") {
+        return Some((&["minimal", "low", "medium", "high"], true));
+    }
+    let o_series = ["o1", "o3", "o4"]
+        .iter()
+        .any(|family| model.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('-')));
+    o_series.then_some((&["low", "medium", "high"], true))
+}
+
+fn invalid(message: String, param: &str, code: &str) -> ErrorInfo {
+    let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
+    info.param = Some(param.to_owned());
+    info.code = Some(code.to_owned());
+    info
+}
+
+fn openai(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
+    let (levels, by_default) = openai_reasoning(model)?;
+    let effort_param = if protocol == Protocol::Responses { "reasoning.effort" } else { "reasoning_effort" };
+    let level = request.reasoning.as_ref().map(|r| match (r.is_off(), r.effort) {
+        (true, _) => "none",
+        (false, Some(effort)) => effort.as_str(),
+        // A budget or bare "on" has no OpenAI form: the reader made it up.
+        (false, None) => "medium",
+    });
+    if let Some(level) = level.filter(|level| !levels.contains(level)) {
+        let supported = levels.iter().map(|l| format!("'{l}'")).collect::<Vec<_>>().join(", ");
+        return Some(invalid(
+            format!(
+                "Unsupported value: '{effort_param}' does not support '{level}' with this model. \
+                 Supported values are: {supported}."
+            ),
+            effort_param,
+            "unsupported_value",
+        ));
+    }
+    let reasons = level.map_or(by_default, |level| level != "none");
+    if !reasons {
+        return None;
+    }
+    let sampling = [
+        ("temperature", request.temperature.is_some()),
+        ("top_p", request.top_p.is_some()),
+        ("frequency_penalty", request.frequency_penalty.is_some()),
+        ("presence_penalty", request.presence_penalty.is_some()),
+    ];
+    let (name, _) = sampling.into_iter().find(|(_, sent)| *sent)?;
+    Some(invalid(
+        format!("Unsupported parameter: '{name}' is not supported with this model."),
+        name,
+        "unsupported_parameter",
+    ))
+}
+
+/// Gemini's rules for thinking, with its messages.
+fn gemini(model: &str, request: &Request) -> Option<ErrorInfo> {
+    let invalid = |message: String| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+    let reasoning = request.reasoning.as_ref()?;
+    let generation_3 = model.contains("gemini-3");
+    let pro = model.contains("gemini-2.5-pro") || model.contains("gemini-3-pro");
+    if reasoning.is_off() && pro {
+        return invalid("Budget 0 is invalid. This model only works in thinking mode.".to_owned());
+    }
+    let level = reasoning.effort?;
+    if !generation_3 {
+        return invalid("Thinking level is not supported for this model.".to_owned());
+    }
+    if reasoning.budget_tokens.is_some() {
+        return invalid("You can only set thinking_budget or thinking_level, not both.".to_owned());
+    }
+    if model.contains("gemini-3-pro") && !matches!(level, Effort::Low | Effort::High) {
+        return invalid(format!("Thinking level {} is not supported for this model.", level.as_str().to_uppercase()));
+    }
+    None
+}
+
+/// Claude's rules for sampling and thinking, with Anthropic's messages.
+fn claude(model: &str, request: &Request) -> Option<ErrorInfo> {
+    let invalid = |message: &str| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+    let thinking = request.reasoning.as_ref().filter(|r| r.thinking == Thinking::On);
+    if let Some(thinking) = thinking {
+        if let Some(budget) = thinking.budget_tokens {
+            if budget < 1024 {
+                return invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024");
+            }
+            if request.max_tokens.is_some_and(|max| max <= budget) {
+                return invalid("`max_tokens` must be greater than `thinking.budget_tokens`.");
+            }
+        }
+        if request.temperature.is_some_and(|t| t != 1.0) {
+            return invalid("`temperature` may only be set to 1 when thinking is enabled or in adaptive mode.");
+        }
+        if request.top_k.is_some() {
+            return invalid("`top_k` must be unset when thinking is enabled.");
+        }
+        if request.top_p.is_some_and(|p| p < 0.95) {
+            return invalid("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled.");
+        }
+        if matches!(request.tool_choice, Some(ToolChoice::Any | ToolChoice::Tool(_))) {
+            return invalid("Thinking may not be enabled when tool_choice forces tool use.");
+        }
+    }
+    let one_of_temperature_and_top_p = ["opus-4-1", "opus-4-5", "opus-4-6", "sonnet-4-5", "haiku-4-5"];
+    let newer = one_of_temperature_and_top_p.iter().any(|family| model.contains(family));
+    if newer && request.temperature.is_some() && request.top_p.is_some() {
+        return invalid("`temperature` and `top_p` cannot both be specified for this model. Please use only one.");
+    }
+    None
+}
+
+fn bedrock(model: &str, request: &Request) -> Option<ErrorInfo> {
+    let validation = |message: &str| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+    let additional = request.extra.fields.get("additionalModelRequestFields");
+    if model.contains("openai.") {
+        // Claude's `thinking` read into the IR as a budget or "on".
+        let claude_thinking = request.reasoning.as_ref().is_some_and(|r| r.effort.is_none() && !r.is_off());
+        if claude_thinking || additional.and_then(|a| a.get("thinking")).is_some() {
+            return validation("The model returned the following errors: extraneous key [thinking] is not permitted");
+        }
+        let level = request.reasoning.as_ref().and_then(|r| r.effort).map(|e| e.as_str());
+        if let Some(level) = level.filter(|level| !["low", "medium", "high"].contains(level)) {
+            return validation(&format!(
+                "The model returned the following errors: reasoning_effort must be one of low, medium, high, not {level}"
+            ));
+        }
+    }
+    if (model.contains("xai.") || model.contains("grok")) && !request.stop.is_empty() {
+        return validation("The model returned the following errors: stop is not supported by reasoning models");
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_ir::{Effort, Reasoning};
+
+    #[test]
+    fn openai_reasoning_models_refuse_sampling_and_foreign_levels() {
+        let sampled = Request { temperature: Some(0.2), ..Request::default() };
+        let refused = refused(Protocol::OpenAi, "o4-mini", &sampled).map(|info| info.param);
+        assert_eq!(refused, Some(Some("temperature".to_owned())));
+        assert!(refused_of("gpt-4o", &sampled).is_none());
+        assert!(refused_of("gpt-5.1", &sampled).is_none(), "gpt-5.1 does not reason unasked");
+        let minimal = Request { reasoning: Some(Reasoning::with_effort(Effort::Minimal)), ..Request::default() };
+        let info = refused_of("o4-mini-2025-04-16", &minimal).map(|info| info.message).unwrap_or_default();
+        assert!(info.contains("'minimal'") && info.contains("'low', 'medium', 'high'"), "{info}");
+        assert!(refused_of("gpt-5", &minimal).is_none());
+        let off = Request { reasoning: Some(Reasoning::off()), ..Request::default() };
+        assert!(refused_of("o3", &off).is_some() && refused_of("gpt-5.1", &off).is_none());
+        assert!(refused_of("o1-preview", &sampled).is_some() && refused_of("omni", &sampled).is_none());
+    }
+
+    fn refused_of(model: &str, request: &Request) -> Option<ErrorInfo> {
+        refused(Protocol::OpenAi, model, request)
+    }
+
+    #[test]
+    fn cohere_embed_models_on_bedrock_take_their_own_sizes() {
+        let sized =
+            |size: u32| serde_json::to_vec(&serde_json::json!({"texts": ["a"], "output_dimension": size})).unwrap();
+        assert!(refused_embed(Protocol::Bedrock, "cohere.embed-english-v3", &sized(256)).is_some());
+        assert!(refused_embed(Protocol::Bedrock, "cohere.embed-v4:0", &sized(256)).is_none());
+        assert!(refused_embed(Protocol::Bedrock, "cohere.embed-v4:0", &sized(4)).is_some());
+        assert!(refused_embed(Protocol::Bedrock, "cohere.embed-english-v3", br#"{"texts":["a"]}"#).is_none());
+        assert!(refused_embed(Protocol::Cohere, "embed-english-v3.0", &sized(256)).is_none());
+    }
+
+    #[test]
+    fn claude_refuses_sampling_and_forced_tools_while_it_thinks() {
+        let thinks = |budget: u64| {
+            Some(Reasoning { thinking: Thinking::On, budget_tokens: Some(budget), ..Reasoning::default() })
+        };
+        let claude = |request: &Request| refused(Protocol::Anthropic, "claude-sonnet-4-5-20250929", request);
+        let fits = Request {
+            max_tokens: Some(4096),
+            reasoning: thinks(2048),
+            temperature: Some(1.0),
+            top_p: Some(0.95),
+            ..Request::default()
+        };
+        assert!(claude(&Request { top_p: None, ..fits.clone() }).is_none());
+        assert!(claude(&fits).is_some(), "sonnet 4.5 takes one of temperature and top_p");
+        let fits = Request { top_p: None, ..fits };
+        assert!(claude(&Request { reasoning: thinks(512), ..fits.clone() }).is_some());
+        assert!(claude(&Request { max_tokens: Some(2048), ..fits.clone() }).is_some());
+        assert!(claude(&Request { temperature: Some(0.3), ..fits.clone() }).is_some());
+        assert!(claude(&Request { top_k: Some(5), ..fits.clone() }).is_some());
+        assert!(claude(&Request { tool_choice: Some(ToolChoice::Any), ..fits.clone() }).is_some());
+        let not_thinking = Request { temperature: Some(0.3), top_k: Some(5), ..Request::default() };
+        assert!(claude(&not_thinking).is_none());
+        let both = Request { temperature: Some(0.3), top_p: Some(0.9), ..Request::default() };
+        assert!(refused(Protocol::Anthropic, "claude-sonnet-4-20250514", &both).is_none(), "sonnet 4 takes both");
+        assert!(refused(Protocol::Bedrock, "us.anthropic.claude-haiku-4-5-20251001-v1:0", &both).is_some());
+        assert!(refused(Protocol::Anthropic, "wire-anthropic", &both).is_none());
+    }
+
+    #[test]
+    fn gemini_takes_the_thinking_its_generation_has() {
+        let with = |reasoning: Reasoning| Request { reasoning: Some(reasoning), ..Request::default() };
+        let gemini = |model: &str, request: &Request| refused(Protocol::Gemini, model, request);
+        assert!(gemini("gemini-2.5-pro", &with(Reasoning::off())).is_some());
+        assert!(gemini("gemini-2.5-flash", &with(Reasoning::off())).is_none());
+        assert!(gemini("gemini-3-pro-preview", &with(Reasoning::off())).is_some());
+        assert!(gemini("gemini-2.5-flash", &with(Reasoning::with_effort(Effort::Low))).is_some());
+        assert!(gemini("gemini-3-pro-preview", &with(Reasoning::with_effort(Effort::Medium))).is_some());
+        assert!(gemini("gemini-3-pro-preview", &with(Reasoning::with_effort(Effort::High))).is_none());
+        let both = Reasoning { budget_tokens: Some(2048), ..Reasoning::with_effort(Effort::Low) };
+        assert!(gemini("gemini-3-flash", &with(both)).is_some());
+        assert!(gemini("wire-gemini", &with(Reasoning::off())).is_none());
+    }
+
+    #[test]
+    fn bedrock_models_refuse_what_their_vendors_do() {
+        let thinking = Request { reasoning: Some(Reasoning::with_budget(2048)), ..Request::default() };
+        assert!(refused(Protocol::Bedrock, "openai.gpt-oss-120b-1:0", &thinking).is_some());
+        assert!(refused(Protocol::Bedrock, "anthropic.claude-sonnet-4-5", &thinking).is_none());
+        let low = Request { reasoning: Some(Reasoning::with_effort(Effort::Low)), ..Request::default() };
+        assert!(refused(Protocol::Bedrock, "openai.gpt-oss-120b-1:0", &low).is_none());
+        let stop = Request { stop: vec!["END".into()], ..Request::default() };
+        assert!(refused(Protocol::Bedrock, "xai.grok-4", &stop).is_some());
+    }
+}
