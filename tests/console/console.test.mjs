@@ -31,8 +31,11 @@ const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
 const LEDGER_ROWS = Number(process.env.CONSOLE_LEDGER_ROWS || 10000);
 const PAGE_BUDGET_MS = 300;
 // What one visit of a page may cost the gateway in CPU (its API calls),
-// with the ledger above; the debug build CI runs is slower than a release.
-const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 10);
+// with the ledger above, in the debug build CI runs. Machines differ by 2x
+// and more (the overview cost 6-8 ms here and 13.3 ms on CI's machine): the
+// bound is there to catch a visit that does an order more work, such as a
+// page that reads the ledger whole, not to time the machine.
+const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 40);
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
 const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config'];
