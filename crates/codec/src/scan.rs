@@ -162,15 +162,20 @@ pub fn top_level_value_from_end<'a>(body: &'a [u8], key: &str) -> Option<&'a [u8
 /// value is not a string without escapes (no finish reason has one). For
 /// replies whose member sits in an array (`choices[0].finish_reason`).
 pub fn first_string_member<'a>(body: &'a [u8], key: &str) -> Option<&'a str> {
-    // Each quote is tried as the key's opening one: a reply's body is a few
-    // hundred bytes, where building a substring searcher costs more than
-    // the search (it ran once per governed request).
-    let key = key.as_bytes();
-    for at in memchr::memchr_iter(b'"', body) {
-        let Some(rest) = body[at + 1..].strip_prefix(key).and_then(|rest| rest.strip_prefix(b"\"")) else {
-            continue;
-        };
-        let rest = rest.trim_ascii_start();
+    let mut needle = Vec::with_capacity(key.len() + 2);
+    needle.push(b'"');
+    needle.extend_from_slice(key.as_bytes());
+    needle.push(b'"');
+    first_string_member_by(body, &memchr::memmem::Finder::new(&needle))
+}
+
+/// [`first_string_member`] with the searcher for `"key"` (quotes included)
+/// built once: a member a hot path looks for in every reply, where
+/// building the searcher costs as much as the search.
+pub fn first_string_member_by<'a>(body: &'a [u8], quoted_key: &memchr::memmem::Finder<'_>) -> Option<&'a str> {
+    let skip = quoted_key.needle().len();
+    for at in quoted_key.find_iter(body) {
+        let rest = body[at + skip..].trim_ascii_start();
         let Some(after_colon) = rest.strip_prefix(b":") else { continue };
         let value = after_colon.trim_ascii_start().strip_prefix(b"\"")?;
         let end = memchr::memchr2(b'"', b'\\', value)?;

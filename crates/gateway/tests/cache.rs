@@ -263,3 +263,33 @@ async fn a_group_scope_shares_within_the_group_only() {
     assert_eq!(ask(&keys[1]).await, "hit", "the same group shares");
     assert_eq!(ask(&keys[2]).await, "miss", "another group never reads it");
 }
+
+/// A hit goes back through the caller's own reply policies: a key of the
+/// group whose policy masks replies never receives, from the cache, what
+/// another key of its group was answered unmasked (the review's finding:
+/// the hit skipped them), whole or streamed.
+#[tokio::test]
+async fn a_hit_passes_through_the_callers_own_reply_policies() {
+    let config = format!(
+        "auth: {{ mode: keys }}\ncache: {{ scope: group }}\ngroups:\n  red: {{}}\n\
+         policies:\n  ids: {{ regex: {{ ticket: \"TCK-[0-9]{{6}}\" }}, action: mask, direction: response }}\n{POOLS}"
+    );
+    let (addr, _) = governed(&config).await;
+    let open = create_key(addr, json!({"name": "open", "group": "red"})).await;
+    let masked = create_key(addr, json!({"name": "masked", "group": "red", "policies": ["ids"]})).await;
+    let bearer = |key: &serde_json::Value| format!("Bearer {}", key["key"].as_str().unwrap());
+    let (open, masked) = (bearer(&open), bearer(&masked));
+    for (stream, ticket) in [(false, "TCK-654321"), (true, "TCK-777777")] {
+        let path = ingress_path(Protocol::OpenAi, "cached", stream);
+        let body = asked(Protocol::OpenAi, &format!("repeat {ticket} please"), stream);
+        let first = post(addr, &path, &[("authorization", open.as_str())], body.clone()).await;
+        let text = String::from_utf8_lossy(&first.body);
+        assert_eq!(cache_header(&first), "miss", "stream {stream}: {text}");
+        assert!(text.contains(ticket), "stream {stream}: {text}");
+        let hit = post(addr, &path, &[("authorization", masked.as_str())], body).await;
+        let text = String::from_utf8_lossy(&hit.body);
+        assert_eq!((hit.status.as_u16(), cache_header(&hit)), (200, "hit"), "stream {stream}: {text}");
+        assert!(!text.contains(ticket), "stream {stream}: the hit skipped the caller's policy: {text}");
+        assert!(text.contains("[TICKET_1]"), "stream {stream}: {text}");
+    }
+}

@@ -549,16 +549,21 @@ impl Screen {
 /// over the body's colons, no searcher built: this is the common path.
 pub(crate) fn names_any(body: &[u8], places: &[Place], holds: Option<Holds>) -> bool {
     let wanted = |place: &&Place| holds.is_none_or(|h| place.holds == h);
-    if !places.iter().any(|p| wanted(&p)) {
+    // The names' lengths as bits (63: that long or longer): most members
+    // are told apart by one test, before any name is compared.
+    let length_bit = |len: usize| 1u64 << len.min(63);
+    let lengths =
+        places.iter().filter(wanted).filter_map(|p| p.path.last()).fold(0, |bits, name| bits | length_bit(name.len()));
+    if lengths == 0 {
         return false;
     }
     memchr::memchr_iter(b':', body).any(|colon| {
         let Some(key) = body[..colon].trim_ascii_end().strip_suffix(b"\"") else { return false };
-        places
-            .iter()
-            .filter(wanted)
-            .filter_map(|p| p.path.last())
-            .any(|name| key.strip_suffix(name.as_bytes()).is_some_and(|before| before.last() == Some(&b'"')))
+        // The name runs from the quote before it (a name holds no quote).
+        let Some(open) = memchr::memrchr(b'"', key) else { return false };
+        let name = &key[open + 1..];
+        lengths & length_bit(name.len()) != 0
+            && places.iter().filter(wanted).filter_map(|p| p.path.last()).any(|wanted| wanted.as_bytes() == name)
     })
 }
 

@@ -14,7 +14,10 @@ mod response;
 mod stream;
 mod wire;
 
+use std::sync::LazyLock;
+
 use http::{HeaderName, HeaderValue};
+use memchr::memmem::Finder;
 use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     ir, key_header, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
@@ -104,7 +107,8 @@ impl Codec for AnthropicCodec {
     }
 
     fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
-        switchyard_codec::scan::first_string_member(body, "stop_reason").and_then(response::read_stop_reason)
+        static STOP_REASON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"stop_reason\""));
+        switchyard_codec::scan::first_string_member_by(body, &STOP_REASON).and_then(response::read_stop_reason)
     }
 
     fn write_response(&self, response: &ir::Response) -> Encoded {

@@ -42,7 +42,10 @@ mod stream;
 mod thinking;
 mod wire;
 
+use std::sync::LazyLock;
+
 use http::{HeaderName, HeaderValue};
+use memchr::memmem::Finder;
 use switchyard_codec::opaque::{Holds, Opaque, Place};
 use switchyard_codec::{
     bearer_header, ir, AuthError, Codec, Credentials, DecodeError, Encoded, ErrorResponse, Framing, Outbound,
@@ -138,12 +141,14 @@ impl Codec for OpenAiCodec {
     fn read_usage(&self, body: &[u8]) -> Option<ir::Usage> {
         // Only the `usage` member is parsed: a passthrough needs nothing else.
         let raw = switchyard_codec::scan::top_level_value(body, "usage").ok()??;
-        let tier = switchyard_codec::scan::first_string_member(body, "service_tier");
+        static SERVICE_TIER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"service_tier\""));
+        let tier = switchyard_codec::scan::first_string_member_by(body, &SERVICE_TIER);
         serde_json::from_slice::<wire::WireUsage>(raw).ok().map(|usage| usage.to_ir(tier))
     }
 
     fn read_stop_reason(&self, body: &[u8]) -> Option<ir::StopReason> {
-        switchyard_codec::scan::first_string_member(body, "finish_reason").map(wire::stop_reason_from_finish)
+        static FINISH_REASON: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"finish_reason\""));
+        switchyard_codec::scan::first_string_member_by(body, &FINISH_REASON).map(wire::stop_reason_from_finish)
     }
 
     fn write_response(&self, response: &ir::Response) -> Encoded {
