@@ -54,6 +54,12 @@ pub struct Fact {
     pub refused_while_reasoning: Option<Vec<String>>,
     /// Whether it reasons when a request says nothing of reasoning.
     pub thinks_by_default: Option<bool>,
+    /// The kinds of price it bills beyond plain input and output, as its
+    /// vendor's pricing page lists them (`cache_read`, `cache_write`,
+    /// `cache_write_1h`, `reasoning`, `audio_input`, `long_context`,
+    /// `batch`, `flex`, `priority`): `switchyard check` warns where its rate
+    /// card entry leaves one out.
+    pub bills: Option<Vec<String>>,
     /// Where each of these facts comes from, by the fact's name: the
     /// vendor's page that says it.
     #[serde(default)]

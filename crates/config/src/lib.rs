@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+pub mod card;
 mod decode;
 pub mod duplex;
 mod egress;
@@ -339,8 +340,9 @@ pub struct ModelFacts {
 }
 
 /// Prices: USD per million tokens, and per unit of what an operation
-/// bills beyond tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// bills beyond tokens; and what changes them (tiers by input size, a
+/// batch discount, service-tier factors).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Rate {
     /// Uncached input.
     pub input_utok: f64,
@@ -372,9 +374,40 @@ pub struct Rate {
     pub per_million_chars_usd: f64,
     /// Per minute of transcribed audio.
     pub per_minute_usd: f64,
+    /// Tiers, the batch discount and service-tier factors.
+    pub beyond: card::Beyond,
 }
 
 impl Rate {
+    /// Its flat prices (what a request under every tier's threshold, served
+    /// at the standard tier and not in a batch, costs).
+    pub fn flat(&self) -> switchyard_governance::Price {
+        switchyard_governance::Price {
+            input_utok: self.input_utok,
+            output_utok: self.output_utok,
+            cache_read_utok: self.cache_read_utok,
+            cache_write_utok: self.cache_write_utok,
+            cache_write_1h_utok: self.cache_write_1h_utok,
+            reasoning_utok: self.reasoning_utok,
+            audio_input_utok: self.audio_input_utok,
+            audio_output_utok: self.audio_output_utok,
+            image_input_utok: self.image_input_utok,
+            image_output_utok: self.image_output_utok,
+            per_request_usd: self.per_request_usd,
+            per_unit_usd: self.per_unit_usd(),
+        }
+    }
+
+    /// The whole card: its flat prices and what changes them.
+    pub fn card(&self) -> switchyard_governance::card::Card {
+        switchyard_governance::card::Card {
+            base: self.flat(),
+            tiers: self.beyond.tiers.clone(),
+            batch_discount: self.beyond.batch_discount,
+            service_tiers: self.beyond.service_tiers,
+        }
+    }
+
     /// USD per billed unit of the lane's operation: a search unit, an
     /// image, a character of speech, a second of audio (config proves a row
     /// sets only its own operation's unit).
@@ -969,9 +1002,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             ));
         }
         let input = rate.input_utok.unwrap_or(0.0);
-        rate_card.insert(
-            Arc::from(name.as_str()),
-            Rate {
+        let mut entry = Rate {
                 input_utok: input,
                 output_utok: rate.output_utok.unwrap_or(0.0),
                 cache_read_utok: rate.cache_read_utok.unwrap_or(input),
@@ -987,8 +1018,10 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 per_image_usd: rate.per_image_usd.unwrap_or(0.0),
                 per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
                 per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
-            },
-        );
+                beyond: card::Beyond::default(),
+            };
+        entry.beyond = card::beyond(rate, &entry.flat(), &path, issues);
+        rate_card.insert(Arc::from(name.as_str()), entry);
     }
 
     let pool_names: Vec<&str> = raw.pools.keys().map(String::as_str).collect();
@@ -1172,6 +1205,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     ),
                 ));
             }
+        }
+    }
+    // A kind of price the model's vendor bills that its entry leaves out
+    // is billed at another kind's rate (a long prompt at the short one's).
+    for model in &models {
+        let (Some(entry), Some(bills)) = (
+            raw.rate_card.get(&*model.name),
+            model.fact.as_deref().and_then(|id| facts::snapshot().models.iter().find(|f| f.id == id)?.bills.as_ref()),
+        ) else {
+            continue;
+        };
+        for kind in card::unpriced_kinds(entry, bills) {
+            warnings.push(Issue::new(
+                &format!("rate_card.{}", model.name),
+                format!(
+                    "its model's vendor bills {kind} at a price of its own ({}'s pricing page), which the entry leaves out",
+                    model.fact.as_deref().unwrap_or_default()
+                ),
+                format!("add {} from the vendor's pricing page", card::key_of(kind)),
+            ));
         }
     }
     if auth == AuthMode::Keys {

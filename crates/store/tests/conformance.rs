@@ -95,6 +95,7 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         end_user: key.map(|k| format!("user-of-{k}")),
         ingress: Some("anthropic".into()),
         stream: output % 2 == 1,
+        charge: None,
     }
 }
 
@@ -200,6 +201,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         parent: Some("org".into()),
         budget: Some(Budget::new(20.0, Window::Month)),
         limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20), ..Limits::default() },
+        markup: None,
         from_config: true,
         retention: None,
         end_users: None,
@@ -210,6 +212,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         parent: None,
         budget: None,
         limits: Limits::default(),
+        markup: None,
         from_config: false,
         retention: None,
         end_users: None,
@@ -1052,6 +1055,7 @@ async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
             parent: None,
             budget: None,
             limits: Limits::default(),
+            markup: None,
             from_config: false,
             retention: None,
             end_users: None,
