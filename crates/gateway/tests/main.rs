@@ -31,6 +31,7 @@ mod money;
 mod oidc;
 mod operations;
 mod operator;
+mod rates;
 mod pairs;
 mod reload;
 mod retention;
