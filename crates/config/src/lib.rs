@@ -2283,6 +2283,69 @@ mcp: { servers: { files: { url: "http://127.0.0.1:7000/mcp" } } }
     }
 
     #[test]
+    fn a_rate_cards_tiers_discount_factors_and_a_groups_markup_are_checked_with_their_fixes() {
+        let base = "providers: { a: { protocol: anthropic, base_url: \"https://api.anthropic.com\" } }\n\
+                    models: { sonnet: { provider: a, model: claude-sonnet-4-5 } }\n";
+        let good = format!(
+            "{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15, cache_read_utok: 0.3, cache_write_utok: 3.75, \
+             cache_write_1h_utok: 6, tiers: [ {{ above_input_tokens: 200000, input_utok: 6, output_utok: 22.5 }} ], \
+             batch_discount: 50%, service_tiers: {{ priority: 1.8, flex: 0.5 }} }}\n\
+             groups: {{ acme: {{ markup: 15% }}, beta: {{ markup: 0.2 }} }}\n"
+        );
+        let config = load(&good, &no_env).unwrap();
+        let rate = &config.rate_card["sonnet"];
+        assert_eq!(rate.beyond.batch_discount, 500_000);
+        assert_eq!(rate.beyond.service_tiers[switchyard_ir::ServiceTier::Priority.index()], Some(1_800_000));
+        let tier = rate.beyond.tiers[0];
+        assert_eq!(tier.above_input_tokens, 200_000);
+        // A kind the tier leaves out keeps the base's rate.
+        assert_eq!((tier.price.input_utok, tier.price.cache_read_utok, tier.price.cache_write_1h_utok), (6.0, 0.3, Some(6.0)));
+        let markups: Vec<_> = config.groups.iter().map(|g| g.markup.map(|m| m.0)).collect();
+        assert_eq!(markups, [Some(150_000), Some(200_000)]);
+        // Every kind its vendor bills is priced: no warning of the card.
+        assert!(config.warnings.iter().all(|w| !w.path.starts_with("rate_card")), "{:?}", config.warnings);
+
+        let bad = format!(
+            "{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15, tiers: [ \
+             {{ above_input_tokens: 500000, input_utok: 7 }}, {{ above_input_tokens: 200000, input_utok: 6 }}, \
+             {{ input_utok: 1 }}, {{ above_input_tokens: 900000, input_utok: -1 }} ], batch_discount: 100%, \
+             service_tiers: {{ batch: 0.5, turbo: 2, priority: 0 }} }}\n\
+             groups: {{ acme: {{ markup: 2000% }} }}\n"
+        );
+        let issues = load(&bad, &no_env).unwrap_err().0;
+        let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "groups.acme.markup",
+                "rate_card.sonnet.tiers[1].above_input_tokens",
+                "rate_card.sonnet.tiers[2]",
+                "rate_card.sonnet.tiers[3]",
+                "rate_card.sonnet.batch_discount",
+                "rate_card.sonnet.service_tiers.batch",
+                "rate_card.sonnet.service_tiers.priority",
+                "rate_card.sonnet.service_tiers.turbo",
+            ],
+            "{issues:?}"
+        );
+        assert!(issues[1].fix.contains("lowest above_input_tokens up"), "{}", issues[1]);
+
+        // A card that leaves out what the vendor bills is warned of, kind by kind.
+        let thin = format!("{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15 }}\n");
+        let warned: Vec<String> = load(&thin, &no_env)
+            .unwrap()
+            .warnings
+            .iter()
+            .filter(|w| w.path == "rate_card.sonnet")
+            .map(|w| w.fix.clone())
+            .collect();
+        assert_eq!(warned.len(), 5, "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("cache_write_1h_utok")), "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("tiers:")), "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("batch_discount")), "{warned:?}");
+    }
+
+    #[test]
     fn mcp_on_an_open_gateway_warns() {
         let text = "mcp: { servers: { files: { command: /bin/files } } }\n";
         let warned = load(text, &no_env).unwrap().warnings;
