@@ -170,7 +170,11 @@ pub(crate) fn beyond(raw: &RawRate, base: &Price, path: &str, issues: &mut Vec<I
         let at = format!("{path}.service_tiers.{name}");
         let tier = match ServiceTier::parse(name) {
             Some(ServiceTier::Batch) => {
-                issues.push(Issue::new(&at, "the batch tier is priced by the discount", "write batch_discount instead"));
+                issues.push(Issue::new(
+                    &at,
+                    "the batch tier is priced by the discount",
+                    "write batch_discount instead",
+                ));
                 continue;
             }
             Some(tier) if tier.as_str() == name.as_str() => tier,
@@ -211,7 +215,8 @@ pub(crate) fn markup(raw: &RawFraction, path: &str, issues: &mut Vec<Issue>) -> 
 /// A kind of price a model's facts may say it bills (`bills:`), and
 /// whether an entry prices it.
 pub(crate) fn unpriced_kinds(raw: &RawRate, bills: &[String]) -> Vec<&'static str> {
-    let tiers = |name: &str| raw.service_tiers.as_ref().is_some_and(|t: &BTreeMap<String, RawFraction>| t.contains_key(name));
+    let tiers =
+        |name: &str| raw.service_tiers.as_ref().is_some_and(|t: &BTreeMap<String, RawFraction>| t.contains_key(name));
     let kinds: [(&str, bool); 9] = [
         ("cache_read", raw.cache_read_utok.is_some()),
         ("cache_write", raw.cache_write_utok.is_some()),
@@ -223,7 +228,11 @@ pub(crate) fn unpriced_kinds(raw: &RawRate, bills: &[String]) -> Vec<&'static st
         ("flex", tiers("flex")),
         ("priority", tiers("priority")),
     ];
-    kinds.into_iter().filter(|(kind, priced)| !priced && bills.iter().any(|b| b == kind)).map(|(kind, _)| kind).collect()
+    kinds
+        .into_iter()
+        .filter(|(kind, priced)| !priced && bills.iter().any(|b| b == kind))
+        .map(|(kind, _)| kind)
+        .collect()
 }
 
 /// The key of the entry that prices each kind, for the warning's fix.

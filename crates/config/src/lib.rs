@@ -1003,23 +1003,23 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         }
         let input = rate.input_utok.unwrap_or(0.0);
         let mut entry = Rate {
-                input_utok: input,
-                output_utok: rate.output_utok.unwrap_or(0.0),
-                cache_read_utok: rate.cache_read_utok.unwrap_or(input),
-                cache_write_utok: rate.cache_write_utok.unwrap_or(input),
-                cache_write_1h_utok: rate.cache_write_1h_utok,
-                reasoning_utok: rate.reasoning_utok,
-                audio_input_utok: rate.audio_input_utok,
-                audio_output_utok: rate.audio_output_utok,
-                image_input_utok: rate.image_input_utok,
-                image_output_utok: rate.image_output_utok,
-                per_request_usd: rate.per_request_usd.unwrap_or(0.0),
-                per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
-                per_image_usd: rate.per_image_usd.unwrap_or(0.0),
-                per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
-                per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
-                beyond: card::Beyond::default(),
-            };
+            input_utok: input,
+            output_utok: rate.output_utok.unwrap_or(0.0),
+            cache_read_utok: rate.cache_read_utok.unwrap_or(input),
+            cache_write_utok: rate.cache_write_utok.unwrap_or(input),
+            cache_write_1h_utok: rate.cache_write_1h_utok,
+            reasoning_utok: rate.reasoning_utok,
+            audio_input_utok: rate.audio_input_utok,
+            audio_output_utok: rate.audio_output_utok,
+            image_input_utok: rate.image_input_utok,
+            image_output_utok: rate.image_output_utok,
+            per_request_usd: rate.per_request_usd.unwrap_or(0.0),
+            per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
+            per_image_usd: rate.per_image_usd.unwrap_or(0.0),
+            per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
+            per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
+            beyond: card::Beyond::default(),
+        };
         entry.beyond = card::beyond(rate, &entry.flat(), &path, issues);
         rate_card.insert(Arc::from(name.as_str()), entry);
     }
@@ -2299,7 +2299,10 @@ mcp: { servers: { files: { url: "http://127.0.0.1:7000/mcp" } } }
         let tier = rate.beyond.tiers[0];
         assert_eq!(tier.above_input_tokens, 200_000);
         // A kind the tier leaves out keeps the base's rate.
-        assert_eq!((tier.price.input_utok, tier.price.cache_read_utok, tier.price.cache_write_1h_utok), (6.0, 0.3, Some(6.0)));
+        assert_eq!(
+            (tier.price.input_utok, tier.price.cache_read_utok, tier.price.cache_write_1h_utok),
+            (6.0, 0.3, Some(6.0))
+        );
         let markups: Vec<_> = config.groups.iter().map(|g| g.markup.map(|m| m.0)).collect();
         assert_eq!(markups, [Some(150_000), Some(200_000)]);
         // Every kind its vendor bills is priced: no warning of the card.

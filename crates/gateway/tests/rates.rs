@@ -60,7 +60,8 @@ async fn upstream() -> SocketAddr {
 }
 
 fn config(upstream: SocketAddr, db: &std::path::Path) -> String {
-    let card = "{ input_utok: 3, output_utok: 15, cache_read_utok: 0.3, cache_write_utok: 3.75, cache_write_1h_utok: 6, \
+    let card =
+        "{ input_utok: 3, output_utok: 15, cache_read_utok: 0.3, cache_write_utok: 3.75, cache_write_1h_utok: 6, \
                 tiers: [ { above_input_tokens: 200000, input_utok: 6, output_utok: 22.5, cache_read_utok: 0.6, \
                 cache_write_utok: 7.5, cache_write_1h_utok: 12 } ], batch_discount: 50%, \
                 service_tiers: { priority: 1.8, flex: 0.5 } }";

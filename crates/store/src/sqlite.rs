@@ -14,9 +14,9 @@ use crate::kept::{
     ObjectStore, QueuedLine, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore,
-    Charge, Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError,
-    StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, Charge, ConfigStore, ConfigVersion, ContentStore, GroupRecord,
+    GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore,
+    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// Prepared statements the connection keeps (the store runs about 30 kinds).

@@ -358,10 +358,8 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         r.end_user = (i % 7 != 0).then(|| format!("u{}", i % 3));
         // What each cost and was charged, as settled; a few rows from
         // before the ledger kept charges have none.
-        r.charge = (i % 13 != 7).then_some(switchyard_store::Charge {
-            cost_nano: 1_000_003 * i as u64,
-            price_nano: 1_150_007 * i as u64,
-        });
+        r.charge = (i % 13 != 7)
+            .then_some(switchyard_store::Charge { cost_nano: 1_000_003 * i as u64, price_nano: 1_150_007 * i as u64 });
         // Some made several guardrail decisions.
         if i % 5 == 2 {
             r.notes.guardrails.push("pii/phone/block/response".into());

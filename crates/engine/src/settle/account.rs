@@ -124,7 +124,8 @@ impl Record {
                     gateway.metrics.tokens(side.lane, usage);
                 }
                 let served = self.served_as(side.usage.as_ref());
-                let cost = gateway.lanes.get(side.lane).and_then(|l| l.card.as_ref()).map_or(0, |c| c.cost(&tokens, served));
+                let cost =
+                    gateway.lanes.get(side.lane).and_then(|l| l.card.as_ref()).map_or(0, |c| c.cost(&tokens, served));
                 SideBill { side: side.clone(), tokens, cost }
             })
             .collect()
@@ -269,7 +270,10 @@ impl Record {
             end_user: self.end_user.as_deref().map(str::to_owned),
             ingress: Some(if self.tool.is_some() { "mcp" } else { self.ingress.as_str() }.to_owned()),
             stream: self.stream,
-            charge: Some(switchyard_store::Charge { cost_nano: cost, price_nano: governance.markup_of(group).charge(cost) }),
+            charge: Some(switchyard_store::Charge {
+                cost_nano: cost,
+                price_nano: governance.markup_of(group).charge(cost),
+            }),
         })
     }
 
