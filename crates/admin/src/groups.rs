@@ -70,6 +70,10 @@ pub struct GroupView {
     pub budget: Option<BudgetBody>,
     /// Limits.
     pub limits: LimitsBody,
+    /// What its requests are charged above their cost, as a share (unset:
+    /// as its parent's), from the config file's `markup:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub markup: Option<f64>,
     /// Declared in the config file (change it there).
     pub from_config: bool,
     /// What its keys' requests keep of their text (unset: as its parent's).
@@ -91,6 +95,7 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
         parent: group.parent.clone(),
         budget: group.budget.as_ref().map(budget_body),
         limits: limits_body(&group.limits),
+        markup: group.markup.map(|m| f64::from(m.0) / 1e6),
         from_config: group.from_config,
         retention: group.retention.clone(),
         usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
@@ -169,6 +174,7 @@ pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::B
         limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
         retention: checked_retention(&admin, request.retention)?,
         end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
+        markup: None,
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
         name: request.name,

@@ -1,6 +1,7 @@
 //! What the ledger says, over the admin API: spend by key, group, model or
-//! lane at today's prices (whole hours from the rollup, ragged edges from
-//! the rows; JSON or CSV), recent requests with their attempts, one
+//! lane, what it cost and what its tenants are charged, as settled (rows
+//! from before the ledger kept charges at today's prices; whole hours from
+//! the rollup, ragged edges from the rows; JSON or CSV), recent requests with their attempts, one
 //! request's detail, and the console's history.
 
 use std::collections::HashMap;
@@ -39,7 +40,7 @@ pub struct SpendQuery {
     pub format: Option<String>,
 }
 
-/// One spend line: tokens and their price today.
+/// One spend line: tokens, what they cost and what they were charged.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SpendLine {
     /// The key id, group, model or lane (absent: requests without one).
@@ -60,8 +61,16 @@ pub struct SpendLine {
     /// Units billed beyond tokens (search units, images, characters,
     /// seconds of audio).
     pub units: u64,
-    /// USD at the current rate card.
+    /// USD they cost: what the providers bill, at the rate card in force
+    /// when each settled (its tier, a batch line's discount, the service
+    /// tier's factor). What budgets count.
     pub usd: f64,
+    /// The same, exactly: nano-USD.
+    pub cost_nano: u64,
+    /// USD its tenants are charged: the cost and each group's markup.
+    pub price_usd: f64,
+    /// The same, exactly: nano-USD.
+    pub price_nano: u64,
     /// USD response-cache hits saved (at the price each hit was served at).
     pub saved_usd: f64,
     /// Requests answered from the response cache.
@@ -75,6 +84,9 @@ pub struct SpendLine {
     /// their `own_usd` add up to it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub own_usd: Option<f64>,
+    /// `own_usd` in nano-USD, summed exactly.
+    #[serde(skip)]
+    own_nano: u64,
 }
 
 /// Spend over a range.
@@ -89,8 +101,10 @@ pub struct SpendReport {
     /// One line per value, largest spend first. A group's line is its
     /// whole subtree (what its budget sees).
     pub data: Vec<SpendLine>,
-    /// Total USD.
+    /// Total USD cost (what budgets count).
     pub total_usd: f64,
+    /// Total USD charged (cost and markups).
+    pub total_price_usd: f64,
     /// Total USD response-cache hits saved.
     pub saved_usd: f64,
     /// Total cache hits, guardrail decisions and refusals.
@@ -255,10 +269,12 @@ pub struct RequestView {
     /// Tokens estimated by the gateway; `notes.estimated` says why
     /// (`no_usage`, `caller_left`, `hedge_loser`, `answer_broken`).
     pub estimated: bool,
-    /// USD at the current rate card.
+    /// USD it cost (what the provider bills), as settled.
     pub usd: f64,
     /// The same, exactly: nano-USD (10⁻⁹ USD), rounded up.
     pub cost_nano: u64,
+    /// What its tenant is charged (the cost and its group's markup), nano-USD.
+    pub price_nano: u64,
     /// Every upstream attempt in order, when there was more than one.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<Object>)]
@@ -317,7 +333,7 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     let totals = governance.stores.ledger.totals(question).await?;
     let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
     let mut add = |value: Option<String>, total: &switchyard_store::Total, own: bool| {
-        let price = admin.gateway.price_of(&total.lane);
+        let charge = total.charge(admin.gateway.price_of(&total.lane).as_ref());
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
             name: key_name(governance, by, value.as_deref()),
             value,
@@ -328,11 +344,15 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
             cache_write_tokens: 0,
             units: 0,
             usd: 0.0,
+            cost_nano: 0,
+            price_usd: 0.0,
+            price_nano: 0,
             saved_usd: 0.0,
             cache_hits: 0,
             guarded: 0,
             refused: 0,
             own_usd: (by == SpendBy::Group).then_some(0.0),
+            own_nano: 0,
         });
         line.cache_hits += total.outcomes.cache_hits;
         line.guarded += total.outcomes.guarded;
@@ -343,10 +363,16 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         line.cache_read_tokens += total.tokens.cache_read;
         line.cache_write_tokens += total.tokens.cache_write;
         line.units += total.tokens.units;
-        let cost = price.map_or(0.0, |p| usd(p.cost(&total.tokens)));
-        line.usd += cost;
-        if let (true, Some(own_usd)) = (own, line.own_usd.as_mut()) {
-            *own_usd += cost;
+        line.cost_nano = line.cost_nano.saturating_add(charge.cost_nano);
+        line.price_nano = line.price_nano.saturating_add(charge.price_nano);
+        line.usd = usd(line.cost_nano);
+        line.price_usd = usd(line.price_nano);
+        if own {
+            line.own_nano = line.own_nano.saturating_add(charge.cost_nano);
+            let own_nano = line.own_nano;
+            if let Some(own_usd) = line.own_usd.as_mut() {
+                *own_usd = usd(own_nano);
+            }
         }
         line.saved_usd += usd(total.saved_nano);
     };
@@ -371,8 +397,13 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     }
     let mut data: Vec<SpendLine> = lines.into_values().collect();
     data.sort_by(|a, b| b.usd.total_cmp(&a.usd).then_with(|| a.value.cmp(&b.value)));
-    let total_usd =
-        usd_sum(totals.iter().map(|t| admin.gateway.price_of(&t.lane).map_or(0.0, |p| usd(p.cost(&t.tokens)))));
+    let (mut total_cost, mut total_price) = (0u64, 0u64);
+    for total in &totals {
+        let charge = total.charge(admin.gateway.price_of(&total.lane).as_ref());
+        total_cost = total_cost.saturating_add(charge.cost_nano);
+        total_price = total_price.saturating_add(charge.price_nano);
+    }
+    let (total_usd, total_price_usd) = (usd(total_cost), usd(total_price));
     let by = match by {
         SpendBy::Key => "key",
         SpendBy::Group => "group",
@@ -387,7 +418,8 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         outcomes.add(&total.outcomes);
     }
     let budgets = budget_outlooks(governance, now_ms());
-    let report = SpendReport { by: by.to_owned(), from, to, data, total_usd, saved_usd, outcomes, budgets };
+    let report =
+        SpendReport { by: by.to_owned(), from, to, data, total_usd, total_price_usd, saved_usd, outcomes, budgets };
     if csv {
         let day = |seconds: i64| {
             time::OffsetDateTime::from_unix_timestamp(seconds)
@@ -416,13 +448,13 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
     };
     let mut out = format!(
         "{},name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd,\
-         cache_hits,guardrail_decisions,refused\r\n",
+         cache_hits,guardrail_decisions,refused,price_usd\r\n",
         report.by
     );
     for line in &report.data {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{},{:.9},{:.9},{},{},{}\r\n",
+            "{},{},{},{},{},{},{},{},{:.9},{:.9},{},{},{},{:.9}\r\n",
             cell(line.value.as_deref().unwrap_or("")),
             cell(line.name.as_deref().unwrap_or("")),
             line.requests,
@@ -435,7 +467,8 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
             line.saved_usd,
             line.cache_hits,
             line.guarded,
-            line.refused
+            line.refused,
+            line.price_usd
         );
     }
     out
@@ -516,12 +549,14 @@ fn status_range(text: &str) -> ApiResult<(u16, u16)> {
 /// A ledger row priced at today's rate.
 pub(crate) fn request_view(gateway: &Gateway, stored: switchyard_store::StoredRow) -> RequestView {
     let row = stored.row;
-    let cost_nano = gateway.price_of(&row.lane).map_or(0, |p| p.cost(&row.tokens));
+    let charge = row.charged(gateway.price_of(&row.lane).as_ref());
+    let cost_nano = charge.cost_nano;
     RequestView {
         id: stored.id,
         at_ms: row.at_ms,
         usd: usd(cost_nano),
         cost_nano,
+        price_nano: charge.price_nano,
         request_id: row.request_id,
         key_id: row.key_id,
         group: row.group,
@@ -644,11 +679,15 @@ mod tests {
             cache_write_tokens: 0,
             units: 0,
             usd: 0.5,
+            cost_nano: 500_000_000,
+            price_usd: 0.6,
+            price_nano: 600_000_000,
             saved_usd: 0.25,
             cache_hits: 1,
             guarded: 5,
             refused: 7,
             own_usd: None,
+            own_nano: 0,
         };
         let report = SpendReport {
             by: "key".into(),
@@ -656,6 +695,7 @@ mod tests {
             to: 1,
             data: vec![line("key_1", Some("=cmd|' /C calc'!A0")), line("say \"hi\"", None)],
             total_usd: 1.0,
+            total_price_usd: 1.2,
             saved_usd: 0.5,
             outcomes: switchyard_store::Outcomes::default(),
             budgets: Vec::new(),
@@ -665,9 +705,9 @@ mod tests {
         assert_eq!(
             lines[0],
             "key,name,requests,input_tokens,output_tokens,cache_read_tokens,cache_write_tokens,units,usd,saved_usd,\
-             cache_hits,guardrail_decisions,refused"
+             cache_hits,guardrail_decisions,refused,price_usd"
         );
-        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7");
-        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7");
+        assert_eq!(lines[1], "\"key_1\",\"'=cmd|' /C calc'!A0\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7,0.600000000");
+        assert_eq!(lines[2], "\"say \"\"hi\"\"\",\"\",2,3,4,0,0,0,0.500000000,0.250000000,1,5,7,0.600000000");
     }
 }

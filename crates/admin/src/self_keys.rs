@@ -80,6 +80,7 @@ async fn own_group(admin: &Admin, actor: &Actor) -> ApiResult<String> {
         limits: template.limits,
         retention: None,
         end_users: None,
+        markup: None,
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
     };

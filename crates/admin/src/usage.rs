@@ -159,7 +159,7 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
         };
         for total in governance.stores.ledger.totals(question).await? {
             let line = lines.entry(total.value.clone()).or_insert_with(|| Steps::new(width));
-            line.usd[at] += admin.gateway.price_of(&total.lane).map_or(0.0, |p| usd(p.cost(&total.tokens)));
+            line.usd[at] += usd(total.charge(admin.gateway.price_of(&total.lane).as_ref()).cost_nano);
             line.tokens[at] += total.tokens.input + total.tokens.output;
             line.requests[at] += total.requests;
             line.saved_usd[at] += usd(total.saved_nano);

@@ -54,6 +54,12 @@ pub struct Fact {
     pub refused_while_reasoning: Option<Vec<String>>,
     /// Whether it reasons when a request says nothing of reasoning.
     pub thinks_by_default: Option<bool>,
+    /// The kinds of price it bills beyond plain input and output, as its
+    /// vendor's pricing page lists them (`cache_read`, `cache_write`,
+    /// `cache_write_1h`, `reasoning`, `audio_input`, `long_context`,
+    /// `batch`, `flex`, `priority`): `switchyard check` warns where its rate
+    /// card entry leaves one out.
+    pub bills: Option<Vec<String>>,
     /// Where each of these facts comes from, by the fact's name: the
     /// vendor's page that says it.
     #[serde(default)]
@@ -136,8 +142,8 @@ mod tests {
         assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
     }
 
-    /// Every reasoning fact an entry states names the page it comes from,
-    /// and reads as the config would read it.
+    /// Every reasoning fact and the kinds of price an entry states name the
+    /// page they come from, and read as the config would read them.
     #[test]
     fn every_reasoning_fact_names_its_source() {
         for fact in &snapshot().models {
@@ -145,6 +151,7 @@ mod tests {
                 ("efforts", fact.efforts.is_some()),
                 ("refused_while_reasoning", fact.refused_while_reasoning.is_some()),
                 ("thinks_by_default", fact.thinks_by_default.is_some()),
+                ("bills", fact.bills.is_some()),
             ];
             for (name, said) in stated {
                 let source = fact.sources.get(name);
@@ -157,6 +164,10 @@ mod tests {
             }
             if let Some(names) = &fact.refused_while_reasoning {
                 assert!(crate::translation::sampling_of(names).is_ok(), "{}: {names:?}", fact.id);
+            }
+            // A kind a model bills is one a rate card entry can price.
+            for kind in fact.bills.iter().flatten() {
+                assert!(crate::card::KINDS.contains(&kind.as_str()), "{}: {kind}", fact.id);
             }
         }
     }

@@ -133,6 +133,9 @@ pub struct Group {
     pub retention: Option<crate::Retention>,
     /// Each end user's budget and limits inside it (overrides come over the API).
     pub end_users: Option<switchyard_governance::key::EndUserPolicy>,
+    /// What its requests are charged above their cost (`None`: as its
+    /// parent's; none anywhere up: charged their cost).
+    pub markup: Option<switchyard_governance::card::Markup>,
 }
 
 /// Tuning of admission and the ledger.
@@ -235,6 +238,8 @@ pub(crate) struct RawGroup {
     #[serde(default)]
     pub limits: RawLimits,
     pub end_users: Option<RawEndUserLimits>,
+    /// What its requests are charged above their cost (chargeback).
+    pub markup: Option<crate::card::RawFraction>,
 }
 
 /// Each end user's budget and limits inside a group.
@@ -457,6 +462,7 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                     limits: limits(&each.limits, &format!("{path}.end_users.limits"), issues),
                     overrides: Default::default(),
                 }),
+                markup: group.markup.as_ref().and_then(|m| crate::card::markup(m, &format!("{path}.markup"), issues)),
             }
         })
         .collect();

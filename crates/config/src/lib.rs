@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+pub mod card;
 mod decode;
 pub mod duplex;
 mod egress;
@@ -339,8 +340,9 @@ pub struct ModelFacts {
 }
 
 /// Prices: USD per million tokens, and per unit of what an operation
-/// bills beyond tokens.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+/// bills beyond tokens; and what changes them (tiers by input size, a
+/// batch discount, service-tier factors).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Rate {
     /// Uncached input.
     pub input_utok: f64,
@@ -372,9 +374,40 @@ pub struct Rate {
     pub per_million_chars_usd: f64,
     /// Per minute of transcribed audio.
     pub per_minute_usd: f64,
+    /// Tiers, the batch discount and service-tier factors.
+    pub beyond: card::Beyond,
 }
 
 impl Rate {
+    /// Its flat prices (what a request under every tier's threshold, served
+    /// at the standard tier and not in a batch, costs).
+    pub fn flat(&self) -> switchyard_governance::Price {
+        switchyard_governance::Price {
+            input_utok: self.input_utok,
+            output_utok: self.output_utok,
+            cache_read_utok: self.cache_read_utok,
+            cache_write_utok: self.cache_write_utok,
+            cache_write_1h_utok: self.cache_write_1h_utok,
+            reasoning_utok: self.reasoning_utok,
+            audio_input_utok: self.audio_input_utok,
+            audio_output_utok: self.audio_output_utok,
+            image_input_utok: self.image_input_utok,
+            image_output_utok: self.image_output_utok,
+            per_request_usd: self.per_request_usd,
+            per_unit_usd: self.per_unit_usd(),
+        }
+    }
+
+    /// The whole card: its flat prices and what changes them.
+    pub fn card(&self) -> switchyard_governance::card::Card {
+        switchyard_governance::card::Card {
+            base: self.flat(),
+            tiers: self.beyond.tiers.clone(),
+            batch_discount: self.beyond.batch_discount,
+            service_tiers: self.beyond.service_tiers,
+        }
+    }
+
     /// USD per billed unit of the lane's operation: a search unit, an
     /// image, a character of speech, a second of audio (config proves a row
     /// sets only its own operation's unit).
@@ -969,26 +1002,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             ));
         }
         let input = rate.input_utok.unwrap_or(0.0);
-        rate_card.insert(
-            Arc::from(name.as_str()),
-            Rate {
-                input_utok: input,
-                output_utok: rate.output_utok.unwrap_or(0.0),
-                cache_read_utok: rate.cache_read_utok.unwrap_or(input),
-                cache_write_utok: rate.cache_write_utok.unwrap_or(input),
-                cache_write_1h_utok: rate.cache_write_1h_utok,
-                reasoning_utok: rate.reasoning_utok,
-                audio_input_utok: rate.audio_input_utok,
-                audio_output_utok: rate.audio_output_utok,
-                image_input_utok: rate.image_input_utok,
-                image_output_utok: rate.image_output_utok,
-                per_request_usd: rate.per_request_usd.unwrap_or(0.0),
-                per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
-                per_image_usd: rate.per_image_usd.unwrap_or(0.0),
-                per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
-                per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
-            },
-        );
+        let mut entry = Rate {
+            input_utok: input,
+            output_utok: rate.output_utok.unwrap_or(0.0),
+            cache_read_utok: rate.cache_read_utok.unwrap_or(input),
+            cache_write_utok: rate.cache_write_utok.unwrap_or(input),
+            cache_write_1h_utok: rate.cache_write_1h_utok,
+            reasoning_utok: rate.reasoning_utok,
+            audio_input_utok: rate.audio_input_utok,
+            audio_output_utok: rate.audio_output_utok,
+            image_input_utok: rate.image_input_utok,
+            image_output_utok: rate.image_output_utok,
+            per_request_usd: rate.per_request_usd.unwrap_or(0.0),
+            per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
+            per_image_usd: rate.per_image_usd.unwrap_or(0.0),
+            per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
+            per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
+            beyond: card::Beyond::default(),
+        };
+        entry.beyond = card::beyond(rate, &entry.flat(), &path, issues);
+        rate_card.insert(Arc::from(name.as_str()), entry);
     }
 
     let pool_names: Vec<&str> = raw.pools.keys().map(String::as_str).collect();
@@ -1172,6 +1205,26 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                     ),
                 ));
             }
+        }
+    }
+    // A kind of price the model's vendor bills that its entry leaves out
+    // is billed at another kind's rate (a long prompt at the short one's).
+    for model in &models {
+        let (Some(entry), Some(bills)) = (
+            raw.rate_card.get(&*model.name),
+            model.fact.as_deref().and_then(|id| facts::snapshot().models.iter().find(|f| f.id == id)?.bills.as_ref()),
+        ) else {
+            continue;
+        };
+        for kind in card::unpriced_kinds(entry, bills) {
+            warnings.push(Issue::new(
+                &format!("rate_card.{}", model.name),
+                format!(
+                    "its model's vendor bills {kind} at a price of its own ({}'s pricing page), which the entry leaves out",
+                    model.fact.as_deref().unwrap_or_default()
+                ),
+                format!("add {} from the vendor's pricing page", card::key_of(kind)),
+            ));
         }
     }
     if auth == AuthMode::Keys {
@@ -2227,6 +2280,72 @@ mcp: { servers: { files: { url: "http://127.0.0.1:7000/mcp" } } }
         let wrong = text.replace("names: group", "names: key").replace("\"prompt:tickets__*\"", "\"prompt:tickets\"");
         let paths: Vec<String> = load(&wrong, &no_env).unwrap_err().0.into_iter().map(|i| i.path).collect();
         assert_eq!(paths, ["auth.jwt[0].mcp[1]", "server.tls.client_identity.mcp"]);
+    }
+
+    #[test]
+    fn a_rate_cards_tiers_discount_factors_and_a_groups_markup_are_checked_with_their_fixes() {
+        let base = "providers: { a: { protocol: anthropic, base_url: \"https://api.anthropic.com\" } }\n\
+                    models: { sonnet: { provider: a, model: claude-sonnet-4-5 } }\n";
+        let good = format!(
+            "{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15, cache_read_utok: 0.3, cache_write_utok: 3.75, \
+             cache_write_1h_utok: 6, tiers: [ {{ above_input_tokens: 200000, input_utok: 6, output_utok: 22.5 }} ], \
+             batch_discount: 50%, service_tiers: {{ priority: 1.8, flex: 0.5 }} }}\n\
+             groups: {{ acme: {{ markup: 15% }}, beta: {{ markup: 0.2 }} }}\n"
+        );
+        let config = load(&good, &no_env).unwrap();
+        let rate = &config.rate_card["sonnet"];
+        assert_eq!(rate.beyond.batch_discount, 500_000);
+        assert_eq!(rate.beyond.service_tiers[switchyard_ir::ServiceTier::Priority.index()], Some(1_800_000));
+        let tier = rate.beyond.tiers[0];
+        assert_eq!(tier.above_input_tokens, 200_000);
+        // A kind the tier leaves out keeps the base's rate.
+        assert_eq!(
+            (tier.price.input_utok, tier.price.cache_read_utok, tier.price.cache_write_1h_utok),
+            (6.0, 0.3, Some(6.0))
+        );
+        let markups: Vec<_> = config.groups.iter().map(|g| g.markup.map(|m| m.0)).collect();
+        assert_eq!(markups, [Some(150_000), Some(200_000)]);
+        // Every kind its vendor bills is priced: no warning of the card.
+        assert!(config.warnings.iter().all(|w| !w.path.starts_with("rate_card")), "{:?}", config.warnings);
+
+        let bad = format!(
+            "{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15, tiers: [ \
+             {{ above_input_tokens: 500000, input_utok: 7 }}, {{ above_input_tokens: 200000, input_utok: 6 }}, \
+             {{ input_utok: 1 }}, {{ above_input_tokens: 900000, input_utok: -1 }} ], batch_discount: 100%, \
+             service_tiers: {{ batch: 0.5, turbo: 2, priority: 0 }} }}\n\
+             groups: {{ acme: {{ markup: 2000% }} }}\n"
+        );
+        let issues = load(&bad, &no_env).unwrap_err().0;
+        let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "groups.acme.markup",
+                "rate_card.sonnet.tiers[1].above_input_tokens",
+                "rate_card.sonnet.tiers[2]",
+                "rate_card.sonnet.tiers[3]",
+                "rate_card.sonnet.batch_discount",
+                "rate_card.sonnet.service_tiers.batch",
+                "rate_card.sonnet.service_tiers.priority",
+                "rate_card.sonnet.service_tiers.turbo",
+            ],
+            "{issues:?}"
+        );
+        assert!(issues[1].fix.contains("lowest above_input_tokens up"), "{}", issues[1]);
+
+        // A card that leaves out what the vendor bills is warned of, kind by kind.
+        let thin = format!("{base}rate_card:\n  sonnet: {{ input_utok: 3, output_utok: 15 }}\n");
+        let warned: Vec<String> = load(&thin, &no_env)
+            .unwrap()
+            .warnings
+            .iter()
+            .filter(|w| w.path == "rate_card.sonnet")
+            .map(|w| w.fix.clone())
+            .collect();
+        assert_eq!(warned.len(), 5, "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("cache_write_1h_utok")), "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("tiers:")), "{warned:?}");
+        assert!(warned.iter().any(|fix| fix.contains("batch_discount")), "{warned:?}");
     }
 
     #[test]

@@ -233,6 +233,12 @@ pub struct RawRate {
     pub per_image_usd: Option<f64>,
     pub per_million_chars_usd: Option<f64>,
     pub per_minute_usd: Option<f64>,
+    /// Other rates above an input size (long-context pricing).
+    pub tiers: Option<Vec<crate::card::RawTier>>,
+    /// The share off a line of a batch.
+    pub batch_discount: Option<crate::card::RawFraction>,
+    /// A factor per service tier the upstream reports.
+    pub service_tiers: Option<BTreeMap<String, crate::card::RawFraction>>,
 }
 
 /// A named pool of lanes.

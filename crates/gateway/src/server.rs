@@ -533,7 +533,7 @@ async fn handle_request(gateway: Arc<Gateway>, ingress: Ingress, request: Reques
     let request_id = request_id(&parts.headers);
     let mut record = Record::begin(&gateway, protocol, request_id.clone(), &parts.headers);
     if let Some(delegated) = parts.extensions.get::<switchyard_state::kept::Delegated>() {
-        record.bill_once_as(delegated.entry);
+        record.batch_line(delegated.entry);
     }
     match frame(&gateway, ingress, parts, body, request_id).await {
         // The body's charge against its connection's budget lasts until the answer's head.

@@ -12,6 +12,8 @@
 //! - [`rate`]: GCRA for requests and tokens per second and minute;
 //! - [`forecast`]: a budget's burn over the last hour and when it runs out;
 //! - [`money`]: prices and costs in nano-USD (integers: sums never drift);
+//! - [`card`]: a rate card entry whole (tiers by input size, a batch
+//!   discount, service-tier factors) and a group's markup, in millionths;
 //! - [`admission`]: a request admitted only when every bucket of its chain
 //!   (key, group, parents) has room, with a reservation settled to the
 //!   actual usage or released;
@@ -20,6 +22,7 @@
 //! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers.
 
 pub mod admission;
+pub mod card;
 pub mod estimate;
 pub mod fleet;
 pub mod forecast;

@@ -22,7 +22,7 @@ pub type NanoUsd = u64;
 pub const PER_USD: f64 = 1e9;
 
 /// Pico-USD per nano-USD.
-const PICO_PER_NANO: u128 = 1_000;
+pub(crate) const PICO_PER_NANO: u128 = 1_000;
 
 /// Flat prices: USD per million tokens by kind, and USD per unit and per
 /// request for what its operation bills beyond tokens. A kind left `None`
@@ -274,6 +274,12 @@ impl Price {
     /// The cost of `tokens`, rounded up to a whole nano-USD (integer
     /// arithmetic; a cost past `u64` nano-USD is the most one can be).
     pub fn cost(&self, tokens: &Tokens) -> NanoUsd {
+        nano_of_pico(self.pico(tokens))
+    }
+
+    /// The cost of `tokens` in whole pico-USD, not yet rounded (what a
+    /// discount or a factor scales before the one rounding up).
+    pub(crate) fn pico(&self, tokens: &Tokens) -> u128 {
         let split = Split::of(tokens);
         let (input, output) = (self.input_utok, self.output_utok);
         let priced = [
@@ -292,11 +298,10 @@ impl Price {
             (tokens.requests, self.per_request_usd * 1e6),
         ];
         // Most kinds are none of a request's tokens: no rate is read for them.
-        let pico_usd = priced
+        priced
             .into_iter()
             .filter(|&(count, _)| count != 0)
-            .fold(0u128, |sum, (count, rate)| sum.saturating_add(u128::from(count).saturating_mul(pico(rate))));
-        u64::try_from(pico_usd.div_ceil(PICO_PER_NANO)).unwrap_or(NanoUsd::MAX)
+            .fold(0u128, |sum, (count, rate)| sum.saturating_add(u128::from(count).saturating_mul(pico(rate))))
     }
 
     /// Each side at its dearest kind: a prompt token at the most any kind
@@ -345,6 +350,12 @@ impl Price {
             per_unit_usd: top.per_unit_usd.max(p.per_unit_usd),
         })
     }
+}
+
+/// Pico-USD as nano-USD, rounded up (a cost past `u64` nano-USD is the
+/// most one can be).
+pub(crate) fn nano_of_pico(pico_usd: u128) -> NanoUsd {
+    u64::try_from(pico_usd.div_ceil(PICO_PER_NANO)).unwrap_or(NanoUsd::MAX)
 }
 
 /// Nano-USD as USD, for reports.

@@ -39,6 +39,7 @@ fn row(entry: i64) -> LedgerRow {
         end_user: None,
         ingress: Some("openai".into()),
         stream: false,
+        charge: None,
     }
 }
 

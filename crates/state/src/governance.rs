@@ -484,6 +484,7 @@ async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group
             limits: group.limits.clone(),
             retention: group.retention.map(|r| r.as_str().to_owned()),
             end_users: end_users_of_config_group(group, existing.iter().find(|g| *g.name == *group.name)),
+            markup: group.markup,
             from_config: true,
             created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
         };
@@ -806,6 +807,25 @@ impl Governance {
         groups
     }
 
+    /// The markup `group`'s requests are charged at: its own, else its
+    /// nearest ancestor's (none: they are charged their cost).
+    pub fn markup_of(&self, group: Option<&str>) -> switchyard_governance::card::Markup {
+        let Some(mut at) = group else { return Default::default() };
+        let groups = self.groups.load();
+        // A parent chain is proven to end; the bound is a guard all the same.
+        for _ in 0..64 {
+            let Some(record) = groups.get(at) else { break };
+            if let Some(markup) = record.markup {
+                return markup;
+            }
+            match record.parent.as_deref() {
+                Some(parent) => at = parent,
+                None => break,
+            }
+        }
+        Default::default()
+    }
+
     /// The names of `group` and every group below it.
     pub fn subtree(&self, group: &str) -> Vec<String> {
         let groups = self.groups.load();
@@ -885,8 +905,9 @@ impl Governance {
         let query = TotalsQuery { by, from_ms: start.saturating_mul(1000), to_ms: i64::MAX, key, groups, end_user };
         let totals = self.stores.ledger.totals(query).await?;
         let prices = self.prices.load();
+        // Budgets count cost (what the provider bills), never the markup.
         Ok(Some(LedgerUse {
-            spent: totals.iter().map(|t| prices.get(t.lane.as_str()).map_or(0, |p| p.cost(&t.tokens))).sum(),
+            spent: totals.iter().map(|t| t.charge(prices.get(t.lane.as_str())).cost_nano).sum(),
             requests: totals.iter().map(|t| t.requests).sum(),
             tokens: totals.iter().map(|t| t.tokens.total()).sum(),
         }))

@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue};
 use switchyard_codec::Credentials;
 use switchyard_config::{Billing, Config, Endpoint, ErrorMap, Timeouts};
+use switchyard_governance::card::Card;
 use switchyard_governance::money::Price;
 use switchyard_ir::Protocol;
 use tokio::sync::Semaphore;
@@ -95,8 +96,13 @@ pub struct Lane {
     pub adhoc: bool,
     /// An ad-hoc lane open to any wire model: the caller's path names it.
     pub any_wire_model: bool,
-    /// Its rate-card prices, when priced.
+    /// Its rate-card prices, when priced: the flat ones (what its tokens
+    /// cost under every tier's threshold, standard tier, not a batch line).
     pub price: Option<Price>,
+    /// Its whole rate card entry, when priced: the flat prices, its tiers by
+    /// input size, batch discount and service-tier factors (what a settled
+    /// request costs).
+    pub card: Option<Card>,
     /// The share of its upstream rate limit left, as the upstream's own
     /// rate-limit headers last said (`f64` bits; `u64::MAX`: never said).
     pub upstream_headroom: AtomicU64,
@@ -247,6 +253,9 @@ pub(crate) fn build_lane(
         )
     };
     let header = |text: &str| HeaderValue::from_str(text).map_err(|_| BuildError::HeaderName(text.to_owned()));
+    // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
+    let rate = config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name)));
+    let card = rate.map(switchyard_config::Rate::card);
     Ok(Lane {
         name: name.clone(),
         provider: provider.name.clone(),
@@ -283,22 +292,7 @@ pub(crate) fn build_lane(
         quota_shared_ms: AtomicU64::new(0),
         refuses_prefill: std::sync::atomic::AtomicBool::new(false),
         operation: switchyard_ir::Operation::Chat,
-        // An ad-hoc lane is priced as itself, else by its provider's `provider/*` row.
-        price: config.rate_card.get(name).or_else(|| config.rate_card.get(&*format!("{}/*", provider.name))).map(
-            |rate| Price {
-                input_utok: rate.input_utok,
-                output_utok: rate.output_utok,
-                cache_read_utok: rate.cache_read_utok,
-                cache_write_utok: rate.cache_write_utok,
-                cache_write_1h_utok: rate.cache_write_1h_utok,
-                reasoning_utok: rate.reasoning_utok,
-                audio_input_utok: rate.audio_input_utok,
-                audio_output_utok: rate.audio_output_utok,
-                image_input_utok: rate.image_input_utok,
-                image_output_utok: rate.image_output_utok,
-                per_request_usd: rate.per_request_usd,
-                per_unit_usd: rate.per_unit_usd(),
-            },
-        ),
+        price: card.as_ref().map(|card| card.base),
+        card,
     })
 }

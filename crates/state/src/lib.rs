@@ -376,9 +376,12 @@ impl Gateway {
                 reachable.extend(next);
                 at += 1;
             }
+            // Each lane at its card's bound: its dearest tier, times its
+            // dearest service-tier factor.
             let prices: Vec<Price> = reachable
                 .iter()
-                .flat_map(|&pool| pools[pool].members.iter().filter_map(|&lane| lanes[lane].price))
+                .flat_map(|&pool| pools[pool].members.iter().filter_map(|&lane| lanes[lane].card.as_ref()))
+                .map(switchyard_governance::card::Card::bound)
                 .collect();
             pools[index].price_ceiling = Price::ceiling(&prices);
             pools[index].unpriced = reachable

@@ -91,6 +91,10 @@ pub struct GroupRecord {
     /// Each end user's budget and limits inside the group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_users: Option<switchyard_governance::key::EndUserPolicy>,
+    /// What its requests are charged above their cost (unset: as its
+    /// parent's; none anywhere up: their cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub markup: Option<switchyard_governance::card::Markup>,
     /// Declared in the config file (changed there, not over the API).
     #[serde(default)]
     pub from_config: bool,
@@ -98,7 +102,8 @@ pub struct GroupRecord {
     pub created_at: i64,
 }
 
-/// One request, as the ledger keeps it: tokens, never money.
+/// One request, as the ledger keeps it: tokens by kind, and what they
+/// cost and were charged as settled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerRow {
     /// A random id the gateway gives the row once: a batch written again
@@ -153,6 +158,45 @@ pub struct LedgerRow {
     /// The caller asked for a stream.
     #[serde(default)]
     pub stream: bool,
+    /// What it cost and what its tenant is charged, as settled (`None`: a
+    /// row written before the ledger kept them, priced from its tokens
+    /// when read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<Charge>,
+}
+
+/// What a request cost and what its tenant is charged, in nano-USD, as
+/// settled: the cost at the rate card in force then (its tier by input
+/// size, a batch line's discount, the service tier's factor: what the
+/// provider bills), the charge that cost and its group's markup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Charge {
+    /// What the provider bills.
+    pub cost_nano: u64,
+    /// What the tenant is charged.
+    pub price_nano: u64,
+}
+
+/// The settled figures of a spend line: the sums of its rows' charges and
+/// how many rows (or, in the rollup, hours summed before the ledger kept
+/// charges) had none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    /// Summed cost.
+    pub cost_nano: u64,
+    /// Summed charge.
+    pub price_nano: u64,
+    /// Rows without a settled charge (priced from tokens when read).
+    pub unsettled: u64,
+}
+
+impl Settled {
+    /// Adds `other`'s sums.
+    pub fn add(&mut self, other: &Settled) {
+        self.cost_nano = self.cost_nano.saturating_add(other.cost_nano);
+        self.price_nano = self.price_nano.saturating_add(other.price_nano);
+        self.unsettled = self.unsettled.saturating_add(other.unsettled);
+    }
 }
 
 /// What else a ledger row records.
@@ -345,8 +389,8 @@ pub(crate) type HourKey<'a> = (i64, &'a str, &'a str, &'a str, &'a str, &'a str)
 /// The sums a spend line holds: requests, the four token kinds, units,
 /// billed requests, what cache hits saved, then [`Outcomes`]' three, then
 /// the six kinds billed apart (hour-long cache writes, reasoning, audio and
-/// image in and out).
-pub(crate) const SUMS: usize = 17;
+/// image in and out), then [`Settled`]'s three.
+pub(crate) const SUMS: usize = 20;
 
 /// Sums `rows` by rollup key (requests, the four token kinds, units,
 /// billed requests).
@@ -387,6 +431,9 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
             t.audio_output,
             t.image_input,
             t.image_output,
+            row.charge.map_or(0, |c| c.cost_nano),
+            row.charge.map_or(0, |c| c.price_nano),
+            u64::from(row.charge.is_none()),
         ];
         for (slot, n) in sum.iter_mut().zip(row_sums) {
             *slot = slot.saturating_add(i64::try_from(n).unwrap_or(i64::MAX));
@@ -400,14 +447,16 @@ pub(crate) fn by_hour<'a>(rows: impl IntoIterator<Item = &'a LedgerRow>) -> Hash
 pub(crate) const ROLLUP_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
      sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hits), sum(guarded), \
      sum(refused), sum(cache_write_1h_tokens), sum(reasoning_tokens), sum(audio_input_tokens), \
-     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens)";
+     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens), sum(cost_nano), sum(price_nano), \
+     sum(unsettled)";
 
 /// The same over ledger rows (a refusal is a row of its own operation,
 /// which may stand for many).
 pub(crate) const ROW_SUMS: &str = "sum(input_tokens), sum(output_tokens), sum(cache_read_tokens), \
      sum(cache_write_tokens), sum(units), sum(billed_requests), sum(saved_nano), sum(cache_hit), sum(guarded), \
      sum(refused), sum(cache_write_1h_tokens), sum(reasoning_tokens), sum(audio_input_tokens), \
-     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens)";
+     sum(audio_output_tokens), sum(image_input_tokens), sum(image_output_tokens), sum(cost_nano), sum(price_nano), \
+     count(*) - count(cost_nano)";
 
 impl Total {
     /// A spend line from a query's columns: value, lane, then requests, the
@@ -416,7 +465,7 @@ impl Total {
     pub(crate) fn of_columns(
         value: Option<String>,
         lane: String,
-        [requests, input, output, cache_read, cache_write, units, billed, saved_nano, cache_hits, guarded, refused, cache_write_1h, reasoning, audio_input, audio_output, image_input, image_output]: [u64;
+        [requests, input, output, cache_read, cache_write, units, billed, saved_nano, cache_hits, guarded, refused, cache_write_1h, reasoning, audio_input, audio_output, image_input, image_output, cost_nano, price_nano, unsettled]: [u64;
             SUMS],
     ) -> Total {
         let tokens = Tokens {
@@ -433,7 +482,37 @@ impl Total {
             units,
             requests: billed,
         };
-        Total { value, lane, requests, tokens, saved_nano, outcomes: Outcomes { cache_hits, guarded, refused } }
+        Total {
+            value,
+            lane,
+            requests,
+            tokens,
+            saved_nano,
+            outcomes: Outcomes { cache_hits, guarded, refused },
+            settled: Settled { cost_nano, price_nano, unsettled },
+        }
+    }
+
+    /// What the line cost and was charged: its settled sums, or, when some
+    /// of its rows were written before the ledger kept charges, its tokens
+    /// at `today`'s flat prices (cost and charge alike; `None`: unpriced).
+    pub fn charge(&self, today: Option<&switchyard_governance::Price>) -> Charge {
+        if self.settled.unsettled == 0 {
+            return Charge { cost_nano: self.settled.cost_nano, price_nano: self.settled.price_nano };
+        }
+        let cost = today.map_or(0, |price| price.cost(&self.tokens));
+        Charge { cost_nano: cost, price_nano: cost }
+    }
+}
+
+impl LedgerRow {
+    /// What the row cost and was charged: as settled, or (a row written
+    /// before the ledger kept charges) its tokens at `today`'s flat prices.
+    pub fn charged(&self, today: Option<&switchyard_governance::Price>) -> Charge {
+        self.charge.unwrap_or_else(|| {
+            let cost = today.map_or(0, |price| price.cost(&self.tokens));
+            Charge { cost_nano: cost, price_nano: cost }
+        })
     }
 }
 
@@ -449,6 +528,7 @@ pub(crate) fn merge_totals(parts: impl IntoIterator<Item = Total>) -> Vec<Total>
                 line.tokens.add(&total.tokens);
                 line.saved_nano = line.saved_nano.saturating_add(total.saved_nano);
                 line.outcomes.add(&total.outcomes);
+                line.settled.add(&total.settled);
             }
             std::collections::hash_map::Entry::Vacant(entry) => {
                 entry.insert(total);
@@ -553,8 +633,9 @@ impl SpendBy {
     }
 }
 
-/// A ledger sum: tokens by dimension value and lane (so the reader can
-/// price each lane with the current rate card).
+/// A ledger sum: tokens by dimension value and lane, and what they cost
+/// and were charged as settled (a line with rows from before the ledger
+/// kept charges is priced by the reader, lane by lane, from its tokens).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Total {
     /// The dimension's value (`None`: rows without one, e.g. no key).
@@ -572,6 +653,9 @@ pub struct Total {
     /// What the content and governance stages decided on them.
     #[serde(default)]
     pub outcomes: Outcomes,
+    /// What its rows cost and were charged, as settled.
+    #[serde(default)]
+    pub settled: Settled,
 }
 
 /// What a spend line's requests met on the way: cache hits, guardrail
@@ -991,6 +1075,7 @@ mod tests {
             tokens: Tokens { input: n, output: 2 * n, ..Tokens::default() },
             saved_nano: n,
             outcomes: Outcomes { cache_hits: n, guarded: 2 * n, refused: 3 * n },
+            settled: Settled { cost_nano: 5 * n, price_nano: 6 * n, unsettled: 0 },
         };
         let merged = merge_totals([total(Some("k"), "a", 1), total(None, "a", 4), total(Some("k"), "a", 2)]);
         assert_eq!(merged, vec![total(None, "a", 4), total(Some("k"), "a", 3)]);

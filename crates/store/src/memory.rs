@@ -286,6 +286,7 @@ impl Ledger for MemoryStore {
                     tokens: Tokens::default(),
                     saved_nano: 0,
                     outcomes: crate::Outcomes::default(),
+                    settled: crate::Settled::default(),
                 });
                 // A refusal is counted as many as it stands for, never as a request.
                 let refused = row.refusals();
@@ -294,6 +295,12 @@ impl Ledger for MemoryStore {
                 total.saved_nano = total.saved_nano.saturating_add(row.notes.cache_saved_nano.unwrap_or(0));
                 let seen = crate::Outcomes { cache_hits: row.notes.cache_hit(), guarded: row.notes.guarded(), refused };
                 total.outcomes.add(&seen);
+                let settled = crate::Settled {
+                    cost_nano: row.charge.map_or(0, |c| c.cost_nano),
+                    price_nano: row.charge.map_or(0, |c| c.price_nano),
+                    unsettled: u64::from(row.charge.is_none()),
+                };
+                total.settled.add(&settled);
             }
             Ok(sums.into_values().collect())
         }))

@@ -47,6 +47,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/postgres/0017_kept_limits.sql"),
     include_str!("../migrations/postgres/0018_ledger_batches.sql"),
     include_str!("../migrations/postgres/0019_usage_kinds.sql"),
+    include_str!("../migrations/postgres/0020_charges.sql"),
 ];
 
 /// Serialises ledger batches across instances (see `append`).
@@ -448,6 +449,10 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
             end_user: col(row, 23)?,
             ingress: col(row, 24)?,
             stream: col(row, 25)?,
+            charge: match (col::<Option<i64>>(row, 32)?, col::<Option<i64>>(row, 33)?) {
+                (Some(cost), Some(price)) => Some(crate::Charge { cost_nano: count(cost), price_nano: count(price) }),
+                _ => None,
+            },
         },
     })
 }
@@ -455,7 +460,7 @@ fn row_of(row: &tokio_postgres::Row) -> Result<StoredRow, StoreError> {
 const ROW_COLUMNS: &str = "id, entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, attempts, units, \
      billed_requests, operation, notes, end_user, ingress, stream, cache_write_1h_tokens, reasoning_tokens, \
-     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens";
+     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano";
 
 /// The spend sums after value and lane, as BIGINT (a `sum` of BIGINT is NUMERIC).
 const SUMS: &str = "sum(input_tokens)::BIGINT, sum(output_tokens)::BIGINT, sum(cache_read_tokens)::BIGINT, \
@@ -473,7 +478,13 @@ const KIND_SUMS: &str = "sum(cache_write_1h_tokens)::BIGINT, sum(reasoning_token
      sum(audio_input_tokens)::BIGINT, sum(audio_output_tokens)::BIGINT, sum(image_input_tokens)::BIGINT, \
      sum(image_output_tokens)::BIGINT";
 
-/// A batch of ledger rows as the insert's 35 arrays, one per column.
+/// [`Settled`](crate::Settled)'s sums over the hourly rollup.
+const ROLLUP_SETTLED: &str = "sum(cost_nano)::BIGINT, sum(price_nano)::BIGINT, sum(unsettled)::BIGINT";
+
+/// The same over ledger rows (a row without a charge is unsettled).
+const ROW_SETTLED: &str = "sum(cost_nano)::BIGINT, sum(price_nano)::BIGINT, (count(*) - count(cost_nano))::BIGINT";
+
+/// A batch of ledger rows as the insert's 37 arrays, one per column.
 #[derive(Default)]
 struct Columns<'a> {
     entry: Vec<i64>,
@@ -498,6 +509,8 @@ struct Columns<'a> {
     end_user: Vec<Option<&'a str>>,
     ingress: Vec<Option<&'a str>>,
     stream: Vec<bool>,
+    cost: Vec<Option<i64>>,
+    price: Vec<Option<i64>>,
 }
 
 impl<'a> Columns<'a> {
@@ -545,12 +558,14 @@ impl<'a> Columns<'a> {
             columns.end_user.push(row.end_user.as_deref());
             columns.ingress.push(row.ingress.as_deref());
             columns.stream.push(row.stream);
+            columns.cost.push(row.charge.map(|c| self::column(c.cost_nano)));
+            columns.price.push(row.charge.map(|c| self::column(c.price_nano)));
         }
         columns
     }
 
     /// The insert's parameters, in its column order.
-    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 35] {
+    fn params(&self) -> [&(dyn tokio_postgres::types::ToSql + Sync); 37] {
         let [input, output, cache_read, cache_write, latency, units, requests, saved, cache_hit, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in, image_out] =
             &self.counts;
         [
@@ -589,6 +604,8 @@ impl<'a> Columns<'a> {
             audio_out,
             image_in,
             image_out,
+            &self.cost,
+            &self.price,
         ]
     }
 }
@@ -610,13 +627,13 @@ impl Ledger for PostgresStore {
                      output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
                      estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream, \
                      cache_hit, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
-                     audio_output_tokens, image_input_tokens, image_output_tokens) \
+                     audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano) \
                      SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], \
                      $7::TEXT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::BIGINT[], $12::BIGINT[], $13::INTEGER[], \
                      $14::BIGINT[], $15::BIGINT[], $16::INTEGER[], $17::BOOLEAN[], $18::TEXT[], $19::BIGINT[], \
                      $20::BIGINT[], $21::TEXT[], $22::TEXT[], $23::BIGINT[], $24::TEXT[], $25::TEXT[], $26::BOOLEAN[], \
                      $27::BIGINT[], $28::BIGINT[], $29::BIGINT[], $30::BIGINT[], $31::BIGINT[], $32::BIGINT[], \
-                     $33::BIGINT[], $34::BIGINT[], $35::BIGINT[]) \
+                     $33::BIGINT[], $34::BIGINT[], $35::BIGINT[], $36::BIGINT[], $37::BIGINT[]) \
                      ON CONFLICT (entry) DO NOTHING",
                 )
                 .await
@@ -678,7 +695,7 @@ impl Ledger for PostgresStore {
             // Whole hours from the rollup ('' is its "none").
             if let Some((first, end)) = plan.hours {
                 let sql = format!(
-                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS}, {ROLLUP_OUTCOMES}, {KIND_SUMS} \
+                    "SELECT NULLIF({by}, ''), lane, sum(requests)::BIGINT, {SUMS}, {ROLLUP_OUTCOMES}, {KIND_SUMS}, {ROLLUP_SETTLED} \
                      FROM spend_hourly WHERE hour >= $1 AND hour < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                      AND ($4::TEXT[] IS NULL OR grp = ANY($4)) GROUP BY {by}, lane"
                 );
@@ -687,7 +704,7 @@ impl Ledger for PostgresStore {
             }
             // The ragged edges from the rows.
             let sql = format!(
-                "SELECT {by}, lane, count(*) FILTER (WHERE operation <> 'refused'), {SUMS}, {ROW_OUTCOMES}, {KIND_SUMS} FROM ledger \
+                "SELECT {by}, lane, count(*) FILTER (WHERE operation <> 'refused'), {SUMS}, {ROW_OUTCOMES}, {KIND_SUMS}, {ROW_SETTLED} FROM ledger \
                  WHERE at_ms >= $1 AND at_ms < $2 AND ($3::TEXT IS NULL OR key_id = $3) \
                  AND ($4::TEXT[] IS NULL OR grp = ANY($4)) AND ($5::TEXT IS NULL OR end_user = $5) \
                  GROUP BY {by}, lane"

@@ -14,9 +14,9 @@ use crate::kept::{
     ObjectStore, QueuedLine, ORPHAN_CHUNKS_MS, STAGED_BATCH_MS,
 };
 use crate::{
-    from_json, to_json, AuditEntry, AuditLog, ConfigStore, ConfigVersion, ContentStore, GroupRecord, GroupStore,
-    Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore, StoreError,
-    StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
+    from_json, to_json, AuditEntry, AuditLog, Charge, ConfigStore, ConfigVersion, ContentStore, GroupRecord,
+    GroupStore, Idempotency, KeptContent, KeptSignature, KeyStore, Ledger, LedgerRow, RowFilter, SignatureStore,
+    StoreError, StoreFuture, StoredAudit, StoredRow, Tokens, Total, TotalsQuery, Written,
 };
 
 /// Prepared statements the connection keeps (the store runs about 30 kinds).
@@ -43,6 +43,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../migrations/sqlite/0017_kept_limits.sql"),
     include_str!("../migrations/sqlite/0018_refusals_counted.sql"),
     include_str!("../migrations/sqlite/0019_usage_kinds.sql"),
+    include_str!("../migrations/sqlite/0020_charges.sql"),
 ];
 
 /// A store in one SQLite file.
@@ -330,6 +331,12 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
             end_user: row.get(23)?,
             ingress: row.get(24)?,
             stream: row.get(25)?,
+            charge: match (row.get::<_, Option<i64>>(32)?, row.get::<_, Option<i64>>(33)?) {
+                (Some(cost), Some(price)) => {
+                    Some(Charge { cost_nano: cost.max(0) as u64, price_nano: price.max(0) as u64 })
+                }
+                _ => None,
+            },
         },
     })
 }
@@ -337,14 +344,14 @@ fn row_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredRow> {
 const ROW_COLUMNS: &str = "id, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
      billed_requests, operation, notes, end_user, ingress, stream, cache_write_1h_tokens, reasoning_tokens, \
-     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens";
+     audio_input_tokens, audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano";
 
 /// The ledger's columns an append writes, in the order [`bind_row`] binds them.
 const INSERT_COLUMNS: &str = "at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, output_tokens, \
      cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, estimated, entry, attempts, units, \
      billed_requests, operation, notes, saved_nano, end_user, ingress, stream, cache_hit, guarded, refused, \
      cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, audio_output_tokens, image_input_tokens, \
-     image_output_tokens";
+     image_output_tokens, cost_nano, price_nano";
 
 /// How many columns [`INSERT_COLUMNS`] names.
 const INSERT_WIDTH: usize = count_columns(INSERT_COLUMNS);
@@ -418,6 +425,8 @@ fn bind_row(insert: &mut rusqlite::Statement<'_>, before: usize, row: &LedgerRow
     for kind in [t.cache_write_1h, t.reasoning, t.audio_input, t.audio_output, t.image_input, t.image_output] {
         bind(&i64::try_from(kind).unwrap_or(i64::MAX))?;
     }
+    bind(&row.charge.map(|c| i64::try_from(c.cost_nano).unwrap_or(i64::MAX)))?;
+    bind(&row.charge.map(|c| i64::try_from(c.price_nano).unwrap_or(i64::MAX)))?;
     Ok(())
 }
 
@@ -475,9 +484,9 @@ impl Ledger for SqliteStore {
                         "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
                          output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano, \
                          cache_hits, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
-                         audio_output_tokens, image_input_tokens, image_output_tokens) \
+                         audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano, unsettled) \
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                         ?20, ?21, ?22, ?23) \
+                         ?20, ?21, ?22, ?23, ?24, ?25, ?26) \
                          ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
                          requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
                          output_tokens = output_tokens + excluded.output_tokens, \
@@ -491,17 +500,19 @@ impl Ledger for SqliteStore {
                          audio_input_tokens = audio_input_tokens + excluded.audio_input_tokens, \
                          audio_output_tokens = audio_output_tokens + excluded.audio_output_tokens, \
                          image_input_tokens = image_input_tokens + excluded.image_input_tokens, \
-                         image_output_tokens = image_output_tokens + excluded.image_output_tokens",
+                         image_output_tokens = image_output_tokens + excluded.image_output_tokens, \
+                         cost_nano = cost_nano + excluded.cost_nano, price_nano = price_nano + excluded.price_nano, \
+                         unsettled = unsettled + excluded.unsettled",
                     )
                     .map_err(unavailable)?;
                 for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(fresh) {
-                    let [n, input, output, read, write, units, billed, saved, hits, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in, image_out] =
+                    let [n, input, output, read, write, units, billed, saved, hits, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in, image_out, cost, price, unsettled] =
                         sums;
                     upsert
                         .execute(params![
                             hour, key, group, lane, model, operation, n, input, output, read, write, units, billed,
                             saved, hits, guarded, refused, write_1h, reasoning, audio_in, audio_out, image_in,
-                            image_out
+                            image_out, cost, price, unsettled
                         ])
                         .map_err(unavailable)?;
                 }
@@ -1405,7 +1416,7 @@ mod tests {
     /// last place of a full statement fills it exactly.
     #[test]
     fn a_ledger_insert_binds_every_column_it_names() {
-        assert_eq!(INSERT_WIDTH, 35);
+        assert_eq!(INSERT_WIDTH, 37);
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&format!("CREATE TABLE ledger (id INTEGER PRIMARY KEY, {INSERT_COLUMNS});")).unwrap();
         let mut many = conn.prepare(&INSERT_MANY).unwrap();
@@ -1431,6 +1442,7 @@ mod tests {
             end_user: None,
             ingress: None,
             stream: false,
+            charge: None,
         };
         bind_row(&mut many, (ROWS_PER_INSERT - 1) * INSERT_WIDTH, &row).unwrap();
         assert!(bind_row(&mut many, (ROWS_PER_INSERT - 1) * INSERT_WIDTH + 1, &row).is_err(), "one place past the end");

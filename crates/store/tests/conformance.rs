@@ -95,6 +95,12 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
         end_user: key.map(|k| format!("user-of-{k}")),
         ingress: Some("anthropic".into()),
         stream: output % 2 == 1,
+        // What it cost and was charged round-trips, and so does a row from
+        // before the ledger kept them.
+        charge: (output % 4 != 3).then_some(switchyard_store::Charge {
+            cost_nano: input * 1_000 + output,
+            price_nano: input * 1_150 + output,
+        }),
     }
 }
 
@@ -200,6 +206,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         parent: Some("org".into()),
         budget: Some(Budget::new(20.0, Window::Month)),
         limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20), ..Limits::default() },
+        markup: None,
         from_config: true,
         retention: None,
         end_users: None,
@@ -210,6 +217,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         parent: None,
         budget: None,
         limits: Limits::default(),
+        markup: None,
         from_config: false,
         retention: None,
         end_users: None,
@@ -316,7 +324,7 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
 
 /// Requests, input, output, units, billed requests and saved nano-USD of a
 /// spend line, its outcomes, then every token count by kind.
-type Sums = (u64, u64, u64, u64, u64, u64, u64, u64, u64, [u64; 12]);
+type Sums = (u64, u64, u64, u64, u64, u64, u64, u64, u64, [u64; 12], [u64; 3]);
 
 /// Spend over ranges that cross hour boundaries: whole hours come from the
 /// rollup and the edges from the rows, and the two must add up to what the
@@ -348,6 +356,10 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
         }
         // End users: three of them, and rows without one.
         r.end_user = (i % 7 != 0).then(|| format!("u{}", i % 3));
+        // What each cost and was charged, as settled; a few rows from
+        // before the ledger kept charges have none.
+        r.charge = (i % 13 != 7)
+            .then_some(switchyard_store::Charge { cost_nano: 1_000_003 * i as u64, price_nano: 1_150_007 * i as u64 });
         // Some made several guardrail decisions.
         if i % 5 == 2 {
             r.notes.guardrails.push("pii/phone/block/response".into());
@@ -432,6 +444,11 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                             kinds.add(t);
                             kinds.counts()
                         },
+                        [
+                            line.10[0] + r.charge.map_or(0, |c| c.cost_nano),
+                            line.10[1] + r.charge.map_or(0, |c| c.price_nano),
+                            line.10[2] + u64::from(r.charge.is_none()),
+                        ],
                     );
                 }
                 let mut got: Vec<_> = got
@@ -448,6 +465,7 @@ async fn spend_over_many_hours_equals_the_sum_of_its_rows(stores: Stores) {
                             t.outcomes.guarded,
                             t.outcomes.refused,
                             t.tokens.counts(),
+                            [t.settled.cost_nano, t.settled.price_nano, t.settled.unsettled],
                         );
                         ((t.value.clone(), t.lane.clone()), sums)
                     })
@@ -1052,6 +1070,7 @@ async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
             parent: None,
             budget: None,
             limits: Limits::default(),
+            markup: None,
             from_config: false,
             retention: None,
             end_users: None,

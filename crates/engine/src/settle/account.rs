@@ -76,7 +76,7 @@ impl Record {
         self.end_trace(&gateway, &bill, &names, status);
         self.feed_sinks(&gateway, &bill, &names, status, total);
         let rows = side.into_iter().filter_map(|c| self.side_row(&gateway, c, &names)).collect();
-        let row = self.ledger_row(&gateway, bill.tokens, &names, status);
+        let row = self.ledger_row(&gateway, bill.tokens, bill.row_cost, &names, status);
         if let Some(row) = &row {
             self.hand_over_text(&gateway, row);
         }
@@ -123,7 +123,9 @@ impl Record {
                 if let (Some(usage), true) = (&side.usage, gateway.telemetry.metrics_on) {
                     gateway.metrics.tokens(side.lane, usage);
                 }
-                let cost = gateway.lanes.get(side.lane).and_then(|l| l.price).map_or(0, |p| p.cost(&tokens));
+                let served = self.served_as(side.usage.as_ref());
+                let cost =
+                    gateway.lanes.get(side.lane).and_then(|l| l.card.as_ref()).map_or(0, |c| c.cost(&tokens, served));
                 SideBill { side: side.clone(), tokens, cost }
             })
             .collect()
@@ -131,7 +133,7 @@ impl Record {
 
     /// The ledger row of a side bill: its lane, its tokens, its status.
     pub(super) fn side_row(&self, gateway: &Gateway, bill: SideBill, names: &Names) -> Option<LedgerRow> {
-        let mut row = self.ledger_row(gateway, bill.tokens, names, bill.side.status)?;
+        let mut row = self.ledger_row(gateway, bill.tokens, bill.cost, names, bill.side.status)?;
         row.entry = next_entry();
         row.lane = gateway.lanes.get(bill.side.lane).map(|l| l.name.to_string()).unwrap_or_default();
         row.model = bill.side.wire_model.to_string();
@@ -149,13 +151,14 @@ impl Record {
     pub(super) fn bill(&mut self, gateway: &Gateway) -> Bill {
         if let Some(tool) = &self.tool {
             let tokens = Tokens { requests: u64::from(tool.billed), ..Tokens::default() };
-            return Bill { tokens, cost: tool.cost_nano, lane: None };
+            return Bill { tokens, cost: tool.cost_nano, row_cost: tool.cost_nano, lane: None };
         }
         // A lane served it when usage came: only then are its units and
         // its request billed.
         let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| billed(usage, self.units));
         let lane = self.served.as_ref().map(|(_, lane, _)| *lane);
-        let cost = lane.and_then(|l| gateway.lanes[l].price).map_or(0, |p| p.cost(&tokens));
+        let served = self.served_as(self.usage.as_ref());
+        let cost = lane.and_then(|l| gateway.lanes[l].card.as_ref()).map_or(0, |c| c.cost(&tokens, served));
         let reserved = self.reservation.as_ref().map(|hold| hold.reservation.estimate);
         match (self.usage.is_none() && self.at_reservation, reserved) {
             // No usage came: the reservation is the most it can have cost.
@@ -163,10 +166,18 @@ impl Record {
                 self.estimated = Some(super::Estimated::AnswerBroken);
                 let input = self.input_estimate.min(estimate.tokens);
                 let tokens = Tokens { input, output: estimate.tokens - input, ..Tokens::default() };
-                Bill { tokens, cost: estimate.cost, lane }
+                // The row prices those tokens at its card; the budget keeps the reservation.
+                let priced = lane.and_then(|l| gateway.lanes[l].card.as_ref()).map_or(0, |c| c.cost(&tokens, served));
+                Bill { tokens, cost: estimate.cost, row_cost: priced, lane }
             }
-            _ => Bill { tokens, cost, lane },
+            _ => Bill { tokens, cost, row_cost: cost, lane },
         }
+    }
+
+    /// How a request (or one of its side attempts, that used `usage`) was
+    /// served, for its price: a batch line's, and the upstream's tier.
+    fn served_as(&self, usage: Option<&Usage>) -> switchyard_governance::card::Served {
+        switchyard_governance::card::Served { batch: self.batch_line, tier: usage.and_then(|u| u.service_tier) }
     }
 
     /// What else the ledger row records: a cache hit's saving, the
@@ -211,11 +222,13 @@ impl Record {
 
     /// The ledger row of an admitted request, or of a refusal at the door
     /// (operation `refused`, never spend: see [`Record::refusal`]), when
-    /// there is a ledger.
+    /// there is a ledger: its tokens, what they `cost`, and what its group
+    /// is charged for them (the cost and the group's markup).
     pub(super) fn ledger_row(
         &self,
         gateway: &Gateway,
         tokens: Tokens,
+        cost: switchyard_governance::NanoUsd,
         names: &Names,
         status: u16,
     ) -> Option<LedgerRow> {
@@ -231,6 +244,7 @@ impl Record {
             notes.guardrails.extend(tool.decisions.iter().cloned());
             notes.tool = Some(tool.detail.clone());
         }
+        let group = self.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
         let model = match &self.tool {
             Some(tool) => tool.model.clone(),
             None => self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
@@ -240,7 +254,7 @@ impl Record {
             at_ms: now_ms() as i64,
             request_id: self.request_id.to_str().unwrap_or("").to_owned(),
             key_id: names.key.as_deref().map(str::to_owned),
-            group: self.caller.as_ref().and_then(|c| c.key.record.group.clone()),
+            group: group.map(str::to_owned),
             pool: names.pool.as_deref().unwrap_or("-").to_owned(),
             lane: names.lane.as_deref().unwrap_or("").to_owned(),
             model,
@@ -256,6 +270,10 @@ impl Record {
             end_user: self.end_user.as_deref().map(str::to_owned),
             ingress: Some(if self.tool.is_some() { "mcp" } else { self.ingress.as_str() }.to_owned()),
             stream: self.stream,
+            charge: Some(switchyard_store::Charge {
+                cost_nano: cost,
+                price_nano: governance.markup_of(group).charge(cost),
+            }),
         })
     }
 
@@ -297,7 +315,10 @@ pub(super) struct SideBill {
 /// What a finished request cost, and the lane it is billed to.
 pub(super) struct Bill {
     pub(super) tokens: Tokens,
+    /// What its budgets are settled with (a broken answer: its reservation).
     pub(super) cost: switchyard_governance::NanoUsd,
+    /// What its ledger row costs: its tokens at its card.
+    pub(super) row_cost: switchyard_governance::NanoUsd,
     pub(super) lane: Option<usize>,
 }
 

@@ -102,6 +102,9 @@ pub struct Record {
     /// Set when the caller hung up before its answer was ready (a billed
     /// request's stages then run on their own): it settles as a 499.
     caller_gone: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// A line of one of the gateway's batches (its rate card entry's
+    /// `batch_discount` prices it).
+    batch_line: bool,
     done: bool,
 }
 
@@ -142,6 +145,13 @@ impl Record {
     /// is stored, and billed, once.
     pub fn bill_once_as(&mut self, entry: i64) {
         self.entry = entry;
+    }
+
+    /// The request is a line of one of the gateway's batches, billed once
+    /// under `entry` and priced at its lane's batch discount.
+    pub fn batch_line(&mut self, entry: i64) {
+        self.bill_once_as(entry);
+        self.batch_line = true;
     }
 
     /// Opens the record of a request in `ingress` (continuing the caller's
@@ -192,6 +202,7 @@ impl Record {
             retained: None,
             tool: None,
             caller_gone: None,
+            batch_line: false,
             done: false,
         })
     }

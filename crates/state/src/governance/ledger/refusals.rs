@@ -126,6 +126,8 @@ fn counting_row(alike: &Alike, first: &LedgerRow) -> LedgerRow {
         end_user: None,
         ingress,
         stream: false,
+        // Settled at nought: a refusal is never spend.
+        charge: Some(switchyard_store::Charge::default()),
     }
 }
 
@@ -162,6 +164,7 @@ mod tests {
             end_user: Some("u".into()),
             ingress: Some("openai".into()),
             stream: false,
+            charge: None,
         }
     }
 
