@@ -40,7 +40,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
-pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
+pub use governance::{
+    Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage, Tenancy,
+};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
 pub use server::{ClientIdentity, Http2, Server, ServerTls};
