@@ -491,8 +491,10 @@ pub(crate) async fn patch_key(
     // group), and gives it only its tenancy's pools, grants and budget.
     if actor.tenant().is_some() {
         tenancy::reach_key(governance, &actor, &id)?;
-        if let Some(group) = patch.group.take() {
-            patch.group = Some(tenancy::placed(governance, &actor, group)?);
+        match patch.group.take() {
+            Some(None) => return Err(tenancy::ungrouped()),
+            Some(group) => patch.group = Some(tenancy::placed(governance, &actor, group)?),
+            None => {}
         }
         if let Some(pools) = patch.pools.take() {
             patch.pools = Some(tenancy::pools_within(&actor, pools)?);

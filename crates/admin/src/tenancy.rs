@@ -176,6 +176,11 @@ pub(crate) fn placed(governance: &Governance, actor: &Actor, named: Option<Strin
     }
 }
 
+/// A tenant admin's key taken out of every group: it would leave the subtree.
+pub(crate) fn ungrouped() -> ApiError {
+    ApiError(StatusCode::FORBIDDEN, "group: a tenant admin's keys stay in its subtree; name a group there".into())
+}
+
 /// A group's new parent set by a tenant admin: inside its subtree (a 404
 /// otherwise), and never none (a root is the gateway admin's to make).
 pub(crate) fn new_parent(governance: &Governance, actor: &Actor, parent: Option<&str>) -> ApiResult<()> {

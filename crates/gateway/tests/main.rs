@@ -38,4 +38,5 @@ mod routes;
 mod routing;
 mod settlement;
 mod telemetry;
+mod tenants;
 mod translation;
