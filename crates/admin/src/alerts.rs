@@ -50,7 +50,10 @@ pub struct AlertsView {
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/alerts", responses((status = 200, body = AlertsView)))]
-pub(crate) async fn alerts(State(admin): State<Admin>, axum::Extension(actor): axum::Extension<Actor>) -> Json<AlertsView> {
+pub(crate) async fn alerts(
+    State(admin): State<Admin>,
+    axum::Extension(actor): axum::Extension<Actor>,
+) -> Json<AlertsView> {
     use switchyard_telemetry::alert::AlertKind;
     let Some(alerts) = &admin.gateway.telemetry.alerts else {
         return Json(AlertsView { configured: false, open: Vec::new(), counts: Vec::new() });

@@ -381,6 +381,12 @@ pub(crate) async fn create_key(
             };
             Ok(created(&admin, "create", &idem, StatusCode::CREATED, &answer))
         }
+        // A replay answers only within the caller's reach: a tenant admin
+        // never gets another's key (nor its secret) back by its request.
+        Written::Replayed(record) if !tenancy::reaches_key(governance, &actor, &record) => Err(ApiError(
+            StatusCode::CONFLICT,
+            "this Idempotency-Key was used by another request; send a fresh one".into(),
+        )),
         Written::Replayed(record) => match &idem {
             Some(idem) => Ok(replayed(&admin, "create", idem, governance, &record)),
             None => Err(ApiError(StatusCode::CONFLICT, "the key exists".into())),

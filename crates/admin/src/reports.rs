@@ -331,8 +331,12 @@ pub(crate) async fn spend(
     let mut add = |value: Option<String>, total: &switchyard_store::Total, own: bool| {
         let price = admin.gateway.price_of(&total.lane);
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
-            name: key_name(governance, by, value.as_deref())
-                .filter(|_| value.as_deref().and_then(|id| governance.key(id)).is_some_and(|k| tenancy::reaches_key(governance, &actor, &k.record))),
+            name: key_name(governance, by, value.as_deref()).filter(|_| {
+                value
+                    .as_deref()
+                    .and_then(|id| governance.key(id))
+                    .is_some_and(|k| tenancy::reaches_key(governance, &actor, &k.record))
+            }),
             value,
             requests: 0,
             input_tokens: 0,

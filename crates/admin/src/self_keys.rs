@@ -87,7 +87,10 @@ async fn own_group(admin: &Admin, actor: &Actor) -> ApiResult<String> {
     if !governance.groups().iter().any(|g| g.name == template.parent) {
         return Err(ApiError(
             StatusCode::CONFLICT,
-            format!("group `{}`, where your keys' group goes, does not exist: ask an admin to make it", template.parent),
+            format!(
+                "group `{}`, where your keys' group goes, does not exist: ask an admin to make it",
+                template.parent
+            ),
         ));
     }
     let group = GroupRecord {

@@ -190,10 +190,9 @@ pub(crate) fn new_parent(governance: &Governance, actor: &Actor, parent: Option<
             StatusCode::FORBIDDEN,
             format!("a tenant admin's groups stay under `{root}`: only the gateway admin makes a root group"),
         )),
-        Some(parent) if !within(&governance.groups(), root, Some(parent)) => Err(ApiError(
-            StatusCode::NOT_FOUND,
-            format!("parent: group `{parent}` does not exist"),
-        )),
+        Some(parent) if !within(&governance.groups(), root, Some(parent)) => {
+            Err(ApiError(StatusCode::NOT_FOUND, format!("parent: group `{parent}` does not exist")))
+        }
         Some(_) => Ok(()),
     }
 }
@@ -276,12 +275,11 @@ pub(crate) fn reaches_subject(governance: &Governance, actor: &Actor, subject: &
     let Some(root) = actor.tenant() else { return true };
     let groups = governance.groups();
     let keys = governance.records();
-    let names = keys
+    let mut names = keys
         .iter()
         .filter(|key| within(&groups, root, key.group.as_deref()))
         .map(switchyard_state::governance::suspension_subject)
         .chain(groups.iter().filter(|g| within(&groups, root, Some(&g.name))).map(|g| format!("group `{}`", g.name)));
-    let mut names = names;
     names.any(|who| subject == who || subject.strip_prefix(who.as_str()).is_some_and(|rest| rest.starts_with(' ')))
 }
 

@@ -40,11 +40,7 @@ pub struct AdminToken {
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "AdminToken {{ name: {:?}, scope: {:?}, tenancy: {:?}, .. }}",
-            self.name, self.scope, self.tenancy
-        )
+        write!(f, "AdminToken {{ name: {:?}, scope: {:?}, tenancy: {:?}, .. }}", self.name, self.scope, self.tenancy)
     }
 }
 

@@ -540,8 +540,9 @@ async fn a_binding_with_a_group_makes_a_tenant_admin_and_places_members_keys_the
     let globex = create_key(addr, json!({"name": "globex-key", "group": "globex"})).await;
     let globex_id = globex["id"].as_str().unwrap();
 
-    let lead =
-        sign_in_as(&idp, console, json!({"sub": "u9", "email": "lead@acme.example", "groups": ["acme-leads"]})).await.unwrap();
+    let lead = sign_in_as(&idp, console, json!({"sub": "u9", "email": "lead@acme.example", "groups": ["acme-leads"]}))
+        .await
+        .unwrap();
     let session = session_of(console, &lead).await;
     assert_eq!((session["scope"].as_str(), session["tenant"].as_str()), (Some("full"), Some("acme")), "{session}");
     // A key made through the session lands in acme; globex's is not there to read.
@@ -557,8 +558,9 @@ async fn a_binding_with_a_group_makes_a_tenant_admin_and_places_members_keys_the
 
     // A member of the team: their keys' group hangs under acme, with the
     // binding's pools and grants.
-    let staff =
-        sign_in_as(&idp, console, json!({"sub": "u10", "email": "dev@acme.example", "groups": "acme-staff"})).await.unwrap();
+    let staff = sign_in_as(&idp, console, json!({"sub": "u10", "email": "dev@acme.example", "groups": "acme-staff"}))
+        .await
+        .unwrap();
     let csrf = session_of(console, &staff).await["csrf"].as_str().unwrap().to_owned();
     let headers = [("cookie", staff.as_str()), ("x-csrf-token", csrf.as_str()), ("content-type", "application/json")];
     let made = post(console, "/api/v1/self/keys", &headers, json!({"name": "laptop"}).to_string()).await;

@@ -146,7 +146,8 @@ fn fill(template: &str, globex: &Globex, missing: bool) -> (String, Vec<String>)
     } else {
         pick(globex.key_id.clone(), "key_00000000deadbeef")
     };
-    let name = if template.contains("/mcp/") { "files__read".to_owned() } else { pick("globex-rnd".into(), "nosuch-rnd") };
+    let name =
+        if template.contains("/mcp/") { "files__read".to_owned() } else { pick("globex-rnd".into(), "nosuch-rnd") };
     let bucket = pick("group:globex".into(), "group:nosuch");
     let mut named = Vec::new();
     for (placeholder, value) in [("{id}", &id), ("{name}", &name), ("{bucket}", &bucket)] {
@@ -192,7 +193,9 @@ const ACME_ACTOR: &str = "acme-lead (tenant admin of acme)";
 fn unechoed(body: &[u8], sent: &[&str]) -> String {
     let mut text = String::from_utf8_lossy(body).into_owned();
     if let Ok(mut page) = serde_json::from_slice::<Value>(body) {
-        if let Some(entries) = page.get_mut("data").and_then(Value::as_array_mut).filter(|e| e.iter().any(|e| e.get("actor").is_some())) {
+        if let Some(entries) =
+            page.get_mut("data").and_then(Value::as_array_mut).filter(|e| e.iter().any(|e| e.get("actor").is_some()))
+        {
             entries.retain(|e| e["actor"] != ACME_ACTOR);
             text = page.to_string();
         }
@@ -227,9 +230,8 @@ async fn a_tenant_admin_of_acme_reaches_nothing_of_globex_on_any_admin_route() {
     let (addr, globex) = world().await;
     let routes = admin_routes();
     assert!(routes.len() >= 45, "the walk found only {} routes: {routes:?}", routes.len());
-    let before = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{}", globex.key_id), Some(ADMIN_TOKEN), None)
-        .await
-        .body;
+    let before =
+        admin_call(addr, "GET", &format!("/api/v1/admin/keys/{}", globex.key_id), Some(ADMIN_TOKEN), None).await.body;
     let before_group = admin_call(addr, "GET", "/api/v1/admin/groups/globex-rnd", Some(ADMIN_TOKEN), None).await.body;
     let (mut refused_at_door, mut hidden, mut filtered) = (0, 0, 0);
     for (method, template) in &routes {
@@ -287,7 +289,8 @@ async fn a_tenant_admin_of_acme_reaches_nothing_of_globex_on_any_admin_route() {
     assert!(refused_at_door >= 20, "{refused_at_door} routes refused at the door");
 
     // Nothing of globex's changed.
-    let after = admin_call(addr, "GET", &format!("/api/v1/admin/keys/{}", globex.key_id), Some(ADMIN_TOKEN), None).await;
+    let after =
+        admin_call(addr, "GET", &format!("/api/v1/admin/keys/{}", globex.key_id), Some(ADMIN_TOKEN), None).await;
     assert_eq!(after.body, before, "globex's key changed");
     let after_group = admin_call(addr, "GET", "/api/v1/admin/groups/globex-rnd", Some(ADMIN_TOKEN), None).await;
     assert_eq!(after_group.body, before_group, "globex's group changed");
@@ -322,7 +325,8 @@ async fn a_tenant_admin_of_acme_reaches_nothing_of_globex_on_any_admin_route() {
     assert_eq!(values, ["acme"], "{spend}");
     assert!(spend["total_usd"].as_f64().unwrap() > 0.0);
     let budgets = list("/api/v1/admin/budgets").await;
-    let buckets: Vec<&str> = budgets["data"].as_array().unwrap().iter().map(|b| b["bucket"].as_str().unwrap()).collect();
+    let buckets: Vec<&str> =
+        budgets["data"].as_array().unwrap().iter().map(|b| b["bucket"].as_str().unwrap()).collect();
     assert_eq!(buckets, ["group:acme"], "{budgets}");
     let requests = list("/api/v1/admin/requests").await;
     assert_eq!(requests["data"].as_array().unwrap().len(), 1, "{requests}");
@@ -380,7 +384,8 @@ async fn hostile_changes_by_acme_are_refused_and_change_nothing() {
     // acme's own group: its place and cap are the gateway admin's.
     let (status, _) = acme(addr, "PATCH", &patch("acme"), Some(json!({"parent": null}))).await;
     assert_eq!(status, 403);
-    let (status, _) = acme(addr, "PATCH", &patch("acme"), Some(json!({"budget": {"usd": 100000, "window": "1mo"}}))).await;
+    let (status, _) =
+        acme(addr, "PATCH", &patch("acme"), Some(json!({"budget": {"usd": 100000, "window": "1mo"}}))).await;
     assert_eq!(status, 403);
     let (status, _) = acme(addr, "DELETE", &patch("acme"), None).await;
     assert_eq!(status, 403);
@@ -392,7 +397,8 @@ async fn hostile_changes_by_acme_are_refused_and_change_nothing() {
     assert!(answer["error"]["message"].as_str().unwrap().contains("acme"), "{answer}");
     let (status, _) = acme(addr, "PATCH", &format!("/api/v1/admin/keys/{mine_id}"), Some(over.clone())).await;
     assert_eq!(status, 403);
-    let (status, _) = acme(addr, "POST", "/api/v1/admin/keys", Some(json!({"name": "rich", "budget": over["budget"]}))).await;
+    let (status, _) =
+        acme(addr, "POST", "/api/v1/admin/keys", Some(json!({"name": "rich", "budget": over["budget"]}))).await;
     assert_eq!(status, 403);
     let (status, _) =
         acme(addr, "PATCH", &patch("acme-team"), Some(json!({"budget": {"usd": 50, "window": "1mo"}}))).await;
@@ -444,11 +450,16 @@ async fn hostile_changes_by_acme_are_refused_and_change_nothing() {
 async fn acme_runs_its_subtree_and_the_audit_log_names_it_with_its_group() {
     let (addr, _globex) = world().await;
     // A subgroup, a key in it, a change, a rotation, a revocation.
-    let (status, _) =
-        acme(addr, "POST", "/api/v1/admin/groups", Some(json!({"name": "acme-ml", "budget": {"usd": 20, "window": "1d"}})))
-            .await;
+    let (status, _) = acme(
+        addr,
+        "POST",
+        "/api/v1/admin/groups",
+        Some(json!({"name": "acme-ml", "budget": {"usd": 20, "window": "1d"}})),
+    )
+    .await;
     assert_eq!(status, 201);
-    let (status, key) = acme(addr, "POST", "/api/v1/admin/keys", Some(json!({"name": "trainer", "group": "acme-ml"}))).await;
+    let (status, key) =
+        acme(addr, "POST", "/api/v1/admin/keys", Some(json!({"name": "trainer", "group": "acme-ml"}))).await;
     assert_eq!(status, 201, "{key}");
     let id = key["id"].as_str().unwrap();
     let path = format!("/api/v1/admin/keys/{id}");
@@ -458,7 +469,13 @@ async fn acme_runs_its_subtree_and_the_audit_log_names_it_with_its_group() {
     assert_eq!(acme(addr, "POST", &format!("{path}/rotate"), Some(json!({}))).await.0, 200);
     // The new key serves, inside acme's budget.
     let bearer = format!("Bearer {}", key["key"].as_str().unwrap());
-    let reply = post(addr, "/v1/chat/completions", &[("authorization", &bearer)], chat_body(Protocol::OpenAi, "lane-openai", "hi", false)).await;
+    let reply = post(
+        addr,
+        "/v1/chat/completions",
+        &[("authorization", &bearer)],
+        chat_body(Protocol::OpenAi, "lane-openai", "hi", false),
+    )
+    .await;
     assert_eq!(reply.status, 401, "the rotated-away secret stops");
     assert_eq!(acme(addr, "DELETE", &path, None).await.0, 200);
     // A subgroup moved inside the subtree.
@@ -472,10 +489,12 @@ async fn acme_runs_its_subtree_and_the_audit_log_names_it_with_its_group() {
 
     let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=1000", Some(ADMIN_TOKEN), None).await;
     let audit: Value = serde_json::from_slice(&audit.body).unwrap();
-    let by_acme: Vec<&Value> =
-        audit["data"].as_array().unwrap().iter().filter(|e| e["actor"] == ACME_ACTOR).collect();
+    let by_acme: Vec<&Value> = audit["data"].as_array().unwrap().iter().filter(|e| e["actor"] == ACME_ACTOR).collect();
     assert!(by_acme.iter().any(|e| e["action"] == "POST /api/v1/admin/keys" && e["outcome"] == 201), "{audit}");
-    assert!(by_acme.iter().any(|e| e["action"] == "POST /api/v1/admin/config/reload" && e["outcome"] == 403), "{audit}");
+    assert!(
+        by_acme.iter().any(|e| e["action"] == "POST /api/v1/admin/config/reload" && e["outcome"] == 403),
+        "{audit}"
+    );
     // acme's admin reads its own rows, and none of the gateway admin's about globex.
     let (_, own) = acme(addr, "GET", "/api/v1/admin/audit?limit=1000", None).await;
     let own = own["data"].as_array().unwrap();
