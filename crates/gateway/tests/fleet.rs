@@ -339,6 +339,10 @@ async fn spend_of(addr: SocketAddr, id: &str, requests: u64) -> f64 {
     }
 }
 
+/// A quota case: the key's limits, the requests it serves exactly, the
+/// tokens and the USD it may use at most.
+type QuotaCase = (serde_json::Value, Option<u64>, Option<f64>, Option<f64>);
+
 /// Every window and unit of quota the issue added beyond `tpd`, `rpd` and
 /// `rps` (those have their own tests above): hour, day and month, of
 /// requests, tokens and USD, on the key and `per_model` inside it, each
@@ -353,7 +357,7 @@ async fn hour_day_and_month_quotas_of_requests_tokens_and_usd_hold_fleet_wide() 
     let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
     // (limits, requests allowed exactly, tokens at most, USD at most); $1,000
     // a million tokens: a token is $0.001, a request about 15 tokens.
-    let cases: [(serde_json::Value, Option<u64>, Option<f64>, Option<f64>); 7] = [
+    let cases: [QuotaCase; 7] = [
         (serde_json::json!({"rph": 25}), Some(25), None, None),
         (serde_json::json!({"per_model": {"m": {"rpmo": 30}}}), Some(30), None, None),
         (serde_json::json!({"tph": 900}), None, Some(900.0), None),
