@@ -7,7 +7,8 @@
 // Scenario: sign in; a failing lane goes red with its breaker's reason and
 // is reset; a key is created, its secret shown once and used from the
 // official OpenAI SDK; its spend appears; it is revoked and the SDK's next
-// call is refused; a read-only token can change nothing. Every page loads
+// call is refused; a read-only token can change nothing; a tenant admin of acme sees
+// acme's subtree and none of globex's keys, groups or spend. Every page loads
 // in under 300 ms with 10,000 ledger rows, passes axe-core, and is saved as
 // a screenshot under CONSOLE_ARTIFACTS (default target/console-artifacts).
 
@@ -38,6 +39,7 @@ const PAGE_BUDGET_MS = 300;
 const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 40);
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
+const TENANT = 'acme-lead-token-for-the-console-test';
 const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
@@ -149,6 +151,7 @@ admin:
   tokens:
     - { name: ops, token: ${FULL}, scope: full }
     - { name: viewer, token: ${READ}, scope: read }
+  tenants: [{ name: acme-lead, token: ${TENANT}, group: acme }]
   oidc:
     issuer: ${idpBase}
     client_id: switchyard-console
@@ -185,6 +188,7 @@ groups:
   acme: { budget: { usd: 100, window: 1mo } }
   acme-research: { parent: acme, budget: { usd: 20, window: 1d } }
   people: { budget: { usd: 50, window: 1mo } }
+  globex: { budget: { usd: 70, window: 1mo } }
 `);
 
 const gateway = spawn(bin, ['--config', path.join(dir, 'switchyard.yaml')], {
@@ -995,6 +999,41 @@ try {
     assert.match(theirs.group, /^people-member-1-/);
     assert.deepEqual(errors, [], 'no script errors on the member page');
     await context.close();
+  }
+
+  step('a tenant admin of acme sees its subtree alone: none of globex\'s keys, groups or spend');
+  {
+    const globex = await adminApi('POST', 'keys', { name: 'globex-payroll', group: 'globex', budget: { usd: 9, window: '1d' } });
+    assert.equal(globex.status, 201);
+    assert.equal((await chat(globex.body.key, 'demo')).status, 200);
+    await until('globex\'s spend in the ledger', async () => (await adminApi('GET', 'spend?by=group&from=0')).body.data
+      .some((line) => line.value === 'globex' && line.usd > 0));
+    const acme = await signIn(TENANT);
+    assert.match(await acme.page.locator('#who').textContent(), /acme-lead \(full access, group acme\)/);
+    const nav = await acme.page.locator('nav a').allTextContents();
+    for (const hidden of ['Pools & lanes', 'MCP', 'Playground', 'Config']) {
+      assert.ok(!nav.includes(hidden), `a tenant admin is not offered ${hidden}: ${nav}`);
+    }
+    const seen = {};
+    for (const name of ['', 'keys', 'groups', 'spend', 'spend?by=group', 'spend?by=key', 'usage', 'requests', 'alerts']) {
+      await open(acme.page, name);
+      seen[name] = await acme.page.locator('#content').innerText();
+      assert.doesNotMatch(seen[name], /globex/i, `/ui/${name} shows globex's:\n${seen[name]}`);
+      await acme.page.screenshot({ path: path.join(artifacts, `tenant-${name.replace(/\W+/g, '-') || 'overview'}.png`), fullPage: true });
+    }
+    // Its own subtree is there: acme's groups and the key traffic came from.
+    assert.match(seen.groups, /acme-research/);
+    assert.doesNotMatch(seen.groups, /people/, 'nor another group beside acme');
+    assert.match(seen.keys, /bulk-traffic/);
+    assert.match(seen['spend?by=group'], /acme/);
+    // What only the gateway's admin does is not offered: its page sends the tenant back.
+    await acme.page.goto(`${admin}/ui/config`);
+    await acme.page.waitForURL(`${admin}/ui/`);
+    assert.deepEqual(acme.errors, [], 'no script errors on a tenant admin\'s pages');
+    // Asked by hand from the page, globex's key is not there.
+    const status = await acme.page.evaluate(async (id) => (await fetch(`/api/v1/admin/keys/${id}`)).status, globex.body.id);
+    assert.equal(status, 404);
+    await acme.context.close();
   }
 
   step('sign out ends the session');

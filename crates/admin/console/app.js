@@ -78,6 +78,13 @@
   }
 
   const canChange = () => session && session.scope === 'full';
+  // A tenant admin's group: the console shows that subtree, and hides what
+  // the gateway's admin alone may do (pools, MCP, the playground, config).
+  const tenant = () => (session && session.tenant) || null;
+  const TENANT_HIDDEN = ['pools', 'mcp', 'playground', 'config'];
+  // A group select's first choice: none (a root) for the gateway's admin;
+  // a tenant admin's keys and groups stay under its own group.
+  const noGroup = (text) => (tenant() ? null : h('option', { value: '', text }));
   // What a read-only token sees in place of a form it could not send.
   const readOnly = (what) => h('p', { class: 'note read-only', text: `Your token is read-only: ${what} here are shown, not changed.` });
 
@@ -296,7 +303,28 @@
     return h('span', { class: `badge ${state}`, text: state.replace('_', '-') });
   }
 
+  // A tenant admin's overview: its alerts, its keys' spend today and its
+  // budgets (the gateway's traffic and lanes are not its to read).
+  async function tenantOverview() {
+    const today = `${isoDate(Date.now() / 1000)}T00:00:00Z`;
+    const [alerts, keys] = await Promise.all([api('alerts'), api(`spend?by=key&from=${encodeURIComponent(today)}`)]);
+    const spenders = keys.data.filter((line) => line.value && line.usd > 0).slice(0, 5);
+    const budgets = keys.budgets || [];
+    show(h('p', { class: 'note', text: `You administer group ${tenant()} and the groups and keys under it.` }),
+      openAlerts(alerts),
+      h('div', { class: 'tops' },
+        h('section', { class: 'top-list', 'aria-label': 'Top keys today' }, h('h2', { text: 'Top keys today' }),
+          spenders.length
+            ? h('ol', {}, spenders.map((line) => h('li', {}, h('a', { href: `/ui/keys?id=${encodeURIComponent(line.value)}`, text: line.name || line.value }), ` · ${fmt.usd(line.usd)}`)))
+            : h('p', { class: 'muted', text: 'No spend today.' })),
+        h('section', { class: 'top-list', 'aria-label': 'Budgets' }, h('h2', { text: 'Budgets' }),
+          budgets.length
+            ? h('ol', {}, budgets.map((b) => h('li', {}, `${b.who} · ${fmt.usd(b.spent_usd)} of ${fmt.usd(b.cap_usd)}`, b.runs_out_in ? ` · runs out in ${b.runs_out_in}` : '')))
+            : h('p', { class: 'muted', text: 'No budgets.' }))));
+  }
+
   async function overview() {
+    if (tenant()) return tenantOverview();
     const today = `${isoDate(Date.now() / 1000)}T00:00:00Z`;
     const [hour, day, pools, alerts, keys] = await Promise.all([
       api('history?window=1h'), api('history?window=1d'), api('lanes'), api('alerts'),
@@ -418,7 +446,7 @@
       h('h2', { text: 'Create a key' }),
       h('div', { class: 'fields' },
         field('Name', h('input', { name: 'name', required: true, autocomplete: 'off' })),
-        field('Group', h('select', { name: 'group' }, h('option', { value: '', text: '(none)' }), groups.map((g) => h('option', { value: g.name, text: g.name })))),
+        field('Group', h('select', { name: 'group' }, noGroup('(none)'), groups.map((g) => h('option', { value: g.name, text: g.name })))),
         field('Pools (comma-separated, empty: all)', h('input', { name: 'pools', autocomplete: 'off' })),
         field('Budget USD', h('input', { name: 'usd', type: 'number', min: '0', step: 'any' })),
         field('Budget window', h('select', { name: 'window' }, ['1mo', '1d', '7d', '1h', 'total'].map((w) => h('option', { value: w, text: w })))),
@@ -525,7 +553,7 @@
     const form = h('form', { 'aria-label': `Settings of ${key.name}` },
       h('div', { class: 'fields' },
         field('Name', h('input', { name: 'name', value: key.name, required: true, autocomplete: 'off' })),
-        field('Group', h('select', { name: 'group' }, h('option', { value: '', text: '(none)' }),
+        field('Group', h('select', { name: 'group' }, noGroup('(none)'),
           groups.map((g) => h('option', { value: g.name, text: g.name, selected: g.name === key.group })))),
         field('Pools (comma-separated, empty: all)', h('input', { name: 'pools', value: key.pools ? key.pools.join(', ') : '', autocomplete: 'off' })),
         field('Budget USD (empty: none)', h('input', { name: 'usd', type: 'number', min: '0', step: 'any', value: key.budget ? key.budget.usd : '' })),
@@ -640,8 +668,11 @@
   async function groupsPage() {
     if (!session.governance) return show(h('p', { class: 'note', text: 'Governance is off: no groups.' }));
     const groups = await api('groups');
-    const children = (parent) => groups.filter((g) => (g.parent || null) === parent);
-    const parentSelect = (current, self) => h('select', { name: 'parent' }, h('option', { value: '', text: '(none: a root)' }),
+    // A root is a group without a parent, or (for a tenant admin) one whose
+    // parent is outside the subtree it sees.
+    const listed = new Set(groups.map((g) => g.name));
+    const children = (parent) => groups.filter((g) => (g.parent && listed.has(g.parent) ? g.parent : null) === parent);
+    const parentSelect = (current, self) => h('select', { name: 'parent' }, noGroup('(none: a root)'),
       groups.filter((g) => g.name !== self).map((g) => h('option', { value: g.name, text: g.name, selected: g.name === current })));
     const budgetFields = (group) => [
       field('Budget USD (empty: none)', h('input', { name: 'usd', type: 'number', min: '0', step: 'any', value: group && group.budget ? group.budget.usd : '' })),
@@ -656,6 +687,7 @@
     const edit = (group) => {
       if (group.from_config) return h('span', { class: 'muted', text: ' (config file: change it there)' });
       if (!canChange()) return null;
+      if (group.name === tenant()) return h('span', { class: 'muted', text: ' (your group: its budget and place are the gateway admin\'s)' });
       const form = h('form', { 'aria-label': `Settings of ${group.name}` },
         h('div', { class: 'fields' }, field('Parent', parentSelect(group.parent, group.name)), budgetFields(group)),
         h('p', { class: 'actions' }, button('Save', null, { type: 'submit', 'aria-label': `Save ${group.name}` }),
@@ -1270,7 +1302,14 @@
     // The document carries who is signed in (it is served only to a session).
     session = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     const role = { full: 'full access', read: 'read-only', read_text: 'read-only, kept text too', member: 'member' }[session.scope] || session.scope;
-    $('who').textContent = `${session.name} (${role})`;
+    $('who').textContent = tenant() ? `${session.name} (${role}, group ${tenant()})` : `${session.name} (${role})`;
+    if (tenant()) {
+      // What only the gateway's admin may do is not offered.
+      for (const link of document.querySelectorAll('nav a')) {
+        if (TENANT_HIDDEN.includes(link.dataset.page)) link.parentElement.remove();
+      }
+      if (TENANT_HIDDEN.includes(pageName())) return location.replace('/ui/');
+    }
     if (session.scope === 'member') {
       // A member has their own keys and nothing else.
       document.querySelector('nav ul').replaceChildren(h('li', {}, h('a', { href: '/ui/my-keys', 'data-page': 'my-keys', text: 'My keys' })));

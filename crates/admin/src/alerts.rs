@@ -50,11 +50,28 @@ pub struct AlertsView {
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/alerts", responses((status = 200, body = AlertsView)))]
-pub(crate) async fn alerts(State(admin): State<Admin>) -> Json<AlertsView> {
+pub(crate) async fn alerts(
+    State(admin): State<Admin>,
+    axum::Extension(actor): axum::Extension<Actor>,
+) -> Json<AlertsView> {
     use switchyard_telemetry::alert::AlertKind;
     let Some(alerts) = &admin.gateway.telemetry.alerts else {
         return Json(AlertsView { configured: false, open: Vec::new(), counts: Vec::new() });
     };
+    // A tenant admin sees the alerts about its subtree's keys and groups,
+    // and none of the gateway's counts.
+    if let Some(governance) = admin.gateway.governance.as_ref().filter(|_| actor.tenant().is_some()) {
+        let open = alerts
+            .open()
+            .into_iter()
+            .filter(|a| crate::tenancy::reaches_subject(governance, &actor, &a.subject))
+            .map(|a| AlertView { kind: a.kind.as_str(), subject: a.subject, at: a.at, detail: a.detail })
+            .collect();
+        return Json(AlertsView { configured: true, open, counts: Vec::new() });
+    }
+    if actor.tenant().is_some() {
+        return Json(AlertsView { configured: true, open: Vec::new(), counts: Vec::new() });
+    }
     let open = alerts
         .open()
         .into_iter()

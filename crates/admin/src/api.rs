@@ -103,7 +103,12 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     let mut actor = None;
     for token in &gateway.config.admin.tokens {
         if presented.is_some_and(|p| secrets_match(p, &token.token)) && actor.is_none() {
-            actor = Some(Actor { name: token.name.clone(), scope: token.scope, subject: None });
+            actor = Some(Actor {
+                name: token.name.clone(),
+                scope: token.scope,
+                subject: None,
+                tenancy: token.tenancy.clone(),
+            });
         }
     }
     let method = request.method().clone();
@@ -112,7 +117,12 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     if presented.is_none() {
         if let Some(sign_in) = signed_in(&gateway, request.headers()) {
             csrf_refused = mutation && !csrf_ok(request.headers(), &sign_in.csrf);
-            actor = Some(Actor { name: sign_in.name, scope: sign_in.scope, subject: sign_in.subject });
+            actor = Some(Actor {
+                name: sign_in.name,
+                scope: sign_in.scope,
+                subject: sign_in.subject,
+                tenancy: sign_in.tenancy,
+            });
         }
     }
     // A full-scope mutation takes one of its actor's changes this minute.
@@ -127,6 +137,11 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
     // Members reach their own keys and nothing else; only members have own keys.
     let own = request.uri().path().starts_with("/api/v1/self/");
     let member = actor.as_ref().is_some_and(|a| a.scope == Scope::Member);
+    // A tenant admin reaches only the routes scoped to a subtree.
+    let tenant_refused = actor
+        .as_ref()
+        .and_then(Actor::tenant)
+        .filter(|_| !own && !crate::tenancy::tenant_may(&method, request.uri().path()));
     // Refused here (`Attempt::Refused`) or let through to the route.
     let (response, attempt) = match &actor {
         None => (
@@ -145,6 +160,10 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
             };
             (ApiError(StatusCode::FORBIDDEN, message).into_response(), Attempt::Refused)
         }
+        Some(_) if tenant_refused.is_some() => (
+            crate::tenancy::door(tenant_refused.unwrap_or_default(), &method, request.uri().path()).into_response(),
+            Attempt::Refused,
+        ),
         Some(actor) if mutation && actor.scope.read_only() => (
             ApiError(StatusCode::FORBIDDEN, format!("token `{}` is read-only", actor.name)).into_response(),
             Attempt::Refused,
@@ -176,10 +195,11 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         }
     };
     if mutation {
-        let actor = actor.as_ref().map_or("unauthenticated", |a| &a.name);
+        // A tenant admin is named with its group.
+        let actor = actor.as_ref().map_or_else(|| "unauthenticated".to_owned(), Actor::audit_name);
         let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
         let outcome = response.status().as_u16();
-        audit_entry(&gateway, source, actor, action, target, outcome, attempt).await;
+        audit_entry(&gateway, source, &actor, action, target, outcome, attempt).await;
     }
     response
 }
@@ -218,19 +238,24 @@ pub fn signed_in(gateway: &Gateway, headers: &HeaderMap) -> Option<SignIn> {
             return None;
         };
         sign_in.scope = role.at_most(sign_in.scope);
+        sign_in.tenancy = sign_in
+            .claims
+            .as_deref()
+            .and_then(|claims| oidc.config().binding_of(claims))
+            .and_then(|binding| binding.tenancy.clone());
         return Some(sign_in);
     }
     let mut current = None;
     for token in &gateway.config.admin.tokens {
         if KeyHash::of(&token.token).matches(&sign_in.token) && current.is_none() {
-            current = Some((token.name.clone(), token.scope));
+            current = Some((token.name.clone(), token.scope, token.tenancy.clone()));
         }
     }
-    let Some((name, scope)) = current else {
+    let Some((name, scope, tenancy)) = current else {
         gateway.sign_ins.close(cookie);
         return None;
     };
-    (sign_in.name, sign_in.scope) = (name, scope);
+    (sign_in.name, sign_in.scope, sign_in.tenancy) = (name, scope, tenancy);
     Some(sign_in)
 }
 

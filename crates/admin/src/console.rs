@@ -252,6 +252,7 @@ async fn login(
         csrf: Arc::from(hex(&csrf)),
         subject: None,
         claims: None,
+        tenancy: token.tenancy.clone(),
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());
     audit_entry(&gateway, source, &token.name, "POST /ui/login".into(), None, 303, Attempt::SignIn).await;
@@ -282,6 +283,9 @@ fn session_json(gateway: &Gateway, sign_in: &SignIn) -> serde_json::Value {
     serde_json::json!({
         "name": &*sign_in.name,
         "scope": sign_in.scope.as_str(),
+        // A tenant admin's group: the page shows that subtree and hides
+        // what the gateway's admin alone may do.
+        "tenant": sign_in.tenancy.as_ref().filter(|_| sign_in.scope != switchyard_config::Scope::Member).and_then(|t| t.group.as_deref()),
         "csrf": &*sign_in.csrf,
         "governance": gateway.governance.is_some(),
         "metrics": gateway.metrics().is_some(),

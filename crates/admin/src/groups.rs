@@ -7,13 +7,14 @@ use std::sync::Arc;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
-use axum::Json;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use switchyard_governance::BucketId;
 use switchyard_store::GroupRecord;
 use utoipa::ToSchema;
 
 use crate::shared::*;
+use crate::tenancy;
 use switchyard_state::governance::{now_ms, Governance};
 
 /// `POST /api/v1/admin/groups`.
@@ -105,14 +106,25 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/groups", responses((status = 200, body = [GroupView])))]
-pub(crate) async fn list_groups(State(admin): State<Admin>) -> ApiResult<Json<Vec<GroupView>>> {
+pub(crate) async fn list_groups(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+) -> ApiResult<Json<Vec<GroupView>>> {
     let governance = governance(&admin)?;
-    Ok(Json(governance.groups().iter().map(|g| group_view(governance, g)).collect()))
+    let groups = governance.groups();
+    // A tenant admin lists its subtree (its own group first in the tree's order).
+    let seen = |g: &GroupRecord| actor.tenant().is_none_or(|root| tenancy::within(&groups, root, Some(&g.name)));
+    Ok(Json(groups.iter().filter(|g| seen(g)).map(|g| group_view(governance, g)).collect()))
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/groups/{name}", responses((status = 200, body = GroupView), (status = 404)))]
-pub(crate) async fn get_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn get_group(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
+    tenancy::reach_group(governance, &actor, &name)?;
     let group = find_group(governance, &name)?;
     let mut view = group_view(governance, &group);
     view.usage = fleet_usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))).await;
@@ -139,6 +151,11 @@ fn checked_retention(admin: &Admin, retention: Option<String>) -> ApiResult<Opti
     Ok(Some(name))
 }
 
+/// A tenant admin's parent outside its subtree: the words of one that does not exist.
+fn parent_missing(parent: &str) -> ApiError {
+    ApiError(StatusCode::NOT_FOUND, format!("parent: group `{parent}` does not exist"))
+}
+
 /// Refuses a parent that does not exist or would close a loop.
 pub(crate) fn checked_parent(governance: &Governance, name: &str, parent: Option<String>) -> ApiResult<Option<String>> {
     let Some(parent) = parent else { return Ok(None) };
@@ -158,13 +175,27 @@ pub(crate) fn checked_parent(governance: &Governance, name: &str, parent: Option
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/groups", request_body = CreateGroup, responses((status = 201, body = GroupView)))]
-pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::Bytes) -> ApiResult<Response> {
+pub(crate) async fn create_group(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    let request: CreateGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let mut request: CreateGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     if request.name.trim().is_empty() {
         return Err(bad("name: give the group a name"));
     }
     let _write = governance.writes.lock().await;
+    // A tenant admin's group hangs in its subtree (under its own group
+    // unless it names another there), within its budget.
+    if actor.tenant().is_some() {
+        let named = request.parent.clone().unwrap_or_default();
+        request.parent = tenancy::placed(governance, &actor, request.parent).map_err(|_| parent_missing(&named))?;
+        tenancy::budget_within(governance, &actor, request.budget.as_ref())?;
+        if let Some(end_users) = &request.end_users {
+            tenancy::budget_within(governance, &actor, end_users.budget.as_ref())?;
+        }
+    }
     if governance.groups().iter().any(|g| g.name == request.name) {
         return Err(ApiError(StatusCode::CONFLICT, format!("group `{}` exists", request.name)));
     }
@@ -187,6 +218,7 @@ pub(crate) async fn create_group(State(admin): State<Admin>, body: axum::body::B
 #[utoipa::path(patch, path = "/api/v1/admin/groups/{name}", request_body = PatchGroup, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = GroupView), (status = 412, description = "the group changed since it was read")))]
 pub(crate) async fn patch_group(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
@@ -194,6 +226,16 @@ pub(crate) async fn patch_group(
     let governance = governance(&admin)?;
     let patch: PatchGroup = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let _write = governance.writes.lock().await;
+    tenancy::reach_group(governance, &actor, &name)?;
+    tenancy::not_own_group(&actor, &name)?;
+    // A tenant admin's group moves only inside its subtree, within its budget.
+    if let Some(parent) = &patch.parent {
+        tenancy::new_parent(governance, &actor, parent.as_deref())?;
+    }
+    tenancy::budget_within(governance, &actor, patch.budget.as_ref().and_then(Option::as_ref))?;
+    if let Some(Some(end_users)) = &patch.end_users {
+        tenancy::budget_within(governance, &actor, end_users.budget.as_ref())?;
+    }
     let mut group = find_group(governance, &name)?;
     check_if_match(&headers, &content_tag(&group), &format!("group `{name}`"))?;
     if group.from_config {
@@ -226,9 +268,15 @@ pub(crate) async fn patch_group(
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/groups/{name}", responses((status = 204), (status = 409)))]
-pub(crate) async fn delete_group(State(admin): State<Admin>, Path(name): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn delete_group(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
+    tenancy::reach_group(governance, &actor, &name)?;
+    tenancy::not_own_group(&actor, &name)?;
     let group = find_group(governance, &name)?;
     if group.from_config {
         return Err(ApiError(
@@ -257,32 +305,38 @@ pub(crate) async fn delete_group(State(admin): State<Admin>, Path(name): Path<St
     responses((status = 200, body = GroupView), (status = 404)))]
 pub(crate) async fn put_group_end_user(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path((name, user)): Path<(String, String)>,
     Json(body): Json<crate::end_users::EndUsersBody>,
 ) -> ApiResult<Response> {
+    tenancy::reach_group(governance(&admin)?, &actor, &name)?;
     let spec = crate::end_users::override_of(&admin, &user, &body)?;
-    change_group_end_user(&admin, &name, &user, Some(spec)).await
+    tenancy::budget_within(governance(&admin)?, &actor, body.budget.as_ref())?;
+    change_group_end_user(&admin, &actor, &name, &user, Some(spec)).await
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/groups/{name}/end-users/{user}",
     responses((status = 200, body = GroupView), (status = 404)))]
 pub(crate) async fn delete_group_end_user(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path((name, user)): Path<(String, String)>,
 ) -> ApiResult<Response> {
-    change_group_end_user(&admin, &name, &user, None).await
+    change_group_end_user(&admin, &actor, &name, &user, None).await
 }
 
 /// An override on a group (a config group's too: the file sets only the
 /// default, and its overrides survive reloads).
 async fn change_group_end_user(
     admin: &Admin,
+    actor: &Actor,
     name: &str,
     user: &str,
     spec: Option<switchyard_governance::BucketSpec>,
 ) -> ApiResult<Response> {
     let governance = governance(admin)?;
     let _write = governance.writes.lock().await;
+    tenancy::reach_group(governance, actor, name)?;
     let mut group = find_group(governance, name)?;
     crate::end_users::apply(&mut group.end_users, user, spec)?;
     governance.stores.groups.put_group(group.clone()).await?;

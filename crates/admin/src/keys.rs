@@ -11,7 +11,7 @@ use std::time::Instant;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential, KeyState};
 use switchyard_governance::{BucketId, KeyHash, KeyRecord};
@@ -19,6 +19,7 @@ use switchyard_store::{Idempotency, StoreError, Written};
 use utoipa::ToSchema;
 
 use crate::shared::*;
+use crate::tenancy;
 use switchyard_state::governance::{now_ms, Governance};
 
 /// `POST /api/v1/admin/keys`.
@@ -328,16 +329,23 @@ pub(crate) fn replayed(
     params(("Idempotency-Key" = Option<String>, Header, description = "a retried create with the same key mints nothing new")))]
 pub(crate) async fn create_key(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    let request: CreateKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let mut request: CreateKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let idem = idempotency(&headers, "create", &body)?;
     if request.name.trim().is_empty() {
         return Err(bad("name: give the key a name"));
     }
     let _write = governance.writes.lock().await;
+    // A tenant admin's key goes in its subtree, within its tenancy's
+    // pools, grants and budget.
+    request.group = tenancy::placed(governance, &actor, request.group)?;
+    request.pools = tenancy::pools_within(&actor, request.pools)?;
+    tenancy::mcp_within(&actor, request.mcp.as_ref())?;
+    tenancy::budget_within(governance, &actor, request.budget.as_ref())?;
     let secret = new_secret(&random::<32>()?);
     let aws = if request.issue_aws_credential { Some(new_aws_pair()?) } else { None };
     let now = (now_ms() / 1000) as i64;
@@ -373,6 +381,12 @@ pub(crate) async fn create_key(
             };
             Ok(created(&admin, "create", &idem, StatusCode::CREATED, &answer))
         }
+        // A replay answers only within the caller's reach: a tenant admin
+        // never gets another's key (nor its secret) back by its request.
+        Written::Replayed(record) if !tenancy::reaches_key(governance, &actor, &record) => Err(ApiError(
+            StatusCode::CONFLICT,
+            "this Idempotency-Key was used by another request; send a fresh one".into(),
+        )),
         Written::Replayed(record) => match &idem {
             Some(idem) => Ok(replayed(&admin, "create", idem, governance, &record)),
             None => Err(ApiError(StatusCode::CONFLICT, "the key exists".into())),
@@ -382,10 +396,29 @@ pub(crate) async fn create_key(
 
 #[utoipa::path(get, path = "/api/v1/admin/keys", params(("limit" = Option<usize>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = KeyPage)))]
-pub(crate) async fn list_keys(State(admin): State<Admin>, Query(page): Query<PageQuery>) -> ApiResult<Json<KeyPage>> {
+pub(crate) async fn list_keys(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Query(page): Query<PageQuery>,
+) -> ApiResult<Json<KeyPage>> {
     let governance = governance(&admin)?;
     let limit = page.limit.unwrap_or(50).clamp(1, 1000);
-    let records = governance.stores.keys.list_keys(page.cursor.as_deref(), limit + 1).await?;
+    let records = match actor.tenant() {
+        None => governance.stores.keys.list_keys(page.cursor.as_deref(), limit + 1).await?,
+        // A tenant admin's page is of its subtree's keys, in the store's
+        // order (by id), read from the cache every key is held in.
+        Some(_) => {
+            let after = page.cursor.as_deref().unwrap_or("");
+            let mut records: Vec<KeyRecord> = governance
+                .records()
+                .into_iter()
+                .filter(|r| r.id.as_str() > after && tenancy::reaches_key(governance, &actor, r))
+                .collect();
+            records.sort_by(|a, b| a.id.cmp(&b.id));
+            records.truncate(limit + 1);
+            records
+        }
+    };
     let more = records.len() > limit;
     let data: Vec<KeyView> = records.iter().take(limit).map(|r| key_view(governance, r)).collect();
     let next_cursor = if more { data.last().map(|k| k.id.clone()) } else { None };
@@ -402,9 +435,17 @@ pub(crate) async fn stored_key(governance: &Governance, id: &str) -> ApiResult<K
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView), (status = 404)))]
-pub(crate) async fn get_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn get_key(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
+    tenancy::reach_key(governance, &actor, &id)?;
     let record = stored_key(governance, &id).await?;
+    if !tenancy::reaches_key(governance, &actor, &record) {
+        return Err(tenancy::no_key(&id));
+    }
     let mut view = key_view(governance, &record);
     view.usage = fleet_usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))).await;
     Ok(tagged(&record.version.to_string(), Json(view)))
@@ -415,13 +456,25 @@ const ROTATE_TRIES: usize = 8;
 
 /// [`Governance::change_key`] (the one door every change to a stored key
 /// goes through) in the admin API's terms: 404, 409 when revoked.
+///
+/// A tenant admin's change reaches only a key of its subtree, checked on
+/// the cached record and again on the stored one the change reads: any
+/// other is a 404, as one that does not exist.
 pub(crate) async fn change_key(
     governance: &Governance,
+    actor: &Actor,
     id: &str,
-    change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
+    mut change: impl FnMut(&mut KeyRecord) -> ApiResult<()>,
 ) -> ApiResult<KeyRecord> {
     use switchyard_state::governance::KeyChange;
-    governance.change_key(id, change).await.map_err(|err| match err {
+    tenancy::reach_key(governance, actor, id)?;
+    let scoped = |record: &mut KeyRecord| {
+        if !tenancy::reaches_key(governance, actor, record) {
+            return Err(tenancy::no_key(id));
+        }
+        change(record)
+    };
+    governance.change_key(id, scoped).await.map_err(|err| match err {
         KeyChange::Missing => ApiError(StatusCode::NOT_FOUND, format!("key `{id}` does not exist")),
         KeyChange::Revoked => ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")),
         KeyChange::Refused(err) => err,
@@ -432,14 +485,30 @@ pub(crate) async fn change_key(
 #[utoipa::path(patch, path = "/api/v1/admin/keys/{id}", request_body = PatchKey, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = KeyView), (status = 412, description = "the key changed since it was read")))]
 pub(crate) async fn patch_key(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    let patch: PatchKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
+    let mut patch: PatchKey = serde_json::from_slice(&body).map_err(|err| bad(format!("body: {err}")))?;
     let _write = governance.writes.lock().await;
-    let record = change_key(governance, &id, |record| {
+    // A tenant admin moves a key only within its subtree (none is its own
+    // group), and gives it only its tenancy's pools, grants and budget.
+    if actor.tenant().is_some() {
+        tenancy::reach_key(governance, &actor, &id)?;
+        match patch.group.take() {
+            Some(None) => return Err(tenancy::ungrouped()),
+            Some(group) => patch.group = Some(tenancy::placed(governance, &actor, group)?),
+            None => {}
+        }
+        if let Some(pools) = patch.pools.take() {
+            patch.pools = Some(tenancy::pools_within(&actor, pools)?);
+        }
+        tenancy::mcp_within(&actor, patch.mcp.as_ref().and_then(Option::as_ref))?;
+        tenancy::budget_within(governance, &actor, patch.budget.as_ref().and_then(Option::as_ref))?;
+    }
+    let record = change_key(governance, &actor, &id, |record| {
         // The version the caller read, if it said: a write that came
         // between is a 412 (the read-modify-write retry never hides it).
         check_if_match(&headers, &record.version.to_string(), &format!("key `{id}`"))?;
@@ -485,10 +554,14 @@ pub(crate) async fn patch_key(
 /// Lifts a key's abuse suspension (it serves again at once, on every
 /// instance of a fleet), and ends its alert.
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{id}/suspension", responses((status = 200, body = KeyView), (status = 404)))]
-pub(crate) async fn lift_suspension(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn lift_suspension(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
-    let record = change_key(governance, &id, |record| {
+    let record = change_key(governance, &actor, &id, |record| {
         record.suspended_until = None;
         Ok(())
     })
@@ -506,11 +579,15 @@ pub(crate) async fn lift_suspension(State(admin): State<Admin>, Path(id): Path<S
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView)))]
-pub(crate) async fn revoke_key(State(admin): State<Admin>, Path(id): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn revoke_key(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(id): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
     let at = (now_ms() / 1000) as i64;
-    let record = match change_key(governance, &id, |record| {
+    let record = match change_key(governance, &actor, &id, |record| {
         record.revoked_at = Some(at);
         Ok(())
     })
@@ -558,11 +635,13 @@ pub(crate) fn new_aws_pair() -> ApiResult<AwsCredential> {
     params(("Idempotency-Key" = Option<String>, Header, description = "a retried rotation with the same key rotates once")))]
 pub(crate) async fn rotate_key(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path(id): Path<String>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
+    tenancy::reach_key(governance, &actor, &id)?;
     let what = if body.iter().all(u8::is_ascii_whitespace) {
         RotateKey::default()
     } else {
@@ -573,6 +652,9 @@ pub(crate) async fn rotate_key(
     let _write = governance.writes.lock().await;
     for _ in 0..ROTATE_TRIES {
         let mut record = stored_key(governance, &id).await?;
+        if !tenancy::reaches_key(governance, &actor, &record) {
+            return Err(tenancy::no_key(&id));
+        }
         if record.revoked_at.is_some() {
             return Err(ApiError(StatusCode::CONFLICT, format!("key `{id}` is revoked; revocation is final")));
         }
@@ -621,15 +703,19 @@ pub(crate) async fn rotate_key(
     responses((status = 200, body = KeyView), (status = 404)))]
 pub(crate) async fn put_key_end_user(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path((id, user)): Path<(String, String)>,
     Json(body): Json<crate::end_users::EndUsersBody>,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
+    tenancy::reach_key(governance, &actor, &id)?;
     let spec = crate::end_users::override_of(&admin, &user, &body)?;
+    tenancy::budget_within(governance, &actor, body.budget.as_ref())?;
     let _write = governance.writes.lock().await;
-    let record =
-        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, Some(spec.clone())))
-            .await?;
+    let record = change_key(governance, &actor, &id, |record| {
+        crate::end_users::apply(&mut record.end_users, &user, Some(spec.clone()))
+    })
+    .await?;
     Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
 }
 
@@ -637,11 +723,13 @@ pub(crate) async fn put_key_end_user(
     responses((status = 200, body = KeyView), (status = 404)))]
 pub(crate) async fn delete_key_end_user(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Path((id, user)): Path<(String, String)>,
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
     let record =
-        change_key(governance, &id, |record| crate::end_users::apply(&mut record.end_users, &user, None)).await?;
+        change_key(governance, &actor, &id, |record| crate::end_users::apply(&mut record.end_users, &user, None))
+            .await?;
     Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
 }

@@ -22,6 +22,7 @@ pub mod scrape;
 pub mod self_keys;
 pub mod shared;
 pub mod stats;
+pub mod tenancy;
 pub mod usage;
 pub mod versions;
 pub mod watch;

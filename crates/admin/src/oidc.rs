@@ -104,6 +104,7 @@ pub(crate) async fn callback(
         token: oidc.federation(),
         csrf: Arc::from(hex(&csrf)),
         subject: Some(Arc::from(signed.subject.as_str())),
+        tenancy: oidc.config().binding_of(&signed.claims).and_then(|binding| binding.tenancy.clone()),
         claims: Some(Arc::new(signed.claims)),
     };
     let cookie = gateway.sign_ins.open(&id, sign_in, Instant::now());

@@ -248,14 +248,25 @@ pub(crate) async fn reload_config(State(admin): State<Admin>) -> ApiResult<Respo
     responses((status = 200, description = "admin mutation attempts, newest first")))]
 pub(crate) async fn audit(
     State(admin): State<Admin>,
+    axum::Extension(actor): axum::Extension<Actor>,
     Query(page): Query<PageQuery>,
 ) -> ApiResult<Json<serde_json::Value>> {
     let governance = governance(&admin)?;
     let limit = page.limit.unwrap_or(50).clamp(1, 1000);
     let before =
         page.cursor.as_deref().map(|c| c.parse::<i64>().map_err(|_| bad("cursor: not a cursor"))).transpose()?;
-    let entries = governance.stores.audit.entries(before, limit).await?;
+    let mut entries = governance.stores.audit.entries(before, limit).await?;
     let next_cursor = (entries.len() == limit).then(|| entries.last().map(|e| e.id.to_string())).flatten();
+    // A tenant admin reads what it did and what was done to its subtree's
+    // keys and groups (a page may come back shorter; the cursor goes on).
+    if let Some(root) = actor.tenant() {
+        let (me, groups) = (actor.audit_name(), governance.groups());
+        let reached = |target: &str| match governance.key(target) {
+            Some(key) => crate::tenancy::within(&groups, root, key.record.group.as_deref()),
+            None => crate::tenancy::within(&groups, root, Some(target)),
+        };
+        entries.retain(|e| e.entry.actor == me || e.entry.target.as_deref().is_some_and(reached));
+    }
     Ok(Json(serde_json::json!({"data": entries, "next_cursor": next_cursor})))
 }
 

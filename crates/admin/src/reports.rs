@@ -19,6 +19,7 @@ use utoipa::ToSchema;
 
 use crate::sampler::now_minute;
 use crate::shared::*;
+use crate::tenancy;
 use switchyard_state::governance::now_ms;
 use switchyard_state::Gateway;
 use switchyard_telemetry::history::Span;
@@ -171,18 +172,25 @@ pub struct BudgetsView {
 #[utoipa::path(get, path = "/api/v1/admin/budgets",
     responses((status = 200, body = BudgetsView)))]
 /// `GET /api/v1/admin/budgets`: each budget's spend, burn and forecast.
-pub(crate) async fn budgets(State(admin): State<Admin>) -> ApiResult<Response> {
+pub(crate) async fn budgets(State(admin): State<Admin>, Extension(actor): Extension<Actor>) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    Ok(Json(BudgetsView { data: budget_outlooks(governance, now_ms()) }).into_response())
+    let mut data = budget_outlooks(governance, now_ms());
+    data.retain(|b| tenancy::reaches_bucket(governance, &actor, &b.bucket));
+    Ok(Json(BudgetsView { data }).into_response())
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/budgets/{bucket}",
     responses((status = 200, body = BudgetOutlookView), (status = 404)))]
 /// `GET /api/v1/admin/budgets/{bucket}`: one budget's (`key:<id>`,
 /// `group:<name>`).
-pub(crate) async fn budget(State(admin): State<Admin>, Path(bucket): Path<String>) -> ApiResult<Response> {
+pub(crate) async fn budget(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Path(bucket): Path<String>,
+) -> ApiResult<Response> {
     let governance = governance(&admin)?;
-    match budget_outlooks(governance, now_ms()).into_iter().find(|b| b.bucket == bucket) {
+    let reached = tenancy::reaches_bucket(governance, &actor, &bucket);
+    match budget_outlooks(governance, now_ms()).into_iter().find(|b| b.bucket == bucket && reached) {
         Some(found) => Ok(Json(found).into_response()),
         None => Err(ApiError(StatusCode::NOT_FOUND, format!("no budget `{bucket}`: name key:<id> or group:<name>"))),
     }
@@ -310,7 +318,11 @@ pub struct RequestPage {
         ("from" = Option<String>, Query), ("to" = Option<String>, Query),
         ("format" = Option<String>, Query, description = "json (the default) or csv")),
     responses((status = 200, body = SpendReport)))]
-pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQuery>) -> ApiResult<Response> {
+pub(crate) async fn spend(
+    State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
+    Query(query): Query<SpendQuery>,
+) -> ApiResult<Response> {
     let csv = match query.format.as_deref() {
         None | Some("json") => false,
         Some("csv") => true,
@@ -328,14 +340,19 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         seconds.checked_mul(1000).ok_or_else(|| bad(format!("{path}: `{seconds}` is out of range")))
     };
     let (from_ms, to_ms) = (ms(from, "from")?, ms(to, "to")?);
-    let groups = query.group.as_deref().map(|group| governance.subtree(group));
+    let groups = scoped_groups(governance, &actor, query.group.as_deref());
     let question = TotalsQuery { by, from_ms, to_ms, key: query.key.clone(), groups, end_user: None };
     let totals = governance.stores.ledger.totals(question).await?;
     let mut lines: HashMap<Option<String>, SpendLine> = HashMap::new();
     let mut add = |value: Option<String>, total: &switchyard_store::Total, own: bool| {
         let charge = total.charge(admin.gateway.price_of(&total.lane).as_ref());
         let line = lines.entry(value.clone()).or_insert_with(|| SpendLine {
-            name: key_name(governance, by, value.as_deref()),
+            name: key_name(governance, by, value.as_deref()).filter(|_| {
+                value
+                    .as_deref()
+                    .and_then(|id| governance.key(id))
+                    .is_some_and(|k| tenancy::reaches_key(governance, &actor, &k.record))
+            }),
             value,
             requests: 0,
             input_tokens: 0,
@@ -396,6 +413,11 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
         }
     }
     let mut data: Vec<SpendLine> = lines.into_values().collect();
+    // A tenant admin's group lines stop at its own group (its ancestors'
+    // lines would be only its share of theirs, under names not its own).
+    if let (SpendBy::Group, Some(root)) = (by, actor.tenant()) {
+        data.retain(|line| tenancy::within(&groups, root, line.value.as_deref()));
+    }
     data.sort_by(|a, b| b.usd.total_cmp(&a.usd).then_with(|| a.value.cmp(&b.value)));
     let (mut total_cost, mut total_price) = (0u64, 0u64);
     for total in &totals {
@@ -417,7 +439,8 @@ pub(crate) async fn spend(State(admin): State<Admin>, Query(query): Query<SpendQ
     for total in &totals {
         outcomes.add(&total.outcomes);
     }
-    let budgets = budget_outlooks(governance, now_ms());
+    let mut budgets = budget_outlooks(governance, now_ms());
+    budgets.retain(|b| tenancy::reaches_bucket(governance, &actor, &b.bucket));
     let report =
         SpendReport { by: by.to_owned(), from, to, data, total_usd, total_price_usd, saved_usd, outcomes, budgets };
     if csv {
@@ -484,6 +507,7 @@ pub(crate) fn spend_csv(report: &SpendReport) -> String {
     responses((status = 200, body = RequestPage)))]
 pub(crate) async fn requests(
     State(admin): State<Admin>,
+    Extension(actor): Extension<Actor>,
     Query(query): Query<RequestsQuery>,
 ) -> ApiResult<Json<RequestPage>> {
     let governance = governance(&admin)?;
@@ -506,7 +530,8 @@ pub(crate) async fn requests(
         .stores
         .ledger
         .rows(RowFilter {
-            key: query.key.map(|key| key_id_of(governance, key)),
+            key: query.key.map(|key| key_id_of(governance, &actor, key)),
+            groups: tenancy::subtree(governance, &actor),
             pool: query.pool,
             lane: query.lane,
             status,
@@ -523,12 +548,35 @@ pub(crate) async fn requests(
     Ok(Json(RequestPage { data, next_cursor }))
 }
 
-/// A key named by id, or else by name (the first key of that name).
-fn key_id_of(governance: &switchyard_state::governance::Governance, key: String) -> String {
+/// A key named by id, or else by name (the first key of that name that
+/// `actor` reaches: a tenant admin's name never finds another's key).
+fn key_id_of(governance: &switchyard_state::governance::Governance, actor: &Actor, key: String) -> String {
     if governance.key(&key).is_some() {
         return key;
     }
-    governance.records().into_iter().find(|record| record.name == key).map_or(key, |record| record.id)
+    governance
+        .records()
+        .into_iter()
+        .find(|record| record.name == key && tenancy::reaches_key(governance, actor, record))
+        .map_or(key, |record| record.id)
+}
+
+/// The groups a spend or usage question reads: the `group` asked for and
+/// those below it; for a tenant admin, only inside its subtree (a group
+/// outside it reads nothing, as one that does not exist).
+pub(crate) fn scoped_groups(
+    governance: &switchyard_state::governance::Governance,
+    actor: &Actor,
+    group: Option<&str>,
+) -> Option<Vec<String>> {
+    match (actor.tenant(), group) {
+        (None, group) => group.map(|group| governance.subtree(group)),
+        (Some(root), None) => Some(governance.subtree(root)),
+        (Some(root), Some(group)) if tenancy::within(&governance.groups(), root, Some(group)) => {
+            Some(governance.subtree(group))
+        }
+        (Some(_), Some(_)) => Some(Vec::new()),
+    }
 }
 
 /// A status filter as a range: `503` alone, or `5xx` (case-insensitive)
@@ -601,9 +649,13 @@ pub(crate) async fn request_detail(
         .ledger
         .rows(RowFilter { before: id.checked_add(1), limit: 1, ..RowFilter::default() })
         .await?;
+    // A tenant admin's row is one of its subtree's groups (another's is
+    // worded as one that does not exist).
+    let groups = governance.groups();
     let stored = rows
         .into_iter()
         .find(|r| r.id == id)
+        .filter(|r| actor.tenant().is_none_or(|root| tenancy::within(&groups, root, r.row.group.as_deref())))
         .ok_or_else(|| ApiError(StatusCode::NOT_FOUND, format!("request row {id} does not exist")))?;
     let entry = stored.row.entry;
     let mut view = serde_json::to_value(request_view(&admin.gateway, stored)).unwrap_or_default();

@@ -50,8 +50,11 @@ pub fn member_group(parent: &str, member: &str) -> String {
 
 /// The members' template, and the group the signed-in member's keys live
 /// in (named by the account, never by a name claim that may change hands).
+/// A binding with a group places it there instead of under the template's
+/// parent (so that group's tenant admins see it), and a binding's pools and
+/// MCP grants are its keys' in place of the template's.
 fn members(admin: &Admin, actor: &Actor) -> ApiResult<(switchyard_config::Members, String)> {
-    let template = admin
+    let mut template = admin
         .gateway
         .config
         .admin
@@ -62,6 +65,14 @@ fn members(admin: &Admin, actor: &Actor) -> ApiResult<(switchyard_config::Member
     let subject = actor.subject.as_deref().ok_or_else(|| {
         ApiError(StatusCode::FORBIDDEN, "self-serve keys are for members signed in through single sign-on".into())
     })?;
+    if let Some(bound) = &actor.tenancy {
+        if let Some(group) = &bound.group {
+            template.parent = group.to_string();
+        }
+        if let Some(mcp) = &bound.mcp {
+            template.mcp.clone_from(mcp);
+        }
+    }
     let group = member_group(&template.parent, subject);
     Ok((template, group))
 }
@@ -72,6 +83,15 @@ async fn own_group(admin: &Admin, actor: &Actor) -> ApiResult<String> {
     let (template, name) = members(admin, actor)?;
     if governance.groups().iter().any(|g| g.name == name) {
         return Ok(name);
+    }
+    if !governance.groups().iter().any(|g| g.name == template.parent) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!(
+                "group `{}`, where your keys' group goes, does not exist: ask an admin to make it",
+                template.parent
+            ),
+        ));
     }
     let group = GroupRecord {
         name: name.clone(),
@@ -144,7 +164,8 @@ pub(crate) async fn create(
         prefix: visible_prefix(&secret).to_owned(),
         hash: KeyHash::of(&secret),
         group: Some(group),
-        pools: None,
+        // The binding's pools (absent: every one).
+        pools: actor.tenancy.as_ref().and_then(|bound| bound.pools.clone()),
         policies: None,
         budget: None,
         limits: Default::default(),
@@ -181,8 +202,8 @@ pub(crate) async fn rotate(
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     own_key(&admin, &actor, &id)?;
-    crate::keys::rotate_key(State(admin), Path(id), headers, axum::body::Bytes::from_static(b"{\"rotate\":\"key\"}"))
-        .await
+    let body = axum::body::Bytes::from_static(b"{\"rotate\":\"key\"}");
+    crate::keys::rotate_key(State(admin), Extension(actor), Path(id), headers, body).await
 }
 
 #[utoipa::path(delete, path = "/api/v1/self/keys/{id}", responses((status = 200), (status = 404)))]
@@ -192,7 +213,7 @@ pub(crate) async fn revoke(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     own_key(&admin, &actor, &id)?;
-    crate::keys::revoke_key(State(admin), Path(id)).await
+    crate::keys::revoke_key(State(admin), Extension(actor), Path(id)).await
 }
 
 #[cfg(test)]

@@ -45,6 +45,9 @@ pub struct Actor {
     pub scope: Scope,
     /// A single sign-on's account id at its provider (`sub`).
     pub subject: Option<Arc<str>>,
+    /// A tenant admin's reach, or a member binding's placement
+    /// (`crate::tenancy`); `None`: the whole gateway's admin.
+    pub tenancy: Option<Arc<switchyard_config::Tenancy>>,
 }
 
 /// An admin API error: a status and a plain JSON body.

@@ -120,7 +120,11 @@ const MAX_STEPS: i64 = 96;
         ("step" = Option<String>, Query, description = "hour or day"), ("from" = Option<String>, Query),
         ("to" = Option<String>, Query), ("top" = Option<usize>, Query), ("key" = Option<String>, Query, description = "only this key's requests")),
     responses((status = 200, body = UsageReport)))]
-pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQuery>) -> ApiResult<Json<UsageReport>> {
+pub(crate) async fn usage(
+    State(admin): State<Admin>,
+    axum::Extension(actor): axum::Extension<Actor>,
+    Query(query): Query<UsageQuery>,
+) -> ApiResult<Json<UsageReport>> {
     let governance = governance(&admin)?;
     // By end user each step reads the ledger's rows (the rollup keeps no
     // end user): the steps' time bounds keep each read to its hour or day.
@@ -154,7 +158,8 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
             from_ms: start * 1000,
             to_ms: (start + step) * 1000,
             key: query.key.clone(),
-            groups: None,
+            // A tenant admin's steps read its subtree's rows alone.
+            groups: crate::reports::scoped_groups(governance, &actor, None),
             end_user: None,
         };
         for total in governance.stores.ledger.totals(question).await? {
@@ -178,7 +183,10 @@ pub(crate) async fn usage(State(admin): State<Admin>, Query(query): Query<UsageQ
     let mut other: Option<Steps> = None;
     for (index, (value, line)) in ranked.into_iter().enumerate() {
         if index < top {
-            let name = key_name(governance, by, value.as_deref());
+            let name = key_name(governance, by, value.as_deref()).filter(|_| {
+                let key = value.as_deref().and_then(|id| governance.key(id));
+                key.is_some_and(|k| crate::tenancy::reaches_key(governance, &actor, &k.record))
+            });
             series.push(UsageSeries { value, name, steps: line });
         } else {
             other.get_or_insert_with(|| Steps::new(width)).add(&line);

@@ -32,12 +32,33 @@ pub struct AdminToken {
     pub token: String,
     /// What it may do.
     pub scope: Scope,
+    /// A tenant admin's reach: the group whose subtree it administers, and
+    /// the pools and MCP grants it may hand its keys (`None`: the whole
+    /// gateway's admin).
+    pub tenancy: Option<Arc<Tenancy>>,
 }
 
 impl std::fmt::Debug for AdminToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AdminToken {{ name: {:?}, scope: {:?}, .. }}", self.name, self.scope)
+        write!(f, "AdminToken {{ name: {:?}, scope: {:?}, tenancy: {:?}, .. }}", self.name, self.scope, self.tenancy)
     }
+}
+
+/// What a tenant admin (`admin.tenants`, or a single sign-on binding with
+/// a `group`) reaches, and what a binding gives members' self-serve keys.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Tenancy {
+    /// The group at the top of its subtree: a tenant admin sees and changes
+    /// this group's keys and the groups, keys and budgets below it, and
+    /// nothing else (the group itself it reads but does not change: its
+    /// cap is the operator's). For a member, where their own group hangs.
+    pub group: Option<Arc<str>>,
+    /// Pools and models the keys it makes may name (`None`: every one); a
+    /// key it makes without `pools` gets these.
+    pub pools: Option<Vec<String>>,
+    /// The MCP grants it may give a key (`None`: as the gateway allows:
+    /// any for a tenant admin, the members' template for a member).
+    pub mcp: Option<Vec<String>>,
 }
 
 /// TLS with client certificates on the admin listener.
@@ -191,7 +212,22 @@ pub(crate) enum RawToken {
         token: String,
         #[serde(default)]
         scope: Option<String>,
+        /// A tenant admin's group (as `admin.tenants` writes it).
+        #[serde(default)]
+        group: Option<String>,
     },
+}
+
+/// `admin.tenants[i]`: an admin token scoped to a group's subtree.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawTenant {
+    pub token: String,
+    pub group: String,
+    pub name: Option<String>,
+    pub scope: Option<String>,
+    pub pools: Option<Vec<String>>,
+    pub mcp: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -201,6 +237,9 @@ pub(crate) struct RawAdmin {
     pub tokens: Vec<RawToken>,
     #[serde(default)]
     pub read_only_tokens: Vec<String>,
+    /// Tenant admins: tokens scoped to a group's subtree.
+    #[serde(default)]
+    pub tenants: Vec<RawTenant>,
     pub tls: Option<RawAdminTls>,
     pub insecure: Option<bool>,
     pub audit_retention: Option<String>,
@@ -273,36 +312,66 @@ pub(crate) fn auth_mode(raw: Option<&RawAuth>, issues: &mut Vec<Issue>) -> AuthM
     }
 }
 
+/// An admin token's scope by its config name (`member` is a sign-on role only).
+fn token_scope(text: Option<&str>, path: &str, issues: &mut Vec<Issue>) -> Scope {
+    match text {
+        None | Some("full") => Scope::Full,
+        Some("read") => Scope::Read,
+        Some("read_text") => Scope::ReadText,
+        Some(other) => {
+            issues.push(Issue::new(
+                &format!("{path}.scope"),
+                format!("`{other}` is not a scope"),
+                "use read, read_text (read, and kept conversation text) or full",
+            ));
+            Scope::Read
+        }
+    }
+}
+
+/// A tenant's group name (a group of the config or one made over the API).
+pub(crate) fn tenant_group(group: &str, path: &str, issues: &mut Vec<Issue>) -> Arc<str> {
+    if group.trim().is_empty() {
+        issues.push(Issue::new(path, "the group is empty", "name the group whose subtree it administers"));
+    }
+    Arc::from(group)
+}
+
 pub(crate) fn admin(raw: &RawAdmin, issues: &mut Vec<Issue>) -> Admin {
     let mut tokens = Vec::new();
     for (index, token) in raw.tokens.iter().enumerate() {
         let path = format!("admin.tokens[{index}]");
-        let (name, token, scope) = match token {
-            RawToken::Plain(token) => (format!("token-{}", index + 1), token.clone(), Scope::Full),
-            RawToken::Named { name, token, scope } => {
-                let scope = match scope.as_deref() {
-                    None | Some("full") => Scope::Full,
-                    Some("read") => Scope::Read,
-                    Some("read_text") => Scope::ReadText,
-                    Some(other) => {
-                        issues.push(Issue::new(
-                            &format!("{path}.scope"),
-                            format!("`{other}` is not a scope"),
-                            "use read, read_text (read, and kept conversation text) or full",
-                        ));
-                        Scope::Read
-                    }
-                };
-                (name.clone(), token.clone(), scope)
+        let (name, token, scope, tenancy) = match token {
+            RawToken::Plain(token) => (format!("token-{}", index + 1), token.clone(), Scope::Full, None),
+            RawToken::Named { name, token, scope, group } => {
+                let scope = token_scope(scope.as_deref(), &path, issues);
+                let tenancy = group.as_deref().map(|group| {
+                    let group = tenant_group(group, &format!("{path}.group"), issues);
+                    Arc::new(Tenancy { group: Some(group), pools: None, mcp: None })
+                });
+                (name.clone(), token.clone(), scope, tenancy)
             }
         };
-        tokens.push(AdminToken { name: Arc::from(name.as_str()), token, scope });
+        tokens.push(AdminToken { name: Arc::from(name.as_str()), token, scope, tenancy });
     }
     for (index, token) in raw.read_only_tokens.iter().enumerate() {
         tokens.push(AdminToken {
             name: Arc::from(format!("read-{}", index + 1).as_str()),
             token: token.clone(),
             scope: Scope::Read,
+            tenancy: None,
+        });
+    }
+    for (index, tenant) in raw.tenants.iter().enumerate() {
+        let path = format!("admin.tenants[{index}]");
+        let group = tenant_group(&tenant.group, &format!("{path}.group"), issues);
+        let name = tenant.name.clone().unwrap_or_else(|| format!("{}-admin-{}", tenant.group, index + 1));
+        let mcp = tenant.mcp.as_ref().map(|grants| crate::mcp::grants(grants, &format!("{path}.mcp"), issues));
+        tokens.push(AdminToken {
+            name: Arc::from(name.as_str()),
+            token: tenant.token.clone(),
+            scope: token_scope(tenant.scope.as_deref(), &path, issues),
+            tenancy: Some(Arc::new(Tenancy { group: Some(group), pools: tenant.pools.clone(), mcp })),
         });
     }
     for (index, token) in tokens.iter().enumerate() {

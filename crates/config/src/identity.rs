@@ -89,17 +89,26 @@ pub struct RoleBinding {
     pub value: String,
     /// What it grants.
     pub role: Scope,
+    /// Where it grants it: a group whose subtree an admin role administers
+    /// (a tenant admin), or where a member's own group hangs; and the pools
+    /// and MCP grants of the keys made under it (`None`: the whole gateway,
+    /// and the members' template).
+    pub tenancy: Option<std::sync::Arc<crate::Tenancy>>,
 }
 
 impl Oidc {
-    /// The role `claims` are granted, within the ceiling (`None`: none).
-    pub fn role_of(&self, claims: &serde_json::Value) -> Option<Scope> {
-        let granted = self.roles.iter().find(|binding| match &claims[&binding.claim] {
+    /// The binding `claims` match first (`None`: none).
+    pub fn binding_of(&self, claims: &serde_json::Value) -> Option<&RoleBinding> {
+        self.roles.iter().find(|binding| match &claims[&binding.claim] {
             serde_json::Value::String(value) => *value == binding.value,
             serde_json::Value::Array(values) => values.iter().any(|v| v.as_str() == Some(binding.value.as_str())),
             _ => false,
-        })?;
-        Some(granted.role.at_most(self.max_role))
+        })
+    }
+
+    /// The role `claims` are granted, within the ceiling (`None`: none).
+    pub fn role_of(&self, claims: &serde_json::Value) -> Option<Scope> {
+        Some(self.binding_of(claims)?.role.at_most(self.max_role))
     }
 }
 
@@ -140,6 +149,9 @@ pub(crate) struct RawRoleBinding {
     pub claim: String,
     pub value: String,
     pub role: String,
+    pub group: Option<String>,
+    pub pools: Option<Vec<String>>,
+    pub mcp: Option<Vec<String>>,
 }
 
 fn role(text: &str, key: &str, issues: &mut Vec<Issue>) -> Scope {
@@ -157,6 +169,37 @@ fn role(text: &str, key: &str, issues: &mut Vec<Issue>) -> Scope {
             Scope::Read
         }
     }
+}
+
+/// A binding's reach: its group, and the pools and MCP grants of the keys
+/// made under it (`None`: none of the three written).
+fn tenancy(
+    binding: &RawRoleBinding,
+    role: Scope,
+    at: &str,
+    members: bool,
+    issues: &mut Vec<Issue>,
+) -> Option<std::sync::Arc<crate::Tenancy>> {
+    if binding.group.is_none() && binding.pools.is_none() && binding.mcp.is_none() {
+        return None;
+    }
+    if binding.group.is_none() && role != Scope::Member {
+        issues.push(Issue::new(
+            at,
+            "pools and mcp bound without a group: they shape the keys a tenant admin or a member makes",
+            "add group: <the group whose subtree the role administers>",
+        ));
+    }
+    if role == Scope::Member && !members {
+        issues.push(Issue::new(
+            at,
+            "a member binding with a group, pools or mcp, but self-serve keys are off",
+            "add admin.oidc.members (the template members' own groups are made from)",
+        ));
+    }
+    let group = binding.group.as_deref().map(|g| crate::governance::tenant_group(g, &format!("{at}.group"), issues));
+    let mcp = binding.mcp.as_ref().map(|grants| crate::mcp::grants(grants, &format!("{at}.mcp"), issues));
+    Some(std::sync::Arc::new(crate::Tenancy { group, pools: binding.pools.clone(), mcp }))
 }
 
 /// Reads `admin.oidc`.
@@ -191,10 +234,15 @@ pub(crate) fn oidc(raw: &RawOidc, issues: &mut Vec<Issue>) -> Oidc {
         .roles
         .iter()
         .enumerate()
-        .map(|(index, binding)| RoleBinding {
-            claim: binding.claim.clone(),
-            value: binding.value.clone(),
-            role: role(&binding.role, &format!("admin.oidc.roles[{index}].role"), issues),
+        .map(|(index, binding)| {
+            let at = format!("admin.oidc.roles[{index}]");
+            let role = role(&binding.role, &format!("{at}.role"), issues);
+            RoleBinding {
+                claim: binding.claim.clone(),
+                value: binding.value.clone(),
+                role,
+                tenancy: tenancy(binding, role, &at, raw.members.is_some(), issues),
+            }
         })
         .collect();
     Oidc {

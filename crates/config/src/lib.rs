@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
-pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage};
+pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage, Tenancy};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
 pub use server::{ClientIdentity, Http2, Server, ServerTls};
@@ -804,6 +804,18 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
                 "admin.oidc.members.parent",
                 format!("group `{parent}` is not defined in the config"),
                 "define it under groups: (members' own groups hang under it)",
+            ));
+        }
+    }
+    // A tenant admin's group made over the API is fine; one that is
+    // nowhere yet leaves the tenant an empty subtree.
+    let bound = admin.oidc.iter().flat_map(|o| o.roles.iter().filter_map(|r| r.tenancy.as_ref()));
+    for tenancy in admin.tokens.iter().filter_map(|t| t.tenancy.as_ref()).chain(bound) {
+        if let Some(group) = tenancy.group.as_deref().filter(|g| !groups.iter().any(|c| &*c.name == *g)) {
+            warnings.push(Issue::new(
+                "admin.tenants",
+                format!("group `{group}` of a tenant admin is not in the config"),
+                "define it under groups: (or make it over the API before the tenant signs in)",
             ));
         }
     }
@@ -2239,6 +2251,55 @@ providers:
     fn admin_plane_must_stay_on_loopback() {
         let err = load("admin_listen: 0.0.0.0:8081\n", &no_env).unwrap_err();
         assert_eq!(err.0[0].path, "admin_listen");
+    }
+
+    #[test]
+    fn tenant_admins_are_admin_tokens_and_bindings_scoped_to_a_group() {
+        let text = r#"
+admin:
+  tokens: [ops-token-0123456789, { name: lead, token: lead-token-0123456789, group: acme }]
+  tenants:
+    - { token: acme-token-0123456789, group: acme }
+    - { name: globex-lead, token: globex-token-0123456789, group: globex, scope: read, pools: [m], mcp: ["tickets__read_*"] }
+  oidc:
+    issuer: "https://idp.example"
+    client_id: console
+    redirect_url: "https://gw.example:8081/ui/oidc/callback"
+    roles:
+      - { claim: groups, value: acme-leads, role: full, group: acme }
+      - { claim: groups, value: staff, role: member, group: acme, pools: [m] }
+    members: { parent: people }
+groups: { people: {}, acme: {}, globex: {} }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let tokens = &config.admin.tokens;
+        let reach =
+            |i: usize| tokens[i].tenancy.as_ref().map(|t| (t.group.as_deref().map(str::to_owned), t.pools.clone()));
+        assert_eq!(reach(0), None, "the gateway's admin");
+        assert_eq!(reach(1), Some((Some("acme".into()), None)));
+        assert_eq!(
+            (&*tokens[2].name, tokens[2].scope, reach(2)),
+            ("acme-admin-1", Scope::Full, Some((Some("acme".into()), None)))
+        );
+        assert_eq!((&*tokens[3].name, tokens[3].scope), ("globex-lead", Scope::Read));
+        assert_eq!(tokens[3].tenancy.as_ref().unwrap().mcp.as_deref(), Some(&["tickets__read_*".to_owned()][..]));
+        let oidc = config.admin.oidc.unwrap();
+        let bound = |groups: serde_json::Value| oidc.binding_of(&serde_json::json!({ "groups": groups })).cloned();
+        let lead = bound(serde_json::json!(["acme-leads"])).unwrap();
+        assert_eq!((lead.role, lead.tenancy.unwrap().group.as_deref()), (Scope::Full, Some("acme")));
+        let staff = bound(serde_json::json!("staff")).unwrap().tenancy.unwrap();
+        assert_eq!(staff.pools.as_deref(), Some(&["m".to_owned()][..]));
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+        // A tenant's group nowhere in the file is a warning (it may be made over the API).
+        let elsewhere = load(&text.replace("globex: {}", "initech: {}"), &no_env).unwrap();
+        assert!(elsewhere.warnings.iter().any(|w| w.message.contains("`globex`")), "{:?}", elsewhere.warnings);
+        // A binding's pools without a group on an admin role are a mistake named where written;
+        // a tenant's token as short as any admin token's is refused.
+        let wrong =
+            text.replace("role: full, group: acme", "role: full, pools: [m]").replace("acme-token-0123456789", "short");
+        let mut paths: Vec<String> = load(&wrong, &no_env).unwrap_err().0.into_iter().map(|i| i.path).collect();
+        paths.sort();
+        assert_eq!(paths, ["admin.oidc.roles[0]", "admin.tokens"], "{paths:?}");
     }
 
     #[test]

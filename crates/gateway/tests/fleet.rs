@@ -321,6 +321,99 @@ async fn request_quotas_and_per_second_rates_hold_across_instances() {
     assert!(served >= 5 && served <= allowed, "{served} served, at most {allowed} allowed");
 }
 
+/// The ledger's spend of key `id` in USD, once the rows of `requests`
+/// of its requests are in.
+async fn spend_of(addr: SocketAddr, id: &str, requests: u64) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let path = format!("/api/v1/admin/spend?by=key&from=0&key={id}");
+        let reply = admin_call(addr, "GET", &path, Some(ADMIN_TOKEN), None).await;
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let rows = body["data"].as_array().unwrap();
+        let seen: u64 = rows.iter().map(|row| row["requests"].as_u64().unwrap()).sum();
+        if seen >= requests {
+            return rows.iter().map(|row| row["usd"].as_f64().unwrap()).sum();
+        }
+        assert!(Instant::now() < deadline, "ledger rows {seen} of {requests}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A quota case: the key's limits, the requests it serves exactly, the
+/// tokens and the USD it may use at most.
+type QuotaCase = (serde_json::Value, Option<u64>, Option<f64>, Option<f64>);
+
+/// Every window and unit of quota the issue added beyond `tpd`, `rpd` and
+/// `rps` (those have their own tests above): hour, day and month, of
+/// requests, tokens and USD, on the key and `per_model` inside it, each
+/// under 160 concurrent requests split over two instances. A request
+/// quota is exact; a token or USD quota never passes its cap (each request
+/// holds its worst case until it settles, so a burst fits fewer than the
+/// cap would settle to), as ARCHITECTURE.md states.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hour_day_and_month_quotas_of_requests_tokens_and_usd_hold_fleet_wide() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    let (two, _) = governed(&fleet_config(&database, &redis.url(), "fail_closed")).await;
+    // (limits, requests allowed exactly, tokens at most, USD at most); $1,000
+    // a million tokens: a token is $0.001, a request about 15 tokens.
+    let cases: [QuotaCase; 7] = [
+        (serde_json::json!({"rph": 25}), Some(25), None, None),
+        (serde_json::json!({"per_model": {"m": {"rpmo": 30}}}), Some(30), None, None),
+        (serde_json::json!({"tph": 900}), None, Some(900.0), None),
+        (serde_json::json!({"per_model": {"m": {"tpmo": 900}}}), None, Some(900.0), None),
+        (serde_json::json!({"usd_per_hour": 0.5}), None, None, Some(0.5)),
+        (serde_json::json!({"per_model": {"m": {"usd_per_day": 0.5}}}), None, None, Some(0.5)),
+        (serde_json::json!({"usd_per_month": 0.5}), None, None, Some(0.5)),
+    ];
+    for (index, (limits, requests, tokens, usd)) in cases.into_iter().enumerate() {
+        let created = create_key(one, serde_json::json!({"name": format!("quota-{index}"), "limits": limits})).await;
+        let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+        // The second instance hears of the key (its first success counts).
+        let mut served = 0;
+        loop {
+            match ask(two, &key).await.0 {
+                StatusCode::UNAUTHORIZED => tokio::time::sleep(Duration::from_millis(20)).await,
+                StatusCode::OK => {
+                    served += 1;
+                    break;
+                }
+                other => panic!("{other}"),
+            }
+        }
+        let mut calls = Vec::new();
+        for n in 0..160 {
+            let (addr, key) = (if n % 2 == 0 { one } else { two }, key.clone());
+            calls.push(tokio::spawn(async move { ask(addr, &key).await }));
+        }
+        let mut refused = 0;
+        for call in calls {
+            let (status, body) = call.await.unwrap();
+            match status {
+                StatusCode::OK => served += 1,
+                StatusCode::TOO_MANY_REQUESTS => {
+                    assert!(body.contains("quota"), "{limits}: {body}");
+                    refused += 1;
+                }
+                other => panic!("{limits}: {other}: {body}"),
+            }
+        }
+        assert!(refused > 0, "{limits}: {served} served, none refused");
+        let spent = spend_of(one, &id, served).await;
+        let used = (spent * 1000.0).round();
+        eprintln!("fleet quota {limits}: {served} served, {refused} refused, {used} tokens, ${spent:.4}");
+        if let Some(requests) = requests {
+            assert_eq!(served, requests, "{limits}: a request quota is exact across two instances");
+        }
+        if let Some(tokens) = tokens {
+            assert!(used <= tokens && served > 1, "{limits}: {used} tokens of {tokens} ({served} served)");
+        }
+        if let Some(usd) = usd {
+            assert!(spent <= usd && served > 1, "{limits}: ${spent} of ${usd} ({served} served)");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rate_limit_of_n_holds_as_n_across_instances() {
     let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };

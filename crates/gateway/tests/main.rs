@@ -39,4 +39,5 @@ mod routes;
 mod routing;
 mod settlement;
 mod telemetry;
+mod tenants;
 mod translation;

@@ -517,3 +517,70 @@ async fn a_members_key_gets_the_templates_mcp_grants_and_no_more() {
     let mut client = McpClient::open(addr, minted["key"].as_str()).await.unwrap();
     assert!(client.names("tools/list", "tools", "name").await.is_empty());
 }
+
+/// Bindings that name a group: a team lead signs in as a tenant admin of
+/// `acme` (that subtree only, audited with its group), and a member of the
+/// team gets self-serve keys under `acme` with the binding's pools and MCP
+/// grants.
+#[tokio::test]
+async fn a_binding_with_a_group_makes_a_tenant_admin_and_places_members_keys_there() {
+    let (issuer, idp) = identity_provider().await;
+    let yaml = format!(
+        "providers:\n  fake: {{ protocol: openai, base_url: \"mock://\" }}\nmodels:\n  m: {{ provider: fake }}\n  n: {{ provider: fake }}\n\
+         admin:\n  tokens: [{ADMIN_TOKEN}]\n  oidc:\n    issuer: \"{issuer}\"\n    client_id: switchyard-console\n    \
+         client_secret: console-secret\n    redirect_url: \"http://127.0.0.1:1/ui/oidc/callback\"\n    scopes: [email, groups]\n    \
+         name_claim: email\n    roles:\n      - {{ claim: groups, value: acme-leads, role: full, group: acme }}\n      \
+         - {{ claim: groups, value: acme-staff, role: member, group: acme, pools: [m], mcp: [\"tickets__read_*\"] }}\n    \
+         members: {{ parent: people, max_keys: 2 }}\n\
+         groups:\n  people: {{}}\n  acme: {{ budget: {{ usd: 10, window: 1d }} }}\n  globex: {{}}\n\
+         rate_card:\n  m: {{ input_utok: 1, output_utok: 2 }}\nauth: {{ mode: keys }}\n"
+    );
+    let (addr, _) = governed(&yaml).await;
+    let console = admin(addr);
+    let globex = create_key(addr, json!({"name": "globex-key", "group": "globex"})).await;
+    let globex_id = globex["id"].as_str().unwrap();
+
+    let lead = sign_in_as(&idp, console, json!({"sub": "u9", "email": "lead@acme.example", "groups": ["acme-leads"]}))
+        .await
+        .unwrap();
+    let session = session_of(console, &lead).await;
+    assert_eq!((session["scope"].as_str(), session["tenant"].as_str()), (Some("full"), Some("acme")), "{session}");
+    // A key made through the session lands in acme; globex's is not there to read.
+    assert_eq!(create_as(console, &lead, "made-by-lead").await, 201);
+    let keys = get_with(console, "/api/v1/admin/keys", &[("cookie", &lead)]).await;
+    let keys: Value = serde_json::from_slice(&keys.body).unwrap();
+    let names: Vec<&str> = keys["data"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["made-by-lead"], "{keys}");
+    assert_eq!(keys["data"][0]["group"], "acme");
+    let read = get_with(console, &format!("/api/v1/admin/keys/{globex_id}"), &[("cookie", &lead)]).await;
+    assert_eq!(read.status, 404);
+    assert_eq!(get_with(console, "/api/v1/admin/config", &[("cookie", &lead)]).await.status, 403);
+
+    // A member of the team: their keys' group hangs under acme, with the
+    // binding's pools and grants.
+    let staff = sign_in_as(&idp, console, json!({"sub": "u10", "email": "dev@acme.example", "groups": "acme-staff"}))
+        .await
+        .unwrap();
+    let csrf = session_of(console, &staff).await["csrf"].as_str().unwrap().to_owned();
+    let headers = [("cookie", staff.as_str()), ("x-csrf-token", csrf.as_str()), ("content-type", "application/json")];
+    let made = post(console, "/api/v1/self/keys", &headers, json!({"name": "laptop"}).to_string()).await;
+    assert_eq!(made.status, 201, "{}", String::from_utf8_lossy(&made.body));
+    let made: Value = serde_json::from_slice(&made.body).unwrap();
+    assert!(made["group"].as_str().unwrap().starts_with("acme-u10-"), "{made}");
+    assert_eq!((&made["pools"], &made["mcp"]), (&json!(["m"]), &json!(["tickets__read_*"])), "{made}");
+    let groups = get_with(console, "/api/v1/admin/groups", &[("cookie", &lead)]).await;
+    let groups: Value = serde_json::from_slice(&groups.body).unwrap();
+    let groups: Vec<&str> = groups.as_array().unwrap().iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(groups.len(), 2, "acme and the member's own group under it: {groups:?}");
+    assert!(!groups.contains(&"globex") && !groups.contains(&"people"), "{groups:?}");
+
+    // The lead's change is audited under its name and group.
+    let audit = admin_call(addr, "GET", "/api/v1/admin/audit?limit=100", Some(ADMIN_TOKEN), None).await;
+    let audit: Value = serde_json::from_slice(&audit.body).unwrap();
+    assert!(
+        audit["data"].as_array().unwrap().iter().any(|e| e["actor"] == "lead@acme.example (tenant admin of acme)"
+            && e["action"] == "POST /api/v1/admin/keys"
+            && e["outcome"] == 201),
+        "{audit}"
+    );
+}

@@ -348,7 +348,8 @@ mod tests {
     #[test]
     fn a_binding_grants_its_role_within_the_ceiling() {
         use switchyard_config::RoleBinding;
-        let binding = |value: &str, role| RoleBinding { claim: "groups".into(), value: value.into(), role };
+        let binding =
+            |value: &str, role| RoleBinding { claim: "groups".into(), value: value.into(), role, tenancy: None };
         let mut oidc = settings(vec![binding("platform", Scope::Full), binding("sre", Scope::Read)]);
         let claims = |groups: serde_json::Value| serde_json::json!({"groups": groups});
         assert_eq!(oidc.role_of(&claims(serde_json::json!(["sre", "platform"]))), Some(Scope::Full));

@@ -46,6 +46,9 @@ pub struct SignIn {
     /// again on every request (a binding lowered or removed since sign-in
     /// lowers or ends the session); `None` for a token's session.
     pub claims: Option<Arc<serde_json::Value>>,
+    /// A tenant admin's reach (its token's, or its binding's: read again
+    /// on every request like its scope); `None`: the whole gateway's.
+    pub tenancy: Option<Arc<switchyard_config::Tenancy>>,
 }
 
 impl SignIn {
@@ -149,6 +152,7 @@ mod tests {
 
     fn sign_in(name: &str) -> SignIn {
         SignIn {
+            tenancy: None,
             name: name.into(),
             scope: Scope::Read,
             token: KeyHash::of("t"),

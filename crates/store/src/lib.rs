@@ -595,6 +595,8 @@ pub struct RowFilter {
     pub operation: Option<String>,
     /// Only rows finished in `[from, to)` (Unix ms).
     pub at_ms: Option<(i64, i64)>,
+    /// Only rows of these groups (a tenant admin's subtree; empty: none).
+    pub groups: Option<Vec<String>>,
     /// Only rows with a smaller id (the cursor).
     pub before: Option<i64>,
     /// At most this many.

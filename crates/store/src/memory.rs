@@ -255,6 +255,9 @@ impl Ledger for MemoryStore {
                 .filter(|r| filter.request_id.as_ref().is_none_or(|id| &r.row.request_id == id))
                 .filter(|r| filter.operation.as_ref().is_none_or(|op| &r.row.operation == op))
                 .filter(|r| filter.at_ms.is_none_or(|(from, to)| (from..to).contains(&r.row.at_ms)))
+                .filter(|r| {
+                    filter.groups.as_ref().is_none_or(|gs| r.row.group.as_ref().is_some_and(|g| gs.contains(g)))
+                })
                 .take(filter.limit)
                 .cloned()
                 .collect())

@@ -653,7 +653,8 @@ impl Ledger for PostgresStore {
                  AND ($5::INTEGER IS NULL OR (status >= $5 AND status < $7)) AND ($8::TEXT IS NULL OR end_user = $8) \
                  AND ($9::TEXT IS NULL OR request_id = $9) \
                  AND ($10::BIGINT IS NULL OR (at_ms >= $10 AND at_ms < $11)) \
-                 AND ($12::TEXT IS NULL OR operation = $12) ORDER BY id DESC LIMIT $6"
+                 AND ($12::TEXT IS NULL OR operation = $12) \
+                 AND ($13::TEXT[] IS NULL OR grp = ANY($13)) ORDER BY id DESC LIMIT $6"
             );
             let (after, until) = (filter.at_ms.map(|r| r.0), filter.at_ms.map(|r| r.1));
             let from = filter.status.map(|s| i32::from(s.0));
@@ -675,6 +676,7 @@ impl Ledger for PostgresStore {
                         &after,
                         &until,
                         &filter.operation,
+                        &filter.groups,
                     ],
                 )
                 .await

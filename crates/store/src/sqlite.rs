@@ -528,9 +528,11 @@ impl Ledger for SqliteStore {
                  AND (?3 IS NULL OR pool = ?3) AND (?4 IS NULL OR lane = ?4) \
                  AND (?5 IS NULL OR (status >= ?5 AND status < ?7)) AND (?8 IS NULL OR end_user = ?8) \
                  AND (?9 IS NULL OR request_id = ?9) AND (?10 IS NULL OR (at_ms >= ?10 AND at_ms < ?11)) \
-                 AND (?12 IS NULL OR operation = ?12) ORDER BY id DESC LIMIT ?6"
+                 AND (?12 IS NULL OR operation = ?12) \
+                 AND (?13 IS NULL OR grp IN (SELECT value FROM json_each(?13))) ORDER BY id DESC LIMIT ?6"
             );
             let (after, until) = (filter.at_ms.map(|r| r.0), filter.at_ms.map(|r| r.1));
+            let groups = filter.groups.as_ref().map(|gs| serde_json::to_string(gs).unwrap_or_default());
             let mut statement = conn.prepare_cached(&sql).map_err(unavailable)?;
             let (from, to) = (filter.status.map(|s| s.0), filter.status.map(|s| s.1));
             let rows = statement
@@ -547,7 +549,8 @@ impl Ledger for SqliteStore {
                         filter.request_id,
                         after,
                         until,
-                        filter.operation
+                        filter.operation,
+                        groups
                     ],
                     row_of,
                 )

@@ -313,6 +313,13 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     assert_eq!(stores.ledger.rows(chats).await.unwrap().len(), rows.len(), "every row here is a chat");
     let tools = RowFilter { operation: Some("mcp".into()), limit: 10, ..RowFilter::default() };
     assert!(stores.ledger.rows(tools).await.unwrap().is_empty());
+    // By groups (a tenant admin's subtree): only those groups' rows; none named, none.
+    let in_team = RowFilter { groups: Some(vec!["team".into()]), limit: 10, ..RowFilter::default() };
+    let found = stores.ledger.rows(in_team).await.unwrap();
+    assert!(!found.is_empty() && found.iter().all(|r| r.row.group.as_deref() == Some("team")));
+    assert_eq!(found.len(), rows.iter().filter(|r| r.group.as_deref() == Some("team")).count());
+    let nowhere = RowFilter { groups: Some(Vec::new()), limit: 10, ..RowFilter::default() };
+    assert!(stores.ledger.rows(nowhere).await.unwrap().is_empty());
     let class = RowFilter { status: Some((200, 300)), limit: 10, ..RowFilter::default() };
     assert_eq!(stores.ledger.rows(class).await.unwrap().len(), rows.len());
     let none = RowFilter { status: Some((500, 600)), limit: 10, ..RowFilter::default() };
