@@ -15,6 +15,7 @@ pub mod groups;
 pub mod keys;
 pub mod mcp;
 pub mod oidc;
+pub mod reconcile;
 pub mod operations;
 pub mod reports;
 pub mod sampler;

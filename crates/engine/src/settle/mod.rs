@@ -102,7 +102,18 @@ pub struct Record {
     /// Set when the caller hung up before its answer was ready (a billed
     /// request's stages then run on their own): it settles as a 499.
     caller_gone: Option<Arc<std::sync::atomic::AtomicBool>>,
+    /// What the upstream said of itself, for the request's receipt (only
+    /// when receipts are on).
+    said: Option<Box<Said>>,
     done: bool,
+}
+
+/// What the upstream said of itself: its id of the request and the model
+/// that served it.
+#[derive(Debug, Default)]
+pub(crate) struct Said {
+    pub(crate) id: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 /// A request's text its group's retention keeps.
@@ -192,8 +203,21 @@ impl Record {
             retained: None,
             tool: None,
             caller_gone: None,
+            said: None,
             done: false,
         })
+    }
+
+    /// Notes what the upstream that served said of itself (the first word
+    /// of each stands).
+    pub(crate) fn upstream_said(&mut self, id: Option<String>, model: Option<String>) {
+        let said = self.said.get_or_insert_with(Box::default);
+        if said.id.is_none() {
+            said.id = id;
+        }
+        if said.model.is_none() {
+            said.model = model;
+        }
     }
 
     /// The flag a caller's hang-up sets: the request settles as a 499
