@@ -180,10 +180,10 @@ fn report_url(account: &Account, from_ms: i64, to_ms: i64, page: Option<&str>) -
             AccountKind::OpenAi => "project_ids",
             AccountKind::Anthropic => "workspace_ids[]",
         };
-        url.push_str(&format!("&{name}={}", encode(scope)));
+        url.push_str(&format!("&{name}={}", query_value(scope)));
     }
     if let Some(page) = page {
-        url.push_str(&format!("&page={}", encode(page)));
+        url.push_str(&format!("&page={}", query_value(page)));
     }
     url
 }
@@ -204,7 +204,7 @@ fn auth_headers(account: &Account) -> Result<Vec<(http::HeaderName, http::Header
 }
 
 /// Percent-encodes a query value (unreserved characters stay).
-fn encode(text: &str) -> String {
+fn query_value(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         match byte {
@@ -474,7 +474,7 @@ pub(crate) async fn reconciliation(
 
 /// `/metrics`: each provider's newest day's drift per model (models the
 /// config's lanes name, so the labels stay the config's), and the runs.
-pub(crate) fn encode(
+pub(crate) fn encode_metrics(
     gateway: &Gateway,
     e: &mut prometheus_client::encoding::DescriptorEncoder,
 ) -> Result<(), std::fmt::Error> {

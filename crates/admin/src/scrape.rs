@@ -367,7 +367,7 @@ fn live(gateway: &Gateway, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
             std::iter::once((Vec::new(), alerts.open().len() as f64)),
         )?;
     }
-    crate::reconcile::encode(gateway, e)?;
+    crate::reconcile::encode_metrics(gateway, e)?;
     if let Some(governance) = &gateway.governance {
         switchyard_state::governance::encode_metrics(governance, e)?;
         if let Some(receipts) = &governance.receipts {

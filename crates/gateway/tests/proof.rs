@@ -162,7 +162,6 @@ async fn proving(vendor: &str, webhook: &str, receipts: &std::path::Path) -> (st
     let yaml = format!(
         "providers:\n  oai: {{ protocol: openai, base_url: \"{vendor}\" }}\n  ant: {{ protocol: anthropic, base_url: \"{vendor}\" }}\n\
          models:\n  gpt: {{ provider: oai, model: gpt-4o }}\n  claude: {{ provider: ant, model: claude-sonnet-4 }}\n\
-         pools:\n  gpt: {{ members: [{{ model: gpt }}] }}\n  claude: {{ members: [{{ model: claude }}] }}\n\
          rate_card:\n  gpt: {{ input_utok: 2.5, output_utok: 10 }}\n  claude: {{ input_utok: 3, output_utok: 15 }}\n\
          auth: {{ mode: keys }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
          governance: {{ ledger_flush_interval: 20ms }}\n\
@@ -180,10 +179,10 @@ async fn proving(vendor: &str, webhook: &str, receipts: &std::path::Path) -> (st
 /// A day's traffic: `n` requests to each lane.
 async fn traffic(addr: std::net::SocketAddr, n: usize) {
     let key = create_key(addr, json!({ "name": "proof" })).await;
-    let bearer = format!("Bearer {}", key["secret"].as_str().unwrap());
+    let bearer = format!("Bearer {}", key["key"].as_str().unwrap());
     for i in 0..n {
-        for pool in ["gpt", "claude"] {
-            let body = chat_body(Protocol::OpenAi, pool, &format!("question {i}"), false);
+        for model in ["gpt", "claude"] {
+            let body = chat_body(Protocol::OpenAi, model, &format!("question {i}"), false);
             let reply = post(addr, "/v1/chat/completions", &[("authorization", &bearer)], body).await;
             assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
         }

@@ -96,9 +96,9 @@ impl Reconciliation {
         let inner = self.inner();
         let mut newest: BTreeMap<&str, &str> = BTreeMap::new();
         for (provider, day, _) in inner.lines.keys() {
-            let at = newest.entry(provider).or_insert(day);
+            let at = newest.entry(provider.as_str()).or_insert(day.as_str());
             if day.as_str() > *at {
-                *at = day;
+                *at = day.as_str();
             }
         }
         inner.lines.iter().filter(|((p, d, _), _)| newest.get(p.as_str()) == Some(&d.as_str())).map(|(_, l)| l.clone()).collect()
