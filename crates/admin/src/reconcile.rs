@@ -134,7 +134,12 @@ async fn account_lines(
 
 /// The account's usage report over `[from_ms, to_ms)` as (day, model,
 /// tokens), every page.
-async fn report(gateway: &Gateway, account: &Account, from_ms: i64, to_ms: i64) -> Result<Vec<(String, String, Counted)>, String> {
+async fn report(
+    gateway: &Gateway,
+    account: &Account,
+    from_ms: i64,
+    to_ms: i64,
+) -> Result<Vec<(String, String, Counted)>, String> {
     let mut out = Vec::new();
     let mut page: Option<String> = None;
     for _ in 0..MAX_PAGES {
@@ -190,7 +195,8 @@ fn report_url(account: &Account, from_ms: i64, to_ms: i64, page: Option<&str>) -
 
 fn auth_headers(account: &Account) -> Result<Vec<(http::HeaderName, http::HeaderValue)>, String> {
     let secret = |text: String| {
-        let mut value = http::HeaderValue::try_from(text).map_err(|_| "the admin key is not a header value".to_owned())?;
+        let mut value =
+            http::HeaderValue::try_from(text).map_err(|_| "the admin key is not a header value".to_owned())?;
         value.set_sensitive(true);
         Ok::<_, String>(value)
     };
@@ -333,7 +339,8 @@ fn read_anthropic(body: &[u8]) -> Result<Page, serde_json::Error> {
                     .saturating_add(writes.ephemeral_5m_input_tokens)
                     .saturating_add(writes.ephemeral_1h_input_tokens)
                     .saturating_add(r.cache_read_input_tokens);
-                let counted = Counted { input, output: r.output_tokens, cache_read: r.cache_read_input_tokens, requests: 0 };
+                let counted =
+                    Counted { input, output: r.output_tokens, cache_read: r.cache_read_input_tokens, requests: 0 };
                 (day.clone(), r.model.unwrap_or_else(|| "(all models)".to_owned()), counted)
             })
         })
@@ -459,7 +466,13 @@ pub(crate) async fn reconciliation(
     let runs = book
         .runs()
         .into_iter()
-        .map(|(provider, run)| ReconcileRun { provider, at: run.at, runs: run.runs, failures: run.failures, error: run.error })
+        .map(|(provider, run)| ReconcileRun {
+            provider,
+            at: run.at,
+            runs: run.runs,
+            failures: run.failures,
+            error: run.error,
+        })
         .collect();
     let reconcile = gateway.config.reconcile.as_ref();
     Ok(Json(ReconcileView {

@@ -125,7 +125,11 @@ pub(crate) fn reconcile(
     };
     let every = duration_or(raw.every.as_deref(), Duration::from_secs(3_600), "reconcile.every", issues);
     if every < Duration::from_secs(60) {
-        issues.push(Issue::new("reconcile.every", "shorter than a minute", "write e.g. 1h (reports are hourly at best)"));
+        issues.push(Issue::new(
+            "reconcile.every",
+            "shorter than a minute",
+            "write e.g. 1h (reports are hourly at best)",
+        ));
     }
     let days = raw.days.unwrap_or(2);
     if !(1..=31).contains(&days) {

@@ -157,7 +157,11 @@ fn time_of(secs: u64) -> String {
 
 /// A governed gateway with both lanes on the fake, reconciliation against
 /// it, alerts to `webhook`, and receipts into `receipts`.
-async fn proving(vendor: &str, webhook: &str, receipts: &std::path::Path) -> (std::net::SocketAddr, Arc<switchyard_gateway::Gateway>) {
+async fn proving(
+    vendor: &str,
+    webhook: &str,
+    receipts: &std::path::Path,
+) -> (std::net::SocketAddr, Arc<switchyard_gateway::Gateway>) {
     let db = std::env::temp_dir().join(format!("switchyard-proof-{}-{}.db", std::process::id(), fastrand::u32(..)));
     let yaml = format!(
         "providers:\n  oai: {{ protocol: openai, base_url: \"{vendor}\" }}\n  ant: {{ protocol: anthropic, base_url: \"{vendor}\" }}\n\
@@ -198,7 +202,8 @@ fn drift_alerts(got: &Received) -> Vec<Value> {
 async fn reconciliation_reports_a_lanes_drift_and_alerts_once() {
     let (vendor, served) = vendor().await;
     let (webhook, got) = webhook_receiver().await;
-    let receipts = std::env::temp_dir().join(format!("switchyard-receipts-{}-{}.jsonl", std::process::id(), fastrand::u32(..)));
+    let receipts =
+        std::env::temp_dir().join(format!("switchyard-receipts-{}-{}.jsonl", std::process::id(), fastrand::u32(..)));
     let (addr, gateway) = proving(&vendor, &webhook, &receipts).await;
     traffic(addr, 10).await;
 
@@ -240,7 +245,8 @@ async fn reconciliation_reports_a_lanes_drift_and_alerts_once() {
     // And `/metrics` says it.
     let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
     let text = String::from_utf8_lossy(&metrics.body);
-    let series = text.lines().find(|l| l.starts_with("switchyard_reconcile_drift_ratio{") && l.contains("gpt-4o")).unwrap();
+    let series =
+        text.lines().find(|l| l.starts_with("switchyard_reconcile_drift_ratio{") && l.contains("gpt-4o")).unwrap();
     assert!(series.ends_with(" 0.03") || series.contains(" 0.0300"), "{series}");
     let _ = std::fs::remove_file(&receipts);
 }
@@ -250,25 +256,31 @@ async fn each_settled_request_has_a_receipt_and_the_chain_finds_a_change() {
     use switchyard_governance::receipt::verify;
     let (vendor, _served) = vendor().await;
     let (webhook, _got) = webhook_receiver().await;
-    let receipts = std::env::temp_dir().join(format!("switchyard-receipts-{}-{}.jsonl", std::process::id(), fastrand::u32(..)));
+    let receipts =
+        std::env::temp_dir().join(format!("switchyard-receipts-{}-{}.jsonl", std::process::id(), fastrand::u32(..)));
     let (addr, gateway) = proving(&vendor, &webhook, &receipts).await;
     traffic(addr, 3).await;
     let queue = gateway.governance.as_ref().unwrap().receipts.clone().unwrap();
-    for _ in 0..200 {
-        if queue.stats.written.load(Ordering::Relaxed) >= 6 {
+    // Written, and sealed within a second.
+    let mut text = String::new();
+    for _ in 0..300 {
+        text = std::fs::read_to_string(&receipts).unwrap();
+        if text.lines().filter(|l| l.starts_with(r#"{"receipt""#)).count() == 6
+            && text.lines().last().is_some_and(|l| l.starts_with(r#"{"seal""#))
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let text = std::fs::read_to_string(&receipts).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 6);
-    let verified = verify(lines.iter().copied(), Some(&queue.public_key)).unwrap();
-    assert_eq!((verified.links, verified.chain.as_deref()), (6, Some("gw-test")));
+    let all: Vec<&str> = text.lines().collect();
+    let verified = verify(all.iter().copied(), Some(&queue.public_key)).unwrap();
+    assert_eq!((verified.links, verified.sealed, verified.chain.as_deref()), (6, 6, Some("gw-test")));
+    let lines: Vec<&str> = all.iter().copied().filter(|l| l.starts_with(r#"{"receipt""#)).collect();
 
     // Each receipt carries the entry's tokens, price, lane, and what the
     // upstream said of itself.
-    let receipts_of: Vec<Value> = lines.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["receipt"].clone()).collect();
+    let receipts_of: Vec<Value> =
+        lines.iter().map(|l| serde_json::from_str::<Value>(l).unwrap()["receipt"].clone()).collect();
     let gpt = receipts_of.iter().find(|r| r["lane"] == "gpt").unwrap();
     assert_eq!(gpt["model"], "gpt-4o");
     assert_eq!(gpt["upstream_model"], "gpt-4o-2024-08-06");
@@ -292,6 +304,23 @@ async fn each_settled_request_has_a_receipt_and_the_chain_finds_a_change() {
         .collect();
     let broken = verify(tampered.iter().map(String::as_str), Some(&queue.public_key)).unwrap_err();
     assert_eq!((broken.line, broken.link), (4, 4), "{broken}");
+    // The same change with every hash after it recomputed: the seal finds it.
+    let mut head = switchyard_governance::receipt::Head::genesis();
+    let mut rewritten: Vec<String> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let mut receipt: switchyard_governance::receipt::Receipt =
+            serde_json::from_value(serde_json::from_str::<Value>(l).unwrap()["receipt"].clone()).unwrap();
+        receipt.prev = head.hash.clone();
+        if i == 3 {
+            receipt.tokens.output += 1;
+        }
+        let (text, hash) = switchyard_governance::receipt::line(&receipt);
+        rewritten.push(text);
+        head = switchyard_governance::receipt::Head { seq: receipt.seq, hash };
+    }
+    rewritten.push((*all.last().unwrap()).to_owned());
+    let broken = verify(rewritten.iter().map(String::as_str), Some(&queue.public_key)).unwrap_err();
+    assert!(broken.why.contains("does not match them"), "{broken}");
     // A link removed, and a pair swapped.
     let mut removed: Vec<&str> = lines.clone();
     removed.remove(2);

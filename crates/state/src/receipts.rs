@@ -1,6 +1,7 @@
 //! The receipt writer (`receipts:`): each settled request's receipt is
-//! linked to the one before it, signed and appended to this instance's
-//! chain file, on a thread of its own, off the request path. The request
+//! linked to the one before it and appended to this instance's chain file,
+//! and the chain's head is sealed (signed) once a second while it grows,
+//! on a thread of its own, off the request path. The request
 //! path only offers a receipt to a bounded queue (full: dropped and
 //! counted, never waited on: a receipt is proof, not money; the ledger
 //! row is written either way).
@@ -12,10 +13,11 @@
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use switchyard_governance::receipt::{Head, Receipt, Signer, VERSION};
+use switchyard_governance::receipt::{line, Head, Receipt, Signer, VERSION};
 
 /// What the receipt writer counts.
 #[derive(Debug, Default)]
@@ -62,12 +64,27 @@ impl ReceiptQueue {
         let path = config.path.clone();
         let fail = |err: std::io::Error| ReceiptError::File(format!("{}: {err}", path.display()));
         let mut file = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&path).map_err(fail)?;
-        let head = last_line(&mut file).map_err(fail)?.and_then(|line| Head::of_line(&line)).unwrap_or_else(Head::genesis);
+        let last = last_line(&mut file).map_err(fail)?;
+        let head = last.as_deref().and_then(Head::of_line).unwrap_or_else(Head::genesis);
+        // A file that ends with a seal is sealed up to its head; one that
+        // ends with receipts is sealed by the first batch written.
+        let sealed = match last.as_deref().is_some_and(|l| l.starts_with(r#"{"seal""#)) {
+            true => head.seq,
+            false => 0,
+        };
         let (tx, rx) = std::sync::mpsc::sync_channel(capacity.max(1));
         let stats = Arc::new(ReceiptStats::default());
         let public_key: Arc<str> = Arc::from(signer.public_key());
         tracing::info!(path = %path.display(), chain = %config.chain, link = head.seq, public_key = %public_key, "receipts: chain open");
-        let writer = Writer { file, signer, chain: config.chain.clone(), head, stats: stats.clone(), path: path.clone() };
+        let writer = Writer {
+            file,
+            signer,
+            chain: config.chain.clone(),
+            head,
+            sealed,
+            stats: stats.clone(),
+            path: path.clone(),
+        };
         std::thread::Builder::new()
             .name("switchyard-receipts".into())
             .spawn(move || writer.run(rx))
@@ -120,42 +137,73 @@ struct Writer {
     signer: Signer,
     chain: String,
     head: Head,
+    /// The last link a seal in the file covers.
+    sealed: u64,
     stats: Arc<ReceiptStats>,
     path: PathBuf,
 }
 
-/// Receipts written with one flush at most.
+/// Receipts written with one write at most.
 const BATCH: usize = 256;
+
+/// How often a growing chain's head is sealed.
+const SEAL_EVERY: Duration = Duration::from_secs(1);
 
 impl Writer {
     fn run(mut self, rx: Receiver<Receipt>) {
         let mut text = String::with_capacity(BATCH * 700);
-        while let Ok(first) = rx.recv() {
+        let mut last_seal = Instant::now();
+        loop {
+            let unsealed = self.sealed != self.head.seq;
+            let wait = match unsealed {
+                true => SEAL_EVERY.saturating_sub(last_seal.elapsed()),
+                false => Duration::from_secs(3_600),
+            };
+            let (first, closing) = match rx.recv_timeout(wait) {
+                Ok(receipt) => (Some(receipt), false),
+                Err(RecvTimeoutError::Timeout) => (None, false),
+                Err(RecvTimeoutError::Disconnected) => (None, true),
+            };
             let mut head = self.head.clone();
             let mut n = 0u64;
-            for mut receipt in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok()).take(BATCH - 1)) {
+            let more = std::iter::from_fn(|| rx.try_recv().ok()).take(BATCH - 1);
+            for mut receipt in first.into_iter().chain(more) {
                 receipt.chain.clone_from(&self.chain);
                 receipt.seq = head.seq + 1;
                 receipt.prev = std::mem::take(&mut head.hash);
-                let (line, hash) = self.signer.line(&receipt);
-                text.push_str(&line);
+                let (written, hash) = line(&receipt);
+                text.push_str(&written);
                 text.push('\n');
                 head = Head { seq: receipt.seq, hash };
                 n += 1;
             }
-            match self.file.write_all(text.as_bytes()).and_then(|()| self.file.flush()) {
-                Ok(()) => {
-                    self.head = head;
-                    self.stats.written.fetch_add(n, Ordering::Relaxed);
-                }
-                Err(err) => {
-                    // The chain goes on from the last line written: the
-                    // lost receipts are counted, never a gap in the chain.
-                    self.stats.errors.fetch_add(n, Ordering::Relaxed);
-                    tracing::warn!(path = %self.path.display(), error = %err, receipts = n, "receipts could not be written; dropped");
-                }
+            let seal = head.seq != self.sealed && (closing || last_seal.elapsed() >= SEAL_EVERY);
+            if seal {
+                text.push_str(&self.signer.seal(&self.chain, &head));
+                text.push('\n');
             }
-            text.clear();
+            if !text.is_empty() {
+                match self.file.write_all(text.as_bytes()).and_then(|()| self.file.flush()) {
+                    Ok(()) => {
+                        self.head = head;
+                        self.stats.written.fetch_add(n, Ordering::Relaxed);
+                        if seal {
+                            self.sealed = self.head.seq;
+                            last_seal = Instant::now();
+                        }
+                    }
+                    Err(err) => {
+                        // The chain goes on from the last line written: the
+                        // lost receipts are counted, never a gap in the chain.
+                        self.stats.errors.fetch_add(n, Ordering::Relaxed);
+                        tracing::warn!(path = %self.path.display(), error = %err, receipts = n, "receipts could not be written; dropped");
+                    }
+                }
+                text.clear();
+            }
+            if closing {
+                return;
+            }
         }
     }
 }
@@ -228,13 +276,24 @@ mod tests {
             queue.push(ReceiptQueue::draft(&row(entry), 42, Some("gpt-4o-2024-08-06".into()), None));
         }
         wait_written(&queue, 3);
+        let public = queue.public_key.clone();
+        // Closed: the writer seals its head and ends.
+        drop(queue);
+        for _ in 0..200 {
+            if std::fs::read_to_string(&path).unwrap().lines().last().is_some_and(|l| l.starts_with(r#"{"seal""#)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         // A restart continues the same chain.
         let again = ReceiptQueue::start(&config(&path), 16).unwrap();
         again.push(ReceiptQueue::draft(&row(4), 42, None, Some("req_up".into())));
         wait_written(&again, 1);
         let text = std::fs::read_to_string(&path).unwrap();
-        let verified = switchyard_governance::receipt::verify(text.lines(), Some(&queue.public_key)).unwrap();
+        let verified = switchyard_governance::receipt::verify(text.lines(), Some(&public)).unwrap();
         assert_eq!(verified.links, 4);
+        // The first run's receipts were sealed when the second began.
+        assert!(verified.sealed >= 3, "{verified:?}");
         assert_eq!(verified.chain.as_deref(), Some("gw-test"));
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -79,13 +79,13 @@ enum Command {
 
 #[derive(Subcommand)]
 enum ReceiptsCommand {
-    /// Check a receipt chain offline: every hash, signature and link; the
-    /// first broken link is named and the exit status is 1.
+    /// Check a receipt chain offline: every hash, link and seal; the first
+    /// broken link is named and the exit status is 1.
     Verify {
         /// The chain file (JSON lines, as `receipts.path` keeps it; `-` for stdin).
         file: PathBuf,
         /// The signer's public key (hex) to trust; without it (or --key),
-        /// the chain's first receipt names the signer, printed to compare.
+        /// the chain's first seal names the signer, printed to compare.
         #[arg(long, conflicts_with = "key")]
         public_key: Option<String>,
         /// The receipts secret to trust (its public key is derived).
@@ -172,8 +172,21 @@ fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 Ok(verified) => {
                     let signer = verified.signer.as_deref().unwrap_or("-");
                     let chain = verified.chain.as_deref().unwrap_or("-");
-                    let trust = if trusted.is_some() { "the trusted key" } else { "the key its first receipt names (pass --public-key to trust one)" };
-                    println!("ok: {} receipts of chain `{chain}`, each linked and signed by {trust}: {signer}", verified.links);
+                    let trust = match trusted.is_some() {
+                        true => "the trusted key",
+                        false => "the key its first seal names (pass --public-key to trust one)",
+                    };
+                    println!(
+                        "ok: {} receipts of chain `{chain}`, linked; sealed up to link {} by {trust}: {signer}",
+                        verified.links, verified.sealed
+                    );
+                    if verified.sealed < verified.links {
+                        println!(
+                            "note: links {} to {} are not sealed yet (the writer seals its head once a second)",
+                            verified.sealed + 1,
+                            verified.links
+                        );
+                    }
                     Ok(())
                 }
                 Err(broken) => bail!("the receipt chain is broken at {broken}"),

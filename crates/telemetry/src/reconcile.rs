@@ -101,7 +101,12 @@ impl Reconciliation {
                 *at = day.as_str();
             }
         }
-        inner.lines.iter().filter(|((p, d, _), _)| newest.get(p.as_str()) == Some(&d.as_str())).map(|(_, l)| l.clone()).collect()
+        inner
+            .lines
+            .iter()
+            .filter(|((p, d, _), _)| newest.get(p.as_str()) == Some(&d.as_str()))
+            .map(|(_, l)| l.clone())
+            .collect()
     }
 
     /// Each provider's last run.

@@ -65,7 +65,10 @@ fn string_after(bytes: &[u8], name: &str) -> Option<String> {
         let rest = rest.trim_ascii_start();
         if let Some(value) = rest.strip_prefix(b":").map(<[u8]>::trim_ascii_start).and_then(|v| v.strip_prefix(b"\"")) {
             let end = memchr::memchr2(b'"', b'\\', value)?;
-            return std::str::from_utf8(&value[..end]).ok().filter(|s| !s.is_empty() && s.len() <= 256).map(str::to_owned);
+            return std::str::from_utf8(&value[..end])
+                .ok()
+                .filter(|s| !s.is_empty() && s.len() <= 256)
+                .map(str::to_owned);
         }
         from += at + quoted.len();
     }
@@ -140,7 +143,8 @@ mod tests {
 
     #[test]
     fn the_first_string_after_a_name_is_read_without_a_parse() {
-        let chunk = br#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model" : "gpt-4o-2024-08-06","choices":[]}"#;
+        let chunk =
+            br#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model" : "gpt-4o-2024-08-06","choices":[]}"#;
         assert_eq!(string_after(chunk, "model").as_deref(), Some("gpt-4o-2024-08-06"));
         assert_eq!(string_after(chunk, "id").as_deref(), Some("chatcmpl-1"));
         // A name that is a value is passed over.
