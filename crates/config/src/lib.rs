@@ -1209,7 +1209,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
-    let reconcile = proof::reconcile(raw.reconcile.as_ref(), &providers, issues);
+    let reconcile = proof::reconcile(raw.reconcile.as_ref(), &providers, issues, &mut warnings);
     let receipts = proof::receipts(raw.receipts.as_ref(), issues);
     let model_facts = ModelFacts {
         snapshot: facts::snapshot().snapshot.as_str(),

@@ -117,6 +117,7 @@ pub(crate) fn reconcile(
     raw: Option<&RawReconcile>,
     providers: &[Provider],
     issues: &mut Vec<Issue>,
+    warnings: &mut Vec<Issue>,
 ) -> Option<Reconcile> {
     let raw = raw?;
     let tolerance = match &raw.tolerance {
@@ -189,9 +190,9 @@ pub(crate) fn reconcile(
                     .map(|(at, _)| at)
                     .collect();
                 if found.is_empty() {
-                    issues.push(Issue::new(
+                    warnings.push(Issue::new(
                         &format!("{path}.providers"),
-                        format!("no provider reaches {host}"),
+                        format!("no provider reaches {host}: every model the report names counts as traffic the gateway did not carry"),
                         "name the providers this account bills: providers: [name]",
                     ));
                 }
@@ -222,4 +223,61 @@ pub(crate) fn receipts(raw: Option<&RawReceipts>, issues: &mut Vec<Issue>) -> Op
     }
     let path = PathBuf::from(raw.path.as_deref().unwrap_or("switchyard-receipts.jsonl"));
     Some(Receipts { key: raw.key.clone(), path, chain })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROVIDERS: &str = "providers:\n  openai: { protocol: openai, base_url: https://api.openai.com }\n  \
+        claude: { protocol: anthropic, base_url: https://api.anthropic.com }\n  \
+        local: { protocol: openai, base_url: \"http://127.0.0.1:9000\" }\n";
+
+    fn load(extra: &str) -> Result<crate::Config, crate::ConfigError> {
+        crate::load(&format!("{PROVIDERS}{extra}"), &|_| None)
+    }
+
+    #[test]
+    fn the_contract_s_shape_reads_with_the_vendors_own_providers() {
+        let config = load(
+            "reconcile:\n  tolerance: 2%\n  openai: { admin_key: sk-admin-1 }\n  anthropic: { admin_key: sk-ant-admin-1 }\n\
+             receipts: { key: a-long-receipts-secret }\n",
+        )
+        .unwrap();
+        let reconcile = config.reconcile.unwrap();
+        assert!((reconcile.tolerance - 0.02).abs() < 1e-12);
+        assert_eq!(reconcile.every, Duration::from_secs(3_600));
+        let names =
+            |account: &Account| account.providers.iter().map(|&p| &*config.providers[p].name).collect::<Vec<_>>();
+        assert_eq!(reconcile.accounts[0].kind, AccountKind::OpenAi);
+        assert_eq!(reconcile.accounts[0].base_url, "https://api.openai.com");
+        assert_eq!(names(&reconcile.accounts[0]), ["openai"]);
+        assert_eq!(names(&reconcile.accounts[1]), ["claude"]);
+        let receipts = config.receipts.unwrap();
+        assert_eq!(
+            (receipts.chain.as_str(), receipts.path.to_str()),
+            ("switchyard", Some("switchyard-receipts.jsonl"))
+        );
+        // The admin key is a secret wherever the config is shown.
+        let shown = crate::redacted(&config.source).unwrap();
+        assert!(!shown.contains("sk-admin-1") && shown.contains("admin_key"), "{shown}");
+    }
+
+    #[test]
+    fn an_internal_url_a_missing_provider_and_a_short_key_are_refused() {
+        let err = load(
+            "reconcile:\n  openai: { admin_key: k, base_url: \"https://10.0.0.5\", providers: [nope] }\n\
+             receipts: { key: short }\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("reconcile.openai.base_url"), "{err}");
+        assert!(err.contains("reconcile.openai.providers[0]"), "{err}");
+        assert!(err.contains("receipts.key"), "{err}");
+        // Loopback over http is an operator's own fake.
+        let config =
+            load("reconcile:\n  openai: { admin_key: k, base_url: \"http://127.0.0.1:9000\", providers: [local] }\n")
+                .unwrap();
+        assert_eq!(config.reconcile.unwrap().accounts[0].providers, [2]);
+    }
 }

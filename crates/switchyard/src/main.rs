@@ -151,12 +151,13 @@ fn main() -> std::process::ExitCode {
 
 /// `switchyard receipts …`.
 fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
+    use std::io::Write;
     use switchyard_governance::receipt::{verify, Signer};
     let signer = |key: &str| Signer::from_secret(key).context("the receipts secret cannot make a signing key");
+    let mut out = std::io::stdout();
     match command {
         ReceiptsCommand::PublicKey { key } => {
-            println!("{}", signer(&key)?.public_key());
-            Ok(())
+            writeln!(out, "{}", signer(&key)?.public_key()).context("cannot write to stdout")
         }
         ReceiptsCommand::Verify { file, public_key, key } => {
             let trusted = match (public_key, key) {
@@ -168,29 +169,32 @@ fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
                 true => std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?,
                 false => std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?,
             };
-            match verify(text.lines(), trusted.as_deref()) {
-                Ok(verified) => {
-                    let signer = verified.signer.as_deref().unwrap_or("-");
-                    let chain = verified.chain.as_deref().unwrap_or("-");
-                    let trust = match trusted.is_some() {
-                        true => "the trusted key",
-                        false => "the key its first seal names (pass --public-key to trust one)",
-                    };
-                    println!(
-                        "ok: {} receipts of chain `{chain}`, linked; sealed up to link {} by {trust}: {signer}",
-                        verified.links, verified.sealed
-                    );
-                    if verified.sealed < verified.links {
-                        println!(
-                            "note: links {} to {} are not sealed yet (the writer seals its head once a second)",
-                            verified.sealed + 1,
-                            verified.links
-                        );
-                    }
-                    Ok(())
-                }
+            let verified = match verify(text.lines(), trusted.as_deref()) {
+                Ok(verified) => verified,
                 Err(broken) => bail!("the receipt chain is broken at {broken}"),
+            };
+            let signer = verified.signer.as_deref().unwrap_or("-");
+            let chain = verified.chain.as_deref().unwrap_or("-");
+            let trust = match trusted.is_some() {
+                true => "the trusted key",
+                false => "the key its first seal names (pass --public-key to trust one)",
+            };
+            writeln!(
+                out,
+                "ok: {} receipts of chain `{chain}`, linked; sealed up to link {} by {trust}: {signer}",
+                verified.links, verified.sealed
+            )
+            .context("cannot write to stdout")?;
+            if verified.sealed < verified.links {
+                writeln!(
+                    out,
+                    "note: links {} to {} are not sealed yet (the writer seals its head once a second)",
+                    verified.sealed + 1,
+                    verified.links
+                )
+                .context("cannot write to stdout")?;
             }
+            Ok(())
         }
     }
 }
