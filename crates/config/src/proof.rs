@@ -278,6 +278,7 @@ mod tests {
         let config =
             load("reconcile:\n  openai: { admin_key: k, base_url: \"http://127.0.0.1:9000\", providers: [local] }\n")
                 .unwrap();
-        assert_eq!(config.reconcile.unwrap().accounts[0].providers, [2]);
+        let billed = &config.reconcile.as_ref().unwrap().accounts[0].providers;
+        assert_eq!(billed.iter().map(|&p| &*config.providers[p].name).collect::<Vec<_>>(), ["local"]);
     }
 }

@@ -144,14 +144,17 @@ struct Writer {
 }
 
 /// Receipts written with one write at most.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
+
+/// How long the writer gathers receipts after the first of a batch.
+const GATHER: Duration = Duration::from_millis(20);
 
 /// How often a growing chain's head is sealed.
 const SEAL_EVERY: Duration = Duration::from_secs(1);
 
 impl Writer {
     fn run(mut self, rx: Receiver<Receipt>) {
-        let mut text = String::with_capacity(BATCH * 700);
+        let mut text = String::with_capacity(64 * 1024);
         let mut last_seal = Instant::now();
         loop {
             let unsealed = self.sealed != self.head.seq;
@@ -164,6 +167,11 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => (None, false),
                 Err(RecvTimeoutError::Disconnected) => (None, true),
             };
+            if first.is_some() {
+                // What else settles meanwhile is written with it: one write
+                // (and no wake-up of this thread) for many receipts.
+                std::thread::sleep(GATHER);
+            }
             let mut head = self.head.clone();
             let mut n = 0u64;
             let more = std::iter::from_fn(|| rx.try_recv().ok()).take(BATCH - 1);
