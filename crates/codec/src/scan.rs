@@ -162,13 +162,15 @@ pub fn top_level_value_from_end<'a>(body: &'a [u8], key: &str) -> Option<&'a [u8
 /// value is not a string without escapes (no finish reason has one). For
 /// replies whose member sits in an array (`choices[0].finish_reason`).
 pub fn first_string_member<'a>(body: &'a [u8], key: &str) -> Option<&'a str> {
-    let mut needle = Vec::with_capacity(key.len() + 2);
-    needle.push(b'"');
-    needle.extend_from_slice(key.as_bytes());
-    needle.push(b'"');
-    for at in memchr::memmem::find_iter(body, &needle) {
-        let mut rest = &body[at + needle.len()..];
-        rest = rest.trim_ascii_start();
+    // Each quote is tried as the key's opening one: a reply's body is a few
+    // hundred bytes, where building a substring searcher costs more than
+    // the search (it ran once per governed request).
+    let key = key.as_bytes();
+    for at in memchr::memchr_iter(b'"', body) {
+        let Some(rest) = body[at + 1..].strip_prefix(key).and_then(|rest| rest.strip_prefix(b"\"")) else {
+            continue;
+        };
+        let rest = rest.trim_ascii_start();
         let Some(after_colon) = rest.strip_prefix(b":") else { continue };
         let value = after_colon.trim_ascii_start().strip_prefix(b"\"")?;
         let end = memchr::memchr2(b'"', b'\\', value)?;

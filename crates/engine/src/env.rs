@@ -2,7 +2,8 @@
 //! the codecs, the lanes (their names and prices), the metrics when they
 //! are on, and the clock. Filters take their own handles (a screen, a
 //! store) when they are built; the hooks take an [`Env`]. A test builds
-//! one from a gateway made in-process (no listener), or by hand.
+//! one from a gateway made in-process (`crate::testing`: no listener) and
+//! stops its clock with [`Env::at`].
 
 use switchyard_codec::Codec;
 use switchyard_ir::Protocol;

@@ -291,8 +291,10 @@ impl Price {
             (tokens.units, self.per_unit_usd * 1e6),
             (tokens.requests, self.per_request_usd * 1e6),
         ];
+        // Most kinds are none of a request's tokens: no rate is read for them.
         let pico_usd = priced
             .into_iter()
+            .filter(|&(count, _)| count != 0)
             .fold(0u128, |sum, (count, rate)| sum.saturating_add(u128::from(count).saturating_mul(pico(rate))));
         u64::try_from(pico_usd.div_ceil(PICO_PER_NANO)).unwrap_or(NanoUsd::MAX)
     }

@@ -255,3 +255,34 @@ async fn a_continuation_tells_the_caller_every_parts_usage_added() {
     let StreamEvent::MessageDelta { usage, .. } = &events[0] else { panic!() };
     assert_eq!((usage.input_tokens, usage.output_tokens), (22, 10));
 }
+
+#[tokio::test]
+async fn a_whole_reply_says_whether_its_usage_is_what_the_upstream_reported() {
+    let gateway = testing::gateway(CONFIG);
+    let call = call(Protocol::OpenAi, &openai("plain", "hi", false), HeaderMap::new());
+    let mut mark = usage_mark::MarkUsage::of(&call).expect("a whole reply is marked");
+    let mut mark_of = |record: &mut crate::settle::Record| {
+        let mut whole = crate::render::Whole { body: Bytes::new(), headers: HeaderMap::new() };
+        let mut cx = ReplyCx { env: Env::of(&gateway), call: &call, record, part: Usage::default() };
+        mark.on_whole(&mut whole, &mut cx).unwrap();
+        whole.headers[crate::render::X_SWITCHYARD_USAGE].to_str().unwrap().to_owned()
+    };
+    let reported = Usage { input_tokens: 3, output_tokens: 2, ..Usage::default() };
+    let mut record = testing::record(&gateway, Protocol::OpenAi);
+    record.record_reported(reported, || 7);
+    assert_eq!(mark_of(&mut record), "exact");
+    // The upstream reported nothing: the gateway's count, said so.
+    let mut record = testing::record(&gateway, Protocol::OpenAi);
+    record.record_reported(Usage::default(), || 7);
+    assert_eq!(record.usage().output_tokens, 7);
+    assert_eq!(mark_of(&mut record), "estimated");
+    // Each other reason alike.
+    for why in [switchyard_store::Estimated::CallerLeft, switchyard_store::Estimated::HedgeLoser] {
+        let mut record = testing::record(&gateway, Protocol::OpenAi);
+        record.record_usage(reported, Some(why));
+        assert_eq!(mark_of(&mut record), "estimated", "{why:?}");
+    }
+    // A stream's mark is its ledger row's: no filter on its head.
+    let streamed = testing::call(Protocol::OpenAi, &openai("plain", "hi", true), HeaderMap::new());
+    assert!(usage_mark::MarkUsage::of(&streamed).is_none());
+}
