@@ -172,7 +172,7 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt")
+GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts")
 # The end user the "end_users" setup's requests name (the operator's header).
 BENCH_END_USER = "bench-user"
 
@@ -918,7 +918,8 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before")
+SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before",
+          "receipts")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -948,10 +949,14 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
         openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, pool=POOL_ALIAS, embed_lane=embed_lane,
         held_pool=held_pool,
     )
-    if setup == "governed":
+    if setup in ("governed", "receipts"):
         text += GOVERNED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "governed-%d.db" % time.monotonic_ns()),
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+        if setup == "receipts":
+            # "governed" with a signed, hash-chained receipt per settled request.
+            text += 'receipts: {{ key: bench-receipts-secret-0123456789, path: "{path}" }}\n'.format(
+                path=os.path.join(tmp, "receipts-%d.jsonl" % time.monotonic_ns()))
     elif setup == "end_users":
         text += END_USERS_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "end-users-%d.db" % time.monotonic_ns()),

@@ -1040,7 +1040,8 @@
 
   async function alertsPage() {
     const params = new URLSearchParams(location.search);
-    const [alerts, audit] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] }]);
+    const [alerts, audit, drift] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] },
+      api('reconciliation')]);
     const parts = [];
     if (!alerts.configured) {
       parts.push(h('p', { class: 'note', text: 'No alerts receiver: set alerts.webhook in the config to be told when something needs a person.' }));
@@ -1052,6 +1053,16 @@
         table('Alerts by kind since the gateway started', ['Kind', 'Sent', 'Deduplicated', 'Dropped (queue full)', 'Failed (receiver)'],
           alerts.counts.filter((c) => c.sent || c.deduplicated || c.dropped || c.failed)
             .map((c) => [c.kind.replaceAll('_', ' '), fmt.n(c.sent), fmt.n(c.deduplicated), fmt.n(c.dropped), fmt.n(c.failed)]), 'No alert sent yet.'));
+    }
+    if (drift.configured) {
+      const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}%`;
+      parts.push(h('h2', { text: 'Reconciliation' }),
+        h('p', { class: 'note', text: `The providers' own usage reports against the ledger, per model and day; a drift past ${(drift.tolerance * 100).toFixed(2)}% alerts once.` }),
+        table('Ledger against provider reports, by provider, model and day', ['Day (UTC)', 'Provider', 'Model', 'Ledger tokens', 'Reported tokens', 'Drift'],
+          drift.lines.slice().reverse().map((l) => [l.day, l.provider, l.model, fmt.n(l.ledger_tokens), fmt.n(l.reported_tokens),
+            h('span', { class: l.over ? 'status s5' : 'status s2', text: pct(l.drift) })]), 'No report read yet.'),
+        table('Each provider\'s last run', ['Provider', 'Last run (UTC)', 'Runs', 'Failed', 'Last error'],
+          drift.runs.map((r) => [r.provider, fmt.time(r.at), fmt.n(r.runs), fmt.n(r.failures), r.error || '–']), 'Not run yet.'));
     }
     const actor = params.get('actor') || '';
     const outcome = params.get('outcome') || '';

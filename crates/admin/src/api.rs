@@ -71,6 +71,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
+        .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
         .route("/api/v1/admin/mcp", get(crate::mcp::overview))
         .route("/api/v1/admin/mcp/tools/{name}/approval", post(crate::mcp::approve).delete(crate::mcp::unpin))
         .route("/api/v1/admin/users/{user}/content", axum::routing::delete(erase_user_content))
@@ -319,6 +320,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::audit,
         crate::content::erase_user_content,
         crate::alerts::alerts,
+        crate::reconcile::reconciliation,
         crate::mcp::overview,
         crate::mcp::approve,
         crate::mcp::unpin
@@ -348,6 +350,9 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        crate::reconcile::ReconcileView,
+        crate::reconcile::ReconcileLine,
+        crate::reconcile::ReconcileRun,
         UsageReport,
         UsageSeries,
         crate::usage::Steps,

@@ -16,6 +16,7 @@ pub mod keys;
 pub mod mcp;
 pub mod oidc;
 pub mod operations;
+pub mod reconcile;
 pub mod reports;
 pub mod sampler;
 pub mod scrape;

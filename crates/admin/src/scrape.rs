@@ -367,8 +367,23 @@ fn live(gateway: &Gateway, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
             std::iter::once((Vec::new(), alerts.open().len() as f64)),
         )?;
     }
+    crate::reconcile::encode_metrics(gateway, e)?;
     if let Some(governance) = &gateway.governance {
         switchyard_state::governance::encode_metrics(governance, e)?;
+        if let Some(receipts) = &governance.receipts {
+            let stats = &receipts.stats;
+            encode_counters(
+                e,
+                "switchyard_receipts",
+                "Receipts of settled requests, by what became of them.",
+                [
+                    (vec![("result", "written")], stats.written.load(Ordering::Relaxed)),
+                    (vec![("result", "dropped")], stats.dropped.load(Ordering::Relaxed)),
+                    (vec![("result", "failed")], stats.errors.load(Ordering::Relaxed)),
+                ]
+                .into_iter(),
+            )?;
+        }
     }
     Ok(())
 }

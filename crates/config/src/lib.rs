@@ -19,6 +19,7 @@ mod interpolate;
 pub mod kept;
 pub mod mcp;
 mod operator;
+pub mod proof;
 mod raw;
 mod redact;
 pub mod retention;
@@ -155,6 +156,11 @@ pub struct Config {
     pub mcp: Option<mcp::Mcp>,
     /// The bounds of long-lived sockets (`duplex:`).
     pub duplex: duplex::Duplex,
+    /// The providers' usage reports compared with the ledger (`None`: no
+    /// `reconcile:`).
+    pub reconcile: Option<proof::Reconcile>,
+    /// Receipts of settled requests (`None`: off).
+    pub receipts: Option<proof::Receipts>,
     /// What is valid but risky, for the binary to log at boot.
     pub warnings: Vec<Issue>,
     /// The bundled model facts in use.
@@ -1268,6 +1274,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     }
     hooks::resolve_fallbacks(&mut all_hooks, pending, issues);
 
+    let reconcile = proof::reconcile(raw.reconcile.as_ref(), &providers, issues, &mut warnings);
+    let receipts = proof::receipts(raw.receipts.as_ref(), issues);
     let model_facts = ModelFacts {
         snapshot: facts::snapshot().snapshot.as_str(),
         known: facts::snapshot().models.len(),
@@ -1299,6 +1307,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         kept,
         duplex,
         mcp,
+        reconcile,
+        receipts,
         warnings,
         model_facts,
         source: Source::default(),

@@ -59,6 +59,10 @@ pub struct RawConfig {
     pub mcp: Option<crate::mcp::RawMcp>,
     /// Bounds of long-lived sockets.
     pub duplex: Option<crate::duplex::RawDuplex>,
+    /// The providers' usage reports compared with the ledger.
+    pub reconcile: Option<crate::proof::RawReconcile>,
+    /// Signed, hash-chained receipts of settled requests.
+    pub receipts: Option<crate::proof::RawReceipts>,
 }
 
 /// Listener settings.

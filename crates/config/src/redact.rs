@@ -29,8 +29,10 @@ enum Secret {
 /// Every member whose value is or holds a secret, wherever it sits in the
 /// file: the one list of what the admin API's views of the config (the
 /// running config, its versions and their diffs) never show.
-const SECRETS: [(&str, Secret); 17] = [
+const SECRETS: [(&str, Secret); 18] = [
     ("key", Secret::Value),
+    // A provider account's admin key (`reconcile.openai.admin_key`).
+    ("admin_key", Secret::Value),
     ("api_key", Secret::Value),
     ("secret_access_key", Secret::Value),
     ("session_token", Secret::Value),

@@ -80,7 +80,13 @@ pub(crate) async fn success(
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
     let same = progress.passes_through_to(call, lane.protocol)
         && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
-    progress.serving(&Serving { call, ir: None, slots: &request.plan.slots, lane: candidate.lane_index });
+    progress.serving(&Serving {
+        call,
+        ir: None,
+        slots: &request.plan.slots,
+        lane: candidate.lane_index,
+        upstream: Some(&answer.upstream.headers),
+    });
     let mut head = Response::new(());
     let headers = head.headers_mut();
     // Sized once for what a reply carries (the gateway's own headers and

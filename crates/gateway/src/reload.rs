@@ -389,6 +389,7 @@ pub fn start_tasks(gateway: &Arc<Gateway>) {
     switchyard_engine::probe::spawn_probes(gateway);
     switchyard_admin::sampler::spawn(gateway);
     switchyard_admin::watch::spawn(gateway);
+    switchyard_admin::reconcile::spawn(gateway);
     switchyard_admin::scrape::spawn_export(gateway);
 }
 
@@ -456,6 +457,7 @@ fn keep_running(running: &Config, mut new: Config) -> (Config, Vec<&'static str>
     keep!(admin.insecure, "admin.insecure");
     keep!(telemetry, "telemetry");
     keep!(alerts, "alerts");
+    keep!(receipts, "receipts");
     (new, differ)
 }
 

@@ -19,7 +19,10 @@
 //!   actual usage or released;
 //! - [`fleet`]: the same admission on counters a fleet shares (the
 //!   arguments of its scripts and the reading of their answers);
-//! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers.
+//! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers;
+//! - [`reconcile`]: the ledger's tokens beside a provider's usage report;
+//! - [`receipt`]: signed, hash-chained receipts of settled requests and
+//!   their offline check.
 
 pub mod admission;
 pub mod card;
@@ -30,6 +33,8 @@ pub mod key;
 pub mod mcp_grant;
 pub mod money;
 pub mod rate;
+pub mod receipt;
+pub mod reconcile;
 pub mod sigv4;
 pub mod spec;
 pub mod window;

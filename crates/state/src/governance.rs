@@ -153,6 +153,9 @@ pub enum StartError {
     /// The store failed.
     #[error("{0}")]
     Store(#[from] StoreError),
+    /// The receipts' chain file cannot be opened.
+    #[error("{0}")]
+    Receipts(#[from] crate::receipts::ReceiptError),
 }
 
 /// Governance's state.
@@ -168,6 +171,8 @@ pub struct Governance {
     pub ledger: Option<LedgerQueue>,
     /// The writer of kept text (sealed), and its purge.
     pub content: crate::retention::ContentQueue,
+    /// The receipt writer (`receipts:`), when receipts are on.
+    pub receipts: Option<crate::receipts::ReceiptQueue>,
     /// Output tokens reserved for a request that names no maximum.
     pub default_max_tokens: u64,
     /// Counters.
@@ -598,9 +603,14 @@ impl Governance {
             config.retention.as_ref().map_or(switchyard_config::retention::DEFAULT_DAYS, |r| r.days),
             config.governance.ledger_flush_interval,
         );
+        let receipts = match &config.receipts {
+            Some(receipts) => Some(crate::receipts::ReceiptQueue::start(receipts, config.governance.ledger_queue)?),
+            None => None,
+        };
         let governance = Governance {
             mode: config.auth,
             stores,
+            receipts,
             keys: ArcSwap::from_pointee(KeyIndex::default()),
             groups: ArcSwap::from_pointee(groups),
             governor: Mutex::new(Governor::new()),

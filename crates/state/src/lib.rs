@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod mcp;
 pub mod oidc;
 mod pool;
+pub mod receipts;
 pub mod response_cache;
 pub mod retention;
 pub mod sessions;

@@ -70,6 +70,34 @@ enum Command {
     },
     /// Print the embedded demo config (a starting point for your own).
     DemoConfig,
+    /// Check or sign receipt chains (`receipts:`).
+    Receipts {
+        #[command(subcommand)]
+        command: ReceiptsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ReceiptsCommand {
+    /// Check a receipt chain offline: every hash, link and seal; the first
+    /// broken link is named and the exit status is 1.
+    Verify {
+        /// The chain file (JSON lines, as `receipts.path` keeps it; `-` for stdin).
+        file: PathBuf,
+        /// The signer's public key (hex) to trust; without it (or --key),
+        /// the chain's first seal names the signer, printed to compare.
+        #[arg(long, conflicts_with = "key")]
+        public_key: Option<String>,
+        /// The receipts secret to trust (its public key is derived).
+        #[arg(long, env = "SWITCHYARD_RECEIPT_KEY", hide_env_values = true)]
+        key: Option<String>,
+    },
+    /// Print the public key of the receipts secret (what verifiers trust).
+    PublicKey {
+        /// The receipts secret.
+        #[arg(long, env = "SWITCHYARD_RECEIPT_KEY", hide_env_values = true)]
+        key: String,
+    },
 }
 
 /// The async runtime: on one core (an affinity mask, a one-CPU container),
@@ -102,6 +130,7 @@ fn main() -> std::process::ExitCode {
             Command::Serve(args) => serve(args, log_lines).await,
             Command::Check { config } => check(&config),
             Command::MockUpstream { listen } => mock_upstream(&listen).await,
+            Command::Receipts { command } => receipts(command),
             Command::DemoConfig => {
                 use std::io::Write;
                 std::io::stdout().write_all(DEMO_CONFIG.as_bytes()).context("cannot write to stdout")
@@ -116,6 +145,56 @@ fn main() -> std::process::ExitCode {
         Err(err) => {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `switchyard receipts …`.
+fn receipts(command: ReceiptsCommand) -> anyhow::Result<()> {
+    use std::io::Write;
+    use switchyard_governance::receipt::{verify, Signer};
+    let signer = |key: &str| Signer::from_secret(key).context("the receipts secret cannot make a signing key");
+    let mut out = std::io::stdout();
+    match command {
+        ReceiptsCommand::PublicKey { key } => {
+            writeln!(out, "{}", signer(&key)?.public_key()).context("cannot write to stdout")
+        }
+        ReceiptsCommand::Verify { file, public_key, key } => {
+            let trusted = match (public_key, key) {
+                (Some(public), _) => Some(public),
+                (None, Some(key)) => Some(signer(&key)?.public_key().to_owned()),
+                (None, None) => None,
+            };
+            let text = match file.as_os_str() == "-" {
+                true => std::io::read_to_string(std::io::stdin()).context("cannot read stdin")?,
+                false => std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?,
+            };
+            let verified = match verify(text.lines(), trusted.as_deref()) {
+                Ok(verified) => verified,
+                Err(broken) => bail!("the receipt chain is broken at {broken}"),
+            };
+            let signer = verified.signer.as_deref().unwrap_or("-");
+            let chain = verified.chain.as_deref().unwrap_or("-");
+            let trust = match trusted.is_some() {
+                true => "the trusted key",
+                false => "the key its first seal names (pass --public-key to trust one)",
+            };
+            writeln!(
+                out,
+                "ok: {} receipts of chain `{chain}`, linked; sealed up to link {} by {trust}: {signer}",
+                verified.links, verified.sealed
+            )
+            .context("cannot write to stdout")?;
+            if verified.sealed < verified.links {
+                writeln!(
+                    out,
+                    "note: links {} to {} are not sealed yet (the writer seals its head once a second)",
+                    verified.sealed + 1,
+                    verified.links
+                )
+                .context("cannot write to stdout")?;
+            }
+            Ok(())
         }
     }
 }

@@ -299,3 +299,74 @@ fn a_webhook_that_fails_is_logged_by_its_host_alone() {
     assert!(!stderr.contains("XSECRETPATHX") && !stderr.contains("QSECRETQ"), "{stderr}");
     assert!(stderr.contains(&format!("127.0.0.1:{closed}")), "{stderr}");
 }
+
+#[test]
+fn receipts_verify_checks_a_chain_offline_and_names_the_first_broken_link() {
+    use switchyard_governance::receipt::{line, Head, Receipt, Signer, GENESIS, VERSION};
+    let secret = "cli-receipts-secret-0123456789";
+    let signer = Signer::from_secret(secret).unwrap();
+    let mut prev = GENESIS.to_owned();
+    let mut lines: Vec<String> = (1..=3)
+        .map(|seq| {
+            let receipt = Receipt {
+                v: VERSION,
+                chain: "gw-cli".into(),
+                seq,
+                prev: prev.clone(),
+                at_ms: 1_765_000_000_000,
+                entry: seq as i64,
+                request_id: format!("req-{seq}"),
+                pool: "chat".into(),
+                lane: "a".into(),
+                model: "gpt-4o".into(),
+                upstream_model: None,
+                upstream_id: None,
+                tokens: switchyard_governance::money::Tokens {
+                    input: 10,
+                    output: 5,
+                    requests: 1,
+                    ..Default::default()
+                },
+                cost_nano: 75,
+                status: 200,
+                estimated: None,
+            };
+            let (text, hash) = line(&receipt);
+            prev = hash;
+            text
+        })
+        .collect();
+    lines.push(signer.seal("gw-cli", &Head { seq: 3, hash: prev.clone() }));
+    let dir = std::env::temp_dir().join(format!("switchyard-cli-receipts-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let verify = |text: String, args: &[&str]| {
+        let path = dir.join("chain.jsonl");
+        std::fs::write(&path, text).unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+            .args(["receipts", "verify"])
+            .arg(&path)
+            .args(args)
+            .env_remove("SWITCHYARD_RECEIPT_KEY")
+            .output()
+            .unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+        (output.status.code(), text)
+    };
+    let (code, text) = verify(lines.join("\n"), &["--public-key", signer.public_key()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ok: 3 receipts of chain `gw-cli`, linked; sealed up to link 3"), "{text}");
+    // The secret names the same key.
+    let (code, text) = verify(lines.join("\n"), &["--key", secret]);
+    assert_eq!(code, Some(0), "{text}");
+    // Tokens changed on the second: exit 1, the line and link named.
+    let tampered =
+        [lines[0].clone(), lines[1].replace(r#""input":10"#, r#""input":1"#), lines[2].clone(), lines[3].clone()];
+    let (code, text) = verify(tampered.join("\n"), &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("line 2 (link 2)") && text.contains("changed"), "{text}");
+    // The second removed.
+    let (code, text) = verify([lines[0].clone(), lines[2].clone(), lines[3].clone()].join("\n"), &[]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("link 2 should follow link 1 but link 3 does"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}

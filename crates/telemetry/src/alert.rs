@@ -47,11 +47,14 @@ pub enum AlertKind {
     /// An MCP server changed an approved tool's schema: it is withheld
     /// until approved again.
     McpToolChanged,
+    /// A provider's usage report differs from the ledger past
+    /// `reconcile.tolerance` (once per provider, model and day).
+    ReconcileDrift,
 }
 
 impl AlertKind {
     /// Every kind, for metrics.
-    pub const ALL: [AlertKind; 11] = [
+    pub const ALL: [AlertKind; 12] = [
         AlertKind::BudgetThreshold,
         AlertKind::BudgetWarning,
         AlertKind::BudgetForecast,
@@ -63,6 +66,7 @@ impl AlertKind {
         AlertKind::RedisDegraded,
         AlertKind::ErrorRate,
         AlertKind::McpToolChanged,
+        AlertKind::ReconcileDrift,
     ];
 
     /// Its name on the wire and in metrics.
@@ -79,6 +83,7 @@ impl AlertKind {
             AlertKind::RedisDegraded => "redis_degraded",
             AlertKind::ErrorRate => "error_rate",
             AlertKind::McpToolChanged => "mcp_tool_changed",
+            AlertKind::ReconcileDrift => "reconcile_drift",
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod otlp;
 pub mod otlp_metrics;
 pub mod recent_text;
+pub mod reconcile;
 pub mod sink;
 pub mod trace;
 
@@ -36,6 +37,8 @@ pub struct Telemetry {
     pub recent_text: Option<recent_text::RecentText>,
     /// Alerts, when `alerts:` names a receiver.
     pub alerts: Option<alert::Alerts>,
+    /// What reconciliation found (`reconcile:`), kept across reloads.
+    pub reconciliation: reconcile::Reconciliation,
     include_text: bool,
 }
 
@@ -54,6 +57,7 @@ impl Telemetry {
             history: history::History::default(),
             recent_text: config.telemetry.request_log.include_text.then(recent_text::RecentText::default),
             alerts: None,
+            reconciliation: reconcile::Reconciliation::default(),
             include_text: config.telemetry.request_log.include_text,
         }
     }
@@ -72,6 +76,7 @@ impl Telemetry {
                 client,
             ),
             alerts: config.alerts.as_ref().map(|alerts| alert::Alerts::start(alerts, client)),
+            reconciliation: reconcile::Reconciliation::default(),
             ..Telemetry::local(config)
         }
     }

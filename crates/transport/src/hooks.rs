@@ -148,6 +148,26 @@ impl HookClient {
         self.exchange(request, timeout).await
     }
 
+    /// [`get`](Self::get) with `headers` too (an admin key a report is
+    /// read with).
+    pub async fn get_with(
+        &self,
+        url: &str,
+        headers: Vec<(http::HeaderName, HeaderValue)>,
+        timeout: Duration,
+    ) -> Result<Bytes, HookError> {
+        let mut request = Request::get(url)
+            .header(http::header::ACCEPT, HeaderValue::from_static("application/json"))
+            .header(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
+            )
+            .body(Full::new(Bytes::new()))
+            .map_err(|err| HookError::Transport(err.to_string()))?;
+        request.headers_mut().extend(headers);
+        self.exchange(request, timeout).await
+    }
+
     /// Sends `request` and returns the answer's head once it comes within
     /// `timeout`, its body unread (a reply streamed as events, as an MCP
     /// server's may be). Any status comes back.

@@ -20,6 +20,7 @@ mod continuation;
 mod guard;
 mod identity;
 mod metering;
+mod receipt;
 mod response_cache;
 mod retention;
 mod signatures;
@@ -116,6 +117,8 @@ pub(crate) struct Serving<'a> {
     pub(crate) slots: &'a [switchyard_state::call::Slot],
     /// The serving lane's index.
     pub(crate) lane: usize,
+    /// The upstream's answer head, when a lane answered.
+    pub(crate) upstream: Option<&'a HeaderMap>,
 }
 
 /// How a stream ended, for the end hooks.
@@ -281,6 +284,8 @@ pub(crate) fn build(gateway: &std::sync::Arc<Gateway>, call: &Call, pool: usize,
     let chain = Filters::builder()
         // Writes what every answer carries that a protocol may lack.
         .with(identity::Identity::of(call, shape))
+        // Notes what the upstream says of itself, for the request's receipt.
+        .with(receipt::Notes::of(gateway))
         // Says whether the answer's usage is exact or the gateway's estimate.
         .with(usage_mark::MarkUsage::of(call))
         // Keeps the text its group's retention keeps (what the caller got).

@@ -245,7 +245,7 @@ async fn a_continuation_tells_the_caller_every_parts_usage_added() {
     let mut carry = continuation::Carry::of(&gateway, &call, &shape).unwrap();
     let slots = [switchyard_state::call::Slot { pool, member: 0 }, switchyard_state::call::Slot { pool, member: 1 }];
     let request = switchyard_ir::Request::default();
-    carry.on_serving(&Serving { call: &call, ir: Some(&request), slots: &slots, lane: 0 });
+    carry.on_serving(&Serving { call: &call, ir: Some(&request), slots: &slots, lane: 0, upstream: None });
     carry.on_restart(&Usage { input_tokens: 10, output_tokens: 4, ..Usage::default() });
     let mut record = testing::record(&gateway, Protocol::OpenAi);
     let part = Usage { input_tokens: 12, output_tokens: 6, ..Usage::default() };

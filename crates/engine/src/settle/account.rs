@@ -9,6 +9,7 @@ use std::sync::Arc;
 use switchyard_governance::money::Tokens;
 use switchyard_ir::Usage;
 use switchyard_state::governance::now_ms;
+use switchyard_state::receipts::ReceiptQueue;
 use switchyard_state::Gateway;
 use switchyard_store::LedgerRow;
 
@@ -75,10 +76,25 @@ impl Record {
         self.log(&gateway, &bill, &names, status, total);
         self.end_trace(&gateway, &bill, &names, status);
         self.feed_sinks(&gateway, &bill, &names, status, total);
-        let rows = side.into_iter().filter_map(|c| self.side_row(&gateway, c, &names)).collect();
+        let receipts = gateway.governance.as_ref().and_then(|g| g.receipts.as_ref());
+        let rows = side
+            .into_iter()
+            .filter_map(|c| {
+                let cost = c.cost;
+                let row = self.side_row(&gateway, c, &names)?;
+                if let Some(receipts) = receipts {
+                    receipts.push(ReceiptQueue::draft(&row, cost, None, None));
+                }
+                Some(row)
+            })
+            .collect();
         let row = self.ledger_row(&gateway, bill.tokens, bill.row_cost, &names, status);
         if let Some(row) = &row {
             self.hand_over_text(&gateway, row);
+            if let (Some(receipts), true) = (receipts, self.admitted) {
+                let said = self.said.take().map(|said| *said).unwrap_or_default();
+                receipts.push(ReceiptQueue::draft(row, bill.cost, said.model, said.id));
+            }
         }
         (row, rows)
     }

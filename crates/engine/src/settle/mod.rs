@@ -105,7 +105,18 @@ pub struct Record {
     /// A line of one of the gateway's batches (its rate card entry's
     /// `batch_discount` prices it).
     batch_line: bool,
+    /// What the upstream said of itself, for the request's receipt (only
+    /// when receipts are on).
+    said: Option<Box<Said>>,
     done: bool,
+}
+
+/// What the upstream said of itself: its id of the request and the model
+/// that served it.
+#[derive(Debug, Default)]
+pub(crate) struct Said {
+    pub(crate) id: Option<String>,
+    pub(crate) model: Option<String>,
 }
 
 /// A request's text its group's retention keeps.
@@ -203,8 +214,21 @@ impl Record {
             tool: None,
             caller_gone: None,
             batch_line: false,
+            said: None,
             done: false,
         })
+    }
+
+    /// Notes what the upstream that served said of itself (the first word
+    /// of each stands).
+    pub(crate) fn upstream_said(&mut self, id: Option<String>, model: Option<String>) {
+        let said = self.said.get_or_insert_with(Box::default);
+        if said.id.is_none() {
+            said.id = id;
+        }
+        if said.model.is_none() {
+            said.model = model;
+        }
     }
 
     /// The flag a caller's hang-up sets: the request settles as a 499
