@@ -296,6 +296,7 @@ mod tests {
             retention: None,
             end_users: None,
             from_config: false,
+            markup: None,
             created_at: 0,
         }
     }

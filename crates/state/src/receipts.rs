@@ -260,6 +260,7 @@ mod tests {
             end_user: None,
             ingress: None,
             stream: false,
+            charge: None,
         }
     }
 
