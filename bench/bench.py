@@ -172,19 +172,23 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts")
+GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts", "shaped")
 # The end user the "end_users" setup's requests name (the operator's header).
 BENCH_END_USER = "bench-user"
 
 
 def key_headers(admin_port, ingress, name="bench", setup=None):
     """Mints a virtual key (a big budget and limits, in the `bench` group,
-    granted case 22's MCP tool) on the gateway's admin port; the headers an `ingress` caller sends it in
+    granted case 22's MCP tool; in the "shaped" setup with the budget's
+    shaping and the quotas too) on the gateway's admin port; the headers an `ingress` caller sends it in
     (and, in the "end_users" setup, the end user it names)."""
+    budget, limits = {"usd": 1000000, "window": "1d"}, {"rpm": 1000000000}
+    if setup == "shaped":
+        budget, limits = dict(budget, **SHAPED_BUDGET), dict(limits, **SHAPED_LIMITS)
     req = urllib.request.Request(
         "http://127.0.0.1:%d/api/v1/admin/keys" % admin_port, method="POST",
-        data=json.dumps({"name": name, "group": "bench", "budget": {"usd": 1000000, "window": "1d"},
-                         "limits": {"rpm": 1000000000}, "mcp": ["mock__echo"]}).encode(),
+        data=json.dumps({"name": name, "group": "bench", "budget": budget,
+                         "limits": limits, "mcp": ["mock__echo"]}).encode(),
         headers={"authorization": "Bearer " + BENCH_ADMIN_TOKEN, "content-type": "application/json"})
     if setup == "jwt":
         # A workload's identity-provider token instead of a key (auth.jwt).
@@ -261,6 +265,8 @@ CASES = [
     ("6-governed-passthrough", "6. case 1 governed (key + budget + limits + ledger)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-governed-anthropic-to-openai", "6. case 3b governed", "anthropic", OPENAI_MODEL, "chat-openai"),
     ("6-governed-stream64", "6. case 5/1 stream 64 governed", "openai", OPENAI_MODEL, "stream64-openai"),
+    # Shaped: case 6 with warnings, a downgrade with forecast, and hour/day/USD and per-model quotas, none tripping.
+    ("6-shaped-passthrough", "6. case 6 with budget shaping and quotas (warn, downgrade, forecast, per-model)", "openai", OPENAI_MODEL, "chat-openai"),
     # Fleet: governed on PostgreSQL and Redis (loopback) instead of SQLite and in-process counters.
     ("6-fleet-passthrough", "6. case 1 governed as a fleet (PostgreSQL + Redis)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-fleet-stream64", "6. case 5/1 stream 64 governed as a fleet", "openai", OPENAI_MODEL, "stream64-openai"),
@@ -330,6 +336,7 @@ VARIANTS = {
     "6-governed-anthropic-to-openai": dict(of="3b-anthropic-to-openai", extra="governed", goal="≤ 1.15"),
     "6-governed-stream64": dict(of="5-1-stream64-passthrough", extra="governed", goal="≤ 1.15"),
     "6-fleet-passthrough": dict(of="6-governed-passthrough", extra="fleet", goal="≤ 1.2"),
+    "6-shaped-passthrough": dict(of="6-governed-passthrough", extra="shaped", goal="≤ 1.03"),
     "6-fleet-stream64": dict(of="6-governed-stream64", extra="fleet", goal="≤ 1.2"),
     "7-quiet-passthrough": dict(of=None, extra="quiet"),
     "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),
@@ -899,6 +906,21 @@ END_USERS_EXTRA = GOVERNED_EXTRA.replace(
     "  bench: {{ budget:",
     "  bench: {{ end_users: {{ budget: {{ usd: 1000000, window: 1d }}, limits: {{ rpm: 1000000000 }} }}, budget:")
 
+# Shaping (issue 47): the governed setup with every budget warning at 80 %
+# and 95 % and downgrading (forecast on) to a cheaper pool, and quotas of
+# an hour, a day, USD a day and the bench's model a day, on the key and its
+# group; all far from tripping, so the cost measured is the checks'.
+SHAPED_BUDGET = {"warn": [80, 95], "on_exhaust": {"downgrade": "chat-cheap", "forecast": True}}
+SHAPED_LIMITS = {"rph": 1000000000, "tpd": 1000000000000, "usd_per_day": 1000000,
+                 "per_model": {OPENAI_MODEL: {"tpd": 1000000000000}}}
+SHAPED_EXTRA = GOVERNED_EXTRA.replace(
+    "window: 1mo }}, limits: {{ rpm: 1000000000, tpm: 100000000000 }}",
+    "window: 1mo, warn: [80%, 95%], on_exhaust: {{ downgrade: chat-cheap, forecast: true }} }}, "
+    "limits: {{ rpm: 1000000000, tpm: 100000000000, rph: 1000000000, tpd: 1000000000000, usd_per_day: 1000000, "
+    "per_model: {{ {openai_model}: {{ tpd: 1000000000000 }} }} }}").replace(
+    "{embed_rate}", "  bench-cheap: {{ input_utok: 0.015, output_utok: 0.06 }}\n{embed_rate}")
+SHAPED_POOL = "  bench-cheap: { provider: up-openai, model: %s }\npools:\n  chat-cheap:\n    members: [{ model: bench-cheap }]\n" % OPENAI_MODEL
+
 # The fleet serves its own file (`config: { locked: true }`): an unlocked
 # instance serves the newest config version PostgreSQL holds, and a gateway
 # started before on the same database (another port, another run) recorded
@@ -919,7 +941,7 @@ TELEMETRY = {
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
 SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before",
-          "receipts")
+          "receipts", "shaped")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -957,6 +979,10 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
             # "governed" with a signed, hash-chained receipt per settled request.
             text += 'receipts: {{ key: bench-receipts-secret-0123456789, path: "{path}" }}\n'.format(
                 path=os.path.join(tmp, "receipts-%d.jsonl" % time.monotonic_ns()))
+    elif setup == "shaped":
+        text = text.replace("\npools:\n", "\n" + SHAPED_POOL, 1) + SHAPED_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "shaped-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "end_users":
         text += END_USERS_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "end-users-%d.db" % time.monotonic_ns()),
