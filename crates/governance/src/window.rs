@@ -3,7 +3,7 @@
 //! window is what the ledger holds between its start and now.
 
 use serde::{Deserialize, Serialize};
-use time::{Date, Duration, OffsetDateTime, Time};
+use time::{Date, OffsetDateTime, Time};
 
 /// A budget window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -50,17 +50,26 @@ impl Window {
     }
 
     /// Start (Unix seconds) of the window holding `now` (Unix seconds).
+    ///
+    /// Unix time counts every day as 86,400 seconds, so all but a month's
+    /// start are integer arithmetic (admission asks for each quota's
+    /// window twice a request; a calendar conversion is the dear part).
     pub fn start(self, now: i64) -> i64 {
-        let Ok(at) = OffsetDateTime::from_unix_timestamp(now) else {
+        if !(CALENDAR.0..=CALENDAR.1).contains(&now) {
             return 0;
-        };
+        }
+        const DAY: i64 = 86_400;
         match self {
             Window::Total => 0,
             Window::Minute => now - now.rem_euclid(60),
             Window::Hour => now - now.rem_euclid(3600),
-            Window::Day => midnight(at.date()),
-            Window::Week => midnight(at.date() - Duration::days(i64::from(at.weekday().number_days_from_monday()))),
-            Window::Month => at.date().replace_day(1).map_or(0, midnight),
+            Window::Day => now - now.rem_euclid(DAY),
+            // 1970-01-01 was a Thursday: three days after a Monday.
+            Window::Week => (now.div_euclid(DAY) - (now.div_euclid(DAY) + 3).rem_euclid(7)) * DAY,
+            Window::Month => OffsetDateTime::from_unix_timestamp(now)
+                .ok()
+                .and_then(|at| at.date().replace_day(1).ok())
+                .map_or(0, midnight),
         }
     }
 
@@ -88,6 +97,10 @@ impl Window {
     }
 }
 
+/// The Unix seconds the calendar reads (`time`'s range); outside it a
+/// window starts at 0, as an unreadable time always did.
+const CALENDAR: (i64, i64) = (-377_705_116_800, 253_402_300_799);
+
 fn midnight(date: Date) -> i64 {
     date.with_time(Time::MIDNIGHT).assume_utc().unix_timestamp()
 }
@@ -95,6 +108,39 @@ fn midnight(date: Date) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The start by the calendar, as it was read before the arithmetic.
+    fn by_calendar(window: Window, now: i64) -> i64 {
+        let Ok(at) = OffsetDateTime::from_unix_timestamp(now) else { return 0 };
+        match window {
+            Window::Total => 0,
+            Window::Minute => now - now.rem_euclid(60),
+            Window::Hour => now - now.rem_euclid(3600),
+            Window::Day => midnight(at.date()),
+            Window::Week => {
+                midnight(at.date() - time::Duration::days(i64::from(at.weekday().number_days_from_monday())))
+            }
+            Window::Month => at.date().replace_day(1).map_or(0, midnight),
+        }
+    }
+
+    #[test]
+    fn the_calendars_range_is_the_one_time_reads() {
+        assert!(OffsetDateTime::from_unix_timestamp(CALENDAR.0).is_ok());
+        assert!(OffsetDateTime::from_unix_timestamp(CALENDAR.0 - 1).is_err());
+        assert!(OffsetDateTime::from_unix_timestamp(CALENDAR.1).is_ok());
+        assert!(OffsetDateTime::from_unix_timestamp(CALENDAR.1 + 1).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn the_arithmetic_start_is_the_calendars(now in -400_000_000_000i64..400_000_000_000) {
+            for (window, _) in Window::ALL {
+                prop_assert_eq!(window.start(now), by_calendar(window, now), "{:?} at {}", window, now);
+            }
+        }
+    }
 
     /// 2026-11-30 (a Monday) 19:31:05 UTC.
     const NOW: i64 = 1_796_067_065;
