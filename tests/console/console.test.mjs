@@ -414,7 +414,7 @@ try {
     return { type: response.headers.get('content-type'), text: await response.text() };
   });
   assert.match(csv.type, /text\/csv/);
-  assert.match(csv.text, new RegExp(`^key,name,requests,.*,usd,saved_usd,cache_hits,guardrail_decisions,refused\r\n`));
+  assert.match(csv.text, new RegExp(`^key,name,requests,.*,usd,saved_usd,cache_hits,guardrail_decisions,refused,price_usd\r\n`));
   assert.equal(await ops.page.getByRole('columnheader', { name: 'Saved' }).count(), 1, 'cost saved by the cache has a column');
   assert.match(csv.text, new RegExp(`"${keyId}","console-e2e",4,`));
   await ops.page.screenshot({ path: path.join(artifacts, 'spend.png'), fullPage: true });
