@@ -1041,7 +1041,8 @@
   async function alertsPage() {
     const params = new URLSearchParams(location.search);
     const [alerts, audit, drift] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] },
-      api('reconciliation')]);
+      // Reconciliation is the gateway's, not a tenant's: its admins are not shown it.
+      tenant() ? { configured: false } : api('reconciliation')]);
     const parts = [];
     if (!alerts.configured) {
       parts.push(h('p', { class: 'note', text: 'No alerts receiver: set alerts.webhook in the config to be told when something needs a person.' }));
