@@ -103,10 +103,12 @@ impl ReceiptQueue {
         }
     }
 
-    /// A receipt of `row` billed `cost_nano` (chain, place and link blank).
+    /// A receipt of `row` (chain, place and link blank). Its cost is the
+    /// row's own settled cost, so a receipt never states another figure
+    /// than the ledger (a broken answer's row prices its tokens, not the
+    /// reservation its budget keeps).
     pub fn draft(
         row: &switchyard_store::LedgerRow,
-        cost_nano: u64,
         upstream_model: Option<String>,
         upstream_id: Option<String>,
     ) -> Receipt {
@@ -124,7 +126,7 @@ impl ReceiptQueue {
             upstream_model,
             upstream_id,
             tokens: row.tokens,
-            cost_nano,
+            cost_nano: row.charge.map_or(0, |charge| charge.cost_nano),
             status: row.status,
             estimated: row.notes.estimated.map(|why| why.as_str().to_owned()),
         }
@@ -260,7 +262,7 @@ mod tests {
             end_user: None,
             ingress: None,
             stream: false,
-            charge: None,
+            charge: Some(switchyard_store::Charge { cost_nano: 42, price_nano: 48 }),
         }
     }
 
@@ -275,6 +277,16 @@ mod tests {
     }
 
     #[test]
+    fn a_receipt_states_the_rows_settled_cost_and_nothing_else() {
+        let mut broken = row(7);
+        broken.charge = Some(switchyard_store::Charge { cost_nano: 1_234, price_nano: 1_500 });
+        assert_eq!(ReceiptQueue::draft(&broken, None, None).cost_nano, 1_234);
+        // A row written before the ledger kept charges states none.
+        broken.charge = None;
+        assert_eq!(ReceiptQueue::draft(&broken, None, None).cost_nano, 0);
+    }
+
+    #[test]
     fn a_chain_goes_on_across_restarts_and_verifies() {
         let dir = std::env::temp_dir().join(format!("sy-receipts-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -282,7 +294,7 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         let queue = ReceiptQueue::start(&config(&path), 16).unwrap();
         for entry in 1..=3 {
-            queue.push(ReceiptQueue::draft(&row(entry), 42, Some("gpt-4o-2024-08-06".into()), None));
+            queue.push(ReceiptQueue::draft(&row(entry), Some("gpt-4o-2024-08-06".into()), None));
         }
         wait_written(&queue, 3);
         let public = queue.public_key.clone();
@@ -296,7 +308,7 @@ mod tests {
         }
         // A restart continues the same chain.
         let again = ReceiptQueue::start(&config(&path), 16).unwrap();
-        again.push(ReceiptQueue::draft(&row(4), 42, None, Some("req_up".into())));
+        again.push(ReceiptQueue::draft(&row(4), None, Some("req_up".into())));
         wait_written(&again, 1);
         let text = std::fs::read_to_string(&path).unwrap();
         let verified = switchyard_governance::receipt::verify(text.lines(), Some(&public)).unwrap();

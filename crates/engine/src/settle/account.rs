@@ -80,10 +80,9 @@ impl Record {
         let rows = side
             .into_iter()
             .filter_map(|c| {
-                let cost = c.cost;
                 let row = self.side_row(&gateway, c, &names)?;
                 if let Some(receipts) = receipts {
-                    receipts.push(ReceiptQueue::draft(&row, cost, None, None));
+                    receipts.push(ReceiptQueue::draft(&row, None, None));
                 }
                 Some(row)
             })
@@ -93,7 +92,7 @@ impl Record {
             self.hand_over_text(&gateway, row);
             if let (Some(receipts), true) = (receipts, self.admitted) {
                 let said = self.said.take().map(|said| *said).unwrap_or_default();
-                receipts.push(ReceiptQueue::draft(row, bill.cost, said.model, said.id));
+                receipts.push(ReceiptQueue::draft(row, said.model, said.id));
             }
         }
         (row, rows)
