@@ -39,6 +39,9 @@ pub struct CreateKey {
     /// `*`), tools (`files__*`), prompts (`prompt:tickets__*`), resources
     /// (`resource:files+file:///docs/*`). Absent: nothing.
     pub mcp: Option<Vec<String>>,
+    /// Providers whose raw route (`/passthrough/{provider}/...`) it may
+    /// take, each one that opens it. Absent: none.
+    pub passthrough: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<BudgetBody>,
     /// The key's own limits.
@@ -78,6 +81,10 @@ pub struct PatchKey {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub mcp: Option<Option<Vec<String>>>,
+    /// New raw-route grants (`null`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub passthrough: Option<Option<Vec<String>>>,
     /// New budget (`null`: none).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<BudgetBody>)]
@@ -122,6 +129,9 @@ pub struct KeyView {
     /// MCP grants.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mcp: Option<Vec<String>>,
+    /// Providers whose raw route it may take.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<Vec<String>>,
     /// Own budget.
     pub budget: Option<BudgetBody>,
     /// Own limits.
@@ -190,6 +200,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         pools: record.pools.clone(),
         policies: record.policies.clone(),
         mcp: record.mcp.clone(),
+        passthrough: record.passthrough.clone(),
         budget: record.budget.as_ref().map(budget_body),
         limits: limits_body(&record.limits),
         expires_at: record.expires_at,
@@ -245,6 +256,27 @@ pub(crate) fn checked_mcp(grants: Option<Vec<String>>) -> ApiResult<Option<Vec<S
         }
     }
     Ok(grants)
+}
+
+/// The most providers one key's raw-route grants name.
+const MAX_PASSTHROUGH: usize = 64;
+
+/// Raw-route grants: each a provider of the running config that opens
+/// its raw route (`providers.<p>.passthrough`).
+pub(crate) fn checked_passthrough(admin: &Admin, grants: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    let Some(grants) = grants else { return Ok(None) };
+    if grants.len() > MAX_PASSTHROUGH {
+        return Err(bad(format!("passthrough: at most {MAX_PASSTHROUGH} providers")));
+    }
+    for name in &grants {
+        let open = admin.gateway.config.providers.iter().any(|p| &*p.name == name.as_str() && p.passthrough.is_some());
+        if !open {
+            return Err(bad(format!(
+                "passthrough: provider `{name}` does not open a raw route (providers.<p>.passthrough)"
+            )));
+        }
+    }
+    Ok(Some(grants))
 }
 
 pub(crate) fn checked_policies(admin: &Admin, policies: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
@@ -345,6 +377,7 @@ pub(crate) async fn create_key(
     request.group = tenancy::placed(governance, &actor, request.group)?;
     request.pools = tenancy::pools_within(&actor, request.pools)?;
     tenancy::mcp_within(&actor, request.mcp.as_ref())?;
+    tenancy::passthrough_within(&actor, request.passthrough.as_ref())?;
     tenancy::budget_within(governance, &actor, request.budget.as_ref())?;
     let secret = new_secret(&random::<32>()?);
     let aws = if request.issue_aws_credential { Some(new_aws_pair()?) } else { None };
@@ -366,6 +399,7 @@ pub(crate) async fn create_key(
         rotated_at: None,
         suspended_until: None,
         mcp: checked_mcp(request.mcp)?,
+        passthrough: checked_passthrough(&admin, request.passthrough)?,
         end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
         aws: aws.clone(),
         version: 0,
@@ -506,6 +540,7 @@ pub(crate) async fn patch_key(
             patch.pools = Some(tenancy::pools_within(&actor, pools)?);
         }
         tenancy::mcp_within(&actor, patch.mcp.as_ref().and_then(Option::as_ref))?;
+        tenancy::passthrough_within(&actor, patch.passthrough.as_ref().and_then(Option::as_ref))?;
         tenancy::budget_within(governance, &actor, patch.budget.as_ref().and_then(Option::as_ref))?;
     }
     let record = change_key(governance, &actor, &id, |record| {
@@ -526,6 +561,9 @@ pub(crate) async fn patch_key(
         }
         if let Some(mcp) = &patch.mcp {
             record.mcp = checked_mcp(mcp.clone())?;
+        }
+        if let Some(passthrough) = &patch.passthrough {
+            record.passthrough = checked_passthrough(&admin, passthrough.clone())?;
         }
         if let Some(budget) = &patch.budget {
             record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;

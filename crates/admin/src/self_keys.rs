@@ -177,6 +177,8 @@ pub(crate) async fn create(
         suspended_until: None,
         // The template's grants, copied: an admin may change them per key.
         mcp: Some(template.mcp.clone()),
+        // The raw route is the operator's to grant.
+        passthrough: None,
         end_users: None,
         aws: None,
         version: 0,

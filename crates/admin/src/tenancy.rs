@@ -253,6 +253,19 @@ pub(crate) fn mcp_within(actor: &Actor, grants: Option<&Vec<String>>) -> ApiResu
     }
 }
 
+/// A tenant admin gives no raw-route grant: the route spends the
+/// operator's own provider key on paths only the operator chose, so only
+/// the gateway's admin grants it (a 403; clearing grants is allowed).
+pub(crate) fn passthrough_within(actor: &Actor, grants: Option<&Vec<String>>) -> ApiResult<()> {
+    match (actor.tenant(), grants) {
+        (Some(_), Some(grants)) if !grants.is_empty() => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "passthrough: raw-route grants are given by the gateway's admin, not a tenant admin".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A tenant admin's tenancy (`None` for the gateway's admin and members).
 fn tenancy_of(actor: &Actor) -> Option<&Arc<Tenancy>> {
     actor.tenant().and(actor.tenancy.as_ref())

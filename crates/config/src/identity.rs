@@ -35,6 +35,9 @@ pub struct JwtIssuer {
     /// What of the MCP gateway its callers may use (`auth.jwt[i].mcp`, the
     /// grants of a key; empty: nothing).
     pub mcp: Vec<String>,
+    /// The providers whose raw route its callers may take
+    /// (`auth.jwt[i].passthrough`; empty: none).
+    pub passthrough: Vec<String>,
 }
 
 /// Console sign-in through an OpenID Connect provider (`admin.oidc`).
@@ -290,6 +293,8 @@ pub(crate) struct RawJwtIssuer {
     pub pools: Option<Vec<String>>,
     #[serde(default)]
     pub mcp: Vec<String>,
+    #[serde(default)]
+    pub passthrough: Vec<String>,
 }
 
 /// One audience or several.
@@ -362,6 +367,7 @@ pub(crate) fn jwt_issuers(raw: &[RawJwtIssuer], keys: bool, issues: &mut Vec<Iss
                 leeway: leeway.min(MAX_LEEWAY),
                 pools: issuer.pools.clone(),
                 mcp: crate::mcp::grants(&issuer.mcp, &format!("{at}.mcp"), issues),
+                passthrough: issuer.passthrough.clone(),
             }
         })
         .collect()

@@ -19,6 +19,7 @@ mod interpolate;
 pub mod kept;
 pub mod mcp;
 mod operator;
+pub mod passthrough;
 pub mod proof;
 mod raw;
 mod redact;
@@ -258,6 +259,9 @@ pub struct Provider {
     /// Whether its models continue an assistant message last, when the
     /// operator says (`prefill:`); else the model facts and the protocol decide.
     pub prefill: Option<switchyard_ir::Prefill>,
+    /// The raw route to the rest of its API (`/passthrough/{provider}/...`),
+    /// when the operator opened it to some paths.
+    pub passthrough: Option<passthrough::Passthrough>,
 }
 
 /// The ad-hoc route of a provider: a caller names a provider and a wire
@@ -862,6 +866,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let mut policies = policies;
     guard::bedrock_moderators(&mut policies, &providers, issues);
     let provider_names: Vec<&str> = raw.providers.keys().map(String::as_str).collect();
+    passthrough_grants(&providers, &jwt, auth, issues);
 
     let models: Vec<Model> = raw
         .models
@@ -1544,6 +1549,10 @@ fn validate_provider(
         },
         issues,
     );
+    let passthrough = provider.passthrough.as_ref().map(|raw| {
+        let mock = matches!(endpoint, Endpoint::Mock);
+        passthrough::read(raw, &format!("{path}.passthrough"), mock, passthrough_credentials, issues, warnings)
+    });
     Provider {
         name: Arc::from(name),
         protocol,
@@ -1558,6 +1567,35 @@ fn validate_provider(
         forward_headers,
         egress,
         prefill: translation::read_prefill(provider.prefill.as_ref(), protocol, &format!("{path}.prefill"), issues),
+        passthrough,
+    }
+}
+
+/// The raw route is for keys the operator granted it: it needs callers who
+/// prove who they are, and a token issuer's grants must name providers
+/// that open it.
+fn passthrough_grants(providers: &[Provider], jwt: &[JwtIssuer], auth: AuthMode, issues: &mut Vec<Issue>) {
+    if auth != AuthMode::Keys {
+        for provider in providers.iter().filter(|p| p.passthrough.is_some()) {
+            issues.push(Issue::new(
+                &format!("providers.{}.passthrough", provider.name),
+                "the raw route spends the provider's key for callers it was granted to, and an open gateway \
+                 knows no callers",
+                "set auth.mode: keys and grant keys `passthrough: [PROVIDER]`",
+            ));
+        }
+    }
+    for (index, issuer) in jwt.iter().enumerate() {
+        for (grant, name) in issuer.passthrough.iter().enumerate() {
+            if !providers.iter().any(|p| *p.name == **name && p.passthrough.is_some()) {
+                let open: Vec<&str> = providers.iter().filter(|p| p.passthrough.is_some()).map(|p| &*p.name).collect();
+                issues.push(Issue::new(
+                    &format!("auth.jwt[{index}].passthrough[{grant}]"),
+                    format!("provider `{name}` does not open a raw route"),
+                    format!("name a provider with `passthrough:` ({})", list(&open)),
+                ));
+            }
+        }
     }
 }
 

@@ -153,6 +153,8 @@ pub struct RawProvider {
     /// Whether its models continue an assistant message last: `true`,
     /// `false`, or how (`continue_final_message`, `prefix`).
     pub prefill: Option<serde_yaml_ng::Value>,
+    /// The raw route to the rest of its API: the paths and methods it opens.
+    pub passthrough: Option<crate::passthrough::RawPassthrough>,
 }
 
 /// Active health probing.

@@ -20,7 +20,13 @@ use crate::settle::Record;
 /// `governance.suspend.after` within its window the key is suspended (the
 /// store written and the alert raised on a task of their own).
 pub(crate) fn refused_for_conduct(gateway: &Arc<Gateway>, call: &Call) {
-    let (Some(governance), Some(caller)) = (&gateway.governance, &call.caller) else { return };
+    conduct_refused(gateway, call.caller.as_ref());
+}
+
+/// [`refused_for_conduct`] of a request outside the exchange (the raw
+/// route), by its caller.
+pub fn conduct_refused(gateway: &Arc<Gateway>, caller: Option<&switchyard_state::governance::Caller>) {
+    let (Some(governance), Some(caller)) = (&gateway.governance, caller) else { return };
     let now = switchyard_state::governance::now_ms();
     let Some(until) = governance.note_refusal(caller, now) else { return };
     let (gateway, id) = (gateway.clone(), caller.key.id.clone());

@@ -28,6 +28,20 @@ pub fn caller(
     client: Option<&ClientName>,
     body: &[u8],
 ) -> Result<Option<Caller>, ErrorInfo> {
+    caller_of(gateway, protocol, "POST", uri, headers, client, body)
+}
+
+/// [`caller`] of a request made with `method` (a signature covers it; the
+/// raw route takes any method).
+pub fn caller_of(
+    gateway: &Gateway,
+    protocol: Protocol,
+    method: &str,
+    uri: &Uri,
+    headers: &HeaderMap,
+    client: Option<&ClientName>,
+    body: &[u8],
+) -> Result<Option<Caller>, ErrorInfo> {
     let Some(governance) = &gateway.governance else {
         return Ok(None);
     };
@@ -35,7 +49,7 @@ pub fn caller(
     let pairs: Vec<(&str, &[u8])> =
         if signed { headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())).collect() } else { Vec::new() };
     let inbound = signed.then(|| Inbound {
-        method: "POST",
+        method,
         path: uri.path(),
         query: uri.query(),
         headers: &pairs,

@@ -16,6 +16,7 @@
 //! `.await`.
 
 pub mod batches;
+mod passthrough;
 pub mod playground;
 pub mod reload;
 pub mod server;

@@ -47,6 +47,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .merge(switchyard_kept::routes())
         .merge(switchyard_mcp::routes())
         .merge(switchyard_duplex::routes())
+        .merge(crate::passthrough::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(gateway)
@@ -149,8 +150,17 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
     // `/metrics` reads the data listener's counters.
     let _ = gateway.listener_stats.set(stats.clone());
     let codecs = gateway.codecs;
+    let raw_routes: Vec<(Arc<str>, Protocol)> = gateway
+        .config
+        .providers
+        .iter()
+        .filter(|p| p.passthrough.is_some())
+        .map(|p| (p.name.clone(), p.protocol))
+        .collect();
     let refuse: Refuse = Arc::new(move |parts: &http::request::Parts, refusal: Refusal| {
-        let Some(protocol) = protocol_of(parts.uri.path()) else {
+        let path = parts.uri.path();
+        let protocol = crate::passthrough::protocol_of(&raw_routes, path).or_else(|| protocol_of(path));
+        let Some(protocol) = protocol else {
             return listener::plain_refusal(refusal);
         };
         let message = match refusal {
@@ -421,7 +431,7 @@ fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
     ))
 }
 
-fn request_id(headers: &HeaderMap) -> HeaderValue {
+pub(crate) fn request_id(headers: &HeaderMap) -> HeaderValue {
     headers.get(X_REQUEST_ID).filter(|v| !v.is_empty() && v.len() <= 200).cloned().unwrap_or_else(|| {
         // 32 hex digits of a random number, without a format string.
         const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -435,7 +445,7 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
     })
 }
 
-const X_REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
+pub(crate) const X_REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
 const X_SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-session-id");
 
 /// An error before the engine runs, in the caller's protocol (recorded).
@@ -459,7 +469,7 @@ fn session_of(gateway: &Gateway, name: &str, headers: &HeaderMap) -> Option<Head
 /// Reads a request body under the body limit, the body read timeout and
 /// the connection's body budget (all its HTTP/2 streams together). The
 /// charge against the budget lasts as long as the returned guard.
-async fn read_body(
+pub(crate) async fn read_body(
     body: Body,
     limits: &switchyard_config::Server,
     budget: Option<&ConnBudget>,

@@ -32,6 +32,7 @@ mod oidc;
 mod operations;
 mod operator;
 mod pairs;
+mod passthrough;
 mod proof;
 mod rates;
 mod reload;

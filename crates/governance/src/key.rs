@@ -213,6 +213,10 @@ pub struct KeyRecord {
     /// (`tickets`, `*`); see [`crate::mcp_grant`]. `None` or empty: nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<Vec<String>>,
+    /// The providers whose raw route (`/passthrough/{provider}/...`) the
+    /// key may take, by name. `None` or empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<Vec<String>>,
 }
 
 /// Why a presented key does not open the door.
@@ -252,6 +256,11 @@ impl KeyRecord {
     /// No grants: nothing.
     pub fn may_use_mcp(&self, kind: crate::mcp_grant::Kind, server: &str, item: &str) -> bool {
         self.mcp.as_deref().is_some_and(|grants| crate::mcp_grant::grants(grants, kind, server, item))
+    }
+
+    /// True when the key may take `provider`'s raw route. No grants: none.
+    pub fn may_pass_through(&self, provider: &str) -> bool {
+        self.passthrough.as_deref().is_some_and(|granted| granted.iter().any(|p| p == provider))
     }
 
     /// True when the key's `mcp` grants reach anything of kind `kind` on
@@ -300,6 +309,24 @@ mod tests {
         assert!(!hash.matches(&KeyHash::of(&new_secret(&[8u8; 32]))));
         assert_eq!(KeyHash::from_hex(&hash.to_hex()), Some(hash));
         assert!(!format!("{hash:?}").contains(&hash.to_hex()), "Debug shows only a prefix of the hash");
+    }
+
+    #[test]
+    fn a_key_takes_only_the_raw_routes_granted_to_it() {
+        let record = |granted: Option<Vec<&str>>| KeyRecord {
+            passthrough: granted.map(|g| g.into_iter().map(str::to_owned).collect()),
+            ..serde_json::from_value(serde_json::json!({
+                "id": "key_1", "name": "n", "prefix": "sy", "hash": KeyHash::of("s").to_hex(), "group": null,
+                "pools": null, "budget": null, "expires_at": null, "revoked_at": null, "created_at": 0,
+                "rotated_at": null, "aws": null
+            }))
+            .unwrap_or_else(|e| unreachable!("{e}"))
+        };
+        assert!(!record(None).may_pass_through("openai"), "a key stored before grants existed takes none");
+        assert!(!record(Some(vec![])).may_pass_through("openai"));
+        assert!(record(Some(vec!["openai"])).may_pass_through("openai"));
+        assert!(!record(Some(vec!["openai"])).may_pass_through("claude"));
+        assert!(!record(Some(vec!["*"])).may_pass_through("openai"), "a grant names a provider, never a glob");
     }
 
     #[test]

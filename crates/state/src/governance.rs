@@ -218,6 +218,7 @@ fn jwt_record(issuer: &switchyard_config::JwtIssuer, group: &str) -> KeyRecord {
     let mut record = in_memory_record(&jwt_key_id(&issuer.name, group), &name, group, issuer.pools.clone());
     record.prefix = format!("jwt:{}", issuer.name);
     record.mcp = Some(issuer.mcp.clone());
+    record.passthrough = Some(issuer.passthrough.clone());
     record
 }
 
@@ -268,6 +269,7 @@ fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>
         end_users: None,
         suspended_until: None,
         mcp: None,
+        passthrough: None,
         version: 0,
         id: id.to_owned(),
     }

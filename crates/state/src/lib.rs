@@ -78,6 +78,12 @@ pub struct Gateway {
     pub codecs: CodecFor,
     /// Lanes: indexed like `config.models`, then the ad-hoc lanes.
     pub lanes: Vec<Lane>,
+    /// Each provider's raw route (`providers.<p>.passthrough`), indexed like
+    /// `config.providers`: a lane of its own (`passthrough:<provider>`, in
+    /// no pool) holding what its requests are sent with, as the provider's
+    /// lanes send theirs (credentials, the operator's headers, a fetched
+    /// token, the transport, the timeouts).
+    pub passthrough: Vec<Option<Box<Lane>>>,
     /// Configured pools (indexed like `config.pools`), then one implicit
     /// pool per lane (models, then ad-hoc lanes).
     pub pools: Vec<PoolState>,
@@ -317,6 +323,19 @@ impl Gateway {
                 lanes.push(lane);
             }
         }
+        let mut passthrough = Vec::with_capacity(config.providers.len());
+        for (provider, config_provider) in config.providers.iter().enumerate() {
+            let lane = match &config_provider.passthrough {
+                None => None,
+                Some(_) => {
+                    let name = Arc::from(format!("passthrough:{}", config_provider.name));
+                    let mut lane = build_lane(&config, provider, &name, codecs, transport_for(provider))?;
+                    lane.token = tokens.get(provider).cloned().flatten();
+                    Some(Box::new(lane))
+                }
+            };
+            passthrough.push(lane);
+        }
         let mut pools: Vec<PoolState> =
             config
                 .pools
@@ -408,6 +427,7 @@ impl Gateway {
             config,
             codecs,
             lanes,
+            passthrough,
             pools,
             names,
             hooks: switchyard_transport::hooks::HookClient::new(),
@@ -484,6 +504,20 @@ impl Gateway {
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
+        }
+        // A raw route that dials the same way keeps its warm connections and token.
+        for (lane, before) in self.passthrough.iter_mut().flatten().filter_map(|lane| {
+            let before = old.passthrough.iter().flatten().find(|l| l.name == lane.name)?;
+            Some((lane, before))
+        }) {
+            if before.endpoint == lane.endpoint && before.timeouts.connect == lane.timeouts.connect {
+                lane.transport = before.transport.clone();
+            }
+            if let (Some(now), Some(then)) = (&lane.token, &before.token) {
+                if now.auth() == then.auth() {
+                    lane.token = Some(then.clone());
+                }
+            }
         }
         for lane in &mut self.lanes {
             let Some(before) = old.lanes.iter().find(|l| l.name == lane.name) else { continue };

@@ -215,6 +215,10 @@ pub struct Notes {
     /// An MCP tool call (a row of operation `mcp`): its server and sizes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<ToolCall>,
+    /// A request of the raw route (a row of operation `passthrough`): its
+    /// method and path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passthrough: Option<RawCall>,
     /// Why the row's tokens are the gateway's estimate (the row is then
     /// `estimated`); absent when they are what the upstream reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +286,15 @@ pub struct ToolCall {
     pub uri: Option<String>,
 }
 
+/// A request of a provider's raw route, as its ledger row names it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RawCall {
+    /// The method.
+    pub method: String,
+    /// The vendor's path it reached (no query), bounded.
+    pub path: String,
+}
+
 /// Why a request was refused before anything was billed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Refusal {
@@ -324,6 +337,7 @@ impl Notes {
             && self.guardrails.is_empty()
             && self.refused.is_none()
             && self.tool.is_none()
+            && self.passthrough.is_none()
             && self.estimated.is_none()
             && self.service_tier.is_none()
             && self.web_searches.is_none()

@@ -34,6 +34,7 @@ fn key(n: u8) -> KeyRecord {
         rotated_at: None,
         suspended_until: None,
         mcp: None,
+        passthrough: n.is_multiple_of(2).then(|| vec!["openai".into()]),
         end_users: None,
         aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
         version: 0,
@@ -87,6 +88,8 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
                 error: None,
                 uri: Some("tickets+tickets://readme".into()),
             }),
+            passthrough: (output == 1)
+                .then(|| switchyard_store::RawCall { method: "GET".into(), path: "/v1/fine_tuning/jobs".into() }),
             estimated: (output % 3 == 1).then_some(switchyard_store::Estimated::CallerLeft),
             service_tier: output.is_multiple_of(2).then(|| "priority".into()),
             web_searches: (output == 7).then_some(3),

@@ -40,6 +40,19 @@ pub struct UpstreamRequest {
     pub body: Bytes,
 }
 
+/// A request of the raw route (`/passthrough/{provider}/...`): any method,
+/// and a body that streams as the caller sends it.
+pub struct RawRequest {
+    /// The method.
+    pub method: Method,
+    /// Full URL.
+    pub uri: Uri,
+    /// Headers, auth included.
+    pub headers: HeaderMap,
+    /// The body, as it arrives.
+    pub body: UpstreamBody,
+}
+
 /// The upstream's answer, body still streaming.
 pub struct UpstreamResponse {
     /// Status.
@@ -71,11 +84,22 @@ pub type SendFuture = Pin<Box<dyn Future<Output = Result<UpstreamResponse, Trans
 pub trait Transport: Send + Sync {
     /// Sends `request`, failing if response headers take longer than `headers_timeout`.
     fn send(&self, request: UpstreamRequest, headers_timeout: Duration) -> SendFuture;
+
+    /// Sends a raw-route request, its body streamed, failing if response
+    /// headers take longer than `headers_timeout`. A transport that cannot
+    /// refuses it.
+    fn send_raw(&self, request: RawRequest, headers_timeout: Duration) -> SendFuture {
+        let _ = (request, headers_timeout);
+        Box::pin(async { Err(TransportError::Connect("this transport sends no raw-route requests".to_owned())) })
+    }
 }
 
 /// Pooled HTTP(S) client.
 pub struct HttpTransport {
     client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>,
+    /// The raw route's client: its bodies stream. A pool of its own, so
+    /// the request path's client keeps its one-buffer body type.
+    raw: Client<hyper_rustls::HttpsConnector<HttpConnector>, UpstreamBody>,
 }
 
 impl HttpTransport {
@@ -97,11 +121,11 @@ impl HttpTransport {
             .https_or_http()
             .enable_all_versions()
             .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_max_idle_per_host(1024)
-            .build(https);
-        HttpTransport { client }
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.pool_idle_timeout(Duration::from_secs(90)).pool_max_idle_per_host(1024);
+        let raw = builder.build(https.clone());
+        let client = builder.build(https);
+        HttpTransport { client, raw }
     }
 }
 
@@ -121,20 +145,44 @@ impl Transport for HttpTransport {
         let client = self.client.clone();
         Box::pin(async move {
             let request = built.map_err(|err| TransportError::Connect(err.to_string()))?;
-            let response = match tokio::time::timeout(headers_timeout, client.request(request)).await {
-                Err(_) => return Err(TransportError::HeadersTimeout(headers_timeout)),
-                Ok(Err(err)) if err.is_connect() => return Err(TransportError::Connect(error_chain(&err))),
-                Ok(Err(err)) => return Err(TransportError::Io(error_chain(&err))),
-                Ok(Ok(response)) => response,
-            };
-            let (parts, body) = response.into_parts();
-            Ok(UpstreamResponse {
-                status: parts.status,
-                headers: parts.headers,
-                body: body.map_err(|err| -> BoxError { Box::new(err) }).boxed_unsync(),
-            })
+            answer(tokio::time::timeout(headers_timeout, client.request(request)).await, headers_timeout)
         })
     }
+
+    fn send_raw(&self, request: RawRequest, headers_timeout: Duration) -> SendFuture {
+        let mut builder = Request::builder().method(request.method).uri(request.uri);
+        if let Some(headers) = builder.headers_mut() {
+            *headers = request.headers;
+        }
+        let built = builder.body(request.body);
+        let client = self.raw.clone();
+        Box::pin(async move {
+            let request = built.map_err(|err| TransportError::Connect(err.to_string()))?;
+            answer(tokio::time::timeout(headers_timeout, client.request(request)).await, headers_timeout)
+        })
+    }
+}
+
+/// The upstream's head, or why none came within `headers_timeout`.
+fn answer(
+    sent: Result<
+        Result<http::Response<hyper::body::Incoming>, hyper_util::client::legacy::Error>,
+        tokio::time::error::Elapsed,
+    >,
+    headers_timeout: Duration,
+) -> Result<UpstreamResponse, TransportError> {
+    let response = match sent {
+        Err(_) => return Err(TransportError::HeadersTimeout(headers_timeout)),
+        Ok(Err(err)) if err.is_connect() => return Err(TransportError::Connect(error_chain(&err))),
+        Ok(Err(err)) => return Err(TransportError::Io(error_chain(&err))),
+        Ok(Ok(response)) => response,
+    };
+    let (parts, body) = response.into_parts();
+    Ok(UpstreamResponse {
+        status: parts.status,
+        headers: parts.headers,
+        body: body.map_err(|err| -> BoxError { Box::new(err) }).boxed_unsync(),
+    })
 }
 
 /// The error and its sources on one line (hyper's top-level message alone

@@ -60,13 +60,18 @@ impl Record {
                 governance.settle(reservation, tokens, cost);
             }
         }
-        let names = match &self.tool {
-            Some(tool) => Names {
+        let names = match (&self.tool, &self.raw) {
+            (Some(tool), _) => Names {
                 pool: Some(Arc::from(tool.route.as_str())),
                 lane: Some(tool.lane.clone()),
                 key: self.caller.as_ref().map(|c| c.key.id.clone()),
             },
-            None => Names {
+            (None, Some(raw)) => Names {
+                pool: Some(raw.lane.clone()),
+                lane: Some(raw.lane.clone()),
+                key: self.caller.as_ref().map(|c| c.key.id.clone()),
+            },
+            (None, None) => Names {
                 pool: self.pool.map(|p| gateway.pools[p].name.clone()),
                 lane: bill.lane.map(|l| gateway.lanes[l].name.clone()),
                 key: self.caller.as_ref().map(|c| c.key.id.clone()),
@@ -168,6 +173,12 @@ impl Record {
             let tokens = Tokens { requests: u64::from(tool.billed), ..Tokens::default() };
             return Bill { tokens, cost: tool.cost_nano, row_cost: tool.cost_nano, lane: None };
         }
+        if let Some(raw) = &self.raw {
+            // What the reply stated, at the card of the model it named.
+            let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| billed(usage, 0));
+            let cost = raw.card.as_ref().map_or(0, |card| card.cost(&tokens, self.served_as(self.usage.as_ref())));
+            return Bill { tokens, cost, row_cost: cost, lane: None };
+        }
         // A lane served it when usage came: only then are its units and
         // its request billed.
         let tokens = self.usage.as_ref().map_or_else(Tokens::default, |usage| billed(usage, self.units));
@@ -212,6 +223,7 @@ impl Record {
             guardrails,
             refused: None,
             tool: None,
+            passthrough: None,
             estimated: self.estimated,
             service_tier: self.usage.and_then(|u| u.service_tier).map(|tier| tier.as_str().to_owned()),
             web_searches: self.usage.map(|u| u.web_searches).filter(|n| *n != 0),
@@ -259,10 +271,15 @@ impl Record {
             notes.guardrails.extend(tool.decisions.iter().cloned());
             notes.tool = Some(tool.detail.clone());
         }
+        if let Some(raw) = &self.raw {
+            notes.passthrough =
+                Some(switchyard_store::RawCall { method: raw.method.as_str().to_owned(), path: raw.path.clone() });
+        }
         let group = self.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
-        let model = match &self.tool {
-            Some(tool) => tool.model.clone(),
-            None => self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
+        let model = match (&self.tool, &self.raw) {
+            (Some(tool), _) => tool.model.clone(),
+            (None, Some(raw)) => raw.model.clone().unwrap_or_default(),
+            (None, None) => self.served.as_ref().map(|(_, _, wire)| wire.to_string()).unwrap_or_default(),
         };
         Some(LedgerRow {
             entry: self.entry,

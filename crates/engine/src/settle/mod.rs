@@ -7,12 +7,15 @@
 //! access line, ends the trace and feeds the request-log sinks. A record
 //! dropped unfinished finishes itself (status 499, what was seen so far).
 //! Every ledger row the gateway writes is made here (`account`): chat,
-//! operations, batch lines and MCP tool calls settle through a record.
+//! operations, batch lines, MCP tool calls and raw-route requests settle
+//! through a record.
 
 mod account;
+mod raw;
 mod report;
 mod tool;
 
+pub use raw::RawNote;
 pub use switchyard_store::Estimated;
 pub use tool::ToolNote;
 
@@ -99,6 +102,8 @@ pub struct Record {
     retained: Option<Retained>,
     /// An MCP call's own row, when the record is one's.
     tool: Option<Box<ToolNote>>,
+    /// A raw-route request's own row, when the record is one's.
+    raw: Option<Box<RawNote>>,
     /// Set when the caller hung up before its answer was ready (a billed
     /// request's stages then run on their own): it settles as a 499.
     caller_gone: Option<Arc<std::sync::atomic::AtomicBool>>,
@@ -212,6 +217,7 @@ impl Record {
             keeps: switchyard_config::Retention::None,
             retained: None,
             tool: None,
+            raw: None,
             caller_gone: None,
             batch_line: false,
             said: None,

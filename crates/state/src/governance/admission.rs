@@ -98,6 +98,26 @@ impl Governance {
         self.admit_named(caller, Some(pool), estimate, end_user, offer_downgrade).await
     }
 
+    /// Whether `caller`'s key is granted `provider`'s raw route: a 403
+    /// otherwise (counted as a pool it may not use; the key's own conduct).
+    pub fn passthrough_grant(&self, caller: &Caller, provider: &str) -> Result<(), Denied> {
+        if caller.key.record.may_pass_through(provider) {
+            return Ok(());
+        }
+        let message = format!("API key {} may not use the raw route of `{provider}`", caller.key.record.prefix);
+        let info = self.refuse(Refused::PoolNotAllowed, ErrorInfo::new(ErrorKind::PermissionDenied, message));
+        Err(Denied::new(info, None, true))
+    }
+
+    /// Admits a raw-route request (its grant checked first,
+    /// [`Governance::passthrough_grant`]) on `caller`'s chain: budgets (a
+    /// spent one refuses), rates, quotas and concurrency. It holds nothing
+    /// against a budget: the route has no pool to take a worst case from,
+    /// and settles at what the reply states.
+    pub async fn admit_passthrough(&self, caller: &Caller, end_user: Option<&str>) -> Result<Hold, Denied> {
+        self.admit_named(caller, None, Estimate::default(), end_user, false).await
+    }
+
     /// Admits a call from `caller` that may cost `estimate` on its chain's
     /// budgets, rates, quotas and concurrency, whatever it calls (an MCP
     /// tool call checks its own grants first).

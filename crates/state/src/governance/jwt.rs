@@ -315,6 +315,7 @@ mod tests {
             leeway: Duration::from_secs(60),
             pools: None,
             mcp: Vec::new(),
+            passthrough: Vec::new(),
         }
     }
 
