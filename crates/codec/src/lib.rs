@@ -379,6 +379,13 @@ pub trait Codec: Send + Sync {
         opaque::Opaque::NONE
     }
 
+    /// How this protocol lets a past turn's signed reasoning go, where its
+    /// vendor says it may ([`opaque::PastReasoning`]); `None`: it never
+    /// does, or the vendor does not say.
+    fn past_reasoning(&self) -> Option<&'static opaque::PastReasoning> {
+        None
+    }
+
     /// The top-level members whose values admission reads: the first
     /// name of each path in [`Codec::max_tokens_members`],
     /// [`Codec::choices_members`] and [`Codec::end_user_member`] (at most

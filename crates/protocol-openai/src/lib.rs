@@ -101,6 +101,9 @@ impl Codec for OpenAiCodec {
             Place::at(&["messages", "tool_calls", "extra_content", "google", "thought_signature"], Holds::Signed),
             Place::when(&["messages", "thinking_blocks", "signature"], "type", &["thinking"], Holds::Signed),
             Place::when(&["messages", "thinking_blocks", "data"], "type", &["redacted_thinking"], Holds::Signed),
+            // Claude's signature covers the thinking's text.
+            Place::when(&["messages", "thinking_blocks", "thinking"], "type", &["thinking"], Holds::SignedText)
+                .with("signature"),
         ];
         const REPLY: &[Place] = &[
             Place::at(&["choices", "message", "audio", "data"], Holds::Media),
@@ -115,11 +118,22 @@ impl Codec for OpenAiCodec {
                 &["redacted_thinking"],
                 Holds::Signed,
             ),
+            Place::when(
+                &["choices", "message", "thinking_blocks", "thinking"],
+                "type",
+                &["thinking"],
+                Holds::SignedText,
+            )
+            .with("signature"),
             // Embeddings as base64, images as base64.
             Place::at(&["data", "embedding"], Holds::Media),
             Place::at(&["data", "b64_json"], Holds::Media),
         ];
         Opaque { request: REQUEST, reply: REPLY }
+    }
+
+    fn past_reasoning(&self) -> Option<&'static switchyard_codec::opaque::PastReasoning> {
+        Some(&thinking::PAST_REASONING)
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

@@ -23,12 +23,23 @@
 //!   levels low and high; 2.5 Pro and Gemini 3 Pro cannot stop thinking;
 //! - Cohere's embedding models on Bedrock: Embed v3 refuses
 //!   `output_dimension` (an extraneous key), Embed v4 takes 256, 512, 1024
-//!   or 1536 (Bedrock's Cohere Embed v4 parameters).
+//!   or 1536 (Bedrock's Cohere Embed v4 parameters);
+//! - Anthropic's API and Bedrock, every model, refuse a thinking block
+//!   whose text is not the text its signature was given for (Anthropic's
+//!   extended thinking guide: "the complete unmodified block"; Bedrock's
+//!   `ReasoningTextBlock`: "include the text and its signature
+//!   unmodified"), with Anthropic's "Invalid `signature` in `thinking`
+//!   block" (`mock::forged_reasoning`).
 
 use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Thinking, ToolChoice};
 
 /// The 400 the vendor answers `request` for `model` with, if it refuses it.
 pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
+    if matches!(protocol, Protocol::Anthropic | Protocol::Bedrock) {
+        if let Some(forged) = crate::mock::forged_reasoning(request) {
+            return Some(forged);
+        }
+    }
     match protocol {
         Protocol::OpenAi | Protocol::Responses => openai(protocol, model, request),
         Protocol::Anthropic if model.contains("claude-") => claude(model, request),
