@@ -126,9 +126,6 @@ pub(crate) fn write(response: &Response) -> Encoded {
     if response.stop_sequence.is_some() {
         report(&mut dropped, Field::StopSequence);
     }
-    if response.usage.cache_write_tokens != 0 {
-        report(&mut dropped, Field::CacheWriteTokens);
-    }
     let out = OutCompletion {
         id: &response.id,
         object: OBJECT,
