@@ -108,7 +108,8 @@ impl Record {
         };
         governance.content.push(switchyard_state::retention::Pending {
             retention: retention.clone(),
-            codec: gateway.codec(self.ingress),
+            codec: gateway
+                .codec_for(switchyard_ir::Operation::from_name(self.operation).unwrap_or_default(), self.ingress),
             captured: switchyard_state::retention::Captured {
                 entry: row.entry,
                 at_ms: row.at_ms,
