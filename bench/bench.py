@@ -267,6 +267,8 @@ CASES = [
     ("6-governed-stream64", "6. case 5/1 stream 64 governed", "openai", OPENAI_MODEL, "stream64-openai"),
     # Shaped: case 6 with warnings, a downgrade with forecast, and hour/day/USD and per-model quotas, none tripping.
     ("6-shaped-passthrough", "6. case 6 with budget shaping and quotas (warn, downgrade, forecast, per-model)", "openai", OPENAI_MODEL, "chat-openai"),
+    # Receipts: case 6 with each settled request's receipt hash-chained and sealed (receipts:).
+    ("6-receipts-passthrough", "6. case 6 with signed, hash-chained receipts", "openai", OPENAI_MODEL, "chat-openai"),
     # Fleet: governed on PostgreSQL and Redis (loopback) instead of SQLite and in-process counters.
     ("6-fleet-passthrough", "6. case 1 governed as a fleet (PostgreSQL + Redis)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-fleet-stream64", "6. case 5/1 stream 64 governed as a fleet", "openai", OPENAI_MODEL, "stream64-openai"),
@@ -337,6 +339,7 @@ VARIANTS = {
     "6-governed-stream64": dict(of="5-1-stream64-passthrough", extra="governed", goal="≤ 1.15"),
     "6-fleet-passthrough": dict(of="6-governed-passthrough", extra="fleet", goal="≤ 1.2"),
     "6-shaped-passthrough": dict(of="6-governed-passthrough", extra="shaped", goal="≤ 1.03"),
+    "6-receipts-passthrough": dict(of="6-governed-passthrough", extra="receipts", goal="≤ 1.05"),
     "6-fleet-stream64": dict(of="6-governed-stream64", extra="fleet", goal="≤ 1.2"),
     "7-quiet-passthrough": dict(of=None, extra="quiet"),
     "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),

@@ -76,12 +76,16 @@ pub struct Price {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Tokens {
     /// Prompt tokens, cached included.
+    #[serde(default)]
     pub input: u64,
     /// Generated tokens.
+    #[serde(default)]
     pub output: u64,
     /// Prompt tokens read from cache.
+    #[serde(default)]
     pub cache_read: u64,
     /// Prompt tokens written to cache (both lifetimes).
+    #[serde(default)]
     pub cache_write: u64,
     /// Of `cache_write`, those that live an hour.
     #[serde(default)]

@@ -7,8 +7,8 @@ use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{read_blocks, write_blocks, Mode};
 use crate::wire::{
-    array, drop_field, field, object, opt_str, req, stop_reason_from_wire, stop_reason_to_wire, usage_from_wire,
-    usage_to_wire, Object,
+    array, drop_field, field, object, opt_str, req, service_tier_from_wire, service_tier_to_wire,
+    stop_reason_from_wire, stop_reason_to_wire, usage_from_wire, usage_to_wire, Object,
 };
 
 /// Reads a Converse response body.
@@ -23,6 +23,8 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
         .and_then(|fields| fields.get("stop_sequence"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let mut usage = field(root, "usage").map(usage_from_wire).unwrap_or_default();
+    usage.service_tier = service_tier_from_wire(field(root, "serviceTier"));
     Ok(Response {
         id: String::new(),
         model: String::new(),
@@ -30,7 +32,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
         content: read_blocks(content, content_path, Mode::Response)?,
         stop_reason: opt_str(root, "stopReason", "body")?.and_then(stop_reason_from_wire),
         stop_sequence,
-        usage: field(root, "usage").map(usage_from_wire).unwrap_or_default(),
+        usage,
     })
 }
 
@@ -57,6 +59,9 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     root.insert("stopReason".into(), stop_reason.into());
     root.insert("usage".into(), usage_to_wire(&response.usage));
     root.insert("metrics".into(), json!({ "latencyMs": 0 }));
+    if let Some(tier) = service_tier_to_wire(&response.usage) {
+        root.insert("serviceTier".into(), tier);
+    }
     if let Some(sequence) = &response.stop_sequence {
         // Anthropic models on Bedrock report the matched sequence here.
         root.insert("additionalModelResponseFields".into(), json!({ "stop_sequence": sequence }));
@@ -79,6 +84,20 @@ mod tests {
         assert_eq!(response.stop_reason, Some(StopReason::StopSequence));
         assert_eq!(response.stop_sequence.as_deref(), Some("END"));
         assert_eq!(response.usage, Usage { input_tokens: 3, output_tokens: 1, ..Usage::default() });
+        assert_eq!(read_response(&write_response(&response).body).unwrap(), response);
+    }
+
+    /// A Converse response's `serviceTier` (botocore's `ConverseResponse`)
+    /// says which tier served it, which prices it: kept in the usage.
+    #[test]
+    fn the_service_tier_served_is_read_and_written() {
+        let body = br#"{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},
+            "stopReason":"end_turn","usage":{"inputTokens":3,"outputTokens":1,"totalTokens":4},
+            "metrics":{"latencyMs":12},"performanceConfig":{"latency":"standard"},"serviceTier":{"type":"flex"}}"#;
+        let response = read_response(body).unwrap();
+        assert_eq!(response.usage.service_tier, Some(switchyard_codec::ir::ServiceTier::Flex));
+        let written: Value = serde_json::from_slice(&write_response(&response).body).unwrap();
+        assert_eq!(written["serviceTier"], json!({"type": "flex"}));
         assert_eq!(read_response(&write_response(&response).body).unwrap(), response);
     }
 

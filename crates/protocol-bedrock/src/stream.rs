@@ -10,7 +10,10 @@ use switchyard_codec::{signature, DecodeError, StreamDecoder, StreamEncoder};
 
 use crate::error::{exception_frame, exception_message, stream_error};
 use crate::eventstream::{header, write_frame, FrameReader};
-use crate::wire::{stop_reason_from_wire, stop_reason_to_wire, usage_from_wire, usage_to_wire};
+use crate::wire::{
+    service_tier_from_wire, service_tier_to_wire, stop_reason_from_wire, stop_reason_to_wire, usage_from_wire,
+    usage_to_wire,
+};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -44,9 +47,13 @@ struct MessageStopEvent {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct MetadataEvent {
     #[serde(default)]
     usage: Option<Value>,
+    /// The tier that served the request (it prices it).
+    #[serde(default)]
+    service_tier: Option<Value>,
 }
 
 /// A Bedrock content block and the dense IR index it was given.
@@ -193,7 +200,9 @@ impl Decoder {
             }
             "metadata" => {
                 let event: MetadataEvent = serde_json::from_slice(payload)?;
-                self.usage = Some(event.usage.as_ref().map(usage_from_wire).unwrap_or_default());
+                let mut usage = event.usage.as_ref().map(usage_from_wire).unwrap_or_default();
+                usage.service_tier = service_tier_from_wire(event.service_tier.as_ref());
+                self.usage = Some(usage);
                 if self.stop.is_some() {
                     self.complete(out);
                 }
@@ -439,7 +448,11 @@ impl StreamEncoder for Encoder {
                 event("messageStop", &Value::Object(stop), out);
                 let mut usage = self.start_usage;
                 usage.merge(&self.usage);
-                event("metadata", &json!({ "usage": usage_to_wire(&usage), "metrics": { "latencyMs": 0 } }), out);
+                let mut metadata = json!({ "usage": usage_to_wire(&usage), "metrics": { "latencyMs": 0 } });
+                if let Some(tier) = service_tier_to_wire(&usage) {
+                    metadata["serviceTier"] = tier;
+                }
+                event("metadata", &metadata, out);
             }
             StreamEvent::Error(error) => out.extend_from_slice(&exception_frame(error)),
         }
@@ -489,6 +502,40 @@ mod tests {
             }
         );
         assert_eq!(events[5], StreamEvent::MessageStop);
+    }
+
+    /// The `metadata` event's `serviceTier` is the tier that served the
+    /// stream: read into its usage and written back beside it.
+    #[test]
+    fn the_service_tier_of_the_metadata_event_is_kept() {
+        let usage = json!({ "inputTokens": 3, "outputTokens": 1, "totalTokens": 4 });
+        let mut bytes = frame("messageStop", json!({ "stopReason": "end_turn" }));
+        bytes.extend(frame(
+            "metadata",
+            json!({ "usage": usage, "metrics": { "latencyMs": 5 },
+            "serviceTier": { "type": "priority" } }),
+        ));
+        let events = decode(&bytes);
+        let delta = events.iter().find_map(|event| match event {
+            StreamEvent::MessageDelta { usage, .. } => Some(*usage),
+            _ => None,
+        });
+        let expected = Usage {
+            input_tokens: 3,
+            output_tokens: 1,
+            service_tier: Some(switchyard_codec::ir::ServiceTier::Priority),
+            ..Usage::default()
+        };
+        assert_eq!(delta, Some(expected));
+        let mut encoder = Encoder::default();
+        let mut written = Vec::new();
+        for event in &events {
+            encoder.encode(event, &mut written);
+        }
+        let again = decode(&written);
+        assert_eq!(again, events, "written as Bedrock writes it, read back the same");
+        let text = String::from_utf8_lossy(&written);
+        assert!(text.contains(r#""serviceTier":{"type":"priority"}"#), "{text}");
     }
 
     #[test]

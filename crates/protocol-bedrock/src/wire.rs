@@ -1,9 +1,9 @@
 //! Small pieces the Bedrock reader and writer share: typed access to JSON
 //! fields with errors that name the field, the media-format tables, the
-//! stop-reason table and the usage mapping.
+//! stop-reason table, the usage mapping and the service tier.
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{DropReason, Dropped, Field, StopReason, Usage};
+use switchyard_codec::ir::{DropReason, Dropped, Field, ServiceTier, StopReason, Usage};
 use switchyard_codec::DecodeError;
 
 /// A JSON object.
@@ -182,6 +182,25 @@ pub(crate) fn usage_from_wire(value: &Value) -> Usage {
     }
 }
 
+/// The tier a reply's `serviceTier` (a Converse response's, or a stream's
+/// `metadata` event's) says served it: its `type`, `default`, `priority`
+/// or `flex` (`reserved`, capacity bought ahead, is priced by no tier).
+pub(crate) fn service_tier_from_wire(tier: Option<&Value>) -> Option<ServiceTier> {
+    tier?.get("type")?.as_str().and_then(ServiceTier::parse)
+}
+
+/// The `serviceTier` Bedrock writes for the tier `usage` was served at
+/// (the standard tier is `default`; Bedrock has no scale or batch tier).
+pub(crate) fn service_tier_to_wire(usage: &Usage) -> Option<Value> {
+    let name = match usage.service_tier? {
+        ServiceTier::Standard => "default",
+        ServiceTier::Priority => "priority",
+        ServiceTier::Flex => "flex",
+        ServiceTier::Scale | ServiceTier::Batch => return None,
+    };
+    Some(serde_json::json!({ "type": name }))
+}
+
 /// A Bedrock `TokenUsage` from IR usage (the inverse of [`usage_from_wire`]).
 pub(crate) fn usage_to_wire(usage: &Usage) -> Value {
     let mut wire = Object::new();
@@ -244,6 +263,25 @@ mod tests {
             json!({"inputTokens": 1, "outputTokens": 1, "cacheDetails": [{"inputTokens": 7, "ttl": "1h"}]});
         let usage = usage_from_wire(&details_only);
         assert_eq!((usage.cache_write_tokens, usage.cache_write_1h_tokens, usage.input_tokens), (7, 7, 8));
+    }
+
+    /// `serviceTier` as botocore's bedrock-runtime model types it on
+    /// `ConverseResponse` and `ConverseStreamMetadataEvent`.
+    #[test]
+    fn service_tier_is_read_and_written_as_bedrock_names_it() {
+        for (name, tier) in
+            [("default", ServiceTier::Standard), ("priority", ServiceTier::Priority), ("flex", ServiceTier::Flex)]
+        {
+            let wire = json!({ "type": name });
+            assert_eq!(service_tier_from_wire(Some(&wire)), Some(tier));
+            let usage = Usage { service_tier: Some(tier), ..Usage::default() };
+            assert_eq!(service_tier_to_wire(&usage), Some(wire));
+        }
+        assert_eq!(service_tier_from_wire(Some(&json!({ "type": "reserved" }))), None);
+        assert_eq!(service_tier_from_wire(None), None);
+        let batch = Usage { service_tier: Some(ServiceTier::Batch), ..Usage::default() };
+        assert_eq!(service_tier_to_wire(&batch), None);
+        assert_eq!(service_tier_to_wire(&Usage::default()), None);
     }
 
     #[test]

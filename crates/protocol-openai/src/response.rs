@@ -266,9 +266,6 @@ pub(crate) fn write(response: &Response) -> Encoded {
     if response.stop_sequence.is_some() {
         report(&mut dropped, Field::StopSequence);
     }
-    if response.usage.cache_write_tokens != 0 {
-        report(&mut dropped, Field::CacheWriteTokens);
-    }
     let (content, refusal) = if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
         (None, Some(text))
     } else if text.is_empty() && !tool_calls.is_empty() {

@@ -47,14 +47,18 @@ pub(crate) struct WireUsage {
     pub completion_tokens_details: Option<CompletionDetails>,
 }
 
+/// `prompt_tokens_details`: every part of `prompt_tokens` OpenAI counts
+/// apart (its `text_tokens`, the rest, is left to the total).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct PromptDetails {
     #[serde(default)]
     pub cached_tokens: Option<u64>,
+    /// Prompt tokens written to the cache (said only when some were).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_tokens: Option<u64>,
     #[serde(default)]
     pub audio_tokens: Option<u64>,
-    /// Not OpenAI's (its chat replies count no image tokens apart), but
-    /// servers that speak its dialect do.
+    /// Image tokens of the prompt (said only when some were).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_tokens: Option<u64>,
 }
@@ -69,9 +73,9 @@ pub(crate) struct CompletionDetails {
 
 impl WireUsage {
     /// OpenAI's counts already follow the IR conventions: `prompt_tokens`
-    /// includes cached and audio tokens and `completion_tokens` includes
-    /// reasoning and audio. The service tier is the reply's top-level
-    /// `service_tier` (`tier`).
+    /// includes cached, cache-written, audio and image tokens and
+    /// `completion_tokens` includes reasoning and audio. The service tier
+    /// is the reply's top-level `service_tier` (`tier`).
     pub fn to_ir(&self, tier: Option<&str>) -> Usage {
         let prompt = self.prompt_tokens_details.as_ref();
         let completion = self.completion_tokens_details.as_ref();
@@ -79,6 +83,7 @@ impl WireUsage {
             input_tokens: self.prompt_tokens.unwrap_or(0),
             output_tokens: self.completion_tokens.unwrap_or(0),
             cache_read_tokens: prompt.and_then(|d| d.cached_tokens).unwrap_or(0),
+            cache_write_tokens: prompt.and_then(|d| d.cache_write_tokens).unwrap_or(0),
             audio_input_tokens: prompt.and_then(|d| d.audio_tokens).unwrap_or(0),
             image_input_tokens: prompt.and_then(|d| d.image_tokens).unwrap_or(0),
             reasoning_tokens: completion.and_then(|d| d.reasoning_tokens).unwrap_or(0),
@@ -88,18 +93,21 @@ impl WireUsage {
         }
     }
 
-    /// The wire usage of `usage`. Cache writes have no OpenAI field; they
-    /// stay counted in `prompt_tokens`, as the IR counts them in
-    /// `input_tokens` (and image tokens likewise in the totals).
+    /// The wire usage of `usage`: cache writes and image tokens only when
+    /// there are some (most replies have none, and OpenAI's own omit
+    /// them); image output has no field and stays counted in
+    /// `completion_tokens`.
     pub fn from_ir(usage: &Usage) -> WireUsage {
+        let some = |count: u64| (count != 0).then_some(count);
         WireUsage {
             prompt_tokens: Some(usage.input_tokens),
             completion_tokens: Some(usage.output_tokens),
             total_tokens: Some(usage.total()),
             prompt_tokens_details: Some(PromptDetails {
                 cached_tokens: Some(usage.cache_read_tokens),
+                cache_write_tokens: some(usage.cache_write_tokens),
                 audio_tokens: Some(usage.audio_input_tokens),
-                image_tokens: None,
+                image_tokens: some(usage.image_input_tokens),
             }),
             completion_tokens_details: Some(CompletionDetails {
                 reasoning_tokens: Some(usage.reasoning_tokens),
@@ -227,6 +235,28 @@ mod tests {
         assert_eq!(
             back["completion_tokens_details"],
             serde_json::json!({"reasoning_tokens": 512, "audio_tokens": 300})
+        );
+    }
+
+    /// `prompt_tokens_details` as the pinned SDK's `PromptTokensDetails`
+    /// types it: cache writes and image tokens are parts of the prompt,
+    /// kept apart and said back.
+    #[test]
+    fn usage_reads_cache_writes_and_images_of_the_prompt() {
+        let details = serde_json::json!({"cached_tokens": 4000, "cache_write_tokens": 1200, "audio_tokens": 600,
+            "image_tokens": 500, "text_tokens": 7900});
+        let wire: WireUsage = serde_json::from_value(serde_json::json!({
+            "prompt_tokens": 9000, "completion_tokens": 10, "total_tokens": 9010, "prompt_tokens_details": details
+        }))
+        .unwrap();
+        let usage = wire.to_ir(None);
+        assert_eq!((usage.input_tokens, usage.cache_read_tokens, usage.cache_write_tokens), (9000, 4000, 1200));
+        assert_eq!((usage.audio_input_tokens, usage.image_input_tokens), (600, 500));
+        assert_eq!(usage.cache_write_1h_tokens, 0, "OpenAI says no lifetime");
+        let back = serde_json::to_value(WireUsage::from_ir(&usage)).unwrap();
+        assert_eq!(
+            back["prompt_tokens_details"],
+            serde_json::json!({"cached_tokens": 4000, "cache_write_tokens": 1200, "audio_tokens": 600, "image_tokens": 500})
         );
     }
 

@@ -17,7 +17,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_governance::receipt::{line, Head, Receipt, Signer, VERSION};
+use switchyard_governance::receipt::{write_line, Head, Receipt, Signer, VERSION};
 
 /// What the receipt writer counts.
 #[derive(Debug, Default)]
@@ -156,7 +156,7 @@ const SEAL_EVERY: Duration = Duration::from_secs(1);
 
 impl Writer {
     fn run(mut self, rx: Receiver<Receipt>) {
-        let mut text = String::with_capacity(64 * 1024);
+        let mut text: Vec<u8> = Vec::with_capacity(64 * 1024);
         let mut last_seal = Instant::now();
         loop {
             let unsealed = self.sealed != self.head.seq;
@@ -181,19 +181,18 @@ impl Writer {
                 receipt.chain.clone_from(&self.chain);
                 receipt.seq = head.seq + 1;
                 receipt.prev = std::mem::take(&mut head.hash);
-                let (written, hash) = line(&receipt);
-                text.push_str(&written);
-                text.push('\n');
+                let hash = write_line(&mut text, &receipt);
+                text.push(b'\n');
                 head = Head { seq: receipt.seq, hash };
                 n += 1;
             }
             let seal = head.seq != self.sealed && (closing || last_seal.elapsed() >= SEAL_EVERY);
             if seal {
-                text.push_str(&self.signer.seal(&self.chain, &head));
-                text.push('\n');
+                text.extend_from_slice(self.signer.seal(&self.chain, &head).as_bytes());
+                text.push(b'\n');
             }
             if !text.is_empty() {
-                match self.file.write_all(text.as_bytes()).and_then(|()| self.file.flush()) {
+                match self.file.write_all(&text).and_then(|()| self.file.flush()) {
                     Ok(()) => {
                         self.head = head;
                         self.stats.written.fetch_add(n, Ordering::Relaxed);

@@ -8,17 +8,28 @@
 //! first event, a passthrough reply's or stream's first bytes. Writes: the
 //! record's note of them.
 
+use std::sync::LazyLock;
+
 use bytes::Bytes;
+use http::header::HeaderName;
 use http::HeaderMap;
+use memchr::memmem::Finder;
+use switchyard_codec::scan::first_string_member_by;
 use switchyard_ir::{Response, StreamEvent};
 use switchyard_state::Gateway;
 
 use super::{Ended, Filter, FilterFuture, ReplyCx, Serving};
 use crate::render::Whole;
 
-/// The upstream's request-id headers, by vendor.
-const REQUEST_ID_HEADERS: [&str; 5] =
-    ["x-request-id", "request-id", "x-amzn-requestid", "x-goog-request-id", "x-cohere-request-id"];
+/// The upstream's request-id headers, by vendor (names made once: a lookup
+/// by `&str` parses the name first).
+static REQUEST_ID_HEADERS: [HeaderName; 5] = [
+    HeaderName::from_static("x-request-id"),
+    HeaderName::from_static("request-id"),
+    HeaderName::from_static("x-amzn-requestid"),
+    HeaderName::from_static("x-goog-request-id"),
+    HeaderName::from_static("x-cohere-request-id"),
+];
 
 /// Passthrough stream chunks looked at for the first event's id and model.
 const LOOK_CHUNKS: u8 = 4;
@@ -54,25 +65,35 @@ impl Notes {
     }
 }
 
-/// The first JSON string after `"name"` and a colon in `bytes` (a cheap
-/// look at a reply's or event's head, not a parse: ids and model names
-/// hold no escapes).
-fn string_after(bytes: &[u8], name: &str) -> Option<String> {
-    let quoted = format!("\"{name}\"");
-    let mut from = 0;
-    while let Some(at) = memchr::memmem::find(&bytes[from..], quoted.as_bytes()) {
-        let rest = &bytes[from + at + quoted.len()..];
-        let rest = rest.trim_ascii_start();
-        if let Some(value) = rest.strip_prefix(b":").map(<[u8]>::trim_ascii_start).and_then(|v| v.strip_prefix(b"\"")) {
-            let end = memchr::memchr2(b'"', b'\\', value)?;
-            return std::str::from_utf8(&value[..end])
-                .ok()
-                .filter(|s| !s.is_empty() && s.len() <= 256)
-                .map(str::to_owned);
-        }
-        from += at + quoted.len();
-    }
-    None
+/// The searchers for the members a reply's head names itself by, built
+/// once (building one costs as much as a search).
+struct Names {
+    model: Finder<'static>,
+    model_version: Finder<'static>,
+    id: Finder<'static>,
+    response_id: Finder<'static>,
+}
+
+static NAMES: LazyLock<Names> = LazyLock::new(|| Names {
+    model: Finder::new(br#""model""#),
+    model_version: Finder::new(br#""modelVersion""#),
+    id: Finder::new(br#""id""#),
+    response_id: Finder::new(br#""responseId""#),
+});
+
+/// The first JSON string of member `name` in `bytes` (a cheap look at a
+/// reply's or event's head, not a parse: ids and model names hold no
+/// escapes), when it is short enough to be one.
+fn string_after(bytes: &[u8], name: &Finder<'_>) -> Option<String> {
+    first_string_member_by(bytes, name).filter(|s| !s.is_empty() && s.len() <= 256).map(str::to_owned)
+}
+
+/// The model and the id a reply's head names.
+fn model_and_id(head: &[u8]) -> (Option<String>, Option<String>) {
+    let names = &*NAMES;
+    let model = string_after(head, &names.model).or_else(|| string_after(head, &names.model_version));
+    let id = string_after(head, &names.id).or_else(|| string_after(head, &names.response_id));
+    (model, id)
 }
 
 impl Filter for Notes {
@@ -86,7 +107,7 @@ impl Filter for Notes {
         self.id = serving.upstream.and_then(|headers: &HeaderMap| {
             REQUEST_ID_HEADERS
                 .iter()
-                .find_map(|name| headers.get(*name))
+                .find_map(|name| headers.get(name))
                 .and_then(|value| value.to_str().ok())
                 .filter(|value| value.len() <= 256)
                 .map(str::to_owned)
@@ -96,9 +117,10 @@ impl Filter for Notes {
     fn on_bytes(&mut self, bytes: Bytes) -> Bytes {
         if self.looked < LOOK_CHUNKS && self.model.is_none() {
             self.looked += 1;
-            self.model = string_after(&bytes, "model").or_else(|| string_after(&bytes, "modelVersion"));
+            let (model, id) = model_and_id(&bytes);
+            self.model = model;
             if self.body_id.is_none() {
-                self.body_id = string_after(&bytes, "id").or_else(|| string_after(&bytes, "responseId"));
+                self.body_id = id;
             }
         }
         bytes
@@ -123,9 +145,9 @@ impl Filter for Notes {
 
     fn on_whole(&mut self, whole: &mut Whole, cx: &mut ReplyCx<'_>) -> Result<(), switchyard_ir::ErrorInfo> {
         if self.model.is_none() {
-            let head = &whole.body[..whole.body.len().min(4096)];
-            self.model = string_after(head, "model").or_else(|| string_after(head, "modelVersion"));
-            self.body_id = string_after(head, "id").or_else(|| string_after(head, "responseId"));
+            let (model, id) = model_and_id(&whole.body[..whole.body.len().min(4096)]);
+            self.model = model;
+            self.body_id = id;
         }
         self.told(cx);
         Ok(())
@@ -139,16 +161,20 @@ impl Filter for Notes {
 
 #[cfg(test)]
 mod tests {
-    use super::string_after;
+    use super::model_and_id;
 
     #[test]
-    fn the_first_string_after_a_name_is_read_without_a_parse() {
+    fn the_model_and_id_of_a_head_are_read_without_a_parse() {
         let chunk =
             br#"data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model" : "gpt-4o-2024-08-06","choices":[]}"#;
-        assert_eq!(string_after(chunk, "model").as_deref(), Some("gpt-4o-2024-08-06"));
-        assert_eq!(string_after(chunk, "id").as_deref(), Some("chatcmpl-1"));
+        assert_eq!(model_and_id(chunk), (Some("gpt-4o-2024-08-06".into()), Some("chatcmpl-1".into())));
         // A name that is a value is passed over.
-        assert_eq!(string_after(br#"{"a":"model","model":"m"}"#, "model").as_deref(), Some("m"));
-        assert_eq!(string_after(br#"{"modelVersion":"gemini-2.5"}"#, "model"), None);
+        assert_eq!(model_and_id(br#"{"a":"model","model":"m"}"#).0.as_deref(), Some("m"));
+        // Gemini names itself by its own members.
+        let gemini = br#"{"candidates":[],"modelVersion":"gemini-2.5","responseId":"r-1"}"#;
+        assert_eq!(model_and_id(gemini), (Some("gemini-2.5".into()), Some("r-1".into())));
+        // Nothing past 256 bytes, and nothing empty.
+        let long = format!(r#"{{"model":"{}","id":""}}"#, "m".repeat(300));
+        assert_eq!(model_and_id(long.as_bytes()), (None, None));
     }
 }
