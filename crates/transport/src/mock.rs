@@ -6,7 +6,9 @@
 //! It refuses what its vendor refuses as far as the protocol's reader does
 //! (an Anthropic message of a role the API does not know is a 400), and
 //! what a model refuses (`mock_rules`: sampling to a reasoning model, an
-//! effort level it lacks).
+//! effort level it lacks, a system message inside the conversation of a
+//! Claude model without them, a key Bedrock hands a model that does not
+//! know it).
 //!
 //! For agents' tool loops: `[mock:tool=NAME {"arg": ...}]` in the last user
 //! message calls tool NAME with those arguments (or arguments made from its
