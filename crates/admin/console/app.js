@@ -1058,12 +1058,19 @@
     if (drift.configured) {
       const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}%`;
       parts.push(h('h2', { text: 'Reconciliation' }),
-        h('p', { class: 'note', text: `The providers' own usage reports against the ledger, per model and day; a drift past ${(drift.tolerance * 100).toFixed(2)}% alerts once.` }),
-        table('Ledger against provider reports, by provider, model and day', ['Day (UTC)', 'Provider', 'Model', 'Ledger tokens', 'Reported tokens', 'Drift'],
+        h('p', { class: 'note', text: `The providers' own usage and cost reports against the ledger's tokens and their cost at the rate card, per model and day; a drift of either past ${(drift.tolerance * 100).toFixed(2)}% alerts once.` }),
+        table('Ledger against provider reports, by provider, model and day', ['Day (UTC)', 'Provider', 'Model', 'Ledger tokens', 'Reported tokens', 'Drift', 'Ledger cost', 'Billed cost', 'Cost drift'],
           drift.lines.slice().reverse().map((l) => [l.day, l.provider, l.model, fmt.n(l.ledger_tokens), fmt.n(l.reported_tokens),
-            h('span', { class: l.over ? 'status s5' : 'status s2', text: pct(l.drift) })]), 'No report read yet.'),
-        table('Each provider\'s last run', ['Provider', 'Last run (UTC)', 'Runs', 'Failed', 'Last error'],
-          drift.runs.map((r) => [r.provider, fmt.time(r.at), fmt.n(r.runs), fmt.n(r.failures), r.error || '–']), 'Not run yet.'));
+            h('span', { class: l.over ? 'status s5' : 'status s2', text: pct(l.drift) }),
+            fmt.usd(l.ledger_usd), fmt.usd(l.provider_usd),
+            l.cost_drift === null || l.cost_drift === undefined ? '–' : h('span', { class: l.cost_over ? 'status s5' : 'status s2', text: pct(l.cost_drift) })]),
+          'No report read yet.'),
+        table('Each provider\'s last run', ['Provider', 'Last run (UTC)', 'Runs', 'Failed', 'Last error', 'Cost report', 'Cost rows left out'],
+          drift.runs.map((r) => {
+            const skipped = r.skipped ? Object.entries(r.skipped).filter(([, n]) => n > 0) : [];
+            return [r.provider, fmt.time(r.at), fmt.n(r.runs), fmt.n(r.failures), r.error || '–', r.cost_error || (r.error ? '–' : 'read'),
+              skipped.length ? skipped.map(([why, n]) => `${fmt.n(n)} ${why}`).join(', ') : '–'];
+          }), 'Not run yet.'));
     }
     const actor = params.get('actor') || '';
     const outcome = params.get('outcome') || '';

@@ -1,14 +1,20 @@
 //! Reconciliation (`reconcile:`): a job per provider account reads the
-//! provider's own usage report for each of the last `reconcile.days` UTC
-//! days with the operator's admin key (OpenAI's organization usage API,
-//! Anthropic's Usage & Cost Admin API; through the SSRF-guarded hook
-//! client), reads the ledger's tokens of the lanes that account bills for
-//! the same days, and compares them per model and day
+//! provider's own usage and cost reports for each of the last
+//! `reconcile.days` UTC days with the operator's admin key (OpenAI's
+//! organization usage and costs API, Anthropic's Usage & Cost Admin API;
+//! through the SSRF-guarded hook client; the cost reports in `costs`),
+//! reads the ledger's tokens and their cost of the lanes that account
+//! bills for the same days, and compares them per model and day
 //! (`switchyard_governance::reconcile`). What it finds is kept in the
 //! process's book (`Telemetry::reconciliation`) for
 //! `GET /api/v1/admin/reconciliation`, `/metrics` and the console; a drift
-//! past the tolerance alerts (`reconcile_drift`) once per provider, model
-//! and day. Off the request path; the job takes its clock as an argument.
+//! of tokens or of cost past the tolerance alerts (`reconcile_drift`) once
+//! per provider, model and day. A usage report that cannot be read fails
+//! the run; a cost report that cannot be read leaves its lines without a
+//! cost drift and says why. Off the request path; the job takes its clock
+//! as an argument.
+
+mod costs;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -18,11 +24,12 @@ use axum::extract::{Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use switchyard_config::proof::{Account, AccountKind};
-use switchyard_governance::reconcile::{compare, day_of, Counted, Line};
+use switchyard_governance::reconcile::{amount, compare, day_of, Counted, Line, Metered};
 use switchyard_state::governance::now_ms;
 use switchyard_state::Gateway;
 use switchyard_store::{SpendBy, TotalsQuery};
 use switchyard_telemetry::alert::AlertKind;
+use switchyard_telemetry::reconcile::Costs;
 use utoipa::ToSchema;
 
 use crate::shared::*;
@@ -60,20 +67,15 @@ pub async fn run(gateway: &Gateway, now_ms: u64) {
     for account in &reconcile.accounts {
         let provider = account.kind.as_str();
         match account_lines(gateway, account, reconcile.days, reconcile.tolerance, now_ms).await {
-            Ok(lines) => {
-                let fresh = gateway.telemetry.reconciliation.publish(provider, lines, now_ms);
+            Ok((lines, costs)) => {
+                if let Some(error) = &costs.error {
+                    tracing::warn!(provider, %error, "reconciliation: the provider's cost report could not be read");
+                }
+                let fresh = gateway.telemetry.reconciliation.publish(provider, lines, costs, now_ms);
                 if let Some(alerts) = &gateway.telemetry.alerts {
                     for line in fresh {
                         let subject = format!("{} / {} / {}", line.provider, line.model, line.day);
-                        let detail = format!(
-                            "{} reports {} tokens where the ledger holds {} ({:+.2}%, tolerance {:.2}%)",
-                            line.provider,
-                            line.reported.total(),
-                            line.ledger.total(),
-                            line.drift * 100.0,
-                            reconcile.tolerance * 100.0
-                        );
-                        alerts.notify(AlertKind::ReconcileDrift, &subject, detail, now_ms);
+                        alerts.notify(AlertKind::ReconcileDrift, &subject, detail(&line, reconcile.tolerance), now_ms);
                     }
                 }
             }
@@ -85,18 +87,64 @@ pub async fn run(gateway: &Gateway, now_ms: u64) {
     }
 }
 
-/// One account's lines for the days up to `now_ms`'s.
+/// What a drift alert says: each drift past the tolerance, tokens or cost.
+fn detail(line: &Line, tolerance: f64) -> String {
+    let mut drifts = Vec::new();
+    if line.over {
+        drifts.push(format!(
+            "tokens: {} reports {} where the ledger holds {} ({:+.2}%)",
+            line.provider,
+            line.reported.total(),
+            line.ledger.total(),
+            line.drift * 100.0
+        ));
+    }
+    if let (true, Some(billed), Some(drift)) = (line.cost_over, line.reported_nano, line.cost_drift) {
+        drifts.push(format!(
+            "cost: {} bills ${} where the ledger holds ${} ({:+.2}%)",
+            line.provider,
+            usd_text(billed),
+            usd_text(line.ledger_nano),
+            drift * 100.0
+        ));
+    }
+    format!("{} (tolerance {:.2}%)", drifts.join("; "), tolerance * 100.0)
+}
+
+/// Nano-USD as an exact decimal of USD, at least to the cent (`0.05562`).
+fn usd_text(nano: u64) -> String {
+    let text = format!("{}.{:09}", nano / 1_000_000_000, nano % 1_000_000_000);
+    let kept = text.trim_end_matches('0').len().max(text.len() - 7);
+    text[..kept].to_owned()
+}
+
+/// One account's lines for the days up to `now_ms`'s, and how its cost
+/// report was read.
 async fn account_lines(
     gateway: &Gateway,
     account: &Account,
     days: u32,
     tolerance: f64,
     now_ms: u64,
-) -> Result<Vec<Line>, String> {
+) -> Result<(Vec<Line>, Costs), String> {
     let (_, today) = day_of(now_ms as i64);
     let first = today - i64::from(days.saturating_sub(1)) * DAY_MS;
     let end = today + DAY_MS;
-    let reported = report(gateway, account, first, end).await?;
+    let reported = pages(
+        gateway,
+        account,
+        "usage",
+        |page| report_url(account, first, end, page),
+        |body| match account.kind {
+            AccountKind::OpenAi => read_openai(body),
+            AccountKind::Anthropic => read_anthropic(body),
+        },
+    )
+    .await?;
+    let (billed, costs) = match costs::report(gateway, account, first, end).await {
+        Ok((rows, skipped)) => (Some(rows), Costs { error: None, skipped }),
+        Err(error) => (None, Costs { error: Some(error), skipped: amount::Skipped::default() }),
+    };
     let lanes: HashSet<&str> = gateway
         .lanes
         .iter()
@@ -117,50 +165,53 @@ async fn account_lines(
             end_user: None,
         };
         let totals = governance.stores.ledger.totals(query).await.map_err(|err| format!("ledger: {err}"))?;
-        let mut ledger: BTreeMap<String, Counted> = BTreeMap::new();
+        let mut ledger: BTreeMap<String, Metered> = BTreeMap::new();
         for total in totals.iter().filter(|t| lanes.contains(t.lane.as_str())) {
             let Some(model) = &total.value else { continue };
             let t = &total.tokens;
-            let counted = Counted { input: t.input, output: t.output, cache_read: t.cache_read, requests: t.requests };
-            ledger.entry(model.clone()).or_default().add(&counted);
+            let metered = Metered {
+                tokens: Counted { input: t.input, output: t.output, cache_read: t.cache_read, requests: t.requests },
+                cost_nano: total.charge(gateway.price_of(&total.lane).as_ref()).cost_nano,
+            };
+            ledger.entry(model.clone()).or_default().add(&metered);
         }
         let of_day: Vec<(String, Counted)> =
             reported.iter().filter(|(d, _, _)| *d == day).map(|(_, m, c)| (m.clone(), *c)).collect();
-        lines.extend(compare(account.kind.as_str(), &day, &ledger, &of_day, tolerance));
+        let billed_of_day: Option<Vec<(String, amount::PicoUsd)>> = billed
+            .as_ref()
+            .map(|rows| rows.iter().filter(|(d, _, _)| *d == day).map(|(_, m, pico)| (m.clone(), *pico)).collect());
+        lines.extend(compare(account.kind.as_str(), &day, &ledger, &of_day, billed_of_day.as_deref(), tolerance));
         start += DAY_MS;
     }
-    Ok(lines)
+    Ok((lines, costs))
 }
 
-/// The account's usage report over `[from_ms, to_ms)` as (day, model,
-/// tokens), every page.
-async fn report(
+/// Every page of one of the account's reports (`what`: `usage`, `cost`):
+/// `url` of a page cursor, `read` of a page's body.
+async fn pages<T>(
     gateway: &Gateway,
     account: &Account,
-    from_ms: i64,
-    to_ms: i64,
-) -> Result<Vec<(String, String, Counted)>, String> {
+    what: &str,
+    url: impl Fn(Option<&str>) -> String,
+    read: impl Fn(&[u8]) -> Result<Page<T>, serde_json::Error>,
+) -> Result<Vec<T>, String> {
     let mut out = Vec::new();
     let mut page: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let url = report_url(account, from_ms, to_ms, page.as_deref());
+        let url = url(page.as_deref());
         let body = gateway
             .hooks
             .get_with(&url, auth_headers(account)?, REPORT_TIMEOUT)
             .await
             .map_err(|err| format!("{}: {err}", switchyard_config::shown_url(&url)))?;
-        let read = match account.kind {
-            AccountKind::OpenAi => read_openai(&body),
-            AccountKind::Anthropic => read_anthropic(&body),
-        }
-        .map_err(|err| format!("the usage report cannot be read: {err}"))?;
+        let read = read(&body).map_err(|err| format!("the {what} report cannot be read: {err}"))?;
         out.extend(read.rows);
         match read.next_page {
             Some(next) if read.has_more => page = Some(next),
             _ => return Ok(out),
         }
     }
-    Err(format!("the usage report has more than {MAX_PAGES} pages"))
+    Err(format!("the {what} report has more than {MAX_PAGES} pages"))
 }
 
 /// The report's URL for `[from_ms, to_ms)`, one bucket a day by model.
@@ -228,12 +279,16 @@ fn rfc3339(ms: i64) -> String {
     format!("{day}T{:02}:{:02}:{:02}Z", secs / 3600, secs / 60 % 60, secs % 60)
 }
 
-/// A page of a report, read.
-struct Page {
-    rows: Vec<(String, String, Counted)>,
+/// A page of a report, read: its rows (day first), and the next page's
+/// cursor when there is one.
+struct Page<T> {
+    rows: Vec<T>,
     has_more: bool,
     next_page: Option<String>,
 }
+
+/// A usage report's row: day, model, tokens.
+type UsageRow = (String, String, Counted);
 
 #[derive(Deserialize)]
 struct OpenAiPage {
@@ -265,7 +320,7 @@ struct OpenAiResult {
 
 /// A page of OpenAI's `GET /v1/organization/usage/completions`
 /// (`input_tokens` counts cached tokens too).
-fn read_openai(body: &[u8]) -> Result<Page, serde_json::Error> {
+fn read_openai(body: &[u8]) -> Result<Page<UsageRow>, serde_json::Error> {
     let page: OpenAiPage = serde_json::from_slice(body)?;
     let rows = page
         .data
@@ -325,7 +380,7 @@ struct AnthropicResult {
 /// A page of Anthropic's `GET /v1/organizations/usage_report/messages`:
 /// input is its uncached, cache-write and cache-read tokens together, as
 /// the ledger counts it.
-fn read_anthropic(body: &[u8]) -> Result<Page, serde_json::Error> {
+fn read_anthropic(body: &[u8]) -> Result<Page<UsageRow>, serde_json::Error> {
     let page: AnthropicPage = serde_json::from_slice(body)?;
     let rows = page
         .data
@@ -375,6 +430,20 @@ pub struct ReconcileLine {
     pub drift: f64,
     /// Its size passed the tolerance.
     pub over: bool,
+    /// What the ledger's tokens cost at the rate card (USD).
+    pub ledger_usd: f64,
+    /// The same, exactly: nano-USD.
+    pub ledger_nano: u64,
+    /// What the provider's cost report bills (USD; null when the cost
+    /// report could not be read: see the run's `cost_error`).
+    pub provider_usd: Option<f64>,
+    /// The same, exactly: nano-USD.
+    pub provider_nano: Option<u64>,
+    /// (billed − ledger) ÷ ledger cost: 0.03 is 3 % more billed than the
+    /// rate card prices (null with `provider_usd`).
+    pub cost_drift: Option<f64>,
+    /// Its size passed the tolerance.
+    pub cost_over: bool,
     /// Both sides by kind.
     #[schema(value_type = Object)]
     pub ledger: Counted,
@@ -396,6 +465,13 @@ pub struct ReconcileRun {
     pub failures: u64,
     /// Why the last failed.
     pub error: Option<String>,
+    /// Why the last run could not read the cost report (its lines have
+    /// no cost drift).
+    pub cost_error: Option<String>,
+    /// The cost report's rows the last run left out, by reason
+    /// (`negative`, `malformed`, `huge`, `currency`).
+    #[schema(value_type = Object)]
+    pub skipped: amount::Skipped,
 }
 
 /// `GET /api/v1/admin/reconciliation`.
@@ -459,6 +535,12 @@ pub(crate) async fn reconciliation(
             day: line.day,
             drift: line.drift,
             over: line.over,
+            ledger_usd: switchyard_governance::money::usd(line.ledger_nano),
+            ledger_nano: line.ledger_nano,
+            provider_usd: line.reported_nano.map(switchyard_governance::money::usd),
+            provider_nano: line.reported_nano,
+            cost_drift: line.cost_drift,
+            cost_over: line.cost_over,
             ledger: line.ledger,
             reported: line.reported,
         })
@@ -472,6 +554,8 @@ pub(crate) async fn reconciliation(
             runs: run.runs,
             failures: run.failures,
             error: run.error,
+            cost_error: run.cost_error,
+            skipped: run.skipped,
         })
         .collect();
     let reconcile = gateway.config.reconcile.as_ref();
@@ -485,8 +569,9 @@ pub(crate) async fn reconciliation(
     }))
 }
 
-/// `/metrics`: each provider's newest day's drift per model (models the
-/// config's lanes name, so the labels stay the config's), and the runs.
+/// `/metrics`: each provider's newest day's token and cost drift per model
+/// (models the config's lanes name, so the labels stay the config's), the
+/// runs, and the cost reports' rows left out.
 pub(crate) fn encode_metrics(
     gateway: &Gateway,
     e: &mut prometheus_client::encoding::DescriptorEncoder,
@@ -506,16 +591,35 @@ pub(crate) fn encode_metrics(
             .filter(|line| known.contains(line.model.as_str()))
             .map(|line| (vec![("provider", line.provider.as_str()), ("model", line.model.as_str())], line.drift)),
     )?;
+    encode_gauges(
+        e,
+        "switchyard_reconcile_cost_drift_ratio",
+        "A provider's cost report against the ledger's cost at the rate card on its newest day, per model: (billed - ledger) / ledger USD.",
+        newest.iter().filter(|line| known.contains(line.model.as_str())).filter_map(|line| {
+            let drift = line.cost_drift?;
+            Some((vec![("provider", line.provider.as_str()), ("model", line.model.as_str())], drift))
+        }),
+    )?;
     let runs = gateway.telemetry.reconciliation.runs();
-    let providers: Vec<(&'static str, u64, u64)> = [AccountKind::OpenAi, AccountKind::Anthropic]
+    let providers: Vec<(&'static str, u64, u64, amount::Skipped)> = [AccountKind::OpenAi, AccountKind::Anthropic]
         .into_iter()
-        .filter_map(|kind| runs.get(kind.as_str()).map(|run| (kind.as_str(), run.runs, run.failures)))
+        .filter_map(|kind| {
+            runs.get(kind.as_str()).map(|run| (kind.as_str(), run.runs, run.failures, run.skipped_total))
+        })
         .collect();
+    encode_counters(
+        e,
+        "switchyard_reconcile_cost_rows_skipped",
+        "Rows of the providers' cost reports left out, by reason: negative, malformed, huge (past a billion USD), currency (not USD).",
+        providers.iter().flat_map(|(provider, _, _, skipped)| {
+            skipped.by_reason().into_iter().map(move |(reason, n)| (vec![("provider", *provider), ("reason", reason)], n))
+        }),
+    )?;
     encode_counters(
         e,
         "switchyard_reconcile_runs",
         "Reconciliation runs per provider, by outcome.",
-        providers.iter().flat_map(|&(provider, runs, failures)| {
+        providers.iter().flat_map(|&(provider, runs, failures, _)| {
             [
                 (vec![("provider", provider), ("outcome", "read")], runs - failures.min(runs)),
                 (vec![("provider", provider), ("outcome", "failed")], failures),
@@ -577,6 +681,31 @@ mod tests {
         let (day, model, counted) = &page.rows[0];
         assert_eq!((day.as_str(), model.as_str()), ("2025-08-01", "claude-sonnet-4-20250514"));
         assert_eq!((counted.input, counted.output, counted.cache_read), (1500 + 500 + 1000 + 200, 500, 200));
+    }
+
+    #[test]
+    fn a_drift_alert_says_which_drift_passed_the_tolerance() {
+        assert_eq!(usd_text(55_620_000), "0.05562");
+        assert_eq!(usd_text(1_000_000_000), "1.00");
+        assert_eq!(usd_text(1), "0.000000001");
+        let ledger = BTreeMap::from([(
+            "gpt-4o".to_owned(),
+            Metered { tokens: Counted { input: 1_000, output: 0, ..Counted::default() }, cost_nano: 54_000_000 },
+        )]);
+        let usage = [("gpt-4o".to_owned(), Counted { input: 1_100, output: 0, ..Counted::default() })];
+        let billed = [("gpt-4o".to_owned(), amount::parse("5.562", amount::Unit::Cents).unwrap())];
+        let line = &compare("openai", "d", &ledger, &usage, Some(&billed), 0.02)[0];
+        assert_eq!(
+            detail(line, 0.02),
+            "tokens: openai reports 1100 where the ledger holds 1000 (+10.00%); \
+             cost: openai bills $0.05562 where the ledger holds $0.054 (+3.00%) (tolerance 2.00%)"
+        );
+        // Only what passed is said: at 50 %, the tokens' -100 %, not the cost's +3 %.
+        let line = &compare("openai", "d", &ledger, &[], Some(&billed), 0.5)[0];
+        assert_eq!(
+            detail(line, 0.5),
+            "tokens: openai reports 0 where the ledger holds 1000 (-100.00%) (tolerance 50.00%)"
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! What proves the ledger's money afterwards: `reconcile:` (the providers'
-//! own usage reports, read with the operator's admin keys and compared
+//! own usage and cost reports, read with the operator's admin keys and compared
 //! with the ledger) and `receipts:` (signed, hash-chained receipts of
 //! settled requests).
 
@@ -24,7 +24,7 @@ pub struct Reconcile {
     pub accounts: Vec<Account>,
 }
 
-/// Whose usage report an account reads.
+/// Whose usage and cost reports an account reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccountKind {
     /// OpenAI's organization usage and costs API.
@@ -57,7 +57,7 @@ impl AccountKind {
     }
 }
 
-/// One provider account whose usage report is read.
+/// One provider account whose usage and cost reports are read.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Account {
     /// Which API.

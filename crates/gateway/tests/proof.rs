@@ -1,8 +1,9 @@
 //! Money proven afterwards, over real TCP: reconciliation against fakes of
-//! OpenAI's organization usage API and Anthropic's usage report (their
-//! documented shapes), which also serve the day's traffic and report what
-//! they served (OpenAI's 3 % more); and receipts of that traffic, a chain
-//! that verifies until a receipt is changed, removed or moved.
+//! OpenAI's organization usage and costs API and Anthropic's usage and
+//! cost reports (their documented shapes), which also serve the day's
+//! traffic and report what they served (OpenAI 3 % more tokens, Anthropic
+//! 3 % more money); and receipts of that traffic, a chain that verifies
+//! until a receipt is changed, removed or moved.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +42,8 @@ async fn vendor() -> (String, Arc<Served>) {
         .route("/v1/messages", axum::routing::post(anthropic_messages))
         .route("/v1/organization/usage/completions", axum::routing::get(openai_usage))
         .route("/v1/organizations/usage_report/messages", axum::routing::get(anthropic_usage))
+        .route("/v1/organization/costs", axum::routing::get(openai_costs))
+        .route("/v1/organizations/cost_report", axum::routing::get(anthropic_costs))
         .with_state(served.clone());
     let addr = spawn(router).await;
     (format!("http://{addr}"), served)
@@ -139,6 +142,93 @@ async fn anthropic_usage(
     })))
 }
 
+/// `units` millionths as a decimal's text (`25000` → `0.025000`).
+fn millionths(units: u64) -> String {
+    format!("{}.{:06}", units / 1_000_000, units % 1_000_000)
+}
+
+/// OpenAI's costs by line item, in two pages: today's input line on the
+/// first, its output line and a row in euros (left out) on the second.
+/// Dollars as JSON numbers: exactly the rate card's, `gpt`'s $2.50 and
+/// $10 per million tokens.
+async fn openai_costs(
+    State(served): State<Arc<Served>>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(&format!("Bearer {OPENAI_ADMIN}")) {
+        return Err(axum::http::StatusCode::UNAUTHORIZED);
+    }
+    served.queries.lock().unwrap().push(format!("openai-costs {query:?}"));
+    let has = |k: &str, v: &str| query.iter().any(|(a, b)| a == k && b == v);
+    assert!(has("bucket_width", "1d") && has("group_by", "line_item"), "{query:?}");
+    let n = served.openai.load(Ordering::SeqCst);
+    let dollars = |micro: u64| serde_json::from_str::<Value>(&millionths(micro)).unwrap();
+    let row = |value: Value, currency: &str, item: &str| {
+        json!({ "object": "organization.costs.result", "amount": { "value": value, "currency": currency },
+                "line_item": item, "project_id": null })
+    };
+    let bucket = |day: u64, results: Vec<Value>| json!({ "object": "bucket", "start_time": day, "end_time": day + 86_400, "results": results });
+    if has("page", "page_2") {
+        let results = vec![
+            row(dollars(n * OAI_OUT * 10), "usd", "gpt-4o-2024-08-06, output"),
+            row(json!(0.5), "eur", "gpt-4o-2024-08-06, output"),
+        ];
+        return Ok(Json(
+            json!({ "object": "page", "data": [bucket(today(), results)], "has_more": false, "next_page": null }),
+        ));
+    }
+    let start: u64 = query.iter().find(|(k, _)| k == "start_time").unwrap().1.parse().unwrap();
+    let mut data = Vec::new();
+    let mut day = start;
+    while day <= today() {
+        let results = match day == today() {
+            // $2.50 per million: 2.5 millionths of a dollar a token.
+            true => vec![row(dollars(n * OAI_IN * 5 / 2), "usd", "gpt-4o-2024-08-06, input")],
+            false => Vec::new(),
+        };
+        data.push(bucket(day, results));
+        day += 86_400;
+    }
+    Ok(Json(json!({ "object": "page", "data": data, "has_more": true, "next_page": "page_2" })))
+}
+
+/// Anthropic's cost report by description: cents as decimal strings, 3 %
+/// over the rate card's $3 and $15 per million tokens, and a negative row
+/// (left out).
+async fn anthropic_costs(
+    State(served): State<Arc<Served>>,
+    headers: HeaderMap,
+    Query(query): Query<Vec<(String, String)>>,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    let key = headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    if key != Some(ANTHROPIC_ADMIN) || headers.get("anthropic-version").is_none() {
+        return Err(axum::http::StatusCode::UNAUTHORIZED);
+    }
+    served.queries.lock().unwrap().push(format!("anthropic-costs {query:?}"));
+    let has = |k: &str, v: &str| query.iter().any(|(a, b)| a == k && b == v);
+    assert!(has("bucket_width", "1d") && has("group_by[]", "description"), "{query:?}");
+    assert!(query.iter().any(|(k, v)| k == "starting_at" && v.ends_with("T00:00:00Z")), "{query:?}");
+    let n = served.anthropic.load(Ordering::SeqCst);
+    let row = |cents: String, description: &str, token_type: &str| {
+        json!({ "currency": "USD", "amount": cents, "workspace_id": null, "description": description,
+                "cost_type": "tokens", "context_window": "0-200k", "model": "claude-sonnet-4-20250514",
+                "service_tier": "standard", "token_type": token_type })
+    };
+    // $3 per million is 0.0003 cents a token, $15 is 0.0015; each 3 % more,
+    // in millionths of a cent.
+    let results = vec![
+        row(millionths(n * ANT_IN * 300 * 103 / 100), "Claude Sonnet 4 Usage - Input Tokens", "uncached_input_tokens"),
+        row(millionths(n * ANT_OUT * 1_500 * 103 / 100), "Claude Sonnet 4 Usage - Output Tokens", "output_tokens"),
+        row("-12.5".to_owned(), "Claude Sonnet 4 Usage - Output Tokens", "output_tokens"),
+    ];
+    Ok(Json(json!({
+        "data": [{ "starting_at": time_of(today()), "ending_at": time_of(today() + 86_400), "results": results }],
+        "has_more": false,
+        "next_page": null
+    })))
+}
+
 /// `secs` as RFC 3339 (a whole day).
 fn time_of(secs: u64) -> String {
     let days = secs / 86_400;
@@ -199,7 +289,7 @@ fn drift_alerts(got: &Received) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconciliation_reports_a_lanes_drift_and_alerts_once() {
+async fn reconciliation_reports_token_and_cost_drift_and_alerts_once() {
     let (vendor, served) = vendor().await;
     let (webhook, got) = webhook_receiver().await;
     let receipts =
@@ -224,23 +314,57 @@ async fn reconciliation_reports_a_lanes_drift_and_alerts_once() {
     assert_eq!(openai["reported_tokens"], 10 * (OAI_IN + OAI_OUT) * 103 / 100);
     assert!((openai["drift"].as_f64().unwrap() - 0.03).abs() < 1e-9, "{openai}");
     assert_eq!(openai["over"], true);
+    // Its money agrees: 10 × $0.0075 at the rate card, billed over two pages.
+    assert_eq!(
+        (openai["ledger_nano"].as_u64(), openai["provider_nano"].as_u64()),
+        (Some(75_000_000), Some(75_000_000))
+    );
+    assert_eq!((openai["ledger_usd"].as_f64(), openai["cost_drift"].as_f64()), (Some(0.075), Some(0.0)));
+    assert_eq!(openai["cost_over"], false);
     let anthropic = line("anthropic");
     assert_eq!(anthropic["model"], "claude-sonnet-4");
     assert_eq!(anthropic["ledger_tokens"], 10 * (ANT_IN + ANT_OUT));
     assert_eq!(anthropic["drift"], 0.0);
     assert_eq!(anthropic["over"], false);
-    assert!(view["runs"].as_array().unwrap().iter().all(|r| r["error"].is_null()), "{view:#}");
+    // Its money does not: 10 × $0.0054 metered, $0.05562 billed.
+    assert_eq!(
+        (anthropic["ledger_nano"].as_u64(), anthropic["provider_nano"].as_u64()),
+        (Some(54_000_000), Some(55_620_000))
+    );
+    assert!((anthropic["cost_drift"].as_f64().unwrap() - 0.03).abs() < 1e-12, "{anthropic}");
+    assert_eq!(anthropic["cost_over"], true);
+    let runs = view["runs"].as_array().unwrap();
+    assert!(runs.iter().all(|r| r["error"].is_null() && r["cost_error"].is_null()), "{view:#}");
+    // The hostile rows were left out and counted: a row in euros, a negative one.
+    let run = |provider: &str| runs.iter().find(|r| r["provider"] == provider).unwrap()["skipped"].clone();
+    assert_eq!(run("openai"), json!({ "negative": 0, "malformed": 0, "huge": 0, "currency": 1 }));
+    assert_eq!(run("anthropic"), json!({ "negative": 1, "malformed": 0, "huge": 0, "currency": 0 }));
     let queries = served.queries.lock().unwrap().clone();
     assert!(queries.iter().any(|q| q.starts_with("openai")) && queries.iter().any(|q| q.starts_with("anthropic")));
+    // Both cost reports were read, OpenAI's to its second page.
+    assert!(queries.iter().any(|q| q.starts_with("anthropic-costs")), "{queries:?}");
+    assert!(queries.iter().any(|q| q.starts_with("openai-costs") && q.contains("page_2")), "{queries:?}");
 
-    // The drift alerts once: not again on the next run, nor past the
-    // alerts' dedup window.
-    let alert = received(&got, "a reconcile_drift alert", |v| v["kind"] == "reconcile_drift").await;
-    assert!(alert["subject"].as_str().unwrap().starts_with("openai / gpt-4o / "), "{alert}");
+    // Each drift alerts once, saying which drifted: not again on the next
+    // run, nor past the alerts' dedup window.
+    let subject = |v: &Value, start: &str| v["subject"].as_str().is_some_and(|s| s.starts_with(start));
+    let tokens =
+        received(&got, "OpenAI's drift alert", |v| v["kind"] == "reconcile_drift" && subject(v, "openai / gpt-4o / "))
+            .await;
+    let detail = tokens["detail"].as_str().unwrap();
+    assert!(detail.starts_with("tokens: openai reports ") && !detail.contains("cost:"), "{tokens}");
+    let cost = received(&got, "Anthropic's drift alert", |v| {
+        v["kind"] == "reconcile_drift" && subject(v, "anthropic / claude-sonnet-4 / ")
+    })
+    .await;
+    assert_eq!(
+        cost["detail"], "cost: anthropic bills $0.05562 where the ledger holds $0.054 (+3.00%) (tolerance 2.00%)",
+        "{cost}"
+    );
     tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
     switchyard_admin::reconcile::run(&gateway, now + 3_600_000).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert_eq!(drift_alerts(&got).len(), 1, "{:?}", got.lock().unwrap());
+    assert_eq!(drift_alerts(&got).len(), 2, "{:?}", got.lock().unwrap());
 
     // And `/metrics` says it.
     let metrics = get_with(admin(addr), "/metrics", &[("authorization", &format!("Bearer {ADMIN_TOKEN}"))]).await;
@@ -248,6 +372,20 @@ async fn reconciliation_reports_a_lanes_drift_and_alerts_once() {
     let series =
         text.lines().find(|l| l.starts_with("switchyard_reconcile_drift_ratio{") && l.contains("gpt-4o")).unwrap();
     assert!(series.ends_with(" 0.03") || series.contains(" 0.0300"), "{series}");
+    let cost_series = |model: &str| {
+        text.lines()
+            .find(|l| l.starts_with("switchyard_reconcile_cost_drift_ratio{") && l.contains(model))
+            .unwrap_or_else(|| panic!("no cost drift series for {model}: {text}"))
+            .to_owned()
+    };
+    assert!(cost_series("claude-sonnet-4").ends_with(" 0.03"), "{}", cost_series("claude-sonnet-4"));
+    assert!(cost_series("gpt-4o").ends_with(" 0.0"), "{}", cost_series("gpt-4o"));
+    let skipped = text
+        .lines()
+        .find(|l| l.starts_with("switchyard_reconcile_cost_rows_skipped_total{") && l.contains("currency"))
+        .unwrap();
+    // One row in euros on each of the two runs.
+    assert!(skipped.contains("openai") && skipped.ends_with(" 2"), "{skipped}");
     let _ = std::fs::remove_file(&receipts);
 }
 

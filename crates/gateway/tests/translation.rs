@@ -224,7 +224,9 @@ async fn signed_thinking_keeps_a_conversation_on_its_vendors_lanes() {
     let addr = gateway(yaml).await;
     let body = |signed: bool| {
         let thinking = if signed {
-            json!({"type": "thinking", "thinking": "let me see", "signature": "EqQBCkYIBRABGAIiQL"})
+            // Signed as the mock signs (it refuses a signature not its text's).
+            let signature = switchyard_transport::mock::reasoning_signature("let me see");
+            json!({"type": "thinking", "thinking": "let me see", "signature": signature})
         } else {
             json!({"type": "text", "text": "let me see"})
         };

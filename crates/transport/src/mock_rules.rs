@@ -40,12 +40,26 @@
 //!   refusal;
 //! - Cohere's embedding models on Bedrock: Embed v3 refuses
 //!   `output_dimension` (an extraneous key), Embed v4 takes 256, 512, 1024
-//!   or 1536 (Bedrock's Cohere Embed v4 parameters).
+//!   or 1536 (Bedrock's Cohere Embed v4 parameters);
+//! - Anthropic's API and Bedrock, every model, refuse a thinking block
+//!   whose text is not the text its signature was given for (Anthropic's
+//!   extended thinking guide: "the complete unmodified block"; Bedrock's
+//!   `ReasoningTextBlock`: "include the text and its signature
+//!   unmodified"), with Anthropic's "Invalid `signature` in `thinking`
+//!   block" (`mock::forged_reasoning`).
+//! - OpenAI's legacy completions (API reference, "Create completion"):
+//!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
+//!   and `logprobs` is at most 5.
 
 use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Role, Thinking, ToolChoice};
 
 /// The 400 the vendor answers `request` for `model` with, if it refuses it.
 pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
+    if matches!(protocol, Protocol::Anthropic | Protocol::Bedrock) {
+        if let Some(forged) = crate::mock::forged_reasoning(request) {
+            return Some(forged);
+        }
+    }
     if protocol == Protocol::Bedrock {
         if let Some(info) = strict_schema(request) {
             return Some(info);
@@ -57,6 +71,26 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
         Protocol::Bedrock if model.contains("anthropic.claude") => claude(model, request),
         Protocol::Bedrock => bedrock(model, request),
         Protocol::Gemini if model.contains("gemini-") => gemini(model, request),
+        _ => None,
+    }
+}
+
+/// The 400 OpenAI answers a legacy completion (`request` as the
+/// completions codec reads it: what chat lacks in `extra`) with, if it
+/// refuses it.
+pub fn refused_completion(request: &Request) -> Option<ErrorInfo> {
+    let count = |name: &str| request.extra.fields.get(name).and_then(serde_json::Value::as_u64);
+    let invalid = |param: &str, message: &str| {
+        let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message.to_owned()).with_status(400);
+        info.param = Some(param.to_owned());
+        Some(info)
+    };
+    match (count("best_of"), count("n").unwrap_or(1), count("logprobs")) {
+        (Some(best_of), _, _) if best_of > 1 && request.stream => {
+            invalid("best_of", "Cannot stream results with best_of greater than 1.")
+        }
+        (Some(best_of), n, _) if best_of < n => invalid("best_of", "best_of must be greater than or equal to n."),
+        (_, _, Some(logprobs)) if logprobs > 5 => invalid("logprobs", "logprobs must be at most 5."),
         _ => None,
     }
 }
