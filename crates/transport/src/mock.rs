@@ -6,9 +6,11 @@
 //! It refuses what its vendor refuses as far as the protocol's reader does
 //! (an Anthropic message of a role the API does not know is a 400), what a
 //! model refuses (`mock_rules`: sampling to a reasoning model, an effort
-//! level it lacks), and, as Anthropic and Bedrock do, signed reasoning
-//! whose text is not the text it signed: its reasoning's signature is a
-//! keyed hash of the text ([`reasoning_signature`]).
+//! level it lacks, a system message inside the conversation of a Claude
+//! model without them, a key Bedrock hands a model that does not know it),
+//! and, as Anthropic and Bedrock do, signed reasoning whose text is not the
+//! text it signed: its reasoning's signature is a keyed hash of the text
+//! ([`reasoning_signature`]).
 //!
 //! A lane asked for OpenAI's legacy completion (its codec speaks
 //! `/v1/completions`) is answered as OpenAI answers one: a `cmpl-` id, the
