@@ -197,8 +197,7 @@ pub(crate) fn read(
                 format!("`{pattern}`: {why}"),
                 "write a path from `/` of plain segments; `*` matches within a segment, a last `/*` everything below",
             ));
-        }
-        if let Some(modelled) = MODELLED.iter().find(|path| matches(pattern, path)) {
+        } else if let Some(modelled) = MODELLED.iter().find(|path| matches(pattern, path)) {
             warnings.push(Issue::new(
                 &format!("{at}.paths[{index}]"),
                 format!(
