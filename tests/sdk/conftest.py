@@ -100,6 +100,8 @@ def lanes_config(listen: str, admin: str) -> str:
         '  words: { literal: ["forbidden-phrase"], action: block }',
         "  cards: { detect: [card], action: mask, direction: response }",
         "  names: { detect: [email], action: mask, direction: request, reversible: true }",
+        # a word of the mock's reasoning ("...a deterministic answer")
+        '  plans: { regex: { plan: "determin[a-z]{1,12}" }, action: mask, direction: request }',
         f'  checked: {{ moderator: {{ url: "http://{MODERATOR}/flag" }}, action: block }}',
         f'  lenient: {{ moderator: {{ url: "http://{MODERATOR}/slow", timeout: 200ms, on_error: allow }}, action: block }}',
         f'  strict: {{ moderator: {{ url: "http://{MODERATOR}/slow", timeout: 200ms, on_error: block }}, action: block }}',
@@ -108,6 +110,9 @@ def lanes_config(listen: str, admin: str) -> str:
     lines.append("  guarded: { policies: [pii, words, cards], members: [{ model: lane-openai }] }")
     lines.append("  cached: { cache: { ttl: 5m }, members: [{ model: lane-openai }] }")
     lines.append("  private: { policies: [names], members: [{ model: lane-openai }] }")
+    # signed thinking: a mask over a word of it refuses the turn
+    lines.append("  thinking-pii: { policies: [pii], members: [{ model: lane-anthropic }] }")
+    lines.append("  thinking-plans: { policies: [pii, plans], members: [{ model: lane-anthropic }] }")
     for pool in ("checked", "lenient", "strict"):
         lines.append(f"  {pool}: {{ policies: [{pool}], members: [{{ model: lane-openai }}] }}")
     lines += [f"  strict-{p}: {{ translation: strict, members: [{{ model: lane-{p} }}] }}" for p in PROTOCOLS]

@@ -8,10 +8,8 @@ in a tool loop, the signed reasoning reaches the lane (the mock says
 import openai
 import pytest
 
-from sdk_support import QUESTION, TOOL_RESULT, SCHEMA
+from sdk_support import MOCK_SIGNATURE as SIGNATURE, MOCK_THOUGHT as THOUGHT, QUESTION, TOOL_RESULT, SCHEMA
 
-# The mock's reasoning text and signature (crates/transport/src/mock.rs).
-THOUGHT = "the user wants a deterministic answer"
 # Lanes whose protocol carries a reasoning signature back to the caller.
 SIGNING_LANES = ["anthropic", "bedrock"]
 CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": SCHEMA}}]
@@ -61,7 +59,7 @@ def test_chat_callers_get_the_lanes_reasoning(client, lane, stream):
     reasoning, blocks, _, _ = chat_turn(client, f"lane-{lane}", [{"role": "user", "content": QUESTION}], stream)
     assert reasoning == THOUGHT, f"reasoning_content {reasoning!r}"
     if lane in SIGNING_LANES:
-        assert blocks == [{"type": "thinking", "thinking": THOUGHT, "signature": "mock-signature"}], blocks
+        assert blocks == [{"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}], blocks
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -86,7 +84,7 @@ def test_responses_callers_round_trip_encrypted_reasoning(client, lane, stream):
     else:
         first = client.responses.create(input=question, **kwargs)
     reasoning = [item for item in first.output if item.type == "reasoning"]
-    assert reasoning and reasoning[0].encrypted_content == "mock-signature", first.output
+    assert reasoning and reasoning[0].encrypted_content == SIGNATURE, first.output
     call = next(item for item in first.output if item.type == "function_call")
     items = question + [item.model_dump(exclude_none=True) for item in first.output]
     items.append({"type": "function_call_output", "call_id": call.call_id, "output": TOOL_RESULT})
@@ -110,7 +108,7 @@ def test_signed_reasoning_keeps_a_conversation_on_its_vendors_lanes(client, gate
     history = [
         {"role": "user", "content": QUESTION},
         {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": THOUGHT, "signature": "mock-signature"},
+            {"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE},
             {"type": "text", "text": "let me check"},
         ]},
         {"role": "user", "content": "and tomorrow?"},
@@ -118,7 +116,7 @@ def test_signed_reasoning_keeps_a_conversation_on_its_vendors_lanes(client, gate
     chat_history = [
         {"role": "user", "content": QUESTION},
         {"role": "assistant", "content": "let me check",
-         "thinking_blocks": [{"type": "thinking", "thinking": THOUGHT, "signature": "mock-signature"}]},
+         "thinking_blocks": [{"type": "thinking", "thinking": THOUGHT, "signature": SIGNATURE}]},
         {"role": "user", "content": "and tomorrow?"},
     ]
     for _ in range(4):

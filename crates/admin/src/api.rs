@@ -200,6 +200,10 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         // A tenant admin is named with its group.
         let actor = actor.as_ref().map_or_else(|| "unauthenticated".to_owned(), Actor::audit_name);
         let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
+        let action = match response.extensions().get::<AuditNote>() {
+            Some(note) => format!("{action} ({})", note.0),
+            None => action,
+        };
         let outcome = response.status().as_u16();
         audit_entry(&gateway, source, &actor, action, target, outcome, attempt).await;
     }

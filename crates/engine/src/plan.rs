@@ -68,7 +68,7 @@ fn session_of(gateway: &Gateway, state: &PoolState, call: &Call) -> Option<Sessi
         return Some(Session { id: id.to_owned(), ttl: affinity.ttl });
     }
     let window = affinity.prefix?;
-    let prefix = gateway.codec(call.ingress).prompt_prefix(&call.body)?;
+    let prefix = gateway.codec_for(call.operation, call.ingress).prompt_prefix(&call.body)?;
     let ttl = if prefix.long { window.max(LONG_CACHE) } else { window };
     Some(Session { id: format!("prefix:{:016x}", prefix.hash), ttl })
 }

@@ -3,7 +3,8 @@
 //! protocol naming the policy and rule (never the text), a request masked
 //! before any lane sees it, a reply masked whole and as a stream (a card
 //! number split across four chunks never leaks), a stream refused mid-way,
-//! and the decisions counted.
+//! signed reasoning never rewritten (a mask that would change it refuses
+//! the turn), and the decisions counted.
 #![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use crate::common;
@@ -558,10 +559,13 @@ async fn a_whole_reply_starting_data_is_screened() {
 }
 
 /// Anthropic's signed thinking is never rewritten (the vendor checks its
-/// signature): a signature is not text and passes; the thinking's text is
-/// screened like any other (a block refuses it).
+/// signature, and so does the mock): a signature is not text and reaches
+/// the lane as sent (where the vendor refuses a forged one itself); the
+/// thinking's text is screened like any other (a block refuses it), and a
+/// mask that would change it refuses the request, naming the policy.
 #[tokio::test]
 async fn signed_thinking_keeps_its_signature_and_its_text_is_screened() {
+    use switchyard_transport::mock::reasoning_signature;
     let addr = gateway(CONFIG).await;
     let turn = |thinking: &str, signature: &str| {
         serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
@@ -573,10 +577,164 @@ async fn signed_thinking_keeps_its_signature_and_its_text_is_screened() {
             {"role": "user", "content": "go on"}]})
         .to_string()
     };
-    let passed = post(addr, "/v1/messages", &[], turn("a thought", "forbidden-phrase")).await;
+    let passed = post(addr, "/v1/messages", &[], turn("a thought", &reasoning_signature("a thought"))).await;
     assert_eq!(passed.status, 200, "{}", text(&passed));
-    let refused = post(addr, "/v1/messages", &[], turn("a forbidden-phrase thought", "sig")).await;
+    // The signature is not screened: the lane got it, and refused it as forged.
+    let forged = post(addr, "/v1/messages", &[], turn("a thought", "forbidden-phrase")).await;
+    assert_eq!(forged.status, 400, "{}", text(&forged));
+    assert!(text(&forged).contains("Invalid `signature` in `thinking` block"), "{}", text(&forged));
+    let said = "a forbidden-phrase thought";
+    let refused = post(addr, "/v1/messages", &[], turn(said, &reasoning_signature(said))).await;
     assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert!(text(&refused).contains("policy `words`"), "{}", text(&refused));
+    // `pii` masks requests: in the signed thinking of a tool loop in
+    // progress it would break the signature (a past turn's goes: below).
+    let said = "mail ann@example.com";
+    let looping = serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": said, "signature": reasoning_signature(said)},
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}]}]});
+    let refused = post(addr, "/v1/messages", &[], looping.to_string()).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    let body = text(&refused);
+    assert!(body.contains("policy `pii`") && body.contains("would alter signed reasoning"), "{body}");
+    assert!(!body.contains("ann@example.com") && !body.contains("Invalid `signature`"), "{body}");
+}
+
+/// Anthropic lets a past turn's thinking go ("you can omit thinking
+/// blocks from prior assistant role turns"), never the turn in progress's:
+/// a mask that would change a past turn's signed thinking leaves that
+/// turn's reasoning out (named in `x-switchyard-omitted`) and the request
+/// is served; in the turn in progress (a tool loop's) it refuses.
+#[tokio::test]
+async fn a_past_turns_signed_thinking_a_mask_would_change_is_left_out() {
+    use switchyard_transport::mock::reasoning_signature;
+    let addr = gateway(CONFIG).await;
+    let said = "mail ann@example.com";
+    let thinking = serde_json::json!({"type": "thinking", "thinking": said, "signature": reasoning_signature(said)});
+    let past = serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [thinking, {"type": "text", "text": "noted"}]},
+        {"role": "user", "content": "and then?"},
+        {"role": "assistant", "content": "then more"},
+        {"role": "user", "content": "go on"}]});
+    let served = post(addr, "/v1/messages", &[], past.to_string()).await;
+    assert_eq!(served.status, 200, "{}", text(&served));
+    assert_eq!(served.headers["x-switchyard-omitted"], "messages.1.content.0");
+    assert!(text(&served).contains("you said: go on"), "{}", text(&served));
+    let in_progress = serde_json::json!({"model": "guarded-claude", "max_tokens": 16, "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [thinking, {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "done"}]}]});
+    let refused = post(addr, "/v1/messages", &[], in_progress.to_string()).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert!(
+        text(&refused).contains("policy `pii`") && text(&refused).contains("signed reasoning"),
+        "{}",
+        text(&refused)
+    );
+    assert!(!refused.headers.contains_key("x-switchyard-omitted"));
+}
+
+const THINKING: &str = "providers:\n  aws: { protocol: bedrock, base_url: mock:// }\n  \
+    claude: { protocol: anthropic, base_url: mock:// }\n\
+    models:\n  sonnet: { provider: aws, model: anthropic.claude-sonnet-4-5 }\n  \
+    claude: { provider: claude, model: claude-sonnet-4-5 }\n\
+    policies:\n  \
+      pii: { detect: [email], action: mask, direction: request }\n  \
+      plans: { regex: { plan: \"determin[a-z]{1,12}\" }, action: mask, direction: request }\n  \
+      plans-out: { regex: { plan: \"determin[a-z]{1,12}\" }, action: mask, direction: response }\n\
+    pools:\n  \
+      thinks: { policies: [pii], members: [{ model: sonnet }] }\n  \
+      thinks-guarded: { policies: [pii, plans], members: [{ model: sonnet }] }\n  \
+      thinks-out: { policies: [plans-out], members: [{ model: sonnet }] }\n  \
+      claude-out: { policies: [plans-out], members: [{ model: claude }] }\n";
+
+/// A Bedrock tool loop whose turn in progress carries Claude's signed
+/// reasoning (the mock's text, "…a deterministic answer", signed as the
+/// mock signs: a keyed hash of the text). A request policy masking a word
+/// of that reasoning refuses the turn in Bedrock's shape, naming the
+/// policy (never a vendor's 400 for a broken signature). Without it, the
+/// tool result's email is masked and the turn served, the reasoning
+/// reaching the lane byte for byte (the mock verifies it, and says it kept
+/// it; a changed text is its 400). A turn later that reasoning is a past
+/// turn's: left out, named in `x-switchyard-omitted`, the turn served. A
+/// reply policy that would mask signed reasoning refuses the reply, whole
+/// or streamed, rather than hand over a block its vendor would refuse.
+#[tokio::test]
+async fn a_mask_that_would_change_signed_reasoning_refuses_the_turn_in_the_callers_shape() {
+    let addr = gateway(THINKING).await;
+    let thinking = serde_json::json!({"thinking": {"type": "enabled", "budget_tokens": 1024}});
+    let schema = serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}});
+    let tools = serde_json::json!({"tools": [{"toolSpec": {"name": "lookup", "inputSchema": {"json": schema}}}]});
+    let question = serde_json::json!({"role": "user", "content": [{"text": "what now?"}]});
+    let turn = |messages: serde_json::Value| {
+        serde_json::json!({"messages": messages, "toolConfig": tools, "inferenceConfig": {"maxTokens": 4096},
+            "additionalModelRequestFields": thinking})
+        .to_string()
+    };
+    let reply = post(addr, "/model/thinks/converse", &[], turn(serde_json::json!([question]))).await;
+    assert_eq!(reply.status, 200, "{}", text(&reply));
+    let answered: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    let assistant = answered["output"]["message"].clone();
+    let reasoning = &assistant["content"][0]["reasoningContent"]["reasoningText"];
+    assert!(reasoning["text"].as_str().unwrap().contains("deterministic"), "{assistant}");
+    assert!(reasoning["signature"].is_string(), "{assistant}");
+    let call = assistant["content"][1]["toolUse"]["toolUseId"].clone();
+    let result = |assistant: &serde_json::Value| {
+        let returned = serde_json::json!({"role": "user", "content": [{"toolResult": {"toolUseId": call,
+            "content": [{"text": "mail ann@example.com"}]}}]});
+        turn(serde_json::json!([question, assistant, returned]))
+    };
+
+    let refused = post(addr, "/model/thinks-guarded/converse", &[], result(&assistant)).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert_eq!(refused.headers["x-amzn-errortype"], "ValidationException");
+    let body = text(&refused);
+    assert!(body.contains("policy `plans`") && body.contains("would alter signed reasoning"), "{body}");
+    assert!(!body.contains("Invalid `signature`") && !body.contains("ann@example.com"), "{body}");
+
+    let served = post(addr, "/model/thinks/converse", &[], result(&assistant)).await;
+    assert_eq!(served.status, 200, "{}", text(&served));
+    let body = text(&served);
+    assert!(body.contains("returned: mail [EMAIL_1] (reasoning kept)"), "{body}");
+    assert!(!body.contains("ann@example.com"), "{body}");
+
+    // What the gateway no longer does: the reasoning's text masked under
+    // its signature is refused by the lane.
+    let mut tampered = assistant.clone();
+    let text_at = &mut tampered["content"][0]["reasoningContent"]["reasoningText"]["text"];
+    *text_at = serde_json::Value::from(text_at.as_str().unwrap().replace("deterministic", "[PLAN_1]"));
+    let forged = post(addr, "/model/thinks/converse", &[], result(&tampered)).await;
+    assert_eq!(forged.status, 400, "{}", text(&forged));
+    assert!(text(&forged).contains("Invalid `signature` in `thinking` block"), "{}", text(&forged));
+
+    // A turn later that reasoning is a past turn's: left out, the turn
+    // served (Claude on Bedrock takes a past turn's reasoning or not).
+    let done: serde_json::Value = serde_json::from_slice(&served.body).unwrap();
+    let later = turn(serde_json::json!([question, assistant,
+        serde_json::from_str::<serde_json::Value>(&result(&assistant)).unwrap()["messages"][2],
+        done["output"]["message"], {"role": "user", "content": [{"text": "mail ann@example.com [mock:tool=none]"}]}]));
+    let served = post(addr, "/model/thinks-guarded/converse", &[], later).await;
+    assert_eq!(served.status, 200, "{}", text(&served));
+    // Both past assistant messages thought (the mock thinks each time asked).
+    assert_eq!(served.headers["x-switchyard-omitted"], "messages.1.content.0, messages.3.content.0");
+    assert!(text(&served).contains("mail [EMAIL_1]"), "{}", text(&served));
+
+    // A reply policy: the reply's signed reasoning would be masked.
+    let refused = post(addr, "/model/thinks-out/converse", &[], turn(serde_json::json!([question]))).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert!(text(&refused).contains("policy `plans-out`"), "{}", text(&refused));
+    assert!(text(&refused).contains("would alter signed reasoning"), "{}", text(&refused));
+    let streamed = serde_json::json!({"model": "claude-out", "max_tokens": 4096, "stream": true,
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+        "messages": [{"role": "user", "content": "what now?"}]});
+    let reply = post(addr, "/v1/messages", &[], streamed.to_string()).await;
+    let body = text(&reply);
+    assert!(body.contains("event: error") && body.contains("would alter signed reasoning"), "{body}");
+    assert!(!body.contains("deterministic") && !body.contains("signature_delta"), "{body}");
 }
 
 /// MCP tool calls under `mcp.policies`: arguments are screened in every

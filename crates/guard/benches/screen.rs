@@ -56,8 +56,7 @@ fn screened(screen: &Screen, body: &[u8]) -> usize {
         return 0;
     }
     let (mut masks, mut decisions) = (Masks::default(), Vec::new());
-    let out =
-        json::rewrite_strings(body, PLACES, |text| screen.screen(text, Direction::Request, &mut masks, &mut decisions));
+    let out = json::screen(screen, body, PLACES, Direction::Request, &mut masks, &mut decisions);
     match out {
         Ok(Ok(Some(out))) => out.len(),
         _ => 1,

@@ -2,11 +2,13 @@
 //! walk visits every string, member names included, unescaped, and writes
 //! back only the strings that change; a body with nothing to change is not
 //! copied. What is not text as written is the protocol's to say
-//! ([`Place`]s, from its codec): signed state is skipped, and media is read
-//! as the text it decodes to when it is text (a plain-text document sent as
-//! base64 is screened, and written back in base64). A string that cannot be
-//! read (a bad escape, a lone surrogate, bytes that are not UTF-8) makes
-//! the body [`Malformed`]: a caller refuses it rather than pass it unread.
+//! ([`Place`]s, from its codec): signed state is skipped, media is read as
+//! the text it decodes to when it is text (a plain-text document sent as
+//! base64 is screened, and written back in base64), and text a vendor's
+//! signature covers is handed over marked as such ([`screen`] reads it and
+//! never changes it). A string that cannot be read (a bad escape, a lone
+//! surrogate, bytes that are not UTF-8) makes the body [`Malformed`]: a
+//! caller refuses it rather than pass it unread.
 
 use std::borrow::Cow;
 
@@ -16,6 +18,8 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use switchyard_codec::opaque::{Holds, Place};
 
+use crate::{Blocked, Decision, Direction, Masks, Screen};
+
 /// The body was not JSON the walk could follow.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed json at byte {0}")]
@@ -23,13 +27,15 @@ pub struct Malformed(pub usize);
 
 /// Calls `rewrite` with the text of every string of `body` (unescaped;
 /// a media string at one of `places` decoded, when it is text; signed
-/// state at one of `places` never); where it returns a new text, that
-/// string is replaced. `Ok(None)`: no string changed. `rewrite` may stop
-/// the walk by returning `Err`.
+/// state at one of `places` never) and whether a vendor's signature covers
+/// it (`true` at a [`Holds::SignedText`] place: a caller that sends the
+/// body on must not change it); where it returns a new text, that string
+/// is replaced. `Ok(None)`: no string changed. `rewrite` may stop the walk
+/// by returning `Err`.
 pub fn rewrite_strings<E>(
     body: &[u8],
     places: &[Place],
-    mut rewrite: impl FnMut(&str) -> Result<Option<String>, E>,
+    mut rewrite: impl FnMut(&str, bool) -> Result<Option<String>, E>,
 ) -> Result<Result<Option<Vec<u8>>, E>, Malformed> {
     // A body naming no place's member has nothing opaque: no second pass.
     let opaque = if crate::names_any(body, places, None) { opaque_strings(body, places) } else { Vec::new() };
@@ -43,15 +49,20 @@ pub fn rewrite_strings<E>(
         at = end;
         while opaque.next_if(|(opened, _)| *opened < start).is_some() {}
         let holds = opaque.next_if(|(opened, _)| *opened == start).map(|(_, holds)| holds);
+        // Two places may name one string: the one kept furthest from text.
+        let holds = match (holds, opaque.next_if(|(opened, _)| *opened == start)) {
+            (Some(Holds::Signed), _) | (_, Some((_, Holds::Signed))) => Some(Holds::Signed),
+            (holds, _) => holds,
+        };
         let new = match holds {
             Some(Holds::Signed) => continue,
             Some(Holds::Media) => match media(&body[start..end], start, &mut rewrite)? {
                 Ok(new) => new,
                 Err(stop) => return Ok(Err(stop)),
             },
-            None => {
+            Some(Holds::SignedText) | None => {
                 let text = unescape(&body[start..end]).ok_or(Malformed(start))?;
-                match rewrite(&text) {
+                match rewrite(&text, holds == Some(Holds::SignedText)) {
                     Ok(new) => new,
                     Err(stop) => return Ok(Err(stop)),
                 }
@@ -71,13 +82,32 @@ pub fn rewrite_strings<E>(
     })))
 }
 
+/// `body` screened `direction` by `screen`, every string but signed state:
+/// masked in place, or the rule that blocks it. Text a vendor's signature
+/// covers is screened and never changed: a rule that blocks blocks it, and
+/// a mask that would change it refuses the body ([`Blocked::signed`]), for
+/// a rewritten signed text is one its vendor refuses.
+pub fn screen(
+    screen: &Screen,
+    body: &[u8],
+    places: &[Place],
+    direction: Direction,
+    masks: &mut Masks,
+    decisions: &mut Vec<Decision>,
+) -> Result<Result<Option<Vec<u8>>, Blocked>, Malformed> {
+    rewrite_strings(body, places, |text, signed| match signed {
+        false => screen.screen(text, direction, masks, decisions),
+        true => screen.screen_signed(text, direction, decisions).map(|()| None),
+    })
+}
+
 /// A media string (`raw`, quotes included) rewritten as the text it
 /// decodes to: `None` when it is not text, or the text did not change.
 /// A string that is not base64 is read as text as it is.
 fn media<E>(
     raw: &[u8],
     start: usize,
-    rewrite: &mut impl FnMut(&str) -> Result<Option<String>, E>,
+    rewrite: &mut impl FnMut(&str, bool) -> Result<Option<String>, E>,
 ) -> Result<Result<Option<String>, E>, Malformed> {
     let value = unescape(raw).ok_or(Malformed(start))?;
     // A data URL's header stays; its payload is the base64.
@@ -89,8 +119,8 @@ fn media<E>(
     let payload = &value[header..];
     match decode_text(payload) {
         Decoded::Binary => Ok(Ok(None)),
-        Decoded::NotBase64 => Ok(rewrite(&value)),
-        Decoded::Text(text, engine) => Ok(rewrite(&text).map(|new| {
+        Decoded::NotBase64 => Ok(rewrite(&value, false)),
+        Decoded::Text(text, engine) => Ok(rewrite(&text, false).map(|new| {
             new.map(|new| {
                 let mut encoded = String::with_capacity(header + new.len() * 4 / 3 + 4);
                 encoded.push_str(&value[..header]);
@@ -162,18 +192,36 @@ fn decode_text(payload: &str) -> Decoded {
 struct Frame<'b> {
     /// The member it is the value of (`None` in an array).
     name: Option<&'b [u8]>,
-    /// Strings whose place waits on a sibling: (opening quote, place).
+    /// Strings whose place waits on this object's siblings: (opening
+    /// quote, place).
     pending: Vec<(usize, usize)>,
-    /// Each sibling a condition names, and whether its value was allowed.
-    siblings: Vec<(&'b [u8], bool)>,
+    /// Each member a condition names, with its value when a string.
+    siblings: Vec<(&'b [u8], Option<&'b [u8]>)>,
+}
+
+impl Frame<'_> {
+    /// Whether this object's siblings satisfy `place`'s conditions: each
+    /// member named, every time with an allowed value.
+    fn satisfies(&self, place: &Place) -> bool {
+        let holds = |member: &str, allowed: &dyn Fn(&[u8]) -> bool| {
+            let mut named = self.siblings.iter().filter(|(m, _)| *m == member.as_bytes()).peekable();
+            named.peek().is_some() && named.all(|(_, value)| value.is_some_and(allowed))
+        };
+        place.when.is_none_or(|(member, values)| holds(member, &|v| values.iter().any(|a| a.as_bytes() == v)))
+            && place.with.is_none_or(|member| holds(member, &|v| !v.is_empty()))
+    }
 }
 
 /// The opening quote of every string of `body` at one of `places`, with
-/// what it holds, in order. A place's condition on a sibling is decided
-/// when its object closes, whatever the members' order; a sibling named
-/// twice must hold an allowed value both times.
+/// what it holds, in order. A place's conditions on siblings are decided
+/// when the object they are asked of closes, whatever the members' order;
+/// a sibling named twice must hold an allowed value both times.
 fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
-    let is_condition = |name: &[u8]| places.iter().any(|p| p.when.is_some_and(|(m, _)| m.as_bytes() == name));
+    let is_condition = |name: &[u8]| {
+        places
+            .iter()
+            .any(|p| p.when.is_some_and(|(m, _)| m.as_bytes() == name) || p.with.is_some_and(|m| m.as_bytes() == name))
+    };
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut found = Vec::new();
     // The member whose value comes next, in the object on top.
@@ -192,20 +240,15 @@ fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
                         if !on_path(&stack, member, place.path) {
                             continue;
                         }
-                        match (place.when, stack.last_mut()) {
-                            (None, _) => found.push((at, place.holds)),
-                            (Some(_), Some(top)) => top.pending.push((at, index)),
-                            (Some(_), None) => {}
+                        if place.when.is_none() && place.with.is_none() {
+                            found.push((at, place.holds));
+                        } else if let Some(asked) = asked(&stack, place) {
+                            stack[asked].pending.push((at, index));
                         }
                     }
                     if let (Some(member), Some(top)) = (member, stack.last_mut()) {
                         if is_condition(member) {
-                            let allowed = places.iter().any(|p| {
-                                p.when.is_some_and(|(m, values)| {
-                                    m.as_bytes() == member && values.iter().any(|v| v.as_bytes() == inner)
-                                })
-                            });
-                            top.siblings.push((member, allowed));
+                            top.siblings.push((member, Some(inner)));
                         }
                     }
                 }
@@ -215,7 +258,7 @@ fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
                 let name = key.take();
                 if let (Some(member), Some(top)) = (name, stack.last_mut()) {
                     if is_condition(member) {
-                        top.siblings.push((member, false));
+                        top.siblings.push((member, None));
                     }
                 }
                 stack.push(Frame { name, pending: Vec::new(), siblings: Vec::new() });
@@ -223,11 +266,9 @@ fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
             }
             b'}' | b']' => {
                 if let Some(frame) = stack.pop() {
-                    for (opened, index) in frame.pending {
-                        let Some((member, _)) = places[index].when else { continue };
-                        let mut named = frame.siblings.iter().filter(|(m, _)| *m == member.as_bytes()).peekable();
-                        if named.peek().is_some() && named.all(|(_, allowed)| *allowed) {
-                            found.push((opened, places[index].holds));
+                    for (opened, index) in &frame.pending {
+                        if frame.satisfies(&places[*index]) {
+                            found.push((*opened, places[*index].holds));
                         }
                     }
                 }
@@ -240,7 +281,7 @@ fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
                 // names holds no allowed value.
                 if let (Some(member), Some(top)) = (key.take(), stack.last_mut()) {
                     if is_condition(member) {
-                        top.siblings.push((member, false));
+                        top.siblings.push((member, None));
                     }
                 }
                 at += 1;
@@ -249,6 +290,20 @@ fn opaque_strings(body: &[u8], places: &[Place]) -> Vec<(usize, Holds)> {
     }
     found.sort_unstable_by_key(|(opened, _)| *opened);
     found
+}
+
+/// The index in `stack` of the object `place`'s siblings are asked of,
+/// for a string at its path: the string's own object (`up` 0), or the
+/// object holding the member `up` steps up the path (the frame below the
+/// one that member opened).
+fn asked(stack: &[Frame<'_>], place: &Place) -> Option<usize> {
+    if place.up == 0 {
+        return stack.len().checked_sub(1);
+    }
+    // The path's members, but the string's own, each opened a frame.
+    let step = place.path.len().checked_sub(1 + place.up)?;
+    let opened = stack.iter().enumerate().filter(|(_, frame)| frame.name.is_some()).nth(step)?.0;
+    opened.checked_sub(1)
 }
 
 /// Whether a string that is the value of `member` (`None`: an array's
@@ -292,10 +347,23 @@ fn unescape(raw: &[u8]) -> Option<Cow<'_, str>> {
 mod tests {
     use super::*;
 
-    /// `body` with every "secret" replaced, under `places`.
+    /// The texts of `body` the walk says a signature covers, under `places`.
+    fn signed_texts(body: &str, places: &[Place]) -> Vec<String> {
+        let mut signed = Vec::new();
+        let _ = rewrite_strings::<()>(body.as_bytes(), places, |text, covered| {
+            if covered {
+                signed.push(text.to_owned());
+            }
+            Ok(None)
+        });
+        signed
+    }
+
+    /// `body` with every "secret" replaced, under `places`, but in text a
+    /// signature covers (as a caller that sends the body on must).
     fn redacted(body: &str, places: &[Place]) -> Result<Option<String>, Malformed> {
-        let rewritten = rewrite_strings::<()>(body.as_bytes(), places, |text| {
-            Ok(text.contains("secret").then(|| text.replace("secret", "[X]")))
+        let rewritten = rewrite_strings::<()>(body.as_bytes(), places, |text, signed| {
+            Ok((text.contains("secret") && !signed).then(|| text.replace("secret", "[X]")))
         })?;
         Ok(rewritten.unwrap_or(None).map(|bytes| String::from_utf8(bytes).unwrap_or_default()))
     }
@@ -303,14 +371,16 @@ mod tests {
     const PLACES: &[Place] = &[
         Place::when(&["messages", "content", "source", "data"], "type", &["base64"], Holds::Media),
         Place::when(&["messages", "content", "signature"], "type", &["thinking"], Holds::Signed),
+        Place::when(&["messages", "content", "thinking"], "type", &["thinking"], Holds::SignedText).with("signature"),
         Place::at(&["messages", "content", "image_url", "url"], Holds::Media),
     ];
 
     #[test]
-    fn every_string_changes_but_signed_state() {
+    fn every_string_changes_but_signed_state_and_signed_text() {
         let body = r#"{"model":"secret-model","messages":[{"role":"user","content":"my secret is \"x\""}],"secret":1,
             "image":{"data":"secret bytes"},"n":[1,"secret"],"id":"secret",
-            "messages":[{"content":[{"type":"thinking","thinking":"a secret","signature":"secret-sig"}]}]}"#;
+            "messages":[{"content":[{"type":"thinking","thinking":"a secret","signature":"secret-sig"},
+                {"type":"thinking","thinking":"unsigned secret"}]}]}"#;
         let out = redacted(body, PLACES).ok().flatten().unwrap_or_default();
         for expected in [
             r#""model":"[X]-model""#,
@@ -319,11 +389,116 @@ mod tests {
             r#""data":"[X] bytes""#,
             r#"[1,"[X]"]"#,
             r#""id":"[X]""#,
-            r#""thinking":"a [X]","signature":"secret-sig""#,
+            // The text its signature covers is never changed, nor the signature.
+            r#""thinking":"a secret","signature":"secret-sig""#,
+            // A thinking block without a signature is text.
+            r#""thinking":"unsigned [X]""#,
         ] {
             assert!(out.contains(expected), "{expected} in {out}");
         }
         assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok());
+        assert_eq!(signed_texts(body, PLACES), ["a secret"]);
+    }
+
+    /// Each protocol's declared signed text, found by its siblings wherever
+    /// they stand: a signature beside it (not empty, not null), a reasoning
+    /// item's encrypted content a level up; the same member elsewhere is
+    /// text.
+    #[test]
+    fn each_protocol_declares_the_text_its_signatures_cover() {
+        use switchyard_protocol::ir::Protocol;
+        let places = |protocol| switchyard_protocol::codec(protocol).opaque();
+        let cases: &[(Protocol, &str, &[&str])] = &[
+            (
+                Protocol::Anthropic,
+                r#"{"messages":[{"role":"assistant","content":[{"signature":"s","thinking":"a","type":"thinking"},
+                    {"type":"thinking","thinking":"b","signature":""},{"type":"text","text":"c","signature":"s"}]}]}"#,
+                &["a"],
+            ),
+            (
+                Protocol::Bedrock,
+                r#"{"messages":[{"role":"assistant","content":[
+                    {"reasoningContent":{"reasoningText":{"text":"a","signature":"s"}}},
+                    {"reasoningContent":{"reasoningText":{"text":"b","signature":null}}},
+                    {"reasoningContent":{"reasoningText":{"text":"c"}}},{"text":"d"}]}]}"#,
+                &["a"],
+            ),
+            (
+                Protocol::Gemini,
+                r#"{"contents":[{"role":"model","parts":[{"text":"a","thought":true,"thoughtSignature":"s"},
+                    {"thought_signature":"s","text":"b"},{"text":"c"}]}]}"#,
+                &["a", "b"],
+            ),
+            (
+                Protocol::OpenAi,
+                r#"{"messages":[{"role":"assistant","content":"c","reasoning_content":"a",
+                    "thinking_blocks":[{"type":"thinking","thinking":"a","signature":"s"}]}]}"#,
+                &["a"],
+            ),
+            (
+                Protocol::Responses,
+                r#"{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]},
+                    {"summary":[{"type":"summary_text","text":"a"}],"type":"reasoning","encrypted_content":"s"},
+                    {"type":"reasoning","summary":[{"type":"summary_text","text":"b"}]},
+                    {"type":"reasoning","content":[{"type":"reasoning_text","text":"c"}],"encrypted_content":"s"}]}"#,
+                &["a", "c"],
+            ),
+        ];
+        for (protocol, body, expected) in cases {
+            assert_eq!(signed_texts(body, places(*protocol).request), *expected, "{protocol} request");
+        }
+        let replies: &[(Protocol, &str)] = &[
+            (Protocol::Anthropic, r#"{"content":[{"type":"thinking","thinking":"a","signature":"s"}]}"#),
+            (
+                Protocol::Bedrock,
+                r#"{"output":{"message":{"content":[{"reasoningContent":{"reasoningText":{"text":"a","signature":"s"}}}]}}}"#,
+            ),
+            (Protocol::Gemini, r#"{"candidates":[{"content":{"parts":[{"text":"a","thoughtSignature":"s"}]}}]}"#),
+            (
+                Protocol::OpenAi,
+                r#"{"choices":[{"message":{"thinking_blocks":[{"type":"thinking","thinking":"a","signature":"s"}]}}]}"#,
+            ),
+            (
+                Protocol::Responses,
+                r#"{"output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"a"}],"encrypted_content":"s"}]}"#,
+            ),
+        ];
+        for (protocol, body) in replies {
+            assert_eq!(signed_texts(body, places(*protocol).reply), ["a"], "{protocol} reply");
+        }
+    }
+
+    /// The screen reads signed text and never changes it: a block blocks,
+    /// a mask refuses the body saying the text is signed, a flag passes;
+    /// the rest of the body is masked around it, byte for byte.
+    #[test]
+    fn signed_text_is_screened_and_never_changed() {
+        let pii = crate::tests::pii();
+        let places = switchyard_protocol::codec(switchyard_protocol::ir::Protocol::Anthropic).opaque().request;
+        let body = |thinking: &str, said: &str| {
+            format!(
+                r#"{{"messages":[{{"role":"assistant","content":[{{"type":"thinking","thinking":"{thinking}","signature":"sig"}}]}},
+                    {{"role":"user","content":"{said}"}}]}}"#
+            )
+        };
+        let screened = |body: &str| {
+            let (mut masks, mut decisions) = (Masks::default(), Vec::new());
+            let out = screen(&pii, body.as_bytes(), places, Direction::Request, &mut masks, &mut decisions);
+            out.map(|out| out.map(|out| out.map(|bytes| String::from_utf8(bytes).unwrap_or_default())))
+        };
+        let refused = screened(&body("mail ann@example.com", "hi"));
+        let Ok(Err(blocked)) = refused else { panic!("a mask would change signed text: {refused:?}") };
+        assert_eq!((&*blocked.policy, &*blocked.rule, blocked.signed), ("pii", "email", true));
+        let refused = screened(&body("say forbidden-phrase", "hi"));
+        let Ok(Err(blocked)) = refused else { panic!("a block in signed text: {refused:?}") };
+        assert_eq!((&*blocked.policy, blocked.signed), ("words", false));
+        let thinking = "nothing to mask here";
+        let masked = screened(&body(thinking, "mail ann@example.com")).ok().and_then(Result::ok).flatten();
+        let masked = masked.unwrap_or_default();
+        assert!(masked.contains(&format!(r#""thinking":"{thinking}","signature":"sig""#)), "{masked}");
+        assert!(masked.contains("mail [EMAIL_1]"), "{masked}");
+        // A rule only the reply looks at leaves the request's signed text be.
+        assert_eq!(screened(&body("ticket TCK-123456", "hi")), Ok(Ok(None)));
     }
 
     #[test]

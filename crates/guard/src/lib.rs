@@ -275,6 +275,9 @@ pub struct Blocked {
     pub policy: Arc<str>,
     /// The rule's name.
     pub rule: Arc<str>,
+    /// The rule masks, and what it would mask is text a vendor's signature
+    /// covers (signed reasoning): never rewritten, so refused instead.
+    pub signed: bool,
 }
 
 impl Screen {
@@ -452,7 +455,7 @@ impl Screen {
     /// The block `rule` makes.
     pub fn blocked(&self, rule: usize) -> Blocked {
         let rule = &self.rules[rule];
-        Blocked { policy: self.policies[rule.policy].name.clone(), rule: rule.name.clone() }
+        Blocked { policy: self.policies[rule.policy].name.clone(), rule: rule.name.clone(), signed: false }
     }
 
     /// `text` screened `direction`: `Err` when a blocking rule matches,
@@ -506,6 +509,36 @@ impl Screen {
         Ok(Some(out))
     }
 
+    /// Text a vendor's signature covers (signed reasoning) screened
+    /// `direction` without changing it: `Err` when a blocking rule matches,
+    /// or, failing that, when a masking rule would change it
+    /// ([`Blocked::signed`]); a flag only records. The decisions made are
+    /// recorded as [`Screen::screen`] records them.
+    pub fn screen_signed(
+        &self,
+        text: &str,
+        direction: Direction,
+        decisions: &mut Vec<Decision>,
+    ) -> Result<(), Blocked> {
+        let findings = self.find(text, direction);
+        let mut masked = None;
+        for finding in &findings {
+            let decision = Decision { rule: finding.rule, action: self.action(finding.rule), direction };
+            if !decisions.contains(&decision) {
+                decisions.push(decision);
+            }
+            match decision.action {
+                Action::Block => return Err(self.blocked(finding.rule)),
+                Action::Mask => masked = masked.or(Some(finding.rule)),
+                Action::Flag => {}
+            }
+        }
+        match masked {
+            Some(rule) => Err(Blocked { signed: true, ..self.blocked(rule) }),
+            None => Ok(()),
+        }
+    }
+
     /// [`Screen::screen`] of a long `text`, `window` bytes at a time, each
     /// held back as a stream's text is: the same outcome as whole.
     fn screen_in_windows(
@@ -544,16 +577,17 @@ impl Screen {
     }
 }
 
-/// Whether `body` names a member at the end of one of `places` (of what
-/// `holds`, when given): a string `"name"` followed by a colon. One pass
-/// over the body's colons, no searcher built: this is the common path.
+/// Whether `body` names the member that marks one of `places` (of what
+/// `holds`, when given: [`Place::marker`]): a string `"name"` followed by
+/// a colon. One pass over the body's colons, no searcher built: this is
+/// the common path.
 pub(crate) fn names_any(body: &[u8], places: &[Place], holds: Option<Holds>) -> bool {
     let wanted = |place: &&Place| holds.is_none_or(|h| place.holds == h);
     // The names' lengths as bits (63: that long or longer): most members
     // are told apart by one test, before any name is compared.
     let length_bit = |len: usize| 1u64 << len.min(63);
     let lengths =
-        places.iter().filter(wanted).filter_map(|p| p.path.last()).fold(0, |bits, name| bits | length_bit(name.len()));
+        places.iter().filter(wanted).filter_map(Place::marker).fold(0, |bits, name| bits | length_bit(name.len()));
     if lengths == 0 {
         return false;
     }
@@ -563,7 +597,7 @@ pub(crate) fn names_any(body: &[u8], places: &[Place], holds: Option<Holds>) -> 
         let Some(open) = memchr::memrchr(b'"', key) else { return false };
         let name = &key[open + 1..];
         lengths & length_bit(name.len()) != 0
-            && places.iter().filter(wanted).filter_map(|p| p.path.last()).any(|wanted| wanted.as_bytes() == name)
+            && places.iter().filter(wanted).filter_map(Place::marker).any(|wanted| wanted.as_bytes() == name)
     })
 }
 

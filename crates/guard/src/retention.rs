@@ -82,8 +82,9 @@ pub fn redact<'a>(screen: &Screen, body: &'a [u8], places: &[Place]) -> Cow<'a, 
     }
     let mut masks = crate::Masks::default();
     let mut decisions = Vec::new();
-    // The redactor only masks, so screening never blocks.
-    let mut mask = |text: &str| {
+    // The redactor only masks, so screening never blocks. Signed text is
+    // masked too: the kept copy is the gateway's own, never sent back.
+    let mut mask = |text: &str, _signed: bool| {
         Ok::<_, std::convert::Infallible>(
             screen.screen(text, crate::Direction::Request, &mut masks, &mut decisions).unwrap_or(None),
         )
@@ -93,7 +94,7 @@ pub fn redact<'a>(screen: &Screen, body: &'a [u8], places: &[Place]) -> Cow<'a, 
         Some(Ok(Ok(Some(out)))) => Cow::Owned(out),
         Some(Ok(Ok(None))) => Cow::Borrowed(body),
         Some(Ok(Err(never))) => match never {},
-        Some(Err(_)) | None => match mask(&String::from_utf8_lossy(body)) {
+        Some(Err(_)) | None => match mask(&String::from_utf8_lossy(body), false) {
             Ok(Some(out)) => Cow::Owned(out.into_bytes()),
             _ => Cow::Borrowed(body),
         },

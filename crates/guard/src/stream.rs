@@ -33,6 +33,23 @@ impl StreamMask {
         StreamMask { screen, held: Held::new(Direction::Response) }
     }
 
+    /// A mask for text a vendor's signature may cover (a reasoning block,
+    /// whose signature comes at its end): it releases text no rule
+    /// matches, and where a rule would mask it stops with
+    /// [`Blocked::signed`], releasing nothing of that match and keeping
+    /// what it held ([`StreamMask::take_held`]).
+    pub fn signed(screen: Arc<Screen>) -> StreamMask {
+        StreamMask { screen, held: Held { signed: true, ..Held::new(Direction::Response) } }
+    }
+
+    /// The text held back, not yet released; the mask starts empty again.
+    pub fn take_held(&mut self) -> String {
+        let held = self.held.buffer.split_off(self.held.context);
+        self.held.buffer.clear();
+        self.held.context = 0;
+        held
+    }
+
     /// Bytes held back now.
     pub fn held(&self) -> usize {
         self.held.held()
@@ -80,11 +97,13 @@ pub(crate) struct Held {
     context: usize,
     /// Inside a private key: nothing is released until its footer.
     withholding: bool,
+    /// The text is signed: a mask stops rather than change it.
+    signed: bool,
 }
 
 impl Held {
     pub(crate) fn new(direction: Direction) -> Held {
-        Held { direction, buffer: String::new(), context: 0, withholding: false }
+        Held { direction, buffer: String::new(), context: 0, withholding: false, signed: false }
     }
 
     fn held(&self) -> usize {
@@ -186,6 +205,7 @@ impl Held {
                 match action {
                     Action::Block => return Err(screen.blocked(f.rule)),
                     Action::Flag => {}
+                    Action::Mask if self.signed => return Err(Blocked { signed: true, ..screen.blocked(f.rule) }),
                     Action::Mask => {
                         out.push_str(&self.buffer[at..f.start]);
                         let rule = &screen.rules[f.rule];

@@ -492,9 +492,7 @@ fn screened(
     }
     let mut masks = Masks::default();
     let mut made: Vec<Decision> = Vec::new();
-    let rewritten = switchyard_guard::json::rewrite_strings(json, places, |text| {
-        screen.screen(text, direction, &mut masks, &mut made)
-    });
+    let rewritten = switchyard_guard::json::screen(screen, json, places, direction, &mut masks, &mut made);
     for decision in &made {
         let named = screen.blocked(decision.rule);
         decisions.push(format!(

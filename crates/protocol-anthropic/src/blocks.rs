@@ -384,6 +384,50 @@ fn decode_utf8_base64(data: &str) -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// What Anthropic lets go of a past turn's reasoning
+/// (`switchyard_codec::opaque::PastReasoning`): its thinking and redacted
+/// thinking blocks.
+pub(crate) static PAST_REASONING: switchyard_codec::opaque::PastReasoning =
+    switchyard_codec::opaque::PastReasoning { opens_turn, signed_texts, strip: strip_reasoning };
+
+/// A user message that is not only tool results: a turn's first.
+fn opens_turn(message: &Value) -> bool {
+    if message.get("role").and_then(Value::as_str) != Some("user") {
+        return false;
+    }
+    match message.get("content") {
+        Some(Value::Array(blocks)) => {
+            blocks.is_empty() || !blocks.iter().all(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        }
+        _ => true,
+    }
+}
+
+/// The texts of an assistant message's signed thinking blocks.
+fn signed_texts(message: &Value) -> Vec<&str> {
+    let blocks = message.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("thinking"))
+        .filter(|b| b.get("signature").and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+        .filter_map(|b| b.get("thinking").and_then(Value::as_str))
+        .collect()
+}
+
+/// Takes an assistant message's thinking and redacted thinking blocks out;
+/// none when nothing else would remain.
+fn strip_reasoning(message: &mut Value) -> Vec<String> {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else { return Vec::new() };
+    let reasoning = |b: &Value| matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"));
+    if blocks.iter().all(reasoning) {
+        return Vec::new();
+    }
+    let taken =
+        blocks.iter().enumerate().filter(|(_, b)| reasoning(b)).map(|(at, _)| format!("content.{at}")).collect();
+    blocks.retain(|b| !reasoning(b));
+    taken
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -71,12 +71,20 @@ impl Codec for AnthropicCodec {
             Place::when(&["messages", "content", "content", "source", "data"], "type", &["base64"], Holds::Media),
             Place::when(&["messages", "content", "signature"], "type", &["thinking"], Holds::Signed),
             Place::when(&["messages", "content", "data"], "type", &["redacted_thinking"], Holds::Signed),
+            // The signature covers the thinking's text.
+            Place::when(&["messages", "content", "thinking"], "type", &["thinking"], Holds::SignedText)
+                .with("signature"),
         ];
         const REPLY: &[Place] = &[
             Place::when(&["content", "signature"], "type", &["thinking"], Holds::Signed),
             Place::when(&["content", "data"], "type", &["redacted_thinking"], Holds::Signed),
+            Place::when(&["content", "thinking"], "type", &["thinking"], Holds::SignedText).with("signature"),
         ];
         Opaque { request: REQUEST, reply: REPLY }
+    }
+
+    fn past_reasoning(&self) -> Option<&'static switchyard_codec::opaque::PastReasoning> {
+        Some(&blocks::PAST_REASONING)
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {
@@ -185,6 +193,34 @@ impl Codec for AnthropicCodec {
 mod tests {
     use super::*;
     use std::time::SystemTime;
+
+    /// A past turn's signed thinking goes whole when asked; the turn in
+    /// progress (its tool loop included) keeps its own, and a message of
+    /// thinking alone is never emptied.
+    #[test]
+    fn a_past_turns_reasoning_goes_whole_and_the_turn_in_progress_keeps_its_own() {
+        let past = AnthropicCodec.past_reasoning().unwrap();
+        let thinking = |text: &str| serde_json::json!({"type": "thinking", "thinking": text, "signature": "s"});
+        let body = serde_json::json!({"model": "m", "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [thinking("old"), {"type": "redacted_thinking", "data": "d"},
+                {"type": "text", "text": "a"}]},
+            {"role": "user", "content": "q2"},
+            {"role": "assistant", "content": [thinking("now"), {"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}]});
+        let body = serde_json::to_vec(&body).unwrap();
+        let (out, taken) = switchyard_codec::opaque::omit_past_reasoning(&body, past, &mut |_| true).unwrap();
+        assert_eq!(taken, ["messages.1.content.0", "messages.1.content.1"]);
+        let out: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(out["messages"][1]["content"], serde_json::json!([{"type": "text", "text": "a"}]));
+        assert_eq!(out["messages"][3]["content"][0]["thinking"], "now", "the tool loop in progress is kept");
+        // Only where asked; a thinking-only message is never emptied.
+        assert!(switchyard_codec::opaque::omit_past_reasoning(&body, past, &mut |text| text == "now").is_none());
+        let alone = serde_json::json!({"messages": [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": [thinking("old")]}, {"role": "user", "content": "q2"}]});
+        let alone = serde_json::to_vec(&alone).unwrap();
+        assert!(switchyard_codec::opaque::omit_past_reasoning(&alone, past, &mut |_| true).is_none());
+    }
 
     fn outbound() -> Outbound<'static> {
         Outbound {

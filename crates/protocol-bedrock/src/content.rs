@@ -426,6 +426,46 @@ fn media_type_from_extension(url: &str) -> Option<&'static str> {
     })
 }
 
+/// What Claude on Bedrock lets go of a past turn's reasoning
+/// (`switchyard_codec::opaque::PastReasoning`): its `reasoningContent`
+/// blocks.
+pub(crate) static PAST_REASONING: switchyard_codec::opaque::PastReasoning =
+    switchyard_codec::opaque::PastReasoning { opens_turn, signed_texts, strip: strip_reasoning };
+
+/// A user message that is not only tool results: a turn's first.
+fn opens_turn(message: &Value) -> bool {
+    if message.get("role").and_then(Value::as_str) != Some("user") {
+        return false;
+    }
+    let blocks = message.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    blocks.is_empty() || !blocks.iter().all(|b| b.get("toolResult").is_some())
+}
+
+/// The texts of an assistant message's signed reasoning.
+fn signed_texts(message: &Value) -> Vec<&str> {
+    let blocks = message.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    blocks
+        .iter()
+        .filter_map(|b| b.get("reasoningContent")?.get("reasoningText"))
+        .filter(|r| r.get("signature").and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+        .filter_map(|r| r.get("text").and_then(Value::as_str))
+        .collect()
+}
+
+/// Takes an assistant message's reasoning blocks out; none when nothing
+/// else would remain.
+fn strip_reasoning(message: &mut Value) -> Vec<String> {
+    let Some(blocks) = message.get_mut("content").and_then(Value::as_array_mut) else { return Vec::new() };
+    let reasoning = |b: &Value| b.get("reasoningContent").is_some();
+    if blocks.iter().all(reasoning) {
+        return Vec::new();
+    }
+    let taken =
+        blocks.iter().enumerate().filter(|(_, b)| reasoning(b)).map(|(at, _)| format!("content.{at}")).collect();
+    blocks.retain(|b| !reasoning(b));
+    taken
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,10 @@ impl Codec for BedrockCodec {
             Place::at(&["messages", "content", "toolResult", "content", "document", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "reasoningContent", "reasoningText", "signature"], Holds::Signed),
             Place::at(&["messages", "content", "reasoningContent", "redactedContent"], Holds::Signed),
+            // The signature covers the reasoning's text ("include the text
+            // and its signature unmodified").
+            Place::at(&["messages", "content", "reasoningContent", "reasoningText", "text"], Holds::SignedText)
+                .with("signature"),
         ];
         const REPLY: &[Place] = &[
             Place::at(&["output", "message", "content", "image", "source", "bytes"], Holds::Media),
@@ -75,8 +79,17 @@ impl Codec for BedrockCodec {
                 Holds::Signed,
             ),
             Place::at(&["output", "message", "content", "reasoningContent", "redactedContent"], Holds::Signed),
+            Place::at(
+                &["output", "message", "content", "reasoningContent", "reasoningText", "text"],
+                Holds::SignedText,
+            )
+            .with("signature"),
         ];
         Opaque { request: REQUEST, reply: REPLY }
+    }
+
+    fn past_reasoning(&self) -> Option<&'static switchyard_codec::opaque::PastReasoning> {
+        Some(&content::PAST_REASONING)
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

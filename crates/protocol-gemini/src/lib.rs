@@ -68,10 +68,14 @@ impl Codec for GeminiCodec {
             Place::at(&["contents", "parts", "function_response", "parts", "inline_data", "data"], Holds::Media),
             Place::at(&["contents", "parts", "thoughtSignature"], Holds::Signed),
             Place::at(&["contents", "parts", "thought_signature"], Holds::Signed),
+            // A part's signature is taken to cover its text.
+            Place::at(&["contents", "parts", "text"], Holds::SignedText).with("thoughtSignature"),
+            Place::at(&["contents", "parts", "text"], Holds::SignedText).with("thought_signature"),
         ];
         const REPLY: &[Place] = &[
             Place::at(&["candidates", "content", "parts", "inlineData", "data"], Holds::Media),
             Place::at(&["candidates", "content", "parts", "thoughtSignature"], Holds::Signed),
+            Place::at(&["candidates", "content", "parts", "text"], Holds::SignedText).with("thoughtSignature"),
         ];
         Opaque { request: REQUEST, reply: REPLY }
     }

@@ -9,6 +9,8 @@
 //! - `error`: vendor error classification and the error body writer.
 //! - `wire`: small pieces shared by the others (finish reasons, usage,
 //!   data URLs, drop reporting).
+//! - `completions`: the legacy Completions API (`/v1/completions`), a codec
+//!   of its own handed out by [`Codec::completions`].
 //!
 //! Choices made where the protocol and the IR do not line up one to one:
 //! - `max_tokens` and `max_completion_tokens` are both read (the latter wins);
@@ -33,6 +35,7 @@
 //!   OpenAI-compatible endpoint, and is read back from there
 //!   (`switchyard_codec::signature` explains the carriers).
 
+mod completions;
 mod embed;
 mod error;
 mod request;
@@ -76,6 +79,10 @@ impl Codec for OpenAiCodec {
         Some(&embed::OpenAiEmbed)
     }
 
+    fn completions(&self) -> Option<&dyn Codec> {
+        Some(&completions::CompletionsCodec)
+    }
+
     fn metered_heads(&self) -> &'static [&'static str] {
         &["max_completion_tokens", "max_tokens", "n", "user"]
     }
@@ -101,6 +108,9 @@ impl Codec for OpenAiCodec {
             Place::at(&["messages", "tool_calls", "extra_content", "google", "thought_signature"], Holds::Signed),
             Place::when(&["messages", "thinking_blocks", "signature"], "type", &["thinking"], Holds::Signed),
             Place::when(&["messages", "thinking_blocks", "data"], "type", &["redacted_thinking"], Holds::Signed),
+            // Claude's signature covers the thinking's text.
+            Place::when(&["messages", "thinking_blocks", "thinking"], "type", &["thinking"], Holds::SignedText)
+                .with("signature"),
         ];
         const REPLY: &[Place] = &[
             Place::at(&["choices", "message", "audio", "data"], Holds::Media),
@@ -115,11 +125,22 @@ impl Codec for OpenAiCodec {
                 &["redacted_thinking"],
                 Holds::Signed,
             ),
+            Place::when(
+                &["choices", "message", "thinking_blocks", "thinking"],
+                "type",
+                &["thinking"],
+                Holds::SignedText,
+            )
+            .with("signature"),
             // Embeddings as base64, images as base64.
             Place::at(&["data", "embedding"], Holds::Media),
             Place::at(&["data", "b64_json"], Holds::Media),
         ];
         Opaque { request: REQUEST, reply: REPLY }
+    }
+
+    fn past_reasoning(&self) -> Option<&'static switchyard_codec::opaque::PastReasoning> {
+        Some(&thinking::PAST_REASONING)
     }
 
     fn read_request(&self, body: &[u8]) -> Result<ir::Request, DecodeError> {

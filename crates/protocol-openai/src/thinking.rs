@@ -84,6 +84,50 @@ pub(crate) fn out_blocks(blocks: &[Block]) -> Vec<OutThinking<'_>> {
         .collect()
 }
 
+/// What a Claude lane lets go of a past turn's reasoning, carried in
+/// `thinking_blocks` (`switchyard_codec::opaque::PastReasoning`): the
+/// message's reasoning fields.
+pub(crate) static PAST_REASONING: switchyard_codec::opaque::PastReasoning =
+    switchyard_codec::opaque::PastReasoning { opens_turn, signed_texts, strip: strip_reasoning };
+
+/// A user message (tool results come as `tool` messages): a turn's first.
+fn opens_turn(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("user")
+}
+
+/// The texts of an assistant message's signed thinking blocks.
+fn signed_texts(message: &Value) -> Vec<&str> {
+    let blocks = message.get("thinking_blocks").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+    blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("thinking"))
+        .filter(|b| b.get("signature").and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+        .filter_map(|b| b.get("thinking").and_then(Value::as_str))
+        .collect()
+}
+
+/// Takes an assistant message's reasoning fields out (its text fields too:
+/// without its blocks the reader would take them as reasoning); none when
+/// it would be left with neither content nor calls.
+fn strip_reasoning(message: &mut Value) -> Vec<String> {
+    let Some(message) = message.as_object_mut() else { return Vec::new() };
+    let content = match message.get("content") {
+        None | Some(Value::Null) => false,
+        Some(Value::String(text)) => !text.is_empty(),
+        Some(Value::Array(parts)) => !parts.is_empty(),
+        Some(_) => true,
+    };
+    let calls = message.get("tool_calls").and_then(Value::as_array).is_some_and(|calls| !calls.is_empty());
+    if !content && !calls {
+        return Vec::new();
+    }
+    ["thinking_blocks", "reasoning_content", "reasoning"]
+        .into_iter()
+        .filter(|key| message.shift_remove(*key).is_some())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

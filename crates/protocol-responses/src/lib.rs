@@ -65,9 +65,23 @@ impl Codec for ResponsesCodec {
             Place::at(&["input", "output", "image_url"], Holds::Media),
             Place::at(&["input", "output", "file_data"], Holds::Media),
             Place::when(&["input", "encrypted_content"], "type", &["reasoning"], Holds::Signed),
+            // A reasoning item's texts beside its encrypted content: a
+            // Claude signature the gateway gave covers them (`items`).
+            Place::when(&["input", "summary", "text"], "type", &["reasoning"], Holds::SignedText)
+                .with("encrypted_content")
+                .up(1),
+            Place::when(&["input", "content", "text"], "type", &["reasoning"], Holds::SignedText)
+                .with("encrypted_content")
+                .up(1),
         ];
         const REPLY: &[Place] = &[
             Place::when(&["output", "encrypted_content"], "type", &["reasoning"], Holds::Signed),
+            Place::when(&["output", "summary", "text"], "type", &["reasoning"], Holds::SignedText)
+                .with("encrypted_content")
+                .up(1),
+            Place::when(&["output", "content", "text"], "type", &["reasoning"], Holds::SignedText)
+                .with("encrypted_content")
+                .up(1),
             Place::when(&["output", "result"], "type", &["image_generation_call"], Holds::Media),
         ];
         Opaque { request: REQUEST, reply: REPLY }

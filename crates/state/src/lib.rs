@@ -67,6 +67,15 @@ pub struct ClientName {
 /// depends only on the codec contract, never on the six implementations).
 pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
 
+/// [`Gateway::codec_for`] over a registry.
+pub fn codec_for(codecs: CodecFor, operation: switchyard_ir::Operation, protocol: Protocol) -> &'static dyn Codec {
+    let codec = codecs(protocol);
+    match operation {
+        switchyard_ir::Operation::Completion => codec.completions().unwrap_or(codec),
+        _ => codec,
+    }
+}
+
 use lane::build_lane;
 pub use lane::{Counters, Lane, UpstreamUrl};
 pub use pool::{Hedging, MemberControl, PoolState, RouteCounters};
@@ -619,6 +628,14 @@ impl Gateway {
     /// The codec of `protocol`.
     pub fn codec(&self, protocol: Protocol) -> &'static dyn Codec {
         (self.codecs)(protocol)
+    }
+
+    /// The codec that reads and writes `operation`'s bodies in `protocol`:
+    /// the protocol's own, but for a legacy completion, whose caller and
+    /// whose lanes of a protocol that has them (OpenAI) speak the
+    /// completions shapes (`Codec::completions`).
+    pub fn codec_for(&self, operation: switchyard_ir::Operation, protocol: Protocol) -> &'static dyn Codec {
+        codec_for(self.codecs, operation, protocol)
     }
 
     /// The gateway serving now: this one, or the one a reload put in its

@@ -95,6 +95,11 @@ pub struct GroupRecord {
     /// parent's; none anywhere up: their cost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub markup: Option<switchyard_governance::card::Markup>,
+    /// Its own rate card (chargeback): what its requests on the lanes it
+    /// names are charged, each entry as a `rate_card` entry is written
+    /// (checked when written, read back when groups load), by lane name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rate_card: std::collections::BTreeMap<String, serde_json::Value>,
     /// Declared in the config file (changed there, not over the API).
     #[serde(default)]
     pub from_config: bool,

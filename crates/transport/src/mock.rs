@@ -4,9 +4,18 @@
 //! request: the reply names the protocol and model and echoes the last user
 //! message; with tools it calls the first tool; with reasoning it thinks.
 //! It refuses what its vendor refuses as far as the protocol's reader does
-//! (an Anthropic message of a role the API does not know is a 400), and
-//! what a model refuses (`mock_rules`: sampling to a reasoning model, an
-//! effort level it lacks).
+//! (an Anthropic message of a role the API does not know is a 400), what a
+//! model refuses (`mock_rules`: sampling to a reasoning model, an effort
+//! level it lacks, a system message inside the conversation of a Claude
+//! model without them, a key Bedrock hands a model that does not know it),
+//! and, as Anthropic and Bedrock do, signed reasoning whose text is not the
+//! text it signed: its reasoning's signature is a keyed hash of the text
+//! ([`reasoning_signature`]).
+//!
+//! A lane asked for OpenAI's legacy completion (its codec speaks
+//! `/v1/completions`) is answered as OpenAI answers one: a `cmpl-` id, the
+//! prompt before the answer when `echo` asks, and what OpenAI refuses of a
+//! completion refused (`mock_rules::refused_completion`).
 //!
 //! For agents' tool loops: `[mock:tool=NAME {"arg": ...}]` in the last user
 //! message calls tool NAME with those arguments (or arguments made from its
@@ -37,8 +46,11 @@ use switchyard_ir::{
 
 use crate::{chunked_body, full_body, UpstreamResponse};
 
-/// The signature of the reasoning this fake gives.
-const MOCK_REASONING_SIGNATURE: &str = "mock-signature";
+/// The reasoning this fake gives when asked to think.
+pub const MOCK_THOUGHT: &str = "the user wants a deterministic answer";
+
+/// The key of the fake's reasoning signatures ([`reasoning_signature`]).
+const SIGNING_KEY: &[u8] = b"switchyard-mock-reasoning-key";
 
 /// Fixed creation time so replies are byte-for-byte reproducible.
 const CREATED: i64 = 1_700_000_000;
@@ -79,6 +91,10 @@ pub fn respond_to(
     if let Some(info) = crate::mock_rules::refused(protocol, &model, &request) {
         return error(codec, &info);
     }
+    let completion = speaks_completions(codec);
+    if let Some(info) = completion.then(|| crate::mock_rules::refused_completion(&request)).flatten() {
+        return error(codec, &info);
+    }
     // A `noprefill-` lane refuses an assistant turn last, as models that
     // take no prefill do.
     if model.starts_with("noprefill-")
@@ -89,6 +105,9 @@ pub fn respond_to(
         return error(codec, &info);
     }
     let mut response = reply(protocol, &model, &request);
+    if completion {
+        as_completion(&mut response, &request, &last);
+    }
     let mut betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
     // Claude on Bedrock takes them in its body.
     let bedrock_betas = request.extra.fields.get("additionalModelRequestFields").and_then(|f| f.get("anthropic_beta"));
@@ -158,6 +177,26 @@ pub fn respond_to(
     UpstreamResponse { status: StatusCode::OK, headers: stream_headers(framing), body: chunked_body(chunks) }
 }
 
+/// Whether `codec` speaks OpenAI's legacy completions.
+fn speaks_completions(codec: &dyn Codec) -> bool {
+    codec.protocol() == Protocol::OpenAi && codec.path_action(false) == "completions"
+}
+
+/// A reply made a completion as OpenAI makes one: its id `cmpl-`, the
+/// prompt before the text when the request asked for `echo`.
+fn as_completion(response: &mut Response, request: &Request, prompt: &str) {
+    response.id = format!("cmpl-{}", response.id.trim_start_matches("mock-"));
+    if request.extra.fields.get("echo") == Some(&serde_json::Value::Bool(true)) {
+        match response.content.iter_mut().find_map(|block| match block {
+            Block::Text(text) => Some(text),
+            _ => None,
+        }) {
+            Some(text) => text.text.insert_str(0, prompt),
+            None => response.content.insert(0, Block::text(prompt)),
+        }
+    }
+}
+
 fn stream_headers(framing: Framing) -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static(framing.content_type()));
@@ -224,10 +263,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
     });
     let mut content = Vec::new();
     if wants_reasoning(request.reasoning.as_ref()) {
-        content.push(Block::Thinking {
-            text: "the user wants a deterministic answer".into(),
-            signature: Some(MOCK_REASONING_SIGNATURE.into()),
-        });
+        content.push(Block::Thinking { text: MOCK_THOUGHT.into(), signature: Some(reasoning_signature(MOCK_THOUGHT)) });
     }
     let asked = request.last_user_text().as_deref().and_then(tool_directive);
     let tool = match &asked {
@@ -387,12 +423,44 @@ fn plain(text: &str) -> String {
     out.trim().to_owned()
 }
 
-/// Whether an assistant turn of the history carries the signed reasoning
-/// this fake gives.
+/// Whether an assistant turn of the history carries signed reasoning this
+/// fake gave (its text with its signature).
 fn kept_reasoning(request: &Request) -> bool {
     request.messages.iter().flat_map(|m| &m.content).any(|block| {
-        matches!(block, Block::Thinking { signature: Some(signature), .. } if signature == MOCK_REASONING_SIGNATURE)
+        matches!(block, Block::Thinking { text, signature: Some(signature) } if *signature == reasoning_signature(text))
     })
+}
+
+/// The signature this fake gives reasoning `text`: a keyed hash of its
+/// bytes (two FNV-1a passes under a key; a fake's, not a MAC), so a text
+/// changed by one byte no longer matches it, as a vendor's signature does
+/// not.
+pub fn reasoning_signature(text: &str) -> String {
+    let keyed = |salt: u8| {
+        let hash = SIGNING_KEY
+            .iter()
+            .chain([&salt])
+            .fold(0xcbf2_9ce4_8422_2325_u64, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        text.bytes().fold(hash, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    };
+    format!("mock-sig-{:016x}{:016x}", keyed(1), keyed(2))
+}
+
+/// The vendor's 400 for `request` when a thinking block's signature is not
+/// the one this fake gives its text (Anthropic's message, which Claude on
+/// Bedrock answers too): the signed reasoning was changed, or forged.
+pub fn forged_reasoning(request: &Request) -> Option<ErrorInfo> {
+    for (at, message) in request.messages.iter().enumerate() {
+        for (index, block) in message.content.iter().enumerate() {
+            if let Block::Thinking { text, signature: Some(signature) } = block {
+                if *signature != reasoning_signature(text) {
+                    let message = format!("messages.{at}.content.{index}: Invalid `signature` in `thinking` block");
+                    return Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
@@ -488,6 +556,33 @@ pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
     use switchyard_ir::{Message, Role, Tool, ToolResult};
+
+    /// The fake signs its reasoning's text: the reasoning it gave comes
+    /// back accepted (and kept), a text changed by a mask is refused as
+    /// Anthropic and Bedrock refuse it.
+    #[test]
+    fn signed_reasoning_is_refused_once_its_text_changes() {
+        use switchyard_ir::Reasoning;
+        let mut request = Request {
+            messages: vec![Message::text(Role::User, "hi")],
+            reasoning: Some(Reasoning::with_budget(1024)),
+            ..Request::default()
+        };
+        let first = reply(Protocol::Anthropic, "m", &request);
+        let Some(Block::Thinking { text, signature }) = first.content.first() else { panic!("{:?}", first.content) };
+        assert_eq!((text.as_str(), signature.as_deref()), (MOCK_THOUGHT, Some(&*reasoning_signature(MOCK_THOUGHT))));
+        assert_ne!(reasoning_signature(MOCK_THOUGHT), reasoning_signature("the user wants a [PLAN_1] answer"));
+        request.messages.push(Message::new(Role::Assistant, first.content.clone()));
+        request.messages.push(Message::text(Role::User, "more"));
+        assert!(forged_reasoning(&request).is_none());
+        assert!(kept_reasoning(&request));
+        let Block::Thinking { text, .. } = &mut request.messages[1].content[0] else { unreachable!() };
+        *text = text.replace("deterministic", "[PLAN_1]");
+        let refused = forged_reasoning(&request).map(|info| (info.status, info.message));
+        assert_eq!(refused, Some((400, "messages.1.content.0: Invalid `signature` in `thinking` block".to_owned())));
+        assert!(crate::mock_rules::refused(Protocol::Bedrock, "anything", &request).is_some());
+        assert!(crate::mock_rules::refused(Protocol::Gemini, "anything", &request).is_none());
+    }
 
     #[test]
     fn a_tool_directive_names_the_tool_and_its_arguments() {

@@ -18,6 +18,7 @@ mod stream;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use switchyard_codec::{opaque, Codec};
 use switchyard_guard::{json, Blocked, Direction, Masks, Screen};
 use switchyard_ir::{ErrorInfo, ErrorKind, StreamEvent};
 use switchyard_state::call::Call;
@@ -36,7 +37,17 @@ pub(crate) struct Guard {
     masks: Masks,
     moderation: Option<Moderation>,
     stream: Option<stream::StreamGuard>,
+    /// Past turns' signed reasoning left out of the request, by path
+    /// (told to the caller in [`OMITTED_HEADER`]).
+    omitted: Vec<String>,
 }
+
+/// The response header naming the blocks of past turns' signed reasoning
+/// a mask would have changed, which the request went without.
+const OMITTED_HEADER: &str = "x-switchyard-omitted";
+
+/// The longest [`OMITTED_HEADER`] value: a longer list is cut after a path.
+const MAX_OMITTED_HEADER: usize = 1024;
 
 impl Guard {
     /// The guardrails of `call` in `pool`, when a policy applies to it (a
@@ -51,29 +62,40 @@ impl Guard {
             Some(names) => gateway.guardrails.for_key(names),
             None => gateway.guardrails.screen(pool, key.and_then(|k| k.group.as_deref())).cloned(),
         }?;
-        Some(Guard { gateway: gateway.clone(), screen, masks: Masks::default(), moderation: None, stream: None })
+        Some(Guard::over(gateway, screen))
     }
 
-    /// A guard over `screen` alone (tests).
-    #[cfg(test)]
+    /// A guard over `screen` alone.
     pub(crate) fn over(gateway: &Arc<Gateway>, screen: Arc<Screen>) -> Guard {
-        Guard { gateway: gateway.clone(), screen, masks: Masks::default(), moderation: None, stream: None }
+        let masks = Masks::default();
+        Guard { gateway: gateway.clone(), screen, masks, moderation: None, stream: None, omitted: Vec::new() }
     }
 
     /// Screens the request body in place (every string but where the
-    /// caller's protocol keeps media and signed state, `places`); the
-    /// refusal when a rule blocks or the body cannot be read.
-    fn screen_request(&mut self, call: &mut Call, places: Places, record: &mut Record) -> Result<(), ErrorInfo> {
+    /// caller's protocol keeps media and signed state, `codec`'s places);
+    /// the refusal when a rule blocks or the body cannot be read. Signed
+    /// reasoning is never rewritten: a mask that would change a past
+    /// turn's leaves that turn's reasoning out, where its vendor lets it
+    /// go (`Codec::past_reasoning`), and otherwise refuses the request.
+    fn screen_request(&mut self, call: &mut Call, codec: &dyn Codec, record: &mut Record) -> Result<(), ErrorInfo> {
+        let places = codec.opaque().request;
         // A form (audio to transcribe) is no JSON.
         let json = call.operation != switchyard_ir::Operation::Transcription;
         if !self.screen.on_request || !json || !self.screen.may_match(&call.body, places) {
             return Ok(());
         }
         let mut decisions = Vec::new();
-        let (screen, masks) = (&self.screen, &mut self.masks);
-        let screened = json::rewrite_strings(&call.body, places, |text| {
-            screen.screen(text, Direction::Request, masks, &mut decisions)
-        });
+        let mut screened =
+            json::screen(&self.screen, &call.body, places, Direction::Request, &mut self.masks, &mut decisions);
+        if matches!(&screened, Ok(Err(blocked)) if blocked.signed) {
+            if let Some((body, omitted)) = self.without_past_reasoning(&call.body, codec) {
+                self.masks = Masks::default();
+                let screen = &self.screen;
+                screened = json::screen(screen, &body, places, Direction::Request, &mut self.masks, &mut decisions)
+                    .map(|outcome| outcome.map(|masked| Some(masked.unwrap_or(body))));
+                self.omitted = omitted;
+            }
+        }
         record.guarded(&self.screen, &decisions);
         match screened {
             // A body the screen cannot read is not passed on unread.
@@ -90,6 +112,19 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// `body` without the signed reasoning of its past turns that a mask
+    /// would change and no rule blocks, where `codec`'s vendor lets a past
+    /// turn's go; the paths left out.
+    fn without_past_reasoning(&self, body: &[u8], codec: &dyn Codec) -> Option<(Vec<u8>, Vec<String>)> {
+        let past = codec.past_reasoning()?;
+        let screen = &self.screen;
+        let mut omit =
+            |text: &str| screen.screen_signed(text, Direction::Request, &mut Vec::new()).is_err_and(|b| b.signed);
+        opaque::omit_past_reasoning(body, past, &mut omit)
+    }
+}
+
 impl Filter for Guard {
     fn name(&self) -> &'static str {
         "guardrails"
@@ -98,8 +133,9 @@ impl Filter for Guard {
     fn on_request<'a>(&'a mut self, cx: &'a mut RequestCx<'_>) -> Option<FilterFuture<'a, Flow>> {
         // Where the caller's protocol keeps media and signed state; every
         // other string is screened.
-        let places = cx.env.codec(cx.call.ingress).opaque().request;
-        if let Err(info) = self.screen_request(cx.call, places, cx.record) {
+        let codec = cx.env.codec_for(cx.call.operation, cx.call.ingress);
+        let places = codec.opaque().request;
+        if let Err(info) = self.screen_request(cx.call, codec, cx.record) {
             return Some(Box::pin(async move { Flow::Refuse(Refusal { info, own: true }) }));
         }
         cx.marks.pseudonymised |= self.masks.restores();
@@ -144,12 +180,32 @@ impl Filter for Guard {
 
     fn on_whole(&mut self, whole: &mut crate::render::Whole, cx: &mut ReplyCx<'_>) -> Result<(), ErrorInfo> {
         // Only chat replies are prose; an operation's are vectors, rankings, audio.
-        if !self.screen.on_response || cx.call.operation != switchyard_ir::Operation::Chat {
+        if !self.screen.on_response || !cx.call.operation.is_chat() {
             return Ok(());
         }
-        let places = cx.env.codec(cx.call.ingress).opaque().reply;
+        let places = cx.env.codec_for(cx.call.operation, cx.call.ingress).opaque().reply;
         whole.body = self.screen_reply(std::mem::take(&mut whole.body), places, cx.record)?;
         Ok(())
+    }
+
+    fn on_head(&mut self, headers: &mut http::HeaderMap) {
+        if self.omitted.is_empty() {
+            return;
+        }
+        let mut value = String::new();
+        for path in &self.omitted {
+            if value.len() + path.len() + 2 > MAX_OMITTED_HEADER {
+                value.push_str(", ...");
+                break;
+            }
+            if !value.is_empty() {
+                value.push_str(", ");
+            }
+            value.push_str(path);
+        }
+        if let Ok(value) = http::HeaderValue::from_str(&value) {
+            headers.insert(OMITTED_HEADER, value);
+        }
     }
 
     fn withholds(&self) -> bool {
@@ -171,10 +227,7 @@ impl Guard {
             return Ok(body);
         }
         let mut decisions = Vec::new();
-        let (screen, masks) = (&self.screen, &mut self.masks);
-        let screened = json::rewrite_strings(&body, places, |text| {
-            screen.screen(text, Direction::Response, masks, &mut decisions)
-        });
+        let screened = json::screen(&self.screen, &body, places, Direction::Response, &mut self.masks, &mut decisions);
         record.guarded(&self.screen, &decisions);
         let body = match screened {
             Err(malformed) => return Err(unreadable(&malformed, Direction::Response)),
@@ -185,9 +238,10 @@ impl Guard {
         if !self.masks.restores() {
             return Ok(body);
         }
-        // Reversible placeholders go back to what they stand for.
+        // Reversible placeholders go back to what they stand for, but in
+        // signed text: the caller gets it as its vendor signed it.
         let masks = &self.masks;
-        match json::rewrite_strings::<()>(&body, places, |text| Ok(masks.restore(text))) {
+        match json::rewrite_strings::<()>(&body, places, |text, signed| Ok(masks.restore(text).filter(|_| !signed))) {
             Ok(Ok(Some(restored))) => Ok(Bytes::from(restored)),
             _ => Ok(body),
         }
@@ -211,13 +265,21 @@ fn unreadable(malformed: &json::Malformed, direction: Direction) -> ErrorInfo {
 /// Where a protocol keeps media and signed state (`Codec::opaque`).
 type Places = &'static [switchyard_codec::opaque::Place];
 
-/// The caller's refusal for a blocked request or reply.
+/// The caller's refusal for a blocked request or reply: naming the policy
+/// and rule, and, when it would have masked signed reasoning, saying so.
 pub(crate) fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
     let what = match direction {
         Direction::Request => "the request",
         Direction::Response => "the reply",
     };
-    let message = format!("{what} was blocked by policy `{}` (rule `{}`)", blocked.policy, blocked.rule);
+    let message = match blocked.signed {
+        false => format!("{what} was blocked by policy `{}` (rule `{}`)", blocked.policy, blocked.rule),
+        true => format!(
+            "{what} was refused: policy `{}` (rule `{}`) would alter signed reasoning (text its vendor's \
+             signature covers), which is never rewritten: its vendor refuses it changed",
+            blocked.policy, blocked.rule
+        ),
+    };
     let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
     info.code = Some("policy_violation".to_owned());
     info

@@ -124,6 +124,53 @@ async fn a_blocked_reply_mid_stream_ends_with_the_callers_error() {
     assert!(!refusal.message.contains("forbidden-phrase"), "{}", refusal.message);
 }
 
+/// A streamed reasoning block's signature comes at its end: its text is
+/// released while no mask would change it; from a match on it is held,
+/// then the reply is refused when a signature came (a rewritten signed
+/// block is one its vendor refuses), or masked when none did.
+#[tokio::test]
+async fn streamed_reasoning_a_mask_would_change_is_refused_when_signed_and_masked_when_not() {
+    let gateway = testing::gateway(CONFIG);
+    let screen = gateway.guardrails.for_key(&["ids".to_owned()]).unwrap();
+    let call = call(Protocol::OpenAi, &openai("plain", "hi", true), HeaderMap::new());
+    let thinking = |signature: Option<&str>| {
+        let mut events = vec![
+            StreamEvent::BlockStart { index: 0, block: BlockStart::Thinking },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Thinking("first I look. ".into()) },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Thinking("see TCK-12".into()) },
+            StreamEvent::BlockDelta { index: 0, delta: Delta::Thinking("3456 now".into()) },
+        ];
+        events.extend(signature.map(|s| StreamEvent::BlockDelta { index: 0, delta: Delta::Signature(s.into()) }));
+        events.push(StreamEvent::BlockStop { index: 0 });
+        events
+    };
+    let thought = |events: &[StreamEvent]| -> String {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                StreamEvent::BlockDelta { delta: Delta::Thinking(t), .. } => Some(t.as_str()),
+                _ => None,
+            })
+            .collect()
+    };
+    // Signed: nothing of the match is released, and the reply is refused.
+    let mut guard = guard::Guard::over(&gateway, screen.clone());
+    let mut record = testing::record(&gateway, Protocol::OpenAi);
+    let mut cx = ReplyCx { env: Env::of(&gateway), call: &call, record: &mut record, part: Usage::default() };
+    let mut events = thinking(Some("sig"))[..3].to_vec();
+    guard.on_events(&mut events, &mut cx).unwrap();
+    assert!(thought(&events).starts_with("first I"), "text before any match is released: {events:?}");
+    let mut rest = thinking(Some("sig"))[3..].to_vec();
+    let refusal = guard.on_events(&mut rest, &mut cx).unwrap_err();
+    assert!(refusal.message.contains("policy `ids`") && refusal.message.contains("signed reasoning"), "{refusal:?}");
+    assert!(!refusal.message.contains("TCK-"), "{}", refusal.message);
+    // Unsigned: masked and released at the block's end.
+    let mut guard = guard::Guard::over(&gateway, screen);
+    let mut events = thinking(None);
+    guard.on_events(&mut events, &mut cx).unwrap();
+    assert_eq!(thought(&events), "first I look. see [TICKET_1] now");
+}
+
 /// Issue 43, finding 3: a hit passes back through the reply guardrails of
 /// the caller that gets it, so a key whose policy masks replies never
 /// receives another caller's reply unmasked.

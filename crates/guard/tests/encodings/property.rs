@@ -267,9 +267,7 @@ pub fn check(screen: &Screen, case: &Case) -> Result<(), String> {
     let (protocol, body) = case.body(&text);
     let places = switchyard_protocol::codec(protocol).opaque().request;
     let (mut masks, mut decisions) = (Masks::default(), Vec::new());
-    let screened = json::rewrite_strings(body.as_bytes(), places, |piece| {
-        screen.screen(piece, Direction::Request, &mut masks, &mut decisions)
-    });
+    let screened = json::screen(screen, body.as_bytes(), places, Direction::Request, &mut masks, &mut decisions);
     let short = |body: &str| body.chars().take(600).collect::<String>();
     match screened {
         Err(malformed) => return Err(format!("{protocol}: {malformed} in {}", short(&body))),

@@ -65,7 +65,7 @@ pub(super) async fn moderate(
     let gateway = &*gateway;
     let mut outcome = Verdict { flagged: Vec::new(), refusal: None };
     let mut text = String::new();
-    let _ = json::rewrite_strings::<()>(&body, places, |piece| {
+    let _ = json::rewrite_strings::<()>(&body, places, |piece, _signed| {
         if !text.is_empty() {
             text.push('\n');
         }
@@ -97,7 +97,7 @@ pub(super) async fn moderate(
             Some(true) => {
                 outcome.flagged.push(moderator.id);
                 if screen.policies[policy].action == switchyard_guard::Action::Block && outcome.refusal.is_none() {
-                    let blocked = Blocked { policy: name.clone(), rule: Arc::from("moderator") };
+                    let blocked = Blocked { policy: name.clone(), rule: Arc::from("moderator"), signed: false };
                     outcome.refusal = Some(refusal(&blocked, Direction::Request));
                 }
             }
