@@ -69,6 +69,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
+        .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
@@ -308,6 +309,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::lanes,
         crate::operations::reset_lane,
         crate::operations::patch_lane,
+        crate::sessions::sessions,
         crate::self_keys::list,
         crate::self_keys::create,
         crate::self_keys::rotate,
@@ -333,6 +335,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         CreateKey,
         PatchKey,
         crate::operations::PatchLane,
+        crate::sessions::PoolSessions,
+        crate::sessions::SessionView,
         crate::self_keys::CreateOwnKey,
         RotateKey,
         Rotate,

@@ -345,7 +345,11 @@ pub async fn from_config(
     }
     let stores = match (&config.storage.postgres_url, &config.storage.sqlite_path) {
         (Some(url), _) => Stores::shared(switchyard_store::postgres::PostgresStore::connect(url).await?),
-        (None, Some(path)) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        (None, Some(path)) => {
+            let sqlite = switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?;
+            // One node: its session pins outlive a restart in the same file.
+            Stores::of(sqlite.clone()).with_pins(Arc::new(sqlite))
+        }
         (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
     };
     // A fleet's ledger rows wait on local disk while PostgreSQL is away.
