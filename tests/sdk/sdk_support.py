@@ -747,3 +747,10 @@ def expected_error(ingress: str, status: int):
 
         return {400: (ClientError, "ValidationException"), 429: (ClientError, "ThrottlingException")}[status]
     raise ValueError(ingress)
+
+
+# The mock's reasoning text and its signature (crates/transport/src/mock.rs:
+# a keyed hash of the text, so a lane refuses the text changed or a
+# signature it did not give).
+MOCK_THOUGHT = "the user wants a deterministic answer"
+MOCK_SIGNATURE = "mock-sig-f6602ef5033b30028853266c4fb05e7d"

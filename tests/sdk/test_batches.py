@@ -209,8 +209,30 @@ def test_a_responses_conversation_with_previous_response_id(batching):
             except openai.NotFoundError:
                 time.sleep(0.02)
         previous = reply.id
+    # Every item used to generate the last response, as OpenAI lists one made
+    # with previous_response_id: the earlier turns' inputs and answers and the
+    # newest input, newest first (OpenAI's default order).
     items = client.responses.input_items.list(previous)
-    assert items.data[0].content[0].text == "turn 4"
+    texts = [item.content[0].text for item in items.data]
+    assert len(texts) == 9 and not items.has_more, texts
+    assert texts[0::2] == [f"turn {n}" for n in (4, 3, 2, 1, 0)], texts
+    assert all(f"you said: turn {n}" in texts[2 * (4 - n) - 1] for n in (3, 2, 1, 0)), texts
+    assert [i.role for i in items.data] == ["user", "assistant"] * 4 + ["user"]
+    assert (items.first_id, items.last_id) == (items.data[0].id, items.data[-1].id)
+    ascending = client.responses.input_items.list(previous, order="asc")
+    assert [item.content[0].text for item in ascending.data] == texts[::-1]
+    # Two a page: the SDK's auto-pagination walks them all with `after`.
+    first = client.responses.input_items.list(previous, limit=2)
+    assert len(first.data) == 2 and first.has_more
+    assert [item.content[0].text for item in first] == texts
+    after = client.responses.input_items.list(previous, limit=2, after=first.last_id)
+    assert [item.content[0].text for item in after.data] == texts[2:4]
+    with pytest.raises(openai.BadRequestError):
+        client.responses.input_items.list(previous, limit=101)
+    # Another key's response is not found, listing included.
+    stranger = openai.OpenAI(base_url=f"http://{addr}/v1", api_key=key(admin, "stranger"))
+    with pytest.raises(openai.NotFoundError):
+        stranger.responses.input_items.list(previous)
     assert client.responses.retrieve(previous).previous_response_id is not None
     client.responses.delete(previous)
     with pytest.raises(openai.NotFoundError):

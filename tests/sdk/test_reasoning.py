@@ -8,12 +8,8 @@ in a tool loop, the signed reasoning reaches the lane (the mock says
 import openai
 import pytest
 
-from sdk_support import QUESTION, TOOL_RESULT, SCHEMA
+from sdk_support import MOCK_SIGNATURE as SIGNATURE, MOCK_THOUGHT as THOUGHT, QUESTION, TOOL_RESULT, SCHEMA
 
-# The mock's reasoning text and its signature (crates/transport/src/mock.rs:
-# a keyed hash of the text, so a lane refuses the text changed).
-THOUGHT = "the user wants a deterministic answer"
-SIGNATURE = "mock-sig-f6602ef5033b30028853266c4fb05e7d"
 # Lanes whose protocol carries a reasoning signature back to the caller.
 SIGNING_LANES = ["anthropic", "bedrock"]
 CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "weather", "parameters": SCHEMA}}]

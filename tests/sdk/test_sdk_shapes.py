@@ -25,6 +25,8 @@ import anthropic.types.beta as beta
 from anthropic.types import message_create_params as stable_create
 from anthropic.types.beta import message_create_params as beta_create
 
+from sdk_support import MOCK_SIGNATURE, MOCK_THOUGHT
+
 # What the gateway reads into the IR: a modelled member need not be
 # reported (it crosses, or its own loss is named under another path).
 MODELLED_MEMBERS = {
@@ -188,6 +190,10 @@ def test_every_role_of_the_sdk_is_carried(gateway, role):
 @pytest.mark.parametrize("kind", sorted(block_types()))
 def test_every_content_block_type_of_the_sdk_is_modelled_or_reported(gateway, kind):
     block = value(block_types()[kind])
+    if kind == "thinking":
+        # Signed reasoning goes back as the lane signed it (the fake refuses
+        # a signature it did not give, as the vendors do).
+        block = {**block, "thinking": MOCK_THOUGHT, "signature": MOCK_SIGNATURE}
     if kind == "tool_reference":
         block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": [block]}
     if kind in ("tool_addition", "tool_removal"):

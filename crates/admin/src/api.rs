@@ -69,6 +69,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
+        .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
@@ -199,6 +200,10 @@ pub async fn require_token(State(gateway): State<Arc<Gateway>>, mut request: Req
         // A tenant admin is named with its group.
         let actor = actor.as_ref().map_or_else(|| "unauthenticated".to_owned(), Actor::audit_name);
         let target = response.extensions().get::<AuditTarget>().map(|t| t.0.clone());
+        let action = match response.extensions().get::<AuditNote>() {
+            Some(note) => format!("{action} ({})", note.0),
+            None => action,
+        };
         let outcome = response.status().as_u16();
         audit_entry(&gateway, source, &actor, action, target, outcome, attempt).await;
     }
@@ -304,6 +309,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::lanes,
         crate::operations::reset_lane,
         crate::operations::patch_lane,
+        crate::sessions::sessions,
         crate::self_keys::list,
         crate::self_keys::create,
         crate::self_keys::rotate,
@@ -329,6 +335,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         CreateKey,
         PatchKey,
         crate::operations::PatchLane,
+        crate::sessions::PoolSessions,
+        crate::sessions::SessionView,
         crate::self_keys::CreateOwnKey,
         RotateKey,
         Rotate,

@@ -1,7 +1,9 @@
 //! The budget tree over the admin API: groups created, read, changed (a
 //! parent never made its own descendant) and deleted (only when no key
-//! draws on them).
+//! draws on them), with their price for chargeback (a markup over cost and
+//! a rate card of their own, set by the gateway admin alone).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
@@ -9,6 +11,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
+use switchyard_governance::card::{ppm, Markup, MAX_MARKUP};
 use switchyard_governance::BucketId;
 use switchyard_store::GroupRecord;
 use utoipa::ToSchema;
@@ -34,6 +37,14 @@ pub struct CreateGroup {
     pub retention: Option<String>,
     /// Each end user's budget and limits inside the group.
     pub end_users: Option<crate::end_users::EndUsersBody>,
+    /// What its requests are charged above their cost, as a share (`0.15`:
+    /// 15 %; at most 10; unset: as its parent's). The gateway admin's alone.
+    pub markup: Option<f64>,
+    /// Its own rate card: by lane (a model, `provider/model` or
+    /// `provider/*`), an entry as the config's `rate_card:` takes; what its
+    /// requests there are charged, whatever they cost. The gateway admin's alone.
+    #[schema(value_type = Option<Object>)]
+    pub rate_card: Option<BTreeMap<String, serde_json::Value>>,
 }
 
 /// `PATCH /api/v1/admin/groups/{name}`.
@@ -58,6 +69,14 @@ pub struct PatchGroup {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<crate::end_users::EndUsersBody>)]
     pub end_users: Option<Option<crate::end_users::EndUsersBody>>,
+    /// New markup, a share (`null`: as its parent's).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<f64>)]
+    pub markup: Option<Option<f64>>,
+    /// New rate card, replacing the old whole (`null` or `{}`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Object>)]
+    pub rate_card: Option<Option<BTreeMap<String, serde_json::Value>>>,
 }
 
 /// A group as the API shows it.
@@ -72,9 +91,14 @@ pub struct GroupView {
     /// Limits.
     pub limits: LimitsBody,
     /// What its requests are charged above their cost, as a share (unset:
-    /// as its parent's), from the config file's `markup:`.
+    /// as its parent's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub markup: Option<f64>,
+    /// Its own rate card, by lane: what its requests there are charged
+    /// (each entry with every rate it prices at; unset: none of its own).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Option<Object>)]
+    pub rate_card: BTreeMap<String, serde_json::Value>,
     /// Declared in the config file (change it there).
     pub from_config: bool,
     /// What its keys' requests keep of their text (unset: as its parent's).
@@ -97,6 +121,7 @@ pub(crate) fn group_view(governance: &Governance, group: &GroupRecord) -> GroupV
         budget: group.budget.as_ref().map(budget_body),
         limits: limits_body(&group.limits),
         markup: group.markup.map(|m| f64::from(m.0) / 1e6),
+        rate_card: group.rate_card.clone(),
         from_config: group.from_config,
         retention: group.retention.clone(),
         usage: usage_view(governance, &BucketId::Group(Arc::from(group.name.as_str()))),
@@ -151,6 +176,49 @@ fn checked_retention(admin: &Admin, retention: Option<String>) -> ApiResult<Opti
     Ok(Some(name))
 }
 
+/// A markup an API caller set: a share of cost, at least 0 and at most
+/// 10 (1,000 %), as the config's `markup:`.
+fn checked_markup(markup: Option<f64>) -> ApiResult<Option<Markup>> {
+    let Some(share) = markup else { return Ok(None) };
+    match ppm(share).filter(|m| *m <= MAX_MARKUP) {
+        Some(millionths) => Ok(Some(Markup(millionths))),
+        None => Err(bad(format!(
+            "markup: {share} is not a markup; write the share charged above cost, at least 0 and at most 10 (1000%), e.g. 0.15"
+        ))),
+    }
+}
+
+/// A group's rate card an API caller set, checked against the running
+/// config as the file's would be (every problem named, with its fix), in
+/// the form the record keeps.
+fn checked_card(
+    admin: &Admin,
+    entries: Option<BTreeMap<String, serde_json::Value>>,
+) -> ApiResult<BTreeMap<String, serde_json::Value>> {
+    let Some(entries) = entries else { return Ok(BTreeMap::new()) };
+    let card = switchyard_config::group_rate_card(&admin.gateway.config, &entries, "rate_card")
+        .map_err(|issues| bad(issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")))?;
+    Ok(card.iter().map(|(lane, rate)| (lane.to_string(), switchyard_config::card::entry_json(rate))).collect())
+}
+
+/// What a change did to a group's price, for its audit entry (`None`:
+/// nothing): the markup before and after, the lanes its new card names.
+fn price_note(before: &GroupRecord, after: &GroupRecord) -> Option<String> {
+    let share = |m: Option<Markup>| m.map_or_else(|| "none".to_owned(), |m| format!("{}%", f64::from(m.0) / 1e4));
+    let mut notes = Vec::new();
+    if before.markup != after.markup {
+        notes.push(format!("markup {} -> {}", share(before.markup), share(after.markup)));
+    }
+    if before.rate_card != after.rate_card {
+        let lanes: Vec<&str> = after.rate_card.keys().map(String::as_str).collect();
+        notes.push(match lanes.is_empty() {
+            true => "rate_card none".to_owned(),
+            false => format!("rate_card {}", lanes.join(", ")),
+        });
+    }
+    (!notes.is_empty()).then(|| notes.join("; "))
+}
+
 /// A tenant admin's parent outside its subtree: the words of one that does not exist.
 fn parent_missing(parent: &str) -> ApiError {
     ApiError(StatusCode::NOT_FOUND, format!("parent: group `{parent}` does not exist"))
@@ -189,6 +257,8 @@ pub(crate) async fn create_group(
     // A tenant admin's group hangs in its subtree (under its own group
     // unless it names another there), within its budget.
     if actor.tenant().is_some() {
+        tenancy::no_prices(&actor, request.markup.map(|_| "markup"))?;
+        tenancy::no_prices(&actor, request.rate_card.as_ref().map(|_| "rate_card"))?;
         let named = request.parent.clone().unwrap_or_default();
         request.parent = tenancy::placed(governance, &actor, request.parent).map_err(|_| parent_missing(&named))?;
         tenancy::budget_within(governance, &actor, request.budget.as_ref())?;
@@ -205,14 +275,17 @@ pub(crate) async fn create_group(
         limits: request.limits.as_ref().map(|l| limits_of(l, "limits")).transpose()?.unwrap_or_default(),
         retention: checked_retention(&admin, request.retention)?,
         end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
-        markup: None,
+        markup: checked_markup(request.markup)?,
+        rate_card: checked_card(&admin, request.rate_card)?,
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
         name: request.name,
     };
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;
-    Ok(audited(&group.name, (StatusCode::CREATED, Json(group_view(governance, &group)))))
+    let unpriced = GroupRecord { markup: None, rate_card: BTreeMap::new(), ..group.clone() };
+    let response = audited(&group.name, (StatusCode::CREATED, Json(group_view(governance, &group))));
+    Ok(noted(price_note(&unpriced, &group), response))
 }
 
 #[utoipa::path(patch, path = "/api/v1/admin/groups/{name}", request_body = PatchGroup, params(("If-Match" = Option<String>, Header, description = "the ETag a GET returned: a write that came between is a 412")), responses((status = 200, body = GroupView), (status = 412, description = "the group changed since it was read")))]
@@ -228,6 +301,8 @@ pub(crate) async fn patch_group(
     let _write = governance.writes.lock().await;
     tenancy::reach_group(governance, &actor, &name)?;
     tenancy::not_own_group(&actor, &name)?;
+    tenancy::no_prices(&actor, patch.markup.map(|_| "markup"))?;
+    tenancy::no_prices(&actor, patch.rate_card.as_ref().map(|_| "rate_card"))?;
     // A tenant admin's group moves only inside its subtree, within its budget.
     if let Some(parent) = &patch.parent {
         tenancy::new_parent(governance, &actor, parent.as_deref())?;
@@ -262,9 +337,17 @@ pub(crate) async fn patch_group(
             None => None,
         };
     }
+    let before = group.clone();
+    if let Some(markup) = patch.markup {
+        group.markup = checked_markup(markup)?;
+    }
+    if let Some(card) = patch.rate_card {
+        group.rate_card = checked_card(&admin, card)?;
+    }
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;
-    Ok(audited(&name, tagged(&content_tag(&group), Json(group_view(governance, &group)))))
+    let response = audited(&name, tagged(&content_tag(&group), Json(group_view(governance, &group))));
+    Ok(noted(price_note(&before, &group), response))
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/groups/{name}", responses((status = 204), (status = 409)))]

@@ -21,6 +21,7 @@ pub mod reports;
 pub mod sampler;
 pub mod scrape;
 pub mod self_keys;
+pub mod sessions;
 pub mod shared;
 pub mod stats;
 pub mod tenancy;

@@ -277,6 +277,20 @@ fn live(gateway: &Gateway, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
         "1 while a lane's breaker in a pool keeps traffic away (open, trial in flight, or resting after a rate limit).",
         breakers.into_iter(),
     )?;
+    // Session affinity: pins held and pins that moved lane, per pool with affinity.
+    let affine = || gateway.pools.iter().filter(|pool| pool.affinity.is_some() && !pool.implicit);
+    encode_gauges(
+        e,
+        "switchyard_session_pins",
+        "Sessions (and prompt prefixes) remembered with their lane, per pool (an expired pin goes when next read or evicted).",
+        affine().map(|pool| (vec![("pool", &*pool.name)], pool.sessions.len() as f64)),
+    )?;
+    encode_counters(
+        e,
+        "switchyard_session_moves",
+        "Pinned sessions whose lane changed (the sum of every session's switch count), per pool.",
+        affine().map(|pool| (vec![("pool", &*pool.name)], pool.session_moves.load(Ordering::Relaxed))),
+    )?;
     encode_gauges(
         e,
         "switchyard_in_flight",

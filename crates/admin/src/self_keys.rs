@@ -101,6 +101,7 @@ async fn own_group(admin: &Admin, actor: &Actor) -> ApiResult<String> {
         retention: None,
         end_users: None,
         markup: None,
+        rate_card: Default::default(),
         from_config: false,
         created_at: (now_ms() / 1000) as i64,
     };

@@ -92,6 +92,19 @@ pub(crate) fn audited(target: &str, response: impl IntoResponse) -> Response {
     response
 }
 
+/// What a mutation changed that its path does not say (a group's price),
+/// for the audit entry's action (`PATCH /api/v1/admin/groups/acme (markup 15% -> 20%)`).
+#[derive(Debug, Clone)]
+pub(crate) struct AuditNote(pub(crate) String);
+
+/// `response` with `note` for its audit entry, when there is one.
+pub(crate) fn noted(note: Option<String>, mut response: Response) -> Response {
+    if let Some(note) = note {
+        response.extensions_mut().insert(AuditNote(note));
+    }
+    response
+}
+
 pub(crate) fn governance(admin: &Admin) -> ApiResult<&Arc<Governance>> {
     admin.gateway.governance.as_ref().ok_or_else(|| {
         ApiError(

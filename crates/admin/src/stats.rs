@@ -61,6 +61,12 @@ pub fn stats(gateway: &Gateway) -> Value {
             "fallback": pool.fallback.iter().map(|&f| gateway.pools[f].name.to_string()).collect::<Vec<_>>(),
             "routing": routing,
             "affinity_switches": pool.affinity_switches.load(Ordering::Relaxed),
+            // Sessions pinned now, and how many times pins moved lane
+            // (`GET /api/v1/admin/sessions` lists them with their counts).
+            "sessions": pool.affinity.as_ref().map(|_| json!({
+                "pinned": pool.sessions.len(),
+                "moves": pool.session_moves.load(Ordering::Relaxed),
+            })),
             "lanes": lanes,
         }));
     }
@@ -78,6 +84,14 @@ pub fn stats(gateway: &Gateway) -> Value {
     }
     if let Some(governance) = &gateway.governance {
         out["governance"] = governance_stats(governance);
+    }
+    // A single node's pins, written behind to its SQLite.
+    if let Some(pins) = &gateway.pins {
+        out["session_pins"] = json!({
+            "written": pins.stats.written.load(Ordering::Relaxed),
+            "dropped": pins.stats.dropped.load(Ordering::Relaxed),
+            "write_errors": pins.stats.write_errors.load(Ordering::Relaxed),
+        });
     }
     out
 }

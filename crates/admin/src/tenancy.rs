@@ -12,7 +12,8 @@
 //!
 //! A tenant admin reads its own group but never changes it (its budget,
 //! limits and parent are the operator's), never moves a group out of its
-//! subtree, never sets a budget above the nearest one over its group, and
+//! subtree, never sets a budget above the nearest one over its group,
+//! never sets a price (a group's markup or rate card: [`no_prices`]), and
 //! hands its keys only the pools and MCP grants its tenancy lists.
 
 use std::sync::Arc;
@@ -163,6 +164,25 @@ pub(crate) fn not_own_group(actor: &Actor, name: &str) -> ApiResult<()> {
     }
 }
 
+/// Refuses a price a tenant admin sets — a `markup` or a `rate_card` (one
+/// it clears too), on its own group or any below it: prices are the
+/// gateway admin's. A price set below its own group's would lower what
+/// its tenancy is charged, and an "only above" rule would not hold once
+/// the operator raised the tenant's price or a key moved between its
+/// groups; the groups a tenant admin makes take the nearest price above.
+pub(crate) fn no_prices(actor: &Actor, field: Option<&str>) -> ApiResult<()> {
+    match (actor.tenant(), field) {
+        (Some(root), Some(field)) => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{field}: a group's price is the gateway admin's; the groups under `{root}` are charged at the \
+                 nearest markup or rate card set on them or above"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The group a tenant admin's new key or group goes in: the one named,
 /// when inside its subtree (a 404 otherwise, as for a group that does not
 /// exist), else its own group. The gateway's admin names any or none.
@@ -297,6 +317,7 @@ mod tests {
             end_users: None,
             from_config: false,
             markup: None,
+            rate_card: Default::default(),
             created_at: 0,
         }
     }

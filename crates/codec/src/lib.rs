@@ -340,6 +340,13 @@ pub trait Codec: Send + Sync {
         &[]
     }
 
+    /// The output cap this protocol's vendor applies to a request that
+    /// names none, when it has one (OpenAI's legacy completions: 16):
+    /// admission reserves it, not the gateway's default.
+    fn default_max_tokens(&self) -> Option<u64> {
+        None
+    }
+
     /// Where a request asks for several replies at once (OpenAI `n`, Gemini
     /// `candidateCount`): each is billed its own output. Empty: one reply.
     fn choices_members(&self) -> &'static [&'static [&'static str]] {
@@ -454,6 +461,7 @@ pub trait Codec: Send + Sync {
             }
             most
         };
+        let max_tokens = max_tokens.or_else(|| self.default_max_tokens());
         let mut choices = 1;
         for path in self.choices_members() {
             if let Some(value) = value(path)? {
@@ -487,6 +495,15 @@ pub trait Codec: Send + Sync {
 
     /// This protocol's embeddings, when it has them.
     fn embed(&self) -> Option<&dyn embed::EmbedCodec> {
+        None
+    }
+
+    /// The codec of this protocol's legacy text completions, when it has
+    /// them (OpenAI's `/v1/completions`): a whole codec of its own, whose
+    /// requests, replies and streams are the completions shapes and whose
+    /// IR is chat's (the prompt one user message). A completion's caller
+    /// and a lane of this protocol are read and written with it.
+    fn completions(&self) -> Option<&dyn Codec> {
         None
     }
 

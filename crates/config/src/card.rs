@@ -1,18 +1,21 @@
 //! What a rate card entry says beyond its flat prices: tiers by input size
 //! (`tiers:`, long-context pricing), `batch_discount:` and
-//! `service_tiers:`, each checked at boot with its fix; a group's
-//! `markup:`; and the kinds a model's facts say it bills that its entry
+//! `service_tiers:`, each checked at boot with its fix (an entry of the
+//! operator's card and of a group's own alike: [`entry`]); the form a
+//! group's record keeps its card in ([`entry_json`], [`stored_entry`]); a
+//! group's `markup:`; and the kinds a model's facts say it bills that its entry
 //! leaves out (`switchyard check` warns of each).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
+use serde_json::{json, Map};
 use switchyard_governance::card::{ppm, Markup, Ppm, Tier, MAX_FACTOR, MAX_MARKUP, MAX_TIERS};
 use switchyard_governance::Price;
 use switchyard_ir::ServiceTier;
 
 use crate::raw::RawRate;
-use crate::Issue;
+use crate::{Issue, Rate};
 
 /// A share or a factor: a number (`0.5`, `1.8`) or a percentage (`50%`).
 #[derive(Debug, Clone, Deserialize)]
@@ -197,6 +200,144 @@ pub(crate) fn beyond(raw: &RawRate, base: &Price, path: &str, issues: &mut Vec<I
         }
     }
     out
+}
+
+/// Reads one rate card entry's figures (an operator's or a group's, from
+/// the file or the admin API), reporting each problem at `path` with its
+/// fix: finite rates, not negative, pricing something, and what it says
+/// beyond its flat prices ([`beyond`]). A kind it leaves out takes its
+/// side's rate (cache reads and writes the input's).
+pub(crate) fn entry(rate: &RawRate, path: &str, issues: &mut Vec<Issue>) -> Rate {
+    let values = [
+        rate.input_utok,
+        rate.output_utok,
+        rate.cache_read_utok,
+        rate.cache_write_utok,
+        rate.cache_write_1h_utok,
+        rate.reasoning_utok,
+        rate.audio_input_utok,
+        rate.audio_output_utok,
+        rate.image_input_utok,
+        rate.image_output_utok,
+        rate.per_request_usd,
+        rate.per_search_unit_usd,
+        rate.per_image_usd,
+        rate.per_million_chars_usd,
+        rate.per_minute_usd,
+    ];
+    if values.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
+        issues.push(Issue::new(
+            path,
+            "prices must be finite and not negative",
+            "write USD per million tokens, e.g. 0.15",
+        ));
+    }
+    if values.iter().all(Option::is_none) {
+        issues.push(Issue::new(
+            path,
+            "the row prices nothing",
+            "give input_utok and output_utok (chat), input_utok (embed), or the unit price its operation bills",
+        ));
+    }
+    let input = rate.input_utok.unwrap_or(0.0);
+    let mut entry = Rate {
+        input_utok: input,
+        output_utok: rate.output_utok.unwrap_or(0.0),
+        cache_read_utok: rate.cache_read_utok.unwrap_or(input),
+        cache_write_utok: rate.cache_write_utok.unwrap_or(input),
+        cache_write_1h_utok: rate.cache_write_1h_utok,
+        reasoning_utok: rate.reasoning_utok,
+        audio_input_utok: rate.audio_input_utok,
+        audio_output_utok: rate.audio_output_utok,
+        image_input_utok: rate.image_input_utok,
+        image_output_utok: rate.image_output_utok,
+        per_request_usd: rate.per_request_usd.unwrap_or(0.0),
+        per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
+        per_image_usd: rate.per_image_usd.unwrap_or(0.0),
+        per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
+        per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
+        beyond: Beyond::default(),
+    };
+    entry.beyond = beyond(rate, &entry.flat(), path, issues);
+    entry
+}
+
+/// An entry as a group's stored record keeps it: every rate it prices at,
+/// written as a `rate_card` entry is (USD per million tokens; a tier with
+/// each of its rates; the discount and factors as shares), so reading it
+/// back ([`stored_entry`]) gives the same entry.
+pub fn entry_json(rate: &Rate) -> serde_json::Value {
+    let mut out = Map::new();
+    put_kinds(&mut out, &rate.flat());
+    let units = [
+        ("per_request_usd", rate.per_request_usd),
+        ("per_search_unit_usd", rate.per_search_unit_usd),
+        ("per_image_usd", rate.per_image_usd),
+        ("per_million_chars_usd", rate.per_million_chars_usd),
+        ("per_minute_usd", rate.per_minute_usd),
+    ];
+    for (key, value) in units.into_iter().filter(|(_, value)| *value != 0.0) {
+        out.insert(key.to_owned(), json!(value));
+    }
+    if !rate.beyond.tiers.is_empty() {
+        let tiers = rate.beyond.tiers.iter().map(|tier| {
+            let mut map = Map::new();
+            map.insert("above_input_tokens".to_owned(), json!(tier.above_input_tokens));
+            put_kinds(&mut map, &tier.price);
+            serde_json::Value::Object(map)
+        });
+        out.insert("tiers".to_owned(), serde_json::Value::Array(tiers.collect()));
+    }
+    if rate.beyond.batch_discount != 0 {
+        out.insert("batch_discount".to_owned(), json!(f64::from(rate.beyond.batch_discount) / 1e6));
+    }
+    let factors: Map<String, serde_json::Value> = ServiceTier::ALL
+        .iter()
+        .filter_map(|tier| {
+            let factor = rate.beyond.service_tiers[tier.index()]?;
+            Some((tier.as_str().to_owned(), json!(f64::from(factor) / 1e6)))
+        })
+        .collect();
+    if !factors.is_empty() {
+        out.insert("service_tiers".to_owned(), serde_json::Value::Object(factors));
+    }
+    serde_json::Value::Object(out)
+}
+
+/// Writes each token kind `price` sets into `map`, by its entry key.
+fn put_kinds(map: &mut Map<String, serde_json::Value>, price: &Price) {
+    let kinds = [
+        ("input_utok", Some(price.input_utok)),
+        ("output_utok", Some(price.output_utok)),
+        ("cache_read_utok", Some(price.cache_read_utok)),
+        ("cache_write_utok", Some(price.cache_write_utok)),
+        ("cache_write_1h_utok", price.cache_write_1h_utok),
+        ("reasoning_utok", price.reasoning_utok),
+        ("audio_input_utok", price.audio_input_utok),
+        ("audio_output_utok", price.audio_output_utok),
+        ("image_input_utok", price.image_input_utok),
+        ("image_output_utok", price.image_output_utok),
+    ];
+    for (key, value) in kinds {
+        if let Some(value) = value {
+            map.insert(key.to_owned(), json!(value));
+        }
+    }
+}
+
+/// An entry a group's stored record keeps ([`entry_json`]), read back;
+/// one that no longer reads is every problem, each with its fix.
+pub fn stored_entry(value: &serde_json::Value) -> Result<Rate, Vec<Issue>> {
+    let raw: RawRate = serde_json::from_value(value.clone()).map_err(|err| {
+        vec![Issue::new("rate_card", format!("not a rate card entry: {err}"), "write it again over the admin API")]
+    })?;
+    let mut issues = Vec::new();
+    let rate = entry(&raw, "rate_card", &mut issues);
+    if issues.is_empty() {
+        Ok(rate)
+    } else {
+        Err(issues)
+    }
 }
 
 /// A group's `markup:` (at `path`), bounded.

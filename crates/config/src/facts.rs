@@ -45,8 +45,13 @@ pub struct Fact {
     /// Continues an assistant message that ends the conversation (Claude:
     /// Anthropic's "Prefill Claude's response" documentation).
     pub prefill: Option<bool>,
-    /// Takes a system message inside the conversation.
+    /// Takes a system message inside the conversation (Anthropic's
+    /// "Mid-conversation system messages" lists the Claude models).
     pub system_messages: Option<bool>,
+    /// Takes the caller's Anthropic betas in its body on Bedrock
+    /// (`additionalModelRequestFields.anthropic_beta`: AWS's Claude
+    /// request parameters list it).
+    pub bedrock_betas: Option<bool>,
     /// The effort levels it takes (`none`: thinking can be turned off),
     /// where fewer than its protocol's.
     pub efforts: Option<Vec<String>>,
@@ -60,10 +65,33 @@ pub struct Fact {
     /// `batch`, `flex`, `priority`): `switchyard check` warns where its rate
     /// card entry leaves one out.
     pub bills: Option<Vec<String>>,
-    /// Where each of these facts comes from, by the fact's name: the
-    /// vendor's page that says it.
+    /// Where each of these facts comes from, by the fact's name (`limits`
+    /// for the context window, most output and whether it reasons, which
+    /// the model's own page gives together): the vendor's page that says
+    /// it. Every fact an entry states has one (a test holds it).
     #[serde(default)]
     pub sources: std::collections::BTreeMap<String, String>,
+}
+
+impl Fact {
+    /// The facts this entry states, each by the name its source is kept
+    /// under in `sources`.
+    pub fn stated(&self) -> Vec<&'static str> {
+        let flags = [
+            ("limits", self.context_window.is_some() || self.max_output.is_some() || self.reasoning.is_some()),
+            ("adaptive_thinking", self.adaptive_thinking.is_some()),
+            ("effort", self.effort.is_some()),
+            ("temperature_with_top_p", self.temperature_with_top_p.is_some()),
+            ("prefill", self.prefill.is_some()),
+            ("system_messages", self.system_messages.is_some()),
+            ("bedrock_betas", self.bedrock_betas.is_some()),
+            ("efforts", self.efforts.is_some()),
+            ("refused_while_reasoning", self.refused_while_reasoning.is_some()),
+            ("thinks_by_default", self.thinks_by_default.is_some()),
+            ("bills", self.bills.is_some()),
+        ];
+        flags.into_iter().filter(|(_, said)| *said).map(|(name, _)| name).collect()
+    }
 }
 
 /// The bundled snapshot, read once. It is checked by a test: should it not
@@ -142,23 +170,21 @@ mod tests {
         assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
     }
 
-    /// Every reasoning fact and the kinds of price an entry states name the
-    /// page they come from, and read as the config would read them.
+    /// Every fact an entry states names the page it comes from (and no
+    /// source names a fact the entry does not state), and reads as the
+    /// config would read it.
     #[test]
-    fn every_reasoning_fact_names_its_source() {
+    fn every_fact_names_its_source() {
         for fact in &snapshot().models {
-            let stated = [
-                ("efforts", fact.efforts.is_some()),
-                ("refused_while_reasoning", fact.refused_while_reasoning.is_some()),
-                ("thinks_by_default", fact.thinks_by_default.is_some()),
-                ("bills", fact.bills.is_some()),
-            ];
-            for (name, said) in stated {
-                let source = fact.sources.get(name);
-                assert_eq!(said, source.is_some(), "{}: {name} and its source go together", fact.id);
-                assert!(source.is_none_or(|s| s.starts_with("https://")), "{}: {source:?}", fact.id);
+            let stated = fact.stated();
+            for name in &stated {
+                let source = fact.sources.get(*name);
+                assert!(source.is_some(), "{}: `{name}` has no source", fact.id);
+                assert!(source.is_some_and(|s| s.starts_with("https://")), "{}: {name}: {source:?}", fact.id);
             }
-            assert!(fact.sources.keys().all(|k| stated.iter().any(|(name, _)| name == k)), "{}", fact.id);
+            for name in fact.sources.keys() {
+                assert!(stated.contains(&name.as_str()), "{}: a source for `{name}`, which it does not state", fact.id);
+            }
             if let Some(names) = &fact.efforts {
                 assert!(crate::translation::efforts_of(names).is_ok(), "{}: {names:?}", fact.id);
             }
@@ -170,6 +196,36 @@ mod tests {
                 assert!(crate::card::KINDS.contains(&kind.as_str()), "{}: {kind}", fact.id);
             }
         }
+    }
+
+    /// The check itself: an entry that states a fact without its source,
+    /// or a source without its fact, fails it.
+    #[test]
+    fn a_fact_without_its_source_is_caught() {
+        let read = |text: &str| serde_json::from_str::<Fact>(text).unwrap();
+        let unsourced =
+            read(r#"{"id": "m", "context_window": 1000, "prefill": true, "sources": {"limits": "https://x"}}"#);
+        let missing: Vec<&str> =
+            unsourced.stated().into_iter().filter(|name| !unsourced.sources.contains_key(*name)).collect();
+        assert_eq!(missing, ["prefill"]);
+        let stray = read(r#"{"id": "m", "sources": {"system_messages": "https://x"}}"#);
+        assert!(stray.stated().is_empty() && !stray.sources.is_empty());
+    }
+
+    /// Claude models that take a system message inside the conversation,
+    /// as Anthropic's page lists them, and Claude on Bedrock's betas.
+    #[test]
+    fn claude_facts_say_system_messages_and_bedrock_betas() {
+        let fact = |wire: &str| lookup(wire).unwrap_or_else(|| panic!("{wire}"));
+        for wire in ["claude-opus-4-8", "claude-opus-5", "claude-fable-5", "claude-mythos-5", "claude-fable-5-1"] {
+            assert_eq!(fact(wire).system_messages, Some(true), "{wire}");
+        }
+        assert_eq!(fact("claude-sonnet-5").system_messages, Some(false), "not on Sonnet 5");
+        assert_eq!(fact("claude-sonnet-4-5-20250929").system_messages, None, "older: the common ground");
+        assert_eq!(fact("us.anthropic.claude-haiku-4-5-20251001-v1:0").bedrock_betas, Some(true));
+        assert_eq!(fact("amazon.nova-pro-v1:0").bedrock_betas, None);
+        assert_eq!(fact("claude-opus-4-6").prefill, Some(false), "Claude 4.6 refuses a prefill");
+        assert_eq!(lookup("claude-opus-5-5"), None, "a later model is not Opus 5");
     }
 
     #[test]

@@ -157,6 +157,10 @@ pub struct Group {
     /// What its requests are charged above their cost (`None`: as its
     /// parent's; none anywhere up: charged their cost).
     pub markup: Option<switchyard_governance::card::Markup>,
+    /// Its own rate card: what its requests on the lanes it names are
+    /// charged, whatever they cost (a lane it does not name: its markup,
+    /// else its parent's pricing).
+    pub rate_card: BTreeMap<Arc<str>, crate::Rate>,
 }
 
 /// Tuning of admission and the ledger.
@@ -279,6 +283,8 @@ pub(crate) struct RawGroup {
     pub end_users: Option<RawEndUserLimits>,
     /// What its requests are charged above their cost (chargeback).
     pub markup: Option<crate::card::RawFraction>,
+    /// Its own price for the lanes it names (chargeback), as `rate_card:`.
+    pub rate_card: Option<BTreeMap<String, crate::raw::RawRate>>,
 }
 
 /// Each end user's budget and limits inside a group.
@@ -532,6 +538,8 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                     overrides: Default::default(),
                 }),
                 markup: group.markup.as_ref().and_then(|m| crate::card::markup(m, &format!("{path}.markup"), issues)),
+                // Read once the models it may name are known.
+                rate_card: BTreeMap::new(),
             }
         })
         .collect();

@@ -966,80 +966,18 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
 
     let mut rate_card = HashMap::new();
     for (name, rate) in &raw.rate_card {
-        let path = format!("rate_card.{name}");
-        // A model, or the ad-hoc route's lanes: `provider/model` for one
-        // wire model, `provider/*` for every one the provider opened.
-        let adhoc = name.split_once('/').is_some_and(|(provider, wire)| {
-            providers.iter().find(|p| &*p.name == provider).is_some_and(|p| match &p.adhoc {
-                Adhoc::Off => false,
-                Adhoc::Any => true,
-                Adhoc::Models(models) => wire == "*" || models.iter().any(|m| &**m == wire),
-            })
-        });
-        if !model_names.contains(&name.as_str()) && !adhoc {
-            issues.push(Issue::new(
-                &path,
-                format!("model `{name}` is not defined"),
-                format!(
-                    "price a defined model ({}), or an ad-hoc lane as provider/model or provider/*",
-                    list(&model_names)
-                ),
-            ));
-        }
-        let values = [
-            rate.input_utok,
-            rate.output_utok,
-            rate.cache_read_utok,
-            rate.cache_write_utok,
-            rate.cache_write_1h_utok,
-            rate.reasoning_utok,
-            rate.audio_input_utok,
-            rate.audio_output_utok,
-            rate.image_input_utok,
-            rate.image_output_utok,
-            rate.per_request_usd,
-            rate.per_search_unit_usd,
-            rate.per_image_usd,
-            rate.per_million_chars_usd,
-            rate.per_minute_usd,
-        ];
-        if values.iter().flatten().any(|v| !v.is_finite() || *v < 0.0) {
-            issues.push(Issue::new(
-                &path,
-                "prices must be finite and not negative",
-                "write USD per million tokens, e.g. 0.15",
-            ));
-        }
-        let operation = model_names.iter().position(|m| *m == name).and_then(|i| models.get(i)).map(|m| m.operation);
-        check_unit_prices(&path, rate, operation.unwrap_or(Operation::Chat), issues);
-        if values.iter().all(Option::is_none) {
-            issues.push(Issue::new(
-                &path,
-                "the row prices nothing",
-                "give input_utok and output_utok (chat), input_utok (embed), or the unit price its operation bills",
-            ));
-        }
-        let input = rate.input_utok.unwrap_or(0.0);
-        let mut entry = Rate {
-            input_utok: input,
-            output_utok: rate.output_utok.unwrap_or(0.0),
-            cache_read_utok: rate.cache_read_utok.unwrap_or(input),
-            cache_write_utok: rate.cache_write_utok.unwrap_or(input),
-            cache_write_1h_utok: rate.cache_write_1h_utok,
-            reasoning_utok: rate.reasoning_utok,
-            audio_input_utok: rate.audio_input_utok,
-            audio_output_utok: rate.audio_output_utok,
-            image_input_utok: rate.image_input_utok,
-            image_output_utok: rate.image_output_utok,
-            per_request_usd: rate.per_request_usd.unwrap_or(0.0),
-            per_search_unit_usd: rate.per_search_unit_usd.unwrap_or(0.0),
-            per_image_usd: rate.per_image_usd.unwrap_or(0.0),
-            per_million_chars_usd: rate.per_million_chars_usd.unwrap_or(0.0),
-            per_minute_usd: rate.per_minute_usd.unwrap_or(0.0),
-            beyond: card::Beyond::default(),
-        };
-        entry.beyond = card::beyond(rate, &entry.flat(), &path, issues);
+        let entry = rate_entry(name, rate, &format!("rate_card.{name}"), &models, &providers, issues);
         rate_card.insert(Arc::from(name.as_str()), entry);
+    }
+    // A group's own card: its tenant's price for the lanes it names,
+    // checked like the operator's.
+    for group in &mut groups {
+        let Some(entries) = raw.groups.get(&*group.name).and_then(|g| g.rate_card.as_ref()) else { continue };
+        for (name, rate) in entries {
+            let path = format!("groups.{}.rate_card.{name}", group.name);
+            let entry = rate_entry(name, rate, &path, &models, &providers, issues);
+            group.rate_card.insert(Arc::from(name.as_str()), entry);
+        }
     }
 
     let pool_names: Vec<&str> = raw.pools.keys().map(String::as_str).collect();
@@ -1747,6 +1685,78 @@ fn check_fallback_cycles(pools: &[Pool], issues: &mut Vec<Issue>) {
     }
 }
 
+/// Whether `name` is what a `rate_card` entry may price: a defined model,
+/// or an ad-hoc lane (`provider/model` for one wire model, `provider/*`
+/// for every one) a provider opened.
+fn priceable(name: &str, models: &[Model], providers: &[Provider]) -> bool {
+    models.iter().any(|m| &*m.name == name)
+        || name.split_once('/').is_some_and(|(provider, wire)| {
+            providers.iter().find(|p| &*p.name == provider).is_some_and(|p| match &p.adhoc {
+                Adhoc::Off => false,
+                Adhoc::Any => true,
+                Adhoc::Models(models) => wire == "*" || models.iter().any(|m| &**m == wire),
+            })
+        })
+}
+
+/// One rate card entry (the operator's `rate_card.<name>`, or a group's)
+/// at `path`: it names a lane there is, prices in its operation's units,
+/// and its figures hold ([`card::entry`]).
+fn rate_entry(
+    name: &str,
+    rate: &raw::RawRate,
+    path: &str,
+    models: &[Model],
+    providers: &[Provider],
+    issues: &mut Vec<Issue>,
+) -> Rate {
+    if !priceable(name, models, providers) {
+        let model_names: Vec<&str> = models.iter().map(|m| &*m.name).collect();
+        issues.push(Issue::new(
+            path,
+            format!("model `{name}` is not defined"),
+            format!(
+                "price a defined model ({}), or an ad-hoc lane as provider/model or provider/*",
+                list(&model_names)
+            ),
+        ));
+    }
+    let operation = models.iter().find(|m| &*m.name == name).map_or(Operation::Chat, |m| m.operation);
+    check_unit_prices(path, rate, operation, issues);
+    card::entry(rate, path, issues)
+}
+
+/// A group's own rate card sent over the admin API (`path` its key in the
+/// body): each entry checked against `config` (the running one) as the
+/// config file's would be, or every problem with its fix.
+pub fn group_rate_card(
+    config: &Config,
+    entries: &BTreeMap<String, serde_json::Value>,
+    path: &str,
+) -> Result<BTreeMap<Arc<str>, Rate>, Vec<Issue>> {
+    let mut issues = Vec::new();
+    let mut card = BTreeMap::new();
+    for (name, value) in entries {
+        let at = format!("{path}.{name}");
+        match serde_json::from_value::<raw::RawRate>(value.clone()) {
+            Ok(rate) => {
+                let entry = rate_entry(name, &rate, &at, &config.models, &config.providers, &mut issues);
+                card.insert(Arc::from(name.as_str()), entry);
+            }
+            Err(err) => issues.push(Issue::new(
+                &at,
+                format!("not a rate card entry: {err}"),
+                "write the fields of a rate_card entry, e.g. {\"input_utok\": 3, \"output_utok\": 15}",
+            )),
+        }
+    }
+    if issues.is_empty() {
+        Ok(card)
+    } else {
+        Err(issues)
+    }
+}
+
 /// A row's unit prices are those its operation bills: a search unit for
 /// rerank, an image, a million characters of speech, a minute of audio.
 fn check_unit_prices(path: &str, rate: &raw::RawRate, operation: Operation, issues: &mut Vec<Issue>) {
@@ -2417,6 +2427,73 @@ mcp: { servers: { files: { url: "http://127.0.0.1:7000/mcp" } } }
         assert!(warned.iter().any(|fix| fix.contains("cache_write_1h_utok")), "{warned:?}");
         assert!(warned.iter().any(|fix| fix.contains("tiers:")), "{warned:?}");
         assert!(warned.iter().any(|fix| fix.contains("batch_discount")), "{warned:?}");
+    }
+
+    #[test]
+    fn a_groups_own_rate_card_is_checked_like_the_operators_and_kept_in_a_form_that_reads_back() {
+        let base =
+            "providers: { a: { protocol: anthropic, base_url: \"https://api.anthropic.com\", adhoc: [opus] } }\n\
+                    models: { sonnet: { provider: a, model: claude-sonnet-4-5 }, haiku: { provider: a } }\n\
+                    rate_card: { sonnet: { input_utok: 3, output_utok: 15 } }\n";
+        let good = format!(
+            "{base}groups:\n  acme:\n    markup: 10%\n    rate_card:\n      \
+             sonnet: {{ input_utok: 4, output_utok: 20, cache_write_1h_utok: 8, tiers: [ {{ above_input_tokens: 200000, \
+             input_utok: 8 }} ], batch_discount: 40%, service_tiers: {{ priority: 2 }} }}\n      \
+             a/opus: {{ input_utok: 20, output_utok: 90, per_request_usd: 0.001 }}\n  acme-eu: {{ parent: acme }}\n"
+        );
+        let config = load(&good, &no_env).unwrap();
+        let acme = config.groups.iter().find(|g| &*g.name == "acme").unwrap();
+        let sonnet = &acme.rate_card["sonnet"];
+        assert_eq!((sonnet.input_utok, sonnet.output_utok, sonnet.cache_read_utok), (4.0, 20.0, 4.0));
+        assert_eq!((sonnet.beyond.batch_discount, sonnet.beyond.tiers[0].price.output_utok), (400_000, 20.0));
+        assert_eq!(acme.rate_card.len(), 2, "an ad-hoc lane the provider opened is priceable");
+        assert!(config.groups.iter().find(|g| &*g.name == "acme-eu").unwrap().rate_card.is_empty());
+        // The form a record keeps reads back to the same entry, every kind,
+        // tier, discount and factor.
+        for rate in acme.rate_card.values() {
+            assert_eq!(&card::stored_entry(&card::entry_json(rate)).unwrap(), rate, "{}", card::entry_json(rate));
+        }
+        assert_eq!(card::entry_json(sonnet)["service_tiers"], serde_json::json!({"priority": 2.0}));
+
+        // What is wrong in a group's card is reported at its path, with the
+        // fix, as the operator's would be.
+        let bad = format!(
+            "{base}groups:\n  acme:\n    rate_card:\n      gpt-4o: {{ input_utok: 1, output_utok: 2 }}\n      \
+             sonnet: {{ input_utok: -4, batch_discount: 150%, per_image_usd: 0.04 }}\n      haiku: {{ }}\n      \
+             b/opus: {{ input_utok: 1 }}\n"
+        );
+        let issues = load(&bad, &no_env).unwrap_err().0;
+        let found: Vec<(&str, &str)> = issues.iter().map(|i| (i.path.as_str(), i.message.as_str())).collect();
+        let expected = [
+            ("groups.acme.rate_card.b/opus", "model `b/opus` is not defined"),
+            ("groups.acme.rate_card.gpt-4o", "model `gpt-4o` is not defined"),
+            ("groups.acme.rate_card.haiku", "the row prices nothing"),
+            ("groups.acme.rate_card.sonnet.per_image_usd", "a chat lane bills no per_image_usd; it prices image"),
+            ("groups.acme.rate_card.sonnet", "prices must be finite and not negative"),
+            ("groups.acme.rate_card.sonnet.batch_discount", "not a share off"),
+        ];
+        for (path, message) in expected {
+            assert!(found.contains(&(path, message)), "{path}: {message} in {found:?}");
+        }
+        assert_eq!(found.len(), expected.len(), "{found:?}");
+        assert!(issues[1].fix.contains("price a defined model (haiku, sonnet)"), "{}", issues[1]);
+        // An unknown key in an entry is named too.
+        let typo = format!("{base}groups: {{ acme: {{ rate_card: {{ sonnet: {{ input_utk: 4 }} }} }} }}\n");
+        let issues = load(&typo, &no_env).unwrap_err().0;
+        assert!(issues.iter().any(|i| i.path.contains("groups.acme.rate_card.sonnet")), "{issues:?}");
+
+        // The admin API's body is checked against the running config the same way.
+        let entries: BTreeMap<String, serde_json::Value> = serde_json::from_value(serde_json::json!({
+            "sonnet": {"input_utok": 4, "output_utok": 20},
+            "nosuch": {"input_utok": 1},
+            "haiku": {"input_utok": "cheap"},
+        }))
+        .unwrap();
+        let issues = group_rate_card(&config, &entries, "rate_card").unwrap_err();
+        let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["rate_card.haiku", "rate_card.nosuch"], "{issues:?}");
+        let entries = BTreeMap::from([("sonnet".to_owned(), serde_json::json!({"input_utok": 4, "output_utok": 20}))]);
+        assert_eq!(group_rate_card(&config, &entries, "rate_card").unwrap()["sonnet"].output_utok, 20.0);
     }
 
     #[test]

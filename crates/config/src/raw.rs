@@ -213,6 +213,7 @@ pub struct RawCapabilities {
     pub reasoning: Option<bool>,
     pub prefill: Option<serde_yaml_ng::Value>,
     pub system_messages: Option<bool>,
+    pub bedrock_betas: Option<bool>,
     pub efforts: Option<Vec<String>>,
     pub refused_while_reasoning: Option<Vec<String>>,
     pub thinks_by_default: Option<bool>,

@@ -126,6 +126,7 @@ pub(crate) fn capabilities(
         max_output,
         reasoning: raw(|r| r.reasoning).or(known(|f| f.reasoning)),
         system_messages: raw(|r| r.system_messages).or(known(|f| f.system_messages)).unwrap_or(common.system_messages),
+        bedrock_betas: raw(|r| r.bedrock_betas).or(known(|f| f.bedrock_betas)),
         prefill,
         efforts,
         refused_while_reasoning,
@@ -309,6 +310,7 @@ models:
                 max_output: Some(64_000),
                 reasoning: Some(true),
                 prefill: Prefill::Assistant,
+                bedrock_betas: Some(true),
                 ..Capabilities::default()
             }
         );
@@ -320,6 +322,7 @@ models:
                 max_output: Some(1000),
                 reasoning: Some(true),
                 prefill: Prefill::Assistant,
+                bedrock_betas: Some(true),
                 ..Capabilities::default()
             }
         );
@@ -329,6 +332,34 @@ models:
             Capabilities { prefill: Prefill::Assistant, ..Capabilities::default() }
         );
         assert_eq!(config.model_facts.matched, 2);
+    }
+
+    /// What the facts say of the newer Claude models: Opus 4.8 on Bedrock
+    /// takes system messages inside the conversation and the caller's
+    /// betas, Sonnet 5 no system message, a Bedrock model that is no
+    /// Claude is not said either way (its name decides), and the
+    /// operator's word overrides the facts'.
+    #[test]
+    fn system_messages_and_bedrock_betas_come_from_the_facts() {
+        let text = r#"
+providers:
+  aws: { protocol: bedrock, base_url: "mock://" }
+  claude: { protocol: anthropic, base_url: "mock://" }
+models:
+  opus: { provider: aws, model: us.anthropic.claude-opus-4-8 }
+  sonnet: { provider: claude, model: claude-sonnet-5 }
+  nova: { provider: aws, model: amazon.nova-pro-v1:0 }
+  profile: { provider: aws, model: my-profile, capabilities: { bedrock_betas: true, system_messages: true } }
+  plain: { provider: aws, model: us.anthropic.claude-opus-4-8, capabilities: { bedrock_betas: false, system_messages: false } }
+"#;
+        let config = load(text, &no_env).unwrap();
+        let model = |name: &str| config.models[config.model_index(name).unwrap()].capabilities;
+        assert_eq!((model("opus").system_messages, model("opus").bedrock_betas), (true, Some(true)));
+        assert_eq!(model("opus").prefill, Prefill::No, "Claude 4.6 and later take no prefill");
+        assert!(!model("sonnet").system_messages);
+        assert_eq!((model("nova").system_messages, model("nova").bedrock_betas), (false, None));
+        assert_eq!((model("profile").system_messages, model("profile").bedrock_betas), (true, Some(true)));
+        assert_eq!((model("plain").system_messages, model("plain").bedrock_betas), (false, Some(false)));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
+use switchyard_ir::{ErrorInfo, ErrorKind};
 use switchyard_state::call::Call;
 use switchyard_state::governance::{Denied, KeyChange};
 use switchyard_state::Gateway;
@@ -76,7 +76,7 @@ pub(crate) async fn admit(
     let Some(governance) = &gateway.governance else {
         return Ok(None);
     };
-    let codec = gateway.codec(call.ingress);
+    let codec = gateway.codec_for(call.operation, call.ingress);
     let spec = crate::operation::of(call.operation);
     // A token count is never billed: it reserves nothing, and only the
     // request rate limits see it.
@@ -191,8 +191,8 @@ pub fn end_user(gateway: &Gateway, call: &Call) -> Option<Box<str>> {
         (None, None) => {
             // The ingress scan looked for the metered members (and the end
             // user's) of a governed chat request.
-            let scanned = (call.operation == Operation::Chat).then_some(&call.metered);
-            gateway.codec(call.ingress).end_user(&call.body, scanned)?
+            let scanned = call.operation.is_chat().then_some(&call.metered);
+            gateway.codec_for(call.operation, call.ingress).end_user(&call.body, scanned)?
         }
     };
     let named = named.trim();

@@ -104,7 +104,8 @@ async fn replay(gateway: &Gateway, x: &mut Exchange, mut events: Vec<StreamEvent
             Ended::Damaged
         }
     };
-    let mut encoder = gateway.codec(x.call.ingress).stream_encoder_for(x.call.framing, &x.call.body);
+    let caller = gateway.codec_for(x.call.operation, x.call.ingress);
+    let mut encoder = caller.stream_encoder_for(x.call.framing, &x.call.body);
     let mut chunks: Vec<Result<http_body::Frame<Bytes>, BoxError>> = Vec::with_capacity(events.len() + 1);
     for event in &events {
         let mut out = Vec::new();

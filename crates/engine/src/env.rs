@@ -32,8 +32,9 @@ impl<'a> Env<'a> {
     }
 
     /// The codec of `protocol`.
-    pub(crate) fn codec(&self, protocol: Protocol) -> &'static dyn Codec {
-        (self.codecs)(protocol)
+    /// The codec of `operation`'s bodies in `protocol` (`Gateway::codec_for`).
+    pub(crate) fn codec_for(&self, operation: switchyard_ir::Operation, protocol: Protocol) -> &'static dyn Codec {
+        switchyard_state::codec_for(self.codecs, operation, protocol)
     }
 
     /// Lane `index`, when it exists.

@@ -67,7 +67,7 @@ impl Shape {
         // caller that did not ask for it) asks the upstream for it and hides
         // it from the caller again; a protocol that cannot is translated.
         let metered = gateway.governance.as_ref().is_some_and(|g| g.ledger.is_some());
-        let codec = gateway.codec(call.ingress);
+        let codec = gateway.codec_for(call.operation, call.ingress);
         if metered && call.stream && !codec.stream_reports_usage(&call.body) {
             shape.hide_usage = codec.stream_usage_filter().is_some();
             shape.meter_stream = !shape.hide_usage;
@@ -173,7 +173,7 @@ pub(crate) fn read_once<'t>(
     slot: &'t mut Option<Request>,
 ) -> Result<&'t mut Request, ErrorInfo> {
     if slot.is_none() {
-        let codec = gateway.codec(call.ingress);
+        let codec = gateway.codec_for(call.operation, call.ingress);
         let mut request = codec.read_request(&call.body).map_err(|err| err.to_error_info())?;
         codec.read_headers(&call.headers, &mut request);
         request.stream = call.stream;

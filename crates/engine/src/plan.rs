@@ -21,7 +21,6 @@ use switchyard_route::{apply_preference, rank, BillingRank, Projection, Signals}
 use tokio::time::Instant;
 
 use switchyard_state::call::{Call, Slot};
-use switchyard_state::sessions::Pinned;
 use switchyard_state::{Gateway, PoolState};
 use switchyard_telemetry::metrics::HookOutcome;
 
@@ -69,7 +68,7 @@ fn session_of(gateway: &Gateway, state: &PoolState, call: &Call) -> Option<Sessi
         return Some(Session { id: id.to_owned(), ttl: affinity.ttl });
     }
     let window = affinity.prefix?;
-    let prefix = gateway.codec(call.ingress).prompt_prefix(&call.body)?;
+    let prefix = gateway.codec_for(call.operation, call.ingress).prompt_prefix(&call.body)?;
     let ttl = if prefix.long { window.max(LONG_CACHE) } else { window };
     Some(Session { id: format!("prefix:{:016x}", prefix.hash), ttl })
 }
@@ -261,10 +260,17 @@ pub fn pin(gateway: &Gateway, pool: usize, session: &Session, member: usize) {
     if let Some(fleet) = &gateway.fleet_state {
         fleet.pin_session(&state.name, &session.id, &gateway.lanes[state.members[member]].name, session.ttl);
     }
-    if state.sessions.pin_for(&session.id, member, Instant::now().into_std(), session.ttl) == Pinned::Moved {
+    let pinned = state.sessions.pin_for(&session.id, member, Instant::now().into_std(), session.ttl);
+    if pinned.moved {
         // The pinned lane failed and another one served: the session moves.
         state.affinity_switches.fetch_add(1, Ordering::Relaxed);
+        state.session_moves.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(pool = %state.name, session = %session.id, reason = "pinned lane failed", "session moved off its pinned lane");
+    }
+    // A single node keeps the pin past a restart (written behind; a busy
+    // session's unchanged pin about every ttl/8, not on every request).
+    if let (Some(kept), true) = (&gateway.pins, pinned.note) {
+        kept.note(&state.name, &session.id, &gateway.lanes[state.members[member]].name, session.ttl, pinned.switches);
     }
 }
 

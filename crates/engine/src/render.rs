@@ -45,7 +45,7 @@ pub(crate) fn lane_headers(headers: &mut HeaderMap, lane: &HeaderValue, provider
 
 /// An error written by the gateway, in the caller's protocol.
 pub(crate) fn error_response(gateway: &Gateway, call: &Call, info: &ErrorInfo) -> Response<ResponseBody> {
-    let mut response = render_error(gateway.codec(call.ingress), info);
+    let mut response = render_error(gateway.codec_for(call.operation, call.ingress), info);
     common_headers(response.headers_mut(), call);
     response
 }

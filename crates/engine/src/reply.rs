@@ -79,7 +79,7 @@ pub(crate) async fn success(
     // A stream passes through only in the framing the caller reads (a Gemini
     // caller without `alt=sse` reads a JSON array; upstreams are asked for SSE).
     let same = progress.passes_through_to(call, lane.protocol)
-        && (!call.stream || gateway.codec(lane.protocol).default_framing() == call.framing);
+        && (!call.stream || gateway.codec_for(call.operation, lane.protocol).default_framing() == call.framing);
     progress.serving(&Serving {
         call,
         ir: None,
@@ -159,7 +159,7 @@ async fn read(
     let mut cx =
         ReplyCx { env: Env::of(gateway), call, record: progress.record, part: switchyard_ir::Usage::default() };
     progress.filters.reply(&mut response, candidate.lane.protocol, &mut cx).await;
-    let out = Bytes::from(gateway.codec(call.ingress).write_response(&response).body);
+    let out = Bytes::from(gateway.codec_for(call.operation, call.ingress).write_response(&response).body);
     let record = &mut *progress.record;
     record.record_reported(response.usage, || crate::settle::output_estimate(&response));
     if let Some(reason) = response.stop_reason {

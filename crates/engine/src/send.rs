@@ -157,15 +157,17 @@ pub(crate) async fn send_to_lane(
     out: Outgoing<'_>,
     body: Bytes,
 ) -> Result<UpstreamResponse, TransportError> {
-    let codec = gateway.codec(lane.protocol);
+    let codec = gateway.codec_for(out.operation, lane.protocol);
     let base = match &lane.endpoint {
         Endpoint::Mock => return Ok(mock_answer(codec, lane, &out, &body)),
         Endpoint::Http(base) => base,
     };
-    // The lane's own model at its codec's path is built once per lane.
+    // The lane's own model at its codec's path is built once per lane (a
+    // legacy completion's codec has a path of its own).
+    let own_path = out.operation != switchyard_ir::Operation::Completion;
     let fresh;
     let url = match (out.path, &lane.path_template) {
-        (None, None) if out.wire_model == &*lane.wire_model => {
+        (None, None) if own_path && out.wire_model == &*lane.wire_model => {
             let cell = &lane.upstream_url[usize::from(out.stream)];
             match cell.get() {
                 Some(url) => url,
@@ -194,7 +196,7 @@ pub(crate) async fn send_to_lane(
 /// headers a real upstream would).
 fn mock_answer(codec: &dyn Codec, lane: &Lane, out: &Outgoing<'_>, body: &Bytes) -> UpstreamResponse {
     let path_model = codec.model_in_path().then_some(out.wire_model);
-    if out.operation != switchyard_ir::Operation::Chat {
+    if !out.operation.is_chat() {
         let content_type = out.content_type.as_ref().and_then(|v| v.to_str().ok());
         return mock_operation::respond(codec, out.operation, path_model, content_type, body);
     }

@@ -159,7 +159,7 @@ pub(crate) fn check(
     if dropped.is_empty() {
         return Ok(None);
     }
-    let caller = gateway.codec(call.ingress);
+    let caller = gateway.codec_for(call.operation, call.ingress);
     let mut paths: Vec<String> = Vec::with_capacity(dropped.len());
     for entry in dropped {
         let path = dropped_path(caller, entry);

@@ -22,7 +22,7 @@ pub mod server;
 pub mod versions;
 
 pub use server::{admin_router, router};
-pub use switchyard_state::{CodecFor, Gateway};
+pub use switchyard_state::{codec_for, CodecFor, Gateway};
 
 /// The process's MCP hub (`/mcp`), for `Gateway::with_mcp`: one per
 /// process, kept across reloads.

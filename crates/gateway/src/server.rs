@@ -65,6 +65,8 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
         Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
             router
                 .route("/v1/chat/completions", post(by_body(Operation::Chat)))
+                // OpenAI's legacy completions: asked of chat lanes.
+                .route("/v1/completions", post(by_body(Operation::Completion)))
                 .route("/v1/embeddings", post(by_body(Operation::Embed))),
             |router, &(route, operation, form)| {
                 let handler = move |State(gateway): State<Arc<Gateway>>, request: Request| {
@@ -111,7 +113,8 @@ const OPENAI_ROUTES: [(&str, Operation, bool); 5] = [
 fn owns(protocol: Protocol, path: &str) -> bool {
     match protocol {
         Protocol::OpenAi => {
-            matches!(path, "/v1/chat/completions" | "/v1/embeddings") || OPENAI_ROUTES.iter().any(|r| r.0 == path)
+            matches!(path, "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings")
+                || OPENAI_ROUTES.iter().any(|r| r.0 == path)
         }
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
@@ -603,8 +606,8 @@ async fn frame(
         None => invoked_operation(&body)?,
     };
     // With governance on, the one scan also finds what admission reads of a chat.
-    let chat = operation == Operation::Chat;
-    let heads = if governed && chat { gateway.codec(protocol).metered_heads() } else { &[] };
+    let chat = operation.is_chat();
+    let heads = if governed && chat { gateway.codec_for(operation, protocol).metered_heads() } else { &[] };
     let top = if ingress.form {
         form_top(&headers, &body)?
     } else {
@@ -756,10 +759,10 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         content_type: Option<&str>,
         body: Bytes,
     ) -> Response {
-        let codec = codecs(fake.protocol);
+        let codec = crate::codec_for(codecs, fake.operation, fake.protocol);
         let reply = if fake.count {
             switchyard_transport::mock_operation::count(codec, &body)
-        } else if fake.operation == Operation::Chat {
+        } else if fake.operation.is_chat() {
             let stream =
                 fake.stream.unwrap_or_else(|| scan::scan_top_level(&body).ok().and_then(|t| t.stream).unwrap_or(false));
             switchyard_transport::mock::respond(codec, model.as_deref(), stream, fake.framing, &body)
@@ -806,6 +809,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
                 router
                     .route("/v1/chat/completions", by_body(Operation::Chat))
+                    .route("/v1/completions", by_body(Operation::Completion))
                     .route("/v1/embeddings", by_body(Operation::Embed))
                     .route("/v1/rerank", by_body(Operation::Rerank)),
                 |router, &(route, operation, _)| {

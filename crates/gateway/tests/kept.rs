@@ -148,8 +148,38 @@ async fn a_conversation_continues_over_anthropic_then_gemini_through_a_restart_a
     let items = get_with(first, &format!("/v1/responses/{five}/input_items"), &[("authorization", &key)]).await;
     let items: Value = serde_json::from_slice(&items.body).unwrap();
     assert_eq!(items["data"][0]["content"][0]["text"], "turn five", "{items}");
+    // Every item used to generate it, newest first: the five inputs and the
+    // four earlier answers, as OpenAI lists a continued response's.
+    let texts = |page: &Value| -> Vec<String> {
+        page["data"].as_array().unwrap().iter().map(|i| i["content"][0]["text"].as_str().unwrap().to_owned()).collect()
+    };
+    let said = texts(&items);
+    assert_eq!(said.len(), 9, "{items}");
+    for (n, turn) in ["five", "four", "three", "two", "one"].iter().enumerate() {
+        assert_eq!(said[2 * n], format!("turn {turn}"), "{said:?}");
+    }
+    assert!(said[1].contains("you said: turn four") && said[7].contains("you said: turn one"), "{said:?}");
+    assert_eq!((items["has_more"].clone(), items["first_id"].clone()), (json!(false), items["data"][0]["id"].clone()));
+    let ascending = texts(&listed(first, &key, &five, "order=asc").await);
+    assert_eq!(ascending, said.iter().rev().cloned().collect::<Vec<_>>());
+    // Two at a time, each page after the last one's last id, walks them all.
+    let (mut walked, mut after) = (Vec::new(), String::new());
+    loop {
+        let page = listed(first, &key, &five, &format!("limit=2{after}")).await;
+        assert!(page["data"].as_array().unwrap().len() <= 2);
+        walked.extend(texts(&page));
+        if page["has_more"] == json!(false) {
+            break;
+        }
+        after = format!("&after={}", page["last_id"].as_str().unwrap());
+    }
+    assert_eq!(walked, said);
+    let bad = get_with(first, &format!("/v1/responses/{five}/input_items?limit=0"), &[("authorization", &key)]).await;
+    assert_eq!(bad.status, 400);
     let stranger = bearer(&create_key(first, json!({"name": "stranger"})).await);
     assert_eq!(get_with(first, &format!("/v1/responses/{five}"), &[("authorization", &stranger)]).await.status, 404);
+    let theirs = get_with(first, &format!("/v1/responses/{five}/input_items"), &[("authorization", &stranger)]).await;
+    assert_eq!(theirs.status, 404, "another key's response lists nothing");
     let borrowed = post(
         first,
         "/v1/responses",
@@ -166,6 +196,13 @@ async fn a_conversation_continues_over_anthropic_then_gemini_through_a_restart_a
         .unwrap();
     assert_eq!(client.request(delete).await.unwrap().status(), 200);
     assert_eq!(get_with(second, &format!("/v1/responses/{five}"), &[("authorization", &key)]).await.status, 404);
+}
+
+/// A page of `id`'s input items for `query`.
+async fn listed(addr: SocketAddr, key: &str, id: &str, query: &str) -> Value {
+    let page = get_with(addr, &format!("/v1/responses/{id}/input_items?{query}"), &[("authorization", key)]).await;
+    assert_eq!(page.status, 200, "{}", String::from_utf8_lossy(&page.body));
+    serde_json::from_slice(&page.body).unwrap()
 }
 
 /// Uploads `lines` as a batch file and starts a chat batch: its id.

@@ -724,3 +724,201 @@ async fn under_keys_a_list_needs_a_key_and_shows_what_it_may_use() {
     let anthropic: Value = serde_json::from_slice(&anthropic.body).unwrap();
     assert_eq!(anthropic["data"].as_array().unwrap().len(), 1, "chat only: {anthropic}");
 }
+
+/// The vendor fake behind a door that writes down each request's path and
+/// body.
+async fn recording_upstream() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>) {
+    use tower_service::Service;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mock = switchyard_gateway::server::mock_router(switchyard_protocol::codec);
+    let kept = seen.clone();
+    let router = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (seen, mut mock) = (kept.clone(), mock.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let bytes = axum::body::to_bytes(body, 1 << 24).await.unwrap();
+            let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            seen.lock().unwrap().push((parts.uri.path().to_owned(), json));
+            mock.call(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await.unwrap()
+        }
+    });
+    (common::spawn(router).await, seen)
+}
+
+fn completions_config(upstream: SocketAddr) -> String {
+    format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nproviders:\n  \
+         up-openai: {{ protocol: openai, base_url: \"http://{upstream}\" }}\n  \
+         up-anthropic: {{ protocol: anthropic, base_url: \"http://{upstream}\" }}\nmodels:\n  \
+         instruct: {{ provider: up-openai, model: gpt-3.5-turbo-instruct }}\n  \
+         claude: {{ provider: up-anthropic, model: claude-sonnet-4-5 }}\npools:\n  \
+         strict-claude: {{ translation: strict, members: [{{ model: claude }}] }}\nrate_card:\n  \
+         instruct: {{ input_utok: 1.5, output_utok: 2 }}\n  claude: {{ input_utok: 3, output_utok: 15 }}\n"
+    )
+}
+
+/// The text of a completion's stream, its finish reason, whether it showed
+/// a usage chunk, and whether it ended with `[DONE]`.
+fn completion_stream(body: &[u8]) -> (String, Option<String>, Option<Value>, bool) {
+    let text = String::from_utf8_lossy(body);
+    let data: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+    let done = data.last() == Some(&"[DONE]");
+    let (mut said, mut finish, mut usage) = (String::new(), None, None);
+    for chunk in data.iter().filter(|d| **d != "[DONE]") {
+        let chunk: Value = serde_json::from_str(chunk).unwrap();
+        assert_eq!(chunk["object"], "text_completion", "{chunk}");
+        match chunk["choices"].as_array().unwrap().as_slice() {
+            [] => usage = Some(chunk["usage"].clone()),
+            [choice] => {
+                said.push_str(choice["text"].as_str().unwrap());
+                if let Some(reason) = choice["finish_reason"].as_str() {
+                    finish = Some(reason.to_owned());
+                }
+            }
+            more => panic!("one choice a chunk: {more:?}"),
+        }
+    }
+    (said, finish, usage, done)
+}
+
+#[tokio::test]
+async fn a_legacy_completion_passes_to_an_openai_lane_as_it_came_and_crosses_to_others_through_chat() {
+    let (upstream, seen) = recording_upstream().await;
+    let (addr, _) = governed(&completions_config(upstream)).await;
+    let key = create_key(addr, json!({"name": "legacy"})).await;
+    let (id, secret) = (key["id"].as_str().unwrap(), key["key"].as_str().unwrap());
+    let bearer = format!("Bearer {secret}");
+    let auth = [("authorization", bearer.as_str())];
+    let ask = |model: &str, extra: Value| {
+        let mut body = json!({"model": model, "prompt": "Say this is a test", "echo": true, "user": "ada"});
+        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body.to_string()
+    };
+    // An OpenAI lane: the caller's bytes to its /v1/completions, but for the
+    // model; its answer back as it came (the fake echoes the prompt, as OpenAI does).
+    let sent = ask("instruct", json!({"max_tokens": 7, "logit_bias": {"50256": -100}}));
+    let reply = post(addr, "/v1/completions", &auth, sent.clone()).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+    let whole: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(whole["object"], "text_completion");
+    assert!(whole["id"].as_str().unwrap().starts_with("cmpl-"), "{whole}");
+    let text = whole["choices"][0]["text"].as_str().unwrap();
+    assert!(text.starts_with("Say this is a test[openai gpt-3.5-turbo-instruct] you said"), "{whole}");
+    assert_eq!(whole["choices"][0]["finish_reason"], "stop");
+    assert!(
+        whole["usage"]["prompt_tokens"].as_u64().unwrap() > 0
+            && whole["usage"]["completion_tokens"].as_u64().unwrap() > 0
+    );
+    let (path, body) = seen.lock().unwrap().last().cloned().unwrap();
+    let mut expected: Value = serde_json::from_str(&sent).unwrap();
+    expected["model"] = json!("gpt-3.5-turbo-instruct");
+    assert_eq!((path.as_str(), body), ("/v1/completions", expected));
+    // Another protocol's lane: a chat request of one user message, 16 tokens
+    // when the caller named none; `echo` cannot cross and is reported.
+    let reply = post(addr, "/v1/completions", &auth, ask("claude", json!({}))).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "echo");
+    let whole: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(whole["object"], "text_completion");
+    assert_eq!(whole["choices"][0]["text"], "[anthropic claude-sonnet-4-5] you said: Say this is a test");
+    assert_eq!(
+        (whole["choices"][0]["finish_reason"].as_str(), whole["choices"][0]["index"].as_u64()),
+        (Some("stop"), Some(0))
+    );
+    let (path, body) = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(path, "/v1/messages");
+    assert_eq!(body["messages"], json!([{"role": "user", "content": "Say this is a test"}]), "{body}");
+    assert_eq!((body["max_tokens"].as_u64(), body["metadata"]["user_id"].as_str()), (Some(16), Some("ada")));
+    // Strict: refused in OpenAI's shape, naming what would be lost; no lane asked.
+    let asked = seen.lock().unwrap().len();
+    let reply = post(addr, "/v1/completions", &auth, ask("strict-claude", json!({}))).await;
+    assert_eq!(reply.status, 400);
+    let refused: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert!(refused["error"]["message"].as_str().unwrap().contains("echo"), "{refused}");
+    let strict = [("authorization", bearer.as_str()), ("x-switchyard-strict", "1")];
+    assert_eq!(post(addr, "/v1/completions", &strict, ask("claude", json!({}))).await.status, 400);
+    // A prompt of several strings has no chat form: the caller's 400.
+    let several = json!({"model": "claude", "prompt": ["a", "b"]}).to_string();
+    let reply = post(addr, "/v1/completions", &auth, several).await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(serde_json::from_slice::<Value>(&reply.body).unwrap()["error"]["param"], "prompt");
+    assert_eq!(seen.lock().unwrap().len(), asked);
+    // Streamed to the OpenAI lane: asked for usage (metered), which the
+    // caller, who did not ask, never sees; chunks and [DONE] as they came.
+    let reply = post(addr, "/v1/completions", &auth, ask("instruct", json!({"stream": true, "echo": false}))).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let (said, finish, usage, done) = completion_stream(&reply.body);
+    assert_eq!(
+        (said.as_str(), finish.as_deref(), usage, done),
+        ("[openai gpt-3.5-turbo-instruct] you said: Say this is a test", Some("stop"), None, true)
+    );
+    let (_, body) = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(body["stream_options"], json!({"include_usage": true}), "asked upstream for usage");
+    // Streamed across, with the usage chunk the caller asked for.
+    let options = json!({"stream": true, "stream_options": {"include_usage": true}});
+    let reply = post(addr, "/v1/completions", &auth, ask("claude", options)).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "echo");
+    let (said, finish, usage, done) = completion_stream(&reply.body);
+    assert_eq!(
+        (said.as_str(), finish.as_deref(), done),
+        ("[anthropic claude-sonnet-4-5] you said: Say this is a test", Some("stop"), true)
+    );
+    let usage = usage.expect("the usage chunk asked for");
+    assert!(usage["total_tokens"].as_u64().unwrap() > 0, "{usage}");
+    // Each is a ledger row of operation `completion`, billed its lane's price.
+    let rows = rows_of(addr, id, 7).await;
+    let served: Vec<&Value> = rows.iter().filter(|r| r["operation"] == "completion" && r["status"] == 200).collect();
+    assert_eq!(served.len(), 4, "{rows:?}");
+    assert_eq!(served.iter().filter(|r| r["stream"] == true).count(), 2);
+    for row in served {
+        assert!(row["input_tokens"].as_u64().unwrap() > 0 && row["output_tokens"].as_u64().unwrap() > 0, "{row}");
+        assert!(row["usd"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(matches!(row["lane"].as_str(), Some("instruct" | "claude")), "{row}");
+    }
+}
+
+#[tokio::test]
+async fn a_cached_completion_is_answered_as_a_completion_and_never_to_a_chat() {
+    let upstream = mock_upstream().await;
+    let yaml = format!(
+        "providers:\n  up: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  \
+         instruct: {{ provider: up, model: gpt-3.5-turbo-instruct }}\npools:\n  \
+         cached: {{ cache: {{ ttl: 5m }}, members: [{{ model: instruct }}] }}\n"
+    );
+    let addr = common::gateway(&yaml).await;
+    let body = json!({"model": "cached", "prompt": "Say this is a test"}).to_string();
+    let first = post(addr, "/v1/completions", &[], body.clone()).await;
+    assert_eq!(first.status, 200, "{}", String::from_utf8_lossy(&first.body));
+    let mut hit = post(addr, "/v1/completions", &[], body.clone()).await;
+    for _ in 0..50 {
+        if hit.headers.get("x-switchyard-cache").is_some_and(|v| v == "hit") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        hit = post(addr, "/v1/completions", &[], body.clone()).await;
+    }
+    assert_eq!(hit.headers["x-switchyard-cache"], "hit");
+    let (first, hit): (Value, Value) =
+        (serde_json::from_slice(&first.body).unwrap(), serde_json::from_slice(&hit.body).unwrap());
+    assert_eq!(
+        (hit["object"].clone(), hit["choices"][0]["text"].clone()),
+        (json!("text_completion"), first["choices"][0]["text"].clone())
+    );
+    // Streamed from the cache: completion chunks.
+    let streamed = json!({"model": "cached", "prompt": "Say this is a test", "stream": true}).to_string();
+    let reply = post(addr, "/v1/completions", &[], streamed).await;
+    assert_eq!(reply.headers["x-switchyard-cache"], "hit");
+    let (said, finish, _, done) = completion_stream(&reply.body);
+    assert_eq!(
+        (said, finish.as_deref(), done),
+        (first["choices"][0]["text"].as_str().unwrap().to_owned(), Some("stop"), true)
+    );
+    // The same words as a chat are another request: never the completion's answer.
+    let chat = json!({"model": "cached", "messages": [{"role": "user", "content": "Say this is a test"}]}).to_string();
+    let reply = post(addr, "/v1/chat/completions", &[], chat).await;
+    assert_eq!(reply.status, 200);
+    assert_ne!(reply.headers.get("x-switchyard-cache").map(|v| v.to_str().unwrap()), Some("hit"));
+    assert_eq!(serde_json::from_slice::<Value>(&reply.body).unwrap()["object"], "chat.completion");
+}

@@ -298,7 +298,9 @@ async fn model_facts_keep_reasoning_from_a_model_that_does_not_reason() {
 
 /// Claude Code's shape from an Anthropic caller: its betas reach Claude on
 /// Bedrock in the body (the fake names the betas it got) and its system
-/// message inside the conversation is carried, with nothing reported; a
+/// message inside the conversation is carried to Opus 4.8, which the model
+/// facts say takes both (the fake refuses a system message a model does
+/// not take), with nothing reported; a
 /// Gemini lane takes the system message's text in its system instruction
 /// and says what moved and what it lost, as does an Anthropic lane whose
 /// model takes no system message inside the conversation.
@@ -306,7 +308,7 @@ async fn model_facts_keep_reasoning_from_a_model_that_does_not_reason() {
 async fn system_messages_and_betas_reach_every_lane_as_its_dialect_says_them() {
     let yaml = "providers:\n  aws: { protocol: bedrock, base_url: \"mock://\" }\n  \
                 google: { protocol: gemini, base_url: \"mock://\" }\n  claude: { protocol: anthropic, base_url: \"mock://\" }\n\
-                models:\n  bedrock-claude: { provider: aws, model: anthropic.claude-opus-4-6-v1, capabilities: { system_messages: true } }\n  \
+                models:\n  bedrock-claude: { provider: aws, model: us.anthropic.claude-opus-4-8 }\n  \
                 gemini: { provider: google, model: gemini-3-pro-preview }\n  sonnet: { provider: claude, model: claude-sonnet-4-5 }\n";
     let addr = gateway(yaml).await;
     let body = |model: &str| {

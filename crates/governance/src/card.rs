@@ -2,8 +2,10 @@
 //! request's input size (long-context pricing: above a number of input
 //! tokens the whole request is priced at the tier's rates), a batch
 //! discount and a factor per service tier the upstream reports; and a
-//! group's [`Markup`], which turns what a request cost (what the provider
-//! bills) into what its tenant is charged.
+//! group's [`Pricing`] — a [`Markup`], which turns what a request cost
+//! (what the provider bills) into what its tenant is charged, and a card
+//! of its own that prices the lanes it names outright — with [`resolve`],
+//! which finds what prices a request along its group's chain.
 //!
 //! Shares and factors are whole millionths ([`Ppm`]), so a discounted,
 //! scaled or marked-up cost is integer arithmetic like a flat one: the
@@ -155,6 +157,77 @@ impl Markup {
     }
 }
 
+/// A group's own pricing for chargeback: a rate card of its own for the
+/// lanes it names (its tenant's price for them, whatever they cost) and a
+/// markup over cost for the rest.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pricing {
+    /// Its markup (`None`: it sets none).
+    pub markup: Option<Markup>,
+    /// Its own card, by the lane name a `rate_card` entry names (a model,
+    /// `provider/model` or `provider/*`).
+    pub cards: std::collections::HashMap<std::sync::Arc<str>, Card>,
+}
+
+impl Pricing {
+    /// Whether it sets nothing (its requests are priced as its parent's).
+    pub fn is_empty(&self) -> bool {
+        self.markup.is_none() && self.cards.is_empty()
+    }
+
+    /// Its card's entry for lane `lane` of `provider`: the lane's own name,
+    /// else `provider/*` (the operator's card is looked up the same way).
+    pub fn card_for(&self, lane: &str, provider: &str) -> Option<&Card> {
+        if self.cards.is_empty() {
+            return None;
+        }
+        self.cards.get(lane).or_else(|| self.cards.get(format!("{provider}/*").as_str()))
+    }
+}
+
+/// What prices one request: a group's own card, a markup over cost, or
+/// the cost itself.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Priced<'a> {
+    /// The nearest card naming its lane.
+    Card(&'a Card),
+    /// The nearest markup.
+    Markup(Markup),
+    /// Nothing on the chain prices it: its tenant is charged its cost.
+    Cost,
+}
+
+impl Priced<'_> {
+    /// What a request of `tokens` served as `served`, that cost `cost`, is
+    /// charged: its card's arithmetic (a tier, a discount and a factor as
+    /// [`Card::cost`]), or its cost and the markup.
+    pub fn charge(self, tokens: &Tokens, served: Served, cost: NanoUsd) -> NanoUsd {
+        match self {
+            Priced::Card(card) => card.cost(tokens, served),
+            Priced::Markup(markup) => markup.charge(cost),
+            Priced::Cost => cost,
+        }
+    }
+}
+
+/// What prices a request of lane `lane` (of `provider`; `None`: no lane,
+/// an MCP tool call) for a group whose pricing, then its ancestors' nearest
+/// first, is `chain`: the first group that either names the lane in its
+/// card or sets a markup decides (its card for a lane it names, else its
+/// markup); nothing on the chain: the cost. A group above the one that
+/// decides never changes the price.
+pub fn resolve<'a>(chain: impl IntoIterator<Item = &'a Pricing>, lane: Option<(&str, &str)>) -> Priced<'a> {
+    for pricing in chain {
+        if let Some(card) = lane.and_then(|(lane, provider)| pricing.card_for(lane, provider)) {
+            return Priced::Card(card);
+        }
+        if let Some(markup) = pricing.markup {
+            return Priced::Markup(markup);
+        }
+    }
+    Priced::Cost
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -241,6 +314,42 @@ mod tests {
         assert_eq!((ppm(0.15), ppm(-0.1), ppm(f64::NAN), ppm(1e9)), (Some(150_000), None, None, None));
     }
 
+    fn pricing(markup: Option<Ppm>, lanes: &[(&str, Card)]) -> Pricing {
+        Pricing {
+            markup: markup.map(Markup),
+            cards: lanes.iter().map(|(lane, card)| (std::sync::Arc::from(*lane), card.clone())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_nearest_group_that_names_the_lane_or_sets_a_markup_prices_it() {
+        let card = Card::flat(Price { input_utok: 5.0, output_utok: 20.0, ..Price::default() });
+        let tokens = Tokens { input: 1_000, output: 100, ..Tokens::default() };
+        let own = pricing(Some(100_000), &[("sonnet", card.clone())]);
+        let parent = pricing(Some(150_000), &[("gpt", card.clone())]);
+        let lane = |name| Some((name, "claude"));
+        // Its own card for the lane it names: the card's arithmetic, never a markup.
+        assert_eq!(resolve([&own, &parent], lane("sonnet")), Priced::Card(&card));
+        assert_eq!(
+            resolve([&own, &parent], lane("sonnet")).charge(&tokens, Served::default(), 1),
+            5_000_000 + 2_000_000
+        );
+        // A lane it does not name: its own markup, before the parent's card.
+        assert_eq!(resolve([&own, &parent], lane("gpt")), Priced::Markup(Markup(100_000)));
+        // A group that sets nothing passes to its parent; a card without a
+        // markup passes a lane it does not name up.
+        let bare = Pricing::default();
+        let card_only = pricing(None, &[("sonnet", card.clone())]);
+        assert_eq!(resolve([&bare, &card_only, &parent], lane("gpt")), Priced::Card(&card));
+        assert_eq!(resolve([&bare, &card_only], lane("gpt")), Priced::Cost);
+        assert_eq!(resolve([&bare, &card_only], lane("gpt")).charge(&tokens, Served::default(), 42), 42);
+        // `provider/*` names every lane of the provider; an MCP tool call
+        // (no lane) takes the markup.
+        let any = pricing(None, &[("claude/*", card.clone())]);
+        assert_eq!(resolve([&any], lane("claude/opus")), Priced::Card(&card));
+        assert_eq!(resolve([&any, &parent], None), Priced::Markup(Markup(150_000)));
+    }
+
     fn tokens() -> impl Strategy<Value = Tokens> {
         (0u64..2_000_000, 0u64..200_000, 0u64..2_000_000, 0u64..2_000_000, 0u64..100_000).prop_map(
             |(input, output, cache_read, cache_write, reasoning)| Tokens {
@@ -284,7 +393,53 @@ mod tests {
         )
     }
 
+    /// A chain of groups' pricing (nearest first), each naming lane `a`,
+    /// lane `b` or neither in its card, with or without a markup.
+    fn chain() -> impl Strategy<Value = Vec<Pricing>> {
+        let one = (prop::option::of(0u32..MAX_MARKUP), 0u8..3, 1u32..20_000_000).prop_map(|(markup, names, rate)| {
+            let card = Card::flat(Price {
+                input_utok: f64::from(rate) / 1e6,
+                output_utok: f64::from(rate) / 2e5,
+                ..Price::default()
+            });
+            match names {
+                0 => pricing(markup, &[]),
+                1 => pricing(markup, &[("a", card)]),
+                _ => pricing(markup, &[("b", card)]),
+            }
+        });
+        prop::collection::vec(one, 0..8)
+    }
+
     proptest! {
+        #[test]
+        fn only_the_nearest_group_that_prices_a_lane_decides_its_price(
+            chain in chain(),
+            above in chain(),
+            used in tokens(),
+            cost in 0u64..1_000_000_000_000,
+        ) {
+            let lane = Some(("a", "p"));
+            let decides = chain.iter().position(|p| p.markup.is_some() || p.cards.contains_key("a"));
+            let price = resolve(&chain, lane).charge(&used, Served::default(), cost);
+            match decides {
+                None => prop_assert_eq!(price, cost),
+                Some(at) => {
+                    // Its own card prices a lane it names exactly, whatever
+                    // markup it or any group above sets.
+                    if let Some(card) = chain[at].cards.get("a") {
+                        prop_assert_eq!(price, card.cost(&used, Served::default()));
+                    } else {
+                        prop_assert_eq!(Some(price), chain[at].markup.map(|m| m.charge(cost)));
+                    }
+                    // Whatever the groups above it set, the price holds.
+                    let mut changed = chain[..=at].to_vec();
+                    changed.extend(above.iter().cloned());
+                    prop_assert_eq!(resolve(&changed, lane).charge(&used, Served::default(), cost), price);
+                }
+            }
+        }
+
         #[test]
         fn tier_selection_is_monotone_in_input(card in rising(), a in 0u64..5_000_000, b in 0u64..5_000_000) {
             let (low, high) = (a.min(b), a.max(b));

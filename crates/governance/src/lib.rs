@@ -13,7 +13,8 @@
 //! - [`forecast`]: a budget's burn over the last hour and when it runs out;
 //! - [`money`]: prices and costs in nano-USD (integers: sums never drift);
 //! - [`card`]: a rate card entry whole (tiers by input size, a batch
-//!   discount, service-tier factors) and a group's markup, in millionths;
+//!   discount, service-tier factors) and a group's pricing (a markup in
+//!   millionths, a card of its own) resolved along its chain;
 //! - [`admission`]: a request admitted only when every bucket of its chain
 //!   (key, group, parents) has room, with a reservation settled to the
 //!   actual usage or released;

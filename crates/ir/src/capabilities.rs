@@ -37,6 +37,11 @@ pub struct Capabilities {
     /// system message joins the system prompt, reported as moved; a
     /// same-protocol request still goes as it came.
     pub system_messages: bool,
+    /// Takes the caller's Anthropic betas in its request body (Claude on
+    /// Bedrock: `additionalModelRequestFields.anthropic_beta`, which
+    /// Bedrock passes to the model; another model refuses the key).
+    /// `None`: not said, and the Bedrock writer goes by the model's name.
+    pub bedrock_betas: Option<bool>,
     /// The effort levels the model takes, where it takes fewer than its
     /// protocol's writer would send (o4-mini: low, medium, high; gpt-5.1
     /// also `none`, which is thinking off). `None`: its protocol's levels.
@@ -143,6 +148,7 @@ impl Default for Capabilities {
             max_output: None,
             reasoning: None,
             system_messages: false,
+            bedrock_betas: None,
             prefill: Prefill::No,
             efforts: None,
             refused_while_reasoning: Fields::NONE,
@@ -161,6 +167,7 @@ impl Capabilities {
         max_output: None,
         reasoning: None,
         system_messages: true,
+        bedrock_betas: None,
         prefill: Prefill::Assistant,
         efforts: None,
         refused_while_reasoning: Fields::NONE,

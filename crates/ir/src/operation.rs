@@ -31,11 +31,15 @@ pub enum Operation {
     /// A chat request's token count: asked of chat lanes (counted by the
     /// gateway where the lane's protocol cannot count), never billed.
     CountTokens,
+    /// OpenAI's legacy text completion (`/v1/completions`): asked of chat
+    /// lanes, as it came of an OpenAI lane and as a chat request of any
+    /// other.
+    Completion,
 }
 
 impl Operation {
     /// Every operation, in a fixed order (dense indexes for counters).
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 9] = [
         Operation::Chat,
         Operation::Embed,
         Operation::Rerank,
@@ -44,6 +48,7 @@ impl Operation {
         Operation::Speech,
         Operation::Transcription,
         Operation::CountTokens,
+        Operation::Completion,
     ];
 
     /// Its position in [`Operation::ALL`].
@@ -62,6 +67,7 @@ impl Operation {
             Operation::Speech => "speech",
             Operation::Transcription => "transcription",
             Operation::CountTokens => "count_tokens",
+            Operation::Completion => "completion",
         }
     }
 
@@ -70,10 +76,11 @@ impl Operation {
         Operation::ALL.into_iter().find(|op| op.as_str() == name)
     }
 
-    /// The operation of the lanes that answer it: chat's for a token count.
+    /// The operation of the lanes that answer it: chat's for a token count
+    /// and a legacy completion.
     pub fn lane(self) -> Operation {
         match self {
-            Operation::CountTokens => Operation::Chat,
+            Operation::CountTokens | Operation::Completion => Operation::Chat,
             other => other,
         }
     }
@@ -86,7 +93,7 @@ impl Operation {
     pub fn served_by(self, protocol: crate::Protocol) -> bool {
         use crate::Protocol::{Bedrock, Cohere, Gemini, OpenAi};
         match self {
-            Operation::Chat | Operation::CountTokens => true,
+            Operation::Chat | Operation::CountTokens | Operation::Completion => true,
             Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
             Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
             Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
@@ -106,7 +113,14 @@ impl Operation {
             Operation::Speech => "text_to_speech",
             Operation::Transcription => "speech_to_text",
             Operation::CountTokens => "count_tokens",
+            Operation::Completion => "text_completion",
         }
+    }
+
+    /// Whether it is a chat request to a chat lane (a legacy completion
+    /// is one in another shape): what the chat path's stages apply to.
+    pub fn is_chat(self) -> bool {
+        matches!(self, Operation::Chat | Operation::Completion)
     }
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use bytes::Bytes;
@@ -52,22 +52,28 @@ struct Stored {
     response: Box<RawValue>,
     /// The response it continued.
     previous: Option<String>,
-    /// This turn's input items.
-    input: Box<RawValue>,
     /// The whole conversation to continue from: the turns before, this
     /// turn's input and the response's output.
     context: Box<RawValue>,
+    /// The first response of the conversation (this one's own id when it
+    /// continued none): the items of its context that came without an id
+    /// are named after it and their place, the same from every turn.
+    /// Records kept before it was written have none.
+    #[serde(default)]
+    root: Option<String>,
 }
 
 /// A stored record's text, from its parts' JSON.
-fn stored_text(response: &[u8], previous: Option<&str>, input: &[u8], context: &[u8]) -> Vec<u8> {
+fn stored_text(response: &[u8], previous: Option<&str>, input: &[u8], context: &[u8], root: &str) -> Vec<u8> {
     let previous = serde_json::to_vec(&previous).unwrap_or_else(|_| b"null".to_vec());
-    let mut out = Vec::with_capacity(response.len() + input.len() + context.len() + previous.len() + 48);
+    let root = serde_json::to_vec(root).unwrap_or_else(|_| b"null".to_vec());
+    let mut out = Vec::with_capacity(response.len() + input.len() + context.len() + previous.len() + root.len() + 56);
     for (name, value) in [
         (&b"{\"response\":"[..], response),
         (b",\"previous\":", &previous),
         (b",\"input\":", input),
         (b",\"context\":", context),
+        (b",\"root\":", &root),
     ] {
         out.extend_from_slice(name);
         out.extend_from_slice(value);
@@ -82,6 +88,8 @@ pub struct Keep {
     previous: Option<String>,
     /// The conversation before this turn (a JSON array).
     history: Box<RawValue>,
+    /// The conversation's first response, when this turn continues one.
+    root: Option<String>,
     /// This turn's input items (a JSON array).
     input: Vec<u8>,
     stream: bool,
@@ -172,10 +180,10 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
         _ => Keeps::None,
     };
     let ttl = lifetime(&gateway.config.kept.responses, keeps, gateway.retention.as_ref().map(|r| r.days));
-    let history = match &previous {
-        None => RawValue::from_string("[]".to_owned()).map_err(|err| invalid(err.to_string()))?,
+    let (history, root) = match &previous {
+        None => (RawValue::from_string("[]".to_owned()).map_err(|err| invalid(err.to_string()))?, None),
         Some(id) => {
-            let history = history(gateway, &owner, id).await?;
+            let (history, root) = history(gateway, &owner, id).await?;
             let whole = scan::join_arrays(&[history.get().as_bytes(), &input]);
             let body = match span(2) {
                 Some(at) => scan::splice(&call.body, at, &whole),
@@ -190,7 +198,7 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
             call.model_span = top.model_span;
             call.metered = top.found;
             call.body = Bytes::from(body);
-            history
+            (history, Some(root))
         }
     };
     let Some(ttl) = ttl.filter(|_| store) else { return Ok(None) };
@@ -198,11 +206,12 @@ pub async fn prepare(gateway: &Gateway, call: &mut Call) -> Result<Option<Keep>,
         .retention
         .as_ref()
         .and_then(|retention| Some(retention.user_tag(&switchyard_engine::admit::end_user(gateway, call)?)));
-    Ok(Some(Keep { owner, previous, history, input, stream: call.stream, ttl, user_tag }))
+    Ok(Some(Keep { owner, previous, history, root, input, stream: call.stream, ttl, user_tag }))
 }
 
-/// The conversation kept under `id` for `owner`, or the caller's 400.
-async fn history(gateway: &Gateway, owner: &str, id: &str) -> Result<Box<RawValue>, ErrorInfo> {
+/// The conversation kept under `id` for `owner` and its first response
+/// (`id` itself for a record kept before roots were), or the caller's 400.
+async fn history(gateway: &Gateway, owner: &str, id: &str) -> Result<(Box<RawValue>, String), ErrorInfo> {
     let found = if plausible_id(id) {
         gateway.kept.objects.get_object(ObjectKind::Response, owner.to_owned(), id.to_owned(), now_ms()).await.map_err(
             |err| {
@@ -215,7 +224,7 @@ async fn history(gateway: &Gateway, owner: &str, id: &str) -> Result<Box<RawValu
     };
     let text = found.and_then(|object| opened(gateway.retention.as_deref(), object));
     match text.and_then(|text| serde_json::from_slice::<Stored>(&text).ok()) {
-        Some(stored) => Ok(stored.context),
+        Some(stored) => Ok((stored.context, stored.root.unwrap_or_else(|| id.to_owned()))),
         None => {
             let mut info =
                 ErrorInfo::new(ErrorKind::InvalidRequest, format!("Previous response with id '{id}' not found."));
@@ -264,7 +273,8 @@ fn kept(keep: Keep, bytes: &[u8], retention: Option<&Retention>) -> Option<KeptO
     let id: String = serde_json::from_slice(scan::top_level_value(response, "id").ok()??).ok()?;
     let output = scan::top_level_value(response, "output").ok().flatten().unwrap_or(b"[]");
     let context = scan::join_arrays(&[keep.history.get().as_bytes(), &keep.input, output]);
-    let text = stored_text(response, keep.previous.as_deref(), &keep.input, &context);
+    let root = keep.root.as_deref().unwrap_or(&id);
+    let text = stored_text(response, keep.previous.as_deref(), &keep.input, &context, root);
     let size = text.len() as u64;
     let (meta, body) = match retention {
         Some(retention) => {
@@ -404,48 +414,145 @@ pub async fn delete(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>,
     }
 }
 
-/// `input_items`' query.
-#[derive(Debug, Deserialize)]
-pub struct ItemsQuery {
-    /// `asc` or `desc` (the default: newest first).
-    #[serde(default)]
-    order: Option<String>,
+/// The most items `input_items` lists a page, and the number when the
+/// caller names none (OpenAI's bounds).
+const MOST_ITEMS: usize = 100;
+const DEFAULT_ITEMS: usize = 20;
+
+/// `input_items`' query, as OpenAI's reference reads it: `limit` (1 to
+/// 100, 20 by default), `order` (`asc`, or `desc`: newest first, the
+/// default), `after` (the id of the item the page follows) and `include`
+/// (named once or more, `include` or `include[]`).
+#[derive(Debug, PartialEq)]
+struct ItemsQuery {
+    limit: usize,
+    descending: bool,
+    after: Option<String>,
 }
 
-/// `GET /v1/responses/{id}/input_items`: this turn's input, newest first
-/// unless `order=asc`.
-pub async fn input_items(
-    State(gateway): State<Arc<Gateway>>,
-    Path(id): Path<String>,
-    Query(query): Query<ItemsQuery>,
-    request: Request,
-) -> Response {
+impl ItemsQuery {
+    /// Reads a query string; `Err`: the caller's 400 (the parameter, the message).
+    fn parse(query: &str) -> Result<ItemsQuery, (&'static str, String)> {
+        let mut read = ItemsQuery { limit: DEFAULT_ITEMS, descending: true, after: None };
+        let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)
+            .map_err(|err| ("query", format!("the query could not be read: {err}")))?;
+        for (name, value) in pairs {
+            match name.as_str() {
+                "limit" => {
+                    read.limit = match value.parse::<i64>() {
+                        Ok(limit) if (1..=MOST_ITEMS as i64).contains(&limit) => limit as usize,
+                        Ok(limit) => {
+                            return Err(("limit", format!("Invalid 'limit': expected 1 to {MOST_ITEMS}, got {limit}.")))
+                        }
+                        Err(_) => return Err(("limit", format!("Invalid 'limit': `{value}` is not an integer."))),
+                    }
+                }
+                "order" => {
+                    read.descending = match value.as_str() {
+                        "asc" => false,
+                        "desc" => true,
+                        other => {
+                            return Err(("order", format!("Invalid 'order': expected `asc` or `desc`, got `{other}`.")))
+                        }
+                    }
+                }
+                "after" => read.after = Some(value),
+                // Items are kept whole as they came: every field `include`
+                // can name is already in them.
+                _ => {}
+            }
+        }
+        Ok(read)
+    }
+}
+
+/// The items used to generate a stored response, OpenAI's way: the
+/// earlier turns' inputs and outputs and this turn's input, oldest first.
+/// An item kept without an id is given one from the conversation's first
+/// response and its place (the same from every later turn), a message
+/// without a type is a `message`, and a message's text content is its
+/// one text part.
+fn items_of(stored: &Stored, id: &str) -> Vec<Value> {
+    let context: Vec<Value> = serde_json::from_str(stored.context.get()).unwrap_or_default();
+    let output = scan::top_level_value(stored.response.get().as_bytes(), "output")
+        .ok()
+        .flatten()
+        .and_then(|raw| serde_json::from_slice::<Vec<&RawValue>>(raw).ok())
+        .map_or(0, |output| output.len());
+    let root = stored.root.as_deref().unwrap_or(id);
+    let used = context.len().saturating_sub(output);
+    context
+        .into_iter()
+        .take(used)
+        .enumerate()
+        .map(|(n, mut item)| {
+            if let Some(object) = item.as_object_mut() {
+                object.entry("id").or_insert_with(|| Value::String(item_id(root, n)));
+                object.entry("type").or_insert_with(|| Value::String("message".into()));
+                let part = if object.get("role").and_then(Value::as_str) == Some("assistant") {
+                    "output_text"
+                } else {
+                    "input_text"
+                };
+                if let Some(Value::String(text)) = object.get("content") {
+                    let content = json!([{"type": part, "text": text}]);
+                    object.insert("content".into(), content);
+                }
+            }
+            item
+        })
+        .collect()
+}
+
+/// The id of the item at `place` in the conversation begun by `root`
+/// (for one kept without an id): `msg_` and 24 hex digits, FNV-1a of both.
+fn item_id(root: &str, place: usize) -> String {
+    let fnv = |seed: u64, bytes: &[u8]| {
+        bytes.iter().fold(seed, |hash, &byte| (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3))
+    };
+    let hash = fnv(0xcbf2_9ce4_8422_2325, root.as_bytes());
+    format!("msg_{hash:016x}{:08x}", fnv(hash, &place.to_le_bytes()) as u32)
+}
+
+/// One page of `items` (oldest first) for `query`: the page, and whether
+/// more follow it. `Err`: `after` names no item.
+fn page(mut items: Vec<Value>, query: &ItemsQuery) -> Result<(Vec<Value>, bool), String> {
+    if query.descending {
+        items.reverse();
+    }
+    let start = match &query.after {
+        None => 0,
+        Some(after) => match items.iter().position(|item| item.get("id").and_then(Value::as_str) == Some(after)) {
+            Some(at) => at + 1,
+            None => return Err(format!("No input item with id '{after}' in this response.")),
+        },
+    };
+    let more = items.len() > start + query.limit;
+    let page = items.into_iter().skip(start).take(query.limit).collect();
+    Ok((page, more))
+}
+
+/// `GET /v1/responses/{id}/input_items`: the items used to generate the
+/// response, the earlier turns' included, paged as OpenAI pages them.
+pub async fn input_items(State(gateway): State<Arc<Gateway>>, Path(id): Path<String>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
+    let query = match ItemsQuery::parse(parts.uri.query().unwrap_or_default()) {
+        Ok(query) => query,
+        Err((param, message)) => return crate::invalid(&gateway, PROTOCOL, message, Some(param)),
+    };
     let (_, stored) = match stored(&gateway, &parts, &id).await {
         Ok(found) => found,
         Err(response) => return response,
     };
-    let ascending = query.order.as_deref() == Some("asc");
-    let input: Vec<Value> = serde_json::from_str(stored.input.get()).unwrap_or_default();
-    let mut items: Vec<Value> = input
-        .into_iter()
-        .enumerate()
-        .map(|(n, mut item)| {
-            if let Some(object) = item.as_object_mut() {
-                object.entry("id").or_insert_with(|| Value::String(format!("msg_{id}_{n}")));
-                object.entry("type").or_insert_with(|| Value::String("message".into()));
-            }
-            item
-        })
-        .collect();
-    if !ascending {
-        items.reverse();
-    }
+    let (items, has_more) = match page(items_of(&stored, &id), &query) {
+        Ok(page) => page,
+        Err(message) => return crate::invalid(&gateway, PROTOCOL, message, Some("after")),
+    };
     let first = items.first().and_then(|i| i.get("id").cloned());
     let last = items.last().and_then(|i| i.get("id").cloned());
     json(
         StatusCode::OK,
-        &json!({"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": false}),
+        &json!({"object": "list", "data": items, "first_id": first, "last_id": last, "has_more": has_more}),
     )
 }
 
@@ -466,6 +573,7 @@ mod tests {
             owner: "k".into(),
             previous: Some("r0".into()),
             history: RawValue::from_string(r#"["h"]"#.into()).unwrap(),
+            root: Some("r0".into()),
             input: br#"["i"]"#.to_vec(),
             stream: false,
             ttl: std::time::Duration::from_secs(60),
@@ -481,8 +589,85 @@ mod tests {
         let stored: Stored = serde_json::from_slice(&object.body).unwrap();
         assert_eq!(stored.context.get(), r#"["h","i","o"]"#);
         assert_eq!((stored.response.get().as_bytes(), stored.previous.as_deref()), (&reply[..], Some("r0")));
-        assert_eq!(stored.input.get(), r#"["i"]"#);
+        let record: Value = serde_json::from_slice(&object.body).unwrap();
+        assert_eq!(record["input"], json!(["i"]), "this turn's input, kept apart");
+        assert_eq!(stored.root.as_deref(), Some("r0"), "the conversation's first response");
         assert!(kept(keep(None), b"{}", None).is_none(), "no id, nothing kept");
+        // A first turn is its own root.
+        let first = kept(Keep { previous: None, root: None, ..keep(None) }, reply, None).unwrap();
+        let stored: Stored = serde_json::from_slice(&first.body).unwrap();
+        assert_eq!(stored.root.as_deref(), Some("r1"));
+    }
+
+    /// A third turn's record: two earlier turns (each an input and an
+    /// output), then this turn's input and output.
+    fn third_turn() -> Stored {
+        let text = stored_text(
+            br#"{"id":"r3","output":[{"id":"msg_out3","type":"message","role":"assistant"}]}"#,
+            Some("r2"),
+            br#"[{"role":"user","content":"three"}]"#,
+            br#"[{"type":"message","role":"user","content":[{"type":"input_text","text":"one"}]},
+                {"id":"msg_out1","type":"message","role":"assistant","content":[{"type":"output_text","text":"1"}]},
+                {"role":"user","content":"two"},
+                {"id":"msg_out2","type":"message","role":"assistant","content":"2"},
+                {"role":"user","content":"three"},
+                {"id":"msg_out3","type":"message","role":"assistant"}]"#,
+            "r1",
+        );
+        serde_json::from_slice(&text).unwrap()
+    }
+
+    #[test]
+    fn a_continued_responses_items_are_every_turns_input_and_output_but_its_own_output() {
+        let items = items_of(&third_turn(), "r3");
+        let texts: Vec<&str> = items.iter().map(|i| i["content"][0]["text"].as_str().unwrap()).collect();
+        assert_eq!(texts, ["one", "1", "two", "2", "three"], "oldest first, this turn's output left out");
+        assert!(items.iter().all(|i| i["type"] == "message" && i["id"].as_str().is_some()), "{items:?}");
+        assert_eq!(items[3]["content"][0]["type"], "output_text", "an assistant's text is output text");
+        assert_eq!(items[4]["content"][0]["type"], "input_text");
+        assert_eq!(items[1]["id"], "msg_out1", "an item's own id is kept");
+        // An item without one is named by the conversation's first response
+        // and its place: the same from every turn that lists it.
+        assert_eq!(items[0]["id"], item_id("r1", 0));
+        let ids: std::collections::HashSet<&str> = items.iter().map(|i| i["id"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 5, "ids are unique");
+        assert!(item_id("r1", 0).starts_with("msg_") && item_id("r1", 0).len() == 28);
+        assert_ne!(item_id("r1", 0), item_id("r9", 0));
+    }
+
+    #[test]
+    fn input_items_page_as_openai_pages_them() {
+        let query = |q: &str| ItemsQuery::parse(q);
+        assert_eq!(query(""), Ok(ItemsQuery { limit: 20, descending: true, after: None }), "20, newest first");
+        assert_eq!(
+            query("limit=2&order=asc&after=msg_x&include=message.input_image.image_url&include[]=x"),
+            Ok(ItemsQuery { limit: 2, descending: false, after: Some("msg_x".into()) })
+        );
+        for (bad, param) in
+            [("limit=0", "limit"), ("limit=101", "limit"), ("limit=two", "limit"), ("order=up", "order")]
+        {
+            assert_eq!(query(bad).unwrap_err().0, param, "{bad}");
+        }
+        let items = items_of(&third_turn(), "r3");
+        let ids: Vec<String> = items.iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect();
+        // Newest first, two at a time, each page after the last one's last id.
+        let mut after = None;
+        let mut walked = Vec::new();
+        loop {
+            let q = ItemsQuery { limit: 2, descending: true, after: after.clone() };
+            let (page, more) = page(items.clone(), &q).unwrap();
+            walked.extend(page.iter().map(|i| i["id"].as_str().unwrap().to_owned()));
+            if !more {
+                break;
+            }
+            after = page.last().map(|i| i["id"].as_str().unwrap().to_owned());
+        }
+        assert_eq!(walked, ids.iter().rev().cloned().collect::<Vec<_>>());
+        let (all, more) = page(items.clone(), &ItemsQuery { limit: 5, descending: false, after: None }).unwrap();
+        assert_eq!((all.len(), more), (5, false), "exactly a page: no more");
+        let last = ItemsQuery { limit: 5, descending: false, after: Some(ids[4].clone()) };
+        assert_eq!(page(items.clone(), &last).unwrap(), (Vec::new(), false));
+        assert!(page(items, &ItemsQuery { after: Some("msg_nope".into()), ..last }).is_err());
     }
 
     #[test]

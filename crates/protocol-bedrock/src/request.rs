@@ -20,7 +20,11 @@
 //!   (`codec::system::fold`, the move reported).
 //! - A Claude model gets the caller's Anthropic betas in
 //!   `additionalModelRequestFields.anthropic_beta`, where Bedrock takes
-//!   them; another model reports them. `toolSpec.strict` ↔ `Tool::strict`.
+//!   them; another model reports them (Bedrock hands the key to the model,
+//!   which refuses a key it does not know). Whether the model is Claude is
+//!   the lane's `capabilities.bedrock_betas` (the model facts say it of
+//!   every Claude family), else its name. `toolSpec.strict` ↔
+//!   `Tool::strict`.
 
 use serde_json::{json, Value};
 use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
@@ -305,7 +309,9 @@ fn keep_rest(object: &Object, taken: &[&str], key: &str, request: &mut Request) 
 }
 
 /// Whether a Bedrock model id (or inference profile) names a Claude model,
-/// which takes Anthropic's system messages and betas.
+/// which takes Anthropic's system messages and betas: the fallback where
+/// the lane's capabilities do not say (an application inference profile's
+/// ARN names no model).
 fn is_claude(model: &str) -> bool {
     model.contains("anthropic.") || model.contains("claude")
 }
@@ -325,7 +331,7 @@ const OPENAI_EFFORTS: [switchyard_ir::Effort; 3] =
 pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> Encoded {
     let mut dropped = Vec::new();
     let mut root = Object::new();
-    let claude_model = is_claude(&request.model);
+    let claude_model = capabilities.bedrock_betas.unwrap_or_else(|| is_claude(&request.model));
 
     let (system_prompt, conversation) = match claude_model && capabilities.system_messages {
         true => (std::borrow::Cow::Borrowed(&request.system[..]), std::borrow::Cow::Borrowed(&request.messages[..])),
@@ -668,6 +674,19 @@ mod tests {
         assert!(body.get("additionalModelRequestFields").is_none());
         let fields: Vec<(Field, DropReason)> = encoded.dropped.iter().map(|d| (d.field, d.reason)).collect();
         assert_eq!(fields, [(Field::SystemMessage, DropReason::Converted), (Field::Betas, DropReason::Unsupported)]);
+
+        // The lane's word beats the name: an application inference
+        // profile's ARN names no model, yet the facts (or the operator)
+        // say it is Claude; a name that says Claude is overruled likewise.
+        let profile = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc123";
+        let arn = Request { model: profile.into(), ..nova };
+        let claude = Capabilities { bedrock_betas: Some(true), ..takes_them };
+        let body: Value = serde_json::from_slice(&write_request(&arn, &claude).body).unwrap();
+        assert_eq!(body["additionalModelRequestFields"]["anthropic_beta"][0], "context-management-2025-06-27");
+        assert!(write_request(&arn, &takes_them).dropped.iter().any(|d| d.field == Field::Betas), "by its name");
+        let named = Request { model: "us.anthropic.claude-opus-4-6-v1".into(), ..arn };
+        let not_claude = Capabilities { bedrock_betas: Some(false), ..takes_them };
+        assert!(write_request(&named, &not_claude).dropped.iter().any(|d| d.field == Field::Betas));
     }
 
     #[test]

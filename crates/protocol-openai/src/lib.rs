@@ -9,6 +9,8 @@
 //! - `error`: vendor error classification and the error body writer.
 //! - `wire`: small pieces shared by the others (finish reasons, usage,
 //!   data URLs, drop reporting).
+//! - `completions`: the legacy Completions API (`/v1/completions`), a codec
+//!   of its own handed out by [`Codec::completions`].
 //!
 //! Choices made where the protocol and the IR do not line up one to one:
 //! - `max_tokens` and `max_completion_tokens` are both read (the latter wins);
@@ -33,6 +35,7 @@
 //!   OpenAI-compatible endpoint, and is read back from there
 //!   (`switchyard_codec::signature` explains the carriers).
 
+mod completions;
 mod embed;
 mod error;
 mod request;
@@ -74,6 +77,10 @@ impl Codec for OpenAiCodec {
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
         Some(&embed::OpenAiEmbed)
+    }
+
+    fn completions(&self) -> Option<&dyn Codec> {
+        Some(&completions::CompletionsCodec)
     }
 
     fn metered_heads(&self) -> &'static [&'static str] {

@@ -564,7 +564,7 @@ fn read_response_format(format: Option<Value>) -> Result<Option<ResponseFormat>,
     }
 }
 
-fn read_stop(stop: Option<Value>) -> Result<Vec<String>, DecodeError> {
+pub(crate) fn read_stop(stop: Option<Value>) -> Result<Vec<String>, DecodeError> {
     match stop {
         None => Ok(Vec::new()),
         Some(Value::String(stop)) => Ok(vec![stop]),
@@ -792,7 +792,7 @@ fn write_response_format(format: &ResponseFormat) -> Value {
     }
 }
 
-fn insert_f64(body: &mut Map<String, Value>, key: &str, value: Option<f64>) {
+pub(crate) fn insert_f64(body: &mut Map<String, Value>, key: &str, value: Option<f64>) {
     if let Some(value) = value {
         body.insert(key.to_owned(), Value::from(value));
     }
@@ -800,14 +800,14 @@ fn insert_f64(body: &mut Map<String, Value>, key: &str, value: Option<f64>) {
 
 /// Removes a field, treating an explicit `null` as absent. `shift_remove`
 /// keeps the remaining fields in the caller's order for `extra`.
-fn take(fields: &mut Map<String, Value>, key: &str) -> Option<Value> {
+pub(crate) fn take(fields: &mut Map<String, Value>, key: &str) -> Option<Value> {
     match fields.shift_remove(key) {
         None | Some(Value::Null) => None,
         Some(value) => Some(value),
     }
 }
 
-fn take_string(fields: &mut Map<String, Value>, key: &str) -> Result<Option<String>, DecodeError> {
+pub(crate) fn take_string(fields: &mut Map<String, Value>, key: &str) -> Result<Option<String>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
         Some(Value::String(value)) => Ok(Some(value)),
@@ -815,7 +815,7 @@ fn take_string(fields: &mut Map<String, Value>, key: &str) -> Result<Option<Stri
     }
 }
 
-fn take_f64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<f64>, DecodeError> {
+pub(crate) fn take_f64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<f64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
         Some(value) => {
@@ -824,7 +824,7 @@ fn take_f64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<f64>, D
     }
 }
 
-fn take_u64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<u64>, DecodeError> {
+pub(crate) fn take_u64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<u64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
         Some(value) => value
@@ -834,7 +834,7 @@ fn take_u64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<u64>, D
     }
 }
 
-fn take_i64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<i64>, DecodeError> {
+pub(crate) fn take_i64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<i64>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
         Some(value) => {
@@ -843,7 +843,7 @@ fn take_i64(fields: &mut Map<String, Value>, key: &str) -> Result<Option<i64>, D
     }
 }
 
-fn take_bool(fields: &mut Map<String, Value>, key: &str) -> Result<Option<bool>, DecodeError> {
+pub(crate) fn take_bool(fields: &mut Map<String, Value>, key: &str) -> Result<Option<bool>, DecodeError> {
     match take(fields, key) {
         None => Ok(None),
         Some(Value::Bool(value)) => Ok(Some(value)),

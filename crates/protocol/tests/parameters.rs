@@ -4,6 +4,9 @@
 //! (`Codec::parameter_path`) with that value; where the lane has no field, the
 //! loss is reported as that parameter. The same table, rendered, is the
 //! parameter table of `docs/protocols.md`, which a test keeps current.
+//! OpenAI's legacy completions (`Codec::completions`) are a column of their
+//! own: a completion's caller reaches every lane, and every lane protocol's
+//! caller reaches an OpenAI lane asked for a completion.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -12,8 +15,72 @@
 )]
 
 use serde_json::{json, Map, Value};
-use switchyard_protocol::codec;
 use switchyard_protocol::ir::{Capabilities, Field, Protocol};
+use switchyard_protocol::Codec;
+
+/// A column of the table: a protocol, or OpenAI's legacy completions.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Column {
+    Of(Protocol),
+    Completions,
+}
+
+impl std::fmt::Display for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Column::Of(protocol) => write!(f, "{protocol}"),
+            Column::Completions => f.write_str("openai completions"),
+        }
+    }
+}
+
+/// Every column, in the table's order.
+fn columns() -> Vec<Column> {
+    let mut all: Vec<Column> = Protocol::ALL.into_iter().map(Column::Of).collect();
+    all.insert(1, Column::Completions);
+    all
+}
+
+/// The codec of a column.
+fn codec(column: Column) -> &'static dyn Codec {
+    match column {
+        Column::Of(protocol) => switchyard_protocol::codec(protocol),
+        Column::Completions => {
+            switchyard_protocol::codec(Protocol::OpenAi).completions().expect("OpenAI has legacy completions")
+        }
+    }
+}
+
+/// A completion's fragment for `field`: OpenAI's own name for what it has.
+fn completion_fragment(field: Field) -> Option<Value> {
+    match field {
+        Field::MaxTokens => Some(json!({"max_tokens": 321})),
+        Field::Stop => Some(json!({"stop": ["END"]})),
+        Field::Temperature
+        | Field::TopP
+        | Field::Seed
+        | Field::FrequencyPenalty
+        | Field::PresencePenalty
+        | Field::User => fragment_of(field, Column::Of(Protocol::OpenAi)),
+        _ => None,
+    }
+}
+
+/// How a column says `field` ([`fragment`]).
+fn fragment_of(field: Field, column: Column) -> Option<Value> {
+    match column {
+        Column::Of(protocol) => fragment(field, protocol),
+        Column::Completions => completion_fragment(field),
+    }
+}
+
+/// The smallest request of a column.
+fn base_of(column: Column) -> Value {
+    match column {
+        Column::Of(protocol) => base(protocol),
+        Column::Completions => json!({"model": "m", "prompt": "hi"}),
+    }
+}
 
 /// The JSON schema every structured-output row uses.
 fn schema() -> Value {
@@ -287,31 +354,36 @@ fn lane_model(protocol: Protocol) -> &'static str {
 fn every_representable_parameter_arrives_in_the_lanes_own_field() {
     let mut checked = 0;
     for field in Field::PARAMETERS {
-        for caller in Protocol::ALL {
-            let Some(said) = fragment(field, caller) else {
+        for caller in columns() {
+            let Some(said) = fragment_of(field, caller) else {
                 continue;
             };
             let path =
                 codec(caller).parameter_path(field).unwrap_or_else(|| panic!("{caller} has no path for {field}"));
             assert!(at(&said, path).is_some(), "the {caller} row for {field} does not hold `{path}`: {said}");
-            let mut body = base(caller);
+            let mut body = base_of(caller);
             merge(&mut body, &said);
             let mut request = codec(caller)
                 .read_request(&serde_json::to_vec(&body).unwrap())
                 .unwrap_or_else(|e| panic!("{caller} cannot read its {field}: {e}"));
-            for lane in Protocol::ALL {
+            for lane in columns() {
                 let pair = format!("{field}: {caller} -> {lane}");
-                lane_model(lane).clone_into(&mut request.model);
+                let protocol = match lane {
+                    Column::Of(protocol) => protocol,
+                    Column::Completions => Protocol::OpenAi,
+                };
+                lane_model(protocol).clone_into(&mut request.model);
                 let written = codec(lane).write_request_for(&request, &Capabilities::ALL);
                 let out: Value = serde_json::from_slice(&written.body).unwrap();
                 let reported = written.dropped.iter().any(|d| d.field == field);
-                match (codec(lane).parameter_path(field), fragment(field, lane)) {
+                match (codec(lane).parameter_path(field), fragment_of(field, lane)) {
                     (Some(lane_path), Some(expected)) => {
                         assert_eq!(at(&out, lane_path), at(&expected, lane_path), "{pair} at `{lane_path}`: {out}");
                         assert!(!reported, "{pair}: carried but reported: {:?}", written.dropped);
                     }
                     (None, None) => {
-                        assert!(reported || implied(field, lane), "{pair}: lost without a report: {out}");
+                        let implied = matches!(lane, Column::Of(protocol) if implied(field, protocol));
+                        assert!(reported || implied, "{pair}: lost without a report: {out}");
                     }
                     (path, row) => panic!("{pair}: the table and the codec disagree ({path:?}, {row:?})"),
                 }
@@ -326,6 +398,7 @@ fn every_representable_parameter_arrives_in_the_lanes_own_field() {
 fn what_is_lost_is_named_in_the_callers_own_terms() {
     // A Gemini caller's topK and an Anthropic caller's effort, to lanes
     // without them: the header names the caller's leaf path.
+    let codec = switchyard_protocol::codec;
     let gemini = codec(Protocol::Gemini)
         .read_request(br#"{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "generationConfig": {"topK": 3, "temperature": 0.5}}"#)
         .unwrap();
@@ -351,16 +424,16 @@ fn what_is_lost_is_named_in_the_callers_own_terms() {
 /// The parameter table of `docs/protocols.md`, rendered from the codecs.
 fn parameter_table() -> String {
     let mut table = String::from("| parameter |");
-    for protocol in Protocol::ALL {
-        table.push_str(&format!(" {} |", protocol_title(protocol)));
+    for column in columns() {
+        table.push_str(&format!(" {} |", column_title(column)));
     }
     table.push_str("\n|---|");
-    table.push_str(&"---|".repeat(Protocol::ALL.len()));
+    table.push_str(&"---|".repeat(columns().len()));
     table.push('\n');
     for field in Field::PARAMETERS {
         table.push_str(&format!("| `{}` |", field.as_str()));
-        for protocol in Protocol::ALL {
-            match codec(protocol).parameter_path(field) {
+        for column in columns() {
+            match codec(column).parameter_path(field) {
                 Some(path) => table.push_str(&format!(" `{path}` |")),
                 None => table.push_str(" — |"),
             }
@@ -370,14 +443,15 @@ fn parameter_table() -> String {
     table
 }
 
-fn protocol_title(protocol: Protocol) -> &'static str {
-    match protocol {
-        Protocol::OpenAi => "OpenAI Chat",
-        Protocol::Responses => "Responses",
-        Protocol::Anthropic => "Anthropic",
-        Protocol::Gemini => "Gemini",
-        Protocol::Cohere => "Cohere v2",
-        Protocol::Bedrock => "Bedrock Converse",
+fn column_title(column: Column) -> &'static str {
+    match column {
+        Column::Of(Protocol::OpenAi) => "OpenAI Chat",
+        Column::Completions => "OpenAI Completions",
+        Column::Of(Protocol::Responses) => "Responses",
+        Column::Of(Protocol::Anthropic) => "Anthropic",
+        Column::Of(Protocol::Gemini) => "Gemini",
+        Column::Of(Protocol::Cohere) => "Cohere v2",
+        Column::Of(Protocol::Bedrock) => "Bedrock Converse",
     }
 }
 
@@ -407,6 +481,6 @@ fn the_docs_parameter_table_is_the_codecs() {
 fn every_parameter_is_said_by_some_protocol() {
     let _: Map<String, Value> = Map::new();
     for field in Field::PARAMETERS {
-        assert!(Protocol::ALL.iter().any(|p| codec(*p).parameter_path(field).is_some()), "{field} has no protocol");
+        assert!(columns().into_iter().any(|c| codec(c).parameter_path(field).is_some()), "{field} has no protocol");
     }
 }

@@ -17,6 +17,7 @@ pub mod jwt;
 pub mod ledger;
 mod metrics;
 pub mod owner;
+mod pricing;
 
 /// Maps on the admission path hash with foldhash: their keys are key
 /// hashes and ids the gateway made, and SipHash cost more than the lookup.
@@ -166,6 +167,9 @@ pub struct Governance {
     pub stores: Stores,
     keys: ArcSwap<KeyIndex>,
     groups: ArcSwap<HashMap<String, GroupRecord>>,
+    /// Each group's markup and own card, read from its record when the
+    /// groups load.
+    pricing: ArcSwap<pricing::GroupPrices>,
     governor: Mutex<Governor>,
     /// The ledger writer, when there is a ledger.
     pub ledger: Option<LedgerQueue>,
@@ -339,7 +343,11 @@ pub async fn from_config(
     }
     let stores = match (&config.storage.postgres_url, &config.storage.sqlite_path) {
         (Some(url), _) => Stores::shared(switchyard_store::postgres::PostgresStore::connect(url).await?),
-        (None, Some(path)) => Stores::of(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
+        (None, Some(path)) => {
+            let sqlite = switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?;
+            // One node: its session pins outlive a restart in the same file.
+            Stores::of(sqlite.clone()).with_pins(Arc::new(sqlite))
+        }
         (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
     };
     // A fleet's ledger rows wait on local disk while PostgreSQL is away.
@@ -490,6 +498,11 @@ async fn write_config_groups(stores: &Stores, groups: &[switchyard_config::Group
             retention: group.retention.map(|r| r.as_str().to_owned()),
             end_users: end_users_of_config_group(group, existing.iter().find(|g| *g.name == *group.name)),
             markup: group.markup,
+            rate_card: group
+                .rate_card
+                .iter()
+                .map(|(lane, rate)| (lane.to_string(), switchyard_config::card::entry_json(rate)))
+                .collect(),
             from_config: true,
             created_at: existing.iter().find(|g| *g.name == *group.name).map_or((now / 1000) as i64, |g| g.created_at),
         };
@@ -612,6 +625,7 @@ impl Governance {
             stores,
             receipts,
             keys: ArcSwap::from_pointee(KeyIndex::default()),
+            pricing: ArcSwap::from_pointee(pricing::compile(groups.values())),
             groups: ArcSwap::from_pointee(groups),
             governor: Mutex::new(Governor::new()),
             content,
@@ -775,6 +789,7 @@ impl Governance {
     /// Replaces the group cache (after an admin change) and re-derives chains.
     pub async fn set_groups(&self, groups: Vec<GroupRecord>) -> Result<(), StoreError> {
         let names: Vec<String> = self.groups.load().keys().cloned().collect();
+        self.pricing.store(Arc::new(pricing::compile(&groups)));
         self.groups.store(Arc::new(groups.into_iter().map(|g| (g.name.clone(), g)).collect()));
         {
             let current = self.groups.load();
@@ -817,23 +832,20 @@ impl Governance {
         groups
     }
 
-    /// The markup `group`'s requests are charged at: its own, else its
-    /// nearest ancestor's (none: they are charged their cost).
-    pub fn markup_of(&self, group: Option<&str>) -> switchyard_governance::card::Markup {
-        let Some(mut at) = group else { return Default::default() };
-        let groups = self.groups.load();
-        // A parent chain is proven to end; the bound is a guard all the same.
-        for _ in 0..64 {
-            let Some(record) = groups.get(at) else { break };
-            if let Some(markup) = record.markup {
-                return markup;
-            }
-            match record.parent.as_deref() {
-                Some(parent) => at = parent,
-                None => break,
-            }
-        }
-        Default::default()
+    /// What a request of `group`'s that cost `cost` is charged (the price
+    /// its ledger row keeps): on lane `lane` (its name and provider; `None`:
+    /// an MCP tool call), `tokens` served as `served`, at the nearest card
+    /// on the group's chain that names the lane, or the nearest markup over
+    /// the cost, whichever group comes first; nothing: the cost.
+    pub fn price_of(
+        &self,
+        group: Option<&str>,
+        lane: Option<(&str, &str)>,
+        tokens: &switchyard_governance::Tokens,
+        served: switchyard_governance::card::Served,
+        cost: switchyard_governance::NanoUsd,
+    ) -> switchyard_governance::NanoUsd {
+        pricing::charge(&self.pricing.load(), group, lane, tokens, served, cost)
     }
 
     /// The names of `group` and every group below it.

@@ -21,6 +21,7 @@ mod lane;
 pub mod lifecycle;
 pub mod mcp;
 pub mod oidc;
+pub mod pins;
 mod pool;
 pub mod receipts;
 pub mod response_cache;
@@ -65,6 +66,15 @@ pub struct ClientName {
 /// Looks up the codec of a protocol (the registry is injected so this crate
 /// depends only on the codec contract, never on the six implementations).
 pub type CodecFor = fn(Protocol) -> &'static dyn Codec;
+
+/// [`Gateway::codec_for`] over a registry.
+pub fn codec_for(codecs: CodecFor, operation: switchyard_ir::Operation, protocol: Protocol) -> &'static dyn Codec {
+    let codec = codecs(protocol);
+    match operation {
+        switchyard_ir::Operation::Completion => codec.completions().unwrap_or(codec),
+        _ => codec,
+    }
+}
 
 use lane::build_lane;
 pub use lane::{Counters, Lane, UpstreamUrl};
@@ -127,6 +137,10 @@ pub struct Gateway {
     pub mcp: Option<Arc<dyn mcp::McpHub>>,
     /// The long-lived sockets open (kept across reloads).
     pub sockets: Arc<sockets::Sockets>,
+    /// Session pins written behind to a single node's SQLite, so they
+    /// outlive a restart (kept across reloads; `None` in a fleet, where
+    /// Redis shares them, and without a store).
+    pub pins: Option<Arc<pins::KeptPins>>,
 }
 
 /// Reloads the config of the process this gateway serves (the binary's
@@ -429,6 +443,7 @@ impl Gateway {
             retention,
             kept: kept::KeptStores::in_process(),
             mcp: None,
+            pins: None,
         })
     }
 
@@ -479,6 +494,7 @@ impl Gateway {
         self.signatures = old.signatures.clone();
         self.kept = old.kept.clone();
         self.mcp.clone_from(&old.mcp);
+        self.pins.clone_from(&old.pins);
         self.lifecycle = old.lifecycle.clone();
         self.sockets = old.sockets.clone();
         self.admin_rate = old.admin_rate.clone();
@@ -549,9 +565,24 @@ impl Gateway {
             self.signatures = crate::signatures::Signatures::new(governance.stores.signatures.clone());
         }
         self.kept = kept::KeptStores::over(governance.stores.objects.clone(), governance.stores.batches.clone());
+        // A single node's pins are kept in its store (a fleet's in Redis).
+        if let (None, Some(store), Ok(_)) =
+            (&self.fleet_state, &governance.stores.pins, tokio::runtime::Handle::try_current())
+        {
+            self.pins = Some(Arc::new(pins::KeptPins::start(store.clone())));
+        }
         self.governance = Some(governance);
         self.share_retention_days();
         self
+    }
+
+    /// Puts back the session pins a single node kept before it stopped
+    /// (at boot, before traffic): how many, or why none could be read.
+    pub async fn restore_pins(&self) -> Result<usize, switchyard_store::StoreError> {
+        match (&self.pins, self.governance.as_ref().and_then(|g| g.stores.pins.as_ref())) {
+            (Some(_), Some(store)) => pins::restore(self, store.as_ref()).await,
+            _ => Ok(0),
+        }
     }
 
     /// Tells governance's purge how many days this config keeps text.
@@ -597,6 +628,14 @@ impl Gateway {
     /// The codec of `protocol`.
     pub fn codec(&self, protocol: Protocol) -> &'static dyn Codec {
         (self.codecs)(protocol)
+    }
+
+    /// The codec that reads and writes `operation`'s bodies in `protocol`:
+    /// the protocol's own, but for a legacy completion, whose caller and
+    /// whose lanes of a protocol that has them (OpenAI) speak the
+    /// completions shapes (`Codec::completions`).
+    pub fn codec_for(&self, operation: switchyard_ir::Operation, protocol: Protocol) -> &'static dyn Codec {
+        codec_for(self.codecs, operation, protocol)
     }
 
     /// The gateway serving now: this one, or the one a reload put in its

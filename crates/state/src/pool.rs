@@ -55,6 +55,9 @@ pub struct PoolState {
     pub routing: Mutex<HashMap<Arc<str>, RouteCounters>>,
     /// Sessions moved off their pinned lane.
     pub affinity_switches: AtomicU64,
+    /// Pins that moved to another lane (the sum of the sessions' switch
+    /// counts since boot).
+    pub session_moves: AtomicU64,
     /// The dearest prices among the lanes a request may reach through this
     /// pool (fallbacks included): what admission reserves at.
     pub price_ceiling: Price,
@@ -190,6 +193,7 @@ impl PoolState {
             sessions: Arc::new(SessionTable::new(Duration::ZERO, 1)),
             routing: Mutex::new(HashMap::new()),
             affinity_switches: AtomicU64::new(0),
+            session_moves: AtomicU64::new(0),
             price_ceiling: Price::default(),
             unpriced: None,
             operation: switchyard_ir::Operation::Chat,

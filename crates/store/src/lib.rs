@@ -95,6 +95,11 @@ pub struct GroupRecord {
     /// parent's; none anywhere up: their cost).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub markup: Option<switchyard_governance::card::Markup>,
+    /// Its own rate card (chargeback): what its requests on the lanes it
+    /// names are charged, each entry as a `rate_card` entry is written
+    /// (checked when written, read back when groups load), by lane name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rate_card: std::collections::BTreeMap<String, serde_json::Value>,
     /// Declared in the config file (changed there, not over the API).
     #[serde(default)]
     pub from_config: bool,
@@ -865,6 +870,33 @@ pub trait SignatureStore: Send + Sync {
     fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>>;
 }
 
+/// A session's (or a prompt prefix's) pin to a lane of a pool, kept so a
+/// single node's pins outlive a restart (and with them the vendors' prompt
+/// caches). Names, not indexes: a config changed in between maps them again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptPin {
+    /// The pool.
+    pub pool: String,
+    /// The session id (the caller's header) or `prefix:` and a hash.
+    pub session: String,
+    /// The lane it is pinned to.
+    pub lane: String,
+    /// When the pin ends unless used again (ms since the epoch).
+    pub expires_ms: i64,
+    /// How many times the session's lane changed.
+    pub switches: u32,
+}
+
+/// Session pins by pool and session, each until it expires.
+pub trait PinStore: Send + Sync {
+    /// Keeps each pin (a later one of the same pool and session replaces
+    /// it) and forgets those expired by `now_ms`.
+    fn keep_pins(&self, pins: Vec<KeptPin>, now_ms: i64) -> StoreFuture<'_, ()>;
+    /// The pins live at `now_ms`, at most `per_pool` of each pool (the
+    /// longest-lived); expired ones are dropped.
+    fn live_pins(&self, now_ms: i64, per_pool: usize) -> StoreFuture<'_, Vec<KeptPin>>;
+}
+
 /// One request's kept text, sealed (retention `redacted` or `full`): the
 /// store holds it as opaque bytes, found by the ledger row's entry, and
 /// by its end user's tag (a keyed hash, never the user's id) to erase.
@@ -971,6 +1003,10 @@ pub struct Stores {
     pub batches: Arc<dyn BatchQueue>,
     /// Changes other instances make, when the store is shared.
     pub changes: Option<Arc<dyn ChangeFeed>>,
+    /// Session pins kept across restarts: a single node's SQLite only (a
+    /// fleet shares pins through Redis; memory keeps nothing past the
+    /// process).
+    pub pins: Option<Arc<dyn PinStore>>,
 }
 
 impl Stores {
@@ -988,7 +1024,14 @@ impl Stores {
             objects: backend.clone(),
             batches: backend,
             changes: None,
+            pins: None,
         }
+    }
+
+    /// The same stores, with pins kept in `pins`.
+    pub fn with_pins(mut self, pins: Arc<dyn PinStore>) -> Stores {
+        self.pins = Some(pins);
+        self
     }
 
     /// A store other instances write too: its changes are announced.
@@ -1005,6 +1048,7 @@ impl Stores {
             objects: backend.clone(),
             batches: backend.clone(),
             changes: Some(backend),
+            pins: None,
         }
     }
 }

@@ -206,7 +206,16 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         parent: Some("org".into()),
         budget: Some(Budget::new(20.0, Window::Month)),
         limits: Limits { rpm: Some(600), tpm: Some(200_000), concurrent: Some(20), ..Limits::default() },
-        markup: None,
+        // Its pricing comes back as written: the markup and every figure of its card.
+        markup: Some(switchyard_governance::card::Markup(150_000)),
+        rate_card: [(
+            "sonnet".to_owned(),
+            serde_json::json!({"input_utok": 3.3, "output_utok": 16.5, "cache_read_utok": 0.33,
+                "cache_write_utok": 4.125, "tiers": [{"above_input_tokens": 200_000, "input_utok": 6.6,
+                "output_utok": 24.75, "cache_read_utok": 0.66, "cache_write_utok": 8.25}],
+                "batch_discount": 0.5, "service_tiers": {"priority": 1.8}}),
+        )]
+        .into(),
         from_config: true,
         retention: None,
         end_users: None,
@@ -218,6 +227,7 @@ async fn groups_are_put_listed_and_deleted(stores: Stores) {
         budget: None,
         limits: Limits::default(),
         markup: None,
+        rate_card: Default::default(),
         from_config: false,
         retention: None,
         end_users: None,
@@ -1078,6 +1088,7 @@ async fn a_postgres_change_reaches_every_instance_and_migrations_run_once() {
             budget: None,
             limits: Limits::default(),
             markup: None,
+            rate_card: Default::default(),
             from_config: false,
             retention: None,
             end_users: None,

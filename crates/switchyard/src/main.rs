@@ -337,6 +337,12 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
             .context("storage.redis_url: the fleet's breaker channel could not start")?;
         gateway = gateway.with_fleet_state(shared);
     }
+    // A single node's session pins from before the restart, back on their lanes.
+    match gateway.restore_pins().await {
+        Ok(0) => {}
+        Ok(restored) => tracing::info!(restored, "session pins kept from before the restart are back"),
+        Err(err) => tracing::warn!(error = %err, "kept session pins could not be read; sessions start unpinned"),
+    }
     // `/mcp`'s hub: idle until a caller sends a message.
     gateway = gateway.with_mcp(switchyard_gateway::mcp_hub());
     let format = match access_lines.format {
@@ -429,6 +435,10 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     // Every request has settled: let the ledger writer flush the last rows.
     if let Some(writer) = ledger_writer {
         writer.finish().await;
+    }
+    // And the last session pins (a single node's, kept for the next start).
+    if let Some(pins) = &gateway.pins {
+        pins.finish().await;
     }
     // And the last spans and request-log records leave.
     reloader.current().telemetry.flush(Duration::from_secs(5)).await;

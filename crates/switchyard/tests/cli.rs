@@ -3,25 +3,11 @@
 //! contract's example config.
 #![allow(clippy::unwrap_used, clippy::expect_used, reason = "test code: a failed unwrap is a failed test")]
 
+mod common;
+
 use std::process::Command;
 
-fn check(yaml: &str, env: &[(&str, &str)]) -> (bool, String) {
-    let dir = std::env::temp_dir().join(format!("switchyard-cli-{}-{}", std::process::id(), yaml.len()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("switchyard.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_switchyard"));
-    command.arg("check").arg("--config").arg(&path).env_remove("SWITCHYARD_CONFIG");
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let output = command.output().unwrap();
-    std::fs::remove_dir_all(&dir).ok();
-    // The verdict goes to stdout, problems and warnings to stderr.
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    (output.status.success(), text)
-}
+use common::{check, sample_value, variables};
 
 /// The example of the external contract, as users copy it.
 const CONTRACT_EXAMPLE: &str = r#"
@@ -94,7 +80,8 @@ fn a_bad_config_exits_1_naming_every_problem() {
 }
 
 /// Every YAML block of the README and the book (`docs/`), and every file
-/// in `examples/`, by name.
+/// in `examples/`, by name. (Other programs' YAML in the book, Kubernetes
+/// values and Prometheus jobs, is fenced as `yml`; `deploy.rs` parses it.)
 fn documented_configs() -> Vec<(String, String)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut pages = vec!["README.md".to_owned()];
@@ -133,44 +120,6 @@ fn documented_configs() -> Vec<(String, String)> {
         configs.push((name, std::fs::read_to_string(&path).unwrap()));
     }
     configs
-}
-
-/// A value a variable named `name` would plausibly hold.
-fn sample_value(name: &str) -> String {
-    if name.ends_with("POSTGRES_URL") {
-        "postgres://switchyard:secret@127.0.0.1:5432/switchyard".into()
-    } else if name.ends_with("REDIS_URL") {
-        "redis://127.0.0.1:6379".into()
-    } else if name.ends_with("RETENTION_KEY") {
-        "0f".repeat(32)
-    } else if let Some(file) =
-        [("TLS_CERT_FILE", "server-a.pem"), ("TLS_KEY_FILE", "server-a.key"), ("TLS_CLIENT_CA_FILE", "ca.pem")]
-            .iter()
-            .find_map(|(suffix, file)| name.ends_with(suffix).then_some(file))
-    {
-        // TLS files that exist: check reads them (test-only material).
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        root.join("crates/gateway/tests/fixtures/tls-data").join(file).display().to_string()
-    } else if name.ends_with("SERVICE_ACCOUNT_FILE") {
-        // A key file that exists: check reads it (a throwaway test key).
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        root.join("crates/gateway/tests/fixtures/cloud/service-account.json").display().to_string()
-    } else {
-        format!("{}-0123456789abcdef", name.to_lowercase())
-    }
-}
-
-/// The `${VAR}` names a config refers to.
-fn variables(yaml: &str) -> Vec<String> {
-    let mut names = Vec::new();
-    let mut rest = yaml;
-    while let Some(start) = rest.find("${") {
-        let after = &rest[start + 2..];
-        let end = after.find('}').unwrap();
-        names.push(after[..end].to_owned());
-        rest = &after[end..];
-    }
-    names
 }
 
 #[test]

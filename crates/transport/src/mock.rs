@@ -6,9 +6,16 @@
 //! It refuses what its vendor refuses as far as the protocol's reader does
 //! (an Anthropic message of a role the API does not know is a 400), what a
 //! model refuses (`mock_rules`: sampling to a reasoning model, an effort
-//! level it lacks), and, as Anthropic and Bedrock do, signed reasoning
-//! whose text is not the text it signed: its reasoning's signature is a
-//! keyed hash of the text ([`reasoning_signature`]).
+//! level it lacks, a system message inside the conversation of a Claude
+//! model without them, a key Bedrock hands a model that does not know it),
+//! and, as Anthropic and Bedrock do, signed reasoning whose text is not the
+//! text it signed: its reasoning's signature is a keyed hash of the text
+//! ([`reasoning_signature`]).
+//!
+//! A lane asked for OpenAI's legacy completion (its codec speaks
+//! `/v1/completions`) is answered as OpenAI answers one: a `cmpl-` id, the
+//! prompt before the answer when `echo` asks, and what OpenAI refuses of a
+//! completion refused (`mock_rules::refused_completion`).
 //!
 //! For agents' tool loops: `[mock:tool=NAME {"arg": ...}]` in the last user
 //! message calls tool NAME with those arguments (or arguments made from its
@@ -88,6 +95,10 @@ pub fn respond_to(
     if let Some(info) = crate::mock_rules::refused(protocol, &model, &request) {
         return error(codec, &info);
     }
+    let completion = speaks_completions(codec);
+    if let Some(info) = completion.then(|| crate::mock_rules::refused_completion(&request)).flatten() {
+        return error(codec, &info);
+    }
     // A `noprefill-` lane refuses an assistant turn last, as models that
     // take no prefill do.
     if model.starts_with("noprefill-")
@@ -98,6 +109,9 @@ pub fn respond_to(
         return error(codec, &info);
     }
     let mut response = reply(protocol, &model, &request);
+    if completion {
+        as_completion(&mut response, &request, &last);
+    }
     let mut betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
     // Claude on Bedrock takes them in its body.
     let bedrock_betas = request.extra.fields.get("additionalModelRequestFields").and_then(|f| f.get("anthropic_beta"));
@@ -165,6 +179,26 @@ pub fn respond_to(
         chunks.push(Bytes::from(tail));
     }
     UpstreamResponse { status: StatusCode::OK, headers: stream_headers(framing), body: chunked_body(chunks) }
+}
+
+/// Whether `codec` speaks OpenAI's legacy completions.
+fn speaks_completions(codec: &dyn Codec) -> bool {
+    codec.protocol() == Protocol::OpenAi && codec.path_action(false) == "completions"
+}
+
+/// A reply made a completion as OpenAI makes one: its id `cmpl-`, the
+/// prompt before the text when the request asked for `echo`.
+fn as_completion(response: &mut Response, request: &Request, prompt: &str) {
+    response.id = format!("cmpl-{}", response.id.trim_start_matches("mock-"));
+    if request.extra.fields.get("echo") == Some(&serde_json::Value::Bool(true)) {
+        match response.content.iter_mut().find_map(|block| match block {
+            Block::Text(text) => Some(text),
+            _ => None,
+        }) {
+            Some(text) => text.text.insert_str(0, prompt),
+            None => response.content.insert(0, Block::text(prompt)),
+        }
+    }
 }
 
 fn stream_headers(framing: Framing) -> HeaderMap {

@@ -34,7 +34,7 @@ pub fn respond(
         Operation::Speech => speech(codec, body),
         Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
         Operation::CountTokens => count(codec, body),
-        Operation::Chat => {
+        Operation::Chat | Operation::Completion => {
             error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat is the chat fake's").with_status(404))
         }
     }

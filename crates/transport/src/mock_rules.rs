@@ -10,9 +10,20 @@
 //!   minimal to high, gpt-5.1 none to high, gpt-5-pro high);
 //! - OpenAI's models on Bedrock take `reasoning_effort` (low to high), and
 //!   no Anthropic `thinking` ("extraneous key");
+//! - a Bedrock model that is not Claude takes no `anthropic_beta` among
+//!   the fields Bedrock hands it (`additionalModelRequestFields`): only
+//!   Claude's request parameters list the key, and a model refuses a key
+//!   its parameters do not have ("extraneous key");
 //! - xAI's reasoning models refuse the penalties and stop sequences (xAI's
 //!   reasoning guide);
-//! - Claude (Anthropic's API, and on Bedrock) while it thinks takes
+//! - Claude (Anthropic's API, and on Bedrock) takes a `system` message
+//!   inside `messages` only on the models Anthropic's "Mid-conversation
+//!   system messages" page lists (Fable 5 and 5.1, Mythos 5 and 5.1, Opus
+//!   4.8, Opus 5; not Sonnet 5): another answers the API's own 400,
+//!   `messages: Unexpected role "system"...`; and from the 4.6 models on
+//!   refuses an assistant turn last (the 4.6 migration notes, "prefill
+//!   removal");
+//! - Claude while it thinks takes
 //!   `temperature` 1 only, no `top_k`, a `top_p` from 0.95, a budget from
 //!   1,024 tokens under `max_tokens`, and no forced tool; Claude Opus 4.1
 //!   and the 4.5 generation on take `temperature` or `top_p`, not both
@@ -21,6 +32,12 @@
 //! - Gemini (Google's thinking guide): 2.5 models take a budget, not a
 //!   level; Gemini 3 a level or a budget, not both; Gemini 3 Pro the
 //!   levels low and high; 2.5 Pro and Gemini 3 Pro cannot stop thinking;
+//! - Bedrock checks a strict tool's schema against the JSON Schema subset
+//!   structured outputs take and answers a 400 for a feature outside it
+//!   (Bedrock's "Get validated JSON results from models": no numerical or
+//!   string-length constraints, no `additionalProperties` but `false`);
+//!   the wording of that 400 is the fake's own, AWS documents only the
+//!   refusal;
 //! - Cohere's embedding models on Bedrock: Embed v3 refuses
 //!   `output_dimension` (an extraneous key), Embed v4 takes 256, 512, 1024
 //!   or 1536 (Bedrock's Cohere Embed v4 parameters);
@@ -32,9 +49,12 @@
 //!   block" (`mock::forged_reasoning`);
 //! - every vendor but Gemini (whose requests carry no call ids) refuses a
 //!   tool result that answers no call of the conversation
-//!   (`mock::unanswered_result`).
+//!   (`mock::unanswered_result`);
+//! - OpenAI's legacy completions (API reference, "Create completion"):
+//!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
+//!   and `logprobs` is at most 5.
 
-use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Thinking, ToolChoice};
+use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Role, Thinking, ToolChoice};
 
 /// The 400 the vendor answers `request` for `model` with, if it refuses it.
 pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
@@ -48,12 +68,37 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
             return Some(unanswered);
         }
     }
+    if protocol == Protocol::Bedrock {
+        if let Some(info) = strict_schema(request) {
+            return Some(info);
+        }
+    }
     match protocol {
         Protocol::OpenAi | Protocol::Responses => openai(protocol, model, request),
         Protocol::Anthropic if model.contains("claude-") => claude(model, request),
         Protocol::Bedrock if model.contains("anthropic.claude") => claude(model, request),
         Protocol::Bedrock => bedrock(model, request),
         Protocol::Gemini if model.contains("gemini-") => gemini(model, request),
+        _ => None,
+    }
+}
+
+/// The 400 OpenAI answers a legacy completion (`request` as the
+/// completions codec reads it: what chat lacks in `extra`) with, if it
+/// refuses it.
+pub fn refused_completion(request: &Request) -> Option<ErrorInfo> {
+    let count = |name: &str| request.extra.fields.get(name).and_then(serde_json::Value::as_u64);
+    let invalid = |param: &str, message: &str| {
+        let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message.to_owned()).with_status(400);
+        info.param = Some(param.to_owned());
+        Some(info)
+    };
+    match (count("best_of"), count("n").unwrap_or(1), count("logprobs")) {
+        (Some(best_of), _, _) if best_of > 1 && request.stream => {
+            invalid("best_of", "Cannot stream results with best_of greater than 1.")
+        }
+        (Some(best_of), n, _) if best_of < n => invalid("best_of", "best_of must be greater than or equal to n."),
+        (_, _, Some(logprobs)) if logprobs > 5 => invalid("logprobs", "logprobs must be at most 5."),
         _ => None,
     }
 }
@@ -171,9 +216,34 @@ fn gemini(model: &str, request: &Request) -> Option<ErrorInfo> {
     None
 }
 
-/// Claude's rules for sampling and thinking, with Anthropic's messages.
+/// The Claude families that take a system message inside the
+/// conversation (Anthropic's "Mid-conversation system messages" page).
+const SYSTEM_MESSAGES: [&str; 4] = ["opus-4-8", "opus-5", "fable-5", "mythos-5"];
+
+/// The Claude families that refuse an assistant turn last (prefill was
+/// removed at 4.6: Anthropic's migration guide).
+const NO_PREFILL: [&str; 9] =
+    ["opus-4-6", "sonnet-4-6", "opus-4-7", "opus-4-8", "opus-5", "sonnet-5", "haiku-5", "fable-5", "mythos-5"];
+
+/// What the Messages API answers a `system` message inside `messages` on a
+/// model without them (the API's text, as callers have quoted it).
+pub const UNEXPECTED_SYSTEM_ROLE: &str = "messages: Unexpected role \"system\". The Messages API accepts a top-level \
+     `system` parameter, not \"system\" as an input message role.";
+
+/// Claude's rules for the conversation's shape, sampling and thinking,
+/// with Anthropic's messages.
 fn claude(model: &str, request: &Request) -> Option<ErrorInfo> {
     let invalid = |message: &str| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+    let takes_system_messages = SYSTEM_MESSAGES.iter().any(|family| model.contains(family));
+    if !takes_system_messages && request.messages.iter().any(|m| m.role == Role::System) {
+        return invalid(UNEXPECTED_SYSTEM_ROLE);
+    }
+    let refuses_prefill = NO_PREFILL.iter().any(|family| model.contains(family));
+    if refuses_prefill && request.messages.last().is_some_and(|m| m.role == Role::Assistant) {
+        return invalid(
+            "This model does not support assistant message prefill. The conversation must end with a user message.",
+        );
+    }
     let thinking = request.reasoning.as_ref().filter(|r| r.thinking == Thinking::On);
     if let Some(thinking) = thinking {
         if let Some(budget) = thinking.budget_tokens {
@@ -205,9 +275,42 @@ fn claude(model: &str, request: &Request) -> Option<ErrorInfo> {
     None
 }
 
+/// The keywords Bedrock's structured outputs refuse in a strict tool's
+/// schema (numerical and string-length constraints).
+const UNSUPPORTED_STRICT: [&str; 5] = ["minimum", "maximum", "multipleOf", "minLength", "maxLength"];
+
+/// The 400 Bedrock answers a strict tool whose schema has a feature
+/// structured outputs do not take.
+fn strict_schema(request: &Request) -> Option<ErrorInfo> {
+    fn unsupported(schema: &serde_json::Value) -> Option<&str> {
+        match schema {
+            serde_json::Value::Object(members) => {
+                let named = UNSUPPORTED_STRICT.iter().find(|keyword| members.contains_key(**keyword)).copied();
+                let open = members.get("additionalProperties").is_some_and(|v| v != &serde_json::Value::Bool(false));
+                named.or(open.then_some("additionalProperties")).or_else(|| members.values().find_map(unsupported))
+            }
+            serde_json::Value::Array(items) => items.iter().find_map(unsupported),
+            _ => None,
+        }
+    }
+    let (tool, keyword) = request
+        .tools
+        .iter()
+        .filter(|tool| tool.strict == Some(true))
+        .find_map(|tool| unsupported(&tool.parameters).map(|keyword| (tool, keyword)))?;
+    let message = format!(
+        "The JSON schema of tool {} uses `{keyword}`, which structured outputs do not support with strict: true",
+        tool.name
+    );
+    Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400))
+}
+
 fn bedrock(model: &str, request: &Request) -> Option<ErrorInfo> {
     let validation = |message: &str| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
     let additional = request.extra.fields.get("additionalModelRequestFields");
+    if additional.and_then(|a| a.get("anthropic_beta")).is_some() {
+        return validation("The model returned the following errors: extraneous key [anthropic_beta] is not permitted");
+    }
     if model.contains("openai.") {
         // Claude's `thinking` read into the IR as a budget or "on".
         let claude_thinking = request.reasoning.as_ref().is_some_and(|r| r.effort.is_none() && !r.is_off());
@@ -293,6 +396,29 @@ mod tests {
     }
 
     #[test]
+    fn claude_takes_system_messages_and_prefill_as_its_generation_does() {
+        use switchyard_ir::Message;
+        let with = |roles: &[Role]| Request {
+            messages: roles.iter().map(|role| Message::text(*role, "x")).collect(),
+            ..Request::default()
+        };
+        let mid = with(&[Role::User, Role::System]);
+        let anthropic = |model: &str, request: &Request| refused(Protocol::Anthropic, model, request);
+        let info = anthropic("claude-sonnet-4-5-20250929", &mid).map(|info| info.message).unwrap_or_default();
+        assert_eq!(info, UNEXPECTED_SYSTEM_ROLE);
+        assert!(anthropic("claude-sonnet-5", &mid).is_some(), "not on Sonnet 5");
+        for model in ["claude-opus-4-8", "claude-opus-5", "claude-fable-5-1", "claude-mythos-5"] {
+            assert!(anthropic(model, &mid).is_none(), "{model}");
+        }
+        assert!(refused(Protocol::Bedrock, "us.anthropic.claude-haiku-4-5-20251001-v1:0", &mid).is_some());
+        assert!(refused(Protocol::Bedrock, "us.anthropic.claude-opus-4-8", &mid).is_none());
+        assert!(anthropic("wire-anthropic", &mid).is_none(), "a lane of no real model takes anything");
+        let prefill = with(&[Role::User, Role::Assistant]);
+        assert!(anthropic("claude-sonnet-4-5", &prefill).is_none());
+        assert!(anthropic("claude-opus-4-6", &prefill).is_some() && anthropic("claude-opus-4-8", &prefill).is_some());
+    }
+
+    #[test]
     fn gemini_takes_the_thinking_its_generation_has() {
         let with = |reasoning: Reasoning| Request { reasoning: Some(reasoning), ..Request::default() };
         let gemini = |model: &str, request: &Request| refused(Protocol::Gemini, model, request);
@@ -316,5 +442,22 @@ mod tests {
         assert!(refused(Protocol::Bedrock, "openai.gpt-oss-120b-1:0", &low).is_none());
         let stop = Request { stop: vec!["END".into()], ..Request::default() };
         assert!(refused(Protocol::Bedrock, "xai.grok-4", &stop).is_some());
+        let mut betas = Request::default();
+        let fields = serde_json::json!({"anthropic_beta": ["context-management-2025-06-27"]});
+        betas.extra.insert(Protocol::Bedrock, "additionalModelRequestFields".into(), fields);
+        let info = refused(Protocol::Bedrock, "amazon.nova-pro-v1:0", &betas).map(|info| info.message);
+        assert!(info.is_some_and(|m| m.contains("extraneous key [anthropic_beta]")));
+        assert!(refused(Protocol::Bedrock, "us.anthropic.claude-haiku-4-5-20251001-v1:0", &betas).is_none());
+        let tool = |strict: Option<bool>, schema: serde_json::Value| Request {
+            tools: vec![switchyard_ir::Tool { strict, ..switchyard_ir::Tool::function("f", None, schema) }],
+            ..Request::default()
+        };
+        let bounded = serde_json::json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}});
+        let haiku = "us.anthropic.claude-haiku-4-5-20251001-v1:0";
+        let info = refused(Protocol::Bedrock, haiku, &tool(Some(true), bounded.clone())).map(|info| info.message);
+        assert!(info.is_some_and(|m| m.contains("`minimum`")));
+        assert!(refused(Protocol::Bedrock, haiku, &tool(None, bounded)).is_none(), "only a strict schema is checked");
+        let closed = serde_json::json!({"type": "object", "additionalProperties": false});
+        assert!(refused(Protocol::Bedrock, haiku, &tool(Some(true), closed)).is_none());
     }
 }

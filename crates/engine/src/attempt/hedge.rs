@@ -38,7 +38,7 @@ pub(super) fn wanted<'g>(
     tries: &Tries,
 ) -> Option<&'g Hedging> {
     let hedging = gateway.pools[candidate.slot.pool].hedge.as_ref()?;
-    let chat = call.operation == switchyard_ir::Operation::Chat;
+    let chat = call.operation.is_chat();
     (chat && !tries.hedged && eligible(gateway, call, hedging.settings.with_tools)).then_some(hedging)
 }
 
@@ -48,7 +48,7 @@ fn eligible(gateway: &Gateway, call: &Call, with_tools: bool) -> bool {
     if with_tools || !offers_tools(&call.body) {
         return true;
     }
-    let codec = gateway.codec(call.ingress);
+    let codec = gateway.codec_for(call.operation, call.ingress);
     let Some(path) = codec.parameter_path(Field::Temperature) else { return false };
     let path: Vec<&'static str> = path.split('.').collect();
     matches!(scan::member_once(&call.body, &path), Ok(Some(value)) if value.iter().all(|b| matches!(b, b'0' | b'.')))

@@ -331,7 +331,8 @@ async fn launch(request: &Attempting<'_>, candidate: &Candidate<'_>, ready: Read
     if let (Ok(Ok(answer)), Some(mut bounds)) = (&mut outcome, ready.hold) {
         if answer.head.status.is_success() {
             bounds.until = bounds.first_token.map(|limit| sent + limit);
-            held = match first_token::hold(gateway.codec(lane.protocol), &mut answer.head.body, &bounds).await {
+            let codec = gateway.codec_for(call.operation, lane.protocol);
+            held = match first_token::hold(codec, &mut answer.head.body, &bounds).await {
                 first_token::Held::Released(chunks) => Ok(chunks),
                 first_token::Held::Failed { class, message } => Err((class, message)),
             };
@@ -536,7 +537,7 @@ async fn judge(
             return Judged { tried: Tried::Next, settles_trial: true };
         }
     };
-    let raw = gateway.codec(lane.protocol).extract_error(status.as_u16(), &body);
+    let raw = gateway.codec_for(call.operation, lane.protocol).extract_error(status.as_u16(), &body);
     let class =
         normalize(status.as_u16(), raw.kind, raw.vendor_type.as_deref(), raw.vendor_code.as_deref(), &lane.error_map);
     let (lane_effect, request_effect) = effects(class, lane.passthrough_credentials);

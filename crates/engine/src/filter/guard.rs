@@ -133,7 +133,7 @@ impl Filter for Guard {
     fn on_request<'a>(&'a mut self, cx: &'a mut RequestCx<'_>) -> Option<FilterFuture<'a, Flow>> {
         // Where the caller's protocol keeps media and signed state; every
         // other string is screened.
-        let codec = cx.env.codec(cx.call.ingress);
+        let codec = cx.env.codec_for(cx.call.operation, cx.call.ingress);
         let places = codec.opaque().request;
         if let Err(info) = self.screen_request(cx.call, codec, cx.record) {
             return Some(Box::pin(async move { Flow::Refuse(Refusal { info, own: true }) }));
@@ -180,10 +180,10 @@ impl Filter for Guard {
 
     fn on_whole(&mut self, whole: &mut crate::render::Whole, cx: &mut ReplyCx<'_>) -> Result<(), ErrorInfo> {
         // Only chat replies are prose; an operation's are vectors, rankings, audio.
-        if !self.screen.on_response || cx.call.operation != switchyard_ir::Operation::Chat {
+        if !self.screen.on_response || !cx.call.operation.is_chat() {
             return Ok(());
         }
-        let places = cx.env.codec(cx.call.ingress).opaque().reply;
+        let places = cx.env.codec_for(cx.call.operation, cx.call.ingress).opaque().reply;
         whole.body = self.screen_reply(std::mem::take(&mut whole.body), places, cx.record)?;
         Ok(())
     }

@@ -20,7 +20,7 @@ pub(crate) struct Identity;
 impl Identity {
     /// Every chat reply may need it.
     pub(crate) fn of(call: &Call, _shape: &Shape) -> Option<Identity> {
-        (call.operation == switchyard_ir::Operation::Chat).then_some(Identity)
+        call.operation.is_chat().then_some(Identity)
     }
 }
 

@@ -23,7 +23,7 @@ impl HideUsage {
         if !shape.hide_usage {
             return None;
         }
-        gateway.codec(call.ingress).stream_usage_filter().map(HideUsage)
+        gateway.codec_for(call.operation, call.ingress).stream_usage_filter().map(HideUsage)
     }
 }
 

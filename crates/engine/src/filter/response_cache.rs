@@ -238,10 +238,10 @@ impl Filter for ResponseCache {
         }
         let lane = cx.record.serving_lane();
         let call = cx.call;
-        if call.operation == switchyard_ir::Operation::Chat {
+        if call.operation.is_chat() {
             // Read back from the caller's own bytes: one reader for a
             // passthrough and a translation alike.
-            if let Ok(response) = cx.env.codec(call.ingress).read_response(&whole.body) {
+            if let Ok(response) = cx.env.codec_for(call.operation, call.ingress).read_response(&whole.body) {
                 self.keep(lane, response, Stored::Reply);
             }
             return Ok(());

@@ -36,7 +36,7 @@ impl Spec for Chat {
     ) -> Result<Estimate, ErrorInfo> {
         // What admission reads is read once, each member named once.
         let metered = gateway
-            .codec(call.ingress)
+            .codec_for(call.operation, call.ingress)
             .metered_from(&call.body, &call.metered)
             .map_err(|err| ErrorInfo::new(ErrorKind::InvalidRequest, err.to_string()))?;
         let estimate = switchyard_governance::estimate::worst_case(
@@ -61,7 +61,10 @@ impl Spec for Chat {
             // Same protocol: the bytes go as they came, but for the model.
             let body = as_came(call, candidate.wire_model);
             let body = match progress.shape.hide_usage {
-                true => gateway.codec(lane.protocol).request_stream_usage(&body).map_or(body, Bytes::from),
+                true => gateway
+                    .codec_for(call.operation, lane.protocol)
+                    .request_stream_usage(&body)
+                    .map_or(body, Bytes::from),
                 false => body,
             };
             return Ok(Prepared::chat(body, None));
@@ -69,7 +72,8 @@ impl Spec for Chat {
         let request = progress.ir(gateway, call)?;
         candidate.wire_model.clone_into(&mut request.model);
         let capabilities = translation::capabilities(gateway, candidate);
-        let mut encoded = translation::write_for_model(gateway.codec(lane.protocol), request, &capabilities);
+        let lane_codec = gateway.codec_for(call.operation, lane.protocol);
+        let mut encoded = translation::write_for_model(lane_codec, request, &capabilities);
         encoded.dropped.extend(lost_headers(gateway, call, lane));
         if let Some(metrics) = gateway.metrics() {
             metrics.translation(call.ingress, lane.protocol, &encoded.dropped);
@@ -81,7 +85,7 @@ impl Spec for Chat {
     fn read(&self, reading: Reading<'_>, record: &mut Record) -> Result<Read, String> {
         let Reading { gateway, call, candidate, body, same, started, .. } = reading;
         let lane = candidate.lane;
-        let codec = gateway.codec(lane.protocol);
+        let codec = gateway.codec_for(call.operation, lane.protocol);
         if !same {
             let response =
                 codec.read_response(&body).map_err(|err| format!("upstream reply could not be read: {err}"))?;
@@ -110,7 +114,7 @@ impl Spec for Chat {
     }
 
     fn cache_material(&self, gateway: &Gateway, call: &Call) -> Option<Vec<u8>> {
-        let mut request = gateway.codec(call.ingress).read_request(&call.body).ok()?;
+        let mut request = gateway.codec_for(call.operation, call.ingress).read_request(&call.body).ok()?;
         request.stream = false;
         request.model.clear();
         request.user = None;

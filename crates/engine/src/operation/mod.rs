@@ -115,7 +115,9 @@ pub(crate) enum Read {
 /// The spec of `operation`.
 pub(crate) fn of(operation: Operation) -> &'static dyn Spec {
     match operation {
-        Operation::Chat => &chat::Chat,
+        // A legacy completion is a chat in another shape: its codecs
+        // (`Gateway::codec_for`) are all that differ.
+        Operation::Chat | Operation::Completion => &chat::Chat,
         Operation::CountTokens => &count::Count,
         Operation::Embed => &embed::Embed,
         Operation::Rerank => &rerank::Rerank,

@@ -154,11 +154,13 @@ pub(crate) fn start(
 ) -> Response<ResponseBody> {
     x.filters.head(head.headers_mut());
     let Relaying { upstream, held, same, protocol, health, guards, lane, wire_model, idle, started } = relaying;
-    let codec = gateway.codec(protocol);
+    let operation = x.call.operation;
+    let codec = gateway.codec_for(operation, protocol);
     let (decoder, encoder): (Box<dyn StreamDecoder>, _) = if same {
         (Box::new(UsageTap::new(codec.stream_decoder(), x.call.framing)), None)
     } else {
-        (codec.stream_decoder(), Some(gateway.codec(x.call.ingress).stream_encoder_for(x.call.framing, &x.call.body)))
+        let caller = gateway.codec_for(operation, x.call.ingress);
+        (codec.stream_decoder(), Some(caller.stream_encoder_for(x.call.framing, &x.call.body)))
     };
     x.release_request();
     let relay = StreamRelay {
@@ -433,7 +435,7 @@ impl StreamRelay {
             out.extend_from_slice(&self.x.filters.finish_bytes());
             if !terminated {
                 // The upstream's terminator never came: the caller still gets one.
-                let codec = self.gateway.codec(self.x.call.ingress);
+                let codec = self.gateway.codec_for(self.x.call.operation, self.x.call.ingress);
                 out.extend_from_slice(codec.stream_terminator(self.x.call.framing).unwrap_or_default());
             }
         }
@@ -500,7 +502,7 @@ impl StreamRelay {
         let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
         let call = &self.x.call;
-        let codec = self.gateway.codec(call.ingress);
+        let codec = self.gateway.codec_for(call.operation, call.ingress);
         let encoder = self.encoder.get_or_insert_with(|| codec.stream_encoder(call.framing));
         encoder.encode(&StreamEvent::Error(info), &mut out);
         encoder.finish(&mut out);

@@ -87,7 +87,9 @@ impl Record {
                 Some(row)
             })
             .collect();
-        let row = self.ledger_row(&gateway, bill.tokens, bill.row_cost, &names, status);
+        let served = self.served_as(self.usage.as_ref());
+        let charge = self.charge(&gateway, bill.lane, &bill.tokens, served, bill.row_cost);
+        let row = self.ledger_row(&gateway, bill.tokens, charge, &names, status);
         if let Some(row) = &row {
             self.hand_over_text(&gateway, row);
             if let (Some(receipts), true) = (receipts, self.admitted) {
@@ -108,7 +110,8 @@ impl Record {
         };
         governance.content.push(switchyard_state::retention::Pending {
             retention: retention.clone(),
-            codec: gateway.codec(self.ingress),
+            codec: gateway
+                .codec_for(switchyard_ir::Operation::from_name(self.operation).unwrap_or_default(), self.ingress),
             captured: switchyard_state::retention::Captured {
                 entry: row.entry,
                 at_ms: row.at_ms,
@@ -148,7 +151,9 @@ impl Record {
 
     /// The ledger row of a side bill: its lane, its tokens, its status.
     pub(super) fn side_row(&self, gateway: &Gateway, bill: SideBill, names: &Names) -> Option<LedgerRow> {
-        let mut row = self.ledger_row(gateway, bill.tokens, bill.cost, names, bill.side.status)?;
+        let served = self.served_as(bill.side.usage.as_ref());
+        let charge = self.charge(gateway, Some(bill.side.lane), &bill.tokens, served, bill.cost);
+        let mut row = self.ledger_row(gateway, bill.tokens, charge, names, bill.side.status)?;
         row.entry = next_entry();
         row.lane = gateway.lanes.get(bill.side.lane).map(|l| l.name.to_string()).unwrap_or_default();
         row.model = bill.side.wire_model.to_string();
@@ -235,15 +240,38 @@ impl Record {
             .collect()
     }
 
+    /// What `tokens` served on `lane` as `served`, that `cost` what they
+    /// cost, are charged to the caller's group: the nearest card on its
+    /// chain naming the lane, else the nearest markup, else the cost
+    /// (`Governance::price_of`). Fixed here, once, for the row to keep.
+    pub(super) fn charge(
+        &self,
+        gateway: &Gateway,
+        lane: Option<usize>,
+        tokens: &Tokens,
+        served: switchyard_governance::card::Served,
+        cost: switchyard_governance::NanoUsd,
+    ) -> switchyard_store::Charge {
+        let price_nano = match &gateway.governance {
+            Some(governance) => {
+                let group = self.caller.as_ref().and_then(|c| c.key.record.group.as_deref());
+                let lane = lane.and_then(|l| gateway.lanes.get(l)).map(|l| (&*l.name, &*l.provider));
+                governance.price_of(group, lane, tokens, served, cost)
+            }
+            None => cost,
+        };
+        switchyard_store::Charge { cost_nano: cost, price_nano }
+    }
+
     /// The ledger row of an admitted request, or of a refusal at the door
     /// (operation `refused`, never spend: see [`Record::refusal`]), when
-    /// there is a ledger: its tokens, what they `cost`, and what its group
-    /// is charged for them (the cost and the group's markup).
+    /// there is a ledger: its tokens, and what they cost and its group is
+    /// charged for them ([`Record::charge`]).
     pub(super) fn ledger_row(
         &self,
         gateway: &Gateway,
         tokens: Tokens,
-        cost: switchyard_governance::NanoUsd,
+        charge: switchyard_store::Charge,
         names: &Names,
         status: u16,
     ) -> Option<LedgerRow> {
@@ -285,10 +313,7 @@ impl Record {
             end_user: self.end_user.as_deref().map(str::to_owned),
             ingress: Some(if self.tool.is_some() { "mcp" } else { self.ingress.as_str() }.to_owned()),
             stream: self.stream,
-            charge: Some(switchyard_store::Charge {
-                cost_nano: cost,
-                price_nano: governance.markup_of(group).charge(cost),
-            }),
+            charge: Some(charge),
         })
     }
 

@@ -33,7 +33,7 @@ pub(super) fn answer(
     written: Option<Whole>,
     now_ms: u64,
 ) -> StoodIn {
-    let codec = gateway.codec(call.ingress);
+    let codec = gateway.codec_for(call.operation, call.ingress);
     let lane = lane.and_then(|lane| gateway.lanes.get(lane));
     let mut headers = HeaderMap::new();
     if let Some(lane) = lane {
