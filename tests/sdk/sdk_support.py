@@ -311,7 +311,8 @@ class OpenAIResponses(Driver):
         out.stop = final.status
         for item in final.output:
             if item.type == "function_call":
-                out.calls.append(Call(item.call_id, item.name, parse_args(item.arguments), item.arguments))
+                # The item's own id (`fc_…`) rides along: clients replay it.
+                out.calls.append(Call(item.call_id, item.name, parse_args(item.arguments), item.arguments, extra=item.id))
         if final.usage is not None:
             out.input_tokens, out.output_tokens = final.usage.input_tokens, final.usage.output_tokens
         out.extra = final
@@ -325,9 +326,12 @@ class OpenAIResponses(Driver):
 
     def tool_result(self, model, first, stream):
         call = first.calls[0]
+        replayed = {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.raw_args}
+        if call.extra:
+            replayed["id"] = call.extra
         items = [
             {"role": "user", "content": QUESTION},
-            {"type": "function_call", "call_id": call.id, "name": call.name, "arguments": call.raw_args},
+            replayed,
             {"type": "function_call_output", "call_id": call.id, "output": TOOL_RESULT},
         ]
         return self._run(model, items, stream, self.TOOLS)

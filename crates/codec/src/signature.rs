@@ -10,7 +10,9 @@
 //! - Anthropic and Cohere (tool-call ids with no length limit): in the id,
 //!   [`fold_into_id`] → `<id>__sig<crc32>_<signature in base64url>` (a
 //!   signature that is not standard base64 is carried as the base64url of
-//!   its bytes, after `__sib`). Every
+//!   its bytes, after `__sib`), `<id>` being the id minted for the caller
+//!   (`crate::call_id`, whose `written` and `read` the codecs call: the
+//!   one place a caller's ids are made and read back). Every
 //!   caller echoes the id with the call and its result; the reader splits
 //!   it back ([`split_id`]), so writers for other lanes see the plain id.
 //! - OpenAI Chat (ids of at most 40 characters): the tool call's

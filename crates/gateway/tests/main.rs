@@ -42,4 +42,5 @@ mod routing;
 mod settlement;
 mod telemetry;
 mod tenants;
+mod tool_ids;
 mod translation;

@@ -13,7 +13,7 @@ use switchyard_codec::ir::{
 };
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
-use switchyard_codec::{signature, DecodeError};
+use switchyard_codec::{call_id, DecodeError};
 
 use crate::wire::{
     as_array, as_object, at, join, opt_bool, opt_str, opt_value, put_cache_control, read_cache_control, req_str,
@@ -84,10 +84,11 @@ pub(crate) fn read_block(
         }
         "redacted_thinking" => Block::RedactedThinking { data: req_str(obj, "data", path)?.to_owned() },
         "tool_use" => {
-            // A call's thought signature may ride in its id (see `write_block`).
-            let (id, signature) = signature::split_id(req_str(obj, "id", path)?);
+            // The id a caller was handed: the lane's, and a call's thought
+            // signature riding in it (see `write_block`).
+            let (id, signature) = call_id::read(req_str(obj, "id", path)?, Protocol::Anthropic);
             Block::ToolUse(ToolUse {
-                id: id.to_owned(),
+                id,
                 name: req_str(obj, "name", path)?.to_owned(),
                 input: read_input(obj),
                 signature,
@@ -141,7 +142,7 @@ pub(crate) fn read_input(obj: &Map<String, Value>) -> String {
 }
 
 fn read_tool_result(obj: &Map<String, Value>, path: &str, names: &ToolNames) -> Result<ToolResult, DecodeError> {
-    let tool_use_id = signature::split_id(req_str(obj, "tool_use_id", path)?).0.to_owned();
+    let tool_use_id = call_id::read(req_str(obj, "tool_use_id", path)?, Protocol::Anthropic).0;
     let content_path = join(path, "content");
     let mut content = match opt_value(obj, "content") {
         None => Vec::new(),
@@ -274,12 +275,14 @@ pub(crate) fn write_block(block: &Block, target: Target, dropped: &mut Vec<Dropp
             obj.insert("data".into(), json!(data));
         }
         Block::ToolUse(call) => {
-            let folded = match (target, &call.signature) {
-                (Target::Response, Some(signature)) => signature::fold_into_id(&call.id, signature, None),
-                _ => None,
+            // A caller gets the id in its own form, the call's signature
+            // riding in it; a lane gets its own id back.
+            let id = match target {
+                Target::Response => call_id::written(&call.id, call.signature.as_deref(), Protocol::Anthropic),
+                Target::Request => std::borrow::Cow::Borrowed(call.id.as_str()),
             };
             obj.insert("type".into(), json!("tool_use"));
-            obj.insert("id".into(), json!(folded.as_deref().unwrap_or(&call.id)));
+            obj.insert("id".into(), json!(id));
             obj.insert("name".into(), json!(call.name));
             obj.insert("input".into(), arguments_to_value(&call.input));
         }
@@ -496,7 +499,8 @@ mod tests {
         let mut dropped = Vec::new();
         let reply = write_block(&block, Target::Response, &mut dropped).unwrap();
         let id = reply["id"].as_str().unwrap().to_owned();
-        assert!(id.starts_with("call_0") && id.len() > "call_0".len(), "{id}");
+        // Minted in Anthropic's form (`toolu_`, `c` for the lane's `call_`).
+        assert!(id.starts_with("toolu_c0") && id.len() > "toolu_c0".len(), "{id}");
         assert!(id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'), "{id}");
         assert_eq!(read(reply).unwrap(), Some(block));
         let result = read(json!({"type": "tool_result", "tool_use_id": id, "content": "ok"})).unwrap().unwrap();

@@ -15,7 +15,7 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
-use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, StopReason, StreamEvent, Usage};
+use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_codec::json::value_to_arguments;
 use switchyard_codec::{DecodeError, StreamEncoder};
 
@@ -144,7 +144,9 @@ impl Events {
                 if let Some(input) = input.filter(|i| !is_empty_object(i)) {
                     initial.push(Delta::ToolInput(value_to_arguments(input)));
                 }
-                BlockStart::ToolUse { id: text("id"), name: text("name"), signature: None }
+                // What the encoder wrote reads back (`call_id`).
+                let (id, signature) = switchyard_codec::call_id::read(&text("id"), Protocol::Anthropic);
+                BlockStart::ToolUse { id, name: text("name"), signature }
             }
             _ => {
                 self.blocks.push((wire, None));
@@ -321,10 +323,10 @@ impl StreamEncoder for Encoder {
                         json!({"type": "redacted_thinking", "data": data})
                     }
                     BlockStart::ToolUse { id, name, signature } => {
-                        // As in a whole reply: the call's signature rides in its id.
-                        let folded =
-                            signature.as_deref().and_then(|s| switchyard_codec::signature::fold_into_id(id, s, None));
-                        json!({"type": "tool_use", "id": folded.as_deref().unwrap_or(id), "name": name, "input": {}})
+                        // As in a whole reply: the id in the caller's form,
+                        // the call's signature riding in it.
+                        let id = switchyard_codec::call_id::written(id, signature.as_deref(), Protocol::Anthropic);
+                        json!({"type": "tool_use", "id": id, "name": name, "input": {}})
                     }
                 };
                 frame(

@@ -9,7 +9,7 @@ use switchyard_codec::ir::{
 };
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
-use switchyard_codec::{signature, DecodeError};
+use switchyard_codec::{call_id, signature, DecodeError};
 
 use crate::wire::{
     array, document_format, document_media_type, drop_field, field, image_format, image_media_type, object, opt_str,
@@ -203,7 +203,8 @@ fn read_source(parent: &Object, path: &str, media_type: String) -> Result<MediaS
 fn read_tool_use(value: &Value, path: &str) -> Result<Block, DecodeError> {
     let tool_use = object(value, path)?;
     Ok(Block::ToolUse(ToolUse::new(
-        req_str(tool_use, "toolUseId", path)?,
+        // An id the caller was handed reads back as the lane's.
+        call_id::restore(req_str(tool_use, "toolUseId", path)?, Protocol::Bedrock),
         req_str(tool_use, "name", path)?,
         field(tool_use, "input").map_or_else(|| "{}".to_owned(), value_to_arguments),
     )))
@@ -219,7 +220,7 @@ fn read_tool_result(value: &Value, path: &str, mode: Mode) -> Result<Block, Deco
         None => Vec::new(),
     };
     Ok(Block::ToolResult(ToolResult {
-        tool_use_id: req_str(result, "toolUseId", path)?.to_owned(),
+        tool_use_id: call_id::restore(req_str(result, "toolUseId", path)?, Protocol::Bedrock).into_owned(),
         name: None,
         content,
         is_error: opt_str(result, "status", path)? == Some("error"),
@@ -265,8 +266,13 @@ fn read_citations(value: &Value, path: &str) -> Result<Block, DecodeError> {
 pub(crate) fn write_blocks(blocks: &[Block], mode: Mode, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut out = Vec::with_capacity(blocks.len());
     for block in blocks {
-        if let (Mode::Response, Block::ToolUse(ToolUse { signature: Some(signature), .. })) = (mode, block) {
-            out.push(signature_carrier(signature));
+        if let (Mode::Response, Block::ToolUse(call)) = (mode, block) {
+            if let Some(signature) = &call.signature {
+                out.push(signature_carrier(signature));
+            }
+            // A caller gets the id in its own form.
+            out.push(write_tool_use(call, &call_id::mint(&call.id, Protocol::Bedrock)));
+            continue;
         }
         let Some(value) = write_block(block, dropped) else {
             continue;
@@ -324,15 +330,21 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
         Block::RedactedThinking { data } => {
             json!({ "reasoningContent": { "redactedContent": data } })
         }
-        Block::ToolUse(call) => json!({
-            "toolUse": {
-                "toolUseId": call.id,
-                "name": call.name,
-                "input": arguments_to_value(&call.input),
-            }
-        }),
+        Block::ToolUse(call) => write_tool_use(call, &call.id),
         Block::ToolResult(result) => write_tool_result(result, dropped),
         Block::Unmodelled(block) => block.for_target(Protocol::Bedrock, dropped)?.clone(),
+    })
+}
+
+/// A `toolUse` block under `id` (the call's own for a lane, minted for a
+/// caller).
+fn write_tool_use(call: &ToolUse, id: &str) -> Value {
+    json!({
+        "toolUse": {
+            "toolUseId": id,
+            "name": call.name,
+            "input": arguments_to_value(&call.input),
+        }
     })
 }
 

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
+use switchyard_codec::ir::{BlockStart, Delta, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_codec::{signature, DecodeError, StreamDecoder, StreamEncoder};
 
 use crate::error::{exception_frame, exception_message, stream_error};
@@ -166,7 +166,9 @@ impl Decoder {
                 if let Some(tool) = event.start.get("toolUse") {
                     let text = |key: &str| tool.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
                     let signature = self.carried.take();
-                    let block = BlockStart::ToolUse { id: text("toolUseId"), name: text("name"), signature };
+                    // What the encoder minted reads back (`call_id`).
+                    let id = switchyard_codec::call_id::restore(&text("toolUseId"), Protocol::Bedrock).into_owned();
+                    let block = BlockStart::ToolUse { id, name: text("name"), signature };
                     self.open(event.content_block_index, block, out);
                 }
                 // Other starts open their block with the first delta.
@@ -389,7 +391,11 @@ impl StreamEncoder for Encoder {
                             "contentBlockStart",
                             &json!({
                                 "contentBlockIndex": index,
-                                "start": { "toolUse": { "toolUseId": id, "name": name } },
+                                // The caller gets the id in its own form.
+                                "start": { "toolUse": {
+                                    "toolUseId": switchyard_codec::call_id::mint(id, Protocol::Bedrock),
+                                    "name": name,
+                                } },
                             }),
                             out,
                         );

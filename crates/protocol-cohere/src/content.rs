@@ -7,7 +7,7 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{Block, Dropped, Field, MediaSource, Protocol, TextBlock, ToolUse};
 use switchyard_codec::media::source_from_url;
-use switchyard_codec::{function, signature, DecodeError};
+use switchyard_codec::{call_id, function, DecodeError};
 
 /// The media type of a Cohere document (`{data, id}`) held as an IR document.
 pub(crate) const JSON_MEDIA_TYPE: &str = "application/json";
@@ -274,10 +274,12 @@ fn read_tool_call(path: &str, call: &Value) -> Result<ToolUse, DecodeError> {
     if read.name.is_empty() {
         return Err(invalid(format!("{path}.function.name"), "is required"));
     }
-    // A call's thought signature may ride in its id (see `write_assistant`).
-    if let (plain, Some(signature)) = signature::split_id(&read.id) {
-        read.id = plain.to_owned();
-        read.signature = Some(signature);
+    // The id the caller was handed: the lane's, and a call's thought
+    // signature riding in it (see `write_assistant`).
+    let (id, signature) = call_id::read(&read.id, Protocol::Cohere);
+    read.id = id;
+    if signature.is_some() {
+        read.signature = signature;
     }
     Ok(read)
 }
@@ -329,11 +331,13 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
             }
             Block::RedactedThinking { .. } => dropped.push(unsupported(Field::RedactedThinking)),
             Block::ToolUse(call) => {
-                let folded = match (form, &call.signature) {
-                    (ContentForm::List, Some(signature)) => signature::fold_into_id(&call.id, signature, None),
-                    _ => None,
+                // A caller gets the id in its own form, the call's signature
+                // riding in it; a lane gets its own id back.
+                let id = match form {
+                    ContentForm::List => call_id::written(&call.id, call.signature.as_deref(), Protocol::Cohere),
+                    ContentForm::Flexible => std::borrow::Cow::Borrowed(call.id.as_str()),
                 };
-                tool_calls.push(function::call_value(folded.as_deref().unwrap_or(&call.id), call));
+                tool_calls.push(function::call_value(&id, call));
             }
             Block::Image { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::Document { .. } => dropped.push(unsupported(Field::MisplacedBlock)),

@@ -11,7 +11,7 @@ use switchyard_codec::ir::{
     ToolChoice, ToolResult,
 };
 use switchyard_codec::media::url_of;
-use switchyard_codec::{effort, function, json as codec_json, signature, DecodeError, Encoded};
+use switchyard_codec::{call_id, effort, function, json as codec_json, DecodeError, Encoded};
 
 use crate::content::{
     self, cohere_document, dedup, invalid, note_text_markers, object, optional_str, required_str, unsupported,
@@ -155,7 +155,7 @@ fn read_messages(value: &Value, request: &mut Request) -> Result<(), DecodeError
             }
             "tool" => {
                 let result = Block::ToolResult(ToolResult {
-                    tool_use_id: signature::split_id(&required_str(&path, message, "tool_call_id")?).0.to_owned(),
+                    tool_use_id: call_id::read(&required_str(&path, message, "tool_call_id")?, Protocol::Cohere).0,
                     name: None,
                     content: content::read_tool_content(&path, message.get("content"))?,
                     is_error: false,

@@ -9,7 +9,7 @@
 
 use serde_json::{json, Value};
 use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
-use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
+use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_codec::{json as codec_json, mentions_context_length, DecodeError, StreamEncoder};
 
 use crate::response::{finish_reason, read_usage, stop_reason, write_usage};
@@ -120,7 +120,9 @@ impl Events {
                 let field = |pointer: &str| {
                     call.and_then(|call| call.pointer(pointer)).and_then(Value::as_str).unwrap_or_default().to_owned()
                 };
-                let start = BlockStart::ToolUse { id: field("/id"), name: field("/function/name"), signature: None };
+                // What the encoder wrote reads back (`call_id`).
+                let (id, signature) = switchyard_codec::call_id::read(&field("/id"), Protocol::Cohere);
+                let start = BlockStart::ToolUse { id, name: field("/function/name"), signature };
                 let slot = WireSlot::Tool(index);
                 self.open(slot, BlockKind::ToolUse, Some(start), out);
                 self.tool_input(slot, &field("/function/arguments"), out);
@@ -352,13 +354,14 @@ impl Encoder {
             BlockStart::ToolUse { id, name, signature } => {
                 let tool_index = self.next_tool;
                 self.next_tool += 1;
-                // As in a whole reply: the call's signature rides in its id.
-                let folded = signature.as_deref().and_then(|s| switchyard_codec::signature::fold_into_id(id, s, None));
+                // As in a whole reply: the id in the caller's form, the
+                // call's signature riding in it.
+                let id = switchyard_codec::call_id::written(id, signature.as_deref(), Protocol::Cohere);
                 frame(
                     out,
                     "tool-call-start",
                     &json!({"type": "tool-call-start", "index": tool_index,
-                        "delta": {"message": {"tool_calls": {"id": folded.as_deref().unwrap_or(id), "type": "function",
+                        "delta": {"message": {"tool_calls": {"id": id, "type": "function",
                             "function": {"name": name, "arguments": ""}}}}}),
                 );
                 WireBlock::Tool(tool_index)

@@ -21,10 +21,10 @@
 //! that name, then, with no call at all, its own name is used as the id).
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{Block, DropReason, Dropped, Field, MediaSource, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{Block, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
-use switchyard_codec::DecodeError;
+use switchyard_codec::{call_id, DecodeError};
 
 use crate::wire::{Blob, FileData, FunctionCall, FunctionResponse, FunctionResponsePart, Part};
 
@@ -192,7 +192,9 @@ fn read_call(call: FunctionCall, ledger: &mut CallLedger, field: &str) -> Result
     if call.name.is_empty() {
         return Err(DecodeError::invalid(format!("{field}.functionCall.name"), "functionCall needs a name"));
     }
-    let id = ledger.call_id(call.id.as_deref(), &call.name);
+    // An id the caller was handed reads back as the lane's.
+    let given = call.id.as_deref().map(|id| call_id::restore(id, Protocol::Gemini));
+    let id = ledger.call_id(given.as_deref(), &call.name);
     let input = match call.args {
         None | Some(Value::Null) => "{}".to_owned(),
         Some(args) => value_to_arguments(&args),
@@ -211,7 +213,8 @@ fn read_function_response(
     if response.name.is_empty() {
         return Err(DecodeError::invalid(format!("{field}.functionResponse.name"), "functionResponse needs a name"));
     }
-    let tool_use_id = ledger.result_id(response.id.as_deref(), &response.name);
+    let given = response.id.as_deref().map(|id| call_id::restore(id, Protocol::Gemini));
+    let tool_use_id = ledger.result_id(given.as_deref(), &response.name);
     let (text, is_error) = match response.response {
         None | Some(Value::Null) => (String::new(), false),
         Some(Value::Object(object)) => response_object_text(object),
@@ -278,8 +281,9 @@ pub(crate) fn drop_once(dropped: &mut Vec<Dropped>, field: Field) {
 
 /// How to write blocks.
 pub(crate) struct WriteParts<'a> {
-    /// Write `functionCall.id` (responses). The generateContent request
-    /// schema has no such field and rejects it, so requests never do.
+    /// Write `functionCall.id` (responses), in a caller's form
+    /// (`call_id::mint`). The generateContent request schema has no such
+    /// field and rejects it, so requests never do.
     pub call_ids: bool,
     /// Where unexpressible fields are reported.
     pub dropped: &'a mut Vec<Dropped>,
@@ -346,7 +350,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 ctx.calls.push((call.id.clone(), call.name.clone()));
                 parts.push(Part {
                     function_call: Some(FunctionCall {
-                        id: ctx.call_ids.then(|| call.id.clone()),
+                        id: ctx.call_ids.then(|| call_id::mint(&call.id, Protocol::Gemini).into_owned()),
                         name: call.name.clone(),
                         args: Some(arguments_to_value(&call.input)),
                     }),
@@ -387,7 +391,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 }
                 parts.push(Part {
                     function_response: Some(FunctionResponse {
-                        id: ctx.call_ids.then(|| result.tool_use_id.clone()),
+                        id: ctx.call_ids.then(|| call_id::mint(&result.tool_use_id, Protocol::Gemini).into_owned()),
                         name,
                         response: Some(result_response(result)),
                         parts: media,

@@ -26,7 +26,7 @@
 //! tokens arrive early, as Gemini's own chunks do.
 
 use switchyard_codec::frame::{JsonArrayDecoder, SseDecoder};
-use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
+use switchyard_codec::ir::{BlockStart, Delta, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::{json, DecodeError, Framing, StreamDecoder, StreamEncoder};
 
@@ -453,7 +453,7 @@ impl StreamEncoder for GeminiStreamEncoder {
                     let pending = self.pending_signature.take();
                     let part = Part {
                         function_call: Some(FunctionCall {
-                            id: Some(id),
+                            id: Some(switchyard_codec::call_id::mint(&id, Protocol::Gemini).into_owned()),
                             name,
                             args: Some(arguments_to_value(&input)),
                         }),

@@ -10,7 +10,7 @@ use switchyard_codec::ir::{
     Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
     TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse,
 };
-use switchyard_codec::{effort, function, DecodeError, Encoded};
+use switchyard_codec::{call_id, effort, function, DecodeError, Encoded};
 
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
 
@@ -276,6 +276,8 @@ impl MessageReader {
                 let tool_use_id = take_string(&mut message, "tool_call_id")?.ok_or_else(|| {
                     DecodeError::invalid(format!("{path}.tool_call_id"), "tool messages need a tool_call_id")
                 })?;
+                // The id the caller was handed: the lane's back.
+                let tool_use_id = call_id::restore(&tool_use_id, Protocol::OpenAi).into_owned();
                 let result = ToolResult {
                     tool_use_id,
                     name: None,
@@ -482,11 +484,15 @@ fn read_tool_call(mut call: Value, path: &str) -> Result<ToolUse, DecodeError> {
             let name = take_string(custom, "name")?.unwrap_or_default();
             let input = function::arguments_text(take(custom, "input"));
             let id = call.get("id").and_then(Value::as_str).unwrap_or_default();
-            return Ok(ToolUse::new(id, name, input));
+            return Ok(ToolUse::new(call_id::restore(id, Protocol::OpenAi), name, input));
         }
     }
     let mut read = function::read_call(call, path)?;
     read.signature = signature;
+    // The id the caller was handed: the lane's back.
+    if let std::borrow::Cow::Owned(lane) = call_id::restore(&read.id, Protocol::OpenAi) {
+        read.id = lane;
+    }
     Ok(read)
 }
 

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::ir::{Block, Field, Response, StopReason, ToolUse};
-use switchyard_codec::{function, DecodeError, Encoded};
+use switchyard_codec::ir::{Block, Field, Protocol, Response, StopReason, ToolUse};
+use switchyard_codec::{call_id, function, DecodeError, Encoded};
 
 use crate::wire::{
     carried_signature, finish_from_stop_reason, report, stop_reason_from_finish, ExtraContent, WireUsage,
@@ -166,7 +166,8 @@ fn read_message(message: WireMessage, content: &mut Vec<Block>) -> bool {
             (None, None) => (None, String::new()),
         };
         content.push(Block::ToolUse(ToolUse {
-            id: call.id.unwrap_or_default(),
+            // What the writer minted reads back (`call_id`).
+            id: call_id::restore(call.id.as_deref().unwrap_or_default(), Protocol::OpenAi).into_owned(),
             name: name.unwrap_or_default(),
             input,
             signature: carried_signature(call.extra_content.as_ref()),
@@ -219,7 +220,8 @@ struct OutMessage<'a> {
 
 #[derive(Serialize)]
 struct OutToolCall<'a> {
-    id: &'a str,
+    /// The lane's id in OpenAI's form (`call_id::mint`).
+    id: std::borrow::Cow<'a, str>,
     #[serde(rename = "type")]
     kind: &'static str,
     function: OutFunction<'a>,
@@ -251,7 +253,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
                 text.push_str(&block.text);
             }
             Block::ToolUse(call) => tool_calls.push(OutToolCall {
-                id: &call.id,
+                id: call_id::mint(&call.id, Protocol::OpenAi),
                 kind: "function",
                 function: OutFunction { name: &call.name, arguments: &call.input },
                 extra_content: ExtraContent::of(call.signature.as_deref()),

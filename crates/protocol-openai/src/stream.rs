@@ -5,8 +5,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
-use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
-use switchyard_codec::{DecodeError, StreamEncoder};
+use switchyard_codec::ir::{BlockStart, Delta, Protocol, StopReason, StreamEvent, Usage};
+use switchyard_codec::{call_id, DecodeError, StreamEncoder};
 
 use crate::error::{body as error_body, VendorError};
 use crate::response::unix_seconds;
@@ -373,7 +373,8 @@ impl Chunks {
                     )));
                 }
             }
-            let id = call.id.unwrap_or_default();
+            // What the encoder minted reads back (`call_id`).
+            let id = call_id::restore(call.id.as_deref().unwrap_or_default(), Protocol::OpenAi).into_owned();
             let signature = carried_signature(call.extra_content.as_ref());
             let start = BlockStart::ToolUse { id: id.clone(), name: name.unwrap_or_default(), signature };
             self.open_block(Open::Tool { wire_index: call.index, id }, start, out)
@@ -630,11 +631,12 @@ impl StreamEncoder for ChunkEncoder {
                     BlockStart::ToolUse { id, name, signature } => {
                         let tool = self.tools;
                         self.tools += 1;
+                        let id = call_id::mint(id, Protocol::OpenAi);
                         self.write_delta(
                             OutDelta {
                                 tool_calls: vec![OutToolCall {
                                     index: tool,
-                                    id: Some(id),
+                                    id: Some(&id),
                                     kind: Some("function"),
                                     function: OutFunction { name: Some(name), arguments: "" },
                                     extra_content: ExtraContent::of(signature.as_deref()),

@@ -2,8 +2,8 @@
 //! responses and streams: assistant text parts, function calls, reasoning.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{self, Block, Dropped, Field};
-use switchyard_codec::signature;
+use switchyard_codec::ir::{self, Block, Dropped, Field, Protocol};
+use switchyard_codec::{call_id, signature};
 
 use crate::wire::text_of;
 
@@ -72,22 +72,24 @@ pub(crate) fn write_reasoning(block: &Block) -> Option<Map<String, Value>> {
     Some(item)
 }
 
-/// A function-call item → a tool use (`call_id` is the IR id; the item's own
-/// `id` is not kept).
+/// A function-call item → a tool use (`call_id` is the IR id, the lane's
+/// when a caller sends back one it was handed: `call_id::restore`; the
+/// item's own `id` is not kept).
 pub(crate) fn read_function_call(item: &Map<String, Value>) -> ir::ToolUse {
     ir::ToolUse::new(
-        text_of(item, "call_id").unwrap_or_default(),
+        call_id::restore(text_of(item, "call_id").unwrap_or_default(), Protocol::Responses),
         text_of(item, "name").unwrap_or_default(),
         text_of(item, "arguments").unwrap_or_default(),
     )
 }
 
-/// A tool use → a function-call item body (no `id`; callers add one where
-/// the wire requires it).
-pub(crate) fn write_function_call(call: &ir::ToolUse) -> Map<String, Value> {
+/// A tool use → a function-call item body under `call_id` (the call's own
+/// for a lane, minted for a caller) with no `id` (callers add one where the
+/// wire requires it).
+pub(crate) fn write_function_call(call: &ir::ToolUse, call_id: &str) -> Map<String, Value> {
     let mut item = Map::new();
     item.insert("type".into(), json!("function_call"));
-    item.insert("call_id".into(), json!(call.id));
+    item.insert("call_id".into(), json!(call_id));
     item.insert("name".into(), json!(call.name));
     item.insert("arguments".into(), json!(call.input));
     item

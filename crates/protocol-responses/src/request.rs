@@ -24,7 +24,7 @@
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{self, Block, CacheControl, Dropped, Field, Message, Protocol, Role, TextBlock};
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url};
-use switchyard_codec::{effort, json as codec_json, signature, DecodeError, Encoded};
+use switchyard_codec::{call_id, effort, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::items;
 use crate::wire::{
@@ -311,6 +311,8 @@ fn read_breakpoint(part: &Map<String, Value>) -> Option<CacheControl> {
 /// A `function_call_output` item.
 fn read_call_output(item: &Map<String, Value>, field: &str) -> Result<ir::ToolResult, DecodeError> {
     let tool_use_id = req_str(item, "call_id", &format!("{field}.call_id"))?;
+    // The id the caller was handed: the lane's back.
+    let tool_use_id = call_id::restore(&tool_use_id, Protocol::Responses).into_owned();
     let output_field = format!("{field}.output");
     let content = match item.get("output") {
         Some(Value::String(text)) => vec![Block::text(text.clone())],
@@ -607,7 +609,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
             },
             Block::ToolUse(call) => {
                 flush(&mut parts, writer);
-                writer.push(Value::Object(items::write_function_call(call)));
+                writer.push(Value::Object(items::write_function_call(call, &call.id)));
             }
             Block::ToolResult(result) => {
                 flush(&mut parts, writer);

@@ -3,8 +3,8 @@
 //! codec shares.
 
 use serde_json::{json, Map, Value};
-use switchyard_codec::ir::{self, Block, Dropped, Field, StopReason, Usage};
-use switchyard_codec::{json as codec_json, signature, DecodeError, Encoded};
+use switchyard_codec::ir::{self, Block, Dropped, Field, Protocol, StopReason, Usage};
+use switchyard_codec::{call_id, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::items;
 use crate::wire::{as_object, count, report, text_of};
@@ -186,10 +186,16 @@ pub(crate) fn item_id(prefix: &str, response_id: &str, output_index: usize) -> S
 }
 
 /// The function-call item id written for a call: `fc_` + the call id (the
-/// IR keeps only the call id).
+/// IR keeps only the call id), within the 64 characters an item id may
+/// have. Distinct from the `call_id`, as the API's own are.
 pub(crate) fn function_call_item_id(call_id: &str) -> String {
-    format!("fc_{call_id}")
+    let mut id = format!("fc_{call_id}");
+    id.truncate(ITEM_ID_MAX);
+    id
 }
+
+/// The longest item id the Responses API takes.
+const ITEM_ID_MAX: usize = 64;
 
 /// Everything a response object is built from.
 pub(crate) struct ResponseParts<'a> {
@@ -292,9 +298,11 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
                     carrier.extend(items::signature_carrier(signature));
                     output.push(Value::Object(carrier));
                 }
+                // The caller gets the id in its own form (`call_id::mint`).
+                let minted = call_id::mint(&call.id, Protocol::Responses);
                 let mut item = Map::new();
-                item.insert("id".into(), json!(function_call_item_id(&call.id)));
-                item.extend(items::write_function_call(call));
+                item.insert("id".into(), json!(function_call_item_id(&minted)));
+                item.extend(items::write_function_call(call, &minted));
                 item.insert("status".into(), json!("completed"));
                 output.push(Value::Object(item));
             }

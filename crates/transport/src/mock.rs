@@ -22,7 +22,11 @@
 //! schema when none follow), `[mock:tool=none]` answers in text though
 //! tools are offered; a conversation whose last turn (system messages
 //! aside) holds a tool result gets the final answer, naming what the tool
-//! returned.
+//! returned. Its call ids have its vendor's form (`toolu_01…`, `call_…`,
+//! `tooluse_…`, Cohere's `<tool>_…`) and end in a keyed check
+//! ([`issued_id`]), so it knows its own: the answer to a result of a call
+//! it issued says `(own call id)`, and a result naming no call of the
+//! history is refused as its vendor refuses it ([`unanswered_result`]).
 //!
 //! Directives in the last user message drive failure tests:
 //! `[mock:status=429]` answers that status in the protocol's error shape
@@ -277,7 +281,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
                 Some(ToolDirective::Call { arguments: Some(arguments), .. }) => arguments.clone(),
                 _ => arguments_for(&tool.parameters),
             };
-            let id = format!("call_{:016x}", fnv1a(format!("{model}/{}/{input}", tool.name).as_bytes()));
+            let id = issued_id(protocol, &tool.name, &format!("{model}/{}/{input}", tool.name));
             let mut call = ToolUse::new(id, tool.name.clone(), input);
             if protocol == Protocol::Gemini {
                 // Gemini signs the first function call of a step.
@@ -289,10 +293,11 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         (_, Some(result)) => {
             // Protocols whose results carry no name (OpenAI's) name the call.
             let called = request.messages.iter().flat_map(|m| &m.content).find_map(|block| match block {
-                Block::ToolUse(call) if call.id == result.tool_use_id => Some(call.name.clone()),
+                Block::ToolUse(call) if call.id == result.tool_use_id => Some(call),
                 _ => None,
             });
-            let name = result.name.clone().or(called).unwrap_or_else(|| "tool".to_owned());
+            let name =
+                result.name.clone().or(called.map(|call| call.name.clone())).unwrap_or_else(|| "tool".to_owned());
             let mut text = format!("[{protocol} {model}] tool {name} returned: {}", result.joined_text());
             if protocol == Protocol::Gemini {
                 // Says whether the call came back with the signature this
@@ -304,6 +309,11 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
                 // The signed reasoning this fake gave came back (Claude
                 // wants it back in a tool loop that thinks).
                 text.push_str(" (reasoning kept)");
+            }
+            if called.is_some_and(|call| issued(protocol, call)) {
+                // The call and its result came back under the id this
+                // vendor gave (not one a gateway made for its caller).
+                text.push_str(" (own call id)");
             }
             content.push(Block::text(text));
             StopReason::EndTurn
@@ -392,6 +402,96 @@ fn tool_directive(text: &str) -> Option<ToolDirective> {
         false => None,
     };
     Some(ToolDirective::Call { name: name.to_owned(), arguments })
+}
+
+/// The id this fake gives a call of tool `name` (`seed` makes it the
+/// call's), in its vendor's form: OpenAI's and Responses' `call_` and 24
+/// characters, Anthropic's `toolu_01` and 22, Bedrock's `tooluse_` and 22,
+/// Cohere's `<tool>_` and 12 (Gemini's replies carry no id the vendor
+/// needs back; it gets OpenAI's form). The last 8 characters are a keyed
+/// check of the ones before them ([`issued`]).
+pub fn issued_id(protocol: Protocol, name: &str, seed: &str) -> String {
+    let (prefix, head) = issued_form(protocol, name);
+    let head = base62(fnv1a(seed.as_bytes()), head);
+    let check = id_check(protocol, &head);
+    format!("{prefix}{head}{check}")
+}
+
+/// Whether `call`'s id is one this fake's vendor gave ([`issued_id`]).
+pub fn issued(protocol: Protocol, call: &ToolUse) -> bool {
+    let (prefix, head) = issued_form(protocol, &call.name);
+    let Some(rest) = call.id.strip_prefix(prefix.as_str()) else {
+        return false;
+    };
+    rest.len() == head + ID_CHECK && rest.is_ascii() && id_check(protocol, &rest[..head]) == rest[head..]
+}
+
+/// Characters of an issued id's check.
+const ID_CHECK: usize = 8;
+
+/// An issued id's prefix and how many characters of its own follow it
+/// (before the check).
+fn issued_form(protocol: Protocol, name: &str) -> (String, usize) {
+    match protocol {
+        Protocol::Anthropic => ("toolu_01".to_owned(), 14),
+        Protocol::Bedrock => ("tooluse_".to_owned(), 14),
+        Protocol::Cohere => (format!("{name}_"), 4),
+        Protocol::OpenAi | Protocol::Responses | Protocol::Gemini => ("call_".to_owned(), 16),
+    }
+}
+
+/// The keyed check of an issued id's `head`.
+fn id_check(protocol: Protocol, head: &str) -> String {
+    let keyed = SIGNING_KEY.iter().chain(protocol.as_str().as_bytes()).chain(head.as_bytes());
+    base62(
+        keyed.fold(0xcbf2_9ce4_8422_2325_u64, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)),
+        ID_CHECK,
+    )
+}
+
+/// `len` base-62 digits of `value` (and of its rehash past 64 bits).
+fn base62(mut value: u64, len: usize) -> String {
+    const DIGITS: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    let mut out = String::with_capacity(len);
+    for place in 0..len {
+        if place % 10 == 9 {
+            value = fnv1a(&value.to_le_bytes());
+        }
+        out.push(char::from(DIGITS[(value % 62) as usize]));
+        value /= 62;
+    }
+    out
+}
+
+/// The vendor's 400 for a tool result that names no call of the history
+/// while it has calls: every vendor pairs each result with a call it
+/// made (Anthropic: "unexpected `tool_use_id` found in `tool_result`
+/// blocks"; OpenAI: a tool message "must be a response to a preceding
+/// message with 'tool_calls'"; Responses: "No tool call found for function
+/// call output"), so ids a gateway changed on the way in and did not
+/// change back are refused.
+pub fn unanswered_result(protocol: Protocol, request: &Request) -> Option<ErrorInfo> {
+    let blocks = || request.messages.iter().flat_map(|m| &m.content);
+    let calls: Vec<&str> = blocks()
+        .filter_map(|block| match block {
+            Block::ToolUse(call) => Some(call.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    let id = blocks().find_map(|block| match block {
+        Block::ToolResult(result) if !calls.contains(&result.tool_use_id.as_str()) => Some(&result.tool_use_id),
+        _ => None,
+    })?;
+    let message = match protocol {
+        Protocol::Anthropic => format!("unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."),
+        Protocol::OpenAi => format!("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls' (tool_call_id {id})."),
+        Protocol::Responses => format!("No tool call found for function call output with call_id {id}."),
+        _ => format!("tool result {id} answers no tool call of the conversation"),
+    };
+    Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400))
 }
 
 /// The signature this fake gives a Gemini call of tool `name`: base64 (the
@@ -632,11 +732,51 @@ mod tests {
         let last = reply(Protocol::Anthropic, "m", &request);
         assert_eq!(last.stop_reason, Some(StopReason::EndTurn));
         let Block::Text(text) = &last.content[0] else { panic!("{:?}", last.content) };
-        assert_eq!(text.text, "[anthropic m] tool Read returned: 1\tpaper tiger");
+        assert_eq!(text.text, "[anthropic m] tool Read returned: 1\tpaper tiger (own call id)");
 
         request.messages.truncate(2);
         request.messages[0] = Message::text(Role::User, "just talk [mock:tool=none]");
         let plain = reply(Protocol::Anthropic, "m", &request);
         assert!(matches!(plain.content.as_slice(), [Block::Text(_)]), "{:?}", plain.content);
+    }
+
+    /// Each vendor's ids have its form, and only the ids it gave read as
+    /// its own; a result naming no call of the history is refused.
+    #[test]
+    fn the_fake_knows_its_own_call_ids() {
+        let cases = [
+            (Protocol::Anthropic, "toolu_01", 30),
+            (Protocol::OpenAi, "call_", 29),
+            (Protocol::Responses, "call_", 29),
+            (Protocol::Bedrock, "tooluse_", 30),
+            (Protocol::Cohere, "get_weather_", 24),
+        ];
+        for (protocol, prefix, len) in cases {
+            let mut call = ToolUse::new(issued_id(protocol, "get_weather", "seed"), "get_weather", "{}");
+            assert!(call.id.starts_with(prefix) && call.id.len() == len, "{protocol}: {}", call.id);
+            assert!(switchyard_codec::call_id::fits(&call.id, &switchyard_codec::call_id::form(protocol)));
+            assert!(issued(protocol, &call), "{protocol}: {}", call.id);
+            let other = if protocol == Protocol::OpenAi { Protocol::Responses } else { Protocol::OpenAi };
+            assert!(!issued(other, &call), "{protocol}'s id is not {other}'s");
+            let own = call.id.clone();
+            call.id = format!("{}x", &own[..own.len() - 1]);
+            assert!(!issued(protocol, &call), "{protocol}: a changed id is not its own");
+            call.id.clone_from(&own);
+
+            let result = |id: &str| ToolResult { tool_use_id: id.into(), name: None, content: vec![], is_error: false };
+            let mut request = Request {
+                messages: vec![
+                    Message::text(Role::User, "hi"),
+                    Message::new(Role::Assistant, vec![Block::ToolUse(call.clone())]),
+                    Message::new(Role::User, vec![Block::ToolResult(result(&own))]),
+                ],
+                ..Request::default()
+            };
+            assert!(unanswered_result(protocol, &request).is_none());
+            request.messages[2] = Message::new(Role::User, vec![Block::ToolResult(result("call_elsewhere"))]);
+            let refused = unanswered_result(protocol, &request).map(|info| info.status);
+            assert_eq!(refused, Some(400), "{protocol}");
+            assert!(crate::mock_rules::refused(protocol, "m", &request).is_some());
+        }
     }
 }

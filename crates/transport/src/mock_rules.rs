@@ -46,7 +46,10 @@
 //!   extended thinking guide: "the complete unmodified block"; Bedrock's
 //!   `ReasoningTextBlock`: "include the text and its signature
 //!   unmodified"), with Anthropic's "Invalid `signature` in `thinking`
-//!   block" (`mock::forged_reasoning`).
+//!   block" (`mock::forged_reasoning`);
+//! - every vendor but Gemini (whose requests carry no call ids) refuses a
+//!   tool result that answers no call of the conversation
+//!   (`mock::unanswered_result`);
 //! - OpenAI's legacy completions (API reference, "Create completion"):
 //!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
 //!   and `logprobs` is at most 5.
@@ -58,6 +61,11 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
     if matches!(protocol, Protocol::Anthropic | Protocol::Bedrock) {
         if let Some(forged) = crate::mock::forged_reasoning(request) {
             return Some(forged);
+        }
+    }
+    if protocol != Protocol::Gemini {
+        if let Some(unanswered) = crate::mock::unanswered_result(protocol, request) {
+            return Some(unanswered);
         }
     }
     if protocol == Protocol::Bedrock {

@@ -21,7 +21,7 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::frame::{write_sse, MAX_REPLY_BYTES};
-use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, StopReason, StreamEvent, Usage};
+use switchyard_codec::ir::{BlockStart, Delta, ErrorInfo, ErrorKind, Protocol, StopReason, StreamEvent, Usage};
 use switchyard_codec::{json as codec_json, StreamEncoder};
 
 use crate::error::stream_code;
@@ -211,6 +211,9 @@ impl ResponsesStreamEncoder {
                 if let Some(signature) = signature {
                     self.signature_carrier(signature, out);
                 }
+                // The caller gets the id in its own form, as in a whole reply.
+                let call_id = switchyard_codec::call_id::mint(call_id, Protocol::Responses).into_owned();
+                let call_id = &call_id;
                 let output_index = self.output_index();
                 let id = function_call_item_id(call_id);
                 self.emit(
