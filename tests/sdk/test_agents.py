@@ -106,13 +106,13 @@ def test_claude_codes_request_reaches_an_anthropic_lane_untouched(claude, tmp_pa
         assert direct.returncode == 0, evidence(direct)
         model = json.loads(capture.captured[0].body)["model"]
         provider = f'  capture: {{ protocol: anthropic, base_url: "http://{capture.address}" }}\n'
-        lane = f"  passthrough: {{ provider: capture, model: {model} }}\n"
+        lane = f"  same: {{ provider: capture, model: {model} }}\n"
 
         def with_capture(lanes: str) -> str:
             return lanes.replace("providers:\n", "providers:\n" + provider, 1).replace("models:\n", "models:\n" + lane, 1)
 
         with serving(gateway_dir, "", config=with_capture) as (addr, _):
-            through = run_claude(claude, f"http://{addr}/passthrough", "unused", "say hello", work)
+            through = run_claude(claude, f"http://{addr}/same", "unused", "say hello", work)
         assert through.returncode == 0, evidence(through)
     finally:
         capture.close()

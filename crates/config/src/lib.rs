@@ -968,6 +968,18 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         })
         .collect();
     let model_names: Vec<&str> = raw.models.keys().map(String::as_str).collect();
+    // A name is also the first segment of `/{name}/v1/...`; the raw route
+    // owns `/passthrough/...`, so a model or pool of that name could never
+    // be reached that way.
+    for (section, name) in raw.models.keys().map(|n| ("models", n)).chain(raw.pools.keys().map(|n| ("pools", n))) {
+        if name == RAW_ROUTE_PREFIX {
+            issues.push(Issue::new(
+                &format!("{section}.{name}"),
+                format!("`{name}` is the raw route's prefix (`/{name}/{{provider}}/...`)"),
+                "rename it: a caller could not reach it by its name in the path",
+            ));
+        }
+    }
 
     let mut rate_card = HashMap::new();
     for (name, rate) in &raw.rate_card {
@@ -1572,6 +1584,9 @@ fn validate_forwarded(path: &str, raw: &[String], issues: &mut Vec<Issue>) -> Ve
 }
 
 /// Headers the gateway or its transport own on every upstream call.
+/// The first path segment of the raw passthrough route.
+pub const RAW_ROUTE_PREFIX: &str = "passthrough";
+
 const RESERVED_HEADERS: [&str; 9] = [
     "host",
     "content-length",
@@ -1944,6 +1959,22 @@ mod tests {
         assert!(config.pool_index("demo").is_some());
         let embed = config.pool_index("demo-embed").unwrap();
         assert_eq!(config.pools[embed].operation, Operation::Embed);
+    }
+
+    #[test]
+    fn the_raw_routes_prefix_is_no_model_or_pool_name() {
+        let text = r#"
+providers:
+  p: { protocol: openai, base_url: "mock://" }
+models:
+  passthrough: { provider: p, model: m }
+pools:
+  passthrough-pool: { members: [{ model: passthrough }] }
+"#;
+        let err = load(text, &no_env).unwrap_err();
+        let issue = err.0.iter().find(|i| i.path == "models.passthrough").expect("the reserved name is reported");
+        assert!(issue.message.contains("raw route"), "{issue:?}");
+        assert_eq!(err.0.len(), 1, "{err:?}");
     }
 
     #[test]
