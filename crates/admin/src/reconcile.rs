@@ -290,19 +290,33 @@ struct Page<T> {
 /// A usage report's row: day, model, tokens.
 type UsageRow = (String, String, Counted);
 
+/// A page of either vendor's usage or cost report: buckets by day, and the
+/// cursor to the next page (shared by the usage and the cost readers).
 #[derive(Deserialize)]
-struct OpenAiPage {
-    data: Vec<OpenAiBucket>,
+struct ReportPage<B> {
+    data: Vec<B>,
     #[serde(default)]
     has_more: bool,
     next_page: Option<String>,
 }
 
+/// An OpenAI report's bucket of results `R`.
 #[derive(Deserialize)]
-struct OpenAiBucket {
+#[serde(bound(deserialize = "R: Deserialize<'de>"))]
+struct OpenAiBucket<R> {
     start_time: i64,
+    /// `results` in the reference's examples, `result` in its schema.
+    #[serde(default, alias = "result")]
+    results: Vec<R>,
+}
+
+/// An Anthropic report's bucket of results `R`.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "R: Deserialize<'de>"))]
+struct AnthropicBucket<R> {
+    starting_at: String,
     #[serde(default)]
-    results: Vec<OpenAiResult>,
+    results: Vec<R>,
 }
 
 #[derive(Deserialize)]
@@ -321,7 +335,7 @@ struct OpenAiResult {
 /// A page of OpenAI's `GET /v1/organization/usage/completions`
 /// (`input_tokens` counts cached tokens too).
 fn read_openai(body: &[u8]) -> Result<Page<UsageRow>, serde_json::Error> {
-    let page: OpenAiPage = serde_json::from_slice(body)?;
+    let page: ReportPage<OpenAiBucket<OpenAiResult>> = serde_json::from_slice(body)?;
     let rows = page
         .data
         .into_iter()
@@ -339,21 +353,6 @@ fn read_openai(body: &[u8]) -> Result<Page<UsageRow>, serde_json::Error> {
         })
         .collect();
     Ok(Page { rows, has_more: page.has_more, next_page: page.next_page })
-}
-
-#[derive(Deserialize)]
-struct AnthropicPage {
-    data: Vec<AnthropicBucket>,
-    #[serde(default)]
-    has_more: bool,
-    next_page: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct AnthropicBucket {
-    starting_at: String,
-    #[serde(default)]
-    results: Vec<AnthropicResult>,
 }
 
 #[derive(Deserialize, Default)]
@@ -381,7 +380,7 @@ struct AnthropicResult {
 /// input is its uncached, cache-write and cache-read tokens together, as
 /// the ledger counts it.
 fn read_anthropic(body: &[u8]) -> Result<Page<UsageRow>, serde_json::Error> {
-    let page: AnthropicPage = serde_json::from_slice(body)?;
+    let page: ReportPage<AnthropicBucket<AnthropicResult>> = serde_json::from_slice(body)?;
     let rows = page
         .data
         .into_iter()

@@ -22,7 +22,7 @@ use switchyard_governance::reconcile::amount::{self, PicoUsd, Skip, Skipped, Uni
 use switchyard_governance::reconcile::day_of;
 use switchyard_state::Gateway;
 
-use super::{pages, query_value, rfc3339, Page, DAY_MS};
+use super::{pages, query_value, rfc3339, AnthropicBucket, OpenAiBucket, Page, ReportPage, DAY_MS};
 
 /// A cost report's row: day, model, and its amount or why it is left out.
 type CostRow = (String, String, Result<PicoUsd, Skip>);
@@ -101,22 +101,6 @@ fn amount_of(value: Option<&RawValue>, currency: Option<&str>, unit: Unit) -> Re
 }
 
 #[derive(Deserialize)]
-struct OpenAiPage {
-    data: Vec<OpenAiBucket>,
-    #[serde(default)]
-    has_more: bool,
-    next_page: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct OpenAiBucket {
-    start_time: i64,
-    /// `results` in the reference's example, `result` in its schema.
-    #[serde(default, alias = "result")]
-    results: Vec<OpenAiResult>,
-}
-
-#[derive(Deserialize)]
 struct OpenAiResult {
     /// `{ value, currency }`, read apart so that a hostile one is a row
     /// left out, not a page refused.
@@ -141,7 +125,7 @@ fn line_item_model(item: Option<&str>) -> String {
 
 /// A page of OpenAI's `GET /v1/organization/costs`, by line item.
 fn read_openai(body: &[u8]) -> Result<Page<CostRow>, serde_json::Error> {
-    let page: OpenAiPage = serde_json::from_slice(body)?;
+    let page: ReportPage<OpenAiBucket<OpenAiResult>> = serde_json::from_slice(body)?;
     let rows = page
         .data
         .into_iter()
@@ -161,21 +145,6 @@ fn read_openai(body: &[u8]) -> Result<Page<CostRow>, serde_json::Error> {
 }
 
 #[derive(Deserialize)]
-struct AnthropicPage {
-    data: Vec<AnthropicBucket>,
-    #[serde(default)]
-    has_more: bool,
-    next_page: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct AnthropicBucket {
-    starting_at: String,
-    #[serde(default)]
-    results: Vec<AnthropicResult>,
-}
-
-#[derive(Deserialize)]
 struct AnthropicResult {
     /// Cents as a decimal string.
     amount: Option<Box<RawValue>>,
@@ -188,7 +157,7 @@ struct AnthropicResult {
 /// A page of Anthropic's `GET /v1/organizations/cost_report`, by
 /// description; with `workspace`, only that workspace's rows.
 fn read_anthropic(body: &[u8], workspace: Option<&str>) -> Result<Page<CostRow>, serde_json::Error> {
-    let page: AnthropicPage = serde_json::from_slice(body)?;
+    let page: ReportPage<AnthropicBucket<AnthropicResult>> = serde_json::from_slice(body)?;
     let rows = page
         .data
         .into_iter()
