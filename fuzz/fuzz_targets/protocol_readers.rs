@@ -1,4 +1,5 @@
-//! Every protocol's request, response and error readers on arbitrary bytes:
+//! Every protocol's request, response and error readers (and OpenAI's legacy
+//! completion readers, whole and streamed) on arbitrary bytes:
 //! an error is fine, a panic is a bug. The first byte picks the protocol.
 #![no_main]
 
@@ -24,4 +25,23 @@ fuzz_target!(|data: &[u8]| {
     // The passthrough paths: usage of a reply, stream options of a request.
     let _ = codec.read_usage(body);
     let _ = codec.stream_encoder_for(codec.default_framing(), body);
+    // A legacy completion's readers (OpenAI's), whole and streamed, and
+    // what they read written back as a completion and as every chat.
+    if let Some(completions) = codec.completions() {
+        if let Ok(request) = completions.read_request(body) {
+            let _ = completions.write_request(&request);
+            for target in Protocol::ALL {
+                let _ = switchyard_protocol::codec(target).write_request(&request);
+            }
+        }
+        if let Ok(response) = completions.read_response(body) {
+            let _ = completions.write_response(&response);
+        }
+        let mut decoder = completions.stream_decoder();
+        let mut events = Vec::new();
+        let cut = usize::from(selector) % (body.len() + 1);
+        if decoder.feed(&body[..cut], &mut events).is_ok() && decoder.feed(&body[cut..], &mut events).is_ok() {
+            let _ = decoder.finish(&mut events);
+        }
+    }
 });
