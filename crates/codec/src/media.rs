@@ -43,9 +43,54 @@ pub fn url_of(source: &MediaSource) -> Cow<'_, str> {
     }
 }
 
+/// An audio MIME type's essence, lowercased and without parameters
+/// (`audio/wav; codecs=1` → `audio/wav`).
+fn audio_essence(media_type: &str) -> String {
+    media_type.split(';').next().unwrap_or(media_type).trim().to_ascii_lowercase()
+}
+
+/// The `input_audio.format` OpenAI's Chat Completions names an audio MIME
+/// type by: it takes `wav` and `mp3` only (API reference, "input_audio"),
+/// so any other type has none.
+pub fn openai_audio_format(media_type: &str) -> Option<&'static str> {
+    match audio_essence(media_type).as_str() {
+        "audio/wav" | "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => Some("wav"),
+        "audio/mp3" | "audio/mpeg" | "audio/mpeg3" | "audio/x-mp3" => Some("mp3"),
+        _ => None,
+    }
+}
+
+/// The MIME type of an OpenAI `input_audio.format` (`wav`, `mp3`), as
+/// Gemini's audio guide lists them (`audio/wav`, `audio/mp3`).
+pub fn openai_audio_media_type(format: &str) -> Option<&'static str> {
+    match format {
+        "wav" => Some("audio/wav"),
+        "mp3" => Some("audio/mp3"),
+        _ => None,
+    }
+}
+
+/// Whether a MIME type is audio (`audio/*`).
+pub fn is_audio(media_type: &str) -> bool {
+    media_type.get(..6).is_some_and(|head| head.eq_ignore_ascii_case("audio/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn audio_types_map_to_openais_formats_and_back() {
+        assert_eq!(openai_audio_format("audio/wav"), Some("wav"));
+        assert_eq!(openai_audio_format("Audio/X-WAV; codecs=1"), Some("wav"));
+        assert_eq!(openai_audio_format("audio/mpeg"), Some("mp3"));
+        assert_eq!(openai_audio_format("audio/mp3"), Some("mp3"));
+        assert_eq!(openai_audio_format("audio/ogg"), None, "Chat Completions takes wav and mp3 only");
+        assert_eq!(openai_audio_media_type("wav"), Some("audio/wav"));
+        assert_eq!(openai_audio_media_type("mp3"), Some("audio/mp3"));
+        assert_eq!(openai_audio_media_type("flac"), None);
+        assert!(is_audio("audio/flac") && is_audio("AUDIO/wav") && !is_audio("image/png") && !is_audio("aud"));
+    }
 
     #[test]
     fn base64_data_urls_split_and_others_do_not() {

@@ -59,6 +59,9 @@ pub struct Fact {
     pub refused_while_reasoning: Option<Vec<String>>,
     /// Whether it reasons when a request says nothing of reasoning.
     pub thinks_by_default: Option<bool>,
+    /// Whether it takes audio input (the model's page lists its input
+    /// modalities).
+    pub audio_input: Option<bool>,
     /// The kinds of price it bills beyond plain input and output, as its
     /// vendor's pricing page lists them (`cache_read`, `cache_write`,
     /// `cache_write_1h`, `reasoning`, `audio_input`, `long_context`,
@@ -88,6 +91,7 @@ impl Fact {
             ("efforts", self.efforts.is_some()),
             ("refused_while_reasoning", self.refused_while_reasoning.is_some()),
             ("thinks_by_default", self.thinks_by_default.is_some()),
+            ("audio_input", self.audio_input.is_some()),
             ("bills", self.bills.is_some()),
         ];
         flags.into_iter().filter(|(_, said)| *said).map(|(name, _)| name).collect()

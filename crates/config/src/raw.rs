@@ -219,6 +219,7 @@ pub struct RawCapabilities {
     pub efforts: Option<Vec<String>>,
     pub refused_while_reasoning: Option<Vec<String>>,
     pub thinks_by_default: Option<bool>,
+    pub audio_input: Option<bool>,
 }
 
 /// USD per million tokens.

@@ -127,6 +127,7 @@ pub(crate) fn capabilities(
         reasoning: raw(|r| r.reasoning).or(known(|f| f.reasoning)),
         system_messages: raw(|r| r.system_messages).or(known(|f| f.system_messages)).unwrap_or(common.system_messages),
         bedrock_betas: raw(|r| r.bedrock_betas).or(known(|f| f.bedrock_betas)),
+        audio_input: raw(|r| r.audio_input).or(known(|f| f.audio_input)),
         prefill,
         efforts,
         refused_while_reasoning,

@@ -54,6 +54,11 @@ pub struct Capabilities {
     /// Whether the model reasons when a request says nothing of reasoning
     /// (o-series and gpt-5 do; gpt-5.1 and Claude do not).
     pub thinks_by_default: bool,
+    /// Whether the model takes audio input (OpenAI's audio models and
+    /// Gemini do; gpt-4o, gpt-5 and Claude do not): `Some(false)` gets no
+    /// audio block (each is reported, or refused under strict, instead of
+    /// the vendor's 400); `None`, unknown, sends what the caller sent.
+    pub audio_input: Option<bool>,
 }
 
 /// A set of effort levels, and whether thinking can be turned off (OpenAI's
@@ -153,6 +158,7 @@ impl Default for Capabilities {
             efforts: None,
             refused_while_reasoning: Fields::NONE,
             thinks_by_default: false,
+            audio_input: None,
         }
     }
 }
@@ -172,7 +178,18 @@ impl Capabilities {
         efforts: None,
         refused_while_reasoning: Fields::NONE,
         thinks_by_default: false,
+        audio_input: Some(true),
     };
+
+    /// Whether the model may be sent audio: not when it is known to take
+    /// none, in which case the loss is reported once.
+    pub fn sends_audio(&self, dropped: &mut Vec<crate::Dropped>) -> bool {
+        if self.audio_input == Some(false) {
+            crate::Dropped::push_once(dropped, Field::Audio, crate::DropReason::Capability);
+            return false;
+        }
+        true
+    }
 
     /// Whether a request with `reasoning` makes this model reason (as far
     /// as the writer can say it): a model that does not reason never; one

@@ -71,6 +71,8 @@ pub enum Field {
     MediaUrl,
     /// Media of a type the target does not take.
     MediaType,
+    /// Audio input, where the target protocol or model takes none.
+    Audio,
     /// Images or documents inside a tool result.
     ToolResultMedia,
     /// A tool result's error flag.
@@ -118,7 +120,7 @@ pub enum Field {
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 51] = [
+    pub const ALL: [Field; 52] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -149,6 +151,7 @@ impl Field {
         Field::DocumentName,
         Field::MediaUrl,
         Field::MediaType,
+        Field::Audio,
         Field::ToolResultMedia,
         Field::ToolResultError,
         Field::ToolResultName,
@@ -235,6 +238,7 @@ impl Field {
             Field::DocumentName => "document.name",
             Field::MediaUrl => "media.url",
             Field::MediaType => "media.media_type",
+            Field::Audio => "audio",
             Field::ToolResultMedia => "tool_result.media",
             Field::ToolResultError => "tool_result.is_error",
             Field::ToolResultName => "tool_result.name",

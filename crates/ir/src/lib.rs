@@ -319,7 +319,7 @@ impl TextBlock {
     }
 }
 
-/// Where the bytes of an image or document are.
+/// Where the bytes of an image, audio or document are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MediaSource {
     /// Inline base64 data.
@@ -359,6 +359,14 @@ pub enum Block {
         source: MediaSource,
         /// Prompt-cache breakpoint after this block.
         cache_control: Option<CacheControl>,
+    },
+    /// Audio the model listens to (OpenAI Chat `input_audio`, a Gemini
+    /// part of an `audio/*` MIME type, a Bedrock `audio` block). Its MIME
+    /// type is the source's (`audio/wav`, `audio/mp3`); `codec::media`
+    /// maps it to the formats the protocols name.
+    Audio {
+        /// Its bytes (or where they are: a vendor file URI, an S3 URI).
+        source: MediaSource,
     },
     /// A document (PDF or plain text file).
     Document {
@@ -436,7 +444,11 @@ impl Block {
             Block::Thinking { text, .. } => text.chars().count(),
             Block::ToolUse(t) => t.input.chars().count(),
             Block::ToolResult(r) => r.content.iter().map(Block::text_chars).sum(),
-            Block::Image { .. } | Block::Document { .. } | Block::RedactedThinking { .. } | Block::Unmodelled(_) => 0,
+            Block::Image { .. }
+            | Block::Audio { .. }
+            | Block::Document { .. }
+            | Block::RedactedThinking { .. }
+            | Block::Unmodelled(_) => 0,
         }
     }
 }

@@ -124,7 +124,11 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
             ),
             // Media, tool results and blocks of a caller's own never
             // appear in a model's reply.
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => continue,
+            Block::Image { .. }
+            | Block::Audio { .. }
+            | Block::Document { .. }
+            | Block::ToolResult(_)
+            | Block::Unmodelled(_) => continue,
         };
         events.push(StreamEvent::BlockStart { index, block: start });
         events.extend(deltas.into_iter().map(|delta| StreamEvent::BlockDelta { index, delta }));

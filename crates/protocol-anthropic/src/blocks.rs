@@ -46,6 +46,9 @@ pub(crate) const CARRIED: &[&str] = &[
     "tool_removal",
 ];
 
+/// The request content-block types the IR models.
+const MODELLED: &[&str] = &["text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result"];
+
 /// What to do with a block type the IR cannot hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Unknown {
@@ -102,10 +105,16 @@ pub(crate) fn read_block(
         }),
         other => match unknown {
             Unknown::Reject => {
-                let param = join(path, "type");
+                // The API's own words (an audio part sent to Claude, which
+                // takes none, is refused so).
+                let expected = MODELLED.iter().chain(CARRIED).map(|tag| format!("'{tag}'")).collect::<Vec<_>>();
+                let dotted = path.replace('[', ".").replace(']', "");
                 return Err(DecodeError::invalid(
-                    param.clone(),
-                    format!("{param} {other} is not a supported content block type"),
+                    join(path, "type"),
+                    format!(
+                        "{dotted}: Input tag '{other}' found using 'type' does not match any of the expected tags: {}",
+                        expected.join(", ")
+                    ),
                 ));
             }
             Unknown::Skip => return Ok(None),
@@ -289,6 +298,11 @@ pub(crate) fn write_block(block: &Block, target: Target, dropped: &mut Vec<Dropp
         Block::ToolResult(result) => {
             return Some(write_tool_result(result, target, dropped));
         }
+        // The Messages API takes no audio.
+        Block::Audio { .. } => {
+            Dropped::push_once(dropped, Field::Audio, DropReason::Unsupported);
+            return None;
+        }
         Block::Unmodelled(block) => return block.for_target(Protocol::Anthropic, dropped).cloned(),
     }
     Some(Value::Object(obj))
@@ -336,7 +350,11 @@ fn write_tool_result(result: &ToolResult, target: Target, dropped: &mut Vec<Drop
             let mut items = Vec::with_capacity(parts.len());
             for part in parts {
                 match part {
-                    Block::Text(_) | Block::Image { .. } | Block::Document { .. } | Block::Unmodelled(_) => {
+                    Block::Text(_)
+                    | Block::Image { .. }
+                    | Block::Audio { .. }
+                    | Block::Document { .. }
+                    | Block::Unmodelled(_) => {
                         items.extend(write_block(part, target, dropped));
                     }
                     _ => Dropped::push_once(dropped, Field::MisplacedBlock, DropReason::Unsupported),
@@ -528,7 +546,12 @@ mod tests {
 
         let made_up = json!({"type": "hologram", "data": "x"});
         let err = read(made_up.clone()).unwrap_err();
-        assert_eq!(err.to_string(), "b.type hologram is not a supported content block type");
+        assert!(
+            err.to_string().starts_with(
+                "b: Input tag 'hologram' found using 'type' does not match any of the expected tags: 'text', 'image'"
+            ),
+            "{err}"
+        );
         for skipped in [wire, made_up] {
             assert_eq!(read_block(&skipped, "b", Unknown::Skip, &ToolNames::new()).unwrap(), None);
         }

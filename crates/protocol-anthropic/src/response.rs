@@ -152,7 +152,7 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     for block in &response.content {
         match block {
             // A reply carries no media or tool results.
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+            Block::Image { .. } | Block::Audio { .. } | Block::Document { .. } | Block::ToolResult(_) => {
                 Dropped::push_once(&mut dropped, Field::MisplacedBlock, DropReason::Unsupported);
             }
             _ => content.extend(write_block(block, Target::Response, &mut dropped)),

@@ -5,15 +5,15 @@
 use base64::Engine as _;
 use serde_json::{json, Value};
 use switchyard_codec::ir::{
-    Block, CacheControl, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse, Unmodelled,
+    Block, CacheControl, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse, Unmodelled,
 };
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
 use switchyard_codec::{call_id, signature, DecodeError};
 
 use crate::wire::{
-    array, document_format, document_media_type, drop_field, field, image_format, image_media_type, object, opt_str,
-    req, req_str, string, Object,
+    array, audio_format, audio_media_type, document_format, document_media_type, drop_field, field, image_format,
+    image_media_type, object, opt_str, req, req_str, string, Object,
 };
 
 /// Which message blocks belong to. Read: a caller's request is held to the
@@ -99,6 +99,9 @@ fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, D
     if let Some(document) = field(block, "document") {
         return read_document(document, &format!("{path}.document")).map(Some);
     }
+    if let Some(audio) = field(block, "audio") {
+        return read_audio(audio, &format!("{path}.audio")).map(Some);
+    }
     if let Some(tool_use) = field(block, "toolUse") {
         return read_tool_use(tool_use, &format!("{path}.toolUse")).map(Some);
     }
@@ -141,13 +144,20 @@ fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, D
 }
 
 /// The request `ContentBlock` members of Converse the IR does not model.
-const CARRIED: [&str; 5] = ["video", "audio", "searchResult", "toolAddition", "toolRemoval"];
+const CARRIED: [&str; 4] = ["video", "searchResult", "toolAddition", "toolRemoval"];
 
 fn read_image(value: &Value, path: &str) -> Result<Block, DecodeError> {
     let image = object(value, path)?;
     let media_type = image_media_type(req_str(image, "format", path)?);
     let source = read_source(image, path, media_type)?;
     Ok(Block::Image { source, cache_control: None })
+}
+
+/// An `audio` block: its `format` and inline bytes or an S3 location.
+fn read_audio(value: &Value, path: &str) -> Result<Block, DecodeError> {
+    let audio = object(value, path)?;
+    let media_type = audio_media_type(req_str(audio, "format", path)?);
+    Ok(Block::Audio { source: read_source(audio, path, media_type)? })
 }
 
 fn read_document(value: &Value, path: &str) -> Result<Block, DecodeError> {
@@ -263,7 +273,14 @@ fn read_citations(value: &Value, path: &str) -> Result<Block, DecodeError> {
 
 /// Writes a `content` array, with a `cachePoint` after each marked block
 /// and, in a reply, a signature carrier before each signed call.
-pub(crate) fn write_blocks(blocks: &[Block], mode: Mode, dropped: &mut Vec<Dropped>) -> Vec<Value> {
+/// `audio_input` is the model's `Capabilities::audio_input`: with
+/// `Some(false)` an audio block is reported, not written.
+pub(crate) fn write_blocks(
+    blocks: &[Block],
+    mode: Mode,
+    audio_input: Option<bool>,
+    dropped: &mut Vec<Dropped>,
+) -> Vec<Value> {
     let mut out = Vec::with_capacity(blocks.len());
     for block in blocks {
         if let (Mode::Response, Block::ToolUse(call)) = (mode, block) {
@@ -272,6 +289,10 @@ pub(crate) fn write_blocks(blocks: &[Block], mode: Mode, dropped: &mut Vec<Dropp
             }
             // A caller gets the id in its own form.
             out.push(write_tool_use(call, &call_id::mint(&call.id, Protocol::Bedrock)));
+            continue;
+        }
+        if let (Block::Audio { .. }, Some(false)) = (block, audio_input) {
+            Dropped::push_once(dropped, Field::Audio, DropReason::Capability);
             continue;
         }
         let Some(value) = write_block(block, dropped) else {
@@ -312,6 +333,10 @@ fn write_block(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
         Block::Image { source, .. } => {
             let (format, source) = write_source(source, image_format, dropped)?;
             json!({ "image": { "format": format, "source": source } })
+        }
+        Block::Audio { source } => {
+            let (format, source) = write_source(source, audio_format, dropped)?;
+            json!({ "audio": { "format": format, "source": source } })
         }
         Block::Document { source, name, .. } => {
             let (format, source) = write_source(source, document_format, dropped)?;
@@ -429,6 +454,11 @@ fn media_type_from_extension(url: &str) -> Option<&'static str> {
         "csv" => "text/csv",
         "txt" => "text/plain",
         "md" => "text/markdown",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mp3",
+        "flac" => "audio/flac",
+        "ogg" => "audio/ogg",
+        "m4a" => "audio/m4a",
         "html" | "htm" => "text/html",
         "doc" => "application/msword",
         "docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -502,7 +532,7 @@ mod tests {
         assert_eq!(inner.cache_control, Some(CacheControl { ttl: None }));
 
         let mut dropped = Vec::new();
-        let written = write_blocks(&blocks, Mode::Request, &mut dropped);
+        let written = write_blocks(&blocks, Mode::Request, None, &mut dropped);
         assert_eq!(written.len(), 4);
         assert_eq!(written[3], json!({ "cachePoint": { "type": "default" } }));
         assert!(dropped.is_empty());
@@ -516,7 +546,7 @@ mod tests {
         let blocks = read(json!([video.clone()])).unwrap();
         let [Block::Unmodelled(block)] = blocks.as_slice() else { panic!("not carried: {blocks:?}") };
         let mut dropped = Vec::new();
-        assert_eq!(write_blocks(&[Block::Unmodelled(block.clone())], Mode::Request, &mut dropped), [video]);
+        assert_eq!(write_blocks(&[Block::Unmodelled(block.clone())], Mode::Request, None, &mut dropped), [video]);
         assert!(dropped.is_empty());
         assert_eq!(block.for_target(Protocol::Gemini, &mut dropped), None);
         assert_eq!(dropped, vec![Dropped::unmodelled("messages.content.video".into())]);
@@ -543,7 +573,7 @@ mod tests {
             },
         ];
         let mut dropped = Vec::new();
-        let written = write_blocks(&blocks, Mode::Request, &mut dropped);
+        let written = write_blocks(&blocks, Mode::Request, None, &mut dropped);
         assert_eq!(
             written,
             vec![

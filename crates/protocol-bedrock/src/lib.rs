@@ -54,7 +54,7 @@ impl Codec for BedrockCodec {
     }
 
     fn media_members(&self) -> &'static [&'static str] {
-        // image.source.bytes and document.source.bytes (base64).
+        // image, document and audio `source.bytes` (base64).
         &["bytes"]
     }
 
@@ -63,6 +63,7 @@ impl Codec for BedrockCodec {
             Place::at(&["messages", "content", "image", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "document", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "video", "source", "bytes"], Holds::Media),
+            Place::at(&["messages", "content", "audio", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "toolResult", "content", "image", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "toolResult", "content", "document", "source", "bytes"], Holds::Media),
             Place::at(&["messages", "content", "reasoningContent", "reasoningText", "signature"], Holds::Signed),

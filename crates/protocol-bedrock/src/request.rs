@@ -59,6 +59,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Thinking => "messages.content.reasoningContent",
         Field::CacheControl => "cachePoint",
         Field::SystemMessage => "messages.system",
+        Field::Audio => "messages.content.audio",
         Field::ToolStrict => "toolConfig.tools.toolSpec.strict",
         Field::Betas => "additionalModelRequestFields.anthropic_beta",
         _ => return None,
@@ -340,7 +341,7 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
     let mut turns: Vec<(Role, Vec<Value>)> = Vec::with_capacity(conversation.len());
     for message in conversation.iter() {
         message.extra.for_target_under(Protocol::Bedrock, "messages", &mut dropped);
-        let content = write_blocks(&message.content, Mode::Request, &mut dropped);
+        let content = write_blocks(&message.content, Mode::Request, capabilities.audio_input, &mut dropped);
         match turns.last_mut() {
             Some((role, blocks)) if *role == message.role => blocks.extend(content),
             _ => turns.push((message.role, content)),

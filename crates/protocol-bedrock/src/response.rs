@@ -51,7 +51,7 @@ pub(crate) fn write_response(response: &Response) -> Encoded {
     if response.usage.reasoning_tokens != 0 {
         drop_field(&mut dropped, Field::ReasoningTokens);
     }
-    let content = write_blocks(&response.content, Mode::Response, &mut dropped);
+    let content = write_blocks(&response.content, Mode::Response, None, &mut dropped);
     let mut root = Object::new();
     root.insert("output".into(), json!({ "message": { "role": "assistant", "content": content } }));
     // `stopReason` is required; a reply without one ended normally.

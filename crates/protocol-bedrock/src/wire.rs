@@ -124,6 +124,47 @@ pub(crate) fn document_format(media_type: &str) -> Option<&'static str> {
     DOCUMENT_FORMATS.iter().find(|(_, mime)| *mime == essence).map(|(name, _)| *name)
 }
 
+/// Bedrock audio formats (Converse `AudioFormat`) and the MIME types they
+/// stand for.
+const AUDIO_FORMATS: [(&str, &str); 15] = [
+    ("wav", "audio/wav"),
+    ("mp3", "audio/mp3"),
+    ("mpeg", "audio/mpeg"),
+    ("mpga", "audio/mpga"),
+    ("aac", "audio/aac"),
+    ("x-aac", "audio/x-aac"),
+    ("flac", "audio/flac"),
+    ("ogg", "audio/ogg"),
+    ("opus", "audio/opus"),
+    ("webm", "audio/webm"),
+    ("mp4", "audio/mp4"),
+    ("m4a", "audio/m4a"),
+    ("mka", "audio/x-matroska"),
+    ("mkv", "video/x-matroska"),
+    ("pcm", "audio/pcm"),
+];
+
+/// The MIME type of a Bedrock audio format (an unknown one `audio/<format>`).
+pub(crate) fn audio_media_type(format: &str) -> String {
+    AUDIO_FORMATS
+        .iter()
+        .find(|(name, _)| *name == format)
+        .map_or_else(|| format!("audio/{format}"), |(_, mime)| (*mime).to_owned())
+}
+
+/// The Bedrock audio format of a MIME type, when Bedrock takes it.
+pub(crate) fn audio_format(media_type: &str) -> Option<&'static str> {
+    let essence = essence(media_type);
+    let essence = match essence.as_str() {
+        "audio/x-wav" | "audio/wave" | "audio/vnd.wave" => "audio/wav",
+        "audio/mpeg3" | "audio/x-mp3" => "audio/mp3",
+        "audio/x-m4a" => "audio/m4a",
+        "audio/l16" => "audio/pcm",
+        other => other,
+    };
+    AUDIO_FORMATS.iter().find(|(_, mime)| *mime == essence).map(|(name, _)| *name)
+}
+
 /// A MIME type without parameters, lowercased.
 fn essence(media_type: &str) -> String {
     media_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase()

@@ -136,7 +136,7 @@ pub(crate) fn write_tool_content(blocks: &[Block], dropped: &mut Vec<Dropped>) -
                     None => dropped.push(unsupported(Field::ToolResultMedia)),
                 }
             }
-            Block::Image { .. } => dropped.push(unsupported(Field::ToolResultMedia)),
+            Block::Image { .. } | Block::Audio { .. } => dropped.push(unsupported(Field::ToolResultMedia)),
             Block::Thinking { .. } | Block::RedactedThinking { .. } | Block::ToolUse(_) | Block::ToolResult(_) => {
                 dropped.push(unsupported(Field::MisplacedBlock))
             }
@@ -340,6 +340,7 @@ pub(crate) fn write_assistant(blocks: &[Block], form: ContentForm, dropped: &mut
                 tool_calls.push(function::call_value(&id, call));
             }
             Block::Image { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
+            Block::Audio { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::Document { .. } => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::ToolResult(_) => dropped.push(unsupported(Field::MisplacedBlock)),
             Block::Unmodelled(block) => {

@@ -417,6 +417,8 @@ fn write_user(message: &Message, messages: &mut Vec<Value>, documents: &mut Vec<
                     None => dropped.push(unsupported(Field::Document)),
                 }
             }
+            // Cohere's chat takes no audio.
+            Block::Audio { .. } => dropped.push(unsupported(Field::Audio)),
             Block::ToolResult(result) => {
                 had_results = true;
                 if result.is_error {

@@ -23,7 +23,7 @@
 use serde_json::{Map, Value};
 use switchyard_codec::ir::{Block, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
-use switchyard_codec::media::parse_data_url;
+use switchyard_codec::media::{is_audio, parse_data_url};
 use switchyard_codec::{call_id, DecodeError};
 
 use crate::wire::{Blob, FileData, FunctionCall, FunctionResponse, FunctionResponsePart, Part};
@@ -176,13 +176,16 @@ fn file_source(file: FileData, field: &str) -> Result<MediaSource, DecodeError> 
     Ok(MediaSource::Url { url: file.file_uri, media_type: file.mime_type.filter(|m| !m.is_empty()) })
 }
 
-/// Images stay images; any other MIME type (PDF, text, audio, video) is a
-/// document, the IR's generic file block. A URI without a MIME type is
-/// taken for an image, the common case for URLs from other protocols.
+/// Images stay images and audio (`audio/*`) is audio; any other MIME type
+/// (PDF, text, video) is a document, the IR's generic file block. A URI
+/// without a MIME type is taken for an image, the common case for URLs
+/// from other protocols.
 fn media_block(source: MediaSource) -> Block {
     let is_image = source.media_type().is_none_or(|m| m.to_ascii_lowercase().starts_with("image/"));
     if is_image {
         Block::Image { source, cache_control: None }
+    } else if source.media_type().is_some_and(is_audio) {
+        Block::Audio { source }
     } else {
         Block::Document { source, name: None, cache_control: None }
     }
@@ -289,6 +292,9 @@ pub(crate) struct WriteParts<'a> {
     pub dropped: &'a mut Vec<Dropped>,
     /// Calls written so far (id, name), for naming tool results.
     pub calls: &'a mut Vec<(String, String)>,
+    /// Whether the model takes audio (`Capabilities::audio_input`): with
+    /// `Some(false)` an audio block is reported, not written.
+    pub audio_input: Option<bool>,
 }
 
 /// Writes blocks as parts. See the module docs for how signatures fold.
@@ -322,6 +328,17 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 }
                 if name.is_some() {
                     drop_once(ctx.dropped, Field::DocumentName);
+                }
+                let mut part = media_part(source);
+                part.thought_signature = pending.take();
+                parts.push(part);
+            }
+            // Inline bytes or a file URI, its MIME type as it came (Gemini
+            // names audio by MIME type).
+            Block::Audio { source } => {
+                if ctx.audio_input == Some(false) {
+                    Dropped::push_once(ctx.dropped, Field::Audio, DropReason::Capability);
+                    continue;
                 }
                 let mut part = media_part(source);
                 part.thought_signature = pending.take();
@@ -376,7 +393,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
                 for block in &result.content {
                     match block {
                         Block::Text(text) => note_text_markers(text, ctx.dropped),
-                        Block::Image { source, .. } | Block::Document { source, .. } => {
+                        Block::Image { source, .. } | Block::Audio { source } | Block::Document { source, .. } => {
                             let part = media_part(source);
                             media.push(FunctionResponsePart {
                                 inline_data: part.inline_data,
@@ -505,8 +522,10 @@ mod tests {
         );
         let mut dropped = Vec::new();
         let mut calls = Vec::new();
-        let written =
-            blocks_to_parts(&blocks, &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls });
+        let written = blocks_to_parts(
+            &blocks,
+            &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls, audio_input: None },
+        );
         assert_eq!(written, parts);
     }
 }

@@ -67,6 +67,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ReasoningOff => "generationConfig.thinkingConfig.thinkingBudget",
         Field::ToolChoice => "toolConfig.functionCallingConfig",
         Field::Thinking => "contents.parts.thought",
+        Field::Audio => "contents.parts.inlineData",
         Field::SchemaKeyword => "tools.functionDeclarations.parameters",
         Field::Dimensions => "outputDimensionality",
         Field::InputType => "taskType",
@@ -368,7 +369,12 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
         message.extra.for_target_under(Protocol::Gemini, "messages", &mut dropped);
         let mut parts = blocks_to_parts(
             &message.content,
-            &mut WriteParts { call_ids: false, dropped: &mut dropped, calls: &mut calls },
+            &mut WriteParts {
+                call_ids: false,
+                dropped: &mut dropped,
+                calls: &mut calls,
+                audio_input: capabilities.audio_input,
+            },
         );
         if parts.is_empty() {
             // Gemini rejects a content without parts; an empty turn says nothing.

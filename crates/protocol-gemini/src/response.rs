@@ -59,7 +59,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
     let mut calls = Vec::new();
     let parts = blocks_to_parts(
         &response.content,
-        &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls },
+        &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls, audio_input: None },
     );
     if response.stop_sequence.is_some() {
         drop_once(&mut dropped, Field::StopSequence);

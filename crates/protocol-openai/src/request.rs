@@ -12,7 +12,7 @@ use switchyard_codec::ir::{
 };
 use switchyard_codec::{call_id, effort, function, DecodeError, Encoded};
 
-use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
+use switchyard_codec::media::{self, data_url, parse_data_url, source_from_url, url_of};
 
 use crate::wire::{carried_signature, report, EFFORTS};
 
@@ -103,7 +103,7 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     let extra = request.extra.for_target(Protocol::OpenAi, &mut dropped);
     let mut body = Map::new();
     body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert("messages".into(), Value::Array(write_messages(request, &mut dropped)));
+    body.insert("messages".into(), Value::Array(write_messages(request, capabilities, &mut dropped)));
     if let Some(max_tokens) = request.max_tokens {
         body.insert("max_completion_tokens".into(), max_tokens.into());
     }
@@ -359,9 +359,7 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
             "text" => Block::text(part_text(&mut part, "text", &path)?),
             "image_url" => read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?,
             "file" => read_file(part.shift_remove("file"), &format!("{path}.file"))?,
-            // The IR has no audio block; refusing beats answering a prompt
-            // whose audio was silently removed.
-            "input_audio" => return Err(DecodeError::invalid(path, "input_audio content parts are not supported")),
+            "input_audio" => read_audio(part.shift_remove("input_audio"), &format!("{path}.input_audio"))?,
             other => return Err(DecodeError::invalid(path, format!("unknown content part type `{other}`"))),
         };
         blocks.push(block);
@@ -379,6 +377,25 @@ fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
     }
     .ok_or_else(|| DecodeError::invalid(format!("{path}.url"), "image_url needs a url"))?;
     Ok(Block::Image { source: source_from_url(url), cache_control: None })
+}
+
+/// An `input_audio` part: base64 `data` and its `format`, `wav` or `mp3`
+/// (the API refuses any other, and so does this reader).
+fn read_audio(audio: Option<Value>, path: &str) -> Result<Block, DecodeError> {
+    let Some(Value::Object(mut audio)) = audio else {
+        return Err(DecodeError::invalid(path, "input_audio must be an object"));
+    };
+    let data = take_string(&mut audio, "data")?
+        .ok_or_else(|| DecodeError::invalid(format!("{path}.data"), "input_audio needs data"))?;
+    let format = take_string(&mut audio, "format")?
+        .ok_or_else(|| DecodeError::invalid(format!("{path}.format"), "input_audio needs a format"))?;
+    let media_type = media::openai_audio_media_type(&format).ok_or_else(|| {
+        DecodeError::invalid(
+            format!("{path}.format"),
+            format!("Invalid value: '{format}'. Supported values are: 'wav' and 'mp3'."),
+        )
+    })?;
+    Ok(Block::Audio { source: MediaSource::Base64 { media_type: media_type.to_owned(), data } })
 }
 
 fn read_file(file: Option<Value>, path: &str) -> Result<Block, DecodeError> {
@@ -579,7 +596,7 @@ pub(crate) fn read_stop(stop: Option<Value>) -> Result<Vec<String>, DecodeError>
     }
 }
 
-fn write_messages(request: &Request, dropped: &mut Vec<Dropped>) -> Vec<Value> {
+fn write_messages(request: &Request, capabilities: &Capabilities, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut out = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
         let texts: Vec<&TextBlock> = request.system.iter().collect();
@@ -588,7 +605,7 @@ fn write_messages(request: &Request, dropped: &mut Vec<Dropped>) -> Vec<Value> {
     for message in &request.messages {
         message.extra.for_target_under(Protocol::OpenAi, "messages", dropped);
         match message.role {
-            Role::User => write_user(message, &mut out, dropped),
+            Role::User => write_user(message, capabilities, &mut out, dropped),
             Role::Assistant => out.push(write_assistant(message, dropped)),
             Role::System => out.push(write_system_message(message, dropped)),
         }
@@ -613,7 +630,7 @@ fn write_system_message(message: &Message, dropped: &mut Vec<Dropped>) -> Value 
 
 /// One user message becomes one `tool` message per result, then a user
 /// message with whatever else it held.
-fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped>) {
+fn write_user(message: &Message, capabilities: &Capabilities, out: &mut Vec<Value>, dropped: &mut Vec<Dropped>) {
     let mut parts = Vec::new();
     let mut texts_only = true;
     let mut results = 0usize;
@@ -635,6 +652,12 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
                     report(dropped, Field::CacheControl);
                 }
                 if let Some(part) = write_document(source, name.as_deref(), dropped) {
+                    texts_only = false;
+                    parts.push(part);
+                }
+            }
+            Block::Audio { source } => {
+                if let Some(part) = write_audio(source, capabilities, dropped) {
                     texts_only = false;
                     parts.push(part);
                 }
@@ -683,6 +706,30 @@ fn write_document(source: &MediaSource, name: Option<&str>, dropped: &mut Vec<Dr
     Some(json!({"type": "file", "file": file}))
 }
 
+/// An `input_audio` part, for a model that may take audio: inline `wav`
+/// or `mp3` only (a URL or file reference, or another type, cannot be
+/// sent, and is reported).
+fn write_audio(source: &MediaSource, capabilities: &Capabilities, dropped: &mut Vec<Dropped>) -> Option<Value> {
+    if !capabilities.sends_audio(dropped) {
+        return None;
+    }
+    let (media_type, data) = match source {
+        MediaSource::Base64 { media_type, data } => (media_type.as_str(), data.as_str()),
+        MediaSource::Url { url, .. } => match parse_data_url(url) {
+            Some(inline) => inline,
+            None => {
+                report(dropped, Field::MediaUrl);
+                return None;
+            }
+        },
+    };
+    let Some(format) = media::openai_audio_format(media_type) else {
+        report(dropped, Field::MediaType);
+        return None;
+    };
+    Some(json!({"type": "input_audio", "input_audio": {"data": data, "format": format}}))
+}
+
 fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     if result.is_error {
         report(dropped, Field::ToolResultError);
@@ -691,7 +738,9 @@ fn write_tool_result(result: &ToolResult, dropped: &mut Vec<Dropped>) -> Value {
     for block in &result.content {
         match block {
             Block::Text(text) => texts.push(text),
-            Block::Image { .. } | Block::Document { .. } => report(dropped, Field::ToolResultMedia),
+            Block::Image { .. } | Block::Audio { .. } | Block::Document { .. } => {
+                report(dropped, Field::ToolResultMedia)
+            }
             Block::Unmodelled(block) => {
                 block.for_target(Protocol::OpenAi, dropped);
             }
@@ -715,7 +764,7 @@ fn write_assistant(message: &Message, dropped: &mut Vec<Dropped>) -> Value {
             Block::ToolUse(call) => calls.push(function::call_value(&call.id, call)),
             Block::Thinking { .. } => report(dropped, Field::Thinking),
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) => {
+            Block::Image { .. } | Block::Audio { .. } | Block::Document { .. } | Block::ToolResult(_) => {
                 report(dropped, Field::MisplacedBlock)
             }
             Block::Unmodelled(block) => {

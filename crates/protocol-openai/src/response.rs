@@ -260,9 +260,11 @@ pub(crate) fn write(response: &Response) -> Encoded {
             }),
             // Written below, in `reasoning_content` and `thinking_blocks`.
             Block::Thinking { .. } | Block::RedactedThinking { .. } => {}
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => {
-                report(&mut dropped, Field::MisplacedBlock)
-            }
+            Block::Image { .. }
+            | Block::Audio { .. }
+            | Block::Document { .. }
+            | Block::ToolResult(_)
+            | Block::Unmodelled(_) => report(&mut dropped, Field::MisplacedBlock),
         }
     }
     if response.stop_sequence.is_some() {

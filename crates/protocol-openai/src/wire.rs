@@ -158,6 +158,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Thinking => "messages.reasoning_content",
         Field::SystemMessage => "messages.system",
         Field::ToolStrict => "tools.function.strict",
+        Field::Audio => "messages.content.input_audio",
         _ => return None,
     })
 }

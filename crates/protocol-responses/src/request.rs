@@ -176,7 +176,7 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
 /// True for blocks that travel inside message items (as opposed to items of
 /// their own).
 fn is_message_content(block: &Block) -> bool {
-    matches!(block, Block::Text(_) | Block::Image { .. } | Block::Document { .. })
+    matches!(block, Block::Text(_) | Block::Image { .. } | Block::Audio { .. } | Block::Document { .. })
 }
 
 /// A message item's blocks: they continue the current turn only when it has
@@ -597,7 +597,7 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
                     parts.push(items::write_output_text(text, dropped));
                 }
             },
-            Block::Image { .. } | Block::Document { .. } => match message.role {
+            Block::Image { .. } | Block::Audio { .. } | Block::Document { .. } => match message.role {
                 Role::User => {
                     if let Some(part) = media_part(block, dropped) {
                         parts.push(part);
@@ -654,7 +654,8 @@ fn write_breakpoint(part: &mut Map<String, Value>, cache_control: Option<&CacheC
     }
 }
 
-/// An image or document block → `input_image` / `input_file`. Base64 goes
+/// An image or document block → `input_image` / `input_file`; audio is
+/// reported. Base64 goes
 /// as a data URL, a scheme-less URL as an uploaded file id.
 fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
     let mut part = Map::new();
@@ -693,6 +694,12 @@ fn media_part(block: &Block, dropped: &mut Vec<Dropped>) -> Option<Value> {
             }
             write_breakpoint(&mut part, cache_control.as_ref(), dropped);
         }
+        // The Responses API takes no audio input (its SDKs' `input_audio`
+        // content type was removed as never supported).
+        Block::Audio { .. } => {
+            report(dropped, Field::Audio);
+            return None;
+        }
         _ => return None,
     }
     Some(Value::Object(part))
@@ -715,7 +722,7 @@ fn write_call_output(result: &ir::ToolResult, dropped: &mut Vec<Dropped>) -> Val
                 .iter()
                 .filter_map(|block| match block {
                     Block::Text(text) => Some(input_text(text, dropped)),
-                    Block::Image { .. } | Block::Document { .. } => media_part(block, dropped),
+                    Block::Image { .. } | Block::Audio { .. } | Block::Document { .. } => media_part(block, dropped),
                     Block::Unmodelled(block) => block.for_target(PROTOCOL, dropped).cloned(),
                     _ => {
                         report(dropped, Field::MisplacedBlock);

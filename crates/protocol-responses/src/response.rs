@@ -315,7 +315,11 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
                     output.push(Value::Object(item));
                 }
             }
-            Block::Image { .. } | Block::Document { .. } | Block::ToolResult(_) | Block::Unmodelled(_) => {
+            Block::Image { .. }
+            | Block::Audio { .. }
+            | Block::Document { .. }
+            | Block::ToolResult(_)
+            | Block::Unmodelled(_) => {
                 report(dropped, Field::MisplacedBlock);
             }
         }

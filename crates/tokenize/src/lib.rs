@@ -12,7 +12,7 @@
 
 use std::sync::LazyLock;
 
-use switchyard_ir::{Block, Request};
+use switchyard_ir::{Block, MediaSource, Request};
 use tiktoken_rs::CoreBPE;
 
 /// Tokens OpenAI frames each message with.
@@ -23,6 +23,27 @@ const REPLY_PRIMING: u64 = 3;
 pub const IMAGE_TOKENS: u64 = 765;
 /// A document (PDF) whose pages the lane would read, counted flat.
 pub const DOCUMENT_TOKENS: u64 = 1_500;
+
+/// Audio tokens a second, as Gemini counts audio (OpenAI's audio models
+/// count about a third of that).
+const AUDIO_TOKENS_PER_SECOND: u64 = 32;
+/// Bytes a second of compressed speech (a 128 kbit/s MP3; WAV at 16 kHz
+/// is twice that, so it counts high).
+const AUDIO_BYTES_PER_SECOND: u64 = 16_000;
+/// Audio referenced by URL, whose length the gateway cannot see: a minute.
+pub const AUDIO_URL_TOKENS: u64 = 60 * AUDIO_TOKENS_PER_SECOND;
+
+/// The tokens of an audio block: its seconds at [`AUDIO_BYTES_PER_SECOND`]
+/// (from the base64 text's length, never decoding it), at least one.
+fn audio_tokens(source: &MediaSource) -> u64 {
+    match source {
+        MediaSource::Base64 { data, .. } => {
+            let bytes = data.len() as u64 / 4 * 3;
+            bytes.div_ceil(AUDIO_BYTES_PER_SECOND).max(1) * AUDIO_TOKENS_PER_SECOND
+        }
+        MediaSource::Url { .. } => AUDIO_URL_TOKENS,
+    }
+}
 
 /// An encoding, by name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +110,7 @@ fn count_block(block: &Block, text: &dyn Fn(&str) -> u64) -> u64 {
         Block::Text(t) => text(&t.text),
         Block::Image { .. } => IMAGE_TOKENS,
         Block::Document { .. } => DOCUMENT_TOKENS,
+        Block::Audio { source } => audio_tokens(source),
         Block::Thinking { text: thought, .. } => text(thought),
         Block::RedactedThinking { .. } => 0,
         Block::ToolUse(call) => text(&call.name) + text(&call.input),
@@ -102,6 +124,19 @@ fn count_block(block: &Block, text: &dyn Fn(&str) -> u64) -> u64 {
 mod tests {
     use super::*;
     use switchyard_ir::{Message, Role};
+
+    #[test]
+    fn audio_counts_by_its_length() {
+        let audio = |data: &str| Block::Audio {
+            source: MediaSource::Base64 { media_type: "audio/wav".into(), data: data.into() },
+        };
+        let text = |t: &str| count_text(t, Encoding::O200k);
+        assert_eq!(count_block(&audio("AAAA"), &text), 32, "at least a second");
+        // 64,000 base64 characters are 48,000 bytes: three seconds.
+        assert_eq!(count_block(&audio(&"A".repeat(64_000)), &text), 96);
+        let url = Block::Audio { source: MediaSource::Url { url: "gs://b/a.wav".into(), media_type: None } };
+        assert_eq!(count_block(&url, &text), AUDIO_URL_TOKENS);
+    }
 
     #[test]
     fn openai_models_use_their_own_encoding() {

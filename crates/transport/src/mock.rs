@@ -116,8 +116,18 @@ pub fn respond_to(
     // Claude on Bedrock takes them in its body.
     let bedrock_betas = request.extra.fields.get("additionalModelRequestFields").and_then(|f| f.get("anthropic_beta"));
     betas.extend(bedrock_betas.and_then(serde_json::Value::as_array).into_iter().flatten().filter_map(|v| v.as_str()));
+    let mut notes = String::new();
     if !betas.is_empty() {
-        let note = format!(" [anthropic-beta: {}]", betas.join(","));
+        notes.push_str(&format!(" [anthropic-beta: {}]", betas.join(",")));
+    }
+    // The audio the lane heard, by MIME type (inline) or URI, so a test
+    // sees what a translation delivered.
+    let heard = heard_audio(&request);
+    if !heard.is_empty() {
+        notes.push_str(&format!(" [audio: {}]", heard.join(",")));
+    }
+    if !notes.is_empty() {
+        let note = notes;
         match response.content.iter_mut().rev().find_map(|block| match block {
             Block::Text(text) => Some(text),
             _ => None,
@@ -179,6 +189,23 @@ pub fn respond_to(
         chunks.push(Bytes::from(tail));
     }
     UpstreamResponse { status: StatusCode::OK, headers: stream_headers(framing), body: chunked_body(chunks) }
+}
+
+/// Each audio block of `request`: `<MIME type>` for inline bytes,
+/// `<MIME type or ?> <URI>` for a reference.
+fn heard_audio(request: &Request) -> Vec<String> {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|block| match block {
+            Block::Audio { source: switchyard_ir::MediaSource::Base64 { media_type, .. } } => Some(media_type.clone()),
+            Block::Audio { source: switchyard_ir::MediaSource::Url { url, media_type } } => {
+                Some(format!("{} {url}", media_type.as_deref().unwrap_or("?")))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `codec` speaks OpenAI's legacy completions.

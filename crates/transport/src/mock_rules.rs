@@ -50,11 +50,22 @@
 //! - every vendor but Gemini (whose requests carry no call ids) refuses a
 //!   tool result that answers no call of the conversation
 //!   (`mock::unanswered_result`);
+//! - audio input (`Block::Audio`): OpenAI's Chat Completions takes an
+//!   `input_audio` part only on its audio models (`gpt-4o-audio-preview`,
+//!   `gpt-4o-mini-audio-preview`, `gpt-audio`: the models' pages list
+//!   audio input; gpt-4o, gpt-4.1, gpt-5 and the o-series say "Audio: not
+//!   supported") and answers another model's with a 400 (the wording is
+//!   the fake's own); on Bedrock, Claude, Nova 1 and Cohere's models take
+//!   no `audio` block (their pages list text, image, video or document
+//!   input only; the wording is the fake's own, after Bedrock's refusal of
+//!   a block type a model lacks); Gemini takes audio parts on every model
+//!   (its models page lists audio input for each); the Messages API and
+//!   Cohere's chat have no audio block at all, which their readers refuse;
 //! - OpenAI's legacy completions (API reference, "Create completion"):
 //!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
 //!   and `logprobs` is at most 5.
 
-use switchyard_ir::{Effort, ErrorInfo, ErrorKind, Protocol, Request, Role, Thinking, ToolChoice};
+use switchyard_ir::{Block, Effort, ErrorInfo, ErrorKind, Protocol, Request, Role, Thinking, ToolChoice};
 
 /// The 400 the vendor answers `request` for `model` with, if it refuses it.
 pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
@@ -72,6 +83,9 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
         if let Some(info) = strict_schema(request) {
             return Some(info);
         }
+    }
+    if let Some(info) = audio(protocol, model, request) {
+        return Some(info);
     }
     match protocol {
         Protocol::OpenAi | Protocol::Responses => openai(protocol, model, request),
@@ -147,6 +161,45 @@ fn openai_reasoning(model: &str) -> Option<(&'static [&'static str], bool)> {
         .iter()
         .any(|family| model.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('-')));
     o_series.then_some((&["low", "medium", "high"], true))
+}
+
+/// The 400 a vendor answers audio input with on a model that takes none.
+fn audio(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo> {
+    let position = request.messages.iter().enumerate().find_map(|(index, message)| {
+        message.content.iter().position(|block| matches!(block, Block::Audio { .. })).map(|part| (index, part))
+    })?;
+    let name = model.rsplit('/').next().unwrap_or(model);
+    match protocol {
+        Protocol::OpenAi => {
+            let family = ["gpt-4o", "gpt-4.1", "gpt-5", "o1", "o3", "o4"]
+                .iter()
+                .any(|family| name.strip_prefix(family).is_some_and(|rest| rest.is_empty() || rest.starts_with('-')));
+            let takes_audio = name.contains("audio");
+            (family && !takes_audio).then(|| {
+                invalid(
+                    format!(
+                        "Invalid content type. input_audio is only supported for audio models; \
+                         the model `{name}` does not support audio input."
+                    ),
+                    &format!("messages[{}].content[{}].type", position.0, position.1),
+                    "invalid_value",
+                )
+            })
+        }
+        Protocol::Bedrock => {
+            let nova_1 = name.contains("nova-") && name.contains("-v1");
+            let refuses = name.contains("anthropic.claude") || nova_1 || name.contains("cohere.");
+            refuses.then(|| {
+                ErrorInfo::new(
+                    ErrorKind::InvalidRequest,
+                    "This model doesn't support the audio content block that you provided. \
+                     Try again with a supported content block type.",
+                )
+                .with_status(400)
+            })
+        }
+        _ => None,
+    }
 }
 
 fn invalid(message: String, param: &str, code: &str) -> ErrorInfo {
@@ -334,6 +387,26 @@ fn bedrock(model: &str, request: &Request) -> Option<ErrorInfo> {
 mod tests {
     use super::*;
     use switchyard_ir::{Effort, Reasoning};
+
+    #[test]
+    fn audio_is_refused_where_the_model_takes_none() {
+        let source = switchyard_ir::MediaSource::Base64 { media_type: "audio/wav".into(), data: "UklGRg==".into() };
+        let request = Request {
+            messages: vec![switchyard_ir::Message::new(Role::User, vec![Block::text("hi"), Block::Audio { source }])],
+            ..Request::default()
+        };
+        let refused = |protocol, model| refused(protocol, model, &request);
+        let info = refused(Protocol::OpenAi, "gpt-4o").expect("gpt-4o takes no audio");
+        assert_eq!(info.param.as_deref(), Some("messages[0].content[1].type"));
+        assert!(refused(Protocol::OpenAi, "gpt-5-mini").is_some() && refused(Protocol::OpenAi, "o4-mini").is_some());
+        assert!(refused(Protocol::OpenAi, "gpt-4o-audio-preview").is_none());
+        assert!(refused(Protocol::OpenAi, "gpt-4o-mini-audio-preview-2024-12-17").is_none());
+        assert!(refused(Protocol::OpenAi, "wire-openai").is_none(), "a model the rules do not know");
+        assert!(refused(Protocol::Gemini, "gemini-2.5-flash").is_none());
+        assert!(refused(Protocol::Bedrock, "us.anthropic.claude-opus-4-8").is_some());
+        assert!(refused(Protocol::Bedrock, "amazon.nova-pro-v1:0").is_some());
+        assert!(refused(Protocol::Bedrock, "mistral.voxtral-small-24b-2507").is_none());
+    }
 
     #[test]
     fn openai_reasoning_models_refuse_sampling_and_foreign_levels() {

@@ -118,6 +118,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
             Block::RedactedThinking { .. } => report(&mut dropped, Field::RedactedThinking),
             Block::ToolUse(_)
             | Block::Image { .. }
+            | Block::Audio { .. }
             | Block::Document { .. }
             | Block::ToolResult(_)
             | Block::Unmodelled(_) => report(&mut dropped, Field::MisplacedBlock),

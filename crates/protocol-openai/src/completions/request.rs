@@ -197,6 +197,7 @@ fn prompt_of(request: &Request, dropped: &mut Vec<Dropped>) -> String {
                 Block::Thinking { .. } => report(dropped, Field::Thinking),
                 Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
                 Block::Image { .. } | Block::Document { .. } => report(dropped, Field::MediaType),
+                Block::Audio { .. } => report(dropped, Field::Audio),
                 Block::ToolUse(_) | Block::ToolResult(_) | Block::Unmodelled(_) => {
                     report(dropped, Field::MisplacedBlock)
                 }
