@@ -232,6 +232,27 @@ mod tests {
         assert_eq!(lookup("claude-opus-5-5"), None, "a later model is not Opus 5");
     }
 
+    /// Which models take audio input, as their pages list their input
+    /// modalities: OpenAI's audio models and Gemini do; gpt-4o, gpt-5, the
+    /// o-series, Claude, Command and Nova 1 do not.
+    #[test]
+    fn audio_input_is_the_audio_models_and_geminis() {
+        let audio = |wire: &str| lookup(wire).and_then(|fact| fact.audio_input);
+        for wire in ["gpt-4o-audio-preview", "gpt-4o-audio-preview-2025-06-03", "gpt-4o-mini-audio-preview-2024-12-17"]
+        {
+            assert_eq!(audio(wire), Some(true), "{wire}");
+        }
+        for wire in ["models/gemini-2.5-flash", "gemini-2.0-flash-lite-001", "gemini-3-pro-preview"] {
+            assert_eq!(audio(wire), Some(true), "{wire}");
+        }
+        for wire in ["gpt-4o", "gpt-4o-mini-2024-07-18", "gpt-5", "o4-mini", "claude-sonnet-4-5", "command-a-03-2025"] {
+            assert_eq!(audio(wire), Some(false), "{wire}");
+        }
+        assert_eq!(audio("us.anthropic.claude-opus-4-8"), Some(false), "Claude on Bedrock");
+        assert_eq!(audio("amazon.nova-pro-v1:0"), Some(false));
+        assert_eq!(audio("openai.gpt-oss-120b-1:0"), None, "not said: the lane sends what the caller sent");
+    }
+
     #[test]
     fn a_wire_model_finds_its_family_whatever_the_provider_calls_it() {
         let id = |wire: &str| lookup(wire).map(|fact| fact.id.as_str());

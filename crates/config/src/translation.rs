@@ -312,6 +312,7 @@ models:
                 reasoning: Some(true),
                 prefill: Prefill::Assistant,
                 bedrock_betas: Some(true),
+                audio_input: Some(false),
                 ..Capabilities::default()
             }
         );
@@ -324,6 +325,7 @@ models:
                 reasoning: Some(true),
                 prefill: Prefill::Assistant,
                 bedrock_betas: Some(true),
+                audio_input: Some(false),
                 ..Capabilities::default()
             }
         );

@@ -99,3 +99,31 @@ fn error_bodies() {
         .collect();
     insta::assert_json_snapshot!(errors);
 }
+
+/// Converse's `AudioBlock` (the Bedrock Runtime API reference: `format`,
+/// and `source` as bytes or an S3 location) reads as audio and is written
+/// back in its own shape.
+#[test]
+fn request_with_audio_blocks() {
+    use switchyard_codec::ir::{Block, MediaSource};
+    let bytes = fixture("request_audio.json");
+    let request = BedrockCodec.read_request(&bytes).unwrap();
+    let content = &request.messages[0].content;
+    assert!(
+        matches!(&content[1], Block::Audio { source: MediaSource::Base64 { media_type, .. } } if media_type == "audio/mp3")
+    );
+    assert_eq!(
+        content[2],
+        Block::Audio {
+            source: MediaSource::Url {
+                url: "s3://recordings/call-42.wav".into(),
+                media_type: Some("audio/wav".into())
+            }
+        }
+    );
+    let encoded = BedrockCodec.write_request(&request);
+    assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
+    let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+    let expected: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(written["messages"], expected["messages"]);
+}

@@ -84,6 +84,15 @@ fn document() -> impl Strategy<Value = Block> {
         })
 }
 
+fn audio() -> impl Strategy<Value = Block> {
+    let base64 =
+        (prop_oneof![Just("audio/wav"), Just("audio/mp3"), Just("audio/flac"), Just("audio/ogg")], base64_data())
+            .prop_map(|(media_type, data)| MediaSource::Base64 { media_type: media_type.into(), data });
+    let s3 = "s3://[a-z]{3,8}/[a-z]{1,8}\\.wav"
+        .prop_map(|url| MediaSource::Url { url, media_type: Some("audio/wav".into()) });
+    prop_oneof![base64, s3].prop_map(|source| Block::Audio { source })
+}
+
 fn tool_use() -> impl Strategy<Value = Block> {
     // Converse carries arguments as an object: the text is canonical JSON.
     (name(), name(), json_object())
@@ -118,7 +127,7 @@ fn thinking() -> impl Strategy<Value = Block> {
 }
 
 fn user_block() -> impl Strategy<Value = Block> {
-    prop_oneof![text_block().prop_map(Block::Text), image(), document(), tool_result()]
+    prop_oneof![text_block().prop_map(Block::Text), image(), audio(), document(), tool_result()]
 }
 
 fn assistant_block() -> impl Strategy<Value = Block> {

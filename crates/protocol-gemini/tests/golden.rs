@@ -192,3 +192,44 @@ proptest! {
         let _ = GeminiCodec.extract_error(500, &bytes);
     }
 }
+
+/// The audio guide's parts (Gemini API, "Audio understanding"): inline
+/// bytes and an uploaded file of an `audio/*` type read as audio, not as
+/// documents, and are written back as they came.
+#[test]
+#[expect(clippy::unwrap_used, reason = "test code")]
+fn request_with_audio_parts() {
+    use switchyard_codec::ir::{Block, MediaSource};
+    let bytes = fixture("request_audio.json");
+    let request = GeminiCodec.read_request(&bytes).unwrap();
+    let content = &request.messages[0].content;
+    assert_eq!(
+        content[1],
+        Block::Audio {
+            source: MediaSource::Base64 {
+                media_type: "audio/mp3".into(),
+                data: "SUQzBAAAAAAAI1RTU0UAAAAPAAADTGF2ZjU4Ljc2LjEwMAAAAAAAAAAAAAAA".into(),
+            }
+        }
+    );
+    assert_eq!(
+        content[2],
+        Block::Audio {
+            source: MediaSource::Url {
+                url: "https://generativelanguage.googleapis.com/v1beta/files/sample-audio".into(),
+                media_type: Some("audio/mp3".into()),
+            }
+        }
+    );
+    let encoded = GeminiCodec.write_request(&request);
+    assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
+    let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+    assert_eq!(
+        written["contents"][0]["parts"],
+        json!([
+            {"text": "Describe this audio clip"},
+            {"inlineData": {"mimeType": "audio/mp3", "data": "SUQzBAAAAAAAI1RTU0UAAAAPAAADTGF2ZjU4Ljc2LjEwMAAAAAAAAAAAAAAA"}},
+            {"fileData": {"mimeType": "audio/mp3", "fileUri": "https://generativelanguage.googleapis.com/v1beta/files/sample-audio"}}
+        ])
+    );
+}

@@ -68,6 +68,8 @@ enum UserPiece {
     ImageUrl(String, Option<String>),
     DocumentBase64(String),
     DocumentUrl(String),
+    AudioBase64(&'static str, String),
+    AudioUrl(String),
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +90,9 @@ fn user_piece() -> impl Strategy<Value = UserPiece> {
             .prop_map(|(url, mime)| UserPiece::ImageUrl(url, mime)),
         "[A-Za-z0-9+/]{4,16}".prop_map(UserPiece::DocumentBase64),
         "https://[a-z]{1,8}\\.example/[a-z]{1,8}\\.pdf".prop_map(UserPiece::DocumentUrl),
+        (prop::sample::select(vec!["audio/wav", "audio/mp3", "audio/ogg", "audio/flac"]), "[A-Za-z0-9+/]{4,16}")
+            .prop_map(|(mime, data)| UserPiece::AudioBase64(mime, data)),
+        "https://generativelanguage\\.googleapis\\.com/v1beta/files/[a-z0-9]{1,8}".prop_map(UserPiece::AudioUrl),
     ]
 }
 
@@ -137,6 +142,12 @@ fn build_messages(turns: Vec<Turn>) -> Vec<Message> {
                             name: None,
                             cache_control: None,
                         },
+                        UserPiece::AudioBase64(mime, data) => {
+                            Block::Audio { source: MediaSource::Base64 { media_type: mime.into(), data } }
+                        }
+                        UserPiece::AudioUrl(url) => {
+                            Block::Audio { source: MediaSource::Url { url, media_type: Some("audio/mp3".into()) } }
+                        }
                     })
                     .collect();
                 messages.push(Message::new(Role::User, content));

@@ -392,7 +392,7 @@ fn read_audio(audio: Option<Value>, path: &str) -> Result<Block, DecodeError> {
     let media_type = media::openai_audio_media_type(&format).ok_or_else(|| {
         DecodeError::invalid(
             format!("{path}.format"),
-            format!("Invalid value: '{format}'. Supported values are: 'wav' and 'mp3'."),
+            format!("invalid value '{format}': supported values are 'wav' and 'mp3'"),
         )
     })?;
     Ok(Block::Audio { source: MediaSource::Base64 { media_type: media_type.to_owned(), data } })
@@ -1017,7 +1017,12 @@ mod tests {
             (json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}), "messages[0].role"),
             (
                 json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
-                "messages[0].content[0]",
+                "messages[0].content[0].input_audio.data",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio",
+                    "input_audio": {"data": "AAAA", "format": "flac"}}]}]}),
+                "messages[0].content[0].input_audio.format",
             ),
             (json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "messages[0].tool_call_id"),
             (json!({"model": "m", "messages": [], "tools": [{"type": "custom", "custom": {}}]}), "tools[0].type"),

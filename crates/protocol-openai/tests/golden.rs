@@ -104,3 +104,30 @@ proptest! {
         let _ = OpenAiCodec.extract_error(500, &bytes);
     }
 }
+
+/// OpenAI's audio guide's request ("Audio input to model"): an
+/// `input_audio` part reads as audio of its format's MIME type, and goes
+/// back to an OpenAI lane as it came (the lane's model takes audio).
+#[test]
+fn request_with_input_audio() {
+    use switchyard_codec::ir::{Block, Capabilities, MediaSource};
+    let bytes = fixture("request_input_audio.json");
+    let request = OpenAiCodec.read_request(&bytes).unwrap();
+    let content = &request.messages[0].content;
+    assert_eq!(
+        content[1],
+        Block::Audio {
+            source: MediaSource::Base64 {
+                media_type: "audio/wav".into(),
+                data: "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=".into(),
+            }
+        }
+    );
+    let audio_model = Capabilities { audio_input: Some(true), ..Capabilities::default() };
+    let encoded = OpenAiCodec.write_request_for(&request, &audio_model);
+    assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
+    let written: serde_json::Value = serde_json::from_slice(&encoded.body).unwrap();
+    let expected: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(written["messages"], expected["messages"]);
+    assert_eq!(written["modalities"], expected["modalities"], "kept as the caller's own");
+}

@@ -59,6 +59,10 @@ fn user_block() -> impl Strategy<Value = Block> {
             name,
             cache_control: None,
         }),
+        // `input_audio`: wav or mp3, named as the reader names them.
+        (prop::sample::select(vec!["audio/wav", "audio/mp3"]), "[A-Za-z0-9+/]{4,16}").prop_map(|(media_type, data)| {
+            Block::Audio { source: MediaSource::Base64 { media_type: media_type.to_owned(), data } }
+        }),
     ]
 }
 
