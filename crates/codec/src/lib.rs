@@ -373,6 +373,17 @@ pub trait Codec: Send + Sync {
         prefix::prefix(body, &self.prefix_shape()?)
     }
 
+    /// Whether `body`, a request of this protocol, may hold audio input: a
+    /// byte search for where the protocol keeps it, never a parse (a text
+    /// that happens to quote the marker only costs a translation). A
+    /// same-protocol request that may hold audio, bound for a model that
+    /// takes none, is translated instead of sent as it came, so the audio
+    /// is dropped and reported rather than refused by the vendor. `false`
+    /// for a protocol without audio input.
+    fn may_hold_audio(&self, _body: &[u8]) -> bool {
+        false
+    }
+
     /// Member names whose string values carry inline media (base64 images,
     /// documents, audio) in this protocol: the prompt estimate counts those
     /// as media and every other string as text.

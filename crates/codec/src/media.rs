@@ -70,6 +70,11 @@ pub fn openai_audio_media_type(format: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether `body` holds `marker` anywhere (`Codec::may_hold_audio`).
+pub fn holds(body: &[u8], marker: &[u8]) -> bool {
+    memchr::memmem::find(body, marker).is_some()
+}
+
 /// Whether a MIME type is audio (`audio/*`).
 pub fn is_audio(media_type: &str) -> bool {
     media_type.get(..6).is_some_and(|head| head.eq_ignore_ascii_case("audio/"))

@@ -53,6 +53,11 @@ impl Codec for BedrockCodec {
         Some(switchyard_codec::prefix::PrefixShape { whole: &["system", "toolConfig"], turns: "messages" })
     }
 
+    /// An `audio` content block.
+    fn may_hold_audio(&self, body: &[u8]) -> bool {
+        switchyard_codec::media::holds(body, b"\"audio\"")
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image, document and audio `source.bytes` (base64).
         &["bytes"]

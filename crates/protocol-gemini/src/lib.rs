@@ -54,6 +54,11 @@ impl Codec for GeminiCodec {
         Some(switchyard_codec::prefix::PrefixShape { whole: &["systemInstruction", "tools"], turns: "contents" })
     }
 
+    /// A part whose `mimeType` is `audio/*`.
+    fn may_hold_audio(&self, body: &[u8]) -> bool {
+        switchyard_codec::media::holds(body, b"\"audio/")
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // inlineData.data (inline_data.data in snake case).
         &["data"]

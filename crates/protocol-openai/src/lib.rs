@@ -95,6 +95,11 @@ impl Codec for OpenAiCodec {
         Some(switchyard_codec::prefix::PrefixShape { whole: &["tools"], turns: "messages" })
     }
 
+    /// An `input_audio` part.
+    fn may_hold_audio(&self, body: &[u8]) -> bool {
+        switchyard_codec::media::holds(body, b"\"input_audio\"")
+    }
+
     fn media_members(&self) -> &'static [&'static str] {
         // image_url.url and file.file_data (data URLs), input_audio.data.
         &["url", "file_data", "data"]

@@ -142,3 +142,31 @@ fn callers_are_held_to_their_own_api() {
         "{err}"
     );
 }
+
+/// A same-protocol body is searched for audio (never parsed) only where
+/// the protocol has it: text-only bodies say no, an audio part yes.
+#[test]
+fn a_body_says_whether_it_may_hold_audio() {
+    let with = |protocol: Protocol, body: Value| codec(protocol).may_hold_audio(&serde_json::to_vec(&body).unwrap());
+    let openai_text = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    assert!(!with(Protocol::OpenAi, openai_text));
+    assert!(with(
+        Protocol::OpenAi,
+        json!({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": WAV, "format": "wav"}}]}]})
+    ));
+    assert!(with(
+        Protocol::Gemini,
+        json!({"contents": [{"parts": [{"inlineData": {"mimeType": "audio/wav", "data": WAV}}]}]})
+    ));
+    assert!(!with(
+        Protocol::Gemini,
+        json!({"contents": [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "AA"}}]}]})
+    ));
+    assert!(with(
+        Protocol::Bedrock,
+        json!({"messages": [{"role": "user", "content": [
+        {"audio": {"format": "wav", "source": {"bytes": WAV}}}]}]})
+    ));
+    assert!(!with(Protocol::Anthropic, json!({"messages": [{"role": "user", "content": "\"input_audio\""}]})));
+}

@@ -57,7 +57,14 @@ impl Spec for Chat {
         progress: &mut Progress<'_>,
     ) -> Result<Prepared, ErrorInfo> {
         let lane = candidate.lane;
-        if progress.sends_as_came_to(call, lane.protocol) {
+        let capabilities = translation::capabilities(gateway, candidate);
+        let lane_codec = gateway.codec_for(call.operation, lane.protocol);
+        // A model that takes no audio gets a request that may hold some
+        // translated, so the audio is dropped and reported (or refused
+        // under strict), not sent for the vendor's 400; the body is
+        // searched only for such a model.
+        let deaf = capabilities.audio_input == Some(false) && lane_codec.may_hold_audio(&call.body);
+        if !deaf && progress.sends_as_came_to(call, lane.protocol) {
             // Same protocol: the bytes go as they came, but for the model.
             let body = as_came(call, candidate.wire_model);
             let body = match progress.shape.hide_usage {
@@ -71,8 +78,6 @@ impl Spec for Chat {
         }
         let request = progress.ir(gateway, call)?;
         candidate.wire_model.clone_into(&mut request.model);
-        let capabilities = translation::capabilities(gateway, candidate);
-        let lane_codec = gateway.codec_for(call.operation, lane.protocol);
         let mut encoded = translation::write_for_model(lane_codec, request, &capabilities);
         encoded.dropped.extend(lost_headers(gateway, call, lane));
         if let Some(metrics) = gateway.metrics() {
