@@ -197,7 +197,6 @@ proptest! {
 /// bytes and an uploaded file of an `audio/*` type read as audio, not as
 /// documents, and are written back as they came.
 #[test]
-#[expect(clippy::unwrap_used, reason = "test code")]
 fn request_with_audio_parts() {
     use switchyard_codec::ir::{Block, MediaSource};
     let bytes = fixture("request_audio.json");
