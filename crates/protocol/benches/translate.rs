@@ -31,6 +31,10 @@ fn bench_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("passthrough");
     group.throughput(Throughput::Bytes(body.len() as u64));
     group.bench_function("scan_top_level_2kb", |b| b.iter(|| scan::scan_top_level(std::hint::black_box(&body))));
+    // What a text-only request pays on its way, as it came, to a model
+    // that takes no audio: one search for the protocol's audio marker.
+    let openai = codec(Protocol::OpenAi);
+    group.bench_function("may_hold_audio_2kb", |b| b.iter(|| openai.may_hold_audio(std::hint::black_box(&body))));
     group.bench_function("serde_value_parse_2kb_baseline", |b| {
         b.iter(|| serde_json::from_slice::<serde_json::Value>(std::hint::black_box(&body)))
     });
