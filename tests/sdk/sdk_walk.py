@@ -135,7 +135,7 @@ def value(tp, depth: int = 0):
         fields = hints(tp)
         return {name: value(fields[name], depth + 1) for name in sorted(required(tp))}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        members = [m.value for m in tp if "UNSPECIFIED" not in str(m.value)]
+        members = [m.value for m in tp if "unspecified" not in str(m.value).lower()]
         return members[0] if members else next(iter(tp)).value
     return {str: "x", int: 1, float: 1.0, bool: True, bytes: b"x"}.get(tp, {})
 
