@@ -39,7 +39,9 @@ SDK_ONLY_CONFIG = {
     "http_options": "the SDK's transport options",
     "should_return_http_response": "what the SDK hands back",
 }
-MODELLED_PARTS = {"text", "inlineData", "fileData", "functionCall", "functionResponse", "thought", "thoughtSignature"}
+MODELLED_PARTS = {"text", "inlineData", "fileData", "functionCall", "functionResponse", "thought", "thoughtSignature",
+                  # read as text (a fenced block, the output): readable by any lane
+                  "executableCode", "codeExecutionResult"}
 MODELLED_TOOLS = {"functionDeclarations"}
 # Smallest values the SDK allows that Gemini refuses: data says what it is.
 PARTS = {

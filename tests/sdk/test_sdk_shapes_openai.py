@@ -47,6 +47,8 @@ CHAT_MODELLED_PARTS = {"text", "image_url", "file", "refusal"}
 CHAT_MODELLED_MESSAGE_MEMBERS = {
     "role", "content", "tool_call_id", "tool_calls", "function_call", "refusal",
 }
+# A function message's name is its result's tool name (and call id).
+CHAT_MODELLED_BY_ROLE = {("function", "name")}
 CHAT_MODELLED_TOOLS = {"function"}
 # A part's smallest value the SDK allows but OpenAI refuses: a file names one.
 CHAT_PARTS = {"file": {"type": "file", "file": {"file_id": "file-abc"}}}
@@ -120,7 +122,8 @@ def test_every_chat_message_member_is_modelled_or_reported(gateway, role, member
         messages.append({"role": "tool", "tool_call_id": "call_1", "content": "done"})
     else:
         messages = chat_conversation(message)
-    reported_as = None if member in CHAT_MODELLED_MESSAGE_MEMBERS else f"messages.{member}"
+    modelled = member in CHAT_MODELLED_MESSAGE_MEMBERS or (role, member) in CHAT_MODELLED_BY_ROLE
+    reported_as = None if modelled else f"messages.{member}"
     chat_check(gateway, {"messages": messages}, f"{role} message member {member}", reported_as)
 
 
