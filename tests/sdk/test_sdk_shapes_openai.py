@@ -136,6 +136,58 @@ def test_every_chat_content_part_is_modelled_or_reported(gateway, kind):
                None if kind in CHAT_MODELLED_PARTS else f"messages.content.{kind}")
 
 
+def part_members(parts: dict[str, object]) -> list[tuple[str, str]]:
+    """(part type, member) for every member of every part, an inner
+    object's members as `object.member` (`image_url.detail`)."""
+    found = []
+    for kind, part in sorted(parts.items()):
+        for member, tp in sorted(hints(part).items()):
+            inner = [shape for shape in walk.shapes(tp) if member == kind]
+            if member == "type":
+                continue
+            if inner:
+                found += [(kind, f"{member}.{name}") for name in sorted(hints(inner[0]))]
+            else:
+                found.append((kind, member))
+    return found
+
+
+def member_value(tp):
+    """The smallest value of a part's member; for a `detail`, one other
+    than `auto` (what a part without it gets: nothing to carry)."""
+    choice = value(tp)
+    return "low" if choice == "auto" else choice
+
+
+def with_part_member(part: dict, shape, member: str) -> dict:
+    """`part` with `member` (`image_url.detail`) set."""
+    head, _, inner = member.partition(".")
+    if not inner:
+        return {**part, head: member_value(hints(shape)[head])}
+    inner_shape = walk.shapes(hints(shape)[head])[0]
+    return {**part, head: {**part[head], inner: member_value(hints(inner_shape)[inner])}}
+
+
+# A part's members the IR models (a part type's own data).
+CHAT_MODELLED_PART_MEMBERS = {"text", "refusal", "image_url.url", "file.file_data", "file.file_id", "file.filename"}
+
+
+@pytest.mark.parametrize("kind,member", part_members(chat_parts()))
+def test_every_chat_part_member_is_modelled_or_reported(gateway, kind, member):
+    part = with_part_member(CHAT_PARTS.get(kind) or value(chat_parts()[kind]), chat_parts()[kind], member)
+    if member == "file.file_data":
+        part["file"] = {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}
+    role = "assistant" if kind == "refusal" else "user"
+    messages = chat_conversation({"role": role, "content": [{"type": "text", "text": "hi"}, part]})
+    if kind not in CHAT_MODELLED_PARTS:
+        reported_as = f"messages.content.{kind}"
+    else:
+        # An inner object is named after its part's type (`image_url.detail`).
+        path = member if member.startswith(f"{kind}.") else f"{kind}.{member}"
+        reported_as = None if member in CHAT_MODELLED_PART_MEMBERS else f"messages.content.{path}"
+    chat_check(gateway, {"messages": messages}, f"content part {kind} member {member}", reported_as)
+
+
 @pytest.mark.parametrize("kind", sorted(by_literal(hints(chat_create.CompletionCreateParamsBase)["tools"], "type")))
 def test_every_chat_tool_type_is_modelled_or_reported(gateway, kind):
     tool = value(by_literal(hints(chat_create.CompletionCreateParamsBase)["tools"], "type")[kind])
@@ -267,3 +319,52 @@ def test_every_responses_tool_type_is_modelled_or_reported(gateway, kind):
     tool = {**value(responses_tools()[kind]), "type": kind}
     body = {"input": "hi [mock:tool=none]", "tools": [tool]}
     responses_check(gateway, body, f"tool type {kind}", None if kind in RESPONSES_MODELLED_TOOLS else "tools")
+
+
+RESPONSES_MODELLED_CONTENT_MEMBERS = {
+    "input_text.text", "input_image.image_url", "input_image.file_id", "input_file.file_data", "input_file.file_id",
+    "input_file.file_url", "input_file.filename", "output_text.text", "output_text.annotations", "refusal.refusal",
+    # a cache breakpoint is the IR's `cache_control`
+    "input_text.prompt_cache_breakpoint", "input_image.prompt_cache_breakpoint", "input_file.prompt_cache_breakpoint",
+}
+
+
+@pytest.mark.parametrize("kind,member", part_members(input_contents()))
+def test_every_responses_content_member_is_modelled_or_reported(gateway, kind, member):
+    part = with_part_member(RESPONSES_CONTENT.get(kind) or value(input_contents()[kind]), input_contents()[kind], member)
+    if member == "file_data":
+        part = {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}
+    if member == "file_url":
+        part = {"type": "input_file", "file_url": "https://example.com/a.pdf"}
+    if member == "file_id" and kind == "input_image":
+        part = {"type": "input_image", "detail": "auto", "file_id": "file-abc"}
+    if kind in ("output_text", "refusal"):
+        part = {"annotations": [], **part} if kind == "output_text" else part
+        items = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": [part]},
+                 {"role": "user", "content": "go on"}]
+    else:
+        items = [{"role": "user", "content": [{"type": "input_text", "text": "hi"}, part]}]
+    reported_as = None if f"{kind}.{member}" in RESPONSES_MODELLED_CONTENT_MEMBERS else f"input.content.{kind}.{member}"
+    responses_check(gateway, {"input": items}, f"content {kind} member {member}", reported_as)
+
+
+def message_items() -> list[tuple[str, object, str]]:
+    """(item shape name, shape, member) for every member of every message item shape."""
+    return [(shape.__name__, shape, member) for shape in walk.shapes(responses_params()["input"])
+            if "role" in hints(shape) and "content" in hints(shape) for member in sorted(hints(shape))]
+
+
+RESPONSES_MODELLED_MESSAGE_MEMBERS = {"role", "content", "type"}
+
+
+@pytest.mark.parametrize("name,shape,member", message_items(), ids=[f"{n}-{m}" for n, _, m in message_items()])
+def test_every_responses_message_member_is_modelled_or_reported(gateway, name, shape, member):
+    item = {**value(shape), member: value(hints(shape)[member]), "type": "message"}
+    if "output_text" in str(hints(shape)["content"]) or item["role"] == "assistant":
+        item.update(role="assistant", content=[{"type": "output_text", "text": "hello", "annotations": []}])
+    else:
+        item.update(role="user", content="a note")
+    items = [{"role": "user", "content": "hi"}, item, {"role": "user", "content": "go on"}]
+    # A message's own members are reported as every protocol's are, under `messages`.
+    reported_as = None if member in RESPONSES_MODELLED_MESSAGE_MEMBERS else f"messages.{member}"
+    responses_check(gateway, {"input": items}, f"{name} member {member}", reported_as)

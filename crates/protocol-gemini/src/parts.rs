@@ -127,11 +127,6 @@ const MODELLED_MEMBERS: [&str; 16] = [
     "code_execution_result",
 ];
 
-/// The member of an `Unmodelled` block's value that holds a part's
-/// unmodelled members read beside its data (`videoMetadata` beside
-/// `fileData`): written back onto the part before it, not as a part.
-const BESIDE: &str = "beside";
-
 /// Takes out of a request's raw `contents` every part member the IR does
 /// not model, to be put on the typed parts (`Part::kept`) once read: the
 /// typed reader would skip them in silence.
@@ -170,36 +165,30 @@ fn has_data(part: &Part) -> bool {
 /// nothing else (a `toolCall` part), else one block per member to go back
 /// onto the part before it. Each reports at `contents.parts.<member>`.
 fn unmodelled_blocks(kept: Map<String, Value>, alone: bool) -> Vec<Block> {
-    let unmodelled = |key: &str, value: Value| {
-        Block::Unmodelled(Unmodelled { origin: Protocol::Gemini, path: format!("contents.parts.{key}"), value })
+    let unmodelled = |key: &str, value: Value, beside: bool| {
+        Block::Unmodelled(Unmodelled { origin: Protocol::Gemini, path: format!("contents.parts.{key}"), value, beside })
     };
     if alone {
         let key = kept.keys().next().cloned().unwrap_or_default();
-        return vec![unmodelled(&key, Value::Object(kept))];
+        return vec![unmodelled(&key, Value::Object(kept), false)];
     }
     kept.into_iter()
         .map(|(key, value)| {
             let mut beside = Map::new();
             beside.insert(key.clone(), value);
-            let mut wrapped = Map::new();
-            wrapped.insert(BESIDE.to_owned(), Value::Object(beside));
-            unmodelled(&key, Value::Object(wrapped))
+            unmodelled(&key, Value::Object(beside), true)
         })
         .collect()
 }
 
 /// An `Unmodelled` block written back among `parts`: onto the part before
 /// it when it was read beside that part's data, else as a part of its own.
-fn write_unmodelled(value: &Value, parts: &mut Vec<Part>) {
-    let Value::Object(value) = value else { return };
-    match (value.get(BESIDE), parts.last_mut()) {
-        (Some(Value::Object(beside)), Some(last)) => {
-            for (key, member) in beside {
-                last.kept.insert(key.clone(), member.clone());
-            }
-        }
-        (Some(_), _) => {}
-        (None, _) => parts.push(Part { kept: value.clone(), ..Part::default() }),
+fn write_unmodelled(block: &Unmodelled, value: &Value, parts: &mut Vec<Part>) {
+    match (block.beside, parts.last_mut(), value) {
+        (true, Some(last), _) => Unmodelled::merge_into(value, &mut last.kept),
+        (true, None, _) => {}
+        (false, _, Value::Object(part)) => parts.push(Part { kept: part.clone(), ..Part::default() }),
+        (false, _, _) => {}
     }
 }
 
@@ -470,7 +459,7 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
             Block::RedactedThinking { .. } => drop_once(ctx.dropped, Field::RedactedThinking),
             Block::Unmodelled(block) => {
                 if let Some(value) = block.for_target(switchyard_codec::ir::Protocol::Gemini, ctx.dropped) {
-                    write_unmodelled(value, &mut parts);
+                    write_unmodelled(block, value, &mut parts);
                 }
             }
             Block::ToolUse(call) => {

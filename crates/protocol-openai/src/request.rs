@@ -10,7 +10,7 @@ use switchyard_codec::ir::{
     Block, Capabilities, Dropped, Extra, Field, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat,
     Role, TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse, Unmodelled,
 };
-use switchyard_codec::{call_id, effort, function, DecodeError, Encoded};
+use switchyard_codec::{beside, call_id, effort, function, DecodeError, Encoded};
 
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
 
@@ -386,6 +386,26 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
     for (index, part) in parts.into_iter().enumerate() {
         let path = format!("{path}[{index}]");
         let (kind, mut part) = part_type(part, &path)?;
+        // What the IR does not model beside a part's data (`image_url.detail`,
+        // `prompt_cache_breakpoint`) follows its block, to go back onto it.
+        let under = format!("messages.content.{kind}");
+        let beside = match kind.as_str() {
+            "text" => beside::take(Protocol::OpenAi, &under, &mut part, &["text"], None),
+            "image_url" => {
+                // `auto` is what a part without `detail` gets: nothing to keep.
+                if let Some(Value::Object(image)) = part.get_mut("image_url") {
+                    if image.get("detail").and_then(Value::as_str) == Some("auto") {
+                        image.shift_remove("detail");
+                    }
+                }
+                beside::take(Protocol::OpenAi, &under, &mut part, &["image_url"], Some(("image_url", &["url"])))
+            }
+            "file" => {
+                let file = ["file_data", "file_id", "filename"];
+                beside::take(Protocol::OpenAi, &under, &mut part, &["file"], Some(("file", &file)))
+            }
+            _ => Vec::new(),
+        };
         let block = match kind.as_str() {
             "text" => Block::text(part_text(&mut part, "text", &path)?),
             "image_url" => read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?,
@@ -398,17 +418,18 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
                     origin: Protocol::OpenAi,
                     path: "messages.content.input_audio".to_owned(),
                     value: Value::Object(part),
+                    beside: false,
                 })
             }
             other => return Err(DecodeError::invalid(path, format!("unknown content part type `{other}`"))),
         };
         blocks.push(block);
+        blocks.extend(beside);
     }
     Ok(blocks)
 }
 
 fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
-    // `detail` has no IR field and is not kept.
     let url = match image {
         Some(Value::Object(mut image)) => take_string(&mut image, "url")?,
         // Some clients send the URL bare.
@@ -705,12 +726,17 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
             Block::Thinking { .. } => report(dropped, Field::Thinking),
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
             Block::ToolUse(_) => report(dropped, Field::MisplacedBlock),
-            Block::Unmodelled(block) => {
-                if let Some(part) = block.for_target(Protocol::OpenAi, dropped) {
+            Block::Unmodelled(block) => match (block.for_target(Protocol::OpenAi, dropped), parts.last_mut()) {
+                (Some(members), Some(Value::Object(last))) if block.beside => {
+                    texts_only = false;
+                    Unmodelled::merge_into(members, last);
+                }
+                (Some(part), _) if !block.beside => {
                     texts_only = false;
                     parts.push(part.clone());
                 }
-            }
+                _ => {}
+            },
         }
     }
     if parts.is_empty() && results > 0 {
@@ -984,6 +1010,36 @@ mod tests {
         assert_eq!(paths, ["messages.name", "messages.content.input_audio", "messages.audio.id", "tools"]);
     }
 
+    /// A part's members beside its data (`image_url.detail` but `auto`,
+    /// `prompt_cache_breakpoint`) go back onto the part for an OpenAI lane
+    /// and are reported to any other; `detail` used to be dropped in silence.
+    #[test]
+    fn part_members_beside_their_data_go_back_or_are_reported() {
+        let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}});
+        let text = json!({"type": "text", "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit"}});
+        let auto = json!({"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "auto"}});
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": [text.clone(), image.clone(), auto]}]
+        }))
+        .unwrap();
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        let parts = &body["messages"][0]["content"];
+        assert_eq!(parts[0], text);
+        assert_eq!(parts[1], image);
+        assert_eq!(parts[2], json!({"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}));
+
+        let mut lost = Vec::new();
+        for block in &request.messages[0].content {
+            if let Block::Unmodelled(block) = block {
+                block.for_target(Protocol::Gemini, &mut lost);
+            }
+        }
+        let paths: Vec<&str> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, ["messages.content.text.prompt_cache_breakpoint", "messages.content.image_url.detail"]);
+    }
+
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write(request, &Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
@@ -1138,20 +1194,21 @@ mod tests {
             ]}]
         }))
         .unwrap();
-        let blocks = &request.messages[0].content;
+        // The first image's `detail` follows it, to go back onto it.
+        let (beside, blocks): (Vec<&Block>, Vec<&Block>) =
+            request.messages[0].content.iter().partition(|b| matches!(b, Block::Unmodelled(u) if u.beside));
+        assert_eq!(beside.len(), 1);
         assert!(
-            matches!(&blocks[0], Block::Image { source: MediaSource::Base64 { media_type, data }, .. } if media_type == "image/png" && data == "AAAA")
+            matches!(blocks[0], Block::Image { source: MediaSource::Base64 { media_type, data }, .. } if media_type == "image/png" && data == "AAAA")
         );
         assert!(
-            matches!(&blocks[1], Block::Image { source: MediaSource::Url { url, .. }, .. } if url == "https://example.com/cat.jpg")
+            matches!(blocks[1], Block::Image { source: MediaSource::Url { url, .. }, .. } if url == "https://example.com/cat.jpg")
         );
-        assert!(matches!(&blocks[2], Block::Document { name: Some(n), .. } if n == "a.pdf"));
+        assert!(matches!(blocks[2], Block::Document { name: Some(n), .. } if n == "a.pdf"));
         assert!(
-            matches!(&blocks[3], Block::Document { source: MediaSource::Base64 { media_type, .. }, .. } if media_type == "application/pdf")
+            matches!(blocks[3], Block::Document { source: MediaSource::Base64 { media_type, .. }, .. } if media_type == "application/pdf")
         );
-        assert!(
-            matches!(&blocks[4], Block::Document { source: MediaSource::Url { url, .. }, .. } if url == "file-123")
-        );
+        assert!(matches!(blocks[4], Block::Document { source: MediaSource::Url { url, .. }, .. } if url == "file-123"));
     }
 
     #[test]
