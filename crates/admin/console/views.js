@@ -96,7 +96,7 @@
             ? h('span', {}, fmt.time(b.exhausts_at * 1000), h('br'), h('span', { class: 'muted', text: `in ${b.runs_out_in || span(b.exhausts_at * 1000 - now)}` }))
             : (state === 'spent' ? 'spent' : 'lasts its window'),
           (b.warn || []).length
-            ? h('span', {}, b.warn.map((w, i) => [i ? ', ' : '', passed.includes(w) ? h('strong', { text: `${w} % passed` }) : `${w} %`]))
+            ? h('span', {}, b.warn.flatMap((w, i) => [i ? ', ' : '', passed.includes(w) ? h('strong', { text: `${w} % passed` }) : `${w} %`]))
             : h('span', { class: 'muted', text: 'the alerts\' thresholds' }),
           b.window_ends_at ? `${fmt.time(b.window_ends_at * 1000)} (${b.window})` : (b.window || 'total'),
         ]),
