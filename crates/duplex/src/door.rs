@@ -42,10 +42,12 @@ pub(crate) fn open(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Resu
         _ => "socket",
     };
     let now = switchyard_state::clock::now_ms();
-    let held = gateway.sockets.open_as(kind, key, bounds.sessions_per_key, bounds.max_sessions, now).map_err(|full| match full {
-        Full::Key(_) => ErrorInfo::new(ErrorKind::RateLimit, full.to_string()),
-        Full::Instance | Full::Stopping => ErrorInfo::new(ErrorKind::Overloaded, full.to_string()).with_status(503),
-    })?;
+    let held = gateway.sockets.open_as(kind, key, bounds.sessions_per_key, bounds.max_sessions, now).map_err(
+        |full| match full {
+            Full::Key(_) => ErrorInfo::new(ErrorKind::RateLimit, full.to_string()),
+            Full::Instance | Full::Stopping => ErrorInfo::new(ErrorKind::Overloaded, full.to_string()).with_status(503),
+        },
+    )?;
     let mut headers = parts.headers.clone();
     for upgrade in [
         http::header::UPGRADE,

@@ -147,8 +147,7 @@ impl Sockets {
         counts.total += 1;
         counts.next_id += 1;
         let id = counts.next_id;
-        let listed =
-            OpenSocket { id, kind, key: key.clone(), opened_at_ms: now_ms, turns: 0, last_turn_at_ms: None };
+        let listed = OpenSocket { id, kind, key: key.clone(), opened_at_ms: now_ms, turns: 0, last_turn_at_ms: None };
         counts.open.insert(id, listed);
         drop(counts);
         Ok(Held { sockets: self.clone(), key, id })

@@ -262,8 +262,13 @@ fn the_readmes_first_config_runs_as_written() {
     let mut providers = BTreeSet::new();
     let body = r#"{"model":"chat","messages":[{"role":"user","content":"hello"}]}"#;
     for _ in 0..4 {
-        let (status, head, reply) =
-            common::exchange(data, "POST", "/v1/chat/completions", &[("authorization", &format!("Bearer {key}"))], body);
+        let (status, head, reply) = common::exchange(
+            data,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &format!("Bearer {key}"))],
+            body,
+        );
         assert_eq!(status, 200, "{reply}");
         providers.insert(common::header(&head, "x-switchyard-provider").unwrap_or_default().to_owned());
     }
