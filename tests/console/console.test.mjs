@@ -913,10 +913,14 @@ try {
   step('reconciliation: the ledger against the provider\'s usage and cost reports, drift past the tolerance first');
   {
     const gpt = async () => (await adminApi('GET', 'reconciliation')).body.lines.find((l) => l.model === 'gpt-4o-mini' && l.ledger_tokens > 0);
-    // A run a few seconds after boot, then each minute: one that saw the traffic.
-    await until('a run that read the traffic', gpt, 90000);
-    const line = await gpt();
-    assert.ok(line.over && line.drift > 0.02, `5 % more reported than held: ${JSON.stringify(line)}`);
+    // A run a few seconds after boot, then each minute: one that read the
+    // traffic after it settled (during it, rows land between the report
+    // and the ledger's read) finds the report's 5 % more.
+    await until('a run that read the settled traffic', async () => {
+      const line = await gpt();
+      if (line && line.over && line.drift > 0.02) return true;
+      throw new Error(JSON.stringify(line));
+    }, 150000);
     await open(ops.page, 'reconciliation');
     const row = ops.page.getByRole('table', { name: /Ledger against provider reports/ }).getByRole('row').filter({ hasText: 'gpt-4o-mini' });
     const cells = await row.locator('td').allInnerTexts();
