@@ -1263,6 +1263,13 @@
     'my-keys': ['My keys', myKeysPage, false],
   };
 
+  // What views.js (the views of wave 4's surfaces: budgets, reconciliation,
+  // sockets and pins) draws with: it adds its pages before the page starts.
+  window.switchyardConsole = {
+    h, api, show, say, table, field, meter, fmt, isoDate, tenant, pages: PAGES, tenantHidden: TENANT_HIDDEN,
+    session: () => session,
+  };
+
   const pageName = () => location.pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');
 
   function notFound() {

@@ -70,6 +70,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
+        .route("/api/v1/admin/sockets", get(crate::sessions::sockets))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
@@ -310,6 +311,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::reset_lane,
         crate::operations::patch_lane,
         crate::sessions::sessions,
+        crate::sessions::sockets,
         crate::self_keys::list,
         crate::self_keys::create,
         crate::self_keys::rotate,
@@ -337,6 +339,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::PatchLane,
         crate::sessions::PoolSessions,
         crate::sessions::SessionView,
+        crate::sessions::SocketView,
+        crate::sessions::SocketsView,
         crate::self_keys::CreateOwnKey,
         RotateKey,
         Rotate,
