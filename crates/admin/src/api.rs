@@ -72,6 +72,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
+        .route("/api/v1/admin/alerts/silences", post(crate::alerts::silence).delete(crate::alerts::unsilence))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
         .route("/api/v1/admin/mcp", get(crate::mcp::overview))
         .route("/api/v1/admin/mcp/tools/{name}/approval", post(crate::mcp::approve).delete(crate::mcp::unpin))
@@ -326,6 +327,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::audit,
         crate::content::erase_user_content,
         crate::alerts::alerts,
+        crate::alerts::silence,
+        crate::alerts::unsilence,
         crate::reconcile::reconciliation,
         crate::mcp::overview,
         crate::mcp::approve,
@@ -358,6 +361,9 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        SilenceBody,
+        UnsilenceBody,
+        SilenceView,
         crate::reconcile::ReconcileView,
         crate::reconcile::ReconcileLine,
         crate::reconcile::ReconcileRun,
