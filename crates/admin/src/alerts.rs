@@ -120,6 +120,9 @@ pub(crate) async fn alerts(
 /// turn off in the config).
 const MAX_SILENCE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
 
+/// The longest subject a silence names (an alert's own are far shorter).
+const MAX_SUBJECT: usize = 512;
+
 /// `POST /api/v1/admin/alerts/silences`: silence one alert for a while.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct SilenceBody {
@@ -173,6 +176,9 @@ pub(crate) async fn silence(
 ) -> ApiResult<Response> {
     let alerts = alerts_of(&admin)?;
     let kind = kind_of(&body.kind)?;
+    if body.subject.is_empty() || body.subject.len() > MAX_SUBJECT {
+        return Err(bad(format!("subject: from 1 to {MAX_SUBJECT} bytes, as the alert lists it")));
+    }
     let duration = switchyard_config::parse_duration(&body.duration).map_err(|e| bad(format!("for: {e}")))?;
     if duration.is_zero() || duration > MAX_SILENCE {
         return Err(bad("for: a silence lasts from 1s to 7d"));

@@ -136,12 +136,14 @@ fn budgets(governance: &switchyard_state::governance::Governance, alerts: &Alert
         let percent = if cap == 0 { 100 } else { (u128::from(spent) * 100 / u128::from(cap)).min(1_000) as u64 };
         // The highest threshold crossed, once per window.
         if let Some(&at) = thresholds.iter().rev().find(|&&t| percent >= u64::from(t)) {
+            // The window's start as a time people read (a Unix time is none).
+            let began = crate::shared::utc_time(window_start.max(0) as u64 * 1000);
             let detail = format!(
-                "{who} spent {percent}% of its budget (${:.4} of ${:.4}) in the window that began at {window_start}",
+                "{who} spent {percent}% of its budget (${:.4} of ${:.4}) in the window that began {began}",
                 switchyard_governance::money::usd(spent),
                 switchyard_governance::money::usd(cap)
             );
-            crossed.insert(format!("{who} {at}% (window {window_start})"), detail);
+            crossed.insert(format!("{who} {at}% (window from {began})"), detail);
         }
     }
     for (subject, detail) in &crossed {
@@ -163,20 +165,20 @@ fn budget_signals(governance: &switchyard_state::governance::Governance, alerts:
     use switchyard_governance::forecast::{in_words, Signal};
     use switchyard_governance::money::usd;
     for signal in governance.take_budget_signals() {
-        let (who, start) = (&signal.who, signal.window_start);
+        let (who, start) = (&signal.who, crate::shared::utc_time(signal.window_start.max(0) as u64 * 1000));
         let (spent, cap) = (usd(signal.spent), usd(signal.cap));
         match signal.signal {
             Signal::Warning(share) => {
-                let subject = format!("{who} {share}% (window {start})");
+                let subject = format!("{who} {share}% (window from {start})");
                 let detail = format!("{who} spent ${spent:.4} of its ${cap:.4} budget: past its {share}% warning");
                 alerts.notify(AlertKind::BudgetWarning, &subject, detail, now);
             }
             Signal::Forecast(at) => {
-                let subject = format!("{who} (window {start})");
+                let subject = format!("{who} (window from {start})");
                 let detail = format!(
-                    "{who} runs out in {} at its pace over the last hour (${spent:.4} of ${cap:.4} spent; at Unix time {})",
+                    "{who} runs out in {} at its pace over the last hour (${spent:.4} of ${cap:.4} spent; at {})",
                     in_words(at.saturating_sub(now)),
-                    at / 1000
+                    crate::shared::utc_time(at)
                 );
                 alerts.notify(AlertKind::BudgetForecast, &subject, detail, now);
             }

@@ -286,7 +286,7 @@ impl Alerts {
             let key = (kind, subject.to_owned());
             let open = book.open.remove(&key).is_some();
             let owed = book.owed.remove(&key);
-            open && owed && !book.silences.get(&key).is_some_and(|s| s.until > now_ms)
+            open && owed && book.silences.get(&key).is_none_or(|s| s.until <= now_ms)
         };
         if owed {
             self.offer(Alert { kind, subject: subject.to_owned(), at: now_ms, detail, state: "resolved" });
@@ -427,7 +427,11 @@ mod tests {
             states.push(alert.state);
         }
         assert_eq!(states, ["firing", "resolved"], "one firing and one resolved an episode");
-        assert_eq!(deduplicated(&alerts, AlertKind::PoolExhausted), 3, "the raises inside the window were deduplicated");
+        assert_eq!(
+            deduplicated(&alerts, AlertKind::PoolExhausted),
+            3,
+            "the raises inside the window were deduplicated"
+        );
         // Past the window it fires, and resolves, again.
         alerts.raise(AlertKind::PoolExhausted, subject, "down".into(), 400_000);
         alerts.resolve(AlertKind::PoolExhausted, subject, "back".into(), 401_000);
