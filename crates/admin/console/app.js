@@ -1176,7 +1176,7 @@
           const { what, changes, raw } = auditAction(e.action);
           return [fmt.ago(e.at_ms), e.actor, h('span', { title: raw, text: what }), e.target || '–',
             changes.length ? h('ul', { class: 'changes' }, changes.map((c) => h('li', { text: c }))) : '–',
-            h('span', { class: `status s${Math.floor(e.outcome / 100)}`, text: `${e.outcome < 300 ? 'done' : e.outcome < 500 ? 'refused' : 'failed'} (${e.outcome})` })];
+            h('span', { class: `status s${Math.floor(e.outcome / 100)}`, text: `${e.outcome < 400 ? 'done' : e.outcome < 500 ? 'refused' : 'failed'} (${e.outcome})` })];
         }),
         'No entries match.'));
     show(parts);
