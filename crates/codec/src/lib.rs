@@ -7,6 +7,7 @@
 //! registry keyed by [`Protocol`].
 
 pub mod auth;
+pub mod aws;
 pub mod call_id;
 pub mod continuation;
 pub mod count;
