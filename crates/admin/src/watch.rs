@@ -95,10 +95,11 @@ fn breakers(gateway: &Gateway, alerts: &Alerts, now: u64) {
     let at = std::time::Instant::now();
     for (_, pool) in gateway.named_pools() {
         for (member, &lane) in pool.members.iter().enumerate() {
+            // Half-open (a trial in flight, or due) is still open: the lane
+            // serves again only once its breaker closes.
             let (open, reason) = {
-                let breaker = pool.breaker(member);
-                let snapshot = breaker.snapshot(at);
-                (breaker.is_open(), snapshot.reason)
+                let snapshot = pool.breaker(member).snapshot(at);
+                (snapshot.state != switchyard_health::breaker::BreakerState::Closed, snapshot.reason)
             };
             let subject = format!("pool `{}` lane `{}`", pool.name, gateway.lanes[lane].name);
             match (open, alerts.is_open(AlertKind::BreakerOpened, &subject)) {
@@ -106,8 +107,11 @@ fn breakers(gateway: &Gateway, alerts: &Alerts, now: u64) {
                     let why = reason.unwrap_or_else(|| "failures".to_owned());
                     alerts.raise(AlertKind::BreakerOpened, &subject, format!("breaker opened: {why}"), now);
                 }
+                // Told it closed only when told it opened (one end an episode).
                 (false, true) => {
-                    alerts.clear(AlertKind::BreakerOpened, &subject);
+                    if !alerts.clear(AlertKind::BreakerOpened, &subject) {
+                        continue;
+                    }
                     alerts.notify(
                         AlertKind::BreakerClosed,
                         &subject,

@@ -297,16 +297,17 @@ impl Alerts {
     /// other, never kept open): an event rather than a condition.
     pub fn notify(&self, kind: AlertKind, subject: &str, detail: String, now_ms: u64) {
         self.raise(kind, subject, detail, now_ms);
-        self.clear(kind, subject);
+        let _ = self.clear(kind, subject);
     }
 
     /// Forgets an open `kind` about `subject` without telling the receiver
-    /// (another alert says it ended).
-    pub fn clear(&self, kind: AlertKind, subject: &str) {
+    /// (another alert says it ended); true when the receiver was told it
+    /// fired (and so is owed word of its end).
+    pub fn clear(&self, kind: AlertKind, subject: &str) -> bool {
         let mut book = self.book.lock().unwrap_or_else(PoisonError::into_inner);
         let key = (kind, subject.to_owned());
         book.open.remove(&key);
-        book.owed.remove(&key);
+        book.owed.remove(&key)
     }
 
     /// Whether `kind` about `subject` is open.
