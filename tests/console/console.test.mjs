@@ -231,7 +231,7 @@ admin:
     roles: [{ claim: groups, value: staff, role: member }]
     members: { parent: people, budget: { usd: 5, window: 1d }, max_keys: 3 }
 storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
-governance: { ledger_flush_interval: 200ms }
+governance: { ledger_flush_interval: 200ms, suspend: { after: 3, within: 1m, for: 1h } }
 alerts: { webhook: "http://127.0.0.1:${alertsPort}/alerts", dedup: 5m }
 reconcile:
   tolerance: 2%
@@ -1014,6 +1014,95 @@ try {
     const names = await ops.page.locator('td .key-name').evaluateAll((nodes) => nodes.map((node) => node.getBoundingClientRect().width));
     assert.ok(Math.min(...names) >= 100, `key names crushed to ${Math.min(...names)} px`);
   }
+  {
+    // Issue 52, second pass: what was still missing when the console was
+    // walked again with traffic behind it.
+    step('a key refused for a quota is no green bar; its suspension shows its end and is lifted, audited');
+    const quotaKey = await adminApi('POST', 'keys', { name: 'quota-out', budget: { usd: 100, window: '1d' }, limits: { rpd: 1 } });
+    assert.equal(quotaKey.status, 201);
+    assert.equal((await chat(quotaKey.body.key, 'demo')).status, 200);
+    assert.equal((await chat(quotaKey.body.key, 'demo')).status, 429, 'the day\'s one request is spent');
+    await open(ops.page, 'keys?q=quota-out');
+    const quotaRow = ops.page.getByRole('row').filter({ hasText: 'quota-out' });
+    assert.match(await quotaRow.innerText(), /refused: its own rpd quota is used up/);
+    const bar = await quotaRow.locator('meter').first().evaluate((m) => ({ value: m.value, low: m.low, high: m.high, optimum: m.optimum }));
+    // The meter's region: the optimum (green) is below `low`; past `high` it is the worst (red).
+    assert.ok(bar.value < 0.01 && bar.value >= bar.high && bar.high <= bar.low, `a refused key's bar is drawn green: ${JSON.stringify(bar)}`);
+    await open(ops.page, 'keys?near=yes');
+    assert.ok((await ops.page.locator('tbody tr .key-name strong').allTextContents()).includes('quota-out'), 'a refused key is near its budget');
+    await open(ops.page, 'keys?sort=headroom');
+    assert.equal((await ops.page.locator('tbody tr .key-name strong').allTextContents())[0], 'quota-out', 'a refused key has the least headroom');
+    // A key refused again and again for its own conduct (its rate limit) is
+    // suspended (governance.suspend), with its end shown, and lifted here.
+    const fastKey = await adminApi('POST', 'keys', { name: 'too-fast', limits: { rpm: 1 } });
+    for (let i = 0; i < 5; i += 1) await chat(fastKey.body.key, 'demo');
+    await until('the key suspended', async () => (await adminApi('GET', `keys/${fastKey.body.id}`)).body.state === 'suspended');
+    await open(ops.page, 'keys?q=too-fast');
+    assert.match(await ops.page.getByRole('row').filter({ hasText: 'too-fast' }).innerText(), /suspended\s+until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    await ops.page.getByRole('button', { name: 'Lift the suspension of too-fast' }).click();
+    await until('the suspension lifted', async () => (await adminApi('GET', `keys/${fastKey.body.id}`)).body.state !== 'suspended');
+
+    step('the audit log says what changed, before and after, in words');
+    await open(ops.page, 'alerts');
+    const auditTable = ops.page.getByRole('table', { name: 'Admin changes and attempts, newest first' });
+    const auditText = await auditTable.innerText();
+    assert.match(auditText, /Lifted a key's suspension[\s\S]*suspended until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC → not suspended/);
+    assert.match(auditText, /Changed a key[\s\S]*limits\.rpm: (none|\d+) → 100000/, 'the key edit above, its rpm before and after');
+    assert.match(auditText, /Changed a lane[\s\S]*weight: 3 → 5/, 'the weight set on the pools page');
+    assert.doesNotMatch(auditText, /\b(PATCH|DELETE|POST) \/api\/v1\//, 'no raw HTTP lines');
+    for (const secret of [FULL, READ, PROVIDER_KEY]) assert.ok(!auditText.includes(secret), 'no secret in the audit log');
+
+    step('request detail: each failed attempt keeps what its upstream said');
+    const overloaded = await fetch(`${data}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bulk.body.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: '[mock:status=503] every lane is overloaded' }], max_tokens: 16 }),
+    });
+    assert.equal(overloaded.status, 503, await overloaded.text());
+    let allFailed;
+    await until('the failed request in the log', async () => {
+      allFailed = (await adminApi('GET', 'requests?pool=demo&status=503&limit=1')).body.data[0];
+      return allFailed;
+    });
+    await open(ops.page, `requests?id=${allFailed.id}`);
+    const toldAll = await ops.page.locator('#content').innerText();
+    assert.match(toldAll, /Every attempt failed \(2 tried: demo-\w+ upstream error 503, demo-\w+ upstream error 503\); no lane answered/);
+    assert.match(toldAll, /Lane that answered\s+none/);
+    assert.match(toldAll, /The last upstream said: .+/);
+    const said = await ops.page.getByRole('table', { name: 'Upstream attempts in order' }).locator('code.said').allTextContents();
+    assert.equal(said.length, 2, `each failed attempt keeps its upstream's error: ${said}`);
+    for (const text of said) assert.ok(text.length > 0 && text.length <= 300, `bounded: ${text.length}`);
+    assert.ok(!toldAll.includes(PROVIDER_KEY), 'no provider key in a request\'s detail');
+    const refusedLane = (await adminApi('GET', 'requests?pool=broken-openai&limit=1')).body.data[0];
+    await open(ops.page, `requests?id=${refusedLane.id}`);
+    assert.match(await ops.page.getByRole('table', { name: 'Upstream attempts in order' }).innerText(), /broken-openai[\s\S]*unreachable[\s\S]*connection refused/i);
+
+    step('alerts: human times, silenced for a while (audited), the silence ended');
+    // spent-out's budget of $0 keeps its threshold alert open (a breaker's
+    // comes and goes as its lane is tried again).
+    await until('the budget alert open', async () => {
+      await open(ops.page, 'alerts');
+      return /budget threshold[^\n]*spent-out/.test(await ops.page.getByRole('table', { name: 'Alerts firing now' }).innerText());
+    });
+    const firing = ops.page.getByRole('table', { name: 'Alerts firing now' }).getByRole('row').filter({ hasText: 'budget threshold' }).filter({ hasText: 'spent-out' });
+    assert.match(await firing.innerText(), /(just now|\d+ min ago) \(\d\d:\d\d UTC\)/, 'when, in words');
+    {
+      const raw = (await ops.page.locator('#content').innerText()).match(/.*(Unix time|\b1[6-9]\d{8}(\d{3})?\b).*/);
+      assert.equal(raw, null, `a raw Unix time: ${raw && raw[0]}`);
+    }
+    await firing.getByRole('combobox').selectOption('1h');
+    await firing.getByRole('button', { name: /^Silence / }).click();
+    await until('the silence shown', async () => /until \d\d:\d\d UTC \(by ops\)/.test(await firing.innerText()));
+    const listed = (await adminApi('GET', 'alerts')).body.open.find((a) => a.kind === 'budget_threshold' && /spent-out/.test(a.subject));
+    assert.ok(listed.silenced_until > Date.now() + 55 * 60000 && listed.silenced_by === 'ops', JSON.stringify(listed));
+    await until('the silence in the audit log', async () => /Silenced an alert[\s\S]*not silenced → silenced until/.test(await auditTable.innerText()));
+    await firing.getByRole('button', { name: /^Unsilence / }).click();
+    await until('the silence ended', async () => !(await adminApi('GET', 'alerts')).body.open.some((a) => a.silenced_until));
+    await until('the silence\'s end in the audit log', async () => {
+      await open(ops.page, 'alerts');
+      return /Ended an alert's silence[\s\S]*silenced until .* by ops → not silenced/.test(await auditTable.innerText());
+    });
+  }
   // The gateway's CPU time so far (every thread), in ms, from Linux's
   // per-thread scheduler counters (nanoseconds).
   const gatewayCpuMs = () => readdirSync(`/proc/${gateway.pid}/task`).reduce((sum, task) => {
@@ -1060,7 +1149,7 @@ try {
           const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
           return parseFloat(getComputedStyle(text).fontSize) * scale;
         })));
-        assert.ok(smallest >= 10, `/ui/${name}: chart text drawn at ${smallest.toFixed(1)} px at ${size.width} px`);
+        assert.ok(smallest >= 11, `/ui/${name}: chart text drawn at ${smallest.toFixed(1)} px at ${size.width} px`);
         const header = await ops.page.locator('header.top').evaluate((node) => node.getBoundingClientRect().height);
         assert.ok(header <= 100, `/ui/${name}: the header takes ${header} px at ${size.width} px`);
       }
@@ -1132,6 +1221,9 @@ try {
   }
   await open(viewer.page, 'keys');
   assert.match(await viewer.page.locator('.read-only').textContent(), /read-only/);
+  await open(viewer.page, 'alerts');
+  assert.match(await viewer.page.getByRole('table', { name: 'Alerts firing now' }).innerText(), /spent-out/);
+  assert.equal(await viewer.page.getByRole('button', { name: /Silence/ }).count(), 0, 'a read-only token is offered no silence');
   const attempts = await viewer.page.evaluate(async () => {
     const { csrf } = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     const send = async (method, url, body) => (await fetch(url, {
@@ -1242,6 +1334,65 @@ try {
     const status = await acme.page.evaluate(async (id) => (await fetch(`/api/v1/admin/keys/${id}`)).status, globex.body.id);
     assert.equal(status, 404);
     await acme.context.close();
+  }
+
+  step('the webhook heard one resolved per firing it was sent, for every alert');
+  {
+    const told = new Map();
+    for (const alert of alertsReceived) {
+      const key = `${alert.kind} ${alert.subject}`;
+      const seen = told.get(key) || { firing: 0, resolved: 0 };
+      seen[alert.state] += 1;
+      told.set(key, seen);
+    }
+    for (const [key, seen] of told) assert.ok(seen.resolved <= seen.firing, `${key}: ${JSON.stringify(seen)}`);
+  }
+
+  step('a gateway without an alerts webhook still shows its alerts');
+  {
+    const [lonelyData, lonelyAdmin] = [await freePort(), await freePort()];
+    const lonelyDir = mkdtempSync(path.join(tmpdir(), 'switchyard-console-lonely-'));
+    writeFileSync(path.join(lonelyDir, 'switchyard.yaml'), `listen: 127.0.0.1:${lonelyData}
+admin_listen: 127.0.0.1:${lonelyAdmin}
+admin: { tokens: [{ name: ops, token: ${FULL}, scope: full }] }
+providers:
+  refusing: { protocol: openai, base_url: "http://127.0.0.1:${refusedPort}" }
+models:
+  broken: { provider: refusing, model: gpt-4o-mini }
+pools:
+  lonely: { members: [{ model: broken }] }
+`);
+    const lonely = spawn(bin, ['--config', path.join(lonelyDir, 'switchyard.yaml')], { stdio: 'ignore', env: { ...process.env, SWITCHYARD_LOG: 'warn' } });
+    try {
+      await until('the second admin listener', async () => (await fetch(`http://127.0.0.1:${lonelyAdmin}/healthz`)).ok);
+      for (let i = 0; i < 10; i += 1) {
+        await fetch(`http://127.0.0.1:${lonelyData}/v1/chat/completions`, {
+          method: 'POST', headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'lonely', messages: [{ role: 'user', content: 'hello' }] }),
+        });
+      }
+      const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+      const page = await context.newPage();
+      await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/login`);
+      await page.getByLabel('Admin token').fill(FULL);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForSelector('body[data-ready="true"]');
+      await until('the alert listed without a webhook', async () => {
+        await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/alerts`);
+        await page.waitForSelector('body[data-ready="true"]');
+        return /breaker opened[\s\S]*broken/.test(await page.getByRole('table', { name: 'Alerts firing now' }).innerText());
+      });
+      assert.match(await page.locator('#content').innerText(), /listed here and sent nowhere/);
+      await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/`);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert.match(await page.locator('section[aria-label="Open alerts"]').innerText(), /breaker opened/);
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth), 'the overview fits 390 px');
+      await page.screenshot({ path: path.join(artifacts, 'alerts-without-webhook.png'), fullPage: true });
+      await context.close();
+    } finally {
+      lonely.kill('SIGTERM');
+      rmSync(lonelyDir, { recursive: true, force: true });
+    }
   }
 
   step('sign out ends the session');

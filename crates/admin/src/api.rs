@@ -73,6 +73,7 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/sockets", get(crate::sessions::sockets))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
+        .route("/api/v1/admin/alerts/silences", post(crate::alerts::silence).delete(crate::alerts::unsilence))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
         .route("/api/v1/admin/mcp", get(crate::mcp::overview))
         .route("/api/v1/admin/mcp/tools/{name}/approval", post(crate::mcp::approve).delete(crate::mcp::unpin))
@@ -328,6 +329,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::audit,
         crate::content::erase_user_content,
         crate::alerts::alerts,
+        crate::alerts::silence,
+        crate::alerts::unsilence,
         crate::reconcile::reconciliation,
         crate::mcp::overview,
         crate::mcp::approve,
@@ -362,6 +365,9 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        SilenceBody,
+        UnsilenceBody,
+        SilenceView,
         crate::reconcile::ReconcileView,
         crate::reconcile::ReconcileLine,
         crate::reconcile::ReconcileRun,
