@@ -1008,9 +1008,10 @@ mod tests {
     }
 
     /// What the pinned SDK's types hold and the IR does not model (a
-    /// message's `name`, an assistant's `audio`, a `custom` tool; an
-    /// `input_audio` part is modelled, and goes back as it came) goes back as it came to an OpenAI lane and is
-    /// reported to any other, never lost in silence nor refused.
+    /// message's `name`, an assistant's `audio`, a `custom` tool) goes back
+    /// as it came to an OpenAI lane and is reported to any other, never lost
+    /// in silence nor refused; an `input_audio` part, modelled, goes back
+    /// too.
     #[test]
     fn unmodelled_messages_members_parts_and_tools_go_back_or_are_reported() {
         let audio = json!({"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}});
