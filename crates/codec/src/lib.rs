@@ -17,6 +17,7 @@ pub mod form;
 pub mod frame;
 pub mod function;
 pub mod hide;
+pub mod image;
 pub mod json;
 pub mod lineage;
 pub mod media;
@@ -495,6 +496,11 @@ pub trait Codec: Send + Sync {
 
     /// This protocol's embeddings, when it has them.
     fn embed(&self) -> Option<&dyn embed::EmbedCodec> {
+        None
+    }
+
+    /// This protocol's image generation, when it has it.
+    fn image(&self) -> Option<&dyn image::ImageCodec> {
         None
     }
 

@@ -59,6 +59,13 @@ pub struct Fact {
     pub refused_while_reasoning: Option<Vec<String>>,
     /// Whether it reasons when a request says nothing of reasoning.
     pub thinks_by_default: Option<bool>,
+    /// The most images one call to it makes (an image model: Imagen 4
+    /// makes 4, Nova Canvas 5, Stability's models 1); a caller's larger
+    /// count is split into calls.
+    pub max_images: Option<u32>,
+    /// Whether it takes a negative prompt (an image model: Imagen after
+    /// imagen-3.0-generate-002 does not, on the Gemini API).
+    pub negative_prompt: Option<bool>,
     /// The kinds of price it bills beyond plain input and output, as its
     /// vendor's pricing page lists them (`cache_read`, `cache_write`,
     /// `cache_write_1h`, `reasoning`, `audio_input`, `long_context`,
@@ -88,6 +95,8 @@ impl Fact {
             ("efforts", self.efforts.is_some()),
             ("refused_while_reasoning", self.refused_while_reasoning.is_some()),
             ("thinks_by_default", self.thinks_by_default.is_some()),
+            ("max_images", self.max_images.is_some()),
+            ("negative_prompt", self.negative_prompt.is_some()),
             ("bills", self.bills.is_some()),
         ];
         flags.into_iter().filter(|(_, said)| *said).map(|(name, _)| name).collect()
@@ -102,7 +111,7 @@ pub fn snapshot() -> &'static Snapshot {
 }
 
 /// Region and vendor prefixes of Bedrock model ids (`us.anthropic.`).
-const BEDROCK_PREFIXES: [&str; 13] = [
+const BEDROCK_PREFIXES: [&str; 14] = [
     "us.",
     "eu.",
     "apac.",
@@ -116,6 +125,7 @@ const BEDROCK_PREFIXES: [&str; 13] = [
     "mistral.",
     "openai.",
     "xai.",
+    "stability.",
 ];
 
 /// What the snapshot knows of `wire_model`, as a provider's API names it:
@@ -167,7 +177,10 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), snapshot.models.len(), "an id is listed twice");
-        assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
+        // Every text model's limits are known; an image model's are its images.
+        let text = snapshot.models.iter().filter(|fact| fact.max_images.is_none());
+        assert!(text.clone().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
+        assert!(text.count() > 30);
     }
 
     /// Every fact an entry states names the page it comes from (and no

@@ -368,6 +368,8 @@ async fn gemini(
         "generateContent" => (Operation::Chat, false),
         "streamGenerateContent" => (Operation::Chat, true),
         "embedContent" | "batchEmbedContents" => (Operation::Embed, false),
+        // Imagen's image generation.
+        "predict" => (Operation::Image, false),
         other => {
             return reject(
                 &gateway,
@@ -377,7 +379,7 @@ async fn gemini(
                     ErrorKind::NotFound,
                     format!(
                         "action `{other}` is not supported; use generateContent, streamGenerateContent, \
-                         countTokens, embedContent or batchEmbedContents"
+                         countTokens, embedContent, batchEmbedContents or predict"
                     ),
                 ),
             );
@@ -418,7 +420,8 @@ async fn bedrock_invoke(State(gateway): State<Arc<Gateway>>, Path(model): Path<S
 }
 
 /// The operation an `InvokeModel` body asks for: `inputText` (Titan) or
-/// `texts` (Cohere) embeds, `query` with `documents` reranks.
+/// `texts` (Cohere) embeds, `query` with `documents` reranks, `taskType`
+/// (Nova Canvas, Titan Image) or `prompt` (Stability) makes images.
 fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
     let has = |key: &str| scan::top_level_value(body, key).ok().flatten().is_some();
     if has("inputText") || has("texts") {
@@ -427,10 +430,14 @@ fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
     if has("query") && has("documents") {
         return Ok(Operation::Rerank);
     }
+    if has("taskType") || has("prompt") {
+        return Ok(Operation::Image);
+    }
     Err(ErrorInfo::new(
         ErrorKind::InvalidRequest,
-        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere) or a rerank body \
-         (`query` and `documents`); chat goes to /model/{model}/converse",
+        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere), a rerank body \
+         (`query` and `documents`) or an image body (`taskType` for Nova Canvas and Titan Image, `prompt` \
+         for Stability); chat goes to /model/{model}/converse",
     ))
 }
 
@@ -852,6 +859,7 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                     let framing = if sse { Framing::Sse } else { Framing::JsonArray };
                     let (operation, stream) = match action {
                         "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
+                        "predict" => (Operation::Image, false),
                         other => (Operation::Chat, other == "streamGenerateContent"),
                     };
                     let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };

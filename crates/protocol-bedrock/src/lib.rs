@@ -11,6 +11,7 @@ mod content;
 mod count;
 mod embed;
 mod error;
+mod image;
 mod eventstream;
 mod request;
 mod rerank;
@@ -136,6 +137,10 @@ impl Codec for BedrockCodec {
 
     fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
         Some(&rerank::BedrockRerank)
+    }
+
+    fn image(&self) -> Option<&dyn switchyard_codec::image::ImageCodec> {
+        Some(&image::BedrockImage)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {
