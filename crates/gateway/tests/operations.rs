@@ -727,7 +727,7 @@ async fn under_keys_a_list_needs_a_key_and_shows_what_it_may_use() {
 
 /// The vendor fake behind a door that writes down each request's path and
 /// body.
-async fn recording_upstream() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>) {
+pub(crate) async fn recording_upstream() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>) {
     use tower_service::Service;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mock = switchyard_gateway::server::mock_router(switchyard_protocol::codec);
