@@ -211,7 +211,8 @@ async fn bad_embed_input_is_the_callers_400_never_a_5xx() {
     assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
     assert!(String::from_utf8_lossy(&reply.body).contains("96"));
     // An InvokeModel body that is no operation's.
-    let reply = post(addr, "/model/embed-titan/invoke", &[], json!({"prompt": "x"}).to_string()).await;
+    // (A `prompt` alone is Stability's image body.)
+    let reply = post(addr, "/model/embed-titan/invoke", &[], json!({"input": "x"}).to_string()).await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.headers["x-amzn-errortype"], "ValidationException");
     // A chat body on the embed route.
