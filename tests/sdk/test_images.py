@@ -96,7 +96,7 @@ def site(tmp_path_factory):
 
 
 def new_key(admin: str, name: str) -> dict:
-    return admin_api(admin, "POST", "/api/v1/admin/keys", {"name": name})
+    return admin_api(admin, "POST", "/api/v1/admin/keys", {"name": name, "issue_aws_credential": True})
 
 
 def rows(admin: str, key_id: str, n: int) -> list[dict]:
@@ -116,11 +116,14 @@ def openai_client(addr: str, key: str):
 
 
 def genai_client(addr: str, key: str):
+    """google-genai makes images only in Vertex AI mode (3.6: "not in Gemini
+    Developer API mode"): express mode, an API key and no project, which
+    asks `/v1beta1/publishers/google/models/{model}:predict`."""
     from google import genai
     from google.genai import types
 
-    options = types.HttpOptions(base_url=f"http://{addr}", api_version="v1beta", retry_options=types.HttpRetryOptions(attempts=1))
-    return genai.Client(api_key=key, http_options=options)
+    options = types.HttpOptions(base_url=f"http://{addr}", retry_options=types.HttpRetryOptions(attempts=1))
+    return genai.Client(vertexai=True, api_key=key, http_options=options)
 
 
 def bedrock_client(addr: str, key: dict):
@@ -201,7 +204,8 @@ def test_google_genai_and_boto3_image_bodies_reach_an_openai_lane(site):
     _, addr, admin = site
     key = new_key(admin, "vendor-images")
     config = types.GenerateImagesConfig(number_of_images=3, aspect_ratio="16:9")
-    reply = genai_client(addr, key["key"]).models.generate_images(model="image-openai", prompt="a fox", config=config)
+    client = genai_client(addr, key["key"])  # kept: a client dropped closes its connection pool
+    reply = client.models.generate_images(model="image-openai", prompt="a fox", config=config)
     assert [i.image.image_bytes[:4] for i in reply.generated_images] == [PNG] * 3
     bedrock = bedrock_client(addr, key)
     nova = {"taskType": "TEXT_IMAGE", "textToImageParams": {"text": "a fox", "negativeText": "rain"},

@@ -83,9 +83,14 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
             .route("/{name}/v1/messages", post(anthropic_named))
             .route("/{name}/v1/messages/count_tokens", post(anthropic_named_count))
             .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
-        Protocol::Gemini => {
-            router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
-        }
+        // Vertex AI's express mode (an API key, no project) names models
+        // under `publishers/google/`: google-genai's `generate_images` goes
+        // only there.
+        Protocol::Gemini => router
+            .route("/v1/models/{*target}", post(gemini))
+            .route("/v1beta/models/{*target}", post(gemini))
+            .route("/v1/publishers/google/models/{*target}", post(gemini))
+            .route("/v1beta1/publishers/google/models/{*target}", post(gemini)),
         Protocol::Cohere => router
             .route("/v2/chat", post(by_body(Operation::Chat)))
             .route("/v2/embed", post(by_body(Operation::Embed)))
@@ -119,7 +124,12 @@ fn owns(protocol: Protocol, path: &str) -> bool {
         }
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
-        Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
+        Protocol::Gemini => {
+            path.starts_with("/v1/models/")
+                || path.starts_with("/v1beta/models/")
+                || path.starts_with("/v1/publishers/google/models/")
+                || path.starts_with("/v1beta1/publishers/google/models/")
+        }
         Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed" | "/v2/rerank" | "/v1/rerank"),
         Protocol::Bedrock => path.starts_with("/model/"),
     }
@@ -851,9 +861,8 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 .route("/v2/chat", by_body(Operation::Chat))
                 .route("/v2/embed", by_body(Operation::Embed))
                 .route("/v2/rerank", by_body(Operation::Rerank)),
-            Protocol::Gemini => router.route(
-                "/v1beta/models/{*target}",
-                post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
+            Protocol::Gemini => {
+                let gemini = post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
                     let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
                     let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
                     let framing = if sse { Framing::Sse } else { Framing::JsonArray };
@@ -864,8 +873,11 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                     };
                     let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
                     answer(codecs, fake, Some(model.to_owned()), body)
-                }),
-            ),
+                });
+                router
+                    .route("/v1beta/models/{*target}", gemini.clone())
+                    .route("/v1beta1/publishers/google/models/{*target}", gemini)
+            }
             Protocol::Bedrock => router
                 .route("/model/{model}/converse", by_path(fake(Operation::Chat, Some(false), Framing::EventStream)))
                 .route(
