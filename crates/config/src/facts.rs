@@ -110,6 +110,16 @@ pub fn snapshot() -> &'static Snapshot {
     SNAPSHOT.get_or_init(|| serde_json::from_str(include_str!("model_facts.json")).unwrap_or_default())
 }
 
+/// What the facts alone say `fact`'s models take on a lane of `protocol`
+/// (no `capabilities:` of their own): the translation's view, for tables
+/// and tests that name each drop's fact.
+pub fn capabilities_of(fact: &Fact, protocol: switchyard_ir::Protocol) -> switchyard_ir::Capabilities {
+    let mut issues = Vec::new();
+    let rules = crate::translation::reasoning_rules(None, Some(fact), "", &mut issues);
+    let prefill = crate::translation::prefill(None, None, Some(fact), protocol);
+    crate::translation::capabilities(None, Some(fact), prefill, rules)
+}
+
 /// Region and vendor prefixes of Bedrock model ids (`us.anthropic.`).
 const BEDROCK_PREFIXES: [&str; 14] = [
     "us.",
