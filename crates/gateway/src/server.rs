@@ -862,18 +862,19 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 .route("/v2/embed", by_body(Operation::Embed))
                 .route("/v2/rerank", by_body(Operation::Rerank)),
             Protocol::Gemini => {
-                let gemini = post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
-                    let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
-                    let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
-                    let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                    let (operation, stream) = match action {
-                        "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
-                        "predict" => (Operation::Image, false),
-                        other => (Operation::Chat, other == "streamGenerateContent"),
-                    };
-                    let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
-                    answer(codecs, fake, Some(model.to_owned()), body)
-                });
+                let gemini =
+                    post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
+                        let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
+                        let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
+                        let framing = if sse { Framing::Sse } else { Framing::JsonArray };
+                        let (operation, stream) = match action {
+                            "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
+                            "predict" => (Operation::Image, false),
+                            other => (Operation::Chat, other == "streamGenerateContent"),
+                        };
+                        let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
+                        answer(codecs, fake, Some(model.to_owned()), body)
+                    });
                 router
                     .route("/v1beta/models/{*target}", gemini.clone())
                     .route("/v1beta1/publishers/google/models/{*target}", gemini)

@@ -98,9 +98,7 @@ impl Operation {
             Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
             Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
             Operation::Image => matches!(protocol, OpenAi | Gemini | Bedrock),
-            Operation::Moderation | Operation::Speech | Operation::Transcription => {
-                protocol == OpenAi
-            }
+            Operation::Moderation | Operation::Speech | Operation::Transcription => protocol == OpenAi,
         }
     }
 

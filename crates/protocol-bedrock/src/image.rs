@@ -229,9 +229,10 @@ impl BedrockImage {
             (Some(ratio), _) if STABILITY_RATIOS.contains(&ratio.as_str()) => Some((ratio.clone(), true)),
             (Some(ratio), _) => ratio_value(ratio).map(|v| (nearest_ratio(v, &STABILITY_RATIOS).0.to_owned(), false)),
             // A ratio carries the shape, never the pixels.
-            (None, Some((width, height))) => {
-                Some((nearest_ratio(f64::from(width) / f64::from(height.max(1)), &STABILITY_RATIOS).0.to_owned(), false))
-            }
+            (None, Some((width, height))) => Some((
+                nearest_ratio(f64::from(width) / f64::from(height.max(1)), &STABILITY_RATIOS).0.to_owned(),
+                false,
+            )),
             (None, None) => None,
         };
         if let Some((ratio, exact)) = wanted {
@@ -383,10 +384,8 @@ mod tests {
         let request = BedrockImage.read_request(nova).unwrap();
         assert_eq!((request.n, request.size, request.seed), (Some(2), Some((1280, 720)), Some(42)));
         assert_eq!((request.negative_prompt.as_deref(), request.cfg_scale), (Some("rain"), Some(6.5)));
-        let reply = ImageResponse {
-            images: vec![Image { b64: "AAA".into(), ..Image::default() }],
-            ..ImageResponse::default()
-        };
+        let reply =
+            ImageResponse { images: vec![Image { b64: "AAA".into(), ..Image::default() }], ..ImageResponse::default() };
         let out: Value = serde_json::from_slice(&BedrockImage.write_response(&reply, &request)).unwrap();
         assert_eq!(out, json!({"images": ["AAA"], "error": null}));
         let stability = BedrockImage.read_request(br#"{"prompt":"a fox","aspect_ratio":"21:9","seed":3}"#).unwrap();
@@ -429,7 +428,13 @@ mod tests {
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written, json!({"prompt": "a fox", "aspect_ratio": "16:9"}));
         assert_eq!(encoded.dropped[0], Dropped::new(Field::ImageSize, DropReason::Converted));
-        assert_eq!((BedrockImage.max_images("stability.sd3-5-large-v1:0"), BedrockImage.max_images("amazon.titan-image-generator-v2:0")), (1, 5));
+        assert_eq!(
+            (
+                BedrockImage.max_images("stability.sd3-5-large-v1:0"),
+                BedrockImage.max_images("amazon.titan-image-generator-v2:0")
+            ),
+            (1, 5)
+        );
         assert_eq!(nova_size(1000, 1000), ((1008, 1008), false));
         assert_eq!(nova_size_for(16.0 / 9.0), (1360, 768));
     }

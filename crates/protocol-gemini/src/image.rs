@@ -170,9 +170,7 @@ impl ImageCodec for GeminiImage {
         let images = wire
             .predictions
             .into_iter()
-            .filter_map(|p| {
-                p.bytes_base64_encoded.map(|b64| Image { b64, mime_type: p.mime_type, ..Image::default() })
-            })
+            .filter_map(|p| p.bytes_base64_encoded.map(|b64| Image { b64, mime_type: p.mime_type, ..Image::default() }))
             .collect();
         Ok(ImageResponse { images, ..ImageResponse::default() })
     }
@@ -246,7 +244,10 @@ mod tests {
         let encoded = GeminiImage.write_request(&request, &ImageModel::default());
         let written: Value = serde_json::from_slice(&encoded.body).unwrap();
         assert_eq!(written["parameters"]["negativePrompt"], "rain");
-        assert_eq!(GeminiImage.upstream_path("imagen-4.0-generate-001"), "/v1beta/models/imagen-4.0-generate-001:predict");
+        assert_eq!(
+            GeminiImage.upstream_path("imagen-4.0-generate-001"),
+            "/v1beta/models/imagen-4.0-generate-001:predict"
+        );
     }
 
     #[test]

@@ -12,9 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use switchyard_codec::image::{format_of, mime_of, parse_size, ratio_value, ImageCodec, ImageModel};
 use switchyard_codec::{DecodeError, Encoded};
-use switchyard_ir::{
-    DropReason, Dropped, Field, Image, ImageFormat, ImageRequest, ImageResponse, Protocol,
-};
+use switchyard_ir::{DropReason, Dropped, Field, Image, ImageFormat, ImageRequest, ImageResponse, Protocol};
 
 /// OpenAI's image generation.
 pub(crate) struct OpenAiImage;
@@ -323,7 +321,8 @@ mod tests {
         }
         assert!(written.get("response_format").is_none(), "gpt-image takes no response_format");
         let dall_e = ImageRequest { model: "dall-e-3".into(), ..from_nova };
-        let written: Value = serde_json::from_slice(&OpenAiImage.write_request(&dall_e, &ImageModel::default()).body).unwrap();
+        let written: Value =
+            serde_json::from_slice(&OpenAiImage.write_request(&dall_e, &ImageModel::default()).body).unwrap();
         assert_eq!(written["response_format"], "b64_json", "a cross-protocol caller reads base64");
         assert_eq!(OpenAiImage.max_images("dall-e-3"), 1);
     }
@@ -337,8 +336,7 @@ mod tests {
             )
             .unwrap();
         assert_eq!((reply.images.len(), reply.output_tokens), (2, Some(544)));
-        let out: Value =
-            serde_json::from_slice(&OpenAiImage.write_response(&reply, &ImageRequest::default())).unwrap();
+        let out: Value = serde_json::from_slice(&OpenAiImage.write_response(&reply, &ImageRequest::default())).unwrap();
         assert_eq!(out["data"][1]["b64_json"], "BBB");
     }
 }

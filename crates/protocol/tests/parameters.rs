@@ -575,10 +575,8 @@ fn model_drops() -> Vec<ModelDrop> {
                 if !drops(field, lane, &fact.id, &capabilities) {
                     continue;
                 }
-                let cause = fact
-                    .stated()
-                    .into_iter()
-                    .find(|name| !drops(field, lane, &fact.id, &lifted(&capabilities, name)));
+                let cause =
+                    fact.stated().into_iter().find(|name| !drops(field, lane, &fact.id, &lifted(&capabilities, name)));
                 let Some(cause) = cause else {
                     unexplained.push(format!("{field} for {} on a {lane} lane", fact.id));
                     continue;
@@ -589,7 +587,9 @@ fn model_drops() -> Vec<ModelDrop> {
         // The engine's: what a reasoning model refuses while it reasons,
         // and reasoning asked of a model that does not reason, on any lane.
         for name in fact.refused_while_reasoning.iter().flatten() {
-            rows.entry((sampling_name(name), "any".into(), "refused_while_reasoning")).or_default().push(fact.id.clone());
+            rows.entry((sampling_name(name), "any".into(), "refused_while_reasoning"))
+                .or_default()
+                .push(fact.id.clone());
         }
         if fact.reasoning == Some(false) {
             for field in [Field::ReasoningEffort, Field::ReasoningBudget] {

@@ -189,7 +189,8 @@ pub fn refused_image(protocol: Protocol, model: &str, body: &[u8]) -> Option<Err
             };
             let extraneous = |key: String| malformed(format!("#: extraneous key [{key}] is not permitted"));
             if model.contains("stability.") {
-                let known = ["prompt", "negative_prompt", "aspect_ratio", "output_format", "seed", "mode", "image", "strength"];
+                let known =
+                    ["prompt", "negative_prompt", "aspect_ratio", "output_format", "seed", "mode", "image", "strength"];
                 if let Some(key) = unknown(&value, &known) {
                     return extraneous(key);
                 }
@@ -215,7 +216,9 @@ pub fn refused_image(protocol: Protocol, model: &str, body: &[u8]) -> Option<Err
             }
             if let Some(count) = config.get("numberOfImages").and_then(serde_json::Value::as_u64) {
                 if count > 5 {
-                    return malformed(format!("#/imageGenerationConfig/numberOfImages: {count} is not less or equal to 5"));
+                    return malformed(format!(
+                        "#/imageGenerationConfig/numberOfImages: {count} is not less or equal to 5"
+                    ));
                 }
             }
             for side in ["width", "height"] {
@@ -238,7 +241,11 @@ pub fn refused_image(protocol: Protocol, model: &str, body: &[u8]) -> Option<Err
                 return invalid("You must provide n=1 for this model.".to_owned());
             }
             (!(1..=10).contains(&n)).then(|| {
-                ErrorInfo::new(ErrorKind::InvalidRequest, format!("Invalid 'n': integer above maximum value. Expected a value <= 10, but got {n} instead.")).with_status(400)
+                ErrorInfo::new(
+                    ErrorKind::InvalidRequest,
+                    format!("Invalid 'n': integer above maximum value. Expected a value <= 10, but got {n} instead."),
+                )
+                .with_status(400)
             })
         }
         _ => None,

@@ -44,10 +44,7 @@ fn codec_of(gateway: &Gateway, protocol: switchyard_ir::Protocol) -> Result<&dyn
 /// What the model facts say `wire_model` takes.
 pub(crate) fn image_model(wire_model: &str) -> ImageModel {
     let fact = switchyard_config::facts::lookup(wire_model);
-    ImageModel {
-        max_images: fact.and_then(|f| f.max_images),
-        negative_prompt: fact.and_then(|f| f.negative_prompt),
-    }
+    ImageModel { max_images: fact.and_then(|f| f.max_images), negative_prompt: fact.and_then(|f| f.negative_prompt) }
 }
 
 /// The caller's request, read (its model left to the lane's).
@@ -182,7 +179,14 @@ fn worst_units(gateway: &Gateway, call: &Call) -> u64 {
 pub(crate) struct Images;
 
 impl Spec for Images {
-    fn worst_case(&self, gateway: &Gateway, call: &Call, input: u64, price: &Price, _: u64) -> Result<Estimate, ErrorInfo> {
+    fn worst_case(
+        &self,
+        gateway: &Gateway,
+        call: &Call,
+        input: u64,
+        price: &Price,
+        _: u64,
+    ) -> Result<Estimate, ErrorInfo> {
         // A request no lane could read is refused here, before it is billed.
         let request = read_caller(gateway, call)?;
         let units = u64::from(request.n.unwrap_or(1).clamp(1, MAX_IMAGES));
