@@ -4,6 +4,7 @@
 //! every image protocol through the vendor fake, which refuses what the
 //! vendors refuse (more images than a call makes, members it does not
 //! know), and get base64 images back in their own shape, billed per image.
+#![allow(clippy::unwrap_used, clippy::panic, reason = "test code: a failed unwrap is a failed test")]
 
 use crate::common;
 

@@ -542,9 +542,7 @@ fn served_on(id: &str) -> &'static [Protocol] {
         &[Anthropic, Bedrock]
     } else if family("gpt-oss") {
         &[OpenAi, Responses, Bedrock]
-    } else if family("gpt-") || family("o1") || family("o3") || family("o4") {
-        &[OpenAi, Responses]
-    } else if family("grok-") {
+    } else if family("gpt-") || family("o1") || family("o3") || family("o4") || family("grok-") {
         &[OpenAi, Responses]
     } else if family("gemini-") {
         &[Gemini]
