@@ -19,6 +19,7 @@ pub mod form;
 pub mod frame;
 pub mod function;
 pub mod hide;
+pub mod image;
 pub mod json;
 pub mod lineage;
 pub mod media;
@@ -515,6 +516,11 @@ pub trait Codec: Send + Sync {
 
     /// This protocol's embeddings, when it has them.
     fn embed(&self) -> Option<&dyn embed::EmbedCodec> {
+        None
+    }
+
+    /// This protocol's image generation, when it has it.
+    fn image(&self) -> Option<&dyn image::ImageCodec> {
         None
     }
 

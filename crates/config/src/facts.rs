@@ -62,6 +62,13 @@ pub struct Fact {
     /// Whether it takes audio input (the model's page lists its input
     /// modalities).
     pub audio_input: Option<bool>,
+    /// The most images one call to it makes (an image model: Imagen 4
+    /// makes 4, Nova Canvas 5, Stability's models 1); a caller's larger
+    /// count is split into calls.
+    pub max_images: Option<u32>,
+    /// Whether it takes a negative prompt (an image model: Imagen after
+    /// imagen-3.0-generate-002 does not, on the Gemini API).
+    pub negative_prompt: Option<bool>,
     /// The kinds of price it bills beyond plain input and output, as its
     /// vendor's pricing page lists them (`cache_read`, `cache_write`,
     /// `cache_write_1h`, `reasoning`, `audio_input`, `long_context`,
@@ -92,6 +99,8 @@ impl Fact {
             ("refused_while_reasoning", self.refused_while_reasoning.is_some()),
             ("thinks_by_default", self.thinks_by_default.is_some()),
             ("audio_input", self.audio_input.is_some()),
+            ("max_images", self.max_images.is_some()),
+            ("negative_prompt", self.negative_prompt.is_some()),
             ("bills", self.bills.is_some()),
         ];
         flags.into_iter().filter(|(_, said)| *said).map(|(name, _)| name).collect()
@@ -105,8 +114,18 @@ pub fn snapshot() -> &'static Snapshot {
     SNAPSHOT.get_or_init(|| serde_json::from_str(include_str!("model_facts.json")).unwrap_or_default())
 }
 
+/// What the facts alone say `fact`'s models take on a lane of `protocol`
+/// (no `capabilities:` of their own): the translation's view, for tables
+/// and tests that name each drop's fact.
+pub fn capabilities_of(fact: &Fact, protocol: switchyard_ir::Protocol) -> switchyard_ir::Capabilities {
+    let mut issues = Vec::new();
+    let rules = crate::translation::reasoning_rules(None, Some(fact), "", &mut issues);
+    let prefill = crate::translation::prefill(None, None, Some(fact), protocol);
+    crate::translation::capabilities(None, Some(fact), prefill, rules)
+}
+
 /// Region and vendor prefixes of Bedrock model ids (`us.anthropic.`).
-const BEDROCK_PREFIXES: [&str; 13] = [
+const BEDROCK_PREFIXES: [&str; 14] = [
     "us.",
     "eu.",
     "apac.",
@@ -120,6 +139,7 @@ const BEDROCK_PREFIXES: [&str; 13] = [
     "mistral.",
     "openai.",
     "xai.",
+    "stability.",
 ];
 
 /// What the snapshot knows of `wire_model`, as a provider's API names it:
@@ -171,7 +191,10 @@ mod tests {
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), snapshot.models.len(), "an id is listed twice");
-        assert!(snapshot.models.iter().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
+        // Every text model's limits are known; an image model's are its images.
+        let text = snapshot.models.iter().filter(|fact| fact.max_images.is_none());
+        assert!(text.clone().all(|fact| fact.context_window.is_some() && fact.max_output.is_some()));
+        assert!(text.count() > 30);
     }
 
     /// Every fact an entry states names the page it comes from (and no

@@ -83,9 +83,14 @@ fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Ar
             .route("/{name}/v1/messages", post(anthropic_named))
             .route("/{name}/v1/messages/count_tokens", post(anthropic_named_count))
             .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
-        Protocol::Gemini => {
-            router.route("/v1/models/{*target}", post(gemini)).route("/v1beta/models/{*target}", post(gemini))
-        }
+        // Vertex AI's express mode (an API key, no project) names models
+        // under `publishers/google/`: google-genai's `generate_images` goes
+        // only there.
+        Protocol::Gemini => router
+            .route("/v1/models/{*target}", post(gemini))
+            .route("/v1beta/models/{*target}", post(gemini))
+            .route("/v1/publishers/google/models/{*target}", post(gemini))
+            .route("/v1beta1/publishers/google/models/{*target}", post(gemini)),
         Protocol::Cohere => router
             .route("/v2/chat", post(by_body(Operation::Chat)))
             .route("/v2/embed", post(by_body(Operation::Embed)))
@@ -119,7 +124,12 @@ fn owns(protocol: Protocol, path: &str) -> bool {
         }
         Protocol::Responses => path == "/v1/responses",
         Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
-        Protocol::Gemini => path.starts_with("/v1/models/") || path.starts_with("/v1beta/models/"),
+        Protocol::Gemini => {
+            path.starts_with("/v1/models/")
+                || path.starts_with("/v1beta/models/")
+                || path.starts_with("/v1/publishers/google/models/")
+                || path.starts_with("/v1beta1/publishers/google/models/")
+        }
         Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed" | "/v2/rerank" | "/v1/rerank"),
         Protocol::Bedrock => path.starts_with("/model/"),
     }
@@ -368,6 +378,8 @@ async fn gemini(
         "generateContent" => (Operation::Chat, false),
         "streamGenerateContent" => (Operation::Chat, true),
         "embedContent" | "batchEmbedContents" => (Operation::Embed, false),
+        // Imagen's image generation.
+        "predict" => (Operation::Image, false),
         other => {
             return reject(
                 &gateway,
@@ -377,7 +389,7 @@ async fn gemini(
                     ErrorKind::NotFound,
                     format!(
                         "action `{other}` is not supported; use generateContent, streamGenerateContent, \
-                         countTokens, embedContent or batchEmbedContents"
+                         countTokens, embedContent, batchEmbedContents or predict"
                     ),
                 ),
             );
@@ -418,7 +430,8 @@ async fn bedrock_invoke(State(gateway): State<Arc<Gateway>>, Path(model): Path<S
 }
 
 /// The operation an `InvokeModel` body asks for: `inputText` (Titan) or
-/// `texts` (Cohere) embeds, `query` with `documents` reranks.
+/// `texts` (Cohere) embeds, `query` with `documents` reranks, `taskType`
+/// (Nova Canvas, Titan Image) or `prompt` (Stability) makes images.
 fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
     let has = |key: &str| scan::top_level_value(body, key).ok().flatten().is_some();
     if has("inputText") || has("texts") {
@@ -427,10 +440,14 @@ fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
     if has("query") && has("documents") {
         return Ok(Operation::Rerank);
     }
+    if has("taskType") || has("prompt") {
+        return Ok(Operation::Image);
+    }
     Err(ErrorInfo::new(
         ErrorKind::InvalidRequest,
-        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere) or a rerank body \
-         (`query` and `documents`); chat goes to /model/{model}/converse",
+        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere), a rerank body \
+         (`query` and `documents`) or an image body (`taskType` for Nova Canvas and Titan Image, `prompt` \
+         for Stability); chat goes to /model/{model}/converse",
     ))
 }
 
@@ -844,20 +861,24 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 .route("/v2/chat", by_body(Operation::Chat))
                 .route("/v2/embed", by_body(Operation::Embed))
                 .route("/v2/rerank", by_body(Operation::Rerank)),
-            Protocol::Gemini => router.route(
-                "/v1beta/models/{*target}",
-                post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
-                    let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
-                    let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
-                    let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                    let (operation, stream) = match action {
-                        "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
-                        other => (Operation::Chat, other == "streamGenerateContent"),
-                    };
-                    let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
-                    answer(codecs, fake, Some(model.to_owned()), body)
-                }),
-            ),
+            Protocol::Gemini => {
+                let gemini =
+                    post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
+                        let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
+                        let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
+                        let framing = if sse { Framing::Sse } else { Framing::JsonArray };
+                        let (operation, stream) = match action {
+                            "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
+                            "predict" => (Operation::Image, false),
+                            other => (Operation::Chat, other == "streamGenerateContent"),
+                        };
+                        let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
+                        answer(codecs, fake, Some(model.to_owned()), body)
+                    });
+                router
+                    .route("/v1beta/models/{*target}", gemini.clone())
+                    .route("/v1beta1/publishers/google/models/{*target}", gemini)
+            }
             Protocol::Bedrock => router
                 .route("/model/{model}/converse", by_path(fake(Operation::Chat, Some(false), Framing::EventStream)))
                 .route(

@@ -26,6 +26,7 @@ mod governance;
 mod guardrails;
 mod hardening;
 mod identity;
+mod images;
 mod kept;
 mod kept_limits;
 mod mcp;

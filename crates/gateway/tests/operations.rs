@@ -211,7 +211,8 @@ async fn bad_embed_input_is_the_callers_400_never_a_5xx() {
     assert_eq!(reply.status, 400, "{}", String::from_utf8_lossy(&reply.body));
     assert!(String::from_utf8_lossy(&reply.body).contains("96"));
     // An InvokeModel body that is no operation's.
-    let reply = post(addr, "/model/embed-titan/invoke", &[], json!({"prompt": "x"}).to_string()).await;
+    // (A `prompt` alone is Stability's image body.)
+    let reply = post(addr, "/model/embed-titan/invoke", &[], json!({"input": "x"}).to_string()).await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.headers["x-amzn-errortype"], "ValidationException");
     // A chat body on the embed route.
@@ -727,7 +728,7 @@ async fn under_keys_a_list_needs_a_key_and_shows_what_it_may_use() {
 
 /// The vendor fake behind a door that writes down each request's path and
 /// body.
-async fn recording_upstream() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>) {
+pub(crate) async fn recording_upstream() -> (SocketAddr, std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>) {
     use tower_service::Service;
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let mock = switchyard_gateway::server::mock_router(switchyard_protocol::codec);

@@ -114,13 +114,33 @@ pub enum Field {
     ToolStrict,
     /// Anthropic betas the caller turned on.
     Betas,
+    /// How many images to make.
+    ImageCount,
+    /// An image's width and height.
+    ImageSize,
+    /// An image's quality level.
+    ImageQuality,
+    /// Images as URLs rather than base64.
+    ResponseFormat,
+    /// OpenAI's image style (`vivid`, `natural`).
+    ImageStyle,
+    /// OpenAI's image background (`transparent`).
+    ImageBackground,
+    /// What an image should not show.
+    NegativePrompt,
+    /// An image's encoding (PNG, JPEG, WebP).
+    OutputFormat,
+    /// Whether an image may show people.
+    PersonGeneration,
+    /// How closely an image follows its prompt.
+    CfgScale,
     /// A field outside the modelled subset, read from another protocol.
     Unmodelled,
 }
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 52] = [
+    pub const ALL: [Field; 62] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -172,6 +192,16 @@ impl Field {
         Field::SystemMessage,
         Field::ToolStrict,
         Field::Betas,
+        Field::ImageCount,
+        Field::ImageSize,
+        Field::ImageQuality,
+        Field::ResponseFormat,
+        Field::ImageStyle,
+        Field::ImageBackground,
+        Field::NegativePrompt,
+        Field::OutputFormat,
+        Field::PersonGeneration,
+        Field::CfgScale,
         Field::Unmodelled,
     ];
 
@@ -259,6 +289,16 @@ impl Field {
             Field::SystemMessage => "system_message",
             Field::ToolStrict => "tools.strict",
             Field::Betas => "anthropic_beta",
+            Field::ImageCount => "n",
+            Field::ImageSize => "size",
+            Field::ImageQuality => "quality",
+            Field::ResponseFormat => "response_format",
+            Field::ImageStyle => "style",
+            Field::ImageBackground => "background",
+            Field::NegativePrompt => "negative_prompt",
+            Field::OutputFormat => "output_format",
+            Field::PersonGeneration => "person_generation",
+            Field::CfgScale => "cfg_scale",
             Field::Unmodelled => "unmodelled",
         }
     }

@@ -34,11 +34,13 @@ use serde_json::{Map, Value};
 
 mod capabilities;
 mod dropped;
+mod image;
 mod operation;
 mod reasoning;
 mod stream;
 pub use capabilities::{Capabilities, Efforts, Fields, Prefill};
 pub use dropped::{DropReason, Dropped, Field};
+pub use image::{Image, ImageFormat, ImageRequest, ImageResponse};
 pub use operation::{
     Document, EmbedRequest, EmbedResponse, Encoding, InputType, Operation, Quantized, Ranked, RerankRequest,
     RerankResponse, Truncate, Vector,

@@ -88,7 +88,8 @@ impl Operation {
     /// Whether a lane of `protocol` can serve this operation: chat
     /// everywhere; embeddings on OpenAI, Gemini, Cohere and Bedrock
     /// (`InvokeModel`); rerank on Cohere, Bedrock and OpenAI-compatible
-    /// rerank servers; the rest on OpenAI only. The codec registry's test
+    /// rerank servers; images on OpenAI, Gemini (Imagen `:predict`) and
+    /// Bedrock (`InvokeModel`); the rest on OpenAI only. The codec registry's test
     /// holds every codec to this table.
     pub fn served_by(self, protocol: crate::Protocol) -> bool {
         use crate::Protocol::{Bedrock, Cohere, Gemini, OpenAi};
@@ -96,9 +97,8 @@ impl Operation {
             Operation::Chat | Operation::CountTokens | Operation::Completion => true,
             Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
             Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
-            Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => {
-                protocol == OpenAi
-            }
+            Operation::Image => matches!(protocol, OpenAi | Gemini | Bedrock),
+            Operation::Moderation | Operation::Speech | Operation::Transcription => protocol == OpenAi,
         }
     }
 

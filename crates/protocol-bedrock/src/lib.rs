@@ -12,6 +12,7 @@ mod count;
 mod embed;
 mod error;
 mod eventstream;
+mod image;
 mod request;
 mod rerank;
 mod response;
@@ -142,6 +143,10 @@ impl Codec for BedrockCodec {
 
     fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
         Some(&rerank::BedrockRerank)
+    }
+
+    fn image(&self) -> Option<&dyn switchyard_codec::image::ImageCodec> {
+        Some(&image::BedrockImage)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

@@ -16,6 +16,7 @@
 mod count;
 mod embed;
 mod error;
+mod image;
 mod parts;
 mod request;
 mod response;
@@ -95,6 +96,10 @@ impl Codec for GeminiCodec {
 
     fn parameter_path(&self, field: ir::Field) -> Option<&'static str> {
         request::parameter_path(field)
+    }
+
+    fn image(&self) -> Option<&dyn switchyard_codec::image::ImageCodec> {
+        Some(&image::GeminiImage)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

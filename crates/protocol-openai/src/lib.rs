@@ -38,6 +38,7 @@
 mod completions;
 mod embed;
 mod error;
+mod image;
 mod request;
 mod rerank;
 mod response;
@@ -73,6 +74,10 @@ impl Codec for OpenAiCodec {
 
     fn rerank(&self) -> Option<&dyn switchyard_codec::rerank::RerankCodec> {
         Some(&rerank::OpenAiRerank)
+    }
+
+    fn image(&self) -> Option<&dyn switchyard_codec::image::ImageCodec> {
+        Some(&image::OpenAiImage)
     }
 
     fn embed(&self) -> Option<&dyn switchyard_codec::embed::EmbedCodec> {

@@ -36,6 +36,7 @@ mod tests {
         for protocol in Protocol::ALL {
             assert_eq!(codec(protocol).embed().is_some(), Operation::Embed.served_by(protocol), "{protocol} embed");
             assert_eq!(codec(protocol).rerank().is_some(), Operation::Rerank.served_by(protocol), "{protocol} rerank");
+            assert_eq!(codec(protocol).image().is_some(), Operation::Image.served_by(protocol), "{protocol} image");
         }
     }
 }

@@ -484,3 +484,197 @@ fn every_parameter_is_said_by_some_protocol() {
         assert!(columns().into_iter().any(|c| codec(c).parameter_path(field).is_some()), "{field} has no protocol");
     }
 }
+
+/// `capabilities` as if the fact kept under `name` said what every model
+/// takes (`Capabilities::ALL`).
+fn lifted(capabilities: &Capabilities, name: &str) -> Capabilities {
+    let all = Capabilities::ALL;
+    let mut out = *capabilities;
+    match name {
+        "limits" => (out.max_output, out.reasoning) = (all.max_output, all.reasoning),
+        "adaptive_thinking" => out.adaptive_thinking = all.adaptive_thinking,
+        "effort" => out.effort = all.effort,
+        "temperature_with_top_p" => out.temperature_with_top_p = all.temperature_with_top_p,
+        "prefill" => out.prefill = all.prefill,
+        "system_messages" => out.system_messages = all.system_messages,
+        "bedrock_betas" => out.bedrock_betas = all.bedrock_betas,
+        // Every level, and thinking off: more than any protocol's own.
+        "efforts" => {
+            use switchyard_protocol::ir::{Effort, Efforts};
+            out.efforts = Some(Efforts::of(&Effort::ALL).with_off());
+        }
+        "refused_while_reasoning" => out.refused_while_reasoning = all.refused_while_reasoning,
+        "thinks_by_default" => out.thinks_by_default = all.thinks_by_default,
+        _ => {}
+    }
+    out
+}
+
+/// One row of the model-drop table: a parameter a lane protocol has a
+/// field for, which some models cannot take, and the fact that says so.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ModelDrop {
+    field: &'static str,
+    lane: String,
+    fact: &'static str,
+    models: Vec<String>,
+}
+
+/// Whether writing `field` (as the lane's own caller says it) for a model
+/// with `capabilities` on `lane` drops it.
+fn drops(field: Field, lane: Protocol, model: &str, capabilities: &Capabilities) -> bool {
+    let Some(said) = fragment(field, lane) else { return false };
+    let mut body = base(lane);
+    merge(&mut body, &said);
+    let mut request = codec(Column::Of(lane)).read_request(&serde_json::to_vec(&body).unwrap()).unwrap();
+    model.clone_into(&mut request.model);
+    let written = codec(Column::Of(lane)).write_request_for(&request, capabilities);
+    written.dropped.iter().any(|d| d.field == field && d.reason != switchyard_protocol::ir::DropReason::Converted)
+}
+
+/// The lane protocols a model of the facts is served on (its vendor's API,
+/// and Bedrock for the families AWS serves); image models take none of the
+/// table's parameters.
+fn served_on(id: &str) -> &'static [Protocol] {
+    use Protocol::*;
+    let family = |prefix: &str| id.starts_with(prefix);
+    if family("claude-") {
+        &[Anthropic, Bedrock]
+    } else if family("gpt-oss") {
+        &[OpenAi, Responses, Bedrock]
+    } else if family("gpt-") || family("o1") || family("o3") || family("o4") || family("grok-") {
+        &[OpenAi, Responses]
+    } else if family("gemini-") {
+        &[Gemini]
+    } else if family("command-") {
+        &[Cohere]
+    } else if family("nova-") && !family("nova-canvas") {
+        &[Bedrock]
+    } else {
+        &[]
+    }
+}
+
+/// Every drop of a parameter a lane's protocol has, made because the model
+/// cannot take it: found by writing each parameter for each model the facts
+/// know, on each lane protocol that serves it, and named by the one fact which, saying
+/// the model takes what every model takes, carries it (a drop no fact
+/// accounts for fails). The engine's own rules
+/// (sampling a reasoning model refuses, reasoning asked of a model that
+/// does not reason) are read from the facts that drive them.
+fn model_drops() -> Vec<ModelDrop> {
+    use std::collections::BTreeMap;
+    let mut rows: BTreeMap<(&'static str, String, &'static str), Vec<String>> = BTreeMap::new();
+    let mut unexplained = Vec::new();
+    for fact in &switchyard_config::facts::snapshot().models {
+        for &lane in served_on(&fact.id) {
+            let capabilities = switchyard_config::facts::capabilities_of(fact, lane);
+            for field in Field::PARAMETERS {
+                if !drops(field, lane, &fact.id, &capabilities) {
+                    continue;
+                }
+                let cause =
+                    fact.stated().into_iter().find(|name| !drops(field, lane, &fact.id, &lifted(&capabilities, name)));
+                let Some(cause) = cause else {
+                    unexplained.push(format!("{field} for {} on a {lane} lane", fact.id));
+                    continue;
+                };
+                rows.entry((field.as_str(), lane.to_string(), cause)).or_default().push(fact.id.clone());
+            }
+        }
+        // The engine's: what a reasoning model refuses while it reasons,
+        // and reasoning asked of a model that does not reason, on any lane.
+        for name in fact.refused_while_reasoning.iter().flatten() {
+            rows.entry((sampling_name(name), "any".into(), "refused_while_reasoning"))
+                .or_default()
+                .push(fact.id.clone());
+        }
+        if fact.reasoning == Some(false) {
+            for field in [Field::ReasoningEffort, Field::ReasoningBudget] {
+                rows.entry((field.as_str(), "any".into(), "limits")).or_default().push(fact.id.clone());
+            }
+        }
+    }
+    assert!(unexplained.is_empty(), "dropped, and no fact of the model says why:\n{}", unexplained.join("\n"));
+    rows.into_iter().map(|((field, lane, fact), models)| ModelDrop { field, lane, fact, models }).collect()
+}
+
+/// A sampling parameter's table name, as the facts name it.
+fn sampling_name(name: &str) -> &'static str {
+    Field::PARAMETERS
+        .into_iter()
+        .find(|field| field.as_str() == name)
+        .unwrap_or_else(|| panic!("`{name}` is no parameter of the table"))
+        .as_str()
+}
+
+/// The model-drop table of `docs/protocols.md`.
+fn model_drop_table() -> String {
+    let mut table = String::from("| parameter | lane | fact | models |\n|---|---|---|---|\n");
+    for row in model_drops() {
+        table.push_str(&format!("| `{}` | {} | `{}` | {} |\n", row.field, row.lane, row.fact, row.models.join(", ")));
+    }
+    table
+}
+
+/// Every drop the parameter table lists is justified: a "—" cell is a
+/// protocol without the field (the table's data says so and the writer
+/// reports it `unsupported` or `converted`, never as the model's), and a
+/// drop of a parameter the lane has is a model's, named in the model-drop
+/// table by a fact every model listed states, with its source.
+#[test]
+fn every_drop_the_table_lists_is_unrepresentable_or_a_model_fact_with_its_source() {
+    use switchyard_protocol::ir::DropReason;
+    for field in Field::PARAMETERS {
+        for caller in columns() {
+            let Some(said) = fragment_of(field, caller) else { continue };
+            let mut body = base_of(caller);
+            merge(&mut body, &said);
+            let request = codec(caller).read_request(&serde_json::to_vec(&body).unwrap()).unwrap();
+            for lane in columns() {
+                if fragment_of(field, lane).is_some() {
+                    continue;
+                }
+                let written = codec(lane).write_request_for(&request, &Capabilities::ALL);
+                for entry in written.dropped.iter().filter(|d| d.field == field) {
+                    assert!(
+                        matches!(entry.reason, DropReason::Unsupported | DropReason::Converted),
+                        "{field}: {caller} -> {lane} has no field, but its drop is {:?}",
+                        entry.reason
+                    );
+                }
+            }
+        }
+    }
+    let facts = &switchyard_config::facts::snapshot().models;
+    let rows = model_drops();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        for model in &row.models {
+            let fact = facts.iter().find(|f| &f.id == model).unwrap();
+            assert!(fact.stated().contains(&row.fact), "{model} does not state `{}`", row.fact);
+            let source = fact.sources.get(row.fact).map(String::as_str).unwrap_or("");
+            assert!(source.starts_with("https://"), "{model}: `{}` has no source", row.fact);
+        }
+    }
+}
+
+const DROPS_BEGIN: &str = "<!-- model-drop-table: generated by crates/protocol/tests/parameters.rs -->\n";
+const DROPS_END: &str = "<!-- model-drop-table: end -->";
+
+#[test]
+fn the_docs_model_drop_table_is_the_facts() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/protocols.md");
+    let docs = std::fs::read_to_string(&path).unwrap();
+    let start = docs.find(DROPS_BEGIN).expect("docs/protocols.md has no model-drop table marker") + DROPS_BEGIN.len();
+    let end = docs[start..].find(DROPS_END).expect("docs/protocols.md has no model-drop table end") + start;
+    let table = model_drop_table();
+    if docs[start..end] != table {
+        if std::env::var_os("SWITCHYARD_UPDATE_DOCS").is_some() {
+            let updated = format!("{}{table}{}", &docs[..start], &docs[end..]);
+            std::fs::write(&path, updated).unwrap();
+        } else {
+            panic!("docs/protocols.md's model-drop table is stale; run with SWITCHYARD_UPDATE_DOCS=1 to rewrite it:\n{table}");
+        }
+    }
+}

@@ -8,7 +8,9 @@
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde_json::{json, Value};
 use switchyard_codec::Codec;
-use switchyard_ir::{EmbedResponse, ErrorInfo, ErrorKind, Operation, Quantized, Ranked, RerankResponse};
+use switchyard_ir::{
+    EmbedResponse, ErrorInfo, ErrorKind, Image, ImageResponse, Operation, Quantized, Ranked, RerankResponse,
+};
 
 use crate::mock::{directive_error, error, fnv1a, json_headers};
 use crate::{full_body, UpstreamResponse};
@@ -30,7 +32,7 @@ pub fn respond(
         Operation::Embed => embed(codec, path_model, body),
         Operation::Rerank => rerank(codec, path_model, body),
         Operation::Moderation => moderation(codec, body),
-        Operation::Image => image(codec, body),
+        Operation::Image => image(codec, path_model, body),
         Operation::Speech => speech(codec, body),
         Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
         Operation::CountTokens => count(codec, body),
@@ -75,23 +77,43 @@ fn moderation(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
 pub const PIXEL_PNG: &str =
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
-/// `n` images (a pixel each), with token usage as gpt-image-1 reports it.
-fn image(codec: &dyn Codec, body: &[u8]) -> UpstreamResponse {
-    let request = match json_body(codec, body) {
+/// The images asked for (a pixel each) in the lane's own protocol and
+/// form, after the vendor's own checks (`mock_rules::refused_image`: the
+/// members it does not know, more images than one call makes); an OpenAI
+/// lane reports token usage as gpt-image-1 does, a Stability one its seeds.
+fn image(codec: &dyn Codec, path_model: Option<&str>, body: &[u8]) -> UpstreamResponse {
+    let Some(images) = codec.image() else {
+        return error(codec, &ErrorInfo::new(ErrorKind::NotFound, "this protocol makes no images").with_status(404));
+    };
+    let mut request = match images.read_request(body) {
         Ok(request) => request,
-        Err(refused) => return refused,
+        Err(err) => return error(codec, &err.to_error_info()),
     };
-    let Some(prompt) = request["prompt"].as_str() else {
-        return error(codec, &ErrorInfo::new(ErrorKind::InvalidRequest, "`prompt` is required"));
-    };
-    if let Some(info) = directive_error(prompt) {
+    if let Some(model) = path_model.filter(|m| !m.is_empty()) {
+        model.clone_into(&mut request.model);
+    }
+    if let Some(info) = directive_error(&request.prompt) {
         return error(codec, &info);
     }
-    let n = request["n"].as_u64().unwrap_or(1).clamp(1, 10);
-    let data: Vec<Value> = (0..n).map(|_| json!({"b64_json": PIXEL_PNG})).collect();
-    let usage =
-        json!({"input_tokens": words(prompt), "output_tokens": 272 * n, "total_tokens": words(prompt) + 272 * n});
-    ok_json(&json!({"created": 1_700_000_000, "data": data, "usage": usage}))
+    if let Some(info) = crate::mock_rules::refused_image(codec.protocol(), &request.model, body) {
+        return error(codec, &info);
+    }
+    let n = u64::from(request.n.unwrap_or(1).clamp(1, 10));
+    let openai = codec.protocol() == switchyard_ir::Protocol::OpenAi;
+    let response = ImageResponse {
+        created: Some(1_700_000_000),
+        images: (0..n)
+            .map(|_| Image { b64: PIXEL_PNG.to_owned(), mime_type: Some("image/png".to_owned()), ..Image::default() })
+            .collect(),
+        input_tokens: openai.then(|| words(&request.prompt)),
+        output_tokens: openai.then_some(272 * n),
+        seeds: (0..n).map(|i| fnv1a(request.prompt.as_bytes()) % 4_294_967_295 + i).collect(),
+    };
+    ok_json_bytes(images.write_response(&response, &request))
+}
+
+fn ok_json_bytes(body: Vec<u8>) -> UpstreamResponse {
+    UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(body) }
 }
 
 /// Audio bytes: an MP3 frame header, then the text spoken.

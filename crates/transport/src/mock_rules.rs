@@ -61,6 +61,14 @@
 //!   a block type a model lacks); Gemini takes audio parts on every model
 //!   (its models page lists audio input for each); the Messages API and
 //!   Cohere's chat have no audio block at all, which their readers refuse;
+//! - image generation: Imagen on the Gemini API (`:predict`) makes 1 to 4
+//!   images a call at 1:1, 3:4, 4:3, 9:16 or 16:9, takes no negative
+//!   prompt after imagen-3.0-generate-002 and no member it does not know;
+//!   Nova Canvas and Titan Image (`TEXT_IMAGE`) make 1 to 5 a call, sides
+//!   from 320 to 4096 pixels in steps of 16, quality `standard` or
+//!   `premium`, and refuse an extraneous key, as Stability's models on
+//!   Bedrock do (their bodies have no count: one image a call); OpenAI
+//!   makes 1 to 10, dall-e-3 one;
 //! - OpenAI's legacy completions (API reference, "Create completion"):
 //!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
 //!   and `logprobs` is at most 5.
@@ -141,6 +149,120 @@ pub fn refused_embed(protocol: Protocol, model: &str, body: &[u8]) -> Option<Err
     match dimension.as_u64() {
         Some(size) if allowed.contains(&size) => None,
         _ => malformed(format!("#/output_dimension: {dimension} is not a valid enum value")),
+    }
+}
+
+/// The 400 an image model answers `body` with, if it refuses it.
+pub fn refused_image(protocol: Protocol, model: &str, body: &[u8]) -> Option<ErrorInfo> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let invalid = |message: String| Some(ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400));
+    let unknown = |object: &serde_json::Value, known: &[&str]| -> Option<String> {
+        object.as_object()?.keys().find(|key| !known.contains(&key.as_str())).cloned()
+    };
+    match protocol {
+        Protocol::Gemini => {
+            if let Some(key) = unknown(&value, &["instances", "parameters"]) {
+                return invalid(format!("Invalid JSON payload received. Unknown name \"{key}\": Cannot find field."));
+            }
+            let parameters = value.get("parameters").cloned().unwrap_or_default();
+            let known = [
+                "sampleCount",
+                "aspectRatio",
+                "negativePrompt",
+                "personGeneration",
+                "outputOptions",
+                "imageSize",
+                "includeRaiReason",
+                "includeSafetyAttributes",
+                "enhancePrompt",
+                "language",
+            ];
+            if let Some(key) = unknown(&parameters, &known) {
+                return invalid(format!(
+                    "Invalid JSON payload received. Unknown name \"{key}\" at 'parameters': Cannot find field."
+                ));
+            }
+            if let Some(count) = parameters.get("sampleCount").and_then(serde_json::Value::as_u64) {
+                if !(1..=4).contains(&count) {
+                    return invalid(format!("sampleCount must be between 1 and 4, got {count}."));
+                }
+            }
+            if let Some(ratio) = parameters.get("aspectRatio").and_then(serde_json::Value::as_str) {
+                if !["1:1", "3:4", "4:3", "9:16", "16:9"].contains(&ratio) {
+                    return invalid(format!("Unsupported aspect ratio: {ratio}."));
+                }
+            }
+            if parameters.get("negativePrompt").is_some() && model.contains("imagen-") && !model.contains("imagen-3") {
+                return invalid("Negative prompts are not supported by this model.".to_owned());
+            }
+            None
+        }
+        Protocol::Bedrock => {
+            let malformed = |detail: String| {
+                invalid(format!("Malformed input request: {detail}, please reformat your input and try again."))
+            };
+            let extraneous = |key: String| malformed(format!("#: extraneous key [{key}] is not permitted"));
+            if model.contains("stability.") {
+                let known =
+                    ["prompt", "negative_prompt", "aspect_ratio", "output_format", "seed", "mode", "image", "strength"];
+                if let Some(key) = unknown(&value, &known) {
+                    return extraneous(key);
+                }
+                let ratios = ["16:9", "1:1", "21:9", "2:3", "3:2", "4:5", "5:4", "9:16", "9:21"];
+                if let Some(ratio) = value.get("aspect_ratio").and_then(serde_json::Value::as_str) {
+                    if !ratios.contains(&ratio) {
+                        return malformed(format!("#/aspect_ratio: {ratio} is not a valid enum value"));
+                    }
+                }
+                return None;
+            }
+            if let Some(key) = unknown(&value, &["taskType", "textToImageParams", "imageGenerationConfig"]) {
+                return extraneous(key);
+            }
+            let text = ["text", "negativeText", "style", "conditionImage", "controlMode", "controlStrength"];
+            if let Some(key) = value.get("textToImageParams").and_then(|params| unknown(params, &text)) {
+                return extraneous(format!("textToImageParams/{key}"));
+            }
+            let config = value.get("imageGenerationConfig").cloned().unwrap_or_default();
+            let known = ["numberOfImages", "width", "height", "quality", "cfgScale", "seed"];
+            if let Some(key) = unknown(&config, &known) {
+                return extraneous(format!("imageGenerationConfig/{key}"));
+            }
+            if let Some(count) = config.get("numberOfImages").and_then(serde_json::Value::as_u64) {
+                if count > 5 {
+                    return malformed(format!(
+                        "#/imageGenerationConfig/numberOfImages: {count} is not less or equal to 5"
+                    ));
+                }
+            }
+            for side in ["width", "height"] {
+                if let Some(pixels) = config.get(side).and_then(serde_json::Value::as_u64) {
+                    if !(320..=4096).contains(&pixels) || pixels % 16 != 0 {
+                        return invalid(format!(
+                            "Invalid {side}: {pixels}. Width and height must be between 320 and 4096 pixels and divisible by 16."
+                        ));
+                    }
+                }
+            }
+            match config.get("quality").and_then(serde_json::Value::as_str) {
+                None | Some("standard" | "premium") => None,
+                Some(other) => malformed(format!("#/imageGenerationConfig/quality: {other} is not a valid enum value")),
+            }
+        }
+        Protocol::OpenAi => {
+            let n = value.get("n").and_then(serde_json::Value::as_u64).unwrap_or(1);
+            if model.starts_with("dall-e-3") && n != 1 {
+                return invalid("You must provide n=1 for this model.".to_owned());
+            }
+            (!(1..=10).contains(&n)).then(|| {
+                ErrorInfo::new(
+                    ErrorKind::InvalidRequest,
+                    format!("Invalid 'n': integer above maximum value. Expected a value <= 10, but got {n} instead."),
+                )
+                .with_status(400)
+            })
+        }
+        _ => None,
     }
 }
 

@@ -1,11 +1,12 @@
-//! OpenAI's own operations on the request path: moderation, image
-//! generation, speech and transcription go to OpenAI-protocol lanes (config
-//! proves it) at the caller's own route, as they came but for the model (a
-//! JSON body's `model`, or a multipart form's `model` field), and come back
-//! as the lane sent them, its content type kept (speech is binary audio;
-//! a transcription may be plain text). Each is billed in its own units:
-//! images made, characters spoken, seconds heard (the lane's figure, or a
-//! bound from the file's size, said to be an estimate).
+//! OpenAI's own operations on the request path: moderation, speech and
+//! transcription go to OpenAI-protocol lanes (config proves it) at the
+//! caller's own route, as they came but for the model (a JSON body's
+//! `model`, or a multipart form's `model` field), and come back as the lane
+//! sent them, its content type kept (speech is binary audio; a
+//! transcription may be plain text). Each is billed in its own units:
+//! characters spoken, seconds heard (the lane's figure, or a bound from the
+//! file's size, said to be an estimate). Image generation crosses
+//! protocols: `image`.
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue};
@@ -26,8 +27,6 @@ use crate::settle::Record;
 use switchyard_governance::money::Price;
 use switchyard_governance::Estimate;
 
-/// The most images one request may ask for (OpenAI's limit).
-pub const MAX_IMAGES: u64 = 10;
 /// The slowest audio a reservation assumes (16 kbit/s, below any speech
 /// codec's usual rate): a file's bytes bound its seconds.
 pub const MIN_AUDIO_BYTES_PER_SECOND: u64 = 2_000;
@@ -102,14 +101,6 @@ fn billed(call: &Call, body: &[u8]) -> (Usage, u64, bool) {
         ..Usage::default()
     };
     match call.operation {
-        Operation::Image => {
-            let made = scan::top_level_value(body, "data")
-                .ok()
-                .flatten()
-                .and_then(|data| serde_json::from_slice::<Vec<&serde_json::value::RawValue>>(data).ok())
-                .map(|data| data.len() as u64);
-            (usage, made.unwrap_or_else(|| worst_units(call)), made.is_none())
-        }
         Operation::Speech => (usage, worst_units(call), false),
         Operation::Transcription => {
             let reported = scan::member_u64(body, &["usage", "seconds"]).or_else(|| seconds(body));
@@ -125,11 +116,10 @@ fn seconds(body: &[u8]) -> Option<u64> {
     scan::count(raw)
 }
 
-/// The most units `call` may bill: the images it asks for, the characters
+/// The most units `call` may bill: the characters
 /// it would have spoken, the seconds its audio file may hold.
 fn worst_units(call: &Call) -> u64 {
     match call.operation {
-        Operation::Image => scan::member_u64(&call.body, &["n"]).unwrap_or(1).clamp(1, MAX_IMAGES),
         Operation::Speech => {
             let input = scan::top_level_value(&call.body, "input").ok().flatten();
             input
@@ -144,7 +134,7 @@ fn worst_units(call: &Call) -> u64 {
     }
 }
 
-/// OpenAI's own operations: moderation, images, speech, transcription.
+/// OpenAI's own operations: moderation, speech, transcription.
 pub(crate) struct Media;
 
 impl Spec for Media {

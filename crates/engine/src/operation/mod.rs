@@ -9,11 +9,12 @@
 //!
 //! An operation is one module here implementing [`Spec`], a line in
 //! [`of`], a codec capability where it translates (`Codec::embed`,
-//! `Codec::rerank`, `Codec::count`) and its ingress routes per protocol.
+//! `Codec::rerank`, `Codec::image`, `Codec::count`) and its ingress routes per protocol.
 
 mod chat;
 pub(crate) mod count;
 pub(crate) mod embed;
+mod image;
 mod media;
 pub(crate) mod rerank;
 
@@ -121,6 +122,7 @@ pub(crate) fn of(operation: Operation) -> &'static dyn Spec {
         Operation::CountTokens => &count::Count,
         Operation::Embed => &embed::Embed,
         Operation::Rerank => &rerank::Rerank,
-        Operation::Moderation | Operation::Image | Operation::Speech | Operation::Transcription => &media::Media,
+        Operation::Image => &image::Images,
+        Operation::Moderation | Operation::Speech | Operation::Transcription => &media::Media,
     }
 }
