@@ -19,6 +19,7 @@ pub mod function;
 pub mod hide;
 pub mod json;
 pub mod lineage;
+pub mod logprobs;
 pub mod media;
 pub mod opaque;
 pub mod prefix;

@@ -112,13 +112,19 @@ pub enum Field {
     ToolStrict,
     /// Anthropic betas the caller turned on.
     Betas,
+    /// Log probabilities of the output tokens.
+    Logprobs,
+    /// The likeliest alternatives at each output token.
+    TopLogprobs,
+    /// Several replies to one request (OpenAI `n`, Gemini `candidateCount`).
+    Choices,
     /// A field outside the modelled subset, read from another protocol.
     Unmodelled,
 }
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 51] = [
+    pub const ALL: [Field; 54] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -169,6 +175,9 @@ impl Field {
         Field::SystemMessage,
         Field::ToolStrict,
         Field::Betas,
+        Field::Logprobs,
+        Field::TopLogprobs,
+        Field::Choices,
         Field::Unmodelled,
     ];
 
@@ -178,7 +187,7 @@ impl Field {
     }
 
     /// The request parameters, in the order of the docs' parameter table.
-    pub const PARAMETERS: [Field; 20] = [
+    pub const PARAMETERS: [Field; 23] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -199,6 +208,9 @@ impl Field {
         Field::ToolStrict,
         Field::User,
         Field::Metadata,
+        Field::Logprobs,
+        Field::TopLogprobs,
+        Field::Choices,
     ];
 
     /// The fixed name: a metric label, and the path of a field the caller's
@@ -255,6 +267,9 @@ impl Field {
             Field::SystemMessage => "system_message",
             Field::ToolStrict => "tools.strict",
             Field::Betas => "anthropic_beta",
+            Field::Logprobs => "logprobs",
+            Field::TopLogprobs => "top_logprobs",
+            Field::Choices => "n",
             Field::Unmodelled => "unmodelled",
         }
     }

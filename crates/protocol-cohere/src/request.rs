@@ -66,6 +66,10 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             "stream" => {
                 request.stream = value.as_bool().ok_or_else(|| invalid("stream", "must be a boolean"))?;
             }
+            "logprobs" => {
+                let asked = value.as_bool().ok_or_else(|| invalid("logprobs", "must be a boolean"))?;
+                request.logprobs = asked.then_some(0);
+            }
             _ => request.extra.insert(Protocol::Cohere, key, value),
         }
     }
@@ -100,6 +104,7 @@ fn is_modelled(key: &str) -> bool {
             | "thinking"
             | "stream"
             | "strict_tools"
+            | "logprobs"
     )
 }
 
@@ -259,6 +264,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ToolStrict => "strict_tools",
         Field::Dimensions => "output_dimension",
         Field::Encoding => "embedding_types",
+        Field::Logprobs => "logprobs",
         _ => return None,
     })
 }
@@ -319,6 +325,16 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     }
     if let Some(max_tokens) = request.max_tokens {
         body.insert("max_tokens".to_owned(), Value::from(max_tokens));
+    }
+    if let Some(top) = request.logprobs {
+        // Cohere gives the chosen tokens' log probabilities, no alternatives.
+        body.insert("logprobs".to_owned(), Value::Bool(true));
+        if top > 0 {
+            dropped.push(unsupported(Field::TopLogprobs));
+        }
+    }
+    if request.extra_choices() > 0 {
+        dropped.push(unsupported(Field::Choices));
     }
     if let Some(temperature) = request.temperature {
         body.insert("temperature".to_owned(), Value::from(temperature));

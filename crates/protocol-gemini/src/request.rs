@@ -71,6 +71,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Dimensions => "outputDimensionality",
         Field::InputType => "taskType",
         Field::Truncate => "autoTruncate",
+        Field::Logprobs => "generationConfig.responseLogprobs",
+        Field::TopLogprobs => "generationConfig.logprobs",
+        Field::Choices => "generationConfig.candidateCount",
         _ => return None,
     })
 }
@@ -262,6 +265,20 @@ fn read_generation_config(config: GenerationConfigIn, request: &mut Request) -> 
     request.seed = config.seed;
     request.frequency_penalty = config.frequency_penalty;
     request.presence_penalty = config.presence_penalty;
+    request.n = config.candidate_count;
+    // `logprobs` (the likeliest tokens at each step) is valid only with
+    // `responseLogprobs`: alone, it is the vendor's to judge.
+    match (config.response_logprobs, config.logprobs) {
+        (Some(true), top) => request.logprobs = Some(top.unwrap_or(0)),
+        (Some(false), Some(top)) => {
+            leftover.insert("responseLogprobs".to_owned(), Value::Bool(false));
+            leftover.insert("logprobs".to_owned(), Value::from(top));
+        }
+        (None, Some(top)) => {
+            leftover.insert("logprobs".to_owned(), Value::from(top));
+        }
+        (_, None) => {}
+    }
 
     let schema_key = if config.response_json_schema.is_some() { "responseJsonSchema" } else { "responseSchema" };
     let from_openapi = config.response_json_schema.is_none();
@@ -604,6 +621,21 @@ fn write_generation_config(
     }
     if let Some(penalty) = request.presence_penalty {
         config.insert("presencePenalty".to_owned(), Value::from(penalty));
+    }
+    if let Some(top) = request.logprobs {
+        config.insert("responseLogprobs".to_owned(), Value::Bool(true));
+        if top > 0 {
+            config.insert("logprobs".to_owned(), Value::from(top));
+        }
+    }
+    match request.n {
+        // A streamed request's candidates after the first, which no
+        // stream of the IR carries, are not asked for.
+        Some(n) if n > 1 && request.stream => Dropped::push_once(dropped, Field::Choices, DropReason::Unsupported),
+        Some(n) => {
+            config.insert("candidateCount".to_owned(), Value::from(n));
+        }
+        None => {}
     }
     match &request.response_format {
         None => {}

@@ -45,6 +45,8 @@ struct WireChunkChoice {
     delta: Option<WireDelta>,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<crate::response::WireLogprobs>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +320,11 @@ impl Chunks {
             if let Some(delta) = choice.delta {
                 self.delta(delta, out)?;
             }
+            let tokens = choice.logprobs.map(crate::response::WireLogprobs::into_ir).unwrap_or_default();
+            if !tokens.is_empty() {
+                let index = self.ensure(Open::Text, BlockStart::Text, out);
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::Logprobs(tokens) });
+            }
             if let Some(finish) = choice.finish_reason {
                 self.close(out);
                 self.finished = true;
@@ -469,7 +476,7 @@ struct OutChunk<'a> {
 struct OutChoice<'a> {
     index: u32,
     delta: OutDelta<'a>,
-    logprobs: Option<()>,
+    logprobs: Option<crate::response::OutLogprobs<'a>>,
     finish_reason: Option<&'static str>,
 }
 
@@ -652,6 +659,11 @@ impl StreamEncoder for ChunkEncoder {
             }
             StreamEvent::BlockDelta { index, delta } => match (self.kind(*index), delta) {
                 (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => self.write_text("content", text, out),
+                (Some(Kind::Text), Delta::Logprobs(tokens)) if !tokens.is_empty() => {
+                    let logprobs = crate::response::OutLogprobs::of(tokens);
+                    let choice = OutChoice { index: 0, delta: OutDelta::default(), logprobs, finish_reason: None };
+                    self.write_chunk(vec![choice], None, out);
+                }
                 (Some(Kind::Thinking), Delta::Thinking(text)) if !text.is_empty() => {
                     self.thinking.push_str(text);
                     self.write_text("reasoning_content", text, out)

@@ -158,6 +158,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Thinking => "messages.reasoning_content",
         Field::SystemMessage => "messages.system",
         Field::ToolStrict => "tools.function.strict",
+        Field::Logprobs => "logprobs",
+        Field::TopLogprobs => "top_logprobs",
+        Field::Choices => "n",
         _ => return None,
     })
 }
