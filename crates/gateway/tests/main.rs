@@ -26,6 +26,7 @@ mod hardening;
 mod identity;
 mod kept;
 mod kept_limits;
+mod logprobs;
 mod mcp;
 mod money;
 mod oidc;

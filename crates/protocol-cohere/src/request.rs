@@ -565,7 +565,7 @@ mod tests {
             "temperature": 0.3, "p": 0.75, "k": 40, "max_tokens": 100,
             "stop_sequences": ["END"], "seed": 7,
             "frequency_penalty": 0.1, "presence_penalty": 0.2,
-            "safety_mode": "STRICT", "priority": 2, "logprobs": null,
+            "safety_mode": "STRICT", "priority": 2, "citation_options": null,
             "thinking": {"type": "enabled", "token_budget": 500},
             "response_format": {"type": "json_object"},
             "tool_choice": null
@@ -581,7 +581,10 @@ mod tests {
         assert_eq!(request.reasoning, Some(Reasoning::with_budget(500)));
         assert_eq!(request.response_format, Some(ResponseFormat::JsonObject));
         assert_eq!(request.extra.origin, Some(Protocol::Cohere));
-        assert_eq!(request.extra.fields.keys().collect::<Vec<_>>(), vec!["safety_mode", "priority", "logprobs"]);
+        assert_eq!(
+            request.extra.fields.keys().collect::<Vec<_>>(),
+            vec!["safety_mode", "priority", "citation_options"]
+        );
         let (body, dropped) = written(&request);
         assert_eq!(body["safety_mode"], "STRICT");
         assert_eq!(body["k"], 40);

@@ -216,6 +216,8 @@ mod tests {
     #[test]
     fn writes_tool_calls_with_plan_and_reports_losses() {
         let response = Response {
+            logprobs: Vec::new(),
+            choices: Vec::new(),
             id: "r1".into(),
             model: "command-a".into(),
             created: Some(1),

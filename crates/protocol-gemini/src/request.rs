@@ -1020,9 +1020,33 @@ mod tests {
             "contents": [],
             "generationConfig": {"candidateCount": 2, "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": false}}
         }));
+        assert_eq!(request.n, Some(2), "candidates are modelled");
         let mut dropped = Vec::new();
         request.extra.for_target(Protocol::OpenAi, &mut dropped);
         let paths: Vec<&str> = dropped.iter().filter_map(|d| d.extra_path.as_deref()).collect();
-        assert_eq!(paths, ["generationConfig.candidateCount", "generationConfig.thinkingConfig.includeThoughts"]);
+        assert_eq!(paths, ["generationConfig.thinkingConfig.includeThoughts"]);
+    }
+
+    /// `responseLogprobs` with `logprobs` and `candidateCount`, as Gemini's
+    /// `GenerationConfig` reference names them: read into the IR, written
+    /// back as they came; `logprobs` without `responseLogprobs` is the
+    /// vendor's to judge and kept as it came.
+    #[test]
+    fn logprobs_and_candidates_are_read_and_written() {
+        let wire = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"responseLogprobs": true, "logprobs": 3, "candidateCount": 2}});
+        let request = read_json(wire.clone());
+        assert_eq!((request.logprobs, request.n), (Some(3), Some(2)));
+        let (body, dropped) = write_json(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(body["generationConfig"], wire["generationConfig"]);
+        let alone = read_json(json!({"contents": [], "generationConfig": {"logprobs": 3}}));
+        assert_eq!(alone.logprobs, None);
+        assert_eq!(write_json(&alone).0["generationConfig"], json!({"logprobs": 3}));
+        // A streamed request's extra candidates have no stream to come back in.
+        let streamed = Request { stream: true, ..request };
+        let (body, dropped) = write_json(&streamed);
+        assert!(body["generationConfig"].get("candidateCount").is_none());
+        assert_eq!(dropped.iter().map(|d| d.field).collect::<Vec<_>>(), [Field::Choices]);
     }
 }

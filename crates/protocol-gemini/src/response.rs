@@ -319,6 +319,33 @@ mod tests {
         assert_eq!(usage_from_wire(&wire), usage);
     }
 
+    /// Two candidates with `logprobsResult`, shaped as Gemini's
+    /// `Candidate` and `LogprobsResult` references name them.
+    #[test]
+    fn candidates_and_logprobs_read_and_write_back() {
+        let result = |t: &str, lp: f64| {
+            serde_json::json!({
+            "topCandidates": [{"candidates": [{"token": t, "tokenId": 7, "logProbability": lp},
+                                              {"token": "x", "tokenId": 8, "logProbability": -3.5}]}],
+            "chosenCandidates": [{"token": t, "tokenId": 7, "logProbability": lp}]})
+        };
+        let body = serde_json::json!({"candidates": [
+            {"content": {"role": "model", "parts": [{"text": "Hello"}]}, "finishReason": "STOP", "index": 0,
+             "logprobsResult": result("Hello", -0.25)},
+            {"content": {"role": "model", "parts": [{"text": "Hi"}]}, "finishReason": "MAX_TOKENS", "index": 1,
+             "logprobsResult": result("Hi", -0.5)}]});
+        let response = read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.logprobs[0].token, "Hello");
+        assert_eq!((response.logprobs[0].id, response.logprobs[0].top.len()), (Some(7), 2));
+        assert_eq!(response.choices.len(), 1);
+        assert_eq!(response.choices[0].stop_reason, Some(StopReason::MaxTokens));
+        assert_eq!(response.choices[0].logprobs[0].logprob, -0.5);
+        let written: serde_json::Value = serde_json::from_slice(&write(&response).body).unwrap();
+        assert_eq!(written["candidates"][0]["logprobsResult"], body["candidates"][0]["logprobsResult"]);
+        assert_eq!(written["candidates"][1]["logprobsResult"], body["candidates"][1]["logprobsResult"]);
+        assert_eq!(written["candidates"][1]["index"], 1);
+    }
+
     proptest! {
         #[test]
         fn timestamps_round_trip(seconds in -62_135_596_800i64..253_402_300_799) {

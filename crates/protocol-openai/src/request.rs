@@ -975,13 +975,16 @@ mod tests {
             json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
                 {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
         );
-        assert!(dropped.is_empty(), "{dropped:?}");
+        // A stream carries one choice back: `n` is reported, not asked.
+        assert_eq!(dropped.iter().map(|d| d.field).collect::<Vec<_>>(), [Field::Choices]);
+        assert!(body.get("n").is_none());
+        assert_eq!(request.n, Some(2));
         assert_eq!(request.max_tokens, Some(5));
         assert_eq!(request.stop, ["END"]);
         assert!(request.stream);
         assert_eq!(request.extra.origin, Some(Protocol::OpenAi));
         let keys: Vec<&str> = request.extra.fields.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["n", "logit_bias"]);
+        assert_eq!(keys, ["logit_bias"]);
     }
 
     #[test]

@@ -461,4 +461,37 @@ mod tests {
         assert_eq!(written["object"], "chat.completion");
         assert_eq!(written["created"], 0);
     }
+
+    /// Two choices with `logprobs`, shaped as OpenAI's API reference shows
+    /// a `chat.completion` with `logprobs: true, top_logprobs: 2`.
+    #[test]
+    fn choices_and_logprobs_read_and_write_back() {
+        let token = |t: &str, lp: f64| {
+            json!({"token": t, "logprob": lp, "bytes": t.as_bytes(),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": t.as_bytes()}]})
+        };
+        let body = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+            "choices": [
+                {"index": 1, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop",
+                 "logprobs": {"content": [token("Hi", -0.25)], "refusal": null}},
+                {"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "length",
+                 "logprobs": {"content": [token("Hello", -0.31725305)], "refusal": null}}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}});
+        let response = read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.content, vec![Block::text("Hello")]);
+        assert_eq!(response.stop_reason, Some(StopReason::MaxTokens));
+        assert_eq!(response.logprobs[0].logprob, -0.31725305);
+        assert_eq!(response.choices.len(), 1);
+        assert_eq!(response.choices[0].content, vec![Block::text("Hi")]);
+        assert_eq!(response.choices[0].logprobs[0].top[0].token, "Hi");
+        let written: Value = serde_json::from_slice(&write(&response).body).unwrap();
+        assert_eq!(written["choices"][0]["logprobs"], body["choices"][1]["logprobs"]);
+        assert_eq!(written["choices"][1]["index"], 1);
+        assert_eq!(written["choices"][1]["logprobs"], body["choices"][0]["logprobs"]);
+        // Without them, `logprobs` is null and there is one choice.
+        let plain: Value = serde_json::from_slice(&write(&Response::default()).body).unwrap();
+        assert_eq!(plain["choices"].as_array().map(Vec::len), Some(1));
+        assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
+    }
 }

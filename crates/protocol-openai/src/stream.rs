@@ -990,4 +990,33 @@ mod tests {
         let events = decode(text.as_bytes()).unwrap();
         assert!(matches!(&events[0], StreamEvent::Error(e) if e.kind == ErrorKind::Overloaded));
     }
+
+    /// A chunk's `logprobs` (OpenAI's streamed `chat.completion.chunk`
+    /// with `logprobs: true`) is an IR `Logprobs` delta after its text,
+    /// and written back as a chunk of its own.
+    #[test]
+    fn streamed_logprobs_decode_and_encode() {
+        let chunk = r#"data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[]}],"refusal":null},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}
+
+data: [DONE]
+
+"#;
+        use switchyard_codec::Codec;
+        let events = crate::OpenAiCodec.decode_stream(&[chunk.as_bytes()]).unwrap();
+        let tokens: Vec<&switchyard_codec::ir::TokenLogprob> = events
+            .iter()
+            .filter_map(|event| match event {
+                StreamEvent::BlockDelta { delta: Delta::Logprobs(tokens), .. } => Some(tokens),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(tokens.len(), 1);
+        assert_eq!((tokens[0].token.as_str(), tokens[0].logprob), ("Hi", -0.5));
+        let written = crate::OpenAiCodec.encode_stream(switchyard_codec::Framing::Sse, &events);
+        let text = String::from_utf8(written).unwrap();
+        assert!(text.contains(r#""logprobs":{"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[]}],"refusal":null}"#), "{text}");
+    }
 }

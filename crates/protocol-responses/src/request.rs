@@ -1038,4 +1038,20 @@ mod tests {
         let back = read_request(&write_request(&request, &ir::Capabilities::default()).body).unwrap();
         assert_eq!(back.system, request.system);
     }
+
+    /// `include: ["message.output_text.logprobs"]` with `top_logprobs`, as
+    /// the Responses reference names them: read into the IR, written back
+    /// beside what else `include` named.
+    #[test]
+    fn logprobs_are_asked_by_include_and_top_logprobs() {
+        let body = json!({"model": "m", "input": "hi", "top_logprobs": 3,
+            "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]});
+        let request = read(body);
+        assert_eq!(request.logprobs, Some(3));
+        let (out, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(out["include"], json!(["reasoning.encrypted_content", "message.output_text.logprobs"]));
+        assert_eq!(out["top_logprobs"], json!(3));
+        assert_eq!(read(json!({"model": "m", "input": "hi"})).logprobs, None);
+    }
 }

@@ -367,6 +367,22 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
 mod tests {
     use super::*;
 
+    /// An `output_text` part's `logprobs`, as the Responses reference
+    /// shows them, read into the IR and written back on the first part.
+    #[test]
+    fn output_text_logprobs_read_and_write_back() {
+        let logprobs = json!([{"token": "Hi", "logprob": -0.25, "bytes": [72, 105],
+            "top_logprobs": [{"token": "Hi", "logprob": -0.25, "bytes": [72, 105]}]}]);
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "Hi", "annotations": [], "logprobs": logprobs}]}]});
+        let response = read_response(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.logprobs.len(), 1);
+        assert_eq!(response.logprobs[0].top[0].logprob, -0.25);
+        let written: Value = serde_json::from_slice(&write_response(&response).body).unwrap();
+        assert_eq!(written["output"][0]["content"][0]["logprobs"], logprobs);
+    }
+
     #[test]
     fn status_and_stop_reason_agree_both_ways() {
         let none = OutputSignals::default();

@@ -112,7 +112,6 @@ pub fn respond_to(
     if completion {
         as_completion(&mut response, &request, &last);
     }
-    several(&mut response, &request);
     let mut betas: Vec<&str> = headers.get_all("anthropic-beta").iter().filter_map(|v| v.to_str().ok()).collect();
     // Claude on Bedrock takes them in its body.
     let bedrock_betas = request.extra.fields.get("additionalModelRequestFields").and_then(|f| f.get("anthropic_beta"));
@@ -127,6 +126,7 @@ pub fn respond_to(
             None => response.content.push(Block::text(note.trim_start())),
         }
     }
+    several(&mut response, &request);
     if !stream {
         let encoded = codec.write_response(&response);
         return UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(encoded.body) };
