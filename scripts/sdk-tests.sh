@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Drives a running `switchyard` with the official Python SDKs (openai,
 # anthropic, google-genai, cohere, boto3) through every ingress, into every
-# lane protocol, and with the coding agents themselves (Claude Code's CLI,
-# tests/sdk/test_agents.py). Creates target/sdk-venv with pinned versions,
-# and installs tests/agents' pinned npm packages, on first use.
+# lane protocol, with the coding agents themselves (Claude Code's and
+# Codex's CLIs, tests/sdk/test_agents.py) and with the JS SDKs
+# (test_commit_point.py, test_sdk_shapes_ts.py). Creates target/sdk-venv
+# with pinned versions, and installs tests/agents' pinned npm packages (the
+# CLIs, the SDKs, the TypeScript compiler), on first use.
 # Select tests the pytest way: ./scripts/sdk-tests.sh -k claude_code
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,9 +1,11 @@
-"""A capturing Anthropic upstream for the agent tests: it keeps every
-request exactly as it arrived (path, headers, raw body bytes) and answers
-in the Messages API's stream shape, scripted: a signed thinking block, then
-a call of the tool it was given, or (once the conversation holds a tool
-result, or with no tool to call) a text answer naming what the tool
-returned.
+"""Capturing upstreams for the agent tests: each keeps every request
+exactly as it arrived (path, headers, raw body bytes) and answers in its
+API's stream shape, scripted. `CaptureServer` speaks Anthropic Messages: a
+signed thinking block, then a call of the tool it was given, or (once the
+conversation holds a tool result, or with no tool to call) a text answer
+naming what the tool returned. `ResponsesCaptureServer` speaks OpenAI
+Responses (Codex's API) the same way: a `function_call` item, then a
+message naming the `function_call_output` it was sent.
 
 Run it alone to refresh the Claude Code fixtures of the Anthropic codec's
 golden tests (point the CLI's ANTHROPIC_BASE_URL at it):
@@ -82,8 +84,59 @@ def events(body: dict, script: Script) -> list[tuple[str, dict]]:
     return out
 
 
+def function_output_text(body: dict) -> str | None:
+    """The output of the last `function_call_output` item of a Responses
+    input, when the input ends in tool outputs (after the last message)."""
+    returned = None
+    for item in body.get("input", []) if isinstance(body.get("input"), list) else []:
+        if item.get("type") == "message":
+            returned = None
+        elif item.get("type") == "function_call_output":
+            output = item.get("output")
+            if isinstance(output, list):
+                output = "".join(part.get("text", "") for part in output)
+            returned = output or ""
+    return returned
+
+
+def responses_events(body: dict, script: Script) -> list[tuple[str, dict]]:
+    """A Responses stream: created, one output item (a call of the scripted
+    tool, or a message naming the tool's output), completed."""
+    response = {"id": "resp_capture", "object": "response", "created_at": 1700000000, "status": "in_progress",
+                "model": body.get("model", ""), "output": [], "usage": None}
+    returned = function_output_text(body)
+    if returned is None and script.tool is not None:
+        item = {"type": "function_call", "id": "fc_capture_1", "call_id": "call_capture_1", "name": script.tool,
+                "arguments": json.dumps(script.arguments), "status": "completed"}
+        deltas = [("response.function_call_arguments.delta",
+                   {"item_id": item["id"], "output_index": 0, "delta": item["arguments"]})]
+    else:
+        text = "no tool was called" if returned is None else f"the tool returned: {returned}"
+        item = {"type": "message", "id": "msg_capture", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        deltas = [("response.output_text.delta",
+                   {"item_id": item["id"], "output_index": 0, "content_index": 0, "delta": text})]
+    started = {**item, "status": "in_progress"}
+    if item["type"] == "function_call":
+        started["arguments"] = ""
+    else:
+        started["content"] = []
+    done = {**response, "status": "completed", "output": [item],
+            "usage": {"input_tokens": 10, "output_tokens": 12, "total_tokens": 22,
+                      "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}}
+    out = [("response.created", {"response": response}),
+           ("response.output_item.added", {"output_index": 0, "item": started}),
+           *deltas,
+           ("response.output_item.done", {"output_index": 0, "item": item}),
+           ("response.completed", {"response": done})]
+    return [(name, {"type": name, "sequence_number": n, **data}) for n, (name, data) in enumerate(out)]
+
+
 class CaptureServer:
     """Serves on a free loopback port until `close`."""
+
+    # The stream this upstream answers (Anthropic Messages).
+    events = staticmethod(events)
 
     def __init__(self, script: Script | None = None, port: int = 0):
         self.script = script or Script()
@@ -99,7 +152,7 @@ class CaptureServer:
                 body = json.loads(raw or b"{}")
                 if body.get("stream"):
                     payload = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n"
-                                      for name, data in events(body, owner.script)).encode()
+                                      for name, data in owner.events(body, owner.script)).encode()
                     content_type = "text/event-stream"
                 else:
                     payload = json.dumps({"type": "error", "error": {
@@ -122,6 +175,12 @@ class CaptureServer:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+class ResponsesCaptureServer(CaptureServer):
+    """`CaptureServer` speaking OpenAI Responses (`responses_events`)."""
+
+    events = staticmethod(responses_events)
 
 
 def main(argv: list[str]) -> None:

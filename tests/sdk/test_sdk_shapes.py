@@ -14,7 +14,9 @@ the gateway neither models nor reports fails here.
 from __future__ import annotations
 
 import collections.abc
+import json
 import typing
+from pathlib import Path
 
 import httpx
 import pytest
@@ -29,15 +31,15 @@ from sdk_support import MOCK_SIGNATURE, MOCK_THOUGHT
 
 # What the gateway reads into the IR: a modelled member need not be
 # reported (it crosses, or its own loss is named under another path).
-MODELLED_MEMBERS = {
-    "model", "max_tokens", "messages", "system", "tools", "tool_choice", "temperature", "top_p", "top_k",
-    "stop_sequences", "stream", "metadata", "thinking", "output_config", "output_format",
-}
-MODELLED_BLOCKS = {"text", "image", "document", "thinking", "redacted_thinking", "tool_use", "tool_result"}
-MODELLED_TOOL_MEMBERS = {"name", "input_schema", "description", "cache_control", "strict", "type"}
+# Shared with the TypeScript walk (test_sdk_shapes_ts.py).
+MODELLED = json.loads((Path(__file__).resolve().parent / "modelled.json").read_text())["anthropic"]
+MODELLED_MEMBERS = set(MODELLED["modelled_members"])
+MODELLED_BLOCKS = set(MODELLED["modelled_blocks"])
+MODELLED_TOOL_MEMBERS = set(MODELLED["modelled_tool_members"])
 # Blocks a model's turn holds; the rest go in a user's.
-ASSISTANT_BLOCKS = {"thinking", "redacted_thinking", "tool_use", "server_tool_use", "mcp_tool_use", "compaction",
-                    "fallback", "mcp_tool_listing"}
+ASSISTANT_BLOCKS = set(MODELLED["assistant_blocks"])
+# Members the SDK sends as headers (`betas` as `anthropic-beta`).
+HEADER_PARAMS = MODELLED["header_params"]
 
 
 def unwrap(tp):
@@ -147,10 +149,12 @@ def roles() -> set[str]:
 def send(gateway: str, lane: str, body: dict) -> httpx.Response:
     body = {"model": lane, "max_tokens": 64, **body}
     headers = {"x-api-key": "unused", "anthropic-version": "2023-06-01"}
-    # The SDK sends `betas` as the `anthropic-beta` header, not in the body.
-    betas = body.pop("betas", None)
-    if betas is not None:
-        headers["anthropic-beta"] = ",".join(betas)
+    # The SDK sends `betas` as the `anthropic-beta` header, not in the
+    # body, and its other header params likewise.
+    for member, header in HEADER_PARAMS.items():
+        if member in body:
+            sent = body.pop(member)
+            headers[header] = ",".join(sent) if isinstance(sent, list) else str(sent)
     return httpx.post(f"http://{gateway}/v1/messages", json=body, timeout=30, headers=headers)
 
 
@@ -220,7 +224,7 @@ def members() -> list[tuple[str, object]]:
 @pytest.mark.parametrize("member,params", members(), ids=[m for m, _ in members()])
 def test_every_request_member_of_the_sdk_is_modelled_or_reported(gateway, member, params):
     body = {"messages": [{"role": "user", "content": "hi"}], member: value(hints(params)[member])}
-    reported_as = "anthropic-beta" if member == "betas" else None if member in MODELLED_MEMBERS else member
+    reported_as = HEADER_PARAMS.get(member) or (None if member in MODELLED_MEMBERS else member)
     check(gateway, body, f"member {member}", reported_as)
 
 

@@ -49,7 +49,7 @@ const REPORT_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn spawn(gateway: &Arc<Gateway>) {
     let Some(every) = gateway.config.reconcile.as_ref().map(|r| r.every) else { return };
     let weak = Arc::downgrade(gateway);
-    tokio::spawn(async move {
+    switchyard_tasks::service("reconciliation", async move {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let mut ticker = tokio::time::interval(every);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

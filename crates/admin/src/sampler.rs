@@ -28,7 +28,7 @@ pub fn spawn(gateway: &Arc<Gateway>) {
         return;
     }
     let weak = Arc::downgrade(gateway);
-    tokio::spawn(async move {
+    switchyard_tasks::service("console sampler", async move {
         let mut before = Totals::default();
         let mut before_combos: Vec<u64> = Vec::new();
         let mut before_latency: Vec<[u64; SLOTS]> = Vec::new();

@@ -428,5 +428,8 @@ pub fn spawn_export(gateway: &Arc<Gateway>) {
     let weak = Arc::downgrade(gateway);
     let render_now = move || weak.upgrade().map(|gateway| render(&registry(&gateway)));
     let client = gateway.hooks.clone();
-    tokio::spawn(switchyard_telemetry::otlp_metrics::export(to, resource, otlp.metrics_interval, client, render_now));
+    switchyard_tasks::service(
+        "otlp metrics",
+        switchyard_telemetry::otlp_metrics::export(to, resource, otlp.metrics_interval, client, render_now),
+    );
 }

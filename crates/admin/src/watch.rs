@@ -25,7 +25,7 @@ pub fn spawn(gateway: &Arc<Gateway>) {
         return;
     }
     let weak = Arc::downgrade(gateway);
-    tokio::spawn(async move {
+    switchyard_tasks::service("alerts watcher", async move {
         let mut seen = Seen::default();
         let mut ticker = tokio::time::interval(WATCH_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -3,7 +3,7 @@
 //! and value span without copying a byte of the upload, and a splice that
 //! replaces one text field's value (the `model`) the way the JSON scanner
 //! splices a JSON body's `model`. The bytes are the caller's (untrusted):
-//! every length and offset is checked, and `fuzz/fuzz_targets/form.rs`
+//! every length and offset is checked, and `fuzz/fuzz_targets/operation_readers.rs`
 //! holds the scan to never panicking.
 
 use std::ops::Range;

@@ -7,6 +7,7 @@
 //! registry keyed by [`Protocol`].
 
 pub mod auth;
+pub mod aws;
 pub mod call_id;
 pub mod continuation;
 pub mod count;
@@ -190,6 +191,13 @@ pub struct CallerHeader {
     /// into the IR ([`Codec::read_headers`]: Anthropic's betas), whose
     /// writers carry it or report it.
     pub features: bool,
+    /// It selects or attributes within the caller's own account at the
+    /// vendor (Anthropic's workspace and user profile): it goes only to a
+    /// lane of the caller's protocol that sends the caller's own key
+    /// (`passthrough_credentials`), and any other lane reports it dropped
+    /// (the operator's `forward_headers` may still pass it on). The
+    /// operator's key may belong to another workspace, or to several.
+    pub credential: bool,
 }
 
 /// An error response ready to send: status, extra headers, JSON body.

@@ -48,11 +48,11 @@ pub use hooks::{Hook, OnError, PromptAccess};
 pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
 pub use server::{ClientIdentity, Http2, Server, ServerTls};
 pub use ssrf::{check_outbound_url, is_public};
+/// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
+pub use switchyard_codec::aws::region_from_host;
 pub use switchyard_codec::Credentials;
 pub use switchyard_health::{BreakerPolicy, ErrorMap, StatusClass};
 pub use switchyard_ir::{Capabilities, Operation, Protocol};
-/// The AWS region of a Bedrock Runtime host: the Bedrock codec owns what its endpoints look like.
-pub use switchyard_protocol_bedrock::region_from_host;
 pub use switchyard_route::Strategy;
 pub use telemetry::{FileSink, Otlp, RequestLog, Telemetry, WebhookSink};
 pub use translation::Translation;

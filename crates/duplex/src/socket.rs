@@ -87,7 +87,7 @@ impl Socket {
         let started = Instant::now();
         let activity = Arc::new(AtomicU64::new(0));
         let (tx, rx) = mpsc::channel(OUTBOX);
-        tokio::spawn(write(sink, rx, gateway.config.server.write_timeout));
+        switchyard_tasks::work(write(sink, rx, gateway.config.server.write_timeout));
         Socket {
             inbound,
             out: Outbox { tx, activity, started },

@@ -30,7 +30,7 @@ pub fn conduct_refused(gateway: &Arc<Gateway>, caller: Option<&switchyard_state:
     let now = switchyard_state::governance::now_ms();
     let Some(until) = governance.note_refusal(caller, now) else { return };
     let (gateway, id) = (gateway.clone(), caller.key.id.clone());
-    tokio::spawn(async move {
+    switchyard_tasks::work(async move {
         let Some(governance) = &gateway.governance else { return };
         let suspend = |record: &mut switchyard_governance::KeyRecord| {
             record.suspended_until = Some(until);

@@ -123,7 +123,7 @@ impl Drop for Detachable {
         // dropped.
         self.1.store(true, std::sync::atomic::Ordering::Relaxed);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { drop(stages.await) });
+            switchyard_tasks::work_on(&runtime, async move { drop(stages.await) });
         }
     }
 }

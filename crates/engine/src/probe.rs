@@ -18,7 +18,7 @@ pub fn spawn_probes(gateway: &Arc<Gateway>) {
         let Some(interval) = config.probe_interval else { continue };
         // A probe loop ends with its gateway: a config reload replaces it.
         let gateway = Arc::downgrade(gateway);
-        tokio::spawn(async move {
+        switchyard_tasks::service("lane probe", async move {
             let mut ticker = tokio::time::interval(interval);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

@@ -281,12 +281,14 @@ async fn upstream_headers(
 
 /// Passes on the caller headers the lane may have, replacing the
 /// gateway's own value of each: those its protocol's callers send
-/// (`Codec::caller_headers`, when the caller speaks it) and those the
+/// (`Codec::caller_headers`, when the caller speaks it; those of the
+/// caller's account only with the caller's own key) and those the
 /// operator listed (`forward_headers`). No other caller header goes
 /// upstream.
 fn forward(headers: &mut HeaderMap, caller: &HeaderMap, ingress: Protocol, codec: &dyn Codec, lane: &Lane) {
     let own = if ingress == lane.protocol { codec.caller_headers() } else { &[] };
-    let names = own.iter().map(|header| header.name).chain(lane.forward_headers.iter().map(HeaderName::as_str));
+    let own = own.iter().filter(|header| !header.credential || lane.passthrough_credentials);
+    let names = own.map(|header| header.name).chain(lane.forward_headers.iter().map(HeaderName::as_str));
     for name in names {
         let mut values = caller.get_all(name).iter().peekable();
         if values.peek().is_none() {
@@ -300,14 +302,22 @@ fn forward(headers: &mut HeaderMap, caller: &HeaderMap, ingress: Protocol, codec
     }
 }
 
-/// What a lane of another protocol loses of the caller's feature headers
-/// (its betas), reported with what the translation dropped: a lane's
+/// What a lane loses of the caller's own headers, reported with what the
+/// translation dropped: a lane of another protocol its feature headers,
+/// any lane but one sending the caller's own key of its protocol the
+/// headers of the caller's account ([`forward`]). A lane's
 /// `forward_headers` may still pass one on.
 pub(crate) fn lost_headers(gateway: &Gateway, call: &Call, lane: &Lane) -> Vec<Dropped> {
-    let own: &'static [switchyard_codec::CallerHeader] =
-        if call.ingress == lane.protocol { &[] } else { gateway.codec(call.ingress).caller_headers() };
-    own.iter()
-        .filter(|header| header.features && call.headers.contains_key(header.name))
+    let same = call.ingress == lane.protocol;
+    gateway
+        .codec(call.ingress)
+        .caller_headers()
+        .iter()
+        .filter(|header| match same {
+            true => header.credential && !lane.passthrough_credentials,
+            false => header.features || header.credential,
+        })
+        .filter(|header| call.headers.contains_key(header.name))
         .filter(|header| !lane.forward_headers.iter().any(|name| name.as_str() == header.name))
         .map(|header| Dropped {
             field: Field::Unmodelled,

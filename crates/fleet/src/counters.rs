@@ -235,9 +235,9 @@ impl Fleet {
             hold_prefix: u64::from(fastrand::u32(..)) << 32,
             next_hold: AtomicU64::new(0),
         });
-        tokio::spawn(reconcile(Arc::downgrade(&fleet)));
-        tokio::spawn(send_settlements(Arc::downgrade(&fleet), queue));
-        tokio::spawn(renew_holds(Arc::downgrade(&fleet)));
+        switchyard_tasks::service("fleet reconcile", reconcile(Arc::downgrade(&fleet)));
+        switchyard_tasks::service("fleet settlements", send_settlements(Arc::downgrade(&fleet), queue));
+        switchyard_tasks::service("fleet hold renewal", renew_holds(Arc::downgrade(&fleet)));
         Ok(fleet)
     }
 

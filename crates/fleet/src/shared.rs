@@ -100,7 +100,7 @@ impl FleetState {
             applied: AtomicU64::new(0),
         });
         let (ready, subscribed) = tokio::sync::oneshot::channel();
-        tokio::spawn(follow(client, Arc::downgrade(&shared), ready));
+        switchyard_tasks::service("fleet subscriptions", follow(client, Arc::downgrade(&shared), ready));
         // Subscribed before the first request, so no trip goes unheard.
         let _ = tokio::time::timeout(Duration::from_secs(2), subscribed).await;
         Ok(shared)
@@ -129,7 +129,7 @@ impl FleetState {
     fn send(self: &Arc<Self>, channel: &'static str, text: String, what: &'static str) {
         let shared = self.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
+        switchyard_tasks::work_on(&runtime, async move {
             let mut redis = shared.redis.clone();
             match redis::cmd("PUBLISH").arg(channel).arg(text).query_async::<i64>(&mut redis).await {
                 Ok(_) => {
@@ -172,7 +172,7 @@ impl FleetState {
         let (lane, millis) = (lane.to_owned(), u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1));
         let shared = self.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
+        switchyard_tasks::work_on(&runtime, async move {
             let mut redis = shared.redis.clone();
             let written =
                 redis::cmd("SET").arg(key).arg(lane).arg("PX").arg(millis).query_async::<()>(&mut redis).await;
@@ -314,7 +314,7 @@ impl FleetState {
         let key = trial_key(pool, lane);
         let shared = self.clone();
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        runtime.spawn(async move {
+        switchyard_tasks::work_on(&runtime, async move {
             let mut redis = shared.redis.clone();
             let released = redis::cmd("EVAL")
                 .arg(RELEASE)

@@ -451,7 +451,8 @@ async fn upstream_headers(
         let bearer = Box::pin(token.bearer()).await.map_err(|err| failed(err.to_string()))?;
         headers.insert(http::header::AUTHORIZATION, bearer);
     }
-    for own in codec.caller_headers() {
+    // Never those of the caller's account: the operator's key is the lane's.
+    for own in codec.caller_headers().iter().filter(|own| !own.credential) {
         let mut values = caller.get_all(own.name).iter().peekable();
         if values.peek().is_none() {
             continue;

@@ -338,7 +338,7 @@ pub async fn follow_versions(reloader: &Arc<Reloader>) {
     let (Some(feed), false) = (&governance.stores.changes, locked) else { return };
     let mut changes = feed.subscribe();
     let weak = Arc::downgrade(reloader);
-    tokio::spawn(async move {
+    switchyard_tasks::service("config versions", async move {
         loop {
             let change = changes.recv().await;
             let Some(reloader) = weak.upgrade() else { return };

@@ -2,6 +2,7 @@
 //! binary: each module starts gateways (and vendor fakes) on real TCP ports
 //! chosen by the OS, so they run side by side. One binary links once; a
 //! binary per file linked the whole gateway 28 times.
+#![allow(clippy::disallowed_methods, reason = "tests spawn their own tasks")]
 
 mod common;
 

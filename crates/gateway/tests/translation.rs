@@ -155,11 +155,13 @@ async fn header_echo() -> std::net::SocketAddr {
             headers.get_all(name).iter().map(|v| v.to_str().unwrap_or("?").to_owned()).collect::<Vec<_>>().join("|")
         };
         let text = format!(
-            "beta={} version={} org={} cookie={}",
+            "beta={} version={} org={} cookie={} workspace={} profile={}",
             seen("anthropic-beta"),
             seen("anthropic-version"),
             seen("openai-organization"),
-            seen("cookie")
+            seen("cookie"),
+            seen("anthropic-workspace-id"),
+            seen("anthropic-user-profile-id")
         );
         axum::Json(json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
             "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
@@ -194,7 +196,7 @@ async fn caller_headers_pass_on_by_allow_list_only() {
     let text = String::from_utf8_lossy(&reply.body).into_owned();
     assert!(
         text.contains(
-            "beta=interleaved-thinking-2025-05-14,context-1m-2025-08-07 version=2023-06-01 org=org-7 cookie=\""
+            "beta=interleaved-thinking-2025-05-14,context-1m-2025-08-07 version=2023-06-01 org=org-7 cookie= workspace= profile=\""
         ),
         "{text}"
     );
@@ -209,6 +211,53 @@ async fn caller_headers_pass_on_by_allow_list_only() {
     let reply = post(addr, "/v1/messages", &headers, anthropic("gpt")).await;
     assert_eq!(reply.status, 200);
     assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-beta");
+}
+
+/// The Anthropic SDKs' `workspace_id` and `user_profile_id` (headers of the
+/// caller's own account) go only to a lane sending the caller's own key,
+/// or one whose operator lists them; every other lane, of the caller's
+/// protocol or not, says it lost them (they were dropped in silence).
+#[tokio::test]
+async fn headers_of_the_callers_account_go_only_with_the_callers_key() {
+    let upstream = header_echo().await;
+    let yaml = format!(
+        "providers:\n  claude: {{ protocol: anthropic, base_url: \"http://{upstream}\" }}\n  \
+         own: {{ protocol: anthropic, base_url: \"http://{upstream}\", upstream_credentials: passthrough }}\n  \
+         listed: {{ protocol: anthropic, base_url: \"http://{upstream}\", forward_headers: [anthropic-workspace-id] }}\n  \
+         gpt: {{ protocol: openai, base_url: \"mock://\" }}\n\
+         models:\n  sonnet: {{ provider: claude, model: claude-sonnet-4-5 }}\n  \
+         own: {{ provider: own, model: claude-sonnet-4-5 }}\n  listed: {{ provider: listed, model: claude-sonnet-4-5 }}\n  \
+         gpt: {{ provider: gpt, model: gpt-4o }}\n"
+    );
+    let addr = gateway(&yaml).await;
+    let anthropic = |model: &str| {
+        serde_json::to_vec(&json!({"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}))
+            .unwrap()
+    };
+    let headers = [
+        ("x-api-key", "sk-ant-callers-own"),
+        ("anthropic-version", "2023-06-01"),
+        ("anthropic-workspace-id", "wrkspc_caller"),
+        ("anthropic-user-profile-id", "prof_caller"),
+    ];
+    let text = |reply: &common::Reply| String::from_utf8_lossy(&reply.body).into_owned();
+
+    let reply = post(addr, "/v1/messages", &headers, anthropic("sonnet")).await;
+    assert_eq!(reply.status, 200);
+    assert!(text(&reply).contains("workspace= profile="), "the operator's key is the lane's: {}", text(&reply));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-workspace-id, anthropic-user-profile-id");
+
+    let reply = post(addr, "/v1/messages", &headers, anthropic("own")).await;
+    assert!(text(&reply).contains("workspace=wrkspc_caller profile=prof_caller"), "{}", text(&reply));
+    assert!(!reply.headers.contains_key("x-switchyard-dropped"));
+
+    let reply = post(addr, "/v1/messages", &headers, anthropic("listed")).await;
+    assert!(text(&reply).contains("workspace=wrkspc_caller profile="), "{}", text(&reply));
+    assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-user-profile-id");
+
+    let reply = post(addr, "/v1/messages", &headers, anthropic("gpt")).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.headers["x-switchyard-dropped"], "anthropic-workspace-id, anthropic-user-profile-id");
 }
 
 /// A conversation carrying Claude's signed thinking stays with the lanes

@@ -174,7 +174,7 @@ impl Drop for Staged {
             return;
         }
         let (batches, owner, id) = (self.gateway.kept.batches.clone(), self.job.owner.clone(), self.job.id.clone());
-        tokio::spawn(async move {
+        switchyard_tasks::work(async move {
             if let Err(err) = batches.delete_batch(owner, id).await {
                 tracing::warn!(error = %err, "a batch refused part-way could not be discarded; the purge will");
             }

@@ -296,7 +296,7 @@ impl Drop for Upload {
             return;
         }
         let (objects, owner, id) = (self.gateway.kept.objects.clone(), self.owner.clone(), self.id.clone());
-        tokio::spawn(async move {
+        switchyard_tasks::work(async move {
             if let Err(err) = objects.delete_object(ObjectKind::File, owner, id).await {
                 tracing::warn!(error = %err, "an upload cut short could not be removed; the purge will");
             }

@@ -12,7 +12,7 @@ const EVERY: Duration = Duration::from_secs(3600);
 
 /// Starts the purge over `kept`; it runs for the life of the process.
 pub fn spawn(kept: KeptStores) {
-    tokio::spawn(async move {
+    switchyard_tasks::service("kept purge", async move {
         let mut ticker = tokio::time::interval(EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -250,7 +250,7 @@ pub fn tap(gateway: &Arc<Gateway>, keep: Keep, response: Response) -> Response {
             seen: Vec::new(),
             limit,
             keep: Some(Box::new(move |bytes: Vec<u8>| {
-                tokio::spawn(async move {
+                switchyard_tasks::work(async move {
                     let Some(object) = kept(keep, &bytes, retention.as_deref()) else { return };
                     if object.body.len() > limit {
                         tracing::warn!(id = %object.id, "a stored response is larger than responses.max_bytes; not kept");

@@ -57,7 +57,7 @@ pub fn spawn(kept: KeptStores, config: Batches, codecs: CodecFor, dispatch: Arc<
     let lease_ms = i64::try_from(config.lease.as_millis()).unwrap_or(i64::MAX);
     {
         let kept = kept.clone();
-        tokio::spawn(async move {
+        switchyard_tasks::service("batch lease renewal", async move {
             let mut every = tokio::time::interval(config.lease / 3);
             loop {
                 every.tick().await;
@@ -67,7 +67,7 @@ pub fn spawn(kept: KeptStores, config: Batches, codecs: CodecFor, dispatch: Arc<
             }
         });
     }
-    tokio::spawn(async move {
+    switchyard_tasks::service("batch worker", async move {
         let slots = Arc::new(Semaphore::new(config.concurrency));
         loop {
             let free = slots.available_permits();
@@ -90,7 +90,7 @@ pub fn spawn(kept: KeptStores, config: Batches, codecs: CodecFor, dispatch: Arc<
                 let Ok(permit) = slots.clone().acquire_owned().await else { return };
                 let kept = kept.clone();
                 let dispatch = dispatch.clone();
-                tokio::spawn(async move {
+                switchyard_tasks::work(async move {
                     run(&kept, codecs, dispatch.as_ref(), line).await;
                     drop(permit);
                     kept.wake.notify_one();

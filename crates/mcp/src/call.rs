@@ -121,7 +121,7 @@ pub(crate) async fn call(
     stream: bool,
 ) -> Response {
     let (events, mut received) = mpsc::channel::<Value>(64);
-    let task = tokio::spawn(async move {
+    let task = switchyard_tasks::work(async move {
         let sink = stream.then(|| events.clone());
         let opened = session.upstream.clone();
         let mut run = Run { gateway: &gateway, caller: caller.as_ref(), session, passthrough, started: Instant::now() };
@@ -164,7 +164,7 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let (tx, mut rx) = mpsc::channel(16);
-    tokio::spawn(produce(tx));
+    switchyard_tasks::work(produce(tx));
     let frames = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx));
     Body::from_stream(frames)
 }

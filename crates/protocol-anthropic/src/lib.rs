@@ -168,10 +168,14 @@ impl Codec for AnthropicCodec {
         // Claude Code and the SDKs turn features on with betas, and may pin
         // a version of their own. The betas are read into the IR too
         // (`read_headers`): a Claude lane on Bedrock takes them in its body,
-        // and the other writers report them.
-        const HEADERS: [switchyard_codec::CallerHeader; 2] = [
-            switchyard_codec::CallerHeader { name: "anthropic-beta", features: false },
-            switchyard_codec::CallerHeader { name: "anthropic-version", features: false },
+        // and the other writers report them. The SDKs' `workspace_id` and
+        // `user_profile_id` are headers of the caller's own account.
+        use switchyard_codec::CallerHeader;
+        const HEADERS: [CallerHeader; 4] = [
+            CallerHeader { name: "anthropic-beta", features: false, credential: false },
+            CallerHeader { name: "anthropic-version", features: false, credential: false },
+            CallerHeader { name: "anthropic-workspace-id", features: false, credential: true },
+            CallerHeader { name: "anthropic-user-profile-id", features: false, credential: true },
         ];
         &HEADERS
     }
@@ -193,6 +197,20 @@ impl Codec for AnthropicCodec {
 mod tests {
     use super::*;
     use std::time::SystemTime;
+
+    /// The SDKs' header params: betas and the version pass to an Anthropic
+    /// lane as they came (the betas are read into the IR besides); the
+    /// workspace and user profile ids are the caller's account's, and go
+    /// only with the caller's own key.
+    #[test]
+    fn the_sdks_header_params_are_caller_headers() {
+        let headers = AnthropicCodec.caller_headers();
+        let of = |name: &str| headers.iter().find(|h| h.name == name).map(|h| (h.features, h.credential));
+        assert_eq!(of("anthropic-beta"), Some((false, false)));
+        assert_eq!(of("anthropic-version"), Some((false, false)));
+        assert_eq!(of("anthropic-workspace-id"), Some((false, true)));
+        assert_eq!(of("anthropic-user-profile-id"), Some((false, true)));
+    }
 
     /// A past turn's signed thinking goes whole when asked; the turn in
     /// progress (its tool loop included) keeps its own, and a message of

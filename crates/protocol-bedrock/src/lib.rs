@@ -25,9 +25,9 @@ use switchyard_codec::{
     StreamDecoder, StreamEncoder,
 };
 
-pub use auth::region_from_host;
 pub use error::{exception_frame, ERROR_TYPE_HEADER};
 pub use eventstream::MAX_FRAME_BYTES;
+pub use switchyard_codec::aws::region_from_host;
 
 /// The Bedrock Converse codec.
 pub struct BedrockCodec;

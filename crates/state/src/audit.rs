@@ -107,7 +107,7 @@ pub async fn record(
 /// Purges entries older than `retention` from `log`, now and every hour,
 /// for as long as the log lives.
 pub fn spawn_purge(log: Weak<dyn AuditLog>, retention: Duration) {
-    tokio::spawn(async move {
+    switchyard_tasks::service("audit purge", async move {
         let mut ticker = tokio::time::interval(PURGE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

@@ -387,12 +387,12 @@ pub async fn from_config(
     let governance = Arc::new(governance);
     let _ = governance.me.set(Arc::downgrade(&governance));
     if let Some(seeded) = governance.fleet.as_ref().and_then(|fleet| fleet.take_seeded()) {
-        tokio::spawn(reseed_from_ledger(Arc::downgrade(&governance), seeded));
+        switchyard_tasks::service("ledger reseed", reseed_from_ledger(Arc::downgrade(&governance), seeded));
     }
     crate::audit::spawn_purge(Arc::downgrade(&governance.stores.audit), config.admin.audit_retention);
     budget_watch::spawn(Arc::downgrade(&governance));
     if let Some(changes) = changes {
-        tokio::spawn(follow_changes(Arc::downgrade(&governance), changes));
+        switchyard_tasks::service("store changes", follow_changes(Arc::downgrade(&governance), changes));
     }
     Ok(Some((governance, writer)))
 }

@@ -78,7 +78,7 @@ impl KeptPins {
     pub fn start(store: Arc<dyn PinStore>) -> KeptPins {
         let (tx, rx) = mpsc::channel(QUEUE);
         let stats = Arc::new(PinStats::default());
-        tokio::spawn(write_behind(store, rx, stats.clone()));
+        switchyard_tasks::service("pin writer", write_behind(store, rx, stats.clone()));
         KeptPins { tx, stats }
     }
 

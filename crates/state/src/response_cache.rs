@@ -1,6 +1,6 @@
 //! The response cache's store: exact-match answers, each under a key that
 //! already names its partition (the caller's key or group), its pool and
-//! its normalised request (`engine::response_cache` builds it). Bounded in
+//! its normalised request (`engine::filter::response_cache` builds it). Bounded in
 //! bytes, not entries: past `max_bytes` the least recently used answers go
 //! first; each entry lives for its pool's `ttl`. In memory, one node; a
 //! fleet keeps entries in Redis (`switchyard_fleet::cache`), each as

@@ -210,7 +210,7 @@ impl ContentQueue {
         let (tx, rx) = mpsc::channel(capacity);
         let stats = Arc::new(ContentStats::default());
         let days = Arc::new(AtomicU32::new(days));
-        tokio::spawn(write_behind(store.clone(), rx, stats.clone(), flush));
+        switchyard_tasks::service("content writer", write_behind(store.clone(), rx, stats.clone(), flush));
         spawn_purge(Arc::downgrade(&store), days.clone());
         ContentQueue { tx, stats, days }
     }
@@ -265,7 +265,7 @@ async fn write_behind(
 /// Purges kept text older than the days kept, now and every hour, for as
 /// long as the store lives.
 fn spawn_purge(store: Weak<dyn ContentStore>, days: Arc<AtomicU32>) {
-    tokio::spawn(async move {
+    switchyard_tasks::service("content purge", async move {
         let mut ticker = tokio::time::interval(PURGE_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

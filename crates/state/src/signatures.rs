@@ -6,7 +6,7 @@
 //! turn from id, name and arguments (common with the OpenAI, Responses and
 //! Bedrock SDKs) drops the carrier. So the gateway also keeps each signature
 //! under the caller's owner (its key, or a token's or a certificate's own
-//! subject under the key they share: `governance::owner`) and the call's
+//! subject under the key they share: `state::governance::owner`) and the call's
 //! id for [`KEPT_FOR`], in the
 //! gateway's store: in process by default, SQLite or PostgreSQL with
 //! governance's store, Redis in a fleet. A later request that sends the

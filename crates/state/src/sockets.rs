@@ -133,6 +133,7 @@ impl Sockets {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::disallowed_methods, reason = "a test spawns its own tasks")]
     #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
 
     use super::*;

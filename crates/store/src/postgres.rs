@@ -121,7 +121,7 @@ impl PostgresStore {
         // Listening before the caller reads anything: a change made between
         // its first read and the subscription would otherwise be missed.
         let (subscribed, listening) = tokio::sync::oneshot::channel();
-        tokio::spawn(listen(config, changes.clone(), subscribed));
+        switchyard_tasks::service("postgres listen", listen(config, changes.clone(), subscribed));
         match tokio::time::timeout(CALL_TIMEOUT, listening).await {
             Ok(Ok(())) => Ok(PostgresStore { pool, changes }),
             _ => Err(StoreError::Unavailable("postgres: the change feed could not LISTEN".into())),

@@ -2,7 +2,7 @@
 //! over memory, SQLite and PostgreSQL (and any backend added later: add it
 //! to `backends!`). PostgreSQL is the real server `scripts/services.sh`
 //! starts (`SWITCHYARD_TEST_POSTGRES_URL`); each test gets a fresh database.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, reason = "test code")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods, reason = "test code")]
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential};

@@ -381,7 +381,7 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let lifecycle = gateway.lifecycle.clone();
     let sockets = gateway.sockets.clone();
-    tokio::spawn(async move {
+    switchyard_tasks::service("shutdown signal", async move {
         shutdown_signal().await;
         // `/readyz` answers 503 from here on, on connections still open.
         lifecycle.draining();
@@ -411,14 +411,17 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     for tls in &certificates {
         tls.watch(TLS_WATCH);
     }
-    tokio::spawn(reload_on_sighup(reloader.clone(), certificates));
+    switchyard_tasks::service("sighup reload", reload_on_sighup(reloader.clone(), certificates));
     let mut admin_stop = stop_rx.clone();
     let admin_limits = Limits { drain_timeout: Duration::from_secs(1), ..limits.clone() };
     let mut admin_settings = Settings::plain(admin_limits);
     admin_settings.tls = admin_tls;
-    let admin_task = tokio::spawn(switchyard_gateway::server::serve(admin, admin_router, admin_settings, async move {
-        let _ = admin_stop.wait_for(|stop| *stop).await;
-    }));
+    let admin_task = switchyard_tasks::service(
+        "admin listener",
+        switchyard_gateway::server::serve(admin, admin_router, admin_settings, async move {
+            let _ = admin_stop.wait_for(|stop| *stop).await;
+        }),
+    );
     let mut data_stop = stop_rx;
     let mut settings = switchyard_gateway::server::data_settings(&gateway, Arc::default());
     settings.tls = data_tls;
@@ -432,6 +435,12 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     // Upgraded sockets are not the listener's: wait for them apart.
     let socket_drain = gateway.config.duplex.drain + gateway.config.server.write_timeout;
     let _ = tokio::time::timeout(socket_drain, gateway.sockets.closed()).await;
+    // Work still running (a request whose caller left, a cache or key
+    // write) ends and settles before the last flush.
+    let left = switchyard_tasks::drain(WORK_DRAIN).await;
+    if left > 0 {
+        tracing::warn!(tasks = left, "shutting down with work still running; its ledger rows may be lost");
+    }
     // Every request has settled: let the ledger writer flush the last rows.
     if let Some(writer) = ledger_writer {
         writer.finish().await;
@@ -467,6 +476,10 @@ async fn mock_upstream(listen: &str) -> anyhow::Result<()> {
     .await?;
     Ok(())
 }
+
+/// How long shutdown waits for work still running once the listeners have
+/// drained (within the 15 s the deployment manifests leave for flushes).
+const WORK_DRAIN: Duration = Duration::from_secs(5);
 
 /// How often the listeners' TLS files are looked at for a change.
 const TLS_WATCH: Duration = Duration::from_secs(5);

@@ -28,10 +28,14 @@ struct Gateway {
 }
 
 fn start(dir: &Path, db: &Path) -> Gateway {
+    start_with(dir, db, "mock://")
+}
+
+fn start_with(dir: &Path, db: &Path, upstream: &str) -> Gateway {
     let data: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let config = format!(
-        "listen: {data}\nadmin_listen: {admin}\nproviders:\n  up: {{ protocol: openai, base_url: \"mock://\" }}\n\
+        "listen: {data}\nadmin_listen: {admin}\nproviders:\n  up: {{ protocol: openai, base_url: \"{upstream}\" }}\n\
          models:\n  m: {{ provider: up }}\nrate_card:\n  m: {{ input_utok: 1, output_utok: 1 }}\n\
          auth: {{ mode: keys }}\nadmin: {{ tokens: [{ADMIN_TOKEN}] }}\nstorage: {{ sqlite_path: \"{}\" }}\n\
          governance: {{ ledger_flush_interval: {}ms }}\nserver: {{ drain_timeout: 5s }}\n",
@@ -83,6 +87,73 @@ fn stop(mut gateway: Gateway, signal: &str) {
     if signal == "-TERM" {
         assert!(status.success(), "SIGTERM exits cleanly: {status}");
     }
+}
+
+/// An upstream that answers one chat request after `delay`, as OpenAI
+/// would; its address.
+fn slow_upstream(delay: Duration) -> SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut socket, _)) = listener.accept() else { return };
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // The head, then the body its content-length says.
+        loop {
+            let Ok(n) = socket.read(&mut buf) else { return };
+            if n == 0 {
+                return;
+            }
+            seen.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+            let Some(end) = text.find("\r\n\r\n") else { continue };
+            let length = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok())
+                .unwrap_or(0);
+            if seen.len() >= end + 4 + length {
+                break;
+            }
+        }
+        std::thread::sleep(delay);
+        let body = r#"{"id":"chatcmpl-slow","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"late"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#;
+        let head =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n", body.len());
+        let _ = socket.write_all(head.as_bytes());
+        let _ = socket.write_all(body.as_bytes());
+    });
+    addr
+}
+
+/// A caller that hangs up while its upstream is still answering, then a
+/// SIGTERM: the request runs on as work, shutdown waits for it, and its row
+/// (a 499 with the upstream's usage) is in the ledger after a restart.
+#[test]
+fn sigterm_waits_for_a_request_whose_caller_left() {
+    use std::io::Write;
+    let dir = workdir("left");
+    let db = dir.join("ledger.db");
+    let upstream = slow_upstream(Duration::from_millis(1500));
+    let gateway = start_with(&dir, &db, &format!("http://{upstream}"));
+    let key = new_key(&gateway);
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"slow"}]}"#;
+    let mut caller = std::net::TcpStream::connect(gateway.data).unwrap();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    caller.write_all(request.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(caller);
+    std::thread::sleep(Duration::from_millis(100));
+    stop(gateway, "-TERM");
+    let gateway = start(&dir, &db);
+    assert_eq!(rows(&gateway), 1, "the request whose caller left was settled before the process ended");
+    stop(gateway, "-TERM");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -148,7 +148,7 @@ impl Alerts {
     pub fn start(config: &AlertConfig, client: &HookClient) -> Alerts {
         let (queue, rx) = mpsc::channel(config.queue);
         let stats = Arc::new(AlertStats::default());
-        tokio::spawn(deliver(config.clone(), rx, client.clone(), stats.clone()));
+        switchyard_tasks::service("alert delivery", deliver(config.clone(), rx, client.clone(), stats.clone()));
         Alerts {
             queue,
             dedup_ms: config.dedup.as_millis() as u64,

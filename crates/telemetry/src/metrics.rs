@@ -2,7 +2,7 @@
 //! dense array of atomics, laid out at boot from the config (pools, lanes,
 //! protocols) and fixed tables (statuses, failure classes, fields): the hot
 //! path indexes, it never looks a label up, and no label value ever comes
-//! from caller input. `telemetry::scrape` writes them, with the live
+//! from caller input. `admin::scrape` writes them, with the live
 //! state read at scrape time, as Prometheus text.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -130,14 +130,20 @@ impl Sinks {
         };
         let webhook = config.webhook.as_ref().map(|hook| {
             let (tx, rx) = mpsc::channel(hook.queue);
-            tokio::spawn(post_batches(hook.clone(), rx, client.clone(), stats.clone()));
+            switchyard_tasks::service(
+                "request log webhook",
+                post_batches(hook.clone(), rx, client.clone(), stats.clone()),
+            );
             tx
         });
         let otlp = otlp.map(|(otlp, encode)| {
             let (tx, rx) = mpsc::channel(otlp.queue);
             let to = crate::trace::Collector::new(otlp.logs_url.clone(), otlp);
             let resource = crate::trace::Resource::of(otlp);
-            tokio::spawn(export_logs(to, resource, encode, rx, client.clone(), stats.clone()));
+            switchyard_tasks::service(
+                "request log otlp",
+                export_logs(to, resource, encode, rx, client.clone(), stats.clone()),
+            );
             tx
         });
         Some(Sinks { file, webhook, otlp, stats })

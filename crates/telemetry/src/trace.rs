@@ -351,7 +351,7 @@ impl Tracer {
         let (tx, rx) = mpsc::channel(otlp.queue);
         let stats = Arc::new(TraceStats::default());
         let to = Collector::new(otlp.traces_url.clone(), otlp);
-        tokio::spawn(export(rx, to, Resource::of(otlp), hooks, encode, stats.clone()));
+        switchyard_tasks::service("trace exporter", export(rx, to, Resource::of(otlp), hooks, encode, stats.clone()));
         Tracer { tx, sample_ratio: otlp.sample_ratio, follow_parent: otlp.follow_parent, stats }
     }
 

@@ -181,7 +181,7 @@ impl ResponseCache {
                 let max_bytes = store.max_bytes() as u64;
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let bytes = cached.to_bytes();
-                    runtime.spawn(async move {
+                    switchyard_tasks::work_on(&runtime, async move {
                         if let Err(err) = fleet.cache_put(&under, bytes, ttl, max_bytes).await {
                             tracing::warn!(error = %err, "the response cache could not store an answer in redis");
                         }

@@ -67,7 +67,9 @@ impl Spec for Chat {
                     .map_or(body, Bytes::from),
                 false => body,
             };
-            return Ok(Prepared::chat(body, None));
+            // Nothing of the body is lost; a header of the caller's account may be.
+            let dropped_header = translation::check(gateway, call, candidate, &lost_headers(gateway, call, lane))?;
+            return Ok(Prepared::chat(body, dropped_header));
         }
         let request = progress.ir(gateway, call)?;
         candidate.wire_model.clone_into(&mut request.model);

@@ -45,7 +45,7 @@ impl StreamRelay {
         };
         match (bound, tokio::runtime::Handle::try_current()) {
             (Some(bound), Ok(runtime)) => {
-                runtime.spawn(self.drain(bound));
+                switchyard_tasks::work_on(&runtime, self.drain(bound));
             }
             _ => self.settle_abandoned(),
         }

@@ -12,7 +12,7 @@
 use http::{HeaderMap, HeaderName};
 
 /// Caller headers that never go upstream (lower-case).
-const REQUEST_DROPPED: [&str; 27] = [
+const REQUEST_DROPPED: [&str; 29] = [
     // Hop-by-hop, framing and the host (the transport writes them).
     "host",
     "connection",
@@ -37,6 +37,8 @@ const REQUEST_DROPPED: [&str; 27] = [
     "openai-project",
     "x-goog-user-project",
     "anthropic-workspace",
+    "anthropic-workspace-id",
+    "anthropic-user-profile-id",
     // Forwarding: the upstream sees the gateway.
     "forwarded",
     "x-forwarded-for",
@@ -124,6 +126,9 @@ mod tests {
             ("x-amz-security-token", "t"),
             ("openai-organization", "org-other"),
             ("openai-project", "proj-other"),
+            // The SDKs' `workspace_id` and `user_profile_id`.
+            ("anthropic-workspace-id", "wrkspc_other"),
+            ("anthropic-user-profile-id", "prof_other"),
             ("cookie", "a=b"),
             ("connection", "keep-alive, x-hop"),
             ("x-hop", "1"),

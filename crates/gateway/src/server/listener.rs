@@ -191,7 +191,10 @@ pub async fn serve(
                 };
                 let connection = Connection { tcp, state, timeouts, service, slot };
                 settings.stats.open.fetch_add(1, Ordering::Relaxed);
-                tokio::spawn(connection.serve(builder.clone(), graceful.watcher(), settings.clone()));
+                switchyard_tasks::service(
+                    "connection",
+                    connection.serve(builder.clone(), graceful.watcher(), settings.clone()),
+                );
             }
             Err(_) => {
                 settings.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
@@ -203,7 +206,10 @@ pub async fn serve(
                     continue;
                 };
                 let io = TokioIo::new(ConnIo::new(tcp, state, timeouts));
-                tokio::spawn(refuse_connection(io, overflow_builder.clone(), settings.refuse.clone(), slot));
+                switchyard_tasks::service(
+                    "refused connection",
+                    refuse_connection(io, overflow_builder.clone(), settings.refuse.clone(), slot),
+                );
             }
         }
     }

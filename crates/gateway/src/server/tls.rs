@@ -185,7 +185,7 @@ impl LiveTls {
     /// changed, for as long as the listener's TLS is held elsewhere.
     pub fn watch(self: &Arc<LiveTls>, every: Duration) {
         let weak = Arc::downgrade(self);
-        tokio::spawn(async move {
+        switchyard_tasks::service("tls watch", async move {
             let mut ticker = tokio::time::interval(every);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             ticker.tick().await;

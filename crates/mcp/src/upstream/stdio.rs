@@ -209,7 +209,7 @@ fn spawn(spec: &Spec, health: Arc<Mutex<Health>>) -> std::io::Result<Arc<Child>>
         alive: AtomicBool::new(true),
         pid: process.id(),
     });
-    tokio::spawn(async move {
+    switchyard_tasks::service("mcp stdio writer", async move {
         while let Some(line) = outgoing.recv().await {
             if stdin.write_all(&line).await.is_err() || stdin.flush().await.is_err() {
                 break;
@@ -217,7 +217,7 @@ fn spawn(spec: &Spec, health: Arc<Mutex<Health>>) -> std::io::Result<Arc<Child>>
         }
     });
     let command = spec.command.clone();
-    tokio::spawn(async move {
+    switchyard_tasks::service("mcp stdio stderr", async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::debug!(server = %command, "{line}");
@@ -225,7 +225,7 @@ fn spawn(spec: &Spec, health: Arc<Mutex<Health>>) -> std::io::Result<Arc<Child>>
     });
     let reader = Arc::downgrade(&child);
     let command = spec.command.clone();
-    tokio::spawn(async move {
+    switchyard_tasks::service("mcp stdio reader", async move {
         let mut stdout = BufReader::new(stdout);
         let mut line = Vec::new();
         loop {
@@ -321,6 +321,7 @@ impl Child {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::disallowed_methods, reason = "a test spawns its own tasks")]
     use super::*;
 
     /// A child whose stdin is the returned receiver: what the gateway

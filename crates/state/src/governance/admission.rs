@@ -228,7 +228,7 @@ impl Governance {
         }
         if !unseeded.is_empty() {
             if let Some(me) = self.me.get().and_then(std::sync::Weak::upgrade) {
-                tokio::spawn(async move {
+                switchyard_tasks::work(async move {
                     if let Err(err) = me.seed(&unseeded, now).await {
                         tracing::warn!(error = %err, "an end user's spend could not be read from the ledger");
                     }

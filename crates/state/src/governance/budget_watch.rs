@@ -67,7 +67,7 @@ pub(crate) struct Watches {
 
 /// Starts the watch of `governance`'s budgets; it ends with it.
 pub(crate) fn spawn(governance: std::sync::Weak<Governance>) {
-    tokio::spawn(async move {
+    switchyard_tasks::service("budget watch", async move {
         let mut ticker = tokio::time::interval(WATCH_EVERY);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

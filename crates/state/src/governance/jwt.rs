@@ -259,7 +259,7 @@ impl Issuers {
     pub fn spawn_refreshers(issuers: &Arc<Issuers>) {
         for index in 0..issuers.list.len() {
             let weak = Arc::downgrade(issuers);
-            tokio::spawn(async move {
+            switchyard_tasks::service("jwks refresh", async move {
                 loop {
                     let Some(issuers) = weak.upgrade() else { return };
                     let name = issuers.list[index].config.name.clone();

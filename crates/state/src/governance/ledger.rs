@@ -93,10 +93,13 @@ impl LedgerQueue {
             away: Arc::new(AtomicBool::new(false)),
         };
         if target.spool.is_some() {
-            tokio::spawn(replay(target.clone()));
+            switchyard_tasks::service("ledger replay", replay(target.clone()));
         }
         let refusals = Arc::new(RefusalRows::new());
-        let task = tokio::spawn(write_behind(target, rx, stopped, refusals.clone(), pacing.flush));
+        let task = switchyard_tasks::service(
+            "ledger writer",
+            write_behind(target, rx, stopped, refusals.clone(), pacing.flush),
+        );
         (LedgerQueue { tx, capacity, stats, refusals }, LedgerWriter { stop, task })
     }
 
@@ -138,7 +141,7 @@ impl LedgerQueue {
         if let Err(mpsc::error::TrySendError::Full(row)) = self.tx.try_send(row) {
             self.stats.queue_full.fetch_add(1, Ordering::Relaxed);
             let tx = self.tx.clone();
-            tokio::spawn(async move {
+            switchyard_tasks::work(async move {
                 let _ = tx.send(row).await;
             });
         }

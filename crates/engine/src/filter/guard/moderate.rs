@@ -20,7 +20,7 @@ pub(crate) struct Moderation(tokio::task::JoinHandle<Verdict>);
 impl Moderation {
     /// Asks on a task of its own.
     pub(super) fn spawn(task: impl std::future::Future<Output = Verdict> + Send + 'static) -> Moderation {
-        Moderation(tokio::spawn(task))
+        Moderation(switchyard_tasks::work(task))
     }
 
     /// Waits for the verdict (records it), and answers the refusal when the
