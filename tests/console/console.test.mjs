@@ -8,13 +8,16 @@
 // is reset; a key is created, its secret shown once and used from the
 // official OpenAI SDK; its spend appears; it is revoked and the SDK's next
 // call is refused; a read-only token can change nothing; a tenant admin of acme sees
-// acme's subtree and none of globex's keys, groups or spend. Every page loads
+// acme's subtree and none of globex's keys, groups or spend, at 1440 and
+// 390 px; a budget past its warning and forecast to run out, the ledger's
+// drift against a provider's usage and cost reports, and an open socket and
+// a pinned session each have their view. Every page loads
 // in under 300 ms with 10,000 ledger rows, passes axe-core, and is saved as
 // a screenshot under CONSOLE_ARTIFACTS (default target/console-artifacts).
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import http from 'node:http';
 import { createHash, generateKeyPairSync, randomBytes, sign as signBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
@@ -40,7 +43,9 @@ const REFRESH_CPU_MS = Number(process.env.CONSOLE_REFRESH_CPU_MS || 40);
 const FULL = 'ops-token-for-the-console-test-0001';
 const READ = 'viewer-token-for-the-console-test-01';
 const TENANT = 'acme-lead-token-for-the-console-test';
-const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config'];
+const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config',
+  // The views of wave 4's surfaces (views.js).
+  'budgets', 'reconciliation', 'sessions'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
@@ -74,6 +79,29 @@ function step(name) {
   console.log(`-- ${name}`);
 }
 
+// A caller's WebSocket to the Responses API, by hand (Node 20 has no
+// client): the upgrade with the key, then masked text frames out; what
+// comes back is kept as raw bytes (its events are read as text).
+async function responsesSocket(port, key) {
+  const socket = connect(port, '127.0.0.1');
+  await new Promise((resolve, reject) => { socket.once('connect', resolve); socket.once('error', reject); });
+  let received = Buffer.alloc(0);
+  socket.on('data', (chunk) => { received = Buffer.concat([received, chunk]); });
+  socket.write(`GET /v1/responses HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n`
+    + `Sec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${key}\r\n\r\n`);
+  await until('the socket to open', async () => /^HTTP\/1\.1 101/.test(received.toString('latin1')), 5000);
+  const send = (text) => {
+    const payload = Buffer.from(text);
+    const mask = randomBytes(4);
+    const length = payload.length < 126 ? Buffer.from([0x80 | payload.length])
+      : Buffer.from([0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+    const masked = Buffer.from(payload.map((byte, i) => byte ^ mask[i % 4]));
+    socket.write(Buffer.concat([Buffer.from([0x81]), length, mask, masked]));
+  };
+  const text = () => received.toString('latin1');
+  return { send, text, close: () => socket.destroy() };
+}
+
 const dir = mkdtempSync(path.join(tmpdir(), 'switchyard-console-'));
 mkdirSync(artifacts, { recursive: true });
 const [dataPort, adminPort] = [await freePort(), await freePort()];
@@ -92,6 +120,7 @@ const alertsServer = http.createServer((request, response) => {
 await new Promise((resolve) => alertsServer.listen(alertsPort, '127.0.0.1', resolve));
 const data = `http://127.0.0.1:${dataPort}`;
 const admin = `http://127.0.0.1:${adminPort}`;
+const adminPortForReports = adminPort;
 
 // A small OpenID Connect provider for single sign-on: discovery, an
 // authorization endpoint that signs in a member, a token endpoint that
@@ -139,6 +168,47 @@ const idp = http.createServer((req, res) => {
 });
 await new Promise((resolve) => idp.listen(oidcPort, '127.0.0.1', resolve));
 
+// A provider's admin API for reconciliation (OpenAI's organization usage
+// and costs): it reports 5 % more tokens than the ledger holds for the
+// lane demo-openai today (read from the admin API when asked), and bills
+// exactly the ledger's cost: a token drift past the tolerance, a cost
+// drift within it.
+const reportsPort = await freePort();
+const RECONCILE_ADMIN_KEY = 'sk-admin-console-test';
+const reports = http.createServer(async (req, res) => {
+  const url = new URL(req.url, `http://127.0.0.1:${reportsPort}`);
+  const json = (status, value) => { res.writeHead(status, { 'content-type': 'application/json' }); res.end(JSON.stringify(value)); };
+  if (req.headers.authorization !== `Bearer ${RECONCILE_ADMIN_KEY}`) return json(401, { error: { message: 'bad admin key' } });
+  const start = Number(url.searchParams.get('start_time'));
+  const end = Number(url.searchParams.get('end_time'));
+  const today = Math.floor(Date.now() / 86400000) * 86400;
+  let lane = { input_tokens: 0, output_tokens: 0, usd: 0, requests: 0 };
+  try {
+    const spend = await (await fetch(`http://127.0.0.1:${adminPortForReports}/api/v1/admin/spend?by=lane&from=${today}`, { headers: { authorization: `Bearer ${FULL}` } })).json();
+    lane = spend.data.find((line) => line.value === 'demo-openai') || lane;
+  } catch { /* the gateway is starting: nothing served yet */ }
+  const buckets = (results) => {
+    const data = [];
+    for (let day = start; day < end; day += 86400) data.push({ object: 'bucket', start_time: day, end_time: day + 86400, results: day === today ? results : [] });
+    return { object: 'page', data, has_more: false, next_page: null };
+  };
+  if (url.pathname === '/v1/organization/usage/completions') {
+    return json(200, buckets(lane.requests ? [{
+      object: 'organization.usage.completions.result', model: 'gpt-4o-mini',
+      input_tokens: Math.round(lane.input_tokens * 1.05), output_tokens: Math.round(lane.output_tokens * 1.05),
+      input_cached_tokens: 0, input_audio_tokens: 0, output_audio_tokens: 0, num_model_requests: lane.requests,
+      project_id: null, user_id: null, api_key_id: null, batch: null,
+    }] : []));
+  }
+  if (url.pathname === '/v1/organization/costs') {
+    return json(200, buckets(lane.requests ? [{
+      object: 'organization.costs.result', amount: { value: lane.usd, currency: 'usd' }, line_item: 'gpt-4o-mini, input', project_id: null,
+    }] : []));
+  }
+  return json(404, { error: { message: 'no such report' } });
+});
+await new Promise((resolve) => reports.listen(reportsPort, '127.0.0.1', resolve));
+
 const configText = () => readFileSync(path.join(dir, 'switchyard.yaml'), 'utf8');
 // A literal provider key and comments: the config editor keeps both.
 const PROVIDER_KEY = 'sk-console-test-literal-provider-key';
@@ -161,8 +231,13 @@ admin:
     roles: [{ claim: groups, value: staff, role: member }]
     members: { parent: people, budget: { usd: 5, window: 1d }, max_keys: 3 }
 storage: { sqlite_path: ${path.join(dir, 'switchyard.db')} }
-governance: { ledger_flush_interval: 200ms }
+governance: { ledger_flush_interval: 200ms, suspend: { after: 3, within: 1m, for: 1h } }
 alerts: { webhook: "http://127.0.0.1:${alertsPort}/alerts", dedup: 5m }
+reconcile:
+  tolerance: 2%
+  every: 1m
+  days: 1
+  openai: { admin_key: ${RECONCILE_ADMIN_KEY}, base_url: "http://127.0.0.1:${reportsPort}", providers: [mock-openai] }
 providers:
   ${COMMENTS[1]}
   mock-openai: { protocol: openai, base_url: "mock://", api_key: ${PROVIDER_KEY} }
@@ -782,6 +857,109 @@ try {
     assert.match(ops.dialogs.join('\n'), /Read the config file on disk again/, 'Reload asks first');
   }
 
+  step('budgets: a key past its warning and forecast to run out stands first, and its warning and forecast are sent');
+  {
+    const forecast = await adminApi('POST', 'keys', { name: 'forecast-demo', group: 'acme', budget: { usd: 0.001, window: '1mo', warn: [10, 90] } });
+    assert.equal(forecast.status, 201);
+    const bucket = `key:${forecast.body.id}`;
+    // Watched first (the watch's first look says nothing of when what it
+    // holds was spent), then spent from.
+    await until('the budget watched', async () => {
+      const outlook = (await adminApi('GET', `budgets/${encodeURIComponent(bucket)}`)).body;
+      return outlook && outlook.burn_usd_per_hour !== null && outlook.burn_usd_per_hour !== undefined;
+    });
+    // Past its 10 % warning (one lane, so each request costs alike): at
+    // that pace, hours from running out, weeks before its month ends.
+    for (let i = 0; i < 60; i += 1) {
+      const outlook = (await adminApi('GET', `budgets/${encodeURIComponent(bucket)}`)).body;
+      if (outlook && outlook.spent_usd / outlook.cap_usd >= 0.12) break;
+      assert.equal((await chat(forecast.body.key, 'demo-openai')).status, 200);
+    }
+    await until('the budget forecast to run out', async () => {
+      const outlook = (await adminApi('GET', `budgets/${encodeURIComponent(bucket)}`)).body;
+      if (outlook && outlook.exhausts_at > Date.now() / 1000 && outlook.burn_usd_per_hour > 0) return true;
+      throw new Error(JSON.stringify(outlook));
+    }, 30000);
+    const outlook = (await adminApi('GET', `budgets/${encodeURIComponent(bucket)}`)).body;
+    assert.deepEqual([outlook.window, outlook.warn], ['1mo', [10, 90]]);
+    assert.ok(outlook.window_ends_at > outlook.exhausts_at, JSON.stringify(outlook));
+    await open(ops.page, 'budgets');
+    const row = ops.page.getByRole('row').filter({ hasText: 'forecast-demo' });
+    const cells = await row.locator('td').allInnerTexts();
+    assert.equal(cells[1], 'runs out early', cells.join(' | '));
+    assert.match(cells[3], /^\$0\.0\d+$/, `the burn an hour: ${cells[3]}`);
+    assert.match(cells[4], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\s+in \d/, `when it runs out: ${cells[4]}`);
+    assert.match(cells[5], /10 % passed, 90 %/, `its warnings: ${cells[5]}`);
+    const first = await ops.page.locator('tbody tr').first().innerText();
+    assert.match(first, /forecast-demo/, 'the budget that runs out first stands first');
+    await until('the warning and the forecast at the webhook', async () => alertsReceived.some((a) => a.kind === 'budget_warning' && /forecast-demo/.test(a.subject))
+      && alertsReceived.some((a) => a.kind === 'budget_forecast' && /forecast-demo/.test(a.subject)));
+    await until('the warnings sent on the page', async () => {
+      await open(ops.page, 'budgets');
+      const summary = await ops.page.locator('section[aria-label="Budgets now"]').innerText();
+      return /Warnings sent \(budget_warning\)\s+[1-9]/.test(summary) && /Forecasts sent \(budget_forecast\)\s+[1-9]/.test(summary);
+    });
+    // Only those at risk: every row shown is spent, running out or warned.
+    await open(ops.page, 'budgets?show=risk');
+    const standings = await ops.page.locator('tbody tr td:nth-child(2)').allInnerTexts();
+    assert.ok(standings.length >= 1 && standings.every((t) => t !== 'on track'), standings.join(', '));
+    await ops.page.screenshot({ path: path.join(artifacts, 'budgets-forecast.png'), fullPage: true });
+    // Revoked: a revoked key's budget is no longer watched nor listed.
+    assert.equal((await adminApi('DELETE', `keys/${forecast.body.id}`)).status, 200);
+    await open(ops.page, 'budgets');
+    assert.doesNotMatch(await ops.page.locator('#content').innerText(), /forecast-demo/);
+  }
+
+  step('reconciliation: the ledger against the provider\'s usage and cost reports, drift past the tolerance first');
+  {
+    const gpt = async () => (await adminApi('GET', 'reconciliation')).body.lines.find((l) => l.model === 'gpt-4o-mini' && l.ledger_tokens > 0);
+    // A run a few seconds after boot, then each minute: one that read the
+    // traffic after it settled (during it, rows land between the report
+    // and the ledger's read) finds the report's 5 % more.
+    await until('a run that read the settled traffic', async () => {
+      const line = await gpt();
+      if (line && line.over && line.drift > 0.02) return true;
+      throw new Error(JSON.stringify(line));
+    }, 150000);
+    await open(ops.page, 'reconciliation');
+    const row = ops.page.getByRole('table', { name: /Ledger against provider reports/ }).getByRole('row').filter({ hasText: 'gpt-4o-mini' });
+    const cells = await row.locator('td').allInnerTexts();
+    assert.equal(cells[1], 'openai');
+    assert.match(cells[5], /^\+\d+\.\d\d % past$/, `the token drift, past the tolerance: ${cells[5]}`);
+    const byProvider = await ops.page.getByRole('table', { name: /Ledger against provider, / }).innerText();
+    assert.match(byProvider, /openai/);
+    assert.match(await ops.page.getByRole('table', { name: 'Each provider\'s last run' }).innerText(), /openai[\s\S]*read/);
+    await open(ops.page, 'reconciliation?over=1');
+    const days = await ops.page.locator('tbody').last().locator('tr').count();
+    assert.ok(days >= 1, 'the drift past the tolerance is listed');
+    await ops.page.screenshot({ path: path.join(artifacts, 'reconciliation.png'), fullPage: true });
+  }
+
+  step('sockets and pins: an open Responses socket with its turn, and a pinned session');
+  let socket;
+  {
+    const owner = await adminApi('POST', 'keys', { name: 'socket-owner', group: 'acme' });
+    assert.equal(owner.status, 201);
+    socket = await responsesSocket(dataPort, owner.body.key);
+    socket.send(JSON.stringify({ type: 'response.create', model: 'demo', input: 'hello over a socket' }));
+    await until('the turn to complete', async () => socket.text().includes('response.completed'));
+    for (let i = 0; i < 2; i += 1) {
+      const pinned = await fetch(`${data}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${owner.body.key}`, 'content-type': 'application/json', 'x-session-id': 'console-pinned-session' },
+        body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'pin me' }], max_tokens: 8 }),
+      });
+      assert.equal(pinned.status, 200);
+    }
+    await open(ops.page, 'sessions');
+    const socketRow = await ops.page.getByRole('table', { name: 'Sockets open on this instance, oldest first' }).getByRole('row').filter({ hasText: 'socket-owner' }).locator('td').allInnerTexts();
+    assert.deepEqual([socketRow[1], socketRow[2], socketRow[3], socketRow[6]], ['responses', 'socket-owner', 'acme', '1'], socketRow.join(' | '));
+    assert.match(await ops.page.locator('section[aria-label="Open now"]').innerText(), /Sockets open\s+1 of/);
+    const pin = await ops.page.getByRole('table', { name: 'Sessions pinned in demo, most moved first' }).getByRole('row').filter({ hasText: 'console-pinned-session' }).locator('td').allInnerTexts();
+    assert.match(pin[1], /^demo-(openai|anthropic)$/, pin.join(' | '));
+    await ops.page.screenshot({ path: path.join(artifacts, 'sessions.png'), fullPage: true });
+  }
+
   step(`every page loads in under ${PAGE_BUDGET_MS} ms with ${LEDGER_ROWS} ledger rows, passes axe-core, and is saved`);
   const timings = {};
   await ops.page.setViewportSize({ width: 1440, height: 900 });
@@ -836,6 +1014,95 @@ try {
     const names = await ops.page.locator('td .key-name').evaluateAll((nodes) => nodes.map((node) => node.getBoundingClientRect().width));
     assert.ok(Math.min(...names) >= 100, `key names crushed to ${Math.min(...names)} px`);
   }
+  {
+    // Issue 52, second pass: what was still missing when the console was
+    // walked again with traffic behind it.
+    step('a key refused for a quota is no green bar; its suspension shows its end and is lifted, audited');
+    const quotaKey = await adminApi('POST', 'keys', { name: 'quota-out', budget: { usd: 100, window: '1d' }, limits: { rpd: 1 } });
+    assert.equal(quotaKey.status, 201);
+    assert.equal((await chat(quotaKey.body.key, 'demo')).status, 200);
+    assert.equal((await chat(quotaKey.body.key, 'demo')).status, 429, 'the day\'s one request is spent');
+    await open(ops.page, 'keys?q=quota-out');
+    const quotaRow = ops.page.getByRole('row').filter({ hasText: 'quota-out' });
+    assert.match(await quotaRow.innerText(), /refused: its own rpd quota is used up/);
+    const bar = await quotaRow.locator('meter').first().evaluate((m) => ({ value: m.value, low: m.low, high: m.high, optimum: m.optimum }));
+    // The meter's region: the optimum (green) is below `low`; past `high` it is the worst (red).
+    assert.ok(bar.value < 0.01 && bar.value >= bar.high && bar.high <= bar.low, `a refused key's bar is drawn green: ${JSON.stringify(bar)}`);
+    await open(ops.page, 'keys?near=yes');
+    assert.ok((await ops.page.locator('tbody tr .key-name strong').allTextContents()).includes('quota-out'), 'a refused key is near its budget');
+    await open(ops.page, 'keys?sort=headroom');
+    assert.equal((await ops.page.locator('tbody tr .key-name strong').allTextContents())[0], 'quota-out', 'a refused key has the least headroom');
+    // A key refused again and again for its own conduct (its rate limit) is
+    // suspended (governance.suspend), with its end shown, and lifted here.
+    const fastKey = await adminApi('POST', 'keys', { name: 'too-fast', limits: { rpm: 1 } });
+    for (let i = 0; i < 5; i += 1) await chat(fastKey.body.key, 'demo');
+    await until('the key suspended', async () => (await adminApi('GET', `keys/${fastKey.body.id}`)).body.state === 'suspended');
+    await open(ops.page, 'keys?q=too-fast');
+    assert.match(await ops.page.getByRole('row').filter({ hasText: 'too-fast' }).innerText(), /suspended\s+until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC/);
+    await ops.page.getByRole('button', { name: 'Lift the suspension of too-fast' }).click();
+    await until('the suspension lifted', async () => (await adminApi('GET', `keys/${fastKey.body.id}`)).body.state !== 'suspended');
+
+    step('the audit log says what changed, before and after, in words');
+    await open(ops.page, 'alerts');
+    const auditTable = ops.page.getByRole('table', { name: 'Admin changes and attempts, newest first' });
+    const auditText = await auditTable.innerText();
+    assert.match(auditText, /Lifted a key's suspension[\s\S]*suspended until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC → not suspended/);
+    assert.match(auditText, /Changed a key[\s\S]*limits\.rpm: (none|\d+) → 100000/, 'the key edit above, its rpm before and after');
+    assert.match(auditText, /Changed a lane[\s\S]*weight: 3 → 5/, 'the weight set on the pools page');
+    assert.doesNotMatch(auditText, /\b(PATCH|DELETE|POST) \/api\/v1\//, 'no raw HTTP lines');
+    for (const secret of [FULL, READ, PROVIDER_KEY]) assert.ok(!auditText.includes(secret), 'no secret in the audit log');
+
+    step('request detail: each failed attempt keeps what its upstream said');
+    const overloaded = await fetch(`${data}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${bulk.body.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: '[mock:status=503] every lane is overloaded' }], max_tokens: 16 }),
+    });
+    assert.equal(overloaded.status, 503, await overloaded.text());
+    let allFailed;
+    await until('the failed request in the log', async () => {
+      allFailed = (await adminApi('GET', 'requests?pool=demo&status=503&limit=1')).body.data[0];
+      return allFailed;
+    });
+    await open(ops.page, `requests?id=${allFailed.id}`);
+    const toldAll = await ops.page.locator('#content').innerText();
+    assert.match(toldAll, /Every attempt failed \(2 tried: demo-\w+ upstream error 503, demo-\w+ upstream error 503\); no lane answered/);
+    assert.match(toldAll, /Lane that answered\s+none/);
+    assert.match(toldAll, /The last upstream said: .+/);
+    const said = await ops.page.getByRole('table', { name: 'Upstream attempts in order' }).locator('code.said').allTextContents();
+    assert.equal(said.length, 2, `each failed attempt keeps its upstream's error: ${said}`);
+    for (const text of said) assert.ok(text.length > 0 && text.length <= 300, `bounded: ${text.length}`);
+    assert.ok(!toldAll.includes(PROVIDER_KEY), 'no provider key in a request\'s detail');
+    const refusedLane = (await adminApi('GET', 'requests?pool=broken-openai&limit=1')).body.data[0];
+    await open(ops.page, `requests?id=${refusedLane.id}`);
+    assert.match(await ops.page.getByRole('table', { name: 'Upstream attempts in order' }).innerText(), /broken-openai[\s\S]*unreachable[\s\S]*connection refused/i);
+
+    step('alerts: human times, silenced for a while (audited), the silence ended');
+    // spent-out's budget of $0 keeps its threshold alert open (a breaker's
+    // comes and goes as its lane is tried again).
+    await until('the budget alert open', async () => {
+      await open(ops.page, 'alerts');
+      return /budget threshold[^\n]*spent-out/.test(await ops.page.getByRole('table', { name: 'Alerts firing now' }).innerText());
+    });
+    const firing = ops.page.getByRole('table', { name: 'Alerts firing now' }).getByRole('row').filter({ hasText: 'budget threshold' }).filter({ hasText: 'spent-out' });
+    assert.match(await firing.innerText(), /(just now|\d+ min ago) \(\d\d:\d\d UTC\)/, 'when, in words');
+    {
+      const raw = (await ops.page.locator('#content').innerText()).match(/.*(Unix time|\b1[6-9]\d{8}(\d{3})?\b).*/);
+      assert.equal(raw, null, `a raw Unix time: ${raw && raw[0]}`);
+    }
+    await firing.getByRole('combobox').selectOption('1h');
+    await firing.getByRole('button', { name: /^Silence / }).click();
+    await until('the silence shown', async () => /until \d\d:\d\d UTC \(by ops\)/.test(await firing.innerText()));
+    const listed = (await adminApi('GET', 'alerts')).body.open.find((a) => a.kind === 'budget_threshold' && /spent-out/.test(a.subject));
+    assert.ok(listed.silenced_until > Date.now() + 55 * 60000 && listed.silenced_by === 'ops', JSON.stringify(listed));
+    await until('the silence in the audit log', async () => /Silenced an alert[\s\S]*not silenced → silenced until/.test(await auditTable.innerText()));
+    await firing.getByRole('button', { name: /^Unsilence / }).click();
+    await until('the silence ended', async () => !(await adminApi('GET', 'alerts')).body.open.some((a) => a.silenced_until));
+    await until('the silence\'s end in the audit log', async () => {
+      await open(ops.page, 'alerts');
+      return /Ended an alert's silence[\s\S]*silenced until .* by ops → not silenced/.test(await auditTable.innerText());
+    });
+  }
   // The gateway's CPU time so far (every thread), in ms, from Linux's
   // per-thread scheduler counters (nanoseconds).
   const gatewayCpuMs = () => readdirSync(`/proc/${gateway.pid}/task`).reduce((sum, task) => {
@@ -882,7 +1149,7 @@ try {
           const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
           return parseFloat(getComputedStyle(text).fontSize) * scale;
         })));
-        assert.ok(smallest >= 10, `/ui/${name}: chart text drawn at ${smallest.toFixed(1)} px at ${size.width} px`);
+        assert.ok(smallest >= 11, `/ui/${name}: chart text drawn at ${smallest.toFixed(1)} px at ${size.width} px`);
         const header = await ops.page.locator('header.top').evaluate((node) => node.getBoundingClientRect().height);
         assert.ok(header <= 100, `/ui/${name}: the header takes ${header} px at ${size.width} px`);
       }
@@ -931,6 +1198,8 @@ try {
   writeFileSync(path.join(artifacts, 'page-load-ms.json'), `${JSON.stringify({ ledger_rows: LEDGER_ROWS, median_ms: timings, gateway_cpu_ms_per_visit: refreshCpu }, null, 2)}\n`);
   assert.deepEqual(ops.errors, [], 'no script errors on any page');
 
+  socket.close();
+
   step('a read-only token sees everything and changes nothing');
   for (let i = 0; i < 20; i += 1) await chat(bulk.body.key, 'flaky');
   const viewer = await signIn(READ);
@@ -952,6 +1221,9 @@ try {
   }
   await open(viewer.page, 'keys');
   assert.match(await viewer.page.locator('.read-only').textContent(), /read-only/);
+  await open(viewer.page, 'alerts');
+  assert.match(await viewer.page.getByRole('table', { name: 'Alerts firing now' }).innerText(), /spent-out/);
+  assert.equal(await viewer.page.getByRole('button', { name: /Silence/ }).count(), 0, 'a read-only token is offered no silence');
   const attempts = await viewer.page.evaluate(async () => {
     const { csrf } = JSON.parse(document.querySelector('meta[name="switchyard-session"]').content);
     const send = async (method, url, body) => (await fetch(url, {
@@ -1011,11 +1283,11 @@ try {
     const acme = await signIn(TENANT);
     assert.match(await acme.page.locator('#who').textContent(), /acme-lead \(full access, group acme\)/);
     const nav = await acme.page.locator('nav a').allTextContents();
-    for (const hidden of ['Pools & lanes', 'MCP', 'Playground', 'Config']) {
+    for (const hidden of ['Pools & lanes', 'MCP', 'Playground', 'Config', 'Reconciliation', 'Sockets & pins']) {
       assert.ok(!nav.includes(hidden), `a tenant admin is not offered ${hidden}: ${nav}`);
     }
     const seen = {};
-    for (const name of ['', 'keys', 'groups', 'spend', 'spend?by=group', 'spend?by=key', 'usage', 'requests', 'alerts']) {
+    for (const name of ['', 'keys', 'groups', 'budgets', 'spend', 'spend?by=group', 'spend?by=key', 'usage', 'requests', 'alerts']) {
       await open(acme.page, name);
       seen[name] = await acme.page.locator('#content').innerText();
       assert.doesNotMatch(seen[name], /globex/i, `/ui/${name} shows globex's:\n${seen[name]}`);
@@ -1026,14 +1298,101 @@ try {
     assert.doesNotMatch(seen.groups, /people/, 'nor another group beside acme');
     assert.match(seen.keys, /bulk-traffic/);
     assert.match(seen['spend?by=group'], /acme/);
+    // Its budgets: acme's subtree's, with their forecasts.
+    assert.match(seen.budgets, /group acme-research/);
+    assert.match(seen.budgets, /group acme\b/);
+    assert.doesNotMatch(seen.budgets, /people|spent-out/, 'no budget outside acme');
+    // Its own group is shown, not offered to change (its budget and place are the operator's).
+    await open(acme.page, 'groups');
+    assert.equal(await acme.page.locator('summary[aria-label="Edit acme"], button[aria-label="Delete acme"]').count(), 0, 'acme itself has no edit or delete');
+    // Its keys are its to change: the create form and each key's actions are there.
+    await open(acme.page, 'keys');
+    assert.equal(await acme.page.getByRole('form', { name: 'Create a key' }).count(), 1, 'a tenant admin creates keys under acme');
+    assert.equal(await acme.page.getByRole('button', { name: 'Revoke bulk-traffic' }).count(), 1);
+    // The scoped view at a laptop's and a phone's width: nothing wider than
+    // the screen, axe-core clean (target size too).
+    for (const size of SIZES) {
+      await acme.page.setViewportSize({ width: size.width, height: size.height });
+      for (const name of ['', 'keys', 'groups', 'budgets', 'spend', 'usage', 'requests', 'alerts']) {
+        await open(acme.page, name);
+        const wide = await acme.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+        assert.ok(wide <= 0, `a tenant's /ui/${name} at ${size.width} px is ${wide} px wider than the screen`);
+        await acme.page.evaluate(axeSource);
+        const result = await acme.page.evaluate(async () => window.axe.run(document, { resultTypes: ['violations'], rules: { 'target-size': { enabled: true } } }));
+        const violations = result.violations.map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`);
+        assert.deepEqual(violations, [], `axe-core on a tenant's /ui/${name} at ${size.width} px`);
+        await acme.page.screenshot({ path: path.join(artifacts, `tenant-${name || 'overview'}-${size.name}.png`), fullPage: true });
+      }
+    }
     // What only the gateway's admin does is not offered: its page sends the tenant back.
-    await acme.page.goto(`${admin}/ui/config`);
-    await acme.page.waitForURL(`${admin}/ui/`);
+    for (const page of ['config', 'reconciliation', 'sessions']) {
+      await acme.page.goto(`${admin}/ui/${page}`);
+      await acme.page.waitForURL(`${admin}/ui/`);
+    }
     assert.deepEqual(acme.errors, [], 'no script errors on a tenant admin\'s pages');
     // Asked by hand from the page, globex's key is not there.
     const status = await acme.page.evaluate(async (id) => (await fetch(`/api/v1/admin/keys/${id}`)).status, globex.body.id);
     assert.equal(status, 404);
     await acme.context.close();
+  }
+
+  step('the webhook heard one resolved per firing it was sent, for every alert');
+  {
+    const told = new Map();
+    for (const alert of alertsReceived) {
+      const key = `${alert.kind} ${alert.subject}`;
+      const seen = told.get(key) || { firing: 0, resolved: 0 };
+      seen[alert.state] += 1;
+      told.set(key, seen);
+    }
+    for (const [key, seen] of told) assert.ok(seen.resolved <= seen.firing, `${key}: ${JSON.stringify(seen)}`);
+  }
+
+  step('a gateway without an alerts webhook still shows its alerts');
+  {
+    const [lonelyData, lonelyAdmin] = [await freePort(), await freePort()];
+    const lonelyDir = mkdtempSync(path.join(tmpdir(), 'switchyard-console-lonely-'));
+    writeFileSync(path.join(lonelyDir, 'switchyard.yaml'), `listen: 127.0.0.1:${lonelyData}
+admin_listen: 127.0.0.1:${lonelyAdmin}
+admin: { tokens: [{ name: ops, token: ${FULL}, scope: full }] }
+providers:
+  refusing: { protocol: openai, base_url: "http://127.0.0.1:${refusedPort}" }
+models:
+  broken: { provider: refusing, model: gpt-4o-mini }
+pools:
+  lonely: { members: [{ model: broken }] }
+`);
+    const lonely = spawn(bin, ['--config', path.join(lonelyDir, 'switchyard.yaml')], { stdio: 'ignore', env: { ...process.env, SWITCHYARD_LOG: 'warn' } });
+    try {
+      await until('the second admin listener', async () => (await fetch(`http://127.0.0.1:${lonelyAdmin}/healthz`)).ok);
+      for (let i = 0; i < 10; i += 1) {
+        await fetch(`http://127.0.0.1:${lonelyData}/v1/chat/completions`, {
+          method: 'POST', headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'lonely', messages: [{ role: 'user', content: 'hello' }] }),
+        });
+      }
+      const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+      const page = await context.newPage();
+      await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/login`);
+      await page.getByLabel('Admin token').fill(FULL);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForSelector('body[data-ready="true"]');
+      await until('the alert listed without a webhook', async () => {
+        await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/alerts`);
+        await page.waitForSelector('body[data-ready="true"]');
+        return /breaker opened[\s\S]*broken/.test(await page.getByRole('table', { name: 'Alerts firing now' }).innerText());
+      });
+      assert.match(await page.locator('#content').innerText(), /listed here and sent nowhere/);
+      await page.goto(`http://127.0.0.1:${lonelyAdmin}/ui/`);
+      await page.waitForSelector('body[data-ready="true"]');
+      assert.match(await page.locator('section[aria-label="Open alerts"]').innerText(), /breaker opened/);
+      assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= innerWidth), 'the overview fits 390 px');
+      await page.screenshot({ path: path.join(artifacts, 'alerts-without-webhook.png'), fullPage: true });
+      await context.close();
+    } finally {
+      lonely.kill('SIGTERM');
+      rmSync(lonelyDir, { recursive: true, force: true });
+    }
   }
 
   step('sign out ends the session');

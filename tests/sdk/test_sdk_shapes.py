@@ -13,21 +13,20 @@ the gateway neither models nor reports fails here.
 
 from __future__ import annotations
 
-import collections.abc
 import json
-import typing
 from pathlib import Path
 
 import httpx
 import pytest
-import typing_extensions as te
 
 import anthropic.types as stable
 import anthropic.types.beta as beta
 from anthropic.types import message_create_params as stable_create
 from anthropic.types.beta import message_create_params as beta_create
 
+import sdk_walk as walk
 from sdk_support import MOCK_SIGNATURE, MOCK_THOUGHT
+from sdk_walk import hints, literal_of, value, with_member
 
 # What the gateway reads into the IR: a modelled member need not be
 # reported (it crosses, or its own loss is named under another path).
@@ -42,100 +41,17 @@ ASSISTANT_BLOCKS = set(MODELLED["assistant_blocks"])
 HEADER_PARAMS = MODELLED["header_params"]
 
 
-def unwrap(tp):
-    while te.get_origin(tp) in (te.Required, te.NotRequired, typing.Required, typing.NotRequired, te.Annotated,
-                                typing.Annotated):
-        tp = te.get_args(tp)[0]
-    return tp
-
-
-def hints(typed_dict) -> dict:
-    return {name: unwrap(tp) for name, tp in typing.get_type_hints(typed_dict, include_extras=True).items()}
-
-
-def required(typed_dict) -> set[str]:
-    # `__required_keys__` misses `Required[...]` written as a string
-    # annotation (the SDK's `from __future__ import annotations`).
-    raw = typing.get_type_hints(typed_dict, include_extras=True)
-    return {name for name, tp in raw.items() if te.get_origin(tp) in (te.Required, typing.Required)}
-
-
-def options(tp) -> list:
-    tp = unwrap(tp)
-    if te.get_origin(tp) in (typing.Union, getattr(__import__("types"), "UnionType", typing.Union)):
-        return [unwrap(arg) for arg in te.get_args(tp) if arg is not type(None)]
-    return [tp]
-
-
-def items_of(tp):
-    """The element type of an iterable type, else None."""
-    origin = te.get_origin(tp)
-    if origin in (list, collections.abc.Iterable, collections.abc.Sequence, typing.Iterable, typing.List,
-                  typing.Sequence):
-        return unwrap(te.get_args(tp)[0])
-    return None
-
-
-def typed_dicts(tp) -> list:
-    """Every TypedDict a type may hold at its top (through unions and lists)."""
-    found = []
-    for option in options(tp):
-        inner = items_of(option)
-        if inner is not None:
-            found += typed_dicts(inner)
-        elif te.is_typeddict(option):
-            found.append(option)
-    return found
-
-
-def literal_of(typed_dict, member: str):
-    tp = hints(typed_dict).get(member)
-    return te.get_args(tp)[0] if tp is not None and te.get_origin(tp) is te.Literal else None
-
-
-def value(tp, depth: int = 0):
-    """The smallest value of `tp`: required members only, first choices."""
-    tp = unwrap(tp)
-    if depth > 6:
-        return {}
-    origin = te.get_origin(tp)
-    if origin is te.Literal:
-        return te.get_args(tp)[0]
-    if origin in (typing.Union,) or str(origin) == "<class 'types.UnionType'>":
-        choices = options(tp)
-        # A plain value first (a string for `str | TypedDict`), else the first shape.
-        for simple in (str, int, float, bool):
-            if simple in choices:
-                return value(simple, depth + 1)
-        return value(choices[0], depth + 1)
-    inner = items_of(tp)
-    if inner is not None:
-        return [value(inner, depth + 1)]
-    if origin in (dict, collections.abc.Mapping, typing.Dict):
-        return {}
-    if te.is_typeddict(tp):
-        fields = hints(tp)
-        return {name: value(fields[name], depth + 1) for name in sorted(required(tp))}
-    return {str: "x", int: 1, float: 1.0, bool: True}.get(tp, {})
-
-
-def with_member(typed_dict, member: str) -> dict:
-    body = value(typed_dict)
-    body[member] = value(hints(typed_dict)[member])
-    return body
-
-
 def block_types() -> dict[str, object]:
     """type → block param, from the content of every message param."""
     found: dict[str, object] = {}
-    for message in typed_dicts(stable.MessageParam) + typed_dicts(beta.BetaMessageParam):
-        for block in typed_dicts(hints(message)["content"]):
+    for message in walk.shapes(stable.MessageParam) + walk.shapes(beta.BetaMessageParam):
+        for block in walk.shapes(hints(message)["content"]):
             kind = literal_of(block, "type")
             if kind is not None:
                 found.setdefault(kind, block)
             # A tool result's own content blocks.
             if kind in ("tool_result",) and "content" in hints(block):
-                for part in typed_dicts(hints(block)["content"]):
+                for part in walk.shapes(hints(block)["content"]):
                     part_kind = literal_of(part, "type")
                     if part_kind is not None:
                         found.setdefault(part_kind, part)
@@ -143,7 +59,7 @@ def block_types() -> dict[str, object]:
 
 
 def roles() -> set[str]:
-    return {literal_of(m, "role") for m in typed_dicts(stable.MessageParam) + typed_dicts(beta.BetaMessageParam)}
+    return {literal_of(m, "role") for m in walk.shapes(stable.MessageParam) + walk.shapes(beta.BetaMessageParam)}
 
 
 def send(gateway: str, lane: str, body: dict) -> httpx.Response:
@@ -158,22 +74,10 @@ def send(gateway: str, lane: str, body: dict) -> httpx.Response:
     return httpx.post(f"http://{gateway}/v1/messages", json=body, timeout=30, headers=headers)
 
 
-def dropped(response: httpx.Response) -> list[str]:
-    header = response.headers.get("x-switchyard-dropped", "")
-    return [path.strip() for path in header.split(",") if path.strip()]
-
-
 def check(gateway: str, body: dict, what: str, reported_as: str | None):
     """200 from an Anthropic lane and an OpenAI lane; with `reported_as`,
     the OpenAI lane names a path under it."""
-    same = send(gateway, "lane-anthropic", body)
-    assert same.status_code == 200, f"{what}: the Anthropic lane answered {same.status_code} {same.text[:500]}"
-    cross = send(gateway, "lane-openai", body)
-    assert cross.status_code == 200, f"{what}: the OpenAI lane answered {cross.status_code} {cross.text[:500]}"
-    if reported_as is not None:
-        paths = dropped(cross)
-        assert any(p == reported_as or p.startswith(reported_as + ".") for p in paths), \
-            f"{what} is neither modelled nor reported: x-switchyard-dropped = {paths}"
+    walk.check(lambda lane, b: send(gateway, lane, b), body, what, reported_as, "lane-anthropic", "lane-openai")
 
 
 def test_the_sdk_has_the_shapes_this_test_walks():

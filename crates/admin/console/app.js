@@ -103,6 +103,14 @@
     pct: (v) => (v === null || v === undefined ? '–' : `${(v * 100).toFixed(v < 0.1 && v > 0 ? 2 : 1)} %`),
     rps: (v) => (v === null || v === undefined ? '–' : v.toFixed(v < 10 ? 2 : 0)),
     time: (ms) => new Date(ms).toISOString().replace('T', ' ').slice(0, 19),
+    // How long ago, in words, with the UTC time beside it: "12 min ago (18:40 UTC)".
+    ago: (ms) => {
+      const seconds = Math.max(0, Math.round((Date.now() - ms) / 1000));
+      const words = seconds < 60 ? 'just now' : seconds < 3600 ? `${Math.floor(seconds / 60)} min ago`
+        : seconds < 86400 ? `${Math.floor(seconds / 3600)} h ${Math.floor((seconds % 3600) / 60)} min ago` : `${Math.floor(seconds / 86400)} d ago`;
+      const today = new Date(ms).toISOString().slice(0, 10) === new Date().toISOString().slice(0, 10);
+      return `${words} (${new Date(ms).toISOString().slice(today ? 11 : 0, 16).replace('T', ' ')} UTC)`;
+    },
     clock: (s) => new Date(s * 1000).toISOString().slice(11, 16),
   };
 
@@ -112,6 +120,17 @@
     return h('span', { class: 'bar' },
       h('meter', { min: 0, max: 1, low: 0.7, high: 0.9, optimum: 0, value: String(share), 'aria-label': label }),
       h('span', { class: 'bar-text', text: `${fmt.usd(value)} of ${fmt.usd(max)}` }));
+  }
+
+  // A key's budget bar; a key refused now (a quota or a group's budget
+  // used up) is never a green bar, and says why.
+  function keyBudget(key, value, label) {
+    const bar = key.budget && key.usage ? meter(value, key.budget.usd, label)
+      : key.usage ? h('span', {}, `${fmt.usd(key.usage.spent_usd)} spent`) : h('span', {}, '–');
+    if (!key.refusing) return bar;
+    // The meter's worst region starts at once: drawn red whatever the share.
+    for (const m of bar.querySelectorAll('meter')) { m.setAttribute('low', '0'); m.setAttribute('high', '0'); }
+    return h('span', { class: 'refusing' }, bar, h('br'), h('span', { class: 'badge refused', text: `refused: ${key.refusing}` }));
   }
 
   function headroom(share, label) {
@@ -251,11 +270,35 @@
       table('Lanes whose breaker is not closed', ['Pool', 'Lane', 'Breaker', 'Why', 'Next try in'], rows, 'Every lane is up.'));
   }
 
+  // The alerts firing now (kept with or without a webhook), with when in
+  // words and any silence.
   function openAlerts(report) {
-    if (!report.configured) return null;
-    const rows = report.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, new Date(a.at).toISOString().replace('T', ' ').slice(0, 19)]);
+    const rows = report.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, fmt.ago(a.at), silenceOf(a)]);
     return h('section', { 'aria-label': 'Open alerts' }, h('h2', { text: 'Open alerts' }),
-      table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since (UTC)'], rows, 'Nothing is firing.'));
+      table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since', 'Silenced'], rows, 'Nothing is firing.'));
+  }
+
+  // An alert's silence in words, and (full access, not a tenant) the
+  // controls that silence it for a while or end its silence.
+  function silenceOf(alert, controls) {
+    const until = alert.silenced_until ? h('span', { class: 'muted', text: `until ${fmt.time(alert.silenced_until).slice(11, 16)} UTC${alert.silenced_by ? ` (by ${alert.silenced_by})` : ''}` }) : null;
+    if (!controls || !canChange() || tenant()) return until || '–';
+    const name = `${alert.kind.replaceAll('_', ' ')} about ${alert.subject}`;
+    const send = async (method, json, done) => {
+      try {
+        await api('alerts/silences', { method, json });
+        say(done, 'ok');
+        await render();
+      } catch (err) { say(`Not changed: ${err.message}`, 'error'); }
+    };
+    if (alert.silenced_until) {
+      return h('span', { class: 'actions' }, until, button('Unsilence', () => send('DELETE', { kind: alert.kind, subject: alert.subject }, `${name} is sent again.`),
+        { 'aria-label': `Unsilence ${name}` }));
+    }
+    const length = h('select', { 'aria-label': `Silence ${name} for` }, [['30m', '30 minutes'], ['1h', '1 hour'], ['4h', '4 hours'], ['1d', '1 day']]
+      .map(([value, text]) => h('option', { value, text })));
+    return h('span', { class: 'actions' }, length, button('Silence', () => send('POST', { kind: alert.kind, subject: alert.subject, for: length.value },
+      `${name} silenced for ${length.selectedOptions[0].textContent}.`), { 'aria-label': `Silence ${name}` }));
   }
 
   // A breaker's reason as a short cause; the whole error chain stays one
@@ -486,13 +529,15 @@
     };
     const shown = keys.data.filter((key) => (showRevoked || key.state !== 'revoked')
       && (!search || `${key.name} ${key.id} ${key.prefix} ${key.group || ''}`.toLowerCase().includes(search))
-      && (!near || left(key) <= 0.2 || key.state === 'suspended'));
-    if (order === 'headroom') shown.sort((a, b) => left(a) - left(b) || a.name.localeCompare(b.name));
+      && (!near || left(key) <= 0.2 || key.state === 'suspended' || key.refusing));
+    // A key refused now has no headroom, whatever its own budget says.
+    const room = (key) => (key.refusing ? -1 : left(key));
+    if (order === 'headroom') shown.sort((a, b) => room(a) - room(b) || a.name.localeCompare(b.name));
     const filters = h('form', { class: 'card filters', method: 'get', action: '/ui/keys', 'aria-label': 'Find keys' },
       field('Search (name, id, prefix, group)', h('input', { name: 'q', type: 'search', value: params.get('q') || '', autocomplete: 'off' })),
       field('Order', h('select', { name: 'sort' }, [['name', 'as created'], ['headroom', 'least budget left first']]
         .map(([value, text]) => h('option', { value, text, selected: value === order })))),
-      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'near', value: 'yes', checked: near }), ' Only near their budget (20 % or less left) or suspended'),
+      h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'near', value: 'yes', checked: near }), ' Only near their budget (20 % or less left), refused or suspended'),
       h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'revoked', value: 'show', checked: showRevoked }), ' Show revoked keys'),
       h('button', { type: 'submit', text: 'Find' }));
     const rows = shown.map((key) => [
@@ -501,7 +546,7 @@
       suspension(key),
       key.group || '–',
       key.pools ? key.pools.join(', ') : 'all',
-      key.budget && key.usage ? meter(key.usage.spent_usd + key.usage.reserved_usd, key.budget.usd, `${key.name} budget used (spent and held)`) : key.usage ? `${fmt.usd(key.usage.spent_usd)} spent` : '–',
+      keyBudget(key, key.usage ? key.usage.spent_usd + key.usage.reserved_usd : 0, `${key.name} budget used (spent and held)`),
       key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–',
       key.usage ? headroom(key.usage.tokens_headroom, `${key.name} tokens per minute left`) : '–',
       key.state === 'revoked' ? '' : h('span', { class: 'actions' },
@@ -838,7 +883,7 @@
         item('Id', h('code', { text: key.id })), item('State', h('span', { class: `badge ${key.state}`, text: key.state })),
         item('Group', key.group || '–'), item('Pools', key.pools ? key.pools.join(', ') : 'all'),
         item('Last used (UTC)', last ? h('a', { href: `/ui/requests?id=${last.id}`, text: `${fmt.time(last.at_ms)} (${last.status})` }) : 'never'),
-        item('Budget', key.budget && key.usage ? meter(key.usage.spent_usd, key.budget.usd, `${key.name} budget used`) : 'no cap'),
+        item('Budget', key.budget || key.refusing ? keyBudget(key, key.usage ? key.usage.spent_usd : 0, `${key.name} budget used`) : 'no cap'),
         item('Budget resets (UTC)', reset ? fmt.time(reset) : '–'),
         item('Budget forecast', runsOut(outlook)),
         item('Requests per minute left', key.usage ? headroom(key.usage.requests_headroom, `${key.name} requests per minute left`) : '–'),
@@ -942,7 +987,9 @@
       lines.push(`Answered from the response cache, saving ${fmt.usd(notes.cache_saved_nano / 1e9)}: no provider was reached.`);
     } else if (!answered) {
       const tried = attempts.length || 1;
-      lines.push(`Every attempt failed (${tried} tried${attempts.length ? `: ${attempts.map((a) => `${a.lane} ${(a.failure || '').replace('_', ' ')}`).join(', ')}` : `: ${r.lane}`}); no lane answered. The caller got ${r.status}.`);
+      lines.push(`Every attempt failed (${tried} tried${attempts.length ? `: ${attempts.map((a) => `${a.lane} ${(a.failure || '').replaceAll('_', ' ')}${a.status ? ` ${a.status}` : ''}`).join(', ')}` : `: ${r.lane}`}); no lane answered. The caller got ${r.status}.`);
+      const last = attempts.length ? attempts[attempts.length - 1] : null;
+      if (last && last.error) lines.push(`The last upstream said: ${last.error}`);
     } else if (r.failovers > 0) {
       lines.push(`${r.lane} answered ${r.status} after ${r.failovers} failed attempt${r.failovers === 1 ? '' : 's'} on other lanes.`);
     } else {
@@ -983,10 +1030,10 @@
         item('Total time', fmt.wholeMs(r.latency_ms)), item('Time to first byte', fmt.wholeMs(r.ttfb_ms))),
       h('h2', { text: 'Attempts' }),
       r.attempts && r.attempts.length
-        ? table('Upstream attempts in order', ['#', 'Lane', 'Status', 'Outcome', 'Time'], r.attempts.map((a, i) => [
+        ? table('Upstream attempts in order', ['#', 'Lane', 'Status', 'Outcome', 'Time', 'What the upstream said'], r.attempts.map((a, i) => [
           String(i + 1), a.lane, a.status === null || a.status === undefined ? 'no answer' : String(a.status),
-          a.failure ? h('span', { class: 'badge open', text: a.failure.replace('_', ' ') }) : h('span', { class: 'badge closed', text: 'answered' }),
-          fmt.wholeMs(a.ms)]))
+          a.failure ? h('span', { class: 'badge open', text: a.failure.replaceAll('_', ' ') }) : h('span', { class: 'badge closed', text: 'answered' }),
+          fmt.wholeMs(a.ms), a.error ? h('code', { class: 'said', text: a.error }) : '–']))
         : h('p', { text: !story.reached ? 'No upstream attempt: no provider was reached.'
           : story.answered ? `One attempt: ${r.lane} answered ${r.status}.` : `One attempt: ${r.lane} failed; the caller got ${r.status}.` }),
       text ? [h('h2', { text: 'Prompt and reply' }),
@@ -1038,22 +1085,65 @@
     show(canChange() ? form : readOnly('prompts'), result);
   }
 
+  // What an audit entry's action did, in words, and its changes before
+  // and after (the API notes them as `field: before -> after; ...`).
+  const AUDITED = [
+    ['POST', /^\/api\/v1\/admin\/keys$/, 'Created a key'],
+    ['PATCH', /^\/api\/v1\/admin\/keys\/[^/]+$/, 'Changed a key'],
+    ['DELETE', /^\/api\/v1\/admin\/keys\/[^/]+$/, 'Revoked a key'],
+    ['POST', /^\/api\/v1\/admin\/keys\/[^/]+\/rotate$/, 'Rotated a key'],
+    ['DELETE', /^\/api\/v1\/admin\/keys\/[^/]+\/suspension$/, 'Lifted a key\'s suspension'],
+    ['PUT', /\/end-users\//, 'Set an end user\'s policy'],
+    ['DELETE', /\/end-users\//, 'Removed an end user\'s policy'],
+    ['POST', /^\/api\/v1\/admin\/groups$/, 'Created a group'],
+    ['PATCH', /^\/api\/v1\/admin\/groups\/[^/]+$/, 'Changed a group'],
+    ['DELETE', /^\/api\/v1\/admin\/groups\/[^/]+$/, 'Deleted a group'],
+    ['PATCH', /^\/api\/v1\/admin\/lanes\//, 'Changed a lane'],
+    ['POST', /^\/api\/v1\/admin\/lanes\/.*\/reset$/, 'Reset a lane\'s breaker'],
+    ['POST', /^\/api\/v1\/admin\/config$/, 'Applied a config version'],
+    ['POST', /^\/api\/v1\/admin\/config\/rollback\//, 'Rolled the config back'],
+    ['POST', /^\/api\/v1\/admin\/config\/reload$/, 'Reloaded the config file'],
+    ['POST', /^\/api\/v1\/admin\/config\/validate$/, 'Checked a candidate config'],
+    ['POST', /^\/api\/v1\/admin\/alerts\/silences$/, 'Silenced an alert'],
+    ['DELETE', /^\/api\/v1\/admin\/alerts\/silences$/, 'Ended an alert\'s silence'],
+    ['POST', /^\/api\/v1\/admin\/mcp\/tools\/[^/]+\/approval$/, 'Approved an MCP tool'],
+    ['DELETE', /^\/api\/v1\/admin\/mcp\/tools\/[^/]+\/approval$/, 'Unpinned an MCP tool'],
+    ['POST', /^\/api\/v1\/admin\/playground$/, 'Sent a playground prompt'],
+    ['DELETE', /^\/api\/v1\/admin\/users\/[^/]+\/content$/, 'Erased an end user\'s content'],
+    ['POST', /^\/api\/v1\/self\/keys$/, 'Minted an own key'],
+    ['POST', /^\/api\/v1\/self\/keys\/[^/]+\/rotate$/, 'Rotated an own key'],
+    ['DELETE', /^\/api\/v1\/self\/keys\/[^/]+$/, 'Revoked an own key'],
+    ['POST', /^\/ui\/login$/, 'Signed in to the console'],
+    ['GET', /^\/ui\/oidc\/callback/, 'Signed in through single sign-on'],
+  ];
+
+  function auditAction(action) {
+    const match = /^([A-Z]+) (\S+)(?: \((.*)\))?$/s.exec(action || '');
+    if (!match) return { what: action || '–', changes: [], raw: action };
+    const [, method, path, note] = match;
+    const known = AUDITED.find(([m, pattern]) => m === method && pattern.test(path.split('?')[0]));
+    const changes = note ? note.split('; ').map((c) => c.replaceAll(' -> ', ' → ')) : [];
+    return { what: known ? known[2] : `${method} ${path}`, changes, raw: action };
+  }
+
   async function alertsPage() {
     const params = new URLSearchParams(location.search);
     const [alerts, audit, drift] = await Promise.all([api('alerts'), session.governance ? api('audit?limit=200') : { data: [] },
       // Reconciliation is the gateway's, not a tenant's: its admins are not shown it.
       tenant() ? { configured: false } : api('reconciliation')]);
     const parts = [];
+    // Alerts are raised and listed here with or without a receiver.
     if (!alerts.configured) {
-      parts.push(h('p', { class: 'note', text: 'No alerts receiver: set alerts.webhook in the config to be told when something needs a person.' }));
-    } else {
-      parts.push(h('h2', { text: 'Firing now' }),
-        table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since (UTC)'],
-          alerts.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, fmt.time(a.at)]), 'Nothing is firing.'),
-        h('h2', { text: 'Sent so far' }),
-        table('Alerts by kind since the gateway started', ['Kind', 'Sent', 'Deduplicated', 'Dropped (queue full)', 'Failed (receiver)'],
-          alerts.counts.filter((c) => c.sent || c.deduplicated || c.dropped || c.failed)
-            .map((c) => [c.kind.replaceAll('_', ' '), fmt.n(c.sent), fmt.n(c.deduplicated), fmt.n(c.dropped), fmt.n(c.failed)]), 'No alert sent yet.'));
+      parts.push(h('p', { class: 'note', text: 'No alerts receiver: these alerts are listed here and sent nowhere. Set alerts.webhook in the config to be told when something needs a person.' }));
+    }
+    parts.push(h('h2', { text: 'Firing now' }),
+      table('Alerts firing now', ['Kind', 'Subject', 'What happened', 'Since', 'Silenced'],
+        alerts.open.map((a) => [a.kind.replaceAll('_', ' '), a.subject, a.detail, fmt.ago(a.at), silenceOf(a, true)]), 'Nothing is firing.'));
+    if (alerts.configured) {
+      parts.push(h('h2', { text: 'Sent so far' }),
+        table('Alerts by kind since the gateway started', ['Kind', 'Sent', 'Deduplicated', 'Silenced', 'Dropped (queue full)', 'Failed (receiver)'],
+          alerts.counts.filter((c) => c.sent || c.deduplicated || c.silenced || c.dropped || c.failed)
+            .map((c) => [c.kind.replaceAll('_', ' '), fmt.n(c.sent), fmt.n(c.deduplicated), fmt.n(c.silenced || 0), fmt.n(c.dropped), fmt.n(c.failed)]), 'No alert sent yet.'));
     }
     if (drift.configured) {
       const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(2)}%`;
@@ -1081,8 +1171,13 @@
       h('button', { type: 'submit', text: 'Filter' }));
     const entries = audit.data.filter((e) => (!actor || e.actor.includes(actor)) && (!outcome || String(e.outcome)[0] === outcome[0]));
     parts.push(h('h2', { text: 'Audit log' }), form,
-      table('Admin changes and attempts, newest first', ['When (UTC)', 'Who', 'What', 'Target', 'Outcome'],
-        entries.map((e) => [fmt.time(e.at_ms), e.actor, h('code', { text: e.action }), e.target || '–', h('span', { class: `status s${Math.floor(e.outcome / 100)}`, text: e.outcome })]),
+      table('Admin changes and attempts, newest first', ['When', 'Who', 'What', 'Target', 'Before → after', 'Outcome'],
+        entries.map((e) => {
+          const { what, changes, raw } = auditAction(e.action);
+          return [fmt.ago(e.at_ms), e.actor, h('span', { title: raw, text: what }), e.target || '–',
+            changes.length ? h('ul', { class: 'changes' }, changes.map((c) => h('li', { text: c }))) : '–',
+            h('span', { class: `status s${Math.floor(e.outcome / 100)}`, text: `${e.outcome < 400 ? 'done' : e.outcome < 500 ? 'refused' : 'failed'} (${e.outcome})` })];
+        }),
         'No entries match.'));
     show(parts);
   }
@@ -1261,6 +1356,13 @@
     playground: ['Playground', playgroundPage, false],
     config: ['Config', configPage, false],
     'my-keys': ['My keys', myKeysPage, false],
+  };
+
+  // What views.js (the views of wave 4's surfaces: budgets, reconciliation,
+  // sockets and pins) draws with: it adds its pages before the page starts.
+  window.switchyardConsole = {
+    h, api, show, say, table, field, meter, fmt, isoDate, tenant, pages: PAGES, tenantHidden: TENANT_HIDDEN,
+    session: () => session,
   };
 
   const pageName = () => location.pathname.replace(/^\/ui\/?/, '').replace(/\/$/, '');

@@ -70,8 +70,10 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
         .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
+        .route("/api/v1/admin/sockets", get(crate::sessions::sockets))
         .route("/api/v1/admin/audit", get(audit))
         .route("/api/v1/admin/alerts", get(alerts))
+        .route("/api/v1/admin/alerts/silences", post(crate::alerts::silence).delete(crate::alerts::unsilence))
         .route("/api/v1/admin/reconciliation", get(crate::reconcile::reconciliation))
         .route("/api/v1/admin/mcp", get(crate::mcp::overview))
         .route("/api/v1/admin/mcp/tools/{name}/approval", post(crate::mcp::approve).delete(crate::mcp::unpin))
@@ -310,6 +312,7 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::reset_lane,
         crate::operations::patch_lane,
         crate::sessions::sessions,
+        crate::sessions::sockets,
         crate::self_keys::list,
         crate::self_keys::create,
         crate::self_keys::rotate,
@@ -326,6 +329,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::audit,
         crate::content::erase_user_content,
         crate::alerts::alerts,
+        crate::alerts::silence,
+        crate::alerts::unsilence,
         crate::reconcile::reconciliation,
         crate::mcp::overview,
         crate::mcp::approve,
@@ -337,6 +342,8 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::operations::PatchLane,
         crate::sessions::PoolSessions,
         crate::sessions::SessionView,
+        crate::sessions::SocketView,
+        crate::sessions::SocketsView,
         crate::self_keys::CreateOwnKey,
         RotateKey,
         Rotate,
@@ -358,6 +365,9 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         Span,
         Point,
         AlertsView,
+        SilenceBody,
+        UnsilenceBody,
+        SilenceView,
         crate::reconcile::ReconcileView,
         crate::reconcile::ReconcileLine,
         crate::reconcile::ReconcileRun,

@@ -37,8 +37,24 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 12] =
-    ["", "pools", "keys", "groups", "spend", "usage", "requests", "alerts", "mcp", "playground", "config", "my-keys"];
+const PAGES: [&str; 15] = [
+    "",
+    "pools",
+    "keys",
+    "groups",
+    "spend",
+    "usage",
+    "requests",
+    "alerts",
+    "mcp",
+    "playground",
+    "config",
+    "my-keys",
+    // The views of wave 4's surfaces (views.js).
+    "budgets",
+    "reconciliation",
+    "sessions",
+];
 
 /// An embedded file: its bytes, type and validator.
 struct Asset {
@@ -62,6 +78,8 @@ macro_rules! asset {
 static APP_JS: Asset = asset!("app.js", "text/javascript; charset=utf-8");
 static STYLE_CSS: Asset = asset!("style.css", "text/css; charset=utf-8");
 static FAVICON: Asset = asset!("favicon.svg", "image/svg+xml");
+static VIEWS_JS: Asset = asset!("views.js", "text/javascript; charset=utf-8");
+static VIEWS_CSS: Asset = asset!("views.css", "text/css; charset=utf-8");
 static INDEX_HTML: &str = include_str!("../console/index.html");
 /// The document with each file's URL carrying its hash.
 static INDEX_VERSIONED: LazyLock<String> = LazyLock::new(|| versioned(INDEX_HTML));
@@ -72,6 +90,8 @@ fn versioned(html: &str) -> String {
     html.replace("/ui/assets/app.js", &format!("/ui/assets/app.js?v={}", tag(&APP_JS)))
         .replace("/ui/assets/style.css", &format!("/ui/assets/style.css?v={}", tag(&STYLE_CSS)))
         .replace("/ui/assets/favicon.svg", &format!("/ui/assets/favicon.svg?v={}", tag(&FAVICON)))
+        .replace("/ui/assets/views.js", &format!("/ui/assets/views.js?v={}", tag(&VIEWS_JS)))
+        .replace("/ui/assets/views.css", &format!("/ui/assets/views.css?v={}", tag(&VIEWS_CSS)))
 }
 static LOGIN_HTML: &str = include_str!("../console/login.html");
 
@@ -185,6 +205,8 @@ async fn asset(Path(file): Path<String>, headers: HeaderMap) -> Response {
         "app.js" => &APP_JS,
         "style.css" => &STYLE_CSS,
         "favicon.svg" => &FAVICON,
+        "views.js" => &VIEWS_JS,
+        "views.css" => &VIEWS_CSS,
         _ => return (StatusCode::NOT_FOUND, "no such file").into_response(),
     };
     let etag = asset.etag.as_str();
@@ -326,7 +348,9 @@ mod tests {
             assert!(!html.contains("<style"), "inline style element");
             assert!(!html.contains("http://") && !html.contains("https://"), "a file from elsewhere");
         }
-        assert!(!APP_JS.body.contains("innerHTML"), "the script builds nodes, it never parses HTML");
-        assert!(!APP_JS.body.contains("localStorage") && !APP_JS.body.contains("sessionStorage"));
+        for script in [&APP_JS, &VIEWS_JS] {
+            assert!(!script.body.contains("innerHTML"), "the script builds nodes, it never parses HTML");
+            assert!(!script.body.contains("localStorage") && !script.body.contains("sessionStorage"));
+        }
     }
 }

@@ -312,6 +312,7 @@ pub(crate) async fn patch_group(
         tenancy::budget_within(governance, &actor, end_users.budget.as_ref())?;
     }
     let mut group = find_group(governance, &name)?;
+    let original = group_view(governance, &group);
     check_if_match(&headers, &content_tag(&group), &format!("group `{name}`"))?;
     if group.from_config {
         return Err(ApiError(
@@ -346,8 +347,18 @@ pub(crate) async fn patch_group(
     }
     governance.stores.groups.put_group(group.clone()).await?;
     governance.set_groups(governance.stores.groups.list_groups().await?).await?;
-    let response = audited(&name, tagged(&content_tag(&group), Json(group_view(governance, &group))));
-    Ok(noted(price_note(&before, &group), response))
+    let view = group_view(governance, &group);
+    // Budget, limits, parent and the rest before and after; prices by name.
+    let settings = match (serde_json::to_value(&original), serde_json::to_value(&view)) {
+        (Ok(a), Ok(b)) => change_note(&a, &b, &["usage", "etag", "markup", "rate_card", "from_config"]),
+        _ => None,
+    };
+    let note = match (settings, price_note(&before, &group)) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    };
+    let response = audited(&name, tagged(&content_tag(&group), Json(view)));
+    Ok(noted(note, response))
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/groups/{name}", responses((status = 204), (status = 409)))]

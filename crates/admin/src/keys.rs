@@ -151,6 +151,11 @@ pub struct KeyView {
     pub aws_access_key_id: Option<String>,
     /// Live figures of the key's own bucket.
     pub usage: Option<UsageView>,
+    /// Why its requests are refused now whatever its own budget bar says:
+    /// a budget or calendar quota used up on its chain (its own or a
+    /// group's). Absent: nothing on the chain is used up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refusing: Option<String>,
     /// The record's entity tag, as `ETag` carries it: a change sends it
     /// back in `If-Match`.
     pub etag: String,
@@ -210,6 +215,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         metadata: record.metadata.clone(),
         aws_access_key_id: record.aws.as_ref().map(|a| a.access_key_id.clone()),
         usage: usage_view(governance, &BucketId::Key(Arc::from(record.id.as_str()))),
+        refusing: crate::shared::refusing(governance, &record.id),
         etag: record.version.to_string(),
         end_users: record.end_users.as_ref().map(crate::end_users::view_of),
     }
@@ -543,10 +549,12 @@ pub(crate) async fn patch_key(
         tenancy::passthrough_within(&actor, patch.passthrough.as_ref().and_then(Option::as_ref))?;
         tenancy::budget_within(governance, &actor, patch.budget.as_ref().and_then(Option::as_ref))?;
     }
+    let mut before = None;
     let record = change_key(governance, &actor, &id, |record| {
         // The version the caller read, if it said: a write that came
         // between is a 412 (the read-modify-write retry never hides it).
         check_if_match(&headers, &record.version.to_string(), &format!("key `{id}`"))?;
+        before = Some(key_view(governance, record));
         if let Some(name) = &patch.name {
             record.name.clone_from(name);
         }
@@ -586,7 +594,20 @@ pub(crate) async fn patch_key(
         Ok(())
     })
     .await?;
-    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+    let view = key_view(governance, &record);
+    let note = before.and_then(|before| key_change_note(&before, &view));
+    Ok(noted(note, audited(&id, tagged(&record.version.to_string(), Json(view)))))
+}
+
+/// What a key change changed, for its audit entry (live figures and
+/// bookkeeping left out).
+fn key_change_note(before: &KeyView, after: &KeyView) -> Option<String> {
+    let (Ok(before), Ok(after)) = (serde_json::to_value(before), serde_json::to_value(after)) else { return None };
+    change_note(
+        &before,
+        &after,
+        &["usage", "refusing", "etag", "state", "created_at", "rotated_at", "revoked_at", "prefix", "id"],
+    )
 }
 
 /// Lifts a key's abuse suspension (it serves again at once, on every
@@ -599,11 +620,17 @@ pub(crate) async fn lift_suspension(
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let _write = governance.writes.lock().await;
+    let mut before = None;
     let record = change_key(governance, &actor, &id, |record| {
+        before = record.suspended_until;
         record.suspended_until = None;
         Ok(())
     })
     .await?;
+    let note = match before {
+        Some(until) => format!("suspended until {} -> not suspended", utc_time((until.max(0) as u64) * 1000)),
+        None => "was not suspended".to_owned(),
+    };
     if let Some(alerts) = &admin.gateway.telemetry.alerts {
         let subject = switchyard_state::governance::suspension_subject(&record);
         alerts.resolve(
@@ -613,7 +640,7 @@ pub(crate) async fn lift_suspension(
             now_ms(),
         );
     }
-    Ok(audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record)))))
+    Ok(noted(Some(note), audited(&id, tagged(&record.version.to_string(), Json(key_view(governance, &record))))))
 }
 
 #[utoipa::path(delete, path = "/api/v1/admin/keys/{id}", responses((status = 200, body = KeyView)))]

@@ -202,6 +202,7 @@ pub(crate) async fn patch_lane(
     }
     let (state, member) = member_of(&admin.gateway, &pool, &lane)?;
     let control = &state.controls[member];
+    let before = serde_json::json!({"drained": control.drained(), "weight": state.weight(member)});
     if let Some(drained) = change.drained {
         control.set_drained(drained);
     }
@@ -213,7 +214,9 @@ pub(crate) async fn patch_lane(
         "pool": pool, "lane": lane, "drained": control.drained(),
         "weight": state.weight(member), "configured_weight": state.weights[member],
     });
-    Ok(audited(&format!("{pool}/{lane}"), Json(view)))
+    let after = serde_json::json!({"drained": control.drained(), "weight": state.weight(member)});
+    let note = change_note(&before, &after, &[]);
+    Ok(noted(note, audited(&format!("{pool}/{lane}"), Json(view))))
 }
 
 #[utoipa::path(post, path = "/api/v1/admin/config/reload",

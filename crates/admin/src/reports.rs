@@ -135,6 +135,17 @@ pub struct BudgetOutlookView {
     pub exhausts_at: Option<i64>,
     /// The same as a wait: "6 h 10 m".
     pub runs_out_in: Option<String>,
+    /// Its window (`1d`, `1mo`, ...).
+    #[serde(default)]
+    pub window: String,
+    /// When the window running now ends (Unix seconds; absent: a total
+    /// budget, which never renews).
+    #[serde(default)]
+    pub window_ends_at: Option<i64>,
+    /// The shares of the cap that raise a `budget_warning` (percent;
+    /// empty: the alerts' own thresholds).
+    #[serde(default)]
+    pub warn: Vec<f64>,
 }
 
 /// Every budget's outlook at `now` (Unix ms).
@@ -155,6 +166,9 @@ pub(crate) fn budget_outlooks(
                 burn_usd_per_hour: outlook.forecast.map(|f| usd(f.per_hour)),
                 exhausts_at: at.map(|at| (at / 1000) as i64),
                 runs_out_in: at.map(|at| switchyard_governance::forecast::in_words(at.saturating_sub(now))),
+                window: outlook.window.to_owned(),
+                window_ends_at: outlook.window_end,
+                warn: outlook.warn,
             }
         })
         .collect();

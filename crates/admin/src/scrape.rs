@@ -363,6 +363,7 @@ fn live(gateway: &Gateway, e: &mut DescriptorEncoder) -> Result<(), std::fmt::Er
             ("deduplicated", &stats.deduplicated),
             ("dropped", &stats.dropped),
             ("failed", &stats.failed),
+            ("silenced", &stats.silenced),
         ];
         encode_counters(
             e,

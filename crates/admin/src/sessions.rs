@@ -3,6 +3,8 @@
 //! left and how many times its lane changed (a session that keeps moving
 //! loses its vendor's prompt cache each time). Per instance: in a fleet
 //! the pins are shared through Redis, the counts are each instance's.
+//! And the long-lived sockets open on this instance (Responses over
+//! WebSocket): each with its key, age and turns.
 
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -88,4 +90,70 @@ pub(crate) async fn sessions(
         ));
     }
     Ok(Json(pools))
+}
+
+/// One open socket.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SocketView {
+    /// Its id on this instance.
+    pub id: u64,
+    /// What runs on it: `responses` (the Responses API over WebSocket).
+    pub kind: &'static str,
+    /// The key it was opened with (none: an open gateway's caller).
+    pub key_id: Option<String>,
+    /// That key's name and group, as the key is now (none: revoked since,
+    /// or no key).
+    pub key_name: Option<String>,
+    /// The key's group.
+    pub group: Option<String>,
+    /// When it opened (Unix ms).
+    pub opened_at_ms: u64,
+    /// The turns (generations) started on it.
+    pub turns: u64,
+    /// When its last turn started (Unix ms).
+    pub last_turn_at_ms: Option<u64>,
+}
+
+/// `GET /api/v1/admin/sockets`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SocketsView {
+    /// Open now on this instance.
+    pub open: usize,
+    /// The most this instance holds (`duplex.max_sessions`).
+    pub max_sessions: u32,
+    /// The most one key holds (`duplex.sessions_per_key`).
+    pub sessions_per_key: u32,
+    /// Each open socket, oldest first.
+    pub data: Vec<SocketView>,
+}
+
+#[utoipa::path(get, path = "/api/v1/admin/sockets",
+    responses((status = 200, body = SocketsView, description = "the long-lived sockets open on this instance (Responses over WebSocket), each with its key, age and turns")))]
+pub(crate) async fn sockets(State(admin): State<Admin>) -> Json<SocketsView> {
+    let gateway = &admin.gateway;
+    let data: Vec<SocketView> = gateway
+        .sockets
+        .list()
+        .into_iter()
+        .map(|open| {
+            let key = open.key.as_deref().and_then(|id| gateway.governance.as_ref()?.key(id));
+            SocketView {
+                id: open.id,
+                kind: open.kind,
+                key_id: open.key.as_deref().map(str::to_owned),
+                key_name: key.as_ref().map(|key| key.record.name.clone()),
+                group: key.as_ref().and_then(|key| key.record.group.clone()),
+                opened_at_ms: open.opened_at_ms,
+                turns: open.turns,
+                last_turn_at_ms: open.last_turn_at_ms,
+            }
+        })
+        .collect();
+    let bounds = &gateway.config.duplex;
+    Json(SocketsView {
+        open: data.len(),
+        max_sessions: bounds.max_sessions,
+        sessions_per_key: bounds.sessions_per_key,
+        data,
+    })
 }

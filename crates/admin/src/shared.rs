@@ -105,6 +105,68 @@ pub(crate) fn noted(note: Option<String>, mut response: Response) -> Response {
     response
 }
 
+/// A time for an audit note: `2026-12-07 18:40:00 UTC`.
+pub(crate) fn utc_time(ms: u64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+    format!("{} UTC", humantime::format_rfc3339_seconds(at).to_string().replace('T', " ").trim_end_matches('Z'))
+}
+
+/// Members a change note never shows the value of (a secret's name).
+fn secret_member(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    ["key", "token", "secret", "password", "credential"].iter().any(|word| name.contains(word))
+        && !name.ends_with("_id")
+        && name != "prefix"
+}
+
+/// What changed between two views of a record, for its audit entry:
+/// `limits.rpm: 60 -> 100000; name: "a" -> "b"` (members one level deep,
+/// `skip`ped ones and unchanged ones left out, a secret's value never
+/// shown). `None` when nothing shown changed.
+pub(crate) fn change_note(before: &serde_json::Value, after: &serde_json::Value, skip: &[&str]) -> Option<String> {
+    use serde_json::Value;
+    fn shown(name: &str, value: &Value) -> String {
+        match value {
+            _ if secret_member(name) => "<redacted>".to_owned(),
+            Value::Null => "none".to_owned(),
+            other => other.to_string(),
+        }
+    }
+    fn walk(path: &str, before: &Value, after: &Value, depth: usize, out: &mut Vec<String>) {
+        match (before, after) {
+            (Value::Object(a), Value::Object(b)) if depth < 2 => {
+                let mut names: Vec<&String> = a.keys().chain(b.keys()).collect();
+                names.sort();
+                names.dedup();
+                for name in names {
+                    let next = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                    walk(
+                        &next,
+                        a.get(name).unwrap_or(&Value::Null),
+                        b.get(name).unwrap_or(&Value::Null),
+                        depth + 1,
+                        out,
+                    );
+                }
+            }
+            (a, b) if a != b => {
+                let leaf = path.rsplit('.').next().unwrap_or(path);
+                out.push(format!("{path}: {} -> {}", shown(leaf, a), shown(leaf, b)));
+            }
+            _ => {}
+        }
+    }
+    let strip = |value: &Value| match value {
+        Value::Object(map) => Value::Object(
+            map.iter().filter(|(k, _)| !skip.contains(&k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect(),
+        ),
+        other => other.clone(),
+    };
+    let mut out = Vec::new();
+    walk("", &strip(before), &strip(after), 0, &mut out);
+    (!out.is_empty()).then(|| out.join("; "))
+}
+
 pub(crate) fn governance(admin: &Admin) -> ApiResult<&Arc<Governance>> {
     admin.gateway.governance.as_ref().ok_or_else(|| {
         ApiError(
@@ -359,6 +421,26 @@ fn usage_of(view: &switchyard_governance::admission::BucketView) -> UsageView {
     }
 }
 
+/// Why key `id`'s requests are refused now for money or a quota: the
+/// first bucket of its chain (its own, its group's, then the parents')
+/// whose budget is spent or one of whose calendar quotas is used up.
+pub(crate) fn refusing(governance: &Governance, id: &str) -> Option<String> {
+    let key = governance.key(id)?;
+    key.chain.iter().find_map(|bucket| {
+        let view = governance.bucket(bucket)?;
+        let whose = match bucket {
+            BucketId::Key(_) => "its own".to_owned(),
+            BucketId::Group(name) => format!("group {name}'s"),
+            BucketId::EndUser { .. } | BucketId::Scoped { .. } => return None,
+        };
+        if view.budget_left == Some(0) {
+            return Some(format!("{whose} budget is spent"));
+        }
+        let quota = view.quotas.iter().find(|q| q.used.saturating_add(q.held) >= q.cap)?;
+        Some(format!("{whose} {} quota is used up", quota.name))
+    })
+}
+
 /// A record's entity tag: `"<tag>"`, strong (the record's stored version,
 /// or a hash of what it holds).
 pub(crate) fn etag(tag: &str) -> axum::http::HeaderValue {
@@ -416,4 +498,21 @@ pub(crate) fn spend_by(name: &str) -> ApiResult<switchyard_store::SpendBy> {
 pub(crate) fn key_name(governance: &Governance, by: switchyard_store::SpendBy, value: Option<&str>) -> Option<String> {
     (by == switchyard_store::SpendBy::Key)
         .then(|| value.and_then(|id| governance.key(id)).map(|k| k.record.name.clone()))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::change_note;
+    use serde_json::json;
+
+    #[test]
+    fn a_change_note_names_each_changed_member_before_and_after_and_never_a_secret() {
+        let before =
+            json!({"name": "a", "limits": {"rpm": 60, "tpm": null}, "usage": {"spent_usd": 1.0}, "api_key": "sk-old"});
+        let after = json!({"name": "b", "limits": {"rpm": 100000, "tpm": null}, "usage": {"spent_usd": 2.0}, "api_key": "sk-new"});
+        let note = change_note(&before, &after, &["usage"]).unwrap();
+        assert_eq!(note, r#"api_key: <redacted> -> <redacted>; limits.rpm: 60 -> 100000; name: "a" -> "b""#);
+        assert!(!note.contains("sk-"));
+        assert_eq!(change_note(&before, &before, &[]), None);
+    }
 }

@@ -95,10 +95,11 @@ fn breakers(gateway: &Gateway, alerts: &Alerts, now: u64) {
     let at = std::time::Instant::now();
     for (_, pool) in gateway.named_pools() {
         for (member, &lane) in pool.members.iter().enumerate() {
+            // Half-open (a trial in flight, or due) is still open: the lane
+            // serves again only once its breaker closes.
             let (open, reason) = {
-                let breaker = pool.breaker(member);
-                let snapshot = breaker.snapshot(at);
-                (breaker.is_open(), snapshot.reason)
+                let snapshot = pool.breaker(member).snapshot(at);
+                (snapshot.state != switchyard_health::breaker::BreakerState::Closed, snapshot.reason)
             };
             let subject = format!("pool `{}` lane `{}`", pool.name, gateway.lanes[lane].name);
             match (open, alerts.is_open(AlertKind::BreakerOpened, &subject)) {
@@ -106,8 +107,11 @@ fn breakers(gateway: &Gateway, alerts: &Alerts, now: u64) {
                     let why = reason.unwrap_or_else(|| "failures".to_owned());
                     alerts.raise(AlertKind::BreakerOpened, &subject, format!("breaker opened: {why}"), now);
                 }
+                // Told it closed only when told it opened (one end an episode).
                 (false, true) => {
-                    alerts.clear(AlertKind::BreakerOpened, &subject);
+                    if !alerts.clear(AlertKind::BreakerOpened, &subject) {
+                        continue;
+                    }
                     alerts.notify(
                         AlertKind::BreakerClosed,
                         &subject,
@@ -136,12 +140,14 @@ fn budgets(governance: &switchyard_state::governance::Governance, alerts: &Alert
         let percent = if cap == 0 { 100 } else { (u128::from(spent) * 100 / u128::from(cap)).min(1_000) as u64 };
         // The highest threshold crossed, once per window.
         if let Some(&at) = thresholds.iter().rev().find(|&&t| percent >= u64::from(t)) {
+            // The window's start as a time people read (a Unix time is none).
+            let began = crate::shared::utc_time(window_start.max(0) as u64 * 1000);
             let detail = format!(
-                "{who} spent {percent}% of its budget (${:.4} of ${:.4}) in the window that began at {window_start}",
+                "{who} spent {percent}% of its budget (${:.4} of ${:.4}) in the window that began {began}",
                 switchyard_governance::money::usd(spent),
                 switchyard_governance::money::usd(cap)
             );
-            crossed.insert(format!("{who} {at}% (window {window_start})"), detail);
+            crossed.insert(format!("{who} {at}% (window from {began})"), detail);
         }
     }
     for (subject, detail) in &crossed {
@@ -163,20 +169,20 @@ fn budget_signals(governance: &switchyard_state::governance::Governance, alerts:
     use switchyard_governance::forecast::{in_words, Signal};
     use switchyard_governance::money::usd;
     for signal in governance.take_budget_signals() {
-        let (who, start) = (&signal.who, signal.window_start);
+        let (who, start) = (&signal.who, crate::shared::utc_time(signal.window_start.max(0) as u64 * 1000));
         let (spent, cap) = (usd(signal.spent), usd(signal.cap));
         match signal.signal {
             Signal::Warning(share) => {
-                let subject = format!("{who} {share}% (window {start})");
+                let subject = format!("{who} {share}% (window from {start})");
                 let detail = format!("{who} spent ${spent:.4} of its ${cap:.4} budget: past its {share}% warning");
                 alerts.notify(AlertKind::BudgetWarning, &subject, detail, now);
             }
             Signal::Forecast(at) => {
-                let subject = format!("{who} (window {start})");
+                let subject = format!("{who} (window from {start})");
                 let detail = format!(
-                    "{who} runs out in {} at its pace over the last hour (${spent:.4} of ${cap:.4} spent; at Unix time {})",
+                    "{who} runs out in {} at its pace over the last hour (${spent:.4} of ${cap:.4} spent; at {})",
                     in_words(at.saturating_sub(now)),
-                    at / 1000
+                    crate::shared::utc_time(at)
                 );
                 alerts.notify(AlertKind::BudgetForecast, &subject, detail, now);
             }

@@ -8,6 +8,7 @@
 
 pub mod auth;
 pub mod aws;
+pub mod beside;
 pub mod call_id;
 pub mod continuation;
 pub mod count;

@@ -57,6 +57,7 @@ mod tests {
             origin: Protocol::Anthropic,
             path: "messages.content.tool_addition".into(),
             value: json!({"type": "tool_addition", "tool": {"type": "tool_reference", "name": "f"}}),
+            beside: false,
         }));
         let request = Request {
             system: vec![TextBlock::new("be brief")],

@@ -23,8 +23,9 @@ pub(crate) struct Opened {
     /// authenticated by again.
     pub(crate) uri: http::Uri,
     pub(crate) client: Option<switchyard_state::ClientName>,
-    /// Its place among the open sockets, given back when it closes.
-    _held: Held,
+    /// Its place among the open sockets, given back when it closes (and
+    /// its line in the admin API's list of open sockets).
+    held: Held,
     /// The handshake's headers, but those of the upgrade itself: what each
     /// generation's call carries (sessions, end users, forwarded headers).
     pub(crate) headers: HeaderMap,
@@ -36,10 +37,17 @@ pub(crate) fn open(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Resu
     let caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &parts.headers, client, &[])?;
     let key = caller.as_ref().map(|caller| &*caller.key.id);
     let bounds = &gateway.config.duplex;
-    let held = gateway.sockets.open(key, bounds.sessions_per_key, bounds.max_sessions).map_err(|full| match full {
-        Full::Key(_) => ErrorInfo::new(ErrorKind::RateLimit, full.to_string()),
-        Full::Instance | Full::Stopping => ErrorInfo::new(ErrorKind::Overloaded, full.to_string()).with_status(503),
-    })?;
+    let kind = match protocol {
+        Protocol::Responses => "responses",
+        _ => "socket",
+    };
+    let now = switchyard_state::clock::now_ms();
+    let held = gateway.sockets.open_as(kind, key, bounds.sessions_per_key, bounds.max_sessions, now).map_err(
+        |full| match full {
+            Full::Key(_) => ErrorInfo::new(ErrorKind::RateLimit, full.to_string()),
+            Full::Instance | Full::Stopping => ErrorInfo::new(ErrorKind::Overloaded, full.to_string()).with_status(503),
+        },
+    )?;
     let mut headers = parts.headers.clone();
     for upgrade in [
         http::header::UPGRADE,
@@ -51,7 +59,14 @@ pub(crate) fn open(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Resu
     ] {
         headers.remove(upgrade);
     }
-    Ok(Opened { uri: parts.uri.clone(), client: client.cloned(), _held: held, headers })
+    Ok(Opened { uri: parts.uri.clone(), client: client.cloned(), held, headers })
+}
+
+impl Opened {
+    /// A turn starts on this socket (counted in the list of open sockets).
+    pub(crate) fn turn(&self) {
+        self.held.turn(switchyard_state::clock::now_ms());
+    }
 }
 
 /// Who calls a turn: the handshake's credential read again on `gateway`

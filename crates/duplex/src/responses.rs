@@ -107,6 +107,7 @@ impl Lanes {
     }
 
     fn start(&mut self, shared: &Arc<Shared>, lane: Option<String>, create: event::Create) {
+        shared.opened.turn();
         let shared = shared.clone();
         let task = self.running.spawn(async move { turn::run(&shared, create).await });
         self.lane_of.insert(task.id(), lane);

@@ -42,7 +42,9 @@ pub fn conduct_refused(gateway: &Arc<Gateway>, caller: Option<&switchyard_state:
                 tracing::warn!(key = %record.id, until, after, "key suspended after repeated refusals");
                 if let Some(alerts) = &gateway.telemetry.alerts {
                     let subject = switchyard_state::governance::suspension_subject(&record);
-                    let detail = format!("suspended until Unix time {until} after {after} refused requests");
+                    let ends = std::time::UNIX_EPOCH + std::time::Duration::from_secs(until.max(0) as u64);
+                    let detail =
+                        format!("suspended until {} after {after} refused requests", httpdate::fmt_http_date(ends));
                     alerts.raise(switchyard_telemetry::alert::AlertKind::KeySuspended, &subject, detail, now);
                 }
             }

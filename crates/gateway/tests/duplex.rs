@@ -676,3 +676,48 @@ async fn a_socket_runs_eight_lanes_and_queues_sixteen_and_a_close_settles_each_r
     assert_eq!((rows.len(), rows_later.len()), (8, 8), "{rows_later:#?}");
     assert!(rows.iter().all(|row| row["status"] == 499), "{rows:#?}");
 }
+
+/// The admin API lists each open socket with its key, its age and the
+/// turns started on it; a closed socket leaves the list.
+#[tokio::test]
+async fn the_admin_api_lists_each_open_socket_with_its_key_and_turns() {
+    let yaml = format!("{}auth: {{ mode: keys }}\n", lanes_config("mock://"));
+    let (addr, _) = governed(&yaml).await;
+    let owner = create_key(addr, json!({"name": "socket-owner"})).await;
+    let bearer = format!("Bearer {}", owner["key"].as_str().unwrap());
+    let before = common::admin_call(addr, "GET", "/api/v1/admin/sockets", Some(common::ADMIN_TOKEN), None).await;
+    assert_eq!(before.status, 200);
+    let listed: Value = serde_json::from_slice(&before.body).unwrap();
+    assert_eq!((listed["open"].as_u64(), listed["data"].as_array().map(Vec::len)), (Some(0), Some(0)), "{listed}");
+    let mut ws = open(addr, "/v1/responses", &[("authorization", &bearer)]).await.unwrap();
+    for input in ["one", "two"] {
+        let events = ws.turn(&json!({"type": "response.create", "model": "lane-openai", "input": input})).await;
+        completed(&events);
+    }
+    let reply = common::admin_call(addr, "GET", "/api/v1/admin/sockets", Some(common::ADMIN_TOKEN), None).await;
+    let listed: Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(listed["open"], 1, "{listed}");
+    let socket = &listed["data"][0];
+    assert_eq!(socket["kind"], "responses", "{listed}");
+    assert_eq!(socket["key_id"], owner["id"], "{listed}");
+    assert_eq!(socket["key_name"], "socket-owner", "{listed}");
+    assert_eq!(socket["turns"], 2, "{listed}");
+    let now = switchyard_state::clock::now_ms();
+    let opened = socket["opened_at_ms"].as_u64().unwrap();
+    let last = socket["last_turn_at_ms"].as_u64().unwrap();
+    assert!(opened <= last && last <= now && now - opened < 60_000, "{listed}");
+    assert!(listed["max_sessions"].as_u64().unwrap() >= 1, "{listed}");
+    // Closed: gone from the list.
+    ws.send_raw(Message::Close(None)).await;
+    let mut gone = false;
+    for _ in 0..200 {
+        let reply = common::admin_call(addr, "GET", "/api/v1/admin/sockets", Some(common::ADMIN_TOKEN), None).await;
+        let listed: Value = serde_json::from_slice(&reply.body).unwrap();
+        if listed["data"].as_array().is_some_and(Vec::is_empty) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(gone, "a closed socket leaves the list");
+}

@@ -430,9 +430,29 @@ pub struct Unmodelled {
     pub path: String,
     /// The block as it came.
     pub value: Value,
+    /// Members of the part before it that the IR does not model
+    /// (`image_url.detail`, Gemini's `videoMetadata`), not a block of its
+    /// own: `value` is an object a same-protocol writer merges into the
+    /// part it wrote for the block before ([`Unmodelled::merge_into`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub beside: bool,
 }
 
 impl Unmodelled {
+    /// Merges a `beside` block's members into `part`, object into object
+    /// (`{"image_url": {"detail": "low"}}` joins the part's `image_url`).
+    pub fn merge_into(members: &Value, part: &mut Map<String, Value>) {
+        let Value::Object(members) = members else { return };
+        for (key, member) in members {
+            match (part.get_mut(key), member) {
+                (Some(Value::Object(mine)), Value::Object(_)) => Unmodelled::merge_into(member, mine),
+                _ => {
+                    part.insert(key.clone(), member.clone());
+                }
+            }
+        }
+    }
+
     /// The block as `target` may write it: itself on a same-protocol hop;
     /// elsewhere nothing, and the loss is reported.
     pub fn for_target(&self, target: Protocol, dropped: &mut Vec<Dropped>) -> Option<&Value> {

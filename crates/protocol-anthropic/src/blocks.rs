@@ -99,6 +99,7 @@ pub(crate) fn read_block(
             origin: Protocol::Anthropic,
             path: format!("messages.content.{carried}"),
             value: value.clone(),
+            beside: false,
         }),
         other => match unknown {
             Unknown::Reject => {

@@ -133,6 +133,7 @@ fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, D
                     origin: Protocol::Bedrock,
                     path: format!("messages.content.{kind}"),
                     value: Value::Object(block.clone()),
+                    beside: false,
                 })));
             }
             Err(DecodeError::invalid(path, format!("content block type `{kind}` is not supported")))

@@ -164,6 +164,8 @@ fn read_inference_config(config: &Object, request: &mut Request) -> Result<(), D
 }
 
 fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), DecodeError> {
+    // Tools of a kind the IR does not model (`systemTool`), as they came.
+    let mut others = Vec::new();
     if let Some(tools) = field(config, "tools") {
         for (position, tool) in array(tools, "toolConfig.tools")?.iter().enumerate() {
             let path = format!("toolConfig.tools[{position}]");
@@ -176,8 +178,13 @@ fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), Decode
                 continue;
             }
             let spec_path = format!("{path}.toolSpec");
-            let spec = field(tool, "toolSpec")
-                .ok_or_else(|| DecodeError::invalid(&path, format!("{path} must hold toolSpec or cachePoint")))?;
+            let Some(spec) = field(tool, "toolSpec") else {
+                if tool.len() != 1 {
+                    return Err(DecodeError::invalid(&path, format!("{path} must hold exactly one kind of tool")));
+                }
+                others.push(Value::Object(tool.clone()));
+                continue;
+            };
             let spec = object(spec, &spec_path)?;
             let parameters = match field(spec, "inputSchema") {
                 Some(schema) => {
@@ -216,6 +223,16 @@ fn read_tool_config(config: &Object, request: &mut Request) -> Result<(), Decode
         });
     }
     keep_rest(config, &["tools", "toolChoice"], "toolConfig", request);
+    if !others.is_empty() {
+        // Written back beside the tool specs on a same-protocol hop,
+        // reported at `toolConfig.tools` on another.
+        let mut kept = match request.extra.fields.remove("toolConfig") {
+            Some(Value::Object(kept)) => kept,
+            _ => Object::new(),
+        };
+        kept.insert("tools".into(), Value::Array(others));
+        request.extra.insert(Protocol::Bedrock, "toolConfig".into(), Value::Object(kept));
+    }
     Ok(())
 }
 
@@ -499,7 +516,16 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
             match (root.get_mut(key), value) {
                 (Some(Value::Object(written)), Value::Object(rest)) => {
                     for (name, value) in rest {
-                        written.entry(name.clone()).or_insert_with(|| value.clone());
+                        match (written.get_mut(name), value) {
+                            // Tools the IR does not model join the tool specs.
+                            (Some(Value::Array(mine)), Value::Array(theirs)) if key == "toolConfig" => {
+                                mine.extend(theirs.iter().cloned());
+                            }
+                            (Some(_), _) => {}
+                            (None, _) => {
+                                written.insert(name.clone(), value.clone());
+                            }
+                        }
                     }
                 }
                 (Some(_), _) => {}
@@ -584,6 +610,33 @@ fn text_format(name: &str, schema: &Value) -> Value {
 mod tests {
     use super::*;
     use switchyard_codec::ir::Effort;
+
+    /// A tool the IR does not model (`systemTool`, in the pinned botocore's
+    /// `Tool` union) is neither refused nor lost: it goes back beside the
+    /// tool specs to a Bedrock lane and is reported to any other.
+    #[test]
+    fn system_tools_go_back_beside_tool_specs_or_are_reported() {
+        let spec = json!({"toolSpec": {"name": "f", "inputSchema": {"json": {"type": "object"}}}});
+        let system = json!({"systemTool": {"name": "nova_grounding"}});
+        let body = json!({
+            "messages": [{"role": "user", "content": [{"text": "hi"}]}],
+            "toolConfig": {"tools": [spec.clone(), system.clone()], "toolChoice": {"auto": {}}}
+        });
+        let request = read_request(body.to_string().as_bytes()).unwrap();
+        assert_eq!(request.tools.len(), 1);
+        let encoded = write_request(&request, &Capabilities::default());
+        assert!(encoded.dropped.is_empty(), "{:?}", encoded.dropped);
+        let written: Value = serde_json::from_slice(&encoded.body).unwrap();
+        assert_eq!(written["toolConfig"]["tools"], json!([spec, system]));
+
+        let mut lost = Vec::new();
+        request.extra.for_target(Protocol::OpenAi, &mut lost);
+        let paths: Vec<Option<&str>> = lost.iter().map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, [Some("toolConfig.tools")]);
+
+        let two = json!({"messages": [], "toolConfig": {"tools": [{"systemTool": {}, "toolSpec": {}}]}});
+        assert!(read_request(two.to_string().as_bytes()).is_err(), "a tool union holds one member");
+    }
 
     /// Claude on Bedrock keeps Claude's rules for thinking, as the
     /// Anthropic writer does, and says what it changed.

@@ -21,7 +21,9 @@
 //! that name, then, with no call at all, its own name is used as the id).
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{Block, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse};
+use switchyard_codec::ir::{
+    Block, DropReason, Dropped, Field, MediaSource, Protocol, TextBlock, ToolResult, ToolUse, Unmodelled,
+};
 use switchyard_codec::json::{arguments_to_value, value_to_arguments};
 use switchyard_codec::media::parse_data_url;
 use switchyard_codec::{call_id, DecodeError};
@@ -105,6 +107,91 @@ pub(crate) enum PartMode {
     Response,
 }
 
+/// The part members the IR models (both spellings the REST API takes).
+const MODELLED_MEMBERS: [&str; 16] = [
+    "text",
+    "thought",
+    "thoughtSignature",
+    "thought_signature",
+    "inlineData",
+    "inline_data",
+    "fileData",
+    "file_data",
+    "functionCall",
+    "function_call",
+    "functionResponse",
+    "function_response",
+    "executableCode",
+    "executable_code",
+    "codeExecutionResult",
+    "code_execution_result",
+];
+
+/// Takes out of a request's raw `contents` every part member the IR does
+/// not model, to be put on the typed parts (`Part::kept`) once read: the
+/// typed reader would skip them in silence.
+pub(crate) fn take_unmodelled(contents: &mut Value) -> Vec<Vec<Map<String, Value>>> {
+    let Some(contents) = contents.as_array_mut() else { return Vec::new() };
+    contents
+        .iter_mut()
+        .map(|content| {
+            let Some(parts) = content.get_mut("parts").and_then(Value::as_array_mut) else { return Vec::new() };
+            parts
+                .iter_mut()
+                .map(|part| {
+                    let Some(part) = part.as_object_mut() else { return Map::new() };
+                    let unmodelled: Vec<String> =
+                        part.keys().filter(|key| !MODELLED_MEMBERS.contains(&key.as_str())).cloned().collect();
+                    unmodelled.into_iter().filter_map(|key| part.remove_entry(&key)).collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// True when a part holds data the IR models (it stands as a part).
+fn has_data(part: &Part) -> bool {
+    part.text.is_some()
+        || part.thought == Some(true)
+        || part.inline_data.is_some()
+        || part.file_data.is_some()
+        || part.function_call.is_some()
+        || part.function_response.is_some()
+        || part.executable_code.is_some()
+        || part.code_execution_result.is_some()
+}
+
+/// A part's unmodelled members as blocks: the part itself when it holds
+/// nothing else (a `toolCall` part), else one block per member to go back
+/// onto the part before it. Each reports at `contents.parts.<member>`.
+fn unmodelled_blocks(kept: Map<String, Value>, alone: bool) -> Vec<Block> {
+    let unmodelled = |key: &str, value: Value, beside: bool| {
+        Block::Unmodelled(Unmodelled { origin: Protocol::Gemini, path: format!("contents.parts.{key}"), value, beside })
+    };
+    if alone {
+        let key = kept.keys().next().cloned().unwrap_or_default();
+        return vec![unmodelled(&key, Value::Object(kept), false)];
+    }
+    kept.into_iter()
+        .map(|(key, value)| {
+            let mut beside = Map::new();
+            beside.insert(key.clone(), value);
+            unmodelled(&key, Value::Object(beside), true)
+        })
+        .collect()
+}
+
+/// An `Unmodelled` block written back among `parts`: onto the part before
+/// it when it was read beside that part's data, else as a part of its own.
+fn write_unmodelled(block: &Unmodelled, value: &Value, parts: &mut Vec<Part>) {
+    match (block.beside, parts.last_mut(), value) {
+        (true, Some(last), _) => Unmodelled::merge_into(value, &mut last.kept),
+        (true, None, _) => {}
+        (false, _, Value::Object(part)) => parts.push(Part { kept: part.clone(), ..Part::default() }),
+        (false, _, _) => {}
+    }
+}
+
 /// Reads one content's parts into blocks. `at` names the content for errors.
 pub(crate) fn parts_to_blocks(
     parts: Vec<Part>,
@@ -113,53 +200,80 @@ pub(crate) fn parts_to_blocks(
     at: &str,
 ) -> Result<Vec<Block>, DecodeError> {
     let mut blocks = Vec::with_capacity(parts.len());
-    for (position, part) in parts.into_iter().enumerate() {
-        let signature = part.thought_signature.filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
-        if part.thought == Some(true) {
-            blocks.push(Block::Thinking { text: part.text.unwrap_or_default(), signature });
+    for (position, mut part) in parts.into_iter().enumerate() {
+        let kept = std::mem::take(&mut part.kept);
+        if !kept.is_empty() {
+            let alone = !has_data(&part) && part.thought_signature.is_none();
+            if alone {
+                blocks.extend(unmodelled_blocks(kept, true));
+                continue;
+            }
+            let start = blocks.len();
+            part_blocks(part, position, ledger, mode, at, &mut blocks)?;
+            // Beside the part's data: they follow its blocks (a part that
+            // gave none, an empty text, keeps them as a part of their own).
+            blocks.extend(unmodelled_blocks(kept, blocks.len() == start));
             continue;
         }
-        let had_signature = signature.is_some();
-        let field = format!("{at}.parts[{position}]");
-        if let Some(call) = part.function_call {
-            let mut call = read_call(call, ledger, &field)?;
-            call.signature = signature;
-            blocks.push(Block::ToolUse(call));
-            continue;
-        }
-        if let Some(signature) = signature {
-            blocks.push(Block::Thinking { text: String::new(), signature: Some(signature) });
-        }
-        if let Some(text) = part.text {
-            // Empty text parts carry nothing (Gemini ends streams with one
-            // that only holds a signature); they are not kept as blocks.
-            if !text.is_empty() {
-                blocks.push(Block::text(text));
-            }
-        } else if let Some(blob) = part.inline_data {
-            blocks.push(media_block(inline_source(blob, &field)?));
-        } else if let Some(file) = part.file_data {
-            blocks.push(media_block(file_source(file, &field)?));
-        } else if let Some(response) = part.function_response {
-            blocks.push(Block::ToolResult(read_function_response(response, ledger, &field)?));
-        } else if let Some(code) = part.executable_code {
-            // Code-execution output has no IR block; as text it stays
-            // readable for the caller and for a later turn.
-            let language = code.language.unwrap_or_default().to_ascii_lowercase();
-            let language = if language == "language_unspecified" { String::new() } else { language };
-            blocks.push(Block::text(format!("```{language}\n{}\n```", code.code)));
-        } else if let Some(result) = part.code_execution_result {
-            if let Some(output) = result.output.filter(|o| !o.is_empty()) {
-                blocks.push(Block::text(output));
-            }
-        } else if mode == PartMode::Request && !had_signature {
-            return Err(DecodeError::invalid(
-                field,
-                "a part must hold text, inlineData, fileData, functionCall or functionResponse",
-            ));
-        }
+        part_blocks(part, position, ledger, mode, at, &mut blocks)?;
     }
     Ok(blocks)
+}
+
+/// One part's blocks, pushed onto `blocks`.
+fn part_blocks(
+    part: Part,
+    position: usize,
+    ledger: &mut CallLedger,
+    mode: PartMode,
+    at: &str,
+    blocks: &mut Vec<Block>,
+) -> Result<(), DecodeError> {
+    let signature = part.thought_signature.filter(|s| !s.is_empty() && s != SKIP_SIGNATURE);
+    if part.thought == Some(true) {
+        blocks.push(Block::Thinking { text: part.text.unwrap_or_default(), signature });
+        return Ok(());
+    }
+    let had_signature = signature.is_some();
+    let field = format!("{at}.parts[{position}]");
+    if let Some(call) = part.function_call {
+        let mut call = read_call(call, ledger, &field)?;
+        call.signature = signature;
+        blocks.push(Block::ToolUse(call));
+        return Ok(());
+    }
+    if let Some(signature) = signature {
+        blocks.push(Block::Thinking { text: String::new(), signature: Some(signature) });
+    }
+    if let Some(text) = part.text {
+        // Empty text parts carry nothing (Gemini ends streams with one
+        // that only holds a signature); they are not kept as blocks.
+        if !text.is_empty() {
+            blocks.push(Block::text(text));
+        }
+    } else if let Some(blob) = part.inline_data {
+        blocks.push(media_block(inline_source(blob, &field)?));
+    } else if let Some(file) = part.file_data {
+        blocks.push(media_block(file_source(file, &field)?));
+    } else if let Some(response) = part.function_response {
+        blocks.push(Block::ToolResult(read_function_response(response, ledger, &field)?));
+    } else if let Some(code) = part.executable_code {
+        // Code-execution output has no IR block; as text it stays
+        // readable for the caller and for a later turn.
+        let language = code.language.unwrap_or_default().to_ascii_lowercase();
+        let language = if language == "language_unspecified" { String::new() } else { language };
+        blocks.push(Block::text(format!("```{language}\n{}\n```", code.code)));
+    } else if let Some(result) = part.code_execution_result {
+        if let Some(output) = result.output.filter(|o| !o.is_empty()) {
+            blocks.push(Block::text(output));
+        }
+    } else if mode == PartMode::Request && !had_signature {
+        return Err(DecodeError::invalid(
+            field,
+            "a part must hold text, inlineData, fileData, functionCall or functionResponse",
+        ));
+    }
+    Ok(())
 }
 
 fn inline_source(blob: Blob, field: &str) -> Result<MediaSource, DecodeError> {
@@ -344,7 +458,9 @@ pub(crate) fn blocks_to_parts(blocks: &[Block], ctx: &mut WriteParts<'_>) -> Vec
             }
             Block::RedactedThinking { .. } => drop_once(ctx.dropped, Field::RedactedThinking),
             Block::Unmodelled(block) => {
-                block.for_target(switchyard_codec::ir::Protocol::Gemini, ctx.dropped);
+                if let Some(value) = block.for_target(switchyard_codec::ir::Protocol::Gemini, ctx.dropped) {
+                    write_unmodelled(block, value, &mut parts);
+                }
             }
             Block::ToolUse(call) => {
                 ctx.calls.push((call.id.clone(), call.name.clone()));

@@ -35,7 +35,9 @@ use switchyard_codec::ir::{
 };
 use switchyard_codec::{effort, json, DecodeError, Encoded};
 
-use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE};
+use crate::parts::{
+    blocks_to_parts, drop_once, parts_to_blocks, take_unmodelled, CallLedger, PartMode, WriteParts, SKIP_SIGNATURE,
+};
 use crate::schema;
 use crate::wire::{
     Content, FunctionCallingConfigIn, FunctionDeclarationIn, GenerationConfigIn, Part, ThinkingConfigIn, ToolConfigIn,
@@ -86,9 +88,15 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     };
     let mut request = Request::default();
 
-    let contents = take(&mut map, "contents", "contents")
+    let mut contents = take(&mut map, "contents", "contents")
         .ok_or_else(|| DecodeError::invalid("contents", "contents is required"))?;
-    let contents: Vec<Content> = typed(contents, "contents", "contents must be an array of contents")?;
+    let kept = take_unmodelled(&mut contents);
+    let mut contents: Vec<Content> = typed(contents, "contents", "contents must be an array of contents")?;
+    for (content, kept) in contents.iter_mut().zip(kept) {
+        for (part, kept) in content.parts.iter_mut().zip(kept) {
+            part.kept = kept;
+        }
+    }
     let mut ledger = CallLedger::new("call_");
     for (index, content) in contents.into_iter().enumerate() {
         let at = format!("contents[{index}]");
@@ -755,6 +763,53 @@ mod tests {
         assert_eq!(request.tool_choice, Some(ToolChoice::Tool("f".into())));
         assert!(matches!(request.messages[0].content[0], Block::Image { .. }));
         assert!(request.extra.is_empty());
+    }
+
+    /// What the pinned SDK's `Part` holds and the IR does not model (a
+    /// part's metadata beside its data, a part of `toolCall` alone) goes
+    /// back as it came to a Gemini lane and is reported to any other: the
+    /// typed reader used to skip it in silence or refuse the part.
+    #[test]
+    fn unmodelled_part_members_go_back_or_are_reported() {
+        let file = json!({"fileData": {"mimeType": "video/mp4", "fileUri": "https://example.com/v.mp4"},
+            "videoMetadata": {"fps": 1.0}});
+        let image = json!({"inline_data": {"mime_type": "image/png", "data": "AA=="},
+            "mediaResolution": {"level": "MEDIA_RESOLUTION_LOW"}, "partMetadata": {"k": "v"}});
+        let tool_call = json!({"toolCall": {"id": "t1", "toolType": "GOOGLE_SEARCH_WEB"}});
+        let request = read_json(json!({
+            "contents": [
+                {"role": "user", "parts": [{"text": "look"}, file, image]},
+                {"role": "model", "parts": [tool_call.clone(), {"text": "done"}]}
+            ]
+        }));
+        let (body, dropped) = write_json(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        let parts = &body["contents"][0]["parts"];
+        assert_eq!(parts[1]["videoMetadata"], json!({"fps": 1.0}));
+        assert_eq!(parts[1]["fileData"]["fileUri"], "https://example.com/v.mp4");
+        assert_eq!(parts[2]["mediaResolution"], json!({"level": "MEDIA_RESOLUTION_LOW"}));
+        assert_eq!(parts[2]["partMetadata"], json!({"k": "v"}));
+        assert_eq!(parts.as_array().map(Vec::len), Some(3));
+        assert_eq!(body["contents"][1]["parts"], json!([tool_call, {"text": "done"}]));
+
+        let mut lost = Vec::new();
+        for message in &request.messages {
+            for block in &message.content {
+                if let Block::Unmodelled(block) = block {
+                    block.for_target(Protocol::OpenAi, &mut lost);
+                }
+            }
+        }
+        let paths: Vec<&str> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(
+            paths,
+            [
+                "contents.parts.videoMetadata",
+                "contents.parts.mediaResolution",
+                "contents.parts.partMetadata",
+                "contents.parts.toolCall"
+            ]
+        );
     }
 
     #[test]

@@ -52,6 +52,13 @@ pub(crate) struct Part {
     pub executable_code: Option<ExecutableCode>,
     #[serde(default, alias = "code_execution_result", skip_serializing_if = "Option::is_none")]
     pub code_execution_result: Option<CodeExecutionResult>,
+    /// A caller's members the IR does not model (`videoMetadata`,
+    /// `mediaResolution`, `partMetadata`, a `toolCall` part...), written
+    /// back as they came on a same-protocol hop. Set by the request reader
+    /// (`parts::take_unmodelled`), never deserialised: a reply's parts are
+    /// read as they always were.
+    #[serde(flatten, skip_deserializing, skip_serializing_if = "Map::is_empty")]
+    pub kept: Map<String, Value>,
 }
 
 /// Inline bytes.

@@ -7,10 +7,10 @@
 
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{
-    Block, Capabilities, Dropped, Field, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat, Role,
-    TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse,
+    Block, Capabilities, Dropped, Extra, Field, MediaSource, Message, Protocol, Reasoning, Request, ResponseFormat,
+    Role, TextBlock, Thinking, Tool, ToolChoice, ToolResult, ToolUse, Unmodelled,
 };
-use switchyard_codec::{call_id, effort, function, DecodeError, Encoded};
+use switchyard_codec::{beside, call_id, effort, function, DecodeError, Encoded};
 
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url, url_of};
 
@@ -65,7 +65,14 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             request.extra.insert(Protocol::OpenAi, "reasoning".to_owned(), rest);
         }
     }
-    request.tools = read_tools(take(&mut fields, "tools"))?;
+    let (tools, other_tools) = read_tools(take(&mut fields, "tools"))?;
+    request.tools = tools;
+    if !other_tools.is_empty() {
+        // Tools of a type the IR does not model (`custom`) ride along as
+        // an extra: written back beside the function tools on a
+        // same-protocol hop, reported at `tools` on another.
+        request.extra.insert(Protocol::OpenAi, "tools".to_owned(), Value::Array(other_tools));
+    }
     match take(&mut fields, "tool_choice") {
         None => {}
         Some(value) => match read_tool_choice(&value)? {
@@ -184,9 +191,17 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     }
     if let Some(extra) = extra {
         for (key, value) in extra {
-            // Modelled fields win over a colliding pass-through field.
-            if !body.contains_key(key) && key != "stream_options" {
-                body.insert(key.clone(), value.clone());
+            match (body.get_mut(key), value) {
+                // Tools the IR does not model join the function tools.
+                (Some(Value::Array(tools)), Value::Array(others)) if key == "tools" => {
+                    tools.extend(others.iter().cloned());
+                }
+                // Modelled fields win over a colliding pass-through field.
+                (Some(_), _) => {}
+                (None, _) if key == "stream_options" => {}
+                (None, _) => {
+                    body.insert(key.clone(), value.clone());
+                }
             }
         }
     }
@@ -300,16 +315,21 @@ impl MessageReader {
             "system" | "developer" => {
                 let blocks = text_content(content, &content_path)?.into_iter().map(Block::Text).collect();
                 self.open_tool_turn = false;
-                self.messages.push(Message::new(Role::System, blocks));
+                self.messages.push(Message { extra: leftover(message), ..Message::new(Role::System, blocks) });
             }
             "user" => {
                 let blocks = user_content(content, &content_path)?;
                 self.push_user(blocks, false);
+                if let Some(last) = self.messages.last_mut() {
+                    for (key, value) in message {
+                        last.extra.insert(Protocol::OpenAi, key, value);
+                    }
+                }
             }
             "assistant" => {
                 let blocks = assistant_blocks(content, &mut message, path)?;
                 self.open_tool_turn = false;
-                self.messages.push(Message::new(Role::Assistant, blocks));
+                self.messages.push(Message { extra: leftover(message), ..Message::new(Role::Assistant, blocks) });
             }
             "tool" => {
                 let tool_use_id = take_string(&mut message, "tool_call_id")?.ok_or_else(|| {
@@ -359,6 +379,17 @@ impl MessageReader {
     }
 }
 
+/// A message's members the IR does not model (`name`, an assistant's
+/// `audio`): written back on a same-protocol hop, reported at
+/// `messages.<member>` on another.
+fn leftover(message: Map<String, Value>) -> Extra {
+    let mut extra = Extra::new();
+    for (key, value) in message {
+        extra.insert(Protocol::OpenAi, key, value);
+    }
+    extra
+}
+
 /// Content that may only hold text: a string or an array of text parts.
 fn text_content(content: Option<Value>, path: &str) -> Result<Vec<TextBlock>, DecodeError> {
     match content {
@@ -394,22 +425,50 @@ fn user_content(content: Option<Value>, path: &str) -> Result<Vec<Block>, Decode
     for (index, part) in parts.into_iter().enumerate() {
         let path = format!("{path}[{index}]");
         let (kind, mut part) = part_type(part, &path)?;
+        // What the IR does not model beside a part's data (`image_url.detail`,
+        // `prompt_cache_breakpoint`) follows its block, to go back onto it.
+        let under = format!("messages.content.{kind}");
+        let beside = match kind.as_str() {
+            "text" => beside::take(Protocol::OpenAi, &under, &mut part, &["text"], None),
+            "image_url" => {
+                // `auto` is what a part without `detail` gets: nothing to keep.
+                if let Some(Value::Object(image)) = part.get_mut("image_url") {
+                    if image.get("detail").and_then(Value::as_str) == Some("auto") {
+                        image.shift_remove("detail");
+                    }
+                }
+                beside::take(Protocol::OpenAi, &under, &mut part, &["image_url"], Some(("image_url", &["url"])))
+            }
+            "file" => {
+                let file = ["file_data", "file_id", "filename"];
+                beside::take(Protocol::OpenAi, &under, &mut part, &["file"], Some(("file", &file)))
+            }
+            _ => Vec::new(),
+        };
         let block = match kind.as_str() {
             "text" => Block::text(part_text(&mut part, "text", &path)?),
             "image_url" => read_image(part.shift_remove("image_url"), &format!("{path}.image_url"))?,
             "file" => read_file(part.shift_remove("file"), &format!("{path}.file"))?,
-            // The IR has no audio block; refusing beats answering a prompt
-            // whose audio was silently removed.
-            "input_audio" => return Err(DecodeError::invalid(path, "input_audio content parts are not supported")),
+            // The IR has no audio block: the part goes back as it came to an
+            // OpenAI lane and is reported to any other.
+            "input_audio" => {
+                part.insert("type".into(), Value::String(kind));
+                Block::Unmodelled(Unmodelled {
+                    origin: Protocol::OpenAi,
+                    path: "messages.content.input_audio".to_owned(),
+                    value: Value::Object(part),
+                    beside: false,
+                })
+            }
             other => return Err(DecodeError::invalid(path, format!("unknown content part type `{other}`"))),
         };
         blocks.push(block);
+        blocks.extend(beside);
     }
     Ok(blocks)
 }
 
 fn read_image(image: Option<Value>, path: &str) -> Result<Block, DecodeError> {
-    // `detail` has no IR field and is not kept.
     let url = match image {
         Some(Value::Object(mut image)) => take_string(&mut image, "url")?,
         // Some clients send the URL bare.
@@ -535,16 +594,27 @@ fn read_tool_call(mut call: Value, path: &str) -> Result<ToolUse, DecodeError> {
     Ok(read)
 }
 
-fn read_tools(tools: Option<Value>) -> Result<Vec<Tool>, DecodeError> {
-    match tools {
-        None => Ok(Vec::new()),
-        Some(Value::Array(tools)) => tools
-            .into_iter()
-            .enumerate()
-            .map(|(index, tool)| function::read_tool(tool, &format!("tools[{index}]")))
-            .collect(),
-        Some(_) => Err(DecodeError::invalid("tools", "tools must be an array")),
+/// Function tools, and the tools of other types (`custom`) as they came.
+fn read_tools(tools: Option<Value>) -> Result<(Vec<Tool>, Vec<Value>), DecodeError> {
+    let tools = match tools {
+        None => return Ok((Vec::new(), Vec::new())),
+        Some(Value::Array(tools)) => tools,
+        Some(_) => return Err(DecodeError::invalid("tools", "tools must be an array")),
+    };
+    let (mut functions, mut others) = (Vec::new(), Vec::new());
+    for (index, tool) in tools.into_iter().enumerate() {
+        match tool.get("type").and_then(Value::as_str) {
+            Some(kind) if kind != "function" => {
+                if !tool.get(kind).is_some_and(Value::is_object) {
+                    let path = format!("tools[{index}].{kind}");
+                    return Err(DecodeError::invalid(&path, format!("a {kind} tool needs a {kind} object")));
+                }
+                others.push(tool);
+            }
+            _ => functions.push(function::read_tool(tool, &format!("tools[{index}]"))?),
+        }
     }
+    Ok((functions, others))
 }
 
 /// `None` for a valid shape the IR does not model.
@@ -625,11 +695,21 @@ fn write_messages(request: &Request, dropped: &mut Vec<Dropped>) -> Vec<Value> {
         out.push(json!({"role": "system", "content": text_parts(&texts, dropped)}));
     }
     for message in &request.messages {
-        message.extra.for_target_under(Protocol::OpenAi, "messages", dropped);
+        let extra = message.extra.for_target_under(Protocol::OpenAi, "messages", dropped);
+        let written = out.len();
         match message.role {
             Role::User => write_user(message, &mut out, dropped),
             Role::Assistant => out.push(write_assistant(message, dropped)),
             Role::System => out.push(write_system_message(message, dropped)),
+        }
+        // The message's own members go back on the message it became (the
+        // last one written: a user message after its tool results).
+        if let (Some(extra), true) = (extra, out.len() > written) {
+            if let Some(Value::Object(last)) = out.last_mut() {
+                for (key, value) in extra {
+                    last.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
         }
     }
     out
@@ -685,9 +765,17 @@ fn write_user(message: &Message, out: &mut Vec<Value>, dropped: &mut Vec<Dropped
             Block::Thinking { .. } => report(dropped, Field::Thinking),
             Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
             Block::ToolUse(_) => report(dropped, Field::MisplacedBlock),
-            Block::Unmodelled(block) => {
-                block.for_target(Protocol::OpenAi, dropped);
-            }
+            Block::Unmodelled(block) => match (block.for_target(Protocol::OpenAi, dropped), parts.last_mut()) {
+                (Some(members), Some(Value::Object(last))) if block.beside => {
+                    texts_only = false;
+                    Unmodelled::merge_into(members, last);
+                }
+                (Some(part), _) if !block.beside => {
+                    texts_only = false;
+                    parts.push(part.clone());
+                }
+                _ => {}
+            },
         }
     }
     if parts.is_empty() && results > 0 {
@@ -917,6 +1005,80 @@ mod tests {
         read(value.to_string().as_bytes())
     }
 
+    /// What the pinned SDK's types hold and the IR does not model (a
+    /// message's `name`, an assistant's `audio`, an `input_audio` part, a
+    /// `custom` tool) goes back as it came to an OpenAI lane and is
+    /// reported to any other, never lost in silence nor refused.
+    #[test]
+    fn unmodelled_messages_members_parts_and_tools_go_back_or_are_reported() {
+        let audio = json!({"type": "input_audio", "input_audio": {"data": "UklG", "format": "wav"}});
+        let custom = json!({"type": "custom", "custom": {"name": "grammar"}});
+        let function = json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}});
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}, audio.clone()], "name": "ann"},
+                {"role": "assistant", "content": "hello", "audio": {"id": "audio_1"}, "name": "bot"},
+                {"role": "developer", "content": "be brief", "name": "ops"},
+                {"role": "user", "content": "go on"}
+            ],
+            "tools": [function.clone(), custom.clone()]
+        }))
+        .unwrap();
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(body["messages"][0]["name"], "ann");
+        assert_eq!(body["messages"][0]["content"][1], audio);
+        assert_eq!(body["messages"][1]["audio"], json!({"id": "audio_1"}));
+        assert_eq!(body["messages"][1]["name"], "bot");
+        assert_eq!(body["messages"][2]["name"], "ops");
+        assert!(body["messages"][3].get("name").is_none());
+        assert_eq!(body["tools"], json!([function, custom]));
+
+        let mut lost = Vec::new();
+        for message in &request.messages {
+            message.extra.for_target_under(Protocol::Anthropic, "messages", &mut lost);
+            for block in &message.content {
+                if let Block::Unmodelled(block) = block {
+                    block.for_target(Protocol::Anthropic, &mut lost);
+                }
+            }
+        }
+        request.extra.for_target(Protocol::Anthropic, &mut lost);
+        let paths: Vec<&str> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, ["messages.name", "messages.content.input_audio", "messages.audio.id", "tools"]);
+    }
+
+    /// A part's members beside its data (`image_url.detail` but `auto`,
+    /// `prompt_cache_breakpoint`) go back onto the part for an OpenAI lane
+    /// and are reported to any other; `detail` used to be dropped in silence.
+    #[test]
+    fn part_members_beside_their_data_go_back_or_are_reported() {
+        let image = json!({"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}});
+        let text = json!({"type": "text", "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit"}});
+        let auto = json!({"type": "image_url", "image_url": {"url": "https://example.com/b.png", "detail": "auto"}});
+        let request = read_json(json!({
+            "model": "m",
+            "messages": [{"role": "user", "content": [text.clone(), image.clone(), auto]}]
+        }))
+        .unwrap();
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        let parts = &body["messages"][0]["content"];
+        assert_eq!(parts[0], text);
+        assert_eq!(parts[1], image);
+        assert_eq!(parts[2], json!({"type": "image_url", "image_url": {"url": "https://example.com/b.png"}}));
+
+        let mut lost = Vec::new();
+        for block in &request.messages[0].content {
+            if let Block::Unmodelled(block) = block {
+                block.for_target(Protocol::Gemini, &mut lost);
+            }
+        }
+        let paths: Vec<&str> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, ["messages.content.text.prompt_cache_breakpoint", "messages.content.image_url.detail"]);
+    }
+
     fn written(request: &Request) -> (Value, Vec<Dropped>) {
         let encoded = write(request, &Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
@@ -1008,12 +1170,8 @@ mod tests {
             (json!({"model": "m", "messages": {}}), "messages"),
             (json!({"model": "m", "messages": [], "temperature": "hot"}), "temperature"),
             (json!({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}), "messages[0].role"),
-            (
-                json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]}),
-                "messages[0].content[0]",
-            ),
             (json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}), "messages[0].tool_call_id"),
-            (json!({"model": "m", "messages": [], "tools": [{"type": "custom", "custom": {}}]}), "tools[0].type"),
+            (json!({"model": "m", "messages": [], "tools": [{"type": "custom"}]}), "tools[0].custom"),
             (json!({"model": "m", "messages": [], "tool_choice": "sometimes"}), "tool_choice"),
             (json!({"model": "m", "messages": [], "response_format": {"type": "yaml"}}), "response_format.type"),
             (json!({"model": "m", "messages": [], "metadata": []}), "metadata"),
@@ -1078,20 +1236,21 @@ mod tests {
             ]}]
         }))
         .unwrap();
-        let blocks = &request.messages[0].content;
+        // The first image's `detail` follows it, to go back onto it.
+        let (beside, blocks): (Vec<&Block>, Vec<&Block>) =
+            request.messages[0].content.iter().partition(|b| matches!(b, Block::Unmodelled(u) if u.beside));
+        assert_eq!(beside.len(), 1);
         assert!(
-            matches!(&blocks[0], Block::Image { source: MediaSource::Base64 { media_type, data }, .. } if media_type == "image/png" && data == "AAAA")
+            matches!(blocks[0], Block::Image { source: MediaSource::Base64 { media_type, data }, .. } if media_type == "image/png" && data == "AAAA")
         );
         assert!(
-            matches!(&blocks[1], Block::Image { source: MediaSource::Url { url, .. }, .. } if url == "https://example.com/cat.jpg")
+            matches!(blocks[1], Block::Image { source: MediaSource::Url { url, .. }, .. } if url == "https://example.com/cat.jpg")
         );
-        assert!(matches!(&blocks[2], Block::Document { name: Some(n), .. } if n == "a.pdf"));
+        assert!(matches!(blocks[2], Block::Document { name: Some(n), .. } if n == "a.pdf"));
         assert!(
-            matches!(&blocks[3], Block::Document { source: MediaSource::Base64 { media_type, .. }, .. } if media_type == "application/pdf")
+            matches!(blocks[3], Block::Document { source: MediaSource::Base64 { media_type, .. }, .. } if media_type == "application/pdf")
         );
-        assert!(
-            matches!(&blocks[4], Block::Document { source: MediaSource::Url { url, .. }, .. } if url == "file-123")
-        );
+        assert!(matches!(blocks[4], Block::Document { source: MediaSource::Url { url, .. }, .. } if url == "file-123"));
     }
 
     #[test]

@@ -24,7 +24,7 @@
 use serde_json::{json, Map, Value};
 use switchyard_codec::ir::{self, Block, CacheControl, Dropped, Field, Message, Protocol, Role, TextBlock};
 use switchyard_codec::media::{data_url, parse_data_url, source_from_url};
-use switchyard_codec::{call_id, effort, json as codec_json, signature, DecodeError, Encoded};
+use switchyard_codec::{beside, call_id, effort, json as codec_json, signature, DecodeError, Encoded};
 
 use crate::items;
 use crate::wire::{
@@ -162,7 +162,13 @@ fn read_input(list: &[Value], request: &mut ir::Request) -> Result<(), DecodeErr
                     "user" | "assistant" => {
                         let role = if role == "user" { Role::User } else { Role::Assistant };
                         let blocks = read_content(content, role, &content_field)?;
-                        push_message(&mut request.messages, role, blocks);
+                        let extra = item_members(item);
+                        if extra.is_empty() {
+                            push_message(&mut request.messages, role, blocks);
+                        } else {
+                            // Its own members (`phase`, `status`, `id`) make it a turn of its own.
+                            request.messages.push(Message { extra, ..Message::new(role, blocks) });
+                        }
                     }
                     other => {
                         return Err(DecodeError::invalid(
@@ -263,10 +269,55 @@ fn read_content(content: &Value, role: Role, field: &str) -> Result<Vec<Block>, 
     match content {
         Value::String(text) => Ok(vec![Block::text(text.clone())]),
         Value::Array(parts) => {
-            parts.iter().enumerate().map(|(index, part)| read_part(part, role, &format!("{field}[{index}]"))).collect()
+            let mut blocks = Vec::with_capacity(parts.len());
+            for (index, part) in parts.iter().enumerate() {
+                blocks.extend(read_part_beside(part, role, &format!("{field}[{index}]"))?);
+            }
+            Ok(blocks)
         }
         _ => Err(DecodeError::invalid(field, format!("{field} must be a string or an array of content parts"))),
     }
+}
+
+/// A message item's members the IR does not model (`phase`, `status`,
+/// `id`): written back on its item on a same-protocol hop, reported at
+/// `messages.<member>` on another.
+fn item_members(item: &Map<String, Value>) -> ir::Extra {
+    let mut extra = ir::Extra::new();
+    for (key, value) in item {
+        if !matches!(key.as_str(), "type" | "role" | "content") {
+            extra.insert(PROTOCOL, key.clone(), value.clone());
+        }
+    }
+    extra
+}
+
+/// One content part, then what the IR does not model beside its data
+/// (`detail` other than `auto`, an output's `logprobs`), to go back onto it.
+fn read_part_beside(part: &Value, role: Role, field: &str) -> Result<Vec<Block>, DecodeError> {
+    let block = read_part(part, role, field)?;
+    let (Some(object), Some(kind)) = (part.as_object(), part.get("type").and_then(Value::as_str)) else {
+        return Ok(vec![block]);
+    };
+    let modelled: &[&str] = match kind {
+        "input_text" => &["type", "text", "prompt_cache_breakpoint"],
+        "input_image" => &["type", "image_url", "file_id", "prompt_cache_breakpoint"],
+        "input_file" => &["type", "file_data", "file_url", "file_id", "filename", "prompt_cache_breakpoint"],
+        "output_text" => &["type", "text", "annotations"],
+        "refusal" => &["type", "refusal"],
+        _ => return Ok(vec![block]),
+    };
+    let default_detail = |key: &str, value: &Value| key == "detail" && value.as_str() == Some("auto");
+    if object.iter().all(|(key, value)| modelled.contains(&key.as_str()) || default_detail(key, value)) {
+        return Ok(vec![block]);
+    }
+    let mut rest = object.clone();
+    if rest.get("detail").is_some_and(|detail| default_detail("detail", detail)) {
+        rest.remove("detail");
+    }
+    let mut blocks = vec![block];
+    blocks.extend(beside::take(PROTOCOL, &format!("input.content.{kind}"), &mut rest, modelled, None));
+    Ok(blocks)
 }
 
 /// One content part.
@@ -615,12 +666,19 @@ impl InputWriter {
 /// One IR turn → its items.
 fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<Dropped>) {
     let role = role_name(message.role);
-    // Only Anthropic's readers keep a message's own members: its path.
-    message.extra.for_target_under(PROTOCOL, "messages", dropped);
+    // A message item's own members (`phase`, `status`, `id`) go back on the
+    // first item written for it.
+    let mut members = message.extra.for_target_under(PROTOCOL, "messages", dropped);
     let mut parts: Vec<Value> = Vec::new();
-    let flush = |parts: &mut Vec<Value>, writer: &mut InputWriter| {
+    let mut flush = |parts: &mut Vec<Value>, writer: &mut InputWriter| {
         if !parts.is_empty() {
-            writer.push(json!({"type": "message", "role": role, "content": std::mem::take(parts)}));
+            let mut item = json!({"type": "message", "role": role, "content": std::mem::take(parts)});
+            if let (Some(members), Value::Object(item)) = (members.take(), &mut item) {
+                for (key, value) in members {
+                    item.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+            writer.push(item);
         }
     };
     if message.content.is_empty() {
@@ -665,7 +723,10 @@ fn write_message(message: &Message, writer: &mut InputWriter, dropped: &mut Vec<
             // Items a Responses caller sent that the IR does not model ride
             // in `extra.input`; another protocol's blocks are reported.
             Block::Unmodelled(block) => {
-                block.for_target(PROTOCOL, dropped);
+                let members = block.for_target(PROTOCOL, dropped);
+                if let (Some(members), Some(Value::Object(last)), true) = (members, parts.last_mut(), block.beside) {
+                    ir::Unmodelled::merge_into(members, last);
+                }
             }
         }
     }
@@ -913,6 +974,58 @@ mod tests {
     fn written(request: &ir::Request) -> (Value, Vec<Dropped>) {
         let encoded = write_request(request, &ir::Capabilities::default());
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
+    }
+
+    /// What the pinned SDK's input types hold and the IR does not model
+    /// (an image's `detail`, a file's, an output's `logprobs`, a message
+    /// item's `phase`, `status` and `id`) goes back on its part or item to
+    /// a Responses lane and is reported to any other: it used to be lost in
+    /// silence (`detail` written back as `auto`).
+    #[test]
+    fn unmodelled_part_and_item_members_go_back_or_are_reported() {
+        let image = json!({"type": "input_image", "image_url": "https://example.com/a.png", "detail": "low"});
+        let said = json!({"type": "output_text", "text": "hello", "annotations": [], "logprobs": []});
+        let request = read(json!({"model": "m", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}, image]},
+            {"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "phase": "final_answer",
+             "content": [said.clone()]},
+            {"role": "user", "content": "go on"}
+        ]}));
+        let (body, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(body["input"][0]["content"][1]["detail"], "low");
+        let item = &body["input"][1];
+        assert_eq!(
+            (&item["id"], &item["status"], &item["phase"]),
+            (&json!("msg_1"), &json!("completed"), &json!("final_answer"))
+        );
+        assert_eq!(item["content"][0]["logprobs"], json!([]));
+        assert!(body["input"][2].get("phase").is_none());
+
+        let mut lost = Vec::new();
+        for message in &request.messages {
+            message.extra.for_target_under(Protocol::Anthropic, "messages", &mut lost);
+            for block in &message.content {
+                if let Block::Unmodelled(block) = block {
+                    block.for_target(Protocol::Anthropic, &mut lost);
+                }
+            }
+        }
+        let paths: Vec<&str> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(
+            paths,
+            [
+                "input.content.input_image.detail",
+                "messages.id",
+                "messages.status",
+                "messages.phase",
+                "input.content.output_text.logprobs"
+            ]
+        );
+        // `auto` is what an image without `detail` gets: nothing to keep.
+        let plain = read(json!({"model": "m", "input": [{"role": "user", "content": [
+            {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"}]}]}));
+        assert_eq!(plain.messages[0].content.len(), 1);
     }
 
     #[test]

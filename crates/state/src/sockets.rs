@@ -4,8 +4,10 @@
 //! process stops so each finishes its open generations and closes. Kept
 //! across reloads: a socket counts against its key whichever config it was
 //! opened under (and its next turn runs on the config serving then).
+//! Each open socket is listed too (its kind, key, age and turns) for the
+//! admin API's `GET /api/v1/admin/sockets`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
@@ -26,6 +28,28 @@ struct Counts {
     /// Open sockets by key id (a caller without a key, on an open
     /// gateway, counts only in the total).
     by_key: HashMap<Arc<str>, u32>,
+    /// Each open socket, by the id it was given when it opened.
+    open: BTreeMap<u64, OpenSocket>,
+    /// The id the next socket is given.
+    next_id: u64,
+}
+
+/// One open socket, as the admin API lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenSocket {
+    /// Its id on this instance (from 1, in the order they opened).
+    pub id: u64,
+    /// What runs on it: `responses` (Responses over WebSocket), or the
+    /// kind its door names.
+    pub kind: &'static str,
+    /// The key it was opened with (none: a caller without one).
+    pub key: Option<Arc<str>>,
+    /// When it opened (Unix ms).
+    pub opened_at_ms: u64,
+    /// The turns (generations) started on it.
+    pub turns: u64,
+    /// When its last turn started (Unix ms).
+    pub last_turn_at_ms: Option<u64>,
 }
 
 impl Default for Sockets {
@@ -53,12 +77,24 @@ pub enum Full {
 pub struct Held {
     sockets: Arc<Sockets>,
     key: Option<Arc<str>>,
+    id: u64,
+}
+
+impl Held {
+    /// A turn starts on this socket at `now_ms`.
+    pub fn turn(&self, now_ms: u64) {
+        if let Some(open) = self.sockets.lock().open.get_mut(&self.id) {
+            open.turns += 1;
+            open.last_turn_at_ms = Some(now_ms);
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         let mut counts = self.sockets.lock();
         counts.total = counts.total.saturating_sub(1);
+        counts.open.remove(&self.id);
         if let Some(key) = &self.key {
             if let Some(count) = counts.by_key.get_mut(key) {
                 *count = count.saturating_sub(1);
@@ -77,6 +113,18 @@ impl Sockets {
     /// Opens a socket for `key` (none: a caller without one) within
     /// `per_key` of the key's own and `most` in all.
     pub fn open(self: &Arc<Self>, key: Option<&str>, per_key: u32, most: u32) -> Result<Held, Full> {
+        self.open_as("socket", key, per_key, most, crate::clock::now_ms())
+    }
+
+    /// [`Sockets::open`] for a socket of `kind` opened at `now_ms`.
+    pub fn open_as(
+        self: &Arc<Self>,
+        kind: &'static str,
+        key: Option<&str>,
+        per_key: u32,
+        most: u32,
+        now_ms: u64,
+    ) -> Result<Held, Full> {
         if *self.stopping.borrow() {
             return Err(Full::Stopping);
         }
@@ -97,8 +145,17 @@ impl Sockets {
             None => None,
         };
         counts.total += 1;
+        counts.next_id += 1;
+        let id = counts.next_id;
+        let listed = OpenSocket { id, kind, key: key.clone(), opened_at_ms: now_ms, turns: 0, last_turn_at_ms: None };
+        counts.open.insert(id, listed);
         drop(counts);
-        Ok(Held { sockets: self.clone(), key })
+        Ok(Held { sockets: self.clone(), key, id })
+    }
+
+    /// The sockets open now, oldest first.
+    pub fn list(&self) -> Vec<OpenSocket> {
+        self.lock().open.values().cloned().collect()
     }
 
     /// Sockets open now (all keys).
@@ -151,8 +208,36 @@ mod tests {
         assert_eq!(sockets.open_now(), 4);
         drop(first);
         assert!(sockets.open(Some("k"), 2, 4).is_ok());
+        assert_eq!(sockets.list().len(), 3, "the one closed is no longer listed");
         sockets.stop();
         assert_eq!(sockets.open(Some("x"), 2, 9).unwrap_err(), Full::Stopping);
+    }
+
+    #[test]
+    fn each_open_socket_is_listed_with_its_key_age_and_turns() {
+        let sockets = Arc::new(Sockets::default());
+        let first = sockets.open_as("responses", Some("k"), 2, 4, 1_000).unwrap();
+        let second = sockets.open_as("responses", None, 2, 4, 2_000).unwrap();
+        first.turn(1_500);
+        first.turn(1_700);
+        let listed = sockets.list();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(
+            listed[0],
+            OpenSocket {
+                id: 1,
+                kind: "responses",
+                key: Some(Arc::from("k")),
+                opened_at_ms: 1_000,
+                turns: 2,
+                last_turn_at_ms: Some(1_700)
+            }
+        );
+        assert_eq!((listed[1].id, listed[1].key.as_deref(), listed[1].turns), (2, None, 0));
+        drop(first);
+        assert_eq!(sockets.list().iter().map(|s| s.id).collect::<Vec<_>>(), [2]);
+        drop(second);
+        assert!(sockets.list().is_empty());
     }
 
     #[tokio::test]

@@ -364,7 +364,8 @@ impl LedgerRow {
     }
 }
 
-/// One upstream attempt of a request that tried more than one lane.
+/// One upstream attempt of a request that tried more than one lane (or
+/// whose only attempt failed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attempt {
     /// The lane tried.
@@ -376,6 +377,10 @@ pub struct Attempt {
     pub failure: Option<String>,
     /// How long it took (ms).
     pub ms: u64,
+    /// What the upstream said when it failed: its error body or the
+    /// transport's error, bounded and with secrets masked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// One hour in milliseconds: the grain of the spend rollup.

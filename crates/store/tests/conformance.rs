@@ -252,8 +252,14 @@ async fn the_ledger_sums_tokens_by_dimension_and_lane(stores: Stores) {
     let mut failed_over = row(1_000, Some("k1"), Some("team"), "gpt", 100, 10);
     failed_over.failovers = 1;
     failed_over.attempts = vec![
-        Attempt { lane: "claude".into(), status: Some(503), failure: Some("upstream_error".into()), ms: 40 },
-        Attempt { lane: "gpt".into(), status: Some(200), failure: None, ms: 120 },
+        Attempt {
+            lane: "claude".into(),
+            status: Some(503),
+            failure: Some("upstream_error".into()),
+            ms: 40,
+            error: Some("{\"error\":\"overloaded\"}".into()),
+        },
+        Attempt { lane: "gpt".into(), status: Some(200), failure: None, ms: 120, error: None },
     ];
     let rows = [
         failed_over,

@@ -191,6 +191,9 @@ fn the_readmes_first_config_runs_as_written() {
         script.push_str(&moved(block));
         script.push('\n');
     }
+    // The test's own line after the README's: the admin token and the key
+    // the walk made, for the checks below (the servers run on meanwhile).
+    script.push_str("printf '%s\\n%s\\n' \"$SWITCHYARD_ADMIN_TOKEN\" \"$KEY\" > walk.secrets\n");
 
     let binary = Path::new(env!("CARGO_BIN_EXE_switchyard"));
     let path = format!("{}:{}", binary.parent().unwrap().display(), std::env::var("PATH").unwrap_or_default());
@@ -221,10 +224,9 @@ fn the_readmes_first_config_runs_as_written() {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    drop(group);
     let stdout = std::fs::read_to_string(&out).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-    std::fs::remove_dir_all(&dir).ok();
+    let secrets = std::fs::read_to_string(dir.join("walk.secrets")).unwrap_or_default();
     let Some(status) = status else {
         panic!("the README's walk did not end in 60 s:\n{stdout}\n{stderr}");
     };
@@ -233,4 +235,56 @@ fn the_readmes_first_config_runs_as_written() {
     assert!(stdout.contains("\"chat.completion\""), "no Chat Completions answer:\n{stdout}\n{stderr}");
     assert!(stdout.contains("\"type\":\"message\""), "no Messages answer:\n{stdout}\n{stderr}");
     assert!(stdout.contains("my-app"), "the spend report does not name the key:\n{stdout}");
+
+    // What the walk left running, checked: the key and its budget, the
+    // pool served by both providers, each request billed to the key.
+    let mut lines = secrets.lines();
+    let (token, key) = (lines.next().unwrap_or_default(), lines.next().unwrap_or_default());
+    assert!(!token.is_empty() && key.starts_with("sy-"), "the walk made no key: {secrets:?}");
+    let port = |from: &str| ports.iter().find(|(f, _)| *f == from).unwrap().1.parse::<u16>().unwrap();
+    let (data, admin) = (
+        std::net::SocketAddr::from(([127, 0, 0, 1], port("8080"))),
+        std::net::SocketAddr::from(([127, 0, 0, 1], port("8081"))),
+    );
+    let bearer = format!("Bearer {token}");
+    let read = |path: &str| {
+        let (status, body) = common::http(admin, "GET", path, &[("authorization", &bearer)], "");
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()
+    };
+    let keys = read("/api/v1/admin/keys");
+    let mine = keys["data"].as_array().unwrap().iter().find(|k| k["name"] == "my-app").expect("my-app is a key");
+    assert_eq!((mine["group"].as_str(), mine["pools"][0].as_str()), (Some("team"), Some("chat")), "{mine}");
+    assert_eq!((mine["budget"]["usd"].as_f64(), mine["budget"]["window"].as_str()), (Some(1.0), Some("1d")), "{mine}");
+    let team = read("/api/v1/admin/groups/team");
+    assert_eq!(team["budget"]["usd"].as_f64(), Some(10.0), "{team}");
+    // The pool weighs its lanes 3 to 1: four requests reach both providers.
+    let mut providers = BTreeSet::new();
+    let body = r#"{"model":"chat","messages":[{"role":"user","content":"hello"}]}"#;
+    for _ in 0..4 {
+        let (status, head, reply) = common::exchange(
+            data,
+            "POST",
+            "/v1/chat/completions",
+            &[("authorization", &format!("Bearer {key}"))],
+            body,
+        );
+        assert_eq!(status, 200, "{reply}");
+        providers.insert(common::header(&head, "x-switchyard-provider").unwrap_or_default().to_owned());
+    }
+    assert_eq!(providers, BTreeSet::from(["anthropic".to_owned(), "openai".to_owned()]), "the pool's two providers");
+    // Billed: the README's two requests and these four, each priced from the rate card.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let billed = loop {
+        let spend = read("/api/v1/admin/spend?by=key");
+        let line = spend["data"].as_array().unwrap().iter().find(|l| l["name"] == "my-app").cloned();
+        if let Some(line) = line.filter(|l| l["requests"] == 6) {
+            break line;
+        }
+        assert!(Instant::now() < deadline, "the key's six requests were not all billed: {spend}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(billed["usd"].as_f64().unwrap() > 0.0, "{billed}");
+    drop(group);
+    std::fs::remove_dir_all(&dir).ok();
 }

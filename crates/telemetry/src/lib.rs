@@ -35,7 +35,8 @@ pub struct Telemetry {
     pub history: history::History,
     /// The newest requests' text, only with `request_log.include_text`.
     pub recent_text: Option<recent_text::RecentText>,
-    /// Alerts, when `alerts:` names a receiver.
+    /// Alerts: sent to `alerts:`'s receiver, and kept for the console
+    /// without one (none only in a gateway built without telemetry).
     pub alerts: Option<alert::Alerts>,
     /// What reconciliation found (`reconcile:`), kept across reloads.
     pub reconciliation: reconcile::Reconciliation,
@@ -75,7 +76,11 @@ impl Telemetry {
                 config.telemetry.otlp.as_ref().map(|otlp| (otlp, crate::otlp::encode_logs as sink::EncodeLogs)),
                 client,
             ),
-            alerts: config.alerts.as_ref().map(|alerts| alert::Alerts::start(alerts, client)),
+            // Alerts are kept for the console even without a receiver.
+            alerts: Some(match config.alerts.as_ref() {
+                Some(alerts) => alert::Alerts::start(alerts, client),
+                None => alert::Alerts::unsent(),
+            }),
             reconciliation: reconcile::Reconciliation::default(),
             ..Telemetry::local(config)
         }

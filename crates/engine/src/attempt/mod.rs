@@ -361,6 +361,7 @@ async fn conclude(
             // The pool's budget ran out, not necessarily the lane's patience:
             // no verdict on the lane (the trial guard releases a trial).
             tracing::warn!(request_id = ?call.request_id, lane = %lane.name, "failover deadline reached mid-attempt");
+            progress.record.last_attempt_said("no answer before the pool's failover deadline");
             tries.exhaustion.deadline = true;
             Tried::Stop
         }
@@ -371,6 +372,7 @@ async fn conclude(
             };
             tracing::warn!(request_id = ?call.request_id, lane = %lane.name, error = %err, "upstream unreachable");
             let message = err.to_string();
+            progress.record.last_attempt_said(&message);
             lost(gateway, candidate, (&health, &mut trial), tries, class, &message, Failure::Transport(err))
         }
         Ok(Ok(Sent { head: upstream, more })) if upstream.status.is_success() => {
@@ -379,6 +381,7 @@ async fn conclude(
                 Err((class, message)) => {
                     tracing::warn!(request_id = ?call.request_id, lane = %lane.name, %message, "stream failed before content");
                     progress.record.last_attempt_failed("before_content");
+                    progress.record.last_attempt_said(&message);
                     let failure = Failure::BeforeContent(class, message.clone());
                     return lost(gateway, candidate, (&health, &mut trial), tries, class, &message, failure);
                 }
@@ -392,6 +395,9 @@ async fn conclude(
         }
         Ok(Ok(Sent { head: upstream, .. })) => {
             let judged = judge(gateway, call, candidate, upstream, &health, tries).await;
+            if !judged.said.is_empty() {
+                progress.record.last_attempt_said(&judged.said);
+            }
             if judged.settles_trial {
                 trial.settle();
             }
@@ -510,6 +516,8 @@ struct Judged {
     tried: Tried,
     /// The answer was a verdict on the lane (a half-open trial is spent).
     settles_trial: bool,
+    /// What the upstream said (its error body, or why it could not be read).
+    said: String,
 }
 
 /// Reads an upstream's error answer and judges it once: the lane effect
@@ -533,8 +541,9 @@ async fn judge(
                 _ => (StatusClass::Timeout, "error body timed out".to_owned()),
             };
             health.apply(LaneEffect::Failure, &message, None);
+            let said = message.clone();
             tries.moved_on(class, Failure::Transport(TransportError::Io(message)));
-            return Judged { tried: Tried::Next, settles_trial: true };
+            return Judged { tried: Tried::Next, settles_trial: true, said };
         }
     };
     let raw = gateway.codec_for(call.operation, lane.protocol).extract_error(status.as_u16(), &body);
@@ -550,6 +559,8 @@ async fn judge(
     );
     let waited = retry_after(&headers);
     health.apply(lane_effect, &format!("{} {}", status.as_u16(), class.as_str()), waited);
+    // Cut (and masked) again when noted; this bounds the copy.
+    let said = switchyard_codec::body_excerpt(&body[..body.len().min(4 * crate::settle::MAX_ATTEMPT_ERROR)]);
     let failure = upstream_failure(candidate, status, headers, body, raw.to_error_info());
     let settles_trial = lane_effect != LaneEffect::None;
     let tried = match request_effect {
@@ -565,7 +576,7 @@ async fn judge(
         }
     };
     tries.retry_after = waited;
-    Judged { tried, settles_trial }
+    Judged { tried, settles_trial, said }
 }
 
 fn upstream_failure(

@@ -237,7 +237,9 @@ impl Record {
 
     /// Every attempt, for the ledger, when there was more than one.
     pub(super) fn attempts(&self) -> Vec<switchyard_store::Attempt> {
-        if self.earlier_attempts.is_empty() {
+        // A lone attempt that answered says nothing the row does not; a
+        // failed one keeps what its upstream said.
+        if self.earlier_attempts.is_empty() && self.last_attempt.as_ref().is_none_or(|a| a.failure.is_none()) {
             return Vec::new();
         }
         self.earlier_attempts
@@ -248,6 +250,7 @@ impl Record {
                 status: (note.status != 0).then_some(note.status),
                 failure: note.failure.map(str::to_owned),
                 ms: note.ms,
+                error: note.error.as_deref().map(str::to_owned),
             })
             .collect()
     }

@@ -147,12 +147,36 @@ fn next_entry() -> i64 {
 }
 
 /// One upstream attempt, as the record keeps it until the ledger row.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct AttemptNote {
     lane: usize,
     status: u16,
     failure: Option<&'static str>,
     ms: u64,
+    /// What the upstream said when the attempt failed (bounded, secrets
+    /// masked: [`error_excerpt`]); only a failure allocates it.
+    error: Option<Box<str>>,
+}
+
+/// The most characters of an upstream's error kept on an attempt.
+pub const MAX_ATTEMPT_ERROR: usize = 300;
+
+/// An upstream's error as an attempt keeps it for the request log: trimmed,
+/// cut at [`MAX_ATTEMPT_ERROR`] characters, every secret and personal
+/// datum the retention redactor knows masked (a vendor may echo part of
+/// the key it was sent).
+pub fn error_excerpt(text: &str) -> Box<str> {
+    static REDACTOR: std::sync::LazyLock<switchyard_guard::Screen> =
+        std::sync::LazyLock::new(switchyard_guard::retention::redactor);
+    // Masked before it is cut (a secret cut short is no longer one the
+    // detectors know), over a bounded window of it.
+    let window = |text: &str, chars: usize| match text.char_indices().nth(chars) {
+        Some((at, _)) => text[..at].to_owned(),
+        None => text.to_owned(),
+    };
+    let text = window(text.trim(), 4 * MAX_ATTEMPT_ERROR);
+    let masked = switchyard_guard::retention::redact(&REDACTOR, text.as_bytes(), &[]);
+    window(String::from_utf8_lossy(&masked).trim(), MAX_ATTEMPT_ERROR).into_boxed_str()
 }
 
 impl Record {
@@ -360,9 +384,17 @@ impl Record {
     /// An upstream attempt on lane `lane` ended with `status` (0: no
     /// answer) and, when the gateway moved on or gave up, `failure`.
     pub fn attempted(&mut self, lane: usize, status: u16, failure: Option<&'static str>, took: Duration) {
-        let note = AttemptNote { lane, status, failure, ms: took.as_millis() as u64 };
+        let note = AttemptNote { lane, status, failure, ms: took.as_millis() as u64, error: None };
         if let Some(previous) = self.last_attempt.replace(note) {
             self.earlier_attempts.push(previous);
+        }
+    }
+
+    /// What the upstream said on the last attempt, which failed (`text`: a
+    /// transport error, or its error body), kept bounded and masked.
+    pub fn last_attempt_said(&mut self, text: &str) {
+        if let Some(note) = self.last_attempt.as_mut() {
+            note.error = Some(error_excerpt(text));
         }
     }
 
@@ -556,4 +588,21 @@ pub(crate) fn output_estimate(reply: &switchyard_ir::Response) -> u64 {
 /// Milliseconds to the microsecond (what a log reader wants to see).
 fn millis(duration: Duration) -> f64 {
     duration.as_micros() as f64 / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{error_excerpt, MAX_ATTEMPT_ERROR};
+
+    #[test]
+    fn an_upstream_error_is_kept_bounded_and_without_the_secret_it_echoed() {
+        let said = error_excerpt(
+            r#" {"error":{"message":"Incorrect API key provided: sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789. Find your key at ...","type":"invalid_request_error"}} "#,
+        );
+        assert!(!said.contains("sk-proj-AbCdEf"), "{said}");
+        assert!(said.starts_with(r#"{"error":{"message":"Incorrect API key provided: "#), "{said}");
+        let long = "é".repeat(5_000);
+        assert_eq!(error_excerpt(&long).chars().count(), MAX_ATTEMPT_ERROR);
+        assert_eq!(&*error_excerpt("  upstream timed out \n"), "upstream timed out");
+    }
 }

@@ -56,6 +56,13 @@ pub struct BudgetOutlook {
     pub cap: u64,
     /// The forecast last made (`None`: not watched yet).
     pub forecast: Option<Forecast>,
+    /// Its window (`1d`, `1mo`, ...).
+    pub window: &'static str,
+    /// When the window running now ends (Unix s; none: a total budget).
+    pub window_end: Option<i64>,
+    /// The shares of the cap that warn (percent; empty: the alerts'
+    /// thresholds).
+    pub warn: Vec<f64>,
 }
 
 /// The watches, by bucket.
@@ -181,7 +188,16 @@ impl Governance {
                     _ => return None,
                 };
                 let forecast = watches.by_bucket.get(&id).and_then(|w| w.forecast);
-                Some(BudgetOutlook { bucket, who, spent: spent?, cap: budget.cap(), forecast })
+                Some(BudgetOutlook {
+                    bucket,
+                    who,
+                    spent: spent?,
+                    cap: budget.cap(),
+                    forecast,
+                    window: budget.window.as_str(),
+                    window_end: budget.window.next_start((now / 1000) as i64),
+                    warn: budget.warn.clone(),
+                })
             })
             .collect()
     }
