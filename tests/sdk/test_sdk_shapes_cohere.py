@@ -27,7 +27,7 @@ SDK_ONLY = {"self", "return", "request_options"}
 BASE = {"model", "messages"}
 MODELLED = {
     "tools", "tool_choice", "max_tokens", "temperature", "p", "k", "stop_sequences", "seed", "frequency_penalty",
-    "presence_penalty", "response_format", "strict_tools", "thinking",
+    "presence_penalty", "response_format", "strict_tools", "thinking", "logprobs",
 }
 MODELLED_MESSAGE_MEMBERS = {"role", "content", "tool_calls", "tool_plan", "tool_call_id"}
 # Reported under a modelled field's own name (`ir::Field::Citations`).

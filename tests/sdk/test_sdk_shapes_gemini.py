@@ -31,6 +31,7 @@ MODELLED_CONFIG = {
     "generationConfig.frequencyPenalty", "generationConfig.presencePenalty", "generationConfig.responseMimeType",
     "generationConfig.responseJsonSchema", "generationConfig.responseSchema", "generationConfig.thinkingConfig",
     "systemInstruction", "tools", "toolConfig",
+    "generationConfig.candidateCount", "generationConfig.responseLogprobs",
 }
 # Config fields the SDK keeps to itself (its own behaviour, not the body).
 SDK_ONLY_CONFIG = {

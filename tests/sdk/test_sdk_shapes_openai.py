@@ -35,6 +35,7 @@ CHAT_BASE = {"model", "messages"}
 CHAT_MODELLED = {
     "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "frequency_penalty", "presence_penalty",
     "stop", "response_format", "reasoning_effort", "tools", "tool_choice", "parallel_tool_calls", "user", "metadata",
+    "n",
 }
 # Transport, not content: the writer of every protocol says it for itself.
 CHAT_TRANSPORT = {

@@ -22,6 +22,7 @@ pub mod hide;
 pub mod image;
 pub mod json;
 pub mod lineage;
+pub mod logprobs;
 pub mod media;
 pub mod opaque;
 pub mod prefix;

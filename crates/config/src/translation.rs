@@ -23,7 +23,7 @@ pub enum Translation {
 
 /// The sampling parameters a model may be said to refuse while it reasons,
 /// by their names in `capabilities.refused_while_reasoning` and the facts.
-const SAMPLING: [Field; 7] = [
+const SAMPLING: [Field; 8] = [
     Field::Temperature,
     Field::TopP,
     Field::TopK,
@@ -31,6 +31,7 @@ const SAMPLING: [Field; 7] = [
     Field::PresencePenalty,
     Field::Stop,
     Field::Seed,
+    Field::Logprobs,
 ];
 
 /// The effort levels `names` say (`none`: thinking can be turned off), or

@@ -85,11 +85,12 @@ struct Withheld {
     presence_penalty: Option<f64>,
     stop: Vec<String>,
     seed: Option<i64>,
+    logprobs: Option<u32>,
 }
 
 /// Takes from `request` what the model refuses while it reasons, when it
 /// will reason on this request (OpenAI's reasoning models refuse
-/// temperature, top_p and the penalties; xAI's the penalties and stop).
+/// temperature, top_p, the penalties and logprobs; xAI's the penalties and stop).
 fn without_refused_sampling(request: &mut Request, capabilities: &Capabilities) -> Withheld {
     let refused = capabilities.refused_while_reasoning;
     if refused.is_empty() || !capabilities.will_reason(request.reasoning.as_ref()) {
@@ -117,6 +118,9 @@ fn without_refused_sampling(request: &mut Request, capabilities: &Capabilities) 
     if refused.has(Field::Seed) {
         withheld.seed = request.seed.take();
     }
+    if refused.has(Field::Logprobs) {
+        withheld.logprobs = request.logprobs.take();
+    }
     withheld
 }
 
@@ -135,6 +139,8 @@ impl Withheld {
         back(Field::PresencePenalty, self.presence_penalty.is_some());
         back(Field::Stop, !self.stop.is_empty());
         back(Field::Seed, self.seed.is_some());
+        back(Field::Logprobs, self.logprobs.is_some());
+        back(Field::TopLogprobs, self.logprobs.is_some_and(|top| top > 0));
         request.temperature = self.temperature.or(request.temperature);
         request.top_p = self.top_p.or(request.top_p);
         request.top_k = self.top_k.or(request.top_k);
@@ -144,6 +150,7 @@ impl Withheld {
             request.stop = self.stop;
         }
         request.seed = self.seed.or(request.seed);
+        request.logprobs = self.logprobs.or(request.logprobs);
     }
 }
 

@@ -29,6 +29,7 @@ mod identity;
 mod images;
 mod kept;
 mod kept_limits;
+mod logprobs;
 mod mcp;
 mod money;
 mod oidc;

@@ -99,13 +99,13 @@ impl Efforts {
     }
 }
 
-/// A set of request [`Field`]s (at most 64: the table is closed and
+/// A set of request [`Field`]s (at most 128: the table is closed and
 /// smaller), for what a model refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub struct Fields(u64);
+pub struct Fields(u128);
 
-// Each field is one bit of a `u64`: the table must stay within it.
-const _: () = assert!(Field::ALL.len() <= 64);
+// Each field is one bit of a `u128`: the table must stay within it.
+const _: () = assert!(Field::ALL.len() <= 128);
 
 impl Fields {
     /// The empty set.

@@ -134,13 +134,19 @@ pub enum Field {
     PersonGeneration,
     /// How closely an image follows its prompt.
     CfgScale,
+    /// Log probabilities of the output tokens.
+    Logprobs,
+    /// The likeliest alternatives at each output token.
+    TopLogprobs,
+    /// Several replies to one request (OpenAI `n`, Gemini `candidateCount`).
+    Choices,
     /// A field outside the modelled subset, read from another protocol.
     Unmodelled,
 }
 
 impl Field {
     /// Every field, in declaration order (`ALL[f.index()] == f`).
-    pub const ALL: [Field; 62] = [
+    pub const ALL: [Field; 65] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -202,6 +208,9 @@ impl Field {
         Field::OutputFormat,
         Field::PersonGeneration,
         Field::CfgScale,
+        Field::Logprobs,
+        Field::TopLogprobs,
+        Field::Choices,
         Field::Unmodelled,
     ];
 
@@ -211,7 +220,7 @@ impl Field {
     }
 
     /// The request parameters, in the order of the docs' parameter table.
-    pub const PARAMETERS: [Field; 20] = [
+    pub const PARAMETERS: [Field; 23] = [
         Field::MaxTokens,
         Field::Temperature,
         Field::TopP,
@@ -232,6 +241,9 @@ impl Field {
         Field::ToolStrict,
         Field::User,
         Field::Metadata,
+        Field::Logprobs,
+        Field::TopLogprobs,
+        Field::Choices,
     ];
 
     /// The fixed name: a metric label, and the path of a field the caller's
@@ -299,6 +311,9 @@ impl Field {
             Field::OutputFormat => "output_format",
             Field::PersonGeneration => "person_generation",
             Field::CfgScale => "cfg_scale",
+            Field::Logprobs => "logprobs",
+            Field::TopLogprobs => "top_logprobs",
+            Field::Choices => "n",
             Field::Unmodelled => "unmodelled",
         }
     }

@@ -231,11 +231,38 @@ pub struct Request {
     /// body; an Anthropic lane gets the caller's header as it came; other
     /// lanes report them ([`Field::Betas`]).
     pub betas: Vec<String>,
+    /// Log probabilities of the output tokens, with this many likeliest
+    /// alternatives at each place (0: the chosen token's alone): OpenAI's
+    /// `logprobs` with `top_logprobs`, Gemini's `responseLogprobs` with
+    /// `logprobs`, Cohere's `logprobs`. `None`: not asked.
+    pub logprobs: Option<u32>,
+    /// How many replies to generate (OpenAI `n`, Gemini `candidateCount`);
+    /// `None` or 1: one.
+    pub n: Option<u32>,
     /// Fields outside the modelled subset.
     pub extra: Extra,
 }
 
 impl Request {
+    /// How many replies the request asks for beyond one (0 for one).
+    pub fn extra_choices(&self) -> u32 {
+        self.n.unwrap_or(1).saturating_sub(1)
+    }
+
+    /// Reports, for a lane whose protocol has neither, the log
+    /// probabilities and the extra replies the request asks for.
+    pub fn report_logprobs_and_n(&self, dropped: &mut Vec<Dropped>) {
+        if let Some(top) = self.logprobs {
+            Dropped::push_once(dropped, Field::Logprobs, DropReason::Unsupported);
+            if top > 0 {
+                Dropped::push_once(dropped, Field::TopLogprobs, DropReason::Unsupported);
+            }
+        }
+        if self.extra_choices() > 0 {
+            Dropped::push_once(dropped, Field::Choices, DropReason::Unsupported);
+        }
+    }
+
     /// The text of the last user message's text blocks (used by the mock and
     /// by routing projections).
     pub fn last_user_text(&self) -> Option<String> {
@@ -824,6 +851,70 @@ pub struct Response {
     pub stop_sequence: Option<String>,
     /// Token accounting.
     pub usage: Usage,
+    /// The log probabilities of the reply's tokens, when asked for (empty:
+    /// none).
+    pub logprobs: Vec<TokenLogprob>,
+    /// The replies after the first, when several were asked for (`n`,
+    /// `candidateCount`): the first is this response's own content, the
+    /// choice at place `i` here is reply `i + 1`. Empty for one reply.
+    pub choices: Vec<Choice>,
+}
+
+/// One reply of several (OpenAI's `choices[i]`, Gemini's `candidates[i]`)
+/// after the first, which is the [`Response`] itself.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// Its content.
+    pub content: Vec<Block>,
+    /// Why its generation stopped.
+    pub stop_reason: Option<StopReason>,
+    /// Its tokens' log probabilities, when asked for.
+    pub logprobs: Vec<TokenLogprob>,
+}
+
+/// A generated token's log probability, with the likeliest tokens at its
+/// place (OpenAI `logprobs.content[]`, Gemini `chosenCandidates[]` with
+/// `topCandidates[]`, Cohere `logprobs[]`, completions' parallel arrays).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Its log probability, as sent.
+    pub logprob: f64,
+    /// Its UTF-8 bytes, when the vendor gives them (OpenAI).
+    pub bytes: Option<Vec<u8>>,
+    /// Its id in the model's vocabulary, when the vendor gives it (Gemini,
+    /// Cohere).
+    pub id: Option<i64>,
+    /// The likeliest tokens at this place, most likely first.
+    pub top: Vec<TopLogprob>,
+}
+
+/// An alternative token at a place, with its log probability.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopLogprob {
+    /// The token's text.
+    pub token: String,
+    /// Its log probability, as sent.
+    pub logprob: f64,
+    /// Its UTF-8 bytes, when the vendor gives them.
+    pub bytes: Option<Vec<u8>>,
+    /// Its id, when the vendor gives it.
+    pub id: Option<i64>,
+}
+
+impl TokenLogprob {
+    /// The token's bytes: the vendor's, else its text's.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_deref().unwrap_or(self.token.as_bytes())
+    }
+}
+
+impl TopLogprob {
+    /// The token's bytes: the vendor's, else its text's.
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.as_deref().unwrap_or(self.token.as_bytes())
+    }
 }
 
 /// The class of an error, as every protocol can express it.

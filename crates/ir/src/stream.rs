@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ErrorInfo, StopReason, Usage};
+use crate::{ErrorInfo, StopReason, TokenLogprob, Usage};
 
 /// One event of a streamed reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -84,7 +84,7 @@ pub enum BlockStart {
 }
 
 /// A piece of an open block.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Delta {
     /// More text.
     Text(String),
@@ -94,6 +94,9 @@ pub enum Delta {
     Signature(String),
     /// More tool-call argument JSON text.
     ToolInput(String),
+    /// The log probabilities of the text block's next tokens (after or
+    /// beside the `Text` they cover), when the request asked for them.
+    Logprobs(Vec<TokenLogprob>),
 }
 
 /// Replays a complete response as the canonical event sequence (used to
@@ -107,9 +110,15 @@ pub fn events_from_response(response: &crate::Response) -> Vec<StreamEvent> {
         usage: response.usage.prompt_side(),
     }];
     let mut index = 0u32;
+    let mut logprobs = (!response.logprobs.is_empty()).then(|| response.logprobs.clone());
     for block in &response.content {
         let (start, deltas) = match block {
-            Block::Text(text) => (BlockStart::Text, vec![Delta::Text(text.text.clone())]),
+            Block::Text(text) => {
+                let mut deltas = vec![Delta::Text(text.text.clone())];
+                // The reply's log probabilities ride with its first text.
+                deltas.extend(logprobs.take().map(Delta::Logprobs));
+                (BlockStart::Text, deltas)
+            }
             Block::Thinking { text, signature } => {
                 let mut deltas = vec![Delta::Thinking(text.clone())];
                 if let Some(signature) = signature {
@@ -185,6 +194,9 @@ impl Accumulator {
                 };
                 self.open.push((*index, self.response.content.len()));
                 self.response.content.push(block);
+            }
+            StreamEvent::BlockDelta { delta: Delta::Logprobs(more), .. } => {
+                self.response.logprobs.extend(more.iter().cloned());
             }
             StreamEvent::BlockDelta { index, delta } => {
                 let Some(&(_, position)) = self.open.iter().rev().find(|(i, _)| i == index) else {
@@ -263,6 +275,13 @@ mod tests {
             stop_reason: Some(StopReason::ToolUse),
             stop_sequence: None,
             usage: Usage { input_tokens: 10, output_tokens: 5, ..Usage::default() },
+            logprobs: vec![crate::TokenLogprob {
+                token: "hello".into(),
+                logprob: -0.25,
+                top: vec![crate::TopLogprob { token: "hi".into(), logprob: -1.5, ..Default::default() }],
+                ..Default::default()
+            }],
+            choices: Vec::new(),
         };
         let mut acc = Accumulator::new();
         for event in events_from_response(&response) {

@@ -520,6 +520,9 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         }
     }
 
+    // No log probabilities and one reply only.
+    request.report_logprobs_and_n(&mut dropped);
+
     if let Some(extra) = request.extra.for_target(Protocol::Anthropic, &mut dropped) {
         for (key, value) in extra {
             merge_extra(&mut body, key, value);

@@ -143,6 +143,7 @@ fn reply_of(members: Members<'_>) -> Result<Response, DecodeError> {
         stop_reason: members.stop_reason.and_then(read_stop_reason),
         stop_sequence: members.stop_sequence.map(str::to_owned),
         usage: WireUsage::read(members.usage).to_ir(),
+        ..Response::default()
     })
 }
 

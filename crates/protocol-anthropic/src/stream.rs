@@ -249,6 +249,7 @@ fn is_empty_object(value: &Value) -> bool {
 fn delta_is_empty(delta: &Delta) -> bool {
     match delta {
         Delta::Text(s) | Delta::Thinking(s) | Delta::Signature(s) | Delta::ToolInput(s) => s.is_empty(),
+        Delta::Logprobs(tokens) => tokens.is_empty(),
     }
 }
 
@@ -349,6 +350,8 @@ impl StreamEncoder for Encoder {
                         }
                         return;
                     }
+                    // Messages have no log probabilities (never asked of it).
+                    Delta::Logprobs(_) => return,
                 };
                 // Straight into the caller's bytes: the SSE framing, then the
                 // data line (a JSON string has no raw newline to split).

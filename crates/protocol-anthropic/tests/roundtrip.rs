@@ -318,7 +318,7 @@ prop_compose! {
         output in 0u64..100_000,
         reasoning_share in 0u64..=100,
     ) -> Response {
-        Response {
+        Response { logprobs: Vec::new(), choices: Vec::new(),
             id,
             model,
             created: None,

@@ -509,6 +509,9 @@ pub(crate) fn write_request(request: &Request, capabilities: &Capabilities) -> E
         }
     }
 
+    // No log probabilities and one reply only.
+    request.report_logprobs_and_n(&mut dropped);
+
     if let Some(extra) = request.extra.for_target(Protocol::Bedrock, &mut dropped) {
         for (key, value) in extra {
             match (root.get_mut(key), value) {

@@ -33,6 +33,7 @@ pub(crate) fn read_response(body: &[u8]) -> Result<Response, DecodeError> {
         stop_reason: opt_str(root, "stopReason", "body")?.and_then(stop_reason_from_wire),
         stop_sequence,
         usage,
+        ..Response::default()
     })
 }
 

@@ -412,6 +412,8 @@ impl StreamEncoder for Encoder {
                         text_delta(index, b"{\"reasoningContent\":{\"signature\":", signature, b"}}", out)
                     }
                     Delta::ToolInput(input) => text_delta(index, b"{\"toolUse\":{\"input\":", input, b"}}", out),
+                    // Converse has no log probabilities (never asked of it).
+                    Delta::Logprobs(_) => return,
                 }
                 if let Some((open, _, written)) = &mut self.open {
                     if *open == index {

@@ -267,6 +267,8 @@ fn response() -> impl Strategy<Value = Response> {
         usage(),
     )
         .prop_map(|(content, stop_reason, stop_sequence, usage)| Response {
+            logprobs: Vec::new(),
+            choices: Vec::new(),
             // Converse has no response id, model or creation time.
             id: String::new(),
             model: String::new(),

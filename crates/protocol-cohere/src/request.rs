@@ -66,6 +66,10 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
             "stream" => {
                 request.stream = value.as_bool().ok_or_else(|| invalid("stream", "must be a boolean"))?;
             }
+            "logprobs" => {
+                let asked = value.as_bool().ok_or_else(|| invalid("logprobs", "must be a boolean"))?;
+                request.logprobs = asked.then_some(0);
+            }
             _ => request.extra.insert(Protocol::Cohere, key, value),
         }
     }
@@ -100,6 +104,7 @@ fn is_modelled(key: &str) -> bool {
             | "thinking"
             | "stream"
             | "strict_tools"
+            | "logprobs"
     )
 }
 
@@ -259,6 +264,7 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::ToolStrict => "strict_tools",
         Field::Dimensions => "output_dimension",
         Field::Encoding => "embedding_types",
+        Field::Logprobs => "logprobs",
         _ => return None,
     })
 }
@@ -319,6 +325,16 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     }
     if let Some(max_tokens) = request.max_tokens {
         body.insert("max_tokens".to_owned(), Value::from(max_tokens));
+    }
+    if let Some(top) = request.logprobs {
+        // Cohere gives the chosen tokens' log probabilities, no alternatives.
+        body.insert("logprobs".to_owned(), Value::Bool(true));
+        if top > 0 {
+            dropped.push(unsupported(Field::TopLogprobs));
+        }
+    }
+    if request.extra_choices() > 0 {
+        dropped.push(unsupported(Field::Choices));
     }
     if let Some(temperature) = request.temperature {
         body.insert("temperature".to_owned(), Value::from(temperature));
@@ -551,7 +567,7 @@ mod tests {
             "temperature": 0.3, "p": 0.75, "k": 40, "max_tokens": 100,
             "stop_sequences": ["END"], "seed": 7,
             "frequency_penalty": 0.1, "presence_penalty": 0.2,
-            "safety_mode": "STRICT", "priority": 2, "logprobs": null,
+            "safety_mode": "STRICT", "priority": 2, "citation_options": null,
             "thinking": {"type": "enabled", "token_budget": 500},
             "response_format": {"type": "json_object"},
             "tool_choice": null
@@ -567,7 +583,10 @@ mod tests {
         assert_eq!(request.reasoning, Some(Reasoning::with_budget(500)));
         assert_eq!(request.response_format, Some(ResponseFormat::JsonObject));
         assert_eq!(request.extra.origin, Some(Protocol::Cohere));
-        assert_eq!(request.extra.fields.keys().collect::<Vec<_>>(), vec!["safety_mode", "priority", "logprobs"]);
+        assert_eq!(
+            request.extra.fields.keys().collect::<Vec<_>>(),
+            vec!["safety_mode", "priority", "citation_options"]
+        );
         let (body, dropped) = written(&request);
         assert_eq!(body["safety_mode"], "STRICT");
         assert_eq!(body["k"], 40);

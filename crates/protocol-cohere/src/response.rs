@@ -2,7 +2,7 @@
 //! mappings the stream shares.
 
 use serde_json::{Map, Value};
-use switchyard_codec::ir::{Field, Response, StopReason, Usage};
+use switchyard_codec::ir::{Field, Response, StopReason, TokenLogprob, Usage};
 use switchyard_codec::{json as codec_json, DecodeError, Encoded};
 
 use crate::content::{self, dedup, invalid, object, optional_str, unsupported, ContentForm};
@@ -26,7 +26,34 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         stop_reason: optional_str("response", fields, "finish_reason")?.as_deref().and_then(stop_reason),
         stop_sequence: None,
         usage: read_usage(fields.get("usage"))?,
+        logprobs: match fields.get("logprobs") {
+            Some(Value::Array(items)) => items.iter().filter_map(read_logprob).collect(),
+            _ => Vec::new(),
+        },
+        choices: Vec::new(),
     })
+}
+
+/// One of Cohere's `logprobs` items (`{text, token_ids, logprobs}`, a
+/// chunk of text and the log probability of each token making it) as one
+/// IR token: the chunk's text, the sum of its tokens' log probabilities
+/// (the chunk's own), its id when it is one token.
+pub(crate) fn read_logprob(item: &Value) -> Option<TokenLogprob> {
+    let logprobs = item.get("logprobs").and_then(Value::as_array)?;
+    let ids = item.get("token_ids").and_then(Value::as_array);
+    Some(TokenLogprob {
+        token: item.get("text").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        logprob: logprobs.iter().filter_map(Value::as_f64).sum(),
+        id: ids.filter(|ids| ids.len() == 1).and_then(|ids| ids[0].as_i64()),
+        ..TokenLogprob::default()
+    })
+}
+
+/// An IR token as one of Cohere's `logprobs` items (its alternatives have
+/// no place; the request writer reported them).
+pub(crate) fn write_logprob(token: &TokenLogprob) -> Value {
+    let ids: Vec<i64> = token.id.into_iter().collect();
+    serde_json::json!({"text": token.token, "token_ids": ids, "logprobs": [token.logprob]})
 }
 
 /// Writes a v2 chat response body.
@@ -38,6 +65,9 @@ pub(crate) fn write(response: &Response) -> Encoded {
     body.insert("finish_reason".to_owned(), Value::from(finish_reason(response.stop_reason)));
     body.insert("message".to_owned(), Value::Object(message));
     body.insert("usage".to_owned(), write_usage(&response.usage));
+    if !response.logprobs.is_empty() {
+        body.insert("logprobs".to_owned(), response.logprobs.iter().map(write_logprob).collect());
+    }
     if !finish_reason_is_exact(response.stop_reason) {
         dropped.push(unsupported(Field::StopReason));
     }
@@ -186,6 +216,8 @@ mod tests {
     #[test]
     fn writes_tool_calls_with_plan_and_reports_losses() {
         let response = Response {
+            logprobs: Vec::new(),
+            choices: Vec::new(),
             id: "r1".into(),
             model: "command-a".into(),
             created: Some(1),

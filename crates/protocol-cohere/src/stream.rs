@@ -98,6 +98,11 @@ impl Events {
                     self.open(slot, kind, None, out);
                 }
                 self.content_delta(slot, content, out);
+                if let Some(token) = event.get("logprobs").and_then(crate::response::read_logprob) {
+                    if let Some(block) = self.find(slot) {
+                        out.push(StreamEvent::BlockDelta { index: block.index, delta: Delta::Logprobs(vec![token]) });
+                    }
+                }
             }
             "content-end" => self.close(WireSlot::Content(index), out),
             "tool-plan-delta" => {
@@ -382,6 +387,17 @@ impl Encoder {
                 &json!({"type": "content-delta", "index": content_index,
                     "delta": {"message": {"content": {"text": text}}}}),
             ),
+            (WireBlock::Text(content_index), Delta::Logprobs(tokens)) => {
+                for token in tokens {
+                    frame(
+                        out,
+                        "content-delta",
+                        &json!({"type": "content-delta", "index": content_index,
+                            "delta": {"message": {"content": {"text": ""}}},
+                            "logprobs": crate::response::write_logprob(token)}),
+                    );
+                }
+            }
             (WireBlock::Thinking(content_index), Delta::Thinking(text)) if !text.is_empty() => {
                 frame(
                     out,

@@ -219,7 +219,7 @@ prop_compose! {
         stop_reason in stop_reason(),
         usage in usage(),
     ) -> Response {
-        Response { id, model: String::new(), created: None, content, stop_reason: Some(stop_reason), stop_sequence: None, usage }
+        Response { logprobs: Vec::new(), choices: Vec::new(), id, model: String::new(), created: None, content, stop_reason: Some(stop_reason), stop_sequence: None, usage }
     }
 }
 

@@ -74,6 +74,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::Dimensions => "outputDimensionality",
         Field::InputType => "taskType",
         Field::Truncate => "autoTruncate",
+        Field::Logprobs => "generationConfig.responseLogprobs",
+        Field::TopLogprobs => "generationConfig.logprobs",
+        Field::Choices => "generationConfig.candidateCount",
         _ => return None,
     })
 }
@@ -271,6 +274,20 @@ fn read_generation_config(config: GenerationConfigIn, request: &mut Request) -> 
     request.seed = config.seed;
     request.frequency_penalty = config.frequency_penalty;
     request.presence_penalty = config.presence_penalty;
+    request.n = config.candidate_count;
+    // `logprobs` (the likeliest tokens at each step) is valid only with
+    // `responseLogprobs`: alone, it is the vendor's to judge.
+    match (config.response_logprobs, config.logprobs) {
+        (Some(true), top) => request.logprobs = Some(top.unwrap_or(0)),
+        (Some(false), Some(top)) => {
+            leftover.insert("responseLogprobs".to_owned(), Value::Bool(false));
+            leftover.insert("logprobs".to_owned(), Value::from(top));
+        }
+        (None, Some(top)) => {
+            leftover.insert("logprobs".to_owned(), Value::from(top));
+        }
+        (_, None) => {}
+    }
 
     let schema_key = if config.response_json_schema.is_some() { "responseJsonSchema" } else { "responseSchema" };
     let from_openapi = config.response_json_schema.is_none();
@@ -618,6 +635,21 @@ fn write_generation_config(
     }
     if let Some(penalty) = request.presence_penalty {
         config.insert("presencePenalty".to_owned(), Value::from(penalty));
+    }
+    if let Some(top) = request.logprobs {
+        config.insert("responseLogprobs".to_owned(), Value::Bool(true));
+        if top > 0 {
+            config.insert("logprobs".to_owned(), Value::from(top));
+        }
+    }
+    match request.n {
+        // A streamed request's candidates after the first, which no
+        // stream of the IR carries, are not asked for.
+        Some(n) if n > 1 && request.stream => Dropped::push_once(dropped, Field::Choices, DropReason::Unsupported),
+        Some(n) => {
+            config.insert("candidateCount".to_owned(), Value::from(n));
+        }
+        None => {}
     }
     match &request.response_format {
         None => {}
@@ -1049,9 +1081,33 @@ mod tests {
             "contents": [],
             "generationConfig": {"candidateCount": 2, "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": false}}
         }));
+        assert_eq!(request.n, Some(2), "candidates are modelled");
         let mut dropped = Vec::new();
         request.extra.for_target(Protocol::OpenAi, &mut dropped);
         let paths: Vec<&str> = dropped.iter().filter_map(|d| d.extra_path.as_deref()).collect();
-        assert_eq!(paths, ["generationConfig.candidateCount", "generationConfig.thinkingConfig.includeThoughts"]);
+        assert_eq!(paths, ["generationConfig.thinkingConfig.includeThoughts"]);
+    }
+
+    /// `responseLogprobs` with `logprobs` and `candidateCount`, as Gemini's
+    /// `GenerationConfig` reference names them: read into the IR, written
+    /// back as they came; `logprobs` without `responseLogprobs` is the
+    /// vendor's to judge and kept as it came.
+    #[test]
+    fn logprobs_and_candidates_are_read_and_written() {
+        let wire = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+            "generationConfig": {"responseLogprobs": true, "logprobs": 3, "candidateCount": 2}});
+        let request = read_json(wire.clone());
+        assert_eq!((request.logprobs, request.n), (Some(3), Some(2)));
+        let (body, dropped) = write_json(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(body["generationConfig"], wire["generationConfig"]);
+        let alone = read_json(json!({"contents": [], "generationConfig": {"logprobs": 3}}));
+        assert_eq!(alone.logprobs, None);
+        assert_eq!(write_json(&alone).0["generationConfig"], json!({"logprobs": 3}));
+        // A streamed request's extra candidates have no stream to come back in.
+        let streamed = Request { stream: true, ..request };
+        let (body, dropped) = write_json(&streamed);
+        assert!(body["generationConfig"].get("candidateCount").is_none());
+        assert_eq!(dropped.iter().map(|d| d.field).collect::<Vec<_>>(), [Field::Choices]);
     }
 }

@@ -1,14 +1,14 @@
 //! `GenerateContentResponse` bodies ↔ `ir::Response`, and the finish
 //! reason, usage and timestamp mappings the stream codec shares.
 //!
-//! Only the first candidate is read (the IR has one reply); `candidateCount`
-//! above 1 still travels in `extra` but its other candidates are not kept.
+//! The candidate of index 0 is the response; the others (`candidateCount`
+//! above 1) its `choices`, in order.
 
-use switchyard_codec::ir::{Field, Response, StopReason, Usage};
+use switchyard_codec::ir::{Choice, Field, Response, StopReason, Usage};
 use switchyard_codec::{json, DecodeError, Encoded};
 
 use crate::parts::{blocks_to_parts, drop_once, parts_to_blocks, reply_call_prefix, CallLedger, PartMode, WriteParts};
-use crate::wire::{Candidate, Content, GenerateContentResponse, ModalityTokenCount, UsageMetadata};
+use crate::wire::{Candidate, Content, GenerateContentResponse, LogprobsResult, ModalityTokenCount, UsageMetadata};
 
 /// Reads a non-streamed reply.
 pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
@@ -33,13 +33,26 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         .as_ref()
         .and_then(|f| f.block_reason.as_deref())
         .is_some_and(|r| !r.is_empty() && r != "BLOCK_REASON_UNSPECIFIED");
-    if let Some(candidate) = first_candidate(wire.candidates) {
+    let mut candidates = wire.candidates;
+    if candidates.len() > 1 {
+        candidates.sort_by_key(|c| c.index.unwrap_or(0));
+    }
+    for (place, candidate) in candidates.into_iter().enumerate() {
+        let mut choice = Choice::default();
         if let Some(content) = candidate.content {
-            response.content =
-                parts_to_blocks(content.parts, &mut ledger, PartMode::Response, "candidates[0].content")?;
+            let path = format!("candidates[{place}].content");
+            choice.content = parts_to_blocks(content.parts, &mut ledger, PartMode::Response, &path)?;
         }
-        let has_call = response.content.iter().any(|b| matches!(b, switchyard_codec::ir::Block::ToolUse(_)));
-        response.stop_reason = candidate.finish_reason.as_deref().and_then(|reason| stop_from_wire(reason, has_call));
+        let has_call = choice.content.iter().any(|b| matches!(b, switchyard_codec::ir::Block::ToolUse(_)));
+        choice.stop_reason = candidate.finish_reason.as_deref().and_then(|reason| stop_from_wire(reason, has_call));
+        choice.logprobs = candidate.logprobs_result.map(LogprobsResult::into_ir).unwrap_or_default();
+        if place == 0 {
+            response.content = choice.content;
+            response.stop_reason = choice.stop_reason;
+            response.logprobs = choice.logprobs;
+        } else {
+            response.choices.push(choice);
+        }
     }
     if response.stop_reason.is_none() && blocked {
         response.stop_reason = Some(StopReason::ContentFilter);
@@ -57,10 +70,21 @@ pub(crate) fn first_candidate(candidates: Vec<Candidate>) -> Option<Candidate> {
 pub(crate) fn write(response: &Response) -> Encoded {
     let mut dropped = Vec::new();
     let mut calls = Vec::new();
-    let parts = blocks_to_parts(
-        &response.content,
-        &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls, audio_input: None },
-    );
+    let mut candidates = Vec::with_capacity(1 + response.choices.len());
+    let first = std::iter::once((&response.content, response.stop_reason, &response.logprobs));
+    let others = response.choices.iter().map(|c| (&c.content, c.stop_reason, &c.logprobs));
+    for (index, (content, stop_reason, logprobs)) in (0..).zip(first.chain(others)) {
+        let parts = blocks_to_parts(
+            content,
+            &mut WriteParts { call_ids: true, dropped: &mut dropped, calls: &mut calls, audio_input: None },
+        );
+        candidates.push(Candidate {
+            content: Some(Content { role: Some("model".to_owned()), parts }),
+            finish_reason: stop_reason.map(|r| stop_to_wire(r).to_owned()),
+            index: Some(index),
+            logprobs_result: LogprobsResult::of(logprobs),
+        });
+    }
     if response.stop_sequence.is_some() {
         drop_once(&mut dropped, Field::StopSequence);
     }
@@ -68,11 +92,7 @@ pub(crate) fn write(response: &Response) -> Encoded {
         drop_once(&mut dropped, Field::CacheWriteTokens);
     }
     let wire = GenerateContentResponse {
-        candidates: vec![Candidate {
-            content: Some(Content { role: Some("model".to_owned()), parts }),
-            finish_reason: response.stop_reason.map(|r| stop_to_wire(r).to_owned()),
-            index: Some(0),
-        }],
+        candidates,
         usage_metadata: Some(usage_to_wire(&response.usage)),
         model_version: non_empty(&response.model),
         response_id: non_empty(&response.id),
@@ -299,6 +319,33 @@ mod tests {
         assert_eq!(ModalityTokenCount::of(&wire.prompt_tokens_details, "TEXT"), 300);
         assert_eq!(ModalityTokenCount::of(&wire.candidates_tokens_details, "IMAGE"), 1290);
         assert_eq!(usage_from_wire(&wire), usage);
+    }
+
+    /// Two candidates with `logprobsResult`, shaped as Gemini's
+    /// `Candidate` and `LogprobsResult` references name them.
+    #[test]
+    fn candidates_and_logprobs_read_and_write_back() {
+        let result = |t: &str, lp: f64| {
+            serde_json::json!({
+            "topCandidates": [{"candidates": [{"token": t, "tokenId": 7, "logProbability": lp},
+                                              {"token": "x", "tokenId": 8, "logProbability": -3.5}]}],
+            "chosenCandidates": [{"token": t, "tokenId": 7, "logProbability": lp}]})
+        };
+        let body = serde_json::json!({"candidates": [
+            {"content": {"role": "model", "parts": [{"text": "Hello"}]}, "finishReason": "STOP", "index": 0,
+             "logprobsResult": result("Hello", -0.25)},
+            {"content": {"role": "model", "parts": [{"text": "Hi"}]}, "finishReason": "MAX_TOKENS", "index": 1,
+             "logprobsResult": result("Hi", -0.5)}]});
+        let response = read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.logprobs[0].token, "Hello");
+        assert_eq!((response.logprobs[0].id, response.logprobs[0].top.len()), (Some(7), 2));
+        assert_eq!(response.choices.len(), 1);
+        assert_eq!(response.choices[0].stop_reason, Some(StopReason::MaxTokens));
+        assert_eq!(response.choices[0].logprobs[0].logprob, -0.5);
+        let written: serde_json::Value = serde_json::from_slice(&write(&response).body).unwrap();
+        assert_eq!(written["candidates"][0]["logprobsResult"], body["candidates"][0]["logprobsResult"]);
+        assert_eq!(written["candidates"][1]["logprobsResult"], body["candidates"][1]["logprobsResult"]);
+        assert_eq!(written["candidates"][1]["index"], 1);
     }
 
     proptest! {

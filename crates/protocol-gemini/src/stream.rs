@@ -175,6 +175,13 @@ impl DecodeState {
                     self.part(part, out);
                 }
             }
+            let tokens = candidate.logprobs_result.map(crate::wire::LogprobsResult::into_ir).unwrap_or_default();
+            if !tokens.is_empty() {
+                if !matches!(self.open, Some((_, OpenBlock::Text))) {
+                    self.open_block(OpenBlock::Text, out);
+                }
+                out.push(StreamEvent::BlockDelta { index: self.open_index(), delta: Delta::Logprobs(tokens) });
+            }
             if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
                 self.finish = Some(reason);
             }
@@ -342,6 +349,17 @@ impl GeminiStreamEncoder {
     }
 
     fn chunk(&mut self, parts: Vec<Part>, finish_reason: Option<&str>, usage: Option<Usage>, out: &mut Vec<u8>) {
+        self.candidate_chunk(parts, finish_reason, usage, None, out);
+    }
+
+    fn candidate_chunk(
+        &mut self,
+        parts: Vec<Part>,
+        finish_reason: Option<&str>,
+        usage: Option<Usage>,
+        logprobs_result: Option<crate::wire::LogprobsResult>,
+        out: &mut Vec<u8>,
+    ) {
         let usage = match usage {
             Some(usage) => Some(usage),
             None if self.elements == 0 && self.start_usage != Usage::default() => Some(self.start_usage),
@@ -349,7 +367,12 @@ impl GeminiStreamEncoder {
         };
         let content = (!parts.is_empty()).then(|| Content { role: Some("model".to_owned()), parts });
         let wire = GenerateContentResponse {
-            candidates: vec![Candidate { content, finish_reason: finish_reason.map(str::to_owned), index: Some(0) }],
+            candidates: vec![Candidate {
+                content,
+                finish_reason: finish_reason.map(str::to_owned),
+                index: Some(0),
+                logprobs_result,
+            }],
             usage_metadata: usage.as_ref().map(usage_to_wire),
             model_version: non_empty(&self.model),
             response_id: non_empty(&self.id),
@@ -445,6 +468,11 @@ impl StreamEncoder for GeminiStreamEncoder {
                 Delta::ToolInput(more) => {
                     if let Some(EncodeBlock::Tool { input, .. }) = &mut self.open {
                         input.push_str(more);
+                    }
+                }
+                Delta::Logprobs(tokens) => {
+                    if let Some(result) = crate::wire::LogprobsResult::of(tokens) {
+                        self.candidate_chunk(Vec::new(), None, None, Some(result), out);
                     }
                 }
             },

@@ -165,6 +165,12 @@ pub(crate) struct GenerationConfigIn {
     pub response_json_schema: Option<Value>,
     #[serde(default, alias = "thinking_config")]
     pub thinking_config: Option<ThinkingConfigIn>,
+    #[serde(default, alias = "candidate_count")]
+    pub candidate_count: Option<u32>,
+    #[serde(default, alias = "response_logprobs")]
+    pub response_logprobs: Option<bool>,
+    #[serde(default)]
+    pub logprobs: Option<u32>,
     #[serde(flatten)]
     pub rest: Map<String, Value>,
 }
@@ -252,6 +258,90 @@ pub(crate) struct Candidate {
     pub finish_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
+    /// The tokens' log probabilities, when `responseLogprobs` asked.
+    #[serde(default, alias = "logprobs_result", skip_serializing_if = "Option::is_none")]
+    pub logprobs_result: Option<LogprobsResult>,
+}
+
+/// `logprobsResult`: at each decoding step, the chosen token and the
+/// likeliest ones (`topCandidates`, most likely first).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LogprobsResult {
+    #[serde(default, alias = "top_candidates")]
+    pub top_candidates: Vec<TopCandidates>,
+    #[serde(default, alias = "chosen_candidates")]
+    pub chosen_candidates: Vec<LogprobsCandidate>,
+}
+
+/// The likeliest tokens at one step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct TopCandidates {
+    #[serde(default)]
+    pub candidates: Vec<LogprobsCandidate>,
+}
+
+/// A token and its log probability.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct LogprobsCandidate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+    #[serde(default, alias = "token_id", skip_serializing_if = "Option::is_none")]
+    pub token_id: Option<i64>,
+    #[serde(default, alias = "log_probability", skip_serializing_if = "Option::is_none")]
+    pub log_probability: Option<f64>,
+}
+
+impl LogprobsResult {
+    /// The IR's tokens: each chosen one with the step's likeliest.
+    pub(crate) fn into_ir(self) -> Vec<switchyard_codec::ir::TokenLogprob> {
+        use switchyard_codec::ir::{TokenLogprob, TopLogprob};
+        let mut tops = self.top_candidates.into_iter();
+        self.chosen_candidates
+            .into_iter()
+            .map(|chosen| TokenLogprob {
+                token: chosen.token.unwrap_or_default(),
+                logprob: chosen.log_probability.unwrap_or(0.0),
+                bytes: None,
+                id: chosen.token_id,
+                top: tops
+                    .next()
+                    .map(|top| top.candidates)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|top| TopLogprob {
+                        token: top.token.unwrap_or_default(),
+                        logprob: top.log_probability.unwrap_or(0.0),
+                        bytes: None,
+                        id: top.token_id,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Gemini's form of the IR's tokens; `None` when there are none.
+    pub(crate) fn of(tokens: &[switchyard_codec::ir::TokenLogprob]) -> Option<LogprobsResult> {
+        if tokens.is_empty() {
+            return None;
+        }
+        let candidate = |token: &str, id: Option<i64>, logprob: f64| LogprobsCandidate {
+            token: Some(token.to_owned()),
+            token_id: id,
+            log_probability: Some(logprob),
+        };
+        Some(LogprobsResult {
+            top_candidates: tokens
+                .iter()
+                .map(|token| TopCandidates {
+                    candidates: token.top.iter().map(|top| candidate(&top.token, top.id, top.logprob)).collect(),
+                })
+                .collect(),
+            chosen_candidates: tokens.iter().map(|token| candidate(&token.token, token.id, token.logprob)).collect(),
+        })
+    }
 }
 
 /// Why a prompt was refused before any candidate.

@@ -265,7 +265,7 @@ fn extra() -> impl Strategy<Value = Extra> {
             extra.insert(Protocol::Gemini, "cachedContent".into(), json!("cachedContents/x1"));
         }
         if candidates {
-            extra.insert(Protocol::Gemini, "generationConfig".into(), json!({"candidateCount": 1}));
+            extra.insert(Protocol::Gemini, "generationConfig".into(), json!({"responseModalities": ["TEXT"]}));
         }
         extra
     })
@@ -372,6 +372,8 @@ fn response() -> impl Strategy<Value = Response> {
                 [StopReason::EndTurn, StopReason::MaxTokens, StopReason::ContentFilter, StopReason::Error][stop]
             };
             Response {
+                logprobs: Vec::new(),
+                choices: Vec::new(),
                 id,
                 model,
                 created,

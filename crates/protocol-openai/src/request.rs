@@ -89,6 +89,8 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
         Some(Value::Object(metadata)) => request.metadata = metadata,
         Some(_) => return Err(DecodeError::invalid("metadata", "metadata must be an object")),
     }
+    read_logprobs(&mut fields, &mut request)?;
+    request.n = take_u64(&mut fields, "n")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX));
     request.stream = take_bool(&mut fields, "stream")?.unwrap_or(false);
     if let Some(options) = take(&mut fields, "stream_options") {
         // The writer always asks for usage, so an `include_usage`-only
@@ -166,6 +168,13 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
     if !request.metadata.is_empty() {
         body.insert("metadata".into(), Value::Object(request.metadata.clone()));
     }
+    if let Some(top) = request.logprobs {
+        body.insert("logprobs".into(), Value::Bool(true));
+        if top > 0 {
+            body.insert("top_logprobs".into(), top.into());
+        }
+    }
+    write_n(request, &mut body, &mut dropped);
     let extra_stream_options = extra.and_then(|e| e.get("stream_options"));
     if request.stream {
         body.insert("stream".into(), Value::Bool(true));
@@ -197,6 +206,36 @@ pub(crate) fn write(request: &Request, capabilities: &Capabilities) -> Encoded {
         }
     }
     Encoded { body: switchyard_codec::json::to_vec(&Value::Object(body)), dropped }
+}
+
+/// `logprobs` (a flag) with `top_logprobs` (0 to 20): asked when the flag
+/// is on. A `top_logprobs` without the flag on is the vendor's to judge,
+/// kept as it came for an OpenAI lane.
+fn read_logprobs(fields: &mut Map<String, Value>, request: &mut Request) -> Result<(), DecodeError> {
+    let flag = take_bool(fields, "logprobs")?;
+    let top = take_u64(fields, "top_logprobs")?;
+    match (flag, top) {
+        (Some(true), top) => request.logprobs = Some(top.map_or(0, |t| u32::try_from(t).unwrap_or(u32::MAX))),
+        (_, None) => {}
+        (flag, Some(top)) => {
+            if let Some(flag) = flag {
+                request.extra.insert(Protocol::OpenAi, "logprobs".to_owned(), Value::Bool(flag));
+            }
+            request.extra.insert(Protocol::OpenAi, "top_logprobs".to_owned(), top.into());
+        }
+    }
+    Ok(())
+}
+
+/// `n`: said as asked, but a streamed request's replies after the first,
+/// which no stream of the IR carries, are not asked for (reported).
+pub(crate) fn write_n(request: &Request, body: &mut Map<String, Value>, dropped: &mut Vec<Dropped>) {
+    let Some(n) = request.n else { return };
+    if n > 1 && request.stream {
+        report(dropped, Field::Choices);
+        return;
+    }
+    body.insert("n".into(), n.into());
 }
 
 /// OpenRouter's `reasoning` object: `effort` (`none` is off), `max_tokens`
@@ -1142,13 +1181,16 @@ mod tests {
             json!([{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
                 {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
         );
-        assert!(dropped.is_empty(), "{dropped:?}");
+        // A stream carries one choice back: `n` is reported, not asked.
+        assert_eq!(dropped.iter().map(|d| d.field).collect::<Vec<_>>(), [Field::Choices]);
+        assert!(body.get("n").is_none());
+        assert_eq!(request.n, Some(2));
         assert_eq!(request.max_tokens, Some(5));
         assert_eq!(request.stop, ["END"]);
         assert!(request.stream);
         assert_eq!(request.extra.origin, Some(Protocol::OpenAi));
         let keys: Vec<&str> = request.extra.fields.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["n", "logit_bias"]);
+        assert_eq!(keys, ["logit_bias"]);
     }
 
     #[test]

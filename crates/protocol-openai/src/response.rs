@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_codec::ir::{Block, Field, Protocol, Response, StopReason, ToolUse};
-use switchyard_codec::{call_id, function, DecodeError, Encoded};
+use switchyard_codec::ir::{Block, Choice, Dropped, Field, Protocol, Response, StopReason, TokenLogprob, ToolUse};
+use switchyard_codec::{call_id, function, logprobs, DecodeError, Encoded};
 
 use crate::wire::{
     carried_signature, finish_from_stop_reason, report, stop_reason_from_finish, ExtraContent, WireUsage,
@@ -36,6 +36,40 @@ struct WireChoice {
     message: Option<WireMessage>,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<WireLogprobs>,
+}
+
+/// A choice's `logprobs`: its content's tokens, and a refusal's.
+#[derive(Deserialize, Default)]
+pub(crate) struct WireLogprobs {
+    #[serde(default)]
+    pub content: Option<Vec<logprobs::WireToken>>,
+    #[serde(default)]
+    pub refusal: Option<Vec<logprobs::WireToken>>,
+}
+
+impl WireLogprobs {
+    /// The tokens of the content, then of a refusal.
+    pub(crate) fn into_ir(self) -> Vec<TokenLogprob> {
+        let mut tokens = logprobs::read(self.content.unwrap_or_default());
+        tokens.extend(logprobs::read(self.refusal.unwrap_or_default()));
+        tokens
+    }
+}
+
+/// A choice's `logprobs` as written: its tokens in `content`.
+#[derive(Serialize)]
+pub(crate) struct OutLogprobs<'a> {
+    pub content: Vec<logprobs::OutToken<'a>>,
+    pub refusal: Option<()>,
+}
+
+impl<'a> OutLogprobs<'a> {
+    /// `None` (written `null`) when there are no tokens.
+    pub(crate) fn of(tokens: &'a [TokenLogprob]) -> Option<OutLogprobs<'a>> {
+        (!tokens.is_empty()).then(|| OutLogprobs { content: logprobs::write(tokens), refusal: None })
+    }
 }
 
 #[derive(Deserialize)]
@@ -87,8 +121,8 @@ struct WireCustom {
     input: Option<String>,
 }
 
-/// Reads a `chat.completion` body. Only the first choice is kept (the IR
-/// models one reply; `n > 1` is a pass-through request field).
+/// Reads a `chat.completion` body: choice 0 is the response, the others
+/// (`n > 1`) its `choices`, in order.
 pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
     let wire: WireResponse = serde_json::from_slice(body)?;
     if let (Some(error), None) = (&wire.error, &wire.choices) {
@@ -105,18 +139,31 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         ..Response::default()
     };
     let mut choices = wire.choices.unwrap_or_default();
-    let position = choices.iter().position(|c| c.index.unwrap_or(0) == 0).unwrap_or(0);
-    if position < choices.len() {
-        let choice = choices.swap_remove(position);
-        response.stop_reason = choice.finish_reason.as_deref().map(stop_reason_from_finish);
-        if let Some(message) = choice.message {
-            let refused = read_message(message, &mut response.content);
-            if refused {
-                response.stop_reason = Some(StopReason::Refusal);
-            }
+    if choices.len() > 1 {
+        choices.sort_by_key(|c| c.index.unwrap_or(0));
+    }
+    let mut choices = choices.into_iter().map(read_choice);
+    if let Some(first) = choices.next() {
+        response.content = first.content;
+        response.stop_reason = first.stop_reason;
+        response.logprobs = first.logprobs;
+    }
+    response.choices = choices.collect();
+    Ok(response)
+}
+
+fn read_choice(choice: WireChoice) -> Choice {
+    let mut read = Choice {
+        stop_reason: choice.finish_reason.as_deref().map(stop_reason_from_finish),
+        logprobs: choice.logprobs.map(WireLogprobs::into_ir).unwrap_or_default(),
+        ..Choice::default()
+    };
+    if let Some(message) = choice.message {
+        if read_message(message, &mut read.content) {
+            read.stop_reason = Some(StopReason::Refusal);
         }
     }
-    Ok(response)
+    read
 }
 
 /// Appends the message's blocks; true when the model refused.
@@ -191,7 +238,7 @@ struct OutResponse<'a> {
     object: &'static str,
     created: i64,
     model: &'a str,
-    choices: [OutChoice<'a>; 1],
+    choices: Vec<OutChoice<'a>>,
     usage: WireUsage,
     #[serde(skip_serializing_if = "Option::is_none")]
     service_tier: Option<&'static str>,
@@ -201,7 +248,7 @@ struct OutResponse<'a> {
 struct OutChoice<'a> {
     index: u32,
     message: OutMessage<'a>,
-    logprobs: Option<()>,
+    logprobs: Option<OutLogprobs<'a>>,
     finish_reason: Option<&'static str>,
 }
 
@@ -235,20 +282,49 @@ struct OutFunction<'a> {
     arguments: &'a str,
 }
 
-/// Writes a `chat.completion` body. Text blocks join into the one `content`
-/// string; a refusal's text goes in `refusal`.
+/// Writes a `chat.completion` body: the response is choice 0, its
+/// `choices` the ones after it.
 pub(crate) fn write(response: &Response) -> Encoded {
     let mut dropped = Vec::new();
+    if response.stop_sequence.is_some() {
+        report(&mut dropped, Field::StopSequence);
+    }
+    let mut choices = Vec::with_capacity(1 + response.choices.len());
+    choices.push(out_choice(0, &response.content, response.stop_reason, &response.logprobs, &mut dropped));
+    for (index, choice) in (1..).zip(&response.choices) {
+        choices.push(out_choice(index, &choice.content, choice.stop_reason, &choice.logprobs, &mut dropped));
+    }
+    let out = OutResponse {
+        id: &response.id,
+        object: "chat.completion",
+        created: response.created.unwrap_or(0),
+        model: &response.model,
+        choices,
+        usage: WireUsage::from_ir(&response.usage),
+        service_tier: crate::wire::service_tier_name(&response.usage),
+    };
+    Encoded { body: switchyard_codec::json::to_vec(&out), dropped }
+}
+
+/// One choice: text blocks join into the one `content` string; a
+/// refusal's text goes in `refusal`.
+fn out_choice<'a>(
+    index: u32,
+    blocks: &'a [Block],
+    stop_reason: Option<StopReason>,
+    tokens: &'a [TokenLogprob],
+    dropped: &mut Vec<Dropped>,
+) -> OutChoice<'a> {
     let mut text = String::new();
     let mut tool_calls = Vec::new();
-    for block in &response.content {
+    for block in blocks {
         match block {
             Block::Text(block) => {
                 if block.cache_control.is_some() {
-                    report(&mut dropped, Field::CacheControl);
+                    report(dropped, Field::CacheControl);
                 }
                 if !block.citations.is_empty() {
-                    report(&mut dropped, Field::Citations);
+                    report(dropped, Field::Citations);
                 }
                 text.push_str(&block.text);
             }
@@ -264,41 +340,29 @@ pub(crate) fn write(response: &Response) -> Encoded {
             | Block::Audio { .. }
             | Block::Document { .. }
             | Block::ToolResult(_)
-            | Block::Unmodelled(_) => report(&mut dropped, Field::MisplacedBlock),
+            | Block::Unmodelled(_) => report(dropped, Field::MisplacedBlock),
         }
     }
-    if response.stop_sequence.is_some() {
-        report(&mut dropped, Field::StopSequence);
-    }
-    let (content, refusal) = if response.stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
+    let (content, refusal) = if stop_reason == Some(StopReason::Refusal) && !text.is_empty() {
         (None, Some(text))
     } else if text.is_empty() && !tool_calls.is_empty() {
         (None, None)
     } else {
         (Some(text), None)
     };
-    let out = OutResponse {
-        id: &response.id,
-        object: "chat.completion",
-        created: response.created.unwrap_or(0),
-        model: &response.model,
-        choices: [OutChoice {
-            index: 0,
-            message: OutMessage {
-                role: "assistant",
-                content,
-                refusal,
-                reasoning_content: crate::thinking::reasoning_text(&response.content),
-                thinking_blocks: crate::thinking::out_blocks(&response.content),
-                tool_calls,
-            },
-            logprobs: None,
-            finish_reason: response.stop_reason.map(finish_from_stop_reason),
-        }],
-        usage: WireUsage::from_ir(&response.usage),
-        service_tier: crate::wire::service_tier_name(&response.usage),
-    };
-    Encoded { body: switchyard_codec::json::to_vec(&out), dropped }
+    OutChoice {
+        index,
+        message: OutMessage {
+            role: "assistant",
+            content,
+            refusal,
+            reasoning_content: crate::thinking::reasoning_text(blocks),
+            thinking_blocks: crate::thinking::out_blocks(blocks),
+            tool_calls,
+        },
+        logprobs: OutLogprobs::of(tokens),
+        finish_reason: stop_reason.map(finish_from_stop_reason),
+    }
 }
 
 #[cfg(test)]
@@ -398,5 +462,38 @@ mod tests {
         assert_eq!(written["choices"][0]["message"]["content"], "");
         assert_eq!(written["object"], "chat.completion");
         assert_eq!(written["created"], 0);
+    }
+
+    /// Two choices with `logprobs`, shaped as OpenAI's API reference shows
+    /// a `chat.completion` with `logprobs: true, top_logprobs: 2`.
+    #[test]
+    fn choices_and_logprobs_read_and_write_back() {
+        let token = |t: &str, lp: f64| {
+            json!({"token": t, "logprob": lp, "bytes": t.as_bytes(),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": t.as_bytes()}]})
+        };
+        let body = json!({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o",
+            "choices": [
+                {"index": 1, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop",
+                 "logprobs": {"content": [token("Hi", -0.25)], "refusal": null}},
+                {"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "length",
+                 "logprobs": {"content": [token("Hello", -0.31725305)], "refusal": null}}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}});
+        let response = read(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.content, vec![Block::text("Hello")]);
+        assert_eq!(response.stop_reason, Some(StopReason::MaxTokens));
+        assert_eq!(response.logprobs[0].logprob, -0.31725305);
+        assert_eq!(response.choices.len(), 1);
+        assert_eq!(response.choices[0].content, vec![Block::text("Hi")]);
+        assert_eq!(response.choices[0].logprobs[0].top[0].token, "Hi");
+        let written: Value = serde_json::from_slice(&write(&response).body).unwrap();
+        assert_eq!(written["choices"][0]["logprobs"], body["choices"][1]["logprobs"]);
+        assert_eq!(written["choices"][1]["index"], 1);
+        assert_eq!(written["choices"][1]["logprobs"], body["choices"][0]["logprobs"]);
+        // Without them, `logprobs` is null and there is one choice.
+        let plain: Value = serde_json::from_slice(&write(&Response::default()).body).unwrap();
+        assert_eq!(plain["choices"].as_array().map(Vec::len), Some(1));
+        assert_eq!(plain["choices"][0]["logprobs"], Value::Null);
     }
 }

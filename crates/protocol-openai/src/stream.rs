@@ -45,6 +45,8 @@ struct WireChunkChoice {
     delta: Option<WireDelta>,
     #[serde(default)]
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<crate::response::WireLogprobs>,
 }
 
 #[derive(Deserialize)]
@@ -318,6 +320,11 @@ impl Chunks {
             if let Some(delta) = choice.delta {
                 self.delta(delta, out)?;
             }
+            let tokens = choice.logprobs.map(crate::response::WireLogprobs::into_ir).unwrap_or_default();
+            if !tokens.is_empty() {
+                let index = self.ensure(Open::Text, BlockStart::Text, out);
+                out.push(StreamEvent::BlockDelta { index, delta: Delta::Logprobs(tokens) });
+            }
             if let Some(finish) = choice.finish_reason {
                 self.close(out);
                 self.finished = true;
@@ -469,7 +476,7 @@ struct OutChunk<'a> {
 struct OutChoice<'a> {
     index: u32,
     delta: OutDelta<'a>,
-    logprobs: Option<()>,
+    logprobs: Option<crate::response::OutLogprobs<'a>>,
     finish_reason: Option<&'static str>,
 }
 
@@ -652,6 +659,11 @@ impl StreamEncoder for ChunkEncoder {
             }
             StreamEvent::BlockDelta { index, delta } => match (self.kind(*index), delta) {
                 (Some(Kind::Text), Delta::Text(text)) if !text.is_empty() => self.write_text("content", text, out),
+                (Some(Kind::Text), Delta::Logprobs(tokens)) if !tokens.is_empty() => {
+                    let logprobs = crate::response::OutLogprobs::of(tokens);
+                    let choice = OutChoice { index: 0, delta: OutDelta::default(), logprobs, finish_reason: None };
+                    self.write_chunk(vec![choice], None, out);
+                }
                 (Some(Kind::Thinking), Delta::Thinking(text)) if !text.is_empty() => {
                     self.thinking.push_str(text);
                     self.write_text("reasoning_content", text, out)
@@ -977,5 +989,34 @@ mod tests {
         );
         let events = decode(text.as_bytes()).unwrap();
         assert!(matches!(&events[0], StreamEvent::Error(e) if e.kind == ErrorKind::Overloaded));
+    }
+
+    /// A chunk's `logprobs` (OpenAI's streamed `chat.completion.chunk`
+    /// with `logprobs: true`) is an IR `Logprobs` delta after its text,
+    /// and written back as a chunk of its own.
+    #[test]
+    fn streamed_logprobs_decode_and_encode() {
+        let chunk = r#"data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"logprobs":{"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[]}],"refusal":null},"finish_reason":null}]}
+
+data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}]}
+
+data: [DONE]
+
+"#;
+        use switchyard_codec::Codec;
+        let events = crate::OpenAiCodec.decode_stream(&[chunk.as_bytes()]).unwrap();
+        let tokens: Vec<&switchyard_codec::ir::TokenLogprob> = events
+            .iter()
+            .filter_map(|event| match event {
+                StreamEvent::BlockDelta { delta: Delta::Logprobs(tokens), .. } => Some(tokens),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        assert_eq!(tokens.len(), 1);
+        assert_eq!((tokens[0].token.as_str(), tokens[0].logprob), ("Hi", -0.5));
+        let written = crate::OpenAiCodec.encode_stream(switchyard_codec::Framing::Sse, &events);
+        let text = String::from_utf8(written).unwrap();
+        assert!(text.contains(r#""logprobs":{"content":[{"token":"Hi","logprob":-0.5,"bytes":[72,105],"top_logprobs":[]}],"refusal":null}"#), "{text}");
     }
 }

@@ -159,6 +159,9 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::SystemMessage => "messages.system",
         Field::ToolStrict => "tools.function.strict",
         Field::Audio => "messages.content.input_audio",
+        Field::Logprobs => "logprobs",
+        Field::TopLogprobs => "top_logprobs",
+        Field::Choices => "n",
         _ => return None,
     })
 }

@@ -191,6 +191,8 @@ fn request() -> impl Strategy<Value = Request> {
                 (max_tokens, temperature, top_p, stop, seed, frequency_penalty, presence_penalty),
                 (response_format, reasoning, stream, user, metadata),
             )| Request {
+                logprobs: None,
+                n: None,
                 model,
                 system: system.into_iter().map(switchyard_codec::ir::TextBlock::new).collect(),
                 messages,
@@ -247,6 +249,8 @@ fn response() -> impl Strategy<Value = Response> {
         usage(),
     )
         .prop_map(|(id, model, created, text, calls, stop_reason, usage)| Response {
+            logprobs: Vec::new(),
+            choices: Vec::new(),
             id,
             model,
             created: Some(created),
@@ -356,6 +360,8 @@ fn fixture_stream_survives_re_encoding() {
 #[test]
 fn encoded_stream_has_the_openai_shape() {
     let response = Response {
+        logprobs: Vec::new(),
+        choices: Vec::new(),
         id: "chatcmpl-1".into(),
         model: "gpt-4o".into(),
         created: None,

@@ -35,7 +35,7 @@ use crate::wire::{
 const PROTOCOL: Protocol = Protocol::Responses;
 
 /// Body keys the IR models (wholly or in part); every other key is extra.
-const MODELLED: [&str; 14] = [
+const MODELLED: [&str; 16] = [
     "model",
     "instructions",
     "input",
@@ -50,6 +50,8 @@ const MODELLED: [&str; 14] = [
     "stream",
     "user",
     "metadata",
+    "include",
+    "top_logprobs",
 ];
 
 /// Extra keys a same-protocol write merges instead of copying verbatim.
@@ -93,12 +95,39 @@ pub(crate) fn read_request(body: &[u8]) -> Result<ir::Request, DecodeError> {
         Some(Value::Object(metadata)) => request.metadata = metadata.clone(),
         Some(_) => return Err(DecodeError::invalid("metadata", "metadata must be an object")),
     }
+    read_logprobs(map, &mut request)?;
     for (key, value) in map {
         if !MODELLED.contains(&key.as_str()) {
             request.extra.insert(PROTOCOL, key.clone(), value.clone());
         }
     }
     Ok(request)
+}
+
+/// What `include` names to have the output text's log probabilities.
+const LOGPROBS_INCLUDE: &str = "message.output_text.logprobs";
+
+/// `include: ["message.output_text.logprobs"]` or `top_logprobs` (0 to
+/// 20) ask for log probabilities; what else `include` names is kept.
+fn read_logprobs(map: &Map<String, Value>, request: &mut ir::Request) -> Result<(), DecodeError> {
+    let top = opt_u64(map, "top_logprobs", "top_logprobs")?;
+    let mut asked = top.is_some();
+    match map.get("include") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(names)) => {
+            let rest: Vec<Value> =
+                names.iter().filter(|name| name.as_str() != Some(LOGPROBS_INCLUDE)).cloned().collect();
+            asked |= rest.len() != names.len();
+            if !rest.is_empty() {
+                request.extra.insert(PROTOCOL, "include".to_owned(), Value::Array(rest));
+            }
+        }
+        Some(other) => request.extra.insert(PROTOCOL, "include".to_owned(), other.clone()),
+    }
+    if asked {
+        request.logprobs = Some(top.map_or(0, |top| u32::try_from(top).unwrap_or(u32::MAX)));
+    }
+    Ok(())
 }
 
 /// Reads the `input` item list into system text and conversation turns.
@@ -540,6 +569,17 @@ pub(crate) fn write_request(request: &ir::Request, capabilities: &ir::Capabiliti
     if !request.metadata.is_empty() {
         body.insert("metadata".into(), Value::Object(request.metadata.clone()));
     }
+    if let Some(top) = request.logprobs {
+        let mut include = match merged("include") {
+            Some(Value::Array(names)) => names.clone(),
+            _ => Vec::new(),
+        };
+        include.push(json!(LOGPROBS_INCLUDE));
+        body.insert("include".into(), Value::Array(include));
+        if top > 0 {
+            body.insert("top_logprobs".into(), json!(top));
+        }
+    }
 
     // Knobs the Responses API does not have.
     let unsupported = [
@@ -549,6 +589,7 @@ pub(crate) fn write_request(request: &ir::Request, capabilities: &ir::Capabiliti
         (Field::Seed, request.seed.is_some()),
         (Field::FrequencyPenalty, request.frequency_penalty.is_some()),
         (Field::PresencePenalty, request.presence_penalty.is_some()),
+        (Field::Choices, request.extra_choices() > 0),
     ];
     for (field, present) in unsupported {
         if present {
@@ -1116,5 +1157,21 @@ mod tests {
         assert_eq!(out["input"][0]["content"][0]["prompt_cache_breakpoint"], json!({"mode": "explicit"}));
         let back = read_request(&write_request(&request, &ir::Capabilities::default()).body).unwrap();
         assert_eq!(back.system, request.system);
+    }
+
+    /// `include: ["message.output_text.logprobs"]` with `top_logprobs`, as
+    /// the Responses reference names them: read into the IR, written back
+    /// beside what else `include` named.
+    #[test]
+    fn logprobs_are_asked_by_include_and_top_logprobs() {
+        let body = json!({"model": "m", "input": "hi", "top_logprobs": 3,
+            "include": ["reasoning.encrypted_content", "message.output_text.logprobs"]});
+        let request = read(body);
+        assert_eq!(request.logprobs, Some(3));
+        let (out, dropped) = written(&request);
+        assert!(dropped.is_empty(), "{dropped:?}");
+        assert_eq!(out["include"], json!(["reasoning.encrypted_content", "message.output_text.logprobs"]));
+        assert_eq!(out["top_logprobs"], json!(3));
+        assert_eq!(read(json!({"model": "m", "input": "hi"})).logprobs, None);
     }
 }

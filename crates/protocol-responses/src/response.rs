@@ -39,7 +39,34 @@ pub(crate) fn read_response(body: &[u8]) -> Result<ir::Response, DecodeError> {
         stop_reason: stop_reason(map, signals),
         stop_sequence: None,
         usage: usage_of(map),
+        logprobs: output_logprobs(output),
+        choices: Vec::new(),
     })
+}
+
+/// The log probabilities of the message's `output_text` parts, in order.
+fn output_logprobs(output: &[Value]) -> Vec<ir::TokenLogprob> {
+    let mut tokens = Vec::new();
+    let messages = output.iter().filter(|item| item.get("type").and_then(Value::as_str) == Some("message"));
+    for part in messages.filter_map(|item| item.get("content")?.as_array()).flatten() {
+        if let Some(Value::Array(_)) = part.get("logprobs") {
+            tokens.extend(read_logprobs(part.get("logprobs")));
+        }
+    }
+    tokens
+}
+
+/// OpenAI-shaped tokens (an `output_text` part's or a delta event's
+/// `logprobs`).
+pub(crate) fn read_logprobs(value: Option<&Value>) -> Vec<ir::TokenLogprob> {
+    match value {
+        Some(Value::Array(items)) if !items.is_empty() => {
+            let tokens: Vec<switchyard_codec::logprobs::WireToken> =
+                serde_json::from_value(Value::Array(items.clone())).unwrap_or_default();
+            switchyard_codec::logprobs::read(tokens)
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// What the output items say about why generation stopped.
@@ -250,7 +277,19 @@ pub(crate) fn response_object(parts: ResponseParts<'_>) -> Value {
 /// IR response → wire body.
 pub(crate) fn write_response(response: &ir::Response) -> Encoded {
     let mut dropped = Vec::new();
-    let output = write_output(&response.id, &response.content, &mut dropped);
+    let mut output = write_output(&response.id, &response.content, &mut dropped);
+    if !response.logprobs.is_empty() {
+        // The reply's log probabilities ride on its first `output_text`.
+        let first_text = output
+            .iter_mut()
+            .filter(|item| item.get("type").and_then(Value::as_str) == Some("message"))
+            .filter_map(|item| item.get_mut("content")?.as_array_mut())
+            .flatten()
+            .find(|part| part.get("type").and_then(Value::as_str) == Some("output_text"));
+        if let Some(Value::Object(part)) = first_text {
+            part.insert("logprobs".into(), json!(switchyard_codec::logprobs::write(&response.logprobs)));
+        }
+    }
     if response.stop_sequence.is_some() {
         report(&mut dropped, Field::StopSequence);
     }
@@ -331,6 +370,22 @@ fn write_output(response_id: &str, content: &[Block], dropped: &mut Vec<Dropped>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `output_text` part's `logprobs`, as the Responses reference
+    /// shows them, read into the IR and written back on the first part.
+    #[test]
+    fn output_text_logprobs_read_and_write_back() {
+        let logprobs = json!([{"token": "Hi", "logprob": -0.25, "bytes": [72, 105],
+            "top_logprobs": [{"token": "Hi", "logprob": -0.25, "bytes": [72, 105]}]}]);
+        let body = json!({"id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o",
+            "output": [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": "Hi", "annotations": [], "logprobs": logprobs}]}]});
+        let response = read_response(body.to_string().as_bytes()).unwrap();
+        assert_eq!(response.logprobs.len(), 1);
+        assert_eq!(response.logprobs[0].top[0].logprob, -0.25);
+        let written: Value = serde_json::from_slice(&write_response(&response).body).unwrap();
+        assert_eq!(written["output"][0]["content"][0]["logprobs"], logprobs);
+    }
 
     #[test]
     fn status_and_stop_reason_agree_both_ways() {

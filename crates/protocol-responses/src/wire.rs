@@ -123,6 +123,8 @@ pub(crate) const EFFORTS: [Effort; 5] = [Effort::Minimal, Effort::Low, Effort::M
 pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
     Some(match field {
         Field::MaxTokens => "max_output_tokens",
+        Field::Logprobs => "include",
+        Field::TopLogprobs => "top_logprobs",
         Field::Temperature => "temperature",
         Field::TopP => "top_p",
         Field::JsonMode => "text.format",

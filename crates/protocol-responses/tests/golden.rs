@@ -247,6 +247,8 @@ fn encoded_error_is_an_error_event_then_a_failed_response() {
 #[test]
 fn max_tokens_ends_with_response_incomplete() {
     let response = ir::Response {
+        logprobs: Vec::new(),
+        choices: Vec::new(),
         id: "resp_1".into(),
         model: "m".into(),
         created: Some(1),

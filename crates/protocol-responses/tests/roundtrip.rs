@@ -263,7 +263,7 @@ prop_compose! {
             (false, false, true) => StopReason::ToolUse,
             (false, false, false) => StopReason::EndTurn,
         });
-        ir::Response { id, model, created: Some(created), content, stop_reason, stop_sequence: None, usage }
+        ir::Response { logprobs: Vec::new(), choices: Vec::new(), id, model, created: Some(created), content, stop_reason, stop_sequence: None, usage }
     }
 }
 

@@ -61,7 +61,10 @@ fn completion_fragment(field: Field) -> Option<Value> {
         | Field::Seed
         | Field::FrequencyPenalty
         | Field::PresencePenalty
-        | Field::User => fragment_of(field, Column::Of(Protocol::OpenAi)),
+        | Field::User
+        | Field::Choices => fragment_of(field, Column::Of(Protocol::OpenAi)),
+        Field::Logprobs => Some(json!({"logprobs": 0})),
+        Field::TopLogprobs => Some(json!({"logprobs": 5})),
         _ => None,
     }
 }
@@ -237,6 +240,23 @@ fn fragment(field: Field, protocol: Protocol) -> Option<Value> {
         Field::Metadata => match protocol {
             OpenAi | Responses => Some(json!({"metadata": {"team": "a"}})),
             Bedrock => Some(json!({"requestMetadata": {"team": "a"}})),
+            _ => None,
+        },
+        Field::Logprobs => match protocol {
+            OpenAi | Cohere => Some(json!({"logprobs": true})),
+            Responses => Some(json!({"include": ["message.output_text.logprobs"]})),
+            Gemini => Some(json!({"generationConfig": {"responseLogprobs": true}})),
+            Anthropic | Bedrock => None,
+        },
+        Field::TopLogprobs => match protocol {
+            OpenAi => Some(json!({"logprobs": true, "top_logprobs": 5})),
+            Responses => Some(json!({"include": ["message.output_text.logprobs"], "top_logprobs": 5})),
+            Gemini => Some(json!({"generationConfig": {"responseLogprobs": true, "logprobs": 5}})),
+            Anthropic | Cohere | Bedrock => None,
+        },
+        Field::Choices => match protocol {
+            OpenAi => Some(json!({"n": 2})),
+            Gemini => Some(json!({"generationConfig": {"candidateCount": 2}})),
             _ => None,
         },
         other => panic!("{other} has no row in the table"),

@@ -136,6 +136,7 @@ pub fn respond_to(
             None => response.content.push(Block::text(note.trim_start())),
         }
     }
+    several(&mut response, &request);
     if !stream {
         let encoded = codec.write_response(&response);
         return UpstreamResponse { status: StatusCode::OK, headers: json_headers(), body: full_body(encoded.body) };
@@ -204,6 +205,70 @@ fn heard_audio(request: &Request) -> Vec<String> {
                 Some(format!("{} {url}", media_type.as_deref().unwrap_or("?")))
             }
             _ => None,
+        })
+        .collect()
+}
+
+/// The replies after the first a request asks for (`n`,
+/// `candidateCount`: each the first's content, its text marked
+/// `(choice i)`), and every reply's log probabilities when asked for, as
+/// the vendors that have them answer.
+fn several(response: &mut Response, request: &Request) {
+    for index in 1..=request.extra_choices().min(MOST_CHOICES) {
+        let mut content = response.content.clone();
+        if let Some(text) = content.iter_mut().find_map(|block| match block {
+            Block::Text(text) => Some(text),
+            _ => None,
+        }) {
+            text.text.push_str(&format!(" (choice {index})"));
+        }
+        response.choices.push(switchyard_ir::Choice {
+            content,
+            stop_reason: response.stop_reason,
+            logprobs: Vec::new(),
+        });
+    }
+    let extra = response.choices.len() as u64;
+    response.usage.output_tokens += response.usage.output_tokens * extra;
+    let Some(top) = request.logprobs else { return };
+    response.logprobs = token_logprobs(&response.content, top);
+    for choice in &mut response.choices {
+        choice.logprobs = token_logprobs(&choice.content, top);
+    }
+}
+
+/// The most replies the fake makes for one request.
+const MOST_CHOICES: u32 = 8;
+
+/// The fake's tokens of a reply's first text: its pieces up to and with
+/// each space, each with a log probability and `top` alternatives (the
+/// token itself first) drawn from its text.
+pub fn token_logprobs(content: &[Block], top: u32) -> Vec<switchyard_ir::TokenLogprob> {
+    let Some(text) = content.iter().find_map(|block| match block {
+        Block::Text(text) => Some(text.text.as_str()),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let logprob = |token: &str| -((fnv1a(token.as_bytes()) % 4096) as f64) / 1024.0;
+    let id = |token: &str| (fnv1a(token.as_bytes()) % 100_000) as i64;
+    text.split_inclusive(' ')
+        .map(|token| switchyard_ir::TokenLogprob {
+            token: token.to_owned(),
+            logprob: logprob(token),
+            bytes: None,
+            id: Some(id(token)),
+            top: (0..top)
+                .map(|place| {
+                    let alternative = if place == 0 { token.to_owned() } else { format!("{token}~{place}") };
+                    switchyard_ir::TopLogprob {
+                        logprob: logprob(token) - f64::from(place),
+                        id: Some(id(&alternative)),
+                        token: alternative,
+                        bytes: None,
+                    }
+                })
+                .collect(),
         })
         .collect()
 }
@@ -398,6 +463,7 @@ pub fn reply(protocol: Protocol, model: &str, request: &Request) -> Response {
         stop_reason,
         stop_sequence: None,
         usage: Usage { input_tokens, output_tokens, ..Usage::default() },
+        ..Response::default()
     }
 }
 
@@ -594,14 +660,32 @@ fn wants_reasoning(reasoning: Option<&Reasoning>) -> bool {
     reasoning.is_some_and(|r| !r.is_off() && (r.effort.is_some() || r.budget_tokens.is_some_and(|b| b > 0)))
 }
 
-/// Splits text deltas at spaces so a streamed reply has several frames.
+/// Splits text deltas at spaces so a streamed reply has several frames;
+/// the text's log probabilities, one token a piece, follow each piece.
 fn split_deltas(events: Vec<StreamEvent>) -> Vec<StreamEvent> {
     let mut out = Vec::with_capacity(events.len() * 2);
-    for event in events {
+    let mut events = events.into_iter().peekable();
+    while let Some(event) = events.next() {
         match event {
             StreamEvent::BlockDelta { index, delta: Delta::Text(text) } => {
-                for piece in text.split_inclusive(' ') {
+                let pieces: Vec<&str> = text.split_inclusive(' ').collect();
+                let tokens = match events.peek() {
+                    Some(StreamEvent::BlockDelta { delta: Delta::Logprobs(tokens), .. })
+                        if tokens.len() == pieces.len() =>
+                    {
+                        match events.next() {
+                            Some(StreamEvent::BlockDelta { delta: Delta::Logprobs(tokens), .. }) => tokens,
+                            _ => Vec::new(),
+                        }
+                    }
+                    _ => Vec::new(),
+                };
+                let mut tokens = tokens.into_iter();
+                for piece in pieces {
                     out.push(StreamEvent::BlockDelta { index, delta: Delta::Text(piece.to_owned()) });
+                    if let Some(token) = tokens.next() {
+                        out.push(StreamEvent::BlockDelta { index, delta: Delta::Logprobs(vec![token]) });
+                    }
                 }
             }
             StreamEvent::BlockStart { index, block: BlockStart::Text } => {

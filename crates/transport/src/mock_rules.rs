@@ -69,6 +69,11 @@
 //!   `premium`, and refuse an extraneous key, as Stability's models on
 //!   Bedrock do (their bodies have no count: one image a call); OpenAI
 //!   makes 1 to 10, dall-e-3 one;
+//! - OpenAI's Chat Completions and Responses (API reference,
+//!   `top_logprobs`: "an integer between 0 and 20") refuse more than 20
+//!   alternatives, and its reasoning models refuse `logprobs` while they
+//!   reason (the reasoning guide's limitations list it with the sampling
+//!   parameters);
 //! - OpenAI's legacy completions (API reference, "Create completion"):
 //!   `best_of` results cannot be streamed, `best_of` must be at least `n`,
 //!   and `logprobs` is at most 5.
@@ -95,6 +100,11 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
     if let Some(info) = audio(protocol, model, request) {
         return Some(info);
     }
+    if matches!(protocol, Protocol::OpenAi | Protocol::Responses) {
+        if let Some(info) = openai_top_logprobs(request) {
+            return Some(info);
+        }
+    }
     match protocol {
         Protocol::OpenAi | Protocol::Responses => openai(protocol, model, request),
         Protocol::Anthropic if model.contains("claude-") => claude(model, request),
@@ -109,7 +119,11 @@ pub fn refused(protocol: Protocol, model: &str, request: &Request) -> Option<Err
 /// completions codec reads it: what chat lacks in `extra`) with, if it
 /// refuses it.
 pub fn refused_completion(request: &Request) -> Option<ErrorInfo> {
-    let count = |name: &str| request.extra.fields.get(name).and_then(serde_json::Value::as_u64);
+    let count = |name: &str| match name {
+        "n" => request.n.map(u64::from),
+        "logprobs" => request.logprobs.map(u64::from),
+        _ => request.extra.fields.get(name).and_then(serde_json::Value::as_u64),
+    };
     let invalid = |param: &str, message: &str| {
         let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message.to_owned()).with_status(400);
         info.param = Some(param.to_owned());
@@ -324,6 +338,22 @@ fn audio(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInfo
     }
 }
 
+/// The most alternatives OpenAI's `top_logprobs` takes.
+const OPENAI_TOP_LOGPROBS: u32 = 20;
+
+/// OpenAI's 400 for `top_logprobs` past 20.
+fn openai_top_logprobs(request: &Request) -> Option<ErrorInfo> {
+    let top = request.logprobs.filter(|top| *top > OPENAI_TOP_LOGPROBS)?;
+    Some(invalid(
+        format!(
+            "Invalid 'top_logprobs': integer above maximum value. Expected a value <= {OPENAI_TOP_LOGPROBS}, \
+             but got {top} instead."
+        ),
+        "top_logprobs",
+        "integer_above_max_value",
+    ))
+}
+
 fn invalid(message: String, param: &str, code: &str) -> ErrorInfo {
     let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
     info.param = Some(param.to_owned());
@@ -360,6 +390,7 @@ fn openai(protocol: Protocol, model: &str, request: &Request) -> Option<ErrorInf
         ("top_p", request.top_p.is_some()),
         ("frequency_penalty", request.frequency_penalty.is_some()),
         ("presence_penalty", request.presence_penalty.is_some()),
+        ("logprobs", request.logprobs.is_some()),
     ];
     let (name, _) = sampling.into_iter().find(|(_, sent)| *sent)?;
     Some(invalid(

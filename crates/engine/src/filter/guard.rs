@@ -184,7 +184,8 @@ impl Filter for Guard {
             return Ok(());
         }
         let places = cx.env.codec_for(cx.call.operation, cx.call.ingress).opaque().reply;
-        whole.body = self.screen_reply(std::mem::take(&mut whole.body), places, cx.record)?;
+        let body = without_logprobs(std::mem::take(&mut whole.body));
+        whole.body = self.screen_reply(body, places, cx.record)?;
         Ok(())
     }
 
@@ -248,6 +249,29 @@ impl Guard {
     }
 }
 
+/// A whole reply without its tokens' log probabilities. They spell the
+/// reply's text a token at a time, where a rule split across tokens never
+/// matches, so a screened reply goes without them (a screened stream drops
+/// them likewise). Only a body that holds some is parsed.
+fn without_logprobs(body: Bytes) -> Bytes {
+    fn strip(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(members) => {
+                members.retain(|name, _| !matches!(name.as_str(), "logprobs" | "logprobsResult" | "top_logprobs"));
+                members.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    if memchr::memmem::find(&body, b"logprob").is_none() {
+        return body;
+    }
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&body) else { return body };
+    strip(&mut value);
+    serde_json::to_vec(&value).map_or(body, Bytes::from)
+}
+
 /// The caller's refusal for a body the screen could not read.
 fn unreadable(malformed: &json::Malformed, direction: Direction) -> ErrorInfo {
     match direction {
@@ -283,4 +307,27 @@ pub(crate) fn refusal(blocked: &Blocked, direction: Direction) -> ErrorInfo {
     let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
     info.code = Some("policy_violation".to_owned());
     info
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "test code: a failed unwrap is a failed test")]
+    use super::*;
+
+    #[test]
+    fn a_screened_reply_goes_without_its_tokens_log_probabilities() {
+        // "secret" split over two tokens: no rule reads the pieces whole.
+        let chat = br#"{"choices":[{"index":0,"message":{"content":"a secret"},"logprobs":{"content":[{"token":"a se","logprob":-0.1,"top_logprobs":[]},{"token":"cret","logprob":-0.2,"top_logprobs":[]}]}}]}"#;
+        let stripped = without_logprobs(Bytes::from_static(chat));
+        let value: serde_json::Value = serde_json::from_slice(&stripped).unwrap();
+        assert!(value["choices"][0].get("logprobs").is_none());
+        assert_eq!(value["choices"][0]["message"]["content"], "a secret");
+        let gemini =
+            br#"{"candidates":[{"content":{"parts":[{"text":"x"}]},"logprobsResult":{"chosenCandidates":[]}}]}"#;
+        let stripped = without_logprobs(Bytes::from_static(gemini));
+        assert!(!String::from_utf8_lossy(&stripped).contains("logprobsResult"));
+        // A body without any is passed on as it came.
+        let plain = Bytes::from_static(br#"{"choices":[{"message":{"content":"hi"}}]}"#);
+        assert_eq!(without_logprobs(plain.clone()).as_ptr(), plain.as_ptr());
+    }
 }

@@ -2,8 +2,8 @@
 //! written from it. Stream chunks are the same object (`stream`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use switchyard_codec::ir::{Block, Field, Response, StopReason};
+use serde_json::{Map, Value};
+use switchyard_codec::ir::{Block, Choice, Dropped, Field, Response, StopReason, TokenLogprob, TopLogprob};
 use switchyard_codec::{DecodeError, Encoded};
 
 use crate::response::unix_seconds;
@@ -38,10 +38,92 @@ pub(crate) struct WireChoice {
     pub text: Option<String>,
     #[serde(default)]
     pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub logprobs: Option<CompletionLogprobs>,
 }
 
-/// Reads a `text_completion` body. Only the first choice is kept (the IR
-/// models one reply).
+/// A completion choice's `logprobs`: parallel arrays of its tokens, their
+/// log probabilities, the likeliest tokens at each place (a map of token
+/// to log probability) and where each token starts in the text.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct CompletionLogprobs {
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    #[serde(default)]
+    pub token_logprobs: Vec<Option<f64>>,
+    #[serde(default)]
+    pub top_logprobs: Option<Vec<Option<Map<String, Value>>>>,
+    #[serde(default)]
+    pub text_offset: Vec<u64>,
+}
+
+impl CompletionLogprobs {
+    /// The IR's tokens (a missing log probability, the echoed prompt's
+    /// first, reads as 0).
+    pub(crate) fn into_ir(self) -> Vec<TokenLogprob> {
+        let mut tops = self.top_logprobs.unwrap_or_default().into_iter();
+        let mut logprobs = self.token_logprobs.into_iter();
+        self.tokens
+            .into_iter()
+            .map(|token| TokenLogprob {
+                token,
+                logprob: logprobs.next().flatten().unwrap_or(0.0),
+                top: tops
+                    .next()
+                    .flatten()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(token, logprob)| TopLogprob {
+                        token,
+                        logprob: logprob.as_f64().unwrap_or(0.0),
+                        ..TopLogprob::default()
+                    })
+                    .collect(),
+                ..TokenLogprob::default()
+            })
+            .collect()
+    }
+
+    /// The IR's tokens as a completion says them, the first starting at
+    /// `offset` in the text; `None` when there are none.
+    pub(crate) fn from_ir(tokens: &[TokenLogprob], mut offset: u64) -> Option<CompletionLogprobs> {
+        if tokens.is_empty() {
+            return None;
+        }
+        let mut out = CompletionLogprobs {
+            tokens: Vec::with_capacity(tokens.len()),
+            token_logprobs: Vec::with_capacity(tokens.len()),
+            top_logprobs: None,
+            text_offset: Vec::with_capacity(tokens.len()),
+        };
+        let any_top = tokens.iter().any(|token| !token.top.is_empty());
+        let mut tops = Vec::new();
+        for token in tokens {
+            out.tokens.push(token.token.clone());
+            out.token_logprobs.push(Some(token.logprob));
+            out.text_offset.push(offset);
+            offset += token.token.len() as u64;
+            if any_top {
+                let map: Map<String, Value> = token
+                    .top
+                    .iter()
+                    .map(|top| {
+                        (
+                            top.token.clone(),
+                            serde_json::Number::from_f64(top.logprob).map_or(Value::Null, Value::Number),
+                        )
+                    })
+                    .collect();
+                tops.push(Some(map));
+            }
+        }
+        out.top_logprobs = any_top.then_some(tops);
+        Some(out)
+    }
+}
+
+/// Reads a `text_completion` body: choice 0 is the response, the others
+/// (`n > 1`) its `choices`.
 pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
     let wire: WireCompletion = serde_json::from_slice(body)?;
     if let (Some(error), None) = (&wire.error, &wire.choices) {
@@ -57,13 +139,21 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
         usage: wire.usage.map(|u| u.to_ir(wire.service_tier.as_deref())).unwrap_or_default(),
         ..Response::default()
     };
-    let choice = wire.choices.unwrap_or_default().into_iter().find(|c| c.index.unwrap_or(0) == 0);
-    if let Some(choice) = choice {
-        response.stop_reason = choice.finish_reason.as_deref().map(stop_reason_from_finish);
-        if let Some(text) = choice.text.filter(|text| !text.is_empty()) {
-            response.content.push(Block::text(text));
-        }
+    let mut choices = wire.choices.unwrap_or_default();
+    if choices.len() > 1 {
+        choices.sort_by_key(|c| c.index.unwrap_or(0));
     }
+    let mut choices = choices.into_iter().map(|choice| Choice {
+        stop_reason: choice.finish_reason.as_deref().map(stop_reason_from_finish),
+        content: choice.text.filter(|text| !text.is_empty()).map(Block::text).into_iter().collect(),
+        logprobs: choice.logprobs.map(CompletionLogprobs::into_ir).unwrap_or_default(),
+    });
+    if let Some(first) = choices.next() {
+        response.stop_reason = first.stop_reason;
+        response.content = first.content;
+        response.logprobs = first.logprobs;
+    }
+    response.choices = choices.collect();
     Ok(response)
 }
 
@@ -73,7 +163,7 @@ struct OutCompletion<'a> {
     object: &'static str,
     created: i64,
     model: &'a str,
-    choices: [OutChoice; 1],
+    choices: Vec<OutChoice>,
     usage: WireUsage,
 }
 
@@ -81,7 +171,7 @@ struct OutCompletion<'a> {
 pub(crate) struct OutChoice {
     pub text: String,
     pub index: u32,
-    pub logprobs: Option<()>,
+    pub logprobs: Option<CompletionLogprobs>,
     pub finish_reason: Option<&'static str>,
 }
 
@@ -100,40 +190,60 @@ pub(crate) fn finish_of(reason: StopReason) -> &'static str {
     }
 }
 
-/// Writes a `text_completion` body: the reply's text blocks joined into
-/// its one choice's `text`; what a completion has no place for (reasoning,
+/// Writes a `text_completion` body: each reply's text blocks joined into
+/// its choice's `text`; what a completion has no place for (reasoning,
 /// tool calls) is reported.
 pub(crate) fn write(response: &Response) -> Encoded {
     let mut dropped = Vec::new();
-    let mut text = String::new();
-    for block in &response.content {
-        match block {
-            Block::Text(block) => {
-                if !block.citations.is_empty() {
-                    report(&mut dropped, Field::Citations);
-                }
-                text.push_str(&block.text);
-            }
-            Block::Thinking { .. } => report(&mut dropped, Field::Thinking),
-            Block::RedactedThinking { .. } => report(&mut dropped, Field::RedactedThinking),
-            Block::ToolUse(_)
-            | Block::Image { .. }
-            | Block::Audio { .. }
-            | Block::Document { .. }
-            | Block::ToolResult(_)
-            | Block::Unmodelled(_) => report(&mut dropped, Field::MisplacedBlock),
-        }
-    }
     if response.stop_sequence.is_some() {
         report(&mut dropped, Field::StopSequence);
+    }
+    let mut choices = Vec::with_capacity(1 + response.choices.len());
+    choices.push(out_choice(0, &response.content, response.stop_reason, &response.logprobs, &mut dropped));
+    for (index, choice) in (1..).zip(&response.choices) {
+        choices.push(out_choice(index, &choice.content, choice.stop_reason, &choice.logprobs, &mut dropped));
     }
     let out = OutCompletion {
         id: &response.id,
         object: OBJECT,
         created: response.created.unwrap_or(0),
         model: &response.model,
-        choices: [OutChoice { text, index: 0, logprobs: None, finish_reason: response.stop_reason.map(finish_of) }],
+        choices,
         usage: WireUsage::from_ir(&response.usage),
     };
     Encoded { body: switchyard_codec::json::to_vec(&out), dropped }
+}
+
+fn out_choice(
+    index: u32,
+    blocks: &[Block],
+    stop_reason: Option<StopReason>,
+    tokens: &[TokenLogprob],
+    dropped: &mut Vec<Dropped>,
+) -> OutChoice {
+    let mut text = String::new();
+    for block in blocks {
+        match block {
+            Block::Text(block) => {
+                if !block.citations.is_empty() {
+                    report(dropped, Field::Citations);
+                }
+                text.push_str(&block.text);
+            }
+            Block::Thinking { .. } => report(dropped, Field::Thinking),
+            Block::RedactedThinking { .. } => report(dropped, Field::RedactedThinking),
+            Block::ToolUse(_)
+            | Block::Image { .. }
+            | Block::Audio { .. }
+            | Block::Document { .. }
+            | Block::ToolResult(_)
+            | Block::Unmodelled(_) => report(dropped, Field::MisplacedBlock),
+        }
+    }
+    OutChoice {
+        text,
+        index,
+        logprobs: CompletionLogprobs::from_ir(tokens, 0),
+        finish_reason: stop_reason.map(finish_of),
+    }
 }

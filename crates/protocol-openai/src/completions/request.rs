@@ -11,6 +11,9 @@ use super::DEFAULT_MAX_TOKENS;
 use crate::request::{insert_f64, read_stop, take, take_bool, take_f64, take_i64, take_string, take_u64};
 use crate::wire::report;
 
+/// The most alternatives a completion's `logprobs` takes.
+const MOST_LOGPROBS: u32 = 5;
+
 /// Reads a completion request: the prompt as one user message, the
 /// sampling knobs chat has, and in `extra` what asks for something chat
 /// cannot say.
@@ -33,6 +36,10 @@ pub(crate) fn read(body: &[u8]) -> Result<Request, DecodeError> {
     request.presence_penalty = take_f64(&mut fields, "presence_penalty")?;
     request.stop = read_stop(take(&mut fields, "stop"))?;
     request.user = take_string(&mut fields, "user")?;
+    // `logprobs`: the likeliest alternatives at each token (0 to 5), its
+    // own tokens' log probabilities with them.
+    request.logprobs = take_u64(&mut fields, "logprobs")?.map(|top| u32::try_from(top).unwrap_or(u32::MAX));
+    request.n = take_u64(&mut fields, "n")?.filter(|n| *n != 1).map(|n| u32::try_from(n).unwrap_or(u32::MAX));
     request.stream = take_bool(&mut fields, "stream")?.unwrap_or(false);
     if let Some(options) = take(&mut fields, "stream_options") {
         // The writer always asks for usage, as chat's does.
@@ -106,6 +113,14 @@ pub(crate) fn write(request: &Request) -> Encoded {
     if let Some(user) = &request.user {
         body.insert("user".into(), Value::String(user.clone()));
     }
+    if let Some(top) = request.logprobs {
+        // A completion takes at most 5 alternatives.
+        if top > MOST_LOGPROBS {
+            Dropped::push_once(&mut dropped, Field::TopLogprobs, DropReason::Converted);
+        }
+        body.insert("logprobs".into(), top.min(MOST_LOGPROBS).into());
+    }
+    crate::request::write_n(request, &mut body, &mut dropped);
     for field in lost_fields(request) {
         report(&mut dropped, field);
     }
@@ -220,6 +235,8 @@ pub(crate) fn parameter_path(field: Field) -> Option<&'static str> {
         Field::PresencePenalty => "presence_penalty",
         Field::User => "user",
         Field::StreamOptions => "stream_options",
+        Field::Logprobs | Field::TopLogprobs => "logprobs",
+        Field::Choices => "n",
         _ => return None,
     })
 }

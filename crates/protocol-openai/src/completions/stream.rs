@@ -10,7 +10,7 @@ use switchyard_codec::frame::{write_sse, SseEvent, SseHandler, SseStream};
 use switchyard_codec::ir::{BlockStart, Delta, StopReason, StreamEvent, Usage};
 use switchyard_codec::{DecodeError, StreamEncoder};
 
-use super::reply::{finish_of, OutChoice, WireCompletion, OBJECT};
+use super::reply::{finish_of, CompletionLogprobs, OutChoice, WireCompletion, OBJECT};
 use crate::error::{body as error_body, VendorError};
 use crate::response::unix_seconds;
 use crate::wire::{stop_reason_from_finish, WireUsage};
@@ -66,6 +66,14 @@ impl Chunks {
                     out.push(StreamEvent::BlockStart { index: 0, block: BlockStart::Text });
                 }
                 out.push(StreamEvent::BlockDelta { index: 0, delta: Delta::Text(text) });
+            }
+            let tokens = choice.logprobs.map(CompletionLogprobs::into_ir).unwrap_or_default();
+            if !tokens.is_empty() {
+                if !self.open {
+                    self.open = true;
+                    out.push(StreamEvent::BlockStart { index: 0, block: BlockStart::Text });
+                }
+                out.push(StreamEvent::BlockDelta { index: 0, delta: Delta::Logprobs(tokens) });
             }
             if let Some(finish) = choice.finish_reason {
                 self.close(out);
@@ -158,6 +166,8 @@ pub(crate) struct CompletionEncoder {
     ended: bool,
     /// Write the trailing `choices: []` usage chunk.
     usage_chunk: bool,
+    /// Where the next token with a log probability starts in the text.
+    token_offset: u64,
 }
 
 impl CompletionEncoder {
@@ -196,6 +206,16 @@ impl StreamEncoder for CompletionEncoder {
             StreamEvent::BlockDelta { index, delta: Delta::Text(text) } => {
                 if Some(*index) == self.text_block && !text.is_empty() {
                     self.write_text(text.clone(), None, out);
+                }
+            }
+            StreamEvent::BlockDelta { index, delta: Delta::Logprobs(tokens) } => {
+                if Some(*index) == self.text_block {
+                    if let Some(logprobs) = CompletionLogprobs::from_ir(tokens, self.token_offset) {
+                        self.token_offset += tokens.iter().map(|t| t.token.len() as u64).sum::<u64>();
+                        let choice =
+                            OutChoice { text: String::new(), index: 0, logprobs: Some(logprobs), finish_reason: None };
+                        self.write_chunk(vec![choice], None, out);
+                    }
                 }
             }
             StreamEvent::BlockDelta { .. } => {}

@@ -58,21 +58,26 @@ fn what_chat_cannot_say_is_kept_for_openai_and_reported_elsewhere() {
     });
     let request = CompletionsCodec.read_request(body.to_string().as_bytes()).unwrap();
     let kept: Vec<&str> = request.extra.fields.keys().map(String::as_str).collect();
-    assert_eq!(kept, ["suffix", "echo", "best_of", "n", "logprobs", "logit_bias"]);
+    assert_eq!(kept, ["suffix", "echo", "best_of", "logit_bias"]);
+    assert_eq!((request.n, request.logprobs), (Some(2), Some(2)), "n and logprobs are modelled");
     assert_eq!(
         (request.stop.clone(), request.user.as_deref(), request.seed),
         (vec!["\n".to_owned()], Some("ada"), Some(7))
     );
     // Written back as a completion: every one of them, as it came.
     let again: Value = serde_json::from_slice(&CompletionsCodec.write_request(&request).body).unwrap();
-    for key in ["suffix", "echo", "best_of", "n", "logprobs", "logit_bias", "seed", "user"] {
+    for key in ["suffix", "echo", "best_of", "logprobs", "logit_bias", "seed", "user"] {
         assert_eq!(again[key], body[key], "{key}");
     }
+    // A stream carries one choice back: `n` is not asked for, but reported.
+    assert!(again.get("n").is_none());
+    let streamed = CompletionsCodec.write_request(&request).dropped;
+    assert!(streamed.iter().any(|d| d.field == switchyard_codec::ir::Field::Choices), "{streamed:?}");
     assert_eq!(again["stream_options"], json!({"include_usage": true}));
     // Written for another protocol, each is reported by the name the caller gave it.
     let mut dropped = Vec::new();
     assert!(request.extra.for_target(Protocol::Anthropic, &mut dropped).is_none());
-    assert_eq!(dropped_paths(&dropped), ["suffix", "echo", "best_of", "n", "logprobs", "logit_bias.50256"]);
+    assert_eq!(dropped_paths(&dropped), ["suffix", "echo", "best_of", "logit_bias.50256"]);
     // OpenAI's defaults, written out, ask for nothing: nothing to report.
     let defaults = json!({"model": "m", "prompt": "x", "echo": false, "n": 1, "best_of": 1, "suffix": null,
         "logprobs": null, "logit_bias": {}, "stream_options": {"include_usage": false}});
@@ -320,4 +325,33 @@ fn the_codec_is_openais_at_its_completions_path() {
     assert!(crate::OpenAiCodec.completions().is_some());
     let asked = CompletionsCodec.request_stream_usage(br#"{"model":"m","prompt":"x","stream":true}"#).unwrap();
     assert!(CompletionsCodec.stream_reports_usage(&asked));
+}
+
+/// A completion with `logprobs` as OpenAI's API reference shows one (its
+/// parallel arrays), and a second choice: read into the IR and written
+/// back alike.
+#[test]
+fn logprobs_and_choices_of_a_completion_round_trip() {
+    let body = json!({"id": "cmpl-1", "object": "text_completion", "created": 1, "model": "gpt-3.5-turbo-instruct",
+        "choices": [
+            {"text": " a b", "index": 0, "finish_reason": "length",
+             "logprobs": {"tokens": [" a", " b"], "token_logprobs": [-0.5, -1.25],
+                "top_logprobs": [{" a": -0.5, " c": -2.0}, {" b": -1.25}], "text_offset": [4, 6]}},
+            {"text": " c", "index": 1, "finish_reason": "stop", "logprobs": null}
+        ],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5}});
+    let response = CompletionsCodec.read_response(body.to_string().as_bytes()).unwrap();
+    assert_eq!(response.logprobs.len(), 2);
+    assert_eq!((response.logprobs[0].token.as_str(), response.logprobs[0].logprob), (" a", -0.5));
+    assert_eq!(response.logprobs[0].top.len(), 2);
+    assert_eq!(response.choices.len(), 1);
+    assert_eq!(response.choices[0].content, vec![switchyard_codec::ir::Block::text(" c")]);
+    let written: Value = serde_json::from_slice(&CompletionsCodec.write_response(&response).body).unwrap();
+    let logprobs = &written["choices"][0]["logprobs"];
+    assert_eq!(logprobs["tokens"], json!([" a", " b"]));
+    assert_eq!(logprobs["token_logprobs"], json!([-0.5, -1.25]));
+    assert_eq!(logprobs["top_logprobs"], json!([{" a": -0.5, " c": -2.0}, {" b": -1.25}]));
+    assert_eq!(logprobs["text_offset"], json!([0, 2]), "offsets in the text written");
+    assert_eq!(written["choices"][1]["text"], " c");
+    assert_eq!(written["choices"][1]["index"], 1);
 }

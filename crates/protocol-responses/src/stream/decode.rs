@@ -143,8 +143,14 @@ impl Events {
                 let delta = text_of(map, "delta").unwrap_or_default();
                 let refusal = kind == "response.refusal.delta";
                 let content_index = index_of(map, "content_index");
+                let tokens = crate::response::read_logprobs(map.get("logprobs"));
                 if let Some(part) = self.text_part(output_index, content_index, refusal, out) {
-                    part.delta(out, Delta::Text(delta.to_owned()));
+                    if !delta.is_empty() || tokens.is_empty() {
+                        part.delta(out, Delta::Text(delta.to_owned()));
+                    }
+                    if !tokens.is_empty() {
+                        part.delta(out, Delta::Logprobs(tokens));
+                    }
                 }
             }
             "response.output_text.done" | "response.refusal.done" => {

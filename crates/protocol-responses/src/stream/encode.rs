@@ -275,6 +275,11 @@ impl ResponsesStreamEncoder {
                 let fields = json!({"item_id": id, "output_index": output_index, "content_index": parts.len().saturating_sub(1), "delta": text, "logprobs": []});
                 self.emit(out, "response.output_text.delta", fields);
             }
+            (OpenItem::Message { id, parts, part_open: true }, Delta::Logprobs(tokens)) => {
+                let logprobs = switchyard_codec::logprobs::write(tokens);
+                let fields = json!({"item_id": id, "output_index": output_index, "content_index": parts.len().saturating_sub(1), "delta": "", "logprobs": logprobs});
+                self.emit(out, "response.output_text.delta", fields);
+            }
             (OpenItem::FunctionCall { id, arguments, .. }, Delta::ToolInput(more)) => {
                 arguments.push_str(more);
                 let fields = json!({"item_id": id, "output_index": output_index, "delta": more});
@@ -359,6 +364,8 @@ fn kept_bytes(event: &StreamEvent) -> usize {
     match event {
         StreamEvent::BlockDelta { delta, .. } => match delta {
             Delta::Text(text) | Delta::Thinking(text) | Delta::Signature(text) | Delta::ToolInput(text) => text.len(),
+            // Written as they come, not kept.
+            Delta::Logprobs(_) => 0,
         },
         StreamEvent::BlockStart { block: BlockStart::RedactedThinking { data }, .. } => data.len(),
         _ => 0,

@@ -190,6 +190,9 @@ impl StreamGuard {
                         Delta::Text(text) => (DeltaKind::Text, text),
                         Delta::Thinking(text) => (DeltaKind::Thinking, text),
                         Delta::ToolInput(text) => (DeltaKind::ToolInput, text),
+                        // The tokens spell the text as it was, unscreened:
+                        // a screened stream goes without them.
+                        Delta::Logprobs(_) => continue,
                         other => {
                             out.push(StreamEvent::BlockDelta { index, delta: other });
                             continue;
