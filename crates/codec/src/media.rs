@@ -70,9 +70,18 @@ pub fn openai_audio_media_type(format: &str) -> Option<&'static str> {
     }
 }
 
+/// A byte string bodies are searched for, its searcher built once (a
+/// searcher built per call costs more than the search of a small body).
+pub type Marker = std::sync::LazyLock<memchr::memmem::Finder<'static>>;
+
+/// The searcher of `bytes`, for a [`Marker`]'s initialiser.
+pub fn marker(bytes: &'static [u8]) -> memchr::memmem::Finder<'static> {
+    memchr::memmem::Finder::new(bytes)
+}
+
 /// Whether `body` holds `marker` anywhere (`Codec::may_hold_audio`).
-pub fn holds(body: &[u8], marker: &[u8]) -> bool {
-    memchr::memmem::find(body, marker).is_some()
+pub fn holds(body: &[u8], marker: &Marker) -> bool {
+    marker.find(body).is_some()
 }
 
 /// Whether a MIME type is audio (`audio/*`).

@@ -317,7 +317,9 @@ pub(crate) fn lost_headers(gateway: &Gateway, call: &Call, lane: &Lane) -> Vec<D
             true => header.credential && !lane.passthrough_credentials,
             false => header.features || header.credential,
         })
-        .filter(|header| call.headers.contains_key(header.name))
+        // Compared by name: a lookup by `&str` parses and hashes the name
+        // each time, and a caller's headers are few.
+        .filter(|header| call.headers.keys().any(|name| name.as_str() == header.name))
         .filter(|header| !lane.forward_headers.iter().any(|name| name.as_str() == header.name))
         .map(|header| Dropped {
             field: Field::Unmodelled,

@@ -33,6 +33,10 @@ pub use switchyard_codec::aws::region_from_host;
 /// The Bedrock Converse codec.
 pub struct BedrockCodec;
 
+/// Where a request of this protocol may hold audio (`may_hold_audio`).
+static AUDIO_BLOCK: switchyard_codec::media::Marker =
+    switchyard_codec::media::Marker::new(|| switchyard_codec::media::marker(b"\"audio\""));
+
 impl Codec for BedrockCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Bedrock
@@ -56,7 +60,7 @@ impl Codec for BedrockCodec {
 
     /// An `audio` content block.
     fn may_hold_audio(&self, body: &[u8]) -> bool {
-        switchyard_codec::media::holds(body, b"\"audio\"")
+        switchyard_codec::media::holds(body, &AUDIO_BLOCK)
     }
 
     fn media_members(&self) -> &'static [&'static str] {

@@ -34,6 +34,10 @@ use switchyard_codec::{
 /// The Gemini codec.
 pub struct GeminiCodec;
 
+/// Where a request of this protocol may hold audio (`may_hold_audio`).
+static AUDIO_MIME: switchyard_codec::media::Marker =
+    switchyard_codec::media::Marker::new(|| switchyard_codec::media::marker(b"\"audio/"));
+
 impl Codec for GeminiCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::Gemini
@@ -57,7 +61,7 @@ impl Codec for GeminiCodec {
 
     /// A part whose `mimeType` is `audio/*`.
     fn may_hold_audio(&self, body: &[u8]) -> bool {
-        switchyard_codec::media::holds(body, b"\"audio/")
+        switchyard_codec::media::holds(body, &AUDIO_MIME)
     }
 
     fn media_members(&self) -> &'static [&'static str] {

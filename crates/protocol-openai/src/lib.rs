@@ -59,6 +59,10 @@ use switchyard_codec::{
 /// The OpenAI Chat Completions codec.
 pub struct OpenAiCodec;
 
+/// Where a request of this protocol may hold audio (`may_hold_audio`).
+static INPUT_AUDIO: switchyard_codec::media::Marker =
+    switchyard_codec::media::Marker::new(|| switchyard_codec::media::marker(b"\"input_audio\""));
+
 impl Codec for OpenAiCodec {
     fn protocol(&self) -> ir::Protocol {
         ir::Protocol::OpenAi
@@ -102,7 +106,7 @@ impl Codec for OpenAiCodec {
 
     /// An `input_audio` part.
     fn may_hold_audio(&self, body: &[u8]) -> bool {
-        switchyard_codec::media::holds(body, b"\"input_audio\"")
+        switchyard_codec::media::holds(body, &INPUT_AUDIO)
     }
 
     fn media_members(&self) -> &'static [&'static str] {

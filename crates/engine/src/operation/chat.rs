@@ -63,8 +63,9 @@ impl Spec for Chat {
         // translated, so the audio is dropped and reported (or refused
         // under strict), not sent for the vendor's 400; the body is
         // searched only for such a model.
-        let deaf = capabilities.audio_input == Some(false) && lane_codec.may_hold_audio(&call.body);
-        if !deaf && progress.sends_as_came_to(call, lane.protocol) {
+        let same = progress.sends_as_came_to(call, lane.protocol);
+        let deaf = same && capabilities.audio_input == Some(false) && lane_codec.may_hold_audio(&call.body);
+        if same && !deaf {
             // Same protocol: the bytes go as they came, but for the model.
             let body = as_came(call, candidate.wire_model);
             let body = match progress.shape.hide_usage {
