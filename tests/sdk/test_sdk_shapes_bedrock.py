@@ -30,7 +30,7 @@ from sdk_walk import aws_value, aws_with_member
 BASE = {"modelId", "messages"}
 MODELLED = {"system", "inferenceConfig", "toolConfig", "additionalModelRequestFields", "outputConfig",
             "requestMetadata"}
-MODELLED_BLOCKS = {"text", "image", "document", "toolUse", "toolResult", "reasoningContent", "cachePoint",
+MODELLED_BLOCKS = {"text", "image", "document", "audio", "toolUse", "toolResult", "reasoningContent", "cachePoint",
                    "citationsContent", "guardContent"}
 MODELLED_RESULT_BLOCKS = {"json", "text", "image", "document"}
 # A tool result's block the IR does not model is reported as the message's
