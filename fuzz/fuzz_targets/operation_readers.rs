@@ -1,7 +1,9 @@
 //! The readers of operations beyond chat under whatever a caller sends:
 //! the multipart scan (and its model splice, which must scan again to the
-//! same parts), every protocol's embeddings, rerank and token-count
-//! readers, and the vendor-fake replies they read back. None may panic.
+//! same parts), every protocol's embeddings, image, rerank and token-count
+//! readers (an image request written back for a lane, and split by what
+//! one call makes), and the vendor-fake replies they read back. None may
+//! panic.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +30,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = embed.read_response(rest, &http::HeaderMap::new());
         let _ = embed.read_input_tokens(rest, &http::HeaderMap::new());
         let _ = embed.sends_as_came(rest, "cohere.embed-english-v3");
+    }
+    if let Some(image) = codec.image() {
+        if let Ok(request) = image.read_request(rest) {
+            let model = switchyard_protocol::image::ImageModel { max_images: Some(4), negative_prompt: Some(false) };
+            let _ = image.write_request(&request, &model);
+            if let Ok(reply) = image.read_response(rest, &http::HeaderMap::new()) {
+                let _ = image.write_response(&reply, &request);
+            }
+        }
+        let _ = image.read_response(rest, &http::HeaderMap::new());
+        let _ = image.sends_as_came(rest, "nova-canvas");
     }
     if let Some(rerank) = codec.rerank() {
         if let Ok(request) = rerank.read_request(rest) {

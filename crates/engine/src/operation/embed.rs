@@ -24,7 +24,6 @@ use crate::render::Whole;
 use crate::render::X_SWITCHYARD_ESTIMATED;
 use crate::send::{as_came, Prepared};
 use crate::settle::Record;
-use crate::translation;
 use switchyard_governance::money::Price;
 use switchyard_governance::Estimate;
 
@@ -72,23 +71,8 @@ fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<
     }
     let mut request = read_caller(gateway, call)?;
     candidate.wire_model.clone_into(&mut request.model);
-    let mut dropped = Vec::new();
-    let mut bodies = Vec::new();
-    for (position, part) in batches(&request, lane_codec.max_inputs(candidate.wire_model)).iter().enumerate() {
-        let encoded = lane_codec.write_request(part);
-        // Every part drops the same fields: they are told once.
-        if position == 0 {
-            dropped = encoded.dropped;
-        }
-        bodies.push(Bytes::from(encoded.body));
-    }
-    if let Some(metrics) = gateway.metrics() {
-        metrics.translation(call.ingress, lane.protocol, &dropped);
-    }
-    let dropped_header = translation::check(gateway, call, candidate, &dropped)?;
-    let mut bodies = bodies.into_iter();
-    let body = bodies.next().unwrap_or_default();
-    Ok(Prepared { body, dropped_header, path, content_type: None, more: bodies.collect() })
+    let parts = batches(&request, lane_codec.max_inputs(candidate.wire_model));
+    super::in_parts(gateway, call, candidate, path, parts.iter().map(|part| lane_codec.write_request(part)))
 }
 
 /// The lane's reply for the caller.

@@ -25,7 +25,6 @@ use crate::render::Whole;
 use crate::render::X_SWITCHYARD_ESTIMATED;
 use crate::send::{as_came, Prepared};
 use crate::settle::Record;
-use crate::translation;
 use switchyard_governance::money::Price;
 use switchyard_governance::Estimate;
 
@@ -88,24 +87,11 @@ fn prepare(gateway: &Gateway, call: &Call, candidate: &Candidate<'_>) -> Result<
     candidate.wire_model.clone_into(&mut request.model);
     let model = image_model(candidate.wire_model);
     let most = model.max_images.unwrap_or_else(|| lane_codec.max_images(candidate.wire_model));
-    let mut dropped = Vec::new();
-    let mut bodies = Vec::new();
-    for (position, count) in counts(request.n.unwrap_or(1), most).into_iter().enumerate() {
+    let parts = counts(request.n.unwrap_or(1), most).into_iter().map(|count| {
         let part = ImageRequest { n: request.n.map(|_| count), ..request.clone() };
-        let encoded = lane_codec.write_request(&part, &model);
-        // Every part drops the same fields: they are told once.
-        if position == 0 {
-            dropped = encoded.dropped;
-        }
-        bodies.push(Bytes::from(encoded.body));
-    }
-    if let Some(metrics) = gateway.metrics() {
-        metrics.translation(call.ingress, lane.protocol, &dropped);
-    }
-    let dropped_header = translation::check(gateway, call, candidate, &dropped)?;
-    let mut bodies = bodies.into_iter();
-    let body = bodies.next().unwrap_or_default();
-    Ok(Prepared { body, dropped_header, path, content_type: None, more: bodies.collect() })
+        lane_codec.write_request(&part, &model)
+    });
+    super::in_parts(gateway, call, candidate, path, parts)
 }
 
 /// The lane's reply for the caller, billed per image it holds.

@@ -113,6 +113,33 @@ pub(crate) enum Read {
     Translated(Response),
 }
 
+/// The request for a lane written in parts (more inputs or images than
+/// one call takes): every part drops the same fields, so the first part's
+/// are counted and told once, and checked against the caller's strictness.
+fn in_parts(
+    gateway: &Gateway,
+    call: &Call,
+    candidate: &Candidate<'_>,
+    path: Option<String>,
+    parts: impl IntoIterator<Item = switchyard_codec::Encoded>,
+) -> Result<Prepared, ErrorInfo> {
+    let mut dropped = Vec::new();
+    let mut bodies = Vec::new();
+    for (position, encoded) in parts.into_iter().enumerate() {
+        if position == 0 {
+            dropped = encoded.dropped;
+        }
+        bodies.push(Bytes::from(encoded.body));
+    }
+    if let Some(metrics) = gateway.metrics() {
+        metrics.translation(call.ingress, candidate.lane.protocol, &dropped);
+    }
+    let dropped_header = crate::translation::check(gateway, call, candidate, &dropped)?;
+    let mut bodies = bodies.into_iter();
+    let body = bodies.next().unwrap_or_default();
+    Ok(Prepared { body, dropped_header, path, content_type: None, more: bodies.collect() })
+}
+
 /// The spec of `operation`.
 pub(crate) fn of(operation: Operation) -> &'static dyn Spec {
     match operation {
