@@ -286,6 +286,19 @@ pub(crate) fn passthrough_within(actor: &Actor, grants: Option<&Vec<String>>) ->
     }
 }
 
+/// A tenant admin gives no A2A grant: an agent is the operator's, reached
+/// with the operator's credential, so only the gateway's admin grants it
+/// (a 403; clearing grants is allowed).
+pub(crate) fn a2a_within(actor: &Actor, grants: Option<&Vec<String>>) -> ApiResult<()> {
+    match (actor.tenant(), grants) {
+        (Some(_), Some(grants)) if !grants.is_empty() => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "a2a: agent grants are given by the gateway's admin, not a tenant admin".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A tenant admin's tenancy (`None` for the gateway's admin and members).
 fn tenancy_of(actor: &Actor) -> Option<&Arc<Tenancy>> {
     actor.tenant().and(actor.tenancy.as_ref())

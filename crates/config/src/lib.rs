@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+pub mod agents;
 pub mod card;
 mod decode;
 pub mod duplex;
@@ -155,6 +156,8 @@ pub struct Config {
     pub kept: kept::Kept,
     /// The MCP tool servers `/mcp` fronts (`None`: no `mcp:`).
     pub mcp: Option<mcp::Mcp>,
+    /// The A2A agents `/a2a/{agent}` fronts (`None`: no `agents:`).
+    pub agents: Option<agents::Agents>,
     /// The bounds of long-lived sockets (`duplex:`).
     pub duplex: duplex::Duplex,
     /// The providers' usage reports compared with the ledger (`None`: no
@@ -844,6 +847,14 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
     let mcp = mcp::validate(raw.mcp.as_ref(), &policies, issues);
     let duplex = duplex::validate(raw.duplex.as_ref(), issues);
+    let agents = agents::validate(raw.agents.as_ref(), &policies, issues);
+    if agents.as_ref().is_some_and(|a| !a.agents.is_empty()) && auth == AuthMode::Open {
+        warnings.push(Issue::new(
+            "agents",
+            "auth is open, so anyone who reaches the data port may call every agent",
+            "set auth.mode: keys and grant each key its `a2a` list",
+        ));
+    }
     if mcp.as_ref().is_some_and(|mcp| !mcp.servers.is_empty()) && auth == AuthMode::Open {
         warnings.push(Issue::new(
             "mcp",
@@ -1262,6 +1273,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         kept,
         duplex,
         mcp,
+        agents,
         reconcile,
         receipts,
         warnings,

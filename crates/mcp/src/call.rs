@@ -454,6 +454,7 @@ impl Run<'_> {
                 bytes_out: audit.bytes_out,
                 error: audit.error,
                 uri: audit.uri,
+                task: None,
             },
             decisions: audit.decisions,
         });

@@ -274,6 +274,7 @@ fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>
         suspended_until: None,
         mcp: None,
         passthrough: None,
+        a2a: None,
         version: 0,
         id: id.to_owned(),
     }

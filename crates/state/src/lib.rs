@@ -141,6 +141,10 @@ pub struct Gateway {
     /// The MCP gateway behind `/mcp`, when the process runs one (kept
     /// across reloads).
     pub mcp: Option<Arc<dyn mcp::McpHub>>,
+    /// The A2A gateway's process state behind `/a2a/{agent}` (agent cards
+    /// read, task owners), made by `switchyard-a2a` on the first call to
+    /// an agent (never, with no `agents:`) and kept across reloads.
+    pub a2a: Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>,
     /// The long-lived sockets open (kept across reloads).
     pub sockets: Arc<sockets::Sockets>,
     /// Session pins written behind to a single node's SQLite, so they
@@ -463,6 +467,7 @@ impl Gateway {
             retention,
             kept: kept::KeptStores::in_process(),
             mcp: None,
+            a2a: Arc::default(),
             pins: None,
         })
     }
@@ -514,6 +519,7 @@ impl Gateway {
         self.signatures = old.signatures.clone();
         self.kept = old.kept.clone();
         self.mcp.clone_from(&old.mcp);
+        self.a2a = old.a2a.clone();
         self.pins.clone_from(&old.pins);
         self.lifecycle = old.lifecycle.clone();
         self.sockets = old.sockets.clone();

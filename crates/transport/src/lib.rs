@@ -6,6 +6,7 @@
 
 pub mod hooks;
 pub mod mock;
+pub mod mock_a2a;
 pub mod mock_mcp;
 pub mod mock_operation;
 pub mod mock_rules;

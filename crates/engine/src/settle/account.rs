@@ -331,7 +331,7 @@ impl Record {
             attempts: self.attempts(),
             notes,
             end_user: self.end_user.as_deref().map(str::to_owned),
-            ingress: Some(if self.tool.is_some() { "mcp" } else { self.ingress.as_str() }.to_owned()),
+            ingress: Some(if self.tool.is_some() { self.operation } else { self.ingress.as_str() }.to_owned()),
             stream: self.stream,
             charge: Some(charge),
         })
