@@ -8,6 +8,7 @@ mod common;
 
 mod admin_tls;
 mod admission;
+mod a2a;
 mod agents;
 mod audio;
 mod budgets;

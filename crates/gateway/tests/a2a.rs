@@ -1,0 +1,188 @@
+//! The A2A gateway (`/a2a/{agent}`) over real TCP, in front of the vendor
+//! fake's agent: the card rewritten to point here, a message sent and
+//! streamed, a task read and cancelled, and what is refused (no grant, a
+//! spent budget, another key's task, an agent handing over another key's
+//! task, a push URL inside the network), each as a JSON-RPC error in A2A's
+//! shape and a ledger row of operation `a2a`.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
+use crate::common;
+
+use std::net::SocketAddr;
+
+use common::*;
+use serde_json::{json, Value};
+
+const FORBIDDEN: i64 = -32040;
+const LIMITED: i64 = -32029;
+const TASK_NOT_FOUND: i64 = -32001;
+
+/// A governed gateway fronting the fake agent as `research`, its text
+/// parts screened for email addresses.
+async fn fronting(extra: &str) -> SocketAddr {
+    let upstream = mock_upstream().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\n\
+         policies:\n  pii: {{ detect: [email], action: mask }}\n\
+         agents:\n  research: {{ url: \"http://{upstream}/a2a\", policies: [pii]{extra} }}\n"
+    );
+    governed(&yaml).await.0
+}
+
+async fn key(addr: SocketAddr, spec: Value) -> String {
+    create_key(addr, spec).await["key"].as_str().unwrap().to_owned()
+}
+
+/// One JSON-RPC call as `bearer`: the HTTP status and the answer (a
+/// stream's events, each an answer, as an array).
+async fn rpc(addr: SocketAddr, bearer: &str, method: &str, params: Value, extra: &[(&str, &str)]) -> (u16, Value) {
+    let auth = format!("Bearer {bearer}");
+    let mut headers = vec![("authorization", auth.as_str()), ("content-type", "application/json")];
+    headers.extend_from_slice(extra);
+    let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params});
+    let reply = post(addr, "/a2a/research", &headers, body.to_string()).await;
+    let streamed = reply.headers.get("content-type").and_then(|v| v.to_str().ok()) == Some("text/event-stream");
+    let answer = if streamed {
+        let text = String::from_utf8(reply.body.to_vec()).unwrap();
+        Value::Array(
+            text.split("\n\n")
+                .filter_map(|event| event.strip_prefix("data: "))
+                .map(|data| serde_json::from_str(data).unwrap())
+                .collect(),
+        )
+    } else {
+        serde_json::from_slice(&reply.body).unwrap_or(Value::Null)
+    };
+    (reply.status.as_u16(), answer)
+}
+
+fn message(id: &str, text: &str) -> Value {
+    json!({"message": {"messageId": id, "role": "ROLE_USER", "parts": [{"text": text}]}})
+}
+
+#[tokio::test]
+async fn the_card_points_at_the_gateway_and_only_granted_keys_see_it() {
+    let addr = fronting("").await;
+    let granted = key(addr, json!({"name": "granted", "a2a": ["research"]})).await;
+    let bare = key(addr, json!({"name": "bare"})).await;
+    let path = "/a2a/research/.well-known/agent-card.json";
+    let reply = get_with(addr, path, &[("authorization", &format!("Bearer {granted}"))]).await;
+    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    let card: Value = serde_json::from_slice(&reply.body).unwrap();
+    let at = format!("http://{addr}/a2a/research");
+    assert_eq!(card["supportedInterfaces"], json!([{"url": at, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]));
+    assert_eq!(card["name"], "Mock agent");
+    assert!(card["securitySchemes"].get("agent-key").is_none() && card["securitySchemes"].get("switchyard").is_some());
+    // Without the grant, or without a key: no agent.
+    assert_eq!(get_with(addr, path, &[("authorization", &format!("Bearer {bare}"))]).await.status, 404);
+    assert_eq!(get(addr, path).await.status, 401);
+    assert_eq!(get_with(addr, "/a2a/nobody/.well-known/agent-card.json", &[("authorization", &format!("Bearer {granted}"))]).await.status, 404);
+}
+
+#[tokio::test]
+async fn send_stream_get_and_cancel_go_through_bound_to_their_key() {
+    let addr = fronting("").await;
+    let alice = key(addr, json!({"name": "alice", "a2a": ["research"]})).await;
+    let bob = key(addr, json!({"name": "bob", "a2a": ["*"]})).await;
+
+    // Sent: the task comes back, its text parts screened both ways, the
+    // run identity carried to the agent.
+    let run = [("x-switchyard-run", "run-42")];
+    let (status, sent) = rpc(addr, &alice, "SendMessage", message("m1", "mail ana@example.com"), &run).await;
+    assert_eq!(status, 200);
+    let task = &sent["result"]["task"];
+    assert_eq!(sent["id"], "req-1");
+    assert_eq!(task["id"], "task-m1");
+    let echoed = task["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(echoed.starts_with("echo: mail ") && !echoed.contains("ana@example.com"), "{echoed}");
+    assert_eq!(task["metadata"]["run"], "run-42");
+    let (_, contacts) = rpc(addr, &alice, "SendMessage", message("m2", "contacts"), &[]).await;
+    let said = contacts["result"]["task"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(said.starts_with("write to ") && !said.contains("ops@example.com"), "{said}");
+
+    // Streamed: every event relayed, the task bound from the first.
+    let (_, events) = rpc(addr, &alice, "SendStreamingMessage", message("m3", "stream me"), &run).await;
+    let events = events.as_array().unwrap();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events[0]["result"]["task"]["id"], "task-m3");
+    assert_eq!(events[2]["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"], "echo: stream me");
+    assert_eq!(events[3]["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
+    assert!(events.iter().all(|e| e["id"] == "req-1"));
+
+    // Read and cancelled by its owner; another key finds no such task,
+    // and continuing it is refused too.
+    let (_, read) = rpc(addr, &alice, "GetTask", json!({"id": "task-m1"}), &[]).await;
+    assert_eq!(read["result"]["id"], "task-m1", "{read}");
+    let (_, cancelled) = rpc(addr, &alice, "CancelTask", json!({"id": "task-m3"}), &[]).await;
+    assert_eq!(cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED", "{cancelled}");
+    for (method, params) in [
+        ("GetTask", json!({"id": "task-m1"})),
+        ("CancelTask", json!({"id": "task-m1"})),
+        ("SendMessage", json!({"message": {"messageId": "b1", "taskId": "task-m1", "parts": [{"text": "hi"}]}})),
+        ("GetTask", json!({"id": "task-never-made"})),
+    ] {
+        let (status, answer) = rpc(addr, &bob, method, params, &[]).await;
+        assert_eq!((status, answer["error"]["code"].as_i64()), (200, Some(TASK_NOT_FOUND)), "{method}: {answer}");
+    }
+    // An agent that answers bob with alice's task does not hand it over.
+    let (_, stolen) = rpc(addr, &bob, "SendMessage", message("b2", "steal task-m1"), &[]).await;
+    assert_eq!(stolen["error"]["code"], -32006, "{stolen}");
+    assert!(!stolen.to_string().contains("echo"), "{stolen}");
+    // Listing every caller's tasks is not relayed; a push URL inside the
+    // network is refused, a public one passed on.
+    let (_, listed) = rpc(addr, &alice, "ListTasks", json!({}), &[]).await;
+    assert_eq!(listed["error"]["code"], -32004, "{listed}");
+    for url in ["http://169.254.169.254/latest", "https://10.0.0.1/hook", "http://localhost:9/hook"] {
+        let (_, pushed) =
+            rpc(addr, &alice, "CreateTaskPushNotificationConfig", json!({"taskId": "task-m1", "url": url}), &[]).await;
+        assert_eq!(pushed["error"]["code"], -32602, "{url}: {pushed}");
+    }
+    let public = json!({"taskId": "task-m1", "url": "https://93.184.215.14/hook"});
+    let (_, pushed) = rpc(addr, &alice, "CreateTaskPushNotificationConfig", public, &[]).await;
+    assert_eq!(pushed["result"]["url"], "https://93.184.215.14/hook", "{pushed}");
+
+    // A ledger row per call, operation a2a, naming its task.
+    let rows = ledger_rows(addr, "operation=a2a&key=alice", 6).await;
+    let send = rows.iter().find(|r| r["model"] == "SendMessage").unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(send["pool"], "research", "{send}");
+    assert!(send.to_string().contains("task-m"), "{send}");
+    assert!(send.to_string().contains("pii/"), "the guardrail's decision is on the row: {send}");
+}
+
+#[tokio::test]
+async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
+    let addr = fronting(", price_per_task: 0.001").await;
+    let bare = key(addr, json!({"name": "bare"})).await;
+    let other = key(addr, json!({"name": "other", "a2a": ["writer"]})).await;
+    for refused in [&bare, &other] {
+        let (status, answer) = rpc(addr, refused, "SendMessage", message("x", "hi"), &[]).await;
+        assert_eq!(status, 200);
+        assert_eq!(answer["error"]["code"], FORBIDDEN, "{answer}");
+        assert_eq!(answer["error"]["data"][0]["reason"], "PERMISSION_DENIED", "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap().contains("may not call agent `research`"), "{answer}");
+    }
+    // A budget of one cent: the first task reports 5 cents, the next is refused.
+    let spender = key(addr, json!({"name": "spender", "a2a": ["research"], "budget": {"usd": 0.01, "window": "1d"}})).await;
+    let costly = json!({"message": {"messageId": "c1", "parts": [{"text": "work"}], "metadata": {"charge_usd": 0.05}}});
+    let (_, first) = rpc(addr, &spender, "SendMessage", costly, &[]).await;
+    assert_eq!(first["result"]["task"]["id"], "task-c1", "{first}");
+    let rows = ledger_rows(addr, "operation=a2a&key=spender", 1).await;
+    assert_eq!(rows[0]["cost_nano"], 50_000_000, "the agent's reported cost: {}", rows[0]);
+    let mut refused = Value::Null;
+    for _ in 0..50 {
+        refused = rpc(addr, &spender, "SendStreamingMessage", message("c2", "more"), &[]).await.1;
+        if refused.get("error").is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(refused["error"]["code"], LIMITED, "{refused}");
+    assert_eq!(refused["error"]["data"][0]["reason"], "BUDGET_EXHAUSTED", "{refused}");
+    let refusals = ledger_rows(addr, "operation=a2a&status=403", 2).await;
+    assert!(refusals.len() >= 2, "{refusals:?}");
+}
