@@ -190,7 +190,7 @@ pub fn error(id: &Value, code: i64, message: &str) -> Value {
 }
 
 /// An error answer of the gateway's own: `reason` (`PERMISSION_DENIED`,
-/// `BUDGET_EXHAUSTED`, `RATE_LIMITED`, ...) and `metadata` in a
+/// `QUOTA_EXCEEDED`, `RATE_LIMITED`, ...) and `metadata` in a
 /// `google.rpc.ErrorInfo` of domain `switchyard`, as A2A 1.0 carries the
 /// details of its own errors.
 pub fn refusal(id: &Value, code: i64, message: &str, reason: &str, metadata: Map<String, Value>) -> Value {

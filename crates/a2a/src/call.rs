@@ -210,7 +210,7 @@ impl Call<'_> {
                 Ok(hold) => self.audit.hold = Some(hold),
                 Err(denied) => {
                     let reason = match denied.info.kind {
-                        ErrorKind::QuotaExceeded => "BUDGET_EXHAUSTED",
+                        ErrorKind::QuotaExceeded => "QUOTA_EXCEEDED",
                         ErrorKind::RateLimit => "RATE_LIMITED",
                         ErrorKind::PermissionDenied => "PERMISSION_DENIED",
                         _ => "REFUSED",

@@ -114,6 +114,11 @@ async fn send_stream_get_and_cancel_go_through_bound_to_their_key() {
     assert_eq!(events[3]["result"]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
     assert!(events.iter().all(|e| e["id"] == "req-1"));
 
+    // A message continuing a task carries the task to the agent as the run.
+    let continuing = json!({"message": {"messageId": "m4", "taskId": "task-m1", "parts": [{"text": "more"}]}});
+    let (_, continued) = rpc(addr, &alice, "SendMessage", continuing, &run).await;
+    assert_eq!(continued["result"]["task"]["metadata"], json!({"run": "run-42", "a2a_task": "task-m1"}), "{continued}");
+
     // Read and cancelled by its owner; another key finds no such task,
     // and continuing it is refused too.
     let (_, read) = rpc(addr, &alice, "GetTask", json!({"id": "task-m1"}), &[]).await;
@@ -182,7 +187,8 @@ async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(refused["error"]["code"], LIMITED, "{refused}");
-    assert_eq!(refused["error"]["data"][0]["reason"], "BUDGET_EXHAUSTED", "{refused}");
+    assert_eq!(refused["error"]["data"][0]["reason"], "QUOTA_EXCEEDED", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("budget of key `spender` is exhausted"), "{refused}");
     let refusals = ledger_rows(addr, "operation=a2a&status=403", 2).await;
     assert!(refusals.len() >= 2, "{refusals:?}");
 }
