@@ -278,7 +278,11 @@ impl Call<'_> {
         let status = response.status();
         let mut incoming = response.into_body();
         if !is_stream {
-            let answer = match read_all(&mut incoming, self.deadline()).await {
+            let read = read_all(&mut incoming, self.deadline()).await;
+            if let Ok(bytes) = &read {
+                self.audit.bytes_out = bytes.len() as u64;
+            }
+            let answer = match read {
                 Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
                     Ok(answer) if answer.get("result").is_some() || answer.get("error").is_some() => Ok(answer),
                     _ => Err(format!("agent `{}` answered {status} with no JSON-RPC answer", self.agent.name)),

@@ -153,10 +153,12 @@ async fn send_stream_get_and_cancel_go_through_bound_to_their_key() {
 
     // A ledger row per call, operation a2a, naming its task.
     let rows = ledger_rows(addr, "operation=a2a&key=alice", 6).await;
-    let send = rows.iter().find(|r| r["model"] == "SendMessage").unwrap_or_else(|| panic!("{rows:?}"));
-    assert_eq!(send["pool"], "research", "{send}");
-    assert!(send.to_string().contains("task-m"), "{send}");
-    assert!(send.to_string().contains("pii/"), "the guardrail's decision is on the row: {send}");
+    let send = rows.iter().find(|r| r["notes"]["tool"]["task"] == "task-m2").unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!((send["pool"].as_str(), send["model"].as_str()), (Some("research"), Some("SendMessage")), "{send}");
+    assert!(send["notes"]["tool"]["bytes_out"].as_u64().unwrap() > 100, "{send}");
+    assert!(send.to_string().contains("pii/"), "the guardrail's decision on the reply is on the row: {send}");
+    let streamed = rows.iter().find(|r| r["model"] == "SendStreamingMessage").unwrap_or_else(|| panic!("{rows:?}"));
+    assert_eq!(streamed["notes"]["tool"]["task"], "task-m3", "{streamed}");
 }
 
 #[tokio::test]
@@ -188,7 +190,110 @@ async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
     }
     assert_eq!(refused["error"]["code"], LIMITED, "{refused}");
     assert_eq!(refused["error"]["data"][0]["reason"], "QUOTA_EXCEEDED", "{refused}");
-    assert!(refused["error"]["message"].as_str().unwrap().contains("budget of key `spender` is exhausted"), "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("is exhausted"), "{refused}");
     let refusals = ledger_rows(addr, "operation=a2a&status=403", 2).await;
     assert!(refusals.len() >= 2, "{refusals:?}");
+}
+
+/// An agent that misbehaves by path: stalls, answers what is not JSON-RPC,
+/// names a task id past any bound, fails with its own error, or stalls a
+/// stream after its first event.
+async fn hostile_agent() -> SocketAddr {
+    use axum::routing::post;
+    let sse = |body: String| {
+        let mut response = axum::response::Response::new(axum::body::Body::from(body));
+        response.headers_mut().insert("content-type", http::HeaderValue::from_static("text/event-stream"));
+        response
+    };
+    let router = axum::Router::new()
+        .route(
+            "/stall",
+            post(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                "{}"
+            }),
+        )
+        .route("/garbage", post(|| async { "<html>not json</html>" }))
+        .route(
+            "/long-task",
+            post(|| async { json!({"jsonrpc": "2.0", "id": "x", "result": {"task": {"id": "t".repeat(5000)}}}).to_string() }),
+        )
+        .route(
+            "/fails",
+            post(|| async {
+                json!({"jsonrpc": "2.0", "id": "someone-else", "error": {"code": -32005, "message": "Incompatible content types"}})
+                    .to_string()
+            }),
+        )
+        .route(
+            "/stream-stall",
+            post(move || async move {
+                let first = json!({"jsonrpc": "2.0", "id": "x", "result": {"task": {"id": "s1", "status": {"state": "TASK_STATE_WORKING"}}}});
+                let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(1);
+                tokio::spawn(async move {
+                    let _ = tx.send(Ok(bytes::Bytes::from(format!("data: {first}\n\n")))).await;
+                    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                    drop(tx);
+                });
+                let mut rx = rx;
+                let body = axum::body::Body::from_stream(futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx)));
+                let mut response = axum::response::Response::new(body);
+                response.headers_mut().insert("content-type", http::HeaderValue::from_static("text/event-stream"));
+                response
+            }),
+        )
+        .route("/bad-stream", post(move || async move { sse("data: {not json\n\n".to_owned()) }));
+    spawn(router).await
+}
+
+#[tokio::test]
+async fn an_agent_that_stalls_or_lies_gets_no_further_than_an_error() {
+    let agent = hostile_agent().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nagents:\n{}",
+        ["stall", "garbage", "long-task", "fails", "stream-stall", "bad-stream"]
+            .iter()
+            .map(|path| format!("  {path}: {{ url: \"http://{agent}/{path}\", timeout: 500ms }}\n"))
+            .collect::<String>()
+    );
+    let addr = governed(&yaml).await.0;
+    let caller = key(addr, json!({"name": "caller", "a2a": ["*"]})).await;
+    let call = |agent: &'static str, method: &'static str| {
+        let caller = caller.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": message("h1", "hi")});
+            let headers = [("authorization", format!("Bearer {caller}")), ("content-type", "application/json".into())];
+            let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let started = std::time::Instant::now();
+            let reply = post(addr, &format!("/a2a/{agent}"), &headers, body.to_string()).await;
+            (reply.status.as_u16(), String::from_utf8(reply.body.to_vec()).unwrap(), started.elapsed())
+        }
+    };
+    let (status, body, took) = call("stall", "SendMessage").await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!((status, answer["error"]["code"].as_i64(), answer["id"].as_i64()), (200, Some(-32603), Some(7)), "{body}");
+    assert!(took < std::time::Duration::from_secs(5), "bounded by the agent's timeout: {took:?}");
+    let (_, body, _) = call("garbage", "SendMessage").await;
+    assert!(body.contains("-32603") && !body.contains("<html>"), "{body}");
+    let (_, body, _) = call("long-task", "SendMessage").await;
+    assert!(body.contains("-32006") && !body.contains("ttttt"), "{body}");
+    // The agent's own error passes, with the caller's id.
+    let (_, body, _) = call("fails", "SendMessage").await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32005, "message": "Incompatible content types"}}));
+    // A stream that stalls after its first event, or sends one that is
+    // not JSON: what came is relayed, then an error event ends it.
+    for (agent, first) in [("stream-stall", true), ("bad-stream", false)] {
+        let (_, body, took) = call(agent, "SendStreamingMessage").await;
+        let events: Vec<Value> = body
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect();
+        assert_eq!(events.len(), 1 + usize::from(first), "{agent}: {body}");
+        assert_eq!(events.last().unwrap()["error"]["code"], -32603, "{agent}: {body}");
+        assert!(took < std::time::Duration::from_secs(5), "{agent}: {took:?}");
+    }
+    let rows = ledger_rows(addr, "operation=a2a&status=502", 5).await;
+    assert!(rows.len() >= 5, "{rows:?}");
 }
