@@ -196,7 +196,7 @@ mod tests {
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["agents.Bad", "agents.a.url", "agents.b.card", "agents.c", "agents.d.price_per_task", "agents.d.rpm"]
+            ["agents.Bad", "agents.a.url", "agents.a.card", "agents.b.card", "agents.c", "agents.d.price_per_task", "agents.d.rpm"]
         );
     }
 

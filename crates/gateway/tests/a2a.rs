@@ -82,6 +82,20 @@ async fn the_card_points_at_the_gateway_and_only_granted_keys_see_it() {
     assert_eq!(get_with(addr, path, &[("authorization", &format!("Bearer {bare}"))]).await.status, 404);
     assert_eq!(get(addr, path).await.status, 401);
     assert_eq!(get_with(addr, "/a2a/nobody/.well-known/agent-card.json", &[("authorization", &format!("Bearer {granted}"))]).await.status, 404);
+
+    // Grants are set and read over the admin API; a grant that names no
+    // agent shape is refused.
+    let bad = admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(json!({"name": "x", "a2a": ["re*"]}))).await;
+    assert_eq!(bad.status, 400, "{}", String::from_utf8_lossy(&bad.body));
+    let created = create_key(addr, json!({"name": "later"})).await;
+    let id = created["id"].as_str().unwrap();
+    let patched =
+        admin_call(addr, "PATCH", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), Some(json!({"a2a": ["research"]})))
+            .await;
+    let view: Value = serde_json::from_slice(&patched.body).unwrap();
+    assert_eq!(view["a2a"], json!(["research"]), "{view}");
+    let later = created["key"].as_str().unwrap();
+    assert_eq!(get_with(addr, path, &[("authorization", &format!("Bearer {later}"))]).await.status, 200);
 }
 
 #[tokio::test]
