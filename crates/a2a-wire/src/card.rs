@@ -61,7 +61,9 @@ pub fn rewrite(card: &Value, endpoint: &str) -> Option<Value> {
         let interfaces = card.get("additionalInterfaces").and_then(Value::as_array).map(|interfaces| {
             interfaces
                 .iter()
-                .filter(|i| i.get("transport").and_then(Value::as_str).is_some_and(|t| t.eq_ignore_ascii_case("JSONRPC")))
+                .filter(|i| {
+                    i.get("transport").and_then(Value::as_str).is_some_and(|t| t.eq_ignore_ascii_case("JSONRPC"))
+                })
                 .take(1)
                 .map(|_| json!({ "url": endpoint, "transport": "JSONRPC" }))
                 .collect::<Vec<_>>()
@@ -138,7 +140,10 @@ mod tests {
         assert_eq!(rewritten["securitySchemes"][SCHEME]["httpAuthSecurityScheme"]["scheme"], "Bearer");
         assert_eq!(rewritten["securityRequirements"][0]["schemes"][SCHEME], json!({"list": []}));
         assert!(rewritten.get("signatures").is_none());
-        assert_eq!(rewritten["capabilities"], json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": false}));
+        assert_eq!(
+            rewritten["capabilities"],
+            json!({"streaming": true, "pushNotifications": true, "extendedAgentCard": false})
+        );
         assert_eq!(rewritten["name"], "Research");
     }
 

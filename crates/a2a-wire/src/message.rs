@@ -92,7 +92,7 @@ pub fn reported_cost(result: &Value) -> Option<u64> {
 /// (`configuration.taskPushNotificationConfig.url`, 0.3's
 /// `configuration.pushNotificationConfig.url`). A `url` that is not a
 /// string is returned as `Err` (refused, never passed on unchecked).
-pub fn push_urls(params: &serde_json::Map<String, Value>) -> Result<Vec<&str>, ()> {
+pub fn push_urls(params: &serde_json::Map<String, Value>) -> Result<Vec<&str>, NotAString> {
     let configuration = params.get("configuration");
     let places = [
         params.get("url"),
@@ -105,11 +105,15 @@ pub fn push_urls(params: &serde_json::Map<String, Value>) -> Result<Vec<&str>, (
         match place {
             Value::String(url) => urls.push(url.as_str()),
             Value::Null => {}
-            _ => return Err(()),
+            _ => return Err(NotAString),
         }
     }
     Ok(urls)
 }
+
+/// A push URL that is not a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotAString;
 
 #[cfg(test)]
 mod tests {
@@ -175,9 +179,11 @@ mod tests {
         assert_eq!(push_urls(&v1), Ok(vec!["https://hooks.example/a"]));
         let v03 = params(json!({"taskId": "t", "pushNotificationConfig": {"url": "https://hooks.example/b"}}));
         assert_eq!(push_urls(&v03), Ok(vec!["https://hooks.example/b"]));
-        let with_message = params(json!({"message": {}, "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1/"}}}));
+        let with_message = params(
+            json!({"message": {}, "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1/"}}}),
+        );
         assert_eq!(push_urls(&with_message), Ok(vec!["http://127.0.0.1/"]));
-        assert_eq!(push_urls(&params(json!({"url": ["https://a"]}))), Err(()));
+        assert_eq!(push_urls(&params(json!({"url": ["https://a"]}))), Err(NotAString));
         assert_eq!(push_urls(&params(json!({"message": {}}))), Ok(vec![]));
     }
 }

@@ -117,7 +117,7 @@ impl Method {
     /// (a message continuing a task names it too). 1.0 names a push
     /// config's task `taskId` throughout; 0.3 names it `id` but when
     /// setting one.
-    pub fn task<'a>(self, version: Version, params: &'a Map<String, Value>) -> Option<&'a str> {
+    pub fn task(self, version: Version, params: &Map<String, Value>) -> Option<&str> {
         let field = match (self, version) {
             (Method::Send | Method::Stream, _) => {
                 return params.get("message").and_then(|m| m.get("taskId")).and_then(Value::as_str)

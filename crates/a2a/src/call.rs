@@ -68,7 +68,8 @@ pub(crate) async fn call(
             return;
         };
         let audit = Audit { bytes_in: bytes_in as u64, method: request.method.clone(), ..Audit::default() };
-        let mut call = Call { gateway: &gateway, hub, caller: caller.as_ref(), agent: &agent, audit, started: Instant::now() };
+        let mut call =
+            Call { gateway: &gateway, hub, caller: caller.as_ref(), agent: &agent, audit, started: Instant::now() };
         call.run(request, &headers, reply).await;
         call.write_row();
     });
@@ -76,7 +77,9 @@ pub(crate) async fn call(
         Ok(Reply::Json(answer)) => json_answer(StatusCode::OK, &answer),
         Ok(Reply::Stream(frames)) => {
             let mut frames = frames;
-            let body = futures_util::stream::poll_fn(move |cx| frames.poll_recv(cx).map(|f| f.map(Ok::<_, std::convert::Infallible>)));
+            let body = futures_util::stream::poll_fn(move |cx| {
+                frames.poll_recv(cx).map(|f| f.map(Ok::<_, std::convert::Infallible>))
+            });
             let mut response = Response::new(Body::from_stream(body));
             let headers = response.headers_mut();
             headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
@@ -176,16 +179,18 @@ impl Call<'_> {
         let task = method.task(version, &params).map(str::to_owned);
         if let Some(task) = &task {
             self.audit.task = Some(bounded(task, MAX_TASK_BYTES));
-            let owner = self.hub.owner(self.gateway, &self.agent.name, task).await.map_err(|err| {
-                error(503, rpc::INTERNAL_ERROR, &err.to_string())
-            })?;
+            let owner = self
+                .hub
+                .owner(self.gateway, &self.agent.name, task)
+                .await
+                .map_err(|err| error(503, rpc::INTERNAL_ERROR, &err.to_string()))?;
             if owner.as_deref() != Some(self.key()) {
                 // Another key's task, or one never created here: not found
                 // (whether it exists is not this caller's to learn).
                 return Err(error(404, rpc::TASK_NOT_FOUND, "Task not found"));
             }
         }
-        let urls = push_urls(&params).map_err(|()| error(400, rpc::INVALID_PARAMS, "a push url must be a string"))?;
+        let urls = push_urls(&params).map_err(|_| error(400, rpc::INVALID_PARAMS, "a push url must be a string"))?;
         for url in urls {
             if let Err(why) = check_push_url(url).await {
                 return Err(error(400, rpc::INVALID_PARAMS, &format!("push notification url refused: {why}")));
@@ -201,7 +206,10 @@ impl Call<'_> {
                     self.agent.name,
                     self.agent.rpm.unwrap_or(0)
                 );
-                return Err(Failure { status: 429, answer: rpc::refusal(&id, rpc::LIMITED, &message, "RATE_LIMITED", metadata) });
+                return Err(Failure {
+                    status: 429,
+                    answer: rpc::refusal(&id, rpc::LIMITED, &message, "RATE_LIMITED", metadata),
+                });
             }
         }
         if let (Some(governance), Some(caller)) = (&self.gateway.governance, self.caller) {
@@ -380,14 +388,18 @@ impl Call<'_> {
         let mut request = http::Request::post(&self.agent.url)
             .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(http::header::ACCEPT, HeaderValue::from_static(accept))
-            .header(http::header::USER_AGENT, HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))))
+            .header(
+                http::header::USER_AGENT,
+                HeaderValue::from_static(concat!("switchyard/", env!("CARGO_PKG_VERSION"))),
+            )
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|err| err.to_string())?;
         let headers = request.headers_mut();
         headers.extend(passed);
         headers.extend(handoff.headers());
         if let Some(bearer) = &self.agent.bearer {
-            let value = HeaderValue::from_str(&format!("Bearer {bearer}")).map_err(|_| "the agent's bearer is not a header value")?;
+            let value = HeaderValue::from_str(&format!("Bearer {bearer}"))
+                .map_err(|_| "the agent's bearer is not a header value")?;
             headers.insert(http::header::AUTHORIZATION, value);
         }
         let left = self.agent.timeout.saturating_sub(self.started.elapsed()).max(Duration::from_millis(1));
@@ -433,7 +445,12 @@ impl Call<'_> {
         }
         if let Some(screen) = self.screen() {
             if let Err(blocked) = screened(&screen, &mut result, Direction::Response, &mut self.audit.decisions) {
-                return self.refused_answer(id, 400, rpc::INVALID_AGENT_RESPONSE, &format!("the agent's answer was {blocked}"));
+                return self.refused_answer(
+                    id,
+                    400,
+                    rpc::INVALID_AGENT_RESPONSE,
+                    &format!("the agent's answer was {blocked}"),
+                );
             }
         }
         if method.sends() {
@@ -520,7 +537,12 @@ async fn read_all(body: &mut hyper::body::Incoming, deadline: tokio::time::Insta
 
 /// Every text part of `value` screened `direction`: masked in place, or
 /// why it is blocked.
-fn screened(screen: &Screen, value: &mut Value, direction: Direction, decisions: &mut Vec<String>) -> Result<(), String> {
+fn screened(
+    screen: &Screen,
+    value: &mut Value,
+    direction: Direction,
+    decisions: &mut Vec<String>,
+) -> Result<(), String> {
     let mut masks = Masks::default();
     let mut made: Vec<Decision> = Vec::new();
     let outcome = rewrite_text_parts(value, &mut |text| screen.screen(text, direction, &mut masks, &mut made));

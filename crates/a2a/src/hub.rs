@@ -33,9 +33,14 @@ const MEMORY_TASKS: usize = 200_000;
 pub struct Hub {
     pub(crate) client: HookClient,
     cards: Mutex<HashMap<String, (Instant, Arc<Value>)>>,
-    tasks: Mutex<HashMap<(Arc<str>, String), (String, Instant)>>,
+    tasks: Mutex<HashMap<TaskOf, Bound>>,
     rates: Mutex<HashMap<Arc<str>, (Instant, u32)>>,
 }
+
+/// A task: its agent and its id.
+type TaskOf = (Arc<str>, String);
+/// The key a task is bound to, and since when.
+type Bound = (String, Instant);
 
 /// Why a task could not be bound or looked up.
 #[derive(Debug, thiserror::Error)]
@@ -55,12 +60,7 @@ pub fn hub_of(gateway: &Gateway) -> Option<&Hub> {
 
 impl Hub {
     fn new() -> Hub {
-        Hub {
-            client: HookClient::new(),
-            cards: Mutex::default(),
-            tasks: Mutex::default(),
-            rates: Mutex::default(),
-        }
+        Hub { client: HookClient::new(), cards: Mutex::default(), tasks: Mutex::default(), rates: Mutex::default() }
     }
 
     /// Agent `agent`'s card as last read, read again when older than a
@@ -73,7 +73,9 @@ impl Hub {
             }
         }
         let mut headers = Vec::new();
-        if let Some(value) = agent.bearer.as_ref().and_then(|b| http::HeaderValue::from_str(&format!("Bearer {b}")).ok()) {
+        if let Some(value) =
+            agent.bearer.as_ref().and_then(|b| http::HeaderValue::from_str(&format!("Bearer {b}")).ok())
+        {
             headers.push((http::header::AUTHORIZATION, value));
         }
         let read = self.client.get_with(&agent.card, headers, agent.timeout.min(Duration::from_secs(30))).await;
@@ -102,7 +104,13 @@ impl Hub {
 
     /// Binds task `task` of `agent` to key `owner` unless it is bound: the
     /// key it is bound to.
-    pub async fn bind(&self, gateway: &Gateway, agent: &Arc<str>, task: &str, owner: &str) -> Result<String, OwnerError> {
+    pub async fn bind(
+        &self,
+        gateway: &Gateway,
+        agent: &Arc<str>,
+        task: &str,
+        owner: &str,
+    ) -> Result<String, OwnerError> {
         if let Some(fleet) = gateway.fleet_state.as_deref() {
             return fleet
                 .bind_a2a_task(agent, task, owner, TASK_TTL)

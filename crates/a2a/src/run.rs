@@ -77,7 +77,8 @@ mod tests {
         assert_eq!(handoff.run_id(), Some("run-7"));
         handoff.named("task-1");
         assert_eq!(handoff.run_id(), Some("task-1"));
-        let names: Vec<_> = handoff.headers().into_iter().map(|(n, v)| format!("{n}={}", v.to_str().unwrap_or(""))).collect();
+        let names: Vec<_> =
+            handoff.headers().into_iter().map(|(n, v)| format!("{n}={}", v.to_str().unwrap_or(""))).collect();
         assert_eq!(names, ["x-switchyard-run=run-7", "x-switchyard-a2a-task=task-1"]);
         headers.insert(RUN_HEADER, HeaderValue::from_static("has space"));
         assert_eq!(Handoff::of(&headers, Some("t")).headers().len(), 1, "only the task");

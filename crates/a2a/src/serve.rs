@@ -37,11 +37,18 @@ fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Response> {
     let Some(agents) = &gateway.config.agents else {
         return Err(json_answer(
             StatusCode::NOT_FOUND,
-            &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, "this gateway fronts no agents (add `agents:` to its config)"),
+            &rpc::error(
+                &Value::Null,
+                rpc::METHOD_NOT_FOUND,
+                "this gateway fronts no agents (add `agents:` to its config)",
+            ),
         ));
     };
     agents.get(name).cloned().ok_or_else(|| {
-        json_answer(StatusCode::NOT_FOUND, &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")))
+        json_answer(
+            StatusCode::NOT_FOUND,
+            &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")),
+        )
     })
 }
 
@@ -110,7 +117,10 @@ pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
         return json_answer(StatusCode::BAD_REQUEST, &rpc::error(&Value::Null, rpc::INVALID_REQUEST, "no plain Host"));
     };
     let Some(hub) = hub_of(&gateway) else {
-        return json_answer(StatusCode::INTERNAL_SERVER_ERROR, &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, "no hub"));
+        return json_answer(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, "no hub"),
+        );
     };
     match hub.card(&agent).await.map(|read| card::rewrite(&read, &endpoint)) {
         Ok(Some(card)) => json_answer(StatusCode::OK, &card),
@@ -118,9 +128,7 @@ pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
             StatusCode::BAD_GATEWAY,
             &rpc::error(&Value::Null, rpc::INVALID_AGENT_RESPONSE, "the agent's card is not an object"),
         ),
-        Err(message) => {
-            json_answer(StatusCode::BAD_GATEWAY, &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, &message))
-        }
+        Err(message) => json_answer(StatusCode::BAD_GATEWAY, &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, &message)),
     }
 }
 

@@ -132,7 +132,11 @@ pub(crate) fn validate(
             Some((usd * 1e9).round() as u64)
         });
         if agent.rpm == Some(0) {
-            issues.push(Issue::new(&format!("{at}.rpm"), "0 would refuse every message", "remove it, or write 1 or more"));
+            issues.push(Issue::new(
+                &format!("{at}.rpm"),
+                "0 would refuse every message",
+                "remove it, or write 1 or more",
+            ));
         }
         let timeout = duration_or(agent.timeout.as_deref(), Duration::from_secs(300), &format!("{at}.timeout"), issues)
             .clamp(Duration::from_millis(100), Duration::from_secs(3600));
@@ -181,7 +185,7 @@ mod tests {
         let (agents, issues) = load("research: { url: \"http://127.0.0.1:9100/\", price_per_task: 0.05 }\n");
         assert!(issues.is_empty(), "{issues:?}");
         let agents = agents.unwrap_or_default();
-        let research = agents.get("research").map(Clone::clone).unwrap_or_else(|| unreachable!());
+        let research = agents.get("research").cloned().unwrap_or_else(|| unreachable!());
         assert_eq!(research.url, "http://127.0.0.1:9100");
         assert_eq!(research.card, "http://127.0.0.1:9100/.well-known/agent-card.json");
         assert_eq!(research.price_nano, Some(50_000_000));
@@ -196,7 +200,15 @@ mod tests {
         let paths: Vec<&str> = issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(
             paths,
-            ["agents.Bad", "agents.a.url", "agents.a.card", "agents.b.card", "agents.c", "agents.d.price_per_task", "agents.d.rpm"]
+            [
+                "agents.Bad",
+                "agents.a.url",
+                "agents.a.card",
+                "agents.b.card",
+                "agents.c",
+                "agents.d.price_per_task",
+                "agents.d.rpm"
+            ]
         );
     }
 

@@ -824,8 +824,11 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             "/a2a",
             post(|headers: HeaderMap, body: Bytes| async move {
                 let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-                let reply =
-                    switchyard_transport::mock_a2a::respond(&body, header("x-switchyard-run"), header("x-switchyard-a2a-task"));
+                let reply = switchyard_transport::mock_a2a::respond(
+                    &body,
+                    header("x-switchyard-run"),
+                    header("x-switchyard-a2a-task"),
+                );
                 let mut response = Response::new(Body::from(reply.body));
                 response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
                 response

@@ -75,23 +75,38 @@ async fn the_card_points_at_the_gateway_and_only_granted_keys_see_it() {
     assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
     let card: Value = serde_json::from_slice(&reply.body).unwrap();
     let at = format!("http://{addr}/a2a/research");
-    assert_eq!(card["supportedInterfaces"], json!([{"url": at, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]));
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([{"url": at, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+    );
     assert_eq!(card["name"], "Mock agent");
     assert!(card["securitySchemes"].get("agent-key").is_none() && card["securitySchemes"].get("switchyard").is_some());
     // Without the grant, or without a key: no agent.
     assert_eq!(get_with(addr, path, &[("authorization", &format!("Bearer {bare}"))]).await.status, 404);
     assert_eq!(get(addr, path).await.status, 401);
-    assert_eq!(get_with(addr, "/a2a/nobody/.well-known/agent-card.json", &[("authorization", &format!("Bearer {granted}"))]).await.status, 404);
+    assert_eq!(
+        get_with(addr, "/a2a/nobody/.well-known/agent-card.json", &[("authorization", &format!("Bearer {granted}"))])
+            .await
+            .status,
+        404
+    );
 
     // Grants are set and read over the admin API; a grant that names no
     // agent shape is refused.
-    let bad = admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(json!({"name": "x", "a2a": ["re*"]}))).await;
+    let bad =
+        admin_call(addr, "POST", "/api/v1/admin/keys", Some(ADMIN_TOKEN), Some(json!({"name": "x", "a2a": ["re*"]})))
+            .await;
     assert_eq!(bad.status, 400, "{}", String::from_utf8_lossy(&bad.body));
     let created = create_key(addr, json!({"name": "later"})).await;
     let id = created["id"].as_str().unwrap();
-    let patched =
-        admin_call(addr, "PATCH", &format!("/api/v1/admin/keys/{id}"), Some(ADMIN_TOKEN), Some(json!({"a2a": ["research"]})))
-            .await;
+    let patched = admin_call(
+        addr,
+        "PATCH",
+        &format!("/api/v1/admin/keys/{id}"),
+        Some(ADMIN_TOKEN),
+        Some(json!({"a2a": ["research"]})),
+    )
+    .await;
     let view: Value = serde_json::from_slice(&patched.body).unwrap();
     assert_eq!(view["a2a"], json!(["research"]), "{view}");
     let later = created["key"].as_str().unwrap();
@@ -188,7 +203,8 @@ async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
         assert!(answer["error"]["message"].as_str().unwrap().contains("may not call agent `research`"), "{answer}");
     }
     // A budget of one cent: the first task reports 5 cents, the next is refused.
-    let spender = key(addr, json!({"name": "spender", "a2a": ["research"], "budget": {"usd": 0.01, "window": "1d"}})).await;
+    let spender =
+        key(addr, json!({"name": "spender", "a2a": ["research"], "budget": {"usd": 0.01, "window": "1d"}})).await;
     let costly = json!({"message": {"messageId": "c1", "parts": [{"text": "work"}], "metadata": {"charge_usd": 0.05}}});
     let (_, first) = rpc(addr, &spender, "SendMessage", costly, &[]).await;
     assert_eq!(first["result"]["task"]["id"], "task-c1", "{first}");
@@ -285,7 +301,11 @@ async fn an_agent_that_stalls_or_lies_gets_no_further_than_an_error() {
     };
     let (status, body, took) = call("stall", "SendMessage").await;
     let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((status, answer["error"]["code"].as_i64(), answer["id"].as_i64()), (200, Some(-32603), Some(7)), "{body}");
+    assert_eq!(
+        (status, answer["error"]["code"].as_i64(), answer["id"].as_i64()),
+        (200, Some(-32603), Some(7)),
+        "{body}"
+    );
     assert!(took < std::time::Duration::from_secs(5), "bounded by the agent's timeout: {took:?}");
     let (_, body, _) = call("garbage", "SendMessage").await;
     assert!(body.contains("-32603") && !body.contains("<html>"), "{body}");
@@ -294,7 +314,10 @@ async fn an_agent_that_stalls_or_lies_gets_no_further_than_an_error() {
     // The agent's own error passes, with the caller's id.
     let (_, body, _) = call("fails", "SendMessage").await;
     let answer: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(answer, json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32005, "message": "Incompatible content types"}}));
+    assert_eq!(
+        answer,
+        json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32005, "message": "Incompatible content types"}})
+    );
     // A stream that stalls after its first event, or sends one that is
     // not JSON: what came is relayed, then an error event ends it.
     for (agent, first) in [("stream-stall", true), ("bad-stream", false)] {

@@ -6,9 +6,9 @@
 
 mod common;
 
+mod a2a;
 mod admin_tls;
 mod admission;
-mod a2a;
 mod agents;
 mod audio;
 mod budgets;
