@@ -334,3 +334,29 @@ async fn an_agent_that_stalls_or_lies_gets_no_further_than_an_error() {
     let rows = ledger_rows(addr, "operation=a2a&status=502", 5).await;
     assert!(rows.len() >= 5, "{rows:?}");
 }
+
+#[tokio::test]
+async fn in_a_fleet_a_task_made_on_one_instance_is_its_keys_on_the_other() {
+    let Ok(redis) = std::env::var("SWITCHYARD_TEST_REDIS_URL") else {
+        eprintln!("SWITCHYARD_TEST_REDIS_URL is not set: the fleet case is skipped (scripts/test.sh starts Redis)");
+        return;
+    };
+    let upstream = mock_upstream().await;
+    let yaml = format!("agents:\n  research: {{ url: \"http://{upstream}/a2a\" }}\n");
+    let (one, _) = fleet_state_gateway(&yaml, &redis).await;
+    let (two, _) = fleet_state_gateway(&yaml, &redis).await;
+    let call = |addr: SocketAddr, method: &'static str, params: Value| async move {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let reply = post(addr, "/a2a/research", &[("content-type", "application/json")], body.to_string()).await;
+        serde_json::from_slice::<Value>(&reply.body).unwrap()
+    };
+    // Redis outlives a run: ids of this run's own.
+    let id = format!("{:x}", std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    let sent = call(one, "SendMessage", message(&id, "hi")).await;
+    let task = format!("task-{id}");
+    assert_eq!(sent["result"]["task"]["id"], task, "{sent}");
+    let read = call(two, "GetTask", json!({"id": task})).await;
+    assert_eq!(read["result"]["id"], task, "bound in Redis, read on the other instance: {read}");
+    let unknown = call(two, "GetTask", json!({"id": format!("task-{id}-never")})).await;
+    assert_eq!(unknown["error"]["code"], TASK_NOT_FOUND, "{unknown}");
+}
