@@ -191,6 +191,37 @@ async fn send_stream_get_and_cancel_go_through_bound_to_their_key() {
 }
 
 #[tokio::test]
+async fn a2a_0_3_callers_are_served_as_well() {
+    let addr = fronting("").await;
+    let alice = key(addr, json!({"name": "alice", "a2a": ["research"]})).await;
+    let bob = key(addr, json!({"name": "bob", "a2a": ["research"]})).await;
+    let old = |id: &str, text: &str| json!({"message": {"kind": "message", "messageId": id, "role": "user", "parts": [{"kind": "text", "text": text}]}});
+    let (_, sent) = rpc(addr, &alice, "message/send", old("o1", "mail ana@example.com"), &[]).await;
+    assert_eq!(
+        (sent["result"]["kind"].as_str(), sent["result"]["id"].as_str()),
+        (Some("task"), Some("task-o1")),
+        "{sent}"
+    );
+    let said = sent["result"]["artifacts"][0]["parts"][0]["text"].as_str().unwrap();
+    assert!(
+        said.starts_with("echo: mail ") && !said.contains("ana@example.com"),
+        "text parts of 0.3 are screened: {said}"
+    );
+    let (_, contacts) = rpc(addr, &alice, "message/send", old("o2", "contacts"), &[]).await;
+    assert!(!contacts.to_string().contains("ops@example.com"), "{contacts}");
+    // The task a 0.3 answer names is bound to its key as a 1.0 one is.
+    let (_, read) = rpc(addr, &alice, "tasks/get", json!({"id": "task-o1"}), &[]).await;
+    assert_eq!(read["result"]["id"], "task-o1", "{read}");
+    let (_, refused) = rpc(addr, &bob, "tasks/get", json!({"id": "task-o1"}), &[]).await;
+    assert_eq!(refused["error"]["code"], TASK_NOT_FOUND, "{refused}");
+    let (_, listed) = rpc(addr, &alice, "tasks/list", json!({}), &[]).await;
+    assert_eq!(listed["error"]["code"], -32004, "{listed}");
+    let push = json!({"taskId": "task-o1", "pushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}});
+    let (_, pushed) = rpc(addr, &alice, "tasks/pushNotificationConfig/set", push, &[]).await;
+    assert_eq!(pushed["error"]["code"], -32602, "{pushed}");
+}
+
+#[tokio::test]
 async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
     let addr = fronting(", price_per_task: 0.001").await;
     let bare = key(addr, json!({"name": "bare"})).await;

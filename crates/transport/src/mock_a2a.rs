@@ -1,5 +1,6 @@
 //! The vendor fake's A2A agent (`switchyard mock-upstream`): JSON-RPC at
-//! `POST /a2a` (A2A 1.0's methods, what a2a-sdk 1.x sends), its card at
+//! `POST /a2a` (A2A 1.0's methods, what a2a-sdk 1.x sends, and 0.3's
+//! `message/send` and `tasks/get` in 0.3's shapes), its card at
 //! `GET /a2a/.well-known/agent-card.json`. Stateless and deterministic,
 //! for tests of the A2A gateway: a message's task is `task-<messageId>`
 //! (or the task it continues), answered completed with an artifact
@@ -94,6 +95,23 @@ pub fn respond(body: &[u8], run: Option<&str>, task_header: Option<&str>) -> A2a
                 "artifacts": [{"artifactId": "answer", "parts": [{"text": format!("task {task_id}")}]}],
             })))
         }
+        // A2A 0.3's names and shapes: a task is `{ "kind": "task", ... }`,
+        // a text part `{ "kind": "text", "text" }`, states lower-case.
+        "message/send" => {
+            let message = &params["message"];
+            let text = message["parts"][0]["text"].as_str().unwrap_or_default();
+            let message_id = message["messageId"].as_str().unwrap_or("m");
+            let said = if text == "contacts" { "write to ops@example.com".to_owned() } else { format!("echo: {text}") };
+            json_reply(answer(json!({
+                "kind": "task", "id": format!("task-{message_id}"), "contextId": format!("ctx-{message_id}"),
+                "status": {"state": "completed"},
+                "artifacts": [{"artifactId": "answer", "parts": [{"kind": "text", "text": said}]}],
+                "metadata": {"run": run, "a2a_task": task_header},
+            })))
+        }
+        "tasks/get" => json_reply(answer(json!({
+            "kind": "task", "id": params["id"], "contextId": "ctx", "status": {"state": "completed"},
+        }))),
         "CreateTaskPushNotificationConfig" | "GetTaskPushNotificationConfig" => {
             json_reply(answer(json!({"id": "config-1", "taskId": params["taskId"], "url": params["url"]})))
         }
