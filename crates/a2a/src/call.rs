@@ -103,6 +103,8 @@ struct Audit {
     /// The agent answered.
     billed: bool,
     task: Option<String>,
+    /// The agent answered as an event stream.
+    streamed: bool,
     hold: Option<Hold>,
     decisions: Vec<String>,
 }
@@ -308,6 +310,7 @@ impl Call<'_> {
             let _ = reply.send(Reply::Json(answer));
             return;
         }
+        self.audit.streamed = true;
         let (frames, taken) = mpsc::channel::<Bytes>(16);
         if reply.send(Reply::Stream(taken)).is_err() {
             // The caller left before the stream began: read on for the cost.
@@ -486,7 +489,7 @@ impl Call<'_> {
             agent = %self.agent.name, method = %audit.method, task = audit.task.as_deref().unwrap_or_default(),
             status = audit.status, ms = self.started.elapsed().as_millis() as u64, cost_nano = cost, "a2a"
         );
-        let mut record = Record::begin_agent(self.gateway, self.caller.cloned(), audit.hold);
+        let mut record = Record::begin_agent(self.gateway, self.caller.cloned(), audit.hold, audit.streamed);
         record.tool_called(ToolNote {
             route: self.agent.name.to_string(),
             lane: Arc::from(crate::lane_name(&self.agent.name)),

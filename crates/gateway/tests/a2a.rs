@@ -187,7 +187,12 @@ async fn send_stream_get_and_cancel_go_through_bound_to_their_key() {
     assert!(send["notes"]["tool"]["bytes_out"].as_u64().unwrap() > 100, "{send}");
     assert!(send.to_string().contains("pii/"), "the guardrail's decision on the reply is on the row: {send}");
     let streamed = rows.iter().find(|r| r["model"] == "SendStreamingMessage").unwrap_or_else(|| panic!("{rows:?}"));
-    assert_eq!(streamed["notes"]["tool"]["task"], "task-m3", "{streamed}");
+    assert_eq!(
+        (streamed["notes"]["tool"]["task"].as_str(), streamed["stream"].as_bool()),
+        (Some("task-m3"), Some(true)),
+        "{streamed}"
+    );
+    assert_eq!(send["stream"], false, "{send}");
 }
 
 #[tokio::test]
