@@ -74,7 +74,15 @@ pub(crate) async fn call(
         call.write_row();
     });
     match replied.await {
-        Ok(Reply::Json(answer)) => json_answer(StatusCode::OK, &answer),
+        Ok(Reply::Json(answer)) => {
+            let mut response = json_answer(StatusCode::OK, &answer);
+            // A limit's wait, for HTTP clients as well as in the ErrorInfo.
+            let wait = answer["error"]["data"][0]["metadata"]["retry_after"].as_str();
+            if let Some(after) = wait.and_then(|w| HeaderValue::from_str(w).ok()) {
+                response.headers_mut().insert(http::header::RETRY_AFTER, after);
+            }
+            response
+        }
         Ok(Reply::Stream(frames)) => {
             let mut frames = frames;
             let body = futures_util::stream::poll_fn(move |cx| {

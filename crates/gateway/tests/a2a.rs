@@ -255,6 +255,22 @@ async fn a_key_without_the_grant_or_budget_is_refused_in_a2as_error_shape() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(refused["error"]["code"], LIMITED, "{refused}");
+    let wait = refused["error"]["data"][0]["metadata"]["retry_after"].as_str().unwrap_or_else(|| panic!("{refused}"));
+    let auth = format!("Bearer {spender}");
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": message("c3", "again")});
+    let raw = post(addr, "/a2a/research", &[("authorization", auth.as_str())], body.to_string()).await;
+    assert_eq!(
+        raw.headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .map(str::parse::<u64>)
+            .and_then(Result::ok)
+            .map(|s| s > 0),
+        Some(true),
+        "{:?}",
+        raw.headers
+    );
+    assert!(wait.parse::<u64>().is_ok_and(|s| s > 0), "{wait}");
     assert_eq!(refused["error"]["data"][0]["reason"], "QUOTA_EXCEEDED", "{refused}");
     assert!(refused["error"]["message"].as_str().unwrap().contains("is exhausted"), "{refused}");
     let refusals = ledger_rows(addr, "operation=a2a&status=403", 2).await;
