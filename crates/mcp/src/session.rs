@@ -182,6 +182,21 @@ impl Sessions {
     }
 }
 
+/// The id of the session the gateway holds for a stateless caller
+/// `owner` on route `route` (never handed out: the caller has no session
+/// to name, so the route and caller find it).
+pub fn held_id(route: &str, owner: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [route, owner] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest: [u8; 32] = hasher.finalize().into();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("held-{hex}")
+}
+
 /// A new session id: 128 bits from the OS's generator as hex (visible
 /// ASCII, as the protocol asks); `None` when the OS could not give them.
 pub fn new_id() -> Option<String> {
