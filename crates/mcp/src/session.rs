@@ -1,5 +1,7 @@
 //! A caller's MCP session: the key that opened it, the protocol version
-//! agreed and the session each HTTP server gave the gateway for it. In a
+//! agreed and the session each HTTP server gave the gateway for it; for a
+//! stateless (2026-07-28) caller, the one the gateway holds per route and
+//! caller ([`held_id`]), so servers that keep sessions are reached in one. In a
 //! fleet it lives in Redis (read on every message, renewed for the idle
 //! TTL), so one session's messages may land on any instance; otherwise in
 //! this process, bounded. Either way a key holds at most
