@@ -196,7 +196,7 @@ def fleet(tmp_path_factory):
             f"  handles: {{ secret: {SECRET} }}\n"
             "  servers:\n"
             # The same server, spoken to in the stateless revision.
-            f'    modern: {{ url: "{tickets}", protocol: "2026-07-28" }}\n"
+            f'    modern: {{ url: "{tickets}", protocol: "2026-07-28" }}\n'
             f'    tickets-down: {{ url: "{dead}", timeout: 5s }}\n'
             f'    tickets-up: {{ url: "{tickets}", idempotent: [read_ticket], price_per_call: 0.25, timeout: 20s }}\n'
             f"    files: {files}\n"
@@ -216,7 +216,7 @@ def fleet(tmp_path_factory):
         ) as (b, admin_b):
             key = lambda spec: admin_api(admin_a, "POST", "/api/v1/admin/keys", {"name": "mcp", **spec})["key"]  # noqa: E731
             yield {
-                "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work,
+                "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work, "tickets": tickets,
                 "bare": key({}),
                 "everything": key({"mcp": ["*"]}),
                 "some": key({"mcp": ["files__*", "tickets__read_*"]}),
@@ -454,6 +454,12 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     finally:
         fleet["flag"].unlink()
         admin_api(admin, "DELETE", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+        # Each instance reads pins again within seconds: the tests after
+        # this one see the tool unpinned on both.
+        deadline = time.monotonic() + 10
+        while not all("tickets__read_ticket" in tool_names(fleet[i], fleet["everything"]) for i in ("a", "b")):
+            assert time.monotonic() < deadline, "the unpinned tool is listed again"
+            time.sleep(0.2)
 
 
 def test_after_dispatch_only_an_idempotent_tool_goes_to_the_twin(fleet):
@@ -614,14 +620,13 @@ def paged(fleet):
     of the same tickets server, reached at `/mcp` and `/mcp/tickets`."""
     work = fleet["work"] / "paged"
     work.mkdir()
-    tickets = next(e for e in admin_api(fleet["admin"], "GET", "/api/v1/admin/mcp")["servers"] if e["name"] == "modern")
     extra = (
         "auth: { mode: keys }\n"
         "mcp:\n"
         "  handles: { secret: paged-gateway-handle-secret-0123456789, page_size: 2 }\n"
         "  servers:\n"
-        f'    tickets: {{ url: "{tickets["target"]}", protocol: "2026-07-28" }}\n'
-        f'    again: {{ url: "{tickets["target"]}" }}\n'
+        f'    tickets: {{ url: "{fleet["tickets"]}", protocol: "2026-07-28" }}\n'
+        f'    again: {{ url: "{fleet["tickets"]}" }}\n'
     )
     with serving(work, extra) as (addr, admin):
         key = lambda name: admin_api(admin, "POST", "/api/v1/admin/keys", {"name": name, "mcp": ["*"]})["key"]  # noqa: E731

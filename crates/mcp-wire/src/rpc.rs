@@ -152,8 +152,11 @@ pub fn strip_envelope(params: &mut Map<String, Value>) {
 /// else `_meta` holds (a progress token).
 pub fn stamp_envelope(params: &mut Map<String, Value>, client: &Value) {
     strip_envelope(params);
-    let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if let Value::Object(meta) = meta {
+    // A `_meta` that is not an object carries nothing a server could read.
+    if !params.get("_meta").is_some_and(Value::is_object) {
+        params.insert("_meta".into(), Value::Object(Map::new()));
+    }
+    if let Some(Value::Object(meta)) = params.get_mut("_meta") {
         meta.insert(META_VERSION.into(), Value::String(STATELESS.into()));
         meta.insert(META_CLIENT_INFO.into(), client.clone());
         meta.insert(META_CAPABILITIES.into(), json!({}));
@@ -441,6 +444,9 @@ mod tests {
         assert_eq!(params["_meta"]["progressToken"], 7, "the caller's progress token stays");
         strip_envelope(&mut params);
         assert_eq!(params["_meta"], json!({"progressToken": 7}));
+        let mut odd = json!({"_meta": 5}).as_object().cloned().unwrap_or_default();
+        stamp_envelope(&mut odd, &json!({}));
+        assert_eq!(odd["_meta"][META_VERSION], STATELESS, "a `_meta` that is no object is replaced");
         let mut result = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
         stamp_result("tools/list", &mut result);
         assert_eq!(result, json!({"tools": [], "ttlMs": 5000, "cacheScope": "private", "resultType": "complete"}));
