@@ -47,10 +47,13 @@ fuzz_target!(|data: &[u8]| {
             let servers = handle::servers_digest([("s", "http://s/mcp")]);
             let here = Binding { route: "/mcp", caller: "key", servers: &servers };
             assert!(sealer.open(Kind::Session, text, here, 0).is_err());
-            let minted = sealer.seal(Kind::Cursor, here, 10, data, [3; 12]);
-            assert_eq!(sealer.open(Kind::Cursor, &minted, here, 9).as_deref(), Ok(data));
-            let other = Binding { caller: text, ..here };
-            assert_eq!(sealer.open(Kind::Cursor, &minted, other, 9).is_ok(), text == "key");
+            // The gateway's payloads are short; a handle past 1 KiB is not opened.
+            if data.len() <= 512 {
+                let minted = sealer.seal(Kind::Cursor, here, 10, data, [3; 12]);
+                assert_eq!(sealer.open(Kind::Cursor, &minted, here, 9).as_deref(), Ok(data));
+                let other = Binding { caller: text, ..here };
+                assert_eq!(sealer.open(Kind::Cursor, &minted, other, 9).is_ok(), text == "key");
+            }
         }
         if let Some((route, own)) = names::split(text) {
             assert_eq!(names::namespaced(route, own), text);

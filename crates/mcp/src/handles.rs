@@ -10,7 +10,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use switchyard_config::mcp::{Mcp, McpTransport};
 use switchyard_mcp_wire::handle::{self, Binding, Kind, Refused, Sealer};
 use switchyard_state::governance::{now_ms, Caller};
@@ -21,8 +20,8 @@ use crate::rpc;
 /// The sealers of this process: the one of the configured secret (built
 /// again when it changes) and the random one used without it.
 pub struct Handles {
-    /// The secret's digest and its sealer.
-    configured: Mutex<Option<([u8; 32], Arc<Sealer>)>>,
+    /// The secret and its sealer.
+    configured: Mutex<Option<(String, Arc<Sealer>)>>,
     /// This process's own, for a config without a secret.
     own: Option<Arc<Sealer>>,
 }
@@ -42,13 +41,13 @@ impl Handles {
     /// The sealer `mcp` asks for.
     fn sealer(&self, mcp: &Mcp) -> Option<Arc<Sealer>> {
         let Some(secret) = &mcp.handles.secret else { return self.own.clone() };
-        let digest: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
         let mut configured = self.configured.lock().unwrap_or_else(PoisonError::into_inner);
         match &*configured {
-            Some((seen, sealer)) if *seen == digest => Some(sealer.clone()),
+            // The key is derived once per secret, not per message.
+            Some((seen, sealer)) if seen == secret => Some(sealer.clone()),
             _ => {
                 let sealer = Arc::new(Sealer::new(secret.as_bytes())?);
-                *configured = Some((digest, sealer.clone()));
+                *configured = Some((secret.clone(), sealer.clone()));
                 Some(sealer)
             }
         }
