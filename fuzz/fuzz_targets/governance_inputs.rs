@@ -14,14 +14,9 @@ fuzz_target!(|data: &[u8]| {
     let _ = KeyHash::from_hex(&text);
     // A request whose every part comes from the input.
     let mut parts = text.splitn(4, '\n');
-    let (authorization, date, path, body) = (
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or(""),
-        parts.next().unwrap_or("/"),
-        parts.next().unwrap_or(""),
-    );
+    let (authorization, date, path, body) =
+        (parts.next().unwrap_or(""), parts.next().unwrap_or(""), parts.next().unwrap_or("/"), parts.next().unwrap_or(""));
     let headers = [("authorization", authorization.as_bytes()), ("x-amz-date", date.as_bytes()), ("host", &b"h"[..])];
-    let inbound =
-        Inbound { method: "POST", path, query: Some(path), headers: &headers, authority: None, body: body.as_bytes() };
+    let inbound = Inbound { method: "POST", path, query: Some(path), headers: &headers, authority: None, body: body.as_bytes() };
     let _ = verify(&inbound, |_| Some("secret".to_owned()), 1_796_067_065);
 });
