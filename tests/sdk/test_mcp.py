@@ -431,6 +431,7 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     tool = next(t for t in overview["tools"] if t["name"] == "tickets__read_ticket")
     assert tool["standing"] == "approved" and tool["listed"]
     assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files", "flaky-drop", "flaky-twin", "broken", "modern"}
+    assert {s["name"]: s["protocol"] for s in overview["servers"]}["modern"] == "2026-07-28"
     fleet["flag"].write_text("changed")
     try:
         assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["everything"])

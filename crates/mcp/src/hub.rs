@@ -449,6 +449,10 @@ impl Hub {
                     "target": target,
                     "pool": pool.map(|p| &*p.name),
                     "idempotent": server.idempotent,
+                    "protocol": match (&server.transport, server.protocol) {
+                        (McpTransport::Http { .. }, McpProtocol::Stateless) => rpc::STATELESS,
+                        _ => "handshake",
+                    },
                     "price_per_call_usd": server.price_nano.map(|n| n as f64 / 1e9),
                     "state": state,
                 })

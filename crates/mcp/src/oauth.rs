@@ -118,11 +118,13 @@ pub(crate) fn authenticate(
             })?;
     if let (Some((oauth, scope)), Some(caller)) = (oauth, &caller) {
         if caller.key.id.starts_with("jwt:") {
-            let token = request
-                .headers
-                .get(http::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
+            // The token where authentication found it: the bearer, or the
+            // key headers some SDKs send it in.
+            let header = |name: &str| request.headers.get(name).and_then(|v| v.to_str().ok());
+            let token = header("authorization")
                 .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+                .or_else(|| header("x-api-key"))
+                .or_else(|| header("x-goog-api-key"))
                 .map(str::trim)
                 .unwrap_or_default();
             let audiences = switchyard_state::governance::jwt::audiences(token);
