@@ -492,19 +492,29 @@ def test_a_crash_looping_stdio_server_is_quarantined_and_the_rest_serve(fleet):
     assert "exited" in broken["state"]["last_error"]
 
 
-def test_one_session_alternates_between_two_instances(fleet):
+@pytest.mark.parametrize("mode", list(MODES))
+def test_one_session_alternates_between_two_instances(fleet, mode):
+    """A 2025-11-25 session's id (sealed with the fleet's secret) opens on
+    either instance; a 2026-07-28 caller's requests find the session the
+    gateway holds with `tickets` on either instance too."""
     proxy = RoundRobin([fleet["a"], fleet["b"]])
 
     async def go():
-        async with connect(proxy.addr, fleet["some"], fresh_connections=True) as client:
+        async with connect(proxy.addr, fleet["some"], fresh_connections=True, mode=mode) as client:
+            assert client.protocol_version == MODES[mode]
             for n in range(6):
-                result = await client.call_tool("tickets__read_ticket", {"id": f"T-{n}"})
-                assert result.content[0].text == f"ticket T-{n}: open"
+                result = await client.call_tool("tickets__read_ticket", {"id": f"T-alt-{mode}-{n}"})
+                assert result.content[0].text == f"ticket T-alt-{mode}-{n}: open"
                 assert (await client.call_tool("files__list_files", {})).content[0].text
             assert "files__read_file" in {t.name for t in (await client.list_tools()).tools}
 
     run(go)
     assert all(served >= 5 for served in proxy.served), proxy.served
+    # Both instances sent the calls in the one session the gateway has with
+    # `tickets` for this caller (kept in Redis), never one each.
+    sessions = {e["session_id"] for e in upstream_log(fleet)
+                if e["method"] == "tools/call" and f"T-alt-{mode}-" in json.dumps(e["arguments"])}
+    assert len(sessions) == 1 and None not in sessions, sessions
 
 
 def test_a_session_is_its_keys_alone(fleet):
