@@ -349,3 +349,64 @@ async fn mcp_is_a_protected_resource_whose_tokens_must_name_it() {
     let key = key(addr, json!({"name": "k", "mcp": ["*"]})).await;
     assert_eq!(discover(Some(key), "/mcp").await.0, 200);
 }
+
+/// `DELETE /mcp` naming `session` as `bearer`: its status and answer.
+async fn end(addr: SocketAddr, bearer: &str, session: &str) -> (u16, Value) {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::delete(format!("http://{addr}/mcp"))
+        .header("authorization", format!("Bearer {bearer}"))
+        .header("mcp-session-id", session)
+        .body(http_body_util::Full::default())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    let status = response.status().as_u16();
+    let body = http_body_util::BodyExt::collect(response.into_body()).await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn hostile_handles_and_headers_are_refused_and_end_nothing() {
+    let addr = fronting("").await;
+    let alice = key(addr, json!({"name": "alice", "mcp": ["*"]})).await;
+    let mallory = key(addr, json!({"name": "mallory", "mcp": ["*"]})).await;
+    let session = open(addr, "/mcp", &alice).await;
+    // Another key cannot end it; its own key can, once.
+    let (status, answer) = end(addr, &mallory, &session).await;
+    assert_eq!(status, 404);
+    refused_for(&answer, "other_caller");
+    assert_eq!(in_session(addr, "/mcp", &alice, &session).await.0, 200, "still open");
+    assert_eq!(end(addr, &alice, &session).await.0, 200);
+    // Ended: the handle still opens, but the gateway has no such session.
+    let (status, answer) = in_session(addr, "/mcp", &alice, &session).await;
+    assert_eq!(status, 404, "{answer}");
+    assert_eq!(answer["error"]["message"], "Session not found");
+
+    let same = |_: &mut Vec<(String, String)>| {};
+    // A cursor far longer than any minted, and one that is not base64.
+    for cursor in ["A".repeat(100_000), "!!not a cursor!!".to_owned()] {
+        let (status, _, answer) = stateless(addr, "/mcp", &alice, "tools/list", json!({"cursor": cursor}), same).await;
+        assert_eq!((status, code(&answer)), (200, INVALID_PARAMS), "{answer}");
+        assert_eq!(answer["error"]["data"]["reason"], "forged");
+    }
+    // A name header wrapped as the revision allows is read; a corrupt
+    // wrapping never matches.
+    let wrapped = |value: &'static str| {
+        move |h: &mut Vec<(String, String)>| {
+            h.retain(|(n, _)| n != "mcp-name");
+            h.push(("mcp-name".into(), value.into()));
+        }
+    };
+    let params = json!({"name": "mock__echo", "arguments": {"text": "wrapped"}});
+    let (status, _, answer) =
+        stateless(addr, "/mcp", &alice, "tools/call", params.clone(), wrapped("=?base64?bW9ja19fZWNobw==?=")).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "wrapped");
+    let (status, _, answer) =
+        stateless(addr, "/mcp", &alice, "tools/call", params, wrapped("=?base64?bW9ja19fZWNobw=?=")).await;
+    assert_eq!((status, code(&answer)), (400, -32020), "{answer}");
+    // A stateless caller is handed nothing to replay: no session id, and
+    // no cursor without paging.
+    let (_, headers, listed) = stateless(addr, "/mcp", &alice, "tools/list", json!({}), same).await;
+    assert!(!headers.contains_key("mcp-session-id") && listed["result"].get("nextCursor").is_none(), "{listed}");
+}
