@@ -1,9 +1,21 @@
 //! The `cache:` section: the response cache's store (its bound and whose
 //! answers share entries).
 
+use serde::Deserialize;
+
 use crate::issue::Issue;
-use crate::raw;
 use crate::units::size_or;
+
+/// The response cache's store.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCacheStore {
+    pub max_bytes: Option<serde_yaml_ng::Value>,
+    /// `key` (default) or `group`.
+    pub scope: Option<String>,
+    /// Hits count against requests-per-minute limits.
+    pub count_hits: Option<bool>,
+}
 
 /// The response cache's store: its bound and whose answers share entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +33,7 @@ pub struct CacheStore {
 pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
 
 /// The top-level `cache:` block.
-pub(crate) fn store(raw: Option<&raw::RawCacheStore>, issues: &mut Vec<Issue>) -> CacheStore {
+pub(crate) fn store(raw: Option<&RawCacheStore>, issues: &mut Vec<Issue>) -> CacheStore {
     let Some(raw) = raw else {
         return CacheStore { max_bytes: DEFAULT_CACHE_BYTES, by_group: false, count_hits: false };
     };

@@ -5,8 +5,29 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use crate::issue::{list, Issue};
 use crate::{facts, raw, translation, Capabilities, Operation, Provider};
+
+/// A lane: a provider plus the upstream's wire model.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub provider: String,
+    pub model: Option<String>,
+    pub context_window: Option<u64>,
+    pub max_concurrent: Option<u32>,
+    pub billing: Option<String>,
+    pub tier: Option<String>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// What the model takes where models of its protocol differ.
+    pub capabilities: Option<raw::RawCapabilities>,
+    /// What it serves: chat (the default), embed, rerank, moderation,
+    /// image, speech or transcription.
+    pub operation: Option<String>,
+}
 
 /// How a lane is paid for (routing prefers subscription, then pay-as-you-go, then free).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,7 +91,7 @@ pub struct ModelFacts {
 
 /// Every `models:` entry, in name order: a model's index is its place here.
 pub(crate) fn validate(
-    raw: &BTreeMap<String, raw::RawModel>,
+    raw: &BTreeMap<String, RawModel>,
     providers: &[Provider],
     issues: &mut Vec<Issue>,
 ) -> Vec<Model> {
@@ -83,7 +104,7 @@ pub(crate) fn validate(
 /// over the bundled facts of its wire model.
 fn model(
     name: &str,
-    model: &raw::RawModel,
+    model: &RawModel,
     provider_names: &[&str],
     providers: &[Provider],
     issues: &mut Vec<Issue>,

@@ -6,12 +6,104 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize;
 use switchyard_guard::PolicySpec;
 
 use crate::hooks::PendingFallback;
 use crate::issue::{list, Issue};
 use crate::units::duration_or;
-use crate::{guard, hooks, kept, raw, translation, BreakerPolicy, Hook, Model, Operation, Strategy, Translation};
+use crate::{guard, hooks, kept, translation, BreakerPolicy, Hook, Model, Operation, Strategy, Translation};
+
+/// A named pool of lanes.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    #[serde(default)]
+    pub hooks: Vec<serde_yaml_ng::Value>,
+    pub failover: Option<RawFailover>,
+    /// `terminate`/`end` (default) or `continue`; also accepted inside `failover`.
+    pub stream_failure: Option<String>,
+    /// `cancel` (default) or `finish`: what a stream whose caller left does.
+    pub on_disconnect: Option<String>,
+    pub hedge: Option<RawHedge>,
+    #[serde(default)]
+    pub policies: Vec<String>,
+    pub cache: Option<RawPoolCache>,
+    #[serde(default)]
+    pub fallback: Vec<String>,
+    pub breaker: Option<RawBreaker>,
+    pub affinity: Option<RawAffinity>,
+    /// How long a request waits for a permit when every lane is at its cap.
+    pub queue_timeout: Option<String>,
+    /// `lenient` (default) or `strict`.
+    pub translation: Option<String>,
+    /// How batch lines for this pool run: `gateway` (Switchyard runs them).
+    pub batch: Option<String>,
+    pub members: Vec<RawMember>,
+}
+
+/// Circuit-breaker tuning.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBreaker {
+    pub consecutive_failures: Option<u32>,
+    pub failure_rate: Option<f64>,
+    pub min_requests: Option<u32>,
+    pub window: Option<String>,
+    pub base_cooldown: Option<String>,
+    pub max_cooldown: Option<String>,
+    pub hard_down_cooldown: Option<String>,
+    pub jitter: Option<f64>,
+}
+
+/// Failover bounds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFailover {
+    pub max_hops: Option<u32>,
+    pub timeout: Option<String>,
+    pub retries: Option<u32>,
+    pub first_token: Option<String>,
+    pub stream_failure: Option<String>,
+    pub max_continuations: Option<u32>,
+}
+
+/// A pool's response cache.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoolCache {
+    pub ttl: Option<String>,
+}
+
+/// Hedging of a pool's late first tokens.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHedge {
+    /// `p95` or a duration.
+    pub after: Option<String>,
+    /// A share of traffic: `10%` or `0.1`.
+    pub max_extra: Option<serde_yaml_ng::Value>,
+    /// Hedge requests that offer tools at any temperature too.
+    pub with_tools: Option<bool>,
+}
+
+/// A pool member.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMember {
+    pub model: String,
+    pub weight: Option<u32>,
+}
+
+/// Session affinity of a pool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAffinity {
+    pub enabled: Option<bool>,
+    pub header: Option<String>,
+    pub ttl: Option<String>,
+    pub prefix: Option<String>,
+}
 
 /// A pool member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +247,7 @@ pub struct Affinity {
 
 /// How many times a pool's broken streams may be continued: `stream_failure`
 /// on the pool (the contract's place) or inside `failover` (either, not both).
-fn stream_continuations(path: &str, pool: &raw::RawPool, issues: &mut Vec<Issue>) -> u32 {
+fn stream_continuations(path: &str, pool: &RawPool, issues: &mut Vec<Issue>) -> u32 {
     let nested = pool.failover.as_ref().and_then(|f| f.stream_failure.as_deref());
     if pool.stream_failure.is_some() && nested.is_some() {
         issues.push(Issue::new(
@@ -199,7 +291,7 @@ fn stream_continuations(path: &str, pool: &raw::RawPool, issues: &mut Vec<Issue>
 }
 
 /// A pool's `hedge:` block.
-fn validate_hedge(path: &str, raw: &raw::RawHedge, issues: &mut Vec<Issue>) -> Hedge {
+fn validate_hedge(path: &str, raw: &RawHedge, issues: &mut Vec<Issue>) -> Hedge {
     let after = match raw.after.as_deref() {
         None | Some("p95") => HedgeAfter::P95,
         Some(text) => {
@@ -228,7 +320,7 @@ fn validate_hedge(path: &str, raw: &raw::RawHedge, issues: &mut Vec<Issue>) -> H
     Hedge { after, max_extra, with_tools: raw.with_tools.unwrap_or(false) }
 }
 
-fn validate_breaker(path: &str, raw: Option<&raw::RawBreaker>, issues: &mut Vec<Issue>) -> BreakerPolicy {
+fn validate_breaker(path: &str, raw: Option<&RawBreaker>, issues: &mut Vec<Issue>) -> BreakerPolicy {
     let defaults = BreakerPolicy::default();
     let Some(raw) = raw else {
         return defaults;
@@ -352,7 +444,7 @@ fn check_pool_operations(pools: &[Pool], models: &[Model], issues: &mut Vec<Issu
 /// its members found among `models`, its hooks added to `hooks`; then the
 /// checks that span pools (fallback cycles, one operation per chain).
 pub(crate) fn validate(
-    raw: &BTreeMap<String, raw::RawPool>,
+    raw: &BTreeMap<String, RawPool>,
     models: &[Model],
     policies: &[PolicySpec],
     hooks: &mut Vec<Hook>,
@@ -383,7 +475,7 @@ struct Known<'a> {
 /// One pool at `pools.<name>`.
 fn pool(
     name: &str,
-    pool: &raw::RawPool,
+    pool: &RawPool,
     known: Known<'_>,
     all_hooks: &mut Vec<Hook>,
     pending: &mut Vec<PendingFallback>,
@@ -451,7 +543,7 @@ fn pool(
 }
 
 /// A pool's members: each a defined model, listed once, with a weight.
-fn members(path: &str, pool: &raw::RawPool, model_names: &[&str], issues: &mut Vec<Issue>) -> Vec<Member> {
+fn members(path: &str, pool: &RawPool, model_names: &[&str], issues: &mut Vec<Issue>) -> Vec<Member> {
     let mut members = Vec::new();
     for (index, member) in pool.members.iter().enumerate() {
         let member_path = format!("{path}.members[{index}]");
@@ -485,9 +577,9 @@ fn members(path: &str, pool: &raw::RawPool, model_names: &[&str], issues: &mut V
 
 /// Session affinity, on unless turned off: the header that names a session
 /// and how long its pins last.
-fn affinity(path: &str, affinity: Option<&raw::RawAffinity>, issues: &mut Vec<Issue>) -> Option<Affinity> {
+fn affinity(path: &str, affinity: Option<&RawAffinity>, issues: &mut Vec<Issue>) -> Option<Affinity> {
     match affinity {
-        Some(raw::RawAffinity { enabled: Some(false), .. }) => None,
+        Some(RawAffinity { enabled: Some(false), .. }) => None,
         raw_affinity => {
             let header = raw_affinity.and_then(|a| a.header.clone()).unwrap_or_else(|| "x-session-id".to_owned());
             if header.is_empty() || !header.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
@@ -513,7 +605,7 @@ fn affinity(path: &str, affinity: Option<&raw::RawAffinity>, issues: &mut Vec<Is
 
 /// How a pool's request goes on when a lane fails: hops, retries, its
 /// deadlines, a caller who leaves, a stream that breaks.
-fn failover(path: &str, pool: &raw::RawPool, issues: &mut Vec<Issue>) -> Failover {
+fn failover(path: &str, pool: &RawPool, issues: &mut Vec<Issue>) -> Failover {
     let failover = match &pool.failover {
         None => Failover::default(),
         Some(raw_failover) => {

@@ -7,12 +7,85 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize;
+
 use crate::issue::{list, Issue};
 use crate::units::duration_or;
 use crate::{
-    egress, passthrough, raw, region_from_host, translation, AuthMode, Credentials, Egress, ErrorMap, JwtIssuer,
-    Protocol, StatusClass,
+    egress, passthrough, region_from_host, translation, AuthMode, Credentials, Egress, ErrorMap, JwtIssuer, Protocol,
+    StatusClass,
 };
+
+/// A backend speaking one protocol.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProvider {
+    pub protocol: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub aws: Option<RawAws>,
+    /// Extra headers on every upstream call.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    /// Vendor error type or code → failure class.
+    #[serde(default)]
+    pub error_map: BTreeMap<String, String>,
+    /// Opt-in active health probes of tripped lanes.
+    pub health_probe: Option<RawProbe>,
+    /// `own` (default): the lane's key goes upstream; `passthrough`: the caller's.
+    pub upstream_credentials: Option<String>,
+    /// The ad-hoc route `/{provider}/{model}/v1/messages`: `true` for any
+    /// wire model, or a list of the wire models it may reach. Off by default.
+    pub adhoc: Option<serde_yaml_ng::Value>,
+    /// Caller headers passed on to this provider (beside the protocol's own).
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
+    /// A credential fetched from a token endpoint.
+    pub auth: Option<crate::egress::RawEgressAuth>,
+    /// The upstream path's template (`{model}`, `{action}`, `{project}`, `{location}`).
+    pub path: Option<String>,
+    /// A path template's `{project}`.
+    pub project: Option<String>,
+    /// A path template's `{location}`.
+    pub location: Option<String>,
+    /// Claude on Vertex: the `anthropic_version` the body carries.
+    pub anthropic_version: Option<String>,
+    /// Whether its models continue an assistant message last: `true`,
+    /// `false`, or how (`continue_final_message`, `prefix`).
+    pub prefill: Option<serde_yaml_ng::Value>,
+    /// The raw route to the rest of its API: the paths and methods it opens.
+    pub passthrough: Option<crate::passthrough::RawPassthrough>,
+}
+
+/// Active health probing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawProbe {
+    pub interval: Option<String>,
+}
+
+/// AWS credentials for SigV4.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAws {
+    pub access_key_id: String,
+    pub secret_access_key: String,
+    pub session_token: Option<String>,
+    pub region: Option<String>,
+}
+
+/// Upstream timeouts.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    pub connect: Option<String>,
+    pub response_headers: Option<String>,
+    pub stream_idle: Option<String>,
+    pub request: Option<String>,
+    pub first_token: Option<String>,
+}
 
 /// Where a provider is reached.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,7 +200,7 @@ fn host_is_loopback(url: &str) -> bool {
 
 fn validate_provider(
     name: &str,
-    provider: &raw::RawProvider,
+    provider: &RawProvider,
     issues: &mut Vec<Issue>,
     warnings: &mut Vec<Issue>,
 ) -> Provider {
@@ -249,7 +322,7 @@ fn endpoint(path: &str, base_url: &str, issues: &mut Vec<Issue>) -> Endpoint {
 
 /// How calls to a provider are signed: its key, AWS SigV4 (Bedrock only,
 /// the region from the host when not given), or not at all.
-fn credentials(path: &str, provider: &raw::RawProvider, protocol: Protocol, issues: &mut Vec<Issue>) -> Credentials {
+fn credentials(path: &str, provider: &RawProvider, protocol: Protocol, issues: &mut Vec<Issue>) -> Credentials {
     match (&provider.api_key, &provider.aws) {
         (Some(_), Some(_)) => {
             issues.push(Issue::new(
@@ -298,7 +371,7 @@ fn credentials(path: &str, provider: &raw::RawProvider, protocol: Protocol, issu
 }
 
 /// A provider's upstream timeouts, each defaulted.
-fn timeouts(path: &str, t: &raw::RawTimeouts, issues: &mut Vec<Issue>) -> Timeouts {
+fn timeouts(path: &str, t: &RawTimeouts, issues: &mut Vec<Issue>) -> Timeouts {
     let defaults = Timeouts::default();
     Timeouts {
         connect: duration_or(t.connect.as_deref(), defaults.connect, &format!("{path}.timeouts.connect"), issues),
@@ -479,7 +552,7 @@ fn validate_headers(
 /// Every `providers:` entry, in name order: a provider's index is its
 /// place here.
 pub(crate) fn validate(
-    raw: &BTreeMap<String, raw::RawProvider>,
+    raw: &BTreeMap<String, RawProvider>,
     issues: &mut Vec<Issue>,
     warnings: &mut Vec<Issue>,
 ) -> Vec<Provider> {
