@@ -33,13 +33,22 @@ pub(crate) fn admin_groups(admin: &Admin, groups: &[Group], issues: &mut Vec<Iss
     }
 }
 
-/// MCP tools on an open gateway: anyone who reaches the port may use them.
-pub(crate) fn open_mcp(mcp: Option<&Mcp>, auth: AuthMode, warnings: &mut Vec<Issue>) {
+/// MCP behind the gateway: tools on an open gateway are anyone's who
+/// reaches the port; in a fleet (`fleet`: a shared Redis) handles sealed
+/// with each instance's own secret open only on that instance.
+pub(crate) fn mcp(mcp: Option<&Mcp>, auth: AuthMode, fleet: bool, warnings: &mut Vec<Issue>) {
     if mcp.is_some_and(|mcp| !mcp.servers.is_empty()) && auth == AuthMode::Open {
         warnings.push(Issue::new(
             "mcp",
             "auth is open, so anyone who reaches the data port may use every MCP tool, prompt and resource",
             "set auth.mode: keys and grant each key its `mcp` list",
+        ));
+    }
+    if mcp.is_some_and(|mcp| mcp.handles.secret.is_none()) && fleet {
+        warnings.push(Issue::new(
+            "mcp.handles.secret",
+            "unset in a fleet: each instance seals MCP session ids and cursors with a secret of its own, so one minted by one instance does not open on another",
+            "set mcp.handles.secret to one random secret shared by the fleet",
         ));
     }
 }

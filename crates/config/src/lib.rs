@@ -270,7 +270,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
     let mcp = mcp::validate(raw.mcp.as_ref(), &policies, issues);
     let duplex = duplex::validate(raw.duplex.as_ref(), issues);
-    cross::open_mcp(mcp.as_ref(), auth, &mut warnings);
+    cross::mcp(mcp.as_ref(), auth, raw.storage.redis_url.is_some(), &mut warnings);
 
     let server = server::validate(&raw.server, issues);
     cross::client_identity(&server, auth, issues);
