@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use crate::issue::{list, Issue};
-use crate::{facts, raw, translation, Capabilities, Operation, Provider};
+use crate::{facts, translation, Capabilities, Operation, Provider};
 
 /// A lane: a provider plus the upstream's wire model.
 #[derive(Debug, Deserialize)]
@@ -23,7 +23,7 @@ pub struct RawModel {
     #[serde(default)]
     pub tags: Vec<String>,
     /// What the model takes where models of its protocol differ.
-    pub capabilities: Option<raw::RawCapabilities>,
+    pub capabilities: Option<translation::RawCapabilities>,
     /// What it serves: chat (the default), embed, rerank, moderation,
     /// image, speech or transcription.
     pub operation: Option<String>,

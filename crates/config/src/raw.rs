@@ -121,24 +121,6 @@ pub struct RawHttp2 {
     pub max_header_list_size: Option<serde_yaml_ng::Value>,
 }
 
-/// A model's capabilities; a key left out is the common ground.
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-pub struct RawCapabilities {
-    pub adaptive_thinking: Option<bool>,
-    pub effort: Option<bool>,
-    pub temperature_with_top_p: Option<bool>,
-    pub max_output: Option<u64>,
-    pub reasoning: Option<bool>,
-    pub prefill: Option<serde_yaml_ng::Value>,
-    pub system_messages: Option<bool>,
-    pub bedrock_betas: Option<bool>,
-    pub efforts: Option<Vec<String>>,
-    pub refused_while_reasoning: Option<Vec<String>>,
-    pub thinks_by_default: Option<bool>,
-    pub audio_input: Option<bool>,
-}
-
 /// USD per million tokens.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,22 +146,4 @@ pub struct RawRate {
     pub batch_discount: Option<crate::card::RawFraction>,
     /// A factor per service tier the upstream reports.
     pub service_tiers: Option<BTreeMap<String, crate::card::RawFraction>>,
-}
-
-/// An external hook reference in a `hooks:` list.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RawHookRef {
-    pub module: String,
-    pub name: Option<String>,
-    #[serde(default)]
-    pub settings: BTreeMap<String, String>,
-    pub kind: Option<String>,
-    pub timeout_ms: Option<u64>,
-    pub on_error: Option<String>,
-    pub prompt: Option<String>,
-    pub user: Option<String>,
-    pub priority: Option<i32>,
-    /// The hook may answer with the `rewrite` arm (needs `prompt: rw`).
-    pub rewrite: Option<bool>,
 }
