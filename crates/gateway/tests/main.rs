@@ -39,6 +39,7 @@ mod pairs;
 mod passthrough;
 mod proof;
 mod rates;
+mod realtime;
 mod reload;
 mod retention;
 mod routes;

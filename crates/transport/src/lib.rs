@@ -8,8 +8,10 @@ pub mod hooks;
 pub mod mock;
 pub mod mock_mcp;
 pub mod mock_operation;
+pub mod mock_realtime;
 pub mod mock_rules;
 pub mod token;
+pub mod websocket;
 
 use std::future::Future;
 use std::pin::Pin;
