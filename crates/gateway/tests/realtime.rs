@@ -381,3 +381,56 @@ async fn a_close_mid_generation_settles_it_once_at_what_was_delivered() {
     // "word " four times: 20 characters, 5 tokens at four a token.
     assert_eq!(row["output_tokens"], 5, "{row:#}");
 }
+
+#[tokio::test]
+async fn guardrails_screen_what_the_caller_sends_and_what_the_model_writes_and_the_socket_goes_on() {
+    let yaml = "providers:\n  oa: { protocol: openai, base_url: mock:// }\n\
+                models:\n  rt: { provider: oa, model: gpt-realtime, operation: realtime }\n\
+                policies:\n  \
+                  words: { literal: [\"forbidden-phrase\"], action: block, direction: request }\n  \
+                  pii: { detect: [email], action: mask, direction: response }\n  \
+                  leaks: { literal: [\"top secret\"], action: block, direction: response }\n\
+                pools:\n  guarded: { policies: [words, pii, leaks], members: [{ model: rt }] }\n";
+    let addr = common::gateway(yaml).await;
+    let mut ws = open(addr, "/v1/realtime?model=guarded", &[]).await.unwrap();
+    next_of(&mut ws, "session.created").await;
+    // What the caller sends: refused with the policy named, never passed on.
+    ws.send(&json!({"event_id": "i1", "type": "conversation.item.create",
+                    "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "say the forbidden-phrase"}]}}))
+        .await;
+    let error = ws.next().await.unwrap();
+    assert_eq!((error["type"].as_str(), error["error"]["event_id"].as_str()), (Some("error"), Some("i1")), "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("`words`") && !message.contains("forbidden-phrase"), "{message}");
+    // What the model writes (the fake echoes): an address masked in every
+    // event that carries it, the deltas and the whole texts after.
+    ws.send(&item("write to ada@example.com please")).await;
+    next_of(&mut ws, "conversation.item.done").await;
+    ws.send(&json!({"type": "response.create", "response": {"output_modalities": ["text"]}})).await;
+    let events = until_done(&mut ws).await;
+    let text = deltas(&events, "response.output_text.delta");
+    assert!(text.starts_with("Echo: write to ") && !text.contains("ada@example.com"), "{text}");
+    assert!(events.iter().all(|e| !e.to_string().contains("ada@example.com")), "{events:#?}");
+    let done = events.last().unwrap();
+    assert_eq!(done["response"]["output"][0]["content"][0]["text"], text.as_str(), "{done}");
+    // Spoken, the masked words' audio is not passed on; the transcript is masked.
+    ws.send(&json!({"type": "response.create"})).await;
+    let events = until_done(&mut ws).await;
+    assert!(events.iter().all(|e| e["type"] != "response.output_audio.delta"), "{events:#?}");
+    assert!(events.iter().all(|e| !e.to_string().contains("ada@example.com")));
+    // A blocked reply: an error naming the policy, none of its text.
+    ws.send(&item("this is top secret material")).await;
+    next_of(&mut ws, "conversation.item.done").await;
+    ws.send(&json!({"type": "response.create", "response": {"output_modalities": ["text"]}})).await;
+    let mut events = until_done(&mut ws).await;
+    assert_eq!(events.last().unwrap()["type"], "error", "{events:#?}");
+    assert!(events.last().unwrap()["error"]["message"].as_str().unwrap().contains("`leaks`"));
+    events.extend(until_done(&mut ws).await);
+    assert!(events.iter().all(|e| !e.to_string().contains("top secret")), "{events:#?}");
+    // Clean text passes as it came, audio and all.
+    ws.send(&item("all clear")).await;
+    ws.send(&json!({"type": "response.create"})).await;
+    let events = until_done(&mut ws).await;
+    assert_eq!(deltas(&events, "response.output_audio_transcript.delta"), "Echo: all clear");
+    assert!(events.iter().any(|e| e["type"] == "response.output_audio.delta"));
+}
