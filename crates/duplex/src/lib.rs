@@ -23,6 +23,8 @@
 //! the protocol's error event, and the socket lives on.
 
 mod door;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod realtime;
 pub mod responses;
 mod socket;

@@ -30,7 +30,7 @@
 //! open generations finish first, within `duplex.drain`); each open
 //! generation is settled once, whichever way it ends.
 
-mod event;
+pub(crate) mod event;
 mod generation;
 mod screen;
 pub mod secret;
