@@ -3,7 +3,13 @@
 //! upstream's, with the invariants the relay relies on checked (a
 //! generation is never read as anything else; a rewritten event is still
 //! the same event; usage parts never exceed their whole), and the
-//! `mock://` fake answering whatever it is sent with events. Not an API.
+//! `mock://` fake answering whatever it is sent with events. Not an API:
+//! built for tests and with the `fuzzing` feature only.
+#![allow(
+    clippy::expect_used,
+    clippy::panic,
+    reason = "a fuzz harness: a broken invariant is the panic libFuzzer reports"
+)]
 
 use crate::realtime::event::{self, Client};
 

@@ -23,6 +23,7 @@
 //! the protocol's error event, and the socket lives on.
 
 mod door;
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod realtime;

@@ -280,7 +280,7 @@ async fn run(session: Session, ws: WebSocket) {
         tokio::select! {
             said = upstream.next() => match said {
                 Said::Text(text) => {
-                    if !live.from_upstream(&mut upstream, text).await {
+                    if !live.on_upstream_event(&mut upstream, text).await {
                         break End::CallerGone;
                     }
                 }
@@ -309,7 +309,7 @@ async fn run(session: Session, ws: WebSocket) {
                     Incoming::Expired => break End::Gateway(close::NORMAL, "session length limit (duplex.max_duration)"),
                     Incoming::Stopping => break End::Gateway(close::GOING_AWAY, "the gateway is stopping"),
                 };
-                if !live.from_caller(&mut upstream, text.as_str()).await {
+                if !live.on_caller_event(&mut upstream, text.as_str()).await {
                     break End::UpstreamGone("the upstream session failed".into());
                 }
             }
@@ -334,7 +334,7 @@ async fn run(session: Session, ws: WebSocket) {
                 while !live.waiting.is_empty() || !live.running.is_empty() {
                     match upstream.next().await {
                         Said::Text(text) => {
-                            if !live.from_upstream(&mut upstream, text).await {
+                            if !live.on_upstream_event(&mut upstream, text).await {
                                 return;
                             }
                         }
@@ -361,7 +361,7 @@ async fn run(session: Session, ws: WebSocket) {
 impl Live {
     /// One client event: checked, admitted when it is a generation,
     /// screened, passed on. False when the upstream is gone.
-    async fn from_caller(&mut self, upstream: &mut Upstream, text: &str) -> bool {
+    async fn on_caller_event(&mut self, upstream: &mut Upstream, text: &str) -> bool {
         let (event, event_id) = match event::read_client(text) {
             Ok(read) => read,
             Err((info, event_id)) => {
@@ -435,7 +435,7 @@ impl Live {
 
     /// One server event: its generation admitted, tracked or settled,
     /// its text screened, then passed on. False when the caller is gone.
-    async fn from_upstream(&mut self, upstream: &mut Upstream, text: String) -> bool {
+    async fn on_upstream_event(&mut self, upstream: &mut Upstream, text: String) -> bool {
         let Some(server) = event::read_server(&text) else {
             // Not an event: nothing a caller's SDK could read.
             tracing::debug!("a realtime upstream sent what is not an event");

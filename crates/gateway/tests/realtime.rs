@@ -299,6 +299,8 @@ async fn upstream(seen: Arc<Mutex<Seen>>, finish: bool) -> SocketAddr {
             let Ok((tcp, _)) = listener.accept().await else { return };
             let seen = seen.clone();
             tokio::spawn(async move {
+                // The handshake API's own error type is large; it is never built here.
+                #[allow(clippy::result_large_err, reason = "tungstenite's callback signature")]
                 let callback = |request: &http::Request<()>, response| {
                     let mut seen = seen.lock().unwrap();
                     seen.authorization = request.headers().get("authorization").map(|v| v.to_str().unwrap().to_owned());
