@@ -442,6 +442,10 @@ impl Live {
             return true;
         };
         let response = server.response_id.clone();
+        // A silenced response's events never reach the caller (its
+        // `response.done` included, which ends its silence).
+        let silenced = |live: &Live| response.as_ref().is_some_and(|id| live.silenced.contains_key(id));
+        let was_silenced = silenced(self);
         match server.kind.as_str() {
             "response.created" => {
                 if let Some(id) = response.clone() {
@@ -472,10 +476,10 @@ impl Live {
             }
             _ => {}
         }
+        if was_silenced || silenced(self) {
+            return true;
+        }
         if let Some(id) = &response {
-            if self.silenced.contains_key(id) {
-                return true;
-            }
             if let Some(generation) = self.running.get_mut(id) {
                 generation.first_byte();
                 if let (Some(piece), true) = (&server.text, server.kind.ends_with(".delta")) {

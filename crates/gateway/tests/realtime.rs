@@ -281,17 +281,30 @@ async fn a_client_secret_opens_its_keys_sessions_only_and_nothing_else() {
     assert_eq!(refused.0, 400, "{refused:?}");
 }
 
-/// What the test's own upstream saw and does.
+/// What the test's own upstream saw.
 #[derive(Default)]
 struct Seen {
     authorization: Option<String>,
     path: Option<String>,
+    /// The `response.cancel` events it was sent.
+    cancels: Vec<Value>,
 }
 
-/// An upstream Realtime server: on `response.create` it starts a response
-/// and streams `deltas` text deltas, then (`finish`) a `response.done`
-/// whose usage lies (cached and audio tokens past the whole), or stalls.
-async fn upstream(seen: Arc<Mutex<Seen>>, finish: bool) -> SocketAddr {
+/// How the test's own upstream answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Mode {
+    /// `response.create`: four deltas and a `response.done` whose usage lies.
+    Finish,
+    /// `response.create`: four deltas, then nothing.
+    Stall,
+    /// `response.create`: refused with an `error` naming its `event_id`.
+    Refuse,
+    /// `input_audio_buffer.commit`: a response it starts itself (server VAD).
+    Spontaneous,
+}
+
+/// An upstream Realtime server answering as `mode` says.
+async fn upstream(seen: Arc<Mutex<Seen>>, mode: Mode) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
@@ -313,7 +326,27 @@ async fn upstream(seen: Arc<Mutex<Seen>>, finish: bool) -> SocketAddr {
                 while let Some(Ok(message)) = ws.next().await {
                     let Message::Text(text) = message else { continue };
                     let event: Value = serde_json::from_str(&text).unwrap();
-                    if event["type"] != "response.create" {
+                    if event["type"] == "response.cancel" {
+                        seen.lock().unwrap().cancels.push(event);
+                        continue;
+                    }
+                    if event["type"] == "conversation.item.create" {
+                        let added =
+                            json!({"type": "conversation.item.added", "event_id": "ack", "item": event["item"]});
+                        ws.send(Message::text(added.to_string())).await.unwrap();
+                        continue;
+                    }
+                    let starts = match mode {
+                        Mode::Spontaneous => event["type"] == "input_audio_buffer.commit",
+                        _ => event["type"] == "response.create",
+                    };
+                    if !starts {
+                        continue;
+                    }
+                    if mode == Mode::Refuse {
+                        let error = json!({"type": "error", "event_id": "e", "error": {"type": "invalid_request_error",
+                            "code": "conversation_already_has_active_response", "message": "busy", "event_id": event["event_id"]}});
+                        ws.send(Message::text(error.to_string())).await.unwrap();
                         continue;
                     }
                     let created = json!({"type": "response.created", "event_id": "ev1", "response": {"id": "resp_up", "status": "in_progress"}});
@@ -323,7 +356,7 @@ async fn upstream(seen: Arc<Mutex<Seen>>, finish: bool) -> SocketAddr {
                                            "response_id": "resp_up", "item_id": "it", "output_index": 0, "content_index": 0, "delta": "word "});
                         ws.send(Message::text(delta.to_string())).await.unwrap();
                     }
-                    if finish {
+                    if mode != Mode::Stall {
                         let done = json!({"type": "response.done", "event_id": "ev9", "response": {"id": "resp_up", "status": "completed",
                             "usage": {"input_tokens": 7, "output_tokens": 4, "input_token_details": {"cached_tokens": 5000, "audio_tokens": 900},
                                       "output_token_details": {"audio_tokens": 77}}}});
@@ -339,7 +372,7 @@ async fn upstream(seen: Arc<Mutex<Seen>>, finish: bool) -> SocketAddr {
 #[tokio::test]
 async fn the_lanes_own_upstream_gets_its_credential_and_a_lying_usage_is_bounded() {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let up = upstream(seen.clone(), true).await;
+    let up = upstream(seen.clone(), Mode::Finish).await;
     let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
     let secret = key(addr, json!({"name": "k"})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
@@ -364,7 +397,7 @@ async fn the_lanes_own_upstream_gets_its_credential_and_a_lying_usage_is_bounded
 #[tokio::test]
 async fn a_close_mid_generation_settles_it_once_at_what_was_delivered() {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let up = upstream(seen, false).await;
+    let up = upstream(seen, Mode::Stall).await;
     let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
     let secret = key(addr, json!({"name": "k"})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
@@ -435,4 +468,61 @@ async fn guardrails_screen_what_the_caller_sends_and_what_the_model_writes_and_t
     let events = until_done(&mut ws).await;
     assert_eq!(deltas(&events, "response.output_audio_transcript.delta"), "Echo: all clear");
     assert!(events.iter().any(|e| e["type"] == "response.output_audio.delta"));
+}
+
+#[tokio::test]
+async fn a_generation_the_upstream_refuses_costs_nothing_and_gives_its_hold_back() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen, Mode::Refuse).await;
+    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    // One generation at a time: a hold not given back would refuse the next.
+    let secret = key(addr, json!({"name": "one", "limits": {"concurrent": 1}})).await;
+    let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
+    next_of(&mut ws, "session.created").await;
+    for n in 0..3 {
+        ws.send(&json!({"type": "response.create", "event_id": format!("c{n}")})).await;
+        let error = ws.next().await.unwrap();
+        // The upstream's own refusal, passed on: never the gateway's limit.
+        assert_eq!(error["error"]["code"], "conversation_already_has_active_response", "{n}: {error}");
+    }
+    ws.send(&item("x")).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let rows =
+        common::admin_call(addr, "GET", "/api/v1/admin/requests?limit=100&pool=rt", Some(common::ADMIN_TOKEN), None)
+            .await;
+    let page: Value = serde_json::from_slice(&rows.body).unwrap();
+    assert!(page["data"].as_array().unwrap().iter().all(|r| r["cost_nano"] == 0), "nothing billed: {page:#}");
+}
+
+#[tokio::test]
+async fn a_response_the_upstream_starts_itself_is_admitted_and_cancelled_when_refused() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen.clone(), Mode::Spontaneous).await;
+    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    // A budget no hold fits: server VAD's response is refused when it starts.
+    let secret = key(addr, json!({"name": "broke", "budget": {"usd": 0.000001, "window": "1d"}})).await;
+    let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
+    next_of(&mut ws, "session.created").await;
+    ws.send(&json!({"type": "input_audio_buffer.commit"})).await;
+    let error = ws.next().await.unwrap();
+    assert_eq!(
+        (error["type"].as_str(), error["error"]["code"].as_str()),
+        (Some("error"), Some("insufficient_quota")),
+        "{error}"
+    );
+    // Cancelled upstream; none of its events reach the caller (the next
+    // one is the answer to an item sent after: the upstream sent its
+    // response's events before it); what it did before the cancel landed
+    // is still settled from its usage.
+    ws.send(&item("after")).await;
+    let next = ws.next().await.unwrap();
+    assert_eq!(next["type"], "conversation.item.added", "{next}");
+    let cancels = seen.lock().unwrap().cancels.clone();
+    assert_eq!(cancels, vec![json!({"type": "response.cancel", "response_id": "resp_up"})]);
+    let rows = ledger_rows(addr, "pool=rt", 2).await;
+    let served: Vec<&Value> = rows.iter().filter(|r| r["operation"] == "realtime").collect();
+    assert_eq!(served.len(), 1, "{rows:#?}");
+    assert_eq!((served[0]["input_tokens"].as_u64(), served[0]["status"].as_u64()), (Some(7), Some(200)), "{rows:#?}");
+    // The refusal is a row of its own, as an HTTP refusal is.
+    assert!(rows.iter().any(|r| r["operation"] == "refused" && r["status"] == 429), "{rows:#?}");
 }
