@@ -526,3 +526,30 @@ async fn a_response_the_upstream_starts_itself_is_admitted_and_cancelled_when_re
     // The refusal is a row of its own, as an HTTP refusal is.
     assert!(rows.iter().any(|r| r["operation"] == "refused" && r["status"] == 429), "{rows:#?}");
 }
+
+#[tokio::test]
+async fn at_shutdown_an_open_generation_has_the_drain_to_finish_then_is_settled_once_and_the_socket_closes_1001() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen, Mode::Stall).await;
+    let (addr, gateway) = governed(&config(&format!("http://{up}/v1"), "duplex: { drain: 300ms }\n")).await;
+    let secret = key(addr, json!({"name": "k"})).await;
+    let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
+    next_of(&mut ws, "session.created").await;
+    ws.send(&json!({"type": "response.create"})).await;
+    for _ in 0..4 {
+        next_of(&mut ws, "response.output_text.delta").await;
+    }
+    let stopped = std::time::Instant::now();
+    gateway.sockets.stop();
+    assert_eq!(ws.closed().await.map(|(code, _)| code), Some(1001));
+    // It waited for the generation, within the drain.
+    let waited = stopped.elapsed();
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(3), "{waited:?}");
+    let rows = ledger_rows(addr, "pool=rt", 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let later = ledger_rows(addr, "pool=rt", 1).await;
+    assert_eq!((rows.len(), later.len()), (1, 1), "settled once: {later:#?}");
+    assert_eq!((later[0]["status"].as_u64(), later[0]["estimated"].as_bool()), (Some(499), Some(true)));
+    // The place is given back.
+    tokio::time::timeout(Duration::from_secs(2), gateway.sockets.closed()).await.unwrap();
+}
