@@ -54,12 +54,20 @@ pub enum Unusable {
     Expired,
 }
 
+/// The most secrets one key holds alive at once: past it, that key's
+/// mint is refused until some expire (one key cannot fill the store and
+/// refuse every other key's).
+pub const MAX_PER_KEY: usize = 1_000;
+
 /// Why a mint was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum MintError {
     /// [`MAX_HELD`] secrets are alive.
     #[error("too many client secrets are alive; retry when some expire")]
     Full,
+    /// The key holds [`MAX_PER_KEY`] alive.
+    #[error("this key holds {MAX_PER_KEY} client secrets alive; retry when some expire")]
+    KeyFull,
     /// The system's randomness failed.
     #[error("no randomness for a client secret")]
     Random,
@@ -84,11 +92,15 @@ impl ClientSecrets {
             secret.push(char::from(b"0123456789abcdef"[usize::from(byte & 15)]));
         }
         let mut held = self.lock();
-        if held.len() >= MAX_HELD {
+        let of_key = |held: &HashMap<[u8; 32], Grant>| held.values().filter(|g| g.key_id == grant.key_id).count();
+        if held.len() >= MAX_HELD || of_key(&held) >= MAX_PER_KEY {
             // Forget the expired before refusing.
             held.retain(|_, grant| grant.expires_at_ms > now_ms);
             if held.len() >= MAX_HELD {
                 return Err(MintError::Full);
+            }
+            if of_key(&held) >= MAX_PER_KEY {
+                return Err(MintError::KeyFull);
             }
         }
         held.insert(KeyHash::of(&secret).0, grant);
@@ -164,11 +176,23 @@ mod tests {
             for n in 0..MAX_HELD as u32 {
                 let mut hash = [0u8; 32];
                 hash[..4].copy_from_slice(&n.to_le_bytes());
-                held.insert(hash, grant("k", if n == 0 { 5 } else { 1_000 }));
+                held.insert(hash, grant(&format!("k{n}"), if n == 0 { 5 } else { 1_000 }));
             }
         }
         // One expired at 5: room for one.
         assert!(secrets.mint(grant("k", 2_000), 10).is_ok());
         assert_eq!(secrets.mint(grant("k", 2_000), 10), Err(MintError::Full));
+    }
+
+    #[test]
+    fn one_key_cannot_hold_more_than_its_share() {
+        let secrets = ClientSecrets::default();
+        for _ in 0..MAX_PER_KEY {
+            secrets.mint(grant("greedy", 1_000), 0).unwrap();
+        }
+        assert_eq!(secrets.mint(grant("greedy", 1_000), 0), Err(MintError::KeyFull));
+        // Another key mints; and once the greedy one's expire, so does it.
+        assert!(secrets.mint(grant("other", 1_000), 0).is_ok());
+        assert!(secrets.mint(grant("greedy", 5_000), 1_000).is_ok());
     }
 }

@@ -6,7 +6,8 @@
 //! secret to that model or pool, which must serve realtime and be one the
 //! key may use). The answer is OpenAI's shape: `value`, `expires_at`,
 //! `session`. A secret minted here is kept only as its hash, opens a
-//! socket's handshake and nothing else, and is refused once expired.
+//! socket's handshake and nothing else, and is refused once expired; a key
+//! holds at most `client_secrets::MAX_PER_KEY` alive (past it, a 429).
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use serde::Deserialize;
 use switchyard_ir::{ErrorInfo, ErrorKind};
-use switchyard_state::client_secrets::{Grant, DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S};
+use switchyard_state::client_secrets::{Grant, MintError, DEFAULT_TTL_S, MAX_TTL_S, MIN_TTL_S};
 use switchyard_state::Gateway;
 
 use super::PROTOCOL;
@@ -86,10 +87,10 @@ async fn minted(gateway: &Arc<Gateway>, parts: &http::request::Parts, body: Body
     let expires_at_ms = now.saturating_add(ttl.saturating_mul(1000));
     let key_id = caller.as_ref().map(|c| c.key.id.to_string()).unwrap_or_default();
     let grant = Grant { key_id, model, expires_at_ms };
-    let value = gateway
-        .client_secrets
-        .mint(grant, now)
-        .map_err(|err| ErrorInfo::new(ErrorKind::Overloaded, err.to_string()).with_status(503))?;
+    let value = gateway.client_secrets.mint(grant, now).map_err(|err| match err {
+        MintError::KeyFull => ErrorInfo::new(ErrorKind::RateLimit, err.to_string()),
+        MintError::Full | MintError::Random => ErrorInfo::new(ErrorKind::Overloaded, err.to_string()).with_status(503),
+    })?;
     if let Some(session) = session.as_object_mut() {
         session.entry("type").or_insert_with(|| "realtime".into());
         session.entry("object").or_insert_with(|| "realtime.session".into());
