@@ -402,6 +402,15 @@ mod tests {
         for (yaml, says) in [
             (format!("{base}models:\n  e: {{ provider: a, model: x, operation: embed }}\n"), "does not serve embed"),
             (format!("{base}models:\n  e: {{ provider: o, model: x, operation: translate }}\n"), "not an operation"),
+            // A Realtime session is relayed to an OpenAI-protocol socket only.
+            (format!("{base}models:\n  r: {{ provider: a, model: x, operation: realtime }}\n"), "does not serve realtime"),
+            (
+                format!(
+                    "{base}models:\n  r: {{ provider: o, model: x, operation: realtime }}\n  c: {{ provider: o, model: y }}\n\
+                     pools:\n  p: {{ members: [{{ model: r }}, {{ model: c }}] }}\n"
+                ),
+                "mixes in c (chat)",
+            ),
             (
                 format!(
                     "{base}models:\n  e: {{ provider: o, model: x, operation: embed }}\n  c: {{ provider: o, model: y }}\n\

@@ -41,6 +41,7 @@ mod pairs;
 mod passthrough;
 mod proof;
 mod rates;
+mod realtime;
 mod reload;
 mod retention;
 mod routes;

@@ -13,6 +13,7 @@
 pub mod admin_rate;
 pub mod audit;
 pub mod call;
+pub mod client_secrets;
 pub mod clock;
 pub mod governance;
 pub mod guardrails;
@@ -147,6 +148,8 @@ pub struct Gateway {
     pub a2a: Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>,
     /// The long-lived sockets open (kept across reloads).
     pub sockets: Arc<sockets::Sockets>,
+    /// The Realtime client secrets minted and alive (kept across reloads).
+    pub client_secrets: Arc<client_secrets::ClientSecrets>,
     /// Session pins written behind to a single node's SQLite, so they
     /// outlive a restart (kept across reloads; `None` in a fleet, where
     /// Redis shares them, and without a store).
@@ -456,6 +459,7 @@ impl Gateway {
             reloader: std::sync::OnceLock::new(),
             lifecycle: Arc::default(),
             sockets: Arc::default(),
+            client_secrets: Arc::default(),
             admin_rate: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
@@ -523,6 +527,7 @@ impl Gateway {
         self.pins.clone_from(&old.pins);
         self.lifecycle = old.lifecycle.clone();
         self.sockets = old.sockets.clone();
+        self.client_secrets = old.client_secrets.clone();
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());
