@@ -44,6 +44,7 @@ mod operation;
 pub mod plan;
 pub mod probe;
 mod relay;
+mod run;
 pub mod render;
 pub mod reply;
 pub mod send;
