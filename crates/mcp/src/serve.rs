@@ -157,6 +157,14 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
     let call = Session_ { gateway: &gateway, hub, mcp, caller: caller.as_ref(), passthrough, id: session_id, session };
     match crate::call::Method::of(&method) {
         Some(asked) => {
+            // A tool call's agent run, looked for only when a group tracks runs.
+            let run_id = match (&gateway.runs, asked) {
+                (Some(_), crate::call::Method::CallTool) => match switchyard_state::runs::run_id(&parts.headers) {
+                    Ok(id) => id.map(Box::from),
+                    Err(bad) => return refusal(StatusCode::BAD_REQUEST, rpc::INVALID_REQUEST, &bad.info().message),
+                },
+                _ => None,
+            };
             let wants_progress = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
             crate::call::call(
                 gateway.clone(),
@@ -168,6 +176,7 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, request: Request) -> Resp
                 params,
                 call.passthrough,
                 streams && wants_progress,
+                run_id,
             )
             .await
         }

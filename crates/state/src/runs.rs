@@ -188,9 +188,11 @@ impl Governance {
     }
 
     /// Kills run `id` of every key whose group is in `scope` (`None`: of
-    /// every key): how many runs it stopped.
-    pub fn kill_run(&self, id: &str, scope: Option<&[String]>) -> usize {
-        self.run_book().kill(id, |_, group| scope.is_none_or(|groups| groups.iter().any(|g| g == group)))
+    /// every key), or of key `key` only: how many runs it stopped.
+    pub fn kill_run(&self, id: &str, scope: Option<&[String]>, key: Option<&str>) -> usize {
+        self.run_book().kill(id, |owner, group| {
+            key.is_none_or(|key| key == owner) && scope.is_none_or(|groups| groups.iter().any(|g| g == group))
+        })
     }
 }
 
