@@ -1362,6 +1362,7 @@
   // sockets and pins) draws with: it adds its pages before the page starts.
   window.switchyardConsole = {
     h, api, show, say, table, field, meter, fmt, isoDate, tenant, pages: PAGES, tenantHidden: TENANT_HIDDEN,
+    button, canChange, readOnly, render: () => render(),
     session: () => session,
   };
 
