@@ -117,8 +117,7 @@ pub(crate) async fn list_runs(
 }
 
 /// Stops run `id` at once: its next call is refused with the caller's
-/// quota error naming the run (`run_killed`), and a stream it has in
-/// flight ends with its protocol's terminal error.
+/// quota error naming the run and the kill (a call in flight finishes).
 #[utoipa::path(post, path = "/api/v1/admin/runs/{id}/kill", params(("id" = String, Path), ("key" = Option<String>, Query)), responses((status = 200, body = Killed), (status = 404)))]
 pub(crate) async fn kill_run(
     State(admin): State<Admin>,

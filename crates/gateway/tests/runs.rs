@@ -2,7 +2,8 @@
 //! USD cap, tool-call cap (MCP `tools/call` through `/mcp`) and loop
 //! breaker each let the call that reaches them finish and refuse the next
 //! with the caller's quota error naming the run and the limit; the kill
-//! switch stops a run at once; another key naming the same run id holds a
+//! switch stops a run at once (a stream in flight ends with its protocol's
+//! terminal error); another key naming the same run id holds a
 //! run of its own; a run id past 256 bytes is the caller's 400; a tenant
 //! admin lists and kills only its subtree's runs; a key whose groups set
 //! no `runs:` is not tracked.
@@ -93,7 +94,7 @@ async fn the_call_cap_lets_the_last_call_finish_and_refuses_the_next_in_the_call
     let error: Value = serde_json::from_slice(&refused.body).unwrap();
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("run `job-7`") && message.contains("`calls` limit"), "{message}");
-    assert_eq!(error["error"]["code"], "run_limit_calls", "{error}");
+    assert_eq!((error["error"]["type"].as_str(), error["error"]["code"].as_str()), (Some("insufficient_quota"), Some("insufficient_quota")), "{error}");
     // The same run from an Anthropic caller: its own error shape, still refused.
     let anthropic = chat(addr, Protocol::Anthropic, &key, Some("job-7"), "turn 3").await;
     assert_eq!(anthropic.status, 429, "{}", text(&anthropic));
@@ -139,8 +140,8 @@ async fn the_usd_cap_is_reserved_like_a_budget_and_never_overshot() {
     assert!(served >= 1, "the first call fits: {}", text(&refusal));
     assert_eq!(refusal.status, 429, "{}", text(&refusal));
     let error: Value = serde_json::from_slice(&refusal.body).unwrap();
-    assert_eq!(error["error"]["code"], "run_limit_usd", "{error}");
-    assert!(error["error"]["message"].as_str().unwrap().contains("run `spender`"), "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("run `spender`") && message.contains("`usd` limit of $0.05"), "{error}");
     let listed = runs(addr, ADMIN_TOKEN).await;
     let run = run_of(&listed, "spender", &id);
     assert_eq!(run["state"], "limited(usd)", "{run}");
@@ -164,8 +165,8 @@ async fn the_loop_breaker_stops_identical_model_turns_and_tool_calls() {
     let refused = chat(addr, Protocol::OpenAi, &key, Some("looper"), "something else").await;
     assert_eq!(refused.status, 429, "{}", text(&refused));
     let error: Value = serde_json::from_slice(&refused.body).unwrap();
-    assert_eq!(error["error"]["code"], "run_limit_loop", "{error}");
-    assert!(error["error"]["message"].as_str().unwrap().contains("loop breaker"), "{error}");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("run `looper` is stopped: its loop breaker tripped (the same call 3 times)"), "{error}");
     // Turns that differ never trip it.
     for turn in 0..6 {
         let reply = chat(addr, Protocol::OpenAi, &key, Some("worker"), &format!("step {turn}")).await;
@@ -224,8 +225,7 @@ async fn the_kill_switch_stops_a_run_at_once_and_only_that_run() {
     let refused = chat(addr, Protocol::OpenAi, &key, Some("doomed"), "two").await;
     assert_eq!(refused.status, 429, "{}", text(&refused));
     let error: Value = serde_json::from_slice(&refused.body).unwrap();
-    assert_eq!(error["error"]["code"], "run_killed", "{error}");
-    assert!(error["error"]["message"].as_str().unwrap().contains("killed"), "{error}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("run `doomed` is stopped: an operator killed it"), "{error}");
     assert_eq!(chat(addr, Protocol::OpenAi, &key, Some("spared"), "two").await.status, 200);
     let listed = runs(addr, ADMIN_TOKEN).await;
     assert_eq!(run_of(&listed, "doomed", &id)["state"], "killed");
@@ -317,4 +317,70 @@ async fn a_tenant_admin_lists_and_kills_only_its_subtrees_runs() {
     assert_eq!(run_of(&all, "task", &globex_id)["state"], "open");
     assert_eq!(run_of(&all, "task", &globex_id)["calls"], 2);
     assert_eq!(run_of(&all, "task", &acme_id)["state"], "killed");
+}
+
+/// An OpenAI upstream whose stream drips one word every 100 ms, 50 words,
+/// then `[DONE]`.
+async fn dripping_upstream() -> SocketAddr {
+    use futures_util::StreamExt;
+    let stream = || async {
+        let words = futures_util::stream::iter(0..50).then(|n| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let chunk = json!({"id": "d", "object": "chat.completion.chunk", "created": 0, "model": "drip",
+                "choices": [{"index": 0, "delta": {"content": format!("w{n} ")}, "finish_reason": null}]});
+            Ok::<_, std::io::Error>(bytes::Bytes::from(format!("data: {chunk}\n\n")))
+        });
+        let done = futures_util::stream::iter([Ok(bytes::Bytes::from_static(b"data: [DONE]\n\n"))]);
+        let mut response = axum::response::Response::new(axum::body::Body::from_stream(words.chain(done)));
+        response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+        response
+    };
+    spawn(axum::Router::new().route("/v1/chat/completions", axum::routing::post(stream))).await
+}
+
+#[tokio::test]
+async fn a_kill_ends_a_stream_in_flight_with_the_callers_terminal_error() {
+    use http_body_util::BodyExt;
+    let upstream = dripping_upstream().await;
+    let yaml = format!(
+        "providers:\n  drip: {{ protocol: openai, base_url: \"http://{upstream}\" }}\nmodels:\n  dripping: {{ provider: drip }}\n\
+         auth: {{ mode: keys }}\ngroups:\n  agents: {{ runs: {{ calls: 10 }} }}\n"
+    );
+    let (addr, _) = governed(&yaml).await;
+    let (key, id) = key_in(addr, "agents").await;
+    let body = json!({"model": "dripping", "stream": true, "messages": [{"role": "user", "content": "talk"}]});
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<http_body_util::Full<bytes::Bytes>>();
+    let request = http::Request::post(format!("http://{addr}/v1/chat/completions"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .header("x-switchyard-run", "streaming")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let mut seen = Vec::new();
+    // A few words in, the operator kills the run.
+    while !String::from_utf8_lossy(&seen).contains("w2 ") {
+        let frame = body.frame().await.unwrap().unwrap();
+        seen.extend_from_slice(&frame.into_data().unwrap_or_default());
+    }
+    let path = format!("/api/v1/admin/runs/streaming/kill?key={id}");
+    assert_eq!(admin_call(addr, "POST", &path, Some(ADMIN_TOKEN), None).await.status, 200);
+    let started = std::time::Instant::now();
+    while let Some(frame) = body.frame().await {
+        seen.extend_from_slice(&frame.unwrap().into_data().unwrap_or_default());
+    }
+    let text = String::from_utf8_lossy(&seen);
+    // Ended at the next word, not the fiftieth: an error event, no [DONE].
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{text}");
+    assert!(!text.contains("w40 ") && !text.contains("[DONE]"), "{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    assert!(last.contains("\"error\"") && last.contains("run `streaming` is stopped: an operator killed it"), "{text}");
+    // And its next call is refused.
+    let bearer = format!("Bearer {key}");
+    let again = json!({"model": "dripping", "messages": [{"role": "user", "content": "again"}]});
+    let headers = [("authorization", bearer.as_str()), ("x-switchyard-run", "streaming")];
+    assert_eq!(post(addr, "/v1/chat/completions", &headers, again.to_string()).await.status, 429);
 }

@@ -17,6 +17,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -166,6 +167,8 @@ pub struct Run {
     pub state: RunState,
     /// The last calls' fingerprints (the loop breaker's window).
     recent: VecDeque<u64>,
+    /// Set by a kill: what a stream in flight watches to end at once.
+    killed: Arc<AtomicBool>,
 }
 
 impl Run {
@@ -183,6 +186,7 @@ impl Run {
             in_flight: 0,
             state: RunState::Open,
             recent: VecDeque::new(),
+            killed: Arc::default(),
         }
     }
 
@@ -355,15 +359,22 @@ impl RunBook {
         for (key, run) in &mut self.runs {
             if &*key.id == id && owns(&key.owner, &run.group) {
                 run.state = RunState::Killed;
+                run.killed.store(true, Ordering::Relaxed);
                 killed += 1;
             }
         }
         killed
     }
 
-    /// Whether run `key` is killed (a stream in flight checks it).
+    /// Whether run `key` is killed.
     pub fn killed(&self, key: &RunKey) -> bool {
         self.runs.get(key).is_some_and(|run| run.state == RunState::Killed)
+    }
+
+    /// The flag a kill of run `key` sets (a stream in flight watches it,
+    /// without the book's lock).
+    pub fn kill_flag(&self, key: &RunKey) -> Option<Arc<AtomicBool>> {
+        self.runs.get(key).map(|run| run.killed.clone())
     }
 
     /// The runs `shows` accepts (by key id and group), last seen first.
@@ -421,7 +432,7 @@ impl RunBook {
 impl fmt::Display for Stop {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Stop::Limit(Limit::Loop) => f.write_str("its loop breaker tripped (the same call repeated)"),
+            Stop::Limit(Limit::Loop) => f.write_str("its loop breaker tripped"),
             Stop::Limit(limit) => write!(f, "it reached its `{}` limit", limit.as_str()),
             Stop::Killed => f.write_str("an operator killed it"),
         }
@@ -563,6 +574,8 @@ mod tests {
         assert_eq!(book.kill("shared", |_, group| group == "acme"), 1);
         assert!(book.killed(&mine));
         assert!(!book.killed(&theirs));
+        assert!(book.kill_flag(&mine).unwrap().load(Ordering::Relaxed));
+        assert!(!book.kill_flag(&theirs).unwrap().load(Ordering::Relaxed));
         assert_eq!(book.admit(&mine, &group(), spec, CallKind::Model, None, 0, 1), Err(Stop::Killed));
         let listed: Vec<String> = book.list(|_, group| group == "other").into_iter().map(|v| v.key).collect();
         assert_eq!(listed, ["k2"]);

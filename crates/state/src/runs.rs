@@ -123,6 +123,24 @@ pub struct RunTicket {
     pub key: RunKey,
     /// What admission reserved (nano-USD).
     pub reserved: NanoUsd,
+    /// Set when the run is killed: a stream in flight ends at its next frame.
+    pub killed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl RunTicket {
+    /// Whether its run was killed since it was admitted.
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The caller's error for a stream its run's kill ended.
+    pub fn killed_error(&self) -> ErrorInfo {
+        let mut info =
+            ErrorInfo::new(ErrorKind::QuotaExceeded, format!("run `{}` is stopped: {}", self.key.id, Stop::Killed))
+                .with_status(429);
+        info.code = Some("insufficient_quota".to_owned());
+        info
+    }
 }
 
 impl Governance {
@@ -145,9 +163,12 @@ impl Governance {
     ) -> Result<RunTicket, Denied> {
         let key = RunKey { owner: caller.key.id.clone(), id: Arc::from(id) };
         let group: Arc<str> = Arc::from(caller.key.record.group.as_deref().unwrap_or_default());
-        let admitted = self.run_book().admit(&key, &group, spec, kind, fingerprint, reserve, now_ms());
+        let mut book = self.run_book();
+        let admitted = book.admit(&key, &group, spec, kind, fingerprint, reserve, now_ms());
+        let killed = book.kill_flag(&key).unwrap_or_default();
+        drop(book);
         match admitted {
-            Ok(()) => Ok(RunTicket { key, reserved: reserve }),
+            Ok(()) => Ok(RunTicket { key, reserved: reserve, killed }),
             Err(stop) => Err(self.run_refusal(id, spec, stop)),
         }
     }
@@ -160,26 +181,19 @@ impl Governance {
             Stop::Limit(Limit::ToolCalls) => spec.tool_calls.map(|c| format!(" of {c} tool calls")),
             Stop::Limit(Limit::Tokens) => spec.tokens.map(|c| format!(" of {c} tokens")),
             Stop::Limit(Limit::Wall) => spec.wall_ms.map(|c| format!(" of {}s", c / 1000)),
-            Stop::Limit(Limit::Loop) => spec.loop_repeats.map(|c| format!(" ({c} identical calls)")),
+            Stop::Limit(Limit::Loop) => spec.loop_repeats.map(|c| format!(" (the same call {c} times)")),
             Stop::Killed => None,
         };
         let message = format!("run `{id}` is stopped: {stop}{}", cap.unwrap_or_default());
         let mut info = ErrorInfo::new(ErrorKind::QuotaExceeded, message).with_status(429);
-        info.code = Some(match stop {
-            Stop::Killed => "run_killed".to_owned(),
-            Stop::Limit(limit) => format!("run_limit_{}", limit.as_str()),
-        });
+        // The protocol's own quota error, as a spent budget's.
+        info.code = Some("insufficient_quota".to_owned());
         Denied::new(self.refuse(Refused::Run, info), None, false)
     }
 
     /// Settles a call admitted on a run: it cost `cost` and used `tokens`.
     pub fn settle_run(&self, ticket: &RunTicket, cost: NanoUsd, tokens: u64) {
         self.run_book().settle(&ticket.key, ticket.reserved, cost, tokens, now_ms());
-    }
-
-    /// Whether the run of `ticket` was killed (a stream in flight ends).
-    pub fn run_killed(&self, ticket: &RunTicket) -> bool {
-        self.run_book().killed(&ticket.key)
     }
 
     /// The runs whose key's group is in `scope` (`None`: every run).
