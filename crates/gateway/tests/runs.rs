@@ -288,6 +288,26 @@ async fn a_run_id_out_of_bounds_is_the_callers_400_and_a_key_without_runs_is_nev
     let listed = runs(addr, ADMIN_TOKEN).await;
     assert!(listed.iter().any(|r| r["id"] == "codex-1"), "{listed:?}");
     assert!(!listed.iter().any(|r| r["id"] == "other"), "{listed:?}");
+    // Claude Code: its session header, else its session inside
+    // `metadata.user_id` (JSON text); one past 256 bytes there is a 400 too.
+    let claude = |user_id: String| {
+        json!({"model": "lane-anthropic", "max_tokens": 16, "metadata": {"user_id": user_id},
+            "messages": [{"role": "user", "content": "hi"}]})
+        .to_string()
+    };
+    let headers = [("x-api-key", key.as_str()), ("anthropic-version", "2023-06-01")];
+    let inside = json!({"device_id": "d", "session_id": "claude-session-1"}).to_string();
+    assert_eq!(post(addr, "/v1/messages", &headers, claude(inside)).await.status, 200);
+    let with_header = [headers[0], headers[1], ("x-claude-code-session-id", "claude-header-1")];
+    let inside = json!({"session_id": "claude-session-2"}).to_string();
+    assert_eq!(post(addr, "/v1/messages", &with_header, claude(inside)).await.status, 200);
+    let long = json!({"session_id": "s".repeat(300)}).to_string();
+    let refused = post(addr, "/v1/messages", &headers, claude(long)).await;
+    assert_eq!(refused.status, 400, "{}", text(&refused));
+    assert!(text(&refused).contains("metadata.user_id"), "{}", text(&refused));
+    let ids: Vec<String> = runs(addr, ADMIN_TOKEN).await.iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    assert!(ids.contains(&"claude-session-1".to_owned()) && ids.contains(&"claude-header-1".to_owned()), "{ids:?}");
+    assert!(!ids.contains(&"claude-session-2".to_owned()), "{ids:?}");
 }
 
 #[tokio::test]
