@@ -309,18 +309,24 @@ fn forward(headers: &mut HeaderMap, caller: &HeaderMap, ingress: Protocol, codec
 /// `forward_headers` may still pass one on.
 pub(crate) fn lost_headers(gateway: &Gateway, call: &Call, lane: &Lane) -> Vec<Dropped> {
     let same = call.ingress == lane.protocol;
-    gateway
-        .codec(call.ingress)
-        .caller_headers()
-        .iter()
-        .filter(|header| match same {
-            true => header.credential && !lane.passthrough_credentials,
-            false => header.features || header.credential,
+    let lost_on_lane = |header: &&switchyard_codec::CallerHeader| match same {
+        true => header.credential && !lane.passthrough_credentials,
+        false => header.features || header.credential,
+    };
+    let own = gateway.codec(call.ingress).caller_headers();
+    if !own.iter().any(|header| lost_on_lane(&header)) {
+        return Vec::new();
+    }
+    // The caller's names are walked once and compared by length first: a
+    // lookup by `&str` parses and hashes the name, and most requests carry
+    // none of these headers.
+    call.headers
+        .keys()
+        .filter_map(|name| {
+            let name = name.as_str();
+            own.iter().filter(lost_on_lane).find(|header| header.name.len() == name.len() && header.name == name)
         })
-        // Compared by name: a lookup by `&str` parses and hashes the name
-        // each time, and a caller's headers are few.
-        .filter(|header| call.headers.keys().any(|name| name.as_str() == header.name))
-        .filter(|header| !lane.forward_headers.iter().any(|name| name.as_str() == header.name))
+        .filter(|header| !lane.forward_headers.iter().any(|kept| kept.as_str() == header.name))
         .map(|header| Dropped {
             field: Field::Unmodelled,
             extra_path: Some(header.name.to_owned()),

@@ -41,7 +41,7 @@ use serde_json::{json, Map, Value};
 use switchyard_codec::effort::{self, ClaudeSampling, ClaudeThinking};
 use switchyard_codec::ir::{
     Block, Capabilities, DropReason, Dropped, Extra, Field, Message, Protocol, Reasoning, Request, ResponseFormat,
-    Role, TextBlock, Thinking, Tool, ToolChoice,
+    Role, TextBlock, Thinking, Tool, ToolChoice, Unmodelled,
 };
 use switchyard_codec::{DecodeError, Encoded};
 
@@ -246,10 +246,24 @@ fn read_messages(value: &Value) -> Result<Vec<Message>, DecodeError> {
                                 format!("{param} must be text, tool_addition or tool_removal in a system message"),
                             ));
                         }
-                        if let Block::ToolUse(call) = &block {
-                            names.insert(call.id.clone(), call.name.clone());
-                        }
+                        let marked_call = match &block {
+                            Block::ToolUse(call) => {
+                                names.insert(call.id.clone(), call.name.clone());
+                                part.get("cache_control").filter(|marker| !marker.is_null())
+                            }
+                            _ => None,
+                        };
                         blocks.push(block);
+                        // The IR has no marker on a call: an Anthropic lane
+                        // gets it back on the call, another reports it.
+                        if let Some(marker) = marked_call {
+                            blocks.push(Block::Unmodelled(Unmodelled {
+                                origin: Protocol::Anthropic,
+                                path: "messages.content.tool_use.cache_control".to_owned(),
+                                value: json!({ "cache_control": marker }),
+                                beside: true,
+                            }));
+                        }
                     }
                 }
                 blocks
@@ -557,6 +571,25 @@ fn write_system(system: &[TextBlock]) -> Value {
     Value::Array(system.iter().map(write_text_block).collect())
 }
 
+/// A message's blocks as parts; an Anthropic member read beside a block
+/// (a call's `cache_control`) goes back on the part written for it.
+fn write_parts(blocks: &[Block], dropped: &mut Vec<Dropped>) -> Vec<Value> {
+    let mut parts: Vec<Value> = Vec::with_capacity(blocks.len());
+    let mut wrote_last = false;
+    for block in blocks {
+        if let Block::Unmodelled(members @ Unmodelled { origin: Protocol::Anthropic, beside: true, .. }) = block {
+            if let (true, Some(Value::Object(part))) = (wrote_last, parts.last_mut()) {
+                Unmodelled::merge_into(&members.value, part);
+            }
+            continue;
+        }
+        let part = write_block(block, Target::Request, dropped);
+        wrote_last = part.is_some();
+        parts.extend(part);
+    }
+    parts
+}
+
 fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value> {
     let mut out = Vec::with_capacity(messages.len());
     for message in messages {
@@ -568,8 +601,7 @@ fn write_messages(messages: &[Message], dropped: &mut Vec<Dropped>) -> Vec<Value
         let content = match message.content.as_slice() {
             [only] if is_plain_text(only).is_some() => json!(is_plain_text(only)),
             blocks => {
-                let parts: Vec<Value> =
-                    blocks.iter().filter_map(|b| write_block(b, Target::Request, dropped)).collect();
+                let parts = write_parts(blocks, dropped);
                 // A turn emptied by drops (only unsigned thinking) would be
                 // rejected; leaving it out is the lesser change.
                 if parts.is_empty() && !blocks.is_empty() {
@@ -658,6 +690,32 @@ mod tests {
     fn write_for(request: &Request, capabilities: &Capabilities) -> (Value, Vec<Dropped>) {
         let encoded = write_request(request, capabilities);
         (serde_json::from_slice(&encoded.body).unwrap(), encoded.dropped)
+    }
+
+    /// A call's `cache_control` has no place in the IR: it goes back on the
+    /// call for an Anthropic lane and is reported for any other.
+    #[test]
+    fn a_cache_marker_on_a_tool_call_goes_back_on_it_or_is_reported() {
+        let call = json!({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1},
+                          "cache_control": {"type": "ephemeral", "ttl": "1h"}});
+        let request = read(json!({"model": "m", "max_tokens": 9, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "text", "text": "calling"}, call.clone()]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]}
+        ]}));
+        let (body, dropped) = write(&request);
+        assert_eq!(body["messages"][1]["content"][1], call);
+        assert_eq!(body["messages"][1]["content"].as_array().map(Vec::len), Some(2));
+        assert!(dropped.is_empty(), "{dropped:?}");
+
+        let mut lost = Vec::new();
+        for block in &request.messages[1].content {
+            if let Block::Unmodelled(marker) = block {
+                assert!(marker.for_target(Protocol::OpenAi, &mut lost).is_none());
+            }
+        }
+        let paths: Vec<_> = lost.iter().filter_map(|d| d.extra_path.as_deref()).collect();
+        assert_eq!(paths, ["messages.content.tool_use.cache_control"]);
     }
 
     #[test]

@@ -36,7 +36,17 @@ pub(crate) fn read_blocks(items: &[Value], path: &str, mode: Mode) -> Result<Vec
         let block = object(item, &path)?;
         if let Some(point) = field(block, "cachePoint") {
             let cache = read_cache_point(point, &format!("{path}.cachePoint"))?;
-            attach_cache(&mut blocks, cache);
+            if !attach_cache(&mut blocks, cache) {
+                // After a block the IR gives no marker (reasoning, a tool
+                // call, audio): a Bedrock lane gets the point back where it
+                // stood, another reports it.
+                blocks.push(Block::Unmodelled(Unmodelled {
+                    origin: Protocol::Bedrock,
+                    path: "messages.content.cachePoint".to_owned(),
+                    value: item.clone(),
+                    beside: false,
+                }));
+            }
             continue;
         }
         if let Some(block) = read_block(block, &path, mode)? {
@@ -64,15 +74,17 @@ pub(crate) fn cache_point(cache: &CacheControl) -> Value {
 }
 
 /// Puts a cache marker on the block it follows. A tool result carries it on
-/// its last content block, the only place the IR has for it.
-fn attach_cache(blocks: &mut [Block], cache: CacheControl) {
+/// its last content block, the only place the IR has for it. False when
+/// that block has no marker in the IR (reasoning, a tool call, audio) or
+/// nothing precedes the point.
+fn attach_cache(blocks: &mut [Block], cache: CacheControl) -> bool {
     let Some(mut target) = blocks.last_mut() else {
-        return;
+        return false;
     };
     if let Block::ToolResult(result) = target {
         match result.content.last_mut() {
             Some(last) => target = last,
-            None => return,
+            None => return false,
         }
     }
     match target {
@@ -80,9 +92,9 @@ fn attach_cache(blocks: &mut [Block], cache: CacheControl) {
         Block::Image { cache_control, .. } | Block::Document { cache_control, .. } => {
             *cache_control = Some(cache);
         }
-        // Reasoning and tool calls have no marker in the IR.
-        _ => {}
+        _ => return false,
     }
+    true
 }
 
 fn read_block(block: &Object, path: &str, mode: Mode) -> Result<Option<Block>, DecodeError> {
@@ -537,6 +549,35 @@ mod tests {
         assert_eq!(written.len(), 4);
         assert_eq!(written[3], json!({ "cachePoint": { "type": "default" } }));
         assert!(dropped.is_empty());
+    }
+
+    /// A point after a block the IR gives no marker stays where it stood on
+    /// a Bedrock lane and is reported on another, never lost unsaid.
+    #[test]
+    fn a_cache_point_after_reasoning_or_a_call_goes_back_or_is_reported() {
+        let blocks = read(json!([
+            { "reasoningContent": { "reasoningText": { "text": "hm", "signature": "c2ln" } } },
+            { "cachePoint": { "type": "default" } },
+            { "toolUse": { "toolUseId": "t", "name": "f", "input": {} } },
+            { "cachePoint": { "type": "default", "ttl": "1h" } }
+        ]))
+        .unwrap();
+        let mut dropped = Vec::new();
+        let written = write_blocks(&blocks, Mode::Request, None, &mut dropped);
+        assert_eq!(written.len(), 4, "{written:?}");
+        assert_eq!(written[1], json!({ "cachePoint": { "type": "default" } }));
+        assert_eq!(written[3], json!({ "cachePoint": { "type": "default", "ttl": "1h" } }));
+        assert!(dropped.is_empty(), "{dropped:?}");
+
+        let points = blocks.iter().filter(|b| matches!(b, Block::Unmodelled(_))).count();
+        assert_eq!(points, 2);
+        for block in &blocks {
+            if let Block::Unmodelled(point) = block {
+                let mut lost = Vec::new();
+                assert!(point.for_target(Protocol::Anthropic, &mut lost).is_none());
+                assert_eq!(lost[0].extra_path.as_deref(), Some("messages.content.cachePoint"));
+            }
+        }
     }
 
     /// A Converse block the IR does not model is carried to a Bedrock lane

@@ -142,28 +142,34 @@ pub(crate) fn read(body: &[u8]) -> Result<Response, DecodeError> {
     if choices.len() > 1 {
         choices.sort_by_key(|c| c.index.unwrap_or(0));
     }
-    let mut choices = choices.into_iter().map(read_choice);
+    // Choice 0 is read straight into the response: the usual reply has one,
+    // and collecting it as a `Choice` first costs a move and a reallocation.
+    let mut choices = choices.into_iter();
     if let Some(first) = choices.next() {
-        response.content = first.content;
-        response.stop_reason = first.stop_reason;
-        response.logprobs = first.logprobs;
+        response.stop_reason = read_choice(first, &mut response.content, &mut response.logprobs);
     }
-    response.choices = choices.collect();
+    if choices.len() > 0 {
+        response.choices = choices
+            .map(|choice| {
+                let (mut content, mut logprobs) = (Vec::new(), Vec::new());
+                let stop_reason = read_choice(choice, &mut content, &mut logprobs);
+                Choice { content, stop_reason, logprobs }
+            })
+            .collect();
+    }
     Ok(response)
 }
 
-fn read_choice(choice: WireChoice) -> Choice {
-    let mut read = Choice {
-        stop_reason: choice.finish_reason.as_deref().map(stop_reason_from_finish),
-        logprobs: choice.logprobs.map(WireLogprobs::into_ir).unwrap_or_default(),
-        ..Choice::default()
-    };
-    if let Some(message) = choice.message {
-        if read_message(message, &mut read.content) {
-            read.stop_reason = Some(StopReason::Refusal);
-        }
+/// Reads one choice's blocks and log probabilities; gives its stop reason.
+fn read_choice(choice: WireChoice, content: &mut Vec<Block>, logprobs: &mut Vec<TokenLogprob>) -> Option<StopReason> {
+    if let Some(read) = choice.logprobs {
+        *logprobs = read.into_ir();
     }
-    read
+    let refused = choice.message.is_some_and(|message| read_message(message, content));
+    match refused {
+        true => Some(StopReason::Refusal),
+        false => choice.finish_reason.as_deref().map(stop_reason_from_finish),
+    }
 }
 
 /// Appends the message's blocks; true when the model refused.
