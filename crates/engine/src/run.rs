@@ -48,10 +48,12 @@ pub(crate) fn admit(
         None => {
             from_body = claude_session(gateway, call);
             match from_body.as_deref() {
-                Some(session) => match switchyard_state::runs::checked_run_id(session, "metadata.user_id").map_err(bad)? {
-                    Some(id) => id,
-                    None => return Ok(None),
-                },
+                Some(session) => {
+                    match switchyard_state::runs::checked_run_id(session, "metadata.user_id").map_err(bad)? {
+                        Some(id) => id,
+                        None => return Ok(None),
+                    }
+                }
                 None => return Ok(None),
             }
         }

@@ -94,7 +94,11 @@ async fn the_call_cap_lets_the_last_call_finish_and_refuses_the_next_in_the_call
     let error: Value = serde_json::from_slice(&refused.body).unwrap();
     let message = error["error"]["message"].as_str().unwrap();
     assert!(message.contains("run `job-7`") && message.contains("`calls` limit"), "{message}");
-    assert_eq!((error["error"]["type"].as_str(), error["error"]["code"].as_str()), (Some("insufficient_quota"), Some("insufficient_quota")), "{error}");
+    assert_eq!(
+        (error["error"]["type"].as_str(), error["error"]["code"].as_str()),
+        (Some("insufficient_quota"), Some("insufficient_quota")),
+        "{error}"
+    );
     // The same run from an Anthropic caller: its own error shape, still refused.
     let anthropic = chat(addr, Protocol::Anthropic, &key, Some("job-7"), "turn 3").await;
     assert_eq!(anthropic.status, 429, "{}", text(&anthropic));
@@ -195,7 +199,8 @@ async fn tool_calls_through_mcp_have_their_cap_and_share_the_run_with_model_call
     let mut client = McpClient::open(addr, Some(&key)).await.unwrap();
     let session = client.session().to_owned();
     for n in 0..3 {
-        let called = client.request("tools/call", json!({"name": "mock__echo", "arguments": {"text": format!("n{n}")}})).await;
+        let called =
+            client.request("tools/call", json!({"name": "mock__echo", "arguments": {"text": format!("n{n}")}})).await;
         assert_eq!(code(&called), 0, "call {n}: {called}");
     }
     let capped = client.request("tools/call", json!({"name": "mock__echo", "arguments": {"text": "n9"}})).await;
@@ -225,7 +230,10 @@ async fn the_kill_switch_stops_a_run_at_once_and_only_that_run() {
     let refused = chat(addr, Protocol::OpenAi, &key, Some("doomed"), "two").await;
     assert_eq!(refused.status, 429, "{}", text(&refused));
     let error: Value = serde_json::from_slice(&refused.body).unwrap();
-    assert!(error["error"]["message"].as_str().unwrap().contains("run `doomed` is stopped: an operator killed it"), "{error}");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("run `doomed` is stopped: an operator killed it"),
+        "{error}"
+    );
     assert_eq!(chat(addr, Protocol::OpenAi, &key, Some("spared"), "two").await.status, 200);
     let listed = runs(addr, ADMIN_TOKEN).await;
     assert_eq!(run_of(&listed, "doomed", &id)["state"], "killed");

@@ -242,8 +242,7 @@ impl Run {
             // As a budget: the call's worst case must fit beside what is
             // spent and reserved, so the run overshoots by no more than
             // what calls in flight under-reserved.
-            self.spent.saturating_add(self.reserved).saturating_add(reserve) > cap
-                || (self.spent >= cap)
+            self.spent.saturating_add(self.reserved).saturating_add(reserve) > cap || (self.spent >= cap)
         }) {
             return Some(Limit::Usd);
         }
