@@ -40,24 +40,27 @@ pub(crate) fn admit(
     reserve: u64,
 ) -> Result<Option<Box<RunTicket>>, Denied> {
     let (Some(specs), Some(governance)) = (&gateway.runs, &gateway.governance) else { return Ok(None) };
-    let Some(spec) = specs.for_caller(governance, caller) else { return Ok(None) };
-    let bad = |bad: switchyard_state::runs::BadRunId| Denied::new(bad.info(), None, false);
+    // The headers first: a request naming no run (the usual one) costs
+    // their lookups and nothing more.
     let from_body;
-    let id = match switchyard_state::runs::run_id(&call.headers).map_err(bad)? {
-        Some(id) => id,
-        None => {
+    let named = match switchyard_state::runs::run_id(&call.headers) {
+        Ok(Some(id)) => Ok(id),
+        Ok(None) => {
             from_body = claude_session(gateway, call);
             match from_body.as_deref() {
-                Some(session) => {
-                    match switchyard_state::runs::checked_run_id(session, "metadata.user_id").map_err(bad)? {
-                        Some(id) => id,
-                        None => return Ok(None),
-                    }
-                }
+                Some(session) => match switchyard_state::runs::checked_run_id(session, "metadata.user_id") {
+                    Ok(Some(id)) => Ok(id),
+                    Ok(None) => return Ok(None),
+                    Err(bad) => Err(bad),
+                },
                 None => return Ok(None),
             }
         }
+        Err(bad) => Err(bad),
     };
+    // A caller whose groups track no runs is never refused for its run id.
+    let Some(spec) = specs.for_caller(governance, caller) else { return Ok(None) };
+    let id = named.map_err(|bad| Denied::new(bad.info(), None, false))?;
     let print = spec.loop_repeats.and_then(|_| turn_fingerprint(&call.body));
     let ticket = governance.admit_run(caller, spec, id, CallKind::Model, print, reserve)?;
     Ok(Some(Box::new(ticket)))

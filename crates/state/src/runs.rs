@@ -23,13 +23,13 @@ use crate::governance::{now_ms, Caller, Denied, Governance, Refused};
 /// the caller's explicit `x-switchyard-run`. (Claude Code's
 /// `metadata.user_id` session is read from the body after these, by the
 /// engine.)
-pub const RUN_HEADERS: [&str; 6] = [
-    "x-switchyard-a2a-task",
-    "mcp-session-id",
-    "x-claude-code-session-id",
-    "session_id",
-    "conversation_id",
-    "x-switchyard-run",
+pub static RUN_HEADERS: [http::HeaderName; 6] = [
+    http::HeaderName::from_static("x-switchyard-a2a-task"),
+    http::HeaderName::from_static("mcp-session-id"),
+    http::HeaderName::from_static("x-claude-code-session-id"),
+    http::HeaderName::from_static("session_id"),
+    http::HeaderName::from_static("conversation_id"),
+    http::HeaderName::from_static("x-switchyard-run"),
 ];
 
 /// A run id a request sent that cannot be one.
@@ -55,8 +55,10 @@ impl BadRunId {
 /// none does, an error when the first present is longer than
 /// [`MAX_RUN_ID`] bytes or not visible ASCII.
 pub fn run_id(headers: &http::HeaderMap) -> Result<Option<&str>, BadRunId> {
-    for header in RUN_HEADERS {
+    // Named once (a constant's name is hashed, never parsed, per lookup).
+    for header in &RUN_HEADERS {
         let Some(value) = headers.get(header) else { continue };
+        let header = header.as_str();
         if value.len() > MAX_RUN_ID {
             return Err(BadRunId { header, problem: "too long" });
         }
@@ -103,14 +105,14 @@ impl RunSpecs {
     /// nearest ancestor's (the store's tree, so a group made over the API
     /// under a configured one inherits); `None`: its runs are not tracked.
     pub fn for_caller(&self, governance: &Governance, caller: &Caller) -> Option<RunSpec> {
-        let mut at = caller.key.record.group.clone()?;
+        let mut at = caller.key.record.group.as_deref()?;
         let groups = governance.group_tree();
         // A tree never loops (parents are checked), but a bound costs nothing.
         for _ in 0..=groups.len() {
-            if let Some(spec) = self.own.get(&at) {
+            if let Some(spec) = self.own.get(at) {
                 return Some(*spec);
             }
-            at = groups.get(&at)?.parent.clone()?;
+            at = groups.get(at)?.parent.as_deref()?;
         }
         None
     }
