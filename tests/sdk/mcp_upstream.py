@@ -15,7 +15,10 @@ Options shared by both transports:
                       ``tools/list`` is computed per call.
   --log FILE          append one JSON line per inbound request/notification:
                       {"server","method","name","arguments","authorization",
-                      "session_id"}; lets a test see what reached the upstream.
+                      "session_id","protocol_version"}; lets a test see what
+                      reached the upstream (and in which revision: the SDK
+                      serves 2026-07-28 to a request whose
+                      MCP-Protocol-Version names it, the handshake otherwise).
 
 Tools (name ``tickets``): read_ticket(id), read_queue(), close_ticket(id),
 slow_echo(text, seconds=1.0), echo_secret(text), whoami(), count(n), explode().
@@ -231,6 +234,7 @@ def build_server(name: str, schema_flag: str | None, log_path: str | None) -> Se
                 "arguments": params.get("arguments"),
                 "authorization": _header(ctx, "authorization"),
                 "session_id": _header(ctx, "mcp-session-id"),
+                "protocol_version": _header(ctx, "mcp-protocol-version"),
             }
             with open(log_path, "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")

@@ -1,8 +1,15 @@
 """The MCP gateway through the official MCP Python SDK (client), in front of
 two upstream servers written with the same SDK (server): `tickets` over
 streamable HTTP (behind a pool whose first member is down, so every call
-fails over before dispatch) and `files` as a stdio child. A key reaches
-only what its `mcp` grants name: nothing without them.
+fails over before dispatch) and `files` as a stdio child. The same
+`tickets` process is also reached as `modern`, spoken to in the stateless
+revision (2026-07-28: no session). A key reaches only what its `mcp`
+grants name: nothing without them.
+
+The SDK speaks either revision: `mode="legacy"` pins the handshake at
+2025-11-25, `mode="2026-07-28"` the stateless revision, and its default
+(`auto`) probes `server/discover`, which the gateway answers, so it adopts
+2026-07-28. The tests that do not name a mode run in that default.
 
 Two gateway instances share PostgreSQL and Redis: keys, pins and sessions
 are the fleet's. One session alternates between them through a
@@ -33,7 +40,9 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import admin_api, free_port, serving
 
 HERE = Path(__file__).parent
-FORBIDDEN, LIMITED = -32003, -32029
+FORBIDDEN, LIMITED, HANDLE_REFUSED, INVALID_PARAMS = -32003, -32029, -32004, -32602
+SECRET = "sdk-fleet-handle-secret-0123456789abcdef"
+MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
 
 
 def services() -> tuple[str, str]:
@@ -183,7 +192,11 @@ def fleet(tmp_path_factory):
             f'alerts: {{ webhook: "{start_alerts()}" }}\n'
             "mcp:\n"
             "  policies: [words, cards]\n"
+            # One secret for the fleet: a session id opens on either instance.
+            f"  handles: {{ secret: {SECRET} }}\n"
             "  servers:\n"
+            # The same server, spoken to in the stateless revision.
+            f'    modern: {{ url: "{tickets}", protocol: "2026-07-28" }}\n'
             f'    tickets-down: {{ url: "{dead}", timeout: 5s }}\n'
             f'    tickets-up: {{ url: "{tickets}", idempotent: [read_ticket], price_per_call: 0.25, timeout: 20s }}\n'
             f"    files: {files}\n"
@@ -203,7 +216,7 @@ def fleet(tmp_path_factory):
         ) as (b, admin_b):
             key = lambda spec: admin_api(admin_a, "POST", "/api/v1/admin/keys", {"name": "mcp", **spec})["key"]  # noqa: E731
             yield {
-                "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work,
+                "a": a, "b": b, "admin": admin_a, "admin_b": admin_b, "flag": flag, "work": work, "tickets": tickets,
                 "bare": key({}),
                 "everything": key({"mcp": ["*"]}),
                 "some": key({"mcp": ["files__*", "tickets__read_*"]}),
@@ -213,13 +226,22 @@ def fleet(tmp_path_factory):
 
 
 @asynccontextmanager
-async def connect(addr: str, key: str, *, fresh_connections: bool = False):
+async def connect(addr: str, key: str, *, fresh_connections: bool = False, mode: str = "auto", path: str = "/mcp",
+                  seen: list | None = None):
+    """An SDK client of `addr`'s `path` as `key`, in `mode`; `seen` gets
+    each response's headers."""
     limits = httpx2.Limits(max_keepalive_connections=0) if fresh_connections else httpx2.Limits()
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0), limits=limits)
+
+    async def record(response):
+        if seen is not None:
+            seen.append(dict(response.headers))
+
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0), limits=limits,
+                              event_hooks={"response": [record]})
     async with http:
-        # The SDK's default mode: it probes the stateless era first and
-        # falls back to `initialize` when the gateway does not speak it.
-        async with Client(streamable_http_client(f"http://{addr}/mcp", http_client=http)) as client:
+        # The SDK's default mode probes the stateless era first (the gateway
+        # answers it) and falls back to `initialize` on a server that does not.
+        async with Client(streamable_http_client(f"http://{addr}{path}", http_client=http), mode=mode) as client:
             yield client
 
 
@@ -242,7 +264,7 @@ def calls(admin: str) -> list[dict]:
 def test_the_list_is_namespaced_and_filtered_per_key(fleet):
     everything = tool_names(fleet["a"], fleet["everything"])
     assert {"tickets__read_ticket", "tickets__close_ticket", "tickets__count", "files__read_file", "files__delete_file"} <= everything
-    assert {name.split("__", 1)[0] for name in everything} == {"tickets", "files", "flaky"}, everything
+    assert {name.split("__", 1)[0] for name in everything} == {"tickets", "files", "flaky", "modern"}, everything
     some = tool_names(fleet["a"], fleet["some"])
     assert some == {name for name in everything if name.startswith("files__") or name.startswith("tickets__read_")}
     assert tool_names(fleet["a"], fleet["limited"]) == {"tickets__read_queue"}
@@ -408,7 +430,8 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     overview = admin_api(admin, "GET", "/api/v1/admin/mcp")
     tool = next(t for t in overview["tools"] if t["name"] == "tickets__read_ticket")
     assert tool["standing"] == "approved" and tool["listed"]
-    assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files", "flaky-drop", "flaky-twin", "broken"}
+    assert {s["name"] for s in overview["servers"]} == {"tickets-down", "tickets-up", "files", "flaky-drop", "flaky-twin", "broken", "modern"}
+    assert {s["name"]: s["protocol"] for s in overview["servers"]}["modern"] == "2026-07-28"
     fleet["flag"].write_text("changed")
     try:
         assert "tickets__read_ticket" not in tool_names(fleet["a"], fleet["everything"])
@@ -432,6 +455,12 @@ def test_a_pinned_tools_schema_change_withholds_it(fleet):
     finally:
         fleet["flag"].unlink()
         admin_api(admin, "DELETE", "/api/v1/admin/mcp/tools/tickets__read_ticket/approval")
+        # Each instance reads pins again within seconds: the tests after
+        # this one see the tool unpinned on both.
+        deadline = time.monotonic() + 10
+        while not all("tickets__read_ticket" in tool_names(fleet[i], fleet["everything"]) for i in ("a", "b")):
+            assert time.monotonic() < deadline, "the unpinned tool is listed again"
+            time.sleep(0.2)
 
 
 def test_after_dispatch_only_an_idempotent_tool_goes_to_the_twin(fleet):
@@ -463,19 +492,29 @@ def test_a_crash_looping_stdio_server_is_quarantined_and_the_rest_serve(fleet):
     assert "exited" in broken["state"]["last_error"]
 
 
-def test_one_session_alternates_between_two_instances(fleet):
+@pytest.mark.parametrize("mode", list(MODES))
+def test_one_session_alternates_between_two_instances(fleet, mode):
+    """A 2025-11-25 session's id (sealed with the fleet's secret) opens on
+    either instance; a 2026-07-28 caller's requests find the session the
+    gateway holds with `tickets` on either instance too."""
     proxy = RoundRobin([fleet["a"], fleet["b"]])
 
     async def go():
-        async with connect(proxy.addr, fleet["some"], fresh_connections=True) as client:
+        async with connect(proxy.addr, fleet["some"], fresh_connections=True, mode=mode) as client:
+            assert client.protocol_version == MODES[mode]
             for n in range(6):
-                result = await client.call_tool("tickets__read_ticket", {"id": f"T-{n}"})
-                assert result.content[0].text == f"ticket T-{n}: open"
+                result = await client.call_tool("tickets__read_ticket", {"id": f"T-alt-{mode}-{n}"})
+                assert result.content[0].text == f"ticket T-alt-{mode}-{n}: open"
                 assert (await client.call_tool("files__list_files", {})).content[0].text
             assert "files__read_file" in {t.name for t in (await client.list_tools()).tools}
 
     run(go)
     assert all(served >= 5 for served in proxy.served), proxy.served
+    # Both instances sent the calls in the one session the gateway has with
+    # `tickets` for this caller (kept in Redis), never one each.
+    sessions = {e["session_id"] for e in upstream_log(fleet)
+                if e["method"] == "tools/call" and f"T-alt-{mode}-" in json.dumps(e["arguments"])}
+    assert len(sessions) == 1 and None not in sessions, sessions
 
 
 def test_a_session_is_its_keys_alone(fleet):
@@ -501,3 +540,134 @@ def test_a_session_is_its_keys_alone(fleet):
     assert post(fleet["everything"], listing, session)[0] == 404, "another key's message finds no session"
     assert post(fleet["some"], listing)[0] == 400, "no session named"
     assert post("sk-not-a-key", listing, session)[0] == 401
+
+
+def upstream_log(fleet) -> list[dict]:
+    return [json.loads(line) for line in (fleet["work"] / "tickets.log").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_each_revision_lists_and_calls_tools_on_both_kinds_of_server(fleet, mode):
+    """The SDK pinned to 2025-11-25 (the handshake) and to 2026-07-28
+    (stateless) lists and calls tools of the server reached in a session
+    (`tickets`) and of the one reached statelessly (`modern`)."""
+    tag = f"T-{mode}-{time.monotonic_ns()}"
+
+    async def go():
+        seen: list[dict] = []
+        async with connect(fleet["a"], fleet["everything"], mode=mode, seen=seen) as client:
+            assert client.protocol_version == MODES[mode]
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"tickets__read_ticket", "modern__read_ticket", "files__read_file"} <= names
+            for name in ("tickets__read_ticket", "modern__read_ticket"):
+                result = await client.call_tool(name, {"id": f"{tag}-{name}"})
+                assert result.content[0].text == f"ticket {tag}-{name}: open" and not result.is_error
+        sessions = {h.get("mcp-session-id") for h in seen} - {None}
+        # Only the handshake caller is handed a session id.
+        assert (len(sessions) == 1) == (mode == "legacy"), sessions
+
+    run(go)
+    # What reached the server: `tickets__` in the gateway's session with it
+    # (the handshake), `modern__` statelessly, whichever revision called.
+    calls = {e["arguments"]["id"]: e for e in upstream_log(fleet) if e["method"] == "tools/call" and tag in json.dumps(e["arguments"])}
+    stateful, stateless = calls[f"{tag}-tickets__read_ticket"], calls[f"{tag}-modern__read_ticket"]
+    assert stateful["session_id"] and stateful["protocol_version"] == "2025-11-25", stateful
+    assert stateless["session_id"] is None and stateless["protocol_version"] == "2026-07-28", stateless
+
+
+def test_the_sdks_default_mode_adopts_the_stateless_revision(fleet):
+    async def go():
+        async with connect(fleet["a"], fleet["some"]) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert (await client.call_tool("files__read_file", {"path": "b.txt"})).content[0].text == "contents of b.txt"
+
+    run(go)
+
+
+def raw(addr: str, key: str, body: dict, *, path: str = "/mcp", session: str | None = None,
+        headers: dict | None = None) -> tuple[int, dict, dict]:
+    sent = {"authorization": f"Bearer {key}", "content-type": "application/json",
+            "accept": "application/json, text/event-stream", **(headers or {})}
+    if session:
+        sent["mcp-session-id"] = session
+    request = urllib.request.Request(f"http://{addr}{path}", data=json.dumps(body).encode(), headers=sent)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), json.loads(err.read() or b"{}")
+
+
+def test_a_session_id_replayed_by_another_key_or_on_another_route_is_refused(fleet):
+    """The SDK (2025-11-25) opens a session; its id, replayed by another
+    key, on another route or altered, is refused, and the SDK's own
+    session goes on."""
+    seen: list[dict] = []
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+
+    async def go():
+        async with connect(fleet["a"], fleet["some"], mode="legacy", seen=seen) as client:
+            session = next(h["mcp-session-id"] for h in seen if h.get("mcp-session-id"))
+            status, _, answer = raw(fleet["a"], fleet["everything"], listing, session=session)
+            assert status == 404 and answer["error"]["code"] == HANDLE_REFUSED, answer
+            assert answer["error"]["data"]["reason"] == "other_caller" and "result" not in answer
+            # The other instance shares the secret: the same verdicts there.
+            assert raw(fleet["b"], fleet["everything"], listing, session=session)[2]["error"]["data"]["reason"] == "other_caller"
+            status, _, answer = raw(fleet["a"], fleet["some"], listing, session=session, path="/mcp/files")
+            assert status == 404 and answer["error"]["data"]["reason"] == "other_route", answer
+            flipped = session[:-2] + ("AA" if session[-2:] != "AA" else "BB")
+            assert raw(fleet["a"], fleet["some"], listing, session=flipped)[2]["error"]["data"]["reason"] == "forged"
+            # Its own key on its own route: still served, on either instance.
+            status, _, answer = raw(fleet["b"], fleet["some"], listing, session=session)
+            assert status == 200 and answer["result"]["tools"], answer
+            assert (await client.call_tool("files__read_file", {"path": "c.txt"})).content[0].text == "contents of c.txt"
+
+    run(go)
+
+
+@pytest.fixture(scope="module")
+def paged(fleet):
+    """A gateway listing two items a page (so it mints cursors), in front
+    of the same tickets server, reached at `/mcp` and `/mcp/tickets`."""
+    work = fleet["work"] / "paged"
+    work.mkdir()
+    extra = (
+        "auth: { mode: keys }\n"
+        "mcp:\n"
+        "  handles: { secret: paged-gateway-handle-secret-0123456789, page_size: 2 }\n"
+        "  servers:\n"
+        f'    tickets: {{ url: "{fleet["tickets"]}", protocol: "2026-07-28" }}\n'
+        f'    again: {{ url: "{fleet["tickets"]}" }}\n'
+    )
+    with serving(work, extra) as (addr, admin):
+        key = lambda name: admin_api(admin, "POST", "/api/v1/admin/keys", {"name": name, "mcp": ["*"]})["key"]  # noqa: E731
+        yield {"addr": addr, "alice": key("alice"), "mallory": key("mallory")}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_cursor_replayed_by_another_key_or_on_another_route_is_refused(paged, mode):
+    async def go():
+        async with connect(paged["addr"], paged["alice"], mode=mode) as alice:
+            first = await alice.list_tools()
+            assert len(first.tools) == 2 and first.next_cursor
+            names = [t.name for t in first.tools]
+            cursor = first.next_cursor
+            while cursor:
+                page = await alice.list_tools(cursor=cursor)
+                names += [t.name for t in page.tools]
+                cursor = page.next_cursor
+            assert len(names) == len(set(names)) == 16, names  # eight tools of each name, each once
+            async with connect(paged["addr"], paged["mallory"], mode=mode) as mallory:
+                with pytest.raises(MCPError) as replayed:
+                    await mallory.list_tools(cursor=first.next_cursor)
+                assert replayed.value.code == INVALID_PARAMS and "another caller" in replayed.value.message
+            async with connect(paged["addr"], paged["alice"], mode=mode, path="/mcp/tickets") as narrow:
+                assert {t.name.split("__")[0] for t in (await narrow.list_tools()).tools} == {"tickets"}
+                with pytest.raises(MCPError) as elsewhere:
+                    await narrow.list_tools(cursor=first.next_cursor)
+                assert elsewhere.value.code == INVALID_PARAMS and "another MCP route" in elsewhere.value.message
+            with pytest.raises(MCPError) as other_list:
+                await alice.list_prompts(cursor=first.next_cursor)
+            assert other_list.value.code == INVALID_PARAMS
+
+    run(go)

@@ -869,6 +869,13 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
             "set auth.mode: keys and grant each key its `mcp` list",
         ));
     }
+    if mcp.as_ref().is_some_and(|mcp| mcp.handles.secret.is_none()) && raw.storage.redis_url.is_some() {
+        warnings.push(Issue::new(
+            "mcp.handles.secret",
+            "unset in a fleet: each instance seals MCP session ids and cursors with a secret of its own, so one minted by one instance does not open on another",
+            "set mcp.handles.secret to one random secret shared by the fleet",
+        ));
+    }
 
     let server = server::validate(&raw.server, issues);
     if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {

@@ -83,6 +83,57 @@ pub struct McpServer {
     pub price_nano: Option<u64>,
     /// How long one call may take.
     pub timeout: Duration,
+    /// The protocol revision spoken to it (HTTP only).
+    pub protocol: McpProtocol,
+}
+
+/// Which revision of MCP the gateway speaks to an HTTP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum McpProtocol {
+    /// The `initialize` handshake (2025-11-25 and before): a session when
+    /// the server keeps one.
+    #[default]
+    Handshake,
+    /// 2026-07-28: no handshake and no session; every request carries its
+    /// protocol version, client info and capabilities.
+    Stateless,
+}
+
+/// `mcp.handles`: how the handles the gateway mints for callers (session
+/// ids, list cursors) are sealed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct McpHandles {
+    /// The gateway secret they are sealed with (`None`: a random one per
+    /// process, so a handle opens only on the instance that minted it).
+    pub secret: Option<String>,
+    /// How long a handle opens after it was minted.
+    pub ttl: Duration,
+    /// Items per page of a listing (`None`: one page, no cursor minted).
+    pub page_size: Option<usize>,
+}
+
+impl std::fmt::Debug for McpHandles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The secret never reaches logs.
+        f.debug_struct("McpHandles")
+            .field("secret", &self.secret.as_ref().map(|_| ".."))
+            .field("ttl", &self.ttl)
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+/// `mcp.oauth`: `/mcp` as an OAuth 2.1 protected resource (RFC 9728): its
+/// canonical URI, which callers' tokens must name as their audience (RFC
+/// 8707), and the authorization servers that issue them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpOauth {
+    /// The resource's canonical URI (`https://gateway.example/mcp`).
+    pub resource: String,
+    /// Issuers of tokens for it.
+    pub authorization_servers: Vec<String>,
+    /// Scopes it names (`scopes_supported`).
+    pub scopes: Vec<String>,
 }
 
 /// `mcp.pools.<name>`: servers serving the same tools, tried in order.
@@ -111,6 +162,10 @@ pub struct Mcp {
     pub require_approval: bool,
     /// Sessions one key may hold open at once (in a fleet, across it).
     pub sessions_per_key: usize,
+    /// How the handles minted for callers are sealed.
+    pub handles: McpHandles,
+    /// `/mcp` as an OAuth protected resource, when configured.
+    pub oauth: Option<McpOauth>,
 }
 
 impl Mcp {
@@ -141,6 +196,26 @@ pub(crate) struct RawMcp {
     #[serde(default)]
     pub require_approval: bool,
     pub sessions_per_key: Option<u64>,
+    pub handles: Option<RawMcpHandles>,
+    pub oauth: Option<RawMcpOauth>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpHandles {
+    pub secret: Option<String>,
+    pub ttl: Option<String>,
+    pub page_size: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMcpOauth {
+    pub resource: String,
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -157,6 +232,7 @@ pub(crate) struct RawMcpServer {
     pub idempotent: Vec<String>,
     pub price_per_call: Option<f64>,
     pub timeout: Option<String>,
+    pub protocol: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,6 +313,26 @@ pub(crate) fn validate(
             Some((usd * 1e9).round() as u64)
         });
         let timeout = duration_or(server.timeout.as_deref(), Duration::from_secs(60), &format!("{at}.timeout"), issues);
+        let protocol = match (server.protocol.as_deref(), &transport) {
+            (None | Some("2025-11-25"), _) => McpProtocol::Handshake,
+            (Some("2026-07-28"), McpTransport::Http { .. }) => McpProtocol::Stateless,
+            (Some("2026-07-28"), McpTransport::Stdio { .. }) => {
+                issues.push(Issue::new(
+                    &format!("{at}.protocol"),
+                    "a stdio server is spoken to with the handshake",
+                    "remove protocol:, or reach the server over HTTP",
+                ));
+                McpProtocol::Handshake
+            }
+            (Some(other), _) => {
+                issues.push(Issue::new(
+                    &format!("{at}.protocol"),
+                    format!("`{other}` is not a revision spoken upstream"),
+                    "write 2025-11-25 (the initialize handshake, the default) or 2026-07-28 (stateless)",
+                ));
+                McpProtocol::Handshake
+            }
+        };
         servers.push(McpServer {
             name: Arc::from(name.as_str()),
             transport,
@@ -244,6 +340,7 @@ pub(crate) fn validate(
             idempotent: server.idempotent.clone(),
             price_nano,
             timeout: timeout.clamp(Duration::from_millis(100), Duration::from_secs(3600)),
+            protocol,
         });
     }
     let mut pools = Vec::new();
@@ -283,7 +380,61 @@ pub(crate) fn validate(
             DEFAULT_SESSIONS_PER_KEY
         }
     };
-    Some(Mcp { servers, pools, policies, session_ttl, require_approval: raw.require_approval, sessions_per_key })
+    let handles = handles(raw.handles.as_ref(), issues);
+    let oauth = raw.oauth.as_ref().map(|oauth| {
+        // RFC 8707: an absolute URI without a fragment.
+        let absolute = oauth.resource.starts_with("https://") || oauth.resource.starts_with("http://");
+        if !absolute || oauth.resource.contains('#') {
+            issues.push(Issue::new(
+                "mcp.oauth.resource",
+                "must be an absolute http(s) URI without a fragment",
+                "name /mcp as callers reach it, e.g. https://gateway.example/mcp",
+            ));
+        }
+        McpOauth {
+            resource: oauth.resource.clone(),
+            authorization_servers: oauth.authorization_servers.clone(),
+            scopes: oauth.scopes.clone(),
+        }
+    });
+    Some(Mcp {
+        servers,
+        pools,
+        policies,
+        session_ttl,
+        require_approval: raw.require_approval,
+        sessions_per_key,
+        handles,
+        oauth,
+    })
+}
+
+/// The shortest gateway secret taken: 256 bits as hex or base64 are
+/// longer than this.
+const MIN_SECRET: usize = 32;
+
+fn handles(raw: Option<&RawMcpHandles>, issues: &mut Vec<Issue>) -> McpHandles {
+    let default = McpHandles { secret: None, ttl: Duration::from_secs(86_400), page_size: None };
+    let Some(raw) = raw else { return default };
+    let secret = raw.secret.clone().filter(|s| !s.is_empty());
+    if secret.as_ref().is_some_and(|s| s.len() < MIN_SECRET) {
+        issues.push(Issue::new(
+            "mcp.handles.secret",
+            format!("shorter than {MIN_SECRET} characters"),
+            "use a random secret of 32 bytes or more, e.g. `openssl rand -hex 32`",
+        ));
+    }
+    let ttl = duration_or(raw.ttl.as_deref(), default.ttl, "mcp.handles.ttl", issues)
+        .clamp(Duration::from_secs(1), Duration::from_secs(30 * 86_400));
+    let page_size = match raw.page_size {
+        None => None,
+        Some(n @ 1..=10_000) => Some(n as usize),
+        Some(n) => {
+            issues.push(Issue::new("mcp.handles.page_size", format!("{n} is out of range"), "write 1 to 10000"));
+            None
+        }
+    };
+    McpHandles { secret, ttl, page_size }
 }
 
 /// Sessions one key holds open at once unless `mcp.sessions_per_key` says.

@@ -803,20 +803,36 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
     }
     // A collector too: OTLP/HTTP trace exports are accepted and discarded
     // (benchmarks trace to it).
-    let base = Router::new().route("/v1/traces", post(|| async { StatusCode::OK })).route(
-        "/mcp",
-        post(|body: Bytes| async move {
-            let reply = switchyard_transport::mock_mcp::respond(&body);
-            let mut response = Response::new(Body::from(reply.body));
-            *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
-            let headers = response.headers_mut();
-            headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            if let Some(session) = reply.session {
-                headers.insert("mcp-session-id", HeaderValue::from_static(session));
-            }
-            response
-        }),
-    );
+    // An MCP server of each revision: `/mcp` keeps sessions, `/mcp/stateless`
+    // speaks 2026-07-28.
+    fn mcp_reply(revision: switchyard_transport::mock_mcp::Revision, headers: &HeaderMap, body: &Bytes) -> Response {
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let sent = switchyard_transport::mock_mcp::Sent {
+            version: header("mcp-protocol-version"),
+            method: header("mcp-method"),
+            name: header("mcp-name"),
+        };
+        let reply = switchyard_transport::mock_mcp::respond_as(revision, sent, body);
+        let mut response = Response::new(Body::from(reply.body));
+        *response.status_mut() = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+        let headers = response.headers_mut();
+        headers.insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        if let Some(session) = reply.session {
+            headers.insert("mcp-session-id", HeaderValue::from_static(session));
+        }
+        response
+    }
+    use switchyard_transport::mock_mcp::Revision;
+    let base = Router::new()
+        .route("/v1/traces", post(|| async { StatusCode::OK }))
+        .route(
+            "/mcp",
+            post(|headers: HeaderMap, body: Bytes| async move { mcp_reply(Revision::Handshake, &headers, &body) }),
+        )
+        .route(
+            "/mcp/stateless",
+            post(|headers: HeaderMap, body: Bytes| async move { mcp_reply(Revision::Stateless, &headers, &body) }),
+        );
     let routes = move |router: Router, protocol: Protocol| -> Router {
         let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
             protocol,

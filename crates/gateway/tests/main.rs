@@ -31,6 +31,7 @@ mod kept;
 mod kept_limits;
 mod logprobs;
 mod mcp;
+mod mcp_revisions;
 mod money;
 mod oidc;
 mod operations;

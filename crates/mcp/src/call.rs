@@ -106,6 +106,14 @@ impl Method {
     }
 }
 
+/// Where a call came from: the one name its route reaches (`/mcp/<name>`;
+/// `None`: every name) and its caller's era (a 2026-07-28 caller reads
+/// its result with `resultType`).
+pub(crate) struct Reached {
+    pub only: Option<Arc<str>>,
+    pub era: rpc::Era,
+}
+
 /// Runs one `method`; `stream`: answer as an event stream carrying the
 /// server's notifications before the answer.
 #[allow(clippy::too_many_arguments, reason = "one call's whole context, passed once")]
@@ -119,15 +127,28 @@ pub(crate) async fn call(
     params: Map<String, Value>,
     passthrough: Option<HeaderValue>,
     stream: bool,
+    reached: Reached,
     run_id: Option<Box<str>>,
 ) -> Response {
     let (events, mut received) = mpsc::channel::<Value>(64);
     let task = switchyard_tasks::work(async move {
         let sink = stream.then(|| events.clone());
         let opened = session.upstream.clone();
-        let mut run =
-            Run { gateway: &gateway, caller: caller.as_ref(), session, passthrough, started: Instant::now(), run_id };
-        let answer = run.call(&id, method, params, sink).await;
+        let mut run = Run {
+            gateway: &gateway,
+            caller: caller.as_ref(),
+            session,
+            passthrough,
+            started: Instant::now(),
+            only: reached.only,
+            run_id,
+        };
+        let mut answer = run.call(&id, method, params, sink).await;
+        if reached.era == rpc::Era::Stateless {
+            if let Some(result) = answer.get_mut("result") {
+                rpc::stamp_result(method.rpc(), result);
+            }
+        }
         // Written back only when the call opened a server session.
         if run.session.upstream != opened {
             run.keep_session(&session_id).await;
@@ -177,6 +198,8 @@ struct Run<'a> {
     session: Session,
     passthrough: Option<HeaderValue>,
     started: Instant,
+    /// The one name the caller's route reaches (`None`: every name).
+    only: Option<Arc<str>>,
     /// The agent run a tool call belongs to (only read when a group
     /// configures `runs:`).
     run_id: Option<Box<str>>,
@@ -274,6 +297,10 @@ impl Run<'_> {
             Kind::Tool | Kind::Prompt => names::split(&shown),
         };
         let (route, own) = split.ok_or_else(unknown)?;
+        // A name outside the caller's route is one it does not know.
+        if self.only.as_deref().is_some_and(|only| only != route) {
+            return Err(unknown());
+        }
         let listed_route = mcp.routes().into_iter().find(|(r, _)| &**r == route).ok_or_else(unknown)?;
         let (route, members) = (&listed_route.0, &listed_route.1);
         audit.route = route.to_string();
@@ -320,6 +347,9 @@ impl Run<'_> {
             params.insert("arguments".into(), arguments);
         }
         params.insert(field.into(), Value::String(own.to_owned()));
+        // The caller's own envelope (2026-07-28) is its exchange with the
+        // gateway's, not the gateway's with the server.
+        rpc::strip_envelope(&mut params);
         // Admission: the key's chain, for the price of a priced tool call.
         let price = match method {
             Method::CallTool => mcp.servers[members[0]].price_nano.unwrap_or(0),

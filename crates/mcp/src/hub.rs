@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use http::HeaderValue;
 use serde_json::{json, Map, Value};
-use switchyard_config::mcp::{Mcp, McpAuth, McpServer, McpTransport};
+use switchyard_config::mcp::{Mcp, McpAuth, McpProtocol, McpServer, McpTransport};
 use switchyard_governance::mcp_grant::Kind;
 use switchyard_state::governance::{now_ms, Caller};
 use switchyard_state::Gateway;
@@ -46,6 +46,8 @@ pub struct Hub {
     own: tokio::sync::Mutex<Session>,
     /// Callers' sessions.
     pub(crate) sessions: crate::session::Sessions,
+    /// What seals the handles minted for callers.
+    pub(crate) handles: crate::handles::Handles,
     listed: Mutex<HashMap<Arc<str>, Listed>>,
     pins: Mutex<Pins>,
 }
@@ -94,6 +96,7 @@ impl Default for Hub {
             tokens: Mutex::default(),
             own: tokio::sync::Mutex::default(),
             sessions: crate::session::Sessions::default(),
+            handles: crate::handles::Handles::default(),
             listed: Mutex::default(),
             pins: Mutex::default(),
         }
@@ -165,6 +168,32 @@ impl Hub {
                 let spec = Spec { command: command.clone(), args: args.clone(), env: env.clone() };
                 self.stdio_of(server, spec).call(method, params, events, server.timeout).await
             }
+            McpTransport::Http { url } if server.protocol == McpProtocol::Stateless => {
+                // 2026-07-28: no session; the request carries the
+                // gateway's own envelope, its method and name repeated in
+                // headers.
+                let authorization = self.authorization(server, passthrough).await?;
+                let Value::Object(mut params) = params else {
+                    return Err(CallError::NotSent("params must be an object".into()));
+                };
+                rpc::stamp_envelope(&mut params, &crate::upstream::client_info());
+                let name = rpc::name_member(method).and_then(|member| params.get(member)).and_then(Value::as_str);
+                let name = name.map(str::to_owned);
+                let message = rpc::request(fastrand::u64(1..1 << 53), method, Value::Object(params));
+                let post = Post {
+                    url,
+                    message: &message,
+                    session: None,
+                    version: Some(rpc::STATELESS),
+                    authorization,
+                    timeout: server.timeout,
+                    routing: Some((method, name.as_deref())),
+                };
+                match upstream_http::post(&self.client, post, events.as_ref()).await? {
+                    (Some(answer), _) => Ok(answer),
+                    (None, _) => Err(CallError::Lost("no answer".into())),
+                }
+            }
             McpTransport::Http { url } => {
                 let authorization = self.authorization(server, passthrough).await?;
                 let mut reopened = false;
@@ -193,6 +222,7 @@ impl Hub {
                         version: Some(&sent.version),
                         authorization: authorization.clone(),
                         timeout: server.timeout,
+                        routing: None,
                     };
                     match upstream_http::post(&self.client, post, events.as_ref()).await {
                         Ok((Some(answer), _)) => return Ok(answer),
@@ -419,6 +449,10 @@ impl Hub {
                     "target": target,
                     "pool": pool.map(|p| &*p.name),
                     "idempotent": server.idempotent,
+                    "protocol": match (&server.transport, server.protocol) {
+                        (McpTransport::Http { .. }, McpProtocol::Stateless) => rpc::STATELESS,
+                        _ => "handshake",
+                    },
                     "price_per_call_usd": server.price_nano.map(|n| n as f64 / 1e9),
                     "state": state,
                 })

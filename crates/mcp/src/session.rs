@@ -1,5 +1,7 @@
 //! A caller's MCP session: the key that opened it, the protocol version
-//! agreed and the session each HTTP server gave the gateway for it. In a
+//! agreed and the session each HTTP server gave the gateway for it; for a
+//! stateless (2026-07-28) caller, the one the gateway holds per route and
+//! caller ([`held_id`]), so servers that keep sessions are reached in one. In a
 //! fleet it lives in Redis (read on every message, renewed for the idle
 //! TTL), so one session's messages may land on any instance; otherwise in
 //! this process, bounded. Either way a key holds at most
@@ -180,6 +182,21 @@ impl Sessions {
         self.memory().remove(id);
         Ok(())
     }
+}
+
+/// The id of the session the gateway holds for a stateless caller
+/// `owner` on route `route` (never handed out: the caller has no session
+/// to name, so the route and caller find it).
+pub fn held_id(route: &str, owner: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [route, owner] {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    let digest: [u8; 32] = hasher.finalize().into();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!("held-{hex}")
 }
 
 /// A new session id: 128 bits from the OS's generator as hex (visible

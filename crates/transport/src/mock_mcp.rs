@@ -1,6 +1,10 @@
 //! The vendor fake's MCP server (`POST /mcp` on `switchyard mock-upstream`):
-//! stateless and deterministic, for benchmarks and tests of the MCP
-//! gateway. `initialize` names a session (any is accepted after). Tools:
+//! deterministic, for benchmarks and tests of the MCP gateway, speaking
+//! either revision ([`Revision`]): at `/mcp` the handshake (`initialize`
+//! names a session; any is accepted after), at `/mcp/stateless` 2026-07-28
+//! (no session; `server/discover`; every request must carry the
+//! revision's envelope and headers, or it is refused as that revision's
+//! servers refuse it, so a gateway that forgets them fails). Tools:
 //! `echo` answers with its `text` argument, `delete_everything` says it did.
 //! A prompt, `greet` (`who`); resources `mock://readme`, `mock://contacts`
 //! (an email address in it) and `mock://secret`, and the template
@@ -18,7 +22,89 @@ pub struct McpReply {
     pub body: Vec<u8>,
 }
 
-/// Answers one POSTed message.
+/// Which revision the fake speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revision {
+    /// `initialize`, then a session (2025-11-25 and before).
+    Handshake,
+    /// 2026-07-28: stateless.
+    Stateless,
+}
+
+/// The stateless revision.
+const STATELESS: &str = "2026-07-28";
+
+/// What a POST's headers said, for the stateless revision's checks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sent<'a> {
+    /// `mcp-protocol-version`.
+    pub version: Option<&'a str>,
+    /// `mcp-method`.
+    pub method: Option<&'a str>,
+    /// `mcp-name`.
+    pub name: Option<&'a str>,
+}
+
+/// Answers one POSTed message as `revision` speaks.
+pub fn respond_as(revision: Revision, sent: Sent<'_>, body: &[u8]) -> McpReply {
+    if revision == Revision::Handshake {
+        return respond(body);
+    }
+    let Ok(message) = serde_json::from_slice::<Value>(body) else {
+        return respond(body);
+    };
+    let Some(id) = message.get("id").cloned() else {
+        return McpReply { status: 202, session: None, body: Vec::new() };
+    };
+    let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+    let meta = message.get("params").and_then(|p| p.get("_meta"));
+    let version = meta.and_then(|m| m.get("io.modelcontextprotocol/protocolVersion")).and_then(Value::as_str);
+    let capabilities = meta.and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"));
+    let named = match method {
+        "tools/call" | "prompts/get" => message["params"].get("name").and_then(Value::as_str),
+        "resources/read" => message["params"].get("uri").and_then(Value::as_str),
+        _ => None,
+    };
+    let refused = |code: i64, text: &str| {
+        let error = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}});
+        McpReply { status: 400, session: None, body: error.to_string().into_bytes() }
+    };
+    if version.is_none() || capabilities.is_none() {
+        return refused(-32602, "params._meta is missing the protocol version or client capabilities");
+    }
+    if sent.version != version || sent.method != Some(method) || (named.is_some() && sent.name != named) {
+        return refused(-32020, "the headers do not match the request");
+    }
+    if version != Some(STATELESS) {
+        return refused(-32022, "Unsupported protocol version");
+    }
+    let mut reply = match method {
+        "initialize" => return refused(-32022, "initialize is not part of 2026-07-28"),
+        "server/discover" => answer(
+            id,
+            Ok(json!({
+                "supportedVersions": [STATELESS],
+                "capabilities": {"tools": {"listChanged": false}},
+                "serverInfo": {"name": "mock", "version": "1"},
+                "ttlMs": 0,
+                "cacheScope": "public",
+            })),
+            None,
+        ),
+        _ => respond(body),
+    };
+    // Every result names its type in this revision.
+    if let Ok(mut answer) = serde_json::from_slice::<Value>(&reply.body) {
+        if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+            result.insert("resultType".into(), json!("complete"));
+            reply.body = answer.to_string().into_bytes();
+        }
+    }
+    reply.session = None;
+    reply
+}
+
+/// Answers one POSTed message (the handshake revision).
 pub fn respond(body: &[u8]) -> McpReply {
     let Ok(message) = serde_json::from_slice::<Value>(body) else {
         let error = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "not JSON"}});
@@ -109,6 +195,30 @@ fn answer(id: Value, result: Result<Value, (i64, &str)>, session: Option<&'stati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stateless_fake_refuses_what_its_revision_refuses() {
+        let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"},
+            "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let sent = Sent { version: Some("2026-07-28"), method: Some("tools/call"), name: Some("echo") };
+        let read = |reply: McpReply| {
+            (reply.status, reply.session, serde_json::from_slice::<Value>(&reply.body).unwrap_or_default())
+        };
+        let (status, session, answer) = read(respond_as(Revision::Stateless, sent, call));
+        assert_eq!((status, session), (200, None));
+        assert_eq!(answer["result"]["content"][0]["text"], "hi");
+        assert_eq!(answer["result"]["resultType"], "complete");
+        let (status, _, answer) = read(respond_as(Revision::Stateless, Sent { name: Some("other"), ..sent }, call));
+        assert_eq!((status, answer["error"]["code"].as_i64()), (400, Some(-32020)));
+        let bare = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        let listing = Sent { method: Some("tools/list"), name: None, ..sent };
+        let (status, _, answer) = read(respond_as(Revision::Stateless, listing, bare));
+        assert_eq!((status, answer["error"]["code"].as_i64()), (400, Some(-32602)));
+        let hello = br#"{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let (status, session, answer) =
+            read(respond_as(Revision::Stateless, Sent { method: Some("initialize"), name: None, ..sent }, hello));
+        assert_eq!((status, session, answer["error"]["code"].as_i64()), (400, None, Some(-32022)));
+    }
 
     #[test]
     fn the_fake_echoes_and_names_a_session() {

@@ -24,6 +24,10 @@ const MAX_ANSWER_BYTES: usize = 16 << 20;
 pub const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
 /// `mcp-protocol-version`.
 pub const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `mcp-method` (2026-07-28: the request's method, repeated).
+pub const METHOD_HEADER: HeaderName = HeaderName::from_static("mcp-method");
+/// `mcp-name` (2026-07-28: the tool, prompt or resource named, repeated).
+pub const NAME_HEADER: HeaderName = HeaderName::from_static("mcp-name");
 
 /// One message to POST.
 pub struct Post<'a> {
@@ -37,6 +41,9 @@ pub struct Post<'a> {
     pub version: Option<&'a str>,
     /// `Authorization`, when the server gets one.
     pub authorization: Option<HeaderValue>,
+    /// For a stateless (2026-07-28) server: the method and the name the
+    /// request carries, repeated in `mcp-method` and `mcp-name`.
+    pub routing: Option<(&'a str, Option<&'a str>)>,
     /// How long the exchange may take.
     pub timeout: Duration,
 }
@@ -65,6 +72,14 @@ pub async fn post(
     }
     if let Some(authorization) = post.authorization {
         headers.insert(http::header::AUTHORIZATION, authorization);
+    }
+    if let Some((method, name)) = post.routing {
+        if let Ok(method) = HeaderValue::from_str(method) {
+            headers.insert(METHOD_HEADER, method);
+        }
+        if let Some(name) = name.and_then(|name| HeaderValue::from_str(&rpc::encode_header_value(name)).ok()) {
+            headers.insert(NAME_HEADER, name);
+        }
     }
     let exchange = async {
         let response = client.send(request, post.timeout).await.map_err(|err| match err {
@@ -156,8 +171,15 @@ pub async fn initialize(
     timeout: Duration,
 ) -> Result<Sent, CallError> {
     let hello = rpc::request(0, "initialize", super::client_hello());
-    let post_hello =
-        Post { url, message: &hello, session: None, version: None, authorization: authorization.clone(), timeout };
+    let post_hello = Post {
+        url,
+        message: &hello,
+        session: None,
+        version: None,
+        authorization: authorization.clone(),
+        timeout,
+        routing: None,
+    };
     let (answer, session) = post(client, post_hello, None).await?;
     let answer = answer.ok_or_else(|| CallError::Lost("initialize had no answer".into()))?;
     let Some(result) = answer.get("result") else {
@@ -165,8 +187,15 @@ pub async fn initialize(
     };
     let version = result.get("protocolVersion").and_then(Value::as_str).unwrap_or(rpc::VERSIONS[0]).to_owned();
     let note = rpc::notification("notifications/initialized", None);
-    let ready =
-        Post { url, message: &note, session: session.as_deref(), version: Some(&version), authorization, timeout };
+    let ready = Post {
+        url,
+        message: &note,
+        session: session.as_deref(),
+        version: Some(&version),
+        authorization,
+        timeout,
+        routing: None,
+    };
     post(client, ready, None).await?;
     Ok(Sent { session, version })
 }

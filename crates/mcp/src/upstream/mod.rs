@@ -43,11 +43,16 @@ pub struct Sent {
     pub version: String,
 }
 
+/// The gateway as a client names itself.
+pub fn client_info() -> Value {
+    json!({ "name": "switchyard", "version": env!("CARGO_PKG_VERSION") })
+}
+
 /// The `initialize` params the gateway sends as a client.
 pub fn client_hello() -> Value {
     json!({
         "protocolVersion": crate::rpc::VERSIONS[0],
         "capabilities": {},
-        "clientInfo": { "name": "switchyard", "version": env!("CARGO_PKG_VERSION") },
+        "clientInfo": client_info(),
     })
 }

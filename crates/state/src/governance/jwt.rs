@@ -125,6 +125,33 @@ fn issuer_of(token: &str) -> Result<String, JwtRefusal> {
     claims.iss.ok_or_else(|| JwtRefusal::Invalid("no `iss` claim".into()))
 }
 
+/// The audiences (`aud`: one string or a list) a token names, read
+/// without checking its signature: only for a token [`Issuers::verify`]
+/// has just accepted, where a resource asks whether the token was minted
+/// for it (RFC 8707) beyond the gateway's own audiences. Empty when the
+/// token cannot be read.
+pub fn audiences(token: &str) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Aud {
+        One(String),
+        Many(Vec<String>),
+    }
+    #[derive(serde::Deserialize)]
+    struct Claims {
+        aud: Option<Aud>,
+    }
+    let Some(payload) = token.split('.').nth(1) else { return Vec::new() };
+    let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')) else {
+        return Vec::new();
+    };
+    match serde_json::from_slice::<Claims>(&bytes).ok().and_then(|claims| claims.aud) {
+        Some(Aud::One(aud)) => vec![aud],
+        Some(Aud::Many(auds)) => auds,
+        None => Vec::new(),
+    }
+}
+
 /// The algorithms a caller's token may use: asymmetric only (a shared
 /// secret would let anyone holding the JWKS mint tokens).
 const ALLOWED: [Algorithm; 8] = [
