@@ -83,8 +83,9 @@ def anthropic_turn(client: anthropic.Anthropic, text: str) -> str:
 
 @asynccontextmanager
 async def mcp_session(addr: str, key: str):
-    """The MCP SDK's client session through the gateway, and its session
-    id as the gateway gave it (the run its tool calls count on)."""
+    """The MCP SDK's client through the gateway, naming run `sdk-loop`, and
+    the session handle the gateway gave it, if the era it speaks has one
+    (`mcp-session-id` is then the run its tool calls count on)."""
     seen: dict[str, str] = {}
 
     async def keep(response):
@@ -92,7 +93,9 @@ async def mcp_session(addr: str, key: str):
             seen["id"] = response.headers["mcp-session-id"]
 
     http = httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {key}"}, timeout=httpx2.Timeout(30.0), event_hooks={"response": [keep]}
+        headers={"Authorization": f"Bearer {key}", "x-switchyard-run": "sdk-loop"},
+        timeout=httpx2.Timeout(30.0),
+        event_hooks={"response": [keep]},
     )
     async with http:
         async with Client(streamable_http_client(f"http://{addr}/mcp", http_client=http)) as client:
@@ -144,9 +147,12 @@ def test_an_agent_loop_repeating_one_tool_call_is_stopped_by_the_loop_breaker(wo
 
     async def go():
         async with mcp_session(world["addr"], made["key"]) as (tools, seen):
-            session = seen["id"]
-            # The model turns name the MCP session: one run for both.
-            gpt = oa(world["addr"], made["key"], {"mcp-session-id": session})
+            # The 2026-07-28 era has no session: the run is `x-switchyard-run`;
+            # a session's handle, where there is one, comes first.
+            session = seen.get("id", "sdk-loop")
+            naming = {"mcp-session-id": session} if "id" in seen else {"x-switchyard-run": session}
+            # The model turns name the same run: one run for both.
+            gpt = oa(world["addr"], made["key"], naming)
             for turn in range(3):
                 assert openai_turn(gpt, f"what next, step {turn}?")
                 result = await tools.call_tool("files__read_file", {"path": "a.txt"})
