@@ -2,10 +2,31 @@
 //! built-in strategy, plus external gates (`module: webrequest`) with their
 //! grants, timeouts and `on_error` chains, proven at boot to terminate.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{raw, Issue, Strategy};
+use serde::Deserialize;
+
+use crate::{Issue, Strategy};
+
+/// An external hook reference in a `hooks:` list.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHookRef {
+    pub module: String,
+    pub name: Option<String>,
+    #[serde(default)]
+    pub settings: BTreeMap<String, String>,
+    pub kind: Option<String>,
+    pub timeout_ms: Option<u64>,
+    pub on_error: Option<String>,
+    pub prompt: Option<String>,
+    pub user: Option<String>,
+    pub priority: Option<i32>,
+    /// The hook may answer with the `rewrite` arm (needs `prompt: rw`).
+    pub rewrite: Option<bool>,
+}
 
 /// What a gate may read of the prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,7 +125,7 @@ pub(crate) fn parse_list(
             chosen = Some(strategy);
             continue;
         }
-        let raw: raw::RawHookRef = match serde_yaml_ng::from_value(value.clone()) {
+        let raw: RawHookRef = match serde_yaml_ng::from_value(value.clone()) {
             Ok(raw) => raw,
             Err(err) => {
                 issues.push(Issue::new(
@@ -125,7 +146,7 @@ pub(crate) fn parse_list(
 
 fn parse_ref(
     path: &str,
-    raw: &raw::RawHookRef,
+    raw: &RawHookRef,
     global: bool,
     index: usize,
     pending: &mut Vec<PendingFallback>,

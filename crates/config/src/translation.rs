@@ -4,12 +4,30 @@
 //! cannot carry is dropped and reported; `strict`: such a request is
 //! refused with a 400 naming the fields).
 
+use serde::Deserialize;
 use switchyard_ir::{Capabilities, Effort, Efforts, Field, Fields};
 
 use crate::facts::Fact;
-use crate::raw::RawCapabilities;
 use crate::Issue;
 use switchyard_ir::Prefill;
+
+/// A model's capabilities; a key left out is the common ground.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RawCapabilities {
+    pub adaptive_thinking: Option<bool>,
+    pub effort: Option<bool>,
+    pub temperature_with_top_p: Option<bool>,
+    pub max_output: Option<u64>,
+    pub reasoning: Option<bool>,
+    pub prefill: Option<serde_yaml_ng::Value>,
+    pub system_messages: Option<bool>,
+    pub bedrock_betas: Option<bool>,
+    pub efforts: Option<Vec<String>>,
+    pub refused_while_reasoning: Option<Vec<String>>,
+    pub thinks_by_default: Option<bool>,
+    pub audio_input: Option<bool>,
+}
 
 /// How a pool treats a request its lane's protocol cannot fully carry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

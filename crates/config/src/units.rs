@@ -4,7 +4,10 @@
 //! timeout of centuries, a body of a terabyte) is a config error at boot,
 //! never an overflow at run time.
 
+use std::net::SocketAddr;
 use std::time::Duration;
+
+use crate::issue::Issue;
 
 /// Longer than any timeout, cooldown or window a gateway means.
 pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
@@ -31,6 +34,61 @@ pub fn parse_size(text: &str, max: u64) -> Result<u64, String> {
         return Err(format!("`{text}` is more than {}", bytesize::ByteSize(max).display().iec()));
     }
     Ok(size.as_u64())
+}
+
+/// A socket address at `path`, `default` when unset.
+pub(crate) fn parse_addr(value: Option<&str>, default: &str, path: &str, issues: &mut Vec<Issue>) -> SocketAddr {
+    let fallback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let text = value.unwrap_or(default);
+    text.parse().unwrap_or_else(|_| {
+        issues.push(Issue::new(
+            path,
+            format!("`{text}` is not a socket address"),
+            "write it as host:port, e.g. 127.0.0.1:8080",
+        ));
+        fallback
+    })
+}
+
+/// A duration at `path`, `default` when unset or unreadable (an issue then).
+pub(crate) fn duration_or(value: Option<&str>, default: Duration, path: &str, issues: &mut Vec<Issue>) -> Duration {
+    match value.map(parse_duration) {
+        None => default,
+        Some(Ok(duration)) => duration,
+        Some(Err(message)) => {
+            issues.push(Issue::new(path, message, "write a number with a unit: 250ms, 30s, 5m"));
+            default
+        }
+    }
+}
+
+/// A size from a YAML number or string (`32MiB`), at most `max`, above zero.
+pub(crate) fn size_or(
+    value: Option<&serde_yaml_ng::Value>,
+    default: u64,
+    max: u64,
+    path: &str,
+    issues: &mut Vec<Issue>,
+) -> u64 {
+    let Some(value) = value else {
+        return default;
+    };
+    let text = match value {
+        serde_yaml_ng::Value::Number(n) => n.to_string(),
+        serde_yaml_ng::Value::String(s) => s.clone(),
+        _ => String::from("?"),
+    };
+    match parse_size(&text, max) {
+        Ok(0) => {
+            issues.push(Issue::new(path, "a size of 0 would refuse everything", "write e.g. 32MiB"));
+            default
+        }
+        Ok(size) => size,
+        Err(message) => {
+            issues.push(Issue::new(path, message, "write e.g. 32MiB, 512KiB or a byte count"));
+            default
+        }
+    }
 }
 
 #[cfg(test)]

@@ -333,7 +333,7 @@ pub struct Hold {
 
 /// Governance as the config asks for it: `None` when nothing is to be
 /// governed or accounted (no `auth: keys`, no `storage:`, no admin tokens),
-/// else the stores opened (SQLite at `storage.sqlite_path`, or memory), the
+/// else the stores opened where `storage:` says ([`switchyard_store::Location`]), the
 /// ledger writer started and the caches loaded.
 pub async fn from_config(
     config: &Config,
@@ -346,20 +346,13 @@ pub async fn from_config(
     if !wanted {
         return Ok(None);
     }
-    let stores = match (&config.storage.postgres_url, &config.storage.sqlite_path) {
-        (Some(url), _) => Stores::shared(switchyard_store::postgres::PostgresStore::connect(url).await?),
-        (None, Some(path)) => {
-            let sqlite = switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?;
-            // One node: its session pins outlive a restart in the same file.
-            Stores::of(sqlite.clone()).with_pins(Arc::new(sqlite))
-        }
-        (None, None) => Stores::of(switchyard_store::memory::MemoryStore::new()),
-    };
+    let location = switchyard_store::Location::of(
+        config.storage.postgres_url.as_deref(),
+        config.storage.sqlite_path.as_deref().map(std::path::Path::new),
+    );
+    let stores = location.open().await?;
     // A fleet's ledger rows wait on local disk while PostgreSQL is away.
-    let spool = match (&config.storage.postgres_url, &config.storage.ledger_spool) {
-        (Some(_), Some(path)) => Some(switchyard_store::sqlite::SqliteStore::open(std::path::Path::new(path))?),
-        _ => None,
-    };
+    let spool = location.spool(config.storage.ledger_spool.as_deref().map(std::path::Path::new))?;
     let pacing = ledger::Pacing {
         flush: config.governance.ledger_flush_interval,
         write_timeout: config.governance.ledger_write_timeout,

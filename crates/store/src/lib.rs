@@ -6,14 +6,17 @@
 //! retention). [`memory::MemoryStore`] is the in-process
 //! default, [`sqlite::SqliteStore`] the single-node one and
 //! [`postgres::PostgresStore`] a fleet's, which also announces every change
-//! ([`ChangeFeed`]) so each instance's caches follow; one conformance suite
-//! (`tests/conformance.rs`) runs over every backend.
+//! ([`ChangeFeed`]) so each instance's caches follow; [`Location`] is the
+//! one place the storage config chooses among them, and one conformance
+//! suite (`tests/conformance.rs`) runs over every backend. Each backend is a
+//! folder of wings, one module per trait with its SQL beside it.
 //!
 //! The request path never waits on a store: keys are cached by the
 //! gateway, counters live in memory, and ledger rows are written behind in
 //! batches.
 
 pub mod kept;
+mod location;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -30,6 +33,8 @@ pub use kept::{
 use serde::{Deserialize, Serialize};
 pub use switchyard_governance::money::Tokens;
 use switchyard_governance::{Budget, KeyRecord, Limits};
+
+pub use location::Location;
 
 /// What every store call returns.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;

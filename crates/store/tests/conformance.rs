@@ -4,6 +4,7 @@
 //! starts (`SWITCHYARD_TEST_POSTGRES_URL`); each test gets a fresh database.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::disallowed_methods, reason = "test code")]
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use switchyard_governance::key::{new_secret, visible_prefix, AwsCredential};
 use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
@@ -11,7 +12,7 @@ use switchyard_governance::{Budget, KeyHash, KeyRecord, Limits, Window};
 use switchyard_store::postgres::PostgresStore;
 use switchyard_store::{
     Attempt, AuditEntry, Change, ChangeFeed, ConfigVersion, GroupRecord, Idempotency, KeptContent, KeptSignature,
-    KeyStore, LedgerRow, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
+    KeyStore, LedgerRow, Location, RowFilter, SpendBy, StoreError, Stores, Tokens, TotalsQuery, Written,
 };
 use switchyard_store::{BatchJob, KeptObject, LineOutcome, LineState, ObjectKind, QueuedLine};
 
@@ -1042,11 +1043,12 @@ macro_rules! backends {
     };
 }
 
+// Each backend opened the way the binary opens it: through `Location`.
 backends! {
-    memory => Stores::of(switchyard_store::memory::MemoryStore::new()),
-    sqlite => Stores::of(switchyard_store::sqlite::SqliteStore::in_memory().unwrap()),
-    postgres => match fresh_postgres().await {
-        Some(store) => Stores::shared(store),
+    memory => Location::Memory.open().await.unwrap(),
+    sqlite => Location::Sqlite(Path::new(":memory:")).open().await.unwrap(),
+    postgres => match fresh_database().await {
+        Some(url) => Location::Postgres(&url).open().await.unwrap(),
         None => return,
     },
 }
@@ -1175,4 +1177,45 @@ async fn postgres_keeps_the_hourly_rollup_for_every_writer() {
         TotalsQuery { by: SpendBy::Key, from_ms: 0, to_ms: 3 * 3_600_000, key: None, groups: None, end_user: None };
     let totals = stores.ledger.totals(whole_hours).await.unwrap();
     assert_eq!(totals.iter().map(|t| (t.requests, t.tokens.input)).collect::<Vec<_>>(), [(2, 42)]);
+}
+
+#[tokio::test]
+async fn the_storage_fields_choose_the_backend_and_its_spool() {
+    let dir = std::env::temp_dir().join(format!("switchyard-location-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("node.db");
+    let spool = dir.join("spool.db");
+    let url = "postgres://switchyard@127.0.0.1:1/none";
+    // A URL wins over a file; a file over memory.
+    assert_eq!(Location::of(Some(url), Some(&file)), Location::Postgres(url));
+    assert_eq!(Location::of(None, Some(&file)), Location::Sqlite(&file));
+    assert_eq!(Location::of(None, None), Location::Memory);
+    // Only a fleet's database has a spool: a local file or memory is never away.
+    assert!(Location::Memory.spool(Some(&spool)).unwrap().is_none());
+    assert!(Location::Sqlite(&file).spool(Some(&spool)).unwrap().is_none());
+    assert!(!spool.exists(), "no spool file made for a local store");
+    assert!(Location::Postgres(url).spool(None).unwrap().is_none());
+    assert!(Location::Postgres(url).spool(Some(&spool)).unwrap().is_some());
+    assert!(spool.exists());
+    // Memory announces nothing and keeps no pins; a file keeps pins and its
+    // records across a reopen.
+    let memory = Location::Memory.open().await.unwrap();
+    assert!(memory.changes.is_none() && memory.pins.is_none());
+    {
+        let node = Location::Sqlite(&file).open().await.unwrap();
+        assert!(node.changes.is_none() && node.pins.is_some());
+        node.keys.create_key(key(9), None).await.unwrap();
+    }
+    let node = Location::Sqlite(&file).open().await.unwrap();
+    assert_eq!(node.keys.get_key("key_0009").await.unwrap(), Some(key(9)));
+    // A database that is not there is an error, not a fallback to memory.
+    assert!(matches!(Location::Postgres(url).open().await, Err(StoreError::Unavailable(_))));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_postgres_location_announces_changes() {
+    let Some(url) = fresh_database().await else { return };
+    let fleet = Location::Postgres(&url).open().await.unwrap();
+    assert!(fleet.changes.is_some() && fleet.pins.is_none());
 }

@@ -1,0 +1,82 @@
+//! The config's versions ([`ConfigStore`]), each append announced on
+//! `switchyard_config`.
+
+use super::{col, conflict_or_unavailable, unavailable, PostgresStore, CONFIG_CHANNEL};
+use crate::{ConfigStore, ConfigVersion, StoreError, StoreFuture};
+
+fn config_of(row: &tokio_postgres::Row) -> Result<ConfigVersion, StoreError> {
+    Ok(ConfigVersion {
+        version: col(row, 0)?,
+        at_ms: col(row, 1)?,
+        author: col(row, 2)?,
+        message: col(row, 3)?,
+        text: col(row, 4)?,
+    })
+}
+
+impl ConfigStore for PostgresStore {
+    fn append_config(&self, after: i64, version: ConfigVersion) -> StoreFuture<'_, ConfigVersion> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            let tx = client.transaction().await.map_err(unavailable)?;
+            let newest: i64 = col(
+                &tx.query_one("SELECT COALESCE(max(version), 0)::BIGINT FROM config_versions", &[])
+                    .await
+                    .map_err(unavailable)?,
+                0,
+            )?;
+            if newest != after {
+                return Err(StoreError::Stale);
+            }
+            let stored = ConfigVersion { version: newest + 1, ..version };
+            // Two writers that read the same newest version meet at the
+            // primary key: the second is stale.
+            tx.execute(
+                "INSERT INTO config_versions (version, at_ms, author, message, text) VALUES ($1, $2, $3, $4, $5)",
+                &[&stored.version, &stored.at_ms, &stored.author, &stored.message, &stored.text],
+            )
+            .await
+            .map_err(|err| match conflict_or_unavailable(err) {
+                StoreError::Conflict(_) => StoreError::Stale,
+                other => other,
+            })?;
+            tx.execute("SELECT pg_notify($1, $2)", &[&CONFIG_CHANNEL, &stored.version.to_string()])
+                .await
+                .map_err(unavailable)?;
+            tx.commit().await.map_err(|err| match conflict_or_unavailable(err) {
+                StoreError::Conflict(_) => StoreError::Stale,
+                other => other,
+            })?;
+            Ok(stored)
+        })
+    }
+
+    fn config_versions(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<ConfigVersion>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let rows = client
+                .query(
+                    "SELECT version, at_ms, author, message, text FROM config_versions \
+                     WHERE ($1::BIGINT IS NULL OR version < $1) ORDER BY version DESC LIMIT $2",
+                    &[&before, &(limit as i64)],
+                )
+                .await
+                .map_err(unavailable)?;
+            rows.iter().map(config_of).collect()
+        })
+    }
+
+    fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>> {
+        Box::pin(async move {
+            let client = self.client().await?;
+            let row = client
+                .query_opt(
+                    "SELECT version, at_ms, author, message, text FROM config_versions WHERE version = $1",
+                    &[&version],
+                )
+                .await
+                .map_err(unavailable)?;
+            row.as_ref().map(config_of).transpose()
+        })
+    }
+}
