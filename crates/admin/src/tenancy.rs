@@ -1,7 +1,7 @@
 //! Tenant admins: an admin token (`admin.tenants`) or single sign-on
 //! binding scoped to a group's subtree. At the door ([`door`]) a tenant
 //! admin reaches only the routes that can be scoped to a subtree (keys,
-//! groups, budgets, spend, usage, requests, audit, alerts); everything
+//! groups, budgets, spend, usage, requests, audit, alerts, runs); everything
 //! server-wide (config and its versions, lanes, MCP approval, the
 //! playground, history, `/stats`, `/metrics`, erasing an end user's text)
 //! is a 403 that names no object. Behind the door each route asks the
@@ -29,7 +29,7 @@ use switchyard_state::governance::Governance;
 /// The routes a tenant admin may reach, by template and method; every
 /// other route of the admin listener is the gateway admin's alone.
 /// (`tests/tenants.rs` walks every route `api::routes` registers.)
-pub const TENANT_ROUTES: [(&str, &[Method]); 17] = [
+pub const TENANT_ROUTES: [(&str, &[Method]); 19] = [
     ("/api/v1/admin/keys", &[Method::GET, Method::POST]),
     ("/api/v1/admin/keys/{id}", &[Method::GET, Method::PATCH, Method::DELETE]),
     ("/api/v1/admin/keys/{id}/rotate", &[Method::POST]),
@@ -46,6 +46,8 @@ pub const TENANT_ROUTES: [(&str, &[Method]); 17] = [
     ("/api/v1/admin/requests/{id}", &[Method::GET]),
     ("/api/v1/admin/audit", &[Method::GET]),
     ("/api/v1/admin/alerts", &[Method::GET]),
+    ("/api/v1/admin/runs", &[Method::GET]),
+    ("/api/v1/admin/runs/{id}/kill", &[Method::POST]),
     ("/api/v1/admin/openapi.json", &[Method::GET]),
 ];
 

@@ -33,6 +33,7 @@ mod raw;
 mod redact;
 pub mod retention;
 pub mod round_trip;
+mod runs;
 mod server;
 mod spend;
 mod ssrf;
@@ -185,6 +186,23 @@ impl Config {
     /// The provider called `name`.
     pub fn provider_index(&self, name: &str) -> Option<usize> {
         self.providers.iter().position(|p| &*p.name == name)
+    }
+
+    /// The run limits of group `name`'s keys: its own `runs:`, else its
+    /// nearest ancestor's (with the group that set them); `None` when no
+    /// group up its chain has any.
+    pub fn runs_of(&self, name: &str) -> Option<(Arc<str>, switchyard_governance::run::RunSpec)> {
+        let mut at = self.groups.iter().find(|g| &*g.name == name);
+        // A chain is at most as long as the groups (boot refused loops).
+        for _ in 0..=self.groups.len() {
+            let group = at?;
+            if let Some(spec) = group.runs {
+                return Some((group.name.clone(), spec));
+            }
+            let parent = group.parent.as_deref()?;
+            at = self.groups.iter().find(|g| &*g.name == parent);
+        }
+        None
     }
 }
 

@@ -46,6 +46,7 @@ mod reload;
 mod retention;
 mod routes;
 mod routing;
+mod runs;
 mod settlement;
 mod telemetry;
 mod tenants;

@@ -27,6 +27,7 @@ mod pool;
 pub mod receipts;
 pub mod response_cache;
 pub mod retention;
+pub mod runs;
 pub mod sessions;
 pub mod sign_ins;
 pub mod signatures;
@@ -127,6 +128,9 @@ pub struct Gateway {
     /// Sections the file (`config.source`) changes that keep their running
     /// values until a restart (set by a reload).
     pub restart_pending: Vec<&'static str>,
+    /// The groups' run limits (`groups.<g>.runs`); `None` when no group
+    /// configures any, and then no request looks for its run.
+    pub runs: Option<Arc<runs::RunSpecs>>,
     /// The guardrail screens of pools and groups.
     pub guardrails: guardrails::Guardrails,
     /// The response cache's store, when some pool caches.
@@ -444,7 +448,9 @@ impl Gateway {
         let telemetry = Arc::new(switchyard_telemetry::Telemetry::local(&config));
         let retention = retention::Retention::build(&config).map(Arc::new);
         let oidc = config.admin.oidc.clone().map(|oidc| Arc::new(crate::oidc::OidcClient::new(oidc)));
+        let runs = runs::RunSpecs::of_config(&config).map(Arc::new);
         Ok(Gateway {
+            runs,
             config,
             codecs,
             lanes,

@@ -37,11 +37,13 @@ pub enum Refused {
     Concurrency,
     /// Suspended for abuse.
     Suspended,
+    /// The request's agent run is past a limit, looping or killed.
+    Run,
 }
 
 impl Refused {
     /// Every reason, in counter order.
-    pub const ALL: [Refused; 10] = [
+    pub const ALL: [Refused; 11] = [
         Refused::MissingKey,
         Refused::InvalidKey,
         Refused::ExpiredKey,
@@ -52,6 +54,7 @@ impl Refused {
         Refused::Quota,
         Refused::Concurrency,
         Refused::Suspended,
+        Refused::Run,
     ];
 
     /// The label.
@@ -67,6 +70,7 @@ impl Refused {
             Refused::Quota => "quota",
             Refused::Concurrency => "concurrency",
             Refused::Suspended => "suspended",
+            Refused::Run => "run",
         }
     }
 
@@ -248,7 +252,7 @@ impl Governance {
         self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message))
     }
 
-    pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
+    pub(crate) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         info
     }
