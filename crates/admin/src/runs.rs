@@ -78,7 +78,7 @@ pub struct Killed {
     pub killed: usize,
 }
 
-/// The runs this instance holds, last seen first.
+/// The runs this instance holds (the fleet's, in a fleet), last seen first.
 #[utoipa::path(get, path = "/api/v1/admin/runs", params(("state" = Option<String>, Query), ("limit" = Option<usize>, Query)), responses((status = 200, body = RunsView)))]
 pub(crate) async fn list_runs(
     State(admin): State<Admin>,
@@ -90,6 +90,8 @@ pub(crate) async fn list_runs(
     let limit = query.limit.unwrap_or(200).clamp(1, 5000);
     let runs = governance
         .runs(scope.as_deref())
+        .await
+        .map_err(|err| ApiError(StatusCode::SERVICE_UNAVAILABLE, err.to_string()))?
         .into_iter()
         .filter(|run| match query.state.as_deref() {
             None => true,
@@ -127,7 +129,10 @@ pub(crate) async fn kill_run(
 ) -> ApiResult<Response> {
     let governance = governance(&admin)?;
     let scope = subtree(governance, &actor);
-    let killed = governance.kill_run(&id, scope.as_deref(), query.key.as_deref());
+    let killed = governance
+        .kill_run(&id, scope.as_deref(), query.key.as_deref())
+        .await
+        .map_err(|err| ApiError(StatusCode::SERVICE_UNAVAILABLE, err.to_string()))?;
     if killed == 0 {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("run `{id}` does not exist")));
     }

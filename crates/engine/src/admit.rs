@@ -133,7 +133,7 @@ pub(crate) async fn admit(
             let hold = hold?;
             // The key's chain admitted it; a stopped run refuses it still,
             // and that hold is given back.
-            match crate::run::admit(gateway, call, caller, hold.reservation.estimate.cost) {
+            match crate::run::admit(gateway, call, caller, hold.reservation.estimate.cost).await {
                 Ok(ticket) => record.on_run(ticket),
                 Err(denied) => {
                     governance.settle(&hold, 0, 0);

@@ -33,7 +33,7 @@ const VOLATILE: [&str; 9] = [
 /// `Ok(None)` when the caller's groups track no runs or the request names
 /// none; a 400 for a run id out of bounds; the caller's quota error when
 /// the run is stopped.
-pub(crate) fn admit(
+pub(crate) async fn admit(
     gateway: &Arc<Gateway>,
     call: &Call,
     caller: &Caller,
@@ -62,7 +62,7 @@ pub(crate) fn admit(
     let Some(spec) = specs.for_caller(governance, caller) else { return Ok(None) };
     let id = named.map_err(|bad| Denied::new(bad.info(), None, false))?;
     let print = spec.loop_repeats.and_then(|_| turn_fingerprint(&call.body));
-    let ticket = governance.admit_run(caller, spec, id, CallKind::Model, print, reserve)?;
+    let ticket = governance.admit_run(caller, spec, id, CallKind::Model, print, reserve).await?;
     Ok(Some(Box::new(ticket)))
 }
 

@@ -72,7 +72,7 @@ const RAISE_SCRIPT: &str = "local f = redis.call('HMGET', KEYS[1], 'ws', 'spent'
 
 /// The fleet's counters and the client that reaches them.
 pub struct Fleet {
-    redis: ConnectionManager,
+    pub(crate) redis: ConnectionManager,
     admit: Script,
     settle: Script,
     raise: Script,
@@ -241,7 +241,7 @@ impl Fleet {
         Ok(fleet)
     }
 
-    fn noted<T>(&self, result: Result<T, FleetError>) -> Result<T, FleetError> {
+    pub(crate) fn noted<T>(&self, result: Result<T, FleetError>) -> Result<T, FleetError> {
         match &result {
             Ok(_) => self.up.store(true, Ordering::Relaxed),
             Err(err) => {

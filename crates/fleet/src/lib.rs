@@ -1,6 +1,7 @@
 //! A fleet's shared state in Redis (`storage.redis_url`): the budget,
 //! rate and concurrency counters every instance admits and settles on
-//! ([`counters`], two Lua scripts), breaker changes and session pins
+//! ([`counters`], two Lua scripts), agent runs' counters and stopped
+//! state ([`runs`], one hash per run), breaker changes and session pins
 //! shared between instances ([`shared`]), and the response cache's
 //! entries, bounded in bytes ([`cache`]). Every read on the request path
 //! stays local but admission's one script call (and a caching pool's
@@ -8,4 +9,5 @@
 
 pub mod cache;
 pub mod counters;
+pub mod runs;
 pub mod shared;

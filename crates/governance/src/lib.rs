@@ -39,6 +39,7 @@ pub mod rate;
 pub mod receipt;
 pub mod reconcile;
 pub mod run;
+pub mod run_fleet;
 pub mod sigv4;
 pub mod spec;
 pub mod window;

@@ -20,7 +20,7 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::money::NanoUsd;
 
@@ -39,7 +39,8 @@ pub const MAX_RUNS: usize = 100_000;
 pub const LOOP_WINDOW: usize = 32;
 
 /// What a run may use, from its group's `runs:` (each limit optional).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RunSpec {
     /// Spend, nano-USD.
     pub usd: Option<NanoUsd>,
@@ -363,6 +364,11 @@ impl RunBook {
             }
         }
         killed
+    }
+
+    /// Where run `key` stands, if the book holds it.
+    pub fn list_one(&self, key: &RunKey) -> Option<RunState> {
+        self.runs.get(key).map(|run| run.state)
     }
 
     /// Whether run `key` is killed.

@@ -369,7 +369,7 @@ impl Run<'_> {
             _ => None,
         };
         if method == Method::CallTool {
-            self.admit_run(audit, price, print)?;
+            self.admit_run(audit, price, print).await?;
         }
         let mut outcome = Err(Failure::new(rpc::UNAVAILABLE, format!("no server of `{route}` could take it")));
         let mut cost = 0;
@@ -441,7 +441,7 @@ impl Run<'_> {
     /// Admits a tool call on its agent run (when the caller's groups track
     /// runs and the request names one): a stopped run refuses it, and the
     /// key's hold is given back.
-    fn admit_run(&self, audit: &mut Audit, price: u64, print: Option<u64>) -> Result<(), Failure> {
+    async fn admit_run(&self, audit: &mut Audit, price: u64, print: Option<u64>) -> Result<(), Failure> {
         let (Some(specs), Some(governance), Some(caller), Some(id)) =
             (&self.gateway.runs, &self.gateway.governance, self.caller, &self.run_id)
         else {
@@ -449,7 +449,7 @@ impl Run<'_> {
         };
         let Some(spec) = specs.for_caller(governance, caller) else { return Ok(()) };
         let kind = switchyard_governance::run::CallKind::Tool;
-        match governance.admit_run(caller, spec, id, kind, print.filter(|_| spec.loop_repeats.is_some()), price) {
+        match governance.admit_run(caller, spec, id, kind, print.filter(|_| spec.loop_repeats.is_some()), price).await {
             Ok(ticket) => {
                 audit.run = Some(Box::new(ticket));
                 Ok(())

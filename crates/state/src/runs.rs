@@ -12,7 +12,8 @@
 use std::sync::{Arc, PoisonError};
 
 use switchyard_governance::money::NanoUsd;
-use switchyard_governance::run::{CallKind, RunBook, RunKey, RunSpec, RunView, Stop, MAX_RUN_ID};
+use switchyard_governance::run::{CallKind, Limit, RunBook, RunKey, RunSpec, RunState, RunView, Stop, MAX_RUN_ID};
+use switchyard_governance::run_fleet::{read_state, state_text};
 use switchyard_ir::{ErrorInfo, ErrorKind};
 
 use crate::governance::{now_ms, Caller, Denied, Governance, Refused};
@@ -127,6 +128,11 @@ pub struct RunTicket {
     pub reserved: NanoUsd,
     /// Set when the run is killed: a stream in flight ends at its next frame.
     pub killed: Arc<std::sync::atomic::AtomicBool>,
+    /// Its limits at admission (a fleet's settlement checks spend and
+    /// tokens against them).
+    pub spec: RunSpec,
+    /// Admitted on the fleet's counters in Redis (settled there).
+    pub in_fleet: bool,
 }
 
 impl RunTicket {
@@ -145,6 +151,11 @@ impl RunTicket {
     }
 }
 
+/// The fleet's runs could not be read or stopped (Redis is away).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the fleet's runs cannot be reached right now (their store is unreachable); retry shortly")]
+pub struct RunsUnavailable;
+
 impl Governance {
     fn run_book(&self) -> std::sync::MutexGuard<'_, RunBook> {
         self.runs.lock().unwrap_or_else(PoisonError::into_inner)
@@ -153,8 +164,10 @@ impl Governance {
     /// Admits one call of `kind` of run `id` by `caller` under `spec`,
     /// reserving `reserve`; the loop breaker counts `fingerprint`. A run
     /// that is stopped refuses with the caller's quota error (429) naming
-    /// the run and the limit.
-    pub fn admit_run(
+    /// the run and the limit. In a fleet the run's counters and state are
+    /// Redis's (one script call); the loop breaker's window stays this
+    /// instance's, and a trip stops the run fleet-wide.
+    pub async fn admit_run(
         &self,
         caller: &Caller,
         spec: RunSpec,
@@ -165,18 +178,75 @@ impl Governance {
     ) -> Result<RunTicket, Denied> {
         let key = RunKey { owner: caller.key.id.clone(), id: Arc::from(id) };
         let group: Arc<str> = Arc::from(caller.key.record.group.as_deref().unwrap_or_default());
+        if let Some(fleet) = &self.fleet {
+            let limits = serde_json::to_string(&spec).unwrap_or_default();
+            let now = now_ms();
+            match fleet.admit_run(&key.owner, id, &group, spec, &limits, kind, reserve, now).await {
+                Ok(Ok(())) => return self.fleet_admitted(fleet, key, group, spec, kind, fingerprint, reserve).await,
+                Ok(Err(stop)) => return Err(self.run_refusal(id, spec, stop)),
+                Err(_) if fleet.on_error == switchyard_config::OnRedisError::FailClosed => {
+                    let info = ErrorInfo::new(
+                        ErrorKind::Unavailable,
+                        "agent runs cannot be checked right now (their store is unreachable); retry shortly",
+                    )
+                    .with_status(503);
+                    return Err(Denied::new(info, Some(1), false));
+                }
+                // Fail open: this instance's own book decides meanwhile.
+                Err(_) => {}
+            }
+        }
         let mut book = self.run_book();
         let admitted = book.admit(&key, &group, spec, kind, fingerprint, reserve, now_ms());
         let killed = book.kill_flag(&key).unwrap_or_default();
         drop(book);
         match admitted {
-            Ok(()) => Ok(RunTicket { key, reserved: reserve, killed }),
+            Ok(()) => Ok(RunTicket { key, reserved: reserve, killed, spec, in_fleet: false }),
             Err(stop) => Err(self.run_refusal(id, spec, stop)),
         }
     }
 
+    /// A call Redis admitted: this instance's book keeps only the loop
+    /// breaker's window and the kill flag its streams watch (no limits);
+    /// a loop it sees stops the run in Redis for every instance.
+    #[expect(clippy::too_many_arguments, reason = "one call's every figure")]
+    async fn fleet_admitted(
+        &self,
+        fleet: &switchyard_fleet::counters::Fleet,
+        key: RunKey,
+        group: Arc<str>,
+        spec: RunSpec,
+        kind: CallKind,
+        fingerprint: Option<u64>,
+        reserve: NanoUsd,
+    ) -> Result<RunTicket, Denied> {
+        let local = RunSpec { loop_repeats: spec.loop_repeats, ..RunSpec::default() };
+        let print = fingerprint.filter(|_| spec.loop_repeats.is_some());
+        // A block, not a drop: the guard must not live across an await.
+        let (admitted, tripped, killed) = {
+            let mut book = self.run_book();
+            let admitted = book.admit(&key, &group, local, kind, print, 0, now_ms());
+            // Redis holds the call in flight; the book holds nothing of it.
+            book.settle(&key, 0, 0, 0, now_ms());
+            let tripped = book.list_one(&key).is_some_and(|state| state == RunState::Limited(Limit::Loop));
+            (admitted, tripped, book.kill_flag(&key).unwrap_or_default())
+        };
+        let ticket = RunTicket { key, reserved: reserve, killed, spec, in_fleet: true };
+        if let Err(stop) = admitted {
+            // Stopped here before (Redis forgot it): Redis's hold goes back.
+            self.settle_run(&ticket, 0, 0);
+            return Err(self.run_refusal(&ticket.key.id, spec, stop));
+        }
+        if tripped {
+            let stopped = fleet.stop_run(&ticket.key.owner, &ticket.key.id, state_text(RunState::Limited(Limit::Loop)));
+            if let Err(err) = stopped.await {
+                tracing::warn!(error = %err, "a run's loop could not be told to the fleet; this instance refuses it");
+            }
+        }
+        Ok(ticket)
+    }
+
     fn run_refusal(&self, id: &str, spec: RunSpec, stop: Stop) -> Denied {
-        use switchyard_governance::run::Limit;
         let cap = match stop {
             Stop::Limit(Limit::Usd) => spec.usd.map(|c| format!(" of ${}", switchyard_governance::money::usd(c))),
             Stop::Limit(Limit::Calls) => spec.calls.map(|c| format!(" of {c} model calls")),
@@ -194,21 +264,79 @@ impl Governance {
     }
 
     /// Settles a call admitted on a run: it cost `cost` and used `tokens`.
+    /// A fleet's run is settled in Redis in the background (one script
+    /// call; a settlement Redis cannot take is logged, and the run's hold
+    /// stays until the hash expires).
     pub fn settle_run(&self, ticket: &RunTicket, cost: NanoUsd, tokens: u64) {
-        self.run_book().settle(&ticket.key, ticket.reserved, cost, tokens, now_ms());
+        let now = now_ms();
+        match (&self.fleet, ticket.in_fleet) {
+            (Some(fleet), true) => {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+                let (fleet, ticket) = (fleet.clone(), ticket.clone());
+                switchyard_tasks::work_on(&runtime, async move {
+                    let (key, spec) = (&ticket.key, ticket.spec);
+                    let settled = fleet.settle_run(&key.owner, &key.id, spec, ticket.reserved, cost, tokens, now).await;
+                    if let Err(err) = settled {
+                        tracing::warn!(error = %err, run = %key.id, "a run's call could not be settled in the fleet");
+                    }
+                });
+            }
+            _ => self.run_book().settle(&ticket.key, ticket.reserved, cost, tokens, now),
+        }
     }
 
-    /// The runs whose key's group is in `scope` (`None`: every run).
-    pub fn runs(&self, scope: Option<&[String]>) -> Vec<RunView> {
-        self.run_book().list(|_, group| scope.is_none_or(|groups| groups.iter().any(|g| g == group)))
+    /// The runs whose key's group is in `scope` (`None`: every run): the
+    /// fleet's in a fleet (the most recently seen
+    /// [`MAX_INDEXED`](switchyard_fleet::runs::MAX_INDEXED)), else this
+    /// instance's.
+    pub async fn runs(&self, scope: Option<&[String]>) -> Result<Vec<RunView>, RunsUnavailable> {
+        let in_scope = |group: &str| scope.is_none_or(|groups| groups.iter().any(|g| g == group));
+        let Some(fleet) = &self.fleet else {
+            return Ok(self.run_book().list(|_, group| in_scope(group)));
+        };
+        let runs = fleet.runs(|_, _| true).await.map_err(|_| RunsUnavailable)?;
+        Ok(runs.into_iter().filter(|run| in_scope(&run.group)).map(fleet_view).collect())
     }
 
     /// Kills run `id` of every key whose group is in `scope` (`None`: of
-    /// every key), or of key `key` only: how many runs it stopped.
-    pub fn kill_run(&self, id: &str, scope: Option<&[String]>, key: Option<&str>) -> usize {
-        self.run_book().kill(id, |owner, group| {
+    /// every key), or of key `key` only: how many runs it stopped. In a
+    /// fleet the stopped state is written in Redis, so every instance
+    /// refuses the run's next call; a stream in flight here ends at once.
+    pub async fn kill_run(&self, id: &str, scope: Option<&[String]>, key: Option<&str>) -> Result<usize, RunsUnavailable> {
+        let owns = |owner: &str, group: &str| {
             key.is_none_or(|key| key == owner) && scope.is_none_or(|groups| groups.iter().any(|g| g == group))
-        })
+        };
+        let local = { self.run_book().kill(id, owns) };
+        let Some(fleet) = &self.fleet else { return Ok(local) };
+        let runs = fleet.runs(|owner, run| run == id && key.is_none_or(|key| key == owner)).await;
+        let runs = runs.map_err(|_| RunsUnavailable)?;
+        let mut killed = 0;
+        for run in runs.iter().filter(|run| owns(&run.owner, &run.group)) {
+            if fleet.stop_run(&run.owner, &run.id, state_text(RunState::Killed)).await.map_err(|_| RunsUnavailable)? {
+                killed += 1;
+            }
+        }
+        Ok(killed)
+    }
+}
+
+/// A fleet's run as the admin API lists it.
+fn fleet_view(run: switchyard_fleet::runs::FleetRun) -> RunView {
+    let state = read_state(&run.state).unwrap_or(RunState::Open);
+    RunView {
+        id: run.id,
+        key: run.owner,
+        group: run.group,
+        state: state.name(),
+        spent_usd: switchyard_governance::money::usd(run.spent),
+        reserved_usd: switchyard_governance::money::usd(run.reserved),
+        tokens: run.tokens,
+        calls: run.calls,
+        tool_calls: run.tool_calls,
+        in_flight: u32::try_from(run.in_flight).unwrap_or(u32::MAX),
+        started_ms: run.started_ms,
+        last_seen_ms: run.last_ms,
+        limits: serde_json::from_str(&run.limits).unwrap_or_default(),
     }
 }
 
