@@ -1524,3 +1524,156 @@ async fn a_fleet_cache_keeps_each_answer_once_within_its_bound() {
         post(two, "/v1/chat/completions", &[], chat_body(Protocol::OpenAi, "cached", &megabyte(0), false)).await;
     assert_eq!(first.headers["x-switchyard-cache"], "miss");
 }
+
+/// [`fleet_config`] with groups whose agent runs are capped: `crew` by
+/// spend ($0.3: about three calls' reservations at once), `steps` by model
+/// calls (5).
+fn runs_config(database: &str, redis: &str) -> String {
+    let mut yaml = fleet_config(database, redis, "fail_closed");
+    yaml.push_str("groups:\n  crew: { runs: { usd: 0.3 } }\n  steps: { runs: { calls: 5 } }\n");
+    yaml
+}
+
+async fn ask_on_run(addr: SocketAddr, key: &str, run: &str) -> (StatusCode, String) {
+    let auth = format!("Bearer {key}");
+    let body = serde_json::json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}]});
+    let headers = [("authorization", auth.as_str()), ("x-switchyard-run", run)];
+    let reply = post(addr, "/v1/chat/completions", &headers, body.to_string()).await;
+    (reply.status, String::from_utf8_lossy(&reply.body).into_owned())
+}
+
+/// Run `id` of key id `key` as `addr` lists it, once no call of it is in
+/// flight (settlement reaches Redis in the background).
+async fn settled_run(addr: SocketAddr, id: &str, key: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let reply = admin_call(addr, "GET", "/api/v1/admin/runs", Some(ADMIN_TOKEN), None).await;
+        assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+        let page: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+        let found = page["runs"].as_array().unwrap().iter().find(|r| r["id"] == id && r["key"] == key).cloned();
+        if let Some(run) = found.filter(|run| run["in_flight"] == 0) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} of {key} never settled: {page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn key_in_group(one: SocketAddr, two: SocketAddr, group: &str) -> (String, String) {
+    let made = create_key(one, serde_json::json!({"name": format!("{group}-agent"), "group": group})).await;
+    let (key, id) = (made["key"].as_str().unwrap().to_owned(), made["id"].as_str().unwrap().to_owned());
+    while ask(two, &key).await.0 == StatusCode::UNAUTHORIZED {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (key, id)
+}
+
+/// A run's USD cap holds across two instances: 60 concurrent calls split
+/// between them (each reserving about $0.1 and costing about $0.01) on
+/// one run, and calls alternating between them on another until one is
+/// refused; the run's spend,
+/// which both instances list alike from Redis, never passes the cap (its
+/// calls in flight never under-reserved), and either instance's refusal
+/// names the run and the limit. Another key's run of the same id is its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_usd_cap_holds_across_instances_and_another_keys_run_is_its_own() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&runs_config(&database, &redis.url())).await;
+    let (two, _) = governed(&runs_config(&database, &redis.url())).await;
+    let (key, id) = key_in_group(one, two, "crew").await;
+    // A burst on run `burst`: the reservations held fleet-wide admit only
+    // what fits the cap at once, and the first refusal stops the run.
+    let mut calls = Vec::new();
+    for n in 0..60 {
+        let (addr, key) = (if n % 2 == 0 { one } else { two }, key.clone());
+        calls.push(tokio::spawn(async move { ask_on_run(addr, &key, "burst").await }));
+    }
+    let mut burst = 0;
+    for call in calls {
+        let (status, body) = call.await.unwrap();
+        match status {
+            StatusCode::OK => burst += 1,
+            StatusCode::TOO_MANY_REQUESTS => assert!(body.contains("run `burst` is stopped"), "{body}"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let run = settled_run(one, "burst", &id).await;
+    let spent = run["spent_usd"].as_f64().unwrap();
+    eprintln!("fleet run burst: {burst} of 60 served, ${spent:.4} spent of a $0.3 cap");
+    assert!((1..=3).contains(&burst), "{burst} of 60 concurrent calls each reserving $0.1 served under $0.3");
+    assert_eq!((run["calls"].as_u64(), run["state"].as_str()), (Some(burst), Some("limited(usd)")), "{run}");
+    let mut served = 0;
+    // Alternating one at a time until the run is spent.
+    let mut n = 0;
+    let refusal = loop {
+        let addr = if n % 2 == 0 { one } else { two };
+        let (status, body) = ask_on_run(addr, &key, "job").await;
+        if status != StatusCode::OK {
+            break (status, body);
+        }
+        assert_eq!(status, StatusCode::OK, "{body}");
+        served += 1;
+        n += 1;
+        assert!(n < 100, "a $0.3 run never stopped");
+    };
+    assert_eq!(refusal.0, StatusCode::TOO_MANY_REQUESTS, "{}", refusal.1);
+    assert!(refusal.1.contains("run `job` is stopped") && refusal.1.contains("`usd` limit of $0.3"), "{}", refusal.1);
+    // The other instance refuses it too, naming the same run and limit.
+    let addr = if n % 2 == 0 { two } else { one };
+    let (status, body) = ask_on_run(addr, &key, "job").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("run `job` is stopped") && body.contains("`usd` limit"), "{body}");
+    let (run_one, run_two) = (settled_run(one, "job", &id).await, settled_run(two, "job", &id).await);
+    assert_eq!(run_one, run_two, "both instances list the fleet's run");
+    let spent = run_one["spent_usd"].as_f64().unwrap();
+    eprintln!("fleet run: {served} served alternating, ${spent:.4} spent of a $0.3 cap");
+    assert!(served > 10, "{served} calls alternating before a $0.3 run stopped");
+    assert!(spent > 0.0 && spent <= 0.3, "the fleet's run spent ${spent} of $0.3");
+    assert_eq!(run_one["calls"], served, "{run_one}");
+    assert_eq!(run_one["reserved_usd"], 0.0, "{run_one}");
+    // Another key naming the same run id holds a run of its own.
+    let (other, other_id) = key_in_group(one, two, "crew").await;
+    assert_eq!(ask_on_run(two, &other, "job").await.0, StatusCode::OK);
+    assert_eq!(settled_run(one, "job", &other_id).await["calls"], 1);
+}
+
+/// A run's call cap holds across two instances alternating calls, and a
+/// kill on one instance stops a run on the other at its next call (and
+/// only that key's run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runs_call_cap_and_a_kill_hold_across_instances() {
+    let (Some(database), Some(redis)) = (fresh_database().await, Redis::start()) else { return };
+    let (one, _) = governed(&runs_config(&database, &redis.url())).await;
+    let (two, _) = governed(&runs_config(&database, &redis.url())).await;
+    let (key, id) = key_in_group(one, two, "steps").await;
+    for n in 0..5 {
+        let addr = if n % 2 == 0 { one } else { two };
+        let (status, body) = ask_on_run(addr, &key, "capped").await;
+        assert_eq!(status, StatusCode::OK, "call {n}: {body}");
+    }
+    for addr in [two, one] {
+        let (status, body) = ask_on_run(addr, &key, "capped").await;
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+        assert!(body.contains("run `capped` is stopped: it reached its `calls` limit of 5 model calls"), "{body}");
+    }
+    let run = settled_run(two, "capped", &id).await;
+    assert_eq!((run["calls"].as_u64(), run["state"].as_str()), (Some(5), Some("limited(calls)")), "{run}");
+
+    // A kill on one instance: the other refuses the run's next call.
+    let (other, other_id) = key_in_group(one, two, "steps").await;
+    assert_eq!(ask_on_run(two, &key, "doomed").await.0, StatusCode::OK);
+    assert_eq!(ask_on_run(one, &other, "doomed").await.0, StatusCode::OK);
+    let path = format!("/api/v1/admin/runs/doomed/kill?key={id}");
+    let killed = admin_call(one, "POST", &path, Some(ADMIN_TOKEN), None).await;
+    assert_eq!(killed.status, 200, "{}", String::from_utf8_lossy(&killed.body));
+    let (status, body) = ask_on_run(two, &key, "doomed").await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(body.contains("run `doomed` is stopped: an operator killed it"), "{body}");
+    assert_eq!(ask_on_run(one, &key, "doomed").await.0, StatusCode::TOO_MANY_REQUESTS);
+    // The other key's run of that id was not in the kill's reach.
+    assert_eq!(ask_on_run(two, &other, "doomed").await.0, StatusCode::OK);
+    assert_eq!(settled_run(two, "doomed", &other_id).await["state"], "open");
+    assert_eq!(settled_run(one, "doomed", &id).await["state"], "killed");
+    let missing = admin_call(two, "POST", "/api/v1/admin/runs/nobody/kill", Some(ADMIN_TOKEN), None).await;
+    assert_eq!(missing.status, 404);
+}

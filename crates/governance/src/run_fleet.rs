@@ -105,10 +105,7 @@ mod tests {
     #[test]
     fn the_scripts_arguments_name_every_cap_and_unset_ones_as_minus_one() {
         let spec = RunSpec { usd: Some(5_000), calls: Some(3), wall_ms: Some(60_000), ..Default::default() };
-        assert_eq!(
-            admit_args(spec, CallKind::Tool, 700, 1_000, 0),
-            [1_000, 1, 700, 1, 5_000, 3, -1, -1, 60_000]
-        );
+        assert_eq!(admit_args(spec, CallKind::Tool, 700, 1_000, 0), [1_000, 1, 700, 1, 5_000, 3, -1, -1, 60_000]);
         assert_eq!(admit_args(RunSpec::default(), CallKind::Model, u64::MAX, 2, 9)[..4], [2, 0, i64::MAX, 9]);
         let spec = RunSpec { tokens: Some(10), ..Default::default() };
         assert_eq!(settle_args(spec, 70, 75, 4, 3, 86_400_000), [3, 70, 75, 4, 86_400_000, -1, 10]);

@@ -302,7 +302,12 @@ impl Governance {
     /// every key), or of key `key` only: how many runs it stopped. In a
     /// fleet the stopped state is written in Redis, so every instance
     /// refuses the run's next call; a stream in flight here ends at once.
-    pub async fn kill_run(&self, id: &str, scope: Option<&[String]>, key: Option<&str>) -> Result<usize, RunsUnavailable> {
+    pub async fn kill_run(
+        &self,
+        id: &str,
+        scope: Option<&[String]>,
+        key: Option<&str>,
+    ) -> Result<usize, RunsUnavailable> {
         let owns = |owner: &str, group: &str| {
             key.is_none_or(|key| key == owner) && scope.is_none_or(|groups| groups.iter().any(|g| g == group))
         };
