@@ -239,6 +239,6 @@ mod tests {
             (70, 5, 9, 2, 1, 1)
         );
         assert_eq!((run.started_ms, run.last_ms, run.state.as_str()), (100, 200, "usd"));
-        assert_eq!(read_run("k".into(), "r".into(), &[None; 11]), None);
+        assert_eq!(read_run("k".into(), "r".into(), &vec![None; 11]), None);
     }
 }
