@@ -246,7 +246,7 @@ impl Call<'_> {
             }
         }
         if method.sends() {
-            self.admit_run(headers, &params).map_err(|(status, code, message)| {
+            self.admit_run(headers, &params).await.map_err(|(status, code, message)| {
                 let mut metadata = Map::new();
                 metadata.insert("agent".into(), Value::String(self.agent.name.to_string()));
                 let reason = if status == 429 { "QUOTA_EXCEEDED" } else { "INVALID_ARGUMENT" };
@@ -279,7 +279,7 @@ impl Call<'_> {
     /// message's parts for the loop breaker. A stopped run refuses it and
     /// the key's hold is given back. The agent's own calls through the
     /// gateway, under its own key, count on the run its task names.
-    fn admit_run(&mut self, headers: &HeaderMap, params: &Map<String, Value>) -> Result<(), (u16, i64, String)> {
+    async fn admit_run(&mut self, headers: &HeaderMap, params: &Map<String, Value>) -> Result<(), (u16, i64, String)> {
         let (Some(specs), Some(governance), Some(caller)) = (&self.gateway.runs, &self.gateway.governance, self.caller)
         else {
             return Ok(());
@@ -297,7 +297,7 @@ impl Call<'_> {
         });
         let price = self.agent.price_nano.unwrap_or(0);
         let kind = switchyard_governance::run::CallKind::Tool;
-        match governance.admit_run(caller, spec, id, kind, print, price) {
+        match governance.admit_run(caller, spec, id, kind, print, price).await {
             Ok(ticket) => {
                 self.audit.run = Some(Box::new(ticket));
                 Ok(())
