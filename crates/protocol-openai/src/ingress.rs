@@ -1,0 +1,32 @@
+//! OpenAI's ingress: the body names the model and the stream flag; its own
+//! operations (moderations, images, audio) are asked of the lane at the
+//! same path, audio as a multipart form.
+
+use switchyard_codec::ingress::{Ingress, Route};
+use switchyard_ir::Operation;
+
+/// The paths OpenAI's SDKs post to.
+pub const INGRESS: Ingress = Ingress {
+    routes: &ROUTES,
+    owns: |path| switchyard_codec::ingress::is_route(&ROUTES, path),
+    stream_endpoints: "",
+    keeps_conversations: false,
+};
+
+const ROUTES: [Route; 8] = [
+    Route::body("/v1/chat/completions", Operation::Chat),
+    // The legacy completions: asked of chat lanes.
+    Route::body("/v1/completions", Operation::Completion),
+    Route::body("/v1/embeddings", Operation::Embed),
+    own("/v1/moderations", Operation::Moderation, false),
+    own("/v1/images/generations", Operation::Image, false),
+    own("/v1/audio/speech", Operation::Speech, false),
+    own("/v1/audio/transcriptions", Operation::Transcription, true),
+    own("/v1/audio/translations", Operation::Transcription, true),
+];
+
+/// One of OpenAI's own operations: answered whole, asked at the same path.
+const fn own(path: &'static str, operation: Operation, form: bool) -> Route {
+    let route = Route::body(path, operation);
+    Route { stream: switchyard_codec::ingress::Stream::Endpoint(false), form, same_path: true, ..route }
+}
