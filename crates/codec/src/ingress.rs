@@ -43,8 +43,33 @@ pub struct Route {
     pub form: bool,
     /// The lane is asked at this same path (OpenAI's own operations).
     pub same_path: bool,
-    /// The vendor answers at this path too: the vendor fake serves it.
-    pub upstream: bool,
+    /// Who is served at this path: the gateway's callers, the vendor's
+    /// (the vendor fake answers it), or both.
+    pub serves: Serves,
+}
+
+/// Who a route's path is served to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Serves {
+    /// The gateway's callers and the vendor's (the fake answers it too).
+    Both,
+    /// Only the gateway's callers (a pool in the path, an ad-hoc lane, a
+    /// second version prefix).
+    Callers,
+    /// Only the vendor's: the fake answers it, the gateway does not.
+    Vendor,
+}
+
+impl Serves {
+    /// The gateway serves this path.
+    pub fn callers(self) -> bool {
+        self != Serves::Vendor
+    }
+
+    /// The vendor (and so the fake) serves this path.
+    pub fn vendor(self) -> bool {
+        self != Serves::Callers
+    }
 }
 
 /// What a route asks for.
@@ -133,18 +158,23 @@ impl Route {
             framing: FramingFrom::Fixed(Framing::Sse),
             form: false,
             same_path: false,
-            upstream: true,
+            serves: Serves::Both,
         }
     }
 
-    /// The same route, not served by the vendor (a gateway-only path).
-    pub const fn gateway_only(self) -> Route {
-        Route { upstream: false, ..self }
+    /// The same route, served to the gateway's callers only.
+    pub const fn callers_only(self) -> Route {
+        Route { serves: Serves::Callers, ..self }
+    }
+
+    /// The same route, served by the vendor only (the fake answers it).
+    pub const fn vendor_only(self) -> Route {
+        Route { serves: Serves::Vendor, ..self }
     }
 }
 
-/// Whether `path` is exactly one of `routes`' paths (for a protocol whose
-/// routes have no parameters).
+/// Whether `path` is exactly one of the paths `routes` serve to callers
+/// (for a protocol whose routes have no parameters).
 pub fn is_route(routes: &[Route], path: &str) -> bool {
-    routes.iter().any(|route| route.path == path)
+    routes.iter().any(|route| route.serves.callers() && route.path == path)
 }

@@ -57,7 +57,8 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 /// A protocol's ingress routes, built from its table in the registry. A
 /// route whose body names the model reads nothing of the path or query.
 fn ingress_routes(router: Router<Arc<Gateway>>, codecs: crate::CodecFor, protocol: Protocol) -> Router<Arc<Gateway>> {
-    codecs(protocol).ingress().routes.iter().fold(router, |router, &route| {
+    let callers = codecs(protocol).ingress().routes.iter().filter(|route| route.serves.callers());
+    callers.fold(router, |router, &route| {
         let handler = match (route.model, route.framing) {
             (Model::Body, FramingFrom::Fixed(_)) => {
                 post(move |State(gateway): State<Arc<Gateway>>, request: Request| {
@@ -589,9 +590,6 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         stream: Option<bool>,
         framing: Framing,
     }
-    fn answer(codecs: crate::CodecFor, fake: Fake, model: Option<String>, body: Bytes) -> Response {
-        answer_typed(codecs, fake, model, None, body)
-    }
     fn answer_typed(
         codecs: crate::CodecFor,
         fake: Fake,
@@ -646,92 +644,58 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             "/mcp/stateless",
             post(|headers: HeaderMap, body: Bytes| async move { mcp_reply(Revision::Stateless, &headers, &body) }),
         );
+    // Each protocol's vendor-side paths, from its ingress table: the fake
+    // reads a path as the gateway does (its model, action, framing and
+    // `InvokeModel` body).
     let routes = move |router: Router, protocol: Protocol| -> Router {
-        let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
-            protocol,
-            operation,
-            count: false,
-            stream,
-            framing,
-        };
-        let by_body = move |operation: Operation| {
-            let fake = fake(operation, None, Framing::Sse);
-            post(move |body: Bytes| async move { answer(codecs, fake, None, body) })
-        };
-        let by_path = move |fake: Fake| {
-            post(move |Path(model): Path<String>, body: Bytes| async move { answer(codecs, fake, Some(model), body) })
-        };
-        match protocol {
-            Protocol::OpenAi => codecs(protocol).ingress().routes.iter().filter(|r| r.same_path).fold(
-                router
-                    .route("/v1/chat/completions", by_body(Operation::Chat))
-                    .route("/v1/completions", by_body(Operation::Completion))
-                    .route("/v1/embeddings", by_body(Operation::Embed))
-                    .route("/v1/rerank", by_body(Operation::Rerank)),
-                |router, route| {
-                    let Asks::Op(operation) = route.asks else { return router };
-                    let fake = fake(operation, Some(false), Framing::Sse);
-                    router.route(
-                        route.path,
-                        post(move |headers: HeaderMap, body: Bytes| async move {
-                            let content_type = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-                            answer_typed(codecs, fake, None, content_type, body)
-                        }),
-                    )
-                },
-            ),
-            Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
-            Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)).route(
-                "/v1/messages/count_tokens",
-                post(move |body: Bytes| async move {
-                    answer(codecs, Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::Sse) }, None, body)
-                }),
-            ),
-            Protocol::Cohere => router
-                .route("/v2/chat", by_body(Operation::Chat))
-                .route("/v2/embed", by_body(Operation::Embed))
-                .route("/v2/rerank", by_body(Operation::Rerank)),
-            Protocol::Gemini => {
-                let gemini =
-                    post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
-                        let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
-                        let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
-                        let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                        let (operation, stream) = match action {
-                            "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
-                            "predict" => (Operation::Image, false),
-                            other => (Operation::Chat, other == "streamGenerateContent"),
-                        };
-                        let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
-                        answer(codecs, fake, Some(model.to_owned()), body)
-                    });
-                router
-                    .route("/v1beta/models/{*target}", gemini.clone())
-                    .route("/v1beta1/publishers/google/models/{*target}", gemini)
-            }
-            Protocol::Bedrock => router
-                .route("/model/{model}/converse", by_path(fake(Operation::Chat, Some(false), Framing::EventStream)))
-                .route(
-                    "/model/{model}/converse-stream",
-                    by_path(fake(Operation::Chat, Some(true), Framing::EventStream)),
-                )
-                .route(
-                    "/model/{model}/count-tokens",
-                    by_path(Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::EventStream) }),
-                )
-                .route(
-                    "/model/{model}/invoke",
-                    post(move |Path(model): Path<String>, body: Bytes| async move {
-                        // The ingress table's own sniffing: the fake reads an `InvokeModel` body as the gateway does.
-                        let sniffed = codecs(protocol).ingress().routes.iter().find_map(|route| match route.asks {
-                            Asks::Body(sniff) => sniff(&body).ok(),
-                            _ => None,
-                        });
-                        let operation = sniffed.unwrap_or(Operation::Embed);
-                        answer(codecs, fake(operation, Some(false), Framing::EventStream), Some(model), body)
-                    }),
-                ),
-        }
+        let vendor = codecs(protocol).ingress().routes.iter().filter(|route| route.serves.vendor());
+        vendor.fold(router, |router, &route| {
+            let handler = move |Path(params): Path<Vec<String>>,
+                                RawQuery(query): RawQuery,
+                                headers: HeaderMap,
+                                body: Bytes| async move {
+                let mut params = params;
+                let mut model = match route.model {
+                    Model::Body => None,
+                    Model::Path | Model::Direct | Model::Action(_) => params.pop(),
+                };
+                let mut stream = match route.stream {
+                    Stream::Endpoint(stream) => Some(stream),
+                    Stream::Body | Stream::Action => None,
+                };
+                let mut operation = match route.asks {
+                    Asks::Op(operation) => operation,
+                    // A body the fake cannot place is answered as an embedding.
+                    Asks::Body(sniff) => sniff(&body).unwrap_or(Operation::Embed),
+                    Asks::Action => Operation::Chat,
+                };
+                if let (Model::Action(split), Some(target)) = (route.model, model.take()) {
+                    match split(&target) {
+                        Ok((name, action)) => {
+                            model = Some(name.to_owned());
+                            operation = action.operation;
+                            stream = Some(action.stream);
+                        }
+                        Err(info) => return switchyard_engine::render_error(codecs(protocol), &info).map(Body::new),
+                    }
+                }
+                let count = operation == Operation::CountTokens;
+                let fake = Fake {
+                    protocol,
+                    operation: if count { Operation::Chat } else { operation },
+                    count,
+                    stream,
+                    framing: route.framing.framing(query.as_deref()),
+                };
+                // OpenAI's own operations read their form's boundary.
+                let content_type = route
+                    .same_path
+                    .then(|| headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()))
+                    .flatten();
+                answer_typed(codecs, fake, model, content_type, body)
+            };
+            router.route(route.path, post(handler))
+        })
     };
     Protocol::ALL.into_iter().fold(base, routes).route("/healthz", get(healthz))
 }

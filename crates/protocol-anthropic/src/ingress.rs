@@ -17,10 +17,10 @@ pub const INGRESS: Ingress = Ingress {
 const ROUTES: [Route; 5] = [
     Route::body("/v1/messages", Operation::Chat),
     count(Route::body("/v1/messages/count_tokens", Operation::CountTokens)),
-    Route { model: Model::Path, ..Route::body("/{name}/v1/messages", Operation::Chat) }.gateway_only(),
+    Route { model: Model::Path, ..Route::body("/{name}/v1/messages", Operation::Chat) }.callers_only(),
     count(Route { model: Model::Path, ..Route::body("/{name}/v1/messages/count_tokens", Operation::CountTokens) })
-        .gateway_only(),
-    Route { model: Model::Direct, ..Route::body("/{provider}/{model}/v1/messages", Operation::Chat) }.gateway_only(),
+        .callers_only(),
+    Route { model: Model::Direct, ..Route::body("/{provider}/{model}/v1/messages", Operation::Chat) }.callers_only(),
 ];
 
 /// A token count answers whole.

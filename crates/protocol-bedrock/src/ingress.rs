@@ -2,7 +2,7 @@
 //! (`converse-stream`), AWS event-stream framing, and `InvokeModel`, whose
 //! body says what it asks for.
 
-use switchyard_codec::ingress::{Asks, FramingFrom, Ingress, Model, Route, Stream};
+use switchyard_codec::ingress::{Asks, FramingFrom, Ingress, Model, Route, Serves, Stream};
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
@@ -31,7 +31,7 @@ const fn route(path: &'static str, asks: Asks, stream: bool, framing: Framing) -
         framing: FramingFrom::Fixed(framing),
         form: false,
         same_path: false,
-        upstream: true,
+        serves: Serves::Both,
     }
 }
 

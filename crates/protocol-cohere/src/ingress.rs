@@ -16,5 +16,5 @@ const ROUTES: [Route; 4] = [
     Route::body("/v2/chat", Operation::Chat),
     Route::body("/v2/embed", Operation::Embed),
     Route::body("/v2/rerank", Operation::Rerank),
-    Route::body("/v1/rerank", Operation::Rerank).gateway_only(),
+    Route::body("/v1/rerank", Operation::Rerank).callers_only(),
 ];

@@ -4,7 +4,7 @@
 //! AI's express mode (an API key, no project) names models under
 //! `publishers/google/`: google-genai's `generate_images` goes only there.
 
-use switchyard_codec::ingress::{Action, Asks, FramingFrom, Ingress, Model, Route, Stream};
+use switchyard_codec::ingress::{Action, Asks, FramingFrom, Ingress, Model, Route, Serves, Stream};
 use switchyard_codec::Framing;
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
@@ -20,13 +20,13 @@ const PREFIXES: [&str; 4] =
     ["/v1/models/", "/v1beta/models/", "/v1/publishers/google/models/", "/v1beta1/publishers/google/models/"];
 
 const ROUTES: [Route; 4] = [
-    route("/v1/models/{*target}", false),
-    route("/v1beta/models/{*target}", true),
-    route("/v1/publishers/google/models/{*target}", false),
-    route("/v1beta1/publishers/google/models/{*target}", true),
+    route("/v1/models/{*target}", Serves::Callers),
+    route("/v1beta/models/{*target}", Serves::Both),
+    route("/v1/publishers/google/models/{*target}", Serves::Callers),
+    route("/v1beta1/publishers/google/models/{*target}", Serves::Both),
 ];
 
-const fn route(path: &'static str, upstream: bool) -> Route {
+const fn route(path: &'static str, serves: Serves) -> Route {
     Route {
         path,
         asks: Asks::Action,
@@ -35,7 +35,7 @@ const fn route(path: &'static str, upstream: bool) -> Route {
         framing: FramingFrom::Query { pair: "alt=sse", present: Framing::Sse, absent: Framing::JsonArray },
         form: false,
         same_path: false,
-        upstream,
+        serves,
     }
 }
 

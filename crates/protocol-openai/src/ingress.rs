@@ -13,7 +13,7 @@ pub const INGRESS: Ingress = Ingress {
     keeps_conversations: false,
 };
 
-const ROUTES: [Route; 8] = [
+const ROUTES: [Route; 9] = [
     Route::body("/v1/chat/completions", Operation::Chat),
     // The legacy completions: asked of chat lanes.
     Route::body("/v1/completions", Operation::Completion),
@@ -23,6 +23,9 @@ const ROUTES: [Route; 8] = [
     own("/v1/audio/speech", Operation::Speech, false),
     own("/v1/audio/transcriptions", Operation::Transcription, true),
     own("/v1/audio/translations", Operation::Transcription, true),
+    // Rerank in OpenAI's shape (as Jina and vLLM serve it): a lane's path;
+    // callers rerank at Cohere's.
+    Route::body("/v1/rerank", Operation::Rerank).vendor_only(),
 ];
 
 /// One of OpenAI's own operations: answered whole, asked at the same path.
