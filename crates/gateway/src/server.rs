@@ -669,8 +669,8 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                     Asks::Body(sniff) => sniff(&body).unwrap_or(Operation::Embed),
                     Asks::Action => Operation::Chat,
                 };
-                if let (Model::Action(split), Some(target)) = (route.model, model.take()) {
-                    match split(&target) {
+                if let (Model::Action(split), Some(target)) = (route.model, model.as_deref()) {
+                    match split(target) {
                         Ok((name, action)) => {
                             model = Some(name.to_owned());
                             operation = action.operation;
