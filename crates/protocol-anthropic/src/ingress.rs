@@ -7,7 +7,7 @@ use switchyard_codec::Framing;
 use switchyard_ir::Operation;
 
 /// The paths Anthropic's SDKs post to.
-pub const INGRESS: Ingress = Ingress {
+pub static INGRESS: Ingress = Ingress {
     routes: &ROUTES,
     owns: |path| path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
     stream_endpoints: "",

@@ -7,7 +7,7 @@ use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
 /// The paths Bedrock's SDKs post to.
-pub const INGRESS: Ingress = Ingress {
+pub static INGRESS: Ingress = Ingress {
     routes: &ROUTES,
     owns: |path| path.starts_with("/model/"),
     stream_endpoints: "POST /model/{model}/converse streams nothing; POST /model/{model}/converse-stream streams",

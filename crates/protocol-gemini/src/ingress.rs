@@ -9,7 +9,7 @@ use switchyard_codec::Framing;
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
 /// The paths Gemini's SDKs post to.
-pub const INGRESS: Ingress = Ingress {
+pub static INGRESS: Ingress = Ingress {
     routes: &ROUTES,
     owns: |path| PREFIXES.iter().any(|prefix| path.starts_with(prefix)),
     stream_endpoints: "POST .../models/{model}:generateContent answers whole; :streamGenerateContent streams",

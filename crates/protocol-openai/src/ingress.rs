@@ -6,7 +6,7 @@ use switchyard_codec::ingress::{Ingress, Route};
 use switchyard_ir::Operation;
 
 /// The paths OpenAI's SDKs post to.
-pub const INGRESS: Ingress = Ingress {
+pub static INGRESS: Ingress = Ingress {
     routes: &ROUTES,
     owns: |path| switchyard_codec::ingress::is_route(&ROUTES, path),
     stream_endpoints: "",
