@@ -172,7 +172,7 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts", "shaped")
+GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts", "shaped", "runs")
 # The end user the "end_users" setup's requests name (the operator's header).
 BENCH_END_USER = "bench-user"
 
@@ -909,6 +909,12 @@ END_USERS_EXTRA = GOVERNED_EXTRA.replace(
     "  bench: {{ budget:",
     "  bench: {{ end_users: {{ budget: {{ usd: 1000000, window: 1d }}, limits: {{ rpm: 1000000000 }} }}, budget:")
 
+# Agent runs on and unused: the bench group sets run limits (with the
+# loop breaker), and the requests name no run.
+RUNS_EXTRA = GOVERNED_EXTRA.replace(
+    "  bench: {{ budget:",
+    "  bench: {{ runs: {{ usd: 1000000, calls: 1000000000, loop: {{ repeats: 32 }} }}, budget:")
+
 # Shaping (issue 47): the governed setup with every budget warning at 80 %
 # and 95 % and downgrading (forecast on) to a cheaper pool, and quotas of
 # an hour, a day, USD a day and the bench's model a day, on the key and its
@@ -944,7 +950,7 @@ TELEMETRY = {
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
 SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before",
-          "receipts", "shaped")
+          "receipts", "shaped", "runs")
 
 
 def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tail=0):
@@ -985,6 +991,10 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
     elif setup == "shaped":
         text = text.replace("\npools:\n", "\n" + SHAPED_POOL, 1) + SHAPED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "shaped-%d.db" % time.monotonic_ns()),
+            openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
+    elif setup == "runs":
+        text += RUNS_EXTRA.format(
+            admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "runs-%d.db" % time.monotonic_ns()),
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "end_users":
         text += END_USERS_EXTRA.format(

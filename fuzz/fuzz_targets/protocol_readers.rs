@@ -1,12 +1,17 @@
 //! Every protocol's request, response and error readers (and OpenAI's legacy
 //! completion readers, whole and streamed) on arbitrary bytes:
 //! an error is fine, a panic is a bug. The first byte picks the protocol.
+//! The same bytes are read as Realtime events too, a caller's and an
+//! upstream's (`switchyard_duplex::fuzzing`: a generation never read as
+//! anything else, usage parts never past their whole), and sent to the
+//! `mock://` Realtime fake.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use switchyard_protocol::{codec, Protocol};
 
 fuzz_target!(|data: &[u8]| {
+    switchyard_duplex::fuzzing::realtime_events(data);
     let Some((&selector, body)) = data.split_first() else { return };
     let protocol = Protocol::ALL[selector as usize % Protocol::ALL.len()];
     let codec = codec(protocol);

@@ -11,7 +11,8 @@
 // acme's subtree and none of globex's keys, groups or spend, at 1440 and
 // 390 px; a budget past its warning and forecast to run out, the ledger's
 // drift against a provider's usage and cost reports, and an open socket and
-// a pinned session each have their view. Every page loads
+// a pinned session each have their view; an agent run past its call cap
+// is listed limited and another is killed from the Runs page. Every page loads
 // in under 300 ms with 10,000 ledger rows, passes axe-core, and is saved as
 // a screenshot under CONSOLE_ARTIFACTS (default target/console-artifacts).
 
@@ -45,7 +46,7 @@ const READ = 'viewer-token-for-the-console-test-01';
 const TENANT = 'acme-lead-token-for-the-console-test';
 const PAGES = ['', 'pools', 'keys', 'groups', 'spend', 'usage', 'requests', 'alerts', 'mcp', 'playground', 'config',
   // The views of wave 4's surfaces (views.js).
-  'budgets', 'reconciliation', 'sessions'];
+  'budgets', 'reconciliation', 'sessions', 'runs'];
 // The sizes every page is checked at: a laptop and a phone.
 const SIZES = [{ name: 'desktop', width: 1440, height: 900 }, { name: 'phone', width: 390, height: 844 }];
 
@@ -264,6 +265,7 @@ groups:
   acme-research: { parent: acme, budget: { usd: 20, window: 1d } }
   people: { budget: { usd: 50, window: 1mo } }
   globex: { budget: { usd: 70, window: 1mo } }
+  agents: { runs: { calls: 2, wall: 30m } }
 `);
 
 const gateway = spawn(bin, ['--config', path.join(dir, 'switchyard.yaml')], {
@@ -958,6 +960,37 @@ try {
     const pin = await ops.page.getByRole('table', { name: 'Sessions pinned in demo, most moved first' }).getByRole('row').filter({ hasText: 'console-pinned-session' }).locator('td').allInnerTexts();
     assert.match(pin[1], /^demo-(openai|anthropic)$/, pin.join(' | '));
     await ops.page.screenshot({ path: path.join(artifacts, 'sessions.png'), fullPage: true });
+  }
+
+  step('runs: a run past its call cap is listed limited, and the Kill button stops another at once');
+  {
+    const agent = await adminApi('POST', 'keys', { name: 'run-agent', group: 'agents' });
+    assert.equal(agent.status, 201);
+    const turn = (run) => fetch(`${data}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${agent.body.key}`, 'content-type': 'application/json', 'x-switchyard-run': run },
+      body: JSON.stringify({ model: 'demo', messages: [{ role: 'user', content: 'one agent turn' }], max_tokens: 8 }),
+    });
+    for (let i = 0; i < 2; i += 1) assert.equal((await turn('console-capped')).status, 200);
+    const capped = await turn('console-capped');
+    assert.equal(capped.status, 429);
+    assert.match((await capped.json()).error.message, /run `console-capped` is stopped: it reached its `calls` limit/);
+    assert.equal((await turn('console-live')).status, 200);
+    await open(ops.page, 'runs');
+    const cappedRow = await ops.page.getByRole('row').filter({ hasText: 'console-capped' }).locator('td').allInnerTexts();
+    assert.equal(cappedRow[3], 'limited(calls)', cappedRow.join(' | '));
+    assert.match(cappedRow[5], /2 calls, 0 tool calls\s+2 of 2 calls/, cappedRow.join(' | '));
+    ops.dialogs.length = 0;
+    await ops.page.getByRole('button', { name: `Kill run console-live of key ${agent.body.id}` }).click();
+    await until('the run killed on the page', async () => {
+      const cells = await ops.page.getByRole('row').filter({ hasText: 'console-live' }).locator('td').allInnerTexts();
+      return cells[3] === 'killed';
+    });
+    assert.match(ops.dialogs.join('\n'), /Kill run console-live/, 'Kill asks first');
+    const refused = await turn('console-live');
+    assert.equal(refused.status, 429);
+    assert.match((await refused.json()).error.message, /run `console-live` is stopped: an operator killed it/);
+    await ops.page.screenshot({ path: path.join(artifacts, 'runs.png'), fullPage: true });
   }
 
   step(`every page loads in under ${PAGE_BUDGET_MS} ms with ${LEDGER_ROWS} ledger rows, passes axe-core, and is saved`);

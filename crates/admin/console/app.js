@@ -1108,6 +1108,7 @@
     ['DELETE', /^\/api\/v1\/admin\/alerts\/silences$/, 'Ended an alert\'s silence'],
     ['POST', /^\/api\/v1\/admin\/mcp\/tools\/[^/]+\/approval$/, 'Approved an MCP tool'],
     ['DELETE', /^\/api\/v1\/admin\/mcp\/tools\/[^/]+\/approval$/, 'Unpinned an MCP tool'],
+    ['POST', /^\/api\/v1\/admin\/runs\/[^/]+\/kill$/, 'Killed an agent run'],
     ['POST', /^\/api\/v1\/admin\/playground$/, 'Sent a playground prompt'],
     ['DELETE', /^\/api\/v1\/admin\/users\/[^/]+\/content$/, 'Erased an end user\'s content'],
     ['POST', /^\/api\/v1\/self\/keys$/, 'Minted an own key'],
@@ -1362,6 +1363,7 @@
   // sockets and pins) draws with: it adds its pages before the page starts.
   window.switchyardConsole = {
     h, api, show, say, table, field, meter, fmt, isoDate, tenant, pages: PAGES, tenantHidden: TENANT_HIDDEN,
+    button, canChange, readOnly, render: () => render(),
     session: () => session,
   };
 

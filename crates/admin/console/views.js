@@ -1,13 +1,14 @@
 // Switchyard console: the views of what wave 4 added. Budgets with their
 // forecasts and warnings, reconciliation drift against the providers'
-// reports, and the long-lived sockets and session pins open now. Drawn
+// reports, the long-lived sockets and session pins open now, and agent
+// runs with their kill switch. Drawn
 // with app.js's helpers (window.switchyardConsole), as DOM nodes only.
 'use strict';
 
 (() => {
   const c = window.switchyardConsole;
   if (!c) return;
-  const { h, api, show, table, field, meter, fmt, isoDate } = c;
+  const { h, api, show, say, table, field, meter, fmt, isoDate, button, canChange, readOnly } = c;
   const session = () => c.session();
 
   // A wait in words: "3 h 5 m", "40 s".
@@ -196,10 +197,78 @@
         : h('p', { class: 'muted', text: 'No pool has session affinity.' }));
   }
 
+
+  // --------------------------------------------------------------- runs --
+
+  // A run's state as a badge: open, limited(<limit>), loop, killed.
+  const RUN_ORDER = { killed: 0, loop: 1, limited: 2, open: 3 };
+  const runKind = (state) => (state.startsWith('limited') ? 'limited' : state);
+  const runLimit = (limits, name, text) => (limits[name] === null || limits[name] === undefined ? null : text(limits[name]));
+
+  function runCaps(r) {
+    const l = r.limits || {};
+    return [
+      runLimit(l, 'calls', (n) => `${fmt.n(r.calls)} of ${fmt.n(n)} calls`),
+      runLimit(l, 'tool_calls', (n) => `${fmt.n(r.tool_calls)} of ${fmt.n(n)} tool calls`),
+      runLimit(l, 'tokens', (n) => `${fmt.n(r.tokens)} of ${fmt.n(n)} tokens`),
+      runLimit(l, 'wall_ms', (n) => `wall ${span(n)}`),
+      runLimit(l, 'loop_repeats', (n) => `loop at ${n} repeats`),
+    ].filter(Boolean).join(' · ') || 'no limit';
+  }
+
+  async function runsPage() {
+    if (!session().governance) return show(h('p', { class: 'note', text: 'Governance is off: runs are tracked only for keys (groups.<g>.runs).' }));
+    const params = new URLSearchParams(location.search);
+    const state = ['open', 'limited', 'loop', 'killed'].includes(params.get('state')) ? params.get('state') : '';
+    const listed = await api(`runs${state ? `?state=${state}` : ''}`);
+    const now = Date.now();
+    const runs = listed.runs.slice().sort((a, b) => RUN_ORDER[runKind(a.state)] - RUN_ORDER[runKind(b.state)]
+      || b.last_seen_ms - a.last_seen_ms || a.id.localeCompare(b.id));
+    const count = (kind) => listed.runs.filter((r) => runKind(r.state) === kind).length;
+    const form = h('form', { class: 'card filters', method: 'get', action: '/ui/runs', 'aria-label': 'Which runs' },
+      field('State', h('select', { name: 'state' }, [['', 'every run'], ['open', 'open'], ['limited', 'past a limit'], ['loop', 'looping'], ['killed', 'killed']]
+        .map(([value, text]) => h('option', { value, text, selected: value === state })))),
+      h('button', { type: 'submit', text: 'Show' }));
+    const kill = (r) => (r.state === 'killed' ? h('span', { class: 'muted', text: 'killed' })
+      : button('Kill', async () => {
+        if (!confirm(`Kill run ${r.id} of key ${r.key}? Its next call is refused.`)) return;
+        try {
+          await api(`runs/${encodeURIComponent(r.id)}/kill?key=${encodeURIComponent(r.key)}`, { method: 'POST' });
+          say(`Run ${r.id} is killed.`, 'ok');
+          await c.render();
+        } catch (err) { say(`Could not kill: ${err.message}`, 'error'); }
+      }, { class: 'danger', 'aria-label': `Kill run ${r.id} of key ${r.key}` }));
+    show(
+      tiles('Runs now', [
+        ['Runs', fmt.n(listed.runs.length)],
+        ['Open', fmt.n(count('open'))],
+        ['Past a limit', fmt.n(count('limited'))],
+        ['Looping', fmt.n(count('loop'))],
+        ['Killed', fmt.n(count('killed'))],
+      ]),
+      h('p', { class: 'muted views-explain', text: 'An agent run is the calls that name one run id (an A2A task, an MCP session, Claude Code\'s or Codex\'s session, or x-switchyard-run), per key. A run past a limit of its group\'s runs: finishes the call in flight and is refused after; Kill refuses its next call at once. Counted on this instance.' }),
+      canChange() ? null : readOnly('runs'),
+      form,
+      table('Agent runs, stopped first, then last seen first', ['Run', 'Key', 'Group', 'State', 'Spend', 'Calls and limits', 'Started (UTC)', 'Last seen', 'Actions'],
+        runs.map((r) => [
+          h('code', { class: 'views-session', text: r.id }),
+          h('a', { href: `/ui/keys?id=${encodeURIComponent(r.key)}`, text: r.key }),
+          r.group || '–',
+          h('span', { class: `badge run ${runKind(r.state)}`, text: r.state }),
+          r.limits && r.limits.usd ? meter(r.spent_usd, r.limits.usd / 1e9, `run ${r.id} spend`) : fmt.usd(r.spent_usd),
+          h('span', {}, `${fmt.n(r.calls)} calls, ${fmt.n(r.tool_calls)} tool calls${r.in_flight ? `, ${fmt.n(r.in_flight)} in flight` : ''}`, h('br'), h('span', { class: 'muted', text: runCaps(r) })),
+          fmt.time(r.started_ms),
+          `${span(now - r.last_seen_ms)} ago`,
+          kill(r),
+        ]),
+        state ? 'No run in this state.' : 'No run yet: a key\'s calls are tracked once a group of its sets runs: and a call names a run.'));
+  }
+
   Object.assign(c.pages, {
     budgets: ['Budgets & forecasts', budgetsPage, true],
     reconciliation: ['Reconciliation', reconciliationPage, false],
     sessions: ['Sockets & session pins', sessionsPage, true],
+    runs: ['Agent runs', runsPage, true],
   });
   // Reconciliation, sockets and pins are the gateway's, not a tenant's
   // (the API refuses them): a tenant admin is not offered them.

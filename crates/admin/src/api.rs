@@ -69,6 +69,8 @@ pub fn routes(gateway: Arc<Gateway>) -> Router {
         .route("/api/v1/admin/lanes", get(lanes))
         .route("/api/v1/admin/lanes/{pool}/{lane}", axum::routing::patch(patch_lane))
         .route("/api/v1/admin/lanes/{pool}/{lane}/reset", post(reset_lane))
+        .route("/api/v1/admin/runs", get(crate::runs::list_runs))
+        .route("/api/v1/admin/runs/{id}/kill", post(crate::runs::kill_run))
         .route("/api/v1/admin/sessions", get(crate::sessions::sessions))
         .route("/api/v1/admin/sockets", get(crate::sessions::sockets))
         .route("/api/v1/admin/audit", get(audit))
@@ -334,13 +336,18 @@ pub(crate) fn csrf_ok(headers: &HeaderMap, expected: &str) -> bool {
         crate::reconcile::reconciliation,
         crate::mcp::overview,
         crate::mcp::approve,
-        crate::mcp::unpin
+        crate::mcp::unpin,
+        crate::runs::list_runs,
+        crate::runs::kill_run
     ),
     components(schemas(
         CreateKey,
         PatchKey,
         crate::operations::PatchLane,
         crate::sessions::PoolSessions,
+        crate::runs::RunRow,
+        crate::runs::RunsView,
+        crate::runs::Killed,
         crate::sessions::SessionView,
         crate::sessions::SocketView,
         crate::sessions::SocketsView,

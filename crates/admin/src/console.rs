@@ -37,7 +37,7 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 /// The console's pages (each is the same document; the script draws the
 /// page its path names).
-const PAGES: [&str; 15] = [
+const PAGES: [&str; 16] = [
     "",
     "pools",
     "keys",
@@ -54,6 +54,7 @@ const PAGES: [&str; 15] = [
     "budgets",
     "reconciliation",
     "sessions",
+    "runs",
 ];
 
 /// An embedded file: its bytes, type and validator.

@@ -42,6 +42,9 @@ pub struct CreateKey {
     /// Providers whose raw route (`/passthrough/{provider}/...`) it may
     /// take, each one that opens it. Absent: none.
     pub passthrough: Option<Vec<String>>,
+    /// A2A agents (`/a2a/{agent}`) it may call, by name, or `*`. Absent:
+    /// none.
+    pub a2a: Option<Vec<String>>,
     /// The key's own budget.
     pub budget: Option<BudgetBody>,
     /// The key's own limits.
@@ -85,6 +88,10 @@ pub struct PatchKey {
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<Vec<String>>)]
     pub passthrough: Option<Option<Vec<String>>>,
+    /// New A2A grants (`null`: none).
+    #[serde(default, deserialize_with = "double_option")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub a2a: Option<Option<Vec<String>>>,
     /// New budget (`null`: none).
     #[serde(default, deserialize_with = "double_option")]
     #[schema(value_type = Option<BudgetBody>)]
@@ -132,6 +139,9 @@ pub struct KeyView {
     /// Providers whose raw route it may take.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<Vec<String>>,
+    /// A2A agents it may call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<Vec<String>>,
     /// Own budget.
     pub budget: Option<BudgetBody>,
     /// Own limits.
@@ -206,6 +216,7 @@ pub(crate) fn key_view(governance: &Governance, record: &KeyRecord) -> KeyView {
         policies: record.policies.clone(),
         mcp: record.mcp.clone(),
         passthrough: record.passthrough.clone(),
+        a2a: record.a2a.clone(),
         budget: record.budget.as_ref().map(budget_body),
         limits: limits_body(&record.limits),
         expires_at: record.expires_at,
@@ -260,6 +271,15 @@ pub(crate) fn checked_mcp(grants: Option<Vec<String>>) -> ApiResult<Option<Vec<S
         for grant in grants {
             check(grant).map_err(|message| bad(format!("mcp: {message}")))?;
         }
+    }
+    Ok(grants)
+}
+
+/// A2A grants: agent names or `*` (an agent the config does not declare
+/// yet may be granted: a reload may add it).
+pub(crate) fn checked_a2a(grants: Option<Vec<String>>) -> ApiResult<Option<Vec<String>>> {
+    if let Some(grants) = &grants {
+        switchyard_config::agents::check_grants(grants).map_err(|message| bad(format!("a2a: {message}")))?;
     }
     Ok(grants)
 }
@@ -384,6 +404,7 @@ pub(crate) async fn create_key(
     request.pools = tenancy::pools_within(&actor, request.pools)?;
     tenancy::mcp_within(&actor, request.mcp.as_ref())?;
     tenancy::passthrough_within(&actor, request.passthrough.as_ref())?;
+    tenancy::a2a_within(&actor, request.a2a.as_ref())?;
     tenancy::budget_within(governance, &actor, request.budget.as_ref())?;
     let secret = new_secret(&random::<32>()?);
     let aws = if request.issue_aws_credential { Some(new_aws_pair()?) } else { None };
@@ -406,6 +427,7 @@ pub(crate) async fn create_key(
         suspended_until: None,
         mcp: checked_mcp(request.mcp)?,
         passthrough: checked_passthrough(&admin, request.passthrough)?,
+        a2a: checked_a2a(request.a2a)?,
         end_users: request.end_users.as_ref().map(|body| crate::end_users::policy_of(body, None)).transpose()?,
         aws: aws.clone(),
         version: 0,
@@ -547,6 +569,7 @@ pub(crate) async fn patch_key(
         }
         tenancy::mcp_within(&actor, patch.mcp.as_ref().and_then(Option::as_ref))?;
         tenancy::passthrough_within(&actor, patch.passthrough.as_ref().and_then(Option::as_ref))?;
+        tenancy::a2a_within(&actor, patch.a2a.as_ref().and_then(Option::as_ref))?;
         tenancy::budget_within(governance, &actor, patch.budget.as_ref().and_then(Option::as_ref))?;
     }
     let mut before = None;
@@ -572,6 +595,9 @@ pub(crate) async fn patch_key(
         }
         if let Some(passthrough) = &patch.passthrough {
             record.passthrough = checked_passthrough(&admin, passthrough.clone())?;
+        }
+        if let Some(a2a) = &patch.a2a {
+            record.a2a = checked_a2a(a2a.clone())?;
         }
         if let Some(budget) = &patch.budget {
             record.budget = budget.as_ref().map(|b| budget_of(b, "budget")).transpose()?;

@@ -18,6 +18,7 @@ pub mod oidc;
 pub mod operations;
 pub mod reconcile;
 pub mod reports;
+pub mod runs;
 pub mod sampler;
 pub mod scrape;
 pub mod self_keys;

@@ -180,6 +180,8 @@ pub(crate) async fn create(
         mcp: Some(template.mcp.clone()),
         // The raw route is the operator's to grant.
         passthrough: None,
+        // Agents too.
+        a2a: None,
         end_users: None,
         aws: None,
         version: 0,

@@ -1,7 +1,7 @@
 //! Tenant admins: an admin token (`admin.tenants`) or single sign-on
 //! binding scoped to a group's subtree. At the door ([`door`]) a tenant
 //! admin reaches only the routes that can be scoped to a subtree (keys,
-//! groups, budgets, spend, usage, requests, audit, alerts); everything
+//! groups, budgets, spend, usage, requests, audit, alerts, runs); everything
 //! server-wide (config and its versions, lanes, MCP approval, the
 //! playground, history, `/stats`, `/metrics`, erasing an end user's text)
 //! is a 403 that names no object. Behind the door each route asks the
@@ -29,7 +29,7 @@ use switchyard_state::governance::Governance;
 /// The routes a tenant admin may reach, by template and method; every
 /// other route of the admin listener is the gateway admin's alone.
 /// (`tests/tenants.rs` walks every route `api::routes` registers.)
-pub const TENANT_ROUTES: [(&str, &[Method]); 17] = [
+pub const TENANT_ROUTES: [(&str, &[Method]); 19] = [
     ("/api/v1/admin/keys", &[Method::GET, Method::POST]),
     ("/api/v1/admin/keys/{id}", &[Method::GET, Method::PATCH, Method::DELETE]),
     ("/api/v1/admin/keys/{id}/rotate", &[Method::POST]),
@@ -46,6 +46,8 @@ pub const TENANT_ROUTES: [(&str, &[Method]); 17] = [
     ("/api/v1/admin/requests/{id}", &[Method::GET]),
     ("/api/v1/admin/audit", &[Method::GET]),
     ("/api/v1/admin/alerts", &[Method::GET]),
+    ("/api/v1/admin/runs", &[Method::GET]),
+    ("/api/v1/admin/runs/{id}/kill", &[Method::POST]),
     ("/api/v1/admin/openapi.json", &[Method::GET]),
 ];
 
@@ -281,6 +283,19 @@ pub(crate) fn passthrough_within(actor: &Actor, grants: Option<&Vec<String>>) ->
         (Some(_), Some(grants)) if !grants.is_empty() => Err(ApiError(
             StatusCode::FORBIDDEN,
             "passthrough: raw-route grants are given by the gateway's admin, not a tenant admin".to_owned(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A tenant admin gives no A2A grant: an agent is the operator's, reached
+/// with the operator's credential, so only the gateway's admin grants it
+/// (a 403; clearing grants is allowed).
+pub(crate) fn a2a_within(actor: &Actor, grants: Option<&Vec<String>>) -> ApiResult<()> {
+    match (actor.tenant(), grants) {
+        (Some(_), Some(grants)) if !grants.is_empty() => Err(ApiError(
+            StatusCode::FORBIDDEN,
+            "a2a: agent grants are given by the gateway's admin, not a tenant admin".to_owned(),
         )),
         _ => Ok(()),
     }

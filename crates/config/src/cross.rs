@@ -53,6 +53,18 @@ pub(crate) fn mcp(mcp: Option<&Mcp>, auth: AuthMode, fleet: bool, warnings: &mut
     }
 }
 
+/// Agents behind the gateway on an open gateway are anyone's who reaches
+/// the port.
+pub(crate) fn agents(agents: Option<&crate::agents::Agents>, auth: AuthMode, warnings: &mut Vec<Issue>) {
+    if agents.is_some_and(|a| !a.agents.is_empty()) && auth == AuthMode::Open {
+        warnings.push(Issue::new(
+            "agents",
+            "auth is open, so anyone who reaches the data port may call every agent",
+            "set auth.mode: keys and grant each key its `a2a` list",
+        ));
+    }
+}
+
 /// Client certificates name callers only where callers must be named.
 pub(crate) fn client_identity(server: &Server, auth: AuthMode, issues: &mut Vec<Issue>) {
     if server.tls.as_ref().is_some_and(|tls| tls.client_identity.is_some()) && auth != AuthMode::Keys {

@@ -161,6 +161,9 @@ pub struct Group {
     /// charged, whatever they cost (a lane it does not name: its markup,
     /// else its parent's pricing).
     pub rate_card: BTreeMap<Arc<str>, crate::Rate>,
+    /// What one agent run of its keys may use (`runs:`; `None`: as its
+    /// parent's, none anywhere up: runs are not tracked).
+    pub runs: Option<switchyard_governance::run::RunSpec>,
 }
 
 /// Tuning of admission and the ledger.
@@ -285,6 +288,8 @@ pub(crate) struct RawGroup {
     pub markup: Option<crate::card::RawFraction>,
     /// Its own price for the lanes it names (chargeback), as `rate_card:`.
     pub rate_card: Option<BTreeMap<String, crate::raw::RawRate>>,
+    /// What one agent run of its keys may use.
+    pub runs: Option<crate::runs::RawRuns>,
 }
 
 /// Each end user's budget and limits inside a group.
@@ -540,6 +545,7 @@ pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) 
                 markup: group.markup.as_ref().and_then(|m| crate::card::markup(m, &format!("{path}.markup"), issues)),
                 // Read once the models it may name are known.
                 rate_card: BTreeMap::new(),
+                runs: group.runs.as_ref().map(|r| crate::runs::runs(r, &format!("{path}.runs"), issues)),
             }
         })
         .collect();

@@ -6,6 +6,7 @@
 //! `switchyard check` and `switchyard serve` run this very function. The crate
 //! is pure: the environment is passed in as a look-up.
 
+pub mod agents;
 mod cache;
 pub mod card;
 mod cross;
@@ -32,6 +33,7 @@ mod raw;
 mod redact;
 pub mod retention;
 pub mod round_trip;
+mod runs;
 mod server;
 mod spend;
 mod ssrf;
@@ -134,6 +136,8 @@ pub struct Config {
     pub kept: kept::Kept,
     /// The MCP tool servers `/mcp` fronts (`None`: no `mcp:`).
     pub mcp: Option<mcp::Mcp>,
+    /// The A2A agents `/a2a/{agent}` fronts (`None`: no `agents:`).
+    pub agents: Option<agents::Agents>,
     /// The bounds of long-lived sockets (`duplex:`).
     pub duplex: duplex::Duplex,
     /// The providers' usage reports compared with the ledger (`None`: no
@@ -182,6 +186,23 @@ impl Config {
     /// The provider called `name`.
     pub fn provider_index(&self, name: &str) -> Option<usize> {
         self.providers.iter().position(|p| &*p.name == name)
+    }
+
+    /// The run limits of group `name`'s keys: its own `runs:`, else its
+    /// nearest ancestor's (with the group that set them); `None` when no
+    /// group up its chain has any.
+    pub fn runs_of(&self, name: &str) -> Option<(Arc<str>, switchyard_governance::run::RunSpec)> {
+        let mut at = self.groups.iter().find(|g| &*g.name == name);
+        // A chain is at most as long as the groups (boot refused loops).
+        for _ in 0..=self.groups.len() {
+            let group = at?;
+            if let Some(spec) = group.runs {
+                return Some((group.name.clone(), spec));
+            }
+            let parent = group.parent.as_deref()?;
+            at = self.groups.iter().find(|g| &*g.name == parent);
+        }
+        None
     }
 }
 
@@ -270,6 +291,8 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
     let kept = kept::validate(raw.files.as_ref(), raw.batches.as_ref(), raw.responses.as_ref(), issues);
     let mcp = mcp::validate(raw.mcp.as_ref(), &policies, issues);
     let duplex = duplex::validate(raw.duplex.as_ref(), issues);
+    let agents = agents::validate(raw.agents.as_ref(), &policies, issues);
+    cross::agents(agents.as_ref(), auth, &mut warnings);
     cross::mcp(mcp.as_ref(), auth, raw.storage.redis_url.is_some(), &mut warnings);
 
     let server = server::validate(&raw.server, issues);
@@ -325,6 +348,7 @@ fn validate(raw: raw::RawConfig, issues: &mut Vec<Issue>) -> Config {
         kept,
         duplex,
         mcp,
+        agents,
         reconcile,
         receipts,
         warnings,
@@ -396,6 +420,15 @@ mod tests {
         for (yaml, says) in [
             (format!("{base}models:\n  e: {{ provider: a, model: x, operation: embed }}\n"), "does not serve embed"),
             (format!("{base}models:\n  e: {{ provider: o, model: x, operation: translate }}\n"), "not an operation"),
+            // A Realtime session is relayed to an OpenAI-protocol socket only.
+            (format!("{base}models:\n  r: {{ provider: a, model: x, operation: realtime }}\n"), "does not serve realtime"),
+            (
+                format!(
+                    "{base}models:\n  r: {{ provider: o, model: x, operation: realtime }}\n  c: {{ provider: o, model: y }}\n\
+                     pools:\n  p: {{ members: [{{ model: r }}, {{ model: c }}] }}\n"
+                ),
+                "mixes in c (chat)",
+            ),
             (
                 format!(
                     "{base}models:\n  e: {{ provider: o, model: x, operation: embed }}\n  c: {{ provider: o, model: y }}\n\

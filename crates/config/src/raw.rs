@@ -64,6 +64,8 @@ pub struct RawConfig {
     pub responses: Option<crate::kept::RawResponses>,
     /// Tool servers behind `/mcp`.
     pub mcp: Option<crate::mcp::RawMcp>,
+    /// A2A agents behind `/a2a/{agent}`.
+    pub agents: Option<std::collections::BTreeMap<String, crate::agents::RawAgent>>,
     /// Bounds of long-lived sockets.
     pub duplex: Option<crate::duplex::RawDuplex>,
     /// The providers' usage reports compared with the ledger.

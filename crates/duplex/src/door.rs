@@ -35,12 +35,24 @@ pub(crate) struct Opened {
 pub(crate) fn open(gateway: &Gateway, protocol: Protocol, parts: &Parts) -> Result<Opened, ErrorInfo> {
     let client = parts.extensions.get::<switchyard_state::ClientName>();
     let caller = switchyard_engine::authenticate::caller(gateway, protocol, &parts.uri, &parts.headers, client, &[])?;
-    let key = caller.as_ref().map(|caller| &*caller.key.id);
-    let bounds = &gateway.config.duplex;
     let kind = match protocol {
         Protocol::Responses => "responses",
         _ => "socket",
     };
+    open_as(gateway, kind, caller.as_ref(), parts)
+}
+
+/// Takes the place of a `kind` socket of `caller` (authenticated by its
+/// route: a Realtime socket may come with a client secret).
+pub(crate) fn open_as(
+    gateway: &Gateway,
+    kind: &'static str,
+    caller: Option<&Caller>,
+    parts: &Parts,
+) -> Result<Opened, ErrorInfo> {
+    let client = parts.extensions.get::<switchyard_state::ClientName>();
+    let key = caller.map(|caller| &*caller.key.id);
+    let bounds = &gateway.config.duplex;
     let now = switchyard_state::clock::now_ms();
     let held = gateway.sockets.open_as(kind, key, bounds.sessions_per_key, bounds.max_sessions, now).map_err(
         |full| match full {

@@ -8,6 +8,11 @@
 //!   stream comes back as the socket's events. Turns of one `stream_id`
 //!   keep their order; `previous_response_id` resolves on the socket's own
 //!   conversations first, then the kept store.
+//! - [`realtime`]: OpenAI's Realtime API (`GET /v1/realtime?model=`,
+//!   and `POST /v1/realtime/client_secrets` for the gateway's own
+//!   short-lived secrets) relayed to lanes with `operation: realtime`;
+//!   each `response.create` a generation admitted, screened and settled
+//!   from its `response.done` usage on a ledger row of its own.
 //! - [`door`]: what a socket passes before it is upgraded (the key, as the
 //!   HTTP route reads it; the key's and the instance's open sockets).
 //! - [`socket`]: a caller's socket as sessions use it: messages in,
@@ -18,16 +23,23 @@
 //! the protocol's error event, and the socket lives on.
 
 mod door;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod realtime;
 pub mod responses;
 mod socket;
 
 use std::sync::Arc;
 
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use switchyard_state::Gateway;
 
 /// The duplex routes, for the data router.
 pub fn routes() -> Router<Arc<Gateway>> {
-    Router::new().route("/v1/responses", get(responses::connect))
+    Router::new()
+        .route("/v1/responses", get(responses::connect))
+        .route("/v1/realtime", get(realtime::connect))
+        .route("/v1/realtime/client_secrets", post(realtime::secret::mint))
 }

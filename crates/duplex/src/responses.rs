@@ -15,7 +15,7 @@
 //! (after its turns finish, within `duplex.drain`).
 
 mod conversations;
-mod event;
+pub(crate) mod event;
 mod turn;
 
 use std::collections::{HashMap, VecDeque};

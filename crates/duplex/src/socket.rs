@@ -27,6 +27,8 @@ pub(crate) mod close {
     pub(crate) const GOING_AWAY: u16 = 1001;
     /// A message past the transport's hard limit.
     pub(crate) const TOO_BIG: u16 = 1009;
+    /// The session cannot go on (its upstream ended).
+    pub(crate) const INTERNAL: u16 = 1011;
 }
 
 /// Messages queued for a caller before its session waits.

@@ -130,7 +130,17 @@ pub(crate) async fn admit(
                 other => other,
             };
             record.for_end_user(end_user);
-            Some(hold?)
+            let hold = hold?;
+            // The key's chain admitted it; a stopped run refuses it still,
+            // and that hold is given back.
+            match crate::run::admit(gateway, call, caller, hold.reservation.estimate.cost) {
+                Ok(ticket) => record.on_run(ticket),
+                Err(denied) => {
+                    governance.settle(&hold, 0, 0);
+                    return Err(denied);
+                }
+            }
+            Some(hold)
         }
     };
     record.admitted(call.caller.clone(), reservation, input);

@@ -46,6 +46,7 @@ pub mod probe;
 mod relay;
 pub mod render;
 pub mod reply;
+mod run;
 pub mod send;
 pub mod settle;
 mod signatures;

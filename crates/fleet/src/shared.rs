@@ -281,6 +281,39 @@ impl FleetState {
             .await
     }
 
+    /// Binds A2A task `task` of agent `agent` to key `owner` for `ttl`,
+    /// unless it is bound already: the owner it is bound to comes back
+    /// (the first binding wins, so an agent naming another key's task in
+    /// its answer cannot hand that task over).
+    pub async fn bind_a2a_task(
+        &self,
+        agent: &str,
+        task: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<String, redis::RedisError> {
+        let mut redis = self.redis.clone();
+        let key = a2a_task_key(agent, task);
+        let (_, bound): (Option<String>, Option<String>) = redis::pipe()
+            .cmd("SET")
+            .arg(&key)
+            .arg(owner)
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(ttl))
+            .cmd("GET")
+            .arg(&key)
+            .query_async(&mut redis)
+            .await?;
+        Ok(bound.unwrap_or_else(|| owner.to_owned()))
+    }
+
+    /// The key A2A task `task` of agent `agent` is bound to, if any.
+    pub async fn a2a_task_owner(&self, agent: &str, task: &str) -> Result<Option<String>, redis::RedisError> {
+        let mut redis = self.redis.clone();
+        redis::cmd("GET").arg(a2a_task_key(agent, task)).query_async::<Option<String>>(&mut redis).await
+    }
+
     /// Claims the fleet's one half-open trial of `lane` for `hold`. False:
     /// another instance is sending it. When Redis cannot answer, this
     /// instance's own breaker decides (true).
@@ -418,6 +451,10 @@ return record
 ",
     )
 });
+
+fn a2a_task_key(agent: &str, task: &str) -> String {
+    format!("switchyard:a2a-task:{agent}:{task}")
+}
 
 fn signature_key(key: &str) -> String {
     format!("switchyard:signature:{key}")

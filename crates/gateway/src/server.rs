@@ -47,6 +47,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .fold(base, |router, protocol| ingress_routes(router, gateway.codecs, protocol))
         .merge(switchyard_kept::routes())
         .merge(switchyard_mcp::routes())
+        .merge(switchyard_a2a::routes())
         .merge(switchyard_duplex::routes())
         .merge(crate::passthrough::routes())
         .fallback(not_found)
@@ -643,6 +644,32 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         .route(
             "/mcp/stateless",
             post(|headers: HeaderMap, body: Bytes| async move { mcp_reply(Revision::Stateless, &headers, &body) }),
+        );
+    // An A2A agent too.
+    let base = base
+        .route(
+            "/a2a",
+            post(|headers: HeaderMap, body: Bytes| async move {
+                let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+                let reply = switchyard_transport::mock_a2a::respond(
+                    &body,
+                    header("x-switchyard-run"),
+                    header("x-switchyard-a2a-task"),
+                );
+                let mut response = Response::new(Body::from(reply.body));
+                response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+                response
+            }),
+        )
+        .route(
+            "/a2a/.well-known/agent-card.json",
+            get(|headers: HeaderMap| async move {
+                let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+                let card = switchyard_transport::mock_a2a::card(&format!("http://{host}"));
+                let mut response = Response::new(Body::from(card.to_string()));
+                response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response
+            }),
         );
     // Each protocol's vendor-side paths, from its ingress table: the fake
     // reads a path as the gateway does (its model, action, framing and

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod a2a;
 mod admin_tls;
 mod admission;
 mod agents;
@@ -40,10 +41,12 @@ mod pairs;
 mod passthrough;
 mod proof;
 mod rates;
+mod realtime;
 mod reload;
 mod retention;
 mod routes;
 mod routing;
+mod runs;
 mod settlement;
 mod telemetry;
 mod tenants;

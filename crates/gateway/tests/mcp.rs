@@ -59,6 +59,11 @@ impl McpClient {
         Ok(McpClient { addr, headers, session, next: 1 })
     }
 
+    /// The session id the gateway gave it.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
     /// One request: its whole JSON-RPC answer.
     pub async fn request(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;

@@ -213,7 +213,7 @@ fn assert_no_globex(text: &str, globex: &Globex, what: &str) {
 }
 
 /// The routes a tenant admin reaches and whose answers are lists (filtered).
-const LISTS: [&str; 9] = [
+const LISTS: [&str; 10] = [
     "/api/v1/admin/keys",
     "/api/v1/admin/groups",
     "/api/v1/admin/spend",
@@ -222,6 +222,7 @@ const LISTS: [&str; 9] = [
     "/api/v1/admin/requests",
     "/api/v1/admin/audit",
     "/api/v1/admin/alerts",
+    "/api/v1/admin/runs",
     "/api/v1/admin/openapi.json",
 ];
 

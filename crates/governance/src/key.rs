@@ -217,6 +217,10 @@ pub struct KeyRecord {
     /// key may take, by name. `None` or empty: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passthrough: Option<Vec<String>>,
+    /// The A2A agents (`/a2a/{agent}`) the key may call, by name, or `*`
+    /// for every one. `None` or empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub a2a: Option<Vec<String>>,
 }
 
 /// Why a presented key does not open the door.
@@ -261,6 +265,11 @@ impl KeyRecord {
     /// True when the key may take `provider`'s raw route. No grants: none.
     pub fn may_pass_through(&self, provider: &str) -> bool {
         self.passthrough.as_deref().is_some_and(|granted| granted.iter().any(|p| p == provider))
+    }
+
+    /// True when the key may call A2A agent `agent`. No grants: none.
+    pub fn may_call_agent(&self, agent: &str) -> bool {
+        self.a2a.as_deref().is_some_and(|granted| granted.iter().any(|a| a == agent || a == "*"))
     }
 
     /// True when the key's `mcp` grants reach anything of kind `kind` on
@@ -327,6 +336,24 @@ mod tests {
         assert!(record(Some(vec!["openai"])).may_pass_through("openai"));
         assert!(!record(Some(vec!["openai"])).may_pass_through("claude"));
         assert!(!record(Some(vec!["*"])).may_pass_through("openai"), "a grant names a provider, never a glob");
+    }
+
+    #[test]
+    fn a_key_calls_only_the_agents_granted_to_it() {
+        let record = |granted: Option<Vec<&str>>| KeyRecord {
+            a2a: granted.map(|g| g.into_iter().map(str::to_owned).collect()),
+            ..serde_json::from_value(serde_json::json!({
+                "id": "key_1", "name": "n", "prefix": "sy", "hash": KeyHash::of("s").to_hex(), "group": null,
+                "pools": null, "budget": null, "expires_at": null, "revoked_at": null, "created_at": 0,
+                "rotated_at": null, "aws": null
+            }))
+            .unwrap_or_else(|e| unreachable!("{e}"))
+        };
+        assert!(!record(None).may_call_agent("research"), "a key stored before grants existed calls none");
+        assert!(!record(Some(vec![])).may_call_agent("research"));
+        assert!(record(Some(vec!["research"])).may_call_agent("research"));
+        assert!(!record(Some(vec!["research"])).may_call_agent("research-2"));
+        assert!(record(Some(vec!["*"])).may_call_agent("writer"));
     }
 
     #[test]

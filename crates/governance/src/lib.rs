@@ -20,6 +20,8 @@
 //!   actual usage or released;
 //! - [`fleet`]: the same admission on counters a fleet shares (the
 //!   arguments of its scripts and the reading of their answers);
+//! - [`run`]: an agent run's own limits (spend, calls, tool calls,
+//!   tokens, wall clock) and its loop breaker, across keys and pools;
 //! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers;
 //! - [`reconcile`]: the ledger's tokens beside a provider's usage report;
 //! - [`receipt`]: signed, hash-chained receipts of settled requests and
@@ -36,6 +38,7 @@ pub mod money;
 pub mod rate;
 pub mod receipt;
 pub mod reconcile;
+pub mod run;
 pub mod sigv4;
 pub mod spec;
 pub mod window;

@@ -35,11 +35,14 @@ pub enum Operation {
     /// lanes, as it came of an OpenAI lane and as a chat request of any
     /// other.
     Completion,
+    /// A Realtime session (`/v1/realtime`, a WebSocket): relayed to a lane
+    /// of the OpenAI protocol, each generation on it admitted and billed.
+    Realtime,
 }
 
 impl Operation {
     /// Every operation, in a fixed order (dense indexes for counters).
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 10] = [
         Operation::Chat,
         Operation::Embed,
         Operation::Rerank,
@@ -49,6 +52,7 @@ impl Operation {
         Operation::Transcription,
         Operation::CountTokens,
         Operation::Completion,
+        Operation::Realtime,
     ];
 
     /// Its position in [`Operation::ALL`].
@@ -68,6 +72,7 @@ impl Operation {
             Operation::Transcription => "transcription",
             Operation::CountTokens => "count_tokens",
             Operation::Completion => "completion",
+            Operation::Realtime => "realtime",
         }
     }
 
@@ -98,7 +103,9 @@ impl Operation {
             Operation::Embed => matches!(protocol, OpenAi | Gemini | Cohere | Bedrock),
             Operation::Rerank => matches!(protocol, Cohere | Bedrock | OpenAi),
             Operation::Image => matches!(protocol, OpenAi | Gemini | Bedrock),
-            Operation::Moderation | Operation::Speech | Operation::Transcription => protocol == OpenAi,
+            Operation::Moderation | Operation::Speech | Operation::Transcription | Operation::Realtime => {
+                protocol == OpenAi
+            }
         }
     }
 
@@ -114,6 +121,7 @@ impl Operation {
             Operation::Transcription => "speech_to_text",
             Operation::CountTokens => "count_tokens",
             Operation::Completion => "text_completion",
+            Operation::Realtime => "realtime",
         }
     }
 

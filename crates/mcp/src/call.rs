@@ -128,6 +128,7 @@ pub(crate) async fn call(
     passthrough: Option<HeaderValue>,
     stream: bool,
     reached: Reached,
+    run_id: Option<Box<str>>,
 ) -> Response {
     let (events, mut received) = mpsc::channel::<Value>(64);
     let task = switchyard_tasks::work(async move {
@@ -140,6 +141,7 @@ pub(crate) async fn call(
             passthrough,
             started: Instant::now(),
             only: reached.only,
+            run_id,
         };
         let mut answer = run.call(&id, method, params, sink).await;
         if reached.era == rpc::Era::Stateless {
@@ -198,6 +200,9 @@ struct Run<'a> {
     started: Instant,
     /// The one name the caller's route reaches (`None`: every name).
     only: Option<Arc<str>>,
+    /// The agent run a tool call belongs to (only read when a group
+    /// configures `runs:`).
+    run_id: Option<Box<str>>,
 }
 
 /// What the ledger row says.
@@ -218,6 +223,8 @@ struct Audit {
     cost: u64,
     /// Its admission on the key's chain, settled with its row.
     hold: Option<switchyard_state::governance::Hold>,
+    /// Its admission on its agent run, settled with its row.
+    run: Option<Box<switchyard_state::runs::RunTicket>>,
     failovers: u32,
     decisions: Vec<String>,
 }
@@ -319,8 +326,11 @@ impl Run<'_> {
             (None, Method::CallTool) => Some(json!({})),
             (None, _) => None,
         };
+        let mut print = None;
         if let Some(arguments) = arguments {
             let arguments_bytes = serde_json::to_vec(&arguments).unwrap_or_default();
+            // The loop breaker's unit: the tool and its arguments as sent.
+            print = Some(switchyard_governance::run::fingerprint([shown.as_bytes(), &arguments_bytes]));
             audit.bytes_in = arguments_bytes.len() as u64;
             let arguments = match &screen {
                 Some(screen) => match screened(screen, &arguments_bytes, &[], Direction::Request, &mut audit.decisions)
@@ -358,6 +368,9 @@ impl Run<'_> {
             }
             _ => None,
         };
+        if method == Method::CallTool {
+            self.admit_run(audit, price, print)?;
+        }
         let mut outcome = Err(Failure::new(rpc::UNAVAILABLE, format!("no server of `{route}` could take it")));
         let mut cost = 0;
         for (n, &index) in members.iter().enumerate() {
@@ -425,6 +438,32 @@ impl Run<'_> {
         Ok(answer)
     }
 
+    /// Admits a tool call on its agent run (when the caller's groups track
+    /// runs and the request names one): a stopped run refuses it, and the
+    /// key's hold is given back.
+    fn admit_run(&self, audit: &mut Audit, price: u64, print: Option<u64>) -> Result<(), Failure> {
+        let (Some(specs), Some(governance), Some(caller), Some(id)) =
+            (&self.gateway.runs, &self.gateway.governance, self.caller, &self.run_id)
+        else {
+            return Ok(());
+        };
+        let Some(spec) = specs.for_caller(governance, caller) else { return Ok(()) };
+        let kind = switchyard_governance::run::CallKind::Tool;
+        match governance.admit_run(caller, spec, id, kind, print.filter(|_| spec.loop_repeats.is_some()), price) {
+            Ok(ticket) => {
+                audit.run = Some(Box::new(ticket));
+                Ok(())
+            }
+            Err(denied) => {
+                if let Some(hold) = audit.hold.take() {
+                    governance.settle(&hold, 0, 0);
+                }
+                audit.status = denied.info.status;
+                Err(Failure { code: rpc::LIMITED, message: denied.info.message, data: None })
+            }
+        }
+    }
+
     /// A tool is called only as listed now, and only while its pin lets it.
     async fn check_pin(
         &mut self,
@@ -471,6 +510,7 @@ impl Run<'_> {
             status = audit.status, ms = elapsed, bytes_in = audit.bytes_in, bytes_out = audit.bytes_out, "mcp"
         );
         let mut record = Record::begin_tool(self.gateway, self.caller.cloned(), audit.hold.take());
+        record.on_run(audit.run.take());
         record.tool_called(ToolNote {
             route: audit.route,
             lane: Arc::from(crate::lane_name(&audit.server)),
@@ -484,6 +524,7 @@ impl Run<'_> {
                 bytes_out: audit.bytes_out,
                 error: audit.error,
                 uri: audit.uri,
+                task: None,
             },
             decisions: audit.decisions,
         });

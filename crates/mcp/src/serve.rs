@@ -341,6 +341,14 @@ impl View<'_> {
             header(self.headers, &http::header::ACCEPT).is_some_and(|accept| accept.contains("text/event-stream"));
         match crate::call::Method::of(&method) {
             Some(asked) => {
+                // A tool call's agent run, looked for only when a group tracks runs.
+                let run_id = match (&self.gateway.runs, asked) {
+                    (Some(_), crate::call::Method::CallTool) => match switchyard_state::runs::run_id(self.headers) {
+                        Ok(id) => id.map(Box::from),
+                        Err(bad) => return refusal(StatusCode::BAD_REQUEST, rpc::INVALID_REQUEST, &bad.info().message),
+                    },
+                    _ => None,
+                };
                 let wants_progress = params.get("_meta").and_then(|m| m.get("progressToken")).is_some();
                 let to = crate::call::Reached { only: self.scope.only.clone(), era: self.era };
                 crate::call::call(
@@ -354,6 +362,7 @@ impl View<'_> {
                     passthrough,
                     streams && wants_progress,
                     to,
+                    run_id,
                 )
                 .await
             }

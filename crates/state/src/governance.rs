@@ -205,6 +205,9 @@ pub struct Governance {
     me: std::sync::OnceLock<std::sync::Weak<Governance>>,
     /// Each budget's burn and forecast, and the signals not yet told.
     watches: Mutex<budget_watch::Watches>,
+    /// Every agent run this instance has seen (`groups.<g>.runs`; empty,
+    /// and never touched, when no group configures runs).
+    pub(crate) runs: Mutex<switchyard_governance::run::RunBook>,
 }
 
 /// The alert subject of a key's suspension.
@@ -274,6 +277,7 @@ fn in_memory_record(id: &str, name: &str, group: &str, pools: Option<Vec<String>
         suspended_until: None,
         mcp: None,
         passthrough: None,
+        a2a: None,
         version: 0,
         id: id.to_owned(),
     }
@@ -638,6 +642,7 @@ impl Governance {
             abuse: Mutex::new(HashMap::default()),
             me: std::sync::OnceLock::new(),
             watches: Mutex::new(budget_watch::Watches::default()),
+            runs: Mutex::new(switchyard_governance::run::RunBook::new()),
         };
         let unseeded = governance.reindex(records);
         governance.seed(&unseeded, now).await?;
@@ -841,6 +846,11 @@ impl Governance {
         cost: switchyard_governance::NanoUsd,
     ) -> switchyard_governance::NanoUsd {
         pricing::charge(&self.pricing.load(), group, lane, tokens, served, cost)
+    }
+
+    /// The groups as loaded (the run limits' inheritance reads their parents).
+    pub(crate) fn group_tree(&self) -> arc_swap::Guard<Arc<HashMap<String, GroupRecord>>> {
+        self.groups.load()
     }
 
     /// The names of `group` and every group below it.

@@ -13,6 +13,7 @@
 pub mod admin_rate;
 pub mod audit;
 pub mod call;
+pub mod client_secrets;
 pub mod clock;
 pub mod governance;
 pub mod guardrails;
@@ -26,6 +27,7 @@ mod pool;
 pub mod receipts;
 pub mod response_cache;
 pub mod retention;
+pub mod runs;
 pub mod sessions;
 pub mod sign_ins;
 pub mod signatures;
@@ -126,6 +128,9 @@ pub struct Gateway {
     /// Sections the file (`config.source`) changes that keep their running
     /// values until a restart (set by a reload).
     pub restart_pending: Vec<&'static str>,
+    /// The groups' run limits (`groups.<g>.runs`); `None` when no group
+    /// configures any, and then no request looks for its run.
+    pub runs: Option<Arc<runs::RunSpecs>>,
     /// The guardrail screens of pools and groups.
     pub guardrails: guardrails::Guardrails,
     /// The response cache's store, when some pool caches.
@@ -141,8 +146,14 @@ pub struct Gateway {
     /// The MCP gateway behind `/mcp`, when the process runs one (kept
     /// across reloads).
     pub mcp: Option<Arc<dyn mcp::McpHub>>,
+    /// The A2A gateway's process state behind `/a2a/{agent}` (agent cards
+    /// read, task owners), made by `switchyard-a2a` on the first call to
+    /// an agent (never, with no `agents:`) and kept across reloads.
+    pub a2a: Arc<std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>>,
     /// The long-lived sockets open (kept across reloads).
     pub sockets: Arc<sockets::Sockets>,
+    /// The Realtime client secrets minted and alive (kept across reloads).
+    pub client_secrets: Arc<client_secrets::ClientSecrets>,
     /// Session pins written behind to a single node's SQLite, so they
     /// outlive a restart (kept across reloads; `None` in a fleet, where
     /// Redis shares them, and without a store).
@@ -437,7 +448,9 @@ impl Gateway {
         let telemetry = Arc::new(switchyard_telemetry::Telemetry::local(&config));
         let retention = retention::Retention::build(&config).map(Arc::new);
         let oidc = config.admin.oidc.clone().map(|oidc| Arc::new(crate::oidc::OidcClient::new(oidc)));
+        let runs = runs::RunSpecs::of_config(&config).map(Arc::new);
         Ok(Gateway {
+            runs,
             config,
             codecs,
             lanes,
@@ -452,6 +465,7 @@ impl Gateway {
             reloader: std::sync::OnceLock::new(),
             lifecycle: Arc::default(),
             sockets: Arc::default(),
+            client_secrets: Arc::default(),
             admin_rate: Arc::default(),
             fleet_state: None,
             sign_ins: Arc::default(),
@@ -463,6 +477,7 @@ impl Gateway {
             retention,
             kept: kept::KeptStores::in_process(),
             mcp: None,
+            a2a: Arc::default(),
             pins: None,
         })
     }
@@ -514,9 +529,11 @@ impl Gateway {
         self.signatures = old.signatures.clone();
         self.kept = old.kept.clone();
         self.mcp.clone_from(&old.mcp);
+        self.a2a = old.a2a.clone();
         self.pins.clone_from(&old.pins);
         self.lifecycle = old.lifecycle.clone();
         self.sockets = old.sockets.clone();
+        self.client_secrets = old.client_secrets.clone();
         self.admin_rate = old.admin_rate.clone();
         if let Some(stats) = old.listener_stats.get() {
             let _ = self.listener_stats.set(stats.clone());

@@ -277,8 +277,9 @@ impl Estimated {
     }
 }
 
-/// An MCP tool call, prompt fetched or resource read as the ledger keeps
-/// it: sizes, never its arguments' or result's text.
+/// An MCP tool call, prompt fetched or resource read (or an A2A agent's
+/// call) as the ledger keeps it: sizes, never its arguments' or result's
+/// text.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The server that answered (or last failed).
@@ -294,6 +295,10 @@ pub struct ToolCall {
     /// the row's model (`resource:<server>`) leaves out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uri: Option<String>,
+    /// An A2A call (a row of operation `a2a`): the task it created or
+    /// named (bounded), which its row is found by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// A request of a provider's raw route, as its ledger row names it.

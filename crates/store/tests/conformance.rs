@@ -36,6 +36,7 @@ fn key(n: u8) -> KeyRecord {
         suspended_until: None,
         mcp: None,
         passthrough: n.is_multiple_of(2).then(|| vec!["openai".into()]),
+        a2a: n.is_multiple_of(2).then(|| vec!["research".into()]),
         end_users: None,
         aws: n.is_multiple_of(2).then(|| AwsCredential::new(&[n; switchyard_governance::key::AWS_RANDOM_BYTES])),
         version: 0,
@@ -88,6 +89,7 @@ fn row(at_ms: i64, key: Option<&str>, group: Option<&str>, lane: &str, input: u6
                 bytes_out: 40,
                 error: None,
                 uri: Some("tickets+tickets://readme".into()),
+                task: Some("task-1".into()),
             }),
             passthrough: (output == 1)
                 .then(|| switchyard_store::RawCall { method: "GET".into(), path: "/v1/fine_tuning/jobs".into() }),

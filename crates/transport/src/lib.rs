@@ -6,10 +6,13 @@
 
 pub mod hooks;
 pub mod mock;
+pub mod mock_a2a;
 pub mod mock_mcp;
 pub mod mock_operation;
+pub mod mock_realtime;
 pub mod mock_rules;
 pub mod token;
+pub mod websocket;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -36,8 +36,8 @@ pub fn respond(
         Operation::Speech => speech(codec, body),
         Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
         Operation::CountTokens => count(codec, body),
-        Operation::Chat | Operation::Completion => {
-            error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat is the chat fake's").with_status(404))
+        Operation::Chat | Operation::Completion | Operation::Realtime => {
+            error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat and realtime are other fakes'").with_status(404))
         }
     }
 }

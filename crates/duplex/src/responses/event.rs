@@ -206,7 +206,7 @@ pub(crate) fn object_of(info: &ErrorInfo) -> Vec<u8> {
 }
 
 /// OpenAI's error type for a kind (codes that name their own class first).
-fn error_type(code: Option<&str>, kind: ErrorKind) -> &'static str {
+pub(crate) fn error_type(code: Option<&str>, kind: ErrorKind) -> &'static str {
     match (code, kind) {
         (Some("insufficient_quota"), _) | (_, ErrorKind::QuotaExceeded) => "insufficient_quota",
         (

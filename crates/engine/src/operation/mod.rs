@@ -145,7 +145,10 @@ pub(crate) fn of(operation: Operation) -> &'static dyn Spec {
     match operation {
         // A legacy completion is a chat in another shape: its codecs
         // (`Gateway::codec_for`) are all that differ.
-        Operation::Chat | Operation::Completion => &chat::Chat,
+        // A Realtime pool is never reached over HTTP (the route's operation
+        // differs: `lib.rs` refuses it); its sessions admit and settle each
+        // generation themselves (duplex::realtime).
+        Operation::Chat | Operation::Completion | Operation::Realtime => &chat::Chat,
         Operation::CountTokens => &count::Count,
         Operation::Embed => &embed::Embed,
         Operation::Rerank => &rerank::Rerank,

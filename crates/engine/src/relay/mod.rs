@@ -213,6 +213,12 @@ impl StreamRelay {
             if self.progress.done {
                 return None;
             }
+            // An operator killed the request's agent run: the stream ends
+            // now with the caller's terminal error (checked per frame; a
+            // request on no run reads one empty option).
+            if let Some(killed) = self.x.record.run().filter(|run| run.is_killed()).map(|run| run.killed_error()) {
+                return Some(self.end_with(killed));
+            }
             if !self.source.held.is_empty() {
                 let mut out = Out::default();
                 for data in std::mem::take(&mut self.source.held) {
@@ -497,9 +503,13 @@ impl StreamRelay {
 
     /// The caller's in-stream error, its lane already told.
     fn end_with_error(&mut self, message: String) -> Bytes {
+        self.end_with(ErrorInfo::new(ErrorKind::Internal, message).with_status(502))
+    }
+
+    /// The stream ends with `info` as the caller's protocol's terminal error.
+    fn end_with(&mut self, info: ErrorInfo) -> Bytes {
         self.progress.done = true;
         self.tally.failed = true;
-        let info = ErrorInfo::new(ErrorKind::Internal, message).with_status(502);
         let mut out = Vec::new();
         let call = &self.x.call;
         let codec = self.gateway.codec_for(call.operation, call.ingress);

@@ -48,10 +48,17 @@ impl Record {
         let total = self.started.elapsed();
         let bill = self.bill(&gateway);
         let side = self.side_bills(&gateway);
-        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
-            let (tokens, cost) = side.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
+        let spent = || {
+            side.iter().fold((bill.tokens.total(), bill.cost), |(tokens, cost), c| {
                 (tokens.saturating_add(c.tokens.total()), cost.saturating_add(c.cost))
-            });
+            })
+        };
+        if let (Some(governance), Some(run)) = (&gateway.governance, &self.run) {
+            let (tokens, cost) = spent();
+            governance.settle_run(run, cost, tokens);
+        }
+        if let (Some(governance), Some(reservation)) = (&gateway.governance, &self.reservation) {
+            let (tokens, cost) = spent();
             // A hit is given back to the rate limits, unless the operator
             // counts hits (`cache.count_hits`).
             if self.cache_saved.is_some() && side.is_empty() && !gateway.config.cache.count_hits {
@@ -331,7 +338,7 @@ impl Record {
             attempts: self.attempts(),
             notes,
             end_user: self.end_user.as_deref().map(str::to_owned),
-            ingress: Some(if self.tool.is_some() { "mcp" } else { self.ingress.as_str() }.to_owned()),
+            ingress: Some(if self.tool.is_some() { self.operation } else { self.ingress.as_str() }.to_owned()),
             stream: self.stream,
             charge: Some(charge),
         })

@@ -102,6 +102,8 @@ pub struct Record {
     retained: Option<Retained>,
     /// An MCP call's own row, when the record is one's.
     tool: Option<Box<ToolNote>>,
+    /// The agent run it was admitted on (`groups.<g>.runs`), settled with it.
+    run: Option<Box<switchyard_state::runs::RunTicket>>,
     /// A raw-route request's own row, when the record is one's.
     raw: Option<Box<RawNote>>,
     /// Set when the caller hung up before its answer was ready (a billed
@@ -241,6 +243,7 @@ impl Record {
             keeps: switchyard_config::Retention::None,
             retained: None,
             tool: None,
+            run: None,
             raw: None,
             caller_gone: None,
             batch_line: false,
@@ -313,6 +316,16 @@ impl Record {
         self.reservation = reservation;
         self.admitted = true;
         self.input_estimate = input_estimate;
+    }
+
+    /// The request was admitted on an agent run (settled with it).
+    pub fn on_run(&mut self, ticket: Option<Box<switchyard_state::runs::RunTicket>>) {
+        self.run = ticket;
+    }
+
+    /// The agent run it was admitted on, if any.
+    pub fn run(&self) -> Option<&switchyard_state::runs::RunTicket> {
+        self.run.as_deref()
     }
 
     /// The request body, kept for the request log when it includes text.

@@ -50,6 +50,24 @@ impl Record {
         record
     }
 
+    /// The record of an A2A agent's call by `caller` (operation `a2a`, its
+    /// row's lane `a2a:<agent>`), holding `hold` when it was admitted. It
+    /// settles as an MCP call does: a [`ToolNote`] says what it came to.
+    /// `stream`: the agent answered as an event stream.
+    pub fn begin_agent(
+        gateway: &Arc<Gateway>,
+        caller: Option<Caller>,
+        hold: Option<Hold>,
+        stream: bool,
+    ) -> Box<Record> {
+        let mut record = Record::begin_tool(gateway, caller, hold);
+        record.stream = stream;
+        let id = format!("a2a_{:032x}", fastrand::u128(..));
+        record.request_id = HeaderValue::try_from(id).unwrap_or(HeaderValue::from_static("a2a"));
+        record.operation = "a2a";
+        record
+    }
+
     /// The call's hold, once admitted after the record began.
     pub fn hold(&mut self, hold: Hold) {
         self.reservation = Some(hold);

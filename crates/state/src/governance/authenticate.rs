@@ -12,7 +12,7 @@ use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
 use switchyard_governance::KeyHash;
 use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
 
-use super::{now_ms, Caller, Governance, KeyIndex};
+use super::{now_ms, CachedKey, Caller, Governance, KeyIndex};
 
 /// Why governance turned a request away (a bounded label set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +37,13 @@ pub enum Refused {
     Concurrency,
     /// Suspended for abuse.
     Suspended,
+    /// The request's agent run is past a limit, looping or killed.
+    Run,
 }
 
 impl Refused {
     /// Every reason, in counter order.
-    pub const ALL: [Refused; 10] = [
+    pub const ALL: [Refused; 11] = [
         Refused::MissingKey,
         Refused::InvalidKey,
         Refused::ExpiredKey,
@@ -52,6 +54,7 @@ impl Refused {
         Refused::Quota,
         Refused::Concurrency,
         Refused::Suspended,
+        Refused::Run,
     ];
 
     /// The label.
@@ -67,6 +70,7 @@ impl Refused {
             Refused::Quota => "quota",
             Refused::Concurrency => "concurrency",
             Refused::Suspended => "suspended",
+            Refused::Run => "run",
         }
     }
 
@@ -248,7 +252,7 @@ impl Governance {
         self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message))
     }
 
-    pub(super) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
+    pub(crate) fn refuse(&self, why: Refused, info: ErrorInfo) -> ErrorInfo {
         self.stats.refused[why.index()].fetch_add(1, Ordering::Relaxed);
         info
     }
@@ -310,8 +314,24 @@ impl Governance {
                 }
             }
         };
+        self.active(key).map(Some)
+    }
+
+    /// The caller of the key with id `id` (a Realtime client secret's, at
+    /// its socket's handshake), refused as its own credential would be:
+    /// unknown, expired, revoked or suspended since.
+    pub fn caller_by_key_id(&self, id: &str) -> Result<Caller, ErrorInfo> {
+        let key = self.keys.load().by_id.get(id).cloned().ok_or_else(|| {
+            let info = ErrorInfo::new(ErrorKind::Authentication, "the key this client secret was minted for is gone");
+            self.refuse(Refused::InvalidKey, info)
+        })?;
+        self.active(key)
+    }
+
+    /// `key`'s caller when the key may call now.
+    fn active(&self, key: Arc<CachedKey>) -> Result<Caller, ErrorInfo> {
         match key.record.state((now_ms() / 1000) as i64) {
-            KeyState::Active => Ok(Some(Caller::of_key(key))),
+            KeyState::Active => Ok(Caller::of_key(key)),
             KeyState::Expired => Err(self.refuse(
                 Refused::ExpiredKey,
                 ErrorInfo::new(ErrorKind::Authentication, format!("API key {} has expired", key.record.prefix)),

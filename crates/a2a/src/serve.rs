@@ -1,0 +1,159 @@
+//! The HTTP side of `/a2a/{agent}`: who calls (the caller's key, as every
+//! route reads it), which agent, and the answers that are not the agent's.
+//! `GET /a2a/{agent}/.well-known/agent-card.json` serves the agent's card
+//! rewritten to point here (to a key granted the agent); `POST
+//! /a2a/{agent}` takes one JSON-RPC request and hands it to `call`. An
+//! error is a JSON-RPC error answered with 200, as A2A servers answer
+//! theirs (the SDKs read a non-2xx as a transport failure), but for a
+//! caller with no valid key (401) and an agent the config does not name
+//! (404).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode};
+use serde_json::{Map, Value};
+use switchyard_a2a_wire::{card, rpc};
+use switchyard_config::agents::Agent;
+use switchyard_ir::Protocol;
+use switchyard_state::governance::Caller;
+use switchyard_state::Gateway;
+
+use crate::hub::hub_of;
+
+/// The largest request a caller may POST.
+const MAX_REQUEST_BYTES: usize = 4 << 20;
+
+/// `body` as JSON with `status`.
+pub(crate) fn json_answer(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// The configured agent `name`, or the 404 saying there is none.
+fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Response> {
+    let Some(agents) = &gateway.config.agents else {
+        return Err(json_answer(
+            StatusCode::NOT_FOUND,
+            &rpc::error(
+                &Value::Null,
+                rpc::METHOD_NOT_FOUND,
+                "this gateway fronts no agents (add `agents:` to its config)",
+            ),
+        ));
+    };
+    agents.get(name).cloned().ok_or_else(|| {
+        json_answer(
+            StatusCode::NOT_FOUND,
+            &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")),
+        )
+    })
+}
+
+/// The caller, or the 401 refusing it.
+fn authenticate(gateway: &Gateway, parts: &http::request::Parts) -> Result<Option<Caller>, Response> {
+    let client = parts.extensions.get::<switchyard_state::ClientName>();
+    switchyard_engine::authenticate::caller_of(
+        gateway,
+        Protocol::OpenAi,
+        parts.method.as_str(),
+        &parts.uri,
+        &parts.headers,
+        client,
+        &[],
+    )
+    .map_err(|info| {
+        let status = StatusCode::from_u16(info.status).unwrap_or(StatusCode::UNAUTHORIZED);
+        let mut metadata = Map::new();
+        metadata.insert("status".into(), Value::from(info.status));
+        json_answer(status, &rpc::refusal(&Value::Null, rpc::FORBIDDEN, &info.message, "UNAUTHENTICATED", metadata))
+    })
+}
+
+/// The refusal of a key not granted `agent`.
+pub(crate) fn not_granted(id: &Value, caller: &Caller, agent: &str) -> Value {
+    let mut metadata = Map::new();
+    metadata.insert("agent".into(), Value::String(agent.to_owned()));
+    let message = format!("API key {} may not call agent `{agent}`", caller.key.record.prefix);
+    rpc::refusal(id, rpc::FORBIDDEN, &message, "PERMISSION_DENIED", metadata)
+}
+
+/// Where callers reach `agent` here: the gateway's scheme, the host they
+/// asked for (a host name, an address and a port only), and the path.
+fn endpoint(gateway: &Gateway, parts: &http::request::Parts, agent: &str) -> Option<String> {
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.authority().map(|a| a.as_str()))?;
+    let plain = !host.is_empty()
+        && host.len() <= 255
+        && host.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']'));
+    let scheme = if gateway.config.server.tls.is_some() { "https" } else { "http" };
+    plain.then(|| format!("{scheme}://{host}/a2a/{agent}"))
+}
+
+/// `GET /a2a/{agent}/.well-known/agent-card.json`.
+pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let agent = match agent_of(&gateway, &name) {
+        Ok(agent) => agent,
+        Err(refused) => return refused,
+    };
+    let caller = match authenticate(&gateway, &parts) {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    if caller.as_ref().is_some_and(|c| !c.key.record.may_call_agent(&agent.name)) {
+        // Not granted: as though there were no such agent.
+        return json_answer(
+            StatusCode::NOT_FOUND,
+            &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")),
+        );
+    }
+    let Some(endpoint) = endpoint(&gateway, &parts, &agent.name) else {
+        return json_answer(StatusCode::BAD_REQUEST, &rpc::error(&Value::Null, rpc::INVALID_REQUEST, "no plain Host"));
+    };
+    let Some(hub) = hub_of(&gateway) else {
+        return json_answer(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, "no hub"),
+        );
+    };
+    match hub.card(&agent).await.map(|read| card::rewrite(&read, &endpoint)) {
+        Ok(Some(card)) => json_answer(StatusCode::OK, &card),
+        Ok(None) => json_answer(
+            StatusCode::BAD_GATEWAY,
+            &rpc::error(&Value::Null, rpc::INVALID_AGENT_RESPONSE, "the agent's card is not an object"),
+        ),
+        Err(message) => json_answer(StatusCode::BAD_GATEWAY, &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, &message)),
+    }
+}
+
+/// `POST /a2a/{agent}`: one request.
+pub async fn post(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let agent = match agent_of(&gateway, &name) {
+        Ok(agent) => agent,
+        Err(refused) => return refused,
+    };
+    let caller = match authenticate(&gateway, &parts) {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
+    let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
+        return json_answer(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &rpc::error(&Value::Null, rpc::INVALID_REQUEST, "the request is larger than 4 MiB"),
+        );
+    };
+    let request = match rpc::parse(&body) {
+        Ok(request) => request,
+        Err(unreadable) => {
+            return json_answer(StatusCode::OK, &rpc::error(&Value::Null, unreadable.code, unreadable.message))
+        }
+    };
+    crate::call::call(gateway, caller, agent, request, parts.headers, body.len()).await
+}

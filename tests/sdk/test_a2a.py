@@ -1,0 +1,168 @@
+"""The A2A gateway through the official a2a-sdk (1.x) client, in front of
+an agent written with the same SDK's server (a2a_agent.py): the client
+reads the agent's card from the gateway (rewritten to point at it), then
+sends, streams, reads and cancels tasks there. A key without the agent's
+grant, and a key whose budget an earlier task spent, are refused with
+A2A's JSON-RPC error shape (the SDK raises its own error), and another
+key cannot read a task it did not create."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, ClientFactory, create_client
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotFoundError
+
+from conftest import admin_api, free_port, serving
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def agent():
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(HERE / "a2a_agent.py"), str(port)])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/.well-known/agent-card.json", timeout=1).read()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the agent did not start")
+            time.sleep(0.1)
+    yield port
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def gateway(agent, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("a2a")
+    extra = (
+        "auth: { mode: keys }\n"
+        f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
+        f'agents:\n  research: {{ url: "http://127.0.0.1:{agent}/", timeout: 20s }}\n'
+    )
+    with serving(workdir, extra) as addresses:
+        yield addresses
+
+
+def key(admin: str, spec: dict) -> str:
+    return admin_api(admin, "POST", "/api/v1/admin/keys", spec)["key"]
+
+
+async def client_for(addr: str, bearer: str, streaming: bool):
+    """A client as the SDK makes one from the agent's URL: the card read
+    from the gateway, the transport chosen from it."""
+    http = httpx.AsyncClient(headers={"authorization": f"Bearer {bearer}", "x-switchyard-run": "run-sdk"}, timeout=30)
+    client = await create_client(
+        f"http://{addr}/a2a/research", client_config=ClientConfig(httpx_client=http, streaming=streaming)
+    )
+    return client, http
+
+
+async def card_of(addr: str, bearer: str):
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {bearer}"}, timeout=30) as http:
+        return await A2ACardResolver(http, f"http://{addr}/a2a/research").get_agent_card()
+
+
+def message(text: str) -> SendMessageRequest:
+    return SendMessageRequest(
+        message=Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    )
+
+
+async def collect(client, request: SendMessageRequest) -> list:
+    return [event async for event in client.send_message(request)]
+
+
+def test_the_sdk_sends_streams_reads_and_cancels_through_the_gateway(gateway):
+    addr, admin = gateway
+    alice = key(admin, {"name": "alice", "a2a": ["research"]})
+    bob = key(admin, {"name": "bob", "a2a": ["research"]})
+
+    async def scenario():
+        card = await card_of(addr, alice)
+        assert [i.url for i in card.supported_interfaces] == [f"http://{addr}/a2a/research"]
+        assert list(card.security_schemes) == ["switchyard"]
+        client, http = await client_for(addr, alice, streaming=False)
+        # Sent: a completed task with its artifact, the run identity carried.
+        [sent] = await collect(client, message("hello"))
+        task = sent.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, task
+        assert task.artifacts[0].parts[0].text == "echo: hello"
+        # Read back by its owner.
+        read = await client.get_task(GetTaskRequest(id=task.id))
+        assert read.id == task.id and read.status.state == TaskState.TASK_STATE_COMPLETED
+        # Streamed: the task, its updates, its artifact, as they come.
+        streaming, http2 = await client_for(addr, alice, streaming=True)
+        events = await collect(streaming, message("stream me"))
+        kinds = [e.WhichOneof("payload") for e in events]
+        assert "artifact_update" in kinds and kinds[-1] == "status_update", kinds
+        last = events[-1].status_update
+        assert last.status.state == TaskState.TASK_STATE_COMPLETED
+        # The caller's run id reaches the agent (a new task has no id to
+        # carry yet: the agent names it).
+        assert last.metadata["run"] == "run-sdk" and last.metadata["a2a_task"] == "", last.metadata
+        # A slow task, cancelled while it works.
+        polling, http3 = await client_for(addr, alice, streaming=False)
+        slow = message("slow")
+        slow.configuration.return_immediately = True
+        [started] = await collect(polling, slow)
+        cancelled = await polling.cancel_task(CancelTaskRequest(id=started.task.id))
+        assert cancelled.status.state == TaskState.TASK_STATE_CANCELED, cancelled
+        # Another key finds none of alice's tasks.
+        other, http4 = await client_for(addr, bob, streaming=False)
+        with pytest.raises(TaskNotFoundError):
+            await other.get_task(GetTaskRequest(id=task.id))
+        with pytest.raises(TaskNotFoundError):
+            await other.cancel_task(CancelTaskRequest(id=started.task.id))
+        for h in (http, http2, http3, http4):
+            await h.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_missing_grant_and_a_spent_budget_are_refused_in_the_agents_error_shape(gateway):
+    addr, admin = gateway
+    granted = key(admin, {"name": "card-reader", "a2a": ["research"]})
+    bare = key(admin, {"name": "bare"})
+    spender = key(admin, {"name": "spender", "a2a": ["research"], "budget": {"usd": 0.01, "window": "1d"}})
+
+    async def scenario():
+        # The card is read with a granted key; the bare key is then refused
+        # by the gateway in JSON-RPC's shape.
+        card = await card_of(addr, granted)
+        bare_http = httpx.AsyncClient(headers={"authorization": f"Bearer {bare}"}, timeout=30)
+        refused = ClientFactory(ClientConfig(httpx_client=bare_http, streaming=False)).create(card)
+        with pytest.raises(A2AClientError, match=r"-32040.*may not call agent `research`"):
+            await collect(refused, message("hi"))
+        await bare_http.aclose()
+
+        spending, http = await client_for(addr, spender, streaming=True)
+        await collect(spending, message("charge 0.05"))
+        with pytest.raises(A2AClientError, match=r"-32029.*budget"):
+            for _ in range(50):
+                await collect(spending, message("more"))
+                await asyncio.sleep(0.05)
+        await http.aclose()
+
+    asyncio.run(scenario())
