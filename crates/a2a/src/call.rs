@@ -114,6 +114,8 @@ struct Audit {
     /// The agent answered as an event stream.
     streamed: bool,
     hold: Option<Hold>,
+    /// Its admission on the caller's agent run, settled with its row.
+    run: Option<Box<switchyard_state::runs::RunTicket>>,
     decisions: Vec<String>,
 }
 
@@ -243,6 +245,14 @@ impl Call<'_> {
                 }
             }
         }
+        if method.sends() {
+            self.admit_run(headers, &params).map_err(|(status, code, message)| {
+                let mut metadata = Map::new();
+                metadata.insert("agent".into(), Value::String(self.agent.name.to_string()));
+                let reason = if status == 429 { "QUOTA_EXCEEDED" } else { "INVALID_ARGUMENT" };
+                Failure { status, answer: rpc::refusal(&id, code, &message, reason, metadata) }
+            })?;
+        }
         if let Some(screen) = self.screen() {
             if let Some(message) = params.get_mut("message") {
                 if let Err(blocked) = screened(&screen, message, Direction::Request, &mut self.audit.decisions) {
@@ -261,6 +271,44 @@ impl Call<'_> {
             }
         }
         Ok(Prepared { method, id: id.clone(), body: rpc::request(&id, &name, params), passed, handoff })
+    }
+
+    /// Admits a message on the caller's agent run, when its groups track
+    /// runs and its headers name one (by the runs' stated order): it counts
+    /// as one of the run's tool calls, fingerprinted by the agent and the
+    /// message's parts for the loop breaker. A stopped run refuses it and
+    /// the key's hold is given back. The agent's own calls through the
+    /// gateway, under its own key, count on the run its task names.
+    fn admit_run(&mut self, headers: &HeaderMap, params: &Map<String, Value>) -> Result<(), (u16, i64, String)> {
+        let (Some(specs), Some(governance), Some(caller)) = (&self.gateway.runs, &self.gateway.governance, self.caller)
+        else {
+            return Ok(());
+        };
+        let Some(spec) = specs.for_caller(governance, caller) else { return Ok(()) };
+        let id = match switchyard_state::runs::run_id(headers) {
+            Ok(Some(id)) => id,
+            Ok(None) => return Ok(()),
+            Err(bad) => return Err((400, rpc::INVALID_PARAMS, bad.info().message)),
+        };
+        let print = spec.loop_repeats.map(|_| {
+            let parts = params.get("message").and_then(|m| m.get("parts"));
+            let parts = parts.map(|p| serde_json::to_vec(p).unwrap_or_default()).unwrap_or_default();
+            switchyard_governance::run::fingerprint([self.agent.name.as_bytes(), parts.as_slice()])
+        });
+        let price = self.agent.price_nano.unwrap_or(0);
+        let kind = switchyard_governance::run::CallKind::Tool;
+        match governance.admit_run(caller, spec, id, kind, print, price) {
+            Ok(ticket) => {
+                self.audit.run = Some(Box::new(ticket));
+                Ok(())
+            }
+            Err(denied) => {
+                if let Some(hold) = self.audit.hold.take() {
+                    governance.settle(&hold, 0, 0);
+                }
+                Err((denied.info.status, rpc::LIMITED, denied.info.message))
+            }
+        }
     }
 
     /// The screen of the agent's `policies`, compiled once per list.
@@ -498,6 +546,7 @@ impl Call<'_> {
             status = audit.status, ms = self.started.elapsed().as_millis() as u64, cost_nano = cost, "a2a"
         );
         let mut record = Record::begin_agent(self.gateway, self.caller.cloned(), audit.hold, audit.streamed);
+        record.on_run(audit.run);
         record.tool_called(ToolNote {
             route: self.agent.name.to_string(),
             lane: Arc::from(crate::lane_name(&self.agent.name)),

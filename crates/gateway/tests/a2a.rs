@@ -412,3 +412,41 @@ async fn in_a_fleet_a_task_made_on_one_instance_is_its_keys_on_the_other() {
     let unknown = call(two, "GetTask", json!({"id": format!("task-{id}-never")})).await;
     assert_eq!(unknown["error"]["code"], TASK_NOT_FOUND, "{unknown}");
 }
+
+/// An A2A message counts as a tool call of the caller's agent run (its
+/// `x-switchyard-run`, by the runs' header order): past the run's cap the
+/// next is refused in A2A's shape naming the run and the limit, while
+/// another run of the same key and a call naming no run go on.
+#[tokio::test]
+async fn a_message_counts_on_its_callers_run() {
+    let upstream = mock_upstream().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\n\
+         groups:\n  crew: {{ runs: {{ tool_calls: 2 }} }}\n\
+         agents:\n  research: {{ url: \"http://{upstream}/a2a\" }}\n"
+    );
+    let addr = governed(&yaml).await.0;
+    let agent = key(addr, json!({"name": "planner", "group": "crew", "a2a": ["research"]})).await;
+    let run = [("x-switchyard-run", "plan-1")];
+    for (n, text) in ["first", "second"].iter().enumerate() {
+        let (status, answer) = rpc(addr, &agent, "SendMessage", message(&format!("m{n}"), text), &run).await;
+        assert_eq!((status, answer.get("error")), (200, None), "{answer}");
+    }
+    let (_, refused) = rpc(addr, &agent, "SendMessage", message("m3", "third"), &run).await;
+    assert_eq!(refused["error"]["code"], LIMITED, "{refused}");
+    assert_eq!(refused["error"]["data"][0]["reason"], "QUOTA_EXCEEDED", "{refused}");
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("run `plan-1`") && said.contains("`tool_calls` limit"), "{said}");
+
+    let other = [("x-switchyard-run", "plan-2")];
+    let (_, fresh) = rpc(addr, &agent, "SendMessage", message("m4", "fourth"), &other).await;
+    assert!(fresh.get("error").is_none(), "another run of the same key is its own: {fresh}");
+    let (_, untracked) = rpc(addr, &agent, "SendMessage", message("m5", "fifth"), &[]).await;
+    assert!(untracked.get("error").is_none(), "a call naming no run is not a run's: {untracked}");
+
+    let listed = admin_call(addr, "GET", "/api/v1/admin/runs", Some(ADMIN_TOKEN), None).await;
+    let runs: Value = serde_json::from_slice(&listed.body).unwrap();
+    let runs = runs["runs"].as_array().or(runs.as_array()).cloned().unwrap_or_default();
+    let plan = runs.iter().find(|r| r["id"] == "plan-1").unwrap_or_else(|| panic!("{runs:?}"));
+    assert_eq!((plan["tool_calls"].as_u64(), plan["state"].as_str()), (Some(2), Some("limited(tool_calls)")), "{plan}");
+}

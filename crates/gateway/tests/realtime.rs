@@ -373,7 +373,7 @@ async fn upstream(seen: Arc<Mutex<Seen>>, mode: Mode) -> SocketAddr {
 async fn the_lanes_own_upstream_gets_its_credential_and_a_lying_usage_is_bounded() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let up = upstream(seen.clone(), Mode::Finish).await;
-    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), "")).await;
     let secret = key(addr, json!({"name": "k"})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
     next_of(&mut ws, "session.created").await;
@@ -398,7 +398,7 @@ async fn the_lanes_own_upstream_gets_its_credential_and_a_lying_usage_is_bounded
 async fn a_close_mid_generation_settles_it_once_at_what_was_delivered() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let up = upstream(seen, Mode::Stall).await;
-    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), "")).await;
     let secret = key(addr, json!({"name": "k"})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
     next_of(&mut ws, "session.created").await;
@@ -474,7 +474,7 @@ async fn guardrails_screen_what_the_caller_sends_and_what_the_model_writes_and_t
 async fn a_generation_the_upstream_refuses_costs_nothing_and_gives_its_hold_back() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let up = upstream(seen, Mode::Refuse).await;
-    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), "")).await;
     // One generation at a time: a hold not given back would refuse the next.
     let secret = key(addr, json!({"name": "one", "limits": {"concurrent": 1}})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
@@ -498,7 +498,7 @@ async fn a_generation_the_upstream_refuses_costs_nothing_and_gives_its_hold_back
 async fn a_response_the_upstream_starts_itself_is_admitted_and_cancelled_when_refused() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let up = upstream(seen.clone(), Mode::Spontaneous).await;
-    let (addr, _) = governed(&config(&format!("http://{up}/v1"), "")).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), "")).await;
     // A budget no hold fits: server VAD's response is refused when it starts.
     let secret = key(addr, json!({"name": "broke", "budget": {"usd": 0.000001, "window": "1d"}})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
@@ -531,7 +531,7 @@ async fn a_response_the_upstream_starts_itself_is_admitted_and_cancelled_when_re
 async fn at_shutdown_an_open_generation_has_the_drain_to_finish_then_is_settled_once_and_the_socket_closes_1001() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let up = upstream(seen, Mode::Stall).await;
-    let (addr, gateway) = governed(&config(&format!("http://{up}/v1"), "duplex: { drain: 300ms }\n")).await;
+    let (addr, gateway) = governed(&config(&format!("http://{up}"), "duplex: { drain: 300ms }\n")).await;
     let secret = key(addr, json!({"name": "k"})).await;
     let mut ws = open(addr, "/v1/realtime?model=rt", &[("authorization", &format!("Bearer {secret}"))]).await.unwrap();
     next_of(&mut ws, "session.created").await;

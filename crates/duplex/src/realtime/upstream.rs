@@ -1,6 +1,7 @@
-//! A Realtime session's upstream: the lane's own socket (`wss://` to the
-//! OpenAI protocol's `{base_url}/realtime?model={wire model}`, the shape
-//! Azure's `/openai/v1` base takes too), dialled with the lane's
+//! A Realtime session's upstream: the lane's own socket (`wss://` to
+//! `{base_url}/v1/realtime?model={wire model}`, the same base as the
+//! provider's chat lanes: `https://api.openai.com`, or Azure's
+//! `https://<resource>.openai.azure.com/openai`), dialled with the lane's
 //! credential and headers, never the caller's; or, for a `mock://` lane,
 //! the in-process fake. Either way: text messages in and out, in order.
 
@@ -48,7 +49,7 @@ impl Upstream {
             Endpoint::Http(base) => base,
         };
         let model = switchyard_codec::path_segment(&lane.wire_model);
-        let http_url = format!("{base}/realtime?model={model}");
+        let http_url = format!("{base}/v1/realtime?model={model}");
         let url = match http_url.split_once("://") {
             Some(("https", rest)) => format!("wss://{rest}"),
             Some(("http", rest)) => format!("ws://{rest}"),
