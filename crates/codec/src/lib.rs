@@ -20,6 +20,7 @@ pub mod frame;
 pub mod function;
 pub mod hide;
 pub mod image;
+pub mod ingress;
 pub mod json;
 pub mod lineage;
 pub mod logprobs;
@@ -327,6 +328,9 @@ pub trait Codec: Send + Sync {
         out
     }
 
+    /// The paths this protocol's callers post to, as data the HTTP surface
+    /// builds its routes from (see [`ingress`]).
+    fn ingress(&self) -> &'static ingress::Ingress;
     /// Whether the upstream path names the model (Gemini, Bedrock) rather
     /// than the body: the vendor fake reads it from there too.
     fn model_in_path(&self) -> bool;

@@ -20,6 +20,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
+use switchyard_codec::ingress::{Asks, FramingFrom, Model, Route, Stream};
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation, Protocol};
 
@@ -43,7 +44,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/v1beta/models/{*target}", get(models::get_gemini));
     Protocol::ALL
         .into_iter()
-        .fold(base, ingress_routes)
+        .fold(base, |router, protocol| ingress_routes(router, gateway.codecs, protocol))
         .merge(switchyard_kept::routes())
         .merge(switchyard_mcp::routes())
         .merge(switchyard_a2a::routes())
@@ -54,86 +55,29 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .with_state(gateway)
 }
 
-/// A protocol's ingress routes: the contract's paths, and where each finds
-/// the model and the stream flag. A new protocol fails to compile here, in
-/// [`owns`] and in [`mock_routes`] until it says what its routes are.
-fn ingress_routes(router: Router<Arc<Gateway>>, protocol: Protocol) -> Router<Arc<Gateway>> {
-    let by_body = move |operation: Operation| {
-        move |State(gateway): State<Arc<Gateway>>, request: Request| {
-            handle(gateway, Ingress::body(protocol, operation), request)
-        }
-    };
-    match protocol {
-        Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
-            router
-                .route("/v1/chat/completions", post(by_body(Operation::Chat)))
-                // OpenAI's legacy completions: asked of chat lanes.
-                .route("/v1/completions", post(by_body(Operation::Completion)))
-                .route("/v1/embeddings", post(by_body(Operation::Embed))),
-            |router, &(route, operation, form)| {
-                let handler = move |State(gateway): State<Arc<Gateway>>, request: Request| {
-                    handle(gateway, Ingress::openai(operation, route, form), request)
-                };
-                router.route(route, post(handler))
-            },
-        ),
-        Protocol::Responses => router.route("/v1/responses", post(by_body(Operation::Chat))),
-        Protocol::Anthropic => router
-            .route("/v1/messages", post(by_body(Operation::Chat)))
-            .route("/v1/messages/count_tokens", post(anthropic_count))
-            .route("/{name}/v1/messages", post(anthropic_named))
-            .route("/{name}/v1/messages/count_tokens", post(anthropic_named_count))
-            .route("/{provider}/{model}/v1/messages", post(anthropic_direct)),
-        // Vertex AI's express mode (an API key, no project) names models
-        // under `publishers/google/`: google-genai's `generate_images` goes
-        // only there.
-        Protocol::Gemini => router
-            .route("/v1/models/{*target}", post(gemini))
-            .route("/v1beta/models/{*target}", post(gemini))
-            .route("/v1/publishers/google/models/{*target}", post(gemini))
-            .route("/v1beta1/publishers/google/models/{*target}", post(gemini)),
-        Protocol::Cohere => router
-            .route("/v2/chat", post(by_body(Operation::Chat)))
-            .route("/v2/embed", post(by_body(Operation::Embed)))
-            .route("/v2/rerank", post(by_body(Operation::Rerank)))
-            .route("/v1/rerank", post(by_body(Operation::Rerank))),
-        Protocol::Bedrock => router
-            .route("/model/{model}/converse", post(bedrock))
-            .route("/model/{model}/converse-stream", post(bedrock_stream))
-            .route("/model/{model}/invoke", post(bedrock_invoke))
-            .route("/model/{model}/count-tokens", post(bedrock_count)),
-    }
-}
-
-/// OpenAI's own operations: each route, what it asks for, and whether its
-/// body is a multipart form. The lane is asked at the same path.
-const OPENAI_ROUTES: [(&str, Operation, bool); 5] = [
-    ("/v1/moderations", Operation::Moderation, false),
-    ("/v1/images/generations", Operation::Image, false),
-    ("/v1/audio/speech", Operation::Speech, false),
-    ("/v1/audio/transcriptions", Operation::Transcription, true),
-    ("/v1/audio/translations", Operation::Transcription, true),
-];
-
-/// Whether a data-plane path is one of `protocol`'s ingress routes (an
-/// error the listener or router writes itself is then in that protocol).
-fn owns(protocol: Protocol, path: &str) -> bool {
-    match protocol {
-        Protocol::OpenAi => {
-            matches!(path, "/v1/chat/completions" | "/v1/completions" | "/v1/embeddings")
-                || OPENAI_ROUTES.iter().any(|r| r.0 == path)
-        }
-        Protocol::Responses => path == "/v1/responses",
-        Protocol::Anthropic => path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
-        Protocol::Gemini => {
-            path.starts_with("/v1/models/")
-                || path.starts_with("/v1beta/models/")
-                || path.starts_with("/v1/publishers/google/models/")
-                || path.starts_with("/v1beta1/publishers/google/models/")
-        }
-        Protocol::Cohere => matches!(path, "/v2/chat" | "/v2/embed" | "/v2/rerank" | "/v1/rerank"),
-        Protocol::Bedrock => path.starts_with("/model/"),
-    }
+/// A protocol's ingress routes, built from its table in the registry. A
+/// route whose body names the model reads nothing of the path or query.
+fn ingress_routes(router: Router<Arc<Gateway>>, codecs: crate::CodecFor, protocol: Protocol) -> Router<Arc<Gateway>> {
+    let callers = codecs(protocol).ingress().routes.iter().filter(|route| route.serves.callers());
+    callers.fold(router, |router, &route| {
+        let handler = match (route.model, route.framing) {
+            (Model::Body, FramingFrom::Fixed(_)) => {
+                post(move |State(gateway): State<Arc<Gateway>>, request: Request| {
+                    let entry = Entry { protocol, route, params: Vec::new(), query: None };
+                    handle(gateway, entry, request)
+                })
+            }
+            _ => post(
+                move |State(gateway): State<Arc<Gateway>>,
+                      Path(params): Path<Vec<String>>,
+                      RawQuery(query): RawQuery,
+                      request: Request| {
+                    handle(gateway, Entry { protocol, route, params, query }, request)
+                },
+            ),
+        };
+        router.route(route.path, handler)
+    })
 }
 
 /// The admin-plane router (its own loopback listener): the lane-state view
@@ -173,7 +117,7 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
         .collect();
     let refuse: Refuse = Arc::new(move |parts: &http::request::Parts, refusal: Refusal| {
         let path = parts.uri.path();
-        let protocol = crate::passthrough::protocol_of(&raw_routes, path).or_else(|| protocol_of(path));
+        let protocol = crate::passthrough::protocol_of(&raw_routes, path).or_else(|| protocol_of(codecs, path));
         let Some(protocol) = protocol else {
             return listener::plain_refusal(refusal);
         };
@@ -191,8 +135,8 @@ pub fn data_settings(gateway: &Arc<Gateway>, stats: Arc<ListenerStats>) -> Setti
 }
 
 /// The caller's protocol, from a data-plane path.
-fn protocol_of(path: &str) -> Option<Protocol> {
-    Protocol::ALL.into_iter().find(|&protocol| owns(protocol, path))
+fn protocol_of(codecs: crate::CodecFor, path: &str) -> Option<Protocol> {
+    Protocol::ALL.into_iter().find(|&protocol| (codecs(protocol).ingress().owns)(path))
 }
 
 async fn healthz() -> &'static str {
@@ -229,7 +173,7 @@ async fn not_found(uri: axum::http::Uri) -> Response {
 /// protocol (an SDK reads it as its usual error), plain JSON elsewhere.
 async fn method_not_allowed(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
     let path = request.uri().path();
-    let (allow, mut response) = match protocol_of(path) {
+    let (allow, mut response) = match protocol_of(gateway.codecs, path) {
         Some(protocol) => {
             let info =
                 ErrorInfo::new(ErrorKind::InvalidRequest, format!("{path} takes POST, not {}", request.method()))
@@ -258,11 +202,20 @@ enum Named {
     Direct { provider: String, model: String },
 }
 
+/// A request at one of a protocol's routes, before its path is read.
+struct Entry {
+    protocol: Protocol,
+    route: Route,
+    /// The route's path parameters, in order (none for a body-named route).
+    params: Vec<String>,
+    query: Option<String>,
+}
+
 /// What an ingress knows before reading the body.
 struct Ingress {
     protocol: Protocol,
-    /// What the route asks for; `None`: the body says (Bedrock `InvokeModel`).
-    operation: Option<Operation>,
+    /// What the route asks for (or how the body says it).
+    asks: Asks,
     /// The body is a multipart form (audio), not JSON.
     form: bool,
     /// The route, when the lane is asked at the same path.
@@ -273,183 +226,42 @@ struct Ingress {
     framing: Framing,
 }
 
-impl Ingress {
-    /// A protocol whose body names the model.
-    fn body(protocol: Protocol, operation: Operation) -> Ingress {
-        Ingress {
+impl Entry {
+    /// Reads the route's path and query: the name, and what an action asks
+    /// (an unknown action is refused before anything else is read).
+    fn ingress(self) -> Result<Ingress, ErrorInfo> {
+        let Entry { protocol, route, mut params, query } = self;
+        let mut asks = route.asks;
+        let mut stream = match route.stream {
+            Stream::Body | Stream::Action => None,
+            Stream::Endpoint(stream) => Some(stream),
+        };
+        let mut last = || params.pop().unwrap_or_default();
+        let named = match route.model {
+            Model::Body => Named::Body,
+            Model::Path => Named::Path(last()),
+            Model::Direct => {
+                let model = last();
+                Named::Direct { provider: last(), model }
+            }
+            Model::Action(split) => {
+                let target = last();
+                let (model, action) = split(&target)?;
+                asks = Asks::Op(action.operation);
+                stream = Some(action.stream);
+                Named::Path(model.to_owned())
+            }
+        };
+        Ok(Ingress {
             protocol,
-            operation: Some(operation),
-            form: false,
-            route: None,
-            named: Named::Body,
-            stream: None,
-            framing: Framing::Sse,
-        }
+            asks,
+            form: route.form,
+            route: route.same_path.then_some(route.path),
+            named,
+            stream,
+            framing: route.framing.framing(query.as_deref()),
+        })
     }
-
-    /// A route whose path names the model, answering whole.
-    fn path(protocol: Protocol, operation: Option<Operation>, model: String, framing: Framing) -> Ingress {
-        let named = Named::Path(model);
-        Ingress { protocol, operation, form: false, route: None, named, stream: Some(false), framing }
-    }
-
-    /// A token-count route (of a chat request; answered whole).
-    fn count(protocol: Protocol, named: Named) -> Ingress {
-        let operation = Some(Operation::CountTokens);
-        let framing = Framing::Sse;
-        Ingress { protocol, operation, form: false, route: None, named, stream: Some(false), framing }
-    }
-
-    /// One of OpenAI's own routes, sent to the same path upstream.
-    fn openai(operation: Operation, route: &'static str, form: bool) -> Ingress {
-        Ingress { form, route: Some(route), stream: Some(false), ..Ingress::body(Protocol::OpenAi, operation) }
-    }
-}
-
-async fn anthropic_count(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
-    handle(gateway, Ingress::count(Protocol::Anthropic, Named::Body), request).await
-}
-
-/// `base_url = http://host/{pool}`: the pool in the path, the body's `model` ignored.
-async fn anthropic_named_count(
-    State(gateway): State<Arc<Gateway>>,
-    Path(name): Path<String>,
-    request: Request,
-) -> Response {
-    handle(gateway, Ingress::count(Protocol::Anthropic, Named::Path(name)), request).await
-}
-
-async fn bedrock_count(State(gateway): State<Arc<Gateway>>, Path(model): Path<String>, request: Request) -> Response {
-    handle(gateway, Ingress::count(Protocol::Bedrock, Named::Path(model)), request).await
-}
-
-async fn anthropic_named(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Anthropic,
-        operation: Some(Operation::Chat),
-        form: false,
-        route: None,
-        named: Named::Path(name),
-        stream: None,
-        framing: Framing::Sse,
-    };
-    handle(gateway, ingress, request).await
-}
-
-async fn anthropic_direct(
-    State(gateway): State<Arc<Gateway>>,
-    Path((provider, model)): Path<(String, String)>,
-    request: Request,
-) -> Response {
-    let ingress = Ingress {
-        protocol: Protocol::Anthropic,
-        operation: Some(Operation::Chat),
-        form: false,
-        route: None,
-        named: Named::Direct { provider, model },
-        stream: None,
-        framing: Framing::Sse,
-    };
-    handle(gateway, ingress, request).await
-}
-
-async fn gemini(
-    State(gateway): State<Arc<Gateway>>,
-    Path(target): Path<String>,
-    RawQuery(query): RawQuery,
-    request: Request,
-) -> Response {
-    // axum cannot split on `:` inside a segment: the model and the action
-    // share the last segment, split at its last colon.
-    let Some((model, action)) = target.rsplit_once(':') else {
-        return reject(
-            &gateway,
-            Protocol::Gemini,
-            Record::begin(&gateway, Protocol::Gemini, request_id(request.headers()), request.headers()),
-            ErrorInfo::new(
-                ErrorKind::NotFound,
-                format!("`{target}` names no action; use MODEL:generateContent or MODEL:streamGenerateContent"),
-            ),
-        );
-    };
-    if action == "countTokens" {
-        return handle(gateway, Ingress::count(Protocol::Gemini, Named::Path(model.to_owned())), request).await;
-    }
-    let (operation, stream) = match action {
-        "generateContent" => (Operation::Chat, false),
-        "streamGenerateContent" => (Operation::Chat, true),
-        "embedContent" | "batchEmbedContents" => (Operation::Embed, false),
-        // Imagen's image generation.
-        "predict" => (Operation::Image, false),
-        other => {
-            return reject(
-                &gateway,
-                Protocol::Gemini,
-                Record::begin(&gateway, Protocol::Gemini, request_id(request.headers()), request.headers()),
-                ErrorInfo::new(
-                    ErrorKind::NotFound,
-                    format!(
-                        "action `{other}` is not supported; use generateContent, streamGenerateContent, \
-                         countTokens, embedContent, batchEmbedContents or predict"
-                    ),
-                ),
-            );
-        }
-    };
-    let sse = query.as_deref().is_some_and(|q| q.split('&').any(|pair| pair == "alt=sse"));
-    let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-    let mut ingress = Ingress::path(Protocol::Gemini, Some(operation), model.to_owned(), framing);
-    ingress.stream = Some(stream);
-    handle(gateway, ingress, request).await
-}
-
-async fn bedrock(state: State<Arc<Gateway>>, path: Path<String>, request: Request) -> Response {
-    bedrock_ingress(state, path, false, request).await
-}
-
-async fn bedrock_stream(state: State<Arc<Gateway>>, path: Path<String>, request: Request) -> Response {
-    bedrock_ingress(state, path, true, request).await
-}
-
-/// Bedrock names the model in the path and streams by endpoint (`converse-stream`).
-async fn bedrock_ingress(
-    State(gateway): State<Arc<Gateway>>,
-    Path(model): Path<String>,
-    stream: bool,
-    request: Request,
-) -> Response {
-    let mut ingress = Ingress::path(Protocol::Bedrock, Some(Operation::Chat), model, Framing::EventStream);
-    ingress.stream = Some(stream);
-    handle(gateway, ingress, request).await
-}
-
-/// Bedrock `InvokeModel`: the body says what it asks for (see
-/// [`invoked_operation`]).
-async fn bedrock_invoke(State(gateway): State<Arc<Gateway>>, Path(model): Path<String>, request: Request) -> Response {
-    let ingress = Ingress::path(Protocol::Bedrock, None, model, Framing::EventStream);
-    handle(gateway, ingress, request).await
-}
-
-/// The operation an `InvokeModel` body asks for: `inputText` (Titan) or
-/// `texts` (Cohere) embeds, `query` with `documents` reranks, `taskType`
-/// (Nova Canvas, Titan Image) or `prompt` (Stability) makes images.
-fn invoked_operation(body: &[u8]) -> Result<Operation, ErrorInfo> {
-    let has = |key: &str| scan::top_level_value(body, key).ok().flatten().is_some();
-    if has("inputText") || has("texts") {
-        return Ok(Operation::Embed);
-    }
-    if has("query") && has("documents") {
-        return Ok(Operation::Rerank);
-    }
-    if has("taskType") || has("prompt") {
-        return Ok(Operation::Image);
-    }
-    Err(ErrorInfo::new(
-        ErrorKind::InvalidRequest,
-        "InvokeModel takes an embedding body (`inputText` for Titan, `texts` for Cohere), a rerank body \
-         (`query` and `documents`) or an image body (`taskType` for Nova Canvas and Titan Image, `prompt` \
-         for Stability); chat goes to /model/{model}/converse",
-    ))
 }
 
 pub(crate) fn request_id(headers: &HeaderMap) -> HeaderValue {
@@ -551,18 +363,22 @@ pub(crate) async fn read_body(
 /// the key on its headers, the body under its limits, the top-level scan,
 /// where the name is), then handed to the engine; a refusal is answered in
 /// the caller's protocol and recorded.
-fn handle(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> BoxFuture<'static, Response> {
+fn handle(gateway: Arc<Gateway>, entry: Entry, request: Request) -> BoxFuture<'static, Response> {
     // Boxed here, where it is made: the request's future is kilobytes, and
     // the router's layers then move a pointer instead of the future (1.6 %
     // fewer instructions per passthrough request than awaiting it unboxed).
-    Box::pin(handle_request(gateway, ingress, request))
+    Box::pin(handle_request(gateway, entry, request))
 }
 
-async fn handle_request(gateway: Arc<Gateway>, ingress: Ingress, request: Request) -> Response {
-    let protocol = ingress.protocol;
+async fn handle_request(gateway: Arc<Gateway>, entry: Entry, request: Request) -> Response {
+    let protocol = entry.protocol;
     let (parts, body) = request.into_parts();
     let request_id = request_id(&parts.headers);
     let mut record = Record::begin(&gateway, protocol, request_id.clone(), &parts.headers);
+    let ingress = match entry.ingress() {
+        Ok(ingress) => ingress,
+        Err(info) => return reject(&gateway, protocol, record, info),
+    };
     if let Some(delegated) = parts.extensions.get::<switchyard_state::kept::Delegated>() {
         record.batch_line(delegated.entry);
     }
@@ -570,8 +386,8 @@ async fn handle_request(gateway: Arc<Gateway>, ingress: Ingress, request: Reques
         // The body's charge against its connection's budget lasts until the answer's head.
         Ok((mut call, _charge)) => {
             // Responses' stored conversations: continued before, kept after.
-            let keep = if protocol == Protocol::Responses
-                && gateway.config.kept.responses.store
+            let keep = if gateway.config.kept.responses.store
+                && gateway.codec(protocol).ingress().keeps_conversations
                 && call.operation != Operation::CountTokens
             {
                 match switchyard_kept::responses::prepare(&gateway, &mut call).await {
@@ -629,9 +445,11 @@ async fn frame(
         (None, _) => {}
     }
     let (body, charge) = read_body(body, &gateway.config.server, budget.as_ref()).await?;
-    let operation = match ingress.operation {
-        Some(operation) => operation,
-        None => invoked_operation(&body)?,
+    let operation = match ingress.asks {
+        Asks::Op(operation) => operation,
+        Asks::Body(sniff) => sniff(&body)?,
+        // Resolved from the path by `Entry::ingress`.
+        Asks::Action => return Err(ErrorInfo::new(ErrorKind::Internal, "the route's action was not read")),
     };
     // With governance on, the one scan also finds what admission reads of a chat.
     let chat = operation.is_chat();
@@ -643,7 +461,7 @@ async fn frame(
     };
     if let (Some(by_path), Some(in_body)) = (ingress.stream, top.stream) {
         if by_path != in_body {
-            return Err(stream_by_endpoint(protocol, by_path));
+            return Err(stream_by_endpoint(gateway.codec(protocol).ingress().stream_endpoints, by_path));
         }
     }
     let (name, wire_model) = named(gateway, ingress.named, &top)?;
@@ -748,18 +566,14 @@ fn named(gateway: &Gateway, named: Named, top: &scan::TopLevel<'_>) -> Result<(S
 
 /// A body whose `stream` contradicts the endpoint, in a protocol that
 /// streams by endpoint: refused, as the vendor would, rather than ignored.
-fn stream_by_endpoint(protocol: Protocol, by_path: bool) -> ErrorInfo {
-    let endpoints = match protocol {
-        Protocol::Bedrock => {
-            "POST /model/{model}/converse streams nothing; POST /model/{model}/converse-stream streams"
-        }
-        _ => "POST .../models/{model}:generateContent answers whole; :streamGenerateContent streams",
-    };
+fn stream_by_endpoint(endpoints: &str, by_path: bool) -> ErrorInfo {
     let what = if by_path { "this endpoint streams" } else { "this endpoint does not stream" };
-    let mut info = ErrorInfo::new(
-        ErrorKind::InvalidRequest,
-        format!("`stream` is not a member of this request and {what}: {endpoints}"),
-    );
+    let message = if endpoints.is_empty() {
+        format!("`stream` is not a member of this request and {what}")
+    } else {
+        format!("`stream` is not a member of this request and {what}: {endpoints}")
+    };
+    let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message);
     info.param = Some("stream".to_owned());
     info
 }
@@ -776,9 +590,6 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
         count: bool,
         stream: Option<bool>,
         framing: Framing,
-    }
-    fn answer(codecs: crate::CodecFor, fake: Fake, model: Option<String>, body: Bytes) -> Response {
-        answer_typed(codecs, fake, model, None, body)
     }
     fn answer_typed(
         codecs: crate::CodecFor,
@@ -860,86 +671,58 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
                 response
             }),
         );
+    // Each protocol's vendor-side paths, from its ingress table: the fake
+    // reads a path as the gateway does (its model, action, framing and
+    // `InvokeModel` body).
     let routes = move |router: Router, protocol: Protocol| -> Router {
-        let fake = move |operation: Operation, stream: Option<bool>, framing: Framing| Fake {
-            protocol,
-            operation,
-            count: false,
-            stream,
-            framing,
-        };
-        let by_body = move |operation: Operation| {
-            let fake = fake(operation, None, Framing::Sse);
-            post(move |body: Bytes| async move { answer(codecs, fake, None, body) })
-        };
-        let by_path = move |fake: Fake| {
-            post(move |Path(model): Path<String>, body: Bytes| async move { answer(codecs, fake, Some(model), body) })
-        };
-        match protocol {
-            Protocol::OpenAi => OPENAI_ROUTES.iter().fold(
-                router
-                    .route("/v1/chat/completions", by_body(Operation::Chat))
-                    .route("/v1/completions", by_body(Operation::Completion))
-                    .route("/v1/embeddings", by_body(Operation::Embed))
-                    .route("/v1/rerank", by_body(Operation::Rerank)),
-                |router, &(route, operation, _)| {
-                    let fake = fake(operation, Some(false), Framing::Sse);
-                    router.route(
-                        route,
-                        post(move |headers: HeaderMap, body: Bytes| async move {
-                            let content_type = headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-                            answer_typed(codecs, fake, None, content_type, body)
-                        }),
-                    )
-                },
-            ),
-            Protocol::Responses => router.route("/v1/responses", by_body(Operation::Chat)),
-            Protocol::Anthropic => router.route("/v1/messages", by_body(Operation::Chat)).route(
-                "/v1/messages/count_tokens",
-                post(move |body: Bytes| async move {
-                    answer(codecs, Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::Sse) }, None, body)
-                }),
-            ),
-            Protocol::Cohere => router
-                .route("/v2/chat", by_body(Operation::Chat))
-                .route("/v2/embed", by_body(Operation::Embed))
-                .route("/v2/rerank", by_body(Operation::Rerank)),
-            Protocol::Gemini => {
-                let gemini =
-                    post(move |Path(target): Path<String>, RawQuery(query): RawQuery, body: Bytes| async move {
-                        let (model, action) = target.rsplit_once(':').unwrap_or((&target, "generateContent"));
-                        let sse = query.as_deref().is_some_and(|q| q.contains("alt=sse"));
-                        let framing = if sse { Framing::Sse } else { Framing::JsonArray };
-                        let (operation, stream) = match action {
-                            "batchEmbedContents" | "embedContent" => (Operation::Embed, false),
-                            "predict" => (Operation::Image, false),
-                            other => (Operation::Chat, other == "streamGenerateContent"),
-                        };
-                        let fake = Fake { count: action == "countTokens", ..fake(operation, Some(stream), framing) };
-                        answer(codecs, fake, Some(model.to_owned()), body)
-                    });
-                router
-                    .route("/v1beta/models/{*target}", gemini.clone())
-                    .route("/v1beta1/publishers/google/models/{*target}", gemini)
-            }
-            Protocol::Bedrock => router
-                .route("/model/{model}/converse", by_path(fake(Operation::Chat, Some(false), Framing::EventStream)))
-                .route(
-                    "/model/{model}/converse-stream",
-                    by_path(fake(Operation::Chat, Some(true), Framing::EventStream)),
-                )
-                .route(
-                    "/model/{model}/count-tokens",
-                    by_path(Fake { count: true, ..fake(Operation::Chat, Some(false), Framing::EventStream) }),
-                )
-                .route(
-                    "/model/{model}/invoke",
-                    post(move |Path(model): Path<String>, body: Bytes| async move {
-                        let operation = invoked_operation(&body).unwrap_or(Operation::Embed);
-                        answer(codecs, fake(operation, Some(false), Framing::EventStream), Some(model), body)
-                    }),
-                ),
-        }
+        let vendor = codecs(protocol).ingress().routes.iter().filter(|route| route.serves.vendor());
+        vendor.fold(router, |router, &route| {
+            let handler = move |Path(params): Path<Vec<String>>,
+                                RawQuery(query): RawQuery,
+                                headers: HeaderMap,
+                                body: Bytes| async move {
+                let mut params = params;
+                let mut model = match route.model {
+                    Model::Body => None,
+                    Model::Path | Model::Direct | Model::Action(_) => params.pop(),
+                };
+                let mut stream = match route.stream {
+                    Stream::Endpoint(stream) => Some(stream),
+                    Stream::Body | Stream::Action => None,
+                };
+                let mut operation = match route.asks {
+                    Asks::Op(operation) => operation,
+                    // A body the fake cannot place is answered as an embedding.
+                    Asks::Body(sniff) => sniff(&body).unwrap_or(Operation::Embed),
+                    Asks::Action => Operation::Chat,
+                };
+                if let (Model::Action(split), Some(target)) = (route.model, model.as_deref()) {
+                    match split(target) {
+                        Ok((name, action)) => {
+                            model = Some(name.to_owned());
+                            operation = action.operation;
+                            stream = Some(action.stream);
+                        }
+                        Err(info) => return switchyard_engine::render_error(codecs(protocol), &info).map(Body::new),
+                    }
+                }
+                let count = operation == Operation::CountTokens;
+                let fake = Fake {
+                    protocol,
+                    operation: if count { Operation::Chat } else { operation },
+                    count,
+                    stream,
+                    framing: route.framing.framing(query.as_deref()),
+                };
+                // OpenAI's own operations read their form's boundary.
+                let content_type = route
+                    .same_path
+                    .then(|| headers.get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()))
+                    .flatten();
+                answer_typed(codecs, fake, model, content_type, body)
+            };
+            router.route(route.path, post(handler))
+        })
     };
     Protocol::ALL.into_iter().fold(base, routes).route("/healthz", get(healthz))
 }

@@ -97,3 +97,38 @@ async fn a_providers_headers_reach_its_upstream() {
     assert_eq!(headers["authorization"], "Bearer sk-test", "the credential is still the provider's");
     assert_eq!(headers.get_all("user-agent").iter().count(), 1);
 }
+
+/// The path grammars the protocol crates own, read by the gateway from
+/// their tables: a Gemini target with no action or an unknown one is the
+/// caller's 404 in Gemini's shape before anything is read, a Bedrock
+/// `InvokeModel` body that says nothing it can do is Bedrock's 400, and an
+/// OpenAI route that answers whole refuses `stream: true` without naming
+/// another protocol's endpoints.
+#[tokio::test]
+async fn the_path_grammars_of_the_tables_refuse_in_their_protocol() {
+    let addr = gateway(DEMO).await;
+    let gemini = codec(Protocol::Gemini);
+    for target in ["demo-gemini", "demo-gemini:deleteModel", "demo-gemini:", "a:b:c"] {
+        for prefix in ["/v1beta/models/", "/v1/publishers/google/models/"] {
+            // Not even JSON: the action is refused before the body is read.
+            let reply = post_to(addr, &format!("{prefix}{target}"), &[], "\u{0}not json").await;
+            assert_eq!(reply.status, StatusCode::NOT_FOUND, "{prefix}{target}");
+            let error = gemini.extract_error(404, &reply.body);
+            assert!(error.message.contains("action") || error.message.contains("names no action"), "{error:?}");
+            assert!(reply.headers.contains_key("x-request-id"));
+        }
+    }
+    let bedrock = codec(Protocol::Bedrock);
+    for body in [r#"{"messages":[{"role":"user","content":[{"text":"hi"}]}]}"#, r#"{"query":"q"}"#, "[1,2]"] {
+        let reply = post_to(addr, "/model/demo-bedrock/invoke", &[], body).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{body}");
+        assert_eq!(reply.headers["x-amzn-errortype"], "ValidationException", "{body}");
+        let error = bedrock.extract_error(400, &reply.body);
+        assert!(error.message.contains("InvokeModel takes"), "{}", error.message);
+    }
+    let reply = post_to(addr, "/v1/moderations", &[], r#"{"model":"demo-openai","input":"hi","stream":true}"#).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let error = codec(Protocol::OpenAi).extract_error(400, &reply.body);
+    assert!(error.message.contains("does not stream"), "{}", error.message);
+    assert!(!error.message.contains("generateContent"), "{}", error.message);
+}

@@ -9,6 +9,7 @@
 mod blocks;
 mod count;
 mod error;
+pub mod ingress;
 mod request;
 mod response;
 mod stream;
@@ -134,6 +135,10 @@ impl Codec for AnthropicCodec {
 
     fn stream_terminator(&self, _framing: Framing) -> Option<&'static [u8]> {
         Some(b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+    }
+
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
     }
 
     fn model_in_path(&self) -> bool {

@@ -13,6 +13,7 @@ mod embed;
 mod error;
 mod eventstream;
 mod image;
+pub mod ingress;
 mod request;
 mod rerank;
 mod response;
@@ -139,6 +140,10 @@ impl Codec for BedrockCodec {
 
     fn default_framing(&self) -> Framing {
         Framing::EventStream
+    }
+
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
     }
 
     fn model_in_path(&self) -> bool {

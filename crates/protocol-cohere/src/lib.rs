@@ -22,6 +22,7 @@
 mod content;
 pub(crate) mod embed;
 mod error;
+pub mod ingress;
 mod request;
 pub(crate) mod rerank;
 mod response;
@@ -103,6 +104,10 @@ impl Codec for CohereCodec {
     /// Cohere streams only as SSE, so every framing gets SSE.
     fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
         Box::new(stream::Encoder::new())
+    }
+
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
     }
 
     fn model_in_path(&self) -> bool {

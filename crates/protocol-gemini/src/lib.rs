@@ -17,6 +17,7 @@ mod count;
 mod embed;
 mod error;
 mod image;
+pub mod ingress;
 mod parts;
 mod request;
 mod response;
@@ -135,6 +136,10 @@ impl Codec for GeminiCodec {
     /// collection (`models/x`, `tunedModels/y`) keeps it. The id is one
     /// percent-encoded segment, so no `/`, `?`, `#`, `:` or `%` in it can
     /// change the upstream path, action or query.
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
+    }
+
     fn model_in_path(&self) -> bool {
         true
     }

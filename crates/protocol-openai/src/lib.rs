@@ -39,6 +39,7 @@ mod completions;
 mod embed;
 mod error;
 mod image;
+pub mod ingress;
 mod request;
 mod rerank;
 mod response;
@@ -225,6 +226,10 @@ impl Codec for OpenAiCodec {
 
     fn stream_usage_filter(&self) -> Option<switchyard_codec::hide::EventFilter> {
         Some(stream::usage_chunk_filter())
+    }
+
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
     }
 
     fn model_in_path(&self) -> bool {

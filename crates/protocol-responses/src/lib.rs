@@ -15,6 +15,7 @@
 //! call (`switchyard_codec::signature`).
 
 mod error;
+pub mod ingress;
 mod items;
 mod request;
 mod response;
@@ -114,6 +115,10 @@ impl Codec for ResponsesCodec {
     /// Responses streams only as SSE; other framings are written as SSE too.
     fn stream_encoder(&self, _framing: Framing) -> Box<dyn StreamEncoder> {
         Box::new(stream::ResponsesStreamEncoder::default())
+    }
+
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &ingress::INGRESS
     }
 
     fn model_in_path(&self) -> bool {

@@ -39,4 +39,63 @@ mod tests {
             assert_eq!(codec(protocol).image().is_some(), Operation::Image.served_by(protocol), "{protocol} image");
         }
     }
+
+    /// The route's path with each parameter filled in as a caller would.
+    fn concrete(path: &str) -> String {
+        path.split('/')
+            .map(|segment| match segment {
+                "{*target}" => "gemini-2.5-flash:generateContent",
+                s if s.starts_with('{') => "some-model",
+                s => s,
+            })
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// Each table says each thing once: an action route reads its model,
+    /// operation and stream flag from the action together; a path-named
+    /// route has a parameter to read it from.
+    #[test]
+    fn every_ingress_table_is_coherent() {
+        use switchyard_codec::ingress::{Asks, Model, Stream};
+        for protocol in Protocol::ALL {
+            let ingress = codec(protocol).ingress();
+            assert!(!ingress.routes.is_empty(), "{protocol} has no routes");
+            for route in ingress.routes {
+                let action = matches!(route.model, Model::Action(_));
+                assert_eq!(action, matches!(route.asks, Asks::Action), "{protocol} {}", route.path);
+                assert_eq!(action, matches!(route.stream, Stream::Action), "{protocol} {}", route.path);
+                let params = route.path.matches('{').count();
+                let wanted = match route.model {
+                    Model::Body => 0,
+                    Model::Path | Model::Action(_) => 1,
+                    Model::Direct => 2,
+                };
+                assert_eq!(params, wanted, "{protocol} {}", route.path);
+                assert!(route.path.starts_with('/'), "{protocol} {}", route.path);
+            }
+        }
+    }
+
+    /// An error the listener writes itself is in the caller's protocol: each
+    /// caller path is owned by its protocol and by no other.
+    #[test]
+    fn every_caller_path_is_owned_by_its_protocol_alone() {
+        for protocol in Protocol::ALL {
+            for route in codec(protocol).ingress().routes.iter().filter(|r| r.serves.callers()) {
+                let path = concrete(route.path);
+                let owners: Vec<Protocol> =
+                    Protocol::ALL.into_iter().filter(|&p| (codec(p).ingress().owns)(&path)).collect();
+                assert_eq!(owners, [protocol], "{path}");
+            }
+        }
+    }
+
+    /// The completions codec answers at OpenAI's paths: it shares their table.
+    #[test]
+    fn the_completions_codec_shares_openais_table() {
+        let openai = codec(Protocol::OpenAi);
+        let completions = openai.completions().map(|c| c.ingress());
+        assert!(completions.is_some_and(|table| std::ptr::eq(table, openai.ingress())));
+    }
 }

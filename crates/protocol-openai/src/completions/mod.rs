@@ -118,6 +118,10 @@ impl Codec for CompletionsCodec {
         Some(crate::stream::usage_chunk_filter())
     }
 
+    fn ingress(&self) -> &'static switchyard_codec::ingress::Ingress {
+        &crate::ingress::INGRESS
+    }
+
     fn model_in_path(&self) -> bool {
         false
     }

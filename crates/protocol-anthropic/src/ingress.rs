@@ -1,0 +1,29 @@
+//! Anthropic's ingress: the Messages API and its token count, also under a
+//! pool named in the path (`base_url = http://host/{pool}`) and an ad-hoc
+//! `{provider}/{model}` prefix.
+
+use switchyard_codec::ingress::{FramingFrom, Ingress, Model, Route, Stream};
+use switchyard_codec::Framing;
+use switchyard_ir::Operation;
+
+/// The paths Anthropic's SDKs post to.
+pub static INGRESS: Ingress = Ingress {
+    routes: &ROUTES,
+    owns: |path| path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
+    stream_endpoints: "",
+    keeps_conversations: false,
+};
+
+const ROUTES: [Route; 5] = [
+    Route::body("/v1/messages", Operation::Chat),
+    count(Route::body("/v1/messages/count_tokens", Operation::CountTokens)),
+    Route { model: Model::Path, ..Route::body("/{name}/v1/messages", Operation::Chat) }.callers_only(),
+    count(Route { model: Model::Path, ..Route::body("/{name}/v1/messages/count_tokens", Operation::CountTokens) })
+        .callers_only(),
+    Route { model: Model::Direct, ..Route::body("/{provider}/{model}/v1/messages", Operation::Chat) }.callers_only(),
+];
+
+/// A token count answers whole.
+const fn count(route: Route) -> Route {
+    Route { stream: Stream::Endpoint(false), framing: FramingFrom::Fixed(Framing::Sse), ..route }
+}

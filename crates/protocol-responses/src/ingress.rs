@@ -1,0 +1,15 @@
+//! The Responses API's ingress: one path, the body names the model and the
+//! stream flag, and its conversations may be kept by the gateway.
+
+use switchyard_codec::ingress::{Ingress, Route};
+use switchyard_ir::Operation;
+
+/// The path the Responses API's SDKs post to.
+pub static INGRESS: Ingress = Ingress {
+    routes: &ROUTES,
+    owns: |path| switchyard_codec::ingress::is_route(&ROUTES, path),
+    stream_endpoints: "",
+    keeps_conversations: true,
+};
+
+const ROUTES: [Route; 1] = [Route::body("/v1/responses", Operation::Chat)];
