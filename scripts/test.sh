@@ -48,5 +48,5 @@ echo "== console in a real browser"
 # included) and of the guardrails under every encoding (the guard crate's
 # proptest holds the same property); scripts/fuzz.sh runs every target for
 # longer.
-echo "== fuzz: admission under arbitrary numbers, operation readers, protocol readers (legacy completions included), MCP messages, guardrail encodings"
-./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers protocol_readers mcp_messages guardrail_encodings
+echo "== fuzz: admission under arbitrary numbers, operation readers, protocol readers (legacy completions and Realtime events included), MCP messages, A2A messages, guardrail encodings"
+./scripts/fuzz.sh "${SWITCHYARD_FUZZ_SECONDS:-30}" admission_numbers operation_readers protocol_readers mcp_messages a2a_messages guardrail_encodings
