@@ -35,9 +35,9 @@ use switchyard_state::Gateway;
 use switchyard_store::ToolCall;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::answer::{json_answer, not_granted};
 use crate::hub::{hub_of, Hub};
 use crate::run::Handoff;
-use crate::serve::{json_answer, not_granted};
 
 /// The most an agent's whole answer (or one event of its stream) may hold.
 const MAX_ANSWER_BYTES: usize = 16 << 20;

@@ -13,6 +13,7 @@
 // A handler's refusal is its whole answer, passed straight back.
 #![allow(clippy::result_large_err, reason = "an Err here is the handler's answer, returned as is")]
 
+mod answer;
 mod call;
 pub mod hub;
 pub mod run;

@@ -11,8 +11,8 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
-use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode};
+use axum::response::Response;
+use http::StatusCode;
 use serde_json::{Map, Value};
 use switchyard_a2a_wire::{card, rpc};
 use switchyard_config::agents::Agent;
@@ -20,17 +20,11 @@ use switchyard_ir::Protocol;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
+use crate::answer::json_answer;
 use crate::hub::hub_of;
 
 /// The largest request a caller may POST.
 const MAX_REQUEST_BYTES: usize = 4 << 20;
-
-/// `body` as JSON with `status`.
-pub(crate) fn json_answer(status: StatusCode, body: &Value) -> Response {
-    let mut response = (status, body.to_string()).into_response();
-    response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
 
 /// The configured agent `name`, or the 404 saying there is none.
 fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Response> {
@@ -70,14 +64,6 @@ fn authenticate(gateway: &Gateway, parts: &http::request::Parts) -> Result<Optio
         metadata.insert("status".into(), Value::from(info.status));
         json_answer(status, &rpc::refusal(&Value::Null, rpc::FORBIDDEN, &info.message, "UNAUTHENTICATED", metadata))
     })
-}
-
-/// The refusal of a key not granted `agent`.
-pub(crate) fn not_granted(id: &Value, caller: &Caller, agent: &str) -> Value {
-    let mut metadata = Map::new();
-    metadata.insert("agent".into(), Value::String(agent.to_owned()));
-    let message = format!("API key {} may not call agent `{agent}`", caller.key.record.prefix);
-    rpc::refusal(id, rpc::FORBIDDEN, &message, "PERMISSION_DENIED", metadata)
 }
 
 /// Where callers reach `agent` here: the gateway's scheme, the host they
