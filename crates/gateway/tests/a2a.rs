@@ -444,6 +444,12 @@ async fn a_message_counts_on_its_callers_run() {
     let (_, untracked) = rpc(addr, &agent, "SendMessage", message("m5", "fifth"), &[]).await;
     assert!(untracked.get("error").is_none(), "a call naming no run is not a run's: {untracked}");
 
+    // A run id no run can have (257 bytes) is refused, not cut to another run's.
+    let long = "r".repeat(257);
+    let (_, bad) = rpc(addr, &agent, "SendMessage", message("m6", "sixth"), &[("x-switchyard-run", &long)]).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap_or_default().contains("x-switchyard-run"), "{bad}");
+
     let listed = admin_call(addr, "GET", "/api/v1/admin/runs", Some(ADMIN_TOKEN), None).await;
     let runs: Value = serde_json::from_slice(&listed.body).unwrap();
     let runs = runs["runs"].as_array().or(runs.as_array()).cloned().unwrap_or_default();
