@@ -248,7 +248,9 @@ impl Query {
 
     pub(crate) fn number(&self, name: &str) -> Result<Option<i64>, Refused> {
         self.get(name)
-            .map(|v| v.parse::<i64>().map_err(|_| Refused::new(rpc::INVALID_PARAMS, format!("`{name}` is not a number"))))
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| Refused::new(rpc::INVALID_PARAMS, format!("`{name}` is not a number")))
+            })
             .transpose()
     }
 }
@@ -427,14 +429,11 @@ pub fn rpc_error_of(body: &Value, status: u16) -> Value {
         .and_then(|d| d.iter().find(|d| d.get("@type").and_then(Value::as_str) == Some(ERROR_INFO)))
         .and_then(|info| info.get("reason"))
         .and_then(Value::as_str);
-    let code = reason
-        .and_then(|reason| ERRORS.iter().find(|e| e.3 == reason))
-        .map(|e| e.0)
-        .unwrap_or(match status {
-            404 => rpc::TASK_NOT_FOUND,
-            400 => rpc::INVALID_PARAMS,
-            _ => rpc::INTERNAL_ERROR,
-        });
+    let code = reason.and_then(|reason| ERRORS.iter().find(|e| e.3 == reason)).map(|e| e.0).unwrap_or(match status {
+        404 => rpc::TASK_NOT_FOUND,
+        400 => rpc::INVALID_PARAMS,
+        _ => rpc::INTERNAL_ERROR,
+    });
     let message = error.and_then(|e| e.get("message")).and_then(Value::as_str);
     let message = message.map_or_else(|| format!("the agent answered {status}"), |m| shown_long(m).to_owned());
     let mut out = json!({ "code": code, "message": message });
@@ -472,7 +471,14 @@ mod tests {
         assert_eq!(Value::Object(sent.params), serde_json::from_str::<Value>(message).unwrap_or_default());
         let cases: [(&str, &str, Option<&str>, &str, Method, Value); 10] = [
             ("POST", "/message:stream", None, r#"{"message":{}}"#, Method::Stream, json!({"message": {}})),
-            ("GET", "/tasks/t-1", Some("historyLength=3"), "", Method::GetTask, json!({"id": "t-1", "historyLength": 3})),
+            (
+                "GET",
+                "/tasks/t-1",
+                Some("historyLength=3"),
+                "",
+                Method::GetTask,
+                json!({"id": "t-1", "historyLength": 3}),
+            ),
             ("POST", "/tasks/t-1:cancel", None, r#"{"id":"t-1"}"#, Method::CancelTask, json!({"id": "t-1"})),
             ("POST", "/tasks/t-1:cancel", None, "", Method::CancelTask, json!({"id": "t-1"})),
             ("GET", "/tasks/t-1:subscribe", None, "", Method::Subscribe, json!({"id": "t-1"})),
@@ -485,7 +491,14 @@ mod tests {
                 Method::SetPush,
                 json!({"taskId": "t-1", "url": "https://hooks.example/a"}),
             ),
-            ("GET", "/tasks/t-1/pushNotificationConfigs/c-2", None, "", Method::GetPush, json!({"taskId": "t-1", "id": "c-2"})),
+            (
+                "GET",
+                "/tasks/t-1/pushNotificationConfigs/c-2",
+                None,
+                "",
+                Method::GetPush,
+                json!({"taskId": "t-1", "id": "c-2"}),
+            ),
             (
                 "GET",
                 "/tasks/t-1/pushNotificationConfigs",
@@ -494,7 +507,14 @@ mod tests {
                 Method::ListPush,
                 json!({"taskId": "t-1", "pageSize": 5, "pageToken": "a b"}),
             ),
-            ("DELETE", "/tasks/t-1/pushNotificationConfigs/c-2", None, "", Method::DeletePush, json!({"taskId": "t-1", "id": "c-2"})),
+            (
+                "DELETE",
+                "/tasks/t-1/pushNotificationConfigs/c-2",
+                None,
+                "",
+                Method::DeletePush,
+                json!({"taskId": "t-1", "id": "c-2"}),
+            ),
         ];
         for (http, path, query, body, method, params) in cases {
             let read = read(http, path, query, body).unwrap_or_else(|e| unreachable!("{path}: {e:?}"));
@@ -509,7 +529,9 @@ mod tests {
 
     #[test]
     fn hostile_paths_and_bodies_are_refused_with_their_code() {
-        let code = |http: &str, path: &str, query: Option<&str>, body: &str| read(http, path, query, body).err().map(|e| e.code);
+        let code = |http: &str, path: &str, query: Option<&str>, body: &str| {
+            read(http, path, query, body).err().map(|e| e.code)
+        };
         assert_eq!(code("GET", "/tasks/..", None, ""), Some(rpc::INVALID_REQUEST));
         assert_eq!(code("GET", "/tasks/%2E%2E", None, ""), Some(rpc::INVALID_REQUEST));
         assert_eq!(code("GET", "/tasks/a%2Fb", None, ""), Some(rpc::INVALID_REQUEST));
@@ -569,7 +591,10 @@ mod tests {
         assert_eq!(body["error"]["details"][0]["reason"], "QUOTA_EXCEEDED");
         assert_eq!(body["error"]["details"][0]["domain"], "switchyard");
         let forbidden = json!({"code": rpc::FORBIDDEN, "message": "no"});
-        assert_eq!((status_of(&forbidden, 403), status_of(&forbidden, 401), status_of(&forbidden, 200)), (403, 401, 403));
+        assert_eq!(
+            (status_of(&forbidden, 403), status_of(&forbidden, 401), status_of(&forbidden, 200)),
+            (403, 401, 403)
+        );
         assert_eq!(error_body(&forbidden, 401)["error"]["status"], "UNAUTHENTICATED");
         let unreachable = json!({"code": rpc::INTERNAL_ERROR, "message": "agent down"});
         assert_eq!((status_of(&unreachable, 502), status_of(&unreachable, 400)), (502, 500));

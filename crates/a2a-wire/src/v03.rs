@@ -253,7 +253,11 @@ fn configuration_from_proto(configuration: &Value) -> Value {
     copy(
         &mut out,
         configuration,
-        &[("acceptedOutputModes", "accepted_output_modes"), ("historyLength", "history_length"), ("blocking", "blocking")],
+        &[
+            ("acceptedOutputModes", "accepted_output_modes"),
+            ("historyLength", "history_length"),
+            ("blocking", "blocking"),
+        ],
     );
     if let Some(push) = field(configuration, "pushNotification", "push_notification") {
         out.insert("pushNotificationConfig".into(), push.clone());
@@ -449,14 +453,18 @@ mod tests {
         let update = json!({"kind": "status-update", "taskId": "t1", "contextId": "c1", "final": true,
             "status": {"state": "completed"}});
         let streamed = rest_of_result(Method::Stream, update.clone());
-        assert_eq!(streamed, json!({"statusUpdate": {"taskId": "t1", "contextId": "c1", "final": true,
-            "status": {"state": "TASK_STATE_COMPLETED"}}}));
+        assert_eq!(
+            streamed,
+            json!({"statusUpdate": {"taskId": "t1", "contextId": "c1", "final": true,
+            "status": {"state": "TASK_STATE_COMPLETED"}}})
+        );
         assert_eq!(result_of_rest(Method::Stream, streamed), update);
     }
 
     #[test]
     fn v03_push_configs_are_named_resources_over_rest() {
-        let rpc_config = json!({"taskId": "t1", "pushNotificationConfig": {"id": "c2", "url": "https://hooks.example/x"}});
+        let rpc_config =
+            json!({"taskId": "t1", "pushNotificationConfig": {"id": "c2", "url": "https://hooks.example/x"}});
         let proto = rest_of_result(Method::GetPush, rpc_config.clone());
         assert_eq!(proto["name"], "tasks/t1/pushNotificationConfigs/c2");
         assert_eq!(result_of_rest(Method::GetPush, proto), rpc_config);

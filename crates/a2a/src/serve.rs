@@ -6,21 +6,25 @@
 //! error is a JSON-RPC error answered with 200, as A2A servers answer
 //! theirs (the SDKs read a non-2xx as a transport failure), but for a
 //! caller with no valid key (401) and an agent the config does not name
-//! (404).
+//! (404). Every other path under `/a2a/{agent}/` is the HTTP+JSON
+//! binding's ([`rest`]): read as the JSON-RPC request it asks and handed
+//! to the same `call`, its answers and refusals in that binding's shape
+//! and statuses.
 
 use std::sync::Arc;
 
 use axum::extract::{Path, Request, State};
 use axum::response::Response;
 use http::StatusCode;
-use serde_json::{Map, Value};
-use switchyard_a2a_wire::{card, rpc};
+use serde_json::{json, Map, Value};
+use switchyard_a2a_wire::{card, rest, rpc};
 use switchyard_config::agents::Agent;
 use switchyard_ir::Protocol;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
 use crate::answer::json_answer;
+use crate::call::Binding;
 use crate::hub::hub_of;
 
 /// The largest request a caller may POST.
@@ -118,6 +122,76 @@ pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
     }
 }
 
+/// A JSON-RPC refusal answer (as `agent_of` and `authenticate` give) in
+/// the HTTP+JSON binding's shape, its status kept.
+fn as_rest(refused: Response) -> Response {
+    let (parts, _) = refused.into_parts();
+    // The refusals before a call are the gateway's own and few: rebuilt
+    // from their status rather than re-read from their body.
+    let (code, reason) = match parts.status.as_u16() {
+        401 => (rpc::FORBIDDEN, "UNAUTHENTICATED"),
+        404 => (rpc::METHOD_NOT_FOUND, "NOT_FOUND"),
+        _ => (rpc::INTERNAL_ERROR, "INTERNAL"),
+    };
+    let message = match reason {
+        "UNAUTHENTICATED" => "a valid Switchyard API key is required (Authorization: Bearer)",
+        "NOT_FOUND" => "no such agent",
+        _ => "the agent could not be called",
+    };
+    let answer = rpc::refusal(&Value::Null, code, message, reason, Map::new());
+    let status = parts.status.as_u16();
+    json_answer(parts.status, &rest::error_body(&answer["error"], status))
+}
+
+/// Any other method and path under `/a2a/{agent}/`: the HTTP+JSON
+/// binding's requests (1.0's, and 0.3's under `/v1`).
+pub async fn rest(
+    State(gateway): State<Arc<Gateway>>,
+    Path((name, _)): Path<(String, String)>,
+    request: Request,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let agent = match agent_of(&gateway, &name) {
+        Ok(agent) => agent,
+        Err(refused) => return as_rest(refused),
+    };
+    let caller = match authenticate(&gateway, &parts) {
+        Ok(caller) => caller,
+        Err(refused) => return as_rest(refused),
+    };
+    let refuse = |status: StatusCode, code: i64, message: &str| {
+        let error = json!({ "code": code, "message": message });
+        json_answer(status, &rest::error_body(&error, status.as_u16()))
+    };
+    let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
+        return refuse(StatusCode::PAYLOAD_TOO_LARGE, rpc::INVALID_REQUEST, "the request is larger than 4 MiB");
+    };
+    // The path as sent (still percent-encoded): `Path` decodes it, which
+    // would let `%2F` pass for a separator.
+    let raw = parts.uri.path();
+    let prefix = raw.find(&format!("/a2a/{name}/")).map(|at| at + 6 + name.len());
+    let path = match prefix {
+        Some(at) => &raw[at - 1..],
+        None => return refuse(StatusCode::NOT_FOUND, rpc::METHOD_NOT_FOUND, "no such route"),
+    };
+    let inbound = match rest::inbound(parts.method.as_str(), path, parts.uri.query(), &body) {
+        Ok(inbound) => inbound,
+        Err(refused) => {
+            let error = json!({ "code": refused.code, "message": refused.message });
+            let status = rest::status_of(&error, 400);
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
+            return json_answer(code, &rest::error_body(&error, status));
+        }
+    };
+    let request = rpc::Request {
+        id: Value::String("rest".into()),
+        method: inbound.method.name(inbound.version).to_owned(),
+        params: inbound.params,
+    };
+    let binding = Binding::Rest(inbound.version, inbound.method);
+    crate::call::call(gateway, caller, agent, request, parts.headers, body.len(), binding).await
+}
+
 /// `POST /a2a/{agent}`: one request.
 pub async fn post(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
@@ -141,5 +215,5 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
             return json_answer(StatusCode::OK, &rpc::error(&Value::Null, unreadable.code, unreadable.message))
         }
     };
-    crate::call::call(gateway, caller, agent, request, parts.headers, body.len()).await
+    crate::call::call(gateway, caller, agent, request, parts.headers, body.len(), Binding::JsonRpc).await
 }
