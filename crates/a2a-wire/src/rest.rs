@@ -211,8 +211,12 @@ fn percent_decode(raw: &str) -> Option<String> {
 }
 
 /// `text` percent-encoded but for RFC 3986's unreserved characters: safe
-/// as one path segment or query value whatever it holds.
+/// as one path segment or query value whatever it holds (`.` and `..`,
+/// which a path would read as steps, are encoded whole).
 pub fn percent_encode(text: &str) -> String {
+    if text == "." || text == ".." {
+        return text.replace('.', "%2E");
+    }
     let mut out = String::with_capacity(text.len());
     for byte in text.bytes() {
         if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
@@ -564,6 +568,11 @@ mod tests {
         let sent = sent.unwrap_or_else(|e| unreachable!("{e:?}"));
         assert_eq!((sent.http, sent.path.as_str()), ("POST", "/acme/message:send"));
         assert_eq!(sent.body, Some(json!({"message": {"parts": []}})), "the tenant is the path's");
+        // A tenant or an id a body (or an agent) names is a segment too.
+        let stepping = outbound(Method::Send, Version::V1, &params(json!({"tenant": "..", "message": {}})));
+        assert_eq!(stepping.map(|o| o.path), Ok("/%2E%2E/message:send".to_owned()));
+        let dot = outbound(Method::GetTask, Version::V1, &params(json!({"id": "."})));
+        assert_eq!(dot.map(|o| o.path), Ok("/tasks/%2E".to_owned()));
         let cancel = outbound(Method::CancelTask, Version::V1, &params(json!({"id": "t"})));
         assert_eq!(cancel.map(|o| (o.path, o.body)), Ok(("/tasks/t:cancel".to_owned(), Some(json!({"id": "t"})))));
     }
