@@ -362,7 +362,7 @@ fn status_name(status: u16) -> &'static str {
         403 => "PERMISSION_DENIED",
         404 => "NOT_FOUND",
         413 => "INVALID_ARGUMENT",
-        502 | 503 | 504 => "UNAVAILABLE",
+        502..=504 => "UNAVAILABLE",
         _ => "INTERNAL",
     }
 }
@@ -460,6 +460,9 @@ fn shown_long(text: &str) -> &str {
 mod tests {
     use super::*;
 
+    /// A request (method, path, query, body) and the method and params it is read as.
+    type Case = (&'static str, &'static str, Option<&'static str>, &'static str, Method, Value);
+
     fn read(http: &str, path: &str, query: Option<&str>, body: &str) -> Result<Inbound, Refused> {
         inbound(http, path, query, body.as_bytes())
     }
@@ -473,7 +476,7 @@ mod tests {
         let sent = read("POST", "/message:send", None, message).unwrap_or_else(|e| unreachable!("{e:?}"));
         assert_eq!((sent.method, sent.version), (Method::Send, Version::V1));
         assert_eq!(Value::Object(sent.params), serde_json::from_str::<Value>(message).unwrap_or_default());
-        let cases: [(&str, &str, Option<&str>, &str, Method, Value); 10] = [
+        let cases: [Case; 10] = [
             ("POST", "/message:stream", None, r#"{"message":{}}"#, Method::Stream, json!({"message": {}})),
             (
                 "GET",
