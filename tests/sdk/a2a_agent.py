@@ -72,7 +72,8 @@ def main() -> None:
     )
     handler = DefaultRequestHandler(agent_executor=Echo(binding), task_store=InMemoryTaskStore(), agent_card=card)
     if binding == "JSONRPC":
-        routes = create_jsonrpc_routes(handler, rpc_url="/")
+        # 0.3's method names too (`message/send`), for 0.3 callers.
+        routes = create_jsonrpc_routes(handler, rpc_url="/", enable_v0_3_compat=True)
     else:
         routes = create_rest_routes(handler)
     app = Starlette(routes=create_agent_card_routes(card) + routes)

@@ -297,3 +297,38 @@ def test_an_agent_serving_only_http_json_is_reached_by_a_json_rpc_client(gateway
             await h.aclose()
 
     asyncio.run(scenario())
+
+
+def test_the_sdks_0_3_http_json_transport_goes_through_the_gateway(gateway):
+    """a2a-sdk's 0.3 REST transport (`/v1/...`, protobuf JSON bodies)
+    against the gateway, which reads them as 0.3 JSON-RPC for the agent
+    (the SDK's own server, taking 0.3's methods) and writes its answers
+    back as protobuf JSON the SDK parses."""
+    from a2a.compat.v0_3.rest_transport import CompatRestTransport
+
+    addr, admin = gateway
+    alice = key(admin, {"name": "v03-alice", "a2a": ["research"]})
+    bob = key(admin, {"name": "v03-bob", "a2a": ["research"]})
+
+    async def scenario():
+        card = await card_of(addr, alice)
+        url = f"http://{addr}/a2a/research"
+        http = httpx.AsyncClient(headers={"authorization": f"Bearer {alice}"}, timeout=30)
+        transport = CompatRestTransport(http, card, url)
+        sent = await transport.send_message(message("hello"))
+        task = sent.task
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED, sent
+        assert task.artifacts[0].parts[0].text == "echo: hello", task
+        read = await transport.get_task(GetTaskRequest(id=task.id))
+        assert read.id == task.id and read.status.state == TaskState.TASK_STATE_COMPLETED, read
+        events = [e async for e in transport.send_message_streaming(message("stream me"))]
+        kinds = [e.WhichOneof("payload") for e in events]
+        assert "artifact_update" in kinds and kinds[-1] == "status_update", kinds
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        other_http = httpx.AsyncClient(headers={"authorization": f"Bearer {bob}"}, timeout=30)
+        with pytest.raises(TaskNotFoundError):
+            await CompatRestTransport(other_http, card, url).get_task(GetTaskRequest(id=task.id))
+        await http.aclose()
+        await other_http.aclose()
+
+    asyncio.run(scenario())

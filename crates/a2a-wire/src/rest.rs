@@ -334,23 +334,30 @@ pub fn body_of(version: Version, method: Method, result: Value) -> Value {
 }
 
 /// What each A2A and JSON-RPC error is over this binding: the JSON-RPC
-/// code, the HTTP status, the `google.rpc.Status` code name and A2A's
-/// reason (as a2a-sdk's `A2A_ERROR_MAPPING` has them).
-const ERRORS: [(i64, u16, &str, &str); 14] = [
-    (rpc::TASK_NOT_FOUND, 404, "NOT_FOUND", "TASK_NOT_FOUND"),
-    (-32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE"),
-    (-32003, 400, "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED"),
-    (rpc::UNSUPPORTED_OPERATION, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION"),
-    (-32005, 400, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED"),
-    (rpc::INVALID_AGENT_RESPONSE, 502, "INTERNAL", "INVALID_AGENT_RESPONSE"),
-    (rpc::EXTENDED_CARD_NOT_CONFIGURED, 400, "FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED"),
-    (-32008, 400, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED"),
-    (-32009, 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED"),
-    (rpc::INVALID_PARAMS, 400, "INVALID_ARGUMENT", "INVALID_PARAMS"),
-    (rpc::INVALID_REQUEST, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
-    (rpc::PARSE_ERROR, 400, "INVALID_ARGUMENT", "INVALID_REQUEST"),
-    (rpc::METHOD_NOT_FOUND, 404, "NOT_FOUND", "METHOD_NOT_FOUND"),
-    (rpc::INTERNAL_ERROR, 500, "INTERNAL", "INTERNAL_ERROR"),
+/// code, the HTTP status, the `google.rpc.Status` code name, A2A's reason
+/// (as a2a-sdk's `A2A_ERROR_MAPPING` has them) and the error's name, which
+/// 0.3's REST clients read from a top-level `type`.
+const ERRORS: [(i64, u16, &str, &str, &str); 14] = [
+    (rpc::TASK_NOT_FOUND, 404, "NOT_FOUND", "TASK_NOT_FOUND", "TaskNotFoundError"),
+    (-32002, 400, "FAILED_PRECONDITION", "TASK_NOT_CANCELABLE", "TaskNotCancelableError"),
+    (-32003, 400, "FAILED_PRECONDITION", "PUSH_NOTIFICATION_NOT_SUPPORTED", "PushNotificationNotSupportedError"),
+    (rpc::UNSUPPORTED_OPERATION, 400, "FAILED_PRECONDITION", "UNSUPPORTED_OPERATION", "UnsupportedOperationError"),
+    (-32005, 400, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED", "ContentTypeNotSupportedError"),
+    (rpc::INVALID_AGENT_RESPONSE, 502, "INTERNAL", "INVALID_AGENT_RESPONSE", "InvalidAgentResponseError"),
+    (
+        rpc::EXTENDED_CARD_NOT_CONFIGURED,
+        400,
+        "FAILED_PRECONDITION",
+        "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+        "ExtendedAgentCardNotConfiguredError",
+    ),
+    (-32008, 400, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED", "ExtensionSupportRequiredError"),
+    (-32009, 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED", "VersionNotSupportedError"),
+    (rpc::INVALID_PARAMS, 400, "INVALID_ARGUMENT", "INVALID_PARAMS", "InvalidParamsError"),
+    (rpc::INVALID_REQUEST, 400, "INVALID_ARGUMENT", "INVALID_REQUEST", "InvalidRequestError"),
+    (rpc::PARSE_ERROR, 400, "INVALID_ARGUMENT", "INVALID_REQUEST", "JSONParseError"),
+    (rpc::METHOD_NOT_FOUND, 404, "NOT_FOUND", "METHOD_NOT_FOUND", "MethodNotFoundError"),
+    (rpc::INTERNAL_ERROR, 500, "INTERNAL", "INTERNAL_ERROR", "InternalError"),
 ];
 
 /// The `google.rpc.Status` code name of HTTP status `status`.
@@ -416,6 +423,21 @@ pub fn error_body(error: &Value, status: u16) -> Value {
         _ => status_name(status),
     };
     json!({ "error": { "code": status, "status": name, "message": message, "details": details } })
+}
+
+/// [`error_body`] in `version`'s flavour: 0.3's REST clients read the
+/// error's name from a top-level `type` (and its `message` beside it),
+/// 1.0's the `google.rpc.Status`; a 0.3 answer carries both.
+pub fn error_body_in(version: Version, error: &Value, status: u16) -> Value {
+    let mut body = error_body(error, status);
+    if version == Version::V03 {
+        let code = error.get("code").and_then(Value::as_i64).unwrap_or(rpc::INTERNAL_ERROR);
+        if let Some(known) = ERRORS.iter().find(|e| e.0 == code) {
+            body["type"] = Value::from(known.4);
+        }
+        body["message"] = body["error"]["message"].clone();
+    }
+    body
 }
 
 /// The `@type` of a `google.rpc.ErrorInfo`.
@@ -618,5 +640,18 @@ mod tests {
         assert_eq!(rpc_error_of(&agent, 400)["message"], "done already");
         assert_eq!(rpc_error_of(&json!("garbage"), 404)["code"], rpc::TASK_NOT_FOUND);
         assert_eq!(rpc_error_of(&json!({"error": 7}), 503)["code"], rpc::INTERNAL_ERROR);
+        // 0.3's clients read the error's name (a2a-sdk's 0.3
+        // `CompatRestTransport._handle_http_error`).
+        let old = error_body_in(Version::V03, &not_found, 404);
+        assert_eq!(
+            (old["type"].as_str(), old["message"].as_str()),
+            (Some("TaskNotFoundError"), Some("Task not found"))
+        );
+        assert_eq!(old["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
+        assert!(error_body_in(Version::V1, &not_found, 404).get("type").is_none());
+        assert!(
+            error_body_in(Version::V03, &forbidden, 403).get("type").is_none(),
+            "the gateway's own has no A2A name"
+        );
     }
 }

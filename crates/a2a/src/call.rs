@@ -86,7 +86,7 @@ impl Binding {
             Some(error) => {
                 let status = rest::status_of(error, held);
                 let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-                let mut response = json_answer(code, &rest::error_body(error, status));
+                let mut response = json_answer(code, &rest::error_body_in(version, error, status));
                 if let Some(after) = retry_after(answer) {
                     response.headers_mut().insert(http::header::RETRY_AFTER, after);
                 }
@@ -108,8 +108,8 @@ impl Binding {
             (Binding::JsonRpc, _) => {
                 switchyard_codec::frame::write_sse(&mut frame, None, answer.to_string().as_bytes())
             }
-            (Binding::Rest(..), Some(error)) => {
-                let body = rest::error_body(error, rest::status_of(error, 0));
+            (Binding::Rest(version, _), Some(error)) => {
+                let body = rest::error_body_in(version, error, rest::status_of(error, 0));
                 switchyard_codec::frame::write_sse(&mut frame, Some("error"), body.to_string().as_bytes());
             }
             (Binding::Rest(version, method), None) => {

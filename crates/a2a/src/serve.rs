@@ -180,7 +180,8 @@ pub async fn rest(
             let error = json!({ "code": refused.code, "message": refused.message });
             let status = rest::status_of(&error, 400);
             let code = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_REQUEST);
-            return json_answer(code, &rest::error_body(&error, status));
+            let version = if path.starts_with("/v1/") { rpc::Version::V03 } else { rpc::Version::V1 };
+            return json_answer(code, &rest::error_body_in(version, &error, status));
         }
     };
     let request = rpc::Request {

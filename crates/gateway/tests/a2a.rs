@@ -736,6 +736,7 @@ async fn a2a_0_3_http_json_callers_speak_protobuf_json() {
     assert_eq!((status, read["status"]["state"].as_str()), (200, Some("TASK_STATE_COMPLETED")), "{read}");
     let (status, refused) = rest(addr, Some(&bob), "GET", "/a2a/research/v1/tasks/task-v1", "").await;
     assert_eq!((status, refused["error"]["details"][0]["reason"].as_str()), (404, Some("TASK_NOT_FOUND")));
+    assert_eq!(refused["type"], "TaskNotFoundError", "what 0.3's clients read: {refused}");
     let push = json!({"parent": "tasks/task-v1", "config": {"pushNotificationConfig": {"url": "http://10.0.0.1/x"}}});
     let (status, _) =
         rest(addr, Some(&alice), "POST", "/a2a/research/v1/tasks/task-v1/pushNotificationConfigs", &push.to_string())
