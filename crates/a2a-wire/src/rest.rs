@@ -582,6 +582,52 @@ mod tests {
         assert_eq!(code("GET", "/", None, ""), Some(rpc::METHOD_NOT_FOUND));
     }
 
+    /// Every path of up to four segments drawn from the tricky ones, with
+    /// every method: what is read is sent on with no step out of a
+    /// segment, and no id it names holds a separator.
+    #[test]
+    fn no_path_read_steps_out_when_sent_on() {
+        const SEGMENTS: [&str; 14] = [
+            "tasks",
+            "v1",
+            "..",
+            ".",
+            "%2E%2E",
+            "%2e",
+            "a%2Fb",
+            "t:cancel",
+            "t:subscribe",
+            "pushNotificationConfigs",
+            "message:send",
+            "card",
+            "%",
+            "",
+        ];
+        let mut read = 0;
+        for count in 1..=4u32 {
+            for mut pick in 0..SEGMENTS.len().pow(count) {
+                let mut path = String::new();
+                for _ in 0..count {
+                    path.push('/');
+                    path.push_str(SEGMENTS[pick % SEGMENTS.len()]);
+                    pick /= SEGMENTS.len();
+                }
+                for http in ["GET", "POST", "DELETE"] {
+                    let Ok(inbound) = inbound(http, &path, None, b"{}") else { continue };
+                    read += 1;
+                    for name in ["id", "taskId", "tenant"] {
+                        let id = inbound.params.get(name).and_then(Value::as_str).unwrap_or_default();
+                        assert!(!id.contains('/') && id != ".." && id != ".", "{http} {path}: {id}");
+                    }
+                    if let Ok(out) = outbound(inbound.method, inbound.version, &inbound.params) {
+                        assert!(out.path.split('/').all(|s| s != ".." && s != "."), "{http} {path}: {}", out.path);
+                    }
+                }
+            }
+        }
+        assert!(read > 100, "the walk reads paths too: {read}");
+    }
+
     #[test]
     fn outbound_requests_keep_every_id_inside_its_segment() {
         let params = |v: Value| v.as_object().cloned().unwrap_or_default();
