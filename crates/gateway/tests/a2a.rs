@@ -468,6 +468,18 @@ async fn a_message_counts_on_its_callers_run() {
 /// content type, and the body read as JSON (a stream's events, each with
 /// its `event:` name, as an array of `[name, data]`).
 async fn rest(addr: SocketAddr, bearer: Option<&str>, method: &str, path: &str, body: &str) -> (u16, Value) {
+    rest_with(addr, bearer, method, path, body, &[]).await
+}
+
+/// [`rest`] with `extra` headers.
+async fn rest_with(
+    addr: SocketAddr,
+    bearer: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+    extra: &[(&str, &str)],
+) -> (u16, Value) {
     use http_body_util::{BodyExt, Full};
     use hyper_util::client::legacy::Client;
     use hyper_util::rt::TokioExecutor;
@@ -475,6 +487,9 @@ async fn rest(addr: SocketAddr, bearer: Option<&str>, method: &str, path: &str, 
     let mut request = http::Request::builder().method(method).uri(format!("http://{addr}{path}"));
     if let Some(bearer) = bearer {
         request = request.header("authorization", format!("Bearer {bearer}"));
+    }
+    for (name, value) in extra {
+        request = request.header(*name, *value);
     }
     let request = request
         .header("content-type", "application/json")
@@ -744,4 +759,34 @@ async fn a2a_0_3_http_json_callers_speak_protobuf_json() {
     assert_eq!(status, 400);
     let (status, _) = rest(addr, Some(&alice), "GET", "/a2a/research/v1/tasks", "").await;
     assert_eq!(status, 404, "0.3 lists no tasks");
+}
+
+#[tokio::test]
+async fn an_http_json_message_counts_on_the_same_run_as_a_json_rpc_one() {
+    let upstream = mock_upstream().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\n\
+         groups:\n  crew: {{ runs: {{ tool_calls: 2 }} }}\n\
+         agents:\n  research: {{ url: \"http://{upstream}/a2a\" }}\n"
+    );
+    let addr = governed(&yaml).await.0;
+    let agent = key(addr, json!({"name": "planner", "group": "crew", "a2a": ["research"]})).await;
+    let run = [("x-switchyard-run", "plan-1")];
+    let (_, first) = rpc(addr, &agent, "SendMessage", message("m1", "first"), &run).await;
+    assert!(first.get("error").is_none(), "{first}");
+    // Over HTTP+JSON: the run id reaches the agent, and the call counts.
+    let send = "/a2a/research/message:send";
+    let (status, second) = rest_with(addr, Some(&agent), "POST", send, &rest_message("m2", "second"), &run).await;
+    assert_eq!((status, second["task"]["metadata"]["run"].as_str()), (200, Some("plan-1")), "{second}");
+    let (status, refused) = rest_with(addr, Some(&agent), "POST", send, &rest_message("m3", "third"), &run).await;
+    assert_eq!(status, 429, "{refused}");
+    assert_eq!(refused["error"]["details"][0]["reason"], "QUOTA_EXCEEDED", "{refused}");
+    let said = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("run `plan-1`") && said.contains("`tool_calls` limit"), "{said}");
+    // A run id no run can have is the binding's 400, naming the header.
+    let long = "r".repeat(257);
+    let (status, bad) =
+        rest_with(addr, Some(&agent), "POST", send, &rest_message("m4", "x"), &[("x-switchyard-run", &long)]).await;
+    assert_eq!(status, 400, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap_or_default().contains("x-switchyard-run"), "{bad}");
 }
