@@ -101,15 +101,15 @@ impl Binding {
 
     /// A JSON-RPC answer as one event of this binding's stream: the
     /// answer itself, or (HTTP+JSON) its result, or its error as an
-    /// `error` event.
-    fn frame(self, answer: &Value) -> Vec<u8> {
+    /// `error` event (with the status the call ended with, `held`).
+    fn frame(self, answer: &Value, held: u16) -> Vec<u8> {
         let mut frame = Vec::new();
         match (self, answer.get("error")) {
             (Binding::JsonRpc, _) => {
                 switchyard_codec::frame::write_sse(&mut frame, None, answer.to_string().as_bytes())
             }
             (Binding::Rest(version, _), Some(error)) => {
-                let body = rest::error_body_in(version, error, rest::status_of(error, 0));
+                let body = rest::error_body_in(version, error, rest::status_of(error, held));
                 switchyard_codec::frame::write_sse(&mut frame, Some("error"), body.to_string().as_bytes());
             }
             (Binding::Rest(version, method), None) => {
@@ -527,7 +527,7 @@ impl Call<'_> {
                 let relayed = self.relayed(&id, answer, method, &mut handoff).await;
                 let last = relayed.get("error").is_some();
                 if present {
-                    let frame = self.binding.frame(&relayed);
+                    let frame = self.binding.frame(&relayed, self.audit.status);
                     present = frames.send(Bytes::from(frame)).await.is_ok();
                 }
                 if last {
@@ -542,7 +542,7 @@ impl Call<'_> {
         let failure = Failure { status: 502, answer: rpc::error(id, rpc::INTERNAL_ERROR, message) };
         self.fail(&failure);
         if *present {
-            let frame = self.binding.frame(&failure.answer);
+            let frame = self.binding.frame(&failure.answer, failure.status);
             *present = frames.send(Bytes::from(frame)).await.is_ok();
         }
     }

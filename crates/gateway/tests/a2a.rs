@@ -790,3 +790,103 @@ async fn an_http_json_message_counts_on_the_same_run_as_a_json_rpc_one() {
     assert_eq!(status, 400, "{bad}");
     assert!(bad["error"]["message"].as_str().unwrap_or_default().contains("x-switchyard-run"), "{bad}");
 }
+
+/// An agent whose card offers HTTP+JSON only, misbehaving by its base
+/// path: stalls, answers what is not JSON, answers 200 with a task id past
+/// any bound, fails with A2A's error (a `google.rpc.Status`), or breaks a
+/// stream with an error event that is not JSON.
+async fn hostile_rest_agent() -> SocketAddr {
+    use axum::routing::{get, post};
+    let card = |base: &'static str| {
+        get(move |headers: http::HeaderMap| async move {
+            let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            axum::Json(json!({"name": base, "supportedInterfaces": [
+                {"url": format!("http://{host}/{base}"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]}))
+        })
+    };
+    let sse = |body: &'static str| {
+        let mut response = axum::response::Response::new(axum::body::Body::from(body));
+        response.headers_mut().insert("content-type", http::HeaderValue::from_static("text/event-stream"));
+        response
+    };
+    let mut router = axum::Router::new();
+    for base in ["stall", "garbage", "long-task", "fails", "bad-stream"] {
+        router = router.route(&format!("/{base}/.well-known/agent-card.json"), card(base));
+    }
+    let router = router
+        .route(
+            "/stall/message:send",
+            post(|| async {
+                tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                "{}"
+            }),
+        )
+        .route("/garbage/message:send", post(|| async { "<html>not json</html>" }))
+        .route("/long-task/message:send", post(|| async { json!({"task": {"id": "t".repeat(5000)}}).to_string() }))
+        .route(
+            "/fails/message:send",
+            post(|| async {
+                let body = json!({"error": {"code": 400, "status": "FAILED_PRECONDITION", "message": "Incompatible content types",
+                    "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "CONTENT_TYPE_NOT_SUPPORTED",
+                        "domain": "a2a-protocol.org"}]}});
+                (http::StatusCode::BAD_REQUEST, body.to_string())
+            }),
+        )
+        .route(
+            "/bad-stream/message:stream",
+            post(move || async move {
+                sse("data: {\"task\": {\"id\": \"s1\", \"status\": {\"state\": \"TASK_STATE_WORKING\"}}}\n\nevent: error\ndata: {not json\n\n")
+            }),
+        );
+    spawn(router).await
+}
+
+#[tokio::test]
+async fn an_http_json_agent_that_stalls_or_lies_gets_no_further_than_an_error() {
+    let agent = hostile_rest_agent().await;
+    let yaml = format!(
+        "auth: {{ mode: keys }}\ngovernance: {{ ledger_flush_interval: 20ms }}\nagents:\n{}",
+        ["stall", "garbage", "long-task", "fails", "bad-stream"]
+            .iter()
+            .map(|base| format!("  {base}: {{ url: \"http://{agent}/{base}\", timeout: 500ms }}\n"))
+            .collect::<String>()
+    );
+    let addr = governed(&yaml).await.0;
+    let caller = key(addr, json!({"name": "caller", "a2a": ["*"]})).await;
+    let send = |agent: &str| format!("/a2a/{agent}/message:send");
+    let started = std::time::Instant::now();
+    let (status, stalled) = rest(addr, Some(&caller), "POST", &send("stall"), &rest_message("h1", "hi")).await;
+    assert_eq!((status, stalled["error"]["status"].as_str()), (502, Some("UNAVAILABLE")), "{stalled}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "bounded by the agent's timeout");
+    let (status, garbage) = rest(addr, Some(&caller), "POST", &send("garbage"), &rest_message("h1", "hi")).await;
+    assert_eq!(status, 502, "{garbage}");
+    assert!(!garbage.to_string().contains("<html>"), "{garbage}");
+    let (status, long) = rest(addr, Some(&caller), "POST", &send("long-task"), &rest_message("h1", "hi")).await;
+    assert_eq!((status, long["error"]["details"][0]["reason"].as_str()), (502, Some("INVALID_AGENT_RESPONSE")));
+    assert!(!long.to_string().contains("ttttt"), "{long}");
+    // A2A's own error comes back as the code its reason names: over
+    // JSON-RPC as -32005, over HTTP+JSON with its reason and status.
+    let (_, failed) = rpc_to(addr, &caller, "fails", "SendMessage", message("h1", "hi")).await;
+    assert_eq!(failed["error"]["code"], -32005, "{failed}");
+    assert_eq!(failed["error"]["message"], "Incompatible content types", "{failed}");
+    let (status, failed) = rest(addr, Some(&caller), "POST", &send("fails"), &rest_message("h1", "hi")).await;
+    assert_eq!((status, failed["error"]["details"][0]["reason"].as_str()), (400, Some("CONTENT_TYPE_NOT_SUPPORTED")));
+    // A stream whose error event is not JSON: what came is relayed, then
+    // the binding's error event ends it.
+    let (status, events) =
+        rest(addr, Some(&caller), "POST", "/a2a/bad-stream/message:stream", &rest_message("h1", "hi")).await;
+    assert_eq!(status, 200);
+    let events = events.as_array().unwrap();
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0][1]["task"]["id"], "s1");
+    assert_eq!(events[1][0], "error", "{events:?}");
+    assert_eq!(events[1][1]["error"]["code"], 502, "{events:?}");
+}
+
+/// A JSON-RPC call to agent `agent` as `bearer`.
+async fn rpc_to(addr: SocketAddr, bearer: &str, agent: &str, method: &str, params: Value) -> (u16, Value) {
+    let auth = format!("Bearer {bearer}");
+    let body = json!({"jsonrpc": "2.0", "id": "req-1", "method": method, "params": params});
+    let reply = post(addr, &format!("/a2a/{agent}"), &[("authorization", auth.as_str())], body.to_string()).await;
+    (reply.status.as_u16(), serde_json::from_slice(&reply.body).unwrap_or(Value::Null))
+}
