@@ -31,11 +31,11 @@ use crate::hub::hub_of;
 const MAX_REQUEST_BYTES: usize = 4 << 20;
 
 /// The configured agent `name`, or the 404 saying there is none.
-fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Response> {
+fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Refusal> {
     let Some(agents) = &gateway.config.agents else {
-        return Err(json_answer(
+        return Err(Refusal(
             StatusCode::NOT_FOUND,
-            &rpc::error(
+            rpc::error(
                 &Value::Null,
                 rpc::METHOD_NOT_FOUND,
                 "this gateway fronts no agents (add `agents:` to its config)",
@@ -43,15 +43,28 @@ fn agent_of(gateway: &Gateway, name: &str) -> Result<Agent, Response> {
         ));
     };
     agents.get(name).cloned().ok_or_else(|| {
-        json_answer(
-            StatusCode::NOT_FOUND,
-            &rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")),
-        )
+        Refusal(StatusCode::NOT_FOUND, rpc::error(&Value::Null, rpc::METHOD_NOT_FOUND, &format!("no agent `{name}`")))
     })
 }
 
+/// A refusal before any call: its status and its JSON-RPC answer, given
+/// in the caller's binding.
+struct Refusal(StatusCode, Value);
+
+impl Refusal {
+    /// As JSON-RPC answers it.
+    fn rpc(self) -> Response {
+        json_answer(self.0, &self.1)
+    }
+
+    /// As the HTTP+JSON binding answers it, its status and message kept.
+    fn rest(self) -> Response {
+        json_answer(self.0, &rest::error_body(&self.1["error"], self.0.as_u16()))
+    }
+}
+
 /// The caller, or the 401 refusing it.
-fn authenticate(gateway: &Gateway, parts: &http::request::Parts) -> Result<Option<Caller>, Response> {
+fn authenticate(gateway: &Gateway, parts: &http::request::Parts) -> Result<Option<Caller>, Refusal> {
     let client = parts.extensions.get::<switchyard_state::ClientName>();
     switchyard_engine::authenticate::caller_of(
         gateway,
@@ -66,7 +79,7 @@ fn authenticate(gateway: &Gateway, parts: &http::request::Parts) -> Result<Optio
         let status = StatusCode::from_u16(info.status).unwrap_or(StatusCode::UNAUTHORIZED);
         let mut metadata = Map::new();
         metadata.insert("status".into(), Value::from(info.status));
-        json_answer(status, &rpc::refusal(&Value::Null, rpc::FORBIDDEN, &info.message, "UNAUTHENTICATED", metadata))
+        Refusal(status, rpc::refusal(&Value::Null, rpc::FORBIDDEN, &info.message, "UNAUTHENTICATED", metadata))
     })
 }
 
@@ -90,11 +103,11 @@ pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
     let (parts, _) = request.into_parts();
     let agent = match agent_of(&gateway, &name) {
         Ok(agent) => agent,
-        Err(refused) => return refused,
+        Err(refused) => return refused.rpc(),
     };
     let caller = match authenticate(&gateway, &parts) {
         Ok(caller) => caller,
-        Err(refused) => return refused,
+        Err(refused) => return refused.rpc(),
     };
     if caller.as_ref().is_some_and(|c| !c.key.record.may_call_agent(&agent.name)) {
         // Not granted: as though there were no such agent.
@@ -122,27 +135,6 @@ pub async fn card(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
     }
 }
 
-/// A JSON-RPC refusal answer (as `agent_of` and `authenticate` give) in
-/// the HTTP+JSON binding's shape, its status kept.
-fn as_rest(refused: Response) -> Response {
-    let (parts, _) = refused.into_parts();
-    // The refusals before a call are the gateway's own and few: rebuilt
-    // from their status rather than re-read from their body.
-    let (code, reason) = match parts.status.as_u16() {
-        401 => (rpc::FORBIDDEN, "UNAUTHENTICATED"),
-        404 => (rpc::METHOD_NOT_FOUND, "NOT_FOUND"),
-        _ => (rpc::INTERNAL_ERROR, "INTERNAL"),
-    };
-    let message = match reason {
-        "UNAUTHENTICATED" => "a valid Switchyard API key is required (Authorization: Bearer)",
-        "NOT_FOUND" => "no such agent",
-        _ => "the agent could not be called",
-    };
-    let answer = rpc::refusal(&Value::Null, code, message, reason, Map::new());
-    let status = parts.status.as_u16();
-    json_answer(parts.status, &rest::error_body(&answer["error"], status))
-}
-
 /// Any other method and path under `/a2a/{agent}/`: the HTTP+JSON
 /// binding's requests (1.0's, and 0.3's under `/v1`).
 pub async fn rest(
@@ -153,11 +145,11 @@ pub async fn rest(
     let (parts, body) = request.into_parts();
     let agent = match agent_of(&gateway, &name) {
         Ok(agent) => agent,
-        Err(refused) => return as_rest(refused),
+        Err(refused) => return refused.rest(),
     };
     let caller = match authenticate(&gateway, &parts) {
         Ok(caller) => caller,
-        Err(refused) => return as_rest(refused),
+        Err(refused) => return refused.rest(),
     };
     let refuse = |status: StatusCode, code: i64, message: &str| {
         let error = json!({ "code": code, "message": message });
@@ -198,11 +190,11 @@ pub async fn post(State(gateway): State<Arc<Gateway>>, Path(name): Path<String>,
     let (parts, body) = request.into_parts();
     let agent = match agent_of(&gateway, &name) {
         Ok(agent) => agent,
-        Err(refused) => return refused,
+        Err(refused) => return refused.rpc(),
     };
     let caller = match authenticate(&gateway, &parts) {
         Ok(caller) => caller,
-        Err(refused) => return refused,
+        Err(refused) => return refused.rpc(),
     };
     let Ok(body) = axum::body::to_bytes(body, MAX_REQUEST_BYTES).await else {
         return json_answer(

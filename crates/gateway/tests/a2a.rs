@@ -629,6 +629,13 @@ async fn http_json_refusals_and_hostile_requests_get_the_bindings_errors() {
     // No key, no grant, no such agent.
     let (status, refused) = rest(addr, None, "POST", send, &rest_message("x", "hi")).await;
     assert_eq!((status, refused["error"]["status"].as_str()), (401, Some("UNAUTHENTICATED")), "{refused}");
+    assert_eq!(refused["error"]["details"][0]["reason"], "UNAUTHENTICATED", "{refused}");
+    let (status, refused) = rest(addr, Some("sy-not-a-key"), "POST", send, &rest_message("x", "hi")).await;
+    assert_eq!(status, 401, "{refused}");
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("invalid API key"),
+        "the authenticator's: {refused}"
+    );
     let (status, refused) = rest(addr, Some(&bare), "POST", send, &rest_message("x", "hi")).await;
     assert_eq!(status, 403, "{refused}");
     assert_eq!(refused["error"]["details"][0]["reason"], "PERMISSION_DENIED", "{refused}");
