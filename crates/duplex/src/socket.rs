@@ -51,8 +51,9 @@ pub(crate) fn configure(upgrade: WebSocketUpgrade, gateway: &Gateway) -> WebSock
 pub(crate) enum Incoming {
     /// A text message.
     Text(Utf8Bytes),
-    /// A binary message (no protocol here sends one).
-    Binary,
+    /// A binary message (Realtime and Responses send none; a Live client
+    /// may send its JSON so).
+    Binary(axum::body::Bytes),
     /// A message larger than `duplex.max_message` (its size), not kept.
     TooLarge(usize),
     /// A frame or message past the transport's hard limit: the socket
@@ -137,7 +138,7 @@ impl Socket {
                             if bytes.len() > self.max_message {
                                 return Incoming::TooLarge(bytes.len());
                             }
-                            return Incoming::Binary;
+                            return Incoming::Binary(bytes);
                         }
                         // Answered by the transport; not activity.
                         Message::Ping(_) | Message::Pong(_) => {}
