@@ -70,6 +70,20 @@ impl Ws {
         }
     }
 
+    /// The next event, or the close frame's code and reason (`None`:
+    /// closed without one), within 10 s.
+    pub async fn next_or_closed(&mut self) -> Result<Value, Option<(u16, String)>> {
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(10), self.0.next()).await.expect("an event");
+            match message {
+                Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(&text).unwrap()),
+                Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| (u16::from(f.code), f.reason.to_string()))),
+                None | Some(Err(_)) => return Err(None),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
     /// The close frame's code and reason (within 10 s), skipping events.
     pub async fn closed(&mut self) -> Option<(u16, String)> {
         loop {
