@@ -395,7 +395,7 @@ impl Live {
         let usage = server.usage;
         if let Some(turn) = &mut self.running {
             if usage.is_some() {
-                turn.usage = usage.clone();
+                turn.usage = usage;
             }
             turn.generation.first_byte();
             turn.generation.delivered = turn.generation.delivered.saturating_add(server.delivered);

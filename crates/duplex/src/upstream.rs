@@ -47,12 +47,15 @@ pub(crate) enum Binary {
     Json,
 }
 
+/// A fake session on a lane, and what it opens with.
+pub(crate) type Fake = (Box<dyn FakeSession>, Vec<String>);
+
 /// How a session's upstream is reached.
 pub(crate) struct Dial {
     /// The path and query after the lane's base.
     pub(crate) path: String,
     /// The fake a `mock://` lane serves, and what it opens with.
-    pub(crate) fake: fn(&Lane) -> (Box<dyn FakeSession>, Vec<String>),
+    pub(crate) fake: fn(&Lane) -> Fake,
     pub(crate) binary: Binary,
 }
 
