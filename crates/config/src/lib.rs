@@ -470,6 +470,9 @@ mod tests {
         assert!(config.pool_index("demo").is_some());
         let embed = config.pool_index("demo-embed").unwrap();
         assert_eq!(config.pools[embed].operation, Operation::Embed);
+        // A Gemini Live session offline, on the in-process fake.
+        let live = config.model_index("demo-live").unwrap();
+        assert_eq!(config.models[live].operation, Operation::Live);
     }
 
     #[test]

@@ -438,3 +438,13 @@ async fn guardrails_screen_what_the_caller_sends_and_what_the_model_writes_and_s
     assert_eq!(code, 1008, "{reason}");
     assert!(reason.contains("`leaks`") && !reason.contains("top secret"), "{reason}");
 }
+
+#[tokio::test]
+async fn the_demo_serves_a_live_session_offline() {
+    let addr = common::gateway(switchyard_config::DEMO_CONFIG).await;
+    let mut ws = session(addr, "", "demo-live", json!({"generationConfig": {"responseModalities": ["TEXT"]}})).await;
+    ws.send(&user("hello demo")).await;
+    let messages = turn(&mut ws).await;
+    assert_eq!(texts(&messages), "Echo: hello demo", "{messages:#?}");
+    assert_eq!(messages.last().unwrap()["usageMetadata"]["responseTokenCount"], 3);
+}
