@@ -448,3 +448,50 @@ async fn the_demo_serves_a_live_session_offline() {
     assert_eq!(texts(&messages), "Echo: hello demo", "{messages:#?}");
     assert_eq!(messages.last().unwrap()["usageMetadata"]["responseTokenCount"], 3);
 }
+
+#[tokio::test]
+async fn a_key_revoked_mid_session_is_refused_at_its_next_turn() {
+    let (addr, _) = governed(&config("mock://", CARD, "")).await;
+    let created = create_key(addr, json!({"name": "soon-gone"})).await;
+    let (secret, id) = (created["key"].as_str().unwrap(), created["id"].as_str().unwrap());
+    let mut ws = session(addr, secret, "lv", json!({"generationConfig": {"responseModalities": ["TEXT"]}})).await;
+    ws.send(&user("first")).await;
+    assert_eq!(texts(&turn(&mut ws).await), "Echo: first");
+    let revoked =
+        common::admin_call(addr, "DELETE", &format!("/api/v1/admin/keys/{id}"), Some(common::ADMIN_TOKEN), None).await;
+    assert_eq!(revoked.status, 200);
+    ws.send(&user("still?")).await;
+    let (code, reason) = ws.next_or_closed().await.unwrap_err().unwrap();
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.starts_with("UNAUTHENTICATED: "), "{reason}");
+    assert_eq!(ledger_rows(addr, "pool=lv&status=200", 1).await.len(), 1);
+}
+
+#[tokio::test]
+async fn at_shutdown_the_caller_is_told_to_go_away_and_an_open_turn_has_the_drain_then_is_settled_once() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen, Mode::Stall).await;
+    let (addr, gateway) = governed(&config(&format!("http://{up}"), CARD, "duplex: { drain: 300ms }\n")).await;
+    let secret = key(addr, json!({"name": "k"})).await;
+    let mut ws = session(addr, &secret, "lv", json!({"generationConfig": {"responseModalities": ["TEXT"]}})).await;
+    ws.send(&user("hi")).await;
+    for _ in 0..4 {
+        ws.next().await.unwrap();
+    }
+    let stopped = std::time::Instant::now();
+    gateway.sockets.stop();
+    let away = ws.next_or_closed().await.unwrap();
+    assert_eq!(away["goAway"]["timeLeft"], "0.300s", "{away}");
+    let (code, _) = ws.next_or_closed().await.unwrap_err().unwrap();
+    assert_eq!(code, 1001);
+    // It waited for the turn, within the drain.
+    let waited = stopped.elapsed();
+    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(3), "{waited:?}");
+    let rows = ledger_rows(addr, "pool=lv", 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let later = ledger_rows(addr, "pool=lv", 1).await;
+    assert_eq!((rows.len(), later.len()), (1, 1), "settled once: {later:#?}");
+    assert_eq!((later[0]["status"].as_u64(), later[0]["estimated"].as_bool()), (Some(499), Some(true)));
+    // The place is given back.
+    tokio::time::timeout(Duration::from_secs(2), gateway.sockets.closed()).await.unwrap();
+}
