@@ -140,6 +140,12 @@ impl Generation {
     pub(crate) fn refused_upstream(mut self) {
         self.record.finish_detached(400);
     }
+
+    /// Settles one the upstream never answered before the session ended
+    /// (realtime input the server heard no turn in): nothing billed.
+    pub(crate) fn unanswered(mut self) {
+        self.record.finish_detached(499);
+    }
 }
 
 /// The pool `name` resolves to, when it serves `operation` (a pool of

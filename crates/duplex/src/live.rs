@@ -510,9 +510,9 @@ impl Live {
 
     /// Settles every open generation once, cut short.
     fn cut_all(&mut self, why: Estimated, status: u16) {
+        // Never answered: nothing to bill.
         for generation in self.waiting.drain(..).chain(self.listening.take()) {
-            // Never answered: nothing to bill.
-            generation.refused_upstream();
+            generation.unanswered();
         }
         if let Some(turn) = self.running.take() {
             turn.generation.cut(why, status);

@@ -236,6 +236,8 @@ struct Seen {
     authorization: Option<String>,
     path: Option<String>,
     setup: Option<Value>,
+    /// The messages after `setup` it was sent.
+    sent: Vec<Value>,
 }
 
 /// How the test's own upstream answers a finished turn.
@@ -248,6 +250,8 @@ enum Mode {
     Stall,
     /// Four text parts, then it closes the session.
     Hangup,
+    /// After `setup`, a turn nothing asked for (a greeting), with usage.
+    Greet,
 }
 
 /// An upstream Live server answering as `mode` says.
@@ -280,8 +284,16 @@ async fn upstream(seen: Arc<Mutex<Seen>>, mode: Mode) -> SocketAddr {
                     if let Some(setup) = message.get("setup") {
                         seen.lock().unwrap().setup = Some(setup.clone());
                         ws.send(send(json!({"setupComplete": {}}))).await.unwrap();
+                        if mode == Mode::Greet {
+                            let part = json!({"serverContent": {"modelTurn": {"parts": [{"text": "welcome"}]}}});
+                            ws.send(send(part)).await.unwrap();
+                            let usage = json!({"promptTokenCount": 2, "responseTokenCount": 1});
+                            let done = json!({"serverContent": {"turnComplete": true}, "usageMetadata": usage});
+                            ws.send(send(done)).await.unwrap();
+                        }
                         continue;
                     }
+                    seen.lock().unwrap().sent.push(message.clone());
                     if message["clientContent"]["turnComplete"] != true {
                         continue;
                     }
@@ -305,7 +317,7 @@ async fn upstream(seen: Arc<Mutex<Seen>>, mode: Mode) -> SocketAddr {
                                 .await
                                 .unwrap();
                         }
-                        Mode::Stall => {}
+                        Mode::Stall | Mode::Greet => {}
                         Mode::Hangup => {
                             let _ = ws.close(None).await;
                             return;
@@ -494,4 +506,41 @@ async fn at_shutdown_the_caller_is_told_to_go_away_and_an_open_turn_has_the_drai
     assert_eq!((later[0]["status"].as_u64(), later[0]["estimated"].as_bool()), (Some(499), Some(true)));
     // The place is given back.
     tokio::time::timeout(Duration::from_secs(2), gateway.sockets.closed()).await.unwrap();
+}
+
+#[tokio::test]
+async fn realtime_input_is_admitted_before_it_goes_upstream_and_an_unasked_turn_when_it_starts() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen.clone(), Mode::Greet).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), CARD, "")).await;
+    // A healthy key: the greeting nothing asked for is admitted when it
+    // starts, passed on, and billed from its usage.
+    let secret = key(addr, json!({"name": "rich"})).await;
+    let mut ws = session(addr, &secret, "lv", json!({})).await;
+    let greeting = turn(&mut ws).await;
+    assert_eq!(texts(&greeting), "welcome");
+    let rows = ledger_rows(addr, "pool=lv", 1).await;
+    assert_eq!((rows[0]["input_tokens"].as_u64(), rows[0]["status"].as_u64()), (Some(2), Some(200)), "{rows:#?}");
+    // A spent key: the greeting is refused when it starts and never reaches
+    // the caller; the session ends with the reason.
+    let broke = key(addr, json!({"name": "broke", "budget": {"usd": 0.000001, "window": "1d"}})).await;
+    let mut ws = open(addr, PATH, &[("x-goog-api-key", &broke)]).await.unwrap();
+    ws.send(&json!({"setup": {"model": "models/lv"}})).await;
+    assert_eq!(ws.next_or_closed().await.unwrap(), json!({"setupComplete": {}}));
+    let (code, reason) = ws.next_or_closed().await.unwrap_err().unwrap();
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.starts_with("RESOURCE_EXHAUSTED: "), "{reason}");
+    // Spoken input from a spent key is refused before any of it goes up.
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let up = upstream(seen.clone(), Mode::Finish).await;
+    let (addr, _) = governed(&config(&format!("http://{up}"), CARD, "")).await;
+    let broke = key(addr, json!({"name": "broke", "budget": {"usd": 0.000001, "window": "1d"}})).await;
+    let mut ws = session(addr, &broke, "lv", json!({})).await;
+    ws.send(&json!({"realtimeInput": {"activityStart": {}}})).await;
+    ws.send(&json!({"realtimeInput": {"audio": {"data": "A".repeat(4_000), "mimeType": "audio/pcm;rate=16000"}}}))
+        .await;
+    let (code, reason) = ws.next_or_closed().await.unwrap_err().unwrap();
+    assert_eq!(code, 1008, "{reason}");
+    let sent = seen.lock().unwrap().sent.clone();
+    assert_eq!(sent, vec![json!({"realtimeInput": {"activityStart": {}}})], "no audio went upstream");
 }

@@ -137,8 +137,8 @@ pub(crate) fn with_model(text: &str, model: &str) -> Option<String> {
 /// What the relay reads of a server message.
 #[derive(Debug, Default)]
 pub(crate) struct Server {
-    /// The model's turn goes on in it (its content, a transcript of its
-    /// audio, a tool call).
+    /// The model's turn starts or goes on in it (its content, a tool
+    /// call). A transcript alone never starts one: it may trail its turn.
     pub(crate) content: bool,
     /// A tool call: the turn waits for the caller's answer.
     pub(crate) tool_call: bool,
@@ -201,7 +201,7 @@ pub(crate) fn read_server(text: &str) -> Option<Server> {
         let texts = content.model_turn.iter().flat_map(|turn| turn.parts.iter()).filter_map(|p| p.text.as_deref());
         let transcript = content.output_transcription.as_ref().and_then(|t| t.text.as_deref());
         server.delivered = texts.chain(transcript).map(|t| t.len() as u64).sum();
-        server.content = content.model_turn.is_some() || content.output_transcription.is_some();
+        server.content = content.model_turn.is_some();
         server.turn_complete = content.turn_complete == Some(true);
         server.interrupted = content.interrupted == Some(true);
     }
@@ -391,7 +391,7 @@ mod tests {
         assert!(text.content && !text.turn_complete);
         assert_eq!(text.delivered, 3);
         let said = read_server(r#"{"serverContent":{"outputTranscription":{"text":"four"}}}"#).unwrap();
-        assert_eq!((said.content, said.delivered), (true, 4));
+        assert_eq!((said.content, said.delivered), (false, 4));
         let done = read_server(
             r#"{"serverContent":{"turnComplete":true},"usageMetadata":{"promptTokenCount":3,"responseTokenCount":2}}"#,
         )
