@@ -63,4 +63,14 @@ pub fn routes() -> Router<Arc<Gateway>> {
             "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContent",
             get(live::connect_v1alpha),
         )
+        // Where google-genai sends an ephemeral token.
+        .route(
+            "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContentConstrained",
+            get(live::connect_v1beta),
+        )
+        .route(
+            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
+            get(live::connect_v1alpha),
+        )
+        .route("/v1alpha/auth_tokens", post(live::token::mint))
 }

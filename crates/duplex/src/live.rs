@@ -4,7 +4,10 @@
 //! opens it.
 //!
 //! The handshake authenticates the caller as Gemini's HTTP routes do
-//! (`x-goog-api-key`, or `?key=`) and takes the socket's place
+//! (`x-goog-api-key`, or `?key=`), or by an ephemeral token the gateway
+//! minted (`token`: `Authorization: Token auth_tokens/…`, as google-genai
+//! sends it to `BidiGenerateContentConstrained`, or `?access_token=`),
+//! and takes the socket's place
 //! (`duplex.sessions_per_key`, `duplex.max_sessions`); refusals there are
 //! HTTP errors in Gemini's shape. The caller's first message is `setup`:
 //! its model names a pool of lanes with `operation: live` the key may use,
@@ -40,6 +43,7 @@
 
 pub(crate) mod message;
 mod screen;
+pub mod token;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -73,14 +77,23 @@ const INVALID: u16 = 1007;
 /// The close code of a refusal (RFC 6455: "policy violation").
 const POLICY: u16 = 1008;
 
-/// `GET /ws/…v1beta.GenerativeService.BidiGenerateContent`.
+/// `GET /ws/…v1beta.GenerativeService.BidiGenerateContent` (and
+/// `…Constrained`, where google-genai sends an ephemeral token).
 pub async fn connect_v1beta(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
     connect(gateway, request, "v1beta").await
 }
 
-/// `GET /ws/…v1alpha.GenerativeService.BidiGenerateContent`.
+/// `GET /ws/…v1alpha.GenerativeService.BidiGenerateContent` (and `…Constrained`).
 pub async fn connect_v1alpha(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
     connect(gateway, request, "v1alpha").await
+}
+
+/// How a session's caller is read again for each generation.
+enum Who {
+    /// The handshake's own credential.
+    Handshake,
+    /// An ephemeral token's key, by id, and the model it is bound to.
+    Token { key_id: String, model: Option<String> },
 }
 
 /// A session, or why not.
@@ -94,14 +107,37 @@ async fn connect(gateway: Arc<Gateway>, request: Request, version: &'static str)
         .with_status(426);
         return door::refuse(&gateway, PROTOCOL, &parts.headers, info);
     };
-    let client = parts.extensions.get::<switchyard_state::ClientName>();
-    let opened = switchyard_engine::authenticate::caller(&gateway, PROTOCOL, &parts.uri, &parts.headers, client, &[])
-        .and_then(|caller| Ok((door::open_as(&gateway, "live", caller.as_ref(), &parts)?, caller)));
+    let opened = who(&gateway, &parts)
+        .and_then(|(who, caller)| Ok((door::open_as(&gateway, "live", caller.as_ref(), &parts)?, who, caller)));
     match opened {
-        Ok((opened, caller)) => crate::socket::configure(upgrade, &gateway)
-            .on_upgrade(move |ws| Box::pin(run(gateway, caller, opened, version, ws))),
+        Ok((opened, who, caller)) => crate::socket::configure(upgrade, &gateway)
+            .on_upgrade(move |ws| Box::pin(run(gateway, who, caller, opened, version, ws))),
         Err(info) => door::refuse(&gateway, PROTOCOL, &parts.headers, info),
     }
+}
+
+/// Who opens the socket: an ephemeral token's key, else the handshake's
+/// key as the HTTP routes read it.
+fn who(gateway: &Gateway, parts: &http::request::Parts) -> Result<(Who, Option<Caller>), ErrorInfo> {
+    let Some(presented) = token::presented(parts) else {
+        let client = parts.extensions.get::<switchyard_state::ClientName>();
+        let caller =
+            switchyard_engine::authenticate::caller(gateway, PROTOCOL, &parts.uri, &parts.headers, client, &[])?;
+        return Ok((Who::Handshake, caller));
+    };
+    let grant = gateway
+        .client_secrets
+        .redeem(&presented, switchyard_state::clock::now_ms())
+        .map_err(|why| ErrorInfo::new(ErrorKind::Authentication, why.to_string()))?;
+    let caller = match &gateway.governance {
+        None => None,
+        // Minted on a gateway that took no key: it names none to bill.
+        Some(_) if grant.key_id.is_empty() => {
+            return Err(ErrorInfo::new(ErrorKind::Authentication, "this token names no key"));
+        }
+        Some(governance) => Some(governance.caller_by_key_id(&grant.key_id)?),
+    };
+    Ok((Who::Token { key_id: grant.key_id, model: grant.model }, caller))
 }
 
 /// Why a session ends.
@@ -182,6 +218,7 @@ struct Turn {
 /// A running session's state.
 struct Live {
     place: Place,
+    who: Who,
     opened: Opened,
     out: Outbox,
     screen: Option<screen::Screening>,
@@ -197,11 +234,18 @@ struct Live {
     max_output: Option<u64>,
 }
 
-async fn run(gateway: Arc<Gateway>, caller: Option<Caller>, opened: Opened, version: &'static str, ws: WebSocket) {
+async fn run(
+    gateway: Arc<Gateway>,
+    who: Who,
+    caller: Option<Caller>,
+    opened: Opened,
+    version: &'static str,
+    ws: WebSocket,
+) {
     let mut socket = Socket::new(&gateway, ws);
     let out = socket.outbox();
     let max_message = gateway.config.duplex.max_message;
-    let (mut live, mut upstream) = match Box::pin(start(&gateway, caller, opened, version, &mut socket)).await {
+    let (mut live, mut upstream) = match Box::pin(start(&gateway, who, caller, opened, version, &mut socket)).await {
         Ok(started) => started,
         Err(End::Close { code, reason, .. }) => return out.close(code, &reason).await,
         Err(End::UpstreamGone(why)) => return out.close(close::INTERNAL, &why).await,
@@ -237,6 +281,7 @@ async fn run(gateway: Arc<Gateway>, caller: Option<Caller>, opened: Opened, vers
 /// upstream dialled and set up.
 async fn start(
     gateway: &Arc<Gateway>,
+    who: Who,
     caller: Option<Caller>,
     opened: Opened,
     version: &'static str,
@@ -247,6 +292,12 @@ async fn start(
     let Client::Setup { model, max_output_tokens } = read_setup else {
         return Err(End::close(INVALID, "the first message is `setup`"));
     };
+    if let Who::Token { model: Some(bound), .. } = &who {
+        if *bound != model {
+            let message = format!("this token opens sessions of `{bound}`, not `{model}`");
+            return Err(End::refused(&ErrorInfo::new(ErrorKind::PermissionDenied, message)));
+        }
+    }
     let pool = generation::pool_serving(gateway, &model, Operation::Live).map_err(|info| End::refused(&info))?;
     if let Some(caller) = caller.as_ref().filter(|c| !c.key.record.may_use(&model)) {
         let message = format!("API key {} may not use `{model}`", caller.key.record.prefix);
@@ -295,6 +346,7 @@ async fn start(
                 };
                 let live = Live {
                     place,
+                    who,
                     opened,
                     out: socket.outbox(),
                     screen,
@@ -455,7 +507,12 @@ impl Live {
     /// The caller of the next generation, read again now (a key revoked
     /// since the handshake is refused).
     fn caller(&self) -> Result<Option<Caller>, ErrorInfo> {
-        door::again(&self.place.gateway.serving(), PROTOCOL, &self.opened)
+        let gateway = self.place.gateway.serving();
+        match (&self.who, &gateway.governance) {
+            (Who::Handshake, _) => door::again(&gateway, PROTOCOL, &self.opened),
+            (Who::Token { key_id, .. }, Some(governance)) => governance.caller_by_key_id(key_id).map(Some),
+            (Who::Token { .. }, None) => Ok(None),
+        }
     }
 
     /// Ends the session as `end` says, settling every open generation once.

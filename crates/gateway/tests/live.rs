@@ -544,3 +544,78 @@ async fn realtime_input_is_admitted_before_it_goes_upstream_and_an_unasked_turn_
     let sent = seen.lock().unwrap().sent.clone();
     assert_eq!(sent, vec![json!({"realtimeInput": {"activityStart": {}}})], "no audio went upstream");
 }
+
+/// Mints an ephemeral token with `key`; the reply's status and body.
+async fn mint(addr: SocketAddr, key: &str, body: Value) -> (u16, Value, Option<String>) {
+    let reply = common::post(addr, "/v1alpha/auth_tokens", &[("x-goog-api-key", key)], body.to_string()).await;
+    let cache = reply.headers.get("cache-control").map(|v| v.to_str().unwrap().to_owned());
+    (reply.status.as_u16(), serde_json::from_slice(&reply.body).unwrap_or(Value::Null), cache)
+}
+
+#[tokio::test]
+async fn an_ephemeral_token_opens_its_keys_sessions_of_its_model_and_nothing_else() {
+    let (addr, gateway) = governed(&config("mock://", CARD, "")).await;
+    let created = create_key(addr, json!({"name": "alice"})).await;
+    let (alice, alice_id) = (created["key"].as_str().unwrap().to_owned(), created["id"].as_str().unwrap().to_owned());
+    let (status, minted, cache) =
+        mint(addr, &alice, json!({"uses": 1, "bidiGenerateContentSetup": {"model": "models/lv"}})).await;
+    assert_eq!((status, cache.as_deref()), (200, Some("no-store")), "{minted}");
+    let name = minted["name"].as_str().unwrap().to_owned();
+    assert!(
+        name.starts_with("auth_tokens/sy-ek-") && !name.contains(&alice) && !name.contains("lane-secret"),
+        "{name}"
+    );
+    // As google-genai sends it: `Token` on the constrained method; and in
+    // `access_token=`. Each session's turns are alice's.
+    let constrained = PATH.replace("BidiGenerateContent", "BidiGenerateContentConstrained");
+    let text = json!({"setup": {"model": "models/lv", "generationConfig": {"responseModalities": ["TEXT"]}}});
+    for (path, headers) in [
+        (constrained.clone(), vec![("authorization", format!("Token {name}"))]),
+        (format!("{PATH}?access_token={name}"), vec![]),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        let mut ws = open(addr, &path, &headers).await.unwrap();
+        ws.send(&text).await;
+        assert_eq!(ws.next().await.unwrap(), json!({"setupComplete": {}}));
+        ws.send(&user("from a browser")).await;
+        assert_eq!(texts(&turn(&mut ws).await), "Echo: from a browser");
+    }
+    let rows = ledger_rows(addr, "pool=lv", 2).await;
+    assert!(rows.len() == 2 && rows.iter().all(|r| r["key_id"] == alice_id.as_str()), "{rows:#?}");
+    // Bound to its model: not another pool's session.
+    let mut ws = open(addr, &constrained, &[("authorization", &format!("Token {name}"))]).await.unwrap();
+    ws.send(&json!({"setup": {"model": "models/chat"}})).await;
+    let (code, reason) = ws.closed().await.unwrap();
+    assert_eq!(code, 1008, "{reason}");
+    assert!(reason.contains("PERMISSION_DENIED") && reason.contains("`lv`"), "{reason}");
+    // Never an API key: no HTTP route takes it, and it mints no token.
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}).to_string();
+    let reply = common::post(addr, "/v1beta/models/chat:generateContent", &[("x-goog-api-key", &name)], body).await;
+    assert_eq!(reply.status, 401, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(mint(addr, &name, json!({})).await.0, 401, "a token mints no token");
+    // A guess, or one past its window, opens nothing.
+    let guess = format!("auth_tokens/sy-ek-{}", "0".repeat(64));
+    assert_eq!(open(addr, &constrained, &[("authorization", &format!("Token {guess}"))]).await.err().unwrap().0, 401);
+    let grant = switchyard_state::client_secrets::Grant { key_id: alice_id.clone(), model: None, expires_at_ms: 1 };
+    let expired = gateway.client_secrets.mint(grant, 2).unwrap();
+    let refused = open(addr, &format!("{PATH}?access_token={expired}"), &[]).await.err().unwrap();
+    assert_eq!(refused.0, 401);
+    assert!(refused.1.contains("expired"), "{}", refused.1);
+    // What the gateway would not enforce is refused at the mint, and a
+    // key limited to `chat` mints no token for `lv`.
+    let soon = "2099-01-01T00:00:00Z";
+    for body in [
+        json!({"uses": 3}),
+        json!({"fieldMask": "generationConfig.temperature"}),
+        json!({"expireTime": soon}),
+        json!({"newSessionExpireTime": soon}),
+        json!({"newSessionExpireTime": "tomorrow"}),
+        json!({"bidiGenerateContentSetup": {"model": "models/lv", "systemInstruction": {"parts": [{"text": "x"}]}}}),
+        json!({"bidiGenerateContentSetup": {"model": "models/chat"}}),
+    ] {
+        let (status, answer, _) = mint(addr, &alice, body.clone()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+    }
+    let bob = key(addr, json!({"name": "bob", "pools": ["chat"]})).await;
+    assert_eq!(mint(addr, &bob, json!({"bidiGenerateContentSetup": {"model": "models/lv"}})).await.0, 403);
+}
