@@ -3,8 +3,10 @@ over its `websockets` transport) on a `mock://` lane with `operation: live`:
 a text turn, an audio stream answered in audio with its transcripts, each
 turn a ledger row of operation `live` priced by the card; a spent budget
 refusing the next generation only (Live has no error message: the gateway
-closes with 1008 and the reason, which the SDK raises as `APIError`); and a
-key that may not use the pool refused at `setup`. The SDK dials Live over
+closes with 1008 and the reason, which the SDK raises as `APIError`); a
+key that may not use the pool refused at `setup`; and an ephemeral token
+minted by the gateway (`client.auth_tokens.create`) opening a session
+billed to its key while the HTTP API refuses it. The SDK dials Live over
 `wss://` only, so the gateway's data listener serves TLS here (the test
 fixtures' certificate for `localhost`, its CA given to the SDK as a
 deployment's client would hold it)."""
@@ -17,6 +19,7 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -74,12 +77,17 @@ def live(tmp_path_factory):
         yield addresses
 
 
+def options(addr: str, version: str = "v1beta") -> types.HttpOptions:
+    """The gateway's address, and its CA for the SDK's sockets and HTTP."""
+    ca = context(False)
+    return types.HttpOptions(
+        base_url=f"https://{addr}", api_version=version, client_args={"verify": ca}, async_client_args={"ssl": ca}
+    )
+
+
 def client(addr: str, admin: str, **spec) -> tuple[genai.Client, dict]:
     key = admin_api(admin, "POST", "/api/v1/admin/keys", {"name": "live", **spec})
-    options = types.HttpOptions(
-        base_url=f"https://{addr}", api_version="v1beta", async_client_args={"ssl": context(False)}
-    )
-    return genai.Client(api_key=key["key"], http_options=options), key
+    return genai.Client(api_key=key["key"], http_options=options(addr)), key
 
 
 async def turn(session) -> list:
@@ -186,3 +194,32 @@ def test_a_key_that_may_not_use_the_pool_is_refused_at_setup(live):
     with pytest.raises(genai_errors.APIError) as refused:
         asyncio.run(talk())
     assert refused.value.code == 1008 and "PERMISSION_DENIED" in str(refused.value), refused.value
+
+
+def test_an_ephemeral_token_minted_by_the_gateway_opens_a_session_billed_to_its_key(live):
+    addr, admin = live
+    sdk, key = client(addr, admin)
+    # Ephemeral tokens are v1alpha in google-genai.
+    alpha = options(addr, "v1alpha")
+    minter = genai.Client(api_key=key["key"], http_options=alpha)
+    token = minter.auth_tokens.create(config={"uses": 1, "live_connect_constraints": {"model": "live"}})
+    assert token.name.startswith("auth_tokens/sy-ek-") and key["key"] not in token.name, token
+    browser = genai.Client(api_key=token.name, http_options=alpha)
+
+    async def talk():
+        async with browser.aio.live.connect(model="live", config={"response_modalities": ["TEXT"]}) as session:
+            await session.send_client_content(turns={"role": "user", "parts": [{"text": "from a browser"}]})
+            return "".join(m.text for m in await turn(session) if m.text)
+
+    assert asyncio.run(talk()) == "Echo: from a browser"
+    assert [r["operation"] for r in rows(admin, key["id"], 1)] == ["live"]
+    # The token is no API key: the HTTP API refuses it (google-genai will
+    # not send it there, so the request is made by hand).
+    request = urllib.request.Request(
+        f"https://{addr}/v1beta/models/lane-gemini:generateContent",
+        data=b'{"contents":[{"parts":[{"text":"hi"}]}]}',
+        headers={"x-goog-api-key": token.name, "content-type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10, context=context(False))
+    assert refused.value.code == 401
