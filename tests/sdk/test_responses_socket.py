@@ -1,0 +1,204 @@
+"""The Responses API over WebSocket through the official OpenAI SDK
+(`client.responses.connect()`, over its `websockets` transport), on a lane
+of each protocol the fake serves: five turns on one socket (a tool call,
+its output sent after `previous_response_id` with `store: false`, three
+text turns each going on from the one before), an `error` event for a
+previous response the socket never saw and for `response.steer` (which the
+gateway does not take) with the socket going on, a conversation kept on
+one socket that neither another socket of the same key nor another
+tenant's can continue, and a spent budget refusing the next turn only.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import openai
+import pytest
+
+from conftest import admin_api, serving
+from sdk_support import PROTOCOLS
+
+TOOLS = [
+    {
+        "type": "function",
+        "name": "lookup",
+        "description": "find a thing",
+        "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+    }
+]
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
+
+
+@pytest.fixture(scope="module")
+def sockets(tmp_path_factory):
+    """A gateway with keys, every lane priced and SQLite storage: (data, admin)."""
+    workdir = tmp_path_factory.mktemp("responses-socket")
+    extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1000, output_utok: 2000 }}\n" for p in PROTOCOLS)
+    extra += "auth: { mode: keys }\n"
+    extra += "governance: { ledger_flush_interval: 20ms }\n"
+    extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
+    with serving(workdir, extra) as addresses:
+        yield addresses
+
+
+def client(addr: str, admin: str, name: str, **spec) -> tuple[openai.OpenAI, dict]:
+    key = admin_api(admin, "POST", "/api/v1/admin/keys", {"name": name, **spec})
+    return openai.OpenAI(base_url=f"http://{addr}/v1", api_key=key["key"], max_retries=0), key
+
+
+def turn(connection, **create) -> list:
+    """Sends one `response.create` and reads its events up to its terminal one."""
+    connection.response.create(**create)
+    return until_end(connection)
+
+
+def until_end(connection) -> list:
+    events = []
+    for event in connection:
+        events.append(event)
+        if event.type in TERMINAL:
+            return events
+    raise AssertionError(f"the socket closed: {events}")
+
+
+def completed(events: list):
+    assert events[-1].type == "response.completed", [e.to_dict() for e in events]
+    return events[-1].response
+
+
+def said(response) -> str:
+    return "".join(
+        part.text
+        for item in response.output
+        if item.type == "message"
+        for part in item.content
+        if getattr(part, "text", None)
+    )
+
+
+def rows(admin: str, key_id: str, count: int) -> list:
+    """The key's ledger rows, once `count` are written (the ledger flushes
+    on an interval)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = admin_api(admin, "GET", f"/api/v1/admin/requests?limit=100&key={key_id}")["data"]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_five_turns_with_a_tool_call_on_one_socket(sockets, protocol):
+    addr, admin = sockets
+    sdk, key = client(addr, admin, f"five-{protocol}")
+    lane = f"lane-{protocol}"
+    with sdk.responses.connect() as connection:
+        # 1: a tool call, its arguments streamed as deltas.
+        events = turn(
+            connection, model=lane, store=False, tools=TOOLS, input='[mock:tool=lookup {"q":"tides"}]'
+        )
+        assert events[0].type == "response.created", events[0]
+        first = completed(events)
+        call = next(item for item in first.output if item.type == "function_call")
+        assert call.name == "lookup" and json.loads(call.arguments) == {"q": "tides"}, call
+        deltas = "".join(e.delta for e in events if e.type == "response.function_call_arguments.delta")
+        assert json.loads(deltas) == {"q": "tides"}, deltas
+        added = [e for e in events if e.type == "response.output_item.added"]
+        assert any(e.item.type == "function_call" for e in added), events
+        # 2: its output alone after the id; the call is only in the socket's
+        # own conversation (store: false), so the lane had it from there.
+        events = turn(
+            connection,
+            model=lane,
+            store=False,
+            tools=TOOLS,
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "high at noon"}],
+        )
+        previous = completed(events)
+        assert "tool lookup returned: high at noon" in said(previous), said(previous)
+        # 3-5: text turns, each going on from the one before; the history
+        # goes along (the input grows each turn).
+        for n in range(3, 6):
+            events = turn(connection, model=lane, store=False, previous_response_id=previous.id, input=f"turn {n}")
+            response = completed(events)
+            assert said(response).endswith(f"you said: turn {n}"), said(response)
+            text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+            assert text == said(response), (text, said(response))
+            assert response.usage.input_tokens > previous.usage.input_tokens, (response.usage, previous.usage)
+            previous = response
+    # Five turns, five ledger rows of this key, each streamed and priced.
+    ledger = rows(admin, key["id"], 5)
+    assert len(ledger) == 5, ledger
+    assert all(r["status"] == 200 and r["stream"] and r["pool"] == lane and r["cost_nano"] > 0 for r in ledger), ledger
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_an_unknown_previous_id_and_an_unsupported_event_are_errors_and_the_socket_goes_on(sockets, protocol):
+    addr, admin = sockets
+    sdk, _ = client(addr, admin, f"errors-{protocol}")
+    lane = f"lane-{protocol}"
+    with sdk.responses.connect() as connection:
+        events = turn(connection, model=lane, store=False, previous_response_id="resp_never_seen", input="hi")
+        assert [e.type for e in events] == ["error"], events
+        assert events[0].error.code == "previous_response_not_found", events[0]
+        # The SDK's own `response.steer`: not taken, and said so.
+        connection.response.steer(input=[{"type": "message", "role": "user", "content": "faster"}],
+                                  previous_response_id="resp_never_seen")
+        refused = until_end(connection)[-1]
+        assert refused.type == "error" and refused.error.code == "unsupported_event", refused
+        events = turn(connection, model=lane, store=False, input="still here")
+        assert said(completed(events)).endswith("you said: still here")
+
+
+def test_a_conversation_kept_on_a_socket_is_that_sockets_alone(sockets):
+    """`store: false`: the conversation lives on the socket that made it.
+    Another socket of the same key, and another tenant's, get
+    `previous_response_not_found` for its id (and never its words)."""
+    addr, admin = sockets
+    owner, _ = client(addr, admin, "keeper")
+    other, _ = client(addr, admin, "stranger")
+    with owner.responses.connect() as connection:
+        first = completed(turn(connection, model="lane-openai", store=False, input="the vault code is 4417"))
+        for sdk in (owner, other):
+            with sdk.responses.connect() as elsewhere:
+                events = turn(elsewhere, model="lane-openai", store=False, previous_response_id=first.id, input="and?")
+                assert [e.type for e in events] == ["error"], events
+                assert events[0].error.code == "previous_response_not_found", events[0]
+                assert "4417" not in events[0].to_json(), events[0]
+        # The socket that made it still goes on from it.
+        events = turn(connection, model="lane-openai", store=False, previous_response_id=first.id, input="repeat")
+        response = completed(events)
+        assert response.usage.input_tokens > first.usage.input_tokens
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_spent_budget_refuses_the_next_turn_only(sockets, protocol):
+    addr, admin = sockets
+    lane = f"lane-{protocol}"
+    sdk, key = client(addr, admin, f"thrifty-{protocol}", budget={"usd": 0.25, "window": "1d"})
+    with sdk.responses.connect() as connection:
+        served, refused = 0, None
+        for n in range(30):
+            events = turn(connection, model=lane, max_output_tokens=100, input=f"turn {n}")
+            if events[-1].type == "error":
+                refused = events[-1]
+                break
+            completed(events)
+            served += 1
+        assert refused is not None and served >= 1, served
+        assert refused.error.code == "insufficient_quota" and refused.status == 429, refused
+        # The refusal ended that turn only: the socket answers a warm-up
+        # (nothing generated, nothing billed) and the next turn is refused
+        # in the same words, not dropped.
+        warm = completed(turn(connection, model=lane, generate=False, input="x"))
+        assert warm.output == [], warm
+        again = turn(connection, model=lane, input="once more")
+        assert [e.type for e in again] == ["error"] and again[0].error.code == "insufficient_quota", again
+    ledger = rows(admin, key["id"], served + 2)
+    billed = [r for r in ledger if r["status"] == 200]
+    assert len(billed) == served, ledger
+    assert sum(1 for r in ledger if r["status"] == 429) >= 2, ledger
