@@ -7,12 +7,15 @@ previous response the socket never saw and for `response.steer` (which the
 gateway does not take) with the socket going on, a conversation kept on
 one socket that neither another socket of the same key nor another
 tenant's can continue, and a spent budget refusing the next turn only.
+The official JS SDK's socket (`ResponsesWS`) runs the five turns too.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import time
+from pathlib import Path
 
 import openai
 import pytest
@@ -202,3 +205,33 @@ def test_a_spent_budget_refuses_the_next_turn_only(sockets, protocol):
     billed = [r for r in ledger if r["status"] == 200]
     assert len(billed) == served, ledger
     assert sum(1 for r in ledger if r["status"] == 429) >= 2, ledger
+
+
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
+
+
+def test_the_js_sdks_socket_runs_five_turns_on_a_lane_of_each_protocol(sockets):
+    """The official JS SDK's `ResponsesWS` (tests/agents/responses_socket.mjs)
+    on one socket per lane: the tool call, its output after the id with
+    `store: false`, three text turns, an unknown previous id answered with
+    an error event, and a turn after it."""
+    addr, admin = sockets
+    key = admin_api(admin, "POST", "/api/v1/admin/keys", {"name": "js-socket"})
+    lanes = [f"lane-{p}" for p in PROTOCOLS]
+    done = subprocess.run(["node", str(AGENTS / "responses_socket.mjs"), addr, key["key"], *lanes],
+                          capture_output=True, text=True, timeout=120, cwd=AGENTS)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for run in json.loads(done.stdout):
+        lane, turns = run["lane"], run["turns"]
+        assert len(turns) == 7, (lane, turns)
+        first = turns[0]
+        assert first["types"][0] == "response.created" and first["types"][-1] == "response.completed", (lane, first)
+        call = next(i for i in first["response"]["output"] if i["type"] == "function_call")
+        assert call["name"] == "lookup" and json.loads(first["arguments"]) == {"q": "tides"}, (lane, first)
+        assert "tool lookup returned: high at noon" in turns[1]["text"], (lane, turns[1])
+        for n, text_turn in zip((3, 4, 5), turns[2:5]):
+            assert text_turn["text"].endswith(f"you said: turn {n}"), (lane, text_turn)
+        grew = [t["response"]["usage"]["input_tokens"] for t in turns[1:5]]
+        assert grew == sorted(grew) and len(set(grew)) == 4, (lane, grew)
+        assert turns[5]["types"] == ["error"] and turns[5]["error"]["code"] == "previous_response_not_found", (lane, turns[5])
+        assert turns[6]["text"].endswith("you said: still here"), (lane, turns[6])
