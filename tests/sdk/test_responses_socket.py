@@ -7,12 +7,16 @@ previous response the socket never saw and for `response.steer` (which the
 gateway does not take) with the socket going on, a conversation kept on
 one socket that neither another socket of the same key nor another
 tenant's can continue, and a spent budget refusing the next turn only.
-The official JS SDK's socket (`ResponsesWS`) runs the five turns too.
+The official JS SDK's socket (`ResponsesWS`) runs the five turns too, and
+Codex's own CLI runs a tool loop over its socket on a lane of each
+protocol, its session taken as its run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import time
 from pathlib import Path
@@ -22,6 +26,7 @@ import pytest
 
 from conftest import admin_api, serving
 from sdk_support import PROTOCOLS
+from test_agents import CODEX, ECHO, evidence, run_codex
 
 TOOLS = [
     {
@@ -42,6 +47,8 @@ def sockets(tmp_path_factory):
     extra = "rate_card:\n" + "".join(f"  lane-{p}: {{ input_utok: 1000, output_utok: 2000 }}\n" for p in PROTOCOLS)
     extra += "auth: { mode: keys }\n"
     extra += "governance: { ledger_flush_interval: 20ms }\n"
+    # Codex's keys are in a group whose runs are tracked (by its session).
+    extra += "groups:\n  coders: { runs: { calls: 1000 } }\n"
     extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
     with serving(workdir, extra) as addresses:
         yield addresses
@@ -235,3 +242,30 @@ def test_the_js_sdks_socket_runs_five_turns_on_a_lane_of_each_protocol(sockets):
         assert grew == sorted(grew) and len(set(grew)) == 4, (lane, grew)
         assert turns[5]["types"] == ["error"] and turns[5]["error"]["code"] == "previous_response_not_found", (lane, turns[5])
         assert turns[6]["text"].endswith("you said: still here"), (lane, turns[6])
+
+
+UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_codex_runs_a_tool_loop_over_its_socket_and_its_session_is_the_run(sockets, tmp_path, protocol):
+    """`codex exec` with `supports_websockets = true`: its prewarm
+    (`generate: false`), its turn with its own tools, its shell tool's
+    output sent back after `previous_response_id` with `store: false`, all
+    on one socket to a lane of each protocol, never falling back to HTTP.
+    Its handshake's `session-id` is the run the key's calls count in."""
+    if not os.access(CODEX, os.X_OK):
+        pytest.fail(f"{CODEX} is missing: scripts/sdk-tests.sh installs tests/agents' pinned npm packages")
+    addr, admin = sockets
+    key = admin_api(admin, "POST", "/api/v1/admin/keys", {"name": f"codex-{protocol}", "group": "coders"})
+    prompt = "echo it [mock:tool=exec_command " + json.dumps(ECHO) + "]"
+    run = run_codex(CODEX, f"http://{addr}/v1", key["key"], f"lane-{protocol}", prompt, tmp_path, socket=True)
+    assert run.returncode == 0, evidence(run)
+    assert "Falling back from WebSockets" not in run.stderr, evidence(run)
+    assert f"[{protocol} wire-{protocol}] tool exec_command returned:" in run.stdout, evidence(run)
+    assert "paper tiger" in run.stdout, evidence(run)
+    runs = [r for r in admin_api(admin, "GET", "/api/v1/admin/runs")["runs"] if r["key"] == key["id"]]
+    assert len(runs) == 1 and UUID.match(runs[0]["id"]), runs
+    # The turn that called the tool and the one that read its output (the
+    # prewarm generates nothing and is no call).
+    assert runs[0]["calls"] == 2, runs
