@@ -208,18 +208,22 @@ impl Outbox {
     }
 }
 
-/// Writes queued messages in order, each burst within `write_timeout`;
-/// stops at a close frame, a failed write, or when every outbox is gone.
+/// Writes queued messages in order, each burst (at most [`OUTBOX`]
+/// messages) within `write_timeout`; stops at a close frame, a failed
+/// write, or when every outbox is gone.
 ///
-/// Every message already queued goes out with the first in one flush: a
+/// The messages already queued go out with the first in one flush: a
 /// turn's events come in bursts (the engine hands its stream over a read
-/// of the upstream at a time), and a write of its own for each would be a
+/// of the upstream at a time), and a flush of its own for each was a
 /// system call per event where the same turn over HTTP takes one per
-/// burst.
+/// burst (half the socket turn's CPU, bench/results/wave4-duplex-2026-12-08.md).
+/// A burst is bounded, so a caller reading steadily through a long stream
+/// is never taken for one that stopped.
 async fn write(mut sink: SplitSink<WebSocket, Message>, mut queue: mpsc::Receiver<Message>, write_timeout: Duration) {
     while let Some(first) = queue.recv().await {
         let burst = async {
             let mut next = Some(first);
+            let mut written = 0;
             while let Some(message) = next.take() {
                 let closing = matches!(message, Message::Close(_));
                 sink.feed(message).await?;
@@ -227,7 +231,10 @@ async fn write(mut sink: SplitSink<WebSocket, Message>, mut queue: mpsc::Receive
                     sink.flush().await?;
                     return Ok(false);
                 }
-                next = queue.try_recv().ok();
+                written += 1;
+                if written < OUTBOX {
+                    next = queue.try_recv().ok();
+                }
             }
             sink.flush().await?;
             Ok::<bool, axum::Error>(true)
