@@ -2024,8 +2024,8 @@ def render(results):
         L.append("")
         L.append("Idle sockets: %d opened and held (handshake answered 101, nothing sent); RSS read 0.5 s after the last "
                  "opened, over the RSS before. nginx (one worker) proxies the WebSocket (`Upgrade`/`Connection` set, as "
-                 "its documentation writes it) to a second gateway on the client core; %d checked turn(s) went "
-                 "through it first.\n" % (dx["sockets"], dx.get("nginx_turn_check", 0)))
+                 "its documentation writes it) to a second gateway on the client core; %d socket turns went "
+                 "through it first (the first on each connection checked).\n" % (dx["sockets"], dx.get("nginx_turn_check", 0)))
         L.append("| proxy | open | RSS before (MiB) | RSS open (MiB) | KiB per idle socket | ÷ nginx |")
         L.append("|---|---:|---:|---:|---:|---:|")
         for who in ("gateway", "nginx"):
