@@ -460,10 +460,8 @@ fn codex_tools() -> Value {
 /// turn counts in (the prewarms none), on whichever socket it came.
 #[tokio::test]
 async fn codex_socket_turns_as_codex_sends_and_reads_them_and_its_session_is_the_run() {
-    let yaml = format!(
-        "{}auth: {{ mode: keys }}\ngroups:\n  coders: {{ runs: {{ calls: 100 }} }}\n",
-        lanes_config("mock://")
-    );
+    let yaml =
+        format!("{}auth: {{ mode: keys }}\ngroups:\n  coders: {{ runs: {{ calls: 100 }} }}\n", lanes_config("mock://"));
     let (addr, _) = governed(&yaml).await;
     let key = create_key(addr, json!({"name": "codex", "group": "coders"})).await;
     let bearer = format!("Bearer {}", key["key"].as_str().unwrap());
@@ -523,7 +521,11 @@ async fn codex_socket_turns_as_codex_sends_and_reads_them_and_its_session_is_the
             .filter(|e| e["type"] == "response.function_call_arguments.delta")
             .map(|e| e["delta"].as_str().unwrap())
             .collect();
-        assert_eq!(serde_json::from_str::<Value>(&streamed).unwrap(), arguments, "{lane}: the deltas make the arguments");
+        assert_eq!(
+            serde_json::from_str::<Value>(&streamed).unwrap(),
+            arguments,
+            "{lane}: the deltas make the arguments"
+        );
         assert_eq!(first["output"].as_array().unwrap().iter().filter(|i| i["type"] == "function_call").count(), 1);
         let usage = &first["usage"];
         let (input, output) = (usage["input_tokens"].as_u64().unwrap(), usage["output_tokens"].as_u64().unwrap());
