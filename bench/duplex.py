@@ -200,6 +200,28 @@ async def turns(args):
         writer.transport.abort()
 
 
+async def sequential(port, mode, model, text, n, timeout=60.0):
+    """`n` turns one after another on one connection (opened, and closed,
+    even when `n` is 0, so a count around it holds the turns alone): for
+    bench/instructions.py."""
+    if mode == "socket":
+        conn = await handshake("127.0.0.1", port, "/v1/responses", timeout)
+        event = create_event(model, text)
+        turn = lambda: socket_turn(conn, event)  # noqa: E731 - one line, used below
+    else:
+        conn = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port, limit=1 << 20), timeout)
+        request = http_request("127.0.0.1:%d" % port, model, text)
+        turn = lambda: http_turn(conn, request)  # noqa: E731
+    want = ("you said: %s" % text).encode()
+    try:
+        for _ in range(n):
+            _, last = await asyncio.wait_for(turn(), timeout)
+            if want not in last:
+                raise RuntimeError("the %s turn did not echo its text: %r" % (mode, last[-300:]))
+    finally:
+        conn[1].transport.abort()
+
+
 async def idle(args):
     host, port = args.target.rsplit(":", 1)
     sem = asyncio.Semaphore(args.ramp)
