@@ -56,5 +56,6 @@ pub fn caller_of(
         authority: uri.authority().map(|a| a.as_str()),
         body,
     });
-    governance.authenticate(&Presented { protocol, headers, query: uri.query(), inbound, client })
+    let key_hint = gateway.codec(protocol).ingress().key.hint;
+    governance.authenticate(&Presented { key_hint, headers, query: uri.query(), inbound, client })
 }

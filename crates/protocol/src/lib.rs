@@ -91,6 +91,33 @@ mod tests {
         }
     }
 
+    /// The playground's sample is a caller path of its own protocol alone,
+    /// and its key goes in a header the gateway reads a key from (the
+    /// credential `state::governance::authenticate` looks for).
+    #[test]
+    fn every_sample_and_key_is_one_the_gateway_answers() {
+        for protocol in Protocol::ALL {
+            let ingress = codec(protocol).ingress();
+            let path = ingress.sample.path("some-model");
+            assert!(!path.contains('{'), "{protocol}: {path} keeps a parameter");
+            let owners: Vec<Protocol> =
+                Protocol::ALL.into_iter().filter(|&p| (codec(p).ingress().owns)(&path)).collect();
+            assert_eq!(owners, [protocol], "{protocol}: {path}");
+            assert!(
+                ["authorization", "x-api-key", "x-goog-api-key"].contains(&ingress.key.header),
+                "{protocol}: the gateway reads no key from {}",
+                ingress.key.header
+            );
+            assert!(
+                ingress.key.hint.to_ascii_lowercase().contains(ingress.key.header),
+                "{protocol}: {}",
+                ingress.key.hint
+            );
+            let system = ingress.trace_system;
+            assert!(!system.is_empty() && system.bytes().all(|b| b.is_ascii_lowercase() || b == b'.'), "{system}");
+        }
+    }
+
     /// The completions codec answers at OpenAI's paths: it shares their table.
     #[test]
     fn the_completions_codec_shares_openais_table() {
