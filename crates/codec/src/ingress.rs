@@ -28,6 +28,9 @@ pub struct Ingress {
     pub key: Key,
     /// The chat request the console's playground sends in this protocol.
     pub sample: Sample,
+    /// What its readers make of signed reasoning, and whose its lanes take
+    /// back (a conversation carrying signed state is pinned by it).
+    pub signing: crate::lineage::Signing,
     /// The vendor as OpenTelemetry's GenAI conventions name it
     /// (`gen_ai.provider.name` of an attempt at a lane of this protocol).
     pub trace_system: &'static str,

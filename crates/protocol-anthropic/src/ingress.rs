@@ -14,6 +14,8 @@ pub static INGRESS: Ingress = Ingress {
     keeps_conversations: false,
     key: Key::header("x-api-key", "x-api-key"),
     sample: Sample { chat_path: "/v1/messages", headers: &[("anthropic-version", "2023-06-01")] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude))
+        .taking(switchyard_codec::lineage::Lineage { claude: true, openai_or_claude: true, gemini: false }),
     trace_system: "anthropic",
 };
 

@@ -17,6 +17,8 @@ pub static INGRESS: Ingress = Ingress {
         hint: "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key",
     },
     sample: Sample { chat_path: "/model/{model}/converse", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude))
+        .taking(switchyard_codec::lineage::Lineage { claude: true, openai_or_claude: true, gemini: false }),
     trace_system: "aws.bedrock",
 };
 

@@ -12,6 +12,8 @@ pub static INGRESS: Ingress = Ingress {
     keeps_conversations: false,
     key: Key::BEARER,
     sample: Sample { chat_path: "/v2/chat", headers: &[] },
+    // Its readers keep no signature.
+    signing: switchyard_codec::lineage::Signing::reads(None),
     trace_system: "cohere",
 };
 

@@ -16,6 +16,8 @@ pub static INGRESS: Ingress = Ingress {
     keeps_conversations: false,
     key: Key::header("x-goog-api-key", "x-goog-api-key (or ?key=)"),
     sample: Sample { chat_path: "/v1beta/models/{model}:generateContent", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Gemini))
+        .taking(switchyard_codec::lineage::Lineage { gemini: true, ..switchyard_codec::lineage::Lineage::NONE }),
     trace_system: "gcp.gemini",
 };
 

@@ -13,6 +13,7 @@ pub static INGRESS: Ingress = Ingress {
     keeps_conversations: false,
     key: Key::BEARER,
     sample: Sample { chat_path: "/v1/chat/completions", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude)),
     trace_system: "openai",
 };
 

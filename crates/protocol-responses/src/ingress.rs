@@ -12,6 +12,9 @@ pub static INGRESS: Ingress = Ingress {
     keeps_conversations: true,
     key: Key::BEARER,
     sample: Sample { chat_path: "/v1/responses", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::OpenAiOrClaude)).taking(
+        switchyard_codec::lineage::Lineage { openai_or_claude: true, ..switchyard_codec::lineage::Lineage::NONE },
+    ),
     trace_system: "openai",
 };
 
