@@ -24,6 +24,60 @@ pub struct Ingress {
     /// The protocol's conversations may be stored by the gateway (the
     /// Responses API's `store` and `previous_response_id`).
     pub keeps_conversations: bool,
+    /// How the protocol's SDKs send a caller's key.
+    pub key: Key,
+    /// The chat request the console's playground sends in this protocol.
+    pub sample: Sample,
+    /// What its readers make of signed reasoning, and whose its lanes take
+    /// back (a conversation carrying signed state is pinned by it).
+    pub signing: crate::lineage::Signing,
+    /// The vendor as OpenTelemetry's GenAI conventions name it
+    /// (`gen_ai.provider.name` of an attempt at a lane of this protocol).
+    pub trace_system: &'static str,
+}
+
+/// How a protocol's SDKs send a caller's key.
+#[derive(Debug, Clone, Copy)]
+pub struct Key {
+    /// The header the playground writes the key in (`authorization`
+    /// takes `Bearer <key>`; any other header the key alone).
+    pub header: &'static str,
+    /// What a request that presents no key is told to send, in the
+    /// protocol's terms (`x-api-key`, `Authorization: Bearer`...).
+    pub hint: &'static str,
+}
+
+impl Key {
+    /// `Authorization: Bearer <key>`, as OpenAI's SDKs send it.
+    pub const BEARER: Key = Key { header: "authorization", hint: "Authorization: Bearer" };
+
+    /// The key written in `header` alone, the hint naming `hint`.
+    pub const fn header(header: &'static str, hint: &'static str) -> Key {
+        Key { header, hint }
+    }
+
+    /// Whether the key goes in `Authorization` as a bearer token.
+    pub fn is_bearer(&self) -> bool {
+        self.header.eq_ignore_ascii_case("authorization")
+    }
+}
+
+/// The chat request the playground sends: where, and the headers the
+/// protocol's SDK adds to every request.
+#[derive(Debug, Clone, Copy)]
+pub struct Sample {
+    /// The chat path, `{model}` standing for the pool (one path segment,
+    /// percent-encoded by the writer).
+    pub chat_path: &'static str,
+    /// Headers the SDK always sends (Anthropic's `anthropic-version`).
+    pub headers: &'static [(&'static str, &'static str)],
+}
+
+impl Sample {
+    /// The chat path with `model` (already one encoded segment) in place.
+    pub fn path(&self, model: &str) -> String {
+        self.chat_path.replace("{model}", model)
+    }
 }
 
 /// One ingress route.

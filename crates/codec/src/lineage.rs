@@ -14,7 +14,7 @@
 use std::sync::LazyLock;
 
 use memchr::memmem::Finder;
-use switchyard_ir::{Block, Protocol, Request, Role};
+use switchyard_ir::{Block, Request, Role};
 
 /// The vendors whose signed state a conversation carries.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,24 +29,63 @@ pub struct Lineage {
     pub openai_or_claude: bool,
 }
 
+/// A vendor that signs reasoning, as a protocol's readers find its
+/// signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signer {
+    /// Claude (Anthropic's API and Bedrock verify it).
+    Claude,
+    /// Gemini.
+    Gemini,
+    /// Encrypted reasoning a Responses caller sent back: OpenAI's, or a
+    /// Claude signature the gateway gave that caller.
+    OpenAiOrClaude,
+}
+
+/// What a protocol makes of signed reasoning (its ingress table says it):
+/// whose signature a thinking block read from its callers carries, and
+/// whose signed state a lane of it takes back.
+#[derive(Debug, Clone, Copy)]
+pub struct Signing {
+    /// The signer of a signed (or redacted) thinking block its readers
+    /// took from a caller (`None`: its readers keep no signature).
+    pub reads: Option<Signer>,
+    /// The signed state its lanes verify.
+    pub takes: Lineage,
+}
+
+impl Signing {
+    /// Signatures read as `reads`'s, none taken back.
+    pub const fn reads(reads: Option<Signer>) -> Signing {
+        Signing { reads, takes: Lineage::NONE }
+    }
+
+    /// The same, its lanes taking back `takes`.
+    pub const fn taking(self, takes: Lineage) -> Signing {
+        Signing { takes, ..self }
+    }
+}
+
 /// Substrings one of which a body carrying signed state holds in every
 /// protocol: a cheap test before the request is read.
 pub const MARKERS: [&[u8]; 4] = [b"ignature", b"encrypted_content", b"redacted", b"__si"];
 
 impl Lineage {
-    /// The signed state `request` (read from a `caller` body) carries in
-    /// its assistant turns.
-    pub fn of(request: &Request, caller: Protocol) -> Lineage {
+    /// Nothing signed.
+    pub const NONE: Lineage = Lineage { claude: false, gemini: false, openai_or_claude: false };
+
+    /// The signed state `request` (read from a body of a protocol whose
+    /// table says `caller`) carries in its assistant turns.
+    pub fn of(request: &Request, caller: &Signing) -> Lineage {
         let mut lineage = Lineage::default();
         for block in request.messages.iter().filter(|m| m.role == Role::Assistant).flat_map(|m| &m.content) {
             match block {
                 Block::ToolUse(call) if call.signature.is_some() => lineage.gemini = true,
-                Block::Thinking { signature: Some(_), .. } | Block::RedactedThinking { .. } => match caller {
-                    Protocol::Gemini => lineage.gemini = true,
-                    Protocol::Responses => lineage.openai_or_claude = true,
-                    Protocol::Anthropic | Protocol::Bedrock | Protocol::OpenAi => lineage.claude = true,
-                    // Cohere's readers keep no signature.
-                    Protocol::Cohere => {}
+                Block::Thinking { signature: Some(_), .. } | Block::RedactedThinking { .. } => match caller.reads {
+                    Some(Signer::Gemini) => lineage.gemini = true,
+                    Some(Signer::OpenAiOrClaude) => lineage.openai_or_claude = true,
+                    Some(Signer::Claude) => lineage.claude = true,
+                    None => {}
                 },
                 _ => {}
             }
@@ -59,12 +98,13 @@ impl Lineage {
         self.claude || self.gemini || self.openai_or_claude
     }
 
-    /// Whether a lane of `protocol` can take every signed piece back.
-    pub fn accepts(self, protocol: Protocol) -> bool {
-        let claude = matches!(protocol, Protocol::Anthropic | Protocol::Bedrock);
-        (!self.claude || claude)
-            && (!self.gemini || protocol == Protocol::Gemini)
-            && (!self.openai_or_claude || claude || protocol == Protocol::Responses)
+    /// Whether a lane of a protocol whose table says `lane` can take every
+    /// signed piece back.
+    pub fn accepts(self, lane: &Signing) -> bool {
+        let takes = lane.takes;
+        (!self.claude || takes.claude)
+            && (!self.gemini || takes.gemini)
+            && (!self.openai_or_claude || takes.openai_or_claude)
     }
 }
 
@@ -79,37 +119,6 @@ pub fn may_be_signed(body: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_ir::{Message, ToolUse};
-
-    fn turn(block: Block) -> Request {
-        Request { messages: vec![Message::new(Role::Assistant, vec![block])], ..Request::default() }
-    }
-
-    #[test]
-    fn signed_thinking_pins_to_the_vendor_that_signed_it() {
-        let thinking = Block::Thinking { text: "t".into(), signature: Some("EqQB".into()) };
-        let claude = Lineage::of(&turn(thinking.clone()), Protocol::Anthropic);
-        assert!(claude.accepts(Protocol::Anthropic) && claude.accepts(Protocol::Bedrock));
-        assert!(!claude.accepts(Protocol::Gemini) && !claude.accepts(Protocol::OpenAi));
-        let gemini = Lineage::of(&turn(thinking.clone()), Protocol::Gemini);
-        assert!(gemini.accepts(Protocol::Gemini) && !gemini.accepts(Protocol::Anthropic));
-        let either = Lineage::of(&turn(thinking), Protocol::Responses);
-        assert!(either.accepts(Protocol::Responses) && either.accepts(Protocol::Bedrock));
-        assert!(!either.accepts(Protocol::OpenAi) && !either.accepts(Protocol::Cohere));
-    }
-
-    #[test]
-    fn a_signed_call_pins_to_gemini_and_plain_history_pins_nothing() {
-        let mut call = ToolUse::new("call_1", "f", "{}");
-        call.signature = Some("c2ln".into());
-        let lineage = Lineage::of(&turn(Block::ToolUse(call)), Protocol::OpenAi);
-        assert_eq!(lineage, Lineage { gemini: true, ..Lineage::default() });
-        let plain = Lineage::of(&turn(Block::text("hi")), Protocol::Anthropic);
-        assert!(!plain.is_signed() && plain.accepts(Protocol::Cohere));
-        // Claude's and Gemini's both: no lane takes them all.
-        let both = Lineage { claude: true, gemini: true, ..Lineage::default() };
-        assert!(Protocol::ALL.iter().all(|p| !both.accepts(*p)));
-    }
 
     #[test]
     fn the_marker_test_finds_every_protocols_carrier() {

@@ -62,7 +62,8 @@ pub fn caller_of(
         authority: uri.authority().map(|a| a.as_str()),
         body,
     });
-    let presented = Presented { protocol, headers, query: uri.query(), inbound, client };
+    let key_hint = gateway.codec(protocol).ingress().key.hint;
+    let presented = Presented { key_hint, headers, query: uri.query(), inbound, client };
     let caller = governance.authenticate(&presented)?;
     // Without `mcp.oauth` no token is bound to a resource: nothing to read.
     if let (Some(oauth), Some(caller)) = (gateway.config.mcp.as_ref().and_then(|m| m.oauth.as_ref()), &caller) {

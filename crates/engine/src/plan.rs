@@ -163,12 +163,14 @@ fn pin_lineage(gateway: &Gateway, call: &Call, slots: &mut Vec<Slot>, translated
     }
     // Read once: the send step writes the lanes' requests from the same IR.
     let Ok(request) = crate::exchange::read_once(gateway, call, translated) else { return };
-    let lineage = Lineage::of(request, call.ingress);
-    if !lineage.is_signed() || !slots.iter().any(|slot| lineage.accepts(protocol(slot))) {
+    // Who signed what, and which lanes verify it: the protocols' tables say.
+    let signing = |protocol| &gateway.codec(protocol).ingress().signing;
+    let lineage = Lineage::of(request, signing(call.ingress));
+    if !lineage.is_signed() || !slots.iter().any(|slot| lineage.accepts(signing(protocol(slot)))) {
         return;
     }
     let before = slots.len();
-    slots.retain(|slot| lineage.accepts(protocol(slot)));
+    slots.retain(|slot| lineage.accepts(signing(protocol(slot))));
     if slots.len() < before {
         tracing::debug!(
             request_id = ?call.request_id, ?lineage, kept = slots.len(), of = before,

@@ -58,11 +58,21 @@ struct Playground {
     data: axum::Router,
 }
 
+/// The dialects, as a refusal lists them (`a, b or c`).
+fn dialects() -> String {
+    let names: Vec<&str> = Protocol::ALL.iter().map(|p| p.as_str()).collect();
+    match names.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
 /// Sends the prompt and answers with what came back.
 async fn send(State(playground): State<Playground>, Json(prompt): Json<Prompt>) -> Response {
     let gateway = playground.gateway;
     let Some(protocol) = Protocol::from_name(&prompt.dialect) else {
-        return refuse(StatusCode::BAD_REQUEST, "dialect: use openai, responses, anthropic, gemini, cohere or bedrock");
+        return refuse(StatusCode::BAD_REQUEST, format!("dialect: use {}", dialects()));
     };
     if prompt.prompt.is_empty() || prompt.prompt.len() > MAX_PROMPT {
         return refuse(StatusCode::BAD_REQUEST, format!("prompt: 1 to {MAX_PROMPT} bytes"));
@@ -73,30 +83,26 @@ async fn send(State(playground): State<Playground>, Json(prompt): Json<Prompt>) 
         max_tokens: Some(prompt.max_tokens.unwrap_or(256).clamp(1, 32_768)),
         ..switchyard_ir::Request::default()
     };
-    let body = gateway.codec(protocol).write_request(&request).body;
+    let codec = gateway.codec(protocol);
+    let body = codec.write_request(&request).body;
     let shown = String::from_utf8_lossy(&body).into_owned();
-    let pool = switchyard_codec::path_segment(&prompt.pool);
-    let path = match protocol {
-        Protocol::OpenAi => "/v1/chat/completions".to_owned(),
-        Protocol::Responses => "/v1/responses".to_owned(),
-        Protocol::Anthropic => "/v1/messages".to_owned(),
-        Protocol::Gemini => format!("/v1beta/models/{pool}:generateContent"),
-        Protocol::Cohere => "/v2/chat".to_owned(),
-        Protocol::Bedrock => format!("/model/{pool}/converse"),
-    };
+    // Where and how the protocol's SDK would send it: its ingress table's
+    // sample and key.
+    let ingress = codec.ingress();
+    let path = ingress.sample.path(&switchyard_codec::path_segment(&prompt.pool));
     let mut builder = Request::post(path).header("content-type", "application/json");
-    if protocol == Protocol::Anthropic {
-        builder = builder.header("anthropic-version", "2023-06-01");
+    for (name, value) in ingress.sample.headers {
+        builder = builder.header(*name, *value);
     }
     if let Some(key) = prompt.key.as_deref().filter(|k| !k.is_empty()) {
-        let Ok(value) = HeaderValue::from_str(&format!("Bearer {key}")) else {
+        let value = match ingress.key.is_bearer() {
+            true => HeaderValue::from_str(&format!("Bearer {key}")),
+            false => HeaderValue::from_str(key),
+        };
+        let Ok(value) = value else {
             return refuse(StatusCode::BAD_REQUEST, "key: not a key");
         };
-        builder = match protocol {
-            Protocol::Anthropic => builder.header("x-api-key", key),
-            Protocol::Gemini => builder.header("x-goog-api-key", key),
-            _ => builder.header("authorization", value),
-        };
+        builder = builder.header(ingress.key.header, value);
     }
     let Ok(request) = builder.body(axum::body::Body::from(body)) else {
         return refuse(StatusCode::BAD_REQUEST, "the request could not be built");

@@ -301,5 +301,35 @@ async fn the_playground_speaks_all_six_dialects_as_a_key() {
     assert_eq!(answer["status"], 403, "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("Bearer"), "{answer}");
     let body = json!({"dialect": "smoke-signals", "pool": "solo", "prompt": "hi"});
-    assert_eq!(admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await.status, 400);
+    let reply = admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await;
+    assert_eq!(reply.status, 400);
+    let told = String::from_utf8_lossy(&reply.body);
+    assert!(told.contains("use openai, responses, anthropic, gemini, cohere or bedrock"), "{told}");
+}
+
+/// A hostile playground call: a key that would smuggle a header, in the
+/// dialects that send it bare and as a bearer token, is refused before
+/// anything is sent; a pool name that would rewrite the path stays one
+/// segment (the data plane finds no such pool).
+#[tokio::test]
+async fn the_playground_sends_no_smuggled_header_nor_path() {
+    let (addr, _gateway) = governed(&console_config()).await;
+    for dialect in ["anthropic", "gemini", "openai"] {
+        let body = json!({"dialect": dialect, "pool": "solo", "prompt": "hi", "key": "sy-x\r\nx-evil: 1"});
+        let reply = admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await;
+        assert_eq!(reply.status, 400, "{dialect}: {}", String::from_utf8_lossy(&reply.body));
+        assert!(String::from_utf8_lossy(&reply.body).contains("key: not a key"), "{dialect}");
+    }
+    let key = create_key(addr, json!({"name": "player"})).await;
+    let secret = key["key"].as_str().unwrap();
+    for pool in ["../v1/messages", "solo:generateContent?alt=sse&x={model}", "solo/converse-stream"] {
+        for dialect in ["gemini", "bedrock"] {
+            let body = json!({"dialect": dialect, "pool": pool, "prompt": "hi", "key": secret});
+            let reply = admin_call(addr, "POST", "/api/v1/admin/playground", Some(ADMIN_TOKEN), Some(body)).await;
+            assert_eq!(reply.status, 200, "{dialect} {pool}: {}", String::from_utf8_lossy(&reply.body));
+            let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+            assert_ne!(answer["status"], 200, "{dialect} {pool}: {answer}");
+            assert!(answer["lane"].is_null(), "{dialect} {pool}: {answer}");
+        }
+    }
 }

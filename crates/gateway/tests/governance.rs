@@ -50,6 +50,39 @@ fn kind(protocol: Protocol, reply: &Reply) -> ErrorKind {
     codec(protocol).extract_error(reply.status.as_u16(), &reply.body).kind
 }
 
+/// A keyless request is told, in its own protocol, the header its SDK
+/// sends a key in; and a key sent where its protocol's table says (as the
+/// console's playground sends it) is read there.
+#[tokio::test]
+async fn a_keyless_caller_is_told_where_its_sdk_sends_a_key() {
+    let (addr, _) = governed(&governed_config("")).await;
+    let key = create_key(addr, json!({"name": "hint"})).await;
+    let secret = key["key"].as_str().unwrap();
+    for protocol in Protocol::ALL {
+        let told = match protocol {
+            Protocol::Anthropic => "send your Switchyard key as x-api-key",
+            Protocol::Gemini => "send your Switchyard key as x-goog-api-key (or ?key=)",
+            Protocol::Bedrock => "send your Switchyard key as Authorization: Bearer (as a Bedrock API key), or a SigV4",
+            Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => {
+                "send your Switchyard key as Authorization: Bearer"
+            }
+        };
+        let reply = call(addr, protocol, "lane-openai", None).await;
+        // AWS answers a missing credential 403.
+        let status = if protocol == Protocol::Bedrock { 403 } else { 401 };
+        assert_eq!(reply.status, status, "{protocol}");
+        assert_eq!(kind(protocol, &reply), ErrorKind::Authentication, "{protocol}");
+        let body = String::from_utf8_lossy(&reply.body);
+        assert!(body.contains(told), "{protocol}: {body}");
+
+        let table = codec(protocol).ingress().key;
+        let value = if table.is_bearer() { format!("Bearer {secret}") } else { secret.to_owned() };
+        let path = ingress_path(protocol, "lane-openai", false);
+        let reply = post(addr, &path, &[(table.header, &value)], chat_body(protocol, "lane-openai", "hi", false)).await;
+        assert_eq!(reply.status, 200, "{protocol}: {}", String::from_utf8_lossy(&reply.body));
+    }
+}
+
 #[tokio::test]
 async fn each_caller_presents_its_key_the_way_its_sdk_does() {
     let (addr, _) = governed(&governed_config("")).await;

@@ -2,7 +2,7 @@
 //! pool named in the path (`base_url = http://host/{pool}`) and an ad-hoc
 //! `{provider}/{model}` prefix.
 
-use switchyard_codec::ingress::{FramingFrom, Ingress, Model, Route, Stream};
+use switchyard_codec::ingress::{FramingFrom, Ingress, Key, Model, Route, Sample, Stream};
 use switchyard_codec::Framing;
 use switchyard_ir::Operation;
 
@@ -12,6 +12,11 @@ pub static INGRESS: Ingress = Ingress {
     owns: |path| path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
     stream_endpoints: "",
     keeps_conversations: false,
+    key: Key::header("x-api-key", "x-api-key"),
+    sample: Sample { chat_path: "/v1/messages", headers: &[("anthropic-version", "2023-06-01")] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude))
+        .taking(switchyard_codec::lineage::Lineage { claude: true, openai_or_claude: true, gemini: false }),
+    trace_system: "anthropic",
 };
 
 const ROUTES: [Route; 5] = [

@@ -2,7 +2,7 @@
 //! (`converse-stream`), AWS event-stream framing, and `InvokeModel`, whose
 //! body says what it asks for.
 
-use switchyard_codec::ingress::{Asks, FramingFrom, Ingress, Model, Route, Serves, Stream};
+use switchyard_codec::ingress::{Asks, FramingFrom, Ingress, Key, Model, Route, Sample, Serves, Stream};
 use switchyard_codec::{scan, Framing};
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
@@ -12,6 +12,14 @@ pub static INGRESS: Ingress = Ingress {
     owns: |path| path.starts_with("/model/"),
     stream_endpoints: "POST /model/{model}/converse streams nothing; POST /model/{model}/converse-stream streams",
     keeps_conversations: false,
+    key: Key {
+        header: "authorization",
+        hint: "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key",
+    },
+    sample: Sample { chat_path: "/model/{model}/converse", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude))
+        .taking(switchyard_codec::lineage::Lineage { claude: true, openai_or_claude: true, gemini: false }),
+    trace_system: "aws.bedrock",
 };
 
 const ROUTES: [Route; 4] = [

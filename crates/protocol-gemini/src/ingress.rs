@@ -4,7 +4,7 @@
 //! AI's express mode (an API key, no project) names models under
 //! `publishers/google/`: google-genai's `generate_images` goes only there.
 
-use switchyard_codec::ingress::{Action, Asks, FramingFrom, Ingress, Model, Route, Serves, Stream};
+use switchyard_codec::ingress::{Action, Asks, FramingFrom, Ingress, Key, Model, Route, Sample, Serves, Stream};
 use switchyard_codec::Framing;
 use switchyard_ir::{ErrorInfo, ErrorKind, Operation};
 
@@ -14,6 +14,11 @@ pub static INGRESS: Ingress = Ingress {
     owns: |path| PREFIXES.iter().any(|prefix| path.starts_with(prefix)),
     stream_endpoints: "POST .../models/{model}:generateContent answers whole; :streamGenerateContent streams",
     keeps_conversations: false,
+    key: Key::header("x-goog-api-key", "x-goog-api-key (or ?key=)"),
+    sample: Sample { chat_path: "/v1beta/models/{model}:generateContent", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Gemini))
+        .taking(switchyard_codec::lineage::Lineage { gemini: true, ..switchyard_codec::lineage::Lineage::NONE }),
+    trace_system: "gcp.gemini",
 };
 
 const PREFIXES: [&str; 4] =

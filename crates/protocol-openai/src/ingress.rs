@@ -2,7 +2,7 @@
 //! operations (moderations, images, audio) are asked of the lane at the
 //! same path, audio as a multipart form.
 
-use switchyard_codec::ingress::{Ingress, Route};
+use switchyard_codec::ingress::{Ingress, Key, Route, Sample};
 use switchyard_ir::Operation;
 
 /// The paths OpenAI's SDKs post to.
@@ -11,6 +11,10 @@ pub static INGRESS: Ingress = Ingress {
     owns: |path| switchyard_codec::ingress::is_route(&ROUTES, path),
     stream_endpoints: "",
     keeps_conversations: false,
+    key: Key::BEARER,
+    sample: Sample { chat_path: "/v1/chat/completions", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::Claude)),
+    trace_system: "openai",
 };
 
 const ROUTES: [Route; 9] = [

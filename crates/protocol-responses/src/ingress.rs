@@ -1,7 +1,7 @@
 //! The Responses API's ingress: one path, the body names the model and the
 //! stream flag, and its conversations may be kept by the gateway.
 
-use switchyard_codec::ingress::{Ingress, Route};
+use switchyard_codec::ingress::{Ingress, Key, Route, Sample};
 use switchyard_ir::Operation;
 
 /// The path the Responses API's SDKs post to.
@@ -10,6 +10,12 @@ pub static INGRESS: Ingress = Ingress {
     owns: |path| switchyard_codec::ingress::is_route(&ROUTES, path),
     stream_endpoints: "",
     keeps_conversations: true,
+    key: Key::BEARER,
+    sample: Sample { chat_path: "/v1/responses", headers: &[] },
+    signing: switchyard_codec::lineage::Signing::reads(Some(switchyard_codec::lineage::Signer::OpenAiOrClaude)).taking(
+        switchyard_codec::lineage::Lineage { openai_or_claude: true, ..switchyard_codec::lineage::Lineage::NONE },
+    ),
+    trace_system: "openai",
 };
 
 const ROUTES: [Route; 1] = [Route::body("/v1/responses", Operation::Chat)];

@@ -89,18 +89,6 @@ fn span_id() -> [u8; 8] {
     fastrand::u64(1..).to_le_bytes()
 }
 
-/// The GenAI semantic conventions' `gen_ai.provider.name` of a protocol.
-pub fn genai_provider(protocol: switchyard_ir::Protocol) -> &'static str {
-    use switchyard_ir::Protocol;
-    match protocol {
-        Protocol::OpenAi | Protocol::Responses => "openai",
-        Protocol::Anthropic => "anthropic",
-        Protocol::Gemini => "gcp.gemini",
-        Protocol::Cohere => "cohere",
-        Protocol::Bedrock => "aws.bedrock",
-    }
-}
-
 /// Span kinds, numbered as OTLP numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {

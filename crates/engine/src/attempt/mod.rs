@@ -20,7 +20,6 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use switchyard_health::{effects, normalize, LaneEffect, RequestEffect, StatusClass};
 use switchyard_state::call::Call;
 use switchyard_state::Gateway;
-use switchyard_telemetry::trace::genai_provider;
 use switchyard_transport::{TransportError, UpstreamResponse};
 use tokio::time::Instant;
 
@@ -277,10 +276,9 @@ async fn ready<'a>(
     let prepared = crate::operation::of(call.operation).prepare(gateway, call, candidate, progress);
     let prepared = prepared.map_err(refused)?;
     let lane = candidate.lane;
-    let traceparent =
-        progress.record.trace.as_mut().and_then(|trace| {
-            trace.begin_attempt(&lane.name, candidate.wire_model_arc(), genai_provider(lane.protocol))
-        });
+    let traceparent = progress.record.trace.as_mut().and_then(|trace| {
+        trace.begin_attempt(&lane.name, candidate.wire_model_arc(), gateway.codec(lane.protocol).ingress().trace_system)
+    });
     let hold = hold.then(|| first_token::Bounds {
         until: None,
         first_token: first_token_limit(gateway, candidate),

@@ -7,7 +7,7 @@ use switchyard_state::governance::now_ms;
 use switchyard_state::Gateway;
 use switchyard_telemetry::access::Line;
 use switchyard_telemetry::sink::SinkRecord;
-use switchyard_telemetry::trace::{genai_provider, Summary};
+use switchyard_telemetry::trace::Summary;
 
 use super::account::{Bill, Names};
 use super::{millis, Record};
@@ -62,7 +62,7 @@ impl Record {
                 operation: self.operation,
                 pool: names.pool.clone(),
                 lane: names.lane.clone(),
-                provider: bill.lane.map(|l| genai_provider(gateway.lanes[l].protocol)),
+                provider: bill.lane.map(|l| gateway.codec(gateway.lanes[l].protocol).ingress().trace_system),
                 response_model: self.served.as_ref().map(|(_, _, wire)| wire.clone()),
                 usage: self.usage.is_some().then_some((bill.tokens.input, bill.tokens.output)),
                 finish_reason: self.stop_reason,

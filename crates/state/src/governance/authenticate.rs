@@ -10,7 +10,7 @@ use switchyard_config::AuthMode;
 use switchyard_governance::key::{looks_like_key, KeyState};
 use switchyard_governance::sigv4::{self, Inbound, SigV4Error};
 use switchyard_governance::KeyHash;
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol};
+use switchyard_ir::{ErrorInfo, ErrorKind};
 
 use super::{now_ms, CachedKey, Caller, Governance, KeyIndex};
 
@@ -81,8 +81,9 @@ impl Refused {
 
 /// What a request presents to authenticate.
 pub struct Presented<'a> {
-    /// The caller's protocol (for the hint in a refusal).
-    pub protocol: Protocol,
+    /// How the caller's protocol sends a key (its ingress table's
+    /// `key.hint`), told to a request that presents none.
+    pub key_hint: &'static str,
     /// Its headers.
     pub headers: &'a http::HeaderMap,
     /// Its query string.
@@ -248,15 +249,7 @@ impl Governance {
     }
 
     /// A request that presents no key, told how its SDK sends one.
-    fn missing_key(&self, protocol: Protocol) -> ErrorInfo {
-        let hint = match protocol {
-            Protocol::Anthropic => "x-api-key",
-            Protocol::Gemini => "x-goog-api-key (or ?key=)",
-            Protocol::Bedrock => {
-                "Authorization: Bearer (as a Bedrock API key), or a SigV4 signature made with the AWS key pair minted for your key"
-            }
-            Protocol::OpenAi | Protocol::Responses | Protocol::Cohere => "Authorization: Bearer",
-        };
+    fn missing_key(&self, hint: &str) -> ErrorInfo {
         let message = format!("no API key: send your Switchyard key as {hint}");
         self.refuse(Refused::MissingKey, ErrorInfo::new(ErrorKind::Authentication, message))
     }
@@ -280,9 +273,9 @@ impl Governance {
                 if let Some(client) = request.client {
                     return self.authenticate_certificate(&index, client);
                 }
-                return Err(self.missing_key(request.protocol));
+                return Err(self.missing_key(request.key_hint));
             }
-            Credential::None => return Err(self.missing_key(request.protocol)),
+            Credential::None => return Err(self.missing_key(request.key_hint)),
             Credential::Key(token) if self.jwt.is_some() && super::jwt::looks_like_jwt(token) => {
                 return self.authenticate_token(&index, token);
             }

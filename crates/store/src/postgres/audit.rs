@@ -10,7 +10,7 @@ impl AuditLog for PostgresStore {
             let outcome = i32::from(entry.outcome);
             client
                 .execute(
-                    "INSERT INTO audit (at_ms, actor, action, target, outcome) VALUES ($1, $2, $3, $4, $5)",
+                    include_str!("audit/record.sql"),
                     &[&entry.at_ms, &entry.actor, &entry.action, &entry.target, &outcome],
                 )
                 .await
@@ -22,7 +22,7 @@ impl AuditLog for PostgresStore {
     fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            client.execute("DELETE FROM audit WHERE at_ms < $1", &[&before_ms]).await.map_err(unavailable)
+            client.execute(include_str!("audit/purge.sql"), &[&before_ms]).await.map_err(unavailable)
         })
     }
 
@@ -30,14 +30,8 @@ impl AuditLog for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let limit = column(limit as u64);
-            let rows = client
-                .query(
-                    "SELECT id, at_ms, actor, action, target, outcome FROM audit \
-                     WHERE ($1::BIGINT IS NULL OR id < $1) ORDER BY id DESC LIMIT $2",
-                    &[&before, &limit],
-                )
-                .await
-                .map_err(unavailable)?;
+            let rows =
+                client.query(include_str!("audit/entries.sql"), &[&before, &limit]).await.map_err(unavailable)?;
             rows.iter()
                 .map(|row| {
                     Ok(StoredAudit {

@@ -7,8 +7,6 @@ use crate::kept::{
 };
 use crate::{StoreError, StoreFuture};
 
-const BATCH_COLUMNS: &str = "id, owner, shape, endpoint, created_ms, expires_ms, cancelled_ms, total, meta";
-
 fn batch_job(row: &tokio_postgres::Row) -> Result<BatchJob, StoreError> {
     Ok(BatchJob {
         id: col(row, 0)?,
@@ -24,10 +22,7 @@ fn batch_job(row: &tokio_postgres::Row) -> Result<BatchJob, StoreError> {
 }
 
 async fn line_counts(client: &impl deadpool_postgres::GenericClient, id: &str) -> Result<LineCounts, StoreError> {
-    let rows = client
-        .query("SELECT state, COUNT(*), MAX(done_ms) FROM batch_lines WHERE batch = $1 GROUP BY state", &[&id])
-        .await
-        .map_err(unavailable)?;
+    let rows = client.query(include_str!("batches/line_counts.sql"), &[&id]).await.map_err(unavailable)?;
     let mut counts = LineCounts::default();
     for row in &rows {
         let state = LineState::from_code(i64::from(col::<i16>(row, 0)?));
@@ -44,13 +39,7 @@ async fn owned_batch(
     owner: &str,
     id: &str,
 ) -> Result<Option<BatchState>, StoreError> {
-    let row = client
-        .query_opt(
-            &format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = $1 AND owner = $2 AND NOT staged"),
-            &[&id, &owner],
-        )
-        .await
-        .map_err(unavailable)?;
+    let row = client.query_opt(include_str!("batches/owned_batch.sql"), &[&id, &owner]).await.map_err(unavailable)?;
     let Some(row) = row else { return Ok(None) };
     let job = batch_job(&row)?;
     Ok(Some(BatchState { counts: line_counts(client, &job.id).await?, job }))
@@ -64,7 +53,7 @@ fn state_code(state: LineState) -> i16 {
 async fn stage(tx: &deadpool_postgres::Transaction<'_>, job: &BatchJob) -> Result<(), StoreError> {
     let total = i32::try_from(job.total).unwrap_or(i32::MAX);
     tx.execute(
-        &format!("INSERT INTO batches ({BATCH_COLUMNS}, staged) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, TRUE)"),
+        include_str!("batches/stage.sql"),
         &[
             &job.id,
             &job.owner,
@@ -91,7 +80,7 @@ async fn add_lines(
     let bytes: u64 = lines.iter().map(|line| line.body.len() as u64).sum();
     let staged = tx
         .execute(
-            "UPDATE batches SET bytes = bytes + $2 WHERE id = $1 AND staged",
+            include_str!("batches/add_lines_update_batches.sql"),
             &[&id, &i64::try_from(bytes).unwrap_or(i64::MAX)],
         )
         .await
@@ -107,22 +96,15 @@ async fn add_lines(
         custom_ids.push(line.custom_id);
         bodies.push(line.body);
     }
-    tx.execute(
-        "INSERT INTO batch_lines (batch, idx, custom_id, body) \
-         SELECT $1, * FROM UNNEST($2::INTEGER[], $3::TEXT[], $4::BYTEA[])",
-        &[&id, &indexes, &custom_ids, &bodies],
-    )
-    .await
-    .map_err(conflict_or_unavailable)?;
+    tx.execute(include_str!("batches/add_lines_insert_batch_lines.sql"), &[&id, &indexes, &custom_ids, &bodies])
+        .await
+        .map_err(conflict_or_unavailable)?;
     Ok(())
 }
 
 /// Opens staged job `id` in `tx`; whether it was staged.
 async fn open(tx: &deadpool_postgres::Transaction<'_>, id: &str, total: u32) -> Result<bool, StoreError> {
-    let opened = tx
-        .execute("UPDATE batches SET staged = FALSE, total = $2 WHERE id = $1 AND staged", &[&id, &int(total)])
-        .await
-        .map_err(unavailable)?;
+    let opened = tx.execute(include_str!("batches/open.sql"), &[&id, &int(total)]).await.map_err(unavailable)?;
     Ok(opened > 0)
 }
 
@@ -177,16 +159,8 @@ impl BatchQueue for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = client
-                .query(
-                    &format!(
-                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = $1 AND NOT staged \
-                         ORDER BY created_ms DESC, id DESC LIMIT $2"
-                    ),
-                    &[&owner, &limit],
-                )
-                .await
-                .map_err(unavailable)?;
+            let rows =
+                client.query(include_str!("batches/batches.sql"), &[&owner, &limit]).await.map_err(unavailable)?;
             let mut states = Vec::with_capacity(rows.len());
             for row in &rows {
                 let job = batch_job(row)?;
@@ -201,16 +175,12 @@ impl BatchQueue for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let changed = tx
-                .execute(
-                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, $3) \
-                     WHERE id = $1 AND owner = $2 AND NOT staged",
-                    &[&id, &owner, &now_ms],
-                )
+                .execute(include_str!("batches/cancel_batch_update_batches.sql"), &[&id, &owner, &now_ms])
                 .await
                 .map_err(unavailable)?;
             if changed > 0 {
                 tx.execute(
-                    "UPDATE batch_lines SET state = $2, done_ms = $3 WHERE batch = $1 AND state = $4",
+                    include_str!("batches/cancel_batch_update_batch_lines.sql"),
                     &[&id, &state_code(LineState::Cancelled), &now_ms, &state_code(LineState::Pending)],
                 )
                 .await
@@ -232,17 +202,12 @@ impl BatchQueue for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            tx.execute(
-                "UPDATE batch_lines SET state = $1, done_ms = $2 WHERE (state = 0 OR (state = 1 AND lease_until < $2)) \
-                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= $2 AND cancelled_ms IS NULL AND NOT staged)",
-                &[&state_code(LineState::Expired), &now_ms],
-            )
-            .await
-            .map_err(unavailable)?;
+            tx.execute(include_str!("batches/claim_lines_expire.sql"), &[&state_code(LineState::Expired), &now_ms])
+                .await
+                .map_err(unavailable)?;
             // A cancelled job's line whose claimer died never runs again.
             tx.execute(
-                "UPDATE batch_lines SET state = $1, done_ms = $2 WHERE state = 1 AND lease_until < $2 \
-                 AND batch IN (SELECT id FROM batches WHERE cancelled_ms IS NOT NULL)",
+                include_str!("batches/claim_lines_abandon_cancelled.sql"),
                 &[&state_code(LineState::Cancelled), &now_ms],
             )
             .await
@@ -254,25 +219,7 @@ impl BatchQueue for PostgresStore {
             // side by side: a line another transaction holds is skipped,
             // never waited for (and checked again once locked).
             let rows = tx
-                .query(
-                    "WITH open AS ( \
-                       SELECT l.batch, l.idx, b.owner, COALESCE(o.turn, 0) AS turn, \
-                         ROW_NUMBER() OVER (PARTITION BY b.owner ORDER BY b.created_ms, l.batch, l.idx) AS nth \
-                       FROM batch_lines l JOIN batches b ON b.id = l.batch \
-                         LEFT JOIN batch_owners o ON o.owner = b.owner \
-                       WHERE ((l.state = 0 AND l.not_before <= $1) OR (l.state = 1 AND l.lease_until < $1)) \
-                         AND b.cancelled_ms IS NULL AND NOT b.staged AND COALESCE(o.rest_until, 0) <= $1), \
-                     picked AS ( \
-                       SELECT l.batch, l.idx, open.nth, open.turn FROM batch_lines l \
-                         JOIN open ON open.batch = l.batch AND open.idx = l.idx \
-                       WHERE open.nth <= $2 \
-                         AND ((l.state = 0 AND l.not_before <= $1) OR (l.state = 1 AND l.lease_until < $1)) \
-                       ORDER BY open.nth, open.turn, open.owner LIMIT $2 FOR UPDATE OF l SKIP LOCKED) \
-                     UPDATE batch_lines l SET state = 1, worker = $3, attempt = l.attempt + 1, lease_until = $4 \
-                     FROM picked, batches b WHERE l.batch = picked.batch AND l.idx = picked.idx AND b.id = l.batch \
-                     RETURNING l.batch, b.owner, b.endpoint, l.idx, l.custom_id, l.body, l.attempt, picked.nth, picked.turn",
-                    &[&now_ms, &limit, &worker, &until],
-                )
+                .query(include_str!("batches/claim_lines_lease.sql"), &[&now_ms, &limit, &worker, &until])
                 .await
                 .map_err(unavailable)?;
             let mut ranked = rows
@@ -295,15 +242,9 @@ impl BatchQueue for PostgresStore {
             let claimed: Vec<ClaimedLine> = ranked.into_iter().map(|(_, line)| line).collect();
             let served: Vec<&str> = crate::kept::served(&claimed);
             if !served.is_empty() {
-                tx.execute(
-                    "INSERT INTO batch_owners (owner, turn) \
-                     SELECT t.owner, (SELECT COALESCE(MAX(turn), 0) FROM batch_owners) + t.n \
-                     FROM UNNEST($1::TEXT[]) WITH ORDINALITY AS t(owner, n) \
-                     ON CONFLICT (owner) DO UPDATE SET turn = EXCLUDED.turn",
-                    &[&served],
-                )
-                .await
-                .map_err(unavailable)?;
+                tx.execute(include_str!("batches/claim_lines_insert_batch_owners.sql"), &[&served])
+                    .await
+                    .map_err(unavailable)?;
             }
             tx.commit().await.map_err(unavailable)?;
             Ok(claimed)
@@ -314,10 +255,7 @@ impl BatchQueue for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let until = now_ms.saturating_add(lease_ms);
-            client
-                .execute("UPDATE batch_lines SET lease_until = $2 WHERE state = 1 AND worker = $1", &[&worker, &until])
-                .await
-                .map_err(unavailable)?;
+            client.execute(include_str!("batches/renew_lines.sql"), &[&worker, &until]).await.map_err(unavailable)?;
             Ok(())
         })
     }
@@ -330,8 +268,7 @@ impl BatchQueue for PostgresStore {
             let status = i32::from(outcome.status);
             let changed = client
                 .execute(
-                    "UPDATE batch_lines SET state = $5, status = $6, result = $7, done_ms = $8 \
-                     WHERE batch = $1 AND idx = $2 AND state = 1 AND worker = $3 AND attempt = $4",
+                    include_str!("batches/finish_line.sql"),
                     &[
                         &batch,
                         &index,
@@ -361,13 +298,7 @@ impl BatchQueue for PostgresStore {
             let client = self.client().await?;
             let released = client
                 .execute(
-                    "WITH released AS ( \
-                       UPDATE batch_lines SET state = 0, worker = NULL, lease_until = 0, not_before = $5 \
-                       WHERE batch = $1 AND idx = $2 AND state = 1 AND worker = $3 AND attempt = $4 RETURNING batch) \
-                     INSERT INTO batch_owners (owner, rest_until) \
-                       SELECT b.owner, $5 FROM batches b JOIN released r ON r.batch = b.id \
-                     ON CONFLICT (owner) DO UPDATE \
-                       SET rest_until = GREATEST(batch_owners.rest_until, EXCLUDED.rest_until)",
+                    include_str!("batches/release_line.sql"),
                     &[&batch, &int(index), &worker, &int(attempt), &not_before_ms],
                 )
                 .await
@@ -379,15 +310,8 @@ impl BatchQueue for PostgresStore {
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let rows = client
-                .query(
-                    "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
-                     JOIN batches b ON b.id = l.batch \
-                     WHERE l.batch = $1 AND b.owner = $2 AND NOT b.staged AND l.state >= 2 ORDER BY l.idx",
-                    &[&id, &owner],
-                )
-                .await
-                .map_err(unavailable)?;
+            let rows =
+                client.query(include_str!("batches/line_outcomes.sql"), &[&id, &owner]).await.map_err(unavailable)?;
             rows.iter()
                 .map(|row| {
                     Ok(LineOutcome {
@@ -406,10 +330,8 @@ impl BatchQueue for PostgresStore {
     fn delete_batch(&self, owner: String, id: String) -> StoreFuture<'_, bool> {
         Box::pin(async move {
             let client = self.client().await?;
-            let removed = client
-                .execute("DELETE FROM batches WHERE id = $1 AND owner = $2 AND NOT staged", &[&id, &owner])
-                .await
-                .map_err(unavailable)?;
+            let removed =
+                client.execute(include_str!("batches/delete_batch.sql"), &[&id, &owner]).await.map_err(unavailable)?;
             Ok(removed > 0)
         })
     }
@@ -417,10 +339,8 @@ impl BatchQueue for PostgresStore {
     fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            let row = client
-                .query_one("SELECT COALESCE(SUM(bytes), 0)::BIGINT FROM batches WHERE owner = $1", &[&owner])
-                .await
-                .map_err(unavailable)?;
+            let row =
+                client.query_one(include_str!("batches/batch_bytes.sql"), &[&owner]).await.map_err(unavailable)?;
             Ok(u64::try_from(col::<i64>(&row, 0)?).unwrap_or(0))
         })
     }
@@ -431,15 +351,12 @@ impl BatchQueue for PostgresStore {
             let tx = client.transaction().await.map_err(unavailable)?;
             // Lines go with their job (ON DELETE CASCADE).
             let removed = tx
-                .execute("DELETE FROM batches WHERE staged AND created_ms <= $1", &[&(now_ms - STAGED_BATCH_MS)])
+                .execute(include_str!("batches/purge_batches_delete_batches.sql"), &[&(now_ms - STAGED_BATCH_MS)])
                 .await
                 .map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM batch_owners o WHERE NOT EXISTS (SELECT 1 FROM batches b WHERE b.owner = o.owner)",
-                &[],
-            )
-            .await
-            .map_err(unavailable)?;
+            tx.execute(include_str!("batches/purge_batches_delete_batch_owners.sql"), &[])
+                .await
+                .map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)?;
             Ok(removed)
         })

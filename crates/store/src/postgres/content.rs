@@ -7,13 +7,8 @@ impl ContentStore for PostgresStore {
     fn keep_content(&self, kept: Vec<KeptContent>) -> StoreFuture<'_, ()> {
         Box::pin(async move {
             let client = self.client().await?;
-            let statement = client
-                .prepare_cached(
-                    "INSERT INTO kept_content (entry, at_ms, request_id, key_id, grp, user_tag, retention, sealed) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (entry) DO NOTHING",
-                )
-                .await
-                .map_err(unavailable)?;
+            let statement =
+                client.prepare_cached(include_str!("content/keep_content.sql")).await.map_err(unavailable)?;
             for k in &kept {
                 client
                     .execute(
@@ -30,14 +25,8 @@ impl ContentStore for PostgresStore {
     fn find_content(&self, entry: i64) -> StoreFuture<'_, Option<KeptContent>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let row = client
-                .query_opt(
-                    "SELECT entry, at_ms, request_id, key_id, grp, user_tag, retention, sealed FROM kept_content \
-                     WHERE entry = $1",
-                    &[&entry],
-                )
-                .await
-                .map_err(unavailable)?;
+            let row =
+                client.query_opt(include_str!("content/find_content.sql"), &[&entry]).await.map_err(unavailable)?;
             row.map(|row| {
                 Ok(KeptContent {
                     entry: col(&row, 0)?,
@@ -57,14 +46,14 @@ impl ContentStore for PostgresStore {
     fn erase_content(&self, user_tag: String) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            client.execute("DELETE FROM kept_content WHERE user_tag = $1", &[&user_tag]).await.map_err(unavailable)
+            client.execute(include_str!("content/erase_content.sql"), &[&user_tag]).await.map_err(unavailable)
         })
     }
 
     fn purge_content(&self, before_ms: i64) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            client.execute("DELETE FROM kept_content WHERE at_ms < $1", &[&before_ms]).await.map_err(unavailable)
+            client.execute(include_str!("content/purge_content.sql"), &[&before_ms]).await.map_err(unavailable)
         })
     }
 }

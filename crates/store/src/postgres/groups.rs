@@ -9,13 +9,10 @@ impl GroupStore for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            tx.execute(
-                "INSERT INTO groups (name, record) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET record = excluded.record",
-                &[&group.name, &to_json(&group)?],
-            )
-            .await
-            .map_err(unavailable)?;
-            tx.execute("SELECT pg_notify($1, '')", &[&GROUPS_CHANNEL]).await.map_err(unavailable)?;
+            tx.execute(include_str!("groups/put_group_insert_groups.sql"), &[&group.name, &to_json(&group)?])
+                .await
+                .map_err(unavailable)?;
+            tx.execute(include_str!("groups/put_group_notify.sql"), &[&GROUPS_CHANNEL]).await.map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)
         })
     }
@@ -25,10 +22,14 @@ impl GroupStore for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            if tx.execute("DELETE FROM groups WHERE name = $1", &[&name]).await.map_err(unavailable)? == 0 {
+            if tx.execute(include_str!("groups/delete_group_delete_groups.sql"), &[&name]).await.map_err(unavailable)?
+                == 0
+            {
                 return Err(StoreError::NotFound);
             }
-            tx.execute("SELECT pg_notify($1, '')", &[&GROUPS_CHANNEL]).await.map_err(unavailable)?;
+            tx.execute(include_str!("groups/delete_group_notify.sql"), &[&GROUPS_CHANNEL])
+                .await
+                .map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)
         })
     }
@@ -36,7 +37,7 @@ impl GroupStore for PostgresStore {
     fn list_groups(&self) -> StoreFuture<'_, Vec<GroupRecord>> {
         Box::pin(async move {
             let client = self.client().await?;
-            let rows = client.query("SELECT record FROM groups ORDER BY name", &[]).await.map_err(unavailable)?;
+            let rows = client.query(include_str!("groups/list_groups.sql"), &[]).await.map_err(unavailable)?;
             rows.iter().map(|row| from_json(col::<&str>(row, 0)?)).collect()
         })
     }

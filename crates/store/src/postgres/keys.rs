@@ -18,15 +18,12 @@ async fn write_key(
     let tx = client.transaction().await.map_err(unavailable)?;
     if let Some(idem) = &idempotency {
         // Two instances retrying one create: the second waits on this row.
-        tx.execute("SELECT pg_advisory_xact_lock(hashtext($1 || ':' || $2))", &[&scope, &idem.key])
+        tx.execute(include_str!("keys/write_key_lock.sql"), &[&scope, &idem.key]).await.map_err(unavailable)?;
+        tx.execute(include_str!("keys/write_key_delete_idempotency.sql"), &[&idem.oldest_ms()])
             .await
             .map_err(unavailable)?;
-        tx.execute("DELETE FROM idempotency WHERE at_ms < $1", &[&idem.oldest_ms()]).await.map_err(unavailable)?;
         let earlier = tx
-            .query_opt(
-                "SELECT fingerprint, key_id FROM idempotency WHERE scope = $1 AND key = $2",
-                &[&scope, &idem.key],
-            )
+            .query_opt(include_str!("keys/write_key_select_idempotency.sql"), &[&scope, &idem.key])
             .await
             .map_err(unavailable)?;
         if let Some(row) = earlier {
@@ -35,7 +32,7 @@ async fn write_key(
                 return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
             }
             let text: Option<String> = tx
-                .query_opt("SELECT record FROM keys WHERE id = $1", &[&id])
+                .query_opt(include_str!("keys/write_key_select_keys.sql"), &[&id])
                 .await
                 .map_err(unavailable)?
                 .map(|row| col(&row, 0))
@@ -46,7 +43,7 @@ async fn write_key(
     let stored = store_key(&tx, record, insert).await?;
     if let Some(idem) = idempotency {
         tx.execute(
-            "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES ($1, $2, $3, $4, $5)",
+            include_str!("keys/write_key_insert_idempotency.sql"),
             &[&scope, &idem.key, &idem.fingerprint, &stored.id, &idem.at_ms],
         )
         .await
@@ -68,7 +65,7 @@ async fn store_key(
         record
     } else {
         let row = tx
-            .query_opt("SELECT record FROM keys WHERE id = $1 FOR UPDATE", &[&record.id])
+            .query_opt(include_str!("keys/store_key_select_keys.sql"), &[&record.id])
             .await
             .map_err(unavailable)?
             .ok_or(StoreError::NotFound)?;
@@ -79,24 +76,16 @@ async fn store_key(
     let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
     let hash = record.hash.to_hex();
     let changed = if insert {
-        tx.execute(
-            "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES ($1, $2, $3, $4)",
-            &[&record.id, &hash, &aws, &json],
-        )
-        .await
+        tx.execute(include_str!("keys/store_key_insert_keys.sql"), &[&record.id, &hash, &aws, &json]).await
     } else {
-        tx.execute(
-            "UPDATE keys SET hash = $2, aws_access_key_id = $3, record = $4 WHERE id = $1",
-            &[&record.id, &hash, &aws, &json],
-        )
-        .await
+        tx.execute(include_str!("keys/store_key_update_keys.sql"), &[&record.id, &hash, &aws, &json]).await
     }
     .map_err(conflict_or_unavailable)?;
     if changed == 0 {
         return Err(StoreError::NotFound);
     }
     // Delivered to every listener when the transaction commits.
-    tx.execute("SELECT pg_notify($1, $2)", &[&KEYS_CHANNEL, &record.id]).await.map_err(unavailable)?;
+    tx.execute(include_str!("keys/store_key_notify.sql"), &[&KEYS_CHANNEL, &record.id]).await.map_err(unavailable)?;
     Ok(record)
 }
 
@@ -126,7 +115,7 @@ impl KeyStore for PostgresStore {
         let id = id.to_owned();
         Box::pin(async move {
             let client = self.client().await?;
-            let row = client.query_opt("SELECT record FROM keys WHERE id = $1", &[&id]).await.map_err(unavailable)?;
+            let row = client.query_opt(include_str!("keys/get_key.sql"), &[&id]).await.map_err(unavailable)?;
             row.map(|row| from_json(col::<&str>(&row, 0)?)).transpose()
         })
     }
@@ -136,10 +125,8 @@ impl KeyStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-            let rows = client
-                .query("SELECT record FROM keys WHERE id > $1 ORDER BY id LIMIT $2", &[&after, &limit])
-                .await
-                .map_err(unavailable)?;
+            let rows =
+                client.query(include_str!("keys/list_keys.sql"), &[&after, &limit]).await.map_err(unavailable)?;
             rows.iter().map(|row| from_json(col::<&str>(row, 0)?)).collect()
         })
     }

@@ -222,26 +222,11 @@ impl Ledger for PostgresStore {
             // One batch at a time across the fleet: the hourly rollup's
             // trigger locks its rows in the batch's order, and two batches
             // locking the same rows in different orders would deadlock.
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LEDGER_LOCK]).await.map_err(unavailable)?;
+            tx.execute(include_str!("ledger/append_lock.sql"), &[&LEDGER_LOCK]).await.map_err(unavailable)?;
             // The whole batch is one statement, each column an array: one
             // round trip, and the rollup's trigger runs once for it.
-            let insert = tx
-                .prepare_cached(
-                    "INSERT INTO ledger (entry, at_ms, request_id, key_id, grp, pool, lane, model, input_tokens, \
-                     output_tokens, cache_read_tokens, cache_write_tokens, status, latency_ms, ttfb_ms, failovers, \
-                     estimated, attempts, units, billed_requests, operation, notes, saved_nano, end_user, ingress, stream, \
-                     cache_hit, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
-                     audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano) \
-                     SELECT * FROM unnest($1::BIGINT[], $2::BIGINT[], $3::TEXT[], $4::TEXT[], $5::TEXT[], $6::TEXT[], \
-                     $7::TEXT[], $8::TEXT[], $9::BIGINT[], $10::BIGINT[], $11::BIGINT[], $12::BIGINT[], $13::INTEGER[], \
-                     $14::BIGINT[], $15::BIGINT[], $16::INTEGER[], $17::BOOLEAN[], $18::TEXT[], $19::BIGINT[], \
-                     $20::BIGINT[], $21::TEXT[], $22::TEXT[], $23::BIGINT[], $24::TEXT[], $25::TEXT[], $26::BOOLEAN[], \
-                     $27::BIGINT[], $28::BIGINT[], $29::BIGINT[], $30::BIGINT[], $31::BIGINT[], $32::BIGINT[], \
-                     $33::BIGINT[], $34::BIGINT[], $35::BIGINT[], $36::BIGINT[], $37::BIGINT[]) \
-                     ON CONFLICT (entry) DO NOTHING",
-                )
-                .await
-                .map_err(unavailable)?;
+            let insert =
+                tx.prepare_cached(include_str!("ledger/append_insert_ledger.sql")).await.map_err(unavailable)?;
             let batch = Columns::of(&rows);
             tx.execute(&insert, &batch.params()).await.map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)
@@ -329,7 +314,7 @@ impl Ledger for PostgresStore {
     fn count(&self) -> StoreFuture<'_, u64> {
         Box::pin(async move {
             let client = self.client().await?;
-            let row = client.query_one("SELECT count(*) FROM ledger", &[]).await.map_err(unavailable)?;
+            let row = client.query_one(include_str!("ledger/count.sql"), &[]).await.map_err(unavailable)?;
             Ok(count(col(&row, 0)?))
         })
     }

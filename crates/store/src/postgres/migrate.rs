@@ -37,12 +37,12 @@ const MIGRATION_LOCK: i64 = 0x5357_5943_4844;
 pub(super) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
     let mut client = pool.get().await.map_err(|err| StoreError::Unavailable(format!("postgres: {err}")))?;
     let tx = client.transaction().await.map_err(unavailable)?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(unavailable)?;
+    tx.execute(include_str!("migrate/migrate_lock.sql"), &[&MIGRATION_LOCK]).await.map_err(unavailable)?;
     tx.batch_execute("CREATE TABLE IF NOT EXISTS switchyard_schema (version INTEGER NOT NULL)")
         .await
         .map_err(unavailable)?;
     let applied: i32 = tx
-        .query_opt("SELECT version FROM switchyard_schema", &[])
+        .query_opt(include_str!("migrate/migrate_select_switchyard_schema.sql"), &[])
         .await
         .map_err(unavailable)?
         .map_or(Ok(0), |row| col(&row, 0))?;
@@ -51,7 +51,7 @@ pub(super) async fn migrate(pool: &Pool) -> Result<(), StoreError> {
         tx.batch_execute(migration).await.map_err(|err| unavailable(format!("migration {}: {err}", index + 1)))?;
     }
     let version = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
-    tx.execute("DELETE FROM switchyard_schema", &[]).await.map_err(unavailable)?;
-    tx.execute("INSERT INTO switchyard_schema (version) VALUES ($1)", &[&version]).await.map_err(unavailable)?;
+    tx.execute(include_str!("migrate/migrate_delete_switchyard_schema.sql"), &[]).await.map_err(unavailable)?;
+    tx.execute(include_str!("migrate/migrate_insert_switchyard_schema.sql"), &[&version]).await.map_err(unavailable)?;
     tx.commit().await.map_err(unavailable)
 }

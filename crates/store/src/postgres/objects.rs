@@ -5,10 +5,8 @@ use super::{col, int, unavailable, PostgresStore};
 use crate::kept::{KeptObject, ObjectKind, ObjectStore, ORPHAN_CHUNKS_MS};
 use crate::{StoreError, StoreFuture};
 
-/// The columns of a kept object after its kind and owner.
-const OBJECT_COLUMNS: &str = "id, created_ms, expires_ms, meta, size, chunks, user_tag";
-
-/// An object from a row of [`OBJECT_COLUMNS`] (and its body, when asked).
+/// An object from a row of its columns after its kind and owner (as
+/// `objects/get_object.sql` selects them) (and its body, when asked).
 fn object_of(kind: ObjectKind, owner: &str, row: &tokio_postgres::Row, body: bool) -> Result<KeptObject, StoreError> {
     Ok(KeptObject {
         kind,
@@ -30,10 +28,7 @@ impl ObjectStore for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             tx.execute(
-                "INSERT INTO kept_objects (kind, owner, id, created_ms, expires_ms, meta, body, size, chunks, user_tag) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (kind, owner, id) DO UPDATE SET \
-                 created_ms = EXCLUDED.created_ms, expires_ms = EXCLUDED.expires_ms, meta = EXCLUDED.meta, \
-                 body = EXCLUDED.body, size = EXCLUDED.size, chunks = EXCLUDED.chunks, user_tag = EXCLUDED.user_tag",
+                include_str!("objects/put_object_insert_kept_objects.sql"),
                 &[
                     &object.kind.as_str(),
                     &object.owner,
@@ -50,7 +45,7 @@ impl ObjectStore for PostgresStore {
             .await
             .map_err(unavailable)?;
             tx.execute(
-                "DELETE FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3 AND seq >= $4",
+                include_str!("objects/put_object_delete_kept_chunks.sql"),
                 &[&object.kind.as_str(), &object.owner, &object.id, &int(object.chunks)],
             )
             .await
@@ -72,8 +67,7 @@ impl ObjectStore for PostgresStore {
             let client = self.client().await?;
             client
                 .execute(
-                    "INSERT INTO kept_chunks (kind, owner, id, seq, at_ms, data) VALUES ($1, $2, $3, $4, $5, $6) \
-                     ON CONFLICT (kind, owner, id, seq) DO UPDATE SET at_ms = EXCLUDED.at_ms, data = EXCLUDED.data",
+                    include_str!("objects/put_chunk.sql"),
                     &[&kind.as_str(), &owner, &id, &int(seq), &at_ms, &data],
                 )
                 .await
@@ -86,10 +80,7 @@ impl ObjectStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_opt(
-                    "SELECT data FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3 AND seq = $4",
-                    &[&kind.as_str(), &owner, &id, &int(seq)],
-                )
+                .query_opt(include_str!("objects/get_chunk.sql"), &[&kind.as_str(), &owner, &id, &int(seq)])
                 .await
                 .map_err(unavailable)?;
             row.map(|row| col(&row, 0)).transpose()
@@ -106,13 +97,7 @@ impl ObjectStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_opt(
-                    &format!(
-                        "SELECT {OBJECT_COLUMNS}, body FROM kept_objects \
-                         WHERE kind = $1 AND owner = $2 AND id = $3 AND (expires_ms IS NULL OR expires_ms > $4)"
-                    ),
-                    &[&kind.as_str(), &owner, &id, &now_ms],
-                )
+                .query_opt(include_str!("objects/get_object.sql"), &[&kind.as_str(), &owner, &id, &now_ms])
                 .await
                 .map_err(unavailable)?;
             row.map(|row| object_of(kind, &owner, &row, true)).transpose()
@@ -130,14 +115,7 @@ impl ObjectStore for PostgresStore {
             let client = self.client().await?;
             let limit = i64::try_from(limit).unwrap_or(i64::MAX);
             let rows = client
-                .query(
-                    &format!(
-                        "SELECT {OBJECT_COLUMNS} FROM kept_objects \
-                         WHERE kind = $1 AND owner = $2 AND (expires_ms IS NULL OR expires_ms > $3) \
-                         ORDER BY created_ms DESC, id DESC LIMIT $4"
-                    ),
-                    &[&kind.as_str(), &owner, &now_ms, &limit],
-                )
+                .query(include_str!("objects/list_objects.sql"), &[&kind.as_str(), &owner, &now_ms, &limit])
                 .await
                 .map_err(unavailable)?;
             rows.iter().map(|row| object_of(kind, &owner, row, false)).collect()
@@ -149,18 +127,12 @@ impl ObjectStore for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let removed = tx
-                .execute(
-                    "DELETE FROM kept_objects WHERE kind = $1 AND owner = $2 AND id = $3",
-                    &[&kind.as_str(), &owner, &id],
-                )
+                .execute(include_str!("objects/delete_object_delete_kept_objects.sql"), &[&kind.as_str(), &owner, &id])
                 .await
                 .map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM kept_chunks WHERE kind = $1 AND owner = $2 AND id = $3",
-                &[&kind.as_str(), &owner, &id],
-            )
-            .await
-            .map_err(unavailable)?;
+            tx.execute(include_str!("objects/delete_object_delete_kept_chunks.sql"), &[&kind.as_str(), &owner, &id])
+                .await
+                .map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)?;
             Ok(removed > 0)
         })
@@ -170,24 +142,16 @@ impl ObjectStore for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM kept_chunks c USING kept_objects o WHERE o.kind = c.kind AND o.owner = c.owner \
-                 AND o.id = c.id AND o.expires_ms IS NOT NULL AND o.expires_ms <= $1",
-                &[&now_ms],
-            )
-            .await
-            .map_err(unavailable)?;
-            let removed = tx
-                .execute("DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= $1", &[&now_ms])
+            tx.execute(include_str!("objects/purge_objects_delete_kept_chunks.sql"), &[&now_ms])
                 .await
                 .map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM kept_chunks c WHERE c.at_ms <= $1 AND NOT EXISTS (SELECT 1 FROM kept_objects o \
-                 WHERE o.kind = c.kind AND o.owner = c.owner AND o.id = c.id)",
-                &[&(now_ms - ORPHAN_CHUNKS_MS)],
-            )
-            .await
-            .map_err(unavailable)?;
+            let removed = tx
+                .execute(include_str!("objects/purge_objects_delete_kept_objects.sql"), &[&now_ms])
+                .await
+                .map_err(unavailable)?;
+            tx.execute(include_str!("objects/purge_objects_delete_kept_chunks_2.sql"), &[&(now_ms - ORPHAN_CHUNKS_MS)])
+                .await
+                .map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)?;
             Ok(removed)
         })
@@ -197,15 +161,13 @@ impl ObjectStore for PostgresStore {
         Box::pin(async move {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
-            tx.execute(
-                "DELETE FROM kept_chunks c USING kept_objects o WHERE o.kind = c.kind AND o.owner = c.owner \
-                 AND o.id = c.id AND o.user_tag = $1",
-                &[&user_tag],
-            )
-            .await
-            .map_err(unavailable)?;
-            let removed =
-                tx.execute("DELETE FROM kept_objects WHERE user_tag = $1", &[&user_tag]).await.map_err(unavailable)?;
+            tx.execute(include_str!("objects/erase_objects_delete_kept_chunks.sql"), &[&user_tag])
+                .await
+                .map_err(unavailable)?;
+            let removed = tx
+                .execute(include_str!("objects/erase_objects_delete_kept_objects.sql"), &[&user_tag])
+                .await
+                .map_err(unavailable)?;
             tx.commit().await.map_err(unavailable)?;
             Ok(removed)
         })
@@ -215,11 +177,7 @@ impl ObjectStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_one(
-                    "SELECT COALESCE(SUM(size), 0)::BIGINT FROM kept_objects \
-                     WHERE owner = $1 AND (expires_ms IS NULL OR expires_ms > $2)",
-                    &[&owner, &now_ms],
-                )
+                .query_one(include_str!("objects/object_bytes.sql"), &[&owner, &now_ms])
                 .await
                 .map_err(unavailable)?;
             Ok(u64::try_from(col::<i64>(&row, 0)?).unwrap_or(0))

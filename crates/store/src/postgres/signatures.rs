@@ -20,15 +20,13 @@ impl SignatureStore for PostgresStore {
             }
             client
                 .execute(
-                    "INSERT INTO call_signatures (key, signature, expires_ms) \
-                     SELECT * FROM UNNEST($1::TEXT[], $2::TEXT[], $3::BIGINT[]) \
-                     ON CONFLICT (key) DO UPDATE SET signature = EXCLUDED.signature, expires_ms = EXCLUDED.expires_ms",
+                    include_str!("signatures/keep_signatures_insert_call_signatures.sql"),
                     &[&keys, &signatures, &expiries],
                 )
                 .await
                 .map_err(unavailable)?;
             client
-                .execute("DELETE FROM call_signatures WHERE expires_ms <= $1", &[&now_ms])
+                .execute(include_str!("signatures/keep_signatures_delete_call_signatures.sql"), &[&now_ms])
                 .await
                 .map_err(unavailable)?;
             Ok(())
@@ -39,10 +37,7 @@ impl SignatureStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let rows = client
-                .query(
-                    "SELECT key, signature FROM call_signatures WHERE key = ANY($1::TEXT[]) AND expires_ms > $2",
-                    &[&keys, &now_ms],
-                )
+                .query(include_str!("signatures/find_signatures.sql"), &[&keys, &now_ms])
                 .await
                 .map_err(unavailable)?;
             let mut found = std::collections::HashMap::with_capacity(rows.len());

@@ -20,7 +20,7 @@ impl ConfigStore for PostgresStore {
             let mut client = self.client().await?;
             let tx = client.transaction().await.map_err(unavailable)?;
             let newest: i64 = col(
-                &tx.query_one("SELECT COALESCE(max(version), 0)::BIGINT FROM config_versions", &[])
+                &tx.query_one(include_str!("versions/append_config_select_config_versions.sql"), &[])
                     .await
                     .map_err(unavailable)?,
                 0,
@@ -32,7 +32,7 @@ impl ConfigStore for PostgresStore {
             // Two writers that read the same newest version meet at the
             // primary key: the second is stale.
             tx.execute(
-                "INSERT INTO config_versions (version, at_ms, author, message, text) VALUES ($1, $2, $3, $4, $5)",
+                include_str!("versions/append_config_insert_config_versions.sql"),
                 &[&stored.version, &stored.at_ms, &stored.author, &stored.message, &stored.text],
             )
             .await
@@ -40,9 +40,12 @@ impl ConfigStore for PostgresStore {
                 StoreError::Conflict(_) => StoreError::Stale,
                 other => other,
             })?;
-            tx.execute("SELECT pg_notify($1, $2)", &[&CONFIG_CHANNEL, &stored.version.to_string()])
-                .await
-                .map_err(unavailable)?;
+            tx.execute(
+                include_str!("versions/append_config_notify.sql"),
+                &[&CONFIG_CHANNEL, &stored.version.to_string()],
+            )
+            .await
+            .map_err(unavailable)?;
             tx.commit().await.map_err(|err| match conflict_or_unavailable(err) {
                 StoreError::Conflict(_) => StoreError::Stale,
                 other => other,
@@ -55,11 +58,7 @@ impl ConfigStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let rows = client
-                .query(
-                    "SELECT version, at_ms, author, message, text FROM config_versions \
-                     WHERE ($1::BIGINT IS NULL OR version < $1) ORDER BY version DESC LIMIT $2",
-                    &[&before, &(limit as i64)],
-                )
+                .query(include_str!("versions/config_versions.sql"), &[&before, &(limit as i64)])
                 .await
                 .map_err(unavailable)?;
             rows.iter().map(config_of).collect()
@@ -70,10 +69,7 @@ impl ConfigStore for PostgresStore {
         Box::pin(async move {
             let client = self.client().await?;
             let row = client
-                .query_opt(
-                    "SELECT version, at_ms, author, message, text FROM config_versions WHERE version = $1",
-                    &[&version],
-                )
+                .query_opt(include_str!("versions/config_version.sql"), &[&version])
                 .await
                 .map_err(unavailable)?;
             row.as_ref().map(config_of).transpose()

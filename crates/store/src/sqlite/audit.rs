@@ -9,7 +9,7 @@ impl AuditLog for SqliteStore {
     fn record(&self, entry: AuditEntry) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
             conn.execute(
-                "INSERT INTO audit (at_ms, actor, action, target, outcome) VALUES (?1, ?2, ?3, ?4, ?5)",
+                include_str!("audit/record.sql"),
                 params![entry.at_ms, entry.actor, entry.action, entry.target, entry.outcome],
             )
             .map_err(unavailable)?;
@@ -19,20 +19,14 @@ impl AuditLog for SqliteStore {
 
     fn purge(&self, before_ms: i64) -> StoreFuture<'_, u64> {
         self.run(move |conn| {
-            let removed =
-                conn.execute("DELETE FROM audit WHERE at_ms < ?1", params![before_ms]).map_err(unavailable)?;
+            let removed = conn.execute(include_str!("audit/purge.sql"), params![before_ms]).map_err(unavailable)?;
             Ok(removed as u64)
         })
     }
 
     fn entries(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<StoredAudit>> {
         self.run(move |conn| {
-            let mut statement = conn
-                .prepare_cached(
-                    "SELECT id, at_ms, actor, action, target, outcome FROM audit WHERE (?1 IS NULL OR id < ?1) \
-                     ORDER BY id DESC LIMIT ?2",
-                )
-                .map_err(unavailable)?;
+            let mut statement = conn.prepare_cached(include_str!("audit/entries.sql")).map_err(unavailable)?;
             let entries = statement
                 .query_map(params![before, limit as i64], |row| {
                     Ok(StoredAudit {

@@ -9,8 +9,6 @@ use crate::kept::{
 };
 use crate::{StoreError, StoreFuture};
 
-const BATCH_COLUMNS: &str = "id, owner, shape, endpoint, created_ms, expires_ms, cancelled_ms, total, meta";
-
 fn batch_job(row: &rusqlite::Row<'_>) -> rusqlite::Result<BatchJob> {
     Ok(BatchJob {
         id: row.get(0)?,
@@ -27,9 +25,7 @@ fn batch_job(row: &rusqlite::Row<'_>) -> rusqlite::Result<BatchJob> {
 
 /// A job's lines counted by state.
 fn line_counts(conn: &Connection, id: &str) -> Result<LineCounts, StoreError> {
-    let mut query = conn
-        .prepare_cached("SELECT state, COUNT(*), MAX(done_ms) FROM batch_lines WHERE batch = ?1 GROUP BY state")
-        .map_err(unavailable)?;
+    let mut query = conn.prepare_cached(include_str!("batches/line_counts.sql")).map_err(unavailable)?;
     let mut counts = LineCounts::default();
     let rows = query
         .query_map(params![id], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?)))
@@ -47,7 +43,7 @@ fn line_counts(conn: &Connection, id: &str) -> Result<LineCounts, StoreError> {
 
 fn owned_batch(conn: &Connection, owner: &str, id: &str) -> Result<Option<BatchState>, StoreError> {
     let job = conn
-        .prepare_cached(&format!("SELECT {BATCH_COLUMNS} FROM batches WHERE id = ?1 AND owner = ?2 AND staged = 0"))
+        .prepare_cached(include_str!("batches/owned_batch.sql"))
         .map_err(unavailable)?
         .query_row(params![id, owner], batch_job)
         .optional()
@@ -61,7 +57,7 @@ fn owned_batch(conn: &Connection, owner: &str, id: &str) -> Result<Option<BatchS
 /// Stages `job` in `tx`.
 fn stage(tx: &rusqlite::Transaction<'_>, job: &BatchJob) -> Result<(), StoreError> {
     tx.execute(
-        &format!("INSERT INTO batches ({BATCH_COLUMNS}, staged) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1)"),
+        include_str!("batches/stage.sql"),
         params![
             job.id,
             job.owner,
@@ -82,16 +78,15 @@ fn stage(tx: &rusqlite::Transaction<'_>, job: &BatchJob) -> Result<(), StoreErro
 fn add_lines(tx: &rusqlite::Transaction<'_>, id: &str, lines: &[QueuedLine]) -> Result<(), StoreError> {
     let bytes: u64 = lines.iter().map(|line| line.body.len() as u64).sum();
     let staged = tx
-        .prepare_cached("UPDATE batches SET bytes = bytes + ?2 WHERE id = ?1 AND staged = 1")
+        .prepare_cached(include_str!("batches/add_lines_update_batches.sql"))
         .map_err(unavailable)?
         .execute(params![id, i64::try_from(bytes).unwrap_or(i64::MAX)])
         .map_err(unavailable)?;
     if staged == 0 {
         return Err(StoreError::NotFound);
     }
-    let mut insert = tx
-        .prepare_cached("INSERT INTO batch_lines (batch, idx, custom_id, body) VALUES (?1, ?2, ?3, ?4)")
-        .map_err(unavailable)?;
+    let mut insert =
+        tx.prepare_cached(include_str!("batches/add_lines_insert_batch_lines.sql")).map_err(unavailable)?;
     for line in lines {
         insert.execute(params![id, line.index, line.custom_id, line.body]).map_err(conflict_or_unavailable)?;
     }
@@ -101,7 +96,7 @@ fn add_lines(tx: &rusqlite::Transaction<'_>, id: &str, lines: &[QueuedLine]) -> 
 /// Opens staged job `id` in `tx`; whether it was staged.
 fn open(tx: &rusqlite::Transaction<'_>, id: &str, total: u32) -> Result<bool, StoreError> {
     let opened = tx
-        .prepare_cached("UPDATE batches SET staged = 0, total = ?2 WHERE id = ?1 AND staged = 1")
+        .prepare_cached(include_str!("batches/open.sql"))
         .map_err(unavailable)?
         .execute(params![id, total])
         .map_err(unavailable)?;
@@ -111,29 +106,16 @@ fn open(tx: &rusqlite::Transaction<'_>, id: &str, total: u32) -> Result<bool, St
 /// Each owner with a claimable line, one line each a round (the owner
 /// served least recently first, an owner's oldest job first): the first
 /// `?2` of them at `?1`.
-const CLAIMABLE: &str = "WITH open AS ( \
-       SELECT l.batch, l.idx, b.owner, \
-         ROW_NUMBER() OVER (PARTITION BY b.owner ORDER BY b.created_ms, l.batch, l.idx) AS nth \
-       FROM batch_lines l JOIN batches b ON b.id = l.batch LEFT JOIN batch_owners o ON o.owner = b.owner \
-       WHERE ((l.state = 0 AND l.not_before <= ?1) OR (l.state = 1 AND l.lease_until < ?1)) \
-         AND b.cancelled_ms IS NULL AND b.staged = 0 AND COALESCE(o.rest_until, 0) <= ?1) \
-     SELECT open.batch, open.owner, b.endpoint, open.idx, l.custom_id, l.body, l.attempt \
-     FROM open JOIN batches b ON b.id = open.batch JOIN batch_lines l ON l.batch = open.batch AND l.idx = open.idx \
-       LEFT JOIN batch_owners o ON o.owner = open.owner \
-     WHERE open.nth <= ?2 \
-     ORDER BY open.nth, COALESCE(o.turn, 0), open.owner LIMIT ?2";
+const CLAIMABLE: &str = include_str!("batches/claimable.sql");
 
 /// The owners a claim served, in the order it first served them: each
 /// takes a turn after every turn taken so far.
 fn take_turns(tx: &rusqlite::Transaction<'_>, claimed: &[ClaimedLine]) -> Result<(), StoreError> {
-    let last: i64 =
-        tx.query_row("SELECT COALESCE(MAX(turn), 0) FROM batch_owners", [], |row| row.get(0)).map_err(unavailable)?;
-    let mut turn = tx
-        .prepare_cached(
-            "INSERT INTO batch_owners (owner, turn) VALUES (?1, ?2) \
-             ON CONFLICT (owner) DO UPDATE SET turn = excluded.turn",
-        )
+    let last: i64 = tx
+        .query_row(include_str!("batches/take_turns_select_batch_owners.sql"), [], |row| row.get(0))
         .map_err(unavailable)?;
+    let mut turn =
+        tx.prepare_cached(include_str!("batches/take_turns_insert_batch_owners.sql")).map_err(unavailable)?;
     for (n, owner) in crate::kept::served(claimed).into_iter().enumerate() {
         turn.execute(params![owner, last + 1 + n as i64]).map_err(unavailable)?;
     }
@@ -183,12 +165,7 @@ impl BatchQueue for SqliteStore {
     fn batches(&self, owner: String, limit: usize) -> StoreFuture<'_, Vec<BatchState>> {
         self.run(move |conn| {
             let jobs = {
-                let mut query = conn
-                    .prepare_cached(&format!(
-                        "SELECT {BATCH_COLUMNS} FROM batches WHERE owner = ?1 AND staged = 0 \
-                         ORDER BY created_ms DESC, id DESC LIMIT ?2"
-                    ))
-                    .map_err(unavailable)?;
+                let mut query = conn.prepare_cached(include_str!("batches/batches.sql")).map_err(unavailable)?;
                 let rows = query.query_map(params![owner, limit as i64], batch_job).map_err(unavailable)?;
                 rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)?
             };
@@ -200,15 +177,11 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             let changed = tx
-                .execute(
-                    "UPDATE batches SET cancelled_ms = COALESCE(cancelled_ms, ?3) \
-                     WHERE id = ?1 AND owner = ?2 AND staged = 0",
-                    params![id, owner, now_ms],
-                )
+                .execute(include_str!("batches/cancel_batch_update_batches.sql"), params![id, owner, now_ms])
                 .map_err(unavailable)?;
             if changed > 0 {
                 tx.execute(
-                    "UPDATE batch_lines SET state = ?2, done_ms = ?3 WHERE batch = ?1 AND state = ?4",
+                    include_str!("batches/cancel_batch_update_batch_lines.sql"),
                     params![id, LineState::Cancelled.code(), now_ms, LineState::Pending.code()],
                 )
                 .map_err(unavailable)?;
@@ -229,16 +202,11 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             // Lines of expired jobs that never ran expire.
-            tx.execute(
-                "UPDATE batch_lines SET state = ?1, done_ms = ?2 WHERE (state = 0 OR (state = 1 AND lease_until < ?2)) \
-                 AND batch IN (SELECT id FROM batches WHERE expires_ms <= ?2 AND cancelled_ms IS NULL AND staged = 0)",
-                params![LineState::Expired.code(), now_ms],
-            )
-            .map_err(unavailable)?;
+            tx.execute(include_str!("batches/claim_lines_expire.sql"), params![LineState::Expired.code(), now_ms])
+                .map_err(unavailable)?;
             // A cancelled job's line whose claimer died never runs again.
             tx.execute(
-                "UPDATE batch_lines SET state = ?1, done_ms = ?2 WHERE state = 1 AND lease_until < ?2 \
-                 AND batch IN (SELECT id FROM batches WHERE cancelled_ms IS NOT NULL)",
+                include_str!("batches/claim_lines_abandon_cancelled.sql"),
                 params![LineState::Cancelled.code(), now_ms],
             )
             .map_err(unavailable)?;
@@ -260,12 +228,8 @@ impl BatchQueue for SqliteStore {
                 rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)?
             };
             {
-                let mut claim = tx
-                    .prepare_cached(
-                        "UPDATE batch_lines SET state = 1, worker = ?3, attempt = ?4, lease_until = ?5 \
-                         WHERE batch = ?1 AND idx = ?2",
-                    )
-                    .map_err(unavailable)?;
+                let mut claim =
+                    tx.prepare_cached(include_str!("batches/claim_lines_lease.sql")).map_err(unavailable)?;
                 for line in &picked {
                     claim
                         .execute(params![line.batch, line.index, worker, line.attempt, now_ms + lease_ms])
@@ -280,11 +244,8 @@ impl BatchQueue for SqliteStore {
 
     fn renew_lines(&self, worker: String, now_ms: i64, lease_ms: i64) -> StoreFuture<'_, ()> {
         self.run(move |conn| {
-            conn.execute(
-                "UPDATE batch_lines SET lease_until = ?2 WHERE state = 1 AND worker = ?1",
-                params![worker, now_ms + lease_ms],
-            )
-            .map_err(unavailable)?;
+            conn.execute(include_str!("batches/renew_lines.sql"), params![worker, now_ms + lease_ms])
+                .map_err(unavailable)?;
             Ok(())
         })
     }
@@ -293,8 +254,7 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let changed = conn
                 .execute(
-                    "UPDATE batch_lines SET state = ?5, status = ?6, result = ?7, done_ms = ?8 \
-                     WHERE batch = ?1 AND idx = ?2 AND state = 1 AND worker = ?3 AND attempt = ?4",
+                    include_str!("batches/finish_line.sql"),
                     params![
                         batch,
                         outcome.index,
@@ -323,18 +283,13 @@ impl BatchQueue for SqliteStore {
             let tx = conn.transaction().map_err(unavailable)?;
             let released = tx
                 .execute(
-                    "UPDATE batch_lines SET state = 0, worker = NULL, lease_until = 0, not_before = ?5 \
-                     WHERE batch = ?1 AND idx = ?2 AND state = 1 AND worker = ?3 AND attempt = ?4",
+                    include_str!("batches/release_line_update_batch_lines.sql"),
                     params![batch, index, worker, attempt, not_before_ms],
                 )
                 .map_err(unavailable)?;
             if released > 0 {
-                tx.execute(
-                    "INSERT INTO batch_owners (owner, rest_until) SELECT owner, ?2 FROM batches WHERE id = ?1 \
-                     ON CONFLICT (owner) DO UPDATE SET rest_until = MAX(rest_until, excluded.rest_until)",
-                    params![batch, not_before_ms],
-                )
-                .map_err(unavailable)?;
+                tx.execute(include_str!("batches/release_line_insert_batch_owners.sql"), params![batch, not_before_ms])
+                    .map_err(unavailable)?;
             }
             tx.commit().map_err(unavailable)?;
             Ok(released > 0)
@@ -343,13 +298,7 @@ impl BatchQueue for SqliteStore {
 
     fn line_outcomes(&self, owner: String, id: String) -> StoreFuture<'_, Vec<LineOutcome>> {
         self.run(move |conn| {
-            let mut query = conn
-                .prepare_cached(
-                    "SELECT l.idx, l.custom_id, l.state, l.status, l.result, l.done_ms FROM batch_lines l \
-                     JOIN batches b ON b.id = l.batch \
-                     WHERE l.batch = ?1 AND b.owner = ?2 AND b.staged = 0 AND l.state >= 2 ORDER BY l.idx",
-                )
-                .map_err(unavailable)?;
+            let mut query = conn.prepare_cached(include_str!("batches/line_outcomes.sql")).map_err(unavailable)?;
             let rows = query
                 .query_map(params![id, owner], |row| {
                     Ok(LineOutcome {
@@ -370,10 +319,11 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             let removed = tx
-                .execute("DELETE FROM batches WHERE id = ?1 AND owner = ?2 AND staged = 0", params![id, owner])
+                .execute(include_str!("batches/delete_batch_delete_batches.sql"), params![id, owner])
                 .map_err(unavailable)?;
             if removed > 0 {
-                tx.execute("DELETE FROM batch_lines WHERE batch = ?1", params![id]).map_err(unavailable)?;
+                tx.execute(include_str!("batches/delete_batch_delete_batch_lines.sql"), params![id])
+                    .map_err(unavailable)?;
             }
             tx.commit().map_err(unavailable)?;
             Ok(removed > 0)
@@ -383,7 +333,7 @@ impl BatchQueue for SqliteStore {
     fn batch_bytes(&self, owner: String) -> StoreFuture<'_, u64> {
         self.run(move |conn| {
             let bytes: i64 = conn
-                .prepare_cached("SELECT COALESCE(SUM(bytes), 0) FROM batches WHERE owner = ?1")
+                .prepare_cached(include_str!("batches/batch_bytes.sql"))
                 .map_err(unavailable)?
                 .query_row(params![owner], |row| row.get(0))
                 .map_err(unavailable)?;
@@ -395,16 +345,12 @@ impl BatchQueue for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             let before = now_ms - STAGED_BATCH_MS;
-            tx.execute(
-                "DELETE FROM batch_lines WHERE batch IN (SELECT id FROM batches WHERE staged = 1 AND created_ms <= ?1)",
-                params![before],
-            )
-            .map_err(unavailable)?;
+            tx.execute(include_str!("batches/purge_batches_delete_batch_lines.sql"), params![before])
+                .map_err(unavailable)?;
             let removed = tx
-                .execute("DELETE FROM batches WHERE staged = 1 AND created_ms <= ?1", params![before])
+                .execute(include_str!("batches/purge_batches_delete_batches.sql"), params![before])
                 .map_err(unavailable)?;
-            tx.execute("DELETE FROM batch_owners WHERE owner NOT IN (SELECT owner FROM batches)", [])
-                .map_err(unavailable)?;
+            tx.execute(include_str!("batches/purge_batches_delete_batch_owners.sql"), []).map_err(unavailable)?;
             tx.commit().map_err(unavailable)?;
             Ok(removed as u64)
         })

@@ -17,13 +17,12 @@ fn write_key(
 ) -> Result<Written, StoreError> {
     let tx = conn.transaction().map_err(unavailable)?;
     if let Some(idem) = &idempotency {
-        tx.execute("DELETE FROM idempotency WHERE at_ms < ?1", params![idem.oldest_ms()]).map_err(unavailable)?;
+        tx.execute(include_str!("keys/write_key_delete_idempotency.sql"), params![idem.oldest_ms()])
+            .map_err(unavailable)?;
         let earlier: Option<(String, String)> = tx
-            .query_row(
-                "SELECT fingerprint, key_id FROM idempotency WHERE scope = ?1 AND key = ?2",
-                params![scope, idem.key],
-                |row| Ok((row.get(0)?, row.get(1)?)),
-            )
+            .query_row(include_str!("keys/write_key_select_idempotency.sql"), params![scope, idem.key], |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
             .optional()
             .map_err(unavailable)?;
         if let Some((fingerprint, id)) = earlier {
@@ -31,7 +30,7 @@ fn write_key(
                 return Err(StoreError::Conflict("the idempotency key was used for another request".into()));
             }
             let text: Option<String> = tx
-                .query_row("SELECT record FROM keys WHERE id = ?1", params![id], |row| row.get(0))
+                .query_row(include_str!("keys/write_key_select_keys.sql"), params![id], |row| row.get(0))
                 .optional()
                 .map_err(unavailable)?;
             return text.map(|t| from_json(&t).map(Written::Replayed)).ok_or(StoreError::NotFound)?;
@@ -40,7 +39,7 @@ fn write_key(
     let stored = write(&tx, record)?;
     if let Some(idem) = idempotency {
         tx.execute(
-            "INSERT INTO idempotency (scope, key, fingerprint, key_id, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            include_str!("keys/write_key_insert_idempotency.sql"),
             params![scope, idem.key, idem.fingerprint, stored.id, idem.at_ms],
         )
         .map_err(conflict_or_unavailable)?;
@@ -51,11 +50,8 @@ fn write_key(
 
 fn insert_key(tx: &rusqlite::Transaction<'_>, record: KeyRecord) -> Result<KeyRecord, StoreError> {
     let aws = record.aws.as_ref().map(|a| a.access_key_id.clone());
-    tx.execute(
-        "INSERT INTO keys (id, hash, aws_access_key_id, record) VALUES (?1, ?2, ?3, ?4)",
-        params![record.id, record.hash.to_hex(), aws, to_json(&record)?],
-    )
-    .map_err(conflict_or_unavailable)?;
+    tx.execute(include_str!("keys/insert_key.sql"), params![record.id, record.hash.to_hex(), aws, to_json(&record)?])
+        .map_err(conflict_or_unavailable)?;
     Ok(record)
 }
 
@@ -63,14 +59,14 @@ fn insert_key(tx: &rusqlite::Transaction<'_>, record: KeyRecord) -> Result<KeyRe
 /// written in one transaction).
 fn replace_key(tx: &rusqlite::Transaction<'_>, record: KeyRecord) -> Result<KeyRecord, StoreError> {
     let text: Option<String> = tx
-        .query_row("SELECT record FROM keys WHERE id = ?1", params![record.id], |row| row.get(0))
+        .query_row(include_str!("keys/replace_key_select_keys.sql"), params![record.id], |row| row.get(0))
         .optional()
         .map_err(unavailable)?;
     let stored: KeyRecord = from_json(&text.ok_or(StoreError::NotFound)?)?;
     let next = crate::checked_write(&stored, record)?;
     let aws = next.aws.as_ref().map(|a| a.access_key_id.clone());
     tx.execute(
-        "UPDATE keys SET hash = ?2, aws_access_key_id = ?3, record = ?4 WHERE id = ?1",
+        include_str!("keys/replace_key_update_keys.sql"),
         params![next.id, next.hash.to_hex(), aws, to_json(&next)?],
     )
     .map_err(conflict_or_unavailable)?;
@@ -100,7 +96,7 @@ impl KeyStore for SqliteStore {
         let id = id.to_owned();
         self.run(move |conn| {
             let text: Option<String> = conn
-                .query_row("SELECT record FROM keys WHERE id = ?1", params![id], |row| row.get(0))
+                .query_row(include_str!("keys/get_key.sql"), params![id], |row| row.get(0))
                 .optional()
                 .map_err(unavailable)?;
             text.map(|t| from_json(&t)).transpose()
@@ -110,8 +106,7 @@ impl KeyStore for SqliteStore {
     fn list_keys(&self, after: Option<&str>, limit: usize) -> StoreFuture<'_, Vec<KeyRecord>> {
         let after = after.unwrap_or("").to_owned();
         self.run(move |conn| {
-            let mut statement =
-                conn.prepare("SELECT record FROM keys WHERE id > ?1 ORDER BY id LIMIT ?2").map_err(unavailable)?;
+            let mut statement = conn.prepare(include_str!("keys/list_keys.sql")).map_err(unavailable)?;
             let texts = statement
                 .query_map(params![after, limit as i64], |row| row.get::<_, String>(0))
                 .map_err(unavailable)?

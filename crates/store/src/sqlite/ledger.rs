@@ -215,28 +215,7 @@ impl Ledger for SqliteStore {
                 // The hourly rollup moves with the rows, in the same transaction.
                 let mut upsert = tx
                     .prepare_cached(
-                        "INSERT INTO spend_hourly (hour, key_id, grp, lane, model, operation, requests, input_tokens, \
-                         output_tokens, cache_read_tokens, cache_write_tokens, units, billed_requests, saved_nano, \
-                         cache_hits, guarded, refused, cache_write_1h_tokens, reasoning_tokens, audio_input_tokens, \
-                         audio_output_tokens, image_input_tokens, image_output_tokens, cost_nano, price_nano, unsettled) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, \
-                         ?20, ?21, ?22, ?23, ?24, ?25, ?26) \
-                         ON CONFLICT (hour, key_id, grp, lane, model, operation) DO UPDATE SET \
-                         requests = requests + excluded.requests, input_tokens = input_tokens + excluded.input_tokens, \
-                         output_tokens = output_tokens + excluded.output_tokens, \
-                         cache_read_tokens = cache_read_tokens + excluded.cache_read_tokens, \
-                         cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens, \
-                         units = units + excluded.units, billed_requests = billed_requests + excluded.billed_requests, \
-                         saved_nano = saved_nano + excluded.saved_nano, cache_hits = cache_hits + excluded.cache_hits, \
-                         guarded = guarded + excluded.guarded, refused = refused + excluded.refused, \
-                         cache_write_1h_tokens = cache_write_1h_tokens + excluded.cache_write_1h_tokens, \
-                         reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens, \
-                         audio_input_tokens = audio_input_tokens + excluded.audio_input_tokens, \
-                         audio_output_tokens = audio_output_tokens + excluded.audio_output_tokens, \
-                         image_input_tokens = image_input_tokens + excluded.image_input_tokens, \
-                         image_output_tokens = image_output_tokens + excluded.image_output_tokens, \
-                         cost_nano = cost_nano + excluded.cost_nano, price_nano = price_nano + excluded.price_nano, \
-                         unsettled = unsettled + excluded.unsettled",
+                        include_str!("ledger/append.sql"),
                     )
                     .map_err(unavailable)?;
                 for ((hour, key, group, lane, model, operation), sums) in crate::by_hour(fresh) {
@@ -330,7 +309,7 @@ impl Ledger for SqliteStore {
 
     fn count(&self) -> StoreFuture<'_, u64> {
         self.run(|conn| {
-            conn.query_row("SELECT count(*) FROM ledger", [], |row| row.get::<_, i64>(0))
+            conn.query_row(include_str!("ledger/count.sql"), [], |row| row.get::<_, i64>(0))
                 .map(|n| n.max(0) as u64)
                 .map_err(unavailable)
         })
@@ -343,7 +322,7 @@ impl SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             {
-                let mut delete = tx.prepare_cached("DELETE FROM ledger WHERE id = ?1").map_err(unavailable)?;
+                let mut delete = tx.prepare_cached(include_str!("ledger/delete_rows.sql")).map_err(unavailable)?;
                 for id in &ids {
                     delete.execute(params![id]).map_err(unavailable)?;
                 }

@@ -11,36 +11,27 @@ impl PinStore for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction().map_err(unavailable)?;
             {
-                let mut upsert = tx
-                    .prepare_cached(
-                        "INSERT INTO session_pins (pool, session, lane, expires_ms, switches) VALUES (?1, ?2, ?3, ?4, ?5) \
-                         ON CONFLICT (pool, session) DO UPDATE SET lane = excluded.lane, \
-                         expires_ms = excluded.expires_ms, switches = excluded.switches",
-                    )
-                    .map_err(unavailable)?;
+                let mut upsert =
+                    tx.prepare_cached(include_str!("pins/keep_pins_insert_session_pins.sql")).map_err(unavailable)?;
                 for pin in &pins {
                     upsert
                         .execute(params![pin.pool, pin.session, pin.lane, pin.expires_ms, i64::from(pin.switches)])
                         .map_err(unavailable)?;
                 }
             }
-            tx.execute("DELETE FROM session_pins WHERE expires_ms <= ?1", params![now_ms]).map_err(unavailable)?;
+            tx.execute(include_str!("pins/keep_pins_delete_session_pins.sql"), params![now_ms]).map_err(unavailable)?;
             tx.commit().map_err(unavailable)
         })
     }
 
     fn live_pins(&self, now_ms: i64, per_pool: usize) -> StoreFuture<'_, Vec<KeptPin>> {
         self.run(move |conn| {
-            conn.execute("DELETE FROM session_pins WHERE expires_ms <= ?1", params![now_ms]).map_err(unavailable)?;
+            conn.execute(include_str!("pins/live_pins_delete_session_pins.sql"), params![now_ms])
+                .map_err(unavailable)?;
             let per_pool = i64::try_from(per_pool).unwrap_or(i64::MAX);
             // The longest-lived first, at most `per_pool` of each pool.
-            let mut select = conn
-                .prepare_cached(
-                    "SELECT pool, session, lane, expires_ms, switches FROM ( \
-                       SELECT *, ROW_NUMBER() OVER (PARTITION BY pool ORDER BY expires_ms DESC) AS rank \
-                       FROM session_pins) WHERE rank <= ?1 ORDER BY pool, expires_ms DESC",
-                )
-                .map_err(unavailable)?;
+            let mut select =
+                conn.prepare_cached(include_str!("pins/live_pins_select_session_pins.sql")).map_err(unavailable)?;
             let pins = select
                 .query_map(params![per_pool], |row| {
                     Ok(KeptPin {

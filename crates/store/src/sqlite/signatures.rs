@@ -11,25 +11,21 @@ impl SignatureStore for SqliteStore {
             let tx = conn.transaction().map_err(unavailable)?;
             {
                 let mut upsert = tx
-                    .prepare_cached(
-                        "INSERT INTO call_signatures (key, signature, expires_ms) VALUES (?1, ?2, ?3) \
-                         ON CONFLICT (key) DO UPDATE SET signature = excluded.signature, expires_ms = excluded.expires_ms",
-                    )
+                    .prepare_cached(include_str!("signatures/keep_signatures_insert_call_signatures.sql"))
                     .map_err(unavailable)?;
                 for entry in &kept {
                     upsert.execute(params![entry.key, entry.signature, entry.expires_ms]).map_err(unavailable)?;
                 }
             }
-            tx.execute("DELETE FROM call_signatures WHERE expires_ms <= ?1", params![now_ms]).map_err(unavailable)?;
+            tx.execute(include_str!("signatures/keep_signatures_delete_call_signatures.sql"), params![now_ms])
+                .map_err(unavailable)?;
             tx.commit().map_err(unavailable)
         })
     }
 
     fn find_signatures(&self, keys: Vec<String>, now_ms: i64) -> StoreFuture<'_, Vec<Option<String>>> {
         self.run(move |conn| {
-            let mut find = conn
-                .prepare_cached("SELECT signature FROM call_signatures WHERE key = ?1 AND expires_ms > ?2")
-                .map_err(unavailable)?;
+            let mut find = conn.prepare_cached(include_str!("signatures/find_signatures.sql")).map_err(unavailable)?;
             keys.iter()
                 .map(|key| find.query_row(params![key, now_ms], |row| row.get(0)).optional().map_err(unavailable))
                 .collect()

@@ -20,14 +20,14 @@ impl ConfigStore for SqliteStore {
         self.run(move |conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(unavailable)?;
             let newest: i64 = tx
-                .query_row("SELECT COALESCE(max(version), 0) FROM config_versions", [], |row| row.get(0))
+                .query_row(include_str!("versions/append_config_select_config_versions.sql"), [], |row| row.get(0))
                 .map_err(unavailable)?;
             if newest != after {
                 return Err(StoreError::Stale);
             }
             let stored = ConfigVersion { version: newest + 1, ..version };
             tx.execute(
-                "INSERT INTO config_versions (version, at_ms, author, message, text) VALUES (?1, ?2, ?3, ?4, ?5)",
+                include_str!("versions/append_config_insert_config_versions.sql"),
                 params![stored.version, stored.at_ms, stored.author, stored.message, stored.text],
             )
             .map_err(unavailable)?;
@@ -38,12 +38,7 @@ impl ConfigStore for SqliteStore {
 
     fn config_versions(&self, before: Option<i64>, limit: usize) -> StoreFuture<'_, Vec<ConfigVersion>> {
         self.run(move |conn| {
-            let mut query = conn
-                .prepare_cached(
-                    "SELECT version, at_ms, author, message, text FROM config_versions \
-                     WHERE (?1 IS NULL OR version < ?1) ORDER BY version DESC LIMIT ?2",
-                )
-                .map_err(unavailable)?;
+            let mut query = conn.prepare_cached(include_str!("versions/config_versions.sql")).map_err(unavailable)?;
             let rows = query.query_map(params![before, limit as i64], config_of).map_err(unavailable)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(unavailable)
         })
@@ -51,13 +46,9 @@ impl ConfigStore for SqliteStore {
 
     fn config_version(&self, version: i64) -> StoreFuture<'_, Option<ConfigVersion>> {
         self.run(move |conn| {
-            conn.query_row(
-                "SELECT version, at_ms, author, message, text FROM config_versions WHERE version = ?1",
-                params![version],
-                config_of,
-            )
-            .optional()
-            .map_err(unavailable)
+            conn.query_row(include_str!("versions/config_version.sql"), params![version], config_of)
+                .optional()
+                .map_err(unavailable)
         })
     }
 }

@@ -1,0 +1,1 @@
+DELETE FROM batches WHERE id = $1 AND owner = $2 AND NOT staged

@@ -1,0 +1,1 @@
+DELETE FROM batches WHERE staged AND created_ms <= $1

@@ -1,0 +1,1 @@
+DELETE FROM kept_content WHERE at_ms < $1

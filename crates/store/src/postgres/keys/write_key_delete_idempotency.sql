@@ -1,0 +1,1 @@
+DELETE FROM idempotency WHERE at_ms < $1

@@ -1,0 +1,1 @@
+INSERT INTO switchyard_schema (version) VALUES ($1)

@@ -1,0 +1,2 @@
+DELETE FROM kept_chunks c USING kept_objects o WHERE o.kind = c.kind AND o.owner = c.owner
+AND o.id = c.id AND o.user_tag = $1

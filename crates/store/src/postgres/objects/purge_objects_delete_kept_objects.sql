@@ -1,0 +1,1 @@
+DELETE FROM kept_objects WHERE expires_ms IS NOT NULL AND expires_ms <= $1

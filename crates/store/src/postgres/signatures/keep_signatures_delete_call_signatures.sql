@@ -1,0 +1,1 @@
+DELETE FROM call_signatures WHERE expires_ms <= $1

@@ -1,0 +1,1 @@
+SELECT COALESCE(max(version), 0)::BIGINT FROM config_versions

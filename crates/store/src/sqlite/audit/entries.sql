@@ -1,0 +1,2 @@
+SELECT id, at_ms, actor, action, target, outcome FROM audit WHERE (?1 IS NULL OR id < ?1)
+ORDER BY id DESC LIMIT ?2

@@ -1,0 +1,1 @@
+DELETE FROM audit WHERE at_ms < ?1

@@ -1,0 +1,1 @@
+SELECT COALESCE(SUM(bytes), 0) FROM batches WHERE owner = ?1

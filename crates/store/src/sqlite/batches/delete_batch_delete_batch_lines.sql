@@ -1,0 +1,1 @@
+DELETE FROM batch_lines WHERE batch = ?1

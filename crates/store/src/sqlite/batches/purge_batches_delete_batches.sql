@@ -1,0 +1,1 @@
+DELETE FROM batches WHERE staged = 1 AND created_ms <= ?1

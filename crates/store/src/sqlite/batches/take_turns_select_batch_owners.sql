@@ -1,0 +1,1 @@
+SELECT COALESCE(MAX(turn), 0) FROM batch_owners

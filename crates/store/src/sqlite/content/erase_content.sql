@@ -1,0 +1,1 @@
+DELETE FROM kept_content WHERE user_tag = ?1

@@ -1,0 +1,1 @@
+SELECT record FROM groups ORDER BY name

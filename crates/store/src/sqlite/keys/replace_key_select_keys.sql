@@ -1,0 +1,1 @@
+SELECT record FROM keys WHERE id = ?1

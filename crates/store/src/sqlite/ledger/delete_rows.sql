@@ -1,0 +1,1 @@
+DELETE FROM ledger WHERE id = ?1

@@ -1,0 +1,1 @@
+DELETE FROM kept_objects WHERE user_tag = ?1

@@ -1,0 +1,1 @@
+SELECT data FROM kept_chunks WHERE kind = ?1 AND owner = ?2 AND id = ?3 AND seq = ?4

@@ -1,0 +1,2 @@
+DELETE FROM kept_chunks WHERE at_ms <= ?1 AND NOT EXISTS (SELECT 1 FROM kept_objects o
+WHERE o.kind = kept_chunks.kind AND o.owner = kept_chunks.owner AND o.id = kept_chunks.id)

@@ -1,0 +1,1 @@
+DELETE FROM session_pins WHERE expires_ms <= ?1

@@ -1,0 +1,1 @@
+SELECT COALESCE(max(version), 0) FROM config_versions
