@@ -6,8 +6,12 @@ local PERIOD = 60000
 local function int(n)
   return string.format('%d', n)
 end
--- Lowers a counter by `by`, never below zero.
+-- Lowers a counter by `by`, never below zero. (Lowering by nothing is
+-- skipped: Lua writes minus zero as `-0`, which HINCRBY refuses.)
 local function lower(key, name, by)
+  if tonumber(by) == 0 then
+    return
+  end
   if redis.call('HINCRBY', key, name, -by) < 0 then
     redis.call('HSET', key, name, 0)
   end

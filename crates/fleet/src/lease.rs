@@ -299,7 +299,10 @@ impl Fleet {
                 return Ok(None);
             }
             entry.busy = true;
-            let reports = entry.lease.reports();
+            let reports = match mode {
+                Mode::Return => entry.lease.return_reports(),
+                Mode::Renew | Mode::Waiting => entry.lease.reports(),
+            };
             let limits = leases.settings.limits;
             let mut args = Vec::with_capacity(10 + entry.buckets.len() * ARGS_PER_BUCKET);
             args.extend([

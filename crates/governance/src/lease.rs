@@ -191,6 +191,13 @@ impl Slice {
         }
     }
 
+    /// What a return sends: the spend, and a hold kept only for what the
+    /// requests still in flight reserve.
+    pub fn return_report(&self) -> Report {
+        let in_flight = self.used.saturating_sub(self.unreported);
+        Report { keep: in_flight.min(self.granted.saturating_sub(self.unreported)), ..self.report() }
+    }
+
     /// Applies a renewal's answer to the report `sent`: the spend reported
     /// then is `spent` now, the hold is what was kept plus `fresh`.
     /// Requests admitted or settled while the renewal was on its way stay
@@ -300,6 +307,11 @@ impl Lease {
     /// What each slice reports.
     pub fn reports(&self) -> Vec<Report> {
         self.slices.iter().map(Slice::report).collect()
+    }
+
+    /// What each slice reports when the lease is returned.
+    pub fn return_reports(&self) -> Vec<Report> {
+        self.slices.iter().map(Slice::return_report).collect()
     }
 
     /// Whether it can be forgotten once returned: nothing in flight and
@@ -595,7 +607,7 @@ mod tests {
                         leases[i].expires_ms = 10_000;
                     }
                     Step::Return(i) => {
-                        let sent = leases[i].reports()[0];
+                        let sent = leases[i].return_reports()[0];
                         shared.give_back(i, sent);
                         leases[i].slices[0].returned(sent);
                     }
