@@ -460,8 +460,7 @@ async fn renew_leases(fleet: Weak<Fleet>) {
 /// Whether a chain's limits are still those its lease was taken on (the
 /// seeds and windows may move; caps and rates may not).
 fn same_limits(now: &[LeaseBucket], then: &[LeaseBucket]) -> bool {
-    now.len() == then.len()
-        && now.iter().zip(then).all(|(a, b)| a.cap == b.cap && a.rpm == b.rpm && a.tpm == b.tpm)
+    now.len() == then.len() && now.iter().zip(then).all(|(a, b)| a.cap == b.cap && a.rpm == b.rpm && a.tpm == b.tpm)
 }
 
 #[cfg(test)]

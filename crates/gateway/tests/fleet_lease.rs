@@ -40,7 +40,8 @@ fn key_names(id: &str) -> [String; 2] {
 async fn lease_members(redis: &Redis, holds: &str) -> Vec<String> {
     let client = redis::Client::open(redis.url()).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
-    let members: Vec<String> = redis::cmd("ZRANGE").arg(holds).arg(0).arg(-1).query_async(&mut connection).await.unwrap();
+    let members: Vec<String> =
+        redis::cmd("ZRANGE").arg(holds).arg(0).arg(-1).query_async(&mut connection).await.unwrap();
     members.into_iter().filter(|m| m.starts_with('L')).collect()
 }
 

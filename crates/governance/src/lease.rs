@@ -69,7 +69,15 @@ pub fn usd_slice(room: NanoUsd, live: u64, need: NanoUsd, limits: SliceLimits) -
 /// has `have` units: tops it up to `share × limit / live` (at least one
 /// unit, at most `max`), or at least to `need`; never more than
 /// `available`. `None`: `need` does not fit.
-pub fn rate_slice(available: u64, limit: u64, live: u64, have: u64, need: u64, max: u64, share_permille: u64) -> Option<u64> {
+pub fn rate_slice(
+    available: u64,
+    limit: u64,
+    live: u64,
+    have: u64,
+    need: u64,
+    max: u64,
+    share_permille: u64,
+) -> Option<u64> {
     let missing = need.saturating_sub(have);
     if missing > available {
         return None;

@@ -347,11 +347,7 @@ impl Hold {
 /// at every renewal, so an edit reaches the lease), and the settlement of
 /// what a dropped lease had not reported.
 impl switchyard_fleet::lease::LeaseSpecs for Governance {
-    fn lease_buckets(
-        &self,
-        chain: &[BucketId],
-        now_ms: u64,
-    ) -> Option<Vec<switchyard_governance::lease::LeaseBucket>> {
+    fn lease_buckets(&self, chain: &[BucketId], now_ms: u64) -> Option<Vec<switchyard_governance::lease::LeaseBucket>> {
         self.governor().lease_buckets(chain, now_ms)
     }
 
