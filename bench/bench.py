@@ -1384,6 +1384,11 @@ def run(opts):
         if opts.streams > 0:
             results["open_streams"] = open_streams(
                 opts, procs, tmp, sy, gw_conf, variant_confs["before"], gw_port, gw_env, slow_port, P, C)
+
+        # ---- 5. Duplex: a Responses turn over a socket and over an HTTP
+        # stream, and idle sockets beside nginx proxying a WebSocket.
+        if opts.duplex_turns > 0 and (not opts.only or any("duplex" in o for o in opts.only)):
+            results["duplex"] = duplex(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, P, C)
         procs.stop(mock)
     finally:
         procs.stop_all()
@@ -1516,6 +1521,182 @@ def open_streams(opts, procs, tmp, sy, gw_conf, before_conf, gw_port, gw_env, sl
     return out
 
 
+NGINX_WS_CONF = """
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+worker_rlimit_nofile {nofile};
+events {{ worker_connections {conns}; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/client_body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    map $http_upgrade $connection_upgrade {{ default upgrade; '' close; }}
+    # A WebSocket proxied as nginx's documentation writes it.
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://127.0.0.1:{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_read_timeout 3600s;
+        }}
+    }}
+}}
+"""
+
+# The turns compared: the Responses request of the stream20 and stream64
+# baselines (16 and 60 words, so 20 and 64 text deltas), to the OpenAI lane.
+DUPLEX_TURNS = (("stream20", words(16)), ("stream64", words(60)))
+DUPLEX_CONNS = 8
+
+
+def duplex(opts, procs, tmp, sy, gw_conf, gw_port, gw_env, P, C):
+    """The same Responses turn (`gpt-4o-mini`, on the fake) over a socket
+    (`response.create` on `GET /v1/responses`) and over an HTTP stream
+    (`POST /v1/responses`, keep-alive), by bench/duplex.py on the client
+    core with 8 connections each: the gateway's CPU per turn, read around
+    the turns only (handshakes and the checked first turns are not counted),
+    in alternating rounds so drift falls on both. Then N idle sockets: the
+    gateway's RSS over its idle RSS, ÷ N, and the same through nginx (one
+    worker) proxying the WebSocket to a second gateway on the client core
+    (the nginx worker's RSS)."""
+    client = os.path.join(HERE, "duplex.py")
+    out = {"conns": DUPLEX_CONNS, "turns_per_round": opts.duplex_turns, "rounds": opts.duplex_rounds,
+           "model": OPENAI_MODEL, "sockets": opts.duplex_sockets, "turns": {}}
+
+    def turns(port, mode, text):
+        c = procs.start(
+            [sys.executable, client, "turns", "--target", "127.0.0.1:%d" % port, "--mode", mode,
+             "--model", OPENAI_MODEL, "--text", text, "--conns", str(DUPLEX_CONNS), "--turns", str(opts.duplex_turns)],
+            cpu=C, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "duplex.log"), "ab"),
+        )
+        try:
+            if not c.stdout.readline():
+                raise BenchError("duplex client (%s) died before its turns: see duplex.log" % mode)
+            return c
+        except Exception:
+            procs.stop(c)
+            raise
+
+    def run_turns(pid, port, mode, text):
+        c = turns(port, mode, text)
+        try:
+            cpu0 = cpu_seconds(pid)
+            c.stdin.write(b"go\n")
+            c.stdin.flush()
+            line = c.stdout.readline()
+            cpu = cpu_seconds(pid) - cpu0
+        finally:
+            procs.stop(c)
+        if not line:
+            raise BenchError("duplex client (%s) died during its turns" % mode)
+        rep = json.loads(line)
+        if rep["failed"]:
+            raise BenchError("duplex %s turns: %d failed: %s" % (mode, rep["failed"], rep["errors"]))
+        return rep, cpu
+
+    gw = procs.start([sy, "serve", "--config", gw_conf], cpu=P, env=gw_env, stderr=open(os.devnull, "wb"))
+    try:
+        wait_http(gw_port, proc=gw)
+        time.sleep(0.2)
+        for name, text in DUPLEX_TURNS:
+            log("duplex: %s turns over http and over a socket (%d rounds of %d)" % (name, opts.duplex_rounds, opts.duplex_turns))
+            # A warm-up round of each, not counted.
+            for mode in ("http", "socket"):
+                run_turns(gw.pid, gw_port, mode, text)
+            tot = {m: {"turns": 0, "cpu_s": 0.0, "elapsed_s": 0.0, "frames": 0.0, "rounds_us": []} for m in ("http", "socket")}
+            for rnd in range(opts.duplex_rounds):
+                order = ("http", "socket") if rnd % 2 == 0 else ("socket", "http")
+                for mode in order:
+                    rep, cpu = run_turns(gw.pid, gw_port, mode, text)
+                    t = tot[mode]
+                    t["turns"] += rep["turns"]
+                    t["cpu_s"] += cpu
+                    t["elapsed_s"] += rep["elapsed_s"]
+                    t["frames"] += rep["frames_per_turn"] * rep["turns"]
+                    t["rounds_us"].append(round(cpu / max(rep["turns"], 1) * 1e6, 1))
+            fig = {}
+            for mode, t in tot.items():
+                fig[mode] = {
+                    "turns": t["turns"], "cpu_us_per_turn": t["cpu_s"] / max(t["turns"], 1) * 1e6,
+                    "turns_per_s": t["turns"] / max(t["elapsed_s"], 1e-9),
+                    "frames_per_turn": t["frames"] / max(t["turns"], 1), "rounds_cpu_us_per_turn": t["rounds_us"],
+                }
+            fig["ratio"] = ratio(fig["socket"]["cpu_us_per_turn"], fig["http"]["cpu_us_per_turn"])
+            out["turns"][name] = fig
+            log("  %s: http %.1f µs CPU/turn, socket %.1f µs CPU/turn: %.3fx" % (
+                name, fig["http"]["cpu_us_per_turn"], fig["socket"]["cpu_us_per_turn"], fig["ratio"] or 0))
+        out["gateway"] = idle_sockets(procs, tmp, client, gw_port, gw.pid, opts.duplex_sockets, "switchyard", C)
+    finally:
+        procs.stop(gw)
+
+    # nginx proxying the WebSocket to a second gateway on the client core.
+    back_port = free_port()
+    back_conf = os.path.join(tmp, "switchyard-bench-ws-backend.yaml")
+    with open(gw_conf) as src, open(back_conf, "w") as dst:
+        # Its own data port; the admin port is the stopped gateway's.
+        dst.write(src.read().replace("listen: 127.0.0.1:%d" % gw_port, "listen: 127.0.0.1:%d" % back_port, 1))
+    back = procs.start([sy, "serve", "--config", back_conf], cpu=C, env=gw_env, stderr=open(os.devnull, "wb"))
+    ng_dir = tempfile.mkdtemp(prefix="nginx-ws-", dir=tmp)
+    os.chmod(ng_dir, 0o755)
+    ng_port = free_port()
+    conf = os.path.join(ng_dir, "nginx.conf")
+    with open(conf, "w") as fh:
+        fh.write(NGINX_WS_CONF.format(tmp=ng_dir, upstream=back_port, port=ng_port,
+                                      conns=max(1024, 4 * opts.duplex_sockets + 256), nofile=max(4096, nofile_limit())))
+    master = procs.start(["nginx", "-p", ng_dir, "-e", os.path.join(ng_dir, "nginx-error.log"), "-c", conf,
+                          "-g", "daemon off;"], cpu=P, stderr=open(os.path.join(ng_dir, "stderr.log"), "wb"))
+    try:
+        wait_http(back_port, proc=back)
+        deadline = time.monotonic() + 10
+        while not children(master.pid):
+            if master.poll() is not None or time.monotonic() > deadline:
+                raise BenchError("nginx (WebSocket) did not start")
+            time.sleep(0.02)
+        worker = children(master.pid)[0]
+        wait_http(ng_port)
+        # A turn through nginx first: the proxy carries the socket end to end.
+        check, _ = run_turns(worker, ng_port, "socket", DUPLEX_TURNS[0][1])
+        out["nginx_turn_check"] = check["turns"]
+        out["nginx"] = idle_sockets(procs, tmp, client, ng_port, worker, opts.duplex_sockets, "nginx", C)
+    finally:
+        procs.stop(master, sig=signal.SIGQUIT)
+        procs.stop(back)
+    out["kib_per_socket_vs_nginx"] = ratio(out["gateway"]["kib_per_socket"], out["nginx"]["kib_per_socket"])
+    return out
+
+
+def idle_sockets(procs, tmp, client, port, pid, count, what, C):
+    """`count` sockets opened through `port` and held idle: `pid`'s RSS
+    over its RSS before, ÷ the sockets open."""
+    log("duplex: %d idle sockets through %s" % (count, what))
+    time.sleep(0.3)
+    idle, _ = mem_kib(pid)
+    c = procs.start([sys.executable, client, "idle", "--target", "127.0.0.1:%d" % port, "--count", str(count)],
+                    cpu=C, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(os.path.join(tmp, "duplex.log"), "ab"))
+    try:
+        line = c.stdout.readline()
+        if not line:
+            raise BenchError("idle-socket client through %s died" % what)
+        rep = json.loads(line)
+        time.sleep(0.5)
+        rss, hwm = mem_kib(pid)
+        c.stdin.write(b"close\n")
+        c.stdin.flush()
+        c.stdout.readline()
+    finally:
+        procs.stop(c)
+    if rep["failed"]:
+        raise BenchError("idle sockets through %s: %d of %d failed: %s" % (what, rep["failed"], count, rep["errors"]))
+    return {"open": rep["open"], "ramp_s": rep["elapsed_s"], "idle_rss_kib": idle, "rss_open_kib": rss, "hwm_kib": hwm,
+            "kib_per_socket": (rss - idle) / max(rep["open"], 1)}
+
+
 # --------------------------------------------------------------------------
 # Derived figures and the report.
 # --------------------------------------------------------------------------
@@ -1632,6 +1813,8 @@ def derive(results):
             goal("%s added p99 (c=1) ÷ nginx's" % cid, c["ratios"]["added_p99_vs_nginx"], "≤ 2")
         if c["ratios"].get("cpu_vs_before") is not None:
             goal("%s CPU/req ÷ before" % cid, c["ratios"]["cpu_vs_before"], "≤ 1.05")
+    for name, fig in results.get("duplex", {}).get("turns", {}).items():
+        goal("duplex %s: socket turn CPU ÷ HTTP stream turn" % name, fig["ratio"], "≤ 1.1")
     results["goals"] = goals
 
 
@@ -1833,6 +2016,37 @@ def render(results):
                 f(v["kib_per_stream"], 1), x_(ratio(v["rss_open_kib"], nref))))
         L.append("")
 
+    dx = results.get("duplex")
+    if dx:
+        L.append("## Duplex: a Responses turn over a socket and over an HTTP stream\n")
+        L.append("The same turn (`%s` on the fake, Responses ingress) sent by bench/duplex.py with %d connections: "
+                 "`response.create` on `GET /v1/responses`, and `POST /v1/responses` streamed on keep-alive "
+                 "connections. The gateway's CPU is read around the turns only, %d rounds of %d turns each, "
+                 "alternating which goes first.\n" % (dx["model"], dx["conns"], dx["rounds"], dx["turns_per_round"]))
+        L.append("| turn | HTTP µs CPU/turn | socket µs CPU/turn | socket ÷ HTTP | HTTP turns/s | socket turns/s "
+                 "| chunks or frames per turn (HTTP / socket) | per round µs (HTTP; socket) |")
+        L.append("|---|---:|---:|---:|---:|---:|---:|---|")
+        for name, fig in dx["turns"].items():
+            h, w = fig["http"], fig["socket"]
+            L.append("| %s | %s | %s | %s | %s | %s | %s / %s | %s; %s |" % (
+                name, f(h["cpu_us_per_turn"], 1), f(w["cpu_us_per_turn"], 1), x_(fig["ratio"]), f(h["turns_per_s"]),
+                f(w["turns_per_s"]), f(h["frames_per_turn"], 1), f(w["frames_per_turn"], 1),
+                ", ".join(str(v) for v in h["rounds_cpu_us_per_turn"]), ", ".join(str(v) for v in w["rounds_cpu_us_per_turn"])))
+        L.append("")
+        L.append("Idle sockets: %d opened and held (handshake answered 101, nothing sent); RSS read 0.5 s after the last "
+                 "opened, over the RSS before. nginx (one worker) proxies the WebSocket (`Upgrade`/`Connection` set, as "
+                 "its documentation writes it) to a second gateway on the client core; %d socket turns went "
+                 "through it first (the first on each connection checked).\n" % (dx["sockets"], dx.get("nginx_turn_check", 0)))
+        L.append("| proxy | open | RSS before (MiB) | RSS open (MiB) | KiB per idle socket | ÷ nginx |")
+        L.append("|---|---:|---:|---:|---:|---:|")
+        for who in ("gateway", "nginx"):
+            v = dx[who]
+            L.append("| %s | %d | %s | %s | %s | %s |" % (
+                "switchyard" if who == "gateway" else "nginx", v["open"], f(mib(v["idle_rss_kib"]), 1),
+                f(mib(v["rss_open_kib"]), 1), f(v["kib_per_socket"], 1),
+                x_(dx["kib_per_socket_vs_nginx"]) if who == "gateway" else x_(1.0)))
+        L.append("")
+
     befores = [c for c in results["cases"] if c.get("before")]
     if befores:
         L.append("## Before and after, same run\n")
@@ -1884,6 +2098,10 @@ def main():
     ap.add_argument("--ttfb-warmup", type=int, default=20)
     ap.add_argument("--streams", type=int, default=int(os.environ.get("BENCH_STREAMS", "5000")))
     ap.add_argument("--hedge-n", type=int, default=int(os.environ.get("BENCH_HEDGE_N", "400")))
+    ap.add_argument("--duplex-turns", type=int, default=int(os.environ.get("BENCH_DUPLEX_TURNS", "3000")),
+                    help="turns per round of the duplex case (0 skips it)")
+    ap.add_argument("--duplex-rounds", type=int, default=int(os.environ.get("BENCH_DUPLEX_ROUNDS", "4")))
+    ap.add_argument("--duplex-sockets", type=int, default=int(os.environ.get("BENCH_DUPLEX_SOCKETS", "2000")))
     ap.add_argument("--gateway-log-level", default=os.environ.get("BENCH_GATEWAY_LOG", "info"),
                     help="SWITCHYARD_LOG for the gateway (default info: what it ships with)")
     ap.add_argument("--keep-gateway-log", action="store_true", help="write gateway stderr to the temp dir")

@@ -9,11 +9,17 @@ syscalls' time in the kernel), so it complements `bench/run.sh`, never
 replaces it.
 
     bench/instructions.sh --case 1-passthrough --setups quiet,open,access_line,traced
+    bench/instructions.sh --duplex http,socket --text stream64 -n 500
+
+`--duplex` counts Responses turns instead of a case's requests (bench/duplex.py's,
+to the gpt-4o-mini lane): over a socket (one `response.create` each, on a socket
+opened in the fixed run too) and over an HTTP stream, one binary, the open setup.
 
 Setups: bench.py's SETUPS. Standard library only; needs valgrind.
 """
 
 import argparse
+import asyncio
 import os
 import re
 import signal
@@ -25,6 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench  # noqa: E402
+import duplex  # noqa: E402
 
 
 def instructions(out_file):
@@ -48,12 +55,20 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the cachegrind outputs (for cg_annotate)")
     ap.add_argument("--callgrind", action="store_true",
                     help="run callgrind instead (inclusive costs with callgrind_annotate --inclusive=yes; slower)")
+    ap.add_argument("--duplex", help="http,socket: Responses turns over an HTTP stream and over a socket instead of --case")
+    ap.add_argument("--text", default="stream20", choices=[name for name, _ in bench.DUPLEX_TURNS],
+                    help="the duplex turn's text (20 or 64 deltas)")
     opts = ap.parse_args()
 
-    case = bench.case_request(opts.case)
-    if case is None:
-        sys.exit("instructions: no case %s" % opts.case)
-    title, ingress, path, body = case
+    if opts.duplex:
+        text = dict(bench.DUPLEX_TURNS)[opts.text]
+        title, ingress, path, body = "Responses %s turn" % opts.text, "responses", None, None
+        opts.setups = opts.duplex
+    else:
+        case = bench.case_request(opts.case)
+        if case is None:
+            sys.exit("instructions: no case %s" % opts.case)
+        title, ingress, path, body = case
 
     tmp = tempfile.mkdtemp(prefix="switchyard-instr-")
     procs = bench.Procs()
@@ -69,8 +84,9 @@ def main():
         def measure(binary, setup, n):
             conf = os.path.join(tmp, "%s.yaml" % setup)
             with open(conf, "w") as f:
-                f.write(bench.gateway_config(setup, tmp, gw_port, gw_admin, up_port, bench.free_port(),
-                                             embed=not opts.no_embed_lane))
+                # A duplex "setup" is the transport; the config is the open one.
+                f.write(bench.gateway_config("open" if opts.duplex else setup, tmp, gw_port, gw_admin, up_port,
+                                             bench.free_port(), embed=not opts.no_embed_lane))
             out = os.path.join(tmp, "cg-%s-%d-%d.out" % (setup, n, time.monotonic_ns()))
             if opts.callgrind:
                 tool = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out]
@@ -83,6 +99,9 @@ def main():
             gw = procs.start(tool + [binary, "serve", "--config", conf], env=env)
             bench.wait_http(gw_port, proc=gw, timeout=60)
             headers = {}
+            if opts.duplex:
+                asyncio.run(duplex.sequential(gw_port, setup, bench.OPENAI_MODEL, text, n))
+                return stop(gw, out)
             if setup in bench.GOVERNED_SETUPS:
                 headers = bench.key_headers(gw_admin, ingress, "instr", setup=setup)
             if path == "/mcp":
@@ -95,6 +114,9 @@ def main():
                 if status != 200:
                     raise RuntimeError("%s: status %s: %r" % (setup, status, answer[:500]))
             client.close()
+            return stop(gw, out)
+
+        def stop(gw, out):
             time.sleep(0.5)  # let queued work (exports, log lines) run before the count stops
             gw.send_signal(signal.SIGTERM)
             gw.wait(timeout=60)

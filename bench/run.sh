@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Switchyard end-to-end benchmark: direct vs nginx vs Switchyard, side by side.
 #
-#   bench/run.sh                 # everything (~3-4 minutes), writes bench/results/latest.{md,json}
+#   bench/run.sh                 # everything (~4-5 minutes), writes bench/results/latest.{md,json}
 #   bench/run.sh --only stream   # only the cases whose id contains "stream" (baselines always run)
 #   BENCH_STREAMS=0 bench/run.sh # skip the open-streams test
 #
 # Environment: BENCH_SKIP_BUILD=1 (use the existing binary), SWITCHYARD_BIN=path,
 # BENCH_PROXY_CPU / BENCH_CLIENT_CPU (default 0 / 1), BENCH_C1_SECS, BENCH_C64_SECS,
-# BENCH_WARMUP_SECS, BENCH_TTFB_N, BENCH_STREAMS (default 5000), BENCH_GATEWAY_LOG (default info).
+# BENCH_WARMUP_SECS, BENCH_TTFB_N, BENCH_STREAMS (default 5000), BENCH_GATEWAY_LOG (default info),
+# BENCH_DUPLEX_TURNS (default 3000; 0 skips the duplex case), BENCH_DUPLEX_ROUNDS, BENCH_DUPLEX_SOCKETS.
 # See bench/README.md.
 set -euo pipefail
 

@@ -1,10 +1,10 @@
 //! Every protocol's request, response and error readers (and OpenAI's legacy
 //! completion readers, whole and streamed) on arbitrary bytes:
 //! an error is fine, a panic is a bug. The first byte picks the protocol.
-//! The same bytes are read as Realtime events too, a caller's and an
-//! upstream's (`switchyard_duplex::fuzzing`: a generation never read as
-//! anything else, usage parts never past their whole), and sent to the
-//! `mock://` Realtime fake.
+//! The same bytes are read as Realtime events and Gemini Live messages
+//! too, a caller's and an upstream's (`switchyard_duplex::fuzzing`: a
+//! generation never read as anything else, usage parts never past their
+//! whole), and sent to the `mock://` Realtime and Live fakes.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -12,6 +12,7 @@ use switchyard_protocol::{codec, Protocol};
 
 fuzz_target!(|data: &[u8]| {
     switchyard_duplex::fuzzing::realtime_events(data);
+    switchyard_duplex::fuzzing::live_messages(data);
     let Some((&selector, body)) = data.split_first() else { return };
     let protocol = Protocol::ALL[selector as usize % Protocol::ALL.len()];
     let codec = codec(protocol);

@@ -143,8 +143,9 @@ def test_claude_codes_request_reaches_an_anthropic_lane_untouched(claude, tmp_pa
 # `supports_websockets = false`. Codex opens a WebSocket at `/v1/responses`
 # only for a provider that sets `supports_websockets = true` (its old
 # `responses_websockets` features are gone); this keeps it on the HTTP
-# Responses path, which is what these tests cover (tests/sdk/test_duplex
-# and crates/gateway/tests/duplex.rs cover the socket). Web search, apps,
+# Responses path, which is what these tests cover (test_responses_socket.py
+# runs this CLI over its socket, and crates/gateway/tests/duplex.rs drives
+# its socket shapes). Web search, apps,
 # plugins, model discovery and analytics are off; any other traffic meets
 # a dead proxy, the gateway's loopback address excepted. `--strict-config`
 # refuses a key this version does not know, so the config cannot rot in
@@ -192,13 +193,17 @@ def codex(tmp_path_factory):
     return CODEX
 
 
-def run_codex(codex: Path, base_url: str, key: str, model: str, prompt: str, workdir: Path) -> subprocess.CompletedProcess:
+def run_codex(codex: Path, base_url: str, key: str, model: str, prompt: str, workdir: Path,
+              socket: bool = False) -> subprocess.CompletedProcess:
     """`codex exec` in `workdir` (its sandboxed workspace), with its HOME
-    and CODEX_HOME under it."""
+    and CODEX_HOME under it; over its Responses socket when `socket`."""
     home, codex_home = workdir / "home", workdir / "codex-home"
     home.mkdir(exist_ok=True)
     codex_home.mkdir(exist_ok=True)
-    (codex_home / "config.toml").write_text(CODEX_CONFIG.format(base_url=base_url))
+    config = CODEX_CONFIG.format(base_url=base_url)
+    if socket:
+        config = config.replace("supports_websockets = false", "supports_websockets = true")
+    (codex_home / "config.toml").write_text(config)
     dead = "http://127.0.0.1:9"
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

@@ -424,6 +424,15 @@ mod tests {
             (format!("{base}models:\n  e: {{ provider: o, model: x, operation: translate }}\n"), "not an operation"),
             // A Realtime session is relayed to an OpenAI-protocol socket only.
             (format!("{base}models:\n  r: {{ provider: a, model: x, operation: realtime }}\n"), "does not serve realtime"),
+            // A Live session is relayed to a Gemini-protocol socket only.
+            (format!("{base}models:\n  l: {{ provider: o, model: x, operation: live }}\n"), "does not serve live"),
+            (
+                format!(
+                    "{base}  g: {{ protocol: gemini, base_url: mock:// }}\nmodels:\n  l: {{ provider: g, model: x, operation: live }}\n  \
+                     c: {{ provider: g, model: y }}\npools:\n  p: {{ members: [{{ model: l }}, {{ model: c }}] }}\n"
+                ),
+                "mixes in c (chat)",
+            ),
             (
                 format!(
                     "{base}models:\n  r: {{ provider: o, model: x, operation: realtime }}\n  c: {{ provider: o, model: y }}\n\
@@ -463,6 +472,9 @@ mod tests {
         assert!(config.pool_index("demo").is_some());
         let embed = config.pool_index("demo-embed").unwrap();
         assert_eq!(config.pools[embed].operation, Operation::Embed);
+        // A Gemini Live session offline, on the in-process fake.
+        let live = config.model_index("demo-live").unwrap();
+        assert_eq!(config.models[live].operation, Operation::Live);
     }
 
     #[test]

@@ -151,7 +151,7 @@ fn model(
             issues.push(Issue::new(
                 &format!("{path}.operation"),
                 format!("`{text}` is not an operation a lane serves"),
-                "use chat, embed, rerank, moderation, image, speech or transcription (chat lanes count tokens)",
+                "use chat, embed, rerank, moderation, image, speech, transcription, realtime or live (chat lanes count tokens)",
             ));
             Operation::Chat
         }),

@@ -13,6 +13,14 @@
 //!   short-lived secrets) relayed to lanes with `operation: realtime`;
 //!   each `response.create` a generation admitted, screened and settled
 //!   from its `response.done` usage on a ledger row of its own.
+//! - [`live`]: Gemini Live (`BidiGenerateContent` over WebSocket)
+//!   relayed to lanes with `operation: live`; each turn a generation
+//!   admitted, screened and settled from its `usageMetadata` on a ledger
+//!   row of its own. Live has no error message: a refusal is a 1008 close
+//!   whose reason says why.
+//! - `generation`, `upstream`, `screen`: what the Realtime and Live relays
+//!   share (a generation as an exchange; the lane's own socket or the
+//!   `mock://` fake; the guardrails that apply).
 //! - [`door`]: what a socket passes before it is upgraded (the key, as the
 //!   HTTP route reads it; the key's and the instance's open sockets).
 //! - [`socket`]: a caller's socket as sessions use it: messages in,
@@ -20,15 +28,20 @@
 //!   the gateway's word to finish (a reload, a stop).
 //!
 //! Every bound is `duplex:` in the config. A bad message is answered with
-//! the protocol's error event, and the socket lives on.
+//! the protocol's error event, and the socket lives on (Live, which has
+//! none, closes with the reason).
 
 mod door;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
+mod generation;
+pub mod live;
 pub mod realtime;
 pub mod responses;
+mod screen;
 mod socket;
+mod upstream;
 
 use std::sync::Arc;
 
@@ -42,4 +55,22 @@ pub fn routes() -> Router<Arc<Gateway>> {
         .route("/v1/responses", get(responses::connect))
         .route("/v1/realtime", get(realtime::connect))
         .route("/v1/realtime/client_secrets", post(realtime::secret::mint))
+        .route(
+            "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent",
+            get(live::connect_v1beta),
+        )
+        .route(
+            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContent",
+            get(live::connect_v1alpha),
+        )
+        // Where google-genai sends an ephemeral token.
+        .route(
+            "/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContentConstrained",
+            get(live::connect_v1beta),
+        )
+        .route(
+            "/ws/google.ai.generativelanguage.v1alpha.GenerativeService.BidiGenerateContentConstrained",
+            get(live::connect_v1alpha),
+        )
+        .route("/v1alpha/auth_tokens", post(live::token::mint))
 }

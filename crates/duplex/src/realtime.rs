@@ -31,10 +31,8 @@
 //! generation is settled once, whichever way it ends.
 
 pub(crate) mod event;
-mod generation;
 mod screen;
 pub mod secret;
-mod upstream;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -50,10 +48,10 @@ use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
 use crate::door::{self, Opened};
+use crate::generation::{self, Generation, Place};
 use crate::socket::{self, close, Incoming, Outbox, Socket};
+use crate::upstream::{self, Binary, Dial, Said, Upstream};
 use event::Client;
-use generation::{Generation, Place};
-use upstream::{Said, Upstream};
 
 const PROTOCOL: Protocol = Protocol::OpenAi;
 
@@ -152,7 +150,7 @@ async fn handshake(gateway: &Arc<Gateway>, parts: &Parts) -> Result<Session, Err
         info.param = Some("model".into());
         return Err(info);
     };
-    let pool = realtime_pool(gateway, &name)?;
+    let pool = generation::pool_serving(gateway, &name, Operation::Realtime)?;
     if let Some(caller) = caller.as_ref().filter(|c| !c.key.record.may_use(&name)) {
         let message = format!("API key {} may not use `{name}`", caller.key.record.prefix);
         return Err(ErrorInfo::new(ErrorKind::PermissionDenied, message));
@@ -164,10 +162,26 @@ async fn handshake(gateway: &Arc<Gateway>, parts: &Parts) -> Result<Session, Err
     let mut failed = None;
     for (member, &lane) in gateway.pools[pool].members.iter().enumerate() {
         let state = &gateway.lanes[lane];
-        match upstream::Upstream::open(state, codec, max_message, gateway.config.server.write_timeout).await {
+        let dial = Dial {
+            path: format!("/v1/realtime?model={}", switchyard_codec::path_segment(&state.wire_model)),
+            fake: |lane| {
+                let (fake, said) = switchyard_transport::mock_realtime::FakeRealtime::open(&lane.wire_model);
+                (Box::new(fake), said)
+            },
+            binary: Binary::Gone,
+        };
+        match upstream::Upstream::open(state, codec, &dial, max_message, gateway.config.server.write_timeout).await {
             Ok(upstream) => {
-                let place =
-                    Place { gateway: gateway.clone(), name, pool, member, lane, headers: opened.headers.clone() };
+                let place = Place {
+                    gateway: gateway.clone(),
+                    protocol: PROTOCOL,
+                    operation: Operation::Realtime,
+                    name,
+                    pool,
+                    member,
+                    lane,
+                    headers: opened.headers.clone(),
+                };
                 let wire_model = state.wire_model.clone();
                 return Ok(Session { place, who, opened, upstream, screen, wire_model });
             }
@@ -204,26 +218,6 @@ fn credential(headers: &HeaderMap) -> (Option<String>, bool) {
 /// `?model=` of a handshake's query.
 fn query_model(query: Option<&str>) -> Option<String> {
     form_urlencoded::parse(query?.as_bytes()).find(|(name, _)| name == "model").map(|(_, value)| value.into_owned())
-}
-
-/// The pool `name` resolves to, when it serves realtime.
-fn realtime_pool(gateway: &Gateway, name: &str) -> Result<usize, ErrorInfo> {
-    let pool = gateway.resolve(name).ok_or_else(|| {
-        ErrorInfo::new(
-            ErrorKind::NotFound,
-            format!("model or pool `{name}` does not exist (GET /v1/models lists them)"),
-        )
-    })?;
-    let serves = gateway.pools[pool].operation;
-    if serves != Operation::Realtime {
-        let mut info = ErrorInfo::new(
-            ErrorKind::InvalidRequest,
-            format!("`{name}` serves {serves}, not realtime: name a pool of lanes with `operation: realtime`"),
-        );
-        info.param = Some("model".into());
-        return Err(info);
-    }
-    Ok(pool)
 }
 
 /// A running session's state.
@@ -289,7 +283,7 @@ async fn run(session: Session, ws: WebSocket) {
             incoming = socket.next(busy) => {
                 let text = match incoming {
                     Incoming::Text(text) => text,
-                    Incoming::Binary => {
+                    Incoming::Binary(_) => {
                         let info = ErrorInfo::new(ErrorKind::InvalidRequest, "send events as JSON text, not binary");
                         live.error(&info, None).await;
                         continue;

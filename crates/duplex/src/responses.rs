@@ -153,7 +153,7 @@ async fn session(gateway: Arc<Gateway>, opened: Opened, ws: WebSocket) {
         };
         let text = match incoming {
             Incoming::Text(text) => text,
-            Incoming::Binary => {
+            Incoming::Binary(_) => {
                 let info = ErrorInfo::new(ErrorKind::InvalidRequest, "send events as JSON text, not binary");
                 error(&shared.out, &info, None).await;
                 continue;

@@ -39,20 +39,26 @@ const OUTBOX: usize = 64;
 /// closes (1009).
 const HARD_LIMIT_FACTOR: usize = 2;
 
+/// Bytes of queued messages the writer gathers before it writes them
+/// without waiting for the queue to empty.
+const WRITE_BATCH: usize = 16 << 10;
+
 /// An upgrade with the transport's limits and small buffers: an idle
-/// socket holds little, and every message is written at once.
+/// socket holds little (the write buffer grows only while messages leave,
+/// to about [`WRITE_BATCH`]).
 pub(crate) fn configure(upgrade: WebSocketUpgrade, gateway: &Gateway) -> WebSocketUpgrade {
     let most = usize::try_from(gateway.config.duplex.max_message).unwrap_or(usize::MAX);
     let hard = most.saturating_mul(HARD_LIMIT_FACTOR);
-    upgrade.max_message_size(hard).max_frame_size(hard).read_buffer_size(4096).write_buffer_size(0)
+    upgrade.max_message_size(hard).max_frame_size(hard).read_buffer_size(4096).write_buffer_size(WRITE_BATCH)
 }
 
 /// What a session reads next.
 pub(crate) enum Incoming {
     /// A text message.
     Text(Utf8Bytes),
-    /// A binary message (no protocol here sends one).
-    Binary,
+    /// A binary message (Realtime and Responses send none; a Live client
+    /// may send its JSON so).
+    Binary(axum::body::Bytes),
     /// A message larger than `duplex.max_message` (its size), not kept.
     TooLarge(usize),
     /// A frame or message past the transport's hard limit: the socket
@@ -137,7 +143,7 @@ impl Socket {
                             if bytes.len() > self.max_message {
                                 return Incoming::TooLarge(bytes.len());
                             }
-                            return Incoming::Binary;
+                            return Incoming::Binary(bytes);
                         }
                         // Answered by the transport; not activity.
                         Message::Ping(_) | Message::Pong(_) => {}
@@ -203,13 +209,39 @@ impl Outbox {
     }
 }
 
-/// Writes queued messages in order, each within `write_timeout`; stops at
-/// a close frame, a failed write, or when every outbox is gone.
+/// Writes queued messages in order, each burst (at most [`OUTBOX`]
+/// messages) within `write_timeout`; stops at a close frame, a failed
+/// write, or when every outbox is gone.
+///
+/// The messages already queued go out with the first in one flush: a
+/// turn's events come in bursts (the engine hands its stream over a read
+/// of the upstream at a time), and a flush of its own for each was a
+/// system call per event where the same turn over HTTP takes one per
+/// burst (half the socket turn's CPU, bench/results/wave4-duplex-2026-12-08.md).
+/// A burst is bounded, so a caller reading steadily through a long stream
+/// is never taken for one that stopped.
 async fn write(mut sink: SplitSink<WebSocket, Message>, mut queue: mpsc::Receiver<Message>, write_timeout: Duration) {
-    while let Some(message) = queue.recv().await {
-        let closing = matches!(message, Message::Close(_));
-        match tokio::time::timeout(write_timeout, sink.send(message)).await {
-            Ok(Ok(())) if !closing => {}
+    while let Some(first) = queue.recv().await {
+        let burst = async {
+            let mut next = Some(first);
+            let mut written = 0;
+            while let Some(message) = next.take() {
+                let closing = matches!(message, Message::Close(_));
+                sink.feed(message).await?;
+                if closing {
+                    sink.flush().await?;
+                    return Ok(false);
+                }
+                written += 1;
+                if written < OUTBOX {
+                    next = queue.try_recv().ok();
+                }
+            }
+            sink.flush().await?;
+            Ok::<bool, axum::Error>(true)
+        };
+        match tokio::time::timeout(write_timeout, burst).await {
+            Ok(Ok(true)) => {}
             _ => break,
         }
     }

@@ -70,6 +70,20 @@ impl Ws {
         }
     }
 
+    /// The next event, or the close frame's code and reason (`None`:
+    /// closed without one), within 10 s.
+    pub async fn next_or_closed(&mut self) -> Result<Value, Option<(u16, String)>> {
+        loop {
+            let message = tokio::time::timeout(Duration::from_secs(10), self.0.next()).await.expect("an event");
+            match message {
+                Some(Ok(Message::Text(text))) => return Ok(serde_json::from_str(&text).unwrap()),
+                Some(Ok(Message::Close(frame))) => return Err(frame.map(|f| (u16::from(f.code), f.reason.to_string()))),
+                None | Some(Err(_)) => return Err(None),
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+
     /// The close frame's code and reason (within 10 s), skipping events.
     pub async fn closed(&mut self) -> Option<(u16, String)> {
         loop {
@@ -323,9 +337,9 @@ fn refused_after(refused: &Value) -> usize {
     refused["n"].as_u64().unwrap_or_default() as usize
 }
 
-/// Codex's own shapes: its handshake headers, a warm-up, then turns with
-/// tools, reasoning kept encrypted, `store: false` and the incremental
-/// input it sends after `previous_response_id`.
+/// Codex's shapes of older releases (`session_id` on the handshake): a
+/// warm-up, then turns with tools, reasoning kept encrypted, `store:
+/// false` and the incremental input it sends after `previous_response_id`.
 #[tokio::test]
 async fn codex_request_shapes_run_through_the_socket() {
     let addr = common::gateway(&lanes_config("mock://")).await;
@@ -400,6 +414,169 @@ async fn codex_request_shapes_run_through_the_socket() {
         let events = ws.turn(&base(Value::Array(replay), None, None)).await;
         assert!(said(completed(&events)).ends_with("thanks"), "{lane}: {events:#?}");
     }
+}
+
+/// What Codex 0.171.0 sends on its socket's handshake with an API key
+/// (captured from `codex exec` with `supports_websockets = true`): its
+/// beta, its originator, its session and thread as `session-id` and
+/// `thread-id` (the same UUID, also its `x-client-request-id`), its turn
+/// metadata, and no `chatgpt-account-id` (that is for ChatGPT sign-in).
+const CODEX_SESSION: &str = "01a25346-034d-7c13-9cf1-54348d00f54f";
+
+fn codex_handshake(bearer: &str) -> Vec<(&str, String)> {
+    vec![
+        ("authorization", bearer.to_owned()),
+        ("user-agent", "codex_exec/0.171.0 (Debian 12.0.0; x86_64) unknown (codex_exec; 0.171.0)".into()),
+        ("originator", "codex_exec".into()),
+        ("openai-beta", "responses_websockets=2026-02-06".into()),
+        (
+            "x-codex-turn-metadata",
+            json!({"installation_id": "4d64ac75-59cb-4ce9-87ca-8d7b0a65f1ae", "session_id": CODEX_SESSION,
+                   "thread_id": CODEX_SESSION, "request_kind": "prewarm", "sandbox_mode": "read-only"})
+            .to_string(),
+        ),
+        ("x-codex-beta-features", "remote_compaction_v2".into()),
+        ("x-client-request-id", CODEX_SESSION.into()),
+        ("session-id", CODEX_SESSION.into()),
+        ("thread-id", CODEX_SESSION.into()),
+        ("x-codex-window-id", format!("{CODEX_SESSION}:0")),
+    ]
+}
+
+/// Codex's tools as it offers them: plain functions (its shell), a
+/// namespace of sub-agent functions, and a freeform (`custom`) tool with a
+/// grammar, as `apply_patch` is offered to the models that take it.
+fn codex_tools() -> Value {
+    json!([
+        {"type": "function", "name": "exec_command", "strict": false,
+         "description": "Runs a command in a PTY, returning output or a session ID for ongoing interaction.",
+         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}, "workdir": {"type": "string"},
+                        "yield_time_ms": {"type": "number"}}, "required": ["cmd"], "additionalProperties": false}},
+        {"type": "namespace", "name": "multi_agent_v1", "description": "Tools for spawning and managing sub-agents.",
+         "tools": [{"type": "function", "name": "close_agent", "strict": false, "description": "Close an agent.",
+                    "parameters": {"type": "object", "properties": {"target": {"type": "string"}},
+                                   "required": ["target"], "additionalProperties": false}}]},
+        {"type": "custom", "name": "apply_patch", "description": "Edits files with a patch.",
+         "format": {"type": "grammar", "syntax": "lark",
+                    "definition": "start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\nhunk: /[^\\n]+/ LF\n%import common.LF"}}
+    ])
+}
+
+/// Codex 0.171.0's socket, turn by turn, on lanes of three protocols: its
+/// prewarm (`generate: false`), a turn going on from it with its tools,
+/// reasoning with `include: ["reasoning.encrypted_content"]`, `store:
+/// false` and `client_metadata`; what Codex reads back (`response.created`
+/// first, a call's `output_item.added` before its arguments' deltas and its
+/// `output_item.done`, `response.completed` with usage that adds up); the
+/// shell's output sent alone after `previous_response_id`; and
+/// `response.steer` sent while a turn runs, answered with an error event
+/// while that turn finishes. The handshake's `session-id` is the run every
+/// turn counts in (the prewarms none), on whichever socket it came.
+#[tokio::test]
+async fn codex_socket_turns_as_codex_sends_and_reads_them_and_its_session_is_the_run() {
+    let yaml =
+        format!("{}auth: {{ mode: keys }}\ngroups:\n  coders: {{ runs: {{ calls: 100 }} }}\n", lanes_config("mock://"));
+    let (addr, _) = governed(&yaml).await;
+    let key = create_key(addr, json!({"name": "codex", "group": "coders"})).await;
+    let bearer = format!("Bearer {}", key["key"].as_str().unwrap());
+    let handshake = codex_handshake(&bearer);
+    let headers: Vec<(&str, &str)> = handshake.iter().map(|(name, value)| (*name, value.as_str())).collect();
+    let lanes = ["lane-responses", "lane-anthropic", "lane-gemini"];
+    for lane in lanes {
+        let mut ws = open(addr, "/v1/responses", &headers).await.unwrap();
+        let create = |input: Value, previous: Option<&Value>| {
+            let mut create = json!({
+                "type": "response.create", "model": lane, "stream": true, "input": input, "tools": codex_tools(),
+                "tool_choice": "auto", "parallel_tool_calls": true, "reasoning": {"effort": "medium", "summary": "auto"},
+                "store": false, "include": ["reasoning.encrypted_content"], "prompt_cache_key": CODEX_SESSION,
+                "client_metadata": {"session_id": CODEX_SESSION, "thread_id": CODEX_SESSION,
+                                    "x-codex-window-id": format!("{CODEX_SESSION}:0")},
+            });
+            if let Some(previous) = previous {
+                create["previous_response_id"] = previous.clone();
+            }
+            create
+        };
+        let developer = json!({"type": "message", "role": "developer",
+                               "content": [{"type": "input_text", "text": "You are a coding agent running in the Codex CLI."}]});
+        // The prewarm: created and completed, nothing generated.
+        let mut warm = create(json!([developer]), None);
+        warm["generate"] = json!(false);
+        let events = ws.turn(&warm).await;
+        let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["response.created", "response.completed"], "{lane}: {events:#?}");
+        let warm_id = completed(&events)["id"].clone();
+        assert_eq!(completed(&events)["output"], json!([]), "{lane}");
+        // The turn: the developer message is in the prewarm's conversation,
+        // Codex sends the user's messages after its id.
+        let user = json!({"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "[mock:tool=exec_command {\"cmd\":\"ls\"}] list the files"}]});
+        let events = ws.turn(&create(json!([user]), Some(&warm_id))).await;
+        assert_eq!(events[0]["type"], "response.created", "{lane}: {events:#?}");
+        assert_eq!(events[0]["response"]["status"], "in_progress", "{lane}");
+        let at = |kind: &str| events.iter().position(|e| e["type"] == kind);
+        let added = events
+            .iter()
+            .position(|e| e["type"] == "response.output_item.added" && e["item"]["type"] == "function_call")
+            .unwrap_or_else(|| panic!("{lane}: {events:#?}"));
+        let delta = at("response.function_call_arguments.delta").unwrap();
+        let done = events
+            .iter()
+            .position(|e| e["type"] == "response.output_item.done" && e["item"]["type"] == "function_call")
+            .unwrap();
+        assert!(added < delta && delta < done && done < events.len() - 1, "{lane}: {events:#?}");
+        let first = completed(&events).clone();
+        let call = &events[done]["item"];
+        assert_eq!(call["name"], "exec_command", "{lane}: {call}");
+        let arguments: Value = serde_json::from_str(call["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(arguments, json!({"cmd": "ls"}), "{lane}");
+        let streamed: String = events
+            .iter()
+            .filter(|e| e["type"] == "response.function_call_arguments.delta")
+            .map(|e| e["delta"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&streamed).unwrap(),
+            arguments,
+            "{lane}: the deltas make the arguments"
+        );
+        assert_eq!(first["output"].as_array().unwrap().iter().filter(|i| i["type"] == "function_call").count(), 1);
+        let usage = &first["usage"];
+        let (input, output) = (usage["input_tokens"].as_u64().unwrap(), usage["output_tokens"].as_u64().unwrap());
+        assert!(input > 0 && output > 0 && usage["total_tokens"] == input + output, "{lane}: {usage}");
+        ws.send(&json!({"type": "response.processed", "response_id": first["id"]})).await;
+        // The shell's output alone after the id; `response.steer` (which the
+        // gateway does not take) sent while it runs.
+        let output = json!([{"type": "function_call_output", "call_id": call["call_id"], "output": "Cargo.toml\nsrc"}]);
+        ws.send(&create(output, Some(&first["id"]))).await;
+        ws.send(&json!({"type": "response.steer", "previous_response_id": first["id"],
+                        "input": [{"type": "message", "role": "user", "content": "also the tests"}]}))
+            .await;
+        let (mut refused, mut answer) = (None, None);
+        while refused.is_none() || answer.is_none() {
+            let event = ws.next().await.expect("the socket lives");
+            match event["type"].as_str().unwrap() {
+                "error" => refused = Some(event),
+                "response.completed" => answer = Some(event),
+                "response.failed" | "response.incomplete" => panic!("{lane}: {event}"),
+                _ => {}
+            }
+        }
+        let refused = refused.unwrap();
+        assert_eq!(refused["error"]["code"], "unsupported_event", "{lane}: {refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("`response.steer`"), "{refused}");
+        let answer = &answer.unwrap()["response"];
+        assert!(said(answer).contains("tool exec_command returned: Cargo.toml"), "{lane}: {answer}");
+        assert!(answer["usage"]["input_tokens"].as_u64().unwrap() > input, "{lane}: the history went along");
+    }
+    // One run, by the handshake's session-id, of this key: two turns on
+    // each socket, the prewarms none.
+    let reply = common::admin_call(addr, "GET", "/api/v1/admin/runs", Some(common::ADMIN_TOKEN), None).await;
+    let runs: Value = serde_json::from_slice(&reply.body).unwrap();
+    let runs: Vec<&Value> = runs["runs"].as_array().unwrap().iter().filter(|r| r["key"] == key["id"]).collect();
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    assert_eq!(runs[0]["id"], CODEX_SESSION, "{runs:#?}");
+    assert_eq!(runs[0]["calls"], 2 * lanes.len(), "{runs:#?}");
 }
 
 /// Another tenant's key: a response stored by one key is not found by

@@ -31,6 +31,7 @@ mod identity;
 mod images;
 mod kept;
 mod kept_limits;
+mod live;
 mod logprobs;
 mod mcp;
 mod mcp_revisions;

@@ -296,6 +296,14 @@ async fn a_run_id_out_of_bounds_is_the_callers_400_and_a_key_without_runs_is_nev
     let listed = runs(addr, ADMIN_TOKEN).await;
     assert!(listed.iter().any(|r| r["id"] == "codex-1"), "{listed:?}");
     assert!(!listed.iter().any(|r| r["id"] == "other"), "{listed:?}");
+    // Current Codex (0.171) sends `session-id` and `thread-id` instead: the
+    // session is the run.
+    let body = chat_body(Protocol::OpenAi, "lane-openai", "hi", false);
+    let headers = [("authorization", bearer.as_str()), ("session-id", "codex-2"), ("thread-id", "thread-2")];
+    assert_eq!(post(addr, "/v1/chat/completions", &headers, body).await.status, 200);
+    let listed = runs(addr, ADMIN_TOKEN).await;
+    assert!(listed.iter().any(|r| r["id"] == "codex-2"), "{listed:?}");
+    assert!(!listed.iter().any(|r| r["id"] == "thread-2"), "{listed:?}");
     // Claude Code: its session header, else its session inside
     // `metadata.user_id` (JSON text); one past 256 bytes there is a 400 too.
     let claude = |user_id: String| {

@@ -38,11 +38,15 @@ pub enum Operation {
     /// A Realtime session (`/v1/realtime`, a WebSocket): relayed to a lane
     /// of the OpenAI protocol, each generation on it admitted and billed.
     Realtime,
+    /// A Gemini Live session (`BidiGenerateContent`, a WebSocket): relayed
+    /// to a lane of the Gemini protocol, each generation on it admitted and
+    /// billed.
+    Live,
 }
 
 impl Operation {
     /// Every operation, in a fixed order (dense indexes for counters).
-    pub const ALL: [Operation; 10] = [
+    pub const ALL: [Operation; 11] = [
         Operation::Chat,
         Operation::Embed,
         Operation::Rerank,
@@ -53,6 +57,7 @@ impl Operation {
         Operation::CountTokens,
         Operation::Completion,
         Operation::Realtime,
+        Operation::Live,
     ];
 
     /// Its position in [`Operation::ALL`].
@@ -73,6 +78,7 @@ impl Operation {
             Operation::CountTokens => "count_tokens",
             Operation::Completion => "completion",
             Operation::Realtime => "realtime",
+            Operation::Live => "live",
         }
     }
 
@@ -94,7 +100,7 @@ impl Operation {
     /// everywhere; embeddings on OpenAI, Gemini, Cohere and Bedrock
     /// (`InvokeModel`); rerank on Cohere, Bedrock and OpenAI-compatible
     /// rerank servers; images on OpenAI, Gemini (Imagen `:predict`) and
-    /// Bedrock (`InvokeModel`); the rest on OpenAI only. The codec registry's test
+    /// Bedrock (`InvokeModel`); Live sessions on Gemini; the rest on OpenAI only. The codec registry's test
     /// holds every codec to this table.
     pub fn served_by(self, protocol: crate::Protocol) -> bool {
         use crate::Protocol::{Bedrock, Cohere, Gemini, OpenAi};
@@ -106,6 +112,7 @@ impl Operation {
             Operation::Moderation | Operation::Speech | Operation::Transcription | Operation::Realtime => {
                 protocol == OpenAi
             }
+            Operation::Live => protocol == Gemini,
         }
     }
 
@@ -122,6 +129,7 @@ impl Operation {
             Operation::CountTokens => "count_tokens",
             Operation::Completion => "text_completion",
             Operation::Realtime => "realtime",
+            Operation::Live => "live",
         }
     }
 

@@ -21,15 +21,20 @@ use crate::governance::{now_ms, Caller, Denied, Governance, Refused};
 /// The headers a run's id is read from, first found first: an A2A task
 /// (set by the gateway's A2A route when it forwards), an MCP session, the
 /// coding agents' own session headers (Claude Code's, then Codex's), then
-/// the caller's explicit `x-switchyard-run`. (Claude Code's
+/// the caller's explicit `x-switchyard-run`. Older Codex releases name
+/// their session `session_id`; current ones send `session-id` and
+/// `thread-id` (on HTTP and on the Responses socket's handshake): both
+/// spellings are read, so a Codex upgrade does not lose its runs. (Claude Code's
 /// `metadata.user_id` session is read from the body after these, by the
 /// engine.)
-pub static RUN_HEADERS: [http::HeaderName; 6] = [
+pub static RUN_HEADERS: [http::HeaderName; 8] = [
     http::HeaderName::from_static("x-switchyard-a2a-task"),
     http::HeaderName::from_static("mcp-session-id"),
     http::HeaderName::from_static("x-claude-code-session-id"),
     http::HeaderName::from_static("session_id"),
+    http::HeaderName::from_static("session-id"),
     http::HeaderName::from_static("conversation_id"),
+    http::HeaderName::from_static("thread-id"),
     http::HeaderName::from_static("x-switchyard-run"),
 ];
 
@@ -355,6 +360,10 @@ mod tests {
         assert_eq!(run_id(&headers), Ok(None));
         headers.insert("x-switchyard-run", "mine".parse().unwrap());
         assert_eq!(run_id(&headers), Ok(Some("mine")));
+        headers.insert("thread-id", "codex-thread".parse().unwrap());
+        assert_eq!(run_id(&headers), Ok(Some("codex-thread")));
+        headers.insert("session-id", "codex-now".parse().unwrap());
+        assert_eq!(run_id(&headers), Ok(Some("codex-now")));
         headers.insert("session_id", "codex".parse().unwrap());
         assert_eq!(run_id(&headers), Ok(Some("codex")));
         headers.insert("x-claude-code-session-id", "claude".parse().unwrap());

@@ -2,15 +2,18 @@
 //! keep-alive connections over rustls (HTTP/1.1 and HTTP/2 by ALPN,
 //! `TCP_NODELAY`); in [`hooks`], the SSRF-guarded client for URLs an
 //! operator configured; in [`token`], credentials fetched from a token
-//! endpoint; and, in [`mock`], the in-process vendor fake.
+//! endpoint; and, in [`mock`], the in-process vendor fake (and its
+//! duplex sessions' fakes: [`mock_realtime`], [`mock_live`]).
 
 pub mod hooks;
 pub mod mock;
 pub mod mock_a2a;
+pub mod mock_live;
 pub mod mock_mcp;
 pub mod mock_operation;
 pub mod mock_realtime;
 pub mod mock_rules;
+pub mod mock_session;
 pub mod token;
 pub mod websocket;
 

@@ -36,8 +36,9 @@ pub fn respond(
         Operation::Speech => speech(codec, body),
         Operation::Transcription => transcription(codec, content_type.unwrap_or(""), body),
         Operation::CountTokens => count(codec, body),
-        Operation::Chat | Operation::Completion | Operation::Realtime => {
-            error(codec, &ErrorInfo::new(ErrorKind::NotFound, "chat and realtime are other fakes'").with_status(404))
+        Operation::Chat | Operation::Completion | Operation::Realtime | Operation::Live => {
+            let info = ErrorInfo::new(ErrorKind::NotFound, "chat, realtime and live are other fakes'");
+            error(codec, &info.with_status(404))
         }
     }
 }

@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use serde_json::Value;
 use switchyard_guard::stream::StreamMask;
-use switchyard_guard::{Blocked, Direction, Masks, Screen};
-use switchyard_ir::{ErrorInfo, ErrorKind};
+use switchyard_guard::{Masks, Screen};
+use switchyard_ir::ErrorInfo;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
 
@@ -54,14 +54,7 @@ struct Part {
 impl Screening {
     /// The screening of `caller`'s session on `pool`, when a policy applies.
     pub(crate) fn of(gateway: &Gateway, caller: Option<&Caller>, pool: usize) -> Option<Screening> {
-        if gateway.config.policies.is_empty() {
-            return None;
-        }
-        let key = caller.map(|c| &c.key.record);
-        let screen = match key.and_then(|k| k.policies.as_deref()) {
-            Some(names) => gateway.guardrails.for_key(names),
-            None => gateway.guardrails.screen(pool, key.and_then(|k| k.group.as_deref())).cloned(),
-        }?;
+        let screen = crate::screen::of(gateway, caller, pool)?;
         let places = gateway.codec(switchyard_ir::Protocol::OpenAi).opaque().request;
         Some(Screening { screen, masks: Masks::default(), places, parts: HashMap::new(), changed: VecDeque::new() })
     }
@@ -69,28 +62,7 @@ impl Screening {
     /// A client event screened whole: `None` unchanged, the masked event,
     /// or the refusal.
     pub(crate) fn request(&mut self, text: &str) -> Result<Option<String>, ErrorInfo> {
-        if !self.screen.on_request || !self.screen.may_match(text.as_bytes(), self.places) {
-            return Ok(None);
-        }
-        let mut decisions = Vec::new();
-        let screened = switchyard_guard::json::screen(
-            &self.screen,
-            text.as_bytes(),
-            self.places,
-            Direction::Request,
-            &mut self.masks,
-            &mut decisions,
-        );
-        match screened {
-            Err(_) => {
-                Err(ErrorInfo::new(ErrorKind::InvalidRequest, "the event could not be screened (malformed JSON)"))
-            }
-            Ok(Err(blocked)) => Err(refusal(&blocked, "the event")),
-            Ok(Ok(None)) => Ok(None),
-            Ok(Ok(Some(masked))) => String::from_utf8(masked)
-                .map(Some)
-                .map_err(|_| ErrorInfo::new(ErrorKind::InvalidRequest, "the event could not be screened")),
-        }
+        crate::screen::whole(&self.screen, &mut self.masks, self.places, text, "the event")
     }
 
     /// A server event as the caller gets it: none (held), itself, or
@@ -142,7 +114,7 @@ impl Screening {
                     Err(blocked) => {
                         part.blocked = true;
                         part.audio.clear();
-                        vec![super::event::error_event(&refusal(&blocked, "the reply"), None)]
+                        vec![super::event::error_event(&crate::screen::refusal(&blocked, "the reply"), None)]
                     }
                 }
             }
@@ -170,7 +142,7 @@ impl Screening {
                         }
                         Err(found) => {
                             blocked = true;
-                            out.push(super::event::error_event(&refusal(&found, "the reply"), None));
+                            out.push(super::event::error_event(&crate::screen::refusal(&found, "the reply"), None));
                         }
                     }
                 }
@@ -218,12 +190,4 @@ fn part_of(event: &Value) -> Option<(String, String, u64)> {
     let item = event.get("item_id")?.as_str()?.to_owned();
     let index = event.get("content_index").and_then(Value::as_u64).unwrap_or(0);
     Some((response, item, index))
-}
-
-/// The error for what `blocked` stopped (`what`: the event, the reply).
-fn refusal(blocked: &Blocked, what: &str) -> ErrorInfo {
-    let message = format!("{what} was blocked by policy `{}` (rule `{}`)", blocked.policy, blocked.rule);
-    let mut info = ErrorInfo::new(ErrorKind::InvalidRequest, message).with_status(400);
-    info.code = Some("policy_violation".to_owned());
-    info
 }

@@ -77,7 +77,7 @@ async fn minted(gateway: &Arc<Gateway>, parts: &http::request::Parts, body: Body
         Some(_) => return Err(param("`session.model` is a string", "session.model")),
     };
     if let Some(model) = &model {
-        super::realtime_pool(gateway, model)?;
+        crate::generation::pool_serving(gateway, model, switchyard_ir::Operation::Realtime)?;
         if let Some(caller) = caller.as_ref().filter(|c| !c.key.record.may_use(model)) {
             let message = format!("API key {} may not use `{model}`", caller.key.record.prefix);
             return Err(ErrorInfo::new(ErrorKind::PermissionDenied, message));

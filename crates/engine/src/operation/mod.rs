@@ -145,10 +145,10 @@ pub(crate) fn of(operation: Operation) -> &'static dyn Spec {
     match operation {
         // A legacy completion is a chat in another shape: its codecs
         // (`Gateway::codec_for`) are all that differ.
-        // A Realtime pool is never reached over HTTP (the route's operation
-        // differs: `lib.rs` refuses it); its sessions admit and settle each
-        // generation themselves (duplex::realtime).
-        Operation::Chat | Operation::Completion | Operation::Realtime => &chat::Chat,
+        // A Realtime or Live pool is never reached over HTTP (the route's
+        // operation differs: `lib.rs` refuses it); its sessions admit and
+        // settle each generation themselves (duplex::realtime, duplex::live).
+        Operation::Chat | Operation::Completion | Operation::Realtime | Operation::Live => &chat::Chat,
         Operation::CountTokens => &count::Count,
         Operation::Embed => &embed::Embed,
         Operation::Rerank => &rerank::Rerank,

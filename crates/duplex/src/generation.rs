@@ -1,16 +1,17 @@
-//! One generation of a Realtime session as an exchange: admitted on the
-//! caller's chain before it starts (the pool's dearest price for its
-//! worst case: the conversation's estimated prompt and its output bound),
-//! then settled once from its `response.done` usage (text, audio, image
-//! and cached tokens, priced by the lane's rate card) on one ledger row of
-//! operation `realtime`. A generation cut short (the caller or the
+//! One generation of a duplex session (a Realtime response, a Live turn)
+//! as an exchange: admitted on the caller's chain before it starts (the
+//! pool's dearest price for its worst case: the conversation's estimated
+//! prompt and its output bound), then settled once from the usage the
+//! upstream reports (text, audio, image and cached tokens, priced by the
+//! lane's rate card) on one ledger row of the session's operation
+//! (`realtime`, `live`). A generation cut short (the caller or the
 //! upstream gone, the gateway stopping) is settled at what it delivered,
 //! marked estimated; one the upstream refused costs nothing.
 
 use std::sync::Arc;
 
 use switchyard_engine::settle::{Estimated, Record};
-use switchyard_ir::{ErrorInfo, ErrorKind, Protocol, Usage};
+use switchyard_ir::{ErrorInfo, ErrorKind, Operation, Protocol, Usage};
 use switchyard_state::call::Slot;
 use switchyard_state::governance::Caller;
 use switchyard_state::Gateway;
@@ -19,6 +20,9 @@ use switchyard_state::Gateway;
 pub(crate) struct Place {
     /// The gateway the socket opened on (its pool and lane indexes).
     pub(crate) gateway: Arc<Gateway>,
+    /// The caller's protocol (its rows) and the session's operation.
+    pub(crate) protocol: Protocol,
+    pub(crate) operation: Operation,
     /// The model or pool the caller named.
     pub(crate) name: String,
     pub(crate) pool: usize,
@@ -46,8 +50,8 @@ pub(crate) async fn admit(
 ) -> Result<Generation, ErrorInfo> {
     let gateway = &place.gateway;
     let request_id = crate::door::request_id();
-    let mut record = Record::begin(gateway, Protocol::OpenAi, request_id, &place.headers);
-    record.named(place.pool, switchyard_ir::Operation::Realtime.as_str(), true);
+    let mut record = Record::begin(gateway, place.protocol, request_id, &place.headers);
+    record.named(place.pool, place.operation.as_str(), true);
     let (Some(governance), Some(caller)) = (&gateway.governance, caller) else {
         record.admitted(None, None, input);
         return Ok(Generation { record: served(place, record), delivered: 0 });
@@ -79,7 +83,8 @@ pub(crate) async fn admit(
                 switchyard_engine::admit::conduct_refused(gateway, Some(&caller));
             }
             let mut info = denied.info;
-            // The SDKs read a refused generation's class from its code.
+            // OpenAI's SDKs read a refused generation's class from its code
+            // (a Live close names the kind in its reason instead).
             if info.code.is_none() {
                 info.code = Some(
                     match info.kind {
@@ -100,8 +105,8 @@ pub(crate) async fn admit(
 /// its usage all the same, held against nothing.
 pub(crate) fn unheld(place: &Place, caller: Option<Caller>, input: u64) -> Generation {
     let request_id = crate::door::request_id();
-    let mut record = Record::begin(&place.gateway, Protocol::OpenAi, request_id, &place.headers);
-    record.named(place.pool, switchyard_ir::Operation::Realtime.as_str(), true);
+    let mut record = Record::begin(&place.gateway, place.protocol, request_id, &place.headers);
+    record.named(place.pool, place.operation.as_str(), true);
     record.admitted(caller, None, input);
     Generation { record: served(place, record), delivered: 0 }
 }
@@ -112,7 +117,7 @@ impl Generation {
         self.record.first_byte();
     }
 
-    /// Settles it from `response.done`: its usage, else (none readable)
+    /// Settles it from its reported usage, else (none readable)
     /// the prompt as estimated and what it delivered, marked estimated.
     pub(crate) async fn done(mut self, usage: Option<Usage>, completed: bool) {
         let delivered = self.delivered;
@@ -135,6 +140,33 @@ impl Generation {
     pub(crate) fn refused_upstream(mut self) {
         self.record.finish_detached(400);
     }
+
+    /// Settles one the upstream never answered before the session ended
+    /// (realtime input the server heard no turn in): nothing billed.
+    pub(crate) fn unanswered(mut self) {
+        self.record.finish_detached(499);
+    }
+}
+
+/// The pool `name` resolves to, when it serves `operation` (a pool of
+/// lanes with `operation: realtime` or `live`).
+pub(crate) fn pool_serving(gateway: &Gateway, name: &str, operation: Operation) -> Result<usize, ErrorInfo> {
+    let pool = gateway.resolve(name).ok_or_else(|| {
+        ErrorInfo::new(
+            ErrorKind::NotFound,
+            format!("model or pool `{name}` does not exist (GET /v1/models lists them)"),
+        )
+    })?;
+    let serves = gateway.pools[pool].operation;
+    if serves != operation {
+        let mut info = ErrorInfo::new(
+            ErrorKind::InvalidRequest,
+            format!("`{name}` serves {serves}, not {operation}: name a pool of lanes with `operation: {operation}`"),
+        );
+        info.param = Some("model".into());
+        return Err(info);
+    }
+    Ok(pool)
 }
 
 /// The record's serving lane: the socket's.

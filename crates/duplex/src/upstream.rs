@@ -1,9 +1,13 @@
-//! A Realtime session's upstream: the lane's own socket (`wss://` to
-//! `{base_url}/v1/realtime?model={wire model}`, the same base as the
-//! provider's chat lanes: `https://api.openai.com`, or Azure's
-//! `https://<resource>.openai.azure.com/openai`), dialled with the lane's
-//! credential and headers, never the caller's; or, for a `mock://` lane,
-//! the in-process fake. Either way: text messages in and out, in order.
+//! A duplex session's upstream: the lane's own socket (`wss://` to the
+//! lane's `base_url` and the session's path: a Realtime lane's
+//! `/v1/realtime?model={wire model}` on the same base as the provider's
+//! chat lanes, `https://api.openai.com` or Azure's
+//! `https://<resource>.openai.azure.com/openai`; a Live lane's
+//! `/ws/google.ai.generativelanguage.{version}.GenerativeService.BidiGenerateContent`
+//! on `https://generativelanguage.googleapis.com`), dialled with the
+//! lane's credential and headers, never the caller's; or, for a `mock://`
+//! lane, the session's in-process fake. Either way: JSON messages in and
+//! out, in order.
 
 use std::collections::VecDeque;
 use std::time::{Duration, SystemTime};
@@ -13,7 +17,7 @@ use http::{HeaderName, HeaderValue};
 use switchyard_codec::Outbound;
 use switchyard_config::Endpoint;
 use switchyard_state::Lane;
-use switchyard_transport::mock_realtime::FakeRealtime;
+use switchyard_transport::mock_session::FakeSession;
 use switchyard_transport::websocket::Upstream as Socket;
 use switchyard_transport::TransportError;
 use tokio_tungstenite::tungstenite::Message;
@@ -21,16 +25,38 @@ use tokio_tungstenite::tungstenite::Message;
 /// An open upstream session.
 pub(crate) enum Upstream {
     /// The in-process fake, and what it said not yet read.
-    Fake { fake: Box<FakeRealtime>, said: VecDeque<String> },
+    Fake { fake: Box<dyn FakeSession>, said: VecDeque<String> },
     /// The lane's socket.
-    Socket { socket: Box<Socket>, write_timeout: Duration },
+    Socket { socket: Box<Socket>, write_timeout: Duration, binary: Binary },
 }
 
 /// What the upstream said next.
 pub(crate) enum Said {
     Text(String),
-    /// It closed, failed, or sent what no Realtime server sends (binary).
+    /// It closed, failed, or sent what its protocol never sends.
     Gone(String),
+}
+
+/// What a binary message from the upstream is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binary {
+    /// Nothing its protocol sends (Realtime): the session is over.
+    Gone,
+    /// A JSON message as UTF-8 bytes (Gemini Live sends its messages so);
+    /// one that is not UTF-8 is dropped.
+    Json,
+}
+
+/// A fake session on a lane, and what it opens with.
+pub(crate) type Fake = (Box<dyn FakeSession>, Vec<String>);
+
+/// How a session's upstream is reached.
+pub(crate) struct Dial {
+    /// The path and query after the lane's base.
+    pub(crate) path: String,
+    /// The fake a `mock://` lane serves, and what it opens with.
+    pub(crate) fake: fn(&Lane) -> Fake,
+    pub(crate) binary: Binary,
 }
 
 impl Upstream {
@@ -38,18 +64,18 @@ impl Upstream {
     pub(crate) async fn open(
         lane: &Lane,
         codec: &dyn switchyard_codec::Codec,
+        dial: &Dial,
         max_message: usize,
         write_timeout: Duration,
     ) -> Result<Upstream, TransportError> {
         let base = match &lane.endpoint {
             Endpoint::Mock => {
-                let (fake, said) = FakeRealtime::open(&lane.wire_model);
-                return Ok(Upstream::Fake { fake: Box::new(fake), said: said.into() });
+                let (fake, said) = (dial.fake)(lane);
+                return Ok(Upstream::Fake { fake, said: said.into() });
             }
             Endpoint::Http(base) => base,
         };
-        let model = switchyard_codec::path_segment(&lane.wire_model);
-        let http_url = format!("{base}/v1/realtime?model={model}");
+        let http_url = format!("{base}{}", dial.path);
         let url = match http_url.split_once("://") {
             Some(("https", rest)) => format!("wss://{rest}"),
             Some(("http", rest)) => format!("ws://{rest}"),
@@ -64,7 +90,7 @@ impl Upstream {
             max_message,
         )
         .await?;
-        Ok(Upstream::Socket { socket: Box::new(socket), write_timeout })
+        Ok(Upstream::Socket { socket: Box::new(socket), write_timeout, binary: dial.binary })
     }
 
     /// Sends a client event; false when the upstream is gone.
@@ -74,7 +100,7 @@ impl Upstream {
                 said.extend(fake.on_client(&text));
                 true
             }
-            Upstream::Socket { socket, write_timeout } => {
+            Upstream::Socket { socket, write_timeout, .. } => {
                 matches!(tokio::time::timeout(*write_timeout, socket.send(Message::text(text))).await, Ok(Ok(())))
             }
         }
@@ -88,11 +114,18 @@ impl Upstream {
                 // The fake says nothing unasked.
                 None => std::future::pending().await,
             },
-            Upstream::Socket { socket, .. } => loop {
+            Upstream::Socket { socket, binary, .. } => loop {
                 match socket.next().await {
                     Some(Ok(Message::Text(text))) => return Said::Text(text.to_string()),
                     Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {}
-                    Some(Ok(Message::Binary(_))) => return Said::Gone("the upstream sent a binary message".into()),
+                    Some(Ok(Message::Binary(bytes))) => match binary {
+                        Binary::Gone => return Said::Gone("the upstream sent a binary message".into()),
+                        Binary::Json => match String::from_utf8(bytes.to_vec()) {
+                            Ok(text) => return Said::Text(text),
+                            // A bad frame from a healthy session: dropped, not fatal.
+                            Err(_) => tracing::debug!("a live upstream sent a binary message that is not UTF-8"),
+                        },
+                    },
                     Some(Ok(Message::Close(frame))) => {
                         let why = frame.map_or_else(
                             || "the upstream closed the session".into(),
@@ -109,7 +142,7 @@ impl Upstream {
 
     /// Closes it (bounded by the write timeout).
     pub(crate) async fn close(self) {
-        if let Upstream::Socket { mut socket, write_timeout } = self {
+        if let Upstream::Socket { mut socket, write_timeout, .. } = self {
             let _ = tokio::time::timeout(write_timeout, SinkExt::close(&mut *socket)).await;
         }
     }
