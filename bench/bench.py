@@ -940,10 +940,13 @@ SHAPED_POOL = "  bench-cheap: { provider: up-openai, model: %s }\npools:\n  chat
 FLEET_EXTRA = GOVERNED_EXTRA.replace(
     'storage: {{ sqlite_path: "{db}" }}',
     'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}\nconfig: {{ locked: true }}')
-# The fleet on leased slices (storage.redis.lease, its defaults): requests
-# admit on this instance's slice of the bench group's budget and rates.
+# The fleet on leased slices (storage.redis.lease, its defaults written
+# out): requests admit on this instance's slice of the bench group's
+# budget and rates.
 FLEET_LEASED_EXTRA = FLEET_EXTRA.replace(
-    'redis_url: "{redis}" }}', 'redis_url: "{redis}", redis: {{ lease: {{}} }} }}')
+    'redis_url: "{redis}" }}',
+    'redis_url: "{redis}", redis: {{ lease: {{ ttl: 15s, share: 10%, max_usd: 1, max_requests: 10000, '
+    'max_tokens: 100000000 }} }} }}')
 
 # The gateway's telemetry in each setup. The cases run without the access
 # line, as nginx runs with `access_log off`; its cost is a case of its own.

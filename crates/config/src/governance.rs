@@ -151,9 +151,14 @@ impl Default for Lease {
         Lease {
             ttl: Duration::from_secs(15),
             share_permille: 100,
-            max_usd_nano: 100_000_000,
-            max_requests: 50,
-            max_tokens: 50_000,
+            // $1, or a tenth of what is left when less: the most one
+            // instance can spend past a lowered cap before it renews.
+            max_usd_nano: 1_000_000_000,
+            // Far above most rates: a slice is a tenth of the rate anyway;
+            // these bound only the largest (units strand on an idle slice
+            // until it is returned, a third of the ttl).
+            max_requests: 10_000,
+            max_tokens: 100_000_000,
         }
     }
 }
