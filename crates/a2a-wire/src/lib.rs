@@ -7,8 +7,13 @@
 //!   gateway;
 //! - `message`: what the gateway reads in messages and answers: text
 //!   parts (screened by guardrails), the task an answer names, the cost an
-//!   agent reports, and the push URLs a caller asks an agent to call.
+//!   agent reports, and the push URLs a caller asks an agent to call;
+//! - `rest`: the HTTP+JSON binding read as the JSON-RPC request it asks
+//!   (and written back), with its errors; `v03` converts 0.3's protobuf
+//!   JSON bodies.
 
 pub mod card;
 pub mod message;
+pub mod rest;
 pub mod rpc;
+mod v03;

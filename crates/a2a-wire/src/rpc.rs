@@ -103,6 +103,27 @@ impl Method {
         Some(found)
     }
 
+    /// Its JSON-RPC name in `version`.
+    pub fn name(self, version: Version) -> &'static str {
+        let (v1, v03) = match self {
+            Method::Send => ("SendMessage", "message/send"),
+            Method::Stream => ("SendStreamingMessage", "message/stream"),
+            Method::GetTask => ("GetTask", "tasks/get"),
+            Method::CancelTask => ("CancelTask", "tasks/cancel"),
+            Method::Subscribe => ("SubscribeToTask", "tasks/resubscribe"),
+            Method::ListTasks => ("ListTasks", "tasks/list"),
+            Method::SetPush => ("CreateTaskPushNotificationConfig", "tasks/pushNotificationConfig/set"),
+            Method::GetPush => ("GetTaskPushNotificationConfig", "tasks/pushNotificationConfig/get"),
+            Method::ListPush => ("ListTaskPushNotificationConfigs", "tasks/pushNotificationConfig/list"),
+            Method::DeletePush => ("DeleteTaskPushNotificationConfig", "tasks/pushNotificationConfig/delete"),
+            Method::ExtendedCard => ("GetExtendedAgentCard", "agent/getAuthenticatedExtendedCard"),
+        };
+        match version {
+            Version::V1 => v1,
+            Version::V03 => v03,
+        }
+    }
+
     /// Whether the agent answers it as an event stream.
     pub fn streams(self) -> bool {
         matches!(self, Method::Stream | Method::Subscribe)
@@ -245,6 +266,10 @@ mod tests {
         assert_eq!(Method::of("message/stream"), Some((Method::Stream, Version::V03)));
         assert_eq!(Method::of("tasks/cancel"), Some((Method::CancelTask, Version::V03)));
         assert_eq!(Method::of("sendmessage"), None);
+        for name in ["SendMessage", "tasks/pushNotificationConfig/list", "GetExtendedAgentCard", "tasks/resubscribe"] {
+            let (method, version) = Method::of(name).unwrap_or_else(|| unreachable!("{name}"));
+            assert_eq!(method.name(version), name, "a name reads back as itself");
+        }
         let params = |v: Value| v.as_object().cloned().unwrap_or_default();
         let continuing = params(json!({"message": {"taskId": "t1"}}));
         assert_eq!(Method::Send.task(Version::V1, &continuing), Some("t1"));

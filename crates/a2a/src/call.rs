@@ -11,6 +11,13 @@
 //! it reports taken; and one ledger row (operation `a2a`). It runs on a
 //! task of its own, so a caller that leaves never leaves a hold unsettled
 //! or a call unrecorded (a stream is read on to its end, for its cost).
+//!
+//! Both bindings come through here: a caller's HTTP+JSON request arrives
+//! already read as the JSON-RPC request it asks (`rest::inbound`), and its
+//! answers (an answer, an error, each stream event) leave in its binding
+//! ([`Binding`]). The agent is spoken to in the binding its card offers
+//! (`hub::Upstream`): JSON-RPC, or HTTP+JSON with its answers read back
+//! into JSON-RPC's, so every check above reads one shape.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -23,7 +30,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Map, Value};
 use switchyard_a2a_wire::message::{push_urls, reported_cost, rewrite_text_parts, task_of};
-use switchyard_a2a_wire::rpc::{self, Method, Request};
+use switchyard_a2a_wire::rest;
+use switchyard_a2a_wire::rpc::{self, Method, Request, Version};
 use switchyard_codec::frame::SseDecoder;
 use switchyard_config::agents::Agent;
 use switchyard_engine::settle::{Record, ToolNote};
@@ -36,7 +44,7 @@ use switchyard_store::ToolCall;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::answer::{json_answer, not_granted};
-use crate::hub::{hub_of, Hub};
+use crate::hub::{hub_of, Hub, Upstream};
 use crate::run::Handoff;
 
 /// The most an agent's whole answer (or one event of its stream) may hold.
@@ -46,10 +54,78 @@ const MAX_TASK_BYTES: usize = 256;
 /// Headers of the caller's passed on to the agent (A2A's own).
 const PASSED: [HeaderName; 2] = [HeaderName::from_static("a2a-version"), HeaderName::from_static("a2a-extensions")];
 
-/// What the caller gets: one JSON answer, or a stream's frames.
+/// What the caller gets: one JSON-RPC answer (with the status the call
+/// ended with, which HTTP+JSON answers with), or a stream's frames.
 enum Reply {
-    Json(Value),
+    Json(Value, u16),
     Stream(mpsc::Receiver<Bytes>),
+}
+
+/// The binding a caller speaks, which its answers are written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Binding {
+    /// JSON-RPC: answers as they are, errors answered with 200.
+    JsonRpc,
+    /// HTTP+JSON of `version`, asking `method`: a result as the body, an
+    /// error as a `google.rpc.Status` with its status.
+    Rest(Version, Method),
+}
+
+impl Binding {
+    /// A JSON-RPC answer as this binding's HTTP response.
+    fn response(self, answer: &Value, held: u16) -> Response {
+        let Binding::Rest(version, method) = self else {
+            let mut response = json_answer(StatusCode::OK, answer);
+            // A limit's wait, for HTTP clients as well as in the ErrorInfo.
+            if let Some(after) = retry_after(answer) {
+                response.headers_mut().insert(http::header::RETRY_AFTER, after);
+            }
+            return response;
+        };
+        match answer.get("error") {
+            Some(error) => {
+                let status = rest::status_of(error, held);
+                let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                let mut response = json_answer(code, &rest::error_body_in(version, error, status));
+                if let Some(after) = retry_after(answer) {
+                    response.headers_mut().insert(http::header::RETRY_AFTER, after);
+                }
+                response
+            }
+            None => {
+                let result = answer.get("result").cloned().unwrap_or(Value::Null);
+                json_answer(StatusCode::OK, &rest::body_of(version, method, result))
+            }
+        }
+    }
+
+    /// A JSON-RPC answer as one event of this binding's stream: the
+    /// answer itself, or (HTTP+JSON) its result, or its error as an
+    /// `error` event (with the status the call ended with, `held`).
+    fn frame(self, answer: &Value, held: u16) -> Vec<u8> {
+        let mut frame = Vec::new();
+        match (self, answer.get("error")) {
+            (Binding::JsonRpc, _) => {
+                switchyard_codec::frame::write_sse(&mut frame, None, answer.to_string().as_bytes())
+            }
+            (Binding::Rest(version, _), Some(error)) => {
+                let body = rest::error_body_in(version, error, rest::status_of(error, held));
+                switchyard_codec::frame::write_sse(&mut frame, Some("error"), body.to_string().as_bytes());
+            }
+            (Binding::Rest(version, method), None) => {
+                let result = answer.get("result").cloned().unwrap_or(Value::Null);
+                let body = rest::body_of(version, method, result);
+                switchyard_codec::frame::write_sse(&mut frame, None, body.to_string().as_bytes());
+            }
+        }
+        frame
+    }
+}
+
+/// The wait a refusal's ErrorInfo names, as a `Retry-After` value.
+fn retry_after(answer: &Value) -> Option<HeaderValue> {
+    let wait = answer["error"]["data"][0]["metadata"]["retry_after"].as_str();
+    wait.and_then(|w| HeaderValue::from_str(w).ok())
 }
 
 /// Runs `request` to `agent` for `caller` on a task of its own.
@@ -60,29 +136,29 @@ pub(crate) async fn call(
     request: Request,
     headers: HeaderMap,
     bytes_in: usize,
+    binding: Binding,
 ) -> Response {
     let (reply, replied) = oneshot::channel();
     switchyard_tasks::work(async move {
         let Some(hub) = hub_of(&gateway) else {
-            let _ = reply.send(Reply::Json(rpc::error(&request.id, rpc::INTERNAL_ERROR, "no A2A hub")));
+            let _ = reply.send(Reply::Json(rpc::error(&request.id, rpc::INTERNAL_ERROR, "no A2A hub"), 500));
             return;
         };
         let audit = Audit { bytes_in: bytes_in as u64, method: request.method.clone(), ..Audit::default() };
-        let mut call =
-            Call { gateway: &gateway, hub, caller: caller.as_ref(), agent: &agent, audit, started: Instant::now() };
+        let mut call = Call {
+            gateway: &gateway,
+            hub,
+            caller: caller.as_ref(),
+            agent: &agent,
+            audit,
+            started: Instant::now(),
+            binding,
+        };
         call.run(request, &headers, reply).await;
         call.write_row();
     });
     match replied.await {
-        Ok(Reply::Json(answer)) => {
-            let mut response = json_answer(StatusCode::OK, &answer);
-            // A limit's wait, for HTTP clients as well as in the ErrorInfo.
-            let wait = answer["error"]["data"][0]["metadata"]["retry_after"].as_str();
-            if let Some(after) = wait.and_then(|w| HeaderValue::from_str(w).ok()) {
-                response.headers_mut().insert(http::header::RETRY_AFTER, after);
-            }
-            response
-        }
+        Ok(Reply::Json(answer, held)) => binding.response(&answer, held),
         Ok(Reply::Stream(frames)) => {
             let mut frames = frames;
             let body = futures_util::stream::poll_fn(move |cx| {
@@ -94,7 +170,7 @@ pub(crate) async fn call(
             headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
             response
         }
-        Err(_) => json_answer(StatusCode::OK, &rpc::error(&Value::Null, rpc::INTERNAL_ERROR, "the call failed")),
+        Err(_) => binding.response(&rpc::error(&Value::Null, rpc::INTERNAL_ERROR, "the call failed"), 500),
     }
 }
 
@@ -126,14 +202,18 @@ struct Call<'a> {
     agent: &'a Agent,
     audit: Audit,
     started: Instant,
+    binding: Binding,
 }
 
 /// A request ready for the agent.
 struct Prepared {
     method: Method,
+    version: Version,
     /// The caller's id, which every answer carries back.
     id: Value,
-    body: Value,
+    /// The JSON-RPC method as named.
+    name: String,
+    params: Map<String, Value>,
     /// The caller's A2A headers.
     passed: HeaderMap,
     handoff: Handoff,
@@ -155,7 +235,7 @@ impl Call<'_> {
             Ok(prepared) => self.forward(prepared, reply).await,
             Err(failure) => {
                 self.fail(&failure);
-                let _ = reply.send(Reply::Json(failure.answer));
+                let _ = reply.send(Reply::Json(failure.answer, failure.status));
             }
         }
     }
@@ -270,7 +350,7 @@ impl Call<'_> {
                 passed.insert(name, value.clone());
             }
         }
-        Ok(Prepared { method, id: id.clone(), body: rpc::request(&id, &name, params), passed, handoff })
+        Ok(Prepared { method, version, id, name, params, passed, handoff })
     }
 
     /// Admits a message on the caller's agent run, when its groups track
@@ -323,18 +403,38 @@ impl Call<'_> {
 
     /// Sends the request to the agent and relays its answer.
     async fn forward(&mut self, prepared: Prepared, reply: oneshot::Sender<Reply>) {
-        let Prepared { method, id, body, passed, mut handoff } = prepared;
+        let Prepared { method, version, id, name, params, passed, mut handoff } = prepared;
         let streams = method.streams();
-        let sent = self.send(&body, passed, &handoff, streams).await;
+        let upstream = self.hub.upstream(self.agent).await;
+        let sent = match &upstream {
+            Upstream::JsonRpc => {
+                let body = rpc::request(&id, &name, params);
+                self.send("POST", &self.agent.url, Some(&body), passed, &handoff, streams).await
+            }
+            Upstream::Rest(base) => match rest::outbound(method, version, &params) {
+                Ok(out) => {
+                    let mut passed = passed;
+                    if version == Version::V1 && !passed.contains_key("a2a-version") {
+                        // a2a-sdk's REST server reads no version as 0.3.
+                        passed.insert(HeaderName::from_static("a2a-version"), HeaderValue::from_static("1.0"));
+                    }
+                    let url = format!("{}{}", base.trim_end_matches('/'), out.path);
+                    self.send(out.http, &url, out.body.as_ref(), passed, &handoff, streams).await
+                }
+                Err(refused) => Err(refused.message),
+            },
+        };
         let response = match sent {
             Ok(response) => response,
             Err(message) => {
                 let failure = Failure { status: 502, answer: rpc::error(&id, rpc::INTERNAL_ERROR, &message) };
                 self.fail(&failure);
-                let _ = reply.send(Reply::Json(failure.answer));
+                let _ = reply.send(Reply::Json(failure.answer, failure.status));
                 return;
             }
         };
+        // An HTTP+JSON agent's answer, read as JSON-RPC's.
+        let rest_version = matches!(upstream, Upstream::Rest(_)).then_some(version);
         self.audit.billed = true;
         let is_stream = response
             .headers()
@@ -348,12 +448,24 @@ impl Call<'_> {
             if let Ok(bytes) = &read {
                 self.audit.bytes_out = bytes.len() as u64;
             }
-            let answer = match read {
-                Ok(bytes) => match serde_json::from_slice::<Value>(&bytes) {
+            let answer = match (read, rest_version) {
+                (Ok(bytes), None) => match serde_json::from_slice::<Value>(&bytes) {
                     Ok(answer) if answer.get("result").is_some() || answer.get("error").is_some() => Ok(answer),
                     _ => Err(format!("agent `{}` answered {status} with no JSON-RPC answer", self.agent.name)),
                 },
-                Err(message) => Err(message),
+                (Ok(bytes), Some(version)) => {
+                    // Deleting a push config may answer nothing at all.
+                    let body = match bytes.iter().all(u8::is_ascii_whitespace) {
+                        true => Ok(Value::Null),
+                        false => serde_json::from_slice::<Value>(&bytes),
+                    };
+                    match (body, status.is_success()) {
+                        (Ok(body), true) => Ok(json!({ "result": rest::result_of(version, method, body) })),
+                        (Ok(body), false) => Ok(json!({ "error": rest::rpc_error_of(&body, status.as_u16()) })),
+                        (Err(_), _) => Err(format!("agent `{}` answered {status} with no JSON", self.agent.name)),
+                    }
+                }
+                (Err(message), _) => Err(message),
             };
             let answer = match answer {
                 Ok(answer) => self.relayed(&id, answer, method, &mut handoff).await,
@@ -363,7 +475,7 @@ impl Call<'_> {
                     failure.answer
                 }
             };
-            let _ = reply.send(Reply::Json(answer));
+            let _ = reply.send(Reply::Json(answer, self.audit.status));
             return;
         }
         self.audit.streamed = true;
@@ -405,11 +517,17 @@ impl Call<'_> {
                     self.end_stream(&frames, &mut present, &id, "the agent sent an event that is not JSON").await;
                     return;
                 };
+                let answer = match rest_version {
+                    None => answer,
+                    Some(_) if event.event.as_deref() == Some("error") => {
+                        json!({ "error": rest::rpc_error_of(&answer, 500) })
+                    }
+                    Some(version) => json!({ "result": rest::result_of(version, method, answer) }),
+                };
                 let relayed = self.relayed(&id, answer, method, &mut handoff).await;
                 let last = relayed.get("error").is_some();
                 if present {
-                    let mut frame = Vec::with_capacity(event.data.len() + 16);
-                    switchyard_codec::frame::write_sse(&mut frame, None, relayed.to_string().as_bytes());
+                    let frame = self.binding.frame(&relayed, self.audit.status);
                     present = frames.send(Bytes::from(frame)).await.is_ok();
                 }
                 if last {
@@ -424,8 +542,7 @@ impl Call<'_> {
         let failure = Failure { status: 502, answer: rpc::error(id, rpc::INTERNAL_ERROR, message) };
         self.fail(&failure);
         if *present {
-            let mut frame = Vec::new();
-            switchyard_codec::frame::write_sse(&mut frame, None, failure.answer.to_string().as_bytes());
+            let frame = self.binding.frame(&failure.answer, failure.status);
             *present = frames.send(Bytes::from(frame)).await.is_ok();
         }
     }
@@ -434,17 +551,26 @@ impl Call<'_> {
         tokio::time::Instant::from_std(self.started + self.agent.timeout)
     }
 
-    /// POSTs `body` to the agent: the answer's head.
+    /// Sends `body` to the agent at `url` with HTTP method `http`: the
+    /// answer's head.
     async fn send(
         &self,
-        body: &Value,
+        http: &str,
+        url: &str,
+        body: Option<&Value>,
         passed: HeaderMap,
         handoff: &Handoff,
         streams: bool,
     ) -> Result<http::Response<hyper::body::Incoming>, String> {
-        let bytes = serde_json::to_vec(body).map_err(|err| err.to_string())?;
+        let bytes = match body {
+            Some(body) => serde_json::to_vec(body).map_err(|err| err.to_string())?,
+            None => Vec::new(),
+        };
         let accept = if streams { "text/event-stream" } else { "application/json" };
-        let mut request = http::Request::post(&self.agent.url)
+        let method = http::Method::from_bytes(http.as_bytes()).map_err(|err| err.to_string())?;
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(url)
             .header(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(http::header::ACCEPT, HeaderValue::from_static(accept))
             .header(

@@ -1,7 +1,8 @@
 //! The A2A gateway's process state, made on the first call to an agent
 //! (kept on `Gateway::a2a`, across reloads): the SSRF-guarded client
-//! agents are reached with, the cards read from them, which key each task
-//! belongs to, and each agent's message rate.
+//! agents are reached with, the cards read from them (and the binding
+//! each is spoken to in), which key each task belongs to, and each
+//! agent's message rate.
 //!
 //! Task owners: a task an agent created for key A is bound to A the first
 //! time an answer names it (the first binding wins), and every method
@@ -33,8 +34,18 @@ const MEMORY_TASKS: usize = 200_000;
 pub struct Hub {
     pub(crate) client: HookClient,
     cards: Mutex<HashMap<String, (Instant, Arc<Value>)>>,
+    upstreams: Mutex<HashMap<Arc<str>, (Instant, Upstream)>>,
     tasks: Mutex<HashMap<TaskOf, Bound>>,
     rates: Mutex<HashMap<Arc<str>, (Instant, u32)>>,
+}
+
+/// The binding an agent is spoken to in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Upstream {
+    /// JSON-RPC at its configured `url`.
+    JsonRpc,
+    /// HTTP+JSON under this base URL.
+    Rest(String),
 }
 
 /// A task: its agent and its id.
@@ -60,7 +71,13 @@ pub fn hub_of(gateway: &Gateway) -> Option<&Hub> {
 
 impl Hub {
     fn new() -> Hub {
-        Hub { client: HookClient::new(), cards: Mutex::default(), tasks: Mutex::default(), rates: Mutex::default() }
+        Hub {
+            client: HookClient::new(),
+            cards: Mutex::default(),
+            upstreams: Mutex::default(),
+            tasks: Mutex::default(),
+            rates: Mutex::default(),
+        }
     }
 
     /// Agent `agent`'s card as last read, read again when older than a
@@ -100,6 +117,36 @@ impl Hub {
             }
             (Err(err), _) => Err(err),
         }
+    }
+
+    /// The binding `agent` is spoken to in, as its card offers it
+    /// (`card::upstream_binding`), decided again when the card is read
+    /// again. An agent whose card cannot be read is spoken JSON-RPC to at
+    /// its `url` (what `agents:` configures), and its card is not asked
+    /// for again before a minute has passed, so a card that fails costs
+    /// no call a round trip.
+    pub async fn upstream(&self, agent: &Agent) -> Upstream {
+        let cached = self.upstreams.lock().unwrap_or_else(PoisonError::into_inner).get(&agent.name).cloned();
+        if let Some((at, upstream)) = cached {
+            if at.elapsed() < CARD_FRESH {
+                return upstream;
+            }
+        }
+        let upstream = match self.card(agent).await {
+            Ok(card) => match switchyard_a2a_wire::card::upstream_binding(&card, &agent.url) {
+                switchyard_a2a_wire::card::Served::JsonRpc => Upstream::JsonRpc,
+                switchyard_a2a_wire::card::Served::Rest(base) => Upstream::Rest(base),
+            },
+            Err(err) => {
+                tracing::debug!(agent = %agent.name, error = %err, "no card: the agent is spoken JSON-RPC to");
+                Upstream::JsonRpc
+            }
+        };
+        self.upstreams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.name.clone(), (Instant::now(), upstream.clone()));
+        upstream
     }
 
     /// Binds task `task` of `agent` to key `owner` unless it is bound: the

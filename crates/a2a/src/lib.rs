@@ -1,6 +1,7 @@
 //! Switchyard's A2A gateway: the agents `agents:` names, each behind
-//! `/a2a/{agent}` (JSON-RPC) with its card at
-//! `/a2a/{agent}/.well-known/agent-card.json`, rewritten to point here.
+//! `/a2a/{agent}` (JSON-RPC, and the HTTP+JSON binding's paths under it)
+//! with its card at `/a2a/{agent}/.well-known/agent-card.json`, rewritten
+//! to point here.
 //!
 //! - `switchyard-a2a-wire` holds what is pure (requests and both
 //!   versions' methods, card rewriting, what messages carry);
@@ -35,9 +36,10 @@ pub fn lane_name(agent: &str) -> String {
     format!("a2a:{agent}")
 }
 
-/// `/a2a/{agent}` and its card, for the data router.
+/// `/a2a/{agent}`, its HTTP+JSON paths and its card, for the data router.
 pub fn routes() -> Router<Arc<Gateway>> {
     Router::new()
         .route("/a2a/{agent}", post(serve::post))
         .route("/a2a/{agent}/.well-known/agent-card.json", get(serve::card))
+        .route("/a2a/{agent}/{*path}", get(serve::rest).post(serve::rest).delete(serve::rest))
 }

@@ -1,5 +1,6 @@
 //! `agents:`: the A2A agents the gateway fronts at `/a2a/{agent}`. Each is
-//! an HTTP endpoint speaking A2A's JSON-RPC binding (`url`), whose agent
+//! an HTTP endpoint (`url`) speaking A2A's JSON-RPC binding, or its
+//! HTTP+JSON binding when its card offers only that, whose agent
 //! card is read from `card` (by default `<url>/.well-known/agent-card.json`,
 //! where the A2A SDKs serve it). Both are operator URLs, checked as every
 //! outbound URL is (http only to loopback) and resolved again through the
@@ -23,7 +24,8 @@ pub const MAX_TASK_USD: f64 = 1000.0;
 pub struct Agent {
     /// The name callers reach it by (`/a2a/<name>`).
     pub name: Arc<str>,
-    /// Its JSON-RPC endpoint.
+    /// Its endpoint: JSON-RPC's, or HTTP+JSON's base when its card offers
+    /// only that binding.
     pub url: String,
     /// Where its agent card is read.
     pub card: String,
@@ -111,11 +113,11 @@ pub(crate) fn validate(
             ));
         }
         let Some(url) = agent.url.as_deref().map(|u| u.trim_end_matches('/').to_owned()) else {
-            issues.push(Issue::new(&at, "an agent needs its url", "write `url:` (its JSON-RPC endpoint)"));
+            issues.push(Issue::new(&at, "an agent needs its url", "write `url:` (its A2A endpoint)"));
             continue;
         };
         if let Err(message) = check_outbound_url(&url) {
-            issues.push(Issue::new(&format!("{at}.url"), message, "name the agent's JSON-RPC endpoint"));
+            issues.push(Issue::new(&format!("{at}.url"), message, "name the agent's A2A endpoint"));
         }
         let card = agent.card.clone().unwrap_or_else(|| default_card(&url));
         if let Err(message) = check_outbound_url(&card) {

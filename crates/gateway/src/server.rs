@@ -662,6 +662,34 @@ pub fn mock_router(codecs: crate::CodecFor) -> Router {
             }),
         )
         .route(
+            "/a2a-rest/.well-known/agent-card.json",
+            get(|headers: HeaderMap| async move {
+                let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");
+                let card = switchyard_transport::mock_a2a::rest_card(&format!("http://{host}"));
+                let mut response = Response::new(Body::from(card.to_string()));
+                response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                response
+            }),
+        )
+        .route(
+            "/a2a-rest/{*path}",
+            axum::routing::any(|method: http::Method, uri: http::Uri, headers: HeaderMap, body: Bytes| async move {
+                let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+                let path = uri.path().strip_prefix("/a2a-rest").unwrap_or_default();
+                let (status, reply) = switchyard_transport::mock_a2a::respond_rest(
+                    method.as_str(),
+                    path,
+                    &body,
+                    header("x-switchyard-run"),
+                    header("x-switchyard-a2a-task"),
+                );
+                let mut response = Response::new(Body::from(reply.body));
+                *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+                response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(reply.content_type));
+                response
+            }),
+        )
+        .route(
             "/a2a/.well-known/agent-card.json",
             get(|headers: HeaderMap| async move {
                 let host = headers.get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("localhost");

@@ -5,7 +5,7 @@
 //! handles the gateway mints (session ids, cursors) open only for the key,
 //! route, servers and lifetime they were minted for, and say why not
 //! otherwise; `/mcp` is an OAuth protected resource whose tokens must name
-//! it as their audience.
+//! it as their audience (and a token naming only it opens no model route).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -292,6 +292,8 @@ async fn mcp_is_a_protected_resource_whose_tokens_must_name_it() {
         "auth:\n  mode: keys\n  jwt:\n    - name: acme\n      issuer: \"{ISSUER}\"\n      jwks_url: \"http://{idp}/jwks\"\n      \
          audience: [switchyard, \"{RESOURCE}\", \"{RESOURCE}/mock\"]\n      group_claim: team\n      mcp: [\"*\"]\n\
          groups:\n  research: {{}}\n\
+         providers:\n  vendor: {{ protocol: openai, base_url: \"http://{upstream}\" }}\n\
+         models:\n  gpt-4o-mini: {{ provider: vendor }}\n\
          mcp:\n  oauth: {{ resource: \"{RESOURCE}\", authorization_servers: [\"{ISSUER}\"], scopes: [mcp] }}\n  \
          servers:\n    mock: {{ url: \"http://{upstream}/mcp\" }}\n"
     );
@@ -348,6 +350,25 @@ async fn mcp_is_a_protected_resource_whose_tokens_must_name_it() {
     // A virtual key is the gateway's own credential: no audience to name.
     let key = key(addr, json!({"name": "k", "mcp": ["*"]})).await;
     assert_eq!(discover(Some(key), "/mcp").await.0, 200);
+
+    // RFC 8707 the other way: a token minted for `/mcp` (or a route under
+    // it) alone does not open the model routes; one naming the gateway's
+    // own audience does, with or without the MCP resource beside it.
+    let chat = |aud: Value| async move {
+        let auth = format!("Bearer {}", token(aud));
+        let body = json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]});
+        let reply = post(addr, "/v1/chat/completions", &[("authorization", auth.as_str())], body.to_string()).await;
+        (reply.status.as_u16(), String::from_utf8_lossy(&reply.body).into_owned())
+    };
+    for aud in [json!(RESOURCE), json!(format!("{RESOURCE}/mock")), json!([RESOURCE, format!("{RESOURCE}/mock")])] {
+        let (status, body) = chat(aud.clone()).await;
+        assert_eq!(status, 401, "{aud}: {body}");
+        assert!(body.contains("audience names only the MCP resource"), "{body}");
+    }
+    for aud in [json!("switchyard"), json!([RESOURCE, "switchyard"])] {
+        let (status, body) = chat(aud.clone()).await;
+        assert_eq!(status, 200, "{aud}: {body}");
+    }
 }
 
 /// `DELETE /mcp` naming `session` as `bearer`: its status and answer.

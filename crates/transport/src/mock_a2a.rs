@@ -10,6 +10,14 @@
 //! that task's id (an agent handing over another caller's task). What the
 //! agent was sent of the run identity comes back in the task's metadata
 //! (`run`, `a2a_task`).
+//!
+//! A second agent serves A2A 1.0's HTTP+JSON binding only, under
+//! `/a2a-rest` (its card at `/a2a-rest/.well-known/agent-card.json`
+//! names no JSON-RPC interface): [`respond_rest`] reads its paths as the
+//! JSON-RPC agent's requests and answers in the binding's shapes (a
+//! result as the body, an SSE event per result, errors as a
+//! `google.rpc.Status`), with `binding: "HTTP+JSON"` and the path it was
+//! called on in a task's metadata.
 
 use serde_json::{json, Value};
 
@@ -117,6 +125,66 @@ pub fn respond(body: &[u8], run: Option<&str>, task_header: Option<&str>) -> A2a
         }
         _ => json_reply(json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "Method not found"}})),
     }
+}
+
+/// The card of the HTTP+JSON-only agent served at `base`.
+pub fn rest_card(base: &str) -> Value {
+    let mut card = card(base);
+    card["name"] = json!("Mock REST agent");
+    card["supportedInterfaces"] =
+        json!([{"url": format!("{base}/a2a-rest"), "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}]);
+    card
+}
+
+/// Answers one request to the HTTP+JSON agent: `method` and `path` (after
+/// `/a2a-rest`) as sent. The status and the reply.
+pub fn respond_rest(method: &str, path: &str, body: &[u8], run: Option<&str>, task: Option<&str>) -> (u16, A2aReply) {
+    let error = |status: u16, reason: &str, message: &str| {
+        let body = json!({"error": {"code": status, "status": "NOT_FOUND", "message": message, "details": [
+            {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": reason, "domain": "a2a-protocol.org"}]}});
+        (status, json_reply(body))
+    };
+    let body: Value = if body.is_empty() { json!({}) } else { serde_json::from_slice(body).unwrap_or(Value::Null) };
+    let (name, params) = match (method, path) {
+        ("POST", "/message:send") => ("SendMessage", body),
+        ("POST", "/message:stream") => ("SendStreamingMessage", body),
+        ("POST", p) if p.starts_with("/tasks/") && p.ends_with(":cancel") => {
+            ("CancelTask", json!({"id": p["/tasks/".len()..p.len() - ":cancel".len()]}))
+        }
+        ("GET", p) if p.starts_with("/tasks/") && !p["/tasks/".len()..].contains('/') => {
+            ("GetTask", json!({"id": p["/tasks/".len()..]}))
+        }
+        _ => return error(404, "METHOD_NOT_FOUND", &format!("no route {method} {path}")),
+    };
+    if name == "GetTask" && params["id"] == "missing" {
+        return error(404, "TASK_NOT_FOUND", "Task not found");
+    }
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": name, "params": params});
+    let reply = respond(request.to_string().as_bytes(), run, task);
+    let mark = |result: &mut Value| {
+        for at in ["/task/metadata", "/statusUpdate/metadata"] {
+            if let Some(metadata) = result.pointer_mut(at).and_then(Value::as_object_mut) {
+                metadata.insert("binding".into(), json!("HTTP+JSON"));
+                metadata.insert("path".into(), json!(path));
+            }
+        }
+    };
+    if reply.content_type == "text/event-stream" {
+        let text = String::from_utf8_lossy(&reply.body).into_owned();
+        let mut body = Vec::new();
+        for data in text.split("\n\n").filter_map(|event| event.strip_prefix("data: ")) {
+            let mut answer: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            mark(&mut answer["result"]);
+            body.extend_from_slice(format!("data: {}\n\n", answer["result"]).as_bytes());
+        }
+        return (200, A2aReply { content_type: "text/event-stream", body });
+    }
+    let mut answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+    if answer.get("error").is_some() {
+        return error(400, "INVALID_REQUEST", "refused");
+    }
+    mark(&mut answer["result"]);
+    (200, json_reply(answer["result"].take()))
 }
 
 fn json_reply(body: Value) -> A2aReply {

@@ -101,6 +101,15 @@ enum Credential<'a> {
 }
 
 impl Presented<'_> {
+    /// The key or token the request presents (not a signature's), where
+    /// authentication reads it.
+    pub fn token(&self) -> Option<&str> {
+        match self.credential() {
+            Credential::Key(token) => Some(token),
+            Credential::None | Credential::SigV4 => None,
+        }
+    }
+
     fn credential(&self) -> Credential<'_> {
         if let Some(value) = self.headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
             if value.starts_with("AWS4-HMAC-SHA256") {
