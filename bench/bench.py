@@ -172,7 +172,7 @@ TWENTY_REGEXES = "policies:\n  twenty:\n    action: mask\n    regex:\n" + "".joi
 
 
 # The setups that govern: their requests carry a virtual key.
-GOVERNED_SETUPS = ("governed", "fleet", "retained", "end_users", "jwt", "receipts", "shaped", "runs")
+GOVERNED_SETUPS = ("governed", "fleet", "fleet_leased", "retained", "end_users", "jwt", "receipts", "shaped", "runs")
 # The end user the "end_users" setup's requests name (the operator's header).
 BENCH_END_USER = "bench-user"
 
@@ -272,6 +272,8 @@ CASES = [
     # Fleet: governed on PostgreSQL and Redis (loopback) instead of SQLite and in-process counters.
     ("6-fleet-passthrough", "6. case 1 governed as a fleet (PostgreSQL + Redis)", "openai", OPENAI_MODEL, "chat-openai"),
     ("6-fleet-stream64", "6. case 5/1 stream 64 governed as a fleet", "openai", OPENAI_MODEL, "stream64-openai"),
+    # The fleet admitting on leased slices of the bench group's budget and rates (storage.redis.lease).
+    ("6-fleet-leased-passthrough", "6. case 1 governed as a fleet on leased slices", "openai", OPENAI_MODEL, "chat-openai"),
     # Telemetry: the default (metrics and the access line on) against everything off,
     # metrics alone, and traces at a 100 % sample exported to a collector.
     ("7-quiet-passthrough", "7. case 1 without metrics", "openai", OPENAI_MODEL, "chat-openai"),
@@ -341,6 +343,7 @@ VARIANTS = {
     "6-shaped-passthrough": dict(of="6-governed-passthrough", extra="shaped", goal="≤ 1.03"),
     "6-receipts-passthrough": dict(of="6-governed-passthrough", extra="receipts", goal="≤ 1.05"),
     "6-fleet-stream64": dict(of="6-governed-stream64", extra="fleet", goal="≤ 1.2"),
+    "6-fleet-leased-passthrough": dict(of="6-governed-passthrough", extra="fleet_leased", goal="≤ 1.1"),
     "7-quiet-passthrough": dict(of=None, extra="quiet"),
     "7-access-line-passthrough": dict(of="1-passthrough", extra="access_line", goal="≤ 1.10"),
     "7-traced-passthrough": dict(of="1-passthrough", extra="traced", goal="≤ 1.15"),
@@ -937,6 +940,13 @@ SHAPED_POOL = "  bench-cheap: { provider: up-openai, model: %s }\npools:\n  chat
 FLEET_EXTRA = GOVERNED_EXTRA.replace(
     'storage: {{ sqlite_path: "{db}" }}',
     'storage: {{ postgres_url: "{postgres}", redis_url: "{redis}" }}\nconfig: {{ locked: true }}')
+# The fleet on leased slices (storage.redis.lease, its defaults written
+# out): requests admit on this instance's slice of the bench group's
+# budget and rates.
+FLEET_LEASED_EXTRA = FLEET_EXTRA.replace(
+    'redis_url: "{redis}" }}',
+    'redis_url: "{redis}", redis: {{ lease: {{ ttl: 15s, share: 10%, max_usd: 1, max_requests: 10000, '
+    'max_tokens: 100000000 }} }} }}')
 
 # The gateway's telemetry in each setup. The cases run without the access
 # line, as nginx runs with `access_log off`; its cost is a case of its own.
@@ -949,7 +959,7 @@ TELEMETRY = {
 }
 # Setups a case can run with: "open" is the base config; "before" is the
 # same without a `telemetry:` key, for a binary that predates it (--before).
-SETUPS = ("open", "governed", "fleet", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before",
+SETUPS = ("open", "governed", "fleet", "fleet_leased", "retained", "end_users", "jwt", "quiet", "access_line", "traced", "tls", "before",
           "receipts", "shaped", "runs")
 
 
@@ -1010,11 +1020,11 @@ def gateway_config(setup, tmp, port, admin_port, upstream, slow, embed=None, tai
         text += RETAINED_EXTRA.format(
             admin_token=BENCH_ADMIN_TOKEN, db=os.path.join(tmp, "retained-%d.db" % time.monotonic_ns()),
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
-    elif setup == "fleet":
+    elif setup in ("fleet", "fleet_leased"):
         postgres, redis = os.environ.get("BENCH_POSTGRES_URL"), os.environ.get("BENCH_REDIS_URL")
         if not (postgres and redis):
             raise BenchError("the fleet setup needs BENCH_POSTGRES_URL and BENCH_REDIS_URL (bench/run.sh starts them)")
-        text += FLEET_EXTRA.format(
+        text += (FLEET_LEASED_EXTRA if setup == "fleet_leased" else FLEET_EXTRA).format(
             admin_token=BENCH_ADMIN_TOKEN, postgres=postgres, redis=redis,
             openai_model=OPENAI_MODEL, anthropic_model=ANTHROPIC_MODEL, embed_rate=embed_rate)
     elif setup == "tls":
@@ -1246,7 +1256,7 @@ def run(opts):
         variant_confs = {}
         ensure_jwks(procs)
         for setup in SETUPS[1:]:
-            if setup == "fleet" and not os.environ.get("BENCH_POSTGRES_URL"):
+            if setup in ("fleet", "fleet_leased") and not os.environ.get("BENCH_POSTGRES_URL"):
                 continue  # no servers: the fleet cases say so if selected
             variant_confs[setup] = os.path.join(tmp, "switchyard-bench-%s.yaml" % setup)
             with open(variant_confs[setup], "w") as f:
@@ -1779,6 +1789,10 @@ def derive(results):
         more = (cases["6-fleet-passthrough"]["gateway"]["c1"]["p50_us"]
                 - cases["6-governed-passthrough"]["gateway"]["c1"]["p50_us"])
         goal("fleet p50 at c=1 − governed p50 (µs)", more, "≤ +100")
+    if "6-fleet-leased-passthrough" in cases and "6-governed-passthrough" in cases:
+        more = (cases["6-fleet-leased-passthrough"]["gateway"]["c1"]["p50_us"]
+                - cases["6-governed-passthrough"]["gateway"]["c1"]["p50_us"])
+        goal("leased fleet p50 at c=1 − governed p50 (µs)", more, "≤ +50")
     idle = [c["gateway"]["idle_rss_kib"] / 1024 for c in cases.values()]
     if idle:
         goal("idle RSS MiB (max over cases)", max(idle), "≤ 10")

@@ -122,6 +122,45 @@ pub struct Storage {
     pub on_redis_error: OnRedisError,
     /// Where ledger rows wait on local disk while PostgreSQL is away.
     pub ledger_spool: Option<String>,
+    /// Admission by leased slices of the fleet's budgets and rates
+    /// (`storage.redis.lease`); `None`: every admission asks Redis.
+    pub lease: Option<Lease>,
+}
+
+/// How an instance leases slices of a chain's budget and rates from Redis
+/// (`storage.redis.lease`), every figure bounded when read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    /// How long a lease lives unless renewed: a dead instance's slice comes
+    /// back after at most this, and a budget edit reaches every lease
+    /// within a third of it (each renewal reads the bucket again).
+    pub ttl: Duration,
+    /// The share of what is left one slice takes, in thousandths, divided
+    /// between the instances holding a lease on the bucket.
+    pub share_permille: u64,
+    /// The most USD one slice holds (nano-USD).
+    pub max_usd_nano: u64,
+    /// The most requests one slice of an `rpm` holds.
+    pub max_requests: u64,
+    /// The most tokens one slice of a `tpm` holds.
+    pub max_tokens: u64,
+}
+
+impl Default for Lease {
+    fn default() -> Lease {
+        Lease {
+            ttl: Duration::from_secs(15),
+            share_permille: 100,
+            // $1, or a tenth of what is left when less: the most one
+            // instance can spend past a lowered cap before it renews.
+            max_usd_nano: 1_000_000_000,
+            // Far above most rates: a slice is a tenth of the rate anyway;
+            // these bound only the largest (units strand on an idle slice
+            // until it is returned, a third of the ttl).
+            max_requests: 10_000,
+            max_tokens: 100_000_000,
+        }
+    }
 }
 
 /// What admission does while Redis cannot be reached.
@@ -271,6 +310,24 @@ pub(crate) struct RawStorage {
     pub redis_url: Option<String>,
     pub on_redis_error: Option<String>,
     pub ledger_spool: Option<String>,
+    pub redis: Option<RawRedis>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRedis {
+    pub lease: Option<RawLease>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLease {
+    pub ttl: Option<String>,
+    /// A percentage (`10%`) or a fraction (`0.1`).
+    pub share: Option<serde_yaml_ng::Value>,
+    pub max_usd: Option<f64>,
+    pub max_requests: Option<u64>,
+    pub max_tokens: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -507,13 +564,95 @@ pub(crate) fn storage(raw: &RawStorage, issues: &mut Vec<Issue>) -> Storage {
         .ledger_spool
         .clone()
         .or_else(|| raw.postgres_url.as_ref().map(|_| String::from("switchyard-ledger-spool.db")));
+    let lease = raw.redis.as_ref().and_then(|redis| redis.lease.as_ref()).map(|lease| {
+        if raw.redis_url.is_none() {
+            issues.push(Issue::new(
+                "storage.redis.lease",
+                "leases are slices of a fleet's counters in redis, but there is no redis_url",
+                "add storage.redis_url, or remove storage.redis.lease",
+            ));
+        }
+        lease_of(lease, issues)
+    });
     Storage {
+        lease,
         sqlite_path: raw.sqlite_path.clone(),
         postgres_url: raw.postgres_url.clone(),
         redis_url: raw.redis_url.clone(),
         on_redis_error,
         ledger_spool,
     }
+}
+
+/// `storage.redis.lease`, its defaults filled in and every figure within
+/// its range (a slice of nothing, or of more than a script adds exactly,
+/// is refused).
+fn lease_of(raw: &RawLease, issues: &mut Vec<Issue>) -> Lease {
+    let default = Lease::default();
+    let ttl = duration_or(raw.ttl.as_deref(), default.ttl, "storage.redis.lease.ttl", issues);
+    let ttl = if (Duration::from_secs(3)..=Duration::from_secs(600)).contains(&ttl) {
+        ttl
+    } else {
+        issues.push(Issue::new(
+            "storage.redis.lease.ttl",
+            format!("{ttl:?} is out of range"),
+            "write a duration from 3s to 10m (renewed every third of it)",
+        ));
+        default.ttl
+    };
+    let share_permille = match &raw.share {
+        None => default.share_permille,
+        Some(value) => match share(value) {
+            Some(permille) => permille,
+            None => {
+                issues.push(Issue::new(
+                    "storage.redis.lease.share",
+                    format!("{value:?} is not a share"),
+                    "write a percentage from 0.1% to 100% (or a fraction from 0.001 to 1)",
+                ));
+                default.share_permille
+            }
+        },
+    };
+    let max_usd_nano = match raw.max_usd {
+        None => default.max_usd_nano,
+        // Within what one request may reserve (2⁴⁶ nano-USD, about $70,000).
+        Some(usd) if usd.is_finite() && usd > 0.0 && usd <= 70_000.0 => (usd * 1e9).round() as u64,
+        Some(usd) => {
+            issues.push(Issue::new(
+                "storage.redis.lease.max_usd",
+                format!("{usd} is out of range"),
+                "write a USD amount above 0 and at most 70000",
+            ));
+            default.max_usd_nano
+        }
+    };
+    let count = |value: Option<u64>, fallback: u64, path: &str, issues: &mut Vec<Issue>| match value {
+        None => fallback,
+        Some(n @ 1..=1_000_000_000) => n,
+        Some(n) => {
+            issues.push(Issue::new(path, format!("{n} is out of range"), "write a number from 1 to 1000000000"));
+            fallback
+        }
+    };
+    Lease {
+        ttl,
+        share_permille,
+        max_usd_nano,
+        max_requests: count(raw.max_requests, default.max_requests, "storage.redis.lease.max_requests", issues),
+        max_tokens: count(raw.max_tokens, default.max_tokens, "storage.redis.lease.max_tokens", issues),
+    }
+}
+
+/// A share in thousandths from `10%` or `0.1`, within 1..=1000.
+fn share(value: &serde_yaml_ng::Value) -> Option<u64> {
+    let fraction = match value {
+        serde_yaml_ng::Value::String(text) => text.trim().strip_suffix('%')?.trim().parse::<f64>().ok()? / 100.0,
+        serde_yaml_ng::Value::Number(n) => n.as_f64()?,
+        _ => return None,
+    };
+    let permille = (fraction * 1000.0).round();
+    (fraction.is_finite() && (1.0..=1000.0).contains(&permille)).then_some(permille as u64)
 }
 
 pub(crate) fn groups(raw: &BTreeMap<String, RawGroup>, issues: &mut Vec<Issue>) -> Vec<Group> {

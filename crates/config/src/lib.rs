@@ -51,7 +51,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub use egress::{Egress, EgressAuth, PathTemplate, ServiceAccount};
-pub use governance::{Admin, AdminTls, AdminToken, AuthMode, Governance, Group, OnRedisError, Scope, Storage, Tenancy};
+pub use governance::{
+    Admin, AdminTls, AdminToken, AuthMode, Governance, Group, Lease, OnRedisError, Scope, Storage, Tenancy,
+};
 pub use hooks::{Hook, OnError, PromptAccess};
 pub use identity::{JwtIssuer, Members, Oidc, RoleBinding};
 pub use server::{ClientIdentity, Http2, Server, ServerTls};
@@ -740,6 +742,37 @@ pools:
         assert!(has("`plugin-x` is not a hook module"), "{messages:#?}");
         assert!(has("pools.x.hooks[4].kind"), "{messages:#?}");
         assert!(has("`ghost` is neither"), "{messages:#?}");
+    }
+
+    #[test]
+    fn a_redis_lease_block_reads_its_defaults_and_bounds() {
+        let base = "auth: { mode: keys }\nproviders: { p: { protocol: openai, base_url: \"mock://\" } }\nmodels: { m: { provider: p } }\n";
+        let fleet = |lease: &str| {
+            format!("{base}storage: {{ postgres_url: \"postgres://u@h/d\", redis_url: \"redis://h:6379\"{lease} }}\n")
+        };
+        // Absent: off (every admission asks Redis, as before).
+        assert_eq!(load(&fleet(""), &no_env).unwrap().storage.lease, None);
+        // Present and empty: the defaults.
+        let on = load(&fleet(", redis: { lease: {} }"), &no_env).unwrap();
+        assert_eq!(on.storage.lease, Some(Lease::default()));
+        let set = load(&fleet(", redis: { lease: { ttl: 30s, share: 25%, max_usd: 0.5, max_requests: 9 } }"), &no_env)
+            .unwrap()
+            .storage
+            .lease
+            .unwrap();
+        assert_eq!(
+            (set.ttl, set.share_permille, set.max_usd_nano, set.max_requests),
+            (Duration::from_secs(30), 250, 500_000_000, 9)
+        );
+        // Out of range, each named; and no lease without Redis.
+        let bad = fleet(", redis: { lease: { ttl: 1s, share: 0%, max_usd: -1, max_tokens: 0 } }");
+        let messages: Vec<String> = load(&bad, &no_env).unwrap_err().0.iter().map(ToString::to_string).collect();
+        for path in ["lease.ttl", "lease.share", "lease.max_usd", "lease.max_tokens"] {
+            assert!(messages.iter().any(|m| m.contains(path)), "{path}: {messages:#?}");
+        }
+        let alone = format!("{base}storage: {{ sqlite_path: x.db, redis: {{ lease: {{}} }} }}\n");
+        let messages: Vec<String> = load(&alone, &no_env).unwrap_err().0.iter().map(ToString::to_string).collect();
+        assert!(messages.iter().any(|m| m.contains("no redis_url")), "{messages:#?}");
     }
 
     #[test]

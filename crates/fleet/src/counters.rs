@@ -102,6 +102,8 @@ pub struct Fleet {
     /// This process's random high bits of every hold id.
     hold_prefix: u64,
     next_hold: AtomicU64,
+    /// Admission by leased slices, once started (`storage.redis.lease`).
+    pub(crate) leases: std::sync::OnceLock<crate::lease::Leases>,
 }
 
 /// A hold this instance has in Redis: the chain's keys and its member.
@@ -211,7 +213,7 @@ impl Fleet {
             .set_response_timeout(Some(CALL_TIMEOUT))
             .set_number_of_retries(1);
         let mut redis = ConnectionManager::new_with_config(client, config).await?;
-        for code in [ADMIT_SCRIPT, SETTLE_SCRIPT] {
+        for code in [ADMIT_SCRIPT, SETTLE_SCRIPT, crate::lease::LEASE_SCRIPT] {
             redis::cmd("SCRIPT").arg("LOAD").arg(code).query_async::<String>(&mut redis).await?;
         }
         let (settlements, queue) = mpsc::channel(MAX_PENDING);
@@ -234,6 +236,7 @@ impl Fleet {
             lease,
             hold_prefix: u64::from(fastrand::u32(..)) << 32,
             next_hold: AtomicU64::new(0),
+            leases: std::sync::OnceLock::new(),
         });
         switchyard_tasks::service("fleet reconcile", reconcile(Arc::downgrade(&fleet)));
         switchyard_tasks::service("fleet settlements", send_settlements(Arc::downgrade(&fleet), queue));
@@ -320,7 +323,7 @@ impl Fleet {
         }
     }
 
-    fn report_seeded(&self, buckets: Vec<BucketId>) {
+    pub(crate) fn report_seeded(&self, buckets: Vec<BucketId>) {
         if self.seeded.try_send(buckets).is_err() {
             tracing::warn!("buckets redis did not know wait to be read from the ledger: {MAX_SEEDED} already do");
         }
@@ -488,6 +491,16 @@ impl Fleet {
         }
     }
 
+    /// Waits until the settlements queued have left for Redis (shutdown;
+    /// the caller bounds the wait).
+    pub async fn flush(&self) {
+        while self.settlements.capacity() < self.settlements.max_capacity() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // The last batch taken off the queue is answered within one call.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     /// Settlements waiting for Redis.
     pub fn pending(&self) -> usize {
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).len()
@@ -585,7 +598,7 @@ async fn renew_holds(fleet: std::sync::Weak<Fleet>) {
 }
 
 /// The server does not know the scripts (it restarted, or was flushed).
-fn lost_scripts(err: &redis::RedisError) -> bool {
+pub(crate) fn lost_scripts(err: &redis::RedisError) -> bool {
     err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) || err.to_string().contains("NOSCRIPT")
 }
 
@@ -602,6 +615,6 @@ async fn send_settlements(fleet: std::sync::Weak<Fleet>, mut queue: mpsc::Receiv
 }
 
 /// Milliseconds since the Unix epoch.
-fn unix_ms() -> u64 {
+pub(crate) fn unix_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }

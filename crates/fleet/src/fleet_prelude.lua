@@ -1,4 +1,4 @@
--- Prepended to both fleet scripts: the GCRA period (ms) and an integer
+-- Prepended to the fleet's admission, settlement and lease scripts: the GCRA period (ms) and an integer
 -- written so Redis reads it back as one (Lua prints numbers of 10^14 and
 -- more with an exponent, which HINCRBY refuses). The scripts read a
 -- bucket's fields with one HMGET each.
@@ -6,8 +6,12 @@ local PERIOD = 60000
 local function int(n)
   return string.format('%d', n)
 end
--- Lowers a counter by `by`, never below zero.
+-- Lowers a counter by `by`, never below zero. (Lowering by nothing is
+-- skipped: Lua writes minus zero as `-0`, which HINCRBY refuses.)
 local function lower(key, name, by)
+  if tonumber(by) == 0 then
+    return
+  end
   if redis.call('HINCRBY', key, name, -by) < 0 then
     redis.call('HSET', key, name, 0)
   end
@@ -34,6 +38,10 @@ local function reclaim(bucket, holds, now, quotas)
     local tokens = tonumber(string.match(member, '|(%d+)|%d+$') or 0)
     lower(bucket, 'reserved', cost)
     lower(bucket, 'inflight', 1)
+    -- A lease (`L<id>|0|<usd>`, fleet_lease.lua) is one live lease less.
+    if string.sub(member, 1, 1) == 'L' then
+      lower(bucket, 'leases', 1)
+    end
     for _, q in ipairs(quotas or {}) do
       lower(bucket, 'q' .. q.code .. 'held', int(quota_amount(q.code, tokens, cost)))
     end

@@ -20,7 +20,7 @@ use http::StatusCode;
 use switchyard_protocol::ir::Protocol;
 
 /// A new database on the test server, or `None` outside the test command.
-async fn fresh_database() -> Option<String> {
+pub(crate) async fn fresh_database() -> Option<String> {
     let Ok(url) = std::env::var("SWITCHYARD_TEST_POSTGRES_URL") else {
         assert!(std::env::var("CI").is_err(), "CI runs PostgreSQL: run the tests through scripts/test.sh");
         eprintln!("SWITCHYARD_TEST_POSTGRES_URL is not set: fleet cases skipped (scripts/test.sh starts a server)");
@@ -34,7 +34,7 @@ async fn fresh_database() -> Option<String> {
 }
 
 /// A spool file of the test's own (the default sits beside the process).
-fn spool_path() -> String {
+pub(crate) fn spool_path() -> String {
     std::env::temp_dir()
         .join(format!("switchyard-spool-{}-{}.db", std::process::id(), fastrand::u32(..)))
         .display()
@@ -107,13 +107,13 @@ async fn two_instances_share_keys_revocations_and_the_ledger() {
 }
 
 /// A Redis server of the test's own, on a fixed port so it can come back.
-struct Redis {
+pub(crate) struct Redis {
     port: u16,
     child: Option<Child>,
 }
 
 impl Redis {
-    fn start() -> Option<Redis> {
+    pub(crate) fn start() -> Option<Redis> {
         let Ok(server) = std::env::var("SWITCHYARD_TEST_REDIS_SERVER") else {
             assert!(std::env::var("CI").is_err(), "CI runs Redis: run the tests through scripts/test.sh");
             eprintln!("SWITCHYARD_TEST_REDIS_SERVER is not set: Redis cases skipped (scripts/test.sh installs it)");
@@ -157,7 +157,7 @@ impl Redis {
         assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 }
@@ -181,7 +181,7 @@ fn fleet_config(database: &str, redis: &str, on_error: &str) -> String {
     )
 }
 
-async fn ask(addr: SocketAddr, key: &str) -> (StatusCode, String) {
+pub(crate) async fn ask(addr: SocketAddr, key: &str) -> (StatusCode, String) {
     let auth = format!("Bearer {key}");
     let body = serde_json::json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "hello"}]});
     let reply = post(addr, "/v1/chat/completions", &[("authorization", &auth)], body.to_string()).await;
@@ -190,7 +190,7 @@ async fn ask(addr: SocketAddr, key: &str) -> (StatusCode, String) {
 
 /// The ledger's spend in USD, from the admin API of `addr`, once the rows
 /// of `requests` requests are in.
-async fn spend(addr: SocketAddr, requests: u64) -> f64 {
+pub(crate) async fn spend(addr: SocketAddr, requests: u64) -> f64 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let reply = admin_call(addr, "GET", "/api/v1/admin/spend?by=key&from=0", Some(ADMIN_TOKEN), None).await;
@@ -836,7 +836,7 @@ async fn an_end_user_named_like_another_buckets_holds_changes_nothing_for_it() {
 }
 
 /// A fleet client of the test's own on `redis`, with a short lease.
-async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_fleet::counters::Fleet> {
+pub(crate) async fn fleet_client(redis: &Redis, lease: Duration) -> Arc<switchyard_fleet::counters::Fleet> {
     switchyard_fleet::counters::Fleet::connect(&redis.url(), switchyard_config::OnRedisError::FailClosed, lease)
         .await
         .unwrap()
@@ -876,7 +876,7 @@ fn admit_args(
     governor.fleet_admit_args(chain, estimate, fleet.lease_end(now), now, false)
 }
 
-async fn field(redis: &Redis, key: &str, name: &str) -> i64 {
+pub(crate) async fn field(redis: &Redis, key: &str, name: &str) -> i64 {
     let client = redis::Client::open(redis.url()).unwrap();
     let mut connection = client.get_multiplexed_async_connection().await.unwrap();
     redis::cmd("HGET").arg(key).arg(name).query_async::<Option<i64>>(&mut connection).await.unwrap().unwrap_or(0)

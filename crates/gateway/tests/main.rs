@@ -23,6 +23,7 @@ mod duplex;
 mod edges;
 mod errors;
 mod fleet;
+mod fleet_lease;
 mod governance;
 mod guardrails;
 mod hardening;

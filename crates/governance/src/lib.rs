@@ -20,6 +20,8 @@
 //!   actual usage or released;
 //! - [`fleet`]: the same admission on counters a fleet shares (the
 //!   arguments of its scripts and the reading of their answers);
+//! - [`lease`]: admission by leased slices of a fleet's budgets and
+//!   rates (how big a slice is, what a lease has left and reports);
 //! - [`run`]: an agent run's own limits (spend, calls, tool calls,
 //!   tokens, wall clock) and its loop breaker, across keys and pools;
 //! - [`sigv4`]: the inbound AWS SigV4 check for Bedrock callers;
@@ -33,6 +35,7 @@ pub mod estimate;
 pub mod fleet;
 pub mod forecast;
 pub mod key;
+pub mod lease;
 pub mod mcp_grant;
 pub mod money;
 pub mod rate;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use switchyard_config::{AuthMode, Config};
 use switchyard_governance::money::Price;
-use switchyard_governance::{BucketId, BucketSpec, Governor, KeyHash, KeyRecord, Reservation};
+use switchyard_governance::{BucketId, BucketSpec, Estimate, Governor, KeyHash, KeyRecord, Reservation};
 use switchyard_store::{GroupRecord, SpendBy, StoreError, Stores, TotalsQuery};
 
 pub use admission::Denied;
@@ -330,6 +330,44 @@ pub struct Hold {
     pub hold: u64,
     /// The chain's bucket names in the fleet's Redis.
     pub fleet_keys: Arc<[String]>,
+    /// Admitted on this instance's lease of the chain (`hold` is the
+    /// lease's id), neither in Redis nor in this instance's counters.
+    pub leased: bool,
+}
+
+impl Hold {
+    /// A request admitted on lease `id` of `keys`' chain.
+    pub(crate) fn leased(chain: &Arc<[BucketId]>, estimate: Estimate, id: u64, keys: &Arc<[String]>) -> Hold {
+        let reservation = switchyard_governance::Reservation { chain: chain.clone(), estimate };
+        Hold { reservation, in_fleet: false, hold: id, fleet_keys: keys.clone(), leased: true }
+    }
+}
+
+/// What leases read of this instance's governor: each chain's limits (again
+/// at every renewal, so an edit reaches the lease), and the settlement of
+/// what a dropped lease had not reported.
+impl switchyard_fleet::lease::LeaseSpecs for Governance {
+    fn lease_buckets(&self, chain: &[BucketId], now_ms: u64) -> Option<Vec<switchyard_governance::lease::LeaseBucket>> {
+        self.governor().lease_buckets(chain, now_ms)
+    }
+
+    fn settle_unreported(&self, keys: &[String], chain: &Arc<[BucketId]>, cost: u64) {
+        let Some(fleet) = &self.fleet else { return };
+        let hold = fleet.new_hold();
+        let now = now_ms();
+        let mut settlement = fleet.settlement(
+            keys,
+            (&mut self.governor(), chain),
+            hold,
+            Estimate::default(),
+            cost,
+            0,
+            (false, false),
+            now,
+        );
+        settlement.chain = Some(chain.clone());
+        fleet.settle(hold, settlement);
+    }
 }
 
 /// Governance as the config asks for it: `None` when nothing is to be
@@ -383,6 +421,17 @@ pub async fn from_config(
     }
     let governance = Arc::new(governance);
     let _ = governance.me.set(Arc::downgrade(&governance));
+    if let (Some(fleet), Some(lease)) = (&governance.fleet, config.storage.lease) {
+        let limits = switchyard_governance::lease::SliceLimits {
+            share_permille: lease.share_permille,
+            max_usd: lease.max_usd_nano,
+            max_requests: lease.max_requests,
+            max_tokens: lease.max_tokens,
+        };
+        let specs: std::sync::Weak<dyn switchyard_fleet::lease::LeaseSpecs> =
+            Arc::downgrade(&governance) as std::sync::Weak<Governance>;
+        fleet.start_leasing(switchyard_fleet::lease::Leasing { ttl: lease.ttl, limits }, specs);
+    }
     if let Some(seeded) = governance.fleet.as_ref().and_then(|fleet| fleet.take_seeded()) {
         switchyard_tasks::service("ledger reseed", reseed_from_ledger(Arc::downgrade(&governance), seeded));
     }

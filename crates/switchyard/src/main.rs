@@ -441,6 +441,13 @@ async fn serve(args: ServeArgs, access_lines: AccessLines) -> anyhow::Result<()>
     if left > 0 {
         tracing::warn!(tasks = left, "shutting down with work still running; its ledger rows may be lost");
     }
+    // Every request has settled: this instance's leases give back what
+    // they did not spend (the other instances see it at once), before the
+    // settlements they queued are flushed below.
+    if let Some(fleet) = gateway.governance.as_ref().and_then(|g| g.fleet.clone()) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), fleet.return_leases()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(2), fleet.flush()).await;
+    }
     // Every request has settled: let the ledger writer flush the last rows.
     if let Some(writer) = ledger_writer {
         writer.finish().await;

@@ -11,6 +11,7 @@ use std::sync::atomic::Ordering;
 
 use std::sync::Arc;
 
+use switchyard_fleet::lease::LeaseAdmit;
 use switchyard_governance::{Actual, BucketId, Estimate, Refusal, RefusalKind, Reservation, Trigger};
 use switchyard_ir::{ErrorInfo, ErrorKind};
 
@@ -153,6 +154,31 @@ impl Governance {
         let mut hold = 0;
         if let Some(fleet) = &self.fleet {
             let keys = fleet_keys;
+            // Leasing (`storage.redis.lease`): admitted here on the chain's
+            // slice when it has room; one call when it has none.
+            if fleet.leases().is_some() {
+                if let Some(id) = fleet.admit_on_lease(keys, estimate, now) {
+                    return Ok(Hold::leased(chain, estimate, id, keys));
+                }
+                match fleet.admit_leasing(keys, chain, estimate, now).await {
+                    Ok((LeaseAdmit::Admitted(id), seen)) => {
+                        if let Some(seen) = &seen {
+                            self.learn(chain, seen, now);
+                        }
+                        return Ok(Hold::leased(chain, estimate, id, keys));
+                    }
+                    Ok((LeaseAdmit::Refused(refusal), seen)) => {
+                        if let Some(seen) = &seen {
+                            self.learn(chain, seen, now);
+                        }
+                        return Err(self.refusal_error(&refusal));
+                    }
+                    // Not leasable, or its lease busy: per request, below.
+                    // (Redis away: the per-request call below says so, and
+                    // storage.on_redis_error decides.)
+                    Ok((LeaseAdmit::PerRequest, _)) | Err(_) => {}
+                }
+            }
             hold = fleet.new_hold();
             // A bucket Redis does not know (never seen, or lost in a
             // restart) is seeded with what this instance knows for its
@@ -166,7 +192,7 @@ impl Governance {
             match answer {
                 Ok((switchyard_fleet::counters::Admitted::Held(hold), _)) => {
                     let reservation = Reservation { chain: chain.clone(), estimate };
-                    return Ok(Hold { reservation, in_fleet: true, hold, fleet_keys: keys.clone() });
+                    return Ok(Hold { reservation, in_fleet: true, hold, fleet_keys: keys.clone(), leased: false });
                 }
                 Ok((switchyard_fleet::counters::Admitted::Refused(refusal), _)) => {
                     return Err(self.refusal_error(&refusal))
@@ -190,7 +216,9 @@ impl Governance {
         }
         let admitted = self.governor().admit_with(chain, estimate, now, offer_downgrade);
         match admitted {
-            Ok(reservation) => Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: fleet_keys.clone() }),
+            Ok(reservation) => {
+                Ok(Hold { reservation, in_fleet: false, hold, fleet_keys: fleet_keys.clone(), leased: false })
+            }
             Err(refusal) => Err(self.refusal_error(&refusal)),
         }
     }
@@ -302,6 +330,34 @@ impl Governance {
     fn settle_as(&self, hold: &Hold, tokens: u64, cost: u64, hit: bool) {
         let now = now_ms();
         let chain = &hold.reservation.chain;
+        if hold.leased {
+            if let Some(fleet) = &self.fleet {
+                // Into its lease (reported at the next renewal), or, when
+                // that lease was dropped, to Redis as a request admitted
+                // locally. A cache hit keeps its request counted: a slice
+                // gives back no rate (it refuses early, never late).
+                let estimate = hold.reservation.estimate;
+                if !fleet.settle_leased(&hold.fleet_keys, hold.hold, estimate, cost, tokens) {
+                    let fresh = fleet.new_hold();
+                    let mut settlement = fleet.settlement(
+                        &hold.fleet_keys,
+                        (&mut self.governor(), chain),
+                        fresh,
+                        estimate,
+                        cost,
+                        tokens,
+                        (false, false),
+                        now,
+                    );
+                    settlement.chain = Some(chain.clone());
+                    fleet.settle(fresh, settlement);
+                }
+                // This instance's counters count the spend too (what they
+                // admit on should Redis go away).
+                self.governor().add_spent(chain, cost, now);
+            }
+            return;
+        }
         // Read before this cost counts here: what this instance knew is the
         // seed of a bucket Redis lost meanwhile, to which the script adds it.
         let settlement = self.fleet.as_ref().map(|fleet| {
