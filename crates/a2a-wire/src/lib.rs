@@ -10,10 +10,12 @@
 //!   agent reports, and the push URLs a caller asks an agent to call;
 //! - `rest`: the HTTP+JSON binding read as the JSON-RPC request it asks
 //!   (and written back), with its errors; `v03` converts 0.3's protobuf
-//!   JSON bodies.
+//!   JSON bodies; `path` holds the pieces both read and write (a path
+//!   segment that never steps out of itself, the query, the refusal).
 
 pub mod card;
 pub mod message;
+mod path;
 pub mod rest;
 pub mod rpc;
 mod v03;

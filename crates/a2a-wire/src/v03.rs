@@ -8,7 +8,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::rest::{percent_encode, Outbound, Query, Refused};
+use crate::path::{percent_encode, Outbound, Query, Refused};
 use crate::rpc::{self, Method};
 
 /// 0.3's JSON-RPC task states and their proto names.
