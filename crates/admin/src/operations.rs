@@ -11,6 +11,7 @@ use axum::Json;
 
 use crate::sampler::now_minute;
 use crate::shared::*;
+use crate::versions::{empty_problem, newest_number, scrubbed};
 use switchyard_state::Gateway;
 
 #[utoipa::path(get, path = "/api/v1/admin/config", responses((status = 200, description = "the config file's text as last loaded (comments and layout kept), secrets replaced by `<redacted>` where they stand, and `restart_pending`: sections it changes that keep their running values until a restart")))]
@@ -18,7 +19,7 @@ pub(crate) async fn running_config(State(admin): State<Admin>) -> Response {
     let yaml = switchyard_config::redacted(&admin.gateway.config.source).unwrap_or_default();
     // The newest version's ETag, for `If-Match` on the next change.
     let version = match admin.gateway.governance {
-        Some(_) => crate::versions::newest_number(&admin).await.ok(),
+        Some(_) => newest_number(&admin).await.ok(),
         None => None,
     };
     let body = Json(serde_json::json!({
@@ -87,28 +88,6 @@ pub(crate) async fn validate_config(
 
 fn problem(issue: &switchyard_config::Issue) -> serde_json::Value {
     serde_json::json!({"path": issue.path, "message": issue.message, "fix": issue.fix})
-}
-
-/// What an empty candidate is refused for: it would serve nothing.
-pub(crate) fn empty_problem() -> serde_json::Value {
-    serde_json::json!({"path": "", "message": "the config is empty: applied, it would serve no pool and drop every setting",
-        "fix": "send the whole config file (load the running config and edit it)"})
-}
-
-/// `answer` with every secret put back from the running config replaced
-/// by the placeholder again (a message may quote a value).
-pub(crate) fn scrubbed(answer: serde_json::Value, secrets: &[String]) -> serde_json::Value {
-    if secrets.is_empty() {
-        return answer;
-    }
-    let mut text = answer.to_string();
-    for secret in secrets.iter().filter(|s| s.len() >= 4) {
-        // As the JSON text writes it (quotes and backslashes escaped).
-        let written = serde_json::to_string(secret).unwrap_or_default();
-        let inner = written.trim_matches('"');
-        text = text.replace(inner, switchyard_config::REDACTED);
-    }
-    serde_json::from_str(&text).unwrap_or(answer)
 }
 
 #[utoipa::path(get, path = "/api/v1/admin/lanes", responses((status = 200, description = "every pool's lanes with breaker state")))]

@@ -225,10 +225,7 @@ pub(crate) async fn apply_config(
         return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
     }
     if switchyard_config::round_trip::is_empty(&change.yaml) {
-        return Err(bad(format!(
-            "yaml: {}",
-            crate::operations::empty_problem()["message"].as_str().unwrap_or_default()
-        )));
+        return Err(bad(format!("yaml: {}", empty_problem()["message"].as_str().unwrap_or_default())));
     }
     let newest = newest_number(&admin).await?;
     if !headers.contains_key(axum::http::header::IF_MATCH) {
@@ -252,7 +249,7 @@ pub(crate) async fn apply_config(
             bad(format!("the config is not valid: {}", listed.join("; ")))
         })?;
     apply(&admin, restored.text, after, &author(&actor), change.message).await.map_err(|ApiError(status, message)| {
-        let message = crate::operations::scrubbed(serde_json::Value::String(message), &restored.secrets);
+        let message = scrubbed(serde_json::Value::String(message), &restored.secrets);
         ApiError(status, message.as_str().unwrap_or_default().to_owned())
     })
 }
@@ -282,4 +279,26 @@ pub(crate) async fn rollback_config(
         return Err(bad(format!("message: at most {MAX_MESSAGE} bytes")));
     }
     apply(&admin, target.text, after, &author(&actor), message).await
+}
+
+/// What an empty candidate is refused for: it would serve nothing.
+pub(crate) fn empty_problem() -> serde_json::Value {
+    serde_json::json!({"path": "", "message": "the config is empty: applied, it would serve no pool and drop every setting",
+        "fix": "send the whole config file (load the running config and edit it)"})
+}
+
+/// `answer` with every secret put back from the running config replaced
+/// by the placeholder again (a message may quote a value).
+pub(crate) fn scrubbed(answer: serde_json::Value, secrets: &[String]) -> serde_json::Value {
+    if secrets.is_empty() {
+        return answer;
+    }
+    let mut text = answer.to_string();
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        // As the JSON text writes it (quotes and backslashes escaped).
+        let written = serde_json::to_string(secret).unwrap_or_default();
+        let inner = written.trim_matches('"');
+        text = text.replace(inner, switchyard_config::REDACTED);
+    }
+    serde_json::from_str(&text).unwrap_or(answer)
 }
