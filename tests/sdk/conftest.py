@@ -172,6 +172,20 @@ def serving(workdir: Path, extra: str, env: dict[str, str] | None = None, config
         log.close()
 
 
+def fleet_storage(prefix: str) -> tuple[str, str]:
+    """A fresh PostgreSQL database and the Redis URL for a module's fleet
+    (scripts/test.sh starts both); skips outside CI when they are not
+    running."""
+    postgres, redis = os.environ.get("SWITCHYARD_TEST_POSTGRES_URL"), os.environ.get("SWITCHYARD_TEST_REDIS_URL")
+    if not (postgres and redis):
+        assert not os.environ.get("CI"), "CI runs PostgreSQL and Redis: run the tests through scripts/test.sh"
+        pytest.skip("PostgreSQL and Redis are not running (scripts/test.sh starts them)")
+    name = f"{prefix}_{os.getpid()}_{int(time.time() * 1000) % 100000}"
+    psql = Path(os.environ.get("SWITCHYARD_TEST_PG_BIN", "")) / "psql"
+    subprocess.run([str(psql) if psql.parent != Path("") else "psql", postgres, "-qc", f"CREATE DATABASE {name}"], check=True)
+    return f"{postgres.rsplit('/', 1)[0]}/{name}", redis
+
+
 def admin_api(admin: str, method: str, path: str, body: dict | None = None) -> dict:
     """One admin API call with the admin token; its JSON answer."""
     request = urllib.request.Request(

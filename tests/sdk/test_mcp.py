@@ -37,23 +37,12 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import admin_api, free_port, serving
+from conftest import admin_api, fleet_storage, free_port, serving
 
 HERE = Path(__file__).parent
 FORBIDDEN, LIMITED, HANDLE_REFUSED, INVALID_PARAMS = -32003, -32029, -32004, -32602
 SECRET = "sdk-fleet-handle-secret-0123456789abcdef"
 MODES = {"legacy": "2025-11-25", "2026-07-28": "2026-07-28"}
-
-
-def services() -> tuple[str, str]:
-    postgres, redis = os.environ.get("SWITCHYARD_TEST_POSTGRES_URL"), os.environ.get("SWITCHYARD_TEST_REDIS_URL")
-    if not (postgres and redis):
-        assert not os.environ.get("CI"), "CI runs PostgreSQL and Redis: run the tests through scripts/test.sh"
-        pytest.skip("PostgreSQL and Redis are not running (scripts/test.sh starts them)")
-    name = f"mcp_{os.getpid()}_{int(time.time() * 1000) % 100000}"
-    psql = Path(os.environ.get("SWITCHYARD_TEST_PG_BIN", "")) / "psql"
-    subprocess.run([str(psql) if psql.parent != Path("") else "psql", postgres, "-qc", f"CREATE DATABASE {name}"], check=True)
-    return f"{postgres.rsplit('/', 1)[0]}/{name}", redis
 
 
 class Alerts(BaseHTTPRequestHandler):
@@ -179,7 +168,7 @@ class RoundRobin:
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory):
     """Two instances over one PostgreSQL and Redis, the upstreams, keys."""
-    database, redis = services()
+    database, redis = fleet_storage("mcp")
     work = tmp_path_factory.mktemp("mcp")
     flag = work / "schema-changed"
     dead = f"http://127.0.0.1:{free_port()}/mcp"
