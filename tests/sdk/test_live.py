@@ -14,10 +14,6 @@ deployment's client would hold it)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
-import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -27,43 +23,10 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from conftest import admin_api, free_port, lanes_config
-from test_tls import FIXTURES, context
+from conftest import admin_api
+from test_tls import context, tls_gateway
 
 LIVE_LANE = "  live: { provider: up-gemini, model: gemini-live-wire, operation: live }\n"
-
-
-@contextlib.contextmanager
-def tls_serving(workdir, extra: str):
-    """A gateway whose data listener serves TLS, with the live lane and
-    `extra`: yields its `localhost` data address and its admin address."""
-    binary = os.environ["SWITCHYARD_BIN"]
-    port, admin = free_port(), f"127.0.0.1:{free_port()}"
-    tls = f'tls: {{ cert: "{FIXTURES / "server-a.pem"}", key: "{FIXTURES / "server-a.key"}" }}'
-    config = lanes_config(f"127.0.0.1:{port}", admin)
-    config = config.replace("server: { drain_timeout: 2s }", f"server: {{ drain_timeout: 2s, {tls} }}")
-    config = config.replace("models:\n", "models:\n" + LIVE_LANE, 1)
-    (workdir / "switchyard.yaml").write_text(config + extra)
-    log = open(workdir / "switchyard.log", "wb")
-    proc = subprocess.Popen([binary, "serve", "--config", str(workdir / "switchyard.yaml")], stdout=log, stderr=subprocess.STDOUT)
-    addr = f"localhost:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with urllib.request.urlopen(f"https://{addr}/healthz", timeout=1, context=context(False)) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail((workdir / "switchyard.log").read_text(errors="replace"))
-        time.sleep(0.05)
-    try:
-        yield addr, admin
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0, (workdir / "switchyard.log").read_text(errors="replace")[-3000:]
-        log.close()
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +36,9 @@ def live(tmp_path_factory):
     extra = "rate_card:\n  live: { input_utok: 100, output_utok: 200, cache_read_utok: 10, audio_input_utok: 400, audio_output_utok: 800 }\n"
     extra += "auth: { mode: keys }\n"
     extra += f"storage: {{ sqlite_path: {workdir / 'switchyard.db'} }}\n"
-    with tls_serving(workdir, extra) as addresses:
-        yield addresses
+    # google-genai dials Live over `wss://` only: the data listener serves TLS.
+    with tls_gateway(workdir, mtls=False, extra=extra, models=LIVE_LANE) as (url, admin):
+        yield url.removeprefix("https://"), admin
 
 
 def options(addr: str, version: str = "v1beta") -> types.HttpOptions:

@@ -32,7 +32,11 @@ def context(client: bool) -> ssl.SSLContext:
 
 
 @contextlib.contextmanager
-def tls_gateway(workdir: Path, mtls: bool):
+def tls_gateway(workdir: Path, mtls: bool, extra: str = "", models: str = ""):
+    """A gateway whose data listener serves TLS with the fixtures'
+    `localhost` certificate (asking for a client certificate when `mtls`),
+    the lanes config with `models` added to its models and `extra` after
+    it: yields its `https://localhost:<port>` URL and its admin address."""
     binary = os.environ["SWITCHYARD_BIN"]
     port, admin = free_port(), f"127.0.0.1:{free_port()}"
     client_ca = f', client_ca: "{CA}"' if mtls else ""
@@ -40,7 +44,8 @@ def tls_gateway(workdir: Path, mtls: bool):
         "server: { drain_timeout: 2s }",
         f'server: {{ drain_timeout: 2s, tls: {{ cert: "{FIXTURES / "server-a.pem"}", key: "{FIXTURES / "server-a.key"}"{client_ca} }} }}',
     )
-    (workdir / "switchyard.yaml").write_text(config)
+    config = config.replace("models:\n", "models:\n" + models, 1)
+    (workdir / "switchyard.yaml").write_text(config + extra)
     log = open(workdir / "switchyard.log", "wb")
     proc = subprocess.Popen([binary, "serve", "--config", str(workdir / "switchyard.yaml")], stdout=log, stderr=subprocess.STDOUT)
     url = f"https://localhost:{port}"
@@ -56,7 +61,7 @@ def tls_gateway(workdir: Path, mtls: bool):
             pytest.fail((workdir / "switchyard.log").read_text(errors="replace"))
         time.sleep(0.05)
     try:
-        yield url
+        yield url, admin
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0, (workdir / "switchyard.log").read_text(errors="replace")[-3000:]
@@ -67,7 +72,7 @@ def test_the_official_sdks_reach_the_tls_listener_with_the_ca_bundle(tmp_path):
     import anthropic
     import openai
 
-    with tls_gateway(tmp_path, mtls=False) as url:
+    with tls_gateway(tmp_path, mtls=False) as (url, _):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, http_client=openai.DefaultHttpxClient(verify=context(False)))
         reply = client.chat.completions.create(model="lane-openai", messages=[{"role": "user", "content": "hello over tls"}])
         assert reply.choices[0].message.content
@@ -87,7 +92,7 @@ def test_the_official_sdks_reach_the_tls_listener_with_the_ca_bundle(tmp_path):
 def test_mtls_serves_only_a_client_with_a_certificate_the_ca_signed(tmp_path):
     import openai
 
-    with tls_gateway(tmp_path, mtls=True) as url:
+    with tls_gateway(tmp_path, mtls=True) as (url, _):
         client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0, http_client=openai.DefaultHttpxClient(verify=context(True)))
         reply = client.chat.completions.create(model="lane-openai", messages=[{"role": "user", "content": "hello with a certificate"}])
         assert reply.choices[0].message.content
